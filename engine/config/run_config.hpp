@@ -1,0 +1,134 @@
+// Run configuration: the JSON a user writes (model / parallel / train / data / profile),
+// its parsing with unknown-key errors, dotted --set overrides, Hugging Face config.json
+// import/export and the validation rules shared by the launcher, the worker and the studio.
+// Torch-free and Qt-free.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ulysses {
+
+using json = nlohmann::json;
+
+// Bad input from the user. Programs turn it into a message and exit code 2.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Hugging Face LlamaConfig keys, same names and meaning.
+struct ModelConfig {
+  int64_t vocab_size = 256;
+  int64_t hidden_size = 64;
+  int64_t intermediate_size = 176;
+  int64_t num_hidden_layers = 2;
+  int64_t num_attention_heads = 4;
+  int64_t num_key_value_heads = 4;
+  double rms_norm_eps = 1e-5;
+  double rope_theta = 10000.0;
+  int64_t max_position_embeddings = 4096;
+  bool tie_word_embeddings = false;
+
+  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  // Number of trainable parameters (embedding, layers, final norm, head if untied).
+  int64_t num_parameters() const;
+};
+
+struct ParallelConfig {
+  int64_t sp_size = 1;
+  int64_t dp_size = 1;
+  std::string backend = "auto";  // auto | gloo | nccl
+  int64_t head_chunks = 1;       // pipeline the all-to-alls over this many head chunks
+  bool fused_qkv = false;        // one all-to-all for q, k and v instead of three
+  double timeout_s = 120.0;      // every collective's timeout
+  int64_t world_size() const { return sp_size * dp_size; }
+};
+
+struct TrainConfig {
+  int64_t seq_length = 256;
+  int64_t micro_batch_size = 1;
+  int64_t steps = 10;
+  double lr = 3e-3;
+  int64_t warmup_steps = 2;
+  double min_lr = 3e-4;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;
+  int64_t seed = 1234;
+  std::string dtype = "float32";  // float32 | bfloat16
+  std::string init_from;          // HF checkpoint directory, empty = random init
+  std::string save_to;            // HF checkpoint directory written at the end, empty = none
+  std::string device = "auto";    // auto | cpu | cuda
+  int64_t threads_per_rank = 0;   // 0 = cores / local ranks
+};
+
+struct DataConfig {
+  std::string kind = "synthetic";  // synthetic | text | tokens
+  std::string path;
+  std::string token_dtype = "uint16";  // for kind=tokens: uint16 | uint32
+};
+
+struct ProfileConfig {
+  bool enabled = true;
+  bool memory = true;
+  int64_t step_begin = 0;   // first traced step (0-based)
+  int64_t step_end = -1;    // last traced step, -1 = all
+};
+
+struct RunConfig {
+  ModelConfig model;
+  ParallelConfig parallel;
+  TrainConfig train;
+  DataConfig data;
+  ProfileConfig profile;
+
+  json to_json() const;
+  // Throws ConfigError naming the key for unknown keys or wrong types.
+  static RunConfig from_json(const json& j);
+};
+
+// One problem found by validate(): the dotted field and a message a user can act on.
+struct ConfigIssue {
+  std::string field;
+  std::string message;
+};
+
+// Reads a JSON file; ConfigError with the path and parse position on failure.
+json load_json_file(const std::string& path);
+
+// Applies "a.b.c=value" to a config JSON. The value is parsed as JSON when it parses
+// (numbers, true/false, quoted strings), else taken as a plain string. The key must
+// name an existing field (ConfigError otherwise, listing the valid keys of that section).
+void apply_override(json& config, const std::string& assignment);
+
+// Every rule the engine enforces that can be checked without torch and without data:
+// heads vs sp_size, kv heads, seq_length vs sp_size, head_chunks, dtype, backend, ranges.
+std::vector<ConfigIssue> validate(const RunConfig& cfg);
+
+// validate() plus checks that touch the file system: data file present and large
+// enough, token ids below vocab_size, init_from directory present with a config.json
+// that matches the model section.
+std::vector<ConfigIssue> validate_with_files(const RunConfig& cfg);
+
+// Throws ConfigError with all issues, one per line, when there are any.
+void throw_if_invalid(const std::vector<ConfigIssue>& issues);
+
+// Loads a run config file, applies overrides in order, resolves init_from's config.json
+// into the model section, and returns it (not yet validated).
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Hugging Face config.json <-> ModelConfig. from_hf ignores HF's informational keys
+// (architectures, torch_dtype, ...) and refuses settings we do not implement
+// (hidden_act other than silu, attention_bias, rope_scaling, ...).
+ModelConfig model_from_hf_config(const json& hf);
+json model_to_hf_config(const ModelConfig& m, const std::string& torch_dtype = "float32");
+
+// Local heads after the seq->head all-to-all, and the kv heads each rank attends with.
+int64_t local_q_heads(const RunConfig& cfg);
+int64_t local_kv_heads(const RunConfig& cfg);  // Hkv/P, or 1 when kv heads are replicated
+
+}  // namespace ulysses

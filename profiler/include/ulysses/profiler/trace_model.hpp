@@ -1,0 +1,81 @@
+// In-memory trace of a whole run (all ranks), as the analysis core and the studio read it.
+// Loaded from a run directory (RUN/trace/rank*.sqlite) or from one Nsight Systems SQLite
+// export. Plain structs, no torch, no Qt. Fields may be added; none are removed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ulysses/profiler/tracer.hpp"
+
+namespace ulysses::prof {
+
+// One timed interval. Times are ns on the trace's host clock; ranges of one lane are
+// sorted by start and nest properly (depth 0 = outermost).
+struct TraceRange {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int32_t rank = 0;
+  int32_t lane = 0;        // index into TraceModel::lanes
+  int32_t name_id = 0;     // index into TraceModel::strings (phase name or NVTX/kernel text)
+  int32_t step = -1;
+  int32_t layer = -1;
+  int32_t head_begin = -1, head_end = -1;
+  int32_t chunk = -1;
+  int64_t bytes_sent = 0, bytes_recv = 0;
+  Phase phase = Phase::Other;
+  Direction dir = Direction::None;
+  uint8_t depth = 0;
+  bool is_kernel = false;  // GPU kernel / memcpy from CUPTI or nsys
+  int64_t duration() const { return end_ns - start_ns; }
+};
+
+enum class LaneKind : uint8_t { HostThread, Comm, HeadRange, CudaStream };
+
+struct Lane {
+  int32_t rank = 0;
+  LaneKind kind = LaneKind::HostThread;
+  std::string name;             // "main", "comm", "heads 0-3", "stream 7"
+  int32_t head_begin = -1, head_end = -1;
+  int64_t tid_or_stream = 0;
+  // Ranges of this lane: TraceModel::ranges[first, first+count), sorted by start_ns.
+  int64_t first = 0, count = 0;
+};
+
+struct RankInfo {
+  int32_t rank = 0, sp_rank = 0, dp_rank = 0;
+  std::string device, hostname;
+  int64_t pid = 0;
+};
+
+struct StepInfo {
+  int32_t rank = 0;
+  int64_t step = 0;
+  int64_t start_ns = 0, end_ns = 0;
+  double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, step_ms = 0;
+  int64_t tokens = 0, max_mem_bytes = 0;
+};
+
+struct MemoryPoint {
+  int32_t rank = 0;
+  int64_t t_ns = 0;
+  int64_t allocated = 0, reserved = 0, peak = 0;
+  int32_t label_id = 0;  // index into strings
+};
+
+struct TraceModel {
+  std::string source;       // path it was loaded from
+  bool from_nsys = false;   // an nsys export (no ULYSSES_* tables)
+  std::string config_json;  // resolved run config ("" for nsys)
+  int32_t sp_size = 1, dp_size = 1, num_heads = 0, num_layers = 0;
+  std::vector<std::string> strings;
+  std::vector<RankInfo> ranks;
+  std::vector<Lane> lanes;          // grouped by rank
+  std::vector<TraceRange> ranges;   // grouped by lane (see Lane::first/count)
+  std::vector<StepInfo> steps;
+  std::vector<MemoryPoint> memory;  // sorted by (rank, t_ns)
+  int64_t t_min = 0, t_max = 0;
+};
+
+}  // namespace ulysses::prof

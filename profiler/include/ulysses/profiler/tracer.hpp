@@ -1,0 +1,149 @@
+// Profiler recording API that the engine calls. No torch, no Qt: the engine hands in plain
+// values. One Tracer per process (per rank) writes one SQLite file (see schema.sql).
+//
+//   auto tr = Tracer::open(opts);               // nullptr-safe everywhere below
+//   tr->begin_step(step);
+//   { ScopedRange r(tr.get(), {Phase::Attention, Direction::Forward, layer, h0, h1}); ... }
+//   tr->record_range(info, t0, t1, Tracer::kCommLane);  // async work measured elsewhere
+//   tr->sample_memory(...);
+//   tr->end_step(rec);                            // flush thread buffers + commit
+//
+// Nested host ranges (ScopedRange) are also NVTX push/pop ranges when built with NVTX.
+// Compile-time switch: ULYSSES_PROFILING=0 makes ULYSSES_RANGE expand to nothing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ulysses::prof {
+
+enum class Phase : uint8_t {
+  Step = 0,
+  Embedding,
+  QkvProj,
+  A2ASeqToHead,
+  Attention,
+  A2AHeadToSeq,
+  OutProj,
+  Mlp,
+  Norm,
+  LmHead,
+  Loss,
+  Backward,
+  GradAllReduce,
+  Optimizer,
+  Other,
+  Count
+};
+// Stable lower-case names used in the trace ("qkv_proj", "a2a_seq_to_head", ...).
+const char* phase_name(Phase p);
+bool phase_from_name(const std::string& s, Phase* out);
+bool phase_is_comm(Phase p);  // A2ASeqToHead, A2AHeadToSeq, GradAllReduce
+
+enum class Direction : uint8_t { None = 0, Forward, Backward, Recompute };
+const char* direction_name(Direction d);
+
+struct RangeInfo {
+  Phase phase = Phase::Other;
+  Direction dir = Direction::None;
+  int32_t layer = -1;       // -1: not a layer range
+  int32_t head_begin = -1;  // global head range [head_begin, head_end) this range covers, -1 = all
+  int32_t head_end = -1;
+  int32_t chunk = -1;       // head chunk index when head_chunks > 1
+  int64_t bytes_sent = 0;   // for communication ranges: bytes this rank sent to others
+  int64_t bytes_recv = 0;   //   and received from others (self-copy excluded)
+};
+
+struct StepRecord {
+  int64_t step = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  int64_t tokens = 0;        // tokens processed by the whole run this step
+  double tokens_per_s = 0;
+  double step_ms = 0;
+  int64_t max_mem_bytes = 0;
+};
+
+struct MemorySample {
+  int64_t allocated = 0;  // GPU: caching allocator allocated; CPU: RSS
+  int64_t reserved = 0;   // GPU: reserved; CPU: RSS
+  int64_t peak = 0;       // GPU: peak allocated; CPU: peak RSS (VmHWM)
+};
+
+struct TracerOptions {
+  std::string path;  // SQLite file, created (parent directory must exist)
+  int32_t rank = 0, world_size = 1;
+  int32_t sp_rank = 0, sp_size = 1, dp_rank = 0, dp_size = 1;
+  std::string device = "cpu";      // "cpu" or "cuda:N"
+  std::string hostname;
+  std::string run_config_json;     // resolved run config, stored in ULYSSES_RUN
+  std::string run_id;
+  int64_t step_begin = 0, step_end = -1;  // only these steps are recorded
+  bool memory = true;
+};
+
+class Tracer {
+ public:
+  // Lane id for ranges measured off the calling thread (async all-to-all completions).
+  static constexpr int32_t kCommLane = -2;
+
+  // Throws std::runtime_error with a message on failure to create the file.
+  static std::unique_ptr<Tracer> open(const TracerOptions& opts);
+  virtual ~Tracer();
+
+  static int64_t now_ns();  // host clock used for every timestamp (CLOCK_MONOTONIC ns)
+
+  virtual void begin_step(int64_t step) = 0;
+  // Flushes every thread's buffer and commits; a killed process keeps all ended steps.
+  virtual void end_step(const StepRecord& rec) = 0;
+  // Whether the current step is recorded (profile.step_begin..step_end).
+  virtual bool active() const = 0;
+
+  // Nested range on the calling thread (use ScopedRange).
+  virtual void push(const RangeInfo& info) = 0;
+  virtual void pop() = 0;
+  // A finished interval measured elsewhere; lane kCommLane puts it on the rank's
+  // "communication" thread row, any other value is the calling thread's row.
+  virtual void record_range(const RangeInfo& info, int64_t start_ns, int64_t end_ns, int32_t lane = kCommLane) = 0;
+
+  // Memory sample at a phase boundary; `label` names the boundary.
+  virtual void sample_memory(const char* label, const MemorySample& m) = 0;
+  // Process RSS and peak RSS from /proc/self/status (CPU ranks).
+  static MemorySample process_memory();
+
+  // Free-form run metric (e.g. "a2a_bytes_per_layer_formula").
+  virtual void set_metric(const std::string& name, double value) = 0;
+
+  virtual void close() = 0;  // final flush + commit; also done by the destructor
+};
+
+class ScopedRange {
+ public:
+  ScopedRange(Tracer* t, const RangeInfo& info) : t_(t && t->active() ? t : nullptr) {
+    if (t_) t_->push(info);
+  }
+  ~ScopedRange() {
+    if (t_) t_->pop();
+  }
+  ScopedRange(const ScopedRange&) = delete;
+  ScopedRange& operator=(const ScopedRange&) = delete;
+
+ private:
+  Tracer* t_;
+};
+
+}  // namespace ulysses::prof
+
+#ifndef ULYSSES_PROFILING
+#define ULYSSES_PROFILING 1
+#endif
+#define ULYSSES_CAT2(a, b) a##b
+#define ULYSSES_CAT(a, b) ULYSSES_CAT2(a, b)
+#if ULYSSES_PROFILING
+#define ULYSSES_RANGE(tracer, ...) \
+  ::ulysses::prof::ScopedRange ULYSSES_CAT(ulysses_range_, __LINE__)(tracer, ::ulysses::prof::RangeInfo{__VA_ARGS__})
+#else
+#define ULYSSES_RANGE(tracer, ...) ((void)0)
+#endif
