@@ -28,9 +28,15 @@ struct TraceRange {
   Direction dir = Direction::None;
   uint8_t depth = 0;
   bool is_kernel = false;  // GPU kernel / memcpy from CUPTI or nsys
+  int32_t parent = -1;     // index into TraceModel::ranges of the enclosing range on this lane
   int64_t duration() const { return end_ns - start_ns; }
 };
 
+// HostThread: one OS thread's NVTX ranges; Comm: ranges recorded on Tracer::kCommLane;
+// CudaStream: kernels/memcpy/memset of one stream; HeadRange: display-only COPIES of the
+// rank's host ranges that carry a head range (analysis skips these lanes). When ranges of
+// one source overlap without nesting (async comm chunks) the loader splits them over
+// several lanes of the same kind and name suffix " #2", " #3", ...
 enum class LaneKind : uint8_t { HostThread, Comm, HeadRange, CudaStream };
 
 struct Lane {
@@ -62,6 +68,7 @@ struct MemoryPoint {
   int64_t t_ns = 0;
   int64_t allocated = 0, reserved = 0, peak = 0;
   int32_t label_id = 0;  // index into strings
+  int64_t step = -1;     // step the sample was taken in
 };
 
 struct TraceModel {

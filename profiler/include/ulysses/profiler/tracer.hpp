@@ -117,6 +117,10 @@ class Tracer {
   virtual void set_metric(const std::string& name, double value) = 0;
 
   virtual void close() = 0;  // final flush + commit; also done by the destructor
+
+  // Names the calling thread's row in the trace (ThreadNames); the thread that opened
+  // the tracer is "main", ranges on kCommLane go to the "comm" row.
+  virtual void set_thread_name(const std::string& name) {}
 };
 
 class ScopedRange {

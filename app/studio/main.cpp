@@ -1,0 +1,114 @@
+// ulysses-studio [RUN_DIR|TRACE.sqlite|CONFIG.json] [--screenshot FILE.png] [--view NAME]
+// [--runs-dir DIR]: the desktop studio. --screenshot renders the main window after loading
+// and exits (works offscreen: QT_QPA_PLATFORM=offscreen). Exit 2 on bad arguments, 1 when
+// the file cannot be opened or the screenshot cannot be written.
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QDir>
+#include <QFileInfo>
+#include <QImage>
+#include <QPixmap>
+#include <QTimer>
+#include <cstdio>
+
+#include "main_window.hpp"
+
+int main(int argc, char** argv) {
+  QApplication::setHighDpiScaleFactorRoundingPolicy(Qt::HighDpiScaleFactorRoundingPolicy::PassThrough);
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName(QStringLiteral("Ulysses"));
+  QApplication::setApplicationName(QStringLiteral("Ulysses Studio"));
+  QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+
+  QCommandLineParser cli;
+  cli.setApplicationDescription(QStringLiteral("Launch, monitor and profile Ulysses sequence-parallel Llama training."));
+  cli.addHelpOption();
+  cli.addVersionOption();
+  cli.addPositionalArgument(QStringLiteral("path"), QStringLiteral("run folder, trace .sqlite or run config .json to open"),
+                            QStringLiteral("[RUN_DIR|TRACE.sqlite|CONFIG.json]"));
+  const QCommandLineOption shot(QStringLiteral("screenshot"), QStringLiteral("Render the window to FILE.png and exit."),
+                                QStringLiteral("FILE.png"));
+  const QCommandLineOption view(QStringLiteral("view"),
+                                QStringLiteral("Page or trace view: launch, monitor, runs, trace, timeline, headmap, memory, report."),
+                                QStringLiteral("NAME"));
+  const QCommandLineOption runsDir(QStringLiteral("runs-dir"), QStringLiteral("Runs folder (default: <cwd>/runs, remembered)."),
+                                   QStringLiteral("DIR"));
+  const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size for screenshots, WxH (default 1500x950)."),
+                                QStringLiteral("WxH"));
+  const QCommandLineOption dark(QStringLiteral("dark"), QStringLiteral("Use the dark theme."));
+  cli.addOptions({shot, view, runsDir, size, dark});
+  if (!cli.parse(QApplication::arguments())) {
+    std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(cli.errorText()));
+    return 2;
+  }
+  if (cli.isSet(QStringLiteral("help"))) cli.showHelp(0);
+  if (cli.isSet(QStringLiteral("version"))) cli.showVersion();
+  const QStringList pos = cli.positionalArguments();
+  if (pos.size() > 1) {
+    std::fprintf(stderr, "ulysses-studio: expected at most one path, got %lld\n", static_cast<long long>(pos.size()));
+    return 2;
+  }
+  const bool screenshot = cli.isSet(shot);
+  if (screenshot && QFileInfo(cli.value(shot)).suffix().isEmpty()) {
+    std::fprintf(stderr, "ulysses-studio: --screenshot needs a file name with an image suffix, e.g. out.png\n");
+    return 2;
+  }
+  QSize winSize(1500, 950);
+  if (cli.isSet(size)) {
+    const auto parts = cli.value(size).split(QLatin1Char('x'));
+    bool okW = false, okH = false;
+    if (parts.size() == 2) winSize = QSize(parts[0].toInt(&okW), parts[1].toInt(&okH));
+    if (!okW || !okH || winSize.width() < 200 || winSize.height() < 200) {
+      std::fprintf(stderr, "ulysses-studio: --size expects WxH such as 1500x950, got '%s'\n", qPrintable(cli.value(size)));
+      return 2;
+    }
+  }
+
+  ulysses::ui::MainWindow w;
+  w.setQuiet(screenshot);
+  if (cli.isSet(runsDir)) w.setRunsDir(cli.value(runsDir));
+  if (cli.isSet(dark)) w.setDarkTheme(true);
+  if (screenshot) w.resize(winSize);
+  if (!pos.isEmpty()) {
+    QString err;
+    const QFileInfo fi(pos.front());
+    const bool isTrace = fi.isFile() && fi.suffix().toLower() == QLatin1String("sqlite");
+    bool ok = screenshot && isTrace ? w.openTraceAndWait(fi.absoluteFilePath(), &err) : w.openPath(pos.front(), &err);
+    if (!ok) {
+      std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(err));
+      if (!fi.exists()) return 2;
+      if (screenshot) return 1;
+    }
+    if (ok && screenshot && fi.isDir() && QFileInfo::exists(QDir(fi.absoluteFilePath()).filePath(QStringLiteral("trace/rank0.sqlite"))) &&
+        cli.isSet(view) && cli.value(view) != QLatin1String("monitor") && cli.value(view) != QLatin1String("runs") &&
+        cli.value(view) != QLatin1String("launch")) {
+      QString terr;
+      if (!w.openTraceAndWait(fi.absoluteFilePath(), &terr)) std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(terr));
+    }
+  }
+  if (cli.isSet(view) && !w.setView(cli.value(view))) {
+    std::fprintf(stderr, "ulysses-studio: unknown --view '%s' (launch, monitor, runs, trace, timeline, headmap, memory, report)\n",
+                 qPrintable(cli.value(view)));
+    return 2;
+  }
+  w.show();
+  if (!screenshot) return app.exec();
+
+  int rc = 0;
+  QTimer::singleShot(300, &w, [&] {
+    QApplication::processEvents();
+    const QPixmap pm = w.grab();
+    const QString out = cli.value(shot);
+    if (pm.isNull() || !pm.save(out)) {
+      std::fprintf(stderr, "ulysses-studio: cannot write the screenshot to %s\n", qPrintable(out));
+      rc = 1;
+    } else {
+      std::printf("%s\n", qPrintable(QFileInfo(out).absoluteFilePath()));
+    }
+    w.setQuiet(true);
+    w.close();
+    app.quit();
+  });
+  app.exec();
+  return rc;
+}

@@ -1,0 +1,75 @@
+// ulysses-trace: `summary RUN|FILE.sqlite [--json]` prints the analysis tables (the same
+// code the studio's report uses); `export --format chrome RUN OUT.json` writes a Chrome /
+// Kineto trace for Perfetto or HTA. Exit 0 ok, 2 bad input (unreadable trace, bad
+// arguments), 1 failure.
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/chrome_export.hpp"
+#include "ulysses/profiler/report.hpp"
+#include "ulysses/profiler/trace_store.hpp"
+
+int main(int argc, char** argv) {
+  namespace prof = ulysses::prof;
+  CLI::App app{"ulysses-trace: summaries and exports of Ulysses Studio traces"};
+  app.require_subcommand(1);
+
+  std::string run;
+  bool as_json = false;
+  int64_t step_begin = 0, step_end = -1;
+  auto* summary = app.add_subcommand("summary", "Per rank/step compute, communication, idle, overlap and tables");
+  summary->add_option("RUN", run, "run directory (RUN/trace/rank*.sqlite), rank .sqlite or nsys .sqlite")->required();
+  summary->add_flag("--json", as_json, "print JSON instead of tables");
+  summary->add_option("--step-begin", step_begin, "first step to include");
+  summary->add_option("--step-end", step_end, "last step to include (-1 = all)");
+
+  std::string format = "chrome", out;
+  int32_t rank = -1;
+  auto* exp = app.add_subcommand("export", "Export a trace (Chrome trace JSON for Perfetto / HTA)");
+  exp->add_option("--format", format, "output format")->check(CLI::IsMember({"chrome"}));
+  exp->add_option("--rank", rank, "export only this rank (HTA reads one file per rank)");
+  exp->add_option("RUN", run, "run directory or .sqlite trace")->required();
+  exp->add_option("OUT", out, "output .json file")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+
+  try {
+    prof::LoadOptions lo;
+    if (summary->parsed()) {
+      lo.head_lanes = false;  // not needed for analysis
+      prof::TraceModel m = prof::load_trace(run, lo);
+      prof::AnalysisOptions ao;
+      ao.step_begin = step_begin;
+      ao.step_end = step_end;
+      prof::Summary s = prof::analyze(m, ao);
+      if (as_json) {
+        std::cout << prof::summary_to_json(m, s).dump(2) << "\n";
+      } else {
+        std::cout << prof::summary_to_text(m, s);
+      }
+    } else {
+      prof::TraceModel m = prof::load_trace(run, lo);
+      prof::ChromeExportOptions co;
+      co.rank = rank;
+      prof::export_chrome_trace(m, out, co);
+      std::cerr << "wrote " << out << " (" << m.ranges.size() << " events, " << m.lanes.size() << " lanes)\n";
+    }
+  } catch (const prof::TraceError& e) {
+    std::cerr << "ulysses-trace: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "ulysses-trace: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,143 @@
+// ulysses-worker: one rank of a Ulysses run. Reads torchrun's environment, the resolved
+// run config, trains, traces into RUN/trace/rank{r}.sqlite and (rank 0) reports metrics.
+// Exit codes: 0 success, 2 bad input, 1 failure.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "checkpoint.hpp"
+#include "comm.hpp"
+#include "run_config.hpp"
+#include "trainer.hpp"
+#include "ulysses/profiler/tracer.hpp"
+
+namespace fs = std::filesystem;
+using namespace ulysses;
+
+namespace {
+std::string host_name() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ulysses-worker: one rank of a Ulysses sequence-parallel run (environment: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)"};
+  std::string config_path, out_dir;
+  std::vector<std::string> overrides;
+  app.add_option("--config", config_path, "run config JSON (ulysses-run writes RUN/config.json)")->required();
+  app.add_option("--out", out_dir, "run directory for trace/ and metrics.jsonl")->required();
+  app.add_option("--set", overrides, "override a config key, e.g. --set train.steps=5");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  int rank = 0;
+  try {
+    const DistEnv env = DistEnv::from_environment();
+    rank = env.rank;
+    RunConfig cfg = load_run_config(config_path, overrides);
+    throw_if_invalid(validate(cfg));
+    if (env.world_size != cfg.parallel.world_size())
+      throw ConfigError("WORLD_SIZE (" + std::to_string(env.world_size) + ") does not match parallel.sp_size x parallel.dp_size (" +
+                        std::to_string(cfg.parallel.sp_size) + " x " + std::to_string(cfg.parallel.dp_size) + " = " +
+                        std::to_string(cfg.parallel.world_size()) + ")");
+
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    const int threads = cfg.train.threads_per_rank > 0 ? static_cast<int>(cfg.train.threads_per_rank)
+                                                       : std::max(1, static_cast<int>(cores) / std::max(1, env.local_world_size));
+    at::set_num_threads(threads);
+    at::set_num_interop_threads(1);
+
+    Comm comm(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), cfg.parallel.backend,
+              std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000)));
+
+    std::unique_ptr<prof::Tracer> tracer;
+    if (cfg.profile.enabled) {
+      fs::create_directories(fs::path(out_dir) / "trace");
+      prof::TracerOptions to;
+      to.path = (fs::path(out_dir) / "trace" / ("rank" + std::to_string(env.rank) + ".sqlite")).string();
+      to.rank = env.rank;
+      to.world_size = env.world_size;
+      to.sp_rank = comm.sp_rank();
+      to.sp_size = comm.sp_size();
+      to.dp_rank = comm.dp_rank();
+      to.dp_size = comm.dp_size();
+      to.device = cfg.train.device == "cuda" ? "cuda:" + std::to_string(env.local_rank) : "cpu";
+      to.hostname = host_name();
+      to.run_config_json = cfg.to_json().dump();
+      to.run_id = fs::path(out_dir).filename().string();
+      to.step_begin = cfg.profile.step_begin;
+      to.step_end = cfg.profile.step_end;
+      to.memory = cfg.profile.memory;
+      tracer = prof::Tracer::open(to);
+    }
+
+    Trainer trainer(cfg, comm, tracer.get());
+    if (env.rank == 0)
+      std::cerr << "ulysses-worker: " << env.world_size << " rank(s), sp_size " << comm.sp_size() << " x dp_size " << comm.dp_size()
+                << ", backend " << comm.backend_name() << ", " << threads << " thread(s) per rank, "
+                << cfg.model.num_parameters() << " parameters" << std::endl;
+
+    std::ofstream metrics;
+    if (env.rank == 0) {
+      fs::create_directories(out_dir);
+      metrics.open((fs::path(out_dir) / "metrics.jsonl").string(), std::ios::app);
+    }
+    const auto t_start = std::chrono::steady_clock::now();
+    for (int64_t s = 0; s < cfg.train.steps; ++s) {
+      if (tracer) tracer->begin_step(s);
+      StepMetrics m = trainer.step(s);
+      if (!std::isfinite(m.loss)) throw std::runtime_error("loss is " + std::to_string(m.loss) + " at step " + std::to_string(s) + "; lower train.lr");
+      if (tracer) {
+        prof::StepRecord r;
+        r.step = s;
+        r.loss = m.loss;
+        r.lr = m.lr;
+        r.grad_norm = m.grad_norm;
+        r.tokens = m.tokens;
+        r.tokens_per_s = m.tokens_per_s;
+        r.step_ms = m.step_ms;
+        r.max_mem_bytes = m.max_mem_bytes;
+        tracer->end_step(r);
+      }
+      if (env.rank == 0) {
+        json j = {{"step", s},
+                  {"steps", cfg.train.steps},
+                  {"loss", m.loss},
+                  {"lr", m.lr},
+                  {"grad_norm", m.grad_norm},
+                  {"tokens", m.tokens},
+                  {"tokens_per_s", m.tokens_per_s},
+                  {"step_ms", m.step_ms},
+                  {"max_mem_bytes", m.max_mem_bytes},
+                  {"elapsed_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count()}};
+        const std::string line = j.dump();
+        metrics << line << "\n" << std::flush;
+        std::cout << "METRIC " << line << std::endl;
+      }
+    }
+    if (!cfg.train.save_to.empty() && env.rank == 0) {
+      save_checkpoint(trainer.model(), cfg.train.save_to, cfg.train.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32);
+      std::cerr << "ulysses-worker: saved Hugging Face checkpoint to " << cfg.train.save_to << std::endl;
+    }
+    comm.barrier();
+    if (tracer) tracer->close();
+    return 0;
+  } catch (const ConfigError& e) {
+    std::cerr << "ulysses-worker (rank " << rank << "): " << e.what() << std::endl;
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "ulysses-worker (rank " << rank << "): error: " << e.what() << std::endl;
+    return 1;
+  }
+}

@@ -1,0 +1,189 @@
+// bench_profiler: (1) ranges written per second into SQLite through TraceWriter (batched,
+// one transaction per step), (2) Tracer cost per ScopedRange push/pop (active, inactive)
+// and per end_step flush, (3) load_trace + analyze time on a generated trace of --ranges
+// ranges (default 10 million, two ranks) in a temporary directory.
+#include <stdlib.h>
+
+#include <chrono>
+#include <ctime>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/trace_store.hpp"
+#include "ulysses/profiler/trace_writer.hpp"
+#include "ulysses/profiler/tracer.hpp"
+
+namespace prof = ulysses::prof;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Process CPU seconds (the build machine is shared: CPU time shows what the code costs).
+double cpu_now() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Writes `total` ranges for one rank with the engine's structure (step > per layer and
+// direction: qkv, a2a s2h (comm lane), attention, a2a h2s (comm lane), out_proj).
+int64_t generate_rank(const std::string& path, int rank, int world, int64_t total, int layers) {
+  prof::TracerOptions o;
+  o.path = path;
+  o.rank = rank;
+  o.world_size = world;
+  o.sp_rank = rank;
+  o.sp_size = world;
+  prof::TraceWriter w(o, 1000 + rank);
+  const int per_step = 1 + 2 * layers * 5;
+  const int64_t steps = std::max<int64_t>(1, total / per_step);
+  int64_t t = 1'000'000'000LL, written = 0;
+  for (int64_t step = 0; step < steps; ++step) {
+    w.begin();
+    int64_t step_start = t;
+    std::vector<prof::RangeRecord> comm;
+    prof::RangeRecord st;
+    st.tid = 1;
+    st.step = step;
+    st.info.phase = prof::Phase::Step;
+    st.start_ns = t;
+    st.end_ns = t + static_cast<int64_t>(per_step) * 1000 + 1000;
+    w.write_range(st);
+    ++written;
+    for (auto dir : {prof::Direction::Forward, prof::Direction::Backward}) {
+      for (int l = 0; l < layers; ++l) {
+        const prof::Phase phases[] = {prof::Phase::QkvProj, prof::Phase::A2ASeqToHead, prof::Phase::Attention,
+                                      prof::Phase::A2AHeadToSeq, prof::Phase::OutProj};
+        for (auto p : phases) {
+          prof::RangeRecord r;
+          r.step = step;
+          r.info.phase = p;
+          r.info.dir = dir;
+          r.info.layer = l;
+          bool comm_phase = prof::phase_is_comm(p);
+          r.tid = comm_phase ? prof::kCommTid : 1;
+          r.push_pop = !comm_phase;
+          r.start_ns = t + 100;
+          r.end_ns = t + 900 + (rank * 37 + l) % 50;
+          if (comm_phase || p == prof::Phase::Attention) {
+            r.info.head_begin = rank * 8;
+            r.info.head_end = rank * 8 + 8;
+          }
+          if (comm_phase) r.info.bytes_sent = r.info.bytes_recv = 1 << 20;
+          w.write_range(r);
+          ++written;
+          t += 1000;
+        }
+      }
+    }
+    t = st.end_ns;
+    prof::StepRecord rec;
+    rec.step = step;
+    w.write_step(rec, step_start, t);
+    w.commit();
+  }
+  w.close();
+  return written;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Profiler benchmarks: SQLite write rate, tracer overhead, summary time"};
+  int64_t ranges = 10'000'000, write_ranges = 1'000'000, pushes = 1'000'000;
+  std::string dir;
+  app.add_option("--ranges", ranges, "ranges in the generated trace for the summary benchmark (all ranks)");
+  app.add_option("--write-ranges", write_ranges, "ranges for the write-rate benchmark");
+  app.add_option("--pushes", pushes, "push/pop pairs for the tracer overhead benchmark");
+  app.add_option("--dir", dir, "work directory (default: a new temporary directory, removed at exit)");
+  CLI11_PARSE(app, argc, argv);
+  bool own_dir = dir.empty();
+  if (own_dir) {
+    std::string tmpl = (fs::temp_directory_path() / "ulysses-bench-XXXXXX").string();
+    dir = mkdtemp(tmpl.data());
+  }
+  fs::create_directories(dir);
+
+  // (1) SQLite write rate.
+  {
+    auto t0 = std::chrono::steady_clock::now();
+    double c0 = cpu_now();
+    int64_t n = generate_rank(dir + "/write.sqlite", 0, 1, write_ranges, 32);
+    double s = seconds_since(t0), c = cpu_now() - c0;
+    std::printf("write:    %lld ranges (NVTX_EVENTS + ULYSSES_RANGES rows) in %.2f s wall = %.2f M ranges/s "
+                "(%.2f M rows/s); CPU %.2f s = %.2f M ranges/s (%.2f M rows/s); one transaction per step\n",
+                static_cast<long long>(n), s, n / s / 1e6, 2 * n / s / 1e6, c, n / c / 1e6, 2 * n / c / 1e6);
+    std::printf("          file %.1f MiB, %.0f bytes/range\n", fs::file_size(dir + "/write.sqlite") / 1048576.0,
+                static_cast<double>(fs::file_size(dir + "/write.sqlite")) / static_cast<double>(n));
+    fs::remove(dir + "/write.sqlite");
+  }
+
+  // (2) Tracer overhead per push/pop.
+  {
+    prof::TracerOptions o;
+    o.path = dir + "/overhead.sqlite";
+    auto tr = prof::Tracer::open(o);
+    tr->begin_step(0);
+    auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < pushes; ++i) {
+      prof::ScopedRange r(tr.get(), {prof::Phase::Attention, prof::Direction::Forward, static_cast<int32_t>(i & 31)});
+    }
+    double active = seconds_since(t0);
+    auto t1 = std::chrono::steady_clock::now();
+    tr->end_step({});
+    double flush = seconds_since(t1);
+    tr->begin_step(1);  // a step outside no window is still active; make one inactive:
+    prof::TracerOptions o2 = o;
+    o2.path = dir + "/overhead2.sqlite";
+    o2.step_begin = 100;
+    auto tr2 = prof::Tracer::open(o2);
+    tr2->begin_step(0);
+    auto t2 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < pushes; ++i) {
+      prof::ScopedRange r(tr2.get(), {prof::Phase::Attention, prof::Direction::Forward, static_cast<int32_t>(i & 31)});
+    }
+    double inactive = seconds_since(t2);
+    auto t3 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < pushes; ++i) {
+      prof::ScopedRange r(nullptr, {prof::Phase::Attention});
+    }
+    double null_tracer = seconds_since(t3);
+    int64_t clock_cost_t0 = prof::Tracer::now_ns();
+    for (int64_t i = 0; i < pushes; ++i) (void)prof::Tracer::now_ns();
+    double clock_ns = static_cast<double>(prof::Tracer::now_ns() - clock_cost_t0) / static_cast<double>(pushes);
+    std::printf("tracer:   push+pop %.1f ns (recording)  |  %.1f ns (step outside window)  |  %.1f ns (null tracer)"
+                "  |  clock read %.1f ns\n",
+                active * 1e9 / pushes, inactive * 1e9 / pushes, null_tracer * 1e9 / pushes, clock_ns);
+    std::printf("          end_step flush of %lld ranges: %.3f s = %.2f M ranges/s\n", static_cast<long long>(pushes),
+                flush, pushes / flush / 1e6);
+  }
+
+  // (3) Summary (load + analysis) on a generated trace.
+  {
+    fs::create_directories(dir + "/run/trace");
+    auto t0 = std::chrono::steady_clock::now();
+    int64_t n = 0;
+    for (int r = 0; r < 2; ++r) {
+      n += generate_rank(dir + "/run/trace/rank" + std::to_string(r) + ".sqlite", r, 2, ranges / 2, 32);
+    }
+    double gen = seconds_since(t0);
+    auto t1 = std::chrono::steady_clock::now();
+    prof::LoadOptions lo;
+    lo.head_lanes = false;  // as ulysses-trace summary loads
+    prof::TraceModel m = prof::load_trace(dir + "/run", lo);
+    double load = seconds_since(t1);
+    auto t2 = std::chrono::steady_clock::now();
+    prof::Summary s = prof::analyze(m);
+    double an = seconds_since(t2);
+    std::printf("summary:  %lld ranges, 2 ranks (generated in %.1f s = %.2f M/s): load %.2f s (%.2f M ranges/s), "
+                "analysis %.2f s, total %.2f s; overlap %.3f, %zu step rows\n",
+                static_cast<long long>(n), gen, n / gen / 1e6, load, n / load / 1e6, an, load + an, s.overall.ratio,
+                s.steps.size());
+  }
+  if (own_dir) fs::remove_all(dir);
+  return 0;
+}

@@ -1,0 +1,119 @@
+// c10d process groups: TCPStore rendezvous on MASTER_ADDR:MASTER_PORT, a world group and
+// an SP group of consecutive ranks created through a PrefixStore.
+#include "comm.hpp"
+
+#include <cstdlib>
+
+#include "run_config.hpp"
+#include "ulysses/profiler/tracer.hpp"
+
+namespace ulysses {
+
+namespace {
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < 0) throw ConfigError(std::string("environment variable ") + name + "='" + v + "' is not a non-negative integer");
+  return static_cast<int>(x);
+}
+}  // namespace
+
+DistEnv DistEnv::from_environment() {
+  DistEnv e;
+  e.rank = env_int("RANK", 0);
+  e.world_size = env_int("WORLD_SIZE", 1);
+  e.local_rank = env_int("LOCAL_RANK", e.rank);
+  e.local_world_size = env_int("LOCAL_WORLD_SIZE", e.world_size);
+  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
+  e.master_port = env_int("MASTER_PORT", 29500);
+  if (e.world_size < 1) throw ConfigError("WORLD_SIZE must be at least 1");
+  if (e.rank >= e.world_size)
+    throw ConfigError("RANK (" + std::to_string(e.rank) + ") must be smaller than WORLD_SIZE (" + std::to_string(e.world_size) + ")");
+  if (e.master_port <= 0 || e.master_port > 65535) throw ConfigError("MASTER_PORT must be a TCP port");
+  return e;
+}
+
+void Comm::Work::wait() {
+  if (!work) return;
+  work->wait();
+  if (done_ns && done_ns->load() == 0) done_ns->store(prof::Tracer::now_ns());
+}
+
+Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const std::string& backend, std::chrono::milliseconds timeout)
+    : env_(env), sp_size_(sp_size), dp_size_(dp_size), timeout_(timeout) {
+  if (env.world_size != sp_size * dp_size)
+    throw ConfigError("WORLD_SIZE (" + std::to_string(env.world_size) + ") must equal parallel.sp_size x parallel.dp_size (" +
+                      std::to_string(sp_size) + " x " + std::to_string(dp_size) + " = " + std::to_string(sp_size * dp_size) + ")");
+  backend_ = backend;
+  if (backend_ == "auto") {
+#if defined(ULYSSES_WITH_NCCL)
+    backend_ = torch::cuda::is_available() ? "nccl" : "gloo";
+#else
+    backend_ = "gloo";
+#endif
+  }
+  if (env.world_size == 1) return;  // no collectives needed
+  store_ = compat::tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), env.rank == 0, env.world_size, timeout);
+  auto make = [&](const std::string& prefix, int rank, int size) -> c10::intrusive_ptr<compat::Backend> {
+    auto s = compat::prefix_store(prefix, store_);
+    if (backend_ == "gloo") {
+#if defined(ULYSSES_WITH_GLOO)
+      return compat::make_gloo(s, rank, size, timeout);
+#else
+      throw ConfigError("parallel.backend gloo is not available in this build (libtorch without Gloo headers)");
+#endif
+    }
+    if (backend_ == "nccl") {
+#if defined(ULYSSES_WITH_NCCL)
+      return compat::make_nccl(s, rank, size, timeout);
+#else
+      throw ConfigError("parallel.backend nccl needs a build against a CUDA libtorch 2.x with NCCL");
+#endif
+    }
+    throw ConfigError("unknown backend " + backend_);
+  };
+  world_ = make("world", env.rank, env.world_size);
+  const int group = env.rank / sp_size;
+  if (sp_size > 1) sp_ = make("sp" + std::to_string(group), env.rank % sp_size, sp_size);
+}
+
+Comm::Work Comm::all_to_all_async(at::Tensor& out, at::Tensor& in) {
+  Work w;
+  w.done_ns = std::make_shared<std::atomic<int64_t>>(0);
+  if (sp_size_ == 1) {
+    out.copy_(in);
+    w.done_ns->store(prof::Tracer::now_ns());
+    return w;
+  }
+  std::vector<int64_t> splits;  // empty = equal splits along dim 0
+  w.work = sp_->alltoall_base(out, in, splits, splits);
+  auto done = w.done_ns;
+  auto fut = w.work->getFuture();
+  if (fut) {
+    fut->addCallback([done](c10::ivalue::Future&) { done->store(prof::Tracer::now_ns()); });
+  }
+  return w;
+}
+
+void Comm::all_reduce_sum(at::Tensor& t) {
+  if (!world_) return;
+  std::vector<at::Tensor> v{t};
+  world_->allreduce(v)->wait();
+}
+
+void Comm::all_reduce_max(at::Tensor& t) {
+  if (!world_) return;
+  std::vector<at::Tensor> v{t};
+  c10d::AllreduceOptions o;
+  o.reduceOp = c10d::ReduceOp::MAX;
+  world_->allreduce(v, o)->wait();
+}
+
+void Comm::barrier() {
+  if (!world_) return;
+  world_->barrier()->wait();
+}
+
+}  // namespace ulysses

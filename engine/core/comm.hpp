@@ -1,0 +1,62 @@
+// Process groups for one rank: the world group (gradient all-reduce over SP x DP ranks)
+// and this rank's SP group (consecutive ranks) for the Ulysses all-to-alls. Built on c10d
+// (Gloo on CPU, NCCL on GPU); every collective carries parallel.timeout_s.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "torch_compat.hpp"
+
+namespace ulysses {
+
+struct DistEnv {
+  int rank = 0, world_size = 1, local_rank = 0, local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  // Reads torchrun's variables; single-process defaults when RANK is unset.
+  // Throws ConfigError for malformed values.
+  static DistEnv from_environment();
+};
+
+class Comm {
+ public:
+  // Collective handle: wait() blocks (with the group timeout), done_ns() is when the
+  // transfer completed (host clock), or 0 when not known.
+  struct Work {
+    c10::intrusive_ptr<c10d::Work> work;
+    std::shared_ptr<std::atomic<int64_t>> done_ns;
+    void wait();
+  };
+
+  Comm(const DistEnv& env, int sp_size, int dp_size, const std::string& backend, std::chrono::milliseconds timeout);
+
+  int rank() const { return env_.rank; }
+  int world_size() const { return env_.world_size; }
+  int sp_rank() const { return env_.rank % sp_size_; }
+  int sp_size() const { return sp_size_; }
+  int dp_rank() const { return env_.rank / sp_size_; }
+  int dp_size() const { return dp_size_; }
+  const std::string& backend_name() const { return backend_; }
+
+  // Equal-split all-to-all over the SP group along dim 0 of a contiguous tensor whose
+  // dim 0 equals sp_size. Asynchronous: the result is valid after wait().
+  Work all_to_all_async(at::Tensor& out, at::Tensor& in);
+  void all_to_all(at::Tensor& out, at::Tensor& in) { all_to_all_async(out, in).wait(); }
+
+  // Sum in place over all ranks (SP x DP).
+  void all_reduce_sum(at::Tensor& t);
+  void all_reduce_max(at::Tensor& t);
+  void barrier();
+
+ private:
+  DistEnv env_;
+  int sp_size_, dp_size_;
+  std::string backend_;
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<compat::Backend> world_, sp_;
+};
+
+}  // namespace ulysses

@@ -1,0 +1,32 @@
+// Training data: byte-level text, flat uint16/uint32 token files (nanoGPT / llm.c layout)
+// or a synthetic learnable stream. Batches are fixed by (seed, step, sequence index), so
+// any sp_size / dp_size split of the same run sees the same tokens.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "run_config.hpp"
+
+namespace ulysses {
+
+class TokenSource {
+ public:
+  virtual ~TokenSource() = default;
+  virtual int64_t size() const = 0;
+  virtual int64_t at(int64_t i) const = 0;
+  // Throws ConfigError (missing file, too small, ids >= vocab_size).
+  static std::unique_ptr<TokenSource> open(const DataConfig& d, const ModelConfig& m, int64_t seq_length, uint64_t seed);
+};
+
+struct Batch {
+  at::Tensor ids;     // (B, N) int64
+  at::Tensor labels;  // (B, N) int64, already shifted: labels[:, t] = token t+1
+};
+
+// Sequences [first, first+count) of the global batch of `step`.
+Batch make_batch(const TokenSource& src, int64_t seq_length, int64_t step, int64_t first, int64_t count, uint64_t seed);
+
+}  // namespace ulysses

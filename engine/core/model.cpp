@@ -1,0 +1,214 @@
+// Llama decoder with Ulysses attention; markers time the backward phases.
+#include "model.hpp"
+
+namespace ulysses {
+
+using prof::Direction;
+using prof::Phase;
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+namespace {
+
+// Identity in forward; in backward stores the host time into *slot (first arrival wins),
+// so the backward of the phase between two markers can be timed.
+class MarkFn : public torch::autograd::Function<MarkFn> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor x, int64_t* slot) {
+    ctx->saved_data["slot"] = reinterpret_cast<int64_t>(slot);
+    return x;  // returned input: autograd wraps it as an identity view
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list g) {
+    auto* slot = reinterpret_cast<int64_t*>(ctx->saved_data["slot"].toInt());
+    if (*slot == 0) *slot = prof::Tracer::now_ns();
+    return {g[0], at::Tensor()};
+  }
+};
+
+at::Tensor mark(const at::Tensor& x, int64_t* slot, bool on) { return on ? MarkFn::apply(x, slot) : x; }
+
+prof::RangeInfo ri(Phase p, Direction d, int32_t layer = -1) {
+  prof::RangeInfo r;
+  r.phase = p;
+  r.dir = d;
+  r.layer = layer;
+  return r;
+}
+
+}  // namespace
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
+  auto x32 = x.to(torch::kFloat32);
+  auto var = x32.pow(2).mean(-1, true);
+  x32 = x32 * torch::rsqrt(var + eps);
+  return w * x32.to(x.scalar_type());
+}
+
+std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, int64_t dh, double theta) {
+  auto inv_freq = 1.0 / torch::pow(theta, torch::arange(0, dh, 2, torch::kInt64).to(torch::kFloat32) / static_cast<double>(dh));
+  auto pos = torch::arange(pos0, pos0 + n, torch::kInt64).to(torch::kFloat32);
+  auto freqs = pos.unsqueeze(1) * inv_freq.unsqueeze(0);  // (n, dh/2)
+  auto emb = torch::cat({freqs, freqs}, -1);              // (n, dh)
+  return {emb.cos(), emb.sin()};
+}
+
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const auto half = x.size(-1) / 2;
+  auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  auto rot = torch::cat({-x2, x1}, -1);
+  auto c = cos.to(x.scalar_type()).unsqueeze(0).unsqueeze(2);  // (1, n, 1, dh)
+  auto s = sin.to(x.scalar_type()).unsqueeze(0).unsqueeze(2);
+  return x * c + rot * s;
+}
+
+LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch::Dtype dtype, Comm* comm)
+    : cfg_(cfg), par_(par), dtype_(dtype), comm_(comm) {
+  const int64_t d = cfg.hidden_size, dh = cfg.head_dim(), ff = cfg.intermediate_size;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    index_[name] = params_.size();
+    params_.emplace_back(name, torch::zeros(shape, torch::kFloat32).set_requires_grad(true));
+  };
+  add("model.embed_tokens.weight", {cfg.vocab_size, d});
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "self_attn.q_proj.weight", {cfg.num_attention_heads * dh, d});
+    add(p + "self_attn.k_proj.weight", {cfg.num_key_value_heads * dh, d});
+    add(p + "self_attn.v_proj.weight", {cfg.num_key_value_heads * dh, d});
+    add(p + "self_attn.o_proj.weight", {d, cfg.num_attention_heads * dh});
+    add(p + "mlp.gate_proj.weight", {ff, d});
+    add(p + "mlp.up_proj.weight", {ff, d});
+    add(p + "mlp.down_proj.weight", {d, ff});
+    add(p + "input_layernorm.weight", {d});
+    add(p + "post_attention_layernorm.weight", {d});
+    UlyssesOptions o;
+    o.comm = comm;
+    o.head_chunks = par.head_chunks;
+    o.fused_qkv = par.fused_qkv;
+    o.layer = static_cast<int32_t>(l);
+    attn_opts_.push_back(o);
+  }
+  add("model.norm.weight", {d});
+  if (!cfg.tie_word_embeddings) add("lm_head.weight", {cfg.vocab_size, d});
+  marks_.layers.resize(cfg.num_hidden_layers);
+}
+
+void LlamaModel::set_tracer(prof::Tracer* t) {
+  tracer_ = t;
+  for (auto& o : attn_opts_) o.tracer = t;
+}
+
+void LlamaModel::init_parameters(uint64_t seed) {
+  torch::NoGradGuard ng;
+  auto gen = at::detail::createCPUGenerator(seed);
+  for (auto& [name, t] : params_) {
+    if (t.dim() == 1) t.fill_(1.0);
+    else t.normal_(0.0, 0.02, gen);
+  }
+}
+
+at::Tensor& LlamaModel::param(const std::string& name) {
+  auto it = index_.find(name);
+  if (it == index_.end()) {
+    if (name == "lm_head.weight" && cfg_.tie_word_embeddings) return param("model.embed_tokens.weight");
+    throw std::out_of_range("no parameter named " + name);
+  }
+  return params_[it->second].second;
+}
+
+std::vector<at::Tensor> LlamaModel::parameters() const {
+  std::vector<at::Tensor> v;
+  for (const auto& p : params_) v.push_back(p.second);
+  return v;
+}
+
+at::Tensor LlamaModel::w(const std::string& name) {
+  auto& p = param(name);
+  return p.scalar_type() == dtype_ ? p : p.to(dtype_);
+}
+
+at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, int64_t pos0) {
+  const int64_t B = ids.size(0), n = ids.size(1);
+  const int64_t H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, dh = cfg_.head_dim();
+  const int64_t P = comm_ ? comm_->sp_size() : 1;
+  const bool marks_on = tracer_ && tracer_->active() && torch::GradMode::is_enabled();
+  for (auto& l : marks_.layers) l = {};
+  marks_.head_begin = marks_.head_end = 0;
+
+  at::Tensor x;
+  {
+    ULYSSES_RANGE(tracer_, Phase::Embedding, Direction::Forward);
+    x = torch::embedding(w("model.embed_tokens.weight"), ids);  // (B, n, d)
+  }
+  auto [cos, sin] = rope_tables(pos0, n, dh, cfg_.rope_theta);
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    auto& mk = marks_.layers[l];
+    const auto L = static_cast<int32_t>(l);
+    at::Tensor q, k, v;
+    {
+      ULYSSES_RANGE(tracer_, Phase::QkvProj, Direction::Forward, L);
+      auto h = rms_norm(x, w(p + "input_layernorm.weight"), cfg_.rms_norm_eps);
+      h = mark(h, &mk.qkv_end, marks_on);
+      q = torch::linear(h, w(p + "self_attn.q_proj.weight"));
+      k = torch::linear(h, w(p + "self_attn.k_proj.weight"));
+      v = torch::linear(h, w(p + "self_attn.v_proj.weight"));
+      q = mark(q, &mk.qkv_begin, marks_on).view({B, n, H, dh});   // (B, n, H, dh)
+      k = mark(k, &mk.qkv_begin, marks_on).view({B, n, Hkv, dh});  // (B, n, Hkv, dh)
+      v = mark(v, &mk.qkv_begin, marks_on).view({B, n, Hkv, dh});
+      q = apply_rope(q, cos, sin);
+      k = apply_rope(k, cos, sin);
+      if (Hkv < P) {  // GQA with fewer kv heads than ranks: replicate so each rank gets one
+        k = k.repeat_interleave(P / Hkv, 2);  // (B, n, P, dh)
+        v = v.repeat_interleave(P / Hkv, 2);
+      }
+    }
+    at::Tensor a;
+    if (P > 1 || par_.head_chunks > 1) {
+      a = ulysses_attention(q, k, v, attn_opts_[l]);  // (B, n, H, dh)
+    } else {
+      ULYSSES_RANGE(tracer_, Phase::Attention, Direction::Forward, L, 0, static_cast<int32_t>(H));
+      auto kk = k.transpose(1, 2), vv = v.transpose(1, 2);
+      if (H != kk.size(1)) {
+        kk = kk.repeat_interleave(H / kk.size(1), 1);
+        vv = vv.repeat_interleave(H / vv.size(1), 1);
+      }
+      a = compat::sdpa_causal(q.transpose(1, 2), kk, vv).transpose(1, 2);  // (B, n, H, dh)
+    }
+    {
+      ULYSSES_RANGE(tracer_, Phase::OutProj, Direction::Forward, L);
+      a = mark(a.reshape({B, n, H * dh}), &mk.o_end, marks_on);
+      auto o = torch::linear(a, w(p + "self_attn.o_proj.weight"));
+      x = x + mark(o, &mk.o_begin, marks_on);
+    }
+    {
+      ULYSSES_RANGE(tracer_, Phase::Mlp, Direction::Forward, L);
+      auto h2 = mark(rms_norm(x, w(p + "post_attention_layernorm.weight"), cfg_.rms_norm_eps), &mk.mlp_end, marks_on);
+      auto m = torch::linear(torch::silu(torch::linear(h2, w(p + "mlp.gate_proj.weight"))) * torch::linear(h2, w(p + "mlp.up_proj.weight")),
+                             w(p + "mlp.down_proj.weight"));
+      x = x + mark(m, &mk.mlp_begin, marks_on);
+    }
+  }
+  return x;
+}
+
+at::Tensor LlamaModel::forward_logits(const at::Tensor& ids, int64_t pos0) {
+  auto x = hidden_states(ids, pos0);
+  x = rms_norm(x, w("model.norm.weight"), cfg_.rms_norm_eps);
+  return torch::linear(x, w(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"));
+}
+
+at::Tensor LlamaModel::forward_loss_sum(const at::Tensor& ids, const at::Tensor& labels, int64_t pos0) {
+  const bool marks_on = tracer_ && tracer_->active() && torch::GradMode::is_enabled();
+  auto x = hidden_states(ids, pos0);
+  ULYSSES_RANGE(tracer_, Phase::Loss, Direction::Forward);
+  x = mark(x, &marks_.head_end, marks_on);
+  x = rms_norm(x, w("model.norm.weight"), cfg_.rms_norm_eps);
+  auto logits = torch::linear(x, w(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"));
+  logits = mark(logits, &marks_.head_begin, marks_on);
+  auto V = logits.size(-1);
+  return torch::nn::functional::cross_entropy(
+      logits.to(torch::kFloat32).view({-1, V}), labels.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kSum));
+}
+
+}  // namespace ulysses

@@ -1,0 +1,72 @@
+// Llama decoder (Hugging Face LlamaForCausalLM math) over a sequence shard, with Ulysses
+// attention. Parameters are plain tensors keyed by their Hugging Face names, so
+// checkpoints map one to one. Shapes: B batch, n = N/P local tokens, d hidden, V vocab.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "comm.hpp"
+#include "run_config.hpp"
+#include "ulysses_attention.hpp"
+
+namespace ulysses {
+
+// Backward-pass phase times collected by marker autograd nodes during one backward.
+struct BackwardMarks {
+  struct Layer {
+    int64_t mlp_begin = 0, mlp_end = 0, o_begin = 0, o_end = 0, qkv_begin = 0, qkv_end = 0;
+  };
+  std::vector<Layer> layers;
+  int64_t head_begin = 0, head_end = 0;  // final norm + lm_head
+};
+
+class LlamaModel {
+ public:
+  LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch::Dtype compute_dtype, Comm* comm);
+
+  // Hugging Face initialisation (normal(0, 0.02) weights, ones for norms), from `seed`,
+  // identical on every rank.
+  void init_parameters(uint64_t seed);
+
+  // ids (B, n) local shard starting at global position `pos0`; labels (B, n) already
+  // shifted (-100 = ignored). Returns the SUM of token losses of this shard (fp32 scalar).
+  at::Tensor forward_loss_sum(const at::Tensor& ids, const at::Tensor& labels, int64_t pos0);
+  // Logits (B, n, V) for a shard (no loss), for checks.
+  at::Tensor forward_logits(const at::Tensor& ids, int64_t pos0);
+
+  std::vector<std::pair<std::string, at::Tensor>>& named_parameters() { return params_; }
+  at::Tensor& param(const std::string& name);
+  std::vector<at::Tensor> parameters() const;
+
+  const ModelConfig& config() const { return cfg_; }
+  void set_tracer(prof::Tracer* t);
+  BackwardMarks& marks() { return marks_; }
+
+ private:
+  at::Tensor hidden_states(const at::Tensor& ids, int64_t pos0);
+  at::Tensor w(const std::string& name);  // parameter cast to the compute dtype
+
+  ModelConfig cfg_;
+  ParallelConfig par_;
+  torch::Dtype dtype_;
+  Comm* comm_;
+  prof::Tracer* tracer_ = nullptr;
+  std::vector<std::pair<std::string, at::Tensor>> params_;
+  std::map<std::string, size_t> index_;
+  std::vector<UlyssesOptions> attn_opts_;  // per layer, must outlive autograd graphs
+  at::Tensor inv_freq_;
+  BackwardMarks marks_;
+};
+
+// RMSNorm in fp32 as Hugging Face computes it: w * (x / sqrt(mean(x^2) + eps)).to(dtype).
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
+// Rotary embedding with rotate_half. x (B, n, h, dh), cos/sin (n, dh).
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+// cos, sin (n, dh) in fp32 for positions pos0..pos0+n-1.
+std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, int64_t dh, double theta);
+
+}  // namespace ulysses

@@ -1,0 +1,68 @@
+// Every libtorch-version difference lives here: Debian's libtorch 1.13 (CPU, Gloo) and
+// CUDA libtorch 2.x (NCCL, flash SDPA). Nothing else in the engine tests TORCH_VERSION.
+#pragma once
+
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#if defined(ULYSSES_WITH_GLOO)
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#if defined(ULYSSES_WITH_NCCL)
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace ulysses::compat {
+
+#if TORCH_VERSION_MAJOR >= 2
+// 2.x: process groups are Backends; SDPA is public and picks flash/efficient kernels.
+using Backend = c10d::Backend;
+inline at::Tensor sdpa_causal(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+}
+#else
+// 1.13: ProcessGroupGloo derives from ProcessGroup; SDPA is the private math kernel.
+using Backend = c10d::ProcessGroup;
+inline at::Tensor sdpa_causal(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  return std::get<0>(at::_scaled_dot_product_attention(q, k, v, {}, 0.0, false, /*is_causal=*/true));
+}
+#endif
+
+inline c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, uint16_t port, bool is_server,
+                                                 int world, std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions o;
+  o.port = port;
+  o.isServer = is_server;
+  o.numWorkers = static_cast<size_t>(world);
+  o.waitWorkers = true;
+  o.timeout = timeout;
+  return c10::make_intrusive<c10d::TCPStore>(host, o);
+}
+
+inline c10::intrusive_ptr<c10d::Store> prefix_store(const std::string& prefix, c10::intrusive_ptr<c10d::Store> s) {
+  return c10::make_intrusive<c10d::PrefixStore>(prefix, std::move(s));
+}
+
+#if defined(ULYSSES_WITH_GLOO)
+inline c10::intrusive_ptr<Backend> make_gloo(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                             std::chrono::milliseconds timeout) {
+  auto o = c10d::ProcessGroupGloo::Options::create(timeout);
+  o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  o->threads = 1;  // one worker thread: collectives run in issue order (FIFO), as on one NCCL stream
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o);
+}
+#endif
+#if defined(ULYSSES_WITH_NCCL)
+inline c10::intrusive_ptr<Backend> make_nccl(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                             std::chrono::milliseconds timeout) {
+  auto o = c10d::ProcessGroupNCCL::Options::create();
+  o->timeout = timeout;
+  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, o);
+}
+#endif
+
+}  // namespace ulysses::compat

@@ -1,0 +1,156 @@
+// One rank's training step.
+#include "trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+
+#include "checkpoint.hpp"
+
+namespace ulysses {
+
+using prof::Direction;
+using prof::Phase;
+
+double learning_rate(const TrainConfig& t, int64_t s) {
+  if (s < t.warmup_steps) return t.lr * static_cast<double>(s + 1) / static_cast<double>(t.warmup_steps);
+  const double span = static_cast<double>(std::max<int64_t>(1, t.steps - t.warmup_steps));
+  const double progress = std::min(1.0, static_cast<double>(s - t.warmup_steps) / span);
+  return t.min_lr + 0.5 * (t.lr - t.min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+namespace {
+torch::Device pick_device(const TrainConfig& t, int local_rank) {
+  const bool cuda = t.device == "cuda" || (t.device == "auto" && torch::cuda::is_available());
+  if (!cuda) return torch::kCPU;
+  if (!torch::cuda::is_available()) throw ConfigError("train.device is cuda but no CUDA device is available to this build");
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % torch::cuda::device_count()));
+}
+}  // namespace
+
+Trainer::Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer)
+    : cfg_(cfg), comm_(comm), tracer_(tracer), device_(pick_device(cfg.train, comm.rank())) {
+  const auto dtype = cfg.train.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
+  data_ = TokenSource::open(cfg.data, cfg.model, cfg.train.seq_length, static_cast<uint64_t>(cfg.train.seed));
+  model_ = std::make_unique<LlamaModel>(cfg.model, cfg.parallel, dtype, &comm);
+  model_->init_parameters(static_cast<uint64_t>(cfg.train.seed));
+  if (!cfg.train.init_from.empty()) load_checkpoint(*model_, cfg.train.init_from);
+  if (device_.is_cuda()) {
+    torch::NoGradGuard ng;
+    for (auto& [name, p] : model_->named_parameters()) p = p.to(device_).detach().set_requires_grad(true);
+  }
+  model_->set_tracer(tracer);
+  std::vector<at::Tensor> decay, no_decay;
+  for (auto& [name, p] : model_->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  auto opts = torch::optim::AdamWOptions(cfg.train.lr).betas({0.9, 0.95}).eps(1e-8).weight_decay(cfg.train.weight_decay);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(opts));
+  auto nd = opts;
+  nd.weight_decay(0.0);
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(nd));
+  opt_ = std::make_unique<torch::optim::AdamW>(groups, opts);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::record_backward_marks() {
+  if (!tracer_ || !tracer_->active()) return;
+  auto& m = model_->marks();
+  auto rec = [&](Phase ph, int32_t layer, int64_t s, int64_t e) {
+    if (s <= 0 || e <= 0 || e < s) return;
+    prof::RangeInfo r;
+    r.phase = ph;
+    r.dir = Direction::Backward;
+    r.layer = layer;
+    tracer_->record_range(r, s, e, 0);
+  };
+  rec(Phase::LmHead, -1, m.head_begin, m.head_end);
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    const auto& L = m.layers[l];
+    const auto li = static_cast<int32_t>(l);
+    rec(Phase::Mlp, li, L.mlp_begin, L.mlp_end);
+    rec(Phase::OutProj, li, L.o_begin, L.o_end);
+    rec(Phase::QkvProj, li, L.qkv_begin, L.qkv_end);
+  }
+}
+
+double Trainer::loss_and_grads(int64_t s) {
+  const auto& t = cfg_.train;
+  const int64_t N = t.seq_length, P = comm_.sp_size(), n = N / P, B = t.micro_batch_size;
+  for (auto& p : model_->parameters()) p.mutable_grad() = at::Tensor();
+
+  // global batch: B * dp_size sequences; this DP rank takes its B, this SP rank its shard
+  Batch batch = make_batch(*data_, N, s, comm_.dp_rank() * B, B, static_cast<uint64_t>(t.seed));
+  const int64_t pos0 = comm_.sp_rank() * n;
+  auto ids = batch.ids.narrow(1, pos0, n).contiguous().to(device_);        // (B, n)
+  auto labels = batch.labels.narrow(1, pos0, n).contiguous().to(device_);  // (B, n)
+
+  at::Tensor loss_sum = model_->forward_loss_sum(ids, labels, pos0);
+  if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_forward", prof::Tracer::process_memory());
+  {
+    ULYSSES_RANGE(tracer_, Phase::Backward, Direction::Backward);
+    loss_sum.backward();
+  }
+  record_backward_marks();
+  if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_backward", prof::Tracer::process_memory());
+
+  // one coalesced all-reduce: [every gradient, loss sum, valid-token count]
+  std::vector<at::Tensor> flat;
+  auto params = model_->parameters();
+  for (auto& p : params) flat.push_back(p.grad().defined() ? p.grad().reshape({-1}).to(torch::kFloat32) : torch::zeros({p.numel()}, p.options()));
+  flat.push_back(loss_sum.detach().reshape({1}).to(torch::kFloat32));
+  flat.push_back((labels != -100).sum().reshape({1}).to(torch::kFloat32));
+  at::Tensor buf = torch::cat(flat);
+  {
+    prof::RangeInfo r;
+    r.phase = Phase::GradAllReduce;
+    r.dir = Direction::Backward;
+    const int64_t bytes = comm_.world_size() > 1 ? buf.numel() * 4 * 2 * (comm_.world_size() - 1) / comm_.world_size() : 0;
+    r.bytes_sent = r.bytes_recv = bytes;  // ring all-reduce volume
+    prof::ScopedRange sr(tracer_, r);
+    comm_.all_reduce_sum(buf);
+  }
+  const int64_t total = buf.numel();
+  const double count = buf[total - 1].item<double>();
+  const double loss = buf[total - 2].item<double>() / std::max(1.0, count);
+  int64_t off = 0;
+  torch::NoGradGuard ng;
+  for (auto& p : params) {
+    p.mutable_grad() = buf.narrow(0, off, p.numel()).view(p.sizes()).div(std::max(1.0, count)).to(p.scalar_type());
+    off += p.numel();
+  }
+  return loss;
+}
+
+StepMetrics Trainer::step(int64_t s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  StepMetrics m;
+  m.step = s;
+  {
+    ULYSSES_RANGE(tracer_, Phase::Step, Direction::None);
+    m.loss = loss_and_grads(s);
+    ULYSSES_RANGE(tracer_, Phase::Optimizer, Direction::None);
+    torch::NoGradGuard ng;
+    double sq = 0;
+    for (auto& p : model_->parameters()) sq += p.grad().to(torch::kFloat64).pow(2).sum().item<double>();
+    m.grad_norm = std::sqrt(sq);  // gradients are identical on every rank after the all-reduce
+    const double clip = cfg_.train.grad_clip;
+    if (clip > 0 && m.grad_norm > clip) {
+      const double scale = clip / (m.grad_norm + 1e-6);
+      for (auto& p : model_->parameters()) p.mutable_grad().mul_(scale);
+    }
+    m.lr = learning_rate(cfg_.train, s);
+    for (auto& g : opt_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(m.lr);
+    opt_->step();
+  }
+  const auto mem = prof::Tracer::process_memory();
+  if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_optimizer", mem);
+  auto peak = torch::tensor({static_cast<double>(mem.peak)}, torch::kFloat64);
+  comm_.all_reduce_max(peak);
+  m.max_mem_bytes = static_cast<int64_t>(peak.item<double>());
+  m.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  m.tokens = cfg_.train.seq_length * cfg_.train.micro_batch_size * cfg_.parallel.dp_size;
+  m.tokens_per_s = m.tokens / std::max(1e-9, m.step_ms / 1000.0);
+  return m;
+}
+
+}  // namespace ulysses

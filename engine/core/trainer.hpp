@@ -1,0 +1,51 @@
+// Training loop for one rank: deterministic batch -> sequence shard -> forward (Ulysses
+// attention) -> backward -> one coalesced all-reduce of gradients, loss sum and token
+// count over all SP x DP ranks -> global-norm clipping -> AdamW with warmup + cosine.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include <torch/torch.h>
+
+#include "comm.hpp"
+#include "data.hpp"
+#include "model.hpp"
+
+namespace ulysses {
+
+struct StepMetrics {
+  int64_t step = 0;
+  double loss = 0, lr = 0, grad_norm = 0, step_ms = 0, tokens_per_s = 0;
+  int64_t tokens = 0, max_mem_bytes = 0;
+};
+
+// Learning rate at `step` (0-based): linear warmup to lr, then cosine to min_lr.
+double learning_rate(const TrainConfig& t, int64_t step);
+
+class Trainer {
+ public:
+  Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer);
+  ~Trainer();
+
+  // One optimisation step; every rank returns the same loss / grad_norm.
+  StepMetrics step(int64_t s);
+  // Forward + backward + gradient all-reduce without the optimizer; gradients stay in
+  // the parameters' .grad (for tests). Returns the global mean loss.
+  double loss_and_grads(int64_t s);
+
+  LlamaModel& model() { return *model_; }
+  torch::Device device() const { return device_; }
+
+ private:
+  RunConfig cfg_;
+  Comm& comm_;
+  prof::Tracer* tracer_;
+  torch::Device device_;
+  std::unique_ptr<TokenSource> data_;
+  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<torch::optim::AdamW> opt_;
+  void record_backward_marks();
+};
+
+}  // namespace ulysses

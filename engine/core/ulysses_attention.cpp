@@ -1,0 +1,373 @@
+// Ulysses attention: head-chunked, pipelined all-to-alls around causal SDPA.
+#include "ulysses_attention.hpp"
+
+#include "torch_compat.hpp"
+
+namespace ulysses {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+using prof::Direction;
+using prof::Phase;
+using prof::RangeInfo;
+
+// ---- layout helpers ---------------------------------------------------------------
+
+// x (B, n, P*hx, dh): send buffer (P, B, n, hxc, dh) for heads [c*hxc, (c+1)*hxc) of
+// every rank's group.
+at::Tensor pack_seq_to_head(const at::Tensor& x, int64_t P, int64_t c, int64_t hxc) {
+  const auto B = x.size(0), n = x.size(1), dh = x.size(3);
+  const auto hx = x.size(2) / P;
+  return x.view({B, n, P, hx, dh}).narrow(3, c * hxc, hxc).permute({2, 0, 1, 3, 4}).contiguous();
+}
+// recv (P, B, n, hc, dh) -> (B, hc, N, dh): the whole sequence for this rank's heads.
+at::Tensor unpack_seq_to_head(const at::Tensor& r) {
+  const auto P = r.size(0), B = r.size(1), n = r.size(2), hc = r.size(3), dh = r.size(4);
+  return r.permute({1, 3, 0, 2, 4}).reshape({B, hc, P * n, dh});
+}
+// y (B, hc, N, dh) -> send buffer (P, B, n, hc, dh): sequence slice p goes to rank p.
+at::Tensor pack_head_to_seq(const at::Tensor& y, int64_t P) {
+  const auto B = y.size(0), hc = y.size(1), N = y.size(2), dh = y.size(3);
+  return y.view({B, hc, P, N / P, dh}).permute({2, 0, 3, 1, 4}).contiguous();
+}
+// chunks of recv (P, B, n, hc, dh), chunk c holding heads [c*hc, (c+1)*hc) of every
+// rank's group -> (B, n, P*h, dh) with h = sum of hc.
+at::Tensor assemble_head_to_seq(const std::vector<at::Tensor>& chunks) {
+  std::vector<at::Tensor> parts;
+  for (const auto& r : chunks) parts.push_back(r.permute({1, 2, 0, 3, 4}));  // (B, n, P, hc, dh)
+  auto cat = parts.size() == 1 ? parts[0] : at::cat(parts, 3);                // (B, n, P, h, dh)
+  return cat.reshape({cat.size(0), cat.size(1), cat.size(2) * cat.size(3), cat.size(4)});
+}
+
+int64_t elem_bytes(const at::Tensor& t) { return static_cast<int64_t>(t.element_size()); }
+
+// Tracks works on the SP group's queue (Gloo runs them one at a time, in order) so that
+// each transfer's range starts when the previous one finished, not when it was queued.
+struct CommTimeline {
+  prof::Tracer* tracer;
+  int64_t last_done = 0;
+  struct Pending {
+    Comm::Work work;
+    RangeInfo info;
+    int64_t issued_ns;
+  };
+  std::vector<Pending> pending;
+
+  Comm::Work& issue(Comm& comm, at::Tensor& out, at::Tensor& in, const RangeInfo& info) {
+    const int64_t t = prof::Tracer::now_ns();
+    pending.push_back({comm.all_to_all_async(out, in), info, t});
+    return pending.back().work;
+  }
+  // Records every finished work in issue order.
+  void flush() {
+    for (auto& p : pending) {
+      p.work.wait();
+      const int64_t done = p.work.done_ns ? p.work.done_ns->load() : prof::Tracer::now_ns();
+      const int64_t start = std::max(p.issued_ns, last_done);
+      last_done = std::max(last_done, done);
+      if (tracer && tracer->active()) tracer->record_range(p.info, start, std::max(start, done));
+    }
+    pending.clear();
+  }
+};
+
+RangeInfo comm_info(Phase ph, Direction d, int32_t layer, int64_t h0, int64_t h1, int64_t c, int64_t bytes) {
+  RangeInfo r;
+  r.phase = ph;
+  r.dir = d;
+  r.layer = layer;
+  r.head_begin = static_cast<int32_t>(h0);
+  r.head_end = static_cast<int32_t>(h1);
+  r.chunk = static_cast<int32_t>(c);
+  r.bytes_sent = bytes;
+  r.bytes_recv = bytes;
+  return r;
+}
+
+// Geometry shared by forward and backward.
+struct Geometry {
+  int64_t P, H, Hk, h, hk, C, hc, hkc;
+  bool kv_shared;  // one local kv head serves every chunk (kv replicated, hk == 1 < C)
+  int64_t sp_rank;
+  Geometry(int64_t H_, int64_t Hk_, const UlyssesOptions& o) {
+    P = o.comm->sp_size();
+    sp_rank = o.comm->sp_rank();
+    H = H_;
+    Hk = Hk_;
+    h = H / P;
+    hk = Hk / P;
+    C = o.head_chunks;
+    hc = h / C;
+    kv_shared = (hk % C != 0);
+    hkc = kv_shared ? hk : hk / C;
+  }
+  int64_t head0(int64_t c) const { return sp_rank * h + c * hc; }
+  bool kv_in_chunk(int64_t c) const { return !kv_shared || c == 0; }
+  int64_t kv_chunk(int64_t c) const { return kv_shared ? 0 : c; }
+};
+
+at::Tensor expand_kv(const at::Tensor& kv, int64_t hq) {  // (B, hkc, N, dh) -> (B, hq, N, dh)
+  const int64_t rep = hq / kv.size(1);
+  return rep == 1 ? kv : kv.repeat_interleave(rep, 1);
+}
+
+class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> {
+ public:
+  static tensor_list forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v, const UlyssesOptions* optp) {
+    const UlyssesOptions& o = *optp;
+    Comm& comm = *o.comm;
+    Geometry g(q.size(2), k.size(2), o);
+    const auto B = q.size(0), n = q.size(1), dh = q.size(3);
+    CommTimeline tl{o.tracer};
+
+    // seq->head for every chunk, issued up front: chunk c+1 travels while c computes.
+    std::vector<at::Tensor> recv_q(g.C), recv_k(g.C), recv_v(g.C), recv_qkv(g.C);
+    std::vector<size_t> work_of(g.C);
+    std::vector<at::Tensor> keep_alive;
+    for (int64_t c = 0; c < g.C; ++c) {
+      // (B, n, H, dh) -> (P, B, n, hc, dh) per tensor
+      auto sq = pack_seq_to_head(q, g.P, c, g.hc);
+      at::Tensor sk, sv;
+      if (g.kv_in_chunk(c)) {
+        sk = pack_seq_to_head(k, g.P, g.kv_chunk(c), g.hkc);
+        sv = pack_seq_to_head(v, g.P, g.kv_chunk(c), g.hkc);
+      }
+      const int64_t h0 = g.head0(c), h1 = h0 + g.hc;
+      if (o.fused_qkv || !sk.defined()) {
+        at::Tensor send = sk.defined() ? at::cat({sq, sk, sv}, 3) : sq;
+        recv_qkv[c] = at::empty_like(send);
+        keep_alive.push_back(send);
+        auto info = comm_info(Phase::A2ASeqToHead, Direction::Forward, o.layer, h0, h1, c, a2a_bytes(send.numel(), elem_bytes(send), g.P));
+        tl.issue(comm, recv_qkv[c], keep_alive.back(), info);
+        work_of[c] = tl.pending.size() - 1;
+      } else {
+        // Three messages traced as one range: from the first's start to the last's end.
+        recv_q[c] = at::empty_like(sq);
+        recv_k[c] = at::empty_like(sk);
+        recv_v[c] = at::empty_like(sv);
+        keep_alive.push_back(sq);
+        keep_alive.push_back(sk);
+        keep_alive.push_back(sv);
+        const int64_t bytes = a2a_bytes(sq.numel() + sk.numel() + sv.numel(), elem_bytes(sq), g.P);
+        auto info = comm_info(Phase::A2ASeqToHead, Direction::Forward, o.layer, h0, h1, c, bytes);
+        auto none = info;
+        none.phase = Phase::Other;  // placeholder: merged below
+        const size_t first = tl.pending.size();
+        tl.issue(comm, recv_q[c], keep_alive[keep_alive.size() - 3], none);
+        tl.issue(comm, recv_k[c], keep_alive[keep_alive.size() - 2], none);
+        tl.issue(comm, recv_v[c], keep_alive[keep_alive.size() - 1], info);
+        work_of[c] = first;
+      }
+    }
+
+    std::vector<at::Tensor> out_recv(g.C);
+    std::vector<at::Tensor> sends;
+    tensor_list saved;
+    at::Tensor k_full, v_full;  // kv of the shared chunk
+    for (int64_t c = 0; c < g.C; ++c) {
+      // wait for this chunk's q (and k, v) to arrive
+      const size_t w0 = work_of[c];
+      const size_t nw = (o.fused_qkv || !recv_q[c].defined()) ? 1 : 3;
+      for (size_t i = 0; i < nw; ++i) tl.pending[w0 + i].work.wait();
+      at::Tensor qc, kc, vc;
+      if (recv_qkv[c].defined()) {
+        auto r = recv_qkv[c];
+        qc = unpack_seq_to_head(r.narrow(3, 0, g.hc));  // (B, hc, N, dh)
+        if (r.size(3) > g.hc) {
+          kc = unpack_seq_to_head(r.narrow(3, g.hc, g.hkc));
+          vc = unpack_seq_to_head(r.narrow(3, g.hc + g.hkc, g.hkc));
+        }
+      } else {
+        qc = unpack_seq_to_head(recv_q[c]);
+        kc = unpack_seq_to_head(recv_k[c]);
+        vc = unpack_seq_to_head(recv_v[c]);
+      }
+      if (kc.defined()) {
+        k_full = kc;
+        v_full = vc;
+      }
+      at::Tensor oc;
+      at::Tensor qd = qc.detach().requires_grad_(true);
+      at::Tensor kd = (g.kv_shared && c > 0) ? saved[2] : k_full.detach().requires_grad_(true);
+      at::Tensor vd = (g.kv_shared && c > 0) ? saved[3] : v_full.detach().requires_grad_(true);
+      {
+        const int64_t h0 = g.head0(c);
+        prof::RangeInfo ai;
+        ai.phase = Phase::Attention;
+        ai.dir = Direction::Forward;
+        ai.layer = o.layer;
+        ai.head_begin = static_cast<int32_t>(h0);
+        ai.head_end = static_cast<int32_t>(h0 + g.hc);
+        ai.chunk = static_cast<int32_t>(c);
+        prof::ScopedRange r(o.tracer, ai);
+        torch::AutoGradMode grad_on(true);
+        oc = compat::sdpa_causal(qd, expand_kv(kd, g.hc), expand_kv(vd, g.hc));  // (B, hc, N, dh)
+      }
+      saved.push_back(oc);
+      saved.push_back(qd);
+      if (!(g.kv_shared && c > 0)) {
+        saved.push_back(kd);
+        saved.push_back(vd);
+      } else {
+        saved.push_back(saved[2]);
+        saved.push_back(saved[3]);
+      }
+      // head->seq for this chunk, in flight while the next chunk computes
+      sends.push_back(pack_head_to_seq(oc.detach(), g.P));
+      out_recv[c] = at::empty_like(sends.back());
+      auto info = comm_info(Phase::A2AHeadToSeq, Direction::Forward, o.layer, g.head0(c), g.head0(c) + g.hc, c,
+                            a2a_bytes(sends.back().numel(), elem_bytes(oc), g.P));
+      tl.issue(comm, out_recv[c], sends.back(), info);
+    }
+    // merge the placeholder ranges of unfused q/k/v messages into their chunk's range
+    for (auto& p : tl.pending) {
+      if (p.info.phase == Phase::Other) p.info.phase = Phase::Count;  // marker: do not record
+    }
+    {
+      int64_t first_start = -1;
+      for (auto& p : tl.pending) {
+        p.work.wait();
+        const int64_t done = p.work.done_ns ? p.work.done_ns->load() : prof::Tracer::now_ns();
+        const int64_t start = std::max(p.issued_ns, tl.last_done);
+        tl.last_done = std::max(tl.last_done, done);
+        if (p.info.phase == Phase::Count) {
+          if (first_start < 0) first_start = start;
+          continue;
+        }
+        const int64_t s = first_start >= 0 ? first_start : start;
+        first_start = -1;
+        if (o.tracer && o.tracer->active()) o.tracer->record_range(p.info, s, std::max(s, done));
+      }
+      tl.pending.clear();
+    }
+    auto out = assemble_head_to_seq(out_recv);  // (B, n, H, dh)
+    (void)B; (void)n; (void)dh;
+    ctx->saved_data["opt"] = reinterpret_cast<int64_t>(optp);
+    ctx->saved_data["Hk"] = g.Hk;
+    ctx->saved_data["saved"] = saved;
+    ctx->saved_data["kshape"] = k.sizes().vec();
+    return {out};
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    const UlyssesOptions& o = *reinterpret_cast<const UlyssesOptions*>(ctx->saved_data["opt"].toInt());
+    Comm& comm = *o.comm;
+    auto saved = ctx->saved_data["saved"].toTensorList().vec();
+    const auto kshape = ctx->saved_data["kshape"].toIntVector();
+    at::Tensor gout = grads[0].contiguous();  // (B, n, H, dh)
+    Geometry g(gout.size(2), kshape[2], o);
+    CommTimeline tl{o.tracer};
+
+    // grad of the output: seq->head for every chunk, issued up front
+    std::vector<at::Tensor> sends, recv(g.C);
+    for (int64_t c = 0; c < g.C; ++c) {
+      sends.push_back(pack_seq_to_head(gout, g.P, c, g.hc));
+      recv[c] = at::empty_like(sends.back());
+      auto info = comm_info(Phase::A2AHeadToSeq, Direction::Backward, o.layer, g.head0(c), g.head0(c) + g.hc, c,
+                            a2a_bytes(sends.back().numel(), elem_bytes(gout), g.P));
+      tl.issue(comm, recv[c], sends.back(), info);
+    }
+    std::vector<at::Tensor> dq_recv(g.C), dk_recv, dv_recv, dqkv_recv(g.C);
+    std::vector<at::Tensor> dsends;
+    at::Tensor dk_acc, dv_acc;
+    for (int64_t c = 0; c < g.C; ++c) {
+      tl.pending[c].work.wait();
+      at::Tensor go = unpack_seq_to_head(recv[c]);  // (B, hc, N, dh)
+      at::Tensor oc = saved[4 * c], qd = saved[4 * c + 1], kd = saved[4 * c + 2], vd = saved[4 * c + 3];
+      tensor_list d;
+      {
+        prof::RangeInfo ai;
+        ai.phase = Phase::Attention;
+        ai.dir = Direction::Backward;
+        ai.layer = o.layer;
+        ai.head_begin = static_cast<int32_t>(g.head0(c));
+        ai.head_end = static_cast<int32_t>(g.head0(c) + g.hc);
+        ai.chunk = static_cast<int32_t>(c);
+        prof::ScopedRange r(o.tracer, ai);
+        const bool last_use = !g.kv_shared || c == g.C - 1;
+        d = torch::autograd::grad({oc}, {qd, kd, vd}, {go}, /*retain_graph=*/!last_use);
+      }
+      at::Tensor dk = d[1], dv = d[2];
+      if (g.kv_shared) {
+        dk_acc = dk_acc.defined() ? dk_acc + dk : dk;
+        dv_acc = dv_acc.defined() ? dv_acc + dv : dv;
+      }
+      const bool send_kv = !g.kv_shared || c == g.C - 1;
+      if (send_kv && g.kv_shared) {
+        dk = dk_acc;
+        dv = dv_acc;
+      }
+      // head->seq of dq (and dk, dv), in flight while the next chunk computes
+      std::vector<at::Tensor> parts{pack_head_to_seq(d[0], g.P)};
+      if (send_kv) {
+        parts.push_back(pack_head_to_seq(dk.contiguous(), g.P));
+        parts.push_back(pack_head_to_seq(dv.contiguous(), g.P));
+      }
+      at::Tensor send = parts.size() == 1 ? parts[0] : at::cat(parts, 3);
+      dsends.push_back(send);
+      dqkv_recv[c] = at::empty_like(send);
+      auto info = comm_info(Phase::A2ASeqToHead, Direction::Backward, o.layer, g.head0(c), g.head0(c) + g.hc, c,
+                            a2a_bytes(send.numel(), elem_bytes(send), g.P));
+      tl.issue(comm, dqkv_recv[c], dsends.back(), info);
+    }
+    tl.flush();
+    std::vector<at::Tensor> qparts, kparts, vparts;
+    for (int64_t c = 0; c < g.C; ++c) {
+      auto r = dqkv_recv[c];
+      qparts.push_back(r.narrow(3, 0, g.hc));
+      if (r.size(3) > g.hc) {
+        kparts.push_back(r.narrow(3, g.hc, g.hkc));
+        vparts.push_back(r.narrow(3, g.hc + g.hkc, g.hkc));
+      }
+    }
+    return {assemble_head_to_seq(qparts), assemble_head_to_seq(kparts), assemble_head_to_seq(vparts), at::Tensor()};
+  }
+};
+
+// ---- standalone layout changes ------------------------------------------------------
+
+class SeqToHeadFn : public torch::autograd::Function<SeqToHeadFn> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor x, Comm* comm) {
+    ctx->saved_data["comm"] = reinterpret_cast<int64_t>(comm);
+    const int64_t P = comm->sp_size();
+    auto send = pack_seq_to_head(x.contiguous(), P, 0, x.size(2) / P);
+    auto recv = at::empty_like(send);
+    comm->all_to_all(recv, send);
+    return unpack_seq_to_head(recv).transpose(1, 2).contiguous();  // (B, N, h, dh)
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list g);
+};
+
+class HeadToSeqFn : public torch::autograd::Function<HeadToSeqFn> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor y, Comm* comm) {
+    ctx->saved_data["comm"] = reinterpret_cast<int64_t>(comm);
+    const int64_t P = comm->sp_size();
+    auto send = pack_head_to_seq(y.transpose(1, 2).contiguous(), P);  // y (B, N, h, dh)
+    auto recv = at::empty_like(send);
+    comm->all_to_all(recv, send);
+    return assemble_head_to_seq({recv}).contiguous();  // (B, n, P*h, dh)
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list g) {
+    Comm* comm = reinterpret_cast<Comm*>(ctx->saved_data["comm"].toInt());
+    return {SeqToHeadFn::apply(g[0], comm), at::Tensor()};
+  }
+};
+
+tensor_list SeqToHeadFn::backward(AutogradContext* ctx, tensor_list g) {
+  Comm* comm = reinterpret_cast<Comm*>(ctx->saved_data["comm"].toInt());
+  return {HeadToSeqFn::apply(g[0], comm), at::Tensor()};
+}
+
+}  // namespace
+
+at::Tensor ulysses_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const UlyssesOptions& opt) {
+  return UlyssesAttentionFn::apply(q.contiguous(), k.contiguous(), v.contiguous(), &opt)[0];
+}
+
+at::Tensor seq_to_head(const at::Tensor& x, Comm* comm) { return SeqToHeadFn::apply(x, comm); }
+at::Tensor head_to_seq(const at::Tensor& x, Comm* comm) { return HeadToSeqFn::apply(x, comm); }
+
+}  // namespace ulysses

@@ -1,0 +1,40 @@
+// Ulysses attention core: sequence-sharded q/k/v in, sequence-sharded attention output
+// out, with the seq->head and head->seq all-to-alls in between. One autograd function
+// whose backward runs the mirrored all-to-alls. Heads can be split into chunks so that
+// the exchange of chunk i+1 is in flight while attention of chunk i computes.
+//
+// Shapes: B = batch, N = full sequence, P = sp_size, n = N/P, H = q heads,
+// Hk = kv heads (already replicated to >= P when num_key_value_heads < P), dh = head dim.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "comm.hpp"
+#include "ulysses/profiler/tracer.hpp"
+
+namespace ulysses {
+
+struct UlyssesOptions {
+  Comm* comm = nullptr;
+  prof::Tracer* tracer = nullptr;
+  int64_t head_chunks = 1;
+  bool fused_qkv = false;
+  int32_t layer = -1;
+};
+
+// q (B, n, H, dh), k and v (B, n, Hk, dh), RoPE already applied with global positions.
+// Returns (B, n, H, dh): causal attention over the whole sequence, heads split over ranks.
+at::Tensor ulysses_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const UlyssesOptions& opt);
+
+// The two layout changes on their own, as autograd functions (backward = the reverse
+// all-to-all). x (B, n, P*h, dh) -> (B, N, h, dh) and back.
+at::Tensor seq_to_head(const at::Tensor& x, Comm* comm);
+at::Tensor head_to_seq(const at::Tensor& x, Comm* comm);
+
+// Bytes one rank sends (= receives) in an equal-split all-to-all of `elements` elements
+// of `elem_size` bytes over P ranks (its own 1/P stays local).
+inline int64_t a2a_bytes(int64_t elements, int64_t elem_size, int64_t P) {
+  return elements * elem_size * (P - 1) / P;
+}
+
+}  // namespace ulysses

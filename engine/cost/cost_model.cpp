@@ -1,0 +1,104 @@
+// Cost model of one Ulysses training step (formulas in cost_model.hpp).
+#include "cost_model.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+namespace ulysses::cost {
+
+CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
+  const auto& m = cfg.model;
+  const auto& p = cfg.parallel;
+  const auto& t = cfg.train;
+  if (m.hidden_size <= 0 || m.num_attention_heads <= 0 || m.num_key_value_heads <= 0 || m.num_hidden_layers <= 0 ||
+      m.vocab_size <= 0 || m.intermediate_size <= 0 || p.sp_size <= 0 || p.dp_size <= 0 || t.seq_length <= 0 ||
+      t.micro_batch_size <= 0)
+    throw ConfigError("cost model: model, parallel and train sizes must be positive");
+  if (m.hidden_size % m.num_attention_heads != 0 || m.num_attention_heads % p.sp_size != 0)
+    throw ConfigError("cost model: hidden_size must divide by num_attention_heads and heads by sp_size");
+
+  const int64_t b = t.micro_batch_size, N = t.seq_length, P = p.sp_size, D = p.dp_size, W = P * D;
+  const int64_t d = m.hidden_size, f = m.intermediate_size, L = m.num_hidden_layers, V = m.vocab_size;
+  const int64_t H = m.num_attention_heads, Hkv = m.num_key_value_heads, dh = d / H;
+  const bool bf16 = t.dtype == "bfloat16";
+  const int64_t e = bf16 ? 2 : 4;
+
+  CostEstimate c;
+  c.params = m.num_parameters();
+  c.matmul_params = m.tie_word_embeddings ? c.params : c.params - V * d;
+  c.tokens_per_step = b * N * D;
+  c.local_tokens = N / P;
+  const int64_t n = c.local_tokens;
+
+  // Weights, gradients, master copy and AdamW state (16 B/param either way).
+  c.param_bytes = c.params * e;
+  c.grad_bytes = c.params * e;
+  c.master_bytes = bf16 ? c.params * 4 : 0;
+  c.optimizer_bytes = c.params * 8;
+
+  // Activations.
+  const int64_t hkv_sent = Hkv < P ? P : Hkv;
+  const int64_t dkv = hkv_sent * dh;
+  const int64_t per_token_layer = 8 * d + 4 * dkv + 3 * f;
+  c.activation_bytes = b * n * (L * per_token_layer + d) * e + b * n * V * (e + 4);
+  const bool math_attn = opt.math_attention >= 0 ? opt.math_attention != 0 : t.device != "cuda";
+  if (math_attn) c.attention_score_bytes = 2 * b * (H / P) * N * N * e * L;
+  c.activation_bytes += c.attention_score_bytes;
+
+  // All-to-all: q, k, v seq->head and o head->seq, each rank keeps 1/P of its shard.
+  // elements = b*N*(2d + 2dkv)*(P-1)/P^2, computed in integers as b*(N/P)*(2d+2dkv)*(P-1)/P.
+  const int64_t shard = b * n * (2 * d + 2 * dkv);  // this rank's q,k,v,o elements
+  c.a2a_elements_per_layer_fwd = shard * (P - 1) / P;
+  c.a2a_bytes_per_layer_fwd = c.a2a_elements_per_layer_fwd * e;
+  c.a2a_bytes_per_step = 2 * L * c.a2a_bytes_per_layer_fwd;
+  c.allreduce_bytes_per_step = W > 1 ? static_cast<int64_t>(2.0 * double(W - 1) / double(W) * double(c.grad_bytes)) : 0;
+
+  // FLOPs.
+  c.dense_flops_per_step = 6.0 * double(c.matmul_params) * double(c.tokens_per_step);
+  c.attention_flops_per_step = 12.0 * double(L) * double(N) * double(N) * double(d) * double(b * D) * (opt.causal ? 0.5 : 1.0);
+  c.flops_per_rank = c.flops_per_step() / double(W);
+  c.compute_s = opt.tflops_per_rank > 0 ? c.flops_per_rank / (opt.tflops_per_rank * 1e12) : 0.0;
+  c.comm_s = opt.link_gbytes_per_s > 0 ? double(c.a2a_bytes_per_step + c.allreduce_bytes_per_step) / (opt.link_gbytes_per_s * 1e9) : 0.0;
+  c.step_s = c.compute_s + c.comm_s;
+  c.tokens_per_s = c.step_s > 0 ? double(c.tokens_per_step) / c.step_s : 0.0;
+  return c;
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  double v = bytes;
+  while (std::fabs(v) >= 1024.0 && u < 5) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[64];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%.0f B", v);
+  else std::snprintf(buf, sizeof buf, std::fabs(v) >= 100 ? "%.0f %s" : (std::fabs(v) >= 10 ? "%.1f %s" : "%.2f %s"), v, units[u]);
+  return buf;
+}
+
+std::string format_flops(double flops) {
+  const char* units[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP", "EFLOP"};
+  int u = 0;
+  double v = flops;
+  while (std::fabs(v) >= 1000.0 && u < 6) {
+    v /= 1000.0;
+    ++u;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, std::fabs(v) >= 100 ? "%.0f %s" : "%.3g %s", v, units[u]);
+  return buf;
+}
+
+std::string format_seconds(double s) {
+  char buf[64];
+  if (!(s >= 0) || std::isinf(s)) return "-";
+  if (s < 1.0) std::snprintf(buf, sizeof buf, "%.0f ms", s * 1e3);
+  else if (s < 60.0) std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else if (s < 3600.0) std::snprintf(buf, sizeof buf, "%d min %02d s", int(s) / 60, int(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%d h %02d min", int(s) / 3600, (int(s) % 3600) / 60);
+  return buf;
+}
+
+}  // namespace ulysses::cost

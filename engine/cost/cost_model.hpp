@@ -1,0 +1,95 @@
+// Cost model of one Ulysses training step, computed from a RunConfig before launch:
+// parameter/optimizer and activation memory per rank, all-to-all traffic, FLOPs and a
+// predicted step time from a user-supplied throughput. Torch-free and Qt-free.
+//
+// Notation (llm.c style): b = micro_batch_size, N = seq_length, P = sp_size, D = dp_size,
+// W = P*D ranks, n = N/P local tokens, d = hidden_size, f = intermediate_size,
+// L = num_hidden_layers, V = vocab_size, H = num_attention_heads, Hkv = num_key_value_heads,
+// dh = d/H, e = bytes per activation element (4 float32, 2 bfloat16).
+//
+// Memory per rank (weights are replicated on every rank; no ZeRO sharding):
+//   float32:  params 4 + grads 4 + AdamW m 4 + v 4                    = 16 B / param
+//   bfloat16: params 2 + grads 2 + fp32 master 4 + AdamW m 4 + v 4     = 16 B / param
+// Activations per rank, kept for backward (no activation checkpointing):
+//   per layer per local token: 8d + 4*dkv + 3f elements, where dkv = Hkv_sent*dh
+//     8d   = layer input, attn-norm output, q before and after the all-to-all, attention
+//            output before and after the head->seq all-to-all, MLP input, MLP-norm output
+//     4dkv = k and v before and after the seq->head all-to-all
+//     3f   = gate, up and silu(gate)*up
+//   plus the embedding output (d) and the logits (V in dtype + V fp32 for the loss);
+//   math attention (CPU, or any backend without flash) also keeps the N x N scores and
+//   probabilities of the local heads: 2 * b * (H/P) * N^2 elements per layer.
+//   activation_bytes = b*n*(L*(8d + 4dkv + 3f) + d)*e + b*n*V*(e + 4) [+ scores]
+// All-to-all elements sent per rank per layer, forward (each rank keeps 1/P of its shard):
+//   q: b*N*d*(P-1)/P^2, k and v: b*N*dkv*(P-1)/P^2 each, o: b*N*d*(P-1)/P^2
+//   => b*N*(2d + 2dkv)*(P-1)/P^2  (= 4*N*d*(P-1)/P^2 for MHA, fewer for GQA)
+//   backward mirrors forward (dq, dk, dv head->seq, do seq->head): the same count.
+//   Hkv_sent = Hkv, or P when Hkv < P (kv heads replicated to one per rank before the a2a).
+// Gradient all-reduce over all W ranks (ring): 2*(W-1)/W * params * grad bytes per rank.
+// FLOPs per step (all ranks together), T = b*N*D tokens per step:
+//   dense     = 6 * matmul_params * T   (matmul_params = params - V*d embedding table,
+//                                        unless tied, when lm_head uses it)
+//   attention = 12 * L * N^2 * d * b*D  (QK^T and AV: 2 * 2*N^2*d forward, x3 with
+//                                        backward), halved for causal masking
+// Predicted step time = FLOPs per rank / throughput + comm bytes / bandwidth (no overlap;
+// bandwidth 0 = communication ignored).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "run_config.hpp"
+
+namespace ulysses::cost {
+
+struct CostOptions {
+  double tflops_per_rank = 100.0;  // sustained TFLOP/s a rank achieves (editable)
+  double link_gbytes_per_s = 0.0;  // all-to-all bandwidth per rank, GB/s; 0 = ignore comm
+  bool causal = true;              // Llama attention is causal
+  // Whether attention materializes the N x N scores (math SDPA). -1 = from train.device:
+  // cuda -> flash (no), cpu/auto -> yes.
+  int math_attention = -1;
+};
+
+struct CostEstimate {
+  // Sizes
+  int64_t params = 0;         // trainable parameters (ModelConfig::num_parameters)
+  int64_t matmul_params = 0;  // parameters that take part in matmuls
+  int64_t tokens_per_step = 0;
+  int64_t local_tokens = 0;   // n = N/P
+  // Memory per rank, bytes
+  int64_t param_bytes = 0;      // model weights in the training dtype
+  int64_t grad_bytes = 0;       // gradients in the training dtype
+  int64_t master_bytes = 0;     // fp32 master weights (bfloat16 only)
+  int64_t optimizer_bytes = 0;  // AdamW m and v, fp32
+  int64_t activation_bytes = 0; // saved activations, including logits and attention scores
+  int64_t attention_score_bytes = 0;  // part of activation_bytes from math attention
+  int64_t total_bytes() const { return param_bytes + grad_bytes + master_bytes + optimizer_bytes + activation_bytes; }
+  // Communication per rank, bytes sent
+  int64_t a2a_elements_per_layer_fwd = 0;
+  int64_t a2a_bytes_per_layer_fwd = 0;
+  int64_t a2a_bytes_per_step = 0;        // forward + backward, all layers
+  int64_t allreduce_bytes_per_step = 0;  // gradient all-reduce (ring)
+  // Compute
+  double dense_flops_per_step = 0;       // all ranks
+  double attention_flops_per_step = 0;   // all ranks
+  double flops_per_step() const { return dense_flops_per_step + attention_flops_per_step; }
+  double flops_per_rank = 0;
+  double compute_s = 0;       // flops_per_rank / throughput
+  double comm_s = 0;          // (a2a + allreduce) bytes / bandwidth
+  double step_s = 0;          // compute_s + comm_s
+  double tokens_per_s = 0;    // tokens_per_step / step_s
+};
+
+// Estimates for a config that validate() accepts. Throws ConfigError when the sizes
+// make no sense (non-positive, heads not dividing), so callers validate first.
+CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt = {});
+
+// "1.50 GiB", "512 MiB", "3.2 KiB", "12 B"
+std::string format_bytes(double bytes);
+// "1.23 TFLOP", "45.6 GFLOP"
+std::string format_flops(double flops);
+// "850 ms", "2.5 s", "3 min 20 s", "1 h 05 min"
+std::string format_seconds(double s);
+
+}  // namespace ulysses::cost

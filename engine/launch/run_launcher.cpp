@@ -1,0 +1,308 @@
+// The local multi-process run: spawn, multiplex, monitor, stop (see run_launcher.hpp).
+#include "run_launcher.hpp"
+
+#include <poll.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "free_port.hpp"
+#include "launch_error.hpp"
+#include "line_splitter.hpp"
+#include "worker_process.hpp"
+
+namespace ulysses::launch {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+bool run_dir_in_use(const std::string& run_dir) {
+  std::error_code ec;
+  return fs::exists(fs::path(run_dir) / "run.json", ec);
+}
+
+RunConfig with_absolute_paths(RunConfig cfg) {
+  for (std::string* p : {&cfg.data.path, &cfg.train.init_from, &cfg.train.save_to}) {
+    if (p->empty()) continue;
+    std::error_code ec;
+    const fs::path a = fs::absolute(*p, ec);
+    if (!ec) *p = a.lexically_normal().string();
+  }
+  return cfg;
+}
+
+namespace {
+
+struct Rank {
+  int rank = 0;
+  std::unique_ptr<WorkerProcess> proc;
+  LineSplitter out, err;
+  std::ofstream log;
+  std::deque<std::string> tail;
+  uint64_t first_eof = UINT64_MAX;  // order in which the ranks' output streams ended
+};
+
+// Large worlds need more descriptors than the usual soft limit of 1024.
+void raise_fd_limit(rlim_t need) {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= need) return;
+  lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? need : std::min(need, lim.rlim_max);
+  ::setrlimit(RLIMIT_NOFILE, &lim);
+}
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// State of one launch_run call: the ranks, their output, and the outcome so far.
+class Session {
+ public:
+  Session(const LaunchOptions& opt, const LaunchCallbacks& cb, std::vector<Rank>& ranks, LaunchResult& res)
+      : opt_(opt), cb_(cb), ranks_(ranks), res_(res) {}
+
+  // Waits up to timeout for output, reads what is there and dispatches complete lines.
+  // Returns false when no pipe is open any more.
+  bool pump(double timeout_s) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<int, Stream>> who;
+    for (auto& r : ranks_) {
+      if (!r.proc) continue;
+      if (r.proc->stdout_fd() >= 0) {
+        fds.push_back({r.proc->stdout_fd(), POLLIN, 0});
+        who.emplace_back(r.rank, Stream::Stdout);
+      }
+      if (r.proc->stderr_fd() >= 0) {
+        fds.push_back({r.proc->stderr_fd(), POLLIN, 0});
+        who.emplace_back(r.rank, Stream::Stderr);
+      }
+    }
+    const int ms = static_cast<int>(timeout_s * 1000);
+    if (fds.empty()) {
+      if (ms > 0) ::poll(nullptr, 0, ms);
+      return false;
+    }
+    const int n = ::poll(fds.data(), fds.size(), ms);
+    if (n <= 0) return true;  // timeout or EINTR (a signal: the caller checks for a stop)
+    for (size_t i = 0; i < fds.size(); ++i)
+      if (fds[i].revents) drain_fd(ranks_[who[i].first], who[i].second);
+    return true;
+  }
+
+  // Reads one pipe until it would block (bounded, so one chatty rank cannot starve the
+  // others); at end of stream flushes the partial line and closes the pipe.
+  void drain_fd(Rank& r, Stream s) {
+    const int fd = s == Stream::Stdout ? r.proc->stdout_fd() : r.proc->stderr_fd();
+    LineSplitter& split = s == Stream::Stdout ? r.out : r.err;
+    char buf[16384];
+    for (int round = 0; round < 16; ++round) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n > 0) {
+        for (auto& line : split.feed(std::string_view(buf, static_cast<size_t>(n)))) dispatch(r, s, line);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      // EOF or a read error: the stream is over.
+      if (r.first_eof == UINT64_MAX) r.first_eof = ++eof_counter_;
+      if (auto rest = split.finish()) dispatch(r, s, *rest);
+      if (s == Stream::Stdout) r.proc->close_stdout();
+      else r.proc->close_stderr();
+      return;
+    }
+  }
+
+  void dispatch(Rank& r, Stream s, const std::string& line) {
+    r.log << line << '\n';
+    r.log.flush();
+    r.tail.push_back(line);
+    while (r.tail.size() > opt_.tail_lines) r.tail.pop_front();
+    if (r.rank == 0 && s == Stream::Stdout) {
+      if (auto m = parse_metric_line(line)) {
+        res_.last_metric = *m;
+        if (cb_.on_metric) cb_.on_metric(*m);
+        return;
+      }
+    }
+    if (cb_.on_line) cb_.on_line(r.rank, s, line);
+  }
+
+  // Reaps exited workers; the first one that did not succeed (while the run was going)
+  // becomes the failed rank. When several are found dead in the same pass (a peer noticed
+  // the failure and quit at once), the one whose output ended first is blamed: that is the
+  // root cause far more often than the lowest rank number.
+  void reap() {
+    Rank* first = nullptr;
+    for (auto& r : ranks_) {
+      if (!r.proc || !r.proc->running()) continue;
+      if (!r.proc->try_reap()) continue;
+      if (!r.proc->exit_info().success() && (!first || r.first_eof < first->first_eof)) first = &r;
+    }
+    if (first && !stopping_ && !failed_rank_) {
+      failed_rank_ = first->rank;
+      failure_ = "rank " + std::to_string(first->rank) + " " + first->proc->exit_info().describe();
+    }
+  }
+
+  bool any_running() const {
+    for (auto& r : ranks_)
+      if (r.proc && r.proc->running()) return true;
+    return false;
+  }
+
+  // SIGTERM to every running worker's group once, SIGKILL after the grace period.
+  void terminate_step() {
+    if (!term_sent_) {
+      for (auto& r : ranks_)
+        if (r.proc && r.proc->running()) r.proc->signal_group(SIGTERM);
+      term_sent_ = true;
+      term_time_ = Clock::now();
+    } else if (!kill_sent_ && seconds_since(term_time_) >= opt_.grace_s) {
+      for (auto& r : ranks_)
+        if (r.proc && r.proc->running()) r.proc->signal_group(SIGKILL);
+      kill_sent_ = true;
+    }
+  }
+
+  void run() {
+    while (any_running()) {
+      pump(opt_.poll_interval_s);
+      reap();
+      if (!stopping_ && !failed_rank_ && cb_.stop_requested && cb_.stop_requested()) stopping_ = true;
+      if (stopping_ || failed_rank_) terminate_step();
+    }
+    // Nothing started by a worker in its process group outlives the run; with them gone,
+    // the pipes reach end of stream once what is still buffered has been read.
+    for (auto& r : ranks_)
+      if (r.proc) r.proc->signal_group(SIGKILL);
+    const auto t = Clock::now();
+    while (seconds_since(t) < 2.0 && pump(0.05)) {
+    }
+    for (auto& r : ranks_)
+      if (r.proc) {
+        r.proc->close_stdout();
+        r.proc->close_stderr();
+      }
+  }
+
+  void fail_to_start(int rank, const std::string& why) {
+    failed_rank_ = rank;
+    failure_ = "rank " + std::to_string(rank) + " could not start: " + why;
+    spawn_failed_ = true;
+  }
+
+  bool stopping_ = false;
+  bool spawn_failed_ = false;
+  std::optional<int> failed_rank_;
+  std::string failure_;
+
+ private:
+  const LaunchOptions& opt_;
+  const LaunchCallbacks& cb_;
+  std::vector<Rank>& ranks_;
+  LaunchResult& res_;
+  uint64_t eof_counter_ = 0;
+  bool term_sent_ = false, kill_sent_ = false;
+  Clock::time_point term_time_;
+};
+
+}  // namespace
+
+LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
+  const fs::path dir(opt.run_dir);
+  if (run_dir_in_use(opt.run_dir))
+    throw LaunchError((dir / "run.json").string() + " exists: " + opt.run_dir +
+                      " already holds a run; pick another --out or delete that directory");
+  const int64_t world = opt.config.parallel.world_size();
+  if (world < 1) throw LaunchError("world size sp_size x dp_size must be at least 1");
+
+  raise_fd_limit(static_cast<rlim_t>(3 * world + 64));  // two pipes and a log per rank
+  LaunchResult res;
+  res.master_port = find_free_port(opt.master_addr);
+  std::error_code ec;
+  for (const fs::path& d : {dir, dir / "logs", dir / "trace"}) {
+    fs::create_directories(d, ec);
+    if (ec) throw LaunchError("cannot create " + d.string() + ": " + ec.message());
+  }
+  const fs::path abs_dir = fs::absolute(dir).lexically_normal();
+  const std::string config_path = (abs_dir / "config.json").string();
+  write_json_file_atomic(config_path, with_absolute_paths(opt.config).to_json());
+
+  std::vector<Rank> ranks(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    ranks[r].rank = r;
+    const fs::path log = abs_dir / "logs" / ("rank" + std::to_string(r) + ".log");
+    ranks[r].log.open(log, std::ios::trunc);
+    if (!ranks[r].log) throw LaunchError("cannot write " + log.string() + ": " + std::strerror(errno));
+  }
+
+  RunRecord& rec = res.record;
+  const auto wall0 = std::chrono::system_clock::now();
+  const auto t0 = Clock::now();
+  rec.status = RunStatus::Running;
+  rec.started_at = iso8601_utc(wall0);
+  rec.world_size = world;
+  rec.pid = ::getpid();
+  const std::string run_json = (abs_dir / "run.json").string();
+  write_run_record(run_json, rec);
+
+  Session session(opt, cb, ranks, res);
+  for (int r = 0; r < world; ++r) {
+    SpawnSpec spec;
+    spec.executable = opt.worker;
+    spec.args = {"--config", config_path, "--out", abs_dir.string()};
+    spec.env = {{"RANK", std::to_string(r)},
+                {"WORLD_SIZE", std::to_string(world)},
+                {"LOCAL_RANK", std::to_string(r)},
+                {"LOCAL_WORLD_SIZE", std::to_string(world)},
+                {"MASTER_ADDR", opt.master_addr},
+                {"MASTER_PORT", std::to_string(res.master_port)}};
+    try {
+      ranks[r].proc = std::make_unique<WorkerProcess>(spec);
+      res.pids.push_back(ranks[r].proc->pid());
+    } catch (const LaunchError& e) {
+      session.fail_to_start(r, e.what());
+      break;
+    }
+  }
+  if (!session.spawn_failed_ && cb.on_started) cb.on_started(res.pids);
+  session.run();
+
+  // Outcome.
+  if (session.failed_rank_) {
+    const int fr = *session.failed_rank_;
+    rec.status = RunStatus::Failed;
+    rec.failed_rank = fr;
+    rec.message = session.failure_;
+    const bool bad_input = ranks[fr].proc && ranks[fr].proc->exit_info().exited && ranks[fr].proc->exit_info().code == 2;
+    res.exit_code = bad_input ? 2 : 1;
+    res.failed_tail.assign(ranks[fr].tail.begin(), ranks[fr].tail.end());
+  } else if (session.stopping_) {
+    rec.status = RunStatus::Stopped;
+    rec.message = "stopped on request; every worker was terminated";
+    res.exit_code = 1;
+  } else {
+    rec.status = RunStatus::Finished;
+    res.exit_code = 0;
+  }
+  if (res.last_metric) {
+    const auto& m = res.last_metric->value;
+    if (m.contains("loss") && m["loss"].is_number()) rec.final_loss = m["loss"].get<double>();
+    if (m.contains("step") && m["step"].is_number_integer()) rec.steps_done = m["step"].get<int64_t>() + 1;
+  }
+  if (rec.status == RunStatus::Finished)
+    rec.message = "finished " + std::to_string(rec.steps_done) + " steps on " + std::to_string(world) + " ranks";
+  rec.exit_code = res.exit_code;
+  rec.ended_at = iso8601_utc(std::chrono::system_clock::now());
+  rec.duration_s = seconds_since(t0);
+  write_run_record(run_json, rec);
+  return res;
+}
+
+}  // namespace ulysses::launch

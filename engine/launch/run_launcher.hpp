@@ -1,0 +1,65 @@
+// The local multi-process run: prepares the run directory (config.json, run.json, logs/,
+// trace/), starts world = sp_size x dp_size workers with torchrun's environment on a free
+// loopback port, writes each rank's output to logs/rank{r}.log, hands lines and METRIC
+// objects to callbacks, and stops everything when a rank fails or a stop is requested.
+// When launch_run returns, no worker (nor anything in a worker's process group) is running.
+// No terminal I/O here: ulysses-run prints through the callbacks, a GUI can do otherwise.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "metric_line.hpp"
+#include "run_config.hpp"
+#include "run_record.hpp"
+
+namespace ulysses::launch {
+
+enum class Stream { Stdout, Stderr };
+
+struct LaunchOptions {
+  std::string run_dir;                 // created if needed; must not hold a run.json yet
+  std::string worker;                  // the worker executable (see locate_worker)
+  RunConfig config;                    // validated; written to run_dir/config.json
+  std::string master_addr = "127.0.0.1";
+  double grace_s = 3.0;                // SIGTERM, then SIGKILL after this long
+  double poll_interval_s = 0.1;        // how often stop_requested is asked
+  std::size_t tail_lines = 10;         // lines of the failed rank kept for the report
+};
+
+struct LaunchCallbacks {
+  // Every line of every rank except rank 0's METRIC lines (which go to on_metric).
+  std::function<void(int rank, Stream stream, const std::string& line)> on_line;
+  std::function<void(const MetricLine& metric)> on_metric;
+  // Polled every poll_interval_s; returning true stops the run (status "stopped").
+  std::function<bool()> stop_requested;
+  // Called once the workers run (after run.json says "running"), with their process ids.
+  std::function<void(const std::vector<int>& pids)> on_started;
+};
+
+struct LaunchResult {
+  RunRecord record;                       // as written to run_dir/run.json at the end
+  int exit_code = 1;                      // 0 finished, 1 failed/stopped, 2 failing rank exited 2 (bad input)
+  std::vector<std::string> failed_tail;   // last tail_lines lines of the failed rank's log
+  std::optional<MetricLine> last_metric;
+  int master_port = 0;
+  std::vector<int> pids;                  // worker process ids, by rank
+};
+
+// True when run_dir/run.json exists (a run directory must not be reused).
+bool run_dir_in_use(const std::string& run_dir);
+
+// Makes relative data.path / train.init_from / train.save_to absolute (against the
+// current directory), so that run_dir/config.json means the same from any directory.
+RunConfig with_absolute_paths(RunConfig cfg);
+
+// Runs the whole thing. Throws LaunchError before any worker starts when the run directory
+// is in use or cannot be written; afterwards every outcome is reported in the result.
+LaunchResult launch_run(const LaunchOptions& options, const LaunchCallbacks& callbacks);
+
+}  // namespace ulysses::launch

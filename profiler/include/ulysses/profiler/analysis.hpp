@@ -1,0 +1,146 @@
+// Analysis core shared by `ulysses-trace summary` and the studio: per rank and step
+// compute / communication / idle time, overlap ratio (HTA's definition), per-layer and
+// per-head-range tables, rank skew per phase, peak memory per phase. No torch, no Qt.
+//
+// Definitions (see profiler/README.md):
+//   comm range     a range whose phase is a2a_seq_to_head, a2a_head_to_seq or
+//                  grad_allreduce, or any range nested inside one.
+//   compute range  a LEAF range (no child on its lane) that is not a comm range. Parents
+//                  (step, layer wrappers, ...) never count: only their leaves do.
+//   On a rank with GPU kernels (CUPTI / nsys), kernels replace host ranges: comm = NCCL
+//   kernels (name contains "nccl"), compute = every other kernel; memcpy/memset count as
+//   neither.
+//   Within a step window [start, end):
+//   compute_ns     |union of compute intervals|
+//   comm_ns        |union of comm intervals|
+//   overlap_ns     |union(compute) ∩ union(comm)|
+//   busy_ns        |union(compute) ∪ union(comm)|
+//   idle_ns        step wall time - busy_ns (untraced host work and waiting)
+//   overlap_ratio  overlap_ns / comm_ns (0 when comm_ns == 0)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ulysses/profiler/trace_model.hpp"
+
+namespace ulysses::prof {
+
+// ---- interval algebra (public so tests and the studio can use it) -----------------------
+struct Interval {
+  int64_t start = 0, end = 0;
+};
+// Sorted, disjoint, non-empty intervals covering the same points as `v`.
+std::vector<Interval> merge_intervals(std::vector<Interval> v);
+// Total length of merged intervals.
+int64_t total_length(const std::vector<Interval>& merged);
+// Length of the intersection of two merged interval lists.
+int64_t intersection_length(const std::vector<Interval>& a, const std::vector<Interval>& b);
+// Merged intervals clipped to [lo, hi).
+std::vector<Interval> clip_intervals(const std::vector<Interval>& merged, int64_t lo, int64_t hi);
+
+// Overlap as HTA defines it: comm time that coincides with compute, over comm time.
+struct OverlapResult {
+  int64_t compute_ns = 0, comm_ns = 0, overlap_ns = 0, busy_ns = 0;
+  double ratio = 0;  // overlap_ns / comm_ns, 0 when no comm
+};
+OverlapResult compute_overlap(const std::vector<Interval>& compute, const std::vector<Interval>& comm);
+
+// ---- tables -----------------------------------------------------------------------------
+struct StepBreakdown {
+  int32_t rank = 0;
+  int64_t step = -1;  // -1: whole trace (no step records, e.g. nsys)
+  int64_t start_ns = 0, end_ns = 0;
+  int64_t wall_ns = 0, compute_ns = 0, comm_ns = 0, overlap_ns = 0, idle_ns = 0;
+  int64_t exposed_comm_ns = 0;  // comm_ns - overlap_ns
+  double overlap_ratio = 0;
+  bool gpu = false;  // computed from GPU kernels rather than host ranges
+};
+
+struct RankTotals {
+  int32_t rank = 0;
+  int64_t steps = 0;
+  int64_t wall_ns = 0, compute_ns = 0, comm_ns = 0, overlap_ns = 0, idle_ns = 0;
+  double overlap_ratio = 0;
+};
+
+// One row per (layer, direction). Times are sums over ranks and steps of outermost ranges
+// of that phase (a range nested in one of the same phase is not counted again); divide by
+// `samples` (rank x step pairs that have the layer) for a per-rank-per-step mean.
+struct LayerRow {
+  int32_t layer = -1;
+  Direction dir = Direction::None;
+  int64_t qkv_proj_ns = 0, a2a_seq_to_head_ns = 0, attention_ns = 0, a2a_head_to_seq_ns = 0,
+          out_proj_ns = 0;
+  int64_t a2a_bytes_sent = 0, a2a_bytes_recv = 0;
+  int64_t samples = 0;
+};
+
+// One row per global head range [head_begin, head_end) (head chunks on every rank).
+struct HeadRangeRow {
+  int32_t head_begin = -1, head_end = -1;
+  int64_t a2a_seq_to_head_ns = 0, attention_ns = 0, a2a_head_to_seq_ns = 0;
+  int64_t count = 0;  // ranges contributing
+  int64_t bytes_sent = 0;
+};
+
+// Per phase, time per rank per step (mean over steps) on the slowest and fastest rank.
+// Phase::Step compares step wall times.
+struct SkewRow {
+  Phase phase = Phase::Other;
+  int32_t slowest_rank = -1, fastest_rank = -1;
+  double slowest_ns = 0, fastest_ns = 0;
+  double ratio = 0;  // slowest / fastest (0 when fastest is 0)
+};
+
+// Memory per sample label (the phase boundary the engine named) and rank.
+struct PhaseMemoryRow {
+  std::string label;
+  int32_t rank = 0;
+  int64_t max_allocated = 0, max_reserved = 0, max_peak = 0;
+  int64_t samples = 0;
+};
+
+// Kernel / NVTX name totals (used for nsys exports and GPU traces).
+struct NameRow {
+  std::string name;
+  bool is_kernel = false;
+  int64_t count = 0, total_ns = 0, max_ns = 0;
+};
+
+struct AnalysisOptions {
+  int64_t step_begin = 0, step_end = -1;  // steps to include (-1 = all)
+  size_t top_names = 20;                  // rows in Summary::names
+};
+
+struct Summary {
+  int32_t world_size = 0;
+  int64_t num_ranges = 0, num_kernels = 0;
+  std::vector<StepBreakdown> steps;  // sorted by (rank, step)
+  std::vector<RankTotals> ranks;
+  OverlapResult overall;  // summed over all ranks and steps
+  std::vector<LayerRow> layers;        // sorted by (layer, dir)
+  std::vector<HeadRangeRow> heads;     // sorted by head_begin
+  std::vector<SkewRow> skew;           // phases present in the trace, Step first
+  std::vector<PhaseMemoryRow> memory;  // sorted by (label, rank)
+  std::vector<NameRow> names;          // longest total first, top_names rows
+};
+
+// Whether a range counts as communication (kernel: name contains "nccl"; host: comm phase).
+bool is_comm_range(const TraceModel& m, const TraceRange& r);
+
+// Compute / comm intervals of one rank, clipped to [lo, hi), merged.
+void rank_intervals(const TraceModel& m, int32_t rank, int64_t lo, int64_t hi,
+                    std::vector<Interval>* compute, std::vector<Interval>* comm, bool* gpu);
+
+std::vector<StepBreakdown> step_breakdown(const TraceModel& m, const AnalysisOptions& o = {});
+std::vector<LayerRow> layer_table(const TraceModel& m, const AnalysisOptions& o = {});
+std::vector<HeadRangeRow> head_range_table(const TraceModel& m, const AnalysisOptions& o = {});
+std::vector<SkewRow> rank_skew(const TraceModel& m, const AnalysisOptions& o = {});
+std::vector<PhaseMemoryRow> peak_memory(const TraceModel& m, const AnalysisOptions& o = {});
+std::vector<NameRow> name_totals(const TraceModel& m, size_t top);
+
+Summary analyze(const TraceModel& m, const AnalysisOptions& o = {});
+
+}  // namespace ulysses::prof

@@ -1,0 +1,45 @@
+// GPU activity behind a small interface (kineto practice): a source collects kernel /
+// memcpy / memset / runtime-API records and hands them to a sink. The CUPTI source exists
+// only in builds with ULYSSES_HAVE_CUPTI (profiler/src/cupti/); tests can substitute a fake.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ulysses/profiler/trace_writer.hpp"
+
+namespace ulysses::prof {
+
+// Receives records; timestamps are already on the host clock (Tracer::now_ns).
+// Called from CUPTI's buffer-completed thread or from flush(): implementations lock.
+class GpuActivitySink {
+ public:
+  virtual ~GpuActivitySink() = default;
+  virtual void on_kernel(const KernelRecord& k) = 0;
+  virtual void on_memcpy(const MemcpyRecord& m) = 0;
+  virtual void on_runtime(const RuntimeRecord& r) = 0;
+  // CUPTI correlation id -> external id pushed with push_external_id (the traced range).
+  virtual void on_external_correlation(int64_t correlation, int64_t external_id) {}
+};
+
+class GpuActivitySource {
+ public:
+  virtual ~GpuActivitySource() = default;
+  // Registers buffer callbacks, then enables the activity kinds. false + *error on failure.
+  virtual bool start(std::string* error) = 0;
+  // Delivers every completed record to the sink. Call without holding the sink's lock.
+  virtual void flush() = 0;
+  virtual void stop() = 0;
+  // Tags GPU work launched by this thread until pop (EXTERNAL_CORRELATION).
+  virtual void push_external_id(uint64_t id) = 0;
+  virtual void pop_external_id() = 0;
+};
+
+// Whether this build has the CUPTI source.
+bool have_cupti();
+// The CUPTI source (nullptr in builds without CUPTI). Only one may be started per process:
+// CUPTI's buffer callbacks are process-wide.
+std::unique_ptr<GpuActivitySource> make_cupti_source(GpuActivitySink* sink);
+
+}  // namespace ulysses::prof

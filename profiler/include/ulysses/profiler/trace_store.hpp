@@ -1,0 +1,43 @@
+// Reading traces: load a run directory (RUN/trace/rank*.sqlite), one rank's .sqlite, or an
+// `nsys export --type sqlite` file into a TraceModel. Also the schema version and text the
+// writer uses (profiler/schema.sql, embedded at build time). No torch, no Qt.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ulysses/profiler/trace_model.hpp"
+
+namespace ulysses::prof {
+
+// Any problem reading a trace, with a message a user can act on (names the file and what is
+// wrong: missing, empty, not SQLite, truncated/corrupt, written by a newer version, ...).
+class TraceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// PRAGMA user_version of traces this build writes; load_trace refuses newer files.
+int trace_schema_version();
+// The text of profiler/schema.sql (CREATE TABLE ... statements, idempotent).
+const char* trace_schema_sql();
+
+// The rank files of a run directory: RUN/trace/rank*.sqlite sorted by rank number, or
+// RUN/rank*.sqlite when RUN is itself the trace folder. Empty when none.
+std::vector<std::string> find_rank_files(const std::string& run_dir);
+
+struct LoadOptions {
+  // Also build LaneKind::HeadRange lanes: copies of every host range that carries a head
+  // range, one lane per global head range per rank (for per-head timelines). Analysis
+  // ignores these lanes. Off saves memory on very large traces.
+  bool head_lanes = true;
+  bool gpu_activity = true;  // kernels, memcpy, memset (CUPTI / nsys)
+};
+
+// path = run directory, a single rank .sqlite, or an nsys-exported .sqlite.
+// Throws TraceError on missing/corrupt/empty/truncated/future-version input.
+TraceModel load_trace(const std::string& path);
+TraceModel load_trace(const std::string& path, const LoadOptions& opts);
+
+}  // namespace ulysses::prof

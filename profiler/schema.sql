@@ -1,0 +1,244 @@
+-- Ulysses Studio trace schema: one SQLite file per rank (RUN/trace/rank{r}.sqlite).
+-- Tables that Nsight Systems' SQLite export also has keep its exact names and columns
+-- (nsys "SQLite Export Schema Reference"), so nsys-style SQL runs on our traces and an
+-- `nsys export --type sqlite` file opens in our viewer. Times are ns on the host clock
+-- (CLOCK_MONOTONIC). globalTid = pid * 0x1000000 + tid and globalPid = pid * 0x1000000,
+-- as nsys serializes them (PID = globalTid / 0x1000000 % 0x1000000, TID = globalTid % 0x1000000).
+-- Ulysses facts live in ULYSSES_* tables. The format version is PRAGMA user_version at the end
+-- of this file (the only place it is written); readers refuse newer files.
+-- Every statement is idempotent (IF NOT EXISTS) so the writer can run the whole file.
+
+-- ---- Nsight Systems tables -------------------------------------------------------------
+CREATE TABLE IF NOT EXISTS StringIds (
+    id                  INTEGER   NOT NULL   PRIMARY KEY,
+    value               TEXT      NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ThreadNames (
+    nameId              INTEGER   NOT NULL,   -- REFERENCES StringIds(id)
+    priority            INTEGER,
+    globalTid           INTEGER
+);
+CREATE TABLE IF NOT EXISTS PROCESSES (
+    globalPid           INTEGER,
+    pid                 INTEGER,
+    name                TEXT
+);
+CREATE TABLE IF NOT EXISTS META_DATA_EXPORT (
+    name                TEXT      NOT NULL,
+    value               TEXT
+);
+CREATE TABLE IF NOT EXISTS TARGET_INFO_GPU (
+    vmId                INTEGER   NOT NULL,
+    id                  INTEGER   NOT NULL,
+    name                TEXT,
+    busLocation         TEXT,
+    isDiscrete          INTEGER,
+    l2CacheSize         INTEGER,
+    totalMemory         INTEGER,
+    memoryBandwidth     INTEGER,
+    clockRate           INTEGER,
+    smCount             INTEGER,
+    pwGpuId             INTEGER,
+    uuid                TEXT,
+    luid                INTEGER,
+    chipName            TEXT,
+    cuDevice            INTEGER,
+    ctxswDevPath        TEXT,
+    ctrlDevPath         TEXT,
+    revision            INTEGER,
+    nodeMask            INTEGER,
+    constantMemory      INTEGER,
+    maxIPC              INTEGER,
+    maxRegistersPerBlock INTEGER,
+    maxShmemPerBlock    INTEGER,
+    maxShmemPerBlockOptin INTEGER,
+    maxShmemPerSm       INTEGER,
+    maxRegistersPerSm   INTEGER,
+    threadsPerWarp      INTEGER,
+    asyncEngines        INTEGER,
+    maxWarpsPerSm       INTEGER,
+    maxBlocksPerSm      INTEGER,
+    maxThreadsPerBlock  INTEGER,
+    maxBlockDimX        INTEGER,
+    maxBlockDimY        INTEGER,
+    maxBlockDimZ        INTEGER,
+    maxGridDimX         INTEGER,
+    maxGridDimY         INTEGER,
+    maxGridDimZ         INTEGER,
+    computeMajor        INTEGER,
+    computeMinor        INTEGER,
+    smMajor             INTEGER,
+    smMinor             INTEGER
+);
+-- NVTX ranges: eventType 59 = push/pop range (ScopedRange), 60 = start/end range
+-- (Tracer::record_range, e.g. async all-to-all measured on another thread).
+-- category = the range's Phase value; text stays NULL and textId names the phase.
+CREATE TABLE IF NOT EXISTS NVTX_EVENTS (
+    start               INTEGER   NOT NULL,
+    end                 INTEGER,
+    eventType           INTEGER   NOT NULL,
+    rangeId             INTEGER,
+    category            INTEGER,
+    color               INTEGER,
+    text                TEXT,
+    globalTid           INTEGER,
+    endGlobalTid        INTEGER,
+    textId              INTEGER,              -- REFERENCES StringIds(id)
+    domainId            INTEGER,
+    uint64Value         INTEGER,
+    int64Value          INTEGER,
+    doubleValue         REAL,
+    uint32Value         INTEGER,
+    int32Value          INTEGER,
+    floatValue          REAL,
+    jsonTextId          INTEGER,
+    jsonText            TEXT
+);
+CREATE TABLE IF NOT EXISTS CUPTI_ACTIVITY_KIND_KERNEL (
+    start               INTEGER   NOT NULL,
+    end                 INTEGER   NOT NULL,
+    deviceId            INTEGER   NOT NULL,
+    contextId           INTEGER   NOT NULL,
+    streamId            INTEGER   NOT NULL,
+    correlationId       INTEGER,
+    globalPid           INTEGER,
+    demangledName       INTEGER   NOT NULL,   -- REFERENCES StringIds(id)
+    shortName           INTEGER   NOT NULL,   -- REFERENCES StringIds(id)
+    mangledName         INTEGER,              -- REFERENCES StringIds(id)
+    launchType          INTEGER,
+    cacheConfig         INTEGER,
+    registersPerThread  INTEGER   NOT NULL,
+    gridX               INTEGER   NOT NULL,
+    gridY               INTEGER   NOT NULL,
+    gridZ               INTEGER   NOT NULL,
+    blockX              INTEGER   NOT NULL,
+    blockY              INTEGER   NOT NULL,
+    blockZ              INTEGER   NOT NULL,
+    staticSharedMemory  INTEGER   NOT NULL,
+    dynamicSharedMemory INTEGER   NOT NULL,
+    localMemoryPerThread INTEGER  NOT NULL,
+    localMemoryTotal    INTEGER   NOT NULL,
+    gridId              INTEGER   NOT NULL,
+    sharedMemoryExecuted INTEGER,
+    graphNodeId         INTEGER,
+    sharedMemoryLimitConfig INTEGER
+);
+CREATE TABLE IF NOT EXISTS CUPTI_ACTIVITY_KIND_MEMCPY (
+    start               INTEGER   NOT NULL,
+    end                 INTEGER   NOT NULL,
+    deviceId            INTEGER   NOT NULL,
+    contextId           INTEGER   NOT NULL,
+    streamId            INTEGER   NOT NULL,
+    correlationId       INTEGER,
+    globalPid           INTEGER,
+    bytes               INTEGER   NOT NULL,
+    copyKind            INTEGER   NOT NULL,
+    deprecatedSrcId     INTEGER,
+    srcKind             INTEGER,
+    dstKind             INTEGER,
+    srcDeviceId         INTEGER,
+    srcContextId        INTEGER,
+    dstDeviceId         INTEGER,
+    dstContextId        INTEGER,
+    migrationCause      INTEGER,
+    graphNodeId         INTEGER,
+    virtualAddress      INTEGER
+);
+CREATE TABLE IF NOT EXISTS CUPTI_ACTIVITY_KIND_MEMSET (
+    start               INTEGER   NOT NULL,
+    end                 INTEGER   NOT NULL,
+    deviceId            INTEGER   NOT NULL,
+    contextId           INTEGER   NOT NULL,
+    streamId            INTEGER   NOT NULL,
+    correlationId       INTEGER,
+    globalPid           INTEGER,
+    value               INTEGER   NOT NULL,
+    bytes               INTEGER   NOT NULL,
+    graphNodeId         INTEGER,
+    memKind             INTEGER
+);
+CREATE TABLE IF NOT EXISTS CUPTI_ACTIVITY_KIND_RUNTIME (
+    start               INTEGER   NOT NULL,
+    end                 INTEGER   NOT NULL,
+    eventClass          INTEGER   NOT NULL,
+    globalTid           INTEGER,
+    correlationId       INTEGER,
+    nameId              INTEGER   NOT NULL,   -- REFERENCES StringIds(id)
+    returnValue         INTEGER   NOT NULL,
+    callchainId         INTEGER
+);
+
+-- ---- Ulysses tables --------------------------------------------------------------------
+-- One row: the run this rank belongs to.
+CREATE TABLE IF NOT EXISTS ULYSSES_RUN (
+    runId               TEXT,
+    configJson          TEXT,                 -- resolved RunConfig (RunConfig::to_json)
+    worldSize           INTEGER   NOT NULL,
+    spSize              INTEGER   NOT NULL,
+    dpSize              INTEGER   NOT NULL,
+    clock               TEXT      NOT NULL,   -- 'CLOCK_MONOTONIC'
+    createdUtc          TEXT
+);
+-- One row per rank in this file (one, for files the tracer writes).
+CREATE TABLE IF NOT EXISTS ULYSSES_RANKS (
+    rank                INTEGER   NOT NULL   PRIMARY KEY,
+    spRank              INTEGER   NOT NULL,
+    dpRank              INTEGER   NOT NULL,
+    device              TEXT,
+    hostname            TEXT,
+    pid                 INTEGER,
+    globalPid           INTEGER
+);
+-- Phase ids used by ULYSSES_RANGES.phase and NVTX_EVENTS.category.
+CREATE TABLE IF NOT EXISTS ULYSSES_PHASES (
+    id                  INTEGER   NOT NULL   PRIMARY KEY,
+    name                TEXT      NOT NULL,
+    isComm              INTEGER   NOT NULL
+);
+-- One row per finished step (written at end_step, in the same transaction as its ranges).
+CREATE TABLE IF NOT EXISTS ULYSSES_STEPS (
+    rank                INTEGER   NOT NULL,
+    step                INTEGER   NOT NULL,
+    start               INTEGER   NOT NULL,   -- begin_step time (ns)
+    end                 INTEGER   NOT NULL,   -- end_step time (ns)
+    loss                REAL,
+    lr                  REAL,
+    gradNorm            REAL,
+    tokens              INTEGER,
+    tokensPerS          REAL,
+    stepMs              REAL,
+    maxMemBytes         INTEGER,
+    PRIMARY KEY (rank, step)
+);
+-- One row per NVTX_EVENTS range: eventId = NVTX_EVENTS.rowid.
+-- direction: 0 none, 1 forward, 2 backward, 3 recompute. -1 = not applicable.
+-- headBegin/headEnd: global head range [headBegin, headEnd). bytes exclude the self-copy.
+CREATE TABLE IF NOT EXISTS ULYSSES_RANGES (
+    eventId             INTEGER   NOT NULL   PRIMARY KEY,   -- = NVTX_EVENTS.rowid
+    step                INTEGER   NOT NULL,
+    phase               INTEGER   NOT NULL,                 -- REFERENCES ULYSSES_PHASES(id)
+    direction           INTEGER   NOT NULL,
+    layer               INTEGER   NOT NULL,
+    headBegin           INTEGER   NOT NULL,
+    headEnd             INTEGER   NOT NULL,
+    chunk               INTEGER   NOT NULL,
+    bytesSent           INTEGER   NOT NULL,
+    bytesRecv           INTEGER   NOT NULL
+);
+-- Memory samples at phase boundaries. CPU ranks: allocated = reserved = RSS, peak = VmHWM.
+CREATE TABLE IF NOT EXISTS ULYSSES_MEMORY (
+    rank                INTEGER   NOT NULL,
+    timestamp           INTEGER   NOT NULL,
+    step                INTEGER   NOT NULL,
+    labelId             INTEGER   NOT NULL,   -- REFERENCES StringIds(id)
+    allocated           INTEGER   NOT NULL,
+    reserved            INTEGER   NOT NULL,
+    peak                INTEGER   NOT NULL
+);
+-- Free-form run metrics (Tracer::set_metric); last value wins.
+CREATE TABLE IF NOT EXISTS ULYSSES_METRICS (
+    name                TEXT      NOT NULL   PRIMARY KEY,
+    value               REAL
+);
+
+PRAGMA user_version = 1;

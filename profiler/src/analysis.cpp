@@ -1,0 +1,460 @@
+// Analysis core: interval algebra, per rank/step compute-comm-idle breakdown, HTA overlap,
+// per-layer and per-head-range tables, rank skew, memory per label, name totals.
+// Definitions are in analysis.hpp and profiler/README.md.
+#include "ulysses/profiler/analysis.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+namespace ulysses::prof {
+
+// ---- interval algebra -------------------------------------------------------------------
+std::vector<Interval> merge_intervals(std::vector<Interval> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](const Interval& i) { return i.end <= i.start; }), v.end());
+  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  std::vector<Interval> out;
+  out.reserve(v.size());
+  for (const auto& i : v) {
+    if (!out.empty() && i.start <= out.back().end) {
+      out.back().end = std::max(out.back().end, i.end);
+    } else {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+int64_t total_length(const std::vector<Interval>& merged) {
+  int64_t t = 0;
+  for (const auto& i : merged) t += i.end - i.start;
+  return t;
+}
+
+int64_t intersection_length(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  int64_t t = 0;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    int64_t lo = std::max(a[i].start, b[j].start), hi = std::min(a[i].end, b[j].end);
+    if (hi > lo) t += hi - lo;
+    if (a[i].end < b[j].end) ++i; else ++j;
+  }
+  return t;
+}
+
+std::vector<Interval> clip_intervals(const std::vector<Interval>& merged, int64_t lo, int64_t hi) {
+  std::vector<Interval> out;
+  auto it = std::lower_bound(merged.begin(), merged.end(), lo,
+                             [](const Interval& i, int64_t v) { return i.end <= v; });
+  for (; it != merged.end() && it->start < hi; ++it) {
+    Interval c{std::max(it->start, lo), std::min(it->end, hi)};
+    if (c.end > c.start) out.push_back(c);
+  }
+  return out;
+}
+
+OverlapResult compute_overlap(const std::vector<Interval>& compute, const std::vector<Interval>& comm) {
+  auto c = merge_intervals(compute);
+  auto m = merge_intervals(comm);
+  OverlapResult r;
+  r.compute_ns = total_length(c);
+  r.comm_ns = total_length(m);
+  r.overlap_ns = intersection_length(c, m);
+  r.busy_ns = r.compute_ns + r.comm_ns - r.overlap_ns;
+  r.ratio = r.comm_ns > 0 ? static_cast<double>(r.overlap_ns) / static_cast<double>(r.comm_ns) : 0.0;
+  return r;
+}
+
+// ---- classification -----------------------------------------------------------------------
+namespace {
+
+bool contains_ci(const std::string& s, const char* needle) {
+  std::string lower(s.size(), '\0');
+  std::transform(s.begin(), s.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  return lower.find(needle) != std::string::npos;
+}
+
+bool is_memop_name(const std::string& s) {
+  return s.rfind("[CUDA mem", 0) == 0 || contains_ci(s, "memcpy") || contains_ci(s, "memset");
+}
+
+enum : uint8_t { kCompute = 1, kComm = 2 };
+
+// Per-range flags (compute leaf / comm) and per-rank "has GPU activity".
+struct Classified {
+  std::vector<uint8_t> flags;
+  std::map<int32_t, bool> rank_gpu;
+};
+
+Classified classify(const TraceModel& m) {
+  Classified c;
+  const size_t n = m.ranges.size();
+  c.flags.assign(n, 0);
+  std::vector<uint8_t> name_nccl(m.strings.size(), 0), name_memop(m.strings.size(), 0);
+  for (size_t i = 0; i < m.strings.size(); ++i) {
+    name_nccl[i] = contains_ci(m.strings[i], "nccl");
+    name_memop[i] = is_memop_name(m.strings[i]);
+  }
+  std::vector<uint8_t> has_child(n, 0), comm(n, 0);
+  for (const auto& l : m.lanes) {
+    c.rank_gpu.emplace(l.rank, false);
+    if (l.kind == LaneKind::CudaStream && l.count > 0) c.rank_gpu[l.rank] = true;
+  }
+  for (const auto& l : m.lanes) {
+    if (l.kind == LaneKind::HeadRange) continue;
+    size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
+    for (size_t i = b; i < e; ++i) {
+      const TraceRange& r = m.ranges[i];
+      if (r.parent >= 0) has_child[static_cast<size_t>(r.parent)] = 1;
+    }
+  }
+  for (const auto& l : m.lanes) {
+    if (l.kind == LaneKind::HeadRange) continue;
+    bool gpu = c.rank_gpu[l.rank];
+    size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
+    for (size_t i = b; i < e; ++i) {  // parents come before children within a lane
+      const TraceRange& r = m.ranges[i];
+      if (r.is_kernel) {
+        size_t nid = static_cast<size_t>(r.name_id);
+        bool nccl = nid < name_nccl.size() && name_nccl[nid];
+        bool memop = nid < name_memop.size() && name_memop[nid];
+        if (nccl) c.flags[i] = kComm;
+        else if (!memop) c.flags[i] = kCompute;
+        continue;
+      }
+      comm[i] = phase_is_comm(r.phase) || (r.parent >= 0 && comm[static_cast<size_t>(r.parent)]);
+      if (gpu) continue;  // host ranges don't count on a rank with GPU activity
+      if (comm[i]) c.flags[i] = kComm;
+      else if (!has_child[i]) c.flags[i] = kCompute;
+    }
+  }
+  return c;
+}
+
+bool step_in(const AnalysisOptions& o, int64_t step) {
+  return step >= o.step_begin && (o.step_end < 0 || step <= o.step_end);
+}
+
+bool range_in(const TraceModel& m, const AnalysisOptions& o, const TraceRange& r) {
+  if (r.step < 0) return m.steps.empty();
+  return step_in(o, r.step);
+}
+
+// Whether an ancestor on the lane has the same phase (and, if `heads`, the same head range).
+bool nested_in_same(const TraceModel& m, const TraceRange& r, bool heads) {
+  int32_t p = r.parent;
+  while (p >= 0) {
+    const TraceRange& a = m.ranges[static_cast<size_t>(p)];
+    if (a.phase == r.phase && (!heads || (a.head_begin == r.head_begin && a.head_end == r.head_end))) return true;
+    p = a.parent;
+  }
+  return false;
+}
+
+template <class F>
+void for_each_counted_lane(const TraceModel& m, F&& f) {
+  for (size_t li = 0; li < m.lanes.size(); ++li) {
+    const Lane& l = m.lanes[li];
+    if (l.kind == LaneKind::HeadRange) continue;
+    f(l);
+  }
+}
+
+std::vector<StepBreakdown> breakdown_impl(const TraceModel& m, const AnalysisOptions& o, const Classified& c) {
+  std::vector<StepBreakdown> out;
+  std::map<int32_t, std::pair<std::vector<Interval>, std::vector<Interval>>> per_rank;
+  std::map<int32_t, std::pair<int64_t, int64_t>> extent;
+  for_each_counted_lane(m, [&](const Lane& l) {
+    auto& pr = per_rank[l.rank];
+    size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
+    for (size_t i = b; i < e; ++i) {
+      const TraceRange& r = m.ranges[i];
+      auto ext = extent.find(l.rank);
+      if (ext == extent.end()) extent[l.rank] = {r.start_ns, r.end_ns};
+      else ext->second = {std::min(ext->second.first, r.start_ns), std::max(ext->second.second, r.end_ns)};
+      if (c.flags[i] & kCompute) pr.first.push_back({r.start_ns, r.end_ns});
+      else if (c.flags[i] & kComm) pr.second.push_back({r.start_ns, r.end_ns});
+    }
+  });
+  std::set<int32_t> ranks;
+  for (const auto& ri : m.ranks) ranks.insert(ri.rank);
+  for (const auto& kv : per_rank) ranks.insert(kv.first);
+  for (int32_t rank : ranks) {
+    auto& pr = per_rank[rank];
+    auto compute = merge_intervals(std::move(pr.first));
+    auto comm = merge_intervals(std::move(pr.second));
+    std::vector<std::tuple<int64_t, int64_t, int64_t>> windows;  // step, start, end
+    for (const auto& s : m.steps) {
+      if (s.rank == rank && step_in(o, s.step)) windows.emplace_back(s.step, s.start_ns, s.end_ns);
+    }
+    if (windows.empty() && m.steps.empty()) {
+      auto ext = extent.find(rank);
+      if (ext == extent.end()) continue;
+      windows.emplace_back(-1, ext->second.first, ext->second.second);
+    }
+    for (const auto& [step, lo, hi] : windows) {
+      StepBreakdown sb;
+      sb.rank = rank;
+      sb.step = step;
+      sb.start_ns = lo;
+      sb.end_ns = hi;
+      sb.wall_ns = hi - lo;
+      auto cc = clip_intervals(compute, lo, hi);
+      auto mm = clip_intervals(comm, lo, hi);
+      sb.compute_ns = total_length(cc);
+      sb.comm_ns = total_length(mm);
+      sb.overlap_ns = intersection_length(cc, mm);
+      sb.idle_ns = sb.wall_ns - (sb.compute_ns + sb.comm_ns - sb.overlap_ns);
+      sb.exposed_comm_ns = sb.comm_ns - sb.overlap_ns;
+      sb.overlap_ratio = sb.comm_ns > 0 ? static_cast<double>(sb.overlap_ns) / static_cast<double>(sb.comm_ns) : 0.0;
+      auto g = c.rank_gpu.find(rank);
+      sb.gpu = g != c.rank_gpu.end() && g->second;
+      out.push_back(sb);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool is_comm_range(const TraceModel& m, const TraceRange& r) {
+  if (r.is_kernel) {
+    return r.name_id >= 0 && static_cast<size_t>(r.name_id) < m.strings.size() &&
+           contains_ci(m.strings[static_cast<size_t>(r.name_id)], "nccl");
+  }
+  if (phase_is_comm(r.phase)) return true;
+  for (int32_t p = r.parent; p >= 0; p = m.ranges[static_cast<size_t>(p)].parent) {
+    if (phase_is_comm(m.ranges[static_cast<size_t>(p)].phase)) return true;
+  }
+  return false;
+}
+
+void rank_intervals(const TraceModel& m, int32_t rank, int64_t lo, int64_t hi, std::vector<Interval>* compute,
+                    std::vector<Interval>* comm, bool* gpu) {
+  Classified c = classify(m);
+  std::vector<Interval> cv, mv;
+  for_each_counted_lane(m, [&](const Lane& l) {
+    if (l.rank != rank) return;
+    size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
+    for (size_t i = b; i < e; ++i) {
+      const TraceRange& r = m.ranges[i];
+      if (c.flags[i] & kCompute) cv.push_back({r.start_ns, r.end_ns});
+      else if (c.flags[i] & kComm) mv.push_back({r.start_ns, r.end_ns});
+    }
+  });
+  if (compute) *compute = clip_intervals(merge_intervals(std::move(cv)), lo, hi);
+  if (comm) *comm = clip_intervals(merge_intervals(std::move(mv)), lo, hi);
+  if (gpu) {
+    auto g = c.rank_gpu.find(rank);
+    *gpu = g != c.rank_gpu.end() && g->second;
+  }
+}
+
+std::vector<StepBreakdown> step_breakdown(const TraceModel& m, const AnalysisOptions& o) {
+  return breakdown_impl(m, o, classify(m));
+}
+
+std::vector<LayerRow> layer_table(const TraceModel& m, const AnalysisOptions& o) {
+  std::map<std::pair<int32_t, int>, LayerRow> rows;
+  std::map<std::pair<int32_t, int>, std::set<std::pair<int32_t, int32_t>>> samples;
+  for_each_counted_lane(m, [&](const Lane& l) {
+    size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
+    for (size_t i = b; i < e; ++i) {
+      const TraceRange& r = m.ranges[i];
+      if (r.layer < 0 || r.is_kernel || !range_in(m, o, r)) continue;
+      int64_t* slot = nullptr;
+      auto key = std::make_pair(r.layer, static_cast<int>(r.dir));
+      LayerRow& row = rows[key];
+      row.layer = r.layer;
+      row.dir = r.dir;
+      switch (r.phase) {
+        case Phase::QkvProj: slot = &row.qkv_proj_ns; break;
+        case Phase::A2ASeqToHead: slot = &row.a2a_seq_to_head_ns; break;
+        case Phase::Attention: slot = &row.attention_ns; break;
+        case Phase::A2AHeadToSeq: slot = &row.a2a_head_to_seq_ns; break;
+        case Phase::OutProj: slot = &row.out_proj_ns; break;
+        default: break;
+      }
+      samples[key].insert({r.rank, r.step});
+      if (!slot || nested_in_same(m, r, false)) continue;
+      *slot += r.duration();
+      if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq) {
+        row.a2a_bytes_sent += r.bytes_sent;
+        row.a2a_bytes_recv += r.bytes_recv;
+      }
+    }
+  });
+  std::vector<LayerRow> out;
+  for (auto& [k, row] : rows) {
+    row.samples = static_cast<int64_t>(samples[k].size());
+    out.push_back(row);
+  }
+  return out;
+}
+
+std::vector<HeadRangeRow> head_range_table(const TraceModel& m, const AnalysisOptions& o) {
+  std::map<std::pair<int32_t, int32_t>, HeadRangeRow> rows;
+  for_each_counted_lane(m, [&](const Lane& l) {
+    size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
+    for (size_t i = b; i < e; ++i) {
+      const TraceRange& r = m.ranges[i];
+      if (r.head_begin < 0 || r.is_kernel || !range_in(m, o, r)) continue;
+      int64_t* slot = nullptr;
+      HeadRangeRow& row = rows[{r.head_begin, r.head_end}];
+      row.head_begin = r.head_begin;
+      row.head_end = r.head_end;
+      switch (r.phase) {
+        case Phase::A2ASeqToHead: slot = &row.a2a_seq_to_head_ns; break;
+        case Phase::Attention: slot = &row.attention_ns; break;
+        case Phase::A2AHeadToSeq: slot = &row.a2a_head_to_seq_ns; break;
+        default: break;
+      }
+      if (!slot || nested_in_same(m, r, true)) continue;
+      *slot += r.duration();
+      row.count += 1;
+      row.bytes_sent += r.bytes_sent;
+    }
+  });
+  std::vector<HeadRangeRow> out;
+  for (auto& kv : rows) {
+    if (kv.second.count > 0) out.push_back(kv.second);
+  }
+  return out;
+}
+
+std::vector<SkewRow> rank_skew(const TraceModel& m, const AnalysisOptions& o) {
+  // phase -> rank -> total ns; rank -> steps counted
+  std::map<int, std::map<int32_t, double>> total;
+  std::map<int32_t, std::set<int64_t>> steps_of_rank;
+  for (const auto& s : m.steps) {
+    if (!step_in(o, s.step)) continue;
+    total[static_cast<int>(Phase::Step)][s.rank] += static_cast<double>(s.end_ns - s.start_ns);
+    steps_of_rank[s.rank].insert(s.step);
+  }
+  for_each_counted_lane(m, [&](const Lane& l) {
+    size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
+    for (size_t i = b; i < e; ++i) {
+      const TraceRange& r = m.ranges[i];
+      if (r.is_kernel || r.phase == Phase::Step || r.phase == Phase::Other || !range_in(m, o, r)) continue;
+      if (nested_in_same(m, r, false)) continue;
+      total[static_cast<int>(r.phase)][r.rank] += static_cast<double>(r.duration());
+    }
+  });
+  std::vector<SkewRow> out;
+  for (auto& [phase, per_rank] : total) {
+    SkewRow row;
+    row.phase = static_cast<Phase>(phase);
+    bool first = true;
+    for (auto& [rank, ns] : per_rank) {
+      auto it = steps_of_rank.find(rank);
+      double n = it == steps_of_rank.end() || it->second.empty() ? 1.0 : static_cast<double>(it->second.size());
+      double v = ns / n;
+      if (first || v > row.slowest_ns) {
+        row.slowest_ns = v;
+        row.slowest_rank = rank;
+      }
+      if (first || v < row.fastest_ns) {
+        row.fastest_ns = v;
+        row.fastest_rank = rank;
+      }
+      first = false;
+    }
+    row.ratio = row.fastest_ns > 0 ? row.slowest_ns / row.fastest_ns : 0.0;
+    out.push_back(row);
+  }
+  return out;  // map order: Phase::Step (0) first
+}
+
+std::vector<PhaseMemoryRow> peak_memory(const TraceModel& m, const AnalysisOptions& o) {
+  std::map<std::pair<std::string, int32_t>, PhaseMemoryRow> rows;
+  for (const auto& p : m.memory) {
+    if (p.step >= 0 && !step_in(o, p.step)) continue;
+    const std::string& label = p.label_id >= 0 && static_cast<size_t>(p.label_id) < m.strings.size()
+                                   ? m.strings[static_cast<size_t>(p.label_id)]
+                                   : std::string();
+    PhaseMemoryRow& row = rows[{label, p.rank}];
+    row.label = label;
+    row.rank = p.rank;
+    row.max_allocated = std::max(row.max_allocated, p.allocated);
+    row.max_reserved = std::max(row.max_reserved, p.reserved);
+    row.max_peak = std::max(row.max_peak, p.peak);
+    row.samples += 1;
+  }
+  std::vector<PhaseMemoryRow> out;
+  for (auto& kv : rows) out.push_back(kv.second);
+  return out;
+}
+
+std::vector<NameRow> name_totals(const TraceModel& m, size_t top) {
+  std::unordered_map<int64_t, NameRow> rows;
+  for_each_counted_lane(m, [&](const Lane& l) {
+    size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
+    for (size_t i = b; i < e; ++i) {
+      const TraceRange& r = m.ranges[i];
+      int64_t key = static_cast<int64_t>(r.name_id) * 2 + (r.is_kernel ? 1 : 0);
+      NameRow& row = rows[key];
+      if (row.count == 0) {
+        row.name = static_cast<size_t>(r.name_id) < m.strings.size() ? m.strings[static_cast<size_t>(r.name_id)] : "?";
+        row.is_kernel = r.is_kernel;
+      }
+      row.count += 1;
+      row.total_ns += r.duration();
+      row.max_ns = std::max(row.max_ns, r.duration());
+    }
+  });
+  std::vector<NameRow> out;
+  for (auto& kv : rows) out.push_back(std::move(kv.second));
+  std::sort(out.begin(), out.end(), [](const NameRow& a, const NameRow& b) {
+    return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
+  });
+  if (out.size() > top) out.resize(top);
+  return out;
+}
+
+Summary analyze(const TraceModel& m, const AnalysisOptions& o) {
+  Summary s;
+  Classified c = classify(m);
+  std::set<int32_t> ranks;
+  for (const auto& r : m.ranks) ranks.insert(r.rank);
+  for (const auto& l : m.lanes) ranks.insert(l.rank);
+  s.world_size = static_cast<int32_t>(ranks.size());
+  for_each_counted_lane(m, [&](const Lane& l) {
+    for (int64_t k = 0; k < l.count; ++k) {
+      if (m.ranges[static_cast<size_t>(l.first + k)].is_kernel) ++s.num_kernels;
+      else ++s.num_ranges;
+    }
+  });
+  s.steps = breakdown_impl(m, o, c);
+  std::map<int32_t, RankTotals> totals;
+  for (const auto& sb : s.steps) {
+    RankTotals& t = totals[sb.rank];
+    t.rank = sb.rank;
+    t.steps += 1;
+    t.wall_ns += sb.wall_ns;
+    t.compute_ns += sb.compute_ns;
+    t.comm_ns += sb.comm_ns;
+    t.overlap_ns += sb.overlap_ns;
+    t.idle_ns += sb.idle_ns;
+    s.overall.compute_ns += sb.compute_ns;
+    s.overall.comm_ns += sb.comm_ns;
+    s.overall.overlap_ns += sb.overlap_ns;
+    s.overall.busy_ns += sb.compute_ns + sb.comm_ns - sb.overlap_ns;
+  }
+  for (auto& [rank, t] : totals) {
+    t.overlap_ratio = t.comm_ns > 0 ? static_cast<double>(t.overlap_ns) / static_cast<double>(t.comm_ns) : 0.0;
+    s.ranks.push_back(t);
+  }
+  s.overall.ratio = s.overall.comm_ns > 0
+                        ? static_cast<double>(s.overall.overlap_ns) / static_cast<double>(s.overall.comm_ns)
+                        : 0.0;
+  s.layers = layer_table(m, o);
+  s.heads = head_range_table(m, o);
+  s.skew = rank_skew(m, o);
+  s.memory = peak_memory(m, o);
+  s.names = name_totals(m, o.top_names);
+  return s;
+}
+
+}  // namespace ulysses::prof

@@ -1,0 +1,152 @@
+// Text and JSON renderings of a Summary (ulysses-trace summary; the studio can reuse them).
+#include "ulysses/profiler/report.hpp"
+
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+
+namespace ulysses::prof {
+
+namespace {
+double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+double msd(double ns) { return ns / 1e6; }
+
+std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+std::string fmt(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::string mib(int64_t b) { return fmt("%.1f", static_cast<double>(b) / (1024.0 * 1024.0)); }
+}  // namespace
+
+nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
+  using nlohmann::json;
+  json j;
+  j["source"] = m.source;
+  j["from_nsys"] = m.from_nsys;
+  j["world_size"] = s.world_size;
+  j["sp_size"] = m.sp_size;
+  j["dp_size"] = m.dp_size;
+  j["num_ranges"] = s.num_ranges;
+  j["num_kernels"] = s.num_kernels;
+  j["overall"] = {{"compute_ns", s.overall.compute_ns}, {"comm_ns", s.overall.comm_ns},
+                  {"overlap_ns", s.overall.overlap_ns}, {"busy_ns", s.overall.busy_ns},
+                  {"overlap_ratio", s.overall.ratio}};
+  j["steps"] = json::array();
+  for (const auto& b : s.steps) {
+    j["steps"].push_back({{"rank", b.rank}, {"step", b.step}, {"start_ns", b.start_ns}, {"end_ns", b.end_ns},
+                          {"wall_ns", b.wall_ns}, {"compute_ns", b.compute_ns}, {"comm_ns", b.comm_ns},
+                          {"overlap_ns", b.overlap_ns}, {"exposed_comm_ns", b.exposed_comm_ns},
+                          {"idle_ns", b.idle_ns}, {"overlap_ratio", b.overlap_ratio}, {"gpu", b.gpu}});
+  }
+  j["ranks"] = json::array();
+  for (const auto& t : s.ranks) {
+    j["ranks"].push_back({{"rank", t.rank}, {"steps", t.steps}, {"wall_ns", t.wall_ns}, {"compute_ns", t.compute_ns},
+                          {"comm_ns", t.comm_ns}, {"overlap_ns", t.overlap_ns}, {"idle_ns", t.idle_ns},
+                          {"overlap_ratio", t.overlap_ratio}});
+  }
+  j["layers"] = json::array();
+  for (const auto& l : s.layers) {
+    j["layers"].push_back({{"layer", l.layer}, {"direction", direction_name(l.dir)},
+                           {"qkv_proj_ns", l.qkv_proj_ns}, {"a2a_seq_to_head_ns", l.a2a_seq_to_head_ns},
+                           {"attention_ns", l.attention_ns}, {"a2a_head_to_seq_ns", l.a2a_head_to_seq_ns},
+                           {"out_proj_ns", l.out_proj_ns}, {"a2a_bytes_sent", l.a2a_bytes_sent},
+                           {"a2a_bytes_recv", l.a2a_bytes_recv}, {"samples", l.samples}});
+  }
+  j["heads"] = json::array();
+  for (const auto& h : s.heads) {
+    j["heads"].push_back({{"head_begin", h.head_begin}, {"head_end", h.head_end},
+                          {"a2a_seq_to_head_ns", h.a2a_seq_to_head_ns}, {"attention_ns", h.attention_ns},
+                          {"a2a_head_to_seq_ns", h.a2a_head_to_seq_ns}, {"count", h.count},
+                          {"bytes_sent", h.bytes_sent}});
+  }
+  j["skew"] = json::array();
+  for (const auto& k : s.skew) {
+    j["skew"].push_back({{"phase", phase_name(k.phase)}, {"slowest_rank", k.slowest_rank},
+                         {"slowest_ns", k.slowest_ns}, {"fastest_rank", k.fastest_rank},
+                         {"fastest_ns", k.fastest_ns}, {"ratio", k.ratio}});
+  }
+  j["memory"] = json::array();
+  for (const auto& p : s.memory) {
+    j["memory"].push_back({{"label", p.label}, {"rank", p.rank}, {"max_allocated", p.max_allocated},
+                           {"max_reserved", p.max_reserved}, {"max_peak", p.max_peak}, {"samples", p.samples}});
+  }
+  j["names"] = json::array();
+  for (const auto& n : s.names) {
+    j["names"].push_back({{"name", n.name}, {"kind", n.is_kernel ? "gpu" : "nvtx"}, {"count", n.count},
+                          {"total_ns", n.total_ns}, {"max_ns", n.max_ns}});
+  }
+  return j;
+}
+
+std::string summary_to_text(const TraceModel& m, const Summary& s) {
+  std::string o;
+  o += fmt("Trace: %s%s\n", m.source.c_str(), m.from_nsys ? "  (Nsight Systems export)" : "");
+  o += fmt("Ranks: %d (sp %d x dp %d)   host ranges: %lld   GPU activities: %lld\n", s.world_size, m.sp_size,
+           m.dp_size, static_cast<long long>(s.num_ranges), static_cast<long long>(s.num_kernels));
+  o += fmt("Overlap (HTA: comm time overlapped by compute / comm time): %.1f%%  "
+           "(comm %.3f ms, overlapped %.3f ms)\n\n",
+           100.0 * s.overall.ratio, ms(s.overall.comm_ns), ms(s.overall.overlap_ns));
+
+  o += "Per rank and step (ms)\n";
+  o += fmt("%5s %6s %10s %10s %10s %10s %10s %8s\n", "rank", "step", "wall", "compute", "comm", "exposed",
+           "idle", "overlap");
+  for (const auto& b : s.steps) {
+    o += fmt("%5d %6lld %10.3f %10.3f %10.3f %10.3f %10.3f %7.1f%%%s\n", b.rank, static_cast<long long>(b.step),
+             ms(b.wall_ns), ms(b.compute_ns), ms(b.comm_ns), ms(b.exposed_comm_ns), ms(b.idle_ns),
+             100.0 * b.overlap_ratio, b.gpu ? " gpu" : "");
+  }
+  if (!s.layers.empty()) {
+    o += "\nPer layer (ms, summed over ranks and steps)\n";
+    o += fmt("%5s %9s %9s %9s %9s %9s %9s %12s\n", "layer", "dir", "qkv", "a2a_s2h", "attn", "a2a_h2s", "out",
+             "a2a MiB");
+    for (const auto& l : s.layers) {
+      o += fmt("%5d %9s %9.3f %9.3f %9.3f %9.3f %9.3f %12s\n", l.layer, direction_name(l.dir), ms(l.qkv_proj_ns),
+               ms(l.a2a_seq_to_head_ns), ms(l.attention_ns), ms(l.a2a_head_to_seq_ns), ms(l.out_proj_ns),
+               mib(l.a2a_bytes_sent).c_str());
+    }
+  }
+  if (!s.heads.empty()) {
+    o += "\nPer head range (ms, summed)\n";
+    o += fmt("%9s %9s %9s %9s %7s\n", "heads", "a2a_s2h", "attn", "a2a_h2s", "ranges");
+    for (const auto& h : s.heads) {
+      std::string hr = std::to_string(h.head_begin) + "-" + std::to_string(h.head_end - 1);
+      o += fmt("%9s %9.3f %9.3f %9.3f %7lld\n", hr.c_str(), ms(h.a2a_seq_to_head_ns), ms(h.attention_ns),
+               ms(h.a2a_head_to_seq_ns), static_cast<long long>(h.count));
+    }
+  }
+  if (!s.skew.empty()) {
+    o += "\nRank skew (ms per step: slowest / fastest)\n";
+    o += fmt("%16s %14s %14s %7s\n", "phase", "slowest", "fastest", "ratio");
+    for (const auto& k : s.skew) {
+      std::string sl = fmt("%.3f (r%d)", msd(k.slowest_ns), k.slowest_rank);
+      std::string fa = fmt("%.3f (r%d)", msd(k.fastest_ns), k.fastest_rank);
+      o += fmt("%16s %14s %14s %7.2f\n", phase_name(k.phase), sl.c_str(), fa.c_str(), k.ratio);
+    }
+  }
+  if (!s.memory.empty()) {
+    o += "\nPeak memory per phase label (MiB)\n";
+    o += fmt("%20s %5s %10s %10s %10s\n", "label", "rank", "allocated", "reserved", "peak");
+    for (const auto& p : s.memory) {
+      o += fmt("%20s %5d %10s %10s %10s\n", p.label.c_str(), p.rank, mib(p.max_allocated).c_str(),
+               mib(p.max_reserved).c_str(), mib(p.max_peak).c_str());
+    }
+  }
+  if (!s.names.empty()) {
+    o += "\nTop ranges and kernels by total time\n";
+    o += fmt("%-5s %10s %12s %10s  %s\n", "kind", "count", "total ms", "max ms", "name");
+    for (const auto& n : s.names) {
+      std::string name = n.name.size() > 80 ? n.name.substr(0, 77) + "..." : n.name;
+      o += fmt("%-5s %10lld %12.3f %10.3f  %s\n", n.is_kernel ? "gpu" : "nvtx", static_cast<long long>(n.count),
+               ms(n.total_ns), ms(n.max_ns), name.c_str());
+    }
+  }
+  return o;
+}
+
+}  // namespace ulysses::prof

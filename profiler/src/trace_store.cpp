@@ -1,0 +1,593 @@
+// Loading traces into a TraceModel: a run directory (RUN/trace/rank*.sqlite), one rank's
+// file, or an `nsys export --type sqlite` file. Validates files first (missing, empty, not
+// SQLite, truncated, newer format) and turns every SQLite failure into a TraceError that
+// names the file. Builds lanes whose ranges nest properly (overlapping async ranges are
+// spread over extra lanes) and, optionally, per-head-range display lanes.
+#include "ulysses/profiler/trace_store.hpp"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "sqlite_db.hpp"
+#include "ulysses/profiler/trace_writer.hpp"
+
+namespace fs = std::filesystem;
+
+namespace ulysses::prof {
+
+std::vector<std::string> find_rank_files(const std::string& run_dir) {
+  std::vector<std::pair<int, std::string>> found;
+  static const std::regex re("rank([0-9]+)\\.sqlite");
+  for (const fs::path& dir : {fs::path(run_dir) / "trace", fs::path(run_dir)}) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      std::smatch m;
+      std::string name = e.path().filename().string();
+      if (std::regex_match(name, m, re)) found.emplace_back(std::stoi(m[1].str()), e.path().string());
+    }
+    if (!found.empty()) break;
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+
+namespace {
+
+// Source of raw ranges before lanes are final: (rank, kind, id) -> lane.
+struct SourceLane {
+  int32_t rank = 0;
+  LaneKind kind = LaneKind::HostThread;
+  int64_t id = 0;  // tid, or (device << 32 | stream)
+  std::string name;
+  int order = 0;  // sort key within the rank
+};
+
+struct Builder {
+  TraceModel m;
+  std::unordered_map<std::string, int32_t> string_index;
+  std::vector<SourceLane> sources;
+  std::map<std::tuple<int32_t, int, int64_t>, int32_t> source_index;
+
+  int32_t intern(const std::string& s) {
+    auto it = string_index.find(s);
+    if (it != string_index.end()) return it->second;
+    int32_t id = static_cast<int32_t>(m.strings.size());
+    m.strings.push_back(s);
+    string_index.emplace(s, id);
+    return id;
+  }
+  int32_t source(int32_t rank, LaneKind kind, int64_t id, const std::string& name, int order) {
+    auto key = std::make_tuple(rank, static_cast<int>(kind), id);
+    auto it = source_index.find(key);
+    if (it != source_index.end()) return it->second;
+    int32_t idx = static_cast<int32_t>(sources.size());
+    sources.push_back({rank, kind, id, name, order});
+    source_index.emplace(key, idx);
+    return idx;
+  }
+};
+
+std::string describe(const std::string& path) { return "trace file '" + path + "'"; }
+
+enum class FileKind { Ulysses, Nsys };
+
+// Checks a file before SQLite reads it; returns its kind. Throws TraceError.
+FileKind validate_file(const std::string& path, sql::Db* out_db) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw TraceError(describe(path) + " does not exist");
+  if (fs::is_directory(path, ec)) throw TraceError("'" + path + "' is a directory without trace files");
+  auto size = fs::file_size(path, ec);
+  if (ec) throw TraceError("cannot read " + describe(path) + ": " + ec.message());
+  if (size == 0) throw TraceError(describe(path) + " is empty (the rank may have died before writing anything)");
+  {
+    std::ifstream f(path, std::ios::binary);
+    unsigned char hdr[100] = {};
+    f.read(reinterpret_cast<char*>(hdr), sizeof hdr);
+    if (!f || std::memcmp(hdr, "SQLite format 3", 16) != 0) {
+      throw TraceError(describe(path) + " is not an SQLite database (wrong header); expected a "
+                       "RUN/trace/rank*.sqlite file or an 'nsys export --type sqlite' file");
+    }
+    // Database header: page size (offset 16), size in pages (28) valid when the change
+    // counter (24) equals version-valid-for (92). Without a WAL the file must hold them all.
+    auto be32 = [&](int o) {
+      return (uint32_t(hdr[o]) << 24) | (uint32_t(hdr[o + 1]) << 16) | (uint32_t(hdr[o + 2]) << 8) | hdr[o + 3];
+    };
+    uint64_t page_size = (uint32_t(hdr[16]) << 8) | hdr[17];
+    if (page_size == 1) page_size = 65536;
+    uint64_t pages = be32(28);
+    if (be32(24) == be32(92) && !fs::exists(path + "-wal", ec) && page_size * pages > size) {
+      throw TraceError(describe(path) + " is truncated (" + std::to_string(size) + " of " +
+                       std::to_string(page_size * pages) + " bytes); it was cut short while copying or writing");
+    }
+  }
+  sql::Db db;
+  try {
+    db = sql::Db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
+    int64_t uv = db.query_int("PRAGMA user_version");
+    if (uv > trace_schema_version()) {
+      throw TraceError(describe(path) + " was written by a newer Ulysses Studio (trace format " +
+                       std::to_string(uv) + "; this build reads up to format " +
+                       std::to_string(trace_schema_version()) + "): update ulysses-trace / ulysses-studio");
+    }
+    FileKind kind;
+    if (db.has_table("ULYSSES_RANGES")) {
+      kind = FileKind::Ulysses;
+    } else if (db.has_table("NVTX_EVENTS") || db.has_table("CUPTI_ACTIVITY_KIND_KERNEL")) {
+      kind = FileKind::Nsys;
+    } else {
+      throw TraceError(describe(path) + " is an SQLite database but not a Ulysses trace or an Nsight Systems "
+                       "export (it has neither ULYSSES_RANGES nor NVTX_EVENTS nor CUPTI_ACTIVITY_KIND_KERNEL)");
+    }
+    *out_db = std::move(db);
+    return kind;
+  } catch (const TraceError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw TraceError(describe(path) + " is corrupt or unreadable: " + e.what());
+  }
+}
+
+int32_t to_i32(int64_t v) { return static_cast<int32_t>(v); }
+
+void read_file(Builder& b, const std::string& path, int32_t file_index, const LoadOptions& opts) {
+  sql::Db db;
+  FileKind kind = validate_file(path, &db);
+  TraceModel& m = b.m;
+  try {
+    // Strings used by this file, mapped into the model's table.
+    std::unordered_map<int64_t, int32_t> sid;
+    if (db.has_table("StringIds")) {
+      sql::Stmt st(db, "SELECT id, value FROM StringIds");
+      while (st.step()) sid[st.i64(0)] = b.intern(st.text(1));
+    }
+    auto str = [&](int64_t id) -> int32_t {
+      auto it = sid.find(id);
+      return it == sid.end() ? b.intern("?") : it->second;
+    };
+    std::unordered_map<int64_t, std::string> thread_names;
+    if (db.has_table("ThreadNames")) {
+      sql::Stmt st(db, "SELECT nameId, globalTid FROM ThreadNames");
+      while (st.step()) thread_names[st.i64(1)] = m.strings[str(st.i64(0))];
+    }
+
+    // Ranks: ours have one ULYSSES_RANKS row; nsys: one rank per process, in pid order.
+    std::map<int64_t, int32_t> pid_rank;  // pid -> rank
+    int32_t file_rank = file_index;
+    if (kind == FileKind::Ulysses) {
+      m.from_nsys = false;
+      sql::Stmt run(db, "SELECT configJson, worldSize, spSize, dpSize FROM ULYSSES_RUN LIMIT 1");
+      if (run.step()) {
+        if (m.config_json.empty()) m.config_json = run.text(0);
+        m.sp_size = to_i32(run.i64(2));
+        m.dp_size = to_i32(run.i64(3));
+      }
+      sql::Stmt rk(db, "SELECT rank, spRank, dpRank, device, hostname, pid FROM ULYSSES_RANKS");
+      while (rk.step()) {
+        RankInfo ri;
+        ri.rank = to_i32(rk.i64(0));
+        ri.sp_rank = to_i32(rk.i64(1));
+        ri.dp_rank = to_i32(rk.i64(2));
+        ri.device = rk.text(3);
+        ri.hostname = rk.text(4);
+        ri.pid = rk.i64(5);
+        file_rank = ri.rank;
+        pid_rank[ri.pid] = ri.rank;
+        m.ranks.push_back(ri);
+      }
+    } else {
+      m.from_nsys = true;
+      std::vector<int64_t> pids;
+      if (db.has_table("PROCESSES")) {
+        sql::Stmt st(db, "SELECT DISTINCT pid FROM PROCESSES WHERE pid IS NOT NULL ORDER BY pid");
+        while (st.step()) pids.push_back(st.i64(0));
+      }
+      if (db.has_table("NVTX_EVENTS")) {
+        sql::Stmt st(db, "SELECT DISTINCT globalTid / 16777216 % 16777216 FROM NVTX_EVENTS WHERE globalTid IS NOT NULL");
+        while (st.step()) pids.push_back(st.i64(0));
+      }
+      if (db.has_table("CUPTI_ACTIVITY_KIND_KERNEL")) {
+        sql::Stmt st(db, "SELECT DISTINCT globalPid / 16777216 % 16777216 FROM CUPTI_ACTIVITY_KIND_KERNEL");
+        while (st.step()) pids.push_back(st.i64(0));
+      }
+      std::sort(pids.begin(), pids.end());
+      pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+      int32_t base = static_cast<int32_t>(m.ranks.size());
+      for (size_t i = 0; i < pids.size(); ++i) {
+        RankInfo ri;
+        ri.rank = base + static_cast<int32_t>(i);
+        ri.pid = pids[i];
+        ri.device = "nsys";
+        pid_rank[pids[i]] = ri.rank;
+        m.ranks.push_back(ri);
+      }
+      if (pids.empty()) {
+        RankInfo ri;
+        ri.rank = base;
+        m.ranks.push_back(ri);
+      }
+      file_rank = base;
+    }
+    auto rank_of_pid = [&](int64_t pid) {
+      auto it = pid_rank.find(pid);
+      return it == pid_rank.end() ? file_rank : it->second;
+    };
+
+    // Host ranges.
+    if (db.has_table("NVTX_EVENTS")) {
+      std::string q =
+          kind == FileKind::Ulysses
+              ? "SELECT n.start, n.end, n.globalTid, n.textId, n.text, u.step, u.phase, u.direction, u.layer, "
+                "u.headBegin, u.headEnd, u.chunk, u.bytesSent, u.bytesRecv "
+                "FROM NVTX_EVENTS n LEFT JOIN ULYSSES_RANGES u ON u.eventId = n.rowid "
+                "WHERE n.eventType IN (59, 60) AND n.end IS NOT NULL"
+              : "SELECT start, end, globalTid, textId, text FROM NVTX_EVENTS "
+                "WHERE eventType IN (59, 60) AND end IS NOT NULL";
+      sql::Stmt st(db, q);
+      sqlite3_stmt* s = st.get();
+      std::unordered_map<int64_t, int32_t> lane_of_gtid;
+      while (st.step()) {
+        TraceRange r;
+        r.start_ns = sqlite3_column_int64(s, 0);
+        r.end_ns = sqlite3_column_int64(s, 1);
+        if (r.end_ns < r.start_ns) continue;
+        int64_t gtid = sqlite3_column_int64(s, 2);
+        if (sqlite3_column_type(s, 3) != SQLITE_NULL) {
+          r.name_id = str(sqlite3_column_int64(s, 3));
+        } else {
+          r.name_id = b.intern(st.text(4));
+        }
+        bool has_u = kind == FileKind::Ulysses && sqlite3_column_type(s, 5) != SQLITE_NULL;
+        if (has_u) {
+          r.step = to_i32(sqlite3_column_int64(s, 5));
+          int64_t ph = sqlite3_column_int64(s, 6);
+          r.phase = ph >= 0 && ph < static_cast<int64_t>(Phase::Count) ? static_cast<Phase>(ph) : Phase::Other;
+          int64_t dir = sqlite3_column_int64(s, 7);
+          r.dir = dir >= 0 && dir <= 3 ? static_cast<Direction>(dir) : Direction::None;
+          r.layer = to_i32(sqlite3_column_int64(s, 8));
+          r.head_begin = to_i32(sqlite3_column_int64(s, 9));
+          r.head_end = to_i32(sqlite3_column_int64(s, 10));
+          r.chunk = to_i32(sqlite3_column_int64(s, 11));
+          r.bytes_sent = sqlite3_column_int64(s, 12);
+          r.bytes_recv = sqlite3_column_int64(s, 13);
+        } else {
+          Phase p;
+          if (phase_from_name(m.strings[r.name_id], &p)) r.phase = p;
+        }
+        auto it = lane_of_gtid.find(gtid);
+        if (it == lane_of_gtid.end()) {
+          int64_t pid = gtid / 0x1000000LL % 0x1000000LL;
+          int64_t tid = gtid % 0x1000000LL;
+          int32_t rank = rank_of_pid(pid);
+          auto tn = thread_names.find(gtid);
+          std::string name = tn != thread_names.end() ? tn->second : "thread " + std::to_string(tid);
+          bool comm = kind == FileKind::Ulysses && tid == kCommTid;
+          int order = comm ? 2 : (name == "main" ? 0 : 1);
+          int32_t src = b.source(rank, comm ? LaneKind::Comm : LaneKind::HostThread, tid, name, order);
+          it = lane_of_gtid.emplace(gtid, src).first;
+        }
+        r.lane = it->second;
+        r.rank = b.sources[r.lane].rank;
+        m.ranges.push_back(r);
+      }
+    }
+
+    // GPU activity: kernels, memcpy, memset, one lane per (device, stream).
+    if (opts.gpu_activity) {
+      struct GpuTable {
+        const char* table;
+        const char* name_sql;
+      };
+      const GpuTable tables[] = {
+          {"CUPTI_ACTIVITY_KIND_KERNEL", "COALESCE(shortName, demangledName)"},
+          {"CUPTI_ACTIVITY_KIND_MEMCPY", "NULL"},
+          {"CUPTI_ACTIVITY_KIND_MEMSET", "NULL"}};
+      for (const auto& t : tables) {
+        if (!db.has_table(t.table)) continue;
+        bool is_memcpy = std::strcmp(t.table, "CUPTI_ACTIVITY_KIND_MEMCPY") == 0;
+        bool is_memset = std::strcmp(t.table, "CUPTI_ACTIVITY_KIND_MEMSET") == 0;
+        int32_t fixed_name = is_memcpy ? b.intern("[CUDA memcpy]") : is_memset ? b.intern("[CUDA memset]") : -1;
+        sql::Stmt st(db, std::string("SELECT start, end, deviceId, streamId, globalPid, ") + t.name_sql +
+                             (is_memcpy || is_memset ? ", bytes" : ", 0") + " FROM " + t.table);
+        sqlite3_stmt* s = st.get();
+        while (st.step()) {
+          TraceRange r;
+          r.start_ns = sqlite3_column_int64(s, 0);
+          r.end_ns = sqlite3_column_int64(s, 1);
+          if (r.end_ns < r.start_ns) continue;
+          int64_t dev = sqlite3_column_int64(s, 2), stream = sqlite3_column_int64(s, 3);
+          int64_t pid = sqlite3_column_int64(s, 4) / 0x1000000LL % 0x1000000LL;
+          r.name_id = fixed_name >= 0 ? fixed_name : str(sqlite3_column_int64(s, 5));
+          r.bytes_sent = sqlite3_column_int64(s, 6);
+          r.is_kernel = true;
+          int32_t rank = rank_of_pid(pid);
+          std::string lname = (dev != 0 ? "gpu " + std::to_string(dev) + " " : std::string()) + "stream " +
+                              std::to_string(stream);
+          r.lane = b.source(rank, LaneKind::CudaStream, (dev << 32) | (stream & 0xFFFFFFFF), lname, 3);
+          r.rank = rank;
+          m.ranges.push_back(r);
+        }
+      }
+    }
+
+    if (kind == FileKind::Ulysses) {
+      sql::Stmt st(db,
+          "SELECT rank, step, start, end, loss, lr, gradNorm, tokens, tokensPerS, stepMs, maxMemBytes "
+          "FROM ULYSSES_STEPS");
+      while (st.step()) {
+        StepInfo si;
+        si.rank = to_i32(st.i64(0));
+        si.step = st.i64(1);
+        si.start_ns = st.i64(2);
+        si.end_ns = st.i64(3);
+        si.loss = st.f64(4);
+        si.lr = st.f64(5);
+        si.grad_norm = st.f64(6);
+        si.tokens = st.i64(7);
+        si.tokens_per_s = st.f64(8);
+        si.step_ms = st.f64(9);
+        si.max_mem_bytes = st.i64(10);
+        m.steps.push_back(si);
+      }
+      sql::Stmt mem(db, "SELECT rank, timestamp, labelId, allocated, reserved, peak, step FROM ULYSSES_MEMORY");
+      while (mem.step()) {
+        MemoryPoint p;
+        p.rank = to_i32(mem.i64(0));
+        p.t_ns = mem.i64(1);
+        p.label_id = str(mem.i64(2));
+        p.allocated = mem.i64(3);
+        p.reserved = mem.i64(4);
+        p.peak = mem.i64(5);
+        p.step = mem.i64(6);
+        m.memory.push_back(p);
+      }
+    }
+  } catch (const TraceError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw TraceError(describe(path) + " is corrupt or unreadable: " + e.what());
+  }
+}
+
+// Assigns sub-lanes to ranges [b, e) of one source (sorted by start asc, end desc) so that
+// each sub-lane nests properly. Returns the number of sub-lanes; sub[i] per range.
+int assign_sublanes(const std::vector<TraceRange>& v, size_t b, size_t e, std::vector<uint16_t>& sub) {
+  std::vector<std::vector<int64_t>> stacks(1);
+  for (size_t i = b; i < e; ++i) {
+    const TraceRange& r = v[i];
+    size_t k = 0;
+    for (;; ++k) {
+      if (k == stacks.size()) stacks.emplace_back();
+      auto& st = stacks[k];
+      while (!st.empty() && st.back() <= r.start_ns) st.pop_back();
+      if (st.empty() || st.back() >= r.end_ns) break;
+      if (k + 1 >= 65535) break;  // pathological input: give up splitting
+    }
+    stacks[k].push_back(r.end_ns);
+    sub[i - b] = static_cast<uint16_t>(k);
+  }
+  return static_cast<int>(stacks.size());
+}
+
+bool by_start(const TraceRange& a, const TraceRange& b) {
+  return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+}
+
+// Sets parent and depth of ranges [b, e) of one final lane (sorted by_start).
+void link_lane(std::vector<TraceRange>& v, size_t b, size_t e) {
+  std::vector<int32_t> stack;
+  for (size_t i = b; i < e; ++i) {
+    TraceRange& r = v[i];
+    while (!stack.empty() && v[stack.back()].end_ns <= r.start_ns) stack.pop_back();
+    // After sub-lane assignment the top (if any) contains r.
+    r.parent = stack.empty() ? -1 : stack.back();
+    r.depth = static_cast<uint8_t>(std::min<size_t>(stack.size(), 255));
+    stack.push_back(static_cast<int32_t>(i));
+  }
+}
+
+// Splits sources into final lanes (rank-grouped) and orders ranges by lane.
+void build_lanes(Builder& b) {
+  TraceModel& m = b.m;
+  // Order sources: rank, order, id.
+  std::vector<int32_t> order(b.sources.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+    const auto &a = b.sources[x], &c = b.sources[y];
+    return std::tie(a.rank, a.order, a.id) < std::tie(c.rank, c.order, c.id);
+  });
+  std::vector<int32_t> rank_of_source(b.sources.size());
+  for (size_t i = 0; i < order.size(); ++i) rank_of_source[order[i]] = static_cast<int32_t>(i);
+  for (auto& r : m.ranges) r.lane = rank_of_source[r.lane];
+  std::sort(m.ranges.begin(), m.ranges.end(), [](const TraceRange& x, const TraceRange& y) {
+    return x.lane != y.lane ? x.lane < y.lane : by_start(x, y);
+  });
+
+  std::vector<Lane> lanes;
+  std::vector<uint16_t> sub;
+  size_t i = 0;
+  for (size_t si = 0; si < order.size(); ++si) {
+    const SourceLane& src = b.sources[order[si]];
+    size_t e = i;
+    while (e < m.ranges.size() && m.ranges[e].lane == static_cast<int32_t>(si)) ++e;
+    sub.assign(e - i, 0);
+    int n = assign_sublanes(m.ranges, i, e, sub);
+    if (n > 1) {
+      // Stable reorder of this segment by sub-lane keeps by_start order inside each.
+      std::vector<size_t> idx(e - i);
+      for (size_t k = 0; k < idx.size(); ++k) idx[k] = k;
+      std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return sub[x] < sub[y]; });
+      std::vector<TraceRange> seg(e - i);
+      for (size_t k = 0; k < idx.size(); ++k) seg[k] = m.ranges[i + idx[k]];
+      std::vector<uint16_t> sub2(e - i);
+      for (size_t k = 0; k < idx.size(); ++k) sub2[k] = sub[idx[k]];
+      std::copy(seg.begin(), seg.end(), m.ranges.begin() + static_cast<std::ptrdiff_t>(i));
+      sub.swap(sub2);
+    }
+    size_t k = i;
+    for (int s = 0; s < n; ++s) {
+      Lane l;
+      l.rank = src.rank;
+      l.kind = src.kind;
+      l.name = s == 0 ? src.name : src.name + " #" + std::to_string(s + 1);
+      l.tid_or_stream = src.id;
+      l.first = static_cast<int64_t>(k);
+      int32_t lane_id = static_cast<int32_t>(lanes.size());
+      while (k < e && sub[k - i] == s) m.ranges[k++].lane = lane_id;
+      l.count = static_cast<int64_t>(k) - l.first;
+      link_lane(m.ranges, static_cast<size_t>(l.first), k);
+      lanes.push_back(std::move(l));
+    }
+    i = e;
+  }
+  m.lanes = std::move(lanes);
+}
+
+// Appends per-rank HeadRange lanes (copies), keeping lanes grouped by rank.
+void add_head_lanes(TraceModel& m) {
+  bool any = false;
+  for (const auto& r : m.ranges) {
+    if (r.head_begin >= 0 && !r.is_kernel) {
+      any = true;
+      break;
+    }
+  }
+  if (!any) return;
+  std::vector<TraceRange> out;
+  std::vector<Lane> lanes;
+  out.reserve(m.ranges.size());
+  size_t li = 0;
+  while (li < m.lanes.size()) {
+    int32_t rank = m.lanes[li].rank;
+    size_t lend = li;
+    while (lend < m.lanes.size() && m.lanes[lend].rank == rank) ++lend;
+    std::map<std::pair<int32_t, int32_t>, std::vector<TraceRange>> heads;
+    for (size_t l = li; l < lend; ++l) {
+      Lane lane = m.lanes[l];
+      int64_t first = static_cast<int64_t>(out.size());
+      for (int64_t k = 0; k < lane.count; ++k) {
+        TraceRange r = m.ranges[static_cast<size_t>(lane.first + k)];
+        r.lane = static_cast<int32_t>(lanes.size());
+        if (r.parent >= 0) r.parent = static_cast<int32_t>(r.parent - lane.first + first);
+        out.push_back(r);
+        if (r.head_begin >= 0 && !r.is_kernel) heads[{r.head_begin, r.head_end}].push_back(r);
+      }
+      lane.first = first;
+      lanes.push_back(std::move(lane));
+    }
+    for (auto& [hr, v] : heads) {
+      std::sort(v.begin(), v.end(), by_start);
+      std::vector<uint16_t> sub(v.size());
+      int n = assign_sublanes(v, 0, v.size(), sub);
+      for (int s = 0; s < n; ++s) {
+        Lane l;
+        l.rank = rank;
+        l.kind = LaneKind::HeadRange;
+        l.head_begin = hr.first;
+        l.head_end = hr.second;
+        l.name = "heads " + std::to_string(hr.first) + "-" + std::to_string(hr.second - 1) +
+                 (s ? " #" + std::to_string(s + 1) : "");
+        l.first = static_cast<int64_t>(out.size());
+        for (size_t k = 0; k < v.size(); ++k) {
+          if (sub[k] != s) continue;
+          TraceRange r = v[k];
+          r.lane = static_cast<int32_t>(lanes.size());
+          out.push_back(r);
+        }
+        l.count = static_cast<int64_t>(out.size()) - l.first;
+        link_lane(out, static_cast<size_t>(l.first), out.size());
+        lanes.push_back(std::move(l));
+      }
+    }
+    li = lend;
+  }
+  m.ranges = std::move(out);
+  m.lanes = std::move(lanes);
+}
+
+void finish(Builder& b, const LoadOptions& opts) {
+  TraceModel& m = b.m;
+  std::sort(m.ranks.begin(), m.ranks.end(), [](const RankInfo& x, const RankInfo& y) { return x.rank < y.rank; });
+  build_lanes(b);
+  if (opts.head_lanes) add_head_lanes(m);
+  std::sort(m.steps.begin(), m.steps.end(), [](const StepInfo& x, const StepInfo& y) {
+    return std::tie(x.rank, x.step) < std::tie(y.rank, y.step);
+  });
+  std::sort(m.memory.begin(), m.memory.end(), [](const MemoryPoint& x, const MemoryPoint& y) {
+    return std::tie(x.rank, x.t_ns) < std::tie(y.rank, y.t_ns);
+  });
+  bool first = true;
+  int32_t max_layer = -1;
+  auto extend = [&](int64_t a, int64_t z) {
+    if (first) {
+      m.t_min = a;
+      m.t_max = z;
+      first = false;
+    } else {
+      m.t_min = std::min(m.t_min, a);
+      m.t_max = std::max(m.t_max, z);
+    }
+  };
+  for (const auto& r : m.ranges) {
+    extend(r.start_ns, r.end_ns);
+    max_layer = std::max(max_layer, r.layer);
+  }
+  for (const auto& s : m.steps) extend(s.start_ns, s.end_ns);
+  m.num_layers = max_layer + 1;
+  if (!m.config_json.empty()) {
+    auto j = nlohmann::json::parse(m.config_json, nullptr, false);
+    if (j.is_object() && j.contains("model") && j["model"].is_object()) {
+      const auto& md = j["model"];
+      if (md.contains("num_attention_heads") && md["num_attention_heads"].is_number_integer())
+        m.num_heads = md["num_attention_heads"].get<int32_t>();
+      if (md.contains("num_hidden_layers") && md["num_hidden_layers"].is_number_integer())
+        m.num_layers = std::max(m.num_layers, md["num_hidden_layers"].get<int32_t>());
+    }
+  }
+  if (m.from_nsys) {
+    m.sp_size = static_cast<int32_t>(std::max<size_t>(1, m.ranks.size()));
+    m.dp_size = 1;
+  }
+}
+
+}  // namespace
+
+TraceModel load_trace(const std::string& path) { return load_trace(path, LoadOptions{}); }
+
+TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
+  std::error_code ec;
+  if (path.empty()) throw TraceError("no trace path given");
+  if (!fs::exists(path, ec)) {
+    throw TraceError("'" + path + "' does not exist (expected a run directory or a .sqlite trace)");
+  }
+  std::vector<std::string> files;
+  if (fs::is_directory(path, ec)) {
+    files = find_rank_files(path);
+    if (files.empty()) {
+      throw TraceError("'" + path + "' holds no trace files (expected " +
+                       (fs::path(path) / "trace" / "rank*.sqlite").string() +
+                       "; was the run started with profile.enabled = true?)");
+    }
+  } else {
+    files.push_back(path);
+  }
+  Builder b;
+  b.m.source = path;
+  for (size_t i = 0; i < files.size(); ++i) read_file(b, files[i], static_cast<int32_t>(i), opts);
+  finish(b, opts);
+  return std::move(b.m);
+}
+
+}  // namespace ulysses::prof

@@ -1,0 +1,367 @@
+// Writer of one rank's trace file: schema, run/rank rows, and batched prepared inserts.
+#include "ulysses/profiler/trace_writer.hpp"
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <unordered_map>
+
+#include "sqlite_db.hpp"
+#include "ulysses/profiler/trace_store.hpp"
+
+namespace ulysses::prof {
+
+namespace {
+// ARGB colors per phase for NVTX viewers (comm warm, compute cool).
+uint32_t phase_color(Phase p) {
+  switch (p) {
+    case Phase::A2ASeqToHead: return 0xFFE4572E;
+    case Phase::A2AHeadToSeq: return 0xFFF3A712;
+    case Phase::GradAllReduce: return 0xFFA8201A;
+    case Phase::Attention: return 0xFF29335C;
+    case Phase::QkvProj: return 0xFF4C9F70;
+    case Phase::OutProj: return 0xFF1E91D6;
+    case Phase::Mlp: return 0xFF8FC93A;
+    default: return 0xFF9E9E9E;
+  }
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+}  // namespace
+
+struct TraceWriter::Impl {
+  sql::Db db;
+  int64_t pid = 0;
+  int32_t rank = 0;
+  bool in_txn = false;
+  std::unordered_map<std::string, int64_t> strings;
+  int64_t next_string_id = 1;
+  int64_t phase_string[static_cast<size_t>(Phase::Count)] = {};  // StringIds of phase names
+  sql::Stmt ins_string, ins_nvtx, ins_range, ins_step, ins_mem, ins_kernel, ins_memcpy, ins_memset,
+      ins_runtime, ins_metric, ins_thread;
+};
+
+TraceWriter::TraceWriter(const TracerOptions& opts, int64_t pid) : impl_(std::make_unique<Impl>()) {
+  Impl& d = *impl_;
+  d.pid = pid >= 0 ? pid : static_cast<int64_t>(::getpid());
+  d.rank = opts.rank;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::remove(opts.path, ec);
+  fs::remove(opts.path + "-wal", ec);
+  fs::remove(opts.path + "-shm", ec);
+  try {
+    d.db = sql::Db(opts.path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot create trace file " + opts.path + ": " + e.what() +
+                             " (does the directory exist and is it writable?)");
+  }
+  // WAL: readers (the studio) see every committed step while the run goes on; a killed
+  // process keeps every committed transaction. synchronous=NORMAL: no fsync per commit
+  // (durable against process death, which is what a crashing rank is).
+  d.db.exec("PRAGMA journal_mode=WAL");
+  d.db.exec("PRAGMA synchronous=NORMAL");
+  d.db.exec("PRAGMA cache_size=-16384");
+  d.db.exec("PRAGMA wal_autocheckpoint=16384");  // checkpoint (and fsync) every ~64 MiB, not 4 MiB
+  d.db.exec("BEGIN");
+  d.db.exec(trace_schema_sql());
+
+  d.ins_string = sql::Stmt(d.db, "INSERT INTO StringIds(id, value) VALUES (?, ?)");
+  d.ins_nvtx = sql::Stmt(d.db,
+      "INSERT INTO NVTX_EVENTS(start, end, eventType, category, color, globalTid, textId, domainId) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, 0)");
+  d.ins_range = sql::Stmt(d.db,
+      "INSERT INTO ULYSSES_RANGES(eventId, step, phase, direction, layer, headBegin, headEnd, chunk, "
+      "bytesSent, bytesRecv) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  d.ins_step = sql::Stmt(d.db,
+      "INSERT OR REPLACE INTO ULYSSES_STEPS(rank, step, start, end, loss, lr, gradNorm, tokens, "
+      "tokensPerS, stepMs, maxMemBytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  d.ins_mem = sql::Stmt(d.db,
+      "INSERT INTO ULYSSES_MEMORY(rank, timestamp, step, labelId, allocated, reserved, peak) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?)");
+  d.ins_kernel = sql::Stmt(d.db,
+      "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL(start, end, deviceId, contextId, streamId, correlationId, "
+      "globalPid, demangledName, shortName, registersPerThread, gridX, gridY, gridZ, blockX, blockY, "
+      "blockZ, staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, gridId) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0)");
+  d.ins_memcpy = sql::Stmt(d.db,
+      "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY(start, end, deviceId, contextId, streamId, correlationId, "
+      "globalPid, bytes, copyKind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  d.ins_memset = sql::Stmt(d.db,
+      "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET(start, end, deviceId, contextId, streamId, correlationId, "
+      "globalPid, value, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  d.ins_runtime = sql::Stmt(d.db,
+      "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME(start, end, eventClass, globalTid, correlationId, nameId, "
+      "returnValue) VALUES (?, ?, 0, ?, ?, ?, ?)");
+  d.ins_metric = sql::Stmt(d.db, "INSERT OR REPLACE INTO ULYSSES_METRICS(name, value) VALUES (?, ?)");
+  d.ins_thread = sql::Stmt(d.db, "INSERT INTO ThreadNames(nameId, priority, globalTid) VALUES (?, 0, ?)");
+
+  {
+    sql::Stmt st(d.db,
+        "INSERT INTO ULYSSES_RUN(runId, configJson, worldSize, spSize, dpSize, clock, createdUtc) "
+        "VALUES (?, ?, ?, ?, ?, 'CLOCK_MONOTONIC', ?)");
+    st.bind(1, opts.run_id);
+    st.bind(2, opts.run_config_json);
+    st.bind(3, static_cast<int64_t>(opts.world_size));
+    st.bind(4, static_cast<int64_t>(opts.sp_size));
+    st.bind(5, static_cast<int64_t>(opts.dp_size));
+    st.bind(6, utc_now());
+    st.run();
+  }
+  {
+    sql::Stmt st(d.db,
+        "INSERT INTO ULYSSES_RANKS(rank, spRank, dpRank, device, hostname, pid, globalPid) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)");
+    st.bind(1, static_cast<int64_t>(opts.rank));
+    st.bind(2, static_cast<int64_t>(opts.sp_rank));
+    st.bind(3, static_cast<int64_t>(opts.dp_rank));
+    st.bind(4, opts.device);
+    st.bind(5, opts.hostname);
+    st.bind(6, d.pid);
+    st.bind(7, make_global_pid(d.pid));
+    st.run();
+  }
+  {
+    sql::Stmt st(d.db, "INSERT INTO ULYSSES_PHASES(id, name, isComm) VALUES (?, ?, ?)");
+    for (int p = 0; p < static_cast<int>(Phase::Count); ++p) {
+      st.bind(1, static_cast<int64_t>(p));
+      st.bind(2, std::string(phase_name(static_cast<Phase>(p))));
+      st.bind(3, static_cast<int64_t>(phase_is_comm(static_cast<Phase>(p)) ? 1 : 0));
+      st.run();
+    }
+  }
+  {
+    sql::Stmt st(d.db, "INSERT INTO PROCESSES(globalPid, pid, name) VALUES (?, ?, ?)");
+    st.bind(1, make_global_pid(d.pid));
+    st.bind(2, d.pid);
+    st.bind(3, "rank " + std::to_string(opts.rank));
+    st.run();
+  }
+  {
+    sql::Stmt st(d.db, "INSERT INTO META_DATA_EXPORT(name, value) VALUES (?, ?)");
+    const std::pair<const char*, std::string> meta[] = {
+        {"EXPORT_PRODUCER", "ulysses-studio"},
+        {"ULYSSES_SCHEMA_VERSION", std::to_string(trace_schema_version())},
+        {"TIMESTAMP_CLOCK", "CLOCK_MONOTONIC"}};
+    for (const auto& [k, v] : meta) {
+      st.bind(1, std::string(k));
+      st.bind(2, v);
+      st.run();
+    }
+  }
+  name_thread(kCommTid, "comm");
+  d.db.exec("COMMIT");
+}
+
+TraceWriter::~TraceWriter() {
+  try {
+    close();
+  } catch (...) {
+  }
+}
+
+int64_t TraceWriter::pid() const { return impl_->pid; }
+
+int64_t TraceWriter::string_id(const std::string& s) {
+  Impl& d = *impl_;
+  auto it = d.strings.find(s);
+  if (it != d.strings.end()) return it->second;
+  int64_t id = d.next_string_id++;
+  d.ins_string.bind(1, id);
+  d.ins_string.bind(2, s);
+  d.ins_string.run();
+  d.strings.emplace(s, id);
+  return id;
+}
+
+void TraceWriter::name_thread(int64_t tid, const std::string& name) {
+  Impl& d = *impl_;
+  int64_t sid = string_id(name);
+  d.ins_thread.bind(1, sid);
+  d.ins_thread.bind(2, make_global_tid(d.pid, tid));
+  d.ins_thread.run();
+}
+
+void TraceWriter::begin() {
+  if (!impl_->in_txn && impl_->db.get()) {
+    impl_->db.exec("BEGIN");
+    impl_->in_txn = true;
+  }
+}
+
+void TraceWriter::commit() {
+  if (impl_->in_txn) {
+    impl_->db.exec("COMMIT");
+    impl_->in_txn = false;
+  }
+}
+
+int64_t TraceWriter::write_range(const RangeRecord& r) {
+  Impl& d = *impl_;
+  const RangeInfo& i = r.info;
+  auto& n = d.ins_nvtx;
+  n.bind(1, r.start_ns);
+  n.bind(2, r.end_ns);
+  n.bind(3, static_cast<int64_t>(r.push_pop ? kNvtxPushPopRange : kNvtxStartEndRange));
+  n.bind(4, static_cast<int64_t>(i.phase));
+  n.bind(5, static_cast<int64_t>(phase_color(i.phase)));
+  n.bind(6, make_global_tid(d.pid, r.tid));
+  size_t pi = static_cast<size_t>(i.phase) < static_cast<size_t>(Phase::Count) ? static_cast<size_t>(i.phase)
+                                                                                : static_cast<size_t>(Phase::Other);
+  if (d.phase_string[pi] == 0) d.phase_string[pi] = string_id(phase_name(static_cast<Phase>(pi)));
+  n.bind(7, d.phase_string[pi]);
+  n.run();
+  int64_t id = sqlite3_last_insert_rowid(d.db.get());
+  auto& u = d.ins_range;
+  u.bind(1, id);
+  u.bind(2, r.step);
+  u.bind(3, static_cast<int64_t>(i.phase));
+  u.bind(4, static_cast<int64_t>(i.dir));
+  u.bind(5, static_cast<int64_t>(i.layer));
+  u.bind(6, static_cast<int64_t>(i.head_begin));
+  u.bind(7, static_cast<int64_t>(i.head_end));
+  u.bind(8, static_cast<int64_t>(i.chunk));
+  u.bind(9, i.bytes_sent);
+  u.bind(10, i.bytes_recv);
+  u.run();
+  return id;
+}
+
+void TraceWriter::write_step(const StepRecord& rec, int64_t start_ns, int64_t end_ns) {
+  auto& s = impl_->ins_step;
+  s.bind(1, static_cast<int64_t>(impl_->rank));
+  s.bind(2, rec.step);
+  s.bind(3, start_ns);
+  s.bind(4, end_ns);
+  s.bind(5, rec.loss);
+  s.bind(6, rec.lr);
+  s.bind(7, rec.grad_norm);
+  s.bind(8, rec.tokens);
+  s.bind(9, rec.tokens_per_s);
+  s.bind(10, rec.step_ms);
+  s.bind(11, rec.max_mem_bytes);
+  s.run();
+}
+
+void TraceWriter::write_memory(int64_t t_ns, int64_t step, const std::string& label, const MemorySample& m) {
+  auto& s = impl_->ins_mem;
+  int64_t lid = string_id(label);
+  s.bind(1, static_cast<int64_t>(impl_->rank));
+  s.bind(2, t_ns);
+  s.bind(3, step);
+  s.bind(4, lid);
+  s.bind(5, m.allocated);
+  s.bind(6, m.reserved);
+  s.bind(7, m.peak);
+  s.run();
+}
+
+void TraceWriter::write_kernel(const KernelRecord& k) {
+  Impl& d = *impl_;
+  int64_t name = string_id(k.name);
+  auto& s = d.ins_kernel;
+  s.bind(1, k.start_ns);
+  s.bind(2, k.end_ns);
+  s.bind(3, static_cast<int64_t>(k.device));
+  s.bind(4, static_cast<int64_t>(k.context));
+  s.bind(5, static_cast<int64_t>(k.stream));
+  s.bind(6, k.correlation);
+  s.bind(7, make_global_pid(d.pid));
+  s.bind(8, name);
+  s.bind(9, name);
+  s.bind(10, static_cast<int64_t>(k.registers));
+  for (int j = 0; j < 3; ++j) s.bind(11 + j, static_cast<int64_t>(k.grid[j]));
+  for (int j = 0; j < 3; ++j) s.bind(14 + j, static_cast<int64_t>(k.block[j]));
+  s.bind(17, static_cast<int64_t>(k.static_smem));
+  s.bind(18, static_cast<int64_t>(k.dynamic_smem));
+  s.run();
+}
+
+void TraceWriter::write_memcpy(const MemcpyRecord& m) {
+  Impl& d = *impl_;
+  auto& s = m.is_memset ? d.ins_memset : d.ins_memcpy;
+  s.bind(1, m.start_ns);
+  s.bind(2, m.end_ns);
+  s.bind(3, static_cast<int64_t>(m.device));
+  s.bind(4, static_cast<int64_t>(m.context));
+  s.bind(5, static_cast<int64_t>(m.stream));
+  s.bind(6, m.correlation);
+  s.bind(7, make_global_pid(d.pid));
+  if (m.is_memset) {
+    s.bind(8, static_cast<int64_t>(m.value));
+    s.bind(9, m.bytes);
+  } else {
+    s.bind(8, m.bytes);
+    s.bind(9, static_cast<int64_t>(m.copy_kind));
+  }
+  s.run();
+}
+
+void TraceWriter::write_runtime(const RuntimeRecord& r) {
+  Impl& d = *impl_;
+  int64_t name = string_id(r.name);
+  auto& s = d.ins_runtime;
+  s.bind(1, r.start_ns);
+  s.bind(2, r.end_ns);
+  s.bind(3, make_global_tid(d.pid, r.tid));
+  s.bind(4, r.correlation);
+  s.bind(5, name);
+  s.bind(6, static_cast<int64_t>(r.return_value));
+  s.run();
+}
+
+void TraceWriter::write_gpu_info(int32_t device, const std::string& name, int64_t total_memory, int32_t sm_count,
+                                 int32_t cc_major, int32_t cc_minor) {
+  sql::Stmt st(impl_->db,
+      "INSERT INTO TARGET_INFO_GPU(vmId, id, name, totalMemory, smCount, cuDevice, computeMajor, computeMinor) "
+      "VALUES (0, ?, ?, ?, ?, ?, ?, ?)");
+  st.bind(1, static_cast<int64_t>(device));
+  st.bind(2, name);
+  st.bind(3, total_memory);
+  st.bind(4, static_cast<int64_t>(sm_count));
+  st.bind(5, static_cast<int64_t>(device));
+  st.bind(6, static_cast<int64_t>(cc_major));
+  st.bind(7, static_cast<int64_t>(cc_minor));
+  st.run();
+}
+
+void TraceWriter::set_metric(const std::string& name, double value) {
+  auto& s = impl_->ins_metric;
+  s.bind(1, name);
+  s.bind(2, value);
+  s.run();
+}
+
+void TraceWriter::close() {
+  Impl& d = *impl_;
+  if (!d.db.get()) return;
+  commit();
+  d.ins_string = {};
+  d.ins_nvtx = {};
+  d.ins_range = {};
+  d.ins_step = {};
+  d.ins_mem = {};
+  d.ins_kernel = {};
+  d.ins_memcpy = {};
+  d.ins_memset = {};
+  d.ins_runtime = {};
+  d.ins_metric = {};
+  d.ins_thread = {};
+  try {
+    d.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  } catch (...) {
+  }
+  d.db.close();
+}
+
+}  // namespace ulysses::prof

@@ -1,0 +1,140 @@
+// Cost model against values computed by hand (arithmetic in the comments) for the
+// bench-1b config: d=2048, f=5632, L=16, H=16, Hkv=8, V=32000, dh=128, untied, bf16.
+#include <gtest/gtest.h>
+
+#include "cost_model.hpp"
+
+namespace {
+using ulysses::RunConfig;
+using ulysses::cost::CostOptions;
+using ulysses::cost::estimate;
+
+RunConfig load(const std::string& name) {
+  return ulysses::load_run_config(std::string(ULYSSES_SOURCE_DIR) + "/resources/configs/" + name);
+}
+
+TEST(CostModel, Bench1bParameters) {
+  const auto c = estimate(load("bench-1b.json"));
+  // attention per layer: q,o 2048*2048*2 = 8,388,608; k,v 2048*1024*2 = 4,194,304
+  // mlp per layer: 3*2048*5632 = 34,603,008; two norms 2*2048 = 4,096
+  // layer = 47,190,016; 16 layers = 755,040,256
+  // embed + lm_head 2*32000*2048 = 131,072,000; final norm 2,048
+  EXPECT_EQ(c.params, 886114304);
+  // matmul params exclude the input embedding table: 886,114,304 - 65,536,000
+  EXPECT_EQ(c.matmul_params, 820578304);
+  EXPECT_EQ(c.tokens_per_step, 16384);
+}
+
+TEST(CostModel, Bench1bStateMemoryBf16) {
+  const auto c = estimate(load("bench-1b.json"));
+  EXPECT_EQ(c.param_bytes, 1772228608);      // 2 B * 886,114,304
+  EXPECT_EQ(c.grad_bytes, 1772228608);       // 2 B
+  EXPECT_EQ(c.master_bytes, 3544457216);     // 4 B fp32 master
+  EXPECT_EQ(c.optimizer_bytes, 7088914432);  // AdamW m + v, 8 B
+}
+
+TEST(CostModel, Float32HasNoMasterCopy) {
+  auto cfg = load("bench-1b.json");
+  cfg.train.dtype = "float32";
+  const auto c = estimate(cfg);
+  EXPECT_EQ(c.param_bytes, 3544457216);  // 4 B
+  EXPECT_EQ(c.grad_bytes, 3544457216);
+  EXPECT_EQ(c.master_bytes, 0);
+  EXPECT_EQ(c.optimizer_bytes, 7088914432);
+}
+
+TEST(CostModel, Bench1bActivations) {
+  const auto c = estimate(load("bench-1b.json"));  // device cuda: flash, no N x N scores
+  // per token per layer: 8*2048 + 4*1024 + 3*5632 = 16,384 + 4,096 + 16,896 = 37,376
+  // (16 * 37,376 + 2048) * 16,384 tokens * 2 B = 600,064 * 32,768 = 19,662,897,152
+  // logits 16,384 * 32,000 * (2 + 4) = 3,145,728,000
+  EXPECT_EQ(c.attention_score_bytes, 0);
+  EXPECT_EQ(c.activation_bytes, 19662897152 + 3145728000);
+  EXPECT_EQ(c.total_bytes(), 14177828864 + 22808625152);  // 16 B/param + activations
+}
+
+TEST(CostModel, MathAttentionKeepsScores) {
+  auto cfg = load("bench-1b.json");
+  cfg.train.device = "cpu";
+  const auto c = estimate(cfg);
+  // 2 * b(1) * (H/P = 16) * 16,384^2 * 2 B * 16 layers = 32 * 268,435,456 * 32 = 274,877,906,944
+  EXPECT_EQ(c.attention_score_bytes, 274877906944);
+}
+
+TEST(CostModel, Bench1bFlopsAndStepTime) {
+  CostOptions o;
+  o.tflops_per_rank = 400;
+  const auto c = estimate(load("bench-1b.json"), o);
+  // dense 6 * 820,578,304 * 16,384 = 80,666,129,596,416
+  EXPECT_DOUBLE_EQ(c.dense_flops_per_step, 80666129596416.0);
+  // attention 12 * 16 * 16,384^2 * 2048 / 2 (causal) = 52,776,558,133,248
+  EXPECT_DOUBLE_EQ(c.attention_flops_per_step, 52776558133248.0);
+  // 133,442,687,729,664 FLOP / 400e12 FLOP/s = 0.33360671932416 s
+  EXPECT_NEAR(c.step_s, 0.33360671932416, 1e-12);
+  EXPECT_NEAR(c.tokens_per_s, 16384 / 0.33360671932416, 1e-6);
+  o.causal = false;
+  EXPECT_DOUBLE_EQ(estimate(load("bench-1b.json"), o).attention_flops_per_step, 2 * 52776558133248.0);
+}
+
+TEST(CostModel, SingleRankHasNoCommunication) {
+  const auto c = estimate(load("bench-1b.json"));
+  EXPECT_EQ(c.a2a_bytes_per_step, 0);
+  EXPECT_EQ(c.allreduce_bytes_per_step, 0);
+}
+
+TEST(CostModel, LongSeqAllToAllGqa) {
+  const auto c = estimate(load("long-seq.json"));  // N = 131,072, P = 8, Hkv = 8
+  // b*N*(2d + 2dkv)*(P-1)/P^2 = 131,072 * (4,096 + 2,048) * 7 / 64 = 88,080,384 elements
+  EXPECT_EQ(c.local_tokens, 16384);
+  EXPECT_EQ(c.a2a_elements_per_layer_fwd, 88080384);
+  EXPECT_EQ(c.a2a_bytes_per_layer_fwd, 176160768);  // * 2 B
+  // forward + mirrored backward, 16 layers: 2 * 16 * 176,160,768
+  EXPECT_EQ(c.a2a_bytes_per_step, 5637144576);
+  // ring all-reduce of bf16 grads over 8 ranks: 2 * 7/8 * 1,772,228,608
+  EXPECT_EQ(c.allreduce_bytes_per_step, 3101400064);
+  // FLOPs split over 8 ranks: (6*820,578,304*131,072 + 12*16*131,072^2*2048/2) / 8
+  EXPECT_DOUBLE_EQ(c.flops_per_rank, (645329036771328.0 + 3377699720527872.0) / 8);
+}
+
+TEST(CostModel, MhaMatchesArchitectureFormula) {
+  auto cfg = load("long-seq.json");
+  cfg.model.num_key_value_heads = 16;  // MHA
+  const auto c = estimate(cfg);
+  // 4*N*d*(P-1)/P^2 = 4 * 131,072 * 2048 * 7 / 64 = 117,440,512
+  EXPECT_EQ(c.a2a_elements_per_layer_fwd, 117440512);
+}
+
+TEST(CostModel, ReplicatedKvHeadsSendOneHeadPerRank) {
+  auto cfg = load("long-seq.json");
+  cfg.model.num_key_value_heads = 2;  // Hkv < P: replicated to 8 kv heads
+  const auto c = estimate(cfg);
+  // dkv = 8 * 128 = 1024, as with Hkv = 8
+  EXPECT_EQ(c.a2a_elements_per_layer_fwd, 88080384);
+}
+
+TEST(CostModel, CommunicationTimeFromBandwidth) {
+  CostOptions o;
+  o.tflops_per_rank = 400;
+  o.link_gbytes_per_s = 100;
+  const auto c = estimate(load("long-seq.json"), o);
+  EXPECT_NEAR(c.comm_s, (5637144576.0 + 3101400064.0) / 100e9, 1e-12);
+  EXPECT_NEAR(c.step_s, c.compute_s + c.comm_s, 1e-12);
+}
+
+TEST(CostModel, RefusesNonsense) {
+  auto cfg = load("bench-1b.json");
+  cfg.parallel.sp_size = 3;  // 16 heads do not divide by 3
+  EXPECT_THROW(estimate(cfg), ulysses::ConfigError);
+  cfg.parallel.sp_size = 0;
+  EXPECT_THROW(estimate(cfg), ulysses::ConfigError);
+}
+
+TEST(CostModel, Formatting) {
+  EXPECT_EQ(ulysses::cost::format_bytes(1536.0 * 1024 * 1024), "1.50 GiB");
+  EXPECT_EQ(ulysses::cost::format_bytes(12), "12 B");
+  EXPECT_EQ(ulysses::cost::format_flops(1.5e12), "1.5 TFLOP");
+  EXPECT_EQ(ulysses::cost::format_seconds(0.25), "250 ms");
+  EXPECT_EQ(ulysses::cost::format_seconds(200), "3 min 20 s");
+}
+
+}  // namespace

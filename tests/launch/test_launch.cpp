@@ -1,0 +1,788 @@
+// Tests of ulysses::launch (line splitting, METRIC parsing, progress text, run.json, free
+// port, worker lookup, child processes) and of ulysses-run end to end, with fake_worker
+// standing in for ulysses-worker: success, a failing rank, bad input, signals, bad configs.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "free_port.hpp"
+#include "launch_error.hpp"
+#include "line_splitter.hpp"
+#include "metric_line.hpp"
+#include "run_launcher.hpp"
+#include "run_record.hpp"
+#include "worker_locator.hpp"
+#include "worker_process.hpp"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace ulysses::launch;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// ------------------------------------------------------------------ helpers
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file(const fs::path& p, const std::string& s) {
+  std::ofstream out(p);
+  out << s;
+}
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string l;
+  while (std::getline(ss, l)) out.push_back(l);
+  return out;
+}
+
+// A fresh directory per test, removed at the end when the test passed.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "ulysses_launch_XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    if (!::testing::Test::HasFailure()) {
+      std::error_code ec;
+      fs::remove_all(path_, ec);
+    }
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// True when pid is gone or a zombie (dead, waiting for its parent to reap it).
+bool process_gone(long pid) {
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto close_paren = stat.rfind(')');
+  return close_paren != std::string::npos && close_paren + 2 < stat.size() && stat[close_paren + 2] == 'Z';
+}
+
+bool wait_gone(long pid, double seconds) {
+  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < end) {
+    if (process_gone(pid)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return process_gone(pid);
+}
+
+// ulysses-run as a child process, stdout and stderr into files.
+class Cli {
+ public:
+  Cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env, const fs::path& io_dir,
+      const fs::path& cwd = {}) {
+    out_ = io_dir / "cli.stdout";
+    err_ = io_dir / "cli.stderr";
+    std::vector<std::string> argv_s{ULYSSES_RUN_EXE};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<std::string> env_s;
+    for (char** e = environ; *e; ++e) {
+      const std::string kv = *e;
+      const std::string key = kv.substr(0, kv.find('='));
+      if (key.rfind("FAKE_", 0) == 0 || key == "ULYSSES_WORKER" || env.count(key)) continue;
+      env_s.push_back(kv);
+    }
+    for (const auto& [k, v] : env) env_s.push_back(k + "=" + v);
+    std::vector<char*> argv, envp;
+    for (auto& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    for (auto& s : env_s) envp.push_back(s.data());
+    envp.push_back(nullptr);
+
+    // posix_spawn has no chdir before glibc 2.29's addchdir_np; Debian 12 has it.
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) pid_ = -1;
+  }
+  ~Cli() {
+    if (pid_ > 0 && !done_) {
+      ::kill(pid_, SIGKILL);
+      int st;
+      ::waitpid(pid_, &st, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  // Exit code, or -1 when it did not finish in time (then it is killed).
+  int wait(double seconds = 20) {
+    const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+    while (!done_) {
+      int st = 0;
+      const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+      if (r == pid_) {
+        done_ = true;
+        code_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        break;
+      }
+      if (Clock::now() > end) {
+        ADD_FAILURE() << "ulysses-run did not finish within " << seconds << " s; stderr:\n" << err();
+        return -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return code_;
+  }
+  std::string out() const { return read_file(out_); }
+  std::string err() const { return read_file(err_); }
+
+ private:
+  pid_t pid_ = -1;
+  bool done_ = false;
+  int code_ = -1;
+  fs::path out_, err_;
+};
+
+// A small valid config: 4 heads (2 kv heads), synthetic data.
+json small_config(int sp, int dp, int steps) {
+  return json{{"name", "small"},
+              {"model", {{"num_attention_heads", 4}, {"num_key_value_heads", 2}}},
+              {"parallel", {{"sp_size", sp}, {"dp_size", dp}}},
+              {"train", {{"steps", steps}, {"seq_length", 64}}},
+              {"data", {{"kind", "synthetic"}}}};
+}
+
+fs::path write_config(const fs::path& dir, const json& j, const std::string& name = "small.json") {
+  const fs::path p = dir / name;
+  write_file(p, j.dump(2));
+  return p;
+}
+
+json read_json(const fs::path& p) { return json::parse(read_file(p)); }
+
+// The fake workers' own records of what they saw, by rank.
+std::vector<json> fake_records(const fs::path& run, int world) {
+  std::vector<json> out;
+  for (int r = 0; r < world; ++r) out.push_back(read_json(run / "fake" / ("rank" + std::to_string(r) + ".json")));
+  return out;
+}
+
+// Waits until every rank wrote its record (the workers are up).
+bool wait_for_workers(const fs::path& run, int world, double seconds = 10) {
+  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < end) {
+    int n = 0;
+    for (int r = 0; r < world; ++r) n += fs::exists(run / "fake" / ("rank" + std::to_string(r) + ".json"));
+    if (n == world) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+bool wait_for_text(const fs::path& file, const std::string& text, double seconds = 10) {
+  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < end) {
+    if (read_file(file).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ LineSplitter
+
+TEST(LineSplitter, JoinsChunksAndSplitsOnNewlines) {
+  LineSplitter s;
+  EXPECT_TRUE(s.feed("hel").empty());
+  auto a = s.feed("lo\nwor");
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0], "hello");
+  auto b = s.feed("ld\r\n\nlast");
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0], "world");  // '\r' dropped
+  EXPECT_EQ(b[1], "");
+  EXPECT_EQ(s.finish().value_or("<none>"), "last");
+  EXPECT_FALSE(s.finish().has_value());
+}
+
+TEST(LineSplitter, CutsOverlongLines) {
+  LineSplitter s(4);
+  auto a = s.feed("abcdefghij\nxy\n");
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_EQ(a[0], "abcd");
+  EXPECT_EQ(a[1], "efgh");
+  EXPECT_EQ(a[2], "ij");
+  EXPECT_EQ(a[3], "xy");
+  // Exactly max_line bytes then newline: one line, no empty extra line.
+  auto b = s.feed("wxyz\n");
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0], "wxyz");
+}
+
+// ------------------------------------------------------------------ METRIC and progress
+
+TEST(MetricLine, ParsesObjectsOnlyAfterThePrefix) {
+  auto m = parse_metric_line(R"(METRIC  {"step": 3, "loss": 2.5}  )");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->value["step"], 3);
+  EXPECT_EQ(m->raw, R"({"step": 3, "loss": 2.5})");
+  EXPECT_FALSE(parse_metric_line(R"(METRICS {"step": 3})").has_value());
+  EXPECT_FALSE(parse_metric_line(R"(info METRIC {"step": 3})").has_value());
+  EXPECT_FALSE(parse_metric_line("METRIC {not json").has_value());
+  EXPECT_FALSE(parse_metric_line("METRIC [1, 2]").has_value());
+}
+
+TEST(Progress, FormatsAllFieldsWithOneBasedStepAndEta) {
+  json m{{"step", 2}, {"steps", 20}, {"loss", 5.43214}, {"tokens_per_s", 12345.0}, {"step_ms", 45.2}};
+  // ETA: 17 remaining steps x 45.2 ms = 0.77 s -> 0:01
+  EXPECT_EQ(format_progress(m), "step 3/20  loss 5.4321  12.3K tok/s  45 ms/step  ETA 0:01");
+  json slow{{"step", 0}, {"steps", 101}, {"step_ms", 1000}};
+  EXPECT_EQ(format_progress(slow), "step 1/101  1000 ms/step  ETA 1:40");
+  EXPECT_EQ(format_progress(json{{"loss", 1.0}}), "loss 1.0000");
+}
+
+TEST(Progress, SiAndEtaFormatting) {
+  EXPECT_EQ(format_si(950), "950");
+  EXPECT_EQ(format_si(999.7), "1.00K");
+  EXPECT_EQ(format_si(12345), "12.3K");
+  EXPECT_EQ(format_si(123456), "123K");
+  EXPECT_EQ(format_si(1.5e6), "1.50M");
+  EXPECT_EQ(format_eta(7), "0:07");
+  EXPECT_EQ(format_eta(754), "12:34");
+  EXPECT_EQ(format_eta(3723), "1:02:03");
+  EXPECT_EQ(format_eta(-1), "?");
+}
+
+// ------------------------------------------------------------------ run.json
+
+TEST(RunRecord, RoundTripsAndWritesAtomically) {
+  TempDir tmp;
+  RunRecord r;
+  r.status = RunStatus::Failed;
+  r.started_at = iso8601_utc(std::chrono::system_clock::now());
+  r.world_size = 4;
+  r.exit_code = 1;
+  r.failed_rank = 3;
+  r.steps_done = 7;
+  r.message = "rank 3 exited with code 1";
+  const fs::path p = tmp.path() / "run.json";
+  write_run_record(p.string(), r);
+  const json j = read_json(p);
+  for (const char* k : {"status", "started_at", "ended_at", "duration_s", "world_size", "exit_code", "final_loss",
+                        "steps_done", "failed_rank", "message"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["status"], "failed");
+  EXPECT_TRUE(j["final_loss"].is_null());
+  const RunRecord back = read_run_record(p.string());
+  EXPECT_EQ(back.status, RunStatus::Failed);
+  EXPECT_EQ(back.failed_rank.value_or(-1), 3);
+  EXPECT_EQ(back.steps_done, 7);
+  EXPECT_FALSE(back.final_loss.has_value());
+  // Only run.json is left: the temporary file was renamed.
+  EXPECT_EQ(std::distance(fs::directory_iterator(tmp.path()), fs::directory_iterator()), 1);
+  EXPECT_THROW(run_status_from_string("done"), std::invalid_argument);
+  EXPECT_THROW(read_run_record((tmp.path() / "missing.json").string()), LaunchError);
+}
+
+TEST(RunRecord, TimestampsHaveTheExpectedShape) {
+  const std::string iso = iso8601_utc(std::chrono::system_clock::time_point{} + std::chrono::milliseconds(86400123));
+  EXPECT_EQ(iso, "1970-01-02T00:00:00.123Z");
+  const std::string compact = compact_local_timestamp(std::chrono::system_clock::now());
+  ASSERT_EQ(compact.size(), 15u);
+  EXPECT_EQ(compact[8], '-');
+}
+
+// ------------------------------------------------------------------ free port
+
+TEST(FreePort, ReturnsAPortThatCanBeBound) {
+  const int port = find_free_port();
+  ASSERT_GT(port, 0);
+  ASSERT_LT(port, 65536);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0) << "port " << port << " is not free";
+  ::close(fd);
+  EXPECT_THROW(find_free_port("not-an-address"), LaunchError);
+}
+
+// ------------------------------------------------------------------ worker lookup
+
+TEST(WorkerLocator, FollowsTheContractOrder) {
+  TempDir tmp;
+  const fs::path run_dir = tmp.path() / "app" / "run", worker_dir = tmp.path() / "app" / "worker";
+  fs::create_directories(run_dir);
+  fs::create_directories(worker_dir);
+  const std::string launcher = (run_dir / "ulysses-run").string();
+  auto make_exe = [](const fs::path& p) {
+    write_file(p, "#!/bin/sh\n");
+    fs::permissions(p, fs::perms::owner_all);
+  };
+
+  // Nothing installed: exit 1 and a hint how to build it.
+  WorkerLocation none = locate_worker("", nullptr, launcher);
+  EXPECT_TRUE(none.path.empty());
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.error.find("ulysses-worker"), std::string::npos);
+  EXPECT_NE(none.error.find("--worker"), std::string::npos);
+  EXPECT_EQ(none.tried.size(), 2u);
+
+  make_exe(worker_dir / "ulysses-worker");  // build tree layout
+  EXPECT_EQ(locate_worker("", nullptr, launcher).path, fs::weakly_canonical(worker_dir / "ulysses-worker").string());
+  make_exe(run_dir / "ulysses-worker");  // installed next to ulysses-run wins
+  EXPECT_EQ(locate_worker("", "", launcher).path, (run_dir / "ulysses-worker").string());
+
+  const fs::path env_exe = tmp.path() / "env-worker";
+  make_exe(env_exe);
+  EXPECT_EQ(locate_worker("", env_exe.c_str(), launcher).path, env_exe.string());
+  const fs::path cli_exe = tmp.path() / "cli-worker";
+  make_exe(cli_exe);
+  EXPECT_EQ(locate_worker(cli_exe.string(), env_exe.c_str(), launcher).path, cli_exe.string());
+
+  // An explicit choice that is wrong is bad input (2) and is not silently replaced.
+  WorkerLocation missing = locate_worker((tmp.path() / "nope").string(), nullptr, launcher);
+  EXPECT_TRUE(missing.path.empty());
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.error.find("does not exist"), std::string::npos);
+  const fs::path not_exe = tmp.path() / "plain.txt";
+  write_file(not_exe, "x");
+  WorkerLocation plain = locate_worker("", not_exe.c_str(), launcher);
+  EXPECT_EQ(plain.exit_code, 2);
+  EXPECT_NE(plain.error.find("$ULYSSES_WORKER"), std::string::npos);
+  EXPECT_NE(plain.error.find("not an executable"), std::string::npos);
+  EXPECT_FALSE(self_executable().empty());
+}
+
+TEST(WithAbsolutePaths, AnchorsRelativePathsAtTheCurrentDirectory) {
+  ulysses::RunConfig c;
+  c.data.path = "data/x.txt";
+  c.train.save_to = "/abs/ckpt";
+  const ulysses::RunConfig a = with_absolute_paths(c);
+  EXPECT_EQ(a.data.path, (fs::current_path() / "data" / "x.txt").string());
+  EXPECT_EQ(a.train.save_to, "/abs/ckpt");
+  EXPECT_TRUE(a.train.init_from.empty());
+}
+
+// ------------------------------------------------------------------ WorkerProcess
+
+TEST(WorkerProcess, CapturesBothStreamsAndTheExitCode) {
+  SpawnSpec spec{"/bin/sh", {"-c", "echo out-$FOO; echo err-line >&2; exit 3"}, {{"FOO", "bar"}}};
+  WorkerProcess p(spec);
+  EXPECT_NE(::getpgid(p.pid()), ::getpgrp()) << "the worker must get its own process group";
+  EXPECT_EQ(::getpgid(p.pid()), p.pid());
+  std::string out, err;
+  char buf[256];
+  const auto end = Clock::now() + std::chrono::seconds(10);
+  while ((p.stdout_fd() >= 0 || p.stderr_fd() >= 0) && Clock::now() < end) {
+    for (int which = 0; which < 2; ++which) {
+      const int fd = which == 0 ? p.stdout_fd() : p.stderr_fd();
+      if (fd < 0) continue;
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n > 0) (which == 0 ? out : err).append(buf, static_cast<size_t>(n));
+      if (n == 0) which == 0 ? p.close_stdout() : p.close_stderr();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(out, "out-bar\n");
+  EXPECT_EQ(err, "err-line\n");
+  while (!p.try_reap() && Clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(p.exit_info().exited);
+  EXPECT_EQ(p.exit_info().code, 3);
+  EXPECT_EQ(p.exit_info().describe(), "exited with code 3");
+}
+
+TEST(WorkerProcess, ReportsExecFailuresAndKillsItsGroupOnDestruction) {
+  TempDir tmp;
+  EXPECT_THROW(WorkerProcess(SpawnSpec{(tmp.path() / "missing").string(), {}, {}}), LaunchError);
+  try {
+    WorkerProcess p(SpawnSpec{(tmp.path() / "missing").string(), {}, {}});
+  } catch (const LaunchError& e) {
+    EXPECT_NE(std::string(e.what()).find("No such file"), std::string::npos) << e.what();
+  }
+  pid_t pid = 0;
+  long grandchild = 0;
+  {
+    const fs::path pidfile = tmp.path() / "gc.pid";
+    WorkerProcess p(SpawnSpec{"/bin/sh", {"-c", "sleep 30 & echo $! > " + pidfile.string() + "; wait"}, {}});
+    pid = p.pid();
+    ASSERT_TRUE(wait_for_text(pidfile, "\n"));
+    grandchild = std::stol(read_file(pidfile));
+    EXPECT_FALSE(process_gone(grandchild));
+  }  // destructor: SIGKILL to the group
+  EXPECT_TRUE(process_gone(pid));
+  EXPECT_TRUE(wait_gone(grandchild, 5)) << "a process started by the worker survived";
+}
+
+TEST(WorkerProcess, DescribesSignals) {
+  ExitInfo e;
+  e.exited = false;
+  e.signal = SIGKILL;
+  EXPECT_EQ(e.describe().rfind("was killed by signal 9", 0), 0u) << e.describe();
+}
+
+// ------------------------------------------------------------------ launch_run (library)
+
+TEST(LaunchRun, CallbacksSeeLinesAndMetricsAndAStopRequestStopsTheRun) {
+  TempDir tmp;
+  ::setenv("FAKE_MODE", "hang", 1);
+  ulysses::RunConfig cfg = ulysses::RunConfig::from_json(small_config(2, 1, 5));
+  LaunchOptions opt;
+  opt.run_dir = (tmp.path() / "run").string();
+  opt.worker = FAKE_WORKER_EXE;
+  opt.config = cfg;
+  opt.grace_s = 2;
+  std::vector<std::string> seen;
+  std::vector<int> started;
+  LaunchCallbacks cb;
+  cb.on_line = [&](int rank, Stream s, const std::string& line) {
+    seen.push_back(std::to_string(rank) + (s == Stream::Stdout ? "o " : "e ") + line);
+  };
+  cb.on_started = [&](const std::vector<int>& pids) { started = pids; };
+  const fs::path run = opt.run_dir;
+  cb.stop_requested = [&] {
+    return read_file(run / "logs" / "rank0.log").find("waiting forever") != std::string::npos &&
+           read_file(run / "logs" / "rank1.log").find("waiting forever") != std::string::npos;
+  };
+  const auto t0 = Clock::now();
+  LaunchResult res = launch_run(opt, cb);
+  ::unsetenv("FAKE_MODE");
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0) << "SIGTERM should end hanging workers at once";
+  EXPECT_EQ(res.exit_code, 1);
+  EXPECT_EQ(res.record.status, RunStatus::Stopped);
+  EXPECT_EQ(read_run_record((run / "run.json").string()).status, RunStatus::Stopped);
+  ASSERT_EQ(started.size(), 2u);
+  for (int pid : started) EXPECT_TRUE(process_gone(pid));
+  EXPECT_NE(std::find(seen.begin(), seen.end(), "0o fake worker: 2 ranks met"), seen.end());
+  EXPECT_NE(std::find(seen.begin(), seen.end(), "1e rank 1: waiting forever"), seen.end());
+  // The run directory is in use now; a second launch into it is refused before starting.
+  EXPECT_TRUE(run_dir_in_use(opt.run_dir));
+  EXPECT_THROW(launch_run(opt, cb), LaunchError);
+}
+
+// ------------------------------------------------------------------ ulysses-run end to end
+
+TEST(UlyssesRun, SuccessfulRunWithJsonOutput) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 2, 6));
+  const fs::path run = tmp.path() / "run";
+  Cli cli({cfg.string(), "--json", "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {}, tmp.path());
+  ASSERT_EQ(cli.wait(), 0) << cli.err();
+
+  // stdout: exactly the METRIC JSON objects, one per line, as in metrics.jsonl.
+  const auto out = lines_of(cli.out());
+  ASSERT_EQ(out.size(), 6u) << cli.out();
+  for (size_t i = 0; i < out.size(); ++i) {
+    const json m = json::parse(out[i]);
+    EXPECT_EQ(m["step"], static_cast<int>(i));
+    EXPECT_EQ(m["steps"], 6);
+  }
+  EXPECT_EQ(lines_of(read_file(run / "metrics.jsonl")), out);
+
+  const json rec = read_json(run / "run.json");
+  EXPECT_EQ(rec["status"], "finished");
+  EXPECT_EQ(rec["exit_code"], 0);
+  EXPECT_EQ(rec["world_size"], 4);
+  EXPECT_EQ(rec["steps_done"], 6);
+  EXPECT_DOUBLE_EQ(rec["final_loss"].get<double>(), json::parse(out.back())["loss"].get<double>());
+  EXPECT_TRUE(rec["failed_rank"].is_null());
+  EXPECT_FALSE(rec["ended_at"].is_null());
+  EXPECT_GE(rec["duration_s"].get<double>(), 0.0);
+
+  // config.json is the resolved config; logs per rank; trace dir exists.
+  const json written = read_json(run / "config.json");
+  EXPECT_EQ(written["parallel"]["dp_size"], 2);
+  EXPECT_EQ(written["train"]["steps"], 6);
+  EXPECT_TRUE(fs::is_directory(run / "trace"));
+  for (int r = 0; r < 4; ++r) {
+    const std::string log = read_file(run / "logs" / ("rank" + std::to_string(r) + ".log"));
+    EXPECT_NE(log.find("rank " + std::to_string(r) + ": step 5 done"), std::string::npos) << log;
+    EXPECT_NE(cli.err().find("[rank " + std::to_string(r) + "] rank " + std::to_string(r) + ": step 5 done"),
+              std::string::npos);
+  }
+  // rank 0's log keeps the METRIC lines; stderr does not repeat them.
+  EXPECT_NE(read_file(run / "logs" / "rank0.log").find("METRIC {"), std::string::npos);
+  EXPECT_EQ(cli.err().find("METRIC"), std::string::npos);
+
+  // The workers got torchrun's environment and the contract's arguments.
+  const auto recs = fake_records(run, 4);
+  const std::string port = recs[0]["env"]["MASTER_PORT"];
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(recs[r]["env"]["RANK"], std::to_string(r));
+    EXPECT_EQ(recs[r]["env"]["LOCAL_RANK"], std::to_string(r));
+    EXPECT_EQ(recs[r]["env"]["WORLD_SIZE"], "4");
+    EXPECT_EQ(recs[r]["env"]["LOCAL_WORLD_SIZE"], "4");
+    EXPECT_EQ(recs[r]["env"]["MASTER_ADDR"], "127.0.0.1");
+    EXPECT_EQ(recs[r]["env"]["MASTER_PORT"], port);
+    EXPECT_EQ(fs::path(recs[r]["out"].get<std::string>()), fs::absolute(run));
+    EXPECT_EQ(fs::path(recs[r]["config"].get<std::string>()), fs::absolute(run) / "config.json");
+    EXPECT_TRUE(process_gone(recs[r]["pid"]));
+  }
+  EXPECT_GT(std::stoi(port), 0);
+}
+
+TEST(UlyssesRun, ProgressLinesWithoutJsonAndDefaultOutDir) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 3), "my cfg.json");
+  // No --worker: $ULYSSES_WORKER is used. No --out: runs/<stamp>-<config name> under the cwd.
+  Cli cli({cfg.string()}, {{"ULYSSES_WORKER", FAKE_WORKER_EXE}}, tmp.path(), tmp.path());
+  ASSERT_EQ(cli.wait(), 0) << cli.err();
+  EXPECT_EQ(cli.out(), "");
+  EXPECT_NE(cli.err().find("step 1/3  loss 6.0000"), std::string::npos) << cli.err();
+  EXPECT_NE(cli.err().find("step 3/3  loss 4.0000"), std::string::npos) << cli.err();
+  std::vector<fs::path> runs;
+  for (const auto& e : fs::directory_iterator(tmp.path() / "runs")) runs.push_back(e.path());
+  ASSERT_EQ(runs.size(), 1u);
+  const std::string name = runs[0].filename().string();
+  EXPECT_EQ(name.size(), 15 + 1 + 6u) << name;  // YYYYmmdd-HHMMSS-my_cfg
+  EXPECT_EQ(name.substr(15), "-my_cfg");
+  EXPECT_EQ(read_json(runs[0] / "run.json")["status"], "finished");
+}
+
+TEST(UlyssesRun, RealExampleConfigWithTextData) {
+  // resources/configs/tiny.json names its data relative to the repository root.
+  TempDir tmp;
+  const fs::path run = tmp.path() / "run";
+  Cli cli({"resources/configs/tiny.json", "--set", "train.steps=2", "--json", "--out", run.string(), "--worker",
+           FAKE_WORKER_EXE},
+          {}, tmp.path(), ULYSSES_SOURCE_DIR);
+  ASSERT_EQ(cli.wait(), 0) << cli.err();
+  EXPECT_EQ(lines_of(cli.out()).size(), 2u);
+  const json written = read_json(run / "config.json");
+  EXPECT_EQ(written["train"]["steps"], 2);
+  // Written absolute, so the run directory's config works from anywhere.
+  EXPECT_EQ(written["data"]["path"],
+            (fs::path(ULYSSES_SOURCE_DIR) / "resources/data/tiny_corpus.txt").lexically_normal().string());
+}
+
+TEST(UlyssesRun, AFailingRankStopsEveryOtherWorker) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 2, 20));
+  const fs::path run = tmp.path() / "run";
+  Cli cli({cfg.string(), "--json", "--out", run.string(), "--worker", FAKE_WORKER_EXE},
+          {{"FAKE_MODE", "fail"}, {"FAKE_FAIL_RANK", "1"}, {"FAKE_FAIL_STEP", "2"}, {"FAKE_GRANDCHILD", "1"}}, tmp.path());
+  ASSERT_EQ(cli.wait(), 1) << cli.err();
+  const json rec = read_json(run / "run.json");
+  EXPECT_EQ(rec["status"], "failed");
+  EXPECT_EQ(rec["failed_rank"], 1);
+  EXPECT_EQ(rec["exit_code"], 1);
+  EXPECT_EQ(rec["steps_done"], 2);  // rank 0 reported steps 0 and 1
+  EXPECT_EQ(lines_of(cli.out()).size(), 2u);
+  EXPECT_NE(rec["message"].get<std::string>().find("rank 1 exited with code 1"), std::string::npos) << rec;
+  const std::string err = cli.err();
+  EXPECT_NE(err.find("ulysses-run: rank 1 exited with code 1"), std::string::npos) << err;
+  EXPECT_NE(err.find("lines of rank 1"), std::string::npos) << err;
+  EXPECT_NE(err.find("  rank 1: simulated failure at step 2"), std::string::npos) << err;
+  for (const auto& r : fake_records(run, 4)) {
+    EXPECT_TRUE(process_gone(r["pid"])) << "worker " << r["pid"] << " still runs";
+    EXPECT_TRUE(wait_gone(r["grandchild_pid"], 5)) << "a worker's child " << r["grandchild_pid"] << " still runs";
+  }
+}
+
+TEST(UlyssesRun, ARankExitingWithBadInputMakesTheLauncherExit2) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 5));
+  const fs::path run = tmp.path() / "run";
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE},
+          {{"FAKE_MODE", "fail"}, {"FAKE_FAIL_RANK", "0"}, {"FAKE_FAIL_CODE", "2"}, {"FAKE_FAIL_STEP", "0"}}, tmp.path());
+  ASSERT_EQ(cli.wait(), 2) << cli.err();
+  const json rec = read_json(run / "run.json");
+  EXPECT_EQ(rec["status"], "failed");
+  EXPECT_EQ(rec["failed_rank"], 0);
+  EXPECT_EQ(rec["exit_code"], 2);
+  EXPECT_EQ(rec["steps_done"], 0);
+  EXPECT_TRUE(rec["final_loss"].is_null());
+  for (const auto& r : fake_records(run, 2)) EXPECT_TRUE(process_gone(r["pid"]));
+}
+
+TEST(UlyssesRun, ARankKilledByASignalIsReported) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 5));
+  const fs::path run = tmp.path() / "run";
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE},
+          {{"FAKE_MODE", "crash"}, {"FAKE_FAIL_RANK", "1"}, {"FAKE_FAIL_STEP", "1"}}, tmp.path());
+  ASSERT_EQ(cli.wait(), 1) << cli.err();
+  const json rec = read_json(run / "run.json");
+  EXPECT_EQ(rec["failed_rank"], 1);
+  EXPECT_NE(rec["message"].get<std::string>().find("killed by signal 9"), std::string::npos) << rec;
+  for (const auto& r : fake_records(run, 2)) EXPECT_TRUE(process_gone(r["pid"]));
+}
+
+class UlyssesRunSignal : public ::testing::TestWithParam<int> {};
+
+TEST_P(UlyssesRunSignal, StopsEveryWorkerAndRecordsStopped) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 5));
+  const fs::path run = tmp.path() / "run";
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {{"FAKE_MODE", "hang"}, {"FAKE_GRANDCHILD", "1"}},
+          tmp.path());
+  ASSERT_TRUE(wait_for_workers(run, 2)) << cli.err();
+  ASSERT_TRUE(wait_for_text(run / "logs" / "rank1.log", "waiting forever"));
+  ASSERT_EQ(read_json(run / "run.json")["status"], "running");
+  ::kill(cli.pid(), GetParam());
+  const auto t0 = Clock::now();
+  ASSERT_EQ(cli.wait(10), 1) << cli.err();
+  // The workers do not ignore SIGTERM: they end before the 3 s grace would call for SIGKILL.
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 2.9);
+  const json rec = read_json(run / "run.json");
+  EXPECT_EQ(rec["status"], "stopped");
+  EXPECT_EQ(rec["exit_code"], 1);
+  EXPECT_TRUE(rec["failed_rank"].is_null());
+  EXPECT_NE(cli.err().find(GetParam() == SIGINT ? "stopped by SIGINT" : "stopped by SIGTERM"), std::string::npos)
+      << cli.err();
+  for (const auto& r : fake_records(run, 2)) {
+    EXPECT_TRUE(process_gone(r["pid"]));
+    EXPECT_TRUE(wait_gone(r["grandchild_pid"], 5));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SigTermAndSigInt, UlyssesRunSignal, ::testing::Values(SIGTERM, SIGINT));
+
+TEST(UlyssesRun, WorkersDieWithAKilledLauncher) {
+  // SIGKILL cannot be caught: the workers' parent-death signal must take them down.
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 5));
+  const fs::path run = tmp.path() / "run";
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {{"FAKE_MODE", "hang"}}, tmp.path());
+  ASSERT_TRUE(wait_for_workers(run, 2)) << cli.err();
+  ::kill(cli.pid(), SIGKILL);
+  cli.wait(10);
+  for (const auto& r : fake_records(run, 2)) EXPECT_TRUE(wait_gone(r["pid"], 5)) << "worker " << r["pid"] << " outlived its launcher";
+}
+
+TEST(UlyssesRun, RepeatedSetOptionsAllApply) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 5));
+  const fs::path run = tmp.path() / "run";
+  Cli cli({"--set", "train.steps=2", cfg.string(), "--set", "parallel.dp_size=2", "--json", "--out", run.string(),
+           "--worker", FAKE_WORKER_EXE},
+          {}, tmp.path());
+  ASSERT_EQ(cli.wait(), 0) << cli.err();
+  EXPECT_EQ(lines_of(cli.out()).size(), 2u);
+  EXPECT_EQ(read_json(run / "run.json")["world_size"], 4);
+}
+
+TEST(UlyssesRun, WorkersIgnoringSigtermAreKilledAfterTheGrace) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 5));
+  const fs::path run = tmp.path() / "run";
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {{"FAKE_MODE", "ignore_term"}}, tmp.path());
+  ASSERT_TRUE(wait_for_text(run / "logs" / "rank1.log", "waiting forever"));
+  ASSERT_TRUE(wait_for_text(run / "logs" / "rank0.log", "waiting forever"));
+  const auto t0 = Clock::now();
+  ::kill(cli.pid(), SIGTERM);
+  ASSERT_EQ(cli.wait(15), 1) << cli.err();
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_GE(took, 2.9) << "SIGKILL came before the 3 s grace";
+  EXPECT_LT(took, 6.0);
+  EXPECT_EQ(read_json(run / "run.json")["status"], "stopped");
+  for (const auto& r : fake_records(run, 2)) EXPECT_TRUE(process_gone(r["pid"]));
+}
+
+// Bad input: exit 2 within seconds, a message per problem, and nothing started.
+struct BadCase {
+  const char* name;
+  json config;
+  std::vector<std::string> extra;
+  const char* expect;
+};
+
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
+
+class UlyssesRunBadInput : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(UlyssesRunBadInput, ExitsWith2BeforeStartingAnything) {
+  const BadCase& c = GetParam();
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), c.config);
+  const fs::path run = tmp.path() / "run";
+  std::vector<std::string> args{cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE};
+  args.insert(args.end(), c.extra.begin(), c.extra.end());
+  Cli cli(args, {}, tmp.path());
+  const auto t0 = Clock::now();
+  ASSERT_EQ(cli.wait(10), 2) << cli.err();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0);
+  const std::string err = cli.err();
+  EXPECT_NE(err.find(std::string("ulysses-run: ")), std::string::npos) << err;
+  EXPECT_NE(err.find(c.expect), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(run)) << "nothing may be created for a bad config";
+  EXPECT_EQ(cli.out(), "");
+}
+
+json with(json j, const std::string& section, const std::string& key, json v) {
+  j[section][key] = std::move(v);
+  return j;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Configs, UlyssesRunBadInput,
+    ::testing::Values(
+        BadCase{"heads_vs_sp", with(small_config(3, 1, 5), "train", "seq_length", 63), {},
+                "num_attention_heads (4) must be divisible by parallel.sp_size (3)"},
+        BadCase{"unknown_key", with(small_config(2, 1, 5), "model", "num_heads", 4), {}, "num_heads"},
+        BadCase{"missing_data", with(with(small_config(2, 1, 5), "data", "kind", "text"), "data", "path", "/nonexistent/corpus.txt"),
+                {}, "data file /nonexistent/corpus.txt not found"},
+        BadCase{"set_unknown_key", small_config(2, 1, 5), {"--set", "train.epochs=3"}, "--set train.epochs=3"},
+        BadCase{"set_bad_sp", small_config(2, 1, 5), {"--set", "parallel.sp_size=8"}, "divisible by parallel.sp_size (8)"},
+        BadCase{"unknown_flag", small_config(2, 1, 5), {"--frobnicate"}, "frobnicate"}),
+    [](const ::testing::TestParamInfo<BadCase>& i) { return std::string(i.param.name); });
+
+TEST(UlyssesRun, RefusesARunDirectoryThatHoldsARun) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  const fs::path run = tmp.path() / "run";
+  fs::create_directories(run);
+  write_file(run / "run.json", R"({"status": "finished"})");
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {}, tmp.path());
+  ASSERT_EQ(cli.wait(10), 2) << cli.err();
+  EXPECT_NE(cli.err().find("pick another --out"), std::string::npos) << cli.err();
+  EXPECT_EQ(read_file(run / "run.json"), R"({"status": "finished"})");
+  EXPECT_FALSE(fs::exists(run / "logs"));
+}
+
+TEST(UlyssesRun, MissingWorkerIsReportedBeforeStarting) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  const fs::path run = tmp.path() / "run";
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", (tmp.path() / "no-worker").string()}, {}, tmp.path());
+  ASSERT_EQ(cli.wait(10), 2) << cli.err();
+  EXPECT_NE(cli.err().find("ulysses-run: --worker"), std::string::npos) << cli.err();
+  EXPECT_FALSE(fs::exists(run));
+}
+
+TEST(UlyssesRun, HelpExitsZero) {
+  TempDir tmp;
+  Cli cli({"--help"}, {}, tmp.path());
+  ASSERT_EQ(cli.wait(10), 0);
+  EXPECT_NE(cli.out().find("--worker"), std::string::npos);
+  EXPECT_NE(cli.out().find("--set"), std::string::npos);
+}

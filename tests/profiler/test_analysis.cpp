@@ -1,0 +1,243 @@
+// Analysis on hand-built intervals with known answers (computed by hand in the comments):
+// interval algebra, compute/comm/idle, HTA overlap (none, partial, full), leaf-only
+// compute under nested parents, comm children, GPU kernels, layer/head tables, skew, memory.
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+#include "ulysses/profiler/analysis.hpp"
+
+using namespace ut;
+using prof::Direction;
+using prof::Interval;
+using prof::LaneKind;
+using prof::Phase;
+
+TEST(Intervals, MergeLengthIntersectClip) {
+  // [0,10) u [5,15) u [20,30) u [30,32) u [40,40) = [0,15) u [20,32): length 15 + 12 = 27.
+  auto m = prof::merge_intervals({{20, 30}, {0, 10}, {5, 15}, {30, 32}, {40, 40}});
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].start, 0);
+  EXPECT_EQ(m[0].end, 15);
+  EXPECT_EQ(m[1].end, 32);
+  EXPECT_EQ(prof::total_length(m), 27);
+  // with [10,25): [10,15) + [20,25) = 10.
+  EXPECT_EQ(prof::intersection_length(m, {{10, 25}}), 10);
+  // clip to [12, 21): [12,15) u [20,21) = 4.
+  EXPECT_EQ(prof::total_length(prof::clip_intervals(m, 12, 21)), 4);
+}
+
+TEST(Overlap, NonePartialFullAsHta) {
+  // compute [0,20) + [40,60) = 40; comm varies.
+  std::vector<Interval> compute = {{0, 20}, {40, 60}};
+  auto none = prof::compute_overlap(compute, {{20, 40}});  // back to back: 0 / 20
+  EXPECT_EQ(none.overlap_ns, 0);
+  EXPECT_DOUBLE_EQ(none.ratio, 0.0);
+  EXPECT_EQ(none.busy_ns, 60);
+  auto part = prof::compute_overlap(compute, {{50, 70}});  // [50,60) overlaps: 10 / 20
+  EXPECT_EQ(part.overlap_ns, 10);
+  EXPECT_DOUBLE_EQ(part.ratio, 0.5);
+  EXPECT_EQ(part.busy_ns, 40 + 20 - 10);
+  auto full = prof::compute_overlap(compute, {{42, 58}});  // inside attention: 16 / 16
+  EXPECT_DOUBLE_EQ(full.ratio, 1.0);
+  auto nocomm = prof::compute_overlap(compute, {});
+  EXPECT_DOUBLE_EQ(nocomm.ratio, 0.0);
+}
+
+namespace {
+// One rank, step [0,100): main lane step range [0,100) with leaves qkv [0,20) and
+// attention [40,60); the comm lane holds one a2a interval given by the test.
+prof::TraceModel one_step(int64_t c0, int64_t c1) {
+  auto m = make_model({
+      {0, LaneKind::HostThread, "main", {R(0, 100, Phase::Step), R(0, 20, Phase::QkvProj, 0, 0), R(40, 60, Phase::Attention, 0, 0)}},
+      {0, LaneKind::Comm, "comm", {R(c0, c1, Phase::A2ASeqToHead, 0, 0)}},
+  });
+  add_step(m, 0, 0, 0, 100);
+  return m;
+}
+}  // namespace
+
+TEST(StepBreakdown, NoOverlapIdleGapsAndLeafOnlyCompute) {
+  // compute = 20 + 20 = 40 (the step parent is not a leaf, so its 100 ns do not count);
+  // comm [20,40) = 20; overlap 0; idle = 100 - (40 + 20) = 40 (gaps [60,100)).
+  auto b = prof::step_breakdown(one_step(20, 40));
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].wall_ns, 100);
+  EXPECT_EQ(b[0].compute_ns, 40);
+  EXPECT_EQ(b[0].comm_ns, 20);
+  EXPECT_EQ(b[0].overlap_ns, 0);
+  EXPECT_EQ(b[0].exposed_comm_ns, 20);
+  EXPECT_EQ(b[0].idle_ns, 40);
+  EXPECT_DOUBLE_EQ(b[0].overlap_ratio, 0.0);
+  EXPECT_FALSE(b[0].gpu);
+}
+
+TEST(StepBreakdown, PartialAndFullOverlapWithCommOnItsOwnLane) {
+  // comm [50,70) against attention [40,60): overlap 10 of 20 -> 0.5; busy = 40+20-10 = 50; idle 50.
+  auto p = prof::step_breakdown(one_step(50, 70));
+  EXPECT_EQ(p[0].overlap_ns, 10);
+  EXPECT_DOUBLE_EQ(p[0].overlap_ratio, 0.5);
+  EXPECT_EQ(p[0].idle_ns, 50);
+  // comm [42,58) entirely under attention: 16 / 16 -> 1.0; idle = 100 - 40 = 60.
+  auto f = prof::step_breakdown(one_step(42, 58));
+  EXPECT_DOUBLE_EQ(f[0].overlap_ratio, 1.0);
+  EXPECT_EQ(f[0].exposed_comm_ns, 0);
+  EXPECT_EQ(f[0].idle_ns, 60);
+}
+
+TEST(StepBreakdown, ChildrenOfCommRangesAreCommAndIntervalsClipToSteps) {
+  // Main lane: step0 [0,100) { a2a [10,50) { pack [10,20) }, mlp [50,90) }, step1 [100,200) { mlp [100,250) }.
+  // Step 0: compute = mlp 40 (pack is inside a2a -> comm), comm = 40, idle = 100 - 80 = 20.
+  // Step 1 window [100,200): the mlp leaf is clipped to 100 ns of compute; idle 0.
+  auto m = make_model({{0, LaneKind::HostThread, "main",
+                        {R(0, 100, Phase::Step), R(10, 50, Phase::A2ASeqToHead), R(10, 20, Phase::Other),
+                         R(50, 90, Phase::Mlp), R(100, 200, Phase::Step, 1), R(100, 250, Phase::Mlp, 1)}}});
+  add_step(m, 0, 0, 0, 100);
+  add_step(m, 0, 1, 100, 200);
+  auto b = prof::step_breakdown(m);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].compute_ns, 40);
+  EXPECT_EQ(b[0].comm_ns, 40);
+  EXPECT_EQ(b[0].idle_ns, 20);
+  EXPECT_EQ(b[1].compute_ns, 100);
+  EXPECT_EQ(b[1].idle_ns, 0);
+  // Step filter keeps only step 1.
+  prof::AnalysisOptions o;
+  o.step_begin = 1;
+  auto only1 = prof::step_breakdown(m, o);
+  ASSERT_EQ(only1.size(), 1u);
+  EXPECT_EQ(only1[0].step, 1);
+}
+
+TEST(StepBreakdown, GpuKernelsReplaceHostRanges) {
+  // Rank with kernels: gemm [0,50) on stream 7, ncclDevKernel_SendRecv [40,80) on stream 13,
+  // memcpy [80,90) is neither. Host ranges are ignored. compute 50, comm 40, overlap 10 -> 0.25.
+  auto m = make_model({{0, LaneKind::HostThread, "main", {R(0, 100, Phase::Attention)}},
+                       {0, LaneKind::CudaStream, "stream 7", {}},
+                       {0, LaneKind::CudaStream, "stream 13", {}}});
+  m.strings.push_back("gemm_kernel");
+  m.strings.push_back("ncclDevKernel_SendRecv");
+  m.strings.push_back("[CUDA memcpy]");
+  auto kernel = [&](int64_t s, int64_t e, int name, int lane) {
+    prof::TraceRange r = R(s, e, Phase::Other);
+    r.is_kernel = true;
+    r.name_id = static_cast<int32_t>(m.strings.size()) - 3 + name;
+    r.lane = lane;
+    return r;
+  };
+  // Rebuild the stream lanes with kernels (lanes 1 and 2).
+  m.ranges.push_back(kernel(0, 50, 0, 1));
+  m.ranges.push_back(kernel(80, 90, 2, 1));
+  m.ranges.push_back(kernel(40, 80, 1, 2));
+  m.lanes[1].first = 1;
+  m.lanes[1].count = 2;
+  m.lanes[2].first = 3;
+  m.lanes[2].count = 1;
+  add_step(m, 0, 0, 0, 100);
+  auto b = prof::step_breakdown(m);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_TRUE(b[0].gpu);
+  EXPECT_EQ(b[0].compute_ns, 50);
+  EXPECT_EQ(b[0].comm_ns, 40);
+  EXPECT_EQ(b[0].overlap_ns, 10);
+  EXPECT_DOUBLE_EQ(b[0].overlap_ratio, 0.25);
+  EXPECT_EQ(b[0].idle_ns, 100 - 80);
+}
+
+TEST(Tables, LayerHeadSkewMemory) {
+  // Two ranks, one step each. Rank 0 step [0,100), rank 1 step [0,150).
+  // Rank 0: attention layer 0 fwd [10,30) (20) holding chunk ranges heads 0-1 [10,20), 2-3 [20,30)
+  //         a2a s2h layer 0 fwd on comm [0,10) bytes 100, heads 0-3.
+  // Rank 1: attention layer 0 fwd [10,40) (30) with no chunks; a2a s2h [0,10) bytes 200, heads 4-7.
+  auto attn_chunk = [](int64_t s, int64_t e, int h0, int h1) {
+    auto r = R(s, e, Phase::Attention, 0, 0);
+    r.dir = Direction::Forward;
+    r.head_begin = h0;
+    r.head_end = h1;
+    return r;
+  };
+  auto attn = R(10, 30, Phase::Attention, 0, 0);
+  attn.dir = Direction::Forward;
+  auto attn1 = attn;
+  attn1.end_ns = 40;
+  auto a2a = [](int bytes, int h0) {
+    auto r = R(0, 10, Phase::A2ASeqToHead, 0, 0);
+    r.dir = Direction::Forward;
+    r.bytes_sent = bytes;
+    r.head_begin = h0;
+    r.head_end = h0 + 4;
+    return r;
+  };
+  auto m = make_model({
+      {0, LaneKind::HostThread, "main", {R(0, 100, Phase::Step), attn, attn_chunk(10, 20, 0, 2), attn_chunk(20, 30, 2, 4)}},
+      {0, LaneKind::Comm, "comm", {a2a(100, 0)}},
+      {1, LaneKind::HostThread, "main", {R(0, 150, Phase::Step), attn1}},
+      {1, LaneKind::Comm, "comm", {a2a(200, 4)}},
+  });
+  add_step(m, 0, 0, 0, 100);
+  add_step(m, 1, 0, 0, 150);
+  m.strings.push_back("after_forward");
+  for (int rank : {0, 1}) {
+    for (int64_t alloc : {10, 30, 20}) {
+      prof::MemoryPoint p;
+      p.rank = rank;
+      p.allocated = alloc * (rank + 1);
+      p.peak = alloc * 2;
+      p.label_id = static_cast<int32_t>(m.strings.size() - 1);
+      p.step = 0;
+      m.memory.push_back(p);
+    }
+  }
+
+  auto layers = prof::layer_table(m);
+  ASSERT_EQ(layers.size(), 1u);
+  // attention: 20 (rank 0 parent; chunks nested in the same phase not re-counted) + 30 = 50.
+  EXPECT_EQ(layers[0].attention_ns, 50);
+  EXPECT_EQ(layers[0].a2a_seq_to_head_ns, 20);
+  EXPECT_EQ(layers[0].a2a_bytes_sent, 300);
+  EXPECT_EQ(layers[0].samples, 2);
+
+  auto heads = prof::head_range_table(m);
+  // Rows: 0-1 attention 10; 0-3 a2a 10; 2-3 attention 10; 4-7 a2a 10.
+  ASSERT_EQ(heads.size(), 4u);
+  EXPECT_EQ(heads[0].head_begin, 0);
+  EXPECT_EQ(heads[0].head_end, 2);
+  EXPECT_EQ(heads[0].attention_ns, 10);
+  EXPECT_EQ(heads[1].head_end, 4);
+  EXPECT_EQ(heads[1].a2a_seq_to_head_ns, 10);
+  EXPECT_EQ(heads[3].head_begin, 4);
+  EXPECT_EQ(heads[3].bytes_sent, 200);
+
+  auto skew = prof::rank_skew(m);
+  ASSERT_GE(skew.size(), 2u);
+  EXPECT_EQ(skew[0].phase, Phase::Step);  // 150 on rank 1 vs 100 on rank 0 -> 1.5
+  EXPECT_EQ(skew[0].slowest_rank, 1);
+  EXPECT_EQ(skew[0].fastest_rank, 0);
+  EXPECT_DOUBLE_EQ(skew[0].ratio, 1.5);
+  bool found = false;
+  for (const auto& k : skew) {
+    if (k.phase != Phase::Attention) continue;
+    found = true;  // 30 vs 20 -> 1.5, slowest rank 1
+    EXPECT_EQ(k.slowest_rank, 1);
+    EXPECT_DOUBLE_EQ(k.slowest_ns, 30);
+    EXPECT_DOUBLE_EQ(k.fastest_ns, 20);
+  }
+  EXPECT_TRUE(found);
+
+  auto mem = prof::peak_memory(m);
+  ASSERT_EQ(mem.size(), 2u);
+  EXPECT_EQ(mem[0].label, "after_forward");
+  EXPECT_EQ(mem[0].max_allocated, 30);  // max(10, 30, 20) on rank 0
+  EXPECT_EQ(mem[1].max_allocated, 60);  // doubled on rank 1
+  EXPECT_EQ(mem[1].max_peak, 60);
+  EXPECT_EQ(mem[1].samples, 3);
+
+  auto s = prof::analyze(m);
+  EXPECT_EQ(s.world_size, 2);
+  ASSERT_EQ(s.ranks.size(), 2u);
+  // Rank 0: compute = leaves 0-1 and 2-3 chunks [10,30) = 20; comm [0,10) = 10; idle 70.
+  EXPECT_EQ(s.ranks[0].compute_ns, 20);
+  EXPECT_EQ(s.ranks[0].idle_ns, 70);
+  // Rank 1: compute [10,40) = 30, comm 10, idle 150 - 40 = 110.
+  EXPECT_EQ(s.ranks[1].idle_ns, 110);
+  EXPECT_EQ(s.overall.comm_ns, 20);
+}

@@ -1,0 +1,120 @@
+// Bad trace input: missing, empty, not SQLite, truncated, corrupt, future format, unrelated
+// SQLite -> TraceError with a message naming the problem, and ulysses-trace exits 2.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <fstream>
+
+#include "test_util.hpp"
+#include "ulysses/profiler/trace_store.hpp"
+
+using namespace ut;
+
+namespace {
+
+std::string good_trace(const std::string& dir) {
+  std::string path = dir + "/good.sqlite";
+  auto t = prof::Tracer::open(options_for(path, 0, 1));
+  Synth s;
+  s.ranks = 1;
+  s.layers = 8;
+  for (int step = 0; step < 4; ++step) record_step(t.get(), 0, step, s);
+  t->close();
+  return path;
+}
+
+std::string load_error(const std::string& path) {
+  try {
+    prof::load_trace(path);
+  } catch (const prof::TraceError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+int run_cli(const std::string& args) {
+#ifdef ULYSSES_TRACE_BIN
+  int st = std::system((std::string(ULYSSES_TRACE_BIN) + " " + args + " >/dev/null 2>&1").c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+#else
+  return -2;
+#endif
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f << bytes;
+}
+
+}  // namespace
+
+struct BadCase {
+  std::string name, path, expect;
+};
+
+class BadInput : public ::testing::Test {
+ protected:
+  TempDir tmp;
+  std::vector<BadCase> cases() {
+    std::vector<BadCase> v;
+    std::string good = good_trace(tmp.path);
+    std::ifstream in(good, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_GT(bytes.size(), 16384u);
+
+    v.push_back({"missing", tmp.path + "/nope.sqlite", "does not exist"});
+    write_file(tmp.path + "/empty.sqlite", "");
+    v.push_back({"empty", tmp.path + "/empty.sqlite", "empty"});
+    write_file(tmp.path + "/text.sqlite", "this is not a database, just some text that is long enough\n");
+    v.push_back({"not sqlite", tmp.path + "/text.sqlite", "not an SQLite database"});
+    write_file(tmp.path + "/trunc.sqlite", bytes.substr(0, bytes.size() / 2));
+    v.push_back({"truncated", tmp.path + "/trunc.sqlite", "truncated"});
+    std::string corrupt = bytes;
+    for (size_t i = 4096; i < corrupt.size(); ++i) corrupt[i] = static_cast<char>(0xA5 ^ (i * 131));
+    write_file(tmp.path + "/corrupt.sqlite", corrupt);
+    v.push_back({"corrupt", tmp.path + "/corrupt.sqlite", "corrupt"});
+
+    std::string future = tmp.path + "/future.sqlite";
+    write_file(future, bytes);
+    sqlite3* db = nullptr;
+    sqlite3_open(future.c_str(), &db);
+    sqlite3_exec(db, ("PRAGMA user_version = " + std::to_string(prof::trace_schema_version() + 1)).c_str(), nullptr,
+                 nullptr, nullptr);
+    sqlite3_close(db);
+    v.push_back({"future version", future, "newer"});
+
+    std::string other = tmp.path + "/other.sqlite";
+    sqlite3_open(other.c_str(), &db);
+    sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (1);", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+    v.push_back({"unrelated sqlite", other, "not a Ulysses trace"});
+
+    fs::create_directories(tmp.path + "/emptyrun/trace");
+    v.push_back({"run without traces", tmp.path + "/emptyrun", "holds no trace files"});
+    return v;
+  }
+};
+
+TEST_F(BadInput, LoaderThrowsTraceErrorNamingTheProblem) {
+  for (const auto& c : cases()) {
+    std::string err = load_error(c.path);
+    EXPECT_NE(err.find(c.expect), std::string::npos) << c.name << ": got '" << err << "'";
+  }
+  // The good file still loads.
+  EXPECT_EQ(load_error(tmp.path + "/good.sqlite"), "");
+}
+
+TEST_F(BadInput, CliExitsTwoOnBadInputAndZeroOnGood) {
+#ifndef ULYSSES_TRACE_BIN
+  GTEST_SKIP() << "ulysses-trace not built";
+#endif
+  for (const auto& c : cases()) {
+    EXPECT_EQ(run_cli("summary '" + c.path + "'"), 2) << c.name;
+    EXPECT_EQ(run_cli("export --format chrome '" + c.path + "' '" + tmp.path + "/o.json'"), 2) << c.name;
+  }
+  EXPECT_EQ(run_cli("summary '" + tmp.path + "/good.sqlite'"), 0);
+  EXPECT_EQ(run_cli("summary --json '" + tmp.path + "/good.sqlite'"), 0);
+  EXPECT_EQ(run_cli("export --format chrome '" + tmp.path + "/good.sqlite' '" + tmp.path + "/o.json'"), 0);
+  EXPECT_EQ(run_cli("export --format perfetto '" + tmp.path + "/good.sqlite' '" + tmp.path + "/o.json'"), 2);
+  EXPECT_EQ(run_cli("frobnicate"), 2);
+}

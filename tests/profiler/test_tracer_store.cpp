@@ -1,0 +1,303 @@
+// Tracer -> SQLite -> load_trace round trip on a synthetic 2-rank x 2-layer x 2-step run,
+// nsys column names of the shared tables, SIGKILL durability, and nsys-export loading.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <map>
+#include <set>
+
+#include "test_util.hpp"
+#include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/trace_store.hpp"
+#include "ulysses/profiler/trace_writer.hpp"
+
+using namespace ut;
+using prof::Direction;
+using prof::LaneKind;
+using prof::Phase;
+
+namespace {
+
+std::vector<std::string> columns(sqlite3* db, const std::string& table) {
+  std::vector<std::string> out;
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, ("PRAGMA table_info(" + table + ")").c_str(), -1, &st, nullptr);
+  while (sqlite3_step(st) == SQLITE_ROW) out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 1)));
+  sqlite3_finalize(st);
+  return out;
+}
+
+std::string query_text(sqlite3* db, const std::string& q) {
+  sqlite3_stmt* st = nullptr;
+  std::string out;
+  if (sqlite3_prepare_v2(db, q.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+    const unsigned char* t = sqlite3_column_text(st, 0);
+    out = t ? reinterpret_cast<const char*>(t) : "";
+  }
+  sqlite3_finalize(st);
+  return out;
+}
+
+}  // namespace
+
+TEST(TracerStore, RoundTripKeepsEveryRangeNestedWithBytes) {
+  TempDir tmp;
+  Synth s;
+  record_run(tmp.path, s);
+  prof::TraceModel m = prof::load_trace(tmp.path);
+
+  ASSERT_EQ(m.ranks.size(), 2u);
+  EXPECT_EQ(m.sp_size, 2);
+  EXPECT_EQ(m.num_heads, 8);
+  EXPECT_EQ(m.num_layers, 2);
+  EXPECT_FALSE(m.from_nsys);
+  ASSERT_EQ(m.steps.size(), 4u);  // 2 ranks x 2 steps
+  EXPECT_DOUBLE_EQ(m.steps[1].loss, 9.0);
+
+  std::map<int, int> per_rank;
+  std::map<std::pair<int, Phase>, int> per_phase;
+  for (size_t li = 0; li < m.lanes.size(); ++li) {
+    const auto& l = m.lanes[li];
+    if (l.kind == LaneKind::HeadRange) continue;
+    for (int64_t k = 0; k < l.count; ++k) {
+      size_t i = static_cast<size_t>(l.first + k);
+      const auto& r = m.ranges[i];
+      EXPECT_EQ(r.lane, static_cast<int32_t>(li));
+      EXPECT_EQ(r.rank, l.rank);
+      EXPECT_LE(r.start_ns, r.end_ns);
+      if (k > 0) {
+        EXPECT_LE(m.ranges[i - 1].start_ns, r.start_ns) << "lane not sorted";
+      }
+      if (r.parent >= 0) {
+        const auto& p = m.ranges[static_cast<size_t>(r.parent)];
+        EXPECT_LE(p.start_ns, r.start_ns);
+        EXPECT_GE(p.end_ns, r.end_ns);
+        EXPECT_EQ(p.depth + 1, r.depth);
+        EXPECT_EQ(p.lane, r.lane);
+      } else {
+        EXPECT_EQ(r.depth, 0);
+      }
+      ++per_rank[r.rank];
+      ++per_phase[{r.rank, r.phase}];
+      if (l.kind == LaneKind::HostThread) {
+        // Main thread: the step range holds everything else of its step.
+        if (r.phase == Phase::Step) {
+          EXPECT_EQ(r.parent, -1);
+        } else {
+          ASSERT_GE(r.parent, 0);
+          EXPECT_EQ(m.ranges[static_cast<size_t>(r.parent)].phase, Phase::Step);
+        }
+      }
+      if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq) {
+        EXPECT_EQ(l.kind, LaneKind::Comm);
+        EXPECT_EQ(r.bytes_sent, Synth::bytes_sent(r.rank, r.layer));
+        EXPECT_EQ(r.bytes_recv, Synth::bytes_recv(r.rank, r.layer));
+        EXPECT_EQ(r.head_begin, r.rank * 4);
+        EXPECT_EQ(r.head_end, r.rank * 4 + 4);
+      }
+      if (r.phase == Phase::Attention) {
+        EXPECT_EQ(r.head_begin, r.rank * 4);
+      }
+      EXPECT_GE(r.step, 0);
+      EXPECT_LT(r.step, s.steps);
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(per_rank[r], s.steps * s.ranges_per_step()) << "rank " << r;
+    EXPECT_EQ((per_phase[{r, Phase::Step}]), s.steps);
+    EXPECT_EQ((per_phase[{r, Phase::A2ASeqToHead}]), s.steps * 2 * s.layers);
+    EXPECT_EQ((per_phase[{r, Phase::Attention}]), s.steps * 2 * s.layers);
+  }
+  // Lanes: main + comm per rank, plus one head-range lane per rank ("heads 0-3", "heads 4-7").
+  std::set<std::string> names;
+  for (const auto& l : m.lanes) names.insert(std::to_string(l.rank) + ":" + l.name);
+  EXPECT_TRUE(names.count("0:main"));
+  EXPECT_TRUE(names.count("1:comm"));
+  EXPECT_TRUE(names.count("0:heads 0-3"));
+  EXPECT_TRUE(names.count("1:heads 4-7"));
+  // Memory samples, one per step per rank, with a positive RSS.
+  ASSERT_EQ(m.memory.size(), 4u);
+  EXPECT_GT(m.memory[0].allocated, 0);
+  EXPECT_EQ(m.strings[static_cast<size_t>(m.memory[0].label_id)], "after_step");
+
+  // The layer table sees the recorded bytes: layer 1 fwd, 2 ranks x 2 steps x 2 a2a each.
+  auto layers = prof::layer_table(m);
+  ASSERT_EQ(layers.size(), 4u);  // 2 layers x {fwd, bwd}
+  const auto& l1 = layers[2];
+  EXPECT_EQ(l1.layer, 1);
+  EXPECT_EQ(l1.dir, Direction::Forward);
+  EXPECT_EQ(l1.a2a_bytes_sent, 2 * 2 * (Synth::bytes_sent(0, 1) + Synth::bytes_sent(1, 1)));
+  EXPECT_EQ(l1.samples, 4);
+}
+
+TEST(TracerStore, StepWindowAndInactiveRangesAreNotRecorded) {
+  TempDir tmp;
+  auto o = options_for(tmp.path + "/rank0.sqlite", 0, 1);
+  o.step_begin = 1;
+  o.step_end = 1;
+  auto t = prof::Tracer::open(o);
+  Synth s;
+  s.ranks = 1;
+  for (int step = 0; step < 3; ++step) record_step(t.get(), 0, step, s);
+  t->close();
+  auto m = prof::load_trace(tmp.path + "/rank0.sqlite");
+  ASSERT_EQ(m.steps.size(), 1u);
+  EXPECT_EQ(m.steps[0].step, 1);
+  for (const auto& r : m.ranges) EXPECT_EQ(r.step, 1);
+}
+
+TEST(TracerStore, NsysNamedTablesCarryNsysColumns) {
+  // Column lists from the Nsight Systems "SQLite Export Schema Reference".
+  const std::map<std::string, std::vector<std::string>> nsys = {
+      {"StringIds", {"id", "value"}},
+      {"ThreadNames", {"nameId", "priority", "globalTid"}},
+      {"PROCESSES", {"globalPid", "pid", "name"}},
+      {"META_DATA_EXPORT", {"name", "value"}},
+      {"NVTX_EVENTS",
+       {"start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid", "endGlobalTid", "textId",
+        "domainId", "uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value", "floatValue",
+        "jsonTextId", "jsonText"}},
+      {"CUPTI_ACTIVITY_KIND_KERNEL",
+       {"start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid", "demangledName",
+        "shortName", "mangledName", "launchType", "cacheConfig", "registersPerThread", "gridX", "gridY", "gridZ",
+        "blockX", "blockY", "blockZ", "staticSharedMemory", "dynamicSharedMemory", "localMemoryPerThread",
+        "localMemoryTotal", "gridId", "sharedMemoryExecuted", "graphNodeId", "sharedMemoryLimitConfig"}},
+      {"CUPTI_ACTIVITY_KIND_MEMCPY",
+       {"start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid", "bytes", "copyKind",
+        "deprecatedSrcId", "srcKind", "dstKind", "srcDeviceId", "srcContextId", "dstDeviceId", "dstContextId",
+        "migrationCause", "graphNodeId", "virtualAddress"}},
+      {"CUPTI_ACTIVITY_KIND_MEMSET",
+       {"start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid", "value", "bytes",
+        "graphNodeId", "memKind"}},
+      {"CUPTI_ACTIVITY_KIND_RUNTIME",
+       {"start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue", "callchainId"}},
+      {"TARGET_INFO_GPU",
+       {"vmId", "id", "name", "busLocation", "isDiscrete", "l2CacheSize", "totalMemory", "memoryBandwidth",
+        "clockRate", "smCount", "pwGpuId", "uuid", "luid", "chipName", "cuDevice", "ctxswDevPath", "ctrlDevPath",
+        "revision", "nodeMask", "constantMemory", "maxIPC", "maxRegistersPerBlock", "maxShmemPerBlock",
+        "maxShmemPerBlockOptin", "maxShmemPerSm", "maxRegistersPerSm", "threadsPerWarp", "asyncEngines",
+        "maxWarpsPerSm", "maxBlocksPerSm", "maxThreadsPerBlock", "maxBlockDimX", "maxBlockDimY", "maxBlockDimZ",
+        "maxGridDimX", "maxGridDimY", "maxGridDimZ", "computeMajor", "computeMinor", "smMajor", "smMinor"}},
+  };
+  TempDir tmp;
+  std::string path = tmp.path + "/rank0.sqlite";
+  prof::Tracer::open(options_for(path, 0, 1))->close();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  for (const auto& [table, cols] : nsys) EXPECT_EQ(columns(db, table), cols) << table;
+  EXPECT_EQ(query_text(db, "PRAGMA user_version"), std::to_string(prof::trace_schema_version()));
+  EXPECT_EQ(query_text(db, "PRAGMA journal_mode"), "wal");
+  sqlite3_close(db);
+}
+
+TEST(TracerStore, GlobalTidEncodesPidAndTidAsNsys) {
+  TempDir tmp;
+  std::string path = tmp.path + "/rank0.sqlite";
+  {
+    auto t = prof::Tracer::open(options_for(path, 0, 1));
+    Synth s;
+    s.ranks = 1;
+    record_step(t.get(), 0, 0, s);
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  // nsys recipe: PID = globalTid / 0x1000000 % 0x1000000, TID = globalTid % 0x1000000.
+  EXPECT_EQ(query_text(db, "SELECT DISTINCT globalTid / 16777216 % 16777216 FROM NVTX_EVENTS"),
+            std::to_string(getpid()));
+  EXPECT_EQ(query_text(db, "SELECT value FROM StringIds s JOIN ThreadNames t ON t.nameId = s.id "
+                           "WHERE t.globalTid % 16777216 = " + std::to_string(prof::kCommTid)),
+            "comm");
+  EXPECT_EQ(query_text(db, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 59"), "13");  // 1 + 2*2*3
+  EXPECT_EQ(query_text(db, "SELECT count(*) FROM NVTX_EVENTS n JOIN ULYSSES_RANGES u ON u.eventId = n.rowid"),
+            "21");
+  sqlite3_close(db);
+}
+
+TEST(TracerStore, SigkilledRankKeepsEveryFinishedStep) {
+  TempDir tmp;
+  std::string path = tmp.path + "/rank0.sqlite";
+  Synth s;
+  s.ranks = 1;
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto t = prof::Tracer::open(options_for(path, 0, 1));
+    for (int step = 0; step < 3; ++step) record_step(t.get(), 0, step, s);
+    t->begin_step(3);
+    t->push({Phase::Step});
+    t->push({Phase::Attention, Direction::Forward, 0});
+    t->record_range({Phase::A2ASeqToHead}, prof::Tracer::now_ns() - 10, prof::Tracer::now_ns());
+    t->pop();
+    kill(getpid(), SIGKILL);  // mid-step, no close(), no destructor
+    _exit(3);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(query_text(db, "PRAGMA integrity_check"), "ok");
+  sqlite3_close(db);
+
+  prof::LoadOptions lo;
+  lo.head_lanes = false;
+  auto m = prof::load_trace(path, lo);
+  ASSERT_EQ(m.steps.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(m.steps[static_cast<size_t>(i)].step, i);
+  int64_t n = 0;
+  for (const auto& r : m.ranges) {
+    EXPECT_LT(r.step, 3) << "a range of the unfinished step was committed";
+    ++n;
+  }
+  EXPECT_EQ(n, 3 * s.ranges_per_step());
+}
+
+TEST(TracerStore, LoadsAnNsysExportWithKernels) {
+  // A small file shaped like `nsys export --type sqlite`: nsys tables only, NVTX text inline.
+  TempDir tmp;
+  std::string path = tmp.path + "/report.sqlite";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const char* sql = R"(
+    CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE PROCESSES (globalPid INTEGER, pid INTEGER, name TEXT);
+    CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER,
+      category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER,
+      domainId INTEGER, uint64Value INTEGER, int64Value INTEGER, doubleValue REAL, uint32Value INTEGER,
+      int32Value INTEGER, floatValue REAL, jsonTextId INTEGER, jsonText TEXT);
+    CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
+      contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER,
+      demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL, mangledName INTEGER);
+    INSERT INTO StringIds VALUES (1, 'flash_fwd_kernel'), (2, 'ncclDevKernel_SendRecv'), (3, 'step');
+    INSERT INTO PROCESSES VALUES (4242 * 16777216, 4242, 'python');
+    -- push/pop ranges on thread 7: 'step' [0,1000) holding 'attention' [100,400)
+    INSERT INTO NVTX_EVENTS(start, end, eventType, text, globalTid) VALUES (0, 1000, 59, 'step', 4242 * 16777216 + 7);
+    INSERT INTO NVTX_EVENTS(start, end, eventType, text, globalTid) VALUES (100, 400, 59, 'attention', 4242 * 16777216 + 7);
+    INSERT INTO NVTX_EVENTS(start, end, eventType, text, globalTid) VALUES (5, 5, 34, 'a marker', 4242 * 16777216 + 7);
+    -- compute kernel [100,500) on stream 7, NCCL [400,600) on stream 13: overlap 100 of 200
+    INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (100, 500, 0, 1, 7, 1, 4242 * 16777216, 1, 1, NULL);
+    INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (400, 600, 0, 1, 13, 2, 4242 * 16777216, 2, 2, NULL);
+  )";
+  ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+
+  auto m = prof::load_trace(path);
+  EXPECT_TRUE(m.from_nsys);
+  ASSERT_EQ(m.ranks.size(), 1u);
+  EXPECT_EQ(m.ranks[0].pid, 4242);
+  ASSERT_EQ(m.ranges.size(), 4u);  // 2 NVTX ranges (marker skipped) + 2 kernels
+  auto s = prof::analyze(m);
+  ASSERT_EQ(s.steps.size(), 1u);
+  EXPECT_TRUE(s.steps[0].gpu);
+  EXPECT_EQ(s.steps[0].compute_ns, 400);
+  EXPECT_EQ(s.steps[0].comm_ns, 200);
+  EXPECT_EQ(s.steps[0].overlap_ns, 100);
+  EXPECT_DOUBLE_EQ(s.steps[0].overlap_ratio, 0.5);
+  EXPECT_EQ(s.num_kernels, 2);
+  bool saw_attention = false;
+  for (const auto& r : m.ranges) saw_attention |= !r.is_kernel && r.phase == Phase::Attention && r.depth == 1;
+  EXPECT_TRUE(saw_attention);
+}

@@ -1,0 +1,474 @@
+// The studio driven programmatically (offscreen): the launcher form's validation on every
+// field, config load/save/HF import, opening run folders, failure messages, the command line
+// with --screenshot, and (when ulysses-run is built) real launches: a tiny run whose final
+// loss in the runs list equals `ulysses-run --json`'s, and a 4-rank run that Stop ends with
+// no worker left and a readable trace.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sqlite3.h>
+
+#include <QApplication>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QImage>
+#include <QLineEdit>
+#include <QProcess>
+#include <QPushButton>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "compare_model.hpp"
+#include "estimate_model.hpp"
+#include "launcher_page.hpp"
+#include "main_window.hpp"
+#include "monitor_page.hpp"
+#include "rank_status_model.hpp"
+#include "run_controller.hpp"
+#include "runs_model.hpp"
+#include "runs_page.hpp"
+
+using namespace ulysses::ui;
+
+namespace {
+
+const QString kTiny = QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs/tiny.json");
+
+QString ulyssesRun() {
+  const QString env = qEnvironmentVariable("ULYSSES_RUN");
+  const QString p = env.isEmpty() ? QStringLiteral(ULYSSES_RUN_PATH) : env;
+  const QFileInfo fi(p);
+  return fi.isFile() && fi.isExecutable() ? fi.absoluteFilePath() : QString();
+}
+
+#define SKIP_WITHOUT_ULYSSES_RUN()                                                                             \
+  const QString runExe = ulyssesRun();                                                                         \
+  if (runExe.isEmpty()) GTEST_SKIP() << "ulysses-run is not built (" ULYSSES_RUN_PATH "; or set ULYSSES_RUN)"
+
+void writeFile(const QString& path, const QByteArray& data) {
+  QDir().mkpath(QFileInfo(path).absolutePath());
+  QFile f(path);
+  ASSERT_TRUE(f.open(QIODevice::WriteOnly | QIODevice::Truncate)) << path.toStdString();
+  f.write(data);
+}
+
+class Studio : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    QSettings().clear();
+    ASSERT_TRUE(tmp.isValid());
+    w = std::make_unique<MainWindow>();
+    w->setQuiet(true);
+    w->setRunsDir(tmp.filePath("runs"));
+    w->resize(1400, 900);
+    w->show();  // offscreen: buttons get a size, so clicks land on them
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(w.get()));
+    L = w->launcher();
+    QString err;
+    ASSERT_TRUE(L->loadConfigFile(kTiny, &err)) << err.toStdString();
+  }
+  void TearDown() override {
+    if (w && w->controller()->isRunning()) {
+      QSignalSpy done(w->controller(), &RunController::finished);
+      w->controller()->stop(5000);
+      done.wait(30000);
+    }
+    w.reset();
+  }
+  QTemporaryDir tmp;
+  std::unique_ptr<MainWindow> w;
+  LauncherPage* L = nullptr;
+};
+
+TEST_F(Studio, TinyConfigIsValid) {
+  EXPECT_TRUE(L->isValid()) << L->generalIssues().toStdString();
+  EXPECT_TRUE(L->launchButton()->isEnabled());
+  EXPECT_EQ(L->fieldText("parallel.sp_size"), "2");
+  EXPECT_EQ(L->configName(), "tiny CPU demo");
+  // data.path is resolved against the repository, so it exists from any working directory.
+  EXPECT_TRUE(QFileInfo(L->fieldText("data.path")).isAbsolute());
+  EXPECT_TRUE(QFileInfo::exists(L->fieldText("data.path")));
+  EXPECT_TRUE(L->estimateModel()->hasEstimate());
+}
+
+// Every free-text field refuses text that is not its type, with a message next to it.
+TEST_F(Studio, NonNumbersGetInlineMessageInEveryField) {
+  int checked = 0;
+  for (const auto& f : L->fieldNames()) {
+    auto* e = qobject_cast<QLineEdit*>(L->fieldWidget(f));
+    if (!e || f == "data.path" || f.startsWith("train.init_from") || f == "train.save_to") continue;
+    const QString keep = e->text();
+    for (const QString& bad : {QStringLiteral("abc"), QString(), QStringLiteral("[1]"), QStringLiteral("\"4\"")}) {
+      e->setText(bad);
+      EXPECT_FALSE(L->fieldError(f).isEmpty()) << f.toStdString() << " accepted '" << bad.toStdString() << "'";
+      EXPECT_FALSE(L->launchButton()->isEnabled()) << f.toStdString();
+      EXPECT_FALSE(L->isValid());
+    }
+    e->setText(keep);
+    EXPECT_TRUE(L->fieldError(f).isEmpty()) << f.toStdString() << ": " << L->fieldError(f).toStdString();
+    EXPECT_TRUE(L->launchButton()->isEnabled()) << f.toStdString();
+    ++checked;
+  }
+  EXPECT_GE(checked, 25);
+}
+
+// Values of the right type that the engine's rules refuse: the message sits on that field.
+TEST_F(Studio, EngineRulesShowOnTheOffendingField) {
+  const QVector<QPair<QString, QString>> cases = {
+      {"model.vocab_size", "0"},           {"model.hidden_size", "66"},        {"model.intermediate_size", "0"},
+      {"model.num_hidden_layers", "-1"},   {"model.num_attention_heads", "0"}, {"model.num_key_value_heads", "3"},
+      {"model.rms_norm_eps", "0"},         {"model.rope_theta", "-1"},         {"model.max_position_embeddings", "1.5"},
+      {"model.tie_word_embeddings", "?"},  {"parallel.sp_size", "3"},          {"parallel.dp_size", "0"},
+      {"parallel.head_chunks", "3"},       {"parallel.backend", "mpi"},        {"parallel.timeout_s", "0"},
+      {"train.seq_length", "511"},         {"train.micro_batch_size", "0"},    {"train.steps", "0"},
+      {"train.lr", "0"},                   {"train.warmup_steps", "-1"},       {"train.min_lr", "1"},
+      {"train.weight_decay", "-0.1"},      {"train.grad_clip", "-1"},          {"train.seed", "x"},
+      {"train.dtype", "float16"},          {"train.device", "tpu"},            {"train.threads_per_rank", "-2"},
+      {"train.init_from", "/nonexistent/ckpt"}, {"data.kind", "csv"},          {"data.path", "/nonexistent/corpus.txt"},
+      {"data.token_dtype", "uint8"},       {"profile.step_begin", "-1"},       {"profile.enabled", "?"},
+      {"train.save_to", ""},
+  };
+  for (const auto& [field, value] : cases) {
+    if (value == "?" || field == "train.save_to") continue;  // check boxes cannot hold a wrong value; save_to has no rule
+    const QString keep = L->fieldText(field);
+    ASSERT_TRUE(L->setFieldText(field, value)) << field.toStdString();
+    EXPECT_FALSE(L->fieldError(field).isEmpty()) << field.toStdString() << "=" << value.toStdString() << " was accepted";
+    EXPECT_FALSE(L->launchButton()->isEnabled()) << field.toStdString();
+    L->setFieldText(field, keep);
+    EXPECT_TRUE(L->launchButton()->isEnabled()) << field.toStdString() << " stays invalid: " << L->fieldError(field).toStdString();
+  }
+  // The message is the engine's own wording.
+  L->setFieldText("parallel.sp_size", "3");
+  EXPECT_TRUE(L->fieldError("parallel.sp_size").contains("must be divisible by parallel.sp_size (3)")) << L->fieldError("parallel.sp_size").toStdString();
+  L->setFieldText("parallel.sp_size", "2");
+  // profile.step_end before step_begin.
+  L->setFieldText("profile.step_begin", "5");
+  L->setFieldText("profile.step_end", "2");
+  EXPECT_FALSE(L->fieldError("profile.step_end").isEmpty());
+  EXPECT_FALSE(L->launchButton()->isEnabled());
+}
+
+// Nothing typed into any field crashes the form, and Launch is enabled exactly when valid.
+TEST_F(Studio, NoCrashOnAnyInput) {
+  const QStringList nasty = {"1e999", "-1e999", "99999999999999999999", "-9223372036854775808", "9223372036854775807",
+                             "nan", "inf", "{}", "null", "true", "0x10", "１２", "1e-400", " 4 ", "4 4", "\\", "\"",
+                             QString(5000, '9'), "-0", "0.0", "1e18"};
+  for (const auto& f : L->fieldNames()) {
+    auto* e = qobject_cast<QLineEdit*>(L->fieldWidget(f));
+    if (!e) continue;
+    const QString keep = e->text();
+    for (const auto& v : nasty) {
+      e->setText(v);
+      EXPECT_EQ(L->launchButton()->isEnabled(), L->isValid()) << f.toStdString() << "=" << v.left(20).toStdString();
+    }
+    e->setText(keep);
+  }
+  EXPECT_TRUE(L->isValid());
+}
+
+TEST_F(Studio, SaveLoadRoundTripAndPresets) {
+  L->setFieldText("train.steps", "7");
+  L->setFieldText("parallel.head_chunks", "2");
+  QString err;
+  const QString saved = tmp.filePath("mine.json");
+  ASSERT_TRUE(L->saveConfigFile(saved, &err)) << err.toStdString();
+  L->setFieldText("train.steps", "9");
+  ASSERT_TRUE(L->loadConfigFile(saved, &err)) << err.toStdString();
+  EXPECT_EQ(L->fieldText("train.steps"), "7");
+  EXPECT_EQ(L->fieldText("parallel.head_chunks"), "2");
+  EXPECT_EQ(L->configName(), "tiny CPU demo");
+  EXPECT_TRUE(L->isValid());
+  // The saved file is a run config the engine reads.
+  const auto cfg = ulysses::load_run_config(saved.toStdString());
+  EXPECT_EQ(cfg.train.steps, 7);
+
+  const auto presets = L->presetNames();
+  EXPECT_TRUE(presets.contains("tiny"));
+  EXPECT_TRUE(presets.contains("bench-1b"));
+  ASSERT_TRUE(L->loadPreset("bench-1b", &err)) << err.toStdString();
+  EXPECT_EQ(L->fieldText("model.hidden_size"), "2048");
+  if (L->devices().gpus.isEmpty()) {  // bench-1b asks for CUDA
+    EXPECT_FALSE(L->fieldError("train.device").isEmpty());
+    EXPECT_FALSE(L->launchButton()->isEnabled());
+  }
+  EXPECT_FALSE(L->loadPreset("no-such-preset", &err));
+  writeFile(tmp.filePath("broken.json"), "{\"model\": {\"hidden_size\": 64,}");
+  EXPECT_FALSE(L->loadConfigFile(tmp.filePath("broken.json"), &err));
+  EXPECT_TRUE(err.contains("not valid JSON")) << err.toStdString();
+  writeFile(tmp.filePath("unknown.json"), "{\"train\": {\"stepz\": 3}}");
+  EXPECT_FALSE(L->loadConfigFile(tmp.filePath("unknown.json"), &err));
+  EXPECT_TRUE(err.contains("stepz")) << err.toStdString();
+}
+
+TEST_F(Studio, ImportsHuggingFaceConfig) {
+  writeFile(tmp.filePath("hf/config.json"),
+            R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_act":"silu","vocab_size":32000,
+                "hidden_size":2048,"intermediate_size":5632,"num_hidden_layers":16,"num_attention_heads":16,
+                "num_key_value_heads":8,"rms_norm_eps":1e-05,"rope_theta":500000.0,"max_position_embeddings":131072,
+                "tie_word_embeddings":false,"torch_dtype":"bfloat16"})");
+  QString err;
+  ASSERT_TRUE(L->importHfConfig(tmp.filePath("hf/config.json"), &err)) << err.toStdString();
+  EXPECT_EQ(L->fieldText("model.hidden_size"), "2048");
+  EXPECT_EQ(L->fieldText("model.num_key_value_heads"), "8");
+  EXPECT_EQ(L->fieldText("model.rope_theta"), "500000.0");
+  EXPECT_EQ(L->fieldText("train.steps"), "20");  // train section untouched
+  writeFile(tmp.filePath("gelu.json"), R"({"hidden_act":"gelu","hidden_size":64,"num_attention_heads":4})");
+  EXPECT_FALSE(L->importHfConfig(tmp.filePath("gelu.json"), &err));
+  EXPECT_TRUE(err.contains("hidden_act")) << err.toStdString();
+  // Opening a config.json through the window recognizes it as a Hugging Face config.
+  L->setFieldText("model.hidden_size", "64");
+  ASSERT_TRUE(w->openPath(tmp.filePath("hf/config.json"), &err)) << err.toStdString();
+  EXPECT_EQ(L->fieldText("model.hidden_size"), "2048");
+}
+
+TEST_F(Studio, EstimatesFollowTheForm) {
+  ASSERT_TRUE(L->estimateModel()->hasEstimate());
+  const auto before = L->estimateModel()->estimate();
+  L->setFieldText("train.seq_length", "1024");
+  ASSERT_TRUE(L->estimateModel()->hasEstimate());
+  EXPECT_GT(L->estimateModel()->estimate().activation_bytes, before.activation_bytes);
+  EXPECT_DOUBLE_EQ(L->estimateModel()->estimate().flops_per_step() > before.flops_per_step(), true);
+  L->setFieldText("train.seq_length", "abc");
+  EXPECT_FALSE(L->estimateModel()->hasEstimate());
+}
+
+// A failed run opened from disk: the banner names the rank and shows its last lines.
+TEST_F(Studio, OpenFailedRunNamesRankAndLastLines) {
+  const QString run = tmp.filePath("runs/tiny_20260101-000000");
+  writeFile(run + "/config.json", R"({"parallel":{"sp_size":2,"dp_size":1},"train":{"steps":10}})");
+  writeFile(run + "/run.json", R"({"status":"failed","world_size":2,"exit_code":1,"final_loss":5.5,"steps_done":2,
+                                  "failed_rank":1,"message":"rank 1 exited with code 1","duration_s":3.0})");
+  writeFile(run + "/metrics.jsonl",
+            "{\"step\":0,\"steps\":10,\"loss\":6.0,\"tokens_per_s\":100,\"step_ms\":50,\"max_mem_bytes\":1000,\"elapsed_s\":0.1}\n"
+            "{\"step\":1,\"steps\":10,\"loss\":5.5,\"tokens_per_s\":110,\"step_ms\":45,\"max_mem_bytes\":1100,\"elapsed_s\":0.2}\n");
+  writeFile(run + "/logs/rank0.log", "step 0\nstep 1\n");
+  writeFile(run + "/logs/rank1.log", "step 0\nstep 1\nRuntimeError: out of memory in attention\n");
+  QString err;
+  ASSERT_TRUE(w->openPath(run, &err)) << err.toStdString();
+  const QString banner = w->monitor()->bannerText();
+  EXPECT_TRUE(banner.contains("Rank 1 failed")) << banner.toStdString();
+  EXPECT_TRUE(banner.contains("RuntimeError: out of memory in attention")) << banner.toStdString();
+  EXPECT_EQ(w->monitor()->chartPoints(), 2);
+  EXPECT_EQ(w->monitor()->progressValue(), 2);
+  EXPECT_EQ(w->currentPage(), "monitor");
+  EXPECT_TRUE(w->recentFiles().contains(QFileInfo(run).absoluteFilePath()));
+  // Runs list shows it, compare works against a second run.
+  w->runsPage()->refresh();
+  EXPECT_GE(w->runsPage()->model()->rowOfDir(run), 0);
+  const QString run2 = tmp.filePath("runs/tiny_20260101-000001");
+  QDir().mkpath(run2);
+  QFile::copy(run + "/config.json", run2 + "/config.json");
+  writeFile(run2 + "/run.json", R"({"status":"finished","world_size":2,"final_loss":4.0,"steps_done":10})");
+  ASSERT_TRUE(w->runsPage()->compare(run, run2));
+  const auto* cm = w->runsPage()->compareModel();
+  const int status = cm->rowOfField("status");
+  ASSERT_GE(status, 0);
+  EXPECT_EQ(cm->index(status, CompareModel::RunA).data().toString(), "failed");
+  EXPECT_EQ(cm->index(status, CompareModel::RunB).data().toString(), "finished");
+  // Delete refuses a folder that is not a run, removes a run.
+  QDir().mkpath(tmp.filePath("runs/keep-me"));
+  EXPECT_FALSE(w->runsPage()->deleteRun(tmp.filePath("runs/keep-me"), &err));
+  EXPECT_TRUE(QFileInfo::exists(tmp.filePath("runs/keep-me")));
+  EXPECT_TRUE(w->runsPage()->deleteRun(run2, &err)) << err.toStdString();
+  EXPECT_FALSE(QFileInfo::exists(run2));
+  EXPECT_EQ(w->runsPage()->model()->rowOfDir(run2), -1);
+  EXPECT_FALSE(w->openPath(tmp.filePath("nothing-here"), &err));
+}
+
+// The launcher's contract seen from the studio, with a stand-in ulysses-run that fails on
+// rank 1 the way the real one reports it (stderr "[rank r] ..." lines, run.json failed_rank).
+TEST_F(Studio, RankFailureMessageFromLauncher) {
+  const QString fake = tmp.filePath("fake-ulysses-run");
+  writeFile(fake, R"(#!/bin/sh
+# args: CONFIG --json --out RUN
+out="$4"; mkdir -p "$out"
+echo '{"step":0,"steps":20,"loss":5.5,"lr":0.001,"grad_norm":1,"tokens":512,"tokens_per_s":1000,"step_ms":10,"max_mem_bytes":100,"elapsed_s":0.01}'
+echo "[rank 0] step 0 done" >&2
+echo "[rank 1] loading shard" >&2
+echo "[rank 1] Error: all-to-all timed out after 120 s" >&2
+echo "ulysses-run: rank 1 failed (exit code 1); stopping the other ranks" >&2
+echo '{"status":"failed","world_size":2,"exit_code":1,"failed_rank":1,"message":"rank 1 exited with code 1","steps_done":1}' > "$out/run.json"
+exit 1
+)");
+  QFile::setPermissions(fake, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+  w->setLauncherProgram(fake);
+  QSignalSpy done(w->controller(), &RunController::finished);
+  QTest::mouseClick(L->launchButton(), Qt::LeftButton);
+  ASSERT_TRUE(done.count() > 0 || done.wait(30000));
+  const auto o = done.takeFirst().at(0).value<RunOutcome>();
+  EXPECT_EQ(o.status, "failed");
+  EXPECT_EQ(o.failedRank, 1);
+  EXPECT_TRUE(o.message.contains("Rank 1 failed")) << o.message.toStdString();
+  EXPECT_TRUE(o.message.contains("all-to-all timed out")) << o.message.toStdString();
+  EXPECT_FALSE(o.message.contains("step 0 done")) << "other ranks' lines do not belong in the failure message";
+  EXPECT_TRUE(w->monitor()->bannerText().contains("Rank 1 failed"));
+  EXPECT_EQ(w->controller()->ranks()->state(1), RankStatusModel::State::Failed);
+  EXPECT_EQ(w->monitor()->chartPoints(), 1);
+  EXPECT_TRUE(L->launchButton()->isEnabled());  // ready for the next launch
+  // A missing launcher is an error message, not a crash.
+  w->setLauncherProgram(tmp.filePath("missing/ulysses-run"));
+  QString err;
+  EXPECT_FALSE(w->launch(&err));
+  EXPECT_TRUE(err.contains("ulysses-run was not found")) << err.toStdString();
+}
+
+TEST(StudioCli, ScreenshotAndBadArguments) {
+#ifndef ULYSSES_STUDIO_PATH
+  GTEST_SKIP() << "ulysses-studio is not built";
+#else
+  QTemporaryDir tmp;
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("QT_QPA_PLATFORM", "offscreen");
+  env.insert("XDG_CONFIG_HOME", tmp.filePath("config"));
+  auto runStudio = [&](const QStringList& args, QString* out) {
+    QProcess p;
+    p.setProcessEnvironment(env);
+    p.setProcessChannelMode(QProcess::MergedChannels);
+    p.start(ULYSSES_STUDIO_PATH, args);
+    if (!p.waitForFinished(90000)) {
+      p.kill();
+      p.waitForFinished();
+      return -100;
+    }
+    *out = QString::fromLocal8Bit(p.readAll());
+    return p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+  };
+  QString out;
+  const QString png = tmp.filePath("shot.png");
+  ASSERT_EQ(runStudio({kTiny, "--screenshot", png, "--runs-dir", tmp.filePath("runs"), "--size", "1200x800"}, &out), 0)
+      << out.toStdString();
+  QImage img(png);
+  ASSERT_FALSE(img.isNull());
+  EXPECT_GE(img.width(), 1000);
+  EXPECT_EQ(runStudio({"--view", "nonsense", "--screenshot", png}, &out), 2) << out.toStdString();
+  EXPECT_TRUE(out.contains("unknown --view")) << out.toStdString();
+  EXPECT_EQ(runStudio({tmp.filePath("does-not-exist"), "--screenshot", png}, &out), 2) << out.toStdString();
+  EXPECT_EQ(runStudio({"--bogus-option"}, &out), 2) << out.toStdString();
+#endif
+}
+
+// ---- real launches (ulysses-run built) ---------------------------------------------------
+
+double referenceFinalLoss(const QString& exe, const QString& config, const QString& out, QString* log) {
+  QProcess p;
+  p.start(exe, {config, "--json", "--out", out});
+  if (!p.waitForFinished(300000)) {
+    p.kill();
+    p.waitForFinished();
+    *log = "ulysses-run did not finish in 300 s";
+    return std::nan("");
+  }
+  *log = QString::fromLocal8Bit(p.readAllStandardError()).right(2000);
+  double loss = std::nan("");
+  for (const auto& line : p.readAllStandardOutput().split('\n')) {
+    MetricPoint m;
+    if (parseMetricLine(line, &m)) loss = m.loss;
+  }
+  return loss;
+}
+
+TEST_F(Studio, LaunchTinyRunAndFindItInRunsList) {
+  SKIP_WITHOUT_ULYSSES_RUN();
+  w->setLauncherProgram(runExe);
+  ASSERT_TRUE(L->setFieldText("train.steps", "3"));
+  ASSERT_TRUE(L->isValid()) << L->generalIssues().toStdString();
+  QSignalSpy metrics(w->controller(), &RunController::metric);
+  QSignalSpy done(w->controller(), &RunController::finished);
+  QTest::mouseClick(L->launchButton(), Qt::LeftButton);
+  ASSERT_TRUE(w->controller()->isRunning() || done.count() > 0);
+  EXPECT_FALSE(L->launchButton()->isEnabled());  // one run at a time
+  ASSERT_TRUE(done.count() > 0 || done.wait(300000)) << "run did not finish in 300 s";
+  const auto o = done.takeFirst().at(0).value<RunOutcome>();
+  ASSERT_EQ(o.status, "finished") << o.message.toStdString();
+  EXPECT_EQ(metrics.count(), 3);
+  EXPECT_EQ(w->monitor()->progressValue(), 3);
+  EXPECT_EQ(w->monitor()->chartPoints(), 3);
+
+  // Reference: ulysses-run directly on the same config (same seed -> same loss).
+  QString err, log;
+  const QString refConfig = tmp.filePath("ref.json");
+  ASSERT_TRUE(L->saveConfigFile(refConfig, &err)) << err.toStdString();
+  const double ref = referenceFinalLoss(runExe, refConfig, tmp.filePath("ref-run"), &log);
+  ASSERT_FALSE(std::isnan(ref)) << log.toStdString();
+
+  auto* model = w->runsPage()->model();
+  const int row = model->rowOfDir(o.runDir);
+  ASSERT_GE(row, 0) << "finished run not in the runs list";
+  const auto& s = model->run(row);
+  EXPECT_EQ(s.status, "finished");
+  ASSERT_TRUE(s.hasFinalLoss);
+  EXPECT_NEAR(s.finalLoss, ref, 1e-6 * std::max(1.0, std::abs(ref)));
+  EXPECT_EQ(model->index(row, RunsModel::FinalLoss).data().toString(), QString::number(ref, 'f', 4));
+  EXPECT_EQ(s.stepsDone, 3);
+  // Estimates now show what was measured.
+  EXPECT_FALSE(L->estimateModel()->index(EstimateModel::StepTime, EstimateModel::Measured).data().toString().isEmpty());
+}
+
+// Children of `pid` (from /proc/*/stat).
+QVector<qint64> childPids(qint64 pid) {
+  QVector<qint64> out;
+  for (const auto& e : QDir("/proc").entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+    bool ok = false;
+    const qint64 p = e.toLongLong(&ok);
+    if (!ok) continue;
+    QFile f("/proc/" + e + "/stat");
+    if (!f.open(QIODevice::ReadOnly)) continue;
+    const QByteArray st = f.readAll();
+    const int close = st.lastIndexOf(')');
+    const auto fields = st.mid(close + 2).split(' ');  // state ppid ...
+    if (fields.size() > 1 && fields[1].toLongLong() == pid) out << p;
+  }
+  return out;
+}
+
+bool alive(qint64 pid) {
+  QFile f(QStringLiteral("/proc/%1/stat").arg(pid));
+  if (!f.open(QIODevice::ReadOnly)) return false;
+  const QByteArray st = f.readAll();
+  const int close = st.lastIndexOf(')');
+  return close > 0 && st.size() > close + 2 && st[close + 2] != 'Z';  // a zombie is not running
+}
+
+TEST_F(Studio, StopFourRankRunLeavesNoWorkerAndReadableTrace) {
+  SKIP_WITHOUT_ULYSSES_RUN();
+  w->setLauncherProgram(runExe);
+  ASSERT_TRUE(L->setFieldText("parallel.sp_size", "4"));
+  ASSERT_TRUE(L->setFieldText("train.steps", "100000"));
+  ASSERT_TRUE(L->setFieldText("profile.enabled", "true"));
+  ASSERT_TRUE(L->isValid()) << L->generalIssues().toStdString();
+  QSignalSpy metrics(w->controller(), &RunController::metric);
+  QSignalSpy done(w->controller(), &RunController::finished);
+  QTest::mouseClick(L->launchButton(), Qt::LeftButton);
+  ASSERT_TRUE(w->controller()->isRunning());
+  ASSERT_TRUE(metrics.count() > 0 || metrics.wait(180000)) << "no step finished in 180 s";
+  const qint64 launcherPid = w->controller()->pid();
+  const auto workers = childPids(launcherPid);
+  EXPECT_EQ(workers.size(), 4) << "expected one worker process per rank under ulysses-run";
+  EXPECT_EQ(w->controller()->ranks()->rowCount(), 4);
+
+  QTest::mouseClick(w->monitor()->stopButton(), Qt::LeftButton);
+  ASSERT_TRUE(done.count() > 0 || done.wait(60000)) << "Stop did not end the run in 60 s";
+  const auto o = done.takeFirst().at(0).value<RunOutcome>();
+  EXPECT_EQ(o.status, "stopped") << o.message.toStdString();
+  EXPECT_FALSE(alive(launcherPid));
+  for (qint64 p : workers) EXPECT_FALSE(alive(p)) << "worker " << p << " still running after Stop";
+
+  const QByteArray trace = QDir(o.runDir).filePath("trace/rank0.sqlite").toLocal8Bit();
+  ASSERT_TRUE(QFileInfo::exists(trace)) << trace.constData();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(trace.constData(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "ok");
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  // The stopped run is listed as stopped.
+  const int row = w->runsPage()->model()->rowOfDir(o.runDir);
+  ASSERT_GE(row, 0);
+  EXPECT_EQ(w->runsPage()->model()->run(row).status, "stopped");
+}
+
+}  // namespace

@@ -1,0 +1,327 @@
+// Studio item models and run-directory readers, without any window: every model runs under
+// QAbstractItemModelTester, and the readers are fed run folders written here.
+#include <gtest/gtest.h>
+
+#include <QAbstractItemModelTester>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QTemporaryDir>
+
+#include "compare_model.hpp"
+#include "cost_model.hpp"
+#include "device_info.hpp"
+#include "estimate_model.hpp"
+#include "rank_status_model.hpp"
+#include "run_data.hpp"
+#include "runs_model.hpp"
+
+using namespace ulysses::ui;
+
+namespace {
+
+// Counts QAbstractItemModelTester complaints (category qt.modeltest).
+int g_modelTestWarnings = 0;
+QtMessageHandler g_previous = nullptr;
+void handler(QtMsgType t, const QMessageLogContext& ctx, const QString& msg) {
+  if (ctx.category && QByteArray(ctx.category).startsWith("qt.modeltest") && t >= QtWarningMsg) ++g_modelTestWarnings;
+  if (g_previous) g_previous(t, ctx, msg);
+}
+
+class ModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    g_modelTestWarnings = 0;
+    g_previous = qInstallMessageHandler(handler);
+  }
+  void TearDown() override {
+    qInstallMessageHandler(g_previous);
+    EXPECT_EQ(g_modelTestWarnings, 0) << "QAbstractItemModelTester reported problems (see the log)";
+  }
+  static QAbstractItemModelTester* tester(QAbstractItemModel* m) {
+    return new QAbstractItemModelTester(m, QAbstractItemModelTester::FailureReportingMode::Warning, m);
+  }
+};
+
+void writeFile(const QString& path, const QByteArray& data) {
+  QDir().mkpath(QFileInfo(path).absolutePath());
+  QFile f(path);
+  ASSERT_TRUE(f.open(QIODevice::WriteOnly | QIODevice::Truncate)) << path.toStdString();
+  f.write(data);
+}
+
+QByteArray metricJson(int step, int steps, double loss, double stepMs, qint64 mem, double elapsed) {
+  return QStringLiteral(
+             "{\"step\":%1,\"steps\":%2,\"loss\":%3,\"lr\":0.001,\"grad_norm\":1.5,\"tokens\":512,\"tokens_per_s\":%4,"
+             "\"step_ms\":%5,\"max_mem_bytes\":%6,\"elapsed_s\":%7}")
+      .arg(step)
+      .arg(steps)
+      .arg(loss, 0, 'g', 17)
+      .arg(512.0 / (stepMs / 1e3), 0, 'g', 17)
+      .arg(stepMs, 0, 'g', 17)
+      .arg(mem)
+      .arg(elapsed, 0, 'g', 17)
+      .toUtf8();
+}
+
+// A run folder as ulysses-run leaves it.
+void makeRun(const QString& dir, const QString& status, int steps, int done, double finalLoss, int failedRank = -1,
+             int sp = 2, bool withRunJson = true) {
+  writeFile(dir + "/config.json", QStringLiteral("{\"model\":{\"hidden_size\":64,\"num_attention_heads\":4},"
+                                                 "\"parallel\":{\"sp_size\":%1,\"dp_size\":1},\"train\":{\"steps\":%2,\"lr\":0.003}}")
+                                      .arg(sp)
+                                      .arg(steps)
+                                      .toUtf8());
+  QByteArray metrics;
+  for (int s = 0; s < done; ++s)
+    metrics += metricJson(s, steps, s + 1 == done ? finalLoss : 5.0 - s * 0.1, s == 0 ? 900.0 : 100.0 + s, 1000 + s, 0.1 * (s + 1)) + "\n";
+  writeFile(dir + "/metrics.jsonl", metrics);
+  if (withRunJson) {
+    QString run = QStringLiteral("{\"status\":\"%1\",\"started_at\":\"2026-01-02T03:04:05Z\",\"ended_at\":\"2026-01-02T03:05:05Z\","
+                                 "\"duration_s\":60.5,\"world_size\":%2,\"exit_code\":%3,\"final_loss\":%4,\"steps_done\":%5")
+                      .arg(status)
+                      .arg(sp)
+                      .arg(status == "failed" ? 1 : 0)
+                      .arg(finalLoss, 0, 'g', 17)
+                      .arg(done);
+    if (failedRank >= 0) run += QStringLiteral(",\"failed_rank\":%1,\"message\":\"rank %1 exited with code 1\"").arg(failedRank);
+    else run += QStringLiteral(",\"failed_rank\":null,\"message\":\"\"");
+    writeFile(dir + "/run.json", (run + "}").toUtf8());
+  }
+}
+
+TEST(RunData, ParsesMetricLines) {
+  MetricPoint p;
+  ASSERT_TRUE(parseMetricLine("METRIC " + metricJson(2, 10, 4.25, 120.0, 4096, 1.5), &p));
+  EXPECT_EQ(p.step, 2);
+  EXPECT_EQ(p.steps, 10);
+  EXPECT_DOUBLE_EQ(p.loss, 4.25);
+  EXPECT_DOUBLE_EQ(p.step_ms, 120.0);
+  EXPECT_EQ(p.max_mem_bytes, 4096);
+  EXPECT_DOUBLE_EQ(p.elapsed_s, 1.5);
+  ASSERT_TRUE(parseMetricLine(metricJson(0, 1, 1.0, 1.0, 1, 1.0) + "\n", &p));
+  EXPECT_EQ(p.step, 0);
+  MetricPoint untouched;
+  untouched.step = 77;
+  EXPECT_FALSE(parseMetricLine("step 3/10 loss 4.2", &untouched));
+  EXPECT_FALSE(parseMetricLine("METRIC {\"step\":1,", &untouched));
+  EXPECT_FALSE(parseMetricLine("{\"step\":\"one\",\"loss\":1}", &untouched));
+  EXPECT_FALSE(parseMetricLine("{\"loss\":1}", &untouched));
+  EXPECT_EQ(untouched.step, 77);
+}
+
+TEST(RunData, ParsesRankLines) {
+  int r = -1;
+  QString t;
+  ASSERT_TRUE(parseRankLine("[rank 12] step 3 loss 4.1", &r, &t));
+  EXPECT_EQ(r, 12);
+  EXPECT_EQ(t, "step 3 loss 4.1");
+  ASSERT_TRUE(parseRankLine("[rank 0]", &r, &t));
+  EXPECT_EQ(r, 0);
+  EXPECT_TRUE(t.isEmpty());
+  EXPECT_FALSE(parseRankLine("ulysses-run: starting 4 workers", &r, &t));
+  EXPECT_FALSE(parseRankLine("[rank x] nope", &r, &t));
+}
+
+TEST(RunData, MeasureSkipsWarmupStep) {
+  QVector<MetricPoint> pts;
+  for (int s = 0; s < 4; ++s) {
+    MetricPoint p;
+    p.step = s;
+    p.step_ms = s == 0 ? 5000 : 100 * s;  // 5000 (warm-up), 100, 200, 300
+    p.tokens_per_s = 10.0 * (s + 1);
+    p.max_mem_bytes = s == 2 ? 999 : 10;
+    p.loss = 4 - s;
+    p.elapsed_s = s + 1;
+    pts << p;
+  }
+  const auto m = measure(pts);
+  EXPECT_EQ(m.steps, 4);
+  EXPECT_DOUBLE_EQ(m.medianStepMs, 200);  // median of 100, 200, 300
+  EXPECT_DOUBLE_EQ(m.tokensPerS, 30);     // median of 20, 30, 40
+  EXPECT_EQ(m.maxMemBytes, 999);
+  EXPECT_DOUBLE_EQ(m.finalLoss, 1);
+  EXPECT_DOUBLE_EQ(m.elapsedS, 4);
+  EXPECT_EQ(measure({}).steps, 0);
+}
+
+TEST(RunData, SummaryFallsBackToMetrics) {
+  QTemporaryDir tmp;
+  const QString dir = tmp.filePath("tiny_20260101-101010");
+  makeRun(dir, "running", 10, 4, 3.5, -1, 2, /*withRunJson=*/false);
+  ASSERT_TRUE(isRunDir(dir));
+  const auto s = loadRunSummary(dir);
+  EXPECT_EQ(s.status, "unknown");
+  EXPECT_TRUE(s.hasFinalLoss);
+  EXPECT_DOUBLE_EQ(s.finalLoss, 3.5);
+  EXPECT_EQ(s.stepsDone, 4);
+  EXPECT_EQ(s.steps, 10);
+  EXPECT_EQ(s.worldSize, 2);
+  EXPECT_EQ(s.configName, "tiny");
+  EXPECT_FALSE(isRunDir(tmp.path() + "/nowhere"));
+  makeRun(tmp.filePath("20260101-101010-bench-1b"), "finished", 1, 1, 1.0);
+  EXPECT_EQ(loadRunSummary(tmp.filePath("20260101-101010-bench-1b")).configName, "bench-1b");
+}
+
+TEST(RunData, Slug) {
+  EXPECT_EQ(slug("tiny CPU demo"), "tiny-CPU-demo");
+  EXPECT_EQ(slug("long sequence (GPU)"), "long-sequence-GPU");
+  EXPECT_EQ(slug("  "), "run");
+  EXPECT_EQ(slug("../../etc"), "..-..-etc");  // no path separators survive
+}
+
+TEST(Devices, ParsesNvidiaSmi) {
+  const auto g = parseNvidiaSmiCsv("NVIDIA H200, 143771 MiB\nNVIDIA A100-SXM4-80GB, 81920 MiB\n\nNo devices were found\n");
+  ASSERT_EQ(g.size(), 2);
+  EXPECT_EQ(g[0].name, "NVIDIA H200");
+  EXPECT_EQ(g[0].memoryBytes, 143771LL * 1024 * 1024);
+  EXPECT_EQ(g[1].name, "NVIDIA A100-SXM4-80GB");
+}
+
+TEST(Devices, MissingOrHangingNvidiaSmi) {
+  QTemporaryDir tmp;
+  auto s = discoverDevices(500, tmp.filePath("no-such-nvidia-smi"));
+  EXPECT_TRUE(s.gpus.isEmpty());
+  EXPECT_FALSE(s.note.isEmpty());
+  EXPECT_GE(s.cpuThreads, 1);
+  EXPECT_EQ(s.ranksFor("auto"), s.cpuThreads);
+  EXPECT_EQ(s.ranksFor("cuda"), 0);
+
+  const QString fake = tmp.filePath("nvidia-smi");
+  writeFile(fake, "#!/bin/sh\necho 'NVIDIA H200, 143771 MiB'\necho 'NVIDIA H200, 143771 MiB'\n");
+  QFile::setPermissions(fake, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+  s = discoverDevices(5000, fake);
+  ASSERT_EQ(s.gpus.size(), 2);
+  EXPECT_EQ(s.ranksFor("auto"), 2);
+  EXPECT_EQ(s.ranksFor("cpu"), s.cpuThreads);
+
+  const QString hang = tmp.filePath("hang-smi");
+  writeFile(hang, "#!/bin/sh\nsleep 30\n");
+  QFile::setPermissions(hang, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+  QElapsedTimer t;
+  t.start();
+  s = discoverDevices(300, hang);
+  EXPECT_LT(t.elapsed(), 5000);
+  EXPECT_TRUE(s.gpus.isEmpty());
+  EXPECT_TRUE(s.note.contains("did not answer"));
+}
+
+TEST_F(ModelTest, RunsModelListsRunFolders) {
+  QTemporaryDir tmp;
+  makeRun(tmp.filePath("tiny_20260101-101010"), "finished", 3, 3, 4.123456);
+  makeRun(tmp.filePath("big_20260101-111111"), "failed", 100, 7, 5.5, 2, 4);
+  makeRun(tmp.filePath("loose"), "running", 10, 2, 6.25, -1, 2, false);
+  QDir(tmp.path()).mkpath("not-a-run/inner");
+  QDir(tmp.path()).mkpath(".studio");
+  RunsModel m;
+  tester(&m);
+  m.setRunsDir(tmp.path());
+  ASSERT_EQ(m.rowCount(), 3);
+  EXPECT_EQ(m.columnCount(), RunsModel::ColumnCount);
+  const int tiny = m.rowOfDir(tmp.filePath("tiny_20260101-101010"));
+  const int big = m.rowOfDir(tmp.filePath("big_20260101-111111"));
+  const int loose = m.rowOfDir(tmp.filePath("loose"));
+  ASSERT_GE(tiny, 0);
+  ASSERT_GE(big, 0);
+  ASSERT_GE(loose, 0);
+  EXPECT_EQ(m.index(tiny, RunsModel::Config).data().toString(), "tiny");
+  EXPECT_EQ(m.index(tiny, RunsModel::Status).data().toString(), "finished");
+  EXPECT_EQ(m.index(tiny, RunsModel::FinalLoss).data().toString(), "4.1235");
+  EXPECT_EQ(m.index(tiny, RunsModel::Steps).data().toString(), "3 / 3");
+  EXPECT_EQ(m.index(tiny, RunsModel::Duration).data().toString(), "1 min 00 s");
+  EXPECT_EQ(m.index(big, RunsModel::Status).data().toString(), "failed (rank 2)");
+  EXPECT_EQ(m.index(big, RunsModel::World).data().toString(), "4");
+  EXPECT_TRUE(m.index(big, 0).data(Qt::ToolTipRole).toString().contains("rank 2 exited"));
+  EXPECT_EQ(m.index(loose, RunsModel::FinalLoss).data().toString(), "6.2500");  // from metrics.jsonl
+  EXPECT_DOUBLE_EQ(m.run(tiny).finalLoss, 4.123456);
+
+  // New run appears, deleted run disappears, on refresh.
+  makeRun(tmp.filePath("new_20260102-000000"), "finished", 1, 1, 2.0);
+  m.refresh();
+  EXPECT_EQ(m.rowCount(), 4);
+  ASSERT_TRUE(QDir(tmp.filePath("big_20260101-111111")).removeRecursively());
+  m.refresh();
+  EXPECT_EQ(m.rowCount(), 3);
+  EXPECT_EQ(m.rowOfDir(tmp.filePath("big_20260101-111111")), -1);
+  m.setRunsDir(tmp.filePath("missing"));
+  EXPECT_EQ(m.rowCount(), 0);
+}
+
+TEST_F(ModelTest, CompareModelMarksDifferences) {
+  QTemporaryDir tmp;
+  makeRun(tmp.filePath("a"), "finished", 3, 3, 4.0, -1, 2);
+  makeRun(tmp.filePath("b"), "finished", 5, 5, 3.0, -1, 4);
+  CompareModel m;
+  tester(&m);
+  m.setRuns(loadRunSummary(tmp.filePath("a")), loadRunSummary(tmp.filePath("b")));
+  EXPECT_EQ(m.columnCount(), 3);
+  EXPECT_EQ(m.headerData(CompareModel::RunA, Qt::Horizontal).toString(), "a");
+  const int steps = m.rowOfField("train.steps");
+  const int hidden = m.rowOfField("model.hidden_size");
+  const int loss = m.rowOfField("final loss");
+  ASSERT_GE(steps, 0);
+  ASSERT_GE(hidden, 0);
+  ASSERT_GE(loss, 0);
+  EXPECT_TRUE(m.index(steps, 0).data(CompareModel::DiffersRole).toBool());
+  EXPECT_EQ(m.index(steps, CompareModel::RunA).data().toString(), "3");
+  EXPECT_EQ(m.index(steps, CompareModel::RunB).data().toString(), "5");
+  EXPECT_FALSE(m.index(hidden, 0).data(CompareModel::DiffersRole).toBool());
+  EXPECT_EQ(m.index(loss, CompareModel::RunA).data().toString(), "4.0000");
+  EXPECT_EQ(m.index(loss, CompareModel::RunB).data().toString(), "3.0000");
+  EXPECT_GE(m.differingRows(), 3);  // steps, sp_size, loss, ...
+  m.clear();
+  EXPECT_EQ(m.rowCount(), 0);
+}
+
+TEST_F(ModelTest, RankStatusModelKeepsTails) {
+  RankStatusModel m;
+  tester(&m);
+  m.reset(2);
+  EXPECT_EQ(m.rowCount(), 2);
+  EXPECT_EQ(m.index(0, RankStatusModel::StateColumn).data().toString(), "starting");
+  for (int i = 0; i < 30; ++i) m.appendLine(1, QStringLiteral("line %1").arg(i));
+  EXPECT_EQ(m.index(1, RankStatusModel::StateColumn).data().toString(), "running");
+  EXPECT_EQ(m.index(1, RankStatusModel::Lines).data().toInt(), 30);
+  EXPECT_EQ(m.index(1, RankStatusModel::LastLine).data().toString(), "line 29");
+  EXPECT_EQ(m.lastLines(1, 3), (QStringList{"line 27", "line 28", "line 29"}));
+  EXPECT_EQ(m.lastLines(1, 100).size(), RankStatusModel::kKeepLines);
+  m.appendLine(3, "late rank");  // grows the table
+  EXPECT_EQ(m.rowCount(), 4);
+  m.setState(3, RankStatusModel::State::Failed);
+  m.setAllRunning(RankStatusModel::State::Stopped);
+  EXPECT_EQ(m.state(3), RankStatusModel::State::Failed);
+  EXPECT_EQ(m.state(1), RankStatusModel::State::Stopped);
+  m.appendLine(-1, "ignored");
+  EXPECT_EQ(m.rowCount(), 4);
+}
+
+TEST_F(ModelTest, EstimateModelComparesMeasured) {
+  auto cfg = ulysses::load_run_config(ULYSSES_SOURCE_DIR "/resources/configs/bench-1b.json");
+  ulysses::cost::CostOptions o;
+  o.tflops_per_rank = 400;
+  const auto est = ulysses::cost::estimate(cfg, o);
+  EstimateModel m;
+  tester(&m);
+  EXPECT_EQ(m.rowCount(), EstimateModel::RowCount);
+  EXPECT_EQ(m.index(EstimateModel::StepTime, EstimateModel::Estimate).data().toString(), "");
+  m.setEstimate(est, 10);
+  EXPECT_EQ(m.index(EstimateModel::StepTime, EstimateModel::Estimate).data().toString(),
+            QString::fromStdString(ulysses::cost::format_seconds(est.step_s)));
+  EXPECT_EQ(m.index(EstimateModel::Params, EstimateModel::Estimate).data().toString(), "886.11 M");
+  MeasuredStats meas;
+  meas.steps = 5;
+  meas.medianStepMs = est.step_s * 2e3;  // twice the prediction
+  meas.maxMemBytes = est.total_bytes() / 2;
+  meas.tokensPerS = est.tokens_per_s;
+  m.setMeasured(meas);
+  EXPECT_EQ(m.index(EstimateModel::StepTime, EstimateModel::Ratio).data().toString(), "2.00x");
+  EXPECT_EQ(m.index(EstimateModel::TotalMem, EstimateModel::Ratio).data().toString(), "0.50x");
+  EXPECT_EQ(m.index(EstimateModel::TokensPerS, EstimateModel::Ratio).data().toString(), "1.00x");
+  m.clearEstimate("(invalid config)");
+  EXPECT_EQ(m.index(0, EstimateModel::Estimate).data().toString(), "(invalid config)");
+  EXPECT_EQ(m.index(EstimateModel::StepTime, EstimateModel::Ratio).data().toString(), "");
+  m.clearMeasured();
+  EXPECT_EQ(m.index(EstimateModel::StepTime, EstimateModel::Measured).data().toString(), "");
+}
+
+}  // namespace

@@ -1,0 +1,307 @@
+// Timeline index and draw list: visible-range search and folding against brute-force
+// references on random nested data, and the draw list of uniform traces at three zoom levels
+// with counts computed from the trace's geometry.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "trace/synthetic_trace.hpp"
+#include "trace/timeline_draw.hpp"
+#include "trace/timeline_index.hpp"
+
+using namespace ulysses::ui;
+using ulysses::prof::TraceModel;
+using ulysses::prof::TraceRange;
+
+namespace {
+
+// Random properly nested ranges on `lanes` lanes: top-level ranges with random gaps, each with
+// random children (depth <= 3); widths from 1 ns to 100 us, many tiny ones.
+std::shared_ptr<TraceModel> random_nested(uint64_t seed, int lanes, int top_per_lane) {
+  std::mt19937_64 rng(seed);
+  auto m = std::make_shared<TraceModel>();
+  m->strings = {"r"};
+  std::vector<std::vector<TraceRange>> per(static_cast<size_t>(lanes));
+  std::function<void(int, int64_t, int64_t, int)> children = [&](int lane, int64_t s, int64_t e, int depth) {
+    if (depth >= 3 || e - s < 4) return;
+    int64_t t = s + int64_t(rng() % uint64_t(std::max<int64_t>(1, (e - s) / 8)));
+    const int n = int(rng() % 5);
+    for (int i = 0; i < n && t < e - 1; ++i) {
+      const int64_t w = 1 + int64_t(rng() % uint64_t(std::max<int64_t>(1, (e - t) / 2)));
+      TraceRange r;
+      r.start_ns = t;
+      r.end_ns = std::min(e, t + w);
+      per[size_t(lane)].push_back(r);
+      children(lane, r.start_ns, r.end_ns, depth + 1);
+      t = r.end_ns + int64_t(rng() % 50);
+    }
+  };
+  for (int l = 0; l < lanes; ++l) {
+    int64_t t = 0;
+    for (int i = 0; i < top_per_lane; ++i) {
+      t += int64_t(rng() % 3 == 0 ? rng() % 20000 : rng() % 30);
+      const int64_t w = rng() % 4 == 0 ? 1 + int64_t(rng() % 100000) : 1 + int64_t(rng() % 300);
+      TraceRange r;
+      r.start_ns = t;
+      r.end_ns = t + w;
+      per[size_t(l)].push_back(r);
+      children(l, r.start_ns, r.end_ns, 1);
+      t = r.end_ns;
+    }
+  }
+  for (int l = 0; l < lanes; ++l) {
+    auto& v = per[size_t(l)];
+    std::stable_sort(v.begin(), v.end(), [](const TraceRange& a, const TraceRange& b) {
+      return a.start_ns < b.start_ns || (a.start_ns == b.start_ns && a.end_ns > b.end_ns);
+    });
+    ulysses::prof::Lane lane;
+    lane.rank = l / 2;
+    lane.name = "lane " + std::to_string(l);
+    lane.first = int64_t(m->ranges.size());
+    lane.count = int64_t(v.size());
+    m->lanes.push_back(lane);
+    for (auto r : v) {
+      r.lane = l;
+      r.rank = l / 2;
+      m->ranges.push_back(r);
+    }
+  }
+  for (int r = 0; r < (lanes + 1) / 2; ++r) m->ranks.push_back({r, r, 0, "cpu", "", 0});
+  m->t_min = 0;
+  m->t_max = 0;
+  for (const auto& r : m->ranges) m->t_max = std::max(m->t_max, r.end_ns);
+  return m;
+}
+
+// Reference fold: linear walk over a row's visible ranges.
+std::vector<FoldedSpan> reference_fold(const TimelineIndex& ix, const TimelineRow& row, int64_t t0, int64_t t1, int64_t fold_ns) {
+  std::vector<int64_t> vis;
+  for (int64_t i = 0; i < row.size; ++i) {
+    const auto& r = ix.at(row, i);
+    if (r.end_ns > t0 && r.start_ns < t1) vis.push_back(i);
+  }
+  std::vector<FoldedSpan> out;
+  size_t k = 0;
+  while (k < vis.size()) {
+    const auto& r = ix.at(row, vis[k]);
+    if (r.end_ns - r.start_ns >= fold_ns) {
+      out.push_back({vis[k], 1, r.start_ns, r.end_ns});
+      ++k;
+      continue;
+    }
+    FoldedSpan s{vis[k], 1, r.start_ns, r.end_ns};
+    ++k;
+    while (k < vis.size()) {
+      const auto& n = ix.at(row, vis[k]);
+      if (n.start_ns >= s.end_ns + fold_ns || n.end_ns - n.start_ns >= fold_ns) break;
+      s.end_ns = std::max(s.end_ns, n.end_ns);
+      ++s.count;
+      ++k;
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(TimelineIndex, RowsPartitionEachLaneIntoDisjointSortedRows) {
+  auto m = random_nested(7, 4, 300);
+  auto ix = TimelineIndex::build(m);
+  for (const auto& li : ix->lanes()) {
+    std::multiset<int64_t> seen;
+    for (int32_t d = 0; d < li.row_count; ++d) {
+      const auto& row = ix->rows()[size_t(li.first_row + d)];
+      for (int64_t i = 0; i < row.size; ++i) {
+        seen.insert(ix->range_at(row, i));
+        if (i > 0) {
+          ASSERT_LE(ix->at(row, i - 1).end_ns, ix->at(row, i).start_ns) << "row " << d << " pos " << i;
+        }
+      }
+    }
+    const auto& lane = m->lanes[size_t(li.lane)];
+    ASSERT_EQ(int64_t(seen.size()), lane.count);
+    for (int64_t r = lane.first; r < lane.first + lane.count; ++r) ASSERT_EQ(seen.count(r), 1u) << r;
+  }
+}
+
+TEST(TimelineIndex, VisibleSearchMatchesBruteForce) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    auto m = random_nested(seed, 3, 400);
+    auto ix = TimelineIndex::build(m);
+    std::mt19937_64 rng(seed + 100);
+    for (int q = 0; q < 200; ++q) {
+      const int64_t a = int64_t(rng() % uint64_t(m->t_max + 1000)) - 500;
+      const int64_t b = a + 1 + int64_t(rng() % uint64_t(q % 3 == 0 ? m->t_max + 1 : 5000));
+      for (const auto& li : ix->lanes()) {
+        std::set<int64_t> got, want;
+        for (int32_t d = 0; d < li.row_count; ++d) {
+          const auto& row = ix->rows()[size_t(li.first_row + d)];
+          auto [lo, hi] = ix->visible(row, a, b);
+          for (int64_t i = lo; i < hi; ++i) got.insert(ix->range_at(row, i));
+        }
+        const auto& lane = m->lanes[size_t(li.lane)];
+        for (int64_t r = lane.first; r < lane.first + lane.count; ++r)
+          if (m->ranges[size_t(r)].end_ns > a && m->ranges[size_t(r)].start_ns < b) want.insert(r);
+        ASSERT_EQ(got, want) << "seed " << seed << " window [" << a << ", " << b << ")";
+      }
+    }
+  }
+}
+
+TEST(TimelineIndex, UnsortedLaneIsToleratedAndOverlapIsCommAndComputeTogether) {
+  auto m = std::make_shared<TraceModel>();
+  m->strings = {"x"};
+  m->ranks.push_back({0, 0, 0, "cpu", "", 0});
+  ulysses::prof::Lane main, comm;
+  main.name = "main"; main.first = 0; main.count = 2;
+  comm.name = "comm"; comm.kind = ulysses::prof::LaneKind::Comm; comm.first = 2; comm.count = 1;
+  m->lanes = {main, comm};
+  TraceRange a, b, c;
+  a.start_ns = 500; a.end_ns = 900; a.phase = ulysses::prof::Phase::Attention; a.lane = 0;
+  b.start_ns = 0; b.end_ns = 300; b.phase = ulysses::prof::Phase::Mlp; b.lane = 0;  // out of order
+  c.start_ns = 200; c.end_ns = 600; c.phase = ulysses::prof::Phase::A2ASeqToHead; c.lane = 1;
+  m->ranges = {a, b, c};
+  auto ix = TimelineIndex::build(m);
+  const auto& row = ix->rows()[0];
+  ASSERT_EQ(row.size, 2);
+  EXPECT_EQ(ix->at(row, 0).start_ns, 0);
+  EXPECT_EQ(ix->at(row, 1).start_ns, 500);
+  EXPECT_EQ(ix->find_at(row, 650), 0);
+  EXPECT_EQ(ix->find_at(row, 400), -1);
+  ASSERT_EQ(ix->ranks().size(), 1u);
+  const IntervalList want = {{200, 300}, {500, 600}};
+  EXPECT_EQ(ix->ranks()[0].overlap, want);
+}
+
+TEST(TimelineDraw, FoldMatchesLinearReference) {
+  for (uint64_t seed = 11; seed <= 14; ++seed) {
+    auto m = random_nested(seed, 2, 600);
+    auto ix = TimelineIndex::build(m);
+    std::mt19937_64 rng(seed);
+    for (int q = 0; q < 60; ++q) {
+      const int64_t a = int64_t(rng() % uint64_t(m->t_max + 1));
+      const int64_t b = q % 4 == 0 ? m->t_max + 1 : a + 1 + int64_t(rng() % 200000);
+      const int64_t fold = 1 + int64_t(rng() % 2000);
+      for (const auto& row : ix->rows()) {
+        std::vector<FoldedSpan> got;
+        fold_row(*ix, row, a, b, fold, &got);
+        const auto want = reference_fold(*ix, row, a, b, fold);
+        ASSERT_EQ(got.size(), want.size()) << "seed " << seed << " fold " << fold;
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_EQ(got[i].first, want[i].first) << i;
+          ASSERT_EQ(got[i].count, want[i].count) << i;
+          ASSERT_EQ(got[i].end_ns, want[i].end_ns) << i;
+        }
+      }
+    }
+  }
+}
+
+namespace {
+DrawList draw(const TimelineIndex& ix, int64_t t0, double npp, int width) {
+  DrawParams p;
+  p.vp.t0_ns = t0;
+  p.vp.ns_per_px = npp;
+  p.vp.width_px = width;
+  p.fold_px = 3;
+  DrawList dl;
+  compute_draw_list(ix, compute_layout(ix), p, &dl);
+  return dl;
+}
+}  // namespace
+
+// Uniform ranges 1 us wide every 2 us on 2 ranks x 2 lanes (4 lanes), 1000 per lane.
+TEST(TimelineDraw, UniformRangesAtThreeZooms) {
+  UniformOptions o;
+  o.ranks = 2; o.lanes_per_rank = 2; o.n = 1000; o.width_ns = 1000; o.period_ns = 2000;
+  auto ix = TimelineIndex::build(make_uniform_trace(o));
+  const int lanes = o.ranks * o.lanes_per_rank;
+  const int W = 1000;
+
+  // 50 px per range: every visible range drawn, none folded. Window = 20 us = 10 periods.
+  {
+    const double npp = double(o.width_ns) / 50;
+    const int64_t window = int64_t(npp * W);
+    const int64_t per_lane = (window + o.period_ns - 1) / o.period_ns;
+    DrawList dl = draw(*ix, 0, npp, W);
+    EXPECT_EQ(dl.single_items, per_lane * lanes);
+    EXPECT_EQ(dl.folded_items, 0);
+    for (const auto& it : dl.items) EXPECT_NEAR(it.w, 50.0f, 0.01f);
+  }
+  // 1 px per range, gaps of 1 px < fold_px: each lane's visible ranges fold into one item.
+  {
+    const double npp = double(o.width_ns);
+    const int64_t window = int64_t(npp * W);
+    const int64_t per_lane = (window + o.period_ns - 1) / o.period_ns;
+    DrawList dl = draw(*ix, 0, npp, W);
+    EXPECT_EQ(dl.single_items, 0);
+    EXPECT_EQ(dl.folded_items, lanes);
+    EXPECT_EQ(dl.folded_ranges, per_lane * lanes);
+  }
+  // Offset window at 50 px per range: partial ranges at both edges are drawn too.
+  {
+    const double npp = 20;
+    const int64_t t0 = 1'000'500;  // mid-range: range 500 covers [1'000'000, 1'001'000)
+    DrawList dl = draw(*ix, t0, npp, W);
+    const int64_t t1 = t0 + int64_t(npp * W);
+    int64_t per_lane = 0;
+    for (int64_t i = 0; i < o.n; ++i)
+      if (i * o.period_ns + o.width_ns > t0 && i * o.period_ns < t1) ++per_lane;
+    EXPECT_EQ(dl.single_items, per_lane * lanes);
+    EXPECT_EQ(dl.folded_items, 0);
+  }
+}
+
+// Bursts of 10 ranges (1 us every 2 us), 100 us apart: at 1 px per range each burst is one
+// folded item of 10.
+TEST(TimelineDraw, BurstsFoldSeparately) {
+  UniformOptions o;
+  o.ranks = 1; o.lanes_per_rank = 1; o.n = 1000; o.width_ns = 1000; o.period_ns = 2000;
+  o.burst = 10; o.burst_gap_ns = 100'000;
+  auto ix = TimelineIndex::build(make_uniform_trace(o));
+  const double npp = 1000;
+  const int W = 1000;
+  DrawList dl = draw(*ix, 0, npp, W);
+  const int64_t burst_period = o.burst * o.period_ns + o.burst_gap_ns;
+  const int64_t bursts = (int64_t(npp * W) + burst_period - 1) / burst_period;
+  EXPECT_EQ(dl.folded_items, bursts);
+  EXPECT_EQ(dl.single_items, 0);
+  for (const auto& it : dl.items) EXPECT_EQ(it.count, o.burst);
+  // Zoomed out so far that all bursts touch: one item for the lane.
+  DrawList all = draw(*ix, 0, 1e6, W);
+  EXPECT_EQ(all.folded_items, 1);
+  EXPECT_EQ(all.folded_ranges, o.n);
+}
+
+TEST(TimelineDraw, FullViewOfLargeTraceIsBoundedByPixels) {
+  SyntheticOptions so;
+  so.ranks = 2; so.steps = 3; so.layers = 8;
+  auto m = make_synthetic_trace(so);
+  auto ix = TimelineIndex::build(m);
+  DrawParams p;
+  p.vp.width_px = 800;
+  p.vp.fit(ix->t_min(), ix->t_max());
+  DrawList dl;
+  compute_draw_list(*ix, compute_layout(*ix), p, &dl);
+  // Every range is either drawn or inside a fold, and no row has more items than pixels/1.
+  EXPECT_EQ(dl.single_items + dl.folded_ranges, int64_t(m->ranges.size()));
+  EXPECT_LE(int64_t(dl.items.size()), int64_t(ix->rows().size()) * 800);
+  EXPECT_GT(dl.folded_items, 0);
+  EXPECT_FALSE(dl.shades.empty());  // head chunks overlap a2a with attention
+}
+
+TEST(TimelineDraw, HitTestFindsItemUnderCursor) {
+  UniformOptions o;
+  o.ranks = 1; o.lanes_per_rank = 1; o.n = 10; o.width_ns = 1000; o.period_ns = 2000;
+  auto ix = TimelineIndex::build(make_uniform_trace(o));
+  DrawList dl = draw(*ix, 0, 20, 1000);
+  ASSERT_EQ(dl.items.size(), 10u);
+  const auto& third = dl.items[2];  // range 2: x = 4000/20 = 200 .. 250
+  EXPECT_NEAR(third.x, 200.0f, 0.01f);
+  EXPECT_EQ(hit_test(dl, 225, third.y + 2), 2);
+  EXPECT_EQ(hit_test(dl, 275, third.y + 2), -1);  // in the gap, > 2 px from both
+  EXPECT_EQ(dl.items[size_t(hit_test(dl, 225, third.y + 2))].range, 2);
+}

@@ -1,0 +1,161 @@
+// Item models of the trace views: QAbstractItemModelTester on each table, and the numbers
+// they carry (head ownership, per-head-range times, kernels of a range, comparison deltas).
+#include <gtest/gtest.h>
+
+#include <QAbstractItemModelTester>
+#include <map>
+
+#include "trace/phase_style.hpp"
+#include "trace/synthetic_trace.hpp"
+#include "trace/timeline_index.hpp"
+#include "trace/trace_models.hpp"
+#include "ulysses/profiler/analysis.hpp"
+
+using namespace ulysses::ui;
+namespace prof = ulysses::prof;
+
+namespace {
+std::shared_ptr<prof::TraceModel> small_gpu_trace(uint64_t seed = 1) {
+  SyntheticOptions o;
+  o.ranks = 4; o.heads = 16; o.layers = 3; o.head_chunks = 2; o.steps = 2; o.seed = seed;
+  return make_synthetic_trace(o);
+}
+void check_model(TableData t, int min_rows) {
+  TableModel model;
+  QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  model.setTable(std::move(t));
+  EXPECT_GE(model.rowCount(), min_rows);
+  for (int r = 0; r < model.rowCount(); ++r)
+    for (int c = 0; c < model.columnCount(); ++c) EXPECT_TRUE(model.data(model.index(r, c)).isValid()) << r << "," << c;
+  model.setTable({});  // reset to empty
+  EXPECT_EQ(model.rowCount(), 0);
+}
+}  // namespace
+
+TEST(TraceModels, EveryReportTablePassesModelTester) {
+  auto m = small_gpu_trace();
+  const prof::Summary s = prof::analyze(*m);
+  check_model(rank_totals_table(s), 4);
+  check_model(step_table(s), 8);
+  check_model(layer_table_data(s), 6);  // 3 layers x 2 directions
+  check_model(head_range_table_data(s), 8);
+  check_model(skew_table(s), 1);
+  check_model(memory_phase_table(s), 1);
+  check_model(names_table(s), 1);
+  check_model(compare_table(s, prof::analyze(*small_gpu_trace(2))), 4);
+  check_model(head_map_table(head_map_rows(*m)), 8);
+  auto ix = TimelineIndex::build(m);
+  check_model(steps_table(*m, ix->steps()), 2);
+  check_model(search_table(*m, "attention", 50), 50);
+  check_model(range_details_table(*m, 0), 5);
+}
+
+TEST(TraceModels, TableModelSortAndKeyRoles) {
+  TableData t;
+  t.headers = {"name", "ms"};
+  t.add({"a", "2.000"}, {"a", 2.0}, 7);
+  t.add({"b", "10.000"}, {"b", 10.0}, 9);
+  TableModel model;
+  model.setTable(t);
+  EXPECT_EQ(model.data(model.index(1, 1), TableModel::SortRole).toDouble(), 10.0);
+  EXPECT_EQ(model.data(model.index(1, 1)).toString(), QString("10.000"));
+  EXPECT_EQ(model.data(model.index(0, 0), TableModel::KeyRole).toLongLong(), 7);
+  EXPECT_EQ(model.rowOfKey(9), 1);
+  EXPECT_EQ(model.rowOfKey(3), -1);
+  EXPECT_EQ(model.headerData(1, Qt::Horizontal).toString(), QString("ms"));
+}
+
+TEST(TraceModels, HeadMapOwnershipFollowsUlyssesSplit) {
+  auto m = small_gpu_trace();
+  const auto rows = head_map_rows(*m);
+  const int H = 16, P = 4;
+  std::map<std::pair<int, int>, int64_t> att;  // brute force from head lanes
+  for (const auto& l : m->lanes) {
+    if (l.kind != prof::LaneKind::HeadRange) continue;
+    for (int64_t i = l.first; i < l.first + l.count; ++i) {
+      const auto& r = m->ranges[size_t(i)];
+      if (r.phase == prof::Phase::Attention) att[{r.rank, r.head_begin}] += r.duration();
+    }
+  }
+  ASSERT_EQ(rows.size(), att.size());
+  for (const auto& row : rows) {
+    EXPECT_EQ(row.owned_begin, row.sp_rank * H / P);
+    EXPECT_EQ(row.owned_end, (row.sp_rank + 1) * H / P);
+    EXPECT_TRUE(row.inside_owned);
+    EXPECT_EQ(row.attention_ns, (att[{row.rank, row.head_begin}])) << row.rank << " " << row.head_begin;
+    EXPECT_GT(row.a2a_seq_to_head_ns, 0);
+  }
+  // A head range measured outside the owned heads is flagged.
+  auto bad = std::make_shared<prof::TraceModel>(*m);
+  for (auto& r : bad->ranges)
+    if (r.rank == 0 && r.head_begin == 0) { r.head_begin = 8; r.head_end = 10; }
+  bool flagged = false;
+  for (const auto& row : head_map_rows(*bad)) flagged |= row.rank == 0 && row.head_begin == 8 && !row.inside_owned;
+  EXPECT_TRUE(flagged);
+}
+
+TEST(TraceModels, KernelsOfAHostRange) {
+  SyntheticOptions o;
+  o.ranks = 2; o.heads = 8; o.layers = 2; o.head_chunks = 2; o.steps = 1; o.kernels_per_range = 3;
+  auto m = make_synthetic_trace(o);
+  int64_t att = -1;
+  for (size_t i = 0; i < m->ranges.size(); ++i) {
+    const auto& r = m->ranges[i];
+    if (!r.is_kernel && r.phase == prof::Phase::Attention && m->lanes[size_t(r.lane)].kind == prof::LaneKind::HostThread) { att = int64_t(i); break; }
+  }
+  ASSERT_GE(att, 0);
+  const TableData k = range_kernels_table(*m, att);
+  EXPECT_EQ(k.rows.size(), 3);
+  for (qint64 key : k.keys) {
+    EXPECT_TRUE(m->ranges[size_t(key)].is_kernel);
+    EXPECT_EQ(m->ranges[size_t(key)].layer, m->ranges[size_t(att)].layer);
+  }
+  const TableData d = range_details_table(*m, att);
+  bool has_heads = false;
+  for (const auto& row : d.rows) has_heads |= row[0].toString() == "heads" && row[1].toString().contains('-');
+  EXPECT_TRUE(has_heads);
+}
+
+TEST(TraceModels, CompareTableShowsDifferences) {
+  prof::Summary a, b;
+  a.overall.comm_ns = 2'000'000;
+  b.overall.comm_ns = 3'000'000;
+  a.overall.ratio = 0.5;
+  b.overall.ratio = 0.25;
+  const TableData t = compare_table(a, b);
+  bool seen_comm = false, seen_ratio = false;
+  for (int i = 0; i < t.rows.size(); ++i) {
+    if (t.rows[i][0].toString() == "overall comm ms") {
+      seen_comm = true;
+      EXPECT_DOUBLE_EQ(t.sort[i][3].toDouble(), 1'000'000.0);
+      EXPECT_EQ(t.rows[i][4].toString(), QString("50.0%"));
+    }
+    if (t.rows[i][0].toString() == "overall overlap ratio") {
+      seen_ratio = true;
+      EXPECT_DOUBLE_EQ(t.sort[i][3].toDouble(), -0.25);
+    }
+  }
+  EXPECT_TRUE(seen_comm);
+  EXPECT_TRUE(seen_ratio);
+}
+
+TEST(TraceModels, SearchFindsByNameAndPhase) {
+  auto m = small_gpu_trace();
+  int64_t total = 0;
+  const TableData t = search_table(*m, "NCCL", 10, &total);
+  int64_t want = 0;
+  for (const auto& r : m->ranges) want += m->strings[size_t(r.name_id)].find("ncclDev") == 0;
+  EXPECT_EQ(total, want);
+  EXPECT_EQ(t.rows.size(), 10);
+  for (int i = 1; i < t.rows.size(); ++i) EXPECT_LE(t.sort[i - 1][3].toLongLong(), t.sort[i][3].toLongLong());
+}
+
+TEST(PhaseStyle, AllToAllsAndAttentionAreDistinct) {
+  const uint32_t a = phase_argb(prof::Phase::A2ASeqToHead), b = phase_argb(prof::Phase::A2AHeadToSeq), c = phase_argb(prof::Phase::Attention);
+  EXPECT_NE(a, c);
+  EXPECT_NE(b, c);
+  EXPECT_NE(a, b);
+  EXPECT_NE(phase_argb(prof::Phase::Attention, prof::Direction::Backward), c);
+  EXPECT_EQ(format_duration_ns(1'250'000), "1.25 ms");
+  EXPECT_EQ(format_bytes(3 << 20), "3.0 MiB");
+}

@@ -1,0 +1,296 @@
+// TraceView offscreen: loading real trace files through the profiler (ours and an nsys-style
+// export) in the background, what the timeline draws at three zoom levels, the four views,
+// offscreen rendering, and corrupt / empty traces shown as a message without a crash.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <QApplication>
+#include <QDir>
+#include <QFile>
+#include <QTemporaryDir>
+
+#include "trace/memory_view.hpp"
+#include "trace/synthetic_trace.hpp"
+#include "trace/timeline_widget.hpp"
+#include "trace/trace_view.hpp"
+#include "ulysses/profiler/trace_writer.hpp"
+
+using namespace ulysses::ui;
+namespace prof = ulysses::prof;
+
+namespace {
+
+// One rank file: `n` attention ranges of width_ns every period_ns on the main thread, plus a
+// seq->head all-to-all on the comm lane for every second one, a step record and memory samples.
+void write_rank_file(const QString& path, int rank, int world, int n, int64_t width_ns, int64_t period_ns) {
+  prof::TracerOptions o;
+  o.path = path.toStdString();
+  o.rank = rank;
+  o.world_size = world;
+  o.sp_rank = rank;
+  o.sp_size = world;
+  o.run_config_json = R"({"model":{"num_attention_heads":8}})";
+  prof::TraceWriter w(o, 4242 + rank);
+  w.name_thread(100, "main");
+  w.begin();
+  const int64_t t0 = 1'000'000;
+  for (int i = 0; i < n; ++i) {
+    prof::RangeRecord r;
+    r.start_ns = t0 + i * period_ns;
+    r.end_ns = r.start_ns + width_ns;
+    r.tid = 100;
+    r.step = 0;
+    r.info.phase = prof::Phase::Attention;
+    r.info.dir = prof::Direction::Forward;
+    r.info.layer = i % 4;
+    w.write_range(r);
+    if (i % 2 == 0) {
+      prof::RangeRecord c = r;
+      c.tid = prof::kCommTid;
+      c.push_pop = false;
+      c.info.phase = prof::Phase::A2ASeqToHead;
+      c.info.bytes_sent = 1 << 20;
+      w.write_range(c);
+    }
+    prof::MemorySample ms{int64_t(100 + i) << 20, int64_t(200 + i) << 20, int64_t(100 + i) << 20};
+    w.write_memory(r.end_ns, 0, "after attention", ms);
+  }
+  prof::StepRecord sr;
+  sr.step = 0;
+  sr.loss = 3.5;
+  w.write_step(sr, t0, t0 + n * period_ns);
+  w.commit();
+  w.close();
+}
+
+int count_items(const DrawList& dl, const prof::TraceModel& m, prof::Phase ph, bool folded) {
+  int n = 0;
+  for (const auto& it : dl.items) {
+    if ((it.count > 1) != folded) continue;
+    if (m.ranges[size_t(it.range)].phase == ph && !m.ranges[size_t(it.range)].is_kernel &&
+        m.lanes[size_t(m.ranges[size_t(it.range)].lane)].kind == prof::LaneKind::HostThread)
+      ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST(TraceView, ViewNamesAndUnknownView) {
+  TraceView v;
+  EXPECT_EQ(TraceView::viewNames(), (QStringList{"timeline", "headmap", "memory", "report"}));
+  for (const auto& n : TraceView::viewNames()) {
+    EXPECT_TRUE(v.setView(n));
+    EXPECT_EQ(v.currentView(), n);
+  }
+  EXPECT_FALSE(v.setView("flamegraph"));
+  EXPECT_EQ(v.currentView(), QString("report"));
+}
+
+TEST(TraceView, LoadsRunDirectoryAndDrawsAtThreeZooms) {
+  QTemporaryDir dir;
+  ASSERT_TRUE(dir.isValid());
+  QDir(dir.path()).mkpath("trace");
+  const int n = 400;
+  const int64_t width = 1000, period = 2000;
+  for (int r = 0; r < 2; ++r) write_rank_file(dir.filePath(QString("trace/rank%1.sqlite").arg(r)), r, 2, n, width, period);
+
+  TraceView v;
+  v.resize(1400, 2000);
+  QString err;
+  ASSERT_TRUE(v.openTraceAndWait(dir.path(), &err)) << err.toStdString();
+  EXPECT_TRUE(v.message().isEmpty());
+  auto m = v.model();
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->ranks.size(), 2u);
+  TimelineWidget* tl = v.timeline();
+  tl->resize(1200, 1800);  // tall enough that every lane is on screen
+  const int W = tl->width() - tl->gutterWidth();
+  ASSERT_GT(W, 100);
+
+  // (1) 50 px per range: every visible attention range drawn on its own.
+  TimelineViewport vp = tl->viewport();
+  vp.width_px = W;
+  vp.ns_per_px = double(width) / 50;
+  vp.t0_ns = 1'000'000;
+  tl->setViewport(vp);
+  {
+    const int64_t per_rank = (int64_t(vp.ns_per_px * W) + period - 1) / period;
+    EXPECT_EQ(count_items(tl->drawList(), *m, prof::Phase::Attention, false), 2 * per_rank);
+    EXPECT_EQ(count_items(tl->drawList(), *m, prof::Phase::Attention, true), 0);
+  }
+  // (2) 1 px per range (gaps 1 px): one folded item per rank's main lane, holding them all.
+  vp.ns_per_px = double(width);
+  tl->setViewport(vp);
+  {
+    const int64_t per_rank = std::min<int64_t>(n, (int64_t(vp.ns_per_px * W) + period - 1) / period);
+    EXPECT_EQ(count_items(tl->drawList(), *m, prof::Phase::Attention, false), 0);
+    EXPECT_EQ(count_items(tl->drawList(), *m, prof::Phase::Attention, true), 2);
+    int64_t folded = 0;
+    for (const auto& it : tl->drawList().items)
+      if (it.count > 1 && m->ranges[size_t(it.range)].phase == prof::Phase::Attention &&
+          m->lanes[size_t(m->ranges[size_t(it.range)].lane)].kind == prof::LaneKind::HostThread)
+        folded += it.count;
+    EXPECT_EQ(folded, 2 * per_rank);
+  }
+  // (3) 10 px per range, gaps 10 px > fold: all drawn; window 100 periods.
+  vp.ns_per_px = double(width) / 10;
+  vp.t0_ns = 1'000'000 + 50 * period;
+  tl->setViewport(vp);
+  {
+    const int64_t t0 = vp.t0_ns, t1 = vp.t0_ns + int64_t(vp.ns_per_px * W);
+    int64_t per_rank = 0;
+    for (int i = 0; i < n; ++i) {
+      const int64_t s = 1'000'000 + i * period;
+      per_rank += s + width > t0 && s < t1;
+    }
+    EXPECT_EQ(count_items(tl->drawList(), *m, prof::Phase::Attention, false), 2 * per_rank);
+    EXPECT_EQ(count_items(tl->drawList(), *m, prof::Phase::Attention, true), 0);
+  }
+  // The memory view follows the timeline's viewport.
+  auto* mem = v.findChild<MemoryView*>();
+  ASSERT_NE(mem, nullptr);
+  EXPECT_EQ(mem->viewport().t0_ns, tl->viewport().t0_ns);
+  EXPECT_GT(mem->seriesCount(), 0);
+}
+
+TEST(TraceView, RendersEveryViewOffscreen) {
+  SyntheticOptions o;
+  o.ranks = 2; o.heads = 8; o.layers = 2; o.steps = 2; o.head_chunks = 2;
+  TraceView v;
+  v.setModel(make_synthetic_trace(o));
+  ASSERT_TRUE(v.message().isEmpty());
+  for (const auto& name : TraceView::viewNames()) {
+    ASSERT_TRUE(v.setView(name));
+    const QImage img = v.renderToImage(QSize(900, 700));
+    ASSERT_EQ(img.size(), QSize(900, 700)) << name.toStdString();
+    // Not blank: many distinct colours.
+    QSet<QRgb> colours;
+    for (int y = 0; y < img.height(); y += 7)
+      for (int x = 0; x < img.width(); x += 7) colours.insert(img.pixel(x, y));
+    EXPECT_GT(colours.size(), 8) << name.toStdString();
+  }
+}
+
+TEST(TraceView, SelectingAndFilteringKeepTablesInSync) {
+  SyntheticOptions o;
+  o.ranks = 2; o.heads = 8; o.layers = 2; o.steps = 3; o.head_chunks = 2;
+  TraceView v;
+  v.resize(1200, 900);
+  v.setModel(make_synthetic_trace(o));
+  TimelineWidget* tl = v.timeline();
+  tl->fitStep(1);
+  const auto& st = tl->index()->steps();
+  ASSERT_EQ(st.size(), 3u);
+  EXPECT_EQ(tl->currentStep(), 1);
+  EXPECT_LE(tl->viewport().t0_ns, st[1].start_ns);
+  EXPECT_GE(tl->viewport().t1_ns(), st[1].end_ns);
+  tl->nextStep();
+  EXPECT_EQ(tl->currentStep(), 2);
+  tl->prevStep();
+  EXPECT_EQ(tl->currentStep(), 1);
+  // Filter + jump selects a matching range and puts it in view.
+  EXPECT_GT(tl->setFilter("a2a_head"), 0);
+  ASSERT_TRUE(tl->jumpToMatch(true));
+  const auto& m = *v.model();
+  const auto& r = m.ranges[size_t(tl->selectedRange())];
+  EXPECT_EQ(r.phase, prof::Phase::A2AHeadToSeq);
+  EXPECT_LT(tl->viewport().t0_ns, r.end_ns);
+  EXPECT_GT(tl->viewport().t1_ns(), r.start_ns);
+  const int64_t first = tl->selectedRange();
+  ASSERT_TRUE(tl->jumpToMatch(true));
+  EXPECT_GE(m.ranges[size_t(tl->selectedRange())].start_ns, m.ranges[size_t(first)].start_ns);
+  EXPECT_NE(tl->selectedRange(), first);
+}
+
+TEST(TraceView, CorruptEmptyAndMissingTracesShowAMessage) {
+  QTemporaryDir dir;
+  TraceView v;
+  QString err;
+  // missing
+  EXPECT_FALSE(v.openTrace(dir.filePath("nope.sqlite"), &err));
+  EXPECT_TRUE(err.contains("does not exist"));
+  EXPECT_FALSE(v.message().isEmpty());
+  // empty file
+  {
+    QFile f(dir.filePath("empty.sqlite"));
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+  }
+  EXPECT_FALSE(v.openTraceAndWait(dir.filePath("empty.sqlite"), &err));
+  EXPECT_TRUE(v.message().contains("empty")) << v.message().toStdString();
+  // garbage
+  {
+    QFile f(dir.filePath("garbage.sqlite"));
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write(QByteArray(4096, 'x'));
+  }
+  EXPECT_FALSE(v.openTraceAndWait(dir.filePath("garbage.sqlite"), &err));
+  EXPECT_FALSE(err.isEmpty());
+  EXPECT_FALSE(v.message().isEmpty());
+  // a valid SQLite header with the rest cut off (truncated copy)
+  write_rank_file(dir.filePath("full.sqlite"), 0, 1, 200, 1000, 2000);
+  {
+    QFile f(dir.filePath("full.sqlite"));
+    ASSERT_TRUE(f.open(QIODevice::ReadOnly));
+    QByteArray head = f.read(f.size() / 2);
+    QFile g(dir.filePath("cut.sqlite"));
+    ASSERT_TRUE(g.open(QIODevice::WriteOnly));
+    g.write(head);
+  }
+  EXPECT_FALSE(v.openTraceAndWait(dir.filePath("cut.sqlite"), &err));
+  EXPECT_FALSE(v.message().isEmpty());
+  // an empty model
+  v.setModel(std::make_shared<prof::TraceModel>());
+  EXPECT_TRUE(v.message().contains("empty"));
+  EXPECT_FALSE(v.renderToImage(QSize(400, 300)).isNull());
+  // and the view still opens a good trace afterwards
+  EXPECT_TRUE(v.openTraceAndWait(dir.filePath("full.sqlite"), &err)) << err.toStdString();
+  EXPECT_TRUE(v.message().isEmpty());
+}
+
+TEST(TraceView, OpensNsightSystemsExport) {
+  QTemporaryDir dir;
+  const QString path = dir.filePath("report.sqlite");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.toUtf8().constData(), &db), SQLITE_OK);
+  const char* sql =
+      "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);"
+      "CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER,"
+      " category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER,"
+      " domainId INTEGER, uint64Value INTEGER, int64Value INTEGER, doubleValue REAL, uint32Value INTEGER,"
+      " int32Value INTEGER, floatValue REAL, jsonTextId INTEGER, jsonText TEXT);"
+      "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,"
+      " contextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, demangledName INTEGER,"
+      " shortName INTEGER, gridX INTEGER, gridY INTEGER, gridZ INTEGER, blockX INTEGER, blockY INTEGER, blockZ INTEGER);"
+      "INSERT INTO StringIds VALUES (1, 'attention'), (2, 'flash_fwd_kernel'), (3, 'ncclDevKernel_SendRecv');";
+  ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  const int64_t gpid = 777LL << 24, gtid = gpid + 55;
+  for (int i = 0; i < 50; ++i) {
+    const int64_t s = 1'000'000 + i * 10'000;
+    const std::string q =
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, textId, globalTid) VALUES (" + std::to_string(s) + "," +
+        std::to_string(s + 5000) + ",59,1," + std::to_string(gtid) + ");"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, globalPid, demangledName, shortName)"
+        " VALUES (" + std::to_string(s + 100) + "," + std::to_string(s + 4000) + ",0,7," + std::to_string(gpid) + ",2,2),(" +
+        std::to_string(s + 2000) + "," + std::to_string(s + 6000) + ",0,13," + std::to_string(gpid) + ",3,3);";
+    ASSERT_EQ(sqlite3_exec(db, q.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  }
+  sqlite3_close(db);
+
+  TraceView v;
+  v.resize(1200, 900);
+  QString err;
+  ASSERT_TRUE(v.openTraceAndWait(path, &err)) << err.toStdString();
+  auto m = v.model();
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(m->from_nsys);
+  int streams = 0;
+  for (const auto& l : m->lanes) streams += l.kind == prof::LaneKind::CudaStream;
+  EXPECT_EQ(streams, 2);
+  // Kernel overlap (nccl on stream 13 while flash runs on stream 7) is shaded.
+  auto* tl = v.timeline();
+  tl->fitAll();
+  EXPECT_FALSE(tl->drawList().shades.empty());
+  EXPECT_EQ(tl->index()->ranks().size(), 1u);
+  EXPECT_FALSE(tl->index()->ranks()[0].overlap.empty());
+}

@@ -1,0 +1,42 @@
+// Per-rank status of a live run: state, number of log lines and the last line, with the
+// last lines of each rank kept for failure messages.
+#pragma once
+
+#include <QAbstractTableModel>
+#include <QStringList>
+#include <QVector>
+
+namespace ulysses::ui {
+
+class RankStatusModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  enum class State { Starting, Running, Finished, Failed, Stopped };
+  enum Column { Rank, StateColumn, Lines, LastLine, ColumnCount };
+  static constexpr int kKeepLines = 20;
+
+  explicit RankStatusModel(QObject* parent = nullptr);
+  void reset(int worldSize);                        // every rank Starting
+  void appendLine(int rank, const QString& text);  // grows the table for unknown ranks
+  void setState(int rank, State s);
+  void setAllRunning(State s);                     // every rank still Starting/Running -> s
+  State state(int rank) const;
+  QStringList lastLines(int rank, int n) const;
+  static QString stateName(State s);
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
+
+ private:
+  struct RankRow {
+    State state = State::Starting;
+    int lines = 0;
+    QStringList tail;
+  };
+  void ensure(int rank);
+  QVector<RankRow> ranks_;
+};
+
+}  // namespace ulysses::ui

@@ -1,0 +1,73 @@
+// Plain data the studio reads from a run directory (docs/CONTRACTS.md): METRIC lines,
+// RUN/run.json, RUN/config.json, "[rank r] " log lines. The UI never parses elsewhere.
+#pragma once
+
+#include <QJsonObject>
+#include <QMetaType>
+#include <QString>
+#include <QStringList>
+#include <QVector>
+
+namespace ulysses::ui {
+
+// One METRIC object (rank 0, one per finished step).
+struct MetricPoint {
+  int step = -1;
+  int steps = 0;
+  double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, step_ms = 0, elapsed_s = 0;
+  qint64 tokens = 0, max_mem_bytes = 0;
+};
+
+// Parses `{json}` or `METRIC {json}`; false (and *point untouched) for anything else.
+bool parseMetricLine(const QByteArray& line, MetricPoint* point);
+// Every METRIC object of RUN/metrics.jsonl, skipping lines that do not parse.
+QVector<MetricPoint> readMetricsFile(const QString& path);
+
+// Splits "[rank 3] text" into 3 and "text"; false when the line has no rank prefix.
+bool parseRankLine(const QString& line, int* rank, QString* text);
+
+// What RUN/run.json (written by ulysses-run) says, plus the config name.
+struct RunSummary {
+  QString dir;          // absolute path of the run directory
+  QString name;         // directory name
+  QString configName;   // "name" of the config, else the directory name without its time stamp
+  QString status;       // running | finished | failed | stopped | unknown
+  QString startedAt, endedAt;
+  double durationS = -1;
+  bool hasFinalLoss = false;
+  double finalLoss = 0;
+  int stepsDone = -1;
+  int steps = -1;       // train.steps from RUN/config.json
+  int worldSize = 0;
+  int exitCode = 0;
+  int failedRank = -1;
+  QString message;
+  QJsonObject config;   // RUN/config.json
+  bool hasTrace = false;
+};
+
+// True when `dir` looks like a run directory (run.json, config.json or metrics.jsonl).
+bool isRunDir(const QString& dir);
+// Reads a run directory; fields missing from run.json stay at their defaults. When
+// run.json has no final loss but metrics.jsonl has steps, the last METRIC loss is used.
+RunSummary loadRunSummary(const QString& dir);
+// Every run directory directly under `runsDir`, newest first.
+QVector<RunSummary> scanRunsDir(const QString& runsDir);
+
+// Figures measured in a run, for comparison with the cost model.
+struct MeasuredStats {
+  int steps = 0;
+  double medianStepMs = 0;    // over steps after the first (warm-up) when there are several
+  qint64 maxMemBytes = 0;
+  double tokensPerS = 0;      // median
+  double finalLoss = 0;
+  double elapsedS = 0;
+};
+MeasuredStats measure(const QVector<MetricPoint>& points);
+
+// Directory-name friendly form of a config name: "tiny CPU demo" -> "tiny-CPU-demo".
+QString slug(const QString& name);
+
+}  // namespace ulysses::ui
+
+Q_DECLARE_METATYPE(ulysses::ui::MetricPoint)

@@ -1,0 +1,550 @@
+// Launcher page: config form, validation, presets, devices and estimates.
+#include "launcher_page.hpp"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSplitter>
+#include <QTableView>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "config_fields.hpp"
+#include "cost_model.hpp"
+#include "estimate_model.hpp"
+#include "studio_paths.hpp"
+
+namespace ulysses::ui {
+
+namespace {
+const char* kErrorStyle = "color: #d03030;";
+const char* kWarnStyle = "color: #c07000;";
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+QString sectionTitle(const QString& s) {
+  if (s == QLatin1String("model")) return QStringLiteral("Model (Hugging Face LlamaConfig)");
+  if (s == QLatin1String("parallel")) return QStringLiteral("Parallelism");
+  if (s == QLatin1String("train")) return QStringLiteral("Training");
+  if (s == QLatin1String("data")) return QStringLiteral("Data");
+  return QStringLiteral("Profiling");
+}
+
+// Text shown in the form for a JSON value.
+QString valueText(const json& v) {
+  if (v.is_string()) return qs(v.get<std::string>());
+  if (v.is_null()) return QString();
+  return qs(v.dump());
+}
+}  // namespace
+
+LauncherPage::LauncherPage(QWidget* parent) : QWidget(parent) {
+  configsDir_ = findConfigsDir();
+  estimates_ = new EstimateModel(this);
+  buildUi();
+  filling_ = true;
+  setConfigJson(RunConfig{}.to_json(), nullptr);
+  filling_ = false;
+  revalidate();
+}
+
+void LauncherPage::buildUi() {
+  auto* top = new QHBoxLayout;
+  presets_ = new QComboBox(this);
+  presets_->setObjectName(QStringLiteral("presets"));
+  presets_->addItem(QStringLiteral("(choose a preset)"));
+  presets_->addItems(presetNames());
+  presets_->setToolTip(QStringLiteral("Example configs from %1").arg(configsDir_));
+  connect(presets_, &QComboBox::activated, this, [this](int i) {
+    if (i <= 0) return;
+    QString err;
+    if (!loadPreset(presets_->itemText(i), &err)) status_->setText(err);
+  });
+  name_ = new QLineEdit(this);
+  name_->setObjectName(QStringLiteral("name"));
+  name_->setPlaceholderText(QStringLiteral("run name"));
+  connect(name_, &QLineEdit::textChanged, this, &LauncherPage::revalidate);
+  top->addWidget(new QLabel(QStringLiteral("Preset:"), this));
+  top->addWidget(presets_);
+  top->addSpacing(12);
+  top->addWidget(new QLabel(QStringLiteral("Name:"), this));
+  top->addWidget(name_, 1);
+
+  // Form, one group per section.
+  auto* formHost = new QWidget;
+  auto* formCol = new QVBoxLayout(formHost);
+  QString currentSection;
+  QFormLayout* form = nullptr;
+  for (const auto& spec : configFields()) {
+    if (spec.section != currentSection) {
+      currentSection = spec.section;
+      auto* box = new QGroupBox(sectionTitle(spec.section), formHost);
+      form = new QFormLayout(box);
+      form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+      formCol->addWidget(box);
+    }
+    const QString dotted = spec.dotted();
+    auto* cell = new QWidget;
+    auto* cellLayout = new QVBoxLayout(cell);
+    cellLayout->setContentsMargins(0, 0, 0, 0);
+    cellLayout->setSpacing(1);
+    FieldUi ui;
+    switch (spec.kind) {
+      case FieldKind::Integer:
+      case FieldKind::Number:
+      case FieldKind::Text: {
+        auto* e = new QLineEdit(cell);
+        connect(e, &QLineEdit::textChanged, this, &LauncherPage::revalidate);
+        cellLayout->addWidget(e);
+        ui.editor = e;
+        break;
+      }
+      case FieldKind::Path: {
+        auto* row = new QHBoxLayout;
+        auto* e = new QLineEdit(cell);
+        connect(e, &QLineEdit::textChanged, this, &LauncherPage::revalidate);
+        auto* browse = new QToolButton(cell);
+        browse->setText(QStringLiteral("…"));
+        browse->setToolTip(QStringLiteral("Choose"));
+        const bool isDir = spec.key != QLatin1String("path");
+        connect(browse, &QToolButton::clicked, this, [this, e, isDir] {
+          const QString p = isDir ? QFileDialog::getExistingDirectory(this, QStringLiteral("Choose a checkpoint folder"), e->text())
+                                  : QFileDialog::getOpenFileName(this, QStringLiteral("Choose a data file"), e->text());
+          if (!p.isEmpty()) e->setText(p);
+        });
+        row->addWidget(e, 1);
+        row->addWidget(browse);
+        cellLayout->addLayout(row);
+        ui.editor = e;
+        break;
+      }
+      case FieldKind::Choice: {
+        auto* c = new QComboBox(cell);
+        c->addItems(spec.choices);
+        connect(c, &QComboBox::currentTextChanged, this, &LauncherPage::revalidate);
+        cellLayout->addWidget(c);
+        ui.editor = c;
+        break;
+      }
+      case FieldKind::Check: {
+        auto* c = new QCheckBox(cell);
+        connect(c, &QCheckBox::toggled, this, &LauncherPage::revalidate);
+        cellLayout->addWidget(c);
+        ui.editor = c;
+        break;
+      }
+    }
+    ui.editor->setObjectName(dotted);
+    ui.editor->setToolTip(spec.help + QStringLiteral(" (") + dotted + QLatin1Char(')'));
+    ui.error = new QLabel(cell);
+    ui.error->setObjectName(QStringLiteral("error:") + dotted);
+    ui.error->setStyleSheet(QLatin1String(kErrorStyle));
+    ui.error->setWordWrap(true);
+    ui.error->setVisible(false);
+    cellLayout->addWidget(ui.error);
+    auto* label = new QLabel(spec.label, formHost);
+    label->setToolTip(dotted);
+    form->addRow(label, cell);
+    fields_.insert(dotted, ui);
+  }
+  formCol->addStretch(1);
+  auto* scroll = new QScrollArea(this);
+  scroll->setWidgetResizable(true);
+  scroll->setWidget(formHost);
+
+  // Right side: devices, estimates, issues, Launch.
+  auto* side = new QWidget(this);
+  auto* sideCol = new QVBoxLayout(side);
+  auto* devBox = new QGroupBox(QStringLiteral("Devices"), side);
+  auto* devCol = new QVBoxLayout(devBox);
+  deviceNote_ = new QLabel(devBox);
+  deviceNote_->setObjectName(QStringLiteral("deviceNote"));
+  deviceNote_->setWordWrap(true);
+  devCol->addWidget(deviceNote_);
+  sideCol->addWidget(devBox);
+
+  auto* estBox = new QGroupBox(QStringLiteral("Estimates (cost model)"), side);
+  auto* estCol = new QVBoxLayout(estBox);
+  auto* knobs = new QFormLayout;
+  tflops_ = new QDoubleSpinBox(estBox);
+  tflops_->setObjectName(QStringLiteral("throughput"));
+  tflops_->setRange(0.001, 100000);
+  tflops_->setDecimals(3);
+  tflops_->setValue(0.02);
+  tflops_->setSuffix(QStringLiteral(" TFLOP/s"));
+  tflops_->setToolTip(QStringLiteral("Sustained throughput of one rank, used for the predicted step time"));
+  bandwidth_ = new QDoubleSpinBox(estBox);
+  bandwidth_->setRange(0, 100000);
+  bandwidth_->setValue(0);
+  bandwidth_->setSuffix(QStringLiteral(" GB/s"));
+  bandwidth_->setSpecialValueText(QStringLiteral("ignore communication"));
+  bandwidth_->setToolTip(QStringLiteral("All-to-all bandwidth per rank; 0 ignores communication time"));
+  connect(tflops_, &QDoubleSpinBox::valueChanged, this, &LauncherPage::updateEstimates);
+  connect(bandwidth_, &QDoubleSpinBox::valueChanged, this, &LauncherPage::updateEstimates);
+  knobs->addRow(QStringLiteral("Throughput / rank"), tflops_);
+  knobs->addRow(QStringLiteral("Link bandwidth"), bandwidth_);
+  estCol->addLayout(knobs);
+  estimateView_ = new QTableView(estBox);
+  estimateView_->setObjectName(QStringLiteral("estimates"));
+  estimateView_->setModel(estimates_);
+  estimateView_->verticalHeader()->hide();
+  estimateView_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  estimateView_->horizontalHeader()->setStretchLastSection(true);
+  estimateView_->setSelectionMode(QAbstractItemView::NoSelection);
+  estCol->addWidget(estimateView_);
+  sideCol->addWidget(estBox, 1);
+
+  general_ = new QLabel(side);
+  general_->setObjectName(QStringLiteral("generalIssues"));
+  general_->setStyleSheet(QLatin1String(kErrorStyle));
+  general_->setWordWrap(true);
+  sideCol->addWidget(general_);
+  status_ = new QLabel(side);
+  status_->setObjectName(QStringLiteral("launchStatus"));
+  status_->setWordWrap(true);
+  sideCol->addWidget(status_);
+  launch_ = new QPushButton(QStringLiteral("Launch"), side);
+  launch_->setObjectName(QStringLiteral("launch"));
+  launch_->setToolTip(QStringLiteral("Start ulysses-run with this config (Ctrl+R)"));
+  connect(launch_, &QPushButton::clicked, this, [this] {
+    if (isValid() && !running_) emit launchRequested();
+  });
+  sideCol->addWidget(launch_);
+
+  auto* split = new QSplitter(Qt::Horizontal, this);
+  split->addWidget(scroll);
+  split->addWidget(side);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
+  auto* col = new QVBoxLayout(this);
+  col->addLayout(top);
+  col->addWidget(split, 1);
+}
+
+QStringList LauncherPage::presetNames() const {
+  QStringList names;
+  if (configsDir_.isEmpty()) return names;
+  const auto files = QDir(configsDir_).entryInfoList({QStringLiteral("*.json")}, QDir::Files, QDir::Name);
+  for (const auto& f : files) names << f.completeBaseName();
+  return names;
+}
+
+bool LauncherPage::loadPreset(const QString& name, QString* error) {
+  const QString path = QDir(configsDir_).filePath(name + QStringLiteral(".json"));
+  if (!QFileInfo::exists(path)) {
+    if (error) *error = QStringLiteral("no preset named '%1' in %2").arg(name, configsDir_);
+    return false;
+  }
+  return loadConfigFile(path, error);
+}
+
+void LauncherPage::resolveRelativePaths(json& j, const QString& baseDir) const {
+  auto fix = [&](const char* section, const char* key) {
+    if (!j.contains(section) || !j[section].is_object() || !j[section].contains(key) || !j[section][key].is_string()) return;
+    const QString p = qs(j[section][key].get<std::string>());
+    if (p.isEmpty() || QFileInfo(p).isAbsolute() || QFileInfo::exists(p)) return;
+    QDir base(baseDir);
+    for (int up = 0; up < 4; ++up) {
+      if (QFileInfo::exists(base.filePath(p))) {
+        j[section][key] = QFileInfo(base.filePath(p)).absoluteFilePath().toStdString();
+        return;
+      }
+      if (!base.cdUp()) return;
+    }
+  };
+  fix("data", "path");
+  fix("train", "init_from");
+}
+
+bool LauncherPage::loadConfigFile(const QString& path, QString* error) {
+  try {
+    json j = load_json_file(path.toStdString());
+    if (!j.is_object()) throw ConfigError(path.toStdString() + ": a run config must be a JSON object");
+    resolveRelativePaths(j, QFileInfo(path).absolutePath());
+    if (!j.contains("name") || !j["name"].is_string()) j["name"] = QFileInfo(path).completeBaseName().toStdString();
+    if (!setConfigJson(j, error)) return false;
+    currentFile_ = QFileInfo(path).absoluteFilePath();
+    return true;
+  } catch (const std::exception& e) {
+    if (error) *error = qs(e.what());
+    return false;
+  }
+}
+
+bool LauncherPage::saveConfigFile(const QString& path, QString* error) {
+  json out = formJson_;
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
+    if (error) *error = QStringLiteral("cannot write %1: %2").arg(path, f.errorString());
+    return false;
+  }
+  f.write(QByteArray::fromStdString(out.dump(2) + "\n"));
+  currentFile_ = QFileInfo(path).absoluteFilePath();
+  return true;
+}
+
+bool LauncherPage::importHfConfig(const QString& path, QString* error) {
+  try {
+    const ModelConfig m = model_from_hf_config(load_json_file(path.toStdString()));
+    RunConfig r;
+    r.model = m;
+    const json model = r.to_json()["model"];
+    filling_ = true;
+    for (auto it = model.begin(); it != model.end(); ++it) setFieldText(qs("model." + it.key()), valueText(it.value()));
+    filling_ = false;
+    revalidate();
+    return true;
+  } catch (const std::exception& e) {
+    filling_ = false;
+    if (error) *error = qs(e.what());
+    return false;
+  }
+}
+
+bool LauncherPage::setConfigJson(const json& j, QString* error) {
+  json full;
+  try {
+    full = RunConfig::from_json(j).to_json();  // defaults for missing keys; unknown keys refused
+  } catch (const std::exception& e) {
+    if (error) *error = qs(e.what());
+    return false;
+  }
+  const bool wasFilling = filling_;
+  filling_ = true;
+  name_->setText(j.contains("name") && j["name"].is_string() ? qs(j["name"].get<std::string>()) : QString());
+  for (auto s = full.begin(); s != full.end(); ++s)
+    for (auto k = s.value().begin(); k != s.value().end(); ++k) setFieldText(qs(s.key() + "." + k.key()), valueText(k.value()));
+  filling_ = wasFilling;
+  if (!filling_) revalidate();
+  return true;
+}
+
+QString LauncherPage::configName() const {
+  const QString n = name_->text().trimmed();
+  return n.isEmpty() ? QStringLiteral("run") : n;
+}
+
+QStringList LauncherPage::fieldNames() const {
+  QStringList out;
+  for (const auto& s : configFields()) out << s.dotted();
+  return out;
+}
+
+QWidget* LauncherPage::fieldWidget(const QString& dotted) const {
+  const auto it = fields_.find(dotted);
+  return it == fields_.end() ? nullptr : it->editor;
+}
+
+QString LauncherPage::fieldError(const QString& dotted) const {
+  const auto it = fields_.find(dotted);
+  return it == fields_.end() ? QString() : it->error->text();
+}
+
+bool LauncherPage::setFieldText(const QString& dotted, const QString& text) {
+  QWidget* w = fieldWidget(dotted);
+  if (!w) return false;
+  if (auto* e = qobject_cast<QLineEdit*>(w)) {
+    e->setText(text);
+  } else if (auto* c = qobject_cast<QComboBox*>(w)) {
+    int i = c->findText(text);
+    if (i < 0) {  // a value from a file that the form does not offer: show it, validation flags it
+      c->addItem(text);
+      i = c->count() - 1;
+    }
+    c->setCurrentIndex(i);
+  } else if (auto* b = qobject_cast<QCheckBox*>(w)) {
+    if (text != QLatin1String("true") && text != QLatin1String("false")) return false;
+    b->setChecked(text == QLatin1String("true"));
+  }
+  return true;
+}
+
+QString LauncherPage::fieldText(const QString& dotted) const {
+  QWidget* w = fieldWidget(dotted);
+  if (auto* e = qobject_cast<QLineEdit*>(w)) return e->text();
+  if (auto* c = qobject_cast<QComboBox*>(w)) return c->currentText();
+  if (auto* b = qobject_cast<QCheckBox*>(w)) return b->isChecked() ? QStringLiteral("true") : QStringLiteral("false");
+  return {};
+}
+
+QString LauncherPage::generalIssues() const { return general_->text(); }
+
+void LauncherPage::setFieldError(const QString& dotted, const QString& msg) {
+  auto it = fields_.find(dotted);
+  if (it == fields_.end()) return;
+  it->error->setText(msg);
+  it->error->setVisible(!msg.isEmpty());
+}
+
+void LauncherPage::revalidate() {
+  if (filling_) return;
+  QHash<QString, QStringList> errs;
+  QStringList general;
+  json j = json::object();
+  j["name"] = name_->text().trimmed().toStdString();
+  for (const auto& spec : configFields()) {
+    const QString dotted = spec.dotted();
+    const std::string sec = spec.section.toStdString(), key = spec.key.toStdString();
+    json v;
+    switch (spec.kind) {
+      case FieldKind::Integer:
+      case FieldKind::Number: {
+        const QString text = fieldText(dotted).trimmed();
+        if (text.isEmpty()) {
+          errs[dotted] << QStringLiteral("%1 is required").arg(dotted);
+          continue;
+        }
+        try {
+          v = json::parse(text.toStdString());
+        } catch (const std::exception&) {
+          v = json();
+        }
+        if (!v.is_number()) {
+          errs[dotted] << QStringLiteral("%1 must be %2, got '%3'")
+                              .arg(dotted, spec.kind == FieldKind::Integer ? QStringLiteral("an integer") : QStringLiteral("a number"), text);
+          continue;
+        }
+        try {  // the engine's own type rules (integers, ranges of int64)
+          json probe;
+          probe[sec][key] = v;
+          RunConfig::from_json(probe);
+        } catch (const std::exception& e) {
+          errs[dotted] << qs(e.what());
+          continue;
+        }
+        break;
+      }
+      case FieldKind::Text:
+      case FieldKind::Path: v = fieldText(dotted).trimmed().toStdString(); break;
+      case FieldKind::Choice: v = fieldText(dotted).toStdString(); break;
+      case FieldKind::Check: v = fieldText(dotted) == QLatin1String("true"); break;
+    }
+    j[sec][key] = v;
+  }
+  formJson_ = j;
+  config_.reset();
+  if (errs.isEmpty()) {
+    try {
+      RunConfig cfg = RunConfig::from_json(j);
+      auto issues = validate(cfg);
+      // Cheap file checks (validate_with_files reads whole token files; that runs in ulysses-run).
+      const auto& d = cfg.data;
+      if ((d.kind == "text" || d.kind == "tokens") && !d.path.empty() && !QFileInfo(qs(d.path)).isFile())
+        issues.push_back({"data.path", "data file " + d.path + " not found"});
+      if (!cfg.train.init_from.empty() && !QFileInfo::exists(QDir(qs(cfg.train.init_from)).filePath(QStringLiteral("config.json"))))
+        issues.push_back({"train.init_from", cfg.train.init_from + "/config.json not found (expected a Hugging Face checkpoint directory)"});
+      // Devices: a CUDA run needs one GPU per rank.
+      const int world = static_cast<int>(std::min<int64_t>(cfg.parallel.world_size(), 1 << 20));
+      if (cfg.train.device == "cuda" && devices_.gpus.isEmpty())
+        issues.push_back({"train.device", "train.device is cuda but no GPU was found (" + devices_.note.toStdString() + ")"});
+      else if (cfg.train.device == "cuda" && world > devices_.gpus.size())
+        issues.push_back({"parallel.sp_size", "sp_size x dp_size = " + std::to_string(world) + " ranks need as many GPUs; " +
+                                                  std::to_string(devices_.gpus.size()) + " found"});
+      for (const auto& i : issues) {
+        const QString f = qs(i.field);
+        if (fields_.contains(f)) errs[f] << qs(i.message);
+        else general << qs(i.message);
+      }
+      if (issues.empty()) config_ = cfg;
+    } catch (const std::exception& e) {
+      general << qs(e.what());
+    }
+  }
+  for (auto it = fields_.begin(); it != fields_.end(); ++it) setFieldError(it.key(), errs.value(it.key()).join(QLatin1Char('\n')));
+  general_->setText(general.join(QLatin1Char('\n')));
+  general_->setVisible(!general.isEmpty());
+  int problems = general.size();
+  for (const auto& l : errs) problems += l.size();
+  if (config_) {
+    status_->setStyleSheet(QString());
+    status_->setText(QStringLiteral("Ready: %1 rank(s) (sp %2 x dp %3), %4 steps of %5 tokens")
+                         .arg(config_->parallel.world_size())
+                         .arg(config_->parallel.sp_size)
+                         .arg(config_->parallel.dp_size)
+                         .arg(config_->train.steps)
+                         .arg(config_->train.seq_length));
+  } else {
+    status_->setStyleSheet(QLatin1String(kErrorStyle));
+    status_->setText(QStringLiteral("%1 problem(s): fix the fields marked in red to launch").arg(std::max(1, problems)));
+  }
+  launch_->setEnabled(config_.has_value() && !running_);
+  updateEstimates();
+  updateDeviceNote();
+  if (lastValid_ != config_.has_value()) {
+    lastValid_ = config_.has_value();
+    emit validityChanged(lastValid_);
+  }
+  emit configEdited();
+}
+
+void LauncherPage::updateEstimates() {
+  if (!config_) {
+    estimates_->clearEstimate(QStringLiteral("(invalid config)"));
+    return;
+  }
+  cost::CostOptions o;
+  o.tflops_per_rank = tflops_->value();
+  o.link_gbytes_per_s = bandwidth_->value();
+  try {
+    estimates_->setEstimate(cost::estimate(*config_, o), static_cast<int>(config_->train.steps));
+  } catch (const std::exception& e) {
+    estimates_->clearEstimate(qs(e.what()));
+  }
+}
+
+void LauncherPage::updateDeviceNote() {
+  QString text;
+  if (!devices_.gpus.isEmpty()) {
+    QStringList g;
+    for (int i = 0; i < devices_.gpus.size(); ++i)
+      g << QStringLiteral("GPU %1: %2, %3").arg(i).arg(devices_.gpus[i].name, qs(cost::format_bytes(double(devices_.gpus[i].memoryBytes))));
+    text = g.join(QLatin1Char('\n'));
+  } else {
+    text = QStringLiteral("No GPU: %1 CPU threads for CPU ranks").arg(devices_.cpuThreads);
+    if (!devices_.note.isEmpty()) text += QStringLiteral("\n(") + devices_.note + QLatin1Char(')');
+  }
+  QString warn;
+  if (config_) {
+    const int world = static_cast<int>(config_->parallel.world_size());
+    const QString dev = qs(config_->train.device);
+    const bool gpuRun = dev == QLatin1String("cuda") || (dev == QLatin1String("auto") && !devices_.gpus.isEmpty());
+    if (!gpuRun && world > devices_.cpuThreads)
+      warn = QStringLiteral("%1 CPU ranks on %2 threads: ranks will share cores and run slowly").arg(world).arg(devices_.cpuThreads);
+    if (gpuRun && estimates_->hasEstimate() && !devices_.gpus.isEmpty()) {
+      const double need = double(estimates_->estimate().total_bytes());
+      const double have = double(devices_.gpus.front().memoryBytes);
+      if (have > 0 && need > have)
+        warn = QStringLiteral("estimated %1 per rank exceeds the GPU's %2").arg(qs(cost::format_bytes(need)), qs(cost::format_bytes(have)));
+    }
+  }
+  if (!warn.isEmpty()) text += QStringLiteral("\n<span style='%1'>Warning: %2</span>").arg(QLatin1String(kWarnStyle), warn.toHtmlEscaped());
+  deviceNote_->setText(text.contains(QLatin1String("<span")) ? QString(text).replace(QLatin1Char('\n'), QStringLiteral("<br>")) : text);
+}
+
+void LauncherPage::setRunning(bool running) {
+  running_ = running;
+  launch_->setEnabled(config_.has_value() && !running_);
+  launch_->setText(running ? QStringLiteral("Running…") : QStringLiteral("Launch"));
+}
+
+void LauncherPage::setDevices(const DeviceScan& scan) {
+  devices_ = scan;
+  revalidate();
+}
+
+double LauncherPage::throughputTflops() const { return tflops_->value(); }
+void LauncherPage::setThroughputTflops(double v) { tflops_->setValue(v); }
+
+}  // namespace ulysses::ui

@@ -1,0 +1,105 @@
+// Launcher page: a form over the run config with presets, load/save, Hugging Face
+// config.json import, validation as the user types (ulysses::validate, inline messages,
+// Launch disabled while invalid), device discovery and cost-model estimates.
+#pragma once
+
+#include <QHash>
+#include <QWidget>
+#include <optional>
+
+#include "device_info.hpp"
+#include "run_config.hpp"
+
+class QLabel;
+class QPushButton;
+class QComboBox;
+class QLineEdit;
+class QDoubleSpinBox;
+class QTableView;
+
+namespace ulysses::ui {
+
+class EstimateModel;
+
+class LauncherPage : public QWidget {
+  Q_OBJECT
+ public:
+  explicit LauncherPage(QWidget* parent = nullptr);
+
+  // Config files. Relative data/init paths are resolved against the file's folder (and its
+  // parents) when they do not exist relative to the working directory.
+  bool loadConfigFile(const QString& path, QString* error);
+  bool saveConfigFile(const QString& path, QString* error);
+  // Replaces the model section with a Hugging Face config.json (model_from_hf_config).
+  bool importHfConfig(const QString& path, QString* error);
+  // Fills the form from a run-config JSON (missing keys keep RunConfig's defaults).
+  bool setConfigJson(const json& j, QString* error);
+  QString currentFile() const { return currentFile_; }
+
+  // The form as JSON, "name" included; only meaningful when isValid().
+  json configJson() const { return formJson_; }
+  std::optional<RunConfig> config() const { return config_; }
+  QString configName() const;
+  bool isValid() const { return config_.has_value(); }
+
+  // Presets from resources/configs: display name -> file.
+  QStringList presetNames() const;
+  bool loadPreset(const QString& name, QString* error);
+
+  // Field access by dotted key ("train.steps"), for scripts and tests.
+  QStringList fieldNames() const;
+  QWidget* fieldWidget(const QString& dotted) const;
+  QString fieldError(const QString& dotted) const;  // inline message, empty when none
+  bool setFieldText(const QString& dotted, const QString& text);  // line edit / choice / "true"/"false"
+  QString fieldText(const QString& dotted) const;
+  QString generalIssues() const;  // issues not tied to a field in the form
+
+  QPushButton* launchButton() const { return launch_; }
+  EstimateModel* estimateModel() const { return estimates_; }
+  void setRunning(bool running);  // Launch stays disabled while a run is in progress
+  void setDevices(const DeviceScan& scan);
+  const DeviceScan& devices() const { return devices_; }
+  double throughputTflops() const;
+  void setThroughputTflops(double v);
+
+ signals:
+  void launchRequested();
+  void validityChanged(bool valid);
+  void configEdited();
+
+ public slots:
+  void revalidate();
+
+ private:
+  struct FieldUi {
+    QWidget* editor = nullptr;
+    QLabel* error = nullptr;
+  };
+  void buildUi();
+  void setFieldError(const QString& dotted, const QString& msg);
+  void updateEstimates();
+  void updateDeviceNote();
+  void resolveRelativePaths(json& j, const QString& baseDir) const;
+
+  QHash<QString, FieldUi> fields_;
+  QLineEdit* name_ = nullptr;
+  QComboBox* presets_ = nullptr;
+  QLabel* general_ = nullptr;
+  QLabel* deviceNote_ = nullptr;
+  QLabel* status_ = nullptr;
+  QPushButton* launch_ = nullptr;
+  QDoubleSpinBox* tflops_ = nullptr;
+  QDoubleSpinBox* bandwidth_ = nullptr;
+  QTableView* estimateView_ = nullptr;
+  EstimateModel* estimates_ = nullptr;
+  QString configsDir_;
+  QString currentFile_;
+  json formJson_;
+  std::optional<RunConfig> config_;
+  DeviceScan devices_;
+  bool running_ = false;
+  bool filling_ = false;  // suppress revalidation while the form is being filled
+  bool lastValid_ = false;
+};
+
+}  // namespace ulysses::ui

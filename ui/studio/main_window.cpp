@@ -1,0 +1,426 @@
+// Main window of the studio.
+#include "main_window.hpp"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDateTime>
+#include <QDir>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QEventLoop>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QSettings>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QTimer>
+
+#include "estimate_model.hpp"
+#include "launcher_page.hpp"
+#include "monitor_page.hpp"
+#include "rank_status_model.hpp"
+#include "run_controller.hpp"
+#include "runs_page.hpp"
+#include "studio_paths.hpp"
+#include "theme.hpp"
+#ifdef ULYSSES_STUDIO_HAVE_TRACE
+#include "trace/trace_view.hpp"
+#endif
+
+namespace ulysses::ui {
+
+namespace {
+constexpr int kMaxRecent = 10;
+bool looksLikeHfConfig(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return false;
+  const QByteArray head = f.read(1 << 16);
+  return head.contains("\"model_type\"") || head.contains("\"architectures\"") ||
+         (head.contains("\"hidden_size\"") && !head.contains("\"model\""));
+}
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  setWindowTitle(QStringLiteral("Ulysses Studio"));
+  setAcceptDrops(true);
+  controller_ = new RunController(this);
+  launcher_ = new LauncherPage(this);
+  monitor_ = new MonitorPage(controller_, this);
+  runs_ = new RunsPage(this);
+  tabs_ = new QTabWidget(this);
+  tabs_->setObjectName(QStringLiteral("pages"));
+  tabs_->setDocumentMode(true);
+  tabs_->addTab(launcher_, QStringLiteral("Launch"));
+  tabs_->addTab(monitor_, QStringLiteral("Monitor"));
+  tabs_->addTab(runs_, QStringLiteral("Runs"));
+#ifdef ULYSSES_STUDIO_HAVE_TRACE
+  trace_ = new TraceView(this);
+  tabs_->addTab(trace_, QStringLiteral("Trace"));
+#endif
+  setCentralWidget(tabs_);
+  statusRun_ = new QLabel(this);
+  statusBar()->addPermanentWidget(statusRun_);
+
+  connect(launcher_, &LauncherPage::launchRequested, this, [this] {
+    QString err;
+    if (!launch(&err)) showError(QStringLiteral("Launch"), err);
+  });
+  connect(monitor_, &MonitorPage::startRequested, this, [this] {
+    QString err;
+    if (!launch(&err)) showError(QStringLiteral("Start"), err);
+  });
+  connect(controller_, &RunController::started, this, [this] {
+    launcher_->setRunning(true);
+    stopAction_->setEnabled(true);
+    launcher_->estimateModel()->clearMeasured();
+    statusRun_->setText(QStringLiteral("running: ") + QFileInfo(controller_->runDir()).fileName());
+    tabs_->setCurrentWidget(monitor_);
+    runs_->refresh();
+  });
+  connect(controller_, &RunController::finished, this, &MainWindow::onFinished);
+  connect(runs_, &RunsPage::openRequested, this, [this](const QString& d) {
+    QString err;
+    if (!openPath(d, &err)) showError(QStringLiteral("Open"), err);
+  });
+  connect(runs_, &RunsPage::relaunchRequested, this, &MainWindow::relaunch);
+  connect(runs_, &RunsPage::changeRunsDirRequested, this, &MainWindow::chooseRunsDir);
+
+  buildMenus();
+
+  QSettings s;
+  setRunsDir(s.value(QStringLiteral("runsDir"), QDir::current().filePath(QStringLiteral("runs"))).toString());
+  setDarkTheme(s.value(QStringLiteral("darkTheme"), false).toBool());
+  const DeviceScan scan = discoverDevices(3000);
+  launcher_->setDevices(scan);
+  launcher_->setThroughputTflops(s.value(QStringLiteral("throughputTflops"), scan.gpus.isEmpty() ? 0.02 : 400.0).toDouble());
+  statusBar()->showMessage(scan.gpus.isEmpty() ? scan.note : QStringLiteral("%1 GPU(s): %2").arg(scan.gpus.size()).arg(scan.gpus.front().name), 8000);
+  if (!restoreGeometry(s.value(QStringLiteral("geometry")).toByteArray())) resize(1400, 900);
+  restoreState(s.value(QStringLiteral("windowState")).toByteArray());
+  const QString last = s.value(QStringLiteral("lastConfig")).toString();
+  QString ignored;
+  if (!last.isEmpty() && QFileInfo::exists(last)) launcher_->loadConfigFile(last, &ignored);
+  else if (launcher_->presetNames().contains(QStringLiteral("tiny"))) launcher_->loadPreset(QStringLiteral("tiny"), &ignored);
+  program_ = findUlyssesRun();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildMenus() {
+  auto* file = menuBar()->addMenu(QStringLiteral("&File"));
+  file->addAction(QStringLiteral("&Open Config…"), QKeySequence::Open, this, &MainWindow::openConfigDialog);
+  file->addAction(QStringLiteral("Open &Run or Trace…"), QKeySequence(QStringLiteral("Ctrl+Shift+O")), this, &MainWindow::openDialog);
+  recentMenu_ = file->addMenu(QStringLiteral("Open R&ecent"));
+  file->addAction(QStringLiteral("&Save Config As…"), QKeySequence::Save, this, &MainWindow::saveConfigDialog);
+  file->addAction(QStringLiteral("&Import Hugging Face config.json…"), QKeySequence(QStringLiteral("Ctrl+I")), this,
+                  &MainWindow::importHfDialog);
+  file->addSeparator();
+  file->addAction(QStringLiteral("Runs &Folder…"), this, &MainWindow::chooseRunsDir);
+  file->addSeparator();
+  file->addAction(QStringLiteral("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+
+  auto* run = menuBar()->addMenu(QStringLiteral("&Run"));
+  run->addAction(QStringLiteral("&Launch"), QKeySequence(QStringLiteral("Ctrl+R")), this, [this] {
+    QString err;
+    if (!launch(&err)) showError(QStringLiteral("Launch"), err);
+  });
+  stopAction_ = run->addAction(QStringLiteral("&Stop"), QKeySequence(QStringLiteral("Ctrl+.")), this, [this] { controller_->stop(); });
+  stopAction_->setEnabled(false);
+  run->addAction(QStringLiteral("&Refresh Runs"), QKeySequence::Refresh, runs_, &RunsPage::refresh);
+
+  auto* view = menuBar()->addMenu(QStringLiteral("&View"));
+  const QStringList pages = {"Launch", "Monitor", "Runs", "Trace"};
+  for (int i = 0; i < tabs_->count(); ++i)
+    view->addAction(tabs_->tabText(i), QKeySequence(QStringLiteral("Ctrl+%1").arg(i + 1)), this, [this, i] { tabs_->setCurrentIndex(i); });
+  view->addSeparator();
+  darkAction_ = view->addAction(QStringLiteral("&Dark Theme"));
+  darkAction_->setCheckable(true);
+  darkAction_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+D")));
+  connect(darkAction_, &QAction::toggled, this, &MainWindow::setDarkTheme);
+
+  auto* help = menuBar()->addMenu(QStringLiteral("&Help"));
+  help->addAction(QStringLiteral("&About Ulysses Studio"), this, [this] {
+    QMessageBox::about(this, QStringLiteral("Ulysses Studio"),
+                       QStringLiteral("Ulysses Studio: launch, monitor and profile Llama training with Ulysses sequence "
+                                      "parallelism.\nLauncher: %1\nRuns folder: %2")
+                           .arg(program_.isEmpty() ? QStringLiteral("(ulysses-run not found)") : program_, runsDir()));
+  });
+  rebuildRecentMenu();
+}
+
+void MainWindow::setRunsDir(const QString& dir) {
+  runs_->setRunsDir(dir);
+  QSettings().setValue(QStringLiteral("runsDir"), runs_->runsDir());
+}
+
+QString MainWindow::runsDir() const { return runs_->runsDir(); }
+
+void MainWindow::setDarkTheme(bool dark) {
+  dark_ = dark;
+  applyTheme(dark);
+  if (darkAction_ && darkAction_->isChecked() != dark) darkAction_->setChecked(dark);
+  QSettings().setValue(QStringLiteral("darkTheme"), dark);
+}
+
+QStringList MainWindow::recentFiles() const { return QSettings().value(QStringLiteral("recentFiles")).toStringList(); }
+
+void MainWindow::addRecent(const QString& path) {
+  QStringList r = recentFiles();
+  const QString abs = QFileInfo(path).absoluteFilePath();
+  r.removeAll(abs);
+  r.prepend(abs);
+  while (r.size() > kMaxRecent) r.removeLast();
+  QSettings().setValue(QStringLiteral("recentFiles"), r);
+  rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu() {
+  recentMenu_->clear();
+  const auto r = recentFiles();
+  for (int i = 0; i < r.size(); ++i) {
+    const QString p = r[i];
+    auto* a = recentMenu_->addAction(QStringLiteral("&%1 %2").arg((i + 1) % 10).arg(p), this, [this, p] {
+      QString err;
+      if (!openPath(p, &err)) showError(QStringLiteral("Open"), err);
+    });
+    a->setEnabled(QFileInfo::exists(p));
+  }
+  if (r.isEmpty()) recentMenu_->addAction(QStringLiteral("(none)"))->setEnabled(false);
+  else {
+    recentMenu_->addSeparator();
+    recentMenu_->addAction(QStringLiteral("Clear"), this, [this] {
+      QSettings().remove(QStringLiteral("recentFiles"));
+      rebuildRecentMenu();
+    });
+  }
+}
+
+bool MainWindow::openPath(const QString& path, QString* error) {
+  const QFileInfo fi(path);
+  if (!fi.exists()) {
+    if (error) *error = QStringLiteral("%1 does not exist").arg(path);
+    return false;
+  }
+  if (fi.isDir()) {
+    const QString dir = fi.absoluteFilePath();
+    if (!isRunDir(dir)) {
+      // A folder of runs: make it the runs folder.
+      if (!scanRunsDir(dir).isEmpty()) {
+        setRunsDir(dir);
+        tabs_->setCurrentWidget(runs_);
+        return true;
+      }
+      if (error) *error = QStringLiteral("%1 is not a run folder (no run.json, config.json or metrics.jsonl)").arg(dir);
+      return false;
+    }
+    monitor_->showRun(dir);
+    runs_->selectDir(dir);
+    launcher_->estimateModel()->setMeasured(measure(readMetricsFile(QDir(dir).filePath(QStringLiteral("metrics.jsonl")))));
+#ifdef ULYSSES_STUDIO_HAVE_TRACE
+    if (QFileInfo::exists(QDir(dir).filePath(QStringLiteral("trace")))) {
+      QString terr;
+      static_cast<TraceView*>(trace_)->openTrace(dir, &terr);
+    }
+#endif
+    tabs_->setCurrentWidget(monitor_);
+    addRecent(dir);
+    return true;
+  }
+  const QString suffix = fi.suffix().toLower();
+  if (suffix == QLatin1String("sqlite") || suffix == QLatin1String("db") || suffix == QLatin1String("sqlite3")) {
+#ifdef ULYSSES_STUDIO_HAVE_TRACE
+    if (!static_cast<TraceView*>(trace_)->openTrace(fi.absoluteFilePath(), error)) return false;
+    tabs_->setCurrentWidget(trace_);
+    addRecent(fi.absoluteFilePath());
+    return true;
+#else
+    if (error) *error = QStringLiteral("this studio was built without the trace viewer (ui/trace); cannot open %1").arg(path);
+    return false;
+#endif
+  }
+  if (suffix == QLatin1String("json")) {
+    const bool hf = looksLikeHfConfig(fi.absoluteFilePath());
+    const bool ok = hf ? launcher_->importHfConfig(fi.absoluteFilePath(), error) : launcher_->loadConfigFile(fi.absoluteFilePath(), error);
+    if (!ok) return false;
+    if (!hf) QSettings().setValue(QStringLiteral("lastConfig"), fi.absoluteFilePath());
+    tabs_->setCurrentWidget(launcher_);
+    addRecent(fi.absoluteFilePath());
+    return true;
+  }
+  if (error) *error = QStringLiteral("cannot open %1: expected a run folder, a trace .sqlite or a config .json").arg(path);
+  return false;
+}
+
+bool MainWindow::openTraceAndWait(const QString& path, QString* error) {
+#ifdef ULYSSES_STUDIO_HAVE_TRACE
+  auto* tv = static_cast<TraceView*>(trace_);
+  if (!tv->openTraceAndWait(path, error)) return false;
+  tabs_->setCurrentWidget(trace_);
+  return true;
+#else
+  if (error) *error = QStringLiteral("this studio was built without the trace viewer (ui/trace)");
+  return false;
+#endif
+}
+
+QString MainWindow::currentPage() const {
+  auto* w = tabs_->currentWidget();
+  if (w == launcher_) return QStringLiteral("launch");
+  if (w == monitor_) return QStringLiteral("monitor");
+  if (w == runs_) return QStringLiteral("runs");
+  return QStringLiteral("trace");
+}
+
+bool MainWindow::setView(const QString& name) {
+  const QString n = name.toLower();
+  if (n == QLatin1String("launch") || n == QLatin1String("launcher")) tabs_->setCurrentWidget(launcher_);
+  else if (n == QLatin1String("monitor")) tabs_->setCurrentWidget(monitor_);
+  else if (n == QLatin1String("runs")) tabs_->setCurrentWidget(runs_);
+#ifdef ULYSSES_STUDIO_HAVE_TRACE
+  else if (n == QLatin1String("trace")) tabs_->setCurrentWidget(trace_);
+  else if (static_cast<TraceView*>(trace_)->setView(n)) tabs_->setCurrentWidget(trace_);
+#endif
+  else return false;
+  return true;
+}
+
+bool MainWindow::launch(QString* error) {
+  if (controller_->isRunning()) {
+    if (error) *error = QStringLiteral("a run is already in progress; stop it first (Ctrl+.)");
+    return false;
+  }
+  const auto cfg = launcher_->config();
+  if (!cfg) {
+    if (error) *error = QStringLiteral("the config has problems; fix the fields marked in red");
+    return false;
+  }
+  const QString program = program_.isEmpty() ? findUlyssesRun() : program_;
+  QDir runs(runsDir());
+  if (!runs.mkpath(QStringLiteral(".studio"))) {
+    if (error) *error = QStringLiteral("cannot create the runs folder %1").arg(runsDir());
+    return false;
+  }
+  const QString base = slug(launcher_->configName()) + QLatin1Char('_') + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-hhmmss"));
+  QString name = base;
+  for (int i = 2; runs.exists(name); ++i) name = base + QStringLiteral("-%1").arg(i);
+  const QString configPath = runs.filePath(QStringLiteral(".studio/") + name + QStringLiteral(".json"));
+  QFile f(configPath);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
+    if (error) *error = QStringLiteral("cannot write %1: %2").arg(configPath, f.errorString());
+    return false;
+  }
+  f.write(QByteArray::fromStdString(launcher_->configJson().dump(2) + "\n"));
+  f.close();
+  return controller_->start(program, configPath, runs.filePath(name), static_cast<int>(cfg->parallel.world_size()),
+                            static_cast<int>(cfg->train.steps), error);
+}
+
+void MainWindow::onFinished(const RunOutcome& o) {
+  launcher_->setRunning(false);
+  stopAction_->setEnabled(false);
+  statusRun_->setText(QStringLiteral("%1: %2").arg(o.status, QFileInfo(o.runDir).fileName()));
+  runs_->refresh();
+  runs_->selectDir(o.runDir);
+  if (!controller_->metrics().isEmpty()) launcher_->estimateModel()->setMeasured(measure(controller_->metrics()));
+  statusBar()->showMessage(o.message.section(QLatin1Char('\n'), 0, 0), 15000);
+  if (QFileInfo::exists(o.runDir)) addRecent(o.runDir);
+#ifdef ULYSSES_STUDIO_HAVE_TRACE
+  if (QFileInfo::exists(QDir(o.runDir).filePath(QStringLiteral("trace/rank0.sqlite")))) {
+    QString terr;
+    static_cast<TraceView*>(trace_)->openTrace(o.runDir, &terr);
+  }
+#endif
+}
+
+void MainWindow::relaunch(const QString& runDir) {
+  const QString cfg = QDir(runDir).filePath(QStringLiteral("config.json"));
+  QString err;
+  if (!launcher_->loadConfigFile(cfg, &err)) {
+    showError(QStringLiteral("Launch again"), err);
+    return;
+  }
+  tabs_->setCurrentWidget(launcher_);
+}
+
+void MainWindow::openDialog() {
+  const QString p = QFileDialog::getExistingDirectory(this, QStringLiteral("Open a run folder"), runsDir());
+  if (p.isEmpty()) return;
+  QString err;
+  if (!openPath(p, &err)) showError(QStringLiteral("Open"), err);
+}
+
+void MainWindow::openConfigDialog() {
+  const QString p = QFileDialog::getOpenFileName(this, QStringLiteral("Open a run config or trace"), QString(),
+                                                 QStringLiteral("Configs and traces (*.json *.sqlite);;All files (*)"));
+  if (p.isEmpty()) return;
+  QString err;
+  if (!openPath(p, &err)) showError(QStringLiteral("Open"), err);
+}
+
+void MainWindow::saveConfigDialog() {
+  const QString p = QFileDialog::getSaveFileName(this, QStringLiteral("Save run config"), launcher_->currentFile(),
+                                                 QStringLiteral("Run configs (*.json)"));
+  if (p.isEmpty()) return;
+  QString err;
+  if (!launcher_->saveConfigFile(p, &err)) showError(QStringLiteral("Save"), err);
+  else {
+    QSettings().setValue(QStringLiteral("lastConfig"), p);
+    addRecent(p);
+  }
+}
+
+void MainWindow::importHfDialog() {
+  const QString p = QFileDialog::getOpenFileName(this, QStringLiteral("Import a Hugging Face config.json"), QString(),
+                                                 QStringLiteral("config.json (*.json)"));
+  if (p.isEmpty()) return;
+  QString err;
+  if (!launcher_->importHfConfig(p, &err)) showError(QStringLiteral("Import"), err);
+}
+
+void MainWindow::chooseRunsDir() {
+  const QString p = QFileDialog::getExistingDirectory(this, QStringLiteral("Runs folder"), runsDir());
+  if (!p.isEmpty()) setRunsDir(p);
+}
+
+void MainWindow::showError(const QString& title, const QString& msg) {
+  statusBar()->showMessage(msg.section(QLatin1Char('\n'), 0, 0), 15000);
+  if (!quiet_) QMessageBox::warning(this, title, msg);
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  if (controller_->isRunning()) {
+    if (!quiet_ && QMessageBox::question(this, QStringLiteral("Quit"), QStringLiteral("A run is in progress. Stop it and quit?")) !=
+                       QMessageBox::Yes) {
+      e->ignore();
+      return;
+    }
+    controller_->stop();
+  }
+  QSettings s;
+  s.setValue(QStringLiteral("geometry"), saveGeometry());
+  s.setValue(QStringLiteral("windowState"), saveState());
+  s.setValue(QStringLiteral("throughputTflops"), launcher_->throughputTflops());
+  QMainWindow::closeEvent(e);
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
+  if (e->mimeData()->hasUrls() && !e->mimeData()->urls().isEmpty() && e->mimeData()->urls().front().isLocalFile())
+    e->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* e) {
+  for (const auto& url : e->mimeData()->urls()) {
+    if (!url.isLocalFile()) continue;
+    QString err;
+    if (!openPath(url.toLocalFile(), &err)) showError(QStringLiteral("Open"), err);
+    e->acceptProposedAction();
+    return;
+  }
+}
+
+}  // namespace ulysses::ui

@@ -1,0 +1,87 @@
+// The studio's main window: Launch, Monitor, Runs and Trace pages; menus and shortcuts,
+// recent files, drag and drop of run folders / traces / configs, settings kept between
+// sessions (QSettings), dark theme.
+#pragma once
+
+#include <QMainWindow>
+
+class QTabWidget;
+class QMenu;
+class QAction;
+class QLabel;
+
+namespace ulysses::ui {
+
+class LauncherPage;
+class MonitorPage;
+class RunsPage;
+class RunController;
+struct RunOutcome;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  LauncherPage* launcher() const { return launcher_; }
+  MonitorPage* monitor() const { return monitor_; }
+  RunsPage* runsPage() const { return runs_; }
+  RunController* controller() const { return controller_; }
+  QWidget* traceView() const { return trace_; }  // nullptr when the trace viewer is not built
+
+  void setRunsDir(const QString& dir);
+  QString runsDir() const;
+  void setLauncherProgram(const QString& path) { program_ = path; }
+  QString launcherProgram() const { return program_; }
+
+  // Opens a run folder (monitor + runs list + trace), a trace .sqlite, or a config .json.
+  bool openPath(const QString& path, QString* error);
+  // Pages: launch, monitor, runs, trace; trace views: timeline, headmap, memory, report.
+  bool setView(const QString& name);
+  QString currentPage() const;
+  // Starts the launcher's config; false with *error when invalid or already running.
+  bool launch(QString* error);
+  void setDarkTheme(bool dark);
+  bool darkTheme() const { return dark_; }
+  QStringList recentFiles() const;
+  // Loads the trace and waits (screenshots).
+  bool openTraceAndWait(const QString& path, QString* error);
+
+ protected:
+  void closeEvent(QCloseEvent* e) override;
+  void dragEnterEvent(QDragEnterEvent* e) override;
+  void dropEvent(QDropEvent* e) override;
+
+ private:
+  void buildMenus();
+  void addRecent(const QString& path);
+  void rebuildRecentMenu();
+  void onFinished(const RunOutcome& o);
+  void relaunch(const QString& runDir);
+  void openDialog();
+  void openConfigDialog();
+  void saveConfigDialog();
+  void importHfDialog();
+  void chooseRunsDir();
+  void showError(const QString& title, const QString& msg);
+
+  QTabWidget* tabs_ = nullptr;
+  LauncherPage* launcher_ = nullptr;
+  MonitorPage* monitor_ = nullptr;
+  RunsPage* runs_ = nullptr;
+  QWidget* trace_ = nullptr;
+  RunController* controller_ = nullptr;
+  QMenu* recentMenu_ = nullptr;
+  QAction* darkAction_ = nullptr;
+  QAction* stopAction_ = nullptr;
+  QLabel* statusRun_ = nullptr;
+  QString program_;
+  bool dark_ = false;
+  bool quiet_ = false;  // no modal dialogs (tests, screenshots)
+
+ public:
+  void setQuiet(bool q) { quiet_ = q; }
+};
+
+}  // namespace ulysses::ui

@@ -1,0 +1,26 @@
+// One Qt Charts line chart of a metric over steps, with axes that follow the data.
+#pragma once
+
+#include <QChartView>
+
+class QLineSeries;
+class QValueAxis;
+
+namespace ulysses::ui {
+
+class MetricChart : public QChartView {
+  Q_OBJECT
+ public:
+  MetricChart(const QString& title, const QString& unit, QWidget* parent = nullptr);
+  void append(double x, double y);
+  void clear();
+  int count() const;
+
+ private:
+  QLineSeries* series_;
+  QValueAxis* ax_;
+  QValueAxis* ay_;
+  double minY_ = 0, maxY_ = 0, maxX_ = 0;
+};
+
+}  // namespace ulysses::ui

@@ -1,0 +1,214 @@
+// Run monitor page.
+#include "monitor_page.hpp"
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include "cost_model.hpp"
+#include "metric_chart.hpp"
+#include "rank_status_model.hpp"
+
+namespace ulysses::ui {
+
+MonitorPage::MonitorPage(RunController* controller, QWidget* parent) : QWidget(parent), ctl_(controller) {
+  diskRanks_ = new RankStatusModel(this);
+  title_ = new QLabel(QStringLiteral("No run yet: fill the launcher and press Launch (Ctrl+R)"), this);
+  title_->setObjectName(QStringLiteral("monitorTitle"));
+  title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  start_ = new QPushButton(QStringLiteral("Start"), this);
+  start_->setObjectName(QStringLiteral("start"));
+  stop_ = new QPushButton(QStringLiteral("Stop"), this);
+  stop_->setObjectName(QStringLiteral("stop"));
+  stop_->setEnabled(false);
+  stop_->setToolTip(QStringLiteral("Stop every rank; the trace stays readable (Ctrl+.)"));
+  connect(start_, &QPushButton::clicked, this, &MonitorPage::startRequested);
+  connect(stop_, &QPushButton::clicked, this, [this] { ctl_->stop(); });
+  progress_ = new QProgressBar(this);
+  progress_->setRange(0, 1);
+  progress_->setValue(0);
+  progress_->setFormat(QStringLiteral("step %v / %m"));
+  timeLeft_ = new QLabel(this);
+  timeLeft_->setMinimumWidth(160);
+  banner_ = new QLabel(this);
+  banner_->setObjectName(QStringLiteral("banner"));
+  banner_->setWordWrap(true);
+  banner_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  banner_->setVisible(false);
+
+  loss_ = new MetricChart(QStringLiteral("Loss"), QStringLiteral("loss"), this);
+  tps_ = new MetricChart(QStringLiteral("Throughput"), QStringLiteral("tokens/s"), this);
+  mem_ = new MetricChart(QStringLiteral("Memory (max over ranks)"), QStringLiteral("GiB"), this);
+
+  ranksView_ = new QTableView(this);
+  ranksView_->setObjectName(QStringLiteral("ranks"));
+  ranksView_->setModel(ctl_->ranks());
+  ranksView_->verticalHeader()->hide();
+  ranksView_->horizontalHeader()->setStretchLastSection(true);
+  ranksView_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  log_ = new QPlainTextEdit(this);
+  log_->setObjectName(QStringLiteral("log"));
+  log_->setReadOnly(true);
+  log_->setMaximumBlockCount(20000);
+  log_->setLineWrapMode(QPlainTextEdit::NoWrap);
+  QFont mono(QStringLiteral("monospace"));
+  mono.setStyleHint(QFont::Monospace);
+  log_->setFont(mono);
+
+  auto* bar = new QHBoxLayout;
+  bar->addWidget(start_);
+  bar->addWidget(stop_);
+  bar->addWidget(progress_, 1);
+  bar->addWidget(timeLeft_);
+  auto* charts = new QWidget(this);
+  auto* grid = new QHBoxLayout(charts);
+  grid->setContentsMargins(0, 0, 0, 0);
+  grid->addWidget(loss_);
+  grid->addWidget(tps_);
+  grid->addWidget(mem_);
+  auto* bottom = new QSplitter(Qt::Horizontal, this);
+  bottom->addWidget(ranksView_);
+  bottom->addWidget(log_);
+  bottom->setStretchFactor(0, 1);
+  bottom->setStretchFactor(1, 2);
+  auto* vsplit = new QSplitter(Qt::Vertical, this);
+  vsplit->addWidget(charts);
+  vsplit->addWidget(bottom);
+  auto* col = new QVBoxLayout(this);
+  col->addWidget(title_);
+  col->addLayout(bar);
+  col->addWidget(banner_);
+  col->addWidget(vsplit, 1);
+
+  connect(ctl_, &RunController::started, this, &MonitorPage::onStarted);
+  connect(ctl_, &RunController::metric, this, &MonitorPage::onMetric);
+  connect(ctl_, &RunController::logLine, this, &MonitorPage::onLog);
+  connect(ctl_, &RunController::finished, this, &MonitorPage::onFinished);
+}
+
+QString MonitorPage::bannerText() const { return banner_->isHidden() ? QString() : banner_->text(); }
+int MonitorPage::progressValue() const { return progress_->value(); }
+int MonitorPage::chartPoints() const { return loss_->count(); }
+
+void MonitorPage::setBanner(const QString& text, bool error) {
+  banner_->setText(text);
+  banner_->setStyleSheet(error ? QStringLiteral("background:#5a1d1d; color:#ffdede; padding:6px; border-radius:4px;")
+                               : QStringLiteral("background:#1d4a2a; color:#e0ffe6; padding:6px; border-radius:4px;"));
+  banner_->setVisible(!text.isEmpty());
+}
+
+void MonitorPage::clearCharts() {
+  loss_->clear();
+  tps_->clear();
+  mem_->clear();
+}
+
+void MonitorPage::addPoint(const MetricPoint& p) {
+  loss_->append(p.step, p.loss);
+  tps_->append(p.step, p.tokens_per_s);
+  mem_->append(p.step, double(p.max_mem_bytes) / (1024.0 * 1024.0 * 1024.0));
+  if (p.steps > 0) progress_->setMaximum(p.steps);
+  progress_->setValue(p.step + 1);
+}
+
+void MonitorPage::onStarted() {
+  runDir_ = ctl_->runDir();
+  ranksView_->setModel(ctl_->ranks());
+  clearCharts();
+  log_->clear();
+  setBanner(QString(), false);
+  title_->setText(QStringLiteral("Running: %1").arg(runDir_));
+  progress_->setMaximum(std::max(1, ctl_->steps()));
+  progress_->setValue(0);
+  timeLeft_->setText(QStringLiteral("starting…"));
+  start_->setEnabled(false);
+  stop_->setEnabled(true);
+}
+
+void MonitorPage::onMetric(const MetricPoint& p) {
+  addPoint(p);
+  const int done = p.step + 1;
+  const int total = p.steps > 0 ? p.steps : ctl_->steps();
+  const double elapsed = p.elapsed_s > 0 ? p.elapsed_s : ctl_->elapsedS();
+  if (done > 0 && total >= done) {
+    const double left = elapsed / done * (total - done);
+    timeLeft_->setText(QStringLiteral("%1 left").arg(QString::fromStdString(cost::format_seconds(left))));
+  }
+}
+
+void MonitorPage::onLog(int rank, const QString& text) {
+  log_->appendPlainText(rank >= 0 ? QStringLiteral("[rank %1] %2").arg(rank).arg(text) : text);
+}
+
+void MonitorPage::onFinished(const RunOutcome& o) {
+  start_->setEnabled(true);
+  stop_->setEnabled(false);
+  timeLeft_->setText(o.status);
+  title_->setText(QStringLiteral("%1: %2").arg(o.status, o.runDir));
+  setBanner(o.message, o.status == QLatin1String("failed"));
+}
+
+void MonitorPage::showRun(const QString& runDir) {
+  if (ctl_->isRunning() && QFileInfo(runDir).absoluteFilePath() == ctl_->runDir()) return;  // live already
+  runDir_ = QFileInfo(runDir).absoluteFilePath();
+  const RunSummary s = loadRunSummary(runDir_);
+  clearCharts();
+  log_->clear();
+  const auto pts = readMetricsFile(QDir(runDir_).filePath(QStringLiteral("metrics.jsonl")));
+  progress_->setMaximum(std::max(1, s.steps > 0 ? s.steps : (pts.isEmpty() ? 1 : pts.back().steps)));
+  progress_->setValue(0);
+  for (const auto& p : pts) addPoint(p);
+  diskRanks_->reset(std::max(0, s.worldSize));
+  const QDir logs(QDir(runDir_).filePath(QStringLiteral("logs")));
+  static const QRegularExpression rankFile(QStringLiteral("^rank(\\d+)\\.log$"));
+  for (const auto& fi : logs.entryInfoList({QStringLiteral("rank*.log")}, QDir::Files, QDir::Name)) {
+    const auto m = rankFile.match(fi.fileName());
+    if (!m.hasMatch()) continue;
+    const int r = m.captured(1).toInt();
+    QFile f(fi.absoluteFilePath());
+    if (!f.open(QIODevice::ReadOnly)) continue;
+    // Only the end of big logs.
+    if (f.size() > 256 * 1024) f.seek(f.size() - 256 * 1024);
+    const auto lines = QString::fromUtf8(f.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+    for (const auto& l : lines) {
+      diskRanks_->appendLine(r, l);
+      log_->appendPlainText(QStringLiteral("[rank %1] %2").arg(r).arg(l));
+    }
+  }
+  using St = RankStatusModel::State;
+  const St st = s.status == QLatin1String("finished") ? St::Finished
+                : s.status == QLatin1String("failed") ? St::Stopped
+                : s.status == QLatin1String("stopped") ? St::Stopped
+                                                        : St::Running;
+  diskRanks_->setAllRunning(st);
+  if (s.failedRank >= 0) diskRanks_->setState(s.failedRank, St::Failed);
+  ranksView_->setModel(diskRanks_);
+  title_->setText(QStringLiteral("%1: %2").arg(s.status, runDir_));
+  timeLeft_->setText(s.durationS >= 0 ? QString::fromStdString(cost::format_seconds(s.durationS)) : QString());
+  if (s.status == QLatin1String("failed")) {
+    QString msg = s.failedRank >= 0 ? QStringLiteral("Rank %1 failed").arg(s.failedRank) : QStringLiteral("The run failed");
+    if (!s.message.isEmpty()) msg += QStringLiteral(": ") + s.message;
+    if (s.failedRank >= 0) {
+      const auto tail = diskRanks_->lastLines(s.failedRank, 8);
+      if (!tail.isEmpty()) msg += QStringLiteral("\nLast lines of rank %1:\n  ").arg(s.failedRank) + tail.join(QStringLiteral("\n  "));
+    }
+    setBanner(msg, true);
+  } else if (s.hasFinalLoss) {
+    setBanner(QStringLiteral("%1 after %2 step(s), final loss %3").arg(s.status).arg(s.stepsDone).arg(s.finalLoss, 0, 'f', 4), false);
+  } else {
+    setBanner(QString(), false);
+  }
+}
+
+}  // namespace ulysses::ui

@@ -1,0 +1,185 @@
+// Runs list page.
+#include "runs_page.hpp"
+
+#include <QDir>
+#include <QFileInfo>
+#include <QFileSystemWatcher>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QTableView>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include "compare_model.hpp"
+#include "runs_model.hpp"
+
+namespace ulysses::ui {
+
+RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
+  model_ = new RunsModel(this);
+  compare_ = new CompareModel(this);
+  proxy_ = new QSortFilterProxyModel(this);
+  proxy_->setSourceModel(model_);
+  proxy_->setSortRole(RunsModel::SortRole);
+  view_ = new QTableView(this);
+  view_->setObjectName(QStringLiteral("runs"));
+  view_->setModel(proxy_);
+  view_->setSortingEnabled(true);
+  view_->sortByColumn(RunsModel::Started, Qt::DescendingOrder);
+  view_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  view_->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  view_->verticalHeader()->hide();
+  view_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  view_->horizontalHeader()->setStretchLastSection(true);
+  connect(view_, &QTableView::doubleClicked, this, [this](const QModelIndex& i) {
+    emit openRequested(i.data(RunsModel::DirRole).toString());
+  });
+  connect(view_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunsPage::updateButtons);
+
+  folder_ = new QLabel(this);
+  folder_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* change = new QPushButton(QStringLiteral("Change…"), this);
+  connect(change, &QPushButton::clicked, this, &RunsPage::changeRunsDirRequested);
+  auto* refreshBtn = new QPushButton(QStringLiteral("Refresh"), this);
+  connect(refreshBtn, &QPushButton::clicked, this, &RunsPage::refresh);
+  open_ = new QPushButton(QStringLiteral("Open"), this);
+  relaunch_ = new QPushButton(QStringLiteral("Launch again"), this);
+  delete_ = new QPushButton(QStringLiteral("Delete…"), this);
+  compareBtn_ = new QPushButton(QStringLiteral("Compare"), this);
+  compareBtn_->setToolTip(QStringLiteral("Select two runs"));
+  connect(open_, &QPushButton::clicked, this, [this] {
+    const auto d = selectedDirs();
+    if (!d.isEmpty()) emit openRequested(d.front());
+  });
+  connect(relaunch_, &QPushButton::clicked, this, [this] {
+    const auto d = selectedDirs();
+    if (!d.isEmpty()) emit relaunchRequested(d.front());
+  });
+  connect(delete_, &QPushButton::clicked, this, [this] {
+    const auto dirs = selectedDirs();
+    if (dirs.isEmpty()) return;
+    if (QMessageBox::question(this, QStringLiteral("Delete runs"),
+                              QStringLiteral("Delete %1 run folder(s) and everything in them?\n%2").arg(dirs.size()).arg(dirs.join(QLatin1Char('\n')))) !=
+        QMessageBox::Yes)
+      return;
+    for (const auto& d : dirs) {
+      QString err;
+      if (!deleteRun(d, &err)) QMessageBox::warning(this, QStringLiteral("Delete"), err);
+    }
+  });
+  connect(compareBtn_, &QPushButton::clicked, this, [this] {
+    const auto d = selectedDirs();
+    if (d.size() == 2) compare(d[0], d[1]);
+  });
+
+  compareTitle_ = new QLabel(QStringLiteral("Select two runs and press Compare"), this);
+  compareView_ = new QTableView(this);
+  compareView_->setObjectName(QStringLiteral("compare"));
+  compareView_->setModel(compare_);
+  compareView_->verticalHeader()->hide();
+  compareView_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+
+  auto* top = new QHBoxLayout;
+  top->addWidget(new QLabel(QStringLiteral("Runs folder:"), this));
+  top->addWidget(folder_, 1);
+  top->addWidget(change);
+  top->addWidget(refreshBtn);
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(open_);
+  buttons->addWidget(relaunch_);
+  buttons->addWidget(compareBtn_);
+  buttons->addWidget(delete_);
+  buttons->addStretch(1);
+  auto* lower = new QWidget(this);
+  auto* lowerCol = new QVBoxLayout(lower);
+  lowerCol->setContentsMargins(0, 0, 0, 0);
+  lowerCol->addWidget(compareTitle_);
+  lowerCol->addWidget(compareView_);
+  auto* split = new QSplitter(Qt::Vertical, this);
+  auto* upper = new QWidget(this);
+  auto* upperCol = new QVBoxLayout(upper);
+  upperCol->setContentsMargins(0, 0, 0, 0);
+  upperCol->addWidget(view_);
+  upperCol->addLayout(buttons);
+  split->addWidget(upper);
+  split->addWidget(lower);
+  auto* col = new QVBoxLayout(this);
+  col->addLayout(top);
+  col->addWidget(split, 1);
+
+  watcher_ = new QFileSystemWatcher(this);
+  debounce_ = new QTimer(this);
+  debounce_->setSingleShot(true);
+  debounce_->setInterval(500);
+  connect(debounce_, &QTimer::timeout, this, &RunsPage::refresh);
+  connect(watcher_, &QFileSystemWatcher::directoryChanged, debounce_, qOverload<>(&QTimer::start));
+  updateButtons();
+}
+
+void RunsPage::setRunsDir(const QString& dir) {
+  if (!watcher_->directories().isEmpty()) watcher_->removePaths(watcher_->directories());
+  const QString abs = QFileInfo(dir).absoluteFilePath();
+  folder_->setText(abs);
+  model_->setRunsDir(abs);
+  if (QFileInfo(abs).isDir()) watcher_->addPath(abs);
+  updateButtons();
+}
+
+QString RunsPage::runsDir() const { return model_->runsDir(); }
+
+void RunsPage::refresh() {
+  if (watcher_->directories().isEmpty() && QFileInfo(model_->runsDir()).isDir()) watcher_->addPath(model_->runsDir());
+  model_->refresh();
+  updateButtons();
+}
+
+QStringList RunsPage::selectedDirs() const {
+  QStringList out;
+  for (const auto& i : view_->selectionModel()->selectedRows()) out << i.data(RunsModel::DirRole).toString();
+  return out;
+}
+
+void RunsPage::selectDir(const QString& dir) {
+  const int row = model_->rowOfDir(dir);
+  if (row < 0) return;
+  const auto idx = proxy_->mapFromSource(model_->index(row, 0));
+  view_->selectionModel()->select(idx, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+  view_->scrollTo(idx);
+}
+
+bool RunsPage::compare(const QString& a, const QString& b) {
+  if (!isRunDir(a) || !isRunDir(b)) return false;
+  const auto sa = loadRunSummary(a), sb = loadRunSummary(b);
+  compare_->setRuns(sa, sb);
+  compareTitle_->setText(QStringLiteral("%1 vs %2: %3 field(s) differ").arg(sa.name, sb.name).arg(compare_->differingRows()));
+  return true;
+}
+
+bool RunsPage::deleteRun(const QString& dir, QString* error) {
+  if (!isRunDir(dir)) {
+    if (error) *error = QStringLiteral("%1 is not a run folder (no run.json, config.json or metrics.jsonl); not deleted").arg(dir);
+    return false;
+  }
+  if (!QDir(dir).removeRecursively()) {
+    if (error) *error = QStringLiteral("could not delete all of %1 (permissions?)").arg(dir);
+    refresh();
+    return false;
+  }
+  refresh();
+  return true;
+}
+
+void RunsPage::updateButtons() {
+  const int n = view_->selectionModel() ? view_->selectionModel()->selectedRows().size() : 0;
+  open_->setEnabled(n == 1);
+  relaunch_->setEnabled(n == 1);
+  delete_->setEnabled(n >= 1);
+  compareBtn_->setEnabled(n == 2);
+}
+
+}  // namespace ulysses::ui

@@ -1,0 +1,215 @@
+// Memory view (Qt Charts).
+#include "trace/memory_view.hpp"
+
+#include <QChart>
+#include <QChartView>
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLegend>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QScatterSeries>
+#include <QValueAxis>
+#include <QVBoxLayout>
+#include <QWheelEvent>
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "trace/phase_style.hpp"
+
+namespace ulysses::ui {
+
+std::vector<MemorySeriesPoint> memory_points(const prof::TraceModel& m, int32_t rank, int64_t t0, int64_t t1, int columns) {
+  std::vector<MemorySeriesPoint> out;
+  const auto& mem = m.memory;
+  auto lo = std::partition_point(mem.begin(), mem.end(), [&](const prof::MemoryPoint& p) {
+    return p.rank < rank || (p.rank == rank && p.t_ns < t0);
+  });
+  auto hi = std::partition_point(lo, mem.end(), [&](const prof::MemoryPoint& p) {
+    return p.rank < rank || (p.rank == rank && p.t_ns < t1);
+  });
+  // One point before and after the window so lines reach the edges.
+  if (lo != mem.begin() && std::prev(lo)->rank == rank) --lo;
+  if (hi != mem.end() && hi->rank == rank) ++hi;
+  const int64_t n = hi - lo;
+  columns = std::max(1, columns);
+  auto to_pt = [](const prof::MemoryPoint& p) { return MemorySeriesPoint{p.t_ns, p.allocated, p.reserved, p.peak, p.label_id}; };
+  if (n <= 2 * columns) {
+    for (auto it = lo; it != hi; ++it) out.push_back(to_pt(*it));
+    return out;
+  }
+  // Per column: the sample with the largest allocation (peaks must stay visible).
+  const double span = double(std::max<int64_t>(1, t1 - t0)) / columns;
+  auto it = lo;
+  out.push_back(to_pt(*it));
+  ++it;
+  while (it != hi) {
+    const int64_t col = int64_t(std::floor(double(it->t_ns - t0) / span));
+    const int64_t col_end = t0 + int64_t(std::ceil(double(col + 1) * span));
+    auto best = it;
+    auto e = std::partition_point(it, hi, [&](const prof::MemoryPoint& p) { return p.t_ns < col_end; });
+    if (e == it) e = std::next(it);
+    for (auto k = it; k != e; ++k)
+      if (k->allocated > best->allocated) best = k;
+    out.push_back(to_pt(*best));
+    it = e;
+  }
+  return out;
+}
+
+MemoryView::MemoryView(QWidget* parent) : QWidget(parent) {
+  auto* lay = new QVBoxLayout(this);
+  auto* top = new QHBoxLayout;
+  rank_box_ = new QComboBox(this);
+  info_ = new QLabel(this);
+  top->addWidget(new QLabel(tr("Show:"), this));
+  top->addWidget(rank_box_);
+  top->addWidget(info_, 1);
+  lay->addLayout(top);
+  chart_ = new QChart;
+  chart_->legend()->setAlignment(Qt::AlignBottom);
+  view_ = new QChartView(chart_, this);
+  view_->setRenderHint(QPainter::Antialiasing);
+  view_->viewport()->installEventFilter(this);
+  lay->addWidget(view_, 1);
+  connect(rank_box_, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
+}
+
+int MemoryView::seriesCount() const { return int(chart_->series().size()); }
+
+void MemoryView::setIndex(std::shared_ptr<const TimelineIndex> index) {
+  index_ = std::move(index);
+  rank_box_->blockSignals(true);
+  rank_box_->clear();
+  if (index_) {
+    std::set<int32_t> ranks;
+    for (const auto& p : index_->model().memory) ranks.insert(p.rank);
+    rank_box_->addItem(tr("all ranks: allocated"), -1);
+    for (int32_t r : ranks) rank_box_->addItem(tr("rank %1: allocated, reserved, peak").arg(r), r);
+    vp_.fit(index_->t_min(), index_->t_max(), 0.01);
+  }
+  rank_box_->blockSignals(false);
+  rebuild();
+}
+
+void MemoryView::setViewport(const TimelineViewport& vp) {
+  if (vp == vp_) return;
+  vp_ = vp;
+  rebuild();
+}
+
+bool MemoryView::eventFilter(QObject* o, QEvent* e) {
+  if (o == view_->viewport() && e->type() == QEvent::Wheel && index_) {
+    auto* we = static_cast<QWheelEvent*>(e);
+    const QRectF pa = chart_->plotArea();
+    const double frac = pa.width() > 0 ? (we->position().x() - pa.left()) / pa.width() : 0.5;
+    TimelineViewport v = vp_;
+    v.zoom_at(frac * v.width_px, std::pow(1.25, we->angleDelta().y() / 120.0));
+    v.clamp_to(index_->t_min(), index_->t_max());
+    vp_ = v;
+    rebuild();
+    emit viewportChanged(vp_);
+    return true;
+  }
+  return QWidget::eventFilter(o, e);
+}
+
+void MemoryView::rebuild() {
+  chart_->removeAllSeries();
+  for (auto* a : chart_->axes()) {
+    chart_->removeAxis(a);
+    delete a;
+  }
+  if (!index_) return;
+  const auto& m = index_->model();
+  if (m.memory.empty()) {
+    info_->setText(tr("This trace has no memory samples."));
+    return;
+  }
+  const int64_t base = index_->t_min();
+  const int64_t t0 = vp_.t0_ns, t1 = vp_.t1_ns();
+  const int cols = std::max(100, int(view_->width()));
+  auto* ax = new QValueAxis;
+  ax->setTitleText(tr("time from trace start (ms)"));
+  ax->setRange(double(t0 - base) / 1e6, double(t1 - base) / 1e6);
+  auto* ay = new QValueAxis;
+  ay->setTitleText(tr("memory (MiB)"));
+  chart_->addAxis(ax, Qt::AlignBottom);
+  chart_->addAxis(ay, Qt::AlignLeft);
+  double ymax = 1;
+  auto add_line = [&](const QString& name, const std::vector<MemorySeriesPoint>& pts, int64_t MemorySeriesPoint::*f, Qt::PenStyle st) {
+    auto* s = new QLineSeries;
+    s->setName(name);
+    QList<QPointF> list;
+    list.reserve(qsizetype(pts.size()));
+    for (const auto& p : pts) {
+      const double y = double(p.*f) / (1024.0 * 1024.0);
+      ymax = std::max(ymax, y);
+      list.append(QPointF(double(p.t_ns - base) / 1e6, y));
+    }
+    s->replace(list);
+    chart_->addSeries(s);
+    s->attachAxis(ax);
+    s->attachAxis(ay);
+    QPen pen = s->pen();
+    pen.setStyle(st);
+    pen.setWidthF(1.5);
+    s->setPen(pen);
+    return s;
+  };
+  const int32_t sel = rank_box_->currentData().isValid() ? rank_box_->currentData().toInt() : -1;
+  std::set<int32_t> ranks;
+  for (const auto& p : m.memory) ranks.insert(p.rank);
+  int64_t peak = 0;
+  for (int32_t r : ranks) {
+    if (sel >= 0 && r != sel) continue;
+    auto pts = memory_points(m, r, t0, t1, cols);
+    for (const auto& p : pts) peak = std::max(peak, p.peak);
+    if (sel < 0) {
+      add_line(tr("rank %1 allocated").arg(r), pts, &MemorySeriesPoint::allocated, Qt::SolidLine);
+    } else {
+      add_line(tr("allocated"), pts, &MemorySeriesPoint::allocated, Qt::SolidLine);
+      add_line(tr("reserved / RSS"), pts, &MemorySeriesPoint::reserved, Qt::DashLine);
+      add_line(tr("peak"), pts, &MemorySeriesPoint::peak, Qt::DotLine);
+      // Phase markers: the labelled samples (phase boundaries) of this rank.
+      auto* mk = new QScatterSeries;
+      mk->setName(tr("phase boundaries"));
+      mk->setMarkerSize(6);
+      for (const auto& p : pts) mk->append(double(p.t_ns - base) / 1e6, double(p.allocated) / (1024.0 * 1024.0));
+      chart_->addSeries(mk);
+      mk->attachAxis(ax);
+      mk->attachAxis(ay);
+      connect(mk, &QScatterSeries::hovered, this, [this, pts, base](const QPointF& pt, bool on) {
+        if (!on || !index_) return;
+        const auto& mm = index_->model();
+        for (const auto& p : pts) {
+          if (std::fabs(double(p.t_ns - base) / 1e6 - pt.x()) < 1e-9) {
+            const QString lab = p.label_id >= 0 && size_t(p.label_id) < mm.strings.size() ? QString::fromStdString(mm.strings[size_t(p.label_id)]) : QString();
+            info_->setText(tr("%1 at %2 ms: allocated %3, reserved %4, peak %5").arg(lab).arg(pt.x(), 0, 'f', 3)
+                               .arg(QString::fromStdString(format_bytes(p.allocated)), QString::fromStdString(format_bytes(p.reserved)),
+                                    QString::fromStdString(format_bytes(p.peak))));
+            break;
+          }
+        }
+      });
+    }
+  }
+  // Step boundaries as vertical markers.
+  for (const auto& st : index_->steps()) {
+    if (st.end_ns < t0 || st.start_ns > t1) continue;
+    auto* s = new QLineSeries;
+    s->append(double(st.start_ns - base) / 1e6, 0);
+    s->append(double(st.start_ns - base) / 1e6, ymax * 1.05);
+    chart_->addSeries(s);
+    s->attachAxis(ax);
+    s->attachAxis(ay);
+    s->setPen(QPen(QColor(150, 150, 150), 1, Qt::DashDotLine));
+    chart_->legend()->markers(s).value(0)->setVisible(false);
+  }
+  ay->setRange(0, ymax * 1.08);
+  info_->setText(tr("peak in view: %1").arg(QString::fromStdString(format_bytes(peak))));
+}
+
+}  // namespace ulysses::ui

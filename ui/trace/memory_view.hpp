@@ -1,0 +1,57 @@
+// Memory view: per-rank memory over time (allocated, reserved/RSS, peak) from
+// TraceModel::memory, drawn with Qt Charts on the same time axis as the timeline (shared
+// TimelineViewport), with step boundaries and the sample labels (phase boundaries) as
+// markers. Series are decimated per pixel column so huge traces stay responsive.
+#pragma once
+
+#include <QWidget>
+#include <memory>
+#include <vector>
+
+#include "trace/timeline_index.hpp"
+#include "trace/viewport_metatype.hpp"
+
+class QComboBox;
+class QLabel;
+class QChart;
+class QChartView;
+class QValueAxis;
+
+namespace ulysses::ui {
+
+// Points of one rank's memory in [t0, t1), at most ~2 per pixel column (max per column).
+struct MemorySeriesPoint {
+  int64_t t_ns = 0;
+  int64_t allocated = 0, reserved = 0, peak = 0;
+  int32_t label_id = 0;
+};
+std::vector<MemorySeriesPoint> memory_points(const prof::TraceModel& m, int32_t rank, int64_t t0, int64_t t1, int columns);
+
+class MemoryView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit MemoryView(QWidget* parent = nullptr);
+  void setIndex(std::shared_ptr<const TimelineIndex> index);
+  const TimelineViewport& viewport() const { return vp_; }
+  int seriesCount() const;
+
+ public slots:
+  void setViewport(const ulysses::ui::TimelineViewport& vp);
+
+ signals:
+  void viewportChanged(const ulysses::ui::TimelineViewport& vp);
+
+ protected:
+  bool eventFilter(QObject* o, QEvent* e) override;
+
+ private:
+  void rebuild();
+  std::shared_ptr<const TimelineIndex> index_;
+  TimelineViewport vp_;
+  QComboBox* rank_box_;
+  QLabel* info_;
+  QChartView* view_;
+  QChart* chart_;
+};
+
+}  // namespace ulysses::ui

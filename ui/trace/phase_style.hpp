@@ -1,0 +1,25 @@
+// Display names and colours of trace phases, shared by every trace view (one palette).
+// All-to-alls (orange, magenta) and attention (blue) are deliberately far apart.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ulysses/profiler/trace_model.hpp"
+
+namespace ulysses::ui {
+
+// Same lower-case names as the trace ("a2a_seq_to_head", ...).
+const char* phase_label(prof::Phase p);
+const char* direction_label(prof::Direction d);
+// 0xAARRGGBB; backward ranges are a darker shade of their phase colour.
+uint32_t phase_argb(prof::Phase p, prof::Direction d = prof::Direction::Forward);
+// "1.25 ms", "830 ns", "2.5 s": 3 significant digits.
+std::string format_duration_ns(double ns);
+// "1,234,567" style byte counts as "1.2 MiB".
+std::string format_bytes(int64_t bytes);
+
+constexpr uint32_t kFoldedArgb = 0xFF707070;
+constexpr uint32_t kOverlapShadeArgb = 0x3300C853;  // translucent green
+
+}  // namespace ulysses::ui

@@ -1,0 +1,159 @@
+// Report view: analysis tables, per-rank bar chart, run comparison.
+#include "trace/report_view.hpp"
+
+#include <QBarCategoryAxis>
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QHeaderView>
+#include <QHorizontalStackedBarSeries>
+#include <QLabel>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTableView>
+#include <QValueAxis>
+#include <QVBoxLayout>
+
+#include "trace/phase_style.hpp"
+
+namespace ulysses::ui {
+
+namespace {
+QTableView* make_table(QAbstractItemModel* m, QWidget* parent) {
+  auto* proxy = new QSortFilterProxyModel(parent);
+  proxy->setSourceModel(m);
+  proxy->setSortRole(TableModel::SortRole);
+  auto* v = new QTableView(parent);
+  v->setModel(proxy);
+  v->setSortingEnabled(true);
+  v->setSelectionBehavior(QAbstractItemView::SelectRows);
+  v->horizontalHeader()->setStretchLastSection(true);
+  v->verticalHeader()->setVisible(false);
+  return v;
+}
+QString dur(double ns) { return QString::fromStdString(format_duration_ns(ns)); }
+}  // namespace
+
+QString summary_headline(const prof::Summary& s) {
+  return QObject::tr("%1 ranks, %2 ranges, %3 kernels. Overlap %4% of %5 communication; compute %6, overlapped %7.")
+      .arg(s.world_size)
+      .arg(s.num_ranges)
+      .arg(s.num_kernels)
+      .arg(s.overall.ratio * 100.0, 0, 'f', 1)
+      .arg(dur(double(s.overall.comm_ns)), dur(double(s.overall.compute_ns)), dur(double(s.overall.overlap_ns)));
+}
+
+ReportView::ReportView(QWidget* parent) : QWidget(parent) {
+  auto* lay = new QVBoxLayout(this);
+  headline_ = new QLabel(this);
+  headline_->setWordWrap(true);
+  headline_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  lay->addWidget(headline_);
+  auto* split = new QSplitter(Qt::Vertical, this);
+  chart_ = new QChartView(new QChart, this);
+  chart_->setMinimumHeight(180);
+  tabs_ = new QTabWidget(this);
+  ranks_ = new TableModel(this);
+  steps_ = new TableModel(this);
+  layers_ = new TableModel(this);
+  heads_ = new TableModel(this);
+  skew_ = new TableModel(this);
+  memory_ = new TableModel(this);
+  names_ = new TableModel(this);
+  compare_ = new TableModel(this);
+  tabs_->addTab(make_table(ranks_, this), tr("Per rank"));
+  auto* steps_view = make_table(steps_, this);
+  tabs_->addTab(steps_view, tr("Per step"));
+  tabs_->addTab(make_table(layers_, this), tr("Per layer"));
+  tabs_->addTab(make_table(heads_, this), tr("Head ranges"));
+  tabs_->addTab(make_table(skew_, this), tr("Rank skew"));
+  tabs_->addTab(make_table(memory_, this), tr("Memory per phase"));
+  tabs_->addTab(make_table(names_, this), tr("Top names"));
+  connect(steps_view, &QTableView::activated, this, [this, steps_view](const QModelIndex& ix) {
+    emit stepActivated(steps_view->model()->data(ix, TableModel::KeyRole).toLongLong());
+  });
+  split->addWidget(chart_);
+  split->addWidget(tabs_);
+  split->setStretchFactor(1, 2);
+  lay->addWidget(split, 1);
+}
+
+void ReportView::setSummary(std::shared_ptr<const prof::Summary> s, const QString& title) {
+  s_ = std::move(s);
+  title_ = title;
+  static const prof::Summary empty;
+  const prof::Summary& S = s_ ? *s_ : empty;
+  headline_->setText(s_ ? QStringLiteral("<b>%1</b><br>%2").arg(title.toHtmlEscaped(), summary_headline(S)) : QString());
+  ranks_->setTable(rank_totals_table(S));
+  steps_->setTable(step_table(S));
+  layers_->setTable(layer_table_data(S));
+  heads_->setTable(head_range_table_data(S));
+  skew_->setTable(skew_table(S));
+  memory_->setTable(memory_phase_table(S));
+  names_->setTable(names_table(S));
+  rebuildChart();
+  rebuildCompare();
+}
+
+void ReportView::setCompare(std::shared_ptr<const prof::Summary> other, const QString& title) {
+  other_ = std::move(other);
+  other_title_ = title;
+  rebuildCompare();
+}
+
+void ReportView::rebuildCompare() {
+  if (!s_ || !other_) {
+    compare_->setTable({});
+    if (compare_tab_ >= 0) {
+      tabs_->removeTab(compare_tab_);
+      compare_tab_ = -1;
+    }
+    return;
+  }
+  compare_->setTable(compare_table(*s_, *other_));
+  if (compare_tab_ < 0) compare_tab_ = tabs_->addTab(make_table(compare_, this), QString());
+  tabs_->setTabText(compare_tab_, tr("Compare: A = %1, B = %2").arg(title_, other_title_));
+  tabs_->setCurrentIndex(compare_tab_);
+}
+
+void ReportView::rebuildChart() {
+  QChart* c = chart_->chart();
+  c->removeAllSeries();
+  for (auto* a : c->axes()) {
+    c->removeAxis(a);
+    delete a;
+  }
+  if (!s_ || s_->ranks.empty()) return;
+  c->setTitle(tr("Per rank, per step (ms): computation, overlapped communication, exposed communication, idle"));
+  auto* series = new QHorizontalStackedBarSeries;
+  auto* comp = new QBarSet(tr("compute only"));
+  auto* ovl = new QBarSet(tr("overlapped comm"));
+  auto* exp = new QBarSet(tr("exposed comm"));
+  auto* idle = new QBarSet(tr("idle"));
+  comp->setColor(QColor::fromRgba(phase_argb(prof::Phase::Attention)));
+  ovl->setColor(QColor(0x00, 0xC8, 0x53));
+  exp->setColor(QColor::fromRgba(phase_argb(prof::Phase::A2ASeqToHead)));
+  idle->setColor(QColor(0xBD, 0xBD, 0xBD));
+  QStringList cats;
+  for (const auto& r : s_->ranks) {
+    const double n = double(std::max<int64_t>(1, r.steps)) * 1e6;
+    *comp << double(r.compute_ns - r.overlap_ns) / n;
+    *ovl << double(r.overlap_ns) / n;
+    *exp << double(r.comm_ns - r.overlap_ns) / n;
+    *idle << double(r.idle_ns) / n;
+    cats << tr("rank %1").arg(r.rank);
+  }
+  series->append({comp, ovl, exp, idle});
+  c->addSeries(series);
+  auto* ay = new QBarCategoryAxis;
+  ay->append(cats);
+  auto* ax = new QValueAxis;
+  ax->setTitleText(tr("ms per step"));
+  c->addAxis(ay, Qt::AlignLeft);
+  c->addAxis(ax, Qt::AlignBottom);
+  series->attachAxis(ay);
+  series->attachAxis(ax);
+}
+
+}  // namespace ulysses::ui

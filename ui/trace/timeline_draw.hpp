@@ -1,0 +1,111 @@
+// "What to draw" for the timeline, without QPainter: a layout of rank groups and lane rows,
+// and for one viewport a flat list of draw items (rect, colour, label, folded count) plus the
+// shading where communication overlaps computation. Tested offscreen and benchmarked; the
+// widget only paints the list.
+//
+// Folding (as in Tracy): a range narrower than fold_px starts a folded item; every following
+// range that starts within fold_px of the folded item's end joins it, found by binary search
+// so a run of a million tiny ranges costs a few searches per fold_px of screen, never a scan.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "trace/timeline_index.hpp"
+#include "trace/timeline_viewport.hpp"
+
+namespace ulysses::ui {
+
+struct TimelineLayoutOptions {
+  float rank_header_h = 20;
+  float row_h = 18;
+  float lane_gap = 3;
+  float rank_gap = 8;
+};
+
+struct LaneLayout {
+  int32_t lane = 0;
+  int32_t rank = 0;
+  float y = 0, h = 0;  // h = rows * row_h
+};
+
+struct RankLayout {
+  int32_t rank = 0;
+  float y = 0, h = 0;  // whole group including the header
+  float lanes_y = 0;   // first lane row
+};
+
+struct TimelineLayout {
+  TimelineLayoutOptions opt;
+  std::vector<RankLayout> ranks;
+  std::vector<LaneLayout> lanes;  // indexed by lane id
+  float total_h = 0;
+  // Lane row under y: {lane, depth} or {-1, -1}.
+  std::pair<int32_t, int32_t> row_at(const TimelineIndex& ix, float y) const;
+};
+
+TimelineLayout compute_layout(const TimelineIndex& ix, const TimelineLayoutOptions& opt = {});
+
+enum DrawFlags : uint8_t { kDimmed = 1, kSelected = 2, kFolded = 4 };
+
+struct DrawItem {
+  float x = 0, y = 0, w = 0, h = 0;
+  uint32_t argb = 0;
+  int32_t name_id = -1;  // label (strings index) for a single range; -1 for folded items
+  int64_t range = -1;    // model.ranges index (first range of a folded item)
+  int64_t count = 1;     // ranges represented: > 1 = folded
+  uint8_t flags = 0;
+};
+
+struct ShadeRect {
+  float x = 0, y = 0, w = 0, h = 0;
+};
+
+struct DrawParams {
+  TimelineViewport vp;
+  float y_scroll = 0;  // layout y at the top of the widget
+  float height = std::numeric_limits<float>::max();
+  float fold_px = 3;   // ranges narrower than this fold
+  // Search/filter: a range matches when match[name_id] or match_phase[phase] is 1. Both null
+  // = no filter. Non-matching single items get kDimmed; folded items are dimmed unless their
+  // first range matches.
+  const std::vector<uint8_t>* match = nullptr;
+  const std::vector<uint8_t>* match_phase = nullptr;
+  int64_t selected = -1;
+  bool shade_overlap = true;
+};
+
+struct DrawList {
+  std::vector<DrawItem> items;
+  std::vector<ShadeRect> shades;
+  int64_t single_items = 0;   // items drawing one range
+  int64_t folded_items = 0;   // items drawing several ranges
+  int64_t folded_ranges = 0;  // ranges inside folded items
+  int64_t rows_visited = 0;
+  void clear() { *this = DrawList{}; }
+};
+
+// One row's visible ranges in [t0, t1) folded: consecutive spans of the row, each either one
+// range (count 1: at least fold_ns long, or narrow with no narrow neighbour within fold_ns)
+// or `count` > 1 narrow ranges where each starts less than fold_ns after the previous ends.
+struct FoldedSpan {
+  int64_t first = 0;  // position in the row
+  int64_t count = 1;
+  int64_t start_ns = 0, end_ns = 0;
+};
+void fold_row(const TimelineIndex& ix, const TimelineRow& row, int64_t t0, int64_t t1, int64_t fold_ns,
+              std::vector<FoldedSpan>* out);
+// fold_ns for a viewport: fold_px pixels, rounded up to whole ns.
+int64_t fold_threshold_ns(const TimelineViewport& vp, float fold_px);
+
+// Fills `out` (cleared first) with what is visible through `p`.
+void compute_draw_list(const TimelineIndex& ix, const TimelineLayout& layout, const DrawParams& p, DrawList* out);
+
+// Whether range r passes the filter of p.
+bool range_matches(const DrawParams& p, const prof::TraceRange& r);
+
+// Index into out.items of the item under (x, y) (with a small horizontal tolerance), or -1.
+int64_t hit_test(const DrawList& dl, float x, float y, float tolerance_px = 2);
+
+}  // namespace ulysses::ui

@@ -1,0 +1,228 @@
+// Builds the timeline's per-row search structure and the per-rank overlap intervals.
+#include "trace/timeline_index.hpp"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+namespace ulysses::ui {
+
+using prof::Phase;
+using prof::TraceModel;
+using prof::TraceRange;
+
+IntervalList interval_union(IntervalList v) {
+  std::sort(v.begin(), v.end());
+  IntervalList out;
+  for (const auto& iv : v) {
+    if (iv.second <= iv.first) continue;
+    if (!out.empty() && iv.first <= out.back().second) {
+      out.back().second = std::max(out.back().second, iv.second);
+    } else {
+      out.push_back(iv);
+    }
+  }
+  return out;
+}
+
+IntervalList interval_intersection(const IntervalList& a, const IntervalList& b) {
+  IntervalList out;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    int64_t lo = std::max(a[i].first, b[j].first);
+    int64_t hi = std::min(a[i].second, b[j].second);
+    if (lo < hi) out.emplace_back(lo, hi);
+    if (a[i].second < b[j].second) ++i; else ++j;
+  }
+  return out;
+}
+
+static bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+bool TimelineIndex::is_comm(const TraceModel& m, const TraceRange& r) {
+  if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq || r.phase == Phase::GradAllReduce)
+    return true;
+  if (r.is_kernel && r.name_id >= 0 && size_t(r.name_id) < m.strings.size()) {
+    const std::string& n = m.strings[size_t(r.name_id)];
+    return starts_with(n, "nccl") || starts_with(n, "Memcpy PtoP");
+  }
+  return false;
+}
+
+bool TimelineIndex::is_compute(const TraceModel& m, const TraceRange& r) {
+  if (is_comm(m, r)) return false;
+  if (r.is_kernel) return true;
+  switch (r.phase) {
+    case Phase::Step: case Phase::Backward: case Phase::Other: case Phase::Count: return false;
+    default: return true;
+  }
+}
+
+std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceModel> model,
+                                                    const std::function<void(int)>& progress) {
+  auto ix = std::make_shared<TimelineIndex>();
+  ix->model_ = model;
+  const TraceModel& m = *model;
+  const int64_t total = std::max<int64_t>(1, int64_t(m.ranges.size()));
+  int64_t done = 0;
+  int last_pct = -1;
+  auto report = [&](int64_t n) {
+    done += n;
+    int pct = int(done * 100 / total);
+    if (progress && pct != last_pct) { last_pct = pct; progress(std::min(pct, 100)); }
+  };
+
+  std::map<int32_t, size_t> rank_slot;
+  std::vector<IntervalList> comm_iv, comp_iv, comm_kernel_iv, comp_kernel_iv;
+  std::vector<bool> has_kernels;
+  auto slot_of = [&](int32_t rank) {
+    auto it = rank_slot.find(rank);
+    if (it != rank_slot.end()) return it->second;
+    size_t s = ix->ranks_.size();
+    rank_slot[rank] = s;
+    ix->ranks_.push_back(TimelineRankInfo{rank, {}, {}, {}});
+    comm_iv.emplace_back(); comp_iv.emplace_back(); comm_kernel_iv.emplace_back(); comp_kernel_iv.emplace_back();
+    has_kernels.push_back(false);
+    return s;
+  };
+  for (const auto& ri : m.ranks) slot_of(ri.rank);
+
+  bool have_t = false;
+  int64_t t_min = 0, t_max = 0;
+  std::vector<int64_t> open_ends;  // stack of ends of open ranges, one per row
+  for (size_t li = 0; li < m.lanes.size(); ++li) {
+    const prof::Lane& lane = m.lanes[li];
+    size_t rs = slot_of(lane.rank);
+    ix->ranks_[rs].lanes.push_back(int32_t(li));
+    TimelineLaneInfo info;
+    info.lane = int32_t(li);
+    info.rank = lane.rank;
+    info.first_row = int32_t(ix->rows_.size());
+    const int64_t n = std::max<int64_t>(0, std::min<int64_t>(lane.count, int64_t(m.ranges.size()) - lane.first));
+
+    // Order of the lane's ranges by start (identity when already sorted, the normal case).
+    bool sorted = true;
+    for (int64_t i = 1; i < n && sorted; ++i)
+      sorted = m.ranges[size_t(lane.first + i - 1)].start_ns <= m.ranges[size_t(lane.first + i)].start_ns;
+    std::vector<uint32_t> order;
+    if (!sorted) {
+      order.resize(size_t(n));
+      std::iota(order.begin(), order.end(), 0u);
+      std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+        return m.ranges[size_t(lane.first + a)].start_ns < m.ranges[size_t(lane.first + b)].start_ns;
+      });
+    }
+    auto off = [&](int64_t i) -> uint32_t { return sorted ? uint32_t(i) : order[size_t(i)]; };
+
+    // Row of each range = nesting depth from a stack of open ends.
+    std::vector<uint8_t> row_of(static_cast<size_t>(n));
+    std::vector<int64_t> row_count;
+    open_ends.clear();
+    for (int64_t i = 0; i < n; ++i) {
+      const TraceRange& r = m.ranges[size_t(lane.first + off(i))];
+      while (!open_ends.empty() && open_ends.back() <= r.start_ns) open_ends.pop_back();
+      size_t depth = std::min<size_t>(open_ends.size(), 255);
+      if (open_ends.size() < 255) open_ends.push_back(std::max(r.end_ns, r.start_ns));
+      row_of[size_t(i)] = uint8_t(depth);
+      if (row_count.size() <= depth) row_count.resize(depth + 1, 0);
+      ++row_count[depth];
+      if (!have_t) { t_min = r.start_ns; t_max = r.end_ns; have_t = true; }
+      t_min = std::min(t_min, r.start_ns);
+      t_max = std::max(t_max, r.end_ns);
+      const bool comm = is_comm(m, r);
+      const bool comp = !comm && is_compute(m, r);
+      if (r.is_kernel) {
+        has_kernels[rs] = true;
+        if (comm) comm_kernel_iv[rs].emplace_back(r.start_ns, r.end_ns);
+        else if (comp) comp_kernel_iv[rs].emplace_back(r.start_ns, r.end_ns);
+      } else {
+        if (comm) comm_iv[rs].emplace_back(r.start_ns, r.end_ns);
+        else if (comp) comp_iv[rs].emplace_back(r.start_ns, r.end_ns);
+      }
+      if ((i & 0xFFFF) == 0xFFFF) report(0x10000);
+    }
+    report(n & 0xFFFF);
+    // A lane that is never empty keeps at least one row so it is drawn.
+    if (row_count.empty()) row_count.push_back(0);
+    const size_t first_row = ix->rows_.size();
+    for (size_t d = 0; d < row_count.size(); ++d) {
+      TimelineRow row;
+      row.lane = int32_t(li);
+      row.depth = int32_t(d);
+      row.size = row_count[d];
+      row.identity = sorted && row_count.size() == 1;
+      if (!row.identity) row.offsets.reserve(size_t(row_count[d]));
+      ix->rows_.push_back(std::move(row));
+    }
+    if (!(sorted && row_count.size() == 1)) {
+      for (int64_t i = 0; i < n; ++i) ix->rows_[first_row + row_of[size_t(i)]].offsets.push_back(off(i));
+    }
+    info.row_count = int32_t(row_count.size());
+    ix->lanes_.push_back(info);
+  }
+
+  // Overlap: on ranks with kernels (GPU traces) the kernels decide, otherwise host ranges.
+  for (size_t s = 0; s < ix->ranks_.size(); ++s) {
+    IntervalList comm = interval_union(has_kernels[s] ? std::move(comm_kernel_iv[s]) : std::move(comm_iv[s]));
+    IntervalList comp = interval_union(has_kernels[s] ? std::move(comp_kernel_iv[s]) : std::move(comp_iv[s]));
+    ix->ranks_[s].overlap = interval_intersection(comm, comp);
+    ix->ranks_[s].comm = std::move(comm);
+  }
+  std::sort(ix->ranks_.begin(), ix->ranks_.end(),
+            [](const TimelineRankInfo& a, const TimelineRankInfo& b) { return a.rank < b.rank; });
+
+  // Steps over all ranks.
+  std::map<int64_t, StepSpan> steps;
+  for (const auto& st : m.steps) {
+    auto it = steps.find(st.step);
+    if (it == steps.end()) {
+      steps[st.step] = StepSpan{st.step, st.start_ns, st.end_ns};
+    } else {
+      it->second.start_ns = std::min(it->second.start_ns, st.start_ns);
+      it->second.end_ns = std::max(it->second.end_ns, st.end_ns);
+    }
+  }
+  for (auto& kv : steps) ix->steps_.push_back(kv.second);
+
+  if (!have_t) { t_min = m.t_min; t_max = m.t_max; }
+  if (m.t_max > m.t_min && have_t) { t_min = std::min(t_min, m.t_min); t_max = std::max(t_max, m.t_max); }
+  for (const auto& mp : m.memory) {
+    if (!have_t) { t_min = t_max = mp.t_ns; have_t = true; }
+    t_min = std::min(t_min, mp.t_ns);
+    t_max = std::max(t_max, mp.t_ns);
+  }
+  ix->t_min_ = t_min;
+  ix->t_max_ = std::max(t_max, t_min + 1);
+  if (progress) progress(100);
+  return ix;
+}
+
+std::pair<int64_t, int64_t> TimelineIndex::visible(const TimelineRow& row, int64_t t0, int64_t t1) const {
+  // Rows are disjoint and sorted, so ends are sorted too.
+  int64_t lo = 0, hi = row.size;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (at(row, mid).end_ns > t0) hi = mid; else lo = mid + 1;
+  }
+  const int64_t first = lo;
+  return {first, first_start_at_or_after(row, first, row.size, t1)};
+}
+
+int64_t TimelineIndex::first_start_at_or_after(const TimelineRow& row, int64_t lo, int64_t hi, int64_t t) const {
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (at(row, mid).start_ns >= t) hi = mid; else lo = mid + 1;
+  }
+  return lo;
+}
+
+int64_t TimelineIndex::find_at(const TimelineRow& row, int64_t t) const {
+  auto [lo, hi] = visible(row, t, t + 1);
+  for (int64_t i = lo; i < hi; ++i) {
+    const auto& r = at(row, i);
+    if (r.start_ns <= t && t < std::max(r.end_ns, r.start_ns + 1)) return range_at(row, i);
+  }
+  return -1;
+}
+
+}  // namespace ulysses::ui

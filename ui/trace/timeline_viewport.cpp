@@ -1,0 +1,52 @@
+// Time<->pixel mapping of the timeline viewport.
+#include "trace/timeline_viewport.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ulysses::ui {
+
+int64_t TimelineViewport::t1_ns() const { return t0_ns + int64_t(std::llround(ns_per_px * width_px)); }
+
+double TimelineViewport::x_of(int64_t t_ns) const { return double(t_ns - t0_ns) / ns_per_px; }
+
+int64_t TimelineViewport::t_of(double x) const { return t0_ns + int64_t(std::llround(x * ns_per_px)); }
+
+void TimelineViewport::fit(int64_t a_ns, int64_t b_ns, double margin_frac) {
+  if (width_px < 1) width_px = 1;
+  double span = double(std::max<int64_t>(b_ns - a_ns, 1));
+  double margin = span * std::max(0.0, margin_frac);
+  ns_per_px = std::clamp((span + 2 * margin) / width_px, kMinNsPerPx, kMaxNsPerPx);
+  // Centre the range when the zoom limit made it narrower than the width.
+  double centre = double(a_ns) + span / 2;
+  t0_ns = int64_t(std::llround(centre - ns_per_px * width_px / 2));
+}
+
+void TimelineViewport::zoom_at(double x, double factor) {
+  if (!(factor > 0)) return;
+  double t = double(t0_ns) + x * ns_per_px;
+  ns_per_px = std::clamp(ns_per_px / factor, kMinNsPerPx, kMaxNsPerPx);
+  t0_ns = int64_t(std::llround(t - x * ns_per_px));
+}
+
+void TimelineViewport::pan_px(double dx) { t0_ns += int64_t(std::llround(dx * ns_per_px)); }
+
+void TimelineViewport::set_width(int w) { width_px = std::max(1, w); }
+
+void TimelineViewport::clamp_to(int64_t t_min, int64_t t_max) {
+  if (t_max <= t_min) t_max = t_min + 1;
+  double span = double(t_max - t_min);
+  double max_npp = std::max(kMinNsPerPx, span * 2 / std::max(1, width_px));
+  ns_per_px = std::clamp(ns_per_px, kMinNsPerPx, max_npp);
+  double view = ns_per_px * width_px;
+  double margin = view / 2;  // allow scrolling half a screen past either end
+  double lo = double(t_min) - margin;
+  double hi = double(t_max) + margin - view;
+  if (hi < lo) {
+    t0_ns = int64_t(std::llround((double(t_min) + double(t_max)) / 2 - view / 2));
+  } else {
+    t0_ns = int64_t(std::llround(std::clamp(double(t0_ns), lo, hi)));
+  }
+}
+
+}  // namespace ulysses::ui

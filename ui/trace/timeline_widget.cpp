@@ -1,0 +1,444 @@
+// Timeline widget: input handling and painting of the draw list.
+#include "trace/timeline_widget.hpp"
+
+#include <QHelpEvent>
+#include <QKeyEvent>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QToolTip>
+#include <QWheelEvent>
+#include <algorithm>
+#include <cmath>
+
+#include "trace/phase_style.hpp"
+
+namespace ulysses::ui {
+
+namespace {
+QColor argb(uint32_t c) { return QColor::fromRgba(c); }
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+}  // namespace
+
+TimelineWidget::TimelineWidget(QWidget* parent) : QWidget(parent) {
+  qRegisterMetaType<ulysses::ui::TimelineViewport>("ulysses::ui::TimelineViewport");
+  setMouseTracking(true);
+  setFocusPolicy(Qt::StrongFocus);
+  setMinimumSize(400, 200);
+  setAttribute(Qt::WA_OpaquePaintEvent);
+}
+
+int TimelineWidget::timeWidth() const { return std::max(1, width() - gutter_); }
+
+void TimelineWidget::setIndex(std::shared_ptr<const TimelineIndex> index) {
+  index_ = std::move(index);
+  selected_ = -1;
+  y_scroll_ = 0;
+  match_.clear();
+  filter_on_ = false;
+  layout_ = index_ ? compute_layout(*index_) : TimelineLayout{};
+  fitAll();
+}
+
+void TimelineWidget::changeViewport(TimelineViewport vp) {
+  vp.set_width(timeWidth());
+  if (index_) vp.clamp_to(index_->t_min(), index_->t_max());
+  if (vp == vp_) return;
+  vp_ = vp;
+  dirty_ = true;
+  update();
+  emit viewportChanged(vp_);
+}
+
+void TimelineWidget::setViewport(const TimelineViewport& vp) {
+  TimelineViewport v = vp;
+  // Keep the time range when the other view has a different width.
+  if (v.width_px != timeWidth()) {
+    const int64_t a = v.t0_ns, b = v.t1_ns();
+    v.set_width(timeWidth());
+    v.fit(a, b);
+  }
+  changeViewport(v);
+}
+
+void TimelineWidget::fitAll() {
+  TimelineViewport v = vp_;
+  v.set_width(timeWidth());
+  if (index_) v.fit(index_->t_min(), index_->t_max(), 0.01);
+  changeViewport(v);
+  dirty_ = true;
+  update();
+}
+
+int64_t TimelineWidget::stepCount() const { return index_ ? int64_t(index_->steps().size()) : 0; }
+
+int64_t TimelineWidget::currentStep() const {
+  if (!index_) return -1;
+  const auto& st = index_->steps();
+  const int64_t c = vp_.t_of(vp_.width_px / 2.0);
+  for (size_t i = 0; i < st.size(); ++i)
+    if (c >= st[i].start_ns && c < st[i].end_ns) return int64_t(i);
+  // nearest step starting after the centre, else the last one before it
+  for (size_t i = 0; i < st.size(); ++i)
+    if (st[i].start_ns > c) return int64_t(i) - (i > 0 ? 1 : 0);
+  return st.empty() ? -1 : int64_t(st.size()) - 1;
+}
+
+void TimelineWidget::fitStep(int pos) {
+  if (!index_ || pos < 0 || size_t(pos) >= index_->steps().size()) return;
+  const auto& s = index_->steps()[size_t(pos)];
+  TimelineViewport v = vp_;
+  v.set_width(timeWidth());
+  v.fit(s.start_ns, s.end_ns, 0.02);
+  changeViewport(v);
+}
+
+void TimelineWidget::nextStep() {
+  const auto& st = index_ ? index_->steps() : std::vector<StepSpan>{};
+  if (st.empty()) return;
+  const int64_t c = vp_.t_of(vp_.width_px / 2.0);
+  for (size_t i = 0; i < st.size(); ++i)
+    if (st[i].start_ns > c) { fitStep(int(i)); return; }
+  fitStep(int(st.size()) - 1);
+}
+
+void TimelineWidget::prevStep() {
+  const auto& st = index_ ? index_->steps() : std::vector<StepSpan>{};
+  if (st.empty()) return;
+  const int64_t c = vp_.t_of(vp_.width_px / 2.0);
+  for (size_t i = st.size(); i-- > 0;)
+    if (st[i].end_ns < c) { fitStep(int(i)); return; }
+  fitStep(0);
+}
+
+void TimelineWidget::selectRange(qint64 r) {
+  if (r == selected_) return;
+  selected_ = r;
+  dirty_ = true;
+  update();
+  emit rangeSelected(r);
+}
+
+void TimelineWidget::fitRange(qint64 r) {
+  if (!index_ || r < 0 || size_t(r) >= index_->model().ranges.size()) return;
+  const auto& rg = index_->model().ranges[size_t(r)];
+  TimelineViewport v = vp_;
+  v.set_width(timeWidth());
+  v.fit(rg.start_ns, rg.end_ns, 0.25);
+  changeViewport(v);
+  // scroll the lane into view
+  if (size_t(rg.lane) < layout_.lanes.size()) {
+    const float ly = layout_.lanes[size_t(rg.lane)].y;
+    const float vis = float(height() - ruler_h_);
+    if (ly < y_scroll_ || ly > y_scroll_ + vis - layout_.opt.row_h) y_scroll_ = std::max(0.0f, ly - vis / 3);
+  }
+  selectRange(r);
+}
+
+void TimelineWidget::centreOn(int64_t t) {
+  TimelineViewport v = vp_;
+  v.t0_ns = t - int64_t(v.ns_per_px * v.width_px / 2);
+  changeViewport(v);
+}
+
+int TimelineWidget::setFilter(const QString& text) {
+  match_.clear();
+  match_phase_.clear();
+  filter_on_ = !text.trimmed().isEmpty();
+  int n = 0;
+  if (filter_on_ && index_) {
+    const auto& m = index_->model();
+    const QString needle = text.trimmed();
+    match_.assign(m.strings.size(), 0);
+    for (size_t i = 0; i < m.strings.size(); ++i) {
+      if (QString::fromStdString(m.strings[i]).contains(needle, Qt::CaseInsensitive)) { match_[i] = 1; ++n; }
+    }
+    // Phase names: kernels carry the phase of the range that launched them.
+    match_phase_.assign(size_t(prof::Phase::Count) + 1, 0);
+    for (int p = 0; p < int(prof::Phase::Count); ++p) {
+      if (QString(phase_label(prof::Phase(p))).contains(needle, Qt::CaseInsensitive)) { match_phase_[size_t(p)] = 1; ++n; }
+    }
+  }
+  dirty_ = true;
+  update();
+  return n;
+}
+
+bool TimelineWidget::jumpToMatch(bool forward) {
+  if (!index_ || !filter_on_) return false;
+  const auto& m = index_->model();
+  int64_t ref = vp_.t_of(vp_.width_px / 2.0);
+  int64_t ref_idx = -1;
+  if (selected_ >= 0 && size_t(selected_) < m.ranges.size()) { ref = m.ranges[size_t(selected_)].start_ns; ref_idx = selected_; }
+  int64_t best = -1;
+  DrawParams fp;
+  fp.match = &match_;
+  fp.match_phase = &match_phase_;
+  // One pass over the ranges: acceptable on a user action (not per frame).
+  for (size_t i = 0; i < m.ranges.size(); ++i) {
+    const auto& r = m.ranges[i];
+    if (!range_matches(fp, r)) continue;
+    if (int64_t(i) == ref_idx) continue;
+    const bool after = r.start_ns > ref || (r.start_ns == ref && int64_t(i) > ref_idx);
+    const bool before = r.start_ns < ref || (r.start_ns == ref && int64_t(i) < ref_idx);
+    if (forward ? !after : !before) continue;
+    if (best < 0) { best = int64_t(i); continue; }
+    const auto& b = m.ranges[size_t(best)];
+    if (forward ? r.start_ns < b.start_ns : r.start_ns > b.start_ns) best = int64_t(i);
+  }
+  if (best < 0) return false;
+  const auto& r = m.ranges[size_t(best)];
+  if (vp_.px_of(r.duration()) > vp_.width_px * 0.8 || vp_.px_of(r.duration()) < 2) fitRange(best);
+  else { centreOn((r.start_ns + r.end_ns) / 2); selectRange(best); }
+  return true;
+}
+
+void TimelineWidget::ensureDrawList() {
+  if (!dirty_) return;
+  dl_.clear();
+  if (index_) {
+    DrawParams p;
+    p.vp = vp_;
+    p.vp.set_width(timeWidth());
+    p.y_scroll = y_scroll_;
+    p.height = float(height() - ruler_h_);
+    p.match = filter_on_ ? &match_ : nullptr;
+    p.match_phase = filter_on_ ? &match_phase_ : nullptr;
+    p.selected = selected_;
+    compute_draw_list(*index_, layout_, p, &dl_);
+  }
+  dirty_ = false;
+}
+
+const DrawList& TimelineWidget::drawList() {
+  ensureDrawList();
+  return dl_;
+}
+
+QString TimelineWidget::describe(const DrawItem& it) const {
+  const auto& m = index_->model();
+  if (it.count > 1) {
+    const int64_t dur = int64_t((it.w) * vp_.ns_per_px);
+    return tr("%1 ranges folded (about %2); zoom in to see them").arg(it.count).arg(qs(format_duration_ns(double(dur))));
+  }
+  if (it.range < 0 || size_t(it.range) >= m.ranges.size()) return {};
+  const auto& r = m.ranges[size_t(it.range)];
+  QString name = (r.name_id >= 0 && size_t(r.name_id) < m.strings.size()) ? qs(m.strings[size_t(r.name_id)]) : QString();
+  QString s = QStringLiteral("<b>%1</b><br>%2 %3").arg(name.toHtmlEscaped(), phase_label(r.phase), direction_label(r.dir));
+  if (r.layer >= 0) s += tr("<br>layer %1").arg(r.layer);
+  if (r.head_begin >= 0) s += tr("<br>heads %1-%2").arg(r.head_begin).arg(r.head_end - 1);
+  if (r.chunk >= 0) s += tr(" (chunk %1)").arg(r.chunk);
+  if (r.bytes_sent || r.bytes_recv)
+    s += tr("<br>sent %1, received %2").arg(qs(format_bytes(r.bytes_sent)), qs(format_bytes(r.bytes_recv)));
+  s += tr("<br>duration %1").arg(qs(format_duration_ns(double(r.duration()))));
+  if (r.step >= 0) s += tr("<br>step %1, rank %2").arg(r.step).arg(r.rank);
+  return s;
+}
+
+bool TimelineWidget::event(QEvent* e) {
+  if (e->type() == QEvent::ToolTip && index_) {
+    auto* he = static_cast<QHelpEvent*>(e);
+    ensureDrawList();
+    const int64_t hit = hit_test(dl_, float(he->pos().x() - gutter_), float(he->pos().y() - ruler_h_));
+    if (hit >= 0) QToolTip::showText(he->globalPos(), describe(dl_.items[size_t(hit)]), this);
+    else QToolTip::hideText();
+    return true;
+  }
+  return QWidget::event(e);
+}
+
+void TimelineWidget::resizeEvent(QResizeEvent*) {
+  TimelineViewport v = vp_;
+  v.set_width(timeWidth());
+  dirty_ = true;
+  changeViewport(v);
+}
+
+void TimelineWidget::wheelEvent(QWheelEvent* e) {
+  const double steps = e->angleDelta().y() / 120.0;
+  if (e->modifiers() & Qt::ShiftModifier) {
+    const float max_scroll = std::max(0.0f, layout_.total_h - float(height() - ruler_h_));
+    y_scroll_ = std::clamp(y_scroll_ - float(steps * 60), 0.0f, max_scroll);
+    dirty_ = true;
+    update();
+  } else {
+    TimelineViewport v = vp_;
+    v.zoom_at(e->position().x() - gutter_, std::pow(1.25, steps));
+    changeViewport(v);
+  }
+  e->accept();
+}
+
+void TimelineWidget::mousePressEvent(QMouseEvent* e) {
+  press_pos_ = last_pos_ = e->pos();
+  if (e->button() == Qt::RightButton || (e->button() == Qt::LeftButton && (e->modifiers() & Qt::ShiftModifier))) {
+    selecting_ = true;
+    drag_x_ = e->pos().x();
+  } else if (e->button() == Qt::LeftButton) {
+    panning_ = true;
+  }
+}
+
+void TimelineWidget::mouseMoveEvent(QMouseEvent* e) {
+  if (panning_) {
+    const QPoint d = e->pos() - last_pos_;
+    last_pos_ = e->pos();
+    const float max_scroll = std::max(0.0f, layout_.total_h - float(height() - ruler_h_));
+    y_scroll_ = std::clamp(y_scroll_ - float(d.y()), 0.0f, max_scroll);
+    TimelineViewport v = vp_;
+    v.pan_px(-d.x());
+    dirty_ = true;
+    changeViewport(v);
+    update();
+  } else if (selecting_) {
+    drag_x_ = e->pos().x();
+    update();
+  }
+}
+
+void TimelineWidget::mouseReleaseEvent(QMouseEvent* e) {
+  if (selecting_) {
+    selecting_ = false;
+    const int a = std::min(press_pos_.x(), e->pos().x()) - gutter_, b = std::max(press_pos_.x(), e->pos().x()) - gutter_;
+    if (b - a >= 3) {
+      TimelineViewport v = vp_;
+      v.fit(vp_.t_of(a), vp_.t_of(b));
+      changeViewport(v);
+    }
+    update();
+    return;
+  }
+  if (panning_) {
+    panning_ = false;
+    if ((e->pos() - press_pos_).manhattanLength() < 4 && index_) {  // a click: select
+      ensureDrawList();
+      const int64_t hit = hit_test(dl_, float(e->pos().x() - gutter_), float(e->pos().y() - ruler_h_));
+      if (hit >= 0 && dl_.items[size_t(hit)].count > 1) {  // clicking a fold zooms into it
+        const auto& it = dl_.items[size_t(hit)];
+        TimelineViewport v = vp_;
+        v.fit(vp_.t_of(it.x), vp_.t_of(it.x + it.w), 0.1);
+        changeViewport(v);
+      } else {
+        selectRange(hit >= 0 ? dl_.items[size_t(hit)].range : -1);
+      }
+    }
+  }
+}
+
+void TimelineWidget::keyPressEvent(QKeyEvent* e) {
+  TimelineViewport v = vp_;
+  const double cx = vp_.width_px / 2.0;
+  switch (e->key()) {
+    case Qt::Key_Plus: case Qt::Key_Equal: v.zoom_at(cx, 1.5); changeViewport(v); break;
+    case Qt::Key_Minus: v.zoom_at(cx, 1 / 1.5); changeViewport(v); break;
+    case Qt::Key_Left: v.pan_px(-vp_.width_px / 8.0); changeViewport(v); break;
+    case Qt::Key_Right: v.pan_px(vp_.width_px / 8.0); changeViewport(v); break;
+    case Qt::Key_Home: fitAll(); break;
+    case Qt::Key_F: fitStep(int(std::max<int64_t>(0, currentStep()))); break;
+    case Qt::Key_PageDown: nextStep(); break;
+    case Qt::Key_PageUp: prevStep(); break;
+    default: QWidget::keyPressEvent(e); return;
+  }
+  e->accept();
+}
+
+void TimelineWidget::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.fillRect(rect(), QColor(0x1E, 0x1F, 0x24));
+  if (!index_) {
+    p.setPen(Qt::lightGray);
+    p.drawText(rect(), Qt::AlignCenter, tr("No trace loaded"));
+    return;
+  }
+  ensureDrawList();
+  const auto& m = index_->model();
+  const int W = width(), H = height();
+  const QFontMetrics fm = p.fontMetrics();
+
+  // Items, translated to the time area (right of the gutter, under the ruler).
+  p.save();
+  p.setClipRect(gutter_, ruler_h_, W - gutter_, H - ruler_h_);
+  p.translate(gutter_, ruler_h_);
+  // Rank group backgrounds
+  for (const auto& rl : layout_.ranks) {
+    p.fillRect(QRectF(0, rl.y - y_scroll_, W, rl.h), QColor(0x26, 0x28, 0x2E));
+  }
+  for (const auto& s : dl_.shades) p.fillRect(QRectF(s.x, s.y, s.w, s.h), argb(kOverlapShadeArgb));
+  for (const auto& it : dl_.items) {
+    QColor c = argb(it.argb);
+    if (it.flags & kDimmed) c.setAlpha(60);
+    const QRectF r(it.x, it.y, std::max(it.w, 1.0f), it.h);
+    if (it.flags & kFolded) {
+      p.fillRect(r, c);
+      p.fillRect(r, QBrush(QColor(0x50, 0x50, 0x50), Qt::BDiagPattern));
+      if (it.w > 24) {
+        p.setPen(Qt::white);
+        p.drawText(r.adjusted(2, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft, fm.elidedText(QString::number(it.count), Qt::ElideRight, int(it.w) - 4));
+      }
+      continue;
+    }
+    p.fillRect(r, c);
+    if (it.flags & kSelected) {
+      p.setPen(QPen(Qt::white, 2));
+      p.drawRect(r.adjusted(1, 1, -1, -1));
+    }
+    if (it.w > 30 && it.name_id >= 0 && size_t(it.name_id) < m.strings.size()) {
+      p.setPen(it.flags & kDimmed ? QColor(200, 200, 200, 90) : QColor(Qt::white));
+      const QRectF tr2 = r.intersected(QRectF(0, r.y(), vp_.width_px, r.height())).adjusted(3, 0, -2, 0);
+      p.drawText(tr2, Qt::AlignVCenter | Qt::AlignLeft, fm.elidedText(QString::fromStdString(m.strings[size_t(it.name_id)]), Qt::ElideRight, int(tr2.width())));
+    }
+  }
+  if (selecting_) {
+    const int a = std::min(press_pos_.x(), drag_x_) - gutter_, b = std::max(press_pos_.x(), drag_x_) - gutter_;
+    p.fillRect(QRect(a, 0, b - a, H), QColor(120, 170, 255, 60));
+    p.setPen(Qt::white);
+    p.drawText(QRect(a, 4, std::max(b - a, 120), 16), Qt::AlignLeft, QString::fromStdString(format_duration_ns(double(b - a) * vp_.ns_per_px)));
+  }
+  p.restore();
+
+  // Gutter: rank headers and lane names.
+  p.fillRect(QRect(0, ruler_h_, gutter_, H - ruler_h_), QColor(0x2B, 0x2D, 0x33));
+  p.save();
+  p.setClipRect(0, ruler_h_, gutter_, H - ruler_h_);
+  p.translate(0, ruler_h_ - y_scroll_);
+  for (const auto& rl : layout_.ranks) {
+    QString label = tr("rank %1").arg(rl.rank);
+    for (const auto& ri : m.ranks)
+      if (ri.rank == rl.rank && !ri.device.empty()) label += QStringLiteral(" (%1)").arg(QString::fromStdString(ri.device));
+    QFont f = p.font();
+    f.setBold(true);
+    p.setFont(f);
+    p.setPen(QColor(230, 230, 230));
+    p.drawText(QRectF(4, rl.y, gutter_ - 6, layout_.opt.rank_header_h), Qt::AlignVCenter | Qt::AlignLeft, label);
+    f.setBold(false);
+    p.setFont(f);
+  }
+  p.setPen(QColor(190, 190, 190));
+  for (const auto& ll : layout_.lanes) {
+    const auto& lane = m.lanes[size_t(ll.lane)];
+    p.drawText(QRectF(12, ll.y, gutter_ - 14, layout_.opt.row_h), Qt::AlignVCenter | Qt::AlignLeft,
+               fm.elidedText(QString::fromStdString(lane.name), Qt::ElideRight, gutter_ - 16));
+  }
+  p.restore();
+
+  // Ruler: ticks every 1/2/5 x 10^k ns, at least ~90 px apart; times from the trace start.
+  p.fillRect(QRect(0, 0, W, ruler_h_), QColor(0x33, 0x35, 0x3B));
+  const double min_ns = 90 * vp_.ns_per_px;
+  double tick = 1;
+  while (tick < min_ns) {
+    if (tick * 2 >= min_ns) { tick *= 2; break; }
+    if (tick * 5 >= min_ns) { tick *= 5; break; }
+    tick *= 10;
+  }
+  const int64_t base = index_->t_min();
+  const double first = std::ceil(double(vp_.t0_ns - base) / tick) * tick;
+  p.setPen(QColor(210, 210, 210));
+  for (double t = first; t <= double(vp_.t1_ns() - base); t += tick) {
+    const double x = gutter_ + vp_.x_of(base + int64_t(t));
+    p.drawLine(QPointF(x, ruler_h_ - 8), QPointF(x, ruler_h_));
+    p.drawText(QPointF(x + 3, ruler_h_ - 10), QString::fromStdString(format_duration_ns(t)));
+  }
+  p.drawText(QRect(4, 0, gutter_ - 8, ruler_h_), Qt::AlignVCenter | Qt::AlignLeft,
+             tr("view %1").arg(QString::fromStdString(format_duration_ns(vp_.duration_ns()))));
+}
+
+}  // namespace ulysses::ui

@@ -1,0 +1,89 @@
+// The timeline widget: paints TimelineIndex through compute_draw_list (custom QWidget
+// painting). Wheel / +,- zoom at the cursor, left-drag pans, right-drag (or shift+left-drag)
+// zooms to the dragged range, shift+wheel scrolls vertically, Home fits the whole trace,
+// F fits the step under the centre, PageUp/PageDown jump between steps.
+#pragma once
+
+#include <QWidget>
+#include <memory>
+#include <vector>
+
+#include "trace/timeline_draw.hpp"
+#include "trace/viewport_metatype.hpp"
+
+namespace ulysses::ui {
+
+class TimelineWidget : public QWidget {
+  Q_OBJECT
+ public:
+  explicit TimelineWidget(QWidget* parent = nullptr);
+
+  void setIndex(std::shared_ptr<const TimelineIndex> index);
+  std::shared_ptr<const TimelineIndex> index() const { return index_; }
+
+  const TimelineViewport& viewport() const { return vp_; }
+  const TimelineLayout& layout() const { return layout_; }
+  // Draw list of the last frame (or computed now for the current size when dirty).
+  const DrawList& drawList();
+  int gutterWidth() const { return gutter_; }
+  int rulerHeight() const { return ruler_h_; }
+
+  // Filter: names (case-insensitive substring) or phase names; "" clears. Returns the number
+  // of matching names plus matching phases (0: nothing can match).
+  int setFilter(const QString& text);
+  // Next/previous range (by start time, after/before the current selection or view centre)
+  // whose name matches the filter; selects it and centres the view on it. false when none.
+  bool jumpToMatch(bool forward);
+
+  int64_t selectedRange() const { return selected_; }
+  int64_t stepCount() const;
+  int64_t currentStep() const;  // step index (into index()->steps()) under the view centre, -1
+
+ public slots:
+  void setViewport(const ulysses::ui::TimelineViewport& vp);
+  void fitAll();
+  void fitStep(int step_pos);        // position in index()->steps()
+  void nextStep();
+  void prevStep();
+  void fitRange(qint64 range_index);  // zoom to one range (with margins) and select it
+  void selectRange(qint64 range_index);
+
+ signals:
+  void viewportChanged(const ulysses::ui::TimelineViewport& vp);
+  void rangeSelected(qint64 range_index);  // -1 = cleared
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+  void resizeEvent(QResizeEvent*) override;
+  void wheelEvent(QWheelEvent*) override;
+  void mousePressEvent(QMouseEvent*) override;
+  void mouseMoveEvent(QMouseEvent*) override;
+  void mouseReleaseEvent(QMouseEvent*) override;
+  void keyPressEvent(QKeyEvent*) override;
+  bool event(QEvent* e) override;  // tooltips
+
+ private:
+  void changeViewport(TimelineViewport vp);
+  void ensureDrawList();
+  int timeWidth() const;
+  QString describe(const DrawItem& it) const;
+  void centreOn(int64_t t);
+
+  std::shared_ptr<const TimelineIndex> index_;
+  TimelineLayout layout_;
+  TimelineViewport vp_;
+  DrawList dl_;
+  bool dirty_ = true;
+  float y_scroll_ = 0;
+  int gutter_ = 150, ruler_h_ = 24;
+  std::vector<uint8_t> match_, match_phase_;
+  bool filter_on_ = false;
+  int64_t selected_ = -1;
+  // mouse
+  bool panning_ = false, selecting_ = false;
+  QPoint press_pos_, last_pos_;
+  int drag_x_ = -1;
+};
+
+}  // namespace ulysses::ui
+

@@ -1,0 +1,119 @@
+// Background trace loading through the profiler's loader.
+#include "trace/trace_loader.hpp"
+
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <exception>
+
+#if ULYSSES_UI_HAVE_TRACE_STORE
+#include "ulysses/profiler/trace_store.hpp"
+#endif
+
+namespace ulysses::ui {
+
+LoadedTrace prepare_trace(std::shared_ptr<const prof::TraceModel> model, const std::function<void(int, const QString&)>& progress) {
+  LoadedTrace out;
+  out.model = model;
+  if (!model) {
+    out.error = QObject::tr("No trace.");
+    return out;
+  }
+  out.path = QString::fromStdString(model->source);
+  if (model->ranges.empty() && model->memory.empty()) {
+    out.error = QObject::tr("The trace %1 is empty: it has no ranges and no memory samples. "
+                            "Was profiling enabled (profile.step_begin..step_end) and did the run reach a traced step?")
+                    .arg(out.path.isEmpty() ? QObject::tr("(in memory)") : out.path);
+    return out;
+  }
+  QElapsedTimer t;
+  t.start();
+  out.index = TimelineIndex::build(model, [&](int pct) {
+    if (progress) progress(40 + pct * 40 / 100, QObject::tr("indexing ranges"));
+  });
+  out.index_s = t.nsecsElapsed() / 1e9;
+  t.restart();
+  if (progress) progress(80, QObject::tr("computing overlap and breakdown"));
+  try {
+    out.summary = std::make_shared<const prof::Summary>(prof::analyze(*model));
+  } catch (const std::exception& e) {
+    out.error = QObject::tr("Analysis of %1 failed: %2").arg(out.path, QString::fromUtf8(e.what()));
+    return out;
+  }
+  out.analyze_s = t.nsecsElapsed() / 1e9;
+  if (progress) progress(100, QObject::tr("done"));
+  return out;
+}
+
+LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, const QString&)>& progress) {
+  LoadedTrace out;
+  out.path = path;
+  if (!QFileInfo::exists(path)) {
+    out.error = QObject::tr("%1 does not exist.").arg(path);
+    return out;
+  }
+  if (progress) progress(0, QObject::tr("reading %1").arg(QFileInfo(path).fileName()));
+  QElapsedTimer t;
+  t.start();
+  std::shared_ptr<prof::TraceModel> model;
+#if ULYSSES_UI_HAVE_TRACE_STORE
+  try {
+    model = std::make_shared<prof::TraceModel>(prof::load_trace(path.toStdString()));
+  } catch (const prof::TraceError& e) {
+    out.error = QString::fromUtf8(e.what());
+    return out;
+  } catch (const std::exception& e) {
+    out.error = QObject::tr("Could not read %1: %2").arg(path, QString::fromUtf8(e.what()));
+    return out;
+  }
+#else
+  out.error = QObject::tr("This build has no trace loader (profiler library missing).");
+  return out;
+#endif
+  const double load_s = t.nsecsElapsed() / 1e9;
+  if (model->source.empty()) model->source = path.toStdString();
+  if (progress) progress(40, QObject::tr("indexing ranges"));
+  LoadedTrace r = prepare_trace(std::move(model), progress);
+  r.path = path;
+  r.load_s = load_s;
+  return r;
+}
+
+TraceLoader::TraceLoader(QObject* parent) : QObject(parent) {
+  qRegisterMetaType<ulysses::ui::LoadedTrace>("ulysses::ui::LoadedTrace");
+}
+
+TraceLoader::~TraceLoader() { wait(); }
+
+bool TraceLoader::busy() const {
+  for (const auto& t : threads_)
+    if (t && t->isRunning()) return true;
+  return false;
+}
+
+void TraceLoader::wait() {
+  for (const auto& t : threads_)
+    if (t) t->wait();
+  threads_.removeAll(nullptr);
+}
+
+void TraceLoader::start(const QString& path) {
+  const int gen = ++generation_;
+  QPointer<TraceLoader> self(this);
+  QThread* th = QThread::create([self, gen, path]() {
+    auto report = [&](int pct, const QString& what) {
+      QMetaObject::invokeMethod(self.data(), [self, gen, pct, what]() {
+        if (self && gen == self->generation_) emit self->progress(pct, what);
+      }, Qt::QueuedConnection);
+    };
+    LoadedTrace r = load_and_prepare(path, report);
+    QMetaObject::invokeMethod(self.data(), [self, gen, r]() {
+      if (self && gen == self->generation_) emit self->finished(r);
+    }, Qt::QueuedConnection);
+  });
+  connect(th, &QThread::finished, th, &QObject::deleteLater);
+  threads_.removeAll(nullptr);
+  threads_.push_back(th);
+  th->start(QThread::LowPriority);
+}
+
+}  // namespace ulysses::ui

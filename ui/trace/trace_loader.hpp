@@ -1,0 +1,55 @@
+// Loads a trace off the GUI thread: prof::load_trace (run dir, rank file or nsys export),
+// then the timeline index and the analysis summary, reporting progress. Results come back
+// on the thread of `receiver` by callback; a newer load makes older results stale (dropped).
+#pragma once
+
+#include <QObject>
+#include <QList>
+#include <QPointer>
+#include <QString>
+#include <QThread>
+#include <functional>
+#include <memory>
+
+#include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/trace_model.hpp"
+#include "trace/timeline_index.hpp"
+
+namespace ulysses::ui {
+
+struct LoadedTrace {
+  QString path;
+  std::shared_ptr<const prof::TraceModel> model;
+  std::shared_ptr<const TimelineIndex> index;
+  std::shared_ptr<const prof::Summary> summary;
+  QString error;  // non-empty: the load failed (message for the user)
+  double load_s = 0, index_s = 0, analyze_s = 0;
+};
+
+// Everything a view needs from a model, computed in the calling thread. Throws nothing:
+// errors (empty trace) come back in `error`.
+LoadedTrace prepare_trace(std::shared_ptr<const prof::TraceModel> model, const std::function<void(int, const QString&)>& progress = {});
+// Loads `path` through the profiler (errors -> `error`, never throws) and prepares it.
+LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, const QString&)>& progress = {});
+
+class TraceLoader : public QObject {
+  Q_OBJECT
+ public:
+  explicit TraceLoader(QObject* parent = nullptr);
+  ~TraceLoader() override;  // waits for a running load
+  void start(const QString& path);
+  bool busy() const;
+  void wait();
+
+ signals:
+  void progress(int percent, const QString& what);
+  void finished(const ulysses::ui::LoadedTrace& result);
+
+ private:
+  QList<QPointer<QThread>> threads_;  // older loads still running are waited for too
+  int generation_ = 0;
+};
+
+}  // namespace ulysses::ui
+
+Q_DECLARE_METATYPE(ulysses::ui::LoadedTrace)

@@ -1,0 +1,409 @@
+// Table model and the builders that turn analysis tables and trace ranges into rows.
+#include "trace/trace_models.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "trace/phase_style.hpp"
+#include "trace/timeline_index.hpp"
+
+namespace ulysses::ui {
+
+using prof::Phase;
+using prof::TraceModel;
+using prof::TraceRange;
+
+namespace {
+QString ms(double ns) { return QString::number(ns / 1e6, 'f', 3); }
+QString pct(double r) { return QString::number(r * 100.0, 'f', 1) + QLatin1Char('%'); }
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+QString dur(double ns) { return qs(format_duration_ns(ns)); }
+QString str_of(const TraceModel& m, int32_t id) {
+  return (id >= 0 && size_t(id) < m.strings.size()) ? qs(m.strings[size_t(id)]) : QString();
+}
+}  // namespace
+
+void TableData::add(QVector<QVariant> display, QVector<QVariant> sort_values, qint64 key) {
+  rows.push_back(std::move(display));
+  sort.push_back(std::move(sort_values));
+  keys.push_back(key);
+}
+
+TableModel::TableModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+void TableModel::setTable(TableData t) {
+  beginResetModel();
+  t_ = std::move(t);
+  while (t_.sort.size() < t_.rows.size()) t_.sort.push_back({});
+  while (t_.keys.size() < t_.rows.size()) t_.keys.push_back(-1);
+  endResetModel();
+}
+
+int TableModel::rowOfKey(qint64 key) const {
+  for (int i = 0; i < t_.keys.size(); ++i)
+    if (t_.keys[i] == key) return i;
+  return -1;
+}
+
+int TableModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(t_.rows.size()); }
+int TableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(t_.headers.size()); }
+
+QVariant TableModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() >= t_.rows.size() || index.column() >= t_.headers.size()) return {};
+  const auto& row = t_.rows[index.row()];
+  const QVariant v = index.column() < row.size() ? row[index.column()] : QVariant();
+  switch (role) {
+    case Qt::DisplayRole:
+    case Qt::ToolTipRole:
+      return v;
+    case SortRole: {
+      const auto& s = t_.sort[index.row()];
+      return index.column() < s.size() && s[index.column()].isValid() ? s[index.column()] : v;
+    }
+    case KeyRole:
+      return t_.keys[index.row()];
+    case Qt::TextAlignmentRole: {
+      const auto& s = t_.sort[index.row()];
+      const QVariant sv = index.column() < s.size() ? s[index.column()] : v;
+      const bool num = sv.typeId() == QMetaType::Double || sv.typeId() == QMetaType::LongLong ||
+                       sv.typeId() == QMetaType::Int || v.typeId() == QMetaType::Double ||
+                       v.typeId() == QMetaType::LongLong || v.typeId() == QMetaType::Int;
+      return QVariant::fromValue(int((num ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter));
+    }
+    default:
+      return {};
+  }
+}
+
+QVariant TableModel::headerData(int section, Qt::Orientation o, int role) const {
+  if (role != Qt::DisplayRole) return {};
+  if (o == Qt::Horizontal) return section >= 0 && section < t_.headers.size() ? QVariant(t_.headers[section]) : QVariant();
+  return section + 1;
+}
+
+// ---- report ---------------------------------------------------------------------------------
+TableData rank_totals_table(const prof::Summary& s) {
+  TableData t;
+  t.headers = {"rank", "steps", "wall ms", "compute ms", "comm ms", "overlap ms", "idle ms", "overlap ratio"};
+  for (const auto& r : s.ranks) {
+    t.add({r.rank, qint64(r.steps), ms(double(r.wall_ns)), ms(double(r.compute_ns)), ms(double(r.comm_ns)),
+           ms(double(r.overlap_ns)), ms(double(r.idle_ns)), pct(r.overlap_ratio)},
+          {r.rank, qint64(r.steps), double(r.wall_ns), double(r.compute_ns), double(r.comm_ns), double(r.overlap_ns),
+           double(r.idle_ns), r.overlap_ratio},
+          r.rank);
+  }
+  return t;
+}
+
+TableData step_table(const prof::Summary& s) {
+  TableData t;
+  t.headers = {"rank", "step", "wall ms", "compute ms", "comm ms", "overlap ms", "exposed comm ms", "idle ms", "overlap ratio", "source"};
+  for (const auto& r : s.steps) {
+    t.add({r.rank, qint64(r.step), ms(double(r.wall_ns)), ms(double(r.compute_ns)), ms(double(r.comm_ns)),
+           ms(double(r.overlap_ns)), ms(double(r.exposed_comm_ns)), ms(double(r.idle_ns)), pct(r.overlap_ratio),
+           r.gpu ? QStringLiteral("gpu kernels") : QStringLiteral("host ranges")},
+          {r.rank, qint64(r.step), double(r.wall_ns), double(r.compute_ns), double(r.comm_ns), double(r.overlap_ns),
+           double(r.exposed_comm_ns), double(r.idle_ns), r.overlap_ratio, r.gpu ? 1 : 0},
+          r.step);
+  }
+  return t;
+}
+
+TableData layer_table_data(const prof::Summary& s) {
+  TableData t;
+  t.headers = {"layer", "direction", "qkv_proj ms", "a2a seq->head ms", "attention ms", "a2a head->seq ms",
+               "out_proj ms", "a2a bytes sent", "samples"};
+  for (const auto& r : s.layers) {
+    const double n = double(std::max<int64_t>(1, r.samples));  // per rank per step
+    t.add({r.layer, direction_label(r.dir), ms(r.qkv_proj_ns / n), ms(r.a2a_seq_to_head_ns / n), ms(r.attention_ns / n),
+           ms(r.a2a_head_to_seq_ns / n), ms(r.out_proj_ns / n), qs(format_bytes(int64_t(double(r.a2a_bytes_sent) / n))),
+           qint64(r.samples)},
+          {r.layer, int(r.dir), r.qkv_proj_ns / n, r.a2a_seq_to_head_ns / n, r.attention_ns / n, r.a2a_head_to_seq_ns / n,
+           r.out_proj_ns / n, double(r.a2a_bytes_sent) / n, qint64(r.samples)},
+          r.layer);
+  }
+  return t;
+}
+
+TableData head_range_table_data(const prof::Summary& s) {
+  TableData t;
+  t.headers = {"heads", "a2a seq->head ms", "attention ms", "a2a head->seq ms", "ranges", "bytes sent"};
+  for (const auto& r : s.heads) {
+    t.add({QStringLiteral("%1-%2").arg(r.head_begin).arg(r.head_end - 1), ms(double(r.a2a_seq_to_head_ns)),
+           ms(double(r.attention_ns)), ms(double(r.a2a_head_to_seq_ns)), qint64(r.count), qs(format_bytes(r.bytes_sent))},
+          {r.head_begin, double(r.a2a_seq_to_head_ns), double(r.attention_ns), double(r.a2a_head_to_seq_ns), qint64(r.count),
+           qint64(r.bytes_sent)},
+          r.head_begin);
+  }
+  return t;
+}
+
+TableData skew_table(const prof::Summary& s) {
+  TableData t;
+  t.headers = {"phase", "slowest rank", "slowest ms", "fastest rank", "fastest ms", "slowest / fastest"};
+  for (const auto& r : s.skew) {
+    t.add({phase_label(r.phase), r.slowest_rank, ms(r.slowest_ns), r.fastest_rank, ms(r.fastest_ns),
+           QString::number(r.ratio, 'f', 3)},
+          {int(r.phase), r.slowest_rank, r.slowest_ns, r.fastest_rank, r.fastest_ns, r.ratio}, int(r.phase));
+  }
+  return t;
+}
+
+TableData memory_phase_table(const prof::Summary& s) {
+  TableData t;
+  t.headers = {"label", "rank", "max allocated", "max reserved", "max peak", "samples"};
+  for (const auto& r : s.memory) {
+    t.add({qs(r.label), r.rank, qs(format_bytes(r.max_allocated)), qs(format_bytes(r.max_reserved)),
+           qs(format_bytes(r.max_peak)), qint64(r.samples)},
+          {qs(r.label), r.rank, qint64(r.max_allocated), qint64(r.max_reserved), qint64(r.max_peak), qint64(r.samples)});
+  }
+  return t;
+}
+
+TableData names_table(const prof::Summary& s) {
+  TableData t;
+  t.headers = {"name", "kind", "count", "total ms", "max ms"};
+  for (const auto& r : s.names) {
+    t.add({qs(r.name), r.is_kernel ? QStringLiteral("kernel") : QStringLiteral("range"), qint64(r.count),
+           ms(double(r.total_ns)), ms(double(r.max_ns))},
+          {qs(r.name), r.is_kernel ? 1 : 0, qint64(r.count), double(r.total_ns), double(r.max_ns)});
+  }
+  return t;
+}
+
+TableData compare_table(const prof::Summary& a, const prof::Summary& b) {
+  TableData t;
+  t.headers = {"metric", "run A", "run B", "B - A", "change"};
+  auto row = [&](const QString& name, double va, double vb, bool is_ns) {
+    const double d = vb - va;
+    const QString ch = va != 0 ? QString::number(d / std::fabs(va) * 100.0, 'f', 1) + QLatin1Char('%') : QStringLiteral("-");
+    if (is_ns)
+      t.add({name, ms(va), ms(vb), ms(d), ch}, {name, va, vb, d, va != 0 ? d / std::fabs(va) : 0.0});
+    else
+      t.add({name, QString::number(va, 'f', 3), QString::number(vb, 'f', 3), QString::number(d, 'f', 3), ch},
+            {name, va, vb, d, va != 0 ? d / std::fabs(va) : 0.0});
+  };
+  row("overall compute ms", double(a.overall.compute_ns), double(b.overall.compute_ns), true);
+  row("overall comm ms", double(a.overall.comm_ns), double(b.overall.comm_ns), true);
+  row("overall overlap ms", double(a.overall.overlap_ns), double(b.overall.overlap_ns), true);
+  row("overall overlap ratio", a.overall.ratio, b.overall.ratio, false);
+  std::map<int32_t, const prof::RankTotals*> rb;
+  for (const auto& r : b.ranks) rb[r.rank] = &r;
+  for (const auto& r : a.ranks) {
+    auto it = rb.find(r.rank);
+    if (it == rb.end()) continue;
+    const auto& o = *it->second;
+    const double sa = double(std::max<int64_t>(1, r.steps)), sb = double(std::max<int64_t>(1, o.steps));
+    const QString p = QStringLiteral("rank %1 ").arg(r.rank);
+    row(p + "wall ms/step", r.wall_ns / sa, o.wall_ns / sb, true);
+    row(p + "compute ms/step", r.compute_ns / sa, o.compute_ns / sb, true);
+    row(p + "comm ms/step", r.comm_ns / sa, o.comm_ns / sb, true);
+    row(p + "idle ms/step", r.idle_ns / sa, o.idle_ns / sb, true);
+    row(p + "overlap ratio", r.overlap_ratio, o.overlap_ratio, false);
+  }
+  std::map<std::pair<int32_t, int>, const prof::LayerRow*> lb;
+  for (const auto& r : b.layers) lb[{r.layer, int(r.dir)}] = &r;
+  for (const auto& r : a.layers) {
+    auto it = lb.find({r.layer, int(r.dir)});
+    if (it == lb.end()) continue;
+    const auto& o = *it->second;
+    const double na = double(std::max<int64_t>(1, r.samples)), nb = double(std::max<int64_t>(1, o.samples));
+    const QString p = QStringLiteral("layer %1 %2 ").arg(r.layer).arg(direction_label(r.dir));
+    row(p + "a2a ms", (r.a2a_seq_to_head_ns + r.a2a_head_to_seq_ns) / na, (o.a2a_seq_to_head_ns + o.a2a_head_to_seq_ns) / nb, true);
+    row(p + "attention ms", r.attention_ns / na, o.attention_ns / nb, true);
+  }
+  std::map<int, const prof::SkewRow*> sb;
+  for (const auto& r : b.skew) sb[int(r.phase)] = &r;
+  for (const auto& r : a.skew) {
+    auto it = sb.find(int(r.phase));
+    if (it != sb.end()) row(QStringLiteral("skew %1 (slowest/fastest)").arg(phase_label(r.phase)), r.ratio, it->second->ratio, false);
+  }
+  return t;
+}
+
+// ---- head map ---------------------------------------------------------------------------------
+int32_t trace_num_heads(const TraceModel& m) {
+  if (m.num_heads > 0) return m.num_heads;
+  int32_t h = 0;
+  for (const auto& l : m.lanes) h = std::max(h, l.head_end);
+  if (h == 0)
+    for (const auto& r : m.ranges) h = std::max(h, r.head_end);
+  return h;
+}
+
+std::vector<HeadMapRow> head_map_rows(const TraceModel& m) {
+  const int32_t H = trace_num_heads(m);
+  const int32_t P = std::max(1, m.sp_size);
+  std::map<int32_t, int32_t> sp_rank_of;
+  for (const auto& ri : m.ranks) sp_rank_of[ri.rank] = ri.sp_rank;
+  auto sp_of = [&](int32_t rank) {
+    auto it = sp_rank_of.find(rank);
+    return it != sp_rank_of.end() ? it->second : rank % P;
+  };
+  bool have_head_lanes = false;
+  for (const auto& l : m.lanes) have_head_lanes |= l.kind == prof::LaneKind::HeadRange;
+
+  std::map<std::tuple<int32_t, int32_t, int32_t>, HeadMapRow> acc;  // (rank, hb, he)
+  auto add = [&](const TraceRange& r) {
+    if (r.is_kernel) return;
+    if (r.phase != Phase::Attention && r.phase != Phase::A2ASeqToHead && r.phase != Phase::A2AHeadToSeq) return;
+    auto& row = acc[{r.rank, r.head_begin, r.head_end}];
+    row.rank = r.rank;
+    row.head_begin = r.head_begin;
+    row.head_end = r.head_end;
+    ++row.ranges;
+    const int64_t d = r.duration();
+    if (r.phase == Phase::Attention) row.attention_ns += d;
+    else if (r.phase == Phase::A2ASeqToHead) row.a2a_seq_to_head_ns += d;
+    else row.a2a_head_to_seq_ns += d;
+  };
+  for (const auto& l : m.lanes) {
+    if (have_head_lanes && l.kind != prof::LaneKind::HeadRange) continue;
+    const int64_t end = std::min<int64_t>(l.first + l.count, int64_t(m.ranges.size()));
+    for (int64_t i = l.first; i < end; ++i) {
+      const TraceRange& r = m.ranges[size_t(i)];
+      add(r);
+    }
+  }
+  // Ranks that recorded nothing head-related still appear (ownership only).
+  for (const auto& ri : m.ranks) {
+    bool any = false;
+    for (const auto& kv : acc) any |= std::get<0>(kv.first) == ri.rank;
+    if (!any) acc[{ri.rank, -1, -1}] = HeadMapRow{ri.rank, 0, 0, 0, -1, -1, 0, 0, 0, 0, true};
+  }
+  std::vector<HeadMapRow> out;
+  for (auto& kv : acc) {
+    HeadMapRow row = kv.second;
+    row.rank = std::get<0>(kv.first);
+    row.sp_rank = sp_of(row.rank);
+    row.owned_begin = H > 0 ? row.sp_rank * H / P : 0;
+    row.owned_end = H > 0 ? (row.sp_rank + 1) * H / P : 0;
+    row.inside_owned = row.head_begin < 0 || (row.head_begin >= row.owned_begin && row.head_end <= row.owned_end);
+    out.push_back(row);
+  }
+  return out;
+}
+
+TableData head_map_table(const std::vector<HeadMapRow>& rows) {
+  TableData t;
+  t.headers = {"rank", "sp rank", "owns heads", "measured heads", "attention ms", "a2a seq->head ms", "a2a head->seq ms", "ranges", "check"};
+  for (const auto& r : rows) {
+    const QString owned = r.owned_end > r.owned_begin ? QStringLiteral("%1-%2").arg(r.owned_begin).arg(r.owned_end - 1) : QStringLiteral("?");
+    const QString meas = r.head_begin >= 0 ? QStringLiteral("%1-%2").arg(r.head_begin).arg(r.head_end - 1) : QStringLiteral("all local");
+    t.add({r.rank, r.sp_rank, owned, meas, ms(double(r.attention_ns)), ms(double(r.a2a_seq_to_head_ns)),
+           ms(double(r.a2a_head_to_seq_ns)), qint64(r.ranges), r.inside_owned ? QStringLiteral("ok") : QStringLiteral("outside owned heads")},
+          {r.rank, r.sp_rank, r.owned_begin, r.head_begin, double(r.attention_ns), double(r.a2a_seq_to_head_ns),
+           double(r.a2a_head_to_seq_ns), qint64(r.ranges), r.inside_owned ? 1 : 0},
+          r.rank);
+  }
+  return t;
+}
+
+// ---- inspection -------------------------------------------------------------------------------
+TableData range_details_table(const TraceModel& m, int64_t range) {
+  TableData t;
+  t.headers = {"field", "value"};
+  if (range < 0 || size_t(range) >= m.ranges.size()) return t;
+  const TraceRange& r = m.ranges[size_t(range)];
+  auto kv = [&](const QString& k, const QVariant& v) { t.add({k, v}); };
+  kv("name", str_of(m, r.name_id));
+  kv("phase", phase_label(r.phase));
+  kv("direction", direction_label(r.dir));
+  kv("rank", r.rank);
+  if (r.lane >= 0 && size_t(r.lane) < m.lanes.size()) kv("lane", qs(m.lanes[size_t(r.lane)].name));
+  kv("step", r.step);
+  kv("layer", r.layer >= 0 ? QVariant(r.layer) : QVariant(QStringLiteral("-")));
+  kv("heads", r.head_begin >= 0 ? QVariant(QStringLiteral("%1-%2").arg(r.head_begin).arg(r.head_end - 1)) : QVariant(QStringLiteral("all local")));
+  if (r.chunk >= 0) kv("chunk", r.chunk);
+  kv("bytes sent", r.bytes_sent ? qs(format_bytes(r.bytes_sent)) + QStringLiteral(" (%1)").arg(r.bytes_sent) : QStringLiteral("0"));
+  kv("bytes received", r.bytes_recv ? qs(format_bytes(r.bytes_recv)) + QStringLiteral(" (%1)").arg(r.bytes_recv) : QStringLiteral("0"));
+  kv("duration", dur(double(r.duration())));
+  kv("start (from trace start)", dur(double(r.start_ns - m.t_min)));
+  kv("kind", r.is_kernel ? QStringLiteral("GPU kernel") : QStringLiteral("host range"));
+  return t;
+}
+
+TableData range_kernels_table(const TraceModel& m, int64_t range, int limit) {
+  TableData t;
+  t.headers = {"kernel", "stream", "start", "duration"};
+  if (range < 0 || size_t(range) >= m.ranges.size()) return t;
+  const TraceRange& h = m.ranges[size_t(range)];
+  if (h.is_kernel) return t;
+  std::vector<int64_t> hits;
+  for (const auto& l : m.lanes) {
+    if (l.rank != h.rank || l.kind != prof::LaneKind::CudaStream) continue;
+    const int64_t end = std::min<int64_t>(l.first + l.count, int64_t(m.ranges.size()));
+    for (int64_t i = l.first; i < end; ++i) {
+      const TraceRange& k = m.ranges[size_t(i)];
+      if (!k.is_kernel || k.step != h.step || k.layer != h.layer || k.phase != h.phase || k.dir != h.dir ||
+          k.chunk != h.chunk || k.head_begin != h.head_begin)
+        continue;
+      // Kernels of a range start after it starts (launch precedes execution).
+      if (k.start_ns < h.start_ns) continue;
+      hits.push_back(i);
+    }
+  }
+  std::sort(hits.begin(), hits.end(), [&](int64_t a, int64_t b) { return m.ranges[size_t(a)].start_ns < m.ranges[size_t(b)].start_ns; });
+  if (int64_t(hits.size()) > limit) hits.resize(size_t(limit));
+  for (int64_t i : hits) {
+    const TraceRange& k = m.ranges[size_t(i)];
+    t.add({str_of(m, k.name_id), qs(m.lanes[size_t(k.lane)].name), dur(double(k.start_ns - m.t_min)), dur(double(k.duration()))},
+          {str_of(m, k.name_id), k.lane, qint64(k.start_ns), qint64(k.duration())}, i);
+  }
+  return t;
+}
+
+TableData steps_table(const TraceModel& m, const std::vector<StepSpan>& steps) {
+  TableData t;
+  t.headers = {"step", "start", "wall", "loss", "tokens/s"};
+  std::map<int64_t, const prof::StepInfo*> info;
+  for (const auto& s : m.steps)
+    if (!info.count(s.step) || s.rank == 0) info[s.step] = &s;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const auto& s = steps[i];
+    auto it = info.find(s.step);
+    const double loss = it != info.end() ? it->second->loss : 0;
+    const double tps = it != info.end() ? it->second->tokens_per_s : 0;
+    t.add({qint64(s.step), dur(double(s.start_ns - m.t_min)), dur(double(s.end_ns - s.start_ns)), QString::number(loss, 'f', 4),
+           QString::number(tps, 'f', 0)},
+          {qint64(s.step), qint64(s.start_ns), qint64(s.end_ns - s.start_ns), loss, tps}, qint64(i));
+  }
+  return t;
+}
+
+TableData search_table(const TraceModel& m, const QString& needle_in, int limit, int64_t* total) {
+  TableData t;
+  t.headers = {"name", "rank", "lane", "start", "duration", "phase"};
+  const QString needle = needle_in.trimmed();
+  if (total) *total = 0;
+  if (needle.isEmpty()) return t;
+  std::vector<uint8_t> hit(m.strings.size(), 0);
+  for (size_t i = 0; i < m.strings.size(); ++i) hit[i] = qs(m.strings[i]).contains(needle, Qt::CaseInsensitive);
+  std::vector<uint8_t> phase_hit(size_t(Phase::Count) + 1, 0);
+  for (int p = 0; p < int(Phase::Count); ++p) phase_hit[size_t(p)] = QString(phase_label(Phase(p))).contains(needle, Qt::CaseInsensitive);
+  std::vector<int64_t> found;
+  int64_t n = 0;
+  for (size_t i = 0; i < m.ranges.size(); ++i) {
+    const auto& r = m.ranges[i];
+    const bool ok = (r.name_id >= 0 && size_t(r.name_id) < hit.size() && hit[size_t(r.name_id)]) || phase_hit[size_t(r.phase)];
+    if (!ok) continue;
+    ++n;
+    found.push_back(int64_t(i));
+  }
+  if (total) *total = n;
+  std::sort(found.begin(), found.end(), [&](int64_t a, int64_t b) {
+    return std::tie(m.ranges[size_t(a)].start_ns, a) < std::tie(m.ranges[size_t(b)].start_ns, b);
+  });
+  if (int64_t(found.size()) > limit) found.resize(size_t(limit));
+  for (int64_t i : found) {
+    const auto& r = m.ranges[size_t(i)];
+    t.add({str_of(m, r.name_id), r.rank, size_t(r.lane) < m.lanes.size() ? qs(m.lanes[size_t(r.lane)].name) : QString(), dur(double(r.start_ns - m.t_min)), dur(double(r.duration())),
+           phase_label(r.phase)},
+          {str_of(m, r.name_id), r.rank, r.lane, qint64(r.start_ns), qint64(r.duration()), int(r.phase)}, i);
+  }
+  return t;
+}
+
+}  // namespace ulysses::ui

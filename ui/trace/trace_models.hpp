@@ -1,0 +1,87 @@
+// Item models of the trace views, usable without any window: one generic read-only table
+// model (display text, sort value and a row key per row) and the functions that fill it from
+// the analysis core's tables (report, comparison of two runs), the head map, the details of
+// a selected range with its kernels, the step list and search results.
+#pragma once
+
+#include <QAbstractTableModel>
+#include <QStringList>
+#include <QVariant>
+#include <QVector>
+#include <cstdint>
+#include <vector>
+
+#include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/trace_model.hpp"
+
+namespace ulysses::ui {
+
+struct TableData {
+  QStringList headers;
+  QVector<QVector<QVariant>> rows;  // display values (QString, or numbers shown as is)
+  QVector<QVector<QVariant>> sort;  // sort values (same shape; may be empty = use display)
+  QVector<qint64> keys;             // per row: range index, step position, ... (-1 none)
+  // Appends a row; `sort_values` may be empty.
+  void add(QVector<QVariant> display, QVector<QVariant> sort_values = {}, qint64 key = -1);
+};
+
+class TableModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  static constexpr int SortRole = Qt::UserRole;
+  static constexpr int KeyRole = Qt::UserRole + 1;
+  explicit TableModel(QObject* parent = nullptr);
+  void setTable(TableData t);
+  const TableData& table() const { return t_; }
+  // Row whose key is `key`, or -1.
+  int rowOfKey(qint64 key) const;
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
+
+ private:
+  TableData t_;
+};
+
+// ---- report (same analysis functions as `ulysses-trace summary`) ----------------------
+TableData rank_totals_table(const prof::Summary& s);
+TableData step_table(const prof::Summary& s);
+TableData layer_table_data(const prof::Summary& s);
+TableData head_range_table_data(const prof::Summary& s);
+TableData skew_table(const prof::Summary& s);
+TableData memory_phase_table(const prof::Summary& s);
+TableData names_table(const prof::Summary& s);
+// Side by side: metric, run A, run B, B - A, (B - A) / A in %.
+TableData compare_table(const prof::Summary& a, const prof::Summary& b);
+
+// ---- head map -------------------------------------------------------------------------
+struct HeadMapRow {
+  int32_t rank = 0, sp_rank = 0;
+  int32_t owned_begin = 0, owned_end = 0;  // [r*H/P, (r+1)*H/P)
+  int32_t head_begin = -1, head_end = -1;  // measured head range (-1: all local heads)
+  int64_t attention_ns = 0, a2a_seq_to_head_ns = 0, a2a_head_to_seq_ns = 0;
+  int64_t ranges = 0;
+  bool inside_owned = true;  // the measured range lies inside the owned heads
+};
+// Heads of the run (num_heads, or inferred from head ranges when 0).
+int32_t trace_num_heads(const prof::TraceModel& m);
+// One row per (rank, measured head range), sorted by (rank, head_begin). Ranks without head
+// ranges get one row with their attention/all-to-all totals (head_begin = -1).
+std::vector<HeadMapRow> head_map_rows(const prof::TraceModel& m);
+TableData head_map_table(const std::vector<HeadMapRow>& rows);
+
+// ---- inspection -------------------------------------------------------------------------
+// Field / value rows of one range (layer, direction, heads, bytes, duration, ...).
+TableData range_details_table(const prof::TraceModel& m, int64_t range);
+// Kernels launched by a host range (same rank, step, layer, phase, direction, chunk and
+// heads, on CUDA stream lanes), at most `limit`, sorted by start. Key = range index.
+TableData range_kernels_table(const prof::TraceModel& m, int64_t range, int limit = 500);
+// Steps over all ranks (key = position).
+struct StepSpan;
+TableData steps_table(const prof::TraceModel& m, const std::vector<StepSpan>& steps);
+// Ranges whose name contains `needle` (or whose phase name does), first `limit` by start.
+TableData search_table(const prof::TraceModel& m, const QString& needle, int limit = 1000, int64_t* total = nullptr);
+
+}  // namespace ulysses::ui

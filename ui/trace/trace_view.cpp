@@ -1,0 +1,403 @@
+// TraceView: pages (message / loading / content), the four views and their synchronisation.
+#include "trace/trace_view.hpp"
+
+#include <QApplication>
+#include <QButtonGroup>
+#include <QEventLoop>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QItemSelectionModel>
+#include <QLabel>
+#include <QLineEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QStackedWidget>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTimer>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "trace/head_map.hpp"
+#include "trace/memory_view.hpp"
+#include "trace/report_view.hpp"
+#include "trace/timeline_widget.hpp"
+#include "trace/trace_loader.hpp"
+#include "trace/trace_models.hpp"
+
+namespace ulysses::ui {
+
+namespace {
+QTableView* make_table(QAbstractItemModel* m, QWidget* parent, bool sortable = true) {
+  auto* v = new QTableView(parent);
+  if (sortable) {
+    auto* proxy = new QSortFilterProxyModel(parent);
+    proxy->setSourceModel(m);
+    proxy->setSortRole(TableModel::SortRole);
+    v->setModel(proxy);
+    v->setSortingEnabled(true);
+  } else {
+    v->setModel(m);
+  }
+  v->setSelectionBehavior(QAbstractItemView::SelectRows);
+  v->setSelectionMode(QAbstractItemView::SingleSelection);
+  v->horizontalHeader()->setStretchLastSection(true);
+  v->verticalHeader()->setVisible(false);
+  v->verticalHeader()->setDefaultSectionSize(20);
+  return v;
+}
+qint64 key_of(QTableView* v, const QModelIndex& ix) { return v->model()->data(ix, TableModel::KeyRole).toLongLong(); }
+}  // namespace
+
+class TraceViewPrivate {
+ public:
+  TraceView* q;
+  QStackedWidget* pages = nullptr;
+  QLabel* message = nullptr;
+  QLabel* loading_label = nullptr;
+  QProgressBar* bar = nullptr;
+  QStackedWidget* views = nullptr;
+  QButtonGroup* view_buttons = nullptr;
+  QLabel* status = nullptr;
+  QLineEdit* filter = nullptr;
+  QTimer* filter_timer = nullptr;
+  TimelineWidget* timeline = nullptr;
+  TableModel *details = nullptr, *kernels = nullptr, *steps = nullptr, *search = nullptr;
+  QTableView *steps_view = nullptr, *search_view = nullptr, *kernels_view = nullptr;
+  QTabWidget* bottom = nullptr;
+  HeadMapView* headmap = nullptr;
+  MemoryView* memory = nullptr;
+  ReportView* report = nullptr;
+  TraceLoader* loader = nullptr;
+  TraceLoader* compare_loader = nullptr;
+  LoadedTrace current, compare;
+  QString message_text;
+  QString view = QStringLiteral("timeline");
+  bool loading = false, syncing = false;
+
+  void showMessage(const QString& text) {
+    message_text = text;
+    message->setText(text);
+    pages->setCurrentIndex(0);
+  }
+  void apply(const LoadedTrace& t);
+  void onSelected(qint64 r);
+  void onViewport();
+  void applyFilter();
+};
+
+TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<TraceViewPrivate>()) {
+  d->q = this;
+  auto* lay = new QVBoxLayout(this);
+  lay->setContentsMargins(0, 0, 0, 0);
+  d->pages = new QStackedWidget(this);
+  lay->addWidget(d->pages);
+
+  // page 0: message
+  d->message = new QLabel(this);
+  d->message->setAlignment(Qt::AlignCenter);
+  d->message->setWordWrap(true);
+  d->message->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  d->pages->addWidget(d->message);
+
+  // page 1: loading
+  auto* lp = new QWidget(this);
+  auto* ll = new QVBoxLayout(lp);
+  ll->addStretch();
+  d->loading_label = new QLabel(lp);
+  d->loading_label->setAlignment(Qt::AlignCenter);
+  d->bar = new QProgressBar(lp);
+  d->bar->setRange(0, 100);
+  ll->addWidget(d->loading_label);
+  ll->addWidget(d->bar);
+  ll->addStretch();
+  d->pages->addWidget(lp);
+
+  // page 2: content
+  auto* content = new QWidget(this);
+  auto* cl = new QVBoxLayout(content);
+  cl->setContentsMargins(4, 4, 4, 4);
+  auto* bar = new QHBoxLayout;
+  d->view_buttons = new QButtonGroup(this);
+  d->view_buttons->setExclusive(true);
+  const QStringList labels = {tr("Timeline"), tr("Head map"), tr("Memory"), tr("Report")};
+  for (int i = 0; i < 4; ++i) {
+    auto* b = new QToolButton(content);
+    b->setText(labels[i]);
+    b->setCheckable(true);
+    b->setChecked(i == 0);
+    d->view_buttons->addButton(b, i);
+    bar->addWidget(b);
+  }
+  bar->addSpacing(12);
+  d->filter = new QLineEdit(content);
+  d->filter->setPlaceholderText(tr("Filter: name or phase (e.g. a2a, attention, nccl)"));
+  d->filter->setClearButtonEnabled(true);
+  bar->addWidget(d->filter, 1);
+  auto* prev_m = new QToolButton(content);
+  prev_m->setText(tr("< match"));
+  auto* next_m = new QToolButton(content);
+  next_m->setText(tr("match >"));
+  auto* prev_s = new QToolButton(content);
+  prev_s->setText(tr("< step"));
+  auto* next_s = new QToolButton(content);
+  next_s->setText(tr("step >"));
+  auto* fit = new QToolButton(content);
+  fit->setText(tr("Fit all"));
+  for (auto* b : {prev_m, next_m, prev_s, next_s, fit}) bar->addWidget(b);
+  cl->addLayout(bar);
+
+  d->views = new QStackedWidget(content);
+  // timeline page
+  auto* tsplit = new QSplitter(Qt::Vertical, content);
+  d->timeline = new TimelineWidget(tsplit);
+  tsplit->addWidget(d->timeline);
+  d->bottom = new QTabWidget(tsplit);
+  d->details = new TableModel(this);
+  d->kernels = new TableModel(this);
+  d->steps = new TableModel(this);
+  d->search = new TableModel(this);
+  auto* dsplit = new QSplitter(Qt::Horizontal, d->bottom);
+  dsplit->addWidget(make_table(d->details, dsplit, false));
+  d->kernels_view = make_table(d->kernels, dsplit);
+  dsplit->addWidget(d->kernels_view);
+  d->bottom->addTab(dsplit, tr("Selected range"));
+  d->steps_view = make_table(d->steps, d->bottom, false);
+  d->bottom->addTab(d->steps_view, tr("Steps"));
+  d->search_view = make_table(d->search, d->bottom, false);
+  d->bottom->addTab(d->search_view, tr("Matches"));
+  tsplit->addWidget(d->bottom);
+  tsplit->setStretchFactor(0, 3);
+  tsplit->setStretchFactor(1, 1);
+  d->views->addWidget(tsplit);
+  d->headmap = new HeadMapView(content);
+  d->views->addWidget(d->headmap);
+  d->memory = new MemoryView(content);
+  d->views->addWidget(d->memory);
+  d->report = new ReportView(content);
+  d->views->addWidget(d->report);
+  cl->addWidget(d->views, 1);
+  d->status = new QLabel(content);
+  cl->addWidget(d->status);
+  d->pages->addWidget(content);
+
+  d->loader = new TraceLoader(this);
+  d->compare_loader = new TraceLoader(this);
+  d->filter_timer = new QTimer(this);
+  d->filter_timer->setSingleShot(true);
+  d->filter_timer->setInterval(250);
+
+  connect(d->view_buttons, &QButtonGroup::idClicked, this, [this](int id) { setView(viewNames().value(id)); });
+  connect(d->loader, &TraceLoader::progress, this, [this](int pct, const QString& what) {
+    d->bar->setValue(pct);
+    d->loading_label->setText(what);
+    emit loadProgress(pct, what);
+  });
+  connect(d->loader, &TraceLoader::finished, this, [this](const LoadedTrace& t) { d->apply(t); });
+  connect(d->compare_loader, &TraceLoader::finished, this, [this](const LoadedTrace& t) {
+    if (!t.error.isEmpty()) {
+      d->status->setText(tr("Comparison run not loaded: %1").arg(t.error));
+      return;
+    }
+    d->compare = t;
+    d->report->setCompare(t.summary, QFileInfo(t.path).fileName());
+  });
+  connect(d->timeline, &TimelineWidget::rangeSelected, this, [this](qint64 r) { d->onSelected(r); });
+  connect(d->timeline, &TimelineWidget::viewportChanged, this, [this](const TimelineViewport&) { d->onViewport(); });
+  connect(d->memory, &MemoryView::viewportChanged, d->timeline, &TimelineWidget::setViewport);
+  connect(d->filter, &QLineEdit::textChanged, d->filter_timer, qOverload<>(&QTimer::start));
+  connect(d->filter_timer, &QTimer::timeout, this, [this] { d->applyFilter(); });
+  connect(d->filter, &QLineEdit::returnPressed, this, [this] { d->filter_timer->stop(); d->applyFilter(); d->timeline->jumpToMatch(true); });
+  connect(prev_m, &QToolButton::clicked, this, [this] { d->timeline->jumpToMatch(false); });
+  connect(next_m, &QToolButton::clicked, this, [this] { d->timeline->jumpToMatch(true); });
+  connect(prev_s, &QToolButton::clicked, d->timeline, &TimelineWidget::prevStep);
+  connect(next_s, &QToolButton::clicked, d->timeline, &TimelineWidget::nextStep);
+  connect(fit, &QToolButton::clicked, d->timeline, &TimelineWidget::fitAll);
+  connect(d->steps_view, &QTableView::clicked, this, [this](const QModelIndex& ix) {
+    if (!d->syncing) d->timeline->fitStep(int(key_of(d->steps_view, ix)));
+  });
+  connect(d->search_view, &QTableView::clicked, this, [this](const QModelIndex& ix) { d->timeline->fitRange(key_of(d->search_view, ix)); });
+  connect(d->kernels_view, &QTableView::clicked, this, [this](const QModelIndex& ix) {
+    const qint64 k = key_of(d->kernels_view, ix);
+    const qint64 keep = d->timeline->selectedRange();  // stays selected: the list is its kernels
+    d->timeline->fitRange(k);
+    d->timeline->selectRange(keep);
+  });
+  connect(d->report, &ReportView::stepActivated, this, [this](qint64 step) {
+    if (!d->current.index) return;
+    const auto& st = d->current.index->steps();
+    for (size_t i = 0; i < st.size(); ++i)
+      if (st[i].step == step) { setView(QStringLiteral("timeline")); d->timeline->fitStep(int(i)); }
+  });
+  d->showMessage(tr("Open a run directory or a trace (.sqlite) to see its timeline."));
+}
+
+TraceView::~TraceView() {
+  d->loader->wait();
+  d->compare_loader->wait();
+}
+
+QStringList TraceView::viewNames() { return {"timeline", "headmap", "memory", "report"}; }
+
+bool TraceView::openTrace(const QString& path, QString* error) {
+  if (!QFileInfo::exists(path)) {
+    const QString msg = tr("%1 does not exist. Give a run directory (RUN/trace/rank*.sqlite), a rank trace or an nsys SQLite export.").arg(path);
+    if (error) *error = msg;
+    d->showMessage(msg);
+    emit loadFailed(msg);
+    return false;
+  }
+  d->loading = true;
+  d->bar->setValue(0);
+  d->loading_label->setText(tr("Loading %1").arg(path));
+  d->pages->setCurrentIndex(1);
+  d->loader->start(path);
+  return true;
+}
+
+bool TraceView::openTraceAndWait(const QString& path, QString* error, int timeout_ms) {
+  if (!openTrace(path, error)) return false;
+  QEventLoop loop;
+  QString fail;
+  bool ok = false;
+  auto c1 = connect(this, &TraceView::loaded, &loop, [&] { ok = true; loop.quit(); });
+  auto c2 = connect(this, &TraceView::loadFailed, &loop, [&](const QString& m) { fail = m; loop.quit(); });
+  QTimer::singleShot(timeout_ms, &loop, [&] { fail = tr("Loading %1 took longer than %2 s.").arg(path).arg(timeout_ms / 1000); loop.quit(); });
+  if (d->loading) loop.exec();
+  disconnect(c1);
+  disconnect(c2);
+  if (!ok && error) *error = fail.isEmpty() ? d->message_text : fail;
+  return ok;
+}
+
+bool TraceView::openCompareTraceAndWait(const QString& path, QString* error, int timeout_ms) {
+  LoadedTrace t;
+  QEventLoop loop;
+  auto c = connect(d->compare_loader, &TraceLoader::finished, &loop, [&](const LoadedTrace& r) { t = r; loop.quit(); });
+  QTimer::singleShot(timeout_ms, &loop, &QEventLoop::quit);
+  d->compare_loader->start(path);
+  loop.exec();
+  disconnect(c);
+  if (!t.error.isEmpty() || !t.summary) {
+    if (error) *error = t.error.isEmpty() ? tr("Loading %1 timed out.").arg(path) : t.error;
+    return false;
+  }
+  return true;
+}
+
+void TraceView::setModel(std::shared_ptr<const prof::TraceModel> model) {
+  LoadedTrace t = prepare_trace(std::move(model));
+  d->apply(t);
+}
+
+void TraceView::setCompareModel(std::shared_ptr<const prof::TraceModel> model) {
+  if (!model) {
+    d->compare = {};
+    d->report->setCompare(nullptr, {});
+    return;
+  }
+  d->compare = prepare_trace(std::move(model));
+  d->report->setCompare(d->compare.summary, d->compare.path.isEmpty() ? tr("run B") : QFileInfo(d->compare.path).fileName());
+}
+
+void TraceViewPrivate::apply(const LoadedTrace& t) {
+  loading = false;
+  if (!t.error.isEmpty()) {
+    current = {};
+    timeline->setIndex(nullptr);
+    showMessage(QObject::tr("Could not open the trace.\n\n%1").arg(t.error));
+    emit q->loadFailed(t.error);
+    return;
+  }
+  current = t;
+  message_text.clear();
+  syncing = true;
+  timeline->setIndex(t.index);
+  memory->setIndex(t.index);
+  memory->setViewport(timeline->viewport());
+  headmap->setTrace(t.model, t.summary);
+  const QString title = t.path.isEmpty() ? QObject::tr("run A") : QFileInfo(t.path).fileName();
+  report->setSummary(t.summary, title);
+  steps->setTable(steps_table(*t.model, t.index->steps()));
+  details->setTable(range_details_table(*t.model, -1));
+  kernels->setTable(range_kernels_table(*t.model, -1));
+  search->setTable({});
+  syncing = false;
+  const auto& m = *t.model;
+  status->setText(QObject::tr("%1%2: %3 ranks, %4 lanes, %5 ranges, %6 memory samples; read %7 s, index %8 s, analysis %9 s")
+                      .arg(t.path.isEmpty() ? QObject::tr("(generated)") : t.path, m.from_nsys ? QObject::tr(" (Nsight Systems export)") : QString())
+                      .arg(m.ranks.size()).arg(m.lanes.size()).arg(m.ranges.size()).arg(m.memory.size())
+                      .arg(t.load_s, 0, 'f', 2).arg(t.index_s, 0, 'f', 2).arg(t.analyze_s, 0, 'f', 2));
+  pages->setCurrentIndex(2);
+  if (!filter->text().isEmpty()) applyFilter();
+  emit q->loaded(t.path);
+}
+
+void TraceViewPrivate::onSelected(qint64 r) {
+  if (!current.model) return;
+  details->setTable(range_details_table(*current.model, r));
+  kernels->setTable(range_kernels_table(*current.model, r));
+  // Keep the match table's selection on the selected range.
+  const int row = search->rowOfKey(r);
+  if (row >= 0) search_view->selectRow(row);
+  if (r >= 0) bottom->setCurrentIndex(0);
+}
+
+void TraceViewPrivate::onViewport() {
+  memory->setViewport(timeline->viewport());
+  // The step under the view centre is the selected row of the step table.
+  const int64_t pos = timeline->currentStep();
+  syncing = true;
+  if (pos >= 0 && pos < steps->rowCount()) steps_view->selectRow(int(pos));
+  syncing = false;
+}
+
+void TraceViewPrivate::applyFilter() {
+  const QString text = filter->text();
+  timeline->setFilter(text);
+  if (!current.model) return;
+  int64_t total = 0;
+  search->setTable(search_table(*current.model, text, 1000, &total));
+  bottom->setTabText(2, text.trimmed().isEmpty() ? QObject::tr("Matches") : QObject::tr("Matches (%1)").arg(total));
+}
+
+bool TraceView::setView(const QString& name) {
+  const int id = int(viewNames().indexOf(name.trimmed().toLower()));
+  if (id < 0) return false;
+  d->view = viewNames()[id];
+  d->views->setCurrentIndex(id);
+  if (auto* b = d->view_buttons->button(id)) b->setChecked(true);
+  return true;
+}
+
+QString TraceView::currentView() const { return d->view; }
+QString TraceView::message() const { return d->message_text; }
+bool TraceView::isLoading() const { return d->loading; }
+std::shared_ptr<const prof::TraceModel> TraceView::model() const { return d->current.model; }
+TimelineWidget* TraceView::timeline() const { return d->timeline; }
+
+QImage TraceView::renderToImage(const QSize& size) {
+  const bool was_visible = isVisible();
+  const bool top = isWindow();
+  if (!was_visible && top) {
+    setAttribute(Qt::WA_DontShowOnScreen, true);
+    resize(size);
+    show();
+  } else if (top) {
+    resize(size);
+  }
+  QApplication::processEvents();
+  QImage img(this->size(), QImage::Format_ARGB32_Premultiplied);
+  img.fill(Qt::white);
+  render(&img);
+  if (!was_visible && top) {
+    hide();
+    setAttribute(Qt::WA_DontShowOnScreen, false);
+  }
+  return img;
+}
+
+}  // namespace ulysses::ui

@@ -1,0 +1,65 @@
+// TraceView: the studio's trace page. Opens a run directory, a rank trace or an Nsight
+// Systems SQLite export through the profiler loader (in a background thread, with progress)
+// and shows four views over it: timeline, head map, memory and overlap/breakdown report.
+// The main window embeds one TraceView; `--screenshot F.png --view NAME` uses setView()
+// and renderToImage().
+#pragma once
+
+#include <QImage>
+#include <QString>
+#include <QStringList>
+#include <QWidget>
+#include <memory>
+
+namespace ulysses::prof {
+struct TraceModel;
+}
+
+namespace ulysses::ui {
+
+class TraceViewPrivate;
+class TimelineWidget;
+
+class TraceView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit TraceView(QWidget* parent = nullptr);
+  ~TraceView() override;
+
+  // Starts loading `path` (run dir, rank*.sqlite or nsys export) in a background thread and
+  // returns true when the load was started. false (with *error set) when the path does not
+  // exist. A trace that turns out corrupt or empty is reported in the window (message page)
+  // and by the loadFailed signal; the application keeps running.
+  bool openTrace(const QString& path, QString* error);
+  // Same, but blocks until loaded (keeps the event loop running); for screenshots and tests.
+  bool openTraceAndWait(const QString& path, QString* error, int timeout_ms = 120000);
+  // Shows an already loaded model (tests, generated traces).
+  void setModel(std::shared_ptr<const prof::TraceModel> model);
+  // Second run shown side by side in the report (differences column). nullptr clears it.
+  void setCompareModel(std::shared_ptr<const prof::TraceModel> model);
+  bool openCompareTraceAndWait(const QString& path, QString* error, int timeout_ms = 120000);
+
+  // Names: timeline, headmap, memory, report. false for an unknown name.
+  bool setView(const QString& name);
+  QString currentView() const;
+  static QStringList viewNames();
+
+  // Message shown when no trace is displayed ("" while a trace is shown).
+  QString message() const;
+  bool isLoading() const;
+  std::shared_ptr<const prof::TraceModel> model() const;
+  TimelineWidget* timeline() const;
+
+  // Renders the whole page (current view) offscreen at the given size.
+  QImage renderToImage(const QSize& size = QSize(1600, 1000));
+
+ signals:
+  void loadProgress(int percent, const QString& what);
+  void loaded(const QString& path);
+  void loadFailed(const QString& message);
+
+ private:
+  std::unique_ptr<TraceViewPrivate> d;
+};
+
+}  // namespace ulysses::ui
