@@ -161,6 +161,8 @@ TEST(RunData, SummaryFallsBackToMetrics) {
   EXPECT_FALSE(isRunDir(tmp.path() + "/nowhere"));
   makeRun(tmp.filePath("20260101-101010-bench-1b"), "finished", 1, 1, 1.0);
   EXPECT_EQ(loadRunSummary(tmp.filePath("20260101-101010-bench-1b")).configName, "bench-1b");
+  writeFile(tmp.filePath(".studio/20260101-101010-bench-1b.json"), "{\"name\": \"bench 1b (GPU)\"}");
+  EXPECT_EQ(loadRunSummary(tmp.filePath("20260101-101010-bench-1b")).configName, "bench 1b (GPU)");
 }
 
 TEST(RunData, Slug) {

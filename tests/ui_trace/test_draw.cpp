@@ -305,3 +305,22 @@ TEST(TimelineDraw, HitTestFindsItemUnderCursor) {
   EXPECT_EQ(hit_test(dl, 275, third.y + 2), -1);  // in the gap, > 2 px from both
   EXPECT_EQ(dl.items[size_t(hit_test(dl, 225, third.y + 2))].range, 2);
 }
+
+TEST(MaxTree, FirstKeyAtLeastMatchesBruteForce) {
+  std::mt19937_64 rng(5);
+  for (int64_t n : {0, 1, 15, 16, 17, 255, 256, 257, 5000}) {
+    std::vector<int64_t> keys(static_cast<size_t>(n));
+    for (auto& k : keys) k = int64_t(rng() % 1000);
+    MaxTree t;
+    auto key = [&](int64_t i) { return keys[size_t(i)]; };
+    t.build(n, key);
+    for (int q = 0; q < 300; ++q) {
+      const int64_t j = n ? int64_t(rng() % uint64_t(n + 2)) : 0;
+      const int64_t x = int64_t(rng() % 1100);
+      int64_t want = n;
+      for (int64_t i = std::max<int64_t>(0, j); i < n; ++i)
+        if (keys[size_t(i)] >= x) { want = i; break; }
+      ASSERT_EQ(t.find_first(j, x, key), want) << "n " << n << " j " << j << " x " << x;
+    }
+  }
+}

@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <cstdlib>
+
 #include <QApplication>
 #include <QDir>
 #include <QFile>
 #include <QTemporaryDir>
 
 #include "trace/memory_view.hpp"
+#include "trace/report_view.hpp"
 #include "trace/synthetic_trace.hpp"
 #include "trace/timeline_widget.hpp"
 #include "trace/trace_view.hpp"
@@ -98,7 +101,14 @@ TEST(TraceView, LoadsRunDirectoryAndDrawsAtThreeZooms) {
   TraceView v;
   v.resize(1400, 2000);
   QString err;
+  int progress_signals = 0, last_pct = -1;
+  QObject::connect(&v, &TraceView::loadProgress, [&](int pct, const QString&) {
+    ++progress_signals;
+    last_pct = pct;
+  });
   ASSERT_TRUE(v.openTraceAndWait(dir.path(), &err)) << err.toStdString();
+  EXPECT_GT(progress_signals, 1);
+  EXPECT_EQ(last_pct, 100);
   EXPECT_TRUE(v.message().isEmpty());
   auto m = v.model();
   ASSERT_TRUE(m);
@@ -163,6 +173,7 @@ TEST(TraceView, RendersEveryViewOffscreen) {
   for (const auto& name : TraceView::viewNames()) {
     ASSERT_TRUE(v.setView(name));
     const QImage img = v.renderToImage(QSize(900, 700));
+    if (const char* shots = std::getenv("ULYSSES_UI_TRACE_SHOTS")) img.save(QString("%1/%2.png").arg(shots, name));
     ASSERT_EQ(img.size(), QSize(900, 700)) << name.toStdString();
     // Not blank: many distinct colours.
     QSet<QRgb> colours;
@@ -246,6 +257,41 @@ TEST(TraceView, CorruptEmptyAndMissingTracesShowAMessage) {
   // and the view still opens a good trace afterwards
   EXPECT_TRUE(v.openTraceAndWait(dir.filePath("full.sqlite"), &err)) << err.toStdString();
   EXPECT_TRUE(v.message().isEmpty());
+  // closing a view while its trace is still loading neither crashes nor hangs
+  {
+    auto* w = new TraceView;
+    EXPECT_TRUE(w->openTrace(dir.filePath("full.sqlite"), &err));
+    EXPECT_TRUE(w->isLoading());
+    delete w;
+  }
+  QApplication::processEvents();
+}
+
+TEST(TraceView, ComparesTwoRunsInTheReport) {
+  SyntheticOptions a, b;
+  a.ranks = b.ranks = 2; a.heads = b.heads = 8; a.layers = b.layers = 2; a.steps = b.steps = 2;
+  b.head_chunks = 1;  // no head-chunk overlap in run B
+  TraceView v;
+  v.setModel(make_synthetic_trace(a));
+  v.setCompareModel(make_synthetic_trace(b));
+  ASSERT_TRUE(v.setView("report"));
+  auto* report = v.findChild<ReportView*>();
+  ASSERT_NE(report, nullptr);
+  TableModel* cmp = report->compareModel();
+  ASSERT_GT(cmp->rowCount(), 4);
+  // Run B's overlap ratio differs from run A's, and the difference column is B - A.
+  bool found = false;
+  for (int r = 0; r < cmp->rowCount(); ++r) {
+    if (cmp->data(cmp->index(r, 0)).toString() != "overall overlap ratio") continue;
+    found = true;
+    const double va = cmp->data(cmp->index(r, 1), TableModel::SortRole).toDouble();
+    const double vb = cmp->data(cmp->index(r, 2), TableModel::SortRole).toDouble();
+    EXPECT_NE(va, vb);
+    EXPECT_DOUBLE_EQ(cmp->data(cmp->index(r, 3), TableModel::SortRole).toDouble(), vb - va);
+  }
+  EXPECT_TRUE(found);
+  v.setCompareModel(nullptr);
+  EXPECT_EQ(cmp->rowCount(), 0);
 }
 
 TEST(TraceView, OpensNsightSystemsExport) {

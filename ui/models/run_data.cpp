@@ -119,8 +119,12 @@ RunSummary loadRunSummary(const QString& dir) {
       if (s.durationS < 0) s.durationS = pts.back().elapsed_s;
     }
   }
+  // The studio keeps the config it launched (with its "name") in RUNS/.studio/RUN.json.
+  const auto launched = readJsonObject(fi.absoluteDir().filePath(QStringLiteral(".studio/") + s.name + QStringLiteral(".json")));
   if (s.config.value("name").isString()) {
     s.configName = s.config.value("name").toString();
+  } else if (launched.value("name").isString() && !launched.value("name").toString().isEmpty()) {
+    s.configName = launched.value("name").toString();
   } else {
     // Studio runs are NAME_YYYYmmdd-HHMMSS, ulysses-run's default is YYYYmmdd-HHMMSS-NAME.
     static const QRegularExpression suffix(QStringLiteral("_\\d{8}-\\d{6}(-\\d+)?$"));

@@ -276,6 +276,9 @@ bool LauncherPage::loadConfigFile(const QString& path, QString* error) {
     if (!j.contains("name") || !j["name"].is_string()) j["name"] = QFileInfo(path).completeBaseName().toStdString();
     if (!setConfigJson(j, error)) return false;
     currentFile_ = QFileInfo(path).absoluteFilePath();
+    const bool preset = !configsDir_.isEmpty() && QFileInfo(path).absolutePath() == QFileInfo(configsDir_).absoluteFilePath();
+    const int i = preset ? presets_->findText(QFileInfo(path).completeBaseName()) : -1;
+    presets_->setCurrentIndex(i > 0 ? i : 0);
     return true;
   } catch (const std::exception& e) {
     if (error) *error = qs(e.what());

@@ -107,6 +107,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   if (!last.isEmpty() && QFileInfo::exists(last)) launcher_->loadConfigFile(last, &ignored);
   else if (launcher_->presetNames().contains(QStringLiteral("tiny"))) launcher_->loadPreset(QStringLiteral("tiny"), &ignored);
   program_ = findUlyssesRun();
+  if (program_.isEmpty())
+    statusBar()->showMessage(QStringLiteral("ulysses-run not found: build it (cmake --build build --target ulysses-run) or set ULYSSES_RUN"), 15000);
 }
 
 MainWindow::~MainWindow() = default;

@@ -27,6 +27,7 @@ QTableView* make_table(QAbstractItemModel* m, QWidget* parent) {
   auto* v = new QTableView(parent);
   v->setModel(proxy);
   v->setSortingEnabled(true);
+  v->sortByColumn(0, Qt::AscendingOrder);
   v->setSelectionBehavior(QAbstractItemView::SelectRows);
   v->horizontalHeader()->setStretchLastSection(true);
   v->verticalHeader()->setVisible(false);

@@ -20,6 +20,6 @@ std::string format_duration_ns(double ns);
 std::string format_bytes(int64_t bytes);
 
 constexpr uint32_t kFoldedArgb = 0xFF707070;
-constexpr uint32_t kOverlapShadeArgb = 0x3300C853;  // translucent green
+constexpr uint32_t kOverlapShadeArgb = 0x4000C853;  // translucent green
 
 }  // namespace ulysses::ui

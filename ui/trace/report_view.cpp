@@ -27,6 +27,7 @@ QTableView* make_table(QAbstractItemModel* m, QWidget* parent) {
   auto* v = new QTableView(parent);
   v->setModel(proxy);
   v->setSortingEnabled(true);
+  v->sortByColumn(0, Qt::AscendingOrder);
   v->setSelectionBehavior(QAbstractItemView::SelectRows);
   v->horizontalHeader()->setStretchLastSection(true);
   v->verticalHeader()->setVisible(false);
@@ -52,7 +53,7 @@ ReportView::ReportView(QWidget* parent) : QWidget(parent) {
   lay->addWidget(headline_);
   auto* split = new QSplitter(Qt::Vertical, this);
   chart_ = new QChartView(new QChart, this);
-  chart_->setMinimumHeight(180);
+  chart_->setMinimumHeight(240);
   tabs_ = new QTabWidget(this);
   ranks_ = new TableModel(this);
   steps_ = new TableModel(this);
@@ -150,6 +151,8 @@ void ReportView::rebuildChart() {
   ay->append(cats);
   auto* ax = new QValueAxis;
   ax->setTitleText(tr("ms per step"));
+  ax->setLabelFormat(QStringLiteral("%.1f"));
+  ax->setTickCount(6);
   c->addAxis(ay, Qt::AlignLeft);
   c->addAxis(ax, Qt::AlignBottom);
   series->attachAxis(ay);

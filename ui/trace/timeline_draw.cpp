@@ -81,17 +81,18 @@ void compute_draw_list(const TimelineIndex& ix, const TimelineLayout& layout, co
       if (rl.y + rl.h < y_top || rl.y > y_bot) continue;
       const IntervalList& ov = ix.ranks()[ri].overlap;
       auto it = std::partition_point(ov.begin(), ov.end(), [&](const auto& iv) { return iv.second <= t0; });
-      while (it != ov.end() && it->first < t1) {
-        const int64_t s = it->first;
-        int64_t e = it->second;
-        ++it;
-        for (;;) {  // swallow every interval starting within a pixel of e
-          const int64_t lim = e + int64_t(std::ceil(npp));
-          auto nx = std::partition_point(it, ov.end(), [&](const auto& iv) { return iv.first < lim; });
-          if (nx == it) break;
-          e = std::max(e, std::prev(nx)->second);
-          it = nx;
-        }
+      const auto& rk = ix.ranks()[ri];
+      const int64_t px_ns = std::max<int64_t>(1, int64_t(std::ceil(npp)));
+      int64_t i = it - ov.begin();
+      const int64_t n = int64_t(ov.size());
+      while (i < n && ov[size_t(i)].first < t1) {
+        // Merge every following interval whose gap to the previous one is under a pixel.
+        const int64_t stop = rk.overlap_gaps.find_first(i + 1, px_ns, [&](int64_t k) {
+          return ov[size_t(k)].first - ov[size_t(k - 1)].second;
+        });
+        const int64_t s = ov[size_t(i)].first;
+        const int64_t e = ov[size_t(stop - 1)].second;
+        i = stop;
         const double x0 = vp.x_of(s), x1 = vp.x_of(e);
         ShadeRect sr;
         sr.x = clampx(x0, W);
@@ -158,23 +159,10 @@ void fold_row(const TimelineIndex& ix, const TimelineRow& row, int64_t t0, int64
       ++i;
       continue;
     }
-    // Fold: absorb every following range that starts within fold_ns of the fold's end. Ranges
-    // of a row are disjoint, so all but the last range starting before `target` are narrow.
-    int64_t fold_end = r.end_ns;
-    int64_t j = i + 1;
-    for (;;) {
-      const int64_t target = fold_end + fold_ns;
-      const int64_t k = ix.first_start_at_or_after(row, j, hi, target);
-      if (k == j) break;
-      const prof::TraceRange& last = ix.at(row, k - 1);
-      if (last.end_ns - last.start_ns >= fold_ns) {  // a wide one ends the fold
-        if (k - 1 > j) fold_end = std::max(fold_end, ix.at(row, k - 2).end_ns);
-        j = k - 1;
-        break;
-      }
-      fold_end = std::max(fold_end, last.end_ns);
-      j = k;
-    }
+    // Fold: absorb every following range that starts less than fold_ns after the previous
+    // one ends and is itself narrow; the fold tree finds where that stops in one query.
+    const int64_t j = std::min(hi, ix.fold_stop(row, i + 1, fold_ns));
+    const int64_t fold_end = ix.at(row, j - 1).end_ns;
     out->push_back(FoldedSpan{i, j - i, r.start_ns, fold_end});
     i = j;
   }

@@ -2,6 +2,7 @@
 #include "trace/timeline_index.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -157,6 +158,10 @@ std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceM
     if (!(sorted && row_count.size() == 1)) {
       for (int64_t i = 0; i < n; ++i) ix->rows_[first_row + row_of[size_t(i)]].offsets.push_back(off(i));
     }
+    for (size_t d = first_row; d < ix->rows_.size(); ++d) {
+      TimelineRow& row = ix->rows_[d];
+      row.fold_keys.build(row.size, [&](int64_t i) { return ix->fold_key(row, i); });
+    }
     info.row_count = int32_t(row_count.size());
     ix->lanes_.push_back(info);
   }
@@ -166,6 +171,10 @@ std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceM
     IntervalList comm = interval_union(has_kernels[s] ? std::move(comm_kernel_iv[s]) : std::move(comm_iv[s]));
     IntervalList comp = interval_union(has_kernels[s] ? std::move(comp_kernel_iv[s]) : std::move(comp_iv[s]));
     ix->ranks_[s].overlap = interval_intersection(comm, comp);
+    const IntervalList& ov = ix->ranks_[s].overlap;
+    ix->ranks_[s].overlap_gaps.build(int64_t(ov.size()), [&](int64_t i) {
+      return i == 0 ? std::numeric_limits<int64_t>::max() : ov[size_t(i)].first - ov[size_t(i - 1)].second;
+    });
     ix->ranks_[s].comm = std::move(comm);
   }
   std::sort(ix->ranks_.begin(), ix->ranks_.end(),

@@ -9,12 +9,14 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "trace/max_tree.hpp"
 #include "ulysses/profiler/trace_model.hpp"
 
 namespace ulysses::ui {
@@ -30,6 +32,9 @@ struct TimelineRow {
   std::vector<uint32_t> offsets;
   bool identity = false;
   int64_t size = 0;
+  // key(i) = max(duration of i, gap between i-1's end and i's start): a run of ranges that
+  // folds at threshold f ends at the first key >= f (TimelineIndex::fold_end).
+  MaxTree fold_keys;
 };
 
 struct TimelineLaneInfo {
@@ -43,6 +48,7 @@ struct TimelineRankInfo {
   std::vector<int32_t> lanes;  // lane indices of this rank in display order
   IntervalList overlap;        // comm and compute both active
   IntervalList comm;           // union of communication time
+  MaxTree overlap_gaps;        // key(i) = overlap[i].first - overlap[i-1].second
 };
 
 struct StepSpan {
@@ -79,6 +85,16 @@ class TimelineIndex {
   std::pair<int64_t, int64_t> visible(const TimelineRow& row, int64_t t0, int64_t t1) const;
   // First i in [lo, hi) with start >= t (hi when none).
   int64_t first_start_at_or_after(const TimelineRow& row, int64_t lo, int64_t hi, int64_t t) const;
+  // Key of the fold tree (see TimelineRow::fold_keys).
+  int64_t fold_key(const TimelineRow& row, int64_t i) const {
+    const auto& r = at(row, i);
+    const int64_t d = r.end_ns - r.start_ns;
+    return i == 0 ? d : std::max(d, r.start_ns - at(row, i - 1).end_ns);
+  }
+  // First position >= j of the row whose fold key >= fold_ns (row.size when none).
+  int64_t fold_stop(const TimelineRow& row, int64_t j, int64_t fold_ns) const {
+    return row.fold_keys.find_first(j, fold_ns, [&](int64_t i) { return fold_key(row, i); });
+  }
   // The range of the row containing t, or -1 (binary search).
   int64_t find_at(const TimelineRow& row, int64_t t) const;
 

@@ -247,8 +247,11 @@ bool TimelineWidget::event(QEvent* e) {
 }
 
 void TimelineWidget::resizeEvent(QResizeEvent*) {
+  // Keep the visible time range across resizes (the window opening, splitters moving).
   TimelineViewport v = vp_;
+  const int64_t a = vp_.t0_ns, b = vp_.t1_ns();
   v.set_width(timeWidth());
+  if (index_) v.fit(a, b);
   dirty_ = true;
   changeViewport(v);
 }
@@ -362,7 +365,12 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   for (const auto& rl : layout_.ranks) {
     p.fillRect(QRectF(0, rl.y - y_scroll_, W, rl.h), QColor(0x26, 0x28, 0x2E));
   }
-  for (const auto& s : dl_.shades) p.fillRect(QRectF(s.x, s.y, s.w, s.h), argb(kOverlapShadeArgb));
+  // Communication overlapping computation: translucent band over the rank's lanes and a
+  // solid marker under the rank header.
+  for (const auto& s : dl_.shades) {
+    p.fillRect(QRectF(s.x, s.y, s.w, s.h), argb(kOverlapShadeArgb));
+    p.fillRect(QRectF(s.x, s.y - 4, s.w, 3), QColor(0x00, 0xC8, 0x53));
+  }
   for (const auto& it : dl_.items) {
     QColor c = argb(it.argb);
     if (it.flags & kDimmed) c.setAlpha(60);
@@ -434,8 +442,10 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   p.setPen(QColor(210, 210, 210));
   for (double t = first; t <= double(vp_.t1_ns() - base); t += tick) {
     const double x = gutter_ + vp_.x_of(base + int64_t(t));
+    if (x < gutter_) continue;
     p.drawLine(QPointF(x, ruler_h_ - 8), QPointF(x, ruler_h_));
-    p.drawText(QPointF(x + 3, ruler_h_ - 10), QString::fromStdString(format_duration_ns(t)));
+    const double shown = std::fabs(t) < tick * 1e-6 ? 0.0 : t;  // no "-0.00 ns"
+    p.drawText(QPointF(x + 3, ruler_h_ - 10), QString::fromStdString(format_duration_ns(shown)));
   }
   p.drawText(QRect(4, 0, gutter_ - 8, ruler_h_), Qt::AlignVCenter | Qt::AlignLeft,
              tr("view %1").arg(QString::fromStdString(format_duration_ns(vp_.duration_ns()))));

@@ -4,6 +4,8 @@
 #include <QApplication>
 #include <QButtonGroup>
 #include <QEventLoop>
+#include <QFileDialog>
+#include <QMenu>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -39,6 +41,7 @@ QTableView* make_table(QAbstractItemModel* m, QWidget* parent, bool sortable = t
     proxy->setSortRole(TableModel::SortRole);
     v->setModel(proxy);
     v->setSortingEnabled(true);
+    v->sortByColumn(0, Qt::AscendingOrder);
   } else {
     v->setModel(m);
   }
@@ -147,7 +150,13 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   next_s->setText(tr("step >"));
   auto* fit = new QToolButton(content);
   fit->setText(tr("Fit all"));
-  for (auto* b : {prev_m, next_m, prev_s, next_s, fit}) bar->addWidget(b);
+  auto* cmp = new QToolButton(content);
+  cmp->setText(tr("Compare..."));
+  cmp->setToolTip(tr("Load a second run and show its report side by side with differences"));
+  cmp->setPopupMode(QToolButton::InstantPopup);
+  auto* cmp_menu = new QMenu(cmp);
+  cmp->setMenu(cmp_menu);
+  for (auto* b : {prev_m, next_m, prev_s, next_s, fit, cmp}) bar->addWidget(b);
   cl->addLayout(bar);
 
   d->views = new QStackedWidget(content);
@@ -190,8 +199,20 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   d->filter_timer->setSingleShot(true);
   d->filter_timer->setInterval(250);
 
+  connect(cmp_menu->addAction(tr("Run directory...")), &QAction::triggered, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Run directory to compare with"));
+    if (!dir.isEmpty()) d->compare_loader->start(dir);
+  });
+  connect(cmp_menu->addAction(tr("Trace file (.sqlite)...")), &QAction::triggered, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Trace to compare with"), QString(), tr("Traces (*.sqlite);;All files (*)"));
+    if (!f.isEmpty()) d->compare_loader->start(f);
+  });
+  connect(cmp_menu->addAction(tr("Clear comparison")), &QAction::triggered, this, [this] { setCompareModel(nullptr); });
   connect(d->view_buttons, &QButtonGroup::idClicked, this, [this](int id) { setView(viewNames().value(id)); });
   connect(d->loader, &TraceLoader::progress, this, [this](int pct, const QString& what) {
+    // The profiler's reader reports no progress: busy indicator until indexing starts.
+    if (pct == 0) d->bar->setRange(0, 0);
+    else d->bar->setRange(0, 100);
     d->bar->setValue(pct);
     d->loading_label->setText(what);
     emit loadProgress(pct, what);
@@ -204,6 +225,7 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
     }
     d->compare = t;
     d->report->setCompare(t.summary, QFileInfo(t.path).fileName());
+    setView(QStringLiteral("report"));
   });
   connect(d->timeline, &TimelineWidget::rangeSelected, this, [this](qint64 r) { d->onSelected(r); });
   connect(d->timeline, &TimelineWidget::viewportChanged, this, [this](const TimelineViewport&) { d->onViewport(); });
