@@ -3,6 +3,7 @@
 // Exit codes: 0 success, 2 bad input, 1 failure.
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,11 @@ namespace fs = std::filesystem;
 using namespace ulysses;
 
 namespace {
+volatile std::sig_atomic_t g_stop = 0;
+void on_signal(int) {
+  if (g_stop) std::_Exit(143);  // second signal: leave now; finished steps are committed
+  g_stop = 1;
+}
 std::string host_name() {
   char buf[256] = {0};
   gethostname(buf, sizeof buf - 1);
@@ -42,6 +48,8 @@ int main(int argc, char** argv) {
   }
 
   int rank = 0;
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
   try {
     const DistEnv env = DistEnv::from_environment();
     rank = env.rank;
@@ -95,6 +103,11 @@ int main(int argc, char** argv) {
     }
     const auto t_start = std::chrono::steady_clock::now();
     for (int64_t s = 0; s < cfg.train.steps; ++s) {
+      if (g_stop) {
+        if (tracer) tracer->close();
+        std::cerr << "ulysses-worker (rank " << rank << "): stopped by a signal after " << s << " step(s)" << std::endl;
+        return 1;
+      }
       if (tracer) tracer->begin_step(s);
       StepMetrics m = trainer.step(s);
       if (!std::isfinite(m.loss)) throw std::runtime_error("loss is " + std::to_string(m.loss) + " at step " + std::to_string(s) + "; lower train.lr");

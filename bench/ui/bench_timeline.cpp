@@ -148,6 +148,9 @@ int main(int argc, char** argv) {
   app.add_option("--width", width, "Timeline width in pixels");
   app.add_option("--ranks", ranks, "Ranks");
   app.add_option("--dir", dir, "Scratch directory for trace files (removed afterwards)");
+  std::string write_run_dir;
+  app.add_option("--write-run", write_run_dir,
+                 "Only write a generated run (first --sizes entry) as DIR/trace/rank*.sqlite and exit (demo data)");
   bool paint = true;
   app.add_flag("!--no-paint", paint, "Skip the QPainter measurement (offscreen widget render)");
   CLI11_PARSE(app, argc, argv);
@@ -159,6 +162,19 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (!write_run_dir.empty()) {
+    ui::SyntheticOptions o;
+    o.ranks = ranks;
+    o.target_ranges = sizes.empty() ? 100000 : sizes.front();
+    try {
+      write_run(*ui::make_synthetic_trace(o), write_run_dir);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_timeline: cannot write %s: %s\n", write_run_dir.c_str(), e.what());
+      return 1;
+    }
+    std::printf("wrote %s/trace/rank0..%d.sqlite\n", write_run_dir.c_str(), ranks - 1);
+    return 0;
+  }
   std::printf("%-10s %-9s %9s %9s %9s %9s %9s | %-10s %10s %10s %8s | %-10s %10s %10s %8s\n", "ranges", "source",
               "gen s", "write s", "load s", "index s", "analyze s", "full view", "median ms", "max ms", "items",
               "1 ms view", "median ms", "max ms", "items");

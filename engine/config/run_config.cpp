@@ -180,6 +180,8 @@ int64_t ModelConfig::num_parameters() const {
 
 json RunConfig::to_json() const {
   json j;
+  if (!name.empty()) j["name"] = name;
+  if (!description.empty()) j["description"] = description;
   j["model"] = write_section(model, model_fields());
   j["parallel"] = write_section(parallel, parallel_fields());
   j["train"] = write_section(train, train_fields());
@@ -198,7 +200,10 @@ RunConfig RunConfig::from_json(const json& j) {
     else if (k == "train") read_section(c.train, it.value(), k, train_fields());
     else if (k == "data") read_section(c.data, it.value(), k, data_fields());
     else if (k == "profile") read_section(c.profile, it.value(), k, profile_fields());
-    else if (k == "name" || k == "description") continue;  // free text for humans
+    else if (k == "name" || k == "description") {
+      if (!it.value().is_string()) throw ConfigError(k + " must be a string");
+      (k == "name" ? c.name : c.description) = it.value().get<std::string>();
+    }
     else throw ConfigError("unknown config section '" + k + "' (valid: " + kSections + ", name, description)");
   }
   return c;

@@ -80,6 +80,8 @@ struct ProfileConfig {
 };
 
 struct RunConfig {
+  std::string name;         // free text for humans (kept in RUN/config.json)
+  std::string description;
   ModelConfig model;
   ParallelConfig parallel;
   TrainConfig train;

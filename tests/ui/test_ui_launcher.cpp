@@ -43,9 +43,18 @@ QString ulyssesRun() {
   return fi.isFile() && fi.isExecutable() ? fi.absoluteFilePath() : QString();
 }
 
+// The worker ulysses-run would start (CONTRACTS.md): $ULYSSES_WORKER, next to ulysses-run, ../worker/.
+bool workerFound(const QString& runExe) {
+  const QString env = qEnvironmentVariable("ULYSSES_WORKER");
+  if (!env.isEmpty()) return QFileInfo(env).isExecutable();
+  const QDir d = QFileInfo(runExe).absoluteDir();
+  return QFileInfo(d.filePath("ulysses-worker")).isExecutable() || QFileInfo(d.filePath("../worker/ulysses-worker")).isExecutable();
+}
+
 #define SKIP_WITHOUT_ULYSSES_RUN()                                                                             \
   const QString runExe = ulyssesRun();                                                                         \
-  if (runExe.isEmpty()) GTEST_SKIP() << "ulysses-run is not built (" ULYSSES_RUN_PATH "; or set ULYSSES_RUN)"
+  if (runExe.isEmpty()) GTEST_SKIP() << "ulysses-run is not built (" ULYSSES_RUN_PATH "; or set ULYSSES_RUN)"; \
+  if (!workerFound(runExe)) GTEST_SKIP() << "ulysses-worker is not built (engine off?); or set ULYSSES_WORKER"
 
 void writeFile(const QString& path, const QByteArray& data) {
   QDir().mkpath(QFileInfo(path).absolutePath());

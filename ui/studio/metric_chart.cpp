@@ -2,9 +2,12 @@
 #include "metric_chart.hpp"
 
 #include <QChart>
+#include <QEvent>
+#include <QPen>
 #include <QLineSeries>
 #include <QValueAxis>
 #include <algorithm>
+#include <cmath>
 
 namespace ulysses::ui {
 
@@ -28,7 +31,24 @@ MetricChart::MetricChart(const QString& title, const QString& unit, QWidget* par
   setChart(chart);
   setRenderHint(QPainter::Antialiasing);
   setMinimumHeight(160);
+  applyPalette();
   clear();
+}
+
+void MetricChart::applyPalette() {
+  const bool dark = palette().color(QPalette::Window).lightness() < 128;
+  const auto theme = dark ? QChart::ChartThemeDark : QChart::ChartThemeLight;
+  if (chart()->theme() != theme) {
+    chart()->setTheme(theme);
+    QPen pen(dark ? QColor(0x5a, 0xb0, 0xff) : QColor(0x20, 0x7a, 0xd0));
+    pen.setWidthF(2.0);
+    series_->setPen(pen);
+  }
+}
+
+void MetricChart::changeEvent(QEvent* e) {
+  QChartView::changeEvent(e);
+  if (e->type() == QEvent::PaletteChange) applyPalette();
 }
 
 void MetricChart::append(double x, double y) {
@@ -43,6 +63,7 @@ void MetricChart::append(double x, double y) {
   ax_->setRange(0, std::max(1.0, maxX_));
   const double pad = std::max(1e-9, (maxY_ - minY_) * 0.08);
   ay_->setRange(minY_ - pad, maxY_ + pad);
+  ay_->setLabelFormat(std::max(std::abs(minY_), std::abs(maxY_)) >= 1000 ? QStringLiteral("%.0f") : QStringLiteral("%.3g"));
 }
 
 void MetricChart::clear() {

@@ -16,7 +16,11 @@ class MetricChart : public QChartView {
   void clear();
   int count() const;
 
+ protected:
+  void changeEvent(QEvent* e) override;  // follows the dark/light palette
+
  private:
+  void applyPalette();
   QLineSeries* series_;
   QValueAxis* ax_;
   QValueAxis* ay_;

@@ -148,6 +148,7 @@ void MonitorPage::onMetric(const MetricPoint& p) {
 }
 
 void MonitorPage::onLog(int rank, const QString& text) {
+  if (text.startsWith(QLatin1String("METRIC "))) return;  // charted, not logged
   log_->appendPlainText(rank >= 0 ? QStringLiteral("[rank %1] %2").arg(rank).arg(text) : text);
 }
 
@@ -182,6 +183,7 @@ void MonitorPage::showRun(const QString& runDir) {
     if (f.size() > 256 * 1024) f.seek(f.size() - 256 * 1024);
     const auto lines = QString::fromUtf8(f.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
     for (const auto& l : lines) {
+      if (l.startsWith(QLatin1String("METRIC "))) continue;  // charted, not logged
       diskRanks_->appendLine(r, l);
       log_->appendPlainText(QStringLiteral("[rank %1] %2").arg(r).arg(l));
     }

@@ -105,6 +105,7 @@ void RunController::readStderr() {
     int rank = -1;
     QString text;
     if (parseRankLine(line, &rank, &text)) {
+      if (text.startsWith(QLatin1String("METRIC "))) continue;  // rank 0's metrics come on stdout
       ranks_->appendLine(rank, text);
       emit logLine(rank, text);
     } else {

@@ -7,7 +7,6 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLegend>
-#include <QLegendMarker>
 #include <QLineSeries>
 #include <QScatterSeries>
 #include <QValueAxis>
@@ -69,11 +68,15 @@ MemoryView::MemoryView(QWidget* parent) : QWidget(parent) {
   top->addWidget(info_, 1);
   lay->addLayout(top);
   chart_ = new QChart;
-  chart_->legend()->setAlignment(Qt::AlignBottom);
+  chart_->legend()->hide();
+  legend_ = new QLabel(this);
+  legend_->setTextFormat(Qt::RichText);
+  legend_->setWordWrap(true);
   view_ = new QChartView(chart_, this);
   view_->setRenderHint(QPainter::Antialiasing);
   view_->viewport()->installEventFilter(this);
   lay->addWidget(view_, 1);
+  lay->addWidget(legend_);
   connect(rank_box_, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
 }
 
@@ -122,6 +125,7 @@ void MemoryView::rebuild() {
     chart_->removeAxis(a);
     delete a;
   }
+  legend_->clear();
   if (!index_) return;
   const auto& m = index_->model();
   if (m.memory.empty()) {
@@ -196,19 +200,34 @@ void MemoryView::rebuild() {
       });
     }
   }
-  // Step boundaries as vertical markers.
+  // Step boundaries as vertical markers: one series going up and down at each step start
+  // (the joins run along the x axis), so the legend has a single entry.
+  auto* steps = new QLineSeries;
+  steps->setName(tr("step start"));
   for (const auto& st : index_->steps()) {
-    if (st.end_ns < t0 || st.start_ns > t1) continue;
-    auto* s = new QLineSeries;
-    s->append(double(st.start_ns - base) / 1e6, 0);
-    s->append(double(st.start_ns - base) / 1e6, ymax * 1.05);
-    chart_->addSeries(s);
-    s->attachAxis(ax);
-    s->attachAxis(ay);
-    s->setPen(QPen(QColor(150, 150, 150), 1, Qt::DashDotLine));
-    chart_->legend()->markers(s).value(0)->setVisible(false);
+    if (st.start_ns < t0 || st.start_ns > t1) continue;
+    const double x = double(st.start_ns - base) / 1e6;
+    steps->append(x, 0);
+    steps->append(x, ymax * 1.05);
+    steps->append(x, 0);
+  }
+  if (steps->count() > 0) {
+    chart_->addSeries(steps);
+    steps->attachAxis(ax);
+    steps->attachAxis(ay);
+    steps->setPen(QPen(QColor(150, 150, 150), 1, Qt::DashDotLine));
+  } else {
+    delete steps;
   }
   ay->setRange(0, ymax * 1.08);
+  // Own legend line (QChart's legend loses its markers after removeAllSeries() here).
+  QString legend;
+  for (auto* sr : chart_->series()) {
+    auto* ls = qobject_cast<QLineSeries*>(sr);
+    if (!ls || ls->name().isEmpty()) continue;
+    legend += QStringLiteral("<span style='color:%1'>&#9632;</span> %2&nbsp;&nbsp; ").arg(ls->pen().color().name(), ls->name().toHtmlEscaped());
+  }
+  legend_->setText(legend);
   info_->setText(tr("peak in view: %1").arg(QString::fromStdString(format_bytes(peak))));
 }
 

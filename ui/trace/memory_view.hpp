@@ -50,6 +50,7 @@ class MemoryView : public QWidget {
   TimelineViewport vp_;
   QComboBox* rank_box_;
   QLabel* info_;
+  QLabel* legend_;
   QChartView* view_;
   QChart* chart_;
 };

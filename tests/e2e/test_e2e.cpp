@@ -1,0 +1,151 @@
+// End to end: ulysses-run starting real ulysses-worker processes. A 2-rank Ulysses run
+// matches a 1-process run; its trace holds, for every rank, step, layer and direction, the
+// qkv, both all-to-alls, attention and output projection, properly nested, with
+// all-to-all bytes equal to the formula; bad input through the real worker exits 2.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "ulysses/profiler/trace_store.hpp"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace ulysses::prof;
+
+namespace {
+
+struct Proc {
+  int code;
+  std::string out;
+};
+
+// Runs a shell command, capturing stdout (stderr goes to the test log).
+Proc sh(const std::string& cmd) {
+  Proc p{0, ""};
+  FILE* f = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) p.out.append(buf, n);
+  int st = pclose(f);
+  p.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  return p;
+}
+
+std::string tmp(const std::string& name) {
+  auto d = fs::temp_directory_path() / ("ulysses_e2e_" + std::to_string(::getpid())) / name;
+  fs::create_directories(d.parent_path());
+  return d.string();
+}
+
+std::string config_file() {
+  // tiny GQA model: H=4, Hkv=2, d=32 (dh=8), 2 layers, N=64, B=1
+  json c = {{"model", {{"vocab_size", 256}, {"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2},
+                       {"num_attention_heads", 4}, {"num_key_value_heads", 2}}},
+            {"parallel", {{"sp_size", 2}, {"dp_size", 1}, {"timeout_s", 60}}},
+            {"train", {{"seq_length", 64}, {"steps", 2}, {"lr", 0.01}, {"warmup_steps", 1}, {"min_lr", 0.001}, {"threads_per_rank", 1}}},
+            {"data", {{"kind", "text"}, {"path", std::string(ULYSSES_SOURCE_DIR) + "/resources/data/tiny_corpus.txt"}}}};
+  const auto p = tmp("config.json");
+  std::ofstream(p) << c.dump(2);
+  return p;
+}
+
+std::vector<json> json_lines(const std::string& s) {
+  std::vector<json> v;
+  size_t a = 0;
+  while (a < s.size()) {
+    size_t b = s.find('\n', a);
+    if (b == std::string::npos) b = s.size();
+    if (b > a) v.push_back(json::parse(s.substr(a, b - a)));
+    a = b + 1;
+  }
+  return v;
+}
+
+const std::string kRun = ULYSSES_RUN_BIN;
+const std::string kWorker = ULYSSES_WORKER_BIN;
+
+}  // namespace
+
+TEST(EndToEnd, TwoRanksMatchOneProcessAndTraceIsComplete) {
+  const auto cfg = config_file();
+  const auto out2 = tmp("sp2"), out1 = tmp("sp1");
+  auto r2 = sh(kRun + " " + cfg + " --json --worker " + kWorker + " --out " + out2);
+  ASSERT_EQ(r2.code, 0) << r2.out;
+  auto r1 = sh(kRun + " " + cfg + " --json --set parallel.sp_size=1 --worker " + kWorker + " --out " + out1);
+  ASSERT_EQ(r1.code, 0) << r1.out;
+  auto m2 = json_lines(r2.out), m1 = json_lines(r1.out);
+  ASSERT_EQ(m2.size(), 2u);
+  ASSERT_EQ(m1.size(), 2u);
+  for (size_t s = 0; s < 2; ++s) {
+    for (const char* k : {"step", "loss", "lr", "grad_norm", "tokens_per_s", "step_ms", "max_mem_bytes"}) ASSERT_TRUE(m2[s].contains(k)) << k;
+    EXPECT_NEAR(m2[s]["loss"].get<double>(), m1[s]["loss"].get<double>(), 1e-5 * m1[s]["loss"].get<double>()) << "step " << s;
+  }
+
+  TraceModel t = load_trace(out2);
+  ASSERT_EQ(t.ranks.size(), 2u);
+  // (rank, step, layer, dir, phase) -> count, and bytes per (rank, step, layer, dir)
+  std::map<std::tuple<int, int, int, int, int>, int> seen;
+  std::map<std::tuple<int, int, int, int>, int64_t> bytes;
+  for (const auto& lane : t.lanes) {
+    if (lane.kind == LaneKind::HeadRange) continue;  // display copies
+    // proper nesting within a lane: sorted by start, each range inside or after the previous
+    std::vector<const TraceRange*> stack;
+    for (int64_t i = lane.first; i < lane.first + lane.count; ++i) {
+      const auto& r = t.ranges[i];
+      ASSERT_LE(r.start_ns, r.end_ns);
+      while (!stack.empty() && stack.back()->end_ns <= r.start_ns) stack.pop_back();
+      if (!stack.empty()) ASSERT_LE(r.end_ns, stack.back()->end_ns) << "range " << t.strings[r.name_id] << " crosses its parent on lane " << lane.name;
+      stack.push_back(&r);
+      if (r.layer >= 0) {
+        seen[{r.rank, r.step, r.layer, static_cast<int>(r.dir), static_cast<int>(r.phase)}]++;
+        if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq) bytes[{r.rank, r.step, r.layer, static_cast<int>(r.dir)}] += r.bytes_sent;
+      }
+    }
+  }
+  // Per layer and direction each rank sends q (B*N*H*dh), k and v (B*N*Hkv*dh each) and the
+  // output (B*N*H*dh), each (P-1)/P^2 of it to other ranks, fp32:
+  // (2*4 + 2*2) * 8 * 64 * (2-1) / 2^2 * 4 bytes = 6144 bytes.
+  const int64_t want = (2 * 4 + 2 * 2) * 8 * 64 * 1 / 4 * 4;
+  for (int rank = 0; rank < 2; ++rank)
+    for (int step = 0; step < 2; ++step)
+      for (int layer = 0; layer < 2; ++layer)
+        for (Direction d : {Direction::Forward, Direction::Backward}) {
+          for (Phase p : {Phase::QkvProj, Phase::A2ASeqToHead, Phase::Attention, Phase::A2AHeadToSeq, Phase::OutProj})
+            EXPECT_GE((seen[{rank, step, layer, static_cast<int>(d), static_cast<int>(p)}]), 1)
+                << "rank " << rank << " step " << step << " layer " << layer << " " << direction_name(d) << " " << phase_name(p);
+          EXPECT_EQ((bytes[{rank, step, layer, static_cast<int>(d)}]), want) << "rank " << rank << " layer " << layer << " " << direction_name(d);
+        }
+  ASSERT_EQ(t.steps.size(), 4u);  // 2 ranks x 2 steps
+  EXPECT_FALSE(t.memory.empty());
+  fs::remove_all(fs::path(out2).parent_path());
+}
+
+TEST(EndToEnd, WorkerRefusesAWorldSizeMismatch) {
+  const auto cfg = config_file();
+  auto r = sh("RANK=0 WORLD_SIZE=3 MASTER_PORT=1 " + kWorker + " --config " + cfg + " --out " + tmp("ws") + " 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("WORLD_SIZE (3)"), std::string::npos) << r.out;
+}
+
+TEST(EndToEnd, BadInputIsRefusedBeforeAnythingStarts) {
+  const auto cfg = config_file();
+  struct Case { std::string set, needle; };
+  for (const Case& c : {Case{"model.num_attention_heads=3", "divisible"}, Case{"train.seq_length=63", "seq_length (63)"},
+                        Case{"model.num_key_value_heads=3", "num_key_value_heads"}, Case{"data.path=/nonexistent.txt", "not found"},
+                        Case{"model.vocab_size=100", "vocab_size (100)"}, Case{"train.stepz=1", "unknown"}}) {
+    const auto out = tmp("bad");
+    auto r = sh(kRun + " " + cfg + " --set " + c.set + " --worker " + kWorker + " --out " + out + " 2>&1");
+    EXPECT_EQ(r.code, 2) << c.set << ": " << r.out;
+    EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.set << ": " << r.out;
+    EXPECT_FALSE(fs::exists(out + "/logs")) << c.set;
+  }
+}
