@@ -9,35 +9,9 @@ namespace ulysses::ui {
 using prof::Direction;
 using prof::Phase;
 
-const char* phase_label(Phase p) {
-  switch (p) {
-    case Phase::Step: return "step";
-    case Phase::Embedding: return "embedding";
-    case Phase::QkvProj: return "qkv_proj";
-    case Phase::A2ASeqToHead: return "a2a_seq_to_head";
-    case Phase::Attention: return "attention";
-    case Phase::A2AHeadToSeq: return "a2a_head_to_seq";
-    case Phase::OutProj: return "out_proj";
-    case Phase::Mlp: return "mlp";
-    case Phase::Norm: return "norm";
-    case Phase::LmHead: return "lm_head";
-    case Phase::Loss: return "loss";
-    case Phase::Backward: return "backward";
-    case Phase::GradAllReduce: return "grad_allreduce";
-    case Phase::Optimizer: return "optimizer";
-    case Phase::Other: return "other";
-    default: return "?";
-  }
-}
+const char* phase_label(Phase p) { return prof::phase_name(p); }
 
-const char* direction_label(Direction d) {
-  switch (d) {
-    case Direction::Forward: return "forward";
-    case Direction::Backward: return "backward";
-    case Direction::Recompute: return "recompute";
-    default: return "none";
-  }
-}
+const char* direction_label(Direction d) { return prof::direction_name(d); }
 
 uint32_t phase_argb(Phase p, Direction d) {
   uint32_t c = 0xFFBDBDBD;

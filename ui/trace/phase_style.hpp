@@ -9,7 +9,7 @@
 
 namespace ulysses::ui {
 
-// Same lower-case names as the trace ("a2a_seq_to_head", ...).
+// The profiler's names (prof::phase_name / direction_name): "a2a_seq_to_head", "fwd", ...
 const char* phase_label(prof::Phase p);
 const char* direction_label(prof::Direction d);
 // 0xAARRGGBB; backward ranges are a darker shade of their phase colour.

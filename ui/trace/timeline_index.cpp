@@ -1,6 +1,8 @@
 // Builds the timeline's per-row search structure and the per-rank overlap intervals.
 #include "trace/timeline_index.hpp"
 
+#include "ulysses/profiler/analysis.hpp"
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -38,27 +40,6 @@ IntervalList interval_intersection(const IntervalList& a, const IntervalList& b)
   return out;
 }
 
-static bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
-
-bool TimelineIndex::is_comm(const TraceModel& m, const TraceRange& r) {
-  if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq || r.phase == Phase::GradAllReduce)
-    return true;
-  if (r.is_kernel && r.name_id >= 0 && size_t(r.name_id) < m.strings.size()) {
-    const std::string& n = m.strings[size_t(r.name_id)];
-    return starts_with(n, "nccl") || starts_with(n, "Memcpy PtoP");
-  }
-  return false;
-}
-
-bool TimelineIndex::is_compute(const TraceModel& m, const TraceRange& r) {
-  if (is_comm(m, r)) return false;
-  if (r.is_kernel) return true;
-  switch (r.phase) {
-    case Phase::Step: case Phase::Backward: case Phase::Other: case Phase::Count: return false;
-    default: return true;
-  }
-}
-
 std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceModel> model,
                                                     const std::function<void(int)>& progress) {
   auto ix = std::make_shared<TimelineIndex>();
@@ -74,16 +55,14 @@ std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceM
   };
 
   std::map<int32_t, size_t> rank_slot;
-  std::vector<IntervalList> comm_iv, comp_iv, comm_kernel_iv, comp_kernel_iv;
-  std::vector<bool> has_kernels;
   auto slot_of = [&](int32_t rank) {
     auto it = rank_slot.find(rank);
     if (it != rank_slot.end()) return it->second;
     size_t s = ix->ranks_.size();
     rank_slot[rank] = s;
-    ix->ranks_.push_back(TimelineRankInfo{rank, {}, {}, {}});
-    comm_iv.emplace_back(); comp_iv.emplace_back(); comm_kernel_iv.emplace_back(); comp_kernel_iv.emplace_back();
-    has_kernels.push_back(false);
+    TimelineRankInfo info;
+    info.rank = rank;
+    ix->ranks_.push_back(std::move(info));
     return s;
   };
   for (const auto& ri : m.ranks) slot_of(ri.rank);
@@ -130,16 +109,6 @@ std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceM
       if (!have_t) { t_min = r.start_ns; t_max = r.end_ns; have_t = true; }
       t_min = std::min(t_min, r.start_ns);
       t_max = std::max(t_max, r.end_ns);
-      const bool comm = is_comm(m, r);
-      const bool comp = !comm && is_compute(m, r);
-      if (r.is_kernel) {
-        has_kernels[rs] = true;
-        if (comm) comm_kernel_iv[rs].emplace_back(r.start_ns, r.end_ns);
-        else if (comp) comp_kernel_iv[rs].emplace_back(r.start_ns, r.end_ns);
-      } else {
-        if (comm) comm_iv[rs].emplace_back(r.start_ns, r.end_ns);
-        else if (comp) comp_iv[rs].emplace_back(r.start_ns, r.end_ns);
-      }
       if ((i & 0xFFFF) == 0xFFFF) report(0x10000);
     }
     report(n & 0xFFFF);
@@ -166,16 +135,23 @@ std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceM
     ix->lanes_.push_back(info);
   }
 
-  // Overlap: on ranks with kernels (GPU traces) the kernels decide, otherwise host ranges.
-  for (size_t s = 0; s < ix->ranks_.size(); ++s) {
-    IntervalList comm = interval_union(has_kernels[s] ? std::move(comm_kernel_iv[s]) : std::move(comm_iv[s]));
-    IntervalList comp = interval_union(has_kernels[s] ? std::move(comp_kernel_iv[s]) : std::move(comp_iv[s]));
-    ix->ranks_[s].overlap = interval_intersection(comm, comp);
-    const IntervalList& ov = ix->ranks_[s].overlap;
-    ix->ranks_[s].overlap_gaps.build(int64_t(ov.size()), [&](int64_t i) {
+  // Overlap shading from the analysis core's own compute / comm intervals (kernels on GPU
+  // ranks, leaf host ranges otherwise), so the picture agrees with the report.
+  for (auto& rk : ix->ranks_) {
+    std::vector<prof::Interval> comp, comm;
+    bool gpu = false;
+    prof::rank_intervals(m, rk.rank, t_min, t_max + 1, &comp, &comm, &gpu);
+    IntervalList a, b;
+    a.reserve(comp.size());
+    b.reserve(comm.size());
+    for (const auto& iv : comp) a.emplace_back(iv.start, iv.end);
+    for (const auto& iv : comm) b.emplace_back(iv.start, iv.end);
+    rk.overlap = interval_intersection(a, b);
+    rk.comm = std::move(b);
+    const IntervalList& ov = rk.overlap;
+    rk.overlap_gaps.build(int64_t(ov.size()), [&](int64_t i) {
       return i == 0 ? std::numeric_limits<int64_t>::max() : ov[size_t(i)].first - ov[size_t(i - 1)].second;
     });
-    ix->ranks_[s].comm = std::move(comm);
   }
   std::sort(ix->ranks_.begin(), ix->ranks_.end(),
             [](const TimelineRankInfo& a, const TimelineRankInfo& b) { return a.rank < b.rank; });

@@ -5,7 +5,8 @@
 // Ranges of one row are disjoint and sorted by start, hence also sorted by end, so the
 // visible slice of a row is two binary searches (first end > t0, first start >= t1) and a
 // run of tiny ranges can be skipped with one more binary search (see timeline_draw.hpp).
-// Also precomputes, per rank, the intervals where communication overlaps computation.
+// Also precomputes, per rank, the intervals where communication overlaps computation, from
+// the analysis core's prof::rank_intervals (the same intervals as the overlap report).
 #pragma once
 
 #include <cstdint>
@@ -97,10 +98,6 @@ class TimelineIndex {
   }
   // The range of the row containing t, or -1 (binary search).
   int64_t find_at(const TimelineRow& row, int64_t t) const;
-
-  // Whether a range counts as communication / computation for the overlap shading.
-  static bool is_comm(const prof::TraceModel& m, const prof::TraceRange& r);
-  static bool is_compute(const prof::TraceModel& m, const prof::TraceRange& r);
 
  private:
   std::shared_ptr<const prof::TraceModel> model_;

@@ -5,9 +5,7 @@
 #include <QFileInfo>
 #include <exception>
 
-#if ULYSSES_UI_HAVE_TRACE_STORE
 #include "ulysses/profiler/trace_store.hpp"
-#endif
 
 namespace ulysses::ui {
 
@@ -55,7 +53,6 @@ LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, 
   QElapsedTimer t;
   t.start();
   std::shared_ptr<prof::TraceModel> model;
-#if ULYSSES_UI_HAVE_TRACE_STORE
   try {
     model = std::make_shared<prof::TraceModel>(prof::load_trace(path.toStdString()));
   } catch (const prof::TraceError& e) {
@@ -65,10 +62,6 @@ LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, 
     out.error = QObject::tr("Could not read %1: %2").arg(path, QString::fromUtf8(e.what()));
     return out;
   }
-#else
-  out.error = QObject::tr("This build has no trace loader (profiler library missing).");
-  return out;
-#endif
   const double load_s = t.nsecsElapsed() / 1e9;
   if (model->source.empty()) model->source = path.toStdString();
   if (progress) progress(40, QObject::tr("indexing ranges"));

@@ -393,10 +393,12 @@ TableData search_table(const TraceModel& m, const QString& needle_in, int limit,
     found.push_back(int64_t(i));
   }
   if (total) *total = n;
-  std::sort(found.begin(), found.end(), [&](int64_t a, int64_t b) {
+  // Only the first `limit` by start are shown: partial sort (a filter can match millions).
+  const size_t keep = std::min(found.size(), size_t(std::max(0, limit)));
+  std::partial_sort(found.begin(), found.begin() + std::ptrdiff_t(keep), found.end(), [&](int64_t a, int64_t b) {
     return std::tie(m.ranges[size_t(a)].start_ns, a) < std::tie(m.ranges[size_t(b)].start_ns, b);
   });
-  if (int64_t(found.size()) > limit) found.resize(size_t(limit));
+  found.resize(keep);
   for (int64_t i : found) {
     const auto& r = m.ranges[size_t(i)];
     t.add({str_of(m, r.name_id), r.rank, size_t(r.lane) < m.lanes.size() ? qs(m.lanes[size_t(r.lane)].name) : QString(), dur(double(r.start_ns - m.t_min)), dur(double(r.duration())),
