@@ -95,12 +95,32 @@ int64_t generate_rank(const std::string& path, int rank, int world, int64_t tota
 int main(int argc, char** argv) {
   CLI::App app{"Profiler benchmarks: SQLite write rate, tracer overhead, summary time"};
   int64_t ranges = 10'000'000, write_ranges = 1'000'000, pushes = 1'000'000;
-  std::string dir;
+  std::string dir, load_dir;
   app.add_option("--ranges", ranges, "ranges in the generated trace for the summary benchmark (all ranks)");
   app.add_option("--write-ranges", write_ranges, "ranges for the write-rate benchmark");
   app.add_option("--pushes", pushes, "push/pop pairs for the tracer overhead benchmark");
   app.add_option("--dir", dir, "work directory (default: a new temporary directory, removed at exit)");
+  app.add_option("--load-dir", load_dir,
+                 "only time load + analysis of this existing run directory (e.g. one kept with --dir DIR: "
+                 "DIR/run), skipping the write and tracer benchmarks")
+      ->check(CLI::ExistingDirectory);
   CLI11_PARSE(app, argc, argv);
+  if (!load_dir.empty()) {
+    double c0 = cpu_now();
+    auto t1 = std::chrono::steady_clock::now();
+    prof::LoadOptions lo;
+    lo.head_lanes = false;
+    prof::TraceModel m = prof::load_trace(load_dir, lo);
+    double load = seconds_since(t1), load_cpu = cpu_now() - c0;
+    auto t2 = std::chrono::steady_clock::now();
+    prof::Summary s = prof::analyze(m);
+    double an = seconds_since(t2);
+    const double n = static_cast<double>(m.ranges.size());
+    std::printf("load:     %.0f ranges from %s: load %.2f s wall (%.2f M ranges/s), CPU %.2f s (%.2f M ranges/s); "
+                "analysis %.2f s; %zu step rows\n",
+                n, load_dir.c_str(), load, n / load / 1e6, load_cpu, n / load_cpu / 1e6, an, s.steps.size());
+    return 0;
+  }
   bool own_dir = dir.empty();
   if (own_dir) {
     std::string tmpl = (fs::temp_directory_path() / "ulysses-bench-XXXXXX").string();

@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
 #if defined(ULYSSES_WITH_NCCL)
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -64,5 +65,30 @@ inline c10::intrusive_ptr<Backend> make_nccl(c10::intrusive_ptr<c10d::Store> sto
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, o);
 }
 #endif
+
+// Device memory of a CUDA device: caching allocator's allocated / reserved / peak bytes.
+// Returns false on CPU builds or devices.
+inline bool cuda_memory(const torch::Device& d, int64_t* allocated, int64_t* reserved, int64_t* peak) {
+#if defined(ULYSSES_WITH_NCCL)
+  if (!d.is_cuda()) return false;
+  const auto st = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index());
+  const auto all = static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
+  *allocated = st.allocated_bytes[all].current;
+  *reserved = st.reserved_bytes[all].current;
+  *peak = st.allocated_bytes[all].peak;
+  return true;
+#else
+  (void)d; (void)allocated; (void)reserved; (void)peak;
+  return false;
+#endif
+}
+
+inline void synchronize(const torch::Device& d) {
+#if defined(ULYSSES_WITH_NCCL)
+  if (d.is_cuda()) torch::cuda::synchronize(d.index());
+#else
+  (void)d;
+#endif
+}
 
 }  // namespace ulysses::compat

@@ -19,6 +19,12 @@ double learning_rate(const TrainConfig& t, int64_t s) {
 }
 
 namespace {
+// Memory at a phase boundary: the caching allocator on GPU, the process RSS on CPU.
+prof::MemorySample memory_now(const torch::Device& d) {
+  prof::MemorySample m;
+  if (compat::cuda_memory(d, &m.allocated, &m.reserved, &m.peak)) return m;
+  return prof::Tracer::process_memory();
+}
 torch::Device pick_device(const TrainConfig& t, int local_rank) {
   const bool cuda = t.device == "cuda" || (t.device == "auto" && torch::cuda::is_available());
   if (!cuda) return torch::kCPU;
@@ -85,13 +91,13 @@ double Trainer::loss_and_grads(int64_t s) {
   auto labels = batch.labels.narrow(1, pos0, n).contiguous().to(device_);  // (B, n)
 
   at::Tensor loss_sum = model_->forward_loss_sum(ids, labels, pos0);
-  if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_forward", prof::Tracer::process_memory());
+  if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_forward", memory_now(device_));
   {
     ULYSSES_RANGE(tracer_, Phase::Backward, Direction::Backward);
     loss_sum.backward();
   }
   record_backward_marks();
-  if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_backward", prof::Tracer::process_memory());
+  if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_backward", memory_now(device_));
 
   // one coalesced all-reduce: [every gradient, loss sum, valid-token count]
   std::vector<at::Tensor> flat;
@@ -142,7 +148,8 @@ StepMetrics Trainer::step(int64_t s) {
     for (auto& g : opt_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(m.lr);
     opt_->step();
   }
-  const auto mem = prof::Tracer::process_memory();
+  compat::synchronize(device_);
+  const auto mem = memory_now(device_);
   if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_optimizer", mem);
   auto peak = torch::tensor({static_cast<double>(mem.peak)}, torch::kFloat64);
   comm_.all_reduce_max(peak);

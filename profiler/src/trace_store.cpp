@@ -225,60 +225,79 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
       return it == pid_rank.end() ? file_rank : it->second;
     };
 
-    // Host ranges.
+    // Host ranges. Ulysses files: NVTX_EVENTS and ULYSSES_RANGES are both scanned in rowid
+    // order (eventId is ULYSSES_RANGES' rowid) and merged here: a merge join costs one
+    // cursor step per row where "LEFT JOIN ... ON u.eventId = n.rowid" costs a B-tree seek.
     if (db.has_table("NVTX_EVENTS")) {
-      std::string q =
-          kind == FileKind::Ulysses
-              ? "SELECT n.start, n.end, n.globalTid, n.textId, n.text, u.step, u.phase, u.direction, u.layer, "
-                "u.headBegin, u.headEnd, u.chunk, u.bytesSent, u.bytesRecv "
-                "FROM NVTX_EVENTS n LEFT JOIN ULYSSES_RANGES u ON u.eventId = n.rowid "
-                "WHERE n.eventType IN (59, 60) AND n.end IS NOT NULL"
-              : "SELECT start, end, globalTid, textId, text FROM NVTX_EVENTS "
-                "WHERE eventType IN (59, 60) AND end IS NOT NULL";
-      sql::Stmt st(db, q);
+      const bool ours = kind == FileKind::Ulysses;
+      {
+        const int64_t upper = db.query_int("SELECT max(rowid) FROM NVTX_EVENTS");  // O(log n)
+        if (upper > 0) m.ranges.reserve(m.ranges.size() + static_cast<size_t>(upper));
+      }
+      sql::Stmt st(db,
+          "SELECT start, end, globalTid, textId, text, rowid FROM NVTX_EVENTS "
+          "WHERE eventType IN (59, 60) AND end IS NOT NULL ORDER BY rowid");
+      sql::Stmt ust;
+      if (ours) {
+        ust = sql::Stmt(db,
+            "SELECT eventId, step, phase, direction, layer, headBegin, headEnd, chunk, bytesSent, bytesRecv "
+            "FROM ULYSSES_RANGES ORDER BY eventId");
+      }
       sqlite3_stmt* s = st.get();
+      sqlite3_stmt* u = ust.get();
+      bool u_row = ours && ust.step();
       std::unordered_map<int64_t, int32_t> lane_of_gtid;
+      int64_t last_gtid = 0;
+      int32_t last_lane = -1;
       while (st.step()) {
         TraceRange r;
         r.start_ns = sqlite3_column_int64(s, 0);
         r.end_ns = sqlite3_column_int64(s, 1);
+        const int64_t rowid = sqlite3_column_int64(s, 5);
+        while (u_row && sqlite3_column_int64(u, 0) < rowid) u_row = ust.step();
         if (r.end_ns < r.start_ns) continue;
         int64_t gtid = sqlite3_column_int64(s, 2);
         if (sqlite3_column_type(s, 3) != SQLITE_NULL) {
           r.name_id = str(sqlite3_column_int64(s, 3));
         } else {
-          r.name_id = b.intern(st.text(4));
+          const unsigned char* t = sqlite3_column_text(s, 4);
+          r.name_id = b.intern(t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(s, 4))
+                                 : std::string());
         }
-        bool has_u = kind == FileKind::Ulysses && sqlite3_column_type(s, 5) != SQLITE_NULL;
+        bool has_u = u_row && sqlite3_column_int64(u, 0) == rowid;
         if (has_u) {
-          r.step = to_i32(sqlite3_column_int64(s, 5));
-          int64_t ph = sqlite3_column_int64(s, 6);
+          r.step = to_i32(sqlite3_column_int64(u, 1));
+          int64_t ph = sqlite3_column_int64(u, 2);
           r.phase = ph >= 0 && ph < static_cast<int64_t>(Phase::Count) ? static_cast<Phase>(ph) : Phase::Other;
-          int64_t dir = sqlite3_column_int64(s, 7);
+          int64_t dir = sqlite3_column_int64(u, 3);
           r.dir = dir >= 0 && dir <= 3 ? static_cast<Direction>(dir) : Direction::None;
-          r.layer = to_i32(sqlite3_column_int64(s, 8));
-          r.head_begin = to_i32(sqlite3_column_int64(s, 9));
-          r.head_end = to_i32(sqlite3_column_int64(s, 10));
-          r.chunk = to_i32(sqlite3_column_int64(s, 11));
-          r.bytes_sent = sqlite3_column_int64(s, 12);
-          r.bytes_recv = sqlite3_column_int64(s, 13);
+          r.layer = to_i32(sqlite3_column_int64(u, 4));
+          r.head_begin = to_i32(sqlite3_column_int64(u, 5));
+          r.head_end = to_i32(sqlite3_column_int64(u, 6));
+          r.chunk = to_i32(sqlite3_column_int64(u, 7));
+          r.bytes_sent = sqlite3_column_int64(u, 8);
+          r.bytes_recv = sqlite3_column_int64(u, 9);
         } else {
           Phase p;
           if (phase_from_name(m.strings[r.name_id], &p)) r.phase = p;
         }
-        auto it = lane_of_gtid.find(gtid);
-        if (it == lane_of_gtid.end()) {
-          int64_t pid = gtid / 0x1000000LL % 0x1000000LL;
-          int64_t tid = gtid % 0x1000000LL;
-          int32_t rank = rank_of_pid(pid);
-          auto tn = thread_names.find(gtid);
-          std::string name = tn != thread_names.end() ? tn->second : "thread " + std::to_string(tid);
-          bool comm = kind == FileKind::Ulysses && tid == kCommTid;
-          int order = comm ? 2 : (name == "main" ? 0 : 1);
-          int32_t src = b.source(rank, comm ? LaneKind::Comm : LaneKind::HostThread, tid, name, order);
-          it = lane_of_gtid.emplace(gtid, src).first;
+        if (last_lane < 0 || gtid != last_gtid) {  // consecutive rows mostly share a thread
+          auto it = lane_of_gtid.find(gtid);
+          if (it == lane_of_gtid.end()) {
+            int64_t pid = gtid / 0x1000000LL % 0x1000000LL;
+            int64_t tid = gtid % 0x1000000LL;
+            int32_t rank = rank_of_pid(pid);
+            auto tn = thread_names.find(gtid);
+            std::string name = tn != thread_names.end() ? tn->second : "thread " + std::to_string(tid);
+            bool comm = ours && tid == kCommTid;
+            int order = comm ? 2 : (name == "main" ? 0 : 1);
+            int32_t src = b.source(rank, comm ? LaneKind::Comm : LaneKind::HostThread, tid, name, order);
+            it = lane_of_gtid.emplace(gtid, src).first;
+          }
+          last_gtid = gtid;
+          last_lane = it->second;
         }
-        r.lane = it->second;
+        r.lane = last_lane;
         r.rank = b.sources[r.lane].rank;
         m.ranges.push_back(r);
       }

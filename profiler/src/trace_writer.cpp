@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 #include <unordered_map>
+#include <vector>
 
 #include "sqlite_db.hpp"
 #include "ulysses/profiler/trace_store.hpp"
@@ -29,6 +30,23 @@ uint32_t phase_color(Phase p) {
   }
 }
 
+// Ranges are buffered and written kBatch at a time with multi-row INSERT statements: one
+// sqlite3_step per kBatch rows instead of per row removes most per-statement VDBE overhead
+// (open cursor, halt, reset). The buffer is always flushed before COMMIT, so a committed step
+// holds all its ranges (crash safety is unchanged).
+constexpr int kBatch = 32;
+constexpr int kNvtxCols = 7;    // start, end, eventType, category, color, globalTid, textId
+constexpr int kRangeCols = 9;   // step .. bytesRecv (eventId: see flush_ranges)
+
+std::string multi_row(const std::string& head, const char* row, int rows) {
+  std::string sql = head;
+  for (int i = 0; i < rows; ++i) {
+    if (i) sql += ',';
+    sql += row;
+  }
+  return sql;
+}
+
 std::string utc_now() {
   std::time_t t = std::time(nullptr);
   char buf[32];
@@ -47,6 +65,15 @@ struct TraceWriter::Impl {
   std::unordered_map<std::string, int64_t> strings;
   int64_t next_string_id = 1;
   int64_t phase_string[static_cast<size_t>(Phase::Count)] = {};  // StringIds of phase names
+  // A range waiting to be written: NVTX_EVENTS values (rowid first) then ULYSSES_RANGES values.
+  struct Pending {
+    int64_t nvtx[kNvtxCols];
+    int64_t range[kRangeCols];
+  };
+  std::vector<Pending> pending;
+  int64_t next_event_id = 1;  // NVTX_EVENTS rowid given explicitly (we are the only writer)
+  sql::Stmt ins_nvtx_batch, ins_range_batch;
+  void flush_ranges();
   sql::Stmt ins_string, ins_nvtx, ins_range, ins_step, ins_mem, ins_kernel, ins_memcpy, ins_memset,
       ins_runtime, ins_metric, ins_thread;
 };
@@ -77,12 +104,19 @@ TraceWriter::TraceWriter(const TracerOptions& opts, int64_t pid) : impl_(std::ma
   d.db.exec(trace_schema_sql());
 
   d.ins_string = sql::Stmt(d.db, "INSERT INTO StringIds(id, value) VALUES (?, ?)");
-  d.ins_nvtx = sql::Stmt(d.db,
-      "INSERT INTO NVTX_EVENTS(start, end, eventType, category, color, globalTid, textId, domainId) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, 0)");
-  d.ins_range = sql::Stmt(d.db,
+  const std::string nvtx_head =
+      "INSERT INTO NVTX_EVENTS(start, end, eventType, category, color, globalTid, textId, domainId) VALUES ";
+  const char* nvtx_row = "(?,?,?,?,?,?,?,0)";
+  const std::string range_head =
       "INSERT INTO ULYSSES_RANGES(eventId, step, phase, direction, layer, headBegin, headEnd, chunk, "
-      "bytesSent, bytesRecv) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "bytesSent, bytesRecv) VALUES ";
+  const char* range_row = "(NULL,?,?,?,?,?,?,?,?,?)";
+  d.ins_nvtx = sql::Stmt(d.db, multi_row(nvtx_head, nvtx_row, 1));
+  d.ins_range = sql::Stmt(d.db, multi_row(range_head, range_row, 1));
+  d.ins_nvtx_batch = sql::Stmt(d.db, multi_row(nvtx_head, nvtx_row, kBatch));
+  d.ins_range_batch = sql::Stmt(d.db, multi_row(range_head, range_row, kBatch));
+  d.pending.reserve(kBatch);
+  d.next_event_id = d.db.query_int("SELECT coalesce(max(rowid), 0) + 1 FROM NVTX_EVENTS");
   d.ins_step = sql::Stmt(d.db,
       "INSERT OR REPLACE INTO ULYSSES_STEPS(rank, step, start, end, loss, lr, gradNorm, tokens, "
       "tokensPerS, stepMs, maxMemBytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
@@ -200,40 +234,82 @@ void TraceWriter::begin() {
 }
 
 void TraceWriter::commit() {
+  impl_->flush_ranges();
   if (impl_->in_txn) {
     impl_->db.exec("COMMIT");
     impl_->in_txn = false;
   }
 }
 
+// Rowids: both tables are append-only and written only here, row for row in the same order,
+// so SQLite's own rowid (max + 1, the cheap append path: no uniqueness probe as with an
+// explicit key) gives NVTX_EVENTS.rowid == ULYSSES_RANGES.eventId == the id write_range
+// returned. Checked after every statement: a mismatch throws instead of mislinking rows.
+void TraceWriter::Impl::flush_ranges() {
+  if (pending.empty()) return;
+  int64_t id = next_event_id - static_cast<int64_t>(pending.size());  // id of pending[0]
+  sqlite3* h = db.get();
+  auto check = [&](int64_t last, const char* table) {
+    if (sqlite3_last_insert_rowid(h) != last) {
+      throw std::runtime_error(std::string("trace writer: ") + table + " rowid " +
+                               std::to_string(sqlite3_last_insert_rowid(h)) + " != expected " +
+                               std::to_string(last) + " (was the trace file modified by another writer?)");
+    }
+  };
+  size_t i = 0;
+  try {
+    // Full batches: one statement per kBatch rows in each table; the rest row by row.
+    for (; i + kBatch <= pending.size(); i += kBatch, id += kBatch) {
+      sqlite3_stmt* n = ins_nvtx_batch.get();
+      sqlite3_stmt* u = ins_range_batch.get();
+      for (int r = 0; r < kBatch; ++r) {
+        const Pending& p = pending[i + static_cast<size_t>(r)];
+        for (int c = 0; c < kNvtxCols; ++c) sqlite3_bind_int64(n, r * kNvtxCols + c + 1, p.nvtx[c]);
+        for (int c = 0; c < kRangeCols; ++c) sqlite3_bind_int64(u, r * kRangeCols + c + 1, p.range[c]);
+      }
+      ins_nvtx_batch.run();
+      check(id + kBatch - 1, "NVTX_EVENTS");
+      ins_range_batch.run();
+      check(id + kBatch - 1, "ULYSSES_RANGES");
+    }
+    for (; i < pending.size(); ++i, ++id) {
+      const Pending& p = pending[i];
+      for (int c = 0; c < kNvtxCols; ++c) sqlite3_bind_int64(ins_nvtx.get(), c + 1, p.nvtx[c]);
+      for (int c = 0; c < kRangeCols; ++c) sqlite3_bind_int64(ins_range.get(), c + 1, p.range[c]);
+      ins_nvtx.run();
+      check(id, "NVTX_EVENTS");
+      ins_range.run();
+      check(id, "ULYSSES_RANGES");
+    }
+  } catch (...) {
+    // The transaction is unusable for these rows; forget them and renumber from the file.
+    pending.clear();
+    try {
+      next_event_id = db.query_int("SELECT coalesce(max(rowid), 0) + 1 FROM NVTX_EVENTS");
+    } catch (...) {
+    }
+    throw;
+  }
+  pending.clear();
+}
+
 int64_t TraceWriter::write_range(const RangeRecord& r) {
   Impl& d = *impl_;
   const RangeInfo& i = r.info;
-  auto& n = d.ins_nvtx;
-  n.bind(1, r.start_ns);
-  n.bind(2, r.end_ns);
-  n.bind(3, static_cast<int64_t>(r.push_pop ? kNvtxPushPopRange : kNvtxStartEndRange));
-  n.bind(4, static_cast<int64_t>(i.phase));
-  n.bind(5, static_cast<int64_t>(phase_color(i.phase)));
-  n.bind(6, make_global_tid(d.pid, r.tid));
   size_t pi = static_cast<size_t>(i.phase) < static_cast<size_t>(Phase::Count) ? static_cast<size_t>(i.phase)
                                                                                 : static_cast<size_t>(Phase::Other);
   if (d.phase_string[pi] == 0) d.phase_string[pi] = string_id(phase_name(static_cast<Phase>(pi)));
-  n.bind(7, d.phase_string[pi]);
-  n.run();
-  int64_t id = sqlite3_last_insert_rowid(d.db.get());
-  auto& u = d.ins_range;
-  u.bind(1, id);
-  u.bind(2, r.step);
-  u.bind(3, static_cast<int64_t>(i.phase));
-  u.bind(4, static_cast<int64_t>(i.dir));
-  u.bind(5, static_cast<int64_t>(i.layer));
-  u.bind(6, static_cast<int64_t>(i.head_begin));
-  u.bind(7, static_cast<int64_t>(i.head_end));
-  u.bind(8, static_cast<int64_t>(i.chunk));
-  u.bind(9, i.bytes_sent);
-  u.bind(10, i.bytes_recv);
-  u.run();
+  const int64_t id = d.next_event_id++;
+  d.pending.push_back({{r.start_ns, r.end_ns,
+                        static_cast<int64_t>(r.push_pop ? kNvtxPushPopRange : kNvtxStartEndRange),
+                        static_cast<int64_t>(i.phase), static_cast<int64_t>(phase_color(i.phase)),
+                        make_global_tid(d.pid, r.tid), d.phase_string[pi]},
+                       {r.step, static_cast<int64_t>(i.phase), static_cast<int64_t>(i.dir),
+                        static_cast<int64_t>(i.layer), static_cast<int64_t>(i.head_begin),
+                        static_cast<int64_t>(i.head_end), static_cast<int64_t>(i.chunk), i.bytes_sent,
+                        i.bytes_recv}});
+  // Outside an explicit transaction every write is its own commit: write now.
+  if (!d.in_txn || d.pending.size() >= static_cast<size_t>(kBatch)) d.flush_ranges();
   return id;
 }
 
@@ -349,6 +425,8 @@ void TraceWriter::close() {
   d.ins_string = {};
   d.ins_nvtx = {};
   d.ins_range = {};
+  d.ins_nvtx_batch = {};
+  d.ins_range_batch = {};
   d.ins_step = {};
   d.ins_mem = {};
   d.ins_kernel = {};

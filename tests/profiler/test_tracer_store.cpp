@@ -214,6 +214,72 @@ TEST(TracerStore, GlobalTidEncodesPidAndTidAsNsys) {
   sqlite3_close(db);
 }
 
+// The writer buffers ranges and inserts them 32 rows per statement: the ids write_range
+// returns must stay the NVTX_EVENTS rowids / ULYSSES_RANGES eventIds across full batches,
+// remainders, writes outside a transaction, and every commit must carry all its ranges.
+TEST(TracerStore, WriterBatchesKeepIdsLinkedAndCommitsEveryRange) {
+  TempDir tmp;
+  std::string path = tmp.path + "/rank0.sqlite";
+  prof::TraceWriter w(options_for(path, 0, 1), 4242);
+  std::vector<int64_t> ids;
+  auto write = [&](int i) {
+    prof::RangeRecord r;
+    r.start_ns = 1000LL * i;
+    r.end_ns = 1000LL * i + 500 + i;
+    r.tid = i % 3 == 0 ? prof::kCommTid : 7;
+    r.push_pop = i % 3 != 0;
+    r.step = i / 10;
+    r.info.phase = i % 2 ? Phase::Attention : Phase::QkvProj;
+    r.info.layer = i;
+    r.info.bytes_sent = 100LL * i;
+    ids.push_back(w.write_range(r));
+  };
+  auto count_from_other_connection = [&](const char* q) {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    std::string v = query_text(db, q);
+    sqlite3_close(db);
+    return v;
+  };
+  w.begin();
+  for (int i = 0; i < 70; ++i) write(i);  // 2 full batches + 6
+  w.commit();
+  // Committed = visible to a reader (the studio, or whoever opens the file after SIGKILL).
+  EXPECT_EQ(count_from_other_connection("SELECT count(*) FROM ULYSSES_RANGES"), "70");
+  EXPECT_EQ(count_from_other_connection("SELECT count(*) FROM NVTX_EVENTS"), "70");
+  for (int i = 70; i < 73; ++i) write(i);  // outside a transaction: written at once
+  EXPECT_EQ(count_from_other_connection("SELECT count(*) FROM NVTX_EVENTS"), "73");
+  w.begin();
+  for (int i = 73; i < 140; ++i) write(i);
+  w.commit();
+  w.close();
+  ASSERT_EQ(ids.size(), 140u);
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(ids[i], static_cast<int64_t>(i) + 1);
+
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(query_text(db, "SELECT count(*) FROM NVTX_EVENTS n JOIN ULYSSES_RANGES u ON u.eventId = n.rowid "
+                           "WHERE n.start = 1000 * u.layer AND n.end = n.start + 500 + u.layer "
+                           "AND u.bytesSent = 100 * u.layer AND u.step = u.layer / 10 "
+                           "AND n.rowid = u.layer + 1 AND n.eventType = (CASE WHEN u.layer % 3 = 0 THEN 60 ELSE 59 END)"),
+            "140");
+  EXPECT_EQ(query_text(db, "PRAGMA integrity_check"), "ok");
+  sqlite3_close(db);
+
+  prof::LoadOptions lo;
+  lo.head_lanes = false;
+  auto m = prof::load_trace(path, lo);
+  ASSERT_EQ(m.ranges.size(), 140u);
+  std::set<int32_t> layers;
+  for (const auto& r : m.ranges) {
+    EXPECT_EQ(r.start_ns, 1000LL * r.layer);
+    EXPECT_EQ(r.bytes_sent, 100LL * r.layer);
+    EXPECT_EQ(r.phase, r.layer % 2 ? Phase::Attention : Phase::QkvProj);
+    layers.insert(r.layer);
+  }
+  EXPECT_EQ(layers.size(), 140u);
+}
+
 TEST(TracerStore, SigkilledRankKeepsEveryFinishedStep) {
   TempDir tmp;
   std::string path = tmp.path + "/rank0.sqlite";

@@ -76,7 +76,9 @@ bool parseRankLine(const QString& line, int* rank, QString* text) {
 bool isRunDir(const QString& dir) {
   const QDir d(dir);
   return d.exists(QStringLiteral("run.json")) || d.exists(QStringLiteral("config.json")) ||
-         d.exists(QStringLiteral("metrics.jsonl"));
+         d.exists(QStringLiteral("metrics.jsonl")) ||
+         // a bare trace folder (e.g. copied from a cluster): RUN/trace/rank*.sqlite
+         !QDir(d.filePath(QStringLiteral("trace"))).entryList({QStringLiteral("rank*.sqlite")}, QDir::Files).isEmpty();
 }
 
 RunSummary loadRunSummary(const QString& dir) {
