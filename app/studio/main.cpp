@@ -10,10 +10,27 @@
 #include <QPixmap>
 #include <QTimer>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "main_window.hpp"
 
 int main(int argc, char** argv) {
+  // Without a display, --help, --version and --screenshot still work offscreen; a window
+  // that cannot be shown gets a message instead of Qt's abort.
+  const bool has_display = std::getenv("DISPLAY") || std::getenv("WAYLAND_DISPLAY") || std::getenv("QT_QPA_PLATFORM");
+  if (!has_display) {
+    bool headless_ok = false;
+    for (int i = 1; i < argc; ++i)
+      for (const char* a : {"--screenshot", "--help", "-h", "--version", "-v", "--help-all"})
+        if (std::strcmp(argv[i], a) == 0 || std::strncmp(argv[i], "--screenshot=", 13) == 0) headless_ok = true;
+    if (!headless_ok) {
+      std::fprintf(stderr, "ulysses-studio: no display (DISPLAY is unset). Run it in a desktop session, or render a window with "
+                           "--screenshot FILE.png (offscreen).\n");
+      return 1;
+    }
+    setenv("QT_QPA_PLATFORM", "offscreen", 1);
+  }
   QApplication::setHighDpiScaleFactorRoundingPolicy(Qt::HighDpiScaleFactorRoundingPolicy::PassThrough);
   QApplication app(argc, argv);
   QApplication::setOrganizationName(QStringLiteral("Ulysses"));
