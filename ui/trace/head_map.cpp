@@ -20,19 +20,6 @@ namespace ulysses::ui {
 namespace {
 constexpr int kLeft = 90, kTop = 28, kRight = 110;
 
-QTableView* make_table(QAbstractItemModel* m, QWidget* parent) {
-  auto* proxy = new QSortFilterProxyModel(parent);
-  proxy->setSourceModel(m);
-  proxy->setSortRole(TableModel::SortRole);
-  auto* v = new QTableView(parent);
-  v->setModel(proxy);
-  v->setSortingEnabled(true);
-  v->sortByColumn(0, Qt::AscendingOrder);
-  v->setSelectionBehavior(QAbstractItemView::SelectRows);
-  v->horizontalHeader()->setStretchLastSection(true);
-  v->verticalHeader()->setVisible(false);
-  return v;
-}
 }  // namespace
 
 HeadGridWidget::HeadGridWidget(QWidget* parent) : QWidget(parent) {
@@ -144,8 +131,8 @@ HeadMapView::HeadMapView(QWidget* parent) : QWidget(parent) {
   ranges_ = new TableModel(this);
   auto* split = new QSplitter(Qt::Vertical, this);
   split->addWidget(grid_);
-  split->addWidget(make_table(own_, this));
-  split->addWidget(make_table(ranges_, this));
+  split->addWidget(make_sorted_table(own_, this));
+  split->addWidget(make_sorted_table(ranges_, this));
   lay->addWidget(caption_);
   lay->addWidget(split, 1);
 }

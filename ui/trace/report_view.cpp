@@ -20,19 +20,6 @@
 namespace ulysses::ui {
 
 namespace {
-QTableView* make_table(QAbstractItemModel* m, QWidget* parent) {
-  auto* proxy = new QSortFilterProxyModel(parent);
-  proxy->setSourceModel(m);
-  proxy->setSortRole(TableModel::SortRole);
-  auto* v = new QTableView(parent);
-  v->setModel(proxy);
-  v->setSortingEnabled(true);
-  v->sortByColumn(0, Qt::AscendingOrder);
-  v->setSelectionBehavior(QAbstractItemView::SelectRows);
-  v->horizontalHeader()->setStretchLastSection(true);
-  v->verticalHeader()->setVisible(false);
-  return v;
-}
 QString dur(double ns) { return QString::fromStdString(format_duration_ns(ns)); }
 }  // namespace
 
@@ -63,14 +50,14 @@ ReportView::ReportView(QWidget* parent) : QWidget(parent) {
   memory_ = new TableModel(this);
   names_ = new TableModel(this);
   compare_ = new TableModel(this);
-  tabs_->addTab(make_table(ranks_, this), tr("Per rank"));
-  auto* steps_view = make_table(steps_, this);
+  tabs_->addTab(make_sorted_table(ranks_, this), tr("Per rank"));
+  auto* steps_view = make_sorted_table(steps_, this);
   tabs_->addTab(steps_view, tr("Per step"));
-  tabs_->addTab(make_table(layers_, this), tr("Per layer"));
-  tabs_->addTab(make_table(heads_, this), tr("Head ranges"));
-  tabs_->addTab(make_table(skew_, this), tr("Rank skew"));
-  tabs_->addTab(make_table(memory_, this), tr("Memory per phase"));
-  tabs_->addTab(make_table(names_, this), tr("Top names"));
+  tabs_->addTab(make_sorted_table(layers_, this), tr("Per layer"));
+  tabs_->addTab(make_sorted_table(heads_, this), tr("Head ranges"));
+  tabs_->addTab(make_sorted_table(skew_, this), tr("Rank skew"));
+  tabs_->addTab(make_sorted_table(memory_, this), tr("Memory per phase"));
+  tabs_->addTab(make_sorted_table(names_, this), tr("Top names"));
   connect(steps_view, &QTableView::activated, this, [this, steps_view](const QModelIndex& ix) {
     emit stepActivated(steps_view->model()->data(ix, TableModel::KeyRole).toLongLong());
   });
@@ -113,7 +100,7 @@ void ReportView::rebuildCompare() {
     return;
   }
   compare_->setTable(compare_table(*s_, *other_));
-  if (compare_tab_ < 0) compare_tab_ = tabs_->addTab(make_table(compare_, this), QString());
+  if (compare_tab_ < 0) compare_tab_ = tabs_->addTab(make_sorted_table(compare_, this), QString());
   tabs_->setTabText(compare_tab_, tr("Compare: A = %1, B = %2").arg(title_, other_title_));
   tabs_->setCurrentIndex(compare_tab_);
 }

@@ -1,6 +1,9 @@
 // Table model and the builders that turn analysis tables and trace ranges into rows.
 #include "trace/trace_models.hpp"
 
+#include <QHeaderView>
+#include <QSortFilterProxyModel>
+#include <QTableView>
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -406,6 +409,20 @@ TableData search_table(const TraceModel& m, const QString& needle_in, int limit,
           {str_of(m, r.name_id), r.rank, r.lane, qint64(r.start_ns), qint64(r.duration()), int(r.phase)}, i);
   }
   return t;
+}
+
+QTableView* make_sorted_table(QAbstractItemModel* m, QWidget* parent) {
+  auto* proxy = new QSortFilterProxyModel(parent);
+  proxy->setSourceModel(m);
+  proxy->setSortRole(TableModel::SortRole);
+  auto* v = new QTableView(parent);
+  v->setModel(proxy);
+  v->setSortingEnabled(true);
+  v->sortByColumn(0, Qt::AscendingOrder);
+  v->setSelectionBehavior(QAbstractItemView::SelectRows);
+  v->horizontalHeader()->setStretchLastSection(true);
+  v->verticalHeader()->setVisible(false);
+  return v;
 }
 
 }  // namespace ulysses::ui

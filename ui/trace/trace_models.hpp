@@ -5,6 +5,8 @@
 #pragma once
 
 #include <QAbstractTableModel>
+class QTableView;
+class QWidget;
 #include <QStringList>
 #include <QVariant>
 #include <QVector>
@@ -83,5 +85,8 @@ struct StepSpan;
 TableData steps_table(const prof::TraceModel& m, const std::vector<StepSpan>& steps);
 // Ranges whose name contains `needle` (or whose phase name does), first `limit` by start.
 TableData search_table(const prof::TraceModel& m, const QString& needle, int limit = 1000, int64_t* total = nullptr);
+
+// A read-only table view over `m`, sortable through a proxy by TableModel::SortRole.
+QTableView* make_sorted_table(QAbstractItemModel* m, QWidget* parent);
 
 }  // namespace ulysses::ui
