@@ -88,7 +88,14 @@ Comm::Work Comm::all_to_all_async(at::Tensor& out, at::Tensor& in) {
     return w;
   }
   std::vector<int64_t> splits;  // empty = equal splits along dim 0
-  w.work = sp_->alltoall_base(out, in, splits, splits);
+  if (backend_ == "gloo" && in.scalar_type() == at::kBFloat16) {
+    // Gloo (libtorch 1.13) has no bfloat16 all-to-all; an all-to-all only moves bytes, so
+    // send the same 2-byte elements reinterpreted as float16.
+    at::Tensor o = out.view(at::kHalf), i = in.view(at::kHalf);
+    w.work = sp_->alltoall_base(o, i, splits, splits);
+  } else {
+    w.work = sp_->alltoall_base(out, in, splits, splits);
+  }
   auto done = w.done_ns;
   auto fut = w.work->getFuture();
   if (fut) {

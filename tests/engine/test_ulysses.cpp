@@ -207,3 +207,20 @@ TEST(Schedule, WarmupThenCosine) {
   EXPECT_NEAR(learning_rate(t, 4), 0.1 + 0.9 * 0.5, 1e-12);  // halfway
   EXPECT_NEAR(learning_rate(t, 6), 0.1, 1e-12);
 }
+
+TEST(Ulysses, Bfloat16TrainsAndTracksFp32) {
+  // bf16 compute with fp32 master weights: the sp 2 run (bf16 all-to-alls through Gloo)
+  // must follow the sp 1 bf16 run closely and stay near the fp32 loss.
+  auto c = tiny(4, 2, 1, 1);
+  auto f32 = train(c, 3);
+  c.train.dtype = "bfloat16";
+  auto one = train(c, 3);
+  auto sp2 = c;
+  sp2.parallel.sp_size = 2;
+  auto two = train(sp2, 3);
+  for (size_t s = 0; s < 3; ++s) {
+    EXPECT_NEAR(two.losses[s], one.losses[s], 2e-2 * one.losses[s]) << "step " << s;
+    EXPECT_NEAR(one.losses[s], f32.losses[s], 3e-2 * f32.losses[s]) << "step " << s;
+  }
+  EXPECT_LT(two.losses.back(), two.losses.front());
+}
