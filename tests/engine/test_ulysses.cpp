@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 
@@ -223,4 +224,49 @@ TEST(Ulysses, Bfloat16TrainsAndTracksFp32) {
     EXPECT_NEAR(one.losses[s], f32.losses[s], 3e-2 * f32.losses[s]) << "step " << s;
   }
   EXPECT_LT(two.losses.back(), two.losses.front());
+}
+
+TEST(Checkpoint, LoadsAHuggingFaceStyleDirectory) {
+  // What transformers' save_pretrained writes for a tiny fp16 Llama: config.json with its
+  // informational keys, tied embeddings (no lm_head tensor), a stale rotary buffer.
+  namespace fs = std::filesystem;
+  const auto dir = (fs::temp_directory_path() / ("ulysses_hf_" + std::to_string(::getpid()))).string();
+  fs::create_directories(dir);
+  json hf = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_act", "silu"}, {"hidden_size", 32},
+             {"intermediate_size", 48}, {"num_hidden_layers", 1}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+             {"vocab_size", 64}, {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}, {"max_position_embeddings", 2048},
+             {"tie_word_embeddings", true}, {"torch_dtype", "float16"}, {"transformers_version", "4.46.0"},
+             {"bos_token_id", 1}, {"eos_token_id", 2}, {"rope_scaling", nullptr}, {"attention_bias", false},
+             {"initializer_range", 0.02}, {"use_cache", true}, {"pretraining_tp", 1}};
+  std::ofstream(dir + "/config.json") << hf.dump(2);
+  ModelConfig mc = model_from_hf_config(hf);
+  LlamaModel src(mc, ParallelConfig{}, torch::kFloat32, nullptr);
+  src.init_parameters(77);
+  std::vector<std::pair<std::string, at::Tensor>> ts;
+  for (auto& [n, t] : src.named_parameters()) ts.emplace_back(n, t.detach().to(torch::kFloat16));
+  ts.emplace_back("model.layers.0.self_attn.rotary_emb.inv_freq", torch::ones({4}));
+  write_safetensors(dir + "/model.safetensors", ts);
+
+  // A run config that names only the checkpoint takes the model from its config.json.
+  json run = {{"train", {{"init_from", dir}, {"seq_length", 16}}}, {"data", {{"kind", "synthetic"}}}};
+  std::ofstream(dir + "/run.json") << run.dump();
+  RunConfig cfg = load_run_config(dir + "/run.json");
+  EXPECT_EQ(cfg.model.num_key_value_heads, 2);
+  EXPECT_TRUE(cfg.model.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(cfg.model.rms_norm_eps, 1e-6);
+  LlamaModel dst(cfg.model, cfg.parallel, torch::kFloat32, nullptr);
+  load_checkpoint(dst, dir);
+  for (auto& [n, t] : src.named_parameters())
+    EXPECT_TRUE(torch::equal(dst.param(n), t.detach().to(torch::kFloat16).to(torch::kFloat32))) << n;
+  // A run config that contradicts the checkpoint is refused, naming the key.
+  json clash = run;
+  clash["model"] = {{"hidden_size", 64}};
+  std::ofstream(dir + "/clash.json") << clash.dump();
+  try {
+    load_run_config(dir + "/clash.json");
+    FAIL() << "expected a mismatch error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.hidden_size"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
 }
