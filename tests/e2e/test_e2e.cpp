@@ -15,6 +15,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sqlite3.h>
+
+#include <chrono>
+#include <thread>
+
 #include "ulysses/profiler/trace_store.hpp"
 
 namespace fs = std::filesystem;
@@ -148,4 +153,45 @@ TEST(EndToEnd, BadInputIsRefusedBeforeAnythingStarts) {
     EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.set << ": " << r.out;
     EXPECT_FALSE(fs::exists(out + "/logs")) << c.set;
   }
+}
+
+TEST(EndToEnd, WorkersKilledWithSigkillLeaveReadableTraces) {
+  const auto cfg = config_file();
+  const auto out = tmp("killed");
+  // a long run in the background; kill -9 every worker once two steps are done
+  const std::string cmd = kRun + " " + cfg + " --set train.steps=1000 --worker " + kWorker + " --out " + out + " >/dev/null 2>&1 & echo $!";
+  auto launched = sh(cmd);
+  const int launcher = std::stoi(launched.out);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  size_t lines = 0;
+  while (lines < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream m(out + "/metrics.jsonl");
+    std::string l;
+    lines = 0;
+    while (std::getline(m, l)) ++lines;
+  }
+  ASSERT_GE(lines, 2u) << "the run did not reach two steps";
+  sh("pkill -9 -f 'ulysses-worker --config " + out + "/config.json'");
+  // the launcher notices, reports the failure and exits
+  for (int i = 0; i < 200 && ::kill(launcher, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::waitpid(launcher, nullptr, WNOHANG);
+  auto run = json::parse(std::ifstream(out + "/run.json"));
+  EXPECT_EQ(run["status"], "failed");
+  for (int r = 0; r < 2; ++r) {
+    const auto path = out + "/trace/rank" + std::to_string(r) + ".sqlite";
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "ok") << path;
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+  }
+  TraceModel t = load_trace(out);
+  // every step that rank 0 reported finished is in rank 0's trace
+  int64_t rank0_steps = 0;
+  for (const auto& s : t.steps) rank0_steps += s.rank == 0;
+  EXPECT_GE(rank0_steps, static_cast<int64_t>(lines));
 }
