@@ -327,8 +327,10 @@ bool LauncherPage::setConfigJson(const json& j, QString* error) {
   const bool wasFilling = filling_;
   filling_ = true;
   name_->setText(j.contains("name") && j["name"].is_string() ? qs(j["name"].get<std::string>()) : QString());
-  for (auto s = full.begin(); s != full.end(); ++s)
+  for (auto s = full.begin(); s != full.end(); ++s) {
+    if (!s.value().is_object()) continue;  // name, description: free text, not form fields
     for (auto k = s.value().begin(); k != s.value().end(); ++k) setFieldText(qs(s.key() + "." + k.key()), valueText(k.value()));
+  }
   filling_ = wasFilling;
   if (!filling_) revalidate();
   return true;
