@@ -41,6 +41,7 @@ uint32_t phase_argb(Phase p, Direction d) {
 }
 
 std::string format_duration_ns(double ns) {
+  if (ns == 0) return "0";
   const double a = std::fabs(ns);
   const char* unit = "ns";
   double v = ns;
