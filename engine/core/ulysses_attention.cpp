@@ -45,28 +45,37 @@ int64_t elem_bytes(const at::Tensor& t) { return static_cast<int64_t>(t.element_
 // Tracks works on the SP group's queue (Gloo runs them one at a time, in order) so that
 // each transfer's range starts when the previous one finished, not when it was queued.
 struct CommTimeline {
+  explicit CommTimeline(prof::Tracer* t) : tracer(t) {}
   prof::Tracer* tracer;
   int64_t last_done = 0;
   struct Pending {
     Comm::Work work;
     RangeInfo info;
     int64_t issued_ns;
+    bool joins_next;  // part of one traced range with the next message (q, k, v sent apart)
   };
   std::vector<Pending> pending;
 
-  Comm::Work& issue(Comm& comm, at::Tensor& out, at::Tensor& in, const RangeInfo& info) {
+  void issue(Comm& comm, at::Tensor& out, at::Tensor& in, const RangeInfo& info, bool joins_next = false) {
     const int64_t t = prof::Tracer::now_ns();
-    pending.push_back({comm.all_to_all_async(out, in), info, t});
-    return pending.back().work;
+    pending.push_back({comm.all_to_all_async(out, in), info, t, joins_next});
   }
-  // Records every finished work in issue order.
+  // Waits for every work and records them in issue order; a run of joined messages becomes
+  // one range from the first one's start to the last one's completion.
   void flush() {
+    int64_t joined_start = -1;
     for (auto& p : pending) {
       p.work.wait();
       const int64_t done = p.work.done_ns ? p.work.done_ns->load() : prof::Tracer::now_ns();
       const int64_t start = std::max(p.issued_ns, last_done);
       last_done = std::max(last_done, done);
-      if (tracer && tracer->active()) tracer->record_range(p.info, start, std::max(start, done));
+      if (p.joins_next) {
+        if (joined_start < 0) joined_start = start;
+        continue;
+      }
+      const int64_t s = joined_start >= 0 ? joined_start : start;
+      joined_start = -1;
+      if (tracer && tracer->active()) tracer->record_range(p.info, s, std::max(s, done));
     }
     pending.clear();
   }
@@ -118,7 +127,6 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
     const UlyssesOptions& o = *optp;
     Comm& comm = *o.comm;
     Geometry g(q.size(2), k.size(2), o);
-    const auto B = q.size(0), n = q.size(1), dh = q.size(3);
     CommTimeline tl{o.tracer};
 
     // seq->head for every chunk, issued up front: chunk c+1 travels while c computes.
@@ -151,11 +159,9 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
         keep_alive.push_back(sv);
         const int64_t bytes = a2a_bytes(sq.numel() + sk.numel() + sv.numel(), elem_bytes(sq), g.P);
         auto info = comm_info(Phase::A2ASeqToHead, Direction::Forward, o.layer, h0, h1, c, bytes);
-        auto none = info;
-        none.phase = Phase::Other;  // placeholder: merged below
         const size_t first = tl.pending.size();
-        tl.issue(comm, recv_q[c], keep_alive[keep_alive.size() - 3], none);
-        tl.issue(comm, recv_k[c], keep_alive[keep_alive.size() - 2], none);
+        tl.issue(comm, recv_q[c], keep_alive[keep_alive.size() - 3], info, /*joins_next=*/true);
+        tl.issue(comm, recv_k[c], keep_alive[keep_alive.size() - 2], info, /*joins_next=*/true);
         tl.issue(comm, recv_v[c], keep_alive[keep_alive.size() - 1], info);
         work_of[c] = first;
       }
@@ -220,29 +226,8 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
                             a2a_bytes(sends.back().numel(), elem_bytes(oc), g.P));
       tl.issue(comm, out_recv[c], sends.back(), info);
     }
-    // merge the placeholder ranges of unfused q/k/v messages into their chunk's range
-    for (auto& p : tl.pending) {
-      if (p.info.phase == Phase::Other) p.info.phase = Phase::Count;  // marker: do not record
-    }
-    {
-      int64_t first_start = -1;
-      for (auto& p : tl.pending) {
-        p.work.wait();
-        const int64_t done = p.work.done_ns ? p.work.done_ns->load() : prof::Tracer::now_ns();
-        const int64_t start = std::max(p.issued_ns, tl.last_done);
-        tl.last_done = std::max(tl.last_done, done);
-        if (p.info.phase == Phase::Count) {
-          if (first_start < 0) first_start = start;
-          continue;
-        }
-        const int64_t s = first_start >= 0 ? first_start : start;
-        first_start = -1;
-        if (o.tracer && o.tracer->active()) o.tracer->record_range(p.info, s, std::max(s, done));
-      }
-      tl.pending.clear();
-    }
+    tl.flush();
     auto out = assemble_head_to_seq(out_recv);  // (B, n, H, dh)
-    (void)B; (void)n; (void)dh;
     ctx->saved_data["opt"] = reinterpret_cast<int64_t>(optp);
     ctx->saved_data["Hk"] = g.Hk;
     ctx->saved_data["saved"] = saved;
