@@ -2,6 +2,7 @@
 // and the run directory. Figures are medians over the steps after warm-up.
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@ namespace ulysses::bench {
 struct RunResult {
   std::string dir;
   std::vector<nlohmann::json> metrics;
+  double cpu_s = 0;  // user + system CPU of ulysses-run and all its workers
   double median(const char* key, size_t skip = 2) const {
     std::vector<double> v;
     for (size_t i = skip; i < metrics.size(); ++i) v.push_back(metrics[i][key].get<double>());
@@ -32,11 +34,18 @@ inline RunResult run(const std::string& config, const std::vector<std::string>& 
   std::string cmd = std::string(ULYSSES_RUN_BIN) + " " + config + " --json --worker " + ULYSSES_WORKER_BIN + " --out " + dir;
   for (const auto& s : sets) cmd += " --set " + s;
   cmd += " 2>/dev/null";
-  RunResult r{dir, {}};
+  RunResult r{dir, {}, 0};
+  auto cpu = [] {
+    rusage u{};
+    getrusage(RUSAGE_CHILDREN, &u);  // every waited-for descendant: the shell, ulysses-run, workers
+    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  };
+  const double cpu0 = cpu();
   FILE* f = popen(cmd.c_str(), "r");
   char line[65536];
   while (fgets(line, sizeof line, f)) r.metrics.push_back(nlohmann::json::parse(line));
   const int st = pclose(f);
+  r.cpu_s = cpu() - cpu0;
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) throw std::runtime_error("run failed: " + cmd);
   return r;
 }
