@@ -342,17 +342,24 @@ void TraceWriter::write_memory(int64_t t_ns, int64_t step, const std::string& la
   s.run();
 }
 
+// Columns 1-7 shared by the kernel, memcpy and memset tables: start, end, deviceId,
+// contextId, streamId, correlationId, globalPid.
+template <class Record>
+void bind_gpu_activity(sql::Stmt& s, const Record& r, int64_t global_pid) {
+  s.bind(1, r.start_ns);
+  s.bind(2, r.end_ns);
+  s.bind(3, static_cast<int64_t>(r.device));
+  s.bind(4, static_cast<int64_t>(r.context));
+  s.bind(5, static_cast<int64_t>(r.stream));
+  s.bind(6, r.correlation);
+  s.bind(7, global_pid);
+}
+
 void TraceWriter::write_kernel(const KernelRecord& k) {
   Impl& d = *impl_;
   int64_t name = string_id(k.name);
   auto& s = d.ins_kernel;
-  s.bind(1, k.start_ns);
-  s.bind(2, k.end_ns);
-  s.bind(3, static_cast<int64_t>(k.device));
-  s.bind(4, static_cast<int64_t>(k.context));
-  s.bind(5, static_cast<int64_t>(k.stream));
-  s.bind(6, k.correlation);
-  s.bind(7, make_global_pid(d.pid));
+  bind_gpu_activity(s, k, make_global_pid(d.pid));
   s.bind(8, name);
   s.bind(9, name);
   s.bind(10, static_cast<int64_t>(k.registers));
@@ -366,13 +373,7 @@ void TraceWriter::write_kernel(const KernelRecord& k) {
 void TraceWriter::write_memcpy(const MemcpyRecord& m) {
   Impl& d = *impl_;
   auto& s = m.is_memset ? d.ins_memset : d.ins_memcpy;
-  s.bind(1, m.start_ns);
-  s.bind(2, m.end_ns);
-  s.bind(3, static_cast<int64_t>(m.device));
-  s.bind(4, static_cast<int64_t>(m.context));
-  s.bind(5, static_cast<int64_t>(m.stream));
-  s.bind(6, m.correlation);
-  s.bind(7, make_global_pid(d.pid));
+  bind_gpu_activity(s, m, make_global_pid(d.pid));
   if (m.is_memset) {
     s.bind(8, static_cast<int64_t>(m.value));
     s.bind(9, m.bytes);
