@@ -27,14 +27,6 @@ class MarkFn : public torch::autograd::Function<MarkFn> {
 
 at::Tensor mark(const at::Tensor& x, int64_t* slot, bool on) { return on ? MarkFn::apply(x, slot) : x; }
 
-prof::RangeInfo ri(Phase p, Direction d, int32_t layer = -1) {
-  prof::RangeInfo r;
-  r.phase = p;
-  r.dir = d;
-  r.layer = layer;
-  return r;
-}
-
 }  // namespace
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {

@@ -19,6 +19,7 @@
 #include <nvtx3/nvToolsExt.h>
 #endif
 
+#include "ulysses/profiler/gpu_activity.hpp"
 #include "ulysses/profiler/trace_writer.hpp"
 #include "ulysses/profiler/tracer.hpp"
 
@@ -130,12 +131,60 @@ struct TlsCache {
 };
 thread_local TlsCache t_cache;
 
+// Collects GPU activity records between steps (CUPTI calls it from its own thread).
+class GpuBuffer final : public GpuActivitySink {
+ public:
+  void on_kernel(const KernelRecord& k) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    kernels_.push_back(k);
+  }
+  void on_memcpy(const MemcpyRecord& m) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    copies_.push_back(m);
+  }
+  void on_runtime(const RuntimeRecord& r) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    runtime_.push_back(r);
+  }
+  // Moves everything collected so far into the writer's open transaction.
+  void write_to(TraceWriter& w) {
+    std::vector<KernelRecord> k;
+    std::vector<MemcpyRecord> m;
+    std::vector<RuntimeRecord> r;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      k.swap(kernels_);
+      m.swap(copies_);
+      r.swap(runtime_);
+    }
+    for (const auto& x : k) w.write_kernel(x);
+    for (const auto& x : m) w.write_memcpy(x);
+    for (const auto& x : r) w.write_runtime(x);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<KernelRecord> kernels_;
+  std::vector<MemcpyRecord> copies_;
+  std::vector<RuntimeRecord> runtime_;
+};
+
 class HostTracer final : public Tracer {
  public:
   explicit HostTracer(const TracerOptions& o)
       : opts_(o), id_(g_next_tracer_id.fetch_add(1)), writer_(o) {
     main_tid_ = current_tid();
     writer_.name_thread(main_tid_, "main");
+    auto factory = o.gpu_source;
+    if (!factory && o.device.rfind("cuda", 0) == 0 && have_cupti()) factory = make_cupti_source;
+    if (factory) {
+      gpu_ = factory(&gpu_buf_);
+      std::string err;
+      if (gpu_ && !gpu_->start(&err)) {
+        std::fprintf(stderr, "ulysses profiler: GPU activity tracing is off (%s); host ranges are still recorded\n", err.c_str());
+        gpu_.reset();
+      }
+    }
   }
   ~HostTracer() override {
     try {
@@ -219,6 +268,7 @@ class HostTracer final : public Tracer {
     std::lock_guard<std::mutex> lk(write_mu_);
     if (closed_) return;
     flush_locked(nullptr, now_ns());
+    if (gpu_) gpu_->stop();
     writer_.close();
     closed_ = true;
   }
@@ -255,7 +305,9 @@ class HostTracer final : public Tracer {
   }
 
   void flush_locked(const StepRecord* rec, int64_t end) {
+    if (gpu_) gpu_->flush();  // delivers into gpu_buf_, which takes only its own lock
     writer_.begin();
+    gpu_buf_.write_to(writer_);
     {
       std::lock_guard<std::mutex> lk(reg_mu_);
       for (auto& b : buffers_) {
@@ -293,6 +345,8 @@ class HostTracer final : public Tracer {
   std::vector<std::unique_ptr<ThreadBuffer>> buffers_;
   std::vector<MemEntry> mem_;
   bool closed_ = false;
+  GpuBuffer gpu_buf_;
+  std::unique_ptr<GpuActivitySource> gpu_;  // declared after gpu_buf_: destroyed first
 };
 
 }  // namespace

@@ -108,7 +108,9 @@ TEST(EndToEnd, TwoRanksMatchOneProcessAndTraceIsComplete) {
       const auto& r = t.ranges[i];
       ASSERT_LE(r.start_ns, r.end_ns);
       while (!stack.empty() && stack.back()->end_ns <= r.start_ns) stack.pop_back();
-      if (!stack.empty()) ASSERT_LE(r.end_ns, stack.back()->end_ns) << "range " << t.strings[r.name_id] << " crosses its parent on lane " << lane.name;
+      if (!stack.empty()) {
+        ASSERT_LE(r.end_ns, stack.back()->end_ns) << "range " << t.strings[r.name_id] << " crosses its parent on lane " << lane.name;
+      }
       stack.push_back(&r);
       if (r.layer >= 0) {
         seen[{r.rank, r.step, r.layer, static_cast<int>(r.dir), static_cast<int>(r.phase)}]++;

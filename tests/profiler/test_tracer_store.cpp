@@ -9,6 +9,7 @@
 
 #include "test_util.hpp"
 #include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/gpu_activity.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 #include "ulysses/profiler/trace_writer.hpp"
 
@@ -366,4 +367,67 @@ TEST(TracerStore, LoadsAnNsysExportWithKernels) {
   bool saw_attention = false;
   for (const auto& r : m.ranges) saw_attention |= !r.is_kernel && r.phase == Phase::Attention && r.depth == 1;
   EXPECT_TRUE(saw_attention);
+}
+
+namespace {
+// Stands in for CUPTI: each flush delivers one kernel per call of launch().
+class FakeGpu final : public prof::GpuActivitySource {
+ public:
+  explicit FakeGpu(prof::GpuActivitySink* s) : sink_(s) {}
+  bool start(std::string*) override { return started_ = true; }
+  void flush() override {
+    for (auto& k : pending_) sink_->on_kernel(k);
+    pending_.clear();
+  }
+  void stop() override { started_ = false; }
+  void push_external_id(uint64_t) override {}
+  void pop_external_id() override {}
+  void launch(const std::string& name, int64_t t0, int64_t t1, int stream) {
+    prof::KernelRecord k;
+    k.start_ns = t0;
+    k.end_ns = t1;
+    k.stream = stream;
+    k.name = name;
+    pending_.push_back(k);
+  }
+  bool started_ = false;
+
+ private:
+  prof::GpuActivitySink* sink_;
+  std::vector<prof::KernelRecord> pending_;
+};
+}  // namespace
+
+TEST(TracerStore, GpuActivityFromTheSourceIsWrittenWithEachStep) {
+  TempDir dir;
+  const std::string path = dir.path + "/rank0.sqlite";
+  auto opts = options_for(path, 0, 1);
+  FakeGpu* fake = nullptr;
+  opts.gpu_source = [&](prof::GpuActivitySink* s) {
+    auto g = std::make_unique<FakeGpu>(s);
+    fake = g.get();
+    return std::unique_ptr<prof::GpuActivitySource>(std::move(g));
+  };
+  {
+    auto t = prof::Tracer::open(opts);
+    ASSERT_NE(fake, nullptr);
+    EXPECT_TRUE(fake->started_);
+    t->begin_step(0);
+    const int64_t t0 = prof::Tracer::now_ns();
+    fake->launch("ampere_sgemm", t0 + 1000, t0 + 5000, 7);
+    fake->launch("ncclDevKernel_SendRecv", t0 + 2000, t0 + 9000, 13);
+    prof::StepRecord r;
+    t->end_step(r);
+  }
+  auto m = prof::load_trace(path);
+  int kernels = 0;
+  std::set<std::string> names;
+  for (const auto& r : m.ranges)
+    if (r.is_kernel) {
+      ++kernels;
+      names.insert(m.strings[r.name_id]);
+      EXPECT_EQ(r.duration(), m.strings[r.name_id] == "ampere_sgemm" ? 4000 : 7000);
+    }
+  EXPECT_EQ(kernels, 2);
+  EXPECT_TRUE(names.count("ncclDevKernel_SendRecv"));
 }

@@ -13,10 +13,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 namespace ulysses::prof {
+
+class GpuActivitySource;
+class GpuActivitySink;
 
 enum class Phase : uint8_t {
   Step = 0,
@@ -82,6 +86,9 @@ struct TracerOptions {
   std::string run_id;
   int64_t step_begin = 0, step_end = -1;  // only these steps are recorded
   bool memory = true;
+  // GPU activity (kernels, memcpy, memset, runtime API) written with each step. Unset: the
+  // CUPTI source when `device` is "cuda:N" and the build has CUPTI, else none. Tests set a fake.
+  std::function<std::unique_ptr<GpuActivitySource>(GpuActivitySink*)> gpu_source;
 };
 
 class Tracer {
