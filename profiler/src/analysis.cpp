@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -413,8 +414,50 @@ std::vector<NameRow> name_totals(const TraceModel& m, size_t top) {
   return out;
 }
 
+Headline headline(const TraceModel& m, const AnalysisOptions& o) {
+  Headline h;
+  if (m.steps.empty() && m.memory.empty()) return h;
+  int32_t first_rank = INT32_MAX;
+  for (const auto& st : m.steps) first_rank = std::min(first_rank, st.rank);
+  std::vector<double> tps, ms;
+  std::set<std::pair<int32_t, int64_t>> rank_steps;
+  for (const auto& st : m.steps) {
+    if (!step_in(o, st.step)) continue;
+    rank_steps.insert({st.rank, st.step});
+    if (st.rank != first_rank) continue;
+    tps.push_back(st.tokens_per_s);
+    ms.push_back(st.step_ms);
+  }
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  h.steps = static_cast<int64_t>(tps.size());
+  h.tokens_per_s = median(tps);
+  h.step_ms = median(ms);
+  int64_t a2a = 0, ar = 0;
+  for_each_counted_lane(m, [&](const Lane& l) {
+    for (int64_t k = 0; k < l.count; ++k) {
+      const TraceRange& r = m.ranges[static_cast<size_t>(l.first + k)];
+      if (r.is_kernel || !step_in(o, r.step)) continue;
+      if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq) a2a += r.bytes_sent;
+      else if (r.phase == Phase::GradAllReduce) ar += r.bytes_sent;
+    }
+  });
+  if (!rank_steps.empty()) {
+    const auto n = static_cast<int64_t>(rank_steps.size());
+    h.a2a_bytes_per_step = a2a / n;
+    h.allreduce_bytes_per_step = ar / n;
+  }
+  for (const auto& p : m.memory)
+    if (p.step < 0 || step_in(o, p.step)) h.peak_memory_bytes = std::max(h.peak_memory_bytes, p.peak);
+  return h;
+}
+
 Summary analyze(const TraceModel& m, const AnalysisOptions& o) {
   Summary s;
+  s.headline = headline(m, o);
   Classified c = classify(m);
   std::set<int32_t> ranks;
   for (const auto& r : m.ranks) ranks.insert(r.rank);

@@ -34,6 +34,10 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
   j["dp_size"] = m.dp_size;
   j["num_ranges"] = s.num_ranges;
   j["num_kernels"] = s.num_kernels;
+  j["headline"] = {{"steps", s.headline.steps}, {"tokens_per_s", s.headline.tokens_per_s}, {"step_ms", s.headline.step_ms},
+                   {"a2a_bytes_per_step", s.headline.a2a_bytes_per_step},
+                   {"allreduce_bytes_per_step", s.headline.allreduce_bytes_per_step},
+                   {"peak_memory_bytes", s.headline.peak_memory_bytes}};
   j["overall"] = {{"compute_ns", s.overall.compute_ns}, {"comm_ns", s.overall.comm_ns},
                   {"overlap_ns", s.overall.overlap_ns}, {"busy_ns", s.overall.busy_ns},
                   {"overlap_ratio", s.overall.ratio}};
@@ -92,6 +96,12 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
   o += fmt("Overlap (HTA: comm time overlapped by compute / comm time): %.1f%%  "
            "(comm %.3f ms, overlapped %.3f ms)\n\n",
            100.0 * s.overall.ratio, ms(s.overall.comm_ns), ms(s.overall.overlap_ns));
+  if (s.headline.steps > 0)
+    o += fmt("Per step (median of %lld): %.0f tokens/s, %.1f ms; per rank: all-to-all %.3f MiB sent, gradient all-reduce "
+             "%.3f MiB sent; peak memory %.1f MiB\n\n",
+             static_cast<long long>(s.headline.steps), s.headline.tokens_per_s, s.headline.step_ms,
+             double(s.headline.a2a_bytes_per_step) / 1048576.0, double(s.headline.allreduce_bytes_per_step) / 1048576.0,
+             double(s.headline.peak_memory_bytes) / 1048576.0);
 
   o += "Per rank and step (ms)\n";
   o += fmt("%5s %6s %10s %10s %10s %10s %10s %8s\n", "rank", "step", "wall", "compute", "comm", "exposed",

@@ -241,3 +241,52 @@ TEST(Tables, LayerHeadSkewMemory) {
   EXPECT_EQ(s.ranks[1].idle_ns, 110);
   EXPECT_EQ(s.overall.comm_ns, 20);
 }
+
+TEST(Headline, MediansBytesPerRankStepAndPeakMemory) {
+  // Two ranks, steps 0..2. Rank 0 reports tokens/s 100, 300, 200 and step ms 10, 30, 20
+  // (medians 200 and 20). Each rank sends 1000 + 3000 all-to-all bytes and 500 all-reduce
+  // bytes per step: 6 rank-steps -> 4000 and 500 per rank per step. Peak memory 7000 on rank 1.
+  std::vector<prof::TraceRange> r0, r1;
+  for (int step = 0; step < 3; ++step) {
+    for (auto* v : {&r0, &r1}) {
+      auto a = R(step * 100 + 10, step * 100 + 20, Phase::A2ASeqToHead, step, 0);
+      a.bytes_sent = 1000;
+      auto b = R(step * 100 + 30, step * 100 + 40, Phase::A2AHeadToSeq, step, 0);
+      b.bytes_sent = 3000;
+      auto c = R(step * 100 + 50, step * 100 + 60, Phase::GradAllReduce, step);
+      c.bytes_sent = 500;
+      v->insert(v->end(), {a, b, c});
+    }
+  }
+  auto m = make_model({{0, prof::LaneKind::HostThread, "main", r0}, {1, prof::LaneKind::HostThread, "main", r1}});
+  const double tps[3] = {100, 300, 200}, sms[3] = {10, 30, 20};
+  for (int rank = 0; rank < 2; ++rank)
+    for (int step = 0; step < 3; ++step) {
+      add_step(m, rank, step, step * 100, step * 100 + 90);
+      m.steps.back().tokens_per_s = rank == 0 ? tps[step] : 1e9;  // rank 0's view is the run's
+      m.steps.back().step_ms = rank == 0 ? sms[step] : 1e9;
+    }
+  for (int64_t peak : {5000, 7000, 6000}) {
+    prof::MemoryPoint p;
+    p.rank = peak == 7000 ? 1 : 0;
+    p.step = 1;
+    p.peak = peak;
+    m.memory.push_back(p);
+  }
+  auto h = prof::headline(m);
+  EXPECT_EQ(h.steps, 3);
+  EXPECT_DOUBLE_EQ(h.tokens_per_s, 200);
+  EXPECT_DOUBLE_EQ(h.step_ms, 20);
+  EXPECT_EQ(h.a2a_bytes_per_step, 4000);
+  EXPECT_EQ(h.allreduce_bytes_per_step, 500);
+  EXPECT_EQ(h.peak_memory_bytes, 7000);
+  // Window steps 1..1: one step, same per-step bytes, medians of that step alone.
+  prof::AnalysisOptions o;
+  o.step_begin = 1;
+  o.step_end = 1;
+  auto w = prof::headline(m, o);
+  EXPECT_EQ(w.steps, 1);
+  EXPECT_DOUBLE_EQ(w.tokens_per_s, 300);
+  EXPECT_EQ(w.a2a_bytes_per_step, 4000);
+  EXPECT_EQ(prof::analyze(m).headline.a2a_bytes_per_step, 4000);
+}

@@ -109,6 +109,16 @@ struct NameRow {
   int64_t count = 0, total_ns = 0, max_ns = 0;
 };
 
+// The figures users quote, over the steps in the window.
+struct Headline {
+  int64_t steps = 0;                    // step records of the lowest rank in the window
+  double tokens_per_s = 0;              // median of those steps (whole-run tokens/s)
+  double step_ms = 0;                   // median step time
+  int64_t a2a_bytes_per_step = 0;       // all-to-all bytes one rank sends per step (mean over ranks x steps)
+  int64_t allreduce_bytes_per_step = 0; // gradient all-reduce bytes one rank sends per step (same mean)
+  int64_t peak_memory_bytes = 0;        // largest peak over all ranks' memory samples
+};
+
 struct AnalysisOptions {
   int64_t step_begin = 0, step_end = -1;  // steps to include (-1 = all)
   size_t top_names = 20;                  // rows in Summary::names
@@ -116,6 +126,7 @@ struct AnalysisOptions {
 
 struct Summary {
   int32_t world_size = 0;
+  Headline headline;
   int64_t num_ranges = 0, num_kernels = 0;
   std::vector<StepBreakdown> steps;  // sorted by (rank, step)
   std::vector<RankTotals> ranks;
@@ -141,6 +152,7 @@ std::vector<SkewRow> rank_skew(const TraceModel& m, const AnalysisOptions& o = {
 std::vector<PhaseMemoryRow> peak_memory(const TraceModel& m, const AnalysisOptions& o = {});
 std::vector<NameRow> name_totals(const TraceModel& m, size_t top);
 
+Headline headline(const TraceModel& m, const AnalysisOptions& o = {});
 Summary analyze(const TraceModel& m, const AnalysisOptions& o = {});
 
 }  // namespace ulysses::prof
