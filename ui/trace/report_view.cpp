@@ -24,12 +24,21 @@ QString dur(double ns) { return QString::fromStdString(format_duration_ns(ns)); 
 }  // namespace
 
 QString summary_headline(const prof::Summary& s) {
-  return QObject::tr("%1 ranks, %2 ranges, %3 kernels. Overlap %4% of %5 communication; compute %6, overlapped %7.")
-      .arg(s.world_size)
-      .arg(s.num_ranges)
-      .arg(s.num_kernels)
-      .arg(s.overall.ratio * 100.0, 0, 'f', 1)
-      .arg(dur(double(s.overall.comm_ns)), dur(double(s.overall.compute_ns)), dur(double(s.overall.overlap_ns)));
+  QString text = QObject::tr("%1 ranks, %2 ranges, %3 kernels. Overlap %4% of %5 communication; compute %6, overlapped %7.")
+                     .arg(s.world_size)
+                     .arg(s.num_ranges)
+                     .arg(s.num_kernels)
+                     .arg(s.overall.ratio * 100.0, 0, 'f', 1)
+                     .arg(dur(double(s.overall.comm_ns)), dur(double(s.overall.compute_ns)), dur(double(s.overall.overlap_ns)));
+  const auto& h = s.headline;
+  if (h.steps > 0)
+    text += QObject::tr("\nPer step (median of %1): %2 tokens/s, %3; per rank all-to-all %4 and all-reduce %5 sent; peak memory %6.")
+                .arg(h.steps)
+                .arg(h.tokens_per_s, 0, 'f', 0)
+                .arg(dur(h.step_ms * 1e6))
+                .arg(QString::fromStdString(format_bytes(h.a2a_bytes_per_step)), QString::fromStdString(format_bytes(h.allreduce_bytes_per_step)),
+                     QString::fromStdString(format_bytes(h.peak_memory_bytes)));
+  return text;
 }
 
 ReportView::ReportView(QWidget* parent) : QWidget(parent) {
