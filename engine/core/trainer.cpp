@@ -136,9 +136,9 @@ StepMetrics Trainer::step(int64_t s) {
     m.loss = loss_and_grads(s);
     ULYSSES_RANGE(tracer_, Phase::Optimizer, Direction::None);
     torch::NoGradGuard ng;
-    double sq = 0;
-    for (auto& p : model_->parameters()) sq += p.grad().to(torch::kFloat64).pow(2).sum().item<double>();
-    m.grad_norm = std::sqrt(sq);  // gradients are identical on every rank after the all-reduce
+    std::vector<at::Tensor> sq;  // one host sync for the norm, not one per parameter
+    for (auto& p : model_->parameters()) sq.push_back(p.grad().to(torch::kFloat64).pow(2).sum());
+    m.grad_norm = std::sqrt(torch::stack(sq).sum().item<double>());  // identical on every rank after the all-reduce
     const double clip = cfg_.train.grad_clip;
     if (clip > 0 && m.grad_norm > clip) {
       const double scale = clip / (m.grad_norm + 1e-6);
