@@ -106,6 +106,12 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       f("save_to", &TrainConfig::save_to),
       f("device", &TrainConfig::device),
       f("threads_per_rank", &TrainConfig::threads_per_rank),
+      f("activation_checkpointing", &TrainConfig::activation_checkpointing),
+      f("offload_activations", &TrainConfig::offload_activations),
+      f("loss_chunk_tokens", &TrainConfig::loss_chunk_tokens),
+      f("mlp_chunk_tokens", &TrainConfig::mlp_chunk_tokens),
+      f("attention", &TrainConfig::attention),
+      f("attention_block", &TrainConfig::attention_block),
   };
   return t;
 }
@@ -408,6 +414,15 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
     bad("train.dtype", "train.dtype must be float32 or bfloat16, got '" + t.dtype + "'");
   if (t.device != "auto" && t.device != "cpu" && t.device != "cuda")
     bad("train.device", "train.device must be auto, cpu or cuda, got '" + t.device + "'");
+  if (t.activation_checkpointing != "none" && t.activation_checkpointing != "layer")
+    bad("train.activation_checkpointing", "train.activation_checkpointing must be none or layer, got '" + t.activation_checkpointing + "'");
+  if (t.offload_activations && t.activation_checkpointing != "layer")
+    bad("train.offload_activations", "train.offload_activations needs train.activation_checkpointing=layer (only the kept layer inputs are offloaded)");
+  if (t.loss_chunk_tokens < 0) bad("train.loss_chunk_tokens", "train.loss_chunk_tokens must be >= 0 (0 = off), got " + num(t.loss_chunk_tokens));
+  if (t.mlp_chunk_tokens < 0) bad("train.mlp_chunk_tokens", "train.mlp_chunk_tokens must be >= 0 (0 = off), got " + num(t.mlp_chunk_tokens));
+  if (t.attention != "auto" && t.attention != "sdpa" && t.attention != "blocked")
+    bad("train.attention", "train.attention must be auto, sdpa or blocked, got '" + t.attention + "'");
+  if (t.attention_block <= 0) bad("train.attention_block", "train.attention_block must be positive, got " + num(t.attention_block));
   const auto& d = c.data;
   if (d.kind != "synthetic" && d.kind != "text" && d.kind != "tokens")
     bad("data.kind", "data.kind must be synthetic, text or tokens, got '" + d.kind + "'");

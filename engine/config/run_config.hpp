@@ -64,6 +64,13 @@ struct TrainConfig {
   std::string save_to;            // HF checkpoint directory written at the end, empty = none
   std::string device = "auto";    // auto | cpu | cuda
   int64_t threads_per_rank = 0;   // 0 = cores / local ranks
+  // Long-sequence memory techniques (Arctic Long Sequence Training style).
+  std::string activation_checkpointing = "none";  // none | layer: keep only each layer's input, recompute in backward
+  bool offload_activations = false;  // kept layer inputs live in CPU memory (with activation_checkpointing=layer)
+  int64_t loss_chunk_tokens = 0;     // tiled lm_head + loss over chunks of this many tokens; 0 = off
+  int64_t mlp_chunk_tokens = 0;      // TiledMLP over chunks of this many tokens; 0 = off
+  std::string attention = "auto";    // auto | sdpa | blocked (block-causal online softmax; auto = blocked on CPU)
+  int64_t attention_block = 256;     // key/query block of the blocked attention, tokens
 };
 
 struct DataConfig {

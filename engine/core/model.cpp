@@ -36,20 +36,24 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
   return w * x32.to(x.scalar_type());
 }
 
-std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, int64_t dh, double theta) {
-  auto inv_freq = 1.0 / torch::pow(theta, torch::arange(0, dh, 2, torch::kInt64).to(torch::kFloat32) / static_cast<double>(dh));
-  auto pos = torch::arange(pos0, pos0 + n, torch::kInt64).to(torch::kFloat32);
+std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, int64_t dh, double theta, const at::TensorOptions& out) {
+  // Angles in fp32 (as Hugging Face computes them), on the device the tables are used on,
+  // then cast once to the compute dtype: every layer shares the same two tables.
+  const auto f32 = out.dtype(torch::kFloat32);
+  auto inv_freq = 1.0 / torch::pow(theta, torch::arange(0, dh, 2, f32.dtype(torch::kInt64)).to(torch::kFloat32) / static_cast<double>(dh));
+  auto pos = torch::arange(pos0, pos0 + n, f32.dtype(torch::kInt64)).to(torch::kFloat32);
   auto freqs = pos.unsqueeze(1) * inv_freq.unsqueeze(0);  // (n, dh/2)
   auto emb = torch::cat({freqs, freqs}, -1);              // (n, dh)
-  return {emb.cos(), emb.sin()};
+  const auto dt = out.dtype().toScalarType();
+  return {emb.cos().to(dt), emb.sin().to(dt)};
 }
 
 at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const auto half = x.size(-1) / 2;
   auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
   auto rot = torch::cat({-x2, x1}, -1);
-  auto c = cos.to(x.scalar_type()).unsqueeze(0).unsqueeze(2);  // (1, n, 1, dh)
-  auto s = sin.to(x.scalar_type()).unsqueeze(0).unsqueeze(2);
+  auto c = cos.unsqueeze(0).unsqueeze(2);  // (1, n, 1, dh), already x's device and dtype
+  auto s = sin.unsqueeze(0).unsqueeze(2);
   return x * c + rot * s;
 }
 
@@ -82,6 +86,10 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch:
   add("model.norm.weight", {d});
   if (!cfg.tie_word_embeddings) add("lm_head.weight", {cfg.vocab_size, d});
   marks_.layers.resize(cfg.num_hidden_layers);
+}
+
+void LlamaModel::set_attention_kernel(const AttentionKernel& k) {
+  for (auto& o : attn_opts_) o.kernel = k;
 }
 
 void LlamaModel::set_tracer(prof::Tracer* t) {
@@ -131,7 +139,7 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, int64_t pos0) {
     ULYSSES_RANGE(tracer_, Phase::Embedding, Direction::Forward);
     x = torch::embedding(w("model.embed_tokens.weight"), ids);  // (B, n, d)
   }
-  auto [cos, sin] = rope_tables(pos0, n, dh, cfg_.rope_theta);
+  auto [cos, sin] = rope_tables(pos0, n, dh, cfg_.rope_theta, x.options());  // x: (B, n, d) on the model's device, compute dtype
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     auto& mk = marks_.layers[l];
@@ -159,12 +167,7 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, int64_t pos0) {
       a = ulysses_attention(q, k, v, attn_opts_[l]);  // (B, n, H, dh)
     } else {
       ULYSSES_RANGE(tracer_, Phase::Attention, Direction::Forward, L, 0, static_cast<int32_t>(H));
-      auto kk = k.transpose(1, 2), vv = v.transpose(1, 2);
-      if (H != kk.size(1)) {
-        kk = kk.repeat_interleave(H / kk.size(1), 1);
-        vv = vv.repeat_interleave(H / vv.size(1), 1);
-      }
-      a = compat::sdpa_causal(q.transpose(1, 2), kk, vv).transpose(1, 2);  // (B, n, H, dh)
+      a = causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_opts_[l].kernel).transpose(1, 2);  // (B, n, H, dh)
     }
     {
       ULYSSES_RANGE(tracer_, Phase::OutProj, Direction::Forward, L);

@@ -44,6 +44,7 @@ class LlamaModel {
 
   const ModelConfig& config() const { return cfg_; }
   void set_tracer(prof::Tracer* t);
+  void set_attention_kernel(const AttentionKernel& k);  // every layer's local attention
   BackwardMarks& marks() { return marks_; }
 
  private:
@@ -66,7 +67,9 @@ class LlamaModel {
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
 // Rotary embedding with rotate_half. x (B, n, h, dh), cos/sin (n, dh).
 at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
-// cos, sin (n, dh) in fp32 for positions pos0..pos0+n-1.
-std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, int64_t dh, double theta);
+// cos, sin (n, dh) for positions pos0..pos0+n-1: angles computed in fp32 on out's device,
+// returned in out's dtype (the compute dtype), built once per forward and shared by all layers.
+std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, int64_t dh, double theta,
+                                              const at::TensorOptions& out = at::TensorOptions().dtype(torch::kFloat32));
 
 }  // namespace ulysses

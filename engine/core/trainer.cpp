@@ -45,6 +45,7 @@ Trainer::Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer)
     for (auto& [name, p] : model_->named_parameters()) p = p.to(device_).detach().set_requires_grad(true);
   }
   model_->set_tracer(tracer);
+  model_->set_attention_kernel(attention_kernel_for(cfg.train.attention, cfg.train.attention_block, device_.is_cuda()));
   std::vector<at::Tensor> decay, no_decay;
   for (auto& [name, p] : model_->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   auto opts = torch::optim::AdamWOptions(cfg.train.lr).betas({0.9, 0.95}).eps(1e-8).weight_decay(cfg.train.weight_decay);

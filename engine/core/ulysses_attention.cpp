@@ -116,11 +116,6 @@ struct Geometry {
   int64_t kv_chunk(int64_t c) const { return kv_shared ? 0 : c; }
 };
 
-at::Tensor expand_kv(const at::Tensor& kv, int64_t hq) {  // (B, hkc, N, dh) -> (B, hq, N, dh)
-  const int64_t rep = hq / kv.size(1);
-  return rep == 1 ? kv : kv.repeat_interleave(rep, 1);
-}
-
 class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> {
  public:
   static tensor_list forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v, const UlyssesOptions* optp) {
@@ -208,7 +203,7 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
         ai.chunk = static_cast<int32_t>(c);
         prof::ScopedRange r(o.tracer, ai);
         torch::AutoGradMode grad_on(true);
-        oc = compat::sdpa_causal(qd, expand_kv(kd, g.hc), expand_kv(vd, g.hc));  // (B, hc, N, dh)
+        oc = causal_attention(qd, kd, vd, o.kernel);  // (B, hc, N, dh)
       }
       saved.push_back(oc);
       saved.push_back(qd);

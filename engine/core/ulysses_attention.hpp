@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "comm.hpp"
+#include "local_attention.hpp"
 #include "ulysses/profiler/tracer.hpp"
 
 namespace ulysses {
@@ -20,6 +21,7 @@ struct UlyssesOptions {
   int64_t head_chunks = 1;
   bool fused_qkv = false;
   int32_t layer = -1;
+  AttentionKernel kernel;  // the local attention each chunk runs
 };
 
 // q (B, n, H, dh), k and v (B, n, Hk, dh), RoPE already applied with global positions.

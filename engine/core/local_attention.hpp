@@ -1,0 +1,30 @@
+// Causal attention of one rank's local heads over the whole sequence, with the kernel the
+// run asks for: SDPA (flash / efficient on CUDA libtorch 2.x, the math kernel on 1.13) or a
+// block-causal online-softmax kernel that keeps CPU memory O(N * block) instead of O(N^2).
+// GQA: k and v may carry fewer heads than q (H % Hkv == 0); each kv head serves H/Hkv
+// consecutive q heads, as Hugging Face's repeat_kv does.
+//
+// Shapes: B = batch, H = q heads, Hkv = kv heads, N = sequence, dh = head dim.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <torch/torch.h>
+
+namespace ulysses {
+
+struct AttentionKernel {
+  enum class Kind { Sdpa, Blocked };
+  Kind kind = Kind::Sdpa;
+  int64_t block = 256;  // tokens per query/key block (Blocked only)
+};
+
+// q (B, H, N, dh); k, v (B, Hkv, N, dh) -> (B, H, N, dh), causal. Differentiable.
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionKernel& kernel);
+
+// The kernel for a run: train.attention (auto | sdpa | blocked) on a device. auto means
+// Blocked on CPU and Sdpa on CUDA (flash).
+AttentionKernel attention_kernel_for(const std::string& setting, int64_t block, bool on_cuda);
+
+}  // namespace ulysses
