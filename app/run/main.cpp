@@ -15,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "device_decision.hpp"
 #include "launch_error.hpp"
 #include "run_config.hpp"
 #include "run_launcher.hpp"
@@ -93,7 +94,10 @@ int main(int argc, char** argv) {
   ulysses::RunConfig cfg;
   try {
     cfg = ulysses::load_run_config(config_path, overrides);
-    const auto issues = ulysses::validate_with_files(cfg);
+    auto issues = ulysses::validate_with_files(cfg);
+    // Device and backend, decided as each worker will: every rank runs on this host.
+    if (issues.empty())
+      ulysses::decide_device(cfg, ulysses::DeviceFacts::detect(0, static_cast<int>(cfg.parallel.world_size())), &issues);
     if (!issues.empty()) {
       for (const auto& i : issues) say_each_line(i.message);
       return 2;

@@ -1,5 +1,8 @@
 // ulysses-worker: one rank of a Ulysses run. Reads torchrun's environment, the resolved
 // run config, trains, traces into RUN/trace/rank{r}.sqlite and (rank 0) reports metrics.
+// Device and backend come from one decision (decide_device); a CUDA rank selects its GPU
+// before any process group exists. At the end the groups are shut down cleanly; on a
+// failure they are aborted so no peer waits on this rank past parallel.timeout_s.
 // Exit codes: 0 success, 2 bad input, 1 failure.
 #include <unistd.h>
 
@@ -14,6 +17,7 @@
 
 #include "checkpoint.hpp"
 #include "comm.hpp"
+#include "device_decision.hpp"
 #include "run_config.hpp"
 #include "trainer.hpp"
 #include "ulysses/profiler/tracer.hpp"
@@ -50,6 +54,16 @@ int main(int argc, char** argv) {
   int rank = 0;
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
+  // Outside the try block, so that the failure paths below can abort the process groups
+  // before anything is destroyed.
+  std::unique_ptr<Comm> comm_holder;
+  auto abort_comm = [&] {
+    try {
+      if (comm_holder) comm_holder->abort();
+    } catch (const std::exception& e) {
+      std::cerr << "ulysses-worker (rank " << rank << "): while aborting the process group: " << e.what() << std::endl;
+    }
+  };
   try {
     const DistEnv env = DistEnv::from_environment();
     rank = env.rank;
@@ -60,14 +74,20 @@ int main(int argc, char** argv) {
                         std::to_string(cfg.parallel.sp_size) + " x " + std::to_string(cfg.parallel.dp_size) + " = " +
                         std::to_string(cfg.parallel.world_size()) + ")");
 
+    // One decision for device and backend; a refusal (e.g. more local ranks than GPUs) is
+    // bad input. The GPU is selected before the process groups are made.
+    const DeviceDecision dev = decide_device_or_throw(cfg, DeviceFacts::detect(env.local_rank, env.local_world_size));
+    if (dev.cuda) compat::set_cuda_device(dev.device_index);
+
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     const int threads = cfg.train.threads_per_rank > 0 ? static_cast<int>(cfg.train.threads_per_rank)
                                                        : std::max(1, static_cast<int>(cores) / std::max(1, env.local_world_size));
     at::set_num_threads(threads);
     at::set_num_interop_threads(1);
 
-    Comm comm(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), cfg.parallel.backend,
-              std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000)));
+    comm_holder = std::make_unique<Comm>(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), dev,
+                                         std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000)));
+    Comm& comm = *comm_holder;
 
     std::unique_ptr<prof::Tracer> tracer;
     if (cfg.profile.enabled) {
@@ -80,7 +100,7 @@ int main(int argc, char** argv) {
       to.sp_size = comm.sp_size();
       to.dp_rank = comm.dp_rank();
       to.dp_size = comm.dp_size();
-      to.device = cfg.train.device == "cuda" ? "cuda:" + std::to_string(env.local_rank) : "cpu";
+      to.device = dev.device;  // "cuda:N" starts CUPTI in the tracer
       to.hostname = host_name();
       to.run_config_json = cfg.to_json().dump();
       to.run_id = fs::path(out_dir).filename().string();
@@ -93,7 +113,7 @@ int main(int argc, char** argv) {
     Trainer trainer(cfg, comm, tracer.get());
     if (env.rank == 0)
       std::cerr << "ulysses-worker: " << env.world_size << " rank(s), sp_size " << comm.sp_size() << " x dp_size " << comm.dp_size()
-                << ", backend " << comm.backend_name() << ", " << threads << " thread(s) per rank, "
+                << ", backend " << comm.backend_name() << (comm.has_groups() ? " (c10d groups made)" : "") << ", device " << dev.device << " (" << dev.reason << "), " << threads << " thread(s) per rank, "
                 << cfg.model.num_parameters() << " parameters" << std::endl;
 
     std::ofstream metrics;
@@ -104,6 +124,7 @@ int main(int argc, char** argv) {
     const auto t_start = std::chrono::steady_clock::now();
     for (int64_t s = 0; s < cfg.train.steps; ++s) {
       if (g_stop) {
+        abort_comm();  // the other ranks are being stopped too: wait for none of them
         if (tracer) tracer->close();
         std::cerr << "ulysses-worker (rank " << rank << "): stopped by a signal after " << s << " step(s)" << std::endl;
         return 1;
@@ -144,13 +165,16 @@ int main(int argc, char** argv) {
       std::cerr << "ulysses-worker: saved Hugging Face checkpoint to " << cfg.train.save_to << std::endl;
     }
     comm.barrier();
+    comm.shutdown();
     if (tracer) tracer->close();
     return 0;
   } catch (const ConfigError& e) {
     std::cerr << "ulysses-worker (rank " << rank << "): " << e.what() << std::endl;
+    abort_comm();
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "ulysses-worker (rank " << rank << "): error: " << e.what() << std::endl;
+    abort_comm();
     return 1;
   }
 }

@@ -28,11 +28,29 @@ DistEnv DistEnv::from_environment() {
   e.local_world_size = env_int("LOCAL_WORLD_SIZE", e.world_size);
   if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
   e.master_port = env_int("MASTER_PORT", 29500);
+  e.single_rank_groups = env_int("ULYSSES_SINGLE_RANK_GROUPS", 0) != 0;
   if (e.world_size < 1) throw ConfigError("WORLD_SIZE must be at least 1");
   if (e.rank >= e.world_size)
     throw ConfigError("RANK (" + std::to_string(e.rank) + ") must be smaller than WORLD_SIZE (" + std::to_string(e.world_size) + ")");
   if (e.master_port <= 0 || e.master_port > 65535) throw ConfigError("MASTER_PORT must be a TCP port");
   return e;
+}
+
+Comm::~Comm() = default;
+
+void Comm::shutdown() {
+  for (auto* pg : {&sp_, &world_}) {
+    if (*pg) compat::shutdown_backend(*pg);
+    pg->reset();
+  }
+}
+
+void Comm::abort() {
+  for (auto* pg : {&sp_, &world_}) {
+    if (!*pg) continue;
+    compat::abort_backend(*pg);
+    (void)pg->release();  // leaked on purpose: no destructor that could wait on a dead peer
+  }
 }
 
 void Comm::Work::wait() {
@@ -41,20 +59,28 @@ void Comm::Work::wait() {
   if (done_ns && done_ns->load() == 0) done_ns->store(prof::Tracer::now_ns());
 }
 
+namespace {
+DeviceDecision decision_for_backend(const DistEnv& env, const std::string& backend) {
+  const std::string device = backend == "gloo" ? "cpu" : backend == "nccl" ? "cuda" : "auto";
+  std::vector<ConfigIssue> issues;
+  DeviceDecision d = decide_device(device, backend, DeviceFacts::detect(env.local_rank, env.local_world_size), &issues);
+  throw_if_invalid(issues);
+  return d;
+}
+}  // namespace
+
 Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const std::string& backend, std::chrono::milliseconds timeout)
+    : Comm(env, sp_size, dp_size, decision_for_backend(env, backend), timeout) {}
+
+Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const DeviceDecision& decision, std::chrono::milliseconds timeout)
     : env_(env), sp_size_(sp_size), dp_size_(dp_size), timeout_(timeout) {
   if (env.world_size != sp_size * dp_size)
     throw ConfigError("WORLD_SIZE (" + std::to_string(env.world_size) + ") must equal parallel.sp_size x parallel.dp_size (" +
                       std::to_string(sp_size) + " x " + std::to_string(dp_size) + " = " + std::to_string(sp_size * dp_size) + ")");
-  backend_ = backend;
-  if (backend_ == "auto") {
-#if defined(ULYSSES_WITH_NCCL)
-    backend_ = torch::cuda::is_available() ? "nccl" : "gloo";
-#else
-    backend_ = "gloo";
-#endif
-  }
-  if (env.world_size == 1) return;  // no collectives needed
+  backend_ = decision.backend;
+  if (backend_ != "gloo" && backend_ != "nccl") throw ConfigError("unknown backend '" + backend_ + "' (decide_device gives gloo or nccl)");
+  device_ = decision.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(decision.device_index)) : torch::Device(torch::kCPU);
+  if (env.world_size == 1 && !env.single_rank_groups) return;  // no collectives needed
   store_ = compat::tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), env.rank == 0, env.world_size, timeout);
   auto make = [&](const std::string& prefix, int rank, int size) -> c10::intrusive_ptr<compat::Backend> {
     auto s = compat::prefix_store(prefix, store_);
@@ -79,7 +105,15 @@ Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const std::string& back
   if (sp_size > 1) sp_ = make("sp" + std::to_string(group), env.rank % sp_size, sp_size);
 }
 
+void Comm::check_device(const at::Tensor& t, const char* op) const {
+  if (backend_ != "nccl" || t.device() == device_) return;
+  throw std::invalid_argument(std::string("Comm::") + op + ": tensor on " + t.device().str() + ", but NCCL communicates on " +
+                              device_.str() + " (move it there first)");
+}
+
 Comm::Work Comm::all_to_all_async(at::Tensor& out, at::Tensor& in) {
+  check_device(in, "all_to_all");
+  check_device(out, "all_to_all");
   Work w;
   w.done_ns = std::make_shared<std::atomic<int64_t>>(0);
   if (sp_size_ == 1) {
@@ -105,12 +139,14 @@ Comm::Work Comm::all_to_all_async(at::Tensor& out, at::Tensor& in) {
 }
 
 void Comm::all_reduce_sum(at::Tensor& t) {
+  check_device(t, "all_reduce_sum");
   if (!world_) return;
   std::vector<at::Tensor> v{t};
   world_->allreduce(v)->wait();
 }
 
 void Comm::all_reduce_max(at::Tensor& t) {
+  check_device(t, "all_reduce_max");
   if (!world_) return;
   std::vector<at::Tensor> v{t};
   c10d::AllreduceOptions o;

@@ -1,12 +1,14 @@
 // Process groups for one rank: the world group (gradient all-reduce over SP x DP ranks)
 // and this rank's SP group (consecutive ranks) for the Ulysses all-to-alls. Built on c10d
-// (Gloo on CPU, NCCL on GPU); every collective carries parallel.timeout_s.
+// (Gloo on CPU, NCCL on GPU); every collective carries parallel.timeout_s. The device and
+// backend come from one DeviceDecision (engine/config/device_decision.hpp).
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <string>
 
+#include "device_decision.hpp"
 #include "torch_compat.hpp"
 
 namespace ulysses {
@@ -15,6 +17,10 @@ struct DistEnv {
   int rank = 0, world_size = 1, local_rank = 0, local_world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // ULYSSES_SINGLE_RANK_GROUPS=1: make the c10d groups (and the rendezvous on MASTER_PORT)
+  // even when WORLD_SIZE is 1, so a one-GPU machine exercises the NCCL path
+  // (tools/gpu-check.sh). Off by default: one rank needs no collectives.
+  bool single_rank_groups = false;
   // Reads torchrun's variables; single-process defaults when RANK is unset.
   // Throws ConfigError for malformed values.
   static DistEnv from_environment();
@@ -30,7 +36,15 @@ class Comm {
     void wait();
   };
 
+  // Groups on the decided backend; device() is the decided device (where the model lives
+  // and where tensors passed to collectives must be).
+  Comm(const DistEnv& env, int sp_size, int dp_size, const DeviceDecision& decision, std::chrono::milliseconds timeout);
+  // Shorthand for tests: backend gloo = CPU; auto / nccl are decided with train.device auto /
+  // cuda on this host (DeviceFacts::detect).
   Comm(const DistEnv& env, int sp_size, int dp_size, const std::string& backend, std::chrono::milliseconds timeout);
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
 
   int rank() const { return env_.rank; }
   int world_size() const { return env_.world_size; }
@@ -39,13 +53,24 @@ class Comm {
   int dp_rank() const { return env_.rank / sp_size_; }
   int dp_size() const { return dp_size_; }
   const std::string& backend_name() const { return backend_; }
+  const torch::Device& device() const { return device_; }
+  bool has_groups() const { return static_cast<bool>(world_); }  // false: one rank, no c10d groups
+
+  // Clean end after the last collective (NCCL destroys its communicators).
+  void shutdown();
+  // Failure path: aborts NCCL communicators and drops the groups without waiting on peers
+  // (a Gloo group is leaked on purpose: its destructor would wait for queued work). The
+  // process is expected to exit soon after. Idempotent; no collective works afterwards.
+  void abort();
 
   // Equal-split all-to-all over the SP group along dim 0 of a contiguous tensor whose
   // dim 0 equals sp_size. Asynchronous: the result is valid after wait().
   Work all_to_all_async(at::Tensor& out, at::Tensor& in);
   void all_to_all(at::Tensor& out, at::Tensor& in) { all_to_all_async(out, in).wait(); }
 
-  // Sum in place over all ranks (SP x DP).
+  // Sum in place over all ranks (SP x DP). Every tensor given to a collective must be on
+  // device() when the backend is NCCL (std::invalid_argument otherwise, also at one rank,
+  // so a single-GPU run catches a host tensor that NCCL would reject).
   void all_reduce_sum(at::Tensor& t);
   void all_reduce_max(at::Tensor& t);
   void barrier();
@@ -54,9 +79,11 @@ class Comm {
   DistEnv env_;
   int sp_size_, dp_size_;
   std::string backend_;
+  torch::Device device_ = torch::kCPU;
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<compat::Backend> world_, sp_;
+  void check_device(const at::Tensor& t, const char* op) const;
 };
 
 }  // namespace ulysses

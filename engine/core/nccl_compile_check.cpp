@@ -1,10 +1,18 @@
-// Compile-only check of the NCCL path against a CPU libtorch's headers plus the CUDA
-// toolkit's (CI has no CUDA libtorch to link with): keeps torch_compat.hpp's NCCL branch
-// and Comm's use of it compiling. Built as an object library, never linked.
+// Compile-only check of the NCCL/CUDA path against a CPU libtorch's headers plus the CUDA
+// toolkit's (CI has no CUDA libtorch to link with): keeps torch_compat.hpp's CUDA branches
+// (NCCL group, error handling, shutdown/abort, set_device, memory stats) compiling; CMake
+// also compiles comm.cpp with the same definitions. Built as an object library, never linked.
 #include "torch_compat.hpp"
 
 namespace ulysses::compat {
 c10::intrusive_ptr<Backend> nccl_compile_check(c10::intrusive_ptr<c10d::Store> s) {
-  return make_nccl(std::move(s), 0, 1, std::chrono::milliseconds(1000));
+  enable_nccl_error_handling();
+  auto pg = make_nccl(std::move(s), 0, 1, std::chrono::milliseconds(1000));
+  set_cuda_device(0);
+  int64_t a = 0, r = 0, p = 0;
+  cuda_memory(torch::Device(torch::kCUDA, 0), &a, &r, &p);
+  synchronize(torch::Device(torch::kCUDA, 0));
+  if (!shutdown_backend(pg)) abort_backend(pg);
+  return pg;
 }
 }  // namespace ulysses::compat

@@ -14,8 +14,12 @@
 #endif
 #if defined(ULYSSES_WITH_NCCL)
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
+
+#include <cstdlib>
+#include <stdexcept>
 
 namespace ulysses::compat {
 
@@ -58,13 +62,67 @@ inline c10::intrusive_ptr<Backend> make_gloo(c10::intrusive_ptr<c10d::Store> sto
 }
 #endif
 #if defined(ULYSSES_WITH_NCCL)
+// NCCL's error handling: a collective that fails or outlives the group timeout makes the
+// watchdog abort the communicators and end the process, so no rank waits past
+// parallel.timeout_s for a dead peer (the launcher then stops the others). libtorch >= 2.2
+// reads TORCH_NCCL_ASYNC_ERROR_HANDLING (3 = tear down without cleanup, its default);
+// older ones read NCCL_ASYNC_ERROR_HANDLING (1 = tear down; off by default). A value the
+// user set is kept. Must run before the first ProcessGroupNCCL is made.
+inline void enable_nccl_error_handling() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+  ::setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3", /*overwrite=*/0);
+#else
+  ::setenv("NCCL_ASYNC_ERROR_HANDLING", "1", /*overwrite=*/0);
+#endif
+}
+
 inline c10::intrusive_ptr<Backend> make_nccl(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                                              std::chrono::milliseconds timeout) {
+  enable_nccl_error_handling();
   auto o = c10d::ProcessGroupNCCL::Options::create();
   o->timeout = timeout;
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, o);
 }
 #endif
+
+// End of a process group's life. shutdown: clean exit after the last collective (NCCL
+// destroys its communicators; libtorch 2.x warns at exit when this was not done).
+// abort: failure path, never blocks on peers (ncclCommAbort). ProcessGroupNCCL has both
+// (no-argument calls; 2.3/2.4 take an optional reason) from libtorch 2.3; before that, and
+// for Gloo (no abort API), nothing is called here and Comm drops the group without
+// destroying it on abort. Returns whether the backend did something.
+inline bool shutdown_backend(const c10::intrusive_ptr<Backend>& pg) {
+#if defined(ULYSSES_WITH_NCCL) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3))
+  if (auto* nccl = dynamic_cast<c10d::ProcessGroupNCCL*>(pg.get())) {
+    nccl->shutdown();
+    return true;
+  }
+#else
+  (void)pg;
+#endif
+  return false;
+}
+inline bool abort_backend(const c10::intrusive_ptr<Backend>& pg) {
+#if defined(ULYSSES_WITH_NCCL) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3))
+  if (auto* nccl = dynamic_cast<c10d::ProcessGroupNCCL*>(pg.get())) {
+    nccl->abort();
+    return true;
+  }
+#else
+  (void)pg;
+#endif
+  return false;
+}
+
+// Makes CUDA device `index` this process's current device (before any process group or
+// CUDA tensor exists, so NCCL and the caching allocator use it, not GPU 0).
+inline void set_cuda_device(int index) {
+#if defined(ULYSSES_WITH_NCCL)
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
+#else
+  throw std::runtime_error("cuda:" + std::to_string(index) + " requested but this engine was built without CUDA");
+#endif
+}
 
 // Device memory of a CUDA device: caching allocator's allocated / reserved / peak bytes.
 // Returns false on CPU builds or devices.

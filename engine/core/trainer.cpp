@@ -25,16 +25,10 @@ prof::MemorySample memory_now(const torch::Device& d) {
   if (compat::cuda_memory(d, &m.allocated, &m.reserved, &m.peak)) return m;
   return prof::Tracer::process_memory();
 }
-torch::Device pick_device(const TrainConfig& t, int local_rank) {
-  const bool cuda = t.device == "cuda" || (t.device == "auto" && torch::cuda::is_available());
-  if (!cuda) return torch::kCPU;
-  if (!torch::cuda::is_available()) throw ConfigError("train.device is cuda but no CUDA device is available to this build");
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % torch::cuda::device_count()));
-}
 }  // namespace
 
 Trainer::Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer)
-    : cfg_(cfg), comm_(comm), tracer_(tracer), device_(pick_device(cfg.train, comm.rank())) {
+    : cfg_(cfg), comm_(comm), tracer_(tracer), device_(comm.device()) {
   const auto dtype = cfg.train.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
   data_ = TokenSource::open(cfg.data, cfg.model, cfg.train.seq_length, static_cast<uint64_t>(cfg.train.seed));
   model_ = std::make_unique<LlamaModel>(cfg.model, cfg.parallel, dtype, &comm);
@@ -152,9 +146,10 @@ StepMetrics Trainer::step(int64_t s) {
   compat::synchronize(device_);
   const auto mem = memory_now(device_);
   if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_optimizer", mem);
-  auto peak = torch::tensor({static_cast<double>(mem.peak)}, torch::kFloat64);
+  // Max over ranks, as an int64 on the communication device (NCCL takes CUDA tensors only).
+  auto peak = torch::tensor({static_cast<int64_t>(mem.peak)}, torch::TensorOptions().dtype(torch::kInt64)).to(comm_.device());  // (1,)
   comm_.all_reduce_max(peak);
-  m.max_mem_bytes = static_cast<int64_t>(peak.item<double>());
+  m.max_mem_bytes = peak.item<int64_t>();
   m.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   m.tokens = cfg_.train.seq_length * cfg_.train.micro_batch_size * cfg_.parallel.dp_size;
   m.tokens_per_s = m.tokens / std::max(1e-9, m.step_ms / 1000.0);

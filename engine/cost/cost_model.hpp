@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <string>
 
+#include "device_decision.hpp"
 #include "run_config.hpp"
 
 namespace ulysses::cost {
@@ -46,9 +47,11 @@ struct CostOptions {
   double tflops_per_rank = 100.0;  // sustained TFLOP/s a rank achieves (editable)
   double link_gbytes_per_s = 0.0;  // all-to-all bandwidth per rank, GB/s; 0 = ignore comm
   bool causal = true;              // Llama attention is causal
-  // Whether attention materializes the N x N scores (math SDPA). -1 = from train.device:
-  // cuda -> flash (no), cpu/auto -> yes.
+  // Whether attention materializes the N x N scores (math SDPA). -1 = from the device the
+  // run will use (decide_device, as the workers decide it): cuda -> flash (no), cpu -> yes.
   int math_attention = -1;
+  // Host facts for that decision; nullptr = this host, with sp_size x dp_size local ranks.
+  const DeviceFacts* facts = nullptr;
 };
 
 struct CostEstimate {
@@ -64,6 +67,8 @@ struct CostEstimate {
   int64_t optimizer_bytes = 0;  // AdamW m and v, fp32
   int64_t activation_bytes = 0; // saved activations, including logits and attention scores
   int64_t attention_score_bytes = 0;  // part of activation_bytes from math attention
+  std::string device;                 // decided device of rank 0 ("cpu", "cuda:0")
+  bool flash_attention = false;       // attention counted as flash (no N x N scores kept)
   int64_t total_bytes() const { return param_bytes + grad_bytes + master_bytes + optimizer_bytes + activation_bytes; }
   // Communication per rank, bytes sent
   int64_t a2a_elements_per_layer_fwd = 0;

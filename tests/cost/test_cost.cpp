@@ -138,3 +138,32 @@ TEST(CostModel, Formatting) {
 }
 
 }  // namespace
+
+// train.device=auto: flash vs math attention follows the device decision for the host
+// facts (the bug was: auto always counted as math, though a GPU host trains on CUDA).
+TEST(CostModel, AutoDeviceFollowsTheDeviceDecision) {
+  auto cfg = load("bench-1b.json");
+  cfg.train.device = "auto";
+  ulysses::DeviceFacts gpu_host;
+  gpu_host.build_has_cuda = true;
+  gpu_host.visible_gpus = 1;
+  CostOptions o;
+  o.facts = &gpu_host;
+  auto c = estimate(cfg, o);
+  EXPECT_EQ(c.device, "cuda:0");
+  EXPECT_TRUE(c.flash_attention);
+  EXPECT_EQ(c.attention_score_bytes, 0);
+  ulysses::DeviceFacts cpu_build = gpu_host;
+  cpu_build.build_has_cuda = false;  // same GPU, CPU-only build: math attention on the CPU
+  o.facts = &cpu_build;
+  c = estimate(cfg, o);
+  EXPECT_EQ(c.device, "cpu");
+  EXPECT_FALSE(c.flash_attention);
+  EXPECT_EQ(c.attention_score_bytes, 274877906944);  // as MathAttentionKeepsScores
+  cfg.parallel.sp_size = 2;  // 2 local ranks, 1 GPU: auto falls back to the CPU
+  cfg.train.seq_length = 16384;
+  o.facts = &gpu_host;
+  c = estimate(cfg, o);
+  EXPECT_EQ(c.device, "cpu");
+  EXPECT_GT(c.attention_score_bytes, 0);
+}

@@ -70,7 +70,13 @@ QVariant EstimateModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::ToolTipRole && index.column() == Quantity) {
     switch (row) {
       case StateMem: return QStringLiteral("weights + gradients (+ fp32 master for bfloat16) + AdamW m and v: 16 B per parameter");
-      case ActMem: return QStringLiteral("per layer and local token 8d + 4d_kv + 3f elements, plus logits; math attention adds the N x N scores");
+      case ActMem: {
+        QString t = QStringLiteral("per layer and local token 8d + 4d_kv + 3f elements, plus logits; math attention adds the N x N scores");
+        if (est_)  // the attention kind follows the device the workers will decide on
+          t += est_->flash_attention ? QStringLiteral(" (here: flash attention on %1, no scores kept)").arg(QString::fromStdString(est_->device))
+                                     : QStringLiteral(" (here: math attention on %1, scores included)").arg(QString::fromStdString(est_->device));
+        return t;
+      }
       case A2ALayer: return QStringLiteral("elements sent per rank: b*N*(2d + 2d_kv)*(P-1)/P^2 (q, k, v seq->head and o head->seq)");
       case Flops: return QStringLiteral("6 x matmul params x tokens + 12 x L x N^2 x d (halved for causal)");
       default: return {};
