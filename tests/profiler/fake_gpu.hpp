@@ -51,14 +51,15 @@ class FakeCupti final : public ulysses::prof::GpuActivitySource {
     }
     for (const auto& l : ready) {  // CUPTI order: external correlation, API record, kernel
       if (l.ext) sink_->on_external_correlation(l.kernel.correlation, static_cast<int64_t>(l.ext));
-      sink_->on_runtime(l.api);
+      if (l.has_api) sink_->on_runtime(l.api);
       sink_->on_kernel(l.kernel);
     }
   }
 
   // A kernel launched now by the calling thread that runs on the GPU over [t0, t1) on
-  // `stream`; delivered `hold` flushes later than the next one. Returns its correlation id.
-  int64_t launch(const std::string& name, int64_t t0, int64_t t1, int32_t stream, int hold = 0) {
+  // `stream`; delivered `hold` flushes later than the next one; api = false: no runtime
+  // record (a driver-API launch, RUNTIME kind only). Returns its correlation id.
+  int64_t launch(const std::string& name, int64_t t0, int64_t t1, int32_t stream, int hold = 0, bool api = true) {
     std::lock_guard<std::mutex> lk(mu_);
     Launch l;
     l.kernel.correlation = next_corr_++;
@@ -74,6 +75,7 @@ class FakeCupti final : public ulysses::prof::GpuActivitySource {
     auto& st = stacks_[std::this_thread::get_id()];
     l.ext = st.empty() ? 0 : st.back();
     l.hold = hold;
+    l.has_api = api;
     pending_.push_back(l);
     return l.kernel.correlation;
   }
@@ -92,6 +94,7 @@ class FakeCupti final : public ulysses::prof::GpuActivitySource {
     ulysses::prof::RuntimeRecord api;
     uint64_t ext = 0;
     int hold = 0;
+    bool has_api = true;
   };
   ulysses::prof::GpuActivitySink* sink_;
   std::mutex mu_;
