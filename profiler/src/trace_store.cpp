@@ -141,6 +141,7 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
 }
 
 int32_t to_i32(int64_t v) { return static_cast<int32_t>(v); }
+static_assert(sizeof(TraceRange) <= 88, "TraceRange grew: 10 M-range traces hold one per range (two with head lanes)");
 
 // What launched the GPU work of one external id (a ULYSSES_EXTERNAL_IDS row).
 struct Launcher {
@@ -375,7 +376,7 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
           r.name_id = fixed_name >= 0 ? fixed_name : str(sqlite3_column_int64(s, 5));
           r.bytes_sent = sqlite3_column_int64(s, 6);
           r.is_kernel = true;
-          r.correlation = sqlite3_column_int64(s, 7);
+          r.correlation = static_cast<uint32_t>(sqlite3_column_int64(s, 7));
           if (!ext_of_corr.empty()) attribute(r, ext_of_corr, launcher_of_ext);
           int32_t rank = rank_of_pid(pid);
           std::string lname = (dev != 0 ? "gpu " + std::to_string(dev) + " " : std::string()) + "stream " +

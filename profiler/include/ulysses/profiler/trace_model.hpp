@@ -33,12 +33,13 @@ struct TraceRange {
   // launch and the external id the Tracer had pushed then; step, layer, phase, dir, heads and
   // chunk above are then those of the range that launched it. Host range: the external id
   // its push carried. 0 = none.
-  int64_t correlation = 0;
-  int64_t external_id = 0;
+  // (Packed after `parent`: 88 bytes per range.)
+  uint32_t correlation = 0;  // CUPTI correlation ids are 32-bit
   // Kernel: index into TraceModel::ranges of the host range that launched it (the traced range
   // whose id it carries, or for an all-to-all issue the comm range recorded for it); -1 when
   // unknown. HeadRange copy: the host range it copies.
   int32_t origin = -1;
+  int64_t external_id = 0;
   int64_t duration() const { return end_ns - start_ns; }
 };
 
