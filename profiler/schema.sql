@@ -167,6 +167,17 @@ CREATE TABLE IF NOT EXISTS CUPTI_ACTIVITY_KIND_RUNTIME (
     returnValue         INTEGER   NOT NULL,
     callchainId         INTEGER
 );
+-- Not an nsys table: CUPTI's own record (CUpti_ActivityExternalCorrelation), kept with the
+-- nsys naming. Every CUDA API call made while the Tracer had an external id pushed
+-- (a traced range or a Tracer::push_correlation) gets one row: correlationId (as in
+-- CUPTI_ACTIVITY_KIND_KERNEL / _RUNTIME / _MEMCPY / _MEMSET) -> externalId
+-- (ULYSSES_EXTERNAL_IDS). externalKind 3 = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0.
+CREATE TABLE IF NOT EXISTS CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION (
+    correlationId       INTEGER   NOT NULL,
+    externalKind        INTEGER   NOT NULL,
+    externalId          INTEGER   NOT NULL,
+    globalPid           INTEGER
+);
 
 -- ---- Ulysses tables --------------------------------------------------------------------
 -- One row: the run this rank belongs to.
@@ -225,6 +236,23 @@ CREATE TABLE IF NOT EXISTS ULYSSES_RANGES (
     bytesSent           INTEGER   NOT NULL,
     bytesRecv           INTEGER   NOT NULL
 );
+-- What launched the GPU work tagged with an external id (written only on GPU ranks):
+-- eventId = NVTX_EVENTS.rowid of the traced range that pushed it, or NULL for an
+-- all-to-all issue (Tracer::push_correlation): its range is the start/end range (eventType
+-- 60) of the same step with the same phase/direction/layer/heads/chunk. Kernel -> layer:
+--   CUPTI_ACTIVITY_KIND_KERNEL.correlationId = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION.correlationId,
+--   CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION.externalId = ULYSSES_EXTERNAL_IDS.externalId.
+CREATE TABLE IF NOT EXISTS ULYSSES_EXTERNAL_IDS (
+    externalId          INTEGER   NOT NULL   PRIMARY KEY,
+    eventId             INTEGER,                            -- = NVTX_EVENTS.rowid, NULL: see above
+    step                INTEGER   NOT NULL,
+    phase               INTEGER   NOT NULL,                 -- REFERENCES ULYSSES_PHASES(id)
+    direction           INTEGER   NOT NULL,
+    layer               INTEGER   NOT NULL,
+    headBegin           INTEGER   NOT NULL,
+    headEnd             INTEGER   NOT NULL,
+    chunk               INTEGER   NOT NULL
+);
 -- Memory samples at phase boundaries. CPU ranks: allocated = reserved = RSS, peak = VmHWM.
 CREATE TABLE IF NOT EXISTS ULYSSES_MEMORY (
     rank                INTEGER   NOT NULL,
@@ -241,4 +269,5 @@ CREATE TABLE IF NOT EXISTS ULYSSES_METRICS (
     value               REAL
 );
 
-PRAGMA user_version = 1;
+-- 2: CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, ULYSSES_EXTERNAL_IDS.
+PRAGMA user_version = 2;

@@ -1,6 +1,7 @@
 // ulysses-trace: `summary RUN|FILE.sqlite [--json]` prints the analysis tables (the same
 // code the studio's report uses); `export --format chrome RUN OUT.json` writes a Chrome /
-// Kineto trace for Perfetto or HTA. Exit 0 ok, 2 bad input (unreadable trace, bad
+// Kineto trace for Perfetto or HTA; `export --format chrome --per-rank RUN DIR` writes
+// DIR/rank{r}.json, one file per rank, the folder HTA's TraceAnalysis(trace_dir=DIR) reads. Exit 0 ok, 2 bad input (unreadable trace, bad
 // arguments), 1 failure.
 #include <cstdio>
 #include <iostream>
@@ -28,11 +29,13 @@ int main(int argc, char** argv) {
 
   std::string format = "chrome", out;
   int32_t rank = -1;
+  bool per_rank = false;
   auto* exp = app.add_subcommand("export", "Export a trace (Chrome trace JSON for Perfetto / HTA)");
   exp->add_option("--format", format, "output format")->check(CLI::IsMember({"chrome"}));
   exp->add_option("--rank", rank, "export only this rank (HTA reads one file per rank)");
+  exp->add_flag("--per-rank", per_rank, "write OUT/rank{r}.json, one file per rank (OUT is a folder)");
   exp->add_option("RUN", run, "run directory or .sqlite trace")->required();
-  exp->add_option("OUT", out, "output .json file")->required();
+  exp->add_option("OUT", out, "output .json file (a folder with --per-rank)")->required();
 
   try {
     app.parse(argc, argv);
@@ -61,8 +64,18 @@ int main(int argc, char** argv) {
       prof::TraceModel m = prof::load_trace(run, lo);
       prof::ChromeExportOptions co;
       co.rank = rank;
-      prof::export_chrome_trace(m, out, co);
-      std::cerr << "wrote " << out << " (" << m.ranges.size() << " events, " << m.lanes.size() << " lanes)\n";
+      if (per_rank && rank >= 0) {
+        std::cerr << "ulysses-trace: --per-rank writes every rank; drop --rank " << rank << "\n";
+        return 2;
+      }
+      if (per_rank) {
+        auto files = prof::export_chrome_trace_per_rank(m, out, co);
+        std::cerr << "wrote " << files.size() << " files rank*.json into " << out << " (" << m.ranges.size()
+                  << " events)\n";
+      } else {
+        prof::export_chrome_trace(m, out, co);
+        std::cerr << "wrote " << out << " (" << m.ranges.size() << " events, " << m.lanes.size() << " lanes)\n";
+      }
     }
   } catch (const prof::TraceError& e) {
     std::cerr << "ulysses-trace: " << e.what() << "\n";

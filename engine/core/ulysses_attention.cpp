@@ -58,6 +58,7 @@ struct CommTimeline {
 
   void issue(Comm& comm, at::Tensor& out, at::Tensor& in, const RangeInfo& info, bool joins_next = false) {
     const int64_t t = prof::Tracer::now_ns();
+    prof::ScopedCorrelation corr(tracer, info);  // GPU: the NCCL kernels launched here carry `info`
     pending.push_back({comm.all_to_all_async(out, in), info, t, joins_next});
   }
   // Waits for every work and records them in issue order; a run of joined messages becomes

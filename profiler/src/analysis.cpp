@@ -257,35 +257,93 @@ std::vector<StepBreakdown> step_breakdown(const TraceModel& m, const AnalysisOpt
   return breakdown_impl(m, o, classify(m));
 }
 
+namespace {
+// Ranks with GPU kernels (CUPTI / nsys): their tables count kernel time, not host ranges.
+std::set<int32_t> gpu_ranks(const TraceModel& m) {
+  std::set<int32_t> out;
+  for (const auto& l : m.lanes)
+    if (l.kind == LaneKind::CudaStream && l.count > 0) out.insert(l.rank);
+  return out;
+}
+
+// GPU time of kernels grouped by a key: the union of each group's kernel intervals per
+// (rank, step), so kernels of one range running at once on two streams count once.
+template <class Key>
+struct KernelTime {
+  std::map<std::tuple<Key, int32_t, int32_t>, std::vector<Interval>> groups;
+  std::map<Key, int64_t> count;
+  void add(const Key& k, const TraceRange& r) {
+    groups[{k, r.rank, r.step}].push_back({r.start_ns, r.end_ns});
+    count[k] += 1;
+  }
+  template <class F>
+  void for_each(F&& f) {  // f(key, ns)
+    for (auto& [k, v] : groups) f(std::get<0>(k), total_length(merge_intervals(std::move(v))));
+  }
+};
+
+bool counts_as_kernel_time(const TraceModel& m, const TraceRange& r) {
+  return r.is_kernel && !(static_cast<size_t>(r.name_id) < m.strings.size() &&
+                          is_memop_name(m.strings[static_cast<size_t>(r.name_id)]));
+}
+
+int64_t* layer_slot(LayerRow& row, Phase p) {
+  switch (p) {
+    case Phase::QkvProj: return &row.qkv_proj_ns;
+    case Phase::A2ASeqToHead: return &row.a2a_seq_to_head_ns;
+    case Phase::Attention: return &row.attention_ns;
+    case Phase::A2AHeadToSeq: return &row.a2a_head_to_seq_ns;
+    case Phase::OutProj: return &row.out_proj_ns;
+    default: return nullptr;
+  }
+}
+
+int64_t* head_slot(HeadRangeRow& row, Phase p) {
+  switch (p) {
+    case Phase::A2ASeqToHead: return &row.a2a_seq_to_head_ns;
+    case Phase::Attention: return &row.attention_ns;
+    case Phase::A2AHeadToSeq: return &row.a2a_head_to_seq_ns;
+    default: return nullptr;
+  }
+}
+}  // namespace
+
 std::vector<LayerRow> layer_table(const TraceModel& m, const AnalysisOptions& o) {
   std::map<std::pair<int32_t, int>, LayerRow> rows;
   std::map<std::pair<int32_t, int>, std::set<std::pair<int32_t, int32_t>>> samples;
+  const std::set<int32_t> gpu = gpu_ranks(m);
+  using LayerKey = std::tuple<int32_t, int, int>;  // layer, dir, phase
+  KernelTime<LayerKey> kt;
   for_each_counted_lane(m, [&](const Lane& l) {
     size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
     for (size_t i = b; i < e; ++i) {
       const TraceRange& r = m.ranges[i];
-      if (r.layer < 0 || r.is_kernel || !range_in(m, o, r)) continue;
-      int64_t* slot = nullptr;
+      if (r.layer < 0 || !range_in(m, o, r)) continue;
+      if (r.is_kernel) {  // GPU ranks: kernel time of the phase that launched it
+        LayerRow probe;
+        if (counts_as_kernel_time(m, r) && layer_slot(probe, r.phase))
+          kt.add({r.layer, static_cast<int>(r.dir), static_cast<int>(r.phase)}, r);
+        continue;
+      }
       auto key = std::make_pair(r.layer, static_cast<int>(r.dir));
       LayerRow& row = rows[key];
       row.layer = r.layer;
       row.dir = r.dir;
-      switch (r.phase) {
-        case Phase::QkvProj: slot = &row.qkv_proj_ns; break;
-        case Phase::A2ASeqToHead: slot = &row.a2a_seq_to_head_ns; break;
-        case Phase::Attention: slot = &row.attention_ns; break;
-        case Phase::A2AHeadToSeq: slot = &row.a2a_head_to_seq_ns; break;
-        case Phase::OutProj: slot = &row.out_proj_ns; break;
-        default: break;
-      }
+      int64_t* slot = layer_slot(row, r.phase);
       samples[key].insert({r.rank, r.step});
       if (!slot || nested_in_same(m, r, false)) continue;
-      *slot += r.duration();
+      if (!gpu.count(r.rank)) *slot += r.duration();
       if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq) {
         row.a2a_bytes_sent += r.bytes_sent;
         row.a2a_bytes_recv += r.bytes_recv;
       }
     }
+  });
+  kt.for_each([&](const LayerKey& k, int64_t ns) {
+    LayerRow& row = rows[{std::get<0>(k), std::get<1>(k)}];
+    row.layer = std::get<0>(k);
+    row.dir = static_cast<Direction>(std::get<1>(k));
+    *layer_slot(row, static_cast<Phase>(std::get<2>(k))) += ns;
   });
   std::vector<LayerRow> out;
   for (auto& [k, row] : rows) {
@@ -297,27 +355,37 @@ std::vector<LayerRow> layer_table(const TraceModel& m, const AnalysisOptions& o)
 
 std::vector<HeadRangeRow> head_range_table(const TraceModel& m, const AnalysisOptions& o) {
   std::map<std::pair<int32_t, int32_t>, HeadRangeRow> rows;
+  const std::set<int32_t> gpu = gpu_ranks(m);
+  using HeadKey = std::tuple<int32_t, int32_t, int>;  // head_begin, head_end, phase
+  KernelTime<HeadKey> kt;
   for_each_counted_lane(m, [&](const Lane& l) {
     size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
     for (size_t i = b; i < e; ++i) {
       const TraceRange& r = m.ranges[i];
-      if (r.head_begin < 0 || r.is_kernel || !range_in(m, o, r)) continue;
-      int64_t* slot = nullptr;
+      if (r.head_begin < 0 || !range_in(m, o, r)) continue;
+      HeadRangeRow probe;
+      if (!head_slot(probe, r.phase)) continue;
+      if (r.is_kernel) {  // GPU ranks: kernel time, count = kernels
+        if (counts_as_kernel_time(m, r)) kt.add({r.head_begin, r.head_end, static_cast<int>(r.phase)}, r);
+        continue;
+      }
+      if (nested_in_same(m, r, true)) continue;
       HeadRangeRow& row = rows[{r.head_begin, r.head_end}];
       row.head_begin = r.head_begin;
       row.head_end = r.head_end;
-      switch (r.phase) {
-        case Phase::A2ASeqToHead: slot = &row.a2a_seq_to_head_ns; break;
-        case Phase::Attention: slot = &row.attention_ns; break;
-        case Phase::A2AHeadToSeq: slot = &row.a2a_head_to_seq_ns; break;
-        default: break;
-      }
-      if (!slot || nested_in_same(m, r, true)) continue;
-      *slot += r.duration();
-      row.count += 1;
       row.bytes_sent += r.bytes_sent;
+      if (gpu.count(r.rank)) continue;
+      *head_slot(row, r.phase) += r.duration();
+      row.count += 1;
     }
   });
+  kt.for_each([&](const HeadKey& k, int64_t ns) {
+    HeadRangeRow& row = rows[{std::get<0>(k), std::get<1>(k)}];
+    row.head_begin = std::get<0>(k);
+    row.head_end = std::get<1>(k);
+    *head_slot(row, static_cast<Phase>(std::get<2>(k))) += ns;
+  });
+  for (const auto& [k, n] : kt.count) rows[{std::get<0>(k), std::get<1>(k)}].count += n;
   std::vector<HeadRangeRow> out;
   for (auto& kv : rows) {
     if (kv.second.count > 0) out.push_back(kv.second);

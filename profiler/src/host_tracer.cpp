@@ -4,15 +4,21 @@
 // that end_step drains from the stepping thread. Ranges are also NVTX push/pop ranges when
 // built with NVTX. end_step writes all drained ranges, the step row and memory samples in
 // one SQLite transaction, so a killed process keeps every finished step.
+// With a GPU activity source (CUPTI, or a test's fake), each range push and each
+// push_correlation also pushes an external correlation id; end_step writes the kernels,
+// copies and runtime calls of the profiled steps with the id -> (step, layer, phase, heads)
+// table (ULYSSES_EXTERNAL_IDS) and CUPTI's correlation -> id records.
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #if defined(ULYSSES_WITH_NVTX)
@@ -62,6 +68,8 @@ struct Event {
   RangeInfo info;
   bool comm_lane;
   bool push_pop;
+  uint64_t ext = 0;        // external correlation id pushed for it (0: none)
+  bool corr_only = false;  // a push_correlation: no range, only an ULYSSES_EXTERNAL_IDS row
 };
 
 // Single-producer (the owning thread) / single-consumer (end_step) queue of events in
@@ -77,6 +85,7 @@ struct OpenRange {
   RangeInfo info;
   int64_t start_ns;
   int64_t step;
+  uint64_t ext;
 };
 
 struct ThreadBuffer {
@@ -146,20 +155,25 @@ class GpuBuffer final : public GpuActivitySink {
     std::lock_guard<std::mutex> lk(mu_);
     runtime_.push_back(r);
   }
-  // Moves everything collected so far into the writer's open transaction.
-  void write_to(TraceWriter& w) {
-    std::vector<KernelRecord> k;
-    std::vector<MemcpyRecord> m;
-    std::vector<RuntimeRecord> r;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      k.swap(kernels_);
-      m.swap(copies_);
-      r.swap(runtime_);
-    }
-    for (const auto& x : k) w.write_kernel(x);
-    for (const auto& x : m) w.write_memcpy(x);
-    for (const auto& x : r) w.write_runtime(x);
+  void on_external_correlation(int64_t correlation, int64_t external_id) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    ext_.emplace_back(correlation, external_id);
+  }
+  struct Batch {
+    std::vector<KernelRecord> kernels;
+    std::vector<MemcpyRecord> copies;
+    std::vector<RuntimeRecord> runtime;
+    std::vector<std::pair<int64_t, int64_t>> ext;  // (correlation, external id)
+  };
+  // Everything collected so far.
+  Batch take() {
+    Batch b;
+    std::lock_guard<std::mutex> lk(mu_);
+    b.kernels.swap(kernels_);
+    b.copies.swap(copies_);
+    b.runtime.swap(runtime_);
+    b.ext.swap(ext_);
+    return b;
   }
 
  private:
@@ -167,6 +181,7 @@ class GpuBuffer final : public GpuActivitySink {
   std::vector<KernelRecord> kernels_;
   std::vector<MemcpyRecord> copies_;
   std::vector<RuntimeRecord> runtime_;
+  std::vector<std::pair<int64_t, int64_t>> ext_;
 };
 
 class HostTracer final : public Tracer {
@@ -177,6 +192,15 @@ class HostTracer final : public Tracer {
     writer_.name_thread(main_tid_, "main");
     auto factory = o.gpu_source;
     if (!factory && o.device.rfind("cuda", 0) == 0 && have_cupti()) factory = make_cupti_source;
+    std::string tool;
+    if (factory && cuda_tool_injected(&tool)) {
+      // One CUPTI activity client per process: let the other tool have it.
+      std::fprintf(stderr,
+                   "ulysses profiler: %s; GPU activity tracing stands down so the two do not fight over "
+                   "CUPTI (that tool records the kernels; host ranges are still recorded here)\n",
+                   tool.c_str());
+      factory = nullptr;
+    }
     if (factory) {
       gpu_ = factory(&gpu_buf_);
       std::string err;
@@ -196,7 +220,12 @@ class HostTracer final : public Tracer {
   void begin_step(int64_t step) override {
     step_.store(step, std::memory_order_relaxed);
     step_start_ = now_ns();
-    active_.store(in_window(step), std::memory_order_release);
+    const bool on = in_window(step);
+    if (gpu_) {
+      std::lock_guard<std::mutex> lk(write_mu_);
+      open_window_ = on ? step_start_ : -1;
+    }
+    active_.store(on, std::memory_order_release);
   }
 
   void end_step(const StepRecord& rec) override {
@@ -204,6 +233,10 @@ class HostTracer final : public Tracer {
     std::lock_guard<std::mutex> lk(write_mu_);
     if (closed_) return;
     bool was_active = active_.load(std::memory_order_acquire);
+    if (was_active && open_window_ >= 0) {
+      windows_.emplace_back(open_window_, end);
+      open_window_ = -1;
+    }
     flush_locked(was_active ? &rec : nullptr, end);
   }
 
@@ -211,7 +244,12 @@ class HostTracer final : public Tracer {
 
   void push(const RangeInfo& info) override {
     ThreadBuffer* b = buffer();
-    b->stack.push_back({info, now_ns(), step_.load(std::memory_order_relaxed)});
+    uint64_t ext = 0;
+    if (gpu_) {
+      ext = next_ext_.fetch_add(1, std::memory_order_relaxed);
+      gpu_->push_external_id(ext);
+    }
+    b->stack.push_back({info, now_ns(), step_.load(std::memory_order_relaxed), ext});
 #if defined(ULYSSES_WITH_NVTX)
     nvtxEventAttributes_t a{};
     a.version = NVTX_VERSION;
@@ -231,7 +269,8 @@ class HostTracer final : public Tracer {
     nvtxRangePop();
 #endif
     const OpenRange& o = b->stack.back();
-    b->append(Event{o.start_ns, end, o.step, o.info, false, true});
+    if (o.ext) gpu_->pop_external_id();
+    b->append(Event{o.start_ns, end, o.step, o.info, false, true, o.ext, false});
     b->stack.pop_back();
   }
 
@@ -239,6 +278,17 @@ class HostTracer final : public Tracer {
     if (!active() || end_ns < start_ns) return;
     ThreadBuffer* b = buffer();
     b->append(Event{start_ns, end_ns, step_.load(std::memory_order_relaxed), info, lane == kCommLane, false});
+  }
+
+  void push_correlation(const RangeInfo& info) override {
+    if (!gpu_ || !active()) return;
+    const uint64_t ext = next_ext_.fetch_add(1, std::memory_order_relaxed);
+    gpu_->push_external_id(ext);
+    const int64_t t = now_ns();
+    buffer()->append(Event{t, t, step_.load(std::memory_order_relaxed), info, false, false, ext, true});
+  }
+  void pop_correlation() override {
+    if (gpu_) gpu_->pop_external_id();
   }
 
   void sample_memory(const char* label, const MemorySample& m) override {
@@ -267,7 +317,12 @@ class HostTracer final : public Tracer {
   void close() override {
     std::lock_guard<std::mutex> lk(write_mu_);
     if (closed_) return;
-    flush_locked(nullptr, now_ns());
+    const int64_t end = now_ns();
+    if (open_window_ >= 0) {  // a step still open when the tracer closes
+      windows_.emplace_back(open_window_, end);
+      open_window_ = -1;
+    }
+    flush_locked(nullptr, end);
     if (gpu_) gpu_->stop();
     writer_.close();
     closed_ = true;
@@ -304,15 +359,66 @@ class HostTracer final : public Tracer {
     return found;
   }
 
+  // Whether host time t lies in a profiled step ([begin_step, end_step] of an active step).
+  bool in_profiled_step(int64_t t) const {
+    auto it = std::upper_bound(windows_.begin(), windows_.end(), t,
+                               [](int64_t v, const std::pair<int64_t, int64_t>& w) { return v < w.first; });
+    return it != windows_.begin() && t <= std::prev(it)->second;
+  }
+
+  // GPU records of the profiled steps only. A record is kept when its launch carried one of
+  // our external ids (ids are pushed only in profiled steps), else when its launch (the
+  // runtime call with the same correlation id) or, unknown, its own start lies in a profiled
+  // step. Correlation maps live two flushes (records of one launch may arrive in different
+  // CUPTI buffers), then are dropped.
+  void write_gpu_locked() {
+    GpuBuffer::Batch b = gpu_buf_.take();
+    for (const auto& [corr, ext] : b.ext) {
+      ext_of_corr_[0][corr] = ext;
+      writer_.write_external_correlation(corr, ext);
+    }
+    for (const auto& r : b.runtime) launch_of_corr_[0][r.correlation] = r.start_ns;
+    auto find = [](const std::unordered_map<int64_t, int64_t>* maps, int64_t corr, int64_t* v) {
+      for (int g = 0; g < 2; ++g) {
+        auto it = maps[g].find(corr);
+        if (it != maps[g].end()) {
+          *v = it->second;
+          return true;
+        }
+      }
+      return false;
+    };
+    auto keep = [&](int64_t corr, int64_t start) {
+      int64_t v = 0;
+      if (corr != 0 && find(ext_of_corr_, corr, &v)) return true;
+      if (corr != 0 && find(launch_of_corr_, corr, &v)) return in_profiled_step(v);
+      return in_profiled_step(start);
+    };
+    for (const auto& k : b.kernels)
+      if (keep(k.correlation, k.start_ns)) writer_.write_kernel(k);
+    for (const auto& m : b.copies)
+      if (keep(m.correlation, m.start_ns)) writer_.write_memcpy(m);
+    for (const auto& r : b.runtime)
+      if (keep(r.correlation, r.start_ns)) writer_.write_runtime(r);
+    for (auto* maps : {ext_of_corr_, launch_of_corr_}) {
+      maps[1] = std::move(maps[0]);
+      maps[0].clear();
+    }
+  }
+
   void flush_locked(const StepRecord* rec, int64_t end) {
     if (gpu_) gpu_->flush();  // delivers into gpu_buf_, which takes only its own lock
     writer_.begin();
-    gpu_buf_.write_to(writer_);
+    if (gpu_) write_gpu_locked();
     {
       std::lock_guard<std::mutex> lk(reg_mu_);
       for (auto& b : buffers_) {
         const int64_t tid = b->tid;
         b->drain([&](const Event& e) {
+          if (e.corr_only) {
+            writer_.write_external_id(static_cast<int64_t>(e.ext), -1, e.step, e.info);
+            return;
+          }
           RangeRecord r;
           r.start_ns = e.start_ns;
           r.end_ns = e.end_ns;
@@ -320,7 +426,8 @@ class HostTracer final : public Tracer {
           r.push_pop = e.push_pop;
           r.step = e.step;
           r.info = e.info;
-          writer_.write_range(r);
+          const int64_t event_id = writer_.write_range(r);
+          if (e.ext) writer_.write_external_id(static_cast<int64_t>(e.ext), event_id, e.step, e.info);
         });
       }
     }
@@ -345,6 +452,11 @@ class HostTracer final : public Tracer {
   std::vector<std::unique_ptr<ThreadBuffer>> buffers_;
   std::vector<MemEntry> mem_;
   bool closed_ = false;
+  // GPU attribution (guarded by write_mu_): profiled step windows, sorted; the open one.
+  std::vector<std::pair<int64_t, int64_t>> windows_;
+  int64_t open_window_ = -1;
+  std::unordered_map<int64_t, int64_t> ext_of_corr_[2], launch_of_corr_[2];  // [0] newest
+  std::atomic<uint64_t> next_ext_{1};
   GpuBuffer gpu_buf_;
   std::unique_ptr<GpuActivitySource> gpu_;  // declared after gpu_buf_: destroyed first
 };

@@ -141,6 +141,30 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
 }
 
 int32_t to_i32(int64_t v) { return static_cast<int32_t>(v); }
+static_assert(sizeof(TraceRange) <= 88, "TraceRange grew: 10 M-range traces hold one per range (two with head lanes)");
+
+// What launched the GPU work of one external id (a ULYSSES_EXTERNAL_IDS row).
+struct Launcher {
+  int64_t step, phase, dir, layer, head_begin, head_end, chunk;
+};
+
+// Gives a kernel / copy the step, phase, layer, heads and chunk of the range that launched it.
+void attribute(TraceRange& r, const std::unordered_map<int64_t, int64_t>& ext_of_corr,
+               const std::unordered_map<int64_t, Launcher>& launcher_of_ext) {
+  auto xe = ext_of_corr.find(r.correlation);
+  if (xe == ext_of_corr.end()) return;
+  auto li = launcher_of_ext.find(xe->second);
+  if (li == launcher_of_ext.end()) return;
+  const Launcher& l = li->second;
+  r.external_id = xe->second;
+  r.step = to_i32(l.step);
+  r.phase = l.phase >= 0 && l.phase < static_cast<int64_t>(Phase::Count) ? static_cast<Phase>(l.phase) : Phase::Other;
+  r.dir = l.dir >= 0 && l.dir <= 3 ? static_cast<Direction>(l.dir) : Direction::None;
+  r.layer = to_i32(l.layer);
+  r.head_begin = to_i32(l.head_begin);
+  r.head_end = to_i32(l.head_end);
+  r.chunk = to_i32(l.chunk);
+}
 
 void read_file(Builder& b, const std::string& path, int32_t file_index, const LoadOptions& opts) {
   sql::Db db;
@@ -225,6 +249,23 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
       return it == pid_rank.end() ? file_rank : it->second;
     };
 
+    // GPU attribution (Ulysses files of GPU ranks): CUPTI correlation id -> external id, and
+    // external id -> what launched it (ULYSSES_EXTERNAL_IDS); event id -> external id.
+    std::unordered_map<int64_t, int64_t> ext_of_corr, ext_of_event;
+    std::unordered_map<int64_t, Launcher> launcher_of_ext;
+    if (kind == FileKind::Ulysses && opts.gpu_activity && db.has_table("ULYSSES_EXTERNAL_IDS") &&
+        db.has_table("CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION")) {
+      sql::Stmt xc(db, "SELECT correlationId, externalId FROM CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION");
+      while (xc.step()) ext_of_corr[xc.i64(0)] = xc.i64(1);
+      sql::Stmt xi(db,
+          "SELECT externalId, eventId, step, phase, direction, layer, headBegin, headEnd, chunk "
+          "FROM ULYSSES_EXTERNAL_IDS");
+      while (xi.step()) {
+        launcher_of_ext[xi.i64(0)] = {xi.i64(2), xi.i64(3), xi.i64(4), xi.i64(5), xi.i64(6), xi.i64(7), xi.i64(8)};
+        if (!xi.is_null(1)) ext_of_event[xi.i64(1)] = xi.i64(0);
+      }
+    }
+
     // Host ranges. Ulysses files: NVTX_EVENTS and ULYSSES_RANGES are both scanned in rowid
     // order (eventId is ULYSSES_RANGES' rowid) and merged here: a merge join costs one
     // cursor step per row where "LEFT JOIN ... ON u.eventId = n.rowid" costs a B-tree seek.
@@ -281,6 +322,10 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
           Phase p;
           if (phase_from_name(m.strings[r.name_id], &p)) r.phase = p;
         }
+        if (!ext_of_event.empty()) {
+          auto xe = ext_of_event.find(rowid);
+          if (xe != ext_of_event.end()) r.external_id = xe->second;
+        }
         if (last_lane < 0 || gtid != last_gtid) {  // consecutive rows mostly share a thread
           auto it = lane_of_gtid.find(gtid);
           if (it == lane_of_gtid.end()) {
@@ -319,7 +364,7 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
         bool is_memset = std::strcmp(t.table, "CUPTI_ACTIVITY_KIND_MEMSET") == 0;
         int32_t fixed_name = is_memcpy ? b.intern("[CUDA memcpy]") : is_memset ? b.intern("[CUDA memset]") : -1;
         sql::Stmt st(db, std::string("SELECT start, end, deviceId, streamId, globalPid, ") + t.name_sql +
-                             (is_memcpy || is_memset ? ", bytes" : ", 0") + " FROM " + t.table);
+                             (is_memcpy || is_memset ? ", bytes" : ", 0") + ", correlationId FROM " + t.table);
         sqlite3_stmt* s = st.get();
         while (st.step()) {
           TraceRange r;
@@ -331,6 +376,8 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
           r.name_id = fixed_name >= 0 ? fixed_name : str(sqlite3_column_int64(s, 5));
           r.bytes_sent = sqlite3_column_int64(s, 6);
           r.is_kernel = true;
+          r.correlation = static_cast<uint32_t>(sqlite3_column_int64(s, 7));
+          if (!ext_of_corr.empty()) attribute(r, ext_of_corr, launcher_of_ext);
           int32_t rank = rank_of_pid(pid);
           std::string lname = (dev != 0 ? "gpu " + std::to_string(dev) + " " : std::string()) + "stream " +
                               std::to_string(stream);
@@ -338,6 +385,24 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
           r.rank = rank;
           m.ranges.push_back(r);
         }
+      }
+    }
+
+    // CUDA runtime calls (the launches of the kernels above; exports pair them by correlation).
+    if (opts.gpu_activity && db.has_table("CUPTI_ACTIVITY_KIND_RUNTIME")) {
+      sql::Stmt st(db, "SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME");
+      while (st.step()) {
+        RuntimeCall c;
+        c.start_ns = st.i64(0);
+        c.end_ns = st.i64(1);
+        const int64_t gtid = st.i64(2);
+        c.rank = rank_of_pid(gtid / 0x1000000LL % 0x1000000LL);
+        c.tid = gtid % 0x1000000LL;
+        c.correlation = st.i64(3);
+        c.name_id = str(st.i64(4));
+        auto xe = ext_of_corr.find(c.correlation);
+        if (xe != ext_of_corr.end()) c.external_id = xe->second;
+        m.runtime.push_back(c);
       }
     }
 
@@ -501,7 +566,10 @@ void add_head_lanes(TraceModel& m) {
         r.lane = static_cast<int32_t>(lanes.size());
         if (r.parent >= 0) r.parent = static_cast<int32_t>(r.parent - lane.first + first);
         out.push_back(r);
-        if (r.head_begin >= 0 && !r.is_kernel) heads[{r.head_begin, r.head_end}].push_back(r);
+        if (r.head_begin >= 0 && !r.is_kernel) {
+          r.origin = static_cast<int32_t>(out.size() - 1);  // the copy points at its original
+          heads[{r.head_begin, r.head_end}].push_back(r);
+        }
       }
       lane.first = first;
       lanes.push_back(std::move(lane));
@@ -536,11 +604,48 @@ void add_head_lanes(TraceModel& m) {
   m.lanes = std::move(lanes);
 }
 
+// Kernel -> the host range that launched it (TraceRange::origin), once indices are final: the
+// traced range carrying the kernel's external id; for an all-to-all issue (its id has no range
+// of its own) the range of the same rank, step, phase, direction, layer, heads and chunk.
+void link_kernels_to_launchers(TraceModel& m) {
+  bool any = false;
+  for (const auto& r : m.ranges) any |= r.is_kernel && r.external_id != 0;
+  if (!any) return;
+  std::map<std::pair<int32_t, int64_t>, int32_t> by_id;
+  std::map<std::tuple<int32_t, int32_t, int, int, int32_t, int32_t, int32_t, int32_t>, int32_t> by_info;
+  auto info_key = [](const TraceRange& r) {
+    return std::make_tuple(r.rank, r.step, static_cast<int>(r.phase), static_cast<int>(r.dir), r.layer, r.head_begin,
+                           r.head_end, r.chunk);
+  };
+  for (const auto& l : m.lanes) {
+    if (l.kind == LaneKind::HeadRange || l.kind == LaneKind::CudaStream) continue;
+    for (int64_t k = l.first; k < l.first + l.count; ++k) {
+      const TraceRange& r = m.ranges[static_cast<size_t>(k)];
+      if (r.external_id != 0) by_id.emplace(std::make_pair(r.rank, r.external_id), static_cast<int32_t>(k));
+      else by_info.emplace(info_key(r), static_cast<int32_t>(k));
+    }
+  }
+  for (auto& r : m.ranges) {
+    if (!r.is_kernel || r.external_id == 0) continue;
+    auto it = by_id.find({r.rank, r.external_id});
+    if (it != by_id.end()) {
+      r.origin = it->second;
+      continue;
+    }
+    auto jt = by_info.find(info_key(r));
+    if (jt != by_info.end()) r.origin = jt->second;
+  }
+}
+
 void finish(Builder& b, const LoadOptions& opts) {
   TraceModel& m = b.m;
   std::sort(m.ranks.begin(), m.ranks.end(), [](const RankInfo& x, const RankInfo& y) { return x.rank < y.rank; });
   build_lanes(b);
   if (opts.head_lanes) add_head_lanes(m);
+  link_kernels_to_launchers(m);
+  std::sort(m.runtime.begin(), m.runtime.end(), [](const RuntimeCall& x, const RuntimeCall& y) {
+    return std::tie(x.rank, x.start_ns) < std::tie(y.rank, y.start_ns);
+  });
   std::sort(m.steps.begin(), m.steps.end(), [](const StepInfo& x, const StepInfo& y) {
     return std::tie(x.rank, x.step) < std::tie(y.rank, y.step);
   });

@@ -75,7 +75,7 @@ struct TraceWriter::Impl {
   sql::Stmt ins_nvtx_batch, ins_range_batch;
   void flush_ranges();
   sql::Stmt ins_string, ins_nvtx, ins_range, ins_step, ins_mem, ins_kernel, ins_memcpy, ins_memset,
-      ins_runtime, ins_metric, ins_thread;
+      ins_runtime, ins_metric, ins_thread, ins_ext_corr, ins_ext_id;
 };
 
 TraceWriter::TraceWriter(const TracerOptions& opts, int64_t pid) : impl_(std::make_unique<Impl>()) {
@@ -138,6 +138,12 @@ TraceWriter::TraceWriter(const TracerOptions& opts, int64_t pid) : impl_(std::ma
       "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME(start, end, eventClass, globalTid, correlationId, nameId, "
       "returnValue) VALUES (?, ?, 0, ?, ?, ?, ?)");
   d.ins_metric = sql::Stmt(d.db, "INSERT OR REPLACE INTO ULYSSES_METRICS(name, value) VALUES (?, ?)");
+  d.ins_ext_corr = sql::Stmt(d.db,
+      "INSERT INTO CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION(correlationId, externalKind, externalId, globalPid) "
+      "VALUES (?, 3, ?, ?)");
+  d.ins_ext_id = sql::Stmt(d.db,
+      "INSERT OR REPLACE INTO ULYSSES_EXTERNAL_IDS(externalId, eventId, step, phase, direction, layer, headBegin, "
+      "headEnd, chunk) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
   d.ins_thread = sql::Stmt(d.db, "INSERT INTO ThreadNames(nameId, priority, globalTid) VALUES (?, 0, ?)");
 
   {
@@ -397,6 +403,30 @@ void TraceWriter::write_runtime(const RuntimeRecord& r) {
   s.run();
 }
 
+void TraceWriter::write_external_correlation(int64_t correlation, int64_t external_id) {
+  Impl& d = *impl_;
+  auto& s = d.ins_ext_corr;
+  s.bind(1, correlation);
+  s.bind(2, external_id);
+  s.bind(3, make_global_pid(d.pid));
+  s.run();
+}
+
+void TraceWriter::write_external_id(int64_t external_id, int64_t event_id, int64_t step, const RangeInfo& i) {
+  auto& s = impl_->ins_ext_id;
+  s.bind(1, external_id);
+  if (event_id >= 0) s.bind(2, event_id);
+  else s.bind_null(2);
+  s.bind(3, step);
+  s.bind(4, static_cast<int64_t>(i.phase));
+  s.bind(5, static_cast<int64_t>(i.dir));
+  s.bind(6, static_cast<int64_t>(i.layer));
+  s.bind(7, static_cast<int64_t>(i.head_begin));
+  s.bind(8, static_cast<int64_t>(i.head_end));
+  s.bind(9, static_cast<int64_t>(i.chunk));
+  s.run();
+}
+
 void TraceWriter::write_gpu_info(int32_t device, const std::string& name, int64_t total_memory, int32_t sm_count,
                                  int32_t cc_major, int32_t cc_minor) {
   sql::Stmt st(impl_->db,
@@ -436,6 +466,8 @@ void TraceWriter::close() {
   d.ins_runtime = {};
   d.ins_metric = {};
   d.ins_thread = {};
+  d.ins_ext_corr = {};
+  d.ins_ext_id = {};
   try {
     d.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
   } catch (...) {

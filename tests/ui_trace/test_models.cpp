@@ -1,15 +1,21 @@
 // Item models of the trace views: QAbstractItemModelTester on each table, and the numbers
 // they carry (head ownership, per-head-range times, kernels of a range, comparison deltas).
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <QAbstractItemModelTester>
+#include <QTemporaryDir>
 #include <map>
+#include <set>
+
+#include "../profiler/fake_gpu.hpp"
 
 #include "trace/phase_style.hpp"
 #include "trace/synthetic_trace.hpp"
 #include "trace/timeline_index.hpp"
 #include "trace/trace_models.hpp"
 #include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/trace_store.hpp"
 
 using namespace ulysses::ui;
 namespace prof = ulysses::prof;
@@ -114,6 +120,72 @@ TEST(TraceModels, KernelsOfAHostRange) {
   bool has_heads = false;
   for (const auto& row : d.rows) has_heads |= row[0].toString() == "heads" && row[1].toString().contains('-');
   EXPECT_TRUE(has_heads);
+}
+
+// A GPU rank recorded through the Tracer with a fake CUPTI source: the panel lists the kernels
+// each range launched (external correlation), not kernels matched by attributes and time.
+TEST(TraceModels, KernelsOfARangeFollowCorrelation) {
+  unsetenv("NSYS_PROFILING_SESSION_ID");
+  unsetenv("CUDA_INJECTION64_PATH");
+  QTemporaryDir tmp;
+  ASSERT_TRUE(tmp.isValid());
+  const std::string path = tmp.path().toStdString() + "/rank0.sqlite";
+  ut::FakeCupti* fake = nullptr;
+  prof::TracerOptions o;
+  o.path = path;
+  o.device = "cuda:0";
+  o.gpu_source = ut::fake_cupti_factory(&fake);
+  {
+    auto t = prof::Tracer::open(o);
+    ASSERT_NE(fake, nullptr);
+    t->begin_step(0);
+    auto now = [] { return prof::Tracer::now_ns(); };
+    {
+      prof::ScopedRange st(t.get(), {prof::Phase::Step});
+      {
+        prof::ScopedRange a(t.get(), {prof::Phase::Attention, prof::Direction::Forward, 0, 0, 4, 0});
+        fake->launch("flash_fwd_kernel", now() + 1000, now() + 9000, 7);
+        fake->launch("flash_fwd_kernel_2", now() + 9000, now() + 12000, 7);
+      }
+      for (int i = 0; i < 2; ++i) {  // same attributes twice
+        prof::ScopedRange n(t.get(), {prof::Phase::Norm, prof::Direction::Forward, 0});
+        fake->launch("rms_norm_" + std::to_string(i), now() + 1000, now() + 2000, 7);
+      }
+      // All-to-all: its NCCL kernel starts before the comm range recorded for it.
+      const prof::RangeInfo a2a{prof::Phase::A2AHeadToSeq, prof::Direction::Forward, 0, 0, 4, 0, 64, 64};
+      const int64_t issued = now();
+      {
+        prof::ScopedCorrelation c(t.get(), a2a);
+        fake->launch("ncclDevKernel_SendRecv", issued + 500, issued + 3000, 13);
+      }
+      t->record_range(a2a, issued + 2000, issued + 4000);
+    }
+    t->end_step(prof::StepRecord{0});
+  }
+  const auto m = prof::load_trace(path);
+  auto find = [&](prof::Phase p, prof::LaneKind kind, int nth = 0) -> int64_t {
+    for (size_t i = 0; i < m.ranges.size(); ++i)
+      if (!m.ranges[i].is_kernel && m.ranges[i].phase == p && m.lanes[size_t(m.ranges[i].lane)].kind == kind && nth-- == 0)
+        return int64_t(i);
+    return -1;
+  };
+  auto names = [&](int64_t range) {
+    std::set<std::string> out;
+    for (qint64 k : range_kernels_table(m, range).keys) out.insert(m.strings[size_t(m.ranges[size_t(k)].name_id)]);
+    return out;
+  };
+  using S = std::set<std::string>;
+  const int64_t att = find(prof::Phase::Attention, prof::LaneKind::HostThread);
+  ASSERT_GE(att, 0);
+  EXPECT_EQ(names(att), (S{"flash_fwd_kernel", "flash_fwd_kernel_2"}));
+  EXPECT_EQ(names(find(prof::Phase::Norm, prof::LaneKind::HostThread, 0)), (S{"rms_norm_0"}));
+  EXPECT_EQ(names(find(prof::Phase::Norm, prof::LaneKind::HostThread, 1)), (S{"rms_norm_1"}));
+  EXPECT_EQ(names(find(prof::Phase::A2AHeadToSeq, prof::LaneKind::Comm)), (S{"ncclDevKernel_SendRecv"}));
+  // A parent lists its children's kernels; a head-lane copy lists its original's.
+  EXPECT_EQ(names(find(prof::Phase::Step, prof::LaneKind::HostThread)),
+            (S{"flash_fwd_kernel", "flash_fwd_kernel_2", "rms_norm_0", "rms_norm_1"}));
+  EXPECT_EQ(names(find(prof::Phase::Attention, prof::LaneKind::HeadRange)), (S{"flash_fwd_kernel", "flash_fwd_kernel_2"}));
+  EXPECT_EQ(names(find(prof::Phase::A2AHeadToSeq, prof::LaneKind::HeadRange)), (S{"ncclDevKernel_SendRecv"}));
 }
 
 TEST(TraceModels, CompareTableShowsDifferences) {

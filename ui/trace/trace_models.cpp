@@ -335,7 +335,29 @@ TableData range_kernels_table(const TraceModel& m, int64_t range, int limit) {
   const TraceRange& h = m.ranges[size_t(range)];
   if (h.is_kernel) return t;
   std::vector<int64_t> hits;
+  // Correlated traces (CUPTI external ids): a kernel belongs to the range that launched it
+  // (TraceRange::origin) or to one of that range's descendants; a head-lane copy stands for
+  // its original. Otherwise (nsys exports, synthetic traces) match by attributes and time.
+  bool correlated = false;
   for (const auto& l : m.lanes) {
+    if (l.rank != h.rank || l.kind != prof::LaneKind::CudaStream) continue;
+    const int64_t end = std::min<int64_t>(l.first + l.count, int64_t(m.ranges.size()));
+    for (int64_t i = l.first; i < end && !correlated; ++i) correlated = m.ranges[size_t(i)].origin >= 0;
+  }
+  if (correlated) {
+    const int64_t self = m.lanes[size_t(h.lane)].kind == prof::LaneKind::HeadRange && h.origin >= 0 ? h.origin : range;
+    for (const auto& l : m.lanes) {
+      if (l.rank != h.rank || l.kind != prof::LaneKind::CudaStream) continue;
+      const int64_t end = std::min<int64_t>(l.first + l.count, int64_t(m.ranges.size()));
+      for (int64_t i = l.first; i < end; ++i) {
+        int64_t p = m.ranges[size_t(i)].origin;
+        while (p >= 0 && p != self) p = m.ranges[size_t(p)].parent;
+        if (p == self) hits.push_back(i);
+      }
+    }
+  }
+  for (const auto& l : m.lanes) {
+    if (correlated) break;
     if (l.rank != h.rank || l.kind != prof::LaneKind::CudaStream) continue;
     const int64_t end = std::min<int64_t>(l.first + l.count, int64_t(m.ranges.size()));
     for (int64_t i = l.first; i < end; ++i) {

@@ -77,8 +77,9 @@ TableData head_map_table(const std::vector<HeadMapRow>& rows);
 // ---- inspection -------------------------------------------------------------------------
 // Field / value rows of one range (layer, direction, heads, bytes, duration, ...).
 TableData range_details_table(const prof::TraceModel& m, int64_t range);
-// Kernels launched by a host range (same rank, step, layer, phase, direction, chunk and
-// heads, on CUDA stream lanes), at most `limit`, sorted by start. Key = range index.
+// Kernels launched by a host range or its nested ranges, at most `limit`, sorted by start.
+// Key = range index. Traces with CUPTI correlation use TraceRange::origin (exact); others
+// match kernels by rank, step, layer, phase, direction, chunk and heads, starting after it.
 TableData range_kernels_table(const prof::TraceModel& m, int64_t range, int limit = 500);
 // Steps over all ranks (key = position).
 struct StepSpan;

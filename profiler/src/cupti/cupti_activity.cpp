@@ -1,7 +1,9 @@
-// CUPTI activity source (the only file that includes CUPTI). Kineto practice: buffer
-// callbacks registered before any kind is enabled; CONCURRENT_KERNEL, MEMCPY, MEMSET,
-// RUNTIME and EXTERNAL_CORRELATION; cuptiActivityFlushAll called without our own locks held;
-// GPU timestamps converted to the host clock with a cuptiGetTimestamp calibration.
+// CUPTI activity source (the only file that includes CUPTI). Kineto practice: the timestamp
+// and buffer callbacks registered before any kind is enabled; CONCURRENT_KERNEL, MEMCPY,
+// MEMSET, RUNTIME and EXTERNAL_CORRELATION; cuptiActivityFlushAll called without our own
+// locks held. Timestamps: CUPTI asks Tracer::now_ns (CLOCK_MONOTONIC) through
+// cuptiActivityRegisterTimestampCallback, so every record is on the host ranges' clock; if
+// that registration fails, a cuptiGetTimestamp calibration shifts CUPTI's clock instead.
 #include <cupti.h>
 
 #include <atomic>
@@ -38,7 +40,12 @@ class CuptiSource final : public GpuActivitySource {
       if (error) *error = "a CUPTI activity source is already running in this process";
       return false;
     }
-    calibrate();
+    // The timestamp callback must be in place before any kind is enabled.
+    if (cuptiActivityRegisterTimestampCallback(&CuptiSource::host_timestamp) == CUPTI_SUCCESS) {
+      offset_ = 0;
+    } else {
+      calibrate();
+    }
     CUptiResult r = cuptiActivityRegisterCallbacks(&CuptiSource::buffer_requested, &CuptiSource::buffer_completed);
     const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                         CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
@@ -90,6 +97,7 @@ class CuptiSource final : public GpuActivitySource {
     offset_ = (h0 + (h1 - h0) / 2) - static_cast<int64_t>(gpu);
   }
   int64_t host(uint64_t t) const { return static_cast<int64_t>(t) + offset_; }
+  static uint64_t CUPTIAPI host_timestamp() { return static_cast<uint64_t>(Tracer::now_ns()); }
 
   static void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
     *buffer = static_cast<uint8_t*>(std::aligned_alloc(kAlign, kBufferSize));

@@ -8,8 +8,11 @@
 //   compute range  a LEAF range (no child on its lane) that is not a comm range. Parents
 //                  (step, layer wrappers, ...) never count: only their leaves do.
 //   On a rank with GPU kernels (CUPTI / nsys), kernels replace host ranges: comm = NCCL
-//   kernels (name contains "nccl"), compute = every other kernel; memcpy/memset count as
-//   neither.
+//   kernels (name contains "nccl": ncclDevKernel_*, ncclKernel_*), compute = every other
+//   kernel; memcpy/memset count as neither. The per-layer and per-head tables of such a rank
+//   use the kernels' time too (the union of the kernel intervals of each (rank, step, layer
+//   or head range, phase), phase and layer being those of the range that launched them).
+//   CPU ranks keep host ranges.
 //   Within a step window [start, end):
 //   compute_ns     |union of compute intervals|
 //   comm_ns        |union of comm intervals|

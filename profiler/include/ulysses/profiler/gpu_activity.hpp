@@ -20,6 +20,7 @@ class GpuActivitySink {
   virtual void on_memcpy(const MemcpyRecord& m) = 0;
   virtual void on_runtime(const RuntimeRecord& r) = 0;
   // CUPTI correlation id -> external id pushed with push_external_id (the traced range).
+  // CUPTI reports it before the API record and the kernel of that launch.
   virtual void on_external_correlation(int64_t correlation, int64_t external_id) {}
 };
 
@@ -35,6 +36,12 @@ class GpuActivitySource {
   virtual void push_external_id(uint64_t id) = 0;
   virtual void pop_external_id() = 0;
 };
+
+// Another CUDA tool already injected into this process (Nsight Systems sets
+// NSYS_PROFILING_SESSION_ID and CUDA_INJECTION64_PATH=.../libToolsInjection64.so; Nsight
+// Compute and other CUPTI clients set CUDA_INJECTION64_PATH). CUPTI serves one activity
+// client per process, so the Tracer then starts no GPU source and says why in *why.
+bool cuda_tool_injected(std::string* why);
 
 // Whether this build has the CUPTI source.
 bool have_cupti();

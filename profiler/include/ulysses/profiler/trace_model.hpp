@@ -29,7 +29,28 @@ struct TraceRange {
   uint8_t depth = 0;
   bool is_kernel = false;  // GPU kernel / memcpy from CUPTI or nsys
   int32_t parent = -1;     // index into TraceModel::ranges of the enclosing range on this lane
+  // GPU attribution (Ulysses traces of GPU ranks). Kernel / memcpy: CUPTI correlation id of its
+  // launch and the external id the Tracer had pushed then; step, layer, phase, dir, heads and
+  // chunk above are then those of the range that launched it. Host range: the external id
+  // its push carried. 0 = none.
+  // (Packed after `parent`: 88 bytes per range.)
+  uint32_t correlation = 0;  // CUPTI correlation ids are 32-bit
+  // Kernel: index into TraceModel::ranges of the host range that launched it (the traced range
+  // whose id it carries, or for an all-to-all issue the comm range recorded for it); -1 when
+  // unknown. HeadRange copy: the host range it copies.
+  int32_t origin = -1;
+  int64_t external_id = 0;
   int64_t duration() const { return end_ns - start_ns; }
+};
+
+// One CUDA runtime API call (CUPTI_ACTIVITY_KIND_RUNTIME), e.g. the cudaLaunchKernel of a
+// kernel with the same correlation id. Not drawn; used by exports (Kineto "cuda_runtime").
+struct RuntimeCall {
+  int32_t rank = 0;
+  int64_t tid = 0;  // OS thread id
+  int64_t start_ns = 0, end_ns = 0;
+  int64_t correlation = 0, external_id = 0;
+  int32_t name_id = 0;  // index into TraceModel::strings
 };
 
 // HostThread: one OS thread's NVTX ranges; Comm: ranges recorded on Tracer::kCommLane;
@@ -82,6 +103,7 @@ struct TraceModel {
   std::vector<TraceRange> ranges;   // grouped by lane (see Lane::first/count)
   std::vector<StepInfo> steps;
   std::vector<MemoryPoint> memory;  // sorted by (rank, t_ns)
+  std::vector<RuntimeCall> runtime; // sorted by (rank, start_ns)
   int64_t t_min = 0, t_max = 0;
 };
 

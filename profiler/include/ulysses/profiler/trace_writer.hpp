@@ -80,6 +80,11 @@ class TraceWriter {
   void write_kernel(const KernelRecord& k);
   void write_memcpy(const MemcpyRecord& m);
   void write_runtime(const RuntimeRecord& r);
+  // CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION row (externalKind 3 = CUSTOM0).
+  void write_external_correlation(int64_t correlation, int64_t external_id);
+  // ULYSSES_EXTERNAL_IDS row: what launched the GPU work tagged `external_id`. event_id =
+  // the range's NVTX_EVENTS rowid, or < 0 for a Tracer::push_correlation (no range of its own).
+  void write_external_id(int64_t external_id, int64_t event_id, int64_t step, const RangeInfo& info);
   void write_gpu_info(int32_t device, const std::string& name, int64_t total_memory, int32_t sm_count,
                       int32_t cc_major, int32_t cc_minor);
   void set_metric(const std::string& name, double value);

@@ -9,8 +9,15 @@
 //   tr->end_step(rec);                            // flush thread buffers + commit
 //
 // Nested host ranges (ScopedRange) are also NVTX push/pop ranges when built with NVTX.
-// Compile-time switch: ULYSSES_PROFILING=0 makes ULYSSES_RANGE expand to nothing.
+// With a GPU activity source, every traced range and every ScopedCorrelation (put around the
+// launch of work that is traced later, e.g. an async all-to-all issue) pushes an external
+// correlation id, so each kernel is tied to the step/layer/phase/head range that launched it.
+// Compile-time switch: ULYSSES_PROFILING=0 makes ULYSSES_RANGE and ScopedCorrelation nothing.
 #pragma once
+
+#ifndef ULYSSES_PROFILING
+#define ULYSSES_PROFILING 1
+#endif
 
 #include <cstdint>
 #include <functional>
@@ -128,6 +135,13 @@ class Tracer {
   // Names the calling thread's row in the trace (ThreadNames); the thread that opened
   // the tracer is "main", ranges on kCommLane go to the "comm" row.
   virtual void set_thread_name(const std::string& name) {}
+
+  // GPU work the calling thread launches until pop_correlation() is tagged with `info`
+  // (external correlation id, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION). For launches whose
+  // range is recorded later with record_range (async all-to-all): same `info`. Use
+  // ScopedCorrelation. No-op without a GPU activity source or outside the profiled steps.
+  virtual void push_correlation(const RangeInfo& info) {}
+  virtual void pop_correlation() {}
 };
 
 class ScopedRange {
@@ -145,11 +159,24 @@ class ScopedRange {
   Tracer* t_;
 };
 
+// Tags the GPU work launched in its scope with `info` (see Tracer::push_correlation).
+class ScopedCorrelation {
+ public:
+  ScopedCorrelation(Tracer* t, const RangeInfo& info) : t_(ULYSSES_PROFILING && t && t->active() ? t : nullptr) {
+    if (t_) t_->push_correlation(info);
+  }
+  ~ScopedCorrelation() {
+    if (t_) t_->pop_correlation();
+  }
+  ScopedCorrelation(const ScopedCorrelation&) = delete;
+  ScopedCorrelation& operator=(const ScopedCorrelation&) = delete;
+
+ private:
+  Tracer* t_;
+};
+
 }  // namespace ulysses::prof
 
-#ifndef ULYSSES_PROFILING
-#define ULYSSES_PROFILING 1
-#endif
 #define ULYSSES_CAT2(a, b) a##b
 #define ULYSSES_CAT(a, b) ULYSSES_CAT2(a, b)
 #if ULYSSES_PROFILING

@@ -1,0 +1,359 @@
+// GPU path on CPU: the Tracer with a fake CUPTI source (tests/profiler/fake_gpu.hpp) ->
+// SQLite -> loader -> analysis. Kernels are tied to the range that launched them through
+// external correlation ids (traced ranges and ScopedCorrelation around an all-to-all issue);
+// overlap and the per-layer / per-head tables use kernel intervals on GPU ranks (hand
+// computed below); only kernels of profiled steps are written; the source stands down under
+// Nsight Systems; files of the previous format version still load.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <map>
+#include <set>
+
+#include "fake_gpu.hpp"
+#include "test_util.hpp"
+#include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/trace_store.hpp"
+
+using namespace ut;
+using prof::Direction;
+using prof::LaneKind;
+using prof::Phase;
+
+namespace {
+
+constexpr int64_t kUs = 1000;
+
+prof::TracerOptions gpu_options(const std::string& path, FakeCupti** fake, int rank = 0, int world = 1) {
+  auto o = options_for(path, rank, world);
+  o.device = "cuda:" + std::to_string(rank);
+  o.gpu_source = fake_cupti_factory(fake);
+  return o;
+}
+
+std::vector<const prof::TraceRange*> kernels_named(const prof::TraceModel& m, const std::string& name) {
+  std::vector<const prof::TraceRange*> out;
+  for (const auto& r : m.ranges)
+    if (r.is_kernel && m.strings[size_t(r.name_id)] == name) out.push_back(&r);
+  return out;
+}
+
+// Host ranges (thread or comm lanes) of one phase, by start.
+std::vector<int32_t> host_ranges(const prof::TraceModel& m, Phase p) {
+  std::vector<int32_t> out;
+  for (const auto& l : m.lanes) {
+    if (l.kind != LaneKind::HostThread && l.kind != LaneKind::Comm) continue;
+    for (int64_t i = l.first; i < l.first + l.count; ++i)
+      if (m.ranges[size_t(i)].phase == p) out.push_back(int32_t(i));
+  }
+  std::sort(out.begin(), out.end(), [&](int32_t a, int32_t b) { return m.ranges[size_t(a)].start_ns < m.ranges[size_t(b)].start_ns; });
+  return out;
+}
+
+int64_t count_rows(const std::string& path, const std::string& q) {
+  sqlite3* db = nullptr;
+  sqlite3_open(path.c_str(), &db);
+  sqlite3_stmt* st = nullptr;
+  int64_t n = -1;
+  if (sqlite3_prepare_v2(db, q.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return n;
+}
+
+struct EnvVar {  // sets a variable for the scope, restores the previous value
+  std::string name;
+  bool had;
+  std::string old;
+  EnvVar(const char* n, const char* v) : name(n) {
+    const char* o = getenv(n);
+    had = o != nullptr;
+    if (had) old = o;
+    if (v) setenv(n, v, 1);
+    else unsetenv(n);
+  }
+  ~EnvVar() {
+    if (had) setenv(name.c_str(), old.c_str(), 1);
+    else unsetenv(name.c_str());
+  }
+};
+
+}  // namespace
+
+TEST(GpuCorrelation, EachKernelCarriesTheStepLayerPhaseAndHeadsOfTheRangeThatLaunchedIt) {
+  EnvVar e1("NSYS_PROFILING_SESSION_ID", nullptr), e2("CUDA_INJECTION64_PATH", nullptr);
+  TempDir tmp;
+  const std::string path = tmp.path + "/rank0.sqlite";
+  FakeCupti* fake = nullptr;
+  const prof::RangeInfo att{Phase::Attention, Direction::Forward, 1, 2, 4, 0};
+  const prof::RangeInfo a2a{Phase::A2ASeqToHead, Direction::Forward, 1, 2, 4, 0, 4096, 4096};
+  {
+    auto t = prof::Tracer::open(gpu_options(path, &fake));
+    ASSERT_NE(fake, nullptr);
+    ASSERT_TRUE(fake->started);
+    t->begin_step(3);
+    const int64_t t0 = prof::Tracer::now_ns();
+    {
+      prof::ScopedRange step(t.get(), {Phase::Step});
+      {
+        prof::ScopedRange r(t.get(), att);
+        EXPECT_NE(fake->top(), 0u);
+        fake->launch("flash_fwd_kernel", t0 + 10 * kUs, t0 + 20 * kUs, 7);
+      }
+      // The all-to-all: NCCL kernels launched at issue (q and k sent apart), the range
+      // recorded later from the completion (as CommTimeline does).
+      const int64_t issued = prof::Tracer::now_ns();
+      {
+        prof::ScopedCorrelation c(t.get(), a2a);
+        fake->launch("ncclDevKernel_SendRecv", t0 + 30 * kUs, t0 + 40 * kUs, 13);
+      }
+      {
+        prof::ScopedCorrelation c(t.get(), a2a);
+        fake->launch("ncclDevKernel_SendRecv", t0 + 41 * kUs, t0 + 50 * kUs, 13);
+      }
+      EXPECT_NE(fake->top(), 0u) << "the step range's id is back on top";
+      t->record_range(a2a, issued, prof::Tracer::now_ns() + 1000, prof::Tracer::kCommLane);
+      // Two ranges with the same attributes: each kernel belongs to its own one.
+      for (int i = 0; i < 2; ++i) {
+        prof::ScopedRange n(t.get(), {Phase::Norm, Direction::Forward, 1});
+        fake->launch("rms_norm_" + std::to_string(i), t0 + (60 + 10 * i) * kUs, t0 + (65 + 10 * i) * kUs, 7);
+        spin_ns(2000);
+      }
+    }
+    EXPECT_EQ(fake->top(), 0u) << "every push popped";
+    fake->launch("stray_kernel", t0 + 90 * kUs, t0 + 95 * kUs, 7);  // no range open
+    t->end_step(prof::StepRecord{3});
+  }
+
+  // Stored: correlation -> external id -> launcher, as the documented SQL joins them.
+  EXPECT_EQ(count_rows(path,
+                       "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                       "JOIN CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION x ON x.correlationId = k.correlationId "
+                       "JOIN ULYSSES_EXTERNAL_IDS e ON e.externalId = x.externalId WHERE e.layer = 1 AND e.step = 3"),
+            5);
+  EXPECT_EQ(count_rows(path, "SELECT count(*) FROM ULYSSES_EXTERNAL_IDS WHERE eventId IS NULL"), 2);  // the two issues
+
+  auto m = prof::load_trace(path);
+  const auto att_ranges = host_ranges(m, Phase::Attention);
+  const auto comm_ranges = host_ranges(m, Phase::A2ASeqToHead);
+  const auto norm_ranges = host_ranges(m, Phase::Norm);
+  ASSERT_EQ(att_ranges.size(), 1u);
+  ASSERT_EQ(comm_ranges.size(), 1u);
+  ASSERT_EQ(norm_ranges.size(), 2u);
+  EXPECT_EQ(m.lanes[size_t(m.ranges[size_t(comm_ranges[0])].lane)].kind, LaneKind::Comm);
+
+  auto flash = kernels_named(m, "flash_fwd_kernel");
+  ASSERT_EQ(flash.size(), 1u);
+  EXPECT_EQ(flash[0]->step, 3);
+  EXPECT_EQ(flash[0]->layer, 1);
+  EXPECT_EQ(flash[0]->phase, Phase::Attention);
+  EXPECT_EQ(flash[0]->dir, Direction::Forward);
+  EXPECT_EQ(flash[0]->head_begin, 2);
+  EXPECT_EQ(flash[0]->head_end, 4);
+  EXPECT_EQ(flash[0]->chunk, 0);
+  EXPECT_EQ(flash[0]->origin, att_ranges[0]);
+  EXPECT_EQ(flash[0]->external_id, m.ranges[size_t(att_ranges[0])].external_id);
+  EXPECT_NE(flash[0]->external_id, 0);
+
+  auto nccl = kernels_named(m, "ncclDevKernel_SendRecv");
+  ASSERT_EQ(nccl.size(), 2u);
+  for (const auto* k : nccl) {
+    EXPECT_EQ(k->phase, Phase::A2ASeqToHead);
+    EXPECT_EQ(k->layer, 1);
+    EXPECT_EQ(k->head_begin, 2);
+    EXPECT_EQ(k->step, 3);
+    EXPECT_EQ(k->origin, comm_ranges[0]) << "NCCL kernel of an all-to-all issue -> its comm range";
+  }
+  EXPECT_NE(nccl[0]->external_id, nccl[1]->external_id);
+
+  for (int i = 0; i < 2; ++i) {
+    auto n = kernels_named(m, "rms_norm_" + std::to_string(i));
+    ASSERT_EQ(n.size(), 1u);
+    EXPECT_EQ(n[0]->origin, norm_ranges[size_t(i)]) << "kernel " << i << " belongs to its own norm range";
+    EXPECT_EQ(n[0]->phase, Phase::Norm);
+  }
+  auto stray = kernels_named(m, "stray_kernel");
+  ASSERT_EQ(stray.size(), 1u);  // inside the profiled step: kept, but attributed to nothing
+  EXPECT_EQ(stray[0]->origin, -1);
+  EXPECT_EQ(stray[0]->layer, -1);
+  EXPECT_EQ(stray[0]->phase, Phase::Other);
+  EXPECT_EQ(m.runtime.size(), 6u);  // one cudaLaunchKernel per kernel
+}
+
+// Hand-computed intervals (offsets from the step start T, in us):
+//   compute kernels  flash [100,500) stream 7 (attention), gemm [950,1200) stream 7 (qkv_proj)
+//   NCCL kernels     s2h   [300,700) stream 13,           h2s  [900,1000) stream 13
+//   compute = 400 + 250 = 650, comm = 400 + 100 = 500,
+//   overlap = [300,500) + [950,1000) = 200 + 50 = 250, ratio = 0.5.
+// The host ranges around them last ~20 us each and the comm ranges are recorded at other
+// times, so tables built from host ranges would give other numbers.
+TEST(GpuCorrelation, OverlapLayerAndHeadTablesUseKernelIntervalsOnGpuRanks) {
+  EnvVar e1("NSYS_PROFILING_SESSION_ID", nullptr), e2("CUDA_INJECTION64_PATH", nullptr);
+  TempDir tmp;
+  const std::string path = tmp.path + "/rank0.sqlite";
+  FakeCupti* fake = nullptr;
+  const prof::RangeInfo s2h{Phase::A2ASeqToHead, Direction::Forward, 0, 0, 4, -1, 100, 100};
+  const prof::RangeInfo h2s{Phase::A2AHeadToSeq, Direction::Forward, 0, 0, 4, -1, 100, 100};
+  {
+    auto t = prof::Tracer::open(gpu_options(path, &fake));
+    t->begin_step(0);
+    const int64_t T = prof::Tracer::now_ns();
+    {
+      prof::ScopedRange st(t.get(), {Phase::Step});
+      {
+        ULYSSES_RANGE(t.get(), Phase::QkvProj, Direction::Forward, 0);
+        fake->launch("sm90_gemm", T + 950 * kUs, T + 1200 * kUs, 7);
+        spin_ns(20 * kUs);
+      }
+      const int64_t c0 = prof::Tracer::now_ns();
+      {
+        prof::ScopedCorrelation c(t.get(), s2h);
+        fake->launch("ncclDevKernel_SendRecv", T + 300 * kUs, T + 700 * kUs, 13);
+      }
+      t->record_range(s2h, c0, c0 + 5 * kUs);
+      {
+        ULYSSES_RANGE(t.get(), Phase::Attention, Direction::Forward, 0, 0, 4);
+        fake->launch("flash_fwd_kernel", T + 100 * kUs, T + 500 * kUs, 7);
+        spin_ns(20 * kUs);
+      }
+      const int64_t c1 = prof::Tracer::now_ns();
+      {
+        prof::ScopedCorrelation c(t.get(), h2s);
+        fake->launch("ncclDevKernel_SendRecv", T + 900 * kUs, T + 1000 * kUs, 13);
+      }
+      t->record_range(h2s, c1, c1 + 5 * kUs);
+      spin_ns(1300 * kUs);  // the step outlasts the kernels
+    }
+    t->end_step(prof::StepRecord{0});
+  }
+  auto m = prof::load_trace(path);
+  auto s = prof::analyze(m);
+  ASSERT_EQ(s.steps.size(), 1u);
+  const auto& b = s.steps[0];
+  EXPECT_TRUE(b.gpu);
+  EXPECT_EQ(b.compute_ns, 650 * kUs);
+  EXPECT_EQ(b.comm_ns, 500 * kUs);
+  EXPECT_EQ(b.overlap_ns, 250 * kUs);
+  EXPECT_DOUBLE_EQ(b.overlap_ratio, 0.5);
+
+  ASSERT_EQ(s.layers.size(), 1u);
+  const auto& l = s.layers[0];
+  EXPECT_EQ(l.layer, 0);
+  EXPECT_EQ(l.dir, Direction::Forward);
+  EXPECT_EQ(l.qkv_proj_ns, 250 * kUs);
+  EXPECT_EQ(l.attention_ns, 400 * kUs);
+  EXPECT_EQ(l.a2a_seq_to_head_ns, 400 * kUs);
+  EXPECT_EQ(l.a2a_head_to_seq_ns, 100 * kUs);
+  EXPECT_EQ(l.a2a_bytes_sent, 200);  // bytes still come from the host comm ranges
+  EXPECT_EQ(l.samples, 1);
+
+  ASSERT_EQ(s.heads.size(), 1u);
+  EXPECT_EQ(s.heads[0].head_begin, 0);
+  EXPECT_EQ(s.heads[0].head_end, 4);
+  EXPECT_EQ(s.heads[0].attention_ns, 400 * kUs);
+  EXPECT_EQ(s.heads[0].a2a_seq_to_head_ns, 400 * kUs);
+  EXPECT_EQ(s.heads[0].a2a_head_to_seq_ns, 100 * kUs);
+  EXPECT_EQ(s.heads[0].count, 3);  // kernels
+  EXPECT_EQ(s.heads[0].bytes_sent, 200);
+
+  // The same trace without its kernels is a CPU rank: host ranges again.
+  prof::LoadOptions host_only;
+  host_only.gpu_activity = false;
+  auto mh = prof::load_trace(path, host_only);
+  auto sh = prof::analyze(mh);
+  ASSERT_EQ(sh.layers.size(), 1u);
+  EXPECT_FALSE(sh.steps[0].gpu);
+  EXPECT_EQ(sh.layers[0].a2a_seq_to_head_ns, 5 * kUs);
+  EXPECT_GE(sh.layers[0].attention_ns, 20 * kUs);
+  EXPECT_LT(sh.layers[0].attention_ns, 400 * kUs);
+}
+
+TEST(GpuCorrelation, OnlyKernelsOfProfiledStepsAreWritten) {
+  EnvVar e1("NSYS_PROFILING_SESSION_ID", nullptr), e2("CUDA_INJECTION64_PATH", nullptr);
+  TempDir tmp;
+  const std::string path = tmp.path + "/rank0.sqlite";
+  FakeCupti* fake = nullptr;
+  auto o = gpu_options(path, &fake);
+  o.step_begin = 1;
+  o.step_end = 1;
+  {
+    auto t = prof::Tracer::open(o);
+    for (int step = 0; step < 3; ++step) {
+      t->begin_step(step);
+      const int64_t now = prof::Tracer::now_ns();
+      {
+        ULYSSES_RANGE(t.get(), Phase::Attention, Direction::Forward, step);
+        fake->launch("k_step" + std::to_string(step), now + 1000, now + 2000, 7);
+        // Step 1's second kernel reaches the sink only at step 2's flush, runs after
+        // end_step(1) (GPU behind the host) and has no runtime record: only its external id
+        // says it belongs to step 1.
+        if (step == 1)
+          fake->launch("k_step1_late", now + 50 * 1000 * kUs, now + 51 * 1000 * kUs, 7, /*hold=*/1, /*api=*/false);
+      }
+      // A kernel launched outside any range: attributed by its launch time.
+      fake->launch("k_loose" + std::to_string(step), now + 3000, now + 4000, 7);
+      spin_ns(10 * kUs);
+      t->end_step(prof::StepRecord{step});
+    }
+  }
+  auto m = prof::load_trace(path);
+  std::set<std::string> names;
+  for (const auto& r : m.ranges)
+    if (r.is_kernel) names.insert(m.strings[size_t(r.name_id)]);
+  EXPECT_EQ(names, (std::set<std::string>{"k_step1", "k_step1_late", "k_loose1"}));
+  auto late = kernels_named(m, "k_step1_late");
+  ASSERT_EQ(late.size(), 1u);
+  EXPECT_EQ(late[0]->step, 1);
+  EXPECT_EQ(late[0]->layer, 1);
+  EXPECT_EQ(count_rows(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME"), 2);
+  EXPECT_EQ(count_rows(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"), 3);
+}
+
+TEST(GpuCorrelation, StandsDownWithAMessageUnderNsightSystems) {
+  TempDir tmp;
+  for (const char* var : {"NSYS_PROFILING_SESSION_ID", "CUDA_INJECTION64_PATH"}) {
+    EnvVar clear1("NSYS_PROFILING_SESSION_ID", nullptr), clear2("CUDA_INJECTION64_PATH", nullptr);
+    EnvVar set(var, std::string(var) == "CUDA_INJECTION64_PATH" ? "/opt/nvidia/nsight-systems/libToolsInjection64.so" : "7");
+    FakeCupti* fake = nullptr;
+    const std::string path = tmp.path + "/" + var + ".sqlite";
+    testing::internal::CaptureStderr();
+    {
+      auto t = prof::Tracer::open(gpu_options(path, &fake));
+      EXPECT_EQ(fake, nullptr) << var << ": the GPU source must not even be built";
+      t->begin_step(0);
+      { ULYSSES_RANGE(t.get(), Phase::Attention, Direction::Forward, 0); }
+      t->end_step(prof::StepRecord{0});
+    }
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("stands down"), std::string::npos) << err;
+    EXPECT_NE(err.find(var), std::string::npos) << err;
+    auto m = prof::load_trace(path);
+    EXPECT_EQ(host_ranges(m, Phase::Attention).size(), 1u) << "host ranges are still recorded";
+  }
+  // Without the variables the same options start the source.
+  EnvVar clear1("NSYS_PROFILING_SESSION_ID", nullptr), clear2("CUDA_INJECTION64_PATH", nullptr);
+  FakeCupti* fake = nullptr;
+  auto t = prof::Tracer::open(gpu_options(tmp.path + "/plain.sqlite", &fake));
+  ASSERT_NE(fake, nullptr);
+  EXPECT_TRUE(fake->started);
+}
+
+TEST(GpuCorrelation, CpuRanksPushNoIdsAndOlderFilesStillLoad) {
+  EnvVar e1("NSYS_PROFILING_SESSION_ID", nullptr), e2("CUDA_INJECTION64_PATH", nullptr);
+  TempDir tmp;
+  record_run(tmp.path);  // CPU ranks: no GPU source
+  const std::string r0 = tmp.path + "/trace/rank0.sqlite";
+  EXPECT_EQ(count_rows(r0, "SELECT count(*) FROM ULYSSES_EXTERNAL_IDS"), 0);
+  // A format-1 file (before the correlation tables) loads as before.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(r0.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "DROP TABLE ULYSSES_EXTERNAL_IDS; DROP TABLE CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION; "
+                         "PRAGMA user_version = 1;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto m = prof::load_trace(r0);
+  EXPECT_EQ(m.steps.size(), 2u);
+  for (const auto& r : m.ranges) EXPECT_EQ(r.external_id, 0);
+}
