@@ -152,5 +152,8 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "ulysses-worker (rank " << rank << "): error: " << e.what() << std::endl;
     return 1;
+  } catch (...) {  // nothing escapes main as an abort (134)
+    std::cerr << "ulysses-worker (rank " << rank << "): error: unknown exception" << std::endl;
+    return 1;
   }
 }
