@@ -235,14 +235,18 @@ class Session {
   //      out waiting for it and exited first;
   //   3. the failed rank whose output ended first (several found dead in one pass: the
   //      others noticed the failure and quit at once).
+  //   The decision waits kSettleS after the first failure is seen: a killed rank's sockets
+  //   close before it becomes reapable, so its peers can be found dead before it.
   void reap() {
-    std::vector<Rank*> failed;
     for (auto& r : ranks_) {
       if (!r.proc || !r.proc->running()) continue;
       if (!r.proc->try_reap()) continue;
-      if (!r.proc->exit_info().success()) failed.push_back(&r);
+      if (!r.proc->exit_info().success()) failed_.push_back(&r);
     }
-    if (failed.empty() || stopping_ || failed_rank_) return;
+    if (failed_.empty() || stopping_ || failed_rank_) return;
+    if (settle_start_ == Clock::time_point{}) settle_start_ = Clock::now();
+    if (seconds_since(settle_start_) < kSettleS && any_running()) return;
+    const std::vector<Rank*>& failed = failed_;
     auto earlier = [](const Rank* a, const Rank* b) { return a->first_eof < b->first_eof; };
     Rank* killed = nullptr;
     for (Rank* r : failed)
@@ -321,6 +325,9 @@ class Session {
     spawn_failed_ = true;
   }
 
+  static constexpr double kSettleS = 0.3;
+  std::vector<Rank*> failed_;          // ranks that exited unsuccessfully, in the order seen
+  Clock::time_point settle_start_{};   // when the first of them was seen
   bool stopping_ = false;
   bool spawn_failed_ = false;
   std::optional<int> failed_rank_;

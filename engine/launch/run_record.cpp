@@ -107,6 +107,10 @@ std::string run_record_text(const RunRecord& r) {
   RunRecord copy = r;
   if (copy.message.size() > 2000) copy.message = copy.message.substr(0, 2000) + "...";
   std::string text = copy.to_json().dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  while (text.size() >= kRunJsonReserve && copy.message.size() > 64) {  // escapes can grow a message 6x
+    copy.message = copy.message.substr(0, copy.message.size() / 2) + "...";
+    text = copy.to_json().dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  }
   if (text.size() < kRunJsonReserve) text.append(kRunJsonReserve - text.size() - 1, ' ').push_back('\n');
   return text;
 }
