@@ -1,20 +1,27 @@
-// ulysses-run CONFIG.json [--set key=value]... [--json] [--out DIR] [--worker PATH]
+// ulysses-run CONFIG.json [--set key=value]... [--json] [--out DIR] [--worker PATH] [--force]
 // Validates the run config (and its files) before starting anything, then runs
 // sp_size x dp_size ulysses-worker processes through ulysses::launch and reports.
+// Before launch: the estimated memory must fit the machine, --out must be absent or empty,
+// train.save_to must be writable. --force launches past the memory check and moves an
+// old --out directory aside (never into it, never appending).
 // Exit codes: 0 finished, 2 bad input (config, --out in use, a rank exited 2), 1 failure
-// or stopped by SIGINT/SIGTERM.
+// or stopped by SIGINT/SIGTERM. No exception escapes main (no abort, 134).
+#include <unistd.h>
+
 #include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "cost_model.hpp"
 #include "device_decision.hpp"
 #include "launch_error.hpp"
 #include "run_config.hpp"
@@ -56,6 +63,45 @@ void say_each_line(const std::string& msg) {
   }
 }
 
+// Memory this machine can give the run: physical memory, or the cgroup's limit if lower.
+int64_t machine_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  int64_t bytes = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+  std::ifstream cg("/sys/fs/cgroup/memory.max");
+  std::string limit;
+  if (cg >> limit && !limit.empty() && std::isdigit(static_cast<unsigned char>(limit[0]))) {
+    try {
+      const int64_t c = std::stoll(limit);
+      if (c > 0 && (bytes == 0 || c < bytes)) bytes = c;
+    } catch (const std::exception&) {
+    }
+  }
+  return bytes;
+}
+
+// Empty when the run's estimated memory fits this machine, else the refusal with the numbers.
+// Only for runs whose ranks all live in host memory (train.device cpu, or auto without a GPU).
+std::string memory_refusal(const ulysses::RunConfig& cfg) {
+  namespace C = ulysses::cost;
+  const bool host = cfg.train.device == "cpu" || (cfg.train.device == "auto" && !std::filesystem::exists("/dev/nvidia0"));
+  if (!host) return {};
+  C::CostOptions o;
+  // The engine's default attention on CPU is blocked (no N x N scores); sdpa's math path keeps them.
+  o.math_attention = cfg.train.attention == "sdpa" ? 1 : 0;
+  const C::CostEstimate e = C::estimate(cfg, o);
+  const int64_t world = cfg.parallel.world_size();
+  const double per_rank = static_cast<double>(e.total_bytes());
+  const double total = per_rank * static_cast<double>(world);
+  const int64_t have = machine_memory_bytes();
+  if (have <= 0 || total <= static_cast<double>(have)) return {};
+  return "estimated memory " + C::format_bytes(total) + " (" + std::to_string(world) + " rank(s) x " + C::format_bytes(per_rank) +
+         ": weights, gradients and AdamW state " +
+         C::format_bytes(static_cast<double>(e.param_bytes + e.grad_bytes + e.master_bytes + e.optimizer_bytes)) + ", activations " +
+         C::format_bytes(static_cast<double>(e.activation_bytes)) + ") exceeds this machine's memory of " +
+         C::format_bytes(static_cast<double>(have)) +
+         "; make the model, train.seq_length or the number of ranks smaller, or pass --force to launch anyway";
+}
+
 std::string config_name(const std::string& path) {
   std::string stem = std::filesystem::path(path).stem().string();
   for (char& c : stem)
@@ -65,7 +111,7 @@ std::string config_name(const std::string& path) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   namespace L = ulysses::launch;
   CLI::App app{"ulysses-run: launch a local multi-process Ulysses sequence-parallel training run.\n"
                "Starts parallel.sp_size x parallel.dp_size ulysses-worker processes and writes the run\n"
@@ -73,7 +119,7 @@ int main(int argc, char** argv) {
                "ulysses-run"};
   std::string config_path, out_dir, worker;
   std::vector<std::string> overrides;
-  bool json_mode = false;
+  bool json_mode = false, force = false;
   app.add_option("config", config_path, "Run config JSON (see resources/configs/)")->required();
   app.add_option("--set", overrides, "Override a config field, e.g. --set parallel.sp_size=4 (repeatable)")
       ->type_name("KEY=VALUE")
@@ -81,12 +127,15 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json_mode, "Print each step's METRIC JSON object on stdout, one per line");
   app.add_option("--out", out_dir, "Run directory (default runs/<YYYYmmdd-HHMMSS>-<config name>)");
   app.add_option("--worker", worker, "ulysses-worker executable (default: $ULYSSES_WORKER, then next to ulysses-run)");
+  app.add_flag("--force", force,
+               "Launch even when the estimated memory exceeds this machine's, and reuse a non-empty --out by moving "
+               "the old directory aside to DIR.old-TIMESTAMP");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     say(e.what());
-    say("usage: ulysses-run CONFIG.json [--set key=value]... [--json] [--out DIR] [--worker PATH]; see --help");
+    say("usage: ulysses-run CONFIG.json [--set key=value]... [--json] [--out DIR] [--worker PATH] [--force]; see --help");
     return 2;
   }
 
@@ -106,6 +155,14 @@ int main(int argc, char** argv) {
     say_each_line(e.what());
     return 2;
   }
+  // Memory: refuse what cannot fit before a worker builds it and the machine swaps.
+  if (const std::string why = memory_refusal(cfg); !why.empty()) {
+    if (!force) {
+      say(why);
+      return 2;
+    }
+    say("warning (--force): " + why);
+  }
 
   // 2. Worker binary.
   const L::WorkerLocation where = L::locate_worker(worker, std::getenv("ULYSSES_WORKER"), L::self_executable());
@@ -119,8 +176,50 @@ int main(int argc, char** argv) {
     out_dir = (std::filesystem::path("runs") /
                (L::compact_local_timestamp(std::chrono::system_clock::now()) + "-" + config_name(config_path)))
                   .string();
-  if (L::run_dir_in_use(out_dir)) {
-    say(out_dir + "/run.json exists: that directory already holds a run; pick another --out or delete it");
+  // A run directory is written fresh: never into the user's files, never appending.
+  const L::RunDirInfo out_state = L::inspect_run_dir(out_dir);
+  switch (out_state.state) {
+    case L::RunDirState::Absent:
+    case L::RunDirState::Empty:
+      break;
+    case L::RunDirState::NotADirectory:
+      say(out_state.detail + "; pick another --out");
+      return 2;
+    case L::RunDirState::LiveRun:
+      say(out_state.detail + "; pick another --out (--force never touches a live run)");
+      return 2;
+    case L::RunDirState::OldRun:
+    case L::RunDirState::Foreign:
+      if (!force) {
+        say(out_state.detail + "; pick another --out or delete it, or pass --force to move it aside");
+        return 2;
+      }
+      break;
+  }
+  // train.save_to: found unwritable now, not after the last step with the model in memory.
+  if (!cfg.train.save_to.empty()) {
+    const std::filesystem::path st(cfg.train.save_to);
+    std::error_code ec;
+    if (std::filesystem::exists(st / "config.json", ec) && !std::filesystem::exists(st / "model.safetensors", ec) && !force) {
+      say("train.save_to: " + (st / "config.json").string() +
+          " exists and is not part of a checkpoint; saving would overwrite it (pick another directory, or --force)");
+      return 2;
+    }
+    if (const std::string why = L::probe_writable_dir(cfg.train.save_to); !why.empty()) {
+      say("train.save_to: " + why + " (checked before launch, so the trained model is not lost at the end)");
+      return 2;
+    }
+  }
+  if (force && (out_state.state == L::RunDirState::OldRun || out_state.state == L::RunDirState::Foreign)) {
+    try {
+      say("--force: moved the old " + out_dir + " aside to " + L::move_run_dir_aside(out_dir));
+    } catch (const L::LaunchError& e) {
+      say(e.what());
+      return 2;
+    }
+  }
+  if (const std::string why = L::probe_writable_dir(out_dir); !why.empty()) {
+    say("--out: " + why);
     return 2;
   }
 
@@ -176,4 +275,20 @@ int main(int argc, char** argv) {
       break;
   }
   return res.exit_code;
+}
+
+int main(int argc, char** argv) {
+  // Every exception ends as a message and an exit code, never as an abort.
+  try {
+    return run_main(argc, argv);
+  } catch (const ulysses::ConfigError& e) {
+    say_each_line(e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    say(std::string("error: ") + e.what());
+    return 1;
+  } catch (...) {
+    say("error: unknown exception");
+    return 1;
+  }
 }

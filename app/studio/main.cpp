@@ -15,7 +15,8 @@
 
 #include "main_window.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+int studio_main(int argc, char** argv) {
   // Without a display, --help, --version and --screenshot still work offscreen; a window
   // that cannot be shown gets a message instead of Qt's abort.
   const bool has_display = std::getenv("DISPLAY") || std::getenv("WAYLAND_DISPLAY") || std::getenv("QT_QPA_PLATFORM");
@@ -89,6 +90,11 @@ int main(int argc, char** argv) {
   if (!pos.isEmpty()) {
     QString err;
     const QFileInfo fi(pos.front());
+    // Only a folder or a regular file: a FIFO would block the studio before its window shows.
+    if (fi.exists() && !fi.isDir() && !fi.isFile()) {
+      std::fprintf(stderr, "ulysses-studio: %s is not a regular file or a folder (a FIFO or a device?)\n", qPrintable(pos.front()));
+      return 2;
+    }
     const bool isTrace = fi.isFile() && fi.suffix().toLower() == QLatin1String("sqlite");
     bool ok = screenshot && isTrace ? w.openTraceAndWait(fi.absoluteFilePath(), &err) : w.openPath(pos.front(), &err);
     if (!ok) {
@@ -128,4 +134,18 @@ int main(int argc, char** argv) {
   });
   app.exec();
   return rc;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Every exception ends as a message and exit 1, never as an abort (134).
+  try {
+    return studio_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ulysses-studio: error: %s\n", e.what());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "ulysses-studio: error: unknown exception\n");
+    return 1;
+  }
 }

@@ -83,6 +83,9 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "ulysses-trace: " << e.what() << "\n";
     return 1;
+  } catch (...) {  // nothing escapes main as an abort (134)
+    std::cerr << "ulysses-trace: error: unknown exception\n";
+    return 1;
   }
   return 0;
 }

@@ -176,5 +176,8 @@ int main(int argc, char** argv) {
     std::cerr << "ulysses-worker (rank " << rank << "): error: " << e.what() << std::endl;
     abort_comm();
     return 1;
+  } catch (...) {  // nothing escapes main as an abort (134)
+    std::cerr << "ulysses-worker (rank " << rank << "): error: unknown exception" << std::endl;
+    return 1;
   }
 }

@@ -1,8 +1,13 @@
 // Run configuration parsing, overrides, HF config.json mapping and validation.
 #include "run_config.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -24,16 +29,58 @@ struct Field {
 
 std::string type_name(const json& v) { return v.type_name(); }
 
+// A value for an error message: never throws (invalid UTF-8 is replaced), never huge.
+std::string show(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
+
+// True when s is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
+bool valid_utf8(const std::string& s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned c = p[i];
+    size_t len = 0;
+    unsigned cp = 0;
+    if (c < 0x80) { ++i; continue; }
+    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+    else return false;
+    if (i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+      return false;
+    i += len;
+  }
+  return true;
+}
+
 template <class S>
 Field<S> f(const char* name, int64_t S::*m) {
   return {name,
           [m](S& s, const json& v, const std::string& path) {
-            if (v.is_number_integer() || v.is_number_unsigned()) {
+            if (v.is_number_unsigned()) {
+              if (v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+                throw ConfigError(path + " = " + show(v) + " is out of range (at most " + std::to_string(INT64_MAX) + ")");
+              s.*m = static_cast<int64_t>(v.get<uint64_t>());
+            } else if (v.is_number_integer()) {
               s.*m = v.get<int64_t>();
-            } else if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>()))) {
-              s.*m = static_cast<int64_t>(v.get<double>());
+            } else if (v.is_number_float()) {
+              // Range first: casting a double beyond int64 to int64 is undefined behaviour.
+              const double x = v.get<double>();
+              if (!(std::fabs(x) < 9.2e18))
+                throw ConfigError(path + " = " + show(v) + " is out of range for a 64-bit integer");
+              if (x != std::trunc(x)) throw ConfigError(path + " must be an integer, got " + show(v));
+              s.*m = static_cast<int64_t>(x);
             } else {
-              throw ConfigError(path + " must be an integer, got " + v.dump() + " (" + type_name(v) + ")");
+              throw ConfigError(path + " must be an integer, got " + show(v) + " (" + type_name(v) + ")");
             }
           },
           [m](const S& s) { return json(s.*m); }};
@@ -42,8 +89,10 @@ template <class S>
 Field<S> f(const char* name, double S::*m) {
   return {name,
           [m](S& s, const json& v, const std::string& path) {
-            if (!v.is_number()) throw ConfigError(path + " must be a number, got " + v.dump());
-            s.*m = v.get<double>();
+            if (!v.is_number()) throw ConfigError(path + " must be a number, got " + show(v));
+            const double x = v.get<double>();
+            if (!std::isfinite(x)) throw ConfigError(path + " must be a finite number, got " + show(v));
+            s.*m = x;
           },
           [m](const S& s) { return json(s.*m); }};
 }
@@ -51,7 +100,7 @@ template <class S>
 Field<S> f(const char* name, bool S::*m) {
   return {name,
           [m](S& s, const json& v, const std::string& path) {
-            if (!v.is_boolean()) throw ConfigError(path + " must be true or false, got " + v.dump());
+            if (!v.is_boolean()) throw ConfigError(path + " must be true or false, got " + show(v));
             s.*m = v.get<bool>();
           },
           [m](const S& s) { return json(s.*m); }};
@@ -61,8 +110,12 @@ Field<S> f(const char* name, std::string S::*m) {
   return {name,
           [m](S& s, const json& v, const std::string& path) {
             if (v.is_null()) { s.*m = ""; return; }
-            if (!v.is_string()) throw ConfigError(path + " must be a string, got " + v.dump());
-            s.*m = v.get<std::string>();
+            if (!v.is_string()) throw ConfigError(path + " must be a string, got " + show(v));
+            const std::string& x = v.get_ref<const std::string&>();
+            if (!valid_utf8(x))
+              throw ConfigError(path + " is not valid UTF-8 (" + show(v) + "); rename the file or directory to a UTF-8 name");
+            if (x.size() > 4096) throw ConfigError(path + " is longer than 4096 bytes");
+            s.*m = x;
           },
           [m](const S& s) { return json(s.*m); }};
 }
@@ -208,6 +261,7 @@ RunConfig RunConfig::from_json(const json& j) {
     else if (k == "profile") read_section(c.profile, it.value(), k, profile_fields());
     else if (k == "name" || k == "description") {
       if (!it.value().is_string()) throw ConfigError(k + " must be a string");
+      if (!valid_utf8(it.value().get_ref<const std::string&>())) throw ConfigError(k + " is not valid UTF-8");
       (k == "name" ? c.name : c.description) = it.value().get<std::string>();
     }
     else throw ConfigError("unknown config section '" + k + "' (valid: " + kSections + ", name, description)");
@@ -215,14 +269,42 @@ RunConfig RunConfig::from_json(const json& j) {
   return c;
 }
 
+std::string regular_file_problem(const std::string& path, int64_t max_bytes) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return errno == ENOENT ? "no such file" : std::string(std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) return "it is a directory, not a file";
+  if (!S_ISREG(st.st_mode))
+    return std::string("it is not a regular file (") +
+           (S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ? "a character device" : S_ISBLK(st.st_mode) ? "a block device"
+                                                                                 : S_ISSOCK(st.st_mode) ? "a socket" : "special") +
+           "); only regular files are read";
+  if (max_bytes >= 0 && st.st_size > max_bytes)
+    return std::to_string(st.st_size) + " bytes is more than the limit of " + std::to_string(max_bytes) + " bytes";
+  return {};
+}
+
 json load_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError("cannot open " + path + ": " + (fs::exists(path) ? "permission denied" : "no such file"));
-  std::stringstream ss;
-  ss << in.rdbuf();
+  // stat first: a FIFO would block forever, /dev/zero would read until memory runs out.
+  const std::string why = regular_file_problem(path, kMaxJsonFileBytes);
+  if (!why.empty()) throw ConfigError("cannot read " + path + ": " + why);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("cannot open " + path + ": " + std::strerror(errno));
+  std::string text;
+  std::error_code ec;
+  const auto expected = fs::file_size(path, ec);
+  // One byte more than stat said, so that a file growing past the limit is noticed.
+  text.resize(static_cast<size_t>(std::min<uintmax_t>(ec ? 0 : expected, static_cast<uintmax_t>(kMaxJsonFileBytes)) + 1));
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) throw ConfigError("cannot read " + path + ": I/O error");
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (static_cast<int64_t>(text.size()) > kMaxJsonFileBytes)
+    throw ConfigError("cannot read " + path + ": more than " + std::to_string(kMaxJsonFileBytes) + " bytes");
   try {
-    return json::parse(ss.str());
-  } catch (const json::parse_error& e) {
+    return json::parse(text);
+  } catch (const json::out_of_range& e) {  // e.g. 1e999: beyond a double
+    throw ConfigError(path + " holds a number out of range: " + e.what());
+  } catch (const json::exception& e) {
     throw ConfigError(path + " is not valid JSON: " + e.what());
   }
 }
@@ -236,7 +318,9 @@ void apply_override(json& config, const std::string& assignment) {
   json value;
   try {
     value = json::parse(raw);
-  } catch (const json::parse_error&) {
+  } catch (const json::out_of_range& e) {  // 1e999: a number, but not one a double holds
+    throw ConfigError("--set " + key + ": " + show(json(raw)) + " is out of range (beyond a 64-bit double)");
+  } catch (const json::exception&) {
     value = raw;  // plain string
   }
   auto dot = key.find('.');
@@ -272,7 +356,7 @@ ModelConfig model_from_hf_config(const json& hf) {
     const json& v = it.value();
     if (std::find(kHfInformational.begin(), kHfInformational.end(), k) != kHfInformational.end()) continue;
     if (k == "hidden_act") {
-      if (v != "silu") throw ConfigError("config.json: hidden_act '" + v.dump() + "' is not supported (only silu)");
+      if (v != "silu") throw ConfigError("config.json: hidden_act '" + show(v) + "' is not supported (only silu)");
       continue;
     }
     if (k == "attention_bias" || k == "mlp_bias") {
@@ -292,7 +376,7 @@ ModelConfig model_from_hf_config(const json& hf) {
   if (!kv_given) m.num_key_value_heads = m.num_attention_heads;
   if (hf.contains("head_dim") && hf["head_dim"].is_number_integer() && m.num_attention_heads > 0 &&
       hf["head_dim"].get<int64_t>() != m.hidden_size / m.num_attention_heads)
-    throw ConfigError("config.json: head_dim " + hf["head_dim"].dump() + " differs from hidden_size/num_attention_heads (" +
+    throw ConfigError("config.json: head_dim " + show(hf["head_dim"]) + " differs from hidden_size/num_attention_heads (" +
                       num(m.hidden_size / m.num_attention_heads) + "), which is not supported");
   return m;
 }
@@ -321,9 +405,15 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   RunConfig c = RunConfig::from_json(j);
   if (!c.train.init_from.empty()) {
     const std::string cj = (fs::path(c.train.init_from) / "config.json").string();
-    if (!fs::exists(cj))
+    std::error_code ec;
+    if (!fs::exists(cj, ec))
       throw ConfigError("train.init_from: " + cj + " not found (expected a Hugging Face checkpoint directory with config.json and model.safetensors)");
-    ModelConfig hf = model_from_hf_config(load_json_file(cj));
+    ModelConfig hf;
+    try {
+      hf = model_from_hf_config(load_json_file(cj));
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string("train.init_from: ") + e.what());
+    }
     // Keys the user set explicitly must agree with the checkpoint.
     if (j.contains("model")) {
       json mine = write_section(c.model, model_fields());
@@ -352,30 +442,71 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
   const auto& p = c.parallel;
   const auto& t = c.train;
 
-  auto positive = [&](const std::string& field, int64_t v) {
-    if (v <= 0) bad(field, field + " must be positive, got " + num(v));
-    return v > 0;
+  // Every integer has a range: without an upper bound, num_hidden_layers=1e9 builds a model
+  // until memory runs out and products such as sp_size x dp_size overflow int64.
+  auto in_range = [&](const std::string& field, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi) {
+      bad(field, field + " must be " + (lo == 1 ? std::string("positive") : lo == 0 ? std::string(">= 0") : ">= " + num(lo)) +
+                     " and at most " + num(hi) + ", got " + num(v));
+      return false;
+    }
+    return true;
   };
-  bool ok_model = positive("model.vocab_size", m.vocab_size) & positive("model.hidden_size", m.hidden_size) &
-                  positive("model.intermediate_size", m.intermediate_size) &
-                  positive("model.num_hidden_layers", m.num_hidden_layers) &
-                  positive("model.num_attention_heads", m.num_attention_heads) &
-                  positive("model.num_key_value_heads", m.num_key_value_heads);
-  bool ok_par = positive("parallel.sp_size", p.sp_size) & positive("parallel.dp_size", p.dp_size) &
-                positive("parallel.head_chunks", p.head_chunks);
-  positive("train.seq_length", t.seq_length);
-  positive("train.micro_batch_size", t.micro_batch_size);
-  positive("train.steps", t.steps);
-  if (t.warmup_steps < 0) bad("train.warmup_steps", "train.warmup_steps must be >= 0, got " + num(t.warmup_steps));
-  if (!(t.lr > 0)) bad("train.lr", "train.lr must be positive");
-  if (t.min_lr < 0 || t.min_lr > t.lr) bad("train.min_lr", "train.min_lr must be between 0 and train.lr");
-  if (t.weight_decay < 0) bad("train.weight_decay", "train.weight_decay must be >= 0");
-  if (t.grad_clip < 0) bad("train.grad_clip", "train.grad_clip must be >= 0 (0 disables clipping)");
-  if (t.threads_per_rank < 0) bad("train.threads_per_rank", "train.threads_per_rank must be >= 0 (0 = automatic)");
-  if (m.rms_norm_eps <= 0) bad("model.rms_norm_eps", "model.rms_norm_eps must be positive");
-  if (m.rope_theta <= 0) bad("model.rope_theta", "model.rope_theta must be positive");
-  if (!(p.timeout_s > 0)) bad("parallel.timeout_s", "parallel.timeout_s must be positive");
-  if (p.world_size() > 1024) bad("parallel.sp_size", "sp_size x dp_size = " + num(p.world_size()) + " ranks is more than 1024");
+  auto positive = [&](const std::string& field, int64_t v, int64_t hi) { return in_range(field, v, 1, hi); };
+  bool ok_model = positive("model.vocab_size", m.vocab_size, kMaxVocab) & positive("model.hidden_size", m.hidden_size, kMaxHidden) &
+                  positive("model.intermediate_size", m.intermediate_size, kMaxIntermediate) &
+                  positive("model.num_hidden_layers", m.num_hidden_layers, kMaxLayers) &
+                  positive("model.num_attention_heads", m.num_attention_heads, kMaxHeads) &
+                  positive("model.num_key_value_heads", m.num_key_value_heads, kMaxHeads);
+  ok_model &= positive("model.max_position_embeddings", m.max_position_embeddings, kMaxTokens);
+  bool ok_par = positive("parallel.sp_size", p.sp_size, kMaxWorld) & positive("parallel.dp_size", p.dp_size, kMaxWorld) &
+                positive("parallel.head_chunks", p.head_chunks, kMaxHeads);
+  bool ok_train = positive("train.seq_length", t.seq_length, kMaxTokens) &
+                  positive("train.micro_batch_size", t.micro_batch_size, kMaxMicroBatch);
+  positive("train.steps", t.steps, kMaxSteps);
+  in_range("train.warmup_steps", t.warmup_steps, 0, kMaxSteps);
+  auto finite = [&](const std::string& field, double v) {
+    if (!std::isfinite(v)) bad(field, field + " must be a finite number");
+    return std::isfinite(v);
+  };
+  if (finite("train.lr", t.lr) && !(t.lr > 0)) bad("train.lr", "train.lr must be positive");
+  if (finite("train.min_lr", t.min_lr) && (t.min_lr < 0 || t.min_lr > t.lr))
+    bad("train.min_lr", "train.min_lr must be between 0 and train.lr");
+  if (finite("train.weight_decay", t.weight_decay) && t.weight_decay < 0)
+    bad("train.weight_decay", "train.weight_decay must be >= 0");
+  if (finite("train.grad_clip", t.grad_clip) && t.grad_clip < 0)
+    bad("train.grad_clip", "train.grad_clip must be >= 0 (0 disables clipping)");
+  in_range("train.threads_per_rank", t.threads_per_rank, 0, kMaxThreads);
+  if (finite("model.rms_norm_eps", m.rms_norm_eps) && !(m.rms_norm_eps > 0 && m.rms_norm_eps <= 1))
+    bad("model.rms_norm_eps", "model.rms_norm_eps must be positive and at most 1");
+  if (finite("model.rope_theta", m.rope_theta) && !(m.rope_theta > 0 && m.rope_theta <= 1e15))
+    bad("model.rope_theta", "model.rope_theta must be positive and at most 1e15");
+  if (finite("parallel.timeout_s", p.timeout_s) && !(p.timeout_s > 0 && p.timeout_s <= kMaxTimeoutS)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", p.timeout_s);
+    bad("parallel.timeout_s", std::string("parallel.timeout_s must be positive and at most ") + num(static_cast<int64_t>(kMaxTimeoutS)) +
+                                  " (7 days), got " + buf);
+  }
+  if (ok_par && p.world_size() > kMaxWorld)
+    bad("parallel.sp_size", "sp_size x dp_size = " + num(p.world_size()) + " ranks is more than " + num(kMaxWorld));
+  // Byte counts of the step, in checked 64-bit arithmetic: the cost model and the engine
+  // multiply these sizes, and a product past 2^63 wraps to nonsense (negative sizes).
+  if (ok_model && ok_par && ok_train) {
+    auto mul = [](int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); };
+    auto add = [](int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); };
+    const int64_t b = t.micro_batch_size, N = t.seq_length, d = m.hidden_size, f = m.intermediate_size, L = m.num_hidden_layers;
+    const int64_t V = m.vocab_size, H = m.num_attention_heads;
+    int64_t per_token = 0, act = 0, logits = 0, scores = 0, tokens = 0, x = 0;
+    // activations ~ b*N*(L*(12d + 3f) + d)*4 bytes; logits b*N*V*8; math attention 2*b*H*N^2*L*4
+    const bool fits = mul(d, 12, &x) && mul(f, 3, &per_token) && add(x, per_token, &per_token) && mul(per_token, L, &per_token) &&
+                      add(per_token, d, &per_token) && mul(b, N, &tokens) && mul(tokens, per_token, &act) && mul(act, 4, &act) &&
+                      mul(tokens, V, &logits) && mul(logits, 8, &logits) && mul(tokens, N, &scores) && mul(scores, H, &scores) &&
+                      mul(scores, L, &scores) && mul(scores, 8, &scores) && add(act, logits, &x) && add(x, scores, &x) &&
+                      mul(tokens, p.dp_size, &x);
+    if (!fits)
+      bad("train.seq_length", "train.seq_length (" + num(N) + ") x train.micro_batch_size (" + num(b) +
+                                  ") with this model needs more than 2^63 bytes for one step's activations; reduce them");
+  }
 
   if (ok_model) {
     if (m.hidden_size % m.num_attention_heads != 0)
@@ -387,7 +518,7 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
       bad("model.num_key_value_heads", "model.num_attention_heads (" + num(m.num_attention_heads) +
                                            ") must be divisible by model.num_key_value_heads (" + num(m.num_key_value_heads) + ")");
   }
-  if (ok_model && ok_par) {
+  if (ok_model && ok_par && ok_train) {
     if (m.num_attention_heads % p.sp_size != 0)
       bad("parallel.sp_size", "model.num_attention_heads (" + num(m.num_attention_heads) + ") must be divisible by parallel.sp_size (" +
                                   num(p.sp_size) + ")");
@@ -418,11 +549,11 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
     bad("train.activation_checkpointing", "train.activation_checkpointing must be none or layer, got '" + t.activation_checkpointing + "'");
   if (t.offload_activations && t.activation_checkpointing != "layer")
     bad("train.offload_activations", "train.offload_activations needs train.activation_checkpointing=layer (only the kept layer inputs are offloaded)");
-  if (t.loss_chunk_tokens < 0) bad("train.loss_chunk_tokens", "train.loss_chunk_tokens must be >= 0 (0 = off), got " + num(t.loss_chunk_tokens));
-  if (t.mlp_chunk_tokens < 0) bad("train.mlp_chunk_tokens", "train.mlp_chunk_tokens must be >= 0 (0 = off), got " + num(t.mlp_chunk_tokens));
+  in_range("train.loss_chunk_tokens", t.loss_chunk_tokens, 0, kMaxTokens);
+  in_range("train.mlp_chunk_tokens", t.mlp_chunk_tokens, 0, kMaxTokens);
   if (t.attention != "auto" && t.attention != "sdpa" && t.attention != "blocked")
     bad("train.attention", "train.attention must be auto, sdpa or blocked, got '" + t.attention + "'");
-  if (t.attention_block <= 0) bad("train.attention_block", "train.attention_block must be positive, got " + num(t.attention_block));
+  positive("train.attention_block", t.attention_block, kMaxTokens);
   const auto& d = c.data;
   if (d.kind != "synthetic" && d.kind != "text" && d.kind != "tokens")
     bad("data.kind", "data.kind must be synthetic, text or tokens, got '" + d.kind + "'");
@@ -433,8 +564,11 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
     bad("data.token_dtype", "data.token_dtype must be uint16 or uint32, got '" + d.token_dtype + "'");
   if (d.kind == "tokens" && d.token_dtype == "uint16" && m.vocab_size > 65536)
     bad("data.token_dtype", "uint16 tokens cannot address model.vocab_size (" + num(m.vocab_size) + "); use uint32");
-  if (c.profile.step_begin < 0) bad("profile.step_begin", "profile.step_begin must be >= 0");
-  if (c.profile.step_end >= 0 && c.profile.step_end < c.profile.step_begin)
+  if (c.profile.step_begin < 0 || c.profile.step_begin > kMaxSteps)
+    bad("profile.step_begin", "profile.step_begin must be >= 0 and at most " + num(kMaxSteps));
+  if (c.profile.step_end < -1 || c.profile.step_end > kMaxSteps)
+    bad("profile.step_end", "profile.step_end must be -1 (all) or a step number up to " + num(kMaxSteps));
+  else if (c.profile.step_end >= 0 && c.profile.step_end < c.profile.step_begin)
     bad("profile.step_end", "profile.step_end must be -1 (all) or >= profile.step_begin");
   return out;
 }
@@ -446,6 +580,12 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c) {
   const auto& d = c.data;
   const int64_t need_tokens = c.train.seq_length + 1;
   if (d.kind == "text" || d.kind == "tokens") {
+    // Only a regular file: a FIFO would block the launcher and every worker forever.
+    const std::string why = regular_file_problem(d.path);
+    if (!why.empty()) {
+      bad("data.path", "data file " + d.path + (why == "no such file" ? std::string(" not found") : ": " + why));
+      return out;
+    }
     const int64_t size = file_size(d.path);
     if (size < 0) {
       bad("data.path", "data file " + d.path + " not found");
@@ -477,8 +617,12 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c) {
   }
   if (!c.train.init_from.empty()) {
     const fs::path dir(c.train.init_from);
-    if (!fs::exists(dir / "model.safetensors"))
-      bad("train.init_from", (dir / "model.safetensors").string() + " not found (sharded checkpoints are not supported)");
+    const std::string st = (dir / "model.safetensors").string();
+    const std::string why = regular_file_problem(st);
+    if (why == "no such file")
+      bad("train.init_from", st + " not found (sharded checkpoints are not supported)");
+    else if (!why.empty())
+      bad("train.init_from", st + ": " + why);
   }
   return out;
 }

@@ -106,13 +106,35 @@ struct ConfigIssue {
   std::string message;
 };
 
-// Reads a JSON file; ConfigError with the path and parse position on failure.
+// Largest JSON file load_json_file reads (configs, config.json, run.json are a few KiB).
+inline constexpr int64_t kMaxJsonFileBytes = 16 << 20;
+
+// Empty when `path` is a regular file of at most max_bytes (-1: any size); else why not
+// ("no such file", "it is not a regular file (a FIFO)..."). FIFOs, devices and
+// directories are refused before anything opens them (a FIFO blocks, /dev/zero never ends).
+std::string regular_file_problem(const std::string& path, int64_t max_bytes = -1);
+
+// Reads a JSON file (a regular file of at most kMaxJsonFileBytes); ConfigError with the
+// path and parse position on failure, including numbers beyond a double (1e999).
 json load_json_file(const std::string& path);
 
 // Applies "a.b.c=value" to a config JSON. The value is parsed as JSON when it parses
 // (numbers, true/false, quoted strings), else taken as a plain string. The key must
 // name an existing field (ConfigError otherwise, listing the valid keys of that section).
 void apply_override(json& config, const std::string& assignment);
+
+// Upper bounds validate() enforces (lower bounds: 1, or 0 where 0 means "off").
+inline constexpr int64_t kMaxVocab = int64_t{1} << 24;         // 16.7M
+inline constexpr int64_t kMaxHidden = int64_t{1} << 18;        // 262144
+inline constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
+inline constexpr int64_t kMaxLayers = 1024;
+inline constexpr int64_t kMaxHeads = 65536;
+inline constexpr int64_t kMaxWorld = 1024;                      // sp_size, dp_size and their product
+inline constexpr int64_t kMaxTokens = int64_t{1} << 30;        // seq_length, chunk sizes, positions
+inline constexpr int64_t kMaxMicroBatch = int64_t{1} << 20;
+inline constexpr int64_t kMaxSteps = int64_t{1} << 40;
+inline constexpr int64_t kMaxThreads = 4096;
+inline constexpr double kMaxTimeoutS = 7 * 24 * 3600.0;
 
 // Every rule the engine enforces that can be checked without torch and without data:
 // heads vs sp_size, kv heads, seq_length vs sp_size, head_chunks, dtype, backend, ranges.

@@ -1,6 +1,8 @@
 // safetensors reader/writer and HF checkpoint save/load.
 #include "checkpoint.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -8,6 +10,8 @@ namespace ulysses {
 namespace fs = std::filesystem;
 
 namespace {
+constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;  // the reference implementation's limit
+
 const char* st_dtype(torch::Dtype d) {
   switch (d) {
     case torch::kFloat32: return "F32";
@@ -42,85 +46,145 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   while (h.size() % 8 != 0) h.push_back(' ');  // align the data section as HF does
   const std::string tmp = path + ".tmp";
   {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw std::runtime_error("cannot write " + tmp);
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
     uint64_t n = h.size();
     unsigned char le[8];
     for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(n >> (8 * i));
     out.write(reinterpret_cast<const char*>(le), 8);
     out.write(h.data(), static_cast<std::streamsize>(h.size()));
     for (const auto& t : data) out.write(static_cast<const char*>(t.data_ptr()), t.numel() * static_cast<int64_t>(t.element_size()));
-    if (!out) throw std::runtime_error("write to " + tmp + " failed (disk full?)");
+    out.flush();
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw std::runtime_error("writing " + tmp + " failed (disk full?)");
+    }
   }
-  fs::rename(tmp, path);  // never leave a half-written checkpoint under the final name
+  std::error_code ec;
+  fs::rename(tmp, path, ec);  // never leave a half-written checkpoint under the final name
+  if (ec) throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + ec.message());
 }
 
 std::map<std::string, at::Tensor> read_safetensors(const std::string& path) {
+  // Every read is checked: stream state and byte count after each seek and read, offsets
+  // compared without wrap-around, the header length bounded, shapes multiplied in checked
+  // 64-bit arithmetic. A tensor is never handed out with bytes the file did not supply.
+  const std::string why = regular_file_problem(path);
+  if (!why.empty()) throw ConfigError("cannot read " + path + ": " + why);
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError("cannot open " + path);
+  if (!in) throw ConfigError("cannot open " + path + ": " + std::strerror(errno));
+  std::error_code ec;
+  const uint64_t fsize = fs::file_size(path, ec);
+  if (ec) throw ConfigError("cannot read " + path + ": " + ec.message());
   unsigned char le[8];
   in.read(reinterpret_cast<char*>(le), 8);
-  if (in.gcount() != 8) throw ConfigError(path + " is not a safetensors file (too short)");
+  if (!in || in.gcount() != 8) throw ConfigError(path + " is not a safetensors file (shorter than 8 bytes)");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(le[i]) << (8 * i);
-  const auto fsize = fs::file_size(path);
-  if (n > fsize - 8 || n > (1ULL << 28)) throw ConfigError(path + " is not a safetensors file (bad header length)");
+  if (n == 0 || n > fsize - 8 || n > kMaxHeaderBytes)
+    throw ConfigError(path + " is not a safetensors file (header length " + std::to_string(n) + " with a file of " +
+                      std::to_string(fsize) + " bytes)");
   std::string h(n, '\0');
   in.read(h.data(), static_cast<std::streamsize>(n));
+  if (!in || static_cast<uint64_t>(in.gcount()) != n) throw ConfigError(path + ": truncated safetensors header");
   json header;
   try {
     header = json::parse(h);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw ConfigError(path + ": corrupt safetensors header: " + e.what());
   }
+  if (!header.is_object()) throw ConfigError(path + ": corrupt safetensors header (not a JSON object)");
   const uint64_t data0 = 8 + n;
+  const uint64_t data_size = fsize - data0;  // fsize >= data0 checked above
   std::map<std::string, at::Tensor> out;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") continue;
+    const std::string where = path + ": tensor " + it.key();
     const auto& e = it.value();
-    auto dtype = from_st(e.at("dtype").get<std::string>(), path);
-    auto shape = e.at("shape").get<std::vector<int64_t>>();
-    auto offs = e.at("data_offsets").get<std::vector<uint64_t>>();
+    if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") || !e["shape"].is_array() ||
+        !e.contains("data_offsets") || !e["data_offsets"].is_array())
+      throw ConfigError(where + ": entry needs dtype (string), shape and data_offsets (arrays)");
+    const auto dtype = from_st(e["dtype"].get<std::string>(), path);
+    std::vector<int64_t> shape;
+    uint64_t numel = 1;
+    for (const auto& dim : e["shape"]) {
+      // Negative numbers are number_integer in nlohmann; only unsigned ones are sizes.
+      if (!dim.is_number_unsigned() || dim.get<uint64_t>() > (uint64_t{1} << 48))
+        throw ConfigError(where + " has an invalid shape " + e["shape"].dump());
+      if (__builtin_mul_overflow(numel, dim.get<uint64_t>(), &numel))
+        throw ConfigError(where + " has a shape whose size overflows: " + e["shape"].dump());
+      shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
+    }
+    const auto& offs = e["data_offsets"];
+    if (offs.size() != 2 || !offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
+      throw ConfigError(where + " has invalid data_offsets " + offs.dump() + " (two non-negative integers expected)");
+    const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
+    const uint64_t elem = static_cast<uint64_t>(c10::elementSize(dtype));
+    uint64_t nbytes = 0;
+    if (__builtin_mul_overflow(numel, elem, &nbytes) || begin > end || end > data_size || end - begin != nbytes)
+      throw ConfigError(where + " has inconsistent data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] for " +
+                        std::to_string(nbytes) + " bytes of data in a data section of " + std::to_string(data_size) +
+                        " bytes (truncated or corrupt file?)");
     auto t = torch::empty(shape, dtype);
-    const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * t.element_size();
-    if (offs.size() != 2 || offs[1] - offs[0] != nbytes || data0 + offs[1] > fsize)
-      throw ConfigError(path + ": tensor " + it.key() + " has inconsistent data_offsets (truncated file?)");
-    in.seekg(static_cast<std::streamoff>(data0 + offs[0]));
+    in.seekg(static_cast<std::streamoff>(data0 + begin));
+    if (!in) throw ConfigError(where + ": cannot seek to byte " + std::to_string(data0 + begin));
     in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(nbytes));
+    if (!in || static_cast<uint64_t>(in.gcount()) != nbytes)
+      throw ConfigError(where + ": read " + std::to_string(in.gcount()) + " of " + std::to_string(nbytes) + " bytes (truncated file?)");
     out[it.key()] = t;
   }
   return out;
 }
 
 void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dtype) {
-  fs::create_directories(dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error("cannot create checkpoint directory " + dir + ": " + ec.message());
   std::vector<std::pair<std::string, at::Tensor>> ts;
   for (auto& [name, t] : model.named_parameters()) ts.emplace_back(name, t.detach().to(dtype));
   write_safetensors((fs::path(dir) / "model.safetensors").string(), ts);
-  std::ofstream cfg((fs::path(dir) / "config.json").string());
-  cfg << model_to_hf_config(model.config(), dtype == torch::kBFloat16 ? "bfloat16" : "float32").dump(2) << "\n";
+  const std::string cfg_path = (fs::path(dir) / "config.json").string();
+  const std::string tmp = cfg_path + ".tmp";
+  {
+    std::ofstream cfg(tmp, std::ios::trunc);
+    if (!cfg) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+    cfg << model_to_hf_config(model.config(), dtype == torch::kBFloat16 ? "bfloat16" : "float32").dump(2) << "\n";
+    cfg.close();
+    if (!cfg) throw std::runtime_error("writing " + tmp + " failed (disk full?)");
+  }
+  fs::rename(tmp, cfg_path, ec);
+  if (ec) throw std::runtime_error("cannot rename " + tmp + " to " + cfg_path + ": " + ec.message());
 }
 
 void load_checkpoint(LlamaModel& model, const std::string& dir) {
   const std::string path = (fs::path(dir) / "model.safetensors").string();
-  if (!fs::exists(path)) throw ConfigError(path + " not found (sharded checkpoints are not supported)");
-  auto tensors = read_safetensors(path);
-  torch::NoGradGuard ng;
-  std::string missing;
-  for (auto& [name, p] : model.named_parameters()) {
-    auto it = tensors.find(name);
-    if (it == tensors.end()) {
-      missing += (missing.empty() ? "" : ", ") + name;
-      continue;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw ConfigError(path + " not found (sharded checkpoints are not supported)");
+  try {
+    auto tensors = read_safetensors(path);
+    torch::NoGradGuard ng;
+    std::string missing;
+    for (auto& [name, p] : model.named_parameters()) {
+      auto it = tensors.find(name);
+      if (it == tensors.end()) {
+        missing += (missing.empty() ? "" : ", ") + name;
+        continue;
+      }
+      if (it->second.sizes() != p.sizes()) {
+        std::ostringstream msg;
+        msg << path << ": " << name << " has shape " << it->second.sizes() << ", the model expects " << p.sizes();
+        throw ConfigError(msg.str());
+      }
+      p.copy_(it->second.to(p.scalar_type()));
     }
-    if (it->second.sizes() != p.sizes()) {
-      std::ostringstream msg;
-      msg << path << ": " << name << " has shape " << it->second.sizes() << ", the model expects " << p.sizes();
-      throw ConfigError(msg.str());
-    }
-    p.copy_(it->second.to(p.scalar_type()));
+    if (!missing.empty()) throw ConfigError(path + " lacks tensors: " + missing);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {  // c10::Error, std::bad_alloc, filesystem errors: name the file
+    throw ConfigError("cannot load checkpoint " + path + ": " + e.what());
   }
-  if (!missing.empty()) throw ConfigError(path + " lacks tensors: " + missing);
 }
 
 }  // namespace ulysses

@@ -1,6 +1,7 @@
 // The local multi-process run: spawn, multiplex, monitor, stop (see run_launcher.hpp).
 #include "run_launcher.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -30,6 +31,88 @@ bool run_dir_in_use(const std::string& run_dir) {
   return fs::exists(fs::path(run_dir) / "run.json", ec);
 }
 
+bool run_record_launcher_alive(const RunRecord& r) {
+  if (r.status != RunStatus::Running || r.pid <= 0 || r.pid > INT32_MAX) return false;
+  return ::kill(static_cast<pid_t>(r.pid), 0) == 0 || errno == EPERM;
+}
+
+RunDirInfo inspect_run_dir(const std::string& run_dir) {
+  RunDirInfo info;
+  std::error_code ec;
+  const fs::path dir(run_dir);
+  const auto st = fs::symlink_status(dir, ec);
+  if (ec || !fs::exists(st)) return info;  // Absent
+  if (!fs::is_directory(fs::status(dir, ec))) {
+    info.state = RunDirState::NotADirectory;
+    info.detail = run_dir + " exists and is not a directory";
+    return info;
+  }
+  size_t entries = 0;
+  std::string first;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (entries++ == 0) first = it->path().filename().string();
+  }
+  if (ec) {
+    info.state = RunDirState::Foreign;
+    info.detail = "cannot list " + run_dir + ": " + ec.message();
+    return info;
+  }
+  if (entries == 0) {
+    info.state = RunDirState::Empty;
+    return info;
+  }
+  if (fs::exists(dir / "run.json", ec)) {
+    try {
+      const RunRecord r = read_run_record((dir / "run.json").string());
+      if (run_record_launcher_alive(r)) {
+        info.state = RunDirState::LiveRun;
+        info.detail = run_dir + " holds a run that is still going (ulysses-run pid " + std::to_string(r.pid) + ")";
+        return info;
+      }
+      info.state = RunDirState::OldRun;
+      info.detail = run_dir + "/run.json exists: that directory already holds a run (status " + to_string(r.status) + ")";
+      return info;
+    } catch (const std::exception&) {
+      // not one of our records: fall through, the folder is someone else's
+    }
+  }
+  info.state = RunDirState::Foreign;
+  info.detail = run_dir + " is not empty (" + std::to_string(entries) + " entries, e.g. " + first +
+                ") and is not a run directory of ulysses-run";
+  return info;
+}
+
+std::string move_run_dir_aside(const std::string& run_dir) {
+  fs::path dir = fs::absolute(fs::path(run_dir)).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();  // "runs/x/" -> "runs/x"
+  const std::string base = dir.string() + ".old-" + compact_local_timestamp(std::chrono::system_clock::now());
+  std::error_code ec;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string target = i == 0 ? base : base + "-" + std::to_string(i);
+    if (fs::exists(fs::symlink_status(target, ec))) continue;
+    if (::rename(dir.c_str(), target.c_str()) == 0) return target;
+    throw LaunchError("cannot move " + dir.string() + " aside to " + target + ": " + std::strerror(errno));
+  }
+  throw LaunchError("cannot move " + dir.string() + " aside: too many " + base + "* directories");
+}
+
+std::string probe_writable_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return "cannot create directory " + dir + ": " + ec.message();
+  if (!fs::is_directory(dir, ec)) return dir + " is not a directory";
+  const fs::path probe = fs::path(dir) / (".ulysses-write-probe-" + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return "cannot write in " + dir + ": " + std::strerror(errno);
+  const char byte = 'x';
+  const bool ok = ::write(fd, &byte, 1) == 1 && ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  if (!ok) return "cannot write in " + dir + ": " + std::strerror(err);
+  return {};
+}
+
 RunConfig with_absolute_paths(RunConfig cfg) {
   for (std::string* p : {&cfg.data.path, &cfg.train.init_from, &cfg.train.save_to}) {
     if (p->empty()) continue;
@@ -49,7 +132,18 @@ struct Rank {
   std::ofstream log;
   std::deque<std::string> tail;
   uint64_t first_eof = UINT64_MAX;  // order in which the ranks' output streams ended
+  Clock::time_point last_output = Clock::now();  // when the rank last wrote a line
 };
+
+// The state letter of /proc/PID/stat ('R', 'S', 'T' stopped, 't' traced, 'Z'), or 0.
+char process_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  const auto close_paren = stat.rfind(')');
+  if (close_paren == std::string::npos || close_paren + 2 >= stat.size()) return 0;
+  return stat[close_paren + 2];
+}
 
 // Large worlds need more descriptors than the usual soft limit of 1024.
 void raise_fd_limit(rlim_t need) {
@@ -119,6 +213,7 @@ class Session {
   }
 
   void dispatch(Rank& r, Stream s, const std::string& line) {
+    r.last_output = Clock::now();
     r.log << line << '\n';
     r.log.flush();
     r.tail.push_back(line);
@@ -133,21 +228,51 @@ class Session {
     if (cb_.on_line) cb_.on_line(r.rank, s, line);
   }
 
-  // Reaps exited workers; the first one that did not succeed (while the run was going)
-  // becomes the failed rank. When several are found dead in the same pass (a peer noticed
-  // the failure and quit at once), the one whose output ended first is blamed: that is the
-  // root cause far more often than the lowest rank number.
+  // Reaps exited workers and, at the first failure, names the rank to blame: the one that
+  // stopped making progress, which is not always the first to exit. In order:
+  //   1. a rank killed by a signal (nobody here sent one yet): it died, the others noticed;
+  //   2. a rank still "running" but stopped (SIGSTOP, state T) or traced: the others timed
+  //      out waiting for it and exited first;
+  //   3. the failed rank whose output ended first (several found dead in one pass: the
+  //      others noticed the failure and quit at once).
+  //   The decision waits kSettleS after the first failure is seen: a killed rank's sockets
+  //   close before it becomes reapable, so its peers can be found dead before it.
   void reap() {
-    Rank* first = nullptr;
     for (auto& r : ranks_) {
       if (!r.proc || !r.proc->running()) continue;
       if (!r.proc->try_reap()) continue;
-      if (!r.proc->exit_info().success() && (!first || r.first_eof < first->first_eof)) first = &r;
+      if (!r.proc->exit_info().success()) failed_.push_back(&r);
     }
-    if (first && !stopping_ && !failed_rank_) {
-      failed_rank_ = first->rank;
-      failure_ = "rank " + std::to_string(first->rank) + " " + first->proc->exit_info().describe();
+    if (failed_.empty() || stopping_ || failed_rank_) return;
+    if (settle_start_ == Clock::time_point{}) settle_start_ = Clock::now();
+    if (seconds_since(settle_start_) < kSettleS && any_running()) return;
+    const std::vector<Rank*>& failed = failed_;
+    auto earlier = [](const Rank* a, const Rank* b) { return a->first_eof < b->first_eof; };
+    Rank* killed = nullptr;
+    for (Rank* r : failed)
+      if (!r->proc->exit_info().exited && r->proc->exit_info().signal != 0 && (!killed || earlier(r, killed))) killed = r;
+    if (killed) {
+      blame(*killed, killed->proc->exit_info().describe());
+      return;
     }
+    Rank* first = *std::min_element(failed.begin(), failed.end(), earlier);
+    for (auto& r : ranks_) {
+      if (!r.proc || !r.proc->running()) continue;
+      const char st = process_state(r.proc->pid());
+      if (st == 'T' || st == 't') {
+        const double quiet = seconds_since(r.last_output);
+        blame(r, std::string("stopped making progress: its process is ") + (st == 'T' ? "stopped (SIGSTOP)" : "held by a tracer") +
+                     " and wrote nothing for " + std::to_string(static_cast<int64_t>(quiet)) + " s; rank " +
+                     std::to_string(first->rank) + " " + first->proc->exit_info().describe() + " waiting for it");
+        return;
+      }
+    }
+    blame(*first, first->proc->exit_info().describe());
+  }
+
+  void blame(Rank& r, const std::string& what) {
+    failed_rank_ = r.rank;
+    failure_ = "rank " + std::to_string(r.rank) + " " + what;
   }
 
   bool any_running() const {
@@ -160,7 +285,10 @@ class Session {
   void terminate_step() {
     if (!term_sent_) {
       for (auto& r : ranks_)
-        if (r.proc && r.proc->running()) r.proc->signal_group(SIGTERM);
+        if (r.proc && r.proc->running()) {
+          r.proc->signal_group(SIGTERM);
+          r.proc->signal_group(SIGCONT);  // a stopped rank acts on SIGTERM only once continued
+        }
       term_sent_ = true;
       term_time_ = Clock::now();
     } else if (!kill_sent_ && seconds_since(term_time_) >= opt_.grace_s) {
@@ -197,6 +325,9 @@ class Session {
     spawn_failed_ = true;
   }
 
+  static constexpr double kSettleS = 0.3;
+  std::vector<Rank*> failed_;          // ranks that exited unsuccessfully, in the order seen
+  Clock::time_point settle_start_{};   // when the first of them was seen
   bool stopping_ = false;
   bool spawn_failed_ = false;
   std::optional<int> failed_rank_;
@@ -219,6 +350,10 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
   if (run_dir_in_use(opt.run_dir))
     throw LaunchError((dir / "run.json").string() + " exists: " + opt.run_dir +
                       " already holds a run; pick another --out or delete that directory");
+  // Never write into someone's files or append to an old metrics.jsonl.
+  const RunDirInfo before = inspect_run_dir(opt.run_dir);
+  if (before.state != RunDirState::Absent && before.state != RunDirState::Empty)
+    throw LaunchError(before.detail + "; pick another --out");
   const int64_t world = opt.config.parallel.world_size();
   if (world < 1) throw LaunchError("world size sp_size x dp_size must be at least 1");
 

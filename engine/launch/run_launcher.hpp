@@ -54,6 +54,27 @@ struct LaunchResult {
 // True when run_dir/run.json exists (a run directory must not be reused).
 bool run_dir_in_use(const std::string& run_dir);
 
+// What an --out path holds today. A run directory is only ever written fresh: anything but
+// Absent or Empty is refused (ulysses-run exits 2) unless the user forces reuse, which moves
+// the old directory aside; a LiveRun (run.json "running" and its launcher alive) never is.
+enum class RunDirState { Absent, Empty, NotADirectory, LiveRun, OldRun, Foreign };
+struct RunDirInfo {
+  RunDirState state = RunDirState::Absent;
+  std::string detail;  // one line for the user: what is there
+};
+RunDirInfo inspect_run_dir(const std::string& run_dir);
+
+// True when a run.json "running" record's launcher (pid) is still alive.
+bool run_record_launcher_alive(const RunRecord& r);
+
+// Renames run_dir to a fresh sibling "<run_dir>.old-YYYYmmdd-HHMMSS[-n]" and returns that
+// name; nothing is deleted. Throws LaunchError when the rename fails.
+std::string move_run_dir_aside(const std::string& run_dir);
+
+// Creates dir (and its parents) and writes, syncs and removes a probe file in it. Returns
+// an empty string when that worked, else what went wrong (naming the path).
+std::string probe_writable_dir(const std::string& dir);
+
 // Makes relative data.path / train.init_from / train.save_to absolute (against the
 // current directory), so that run_dir/config.json means the same from any directory.
 RunConfig with_absolute_paths(RunConfig cfg);

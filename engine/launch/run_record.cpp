@@ -9,9 +9,12 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "launch_error.hpp"
+#include "run_config.hpp"
 
 namespace ulysses::launch {
 
@@ -97,15 +100,77 @@ void write_json_file_atomic(const std::string& path, const json& j) {
   }
 }
 
-void write_run_record(const std::string& path, const RunRecord& r) { write_json_file_atomic(path, r.to_json()); }
+namespace {
+// run.json's text, padded with spaces (valid trailing JSON whitespace) to kRunJsonReserve
+// bytes, so that the file's blocks are allocated when the run starts.
+std::string run_record_text(const RunRecord& r) {
+  RunRecord copy = r;
+  if (copy.message.size() > 2000) copy.message = copy.message.substr(0, 2000) + "...";
+  std::string text = copy.to_json().dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  while (text.size() >= kRunJsonReserve && copy.message.size() > 64) {  // escapes can grow a message 6x
+    copy.message = copy.message.substr(0, copy.message.size() / 2) + "...";
+    text = copy.to_json().dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  }
+  if (text.size() < kRunJsonReserve) text.append(kRunJsonReserve - text.size() - 1, ' ').push_back('\n');
+  return text;
+}
+
+// Overwrites the existing file's bytes without growing it: no new block is needed, so this
+// works on a full disk. False when the file is missing or too small, or a write fails.
+bool rewrite_in_place(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  bool ok = ::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= text.size();
+  if (ok) {
+    std::string padded = text;
+    if (padded.size() < static_cast<size_t>(st.st_size)) {
+      padded.pop_back();  // the final newline goes last again
+      padded.append(static_cast<size_t>(st.st_size) - padded.size() - 1, ' ').push_back('\n');
+    }
+    size_t done = 0;
+    while (ok && done < padded.size()) {
+      const ssize_t n = ::pwrite(fd, padded.data() + done, padded.size() - done, static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      ok = n > 0;
+      if (ok) done += static_cast<size_t>(n);
+    }
+    ok = ok && ::fsync(fd) == 0;
+  }
+  ::close(fd);
+  return ok;
+}
+}  // namespace
+
+void write_run_record(const std::string& path, const RunRecord& r) {
+  const std::string text = run_record_text(r);
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  std::string why;
+  {
+    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
+    if (!out) why = std::strerror(errno);
+    out << text;
+    out.flush();
+    out.close();
+    if (why.empty() && !out) why = "write failed (disk full?)";
+  }
+  if (why.empty() && std::rename(tmp.c_str(), path.c_str()) == 0) return;
+  if (why.empty()) why = std::strerror(errno);
+  std::remove(tmp.c_str());
+  // The disk may be full: the first write reserved kRunJsonReserve bytes; reuse them.
+  if (rewrite_in_place(path, text)) return;
+  throw LaunchError("cannot write " + path + ": " + why);
+}
 
 RunRecord read_run_record(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw LaunchError("cannot open " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
+  json j;
   try {
-    return RunRecord::from_json(json::parse(ss.str()));
+    j = load_json_file(path);  // a regular file of bounded size (never a FIFO)
+  } catch (const ConfigError& e) {
+    throw LaunchError(e.what());
+  }
+  try {
+    return RunRecord::from_json(j);
   } catch (const std::exception& e) {
     throw LaunchError(path + " is not a valid run record: " + e.what());
   }

@@ -39,6 +39,11 @@ struct RunRecord {
 
 // Atomic replace of path with j pretty-printed. Throws LaunchError on I/O failure.
 void write_json_file_atomic(const std::string& path, const nlohmann::json& j);
+// run.json is written padded to kRunJsonReserve bytes (trailing spaces are valid JSON), so
+// the final status can still be written on a full disk: when the atomic replace fails
+// (no space for the temporary file), the reserved bytes of the existing file are
+// overwritten in place. Throws LaunchError when neither works.
+inline constexpr size_t kRunJsonReserve = 4096;
 void write_run_record(const std::string& path, const RunRecord& r);
 // Throws LaunchError when the file is missing or not a run record.
 RunRecord read_run_record(const std::string& path);

@@ -709,7 +709,33 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
   }
   Builder b;
   b.m.source = path;
-  for (size_t i = 0; i < files.size(); ++i) read_file(b, files[i], static_cast<int32_t>(i), opts);
+  std::map<int32_t, std::string> claimed;  // rank -> the file that holds it
+  for (size_t i = 0; i < files.size(); ++i) {
+    const size_t before = b.m.ranks.size();
+    read_file(b, files[i], static_cast<int32_t>(i), opts);
+    // A run folder must hold each rank once: two files claiming one rank, or a rank
+    // without a file, is reported instead of read silently.
+    if (b.m.from_nsys) continue;
+    for (size_t k = before; k < b.m.ranks.size(); ++k) {
+      const int32_t r = b.m.ranks[k].rank;
+      auto [it, fresh] = claimed.emplace(r, files[i]);
+      if (!fresh)
+        throw TraceError("two trace files claim rank " + std::to_string(r) + ": " + it->second + " and " + files[i] +
+                         "; remove the stray copy");
+    }
+  }
+  if (!b.m.from_nsys && fs::is_directory(path, ec) && !claimed.empty()) {
+    const int64_t world = std::max<int64_t>(int64_t{b.m.sp_size} * b.m.dp_size, claimed.rbegin()->first + int64_t{1});
+    std::string missing;
+    int64_t n_missing = 0;
+    for (int64_t r = 0; r < world && r < (int64_t{1} << 20); ++r)
+      if (!claimed.count(static_cast<int32_t>(r)) && ++n_missing <= 8)
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    if (n_missing > 0)
+      throw TraceError(path + ": the trace of rank(s) " + missing + (n_missing > 8 ? " and " + std::to_string(n_missing - 8) + " more" : "") +
+                       " is missing (the run had " + std::to_string(world) + " ranks; expected " +
+                       (fs::path(path) / "trace" / "rank<r>.sqlite").string() + " for each)");
+  }
   finish(b, opts);
   return std::move(b.m);
 }

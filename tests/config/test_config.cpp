@@ -2,9 +2,14 @@
 // messages that name the numbers.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 
 #include "run_config.hpp"
 
@@ -196,4 +201,105 @@ TEST(Config, ExampleConfigsAreValid) {
     RunConfig c = RunConfig::from_json(load_json_file(std::string(ULYSSES_SOURCE_DIR) + "/resources/configs/" + name));
     EXPECT_TRUE(validate(c).empty()) << name;
   }
+}
+
+// ---- reliability (issue 11): bounds, overflow, numbers beyond a double, files ------------
+
+TEST(ConfigReliability, EveryIntegerHasAnUpperBound) {
+  struct Case {
+    const char* key;
+    std::function<void(RunConfig&)> set;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {"model.num_hidden_layers", [](RunConfig& c) { c.model.num_hidden_layers = 1000000000; }, "at most 1024, got 1000000000"},
+      {"model.vocab_size", [](RunConfig& c) { c.model.vocab_size = int64_t{1} << 40; }, "at most 16777216"},
+      {"model.hidden_size", [](RunConfig& c) { c.model.hidden_size = int64_t{1} << 40; }, "at most 262144"},
+      {"parallel.sp_size", [](RunConfig& c) { c.parallel.sp_size = int64_t{1} << 62; }, "at most 1024"},
+      {"parallel.dp_size", [](RunConfig& c) { c.parallel.dp_size = 3037000500; }, "at most 1024"},
+      {"train.seq_length", [](RunConfig& c) { c.train.seq_length = INT64_MAX - 3; }, "at most 1073741824, got 9223372036854775804"},
+      {"train.steps", [](RunConfig& c) { c.train.steps = INT64_MAX; }, "at most"},
+      {"train.threads_per_rank", [](RunConfig& c) { c.train.threads_per_rank = 1 << 30; }, "at most 4096"},
+      {"profile.step_end", [](RunConfig& c) { c.profile.step_end = -5; }, "-1 (all)"},
+  };
+  for (const auto& k : cases) {
+    RunConfig c = base();
+    k.set(c);
+    EXPECT_TRUE(has(validate(c), k.key, k.expect)) << k.key;
+  }
+}
+
+TEST(ConfigReliability, DoublesMustBeFiniteAndTimeoutBounded) {
+  RunConfig c = base();
+  c.parallel.timeout_s = 1e300;
+  EXPECT_TRUE(has(validate(c), "parallel.timeout_s", "at most 604800 (7 days), got 1e+300"));
+  c = base();
+  c.train.lr = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(has(validate(c), "train.lr", "finite"));
+  c = base();
+  c.train.min_lr = std::nan("");
+  EXPECT_TRUE(has(validate(c), "train.min_lr", "finite"));
+}
+
+TEST(ConfigReliability, ProductsThatOverflowInt64AreRefusedWithTheirValues) {
+  RunConfig c = base();
+  c.model.vocab_size = 1 << 24;
+  c.train.seq_length = 1 << 30;
+  c.train.micro_batch_size = 1 << 20;
+  const auto v = validate(c);
+  ASSERT_TRUE(has(v, "train.seq_length", "more than 2^63 bytes"));
+  for (const auto& i : v) EXPECT_EQ(i.message.find("-"), std::string::npos) << "a wrapped negative number: " << i.message;
+}
+
+TEST(ConfigReliability, NumbersBeyondTheirTypeAreConfigErrors) {
+  json j = base().to_json();
+  EXPECT_THROW(apply_override(j, "train.lr=1e999"), ConfigError);
+  EXPECT_THROW(RunConfig::from_json(json{{"train", {{"steps", 1e300}}}}), ConfigError);
+  EXPECT_THROW(RunConfig::from_json(json{{"train", {{"steps", json(uint64_t{18446744073709551615ULL})}}}}), ConfigError);
+  EXPECT_THROW(RunConfig::from_json(json{{"train", {{"steps", 2.5}}}}), ConfigError);
+  const std::string d = tmpdir();
+  {
+    std::ofstream(d + "/huge.json") << R"({"train": {"lr": 1e999}})";
+  }
+  try {
+    load_json_file(d + "/huge.json");
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
+  fs::remove_all(d);
+}
+
+TEST(ConfigReliability, StringsMustBeUtf8AndMessagesNeverThrow) {
+  json j = base().to_json();
+  try {
+    apply_override(j, std::string("data.path=/tmp/\xff\xfe"));
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("not valid UTF-8"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(apply_override(j, std::string("train.steps=\xc3\x28")), ConfigError);  // dump() of it used to throw
+  EXPECT_NO_THROW(apply_override(j, "data.path=/tmp/caf\xc3\xa9.txt"));                 // valid UTF-8 is fine
+}
+
+TEST(ConfigReliability, OnlyRegularFilesAreRead) {
+  const std::string d = tmpdir();
+  const std::string fifo = d + "/cfg.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THROW(load_json_file(fifo), ConfigError);   // used to block forever
+  EXPECT_THROW(load_json_file("/dev/zero"), ConfigError);  // used to read until memory ran out
+  EXPECT_THROW(load_json_file(d), ConfigError);
+  EXPECT_NE(regular_file_problem(fifo).find("FIFO"), std::string::npos);
+  {
+    std::ofstream big(d + "/big.json");
+    big << "[" << std::string(kMaxJsonFileBytes, ' ') << "]";
+  }
+  EXPECT_NE(regular_file_problem(d + "/big.json", kMaxJsonFileBytes).find("limit"), std::string::npos);
+  EXPECT_THROW(load_json_file(d + "/big.json"), ConfigError);
+  RunConfig c = base();
+  c.data.kind = "text";
+  c.model.vocab_size = 256;
+  c.data.path = fifo;
+  EXPECT_TRUE(has(validate_with_files(c), "data.path", "not a regular file"));
+  fs::remove_all(d);
 }

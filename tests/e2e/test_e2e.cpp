@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <map>
 #include <set>
 #include <tuple>
@@ -196,4 +198,104 @@ TEST(EndToEnd, WorkersKilledWithSigkillLeaveReadableTraces) {
   int64_t rank0_steps = 0;
   for (const auto& s : t.steps) rank0_steps += s.rank == 0;
   EXPECT_GE(rank0_steps, static_cast<int64_t>(lines));
+}
+
+// ---- reliability (issue 11) ----------------------------------------------------------------
+
+namespace {
+std::string slurp(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+void spit(const std::string& p, const std::string& s) { std::ofstream(p, std::ios::binary | std::ios::trunc) << s; }
+
+// Rewrites a safetensors file with `edit` applied to its JSON header (data bytes unchanged).
+void edit_safetensors_header(const std::string& path, const std::function<void(json&)>& edit) {
+  const std::string all = slurp(path);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(all[i])) << (8 * i);
+  json h = json::parse(all.substr(8, n));
+  edit(h);
+  std::string hs = h.dump();
+  while (hs.size() % 8) hs.push_back(' ');
+  std::string le(8, '\0');
+  for (int i = 0; i < 8; ++i) le[i] = static_cast<char>((hs.size() >> (8 * i)) & 0xff);
+  spit(path, le + hs + all.substr(8 + n));
+}
+}  // namespace
+
+// Memory safety: a model.safetensors whose data_offsets wrap around (a negative entry) was
+// accepted, the failed seek unchecked, tensors left uninitialised and the run exited 0.
+// Truncated files, bad shapes and numbers beyond a double in config.json: exit 2 naming the file.
+TEST(EndToEndReliability, CorruptCheckpointsAreRefusedNamingTheFile) {
+  const auto cfg = config_file();
+  const auto base = tmp("rel_ckpt");
+  const std::string ckpt = base + "/ckpt";
+  auto saved = sh(kRun + " " + cfg + " --set train.steps=1 --set parallel.sp_size=1 --set train.save_to=" + ckpt + " --worker " +
+                  kWorker + " --out " + base + "/save 2>&1");
+  ASSERT_EQ(saved.code, 0) << saved.out;
+  const std::string st = ckpt + "/model.safetensors";
+  const std::string good = slurp(st), good_cfg = slurp(ckpt + "/config.json");
+  struct Case {
+    const char* name;
+    std::function<void()> corrupt;
+    const char* needle;
+  };
+  const std::vector<Case> cases = {
+      {"negative_offsets",
+       [&] {
+         edit_safetensors_header(st, [](json& h) {
+           auto& e = h["model.norm.weight"];
+           const int64_t nbytes = e["data_offsets"][1].get<int64_t>() - e["data_offsets"][0].get<int64_t>();
+           e["data_offsets"] = {-nbytes, 0};
+         });
+       },
+       "data_offsets"},
+      {"offsets_past_the_end",
+       [&] { edit_safetensors_header(st, [](json& h) { h["model.norm.weight"]["data_offsets"] = {uint64_t{1} << 62, (uint64_t{1} << 62) + 128}; }); },
+       "data_offsets"},
+      {"negative_shape", [&] { edit_safetensors_header(st, [](json& h) { h["model.norm.weight"]["shape"] = {-32}; }); }, "shape"},
+      {"truncated", [&] { spit(st, good.substr(0, good.size() / 2)); }, "model.safetensors"},
+      {"huge_header_length", [&] { spit(st, std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8) + good.substr(8)); }, "header length"},
+      {"number_beyond_double", [&] { spit(ckpt + "/config.json", R"({"hidden_size": 32, "rms_norm_eps": 1e999})"); }, "out of range"},
+  };
+  for (const auto& c : cases) {
+    spit(st, good);
+    spit(ckpt + "/config.json", good_cfg);
+    c.corrupt();
+    const auto out = base + "/" + c.name;
+    auto r = sh(kRun + " " + cfg + " --set train.steps=1 --set train.init_from=" + ckpt + " --worker " + kWorker + " --out " + out +
+                " 2>&1");
+    EXPECT_EQ(r.code, 2) << c.name << ": " << r.out;
+    EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.name << ": " << r.out;
+    EXPECT_EQ(r.out.find("terminate called"), std::string::npos) << c.name << ": " << r.out;
+  }
+  // The undamaged checkpoint still loads.
+  spit(st, good);
+  spit(ckpt + "/config.json", good_cfg);
+  auto ok = sh(kRun + " " + cfg + " --set train.steps=1 --set train.init_from=" + ckpt + " --worker " + kWorker + " --out " + base +
+               "/ok 2>&1");
+  EXPECT_EQ(ok.code, 0) << ok.out;
+
+  // Blame in a run folder: a rank's trace missing, or two files claiming one rank, is reported.
+  const auto two = base + "/two";
+  auto r2 = sh(kRun + " " + cfg + " --set train.steps=1 --worker " + kWorker + " --out " + two + " 2>&1");
+  ASSERT_EQ(r2.code, 0) << r2.out;
+  ASSERT_EQ(load_trace(two).ranks.size(), 2u);
+  fs::copy_file(two + "/trace/rank0.sqlite", two + "/trace/rank7.sqlite");
+  try {
+    load_trace(two);
+    ADD_FAILURE() << "two files claiming rank 0 were read silently";
+  } catch (const TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("two trace files claim rank 0"), std::string::npos) << e.what();
+  }
+  fs::remove(two + "/trace/rank7.sqlite");
+  fs::rename(two + "/trace/rank1.sqlite", base + "/rank1.sqlite");
+  try {
+    load_trace(two);
+    ADD_FAILURE() << "a missing rank file was read silently";
+  } catch (const TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank(s) 1 is missing"), std::string::npos) << e.what();
+  }
+  fs::remove_all(fs::path(base).parent_path());
 }

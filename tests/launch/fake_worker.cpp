@@ -3,7 +3,12 @@
 // on rank 0's stdout, metrics.jsonl, human lines on stderr) without torch. Ranks meet over
 // MASTER_ADDR:MASTER_PORT like c10d's TCPStore (rank 0 listens, the others connect), so a
 // wrong environment or a busy port fails the run, and end each step with a barrier. Behaviour from the environment:
-//   FAKE_MODE        ok (default) | fail | crash | hang | ignore_term
+//   FAKE_MODE        ok (default) | fail | crash | stop | hang | ignore_term
+//                    (stop: the failing rank SIGSTOPs itself, as a hung or frozen rank)
+//   FAKE_TIMEOUT_MS  a barrier waits at most this long, then the rank exits 1 "timed out"
+//                    (as a collective's timeout does); 0 = forever (default)
+//   FAKE_PEER_EXIT   1: a rank whose peer vanished exits 1 at once instead of blocking
+//   FAKE_FILL        1: rank 0 fills the disk of --out (writes RUN/fill.bin until a write fails)
 //   FAKE_FAIL_RANK   rank that fails in fail/crash mode (default 1)
 //   FAKE_FAIL_CODE   its exit code in fail mode (default 1; 2 = bad input)
 //   FAKE_FAIL_STEP   step at which it fails; the other ranks block there (default 2)
@@ -93,13 +98,27 @@ void rendezvous(int rank, int world, const std::string& addr, int port) {
 
 // Every rank waits for every other. A peer that died leaves the others blocked here, as a
 // real collective would until its timeout.
+int g_timeout_ms = 0;
+bool g_peer_exit = false;
+
 void barrier(int rank) {
   char b = 1;
+  auto lost = [&](const char* what) {
+    if (g_peer_exit) die("rank " + std::to_string(rank) + ": " + what + ": a peer closed the connection");
+    block_forever();
+  };
   auto recv1 = [&](int fd) {
-    if (::recv(fd, &b, 1, MSG_WAITALL) != 1) block_forever();
+    if (g_timeout_ms > 0) {
+      pollfd p{fd, POLLIN, 0};
+      int n;
+      do n = ::poll(&p, 1, g_timeout_ms);
+      while (n < 0 && errno == EINTR);
+      if (n == 0) die("rank " + std::to_string(rank) + ": collective timed out after " + std::to_string(g_timeout_ms) + " ms");
+    }
+    if (::recv(fd, &b, 1, MSG_WAITALL) != 1) lost("recv");
   };
   auto send1 = [&](int fd) {
-    if (::send(fd, &b, 1, MSG_NOSIGNAL) != 1) block_forever();
+    if (::send(fd, &b, 1, MSG_NOSIGNAL) != 1) lost("send");
   };
   if (rank == 0) {
     for (int fd : g_peers) recv1(fd);
@@ -132,6 +151,8 @@ int main(int argc, char** argv) {
   const int fail_step = std::stoi(env_or("FAKE_FAIL_STEP", "2"));
   const int step_ms = std::stoi(env_or("FAKE_STEP_MS", "5"));
   if (mode == "ignore_term") std::signal(SIGTERM, SIG_IGN);
+  g_timeout_ms = std::stoi(env_or("FAKE_TIMEOUT_MS", "0"));
+  g_peer_exit = env_or("FAKE_PEER_EXIT", "0") == "1";
 
   long grandchild = 0;
   if (env_or("FAKE_GRANDCHILD", "0") == "1") {
@@ -180,13 +201,27 @@ int main(int argc, char** argv) {
   const int64_t tokens = cfg["train"].value("seq_length", int64_t{256}) * cfg["train"].value("micro_batch_size", int64_t{1}) *
                          cfg["parallel"].value("dp_size", int64_t{1});
   const auto t0 = std::chrono::steady_clock::now();
+  if (rank == 0 && env_or("FAKE_FILL", "0") == "1") {
+    std::ofstream fill(fs::path(out_dir) / "fill.bin", std::ios::binary);
+    const std::string block(1 << 16, 'x');
+    while (fill.write(block.data(), static_cast<std::streamsize>(block.size())) && fill.flush()) {
+    }
+    std::cerr << "rank 0: filled the disk" << std::endl;
+  }
   std::ofstream metrics;
   if (rank == 0) metrics.open(fs::path(out_dir) / "metrics.jsonl", std::ios::app);
   for (int64_t s = 0; s < steps; ++s) {
-    if ((mode == "fail" || mode == "crash") && s == fail_step) {
-      if (rank != fail_rank) block_forever();  // stuck in a collective with the failed rank
+    if ((mode == "fail" || mode == "crash" || mode == "stop") && s == fail_step) {
+      if (rank != fail_rank) {
+        if (g_timeout_ms > 0 || g_peer_exit) barrier(rank);  // waits for the failed rank, then times out / notices
+        block_forever();  // stuck in a collective with the failed rank
+      }
       std::cerr << "rank " << rank << ": simulated failure at step " << s << std::endl;
       if (mode == "crash") ::raise(SIGKILL);
+      if (mode == "stop") {
+        ::raise(SIGSTOP);
+        block_forever();
+      }
       return fail_code;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));

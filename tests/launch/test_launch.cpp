@@ -786,3 +786,235 @@ TEST(UlyssesRun, HelpExitsZero) {
   EXPECT_NE(cli.out().find("--worker"), std::string::npos);
   EXPECT_NE(cli.out().find("--set"), std::string::npos);
 }
+
+// ------------------------------------------------------------------ reliability (issue 11)
+// Each test below failed before its fix; README "Reliability" lists them by class.
+
+namespace {
+std::string run_json_status(const fs::path& run) { return read_json(run / "run.json")["status"].get<std::string>(); }
+}  // namespace
+
+// Crash class: a number beyond a double (in --set or in the config file) or a path that is not
+// UTF-8 used to abort ulysses-run with an uncaught exception (exit 134).
+TEST(Reliability, NumbersBeyondADoubleAndNonUtf8PathsExit2) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  struct Case {
+    std::vector<std::string> args;
+    const char* expect;
+  };
+  const fs::path huge = tmp.path() / "huge.json";
+  write_file(huge, R"({"train": {"lr": 1e999}})");
+  const std::vector<Case> cases = {
+      {{cfg.string(), "--set", "train.lr=1e999"}, "out of range"},
+      {{cfg.string(), "--set", "train.steps=-1e999"}, "out of range"},
+      {{cfg.string(), "--set", "train.seq_length=1e300"}, "out of range for a 64-bit integer"},
+      {{cfg.string(), "--set", "train.steps=18446744073709551615"}, "out of range"},
+      {{huge.string()}, "out of range"},
+      {{cfg.string(), "--set", "data.kind=text", "--set", std::string("data.path=/tmp/bad\xff\xfe.txt")}, "not valid UTF-8"},
+      {{cfg.string(), "--set", std::string("train.steps=\xff")}, "must be an integer"},
+  };
+  for (const auto& c : cases) {
+    const fs::path run = tmp.path() / "run";
+    std::vector<std::string> args = c.args;
+    for (const char* a : {"--out", run.c_str(), "--worker", FAKE_WORKER_EXE}) args.push_back(a);
+    Cli cli(args, {}, tmp.path());
+    EXPECT_EQ(cli.wait(10), 2) << args[1] << ": " << cli.err();
+    EXPECT_NE(cli.err().find(c.expect), std::string::npos) << cli.err();
+    EXPECT_FALSE(fs::exists(run));
+  }
+}
+
+// Hang class: a FIFO or /dev/zero as the config (or a FIFO as data) used to block forever or
+// read until memory ran out. Only regular files are read, checked with stat before opening.
+TEST(Reliability, FifoAndDevicesAsInputsAreRefusedAtOnce) {
+  TempDir tmp;
+  const fs::path fifo = tmp.path() / "config.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  const fs::path run = tmp.path() / "run";
+  const std::vector<std::vector<std::string>> cases = {
+      {fifo.string()},
+      {"/dev/zero"},
+      {cfg.string(), "--set", "data.kind=text", "--set", "data.path=" + fifo.string()},
+      {cfg.string(), "--set", "train.init_from=" + tmp.path().string()},  // a directory with a FIFO-free but missing config.json
+  };
+  fs::create_directories(tmp.path() / "ckpt");
+  ASSERT_EQ(::mkfifo((tmp.path() / "ckpt" / "config.json").c_str(), 0600), 0);
+  std::vector<std::vector<std::string>> all = cases;
+  all.push_back({cfg.string(), "--set", "train.init_from=" + (tmp.path() / "ckpt").string()});
+  for (auto args : all) {
+    for (const char* a : {"--out", run.c_str(), "--worker", FAKE_WORKER_EXE}) args.push_back(a);
+    Cli cli(args, {}, tmp.path());
+    const auto t0 = Clock::now();
+    EXPECT_EQ(cli.wait(10), 2) << args[0] << " " << cli.err();
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0);
+    EXPECT_FALSE(fs::exists(run));
+  }
+  Cli fifo_cli({fifo.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {}, tmp.path());
+  ASSERT_EQ(fifo_cli.wait(10), 2);
+  EXPECT_NE(fifo_cli.err().find("not a regular file (a FIFO)"), std::string::npos) << fifo_cli.err();
+}
+
+// Runaway class: num_hidden_layers=1e9 used to be accepted and eat memory; a config whose
+// estimated memory exceeds the machine is refused with the numbers unless --force.
+TEST(Reliability, OversizedModelsAreRefusedBeforeLaunchUnlessForced) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  const fs::path run = tmp.path() / "run";
+  {
+    Cli cli({cfg.string(), "--set", "model.num_hidden_layers=1e9", "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {},
+            tmp.path());
+    ASSERT_EQ(cli.wait(10), 2) << cli.err();
+    EXPECT_NE(cli.err().find("model.num_hidden_layers must be positive and at most 1024, got 1000000000"), std::string::npos)
+        << cli.err();
+  }
+  // ~1.6 PiB of weights: no machine has that.
+  const std::vector<std::string> big = {cfg.string(), "--set", "model.hidden_size=65536", "--set", "model.intermediate_size=1048576",
+                                        "--set", "model.num_hidden_layers=1024", "--set", "train.device=cpu", "--set",
+                                        "train.steps=2", "--json", "--out", run.string(), "--worker", FAKE_WORKER_EXE};
+  {
+    Cli cli(big, {}, tmp.path());
+    ASSERT_EQ(cli.wait(10), 2) << cli.err();
+    EXPECT_NE(cli.err().find("exceeds this machine's memory"), std::string::npos) << cli.err();
+    EXPECT_NE(cli.err().find("PiB"), std::string::npos) << cli.err();
+    EXPECT_NE(cli.err().find("--force"), std::string::npos) << cli.err();
+    EXPECT_FALSE(fs::exists(run));
+  }
+  std::vector<std::string> forced = big;
+  forced.push_back("--force");
+  Cli cli(forced, {}, tmp.path());
+  ASSERT_EQ(cli.wait(), 0) << cli.err();  // the fake worker builds nothing
+  EXPECT_NE(cli.err().find("warning (--force)"), std::string::npos) << cli.err();
+}
+
+// Data loss class: --out onto a folder with the user's files used to overwrite config.json
+// and append to an old metrics.jsonl. Refused; --force moves the folder aside.
+TEST(Reliability, OutNeverWritesIntoTheUsersFilesAndForceMovesThemAside) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 3));
+  const fs::path run = tmp.path() / "mine";
+  fs::create_directories(run);
+  write_file(run / "config.json", "my precious config");
+  write_file(run / "metrics.jsonl", "{\"step\": 99, \"loss\": 1.0}\n");
+  {
+    Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {}, tmp.path());
+    ASSERT_EQ(cli.wait(10), 2) << cli.err();
+    EXPECT_NE(cli.err().find("is not empty"), std::string::npos) << cli.err();
+    EXPECT_NE(cli.err().find("--force"), std::string::npos) << cli.err();
+    EXPECT_EQ(read_file(run / "config.json"), "my precious config");
+    EXPECT_FALSE(fs::exists(run / "run.json"));
+  }
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE, "--force"}, {}, tmp.path());
+  ASSERT_EQ(cli.wait(), 0) << cli.err();
+  // The old folder is kept whole next to the new run; the new run starts from nothing.
+  std::vector<fs::path> aside;
+  for (const auto& e : fs::directory_iterator(tmp.path()))
+    if (e.path().filename().string().rfind("mine.old-", 0) == 0) aside.push_back(e.path());
+  ASSERT_EQ(aside.size(), 1u) << cli.err();
+  EXPECT_EQ(read_file(aside[0] / "config.json"), "my precious config");
+  EXPECT_EQ(lines_of(read_file(run / "metrics.jsonl")).size(), 3u) << "appended to an old metrics.jsonl";
+  EXPECT_EQ(run_json_status(run), "finished");
+  // A finished run is also refused without --force.
+  Cli again({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {}, tmp.path());
+  ASSERT_EQ(again.wait(10), 2) << again.err();
+  EXPECT_NE(again.err().find("already holds a run"), std::string::npos) << again.err();
+}
+
+// Data loss class: a train.save_to that cannot be written used to be found after the last
+// step, losing the trained model. It is probed before launch.
+TEST(Reliability, UnwritableSaveToIsRefusedBeforeLaunch) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  write_file(tmp.path() / "a_file", "x");
+  const fs::path run = tmp.path() / "run";
+  Cli cli({cfg.string(), "--set", "train.save_to=" + (tmp.path() / "a_file" / "ckpt").string(), "--out", run.string(), "--worker",
+           FAKE_WORKER_EXE},
+          {}, tmp.path());
+  ASSERT_EQ(cli.wait(10), 2) << cli.err();
+  EXPECT_NE(cli.err().find("train.save_to"), std::string::npos) << cli.err();
+  EXPECT_FALSE(fs::exists(run));
+  // A directory whose config.json is not part of a checkpoint would be overwritten.
+  fs::create_directories(tmp.path() / "proj");
+  write_file(tmp.path() / "proj" / "config.json", "mine");
+  Cli cli2({cfg.string(), "--set", "train.save_to=" + (tmp.path() / "proj").string(), "--out", run.string(), "--worker",
+            FAKE_WORKER_EXE},
+           {}, tmp.path());
+  ASSERT_EQ(cli2.wait(10), 2) << cli2.err();
+  EXPECT_EQ(read_file(tmp.path() / "proj" / "config.json"), "mine");
+}
+
+// Data loss class: on a full disk the final status could not be written and run.json said
+// "running" forever. Its bytes are reserved when the run starts and reused in place.
+TEST(Reliability, FinalStatusIsWrittenWhenNoNewFileCanBeCreated) {
+  TempDir tmp;
+  RunRecord r;
+  r.status = RunStatus::Running;
+  r.pid = 1;
+  const fs::path p = tmp.path() / "run.json";
+  write_run_record(p.string(), r);
+  EXPECT_GE(fs::file_size(p), kRunJsonReserve);
+  // Block the temporary file the atomic replace needs: a directory in its place.
+  fs::create_directories(p.string() + ".tmp" + std::to_string(::getpid()));
+  r.status = RunStatus::Failed;
+  r.failed_rank = 2;
+  r.message = std::string(300, 'm');
+  write_run_record(p.string(), r);
+  const RunRecord back = read_run_record(p.string());
+  EXPECT_EQ(back.status, RunStatus::Failed);
+  EXPECT_EQ(back.failed_rank.value_or(-1), 2);
+  EXPECT_EQ(back.message, r.message);
+}
+
+// The same through ulysses-run on a real full file system (a 2 MiB tmpfs; skipped where
+// mounting is not allowed): the run ends with a final status, never "running".
+TEST(Reliability, FullDiskStillEndsWithAFinalStatus) {
+  TempDir tmp;
+  const fs::path mnt = tmp.path() / "small";
+  fs::create_directories(mnt);
+  if (::geteuid() != 0 || std::system(("mount -t tmpfs -o size=2m tmpfs " + mnt.string() + " 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << "cannot mount a small tmpfs here (needs root)";
+  struct Unmount {
+    fs::path p;
+    ~Unmount() { (void)!std::system(("umount " + p.string()).c_str()); }
+  } unmount{mnt};
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 3));
+  const fs::path run = mnt / "run";
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {{"FAKE_FILL", "1"}}, tmp.path());
+  const int code = cli.wait(20);
+  EXPECT_NE(code, -1);
+  const std::string status = run_json_status(run);
+  EXPECT_NE(status, "running") << cli.err();
+}
+
+// Blame class: a rank that stops (SIGSTOP: frozen, swapped out, debugger) makes the others
+// time out and exit first; the launcher used to name the first to exit.
+TEST(Reliability, BlamesTheStoppedRankNotTheFirstToTimeOut) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 2, 20));
+  const fs::path run = tmp.path() / "run";
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE},
+          {{"FAKE_MODE", "stop"}, {"FAKE_FAIL_RANK", "2"}, {"FAKE_FAIL_STEP", "1"}, {"FAKE_TIMEOUT_MS", "700"}}, tmp.path());
+  ASSERT_EQ(cli.wait(), 1) << cli.err();
+  const json rec = read_json(run / "run.json");
+  EXPECT_EQ(rec["failed_rank"], 2) << rec;
+  EXPECT_NE(rec["message"].get<std::string>().find("stopped"), std::string::npos) << rec;
+  EXPECT_NE(cli.err().find("lines of rank 2"), std::string::npos) << cli.err();
+  for (const auto& r : fake_records(run, 4)) EXPECT_TRUE(wait_gone(r["pid"], 5)) << "worker " << r["pid"] << " still runs";
+}
+
+// Blame class: a rank killed by a signal while its peers notice at once and exit 1: the
+// killed one is named even when they are found dead in the same pass.
+TEST(Reliability, BlamesTheKilledRankWhenPeersExitAtOnce) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 2, 20));
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const fs::path run = tmp.path() / ("run" + std::to_string(attempt));
+    Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE},
+            {{"FAKE_MODE", "crash"}, {"FAKE_FAIL_RANK", "3"}, {"FAKE_FAIL_STEP", "1"}, {"FAKE_PEER_EXIT", "1"}}, tmp.path());
+    ASSERT_EQ(cli.wait(), 1) << cli.err();
+    const json rec = read_json(run / "run.json");
+    EXPECT_EQ(rec["failed_rank"], 3) << rec;
+    EXPECT_NE(rec["message"].get<std::string>().find("killed by signal 9"), std::string::npos) << rec;
+  }
+}

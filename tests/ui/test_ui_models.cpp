@@ -1,6 +1,9 @@
 // Studio item models and run-directory readers, without any window: every model runs under
 // QAbstractItemModelTester, and the readers are fed run folders written here.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <QAbstractItemModelTester>
 #include <QDir>
@@ -327,3 +330,59 @@ TEST_F(ModelTest, EstimateModelComparesMeasured) {
 }
 
 }  // namespace
+
+// ---- reliability (issue 11): the studio bounds what a run folder claims -------------------
+
+// A run.json saying "running" whose ulysses-run is gone used to be shown as running forever.
+TEST(RunDataReliability, DeadRunsAreNotShownAsRunning) {
+  QTemporaryDir tmp;
+  const QString dir = tmp.filePath("dead");
+  makeRun(dir, "running", 10, 3, 4.0);
+  // A pid that surely is not a ulysses-run: a child that has exited and been reaped.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int st = 0;
+  ::waitpid(child, &st, 0);
+  QByteArray run = "{\"status\":\"running\",\"started_at\":\"2026-01-02T03:04:05Z\",\"world_size\":2,\"pid\":" +
+                   QByteArray::number(child) + "}";
+  writeFile(dir + "/run.json", run);
+  auto s = loadRunSummary(dir);
+  EXPECT_EQ(s.status, "failed");
+  EXPECT_TRUE(s.stale);
+  EXPECT_TRUE(s.message.contains("no longer running")) << s.message.toStdString();
+  // Our own pid is alive but is not a ulysses-run (a reused pid): also not running.
+  writeFile(dir + "/run.json", "{\"status\":\"running\",\"pid\":" + QByteArray::number(::getpid()) + "}");
+  EXPECT_EQ(loadRunSummary(dir).status, "failed");
+}
+
+// A run.json claiming 2e9 ranks used to make the studio allocate 2e9 rows and abort.
+TEST(RunDataReliability, ImpossibleRankCountsAreRefused) {
+  QTemporaryDir tmp;
+  const QString dir = tmp.filePath("huge");
+  makeRun(dir, "finished", 10, 3, 4.0);
+  for (const char* w : {"2e9", "2147483647", "-5", "1e300"}) {
+    writeFile(dir + "/run.json", QByteArray("{\"status\":\"finished\",\"world_size\":") + w + "}");
+    const auto s = loadRunSummary(dir);
+    EXPECT_LE(s.worldSize, kMaxRanks) << w;
+    EXPECT_GE(s.worldSize, 0) << w;
+    EXPECT_FALSE(s.problems.isEmpty()) << w;
+  }
+  RankStatusModel ranks;
+  ranks.reset(loadRunSummary(dir).worldSize);  // must not try to allocate billions of rows
+  EXPECT_LE(ranks.rowCount(), kMaxRanks);
+}
+
+// A FIFO named run.json or metrics.jsonl used to block the studio forever.
+TEST(RunDataReliability, FifosInARunFolderDoNotBlock) {
+  QTemporaryDir tmp;
+  const QString dir = tmp.filePath("fifo");
+  QDir().mkpath(dir);
+  ASSERT_EQ(::mkfifo(QFile::encodeName(dir + "/run.json").constData(), 0600), 0);
+  ASSERT_EQ(::mkfifo(QFile::encodeName(dir + "/metrics.jsonl").constData(), 0600), 0);
+  QElapsedTimer t;
+  t.start();
+  const auto s = loadRunSummary(dir);
+  EXPECT_EQ(s.status, "unknown");
+  EXPECT_TRUE(readMetricsFile(dir + "/metrics.jsonl").isEmpty());
+  EXPECT_LT(t.elapsed(), 2000);
+}

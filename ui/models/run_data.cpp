@@ -8,15 +8,33 @@
 #include <QJsonDocument>
 #include <QRegularExpression>
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <limits>
 
 namespace ulysses::ui {
 
 namespace {
+// Only regular files of bounded size are read: a FIFO named run.json would block the
+// studio forever, a huge file would stall it (QFileInfo::isFile is false for FIFOs).
+bool readableFile(const QString& path, qint64 maxBytes) {
+  const QFileInfo fi(path);
+  return fi.exists() && fi.isFile() && fi.size() <= maxBytes;
+}
 QJsonObject readJsonObject(const QString& path) {
+  if (!readableFile(path, kMaxRunJsonBytes)) return {};
   QFile f(path);
   if (!f.open(QIODevice::ReadOnly)) return {};
-  const auto doc = QJsonDocument::fromJson(f.readAll());
+  const auto doc = QJsonDocument::fromJson(f.read(kMaxRunJsonBytes));
   return doc.isObject() ? doc.object() : QJsonObject{};
+}
+// True when `pid` is a live ulysses-run (a reused pid of another program does not count).
+bool launcherAlive(qint64 pid) {
+  if (pid <= 0 || pid > std::numeric_limits<int>::max()) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  QFile cmd(QStringLiteral("/proc/%1/cmdline").arg(pid));
+  if (!cmd.open(QIODevice::ReadOnly)) return true;  // no /proc: trust kill()
+  return cmd.read(4096).contains("ulysses-run");
 }
 double median(QVector<double> v) {
   if (v.isEmpty()) return 0;
@@ -52,11 +70,18 @@ bool parseMetricLine(const QByteArray& raw, MetricPoint* point) {
 
 QVector<MetricPoint> readMetricsFile(const QString& path) {
   QVector<MetricPoint> out;
+  if (!readableFile(path, kMaxMetricsBytes)) return out;
   QFile f(path);
   if (!f.open(QIODevice::ReadOnly)) return out;
-  while (!f.atEnd()) {
+  while (!f.atEnd() && out.size() < kMaxMetricPoints) {
     MetricPoint p;
-    if (parseMetricLine(f.readLine(), &p)) out.push_back(p);
+    const QByteArray line = f.readLine(64 * 1024);  // a METRIC object is a few hundred bytes
+    if (!line.endsWith('\n') && !f.atEnd()) {   // an overlong line: skip the rest of it
+      while (!f.atEnd() && !f.readLine(64 * 1024).endsWith('\n')) {
+      }
+      continue;
+    }
+    if (parseMetricLine(line, &p)) out.push_back(p);
   }
   return out;
 }
@@ -99,7 +124,11 @@ RunSummary loadRunSummary(const QString& dir) {
     s.finalLoss = run.value("final_loss").toDouble();
   }
   if (run.value("steps_done").isDouble()) s.stepsDone = run.value("steps_done").toInt();
-  s.worldSize = run.value("world_size").toInt();
+  // Claims are bounded: a run.json saying 2e9 ranks made the studio allocate 2e9 rows.
+  const double claimedWorld = run.value("world_size").toDouble();
+  s.worldSize = claimedWorld >= 0 && claimedWorld <= kMaxRanks ? static_cast<int>(claimedWorld) : 0;
+  if (claimedWorld < 0 || claimedWorld > kMaxRanks)
+    s.problems << QStringLiteral("run.json claims %1 ranks (at most %2 are shown); ignored").arg(claimedWorld).arg(kMaxRanks);
   s.exitCode = run.value("exit_code").toInt();
   if (run.value("failed_rank").isDouble()) s.failedRank = run.value("failed_rank").toInt();
   s.message = run.value("message").toString();
@@ -107,8 +136,17 @@ RunSummary loadRunSummary(const QString& dir) {
   if (train.value("steps").isDouble()) s.steps = train.value("steps").toInt();
   if (s.worldSize == 0) {
     const auto par = s.config.value("parallel").toObject();
-    if (par.value("sp_size").isDouble())
-      s.worldSize = par.value("sp_size").toInt() * std::max(1, par.value("dp_size").toInt(1));
+    const double w = par.value("sp_size").toDouble() * std::max(1.0, par.value("dp_size").toDouble(1));
+    if (par.value("sp_size").isDouble() && w >= 0 && w <= kMaxRanks) s.worldSize = static_cast<int>(w);
+  }
+  // A "running" record whose launcher is gone: the run died without writing its end
+  // (killed with SIGKILL, crashed, machine restarted). Shown as failed, not as running.
+  if (s.status == QLatin1String("running") && run.value("pid").isDouble() && !launcherAlive(static_cast<qint64>(run.value("pid").toDouble()))) {
+    s.status = QStringLiteral("failed");
+    s.stale = true;
+    s.message = QStringLiteral("ulysses-run (pid %1) is no longer running and never recorded how the run ended "
+                               "(killed, crashed or the machine restarted)")
+                    .arg(static_cast<qint64>(run.value("pid").toDouble()));
   }
   if (!s.hasFinalLoss || s.stepsDone < 0) {
     const auto pts = readMetricsFile(d.filePath(QStringLiteral("metrics.jsonl")));

@@ -10,6 +10,13 @@
 
 namespace ulysses::ui {
 
+// What the studio reads from a run directory is bounded: claims beyond these are refused
+// (shown as a problem), files beyond these are not read.
+inline constexpr int kMaxRanks = 1024;                      // as validate() allows
+inline constexpr qint64 kMaxRunJsonBytes = 16 << 20;        // run.json, config.json
+inline constexpr qint64 kMaxMetricsBytes = qint64{256} << 20;
+inline constexpr int kMaxMetricPoints = 10'000'000;
+
 // One METRIC object (rank 0, one per finished step).
 struct MetricPoint {
   int step = -1;
@@ -44,6 +51,8 @@ struct RunSummary {
   QString message;
   QJsonObject config;   // RUN/config.json
   bool hasTrace = false;
+  bool stale = false;   // run.json said "running" but its ulysses-run is gone (status is then "failed")
+  QStringList problems; // claims that were refused (e.g. an impossible world_size)
 };
 
 // True when `dir` looks like a run directory (run.json, config.json or metrics.jsonl).

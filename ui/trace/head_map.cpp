@@ -30,6 +30,11 @@ HeadGridWidget::HeadGridWidget(QWidget* parent) : QWidget(parent) {
 QSize HeadGridWidget::sizeHint() const { return QSize(800, kTop + 28 * std::max<int>(1, int(ranks_.size())) + 10); }
 
 void HeadGridWidget::setRows(std::vector<HeadMapRow> rows, int num_heads, int sp_size) {
+  // A trace's claims are bounded before anything loops over them (2e9 heads used to hang).
+  if (num_heads > kMaxHeadMapHeads || rows.size() > size_t(kMaxHeadMapRanks) * 64) {
+    rows.clear();
+    num_heads = 0;
+  }
   rows_ = std::move(rows);
   heads_ = num_heads;
   sp_ = std::max(1, sp_size);
@@ -145,8 +150,18 @@ void HeadMapView::setTrace(std::shared_ptr<const prof::TraceModel> model, std::s
     caption_->clear();
     return;
   }
-  auto rows = head_map_rows(*model);
   const int H = trace_num_heads(*model);
+  if (H > kMaxHeadMapHeads || H < 0 || model->ranks.size() > size_t(kMaxHeadMapRanks) || model->sp_size > kMaxHeadMapRanks) {
+    // Claims no real run makes: refuse to draw (and to compute owned ranges, whose
+    // products overflow) instead of looping over billions of cells.
+    grid_->setRows({}, 0, 1);
+    own_->setTable({});
+    ranges_->setTable(summary ? head_range_table_data(*summary) : TableData{});
+    caption_->setText(tr("The trace claims %1 attention heads over %2 ranks (sp_size %3); the head map draws at most %4 heads and %5 ranks.")
+                          .arg(H).arg(model->ranks.size()).arg(model->sp_size).arg(kMaxHeadMapHeads).arg(kMaxHeadMapRanks));
+    return;
+  }
+  auto rows = head_map_rows(*model);
   caption_->setText(tr("sp_size %1, %2 attention heads: after the seq->head all-to-all, rank r owns heads [r*%2/%1, (r+1)*%2/%1). "
                        "Cells are shaded by measured attention time; red cells were measured outside the owned heads.")
                         .arg(std::max(1, model->sp_size)).arg(H));

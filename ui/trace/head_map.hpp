@@ -14,6 +14,10 @@ class QLabel;
 
 namespace ulysses::ui {
 
+// Largest claims the head map draws (a trace file is input: it may claim anything).
+inline constexpr int kMaxHeadMapHeads = 4096;
+inline constexpr int kMaxHeadMapRanks = 1024;
+
 class HeadGridWidget : public QWidget {
   Q_OBJECT
  public:
