@@ -281,7 +281,7 @@ class HostTracer final : public Tracer {
   }
 
   void push_correlation(const RangeInfo& info) override {
-    if (!gpu_ || !active()) return;
+    if (!gpu_) return;  // ScopedCorrelation checked active(); pushing here keeps pop balanced
     const uint64_t ext = next_ext_.fetch_add(1, std::memory_order_relaxed);
     gpu_->push_external_id(ext);
     const int64_t t = now_ns();

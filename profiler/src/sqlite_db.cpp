@@ -56,6 +56,13 @@ bool Db::has_table(const std::string& name) {
   return st.step();
 }
 
+bool Db::has_column(const std::string& table, const std::string& column) {
+  Stmt st(*this, "SELECT 1 FROM pragma_table_info(?) WHERE name = ?");
+  st.bind(1, table);
+  st.bind(2, column);
+  return st.step();
+}
+
 Stmt::Stmt(const Db& db, const std::string& sql) : db_(db.get()) {
   if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st_, nullptr) != SQLITE_OK) {
     throw std::runtime_error(std::string(sqlite3_errmsg(db_)) + " (in: " + sql.substr(0, 80) + ")");

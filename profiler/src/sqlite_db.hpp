@@ -27,6 +27,7 @@ class Db {
   // First column of the first row as int64 (0 when no row).
   int64_t query_int(const std::string& sql);
   bool has_table(const std::string& name);
+  bool has_column(const std::string& table, const std::string& column);
   std::string errmsg() const;
   void close();
 

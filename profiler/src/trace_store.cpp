@@ -363,8 +363,10 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
         bool is_memcpy = std::strcmp(t.table, "CUPTI_ACTIVITY_KIND_MEMCPY") == 0;
         bool is_memset = std::strcmp(t.table, "CUPTI_ACTIVITY_KIND_MEMSET") == 0;
         int32_t fixed_name = is_memcpy ? b.intern("[CUDA memcpy]") : is_memset ? b.intern("[CUDA memset]") : -1;
+        // correlationId: in every nsys export we know of; optional all the same.
+        const char* corr = db.has_column(t.table, "correlationId") ? ", correlationId" : ", 0";
         sql::Stmt st(db, std::string("SELECT start, end, deviceId, streamId, globalPid, ") + t.name_sql +
-                             (is_memcpy || is_memset ? ", bytes" : ", 0") + ", correlationId FROM " + t.table);
+                             (is_memcpy || is_memset ? ", bytes" : ", 0") + corr + " FROM " + t.table);
         sqlite3_stmt* s = st.get();
         while (st.step()) {
           TraceRange r;
@@ -389,7 +391,10 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
     }
 
     // CUDA runtime calls (the launches of the kernels above; exports pair them by correlation).
-    if (opts.gpu_activity && db.has_table("CUPTI_ACTIVITY_KIND_RUNTIME")) {
+    if (opts.gpu_activity && db.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") &&
+        db.has_column("CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId") &&
+        db.has_column("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid") &&
+        db.has_column("CUPTI_ACTIVITY_KIND_RUNTIME", "nameId")) {
       sql::Stmt st(db, "SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME");
       while (st.step()) {
         RuntimeCall c;

@@ -357,3 +357,26 @@ TEST(GpuCorrelation, CpuRanksPushNoIdsAndOlderFilesStillLoad) {
   EXPECT_EQ(m.steps.size(), 2u);
   for (const auto& r : m.ranges) EXPECT_EQ(r.external_id, 0);
 }
+
+TEST(GpuCorrelation, ExportsWithoutCorrelationColumnsStillLoad) {
+  // A minimal nsys-shaped file whose kernel and runtime tables lack correlationId.
+  TempDir tmp;
+  const std::string path = tmp.path + "/old.sqlite";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, R"(
+    CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,
+      streamId INTEGER NOT NULL, globalPid INTEGER, demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL);
+    CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL, nameId INTEGER NOT NULL);
+    INSERT INTO StringIds VALUES (1, 'gemm'), (2, 'cudaLaunchKernel');
+    INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (100, 200, 0, 7, 42 * 16777216, 1, 1);
+    INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (90, 95, 2);
+  )", nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  auto m = prof::load_trace(path);
+  auto k = kernels_named(m, "gemm");
+  ASSERT_EQ(k.size(), 1u);
+  EXPECT_EQ(k[0]->correlation, 0u);
+  EXPECT_TRUE(m.runtime.empty());
+}
