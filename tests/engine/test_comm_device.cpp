@@ -60,7 +60,7 @@ TEST(CommDevice, GlooShorthandIsCpuAndAutoFollowsTheDecision) {
 TEST(CommDevice, PeakMemoryMaxOverRanksIsExactInInt64AndGroupsShutDown) {
   // values above 2^53 would lose bits in a float64 round trip; int64 keeps them
   const int64_t base = (int64_t{1} << 53) + 1;
-  testing::run_ranks(2, [&](const DistEnv& e) {
+  ulysses::testing::run_ranks(2, [&](const DistEnv& e) {
     DeviceDecision d;
     d.device = "cpu";
     d.backend = "gloo";
@@ -79,7 +79,7 @@ TEST(CommDevice, PeakMemoryMaxOverRanksIsExactInInt64AndGroupsShutDown) {
 TEST(CommDevice, AbortReturnsAtOnceWhileThePeerIsGone) {
   // rank 1 leaves after the first collective; rank 0's next collective fails (peer closed
   // or timeout), and abort() then returns without waiting on anyone.
-  testing::run_ranks(2, [&](const DistEnv& e) {
+  ulysses::testing::run_ranks(2, [&](const DistEnv& e) {
     DeviceDecision d;
     d.device = "cpu";
     d.backend = "gloo";
