@@ -405,6 +405,17 @@ report = {"mode": mode, "build": json.loads(os.environ["GPU_CHECK_BUILD_STATUS"]
 if os.environ["GPU_CHECK_TESTS_RC"] != "0":
     failures.append("tests failed (see ctest.log)")
 
+# One rank with its process groups made anyway (ULYSSES_SINGLE_RANK_GROUPS=1): on one GPU,
+# the only way to run the NCCL path (peak-memory all-reduce on the GPU, shutdown at exit).
+log("one rank with process groups (%s)" % ("NCCL" if gpu else "Gloo"))
+r = run_ours("groups_1rank", seqs[0], False, extra_env={"ULYSSES_SINGLE_RANK_GROUPS": "1"}, extra_set=["train.steps=2"])
+wlog = open(os.path.join(out, "groups_1rank.log")).read() if os.path.exists(os.path.join(out, "groups_1rank.log")) else ""
+want = "backend %s (c10d groups made)" % ("nccl" if gpu else "gloo")
+r["groups_check"] = {"want_in_worker_log": want, "ok": want in wlog and r.get("exit_code") == 0}
+if not r["groups_check"]["ok"]:
+    failures.append("groups_1rank: expected '%s' in the worker log and exit 0" % want)
+report["runs"].append(r)
+
 for seq in seqs:
     pair = {}
     for trace in (False, True):
@@ -422,19 +433,10 @@ for seq in seqs:
         report["tracing_overhead"].append({"seq_length": seq, "step_ms_off": pair[False]["step_ms"], "step_ms_on": pair[True]["step_ms"],
                                            "overhead": round(pair[True]["step_ms"] / pair[False]["step_ms"] - 1.0, 4)})
 
-# One rank with its process groups made anyway (ULYSSES_SINGLE_RANK_GROUPS=1): on one GPU,
-# the only way to run the NCCL path (peak-memory all-reduce on the GPU, shutdown at exit).
-log("one rank with process groups (%s)" % ("NCCL" if gpu else "Gloo"))
-r = run_ours("groups_1rank", seqs[0], False, extra_env={"ULYSSES_SINGLE_RANK_GROUPS": "1"}, extra_set=["train.steps=2"])
-wlog = open(os.path.join(out, "groups_1rank.log")).read() if os.path.exists(os.path.join(out, "groups_1rank.log")) else ""
-want = "backend %s (c10d groups made)" % ("nccl" if gpu else "gloo")
-r["groups_check"] = {"want_in_worker_log": want, "ok": want in wlog and r.get("exit_code") == 0}
-if not r["groups_check"]["ok"]:
-    failures.append("groups_1rank: expected '%s' in the worker log and exit 0" % want)
-report["runs"].append(r)
 
-if not gpu and report["runs"] and report["runs"][1].get("exit_code") == 0:
-    st = selftest_kernel_checks(report["runs"][1]["run_dir"])
+traced = [x for x in report["runs"] if x.get("tracing") and x.get("exit_code") == 0]
+if not gpu and traced:
+    st = selftest_kernel_checks(traced[0]["run_dir"])
     report["trace_checks"]["kernel_check_selftest"] = st
     if not st["ok"]:
         failures.append("kernel-check self-test failed")
