@@ -41,9 +41,11 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   const int64_t dkv = hkv_sent * dh;
   const int64_t per_token_layer = 8 * d + 4 * dkv + 3 * f;
   c.activation_bytes = b * n * (L * per_token_layer + d) * e + b * n * V * (e + 4);
-  DeviceFacts host;
-  if (!opt.facts) host = DeviceFacts::detect(0, static_cast<int>(W));
-  const DeviceDecision dev = decide_device(cfg, opt.facts ? *opt.facts : host, nullptr);  // refusals are validation's business
+  // Every rank of the run is local (ulysses-run), so rank 0 decides with W local ranks.
+  DeviceFacts host = opt.facts ? *opt.facts : DeviceFacts::detect(0, static_cast<int>(W));
+  host.local_rank = 0;
+  host.local_world_size = static_cast<int>(W);
+  const DeviceDecision dev = decide_device(cfg, host, nullptr);  // refusals are validation's business
   c.device = dev.device;
   const bool math_attn = opt.math_attention >= 0 ? opt.math_attention != 0 : !dev.cuda;
   c.flash_attention = !math_attn;

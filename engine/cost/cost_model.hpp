@@ -50,7 +50,8 @@ struct CostOptions {
   // Whether attention materializes the N x N scores (math SDPA). -1 = from the device the
   // run will use (decide_device, as the workers decide it): cuda -> flash (no), cpu -> yes.
   int math_attention = -1;
-  // Host facts for that decision; nullptr = this host, with sp_size x dp_size local ranks.
+  // Host facts for that decision (build, visible GPUs); nullptr = this host. Local ranks
+  // are always sp_size x dp_size (every rank runs on this host).
   const DeviceFacts* facts = nullptr;
 };
 

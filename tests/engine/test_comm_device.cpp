@@ -1,0 +1,101 @@
+// Comm and the device decision: the group's device is the decided one, a host tensor given
+// to an NCCL group is refused with a message (the peak-memory bug: a CPU float64 scalar
+// all-reduced over NCCL), the int64 peak-memory max over 2 Gloo ranks is exact, and
+// shutdown/abort end the groups (abort never waits on a peer).
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "comm.hpp"
+#include "rank_threads.hpp"
+
+using namespace ulysses;
+
+namespace {
+DeviceDecision nccl_on_gpu(int index) {
+  DeviceDecision d;
+  d.cuda = true;
+  d.device_index = index;
+  d.device = "cuda:" + std::to_string(index);
+  d.backend = "nccl";
+  return d;
+}
+}  // namespace
+
+TEST(CommDevice, DeviceComesFromTheDecisionAndNcclRefusesHostTensors) {
+  DistEnv env;  // one rank: no group is made, so this runs without a GPU
+  Comm c(env, 1, 1, nccl_on_gpu(3), std::chrono::milliseconds(1000));
+  EXPECT_TRUE(c.device().is_cuda());
+  EXPECT_EQ(c.device().index(), 3);
+  EXPECT_EQ(c.backend_name(), "nccl");
+  auto peak = torch::tensor({int64_t{123}}, torch::kInt64);  // on the CPU
+  try {
+    c.all_reduce_max(peak);
+    FAIL() << "a CPU tensor must be refused by an NCCL group";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cpu"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(c.all_reduce_sum(peak), std::invalid_argument);
+  at::Tensor in = torch::zeros({1, 4}), out = torch::zeros({1, 4});
+  EXPECT_THROW(c.all_to_all(out, in), std::invalid_argument);
+}
+
+TEST(CommDevice, GlooShorthandIsCpuAndAutoFollowsTheDecision) {
+  DistEnv env;
+  Comm g(env, 1, 1, "gloo", std::chrono::milliseconds(1000));
+  EXPECT_EQ(g.device(), torch::Device(torch::kCPU));
+  EXPECT_EQ(g.backend_name(), "gloo");
+  auto t = torch::tensor({int64_t{5}}, torch::kInt64);
+  g.all_reduce_max(t);  // one rank: a no-op that accepts host tensors
+  EXPECT_EQ(t.item<int64_t>(), 5);
+  if (!build_has_cuda()) {
+    Comm a(env, 1, 1, "auto", std::chrono::milliseconds(1000));
+    EXPECT_EQ(a.backend_name(), "gloo");  // the bug: auto picked NCCL whenever CUDA existed
+    EXPECT_EQ(a.device(), torch::Device(torch::kCPU));
+  }
+}
+
+#if defined(ULYSSES_WITH_GLOO)
+TEST(CommDevice, PeakMemoryMaxOverRanksIsExactInInt64AndGroupsShutDown) {
+  // values above 2^53 would lose bits in a float64 round trip; int64 keeps them
+  const int64_t base = (int64_t{1} << 53) + 1;
+  ulysses::testing::run_ranks(2, [&](const DistEnv& e) {
+    DeviceDecision d;
+    d.device = "cpu";
+    d.backend = "gloo";
+    Comm c(e, 2, 1, d, std::chrono::milliseconds(20000));
+    EXPECT_TRUE(c.has_groups());
+    auto peak = torch::tensor({base + e.rank * 2}, torch::kInt64).to(c.device());  // (1,)
+    c.all_reduce_max(peak);
+    EXPECT_EQ(peak.item<int64_t>(), base + 2);
+    c.barrier();
+    c.shutdown();
+    EXPECT_FALSE(c.has_groups());
+    c.all_reduce_max(peak);  // no group left: local no-op, no hang
+  });
+}
+
+TEST(CommDevice, AbortReturnsAtOnceWhileThePeerIsGone) {
+  // rank 1 leaves after the first collective; rank 0's next collective fails (peer closed
+  // or timeout), and abort() then returns without waiting on anyone.
+  ulysses::testing::run_ranks(2, [&](const DistEnv& e) {
+    DeviceDecision d;
+    d.device = "cpu";
+    d.backend = "gloo";
+    Comm c(e, 2, 1, d, std::chrono::milliseconds(2000));
+    auto t = torch::ones({4});
+    c.all_reduce_sum(t);
+    if (e.rank == 1) {
+      c.abort();
+      return;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_ANY_THROW(c.all_reduce_sum(t));
+    c.abort();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(s, 2.0 + 3.0) << "rank 0 waited past the 2 s group timeout";
+    EXPECT_FALSE(c.has_groups());
+  });
+}
+#endif
