@@ -3,6 +3,8 @@
 // Kineto trace for Perfetto or HTA; `export --format chrome --per-rank RUN DIR` writes
 // DIR/rank{r}.json, one file per rank, the folder HTA's TraceAnalysis(trace_dir=DIR) reads. Exit 0 ok, 2 bad input (unreadable trace, bad
 // arguments), 1 failure.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <iostream>
 
@@ -46,6 +48,14 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  {
+    // Only a folder or a regular file: SQLite would block forever on a FIFO.
+    struct stat st {};
+    if (::stat(run.c_str(), &st) == 0 && !S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+      std::cerr << "ulysses-trace: " << run << " is not a run folder or a regular .sqlite file (a FIFO or a device?)\n";
+      return 2;
+    }
+  }
   try {
     prof::LoadOptions lo;
     if (summary->parsed()) {

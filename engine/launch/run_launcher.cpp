@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -233,7 +234,9 @@ class Session {
   //   1. a rank killed by a signal (nobody here sent one yet): it died, the others noticed;
   //   2. a rank still "running" but stopped (SIGSTOP, state T) or traced: the others timed
   //      out waiting for it and exited first;
-  //   3. the failed rank whose output ended first (several found dead in one pass: the
+  //   3. when the first rank to fail reports a timeout: the rank left running (after waiting
+  //      for the others' timeouts), else the running rank silent the longest;
+  //   4. the failed rank whose output ended first (several found dead in one pass: the
   //      others noticed the failure and quit at once).
   //   The decision waits kSettleS after the first failure is seen: a killed rank's sockets
   //   close before it becomes reapable, so its peers can be found dead before it.
@@ -247,6 +250,14 @@ class Session {
     if (settle_start_ == Clock::time_point{}) settle_start_ = Clock::now();
     if (seconds_since(settle_start_) < kSettleS && any_running()) return;
     const std::vector<Rank*>& failed = failed_;
+    // The first rank to fail timed out in a collective: the healthy ones blocked in it time
+    // out (or see their peers vanish) too, within about one timeout. Wait, at most
+    // min(timeout_s, 10 s), until only the rank that kept them waiting is left running.
+    auto earliest = [](const Rank* a, const Rank* b) { return a->first_eof < b->first_eof; };
+    const bool timed_out = mentions_timeout((*std::min_element(failed.begin(), failed.end(), earliest))->tail);
+    if (timed_out && running_count() > 1 &&
+        seconds_since(settle_start_) < std::min(opt_.config.parallel.timeout_s, 10.0) + kSettleS)
+      return;
     auto earlier = [](const Rank* a, const Rank* b) { return a->first_eof < b->first_eof; };
     Rank* killed = nullptr;
     for (Rank* r : failed)
@@ -267,12 +278,39 @@ class Session {
         return;
       }
     }
+    // Every failed rank reports a timeout (a collective waited for someone): the one that
+    // kept them waiting is a rank still running, the one silent the longest.
+    Rank* silent = nullptr;
+    if (timed_out)
+      for (auto& r : ranks_)
+        if (r.proc && r.proc->running() && (!silent || r.last_output < silent->last_output)) silent = &r;
+    if (silent) {
+      blame(*silent, "stopped making progress: still running but silent for " +
+                         std::to_string(static_cast<int64_t>(seconds_since(silent->last_output))) + " s while rank " +
+                         std::to_string(first->rank) + " " + first->proc->exit_info().describe() + " after a timeout");
+      return;
+    }
     blame(*first, first->proc->exit_info().describe());
+  }
+
+  static bool mentions_timeout(const std::deque<std::string>& tail) {
+    for (const auto& line : tail) {
+      std::string l = line;
+      std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (l.find("timed out") != std::string::npos || l.find("timeout") != std::string::npos) return true;
+    }
+    return false;
   }
 
   void blame(Rank& r, const std::string& what) {
     failed_rank_ = r.rank;
     failure_ = "rank " + std::to_string(r.rank) + " " + what;
+  }
+
+  int running_count() const {
+    int n = 0;
+    for (auto& r : ranks_) n += r.proc && r.proc->running();
+    return n;
   }
 
   bool any_running() const {

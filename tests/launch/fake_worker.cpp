@@ -3,8 +3,8 @@
 // on rank 0's stdout, metrics.jsonl, human lines on stderr) without torch. Ranks meet over
 // MASTER_ADDR:MASTER_PORT like c10d's TCPStore (rank 0 listens, the others connect), so a
 // wrong environment or a busy port fails the run, and end each step with a barrier. Behaviour from the environment:
-//   FAKE_MODE        ok (default) | fail | crash | stop | hang | ignore_term
-//                    (stop: the failing rank SIGSTOPs itself, as a hung or frozen rank)
+//   FAKE_MODE        ok (default) | fail | crash | stop | freeze | hang | ignore_term
+//                    (stop: the failing rank SIGSTOPs itself; freeze: it blocks silently, running)
 //   FAKE_TIMEOUT_MS  a barrier waits at most this long, then the rank exits 1 "timed out"
 //                    (as a collective's timeout does); 0 = forever (default)
 //   FAKE_PEER_EXIT   1: a rank whose peer vanished exits 1 at once instead of blocking
@@ -211,7 +211,7 @@ int main(int argc, char** argv) {
   std::ofstream metrics;
   if (rank == 0) metrics.open(fs::path(out_dir) / "metrics.jsonl", std::ios::app);
   for (int64_t s = 0; s < steps; ++s) {
-    if ((mode == "fail" || mode == "crash" || mode == "stop") && s == fail_step) {
+    if ((mode == "fail" || mode == "crash" || mode == "stop" || mode == "freeze") && s == fail_step) {
       if (rank != fail_rank) {
         if (g_timeout_ms > 0 || g_peer_exit) barrier(rank);  // waits for the failed rank, then times out / notices
         block_forever();  // stuck in a collective with the failed rank
@@ -222,6 +222,7 @@ int main(int argc, char** argv) {
         ::raise(SIGSTOP);
         block_forever();
       }
+      if (mode == "freeze") block_forever();
       return fail_code;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));

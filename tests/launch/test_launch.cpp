@@ -1018,3 +1018,21 @@ TEST(Reliability, BlamesTheKilledRankWhenPeersExitAtOnce) {
     EXPECT_NE(rec["message"].get<std::string>().find("killed by signal 9"), std::string::npos) << rec;
   }
 }
+
+// Blame class: a rank that hangs while running (a deadlock, an endless loop) makes every other
+// rank time out; the silent running rank is named, not the first to time out.
+TEST(Reliability, BlamesTheSilentRankWhenEveryOtherTimesOut) {
+  TempDir tmp;
+  json c = small_config(2, 2, 20);
+  c["parallel"]["timeout_s"] = 2;
+  const fs::path cfg = write_config(tmp.path(), c);
+  const fs::path run = tmp.path() / "run";
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE},
+          {{"FAKE_MODE", "freeze"}, {"FAKE_FAIL_RANK", "2"}, {"FAKE_FAIL_STEP", "1"}, {"FAKE_TIMEOUT_MS", "700"}, {"FAKE_PEER_EXIT", "1"}},
+          tmp.path());
+  ASSERT_EQ(cli.wait(), 1) << cli.err();
+  const json rec = read_json(run / "run.json");
+  EXPECT_EQ(rec["failed_rank"], 2) << rec;
+  EXPECT_NE(rec["message"].get<std::string>().find("silent"), std::string::npos) << rec;
+  for (const auto& r : fake_records(run, 4)) EXPECT_TRUE(wait_gone(r["pid"], 5)) << "worker " << r["pid"] << " still runs";
+}
