@@ -83,7 +83,8 @@ int64_t machine_memory_bytes() {
 // Only for runs whose ranks all live in host memory (train.device cpu, or auto without a GPU).
 std::string memory_refusal(const ulysses::RunConfig& cfg) {
   namespace C = ulysses::cost;
-  const bool host = cfg.train.device == "cpu" || (cfg.train.device == "auto" && !std::filesystem::exists("/dev/nvidia0"));
+  std::error_code ec;
+  const bool host = cfg.train.device == "cpu" || (cfg.train.device == "auto" && !std::filesystem::exists("/dev/nvidia0", ec));
   if (!host) return {};
   C::CostOptions o;
   // The engine's default attention on CPU is blocked (no N x N scores); sdpa's math path keeps them.

@@ -833,17 +833,15 @@ TEST(Reliability, FifoAndDevicesAsInputsAreRefusedAtOnce) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
   const fs::path run = tmp.path() / "run";
-  const std::vector<std::vector<std::string>> cases = {
-      {fifo.string()},
-      {"/dev/zero"},
-      {cfg.string(), "--set", "data.kind=text", "--set", "data.path=" + fifo.string()},
-      {cfg.string(), "--set", "train.init_from=" + tmp.path().string()},  // a directory with a FIFO-free but missing config.json
-  };
   fs::create_directories(tmp.path() / "ckpt");
   ASSERT_EQ(::mkfifo((tmp.path() / "ckpt" / "config.json").c_str(), 0600), 0);
-  std::vector<std::vector<std::string>> all = cases;
-  all.push_back({cfg.string(), "--set", "train.init_from=" + (tmp.path() / "ckpt").string()});
-  for (auto args : all) {
+  const std::vector<std::vector<std::string>> cases = {
+      {fifo.string()},                                                                  // config
+      {"/dev/zero"},                                                                    // config
+      {cfg.string(), "--set", "data.kind=text", "--set", "data.path=" + fifo.string()},  // data
+      {cfg.string(), "--set", "train.init_from=" + (tmp.path() / "ckpt").string()},      // init_from/config.json
+  };
+  for (auto args : cases) {
     for (const char* a : {"--out", run.c_str(), "--worker", FAKE_WORKER_EXE}) args.push_back(a);
     Cli cli(args, {}, tmp.path());
     const auto t0 = Clock::now();

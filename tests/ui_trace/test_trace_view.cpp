@@ -8,9 +8,11 @@
 
 #include <QApplication>
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QTemporaryDir>
 
+#include "trace/head_map.hpp"
 #include "trace/memory_view.hpp"
 #include "trace/report_view.hpp"
 #include "trace/synthetic_trace.hpp"
@@ -339,4 +341,25 @@ TEST(TraceView, OpensNsightSystemsExport) {
   EXPECT_FALSE(tl->drawList().shades.empty());
   EXPECT_EQ(tl->index()->ranks().size(), 1u);
   EXPECT_FALSE(tl->index()->ranks()[0].overlap.empty());
+}
+
+// Reliability (issue 11): a trace claiming 2e9 heads used to make the head map loop over
+// billions of cells (and overflow the owned-range products); it is refused with a message.
+TEST(TraceViewReliability, HeadMapRefusesImpossibleHeadCounts) {
+  SyntheticOptions o;
+  o.ranks = 2; o.heads = 8; o.layers = 1; o.steps = 1; o.head_chunks = 2;
+  auto m = std::make_shared<prof::TraceModel>(*make_synthetic_trace(o));
+  m->num_heads = 2'000'000'000;
+  HeadMapView v;
+  v.resize(900, 600);
+  QElapsedTimer t;
+  t.start();
+  v.setTrace(m, nullptr);
+  const QImage img = v.grab().toImage();
+  EXPECT_LT(t.elapsed(), 3000);
+  EXPECT_FALSE(img.isNull());
+  EXPECT_EQ(v.ownershipModel()->rowCount(), 0);
+  m->num_heads = 8;  // a sane trace still draws
+  v.setTrace(m, nullptr);
+  EXPECT_GT(v.ownershipModel()->rowCount(), 0);
 }
