@@ -41,9 +41,10 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   const int64_t dkv = hkv_sent * dh;
   const int64_t per_token_layer = 8 * d + 4 * dkv + 3 * f;
   c.activation_bytes = b * n * (L * per_token_layer + d) * e + b * n * V * (e + 4);
-  const bool math_attn = opt.math_attention >= 0 ? opt.math_attention != 0 : t.device != "cuda";
+  const bool math_attn = opt.math_attention >= 0 ? opt.math_attention != 0 : (t.attention == "sdpa" && t.device != "cuda");
   if (math_attn) c.attention_score_bytes = 2 * b * (H / P) * N * N * e * L;
-  c.activation_bytes += c.attention_score_bytes;
+  else c.attention_lse_bytes = b * (H / P) * N * 4 * L;
+  c.activation_bytes += c.attention_score_bytes + c.attention_lse_bytes;
 
   // All-to-all: q, k, v seq->head and o head->seq, each rank keeps 1/P of its shard.
   // elements = b*N*(2d + 2dkv)*(P-1)/P^2, computed in integers as b*(N/P)*(2d+2dkv)*(P-1)/P.
