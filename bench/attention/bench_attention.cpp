@@ -5,7 +5,8 @@
 //   peak = VmHWM - VmRSS, both read after the inputs exist and a warm-up pass ran, with
 //   the high-water mark reset (echo 5 > /proc/self/clear_refs), i.e. the memory the
 //   timed forward + backward needed on top of its inputs.
-// Time = median of --reps timed passes. Then a block-size sweep of Blocked at one N.
+// Time = median of --reps timed passes after one warm-up pass (no warm-up with --reps 1).
+// Then a block-size sweep of Blocked at one N (--blocks "" skips it).
 //
 //   bench_attention [--n 1024,2048,4096,8192] [--blocked-only 16384] [--block 256]
 //                   [--sweep-n 4096] [--blocks 64,128,256,512] [--reps 3]
@@ -58,7 +59,7 @@ int run_one(const std::string& kind, int64_t N, int64_t block, int reps) {
     k.mutable_grad() = at::Tensor();
     v.mutable_grad() = at::Tensor();
   };
-  pass();  // warm-up
+  if (reps > 1) pass();  // warm-up (with --reps 1 the single pass is cold: allocations fault in)
   malloc_trim(0);
   { std::ofstream("/proc/self/clear_refs") << "5"; }
   const int64_t base_kb = status_kb("VmRSS");
@@ -145,7 +146,8 @@ int main(int argc, char** argv) {
   for (int64_t N : list(ns)) row(N, true);
   for (int64_t N : list(blocked_only)) row(N, false);
 
-  std::printf("\nblocked, block-size sweep at N=%lld\n%7s | %10s %12s\n", (long long)sweep_n, "block", "ms", "peak MiB");
+  if (!list(blocks).empty())
+    std::printf("\nblocked, block-size sweep at N=%lld\n%7s | %10s %12s\n", (long long)sweep_n, "block", "ms", "peak MiB");
   for (int64_t bl : list(blocks)) {
     const Figure b = measure(self, "blocked", sweep_n, bl, reps);
     std::printf("%7lld | %10.1f %12.1f\n", (long long)bl, b.ms, mib(b.bytes));
