@@ -530,13 +530,12 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
       bad("train.seq_length", "train.seq_length (" + num(t.seq_length) + ") must be divisible by parallel.sp_size (" + num(p.sp_size) +
                                   "); try " + num((t.seq_length / p.sp_size + 1) * p.sp_size));
     if (m.num_attention_heads % p.sp_size == 0) {
+      // Any divisor of the local q heads: with GQA a kv head travels with the first chunk
+      // that needs it, so the local kv head count puts no constraint on head_chunks.
       const int64_t hq = m.num_attention_heads / p.sp_size;
-      const int64_t hkv = kv >= p.sp_size ? kv / p.sp_size : 1;
       if (hq % p.head_chunks != 0)
         bad("parallel.head_chunks", "parallel.head_chunks (" + num(p.head_chunks) + ") must divide the local heads per rank, num_attention_heads/sp_size = " +
                                         num(hq));
-      else if (hkv % p.head_chunks != 0 && hkv != 1)
-        bad("parallel.head_chunks", "parallel.head_chunks (" + num(p.head_chunks) + ") must divide the local kv heads per rank (" + num(hkv) + ")");
     }
   }
   if (p.backend != "auto" && p.backend != "gloo" && p.backend != "nccl")

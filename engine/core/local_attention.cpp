@@ -1,5 +1,22 @@
 // Local causal attention: SDPA, or block-causal online softmax (see local_attention.hpp).
+//
+// Blocked kernel (FlashAttention-2 on CPU, with at:: matmuls on tiles):
+//   forward, per kv head and query block i: running max m, running sum l and accumulator
+//   acc over key blocks j <= i (blocks j > i are fully masked and skipped; only j == i
+//   needs the triangular mask); out = acc / l, lse = m + log l. Saves q, k, v, out, lse.
+//   backward, per kv head and key block j, over query blocks i >= j: S = q k^T * scale,
+//   P = exp(S - lse), dV += P^T dO, dP = dO V^T, dS = P o (dP - D) with D = rowsum(dO o O),
+//   dQ += dS K * scale, dK += dS^T Q * scale.
+// GQA without repeating k/v: the G = H/Hkv q heads of one kv head are laid out as
+// (N, G, dh), so a query block of that group is one (bq*G, dh) tile whose rows are
+// (token, head) pairs; row r belongs to token i0 + r / G. Head h uses kv head h / G.
+// Everything accumulates in fp32 (fp64 for double inputs) and returns the input dtype.
 #include "local_attention.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include <ATen/Parallel.h>
 
 #include "torch_compat.hpp"
 
@@ -10,12 +27,150 @@ at::Tensor expand_kv(const at::Tensor& kv, int64_t hq) {  // (B, Hkv, N, dh) -> 
   const int64_t rep = hq / kv.size(1);
   return rep == 1 ? kv : kv.repeat_interleave(rep, 1);
 }
+
+at::ScalarType acc_type(const at::Tensor& t) { return t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
+
+// q (B, H, N, dh) -> (B, Hkv, N, G, dh) contiguous in the accumulation dtype.
+at::Tensor group_q(const at::Tensor& q, int64_t Hkv, at::ScalarType acc) {
+  const auto B = q.size(0), H = q.size(1), N = q.size(2), dh = q.size(3);
+  return q.to(acc).reshape({B, Hkv, H / Hkv, N, dh}).permute({0, 1, 3, 2, 4}).contiguous();
+}
+// (B, Hkv, N, G, dh) -> (B, H, N, dh) contiguous
+at::Tensor ungroup_q(const at::Tensor& x) {
+  const auto B = x.size(0), Hkv = x.size(1), N = x.size(2), G = x.size(3), dh = x.size(4);
+  return x.permute({0, 1, 3, 2, 4}).reshape({B, Hkv * G, N, dh}).contiguous();
+}
+
+// Boolean (block, 1, block) mask: true where the key (last index) is after the query.
+at::Tensor causal_block_mask(int64_t block) {
+  return at::ones({block, block}, at::TensorOptions().dtype(at::kBool)).triu(1).unsqueeze(1);
+}
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+class BlockedAttentionFn : public torch::autograd::Function<BlockedAttentionFn> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v, int64_t block) {
+    const auto B = q.size(0), H = q.size(1), N = q.size(2), dh = q.size(3), Hkv = k.size(1), G = H / Hkv;
+    const auto acc = acc_type(q);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+    const int64_t nb = (N + block - 1) / block;
+    auto qg = group_q(q, Hkv, acc);                 // (B, Hkv, N, G, dh)
+    auto kc = k.to(acc).contiguous();               // (B, Hkv, N, dh)
+    auto vc = v.to(acc).contiguous();               // (B, Hkv, N, dh)
+    auto out = at::empty_like(qg);                  // (B, Hkv, N, G, dh)
+    auto lse = at::empty({B, Hkv, N, G}, qg.options());  // (B, Hkv, N, G)
+    const auto mask = causal_block_mask(block);     // (block, 1, block)
+    at::parallel_for(0, B * Hkv, 1, [&](int64_t begin, int64_t end) {
+      at::NoGradGuard no_grad;
+      for (int64_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / Hkv, j = bh % Hkv;
+        auto qh = qg[b][j], kh = kc[b][j], vh = vc[b][j], oh = out[b][j], lh = lse[b][j];  // (N, G, dh), (N, dh), (N, G)
+        for (int64_t i = 0; i < nb; ++i) {
+          const int64_t i0 = i * block, bq = std::min(block, N - i0);
+          auto qt = qh.narrow(0, i0, bq).reshape({bq * G, dh}).mul(scale);  // (bq*G, dh), scale folded into q
+          auto m = at::full({bq * G, 1}, -std::numeric_limits<double>::infinity(), qt.options());
+          auto l = at::zeros({bq * G, 1}, qt.options());
+          auto o = at::zeros({bq * G, dh}, qt.options());
+          for (int64_t kb = 0; kb <= i; ++kb) {  // key blocks after the query block are fully masked
+            const int64_t j0 = kb * block, bk = std::min(block, N - j0);
+            auto s = at::mm(qt, kh.narrow(0, j0, bk).t());  // (bq*G, bk)
+            if (kb == i) s.view({bq, G, bk}).masked_fill_(mask.narrow(0, 0, bq).narrow(2, 0, bk), -std::numeric_limits<double>::infinity());
+            auto m_new = at::maximum(m, std::get<0>(s.max(1, /*keepdim=*/true)));  // finite: each row sees its own token
+            s.sub_(m_new).exp_();                                                   // P~ = exp(S - m_new)
+            auto alpha = (m - m_new).exp_();
+            l.mul_(alpha).add_(s.sum(1, /*keepdim=*/true));
+            o.mul_(alpha).addmm_(s, vh.narrow(0, j0, bk));
+            m = m_new;
+          }
+          oh.narrow(0, i0, bq).view({bq * G, dh}).copy_(o.div_(l));
+          lh.narrow(0, i0, bq).view({bq * G, 1}).copy_(m.add_(l.log_()));
+        }
+      }
+    });
+    auto result = ungroup_q(out).to(q.scalar_type());  // (B, H, N, dh)
+    ctx->save_for_backward({q, k, v, result, lse});
+    ctx->saved_data["block"] = block;
+    return result;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    const auto sv = ctx->get_saved_variables();
+    const at::Tensor &q = sv[0], &k = sv[1], &v = sv[2], &o = sv[3], &lse = sv[4];
+    const int64_t block = ctx->saved_data["block"].toInt();
+    const auto B = q.size(0), N = q.size(2), dh = q.size(3), Hkv = k.size(1), G = q.size(1) / Hkv;
+    const auto acc = acc_type(q);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+    const int64_t nb = (N + block - 1) / block;
+    if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    at::Tensor qg, dog, Dg, kc, vc;
+    {
+      at::NoGradGuard no_grad;
+      qg = group_q(q, Hkv, acc);                               // (B, Hkv, N, G, dh)
+      dog = group_q(grads[0], Hkv, acc);                        // (B, Hkv, N, G, dh)
+      Dg = (dog * group_q(o, Hkv, acc)).sum(-1);                // (B, Hkv, N, G): rowsum(dO o O)
+      kc = k.to(acc).contiguous();                              // (B, Hkv, N, dh)
+      vc = v.to(acc).contiguous();
+    }
+    auto dq = at::zeros_like(qg);                               // (B, Hkv, N, G, dh)
+    auto dk = at::zeros_like(kc);                               // (B, Hkv, N, dh)
+    auto dv = at::zeros_like(vc);
+    const auto mask = causal_block_mask(block);
+    at::parallel_for(0, B * Hkv, 1, [&](int64_t begin, int64_t end) {
+      at::NoGradGuard no_grad;
+      for (int64_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / Hkv, j = bh % Hkv;
+        auto qh = qg[b][j], doh = dog[b][j], Dh = Dg[b][j], lh = lse[b][j], kh = kc[b][j], vh = vc[b][j];
+        auto dqh = dq[b][j], dkh = dk[b][j], dvh = dv[b][j];
+        for (int64_t kb = 0; kb < nb; ++kb) {
+          const int64_t j0 = kb * block, bk = std::min(block, N - j0);
+          auto kt = kh.narrow(0, j0, bk), vt = vh.narrow(0, j0, bk);  // (bk, dh)
+          auto dkt = dkh.narrow(0, j0, bk), dvt = dvh.narrow(0, j0, bk);
+          for (int64_t i = kb; i < nb; ++i) {  // query blocks before the key block see none of it
+            const int64_t i0 = i * block, bq = std::min(block, N - i0);
+            auto qt = qh.narrow(0, i0, bq).view({bq * G, dh});    // (bq*G, dh)
+            auto dot = doh.narrow(0, i0, bq).view({bq * G, dh});  // (bq*G, dh)
+            auto p = at::mm(qt, kt.t()).mul_(scale);                 // (bq*G, bk) = S
+            if (kb == i) p.view({bq, G, bk}).masked_fill_(mask.narrow(0, 0, bq).narrow(2, 0, bk), -std::numeric_limits<double>::infinity());
+            p.sub_(lh.narrow(0, i0, bq).reshape({bq * G, 1})).exp_();  // P = exp(S - lse)
+            dvt.addmm_(p.t(), dot);                                  // dV += P^T dO
+            auto ds = at::mm(dot, vt.t());                           // dP (bq*G, bk)
+            ds.sub_(Dh.narrow(0, i0, bq).reshape({bq * G, 1})).mul_(p);  // dS = P o (dP - D)
+            dqh.narrow(0, i0, bq).view({bq * G, dh}).addmm_(ds, kt, /*beta=*/1, /*alpha=*/scale);
+            dkt.addmm_(ds.t(), qt, /*beta=*/1, /*alpha=*/scale);
+          }
+        }
+      }
+    });
+    return {ungroup_q(dq).to(q.scalar_type()), dk.to(k.scalar_type()), dv.to(v.scalar_type()), at::Tensor()};
+  }
+};
+
+void check_shapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "causal_attention: q, k, v must be (B, H, N, dh)");
+  TORCH_CHECK(k.sizes() == v.sizes(), "causal_attention: k and v shapes differ");
+  TORCH_CHECK(q.size(0) == k.size(0) && q.size(2) == k.size(2) && q.size(3) == k.size(3),
+              "causal_attention: q ", q.sizes(), " and k ", k.sizes(), " disagree on batch, sequence or head dim");
+  TORCH_CHECK(k.size(1) > 0 && q.size(1) % k.size(1) == 0, "causal_attention: q heads (", q.size(1),
+              ") must be a multiple of kv heads (", k.size(1), ")");
+}
+
+at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t block) {
+  check_shapes(q, k, v);
+  TORCH_CHECK(block > 0, "causal_attention: block must be positive, got ", block);
+  return BlockedAttentionFn::apply(q, k, v, block);
+}
 }  // namespace
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionKernel& kernel) {
-  // TODO(blocked): the block-causal kernel; until then every kind runs SDPA.
-  (void)kernel;
-  return compat::sdpa_causal(q, expand_kv(k, q.size(1)), expand_kv(v, q.size(1)));
+  switch (kernel.kind) {
+    case AttentionKernel::Kind::Blocked:
+      return blocked_causal_attention(q, k, v, kernel.block);
+    case AttentionKernel::Kind::Sdpa:
+    default:
+      return compat::sdpa_causal(q, expand_kv(k, q.size(1)), expand_kv(v, q.size(1)));
+  }
 }
 
 AttentionKernel attention_kernel_for(const std::string& setting, int64_t block, bool on_cuda) {

@@ -14,12 +14,12 @@ using prof::RangeInfo;
 
 // ---- layout helpers ---------------------------------------------------------------
 
-// x (B, n, P*hx, dh): send buffer (P, B, n, hxc, dh) for heads [c*hxc, (c+1)*hxc) of
-// every rank's group.
-at::Tensor pack_seq_to_head(const at::Tensor& x, int64_t P, int64_t c, int64_t hxc) {
+// x (B, n, P*hx, dh): send buffer (P, B, n, len, dh) for heads [h0, h0 + len) of every
+// rank's group of hx heads.
+at::Tensor pack_seq_to_head(const at::Tensor& x, int64_t P, int64_t h0, int64_t len) {
   const auto B = x.size(0), n = x.size(1), dh = x.size(3);
   const auto hx = x.size(2) / P;
-  return x.view({B, n, P, hx, dh}).narrow(3, c * hxc, hxc).permute({2, 0, 1, 3, 4}).contiguous();
+  return x.view({B, n, P, hx, dh}).narrow(3, h0, len).permute({2, 0, 1, 3, 4}).contiguous();
 }
 // recv (P, B, n, hc, dh) -> (B, hc, N, dh): the whole sequence for this rank's heads.
 at::Tensor unpack_seq_to_head(const at::Tensor& r) {
@@ -95,10 +95,15 @@ RangeInfo comm_info(Phase ph, Direction d, int32_t layer, int64_t h0, int64_t h1
   return r;
 }
 
-// Geometry shared by forward and backward.
+// Geometry shared by forward and backward. Local heads: h = H/P q heads, hk = Hk/P kv
+// heads, G = h/hk q heads per kv head (local q head i uses local kv head i / G, as
+// repeat_kv). Chunk c holds q heads [c*hc, (c+1)*hc) and needs kv heads
+// [need_lo(c), need_hi(c)); a kv head travels seq->head with the first chunk that needs
+// it (kv_send range) and its dk/dv travel back with the last chunk that uses it
+// (kv_done range), accumulated over the chunks in between. Any hc works: a chunk may need
+// no new kv head (G > hc) or several (hc > G), and a kv head may span chunks.
 struct Geometry {
-  int64_t P, H, Hk, h, hk, C, hc, hkc;
-  bool kv_shared;  // one local kv head serves every chunk (kv replicated, hk == 1 < C)
+  int64_t P, H, Hk, h, hk, G, C, hc;
   int64_t sp_rank;
   Geometry(int64_t H_, int64_t Hk_, const UlyssesOptions& o) {
     P = o.comm->sp_size();
@@ -107,14 +112,21 @@ struct Geometry {
     Hk = Hk_;
     h = H / P;
     hk = Hk / P;
+    G = h / hk;
     C = o.head_chunks;
     hc = h / C;
-    kv_shared = (hk % C != 0);
-    hkc = kv_shared ? hk : hk / C;
+    TORCH_CHECK(h % C == 0, "ulysses attention: head_chunks (", C, ") must divide the local q heads (", h, ")");
+    TORCH_CHECK(hk > 0 && h % hk == 0, "ulysses attention: local q heads (", h, ") must be a multiple of local kv heads (", hk, ")");
   }
   int64_t head0(int64_t c) const { return sp_rank * h + c * hc; }
-  bool kv_in_chunk(int64_t c) const { return !kv_shared || c == 0; }
-  int64_t kv_chunk(int64_t c) const { return kv_shared ? 0 : c; }
+  int64_t need_lo(int64_t c) const { return c * hc / G; }
+  int64_t need_hi(int64_t c) const { return ((c + 1) * hc - 1) / G + 1; }
+  // kv heads first needed by chunk c: [send_lo, send_hi)
+  int64_t send_lo(int64_t c) const { return c == 0 ? 0 : need_hi(c - 1); }
+  int64_t send_hi(int64_t c) const { return need_hi(c); }
+  // kv heads whose last user is chunk c: [done_lo, done_hi)
+  int64_t done_lo(int64_t c) const { return c * hc / G; }
+  int64_t done_hi(int64_t c) const { return (c + 1) * hc / G; }
 };
 
 class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> {
@@ -131,11 +143,12 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
     std::vector<at::Tensor> keep_alive;
     for (int64_t c = 0; c < g.C; ++c) {
       // (B, n, H, dh) -> (P, B, n, hc, dh) per tensor
-      auto sq = pack_seq_to_head(q, g.P, c, g.hc);
+      auto sq = pack_seq_to_head(q, g.P, g.hc * c, g.hc);
       at::Tensor sk, sv;
-      if (g.kv_in_chunk(c)) {
-        sk = pack_seq_to_head(k, g.P, g.kv_chunk(c), g.hkc);
-        sv = pack_seq_to_head(v, g.P, g.kv_chunk(c), g.hkc);
+      const int64_t nkv = g.send_hi(c) - g.send_lo(c);
+      if (nkv > 0) {  // (P, B, n, nkv, dh)
+        sk = pack_seq_to_head(k, g.P, g.send_lo(c), nkv);
+        sv = pack_seq_to_head(v, g.P, g.send_lo(c), nkv);
       }
       const int64_t h0 = g.head0(c), h1 = h0 + g.hc;
       if (o.fused_qkv || !sk.defined()) {
@@ -165,34 +178,40 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
 
     std::vector<at::Tensor> out_recv(g.C);
     std::vector<at::Tensor> sends;
-    tensor_list saved;
-    at::Tensor k_full, v_full;  // kv of the shared chunk
+    tensor_list saved;  // per chunk: out, q, k, v of its attention (k, v: kv heads [need_lo, need_hi))
+    std::vector<at::Tensor> k_got(g.C), v_got(g.C);  // (B, nkv, N, dh): kv heads [send_lo(c), send_hi(c))
     for (int64_t c = 0; c < g.C; ++c) {
       // wait for this chunk's q (and k, v) to arrive
       const size_t w0 = work_of[c];
-      const size_t nw = (o.fused_qkv || !recv_q[c].defined()) ? 1 : 3;
+      const size_t nw = recv_q[c].defined() ? 3 : 1;
       for (size_t i = 0; i < nw; ++i) tl.pending[w0 + i].work.wait();
-      at::Tensor qc, kc, vc;
+      at::Tensor qc;
+      const int64_t nkv = g.send_hi(c) - g.send_lo(c);
       if (recv_qkv[c].defined()) {
         auto r = recv_qkv[c];
         qc = unpack_seq_to_head(r.narrow(3, 0, g.hc));  // (B, hc, N, dh)
-        if (r.size(3) > g.hc) {
-          kc = unpack_seq_to_head(r.narrow(3, g.hc, g.hkc));
-          vc = unpack_seq_to_head(r.narrow(3, g.hc + g.hkc, g.hkc));
+        if (nkv > 0) {
+          k_got[c] = unpack_seq_to_head(r.narrow(3, g.hc, nkv));  // (B, nkv, N, dh)
+          v_got[c] = unpack_seq_to_head(r.narrow(3, g.hc + nkv, nkv));
         }
       } else {
         qc = unpack_seq_to_head(recv_q[c]);
-        kc = unpack_seq_to_head(recv_k[c]);
-        vc = unpack_seq_to_head(recv_v[c]);
+        k_got[c] = unpack_seq_to_head(recv_k[c]);
+        v_got[c] = unpack_seq_to_head(recv_v[c]);
       }
-      if (kc.defined()) {
-        k_full = kc;
-        v_full = vc;
-      }
-      at::Tensor oc;
+      // This chunk's kv heads [need_lo, need_hi), gathered from the chunks that brought them.
+      auto gather = [&](const std::vector<at::Tensor>& got) {
+        std::vector<at::Tensor> parts;
+        for (int64_t c2 = 0; c2 <= c; ++c2) {
+          const int64_t lo = std::max(g.need_lo(c), g.send_lo(c2)), hi = std::min(g.need_hi(c), g.send_hi(c2));
+          if (hi > lo) parts.push_back(got[c2].narrow(1, lo - g.send_lo(c2), hi - lo));
+        }
+        return parts.size() == 1 ? parts[0] : at::cat(parts, 1);  // (B, need_hi - need_lo, N, dh)
+      };
       at::Tensor qd = qc.detach().requires_grad_(true);
-      at::Tensor kd = (g.kv_shared && c > 0) ? saved[2] : k_full.detach().requires_grad_(true);
-      at::Tensor vd = (g.kv_shared && c > 0) ? saved[3] : v_full.detach().requires_grad_(true);
+      at::Tensor kd = gather(k_got).detach().requires_grad_(true);
+      at::Tensor vd = gather(v_got).detach().requires_grad_(true);
+      at::Tensor oc;
       {
         const int64_t h0 = g.head0(c);
         prof::RangeInfo ai;
@@ -208,13 +227,8 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
       }
       saved.push_back(oc);
       saved.push_back(qd);
-      if (!(g.kv_shared && c > 0)) {
-        saved.push_back(kd);
-        saved.push_back(vd);
-      } else {
-        saved.push_back(saved[2]);
-        saved.push_back(saved[3]);
-      }
+      saved.push_back(kd);
+      saved.push_back(vd);
       // head->seq for this chunk, in flight while the next chunk computes
       sends.push_back(pack_head_to_seq(oc.detach(), g.P));
       out_recv[c] = at::empty_like(sends.back());
@@ -225,7 +239,6 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
     tl.flush();
     auto out = assemble_head_to_seq(out_recv);  // (B, n, H, dh)
     ctx->saved_data["opt"] = reinterpret_cast<int64_t>(optp);
-    ctx->saved_data["Hk"] = g.Hk;
     ctx->saved_data["saved"] = saved;
     ctx->saved_data["kshape"] = k.sizes().vec();
     return {out};
@@ -243,15 +256,15 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
     // grad of the output: seq->head for every chunk, issued up front
     std::vector<at::Tensor> sends, recv(g.C);
     for (int64_t c = 0; c < g.C; ++c) {
-      sends.push_back(pack_seq_to_head(gout, g.P, c, g.hc));
+      sends.push_back(pack_seq_to_head(gout, g.P, c * g.hc, g.hc));
       recv[c] = at::empty_like(sends.back());
       auto info = comm_info(Phase::A2AHeadToSeq, Direction::Backward, o.layer, g.head0(c), g.head0(c) + g.hc, c,
                             a2a_bytes(sends.back().numel(), elem_bytes(gout), g.P));
       tl.issue(comm, recv[c], sends.back(), info);
     }
-    std::vector<at::Tensor> dq_recv(g.C), dk_recv, dv_recv, dqkv_recv(g.C);
+    std::vector<at::Tensor> dqkv_recv(g.C);
     std::vector<at::Tensor> dsends;
-    at::Tensor dk_acc, dv_acc;
+    at::Tensor dk_acc, dv_acc;  // (B, hk, N, dh) in fp32 (fp64 for double): kv grads summed over chunks
     for (int64_t c = 0; c < g.C; ++c) {
       tl.pending[c].work.wait();
       at::Tensor go = unpack_seq_to_head(recv[c]);  // (B, hc, N, dh)
@@ -266,22 +279,31 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
         ai.head_end = static_cast<int32_t>(g.head0(c) + g.hc);
         ai.chunk = static_cast<int32_t>(c);
         prof::ScopedRange r(o.tracer, ai);
-        const bool last_use = !g.kv_shared || c == g.C - 1;
-        d = torch::autograd::grad({oc}, {qd, kd, vd}, {go}, /*retain_graph=*/!last_use);
+        d = torch::autograd::grad({oc}, {qd, kd, vd}, {go});
       }
-      at::Tensor dk = d[1], dv = d[2];
-      if (g.kv_shared) {
-        dk_acc = dk_acc.defined() ? dk_acc + dk : dk;
-        dv_acc = dv_acc.defined() ? dv_acc + dv : dv;
+      const int64_t lo = g.need_lo(c), nneed = g.need_hi(c) - lo;
+      const int64_t dlo = g.done_lo(c), ndone = g.done_hi(c) - dlo;
+      at::Tensor dk, dv;  // (B, ndone, N, dh): gradients complete after this chunk
+      if ((c * g.hc) % g.G == 0 && nneed == ndone) {
+        // no other chunk uses this chunk's kv heads (the chunk starts and ends on a group)
+        dk = d[1];
+        dv = d[2];
+      } else {
+        if (!dk_acc.defined()) {
+          const auto acc = d[1].scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+          dk_acc = at::zeros({d[1].size(0), g.hk, d[1].size(2), d[1].size(3)}, d[1].options().dtype(acc));
+          dv_acc = at::zeros_like(dk_acc);
+        }
+        dk_acc.narrow(1, lo, nneed).add_(d[1]);
+        dv_acc.narrow(1, lo, nneed).add_(d[2]);
+        if (ndone > 0) {
+          dk = dk_acc.narrow(1, dlo, ndone).to(d[1].scalar_type());
+          dv = dv_acc.narrow(1, dlo, ndone).to(d[2].scalar_type());
+        }
       }
-      const bool send_kv = !g.kv_shared || c == g.C - 1;
-      if (send_kv && g.kv_shared) {
-        dk = dk_acc;
-        dv = dv_acc;
-      }
-      // head->seq of dq (and dk, dv), in flight while the next chunk computes
+      // head->seq of dq (and the finished dk, dv), in flight while the next chunk computes
       std::vector<at::Tensor> parts{pack_head_to_seq(d[0], g.P)};
-      if (send_kv) {
+      if (ndone > 0) {
         parts.push_back(pack_head_to_seq(dk.contiguous(), g.P));
         parts.push_back(pack_head_to_seq(dv.contiguous(), g.P));
       }
@@ -296,10 +318,11 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
     std::vector<at::Tensor> qparts, kparts, vparts;
     for (int64_t c = 0; c < g.C; ++c) {
       auto r = dqkv_recv[c];
+      const int64_t ndone = g.done_hi(c) - g.done_lo(c);
       qparts.push_back(r.narrow(3, 0, g.hc));
-      if (r.size(3) > g.hc) {
-        kparts.push_back(r.narrow(3, g.hc, g.hkc));
-        vparts.push_back(r.narrow(3, g.hc + g.hkc, g.hkc));
+      if (ndone > 0) {
+        kparts.push_back(r.narrow(3, g.hc, ndone));
+        vparts.push_back(r.narrow(3, g.hc + ndone, ndone));
       }
     }
     return {assemble_head_to_seq(qparts), assemble_head_to_seq(kparts), assemble_head_to_seq(vparts), at::Tensor()};

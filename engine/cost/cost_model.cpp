@@ -47,10 +47,13 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   host.local_world_size = static_cast<int>(W);
   const DeviceDecision dev = decide_device(cfg, host, nullptr);  // refusals are validation's business
   c.device = dev.device;
-  const bool math_attn = opt.math_attention >= 0 ? opt.math_attention != 0 : !dev.cuda;
+  // Math SDPA (N x N scores) only for train.attention=sdpa on a CPU rank; auto/blocked on CPU run
+  // the block-causal kernel, CUDA runs flash.
+  const bool math_attn = opt.math_attention >= 0 ? opt.math_attention != 0 : (!dev.cuda && t.attention == "sdpa");
   c.flash_attention = !math_attn;
   if (math_attn) c.attention_score_bytes = 2 * b * (H / P) * N * N * e * L;
-  c.activation_bytes += c.attention_score_bytes;
+  else c.attention_lse_bytes = b * (H / P) * N * 4 * L;
+  c.activation_bytes += c.attention_score_bytes + c.attention_lse_bytes;
 
   // All-to-all: q, k, v seq->head and o head->seq, each rank keeps 1/P of its shard.
   // elements = b*N*(2d + 2dkv)*(P-1)/P^2, computed in integers as b*(N/P)*(2d+2dkv)*(P-1)/P.

@@ -17,9 +17,12 @@
 //     4dkv = k and v before and after the seq->head all-to-all
 //     3f   = gate, up and silu(gate)*up
 //   plus the embedding output (d) and the logits (V in dtype + V fp32 for the loss);
-//   math attention (CPU, or any backend without flash) also keeps the N x N scores and
-//   probabilities of the local heads: 2 * b * (H/P) * N^2 elements per layer.
-//   activation_bytes = b*n*(L*(8d + 4dkv + 3f) + d)*e + b*n*V*(e + 4) [+ scores]
+//   attention itself keeps, per layer, depending on the kernel (train.attention):
+//     math SDPA (train.attention = sdpa on CPU: libtorch 1.13's kernel) keeps the N x N
+//       scores and probabilities of the local heads: 2 * b * (H/P) * N^2 elements (dtype e);
+//     flash (CUDA: sdpa or auto) and blocked (auto or blocked on CPU) keep no N x N
+//       matrix, only the log-sum-exp per query row: b * (H/P) * N fp32 values.
+//   activation_bytes = b*n*(L*(8d + 4dkv + 3f) + d)*e + b*n*V*(e + 4) + attention
 // All-to-all elements sent per rank per layer, forward (each rank keeps 1/P of its shard):
 //   q: b*N*d*(P-1)/P^2, k and v: b*N*dkv*(P-1)/P^2 each, o: b*N*d*(P-1)/P^2
 //   => b*N*(2d + 2dkv)*(P-1)/P^2  (= 4*N*d*(P-1)/P^2 for MHA, fewer for GQA)
@@ -48,7 +51,9 @@ struct CostOptions {
   double link_gbytes_per_s = 0.0;  // all-to-all bandwidth per rank, GB/s; 0 = ignore comm
   bool causal = true;              // Llama attention is causal
   // Whether attention materializes the N x N scores (math SDPA). -1 = from the device the
-  // run will use (decide_device, as the workers decide it): cuda -> flash (no), cpu -> yes.
+  // run will use (decide_device, as the workers decide it) and train.attention: yes only for
+  // train.attention = sdpa on a CPU rank; auto and blocked on CPU run the block-causal kernel
+  // and flash runs on CUDA (no N x N).
   int math_attention = -1;
   // Host facts for that decision (build, visible GPUs); nullptr = this host. Local ranks
   // are always sp_size x dp_size (every rank runs on this host).
@@ -67,7 +72,8 @@ struct CostEstimate {
   int64_t master_bytes = 0;     // fp32 master weights (bfloat16 only)
   int64_t optimizer_bytes = 0;  // AdamW m and v, fp32
   int64_t activation_bytes = 0; // saved activations, including logits and attention scores
-  int64_t attention_score_bytes = 0;  // part of activation_bytes from math attention
+  int64_t attention_score_bytes = 0;  // part of activation_bytes from math attention (N x N)
+  int64_t attention_lse_bytes = 0;    // part of activation_bytes: log-sum-exp of flash / blocked
   std::string device;                 // decided device of rank 0 ("cpu", "cuda:0")
   bool flash_attention = false;       // attention counted as flash (no N x N scores kept)
   int64_t total_bytes() const { return param_bytes + grad_bytes + master_bytes + optimizer_bytes + activation_bytes; }

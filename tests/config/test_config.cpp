@@ -112,6 +112,26 @@ TEST(Config, HeadChunksMustDivideLocalHeads) {
   EXPECT_TRUE(validate(c).empty());
   c.parallel.head_chunks = 4;
   EXPECT_TRUE(has(validate(c), "parallel.head_chunks", "local heads per rank"));
+  c.parallel.head_chunks = 3;
+  EXPECT_TRUE(has(validate(c), "parallel.head_chunks", "parallel.head_chunks (3) must divide the local heads per rank, num_attention_heads/sp_size = 2"));
+}
+
+TEST(Config, HeadChunksWithGqaNeedOnlyDivideLocalQHeads) {
+  // 8 q heads, 4 kv heads, sp 2: 4 local q heads, 2 local kv heads. 4 chunks of 1 q head
+  // (two chunks per kv head; it travels with the first) are accepted, as are 1 and 2.
+  RunConfig c = base();
+  c.parallel.sp_size = 2;
+  for (int64_t chunks : {1, 2, 4}) {
+    c.parallel.head_chunks = chunks;
+    EXPECT_TRUE(validate(c).empty()) << "head_chunks " << chunks;
+  }
+  // 8 q heads, 4 kv heads, sp 1: 8 local q heads over 4 kv heads; 8 chunks of 1 q head.
+  c.model.num_key_value_heads = 4;
+  c.parallel.sp_size = 1;
+  c.parallel.head_chunks = 8;
+  EXPECT_TRUE(validate(c).empty());
+  c.parallel.head_chunks = 3;  // not a divisor of the 8 local q heads
+  EXPECT_TRUE(has(validate(c), "parallel.head_chunks", "must divide the local heads per rank, num_attention_heads/sp_size = 8"));
 }
 
 TEST(Config, EnumsAndRanges) {

@@ -48,17 +48,38 @@ TEST(CostModel, Bench1bActivations) {
   // per token per layer: 8*2048 + 4*1024 + 3*5632 = 16,384 + 4,096 + 16,896 = 37,376
   // (16 * 37,376 + 2048) * 16,384 tokens * 2 B = 600,064 * 32,768 = 19,662,897,152
   // logits 16,384 * 32,000 * (2 + 4) = 3,145,728,000
+  // flash log-sum-exp: b(1) * (H/P = 16) * 16,384 * 4 B * 16 layers = 16,777,216
   EXPECT_EQ(c.attention_score_bytes, 0);
-  EXPECT_EQ(c.activation_bytes, 19662897152 + 3145728000);
-  EXPECT_EQ(c.total_bytes(), 14177828864 + 22808625152);  // 16 B/param + activations
+  EXPECT_EQ(c.attention_lse_bytes, 16777216);
+  EXPECT_EQ(c.activation_bytes, 19662897152 + 3145728000 + 16777216);
+  EXPECT_EQ(c.total_bytes(), 14177828864 + 22825402368);  // 16 B/param + activations
 }
 
-TEST(CostModel, MathAttentionKeepsScores) {
+TEST(CostModel, MathAttentionKeepsScoresOnlyForSdpaOnCpu) {
   auto cfg = load("bench-1b.json");
   cfg.train.device = "cpu";
-  const auto c = estimate(cfg);
+  cfg.train.attention = "sdpa";  // libtorch 1.13's math kernel
+  const auto math = estimate(cfg);
   // 2 * b(1) * (H/P = 16) * 16,384^2 * 2 B * 16 layers = 32 * 268,435,456 * 32 = 274,877,906,944
-  EXPECT_EQ(c.attention_score_bytes, 274877906944);
+  EXPECT_EQ(math.attention_score_bytes, 274877906944);
+  EXPECT_EQ(math.attention_lse_bytes, 0);
+  EXPECT_EQ(math.activation_bytes, 19662897152 + 3145728000 + 274877906944);
+  // auto and blocked on CPU run the block-causal kernel: no N x N, only the fp32 lse
+  for (const char* kind : {"auto", "blocked"}) {
+    cfg.train.attention = kind;
+    const auto blocked = estimate(cfg);
+    EXPECT_EQ(blocked.attention_score_bytes, 0) << kind;
+    EXPECT_EQ(blocked.attention_lse_bytes, 16777216) << kind;  // 16 * 16,384 * 4 B * 16 layers
+    EXPECT_EQ(blocked.activation_bytes, 19662897152 + 3145728000 + 16777216) << kind;
+  }
+  // on CUDA sdpa is flash: no N x N either
+  cfg.train.device = "cuda";
+  cfg.train.attention = "sdpa";
+  EXPECT_EQ(estimate(cfg).attention_score_bytes, 0);
+  // the option overrides the config
+  CostOptions o;
+  o.math_attention = 1;
+  EXPECT_EQ(estimate(cfg, o).attention_score_bytes, 274877906944);
 }
 
 TEST(CostModel, Bench1bFlopsAndStepTime) {

@@ -1,7 +1,8 @@
 // Ulysses SP against one process: same seed and data, loss within 1e-5 relative and every
 // parameter gradient within 1e-4 after one step (fp32), the same 5-step loss curve; GQA
-// with kv heads < sp_size and kv heads divisible by sp_size; dp 2 x sp 2; head chunks and
-// fused q/k/v exchange against head_chunks = 1; the all-to-all layout functions alone.
+// with kv heads < sp_size and kv heads divisible by sp_size; dp 2 x sp 2; head chunks at
+// every divisor of the local q heads (MHA and GQA) and fused q/k/v exchange against
+// head_chunks = 1; the all-to-all layout functions alone.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -112,20 +113,47 @@ TEST(Ulysses, GqaKvHeadsDivisibleBySp) {
   expect_same(ref, train(tiny(8, 4, 4, 1), 3), 1e-4, "H=8 Hkv=4 sp4");
 }
 
-TEST(Ulysses, HeadChunksMatchUnchunked) {
-  struct Case { int64_t H, Hkv, sp, chunks; bool fused; };
-  for (Case k : {Case{8, 8, 2, 2, false}, Case{8, 8, 2, 4, false}, Case{8, 8, 4, 2, false}, Case{8, 4, 2, 2, false},
-                 Case{8, 4, 2, 2, true}, Case{8, 2, 4, 2, false}, Case{16, 8, 2, 4, false}, Case{16, 16, 4, 4, true}, Case{8, 8, 2, 1, true}}) {
-    auto base = tiny(k.H, k.Hkv, k.sp, 1);
-    auto ref = train(base, 2);
-    auto c = base;
-    c.parallel.head_chunks = k.chunks;
-    c.parallel.fused_qkv = k.fused;
-    ASSERT_TRUE(validate(c).empty()) << validate(c)[0].message;
-    const std::string what = "H=" + std::to_string(k.H) + " Hkv=" + std::to_string(k.Hkv) + " sp" + std::to_string(k.sp) +
-                             " chunks " + std::to_string(k.chunks) + (k.fused ? " fused" : "");
-    expect_same(ref, train(c, 2), 1e-5, what);
+// head_chunks at every divisor of the local q heads, fused and unfused, against
+// head_chunks 1 of the same config (loss and every gradient within 1e-5). GQA cases: kv
+// heads fewer than the local q heads (a kv head serves several chunks, or a chunk several
+// kv heads), kv heads fewer than sp_size (replicated), kv heads divisible by sp_size, and
+// 12 q / 4 kv heads at sp 2 where chunks of 2 q heads straddle groups of 3.
+static void head_chunks_at_every_divisor(int64_t H, int64_t Hkv, std::initializer_list<int64_t> sps) {
+  for (int64_t sp : sps) {
+    auto base = tiny(H, Hkv, sp, 1);
+    base.train.attention_block = 8;  // 4 key blocks over seq 32: the blocked kernel's masking and skipping
+    ASSERT_TRUE(validate(base).empty()) << validate(base)[0].message;
+    auto ref = train(base, 1);
+    const int64_t local = H / sp;
+    for (int64_t chunks = 2; chunks <= local; ++chunks) {
+      if (local % chunks != 0) continue;
+      for (bool fused : {false, true}) {
+        auto c = base;
+        c.parallel.head_chunks = chunks;
+        c.parallel.fused_qkv = fused;
+        ASSERT_TRUE(validate(c).empty()) << validate(c)[0].message;
+        const std::string what = "H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv) + " sp" + std::to_string(sp) +
+                                 " chunks " + std::to_string(chunks) + (fused ? " fused" : "");
+        expect_same(ref, train(c, 1), 1e-5, what);
+      }
+    }
   }
+}
+
+TEST(Ulysses, HeadChunksMhaAtEveryDivisor) { head_chunks_at_every_divisor(8, 8, {1, 2, 4}); }
+
+TEST(Ulysses, HeadChunksGqaKvFewerThanLocalQHeads) {
+  head_chunks_at_every_divisor(8, 2, {1, 2});  // sp1: 8 q / 2 kv heads per rank; sp2: 4 q / 1 kv
+}
+
+TEST(Ulysses, HeadChunksGqaKvFewerThanSpReplicated) {
+  head_chunks_at_every_divisor(8, 2, {4});   // 2 q heads, 1 replicated kv head per rank
+  head_chunks_at_every_divisor(12, 1, {2});  // 6 q heads, 1 replicated kv head per rank
+}
+
+TEST(Ulysses, HeadChunksGqaKvDivisibleBySp) {
+  head_chunks_at_every_divisor(8, 4, {2});   // 4 q / 2 kv heads per rank: chunks of 1 q head share a kv head
+  head_chunks_at_every_divisor(12, 4, {2});  // 6 q / 2 kv heads per rank: chunks of 2 straddle groups of 3
 }
 
 TEST(Ulysses, LayoutFunctionsRoundTripAndMirrorInBackward) {
