@@ -33,6 +33,16 @@ inline at::Tensor sdpa_causal(const at::Tensor& q, const at::Tensor& k, const at
 }
 #endif
 
+// Type of the total_allocated / total_reserved arguments of
+// c10::MemoryReportingInfoBase::reportMemoryUsage (int64_t in 1.13, size_t in 2.x), read off
+// the base class's own signature so that an override matches every version.
+namespace detail {
+template <typename F> struct MemReportArgs;
+template <typename C, typename T>
+struct MemReportArgs<void (C::*)(void*, int64_t, T, T, c10::Device)> { using Total = T; };
+}  // namespace detail
+using MemReportTotal = detail::MemReportArgs<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::Total;
+
 inline c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, uint16_t port, bool is_server,
                                                  int world, std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions o;
