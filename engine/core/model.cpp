@@ -1,6 +1,8 @@
 // Llama decoder with Ulysses attention; markers time the backward phases.
 #include "model.hpp"
 
+#include "tiled.hpp"
+
 namespace ulysses {
 
 using prof::Direction;
@@ -83,6 +85,8 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch:
     o.layer = static_cast<int32_t>(l);
     attn_opts_.push_back(o);
   }
+  recompute_opts_ = attn_opts_;
+  ckpt_.resize(cfg.num_hidden_layers);
   add("model.norm.weight", {d});
   if (!cfg.tie_word_embeddings) add("lm_head.weight", {cfg.vocab_size, d});
   marks_.layers.resize(cfg.num_hidden_layers);
@@ -90,11 +94,14 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch:
 
 void LlamaModel::set_attention_kernel(const AttentionKernel& k) {
   for (auto& o : attn_opts_) o.kernel = k;
+  for (auto& o : recompute_opts_) o.kernel = k;
 }
 
 void LlamaModel::set_tracer(prof::Tracer* t) {
   tracer_ = t;
   for (auto& o : attn_opts_) o.tracer = t;
+  recompute_tracer_ = t ? std::make_unique<RecomputeTracer>(t) : nullptr;
+  for (auto& o : recompute_opts_) o.tracer = recompute_tracer_.get();
 }
 
 void LlamaModel::init_parameters(uint64_t seed) {
@@ -127,10 +134,7 @@ at::Tensor LlamaModel::w(const std::string& name) {
 }
 
 at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, int64_t pos0) {
-  const int64_t B = ids.size(0), n = ids.size(1);
-  const int64_t H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, dh = cfg_.head_dim();
-  const int64_t P = comm_ ? comm_->sp_size() : 1;
-  const bool marks_on = tracer_ && tracer_->active() && torch::GradMode::is_enabled();
+  const int64_t n = ids.size(1), dh = cfg_.head_dim();
   for (auto& l : marks_.layers) l = {};
   marks_.head_begin = marks_.head_end = 0;
 
@@ -140,48 +144,73 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, int64_t pos0) {
     x = torch::embedding(w("model.embed_tokens.weight"), ids);  // (B, n, d)
   }
   auto [cos, sin] = rope_tables(pos0, n, dh, cfg_.rope_theta, x.options());  // x: (B, n, d) on the model's device, compute dtype
+  const bool ckpt = mem_.checkpoint_layers && torch::GradMode::is_enabled();
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    auto& mk = marks_.layers[l];
-    const auto L = static_cast<int32_t>(l);
-    at::Tensor q, k, v;
-    {
-      ULYSSES_RANGE(tracer_, Phase::QkvProj, Direction::Forward, L);
-      auto h = rms_norm(x, w(p + "input_layernorm.weight"), cfg_.rms_norm_eps);
-      h = mark(h, &mk.qkv_end, marks_on);
-      q = torch::linear(h, w(p + "self_attn.q_proj.weight"));
-      k = torch::linear(h, w(p + "self_attn.k_proj.weight"));
-      v = torch::linear(h, w(p + "self_attn.v_proj.weight"));
-      q = mark(q, &mk.qkv_begin, marks_on).view({B, n, H, dh});   // (B, n, H, dh)
-      k = mark(k, &mk.qkv_begin, marks_on).view({B, n, Hkv, dh});  // (B, n, Hkv, dh)
-      v = mark(v, &mk.qkv_begin, marks_on).view({B, n, Hkv, dh});
-      q = apply_rope(q, cos, sin);
-      k = apply_rope(k, cos, sin);
-      if (Hkv < P) {  // GQA with fewer kv heads than ranks: replicate so each rank gets one
-        k = k.repeat_interleave(P / Hkv, 2);  // (B, n, P, dh)
-        v = v.repeat_interleave(P / Hkv, 2);
-      }
+    if (!ckpt) {
+      x = layer_forward(l, x, cos, sin, Direction::Forward);
+      continue;
     }
-    at::Tensor a;
-    if (P > 1 || par_.head_chunks > 1) {
-      a = ulysses_attention(q, k, v, attn_opts_[l]);  // (B, n, H, dh)
-    } else {
-      ULYSSES_RANGE(tracer_, Phase::Attention, Direction::Forward, L, 0, static_cast<int32_t>(H));
-      a = causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_opts_[l].kernel).transpose(1, 2);  // (B, n, H, dh)
+    // Only the layer input is kept (in CPU memory with offload); backward re-runs the layer.
+    auto& slot = ckpt_[l];
+    slot.offload = mem_.offload_activations;
+    slot.saved.reset();
+    slot.run = [this, l, cos = cos, sin = sin](const at::Tensor& in, bool recompute) {
+      return layer_forward(l, in, cos, sin, recompute ? Direction::Recompute : Direction::Forward);
+    };
+    // when layer l's backward starts, bring layer l-1's input back (overlaps on GPU)
+    slot.on_backward = [this, l] { if (l > 0 && ckpt_[l - 1].offload) ckpt_[l - 1].saved.prefetch(); };
+    x = checkpoint_block(x, &slot);  // (B, n, d)
+  }
+  return x;
+}
+
+at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at::Tensor& cos, const at::Tensor& sin, Direction dir) {
+  const int64_t B = x_in.size(0), n = x_in.size(1);
+  const int64_t H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, dh = cfg_.head_dim();
+  const int64_t P = comm_ ? comm_->sp_size() : 1;
+  const bool marks_on = tracer_ && tracer_->active() && torch::GradMode::is_enabled();
+  const std::string p = "model.layers." + std::to_string(l) + ".";
+  auto& mk = marks_.layers[l];
+  const auto L = static_cast<int32_t>(l);
+  at::Tensor x = x_in;
+  at::Tensor q, k, v;
+  {
+    ULYSSES_RANGE(tracer_, Phase::QkvProj, dir, L);
+    auto h = rms_norm(x, w(p + "input_layernorm.weight"), cfg_.rms_norm_eps);
+    h = mark(h, &mk.qkv_end, marks_on);
+    q = torch::linear(h, w(p + "self_attn.q_proj.weight"));
+    k = torch::linear(h, w(p + "self_attn.k_proj.weight"));
+    v = torch::linear(h, w(p + "self_attn.v_proj.weight"));
+    q = mark(q, &mk.qkv_begin, marks_on).view({B, n, H, dh});   // (B, n, H, dh)
+    k = mark(k, &mk.qkv_begin, marks_on).view({B, n, Hkv, dh});  // (B, n, Hkv, dh)
+    v = mark(v, &mk.qkv_begin, marks_on).view({B, n, Hkv, dh});
+    q = apply_rope(q, cos, sin);
+    k = apply_rope(k, cos, sin);
+    if (Hkv < P) {  // GQA with fewer kv heads than ranks: replicate so each rank gets one
+      k = k.repeat_interleave(P / Hkv, 2);  // (B, n, P, dh)
+      v = v.repeat_interleave(P / Hkv, 2);
     }
-    {
-      ULYSSES_RANGE(tracer_, Phase::OutProj, Direction::Forward, L);
-      a = mark(a.reshape({B, n, H * dh}), &mk.o_end, marks_on);
-      auto o = torch::linear(a, w(p + "self_attn.o_proj.weight"));
-      x = x + mark(o, &mk.o_begin, marks_on);
-    }
-    {
-      ULYSSES_RANGE(tracer_, Phase::Mlp, Direction::Forward, L);
-      auto h2 = mark(rms_norm(x, w(p + "post_attention_layernorm.weight"), cfg_.rms_norm_eps), &mk.mlp_end, marks_on);
-      auto m = torch::linear(torch::silu(torch::linear(h2, w(p + "mlp.gate_proj.weight"))) * torch::linear(h2, w(p + "mlp.up_proj.weight")),
-                             w(p + "mlp.down_proj.weight"));
-      x = x + mark(m, &mk.mlp_begin, marks_on);
-    }
+  }
+  at::Tensor a;
+  const auto& aopt = dir == Direction::Recompute ? recompute_opts_[l] : attn_opts_[l];
+  if (P > 1 || par_.head_chunks > 1) {
+    a = ulysses_attention(q, k, v, aopt);  // (B, n, H, dh)
+  } else {
+    ULYSSES_RANGE(tracer_, Phase::Attention, dir, L, 0, static_cast<int32_t>(H));
+    a = causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), aopt.kernel).transpose(1, 2);  // (B, n, H, dh)
+  }
+  {
+    ULYSSES_RANGE(tracer_, Phase::OutProj, dir, L);
+    a = mark(a.reshape({B, n, H * dh}), &mk.o_end, marks_on);
+    auto o = torch::linear(a, w(p + "self_attn.o_proj.weight"));
+    x = x + mark(o, &mk.o_begin, marks_on);
+  }
+  {
+    ULYSSES_RANGE(tracer_, Phase::Mlp, dir, L);
+    auto h2 = mark(rms_norm(x, w(p + "post_attention_layernorm.weight"), cfg_.rms_norm_eps), &mk.mlp_end, marks_on);
+    // SwiGLU, over token tiles of mlp_chunk_tokens when set (TiledMLP: one tile's (T, f) alive)
+    auto m = tiled_mlp(h2, w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight"), w(p + "mlp.down_proj.weight"), mem_.mlp_chunk_tokens);
+    x = x + mark(m, &mk.mlp_begin, marks_on);
   }
   return x;
 }
@@ -196,9 +225,14 @@ at::Tensor LlamaModel::forward_loss_sum(const at::Tensor& ids, const at::Tensor&
   const bool marks_on = tracer_ && tracer_->active() && torch::GradMode::is_enabled();
   auto x = hidden_states(ids, pos0);
   ULYSSES_RANGE(tracer_, Phase::Loss, Direction::Forward);
+  const at::Tensor head = w(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+  if (mem_.loss_chunk_tokens > 0) {
+    // lm_head + loss per tile of tokens, each tile's backward done now: no (B*n, V) tensor
+    return tiled_logits_loss_sum(x, w("model.norm.weight"), cfg_.rms_norm_eps, head, labels, mem_.loss_chunk_tokens, tracer_);
+  }
   x = mark(x, &marks_.head_end, marks_on);
   x = rms_norm(x, w("model.norm.weight"), cfg_.rms_norm_eps);
-  auto logits = torch::linear(x, w(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"));
+  auto logits = torch::linear(x, head);
   logits = mark(logits, &marks_.head_begin, marks_on);
   auto V = logits.size(-1);
   return torch::nn::functional::cross_entropy(

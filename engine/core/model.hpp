@@ -9,6 +9,7 @@
 
 #include <torch/torch.h>
 
+#include "activation_checkpoint.hpp"
 #include "comm.hpp"
 #include "run_config.hpp"
 #include "ulysses_attention.hpp"
@@ -22,6 +23,42 @@ struct BackwardMarks {
   };
   std::vector<Layer> layers;
   int64_t head_begin = 0, head_end = 0;  // final norm + lm_head
+};
+
+// Long-sequence memory techniques (TrainConfig's keys of the same names).
+struct MemoryOptions {
+  bool checkpoint_layers = false;  // activation_checkpointing = layer
+  bool offload_activations = false;
+  int64_t loss_chunk_tokens = 0;   // 0 = one (B*n, V) logits tensor
+  int64_t mlp_chunk_tokens = 0;    // 0 = untiled MLP
+  static MemoryOptions from(const TrainConfig& t) {
+    return {t.activation_checkpointing == "layer", t.offload_activations, t.loss_chunk_tokens, t.mlp_chunk_tokens};
+  }
+};
+
+// Tracer proxy that files forward ranges as Direction::Recompute: handed to the recompute
+// of a checkpointed layer (including its Ulysses attention), so the re-run shows up apart
+// from the real forward and inside the backward.
+class RecomputeTracer : public prof::Tracer {
+ public:
+  explicit RecomputeTracer(prof::Tracer* inner) : inner_(inner) {}
+  void begin_step(int64_t s) override { inner_->begin_step(s); }
+  void end_step(const prof::StepRecord& r) override { inner_->end_step(r); }
+  bool active() const override { return inner_->active(); }
+  void push(const prof::RangeInfo& i) override { inner_->push(remap(i)); }
+  void pop() override { inner_->pop(); }
+  void record_range(const prof::RangeInfo& i, int64_t s, int64_t e, int32_t lane) override { inner_->record_range(remap(i), s, e, lane); }
+  void sample_memory(const char* label, const prof::MemorySample& m) override { inner_->sample_memory(label, m); }
+  void set_metric(const std::string& n, double v) override { inner_->set_metric(n, v); }
+  void close() override {}
+  void set_thread_name(const std::string& n) override { inner_->set_thread_name(n); }
+
+ private:
+  static prof::RangeInfo remap(prof::RangeInfo i) {
+    if (i.dir == prof::Direction::Forward) i.dir = prof::Direction::Recompute;
+    return i;
+  }
+  prof::Tracer* inner_;
 };
 
 class LlamaModel {
@@ -45,10 +82,15 @@ class LlamaModel {
   const ModelConfig& config() const { return cfg_; }
   void set_tracer(prof::Tracer* t);
   void set_attention_kernel(const AttentionKernel& k);  // every layer's local attention
+  void set_memory_options(const MemoryOptions& m) { mem_ = m; }
+  const MemoryOptions& memory_options() const { return mem_; }
   BackwardMarks& marks() { return marks_; }
 
  private:
   at::Tensor hidden_states(const at::Tensor& ids, int64_t pos0);
+  // One decoder layer: x (B, n, d) -> (B, n, d). `dir` is Forward, or Recompute for the
+  // re-run of a checkpointed layer inside backward.
+  at::Tensor layer_forward(int64_t l, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, prof::Direction dir);
   at::Tensor w(const std::string& name);  // parameter cast to the compute dtype
 
   ModelConfig cfg_;
@@ -59,6 +101,10 @@ class LlamaModel {
   std::vector<std::pair<std::string, at::Tensor>> params_;
   std::map<std::string, size_t> index_;
   std::vector<UlyssesOptions> attn_opts_;  // per layer, must outlive autograd graphs
+  std::vector<UlyssesOptions> recompute_opts_;  // the same, traced as Direction::Recompute
+  std::unique_ptr<RecomputeTracer> recompute_tracer_;
+  std::vector<CheckpointSlot> ckpt_;  // per layer, alive from forward to backward
+  MemoryOptions mem_;
   at::Tensor inv_freq_;
   BackwardMarks marks_;
 };

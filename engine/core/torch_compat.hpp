@@ -13,8 +13,11 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
 #if defined(ULYSSES_WITH_NCCL)
+#include <c10/core/Event.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -36,6 +39,16 @@ inline at::Tensor sdpa_causal(const at::Tensor& q, const at::Tensor& k, const at
   return std::get<0>(at::_scaled_dot_product_attention(q, k, v, {}, 0.0, false, /*is_causal=*/true));
 }
 #endif
+
+// Type of the total_allocated / total_reserved arguments of
+// c10::MemoryReportingInfoBase::reportMemoryUsage (int64_t in 1.13, size_t in 2.x), read off
+// the base class's own signature so that an override matches every version.
+namespace detail {
+template <typename F> struct MemReportArgs;
+template <typename C, typename T>
+struct MemReportArgs<void (C::*)(void*, int64_t, T, T, c10::Device)> { using Total = T; };
+}  // namespace detail
+using MemReportTotal = detail::MemReportArgs<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::Total;
 
 inline c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, uint16_t port, bool is_server,
                                                  int world, std::chrono::milliseconds timeout) {
@@ -140,6 +153,73 @@ inline bool cuda_memory(const torch::Device& d, int64_t* allocated, int64_t* res
   return false;
 #endif
 }
+
+// A tensor parked in CPU memory until it is needed again (activation offload). On CUDA the
+// copy goes to pinned memory on a side stream that first waits for the producer, and the
+// way back waits for that copy; the device block is kept from reuse until the copy is done
+// (record_stream). On CPU the tensor already lives in host memory and is kept as is.
+class HostCopy {
+ public:
+  void offload(const at::Tensor& x) {
+    device_ = x.device();
+#if defined(ULYSSES_WITH_NCCL)
+    if (x.is_cuda()) {
+      const auto idx = x.device().index();
+      auto producer = c10::cuda::getCurrentCUDAStream(idx);
+      auto side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, idx);
+      c10::Event ready(c10::DeviceType::CUDA);
+      ready.record(producer);
+      ready.block(side);
+      host_ = at::empty(x.sizes(), x.options().device(torch::kCPU).pinned_memory(true));
+      {
+        c10::cuda::CUDAStreamGuard g(side);
+        host_.copy_(x, /*non_blocking=*/true);
+      }
+      x.record_stream(side);
+      copied_ = std::make_shared<c10::Event>(c10::DeviceType::CUDA);
+      copied_->record(side);
+      return;
+    }
+#endif
+    host_ = x.detach();
+  }
+  // Starts the copy back to the device on a side stream (after the offload copy), so that
+  // it overlaps whatever the current stream is doing. No-op on CPU or when already started.
+  void prefetch() {
+#if defined(ULYSSES_WITH_NCCL)
+    if (device_.is_cuda() && host_.defined() && !dev_.defined()) {
+      auto side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
+      copied_->block(side);
+      {
+        c10::cuda::CUDAStreamGuard g(side);
+        dev_ = host_.to(device_, /*non_blocking=*/true);
+      }
+      fetched_ = std::make_shared<c10::Event>(c10::DeviceType::CUDA);
+      fetched_->record(side);
+    }
+#endif
+  }
+  // The tensor on its original device, ordered (on the current stream) after the copies.
+  at::Tensor restore() {
+#if defined(ULYSSES_WITH_NCCL)
+    if (device_.is_cuda()) {
+      prefetch();
+      auto cur = c10::cuda::getCurrentCUDAStream(device_.index());
+      fetched_->block(cur);
+      dev_.record_stream(cur);  // allocated on the side stream, used on this one
+      return dev_;
+    }
+#endif
+    return host_;
+  }
+  bool defined() const { return host_.defined(); }
+  void reset() { host_ = at::Tensor(); dev_ = at::Tensor(); copied_.reset(); fetched_.reset(); }
+
+ private:
+  at::Tensor host_, dev_;
+  torch::Device device_ = torch::kCPU;
+  std::shared_ptr<c10::Event> copied_, fetched_;
+};
 
 inline void synchronize(const torch::Device& d) {
 #if defined(ULYSSES_WITH_NCCL)

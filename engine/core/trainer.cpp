@@ -40,6 +40,10 @@ Trainer::Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer)
   }
   model_->set_tracer(tracer);
   model_->set_attention_kernel(attention_kernel_for(cfg.train.attention, cfg.train.attention_block, device_.is_cuda()));
+  model_->set_memory_options(MemoryOptions::from(cfg.train));
+  for (auto& p : model_->parameters()) grad_numel_ += p.numel();
+  flat_ = torch::zeros({grad_numel_ + 2}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+  bind_grads();
   std::vector<at::Tensor> decay, no_decay;
   for (auto& [name, p] : model_->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   auto opts = torch::optim::AdamWOptions(cfg.train.lr).betas({0.9, 0.95}).eps(1e-8).weight_decay(cfg.train.weight_decay);
@@ -52,6 +56,16 @@ Trainer::Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer)
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::bind_grads() {
+  // Parameters are fp32 (the masters in bf16 mode), so their gradients are fp32 views.
+  int64_t off = 0;
+  for (auto& p : model_->parameters()) {
+    auto g = flat_.narrow(0, off, p.numel()).view(p.sizes());
+    if (!p.grad().defined() || !p.grad().is_same(g)) p.mutable_grad() = g;
+    off += p.numel();
+  }
+}
 
 void Trainer::record_backward_marks() {
   if (!tracer_ || !tracer_->active()) return;
@@ -77,7 +91,8 @@ void Trainer::record_backward_marks() {
 double Trainer::loss_and_grads(int64_t s) {
   const auto& t = cfg_.train;
   const int64_t N = t.seq_length, P = comm_.sp_size(), n = N / P, B = t.micro_batch_size;
-  for (auto& p : model_->parameters()) p.mutable_grad() = at::Tensor();
+  bind_grads();    // (again: a test or a checkpoint load may have replaced a .grad)
+  flat_.zero_();  // autograd adds every parameter's gradient into its slice in place
 
   // global batch: B * dp_size sequences; this DP rank takes its B, this SP rank its shard
   Batch batch = make_batch(*data_, N, s, comm_.dp_rank() * B, B, static_cast<uint64_t>(t.seed));
@@ -94,13 +109,10 @@ double Trainer::loss_and_grads(int64_t s) {
   record_backward_marks();
   if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_backward", memory_now(device_));
 
-  // one coalesced all-reduce: [every gradient, loss sum, valid-token count]
-  std::vector<at::Tensor> flat;
-  auto params = model_->parameters();
-  for (auto& p : params) flat.push_back(p.grad().defined() ? p.grad().reshape({-1}).to(torch::kFloat32) : torch::zeros({p.numel()}, p.options()));
-  flat.push_back(loss_sum.detach().reshape({1}).to(torch::kFloat32));
-  flat.push_back((labels != -100).sum().reshape({1}).to(torch::kFloat32));
-  at::Tensor buf = torch::cat(flat);
+  // one all-reduce of the flat buffer: [every gradient, loss sum, valid-token count]
+  flat_.narrow(0, grad_numel_, 1).copy_(loss_sum.detach().reshape({1}));
+  flat_.narrow(0, grad_numel_ + 1, 1).copy_((labels != -100).sum().reshape({1}));
+  at::Tensor& buf = flat_;
   {
     prof::RangeInfo r;
     r.phase = Phase::GradAllReduce;
@@ -110,15 +122,11 @@ double Trainer::loss_and_grads(int64_t s) {
     prof::ScopedRange sr(tracer_, r);
     comm_.all_reduce_sum(buf);
   }
-  const int64_t total = buf.numel();
-  const double count = buf[total - 1].item<double>();
-  const double loss = buf[total - 2].item<double>() / std::max(1.0, count);
-  int64_t off = 0;
+  const auto tail = buf.narrow(0, grad_numel_, 2).to(torch::kCPU);
+  const double count = tail[1].item<double>();
+  const double loss = tail[0].item<double>() / std::max(1.0, count);
   torch::NoGradGuard ng;
-  for (auto& p : params) {
-    p.mutable_grad() = buf.narrow(0, off, p.numel()).view(p.sizes()).div(std::max(1.0, count)).to(p.scalar_type());
-    off += p.numel();
-  }
+  buf.narrow(0, 0, grad_numel_).div_(std::max(1.0, count));  // every .grad sees it: they are views
   return loss;
 }
 
@@ -131,13 +139,12 @@ StepMetrics Trainer::step(int64_t s) {
     m.loss = loss_and_grads(s);
     ULYSSES_RANGE(tracer_, Phase::Optimizer, Direction::None);
     torch::NoGradGuard ng;
-    std::vector<at::Tensor> sq;  // one host sync for the norm, not one per parameter
-    for (auto& p : model_->parameters()) sq.push_back(p.grad().to(torch::kFloat64).pow(2).sum());
-    m.grad_norm = std::sqrt(torch::stack(sq).sum().item<double>());  // identical on every rank after the all-reduce
+    // fp32 norm of the flat gradient buffer, one reduction and one host sync
+    m.grad_norm = flat_.narrow(0, 0, grad_numel_).norm().item<double>();  // identical on every rank after the all-reduce
     const double clip = cfg_.train.grad_clip;
     if (clip > 0 && m.grad_norm > clip) {
       const double scale = clip / (m.grad_norm + 1e-6);
-      for (auto& p : model_->parameters()) p.mutable_grad().mul_(scale);
+      flat_.narrow(0, 0, grad_numel_).mul_(scale);
     }
     m.lr = learning_rate(cfg_.train, s);
     for (auto& g : opt_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(m.lr);

@@ -45,6 +45,12 @@ class Trainer {
   std::unique_ptr<TokenSource> data_;
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<torch::optim::AdamW> opt_;
+  // fp32 [every parameter's gradient, loss sum, valid-token count] on the device: each
+  // parameter's .grad is a view into it, so autograd accumulates straight into the buffer
+  // that is all-reduced (no concatenate / split copies per step).
+  at::Tensor flat_;
+  int64_t grad_numel_ = 0;
+  void bind_grads();
   void record_backward_marks();
 };
 

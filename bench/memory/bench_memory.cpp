@@ -1,0 +1,126 @@
+// Memory benchmark (prints figures; not a test): one training step of a small Llama with a
+// 32000-token vocabulary (so the logits matter) on one CPU thread, sp 1, for each
+// long-sequence technique against sequence length: peak bytes tracked by MemoryTracker
+// (CPU tensor allocations during the step; parameters, optimizer state and the flat
+// gradient buffer exist before and are not counted) and step wall time. Then how much of
+// the checkpointing recompute is attention (what keeping attention output + log-sum-exp
+// would skip).
+//
+//   bench_memory [seq lengths...]      default: 1024 2048 4096
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "local_attention.hpp"
+#include "memory_tracker.hpp"
+#include "trainer.hpp"
+
+using namespace ulysses;
+
+namespace {
+
+// One row of the table; add a column by adding a field here and in print_table.
+struct Row {
+  std::string technique;
+  int64_t seq = 0;
+  int64_t peak_bytes = 0;
+  double step_ms = 0;
+  double peak_ratio = 0;  // peak / peak of "off" at the same length
+  double time_ratio = 0;  // step time / step time of "off"
+};
+
+void print_table(const std::vector<Row>& rows) {
+  std::printf("%-22s %7s %12s %9s %10s %9s\n", "technique", "seq", "peak MiB", "x off", "step ms", "x off");
+  for (const auto& r : rows)
+    std::printf("%-22s %7lld %12.1f %9.2f %10.0f %9.2f\n", r.technique.c_str(), static_cast<long long>(r.seq),
+                r.peak_bytes / 1048576.0, r.peak_ratio, r.step_ms, r.time_ratio);
+}
+
+RunConfig model_config(int64_t seq) {
+  RunConfig c;
+  c.model.vocab_size = 32000;
+  c.model.hidden_size = 64;
+  c.model.intermediate_size = 256;
+  c.model.num_hidden_layers = 2;
+  c.model.num_attention_heads = 4;
+  c.model.num_key_value_heads = 4;
+  c.train.seq_length = seq;
+  c.train.steps = 2;
+  c.train.attention = "sdpa";
+  c.data.kind = "synthetic";
+  c.profile.enabled = false;
+  return c;
+}
+
+struct Technique {
+  const char* name;
+  void (*apply)(TrainConfig&);
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int64_t> seqs;
+  for (int i = 1; i < argc; ++i) seqs.push_back(std::atoll(argv[i]));
+  if (seqs.empty()) seqs = {1024, 2048, 4096};
+  at::set_num_threads(1);
+  const Technique techniques[] = {
+      {"off", [](TrainConfig&) {}},
+      {"+checkpointing", [](TrainConfig& t) { t.activation_checkpointing = "layer"; }},
+      {"+tiled loss (1024)", [](TrainConfig& t) { t.loss_chunk_tokens = 1024; }},
+      {"+TiledMLP (1024)", [](TrainConfig& t) { t.mlp_chunk_tokens = 1024; }},
+      {"all", [](TrainConfig& t) {
+         t.activation_checkpointing = "layer";
+         t.loss_chunk_tokens = 1024;
+         t.mlp_chunk_tokens = 1024;
+       }},
+  };
+  std::printf("Llama: vocab 32000, hidden 64, 2 layers, 4 heads (dh 16), ffn 256, batch 1, sp 1, fp32, 1 thread,\n"
+              "SDPA math attention (saves the N x N probabilities). One step after one warm-up step.\n\n");
+  std::vector<Row> rows;
+  std::vector<std::pair<int64_t, double>> recompute_ms;  // seq -> (checkpointing - off) ms
+  DistEnv env;
+  Comm comm(env, 1, 1, "gloo", std::chrono::milliseconds(600000));
+  for (int64_t seq : seqs) {
+    Row off;
+    for (const auto& t : techniques) {
+      auto cfg = model_config(seq);
+      t.apply(cfg.train);
+      Trainer tr(cfg, comm, nullptr);
+      tr.step(0);  // warm-up
+      Row r;
+      r.technique = t.name;
+      r.seq = seq;
+      {
+        MemoryTracker mt;
+        const auto t0 = std::chrono::steady_clock::now();
+        tr.step(1);
+        r.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        r.peak_bytes = mt.peak_bytes();
+      }
+      if (rows.empty() || rows.back().seq != seq) off = r;
+      r.peak_ratio = static_cast<double>(r.peak_bytes) / static_cast<double>(off.peak_bytes);
+      r.time_ratio = r.step_ms / off.step_ms;
+      if (std::string(t.name) == "+checkpointing") recompute_ms.emplace_back(seq, r.step_ms - off.step_ms);
+      rows.push_back(r);
+      std::fflush(stdout);
+    }
+  }
+  print_table(rows);
+
+  // Attention's share of the recompute: what keeping attention output + LSE would save.
+  std::printf("\nAttention forward vs the checkpointing overhead (2 layers):\n");
+  std::printf("%7s %18s %22s %8s\n", "seq", "recompute ms/step", "attention fwd ms x2", "share");
+  for (auto [seq, rec] : recompute_ms) {
+    auto q = torch::randn({1, 4, seq, 16}), k = torch::randn({1, 4, seq, 16}), v = torch::randn({1, 4, seq, 16});
+    torch::NoGradGuard ng;
+    causal_attention(q, k, v, attention_kernel_for("sdpa", 256, false));  // warm-up
+    const auto t0 = std::chrono::steady_clock::now();
+    causal_attention(q, k, v, attention_kernel_for("sdpa", 256, false));
+    const double ms = 2 * std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("%7lld %18.0f %22.0f %7.0f%%\n", static_cast<long long>(seq), rec, ms, 100.0 * ms / std::max(1e-9, rec));
+  }
+  return 0;
+}

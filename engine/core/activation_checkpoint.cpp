@@ -1,0 +1,53 @@
+// Reentrant activation checkpointing of one block (see activation_checkpoint.hpp).
+#include "activation_checkpoint.hpp"
+
+namespace ulysses {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor x, CheckpointSlot* slot) {
+    // Function::apply runs forward with grad mode off: no graph is built inside the block.
+    ctx->saved_data["slot"] = reinterpret_cast<int64_t>(slot);
+    at::Tensor y = slot->run(x, /*recompute=*/false);
+    if (slot->offload) {
+      slot->saved.offload(x);
+    } else {
+      ctx->save_for_backward({x});
+    }
+    return y;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    auto* slot = reinterpret_cast<CheckpointSlot*>(ctx->saved_data["slot"].toInt());
+    if (slot->on_backward) slot->on_backward();
+    at::Tensor x;
+    if (slot->offload) {
+      x = slot->saved.restore();
+      slot->saved.reset();
+    } else {
+      x = ctx->get_saved_variables()[0];
+    }
+    at::Tensor xd = x.detach().requires_grad_(true);
+    at::Tensor y;
+    {
+      torch::AutoGradMode on(true);
+      y = slot->run(xd, /*recompute=*/true);
+    }
+    // Inner backward: parameter gradients accumulate into .grad, the input's lands in xd.
+    torch::autograd::backward({y}, {grads[0]});
+    return {xd.grad(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor checkpoint_block(const at::Tensor& x, CheckpointSlot* slot) {
+  if (!torch::GradMode::is_enabled() || !x.requires_grad()) return slot->run(x, false);
+  return CheckpointFn::apply(x, slot);
+}
+
+}  // namespace ulysses
