@@ -500,9 +500,10 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
     // activations ~ b*N*(L*(12d + 3f) + d)*4 bytes; logits b*N*V*8; math attention 2*b*H*N^2*L*4
     const bool fits = mul(d, 12, &x) && mul(f, 3, &per_token) && add(x, per_token, &per_token) && mul(per_token, L, &per_token) &&
                       add(per_token, d, &per_token) && mul(b, N, &tokens) && mul(tokens, per_token, &act) && mul(act, 4, &act) &&
-                      mul(tokens, V, &logits) && mul(logits, 8, &logits) && mul(tokens, N, &scores) && mul(scores, H, &scores) &&
-                      mul(scores, L, &scores) && mul(scores, 8, &scores) && add(act, logits, &x) && add(x, scores, &x) &&
-                      mul(tokens, p.dp_size, &x);
+                      mul(tokens, V, &logits) && mul(logits, 8, &logits) && add(act, logits, &x) && mul(tokens, p.dp_size, &x) &&
+                      // N x N scores only where attention may materialize them (not on cuda: flash)
+                      (t.device == "cuda" || (mul(tokens, N, &scores) && mul(scores, H, &scores) && mul(scores, L, &scores) &&
+                                              mul(scores, 8, &scores) && add(act + logits, scores, &x)));
     if (!fits)
       bad("train.seq_length", "train.seq_length (" + num(N) + ") x train.micro_batch_size (" + num(b) +
                                   ") with this model needs more than 2^63 bytes for one step's activations; reduce them");
