@@ -6,7 +6,7 @@
 // the checkpointing recompute is attention (what keeping attention output + log-sum-exp
 // would skip).
 //
-//   bench_memory [seq lengths...]      default: 1024 2048 4096
+//   bench_memory [seq lengths...]      default: 512 1024 2048
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,7 +21,7 @@ using namespace ulysses;
 
 namespace {
 
-// One row of the table; add a column by adding a field here and in print_table.
+// One row of the table; add a column by adding a field here and in print_header / print_row.
 struct Row {
   std::string technique;
   int64_t seq = 0;
@@ -31,11 +31,17 @@ struct Row {
   double time_ratio = 0;  // step time / step time of "off"
 };
 
-void print_table(const std::vector<Row>& rows) {
+void print_header() {
   std::printf("%-22s %7s %12s %9s %10s %9s\n", "technique", "seq", "peak MiB", "x off", "step ms", "x off");
-  for (const auto& r : rows)
-    std::printf("%-22s %7lld %12.1f %9.2f %10.0f %9.2f\n", r.technique.c_str(), static_cast<long long>(r.seq),
-                r.peak_bytes / 1048576.0, r.peak_ratio, r.step_ms, r.time_ratio);
+}
+void print_row(const Row& r) {
+  std::printf("%-22s %7lld %12.1f %9.2f %10.0f %9.2f\n", r.technique.c_str(), static_cast<long long>(r.seq),
+              r.peak_bytes / 1048576.0, r.peak_ratio, r.step_ms, r.time_ratio);
+  std::fflush(stdout);
+}
+void print_table(const std::vector<Row>& rows) {
+  print_header();
+  for (const auto& r : rows) print_row(r);
 }
 
 RunConfig model_config(int64_t seq) {
@@ -64,7 +70,7 @@ struct Technique {
 int main(int argc, char** argv) {
   std::vector<int64_t> seqs;
   for (int i = 1; i < argc; ++i) seqs.push_back(std::atoll(argv[i]));
-  if (seqs.empty()) seqs = {1024, 2048, 4096};
+  if (seqs.empty()) seqs = {512, 1024, 2048};
   at::set_num_threads(1);
   const Technique techniques[] = {
       {"off", [](TrainConfig&) {}},
@@ -80,6 +86,7 @@ int main(int argc, char** argv) {
   std::printf("Llama: vocab 32000, hidden 64, 2 layers, 4 heads (dh 16), ffn 256, batch 1, sp 1, fp32, 1 thread,\n"
               "SDPA math attention (saves the N x N probabilities). One step after one warm-up step.\n\n");
   std::vector<Row> rows;
+  print_header();  // rows as they are measured, then the whole table again
   std::vector<std::pair<int64_t, double>> recompute_ms;  // seq -> (checkpointing - off) ms
   DistEnv env;
   Comm comm(env, 1, 1, "gloo", std::chrono::milliseconds(600000));
@@ -105,9 +112,10 @@ int main(int argc, char** argv) {
       r.time_ratio = r.step_ms / off.step_ms;
       if (std::string(t.name) == "+checkpointing") recompute_ms.emplace_back(seq, r.step_ms - off.step_ms);
       rows.push_back(r);
-      std::fflush(stdout);
+      print_row(r);
     }
   }
+  std::printf("\n");
   print_table(rows);
 
   // Attention's share of the recompute: what keeping attention output + LSE would save.
