@@ -3,11 +3,12 @@
 // long-sequence technique against sequence length: peak bytes tracked by MemoryTracker
 // (CPU tensor allocations during the step; parameters, optimizer state and the flat
 // gradient buffer exist before and are not counted) and step wall time. Then how much of
-// the checkpointing recompute is attention (what keeping attention output + log-sum-exp
-// would skip).
+// a layer's recompute is attention (what keeping attention output + log-sum-exp would skip).
 //
-//   bench_memory [seq lengths...]      default: 1024 2048 4096
+//   bench_memory [--share-only] [seq lengths...]      default: 512 1024 2048
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -21,7 +22,7 @@ using namespace ulysses;
 
 namespace {
 
-// One row of the table; add a column by adding a field here and in print_table.
+// One row of the table; add a column by adding a field here and in print_header / print_row.
 struct Row {
   std::string technique;
   int64_t seq = 0;
@@ -31,11 +32,17 @@ struct Row {
   double time_ratio = 0;  // step time / step time of "off"
 };
 
-void print_table(const std::vector<Row>& rows) {
+void print_header() {
   std::printf("%-22s %7s %12s %9s %10s %9s\n", "technique", "seq", "peak MiB", "x off", "step ms", "x off");
-  for (const auto& r : rows)
-    std::printf("%-22s %7lld %12.1f %9.2f %10.0f %9.2f\n", r.technique.c_str(), static_cast<long long>(r.seq),
-                r.peak_bytes / 1048576.0, r.peak_ratio, r.step_ms, r.time_ratio);
+}
+void print_row(const Row& r) {
+  std::printf("%-22s %7lld %12.1f %9.2f %10.0f %9.2f\n", r.technique.c_str(), static_cast<long long>(r.seq),
+              r.peak_bytes / 1048576.0, r.peak_ratio, r.step_ms, r.time_ratio);
+  std::fflush(stdout);
+}
+void print_table(const std::vector<Row>& rows) {
+  print_header();
+  for (const auto& r : rows) print_row(r);
 }
 
 RunConfig model_config(int64_t seq) {
@@ -59,28 +66,74 @@ struct Technique {
   void (*apply)(TrainConfig&);
 };
 
+double median_ms(const std::function<void()>& f) {
+  std::vector<double> v;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    v.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(v.begin(), v.end());
+  return v[1];
+}
+
+// What a layer's recompute costs and how much of it is attention (the part that keeping
+// the attention output + log-sum-exp per layer would skip): forward only, no grad,
+// medians of 3; layer = (forward with 2 layers - forward with 0 layers) / 2.
+void attention_share(const std::vector<int64_t>& seqs) {
+  std::printf("\nRecompute of one layer (forward, no grad) and its attention part, medians of 3:\n");
+  std::printf("%7s %16s %18s %8s\n", "seq", "layer fwd ms", "attention fwd ms", "share");
+  for (int64_t seq : seqs) {
+    auto mc = model_config(seq).model;
+    LlamaModel two(mc, ParallelConfig{}, torch::kFloat32, nullptr);
+    two.init_parameters(1);
+    auto mc0 = mc;
+    mc0.num_hidden_layers = 0;
+    LlamaModel none(mc0, ParallelConfig{}, torch::kFloat32, nullptr);
+    none.init_parameters(1);
+    torch::NoGradGuard ng;
+    auto ids = torch::randint(0, mc.vocab_size, {1, seq}, torch::kInt64);
+    const double t2 = median_ms([&] { two.forward_logits(ids, 0); });
+    const double t0 = median_ms([&] { none.forward_logits(ids, 0); });
+    const int64_t H = mc.num_attention_heads, dh = mc.head_dim();
+    auto q = torch::randn({1, H, seq, dh}), k = torch::randn({1, H, seq, dh}), v = torch::randn({1, H, seq, dh});
+    const double att = median_ms([&] { causal_attention(q, k, v, AttentionKernel{}); });
+    const double layer = (t2 - t0) / 2;
+    std::printf("%7lld %16.1f %18.1f %7.0f%%\n", static_cast<long long>(seq), layer, att, 100.0 * att / std::max(1e-9, layer));
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int64_t> seqs;
-  for (int i = 1; i < argc; ++i) seqs.push_back(std::atoll(argv[i]));
-  if (seqs.empty()) seqs = {1024, 2048, 4096};
+  bool share_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--share-only") share_only = true;
+    else seqs.push_back(std::atoll(argv[i]));
+  }
+  if (seqs.empty()) seqs = {512, 1024, 2048};
   at::set_num_threads(1);
+  if (share_only) {
+    attention_share(seqs);
+    return 0;
+  }
   const Technique techniques[] = {
       {"off", [](TrainConfig&) {}},
       {"+checkpointing", [](TrainConfig& t) { t.activation_checkpointing = "layer"; }},
-      {"+tiled loss (1024)", [](TrainConfig& t) { t.loss_chunk_tokens = 1024; }},
-      {"+TiledMLP (1024)", [](TrainConfig& t) { t.mlp_chunk_tokens = 1024; }},
+      {"+tiled loss (128)", [](TrainConfig& t) { t.loss_chunk_tokens = 128; }},
+      {"+TiledMLP (128)", [](TrainConfig& t) { t.mlp_chunk_tokens = 128; }},
       {"all", [](TrainConfig& t) {
          t.activation_checkpointing = "layer";
-         t.loss_chunk_tokens = 1024;
-         t.mlp_chunk_tokens = 1024;
+         t.loss_chunk_tokens = 128;
+         t.mlp_chunk_tokens = 128;
        }},
   };
   std::printf("Llama: vocab 32000, hidden 64, 2 layers, 4 heads (dh 16), ffn 256, batch 1, sp 1, fp32, 1 thread,\n"
               "SDPA math attention (saves the N x N probabilities). One step after one warm-up step.\n\n");
   std::vector<Row> rows;
-  std::vector<std::pair<int64_t, double>> recompute_ms;  // seq -> (checkpointing - off) ms
+  print_header();  // rows as they are measured, then the whole table again
   DistEnv env;
   Comm comm(env, 1, 1, "gloo", std::chrono::milliseconds(600000));
   for (int64_t seq : seqs) {
@@ -103,24 +156,13 @@ int main(int argc, char** argv) {
       if (rows.empty() || rows.back().seq != seq) off = r;
       r.peak_ratio = static_cast<double>(r.peak_bytes) / static_cast<double>(off.peak_bytes);
       r.time_ratio = r.step_ms / off.step_ms;
-      if (std::string(t.name) == "+checkpointing") recompute_ms.emplace_back(seq, r.step_ms - off.step_ms);
       rows.push_back(r);
-      std::fflush(stdout);
+      print_row(r);
     }
   }
+  std::printf("\n");
   print_table(rows);
 
-  // Attention's share of the recompute: what keeping attention output + LSE would save.
-  std::printf("\nAttention forward vs the checkpointing overhead (2 layers):\n");
-  std::printf("%7s %18s %22s %8s\n", "seq", "recompute ms/step", "attention fwd ms x2", "share");
-  for (auto [seq, rec] : recompute_ms) {
-    auto q = torch::randn({1, 4, seq, 16}), k = torch::randn({1, 4, seq, 16}), v = torch::randn({1, 4, seq, 16});
-    torch::NoGradGuard ng;
-    causal_attention(q, k, v, attention_kernel_for("sdpa", 256, false));  // warm-up
-    const auto t0 = std::chrono::steady_clock::now();
-    causal_attention(q, k, v, attention_kernel_for("sdpa", 256, false));
-    const double ms = 2 * std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("%7lld %18.0f %22.0f %7.0f%%\n", static_cast<long long>(seq), rec, ms, 100.0 * ms / std::max(1e-9, rec));
-  }
+  attention_share(seqs);
   return 0;
 }

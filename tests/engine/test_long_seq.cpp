@@ -5,7 +5,9 @@
 //   MHA and GQA. Also: gradients live in one flat buffer; with loss_chunk_tokens no (N, V)
 //   tensor is ever alive (memory tracker peak below one logits tensor, while the untiled
 //   run goes above it); checkpointing and TiledMLP lower the tracked peak; a traced step
-//   with checkpointing shows the recompute as Direction::Recompute ranges, properly nested.
+//   with checkpointing shows the recompute as Direction::Recompute ranges, properly nested;
+//   and the comparison itself catches one gradient off by 1e-4 relative.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -127,6 +129,18 @@ void each_technique_matches(int64_t H, int64_t Hkv, int64_t sp) {
 }
 
 }  // namespace
+
+TEST(LongSeq, ComparisonCatchesOneGradientOffBy1e4) {
+  // the check itself can fail: one tensor scaled by 1 + 1e-4 is named as the first mismatch
+  static Result ref, bad;
+  ref = run_cfg(small(4, 2, 1));
+  bad = ref;
+  bad.grads["model.layers.1.mlp.up_proj.weight"] = ref.grads.at("model.layers.1.mlp.up_proj.weight") * (1 + 1e-4);
+  EXPECT_NONFATAL_FAILURE(expect_close(ref, bad, "scaled"), "gradient of model.layers.1.mlp.up_proj.weight off by");
+  bad = ref;
+  bad.loss = ref.loss * (1 + 1e-4);
+  EXPECT_NONFATAL_FAILURE(expect_close(ref, bad, "loss"), "loss");
+}
 
 TEST(LongSeq, EachTechniqueMatchesOffSp1Mha) { each_technique_matches(4, 4, 1); }
 TEST(LongSeq, EachTechniqueMatchesOffSp1Gqa) { each_technique_matches(4, 2, 1); }
