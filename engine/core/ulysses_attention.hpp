@@ -1,7 +1,9 @@
 // Ulysses attention core: sequence-sharded q/k/v in, sequence-sharded attention output
 // out, with the seq->head and head->seq all-to-alls in between. One autograd function
 // whose backward runs the mirrored all-to-alls. Heads can be split into chunks so that
-// the exchange of chunk i+1 is in flight while attention of chunk i computes.
+// the exchange of chunk i+1 is in flight while attention of chunk i computes; head_chunks
+// may be any divisor of the local q heads, with GQA too (a kv head travels with the first
+// chunk that needs it, its gradient with the last one that uses it).
 //
 // Shapes: B = batch, N = full sequence, P = sp_size, n = N/P, H = q heads,
 // Hk = kv heads (already replicated to >= P when num_key_value_heads < P), dh = head dim.
