@@ -74,10 +74,18 @@ DeviceFacts DeviceFacts::detect(int local_rank, int local_world_size) {
   f.build_has_cuda = ulysses::build_has_cuda();
   f.local_rank = local_rank;
   f.local_world_size = local_world_size;
-  const int physical = count_physical_gpus();
+  int physical = count_physical_gpus();
+  f.gpu_source = std::to_string(physical) + " NVIDIA GPU(s) found in /proc/driver/nvidia/gpus or /dev/nvidia*";
+  if (const char* n = std::getenv("ULYSSES_GPU_COUNT"); n && *n) {  // escape hatch for hosts that hide both
+    char* end = nullptr;
+    const long v = std::strtol(n, &end, 10);
+    if (*end == '\0' && v >= 0 && v <= 4096) {
+      physical = static_cast<int>(v);
+      f.gpu_source = std::to_string(physical) + " GPU(s) from ULYSSES_GPU_COUNT";
+    }
+  }
   const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
   f.visible_gpus = count_visible_gpus(cvd, physical);
-  f.gpu_source = std::to_string(physical) + " NVIDIA GPU(s) found in /proc/driver/nvidia/gpus or /dev/nvidia*";
   if (cvd) f.gpu_source += ", CUDA_VISIBLE_DEVICES='" + std::string(cvd) + "'";
   return f;
 }

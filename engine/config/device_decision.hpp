@@ -34,7 +34,8 @@ struct DeviceFacts {
   std::string gpu_source;       // where visible_gpus came from, for messages
 
   // This build (compile definition ULYSSES_BUILD_HAS_CUDA from CMake) and this host
-  // (see count_visible_gpus), for the given local rank / local world size.
+  // (count_physical_gpus, or ULYSSES_GPU_COUNT when set, filtered by count_visible_gpus),
+  // for the given local rank / local world size.
   static DeviceFacts detect(int local_rank, int local_world_size);
 };
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
 
 #include "device_decision.hpp"
@@ -132,6 +133,20 @@ TEST(DeviceDecision, PhysicalGpusFromProcOrDevNodes) {
   for (const char* b : {"0000:17:00.0", "0000:2a:00.0", "0000:3d:00.0"}) fs::create_directories(proc / b);
   EXPECT_EQ(count_physical_gpus(proc.string(), dev.string()), 3);
   fs::remove_all(root);
+}
+
+TEST(DeviceDecision, DetectHonoursGpuCountOverrideAndCudaVisibleDevices) {
+  ::setenv("ULYSSES_GPU_COUNT", "4", 1);
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(DeviceFacts::detect(0, 1).visible_gpus, 4);
+  ::setenv("CUDA_VISIBLE_DEVICES", "3,1", 1);
+  auto f = DeviceFacts::detect(0, 1);
+  EXPECT_EQ(f.visible_gpus, 2);
+  EXPECT_NE(f.gpu_source.find("CUDA_VISIBLE_DEVICES='3,1'"), std::string::npos) << f.gpu_source;
+  ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  EXPECT_EQ(DeviceFacts::detect(0, 1).visible_gpus, 0);
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  ::unsetenv("ULYSSES_GPU_COUNT");
 }
 
 TEST(DeviceDecision, DetectUsesTheBuildAndTheRankArguments) {
