@@ -1,4 +1,7 @@
 // ulysses-run CONFIG.json [--set key=value]... [--json] [--out DIR] [--worker PATH]
+// ulysses-run CONFIG.json --plan [--json] [--max-seq GIB]: the memory plan per rank,
+// computed by `ulysses-worker --plan` (a meta-device dry run; this program stays
+// torch-free and execs the worker, whose output and exit code are the answer).
 // Validates the run config (and its files) before starting anything, then runs
 // sp_size x dp_size ulysses-worker processes through ulysses::launch and reports.
 // Exit codes: 0 finished, 2 bad input (config, --out in use, a rank exited 2), 1 failure
@@ -7,8 +10,11 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <unistd.h>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -72,7 +78,8 @@ int main(int argc, char** argv) {
                "ulysses-run"};
   std::string config_path, out_dir, worker;
   std::vector<std::string> overrides;
-  bool json_mode = false;
+  bool json_mode = false, plan_mode = false;
+  double max_seq_gib = 0;
   app.add_option("config", config_path, "Run config JSON (see resources/configs/)")->required();
   app.add_option("--set", overrides, "Override a config field, e.g. --set parallel.sp_size=4 (repeatable)")
       ->type_name("KEY=VALUE")
@@ -80,6 +87,8 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json_mode, "Print each step's METRIC JSON object on stdout, one per line");
   app.add_option("--out", out_dir, "Run directory (default runs/<YYYYmmdd-HHMMSS>-<config name>)");
   app.add_option("--worker", worker, "ulysses-worker executable (default: $ULYSSES_WORKER, then next to ulysses-run)");
+  app.add_flag("--plan", plan_mode, "Print the memory plan per rank (meta-device dry run of one step) instead of training");
+  app.add_option("--max-seq", max_seq_gib, "With --plan: the longest seq_length whose planned peak fits in this many GiB per rank");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -89,11 +98,15 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // 1. Config and its files, before anything starts.
+  if (app.count("--max-seq") && !plan_mode) {
+    say("--max-seq needs --plan");
+    return 2;
+  }
+  // 1. Config and its files, before anything starts (a plan reads no data).
   ulysses::RunConfig cfg;
   try {
     cfg = ulysses::load_run_config(config_path, overrides);
-    const auto issues = ulysses::validate_with_files(cfg);
+    const auto issues = plan_mode ? ulysses::validate(cfg) : ulysses::validate_with_files(cfg);
     if (!issues.empty()) {
       for (const auto& i : issues) say_each_line(i.message);
       return 2;
@@ -108,6 +121,28 @@ int main(int argc, char** argv) {
   if (where.path.empty()) {
     say(where.error);
     return where.exit_code;
+  }
+
+  if (plan_mode) {  // the worker answers; exec keeps its stdout, stderr and exit code
+    std::vector<std::string> args{where.path, "--plan", "--config", config_path};
+    for (const auto& o : overrides) {
+      args.push_back("--set");
+      args.push_back(o);
+    }
+    if (json_mode) args.push_back("--json");
+    if (app.count("--max-seq")) {
+      args.push_back("--max-seq");
+      char g[64];
+      std::snprintf(g, sizeof g, "%.17g", max_seq_gib);
+      args.push_back(g);
+    }
+    std::vector<char*> argv_exec;
+    for (auto& a : args) argv_exec.push_back(a.data());
+    argv_exec.push_back(nullptr);
+    std::fflush(stdout);
+    execv(where.path.c_str(), argv_exec.data());
+    say("cannot start " + where.path + ": " + std::strerror(errno));
+    return 1;
   }
 
   // 3. Run directory.

@@ -1,6 +1,7 @@
 // Local causal attention: SDPA, or block-causal online softmax (see local_attention.hpp).
 #include "local_attention.hpp"
 
+#include "flash_shapes.hpp"
 #include "torch_compat.hpp"
 
 namespace ulysses {
@@ -13,6 +14,7 @@ at::Tensor expand_kv(const at::Tensor& kv, int64_t hq) {  // (B, Hkv, N, dh) -> 
 }  // namespace
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionKernel& kernel) {
+  if (kernel.kind == AttentionKernel::Kind::FlashShapes) return flash_shapes_attention(q, k, v);
   // TODO(blocked): the block-causal kernel; until then every kind runs SDPA.
   (void)kernel;
   return compat::sdpa_causal(q, expand_kv(k, q.size(1)), expand_kv(v, q.size(1)));

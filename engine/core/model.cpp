@@ -57,12 +57,12 @@ at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tens
   return x * c + rot * s;
 }
 
-LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch::Dtype dtype, Comm* comm)
+LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch::Dtype dtype, Comm* comm, torch::Device param_device)
     : cfg_(cfg), par_(par), dtype_(dtype), comm_(comm) {
   const int64_t d = cfg.hidden_size, dh = cfg.head_dim(), ff = cfg.intermediate_size;
   auto add = [&](const std::string& name, std::vector<int64_t> shape) {
     index_[name] = params_.size();
-    params_.emplace_back(name, torch::zeros(shape, torch::kFloat32).set_requires_grad(true));
+    params_.emplace_back(name, torch::zeros(shape, torch::TensorOptions().dtype(torch::kFloat32).device(param_device)).set_requires_grad(true));
   };
   add("model.embed_tokens.weight", {cfg.vocab_size, d});
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
@@ -158,8 +158,9 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, int64_t pos0) {
       q = apply_rope(q, cos, sin);
       k = apply_rope(k, cos, sin);
       if (Hkv < P) {  // GQA with fewer kv heads than ranks: replicate so each rank gets one
-        k = k.repeat_interleave(P / Hkv, 2);  // (B, n, P, dh)
-        v = v.repeat_interleave(P / Hkv, 2);
+        // repeat_interleave(P / Hkv, 2) as expand + reshape (libtorch 1.13 has no meta kernel for it)
+        k = k.unsqueeze(3).expand({B, n, Hkv, P / Hkv, dh}).reshape({B, n, P, dh});  // (B, n, P, dh)
+        v = v.unsqueeze(3).expand({B, n, Hkv, P / Hkv, dh}).reshape({B, n, P, dh});
       }
     }
     at::Tensor a;
