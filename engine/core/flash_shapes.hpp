@@ -18,4 +18,20 @@ namespace ulysses {
 // q (B, H, N, dh); k, v (B, Hkv, N, dh) with H % Hkv == 0 -> (B, H, N, dh), values undefined.
 at::Tensor flash_shapes_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
+// Attention on meta tensors, counted as each kernel holds memory (libtorch 1.13's C++ has no
+// meta kernels for the math SDPA's logical_not / where, nor repeat_interleave):
+//   FlashShapes: flash_shapes_attention above;
+//   Sdpa (the math kernel of a CPU run): the same composite on meta-capable ops: q*scale,
+//     scores = q k^T (B, H, N, N), causal masked_fill, softmax (saved), probs v;
+//   Blocked: the block-causal online softmax keeps what flash keeps (q, k, v, out, fp32
+//     log-sum-exp) plus one (B, H, block, block) fp32 score tile at a time.
+// k and v are expanded to H heads first in every case, as expand_kv materializes them.
+at::Tensor shape_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int kind, int64_t block);
+
+// Embedding lookup for meta tensors (libtorch's C++ has no meta kernel for index_select):
+// weight (V, d), ids (B, n) -> (B, n, d) in weight's dtype, values undefined; saves nothing
+// but the ids (as the real embedding does); backward allocates the dense (V, d) weight
+// gradient as embedding_dense_backward does.
+at::Tensor embedding_shapes(const at::Tensor& weight, const at::Tensor& ids);
+
 }  // namespace ulysses

@@ -14,7 +14,7 @@ at::Tensor expand_kv(const at::Tensor& kv, int64_t hq) {  // (B, Hkv, N, dh) -> 
 }  // namespace
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionKernel& kernel) {
-  if (kernel.kind == AttentionKernel::Kind::FlashShapes) return flash_shapes_attention(q, k, v);
+  if (kernel.kind == AttentionKernel::Kind::FlashShapes || q.is_meta()) return shape_attention(q, k, v, static_cast<int>(kernel.kind), kernel.block);
   // TODO(blocked): the block-causal kernel; until then every kind runs SDPA.
   (void)kernel;
   return compat::sdpa_causal(q, expand_kv(k, q.size(1)), expand_kv(v, q.size(1)));

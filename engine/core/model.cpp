@@ -1,6 +1,8 @@
 // Llama decoder with Ulysses attention; markers time the backward phases.
 #include "model.hpp"
 
+#include "flash_shapes.hpp"
+
 namespace ulysses {
 
 using prof::Direction;
@@ -137,7 +139,8 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, int64_t pos0) {
   at::Tensor x;
   {
     ULYSSES_RANGE(tracer_, Phase::Embedding, Direction::Forward);
-    x = torch::embedding(w("model.embed_tokens.weight"), ids);  // (B, n, d)
+    const auto& table = w("model.embed_tokens.weight");
+    x = ids.is_meta() ? embedding_shapes(table, ids) : torch::embedding(table, ids);  // (B, n, d); meta: dry runs (flash_shapes.hpp)
   }
   auto [cos, sin] = rope_tables(pos0, n, dh, cfg_.rope_theta, x.options());  // x: (B, n, d) on the model's device, compute dtype
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {

@@ -254,6 +254,7 @@ TEST(MemoryPlan, PeakMatchesARealCpuRun) {
     cfg.model.intermediate_size = 176;
     cfg.train.seq_length = N;
     cfg.train.threads_per_rank = 1;
+    cfg.train.attention = "sdpa";  // the math kernel on both sides (the CPU run's blocked kernel is the attention helper's)
     cfg.data.kind = "synthetic";
     const auto plan = plan::plan_memory(cfg);
 
