@@ -1,4 +1,7 @@
 // ulysses-run CONFIG.json [--set key=value]... [--json] [--out DIR] [--worker PATH] [--force]
+// ulysses-run CONFIG.json --plan [--json] [--max-seq GIB]: the memory plan per rank,
+// computed by `ulysses-worker --plan` (a meta-device dry run; this program stays
+// torch-free and execs the worker, whose output and exit code are the answer).
 // Validates the run config (and its files) before starting anything, then runs
 // sp_size x dp_size ulysses-worker processes through ulysses::launch and reports.
 // Before launch: the estimated memory must fit the machine, --out must be absent or empty,
@@ -12,7 +15,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -120,7 +125,8 @@ int run_main(int argc, char** argv) {
                "ulysses-run"};
   std::string config_path, out_dir, worker;
   std::vector<std::string> overrides;
-  bool json_mode = false, force = false;
+  bool json_mode = false, force = false, plan_mode = false;
+  double max_seq_gib = 0;
   app.add_option("config", config_path, "Run config JSON (see resources/configs/)")->required();
   app.add_option("--set", overrides, "Override a config field, e.g. --set parallel.sp_size=4 (repeatable)")
       ->type_name("KEY=VALUE")
@@ -131,6 +137,8 @@ int run_main(int argc, char** argv) {
   app.add_flag("--force", force,
                "Launch even when the estimated memory exceeds this machine's, and reuse a non-empty --out by moving "
                "the old directory aside to DIR.old-TIMESTAMP");
+  app.add_flag("--plan", plan_mode, "Print the memory plan per rank (meta-device dry run of one step) instead of training");
+  app.add_option("--max-seq", max_seq_gib, "With --plan: the longest seq_length whose planned peak fits in this many GiB per rank");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -140,13 +148,17 @@ int run_main(int argc, char** argv) {
     return 2;
   }
 
-  // 1. Config and its files, before anything starts.
+  if (app.count("--max-seq") && !plan_mode) {
+    say("--max-seq needs --plan");
+    return 2;
+  }
+  // 1. Config and its files, before anything starts (a plan reads no data).
   ulysses::RunConfig cfg;
   try {
     cfg = ulysses::load_run_config(config_path, overrides);
-    auto issues = ulysses::validate_with_files(cfg);
+    auto issues = plan_mode ? ulysses::validate(cfg) : ulysses::validate_with_files(cfg);
     // Device and backend, decided as each worker will: every rank runs on this host.
-    if (issues.empty())
+    if (issues.empty() && !plan_mode)
       ulysses::decide_device(cfg, ulysses::DeviceFacts::detect(0, static_cast<int>(cfg.parallel.world_size())), &issues);
     if (!issues.empty()) {
       for (const auto& i : issues) say_each_line(i.message);
@@ -170,6 +182,28 @@ int run_main(int argc, char** argv) {
   if (where.path.empty()) {
     say(where.error);
     return where.exit_code;
+  }
+
+  if (plan_mode) {  // the worker answers; exec keeps its stdout, stderr and exit code
+    std::vector<std::string> args{where.path, "--plan", "--config", config_path};
+    for (const auto& o : overrides) {
+      args.push_back("--set");
+      args.push_back(o);
+    }
+    if (json_mode) args.push_back("--json");
+    if (app.count("--max-seq")) {
+      args.push_back("--max-seq");
+      char g[64];
+      std::snprintf(g, sizeof g, "%.17g", max_seq_gib);
+      args.push_back(g);
+    }
+    std::vector<char*> argv_exec;
+    for (auto& a : args) argv_exec.push_back(a.data());
+    argv_exec.push_back(nullptr);
+    std::fflush(stdout);
+    execv(where.path.c_str(), argv_exec.data());
+    say("cannot start " + where.path + ": " + std::strerror(errno));
+    return 1;
   }
 
   // 3. Run directory.

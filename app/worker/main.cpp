@@ -38,7 +38,13 @@ std::string host_name() {
 }
 }  // namespace
 
+namespace ulysses {
+int plan_command(int argc, char** argv);  // plan_command.cpp: --plan, the memory planner
+}
+
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--plan") return ulysses::plan_command(argc, argv);
   CLI::App app{"ulysses-worker: one rank of a Ulysses sequence-parallel run (environment: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)"};
   std::string config_path, out_dir;
   std::vector<std::string> overrides;

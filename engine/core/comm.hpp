@@ -46,6 +46,13 @@ class Comm {
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
+  // Shape-only stand-in for one rank of an sp_size x dp_size run (meta-device dry runs,
+  // the memory planner): no process group; all_to_all leaves the pre-allocated output as
+  // it is (shapes and allocations as in a real run, no data moved), all-reduces and
+  // barrier do nothing. rank = sp_rank (DP rank 0).
+  static Comm shape_only(int sp_rank, int sp_size, int dp_size);
+  bool is_shape_only() const { return shape_only_; }
+
   int rank() const { return env_.rank; }
   int world_size() const { return env_.world_size; }
   int sp_rank() const { return env_.rank % sp_size_; }
@@ -77,10 +84,12 @@ class Comm {
 
  private:
   DistEnv env_;
-  int sp_size_, dp_size_;
+  int sp_size_ = 1, dp_size_ = 1;
   std::string backend_;
   torch::Device device_ = torch::kCPU;
   std::chrono::milliseconds timeout_;
+  bool shape_only_ = false;
+  Comm() = default;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<compat::Backend> world_, sp_;
   void check_device(const at::Tensor& t, const char* op) const;

@@ -18,6 +18,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "flash_shapes.hpp"
 #include "torch_compat.hpp"
 
 namespace ulysses {
@@ -164,6 +165,7 @@ at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
 }  // namespace
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionKernel& kernel) {
+  if (kernel.kind == AttentionKernel::Kind::FlashShapes || q.is_meta()) return shape_attention(q, k, v, static_cast<int>(kernel.kind), kernel.block);
   switch (kernel.kind) {
     case AttentionKernel::Kind::Blocked:
       return blocked_causal_attention(q, k, v, kernel.block);

@@ -15,7 +15,9 @@
 namespace ulysses {
 
 struct AttentionKernel {
-  enum class Kind { Sdpa, Blocked };
+  // FlashShapes: no math, only the allocations and saved tensors of flash attention on CUDA
+  // (q, k, v, out, log-sum-exp) for meta-device dry runs of a GPU plan (flash_shapes.hpp).
+  enum class Kind { Sdpa, Blocked, FlashShapes };
   Kind kind = Kind::Sdpa;
   int64_t block = 256;  // tokens per query/key block (Blocked only)
 };

@@ -2,6 +2,7 @@
 #include "model.hpp"
 
 #include "tiled.hpp"
+#include "flash_shapes.hpp"
 
 namespace ulysses {
 
@@ -59,12 +60,12 @@ at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tens
   return x * c + rot * s;
 }
 
-LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch::Dtype dtype, Comm* comm)
+LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch::Dtype dtype, Comm* comm, torch::Device param_device)
     : cfg_(cfg), par_(par), dtype_(dtype), comm_(comm) {
   const int64_t d = cfg.hidden_size, dh = cfg.head_dim(), ff = cfg.intermediate_size;
   auto add = [&](const std::string& name, std::vector<int64_t> shape) {
     index_[name] = params_.size();
-    params_.emplace_back(name, torch::zeros(shape, torch::kFloat32).set_requires_grad(true));
+    params_.emplace_back(name, torch::zeros(shape, torch::TensorOptions().dtype(torch::kFloat32).device(param_device)).set_requires_grad(true));
   };
   add("model.embed_tokens.weight", {cfg.vocab_size, d});
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
@@ -141,7 +142,8 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, int64_t pos0) {
   at::Tensor x;
   {
     ULYSSES_RANGE(tracer_, Phase::Embedding, Direction::Forward);
-    x = torch::embedding(w("model.embed_tokens.weight"), ids);  // (B, n, d)
+    const auto& table = w("model.embed_tokens.weight");
+    x = ids.is_meta() ? embedding_shapes(table, ids) : torch::embedding(table, ids);  // (B, n, d); meta: dry runs (flash_shapes.hpp)
   }
   auto [cos, sin] = rope_tables(pos0, n, dh, cfg_.rope_theta, x.options());  // x: (B, n, d) on the model's device, compute dtype
   const bool ckpt = mem_.checkpoint_layers && torch::GradMode::is_enabled();
@@ -187,8 +189,9 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
     q = apply_rope(q, cos, sin);
     k = apply_rope(k, cos, sin);
     if (Hkv < P) {  // GQA with fewer kv heads than ranks: replicate so each rank gets one
-      k = k.repeat_interleave(P / Hkv, 2);  // (B, n, P, dh)
-      v = v.repeat_interleave(P / Hkv, 2);
+      // repeat_interleave(P / Hkv, 2) as expand + reshape (libtorch 1.13 has no meta kernel for it)
+      k = k.unsqueeze(3).expand({B, n, Hkv, P / Hkv, dh}).reshape({B, n, P, dh});  // (B, n, P, dh)
+      v = v.unsqueeze(3).expand({B, n, Hkv, P / Hkv, dh}).reshape({B, n, P, dh});
     }
   }
   at::Tensor a;

@@ -63,7 +63,9 @@ class RecomputeTracer : public prof::Tracer {
 
 class LlamaModel {
  public:
-  LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch::Dtype compute_dtype, Comm* comm);
+  // Parameters are fp32 tensors on param_device (meta for dry runs and the memory planner).
+  LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch::Dtype compute_dtype, Comm* comm,
+             torch::Device param_device = torch::kCPU);
 
   // Hugging Face initialisation (normal(0, 0.02) weights, ones for norms), from `seed`,
   // identical on every rank.

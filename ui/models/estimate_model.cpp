@@ -1,6 +1,8 @@
 // Estimates vs measured figures as a table model.
 #include "estimate_model.hpp"
 
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <cmath>
 #include <limits>
 
@@ -12,7 +14,46 @@ QString bytes(double b) { return QString::fromStdString(cost::format_bytes(b)); 
 QString secs(double s) { return QString::fromStdString(cost::format_seconds(s)); }
 }  // namespace
 
+std::optional<PlanFigures> PlanFigures::fromJson(const QByteArray& text, QString* error) {
+  QJsonParseError pe{};
+  const auto doc = QJsonDocument::fromJson(text.trimmed(), &pe);
+  if (!doc.isObject()) {
+    if (error) *error = QStringLiteral("plan output is not a JSON object: %1").arg(pe.errorString());
+    return std::nullopt;
+  }
+  const auto o = doc.object();
+  for (const char* k : {"peak_bytes", "activation_bytes", "static_bytes"})
+    if (!o.value(QLatin1String(k)).isDouble()) {
+      if (error) *error = QStringLiteral("plan output has no %1").arg(QLatin1String(k));
+      return std::nullopt;
+    }
+  auto i64 = [&](const char* k, qint64 dflt) { return o.contains(QLatin1String(k)) ? qint64(o.value(QLatin1String(k)).toDouble()) : dflt; };
+  PlanFigures p;
+  p.device = o.value(QStringLiteral("device")).toString();
+  p.dtype = o.value(QStringLiteral("dtype")).toString();
+  p.attention = o.value(QStringLiteral("attention")).toString();
+  p.seqLength = i64("seq_length", 0);
+  p.staticBytes = i64("static_bytes", 0);
+  p.activationBytes = i64("activation_bytes", 0);
+  p.lossPeakBytes = i64("loss_peak_bytes", -1);
+  p.transientBytes = i64("transient_bytes", 0);
+  p.peakBytes = i64("peak_bytes", 0);
+  return p;
+}
+
 EstimateModel::EstimateModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+void EstimateModel::setPlan(const PlanFigures& p) {
+  plan_ = p;
+  planWhy_.clear();
+  emit dataChanged(index(0, 0), index(RowCount - 1, ColumnCount - 1));
+}
+
+void EstimateModel::clearPlan(const QString& why) {
+  plan_.reset();
+  planWhy_ = why;
+  emit dataChanged(index(0, 0), index(RowCount - 1, ColumnCount - 1));
+}
 
 void EstimateModel::setEstimate(const cost::CostEstimate& e, int steps) {
   est_ = e;
@@ -77,6 +118,7 @@ QVariant EstimateModel::data(const QModelIndex& index, int role) const {
                                      : QStringLiteral(" (here: math attention on %1, scores included)").arg(QString::fromStdString(est_->device));
         return t;
       }
+      case TotalMem: return QStringLiteral("Estimate: static + activations. Plan: peak of a meta-device dry run of the real step (activations, transients, loss/logits)");
       case A2ALayer: return QStringLiteral("elements sent per rank: b*N*(2d + 2d_kv)*(P-1)/P^2 (q, k, v seq->head and o head->seq)");
       case Flops: return QStringLiteral("6 x matmul params x tokens + 12 x L x N^2 x d (halved for causal)");
       default: return {};
@@ -89,6 +131,15 @@ QVariant EstimateModel::data(const QModelIndex& index, int role) const {
                                   "Grad all-reduce / step", "FLOPs / step",             "Step time",
                                   "Tokens / s",         "Run time"};
     return QString::fromLatin1(names[row]);
+  }
+  if (index.column() == Plan) {
+    if (!plan_) return row == 0 ? planWhy_ : QString();
+    switch (row) {
+      case StateMem: return bytes(double(plan_->staticBytes));
+      case ActMem: return bytes(double(plan_->activationBytes));
+      case TotalMem: return bytes(double(plan_->peakBytes)) + QStringLiteral(" peak");
+      default: return QString();
+    }
   }
   if (index.column() == Estimate) {
     if (!est_) return row == 0 ? why_ : QString();
@@ -126,7 +177,7 @@ QVariant EstimateModel::data(const QModelIndex& index, int role) const {
 
 QVariant EstimateModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractTableModel::headerData(section, o, role);
-  static const char* names[] = {"Quantity", "Estimate", "Measured", "Measured / est."};
+  static const char* names[] = {"Quantity", "Estimate", "Plan (dry run)", "Measured", "Measured / est."};
   return section >= 0 && section < ColumnCount ? QString::fromLatin1(names[section]) : QVariant();
 }
 

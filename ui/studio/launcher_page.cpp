@@ -1,7 +1,8 @@
-// Launcher page: config form, validation, presets, devices and estimates.
+// Launcher page: config form, validation, presets, devices, estimates and the memory plan.
 #include "launcher_page.hpp"
 
 #include <QCheckBox>
+#include <QCoreApplication>
 #include <QComboBox>
 #include <QDir>
 #include <QDoubleSpinBox>
@@ -14,10 +15,12 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
+#include <QProcess>
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSplitter>
 #include <QTableView>
+#include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
 
@@ -33,6 +36,15 @@ const char* kErrorStyle = "color: #d03030;";
 const char* kWarnStyle = "color: #c07000;";
 
 QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+// Physical memory of this machine (Linux /proc/meminfo), 0 when unknown.
+qint64 machineMemoryBytes() {
+  QFile f(QStringLiteral("/proc/meminfo"));
+  if (!f.open(QIODevice::ReadOnly)) return 0;
+  for (const auto& line : f.readAll().split('\n'))
+    if (line.startsWith("MemTotal:")) return line.mid(9).trimmed().split(' ').value(0).toLongLong() * 1024;
+  return 0;
+}
 
 QString sectionTitle(const QString& s) {
   if (s == QLatin1String("model")) return QStringLiteral("Model (Hugging Face LlamaConfig)");
@@ -215,6 +227,16 @@ void LauncherPage::buildUi() {
   status_->setObjectName(QStringLiteral("launchStatus"));
   status_->setWordWrap(true);
   sideCol->addWidget(status_);
+  planNote_ = new QLabel(side);
+  planNote_->setObjectName(QStringLiteral("planWarning"));
+  planNote_->setStyleSheet(QLatin1String(kWarnStyle));
+  planNote_->setWordWrap(true);
+  planNote_->hide();
+  sideCol->addWidget(planNote_);
+  planTimer_ = new QTimer(this);
+  planTimer_->setSingleShot(true);
+  planTimer_->setInterval(400);  // plan once the user pauses typing
+  connect(planTimer_, &QTimer::timeout, this, &LauncherPage::runPlan);
   launch_ = new QPushButton(QStringLiteral("Launch"), side);
   launch_->setObjectName(QStringLiteral("launch"));
   launch_->setToolTip(QStringLiteral("Start ulysses-run with this config (Ctrl+R)"));
@@ -507,6 +529,107 @@ void LauncherPage::updateEstimates() {
   } catch (const std::exception& e) {
     estimates_->clearEstimate(qs(e.what()));
   }
+  schedulePlan();
+}
+
+void LauncherPage::schedulePlan() {
+  if (!config_) {
+    planTimer_->stop();
+    if (planProc_) {
+      planProc_->disconnect(this);
+      planProc_->kill();
+      planProc_->waitForFinished(1000);
+      planProc_->deleteLater();
+      planProc_ = nullptr;
+    }
+    planKey_.clear();
+    estimates_->clearPlan(QStringLiteral("(invalid config)"));
+    updatePlanWarning();
+    return;
+  }
+  json j = formJson_;
+  j.erase("name");
+  if (j.dump() == planKey_) return;  // plan (or planning) for this very config already
+  planTimer_->start();
+}
+
+void LauncherPage::runPlan() {
+  if (!config_) return;
+  json j = formJson_;
+  j.erase("name");
+  planKey_ = j.dump();
+  if (planProc_) {  // superseded
+    planProc_->disconnect(this);
+    planProc_->kill();
+    planProc_->waitForFinished(1000);
+    planProc_->deleteLater();
+    planProc_ = nullptr;
+  }
+  const QString run = findUlyssesRun();
+  if (run.isEmpty()) {
+    estimates_->clearPlan(QStringLiteral("(no plan: ulysses-run not found)"));
+    updatePlanWarning();
+    emit planUpdated();
+    return;
+  }
+  const QString file = QDir::temp().filePath(QStringLiteral("ulysses-studio-plan-%1-%2.json").arg(QCoreApplication::applicationPid()).arg(quintptr(this)));
+  QFile f(file);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
+    estimates_->clearPlan(QStringLiteral("(no plan: cannot write %1)").arg(file));
+    emit planUpdated();
+    return;
+  }
+  f.write(QByteArray::fromStdString(formJson_.dump(2)));
+  f.close();
+  estimates_->clearPlan(QStringLiteral("planning…"));
+  auto* proc = new QProcess(this);
+  planProc_ = proc;
+  connect(proc, &QProcess::finished, this, [this, proc](int code, QProcess::ExitStatus st) {
+    const QByteArray out = proc->readAllStandardOutput();
+    const QString err = QString::fromLocal8Bit(proc->readAllStandardError()).trimmed();
+    QString why;
+    if (st != QProcess::NormalExit || code != 0) {
+      why = QStringLiteral("(no plan: %1)").arg(err.isEmpty() ? QStringLiteral("exit code %1").arg(code) : err.section(QLatin1Char('\n'), -1));
+    } else if (auto p = PlanFigures::fromJson(out, &why)) {
+      estimates_->setPlan(*p);
+    } else {
+      why = QStringLiteral("(no plan: %1)").arg(why);
+    }
+    if (!why.isEmpty()) estimates_->clearPlan(why);
+    proc->deleteLater();
+    planProc_ = nullptr;
+    updatePlanWarning();
+    emit planUpdated();
+  });
+  proc->start(run, {file, QStringLiteral("--plan"), QStringLiteral("--json")});
+}
+
+QString LauncherPage::planWarning() const { return planNote_->isHidden() ? QString() : planNote_->text(); }
+
+void LauncherPage::updatePlanWarning() {
+  QString warn;
+  if (config_ && estimates_->hasPlan()) {
+    const auto& p = estimates_->plan();
+    const QString dev = qs(config_->train.device);
+    const bool gpuRun = dev == QLatin1String("cuda") || (dev == QLatin1String("auto") && !devices_.gpus.isEmpty());
+    const QString fix = QStringLiteral("; try train.activation_checkpointing=layer, train.loss_chunk_tokens, train.mlp_chunk_tokens, "
+                                       "a larger parallel.sp_size or a shorter train.seq_length");
+    if (gpuRun && !devices_.gpus.isEmpty()) {
+      const qint64 have = devices_.gpus.front().memoryBytes;
+      if (have > 0 && p.peakBytes > have)
+        warn = QStringLiteral("Will not fit: the planned peak is %1 per rank, the GPU has %2").arg(qs(cost::format_bytes(double(p.peakBytes))),
+                                                                                                   qs(cost::format_bytes(double(have)))) + fix;
+    } else if (!gpuRun) {
+      const qint64 have = machineMemoryBytes();
+      const double need = double(p.peakBytes) * double(config_->parallel.world_size());
+      if (have > 0 && need > double(have))
+        warn = QStringLiteral("Will not fit: %1 ranks x planned peak %2 = %3, this machine has %4")
+                   .arg(config_->parallel.world_size())
+                   .arg(qs(cost::format_bytes(double(p.peakBytes))), qs(cost::format_bytes(need)), qs(cost::format_bytes(double(have)))) + fix;
+    }
+  }
+  planNote_->setText(warn);
+  planNote_->setVisible(!warn.isEmpty());
 }
 
 void LauncherPage::updateDeviceNote() {
@@ -547,6 +670,7 @@ void LauncherPage::setRunning(bool running) {
 void LauncherPage::setDevices(const DeviceScan& scan) {
   devices_ = scan;
   revalidate();
+  updatePlanWarning();
 }
 
 double LauncherPage::throughputTflops() const { return tflops_->value(); }

@@ -1,6 +1,9 @@
 // Launcher page: a form over the run config with presets, load/save, Hugging Face
 // config.json import, validation as the user types (ulysses::validate, inline messages,
-// Launch disabled while invalid), device discovery and cost-model estimates.
+// Launch disabled while invalid), device discovery, cost-model estimates and, beside them,
+// the memory planner's dry run (`ulysses-run CONFIG --plan --json` in a QProcess, which
+// execs `ulysses-worker --plan`): a run whose planned peak does not fit the device gets an
+// inline warning before launch.
 #pragma once
 
 #include <QHash>
@@ -16,6 +19,8 @@ class QComboBox;
 class QLineEdit;
 class QDoubleSpinBox;
 class QTableView;
+class QProcess;
+class QTimer;
 
 namespace ulysses::ui {
 
@@ -61,11 +66,15 @@ class LauncherPage : public QWidget {
   const DeviceScan& devices() const { return devices_; }
   double throughputTflops() const;
   void setThroughputTflops(double v);
+  // The memory plan: empty when none is running or the plan fits; else the warning shown.
+  QString planWarning() const;
+  bool planPending() const { return planProc_ != nullptr; }
 
  signals:
   void launchRequested();
   void validityChanged(bool valid);
   void configEdited();
+  void planUpdated();  // a plan finished (or failed): estimateModel()->hasPlan() tells
 
  public slots:
   void revalidate();
@@ -80,6 +89,9 @@ class LauncherPage : public QWidget {
   void updateEstimates();
   void updateDeviceNote();
   void resolveRelativePaths(json& j, const QString& baseDir) const;
+  void schedulePlan();
+  void runPlan();
+  void updatePlanWarning();
 
   QHash<QString, FieldUi> fields_;
   QLineEdit* name_ = nullptr;
@@ -100,6 +112,10 @@ class LauncherPage : public QWidget {
   bool running_ = false;
   bool filling_ = false;  // suppress revalidation while the form is being filled
   bool lastValid_ = false;
+  QProcess* planProc_ = nullptr;
+  QTimer* planTimer_ = nullptr;
+  QLabel* planNote_ = nullptr;
+  std::string planKey_;  // config JSON the current plan (or the one running) is for
 };
 
 }  // namespace ulysses::ui

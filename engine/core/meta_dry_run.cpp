@@ -1,0 +1,306 @@
+// Meta-device dry run of one training step and the memory plan built on it
+// (see meta_dry_run.hpp).
+#include "meta_dry_run.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <type_traits>
+
+#include <c10/core/Allocator.h>
+
+#include "comm.hpp"
+#include "cost_model.hpp"
+#include "local_attention.hpp"
+#include "model.hpp"
+
+namespace ulysses::plan {
+
+namespace {
+
+std::atomic<int64_t> g_live{0}, g_peak{0};
+
+// Returns no memory, like libtorch's own meta allocator; the size travels in the
+// deleter context so freeing a tensor's storage subtracts exactly what it added.
+void counted_free(void* ctx) { g_live.fetch_sub(static_cast<int64_t>(reinterpret_cast<uintptr_t>(ctx))); }
+
+struct CountingMetaAllocator final : public c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) const override {
+    const int64_t now = g_live.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
+    int64_t p = g_peak.load();
+    while (now > p && !g_peak.compare_exchange_weak(p, now)) {
+    }
+    return {nullptr, reinterpret_cast<void*>(static_cast<uintptr_t>(nbytes)), &counted_free, c10::Device(c10::DeviceType::Meta)};
+  }
+};
+
+CountingMetaAllocator g_counting;
+std::once_flag g_install;
+std::mutex g_dry_run;  // one dry run at a time: the counters are process-wide
+
+torch::optim::AdamW make_optimizer(LlamaModel& model, const TrainConfig& t) {  // as Trainer builds it
+  std::vector<at::Tensor> decay, no_decay;
+  for (auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  auto opts = torch::optim::AdamWOptions(t.lr).betas({0.9, 0.95}).eps(1e-8).weight_decay(t.weight_decay);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(opts));
+  auto nd = opts;
+  nd.weight_decay(0.0);
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(nd));
+  return torch::optim::AdamW(groups, opts);
+}
+
+// The run's long-sequence techniques, handed to the model as Trainer hands them
+// (LlamaModel::set_memory_options(MemoryOptions::from(cfg.train)) on the memtech branch).
+// Written against the model's own types so it compiles before and after that merge; a
+// model without set_memory_options takes the second overload and runs without them.
+template <class Model>
+auto apply_memory_options(Model& m, const TrainConfig& t, int)
+    -> decltype(m.set_memory_options(std::decay_t<decltype(m.memory_options())>::from(t)), bool()) {
+  m.set_memory_options(std::decay_t<decltype(m.memory_options())>::from(t));
+  return true;
+}
+template <class Model>
+bool apply_memory_options(Model&, const TrainConfig&, long) {
+  return false;
+}
+
+AttentionKernel plan_kernel(const RunConfig& cfg, bool cuda) {
+  AttentionKernel k = attention_kernel_for(cfg.train.attention, cfg.train.attention_block, cuda);
+  if (cuda && k.kind == AttentionKernel::Kind::Sdpa) k.kind = AttentionKernel::Kind::FlashShapes;  // SDPA picks flash on CUDA
+  return k;
+}
+
+std::string kernel_name(const AttentionKernel& k) {
+  switch (k.kind) {
+    case AttentionKernel::Kind::FlashShapes: return "flash";
+    case AttentionKernel::Kind::Blocked: return "blocked(" + std::to_string(k.block) + ")";
+    default: return "sdpa-math";
+  }
+}
+
+struct Measured {
+  int64_t params = 0;
+  int64_t inputs = 0;          // ids + labels
+  int64_t after_forward = 0;   // live - live before forward (steady-state step)
+  int64_t peak_above_start = 0;// peak - live before forward
+  int64_t peak = 0;            // absolute peak of the measured step
+  int64_t after_step = 0;      // live after the optimizer step
+  int64_t base = 0;            // live before the model was built
+  bool techniques = false;     // the model took the run's memory techniques
+};
+
+// Runs `steps` training steps of cfg (num_hidden_layers = layers) on meta and measures the
+// last one. forward_only: one forward, no backward or optimizer.
+Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, int steps, bool forward_only) {
+  MetaMemory::install();
+  std::lock_guard<std::mutex> lock(g_dry_run);
+  torch::NoGradGuard outer_off;  // building the model and inputs records nothing
+  const torch::Device meta(torch::kMeta);
+  RunConfig c = cfg;
+  c.model.num_hidden_layers = layers;
+  const auto& t = c.train;
+  const int64_t P = c.parallel.sp_size, n = t.seq_length / P, B = t.micro_batch_size;
+  const auto dtype = t.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
+  Comm comm = Comm::shape_only(sp_rank, static_cast<int>(P), static_cast<int>(c.parallel.dp_size));
+
+  Measured m;
+  m.base = MetaMemory::live();
+  LlamaModel model(c.model, c.parallel, dtype, &comm, meta);
+  model.set_attention_kernel(plan_kernel(c, cuda));
+  m.techniques = apply_memory_options(model, c.train, 0);
+  for (const auto& p : model.parameters()) m.params += p.numel();
+  auto ids = torch::empty({B, n}, torch::TensorOptions().dtype(torch::kInt64).device(meta));     // (B, n)
+  auto labels = torch::empty({B, n}, torch::TensorOptions().dtype(torch::kInt64).device(meta));  // (B, n)
+  m.inputs = 2 * B * n * 8;
+  const int64_t pos0 = sp_rank * n;
+  auto opt = make_optimizer(model, t);
+  auto params = model.parameters();
+
+  for (int s = 0; s < steps; ++s) {
+    for (auto& p : params) p.mutable_grad() = at::Tensor();
+    const int64_t start = MetaMemory::live();
+    MetaMemory::reset_peak();
+    torch::AutoGradMode on(true);
+    at::Tensor loss_sum = model.forward_loss_sum(ids, labels, pos0);
+    m.after_forward = MetaMemory::live() - start;
+    if (!forward_only) {
+      loss_sum.backward();
+      loss_sum = at::Tensor();
+      // Trainer::loss_and_grads: one flat fp32 buffer [every gradient, loss, count],
+      // all-reduced, then the gradients replaced by slices of it.
+      torch::NoGradGuard ng;
+      {
+        std::vector<at::Tensor> flat;
+        for (auto& p : params)
+          flat.push_back(p.grad().defined() ? p.grad().reshape({-1}).to(torch::kFloat32) : torch::zeros({p.numel()}, p.options()));
+        flat.push_back(torch::zeros({2}, torch::TensorOptions().dtype(torch::kFloat32).device(meta)));
+        at::Tensor buf = torch::cat(flat);
+        comm.all_reduce_sum(buf);
+        int64_t off = 0;
+        for (auto& p : params) {
+          p.mutable_grad() = buf.narrow(0, off, p.numel()).view(p.sizes()).div(1.0).to(p.scalar_type());
+          off += p.numel();
+        }
+      }
+      // Trainer::step: gradient norm in fp64 one parameter at a time, then AdamW.
+      std::vector<at::Tensor> sq;
+      for (auto& p : params) sq.push_back(p.grad().to(torch::kFloat64).pow(2).sum());
+      auto norm = torch::stack(sq).sum();
+      sq.clear();
+      norm = at::Tensor();
+      opt.step();
+    }
+    m.peak = MetaMemory::peak();
+    m.peak_above_start = m.peak - start;
+    m.after_step = MetaMemory::live();
+  }
+  return m;
+}
+
+}  // namespace
+
+void MetaMemory::install() {
+  std::call_once(g_install, [] { c10::SetAllocator(c10::DeviceType::Meta, &g_counting, /*priority=*/1); });
+}
+int64_t MetaMemory::live() { return g_live.load(); }
+int64_t MetaMemory::peak() { return g_peak.load(); }
+void MetaMemory::reset_peak() { g_peak.store(g_live.load()); }
+
+std::string plan_device(const RunConfig& cfg) {
+  if (cfg.train.device == "cuda" || cfg.train.device == "cpu") return cfg.train.device;
+  return torch::cuda::is_available() ? "cuda" : "cpu";
+}
+
+MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
+  throw_if_invalid(validate(cfg));
+  const auto t0 = std::chrono::steady_clock::now();
+  MemoryPlan p;
+  p.device = plan_device(cfg);
+  const bool cuda = p.device == "cuda";
+  p.dtype = cfg.train.dtype;
+  p.attention = kernel_name(plan_kernel(cfg, cuda));
+  p.sp_size = cfg.parallel.sp_size;
+  p.dp_size = cfg.parallel.dp_size;
+  p.sp_rank = opt.sp_rank;
+  p.seq_length = cfg.train.seq_length;
+  p.local_tokens = cfg.train.seq_length / cfg.parallel.sp_size;
+  p.micro_batch_size = cfg.train.micro_batch_size;
+  p.layers = cfg.model.num_hidden_layers;
+
+  const cost::CostEstimate est = cost::estimate(cfg);
+  p.param_bytes = est.param_bytes;
+  p.grad_bytes = est.grad_bytes;
+  p.master_bytes = est.master_bytes;
+  p.optimizer_bytes = est.optimizer_bytes;
+
+  const int64_t L = cfg.model.num_hidden_layers;
+  const Measured full = dry_run(cfg, L, cuda, opt.sp_rank, 2, false);
+  p.params = full.params;
+  p.memory_techniques_applied = full.techniques;
+  p.activation_bytes = full.after_forward;
+  p.peak_bytes = full.peak - full.base;
+  p.measured_static_bytes = full.after_step - full.base - full.inputs;
+  if (opt.detail) {
+    const Measured one_less = dry_run(cfg, L - 1, cuda, opt.sp_rank, 1, true);
+    p.activation_per_layer_bytes = full.after_forward - one_less.after_forward;
+    p.activation_other_bytes = full.after_forward - L * p.activation_per_layer_bytes;
+    const Measured head = dry_run(cfg, 0, cuda, opt.sp_rank, 1, false);
+    p.loss_peak_bytes = head.peak_above_start;
+  }
+  p.dry_run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return p;
+}
+
+int64_t max_seq_length(const RunConfig& cfg, int64_t limit_bytes, int64_t upper_bound) {
+  const int64_t P = cfg.parallel.sp_size;
+  PlanOptions o;
+  o.detail = false;
+  auto fits = [&](int64_t k) {
+    RunConfig c = cfg;
+    c.train.seq_length = k * P;
+    return plan_memory(c, o).peak_bytes <= limit_bytes;
+  };
+  // Largest k with fits(k): grow to a bracket, then bisect (peak is monotone in N).
+  const int64_t kmax = std::max<int64_t>(1, upper_bound / P);
+  if (!fits(1)) return 0;
+  int64_t lo = 1, hi = 2;
+  while (hi <= kmax && fits(hi)) {
+    lo = hi;
+    hi *= 2;
+  }
+  if (hi > kmax) {
+    if (fits(kmax)) return kmax * P;
+    hi = kmax;
+  }
+  while (hi - lo > 1) {  // fits(lo), !fits(hi)
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo * P;
+}
+
+json plan_to_json(const MemoryPlan& p) {
+  return json{{"device", p.device},
+              {"dtype", p.dtype},
+              {"attention", p.attention},
+              {"sp_size", p.sp_size},
+              {"dp_size", p.dp_size},
+              {"sp_rank", p.sp_rank},
+              {"seq_length", p.seq_length},
+              {"local_tokens", p.local_tokens},
+              {"micro_batch_size", p.micro_batch_size},
+              {"layers", p.layers},
+              {"params", p.params},
+              {"param_bytes", p.param_bytes},
+              {"grad_bytes", p.grad_bytes},
+              {"master_bytes", p.master_bytes},
+              {"optimizer_bytes", p.optimizer_bytes},
+              {"static_bytes", p.static_bytes()},
+              {"measured_static_bytes", p.measured_static_bytes},
+              {"activation_bytes", p.activation_bytes},
+              {"activation_per_layer_bytes", p.activation_per_layer_bytes},
+              {"activation_other_bytes", p.activation_other_bytes},
+              {"loss_peak_bytes", p.loss_peak_bytes},
+              {"transient_bytes", p.transient_bytes()},
+              {"peak_bytes", p.peak_bytes},
+              {"memory_techniques_applied", p.memory_techniques_applied},
+              {"dry_run_s", p.dry_run_s}};
+}
+
+std::string plan_to_text(const MemoryPlan& p) {
+  using cost::format_bytes;
+  std::string s;
+  auto line = [&](const std::string& k, const std::string& v) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "  %-30s %s\n", k.c_str(), v.c_str());
+    s += buf;
+  };
+  s += "Memory plan per rank (every one of the " + std::to_string(p.sp_size * p.dp_size) + " rank(s) holds the same), " + p.device +
+       ", " + p.dtype + ", attention " + p.attention + ", seq_length " + std::to_string(p.seq_length) + " (" +
+       std::to_string(p.local_tokens) + " tokens per rank, micro batch " + std::to_string(p.micro_batch_size) + ")\n";
+  line("parameters", format_bytes(double(p.param_bytes)) + "  (" + std::to_string(p.params) + " params)");
+  line("gradients", format_bytes(double(p.grad_bytes)));
+  if (p.master_bytes) line("fp32 master weights", format_bytes(double(p.master_bytes)));
+  line("optimizer state (AdamW m, v)", format_bytes(double(p.optimizer_bytes)));
+  line("static total", format_bytes(double(p.static_bytes())));
+  line("saved activations", format_bytes(double(p.activation_bytes)));
+  if (p.activation_per_layer_bytes >= 0) {
+    line("  per layer (x" + std::to_string(p.layers) + ")", format_bytes(double(p.activation_per_layer_bytes)));
+    line("  embedding, head, loss", format_bytes(double(p.activation_other_bytes)));
+  }
+  if (p.loss_peak_bytes >= 0) line("loss/logits peak", format_bytes(double(p.loss_peak_bytes)));
+  line("transient at peak", format_bytes(double(p.transient_bytes())));
+  line("peak total", format_bytes(double(p.peak_bytes)) + "  (" + std::to_string(p.peak_bytes) + " bytes)");
+  if (!p.memory_techniques_applied)
+    s += "  (this build's model has no activation checkpointing / tiled loss / TiledMLP: those settings were not applied)\n";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "  (meta-device dry run of the real step, %.2f s)\n", p.dry_run_s);
+  s += buf;
+  return s;
+}
+
+}  // namespace ulysses::plan

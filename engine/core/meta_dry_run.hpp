@@ -1,0 +1,82 @@
+// Memory planner: a dry run of one rank's real training step (the actual LlamaModel
+// forward + backward, the trainer's gradient all-reduce buffer, AdamW) on libtorch's
+// `meta` device, where tensors have shapes and dtypes but no storage. A counting
+// allocator registered for DeviceType::Meta sees every tensor the step creates and frees,
+// so the live-byte peak is that of the real code path with the run's settings, for a
+// device and a sequence length this machine may not have.
+//
+// How the run's device is honoured: parameters are fp32 (as the trainer keeps them) with
+// the compute dtype the config names; SP > 1 uses Comm::shape_only (all-to-alls allocate
+// their receive buffers, move nothing); attention is counted as the target runs it: a
+// CUDA plan counts flash (flash_shapes.hpp: q, k, v, out, log-sum-exp), a CPU plan runs
+// the kernel attention_kernel_for picks on CPU.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "run_config.hpp"
+
+namespace ulysses::plan {
+
+// Process-wide counter of the bytes held by meta tensors. install() registers the
+// counting allocator for DeviceType::Meta (idempotent, thread-safe); until then meta
+// tensors are not counted.
+struct MetaMemory {
+  static void install();
+  static int64_t live();
+  static int64_t peak();
+  static void reset_peak();  // peak := live
+};
+
+struct PlanOptions {
+  int sp_rank = 0;      // which SP rank to dry-run (every rank holds the same shapes)
+  bool detail = true;   // also measure per-layer activations and the loss/logits peak
+};
+
+// One rank's memory for one training step, bytes.
+struct MemoryPlan {
+  std::string device;     // cuda | cpu: what the plan is for
+  std::string dtype;      // float32 | bfloat16
+  std::string attention;  // the attention counted: flash | sdpa-math | blocked(256)
+  int64_t sp_size = 1, dp_size = 1, sp_rank = 0;
+  int64_t seq_length = 0, local_tokens = 0, micro_batch_size = 1, layers = 0;
+  int64_t params = 0;  // parameters the model built (= ModelConfig::num_parameters)
+
+  // Static part in the cost model's layout (cost_model.hpp): weights and gradients in the
+  // training dtype, fp32 master weights (bfloat16), AdamW m and v fp32.
+  int64_t param_bytes = 0, grad_bytes = 0, master_bytes = 0, optimizer_bytes = 0;
+  int64_t static_bytes() const { return param_bytes + grad_bytes + master_bytes + optimizer_bytes; }
+  // Measured: live meta bytes after the optimizer step (fp32 weights, fp32 gradients and
+  // AdamW m, v as the engine holds them), minus the step's input ids and labels.
+  int64_t measured_static_bytes = 0;
+
+  // Measured in the dry run.
+  int64_t activation_bytes = 0;            // held from the end of forward until backward frees it
+  int64_t activation_per_layer_bytes = -1; // one decoder layer's share (-1: not measured)
+  int64_t activation_other_bytes = -1;     // the rest: embedding output, final norm, logits, loss
+  int64_t loss_peak_bytes = -1;            // peak above the weights of the step of a model with no
+                                           // decoder layers: embedding, final norm, lm_head, loss (fwd + bwd)
+  int64_t peak_bytes = 0;                  // highest live bytes in a steady-state step (AdamW state held)
+  int64_t transient_bytes() const { return peak_bytes - static_bytes() - activation_bytes; }
+  bool memory_techniques_applied = false;  // the model took activation_checkpointing, offload,
+                                           // loss_chunk_tokens, mlp_chunk_tokens (builds with them)
+  double dry_run_s = 0;                    // wall time of the dry runs
+};
+
+// The device a plan is for: train.device, with auto = cuda when this build sees a CUDA
+// device, else cpu.
+std::string plan_device(const RunConfig& cfg);
+
+// Dry-runs two steps of `cfg` (the first creates the AdamW state) and measures the second.
+// cfg must pass validate(). Throws ConfigError for settings the dry run cannot model.
+MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt = {});
+
+// Longest train.seq_length (a multiple of sp_size) whose planned peak fits in `limit_bytes`
+// per rank; 0 when not even sp_size tokens fit. Searches with dry runs (peak grows with N).
+int64_t max_seq_length(const RunConfig& cfg, int64_t limit_bytes, int64_t upper_bound = int64_t(1) << 24);
+
+json plan_to_json(const MemoryPlan& p);
+std::string plan_to_text(const MemoryPlan& p);
+
+}  // namespace ulysses::plan

@@ -1,0 +1,276 @@
+// Meta-device dry runs of the real model: forward + backward of LlamaModel on `meta` at
+// sp 1 and (shape-only all-to-all) sp 2 / 4, the counting meta allocator, the flash
+// stand-in's saved bytes (hand computed) and the planner's static part against the cost
+// model, and the planned peak against a real CPU run.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+
+#include <c10/core/CPUAllocator.h>
+
+#include "comm.hpp"
+#include "cost_model.hpp"
+#include "flash_shapes.hpp"
+#include "meta_dry_run.hpp"
+#include "model.hpp"
+#include "trainer.hpp"
+
+using namespace ulysses;
+
+namespace {
+
+RunConfig small_config() {
+  RunConfig c;
+  c.model.vocab_size = 96;
+  c.model.hidden_size = 32;
+  c.model.intermediate_size = 48;
+  c.model.num_hidden_layers = 2;
+  c.model.num_attention_heads = 4;
+  c.model.num_key_value_heads = 2;
+  c.train.seq_length = 64;
+  c.train.device = "cpu";
+  return c;
+}
+
+const torch::Device kMeta(torch::kMeta);
+
+// Forward + backward of the real LlamaModel on meta for one SP rank; checks every
+// gradient's shape and device and that the loss is a meta scalar.
+void run_meta_step(const RunConfig& cfg, int sp_rank, torch::Dtype dtype) {
+  Comm comm = Comm::shape_only(sp_rank, static_cast<int>(cfg.parallel.sp_size), 1);
+  LlamaModel model(cfg.model, cfg.parallel, dtype, &comm, kMeta);
+  const int64_t n = cfg.train.seq_length / cfg.parallel.sp_size;
+  auto ids = torch::empty({1, n}, torch::TensorOptions().dtype(torch::kInt64).device(kMeta));
+  auto labels = torch::empty({1, n}, torch::TensorOptions().dtype(torch::kInt64).device(kMeta));
+  auto loss = model.forward_loss_sum(ids, labels, sp_rank * n);
+  EXPECT_TRUE(loss.is_meta());
+  EXPECT_EQ(loss.dim(), 0);
+  loss.backward();
+  for (auto& [name, p] : model.named_parameters()) {
+    ASSERT_TRUE(p.grad().defined()) << name;
+    EXPECT_TRUE(p.grad().is_meta()) << name;
+    EXPECT_EQ(p.grad().sizes().vec(), p.sizes().vec()) << name;
+  }
+  auto logits = model.forward_logits(ids, sp_rank * n);
+  EXPECT_EQ(logits.sizes().vec(), (std::vector<int64_t>{1, n, cfg.model.vocab_size}));
+}
+
+}  // namespace
+
+// The whole model at sp 1 on meta. Fails when any tensor of the forward or backward is
+// built on another device (the RoPE tables once were: CPU tables times meta activations).
+TEST(MetaDryRun, ModelForwardBackwardSp1) {
+  auto cfg = small_config();
+  run_meta_step(cfg, 0, torch::kFloat32);
+  run_meta_step(cfg, 0, torch::kBFloat16);
+}
+
+// sp 2 and 4 through Ulysses attention with Comm::shape_only, every rank, with GQA kv
+// heads replicated (Hkv 2 < P 4) and head chunks.
+TEST(MetaDryRun, ModelForwardBackwardShapeOnlySp2Sp4) {
+  for (int P : {2, 4}) {
+    for (int chunks : {1, 2}) {
+      auto cfg = small_config();
+      cfg.parallel.sp_size = P;
+      cfg.parallel.head_chunks = (4 / P) % chunks == 0 ? chunks : 1;
+      for (int r = 0; r < P; ++r) {
+        SCOPED_TRACE("P=" + std::to_string(P) + " rank=" + std::to_string(r) + " chunks=" + std::to_string(cfg.parallel.head_chunks));
+        run_meta_step(cfg, r, torch::kFloat32);
+      }
+    }
+  }
+}
+
+TEST(MetaDryRun, ShapeOnlyCommRejectsBadRank) {
+  EXPECT_THROW(Comm::shape_only(2, 2, 1), ConfigError);
+  Comm c = Comm::shape_only(1, 4, 2);
+  EXPECT_TRUE(c.is_shape_only());
+  EXPECT_EQ(c.sp_rank(), 1);
+  EXPECT_EQ(c.sp_size(), 4);
+  EXPECT_EQ(c.world_size(), 8);
+}
+
+// The counting allocator sees meta storages by their exact byte size, views add nothing,
+// frees subtract.
+TEST(MetaMemory, CountsStorageBytesOfMetaTensors) {
+  plan::MetaMemory::install();
+  const int64_t base = plan::MetaMemory::live();
+  plan::MetaMemory::reset_peak();
+  {
+    auto a = torch::empty({1000, 3}, torch::TensorOptions().dtype(torch::kFloat32).device(kMeta));
+    EXPECT_EQ(plan::MetaMemory::live() - base, 12000);
+    auto v = a.view({3000}).narrow(0, 0, 10);  // a view: no new storage
+    EXPECT_EQ(plan::MetaMemory::live() - base, 12000);
+    auto b = (a * 2).to(torch::kBFloat16);  // fp32 temporary (12000) freed, bf16 result 6000 kept
+    EXPECT_EQ(plan::MetaMemory::live() - base, 18000);
+    EXPECT_EQ(plan::MetaMemory::peak() - base, 12000 + 12000 + 6000);
+  }
+  EXPECT_EQ(plan::MetaMemory::live(), base);
+}
+
+// Flash stand-in, hand computed: B 1, H 4, Hkv 2, N 64, dh 8, fp32. Forward keeps k and v
+// expanded to 4 heads (2 x 8192 B), out (8192 B) and the fp32 log-sum-exp (1024 B).
+TEST(FlashShapes, SavesWhatFlashSavesAndReturnsGradientShapes) {
+  plan::MetaMemory::install();
+  auto o = torch::TensorOptions().dtype(torch::kFloat32).device(kMeta);
+  auto q = torch::empty({1, 4, 64, 8}, o).requires_grad_(true);
+  auto k = torch::empty({1, 2, 64, 8}, o).requires_grad_(true);
+  auto v = torch::empty({1, 2, 64, 8}, o).requires_grad_(true);
+  const int64_t before = plan::MetaMemory::live();
+  auto out = flash_shapes_attention(q, k, v);
+  EXPECT_EQ(out.sizes().vec(), q.sizes().vec());
+  EXPECT_EQ(plan::MetaMemory::live() - before, 2 * 8192 + 8192 + 1024);
+  out.sum().backward();
+  EXPECT_EQ(q.grad().sizes().vec(), q.sizes().vec());
+  EXPECT_EQ(k.grad().sizes().vec(), k.sizes().vec());
+  EXPECT_EQ(v.grad().sizes().vec(), v.sizes().vec());
+}
+
+// The planner's static part: the dry run's live bytes after AdamW (fp32 weights, fp32
+// gradients, m, v as the engine holds them) equal the cost model's 16 B/param total, in
+// float32 and bfloat16; the layout fields are the cost model's.
+TEST(MemoryPlan, StaticPartAgreesWithCostModel) {
+  for (const char* dt : {"float32", "bfloat16"}) {
+    auto cfg = small_config();
+    cfg.train.dtype = dt;
+    const auto p = plan::plan_memory(cfg);
+    const auto est = cost::estimate(cfg);
+    EXPECT_EQ(p.params, cfg.model.num_parameters()) << dt;
+    EXPECT_EQ(p.param_bytes, est.param_bytes) << dt;
+    EXPECT_EQ(p.grad_bytes, est.grad_bytes) << dt;
+    EXPECT_EQ(p.master_bytes, est.master_bytes) << dt;
+    EXPECT_EQ(p.optimizer_bytes, est.optimizer_bytes) << dt;
+    EXPECT_EQ(p.measured_static_bytes, est.param_bytes + est.grad_bytes + est.master_bytes + est.optimizer_bytes) << dt;
+    EXPECT_EQ(p.measured_static_bytes, 16 * cfg.model.num_parameters()) << dt;
+    EXPECT_GT(p.activation_bytes, 0);
+    EXPECT_GE(p.peak_bytes, p.static_bytes() + p.activation_bytes - p.grad_bytes);
+  }
+}
+
+// Per-layer activations: exact multiple structure (full = L * per_layer + other) checked
+// against a model with one more layer.
+TEST(MemoryPlan, PerLayerActivationsAddUp) {
+  auto cfg = small_config();
+  const auto p2 = plan::plan_memory(cfg);
+  cfg.model.num_hidden_layers = 3;
+  const auto p3 = plan::plan_memory(cfg);
+  EXPECT_GT(p2.activation_per_layer_bytes, 0);
+  EXPECT_EQ(p3.activation_per_layer_bytes, p2.activation_per_layer_bytes);
+  EXPECT_EQ(p3.activation_bytes - p2.activation_bytes, p2.activation_per_layer_bytes);
+  EXPECT_EQ(p2.activation_other_bytes, p3.activation_other_bytes);
+  EXPECT_GT(p2.loss_peak_bytes, 0);
+}
+
+// A GPU plan counts flash (no N x N), so doubling N doubles activations per layer
+// (+ at most a few bytes of RoPE tables); the CPU math-SDPA plan grows faster than linear.
+TEST(MemoryPlan, GpuPlanCountsFlashLinearInN) {
+  auto cfg = small_config();
+  cfg.train.device = "cuda";
+  cfg.train.attention = "sdpa";
+  const auto a = plan::plan_memory(cfg);
+  EXPECT_EQ(a.device, "cuda");
+  EXPECT_EQ(a.attention, "flash");
+  cfg.train.seq_length = 128;
+  const auto b = plan::plan_memory(cfg);
+  EXPECT_EQ(b.activation_per_layer_bytes, 2 * a.activation_per_layer_bytes);
+  auto cpu = small_config();
+  cpu.train.attention = "sdpa";
+  const auto c1 = plan::plan_memory(cpu);
+  EXPECT_EQ(c1.attention, "sdpa-math");
+  cpu.train.seq_length = 128;
+  const auto c2 = plan::plan_memory(cpu);
+  EXPECT_GT(c2.activation_per_layer_bytes, 2 * c1.activation_per_layer_bytes);
+  EXPECT_GT(c1.activation_per_layer_bytes, a.activation_per_layer_bytes);
+}
+
+// --max-seq search: the answer fits, the next multiple of sp_size does not.
+TEST(MemoryPlan, MaxSeqLengthIsTheLongestThatFits) {
+  auto cfg = small_config();
+  cfg.parallel.sp_size = 2;
+  cfg.train.device = "cuda";
+  cfg.train.seq_length = 256;
+  const int64_t limit = plan::plan_memory(cfg).peak_bytes + 100000;
+  const int64_t N = plan::max_seq_length(cfg, limit);
+  ASSERT_GT(N, 256);
+  EXPECT_EQ(N % 2, 0);
+  auto c = cfg;
+  c.train.seq_length = N;
+  EXPECT_LE(plan::plan_memory(c).peak_bytes, limit);
+  c.train.seq_length = N + 2;
+  EXPECT_GT(plan::plan_memory(c).peak_bytes, limit);
+  EXPECT_EQ(plan::max_seq_length(cfg, 1000), 0);
+}
+
+// ---- the plan against a real CPU run --------------------------------------------------
+
+namespace {
+
+// Live/peak bytes of CPU tensor storages: wraps libtorch's CPU allocator (tensor memory
+// only; kernels' private scratch from malloc is not seen, as on the meta side).
+struct CountingCpuAllocator final : public c10::Allocator {
+  c10::Allocator* base = nullptr;
+  static std::atomic<int64_t> live, peak;
+  struct Ctx {
+    c10::DataPtr inner;
+    int64_t n;
+  };
+  static void free_ctx(void* p) {
+    auto* c = static_cast<Ctx*>(p);
+    live.fetch_sub(c->n);
+    delete c;
+  }
+  c10::DataPtr allocate(size_t n) const override {
+    auto* c = new Ctx{base->allocate(n), static_cast<int64_t>(n)};
+    const int64_t now = live.fetch_add(c->n) + c->n;
+    int64_t p = peak.load();
+    while (now > p && !peak.compare_exchange_weak(p, now)) {
+    }
+    void* data = c->inner.get();
+    const auto dev = c->inner.device();
+    return {data, c, &free_ctx, dev};
+  }
+};
+std::atomic<int64_t> CountingCpuAllocator::live{0}, CountingCpuAllocator::peak{0};
+CountingCpuAllocator g_cpu_counter;
+
+}  // namespace
+
+// The planner's peak against the peak of a real CPU run of the same config (Trainer, one
+// rank, steady-state step 1) at three sequence lengths. Both count tensor storages, so
+// they should agree closely; the tolerance is 15% (the product's target) of the measured
+// peak — CPU kernels may allocate a few temporaries that their meta kernels do not.
+TEST(MemoryPlan, PeakMatchesARealCpuRun) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    g_cpu_counter.base = c10::GetCPUAllocator();
+    c10::SetCPUAllocator(&g_cpu_counter, /*priority=*/1);
+  });
+  for (int64_t N : {256, 512, 1024}) {
+    auto cfg = small_config();
+    cfg.model.vocab_size = 256;
+    cfg.model.hidden_size = 64;
+    cfg.model.intermediate_size = 176;
+    cfg.train.seq_length = N;
+    cfg.train.threads_per_rank = 1;
+    cfg.train.attention = "sdpa";  // the math kernel on both sides (the CPU run's blocked kernel is the attention helper's)
+    cfg.data.kind = "synthetic";
+    const auto plan = plan::plan_memory(cfg);
+
+    const int64_t base = CountingCpuAllocator::live.load();
+    int64_t measured = 0;
+    {
+      Comm comm(DistEnv{}, 1, 1, "gloo", std::chrono::milliseconds(60000));
+      Trainer tr(cfg, comm, nullptr);
+      tr.step(0);  // creates the AdamW state
+      CountingCpuAllocator::peak.store(CountingCpuAllocator::live.load());
+      tr.step(1);
+      measured = CountingCpuAllocator::peak.load() - base;
+    }
+    const double ratio = double(plan.peak_bytes) / double(measured);
+    std::printf("N %5lld  planned peak %10lld B  measured peak %10lld B  planned/measured %.3f\n", (long long)N,
+                (long long)plan.peak_bytes, (long long)measured, ratio);
+    EXPECT_NEAR(ratio, 1.0, 0.15) << "N=" << N;
+  }
+}
