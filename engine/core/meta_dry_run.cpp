@@ -53,21 +53,6 @@ torch::optim::AdamW make_optimizer(LlamaModel& model, const TrainConfig& t) {  /
   return torch::optim::AdamW(groups, opts);
 }
 
-// The run's long-sequence techniques, handed to the model as Trainer hands them
-// (LlamaModel::set_memory_options(MemoryOptions::from(cfg.train)) on the memtech branch).
-// Written against the model's own types so it compiles before and after that merge; a
-// model without set_memory_options takes the second overload and runs without them.
-template <class Model>
-auto apply_memory_options(Model& m, const TrainConfig& t, int)
-    -> decltype(m.set_memory_options(std::decay_t<decltype(m.memory_options())>::from(t)), bool()) {
-  m.set_memory_options(std::decay_t<decltype(m.memory_options())>::from(t));
-  return true;
-}
-template <class Model>
-bool apply_memory_options(Model&, const TrainConfig&, long) {
-  return false;
-}
-
 AttentionKernel plan_kernel(const RunConfig& cfg, bool cuda) {
   AttentionKernel k = attention_kernel_for(cfg.train.attention, cfg.train.attention_block, cuda);
   if (cuda && k.kind == AttentionKernel::Kind::Sdpa) k.kind = AttentionKernel::Kind::FlashShapes;  // SDPA picks flash on CUDA
@@ -111,17 +96,31 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
   m.base = MetaMemory::live();
   LlamaModel model(c.model, c.parallel, dtype, &comm, meta);
   model.set_attention_kernel(plan_kernel(c, cuda));
-  m.techniques = apply_memory_options(model, c.train, 0);
+  model.set_memory_options(MemoryOptions::from(c.train));  // the run's long-sequence techniques, as Trainer sets them
+  m.techniques = true;
   for (const auto& p : model.parameters()) m.params += p.numel();
   auto ids = torch::empty({B, n}, torch::TensorOptions().dtype(torch::kInt64).device(meta));     // (B, n)
   auto labels = torch::empty({B, n}, torch::TensorOptions().dtype(torch::kInt64).device(meta));  // (B, n)
-  m.inputs = 2 * B * n * 8;
+  m.inputs = 2 * B * n * 8 + 2 * 4;  // ids + labels, and the loss/count tail of the flat gradient buffer
   const int64_t pos0 = sp_rank * n;
   auto opt = make_optimizer(model, t);
   auto params = model.parameters();
 
+  // Trainer: every parameter's .grad is a view into one flat fp32 buffer [gradients, loss,
+  // count] that autograd accumulates into and that is all-reduced in place.
+  int64_t grad_numel = 0;
+  for (const auto& p : params) grad_numel += p.numel();
+  auto flat = torch::zeros({grad_numel + 2}, torch::TensorOptions().dtype(torch::kFloat32).device(meta));
+  {
+    int64_t off = 0;
+    for (auto& p : params) {
+      p.mutable_grad() = flat.narrow(0, off, p.numel()).view(p.sizes());
+      off += p.numel();
+    }
+  }
+
   for (int s = 0; s < steps; ++s) {
-    for (auto& p : params) p.mutable_grad() = at::Tensor();
+    flat.zero_();
     const int64_t start = MetaMemory::live();
     MetaMemory::reset_peak();
     torch::AutoGradMode on(true);
@@ -129,29 +128,17 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
     m.after_forward = MetaMemory::live() - start;
     if (!forward_only) {
       loss_sum.backward();
-      loss_sum = at::Tensor();
-      // Trainer::loss_and_grads: one flat fp32 buffer [every gradient, loss, count],
-      // all-reduced, then the gradients replaced by slices of it.
       torch::NoGradGuard ng;
-      {
-        std::vector<at::Tensor> flat;
-        for (auto& p : params)
-          flat.push_back(p.grad().defined() ? p.grad().reshape({-1}).to(torch::kFloat32) : torch::zeros({p.numel()}, p.options()));
-        flat.push_back(torch::zeros({2}, torch::TensorOptions().dtype(torch::kFloat32).device(meta)));
-        at::Tensor buf = torch::cat(flat);
-        comm.all_reduce_sum(buf);
-        int64_t off = 0;
-        for (auto& p : params) {
-          p.mutable_grad() = buf.narrow(0, off, p.numel()).view(p.sizes()).div(1.0).to(p.scalar_type());
-          off += p.numel();
-        }
-      }
-      // Trainer::step: gradient norm in fp64 one parameter at a time, then AdamW.
-      std::vector<at::Tensor> sq;
-      for (auto& p : params) sq.push_back(p.grad().to(torch::kFloat64).pow(2).sum());
-      auto norm = torch::stack(sq).sum();
-      sq.clear();
+      // Trainer::loss_and_grads: loss and token count into the buffer's tail, one all-reduce,
+      // gradients divided in place (the .grad views see it).
+      flat.narrow(0, grad_numel, 1).copy_(loss_sum.detach().reshape({1}));
+      loss_sum = at::Tensor();
+      comm.all_reduce_sum(flat);
+      flat.narrow(0, 0, grad_numel).div_(1.0);
+      // Trainer::step: one fp32 norm over the buffer, clipping in place, then AdamW.
+      auto norm = flat.narrow(0, 0, grad_numel).norm();
       norm = at::Tensor();
+      flat.narrow(0, 0, grad_numel).mul_(0.5);
       opt.step();
     }
     m.peak = MetaMemory::peak();
