@@ -4,6 +4,9 @@
 // (CPU tensor allocations during the step; parameters, optimizer state and the flat
 // gradient buffer exist before and are not counted) and step wall time. Then how much of
 // a layer's recompute is attention (what keeping attention output + log-sum-exp would skip).
+// Beside each measured peak: the memory planner's prediction for the same config (meta-device
+// dry run, engine/core/meta_dry_run.hpp), counted the same way (planned peak minus the state
+// that exists before the step), and the ratio planned / measured.
 //
 //   bench_memory [--share-only] [seq lengths...]      default: 512 1024 2048
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "local_attention.hpp"
+#include "meta_dry_run.hpp"
 #include "memory_tracker.hpp"
 #include "trainer.hpp"
 
@@ -30,14 +34,17 @@ struct Row {
   double step_ms = 0;
   double peak_ratio = 0;  // peak / peak of "off" at the same length
   double time_ratio = 0;  // step time / step time of "off"
+  int64_t plan_bytes = 0; // the planner's prediction of peak_bytes
 };
 
 void print_header() {
-  std::printf("%-22s %7s %12s %9s %10s %9s\n", "technique", "seq", "peak MiB", "x off", "step ms", "x off");
+  std::printf("%-22s %7s %12s %9s %10s %9s %12s %10s\n", "technique", "seq", "peak MiB", "x off", "step ms", "x off", "plan MiB",
+              "plan/meas");
 }
 void print_row(const Row& r) {
-  std::printf("%-22s %7lld %12.1f %9.2f %10.0f %9.2f\n", r.technique.c_str(), static_cast<long long>(r.seq),
-              r.peak_bytes / 1048576.0, r.peak_ratio, r.step_ms, r.time_ratio);
+  std::printf("%-22s %7lld %12.1f %9.2f %10.0f %9.2f %12.1f %10.3f\n", r.technique.c_str(), static_cast<long long>(r.seq),
+              r.peak_bytes / 1048576.0, r.peak_ratio, r.step_ms, r.time_ratio, r.plan_bytes / 1048576.0,
+              static_cast<double>(r.plan_bytes) / static_cast<double>(std::max<int64_t>(1, r.peak_bytes)));
   std::fflush(stdout);
 }
 void print_table(const std::vector<Row>& rows) {
@@ -155,6 +162,12 @@ int main(int argc, char** argv) {
       }
       if (rows.empty() || rows.back().seq != seq) off = r;
       r.peak_ratio = static_cast<double>(r.peak_bytes) / static_cast<double>(off.peak_bytes);
+      {
+        PlanOptions po;
+        po.detail = false;
+        const MemoryPlan plan = plan_memory(cfg, po);
+        r.plan_bytes = plan.peak_bytes - plan.measured_static_bytes;  // the step's peak above the state held before it
+      }
       r.time_ratio = r.step_ms / off.step_ms;
       rows.push_back(r);
       print_row(r);
