@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -46,6 +47,7 @@ def demo(build, libdir, sp, threads, steps):
     cmd = [os.path.join(build, "app/run/ulysses-run"), os.path.join(ROOT, "resources/configs/tiny.json"), "--json", "--worker",
            os.path.join(build, "app/worker/ulysses-worker"), "--out", "/tmp/ulysses_bench/blas", "--set", f"parallel.sp_size={sp}",
            "--set", f"train.steps={steps}", "--set", "profile.enabled=false", "--set", f"train.threads_per_rank={threads}"]
+    shutil.rmtree("/tmp/ulysses_bench/blas", ignore_errors=True)
     p = subprocess.run(cmd, env=env_for(libdir, threads), capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"compare_blas: run failed: {' '.join(cmd)}\n{p.stderr[-2000:]}")

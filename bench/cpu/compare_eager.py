@@ -1,23 +1,26 @@
 #!/usr/bin/env python3
 """Engine vs PyTorch-eager training step, side by side in one run (bench/cpu; not a test).
 
-For each sp (only sp 1 has an eager counterpart here), runs the engine (ulysses-run, one
-process per rank, tracing off) and eager_step.py (one process) alternately, `--reps` times
+For each sp, runs the engine (ulysses-run, one process per rank, tracing off) and
+eager_step.py (one process per rank, torch.distributed Gloo when sp > 1) alternately, `--reps` times
 each, from the same safetensors init (train.init_from), on the same batches, with the same
 intra-op threads per rank (cores / sp) and one BLAS thread per intra-op thread
 (OPENBLAS_NUM_THREADS). Prints one table: sp, engine ms/step, eager ms/step, ratio
 (medians of steps 2.. of each run, then the median over runs; the ratio is per A/B pair,
 then its median, because the shared machine's load drifts between pairs), and the
 first-step losses of both with their difference (same weights + same tokens: they agree to
-float32 rounding).
+float32 rounding), the second step's loss difference (after one AdamW step: AdamW's first
+update is ~lr*sign(g), so gradients that differ in rounding move tiny-gradient weights
+differently) and the relative difference of the first step's gradient norm (all gradients).
 
   /usr/bin/python3 bench/cpu/compare_eager.py [--build build] [--steps 8] [--reps 3]
-        [--sp 1] [--set train.seq_length=1024]...
+        [--sp 1 --sp 2 --sp 4] [--threads T] [--set train.seq_length=1024]...
 """
 import argparse
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -38,20 +41,32 @@ def run_engine(build, cfg, sp, threads, steps, init, sets, out, env):
            "--set", f"train.init_from={init}", "--set", "profile.enabled=false"]
     for s in sets:
         cmd += ["--set", s]
+    shutil.rmtree(out, ignore_errors=True)
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         sys.exit(f"compare_eager: engine run failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
     return [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
 
 
-def run_eager(cfg, threads, steps, init, sets, env):
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_eager(cfg, sp, threads, steps, init, sets, env):
+    """sp processes of eager_step.py (torch.distributed Gloo when sp > 1); rank 0's lines."""
     cmd = [sys.executable, os.path.join(HERE, "eager_step.py"), "--config", cfg, "--init", init, "--steps", str(steps), "--threads", str(threads)]
     for s in sets:
         cmd += ["--set", s]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        sys.exit(f"compare_eager: eager run failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
-    return [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+    port = str(free_port())
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=dict(env, RANK=str(r), WORLD_SIZE=str(sp), MASTER_ADDR="127.0.0.1", MASTER_PORT=port)) for r in range(sp)]
+    outs = [p.communicate(timeout=1800) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        if p.returncode != 0:
+            sys.exit(f"compare_eager: eager run failed ({p.returncode}): {' '.join(cmd)}\n{err[-2000:]}")
+    return [json.loads(l) for l in outs[0][0].splitlines() if l.startswith("{")]
 
 
 def main():
@@ -75,17 +90,14 @@ def main():
                    sum((["--set", s] for s in a.sets), []), check=True)
     print(f"config {os.path.relpath(a.config, ROOT)} {' '.join(a.sets)}; {a.steps} steps per run, {a.reps} A/B pairs; "
           f"libblas.so.3 -> {os.path.realpath('/usr/lib/x86_64-linux-gnu/libblas.so.3')}")
-    print(f"{'sp':>3} {'thr/rank':>8} {'engine ms/step':>15} {'eager ms/step':>14} {'engine/eager':>13} {'loss0 engine':>13} {'loss0 eager':>12} {'|diff|':>9} {'loss1 |diff|':>12}")
+    print(f"{'sp':>3} {'thr/rank':>8} {'engine ms/step':>15} {'eager ms/step':>14} {'engine/eager':>13} {'loss0 engine':>13} {'loss0 eager':>12} {'|diff|':>9} {'loss1 |diff|':>12} {'gnorm0 rel':>10}")
     for sp in a.sp or [1]:
-        if sp != 1:
-            print(f"{sp:>3}  (no eager counterpart for sp > 1 yet)")
-            continue
         threads = a.threads or max(1, cores // sp)
         env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
         eng, eag, ratios = [], [], []
         for rep in range(a.reps):
             e = run_engine(a.build, a.config, sp, threads, a.steps, init, a.sets, os.path.join(tmp, "run"), env)
-            p = run_eager(a.config, threads, a.steps, init, a.sets, env)
+            p = run_eager(a.config, sp, threads, a.steps, init, a.sets, env)
             eng.append(e)
             eag.append(p)
             ratios.append(median_after(e, "step_ms") / median_after(p, "step_ms"))
@@ -93,7 +105,7 @@ def main():
         pm = statistics.median(median_after(r, "step_ms") for r in eag)
         l0e, l0p = eng[0][0]["loss"], eag[0][0]["loss"]
         l1 = abs(eng[0][1]["loss"] - eag[0][1]["loss"]) if a.steps > 1 else float("nan")
-        print(f"{sp:>3} {threads:>8} {em:>15.1f} {pm:>14.1f} {statistics.median(ratios):>12.2f}x {l0e:>13.6f} {l0p:>12.6f} {abs(l0e - l0p):>9.2e} {l1:>12.2e}")
+        print(f"{sp:>3} {threads:>8} {em:>15.1f} {pm:>14.1f} {statistics.median(ratios):>12.2f}x {l0e:>13.6f} {l0p:>12.6f} {abs(l0e - l0p):>9.2e} {l1:>12.2e} {abs(eng[0][0]['grad_norm'] / eag[0][0]['grad_norm'] - 1):>10.1e}")
         print(f"    per-pair ratios: {' '.join(f'{r:.2f}' for r in ratios)}")
     shutil.rmtree(tmp, ignore_errors=True)
     return 0

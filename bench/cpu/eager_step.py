@@ -16,7 +16,11 @@ offsets into the byte-level text / token file), so step s sees the same tokens.
 names) and exits; the engine loads it with --set train.init_from=DIR and this script with
 --init DIR, so both start from the same weights. Prints one JSON line per step:
 {"step", "loss", "step_ms", "grad_norm"}.
-Only sp 1 (one process); Debian's torch 1.13 runs it with the engine's libtorch.
+sp > 1: run one process per rank with RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT set
+(compare_eager.py does); torch.distributed Gloo, DeepSpeed-Ulysses style: each rank holds
+N/P tokens, q/k/v go seq->head by all_to_all_single (an autograd function), attention runs
+over all N tokens for H/P heads, head->seq back; gradients, loss sum and token count are
+summed over ranks in one all_reduce. Debian's torch 1.13 runs it with the engine's libtorch.
 """
 import argparse
 import json
@@ -27,6 +31,7 @@ import sys
 import time
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
 M64 = (1 << 64) - 1
@@ -143,6 +148,34 @@ def read_safetensors(path):
     return out
 
 
+class AllToAll(torch.autograd.Function):
+    """Equal-split all_to_all_single over dim 0 (P chunks); its own transpose in backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        out = torch.empty_like(x)
+        dist.all_to_all_single(out, x.contiguous())
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        out = torch.empty_like(g)
+        dist.all_to_all_single(out, g.contiguous())
+        return out
+
+
+def seq_to_head(x, P):  # (B, n, Hx, dh) -> (B, n*P, Hx/P, dh): all tokens, this rank's heads
+    B, n, Hx, dh = x.shape
+    y = AllToAll.apply(x.reshape(B, n, P, Hx // P, dh).permute(2, 0, 1, 3, 4).contiguous())  # (P, B, n, Hx/P, dh), dim 0 = source rank
+    return y.permute(1, 0, 2, 3, 4).reshape(B, P * n, Hx // P, dh)
+
+
+def head_to_seq(a, P):  # (B, N, h, dh) -> (B, N/P, h*P, dh): this rank's tokens, all heads
+    B, N, h, dh = a.shape
+    y = AllToAll.apply(a.reshape(B, P, N // P, h, dh).permute(1, 0, 2, 3, 4).contiguous())  # (P, B, n, h, dh), dim 0 = head group
+    return y.permute(1, 2, 0, 3, 4).reshape(B, N // P, P * h, dh)
+
+
 def rms_norm(x, w, eps):
     x32 = x.float()
     x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
@@ -154,30 +187,38 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
-def forward_loss_sum(P, m, ids, labels):
+def forward_loss_sum(P, m, ids, labels, pos0=0, sp=1):
     B, n = ids.shape
     H, Hkv = m["num_attention_heads"], m.get("num_key_value_heads", m["num_attention_heads"])
     d = m["hidden_size"]
     dh, eps = d // H, m["rms_norm_eps"]
+    N = n * sp
     inv_freq = 1.0 / (m["rope_theta"] ** (torch.arange(0, dh, 2).float() / dh))
-    freqs = torch.arange(n).float()[:, None] * inv_freq[None, :]
+    freqs = torch.arange(pos0, pos0 + n).float()[:, None] * inv_freq[None, :]  # global positions of this shard
     emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos()[None, None], emb.sin()[None, None]  # (1, 1, n, dh)
-    mask = torch.full((n, n), float("-inf")).triu(1)
+    cos, sin = emb.cos()[None, :, None], emb.sin()[None, :, None]  # (1, n, 1, dh)
+    mask = torch.full((N, N), float("-inf")).triu(1)
     x = F.embedding(ids, P["model.embed_tokens.weight"])  # (B, n, d)
     for l in range(m["num_hidden_layers"]):
         p = f"model.layers.{l}."
         h = rms_norm(x, P[p + "input_layernorm.weight"], eps)
-        q = F.linear(h, P[p + "self_attn.q_proj.weight"]).view(B, n, H, dh).transpose(1, 2)  # (B, H, n, dh)
-        k = F.linear(h, P[p + "self_attn.k_proj.weight"]).view(B, n, Hkv, dh).transpose(1, 2)  # (B, Hkv, n, dh)
-        v = F.linear(h, P[p + "self_attn.v_proj.weight"]).view(B, n, Hkv, dh).transpose(1, 2)
+        q = F.linear(h, P[p + "self_attn.q_proj.weight"]).view(B, n, H, dh)  # (B, n, H, dh)
+        k = F.linear(h, P[p + "self_attn.k_proj.weight"]).view(B, n, Hkv, dh)  # (B, n, Hkv, dh)
+        v = F.linear(h, P[p + "self_attn.v_proj.weight"]).view(B, n, Hkv, dh)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
-        k = k.repeat_interleave(H // Hkv, dim=1)  # (B, H, n, dh)
-        v = v.repeat_interleave(H // Hkv, dim=1)
-        s = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(dh) + mask  # (B, H, n, n)
-        a = torch.matmul(F.softmax(s, dim=-1, dtype=torch.float32).to(q.dtype), v)  # (B, H, n, dh)
-        x = x + F.linear(a.transpose(1, 2).reshape(B, n, H * dh), P[p + "self_attn.o_proj.weight"])
+        if Hkv < sp:  # fewer kv heads than ranks: replicate so each rank gets one
+            k, v = k.repeat_interleave(sp // Hkv, dim=2), v.repeat_interleave(sp // Hkv, dim=2)
+        if sp > 1:
+            q, k, v = seq_to_head(q, sp), seq_to_head(k, sp), seq_to_head(v, sp)  # (B, N, heads/P, dh)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, h, N, dh)
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)  # (B, h, N, dh)
+        v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
+        s = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(dh) + mask  # (B, h, N, N)
+        a = torch.matmul(F.softmax(s, dim=-1, dtype=torch.float32).to(q.dtype), v).transpose(1, 2)  # (B, N, h, dh)
+        if sp > 1:
+            a = head_to_seq(a, sp)  # (B, n, H, dh)
+        x = x + F.linear(a.reshape(B, n, H * dh), P[p + "self_attn.o_proj.weight"])
         h2 = rms_norm(x, P[p + "post_attention_layernorm.weight"], eps)
         x = x + F.linear(F.silu(F.linear(h2, P[p + "mlp.gate_proj.weight"])) * F.linear(h2, P[p + "mlp.up_proj.weight"]),
                          P[p + "mlp.down_proj.weight"])
@@ -228,17 +269,30 @@ def main():
                             lr=t["lr"], betas=(0.9, 0.95), eps=1e-8)
     N, B, seed = t["seq_length"], t.get("micro_batch_size", 1), int(t.get("seed", 0))
     clip = t.get("grad_clip", 0.0)
+    sp, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+    if sp > 1:
+        dist.init_process_group("gloo", rank=rank, world_size=sp)
+    n = N // sp
+    names = list(P)
     for s in range(t["steps"]):
         t0 = time.perf_counter()
         ids, labels = data.batch(N, s, 0, B, seed)
+        ids, labels = ids[:, rank * n:(rank + 1) * n].contiguous(), labels[:, rank * n:(rank + 1) * n].contiguous()  # (B, n)
         for v in P.values():
             v.grad = None
-        loss_sum = forward_loss_sum(P, m, ids, labels)
+        loss_sum = forward_loss_sum(P, m, ids, labels, rank * n, sp)
         loss_sum.backward()
-        count = max(1.0, float((labels != -100).sum()))
         with torch.no_grad():
-            for v in P.values():
-                v.grad.div_(count)
+            # one all-reduce of [every gradient, loss sum, valid-token count] (a no-op at sp 1)
+            flat = torch.cat([P[k].grad.reshape(-1) for k in names] + [loss_sum.detach().reshape(1), (labels != -100).sum().reshape(1).float()])
+            if sp > 1:
+                dist.all_reduce(flat)
+            count = max(1.0, float(flat[-1]))
+            loss_total = float(flat[-2])
+            off = 0
+            for k in names:
+                P[k].grad = flat[off:off + P[k].numel()].view_as(P[k]).div(count)
+                off += P[k].numel()
             norm = math.sqrt(float(torch.stack([v.grad.double().pow(2).sum() for v in P.values()]).sum()))
             if clip > 0 and norm > clip:
                 for v in P.values():
@@ -248,7 +302,10 @@ def main():
                 gr["lr"] = lr
             opt.step()
         ms = (time.perf_counter() - t0) * 1e3
-        print(json.dumps({"step": s, "loss": float(loss_sum) / count, "step_ms": ms, "grad_norm": norm}), flush=True)
+        if rank == 0:
+            print(json.dumps({"step": s, "loss": loss_total / count, "step_ms": ms, "grad_norm": norm}), flush=True)
+    if sp > 1:
+        dist.destroy_process_group()
     return 0
 
 
