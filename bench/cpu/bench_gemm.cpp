@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   at::manual_seed(0);
   const auto blas = ulysses::bench::blas_info();
   std::printf("BLAS: %s\n", blas.describe().c_str());
-  if (blas.reference()) std::printf("WARNING: this is the reference BLAS; install libopenblas0-openmp (./ulysses setup)\n");
+  if (blas.reference()) std::printf("WARNING: this is the reference BLAS; install libopenblas0-pthread (./ulysses setup)\n");
   std::printf("libtorch: %s\n\n", at::get_parallel_info().substr(0, at::get_parallel_info().find("\n", 60)).c_str());
 
   // One-core peak: large square GEMM, 1 intra-op thread, 1 BLAS thread.

@@ -48,7 +48,7 @@ def demo(build, libdir, sp, threads, steps):
            os.path.join(build, "app/worker/ulysses-worker"), "--out", "/tmp/ulysses_bench/blas", "--set", f"parallel.sp_size={sp}",
            "--set", f"train.steps={steps}", "--set", "profile.enabled=false", "--set", f"train.threads_per_rank={threads}"]
     shutil.rmtree("/tmp/ulysses_bench/blas", ignore_errors=True)
-    p = subprocess.run(cmd, env=env_for(libdir, threads), capture_output=True, text=True)
+    p = subprocess.run(cmd, env=env_for(libdir, threads), capture_output=True, text=True, cwd=ROOT)
     if p.returncode != 0:
         sys.exit(f"compare_blas: run failed: {' '.join(cmd)}\n{p.stderr[-2000:]}")
     rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]

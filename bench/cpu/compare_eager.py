@@ -42,7 +42,7 @@ def run_engine(build, cfg, sp, threads, steps, init, sets, out, env):
     for s in sets:
         cmd += ["--set", s]
     shutil.rmtree(out, ignore_errors=True)
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     if p.returncode != 0:
         sys.exit(f"compare_eager: engine run failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
     return [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]

@@ -27,7 +27,7 @@ def demo(build, sp, threads, steps):
            os.path.join(build, "app/worker/ulysses-worker"), "--out", out, "--set", f"parallel.sp_size={sp}", "--set", f"train.steps={steps}",
            "--set", "profile.enabled=false", "--set", f"train.threads_per_rank={threads}"]
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}  # the launcher sets them
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
     if p.returncode != 0:
         sys.exit(f"compare_threads: run failed: {' '.join(cmd)}\n{p.stderr[-2000:]}")
     rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]

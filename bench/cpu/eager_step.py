@@ -153,21 +153,29 @@ class AllToAll(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x):
-        out = torch.empty_like(x)
-        dist.all_to_all_single(out, x.contiguous())
+        x = x.contiguous()
+        out = torch.empty_like(x)  # after contiguous(): empty_like keeps a non-contiguous input's strides
+        dist.all_to_all_single(out, x)
         return out
 
     @staticmethod
     def backward(ctx, g):
+        g = g.contiguous()
         out = torch.empty_like(g)
-        dist.all_to_all_single(out, g.contiguous())
+        dist.all_to_all_single(out, g)
         return out
 
 
-def seq_to_head(x, P):  # (B, n, Hx, dh) -> (B, n*P, Hx/P, dh): all tokens, this rank's heads
-    B, n, Hx, dh = x.shape
-    y = AllToAll.apply(x.reshape(B, n, P, Hx // P, dh).permute(2, 0, 1, 3, 4).contiguous())  # (P, B, n, Hx/P, dh), dim 0 = source rank
-    return y.permute(1, 0, 2, 3, 4).reshape(B, P * n, Hx // P, dh)
+def seq_to_head(q, k, v, P):  # (B, n, Hx, dh) each -> (B, n*P, Hx/P, dh): all tokens, this rank's heads
+    # One all-to-all for q, k and v together: separate ones would let autograd run their
+    # backward all-to-alls in a different order on different ranks (k and v have the same
+    # shape, so Gloo would silently swap their gradients).
+    B, n, _, dh = q.shape
+    hs = [x.shape[2] // P for x in (q, k, v)]
+    x = torch.cat([x.reshape(B, n, P, h, dh) for x, h in zip((q, k, v), hs)], dim=3)  # (B, n, P, sum h, dh)
+    y = AllToAll.apply(x.permute(2, 0, 1, 3, 4).contiguous())  # (P, B, n, sum h, dh), dim 0 = source rank
+    y = y.permute(1, 0, 2, 3, 4).reshape(B, P * n, sum(hs), dh)
+    return y.split(hs, dim=2)
 
 
 def head_to_seq(a, P):  # (B, N, h, dh) -> (B, N/P, h*P, dh): this rank's tokens, all heads
@@ -210,7 +218,7 @@ def forward_loss_sum(P, m, ids, labels, pos0=0, sp=1):
         if Hkv < sp:  # fewer kv heads than ranks: replicate so each rank gets one
             k, v = k.repeat_interleave(sp // Hkv, dim=2), v.repeat_interleave(sp // Hkv, dim=2)
         if sp > 1:
-            q, k, v = seq_to_head(q, sp), seq_to_head(k, sp), seq_to_head(v, sp)  # (B, N, heads/P, dh)
+            q, k, v = seq_to_head(q, k, v, sp)  # (B, N, heads/P, dh)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, h, N, dh)
         k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)  # (B, h, N, dh)
         v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
