@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
     if (sh.name.rfind("tiny", 0) == 0) tiny_flops += sh.flops;
     std::printf("\n");
   }
-  std::printf("%-52s", "tiny demo GEMMs together (one layer's worth)");
+  std::printf("%-52s", "tiny demo GEMMs together (the tiny rows summed)");
   for (size_t i = 0; i < threads.size(); ++i)
     std::printf(" | %3d thr: %9.3f %8.1f %6.0f%%", threads[i], tiny_s[i] * 1e3, tiny_flops / tiny_s[i] / 1e9, 100.0 * tiny_flops / tiny_s[i] / 1e9 / peak);
   std::printf("\n");
