@@ -6,7 +6,8 @@ makes this process tree load that variant whatever update-alternatives selects, 
 are compared in one run, alternated `--reps` times (the shared machine's load drifts, so
 compare the ratios within this run, not absolute times across runs). Thread settings per
 variant: intra-op threads T = cores / ranks (at::set_num_threads, also omp_set_num_threads),
-OMP_NUM_THREADS=T and OPENBLAS_NUM_THREADS=T (the pthread build's own pool). Figures:
+OMP_NUM_THREADS=T and OPENBLAS_NUM_THREADS=T (the pthread build's own pool), and
+OMP_WAIT_POLICY=PASSIVE as ulysses-run sets it (unless exported). Figures:
   gemm1 / gemmT  the tiny demo's GEMMs (bench_gemm --small: forward + both backward GEMMs
                  of every linear, attention scores) at 1 and at all cores' threads, GFLOP/s
   sp1 / sp2      tiny demo (resources/configs/tiny.json, tracing off) ms/step, median of
@@ -30,6 +31,7 @@ VARIANTS = [("reference", f"{LIB}/blas"), ("openblas-openmp", f"{LIB}/openblas-o
 
 def env_for(libdir, threads):
     e = dict(os.environ, LD_LIBRARY_PATH=libdir, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    e.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as ulysses-run sets it; export ACTIVE to see libgomp's spinning
     return e
 
 

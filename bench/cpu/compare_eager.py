@@ -4,8 +4,8 @@
 For each sp, runs the engine (ulysses-run, one process per rank, tracing off) and
 eager_step.py (one process per rank, torch.distributed Gloo when sp > 1) alternately, `--reps` times
 each, from the same safetensors init (train.init_from), on the same batches, with the same
-intra-op threads per rank (cores / sp) and one BLAS thread per intra-op thread
-(OPENBLAS_NUM_THREADS). Prints one table: sp, engine ms/step, eager ms/step, ratio
+intra-op threads per rank (cores / sp, or --threads), OPENBLAS_NUM_THREADS / OMP_NUM_THREADS the same and
+OMP_WAIT_POLICY=PASSIVE, as ulysses-run sets them for the engine's workers. Prints one table: sp, engine ms/step, eager ms/step, ratio
 (medians of steps 2.. of each run, then the median over runs; the ratio is per A/B pair,
 then its median, because the shared machine's load drifts between pairs), and the
 first-step losses of both with their difference (same weights + same tokens: they agree to
@@ -93,7 +93,7 @@ def main():
     print(f"{'sp':>3} {'thr/rank':>8} {'engine ms/step':>15} {'eager ms/step':>14} {'engine/eager':>13} {'loss0 engine':>13} {'loss0 eager':>12} {'|diff|':>9} {'loss1 |diff|':>12} {'gnorm0 rel':>10}")
     for sp in a.sp or [1]:
         threads = a.threads or max(1, cores // sp)
-        env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")  # as ulysses-run sets them
         eng, eag, ratios = [], [], []
         for rep in range(a.reps):
             e = run_engine(a.build, a.config, sp, threads, a.steps, init, a.sets, os.path.join(tmp, "run"), env)
