@@ -78,6 +78,8 @@ def main():
     ap.add_argument("--sp", type=int, action="append", default=None)
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads per rank (0 = cores / sp)")
     ap.add_argument("--set", action="append", default=[], dest="sets")
+    ap.add_argument("--check", type=float, default=0.0,
+                    help="exit 1 when the step-0 loss or gradient norm differ by more than this (relative), e.g. 1e-5")
     a = ap.parse_args()
     try:
         import torch  # noqa: F401  (Debian's python3-torch: same libtorch as the engine)
@@ -91,6 +93,7 @@ def main():
     print(f"config {os.path.relpath(a.config, ROOT)} {' '.join(a.sets)}; {a.steps} steps per run, {a.reps} A/B pairs; "
           f"libblas.so.3 -> {os.path.realpath('/usr/lib/x86_64-linux-gnu/libblas.so.3')}")
     print(f"{'sp':>3} {'thr/rank':>8} {'engine ms/step':>15} {'eager ms/step':>14} {'engine/eager':>13} {'loss0 engine':>13} {'loss0 eager':>12} {'|diff|':>9} {'loss1 |diff|':>12} {'gnorm0 rel':>10}")
+    failed = False
     for sp in a.sp or [1]:
         threads = a.threads or max(1, cores // sp)
         env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")  # as ulysses-run sets them
@@ -107,8 +110,12 @@ def main():
         l1 = abs(eng[0][1]["loss"] - eag[0][1]["loss"]) if a.steps > 1 else float("nan")
         print(f"{sp:>3} {threads:>8} {em:>15.1f} {pm:>14.1f} {statistics.median(ratios):>12.2f}x {l0e:>13.6f} {l0p:>12.6f} {abs(l0e - l0p):>9.2e} {l1:>12.2e} {abs(eng[0][0]['grad_norm'] / eag[0][0]['grad_norm'] - 1):>10.1e}")
         print(f"    per-pair ratios: {' '.join(f'{r:.2f}' for r in ratios)}")
+        gn = abs(eng[0][0]["grad_norm"] / eag[0][0]["grad_norm"] - 1)
+        if a.check > 0 and (abs(l0e - l0p) > a.check * abs(l0p) or gn > a.check):
+            failed = True
+            print(f"    FAIL: engine and eager differ beyond {a.check:g} (loss {abs(l0e - l0p):.3g}, grad norm {gn:.3g} relative)")
     shutil.rmtree(tmp, ignore_errors=True)
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
