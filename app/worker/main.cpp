@@ -4,6 +4,7 @@
 // before any process group exists. At the end the groups are shut down cleanly; on a
 // failure they are aborted so no peer waits on this rank past parallel.timeout_s.
 // Exit codes: 0 success, 2 bad input, 1 failure.
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -88,8 +89,12 @@ int main(int argc, char** argv) {
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     const int threads = cfg.train.threads_per_rank > 0 ? static_cast<int>(cfg.train.threads_per_rank)
                                                        : std::max(1, static_cast<int>(cores) / std::max(1, env.local_world_size));
+    // P ranks x threads never exceed the cores: intra-op threads, one inter-op thread, and
+    // OpenBLAS's own pool (the -pthread build ignores at::set_num_threads; the launcher also
+    // sets OPENBLAS_NUM_THREADS / OMP_NUM_THREADS so no pool is sized to all cores at load).
     at::set_num_threads(threads);
     at::set_num_interop_threads(1);
+    if (auto set_blas = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set_blas(threads);
 
     comm_holder = std::make_unique<Comm>(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), dev,
                                          std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000)));

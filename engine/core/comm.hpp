@@ -45,6 +45,7 @@ class Comm {
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
+  Comm(Comm&&) = default;  // shape_only() returns by value
 
   // Shape-only stand-in for one rank of an sp_size x dp_size run (meta-device dry runs,
   // the memory planner): no process group; all_to_all leaves the pre-allocated output as

@@ -543,6 +543,16 @@ TEST(UlyssesRun, SuccessfulRunWithJsonOutput) {
     EXPECT_EQ(recs[r]["env"]["LOCAL_WORLD_SIZE"], "4");
     EXPECT_EQ(recs[r]["env"]["MASTER_ADDR"], "127.0.0.1");
     EXPECT_EQ(recs[r]["env"]["MASTER_PORT"], port);
+    // Thread pools sized so that 4 ranks never oversubscribe the cores (a user's export wins).
+    const std::string thr = std::to_string(std::max(1u, std::thread::hardware_concurrency() / 4));
+    for (const char* k : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+      if (!std::getenv(k)) {
+        EXPECT_EQ(recs[r]["env"][k], thr) << k;
+      }
+    }
+    if (!std::getenv("OMP_WAIT_POLICY")) {
+      EXPECT_EQ(recs[r]["env"]["OMP_WAIT_POLICY"], "PASSIVE");
+    }
     EXPECT_EQ(fs::path(recs[r]["out"].get<std::string>()), fs::absolute(run));
     EXPECT_EQ(fs::path(recs[r]["config"].get<std::string>()), fs::absolute(run) / "config.json");
     EXPECT_TRUE(process_gone(recs[r]["pid"]));
