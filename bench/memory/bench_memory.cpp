@@ -163,9 +163,9 @@ int main(int argc, char** argv) {
       if (rows.empty() || rows.back().seq != seq) off = r;
       r.peak_ratio = static_cast<double>(r.peak_bytes) / static_cast<double>(off.peak_bytes);
       {
-        PlanOptions po;
+        plan::PlanOptions po;
         po.detail = false;
-        const MemoryPlan plan = plan_memory(cfg, po);
+        const plan::MemoryPlan plan = plan::plan_memory(cfg, po);
         r.plan_bytes = plan.peak_bytes - plan.measured_static_bytes;  // the step's peak above the state held before it
       }
       r.time_ratio = r.step_ms / off.step_ms;

@@ -39,6 +39,10 @@ class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
     }
     // Inner backward: parameter gradients accumulate into .grad, the input's lands in xd.
     torch::autograd::backward({y}, {grads[0]});
+    // The block's backward has run once and for all: drop what its closure holds (the RoPE
+    // tables of the step), so nothing of this step stays alive until the next forward.
+    slot->run = nullptr;
+    slot->on_backward = nullptr;
     return {xd.grad(), at::Tensor()};
   }
 };

@@ -165,6 +165,7 @@ TEST(CostModel, Formatting) {
 TEST(CostModel, AutoDeviceFollowsTheDeviceDecision) {
   auto cfg = load("bench-1b.json");
   cfg.train.device = "auto";
+  cfg.train.attention = "sdpa";  // flash on CUDA, the math kernel (N x N scores) on a CPU rank
   ulysses::DeviceFacts gpu_host;
   gpu_host.build_has_cuda = true;
   gpu_host.visible_gpus = 1;
