@@ -8,11 +8,14 @@
 
 #include <exception>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "comm.hpp"
+#include "trainer.hpp"
 
 namespace ulysses::testing {
 
@@ -52,6 +55,38 @@ inline void run_ranks(int world, const std::function<void(const DistEnv&)>& fn) 
   }
   for (auto& t : ts) t.join();
   if (err) std::rethrow_exception(err);
+}
+
+// One training run of cfg with every rank as a thread (Gloo, one intra-op thread each), as
+// rank 0 sees it: step 0's loss and gradients before any update, then the losses of `steps`
+// optimizer steps.
+struct TrainResult {
+  std::vector<double> losses;                // per step
+  double loss0 = 0;                          // loss of step 0 before any update
+  std::map<std::string, at::Tensor> grads0;  // gradients of step 0
+};
+
+inline TrainResult train_on_ranks(const RunConfig& cfg, int steps) {
+  TrainResult res;
+  std::mutex mu;
+  run_ranks(static_cast<int>(cfg.parallel.world_size()), [&](const DistEnv& env) {
+    at::set_num_threads(1);
+    Comm comm(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), "gloo",
+              std::chrono::milliseconds(60000));
+    Trainer tr(cfg, comm, nullptr);
+    const double l0 = tr.loss_and_grads(0);
+    std::map<std::string, at::Tensor> g;
+    for (auto& [n, p] : tr.model().named_parameters()) g[n] = p.grad().clone();
+    std::vector<double> losses;
+    for (int s = 0; s < steps; ++s) losses.push_back(tr.step(s).loss);
+    if (env.rank == 0) {
+      std::lock_guard<std::mutex> lk(mu);
+      res.loss0 = l0;
+      res.grads0 = g;
+      res.losses = losses;
+    }
+  });
+  return res;
 }
 
 }  // namespace ulysses::testing

@@ -46,44 +46,21 @@ RunConfig small(int64_t heads, int64_t kv_heads, int64_t sp) {
   return c;
 }
 
-struct Result {
-  double loss = 0;
-  std::map<std::string, at::Tensor> grads;
-  std::vector<double> curve;  // losses of `steps` optimizer steps after the first gradient
-};
+using Result = ulysses::testing::TrainResult;
 
 Result run_cfg(const RunConfig& cfg, int steps = 0) {
   EXPECT_TRUE(validate(cfg).empty()) << validate(cfg)[0].message;
-  Result res;
-  std::mutex mu;
-  run_ranks(static_cast<int>(cfg.parallel.world_size()), [&](const DistEnv& env) {
-    at::set_num_threads(1);
-    Comm comm(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), "gloo",
-              std::chrono::milliseconds(60000));
-    Trainer tr(cfg, comm, nullptr);
-    const double l = tr.loss_and_grads(0);
-    std::map<std::string, at::Tensor> g;
-    for (auto& [n, p] : tr.model().named_parameters()) g[n] = p.grad().clone();
-    std::vector<double> curve;
-    for (int s = 0; s < steps; ++s) curve.push_back(tr.step(s).loss);
-    if (env.rank == 0) {
-      std::lock_guard<std::mutex> lk(mu);
-      res.loss = l;
-      res.grads = g;
-      res.curve = curve;
-    }
-  });
-  return res;
+  return ulysses::testing::train_on_ranks(cfg, steps);
 }
 
 // Relative error of every gradient; on failure names the tensor and its first element
 // that is off by more than tol * max|ref|.
 void expect_close(const Result& ref, const Result& got, const std::string& what, double tol = 1e-5) {
-  EXPECT_LE(std::abs(got.loss - ref.loss), tol * std::abs(ref.loss)) << what << ": loss " << got.loss << " vs " << ref.loss;
-  ASSERT_EQ(got.grads.size(), ref.grads.size()) << what;
-  for (const auto& [n, b] : ref.grads) {
-    ASSERT_TRUE(got.grads.count(n)) << what << ": no gradient for " << n;
-    const auto& a = got.grads.at(n);
+  EXPECT_LE(std::abs(got.loss0 - ref.loss0), tol * std::abs(ref.loss0)) << what << ": loss " << got.loss0 << " vs " << ref.loss0;
+  ASSERT_EQ(got.grads0.size(), ref.grads0.size()) << what;
+  for (const auto& [n, b] : ref.grads0) {
+    ASSERT_TRUE(got.grads0.count(n)) << what << ": no gradient for " << n;
+    const auto& a = got.grads0.at(n);
     const double nb = b.norm().item<double>();
     ASSERT_GT(nb, 0) << what << ": reference gradient of " << n << " is zero, the comparison would mean nothing";
     const double rel = (a - b).norm().item<double>() / nb;
@@ -96,9 +73,9 @@ void expect_close(const Result& ref, const Result& got, const std::string& what,
       return;  // the first mismatch is enough
     }
   }
-  ASSERT_EQ(got.curve.size(), ref.curve.size());
-  for (size_t s = 0; s < ref.curve.size(); ++s)
-    EXPECT_LE(std::abs(got.curve[s] - ref.curve[s]), 1e-5 * std::abs(ref.curve[s])) << what << " step " << s;
+  ASSERT_EQ(got.losses.size(), ref.losses.size());
+  for (size_t s = 0; s < ref.losses.size(); ++s)
+    EXPECT_LE(std::abs(got.losses[s] - ref.losses[s]), 1e-5 * std::abs(ref.losses[s])) << what << " step " << s;
 }
 
 struct Technique {
@@ -135,10 +112,10 @@ TEST(LongSeq, ComparisonCatchesOneGradientOffBy1e4) {
   static Result ref, bad;
   ref = run_cfg(small(4, 2, 1));
   bad = ref;
-  bad.grads["model.layers.1.mlp.up_proj.weight"] = ref.grads.at("model.layers.1.mlp.up_proj.weight") * (1 + 1e-4);
+  bad.grads0["model.layers.1.mlp.up_proj.weight"] = ref.grads0.at("model.layers.1.mlp.up_proj.weight") * (1 + 1e-4);
   EXPECT_NONFATAL_FAILURE(expect_close(ref, bad, "scaled"), "gradient of model.layers.1.mlp.up_proj.weight off by");
   bad = ref;
-  bad.loss = ref.loss * (1 + 1e-4);
+  bad.loss0 = ref.loss0 * (1 + 1e-4);
   EXPECT_NONFATAL_FAILURE(expect_close(ref, bad, "loss"), "loss");
 }
 

@@ -16,6 +16,7 @@
 
 using namespace ulysses;
 using ulysses::testing::run_ranks;
+using ulysses::testing::train_on_ranks;
 
 namespace {
 
@@ -41,35 +42,7 @@ RunConfig tiny(int64_t heads, int64_t kv_heads, int64_t sp, int64_t dp) {
   return c;
 }
 
-struct Result {
-  std::vector<double> losses;                 // per step
-  double loss0 = 0;                           // loss of step 0 before any update
-  std::map<std::string, at::Tensor> grads0;   // gradients of step 0
-};
-
-// Runs the config (all ranks as threads) and returns rank 0's view.
-Result train(const RunConfig& cfg, int steps) {
-  Result res;
-  std::mutex mu;
-  run_ranks(static_cast<int>(cfg.parallel.world_size()), [&](const DistEnv& env) {
-    at::set_num_threads(1);
-    Comm comm(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), "gloo",
-              std::chrono::milliseconds(60000));
-    Trainer tr(cfg, comm, nullptr);
-    const double l0 = tr.loss_and_grads(0);
-    std::map<std::string, at::Tensor> g;
-    for (auto& [n, p] : tr.model().named_parameters()) g[n] = p.grad().clone();
-    std::vector<double> losses;
-    for (int s = 0; s < steps; ++s) losses.push_back(tr.step(s).loss);
-    if (env.rank == 0) {
-      std::lock_guard<std::mutex> lk(mu);
-      res.loss0 = l0;
-      res.grads0 = g;
-      res.losses = losses;
-    }
-  });
-  return res;
-}
+using Result = ulysses::testing::TrainResult;
 
 void expect_same(const Result& ref, const Result& got, double grad_tol, const std::string& what) {
   EXPECT_NEAR(got.loss0, ref.loss0, 1e-5 * std::abs(ref.loss0)) << what;
@@ -87,30 +60,30 @@ void expect_same(const Result& ref, const Result& got, double grad_tol, const st
 }  // namespace
 
 TEST(Ulysses, Sp2AndSp4MatchOneProcess) {
-  auto ref = train(tiny(4, 4, 1, 1), 5);
+  auto ref = train_on_ranks(tiny(4, 4, 1, 1), 5);
   ASSERT_GT(ref.losses.front(), ref.losses.back()) << "the reference must learn for the curve comparison to mean something";
-  expect_same(ref, train(tiny(4, 4, 2, 1), 5), 1e-4, "sp2");
-  expect_same(ref, train(tiny(4, 4, 4, 1), 5), 1e-4, "sp4");
+  expect_same(ref, train_on_ranks(tiny(4, 4, 2, 1), 5), 1e-4, "sp2");
+  expect_same(ref, train_on_ranks(tiny(4, 4, 4, 1), 5), 1e-4, "sp4");
 }
 
 TEST(Ulysses, Dp2Sp2MatchesOneProcessWithTheSameGlobalBatch) {
   auto one = tiny(4, 4, 1, 1);
   one.train.micro_batch_size = 2;  // one process sees both sequences of the global batch
-  auto ref = train(one, 5);
-  expect_same(ref, train(tiny(4, 4, 2, 2), 5), 1e-4, "dp2 x sp2");
+  auto ref = train_on_ranks(one, 5);
+  expect_same(ref, train_on_ranks(tiny(4, 4, 2, 2), 5), 1e-4, "dp2 x sp2");
 }
 
 TEST(Ulysses, GqaKvHeadsFewerThanSpAreReplicated) {
-  auto ref = train(tiny(4, 2, 1, 1), 3);
-  expect_same(ref, train(tiny(4, 2, 4, 1), 3), 1e-4, "H=4 Hkv=2 sp4");
-  auto ref1 = train(tiny(4, 1, 1, 1), 2);
-  expect_same(ref1, train(tiny(4, 1, 2, 1), 2), 1e-4, "H=4 Hkv=1 sp2");
+  auto ref = train_on_ranks(tiny(4, 2, 1, 1), 3);
+  expect_same(ref, train_on_ranks(tiny(4, 2, 4, 1), 3), 1e-4, "H=4 Hkv=2 sp4");
+  auto ref1 = train_on_ranks(tiny(4, 1, 1, 1), 2);
+  expect_same(ref1, train_on_ranks(tiny(4, 1, 2, 1), 2), 1e-4, "H=4 Hkv=1 sp2");
 }
 
 TEST(Ulysses, GqaKvHeadsDivisibleBySp) {
-  auto ref = train(tiny(8, 4, 1, 1), 3);
-  expect_same(ref, train(tiny(8, 4, 2, 1), 3), 1e-4, "H=8 Hkv=4 sp2");
-  expect_same(ref, train(tiny(8, 4, 4, 1), 3), 1e-4, "H=8 Hkv=4 sp4");
+  auto ref = train_on_ranks(tiny(8, 4, 1, 1), 3);
+  expect_same(ref, train_on_ranks(tiny(8, 4, 2, 1), 3), 1e-4, "H=8 Hkv=4 sp2");
+  expect_same(ref, train_on_ranks(tiny(8, 4, 4, 1), 3), 1e-4, "H=8 Hkv=4 sp4");
 }
 
 // head_chunks at every divisor of the local q heads, fused and unfused, against
@@ -123,7 +96,7 @@ static void head_chunks_at_every_divisor(int64_t H, int64_t Hkv, std::initialize
     auto base = tiny(H, Hkv, sp, 1);
     base.train.attention_block = 8;  // 4 key blocks over seq 32: the blocked kernel's masking and skipping
     ASSERT_TRUE(validate(base).empty()) << validate(base)[0].message;
-    auto ref = train(base, 1);
+    auto ref = train_on_ranks(base, 1);
     const int64_t local = H / sp;
     for (int64_t chunks = 2; chunks <= local; ++chunks) {
       if (local % chunks != 0) continue;
@@ -134,7 +107,7 @@ static void head_chunks_at_every_divisor(int64_t H, int64_t Hkv, std::initialize
         ASSERT_TRUE(validate(c).empty()) << validate(c)[0].message;
         const std::string what = "H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv) + " sp" + std::to_string(sp) +
                                  " chunks " + std::to_string(chunks) + (fused ? " fused" : "");
-        expect_same(ref, train(c, 1), 1e-5, what);
+        expect_same(ref, train_on_ranks(c, 1), 1e-5, what);
       }
     }
   }
@@ -241,12 +214,12 @@ TEST(Ulysses, Bfloat16TrainsAndTracksFp32) {
   // bf16 compute with fp32 master weights: the sp 2 run (bf16 all-to-alls through Gloo)
   // must follow the sp 1 bf16 run closely and stay near the fp32 loss.
   auto c = tiny(4, 2, 1, 1);
-  auto f32 = train(c, 3);
+  auto f32 = train_on_ranks(c, 3);
   c.train.dtype = "bfloat16";
-  auto one = train(c, 3);
+  auto one = train_on_ranks(c, 3);
   auto sp2 = c;
   sp2.parallel.sp_size = 2;
-  auto two = train(sp2, 3);
+  auto two = train_on_ranks(sp2, 3);
   for (size_t s = 0; s < 3; ++s) {
     EXPECT_NEAR(two.losses[s], one.losses[s], 2e-2 * one.losses[s]) << "step " << s;
     EXPECT_NEAR(one.losses[s], f32.losses[s], 3e-2 * f32.losses[s]) << "step " << s;
