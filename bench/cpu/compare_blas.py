@@ -15,13 +15,13 @@ OMP_WAIT_POLICY=PASSIVE as ulysses-run sets it (unless exported). Figures:
   /usr/bin/python3 bench/cpu/compare_blas.py [--build build] [--reps 3] [--steps 8]
 """
 import argparse
-import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
+
+from demo_run import demo_step_ms
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -46,15 +46,7 @@ def gemm(build, libdir, cores):
 
 
 def demo(build, libdir, sp, threads, steps):
-    cmd = [os.path.join(build, "app/run/ulysses-run"), os.path.join(ROOT, "resources/configs/tiny.json"), "--json", "--worker",
-           os.path.join(build, "app/worker/ulysses-worker"), "--out", "/tmp/ulysses_bench/blas", "--set", f"parallel.sp_size={sp}",
-           "--set", f"train.steps={steps}", "--set", "profile.enabled=false", "--set", f"train.threads_per_rank={threads}"]
-    shutil.rmtree("/tmp/ulysses_bench/blas", ignore_errors=True)
-    p = subprocess.run(cmd, env=env_for(libdir, threads), capture_output=True, text=True, cwd=ROOT)
-    if p.returncode != 0:
-        sys.exit(f"compare_blas: run failed: {' '.join(cmd)}\n{p.stderr[-2000:]}")
-    rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
-    return statistics.median(r["step_ms"] for r in rows[2:])
+    return demo_step_ms(build, sp, threads, steps, "/tmp/ulysses_bench/blas", env_for(libdir, threads), "compare_blas")
 
 
 def main():

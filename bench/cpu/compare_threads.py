@@ -9,29 +9,19 @@ P x T > cores oversubscribes. Medians of steps 2.. of each run, then over runs.
   python3 bench/cpu/compare_threads.py [--build build] [--reps 2] [--steps 8]
 """
 import argparse
-import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
+
+from demo_run import demo_step_ms
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 def demo(build, sp, threads, steps):
-    out = "/tmp/ulysses_bench/threads"
-    shutil.rmtree(out, ignore_errors=True)
-    cmd = [os.path.join(build, "app/run/ulysses-run"), os.path.join(ROOT, "resources/configs/tiny.json"), "--json", "--worker",
-           os.path.join(build, "app/worker/ulysses-worker"), "--out", out, "--set", f"parallel.sp_size={sp}", "--set", f"train.steps={steps}",
-           "--set", "profile.enabled=false", "--set", f"train.threads_per_rank={threads}"]
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}  # the launcher sets them
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
-    if p.returncode != 0:
-        sys.exit(f"compare_threads: run failed: {' '.join(cmd)}\n{p.stderr[-2000:]}")
-    rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
-    return statistics.median(r["step_ms"] for r in rows[2:])
+    return demo_step_ms(build, sp, threads, steps, "/tmp/ulysses_bench/threads", env, "compare_threads")
 
 
 def main():
