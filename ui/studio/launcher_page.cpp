@@ -276,7 +276,11 @@ void LauncherPage::resolveRelativePaths(json& j, const QString& baseDir) const {
   auto fix = [&](const char* section, const char* key) {
     if (!j.contains(section) || !j[section].is_object() || !j[section].contains(key) || !j[section][key].is_string()) return;
     const QString p = qs(j[section][key].get<std::string>());
-    if (p.isEmpty() || QFileInfo(p).isAbsolute() || QFileInfo::exists(p)) return;
+    if (p.isEmpty() || QFileInfo(p).isAbsolute()) return;
+    if (QFileInfo::exists(p)) {  // relative to the working directory: pin it there
+      j[section][key] = QFileInfo(p).absoluteFilePath().toStdString();
+      return;
+    }
     QDir base(baseDir);
     for (int up = 0; up < 4; ++up) {
       if (QFileInfo::exists(base.filePath(p))) {

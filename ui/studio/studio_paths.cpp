@@ -21,11 +21,9 @@ QString findUlyssesRun() {
   QStringList candidates;
   if (QCoreApplication::instance()) {
     const QDir app(QCoreApplication::applicationDirPath());
+    // installed: bin/ulysses-studio beside bin/ulysses-run; build tree: app/studio beside app/run
     candidates << app.filePath(QStringLiteral("ulysses-run")) << app.filePath(QStringLiteral("../run/ulysses-run"));
   }
-#ifdef ULYSSES_BINARY_DIR
-  candidates << QStringLiteral(ULYSSES_BINARY_DIR "/app/run/ulysses-run");
-#endif
   for (const auto& c : candidates)
     if (executable(c)) return QFileInfo(c).absoluteFilePath();
   return QStandardPaths::findExecutable(QStringLiteral("ulysses-run"));
@@ -34,12 +32,14 @@ QString findUlyssesRun() {
 QString findConfigsDir() {
   const QString env = qEnvironmentVariable("ULYSSES_CONFIGS");
   if (!env.isEmpty()) return env;
-#ifdef ULYSSES_SOURCE_DIR
-  if (QFileInfo(QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs")).isDir()) return QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs");
-#endif
-  if (QCoreApplication::instance()) {
-    const QString share = QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("../share/ulysses/configs"));
-    if (QFileInfo(share).isDir()) return QFileInfo(share).absoluteFilePath();
+  if (!QCoreApplication::instance()) return {};
+  // installed: PREFIX/bin/ulysses-studio and PREFIX/share/ulysses/resources/configs; the build
+  // tree mirrors that layout (BUILD/share/ulysses/resources links to the checkout's resources/,
+  // made by CMake), so the binary carries no source path.
+  const QDir app(QCoreApplication::applicationDirPath());
+  for (const char* rel : {"../share/ulysses/resources/configs", "../../share/ulysses/resources/configs"}) {
+    const QString dir = app.filePath(QString::fromLatin1(rel));
+    if (QFileInfo(dir).isDir()) return QFileInfo(dir).absoluteFilePath();
   }
   return {};
 }
