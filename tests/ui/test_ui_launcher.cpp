@@ -17,6 +17,7 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QStatusBar>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -24,6 +25,7 @@
 #include "estimate_model.hpp"
 #include "launcher_page.hpp"
 #include "main_window.hpp"
+#include "trace/trace_view.hpp"
 #include "monitor_page.hpp"
 #include "rank_status_model.hpp"
 #include "run_controller.hpp"
@@ -288,6 +290,23 @@ TEST_F(Studio, OpenFailedRunNamesRankAndLastLines) {
 
 // The launcher's contract seen from the studio, with a stand-in ulysses-run that fails on
 // rank 1 the way the real one reports it (stderr "[rank r] ..." lines, run.json failed_rank).
+// A run folder whose trace cannot be read still opens (metrics, banner), and the reason the
+// trace did not open is shown in the status bar instead of being dropped.
+TEST_F(Studio, UnreadableTraceOfRunIsReported) {
+  const QString run = tmp.filePath("runs/broken-trace");
+  writeFile(run + "/run.json", R"({"status":"finished","world_size":1,"exit_code":0,"final_loss":5.5,"steps_done":1})");
+  writeFile(run + "/metrics.jsonl",
+            "{\"step\":0,\"steps\":1,\"loss\":5.5,\"tokens_per_s\":100,\"step_ms\":50,\"max_mem_bytes\":1000,\"elapsed_s\":0.1}\n");
+  writeFile(run + "/trace/rank0.sqlite", "this is not an SQLite database, only text of the right name\n");
+  QSignalSpy failed(w->traceView(), &TraceView::loadFailed);
+  QString err;
+  ASSERT_TRUE(w->openPath(run, &err)) << err.toStdString();
+  ASSERT_TRUE(failed.count() > 0 || failed.wait(20000)) << "the trace view never reported the unreadable trace";
+  EXPECT_FALSE(w->lastTraceError().isEmpty());
+  EXPECT_TRUE(w->statusBar()->currentMessage().startsWith("Trace not opened")) << w->statusBar()->currentMessage().toStdString();
+  EXPECT_EQ(w->monitor()->chartPoints(), 1);  // the run itself opened
+}
+
 TEST_F(Studio, RankFailureMessageFromLauncher) {
   const QString fake = tmp.filePath("fake-ulysses-run");
   writeFile(fake, R"(#!/bin/sh

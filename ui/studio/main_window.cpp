@@ -29,9 +29,7 @@
 #include "runs_page.hpp"
 #include "studio_paths.hpp"
 #include "theme.hpp"
-#ifdef ULYSSES_STUDIO_HAVE_TRACE
 #include "trace/trace_view.hpp"
-#endif
 
 namespace ulysses::ui {
 
@@ -59,10 +57,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_->addTab(launcher_, QStringLiteral("Launch"));
   tabs_->addTab(monitor_, QStringLiteral("Monitor"));
   tabs_->addTab(runs_, QStringLiteral("Runs"));
-#ifdef ULYSSES_STUDIO_HAVE_TRACE
   trace_ = new TraceView(this);
   tabs_->addTab(trace_, QStringLiteral("Trace"));
-#endif
+  // Loading is asynchronous: a trace that turns out unreadable reports here, in the status bar.
+  connect(trace_, &TraceView::loadFailed, this, [this](const QString& m) {
+    lastTraceError_ = m;
+    statusBar()->showMessage(QStringLiteral("Trace not opened: %1").arg(m), 30000);
+  });
+  connect(trace_, &TraceView::loaded, this, [this] { lastTraceError_.clear(); });
   setCentralWidget(tabs_);
   statusRun_ = new QLabel(this);
   statusBar()->addPermanentWidget(statusRun_);
@@ -223,27 +225,17 @@ bool MainWindow::openPath(const QString& path, QString* error) {
     monitor_->showRun(dir);
     runs_->selectDir(dir);
     launcher_->estimateModel()->setMeasured(measure(readMetricsFile(QDir(dir).filePath(QStringLiteral("metrics.jsonl")))));
-#ifdef ULYSSES_STUDIO_HAVE_TRACE
-    if (QFileInfo::exists(QDir(dir).filePath(QStringLiteral("trace")))) {
-      QString terr;
-      static_cast<TraceView*>(trace_)->openTrace(dir, &terr);
-    }
-#endif
+    if (QFileInfo::exists(QDir(dir).filePath(QStringLiteral("trace")))) openRunTrace(dir);
     tabs_->setCurrentWidget(monitor_);
     addRecent(dir);
     return true;
   }
   const QString suffix = fi.suffix().toLower();
   if (suffix == QLatin1String("sqlite") || suffix == QLatin1String("db") || suffix == QLatin1String("sqlite3")) {
-#ifdef ULYSSES_STUDIO_HAVE_TRACE
-    if (!static_cast<TraceView*>(trace_)->openTrace(fi.absoluteFilePath(), error)) return false;
+    if (!trace_->openTrace(fi.absoluteFilePath(), error)) return false;
     tabs_->setCurrentWidget(trace_);
     addRecent(fi.absoluteFilePath());
     return true;
-#else
-    if (error) *error = QStringLiteral("this studio was built without the trace viewer (ui/trace); cannot open %1").arg(path);
-    return false;
-#endif
   }
   if (suffix == QLatin1String("json")) {
     const bool hf = looksLikeHfConfig(fi.absoluteFilePath());
@@ -259,15 +251,9 @@ bool MainWindow::openPath(const QString& path, QString* error) {
 }
 
 bool MainWindow::openTraceAndWait(const QString& path, QString* error) {
-#ifdef ULYSSES_STUDIO_HAVE_TRACE
-  auto* tv = static_cast<TraceView*>(trace_);
-  if (!tv->openTraceAndWait(path, error)) return false;
+  if (!trace_->openTraceAndWait(path, error)) return false;
   tabs_->setCurrentWidget(trace_);
   return true;
-#else
-  if (error) *error = QStringLiteral("this studio was built without the trace viewer (ui/trace)");
-  return false;
-#endif
 }
 
 QString MainWindow::currentPage() const {
@@ -283,10 +269,8 @@ bool MainWindow::setView(const QString& name) {
   if (n == QLatin1String("launch") || n == QLatin1String("launcher")) tabs_->setCurrentWidget(launcher_);
   else if (n == QLatin1String("monitor")) tabs_->setCurrentWidget(monitor_);
   else if (n == QLatin1String("runs")) tabs_->setCurrentWidget(runs_);
-#ifdef ULYSSES_STUDIO_HAVE_TRACE
   else if (n == QLatin1String("trace")) tabs_->setCurrentWidget(trace_);
-  else if (static_cast<TraceView*>(trace_)->setView(n)) tabs_->setCurrentWidget(trace_);
-#endif
+  else if (trace_->setView(n)) tabs_->setCurrentWidget(trace_);
   else return false;
   return true;
 }
@@ -331,12 +315,18 @@ void MainWindow::onFinished(const RunOutcome& o) {
   if (!controller_->metrics().isEmpty()) launcher_->estimateModel()->setMeasured(measure(controller_->metrics()));
   statusBar()->showMessage(o.message.section(QLatin1Char('\n'), 0, 0), 15000);
   if (QFileInfo::exists(o.runDir)) addRecent(o.runDir);
-#ifdef ULYSSES_STUDIO_HAVE_TRACE
-  if (QFileInfo::exists(QDir(o.runDir).filePath(QStringLiteral("trace/rank0.sqlite")))) {
-    QString terr;
-    static_cast<TraceView*>(trace_)->openTrace(o.runDir, &terr);
-  }
-#endif
+  if (QFileInfo::exists(QDir(o.runDir).filePath(QStringLiteral("trace/rank0.sqlite")))) openRunTrace(o.runDir);
+}
+
+// A run folder's trace opens beside its metrics; when it cannot be read the run still opens,
+// and the reason is shown instead of being dropped.
+void MainWindow::openRunTrace(const QString& runDir) {
+  QString terr;
+  if (trace_->openTrace(runDir, &terr)) return;
+  const QString msg = QStringLiteral("trace of %1 not opened: %2").arg(QFileInfo(runDir).fileName(), terr);
+  lastTraceError_ = msg;
+  statusBar()->showMessage(msg, 30000);
+  qWarning("%s", qPrintable(msg));
 }
 
 void MainWindow::relaunch(const QString& runDir) {

@@ -16,6 +16,7 @@ class LauncherPage;
 class MonitorPage;
 class RunsPage;
 class RunController;
+class TraceView;
 struct RunOutcome;
 
 class MainWindow : public QMainWindow {
@@ -28,7 +29,9 @@ class MainWindow : public QMainWindow {
   MonitorPage* monitor() const { return monitor_; }
   RunsPage* runsPage() const { return runs_; }
   RunController* controller() const { return controller_; }
-  QWidget* traceView() const { return trace_; }  // nullptr when the trace viewer is not built
+  TraceView* traceView() const { return trace_; }
+  // Why the last trace (of a run folder, or a file) could not be opened; empty when it could.
+  QString lastTraceError() const { return lastTraceError_; }
 
   void setRunsDir(const QString& dir);
   QString runsDir() const;
@@ -59,6 +62,7 @@ class MainWindow : public QMainWindow {
   void rebuildRecentMenu();
   void onFinished(const RunOutcome& o);
   void relaunch(const QString& runDir);
+  void openRunTrace(const QString& runDir);
   void openDialog();
   void openConfigDialog();
   void saveConfigDialog();
@@ -70,7 +74,8 @@ class MainWindow : public QMainWindow {
   LauncherPage* launcher_ = nullptr;
   MonitorPage* monitor_ = nullptr;
   RunsPage* runs_ = nullptr;
-  QWidget* trace_ = nullptr;
+  TraceView* trace_ = nullptr;
+  QString lastTraceError_;
   RunController* controller_ = nullptr;
   QMenu* recentMenu_ = nullptr;
   QAction* darkAction_ = nullptr;
