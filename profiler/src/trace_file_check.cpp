@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -34,6 +35,38 @@ std::vector<std::string> find_rank_files(const std::string& run_dir) {
   return out;
 }
 
+std::vector<std::string> find_foreign_files(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string ext = e.path().extension().string();
+    if (e.is_regular_file(ec) && (ext == ".sqlite" || ext == ".json" || ext == ".gz")) out.push_back(e.path().string());
+  }
+  // Natural order: "rank2" before "rank10".
+  std::sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) {
+    size_t i = 0, j = 0;
+    while (i < a.size() && j < b.size()) {
+      if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
+        size_t i2 = i, j2 = j;
+        while (i2 < a.size() && std::isdigit(static_cast<unsigned char>(a[i2]))) ++i2;
+        while (j2 < b.size() && std::isdigit(static_cast<unsigned char>(b[j2]))) ++j2;
+        const std::string x = a.substr(i, i2 - i), y = b.substr(j, j2 - j);
+        if (x.size() != y.size()) return x.size() < y.size();
+        if (x != y) return x < y;
+        i = i2;
+        j = j2;
+      } else {
+        if (a[i] != b[j]) return a[i] < b[j];
+        ++i;
+        ++j;
+      }
+    }
+    return a.size() - i < b.size() - j;
+  });
+  return out;
+}
+
 namespace detail {
 
 // Checks a file before SQLite reads it; returns its kind. Throws TraceError.
@@ -48,6 +81,9 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
     std::ifstream f(path, std::ios::binary);
     unsigned char hdr[100] = {};
     f.read(reinterpret_cast<char*>(hdr), sizeof hdr);
+    if (hdr[0] == 0x1f && hdr[1] == 0x8b) {
+      throw TraceError(describe(path) + " is gzip-compressed: unpack it first (gunzip -k '" + path + "')");
+    }
     if (!f || std::memcmp(hdr, "SQLite format 3", 16) != 0) {
       throw TraceError(describe(path) + " is not an SQLite database (wrong header); expected a "
                        "RUN/trace/rank*.sqlite file or an 'nsys export --type sqlite' file");

@@ -29,8 +29,19 @@ struct SourceLane {
   int order = 0;  // sort key within the rank
 };
 
+// A rank of a foreign trace before its final number is known: hints gathered while reading.
+struct ForeignRank {
+  int32_t provisional = 0;  // the rank number ranges carry until renumber_foreign_ranks
+  int32_t file_index = 0;   // order of its file in the folder (or 0)
+  int64_t pid = 0;
+  int64_t device = -1;      // CUDA device, -1 when none / unknown
+  int64_t hint = -1;        // rank the trace itself states (NCCL init payload, distributedInfo)
+  int64_t name_hint = -1;   // rank number in the file name ("rank3", "report_3"), one rank per file only
+};
+
 struct Builder {
   TraceModel m;
+  std::vector<ForeignRank> foreign;
   std::unordered_map<std::string, int32_t> string_index;
   std::vector<SourceLane> sources;
   std::map<std::tuple<int32_t, int, int64_t>, int32_t> source_index;
@@ -66,7 +77,25 @@ inline int32_t to_i32(int64_t v) { return static_cast<int32_t>(v); }
 
 // Appends the ranks (one per process that owns GPU work, or per process with ranges) and the
 // ranges of one open nsys export (nsys_reader.cpp).
-void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, const LoadOptions& opts);
+void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t file_index, const LoadOptions& opts);
+// The name PyTorch NVTX ranges are grouped under ("aten::mm, seq = 1, op_id = 2" -> "aten::mm").
+std::string group_pytorch_name(const std::string& s);
+
+// Reader of PyTorch profiler (Kineto / legacy autograd profiler) chrome-trace JSON files
+// (kineto_reader.cpp); `file_index` orders ranks when the files carry no rank.
+void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, const LoadOptions& opts);
+// Whether `path` starts like a JSON document ('{' or '[' after blanks).
+bool looks_like_json(const std::string& path);
+
+// Gives the ranks of foreign traces their final numbers: the ranks the traces state when
+// every rank has a distinct one, else the numbers in the file names, else the order (file,
+// device, pid). Rewrites ranges, sources, runtime calls and RankInfo (foreign_ranks.cpp).
+void renumber_foreign_ranks(Builder& b);
+// Where a rank shows the Ulysses pattern (an all-to-all just before and just after each
+// attention), labels those collectives a2a_seq_to_head / a2a_head_to_seq, the attention
+// attention, and numbers the layers (the k-th attention of a step); other collectives of a
+// foreign trace count as communication. Runs on final lanes (parents known).
+void label_foreign_phases(TraceModel& m);
 
 // Lane building (lane_builder.cpp), in this order once every file is read:
 // ranges get final lanes (rank-grouped, split where ranges of one source overlap without

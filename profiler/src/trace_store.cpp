@@ -55,9 +55,10 @@ void attribute(TraceRange& r, const std::unordered_map<int64_t, int64_t>& ext_of
 }
 
 void read_file(Builder& b, const std::string& path, int32_t file_index, const LoadOptions& opts) {
+  if (looks_like_json(path)) return read_kineto_file(b, path, file_index, opts);
   sql::Db db;
   FileKind kind = validate_file(path, &db);
-  if (kind == FileKind::Nsys) return read_nsys_file(b, db, path, opts);
+  if (kind == FileKind::Nsys) return read_nsys_file(b, db, path, file_index, opts);
   TraceModel& m = b.m;
   try {
     // Strings used by this file, mapped into the model's table.
@@ -309,8 +310,10 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
 
 void finish(Builder& b, const LoadOptions& opts) {
   TraceModel& m = b.m;
+  renumber_foreign_ranks(b);
   std::sort(m.ranks.begin(), m.ranks.end(), [](const RankInfo& x, const RankInfo& y) { return x.rank < y.rank; });
   build_lanes(b);
+  label_foreign_phases(m);
   if (opts.head_lanes) add_head_lanes(m);
   link_kernels_to_launchers(m);
   std::sort(m.runtime.begin(), m.runtime.end(), [](const RuntimeCall& x, const RuntimeCall& y) {
@@ -350,7 +353,7 @@ void finish(Builder& b, const LoadOptions& opts) {
         m.num_layers = std::max(m.num_layers, md["num_hidden_layers"].get<int32_t>());
     }
   }
-  if (m.from_nsys) {
+  if (m.format != "ulysses") {
     m.sp_size = static_cast<int32_t>(std::max<size_t>(1, m.ranks.size()));
     m.dp_size = 1;
   }
@@ -369,10 +372,12 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
   std::vector<std::string> files;
   if (fs::is_directory(path, ec)) {
     files = find_rank_files(path);
+    if (files.empty()) files = find_foreign_files(path);
     if (files.empty()) {
       throw TraceError("'" + path + "' holds no trace files (expected " +
                        (fs::path(path) / "trace" / "rank*.sqlite").string() +
-                       "; was the run started with profile.enabled = true?)");
+                       "; was the run started with profile.enabled = true?), nor Nsight Systems exports "
+                       "(*.sqlite) nor PyTorch profiler traces (*.json)");
     }
   } else {
     files.push_back(path);
@@ -385,7 +390,7 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
     read_file(b, files[i], static_cast<int32_t>(i), opts);
     // A run folder must hold each rank once: two files claiming one rank, or a rank
     // without a file, is reported instead of read silently.
-    if (b.m.from_nsys) continue;
+    if (b.m.format != "ulysses") continue;
     for (size_t k = before; k < b.m.ranks.size(); ++k) {
       const int32_t r = b.m.ranks[k].rank;
       auto [it, fresh] = claimed.emplace(r, files[i]);
@@ -394,7 +399,7 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
                          "; remove the stray copy");
     }
   }
-  if (!b.m.from_nsys && fs::is_directory(path, ec) && !claimed.empty()) {
+  if (b.m.format == "ulysses" && fs::is_directory(path, ec) && !claimed.empty()) {
     const int64_t world = std::max<int64_t>(int64_t{b.m.sp_size} * b.m.dp_size, claimed.rbegin()->first + int64_t{1});
     std::string missing;
     int64_t n_missing = 0;
