@@ -6,7 +6,9 @@
 // annotations) per thread, collectives (gloo:*, nccl:*, c10d::*, record_param_comms) on
 // comm lanes, kernels / memcpy / memset per (device, stream), CUDA runtime calls, and one
 // step per ProfilerStep#N annotation. Times: µs in the file, ns in the model.
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -114,6 +116,7 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
   }
 
   int64_t device = -1, skipped_bad = 0;
+  const size_t first_range = m.ranges.size();
   for (const auto& e : *events) {
     if (!e.is_object() || e.value("ph", "") != "X" || !e.contains("ts")) continue;
     const std::string cat = e.value("cat", "");
@@ -185,6 +188,26 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
     m.ranges.push_back(r);
   }
   if (skipped_bad > 0) note(std::to_string(skipped_bad) + " events with unreadable times left out");
+  // The profiler rounds times to whole µs, so a child can end up to 1 µs after its parent:
+  // clamp such ends so the ops nest as they ran (else they would be split over lanes).
+  {
+    std::map<int32_t, std::vector<size_t>> by_lane;
+    for (size_t i = first_range; i < m.ranges.size(); ++i)
+      if (!m.ranges[i].is_kernel) by_lane[m.ranges[i].lane].push_back(i);
+    for (auto& [lane, idx] : by_lane) {
+      std::sort(idx.begin(), idx.end(), [&](size_t x, size_t y) {
+        const TraceRange &a = m.ranges[x], &c = m.ranges[y];
+        return a.start_ns != c.start_ns ? a.start_ns < c.start_ns : a.end_ns > c.end_ns;
+      });
+      std::vector<int64_t> ends;
+      for (size_t i : idx) {
+        TraceRange& r = m.ranges[i];
+        while (!ends.empty() && ends.back() <= r.start_ns) ends.pop_back();
+        if (!ends.empty() && r.end_ns > ends.back() && r.end_ns - ends.back() <= 1000) r.end_ns = ends.back();
+        ends.push_back(r.end_ns);
+      }
+    }
+  }
   if (device >= 0) ri.device = "cuda:" + std::to_string(device);
   fr.pid = ri.pid;
   fr.device = device;

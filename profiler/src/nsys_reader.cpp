@@ -204,8 +204,8 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
       } else {
         ri.device = "cpu";
       }
-      auto pn = process_name.find(key.first);
-      ri.hostname = pn != process_name.end() ? pn->second : std::string();
+      auto pn = process_name.find(key.first);  // "python3" when PROCESSES names it
+      if (pn != process_name.end() && !pn->second.empty()) ri.device += " (" + pn->second + ")";
       m.ranks.push_back(ri);
       ForeignRank fr;
       fr.provisional = rank;
