@@ -67,6 +67,20 @@ std::vector<std::string> find_foreign_files(const std::string& dir) {
   return out;
 }
 
+bool is_foreign_trace(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return find_rank_files(path).empty() && !find_foreign_files(path).empty();
+  if (!fs::is_regular_file(path, ec) || !detail::looks_like_json(path)) return false;
+  std::ifstream f(path, std::ios::binary);
+  std::string head(65536, '\0');
+  f.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(f.gcount()));
+  const size_t first = head.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && head[first] == '[') return true;  // legacy profiler: an event array
+  return head.find("\"traceEvents\"") != std::string::npos || head.find("\"schemaVersion\"") != std::string::npos ||
+         head.find("\"distributedInfo\"") != std::string::npos;
+}
+
 namespace detail {
 
 // Checks a file before SQLite reads it; returns its kind. Throws TraceError.

@@ -31,6 +31,7 @@
 #include "theme.hpp"
 #ifdef ULYSSES_STUDIO_HAVE_TRACE
 #include "trace/trace_view.hpp"
+#include "ulysses/profiler/trace_store.hpp"
 #endif
 
 namespace ulysses::ui {
@@ -210,6 +211,15 @@ bool MainWindow::openPath(const QString& path, QString* error) {
   }
   if (fi.isDir()) {
     const QString dir = fi.absoluteFilePath();
+#ifdef ULYSSES_STUDIO_HAVE_TRACE
+    // A folder of Nsight Systems exports or PyTorch profiler traces (one per rank).
+    if (!isRunDir(dir) && ulysses::prof::is_foreign_trace(dir.toStdString())) {
+      if (!static_cast<TraceView*>(trace_)->openTrace(dir, error)) return false;
+      tabs_->setCurrentWidget(trace_);
+      addRecent(dir);
+      return true;
+    }
+#endif
     if (!isRunDir(dir)) {
       // A folder of runs: make it the runs folder.
       if (!scanRunsDir(dir).isEmpty()) {
@@ -245,6 +255,14 @@ bool MainWindow::openPath(const QString& path, QString* error) {
     return false;
 #endif
   }
+#ifdef ULYSSES_STUDIO_HAVE_TRACE
+  if (suffix == QLatin1String("json") && ulysses::prof::is_foreign_trace(fi.absoluteFilePath().toStdString())) {  // PyTorch profiler
+    if (!static_cast<TraceView*>(trace_)->openTrace(fi.absoluteFilePath(), error)) return false;
+    tabs_->setCurrentWidget(trace_);
+    addRecent(fi.absoluteFilePath());
+    return true;
+  }
+#endif
   if (suffix == QLatin1String("json")) {
     const bool hf = looksLikeHfConfig(fi.absoluteFilePath());
     const bool ok = hf ? launcher_->importHfConfig(fi.absoluteFilePath(), error) : launcher_->loadConfigFile(fi.absoluteFilePath(), error);

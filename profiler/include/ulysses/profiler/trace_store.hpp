@@ -32,6 +32,10 @@ std::vector<std::string> find_rank_files(const std::string& run_dir);
 // any file name, in natural name order ("rank2" before "rank10"). Empty when none.
 std::vector<std::string> find_foreign_files(const std::string& dir);
 
+// Whether `path` is a foreign trace load_trace reads: a PyTorch profiler .json (not a run
+// config), or a folder of such files / Nsight Systems exports without Ulysses rank files.
+bool is_foreign_trace(const std::string& path);
+
 struct LoadOptions {
   // Also build LaneKind::HeadRange lanes: copies of every host range that carries a head
   // range, one lane per global head range per rank (for per-head timelines). Analysis
