@@ -10,6 +10,8 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <climits>
+#include <tuple>
 #include <cstring>
 #include <regex>
 #include <set>
@@ -33,7 +35,8 @@ namespace {
 
 // One GPU activity row before its rank is known.
 struct GpuRow {
-  int64_t start = 0, end = 0, device = 0, stream = 0, pid = -1, bytes = 0, correlation = 0;
+  int64_t start = 0, end = 0, device = 0, context = 0, stream = 0, pid = -1, bytes = 0, correlation = 0;
+  int64_t guess = -1;  // pid of the runtime call that most likely launched it (no globalPid)
   int32_t name_id = 0;
 };
 
@@ -68,17 +71,23 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
     const bool have_runtime = db.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") &&
                               db.has_column("CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId") &&
                               db.has_column("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid");
-    std::unordered_map<int64_t, int64_t> pid_of_corr;  // -2: ambiguous (ids collide across processes)
+    // Correlation ids count per process, so several processes share them: the candidates of
+    // an id are (launch start, pid), and a row goes to the latest launch before it.
+    std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>> launches_of_corr;
     bool corr_loaded = false;
     auto load_corr = [&] {
       if (corr_loaded || !have_runtime) return;
       corr_loaded = true;
-      sql::Stmt st(db, "SELECT correlationId, globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME");
-      while (st.step()) {
-        const int64_t pid = pid_of_global_id(st.i64(1));
-        auto [it, fresh] = pid_of_corr.emplace(st.i64(0), pid);
-        if (!fresh && it->second != pid) it->second = -2;
-      }
+      sql::Stmt st(db, "SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME");
+      while (st.step()) launches_of_corr[st.i64(0)].emplace_back(st.i64(2), pid_of_global_id(st.i64(1)));
+    };
+    auto launcher_pid = [&](int64_t corr, int64_t start) -> int64_t {
+      auto it = launches_of_corr.find(corr);
+      if (it == launches_of_corr.end()) return -1;
+      int64_t best = INT64_MIN, pid = -1;
+      for (const auto& [t, p] : it->second)
+        if (t <= start && t > best) best = t, pid = p;
+      return pid;
     };
 
     // GPU activity rows: kernels, memcpy, memset.
@@ -119,6 +128,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
           note(tn + " has no globalPid column and no CUDA runtime calls to map it: one rank per device");
         }
         const std::string sql = "SELECT start, end, " + std::string(has("deviceId") ? "deviceId" : "0") + ", " +
+                                (has("contextId") ? "contextId" : "0") + " AS ctx, " +
                                 (has("streamId") ? "streamId" : "0") + ", " + pid_sql + ", " + name_sql + ", " +
                                 (t.fixed_name >= 0 && has("bytes") ? "bytes" : "0") + ", " +
                                 (has("correlationId") ? "correlationId" : "0") + " FROM " + tn;
@@ -126,42 +136,76 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
         sql::Stmt st(db, sql);
         sqlite3_stmt* s = st.get();
         const bool via_corr = pid_sql == "NULL" && corr_loaded;
-        int64_t unmapped = 0;
         while (st.step()) {
           GpuRow r;
           r.start = sqlite3_column_int64(s, 0);
           r.end = sqlite3_column_int64(s, 1);
           if (r.end < r.start) continue;
           r.device = sqlite3_column_int64(s, 2);
-          r.stream = sqlite3_column_int64(s, 3);
-          r.correlation = sqlite3_column_int64(s, 7);
-          if (sqlite3_column_type(s, 4) != SQLITE_NULL) {
-            r.pid = pid_of_global_id(sqlite3_column_int64(s, 4));
+          r.context = sqlite3_column_int64(s, 3);
+          r.stream = sqlite3_column_int64(s, 4);
+          r.correlation = sqlite3_column_int64(s, 8);
+          if (sqlite3_column_type(s, 5) != SQLITE_NULL) {
+            r.pid = pid_of_global_id(sqlite3_column_int64(s, 5));
           } else if (via_corr) {
-            auto it = pid_of_corr.find(r.correlation);
-            r.pid = it != pid_of_corr.end() && it->second >= 0 ? it->second : -1;
-            unmapped += r.pid < 0;
+            r.guess = launcher_pid(r.correlation, r.start);
           }
           r.name_id = t.fixed_name >= 0 ? t.fixed_name
-                      : sqlite3_column_type(s, 5) == SQLITE_INTEGER ? str(sqlite3_column_int64(s, 5))
-                      : sqlite3_column_type(s, 5) == SQLITE_TEXT
-                          ? b.intern(reinterpret_cast<const char*>(sqlite3_column_text(s, 5)))
+                      : sqlite3_column_type(s, 6) == SQLITE_INTEGER ? str(sqlite3_column_int64(s, 6))
+                      : sqlite3_column_type(s, 6) == SQLITE_TEXT
+                          ? b.intern(reinterpret_cast<const char*>(sqlite3_column_text(s, 6)))
                           : b.intern("kernel");
-          r.bytes = sqlite3_column_int64(s, 6);
+          r.bytes = sqlite3_column_int64(s, 7);
           rows.push_back(r);
         }
-        if (unmapped > 0)
-          note(std::to_string(unmapped) + " rows of " + tn + " have no matching runtime call: given to their device's rank");
       }
     }
 
-    // Ranks: one per (process, device) with GPU work. Rows whose process is unknown join the
-    // only process on their device, else a rank of their own per device.
-    std::map<int64_t, std::set<int64_t>> pids_of_dev;
-    for (const auto& r : rows)
-      if (r.pid >= 0) pids_of_dev[r.device].insert(r.pid);
-    for (auto& r : rows)
-      if (r.pid < 0 && pids_of_dev[r.device].size() == 1) r.pid = *pids_of_dev[r.device].begin();
+    // Rows without globalPid: a CUDA context belongs to one process, so each (device,
+    // context) goes to the process whose launches precede most of its rows (greedy, most
+    // votes first); failing that, the only process with work on the device, else a rank of
+    // its own with an unknown pid.
+    {
+      std::map<std::pair<int64_t, int64_t>, std::map<int64_t, int64_t>> votes;  // (dev, ctx) -> pid -> rows
+      for (const auto& r : rows)
+        if (r.pid < 0 && r.guess >= 0) votes[{r.device, r.context}][r.guess]++;
+      std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> cand;  // (-votes, dev, ctx, pid)
+      for (const auto& [key, pv] : votes)
+        for (const auto& [pid, n] : pv) cand.emplace_back(-n, key.first, key.second, pid);
+      std::sort(cand.begin(), cand.end());
+      // Pass 1: one context per process (the usual one process per GPU); pass 2: the contexts
+      // left go to a process with work on other devices (one process driving several GPUs).
+      std::map<std::pair<int64_t, int64_t>, int64_t> pid_of_ctx;
+      std::set<int64_t> used;
+      std::set<std::pair<int64_t, int64_t>> taken;  // (pid, dev)
+      for (int pass = 0; pass < 2; ++pass)
+        for (const auto& [n, dev, ctx, pid] : cand) {
+          if (pid_of_ctx.count({dev, ctx}) || taken.count({pid, dev}) || (pass == 0 && used.count(pid))) continue;
+          pid_of_ctx[{dev, ctx}] = pid;
+          taken.insert({pid, dev});
+          used.insert(pid);
+        }
+      std::map<int64_t, std::set<int64_t>> pids_of_dev;
+      for (auto& r : rows) {
+        if (r.pid >= 0) continue;
+        auto it = pid_of_ctx.find({r.device, r.context});
+        if (it != pid_of_ctx.end()) r.pid = it->second;
+      }
+      for (const auto& r : rows)
+        if (r.pid >= 0) pids_of_dev[r.device].insert(r.pid);
+      int64_t unknown = 0;
+      for (auto& r : rows) {
+        if (r.pid >= 0) continue;
+        if (pids_of_dev[r.device].size() == 1) {
+          r.pid = *pids_of_dev[r.device].begin();
+        } else {
+          r.pid = -1 - r.context;  // process unknown: one rank per (device, context)
+          ++unknown;
+        }
+      }
+      if (unknown > 0)
+        note(std::to_string(unknown) + " GPU rows could not be tied to a process: one rank per device and context");
+    }
     std::map<std::pair<int64_t, int64_t>, int32_t> rank_of_key;  // (pid, device) -> provisional rank
     for (const auto& r : rows) rank_of_key.emplace(std::make_pair(r.pid, r.device), 0);
 
@@ -197,7 +241,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
       rank = static_cast<int32_t>(m.ranks.size());
       RankInfo ri;
       ri.rank = rank;
-      ri.pid = key.first;
+      ri.pid = key.first >= 0 ? key.first : -1;  // -1: process unknown
       if (key.second >= 0) {
         auto g = gpu_name.find(key.second);
         ri.device = "cuda:" + std::to_string(key.second) + (g != gpu_name.end() ? " " + g->second : std::string());

@@ -40,8 +40,17 @@ std::vector<std::string> find_foreign_files(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return out;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string ext = e.path().extension().string();
-    if (e.is_regular_file(ec) && (ext == ".sqlite" || ext == ".json" || ext == ".gz")) out.push_back(e.path().string());
+    const std::string name = e.path().filename().string();
+    auto ends = [&](const char* suf) {
+      const std::string x(suf);
+      return name.size() >= x.size() && name.compare(name.size() - x.size(), x.size(), x) == 0;
+    };
+    if (!e.is_regular_file(ec)) continue;
+    // Profiler JSON only when it looks like one (a run folder's config.json does not);
+    // compressed traces are listed so that loading says to unpack them.
+    if (ends(".sqlite") || ends(".sqlite.gz") || ends(".json.gz") ||
+        (ends(".json") && detail::looks_like_profiler_json(e.path().string())))
+      out.push_back(e.path().string());
   }
   // Natural order: "rank2" before "rank10".
   std::sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) {
@@ -70,18 +79,24 @@ std::vector<std::string> find_foreign_files(const std::string& dir) {
 bool is_foreign_trace(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) return find_rank_files(path).empty() && !find_foreign_files(path).empty();
-  if (!fs::is_regular_file(path, ec) || !detail::looks_like_json(path)) return false;
+  return detail::looks_like_profiler_json(path);
+}
+
+namespace detail {
+
+bool looks_like_profiler_json(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec) || !looks_like_json(path)) return false;
   std::ifstream f(path, std::ios::binary);
   std::string head(65536, '\0');
   f.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<size_t>(f.gcount()));
   const size_t first = head.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && head[first] == '[') return true;  // legacy profiler: an event array
+  // Kineto writes these keys first; a run's config.json / run.json has none of them.
   return head.find("\"traceEvents\"") != std::string::npos || head.find("\"schemaVersion\"") != std::string::npos ||
          head.find("\"distributedInfo\"") != std::string::npos;
 }
-
-namespace detail {
 
 // Checks a file before SQLite reads it; returns its kind. Throws TraceError.
 FileKind validate_file(const std::string& path, sql::Db* out_db) {

@@ -86,6 +86,9 @@ std::string group_pytorch_name(const std::string& s);
 void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, const LoadOptions& opts);
 // Whether `path` starts like a JSON document ('{' or '[' after blanks).
 bool looks_like_json(const std::string& path);
+// Whether `path` is a PyTorch profiler trace: an event array, or an object whose first 64 KiB
+// name traceEvents / schemaVersion / distributedInfo (trace_file_check.cpp).
+bool looks_like_profiler_json(const std::string& path);
 
 // Gives the ranks of foreign traces their final numbers: the ranks the traces state when
 // every rank has a distinct one, else the numbers in the file names, else the order (file,

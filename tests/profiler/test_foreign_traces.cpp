@@ -27,7 +27,8 @@ namespace {
 // Column lists follow the documented `nsys export --type sqlite` schema; the variants are the
 // differences met in real files: Modern (globalPid on GPU tables, NVTX textId + jsonText with
 // NCCL's ncclCommInitRank payload, TARGET_INFO_GPU, many non-GPU processes), Older (GPU
-// tables without globalPid: processes only through the runtime calls' correlationId; NVTX
+// tables without globalPid: processes only through the runtime calls' correlationId, which
+// both processes number from 1, so ids collide and launch times decide; NVTX
 // with inline text only; no TARGET_INFO_GPU), Minimal (the older kernel table alone: no
 // globalPid and no runtime calls to recover processes, no NVTX, ThreadNames or PROCESSES).
 enum class Schema { Modern, Older, Minimal };
@@ -128,11 +129,11 @@ void write_nsys(const std::string& path, Schema schema, const std::vector<int>& 
     exec(db, "INSERT INTO NVTX_EVENTS(start, end, eventType, textId, globalTid) VALUES (0, 50, 59, " +
                  std::to_string(id("dataloader")) + ", " + std::to_string(gtid(2001, 2001)) + ");");
   }
-  int corr = 0;
+  std::map<int64_t, int> corr_of_pid;  // CUPTI counts correlation ids per process: they collide
   for (const auto& k : kKernels) {
     if (std::find(devs.begin(), devs.end(), k.dev) == devs.end()) continue;
     const int64_t pid = pid_of_dev(k.dev);
-    ++corr;
+    const int corr = ++corr_of_pid[pid];
     const std::string name = std::to_string(id(k.name));
     if (schema != Schema::Modern) {
       exec(db, "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (" + std::to_string(k.start) + ", " + std::to_string(k.end) +
@@ -147,7 +148,7 @@ void write_nsys(const std::string& path, Schema schema, const std::vector<int>& 
                    ", " + name + ", 32, 1, 1, 1, 128, 1, 1, 0, 0, 0, 0, " + std::to_string(corr) + ");");
     }
     if (schema != Schema::Minimal)
-      exec(db, "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (" + std::to_string(k.start - 20) + ", " +
+      exec(db, "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (" + std::to_string(k.start - 20 - 5 * k.dev) + ", " +
                    std::to_string(k.start - 10) + ", 0, " + std::to_string(gtid(pid, pid)) + ", " + std::to_string(corr) +
                    ", " + std::to_string(id("cudaLaunchKernel")) + ", 0, NULL);");
   }
