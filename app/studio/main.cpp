@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "main_window.hpp"
+#include "ulysses/profiler/trace_store.hpp"
 
 namespace {
 int studio_main(int argc, char** argv) {
@@ -95,7 +96,8 @@ int studio_main(int argc, char** argv) {
       std::fprintf(stderr, "ulysses-studio: %s is not a regular file or a folder (a FIFO or a device?)\n", qPrintable(pos.front()));
       return 2;
     }
-    const bool isTrace = fi.isFile() && fi.suffix().toLower() == QLatin1String("sqlite");
+    bool isTrace = fi.isFile() && fi.suffix().toLower() == QLatin1String("sqlite");
+    isTrace = isTrace || ulysses::prof::is_foreign_trace(fi.absoluteFilePath().toStdString());  // nsys / PyTorch profiler
     bool ok = screenshot && isTrace ? w.openTraceAndWait(fi.absoluteFilePath(), &err) : w.openPath(pos.front(), &err);
     if (!ok) {
       std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(err));

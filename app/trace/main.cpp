@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   bool as_json = false;
   int64_t step_begin = 0, step_end = -1;
   auto* summary = app.add_subcommand("summary", "Per rank/step compute, communication, idle, overlap and tables");
-  summary->add_option("RUN", run, "run directory (RUN/trace/rank*.sqlite), rank .sqlite or nsys .sqlite")->required();
+  summary->add_option("RUN", run, "run directory (RUN/trace/rank*.sqlite), rank .sqlite, nsys export .sqlite, PyTorch profiler .json, or a folder of nsys exports / profiler traces (one per rank)")->required();
   summary->add_flag("--json", as_json, "print JSON instead of tables");
   summary->add_option("--step-begin", step_begin, "first step to include");
   summary->add_option("--step-end", step_end, "last step to include (-1 = all)");

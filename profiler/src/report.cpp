@@ -29,6 +29,8 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
   json j;
   j["source"] = m.source;
   j["from_nsys"] = m.from_nsys;
+  j["format"] = m.format;
+  j["notes"] = m.notes;
   j["world_size"] = s.world_size;
   j["sp_size"] = m.sp_size;
   j["dp_size"] = m.dp_size;
@@ -90,7 +92,12 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
 
 std::string summary_to_text(const TraceModel& m, const Summary& s) {
   std::string o;
-  o += fmt("Trace: %s%s\n", m.source.c_str(), m.from_nsys ? "  (Nsight Systems export)" : "");
+  o += fmt("Trace: %s%s\n", m.source.c_str(),
+           m.format == "nsys" ? "  (Nsight Systems export)" : m.format == "kineto" ? "  (PyTorch profiler trace)" : "");
+  for (const auto& n : m.notes) o += "Note: " + n + "\n";
+  if (m.format != "ulysses")
+    for (const auto& r : m.ranks)
+      o += fmt("Rank %d: pid %lld, %s\n", r.rank, static_cast<long long>(r.pid), r.device.c_str());
   o += fmt("Ranks: %d (sp %d x dp %d)   host ranges: %lld   GPU activities: %lld\n", s.world_size, m.sp_size,
            m.dp_size, static_cast<long long>(s.num_ranges), static_cast<long long>(s.num_kernels));
   o += fmt("Overlap (HTA: comm time overlapped by compute / comm time): %.1f%%  "

@@ -1,8 +1,8 @@
 // Loading traces into a TraceModel: a run directory (RUN/trace/rank*.sqlite), one rank's
-// file, or an `nsys export --type sqlite` file. Validates files first (missing, empty, not
-// SQLite, truncated, newer format) and turns every SQLite failure into a TraceError that
-// names the file. Builds lanes whose ranges nest properly (overlapping async ranges are
-// spread over extra lanes) and, optionally, per-head-range display lanes.
+// file, or an `nsys export --type sqlite` file. This file holds load_trace, the reader of
+// Ulysses trace files and the finishing of the model; file checks, the nsys reader and lane
+// building live beside it (see trace_loading.hpp). Every SQLite failure becomes a TraceError
+// that names the file.
 #include "ulysses/profiler/trace_store.hpp"
 
 #include <sqlite3.h>
@@ -18,129 +18,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sqlite_db.hpp"
+#include "trace_loading.hpp"
 #include "ulysses/profiler/trace_writer.hpp"
 
 namespace fs = std::filesystem;
 
 namespace ulysses::prof {
 
-std::vector<std::string> find_rank_files(const std::string& run_dir) {
-  std::vector<std::pair<int, std::string>> found;
-  static const std::regex re("rank([0-9]+)\\.sqlite");
-  for (const fs::path& dir : {fs::path(run_dir) / "trace", fs::path(run_dir)}) {
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec)) continue;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      std::smatch m;
-      std::string name = e.path().filename().string();
-      if (std::regex_match(name, m, re)) found.emplace_back(std::stoi(m[1].str()), e.path().string());
-    }
-    if (!found.empty()) break;
-  }
-  std::sort(found.begin(), found.end());
-  std::vector<std::string> out;
-  for (auto& f : found) out.push_back(f.second);
-  return out;
-}
-
 namespace {
 
-// Source of raw ranges before lanes are final: (rank, kind, id) -> lane.
-struct SourceLane {
-  int32_t rank = 0;
-  LaneKind kind = LaneKind::HostThread;
-  int64_t id = 0;  // tid, or (device << 32 | stream)
-  std::string name;
-  int order = 0;  // sort key within the rank
-};
+using namespace detail;
 
-struct Builder {
-  TraceModel m;
-  std::unordered_map<std::string, int32_t> string_index;
-  std::vector<SourceLane> sources;
-  std::map<std::tuple<int32_t, int, int64_t>, int32_t> source_index;
-
-  int32_t intern(const std::string& s) {
-    auto it = string_index.find(s);
-    if (it != string_index.end()) return it->second;
-    int32_t id = static_cast<int32_t>(m.strings.size());
-    m.strings.push_back(s);
-    string_index.emplace(s, id);
-    return id;
-  }
-  int32_t source(int32_t rank, LaneKind kind, int64_t id, const std::string& name, int order) {
-    auto key = std::make_tuple(rank, static_cast<int>(kind), id);
-    auto it = source_index.find(key);
-    if (it != source_index.end()) return it->second;
-    int32_t idx = static_cast<int32_t>(sources.size());
-    sources.push_back({rank, kind, id, name, order});
-    source_index.emplace(key, idx);
-    return idx;
-  }
-};
-
-std::string describe(const std::string& path) { return "trace file '" + path + "'"; }
-
-enum class FileKind { Ulysses, Nsys };
-
-// Checks a file before SQLite reads it; returns its kind. Throws TraceError.
-FileKind validate_file(const std::string& path, sql::Db* out_db) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw TraceError(describe(path) + " does not exist");
-  if (fs::is_directory(path, ec)) throw TraceError("'" + path + "' is a directory without trace files");
-  auto size = fs::file_size(path, ec);
-  if (ec) throw TraceError("cannot read " + describe(path) + ": " + ec.message());
-  if (size == 0) throw TraceError(describe(path) + " is empty (the rank may have died before writing anything)");
-  {
-    std::ifstream f(path, std::ios::binary);
-    unsigned char hdr[100] = {};
-    f.read(reinterpret_cast<char*>(hdr), sizeof hdr);
-    if (!f || std::memcmp(hdr, "SQLite format 3", 16) != 0) {
-      throw TraceError(describe(path) + " is not an SQLite database (wrong header); expected a "
-                       "RUN/trace/rank*.sqlite file or an 'nsys export --type sqlite' file");
-    }
-    // Database header: page size (offset 16), size in pages (28) valid when the change
-    // counter (24) equals version-valid-for (92). Without a WAL the file must hold them all.
-    auto be32 = [&](int o) {
-      return (uint32_t(hdr[o]) << 24) | (uint32_t(hdr[o + 1]) << 16) | (uint32_t(hdr[o + 2]) << 8) | hdr[o + 3];
-    };
-    uint64_t page_size = (uint32_t(hdr[16]) << 8) | hdr[17];
-    if (page_size == 1) page_size = 65536;
-    uint64_t pages = be32(28);
-    if (be32(24) == be32(92) && !fs::exists(path + "-wal", ec) && page_size * pages > size) {
-      throw TraceError(describe(path) + " is truncated (" + std::to_string(size) + " of " +
-                       std::to_string(page_size * pages) + " bytes); it was cut short while copying or writing");
-    }
-  }
-  sql::Db db;
-  try {
-    db = sql::Db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
-    int64_t uv = db.query_int("PRAGMA user_version");
-    if (uv > trace_schema_version()) {
-      throw TraceError(describe(path) + " was written by a newer Ulysses Studio (trace format " +
-                       std::to_string(uv) + "; this build reads up to format " +
-                       std::to_string(trace_schema_version()) + "): update ulysses-trace / ulysses-studio");
-    }
-    FileKind kind;
-    if (db.has_table("ULYSSES_RANGES")) {
-      kind = FileKind::Ulysses;
-    } else if (db.has_table("NVTX_EVENTS") || db.has_table("CUPTI_ACTIVITY_KIND_KERNEL")) {
-      kind = FileKind::Nsys;
-    } else {
-      throw TraceError(describe(path) + " is an SQLite database but not a Ulysses trace or an Nsight Systems "
-                       "export (it has neither ULYSSES_RANGES nor NVTX_EVENTS nor CUPTI_ACTIVITY_KIND_KERNEL)");
-    }
-    *out_db = std::move(db);
-    return kind;
-  } catch (const TraceError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw TraceError(describe(path) + " is corrupt or unreadable: " + e.what());
-  }
-}
-
-int32_t to_i32(int64_t v) { return static_cast<int32_t>(v); }
 static_assert(sizeof(TraceRange) <= 88, "TraceRange grew: 10 M-range traces hold one per range (two with head lanes)");
 
 // What launched the GPU work of one external id (a ULYSSES_EXTERNAL_IDS row).
@@ -167,8 +55,10 @@ void attribute(TraceRange& r, const std::unordered_map<int64_t, int64_t>& ext_of
 }
 
 void read_file(Builder& b, const std::string& path, int32_t file_index, const LoadOptions& opts) {
+  if (looks_like_json(path)) return read_kineto_file(b, path, file_index, opts);
   sql::Db db;
   FileKind kind = validate_file(path, &db);
+  if (kind == FileKind::Nsys) return read_nsys_file(b, db, path, file_index, opts);
   TraceModel& m = b.m;
   try {
     // Strings used by this file, mapped into the model's table.
@@ -187,7 +77,7 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
       while (st.step()) thread_names[st.i64(1)] = m.strings[str(st.i64(0))];
     }
 
-    // Ranks: ours have one ULYSSES_RANKS row; nsys: one rank per process, in pid order.
+    // Ranks: one ULYSSES_RANKS row per file.
     std::map<int64_t, int32_t> pid_rank;  // pid -> rank
     int32_t file_rank = file_index;
     if (kind == FileKind::Ulysses) {
@@ -211,38 +101,6 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
         pid_rank[ri.pid] = ri.rank;
         m.ranks.push_back(ri);
       }
-    } else {
-      m.from_nsys = true;
-      std::vector<int64_t> pids;
-      if (db.has_table("PROCESSES")) {
-        sql::Stmt st(db, "SELECT DISTINCT pid FROM PROCESSES WHERE pid IS NOT NULL ORDER BY pid");
-        while (st.step()) pids.push_back(st.i64(0));
-      }
-      if (db.has_table("NVTX_EVENTS")) {
-        sql::Stmt st(db, "SELECT DISTINCT globalTid / 16777216 % 16777216 FROM NVTX_EVENTS WHERE globalTid IS NOT NULL");
-        while (st.step()) pids.push_back(st.i64(0));
-      }
-      if (db.has_table("CUPTI_ACTIVITY_KIND_KERNEL")) {
-        sql::Stmt st(db, "SELECT DISTINCT globalPid / 16777216 % 16777216 FROM CUPTI_ACTIVITY_KIND_KERNEL");
-        while (st.step()) pids.push_back(st.i64(0));
-      }
-      std::sort(pids.begin(), pids.end());
-      pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
-      int32_t base = static_cast<int32_t>(m.ranks.size());
-      for (size_t i = 0; i < pids.size(); ++i) {
-        RankInfo ri;
-        ri.rank = base + static_cast<int32_t>(i);
-        ri.pid = pids[i];
-        ri.device = "nsys";
-        pid_rank[pids[i]] = ri.rank;
-        m.ranks.push_back(ri);
-      }
-      if (pids.empty()) {
-        RankInfo ri;
-        ri.rank = base;
-        m.ranks.push_back(ri);
-      }
-      file_rank = base;
     }
     auto rank_of_pid = [&](int64_t pid) {
       auto it = pid_rank.find(pid);
@@ -329,8 +187,8 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
         if (last_lane < 0 || gtid != last_gtid) {  // consecutive rows mostly share a thread
           auto it = lane_of_gtid.find(gtid);
           if (it == lane_of_gtid.end()) {
-            int64_t pid = gtid / 0x1000000LL % 0x1000000LL;
-            int64_t tid = gtid % 0x1000000LL;
+            int64_t pid = pid_of_global_id(gtid);
+            int64_t tid = tid_of_global_tid(gtid);
             int32_t rank = rank_of_pid(pid);
             auto tn = thread_names.find(gtid);
             std::string name = tn != thread_names.end() ? tn->second : "thread " + std::to_string(tid);
@@ -374,7 +232,7 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
           r.end_ns = sqlite3_column_int64(s, 1);
           if (r.end_ns < r.start_ns) continue;
           int64_t dev = sqlite3_column_int64(s, 2), stream = sqlite3_column_int64(s, 3);
-          int64_t pid = sqlite3_column_int64(s, 4) / 0x1000000LL % 0x1000000LL;
+          int64_t pid = pid_of_global_id(sqlite3_column_int64(s, 4));
           r.name_id = fixed_name >= 0 ? fixed_name : str(sqlite3_column_int64(s, 5));
           r.bytes_sent = sqlite3_column_int64(s, 6);
           r.is_kernel = true;
@@ -401,8 +259,8 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
         c.start_ns = st.i64(0);
         c.end_ns = st.i64(1);
         const int64_t gtid = st.i64(2);
-        c.rank = rank_of_pid(gtid / 0x1000000LL % 0x1000000LL);
-        c.tid = gtid % 0x1000000LL;
+        c.rank = rank_of_pid(pid_of_global_id(gtid));
+        c.tid = tid_of_global_tid(gtid);
         c.correlation = st.i64(3);
         c.name_id = str(st.i64(4));
         auto xe = ext_of_corr.find(c.correlation);
@@ -450,202 +308,12 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
   }
 }
 
-// Assigns sub-lanes to ranges [b, e) of one source (sorted by start asc, end desc) so that
-// each sub-lane nests properly. Returns the number of sub-lanes; sub[i] per range.
-int assign_sublanes(const std::vector<TraceRange>& v, size_t b, size_t e, std::vector<uint16_t>& sub) {
-  std::vector<std::vector<int64_t>> stacks(1);
-  for (size_t i = b; i < e; ++i) {
-    const TraceRange& r = v[i];
-    size_t k = 0;
-    for (;; ++k) {
-      if (k == stacks.size()) stacks.emplace_back();
-      auto& st = stacks[k];
-      while (!st.empty() && st.back() <= r.start_ns) st.pop_back();
-      if (st.empty() || st.back() >= r.end_ns) break;
-      if (k + 1 >= 65535) break;  // pathological input: give up splitting
-    }
-    stacks[k].push_back(r.end_ns);
-    sub[i - b] = static_cast<uint16_t>(k);
-  }
-  return static_cast<int>(stacks.size());
-}
-
-bool by_start(const TraceRange& a, const TraceRange& b) {
-  return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
-}
-
-// Sets parent and depth of ranges [b, e) of one final lane (sorted by_start).
-void link_lane(std::vector<TraceRange>& v, size_t b, size_t e) {
-  std::vector<int32_t> stack;
-  for (size_t i = b; i < e; ++i) {
-    TraceRange& r = v[i];
-    while (!stack.empty() && v[stack.back()].end_ns <= r.start_ns) stack.pop_back();
-    // After sub-lane assignment the top (if any) contains r.
-    r.parent = stack.empty() ? -1 : stack.back();
-    r.depth = static_cast<uint8_t>(std::min<size_t>(stack.size(), 255));
-    stack.push_back(static_cast<int32_t>(i));
-  }
-}
-
-// Splits sources into final lanes (rank-grouped) and orders ranges by lane.
-void build_lanes(Builder& b) {
-  TraceModel& m = b.m;
-  // Order sources: rank, order, id.
-  std::vector<int32_t> order(b.sources.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
-  std::sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
-    const auto &a = b.sources[x], &c = b.sources[y];
-    return std::tie(a.rank, a.order, a.id) < std::tie(c.rank, c.order, c.id);
-  });
-  std::vector<int32_t> rank_of_source(b.sources.size());
-  for (size_t i = 0; i < order.size(); ++i) rank_of_source[order[i]] = static_cast<int32_t>(i);
-  for (auto& r : m.ranges) r.lane = rank_of_source[r.lane];
-  std::sort(m.ranges.begin(), m.ranges.end(), [](const TraceRange& x, const TraceRange& y) {
-    return x.lane != y.lane ? x.lane < y.lane : by_start(x, y);
-  });
-
-  std::vector<Lane> lanes;
-  std::vector<uint16_t> sub;
-  size_t i = 0;
-  for (size_t si = 0; si < order.size(); ++si) {
-    const SourceLane& src = b.sources[order[si]];
-    size_t e = i;
-    while (e < m.ranges.size() && m.ranges[e].lane == static_cast<int32_t>(si)) ++e;
-    sub.assign(e - i, 0);
-    int n = assign_sublanes(m.ranges, i, e, sub);
-    if (n > 1) {
-      // Stable reorder of this segment by sub-lane keeps by_start order inside each.
-      std::vector<size_t> idx(e - i);
-      for (size_t k = 0; k < idx.size(); ++k) idx[k] = k;
-      std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return sub[x] < sub[y]; });
-      std::vector<TraceRange> seg(e - i);
-      for (size_t k = 0; k < idx.size(); ++k) seg[k] = m.ranges[i + idx[k]];
-      std::vector<uint16_t> sub2(e - i);
-      for (size_t k = 0; k < idx.size(); ++k) sub2[k] = sub[idx[k]];
-      std::copy(seg.begin(), seg.end(), m.ranges.begin() + static_cast<std::ptrdiff_t>(i));
-      sub.swap(sub2);
-    }
-    size_t k = i;
-    for (int s = 0; s < n; ++s) {
-      Lane l;
-      l.rank = src.rank;
-      l.kind = src.kind;
-      l.name = s == 0 ? src.name : src.name + " #" + std::to_string(s + 1);
-      l.tid_or_stream = src.id;
-      l.first = static_cast<int64_t>(k);
-      int32_t lane_id = static_cast<int32_t>(lanes.size());
-      while (k < e && sub[k - i] == s) m.ranges[k++].lane = lane_id;
-      l.count = static_cast<int64_t>(k) - l.first;
-      link_lane(m.ranges, static_cast<size_t>(l.first), k);
-      lanes.push_back(std::move(l));
-    }
-    i = e;
-  }
-  m.lanes = std::move(lanes);
-}
-
-// Appends per-rank HeadRange lanes (copies), keeping lanes grouped by rank.
-void add_head_lanes(TraceModel& m) {
-  bool any = false;
-  for (const auto& r : m.ranges) {
-    if (r.head_begin >= 0 && !r.is_kernel) {
-      any = true;
-      break;
-    }
-  }
-  if (!any) return;
-  std::vector<TraceRange> out;
-  std::vector<Lane> lanes;
-  out.reserve(m.ranges.size());
-  size_t li = 0;
-  while (li < m.lanes.size()) {
-    int32_t rank = m.lanes[li].rank;
-    size_t lend = li;
-    while (lend < m.lanes.size() && m.lanes[lend].rank == rank) ++lend;
-    std::map<std::pair<int32_t, int32_t>, std::vector<TraceRange>> heads;
-    for (size_t l = li; l < lend; ++l) {
-      Lane lane = m.lanes[l];
-      int64_t first = static_cast<int64_t>(out.size());
-      for (int64_t k = 0; k < lane.count; ++k) {
-        TraceRange r = m.ranges[static_cast<size_t>(lane.first + k)];
-        r.lane = static_cast<int32_t>(lanes.size());
-        if (r.parent >= 0) r.parent = static_cast<int32_t>(r.parent - lane.first + first);
-        out.push_back(r);
-        if (r.head_begin >= 0 && !r.is_kernel) {
-          r.origin = static_cast<int32_t>(out.size() - 1);  // the copy points at its original
-          heads[{r.head_begin, r.head_end}].push_back(r);
-        }
-      }
-      lane.first = first;
-      lanes.push_back(std::move(lane));
-    }
-    for (auto& [hr, v] : heads) {
-      std::sort(v.begin(), v.end(), by_start);
-      std::vector<uint16_t> sub(v.size());
-      int n = assign_sublanes(v, 0, v.size(), sub);
-      for (int s = 0; s < n; ++s) {
-        Lane l;
-        l.rank = rank;
-        l.kind = LaneKind::HeadRange;
-        l.head_begin = hr.first;
-        l.head_end = hr.second;
-        l.name = "heads " + std::to_string(hr.first) + "-" + std::to_string(hr.second - 1) +
-                 (s ? " #" + std::to_string(s + 1) : "");
-        l.first = static_cast<int64_t>(out.size());
-        for (size_t k = 0; k < v.size(); ++k) {
-          if (sub[k] != s) continue;
-          TraceRange r = v[k];
-          r.lane = static_cast<int32_t>(lanes.size());
-          out.push_back(r);
-        }
-        l.count = static_cast<int64_t>(out.size()) - l.first;
-        link_lane(out, static_cast<size_t>(l.first), out.size());
-        lanes.push_back(std::move(l));
-      }
-    }
-    li = lend;
-  }
-  m.ranges = std::move(out);
-  m.lanes = std::move(lanes);
-}
-
-// Kernel -> the host range that launched it (TraceRange::origin), once indices are final: the
-// traced range carrying the kernel's external id; for an all-to-all issue (its id has no range
-// of its own) the range of the same rank, step, phase, direction, layer, heads and chunk.
-void link_kernels_to_launchers(TraceModel& m) {
-  bool any = false;
-  for (const auto& r : m.ranges) any |= r.is_kernel && r.external_id != 0;
-  if (!any) return;
-  std::map<std::pair<int32_t, int64_t>, int32_t> by_id;
-  std::map<std::tuple<int32_t, int32_t, int, int, int32_t, int32_t, int32_t, int32_t>, int32_t> by_info;
-  auto info_key = [](const TraceRange& r) {
-    return std::make_tuple(r.rank, r.step, static_cast<int>(r.phase), static_cast<int>(r.dir), r.layer, r.head_begin,
-                           r.head_end, r.chunk);
-  };
-  for (const auto& l : m.lanes) {
-    if (l.kind == LaneKind::HeadRange || l.kind == LaneKind::CudaStream) continue;
-    for (int64_t k = l.first; k < l.first + l.count; ++k) {
-      const TraceRange& r = m.ranges[static_cast<size_t>(k)];
-      if (r.external_id != 0) by_id.emplace(std::make_pair(r.rank, r.external_id), static_cast<int32_t>(k));
-      else by_info.emplace(info_key(r), static_cast<int32_t>(k));
-    }
-  }
-  for (auto& r : m.ranges) {
-    if (!r.is_kernel || r.external_id == 0) continue;
-    auto it = by_id.find({r.rank, r.external_id});
-    if (it != by_id.end()) {
-      r.origin = it->second;
-      continue;
-    }
-    auto jt = by_info.find(info_key(r));
-    if (jt != by_info.end()) r.origin = jt->second;
-  }
-}
-
 void finish(Builder& b, const LoadOptions& opts) {
   TraceModel& m = b.m;
+  renumber_foreign_ranks(b);
   std::sort(m.ranks.begin(), m.ranks.end(), [](const RankInfo& x, const RankInfo& y) { return x.rank < y.rank; });
   build_lanes(b);
+  label_foreign_phases(m);
   if (opts.head_lanes) add_head_lanes(m);
   link_kernels_to_launchers(m);
   std::sort(m.runtime.begin(), m.runtime.end(), [](const RuntimeCall& x, const RuntimeCall& y) {
@@ -685,7 +353,7 @@ void finish(Builder& b, const LoadOptions& opts) {
         m.num_layers = std::max(m.num_layers, md["num_hidden_layers"].get<int32_t>());
     }
   }
-  if (m.from_nsys) {
+  if (m.format != "ulysses") {
     m.sp_size = static_cast<int32_t>(std::max<size_t>(1, m.ranks.size()));
     m.dp_size = 1;
   }
@@ -704,10 +372,12 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
   std::vector<std::string> files;
   if (fs::is_directory(path, ec)) {
     files = find_rank_files(path);
+    if (files.empty()) files = find_foreign_files(path);
     if (files.empty()) {
       throw TraceError("'" + path + "' holds no trace files (expected " +
                        (fs::path(path) / "trace" / "rank*.sqlite").string() +
-                       "; was the run started with profile.enabled = true?)");
+                       "; was the run started with profile.enabled = true?), nor Nsight Systems exports "
+                       "(*.sqlite) nor PyTorch profiler traces (*.json)");
     }
   } else {
     files.push_back(path);
@@ -720,7 +390,7 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
     read_file(b, files[i], static_cast<int32_t>(i), opts);
     // A run folder must hold each rank once: two files claiming one rank, or a rank
     // without a file, is reported instead of read silently.
-    if (b.m.from_nsys) continue;
+    if (b.m.format != "ulysses") continue;
     for (size_t k = before; k < b.m.ranks.size(); ++k) {
       const int32_t r = b.m.ranks[k].rank;
       auto [it, fresh] = claimed.emplace(r, files[i]);
@@ -729,7 +399,7 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
                          "; remove the stray copy");
     }
   }
-  if (!b.m.from_nsys && fs::is_directory(path, ec) && !claimed.empty()) {
+  if (b.m.format == "ulysses" && fs::is_directory(path, ec) && !claimed.empty()) {
     const int64_t world = std::max<int64_t>(int64_t{b.m.sp_size} * b.m.dp_size, claimed.rbegin()->first + int64_t{1});
     std::string missing;
     int64_t n_missing = 0;

@@ -30,6 +30,7 @@
 #include "studio_paths.hpp"
 #include "theme.hpp"
 #include "trace/trace_view.hpp"
+#include "ulysses/profiler/trace_store.hpp"
 
 namespace ulysses::ui {
 
@@ -212,6 +213,13 @@ bool MainWindow::openPath(const QString& path, QString* error) {
   }
   if (fi.isDir()) {
     const QString dir = fi.absoluteFilePath();
+    // A folder of Nsight Systems exports or PyTorch profiler traces (one per rank).
+    if (!isRunDir(dir) && ulysses::prof::is_foreign_trace(dir.toStdString())) {
+      if (!trace_->openTrace(dir, error)) return false;
+      tabs_->setCurrentWidget(trace_);
+      addRecent(dir);
+      return true;
+    }
     if (!isRunDir(dir)) {
       // A folder of runs: make it the runs folder.
       if (!scanRunsDir(dir).isEmpty()) {
@@ -232,6 +240,12 @@ bool MainWindow::openPath(const QString& path, QString* error) {
   }
   const QString suffix = fi.suffix().toLower();
   if (suffix == QLatin1String("sqlite") || suffix == QLatin1String("db") || suffix == QLatin1String("sqlite3")) {
+    if (!trace_->openTrace(fi.absoluteFilePath(), error)) return false;
+    tabs_->setCurrentWidget(trace_);
+    addRecent(fi.absoluteFilePath());
+    return true;
+  }
+  if (suffix == QLatin1String("json") && ulysses::prof::is_foreign_trace(fi.absoluteFilePath().toStdString())) {  // PyTorch profiler
     if (!trace_->openTrace(fi.absoluteFilePath(), error)) return false;
     tabs_->setCurrentWidget(trace_);
     addRecent(fi.absoluteFilePath());

@@ -350,9 +350,17 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
   syncing = false;
   const auto& m = *t.model;
   status->setText(QObject::tr("%1%2: %3 ranks, %4 lanes, %5 ranges, %6 memory samples; read %7 s, index %8 s, analysis %9 s")
-                      .arg(t.path.isEmpty() ? QObject::tr("(generated)") : t.path, m.from_nsys ? QObject::tr(" (Nsight Systems export)") : QString())
+                      .arg(t.path.isEmpty() ? QObject::tr("(generated)") : t.path,
+                           m.format == "nsys"     ? QObject::tr(" (Nsight Systems export)")
+                           : m.format == "kineto" ? QObject::tr(" (PyTorch profiler trace)")
+                                                  : QString())
                       .arg(m.ranks.size()).arg(m.lanes.size()).arg(m.ranges.size()).arg(m.memory.size())
                       .arg(t.load_s, 0, 'f', 2).arg(t.index_s, 0, 'f', 2).arg(t.analyze_s, 0, 'f', 2));
+  // Foreign traces: what the file lacked and how it was read, on hover (and counted).
+  QStringList notes;
+  for (const auto& n : m.notes) notes << QString::fromStdString(n);
+  if (!notes.isEmpty()) status->setText(status->text() + QObject::tr("; %n note(s), hover to read", nullptr, static_cast<int>(notes.size())));
+  status->setToolTip(notes.join(QLatin1Char('\n')));
   pages->setCurrentIndex(2);
   if (!filter->text().isEmpty()) applyFilter();
   emit q->loaded(t.path);

@@ -95,6 +95,12 @@ struct MemoryPoint {
 struct TraceModel {
   std::string source;       // path it was loaded from
   bool from_nsys = false;   // an nsys export (no ULYSSES_* tables)
+  // "ulysses" (our traces), "nsys" (`nsys export --type sqlite`) or "kineto" (PyTorch
+  // profiler JSON). Foreign traces: one rank per process with GPU work (or per trace file).
+  std::string format = "ulysses";
+  // What a foreign trace lacked or how it was read ("kernel table has no globalPid: kernels
+  // mapped to processes through CUDA runtime calls"), one line each, for the user to see.
+  std::vector<std::string> notes;
   std::string config_json;  // resolved run config ("" for nsys)
   int32_t sp_size = 1, dp_size = 1, num_heads = 0, num_layers = 0;
   std::vector<std::string> strings;

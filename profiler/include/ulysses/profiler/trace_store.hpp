@@ -1,5 +1,6 @@
-// Reading traces: load a run directory (RUN/trace/rank*.sqlite), one rank's .sqlite, or an
-// `nsys export --type sqlite` file into a TraceModel. Also the schema version and text the
+// Reading traces: load a run directory (RUN/trace/rank*.sqlite), one rank's .sqlite, an
+// `nsys export --type sqlite` file or PyTorch profiler JSON (one file or a folder) into a
+// TraceModel. Also the schema version and text the
 // writer uses (profiler/schema.sql, embedded at build time). No torch, no Qt.
 #pragma once
 
@@ -27,6 +28,14 @@ const char* trace_schema_sql();
 // RUN/rank*.sqlite when RUN is itself the trace folder. Empty when none.
 std::vector<std::string> find_rank_files(const std::string& run_dir);
 
+// Foreign traces in a folder: *.sqlite (Nsight Systems exports), *.json (PyTorch profiler),
+// any file name, in natural name order ("rank2" before "rank10"). Empty when none.
+std::vector<std::string> find_foreign_files(const std::string& dir);
+
+// Whether `path` is a foreign trace load_trace reads: a PyTorch profiler .json (not a run
+// config), or a folder of such files / Nsight Systems exports without Ulysses rank files.
+bool is_foreign_trace(const std::string& path);
+
 struct LoadOptions {
   // Also build LaneKind::HeadRange lanes: copies of every host range that carries a head
   // range, one lane per global head range per rank (for per-head timelines). Analysis
@@ -35,7 +44,8 @@ struct LoadOptions {
   bool gpu_activity = true;  // kernels, memcpy, memset (CUPTI / nsys)
 };
 
-// path = run directory, a single rank .sqlite, or an nsys-exported .sqlite.
+// path = run directory, a single rank .sqlite, an nsys-exported .sqlite, a PyTorch profiler
+// .json, or a folder of nsys exports / profiler traces (one per rank, any file names).
 // Throws TraceError on missing/corrupt/empty/truncated/future-version input.
 TraceModel load_trace(const std::string& path);
 TraceModel load_trace(const std::string& path, const LoadOptions& opts);

@@ -18,9 +18,15 @@ constexpr int kNvtxStartEndRange = 60;
 // Thread id of the synthetic "comm" row (no Linux tid reaches it: pid_max <= 2^22).
 constexpr int64_t kCommTid = 0xFFFFFE;
 
-// nsys serialization: globalPid = pid << 24, globalTid = globalPid + tid.
-inline int64_t make_global_pid(int64_t pid) { return pid * 0x1000000LL; }
-inline int64_t make_global_tid(int64_t pid, int64_t tid) { return pid * 0x1000000LL + (tid % 0x1000000LL); }
+// nsys serialization: globalPid = pid << 24, globalTid = globalPid + tid (the bits above 48
+// hold nsys' hardware/VM id, which the decoders drop). Encoders and decoders, one constant.
+constexpr int64_t kGlobalIdShift = 0x1000000LL;  // 2^24
+inline int64_t make_global_pid(int64_t pid) { return pid * kGlobalIdShift; }
+inline int64_t make_global_tid(int64_t pid, int64_t tid) { return pid * kGlobalIdShift + (tid % kGlobalIdShift); }
+// pid of a globalPid or globalTid.
+inline int64_t pid_of_global_id(int64_t global_id) { return global_id / kGlobalIdShift % kGlobalIdShift; }
+// OS thread id of a globalTid.
+inline int64_t tid_of_global_tid(int64_t global_tid) { return global_tid % kGlobalIdShift; }
 
 struct RangeRecord {
   int64_t start_ns = 0, end_ns = 0;

@@ -1,0 +1,218 @@
+// Reader of PyTorch profiler traces (torch.profiler export_chrome_trace): Kineto's JSON
+// object ({"distributedInfo": {"rank": r, ...}, "traceEvents": [...]}) and the legacy
+// autograd profiler's plain event array (what a PyTorch built without Kineto, such as
+// Debian's python3-torch, writes). One rank per file: the rank distributedInfo states, else
+// the number after "rank" in the file name, else the file order. CPU ops (and user
+// annotations) per thread, collectives (gloo:*, nccl:*, c10d::*, record_param_comms) on
+// comm lanes, kernels / memcpy / memset per (device, stream), CUDA runtime calls, and one
+// step per ProfilerStep#N annotation. Times: µs in the file, ns in the model.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "trace_loading.hpp"
+
+namespace ulysses::prof::detail {
+
+namespace {
+
+using json = nlohmann::json;
+
+bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+// Host-side collective of torch.distributed as the profiler names it.
+bool is_host_collective(const std::string& n) {
+  return starts_with(n, "gloo:") || starts_with(n, "nccl:") || starts_with(n, "c10d::") || starts_with(n, "mpi:") ||
+         starts_with(n, "ucc:") || n == "record_param_comms";
+}
+
+int64_t num_i64(const json& j, const char* key, int64_t dflt) {
+  auto it = j.find(key);
+  if (it == j.end()) return dflt;
+  if (it->is_number_integer()) return it->get<int64_t>();
+  if (it->is_number()) return static_cast<int64_t>(it->get<double>());
+  if (it->is_string()) {  // legacy traces write pid "CPU functions"; some tools write numbers as text
+    const std::string s = it->get<std::string>();
+    char* end = nullptr;
+    long long v = std::strtoll(s.c_str(), &end, 10);
+    return end && *end == '\0' && !s.empty() ? v : dflt;
+  }
+  return dflt;
+}
+
+int64_t us_to_ns(const json& v) {
+  if (v.is_number_integer()) return v.get<int64_t>() * 1000;
+  if (v.is_number()) return static_cast<int64_t>(std::llround(v.get<double>() * 1000.0));
+  if (v.is_string()) return static_cast<int64_t>(std::llround(std::stod(v.get<std::string>()) * 1000.0));
+  return 0;
+}
+
+}  // namespace
+
+bool looks_like_json(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char c = 0;
+  while (f.get(c)) {
+    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+    return c == '{' || c == '[';
+  }
+  return false;
+}
+
+void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, const LoadOptions& opts) {
+  TraceModel& m = b.m;
+  m.format = "kineto";
+  const std::string fname = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  auto note = [&](const std::string& s) { m.notes.push_back(fname + ": " + s); };
+  json doc;
+  {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw TraceError("cannot read " + describe(path));
+    doc = json::parse(f, nullptr, false);
+  }
+  if (doc.is_discarded())
+    throw TraceError(describe(path) + " is not valid JSON (truncated or not a PyTorch profiler trace?)");
+  const json* events = nullptr;
+  int64_t base_ns = 0;
+  int64_t hint = -1;
+  if (doc.is_array()) {
+    events = &doc;
+    note("legacy autograd-profiler trace (no Kineto): no distributedInfo; timestamps start at each rank's "
+         "profiler start, so ranks are not aligned in time");
+  } else if (doc.is_object() && doc.contains("traceEvents") && doc["traceEvents"].is_array()) {
+    events = &doc["traceEvents"];
+    if (doc.contains("distributedInfo") && doc["distributedInfo"].is_object())
+      hint = num_i64(doc["distributedInfo"], "rank", -1);
+    else
+      note("no distributedInfo (not a distributed run, or an old PyTorch): rank taken from the file name or order");
+    if (doc.contains("baseTimeNanoseconds") && doc["baseTimeNanoseconds"].is_number_integer())
+      base_ns = doc["baseTimeNanoseconds"].get<int64_t>();
+  } else {
+    throw TraceError(describe(path) + " is JSON but not a PyTorch profiler trace (no traceEvents)");
+  }
+
+  const int32_t rank = static_cast<int32_t>(m.ranks.size());
+  RankInfo ri;
+  ri.rank = rank;
+  ri.device = "cpu";
+  ForeignRank fr;
+  fr.provisional = rank;
+  fr.file_index = file_index;
+  fr.hint = hint;
+  static const std::regex re("rank[_-]?([0-9]+)", std::regex::icase);
+  std::smatch mm;
+  if (std::regex_search(fname, mm, re)) fr.name_hint = std::stoll(mm[1].str());
+
+  std::map<std::pair<int64_t, int64_t>, std::string> thread_names;  // (pid, tid) -> name
+  for (const auto& e : *events) {
+    if (!e.is_object() || e.value("ph", "") != "M" || e.value("name", "") != "thread_name") continue;
+    if (e.contains("args") && e["args"].is_object() && e["args"].contains("name") && e["args"]["name"].is_string())
+      thread_names[{num_i64(e, "pid", 0), num_i64(e, "tid", 0)}] = e["args"]["name"].get<std::string>();
+  }
+
+  int64_t device = -1, skipped_bad = 0;
+  const size_t first_range = m.ranges.size();
+  for (const auto& e : *events) {
+    if (!e.is_object() || e.value("ph", "") != "X" || !e.contains("ts")) continue;
+    const std::string cat = e.value("cat", "");
+    if (cat == "Trace" || cat == "gpu_user_annotation" || cat == "ac2g" || cat == "python_function") continue;
+    const std::string name = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "?";
+    int64_t start = 0, dur = 0;
+    try {
+      start = base_ns + us_to_ns(e["ts"]);
+      dur = e.contains("dur") ? us_to_ns(e["dur"]) : 0;
+    } catch (const std::exception&) {
+      ++skipped_bad;
+      continue;
+    }
+    if (dur < 0) {
+      ++skipped_bad;
+      continue;
+    }
+    const json empty = json::object();
+    const json& args = e.contains("args") && e["args"].is_object() ? e["args"] : empty;
+    const int64_t pid = num_i64(e, "pid", 0), tid = num_i64(e, "tid", 0);
+    if (cat == "cuda_runtime" || cat == "cuda_driver") {
+      if (!opts.gpu_activity) continue;
+      RuntimeCall c;
+      c.rank = rank;
+      c.tid = tid;
+      c.start_ns = start;
+      c.end_ns = start + dur;
+      c.correlation = num_i64(args, "correlation", 0);
+      c.external_id = num_i64(args, "External id", 0);
+      c.name_id = b.intern(name);
+      m.runtime.push_back(c);
+      continue;
+    }
+    TraceRange r;
+    r.start_ns = start;
+    r.end_ns = start + dur;
+    r.rank = rank;
+    r.name_id = b.intern(name);
+    if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset") {
+      if (!opts.gpu_activity) continue;
+      const int64_t dev = num_i64(args, "device", pid), stream = num_i64(args, "stream", tid);
+      if (device < 0) device = dev;
+      r.is_kernel = true;
+      r.correlation = static_cast<uint32_t>(num_i64(args, "correlation", 0));
+      r.external_id = num_i64(args, "External id", 0);
+      if (cat != "kernel") r.bytes_sent = num_i64(args, "bytes", 0);
+      r.lane = b.source(rank, LaneKind::CudaStream, (dev << 32) | (stream & 0xFFFFFFFF),
+                        "gpu " + std::to_string(dev) + " stream " + std::to_string(stream), 3);
+      m.ranges.push_back(r);
+      continue;
+    }
+    if (ri.pid == 0 && pid > 0) ri.pid = pid;
+    const bool comm = is_host_collective(name);
+    auto tn = thread_names.find({pid, tid});
+    std::string lname = tn != thread_names.end() ? tn->second : "thread " + std::to_string(tid);
+    if (comm) lname = "comm (" + lname + ")";
+    r.lane = b.source(rank, comm ? LaneKind::Comm : LaneKind::HostThread, tid, lname, comm ? 2 : 0);
+    if (starts_with(name, "ProfilerStep#")) {
+      StepInfo si;
+      si.rank = rank;
+      si.step = std::atoll(name.c_str() + 13);
+      si.start_ns = r.start_ns;
+      si.end_ns = r.end_ns;
+      si.step_ms = double(dur) / 1e6;
+      m.steps.push_back(si);
+      r.phase = Phase::Step;
+      r.step = static_cast<int32_t>(si.step);
+    }
+    m.ranges.push_back(r);
+  }
+  if (skipped_bad > 0) note(std::to_string(skipped_bad) + " events with unreadable times left out");
+  // The profiler rounds times to whole µs, so a child can end up to 1 µs after its parent:
+  // clamp such ends so the ops nest as they ran (else they would be split over lanes).
+  {
+    std::map<int32_t, std::vector<size_t>> by_lane;
+    for (size_t i = first_range; i < m.ranges.size(); ++i)
+      if (!m.ranges[i].is_kernel) by_lane[m.ranges[i].lane].push_back(i);
+    for (auto& [lane, idx] : by_lane) {
+      std::sort(idx.begin(), idx.end(), [&](size_t x, size_t y) {
+        const TraceRange &a = m.ranges[x], &c = m.ranges[y];
+        return a.start_ns != c.start_ns ? a.start_ns < c.start_ns : a.end_ns > c.end_ns;
+      });
+      std::vector<int64_t> ends;
+      for (size_t i : idx) {
+        TraceRange& r = m.ranges[i];
+        while (!ends.empty() && ends.back() <= r.start_ns) ends.pop_back();
+        if (!ends.empty() && r.end_ns > ends.back() && r.end_ns - ends.back() <= 1000) r.end_ns = ends.back();
+        ends.push_back(r.end_ns);
+      }
+    }
+  }
+  if (device >= 0) ri.device = "cuda:" + std::to_string(device);
+  fr.pid = ri.pid;
+  fr.device = device;
+  m.ranks.push_back(ri);
+  b.foreign.push_back(fr);
+}
+
+}  // namespace ulysses::prof::detail

@@ -1,0 +1,392 @@
+// Reader of `nsys export --type sqlite` files (Nsight Systems) as real exports are: one rank
+// per process that owns GPU work (per process and device when one process drives several),
+// with its device and the rank NCCL states in its ncclCommInitRank payload when the export
+// carries it; NVTX push/pop and start/end ranges of those processes per thread (PyTorch's
+// "aten::mm, seq = 12, op_id = 34, sizes = ..." names grouped by operator); kernels, memcpy
+// and memset per (device, stream); CUDA runtime calls. Columns and tables that differ
+// across Nsight Systems versions (kernel table without globalPid, NVTX without textId or
+// jsonText, no StringIds, no TARGET_INFO_GPU, ...) degrade with a note in TraceModel::notes
+// instead of refusing the file. Part of the trace loader (see trace_loading.hpp).
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <climits>
+#include <tuple>
+#include <cstring>
+#include <regex>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "trace_loading.hpp"
+#include "ulysses/profiler/trace_writer.hpp"
+
+namespace ulysses::prof::detail {
+
+// "aten::mm, seq = 12, op_id = 34, sizes = [[2, 3]]" -> "aten::mm" (torch.autograd.profiler.emit_nvtx
+// names every call differently; the operator is what a table should group by).
+std::string group_pytorch_name(const std::string& s) {
+  size_t cut = std::string::npos;
+  for (const char* tag : {", seq = ", ", op_id = ", ", sizes = ", ", input_op_ids = "}) cut = std::min(cut, s.find(tag));
+  return cut == std::string::npos || cut == 0 ? s : s.substr(0, cut);
+}
+
+namespace {
+
+// One GPU activity row before its rank is known.
+struct GpuRow {
+  int64_t start = 0, end = 0, device = 0, context = 0, stream = 0, pid = -1, bytes = 0, correlation = 0;
+  int64_t guess = -1;  // pid of the runtime call that most likely launched it (no globalPid)
+  int32_t name_id = 0;
+};
+
+}  // namespace
+
+void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t file_index, const LoadOptions& opts) {
+  TraceModel& m = b.m;
+  m.from_nsys = true;
+  m.format = "nsys";
+  const std::string fname = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  auto note = [&](const std::string& s) { m.notes.push_back(fname + ": " + s); };
+  try {
+    // Strings used by this file, mapped into the model's table (ids are per file).
+    std::unordered_map<int64_t, int32_t> sid;
+    if (db.has_table("StringIds")) {
+      sql::Stmt st(db, "SELECT id, value FROM StringIds");
+      while (st.step()) sid[st.i64(0)] = b.intern(st.text(1));
+    } else {
+      note("no StringIds table: names stored as ids show as '?'");
+    }
+    auto str = [&](int64_t id) -> int32_t {
+      auto it = sid.find(id);
+      return it == sid.end() ? b.intern("?") : it->second;
+    };
+    std::unordered_map<int64_t, std::string> thread_names;
+    if (db.has_table("ThreadNames") && db.has_column("ThreadNames", "nameId") && db.has_column("ThreadNames", "globalTid")) {
+      sql::Stmt st(db, "SELECT nameId, globalTid FROM ThreadNames");
+      while (st.step()) thread_names[st.i64(1)] = m.strings[str(st.i64(0))];
+    }
+
+    // Correlation id -> pid from the CUDA runtime calls, for GPU tables without globalPid.
+    const bool have_runtime = db.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") &&
+                              db.has_column("CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId") &&
+                              db.has_column("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid");
+    // Correlation ids count per process, so several processes share them: the candidates of
+    // an id are (launch start, pid), and a row goes to the latest launch before it.
+    std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>> launches_of_corr;
+    bool corr_loaded = false;
+    auto load_corr = [&] {
+      if (corr_loaded || !have_runtime) return;
+      corr_loaded = true;
+      sql::Stmt st(db, "SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME");
+      while (st.step()) launches_of_corr[st.i64(0)].emplace_back(st.i64(2), pid_of_global_id(st.i64(1)));
+    };
+    auto launcher_pid = [&](int64_t corr, int64_t start) -> int64_t {
+      auto it = launches_of_corr.find(corr);
+      if (it == launches_of_corr.end()) return -1;
+      int64_t best = INT64_MIN, pid = -1;
+      for (const auto& [t, p] : it->second)
+        if (t <= start && t > best) best = t, pid = p;
+      return pid;
+    };
+
+    // GPU activity rows: kernels, memcpy, memset.
+    std::vector<GpuRow> rows;
+    std::vector<int32_t> row_table;
+    if (opts.gpu_activity) {
+      struct GpuTable {
+        const char* table;
+        int32_t fixed_name;  // -1: the kernel's own name
+      };
+      const GpuTable tables[] = {{"CUPTI_ACTIVITY_KIND_KERNEL", -1},
+                                 {"CUPTI_ACTIVITY_KIND_MEMCPY", b.intern("[CUDA memcpy]")},
+                                 {"CUPTI_ACTIVITY_KIND_MEMSET", b.intern("[CUDA memset]")}};
+      for (const auto& t : tables) {
+        if (!db.has_table(t.table)) continue;
+        const std::string tn = t.table;
+        auto has = [&](const char* c) { return db.has_column(tn, c); };
+        if (!has("start") || !has("end")) {
+          note(tn + " has no start/end columns: skipped");
+          continue;
+        }
+        std::string name_sql = "NULL";
+        if (t.fixed_name < 0) {
+          if (has("shortName") && has("demangledName")) name_sql = "COALESCE(shortName, demangledName)";
+          else if (has("shortName")) name_sql = "shortName";
+          else if (has("demangledName")) name_sql = "demangledName";
+          else if (has("name")) name_sql = "name";
+          else note(tn + " has no kernel name column (shortName, demangledName): kernels are unnamed");
+        }
+        std::string pid_sql = "NULL";
+        if (has("globalPid")) {
+          pid_sql = "globalPid";
+        } else if (has("correlationId") && have_runtime) {
+          load_corr();
+          note(tn + " has no globalPid column: its rows are mapped to processes through the CUDA runtime calls "
+                    "with the same correlationId");
+        } else {
+          note(tn + " has no globalPid column and no CUDA runtime calls to map it: one rank per device");
+        }
+        const std::string sql = "SELECT start, end, " + std::string(has("deviceId") ? "deviceId" : "0") + ", " +
+                                (has("contextId") ? "contextId" : "0") + " AS ctx, " +
+                                (has("streamId") ? "streamId" : "0") + ", " + pid_sql + ", " + name_sql + ", " +
+                                (t.fixed_name >= 0 && has("bytes") ? "bytes" : "0") + ", " +
+                                (has("correlationId") ? "correlationId" : "0") + " FROM " + tn;
+        if (!has("deviceId")) note(tn + " has no deviceId column: device 0 assumed");
+        sql::Stmt st(db, sql);
+        sqlite3_stmt* s = st.get();
+        const bool via_corr = pid_sql == "NULL" && corr_loaded;
+        while (st.step()) {
+          GpuRow r;
+          r.start = sqlite3_column_int64(s, 0);
+          r.end = sqlite3_column_int64(s, 1);
+          if (r.end < r.start) continue;
+          r.device = sqlite3_column_int64(s, 2);
+          r.context = sqlite3_column_int64(s, 3);
+          r.stream = sqlite3_column_int64(s, 4);
+          r.correlation = sqlite3_column_int64(s, 8);
+          if (sqlite3_column_type(s, 5) != SQLITE_NULL) {
+            r.pid = pid_of_global_id(sqlite3_column_int64(s, 5));
+          } else if (via_corr) {
+            r.guess = launcher_pid(r.correlation, r.start);
+          }
+          r.name_id = t.fixed_name >= 0 ? t.fixed_name
+                      : sqlite3_column_type(s, 6) == SQLITE_INTEGER ? str(sqlite3_column_int64(s, 6))
+                      : sqlite3_column_type(s, 6) == SQLITE_TEXT
+                          ? b.intern(reinterpret_cast<const char*>(sqlite3_column_text(s, 6)))
+                          : b.intern("kernel");
+          r.bytes = sqlite3_column_int64(s, 7);
+          rows.push_back(r);
+        }
+      }
+    }
+
+    // Rows without globalPid: a CUDA context belongs to one process, so each (device,
+    // context) goes to the process whose launches precede most of its rows (greedy, most
+    // votes first); failing that, the only process with work on the device, else a rank of
+    // its own with an unknown pid.
+    {
+      std::map<std::pair<int64_t, int64_t>, std::map<int64_t, int64_t>> votes;  // (dev, ctx) -> pid -> rows
+      for (const auto& r : rows)
+        if (r.pid < 0 && r.guess >= 0) votes[{r.device, r.context}][r.guess]++;
+      std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> cand;  // (-votes, dev, ctx, pid)
+      for (const auto& [key, pv] : votes)
+        for (const auto& [pid, n] : pv) cand.emplace_back(-n, key.first, key.second, pid);
+      std::sort(cand.begin(), cand.end());
+      // Pass 1: one context per process (the usual one process per GPU); pass 2: the contexts
+      // left go to a process with work on other devices (one process driving several GPUs).
+      std::map<std::pair<int64_t, int64_t>, int64_t> pid_of_ctx;
+      std::set<int64_t> used;
+      std::set<std::pair<int64_t, int64_t>> taken;  // (pid, dev)
+      for (int pass = 0; pass < 2; ++pass)
+        for (const auto& [n, dev, ctx, pid] : cand) {
+          if (pid_of_ctx.count({dev, ctx}) || taken.count({pid, dev}) || (pass == 0 && used.count(pid))) continue;
+          pid_of_ctx[{dev, ctx}] = pid;
+          taken.insert({pid, dev});
+          used.insert(pid);
+        }
+      std::map<int64_t, std::set<int64_t>> pids_of_dev;
+      for (auto& r : rows) {
+        if (r.pid >= 0) continue;
+        auto it = pid_of_ctx.find({r.device, r.context});
+        if (it != pid_of_ctx.end()) r.pid = it->second;
+      }
+      for (const auto& r : rows)
+        if (r.pid >= 0) pids_of_dev[r.device].insert(r.pid);
+      int64_t unknown = 0;
+      for (auto& r : rows) {
+        if (r.pid >= 0) continue;
+        if (pids_of_dev[r.device].size() == 1) {
+          r.pid = *pids_of_dev[r.device].begin();
+        } else {
+          r.pid = -1 - r.context;  // process unknown: one rank per (device, context)
+          ++unknown;
+        }
+      }
+      if (unknown > 0)
+        note(std::to_string(unknown) + " GPU rows could not be tied to a process: one rank per device and context");
+    }
+    std::map<std::pair<int64_t, int64_t>, int32_t> rank_of_key;  // (pid, device) -> provisional rank
+    for (const auto& r : rows) rank_of_key.emplace(std::make_pair(r.pid, r.device), 0);
+
+    std::map<int64_t, std::string> gpu_name;
+    if (db.has_table("TARGET_INFO_GPU") && db.has_column("TARGET_INFO_GPU", "id") &&
+        db.has_column("TARGET_INFO_GPU", "name")) {
+      sql::Stmt st(db, "SELECT id, name FROM TARGET_INFO_GPU");
+      while (st.step()) gpu_name[st.i64(0)] = st.text(1);
+    }
+    std::map<int64_t, std::string> process_name;
+    if (db.has_table("PROCESSES") && db.has_column("PROCESSES", "pid") && db.has_column("PROCESSES", "name")) {
+      sql::Stmt st(db, "SELECT pid, name FROM PROCESSES WHERE pid IS NOT NULL");
+      while (st.step()) process_name[st.i64(0)] = st.text(1);
+    }
+
+    const bool have_nvtx = db.has_table("NVTX_EVENTS") && db.has_column("NVTX_EVENTS", "start") &&
+                           db.has_column("NVTX_EVENTS", "end") && db.has_column("NVTX_EVENTS", "eventType");
+    const bool nvtx_gtid = have_nvtx && db.has_column("NVTX_EVENTS", "globalTid");
+    if (have_nvtx && !nvtx_gtid) note("NVTX_EVENTS has no globalTid column: NVTX ranges are given to the first rank");
+    if (rank_of_key.empty()) {
+      // No GPU work: a CPU-only capture; ranks are the processes with NVTX ranges.
+      if (nvtx_gtid) {
+        sql::Stmt st(db, "SELECT DISTINCT globalTid / " + std::to_string(kGlobalIdShift) + " % " +
+                             std::to_string(kGlobalIdShift) + " FROM NVTX_EVENTS WHERE globalTid IS NOT NULL "
+                             "AND eventType IN (59, 60)");
+        while (st.step()) rank_of_key.emplace(std::make_pair(st.i64(0), int64_t{-1}), 0);
+      }
+      if (rank_of_key.empty()) rank_of_key.emplace(std::make_pair(int64_t{-1}, int64_t{-1}), 0);
+      if (opts.gpu_activity) note("no GPU activity: ranks are the processes with NVTX ranges, compute is host ranges");
+    }
+    std::map<int64_t, int32_t> first_rank_of_pid;
+    for (auto& [key, rank] : rank_of_key) {
+      rank = static_cast<int32_t>(m.ranks.size());
+      RankInfo ri;
+      ri.rank = rank;
+      ri.pid = key.first >= 0 ? key.first : -1;  // -1: process unknown
+      if (key.second >= 0) {
+        auto g = gpu_name.find(key.second);
+        ri.device = "cuda:" + std::to_string(key.second) + (g != gpu_name.end() ? " " + g->second : std::string());
+      } else {
+        ri.device = "cpu";
+      }
+      auto pn = process_name.find(key.first);  // "python3" when PROCESSES names it
+      if (pn != process_name.end() && !pn->second.empty()) ri.device += " (" + pn->second + ")";
+      m.ranks.push_back(ri);
+      ForeignRank fr;
+      fr.provisional = rank;
+      fr.file_index = file_index;
+      fr.pid = key.first;
+      fr.device = key.second;
+      b.foreign.push_back(fr);
+      first_rank_of_pid.emplace(key.first, rank);  // lowest device first (map order)
+    }
+    if (rank_of_key.size() == 1) {
+      // One rank per file: the file name may say which ("rank3.sqlite", "report_rank_3.sqlite").
+      static const std::regex re("rank[_-]?([0-9]+)", std::regex::icase);
+      std::smatch mm;
+      if (std::regex_search(fname, mm, re)) b.foreign.back().name_hint = std::stoll(mm[1].str());
+    }
+    auto rank_of_pid = [&](int64_t pid) -> int32_t {
+      auto it = first_rank_of_pid.find(pid);
+      return it == first_rank_of_pid.end() ? -1 : it->second;
+    };
+    const int32_t first_rank = rank_of_key.begin()->second;
+
+    // NCCL's ncclCommInitRank NVTX payload ({"Rank": r, "No. of ranks": n, "CUDA device": d},
+    // exported as jsonText by recent versions): the rank each process holds in its largest
+    // communicator.
+    if (nvtx_gtid && db.has_column("NVTX_EVENTS", "jsonText")) {
+      sql::Stmt st(db, "SELECT globalTid, jsonText FROM NVTX_EVENTS WHERE jsonText LIKE '%\"Rank\"%'");
+      std::map<int64_t, std::pair<int64_t, int64_t>> best;  // pid -> (nranks, rank)
+      while (st.step()) {
+        auto j = nlohmann::json::parse(st.text(1), nullptr, false);
+        if (!j.is_object() || !j.contains("Rank") || !j["Rank"].is_number_integer()) continue;
+        const int64_t n = j.contains("No. of ranks") && j["No. of ranks"].is_number_integer()
+                              ? j["No. of ranks"].get<int64_t>() : 0;
+        const int64_t pid = pid_of_global_id(st.i64(0));
+        auto it = best.find(pid);
+        if (it == best.end() || n > it->second.first) best[pid] = {n, j["Rank"].get<int64_t>()};
+      }
+      for (auto& fr : b.foreign) {
+        auto it = best.find(fr.pid);
+        if (it != best.end() && fr.file_index == file_index && first_rank_of_pid[fr.pid] == fr.provisional)
+          fr.hint = it->second.second;
+      }
+    }
+
+    // GPU rows to ranges, one lane per (device, stream) of each rank.
+    for (const auto& g : rows) {
+      TraceRange r;
+      r.start_ns = g.start;
+      r.end_ns = g.end;
+      r.name_id = g.name_id;
+      r.bytes_sent = g.bytes;
+      r.is_kernel = true;
+      r.correlation = static_cast<uint32_t>(g.correlation);
+      r.rank = rank_of_key.at({g.pid, g.device});
+      std::string lname = "gpu " + std::to_string(g.device) + " stream " + std::to_string(g.stream);
+      r.lane = b.source(r.rank, LaneKind::CudaStream, (g.device << 32) | (g.stream & 0xFFFFFFFF), lname, 3);
+      m.ranges.push_back(r);
+    }
+
+    // NVTX ranges of the ranks' processes, one source lane per thread.
+    if (have_nvtx) {
+      const bool has_text = db.has_column("NVTX_EVENTS", "text");
+      const bool has_text_id = db.has_column("NVTX_EVENTS", "textId");
+      if (!has_text && !has_text_id) note("NVTX_EVENTS has neither text nor textId: NVTX ranges are unnamed");
+      sql::Stmt st(db, std::string("SELECT start, end, ") + (nvtx_gtid ? "globalTid" : "0") + ", " +
+                           (has_text_id ? "textId" : "NULL") + ", " + (has_text ? "text" : "NULL") +
+                           " FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND end IS NOT NULL ORDER BY rowid");
+      sqlite3_stmt* s = st.get();
+      std::unordered_map<int64_t, int32_t> lane_of_gtid;
+      std::unordered_map<int64_t, std::string> grouped;  // raw name -> grouped, per distinct text
+      std::set<int64_t> skipped_pids;
+      int64_t skipped = 0;
+      while (st.step()) {
+        TraceRange r;
+        r.start_ns = sqlite3_column_int64(s, 0);
+        r.end_ns = sqlite3_column_int64(s, 1);
+        if (r.end_ns < r.start_ns) continue;
+        const int64_t gtid = sqlite3_column_int64(s, 2);
+        auto it = lane_of_gtid.find(gtid);
+        if (it == lane_of_gtid.end()) {
+          const int64_t pid = nvtx_gtid ? pid_of_global_id(gtid) : -1;
+          int32_t rank = nvtx_gtid ? rank_of_pid(pid) : first_rank;
+          if (rank < 0 && rank_of_key.size() == 1 && rank_of_key.begin()->first.first < 0) rank = first_rank;
+          int32_t src = -1;
+          if (rank >= 0) {
+            const int64_t tid = tid_of_global_tid(gtid);
+            auto tn = thread_names.find(gtid);
+            std::string name = tn != thread_names.end() ? tn->second : "thread " + std::to_string(tid);
+            src = b.source(rank, LaneKind::HostThread, tid, name, name == "main" || tid == pid ? 0 : 1);
+          }
+          it = lane_of_gtid.emplace(gtid, src).first;
+        }
+        if (it->second < 0) {
+          ++skipped;
+          skipped_pids.insert(pid_of_global_id(gtid));
+          continue;
+        }
+        std::string name;
+        if (sqlite3_column_type(s, 3) != SQLITE_NULL) {
+          name = m.strings[str(sqlite3_column_int64(s, 3))];
+        } else if (const unsigned char* t = sqlite3_column_text(s, 4)) {
+          name.assign(reinterpret_cast<const char*>(t), static_cast<size_t>(sqlite3_column_bytes(s, 4)));
+        }
+        r.name_id = b.intern(group_pytorch_name(name));
+        Phase p;
+        if (phase_from_name(m.strings[r.name_id], &p)) r.phase = p;
+        r.lane = it->second;
+        r.rank = b.sources[static_cast<size_t>(r.lane)].rank;
+        m.ranges.push_back(r);
+      }
+      if (skipped > 0)
+        note(std::to_string(skipped) + " NVTX ranges of " + std::to_string(skipped_pids.size()) +
+             " process(es) without GPU work left out");
+    }
+
+    // CUDA runtime calls of the ranks' processes (the launches of the kernels above).
+    if (opts.gpu_activity && have_runtime && db.has_column("CUPTI_ACTIVITY_KIND_RUNTIME", "nameId") &&
+        db.has_column("CUPTI_ACTIVITY_KIND_RUNTIME", "start") && db.has_column("CUPTI_ACTIVITY_KIND_RUNTIME", "end")) {
+      sql::Stmt st(db, "SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME");
+      while (st.step()) {
+        const int64_t gtid = st.i64(2);
+        const int32_t rank = rank_of_pid(pid_of_global_id(gtid));
+        if (rank < 0) continue;
+        RuntimeCall c;
+        c.start_ns = st.i64(0);
+        c.end_ns = st.i64(1);
+        c.rank = rank;
+        c.tid = tid_of_global_tid(gtid);
+        c.correlation = st.i64(3);
+        c.name_id = str(st.i64(4));
+        m.runtime.push_back(c);
+      }
+    }
+  } catch (const TraceError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw TraceError(describe(path) + " is corrupt or unreadable: " + e.what());
+  }
+}
+
+}  // namespace ulysses::prof::detail

@@ -1,0 +1,161 @@
+// File checks before a trace is read: finds a run's rank files and validates one file
+// (missing, a directory, empty, not SQLite, truncated, written by a newer version, neither a
+// Ulysses trace nor an nsys export) with a message that names the file and what to do.
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "trace_loading.hpp"
+
+namespace fs = std::filesystem;
+
+namespace ulysses::prof {
+
+std::vector<std::string> find_rank_files(const std::string& run_dir) {
+  std::vector<std::pair<int, std::string>> found;
+  static const std::regex re("rank([0-9]+)\\.sqlite");
+  for (const fs::path& dir : {fs::path(run_dir) / "trace", fs::path(run_dir)}) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      std::smatch m;
+      std::string name = e.path().filename().string();
+      if (std::regex_match(name, m, re)) found.emplace_back(std::stoi(m[1].str()), e.path().string());
+    }
+    if (!found.empty()) break;
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+
+std::vector<std::string> find_foreign_files(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    auto ends = [&](const char* suf) {
+      const std::string x(suf);
+      return name.size() >= x.size() && name.compare(name.size() - x.size(), x.size(), x) == 0;
+    };
+    if (!e.is_regular_file(ec)) continue;
+    // Profiler JSON only when it looks like one (a run folder's config.json does not);
+    // compressed traces are listed so that loading says to unpack them.
+    if (ends(".sqlite") || ends(".sqlite.gz") || ends(".json.gz") ||
+        (ends(".json") && detail::looks_like_profiler_json(e.path().string())))
+      out.push_back(e.path().string());
+  }
+  // Natural order: "rank2" before "rank10".
+  std::sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) {
+    size_t i = 0, j = 0;
+    while (i < a.size() && j < b.size()) {
+      if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
+        size_t i2 = i, j2 = j;
+        while (i2 < a.size() && std::isdigit(static_cast<unsigned char>(a[i2]))) ++i2;
+        while (j2 < b.size() && std::isdigit(static_cast<unsigned char>(b[j2]))) ++j2;
+        const std::string x = a.substr(i, i2 - i), y = b.substr(j, j2 - j);
+        if (x.size() != y.size()) return x.size() < y.size();
+        if (x != y) return x < y;
+        i = i2;
+        j = j2;
+      } else {
+        if (a[i] != b[j]) return a[i] < b[j];
+        ++i;
+        ++j;
+      }
+    }
+    return a.size() - i < b.size() - j;
+  });
+  return out;
+}
+
+bool is_foreign_trace(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return find_rank_files(path).empty() && !find_foreign_files(path).empty();
+  return detail::looks_like_profiler_json(path);
+}
+
+namespace detail {
+
+bool looks_like_profiler_json(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec) || !looks_like_json(path)) return false;
+  std::ifstream f(path, std::ios::binary);
+  std::string head(65536, '\0');
+  f.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(f.gcount()));
+  const size_t first = head.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && head[first] == '[') return true;  // legacy profiler: an event array
+  // Kineto writes these keys first; a run's config.json / run.json has none of them.
+  return head.find("\"traceEvents\"") != std::string::npos || head.find("\"schemaVersion\"") != std::string::npos ||
+         head.find("\"distributedInfo\"") != std::string::npos;
+}
+
+// Checks a file before SQLite reads it; returns its kind. Throws TraceError.
+FileKind validate_file(const std::string& path, sql::Db* out_db) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw TraceError(describe(path) + " does not exist");
+  if (fs::is_directory(path, ec)) throw TraceError("'" + path + "' is a directory without trace files");
+  auto size = fs::file_size(path, ec);
+  if (ec) throw TraceError("cannot read " + describe(path) + ": " + ec.message());
+  if (size == 0) throw TraceError(describe(path) + " is empty (the rank may have died before writing anything)");
+  {
+    std::ifstream f(path, std::ios::binary);
+    unsigned char hdr[100] = {};
+    f.read(reinterpret_cast<char*>(hdr), sizeof hdr);
+    if (hdr[0] == 0x1f && hdr[1] == 0x8b) {
+      throw TraceError(describe(path) + " is gzip-compressed: unpack it first (gunzip -k '" + path + "')");
+    }
+    if (!f || std::memcmp(hdr, "SQLite format 3", 16) != 0) {
+      throw TraceError(describe(path) + " is not an SQLite database (wrong header); expected a "
+                       "RUN/trace/rank*.sqlite file or an 'nsys export --type sqlite' file");
+    }
+    // Database header: page size (offset 16), size in pages (28) valid when the change
+    // counter (24) equals version-valid-for (92). Without a WAL the file must hold them all.
+    auto be32 = [&](int o) {
+      return (uint32_t(hdr[o]) << 24) | (uint32_t(hdr[o + 1]) << 16) | (uint32_t(hdr[o + 2]) << 8) | hdr[o + 3];
+    };
+    uint64_t page_size = (uint32_t(hdr[16]) << 8) | hdr[17];
+    if (page_size == 1) page_size = 65536;
+    uint64_t pages = be32(28);
+    if (be32(24) == be32(92) && !fs::exists(path + "-wal", ec) && page_size * pages > size) {
+      throw TraceError(describe(path) + " is truncated (" + std::to_string(size) + " of " +
+                       std::to_string(page_size * pages) + " bytes); it was cut short while copying or writing");
+    }
+  }
+  sql::Db db;
+  try {
+    db = sql::Db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
+    int64_t uv = db.query_int("PRAGMA user_version");
+    if (uv > trace_schema_version()) {
+      throw TraceError(describe(path) + " was written by a newer Ulysses Studio (trace format " +
+                       std::to_string(uv) + "; this build reads up to format " +
+                       std::to_string(trace_schema_version()) + "): update ulysses-trace / ulysses-studio");
+    }
+    FileKind kind;
+    if (db.has_table("ULYSSES_RANGES")) {
+      kind = FileKind::Ulysses;
+    } else if (db.has_table("NVTX_EVENTS") || db.has_table("CUPTI_ACTIVITY_KIND_KERNEL")) {
+      kind = FileKind::Nsys;
+    } else {
+      throw TraceError(describe(path) + " is an SQLite database but not a Ulysses trace or an Nsight Systems "
+                       "export (it has neither ULYSSES_RANGES nor NVTX_EVENTS nor CUPTI_ACTIVITY_KIND_KERNEL)");
+    }
+    *out_db = std::move(db);
+    return kind;
+  } catch (const TraceError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw TraceError(describe(path) + " is corrupt or unreadable: " + e.what());
+  }
+}
+
+}  // namespace detail
+}  // namespace ulysses::prof

@@ -1,0 +1,112 @@
+// Internal to the trace loader (not installed): the builder that readers append ranges,
+// ranks and strings to, the file check every reader runs first, the per-format readers and
+// the lane builder that turns raw ranges into nested lanes. One concern per source file:
+//   trace_file_check.cpp  find_rank_files, validate_file (missing, empty, not SQLite, ...)
+//   trace_store.cpp       load_trace, the Ulysses trace reader, finishing the model
+//   nsys_reader.cpp       `nsys export --type sqlite` files
+//   lane_builder.cpp      sub-lanes, parents/depths, head-range lanes, kernel -> launcher
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "sqlite_db.hpp"
+#include "ulysses/profiler/trace_model.hpp"
+#include "ulysses/profiler/trace_store.hpp"
+
+namespace ulysses::prof::detail {
+
+// Source of raw ranges before lanes are final: (rank, kind, id) -> lane.
+struct SourceLane {
+  int32_t rank = 0;
+  LaneKind kind = LaneKind::HostThread;
+  int64_t id = 0;  // tid, or (device << 32 | stream)
+  std::string name;
+  int order = 0;  // sort key within the rank
+};
+
+// A rank of a foreign trace before its final number is known: hints gathered while reading.
+struct ForeignRank {
+  int32_t provisional = 0;  // the rank number ranges carry until renumber_foreign_ranks
+  int32_t file_index = 0;   // order of its file in the folder (or 0)
+  int64_t pid = 0;
+  int64_t device = -1;      // CUDA device, -1 when none / unknown
+  int64_t hint = -1;        // rank the trace itself states (NCCL init payload, distributedInfo)
+  int64_t name_hint = -1;   // rank number in the file name ("rank3", "report_3"), one rank per file only
+};
+
+struct Builder {
+  TraceModel m;
+  std::vector<ForeignRank> foreign;
+  std::unordered_map<std::string, int32_t> string_index;
+  std::vector<SourceLane> sources;
+  std::map<std::tuple<int32_t, int, int64_t>, int32_t> source_index;
+
+  int32_t intern(const std::string& s) {
+    auto it = string_index.find(s);
+    if (it != string_index.end()) return it->second;
+    int32_t id = static_cast<int32_t>(m.strings.size());
+    m.strings.push_back(s);
+    string_index.emplace(s, id);
+    return id;
+  }
+  int32_t source(int32_t rank, LaneKind kind, int64_t id, const std::string& name, int order) {
+    auto key = std::make_tuple(rank, static_cast<int>(kind), id);
+    auto it = source_index.find(key);
+    if (it != source_index.end()) return it->second;
+    int32_t idx = static_cast<int32_t>(sources.size());
+    sources.push_back({rank, kind, id, name, order});
+    source_index.emplace(key, idx);
+    return idx;
+  }
+};
+
+inline std::string describe(const std::string& path) { return "trace file '" + path + "'"; }
+
+enum class FileKind { Ulysses, Nsys };
+
+// Checks a file before SQLite reads it; returns its kind and leaves it open in *out_db.
+// Throws TraceError (trace_file_check.cpp).
+FileKind validate_file(const std::string& path, sql::Db* out_db);
+
+inline int32_t to_i32(int64_t v) { return static_cast<int32_t>(v); }
+
+// Appends the ranks (one per process that owns GPU work, or per process with ranges) and the
+// ranges of one open nsys export (nsys_reader.cpp).
+void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t file_index, const LoadOptions& opts);
+// The name PyTorch NVTX ranges are grouped under ("aten::mm, seq = 1, op_id = 2" -> "aten::mm").
+std::string group_pytorch_name(const std::string& s);
+
+// Reader of PyTorch profiler (Kineto / legacy autograd profiler) chrome-trace JSON files
+// (kineto_reader.cpp); `file_index` orders ranks when the files carry no rank.
+void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, const LoadOptions& opts);
+// Whether `path` starts like a JSON document ('{' or '[' after blanks).
+bool looks_like_json(const std::string& path);
+// Whether `path` is a PyTorch profiler trace: an event array, or an object whose first 64 KiB
+// name traceEvents / schemaVersion / distributedInfo (trace_file_check.cpp).
+bool looks_like_profiler_json(const std::string& path);
+
+// Gives the ranks of foreign traces their final numbers: the ranks the traces state when
+// every rank has a distinct one, else the numbers in the file names, else the order (file,
+// device, pid). Rewrites ranges, sources, runtime calls and RankInfo (foreign_ranks.cpp).
+void renumber_foreign_ranks(Builder& b);
+// Where a rank shows the Ulysses pattern (an all-to-all just before and just after each
+// attention), labels those collectives a2a_seq_to_head / a2a_head_to_seq, the attention
+// attention, and numbers the layers (the k-th attention of a step); other collectives of a
+// foreign trace count as communication. Runs on final lanes (parents known).
+void label_foreign_phases(TraceModel& m);
+
+// Lane building (lane_builder.cpp), in this order once every file is read:
+// ranges get final lanes (rank-grouped, split where ranges of one source overlap without
+// nesting), parents and depths.
+void build_lanes(Builder& b);
+// Appends per-rank HeadRange lanes (copies), keeping lanes grouped by rank.
+void add_head_lanes(TraceModel& m);
+// Kernel -> the host range that launched it (TraceRange::origin).
+void link_kernels_to_launchers(TraceModel& m);
+
+}  // namespace ulysses::prof::detail
