@@ -16,12 +16,14 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QProcess>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTimer>
 
 #include "estimate_model.hpp"
+#include "explain_view.hpp"
 #include "launcher_page.hpp"
 #include "monitor_page.hpp"
 #include "rank_status_model.hpp"
@@ -63,6 +65,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   trace_ = new TraceView(this);
   tabs_->addTab(trace_, QStringLiteral("Trace"));
 #endif
+  {  // Explainer: follows the launcher's config as it is edited.
+    auto* explain = new ExplainView(this);
+    tabs_->addTab(explain, QStringLiteral("Explain"));
+    connect(launcher_, &LauncherPage::configEdited, explain, [this, explain] { explain->setConfigJson(launcher_->configJson()); });
+    explain->setConfigJson(launcher_->configJson());
+  }
   setCentralWidget(tabs_);
   statusRun_ = new QLabel(this);
   statusBar()->addPermanentWidget(statusRun_);
@@ -111,7 +119,16 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     statusBar()->showMessage(QStringLiteral("ulysses-run not found: build it (cmake --build build --target ulysses-run) or set ULYSSES_RUN"), 15000);
 }
 
-MainWindow::~MainWindow() = default;
+MainWindow::~MainWindow() {
+  // A memory plan still running (ulysses-run --plan) would report to a launcher page whose
+  // models are already gone while the page's children are deleted (a crash at exit after a
+  // quick --screenshot): stop it first.
+  for (auto* p : launcher_->findChildren<QProcess*>()) {
+    p->disconnect();
+    p->kill();
+    p->waitForFinished(1000);
+  }
+}
 
 void MainWindow::buildMenus() {
   auto* file = menuBar()->addMenu(QStringLiteral("&File"));
@@ -283,6 +300,7 @@ bool MainWindow::setView(const QString& name) {
   if (n == QLatin1String("launch") || n == QLatin1String("launcher")) tabs_->setCurrentWidget(launcher_);
   else if (n == QLatin1String("monitor")) tabs_->setCurrentWidget(monitor_);
   else if (n == QLatin1String("runs")) tabs_->setCurrentWidget(runs_);
+  else if (n == QLatin1String("explain")) tabs_->setCurrentWidget(findChild<ExplainView*>());
 #ifdef ULYSSES_STUDIO_HAVE_TRACE
   else if (n == QLatin1String("trace")) tabs_->setCurrentWidget(trace_);
   else if (static_cast<TraceView*>(trace_)->setView(n)) tabs_->setCurrentWidget(trace_);
