@@ -119,3 +119,35 @@ TEST_F(ReplayMonitor, RefusesARunWithoutMetrics) {
   EXPECT_FALSE(page.replayRun(tmp_.filePath(QStringLiteral("empty")), 1.0, &err));
   EXPECT_TRUE(err.contains(QLatin1String("no recorded steps"))) << err.toStdString();
 }
+
+// The explain view follows the launcher's form: a valid config draws 6 stages, an sp_size
+// that does not divide the heads shows the engine's reason instead. (Its numbers are
+// explain_model's, tested in test_ui_explain.)
+#include "explain_view.hpp"
+#include "launcher_page.hpp"
+#include "main_window.hpp"
+
+TEST(ExplainViewInStudio, FollowsTheLauncherAndShowsRefusals) {
+  MainWindow w;
+  w.setQuiet(true);
+  QString err;
+  ASSERT_TRUE(w.launcher()->loadConfigFile(QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs/tiny.json"), &err))
+      << err.toStdString();
+  auto* ex = w.findChild<ExplainView*>();
+  ASSERT_NE(ex, nullptr);
+  ASSERT_TRUE(w.setView(QStringLiteral("explain")));
+  EXPECT_TRUE(ex->explanation().ok);
+  EXPECT_EQ(ex->stageCount(), 6);
+  EXPECT_EQ(ex->explanation().P, 2);
+  EXPECT_TRUE(ex->setStage(2));
+  EXPECT_FALSE(ex->setStage(6));
+  EXPECT_EQ(ex->stage(), 2);
+  EXPECT_FALSE(ex->grab().isNull());
+  ASSERT_TRUE(w.launcher()->setFieldText(QStringLiteral("parallel.sp_size"), QStringLiteral("3")));
+  EXPECT_FALSE(ex->explanation().ok);
+  ASSERT_FALSE(ex->explanation().problems.empty());
+  EXPECT_NE(ex->explanation().problems.front().find("sp_size (3)"), std::string::npos) << ex->explanation().problems.front();
+  ASSERT_TRUE(w.launcher()->setFieldText(QStringLiteral("parallel.sp_size"), QStringLiteral("4")));  // 2 kv heads replicated
+  EXPECT_TRUE(ex->explanation().ok);
+  EXPECT_TRUE(ex->explanation().kv_replicated);
+}
