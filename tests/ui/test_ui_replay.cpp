@@ -151,3 +151,43 @@ TEST(ExplainViewInStudio, FollowsTheLauncherAndShowsRefusals) {
   EXPECT_TRUE(ex->explanation().ok);
   EXPECT_TRUE(ex->explanation().kv_replicated);
 }
+
+#include <QImage>
+#include "export_image.hpp"
+
+TEST(ExportImage, PngOfAnyViewAndSvgOfTheExplainer) {
+  MainWindow w;
+  w.setQuiet(true);
+  QString err;
+  ASSERT_TRUE(w.launcher()->loadConfigFile(QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs/tiny.json"), &err));
+  auto* ex = w.findChild<ExplainView*>();
+  ex->resize(900, 500);
+  QTemporaryDir tmp;
+  const QString png = tmp.filePath(QStringLiteral("explain.png"));
+  ASSERT_TRUE(exportWidgetImage(ex, png, &err)) << err.toStdString();
+  const QImage img(png);
+  EXPECT_EQ(img.size(), ex->grab().size());
+  EXPECT_FALSE(exportWidgetImage(ex, tmp.filePath(QStringLiteral("no/such/dir/x.png")), &err));
+  EXPECT_TRUE(err.contains(QLatin1String("cannot write")));
+  // SVG of the seq->head stage: one block per (rank, tensor) the model lists, sizes in the text.
+  const QString svg = explainStageSvg(ex->explanation(), 2);
+  EXPECT_TRUE(svg.startsWith(QLatin1String("<svg")));
+  EXPECT_EQ(svg.count(QLatin1String("class=\"block\"")), 4);  // 2 ranks x (q, kv)
+  EXPECT_TRUE(svg.contains(QLatin1String("sends 64.0 KiB"))) << svg.toStdString();
+  EXPECT_TRUE(explainStageSvg(ex->explanation(), 9).isEmpty());
+}
+
+#include <QAction>
+#include <QApplication>
+
+TEST(PresentationMode, LargerFontsAndBackAgain) {
+  MainWindow w;
+  auto* a = w.findChild<QAction*>(QStringLiteral("presentationMode"));
+  ASSERT_NE(a, nullptr);
+  const double normal = QApplication::font().pointSizeF();
+  a->setChecked(true);
+  EXPECT_DOUBLE_EQ(QApplication::font().pointSizeF(), normal * 1.5);
+  EXPECT_EQ(QApplication::palette().color(QPalette::WindowText), QColor(Qt::black));
+  a->setChecked(false);
+  EXPECT_DOUBLE_EQ(QApplication::font().pointSizeF(), normal);
+}

@@ -14,9 +14,9 @@ namespace ulysses::ui {
 
 namespace {
 const QColor kHidden(150, 150, 150);
-const QColor kQ(59, 125, 216);
-const QColor kKv(232, 137, 43);
-const QColor kOut(58, 163, 91);
+const QColor kQ(0x00, 0x72, 0xB2);  // Okabe-Ito: safe for colour-blind viewers
+const QColor kKv(0xE6, 0x9F, 0x00);
+const QColor kOut(0x00, 0x9E, 0x73);
 QString qs(const std::string& s) { return QString::fromStdString(s); }
 }  // namespace
 

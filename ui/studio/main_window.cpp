@@ -24,6 +24,7 @@
 
 #include "estimate_model.hpp"
 #include "explain_view.hpp"
+#include "export_image.hpp"
 #include "launcher_page.hpp"
 #include "monitor_page.hpp"
 #include "rank_status_model.hpp"
@@ -140,6 +141,23 @@ void MainWindow::buildMenus() {
                   &MainWindow::importHfDialog);
   file->addSeparator();
   file->addAction(QStringLiteral("Runs &Folder…"), this, &MainWindow::chooseRunsDir);
+  file->addAction(QStringLiteral("Export &Image…"), QKeySequence(QStringLiteral("Ctrl+E")), this, [this] {
+    // The current view as PNG; the explainer also as SVG (export_image.hpp).
+    const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Export image"), QString(),
+                                                      QStringLiteral("PNG image (*.png);;SVG, explainer (*.svg)"));
+    if (path.isEmpty()) return;
+    QString err;
+    auto* ex = qobject_cast<ExplainView*>(tabs_->currentWidget());
+    if (QFileInfo(path).suffix().toLower() == QLatin1String("svg")) {
+      QFile f(path);
+      if (!ex || !ex->explanation().ok) err = QStringLiteral("SVG export draws the explainer (Explain tab, a valid config); export other views as PNG");
+      else if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(explainStageSvg(ex->explanation(), ex->stage()).toUtf8()) < 0)
+        err = QStringLiteral("cannot write %1").arg(path);
+    } else {
+      exportWidgetImage(tabs_->currentWidget(), path, &err);
+    }
+    if (!err.isEmpty()) showError(QStringLiteral("Export image"), err);
+  });
   file->addSeparator();
   file->addAction(QStringLiteral("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
@@ -157,6 +175,34 @@ void MainWindow::buildMenus() {
   for (int i = 0; i < tabs_->count(); ++i)
     view->addAction(tabs_->tabText(i), QKeySequence(QStringLiteral("Ctrl+%1").arg(i + 1)), this, [this, i] { tabs_->setCurrentIndex(i); });
   view->addSeparator();
+  {  // Presentation mode: fonts 1.5x and a high-contrast palette that survives a projector.
+    auto* present = view->addAction(QStringLiteral("&Presentation Mode"));
+    present->setObjectName(QStringLiteral("presentationMode"));
+    present->setCheckable(true);
+    present->setShortcut(QKeySequence(QStringLiteral("F5")));
+    connect(present, &QAction::toggled, this, [](bool on) {
+      static const QFont normalFont = QApplication::font();
+      static const QPalette normalPalette = QApplication::palette();
+      if (!on) {
+        QApplication::setFont(normalFont);
+        QApplication::setPalette(normalPalette);
+        return;
+      }
+      QFont f = normalFont;
+      f.setPointSizeF(normalFont.pointSizeF() * 1.5);
+      f.setBold(true);
+      QApplication::setFont(f);
+      QPalette p = normalPalette;
+      p.setColor(QPalette::Window, Qt::white);
+      p.setColor(QPalette::Base, Qt::white);
+      p.setColor(QPalette::WindowText, Qt::black);
+      p.setColor(QPalette::Text, Qt::black);
+      p.setColor(QPalette::ButtonText, Qt::black);
+      p.setColor(QPalette::Mid, Qt::black);
+      p.setColor(QPalette::Highlight, QColor(0x00, 0x72, 0xB2));
+      QApplication::setPalette(p);
+    });
+  }
   darkAction_ = view->addAction(QStringLiteral("&Dark Theme"));
   darkAction_->setCheckable(true);
   darkAction_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+D")));
