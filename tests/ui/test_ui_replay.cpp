@@ -191,3 +191,25 @@ TEST(PresentationMode, LargerFontsAndBackAgain) {
   a->setChecked(false);
   EXPECT_DOUBLE_EQ(QApplication::font().pointSizeF(), normal);
 }
+
+#ifdef ULYSSES_STUDIO_HAVE_TRACE
+#include "trace/timeline_index.hpp"
+#include "trace/timeline_widget.hpp"
+#include "trace/trace_view.hpp"
+
+TEST_F(ReplayMonitor, TimelineFollowsTheReplayToTheLastStep) {
+  MainWindow w;
+  w.setQuiet(true);
+  w.resize(1200, 800);
+  QString err;
+  ASSERT_TRUE(w.openTraceAndWait(run_, &err)) << err.toStdString();
+  auto* tl = static_cast<TraceView*>(w.traceView())->timeline();
+  ASSERT_NE(tl, nullptr);
+  ASSERT_TRUE(w.monitor()->replayRun(run_, 0.0, &err)) << err.toStdString();
+  for (int i = 0; i < 5; ++i) {
+    w.monitor()->replayStep();
+    EXPECT_EQ(tl->index()->steps()[size_t(tl->currentStep())].step, i) << "timeline not on replayed step " << i;
+  }
+  EXPECT_EQ(tl->currentStep(), 4);
+}
+#endif

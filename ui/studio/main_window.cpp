@@ -33,6 +33,8 @@
 #include "studio_paths.hpp"
 #include "theme.hpp"
 #ifdef ULYSSES_STUDIO_HAVE_TRACE
+#include "trace/timeline_index.hpp"
+#include "trace/timeline_widget.hpp"
 #include "trace/trace_view.hpp"
 #endif
 
@@ -65,6 +67,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 #ifdef ULYSSES_STUDIO_HAVE_TRACE
   trace_ = new TraceView(this);
   tabs_->addTab(trace_, QStringLiteral("Trace"));
+  // Replay: the timeline follows the replayed step (the view sweeps step by step).
+  connect(monitor_, &MonitorPage::replayCursor, this, [this](int step, double) {
+    auto* tl = static_cast<TraceView*>(trace_)->timeline();
+    if (!tl || !tl->index()) return;
+    const auto& st = tl->index()->steps();
+    for (size_t i = 0; i < st.size(); ++i)
+      if (st[i].step == step) tl->fitStep(static_cast<int>(i));
+  });
 #endif
   {  // Explainer: follows the launcher's config as it is edited.
     auto* explain = new ExplainView(this);
