@@ -1,5 +1,6 @@
 // ulysses-studio [RUN_DIR|TRACE.sqlite|CONFIG.json] [--screenshot FILE.png] [--view NAME]
-// [--runs-dir DIR]: the desktop studio. --screenshot renders the main window after loading
+// [--runs-dir DIR] [--stage N] [--replay SPEED]: the desktop studio (--stage N: the explainer
+// at stage N; --replay: play a recorded run back in the monitor). --screenshot renders the main window after loading
 // and exits (works offscreen: QT_QPA_PLATFORM=offscreen). Exit 2 on bad arguments, 1 when
 // the file cannot be opened or the screenshot cannot be written.
 #include <QApplication>
@@ -9,14 +10,31 @@
 #include <QImage>
 #include <QPixmap>
 #include <QTimer>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "explain_view.hpp"
 #include "main_window.hpp"
 #include "ulysses/profiler/trace_store.hpp"
+#include "monitor_page.hpp"
 
 namespace {
+// --stage N: the explainer at stage N (1-based, as the view numbers them).
+bool select_explainer_stage(ulysses::ui::MainWindow& w, const QString& value) {
+  auto* ex = w.findChild<ulysses::ui::ExplainView*>();
+  bool ok = false;
+  const int n = value.toInt(&ok);
+  if (!ex || !ok || n < 1 || n > std::max(1, ex->stageCount())) {
+    std::fprintf(stderr, "ulysses-studio: --stage expects 1..%d, got '%s'\n", ex ? std::max(1, ex->stageCount()) : 6, qPrintable(value));
+    return false;
+  }
+  w.setView(QStringLiteral("explain"));
+  if (ex->stageCount() > 0) ex->setStage(n - 1);
+  return true;
+}
+
 int studio_main(int argc, char** argv) {
   // Without a display, --help, --version and --screenshot still work offscreen; a window
   // that cannot be shown gets a message instead of Qt's abort.
@@ -48,14 +66,22 @@ int studio_main(int argc, char** argv) {
   const QCommandLineOption shot(QStringLiteral("screenshot"), QStringLiteral("Render the window to FILE.png and exit."),
                                 QStringLiteral("FILE.png"));
   const QCommandLineOption view(QStringLiteral("view"),
-                                QStringLiteral("Page or trace view: launch, monitor, runs, trace, timeline, headmap, memory, report."),
+                                QStringLiteral("Page or trace view: launch, monitor, runs, explain, trace, timeline, headmap, memory, report."),
                                 QStringLiteral("NAME"));
   const QCommandLineOption runsDir(QStringLiteral("runs-dir"), QStringLiteral("Runs folder (default: <cwd>/runs, remembered)."),
                                    QStringLiteral("DIR"));
   const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size for screenshots, WxH (default 1500x950)."),
                                 QStringLiteral("WxH"));
   const QCommandLineOption dark(QStringLiteral("dark"), QStringLiteral("Use the dark theme."));
-  cli.addOptions({shot, view, runsDir, size, dark});
+  const QCommandLineOption stage(QStringLiteral("stage"),
+                                 QStringLiteral("Explainer stage to show, 1-6 (shard, q/k/v projection, seq->head all-to-all, "
+                                                "attention, head->seq all-to-all, output projection); implies --view explain."),
+                                 QStringLiteral("N"));
+  const QCommandLineOption replay(QStringLiteral("replay"),
+                                  QStringLiteral("Play the opened run back in the monitor at SPEED x real time (1, 10, ...; "
+                                                 "0 = step by step), no training."),
+                                  QStringLiteral("SPEED"));
+  cli.addOptions({shot, view, runsDir, size, dark, stage, replay});
   if (!cli.parse(QApplication::arguments())) {
     std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(cli.errorText()));
     return 2;
@@ -112,9 +138,25 @@ int studio_main(int argc, char** argv) {
     }
   }
   if (cli.isSet(view) && !w.setView(cli.value(view))) {
-    std::fprintf(stderr, "ulysses-studio: unknown --view '%s' (launch, monitor, runs, trace, timeline, headmap, memory, report)\n",
+    std::fprintf(stderr, "ulysses-studio: unknown --view '%s' (launch, monitor, runs, explain, trace, timeline, headmap, memory, report)\n",
                  qPrintable(cli.value(view)));
     return 2;
+  }
+  if (cli.isSet(stage) && !select_explainer_stage(w, cli.value(stage))) return 2;
+  if (cli.isSet(replay)) {
+    bool okSpeed = false;
+    const double speed = cli.value(replay).toDouble(&okSpeed);
+    QString rerr;
+    if (!okSpeed || speed < 0 || pos.isEmpty()) {
+      std::fprintf(stderr, "ulysses-studio: --replay needs a run folder and a speed >= 0 (1, 10; 0 = step by step), got '%s'\n",
+                   qPrintable(cli.value(replay)));
+      return 2;
+    }
+    if (!w.monitor()->replayRun(pos.front(), speed, &rerr)) {
+      std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(rerr));
+      return 2;
+    }
+    w.setView(QStringLiteral("monitor"));
   }
   w.show();
   if (!screenshot) return app.exec();

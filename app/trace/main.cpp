@@ -2,7 +2,7 @@
 // code the studio's report uses); `export --format chrome RUN OUT.json` writes a Chrome /
 // Kineto trace for Perfetto or HTA; `export --format chrome --per-rank RUN DIR` writes
 // DIR/rank{r}.json, one file per rank, the folder HTA's TraceAnalysis(trace_dir=DIR) reads. Exit 0 ok, 2 bad input (unreadable trace, bad
-// arguments), 1 failure.
+// arguments), 1 failure. `report RUN --html OUT.html` writes a self-contained HTML report.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -12,8 +12,30 @@
 
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/chrome_export.hpp"
+#include "ulysses/profiler/html_report.hpp"
 #include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/trace_store.hpp"
+
+// `report RUN --html OUT.html`: the summary's analysis as a self-contained one-page HTML
+// report (profiler/html_report.hpp). Exit 0, 2 (unreadable trace), 1 (cannot write OUT).
+static int write_html_report(const std::string& run, const std::string& out) {
+  namespace prof = ulysses::prof;
+  prof::LoadOptions lo;
+  lo.head_lanes = false;
+  const prof::TraceModel m = prof::load_trace(run, lo);
+  const prof::Summary s = prof::analyze(m, prof::AnalysisOptions{});
+  std::string name = run;
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  name = name.substr(name.find_last_of('/') == std::string::npos ? 0 : name.find_last_of('/') + 1);
+  const std::string html = prof::summary_to_html(m, s, "Ulysses run report: " + name);
+  std::FILE* f = std::fopen(out.c_str(), "wb");
+  if (!f || std::fwrite(html.data(), 1, html.size(), f) != html.size() || std::fclose(f) != 0) {
+    std::cerr << "ulysses-trace: cannot write " << out << "\n";
+    return 1;
+  }
+  std::cerr << "wrote " << out << " (" << html.size() << " bytes)\n";
+  return 0;
+}
 
 int main(int argc, char** argv) {
   namespace prof = ulysses::prof;
@@ -39,6 +61,11 @@ int main(int argc, char** argv) {
   exp->add_option("RUN", run, "run directory or .sqlite trace")->required();
   exp->add_option("OUT", out, "output .json file (a folder with --per-rank)")->required();
 
+  std::string html_out;
+  auto* report = app.add_subcommand("report", "Write a self-contained one-page HTML report of a run");
+  report->add_option("RUN", run, "run directory or .sqlite trace")->required();
+  report->add_option("--html", html_out, "output .html file")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -58,6 +85,7 @@ int main(int argc, char** argv) {
   }
   try {
     prof::LoadOptions lo;
+    if (report->parsed()) return write_html_report(run, html_out);
     if (summary->parsed()) {
       lo.head_lanes = false;  // not needed for analysis
       prof::TraceModel m = prof::load_trace(run, lo);

@@ -11,6 +11,7 @@
 
 #include <torch/torch.h>
 
+#include "a2a_volume.hpp"
 #include "comm.hpp"
 #include "local_attention.hpp"
 #include "ulysses/profiler/tracer.hpp"
@@ -35,10 +36,8 @@ at::Tensor ulysses_attention(const at::Tensor& q, const at::Tensor& k, const at:
 at::Tensor seq_to_head(const at::Tensor& x, Comm* comm);
 at::Tensor head_to_seq(const at::Tensor& x, Comm* comm);
 
-// Bytes one rank sends (= receives) in an equal-split all-to-all of `elements` elements
-// of `elem_size` bytes over P ranks (its own 1/P stays local).
-inline int64_t a2a_bytes(int64_t elements, int64_t elem_size, int64_t P) {
-  return elements * elem_size * (P - 1) / P;
-}
+// Bytes one rank sends (= receives) in an equal-split all-to-all: one definition, torch-free
+// in engine/cost/a2a_volume.hpp (the studio's explainer shows the same figure).
+using cost::a2a_bytes;
 
 }  // namespace ulysses

@@ -2,6 +2,7 @@
 // per-layer and per-head-range tables, rank skew, memory per label, name totals.
 // Definitions are in analysis.hpp and profiler/README.md.
 #include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/step_stats.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -487,23 +488,19 @@ Headline headline(const TraceModel& m, const AnalysisOptions& o) {
   if (m.steps.empty() && m.memory.empty()) return h;
   int32_t first_rank = INT32_MAX;
   for (const auto& st : m.steps) first_rank = std::min(first_rank, st.rank);
-  std::vector<double> tps, ms;
+  std::vector<StepFigure> figures;
   std::set<std::pair<int32_t, int64_t>> rank_steps;
   for (const auto& st : m.steps) {
     if (!step_in(o, st.step)) continue;
     rank_steps.insert({st.rank, st.step});
     if (st.rank != first_rank) continue;
-    tps.push_back(st.tokens_per_s);
-    ms.push_back(st.step_ms);
+    figures.push_back({st.step, st.step_ms, st.tokens_per_s});
   }
-  auto median = [](std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  h.steps = static_cast<int64_t>(tps.size());
-  h.tokens_per_s = median(tps);
-  h.step_ms = median(ms);
+  // The one definition of the medians (step_stats.hpp; the studio uses it too).
+  const SteadyState steady = steady_state(figures);
+  h.steps = static_cast<int64_t>(figures.size());
+  h.tokens_per_s = steady.median_tokens_per_s;
+  h.step_ms = steady.median_step_ms;
   int64_t a2a = 0, ar = 0;
   for_each_counted_lane(m, [&](const Lane& l) {
     for (int64_t k = 0; k < l.count; ++k) {

@@ -104,7 +104,7 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
            "(comm %.3f ms, overlapped %.3f ms)\n\n",
            100.0 * s.overall.ratio, ms(s.overall.comm_ns), ms(s.overall.overlap_ns));
   if (s.headline.steps > 0)
-    o += fmt("Per step (median of %lld): %.0f tokens/s, %.1f ms; per rank: all-to-all %.3f MiB sent, gradient all-reduce "
+    o += fmt("Per step (%lld steps; medians leave out warm-up step 0): %.0f tokens/s, %.1f ms; per rank: all-to-all %.3f MiB sent, gradient all-reduce "
              "%.3f MiB sent; peak memory %.1f MiB\n\n",
              static_cast<long long>(s.headline.steps), s.headline.tokens_per_s, s.headline.step_ms,
              double(s.headline.a2a_bytes_per_step) / 1048576.0, double(s.headline.allreduce_bytes_per_step) / 1048576.0,

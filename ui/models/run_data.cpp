@@ -1,4 +1,6 @@
-// Readers for METRIC lines, run.json, config.json and rank-prefixed log lines.
+// The studio's view of a run directory: converts what engine/launch/run_dir_reader (the one
+// Qt-free reader of METRIC lines, run.json and config.json) reads into Qt types, and reads
+// rank-prefixed log lines.
 #include "run_data.hpp"
 
 #include <QDateTime>
@@ -12,21 +14,47 @@
 #include <csignal>
 #include <limits>
 
+#include "run_dir_reader.hpp"
+
 namespace ulysses::ui {
 
 namespace {
-// Only regular files of bounded size are read: a FIFO named run.json would block the
-// studio forever, a huge file would stall it (QFileInfo::isFile is false for FIFOs).
-bool readableFile(const QString& path, qint64 maxBytes) {
-  const QFileInfo fi(path);
-  return fi.exists() && fi.isFile() && fi.size() <= maxBytes;
-}
+std::string local(const QString& path) { return QFile::encodeName(path).toStdString(); }
+// config.json and the studio's launch record, read by the one reader and handed over as Qt
+// JSON (the reader checks size, file type and syntax).
 QJsonObject readJsonObject(const QString& path) {
-  if (!readableFile(path, kMaxRunJsonBytes)) return {};
-  QFile f(path);
-  if (!f.open(QIODevice::ReadOnly)) return {};
-  const auto doc = QJsonDocument::fromJson(f.read(kMaxRunJsonBytes));
-  return doc.isObject() ? doc.object() : QJsonObject{};
+  const auto j = launch::read_json_object_file(local(path));
+  if (!j) return {};
+  const auto text = j->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object();
+}
+MetricPoint toPoint(const launch::MetricPoint& m) {
+  MetricPoint p;
+  p.step = static_cast<int>(std::clamp<int64_t>(m.step, -1, std::numeric_limits<int>::max()));
+  p.steps = static_cast<int>(std::clamp<int64_t>(m.steps, 0, std::numeric_limits<int>::max()));
+  p.loss = m.loss;
+  p.lr = m.lr;
+  p.grad_norm = m.grad_norm;
+  p.tokens_per_s = m.tokens_per_s;
+  p.step_ms = m.step_ms;
+  p.elapsed_s = m.elapsed_s;
+  p.tokens = m.tokens;
+  p.max_mem_bytes = m.max_mem_bytes;
+  return p;
+}
+launch::MetricPoint fromPoint(const MetricPoint& p) {
+  launch::MetricPoint m;
+  m.step = p.step;
+  m.steps = p.steps;
+  m.loss = p.loss;
+  m.lr = p.lr;
+  m.grad_norm = p.grad_norm;
+  m.tokens_per_s = p.tokens_per_s;
+  m.step_ms = p.step_ms;
+  m.elapsed_s = p.elapsed_s;
+  m.tokens = p.tokens;
+  m.max_mem_bytes = p.max_mem_bytes;
+  return m;
 }
 // True when `pid` is a live ulysses-run (a reused pid of another program does not count).
 bool launcherAlive(qint64 pid) {
@@ -36,53 +64,18 @@ bool launcherAlive(qint64 pid) {
   if (!cmd.open(QIODevice::ReadOnly)) return true;  // no /proc: trust kill()
   return cmd.read(4096).contains("ulysses-run");
 }
-double median(QVector<double> v) {
-  if (v.isEmpty()) return 0;
-  std::sort(v.begin(), v.end());
-  const int n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 }  // namespace
 
 bool parseMetricLine(const QByteArray& raw, MetricPoint* point) {
-  QByteArray line = raw.trimmed();
-  if (line.startsWith("METRIC ")) line = line.mid(7).trimmed();
-  if (!line.startsWith('{')) return false;
-  QJsonParseError err{};
-  const auto doc = QJsonDocument::fromJson(line, &err);
-  if (err.error != QJsonParseError::NoError || !doc.isObject()) return false;
-  const auto o = doc.object();
-  if (!o.value("step").isDouble() || !o.value("loss").isDouble()) return false;
-  MetricPoint p;
-  p.step = o.value("step").toInt();
-  p.steps = o.value("steps").toInt();
-  p.loss = o.value("loss").toDouble();
-  p.lr = o.value("lr").toDouble();
-  p.grad_norm = o.value("grad_norm").toDouble();
-  p.tokens = static_cast<qint64>(o.value("tokens").toDouble());
-  p.tokens_per_s = o.value("tokens_per_s").toDouble();
-  p.step_ms = o.value("step_ms").toDouble();
-  p.max_mem_bytes = static_cast<qint64>(o.value("max_mem_bytes").toDouble());
-  p.elapsed_s = o.value("elapsed_s").toDouble();
-  *point = p;
+  const auto m = launch::parse_metric_text(raw.toStdString());
+  if (!m) return false;
+  *point = toPoint(*m);
   return true;
 }
 
 QVector<MetricPoint> readMetricsFile(const QString& path) {
   QVector<MetricPoint> out;
-  if (!readableFile(path, kMaxMetricsBytes)) return out;
-  QFile f(path);
-  if (!f.open(QIODevice::ReadOnly)) return out;
-  while (!f.atEnd() && out.size() < kMaxMetricPoints) {
-    MetricPoint p;
-    const QByteArray line = f.readLine(64 * 1024);  // a METRIC object is a few hundred bytes
-    if (!line.endsWith('\n') && !f.atEnd()) {   // an overlong line: skip the rest of it
-      while (!f.atEnd() && !f.readLine(64 * 1024).endsWith('\n')) {
-      }
-      continue;
-    }
-    if (parseMetricLine(line, &p)) out.push_back(p);
-  }
+  for (const auto& m : launch::read_metrics_file(local(path))) out.push_back(toPoint(m));
   return out;
 }
 
@@ -112,26 +105,22 @@ RunSummary loadRunSummary(const QString& dir) {
   s.dir = fi.absoluteFilePath();
   s.name = fi.fileName();
   const QDir d(s.dir);
-  const auto run = readJsonObject(d.filePath(QStringLiteral("run.json")));
+  const auto run = launch::read_run_json(local(d.filePath(QStringLiteral("run.json"))));
   s.config = readJsonObject(d.filePath(QStringLiteral("config.json")));
-  s.status = run.value("status").toString(run.isEmpty() ? QStringLiteral("unknown") : QString());
-  if (s.status.isEmpty()) s.status = QStringLiteral("unknown");
-  s.startedAt = run.value("started_at").toString();
-  s.endedAt = run.value("ended_at").toString();
-  if (run.value("duration_s").isDouble()) s.durationS = run.value("duration_s").toDouble();
-  if (run.value("final_loss").isDouble()) {
+  s.status = QString::fromStdString(run.status);
+  s.startedAt = QString::fromStdString(run.started_at);
+  s.endedAt = QString::fromStdString(run.ended_at);
+  if (run.duration_s) s.durationS = *run.duration_s;
+  if (run.final_loss) {
     s.hasFinalLoss = true;
-    s.finalLoss = run.value("final_loss").toDouble();
+    s.finalLoss = *run.final_loss;
   }
-  if (run.value("steps_done").isDouble()) s.stepsDone = run.value("steps_done").toInt();
-  // Claims are bounded: a run.json saying 2e9 ranks made the studio allocate 2e9 rows.
-  const double claimedWorld = run.value("world_size").toDouble();
-  s.worldSize = claimedWorld >= 0 && claimedWorld <= kMaxRanks ? static_cast<int>(claimedWorld) : 0;
-  if (claimedWorld < 0 || claimedWorld > kMaxRanks)
-    s.problems << QStringLiteral("run.json claims %1 ranks (at most %2 are shown); ignored").arg(claimedWorld).arg(kMaxRanks);
-  s.exitCode = run.value("exit_code").toInt();
-  if (run.value("failed_rank").isDouble()) s.failedRank = run.value("failed_rank").toInt();
-  s.message = run.value("message").toString();
+  if (run.steps_done) s.stepsDone = static_cast<int>(std::clamp<int64_t>(*run.steps_done, -1, std::numeric_limits<int>::max()));
+  s.worldSize = static_cast<int>(run.world_size);
+  for (const auto& p : run.problems) s.problems << QString::fromStdString(p);
+  s.exitCode = run.exit_code;
+  if (run.failed_rank) s.failedRank = static_cast<int>(std::clamp<int64_t>(*run.failed_rank, -1, launch::kMaxRunRanks));
+  s.message = QString::fromStdString(run.message);
   const auto train = s.config.value("train").toObject();
   if (train.value("steps").isDouble()) s.steps = train.value("steps").toInt();
   if (s.worldSize == 0) {
@@ -141,12 +130,12 @@ RunSummary loadRunSummary(const QString& dir) {
   }
   // A "running" record whose launcher is gone: the run died without writing its end
   // (killed with SIGKILL, crashed, machine restarted). Shown as failed, not as running.
-  if (s.status == QLatin1String("running") && run.value("pid").isDouble() && !launcherAlive(static_cast<qint64>(run.value("pid").toDouble()))) {
+  if (s.status == QLatin1String("running") && run.pid && !launcherAlive(*run.pid)) {
     s.status = QStringLiteral("failed");
     s.stale = true;
     s.message = QStringLiteral("ulysses-run (pid %1) is no longer running and never recorded how the run ended "
                                "(killed, crashed or the machine restarted)")
-                    .arg(static_cast<qint64>(run.value("pid").toDouble()));
+                    .arg(static_cast<qint64>(*run.pid));
   }
   if (!s.hasFinalLoss || s.stepsDone < 0) {
     const auto pts = readMetricsFile(d.filePath(QStringLiteral("metrics.jsonl")));
@@ -187,20 +176,17 @@ QVector<RunSummary> scanRunsDir(const QString& runsDir) {
 }
 
 MeasuredStats measure(const QVector<MetricPoint>& points) {
+  std::vector<launch::MetricPoint> pts;
+  pts.reserve(static_cast<size_t>(points.size()));
+  for (const auto& p : points) pts.push_back(fromPoint(p));
+  const launch::MetricStats st = launch::metric_stats(pts);
   MeasuredStats m;
-  m.steps = points.size();
-  if (points.isEmpty()) return m;
-  QVector<double> ms, tps;
-  for (int i = 0; i < points.size(); ++i) {
-    m.maxMemBytes = std::max(m.maxMemBytes, points[i].max_mem_bytes);
-    if (i == 0 && points.size() > 1) continue;  // first step includes warm-up
-    ms.push_back(points[i].step_ms);
-    tps.push_back(points[i].tokens_per_s);
-  }
-  m.medianStepMs = median(ms);
-  m.tokensPerS = median(tps);
-  m.finalLoss = points.back().loss;
-  m.elapsedS = points.back().elapsed_s;
+  m.steps = static_cast<int>(st.steps);
+  m.medianStepMs = st.median_step_ms;
+  m.tokensPerS = st.median_tokens_per_s;
+  m.maxMemBytes = st.max_mem_bytes;
+  m.finalLoss = st.final_loss;
+  m.elapsedS = st.elapsed_s;
   return m;
 }
 

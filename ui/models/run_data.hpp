@@ -1,5 +1,7 @@
 // Plain data the studio reads from a run directory (docs/CONTRACTS.md): METRIC lines,
-// RUN/run.json, RUN/config.json, "[rank r] " log lines. The UI never parses elsewhere.
+// RUN/run.json, RUN/config.json, "[rank r] " log lines, in Qt types. The files are parsed
+// by the one Qt-free reader, engine/launch/run_dir_reader (also used by ulysses-run), and
+// the medians are the profiler's definition (step_stats.hpp), as in `ulysses-trace summary`.
 #pragma once
 
 #include <QJsonObject>
@@ -8,14 +10,17 @@
 #include <QStringList>
 #include <QVector>
 
+#include "run_dir_reader.hpp"
+
 namespace ulysses::ui {
 
-// What the studio reads from a run directory is bounded: claims beyond these are refused
-// (shown as a problem), files beyond these are not read.
-inline constexpr int kMaxRanks = 1024;                      // as validate() allows
-inline constexpr qint64 kMaxRunJsonBytes = 16 << 20;        // run.json, config.json
-inline constexpr qint64 kMaxMetricsBytes = qint64{256} << 20;
-inline constexpr int kMaxMetricPoints = 10'000'000;
+// What the studio reads from a run directory is bounded (the limits of the one reader,
+// engine/launch/run_dir_reader.hpp): claims beyond these are refused (shown as a problem),
+// files beyond these are not read.
+inline constexpr int kMaxRanks = static_cast<int>(launch::kMaxRunRanks);
+inline constexpr qint64 kMaxRunJsonBytes = launch::kMaxRunJsonBytes;
+inline constexpr qint64 kMaxMetricsBytes = launch::kMaxMetricsBytes;
+inline constexpr int kMaxMetricPoints = static_cast<int>(launch::kMaxMetricPoints);
 
 // One METRIC object (rank 0, one per finished step).
 struct MetricPoint {
@@ -66,9 +71,9 @@ QVector<RunSummary> scanRunsDir(const QString& runsDir);
 // Figures measured in a run, for comparison with the cost model.
 struct MeasuredStats {
   int steps = 0;
-  double medianStepMs = 0;    // over steps after the first (warm-up) when there are several
+  double medianStepMs = 0;    // true median without step 0 (warm-up) when other steps exist (step_stats.hpp)
   qint64 maxMemBytes = 0;
-  double tokensPerS = 0;      // median
+  double tokensPerS = 0;      // median, same definition
   double finalLoss = 0;
   double elapsedS = 0;
 };

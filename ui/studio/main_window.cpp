@@ -16,12 +16,15 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QProcess>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTimer>
 
 #include "estimate_model.hpp"
+#include "explain_view.hpp"
+#include "export_image.hpp"
 #include "launcher_page.hpp"
 #include "monitor_page.hpp"
 #include "rank_status_model.hpp"
@@ -29,6 +32,8 @@
 #include "runs_page.hpp"
 #include "studio_paths.hpp"
 #include "theme.hpp"
+#include "trace/timeline_index.hpp"
+#include "trace/timeline_widget.hpp"
 #include "trace/trace_view.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
@@ -66,6 +71,20 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     statusBar()->showMessage(QStringLiteral("Trace not opened: %1").arg(m), 30000);
   });
   connect(trace_, &TraceView::loaded, this, [this] { lastTraceError_.clear(); });
+  // Replay: the timeline follows the replayed step (the view sweeps step by step).
+  connect(monitor_, &MonitorPage::replayCursor, this, [this](int step, double) {
+    auto* tl = trace_->timeline();
+    if (!tl || !tl->index()) return;
+    const auto& st = tl->index()->steps();
+    for (size_t i = 0; i < st.size(); ++i)
+      if (st[i].step == step) tl->fitStep(static_cast<int>(i));
+  });
+  {  // Explainer: follows the launcher's config as it is edited.
+    auto* explain = new ExplainView(this);
+    tabs_->addTab(explain, QStringLiteral("Explain"));
+    connect(launcher_, &LauncherPage::configEdited, explain, [this, explain] { explain->setConfigJson(launcher_->configJson()); });
+    explain->setConfigJson(launcher_->configJson());
+  }
   setCentralWidget(tabs_);
   statusRun_ = new QLabel(this);
   statusBar()->addPermanentWidget(statusRun_);
@@ -114,7 +133,16 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     statusBar()->showMessage(QStringLiteral("ulysses-run not found: build it (cmake --build build --target ulysses-run) or set ULYSSES_RUN"), 15000);
 }
 
-MainWindow::~MainWindow() = default;
+MainWindow::~MainWindow() {
+  // A memory plan still running (ulysses-run --plan) would report to a launcher page whose
+  // models are already gone while the page's children are deleted (a crash at exit after a
+  // quick --screenshot): stop it first.
+  for (auto* p : launcher_->findChildren<QProcess*>()) {
+    p->disconnect();
+    p->kill();
+    p->waitForFinished(1000);
+  }
+}
 
 void MainWindow::buildMenus() {
   auto* file = menuBar()->addMenu(QStringLiteral("&File"));
@@ -126,6 +154,23 @@ void MainWindow::buildMenus() {
                   &MainWindow::importHfDialog);
   file->addSeparator();
   file->addAction(QStringLiteral("Runs &Folder…"), this, &MainWindow::chooseRunsDir);
+  file->addAction(QStringLiteral("Export &Image…"), QKeySequence(QStringLiteral("Ctrl+E")), this, [this] {
+    // The current view as PNG; the explainer also as SVG (export_image.hpp).
+    const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Export image"), QString(),
+                                                      QStringLiteral("PNG image (*.png);;SVG, explainer (*.svg)"));
+    if (path.isEmpty()) return;
+    QString err;
+    auto* ex = qobject_cast<ExplainView*>(tabs_->currentWidget());
+    if (QFileInfo(path).suffix().toLower() == QLatin1String("svg")) {
+      QFile f(path);
+      if (!ex || !ex->explanation().ok) err = QStringLiteral("SVG export draws the explainer (Explain tab, a valid config); export other views as PNG");
+      else if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(explainStageSvg(ex->explanation(), ex->stage()).toUtf8()) < 0)
+        err = QStringLiteral("cannot write %1").arg(path);
+    } else {
+      exportWidgetImage(tabs_->currentWidget(), path, &err);
+    }
+    if (!err.isEmpty()) showError(QStringLiteral("Export image"), err);
+  });
   file->addSeparator();
   file->addAction(QStringLiteral("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
@@ -143,6 +188,34 @@ void MainWindow::buildMenus() {
   for (int i = 0; i < tabs_->count(); ++i)
     view->addAction(tabs_->tabText(i), QKeySequence(QStringLiteral("Ctrl+%1").arg(i + 1)), this, [this, i] { tabs_->setCurrentIndex(i); });
   view->addSeparator();
+  {  // Presentation mode: fonts 1.5x and a high-contrast palette that survives a projector.
+    auto* present = view->addAction(QStringLiteral("&Presentation Mode"));
+    present->setObjectName(QStringLiteral("presentationMode"));
+    present->setCheckable(true);
+    present->setShortcut(QKeySequence(QStringLiteral("F5")));
+    connect(present, &QAction::toggled, this, [](bool on) {
+      static const QFont normalFont = QApplication::font();
+      static const QPalette normalPalette = QApplication::palette();
+      if (!on) {
+        QApplication::setFont(normalFont);
+        QApplication::setPalette(normalPalette);
+        return;
+      }
+      QFont f = normalFont;
+      f.setPointSizeF(normalFont.pointSizeF() * 1.5);
+      f.setBold(true);
+      QApplication::setFont(f);
+      QPalette p = normalPalette;
+      p.setColor(QPalette::Window, Qt::white);
+      p.setColor(QPalette::Base, Qt::white);
+      p.setColor(QPalette::WindowText, Qt::black);
+      p.setColor(QPalette::Text, Qt::black);
+      p.setColor(QPalette::ButtonText, Qt::black);
+      p.setColor(QPalette::Mid, Qt::black);
+      p.setColor(QPalette::Highlight, QColor(0x00, 0x72, 0xB2));
+      QApplication::setPalette(p);
+    });
+  }
   darkAction_ = view->addAction(QStringLiteral("&Dark Theme"));
   darkAction_->setCheckable(true);
   darkAction_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+D")));
@@ -283,6 +356,7 @@ bool MainWindow::setView(const QString& name) {
   if (n == QLatin1String("launch") || n == QLatin1String("launcher")) tabs_->setCurrentWidget(launcher_);
   else if (n == QLatin1String("monitor")) tabs_->setCurrentWidget(monitor_);
   else if (n == QLatin1String("runs")) tabs_->setCurrentWidget(runs_);
+  else if (n == QLatin1String("explain")) tabs_->setCurrentWidget(findChild<ExplainView*>());
   else if (n == QLatin1String("trace")) tabs_->setCurrentWidget(trace_);
   else if (trace_->setView(n)) tabs_->setCurrentWidget(trace_);
   else return false;

@@ -74,5 +74,6 @@ void MetricChart::clear() {
 }
 
 int MetricChart::count() const { return series_->count(); }
+QList<QPointF> MetricChart::points() const { return series_->points(); }
 
 }  // namespace ulysses::ui

@@ -15,6 +15,7 @@ class MetricChart : public QChartView {
   void append(double x, double y);
   void clear();
   int count() const;
+  QList<QPointF> points() const;
 
  protected:
   void changeEvent(QEvent* e) override;  // follows the dark/light palette

@@ -14,6 +14,7 @@
 #include <QRegularExpression>
 #include <QSplitter>
 #include <QTableView>
+#include <QTimer>
 #include <QVBoxLayout>
 
 #include "cost_model.hpp"
@@ -66,9 +67,32 @@ MonitorPage::MonitorPage(RunController* controller, QWidget* parent) : QWidget(p
   mono.setStyleHint(QFont::Monospace);
   log_->setFont(mono);
 
+  // Replay of the run shown from disk: 1x, 10x or step by step, no training.
+  replay1_ = new QPushButton(QStringLiteral("Replay 1×"), this);
+  replay10_ = new QPushButton(QStringLiteral("Replay 10×"), this);
+  replayStep_ = new QPushButton(QStringLiteral("Step ▶"), this);
+  replay1_->setObjectName(QStringLiteral("replay1"));
+  replay10_->setObjectName(QStringLiteral("replay10"));
+  replayStep_->setObjectName(QStringLiteral("replayStep"));
+  for (auto* b : {replay1_, replay10_, replayStep_}) {
+    b->setToolTip(QStringLiteral("Play the recorded run back (charts grow as they did, no training runs)"));
+    b->setEnabled(false);
+  }
+  replayTimer_ = new QTimer(this);
+  replayTimer_->setInterval(40);
+  connect(replayTimer_, &QTimer::timeout, this, &MonitorPage::replayTick);
+  connect(replay1_, &QPushButton::clicked, this, [this] { replayRun(runDir_, 1.0); });
+  connect(replay10_, &QPushButton::clicked, this, [this] { replayRun(runDir_, 10.0); });
+  connect(replayStep_, &QPushButton::clicked, this, [this] {
+    if (!replay_ || replaySpeed_ > 0 || replay_->finished()) replayRun(runDir_, 0.0);
+    replayStep();
+  });
   auto* bar = new QHBoxLayout;
   bar->addWidget(start_);
   bar->addWidget(stop_);
+  bar->addWidget(replay1_);
+  bar->addWidget(replay10_);
+  bar->addWidget(replayStep_);
   bar->addWidget(progress_, 1);
   bar->addWidget(timeLeft_);
   auto* charts = new QWidget(this);
@@ -100,6 +124,66 @@ MonitorPage::MonitorPage(RunController* controller, QWidget* parent) : QWidget(p
 QString MonitorPage::bannerText() const { return banner_->isHidden() ? QString() : banner_->text(); }
 int MonitorPage::progressValue() const { return progress_->value(); }
 int MonitorPage::chartPoints() const { return loss_->count(); }
+QList<QPointF> MonitorPage::chartValues(int which) const {
+  return (which == 0 ? loss_ : which == 1 ? tps_ : mem_)->points();
+}
+
+bool MonitorPage::replayRun(const QString& runDir, double speed, QString* error) {
+  if (ctl_->isRunning() && QFileInfo(runDir).absoluteFilePath() == ctl_->runDir()) {
+    if (error) *error = QStringLiteral("this run is live; replay it when it has finished");
+    return false;
+  }
+  const auto pts = readMetricsFile(QDir(runDir).filePath(QStringLiteral("metrics.jsonl")));
+  if (pts.isEmpty()) {
+    if (error) *error = QStringLiteral("%1 has no recorded steps (metrics.jsonl)").arg(runDir);
+    return false;
+  }
+  if (QFileInfo(runDir).absoluteFilePath() != runDir_) showRun(runDir);
+  replay_ = std::make_unique<ReplayModel>(std::vector<MetricPoint>(pts.begin(), pts.end()));
+  replaySpeed_ = speed;
+  clearCharts();
+  progress_->setValue(0);
+  title_->setText(speed > 0 ? QStringLiteral("Replay %1×: %2").arg(speed).arg(runDir_) : QStringLiteral("Replay, step by step: %1").arg(runDir_));
+  timeLeft_->setText(QStringLiteral("replay 0:00"));
+  replayWall_.start();
+  if (speed > 0) replayTimer_->start();
+  else replayTimer_->stop();
+  return true;
+}
+
+void MonitorPage::showReplayed(const MetricPoint& p) {
+  addPoint(p);
+  timeLeft_->setText(QStringLiteral("replay %1 / %2")
+                         .arg(QString::fromStdString(cost::format_seconds(replay_->clockS())),
+                              QString::fromStdString(cost::format_seconds(replay_->durationS()))));
+}
+
+void MonitorPage::replayTick() {
+  if (!replay_) return;
+  const double wall = static_cast<double>(replayWall_.restart()) / 1000.0;
+  for (const auto& p : replay_->advance(wall, replaySpeed_)) showReplayed(p);
+  emit replayCursor(replay_->cursorStep(), replay_->clockS());
+  if (replay_->finished()) {
+    replayTimer_->stop();
+    emit replayFinished();
+  }
+}
+
+void MonitorPage::replayStep() {
+  if (!replay_) return;
+  MetricPoint p;
+  if (!replay_->step(&p)) return;
+  showReplayed(p);
+  emit replayCursor(replay_->cursorStep(), replay_->clockS());
+  if (replay_->finished()) emit replayFinished();
+}
+
+void MonitorPage::stopReplay() {
+  replayTimer_->stop();
+  replay_.reset();
+}
+
+bool MonitorPage::replaying() const { return replay_ && !replay_->finished(); }
 
 void MonitorPage::setBanner(const QString& text, bool error) {
   banner_->setText(text);
@@ -123,6 +207,8 @@ void MonitorPage::addPoint(const MetricPoint& p) {
 }
 
 void MonitorPage::onStarted() {
+  stopReplay();
+  for (auto* b : {replay1_, replay10_, replayStep_}) b->setEnabled(false);
   runDir_ = ctl_->runDir();
   ranksView_->setModel(ctl_->ranks());
   clearCharts();
@@ -153,6 +239,7 @@ void MonitorPage::onLog(int rank, const QString& text) {
 }
 
 void MonitorPage::onFinished(const RunOutcome& o) {
+  for (auto* b : {replay1_, replay10_, replayStep_}) b->setEnabled(true);  // the run is on disk now
   start_->setEnabled(true);
   stop_->setEnabled(false);
   timeLeft_->setText(o.status);
@@ -163,6 +250,8 @@ void MonitorPage::onFinished(const RunOutcome& o) {
 void MonitorPage::showRun(const QString& runDir) {
   if (ctl_->isRunning() && QFileInfo(runDir).absoluteFilePath() == ctl_->runDir()) return;  // live already
   runDir_ = QFileInfo(runDir).absoluteFilePath();
+  stopReplay();
+  for (auto* b : {replay1_, replay10_, replayStep_}) b->setEnabled(true);
   const RunSummary s = loadRunSummary(runDir_);
   clearCharts();
   log_->clear();

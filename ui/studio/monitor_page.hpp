@@ -5,6 +5,12 @@
 
 #include <QWidget>
 
+#include <QElapsedTimer>
+#include <QList>
+#include <QPointF>
+#include <memory>
+
+#include "replay_model.hpp"
 #include "run_controller.hpp"
 
 class QLabel;
@@ -12,6 +18,7 @@ class QProgressBar;
 class QPushButton;
 class QPlainTextEdit;
 class QTableView;
+class QTimer;
 
 namespace ulysses::ui {
 
@@ -30,9 +37,23 @@ class MonitorPage : public QWidget {
   QPushButton* stopButton() const { return stop_; }
   int progressValue() const;
   int chartPoints() const;  // points in the loss chart
+  // Charted values: 0 loss, 1 tokens/s, 2 max memory (GiB); x = step.
+  QList<QPointF> chartValues(int which) const;
+
+  // Replay of a recorded run (no training): speed × real time (1, 10, ...), or 0 for step
+  // by step (replayStep()). False with *error when the run has no metrics.
+  bool replayRun(const QString& runDir, double speed, QString* error = nullptr);
+  void replayStep();
+  void stopReplay();
+  bool replaying() const;
+  int replayCursorStep() const { return replay_ ? replay_->cursorStep() : -1; }
+  const ReplayModel* replayModel() const { return replay_.get(); }
 
  signals:
   void startRequested();
+  // The replay cursor moved: last shown step and the run time (s since start).
+  void replayCursor(int step, double runTimeS);
+  void replayFinished();
 
  private:
   void onStarted();
@@ -57,6 +78,15 @@ class MonitorPage : public QWidget {
   QTableView* ranksView_ = nullptr;
   QPlainTextEdit* log_ = nullptr;
   RankStatusModel* diskRanks_ = nullptr;  // ranks of a run opened from disk
+  void replayTick();
+  void showReplayed(const MetricPoint& p);
+  std::unique_ptr<ReplayModel> replay_;
+  QTimer* replayTimer_ = nullptr;
+  QElapsedTimer replayWall_;
+  double replaySpeed_ = 0;
+  QPushButton* replay1_ = nullptr;
+  QPushButton* replay10_ = nullptr;
+  QPushButton* replayStep_ = nullptr;
 };
 
 }  // namespace ulysses::ui

@@ -115,8 +115,8 @@ struct NameRow {
 // The figures users quote, over the steps in the window.
 struct Headline {
   int64_t steps = 0;                    // step records of the lowest rank in the window
-  double tokens_per_s = 0;              // median of those steps (whole-run tokens/s)
-  double step_ms = 0;                   // median step time
+  double tokens_per_s = 0;              // median of those steps (whole-run tokens/s), step_stats.hpp's steady_state
+  double step_ms = 0;                   // median step time (true median, step 0 left out when others exist)
   int64_t a2a_bytes_per_step = 0;       // all-to-all bytes one rank sends per step (mean over ranks x steps)
   int64_t allreduce_bytes_per_step = 0; // gradient all-reduce bytes one rank sends per step (same mean)
   int64_t peak_memory_bytes = 0;        // largest peak over all ranks' memory samples

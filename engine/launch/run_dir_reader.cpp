@@ -1,0 +1,142 @@
+// Run directory reader (see run_dir_reader.hpp).
+#include "run_dir_reader.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "metric_line.hpp"
+#include "ulysses/profiler/step_stats.hpp"
+
+namespace ulysses::launch {
+
+using nlohmann::json;
+
+namespace {
+bool regular_file_within(const std::string& path, int64_t max_bytes) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= max_bytes;
+}
+double num(const json& j, const char* key, double fallback = 0) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+// A double as int64, clamped (a value of 1e300 must not be undefined behaviour).
+int64_t to_i64(double v) {
+  if (!std::isfinite(v)) return 0;
+  if (v >= 9.2e18) return INT64_MAX;
+  if (v <= -9.2e18) return INT64_MIN;
+  return static_cast<int64_t>(v);
+}
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+}  // namespace
+
+std::optional<MetricPoint> metric_from_json(const json& j) {
+  if (!j.is_object()) return std::nullopt;
+  auto step = j.find("step"), loss = j.find("loss");
+  if (step == j.end() || !step->is_number() || loss == j.end() || !loss->is_number()) return std::nullopt;
+  MetricPoint p;
+  p.step = to_i64(step->get<double>());
+  p.steps = to_i64(num(j, "steps"));
+  p.loss = loss->get<double>();
+  p.lr = num(j, "lr");
+  p.grad_norm = num(j, "grad_norm");
+  p.tokens = to_i64(num(j, "tokens"));
+  p.tokens_per_s = num(j, "tokens_per_s");
+  p.step_ms = num(j, "step_ms");
+  p.max_mem_bytes = to_i64(num(j, "max_mem_bytes"));
+  p.elapsed_s = num(j, "elapsed_s");
+  return p;
+}
+
+std::optional<MetricPoint> parse_metric_text(const std::string& raw) {
+  const std::string line = trim(raw);
+  if (auto m = parse_metric_line(line)) return metric_from_json(m->value);  // "METRIC {...}"
+  if (line.empty() || line.front() != '{') return std::nullopt;
+  return metric_from_json(json::parse(line, nullptr, /*allow_exceptions=*/false));
+}
+
+std::vector<MetricPoint> read_metrics_file(const std::string& path) {
+  std::vector<MetricPoint> out;
+  if (!regular_file_within(path, kMaxMetricsBytes)) return out;
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  constexpr size_t kMaxLine = 64 * 1024;  // a METRIC object is a few hundred bytes
+  while (static_cast<int64_t>(out.size()) < kMaxMetricPoints && std::getline(in, line)) {
+    if (line.size() > kMaxLine) continue;
+    if (auto p = parse_metric_text(line)) out.push_back(*p);
+  }
+  return out;
+}
+
+std::optional<json> read_json_object_file(const std::string& path, int64_t max_bytes) {
+  if (!regular_file_within(path, max_bytes)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  return j;
+}
+
+RunJson read_run_json(const std::string& path) {
+  RunJson r;
+  r.status = "unknown";
+  const auto j = read_json_object_file(path);
+  if (!j) return r;
+  r.present = true;
+  auto str = [&](const char* key) {
+    auto it = j->find(key);
+    return it != j->end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  auto opt_num = [&](const char* key) -> std::optional<double> {
+    auto it = j->find(key);
+    if (it == j->end() || !it->is_number()) return std::nullopt;
+    return it->get<double>();
+  };
+  if (!str("status").empty()) r.status = str("status");
+  r.started_at = str("started_at");
+  r.ended_at = str("ended_at");
+  r.duration_s = opt_num("duration_s");
+  r.final_loss = opt_num("final_loss");
+  if (auto v = opt_num("steps_done")) r.steps_done = to_i64(*v);
+  if (auto v = opt_num("failed_rank")) r.failed_rank = to_i64(*v);
+  if (auto v = opt_num("pid")) r.pid = to_i64(*v);
+  if (auto v = opt_num("exit_code")) r.exit_code = static_cast<int>(std::clamp(*v, -1e6, 1e6));
+  r.message = str("message");
+  // Claims are bounded: a run.json saying 2e9 ranks made the studio allocate 2e9 rows.
+  const double world = num(*j, "world_size");
+  if (world >= 0 && world <= static_cast<double>(kMaxRunRanks)) {
+    r.world_size = static_cast<int64_t>(world);
+  } else {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "run.json claims %g ranks (at most %lld are shown); ignored", world,
+                  static_cast<long long>(kMaxRunRanks));
+    r.problems.emplace_back(buf);
+  }
+  return r;
+}
+
+MetricStats metric_stats(const std::vector<MetricPoint>& points) {
+  MetricStats m;
+  m.steps = static_cast<int64_t>(points.size());
+  if (points.empty()) return m;
+  std::vector<prof::StepFigure> figures;
+  for (const auto& p : points) {
+    m.max_mem_bytes = std::max(m.max_mem_bytes, p.max_mem_bytes);
+    figures.push_back({p.step, p.step_ms, p.tokens_per_s});
+  }
+  const prof::SteadyState s = prof::steady_state(figures);
+  m.median_step_ms = s.median_step_ms;
+  m.median_tokens_per_s = s.median_tokens_per_s;
+  m.final_loss = points.back().loss;
+  m.elapsed_s = points.back().elapsed_s;
+  return m;
+}
+
+}  // namespace ulysses::launch

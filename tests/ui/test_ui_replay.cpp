@@ -1,0 +1,213 @@
+// Replay (issue 15): a recorded run plays back in the monitor at 10× and step by step with
+// no training; the charts' final values equal the run's metrics and the cursor reaches the
+// last step. ReplayModel's clock is checked with synthetic wall time.
+#include <gtest/gtest.h>
+
+#include <QDir>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "monitor_page.hpp"
+#include "replay_model.hpp"
+#include "run_controller.hpp"
+#include "run_fixture.hpp"
+
+using namespace ulysses;
+using namespace ulysses::ui;
+
+namespace {
+std::vector<MetricPoint> points(std::initializer_list<double> elapsed) {
+  std::vector<MetricPoint> v;
+  int s = 0;
+  for (double t : elapsed) {
+    MetricPoint p;
+    p.step = s++;
+    p.elapsed_s = t;
+    p.loss = 10 - s;
+    v.push_back(p);
+  }
+  return v;
+}
+}  // namespace
+
+TEST(ReplayModel, TimedAndStepByStep) {
+  ReplayModel m(points({1.0, 2.0, 3.0, 4.0}));
+  EXPECT_TRUE(m.advance(0.5, 1.0).empty());        // 0.5 s of run time: nothing finished yet
+  EXPECT_EQ(m.advance(0.6, 1.0).size(), 1u);       // 1.1 s: step 0
+  EXPECT_EQ(m.cursorStep(), 0);
+  EXPECT_EQ(m.advance(0.2, 10.0).size(), 2u);      // +2 s at 10x: 3.1 s, steps 1 and 2
+  EXPECT_FALSE(m.finished());
+  MetricPoint p;
+  ASSERT_TRUE(m.step(&p));                          // step mode takes the next one
+  EXPECT_EQ(p.step, 3);
+  EXPECT_TRUE(m.finished());
+  EXPECT_FALSE(m.step(&p));
+  EXPECT_EQ(m.cursorStep(), 3);
+  EXPECT_DOUBLE_EQ(m.clockS(), 4.0);
+  m.restart();
+  EXPECT_EQ(m.shown(), 0);
+  EXPECT_EQ(m.cursorStep(), -1);
+  // Times that go backwards (a worker appended after a restart) never stall the replay.
+  ReplayModel back(points({1.0, 3.0, 2.0}));
+  EXPECT_EQ(back.advance(3.0, 1.0).size(), 3u);
+}
+
+class ReplayMonitor : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(tmp_.isValid());
+    run_ = tmp_.filePath(QStringLiteral("run"));
+    // 5 steps, 1.0 s of run time in all: 10x replays it in ~0.1 s.
+    test::write_fixture_run(run_.toStdString(), 2, {{400, 5.0, 100 << 20}, {150, 4.0, 300 << 20}, {150, 3.5, 200 << 20}, {150, 3.2, 250 << 20}, {150, 3.0, 220 << 20}});
+    pts_ = readMetricsFile(QDir(run_).filePath(QStringLiteral("metrics.jsonl")));
+    ASSERT_EQ(pts_.size(), 5);
+  }
+  void expectFinalValuesEqualMetrics(const MonitorPage& page) {
+    const auto loss = page.chartValues(0), tps = page.chartValues(1), mem = page.chartValues(2);
+    ASSERT_EQ(loss.size(), pts_.size());
+    ASSERT_EQ(tps.size(), pts_.size());
+    for (int i = 0; i < pts_.size(); ++i) {
+      EXPECT_DOUBLE_EQ(loss[i].x(), pts_[i].step);
+      EXPECT_DOUBLE_EQ(loss[i].y(), pts_[i].loss);
+    }
+    EXPECT_DOUBLE_EQ(loss.back().y(), 3.0);
+    EXPECT_DOUBLE_EQ(tps.back().y(), pts_.back().tokens_per_s);
+    EXPECT_DOUBLE_EQ(mem.back().y(), double(220 << 20) / (1024.0 * 1024.0 * 1024.0));
+    EXPECT_EQ(page.progressValue(), 5);
+    EXPECT_EQ(page.replayCursorStep(), 4);
+  }
+  QTemporaryDir tmp_;
+  QString run_;
+  QVector<MetricPoint> pts_;
+};
+
+TEST_F(ReplayMonitor, StepByStepReachesTheLastStep) {
+  RunController ctl;
+  MonitorPage page(&ctl);
+  QSignalSpy cursor(&page, &MonitorPage::replayCursor);
+  ASSERT_TRUE(page.replayRun(run_, 0.0));
+  EXPECT_EQ(page.chartPoints(), 0);  // charts start empty
+  for (int i = 0; i < 5; ++i) {
+    page.replayStep();
+    EXPECT_EQ(page.chartPoints(), i + 1);
+    EXPECT_EQ(page.replayCursorStep(), i);
+  }
+  page.replayStep();  // past the end: nothing more
+  EXPECT_EQ(page.chartPoints(), 5);
+  EXPECT_EQ(cursor.count(), 5);
+  EXPECT_FALSE(page.replaying());
+  EXPECT_FALSE(ctl.isRunning());  // no training ran
+  expectFinalValuesEqualMetrics(page);
+}
+
+TEST_F(ReplayMonitor, TenTimesSpeedPlaysTheWholeRun) {
+  RunController ctl;
+  MonitorPage page(&ctl);
+  QSignalSpy done(&page, &MonitorPage::replayFinished);
+  ASSERT_TRUE(page.replayRun(run_, 10.0));
+  EXPECT_LT(page.chartPoints(), 5);  // not all at once
+  ASSERT_TRUE(done.wait(5000)) << "replay at 10x of a 1 s run did not finish in 5 s";
+  expectFinalValuesEqualMetrics(page);
+  EXPECT_GE(page.replayModel()->clockS(), 1.0 - 1e-9);
+}
+
+TEST_F(ReplayMonitor, RefusesARunWithoutMetrics) {
+  RunController ctl;
+  MonitorPage page(&ctl);
+  QString err;
+  EXPECT_FALSE(page.replayRun(tmp_.filePath(QStringLiteral("empty")), 1.0, &err));
+  EXPECT_TRUE(err.contains(QLatin1String("no recorded steps"))) << err.toStdString();
+}
+
+// The explain view follows the launcher's form: a valid config draws 6 stages, an sp_size
+// that does not divide the heads shows the engine's reason instead. (Its numbers are
+// explain_model's, tested in test_ui_explain.)
+#include "explain_view.hpp"
+#include "launcher_page.hpp"
+#include "main_window.hpp"
+
+TEST(ExplainViewInStudio, FollowsTheLauncherAndShowsRefusals) {
+  MainWindow w;
+  w.setQuiet(true);
+  QString err;
+  ASSERT_TRUE(w.launcher()->loadConfigFile(QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs/tiny.json"), &err))
+      << err.toStdString();
+  auto* ex = w.findChild<ExplainView*>();
+  ASSERT_NE(ex, nullptr);
+  ASSERT_TRUE(w.setView(QStringLiteral("explain")));
+  EXPECT_TRUE(ex->explanation().ok);
+  EXPECT_EQ(ex->stageCount(), 6);
+  EXPECT_EQ(ex->explanation().P, 2);
+  EXPECT_TRUE(ex->setStage(2));
+  EXPECT_FALSE(ex->setStage(6));
+  EXPECT_EQ(ex->stage(), 2);
+  EXPECT_FALSE(ex->grab().isNull());
+  ASSERT_TRUE(w.launcher()->setFieldText(QStringLiteral("parallel.sp_size"), QStringLiteral("3")));
+  EXPECT_FALSE(ex->explanation().ok);
+  ASSERT_FALSE(ex->explanation().problems.empty());
+  EXPECT_NE(ex->explanation().problems.front().find("sp_size (3)"), std::string::npos) << ex->explanation().problems.front();
+  ASSERT_TRUE(w.launcher()->setFieldText(QStringLiteral("parallel.sp_size"), QStringLiteral("4")));  // 2 kv heads replicated
+  EXPECT_TRUE(ex->explanation().ok);
+  EXPECT_TRUE(ex->explanation().kv_replicated);
+}
+
+#include <QImage>
+#include "export_image.hpp"
+
+TEST(ExportImage, PngOfAnyViewAndSvgOfTheExplainer) {
+  MainWindow w;
+  w.setQuiet(true);
+  QString err;
+  ASSERT_TRUE(w.launcher()->loadConfigFile(QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs/tiny.json"), &err));
+  auto* ex = w.findChild<ExplainView*>();
+  ex->resize(900, 500);
+  QTemporaryDir tmp;
+  const QString png = tmp.filePath(QStringLiteral("explain.png"));
+  ASSERT_TRUE(exportWidgetImage(ex, png, &err)) << err.toStdString();
+  const QImage img(png);
+  EXPECT_EQ(img.size(), ex->grab().size());
+  EXPECT_FALSE(exportWidgetImage(ex, tmp.filePath(QStringLiteral("no/such/dir/x.png")), &err));
+  EXPECT_TRUE(err.contains(QLatin1String("cannot write")));
+  // SVG of the seq->head stage: one block per (rank, tensor) the model lists, sizes in the text.
+  const QString svg = explainStageSvg(ex->explanation(), 2);
+  EXPECT_TRUE(svg.startsWith(QLatin1String("<svg")));
+  EXPECT_EQ(svg.count(QLatin1String("class=\"block\"")), 4);  // 2 ranks x (q, kv)
+  EXPECT_TRUE(svg.contains(QLatin1String("sends 64.0 KiB"))) << svg.toStdString();
+  EXPECT_TRUE(explainStageSvg(ex->explanation(), 9).isEmpty());
+}
+
+#include <QAction>
+#include <QApplication>
+
+TEST(PresentationMode, LargerFontsAndBackAgain) {
+  MainWindow w;
+  auto* a = w.findChild<QAction*>(QStringLiteral("presentationMode"));
+  ASSERT_NE(a, nullptr);
+  const double normal = QApplication::font().pointSizeF();
+  a->setChecked(true);
+  EXPECT_DOUBLE_EQ(QApplication::font().pointSizeF(), normal * 1.5);
+  EXPECT_EQ(QApplication::palette().color(QPalette::WindowText), QColor(Qt::black));
+  a->setChecked(false);
+  EXPECT_DOUBLE_EQ(QApplication::font().pointSizeF(), normal);
+}
+
+#include "trace/timeline_index.hpp"
+#include "trace/timeline_widget.hpp"
+#include "trace/trace_view.hpp"
+
+TEST_F(ReplayMonitor, TimelineFollowsTheReplayToTheLastStep) {
+  MainWindow w;
+  w.setQuiet(true);
+  w.resize(1200, 800);
+  QString err;
+  ASSERT_TRUE(w.openTraceAndWait(run_, &err)) << err.toStdString();
+  auto* tl = w.traceView()->timeline();
+  ASSERT_NE(tl, nullptr);
+  ASSERT_TRUE(w.monitor()->replayRun(run_, 0.0, &err)) << err.toStdString();
+  for (int i = 0; i < 5; ++i) {
+    w.monitor()->replayStep();
+    EXPECT_EQ(tl->index()->steps()[size_t(tl->currentStep())].step, i) << "timeline not on replayed step " << i;
+  }
+  EXPECT_EQ(tl->currentStep(), 4);
+}

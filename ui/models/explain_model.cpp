@@ -1,0 +1,133 @@
+// Explainer maths (see explain_model.hpp).
+#include "explain_model.hpp"
+
+#include <algorithm>
+
+#include "a2a_volume.hpp"
+
+namespace ulysses::ui {
+
+namespace {
+std::string tuple(std::initializer_list<int64_t> v) {
+  std::string s = "(";
+  for (auto it = v.begin(); it != v.end(); ++it) s += (it == v.begin() ? "" : ", ") + std::to_string(*it);
+  return s + ")";
+}
+}  // namespace
+
+std::pair<int64_t, int64_t> q_heads_of_rank(int64_t r, int64_t H, int64_t P) {
+  const int64_t h = H / P;
+  return {r * h, (r + 1) * h};
+}
+
+std::pair<int64_t, int64_t> kv_heads_of_rank(int64_t r, int64_t Hkv, int64_t P) {
+  if (Hkv < P) {  // replicated: repeat_interleave(P / Hkv) makes P heads, expanded head r = kv head r / (P / Hkv)
+    const int64_t k = r / (P / Hkv);
+    return {k, k + 1};
+  }
+  const int64_t hk = Hkv / P;
+  return {r * hk, (r + 1) * hk};
+}
+
+Explanation explain(const RunConfig& cfg) {
+  Explanation e;
+  for (const auto& issue : validate(cfg)) {
+    // Only the rules that shape the picture refuse it (heads, kv heads, chunks, sizes).
+    const auto& f = issue.field;
+    if (f.rfind("model.", 0) == 0 || f == "parallel.sp_size" || f == "parallel.head_chunks" || f == "train.seq_length" ||
+        f == "train.micro_batch_size" || f == "train.dtype")
+      e.problems.push_back(issue.message);
+  }
+  const auto& m = cfg.model;
+  e.P = cfg.parallel.sp_size;
+  e.H = m.num_attention_heads;
+  e.Hkv = m.num_key_value_heads;
+  e.N = cfg.train.seq_length;
+  e.B = cfg.train.micro_batch_size;
+  e.d = m.hidden_size;
+  e.chunks = cfg.parallel.head_chunks;
+  e.elem_bytes = cfg.train.dtype == "bfloat16" ? 2 : 4;
+  if (!e.problems.empty() || e.P < 1 || e.H < 1 || e.Hkv < 1 || e.H % e.P || e.N % e.P) {
+    if (e.problems.empty()) e.problems.push_back("these settings cannot be split over the ranks");
+    return e;
+  }
+  e.ok = true;
+  const int64_t P = e.P, H = e.H, Hkv = e.Hkv, N = e.N, B = e.B, d = e.d, eb = e.elem_bytes;
+  e.dh = d / H;
+  e.n = N / P;
+  e.kv_replicated = Hkv < P;
+  e.Hkv_sent = e.kv_replicated ? P : Hkv;  // kv heads after replication, before the all-to-all
+  const int64_t n = e.n, dh = e.dh, h = H / P, hk_sent = e.Hkv_sent / P;
+
+  auto per_rank = [&](auto make) {
+    std::vector<std::vector<HeadBlock>> v(static_cast<size_t>(P));
+    for (int64_t r = 0; r < P; ++r) v[static_cast<size_t>(r)] = make(r);
+    return v;
+  };
+  auto kv_block = [&](int64_t r, int64_t tb, int64_t te) {
+    const auto [k0, k1] = kv_heads_of_rank(r, Hkv, P);
+    return HeadBlock{HeadBlock::KV, tb, te, k0, k1, e.kv_replicated};
+  };
+
+  // 0. shard: rank r holds tokens [r n, (r+1) n) of the hidden states.
+  e.stages.push_back({"sequence shard", "each rank holds a contiguous 1/P of the sequence (all of the hidden size)",
+                      "x (B, N/P, d) = " + tuple({B, n, d}),
+                      per_rank([&](int64_t r) { return std::vector<HeadBlock>{{HeadBlock::Hidden, r * n, (r + 1) * n, 0, H, false}}; }),
+                      0, 0});
+  // 1. q/k/v projection: every head of the local tokens (kv heads replicated when Hkv < P).
+  std::vector<std::vector<HeadBlock>> proj = per_rank([&](int64_t r) {
+    std::vector<HeadBlock> b{{HeadBlock::Q, r * n, (r + 1) * n, 0, H, false}};
+    if (e.kv_replicated) {
+      for (int64_t j = 0; j < P; ++j) {  // expanded kv head j = kv head j / (P/Hkv)
+        const int64_t k = j / (P / Hkv);
+        b.push_back({HeadBlock::KV, r * n, (r + 1) * n, k, k + 1, true});
+      }
+    } else {
+      b.push_back({HeadBlock::KV, r * n, (r + 1) * n, 0, Hkv, false});
+    }
+    return b;
+  });
+  e.stages.push_back({"q/k/v projection",
+                      e.kv_replicated ? "q for all H heads; k, v for the Hkv kv heads, repeated to P copies so every rank gets one"
+                                      : "q for all H heads, k and v for all Hkv kv heads, of the local tokens (RoPE with global positions)",
+                      "q (B, N/P, H, dh) = " + tuple({B, n, H, dh}) + ";  k, v (B, N/P, " +
+                          (e.kv_replicated ? std::string("P") : std::string("Hkv")) + ", dh) = " + tuple({B, n, e.Hkv_sent, dh}),
+                      proj, 0, 0});
+  // 2. seq->head all-to-all: rank r gets every token of its heads.
+  const int64_t qkv_elements = B * n * (H + 2 * e.Hkv_sent) * dh;  // this rank's send buffer (q, k, v)
+  const int64_t s2h = cost::a2a_bytes(qkv_elements, eb, P);
+  e.stages.push_back({"all-to-all seq→head",
+                      "blocks move to the rank that owns their heads: rank r receives tokens of every rank for heads r·H/P.. (own 1/P stays)",
+                      "q (B, N, H/P, dh) = " + tuple({B, N, h, dh}) + ";  k, v (B, N, " + std::to_string(hk_sent) + ", dh) = " +
+                          tuple({B, N, hk_sent, dh}),
+                      per_rank([&](int64_t r) {
+                        const auto [q0, q1] = q_heads_of_rank(r, H, P);
+                        return std::vector<HeadBlock>{{HeadBlock::Q, 0, N, q0, q1, false}, kv_block(r, 0, N)};
+                      }),
+                      s2h, s2h});
+  // 3. attention over the whole sequence for the local heads.
+  e.stages.push_back({"attention",
+                      "causal attention over all N tokens for the rank's H/P heads" +
+                          (e.chunks > 1 ? " (in " + std::to_string(e.chunks) + " head chunks, each overlapping the next chunk's exchange)" : std::string()),
+                      "out (B, N, H/P, dh) = " + tuple({B, N, h, dh}),
+                      per_rank([&](int64_t r) {
+                        const auto [q0, q1] = q_heads_of_rank(r, H, P);
+                        return std::vector<HeadBlock>{{HeadBlock::Out, 0, N, q0, q1, false}};
+                      }),
+                      0, 0});
+  // 4. head->seq all-to-all: back to the sequence shard, all heads.
+  const int64_t h2s = cost::a2a_bytes(B * n * H * dh, eb, P);
+  e.stages.push_back({"all-to-all head→seq", "each rank sends every other rank its tokens' slice of the attention output",
+                      "out (B, N/P, H, dh) = " + tuple({B, n, H, dh}),
+                      per_rank([&](int64_t r) { return std::vector<HeadBlock>{{HeadBlock::Out, r * n, (r + 1) * n, 0, H, false}}; }),
+                      h2s, h2s});
+  // 5. output projection.
+  e.stages.push_back({"output projection", "o_proj mixes the heads back into the hidden size, still sequence-sharded",
+                      "y (B, N/P, d) = " + tuple({B, n, d}),
+                      per_rank([&](int64_t r) { return std::vector<HeadBlock>{{HeadBlock::Hidden, r * n, (r + 1) * n, 0, H, false}}; }),
+                      0, 0});
+  e.a2a_bytes_per_layer_fwd = s2h + h2s;
+  return e;
+}
+
+}  // namespace ulysses::ui

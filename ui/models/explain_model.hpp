@@ -1,0 +1,53 @@
+// The explainer's model (issue 15): for a run config, what each of the P ranks holds at
+// each stage of one Ulysses attention layer (forward), as blocks [tokens × heads], with the
+// tensor shapes and the bytes each rank sends and receives. Qt-free and widget-free: the
+// explain view only draws this. Head ownership follows the engine (rank r owns q heads
+// [r·H/P, (r+1)·H/P); kv heads split Hkv/P per rank when P divides Hkv, else replicated:
+// repeat_interleave(P/Hkv) so rank r gets kv head r·Hkv/P); bytes are cost::a2a_bytes,
+// the function the engine labels its traced all-to-alls with. Refused settings carry the
+// engine's own validation messages (config::validate).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "run_config.hpp"
+
+namespace ulysses::ui {
+
+// A block of a tensor a rank holds: tokens [tok_begin, tok_end) × heads [head_begin, head_end).
+struct HeadBlock {
+  enum Kind { Hidden, Q, KV, Out } kind = Q;
+  int64_t tok_begin = 0, tok_end = 0;
+  int64_t head_begin = 0, head_end = 0;  // q heads for Q/Out, kv heads for KV; hidden: all heads
+  bool replicated = false;               // KV: this kv head is a copy (Hkv < P)
+};
+
+struct ExplainStage {
+  std::string name;       // "shard", "q/k/v projection", "all-to-all seq→head", ...
+  std::string detail;     // one sentence
+  std::string shapes;     // per rank: "q (B, N/P, H, dh) = (1, 256, 4, 16)"
+  std::vector<std::vector<HeadBlock>> ranks;  // [P] blocks each rank holds after the stage
+  int64_t bytes_sent = 0; // per rank, this stage (all-to-alls only)
+  int64_t bytes_recv = 0;
+};
+
+struct Explanation {
+  bool ok = false;
+  std::vector<std::string> problems;  // why the settings are refused (engine's messages)
+  int64_t P = 1, H = 0, Hkv = 0, Hkv_sent = 0, N = 0, n = 0, B = 1, d = 0, dh = 0, chunks = 1, elem_bytes = 4;
+  bool kv_replicated = false;
+  std::vector<ExplainStage> stages;
+  int64_t a2a_bytes_per_layer_fwd = 0;  // sum over the stages, per rank
+};
+
+Explanation explain(const RunConfig& cfg);
+
+// kv heads of rank r after the seq->head all-to-all, as the engine assigns them (original
+// kv head indices; one head when replicated).
+std::pair<int64_t, int64_t> kv_heads_of_rank(int64_t r, int64_t Hkv, int64_t P);
+// q heads of rank r after the seq->head all-to-all.
+std::pair<int64_t, int64_t> q_heads_of_rank(int64_t r, int64_t H, int64_t P);
+
+}  // namespace ulysses::ui

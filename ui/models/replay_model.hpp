@@ -1,0 +1,39 @@
+// Replay of a recorded run (issue 15): plays RUN/metrics.jsonl back at 1×, 10× (any speed)
+// or step by step, with no training running. Widget-free: the monitor asks it which points
+// are due as wall time passes and charts them; the replay cursor (run time and step) is
+// what a timeline marks. Point i is due when the replay clock reaches its elapsed_s (the
+// run time at the end of step i).
+#pragma once
+
+#include <vector>
+
+#include "run_data.hpp"
+
+namespace ulysses::ui {
+
+class ReplayModel {
+ public:
+  ReplayModel() = default;
+  explicit ReplayModel(std::vector<MetricPoint> points);
+
+  // Timed replay: advances the clock by wall_s × speed of run time; returns the points that
+  // became due, in order.
+  std::vector<MetricPoint> advance(double wall_s, double speed);
+  // Step by step: the next point (the clock jumps to its time); false at the end.
+  bool step(MetricPoint* next);
+  void restart();
+
+  double clockS() const { return clock_s_; }        // replay position, run seconds since start
+  int shown() const { return static_cast<int>(next_); }
+  int total() const { return static_cast<int>(points_.size()); }
+  bool finished() const { return next_ >= points_.size(); }
+  double durationS() const;                          // run time of the last point
+  int cursorStep() const;                            // step of the last shown point, -1 before any
+
+ private:
+  std::vector<MetricPoint> points_;
+  size_t next_ = 0;
+  double clock_s_ = 0;
+};
+
+}  // namespace ulysses::ui

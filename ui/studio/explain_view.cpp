@@ -1,0 +1,202 @@
+// Explainer view: controls and painting (see explain_view.hpp).
+#include "explain_view.hpp"
+
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPainter>
+#include <QPushButton>
+#include <QSlider>
+#include <QVBoxLayout>
+
+#include "cost_model.hpp"
+
+namespace ulysses::ui {
+
+namespace {
+const QColor kHidden(150, 150, 150);
+const QColor kQ(0x00, 0x72, 0xB2);  // Okabe-Ito: safe for colour-blind viewers
+const QColor kKv(0xE6, 0x9F, 0x00);
+const QColor kOut(0x00, 0x9E, 0x73);
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+}  // namespace
+
+// Draws the current stage: one column per rank; in each, P token-shard rows and H q-head
+// columns (plus Hkv kv-head columns), filled where the rank holds data.
+class ExplainCanvas : public QWidget {
+ public:
+  explicit ExplainCanvas(QWidget* parent) : QWidget(parent) { setMinimumSize(600, 360); }
+  const Explanation* e = nullptr;
+  int stage = 0;
+
+ protected:
+  void paintEvent(QPaintEvent*) override {
+    QPainter p(this);
+    p.setRenderHint(QPainter::Antialiasing);
+    const QColor fg = palette().color(QPalette::WindowText);
+    if (!e || !e->ok || e->stages.empty()) return;
+    const auto& st = e->stages[static_cast<size_t>(stage)];
+    const int P = static_cast<int>(e->P), H = static_cast<int>(e->H), K = static_cast<int>(e->Hkv);
+    const int margin = 16, gap = 18;
+    const int colW = (width() - 2 * margin - gap * (P - 1)) / std::max(1, P);
+    const int top = 28, bottom = 64;
+    const int gridH = std::max(60, height() - top - bottom);
+    const double rowH = double(gridH) / P;          // one row per token shard of N/P tokens
+    const int kvW = std::max(18, colW * K / (H + K + 1));
+    const int qW = colW - kvW - 6;
+    const double cellQ = double(qW) / H, cellK = double(kvW) / K;
+    QFont small = font();
+    small.setPointSizeF(std::max(7.0, font().pointSizeF() - 1));
+    for (int r = 0; r < P; ++r) {
+      const int x0 = margin + r * (colW + gap);
+      p.setPen(fg);
+      p.setFont(font());
+      p.drawText(QRect(x0, 0, colW, top - 6), Qt::AlignCenter, QStringLiteral("rank %1").arg(r));
+      // grid outlines
+      p.setPen(QPen(palette().color(QPalette::Mid), 1));
+      p.setBrush(Qt::NoBrush);
+      p.drawRect(QRectF(x0, top, qW, gridH));
+      p.drawRect(QRectF(x0 + qW + 6, top, kvW, gridH));
+      for (const auto& b : st.ranks[static_cast<size_t>(r)]) {
+        const double y = top + rowH * double(b.tok_begin) / double(e->n);
+        const double h = rowH * double(b.tok_end - b.tok_begin) / double(e->n);
+        QRectF rect;
+        QColor c;
+        if (b.kind == HeadBlock::KV) {
+          rect = QRectF(x0 + qW + 6 + cellK * double(b.head_begin), y, cellK * double(b.head_end - b.head_begin), h);
+          c = kKv;
+        } else {
+          rect = QRectF(x0 + cellQ * double(b.head_begin), y, cellQ * double(b.head_end - b.head_begin), h);
+          c = b.kind == HeadBlock::Hidden ? kHidden : b.kind == HeadBlock::Q ? kQ : kOut;
+        }
+        // one shade per token shard of origin, so the shards can be followed through the exchange
+        for (int64_t t = b.tok_begin; t < b.tok_end; t += e->n) {
+          const int shard = static_cast<int>(t / e->n);
+          const double sy = top + rowH * double(t) / double(e->n);
+          const QRectF cell(rect.left(), sy, rect.width(), rowH);
+          p.setPen(QPen(c.darker(150), 1));
+          p.setBrush(c.lighter(100 + 25 * (shard % 3)));
+          p.drawRect(cell.adjusted(1, 1, -1, -1));
+        }
+        // head boundaries
+        const double cw = b.kind == HeadBlock::KV ? cellK : cellQ;
+        p.setPen(QPen(c.darker(130), 1, Qt::DotLine));
+        for (int64_t hd = b.head_begin + 1; hd < b.head_end; ++hd) {
+          const double hx = rect.left() + cw * double(hd - b.head_begin);
+          p.drawLine(QPointF(hx, rect.top() + 1), QPointF(hx, rect.bottom() - 1));
+        }
+        p.setBrush(Qt::NoBrush);
+        if (b.replicated) {  // a copy of a kv head: hatched
+          p.setBrush(QBrush(c.darker(170), Qt::BDiagPattern));
+          p.drawRect(rect.adjusted(1, 1, -1, -1));
+        }
+      }
+      // heads axis labels
+      p.setPen(fg);
+      p.setFont(small);
+      p.drawText(QRectF(x0, top + gridH + 2, qW, 16), Qt::AlignCenter, QStringLiteral("q heads 0..%1").arg(H - 1));
+      p.drawText(QRectF(x0 + qW + 6, top + gridH + 2, kvW, 16), Qt::AlignCenter, QStringLiteral("kv"));
+      if (st.bytes_sent > 0)
+        p.drawText(QRectF(x0, top + gridH + 20, colW, 36), Qt::AlignHCenter | Qt::AlignTop | Qt::TextWordWrap,
+                   QStringLiteral("sends %1\nreceives %2")
+                       .arg(qs(cost::format_bytes(double(st.bytes_sent))), qs(cost::format_bytes(double(st.bytes_recv)))));
+    }
+  }
+};
+
+ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
+  setObjectName(QStringLiteral("explainView"));
+  auto* lay = new QVBoxLayout(this);
+  title_ = new QLabel(this);
+  title_->setWordWrap(true);
+  title_->setTextFormat(Qt::RichText);
+  problems_ = new QLabel(this);
+  problems_->setWordWrap(true);
+  problems_->setStyleSheet(QStringLiteral("color: #c0392b; font-weight: bold"));
+  canvas_ = new ExplainCanvas(this);
+  auto* bar = new QHBoxLayout;
+  prev_ = new QPushButton(tr("◀ Previous"), this);
+  next_ = new QPushButton(tr("Next ▶"), this);
+  slider_ = new QSlider(Qt::Horizontal, this);
+  slider_->setObjectName(QStringLiteral("explainStage"));
+  bar->addWidget(prev_);
+  bar->addWidget(slider_, 1);
+  bar->addWidget(next_);
+  auto* legend = new QLabel(this);
+  legend->setTextFormat(Qt::RichText);
+  legend->setText(QStringLiteral("<span style='color:%1'>■</span> hidden states &nbsp; <span style='color:%2'>■</span> q &nbsp; "
+                                 "<span style='color:%3'>■</span> k, v (hatched: replicated copy) &nbsp; "
+                                 "<span style='color:%4'>■</span> attention output &nbsp; rows: token shards of N/P; columns: heads")
+                      .arg(kHidden.name(), kQ.name(), kKv.name(), kOut.name()));
+  lay->addWidget(title_);
+  lay->addWidget(problems_);
+  lay->addWidget(canvas_, 1);
+  lay->addWidget(legend);
+  lay->addLayout(bar);
+  connect(slider_, &QSlider::valueChanged, this, [this](int v) { setStage(v); });
+  connect(prev_, &QPushButton::clicked, this, [this] { setStage(stage_ - 1); });
+  connect(next_, &QPushButton::clicked, this, [this] { setStage(stage_ + 1); });
+  refresh();
+}
+
+void ExplainView::setConfigJson(const nlohmann::json& j) {
+  Explanation e;
+  try {
+    e = explain(RunConfig::from_json(j));
+  } catch (const std::exception& ex) {
+    e.problems.push_back(ex.what());
+  }
+  setExplanation(e);
+}
+
+void ExplainView::setExplanation(const Explanation& e) {
+  e_ = e;
+  stage_ = std::clamp(stage_, 0, std::max(0, stageCount() - 1));
+  refresh();
+}
+
+bool ExplainView::setStage(int stage) {
+  if (stage < 0 || stage >= stageCount()) return false;
+  stage_ = stage;
+  refresh();
+  return true;
+}
+
+void ExplainView::refresh() {
+  canvas_->e = &e_;
+  canvas_->stage = stage_;
+  problems_->setVisible(!e_.problems.empty());
+  QStringList why;
+  for (const auto& p : e_.problems) why << qs(p);
+  problems_->setText(why.isEmpty() ? QString() : tr("Cannot split this config over the ranks:\n") + why.join(QLatin1Char('\n')));
+  slider_->blockSignals(true);
+  slider_->setRange(0, std::max(0, stageCount() - 1));
+  slider_->setValue(stage_);
+  slider_->blockSignals(false);
+  prev_->setEnabled(e_.ok && stage_ > 0);
+  next_->setEnabled(e_.ok && stage_ + 1 < stageCount());
+  slider_->setEnabled(e_.ok);
+  if (e_.ok) {
+    const auto& st = e_.stages[static_cast<size_t>(stage_)];
+    QString head = tr("<b>Ulysses attention, one layer forward</b>: P = %1 ranks, N = %2 tokens (N/P = %3), H = %4 heads, "
+                      "Hkv = %5 kv heads%6, dh = %7, %8 per element")
+                       .arg(e_.P).arg(e_.N).arg(e_.n).arg(e_.H).arg(e_.Hkv)
+                       .arg(e_.kv_replicated ? tr(" (replicated: each rank gets one copy)") : e_.Hkv < e_.H ? tr(" (split: %1 per rank)").arg(e_.Hkv / e_.P) : QString())
+                       .arg(e_.dh).arg(e_.elem_bytes == 2 ? QStringLiteral("2 B") : QStringLiteral("4 B"));
+    QString steps;
+    for (int i = 0; i < stageCount(); ++i) {
+      const QString n = QStringLiteral("%1. %2").arg(i + 1).arg(qs(e_.stages[static_cast<size_t>(i)].name)).toHtmlEscaped();
+      steps += (i ? QStringLiteral(" → ") : QString()) + (i == stage_ ? QStringLiteral("<b><u>%1</u></b>").arg(n) : n);
+    }
+    title_->setText(head + QStringLiteral("<br>") + steps + QStringLiteral("<br><i>") + qs(st.detail).toHtmlEscaped() +
+                    QStringLiteral("</i><br><tt>") + qs(st.shapes).toHtmlEscaped() + QStringLiteral("</tt>") +
+                    (st.bytes_sent ? tr("<br>each rank sends %1 and receives %2 in this all-to-all; %3 per layer forward (both all-to-alls)")
+                                         .arg(qs(cost::format_bytes(double(st.bytes_sent))), qs(cost::format_bytes(double(st.bytes_recv))),
+                                              qs(cost::format_bytes(double(e_.a2a_bytes_per_layer_fwd))))
+                                   : QString()));
+  } else {
+    title_->setText(tr("<b>Ulysses attention explainer</b>"));
+  }
+  canvas_->update();
+}
+
+}  // namespace ulysses::ui
