@@ -61,7 +61,19 @@ struct Builder {
   std::vector<SourceLane> sources;
   std::map<std::tuple<int32_t, int, int64_t>, int32_t> source_index;
 
-  int32_t intern(const std::string& s) {
+  // Names in a trace (ranges, kernels, threads, devices) are short; a hostile or broken file
+  // can hold a 50 MB one, which every reader and the studio's drawing would pay for again
+  // and again. Longer strings are cut (at a UTF-8 boundary) and marked with "...".
+  static constexpr size_t kMaxStringBytes = 4096;
+  static std::string capped(const std::string& s) {
+    if (s.size() <= kMaxStringBytes) return s;
+    size_t n = kMaxStringBytes;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a character
+    return s.substr(0, n) + "...";
+  }
+  int32_t intern(const std::string& s_in) {
+    if (s_in.size() > kMaxStringBytes) return intern(capped(s_in));
+    const std::string& s = s_in;
     auto it = string_index.find(s);
     if (it != string_index.end()) return it->second;
     int32_t id = static_cast<int32_t>(m.strings.size());
@@ -194,7 +206,8 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
       m.from_nsys = false;
       sql::Stmt run(db, "SELECT configJson, worldSize, spSize, dpSize FROM ULYSSES_RUN LIMIT 1");
       if (run.step()) {
-        if (m.config_json.empty()) m.config_json = run.text(0);
+        // a run config is a few KiB; one beyond the config loader's own cap is not kept
+        if (m.config_json.empty() && sqlite3_column_bytes(run.get(), 0) <= (16 << 20)) m.config_json = run.text(0);
         m.sp_size = to_i32(run.i64(2));
         m.dp_size = to_i32(run.i64(3));
       }
@@ -204,8 +217,8 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
         ri.rank = to_i32(rk.i64(0));
         ri.sp_rank = to_i32(rk.i64(1));
         ri.dp_rank = to_i32(rk.i64(2));
-        ri.device = rk.text(3);
-        ri.hostname = rk.text(4);
+        ri.device = Builder::capped(rk.text(3));
+        ri.hostname = Builder::capped(rk.text(4));
         ri.pid = rk.i64(5);
         file_rank = ri.rank;
         pid_rank[ri.pid] = ri.rank;
