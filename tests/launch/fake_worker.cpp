@@ -42,6 +42,7 @@
 #include <nlohmann/json.hpp>
 
 #include "heartbeat.hpp"
+#include "line_appender.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -218,8 +219,11 @@ int main(int argc, char** argv) {
     }
     std::cerr << "rank 0: filled the disk" << std::endl;
   }
-  std::ofstream metrics;
-  if (rank == 0) metrics.open(fs::path(out_dir) / "metrics.jsonl", std::ios::app);
+  ulysses::launch::LineAppender metrics;  // as the real worker: whole lines, a failed append named
+  if (rank == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    if (const std::string why = metrics.open((fs::path(out_dir) / "metrics.jsonl").string()); !why.empty()) die(why);
+  }
   for (int64_t s = 0; s < steps; ++s) {
     heartbeat.set(Phase::Step, s);
     if ((mode == "fail" || mode == "crash" || mode == "stop" || mode == "freeze") && s == fail_step) {
@@ -255,7 +259,7 @@ int main(int argc, char** argv) {
     m["max_mem_bytes"] = 1 << 20;
     m["elapsed_s"] = elapsed;
     std::cout << "METRIC " << m.dump() << std::endl;
-    metrics << m.dump() << '\n' << std::flush;
+    if (const std::string why = metrics.append(m.dump(), "step " + std::to_string(s)); !why.empty()) die(why);
     barrier(rank);
   }
   heartbeat.set(Phase::Finish);

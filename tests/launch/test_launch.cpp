@@ -3,6 +3,7 @@
 // standing in for ulysses-worker: success, a failing rank, bad input, signals, bad configs.
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1164,4 +1165,102 @@ TEST(Watchdog, LivenessLinesNameEachRanksPhase) {
                            "ulysses-run: rank 1: training (step 0)"})
     EXPECT_NE(cli.err().find(line), std::string::npos) << line << "\n" << cli.err();
   EXPECT_EQ(cli.err().find("ulysses-run: rank 1: training (step 1)"), std::string::npos) << "one line per phase, not per step";
+}
+
+// Memory check through the planner: tiny configs never start it (cheap), a config the cost
+// model puts above half the machine asks `WORKER --plan`; when that worker has no planner
+// (fake_worker refuses --plan), the cost model's figure decides, and the message says so.
+TEST(Reliability, MemoryCheckAsksThePlannerOnlyWhenItMatters) {
+  TempDir tmp;
+  const fs::path calls = tmp.path() / "worker-calls.txt";
+  const fs::path wrapper = tmp.path() / "worker.sh";
+  write_file(wrapper, "#!/bin/sh\necho \"$*\" >> '" + calls.string() + "'\nexec '" + FAKE_WORKER_EXE + "' \"$@\"\n");
+  fs::permissions(wrapper, fs::perms::owner_all);
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  {
+    Cli cli({cfg.string(), "--out", (tmp.path() / "tiny").string(), "--worker", wrapper.string()}, {}, tmp.path());
+    ASSERT_EQ(cli.wait(), 0) << cli.err();
+    EXPECT_EQ(read_file(calls).find("--plan"), std::string::npos) << read_file(calls);
+  }
+  // 1M tokens with the math attention: N x N scores per head, terabytes per rank.
+  Cli cli({cfg.string(), "--set", "train.seq_length=1048576", "--set", "model.max_position_embeddings=1048576", "--set",
+           "train.attention=sdpa", "--set", "train.device=cpu", "--out", (tmp.path() / "huge").string(), "--worker", wrapper.string()},
+          {}, tmp.path());
+  ASSERT_EQ(cli.wait(), 2) << cli.err();
+  EXPECT_NE(read_file(calls).find("--plan --json --config"), std::string::npos) << read_file(calls);
+  EXPECT_NE(cli.err().find("(cost model)"), std::string::npos) << cli.err();
+  EXPECT_NE(cli.err().find("the memory planner was not used"), std::string::npos) << cli.err();
+  EXPECT_NE(cli.err().find("exceeds this machine's memory"), std::string::npos) << cli.err();
+  EXPECT_FALSE(fs::exists(tmp.path() / "huge"));
+}
+
+// Data loss class (writes): an append that fails half way (here a file-size limit, as a full
+// disk would) is cut back, so metrics.jsonl never ends in a torn line, and the message names
+// the file and the step.
+TEST(LineAppender, AFailedAppendIsCutBackAndNamed) {
+  TempDir tmp;
+  const fs::path file = tmp.path() / "metrics.jsonl";
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {  // the limit only for this child
+    ::close(fds[0]);
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{1000, 1000};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    LineAppender a;
+    std::string why = a.open(file.string());
+    for (int s = 0; why.empty() && s < 1000; ++s) why = a.append(std::string(90, 'a' + s % 26), "step " + std::to_string(s));
+    (void)!::write(fds[1], why.data(), why.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string why;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) why.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  // 91-byte lines under a 1000-byte limit: 10 lines fit, the 11th (step 10) is cut after 90 bytes.
+  EXPECT_NE(why.find("cannot append step 10 to " + file.string()), std::string::npos) << why;
+  EXPECT_NE(why.find("the partial line was removed"), std::string::npos) << why;
+  const std::string text = read_file(file);
+  EXPECT_EQ(text.size(), 910u);
+  const auto lines = lines_of(text);
+  ASSERT_EQ(lines.size(), 10u);
+  for (const auto& l : lines) EXPECT_EQ(l.size(), 90u);
+  EXPECT_EQ(text.back(), '\n');
+}
+
+// The same through ulysses-run under a file-size limit (what a full disk does to the
+// workers' appends; ulysses-run and its workers inherit it): rank 0 fails naming
+// metrics.jsonl and the step, run.json ends "failed", metrics.jsonl holds whole lines only.
+TEST(Reliability, AFileSizeLimitEndsTheRunWithAFinalStatusAndNoTornLine) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 400));
+  const fs::path run = tmp.path() / "run";
+  const fs::path script = tmp.path() / "limited.sh";
+  write_file(script, "#!/bin/bash\nulimit -f 16\nexec \"$@\"\n");  // 16 KiB per file
+  fs::permissions(script, fs::perms::owner_all);
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {{"FAKE_STEP_MS", "1"}}, tmp.path());
+  // control: the same run without the limit finishes
+  ASSERT_EQ(cli.wait(30), 0) << cli.err();
+  const fs::path run2 = tmp.path() / "run2";
+  const std::string cmd = script.string() + " " + ULYSSES_RUN_EXE + " " + cfg.string() + " --out " + run2.string() + " --worker " +
+                          FAKE_WORKER_EXE + " > " + (tmp.path() / "limited.err").string() + " 2>&1";
+  const int st = std::system(cmd.c_str());
+  const std::string err = read_file(tmp.path() / "limited.err");
+  ASSERT_TRUE(WIFEXITED(st)) << err;
+  EXPECT_EQ(WEXITSTATUS(st), 1) << err;
+  const json rec = read_json(run2 / "run.json");
+  EXPECT_EQ(rec["status"], "failed") << rec;
+  EXPECT_EQ(rec["failed_rank"], 0) << rec;
+  EXPECT_NE(err.find("cannot append step"), std::string::npos) << err;
+  EXPECT_NE(err.find((run2 / "metrics.jsonl").string()), std::string::npos) << err;
+  const std::string metrics = read_file(run2 / "metrics.jsonl");
+  ASSERT_FALSE(metrics.empty());
+  EXPECT_LE(metrics.size(), 16384u);
+  EXPECT_EQ(metrics.back(), '\n');
+  for (const auto& l : lines_of(metrics)) EXPECT_TRUE(json::parse(l, nullptr, false).is_object()) << l;
 }
