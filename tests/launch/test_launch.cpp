@@ -28,6 +28,7 @@
 
 #include "free_port.hpp"
 #include "launch_error.hpp"
+#include "line_appender.hpp"
 #include "line_splitter.hpp"
 #include "metric_line.hpp"
 #include "run_launcher.hpp"
