@@ -72,8 +72,8 @@ struct Builder {
     return s.substr(0, n) + "...";
   }
   int32_t intern(const std::string& s_in) {
-    if (s_in.size() > kMaxStringBytes) return intern(capped(s_in));
-    const std::string& s = s_in;
+    const std::string cut = s_in.size() > kMaxStringBytes ? capped(s_in) : std::string();
+    const std::string& s = cut.empty() ? s_in : cut;
     auto it = string_index.find(s);
     if (it != string_index.end()) return it->second;
     int32_t id = static_cast<int32_t>(m.strings.size());
