@@ -419,7 +419,8 @@ class Session {
       const ProcStat ps = process_stat(r.proc->pid());
       // More than ~2% of one core since the last change counts as computing.
       const double window = seconds_since(r.cpu_since);
-      if (ps.cpu_ticks > r.cpu_ticks + std::max<uint64_t>(1, static_cast<uint64_t>(window * 100 * 0.02))) {
+      static const double ticks_per_s = std::max(1L, ::sysconf(_SC_CLK_TCK));
+      if (ps.cpu_ticks > r.cpu_ticks + std::max<uint64_t>(1, static_cast<uint64_t>(window * ticks_per_s * 0.02))) {
         r.cpu_ticks = ps.cpu_ticks;
         r.cpu_since = last_watch_;
       } else if (ps.cpu_ticks < r.cpu_ticks) {
