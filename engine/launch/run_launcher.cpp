@@ -359,6 +359,7 @@ class Session {
         blame(r, "stopped making progress" + where(r) + ": its process is " + (st == 'T' ? "stopped (SIGSTOP)" : "held by a tracer") +
                      " and wrote nothing for " + std::to_string(static_cast<int64_t>(quiet)) + " s; rank " +
                      std::to_string(first->rank) + " " + first->proc->exit_info().describe() + " waiting for it");
+        stop_stuck(r);
         return;
       }
     }
@@ -381,6 +382,7 @@ class Session {
       blame(*silent, "stopped making progress" + where(*silent) + ": still running but silent for " +
                          std::to_string(static_cast<int64_t>(seconds_since(silent->last_output))) + " s while rank " +
                          std::to_string(first->rank) + " " + first->proc->exit_info().describe() + " after a timeout");
+      stop_stuck(*silent);
       return;
     }
     blame(*first, first->proc->exit_info().describe() + where(*first));
@@ -443,8 +445,14 @@ class Session {
     Rank& r = ranks_[static_cast<size_t>(v->rank)];
     blame(r, v->what);
     watchdog_fired_ = true;
-    // It is stuck: nothing to wait for. SIGKILL it now, the others get SIGTERM.
+    stop_stuck(r);
+  }
+
+  // The named rank is stuck: nothing to wait for, SIGKILL it now; the others get SIGTERM
+  // twice (see terminate_step), as they are likely blocked waiting for it.
+  void stop_stuck(Rank& r) {
     r.proc->signal_group(SIGKILL);
+    stuck_culprit_ = true;
   }
 
   std::string where(const Rank& r) const {
@@ -487,6 +495,12 @@ class Session {
         }
       term_sent_ = true;
       term_time_ = Clock::now();
+    } else if (stuck_culprit_ && !second_term_sent_ && seconds_since(term_time_) >= 0.5) {
+      // After a watchdog verdict the others are blocked waiting for the stuck rank; the
+      // worker takes a second SIGTERM as "leave now" (its finished steps are committed).
+      for (auto& r : ranks_)
+        if (r.proc && r.proc->running()) r.proc->signal_group(SIGTERM);
+      second_term_sent_ = true;
     } else if (!kill_sent_ && seconds_since(term_time_) >= opt_.grace_s) {
       for (auto& r : ranks_)
         if (r.proc && r.proc->running()) r.proc->signal_group(SIGKILL);
@@ -529,6 +543,7 @@ class Session {
   bool stopping_ = false;
   bool spawn_failed_ = false;
   bool watchdog_fired_ = false;        // the failure is the watchdog's verdict
+  bool stuck_culprit_ = false;         // the named rank was stuck (killed at once)
   std::optional<int> failed_rank_;
   std::string failure_;
 
@@ -538,7 +553,7 @@ class Session {
   std::vector<Rank>& ranks_;
   LaunchResult& res_;
   uint64_t eof_counter_ = 0;
-  bool term_sent_ = false, kill_sent_ = false;
+  bool term_sent_ = false, kill_sent_ = false, second_term_sent_ = false;
   Clock::time_point term_time_;
   Clock::time_point last_watch_{};
 };

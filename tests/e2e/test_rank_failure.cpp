@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -291,6 +292,8 @@ TEST(Watchdog, RealRank0FrozenInRendezvousIsNamedWithinTheTimeout) {
   ASSERT_NE(st, -1) << "ulysses-run still running 60 s after rank 0 froze\n" << err;
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << err;
   EXPECT_LT(since_stop, kTimeoutS + 4) << err;
+  std::printf("[ watchdog ] rank 0 frozen in rendezvous: ulysses-run exited %.2f s after the freeze (timeout_s %.1f)\n", since_stop,
+              kTimeoutS);
   const json rec = run_record(l.run);
   EXPECT_EQ(rec["failed_rank"], 0) << rec;
   EXPECT_NE(rec["message"].get<std::string>().find("rendezvous"), std::string::npos) << rec;
@@ -321,6 +324,7 @@ TEST(Watchdog, RealRankStoppedMidTrainingIsNamedNotTheRankThatTimedOut) {
   ASSERT_NE(st, -1) << err;
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << err;
   EXPECT_LT(took, kTimeoutS + 4) << err;
+  std::printf("[ watchdog ] rank 1 SIGSTOPped mid-training: ulysses-run exited %.2f s later (timeout_s %.1f)\n", took, kTimeoutS);
   const json rec = run_record(l.run);
   EXPECT_EQ(rec["failed_rank"], 1) << rec;
   EXPECT_NE(rec["message"].get<std::string>().find("in step "), std::string::npos) << rec;
