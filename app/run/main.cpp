@@ -21,8 +21,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <poll.h>
 
 #include <CLI/CLI.hpp>
 
@@ -32,6 +35,7 @@
 #include "run_config.hpp"
 #include "run_launcher.hpp"
 #include "worker_locator.hpp"
+#include "worker_process.hpp"
 
 namespace {
 
@@ -46,6 +50,7 @@ void install_signal_handlers() {
   sa.sa_flags = 0;  // no SA_RESTART: poll() returns at once with EINTR
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a closed stdout (| head) must not kill us before the workers are stopped
+  std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit makes writes fail (EFBIG), reported, instead of killing us
 }
 
 void err_line(const std::string& s) {
@@ -84,9 +89,75 @@ int64_t machine_memory_bytes() {
   return bytes;
 }
 
-// Empty when the run's estimated memory fits this machine, else the refusal with the numbers.
-// Only for runs whose ranks all live in host memory (train.device cpu, or auto without a GPU).
-std::string memory_refusal(const ulysses::RunConfig& cfg) {
+// Runs `ulysses-worker --plan --json` for the user's config and returns its plan, or nullopt
+// with *why when the planner is not available (another worker, a failure, over time_s).
+std::optional<nlohmann::json> run_planner(const std::string& worker, const std::string& config_path,
+                                          const std::vector<std::string>& overrides, double time_s, std::string* why) {
+  namespace L = ulysses::launch;
+  L::SpawnSpec spec;
+  spec.executable = worker;
+  spec.args = {"--plan", "--json", "--config", config_path};
+  for (const auto& o : overrides) {
+    spec.args.push_back("--set");
+    spec.args.push_back(o);
+  }
+  std::string out, err;
+  try {
+    L::WorkerProcess proc(spec);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(time_s);
+    char buf[8192];
+    while (proc.stdout_fd() >= 0 || proc.stderr_fd() >= 0) {
+      if (std::chrono::steady_clock::now() > end) {
+        *why = "ulysses-worker --plan took longer than " + std::to_string(static_cast<int>(time_s)) + " s";
+        return std::nullopt;  // the destructor kills it
+      }
+      pollfd fds[2] = {{proc.stdout_fd(), POLLIN, 0}, {proc.stderr_fd(), POLLIN, 0}};
+      if (::poll(fds, 2, 100) <= 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i].fd < 0 || !fds[i].revents) continue;
+        const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+        if (n > 0) {
+          std::string& dst = i == 0 ? out : err;
+          if (dst.size() < (1u << 20)) dst.append(buf, static_cast<size_t>(n));
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+          if (i == 0) proc.close_stdout();
+          else proc.close_stderr();
+        }
+      }
+    }
+    while (!proc.try_reap()) {
+      if (std::chrono::steady_clock::now() > end) {
+        *why = "ulysses-worker --plan did not exit";
+        return std::nullopt;
+      }
+      ::poll(nullptr, 0, 20);
+    }
+    if (!proc.exit_info().success()) {
+      const auto nl = err.find('\n');
+      *why = "ulysses-worker --plan " + proc.exit_info().describe() + (err.empty() ? std::string() : ": " + err.substr(0, nl));
+      return std::nullopt;
+    }
+  } catch (const std::exception& e) {
+    *why = e.what();
+    return std::nullopt;
+  }
+  const auto j = nlohmann::json::parse(out, nullptr, false);
+  if (!j.is_object() || !j.contains("peak_bytes") || !j["peak_bytes"].is_number_integer() || j["peak_bytes"].get<int64_t>() <= 0) {
+    *why = "ulysses-worker --plan printed no plan";
+    return std::nullopt;
+  }
+  return j;
+}
+
+// Empty when the run's memory fits this machine, else the refusal with the numbers. Only for
+// runs whose ranks all live in host memory (train.device cpu, or auto without a GPU). The
+// figure is the memory planner's (a meta-device dry run of one step through the real model
+// code, `ulysses-worker --plan`) where it is worth asking and available, else the cost
+// model's. Tiny configs never start the planner: it is asked only when the cost model puts
+// the run above half the machine, and not when weights, gradients and AdamW state alone
+// (the same exact count in both) already exceed it.
+std::string memory_refusal(const ulysses::RunConfig& cfg, const std::string& worker, const std::string& config_path,
+                           const std::vector<std::string>& overrides) {
   namespace C = ulysses::cost;
   std::error_code ec;
   const bool host = cfg.train.device == "cpu" || (cfg.train.device == "auto" && !std::filesystem::exists("/dev/nvidia0", ec));
@@ -96,15 +167,29 @@ std::string memory_refusal(const ulysses::RunConfig& cfg) {
   o.math_attention = cfg.train.attention == "sdpa" ? 1 : 0;
   const C::CostEstimate e = C::estimate(cfg, o);
   const int64_t world = cfg.parallel.world_size();
-  const double per_rank = static_cast<double>(e.total_bytes());
+  const double have = static_cast<double>(machine_memory_bytes());
+  if (have <= 0) return {};
+  const double static_per_rank = static_cast<double>(e.param_bytes + e.grad_bytes + e.master_bytes + e.optimizer_bytes);
+  double per_rank = static_cast<double>(e.total_bytes());
+  double activations = static_cast<double>(e.activation_bytes);
+  std::string source = "estimated memory (cost model)";
+  std::string planner_note;
+  if (per_rank * static_cast<double>(world) > 0.5 * have && static_per_rank * static_cast<double>(world) <= have &&
+      !worker.empty()) {
+    std::string why;
+    if (const auto plan = run_planner(worker, config_path, overrides, 60.0, &why)) {
+      per_rank = static_cast<double>((*plan)["peak_bytes"].get<int64_t>());
+      activations = per_rank - static_per_rank;
+      source = "planned peak memory (meta-device dry run of one step, ulysses-worker --plan)";
+    } else {
+      planner_note = " (the memory planner was not used: " + why + ")";
+    }
+  }
   const double total = per_rank * static_cast<double>(world);
-  const int64_t have = machine_memory_bytes();
-  if (have <= 0 || total <= static_cast<double>(have)) return {};
-  return "estimated memory " + C::format_bytes(total) + " (" + std::to_string(world) + " rank(s) x " + C::format_bytes(per_rank) +
-         ": weights, gradients and AdamW state " +
-         C::format_bytes(static_cast<double>(e.param_bytes + e.grad_bytes + e.master_bytes + e.optimizer_bytes)) + ", activations " +
-         C::format_bytes(static_cast<double>(e.activation_bytes)) + ") exceeds this machine's memory of " +
-         C::format_bytes(static_cast<double>(have)) +
+  if (total <= have) return {};
+  return source + " " + C::format_bytes(total) + " (" + std::to_string(world) + " rank(s) x " + C::format_bytes(per_rank) +
+         ": weights, gradients and AdamW state " + C::format_bytes(static_per_rank) + ", activations and the rest " +
+         C::format_bytes(std::max(0.0, activations)) + ") exceeds this machine's memory of " + C::format_bytes(have) + planner_note +
          "; make the model, train.seq_length or the number of ranks smaller, or pass --force to launch anyway";
 }
 
@@ -168,17 +253,19 @@ int run_main(int argc, char** argv) {
     say_each_line(e.what());
     return 2;
   }
-  // Memory: refuse what cannot fit before a worker builds it and the machine swaps.
-  if (const std::string why = memory_refusal(cfg); !why.empty()) {
-    if (!force) {
-      say(why);
-      return 2;
-    }
-    say("warning (--force): " + why);
-  }
-
   // 2. Worker binary.
   const L::WorkerLocation where = L::locate_worker(worker, std::getenv("ULYSSES_WORKER"), L::self_executable());
+  // Memory: refuse what cannot fit before a worker builds it and the machine swaps (a plan
+  // is itself the answer to that question: --plan is never refused).
+  if (!plan_mode) {
+    if (const std::string why = memory_refusal(cfg, where.path, config_path, overrides); !why.empty()) {
+      if (!force) {
+        say(why);
+        return 2;
+      }
+      say("warning (--force): " + why);
+    }
+  }
   if (where.path.empty()) {
     say(where.error);
     return where.exit_code;
@@ -277,6 +364,27 @@ int run_main(int argc, char** argv) {
     }
   };
   cb.stop_requested = [] { return g_stop_signal != 0; };
+  cb.on_warning = [](const std::string& m) { say("warning: " + m); };
+  // Liveness from the workers' heartbeats: one line per rank and phase (not per step), and
+  // when a rank goes quiet or comes back. The studio's rank table reads these lines
+  // ("ulysses-run: rank R: PHASE", docs/CONTRACTS.md).
+  std::vector<int> shown_phase(static_cast<size_t>(std::max<int64_t>(1, cfg.parallel.world_size())), -1);
+  cb.on_liveness = [&shown_phase](int rank, const L::Beat& b, bool responsive, double silent_s) {
+    if (rank < 0 || static_cast<size_t>(rank) >= shown_phase.size()) return;
+    int& shown = shown_phase[static_cast<size_t>(rank)];
+    if (!responsive) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.1f", silent_s);
+      say("rank " + std::to_string(rank) + ": no heartbeat for " + buf + " s (in " + L::describe_phase(b.phase, b.step) + ")");
+      shown = -2;  // say the phase again once it beats
+      return;
+    }
+    if (static_cast<int>(b.phase) == shown) return;
+    shown = static_cast<int>(b.phase);
+    if (b.phase == L::Phase::Init || b.phase == L::Phase::Finish) return;  // brief; not worth a line
+    say("rank " + std::to_string(rank) + ": " +
+        (b.phase == L::Phase::Step ? "training (step " + std::to_string(b.step) + ")" : L::describe_phase(b.phase, b.step)));
+  };
   cb.on_started = [&](const std::vector<int>& pids) {
     say("started " + std::to_string(pids.size()) + " worker(s) (sp_size " + std::to_string(cfg.parallel.sp_size) +
         " x dp_size " + std::to_string(cfg.parallel.dp_size) + "), run directory " + out_dir);

@@ -19,6 +19,8 @@
 #include "checkpoint.hpp"
 #include "comm.hpp"
 #include "device_decision.hpp"
+#include "heartbeat.hpp"
+#include "line_appender.hpp"
 #include "run_config.hpp"
 #include "trainer.hpp"
 #include "ulysses/profiler/tracer.hpp"
@@ -58,9 +60,13 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
 
+  // Liveness for the launcher's watchdog (ULYSSES_HEARTBEAT_FD; inert when started by hand).
+  using launch::Phase;
+  launch::Heartbeat heartbeat(launch::Heartbeat::fd_from_environment());
   int rank = 0;
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
+  std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit: writes fail with EFBIG and a message, no silent kill
   // Outside the try block, so that the failure paths below can abort the process groups
   // before anything is destroyed.
   std::unique_ptr<Comm> comm_holder;
@@ -96,9 +102,11 @@ int main(int argc, char** argv) {
     at::set_num_interop_threads(1);
     if (auto set_blas = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set_blas(threads);
 
+    heartbeat.set(Phase::Rendezvous);
     comm_holder = std::make_unique<Comm>(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), dev,
                                          std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000)));
     Comm& comm = *comm_holder;
+    heartbeat.set(Phase::Build);
 
     std::unique_ptr<prof::Tracer> tracer;
     if (cfg.profile.enabled) {
@@ -127,10 +135,11 @@ int main(int argc, char** argv) {
                 << ", backend " << comm.backend_name() << (comm.has_groups() ? " (c10d groups made)" : "") << ", device " << dev.device << " (" << dev.reason << "), " << threads << " thread(s) per rank, "
                 << cfg.model.num_parameters() << " parameters" << std::endl;
 
-    std::ofstream metrics;
+    launch::LineAppender metrics;  // whole lines only: a full disk never leaves a torn step
     if (env.rank == 0) {
       fs::create_directories(out_dir);
-      metrics.open((fs::path(out_dir) / "metrics.jsonl").string(), std::ios::app);
+      if (const std::string why = metrics.open((fs::path(out_dir) / "metrics.jsonl").string()); !why.empty())
+        throw std::runtime_error(why);
     }
     const auto t_start = std::chrono::steady_clock::now();
     for (int64_t s = 0; s < cfg.train.steps; ++s) {
@@ -140,6 +149,7 @@ int main(int argc, char** argv) {
         std::cerr << "ulysses-worker (rank " << rank << "): stopped by a signal after " << s << " step(s)" << std::endl;
         return 1;
       }
+      heartbeat.set(Phase::Step, s);
       if (tracer) tracer->begin_step(s);
       StepMetrics m = trainer.step(s);
       if (!std::isfinite(m.loss)) throw std::runtime_error("loss is " + std::to_string(m.loss) + " at step " + std::to_string(s) + "; lower train.lr");
@@ -167,14 +177,16 @@ int main(int argc, char** argv) {
                   {"max_mem_bytes", m.max_mem_bytes},
                   {"elapsed_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count()}};
         const std::string line = j.dump();
-        metrics << line << "\n" << std::flush;
+        if (const std::string why = metrics.append(line, "step " + std::to_string(s)); !why.empty()) throw std::runtime_error(why);
         std::cout << "METRIC " << line << std::endl;
       }
     }
     if (!cfg.train.save_to.empty() && env.rank == 0) {
+      heartbeat.set(Phase::Save);
       save_checkpoint(trainer.model(), cfg.train.save_to, cfg.train.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32);
       std::cerr << "ulysses-worker: saved Hugging Face checkpoint to " << cfg.train.save_to << std::endl;
     }
+    heartbeat.set(Phase::Finish);
     comm.barrier();
     comm.shutdown();
     if (tracer) tracer->close();

@@ -1,6 +1,8 @@
 // safetensors reader/writer and HF checkpoint save/load.
 #include "checkpoint.hpp"
 
+#include "safetensors_header.hpp"
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -10,8 +12,6 @@ namespace ulysses {
 namespace fs = std::filesystem;
 
 namespace {
-constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;  // the reference implementation's limit
-
 const char* st_dtype(torch::Dtype d) {
   switch (d) {
     case torch::kFloat32: return "F32";
@@ -81,59 +81,26 @@ std::map<std::string, at::Tensor> read_safetensors(const std::string& path) {
   unsigned char le[8];
   in.read(reinterpret_cast<char*>(le), 8);
   if (!in || in.gcount() != 8) throw ConfigError(path + " is not a safetensors file (shorter than 8 bytes)");
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(le[i]) << (8 * i);
-  if (n == 0 || n > fsize - 8 || n > kMaxHeaderBytes)
-    throw ConfigError(path + " is not a safetensors file (header length " + std::to_string(n) + " with a file of " +
-                      std::to_string(fsize) + " bytes)");
+  const uint64_t n = parse_safetensors_length(le, fsize, path);
   std::string h(n, '\0');
   in.read(h.data(), static_cast<std::streamsize>(n));
   if (!in || static_cast<uint64_t>(in.gcount()) != n) throw ConfigError(path + ": truncated safetensors header");
-  json header;
-  try {
-    header = json::parse(h);
-  } catch (const json::exception& e) {
-    throw ConfigError(path + ": corrupt safetensors header: " + e.what());
-  }
-  if (!header.is_object()) throw ConfigError(path + ": corrupt safetensors header (not a JSON object)");
-  const uint64_t data0 = 8 + n;
-  const uint64_t data_size = fsize - data0;  // fsize >= data0 checked above
+  // Every size, offset and dtype checked torch-free (safetensors_header.cpp, fuzzed).
+  const SafetensorsHeader header = parse_safetensors_header(h, fsize, path);
+  const uint64_t data0 = header.data_offset;
   std::map<std::string, at::Tensor> out;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    if (it.key() == "__metadata__") continue;
-    const std::string where = path + ": tensor " + it.key();
-    const auto& e = it.value();
-    if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") || !e["shape"].is_array() ||
-        !e.contains("data_offsets") || !e["data_offsets"].is_array())
-      throw ConfigError(where + ": entry needs dtype (string), shape and data_offsets (arrays)");
-    const auto dtype = from_st(e["dtype"].get<std::string>(), path);
-    std::vector<int64_t> shape;
-    uint64_t numel = 1;
-    for (const auto& dim : e["shape"]) {
-      // Negative numbers are number_integer in nlohmann; only unsigned ones are sizes.
-      if (!dim.is_number_unsigned() || dim.get<uint64_t>() > (uint64_t{1} << 48))
-        throw ConfigError(where + " has an invalid shape " + e["shape"].dump());
-      if (__builtin_mul_overflow(numel, dim.get<uint64_t>(), &numel))
-        throw ConfigError(where + " has a shape whose size overflows: " + e["shape"].dump());
-      shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
-    }
-    const auto& offs = e["data_offsets"];
-    if (offs.size() != 2 || !offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
-      throw ConfigError(where + " has invalid data_offsets " + offs.dump() + " (two non-negative integers expected)");
-    const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
-    const uint64_t elem = static_cast<uint64_t>(c10::elementSize(dtype));
-    uint64_t nbytes = 0;
-    if (__builtin_mul_overflow(numel, elem, &nbytes) || begin > end || end > data_size || end - begin != nbytes)
-      throw ConfigError(where + " has inconsistent data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] for " +
-                        std::to_string(nbytes) + " bytes of data in a data section of " + std::to_string(data_size) +
-                        " bytes (truncated or corrupt file?)");
+  for (const SafetensorsEntry& e : header.tensors) {
+    const std::string where = path + ": tensor " + e.name;
+    const auto dtype = from_st(e.dtype, path);
+    const std::vector<int64_t>& shape = e.shape;
+    const uint64_t begin = e.begin, nbytes = e.end - e.begin;
     auto t = torch::empty(shape, dtype);
     in.seekg(static_cast<std::streamoff>(data0 + begin));
     if (!in) throw ConfigError(where + ": cannot seek to byte " + std::to_string(data0 + begin));
     in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(nbytes));
     if (!in || static_cast<uint64_t>(in.gcount()) != nbytes)
       throw ConfigError(where + ": read " + std::to_string(in.gcount()) + " of " + std::to_string(nbytes) + " bytes (truncated file?)");
-    out[it.key()] = t;
+    out[e.name] = t;
   }
   return out;
 }

@@ -17,11 +17,14 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include "free_port.hpp"
+#include "heartbeat.hpp"
 #include "launch_error.hpp"
 #include "line_splitter.hpp"
+#include "watchdog.hpp"
 #include "worker_process.hpp"
 
 namespace ulysses::launch {
@@ -134,19 +137,50 @@ struct Rank {
   LineSplitter out, err;
   std::ofstream log;
   std::deque<std::string> tail;
+  bool log_failed = false;
   uint64_t first_eof = UINT64_MAX;  // order in which the ranks' output streams ended
   Clock::time_point last_output = Clock::now();  // when the rank last wrote a line
+  // Liveness (heartbeat.hpp, watchdog.hpp).
+  LineSplitter hb;
+  Beat beat;                       // last phase reported; Launched before the first beat
+  bool beating = false;
+  bool responsive = true;          // as last reported through on_liveness
+  Clock::time_point spawned = Clock::now();
+  Clock::time_point phase_since = Clock::now();
+  Clock::time_point last_beat = Clock::now();
+  uint64_t cpu_ticks = 0;          // utime + stime of the worker, last read
+  Clock::time_point cpu_since = Clock::now();  // when cpu_ticks last grew
+  Clock::time_point stopped_since{};           // when its process was first seen stopped, or {}
 };
 
-// The state letter of /proc/PID/stat ('R', 'S', 'T' stopped, 't' traced, 'Z'), or 0.
-char process_state(pid_t pid) {
+struct ProcStat {
+  char state = 0;           // 'R', 'S', 'T' stopped, 't' traced, 'Z', or 0 when unreadable
+  uint64_t cpu_ticks = 0;   // utime + stime, every thread
+};
+
+// /proc/PID/stat: the state letter and the CPU time used so far.
+ProcStat process_stat(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string stat;
   std::getline(in, stat);
+  ProcStat ps;
   const auto close_paren = stat.rfind(')');
-  if (close_paren == std::string::npos || close_paren + 2 >= stat.size()) return 0;
-  return stat[close_paren + 2];
+  if (close_paren == std::string::npos || close_paren + 2 >= stat.size()) return ps;
+  ps.state = stat[close_paren + 2];
+  // Fields after the state: ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+  // cmajflt utime stime (utime is the 11th after the state).
+  std::istringstream rest(stat.substr(close_paren + 3));
+  std::string field;
+  uint64_t utime = 0, stime = 0;
+  for (int i = 0; i < 12 && rest >> field; ++i) {
+    if (i == 10) utime = std::strtoull(field.c_str(), nullptr, 10);
+    if (i == 11) stime = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  ps.cpu_ticks = utime + stime;
+  return ps;
 }
+
+char process_state(pid_t pid) { return process_stat(pid).state; }
 
 // Large worlds need more descriptors than the usual soft limit of 1024.
 void raise_fd_limit(rlim_t need) {
@@ -179,17 +213,66 @@ class Session {
         fds.push_back({r.proc->stderr_fd(), POLLIN, 0});
         who.emplace_back(r.rank, Stream::Stderr);
       }
+      if (r.proc->heartbeat_fd() >= 0) {
+        fds.push_back({r.proc->heartbeat_fd(), POLLIN, 0});
+        who.emplace_back(r.rank, kHeartbeat);
+      }
     }
     const int ms = static_cast<int>(timeout_s * 1000);
-    if (fds.empty()) {
+    if (static_cast<std::ptrdiff_t>(fds.size()) == std::count_if(who.begin(), who.end(), [](const auto& w) { return w.second == kHeartbeat; })) {
+      // only heartbeats left (output closed): not a reason to keep pumping at the end
+      if (!fds.empty()) {
+        if (::poll(fds.data(), fds.size(), ms) > 0)
+          for (size_t i = 0; i < fds.size(); ++i)
+            if (fds[i].revents) drain_heartbeat(ranks_[who[i].first]);
+        return false;
+      }
       if (ms > 0) ::poll(nullptr, 0, ms);
       return false;
     }
     const int n = ::poll(fds.data(), fds.size(), ms);
     if (n <= 0) return true;  // timeout or EINTR (a signal: the caller checks for a stop)
-    for (size_t i = 0; i < fds.size(); ++i)
-      if (fds[i].revents) drain_fd(ranks_[who[i].first], who[i].second);
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!fds[i].revents) continue;
+      if (who[i].second == kHeartbeat) drain_heartbeat(ranks_[who[i].first]);
+      else drain_fd(ranks_[who[i].first], who[i].second);
+    }
     return true;
+  }
+
+  static constexpr Stream kHeartbeat = static_cast<Stream>(2);
+
+  // Reads heartbeat lines; anything that is not a beat is ignored (bounded per call).
+  void drain_heartbeat(Rank& r) {
+    const int fd = r.proc->heartbeat_fd();
+    char buf[4096];
+    for (int round = 0; round < 16; ++round) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n > 0) {
+        for (auto& line : r.hb.feed(std::string_view(buf, static_cast<size_t>(n))))
+          if (auto b = parse_beat(line)) on_beat(r, *b);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      r.proc->close_heartbeat();  // end of stream: the worker closed it or exited
+      return;
+    }
+  }
+
+  void on_beat(Rank& r, const Beat& b) {
+    const auto now = Clock::now();
+    r.last_beat = now;
+    const bool changed = !r.beating || b.phase != r.beat.phase || b.step != r.beat.step;
+    r.beating = true;
+    if (changed) {
+      r.beat = b;
+      r.phase_since = now;
+    }
+    if (changed || !r.responsive) {
+      r.responsive = true;
+      if (cb_.on_liveness) cb_.on_liveness(r.rank, r.beat, true, 0.0);
+    }
   }
 
   // Reads one pipe until it would block (bounded, so one chatty rank cannot starve the
@@ -219,6 +302,12 @@ class Session {
     r.last_output = Clock::now();
     r.log << line << '\n';
     r.log.flush();
+    if (!r.log && !r.log_failed) {
+      r.log_failed = true;
+      if (cb_.on_warning)
+        cb_.on_warning("cannot write logs/rank" + std::to_string(r.rank) + ".log (disk full or a file-size limit?); rank " +
+                       std::to_string(r.rank) + "'s lines from here on are only shown, not kept");
+    }
     r.tail.push_back(line);
     while (r.tail.size() > opt_.tail_lines) r.tail.pop_front();
     if (r.rank == 0 && s == Stream::Stdout) {
@@ -234,6 +323,7 @@ class Session {
   // Reaps exited workers and, at the first failure, names the rank to blame: the one that
   // stopped making progress, which is not always the first to exit. In order:
   //   1. a rank killed by a signal (nobody here sent one yet): it died, the others noticed;
+  //      (1 and 2 are decided at once, without waiting for the other ranks' timeouts)
   //   2. a rank still "running" but stopped (SIGSTOP, state T) or traced: the others timed
   //      out waiting for it and exited first;
   //   3. when the first rank to fail reports a timeout: the rank left running (after waiting
@@ -252,20 +342,12 @@ class Session {
     if (settle_start_ == Clock::time_point{}) settle_start_ = Clock::now();
     if (seconds_since(settle_start_) < kSettleS && any_running()) return;
     const std::vector<Rank*>& failed = failed_;
-    // The first rank to fail timed out in a collective: the healthy ones blocked in it time
-    // out (or see their peers vanish) too, within about one timeout. Wait, at most
-    // min(timeout_s, 10 s), until only the rank that kept them waiting is left running.
-    auto earliest = [](const Rank* a, const Rank* b) { return a->first_eof < b->first_eof; };
-    const bool timed_out = mentions_timeout((*std::min_element(failed.begin(), failed.end(), earliest))->tail);
-    if (timed_out && running_count() > 1 &&
-        seconds_since(settle_start_) < std::min(opt_.config.parallel.timeout_s, 10.0) + kSettleS)
-      return;
     auto earlier = [](const Rank* a, const Rank* b) { return a->first_eof < b->first_eof; };
     Rank* killed = nullptr;
     for (Rank* r : failed)
       if (!r->proc->exit_info().exited && r->proc->exit_info().signal != 0 && (!killed || earlier(r, killed))) killed = r;
     if (killed) {
-      blame(*killed, killed->proc->exit_info().describe());
+      blame(*killed, killed->proc->exit_info().describe() + where(*killed));
       return;
     }
     Rank* first = *std::min_element(failed.begin(), failed.end(), earlier);
@@ -274,25 +356,107 @@ class Session {
       const char st = process_state(r.proc->pid());
       if (st == 'T' || st == 't') {
         const double quiet = seconds_since(r.last_output);
-        blame(r, std::string("stopped making progress: its process is ") + (st == 'T' ? "stopped (SIGSTOP)" : "held by a tracer") +
+        blame(r, "stopped making progress" + where(r) + ": its process is " + (st == 'T' ? "stopped (SIGSTOP)" : "held by a tracer") +
                      " and wrote nothing for " + std::to_string(static_cast<int64_t>(quiet)) + " s; rank " +
                      std::to_string(first->rank) + " " + first->proc->exit_info().describe() + " waiting for it");
+        stop_stuck(r);
         return;
       }
     }
+    // No rank died or stopped. The first rank to fail timed out in a collective: the healthy ones blocked in it time
+    // out (or see their peers vanish) too, within about one timeout. Wait, at most
+    // min(timeout_s, 10 s), until only the rank that kept them waiting is left running.
+    auto earliest_eof = [](const Rank* a, const Rank* b) { return a->first_eof < b->first_eof; };
+    const bool timed_out = mentions_timeout((*std::min_element(failed.begin(), failed.end(), earliest_eof))->tail);
+    if (timed_out && running_count() > 1 &&
+        seconds_since(settle_start_) < std::min(opt_.config.parallel.timeout_s, 10.0) + kSettleS)
+      return;
     // Every failed rank reports a timeout (a collective waited for someone): the one that
     // kept them waiting is a rank still running, the one silent the longest.
     Rank* silent = nullptr;
-    if (timed_out)
-      for (auto& r : ranks_)
-        if (r.proc && r.proc->running() && (!silent || r.last_output < silent->last_output)) silent = &r;
+    if (timed_out) {
+      const int pick = least_progressing_rank(liveness());
+      if (pick >= 0) silent = &ranks_[static_cast<size_t>(pick)];
+    }
     if (silent) {
-      blame(*silent, "stopped making progress: still running but silent for " +
+      blame(*silent, "stopped making progress" + where(*silent) + ": still running but silent for " +
                          std::to_string(static_cast<int64_t>(seconds_since(silent->last_output))) + " s while rank " +
                          std::to_string(first->rank) + " " + first->proc->exit_info().describe() + " after a timeout");
+      stop_stuck(*silent);
       return;
     }
-    blame(*first, first->proc->exit_info().describe());
+    blame(*first, first->proc->exit_info().describe() + where(*first));
+  }
+
+  // What the watchdog knows of each rank now.
+  std::vector<RankLiveness> liveness() const {
+    const auto now = Clock::now();
+    auto since = [&](Clock::time_point t) { return std::chrono::duration<double>(now - t).count(); };
+    std::vector<RankLiveness> out;
+    for (const auto& r : ranks_) {
+      RankLiveness l;
+      l.rank = r.rank;
+      l.running = r.proc && r.proc->running();
+      l.beating = r.beating;
+      l.beat = r.beat;
+      l.since_phase_s = since(r.phase_since);
+      l.since_beat_s = since(r.beating ? r.last_beat : r.spawned);
+      l.since_cpu_s = since(r.cpu_since);
+      l.since_output_s = since(r.last_output);
+      l.stopped_s = r.stopped_since == Clock::time_point{} ? 0.0 : std::max(1e-3, since(r.stopped_since));
+      out.push_back(l);
+    }
+    return out;
+  }
+
+  // Reads each running worker's state and CPU time (a few times a second), reports ranks
+  // that went quiet, and when a deadline passed blames the rank that stopped progressing.
+  void watchdog() {
+    if (seconds_since(last_watch_) < 0.2) return;
+    last_watch_ = Clock::now();
+    const double timeout_s = opt_.config.parallel.timeout_s;
+    const double quiet_report_s = std::min(5.0, std::max(1.0, timeout_s / 2));
+    for (auto& r : ranks_) {
+      if (!r.proc || !r.proc->running()) continue;
+      const ProcStat ps = process_stat(r.proc->pid());
+      // More than ~2% of one core since the last change counts as computing.
+      const double window = seconds_since(r.cpu_since);
+      static const double ticks_per_s = std::max(1L, ::sysconf(_SC_CLK_TCK));
+      if (ps.cpu_ticks > r.cpu_ticks + std::max<uint64_t>(1, static_cast<uint64_t>(window * ticks_per_s * 0.02))) {
+        r.cpu_ticks = ps.cpu_ticks;
+        r.cpu_since = last_watch_;
+      } else if (ps.cpu_ticks < r.cpu_ticks) {
+        r.cpu_ticks = ps.cpu_ticks;
+      }
+      const bool stopped = ps.state == 'T' || ps.state == 't';
+      if (!stopped) r.stopped_since = {};
+      else if (r.stopped_since == Clock::time_point{}) r.stopped_since = last_watch_;
+      const double silent = seconds_since(r.beating ? r.last_beat : r.spawned);
+      if (r.responsive && (r.beating || stopped) && (silent >= quiet_report_s || (stopped && seconds_since(r.stopped_since) >= quiet_report_s))) {
+        r.responsive = false;
+        if (cb_.on_liveness) cb_.on_liveness(r.rank, r.beat, false, silent);
+      }
+    }
+    if (!opt_.watchdog || failed_rank_ || stopping_) return;
+    WatchdogLimits lim;
+    lim.timeout_s = timeout_s;
+    const auto v = check_watchdog(liveness(), lim);
+    if (!v) return;
+    Rank& r = ranks_[static_cast<size_t>(v->rank)];
+    blame(r, v->what);
+    watchdog_fired_ = true;
+    stop_stuck(r);
+  }
+
+  // The named rank is stuck: nothing to wait for, SIGKILL it now; the others get SIGTERM
+  // twice (see terminate_step), as they are likely blocked waiting for it.
+  void stop_stuck(Rank& r) {
+    r.proc->signal_group(SIGKILL);
+    stuck_culprit_ = true;
+  }
+
+  std::string where(const Rank& r) const {
+    return r.beating ? " in " + describe_phase(r.beat.phase, r.beat.step) : std::string();
   }
 
   static bool mentions_timeout(const std::deque<std::string>& tail) {
@@ -331,6 +495,12 @@ class Session {
         }
       term_sent_ = true;
       term_time_ = Clock::now();
+    } else if (stuck_culprit_ && !second_term_sent_ && seconds_since(term_time_) >= 0.5) {
+      // After a watchdog verdict the others are blocked waiting for the stuck rank; the
+      // worker takes a second SIGTERM as "leave now" (its finished steps are committed).
+      for (auto& r : ranks_)
+        if (r.proc && r.proc->running()) r.proc->signal_group(SIGTERM);
+      second_term_sent_ = true;
     } else if (!kill_sent_ && seconds_since(term_time_) >= opt_.grace_s) {
       for (auto& r : ranks_)
         if (r.proc && r.proc->running()) r.proc->signal_group(SIGKILL);
@@ -340,8 +510,9 @@ class Session {
 
   void run() {
     while (any_running()) {
-      pump(opt_.poll_interval_s);
+      pump(std::min(opt_.poll_interval_s, 0.2));
       reap();
+      watchdog();
       if (!stopping_ && !failed_rank_ && cb_.stop_requested && cb_.stop_requested()) stopping_ = true;
       if (stopping_ || failed_rank_) terminate_step();
     }
@@ -356,6 +527,7 @@ class Session {
       if (r.proc) {
         r.proc->close_stdout();
         r.proc->close_stderr();
+        r.proc->close_heartbeat();
       }
   }
 
@@ -370,6 +542,8 @@ class Session {
   Clock::time_point settle_start_{};   // when the first of them was seen
   bool stopping_ = false;
   bool spawn_failed_ = false;
+  bool watchdog_fired_ = false;        // the failure is the watchdog's verdict
+  bool stuck_culprit_ = false;         // the named rank was stuck (killed at once)
   std::optional<int> failed_rank_;
   std::string failure_;
 
@@ -379,8 +553,9 @@ class Session {
   std::vector<Rank>& ranks_;
   LaunchResult& res_;
   uint64_t eof_counter_ = 0;
-  bool term_sent_ = false, kill_sent_ = false;
+  bool term_sent_ = false, kill_sent_ = false, second_term_sent_ = false;
   Clock::time_point term_time_;
+  Clock::time_point last_watch_{};
 };
 
 }  // namespace
@@ -449,7 +624,9 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
     // cores, spinning threads hold the core a descheduled peer needs (3-13x slower steps at
     // 2 threads per rank measured on a loaded 2-core VM; README "CPU speed").
     if (!std::getenv("OMP_WAIT_POLICY")) spec.env.emplace_back("OMP_WAIT_POLICY", "PASSIVE");
+    spec.heartbeat = true;
     try {
+      ranks[r].spawned = ranks[r].phase_since = ranks[r].last_beat = ranks[r].cpu_since = Clock::now();
       ranks[r].proc = std::make_unique<WorkerProcess>(spec);
       res.pids.push_back(ranks[r].proc->pid());
     } catch (const LaunchError& e) {
@@ -466,7 +643,8 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
     rec.status = RunStatus::Failed;
     rec.failed_rank = fr;
     rec.message = session.failure_;
-    const bool bad_input = ranks[fr].proc && ranks[fr].proc->exit_info().exited && ranks[fr].proc->exit_info().code == 2;
+    const bool bad_input = !session.watchdog_fired_ && ranks[fr].proc && ranks[fr].proc->exit_info().exited &&
+                           ranks[fr].proc->exit_info().code == 2;
     res.exit_code = bad_input ? 2 : 1;
     res.failed_tail.assign(ranks[fr].tail.begin(), ranks[fr].tail.end());
   } else if (session.stopping_) {

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "heartbeat.hpp"
 #include "metric_line.hpp"
 #include "run_config.hpp"
 #include "run_record.hpp"
@@ -30,6 +31,9 @@ struct LaunchOptions {
   double grace_s = 3.0;                // SIGTERM, then SIGKILL after this long
   double poll_interval_s = 0.1;        // how often stop_requested is asked
   std::size_t tail_lines = 10;         // lines of the failed rank kept for the report
+  // The start-up and progress watchdog (watchdog.hpp): deadlines from parallel.timeout_s;
+  // when one passes, the rank that stopped progressing is named and the run fails.
+  bool watchdog = true;
 };
 
 struct LaunchCallbacks {
@@ -40,6 +44,11 @@ struct LaunchCallbacks {
   std::function<bool()> stop_requested;
   // Called once the workers run (after run.json says "running"), with their process ids.
   std::function<void(const std::vector<int>& pids)> on_started;
+  // A rank's liveness changed: a new phase or step from its heartbeat (responsive true), or
+  // no heartbeat for a few seconds (responsive false, silent_s how long).
+  std::function<void(int rank, const Beat& beat, bool responsive, double silent_s)> on_liveness;
+  // Something the user should know that does not stop the run (e.g. a log that cannot be written).
+  std::function<void(const std::string& message)> on_warning;
 };
 
 struct LaunchResult {

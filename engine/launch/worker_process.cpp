@@ -4,9 +4,11 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <functional>
 
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,7 +61,7 @@ std::vector<char*> c_strings(std::vector<std::string>& v) {
 
 // Runs in the forked child: only async-signal-safe calls until execve.
 [[noreturn]] void child(const char* exe, char* const* argv, char* const* envp, int out_w, int err_w, int status_w,
-                        pid_t parent) {
+                        pid_t parent, int hb_child) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // the launcher died between fork and prctl
@@ -76,6 +78,7 @@ std::vector<char*> c_strings(std::vector<std::string>& v) {
     ::dup2(devnull, 0);
     ::close(devnull);
   }
+  if (hb_child >= 0) ::fcntl(hb_child, F_SETFD, 0);  // the one descriptor the worker inherits
   if (::dup2(out_w, 1) < 0 || ::dup2(err_w, 2) < 0) {
     const int e = errno;
     (void)!::write(status_w, &e, sizeof e);
@@ -99,15 +102,42 @@ WorkerProcess::WorkerProcess(const SpawnSpec& spec) {
   std::vector<std::string> argv_s;
   argv_s.push_back(spec.executable);
   argv_s.insert(argv_s.end(), spec.args.begin(), spec.args.end());
-  std::vector<std::string> env_s = build_env(spec.env);
+  // The heartbeat socket first: its child end's number goes into the environment.
+  int hb[2] = {-1, -1};
+  auto close_hb = [&] {
+    close_fd(hb[0]);
+    close_fd(hb[1]);
+  };
+  auto env_over = spec.env;
+  if (spec.heartbeat) {
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, hb) != 0)
+      throw LaunchError(std::string("cannot create a heartbeat socket: ") + std::strerror(errno));
+    if (hb[1] < 3) {  // never 0-2, which the child replaces
+      const int moved = ::fcntl(hb[1], F_DUPFD_CLOEXEC, 3);
+      ::close(hb[1]);
+      hb[1] = moved;
+      if (moved < 0) {
+        close_hb();
+        throw LaunchError(std::string("cannot create a heartbeat socket: ") + std::strerror(errno));
+      }
+    }
+    env_over.emplace_back("ULYSSES_HEARTBEAT_FD", std::to_string(hb[1]));
+  } else {
+    env_over.emplace_back("ULYSSES_HEARTBEAT_FD", "");  // none inherited from our own environment
+  }
+  std::vector<std::string> env_s = build_env(env_over);
   std::vector<char*> argv = c_strings(argv_s);
   std::vector<char*> envp = c_strings(env_s);
 
+  struct HbGuard {
+    std::function<void()> f;
+    ~HbGuard() { f(); }
+  } hb_guard{close_hb};
   Pipe out, err, status;
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw LaunchError("cannot start " + spec.executable + ": fork failed: " + std::strerror(errno));
-  if (pid == 0) child(spec.executable.c_str(), argv.data(), envp.data(), out.w, err.w, status.w, parent);
+  if (pid == 0) child(spec.executable.c_str(), argv.data(), envp.data(), out.w, err.w, status.w, parent, hb[1]);
 
   ::setpgid(pid, pid);  // also done by the child; whichever runs first wins the race
   pid_ = pid;
@@ -115,6 +145,7 @@ WorkerProcess::WorkerProcess(const SpawnSpec& spec) {
   close_fd(out.w);
   close_fd(err.w);
   close_fd(status.w);
+  close_fd(hb[1]);
   // The status pipe is closed by a successful execve (O_CLOEXEC) or carries errno.
   int child_errno = 0;
   ssize_t n;
@@ -129,9 +160,11 @@ WorkerProcess::WorkerProcess(const SpawnSpec& spec) {
     throw LaunchError("cannot start " + spec.executable + ": " + std::strerror(child_errno));
   }
   for (int* fd : {&out.r, &err.r}) ::fcntl(*fd, F_SETFL, ::fcntl(*fd, F_GETFL) | O_NONBLOCK);
+  if (hb[0] >= 0) ::fcntl(hb[0], F_SETFL, ::fcntl(hb[0], F_GETFL) | O_NONBLOCK);
   out_fd_ = out.r;
   err_fd_ = err.r;
-  out.r = err.r = -1;  // owned by this object now
+  hb_fd_ = hb[0];
+  out.r = err.r = hb[0] = -1;  // owned by this object now
 }
 
 WorkerProcess::~WorkerProcess() {
@@ -143,9 +176,11 @@ WorkerProcess::~WorkerProcess() {
   }
   close_stdout();
   close_stderr();
+  close_heartbeat();
 }
 
 void WorkerProcess::close_stdout() { close_fd(out_fd_); }
+void WorkerProcess::close_heartbeat() { close_fd(hb_fd_); }
 void WorkerProcess::close_stderr() { close_fd(err_fd_); }
 
 bool WorkerProcess::try_reap() {

@@ -19,6 +19,9 @@ struct SpawnSpec {
   std::string executable;                                  // path; not searched in $PATH
   std::vector<std::string> args;                           // argv[1..]
   std::vector<std::pair<std::string, std::string>> env;    // set on top of the current environment
+  // A socket for the worker's heartbeat lines (heartbeat.hpp): its end is left open in the
+  // child and named in ULYSSES_HEARTBEAT_FD; heartbeat_fd() reads the other end.
+  bool heartbeat = false;
 };
 
 struct ExitInfo {
@@ -46,6 +49,9 @@ class WorkerProcess {
   int stderr_fd() const { return err_fd_; }
   void close_stdout();
   void close_stderr();
+  // Non-blocking read end of the heartbeat socket; -1 without one or once closed.
+  int heartbeat_fd() const { return hb_fd_; }
+  void close_heartbeat();
 
   bool running() const { return running_; }
   // Non-blocking waitpid; returns true once the process has exited (then exit_info() is set).
@@ -59,6 +65,7 @@ class WorkerProcess {
   pid_t pid_ = -1;
   int out_fd_ = -1;
   int err_fd_ = -1;
+  int hb_fd_ = -1;
   bool running_ = false;
   ExitInfo exit_;
 };

@@ -244,7 +244,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
       ri.pid = key.first >= 0 ? key.first : -1;  // -1: process unknown
       if (key.second >= 0) {
         auto g = gpu_name.find(key.second);
-        ri.device = "cuda:" + std::to_string(key.second) + (g != gpu_name.end() ? " " + g->second : std::string());
+        ri.device = "cuda:" + std::to_string(key.second) + (g != gpu_name.end() ? " " + Builder::capped(g->second) : std::string());
       } else {
         ri.device = "cpu";
       }

@@ -46,7 +46,19 @@ struct Builder {
   std::vector<SourceLane> sources;
   std::map<std::tuple<int32_t, int, int64_t>, int32_t> source_index;
 
-  int32_t intern(const std::string& s) {
+  // Names in a trace (ranges, kernels, threads, devices) are short; a hostile or broken file
+  // can hold a 50 MB one, which every reader and the studio's drawing would pay for again
+  // and again. Longer strings are cut (at a UTF-8 boundary) and marked with "...".
+  static constexpr size_t kMaxStringBytes = 4096;
+  static std::string capped(const std::string& s) {
+    if (s.size() <= kMaxStringBytes) return s;
+    size_t n = kMaxStringBytes;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a character
+    return s.substr(0, n) + "...";
+  }
+  int32_t intern(const std::string& s_in) {
+    const std::string cut = s_in.size() > kMaxStringBytes ? capped(s_in) : std::string();
+    const std::string& s = cut.empty() ? s_in : cut;
     auto it = string_index.find(s);
     if (it != string_index.end()) return it->second;
     int32_t id = static_cast<int32_t>(m.strings.size());

@@ -84,7 +84,8 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
       m.from_nsys = false;
       sql::Stmt run(db, "SELECT configJson, worldSize, spSize, dpSize FROM ULYSSES_RUN LIMIT 1");
       if (run.step()) {
-        if (m.config_json.empty()) m.config_json = run.text(0);
+        // a run config is a few KiB; one beyond the config loader's own cap is not kept
+        if (m.config_json.empty() && sqlite3_column_bytes(run.get(), 0) <= (16 << 20)) m.config_json = run.text(0);
         m.sp_size = to_i32(run.i64(2));
         m.dp_size = to_i32(run.i64(3));
       }
@@ -94,8 +95,8 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
         ri.rank = to_i32(rk.i64(0));
         ri.sp_rank = to_i32(rk.i64(1));
         ri.dp_rank = to_i32(rk.i64(2));
-        ri.device = rk.text(3);
-        ri.hostname = rk.text(4);
+        ri.device = Builder::capped(rk.text(3));
+        ri.hostname = Builder::capped(rk.text(4));
         ri.pid = rk.i64(5);
         file_rank = ri.rank;
         pid_rank[ri.pid] = ri.rank;

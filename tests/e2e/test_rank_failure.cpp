@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -198,4 +199,155 @@ TEST(DeviceRefusal, ImpossibleDeviceOrBackendIsBadInputBeforeAnythingStarts) {
     EXPECT_TRUE(WIFEXITED(wst) && WEXITSTATUS(wst) == 2) << "worker, " << c.set << ": " << text;
     EXPECT_NE(text.find(c.needle), std::string::npos) << "worker, " << c.set << ": " << text;
   }
+}
+
+// ------------------------------------------------------------------ the launcher's watchdog
+// with real workers (Gloo, TCPStore): a rank that stops answering is named with its phase,
+// the others are stopped and ulysses-run exits 1 within timeout_s + a few seconds.
+
+namespace {
+
+struct Launcher {
+  pid_t pid = -1;
+  std::string run, err_path;
+};
+
+Launcher start_launcher(const std::string& d, const std::string& cfg, const std::vector<std::string>& env_extra) {
+  Launcher l;
+  l.run = d + "/run";
+  l.err_path = d + "/launcher.err";
+  fs::remove_all(l.run);
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    if (kv.rfind("ULYSSES_FAULT=", 0) == 0) continue;
+    env.push_back(kv);
+  }
+  for (const auto& kv : env_extra) env.push_back(kv);
+  std::vector<char*> envp;
+  for (auto& s : env) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string bin = ULYSSES_RUN_BIN, c = cfg, o = "--out", r = l.run, w = "--worker", wb = ULYSSES_WORKER_BIN;
+  char* argv[] = {bin.data(), c.data(), o.data(), r.data(), w.data(), wb.data(), nullptr};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, l.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  if (posix_spawn(&l.pid, bin.c_str(), &fa, nullptr, argv, envp.data()) != 0) l.pid = -1;
+  posix_spawn_file_actions_destroy(&fa);
+  return l;
+}
+
+// The worker of `rank` among the launcher's children (RANK in its environment), or -1.
+pid_t worker_pid(pid_t launcher, int rank) {
+  std::ifstream ch("/proc/" + std::to_string(launcher) + "/task/" + std::to_string(launcher) + "/children");
+  pid_t p;
+  while (ch >> p) {
+    const std::string env = slurp("/proc/" + std::to_string(p) + "/environ");
+    const std::string want = "RANK=" + std::to_string(rank);
+    for (size_t i = 0; i < env.size();) {
+      const size_t z = env.find('\0', i);
+      if (env.compare(i, (z == std::string::npos ? env.size() : z) - i, want) == 0) return p;
+      if (z == std::string::npos) break;
+      i = z + 1;
+    }
+  }
+  return -1;
+}
+
+bool wait_text(const std::string& file, const std::string& text, double limit_s) {
+  const auto end = Clock::now() + std::chrono::duration<double>(limit_s);
+  while (Clock::now() < end) {
+    if (slurp(file).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+json run_record(const std::string& run) {
+  return json::parse(slurp(run + "/run.json"), nullptr, false);
+}
+
+}  // namespace
+
+// Hang class: rank 0 (the TCPStore host) stops during rendezvous (the fault hook raises
+// SIGSTOP once it reported the phase). It used to hang the run forever.
+TEST(Watchdog, RealRank0FrozenInRendezvousIsNamedWithinTheTimeout) {
+  const auto d = dir("wd-rendezvous");
+  const auto cfg = write_config(d);
+  Launcher l = start_launcher(d, cfg, {"ULYSSES_FAULT=0:rendezvous:stop"});
+  ASSERT_GT(l.pid, 0);
+  const bool hooked = wait_text(l.run + "/logs/rank0.log", "fault hook", 60);
+  const auto t_stop = Clock::now();
+  double took = 0;
+  const int st = wait_for(l.pid, 60, &took);
+  const double since_stop = std::chrono::duration<double>(Clock::now() - t_stop).count();
+  if (st == -1) {
+    ::kill(l.pid, SIGKILL);
+    int ignored;
+    ::waitpid(l.pid, &ignored, 0);
+  }
+  const std::string err = slurp(l.err_path);
+  ASSERT_TRUE(hooked) << err;
+  ASSERT_NE(st, -1) << "ulysses-run still running 60 s after rank 0 froze\n" << err;
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << err;
+  EXPECT_LT(since_stop, kTimeoutS + 4) << err;
+  std::printf("[ watchdog ] rank 0 frozen in rendezvous: ulysses-run exited %.2f s after the freeze (timeout_s %.1f)\n", since_stop,
+              kTimeoutS);
+  const json rec = run_record(l.run);
+  EXPECT_EQ(rec["failed_rank"], 0) << rec;
+  EXPECT_NE(rec["message"].get<std::string>().find("rendezvous"), std::string::npos) << rec;
+  EXPECT_NE(err.find("lines of rank 0"), std::string::npos) << err;
+}
+
+// Blame class: a rank SIGSTOPped mid-training; the healthy rank times out in its collective
+// first, but the stopped rank is named, with its step.
+TEST(Watchdog, RealRankStoppedMidTrainingIsNamedNotTheRankThatTimedOut) {
+  const auto d = dir("wd-midtrain");
+  const auto cfg = write_config(d);
+  Launcher l = start_launcher(d, cfg, {});
+  ASSERT_GT(l.pid, 0);
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (metric_lines(l.run) < 2 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const pid_t victim = worker_pid(l.pid, 1);
+  const bool reached = metric_lines(l.run) >= 2 && victim > 0;
+  if (reached) ::kill(victim, SIGSTOP);
+  double took = 0;
+  const int st = reached ? wait_for(l.pid, kTimeoutS + 30, &took) : -1;
+  if (st == -1) {
+    ::kill(l.pid, SIGKILL);
+    int ignored;
+    ::waitpid(l.pid, &ignored, 0);
+  }
+  const std::string err = slurp(l.err_path);
+  ASSERT_TRUE(reached) << "the run did not reach two steps\n" << err;
+  ASSERT_NE(st, -1) << err;
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << err;
+  EXPECT_LT(took, kTimeoutS + 4) << err;
+  std::printf("[ watchdog ] rank 1 SIGSTOPped mid-training: ulysses-run exited %.2f s later (timeout_s %.1f)\n", took, kTimeoutS);
+  const json rec = run_record(l.run);
+  EXPECT_EQ(rec["failed_rank"], 1) << rec;
+  EXPECT_NE(rec["message"].get<std::string>().find("in step "), std::string::npos) << rec;
+  // the stopped worker is gone with the run (reaped by the launcher before it exited)
+  EXPECT_NE(::kill(victim, 0), 0) << "the stopped worker outlived the run";
+}
+
+// The pre-launch memory refusal uses the meta-device planner's figure when the real worker
+// is there (the cost model's only when it is not; tests/launch covers that case).
+TEST(MemoryCheck, RefusalUsesThePlannersFigure) {
+  const auto d = dir("plan-refusal");
+  const auto cfg = write_config(d);
+  const std::string cmd = std::string(ULYSSES_RUN_BIN) + " " + cfg +
+                          " --set train.seq_length=1048576 --set model.max_position_embeddings=1048576 --set train.attention=sdpa"
+                          " --worker " + ULYSSES_WORKER_BIN + " --out " + d + "/run 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  const int st = pclose(f);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 2) << text;
+  EXPECT_NE(text.find("planned peak memory (meta-device dry run"), std::string::npos) << text;
+  EXPECT_NE(text.find("--force"), std::string::npos) << text;
+  EXPECT_FALSE(fs::exists(d + "/run/logs")) << "a worker was started";
 }

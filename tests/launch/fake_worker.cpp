@@ -15,6 +15,9 @@
 //   FAKE_STEP_MS     sleep per step (default 5)
 //   FAKE_GRANDCHILD  1: every rank forks a sleeping child first (tests group kills)
 //   FAKE_MAX_S       safety: SIGALRM after this many seconds (default 30)
+//   FAKE_NO_HEARTBEAT 1: no heartbeat (a worker that predates ULYSSES_HEARTBEAT_FD)
+// Heartbeats and the fault hook (ULYSSES_FAULT) come from the real worker's Heartbeat
+// (engine/launch/heartbeat.hpp): init, rendezvous, build, step k, finish.
 // Each rank records what it saw in RUN/fake/rank{r}.json (pid, environment, arguments).
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -37,6 +40,9 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "heartbeat.hpp"
+#include "line_appender.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -142,6 +148,9 @@ int main(int argc, char** argv) {
   if (config_path.empty() || out_dir.empty()) die("usage: fake_worker --config RUN/config.json --out RUN", 2);
   ::alarm(static_cast<unsigned>(std::stoi(env_or("FAKE_MAX_S", "30"))));
 
+  using ulysses::launch::Phase;
+  ulysses::launch::Heartbeat heartbeat(env_or("FAKE_NO_HEARTBEAT", "0") == "1" ? -1 : ulysses::launch::Heartbeat::fd_from_environment(),
+                                       0.2);
   const int rank = std::stoi(env_or("RANK", "-1"));
   const int world = std::stoi(env_or("WORLD_SIZE", "0"));
   if (rank < 0 || world < 1 || rank >= world) die("RANK/WORLD_SIZE missing or inconsistent", 2);
@@ -189,7 +198,9 @@ int main(int argc, char** argv) {
   }
   fs::rename(seen_path.string() + ".tmp", seen_path);
 
+  heartbeat.set(Phase::Rendezvous);
   rendezvous(rank, world, env_or("MASTER_ADDR", ""), std::stoi(env_or("MASTER_PORT", "0")));
+  heartbeat.set(Phase::Build);
   if (rank == 0) std::cout << "fake worker: " << world << " ranks met" << std::endl;
   std::cerr << "rank " << rank << ": mode " << mode << std::endl;
   if (mode == "hang" || mode == "ignore_term") {
@@ -208,9 +219,13 @@ int main(int argc, char** argv) {
     }
     std::cerr << "rank 0: filled the disk" << std::endl;
   }
-  std::ofstream metrics;
-  if (rank == 0) metrics.open(fs::path(out_dir) / "metrics.jsonl", std::ios::app);
+  ulysses::launch::LineAppender metrics;  // as the real worker: whole lines, a failed append named
+  if (rank == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    if (const std::string why = metrics.open((fs::path(out_dir) / "metrics.jsonl").string()); !why.empty()) die(why);
+  }
   for (int64_t s = 0; s < steps; ++s) {
+    heartbeat.set(Phase::Step, s);
     if ((mode == "fail" || mode == "crash" || mode == "stop" || mode == "freeze") && s == fail_step) {
       if (rank != fail_rank) {
         if (g_timeout_ms > 0 || g_peer_exit) barrier(rank);  // waits for the failed rank, then times out / notices
@@ -244,8 +259,9 @@ int main(int argc, char** argv) {
     m["max_mem_bytes"] = 1 << 20;
     m["elapsed_s"] = elapsed;
     std::cout << "METRIC " << m.dump() << std::endl;
-    metrics << m.dump() << '\n' << std::flush;
+    if (const std::string why = metrics.append(m.dump(), "step " + std::to_string(s)); !why.empty()) die(why);
     barrier(rank);
   }
+  heartbeat.set(Phase::Finish);
   return 0;
 }

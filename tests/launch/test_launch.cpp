@@ -3,6 +3,7 @@
 // standing in for ulysses-worker: success, a failing rank, bad input, signals, bad configs.
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -26,6 +28,7 @@
 
 #include "free_port.hpp"
 #include "launch_error.hpp"
+#include "line_appender.hpp"
 #include "line_splitter.hpp"
 #include "metric_line.hpp"
 #include "run_launcher.hpp"
@@ -1043,4 +1046,222 @@ TEST(Reliability, BlamesTheSilentRankWhenEveryOtherTimesOut) {
   EXPECT_EQ(rec["failed_rank"], 2) << rec;
   EXPECT_NE(rec["message"].get<std::string>().find("silent"), std::string::npos) << rec;
   for (const auto& r : fake_records(run, 4)) EXPECT_TRUE(wait_gone(r["pid"], 5)) << "worker " << r["pid"] << " still runs";
+}
+
+// ------------------------------------------------------------------ watchdog end to end
+// (rules: test_watchdog.cpp). The fake workers beat like the real one and obey the same
+// fault hook (ULYSSES_FAULT=RANK:PHASE[@STEP]:ACTION).
+
+namespace {
+
+struct WatchdogCase {
+  int code = -1;
+  double took_s = 0;
+  json rec;
+  std::string err;
+};
+
+// Runs ulysses-run with timeout_s and the given environment; `during` runs once the
+// workers are up (it may signal them).
+WatchdogCase run_watchdog_case(const TempDir& tmp, const std::string& name, int sp, int dp, double timeout_s,
+                               const std::map<std::string, std::string>& env,
+                               const std::function<void(const fs::path& run)>& during = {}) {
+  json c = small_config(sp, dp, 400);
+  c["parallel"]["timeout_s"] = timeout_s;
+  const fs::path cfg = write_config(tmp.path(), c, name + ".json");
+  const fs::path run = tmp.path() / name;
+  fs::create_directories(tmp.path() / (name + "-io"));
+  const auto t0 = Clock::now();
+  Cli cli({cfg.string(), "--json", "--out", run.string(), "--worker", FAKE_WORKER_EXE}, env, tmp.path() / (name + "-io"));
+  if (during) during(run);
+  WatchdogCase out;
+  out.code = cli.wait(timeout_s + 20);
+  out.took_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  out.err = cli.err();
+  if (fs::exists(run / "run.json")) out.rec = read_json(run / "run.json");
+  for (int r = 0; r < sp * dp; ++r)
+    if (fs::exists(run / "fake" / ("rank" + std::to_string(r) + ".json"))) {
+      const json f = read_json(run / "fake" / ("rank" + std::to_string(r) + ".json"));
+      EXPECT_TRUE(wait_gone(f["pid"], 5)) << name << ": worker " << f["pid"] << " still runs";
+    }
+  return out;
+}
+
+std::string msg(const WatchdogCase& c) { return c.rec.is_object() ? c.rec.value("message", std::string()) : std::string(); }
+
+}  // namespace
+
+// Hang class: a rank 0 that stops answering during rendezvous (frozen: SIGSTOP) used to hang
+// the run forever. Now: exit 1 within timeout_s + a few seconds, naming rank 0 and the phase.
+TEST(Watchdog, FrozenStoreHostInRendezvousIsNamedWithinTheTimeout) {
+  TempDir tmp;
+  const double timeout_s = 2;
+  const auto c = run_watchdog_case(tmp, "frozen0", 2, 1, timeout_s, {{"ULYSSES_FAULT", "0:rendezvous:stop"}});
+  ASSERT_EQ(c.code, 1) << c.err;
+  EXPECT_LT(c.took_s, timeout_s + 4) << c.err;
+  EXPECT_EQ(c.rec["failed_rank"], 0) << c.rec;
+  EXPECT_EQ(c.rec["status"], "failed");
+  EXPECT_NE(msg(c).find("rendezvous"), std::string::npos) << c.rec;
+  EXPECT_NE(msg(c).find("no heartbeat"), std::string::npos) << c.rec;
+  EXPECT_NE(c.err.find("lines of rank 0"), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("fault hook"), std::string::npos) << "the last log lines of rank 0 are shown\n" << c.err;
+}
+
+// The same rank 0 alive (its heartbeat thread beats) but its main thread blocked: no
+// progress and no CPU for timeout_s + 2 s; rank 1 waits in rendezvous too, rank 0 is named.
+TEST(Watchdog, HungStoreHostInRendezvousIsNamedWithinTheTimeout) {
+  TempDir tmp;
+  const double timeout_s = 2;
+  const auto c = run_watchdog_case(tmp, "hung0", 2, 1, timeout_s, {{"ULYSSES_FAULT", "0:rendezvous:hang"}});
+  ASSERT_EQ(c.code, 1) << c.err;
+  EXPECT_LT(c.took_s, timeout_s + 2 + 4) << c.err;
+  EXPECT_EQ(c.rec["failed_rank"], 0) << c.rec;
+  EXPECT_NE(msg(c).find("in rendezvous"), std::string::npos) << c.rec;
+}
+
+// A rank that hangs while building its model; the others went on to step 0 and wait for it.
+TEST(Watchdog, HungRankInModelBuildIsNamedNotTheRanksWaitingForIt) {
+  TempDir tmp;
+  const double timeout_s = 1.5;
+  const auto c = run_watchdog_case(tmp, "hung-build", 2, 2, timeout_s, {{"ULYSSES_FAULT", "2:build:hang"}});
+  ASSERT_EQ(c.code, 1) << c.err;
+  EXPECT_LT(c.took_s, timeout_s + 2 + 4) << c.err;
+  EXPECT_EQ(c.rec["failed_rank"], 2) << c.rec;
+  EXPECT_NE(msg(c).find("model build"), std::string::npos) << c.rec;
+}
+
+// Blame class: a rank SIGSTOPped from outside mid-training. With peers that block forever (a
+// collective without a timeout) and with peers that time out and exit first, the stopped
+// rank is named with its step — never a healthy rank that timed out.
+TEST(Watchdog, RankStoppedFromOutsideMidTrainingIsNamed) {
+  TempDir tmp;
+  const double timeout_s = 2;
+  for (const char* peer_timeout_ms : {"0", "1500"}) {
+    const std::string name = std::string("stopped-") + peer_timeout_ms;
+    long victim = 0;
+    const auto c = run_watchdog_case(tmp, name, 2, 2, timeout_s, {{"FAKE_STEP_MS", "40"}, {"FAKE_TIMEOUT_MS", peer_timeout_ms}},
+                                     [&](const fs::path& run) {
+                                       ASSERT_TRUE(wait_for_workers(run, 4));
+                                       ASSERT_TRUE(wait_for_text(run / "logs" / "rank1.log", "step 3 done"));
+                                       victim = read_json(run / "fake" / "rank1.json")["pid"];
+                                       ::kill(static_cast<pid_t>(victim), SIGSTOP);
+                                     });
+    ASSERT_EQ(c.code, 1) << name << "\n" << c.err;
+    EXPECT_LT(c.took_s, timeout_s + 8) << name;  // start-up and 3 steps included
+    EXPECT_EQ(c.rec["failed_rank"], 1) << name << ": " << c.rec;
+    EXPECT_NE(msg(c).find("in step "), std::string::npos) << name << ": " << c.rec;
+    EXPECT_NE(c.err.find("lines of rank 1"), std::string::npos) << c.err;
+  }
+}
+
+// The liveness the studio's rank table shows: a line per rank and phase from ulysses-run,
+// even for ranks that log nothing themselves.
+TEST(Watchdog, LivenessLinesNameEachRanksPhase) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 3));
+  const fs::path run = tmp.path() / "run";
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {}, tmp.path());
+  ASSERT_EQ(cli.wait(), 0) << cli.err();
+  for (const char* line : {"ulysses-run: rank 0: rendezvous", "ulysses-run: rank 1: rendezvous", "ulysses-run: rank 1: model build",
+                           "ulysses-run: rank 1: training (step 0)"})
+    EXPECT_NE(cli.err().find(line), std::string::npos) << line << "\n" << cli.err();
+  EXPECT_EQ(cli.err().find("ulysses-run: rank 1: training (step 1)"), std::string::npos) << "one line per phase, not per step";
+}
+
+// Memory check through the planner: tiny configs never start it (cheap), a config the cost
+// model puts above half the machine asks `WORKER --plan`; when that worker has no planner
+// (fake_worker refuses --plan), the cost model's figure decides, and the message says so.
+TEST(Reliability, MemoryCheckAsksThePlannerOnlyWhenItMatters) {
+  TempDir tmp;
+  const fs::path calls = tmp.path() / "worker-calls.txt";
+  const fs::path wrapper = tmp.path() / "worker.sh";
+  write_file(wrapper, "#!/bin/sh\necho \"$*\" >> '" + calls.string() + "'\nexec '" + FAKE_WORKER_EXE + "' \"$@\"\n");
+  fs::permissions(wrapper, fs::perms::owner_all);
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  {
+    Cli cli({cfg.string(), "--out", (tmp.path() / "tiny").string(), "--worker", wrapper.string()}, {}, tmp.path());
+    ASSERT_EQ(cli.wait(), 0) << cli.err();
+    EXPECT_EQ(read_file(calls).find("--plan"), std::string::npos) << read_file(calls);
+  }
+  // 1M tokens with the math attention: N x N scores per head, terabytes per rank.
+  Cli cli({cfg.string(), "--set", "train.seq_length=1048576", "--set", "model.max_position_embeddings=1048576", "--set",
+           "train.attention=sdpa", "--set", "train.device=cpu", "--out", (tmp.path() / "huge").string(), "--worker", wrapper.string()},
+          {}, tmp.path());
+  ASSERT_EQ(cli.wait(), 2) << cli.err();
+  EXPECT_NE(read_file(calls).find("--plan --json --config"), std::string::npos) << read_file(calls);
+  EXPECT_NE(cli.err().find("(cost model)"), std::string::npos) << cli.err();
+  EXPECT_NE(cli.err().find("the memory planner was not used"), std::string::npos) << cli.err();
+  EXPECT_NE(cli.err().find("exceeds this machine's memory"), std::string::npos) << cli.err();
+  EXPECT_FALSE(fs::exists(tmp.path() / "huge"));
+}
+
+// Data loss class (writes): an append that fails half way (here a file-size limit, as a full
+// disk would) is cut back, so metrics.jsonl never ends in a torn line, and the message names
+// the file and the step.
+TEST(LineAppender, AFailedAppendIsCutBackAndNamed) {
+  TempDir tmp;
+  const fs::path file = tmp.path() / "metrics.jsonl";
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {  // the limit only for this child
+    ::close(fds[0]);
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{1000, 1000};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    LineAppender a;
+    std::string why = a.open(file.string());
+    for (int s = 0; why.empty() && s < 1000; ++s) why = a.append(std::string(90, 'a' + s % 26), "step " + std::to_string(s));
+    (void)!::write(fds[1], why.data(), why.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string why;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) why.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  // 91-byte lines under a 1000-byte limit: 10 lines fit, the 11th (step 10) is cut after 90 bytes.
+  EXPECT_NE(why.find("cannot append step 10 to " + file.string()), std::string::npos) << why;
+  EXPECT_NE(why.find("the partial line was removed"), std::string::npos) << why;
+  const std::string text = read_file(file);
+  EXPECT_EQ(text.size(), 910u);
+  const auto lines = lines_of(text);
+  ASSERT_EQ(lines.size(), 10u);
+  for (const auto& l : lines) EXPECT_EQ(l.size(), 90u);
+  EXPECT_EQ(text.back(), '\n');
+}
+
+// The same through ulysses-run under a file-size limit (what a full disk does to the
+// workers' appends; ulysses-run and its workers inherit it): rank 0 fails naming
+// metrics.jsonl and the step, run.json ends "failed", metrics.jsonl holds whole lines only.
+TEST(Reliability, AFileSizeLimitEndsTheRunWithAFinalStatusAndNoTornLine) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 400));
+  const fs::path run = tmp.path() / "run";
+  const fs::path script = tmp.path() / "limited.sh";
+  write_file(script, "#!/bin/bash\nulimit -f 16\nexec \"$@\"\n");  // 16 KiB per file
+  fs::permissions(script, fs::perms::owner_all);
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {{"FAKE_STEP_MS", "1"}}, tmp.path());
+  // control: the same run without the limit finishes
+  ASSERT_EQ(cli.wait(30), 0) << cli.err();
+  const fs::path run2 = tmp.path() / "run2";
+  const std::string cmd = script.string() + " " + ULYSSES_RUN_EXE + " " + cfg.string() + " --out " + run2.string() + " --worker " +
+                          FAKE_WORKER_EXE + " > " + (tmp.path() / "limited.err").string() + " 2>&1";
+  const int st = std::system(cmd.c_str());
+  const std::string err = read_file(tmp.path() / "limited.err");
+  ASSERT_TRUE(WIFEXITED(st)) << err;
+  EXPECT_EQ(WEXITSTATUS(st), 1) << err;
+  const json rec = read_json(run2 / "run.json");
+  EXPECT_EQ(rec["status"], "failed") << rec;
+  EXPECT_EQ(rec["failed_rank"], 0) << rec;
+  EXPECT_NE(err.find("cannot append step"), std::string::npos) << err;
+  EXPECT_NE(err.find((run2 / "metrics.jsonl").string()), std::string::npos) << err;
+  const std::string metrics = read_file(run2 / "metrics.jsonl");
+  ASSERT_FALSE(metrics.empty());
+  EXPECT_LE(metrics.size(), 16384u);
+  EXPECT_EQ(metrics.back(), '\n');
+  for (const auto& l : lines_of(metrics)) EXPECT_TRUE(json::parse(l, nullptr, false).is_object()) << l;
 }

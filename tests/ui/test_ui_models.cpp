@@ -278,6 +278,34 @@ TEST_F(ModelTest, CompareModelMarksDifferences) {
   EXPECT_EQ(m.rowCount(), 0);
 }
 
+// Liveness from ulysses-run's heartbeat lines: a rank that logs nothing leaves "starting"
+// as soon as its phase is reported, and shows "unresponsive" when its heartbeat stops.
+TEST_F(ModelTest, RankStatusModelFollowsTheLaunchersLivenessLines) {
+  RankStatusModel m;
+  tester(&m);
+  m.reset(2);
+  auto state = [&](int r) { return m.index(r, RankStatusModel::StateColumn).data().toString(); };
+  EXPECT_FALSE(m.applyLauncherLine("ulysses-run: started 2 worker(s) (sp_size 2 x dp_size 1), run directory x"));
+  EXPECT_FALSE(m.applyLauncherLine("ulysses-run: rank 1 exited with code 1 in step 2; the other workers were stopped"));
+  EXPECT_EQ(state(1), "starting");
+  EXPECT_TRUE(m.applyLauncherLine("ulysses-run: rank 1: rendezvous"));
+  EXPECT_EQ(state(1), "running: rendezvous");
+  EXPECT_EQ(m.index(1, RankStatusModel::Lines).data().toInt(), 0) << "not counted as a log line of the rank";
+  EXPECT_TRUE(m.applyLauncherLine("ulysses-run: rank 1: training (step 0)"));
+  EXPECT_EQ(state(1), "running: training (step 0)");
+  EXPECT_TRUE(m.applyLauncherLine("ulysses-run: rank 1: no heartbeat for 5.0 s (in step 3)"));
+  EXPECT_EQ(m.state(1), RankStatusModel::State::Unresponsive);
+  EXPECT_EQ(state(1), "no heartbeat for 5.0 s (in step 3)");
+  EXPECT_EQ(state(0), "starting");
+  m.setState(1, RankStatusModel::State::Failed);
+  m.setAllRunning(RankStatusModel::State::Stopped);
+  EXPECT_TRUE(m.applyLauncherLine("ulysses-run: rank 1: training (step 4)"));  // late line: a failed rank stays failed
+  EXPECT_EQ(m.state(1), RankStatusModel::State::Failed);
+  EXPECT_EQ(m.state(0), RankStatusModel::State::Stopped);
+  EXPECT_FALSE(m.applyLauncherLine("ulysses-run: rank 99999: rendezvous"));
+  EXPECT_EQ(m.rowCount(), 2);
+}
+
 TEST_F(ModelTest, RankStatusModelKeepsTails) {
   RankStatusModel m;
   tester(&m);

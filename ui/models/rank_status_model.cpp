@@ -3,6 +3,7 @@
 
 #include <QBrush>
 #include <QColor>
+#include <QRegularExpression>
 
 namespace ulysses::ui {
 
@@ -40,9 +41,31 @@ void RankStatusModel::setState(int rank, State s) {
   emit dataChanged(index(rank, StateColumn), index(rank, StateColumn));
 }
 
+bool RankStatusModel::applyLauncherLine(const QString& line) {
+  // "ulysses-run: rank 3: model build", "ulysses-run: rank 3: no heartbeat for 5.0 s (in step 2)"
+  static const QRegularExpression re(QStringLiteral("^ulysses-run: rank (\\d{1,4}): (.{1,200})$"));
+  const auto m = re.match(line);
+  if (!m.hasMatch()) return false;
+  const int rank = m.captured(1).toInt();
+  if (rank > 4096) return false;
+  ensure(rank);
+  auto& r = ranks_[rank];
+  const QString text = m.captured(2);
+  if (r.state == State::Starting || r.state == State::Running || r.state == State::Unresponsive)
+    r.state = text.startsWith(QLatin1String("no heartbeat")) ? State::Unresponsive : State::Running;
+  r.phase = text;
+  emit dataChanged(index(rank, StateColumn), index(rank, StateColumn));
+  return true;
+}
+
+QString RankStatusModel::phase(int rank) const {
+  return rank >= 0 && rank < ranks_.size() ? ranks_[rank].phase : QString();
+}
+
 void RankStatusModel::setAllRunning(State s) {
   for (int i = 0; i < ranks_.size(); ++i)
-    if (ranks_[i].state == State::Starting || ranks_[i].state == State::Running) ranks_[i].state = s;
+    if (ranks_[i].state == State::Starting || ranks_[i].state == State::Running || ranks_[i].state == State::Unresponsive)
+      ranks_[i].state = s;
   if (!ranks_.isEmpty()) emit dataChanged(index(0, StateColumn), index(ranks_.size() - 1, StateColumn));
 }
 
@@ -63,6 +86,7 @@ QString RankStatusModel::stateName(State s) {
     case State::Finished: return QStringLiteral("finished");
     case State::Failed: return QStringLiteral("failed");
     case State::Stopped: return QStringLiteral("stopped");
+    case State::Unresponsive: return QStringLiteral("unresponsive");
   }
   return {};
 }
@@ -73,13 +97,16 @@ int RankStatusModel::columnCount(const QModelIndex& parent) const { return paren
 QVariant RankStatusModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= ranks_.size() || index.column() >= ColumnCount) return {};
   const auto& r = ranks_[index.row()];
-  if (role == Qt::ForegroundRole && index.column() == StateColumn && r.state == State::Failed)
+  if (role == Qt::ForegroundRole && index.column() == StateColumn && (r.state == State::Failed || r.state == State::Unresponsive))
     return QBrush(QColor(0xd0, 0x30, 0x30));
   if (role == Qt::ToolTipRole && index.column() == LastLine) return r.tail.join(QLatin1Char('\n'));
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
     case Rank: return index.row();
-    case StateColumn: return stateName(r.state);
+    case StateColumn:
+      if (r.state == State::Running && !r.phase.isEmpty()) return stateName(r.state) + QStringLiteral(": ") + r.phase;
+      if (r.state == State::Unresponsive) return r.phase;  // "no heartbeat for 5.0 s (in step 2)"
+      return stateName(r.state);
     case Lines: return r.lines;
     case LastLine: return r.tail.isEmpty() ? QString() : r.tail.back();
     default: return {};

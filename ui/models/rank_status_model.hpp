@@ -1,5 +1,8 @@
 // Per-rank status of a live run: state, number of log lines and the last line, with the
-// last lines of each rank kept for failure messages.
+// last lines of each rank kept for failure messages. The state follows the workers'
+// heartbeats as ulysses-run reports them ("ulysses-run: rank R: PHASE" lines, see
+// docs/CONTRACTS.md "Heartbeat"): a rank that logs nothing still moves from "starting" to
+// "running: rendezvous", "running: training (step 0)", or "unresponsive" when it goes quiet.
 #pragma once
 
 #include <QAbstractTableModel>
@@ -11,7 +14,7 @@ namespace ulysses::ui {
 class RankStatusModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  enum class State { Starting, Running, Finished, Failed, Stopped };
+  enum class State { Starting, Running, Finished, Failed, Stopped, Unresponsive };
   enum Column { Rank, StateColumn, Lines, LastLine, ColumnCount };
   static constexpr int kKeepLines = 20;
 
@@ -19,7 +22,11 @@ class RankStatusModel : public QAbstractTableModel {
   void reset(int worldSize);                        // every rank Starting
   void appendLine(int rank, const QString& text);  // grows the table for unknown ranks
   void setState(int rank, State s);
-  void setAllRunning(State s);                     // every rank still Starting/Running -> s
+  void setAllRunning(State s);                     // every rank still Starting/Running/Unresponsive -> s
+  // A line of ulysses-run's own stderr: its liveness lines update the rank's state and phase
+  // (true when the line was one of them; other lines are left alone).
+  bool applyLauncherLine(const QString& line);
+  QString phase(int rank) const;                   // last phase reported, e.g. "model build"
   State state(int rank) const;
   QStringList lastLines(int rank, int n) const;
   static QString stateName(State s);
@@ -32,6 +39,7 @@ class RankStatusModel : public QAbstractTableModel {
  private:
   struct RankRow {
     State state = State::Starting;
+    QString phase;  // from the liveness lines
     int lines = 0;
     QStringList tail;
   };

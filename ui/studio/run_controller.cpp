@@ -109,6 +109,7 @@ void RunController::readStderr() {
       ranks_->appendLine(rank, text);
       emit logLine(rank, text);
     } else {
+      ranks_->applyLauncherLine(line);  // liveness: "ulysses-run: rank R: PHASE"
       launcherTail_.push_back(line);
       while (launcherTail_.size() > 40) launcherTail_.pop_front();
       emit logLine(-1, line);
