@@ -22,6 +22,7 @@
 #include "heartbeat.hpp"
 #include "line_appender.hpp"
 #include "run_config.hpp"
+#include "train_state.hpp"
 #include "trainer.hpp"
 #include "ulysses/profiler/tracer.hpp"
 
@@ -130,6 +131,12 @@ int main(int argc, char** argv) {
     }
 
     Trainer trainer(cfg, comm, tracer.get());
+    int64_t first_step = 0;  // train.resume_from: weights, AdamW state, RNG and the step to continue at
+    if (!cfg.train.resume_from.empty()) {
+      const ResumePoint rp = restore_train_state(trainer, comm, cfg);
+      first_step = rp.next_step;
+      if (env.rank == 0) std::cerr << "ulysses-worker: resumed from " << rp.dir << " at step " << first_step << std::endl;
+    }
     if (env.rank == 0)
       std::cerr << "ulysses-worker: " << env.world_size << " rank(s), sp_size " << comm.sp_size() << " x dp_size " << comm.dp_size()
                 << ", backend " << comm.backend_name() << (comm.has_groups() ? " (c10d groups made)" : "") << ", device " << dev.device << " (" << dev.reason << "), " << threads << " thread(s) per rank, "
@@ -142,7 +149,7 @@ int main(int argc, char** argv) {
         throw std::runtime_error(why);
     }
     const auto t_start = std::chrono::steady_clock::now();
-    for (int64_t s = 0; s < cfg.train.steps; ++s) {
+    for (int64_t s = first_step; s < cfg.train.steps; ++s) {
       if (g_stop) {
         abort_comm();  // the other ranks are being stopped too: wait for none of them
         if (tracer) tracer->close();
@@ -179,6 +186,10 @@ int main(int argc, char** argv) {
         const std::string line = j.dump();
         if (const std::string why = metrics.append(line, "step " + std::to_string(s)); !why.empty()) throw std::runtime_error(why);
         std::cout << "METRIC " << line << std::endl;
+      }
+      if (checkpoint_due(cfg.train, s + 1)) {  // full training state into save_to/step-N (collective)
+        const std::string dir = save_train_state(trainer, comm, cfg, s + 1);
+        if (env.rank == 0) std::cerr << "ulysses-worker: saved training state to " << dir << std::endl;
       }
     }
     if (!cfg.train.save_to.empty() && env.rank == 0) {

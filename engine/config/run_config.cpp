@@ -1,6 +1,8 @@
 // Run configuration parsing, overrides, HF config.json mapping and validation.
 #include "run_config.hpp"
 
+#include "checkpoint_layout.hpp"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -157,6 +159,9 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       f("dtype", &TrainConfig::dtype),
       f("init_from", &TrainConfig::init_from),
       f("save_to", &TrainConfig::save_to),
+      f("save_every", &TrainConfig::save_every),
+      f("save_keep", &TrainConfig::save_keep),
+      f("resume_from", &TrainConfig::resume_from),
       f("device", &TrainConfig::device),
       f("threads_per_rank", &TrainConfig::threads_per_rank),
       f("activation_checkpointing", &TrainConfig::activation_checkpointing),
@@ -554,6 +559,10 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
   if (t.attention != "auto" && t.attention != "sdpa" && t.attention != "blocked")
     bad("train.attention", "train.attention must be auto, sdpa or blocked, got '" + t.attention + "'");
   positive("train.attention_block", t.attention_block, kMaxTokens);
+  in_range("train.save_every", t.save_every, 0, kMaxSteps);
+  positive("train.save_keep", t.save_keep, 1 << 20);
+  if (t.save_every > 0 && t.save_to.empty())
+    bad("train.save_every", "train.save_every (" + num(t.save_every) + ") needs train.save_to, the folder the checkpoints go to");
   const auto& d = c.data;
   if (d.kind != "synthetic" && d.kind != "text" && d.kind != "tokens")
     bad("data.kind", "data.kind must be synthetic, text or tokens, got '" + d.kind + "'");
@@ -615,6 +624,7 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c) {
                                     ", whose largest token id is " + num(static_cast<int64_t>(max_id)));
     }
   }
+  for (auto& i : ckpt::resume_issues(c)) out.push_back(std::move(i));  // train.resume_from
   if (!c.train.init_from.empty()) {
     const fs::path dir(c.train.init_from);
     const std::string st = (dir / "model.safetensors").string();

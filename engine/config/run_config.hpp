@@ -62,6 +62,9 @@ struct TrainConfig {
   std::string dtype = "float32";  // float32 | bfloat16
   std::string init_from;          // HF checkpoint directory, empty = random init
   std::string save_to;            // HF checkpoint directory written at the end, empty = none
+  int64_t save_every = 0;         // full training state into save_to/step-N every this many steps, 0 = off
+  int64_t save_keep = 2;          // keep the last this many complete step-N checkpoints
+  std::string resume_from;        // a save_to folder (its latest complete checkpoint) or one step-N folder, empty = none
   std::string device = "auto";    // auto | cpu | cuda
   int64_t threads_per_rank = 0;   // 0 = cores / local ranks
   // Long-sequence memory techniques (Arctic Long Sequence Training style).

@@ -40,6 +40,17 @@ inline at::Tensor sdpa_causal(const at::Tensor& q, const at::Tensor& k, const at
 }
 #endif
 
+// The key of a parameter in an optimizer's per-parameter state map (the TensorImpl's
+// address: as a string in 1.13, the pointer itself in 2.x). Used to save/restore AdamW state.
+template <class Map>
+typename Map::key_type optimizer_state_key(const Map&, const at::Tensor& p) {
+#if TORCH_VERSION_MAJOR >= 2
+  return static_cast<typename Map::key_type>(p.unsafeGetTensorImpl());
+#else
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+#endif
+}
+
 // Type of the total_allocated / total_reserved arguments of
 // c10::MemoryReportingInfoBase::reportMemoryUsage (int64_t in 1.13, size_t in 2.x), read off
 // the base class's own signature so that an override matches every version.

@@ -35,6 +35,7 @@ class Trainer {
   double loss_and_grads(int64_t s);
 
   LlamaModel& model() { return *model_; }
+  torch::optim::AdamW& optimizer() { return *opt_; }  // for train_state (save / resume)
   torch::Device device() const { return device_; }
 
  private:

@@ -120,7 +120,7 @@ std::string probe_writable_dir(const std::string& dir) {
 }
 
 RunConfig with_absolute_paths(RunConfig cfg) {
-  for (std::string* p : {&cfg.data.path, &cfg.train.init_from, &cfg.train.save_to}) {
+  for (std::string* p : {&cfg.data.path, &cfg.train.init_from, &cfg.train.save_to, &cfg.train.resume_from}) {
     if (p->empty()) continue;
     std::error_code ec;
     const fs::path a = fs::absolute(*p, ec);

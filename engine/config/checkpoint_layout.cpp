@@ -1,0 +1,186 @@
+// Training-state checkpoint folders: names, manifest checks, latest complete, resume checks.
+#include "checkpoint_layout.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+namespace ulysses::ckpt {
+namespace fs = std::filesystem;
+
+namespace {
+constexpr const char* kStepPrefix = "step-";
+
+// Keys that may change when a run is resumed (everything else must match the checkpoint).
+bool free_key(const std::string& section, const std::string& key) {
+  if (section == "profile" || section == "name" || section == "description") return true;
+  if (section == "parallel") return key != "sp_size" && key != "dp_size";
+  if (section == "train")
+    return key == "steps" || key == "save_to" || key == "save_every" || key == "save_keep" || key == "resume_from" ||
+           key == "init_from" || key == "device" || key == "threads_per_rank";
+  return false;
+}
+
+std::string show(const json& v) {
+  if (v.is_null()) return "(absent)";
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+}
+}  // namespace
+
+std::string step_dir_name(int64_t step) {
+  char b[48];
+  std::snprintf(b, sizeof b, "step-%08lld", static_cast<long long>(step));
+  return b;
+}
+std::string tmp_dir_name(int64_t step) { return ".tmp-" + step_dir_name(step); }
+std::string rng_file_name(int64_t rank) { return "rng-rank" + std::to_string(rank) + ".bin"; }
+
+bool parse_step_dir_name(const std::string& name, int64_t* step) {
+  const std::string p = kStepPrefix;
+  if (name.size() <= p.size() || name.size() > p.size() + 18 || name.compare(0, p.size(), p) != 0) return false;
+  int64_t v = 0;
+  for (size_t i = p.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    v = v * 10 + (name[i] - '0');  // at most 18 digits: no overflow
+  }
+  *step = v;
+  return true;
+}
+
+std::string checkpoint_problem(const std::string& dir) {
+  const fs::path d(dir);
+  const std::string marker = (d / kCompleteFile).string();
+  const std::string why = regular_file_problem(marker, kMaxJsonFileBytes);
+  if (why == "no such file") return "no '" + std::string(kCompleteFile) + "' marker (a half-written checkpoint?)";
+  if (!why.empty()) return marker + ": " + why;
+  json m;
+  try {
+    m = load_json_file(marker);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  if (!m.is_object() || !m.contains("format") || m["format"] != json(kFormat) || !m.contains("version") ||
+      !m["version"].is_number_integer() || !m.contains("files") || !m["files"].is_object() || !m.contains("step") ||
+      !m["step"].is_number_integer())
+    return marker + " is not a " + std::string(kFormat) + " manifest";
+  if (m["version"].get<int64_t>() > kFormatVersion)
+    return marker + " has format version " + std::to_string(m["version"].get<int64_t>()) + ", newer than this build reads (" +
+           std::to_string(kFormatVersion) + ")";
+  for (auto it = m["files"].begin(); it != m["files"].end(); ++it) {
+    const std::string name = it.key();
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+      return marker + " lists an invalid file name '" + name + "'";
+    if (!it.value().is_number_unsigned()) return marker + ": the size of " + name + " is not a non-negative integer";
+    const std::string f = (d / name).string();
+    const std::string fw = regular_file_problem(f);
+    if (!fw.empty()) return f + ": " + fw;
+    std::error_code ec;
+    const auto size = fs::file_size(f, ec);
+    if (ec || size != it.value().get<uint64_t>())
+      return f + " has " + std::to_string(ec ? 0 : size) + " bytes, the manifest says " + std::to_string(it.value().get<uint64_t>());
+  }
+  return {};
+}
+
+std::vector<Checkpoint> complete_checkpoints(const std::string& save_to, std::vector<std::string>* skipped) {
+  std::vector<Checkpoint> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(save_to, ec), end; !ec && it != end; it.increment(ec)) {
+    int64_t step = 0;
+    const std::string name = it->path().filename().string();
+    if (!parse_step_dir_name(name, &step) || !it->is_directory(ec)) continue;
+    const std::string why = checkpoint_problem(it->path().string());
+    if (why.empty()) out.push_back({it->path().string(), step});
+    else if (skipped) skipped->push_back(it->path().string() + ": " + why);
+  }
+  std::sort(out.begin(), out.end(), [](const Checkpoint& a, const Checkpoint& b) { return a.step < b.step; });
+  return out;
+}
+
+Checkpoint resolve_resume(const std::string& resume_from) {
+  std::error_code ec;
+  fs::path p = fs::path(resume_from).lexically_normal();
+  if (p.filename().empty() && p.has_parent_path()) p = p.parent_path();  // "dir/" -> "dir"
+  if (!fs::exists(p, ec)) throw ConfigError("train.resume_from: " + resume_from + " not found");
+  if (!fs::is_directory(p, ec))
+    throw ConfigError("train.resume_from: " + resume_from + " is not a folder (give a train.save_to folder or one step-* checkpoint in it)");
+  int64_t step = 0;
+  if (fs::exists(p / kCompleteFile, ec) || parse_step_dir_name(p.filename().string(), &step)) {
+    // One checkpoint folder: it must be complete.
+    const std::string why = checkpoint_problem(p.string());
+    if (!why.empty()) throw ConfigError("train.resume_from: " + resume_from + " is not a complete checkpoint: " + why);
+    const json m = load_json_file((p / kCompleteFile).string());
+    return {p.string(), m["step"].get<int64_t>()};
+  }
+  std::vector<std::string> skipped;
+  auto all = complete_checkpoints(p.string(), &skipped);
+  if (all.empty()) {
+    std::string msg = "train.resume_from: " + resume_from + " holds no complete checkpoint (step-* folders written with train.save_every)";
+    for (const auto& s : skipped) msg += "\n  skipped " + s;
+    throw ConfigError(msg);
+  }
+  return all.back();
+}
+
+std::string resume_mismatch(const json& saved, const json& now, std::string* what) {
+  std::set<std::string> sections;
+  for (const json* j : {&saved, &now})
+    if (j->is_object())
+      for (auto it = j->begin(); it != j->end(); ++it) sections.insert(it.key());
+  for (const auto& sec : sections) {
+    const json a = saved.is_object() && saved.contains(sec) ? saved[sec] : json();
+    const json b = now.is_object() && now.contains(sec) ? now[sec] : json();
+    if (!a.is_object() || !b.is_object()) {
+      if (!free_key(sec, "") && a != b) {
+        if (what) *what = sec + " = " + show(b) + ", the checkpoint has " + show(a);
+        return sec;
+      }
+      continue;
+    }
+    std::set<std::string> keys;
+    for (auto it = a.begin(); it != a.end(); ++it) keys.insert(it.key());
+    for (auto it = b.begin(); it != b.end(); ++it) keys.insert(it.key());
+    for (const auto& k : keys) {
+      if (free_key(sec, k)) continue;
+      const json va = a.contains(k) ? a[k] : json(), vb = b.contains(k) ? b[k] : json();
+      if (va != vb) {
+        if (what) *what = sec + "." + k + " = " + show(vb) + ", the checkpoint has " + show(va);
+        return sec + "." + k;
+      }
+    }
+  }
+  return {};
+}
+
+std::vector<ConfigIssue> resume_issues(const RunConfig& cfg) {
+  std::vector<ConfigIssue> out;
+  if (cfg.train.resume_from.empty()) return out;
+  try {
+    const Checkpoint c = resolve_resume(cfg.train.resume_from);
+    const std::string saved_path = (fs::path(c.dir) / kRunConfigFile).string();
+    json saved = load_json_file(saved_path), now = cfg.to_json();
+    // data.path as an absolute path on both sides (ulysses-run makes RUN/config.json's absolute)
+    for (json* j : {&saved, &now})
+      if (j->is_object() && j->contains("data") && (*j)["data"].is_object() && (*j)["data"].contains("path") &&
+          (*j)["data"]["path"].is_string() && !(*j)["data"]["path"].get<std::string>().empty()) {
+        std::error_code ec;
+        const fs::path a = fs::absolute((*j)["data"]["path"].get<std::string>(), ec);
+        if (!ec) (*j)["data"]["path"] = a.lexically_normal().string();
+      }
+    std::string what;
+    const std::string key = resume_mismatch(saved, now, &what);
+    if (!key.empty())
+      out.push_back({key, "train.resume_from: " + what + " (" + saved_path +
+                              "); resume with the checkpoint's settings, only train.steps, train.save_* and the like may change"});
+    if (cfg.train.steps <= c.step)
+      out.push_back({"train.steps", "train.steps (" + std::to_string(cfg.train.steps) + ") leaves nothing to train after " + c.dir +
+                                        " (step " + std::to_string(c.step) + "); raise train.steps"});
+  } catch (const ConfigError& e) {
+    out.push_back({"train.resume_from", e.what()});
+  }
+  return out;
+}
+
+}  // namespace ulysses::ckpt

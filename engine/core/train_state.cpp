@@ -1,0 +1,217 @@
+// Training-state checkpoints: atomic save (temp folder, fsync, manifest, rename, prune)
+// and exact restore (weights, AdamW moments + step counts, RNG) for train.resume_from.
+#include "train_state.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "checkpoint.hpp"
+#include "checkpoint_layout.hpp"
+#include "torch_compat.hpp"
+
+namespace ulysses {
+namespace fs = std::filesystem;
+
+namespace {
+
+void fsync_path(const std::string& path, bool dir) {
+  const int fd = ::open(path.c_str(), dir ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0) throw std::runtime_error("cannot open " + path + " to sync it: " + std::strerror(errno));
+  const int r = ::fsync(fd);
+  const int e = errno;
+  ::close(fd);
+  if (r != 0) throw std::runtime_error("fsync of " + path + " failed: " + std::strerror(e));
+}
+
+void write_file(const std::string& path, const void* data, size_t n) {
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+    out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+    out.close();
+    if (!out) throw std::runtime_error("writing " + path + " failed (disk full?)");
+  }
+  fsync_path(path, false);
+}
+void write_text(const std::string& path, const std::string& s) { write_file(path, s.data(), s.size()); }
+
+const char* kExpAvg = "exp_avg/";
+const char* kExpAvgSq = "exp_avg_sq/";
+const char* kStep = "step/";
+
+}  // namespace
+
+bool checkpoint_due(const TrainConfig& t, int64_t steps_done) {
+  return t.save_every > 0 && !t.save_to.empty() && steps_done > 0 && steps_done % t.save_every == 0;
+}
+
+std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg, int64_t steps_done) {
+  const fs::path root(cfg.train.save_to);
+  const fs::path tmp = root / ckpt::tmp_dir_name(steps_done);
+  const fs::path fin = root / ckpt::step_dir_name(steps_done);
+  const std::string at_step = " (checkpoint after step " + std::to_string(steps_done) + ")";
+  // Rank 0 prepares the temp folder; errors are carried past the barriers so no rank waits
+  // for one that has already thrown.
+  std::exception_ptr err;
+  if (comm.rank() == 0) {
+    try {
+      std::error_code ec;
+      fs::remove_all(tmp, ec);
+      fs::create_directories(tmp, ec);
+      if (ec) throw std::runtime_error("cannot create " + tmp.string() + ": " + ec.message());
+    } catch (...) {
+      err = std::current_exception();
+    }
+  }
+  comm.barrier();
+  if (err) std::rethrow_exception(err);
+
+  // Every rank: its RNG state (the default CPU generator; nothing in a CPU step draws from
+  // it today, kept so that a future dropout or sampler resumes exactly too).
+  try {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    at::Tensor st;
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      st = gen.get_state().contiguous();  // (S,) uint8
+    }
+    write_file((tmp / ckpt::rng_file_name(comm.rank())).string(), st.data_ptr(), static_cast<size_t>(st.numel()));
+  } catch (const std::exception& e) {
+    err = std::make_exception_ptr(std::runtime_error(std::string(e.what()) + at_step));
+  }
+
+  // Rank 0: the replicated state.
+  if (comm.rank() == 0 && !err) {
+    try {
+      torch::NoGradGuard ng;
+      auto& model = trainer.model();
+      save_checkpoint(model, tmp.string(), torch::kFloat32);  // fp32 masters, bit-exact; a Hugging Face model
+      auto& opt = trainer.optimizer();
+      auto& state = opt.state();
+      std::vector<std::pair<std::string, at::Tensor>> ts;
+      for (auto& [name, p] : model.named_parameters()) {
+        auto it = state.find(compat::optimizer_state_key(state, p));
+        if (it == state.end()) throw std::runtime_error("no AdamW state for " + name + " after " + std::to_string(steps_done) + " step(s)");
+        auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
+        ts.emplace_back(kExpAvg + name, s.exp_avg());        // same shape as the parameter, fp32
+        ts.emplace_back(kExpAvgSq + name, s.exp_avg_sq());  // same shape as the parameter, fp32
+        ts.emplace_back(kStep + name, torch::tensor({static_cast<int64_t>(s.step())}, torch::kInt64));  // (1,)
+      }
+      write_safetensors((tmp / ckpt::kOptimizerFile).string(), ts);
+      const json st = {{"format", ckpt::kFormat},
+                       {"version", ckpt::kFormatVersion},
+                       {"step", steps_done},
+                       {"next_step", steps_done},
+                       {"schedule_step", steps_done},
+                       {"data_cursor", {{"next_step", steps_done}, {"seed", cfg.train.seed}, {"kind", cfg.data.kind}, {"path", cfg.data.path}}},
+                       {"world_size", comm.world_size()},
+                       {"sp_size", comm.sp_size()},
+                       {"dp_size", comm.dp_size()},
+                       {"rng", "rng-rank{r}.bin: torch's default CPU generator state of rank r"}};
+      write_text((tmp / ckpt::kStateFile).string(), st.dump(2) + "\n");
+      write_text((tmp / ckpt::kRunConfigFile).string(), cfg.to_json().dump(2) + "\n");
+    } catch (const std::exception& e) {
+      err = std::make_exception_ptr(std::runtime_error(std::string(e.what()) + at_step));
+    }
+  }
+  comm.barrier();  // every rank's RNG file is on disk
+  if (err) std::rethrow_exception(err);
+  if (comm.rank() != 0) return fin.string();
+
+  try {
+    // Manifest last: the names and sizes of every file, each synced first.
+    json files = json::object();
+    for (const auto& e : fs::directory_iterator(tmp)) {
+      const std::string name = e.path().filename().string();
+      fsync_path(e.path().string(), false);
+      files[name] = static_cast<uint64_t>(fs::file_size(e.path()));
+    }
+    const json manifest = {{"format", ckpt::kFormat}, {"version", ckpt::kFormatVersion}, {"step", steps_done}, {"files", files}};
+    write_text((tmp / ckpt::kCompleteFile).string(), manifest.dump(2) + "\n");
+    fsync_path(tmp.string(), true);
+    std::error_code ec;
+    fs::remove_all(fin, ec);  // an older run's checkpoint of the same step
+    fs::rename(tmp, fin, ec);
+    if (ec) throw std::runtime_error("cannot rename " + tmp.string() + " to " + fin.string() + ": " + ec.message());
+    fsync_path(root.string(), true);
+    // Keep the last save_keep complete checkpoints; drop temp folders of interrupted saves.
+    auto all = ckpt::complete_checkpoints(root.string());
+    for (size_t i = 0; i + static_cast<size_t>(cfg.train.save_keep) < all.size(); ++i) fs::remove_all(all[i].dir, ec);
+    for (const auto& e : fs::directory_iterator(root, ec)) {
+      const std::string name = e.path().filename().string();
+      int64_t s = 0;
+      if (name.rfind(".tmp-", 0) == 0 && ckpt::parse_step_dir_name(name.substr(5), &s)) fs::remove_all(e.path(), ec);
+    }
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string(e.what()) + at_step);
+  }
+  return fin.string();
+}
+
+ResumePoint restore_train_state(Trainer& trainer, const Comm& comm, const RunConfig& cfg) {
+  throw_if_invalid(ckpt::resume_issues(cfg));  // complete checkpoint, matching config, steps left
+  const ckpt::Checkpoint c = ckpt::resolve_resume(cfg.train.resume_from);
+  const fs::path dir(c.dir);
+  const json st = load_json_file((dir / ckpt::kStateFile).string());
+  if (!st.is_object() || !st.contains("next_step") || !st["next_step"].is_number_integer() || !st.contains("world_size") ||
+      !st["world_size"].is_number_integer())
+    throw ConfigError((dir / ckpt::kStateFile).string() + " lacks next_step / world_size");
+  if (st["world_size"].get<int64_t>() != comm.world_size())
+    throw ConfigError(c.dir + " was written by " + std::to_string(st["world_size"].get<int64_t>()) + " rank(s), this run has " +
+                      std::to_string(comm.world_size()));
+  ResumePoint rp{c.dir, st["next_step"].get<int64_t>()};
+
+  load_checkpoint(trainer.model(), c.dir);  // fp32 weights, copied into the parameters in place
+  const std::string opt_path = (dir / ckpt::kOptimizerFile).string();
+  auto tensors = read_safetensors(opt_path);
+  auto& opt = trainer.optimizer();
+  auto& state = opt.state();
+  torch::NoGradGuard ng;
+  for (auto& [name, p] : trainer.model().named_parameters()) {
+    auto get = [&, &name = name, &p = p](const std::string& key, bool like_param) {
+      auto it = tensors.find(key + name);
+      if (it == tensors.end()) throw ConfigError(opt_path + " lacks " + key + name);
+      if (like_param && it->second.sizes() != p.sizes()) {
+        std::ostringstream msg;
+        msg << opt_path << ": " << key << name << " has shape " << it->second.sizes() << ", the parameter has " << p.sizes();
+        throw ConfigError(msg.str());
+      }
+      return it->second;
+    };
+    auto s = std::make_unique<torch::optim::AdamWParamState>();
+    s->exp_avg(get(kExpAvg, true).to(p.device(), p.scalar_type()).contiguous());
+    s->exp_avg_sq(get(kExpAvgSq, true).to(p.device(), p.scalar_type()).contiguous());
+    const at::Tensor step = get(kStep, false);
+    if (step.numel() != 1 || step.scalar_type() != torch::kInt64) throw ConfigError(opt_path + ": " + kStep + name + " is not one int64");
+    s->step(step.item<int64_t>());
+    state[compat::optimizer_state_key(state, p)] = std::move(s);
+  }
+
+  // This rank's RNG state.
+  const std::string rng_path = (dir / ckpt::rng_file_name(comm.rank())).string();
+  const std::string why = regular_file_problem(rng_path, 1 << 20);
+  if (!why.empty()) throw ConfigError("cannot read " + rng_path + ": " + why);
+  std::ifstream in(rng_path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw ConfigError("cannot read " + rng_path);
+  auto rng = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);  // (S,)
+  std::memcpy(rng.data_ptr(), bytes.data(), bytes.size());
+  auto gen = at::detail::getDefaultCPUGenerator();
+  try {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(rng);
+  } catch (const std::exception& e) {
+    throw ConfigError(rng_path + " is not a CPU generator state: " + e.what());
+  }
+  return rp;
+}
+
+}  // namespace ulysses

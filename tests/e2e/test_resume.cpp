@@ -1,0 +1,252 @@
+// Resume, end to end through ulysses-run and real ulysses-worker processes (sp 2, Gloo,
+// CPU): a run resumed from a train.save_every checkpoint reports losses bit-identical
+// (EXPECT_EQ on doubles) to the uninterrupted run, also after the launcher was SIGKILLed
+// between checkpoints; half-written checkpoints are skipped; bad train.resume_from
+// inputs exit 2 with a message naming the problem. The reference is the uninterrupted run
+// of the same config in a separate process.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+extern char** environ;
+
+namespace {
+
+const std::string kRun = ULYSSES_RUN_BIN;
+const std::string kWorker = ULYSSES_WORKER_BIN;
+
+struct Proc {
+  int code;
+  std::string out;
+};
+
+// Runs a shell command; stdout captured, stderr merged in when `merge`.
+Proc sh(const std::string& cmd, bool merge = false) {
+  Proc p{0, ""};
+  FILE* f = popen((cmd + (merge ? " 2>&1" : "")).c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) p.out.append(buf, n);
+  int st = pclose(f);
+  p.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  return p;
+}
+
+std::string tmp(const std::string& name) {
+  auto d = fs::temp_directory_path() / ("ulysses_resume_" + std::to_string(::getpid())) / name;
+  fs::create_directories(d.parent_path());
+  return d.string();
+}
+
+// Tiny GQA model at sp 2; no trace (speed), one thread per rank (deterministic BLAS).
+std::string config_file(int64_t steps) {
+  json c = {{"model", {{"vocab_size", 256}, {"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2},
+                       {"num_attention_heads", 4}, {"num_key_value_heads", 2}}},
+            {"parallel", {{"sp_size", 2}, {"dp_size", 1}, {"timeout_s", 60}}},
+            {"train", {{"seq_length", 64}, {"steps", steps}, {"lr", 0.01}, {"warmup_steps", 2}, {"min_lr", 0.001}, {"threads_per_rank", 1}}},
+            {"data", {{"kind", "text"}, {"path", std::string(ULYSSES_SOURCE_DIR) + "/resources/data/tiny_corpus.txt"}}},
+            {"profile", {{"enabled", false}}}};
+  const auto p = tmp("config-" + std::to_string(steps) + ".json");
+  std::ofstream(p) << c.dump(2);
+  return p;
+}
+
+// step -> loss from --json METRIC lines.
+std::map<int64_t, double> losses(const std::string& out) {
+  std::map<int64_t, double> m;
+  size_t a = 0;
+  while (a < out.size()) {
+    size_t b = out.find('\n', a);
+    if (b == std::string::npos) b = out.size();
+    if (b > a) {
+      const json j = json::parse(out.substr(a, b - a));
+      m[j["step"].get<int64_t>()] = j["loss"].get<double>();
+    }
+    a = b + 1;
+  }
+  return m;
+}
+
+Proc run(const std::string& cfg, const std::string& out, const std::string& sets) {
+  return sh(kRun + " " + cfg + " --json --worker " + kWorker + " --out " + out + " " + sets);
+}
+
+// The losses of [from, end) of `resumed` equal the reference's, bit for bit.
+void expect_same_losses(const std::map<int64_t, double>& ref, const std::map<int64_t, double>& resumed, int64_t from, int64_t end) {
+  ASSERT_EQ(resumed.size(), static_cast<size_t>(end - from));
+  ASSERT_EQ(resumed.begin()->first, from) << "the resumed run did not start at the checkpoint's step";
+  for (const auto& [s, l] : resumed) {
+    ASSERT_TRUE(ref.count(s)) << "step " << s;
+    EXPECT_EQ(l, ref.at(s)) << "step " << s << " (resumed from step " << from << ")";
+  }
+}
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> v;
+  for (const auto& e : fs::directory_iterator(dir)) v.push_back(e.path().filename().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+}  // namespace
+
+// (a) a run of 10 steps at sp 2 with checkpoints every 3 steps (keeping 2); resuming from
+// step 6 (one checkpoint folder) and from the save_to folder (its latest, step 9) gives the
+// same losses as the uninterrupted run, bit for bit; each checkpoint is a loadable HF model.
+TEST(Resume, Sp2LossesBitIdenticalAfterResume) {
+  const auto cfg = config_file(10);
+  const auto save = tmp("a-save");
+  auto full = run(cfg, tmp("a-full"), "--set train.save_to=" + save + " --set train.save_every=3");
+  ASSERT_EQ(full.code, 0) << full.out;
+  const auto ref = losses(full.out);
+  ASSERT_EQ(ref.size(), 10u);
+  // save_keep = 2 (default): step 3 was pruned; the final HF model sits beside the checkpoints
+  EXPECT_EQ(entries(save), (std::vector<std::string>{"config.json", "model.safetensors", "step-00000006", "step-00000009"}));
+  EXPECT_EQ(entries(save + "/step-00000006"),
+            (std::vector<std::string>{"complete", "config.json", "model.safetensors", "optimizer.safetensors", "rng-rank0.bin",
+                                      "rng-rank1.bin", "run_config.json", "state.json"}));
+  // an uninterrupted run without checkpoints: saving changes nothing
+  auto plain = run(cfg, tmp("a-plain"), "");
+  ASSERT_EQ(plain.code, 0);
+  EXPECT_EQ(losses(plain.out), ref);
+
+  auto r6 = run(cfg, tmp("a-r6"), "--set train.resume_from=" + save + "/step-00000006");
+  ASSERT_EQ(r6.code, 0) << r6.out;
+  expect_same_losses(ref, losses(r6.out), 6, 10);
+  auto r9 = run(cfg, tmp("a-r9"), "--set train.resume_from=" + save);
+  ASSERT_EQ(r9.code, 0) << r9.out;
+  expect_same_losses(ref, losses(r9.out), 9, 10);
+
+  // a checkpoint folder is a Hugging Face model: init_from accepts it
+  auto hf = run(cfg, tmp("a-hf"), "--set train.init_from=" + save + "/step-00000009 --set train.steps=1 --set parallel.sp_size=1");
+  EXPECT_EQ(hf.code, 0) << hf.out;
+}
+
+// (b) SIGKILL of the launcher between checkpoints (after at least one completed): its
+// workers die with it; resuming from the save_to folder finishes the run with the losses of
+// the uninterrupted run.
+TEST(Resume, AfterLauncherSigkillLossesBitIdentical) {
+  const int64_t steps = 40;
+  const auto cfg = config_file(steps);
+  auto plain = run(cfg, tmp("b-plain"), "");
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  const auto ref = losses(plain.out);
+  ASSERT_EQ(ref.size(), static_cast<size_t>(steps));
+
+  const auto save = tmp("b-save"), out = tmp("b-killed");
+  std::vector<std::string> args{kRun, cfg, "--worker", kWorker, "--out", out, "--set", "train.save_to=" + save, "--set", "train.save_every=4"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t launcher = 0;
+  ASSERT_EQ(posix_spawn(&launcher, kRun.c_str(), &fa, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  // kill as soon as the first checkpoint is complete: the run is then between checkpoints
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool have = false;
+  while (!have && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    have = fs::exists(save + "/step-00000004/complete");
+  }
+  ::kill(launcher, SIGKILL);
+  ::waitpid(launcher, nullptr, 0);
+  ASSERT_TRUE(have) << "no checkpoint was completed";
+  // its workers die with it (PR_SET_PDEATHSIG); "[u]" keeps pgrep's own shell from matching
+  const std::string workers = "pgrep -f '[u]lysses-worker --config " + out + "/config.json'";
+  for (int i = 0; i < 200 && sh(workers).code == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_NE(sh(workers).code, 0) << "workers outlived their launcher";
+  std::ifstream m(out + "/metrics.jsonl");
+  size_t done = 0;
+  for (std::string l; std::getline(m, l);) ++done;
+  ASSERT_LT(done, static_cast<size_t>(steps)) << "the run finished before the kill; the test proves nothing";
+
+  auto resumed = run(cfg, tmp("b-resumed"), "--set train.resume_from=" + save);
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  const auto got = losses(resumed.out);
+  ASSERT_FALSE(got.empty());
+  const int64_t from = got.begin()->first;
+  EXPECT_GE(from, 4);
+  EXPECT_EQ(from % 4, 0);
+  expect_same_losses(ref, got, from, steps);
+}
+
+// (c) resuming from the folder skips a half-written checkpoint (no `complete` marker), a
+// checkpoint whose file does not match its manifest, and a temp folder of a save in flight.
+TEST(Resume, HalfWrittenCheckpointIsSkipped) {
+  const auto cfg = config_file(10);
+  const auto save = tmp("c-save");
+  auto full = run(cfg, tmp("c-full"), "--set train.save_to=" + save + " --set train.save_every=3");
+  ASSERT_EQ(full.code, 0) << full.out;
+  const auto ref = losses(full.out);
+  const std::string good = save + "/step-00000009";
+  fs::copy(good, save + "/step-00000012", fs::copy_options::recursive);
+  fs::remove(save + "/step-00000012/complete");  // half-written
+  fs::copy(good, save + "/step-00000015", fs::copy_options::recursive);
+  fs::resize_file(save + "/step-00000015/optimizer.safetensors", 100);  // torn file, marker present
+  fs::copy(good, save + "/.tmp-step-00000018", fs::copy_options::recursive);
+  auto r = run(cfg, tmp("c-r"), "--set train.resume_from=" + save);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto got = losses(r.out);
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got.begin()->first, 9) << "resumed from a checkpoint that is not complete";
+  expect_same_losses(ref, got, 9, 10);
+  // pointing at the half-written one directly is refused
+  auto bad = sh(kRun + " " + cfg + " --worker " + kWorker + " --out " + tmp("c-bad") + " --set train.resume_from=" + save +
+                    "/step-00000012",
+                true);
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("not a complete checkpoint"), std::string::npos) << bad.out;
+}
+
+// (d) bad train.resume_from inputs (and the other keys) exit 2 with a message that names it.
+TEST(Resume, BadInputsExit2WithAMessage) {
+  const auto cfg = config_file(3);
+  const auto save = tmp("d-save");
+  auto full = run(cfg, tmp("d-full"), "--set train.save_to=" + save + " --set train.save_every=2");
+  ASSERT_EQ(full.code, 0) << full.out;
+  fs::create_directories(tmp("d-empty"));
+  std::ofstream(tmp("d-file")) << "x";
+  const std::string ck = "train.resume_from=" + save + "/step-00000002";
+  struct Case {
+    std::string sets, want;
+  } cases[] = {
+      {"--set train.resume_from=" + tmp("d-missing"), "not found"},
+      {"--set train.resume_from=" + tmp("d-empty"), "holds no complete checkpoint"},
+      {"--set train.resume_from=" + tmp("d-file"), "is not a folder"},
+      {"--set " + ck + " --set model.hidden_size=64", "model.hidden_size = 64, the checkpoint has 32"},
+      {"--set " + ck + " --set parallel.sp_size=1", "parallel.sp_size = 1, the checkpoint has 2"},
+      {"--set " + ck + " --set train.lr=0.02", "train.lr"},
+      {"--set " + ck + " --set train.steps=2", "leaves nothing to train"},
+      {"--set train.save_every=2", "needs train.save_to"},
+      {"--set train.save_keep=0 --set train.save_to=" + tmp("d-k"), "train.save_keep must be positive"},
+      {"--set train.save_every=-1", "train.save_every must be >= 0"},
+  };
+  for (const auto& c : cases) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = sh(kRun + " " + cfg + " --worker " + kWorker + " --out " + tmp("d-out") + " " + c.sets, true);
+    EXPECT_EQ(r.code, 2) << c.sets << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.want), std::string::npos) << c.sets << "\n" << r.out;
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0) << c.sets;
+    EXPECT_FALSE(fs::exists(tmp("d-out") + "/run.json")) << "a worker was started for " << c.sets;
+  }
+}
