@@ -46,6 +46,7 @@ TEST(TraceModels, EveryReportTablePassesModelTester) {
   check_model(layer_table_data(s), 6);  // 3 layers x 2 directions
   check_model(head_range_table_data(s), 8);
   check_model(skew_table(s), 1);
+  check_model(straggler_table(s), 4);  // the synthetic all-to-alls carry (pg, seq)
   check_model(memory_phase_table(s), 1);
   check_model(names_table(s), 1);
   check_model(compare_table(s, prof::analyze(*small_gpu_trace(2))), 4);
@@ -230,4 +231,31 @@ TEST(PhaseStyle, AllToAllsAndAttentionAreDistinct) {
   EXPECT_NE(phase_argb(prof::Phase::Attention, prof::Direction::Backward), c);
   EXPECT_EQ(format_duration_ns(1'250'000), "1.25 ms");
   EXPECT_EQ(format_bytes(3 << 20), "3.0 MiB");
+}
+
+TEST(TraceModels, StragglerTableCarriesTheWaitingAnalysis) {
+  prof::Summary s;
+  s.waiting.instances.resize(4);
+  prof::RankWaitRow a, b;
+  a.rank = 0;
+  a.collectives = 4;
+  a.last_arrivals = 1;
+  a.wait_caused_ns = 0;
+  a.wait_suffered_ns = 115000000;
+  b.rank = 1;
+  b.collectives = 4;
+  b.last_arrivals = 3;
+  b.wait_caused_ns = 100000000;
+  b.wait_suffered_ns = 40000000;
+  s.waiting.ranks = {a, b};
+  TableData t = straggler_table(s);
+  check_model(t, 2);
+  TableModel model;
+  model.setTable(t);
+  ASSERT_EQ(model.rowCount(), 2);
+  EXPECT_EQ(model.data(model.index(1, 2)).toLongLong(), 3);                 // last arrivals
+  EXPECT_EQ(model.data(model.index(1, 3)).toString(), QString("75.0"));    // 3 of 4
+  EXPECT_EQ(model.data(model.index(1, 4)).toString(), QString("100.000"));  // wait caused ms
+  EXPECT_EQ(model.data(model.index(0, 5)).toString(), QString("115.000"));  // wait suffered ms
+  EXPECT_EQ(model.data(model.index(1, 0), TableModel::KeyRole).toLongLong(), 1);
 }

@@ -154,6 +154,19 @@ TableData skew_table(const prof::Summary& s) {
   return t;
 }
 
+TableData straggler_table(const prof::Summary& s) {
+  TableData t;
+  t.headers = {"rank", "collectives", "last arrivals", "last arrivals %", "wait caused ms", "wait suffered ms"};
+  for (const auto& r : s.waiting.ranks) {
+    const double pct = r.collectives > 0 ? 100.0 * double(r.last_arrivals) / double(r.collectives) : 0.0;
+    t.add({r.rank, qint64(r.collectives), qint64(r.last_arrivals), QString::number(pct, 'f', 1), ms(double(r.wait_caused_ns)),
+           ms(double(r.wait_suffered_ns))},
+          {r.rank, qint64(r.collectives), qint64(r.last_arrivals), pct, qint64(r.wait_caused_ns), qint64(r.wait_suffered_ns)},
+          r.rank);
+  }
+  return t;
+}
+
 TableData memory_phase_table(const prof::Summary& s) {
   TableData t;
   t.headers = {"label", "rank", "max allocated", "max reserved", "max peak", "samples"};

@@ -53,6 +53,8 @@ TableData step_table(const prof::Summary& s);
 TableData layer_table_data(const prof::Summary& s);
 TableData head_range_table_data(const prof::Summary& s);
 TableData skew_table(const prof::Summary& s);
+// Waiting analysis per rank: collectives, last arrivals, wait caused / suffered (ms); key = rank.
+TableData straggler_table(const prof::Summary& s);
 TableData memory_phase_table(const prof::Summary& s);
 TableData names_table(const prof::Summary& s);
 // Side by side: metric, run A, run B, B - A, (B - A) / A in %.
