@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -80,7 +81,6 @@ double median(std::vector<double> v) {
 }  // namespace
 
 TEST(Straggler, SlowRankIsTheLastArriverOnAlignedClocks) {
-  const std::string out = tmp("slow");
   const auto m = run("slow", "--set faults.slow_rank=1 --set faults.delay_ms=50",
                      "ULYSSES_TEST_CLOCK_OFFSET=2:" + std::to_string(kInjectedOffsetNs));
   // One clock: rank 2's measured offset matches the injected one within its error bound.

@@ -326,6 +326,7 @@ TEST(MaxTree, FirstKeyAtLeastMatchesBruteForce) {
 }
 
 TEST(TimelineDraw, CollectiveFlowJoinsOneCollectiveAcrossRanks) {
+  namespace prof = ulysses::prof;
   SyntheticOptions so;
   so.ranks = 4; so.steps = 2; so.layers = 2; so.head_chunks = 2;
   auto m = make_synthetic_trace(so);

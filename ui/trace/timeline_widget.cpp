@@ -303,6 +303,7 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent* e) {
     selecting_ = false;
     const int a = std::min(press_pos_.x(), e->pos().x()) - gutter_, b = std::max(press_pos_.x(), e->pos().x()) - gutter_;
     if (b - a >= 3) {
+      emit timeRangeSelected(vp_.t_of(a), vp_.t_of(b));
       TimelineViewport v = vp_;
       v.fit(vp_.t_of(a), vp_.t_of(b));
       changeViewport(v);
