@@ -224,6 +224,9 @@ CREATE TABLE IF NOT EXISTS ULYSSES_STEPS (
 -- One row per NVTX_EVENTS range: eventId = NVTX_EVENTS.rowid.
 -- direction: 0 none, 1 forward, 2 backward, 3 recompute. -1 = not applicable.
 -- headBegin/headEnd: global head range [headBegin, headEnd). bytes exclude the self-copy.
+-- pgId, seq (format 3): collective identity, the process group (0 = world, 1 + g = SP group g)
+-- and the group's sequence number of the collective, equal on every member rank, so
+-- (pgId, seq) joins one collective's ranges across the rank files. -1 = not a collective.
 CREATE TABLE IF NOT EXISTS ULYSSES_RANGES (
     eventId             INTEGER   NOT NULL   PRIMARY KEY,   -- = NVTX_EVENTS.rowid
     step                INTEGER   NOT NULL,
@@ -234,7 +237,9 @@ CREATE TABLE IF NOT EXISTS ULYSSES_RANGES (
     headEnd             INTEGER   NOT NULL,
     chunk               INTEGER   NOT NULL,
     bytesSent           INTEGER   NOT NULL,
-    bytesRecv           INTEGER   NOT NULL
+    bytesRecv           INTEGER   NOT NULL,
+    pgId                INTEGER   NOT NULL   DEFAULT -1,
+    seq                 INTEGER   NOT NULL   DEFAULT -1
 );
 -- What launched the GPU work tagged with an external id (written only on GPU ranks):
 -- eventId = NVTX_EVENTS.rowid of the traced range that pushed it, or NULL for an
@@ -263,6 +268,20 @@ CREATE TABLE IF NOT EXISTS ULYSSES_MEMORY (
     reserved            INTEGER   NOT NULL,
     peak                INTEGER   NOT NULL
 );
+-- This rank's trace clock against rank 0's (format 3), measured by ping-pong through the
+-- c10d store after the process groups are up (kind 'start') and again at the end ('close'):
+-- offsetNs = this clock - rank 0's clock, |error| <= errorNs (half the best round trip of
+-- `rounds`), measuredAt on this rank's clock. Aligned time = timestamp - offset (the loader
+-- interpolates linearly between 'start' and 'close' for drift).
+CREATE TABLE IF NOT EXISTS ULYSSES_CLOCK (
+    rank                INTEGER   NOT NULL,
+    kind                TEXT      NOT NULL,
+    offsetNs            INTEGER   NOT NULL,
+    errorNs             INTEGER   NOT NULL,
+    rttNs               INTEGER,
+    rounds              INTEGER,
+    measuredAt          INTEGER   NOT NULL
+);
 -- Free-form run metrics (Tracer::set_metric); last value wins.
 CREATE TABLE IF NOT EXISTS ULYSSES_METRICS (
     name                TEXT      NOT NULL   PRIMARY KEY,
@@ -270,4 +289,5 @@ CREATE TABLE IF NOT EXISTS ULYSSES_METRICS (
 );
 
 -- 2: CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, ULYSSES_EXTERNAL_IDS.
-PRAGMA user_version = 2;
+-- 3: ULYSSES_RANGES.pgId / seq (collective identity), ULYSSES_CLOCK (clock offsets to rank 0).
+PRAGMA user_version = 3;

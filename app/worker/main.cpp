@@ -24,6 +24,7 @@
 #include "run_config.hpp"
 #include "train_state.hpp"
 #include "trainer.hpp"
+#include "ulysses/profiler/clock_sync.hpp"
 #include "ulysses/profiler/tracer.hpp"
 
 namespace fs = std::filesystem;
@@ -108,6 +109,10 @@ int main(int argc, char** argv) {
                                          std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000)));
     Comm& comm = *comm_holder;
     heartbeat.set(Phase::Build);
+    comm.set_fault_delay(static_cast<int>(cfg.faults.slow_rank), cfg.faults.delay_ms);  // faults.*: a straggler on demand
+    if (cfg.faults.slow_rank == env.rank)
+      std::cerr << "ulysses-worker (rank " << env.rank << "): faults.delay_ms: sleeping " << cfg.faults.delay_ms
+                << " ms before each collective" << std::endl;
 
     std::unique_ptr<prof::Tracer> tracer;
     if (cfg.profile.enabled) {
@@ -128,6 +133,8 @@ int main(int argc, char** argv) {
       to.step_end = cfg.profile.step_end;
       to.memory = cfg.profile.memory;
       tracer = prof::Tracer::open(to);
+      // One clock: this rank's offset to rank 0 (every rank measures, profile.enabled is the same everywhere).
+      if (comm.has_groups()) tracer->record_clock("start", comm.sync_clock("start"));
     }
 
     Trainer trainer(cfg, comm, tracer.get());
@@ -199,6 +206,7 @@ int main(int argc, char** argv) {
     }
     heartbeat.set(Phase::Finish);
     comm.barrier();
+    if (tracer && comm.has_groups()) tracer->record_clock("close", comm.sync_clock("close"));  // drift over the run
     comm.shutdown();
     if (tracer) tracer->close();
     return 0;

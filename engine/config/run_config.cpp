@@ -191,6 +191,14 @@ const std::vector<Field<ProfileConfig>>& profile_fields() {
   return t;
 }
 
+const std::vector<Field<FaultsConfig>>& faults_fields() {
+  static const std::vector<Field<FaultsConfig>> t = {
+      f("slow_rank", &FaultsConfig::slow_rank),
+      f("delay_ms", &FaultsConfig::delay_ms),
+  };
+  return t;
+}
+
 template <class S>
 std::string key_list(const std::vector<Field<S>>& fields) {
   std::string out;
@@ -217,7 +225,7 @@ json write_section(const S& s, const std::vector<Field<S>>& fields) {
   return j;
 }
 
-const char* kSections = "model, parallel, train, data, profile";
+const char* kSections = "model, parallel, train, data, profile, faults";
 
 std::string num(int64_t v) { return std::to_string(v); }
 
@@ -251,6 +259,7 @@ json RunConfig::to_json() const {
   j["train"] = write_section(train, train_fields());
   j["data"] = write_section(data, data_fields());
   j["profile"] = write_section(profile, profile_fields());
+  j["faults"] = write_section(faults, faults_fields());
   return j;
 }
 
@@ -264,6 +273,7 @@ RunConfig RunConfig::from_json(const json& j) {
     else if (k == "train") read_section(c.train, it.value(), k, train_fields());
     else if (k == "data") read_section(c.data, it.value(), k, data_fields());
     else if (k == "profile") read_section(c.profile, it.value(), k, profile_fields());
+    else if (k == "faults") read_section(c.faults, it.value(), k, faults_fields());
     else if (k == "name" || k == "description") {
       if (!it.value().is_string()) throw ConfigError(k + " must be a string");
       if (!valid_utf8(it.value().get_ref<const std::string&>())) throw ConfigError(k + " is not valid UTF-8");
@@ -579,6 +589,14 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
     bad("profile.step_end", "profile.step_end must be -1 (all) or a step number up to " + num(kMaxSteps));
   else if (c.profile.step_end >= 0 && c.profile.step_end < c.profile.step_begin)
     bad("profile.step_end", "profile.step_end must be -1 (all) or >= profile.step_begin");
+  const auto& fl = c.faults;
+  if (fl.slow_rank < -1 || fl.slow_rank >= p.world_size())
+    bad("faults.slow_rank", "faults.slow_rank (" + num(fl.slow_rank) + ") must be -1 (off) or a rank below the world size (" +
+                                num(p.world_size()) + " = sp_size x dp_size)");
+  if (!(fl.delay_ms >= 0 && fl.delay_ms <= kMaxFaultDelayMs))
+    bad("faults.delay_ms", "faults.delay_ms must be between 0 and " + num(static_cast<int64_t>(kMaxFaultDelayMs)) + " ms");
+  else if (fl.slow_rank >= 0 && fl.delay_ms == 0)
+    bad("faults.delay_ms", "faults.slow_rank is set but faults.delay_ms is 0; give the delay (e.g. 50) or set faults.slow_rank to -1");
   return out;
 }
 

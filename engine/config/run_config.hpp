@@ -89,6 +89,14 @@ struct ProfileConfig {
   int64_t step_end = -1;    // last traced step, -1 = all
 };
 
+// Fault injection for demos and tests: the rank `slow_rank` sleeps `delay_ms` before each
+// collective it issues, making a straggler on demand. slow_rank -1 = off.
+struct FaultsConfig {
+  int64_t slow_rank = -1;
+  double delay_ms = 0;
+};
+inline constexpr double kMaxFaultDelayMs = 60000.0;
+
 struct RunConfig {
   std::string name;         // free text for humans (kept in RUN/config.json)
   std::string description;
@@ -97,6 +105,7 @@ struct RunConfig {
   TrainConfig train;
   DataConfig data;
   ProfileConfig profile;
+  FaultsConfig faults;
 
   json to_json() const;
   // Throws ConfigError naming the key for unknown keys or wrong types.

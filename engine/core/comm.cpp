@@ -3,8 +3,10 @@
 #include "comm.hpp"
 
 #include <cstdlib>
+#include <thread>
 
 #include "run_config.hpp"
+#include "ulysses/profiler/clock_sync.hpp"
 #include "ulysses/profiler/tracer.hpp"
 
 namespace ulysses {
@@ -125,11 +127,48 @@ Comm Comm::shape_only(int sp_rank, int sp_size, int dp_size) {
   return c;
 }
 
+void Comm::set_fault_delay(int slow_rank, double delay_ms) {
+  fault_delay_us_ = slow_rank == env_.rank && delay_ms > 0 ? static_cast<int64_t>(delay_ms * 1000.0) : 0;
+}
+
+void Comm::fault_delay() const {
+  if (fault_delay_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(fault_delay_us_));
+}
+
+namespace {
+// prof::ClockStore over the c10d store (get waits for the key, with the store's timeout).
+class C10dClockStore final : public prof::ClockStore {
+ public:
+  explicit C10dClockStore(c10::intrusive_ptr<c10d::Store> s) : s_(std::move(s)) {}
+  void set(const std::string& key, const std::string& value) override {
+    s_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+  }
+  std::string get(const std::string& key) override {
+    const std::vector<uint8_t> v = s_->get(key);
+    return std::string(v.begin(), v.end());
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> s_;
+};
+}  // namespace
+
+prof::ClockOffset Comm::sync_clock(const std::string& tag, int rounds) {
+  if (!store_ || env_.world_size < 2) {
+    prof::ClockOffset c;
+    c.measured_at_ns = prof::Tracer::now_ns();
+    return c;
+  }
+  C10dClockStore s(store_);
+  return prof::sync_clock(s, env_.rank, env_.world_size, rounds, tag);
+}
+
 Comm::Work Comm::all_to_all_async(at::Tensor& out, at::Tensor& in) {
   check_device(in, "all_to_all");
   check_device(out, "all_to_all");
   Work w;
   w.done_ns = std::make_shared<std::atomic<int64_t>>(0);
+  w.issued_ns = prof::Tracer::now_ns();
   if (shape_only_) {  // out already has the received shape; nothing moves
     w.done_ns->store(prof::Tracer::now_ns());
     return w;
@@ -140,6 +179,10 @@ Comm::Work Comm::all_to_all_async(at::Tensor& out, at::Tensor& in) {
     return w;
   }
   std::vector<int64_t> splits;  // empty = equal splits along dim 0
+  fault_delay();
+  w.pg = sp_pg();
+  w.seq = sp_seq_++;
+  w.issued_ns = prof::Tracer::now_ns();
   if (backend_ == "gloo" && in.scalar_type() == at::kBFloat16) {
     // Gloo (libtorch 1.13) has no bfloat16 all-to-all; an all-to-all only moves bytes, so
     // send the same 2-byte elements reinterpreted as float16.
@@ -156,8 +199,16 @@ Comm::Work Comm::all_to_all_async(at::Tensor& out, at::Tensor& in) {
   return w;
 }
 
-void Comm::all_reduce_sum(at::Tensor& t) {
+void Comm::all_reduce_sum(at::Tensor& t, prof::Tracer* tracer, const prof::RangeInfo* info) {
   check_device(t, "all_reduce_sum");
+  prof::RangeInfo ri = info ? *info : prof::RangeInfo{};
+  if (world_) {
+    fault_delay();
+    ri.pg = kWorldPg;
+    ri.seq = world_seq_++;
+  }
+  // The range starts here, after the fault delay: the moment this rank arrives.
+  prof::ScopedRange range(info ? tracer : nullptr, ri);
   if (!world_) return;
   std::vector<at::Tensor> v{t};
   world_->allreduce(v)->wait();
@@ -166,6 +217,8 @@ void Comm::all_reduce_sum(at::Tensor& t) {
 void Comm::all_reduce_max(at::Tensor& t) {
   check_device(t, "all_reduce_max");
   if (!world_) return;
+  fault_delay();
+  ++world_seq_;
   std::vector<at::Tensor> v{t};
   c10d::AllreduceOptions o;
   o.reduceOp = c10d::ReduceOp::MAX;
@@ -174,6 +227,8 @@ void Comm::all_reduce_max(at::Tensor& t) {
 
 void Comm::barrier() {
   if (!world_) return;
+  fault_delay();
+  ++world_seq_;
   world_->barrier()->wait();
 }
 

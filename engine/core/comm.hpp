@@ -11,6 +11,12 @@
 #include "device_decision.hpp"
 #include "torch_compat.hpp"
 
+namespace ulysses::prof {
+class Tracer;
+struct RangeInfo;
+struct ClockOffset;
+}  // namespace ulysses::prof
+
 namespace ulysses {
 
 struct DistEnv {
@@ -30,11 +36,31 @@ class Comm {
  public:
   // Collective handle: wait() blocks (with the group timeout), done_ns() is when the
   // transfer completed (host clock), or 0 when not known.
+  // pg / seq: the collective's identity (process group id, see pg_id(), and the group's
+  // sequence number, equal on every member rank; -1 when no group was involved);
+  // issued_ns: when this rank handed it to the group (after any injected fault delay).
   struct Work {
     c10::intrusive_ptr<c10d::Work> work;
     std::shared_ptr<std::atomic<int64_t>> done_ns;
+    int32_t pg = -1;
+    int64_t seq = -1;
+    int64_t issued_ns = 0;
     void wait();
   };
+
+  // Process group ids in traces: 0 = the world group, 1 + g = SP group g (ranks
+  // g*sp_size .. g*sp_size + sp_size - 1).
+  static constexpr int32_t kWorldPg = 0;
+  int32_t sp_pg() const { return 1 + env_.rank / sp_size_; }
+
+  // Fault injection (faults.slow_rank / faults.delay_ms): when this rank is `slow_rank`,
+  // sleep `delay_ms` before issuing each collective (all-to-all, all-reduce, barrier).
+  void set_fault_delay(int slow_rank, double delay_ms);
+
+  // This rank's trace clock (prof::Tracer::now_ns) against rank 0's, by ping-pong through
+  // the c10d store (prof::sync_clock, `rounds` rounds, best round trip). Every rank calls it
+  // with the same tag; rank 0 and a run without groups get a zero offset.
+  prof::ClockOffset sync_clock(const std::string& tag, int rounds = 10);
 
   // Groups on the decided backend; device() is the decided device (where the model lives
   // and where tensors passed to collectives must be).
@@ -79,7 +105,9 @@ class Comm {
   // Sum in place over all ranks (SP x DP). Every tensor given to a collective must be on
   // device() when the backend is NCCL (std::invalid_argument otherwise, also at one rank,
   // so a single-GPU run catches a host tensor that NCCL would reject).
-  void all_reduce_sum(at::Tensor& t);
+  // With a tracer, the all-reduce is traced as a range with `info` plus its identity
+  // (pg, seq), starting when this rank issues it (after any injected fault delay).
+  void all_reduce_sum(at::Tensor& t, prof::Tracer* tracer = nullptr, const prof::RangeInfo* info = nullptr);
   void all_reduce_max(at::Tensor& t);
   void barrier();
 
@@ -93,7 +121,10 @@ class Comm {
   Comm() = default;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<compat::Backend> world_, sp_;
+  int64_t world_seq_ = 0, sp_seq_ = 0;  // collectives issued so far on each group
+  int64_t fault_delay_us_ = 0;          // > 0 on the slow rank only
   void check_device(const at::Tensor& t, const char* op) const;
+  void fault_delay() const;
 };
 
 }  // namespace ulysses

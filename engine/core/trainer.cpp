@@ -119,8 +119,7 @@ double Trainer::loss_and_grads(int64_t s) {
     r.dir = Direction::Backward;
     const int64_t bytes = comm_.world_size() > 1 ? buf.numel() * 4 * 2 * (comm_.world_size() - 1) / comm_.world_size() : 0;
     r.bytes_sent = r.bytes_recv = bytes;  // ring all-reduce volume
-    prof::ScopedRange sr(tracer_, r);
-    comm_.all_reduce_sum(buf);
+    comm_.all_reduce_sum(buf, tracer_, &r);  // traced by Comm with the collective's (pg, seq)
   }
   const auto tail = buf.narrow(0, grad_numel_, 2).to(torch::kCPU);
   const double count = tail[1].item<double>();

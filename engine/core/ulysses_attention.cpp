@@ -56,27 +56,42 @@ struct CommTimeline {
   };
   std::vector<Pending> pending;
 
+  // The range's identity (pg, seq) and start are those of the collective as Comm issued it
+  // (after any injected fault delay); joined messages keep the first one's identity.
   void issue(Comm& comm, at::Tensor& out, at::Tensor& in, const RangeInfo& info, bool joins_next = false) {
-    const int64_t t = prof::Tracer::now_ns();
     prof::ScopedCorrelation corr(tracer, info);  // GPU: the NCCL kernels launched here carry `info`
-    pending.push_back({comm.all_to_all_async(out, in), info, t, joins_next});
+    Comm::Work w = comm.all_to_all_async(out, in);
+    RangeInfo ri = info;
+    ri.pg = w.pg;
+    ri.seq = w.seq;
+    const int64_t t = w.issued_ns;
+    pending.push_back({std::move(w), ri, t, joins_next});
   }
   // Waits for every work and records them in issue order; a run of joined messages becomes
   // one range from the first one's start to the last one's completion.
   void flush() {
-    int64_t joined_start = -1;
+    int64_t joined_start = -1, joined_first = -1;
     for (auto& p : pending) {
       p.work.wait();
       const int64_t done = p.work.done_ns ? p.work.done_ns->load() : prof::Tracer::now_ns();
       const int64_t start = std::max(p.issued_ns, last_done);
       last_done = std::max(last_done, done);
       if (p.joins_next) {
-        if (joined_start < 0) joined_start = start;
+        if (joined_start < 0) {
+          joined_start = start;
+          joined_first = static_cast<int64_t>(&p - pending.data());
+        }
         continue;
       }
       const int64_t s = joined_start >= 0 ? joined_start : start;
       joined_start = -1;
-      if (tracer && tracer->active()) tracer->record_range(p.info, s, std::max(s, done));
+      RangeInfo info = p.info;
+      if (joined_first >= 0) {  // identity of the first message of the joined range
+        info.pg = pending[static_cast<size_t>(joined_first)].info.pg;
+        info.seq = pending[static_cast<size_t>(joined_first)].info.seq;
+        joined_first = -1;
+      }
+      if (tracer && tracer->active()) tracer->record_range(info, s, std::max(s, done));
     }
     pending.clear();
   }

@@ -1,5 +1,6 @@
 // Analysis core: interval algebra, per rank/step compute-comm-idle breakdown, HTA overlap,
-// per-layer and per-head-range tables, rank skew, memory per label, name totals.
+// per-layer and per-head-range tables, rank skew, memory per label, name totals, and the
+// waiting analysis (collective instances across ranks: arrival skew, last arriver, waits).
 // Definitions are in analysis.hpp and profiler/README.md.
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/step_stats.hpp"
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 namespace ulysses::prof {
@@ -483,6 +485,101 @@ std::vector<NameRow> name_totals(const TraceModel& m, size_t top) {
   return out;
 }
 
+WaitingAnalysis waiting_analysis(const TraceModel& m, const AnalysisOptions& o) {
+  WaitingAnalysis w;
+  // (pg, seq) -> the ranges of that collective, at most one per rank (the earliest).
+  std::map<std::pair<int32_t, int64_t>, std::map<int32_t, const TraceRange*>> by_id;
+  std::map<int32_t, std::set<int32_t>> members;  // pg -> ranks seen with that group
+  for_each_counted_lane(m, [&](const Lane& l) {
+    for (int64_t k = 0; k < l.count; ++k) {
+      const TraceRange& r = m.ranges[static_cast<size_t>(l.first + k)];
+      if (r.is_kernel || r.pg < 0 || r.seq < 0) continue;
+      members[r.pg].insert(r.rank);
+      if (!range_in(m, o, r)) continue;
+      auto& slot = by_id[{r.pg, r.seq}][r.rank];
+      if (!slot || r.start_ns < slot->start_ns) slot = &r;
+    }
+  });
+  std::set<int32_t> all_ranks;
+  for (const auto& ri : m.ranks) all_ranks.insert(ri.rank);
+  for (const auto& l : m.lanes) all_ranks.insert(l.rank);
+  std::map<int32_t, RankWaitRow> rows;
+  for (int32_t r : all_ranks) rows[r].rank = r;
+  std::vector<int64_t> skews;
+  for (const auto& [id, per_rank] : by_id) {
+    if (per_rank.size() != members[id.first].size() || per_rank.size() < 2) {
+      ++w.incomplete;
+      continue;
+    }
+    CollectiveInstance ci;
+    ci.pg = id.first;
+    ci.seq = id.second;
+    const TraceRange& r0 = *per_rank.begin()->second;
+    ci.step = r0.step;
+    ci.phase = r0.phase;
+    ci.dir = r0.dir;
+    ci.layer = r0.layer;
+    bool first = true;
+    for (const auto& [rank, r] : per_rank) {  // ascending rank: ties go to the lowest rank
+      ci.arrivals.push_back({rank, r->start_ns, r->end_ns});
+      if (first || r->start_ns < ci.first_arrival_ns) ci.first_arrival_ns = r->start_ns;
+      if (first || r->start_ns > ci.last_arrival_ns) {
+        ci.last_arrival_ns = r->start_ns;
+        ci.last_arriver = rank;
+      }
+      first = false;
+    }
+    ci.skew_ns = ci.last_arrival_ns - ci.first_arrival_ns;
+    skews.push_back(ci.skew_ns);
+    int64_t caused = 0;
+    for (const auto& a : ci.arrivals) {
+      RankWaitRow& row = rows[a.rank];
+      row.rank = a.rank;
+      row.collectives += 1;
+      row.wait_suffered_ns += ci.last_arrival_ns - a.arrive_ns;
+      caused += ci.last_arrival_ns - a.arrive_ns;
+    }
+    rows[ci.last_arriver].last_arrivals += 1;
+    rows[ci.last_arriver].wait_caused_ns += caused;
+    w.instances.push_back(std::move(ci));
+  }
+  std::sort(w.instances.begin(), w.instances.end(), [](const CollectiveInstance& a, const CollectiveInstance& b) {
+    return std::tie(a.first_arrival_ns, a.pg, a.seq) < std::tie(b.first_arrival_ns, b.pg, b.seq);
+  });
+  if (!skews.empty()) {
+    std::sort(skews.begin(), skews.end());
+    w.median_skew_ns = static_cast<double>(skews[skews.size() / 2]);
+  }
+  for (auto& [rank, row] : rows) w.ranks.push_back(row);
+
+  // Per step: the last arriver at the step's last collective, else the rank that ended last.
+  std::map<int64_t, const CollectiveInstance*> last_of_step;
+  for (const auto& ci : w.instances) {
+    if (ci.step < 0) continue;
+    auto& slot = last_of_step[ci.step];
+    if (!slot || ci.last_arrival_ns >= slot->last_arrival_ns) slot = &ci;
+  }
+  std::map<int64_t, std::pair<int64_t, int32_t>> latest_end;  // step -> (end, rank)
+  for (const auto& st : m.steps) {
+    if (!step_in(o, st.step)) continue;
+    auto [it, fresh] = latest_end.emplace(st.step, std::make_pair(st.end_ns, st.rank));
+    if (!fresh && st.end_ns > it->second.first) it->second = {st.end_ns, st.rank};
+  }
+  for (const auto& [step, end] : latest_end) {
+    StepEndRow row;
+    row.step = step;
+    row.rank = end.second;
+    auto it = last_of_step.find(step);
+    if (it != last_of_step.end()) {
+      row.rank = it->second->last_arriver;
+      row.from_collective = true;
+      row.skew_ns = it->second->skew_ns;
+    }
+    w.steps.push_back(row);
+  }
+  return w;
+}
+
 Headline headline(const TraceModel& m, const AnalysisOptions& o) {
   Headline h;
   if (m.steps.empty() && m.memory.empty()) return h;
@@ -562,6 +659,8 @@ Summary analyze(const TraceModel& m, const AnalysisOptions& o) {
   s.skew = rank_skew(m, o);
   s.memory = peak_memory(m, o);
   s.names = name_totals(m, o.top_names);
+  s.waiting = waiting_analysis(m, o);
+  s.clock_error_ns = m.clock_error_ns();
   return s;
 }
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -25,6 +26,7 @@
 #include <nvtx3/nvToolsExt.h>
 #endif
 
+#include "ulysses/profiler/clock_sync.hpp"
 #include "ulysses/profiler/gpu_activity.hpp"
 #include "ulysses/profiler/trace_writer.hpp"
 #include "ulysses/profiler/tracer.hpp"
@@ -33,10 +35,23 @@ namespace ulysses::prof {
 
 Tracer::~Tracer() = default;
 
+namespace {
+// ULYSSES_TEST_CLOCK_OFFSET="R:NS": NS when this process's RANK is R, else 0.
+int64_t injected_clock_offset() {
+  const char* v = std::getenv("ULYSSES_TEST_CLOCK_OFFSET");
+  const char* rank = std::getenv("RANK");
+  if (!v || !*v) return 0;
+  long long r = -1, ns = 0;
+  if (std::sscanf(v, "%lld:%lld", &r, &ns) != 2) return 0;
+  return std::to_string(r) == (rank && *rank ? rank : "0") ? static_cast<int64_t>(ns) : 0;
+}
+}  // namespace
+
 int64_t Tracer::now_ns() {
+  static const int64_t injected = injected_clock_offset();
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec + injected;
 }
 
 MemorySample Tracer::process_memory() {
@@ -311,6 +326,14 @@ class HostTracer final : public Tracer {
     if (closed_) return;
     writer_.begin();
     writer_.name_thread(b->tid, name);
+    writer_.commit();
+  }
+
+  void record_clock(const std::string& kind, const ClockOffset& c) override {
+    std::lock_guard<std::mutex> lk(write_mu_);
+    if (closed_) return;
+    writer_.begin();
+    writer_.write_clock(kind, c);
     writer_.commit();
   }
 

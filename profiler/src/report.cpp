@@ -87,6 +87,20 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
     j["names"].push_back({{"name", n.name}, {"kind", n.is_kernel ? "gpu" : "nvtx"}, {"count", n.count},
                           {"total_ns", n.total_ns}, {"max_ns", n.max_ns}});
   }
+  // Waiting analysis: per rank, keyed by the rank number as a string.
+  const WaitingAnalysis& w = s.waiting;
+  json last = json::object(), caused = json::object(), suffered = json::object();
+  for (const auto& r : w.ranks) {
+    const std::string k = std::to_string(r.rank);
+    last[k] = r.last_arrivals;
+    caused[k] = ms(r.wait_caused_ns);
+    suffered[k] = ms(r.wait_suffered_ns);
+  }
+  j["collectives"] = {{"count", static_cast<int64_t>(w.instances.size())},
+                      {"median_skew_ms", msd(w.median_skew_ns)},
+                      {"last_arriver", last},
+                      {"wait_caused_ms", caused},
+                      {"wait_suffered_ms", suffered}};
   return j;
 }
 
@@ -100,6 +114,9 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
       o += fmt("Rank %d: pid %lld, %s\n", r.rank, static_cast<long long>(r.pid), r.device.c_str());
   o += fmt("Ranks: %d (sp %d x dp %d)   host ranges: %lld   GPU activities: %lld\n", s.world_size, m.sp_size,
            m.dp_size, static_cast<long long>(s.num_ranges), static_cast<long long>(s.num_kernels));
+  if (s.clock_error_ns >= 0)
+    o += fmt("Clocks: every rank aligned to rank 0 by measured offsets, error bound +-%.1f us\n",
+             static_cast<double>(s.clock_error_ns) / 1e3);
   o += fmt("Overlap (HTA: comm time overlapped by compute / comm time): %.1f%%  "
            "(comm %.3f ms, overlapped %.3f ms)\n\n",
            100.0 * s.overall.ratio, ms(s.overall.comm_ns), ms(s.overall.overlap_ns));
@@ -144,6 +161,29 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
       std::string sl = fmt("%.3f (r%d)", msd(k.slowest_ns), k.slowest_rank);
       std::string fa = fmt("%.3f (r%d)", msd(k.fastest_ns), k.fastest_rank);
       o += fmt("%16s %14s %14s %7.2f\n", phase_name(k.phase), sl.c_str(), fa.c_str(), k.ratio);
+    }
+  }
+  if (!s.waiting.instances.empty()) {
+    const WaitingAnalysis& w = s.waiting;
+    o += fmt("\nStragglers: %lld collectives paired across ranks by (process group, sequence number); median "
+             "arrival skew %.3f ms\n",
+             static_cast<long long>(w.instances.size()), msd(w.median_skew_ns));
+    o += fmt("%5s %12s %14s %16s %18s\n", "rank", "collectives", "last arrivals", "wait caused ms", "wait suffered ms");
+    for (const auto& r : w.ranks) {
+      o += fmt("%5d %12lld %14lld %16.3f %18.3f\n", r.rank, static_cast<long long>(r.collectives),
+               static_cast<long long>(r.last_arrivals), ms(r.wait_caused_ns), ms(r.wait_suffered_ns));
+    }
+    if (!w.steps.empty()) {
+      o += "Step end set by (last arriver at the step's last collective; * = no collective: the rank that ended last)\n";
+      std::string line;
+      for (const auto& st : w.steps) {
+        line += fmt(" s%lld:r%d%s", static_cast<long long>(st.step), st.rank, st.from_collective ? "" : "*");
+        if (line.size() > 80) {
+          o += line + "\n";
+          line.clear();
+        }
+      }
+      if (!line.empty()) o += line + "\n";
     }
   }
   if (!s.memory.empty()) {

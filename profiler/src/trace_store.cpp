@@ -29,7 +29,7 @@ namespace {
 
 using namespace detail;
 
-static_assert(sizeof(TraceRange) <= 88, "TraceRange grew: 10 M-range traces hold one per range (two with head lanes)");
+static_assert(sizeof(TraceRange) <= 96, "TraceRange grew: 10 M-range traces hold one per range (two with head lanes)");
 
 // What launched the GPU work of one external id (a ULYSSES_EXTERNAL_IDS row).
 struct Launcher {
@@ -138,10 +138,11 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
           "SELECT start, end, globalTid, textId, text, rowid FROM NVTX_EVENTS "
           "WHERE eventType IN (59, 60) AND end IS NOT NULL ORDER BY rowid");
       sql::Stmt ust;
-      if (ours) {
-        ust = sql::Stmt(db,
-            "SELECT eventId, step, phase, direction, layer, headBegin, headEnd, chunk, bytesSent, bytesRecv "
-            "FROM ULYSSES_RANGES ORDER BY eventId");
+      if (ours) {  // pgId / seq: format 3 on (older files: not collectives, -1)
+        const bool coll = db.has_column("ULYSSES_RANGES", "seq") && db.has_column("ULYSSES_RANGES", "pgId");
+        ust = sql::Stmt(db, std::string("SELECT eventId, step, phase, direction, layer, headBegin, headEnd, chunk, "
+                                        "bytesSent, bytesRecv, ") +
+                                (coll ? "pgId, seq" : "-1, -1") + " FROM ULYSSES_RANGES ORDER BY eventId");
       }
       sqlite3_stmt* s = st.get();
       sqlite3_stmt* u = ust.get();
@@ -177,6 +178,8 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
           r.chunk = to_i32(sqlite3_column_int64(u, 7));
           r.bytes_sent = sqlite3_column_int64(u, 8);
           r.bytes_recv = sqlite3_column_int64(u, 9);
+          r.pg = to_i32(sqlite3_column_int64(u, 10));
+          r.seq = to_i32(sqlite3_column_int64(u, 11));
         } else {
           Phase p;
           if (phase_from_name(m.strings[r.name_id], &p)) r.phase = p;
@@ -289,6 +292,23 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
         si.max_mem_bytes = st.i64(10);
         m.steps.push_back(si);
       }
+      if (db.has_table("ULYSSES_CLOCK")) {  // format 3: offset to rank 0 ('start', 'close')
+        sql::Stmt ck(db, "SELECT rank, kind, offsetNs, errorNs, measuredAt FROM ULYSSES_CLOCK ORDER BY rowid");
+        while (ck.step()) {
+          const int32_t rank = to_i32(ck.i64(0));
+          auto it = std::find_if(m.clocks.begin(), m.clocks.end(), [&](const ClockInfo& c) { return c.rank == rank; });
+          if (it == m.clocks.end()) {
+            m.clocks.push_back(ClockInfo{});
+            it = m.clocks.end() - 1;
+            it->rank = rank;
+          }
+          const bool start = ck.text(1) == "start";
+          (start ? it->has_start : it->has_close) = true;
+          (start ? it->start_offset_ns : it->close_offset_ns) = ck.i64(2);
+          (start ? it->start_error_ns : it->close_error_ns) = ck.i64(3);
+          (start ? it->start_at_ns : it->close_at_ns) = ck.i64(4);
+        }
+      }
       sql::Stmt mem(db, "SELECT rank, timestamp, labelId, allocated, reserved, peak, step FROM ULYSSES_MEMORY");
       while (mem.step()) {
         MemoryPoint p;
@@ -360,6 +380,38 @@ void finish(Builder& b, const LoadOptions& opts) {
   }
 }
 
+// Moves what one file added (entries from the given sizes on) onto rank 0's clock with the
+// offsets that file stored (ULYSSES_CLOCK): t -> t - offset_at(t).
+void align_to_rank0(TraceModel& m, size_t n_clocks, size_t n_ranges, size_t n_steps, size_t n_mem, size_t n_rt) {
+  for (size_t c = n_clocks; c < m.clocks.size(); ++c) {
+    ClockInfo& ck = m.clocks[c];
+    if (ck.rank == 0 || (!ck.has_start && !ck.has_close)) continue;
+    ck.applied = true;
+    auto shift = [&](int64_t& t) { t -= ck.offset_at(t); };
+    for (size_t i = n_ranges; i < m.ranges.size(); ++i) {
+      TraceRange& r = m.ranges[i];
+      if (r.rank != ck.rank) continue;
+      const int64_t d = ck.offset_at(r.start_ns);
+      r.start_ns -= d;
+      r.end_ns -= d;  // one offset per range keeps its duration
+    }
+    for (size_t i = n_steps; i < m.steps.size(); ++i)
+      if (m.steps[i].rank == ck.rank) {
+        const int64_t d = ck.offset_at(m.steps[i].start_ns);
+        m.steps[i].start_ns -= d;
+        m.steps[i].end_ns -= d;
+      }
+    for (size_t i = n_mem; i < m.memory.size(); ++i)
+      if (m.memory[i].rank == ck.rank) shift(m.memory[i].t_ns);
+    for (size_t i = n_rt; i < m.runtime.size(); ++i)
+      if (m.runtime[i].rank == ck.rank) {
+        const int64_t d = ck.offset_at(m.runtime[i].start_ns);
+        m.runtime[i].start_ns -= d;
+        m.runtime[i].end_ns -= d;
+      }
+  }
+}
+
 }  // namespace
 
 TraceModel load_trace(const std::string& path) { return load_trace(path, LoadOptions{}); }
@@ -388,7 +440,10 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
   std::map<int32_t, std::string> claimed;  // rank -> the file that holds it
   for (size_t i = 0; i < files.size(); ++i) {
     const size_t before = b.m.ranks.size();
+    const size_t n_ranges = b.m.ranges.size(), n_steps = b.m.steps.size(), n_mem = b.m.memory.size(),
+                 n_rt = b.m.runtime.size(), n_clocks = b.m.clocks.size();
     read_file(b, files[i], static_cast<int32_t>(i), opts);
+    if (opts.align_clocks) align_to_rank0(b.m, n_clocks, n_ranges, n_steps, n_mem, n_rt);
     // A run folder must hold each rank once: two files claiming one rank, or a rank
     // without a file, is reported instead of read silently.
     if (b.m.format != "ulysses") continue;

@@ -36,7 +36,7 @@ uint32_t phase_color(Phase p) {
 // holds all its ranges (crash safety is unchanged).
 constexpr int kBatch = 32;
 constexpr int kNvtxCols = 7;    // start, end, eventType, category, color, globalTid, textId
-constexpr int kRangeCols = 9;   // step .. bytesRecv (eventId: see flush_ranges)
+constexpr int kRangeCols = 11;  // step .. bytesRecv, pgId, seq (eventId: see flush_ranges)
 
 std::string multi_row(const std::string& head, const char* row, int rows) {
   std::string sql = head;
@@ -109,8 +109,8 @@ TraceWriter::TraceWriter(const TracerOptions& opts, int64_t pid) : impl_(std::ma
   const char* nvtx_row = "(?,?,?,?,?,?,?,0)";
   const std::string range_head =
       "INSERT INTO ULYSSES_RANGES(eventId, step, phase, direction, layer, headBegin, headEnd, chunk, "
-      "bytesSent, bytesRecv) VALUES ";
-  const char* range_row = "(NULL,?,?,?,?,?,?,?,?,?)";
+      "bytesSent, bytesRecv, pgId, seq) VALUES ";
+  const char* range_row = "(NULL,?,?,?,?,?,?,?,?,?,?,?)";
   d.ins_nvtx = sql::Stmt(d.db, multi_row(nvtx_head, nvtx_row, 1));
   d.ins_range = sql::Stmt(d.db, multi_row(range_head, range_row, 1));
   d.ins_nvtx_batch = sql::Stmt(d.db, multi_row(nvtx_head, nvtx_row, kBatch));
@@ -313,7 +313,7 @@ int64_t TraceWriter::write_range(const RangeRecord& r) {
                        {r.step, static_cast<int64_t>(i.phase), static_cast<int64_t>(i.dir),
                         static_cast<int64_t>(i.layer), static_cast<int64_t>(i.head_begin),
                         static_cast<int64_t>(i.head_end), static_cast<int64_t>(i.chunk), i.bytes_sent,
-                        i.bytes_recv}});
+                        i.bytes_recv, static_cast<int64_t>(i.pg), i.seq}});
   // Outside an explicit transaction every write is its own commit: write now.
   if (!d.in_txn || d.pending.size() >= static_cast<size_t>(kBatch)) d.flush_ranges();
   return id;
@@ -447,6 +447,19 @@ void TraceWriter::set_metric(const std::string& name, double value) {
   s.bind(1, name);
   s.bind(2, value);
   s.run();
+}
+
+void TraceWriter::write_clock(const std::string& kind, const ClockOffset& c) {
+  sql::Stmt st(impl_->db,
+      "INSERT INTO ULYSSES_CLOCK(rank, kind, offsetNs, errorNs, rttNs, rounds, measuredAt) VALUES (?, ?, ?, ?, ?, ?, ?)");
+  st.bind(1, static_cast<int64_t>(impl_->rank));
+  st.bind(2, kind);
+  st.bind(3, c.offset_ns);
+  st.bind(4, c.error_ns);
+  st.bind(5, c.rtt_ns);
+  st.bind(6, static_cast<int64_t>(c.rounds));
+  st.bind(7, c.measured_at_ns);
+  st.run();
 }
 
 void TraceWriter::close() {

@@ -323,3 +323,28 @@ TEST(ConfigReliability, OnlyRegularFilesAreRead) {
   EXPECT_TRUE(has(validate_with_files(c), "data.path", "not a regular file"));
   fs::remove_all(d);
 }
+
+TEST(Config, FaultsSlowRankAndDelayAreValidated) {
+  RunConfig c = base();  // sp 4 x dp 1
+  c.faults.slow_rank = 1;
+  c.faults.delay_ms = 50;
+  EXPECT_TRUE(validate(c).empty());
+  const RunConfig d = RunConfig::from_json(c.to_json());
+  EXPECT_EQ(d.faults.slow_rank, 1);
+  EXPECT_EQ(d.faults.delay_ms, 50);
+  c.faults.slow_rank = 4;
+  EXPECT_TRUE(has(validate(c), "faults.slow_rank", "faults.slow_rank (4) must be -1 (off) or a rank below the world size (4"));
+  c.faults.slow_rank = -2;
+  EXPECT_TRUE(has(validate(c), "faults.slow_rank", "-1 (off)"));
+  c = base();
+  c.faults.slow_rank = 0;
+  c.faults.delay_ms = 60001;
+  EXPECT_TRUE(has(validate(c), "faults.delay_ms", "between 0 and 60000 ms"));
+  c.faults.delay_ms = -1;
+  EXPECT_TRUE(has(validate(c), "faults.delay_ms", "between 0 and 60000 ms"));
+  c.faults.delay_ms = 0;
+  EXPECT_TRUE(has(validate(c), "faults.delay_ms", "faults.delay_ms is 0"));
+  json j = base().to_json();
+  EXPECT_NO_THROW(apply_override(j, "faults.delay_ms=20"));
+  EXPECT_THROW(apply_override(j, "faults.slowrank=1"), ConfigError);
+}

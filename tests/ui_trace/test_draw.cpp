@@ -324,3 +324,48 @@ TEST(MaxTree, FirstKeyAtLeastMatchesBruteForce) {
     }
   }
 }
+
+TEST(TimelineDraw, CollectiveFlowJoinsOneCollectiveAcrossRanks) {
+  namespace prof = ulysses::prof;
+  SyntheticOptions so;
+  so.ranks = 4; so.steps = 2; so.layers = 2; so.head_chunks = 2;
+  auto m = make_synthetic_trace(so);
+  auto ix = TimelineIndex::build(m);
+  const TimelineLayout layout = compute_layout(*ix);
+  TimelineViewport vp;
+  vp.width_px = 1000;
+  vp.fit(ix->t_min(), ix->t_max());
+  // Rank 0's third all-to-all on its comm lane: the brute-force answer is every rank's
+  // comm-lane range with the same (pg, seq), ordered by start.
+  int64_t sel = -1;
+  int seen = 0;
+  for (const auto& l : m->lanes) {
+    if (l.rank != 0 || l.kind != prof::LaneKind::Comm) continue;
+    for (int64_t k = l.first; k < l.first + l.count && sel < 0; ++k)
+      if (m->ranges[size_t(k)].pg >= 0 && ++seen == 3) sel = k;
+  }
+  ASSERT_GE(sel, 0);
+  const auto& s = m->ranges[size_t(sel)];
+  std::vector<std::pair<int64_t, int32_t>> expect;
+  for (const auto& l : m->lanes)
+    if (l.kind == prof::LaneKind::Comm)
+      for (int64_t k = l.first; k < l.first + l.count; ++k)
+        if (m->ranges[size_t(k)].pg == s.pg && m->ranges[size_t(k)].seq == s.seq) expect.push_back({m->ranges[size_t(k)].start_ns, l.rank});
+  std::sort(expect.begin(), expect.end());
+  ASSERT_EQ(expect.size(), 4u);
+  const auto flow = collective_flow(*ix, layout, vp, 0, sel);
+  ASSERT_EQ(flow.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(flow[i].rank, expect[i].second);
+    EXPECT_EQ(flow[i].arrive_ns, expect[i].first);
+    EXPECT_FLOAT_EQ(flow[i].x, float(vp.x_of(expect[i].first)));
+    const LaneLayout& ll = layout.lanes[size_t(m->ranges[size_t(flow[i].range)].lane)];
+    EXPECT_GE(flow[i].y, ll.y);
+    EXPECT_LE(flow[i].y, ll.y + ll.h);
+  }
+  // Not a collective: no flow.
+  int64_t plain = -1;
+  for (size_t k = 0; k < m->ranges.size() && plain < 0; ++k)
+    if (m->ranges[k].pg < 0) plain = int64_t(k);
+  EXPECT_TRUE(collective_flow(*ix, layout, vp, 0, plain).empty());
+}

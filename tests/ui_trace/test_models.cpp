@@ -46,6 +46,7 @@ TEST(TraceModels, EveryReportTablePassesModelTester) {
   check_model(layer_table_data(s), 6);  // 3 layers x 2 directions
   check_model(head_range_table_data(s), 8);
   check_model(skew_table(s), 1);
+  check_model(straggler_table(s), 4);  // the synthetic all-to-alls carry (pg, seq)
   check_model(memory_phase_table(s), 1);
   check_model(names_table(s), 1);
   check_model(compare_table(s, prof::analyze(*small_gpu_trace(2))), 4);
@@ -230,4 +231,79 @@ TEST(PhaseStyle, AllToAllsAndAttentionAreDistinct) {
   EXPECT_NE(phase_argb(prof::Phase::Attention, prof::Direction::Backward), c);
   EXPECT_EQ(format_duration_ns(1'250'000), "1.25 ms");
   EXPECT_EQ(format_bytes(3 << 20), "3.0 MiB");
+}
+
+TEST(TraceModels, StragglerTableCarriesTheWaitingAnalysis) {
+  prof::Summary s;
+  s.waiting.instances.resize(4);
+  prof::RankWaitRow a, b;
+  a.rank = 0;
+  a.collectives = 4;
+  a.last_arrivals = 1;
+  a.wait_caused_ns = 0;
+  a.wait_suffered_ns = 115000000;
+  b.rank = 1;
+  b.collectives = 4;
+  b.last_arrivals = 3;
+  b.wait_caused_ns = 100000000;
+  b.wait_suffered_ns = 40000000;
+  s.waiting.ranks = {a, b};
+  TableData t = straggler_table(s);
+  check_model(t, 2);
+  TableModel model;
+  model.setTable(t);
+  ASSERT_EQ(model.rowCount(), 2);
+  EXPECT_EQ(model.data(model.index(1, 2)).toLongLong(), 3);                 // last arrivals
+  EXPECT_EQ(model.data(model.index(1, 3)).toString(), QString("75.0"));    // 3 of 4
+  EXPECT_EQ(model.data(model.index(1, 4)).toString(), QString("100.000"));  // wait caused ms
+  EXPECT_EQ(model.data(model.index(0, 5)).toString(), QString("115.000"));  // wait suffered ms
+  EXPECT_EQ(model.data(model.index(1, 0), TableModel::KeyRole).toLongLong(), 1);
+}
+
+TEST(TraceModels, RangeStatisticsOfADraggedRange) {
+  // One lane: 20 "attention" ranges of 1..20 ms starting at 100 ms steps, and 3 "mlp" ranges of
+  // 5 ms; a head-lane copy that must not count. Window [0, 1500 ms) holds attention 1..15.
+  auto m = std::make_shared<prof::TraceModel>();
+  m->strings = {"attention", "mlp"};
+  prof::Lane main;
+  main.first = 0;
+  for (int i = 0; i < 20; ++i) {
+    prof::TraceRange r;
+    r.start_ns = int64_t(i) * 100000000;
+    r.end_ns = r.start_ns + int64_t(i + 1) * 1000000;
+    r.name_id = 0;
+    m->ranges.push_back(r);
+  }
+  for (int i = 0; i < 3; ++i) {
+    prof::TraceRange r;
+    r.start_ns = int64_t(i) * 100000000 + 50000000;
+    r.end_ns = r.start_ns + 5000000;
+    r.name_id = 1;
+    m->ranges.push_back(r);
+  }
+  std::sort(m->ranges.begin(), m->ranges.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  main.count = int64_t(m->ranges.size());
+  m->lanes.push_back(main);
+  prof::Lane copy;
+  copy.kind = prof::LaneKind::HeadRange;
+  copy.first = int64_t(m->ranges.size());
+  m->ranges.push_back(m->ranges[0]);
+  copy.count = 1;
+  m->lanes.push_back(copy);
+  TableData t = range_stats_table(*m, 0, 1500000000);
+  check_model(t, 2);
+  TableModel model;
+  model.setTable(t);
+  ASSERT_EQ(model.rowCount(), 2);
+  // attention 1..15 ms: count 15, total 120, mean 8, p50 = 8th = 8, p95 = ceil(14.25) = 15th = 15, max 15.
+  EXPECT_EQ(model.data(model.index(0, 0)).toString(), QString("attention"));
+  EXPECT_EQ(model.data(model.index(0, 2)).toLongLong(), 15);
+  EXPECT_EQ(model.data(model.index(0, 3)).toString(), QString("120.000"));
+  EXPECT_EQ(model.data(model.index(0, 4)).toString(), QString("8.000"));
+  EXPECT_EQ(model.data(model.index(0, 5)).toString(), QString("8.000"));
+  EXPECT_EQ(model.data(model.index(0, 6)).toString(), QString("15.000"));
+  EXPECT_EQ(model.data(model.index(0, 7)).toString(), QString("15.000"));
+  // mlp: 3 x 5 ms
+  EXPECT_EQ(model.data(model.index(1, 2)).toLongLong(), 3);
+  EXPECT_EQ(model.data(model.index(1, 3)).toString(), QString("15.000"));
 }

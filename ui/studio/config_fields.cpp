@@ -49,6 +49,8 @@ const QVector<FieldSpec>& configFields() {
       {"profile", "memory", K::Check, "Memory samples", "sample memory in the trace", {}},
       {"profile", "step_begin", K::Integer, "First traced step", "0-based", {}},
       {"profile", "step_end", K::Integer, "Last traced step", "-1 = all", {}},
+      {"faults", "slow_rank", K::Integer, "Slow rank", "this rank sleeps before each collective: a straggler on demand; -1 = off", {}},
+      {"faults", "delay_ms", K::Number, "Delay (ms)", "sleep of the slow rank before each collective", {}},
   };
   return t;
 }

@@ -51,6 +51,7 @@ QString sectionTitle(const QString& s) {
   if (s == QLatin1String("parallel")) return QStringLiteral("Parallelism");
   if (s == QLatin1String("train")) return QStringLiteral("Training");
   if (s == QLatin1String("data")) return QStringLiteral("Data");
+  if (s == QLatin1String("faults")) return QStringLiteral("Fault injection (demos)");
   return QStringLiteral("Profiling");
 }
 

@@ -30,6 +30,23 @@ QString summary_headline(const prof::Summary& s) {
                      .arg(s.num_kernels)
                      .arg(s.overall.ratio * 100.0, 0, 'f', 1)
                      .arg(dur(double(s.overall.comm_ns)), dur(double(s.overall.compute_ns)), dur(double(s.overall.overlap_ns)));
+  const auto& w = s.waiting;
+  if (!w.instances.empty()) {
+    int32_t worst = -1;
+    int64_t caused = -1;
+    for (const auto& r : w.ranks)
+      if (r.wait_caused_ns > caused) {
+        caused = r.wait_caused_ns;
+        worst = r.rank;
+      }
+    text += QObject::tr("\n%1 collectives paired across ranks: median arrival skew %2; rank %3 caused the most waiting (%4).")
+                .arg(qint64(w.instances.size()))
+                .arg(dur(w.median_skew_ns))
+                .arg(worst)
+                .arg(dur(double(caused)));
+  }
+  if (s.clock_error_ns >= 0)
+    text += QObject::tr("\nClocks aligned to rank 0 by measured offsets, error bound \u00b1%1.").arg(dur(double(s.clock_error_ns)));
   const auto& h = s.headline;
   if (h.steps > 0)
     text += QObject::tr("\nPer step (median of %1): %2 tokens/s, %3; per rank all-to-all %4 and all-reduce %5 sent; peak memory %6.")
@@ -56,6 +73,7 @@ ReportView::ReportView(QWidget* parent) : QWidget(parent) {
   layers_ = new TableModel(this);
   heads_ = new TableModel(this);
   skew_ = new TableModel(this);
+  stragglers_ = new TableModel(this);
   memory_ = new TableModel(this);
   names_ = new TableModel(this);
   compare_ = new TableModel(this);
@@ -65,6 +83,7 @@ ReportView::ReportView(QWidget* parent) : QWidget(parent) {
   tabs_->addTab(make_sorted_table(layers_, this), tr("Per layer"));
   tabs_->addTab(make_sorted_table(heads_, this), tr("Head ranges"));
   tabs_->addTab(make_sorted_table(skew_, this), tr("Rank skew"));
+  tabs_->addTab(make_sorted_table(stragglers_, this), tr("Stragglers"));
   tabs_->addTab(make_sorted_table(memory_, this), tr("Memory per phase"));
   tabs_->addTab(make_sorted_table(names_, this), tr("Top names"));
   connect(steps_view, &QTableView::activated, this, [this, steps_view](const QModelIndex& ix) {
@@ -87,6 +106,7 @@ void ReportView::setSummary(std::shared_ptr<const prof::Summary> s, const QStrin
   layers_->setTable(layer_table_data(S));
   heads_->setTable(head_range_table_data(S));
   skew_->setTable(skew_table(S));
+  stragglers_->setTable(straggler_table(S));
   memory_->setTable(memory_phase_table(S));
   names_->setTable(names_table(S));
   rebuildChart();

@@ -1,6 +1,6 @@
 // Overlap and breakdown report: the analysis core's tables (compute / communication / idle
 // per rank and step, overlap ratio, per-layer all-to-all and attention time, head ranges,
-// rank skew, memory per phase, top names) — the same prof::analyze() that
+// rank skew, stragglers (who waits for whom at each collective), memory per phase, top names) — the same prof::analyze() that
 // `ulysses-trace summary` prints — with a stacked bar chart per rank, and a comparison of
 // two runs side by side with differences.
 #pragma once
@@ -26,6 +26,7 @@ class ReportView : public QWidget {
   TableModel* stepsModel() const { return steps_; }
   TableModel* layersModel() const { return layers_; }
   TableModel* skewModel() const { return skew_; }
+  TableModel* stragglersModel() const { return stragglers_; }
   TableModel* compareModel() const { return compare_; }
   QTabWidget* tabs() const { return tabs_; }
 
@@ -40,7 +41,7 @@ class ReportView : public QWidget {
   QLabel* headline_;
   QTabWidget* tabs_;
   QChartView* chart_;
-  TableModel *ranks_, *steps_, *layers_, *heads_, *skew_, *memory_, *names_, *compare_;
+  TableModel *ranks_, *steps_, *layers_, *heads_, *skew_, *stragglers_, *memory_, *names_, *compare_;
   int compare_tab_ = -1;
 };
 

@@ -126,12 +126,17 @@ std::shared_ptr<TraceModel> make_synthetic_trace(const SyntheticOptions& o) {
     }
     int64_t t = 1'000'000;  // 1 ms
     int64_t mem = int64_t(2) << 30, peak = mem;
+    int32_t seq = 0, coll = -1;  // collective identity of the all-to-alls (SP group pg 1), as Comm stamps it
     auto push = [&](int32_t lane, int64_t s, int64_t e, int32_t name, Phase ph, Direction d, int32_t step, int32_t layer,
                     int32_t hb, int32_t he, int32_t chunk, int64_t bytes, uint8_t depth, bool kernel) {
       TraceRange x;
       x.start_ns = s; x.end_ns = e; x.rank = r; x.name_id = name; x.step = step; x.layer = layer;
       x.head_begin = hb; x.head_end = he; x.chunk = chunk; x.bytes_sent = bytes; x.bytes_recv = bytes;
       x.phase = ph; x.dir = d; x.depth = depth; x.is_kernel = kernel;
+      if (coll >= 0 && !kernel) {
+        x.pg = 1;
+        x.seq = coll;
+      }
       b.lane_ranges[size_t(lane)].push_back(x);
     };
     auto kernels = [&](int32_t stream, int64_t s, int64_t e, int32_t name, Phase ph, Direction d, int32_t step, int32_t layer,
@@ -171,9 +176,11 @@ std::shared_ptr<TraceModel> make_synthetic_trace(const SyntheticOptions& o) {
           for (int32_t c = 0; c < C; ++c) {
             auto [hb, he] = heads_of(c);
             const int64_t a0 = comm_free, a1 = a0 + dur(60);
+            coll = seq++;
             push(comm, a0, a1, s_s2h, Phase::A2ASeqToHead, d, st, layer, hb, he, c, bytes, 0, false);
             push(head_lane[size_t(c)], a0, a1, s_s2h, Phase::A2ASeqToHead, d, st, layer, hb, he, c, bytes, 0, false);
             kernels(s_nccl, a0, a1, k_nccl, Phase::A2ASeqToHead, d, st, layer, hb, he, c);
+            coll = -1;
             comm_free = s2h_end[size_t(c)] = a1;
           }
           for (int32_t c = 0; c < C; ++c) {
@@ -184,9 +191,11 @@ std::shared_ptr<TraceModel> make_synthetic_trace(const SyntheticOptions& o) {
             kernels(s_comp, t0, t1, dir == 0 ? k_flash : k_flash_b, Phase::Attention, d, st, layer, hb, he, c);
             att_t = t1;
             const int64_t h0 = std::max(t1, comm_free), h1 = h0 + dur(55);
+            coll = seq++;
             push(comm, h0, h1, s_h2s, Phase::A2AHeadToSeq, d, st, layer, hb, he, c, bytes, 0, false);
             push(head_lane[size_t(c)], h0, h1, s_h2s, Phase::A2AHeadToSeq, d, st, layer, hb, he, c, bytes, 0, false);
             kernels(s_nccl, h0, h1, k_nccl, Phase::A2AHeadToSeq, d, st, layer, hb, he, c);
+            coll = -1;
             comm_free = h1;
           }
           const int64_t a2a_end = comm_free;

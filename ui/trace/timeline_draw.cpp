@@ -182,4 +182,45 @@ int64_t hit_test(const DrawList& dl, float x, float y, float tol) {
   return best;
 }
 
+std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLayout& layout, const TimelineViewport& vp,
+                                       float y_scroll, int64_t selected) {
+  std::vector<FlowPoint> out;
+  const auto& m = ix.model();
+  if (selected < 0 || size_t(selected) >= m.ranges.size()) return out;
+  const prof::TraceRange& sel = m.ranges[size_t(selected)];
+  if (sel.pg < 0 || sel.seq < 0 || sel.is_kernel) return out;
+  std::vector<int64_t> best;  // per rank: earliest range with the id
+  for (const auto& lane : m.lanes) {
+    if (lane.kind == prof::LaneKind::HeadRange) continue;
+    for (int64_t k = lane.first; k < lane.first + lane.count; ++k) {
+      const prof::TraceRange& r = m.ranges[size_t(k)];
+      if (r.pg != sel.pg || r.seq != sel.seq || r.is_kernel) continue;
+      if (size_t(r.rank) >= best.size()) best.resize(size_t(r.rank) + 1, -1);
+      int64_t& b = best[size_t(r.rank)];
+      if (b < 0 || r.start_ns < m.ranges[size_t(b)].start_ns) b = k;
+    }
+  }
+  const float rh = layout.opt.row_h;
+  for (size_t rank = 0; rank < best.size(); ++rank) {
+    const int64_t k = best[rank];
+    if (k < 0) continue;
+    const prof::TraceRange& r = m.ranges[size_t(k)];
+    if (size_t(r.lane) >= layout.lanes.size()) continue;
+    const LaneLayout& ll = layout.lanes[size_t(r.lane)];
+    const int32_t rows = std::max(1, int32_t(ll.h / rh + 0.5f));
+    const int32_t d = std::min<int32_t>(r.depth, rows - 1);
+    FlowPoint fp;
+    fp.rank = r.rank;
+    fp.range = k;
+    fp.arrive_ns = r.start_ns;
+    fp.x = float(vp.x_of(r.start_ns));
+    fp.y = ll.y + float(d) * rh + rh / 2 - y_scroll;
+    out.push_back(fp);
+  }
+  std::sort(out.begin(), out.end(), [](const FlowPoint& a, const FlowPoint& b) {
+    return a.arrive_ns != b.arrive_ns ? a.arrive_ns < b.arrive_ns : a.rank < b.rank;
+  });
+  return out;
+}
+
 }  // namespace ulysses::ui

@@ -105,6 +105,22 @@ void compute_draw_list(const TimelineIndex& ix, const TimelineLayout& layout, co
 // Whether range r passes the filter of p.
 bool range_matches(const DrawParams& p, const prof::TraceRange& r);
 
+// Flow arrows joining one collective's instances across ranks (Perfetto-style flows): for the
+// range `selected` that carries a collective identity (pg, seq), one point per rank whose
+// range has the same identity (HeadRange copies skipped; an earlier HeadRange copy selected
+// resolves to its original), at the arrival (range start) on the range's row, sorted by
+// arrival. The widget draws an arrow from each point to the last one (the last arriver): the
+// horizontal length of each arrow is the time that rank waited. Empty when the range is not a
+// collective. x in widget time-area pixels, y in widget rows (y_scroll applied).
+struct FlowPoint {
+  int32_t rank = 0;
+  int64_t range = -1;
+  int64_t arrive_ns = 0;
+  float x = 0, y = 0;
+};
+std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLayout& layout, const TimelineViewport& vp,
+                                       float y_scroll, int64_t selected);
+
 // Index into out.items of the item under (x, y) (with a small horizontal tolerance), or -1.
 int64_t hit_test(const DrawList& dl, float x, float y, float tolerance_px = 2);
 

@@ -303,6 +303,7 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent* e) {
     selecting_ = false;
     const int a = std::min(press_pos_.x(), e->pos().x()) - gutter_, b = std::max(press_pos_.x(), e->pos().x()) - gutter_;
     if (b - a >= 3) {
+      emit timeRangeSelected(vp_.t_of(a), vp_.t_of(b));
       TimelineViewport v = vp_;
       v.fit(vp_.t_of(a), vp_.t_of(b));
       changeViewport(v);
@@ -393,6 +394,28 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
       p.setPen(it.flags & kDimmed ? QColor(200, 200, 200, 90) : QColor(Qt::white));
       const QRectF tr2 = r.intersected(QRectF(0, r.y(), vp_.width_px, r.height())).adjusted(3, 0, -2, 0);
       p.drawText(tr2, Qt::AlignVCenter | Qt::AlignLeft, fm.elidedText(QString::fromStdString(m.strings[size_t(it.name_id)]), Qt::ElideRight, int(tr2.width())));
+    }
+  }
+  // Flow arrows: the selected collective's instances on every rank, each arrival -> the last
+  // arrival (the straggler); an arrow's length is the time that rank waited.
+  if (selected_ >= 0) {
+    const auto flow = collective_flow(*index_, layout_, vp_, y_scroll_, selected_);
+    if (flow.size() > 1) {
+      const FlowPoint& last = flow.back();
+      p.setRenderHint(QPainter::Antialiasing, true);
+      p.setPen(QPen(QColor(255, 235, 59), 1.5));
+      for (size_t i = 0; i + 1 < flow.size(); ++i) {
+        const QPointF a(flow[i].x, flow[i].y), b(last.x, last.y);
+        p.drawLine(a, b);
+        const QLineF ln(b, a);  // arrow head at the last arrival
+        const double ang = std::atan2(ln.dy(), ln.dx());
+        for (double s : {0.45, -0.45})
+          p.drawLine(b, b + QPointF(std::cos(ang + s) * 8, std::sin(ang + s) * 8));
+      }
+      p.setPen(QColor(255, 235, 59));
+      p.drawText(QPointF(last.x + 4, last.y - 4),
+                 tr("last: rank %1, skew %2").arg(last.rank).arg(QString::fromStdString(format_duration_ns(double(last.arrive_ns - flow.front().arrive_ns)))));
+      p.setRenderHint(QPainter::Antialiasing, false);
     }
   }
   if (selecting_) {

@@ -51,6 +51,7 @@ class TimelineWidget : public QWidget {
  signals:
   void viewportChanged(const ulysses::ui::TimelineViewport& vp);
   void rangeSelected(qint64 range_index);  // -1 = cleared
+  void timeRangeSelected(qint64 t0_ns, qint64 t1_ns);  // a dragged range (right / shift drag), before it zooms in
 
  protected:
   void paintEvent(QPaintEvent*) override;

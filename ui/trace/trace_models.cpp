@@ -154,6 +154,56 @@ TableData skew_table(const prof::Summary& s) {
   return t;
 }
 
+TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1) {
+  std::map<std::pair<int32_t, bool>, std::vector<int64_t>> by_name;
+  for (const auto& lane : m.lanes) {
+    if (lane.kind == prof::LaneKind::HeadRange) continue;
+    for (int64_t k = lane.first; k < lane.first + lane.count; ++k) {
+      const prof::TraceRange& r = m.ranges[size_t(k)];
+      if (r.start_ns >= t0 && r.start_ns < t1) by_name[{r.name_id, r.is_kernel}].push_back(r.duration());
+    }
+  }
+  struct Row {
+    QString name;
+    bool kernel;
+    int64_t count, total, p50, p95, max;
+  };
+  std::vector<Row> rows;
+  for (auto& [key, d] : by_name) {
+    std::sort(d.begin(), d.end());
+    const auto n = int64_t(d.size());
+    auto pct = [&](int p) { return d[size_t(std::max<int64_t>(1, (p * n + 99) / 100) - 1)]; };
+    int64_t total = 0;
+    for (int64_t v : d) total += v;
+    const QString name = key.first >= 0 && size_t(key.first) < m.strings.size() ? qs(m.strings[size_t(key.first)]) : QStringLiteral("?");
+    rows.push_back({name, key.second, n, total, pct(50), pct(95), d.back()});
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.total != b.total ? a.total > b.total : a.name < b.name; });
+  TableData t;
+  t.headers = {"name", "kind", "count", "total ms", "mean ms", "p50 ms", "p95 ms", "max ms"};
+  qint64 key = 0;
+  for (const auto& r : rows) {
+    const double mean = double(r.total) / double(r.count);
+    t.add({r.name, r.kernel ? "gpu" : "range", qint64(r.count), ms(double(r.total)), ms(mean), ms(double(r.p50)), ms(double(r.p95)),
+           ms(double(r.max))},
+          {r.name, r.kernel ? "gpu" : "range", qint64(r.count), qint64(r.total), mean, qint64(r.p50), qint64(r.p95), qint64(r.max)}, key++);
+  }
+  return t;
+}
+
+TableData straggler_table(const prof::Summary& s) {
+  TableData t;
+  t.headers = {"rank", "collectives", "last arrivals", "last arrivals %", "wait caused ms", "wait suffered ms"};
+  for (const auto& r : s.waiting.ranks) {
+    const double pct = r.collectives > 0 ? 100.0 * double(r.last_arrivals) / double(r.collectives) : 0.0;
+    t.add({r.rank, qint64(r.collectives), qint64(r.last_arrivals), QString::number(pct, 'f', 1), ms(double(r.wait_caused_ns)),
+           ms(double(r.wait_suffered_ns))},
+          {r.rank, qint64(r.collectives), qint64(r.last_arrivals), pct, qint64(r.wait_caused_ns), qint64(r.wait_suffered_ns)},
+          r.rank);
+  }
+  return t;
+}
+
 TableData memory_phase_table(const prof::Summary& s) {
   TableData t;
   t.headers = {"label", "rank", "max allocated", "max reserved", "max peak", "samples"};

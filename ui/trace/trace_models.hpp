@@ -53,6 +53,12 @@ TableData step_table(const prof::Summary& s);
 TableData layer_table_data(const prof::Summary& s);
 TableData head_range_table_data(const prof::Summary& s);
 TableData skew_table(const prof::Summary& s);
+// Statistics of a dragged time range (Tracy-style): every range (kernels included, head-lane
+// copies skipped) that starts in [t0, t1), per name: count, total, mean, p50, p95, max (ms;
+// percentiles nearest-rank: the ceil(p/100 * n)-th smallest). Longest total first.
+TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1);
+// Waiting analysis per rank: collectives, last arrivals, wait caused / suffered (ms); key = rank.
+TableData straggler_table(const prof::Summary& s);
 TableData memory_phase_table(const prof::Summary& s);
 TableData names_table(const prof::Summary& s);
 // Side by side: metric, run A, run B, B - A, (B - A) / A in %.

@@ -68,7 +68,7 @@ class TraceViewPrivate {
   QLineEdit* filter = nullptr;
   QTimer* filter_timer = nullptr;
   TimelineWidget* timeline = nullptr;
-  TableModel *details = nullptr, *kernels = nullptr, *steps = nullptr, *search = nullptr;
+  TableModel *details = nullptr, *kernels = nullptr, *steps = nullptr, *search = nullptr, *stats = nullptr;
   QTableView *steps_view = nullptr, *search_view = nullptr, *kernels_view = nullptr;
   QTabWidget* bottom = nullptr;
   HeadMapView* headmap = nullptr;
@@ -178,6 +178,8 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   d->bottom->addTab(d->steps_view, tr("Steps"));
   d->search_view = make_table(d->search, d->bottom, false);
   d->bottom->addTab(d->search_view, tr("Matches"));
+  d->stats = new TableModel(this);
+  d->bottom->addTab(make_table(d->stats, d->bottom), tr("Range statistics"));
   tsplit->addWidget(d->bottom);
   tsplit->setStretchFactor(0, 3);
   tsplit->setStretchFactor(1, 1);
@@ -228,6 +230,11 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
     setView(QStringLiteral("report"));
   });
   connect(d->timeline, &TimelineWidget::rangeSelected, this, [this](qint64 r) { d->onSelected(r); });
+  connect(d->timeline, &TimelineWidget::timeRangeSelected, this, [this](qint64 t0, qint64 t1) {
+    if (!d->current.model) return;
+    d->stats->setTable(range_stats_table(*d->current.model, t0, t1));
+    d->bottom->setCurrentIndex(d->bottom->count() - 1);
+  });
   connect(d->timeline, &TimelineWidget::viewportChanged, this, [this](const TimelineViewport&) { d->onViewport(); });
   connect(d->memory, &MemoryView::viewportChanged, d->timeline, &TimelineWidget::setViewport);
   connect(d->filter, &QLineEdit::textChanged, d->filter_timer, qOverload<>(&QTimer::start));

@@ -122,6 +122,57 @@ struct Headline {
   int64_t peak_memory_bytes = 0;        // largest peak over all ranks' memory samples
 };
 
+// ---- waiting analysis: one collective's instances across ranks ---------------------------
+// A collective instance is the set of host ranges, one per member rank, that carry the same
+// (pg, seq) (TraceRange::pg / seq, stamped by the engine's Comm when it issues the
+// collective). On each rank the range starts when that rank arrived (issued the collective
+// to its group, after any injected fault delay, or, for queued async work, when the group's
+// previous collective finished); times are on the aligned clock (see TraceModel::clocks).
+//   arrival skew       last arrival - first arrival
+//   last arriver       the rank with the latest arrival (ties: the lowest rank)
+//   wait suffered(r)   sum over instances of (last arrival - arrival of r): time r waited
+//   wait caused(r)     sum over instances where r arrived last of the others' wait, so
+//                      sum(wait caused) = sum(wait suffered)
+// Only complete instances count (every rank seen in that process group has a range with the
+// id); traces without collective ids (format < 3, nsys) have none.
+struct CollectiveArrival {
+  int32_t rank = 0;
+  int64_t arrive_ns = 0, end_ns = 0;
+};
+struct CollectiveInstance {
+  int32_t pg = -1;
+  int64_t seq = -1;
+  int64_t step = -1;
+  Phase phase = Phase::Other;
+  Direction dir = Direction::None;
+  int32_t layer = -1;
+  std::vector<CollectiveArrival> arrivals;  // sorted by rank
+  int64_t first_arrival_ns = 0, last_arrival_ns = 0, skew_ns = 0;
+  int32_t last_arriver = -1;
+};
+struct RankWaitRow {
+  int32_t rank = 0;
+  int64_t collectives = 0;   // instances this rank took part in
+  int64_t last_arrivals = 0; // instances where it arrived last
+  int64_t wait_caused_ns = 0, wait_suffered_ns = 0;
+};
+// Per step: the rank whose work set the step's end, i.e. the last arriver at the step's last
+// collective (the one with the latest last arrival); without collectives, the rank whose step
+// ended last.
+struct StepEndRow {
+  int64_t step = -1;
+  int32_t rank = -1;
+  bool from_collective = false;
+  int64_t skew_ns = 0;  // arrival skew of that collective (0 without one)
+};
+struct WaitingAnalysis {
+  std::vector<CollectiveInstance> instances;  // complete instances, sorted by first arrival
+  int64_t incomplete = 0;                     // ids missing on some member rank (skipped)
+  double median_skew_ns = 0;                  // median over instances (upper median)
+  std::vector<RankWaitRow> ranks;             // every rank of the trace, sorted by rank
+  std::vector<StepEndRow> steps;              // sorted by step
+};
+
 struct AnalysisOptions {
   int64_t step_begin = 0, step_end = -1;  // steps to include (-1 = all)
   size_t top_names = 20;                  // rows in Summary::names
@@ -139,6 +190,8 @@ struct Summary {
   std::vector<SkewRow> skew;           // phases present in the trace, Step first
   std::vector<PhaseMemoryRow> memory;  // sorted by (label, rank)
   std::vector<NameRow> names;          // longest total first, top_names rows
+  WaitingAnalysis waiting;             // collectives across ranks: who waits for whom
+  int64_t clock_error_ns = -1;         // TraceModel::clock_error_ns(): ranks aligned within +-this; -1 = not aligned
 };
 
 // Whether a range counts as communication (kernel: name contains "nccl"; host: comm phase).
@@ -154,6 +207,8 @@ std::vector<HeadRangeRow> head_range_table(const TraceModel& m, const AnalysisOp
 std::vector<SkewRow> rank_skew(const TraceModel& m, const AnalysisOptions& o = {});
 std::vector<PhaseMemoryRow> peak_memory(const TraceModel& m, const AnalysisOptions& o = {});
 std::vector<NameRow> name_totals(const TraceModel& m, size_t top);
+
+WaitingAnalysis waiting_analysis(const TraceModel& m, const AnalysisOptions& o = {});
 
 Headline headline(const TraceModel& m, const AnalysisOptions& o = {});
 Summary analyze(const TraceModel& m, const AnalysisOptions& o = {});

@@ -3,6 +3,7 @@
 // export. Plain structs, no torch, no Qt. Fields may be added; none are removed.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,13 +34,17 @@ struct TraceRange {
   // launch and the external id the Tracer had pushed then; step, layer, phase, dir, heads and
   // chunk above are then those of the range that launched it. Host range: the external id
   // its push carried. 0 = none.
-  // (Packed after `parent`: 88 bytes per range.)
+  // (Packed after `parent`: 96 bytes per range.)
   uint32_t correlation = 0;  // CUPTI correlation ids are 32-bit
   // Kernel: index into TraceModel::ranges of the host range that launched it (the traced range
   // whose id it carries, or for an all-to-all issue the comm range recorded for it); -1 when
   // unknown. HeadRange copy: the host range it copies.
   int32_t origin = -1;
   int64_t external_id = 0;
+  // Collective identity (RangeInfo::pg / seq): the same (pg, seq) on every member rank names
+  // one collective instance. -1 = not a collective (and in traces older than format 3).
+  int32_t pg = -1;
+  int32_t seq = -1;
   int64_t duration() const { return end_ns - start_ns; }
 };
 
@@ -92,6 +97,27 @@ struct MemoryPoint {
   int64_t step = -1;     // step the sample was taken in
 };
 
+// A rank's clock against rank 0's, as measured at run start (and close) and stored in
+// ULYSSES_CLOCK. The loader subtracts offset_at(t) from every time of the rank when
+// `applied` (LoadOptions::align_clocks), so all ranks share rank 0's clock.
+struct ClockInfo {
+  int32_t rank = 0;
+  bool has_start = false, has_close = false;
+  int64_t start_offset_ns = 0, start_error_ns = 0, start_at_ns = 0;
+  int64_t close_offset_ns = 0, close_error_ns = 0, close_at_ns = 0;
+  bool applied = false;
+  // Offset at local time t: linear between the two measurements (drift), constant outside.
+  int64_t offset_at(int64_t t) const {
+    if (!has_close || (has_start && close_at_ns <= start_at_ns)) return start_offset_ns;
+    if (!has_start) return close_offset_ns;
+    if (t <= start_at_ns) return start_offset_ns;
+    if (t >= close_at_ns) return close_offset_ns;
+    const double f = static_cast<double>(t - start_at_ns) / static_cast<double>(close_at_ns - start_at_ns);
+    return start_offset_ns + static_cast<int64_t>(f * static_cast<double>(close_offset_ns - start_offset_ns));
+  }
+  int64_t error_ns() const { return std::max(has_start ? start_error_ns : 0, has_close ? close_error_ns : 0); }
+};
+
 struct TraceModel {
   std::string source;       // path it was loaded from
   bool from_nsys = false;   // an nsys export (no ULYSSES_* tables)
@@ -110,7 +136,15 @@ struct TraceModel {
   std::vector<StepInfo> steps;
   std::vector<MemoryPoint> memory;  // sorted by (rank, t_ns)
   std::vector<RuntimeCall> runtime; // sorted by (rank, start_ns)
+  std::vector<ClockInfo> clocks;    // ranks with a measured offset (none: one rank, old traces, nsys)
   int64_t t_min = 0, t_max = 0;
+  // Largest clock error bound over the ranks aligned to rank 0; -1 when no rank was aligned.
+  int64_t clock_error_ns() const {
+    int64_t e = -1;
+    for (const auto& c : clocks)
+      if (c.applied) e = std::max(e, c.error_ns());
+    return e;
+  }
 };
 
 }  // namespace ulysses::prof

@@ -42,6 +42,8 @@ struct LoadOptions {
   // ignores these lanes. Off saves memory on very large traces.
   bool head_lanes = true;
   bool gpu_activity = true;  // kernels, memcpy, memset (CUPTI / nsys)
+  // Shift each rank's times onto rank 0's clock with its measured offset (ULYSSES_CLOCK).
+  bool align_clocks = true;
 };
 
 // path = run directory, a single rank .sqlite, an nsys-exported .sqlite, a PyTorch profiler

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "ulysses/profiler/clock_sync.hpp"
 #include "ulysses/profiler/tracer.hpp"
 
 namespace ulysses::prof {
@@ -94,6 +95,8 @@ class TraceWriter {
   void write_gpu_info(int32_t device, const std::string& name, int64_t total_memory, int32_t sm_count,
                       int32_t cc_major, int32_t cc_minor);
   void set_metric(const std::string& name, double value);
+  // ULYSSES_CLOCK row: this rank's clock offset to rank 0 ("start" or "close").
+  void write_clock(const std::string& kind, const ClockOffset& c);
 
   void close();  // commit, checkpoint the WAL, close
 

@@ -28,6 +28,7 @@ namespace ulysses::prof {
 
 class GpuActivitySource;
 class GpuActivitySink;
+struct ClockOffset;
 
 enum class Phase : uint8_t {
   Step = 0,
@@ -64,6 +65,12 @@ struct RangeInfo {
   int32_t chunk = -1;       // head chunk index when head_chunks > 1
   int64_t bytes_sent = 0;   // for communication ranges: bytes this rank sent to others
   int64_t bytes_recv = 0;   //   and received from others (self-copy excluded)
+  // Collective identity, set where the collective is issued (engine Comm): the process
+  // group (0 = world, 1 + g = SP group g) and the group's sequence number of this
+  // collective, the same on every member rank. -1 = not a collective. A range that joins
+  // several messages (q, k, v sent apart) carries the first message's number.
+  int32_t pg = -1;
+  int64_t seq = -1;
 };
 
 struct StepRecord {
@@ -107,7 +114,10 @@ class Tracer {
   static std::unique_ptr<Tracer> open(const TracerOptions& opts);
   virtual ~Tracer();
 
-  static int64_t now_ns();  // host clock used for every timestamp (CLOCK_MONOTONIC ns)
+  // Host clock used for every timestamp (CLOCK_MONOTONIC ns). Test hook:
+  // ULYSSES_TEST_CLOCK_OFFSET="R:NS" adds NS to it in the process whose RANK is R (a rank
+  // whose clock really differs, for the clock alignment test).
+  static int64_t now_ns();
 
   virtual void begin_step(int64_t step) = 0;
   // Flushes every thread's buffer and commits; a killed process keeps all ended steps.
@@ -135,6 +145,10 @@ class Tracer {
   // Names the calling thread's row in the trace (ThreadNames); the thread that opened
   // the tracer is "main", ranges on kCommLane go to the "comm" row.
   virtual void set_thread_name(const std::string& name) {}
+
+  // This rank's measured clock offset to rank 0 (sync_clock, clock_sync.hpp); kind "start"
+  // (after the process groups are up) or "close" (at the end, for drift). ULYSSES_CLOCK.
+  virtual void record_clock(const std::string& kind, const ClockOffset& c) {}
 
   // GPU work the calling thread launches until pop_correlation() is tagged with `info`
   // (external correlation id, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION). For launches whose
