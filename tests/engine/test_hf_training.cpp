@@ -162,3 +162,12 @@ TEST(HfTrainingArguments, AdamWUsesTheConfiguredBetas) {
   EXPECT_EQ(ra.losses[0], rb.losses[0]);
   EXPECT_NE(ra.losses[2], rb.losses[2]);
 }
+
+TEST(HfTrainingArguments, Qwen3ExampleConfigIsValid) {
+  RunConfig c = load_run_config(std::string(ULYSSES_SOURCE_DIR) + "/resources/configs/qwen3-tiny.json");
+  EXPECT_TRUE(validate(c).empty());
+  EXPECT_EQ(c.model.model_type, "qwen3");
+  EXPECT_EQ(c.model.head_dim(), 32);
+  EXPECT_EQ(c.train.gradient_accumulation_steps, 2);
+  EXPECT_EQ(c.train.steps, 20);
+}

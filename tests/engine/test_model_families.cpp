@@ -204,7 +204,7 @@ TEST(Checkpoint, FamiliesSingleAndShardedReloadBitIdentical) {
       if (sharded) {
         auto index = load_json_file(dir + "/model.safetensors.index.json");
         std::set<std::string> files;
-        for (auto& [n, f] : index["weight_map"].items()) files.insert(f.get<std::string>());
+        for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) files.insert(it.value().get<std::string>());
         EXPECT_GE(files.size(), 2u);
         EXPECT_TRUE(files.count("model-00001-of-" + std::string(5 - std::to_string(files.size()).size(), '0') +
                                 std::to_string(files.size()) + ".safetensors"));
