@@ -26,7 +26,12 @@ case "$mode" in
     done
     [ -n "$py" ] || { echo "SKIP: no python with torch.distributed.run (install python3-torch)"; exit 77; }
     mkdir -p "$tmp/got"
-    "$py" -m torch.distributed.run --nnodes 1 --nproc_per_node "$np" --master_addr 127.0.0.1 --master_port "$(free_port)" \
+    # --redirects/--tee "1": torch 1.13 on Python >= 3.11 cannot parse their default "0"
+    # (Std.NONE is not iterated in a Flag enum), so stdout is redirected to its log dir.
+    # c10d rendezvous: the workers get their own MASTER_PORT (static rendezvous hands them
+    # the agent's store port with TORCHELASTIC_USE_AGENT_STORE, which the worker does not use).
+    "$py" -m torch.distributed.run --redirects 1 --tee 1 --log_dir "$tmp/trlog" --nnodes 1 --nproc_per_node "$np" \
+      --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$(free_port)" --rdzv_id "ulysses$$" \
       --no_python "$worker" --config "$cfg" --out "$tmp/got" > "$tmp/log" 2>&1 || { cat "$tmp/log"; exit 1; }
     ;;
   slurm)

@@ -28,7 +28,6 @@ ip -n "$b" addr add 10.213.0.2/24 dev "${tag}vb"
 for ns in "$a" "$b"; do ip -n "$ns" link set lo up; done
 ip -n "$a" link set "${tag}va" up
 ip -n "$b" link set "${tag}vb" up
-ip netns exec "$b" ping -c 1 -W 5 10.213.0.1 > /dev/null || { echo "veth link does not carry traffic"; exit 1; }
 
 cd "$src"
 "$run" resources/configs/tiny.json --set parallel.sp_size=2 --set train.steps=3 --set train.seq_length=64 \
