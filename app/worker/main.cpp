@@ -201,7 +201,8 @@ int main(int argc, char** argv) {
     }
     if (!cfg.train.save_to.empty() && env.rank == 0) {
       heartbeat.set(Phase::Save);
-      save_checkpoint(trainer.model(), cfg.train.save_to, cfg.train.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32);
+      save_checkpoint(trainer.model(), cfg.train.save_to, cfg.train.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32,
+                      cfg.train.save_shard_bytes);
       std::cerr << "ulysses-worker: saved Hugging Face checkpoint to " << cfg.train.save_to << std::endl;
     }
     heartbeat.set(Phase::Finish);

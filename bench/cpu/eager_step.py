@@ -5,7 +5,7 @@ The same math as engine/core/model.cpp + trainer.cpp, written the way a PyTorch 
 would (Hugging Face Llama "eager" attention): RMSNorm in fp32, RoPE with rotate_half,
 GQA by repeat_interleave of kv heads, causal softmax attention, SwiGLU MLP, no biases,
 loss = sum of token cross-entropies / valid tokens, global-norm clipping, AdamW
-(betas 0.9/0.95, eps 1e-8, weight decay on matrices only) with warmup + cosine.
+(train.adam_beta1/2, adam_epsilon; weight decay on matrices only) with get_scheduler's schedule.
 Data: the engine's deterministic batches (make_batch in engine/core/data.cpp: splitmix64
 offsets into the byte-level text / token file), so step s sees the same tokens.
 
@@ -237,11 +237,19 @@ def forward_loss_sum(P, m, ids, labels, pos0=0, sp=1):
 
 
 def learning_rate(t, s):
-    if s < t["warmup_steps"]:
-        return t["lr"] * (s + 1) / t["warmup_steps"]
-    span = max(1, t["steps"] - t["warmup_steps"])
-    progress = min(1.0, (s - t["warmup_steps"]) / span)
-    return t["min_lr"] + 0.5 * (t["lr"] - t["min_lr"]) * (1 + math.cos(math.pi * progress))
+    # transformers' get_scheduler lambdas (engine/core/trainer.cpp learning_rate, issue 14)
+    W, T, kind = t.get("warmup_steps", 0), t["steps"], t.get("lr_scheduler_type", "cosine_with_min_lr")
+    if s < W:
+        return t["lr"] * s / max(1, W)
+    if kind == "constant_with_warmup":
+        return t["lr"]
+    if kind == "linear":
+        return t["lr"] * max(0.0, (T - s) / max(1, T - W))
+    factor = 0.5 * (1.0 + math.cos(math.pi * 0.5 * 2.0 * (s - W) / max(1, T - W)))
+    if kind == "cosine_with_min_lr":
+        rate = t.get("min_lr", 0.0) / t["lr"]
+        factor = factor * (1 - rate) + rate
+    return t["lr"] * max(0.0, factor)
 
 
 def main():
@@ -274,7 +282,7 @@ def main():
     decay = [v for v in P.values() if v.dim() >= 2]
     no_decay = [v for v in P.values() if v.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": t.get("weight_decay", 0.0)}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=t["lr"], betas=(0.9, 0.95), eps=1e-8)
+                            lr=t["lr"], betas=(t.get("adam_beta1", 0.9), t.get("adam_beta2", 0.999)), eps=t.get("adam_epsilon", 1e-8))
     N, B, seed = t["seq_length"], t.get("micro_batch_size", 1), int(t.get("seed", 0))
     clip = t.get("grad_clip", 0.0)
     sp, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))

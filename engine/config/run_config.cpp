@@ -134,6 +134,18 @@ const std::vector<Field<ModelConfig>>& model_fields() {
       f("rope_theta", &ModelConfig::rope_theta),
       f("max_position_embeddings", &ModelConfig::max_position_embeddings),
       f("tie_word_embeddings", &ModelConfig::tie_word_embeddings),
+      f("model_type", &ModelConfig::model_type),
+      f("head_dim", &ModelConfig::explicit_head_dim),
+      f("attention_bias", &ModelConfig::attention_bias),
+      f("rope_type", &ModelConfig::rope_type),
+      f("rope_factor", &ModelConfig::rope_factor),
+      f("rope_low_freq_factor", &ModelConfig::rope_low_freq_factor),
+      f("rope_high_freq_factor", &ModelConfig::rope_high_freq_factor),
+      f("rope_original_max_position_embeddings", &ModelConfig::rope_original_max_position_embeddings),
+      f("rope_beta_fast", &ModelConfig::rope_beta_fast),
+      f("rope_beta_slow", &ModelConfig::rope_beta_slow),
+      f("rope_attention_factor", &ModelConfig::rope_attention_factor),
+      f("rope_truncate", &ModelConfig::rope_truncate),
   };
   return t;
 }
@@ -155,6 +167,11 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       f("min_lr", &TrainConfig::min_lr),
       f("weight_decay", &TrainConfig::weight_decay),
       f("grad_clip", &TrainConfig::grad_clip),
+      f("gradient_accumulation_steps", &TrainConfig::gradient_accumulation_steps),
+      f("adam_beta1", &TrainConfig::adam_beta1),
+      f("adam_beta2", &TrainConfig::adam_beta2),
+      f("adam_epsilon", &TrainConfig::adam_epsilon),
+      f("lr_scheduler_type", &TrainConfig::lr_scheduler_type),
       f("seed", &TrainConfig::seed),
       f("dtype", &TrainConfig::dtype),
       f("init_from", &TrainConfig::init_from),
@@ -162,6 +179,7 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       f("save_every", &TrainConfig::save_every),
       f("save_keep", &TrainConfig::save_keep),
       f("resume_from", &TrainConfig::resume_from),
+      f("save_shard_bytes", &TrainConfig::save_shard_bytes),
       f("device", &TrainConfig::device),
       f("threads_per_rank", &TrainConfig::threads_per_rank),
       f("activation_checkpointing", &TrainConfig::activation_checkpointing),
@@ -206,11 +224,29 @@ std::string key_list(const std::vector<Field<S>>& fields) {
   return out;
 }
 
+// Hugging Face TrainingArguments names read as our train keys (issue 14). Files we write
+// keep our names (the studio's forms and existing configs use them).
+const std::vector<std::pair<std::string, std::string>>& key_aliases() {
+  static const std::vector<std::pair<std::string, std::string>> t = {{"train.learning_rate", "train.lr"},
+                                                                     {"train.max_steps", "train.steps"},
+                                                                     {"train.per_device_train_batch_size", "train.micro_batch_size"},
+                                                                     {"train.max_grad_norm", "train.grad_clip"}};
+  return t;
+}
+std::string canonical_key(const std::string& dotted) {
+  for (const auto& [alias, ours] : key_aliases())
+    if (dotted == alias) return ours;
+  return dotted;
+}
+
 template <class S>
 void read_section(S& s, const json& j, const std::string& section, const std::vector<Field<S>>& fields) {
   if (!j.is_object()) throw ConfigError(section + " must be a JSON object");
   for (auto it = j.begin(); it != j.end(); ++it) {
-    auto fd = std::find_if(fields.begin(), fields.end(), [&](const Field<S>& x) { return it.key() == x.name; });
+    const std::string ours = canonical_key(section + "." + it.key()).substr(section.size() + 1);
+    if (ours != it.key() && j.contains(ours))
+      throw ConfigError(section + "." + it.key() + " and " + section + "." + ours + " name the same setting; keep one");
+    auto fd = std::find_if(fields.begin(), fields.end(), [&](const Field<S>& x) { return ours == x.name; });
     if (fd == fields.end())
       throw ConfigError("unknown config key '" + section + "." + it.key() + "' (valid keys in " + section + ": " +
                         key_list(fields) + ")");
@@ -242,7 +278,10 @@ int64_t file_size(const std::string& p) {
 
 int64_t ModelConfig::num_parameters() const {
   const int64_t d = hidden_size, dh = head_dim();
-  const int64_t attn = d * num_attention_heads * dh * 2 + d * num_key_value_heads * dh * 2;
+  int64_t attn = d * num_attention_heads * dh * 2 + d * num_key_value_heads * dh * 2;
+  if (qkv_bias()) attn += (num_attention_heads + 2 * num_key_value_heads) * dh;
+  if (o_bias()) attn += d;
+  if (qk_norm()) attn += 2 * dh;
   const int64_t mlp = 3 * d * intermediate_size;
   const int64_t layer = attn + mlp + 2 * d;
   int64_t n = vocab_size * d + num_hidden_layers * layer + d;
@@ -353,60 +392,250 @@ void apply_override(json& config, const std::string& assignment) {
     throw ConfigError(std::string("--set ") + assignment + ": " + e.what());
   }
   if (!config.contains(section)) config[section] = json::object();
+  // An HF alias overrides the key of our name (and removes the alias, so both never clash).
+  const std::string ours = canonical_key(key).substr(section.size() + 1);
+  if (ours != field && config[section].is_object()) {
+    config[section].erase(field);
+    config[section][ours] = value;
+    return;
+  }
+  if (config[section].is_object())
+    for (const auto& [alias, o] : key_aliases())
+      if (o == key) config[section].erase(alias.substr(section.size() + 1));
   config[section][field] = value;
 }
 
+// ---- Hugging Face config.json (Transformers v4 and v5 layouts) ----------------------
+
 static std::vector<std::string> kHfInformational = {
-    "architectures", "model_type", "torch_dtype", "dtype", "bos_token_id", "eos_token_id", "pad_token_id",
+    "torch_dtype", "dtype", "bos_token_id", "eos_token_id", "pad_token_id",
     "initializer_range", "pretraining_tp", "use_cache", "transformers_version", "attention_dropout",
-    "_name_or_path", "tokenizer_class"};
+    "_name_or_path", "tokenizer_class", "max_window_layers"};
+
+namespace {
+
+struct Family {
+  const char* arch;
+  const char* model_type;
+};
+constexpr Family kFamilies[] = {{"LlamaForCausalLM", "llama"},
+                                {"MistralForCausalLM", "mistral"},
+                                {"Qwen2ForCausalLM", "qwen2"},
+                                {"Qwen3ForCausalLM", "qwen3"}};
+const char* kFamilyList = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM";
+
+const char* arch_of(const std::string& model_type) {
+  for (const auto& f : kFamilies)
+    if (model_type == f.model_type) return f.arch;
+  return nullptr;
+}
+
+// One RoPE dictionary (v4 rope_scaling or v5 rope_parameters) into m's rope_* fields.
+// `where` names the key for messages. rope_theta inside it (v5) sets m.rope_theta.
+void read_rope_dict(const json& r, const std::string& where, ModelConfig& m) {
+  if (!r.is_object()) throw ConfigError("config.json: " + where + " must be an object or null, got " + show(r));
+  std::string type;
+  if (r.contains("rope_type") && !r["rope_type"].is_null()) type = r["rope_type"].is_string() ? r["rope_type"].get<std::string>() : "?";
+  else if (r.contains("type") && !r["type"].is_null()) type = r["type"].is_string() ? r["type"].get<std::string>() : "?";  // v4 legacy key
+  else if (r.contains("full_attention") || r.contains("sliding_attention"))
+    throw ConfigError("config.json: " + where + " per layer type (" + show(r) + ") is not supported (one RoPE for all layers only)");
+  else type = "default";
+  if (type != "default" && type != "linear" && type != "llama3" && type != "yarn")
+    throw ConfigError("config.json: " + where + " rope_type '" + type +
+                      "' is not supported (supported: default, linear, llama3, yarn; dynamic, longrope and others are refused)");
+  m.rope_type = type;
+  auto number = [&](const std::string& k) {
+    const json& v = r[k];
+    if (!v.is_number() || !std::isfinite(v.get<double>())) throw ConfigError("config.json: " + where + "." + k + " must be a number, got " + show(v));
+    return v.get<double>();
+  };
+  std::vector<std::string> allowed = {"rope_type", "type", "rope_theta"};
+  if (type == "linear") allowed.insert(allowed.end(), {"factor"});
+  if (type == "llama3") allowed.insert(allowed.end(), {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"});
+  if (type == "yarn")
+    allowed.insert(allowed.end(), {"factor", "attention_factor", "beta_fast", "beta_slow", "original_max_position_embeddings", "truncate",
+                                   "mscale", "mscale_all_dim"});
+  for (auto it = r.begin(); it != r.end(); ++it) {
+    const std::string& k = it.key();
+    if (std::find(allowed.begin(), allowed.end(), k) == allowed.end())
+      throw ConfigError("config.json: " + where + "." + k + " is not supported with rope_type " + type);
+    if (k == "rope_type" || k == "type") continue;
+    const json& v = it.value();
+    if (v.is_null()) continue;  // HF treats a null optional as absent (".get(k) or default")
+    if (k == "rope_theta") m.rope_theta = number(k);
+    else if (k == "factor") m.rope_factor = number(k);
+    else if (k == "low_freq_factor") m.rope_low_freq_factor = number(k);
+    else if (k == "high_freq_factor") m.rope_high_freq_factor = number(k);
+    else if (k == "beta_fast") m.rope_beta_fast = number(k);
+    else if (k == "beta_slow") m.rope_beta_slow = number(k);
+    else if (k == "attention_factor") m.rope_attention_factor = number(k);
+    else if (k == "original_max_position_embeddings") {
+      const double x = number(k);
+      if (x != std::trunc(x) || x < 1 || x > static_cast<double>(kMaxTokens))
+        throw ConfigError("config.json: " + where + ".original_max_position_embeddings must be a positive integer, got " + show(v));
+      m.rope_original_max_position_embeddings = static_cast<int64_t>(x);
+    } else if (k == "truncate") {
+      if (!v.is_boolean()) throw ConfigError("config.json: " + where + ".truncate must be true or false");
+      m.rope_truncate = v.get<bool>();
+    } else if (k == "mscale" || k == "mscale_all_dim") {
+      throw ConfigError("config.json: " + where + "." + k + " (DeepSeek-style yarn attention factor) is not supported");
+    }
+  }
+  if (type != "default" && !(r.contains("factor") && !r["factor"].is_null()))
+    throw ConfigError("config.json: " + where + " of rope_type " + type + " needs a factor");
+  if (type == "llama3")
+    for (const char* k : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
+      if (!r.contains(k) || r[k].is_null()) throw ConfigError("config.json: " + where + " of rope_type llama3 needs " + k);
+}
+
+}  // namespace
 
 ModelConfig model_from_hf_config(const json& hf) {
   if (!hf.is_object()) throw ConfigError("config.json must be a JSON object");
   ModelConfig m;
+  // Family: architectures[0] and model_type must name the same supported family.
+  std::string arch_type, model_type;
+  if (hf.contains("architectures") && !hf["architectures"].is_null()) {
+    const json& a = hf["architectures"];
+    if (!a.is_array() || a.size() != 1 || !a[0].is_string())
+      throw ConfigError("config.json: architectures must be a list of one name, got " + show(a));
+    const std::string name = a[0].get<std::string>();
+    for (const auto& f : kFamilies)
+      if (name == f.arch) arch_type = f.model_type;
+    if (arch_type.empty()) throw ConfigError("config.json: architecture " + name + " is not supported (supported: " + kFamilyList + ")");
+  }
+  if (hf.contains("model_type") && !hf["model_type"].is_null()) {
+    if (!hf["model_type"].is_string()) throw ConfigError("config.json: model_type must be a string");
+    model_type = hf["model_type"].get<std::string>();
+    if (!arch_of(model_type))
+      throw ConfigError("config.json: model_type '" + model_type + "' is not supported (supported: llama, mistral, qwen2, qwen3)");
+  }
+  if (!arch_type.empty() && !model_type.empty() && arch_type != model_type)
+    throw ConfigError("config.json: architectures names " + std::string(arch_of(arch_type)) + " but model_type is '" + model_type + "'");
+  m.model_type = !model_type.empty() ? model_type : !arch_type.empty() ? arch_type : "llama";
+  const bool qwen = m.model_type == "qwen2" || m.model_type == "qwen3";
+
   json ours = json::object();
   bool kv_given = false;
+  const json* rope_scaling = nullptr;
+  const json* rope_parameters = nullptr;
   for (auto it = hf.begin(); it != hf.end(); ++it) {
     const std::string& k = it.key();
     const json& v = it.value();
+    if (k == "architectures" || k == "model_type") continue;
     if (std::find(kHfInformational.begin(), kHfInformational.end(), k) != kHfInformational.end()) continue;
     if (k == "hidden_act") {
-      if (v != "silu") throw ConfigError("config.json: hidden_act '" + show(v) + "' is not supported (only silu)");
+      if (v != "silu") throw ConfigError("config.json: hidden_act " + show(v) + " is not supported (only silu)");
       continue;
     }
-    if (k == "attention_bias" || k == "mlp_bias") {
-      if (v.is_boolean() && v.get<bool>()) throw ConfigError("config.json: " + k + "=true is not supported (Llama has no biases)");
+    if (k == "mlp_bias") {
+      if (v.is_boolean() && v.get<bool>()) throw ConfigError("config.json: mlp_bias=true is not supported (no MLP biases)");
       continue;
     }
-    if (k == "rope_scaling") {
-      if (!v.is_null()) throw ConfigError("config.json: rope_scaling is not supported (only plain RoPE)");
+    if (k == "attention_bias") {
+      if (!v.is_boolean()) throw ConfigError("config.json: attention_bias must be true or false");
+      if (v.get<bool>() && (m.model_type == "mistral" || m.model_type == "qwen2"))
+        throw ConfigError("config.json: attention_bias=true is not part of " + std::string(arch_of(m.model_type)) +
+                          (m.model_type == "qwen2" ? " (it always has q/k/v biases and no o bias)" : " (it has no biases)"));
+      m.attention_bias = v.get<bool>();
       continue;
     }
-    if (k == "head_dim") continue;  // checked below
+    if (k == "rope_scaling") { rope_scaling = &v; continue; }
+    if (k == "rope_parameters") { rope_parameters = &v; continue; }
+    if (k == "partial_rotary_factor") {
+      if (!(v.is_number() && v.get<double>() == 1.0)) throw ConfigError("config.json: partial_rotary_factor " + show(v) + " is not supported (only 1.0)");
+      continue;
+    }
+    if (k == "sliding_window") {
+      // Qwen configs carry a window that only applies with use_sliding_window=true.
+      if (!v.is_null() && !qwen)
+        throw ConfigError("config.json: sliding_window=" + show(v) + " is not supported (full causal attention only); set it to null");
+      continue;
+    }
+    if (k == "use_sliding_window") {
+      if (!(v.is_boolean() && !v.get<bool>()))
+        throw ConfigError("config.json: use_sliding_window=" + show(v) + " is not supported (full causal attention only)");
+      continue;
+    }
+    if (k == "layer_types") {
+      if (!v.is_array()) throw ConfigError("config.json: layer_types must be a list");
+      for (const auto& lt : v)
+        if (lt != "full_attention")
+          throw ConfigError("config.json: layer_types entry " + show(lt) + " is not supported (only full_attention)");
+      continue;
+    }
+    if (k == "head_dim") {
+      if (v.is_null()) continue;
+      ours["head_dim"] = v;  // checked against hidden_size below
+      continue;
+    }
     if (k == "num_key_value_heads") kv_given = !v.is_null();
     if (v.is_null()) continue;
+    if (k.rfind("rope_", 0) == 0 && k != "rope_theta")
+      throw ConfigError("config.json: " + k + " is not a Hugging Face key (RoPE settings go in rope_scaling or rope_parameters)");
+    if (k == "model_type" || k == "attention_bias") continue;
     ours[k] = v;
   }
   read_section(m, ours, "model", model_fields());
   if (!kv_given) m.num_key_value_heads = m.num_attention_heads;
-  if (hf.contains("head_dim") && hf["head_dim"].is_number_integer() && m.num_attention_heads > 0 &&
-      hf["head_dim"].get<int64_t>() != m.hidden_size / m.num_attention_heads)
-    throw ConfigError("config.json: head_dim " + show(hf["head_dim"]) + " differs from hidden_size/num_attention_heads (" +
-                      num(m.hidden_size / m.num_attention_heads) + "), which is not supported");
+  // head_dim equal to hidden_size / heads is the implicit one (kept 0, so configs compare equal).
+  if (m.explicit_head_dim > 0 && m.num_attention_heads > 0 && m.hidden_size % m.num_attention_heads == 0 &&
+      m.explicit_head_dim == m.hidden_size / m.num_attention_heads)
+    m.explicit_head_dim = 0;
+  // v5 rope_parameters (rope_theta inside) wins over v4 rope_scaling; both set must agree.
+  ModelConfig from_params = m, from_scaling = m;
+  const bool has_params = rope_parameters && !rope_parameters->is_null();
+  const bool has_scaling = rope_scaling && !rope_scaling->is_null();
+  if (has_params) read_rope_dict(*rope_parameters, "rope_parameters", from_params);
+  if (has_scaling) read_rope_dict(*rope_scaling, "rope_scaling", from_scaling);
+  if (has_params && has_scaling) {
+    from_scaling.rope_theta = from_params.rope_theta;
+    if (write_section(from_params, model_fields()) != write_section(from_scaling, model_fields()))
+      throw ConfigError("config.json: rope_scaling " + show(*rope_scaling) + " and rope_parameters " + show(*rope_parameters) +
+                        " disagree; keep one");
+  }
+  m = has_params ? from_params : from_scaling;
   return m;
 }
 
 json model_to_hf_config(const ModelConfig& m, const std::string& torch_dtype) {
+  // Transformers v4 layout (rope_theta + rope_scaling), which v5 also reads.
   json j = write_section(m, model_fields());
-  j["architectures"] = json::array({"LlamaForCausalLM"});
-  j["model_type"] = "llama";
+  for (const char* k : {"model_type", "head_dim", "attention_bias", "rope_type", "rope_factor", "rope_low_freq_factor",
+                        "rope_high_freq_factor", "rope_original_max_position_embeddings", "rope_beta_fast", "rope_beta_slow",
+                        "rope_attention_factor", "rope_truncate"})
+    j.erase(k);
+  const char* arch = arch_of(m.model_type);
+  j["architectures"] = json::array({arch ? arch : "LlamaForCausalLM"});
+  j["model_type"] = m.model_type;
   j["hidden_act"] = "silu";
-  j["attention_bias"] = false;
-  j["mlp_bias"] = false;
+  if (m.model_type == "llama" || m.model_type == "qwen3") j["attention_bias"] = m.attention_bias;
+  if (m.model_type == "llama") {
+    j["mlp_bias"] = false;
+    j["pretraining_tp"] = 1;
+  }
+  if (m.model_type == "mistral" || m.model_type == "qwen2" || m.model_type == "qwen3") j["sliding_window"] = nullptr;
+  if (m.model_type == "qwen2" || m.model_type == "qwen3") j["use_sliding_window"] = false;
   j["attention_dropout"] = 0.0;
-  j["rope_scaling"] = nullptr;
+  if (m.rope_type == "default") {
+    j["rope_scaling"] = nullptr;
+  } else {
+    json r = {{"rope_type", m.rope_type}, {"factor", m.rope_factor}};
+    if (m.rope_type == "llama3") {
+      r["low_freq_factor"] = m.rope_low_freq_factor;
+      r["high_freq_factor"] = m.rope_high_freq_factor;
+      r["original_max_position_embeddings"] = m.rope_original_max_position_embeddings;
+    }
+    if (m.rope_type == "yarn") {
+      r["beta_fast"] = m.rope_beta_fast;
+      r["beta_slow"] = m.rope_beta_slow;
+      if (m.rope_attention_factor > 0) r["attention_factor"] = m.rope_attention_factor;
+      if (m.rope_original_max_position_embeddings > 0) r["original_max_position_embeddings"] = m.rope_original_max_position_embeddings;
+      if (!m.rope_truncate) r["truncate"] = false;
+    }
+    j["rope_scaling"] = r;
+  }
   j["initializer_range"] = 0.02;
-  j["pretraining_tp"] = 1;
   j["use_cache"] = true;
   j["head_dim"] = m.head_dim();
   j["torch_dtype"] = torch_dtype;
@@ -448,6 +677,50 @@ int64_t local_q_heads(const RunConfig& cfg) { return cfg.model.num_attention_hea
 int64_t local_kv_heads(const RunConfig& cfg) {
   const int64_t kv = cfg.model.num_key_value_heads, p = cfg.parallel.sp_size;
   return kv >= p ? kv / p : 1;
+}
+
+// Family and RoPE rules of the model section (issue 14); formulas in docs/CONTRACTS.md.
+static void validate_model_family(const ModelConfig& m, const std::function<void(const std::string&, const std::string&)>& bad) {
+  if (m.model_type != "llama" && m.model_type != "mistral" && m.model_type != "qwen2" && m.model_type != "qwen3")
+    bad("model.model_type", "model.model_type must be llama, mistral, qwen2 or qwen3, got '" + m.model_type + "'");
+  else if (m.attention_bias && (m.model_type == "mistral" || m.model_type == "qwen2"))
+    bad("model.attention_bias", "model.attention_bias must be false for " + m.model_type +
+                                    (m.model_type == "qwen2" ? " (it always has q/k/v biases and no o bias)" : " (it has no biases)"));
+  const std::string& t = m.rope_type;
+  if (t != "default" && t != "linear" && t != "llama3" && t != "yarn") {
+    bad("model.rope_type", "model.rope_type must be default, linear, llama3 or yarn, got '" + t + "'");
+    return;
+  }
+  auto finite = [](double x) { return std::isfinite(x); };
+  if (t != "default" && !(finite(m.rope_factor) && m.rope_factor >= 1 && m.rope_factor <= 1e6))
+    bad("model.rope_factor", "model.rope_factor must be between 1 and 1e6 for rope_type " + t);
+  if (m.rope_original_max_position_embeddings < 0 || m.rope_original_max_position_embeddings > kMaxTokens)
+    bad("model.rope_original_max_position_embeddings", "model.rope_original_max_position_embeddings must be >= 0 and at most " + num(kMaxTokens));
+  if (t == "llama3") {
+    if (m.rope_original_max_position_embeddings < 1)
+      bad("model.rope_original_max_position_embeddings", "rope_type llama3 needs model.rope_original_max_position_embeddings (e.g. 8192)");
+    if (!(finite(m.rope_low_freq_factor) && finite(m.rope_high_freq_factor) && m.rope_low_freq_factor > 0 &&
+          m.rope_high_freq_factor > m.rope_low_freq_factor))
+      bad("model.rope_high_freq_factor", "rope_type llama3 needs 0 < model.rope_low_freq_factor < model.rope_high_freq_factor");
+  }
+  if (t == "yarn") {
+    if (!(finite(m.rope_beta_fast) && finite(m.rope_beta_slow) && m.rope_beta_fast > 0 && m.rope_beta_slow > 0))
+      bad("model.rope_beta_fast", "rope_type yarn needs positive model.rope_beta_fast and model.rope_beta_slow");
+    if (!(finite(m.rope_attention_factor) && m.rope_attention_factor >= 0))
+      bad("model.rope_attention_factor", "model.rope_attention_factor must be >= 0 (0 = Hugging Face's default 0.1 ln(factor) + 1)");
+    // Transformers versions disagree on yarn's factor when original_max_position_embeddings is
+    // set (some replace factor by max_position_embeddings / original): accept only configs on
+    // which they agree.
+    const int64_t orig = m.rope_original_max_position_embeddings;
+    if (orig > 0 && std::fabs(static_cast<double>(m.max_position_embeddings) - m.rope_factor * static_cast<double>(orig)) > 1e-6) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%g", m.rope_factor);
+      bad("model.max_position_embeddings", "rope_type yarn with original_max_position_embeddings " + num(orig) + " and factor " + buf +
+                                               " needs model.max_position_embeddings = factor x original = " +
+                                               num(static_cast<int64_t>(std::llround(m.rope_factor * static_cast<double>(orig)))) +
+                                               " (got " + num(m.max_position_embeddings) + "; Transformers versions compute different frequencies otherwise)");
+    }
+  }
 }
 
 std::vector<ConfigIssue> validate(const RunConfig& c) {
@@ -492,6 +765,18 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
   if (finite("train.grad_clip", t.grad_clip) && t.grad_clip < 0)
     bad("train.grad_clip", "train.grad_clip must be >= 0 (0 disables clipping)");
   in_range("train.threads_per_rank", t.threads_per_rank, 0, kMaxThreads);
+  in_range("train.gradient_accumulation_steps", t.gradient_accumulation_steps, 1, 65536);
+  if (finite("train.adam_beta1", t.adam_beta1) && !(t.adam_beta1 >= 0 && t.adam_beta1 < 1))
+    bad("train.adam_beta1", "train.adam_beta1 must be in [0, 1)");
+  if (finite("train.adam_beta2", t.adam_beta2) && !(t.adam_beta2 >= 0 && t.adam_beta2 < 1))
+    bad("train.adam_beta2", "train.adam_beta2 must be in [0, 1)");
+  if (finite("train.adam_epsilon", t.adam_epsilon) && !(t.adam_epsilon > 0 && t.adam_epsilon <= 1))
+    bad("train.adam_epsilon", "train.adam_epsilon must be positive and at most 1");
+  if (t.lr_scheduler_type != "cosine" && t.lr_scheduler_type != "cosine_with_min_lr" && t.lr_scheduler_type != "linear" &&
+      t.lr_scheduler_type != "constant_with_warmup")
+    bad("train.lr_scheduler_type", "train.lr_scheduler_type must be cosine, cosine_with_min_lr, linear or constant_with_warmup, got '" +
+                                       t.lr_scheduler_type + "'");
+  in_range("train.save_shard_bytes", t.save_shard_bytes, 0, int64_t{1} << 50);
   if (finite("model.rms_norm_eps", m.rms_norm_eps) && !(m.rms_norm_eps > 0 && m.rms_norm_eps <= 1))
     bad("model.rms_norm_eps", "model.rms_norm_eps must be positive and at most 1");
   if (finite("model.rope_theta", m.rope_theta) && !(m.rope_theta > 0 && m.rope_theta <= 1e15))
@@ -524,10 +809,13 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
                                   ") with this model needs more than 2^63 bytes for one step's activations; reduce them");
   }
 
+  ok_model &= in_range("model.head_dim", m.explicit_head_dim, 0, kMaxHidden);
   if (ok_model) {
-    if (m.hidden_size % m.num_attention_heads != 0)
+    if (m.explicit_head_dim > 0) {
+      if (m.head_dim() % 2 != 0) bad("model.head_dim", "model.head_dim (" + num(m.head_dim()) + ") must be even for RoPE");
+    } else if (m.hidden_size % m.num_attention_heads != 0)
       bad("model.hidden_size", "model.hidden_size (" + num(m.hidden_size) + ") must be divisible by model.num_attention_heads (" +
-                                   num(m.num_attention_heads) + ")");
+                                   num(m.num_attention_heads) + "), or set model.head_dim");
     else if (m.head_dim() % 2 != 0)
       bad("model.hidden_size", "head dimension hidden_size/num_attention_heads (" + num(m.head_dim()) + ") must be even for RoPE");
     if (m.num_attention_heads % m.num_key_value_heads != 0)
@@ -554,6 +842,7 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
                                         num(hq));
     }
   }
+  validate_model_family(m, bad);
   if (p.backend != "auto" && p.backend != "gloo" && p.backend != "nccl")
     bad("parallel.backend", "parallel.backend must be auto, gloo or nccl, got '" + p.backend + "'");
   if (t.dtype != "float32" && t.dtype != "bfloat16")
@@ -648,7 +937,11 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c) {
     const std::string st = (dir / "model.safetensors").string();
     const std::string why = regular_file_problem(st);
     if (why == "no such file")
-      bad("train.init_from", st + " not found (sharded checkpoints are not supported)");
+      {
+        const std::string idx = (dir / "model.safetensors.index.json").string();
+        if (!regular_file_problem(idx).empty())
+          bad("train.init_from", st + " not found, nor a sharded checkpoint's " + idx);
+      }
     else if (!why.empty())
       bad("train.init_from", st + ": " + why);
   }

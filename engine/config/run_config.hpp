@@ -33,8 +33,29 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   int64_t max_position_embeddings = 4096;
   bool tie_word_embeddings = false;
+  // Family, as Hugging Face's model_type: llama | mistral | qwen2 | qwen3 (issue 14).
+  //   llama:   LlamaForCausalLM, q/k/v/o biases when attention_bias
+  //   mistral: MistralForCausalLM, no biases, no sliding window
+  //   qwen2:   Qwen2ForCausalLM, q/k/v biases always, no o bias
+  //   qwen3:   Qwen3ForCausalLM, per-head RMSNorm on q and k before RoPE, q/k/v/o biases when attention_bias
+  std::string model_type = "llama";
+  int64_t explicit_head_dim = 0;  // config key "head_dim"; 0 = hidden_size / num_attention_heads
+  bool attention_bias = false;
+  // RoPE scaling (HF rope_scaling (v4) / rope_parameters (v5)); formulas in docs/CONTRACTS.md.
+  std::string rope_type = "default";  // default | linear | llama3 | yarn
+  double rope_factor = 1.0;             // linear, llama3, yarn
+  double rope_low_freq_factor = 1.0;    // llama3
+  double rope_high_freq_factor = 4.0;   // llama3
+  int64_t rope_original_max_position_embeddings = 0;  // llama3 (required), yarn (0 = absent)
+  double rope_beta_fast = 32.0;         // yarn
+  double rope_beta_slow = 1.0;          // yarn
+  double rope_attention_factor = 0.0;   // yarn; 0 = absent (HF default 0.1 ln(factor) + 1)
+  bool rope_truncate = true;            // yarn: floor/ceil the correction range
 
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_attention_heads; }
+  bool qkv_bias() const { return model_type == "qwen2" || attention_bias; }
+  bool o_bias() const { return model_type != "qwen2" && attention_bias; }
+  bool qk_norm() const { return model_type == "qwen3"; }
   // Number of trainable parameters (embedding, layers, final norm, head if untied).
   int64_t num_parameters() const;
 };
@@ -58,6 +79,13 @@ struct TrainConfig {
   double min_lr = 3e-4;
   double weight_decay = 0.1;
   double grad_clip = 1.0;
+  // Hugging Face TrainingArguments conventions (issue 14); the names above are also read
+  // under HF's names (learning_rate, max_steps, per_device_train_batch_size, max_grad_norm).
+  int64_t gradient_accumulation_steps = 1;  // micro-batches per optimizer step, token-weighted
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  std::string lr_scheduler_type = "cosine_with_min_lr";  // cosine | cosine_with_min_lr | linear | constant_with_warmup
   int64_t seed = 1234;
   std::string dtype = "float32";  // float32 | bfloat16
   std::string init_from;          // HF checkpoint directory, empty = random init
@@ -65,6 +93,7 @@ struct TrainConfig {
   int64_t save_every = 0;         // full training state into save_to/step-N every this many steps, 0 = off
   int64_t save_keep = 2;          // keep the last this many complete step-N checkpoints
   std::string resume_from;        // a save_to folder (its latest complete checkpoint) or one step-N folder, empty = none
+  int64_t save_shard_bytes = 0;   // > 0: save_to is sharded into files of at most this many bytes (HF layout)
   std::string device = "auto";    // auto | cpu | cuda
   int64_t threads_per_rank = 0;   // 0 = cores / local ranks
   // Long-sequence memory techniques (Arctic Long Sequence Training style).

@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 
 namespace ulysses {
@@ -105,32 +107,136 @@ std::map<std::string, at::Tensor> read_safetensors(const std::string& path) {
   return out;
 }
 
-void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dtype) {
+namespace {
+
+// Writes `text` to path atomically (tmp + rename).
+void write_text_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+    out << text;
+    out.close();
+    if (!out) throw std::runtime_error("writing " + tmp + " failed (disk full?)");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + ec.message());
+}
+
+const char* torch_dtype_name(torch::Dtype d) {
+  return d == torch::kBFloat16 ? "bfloat16" : d == torch::kFloat16 ? "float16" : "float32";
+}
+
+// Earlier weights in dir that a new save would leave contradicting it: the single file, an
+// index and its shards (model-XXXXX-of-YYYYY.safetensors).
+void remove_old_weights(const fs::path& dir) {
+  std::error_code ec;
+  fs::remove(dir / "model.safetensors", ec);
+  fs::remove(dir / "model.safetensors.index.json", ec);
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    if (n.rfind("model-", 0) == 0 && n.find("-of-") != std::string::npos && n.size() > 12 &&
+        n.compare(n.size() - 12, 12, ".safetensors") == 0)
+      fs::remove(it->path(), ec);
+  }
+}
+
+}  // namespace
+
+std::vector<std::vector<size_t>> plan_shards(const std::vector<int64_t>& nbytes, int64_t shard_bytes) {
+  // Hugging Face's greedy split: tensors in order, a new shard when the next tensor would
+  // take the current one past shard_bytes; a tensor larger than shard_bytes sits alone.
+  std::vector<std::vector<size_t>> shards;
+  int64_t cur = 0;
+  for (size_t i = 0; i < nbytes.size(); ++i) {
+    if (shards.empty() || (shard_bytes > 0 && cur + nbytes[i] > shard_bytes && !shards.back().empty())) {
+      shards.emplace_back();
+      cur = 0;
+    }
+    shards.back().push_back(i);
+    cur += nbytes[i];
+  }
+  return shards;
+}
+
+void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dtype, int64_t shard_bytes) {
+  if (dtype != torch::kFloat32 && dtype != torch::kBFloat16 && dtype != torch::kFloat16)
+    throw std::invalid_argument("save_checkpoint: dtype must be float32, bfloat16 or float16");
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw std::runtime_error("cannot create checkpoint directory " + dir + ": " + ec.message());
   std::vector<std::pair<std::string, at::Tensor>> ts;
-  for (auto& [name, t] : model.named_parameters()) ts.emplace_back(name, t.detach().to(dtype));
-  write_safetensors((fs::path(dir) / "model.safetensors").string(), ts);
-  const std::string cfg_path = (fs::path(dir) / "config.json").string();
-  const std::string tmp = cfg_path + ".tmp";
-  {
-    std::ofstream cfg(tmp, std::ios::trunc);
-    if (!cfg) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
-    cfg << model_to_hf_config(model.config(), dtype == torch::kBFloat16 ? "bfloat16" : "float32").dump(2) << "\n";
-    cfg.close();
-    if (!cfg) throw std::runtime_error("writing " + tmp + " failed (disk full?)");
+  std::vector<int64_t> sizes;
+  int64_t total = 0;
+  for (auto& [name, t] : model.named_parameters()) {
+    ts.emplace_back(name, t.detach().to(torch::kCPU).to(dtype));
+    sizes.push_back(ts.back().second.numel() * static_cast<int64_t>(ts.back().second.element_size()));
+    total += sizes.back();
   }
-  fs::rename(tmp, cfg_path, ec);
-  if (ec) throw std::runtime_error("cannot rename " + tmp + " to " + cfg_path + ": " + ec.message());
+  const fs::path d(dir);
+  const auto shards = plan_shards(sizes, shard_bytes);
+  remove_old_weights(d);
+  if (shards.size() <= 1) {
+    write_safetensors((d / "model.safetensors").string(), ts);
+  } else {
+    // HF layout: model-00001-of-0000N.safetensors + model.safetensors.index.json
+    json index = {{"metadata", {{"total_size", total}}}, {"weight_map", json::object()}};
+    char name[64];
+    for (size_t s = 0; s < shards.size(); ++s) {
+      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+      std::vector<std::pair<std::string, at::Tensor>> part;
+      for (size_t i : shards[s]) {
+        part.push_back(ts[i]);
+        index["weight_map"][ts[i].first] = name;
+      }
+      write_safetensors((d / name).string(), part);
+    }
+    write_text_file((d / "model.safetensors.index.json").string(), index.dump(2) + "\n");
+  }
+  write_text_file((d / "config.json").string(), model_to_hf_config(model.config(), torch_dtype_name(dtype)).dump(2) + "\n");
+}
+
+std::map<std::string, at::Tensor> read_checkpoint_tensors(const std::string& dir) {
+  const fs::path d(dir);
+  const std::string single = (d / "model.safetensors").string();
+  const std::string index_path = (d / "model.safetensors.index.json").string();
+  std::error_code ec;
+  if (fs::exists(single, ec)) return read_safetensors(single);
+  if (!fs::exists(index_path, ec))
+    throw ConfigError("checkpoint " + dir + " has neither model.safetensors nor model.safetensors.index.json");
+  const json index = load_json_file(index_path);
+  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+    throw ConfigError(index_path + ": needs a \"weight_map\" object mapping tensor names to shard files");
+  std::map<std::string, std::string> owner;  // tensor -> shard file
+  std::vector<std::string> files;
+  for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
+    if (!it.value().is_string()) throw ConfigError(index_path + ": weight_map." + it.key() + " must be a file name");
+    const std::string f = it.value().get<std::string>();
+    // A shard is a plain file next to the index: no directories, no way out of dir.
+    if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == "..")
+      throw ConfigError(index_path + ": shard file name '" + f + "' must be a plain file name in " + dir);
+    owner[it.key()] = f;
+    if (std::find(files.begin(), files.end(), f) == files.end()) files.push_back(f);
+  }
+  std::map<std::string, at::Tensor> out;
+  for (const auto& f : files) {
+    auto part = read_safetensors((d / f).string());
+    for (auto& [name, t] : part) {
+      auto o = owner.find(name);
+      if (o == owner.end() || o->second != f) continue;  // the index names where each tensor lives
+      out[name] = t;
+    }
+  }
+  for (const auto& [name, f] : owner)
+    if (!out.count(name)) throw ConfigError(index_path + ": tensor " + name + " is not in its shard " + f);
+  return out;
 }
 
 void load_checkpoint(LlamaModel& model, const std::string& dir) {
-  const std::string path = (fs::path(dir) / "model.safetensors").string();
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw ConfigError(path + " not found (sharded checkpoints are not supported)");
+  const std::string path = dir;
   try {
-    auto tensors = read_safetensors(path);
+    auto tensors = read_checkpoint_tensors(dir);
     torch::NoGradGuard ng;
     std::string missing;
     for (auto& [name, p] : model.named_parameters()) {
@@ -141,12 +247,12 @@ void load_checkpoint(LlamaModel& model, const std::string& dir) {
       }
       if (it->second.sizes() != p.sizes()) {
         std::ostringstream msg;
-        msg << path << ": " << name << " has shape " << it->second.sizes() << ", the model expects " << p.sizes();
+        msg << "checkpoint " << path << ": " << name << " has shape " << it->second.sizes() << ", the model expects " << p.sizes();
         throw ConfigError(msg.str());
       }
       p.copy_(it->second.to(p.scalar_type()));
     }
-    if (!missing.empty()) throw ConfigError(path + " lacks tensors: " + missing);
+    if (!missing.empty()) throw ConfigError("checkpoint " + path + " lacks tensors: " + missing);
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& e) {  // c10::Error, std::bad_alloc, filesystem errors: name the file

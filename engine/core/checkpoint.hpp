@@ -1,4 +1,5 @@
-// Hugging Face checkpoints: model.safetensors (HF parameter names) + config.json.
+// Hugging Face checkpoints: model.safetensors or sharded model-*-of-*.safetensors + index
+// (HF parameter names) + config.json.
 // The safetensors format: 8-byte little-endian header length, a JSON header mapping each
 // name to {dtype, shape, data_offsets}, then the raw little-endian tensor bytes.
 #pragma once
@@ -12,11 +13,19 @@
 
 namespace ulysses {
 
-// Writes dir/model.safetensors and dir/config.json (creates dir). `dtype` is F32 or BF16.
-void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dtype);
-// Loads dir/model.safetensors into the model's parameters (any of F32/F16/BF16).
-// Throws ConfigError on missing tensors or shape mismatches, naming them.
+// Writes dir/config.json and the weights in HF names: dir/model.safetensors, or with
+// shard_bytes > 0 and more than that many bytes, HF's sharded layout
+// (model-00001-of-0000N.safetensors + model.safetensors.index.json, greedy split in
+// parameter order). Earlier weight files in dir are removed first. dtype: F32, BF16 or F16.
+void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dtype, int64_t shard_bytes = 0);
+// Loads dir/model.safetensors, or the shards named by dir/model.safetensors.index.json,
+// into the model's parameters (any of F32/F16/BF16). Throws ConfigError on missing
+// tensors or shape mismatches, naming them.
 void load_checkpoint(LlamaModel& model, const std::string& dir);
+// Every tensor of a checkpoint directory (single file or sharded).
+std::map<std::string, at::Tensor> read_checkpoint_tensors(const std::string& dir);
+// Tensor indices per shard for tensors of these byte sizes (HF's greedy split).
+std::vector<std::vector<size_t>> plan_shards(const std::vector<int64_t>& nbytes, int64_t shard_bytes);
 
 // Low-level: read every tensor of a .safetensors file; write a map of tensors.
 std::map<std::string, at::Tensor> read_safetensors(const std::string& path);

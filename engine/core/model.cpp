@@ -39,16 +39,75 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
   return w * x32.to(x.scalar_type());
 }
 
-std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, int64_t dh, double theta, const at::TensorOptions& out) {
+std::pair<at::Tensor, double> rope_inv_freq(const ModelConfig& c) {
+  // Hugging Face's modeling_rope_utils maths (Transformers >= 4.48 for yarn), fp32 tensors
+  // with double scalars as in Python; formulas in docs/CONTRACTS.md. Returns the (dh/2)
+  // inverse frequencies and the factor cos and sin are multiplied by ("attention_scaling").
+  const int64_t dim = c.head_dim();
+  const double base = c.rope_theta;
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  auto exponents = torch::arange(0, dim, 2, f32.dtype(torch::kInt64)).to(torch::kFloat32) / static_cast<double>(dim);  // (dh/2)
+  auto inv_freq = 1.0 / torch::pow(base, exponents);  // (dh/2)
+  if (c.rope_type == "default") return {inv_freq, 1.0};
+  const double factor = c.rope_factor;
+  if (c.rope_type == "linear") return {inv_freq / factor, 1.0};
+  if (c.rope_type == "llama3") {
+    const double lo = c.rope_low_freq_factor, hi = c.rope_high_freq_factor;
+    const double old_ctx = static_cast<double>(c.rope_original_max_position_embeddings);
+    const double low_freq_wavelen = old_ctx / lo, high_freq_wavelen = old_ctx / hi;
+    auto wavelen = inv_freq.reciprocal() * (2 * M_PI);  // Python's `2 * math.pi / inv_freq`
+    auto llama = torch::where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq);
+    auto smooth = (wavelen.reciprocal() * old_ctx - lo) / (hi - lo);
+    auto smoothed = (1.0 - smooth) * llama / factor + smooth * llama;
+    auto medium = (wavelen >= high_freq_wavelen).logical_and(wavelen <= low_freq_wavelen);
+    return {torch::where(medium, smoothed, llama), 1.0};
+  }
+  if (c.rope_type == "yarn") {
+    const double orig = c.rope_original_max_position_embeddings > 0 ? static_cast<double>(c.rope_original_max_position_embeddings)
+                                                                     : static_cast<double>(c.max_position_embeddings);
+    const double attention = c.rope_attention_factor > 0 ? c.rope_attention_factor : (factor <= 1 ? 1.0 : 0.1 * std::log(factor) + 1.0);
+    auto correction_dim = [&](double rotations) {
+      return (static_cast<double>(dim) * std::log(orig / (rotations * 2 * M_PI))) / (2 * std::log(base));
+    };
+    double low = correction_dim(c.rope_beta_fast), high = correction_dim(c.rope_beta_slow);
+    if (c.rope_truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, static_cast<double>(dim - 1));
+    if (low == high) high += 0.001;  // HF: prevent a division by zero
+    auto pos_freqs = torch::pow(base, exponents);                                                        // (dh/2)
+    auto extrapolation = 1.0 / pos_freqs, interpolation = 1.0 / (factor * pos_freqs);
+    auto ramp = ((torch::arange(dim / 2, f32) - low) / (high - low)).clamp(0, 1);                       // (dh/2)
+    auto extrapolation_factor = 1.0 - ramp;
+    return {interpolation * (1.0 - extrapolation_factor) + extrapolation * extrapolation_factor, attention};
+  }
+  throw ConfigError("model.rope_type '" + c.rope_type + "' is not supported (default, linear, llama3, yarn)");
+}
+
+std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, const at::Tensor& inv_freq, double scaling, const at::TensorOptions& out) {
   // Angles in fp32 (as Hugging Face computes them), on the device the tables are used on,
   // then cast once to the compute dtype: every layer shares the same two tables.
   const auto f32 = out.dtype(torch::kFloat32);
-  auto inv_freq = 1.0 / torch::pow(theta, torch::arange(0, dh, 2, f32.dtype(torch::kInt64)).to(torch::kFloat32) / static_cast<double>(dh));
+  auto inv = inv_freq.to(f32.device());
   auto pos = torch::arange(pos0, pos0 + n, f32.dtype(torch::kInt64)).to(torch::kFloat32);
-  auto freqs = pos.unsqueeze(1) * inv_freq.unsqueeze(0);  // (n, dh/2)
-  auto emb = torch::cat({freqs, freqs}, -1);              // (n, dh)
+  auto freqs = pos.unsqueeze(1) * inv.unsqueeze(0);  // (n, dh/2)
+  auto emb = torch::cat({freqs, freqs}, -1);         // (n, dh)
+  auto c = emb.cos(), s = emb.sin();
+  if (scaling != 1.0) {
+    c = c * scaling;
+    s = s * scaling;
+  }
   const auto dt = out.dtype().toScalarType();
-  return {emb.cos().to(dt), emb.sin().to(dt)};
+  return {c.to(dt), s.to(dt)};
+}
+
+std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, int64_t dh, double theta, const at::TensorOptions& out) {
+  ModelConfig c;
+  c.explicit_head_dim = dh;
+  c.rope_theta = theta;
+  return rope_tables(pos0, n, rope_inv_freq(c).first, 1.0, out);
 }
 
 at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
@@ -70,10 +129,19 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch:
   add("model.embed_tokens.weight", {cfg.vocab_size, d});
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
+    // Hugging Face's names and order (q, k, v, o; Qwen3's q_norm, k_norm after them).
     add(p + "self_attn.q_proj.weight", {cfg.num_attention_heads * dh, d});
+    if (cfg.qkv_bias()) add(p + "self_attn.q_proj.bias", {cfg.num_attention_heads * dh});
     add(p + "self_attn.k_proj.weight", {cfg.num_key_value_heads * dh, d});
+    if (cfg.qkv_bias()) add(p + "self_attn.k_proj.bias", {cfg.num_key_value_heads * dh});
     add(p + "self_attn.v_proj.weight", {cfg.num_key_value_heads * dh, d});
+    if (cfg.qkv_bias()) add(p + "self_attn.v_proj.bias", {cfg.num_key_value_heads * dh});
     add(p + "self_attn.o_proj.weight", {d, cfg.num_attention_heads * dh});
+    if (cfg.o_bias()) add(p + "self_attn.o_proj.bias", {d});
+    if (cfg.qk_norm()) {
+      add(p + "self_attn.q_norm.weight", {dh});
+      add(p + "self_attn.k_norm.weight", {dh});
+    }
     add(p + "mlp.gate_proj.weight", {ff, d});
     add(p + "mlp.up_proj.weight", {ff, d});
     add(p + "mlp.down_proj.weight", {d, ff});
@@ -90,6 +158,7 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch:
   ckpt_.resize(cfg.num_hidden_layers);
   add("model.norm.weight", {d});
   if (!cfg.tie_word_embeddings) add("lm_head.weight", {cfg.vocab_size, d});
+  std::tie(inv_freq_, rope_scaling_) = rope_inv_freq(cfg);  // (dh/2) fp32 on the CPU
   marks_.layers.resize(cfg.num_hidden_layers);
 }
 
@@ -109,7 +178,9 @@ void LlamaModel::init_parameters(uint64_t seed) {
   torch::NoGradGuard ng;
   auto gen = at::detail::createCPUGenerator(seed);
   for (auto& [name, t] : params_) {
-    if (t.dim() == 1) t.fill_(1.0);
+    const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    if (bias) t.zero_();  // HF: biases start at zero, norm weights at one
+    else if (t.dim() == 1) t.fill_(1.0);
     else t.normal_(0.0, 0.02, gen);
   }
 }
@@ -135,7 +206,7 @@ at::Tensor LlamaModel::w(const std::string& name) {
 }
 
 at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, int64_t pos0) {
-  const int64_t n = ids.size(1), dh = cfg_.head_dim();
+  const int64_t n = ids.size(1);
   for (auto& l : marks_.layers) l = {};
   marks_.head_begin = marks_.head_end = 0;
 
@@ -145,7 +216,7 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, int64_t pos0) {
     const auto& table = w("model.embed_tokens.weight");
     x = ids.is_meta() ? embedding_shapes(table, ids) : torch::embedding(table, ids);  // (B, n, d); meta: dry runs (flash_shapes.hpp)
   }
-  auto [cos, sin] = rope_tables(pos0, n, dh, cfg_.rope_theta, x.options());  // x: (B, n, d) on the model's device, compute dtype
+  auto [cos, sin] = rope_tables(pos0, n, inv_freq_, rope_scaling_, x.options());  // x: (B, n, d) on the model's device, compute dtype
   const bool ckpt = mem_.checkpoint_layers && torch::GradMode::is_enabled();
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     if (!ckpt) {
@@ -180,12 +251,19 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
     ULYSSES_RANGE(tracer_, Phase::QkvProj, dir, L);
     auto h = rms_norm(x, w(p + "input_layernorm.weight"), cfg_.rms_norm_eps);
     h = mark(h, &mk.qkv_end, marks_on);
-    q = torch::linear(h, w(p + "self_attn.q_proj.weight"));
-    k = torch::linear(h, w(p + "self_attn.k_proj.weight"));
-    v = torch::linear(h, w(p + "self_attn.v_proj.weight"));
+    const bool qb = cfg_.qkv_bias();
+    q = torch::linear(h, w(p + "self_attn.q_proj.weight"), qb ? w(p + "self_attn.q_proj.bias") : at::Tensor());
+    k = torch::linear(h, w(p + "self_attn.k_proj.weight"), qb ? w(p + "self_attn.k_proj.bias") : at::Tensor());
+    v = torch::linear(h, w(p + "self_attn.v_proj.weight"), qb ? w(p + "self_attn.v_proj.bias") : at::Tensor());
     q = mark(q, &mk.qkv_begin, marks_on).view({B, n, H, dh});   // (B, n, H, dh)
     k = mark(k, &mk.qkv_begin, marks_on).view({B, n, Hkv, dh});  // (B, n, Hkv, dh)
     v = mark(v, &mk.qkv_begin, marks_on).view({B, n, Hkv, dh});
+    if (cfg_.qk_norm()) {
+      // Qwen3: RMSNorm over each head's dh before RoPE. Per head, so it runs on this rank's
+      // sequence shard before the all-to-all, like the projections.
+      q = rms_norm(q, w(p + "self_attn.q_norm.weight"), cfg_.rms_norm_eps);  // (B, n, H, dh)
+      k = rms_norm(k, w(p + "self_attn.k_norm.weight"), cfg_.rms_norm_eps);  // (B, n, Hkv, dh)
+    }
     q = apply_rope(q, cos, sin);
     k = apply_rope(k, cos, sin);
     if (Hkv < P) {  // GQA with fewer kv heads than ranks: replicate so each rank gets one
@@ -205,7 +283,7 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
   {
     ULYSSES_RANGE(tracer_, Phase::OutProj, dir, L);
     a = mark(a.reshape({B, n, H * dh}), &mk.o_end, marks_on);
-    auto o = torch::linear(a, w(p + "self_attn.o_proj.weight"));
+    auto o = torch::linear(a, w(p + "self_attn.o_proj.weight"), cfg_.o_bias() ? w(p + "self_attn.o_proj.bias") : at::Tensor());
     x = x + mark(o, &mk.o_begin, marks_on);
   }
   {

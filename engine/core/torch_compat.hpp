@@ -80,7 +80,11 @@ inline c10::intrusive_ptr<c10d::Store> prefix_store(const std::string& prefix, c
 inline c10::intrusive_ptr<Backend> make_gloo(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                                              std::chrono::milliseconds timeout) {
   auto o = c10d::ProcessGroupGloo::Options::create(timeout);
-  o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  // GLOO_SOCKET_IFNAME (PyTorch's variable) names the interface of a multi-machine run;
+  // without it Gloo stays on loopback (all ranks on one machine).
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  o->devices.push_back(ifname && *ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
+                                         : c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
   o->threads = 1;  // one worker thread: collectives run in issue order (FIFO), as on one NCCL stream
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o);
 }

@@ -1,4 +1,5 @@
-// One rank's training step.
+// One rank's training step: gradient accumulation over micro-batches, one all-reduce,
+// clipping, AdamW (HF betas/epsilon) and transformers' get_scheduler learning rates.
 #include "trainer.hpp"
 
 #include <chrono>
@@ -12,10 +13,20 @@ using prof::Direction;
 using prof::Phase;
 
 double learning_rate(const TrainConfig& t, int64_t s) {
-  if (s < t.warmup_steps) return t.lr * static_cast<double>(s + 1) / static_cast<double>(t.warmup_steps);
-  const double span = static_cast<double>(std::max<int64_t>(1, t.steps - t.warmup_steps));
-  const double progress = std::min(1.0, static_cast<double>(s - t.warmup_steps) / span);
-  return t.min_lr + 0.5 * (t.lr - t.min_lr) * (1.0 + std::cos(M_PI * progress));
+  // transformers' get_scheduler lambdas (optimization.py), times the peak lr; step s is the
+  // number of optimizer steps already taken, so warmup starts at 0 as in Hugging Face.
+  const double W = static_cast<double>(t.warmup_steps), T = static_cast<double>(t.steps), x = static_cast<double>(s);
+  if (s < t.warmup_steps) return t.lr * (x / std::max(1.0, W));
+  const std::string& type = t.lr_scheduler_type;
+  if (type == "constant_with_warmup") return t.lr;
+  if (type == "linear") return t.lr * std::max(0.0, (T - x) / std::max(1.0, T - W));
+  const double progress = (x - W) / std::max(1.0, T - W);
+  double factor = 0.5 * (1.0 + std::cos(M_PI * 0.5 * 2.0 * progress));  // num_cycles = 0.5
+  if (type == "cosine_with_min_lr") {
+    const double min_lr_rate = t.min_lr / t.lr;
+    factor = factor * (1 - min_lr_rate) + min_lr_rate;
+  }
+  return t.lr * std::max(0.0, factor);
 }
 
 namespace {
@@ -46,7 +57,10 @@ Trainer::Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer)
   bind_grads();
   std::vector<at::Tensor> decay, no_decay;
   for (auto& [name, p] : model_->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  auto opts = torch::optim::AdamWOptions(cfg.train.lr).betas({0.9, 0.95}).eps(1e-8).weight_decay(cfg.train.weight_decay);
+  auto opts = torch::optim::AdamWOptions(cfg.train.lr)
+                  .betas({cfg.train.adam_beta1, cfg.train.adam_beta2})
+                  .eps(cfg.train.adam_epsilon)
+                  .weight_decay(cfg.train.weight_decay);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(opts));
   auto nd = opts;
@@ -94,24 +108,34 @@ double Trainer::loss_and_grads(int64_t s) {
   bind_grads();    // (again: a test or a checkpoint load may have replaced a .grad)
   flat_.zero_();  // autograd adds every parameter's gradient into its slice in place
 
-  // global batch: B * dp_size sequences; this DP rank takes its B, this SP rank its shard
-  Batch batch = make_batch(*data_, N, s, comm_.dp_rank() * B, B, static_cast<uint64_t>(t.seed));
+  // global batch: B * A * dp_size sequences; this DP rank takes sequences
+  // [(dp_rank * A + a) * B, +B) in micro-step a, this SP rank its shard of each. Gradients
+  // of the A backwards add up in flat_; the loss sum and token count too, so dividing by
+  // the global token count below gives the one-big-batch mean (token-weighted).
+  const int64_t A = std::max<int64_t>(1, t.gradient_accumulation_steps);
   const int64_t pos0 = comm_.sp_rank() * n;
-  auto ids = batch.ids.narrow(1, pos0, n).contiguous().to(device_);        // (B, n)
-  auto labels = batch.labels.narrow(1, pos0, n).contiguous().to(device_);  // (B, n)
+  at::Tensor loss_acc, count_acc;
+  for (int64_t a = 0; a < A; ++a) {
+    Batch batch = make_batch(*data_, N, s, (comm_.dp_rank() * A + a) * B, B, static_cast<uint64_t>(t.seed));
+    auto ids = batch.ids.narrow(1, pos0, n).contiguous().to(device_);        // (B, n)
+    auto labels = batch.labels.narrow(1, pos0, n).contiguous().to(device_);  // (B, n)
 
-  at::Tensor loss_sum = model_->forward_loss_sum(ids, labels, pos0);
-  if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_forward", memory_now(device_));
-  {
-    ULYSSES_RANGE(tracer_, Phase::Backward, Direction::Backward);
-    loss_sum.backward();
+    at::Tensor loss_sum = model_->forward_loss_sum(ids, labels, pos0);
+    if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_forward", memory_now(device_));
+    {
+      ULYSSES_RANGE(tracer_, Phase::Backward, Direction::Backward);
+      loss_sum.backward();
+    }
+    record_backward_marks();
+    if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_backward", memory_now(device_));
+    auto cnt = (labels != -100).sum();
+    loss_acc = a == 0 ? loss_sum.detach() : loss_acc + loss_sum.detach();
+    count_acc = a == 0 ? cnt : count_acc + cnt;
   }
-  record_backward_marks();
-  if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_backward", memory_now(device_));
 
   // one all-reduce of the flat buffer: [every gradient, loss sum, valid-token count]
-  flat_.narrow(0, grad_numel_, 1).copy_(loss_sum.detach().reshape({1}));
-  flat_.narrow(0, grad_numel_ + 1, 1).copy_((labels != -100).sum().reshape({1}));
+  flat_.narrow(0, grad_numel_, 1).copy_(loss_acc.reshape({1}));
+  flat_.narrow(0, grad_numel_ + 1, 1).copy_(count_acc.reshape({1}));
   at::Tensor& buf = flat_;
   {
     prof::RangeInfo r;
@@ -157,7 +181,7 @@ StepMetrics Trainer::step(int64_t s) {
   comm_.all_reduce_max(peak);
   m.max_mem_bytes = peak.item<int64_t>();
   m.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  m.tokens = cfg_.train.seq_length * cfg_.train.micro_batch_size * cfg_.parallel.dp_size;
+  m.tokens = cfg_.train.seq_length * cfg_.train.micro_batch_size * cfg_.train.gradient_accumulation_steps * cfg_.parallel.dp_size;
   m.tokens_per_s = m.tokens / std::max(1e-9, m.step_ms / 1000.0);
   return m;
 }

@@ -20,7 +20,9 @@ struct StepMetrics {
   int64_t tokens = 0, max_mem_bytes = 0;
 };
 
-// Learning rate at `step` (0-based): linear warmup to lr, then cosine to min_lr.
+// Learning rate at `step` (0-based optimizer steps taken): transformers' get_scheduler for
+// train.lr_scheduler_type (warmup from 0 over warmup_steps, then cosine / cosine_with_min_lr
+// / linear decay over steps, or constant). Formulas in docs/CONTRACTS.md.
 double learning_rate(const TrainConfig& t, int64_t step);
 
 class Trainer {

@@ -14,12 +14,12 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
       m.vocab_size <= 0 || m.intermediate_size <= 0 || p.sp_size <= 0 || p.dp_size <= 0 || t.seq_length <= 0 ||
       t.micro_batch_size <= 0)
     throw ConfigError("cost model: model, parallel and train sizes must be positive");
-  if (m.hidden_size % m.num_attention_heads != 0 || m.num_attention_heads % p.sp_size != 0)
+  if ((m.explicit_head_dim == 0 && m.hidden_size % m.num_attention_heads != 0) || m.num_attention_heads % p.sp_size != 0)
     throw ConfigError("cost model: hidden_size must divide by num_attention_heads and heads by sp_size");
 
   const int64_t b = t.micro_batch_size, N = t.seq_length, P = p.sp_size, D = p.dp_size, W = P * D;
   const int64_t d = m.hidden_size, f = m.intermediate_size, L = m.num_hidden_layers, V = m.vocab_size;
-  const int64_t H = m.num_attention_heads, Hkv = m.num_key_value_heads, dh = d / H;
+  const int64_t H = m.num_attention_heads, Hkv = m.num_key_value_heads, dh = m.head_dim();
   const bool bf16 = t.dtype == "bfloat16";
   const int64_t e = bf16 ? 2 : 4;
 

@@ -203,8 +203,8 @@ TEST(Schedule, WarmupThenCosine) {
   t.min_lr = 0.1;
   t.warmup_steps = 2;
   t.steps = 6;
-  EXPECT_DOUBLE_EQ(learning_rate(t, 0), 0.5);
-  EXPECT_DOUBLE_EQ(learning_rate(t, 1), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate(t, 0), 0.0);  // HF warmup starts at 0 (issue 14)
+  EXPECT_DOUBLE_EQ(learning_rate(t, 1), 0.5);
   EXPECT_DOUBLE_EQ(learning_rate(t, 2), 1.0);                // cosine starts at lr
   EXPECT_NEAR(learning_rate(t, 4), 0.1 + 0.9 * 0.5, 1e-12);  // halfway
   EXPECT_NEAR(learning_rate(t, 6), 0.1, 1e-12);

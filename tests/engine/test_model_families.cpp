@@ -1,0 +1,313 @@
+// Issue 14, model families and checkpoints: Hugging Face config.json in Transformers v4
+// (rope_theta + rope_scaling) and v5 (rope_parameters) layouts for Llama, Mistral, Qwen2
+// and Qwen3, with their refusals; checkpoints in HF names saved and reloaded bit-identical,
+// single file and sharded (model.safetensors.index.json), fp32/bf16/fp16; Ulysses sp 2
+// against one process on a Qwen3-style model (explicit head_dim, q/k norm, GQA, yarn).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "checkpoint.hpp"
+#include "rank_threads.hpp"
+#include "trainer.hpp"
+
+using namespace ulysses;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string temp_dir(const std::string& tag) {
+  return (fs::temp_directory_path() / ("ulysses_fam_" + tag + "_" + std::to_string(::getpid()))).string();
+}
+
+std::string error_of(const json& hf) {
+  try {
+    model_from_hf_config(hf);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Qwen3-0.6B's config.json keys (sizes shrunk), as transformers 4.51 writes it.
+json qwen3_v4() {
+  return {{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"attention_bias", false}, {"attention_dropout", 0.0},
+          {"bos_token_id", 151643}, {"eos_token_id", 151645}, {"head_dim", 16}, {"hidden_act", "silu"}, {"hidden_size", 24},
+          {"initializer_range", 0.02}, {"intermediate_size", 40}, {"max_position_embeddings", 40960}, {"max_window_layers", 28},
+          {"num_attention_heads", 4}, {"num_hidden_layers", 2}, {"num_key_value_heads", 2}, {"rms_norm_eps", 1e-6},
+          {"rope_scaling", nullptr}, {"rope_theta", 1000000}, {"sliding_window", nullptr}, {"tie_word_embeddings", true},
+          {"torch_dtype", "bfloat16"}, {"transformers_version", "4.51.0"}, {"use_cache", true}, {"use_sliding_window", false},
+          {"vocab_size", 64}};
+}
+
+bool same_model(const ModelConfig& a, const ModelConfig& b) {
+  RunConfig x, y;
+  x.model = a;
+  y.model = b;
+  return x.to_json()["model"] == y.to_json()["model"];
+}
+
+}  // namespace
+
+TEST(HfConfig, FamiliesV4AndV5Layouts) {
+  // Qwen3, v4 layout: explicit head_dim, q/k norm, Qwen's unused sliding_window keys.
+  ModelConfig q3 = model_from_hf_config(qwen3_v4());
+  EXPECT_EQ(q3.model_type, "qwen3");
+  EXPECT_EQ(q3.head_dim(), 16);
+  EXPECT_TRUE(q3.qk_norm());
+  EXPECT_EQ(q3.rope_type, "default");
+  EXPECT_DOUBLE_EQ(q3.rope_theta, 1e6);
+  // The same model in the v5 layout: rope_theta inside rope_parameters.
+  json v5 = qwen3_v4();
+  v5.erase("rope_scaling");
+  v5.erase("rope_theta");
+  v5.erase("torch_dtype");
+  v5["dtype"] = "bfloat16";
+  v5["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1000000.0}};
+  EXPECT_TRUE(same_model(model_from_hf_config(v5), q3));
+
+  // Llama 3.1, v4: llama3 rope_scaling; v5: the same inside rope_parameters.
+  json l31 = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+              {"num_key_value_heads", 2}, {"rope_theta", 500000.0}, {"max_position_embeddings", 131072}, {"mlp_bias", false},
+              {"rope_scaling", {{"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                                {"original_max_position_embeddings", 8192}, {"rope_type", "llama3"}}}};
+  ModelConfig l = model_from_hf_config(l31);
+  EXPECT_EQ(l.rope_type, "llama3");
+  EXPECT_DOUBLE_EQ(l.rope_factor, 8.0);
+  EXPECT_EQ(l.rope_original_max_position_embeddings, 8192);
+  json l31v5 = l31;
+  l31v5.erase("rope_theta");
+  l31v5["rope_parameters"] = l31["rope_scaling"];
+  l31v5["rope_parameters"]["rope_theta"] = 500000.0;
+  l31v5.erase("rope_scaling");
+  EXPECT_TRUE(same_model(model_from_hf_config(l31v5), l));
+  // v4's legacy "type" key, linear scaling.
+  json lin = l31;
+  lin["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  EXPECT_EQ(model_from_hf_config(lin).rope_type, "linear");
+
+  // Qwen2: q/k/v biases without attention_bias; yarn as Qwen's docs set it.
+  json q2 = {{"architectures", {"Qwen2ForCausalLM"}}, {"model_type", "qwen2"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+             {"num_key_value_heads", 2}, {"sliding_window", 32768}, {"use_sliding_window", false}, {"max_window_layers", 21},
+             {"max_position_embeddings", 131072},
+             {"rope_scaling", {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}}}};
+  ModelConfig q = model_from_hf_config(q2);
+  EXPECT_TRUE(q.qkv_bias());
+  EXPECT_FALSE(q.o_bias());
+  EXPECT_EQ(q.rope_type, "yarn");
+  RunConfig rc;
+  rc.model = q;
+  EXPECT_TRUE(validate(rc).empty());
+  rc.model.max_position_embeddings = 40960;  // factor 4 x 32768 != 40960: versions disagree, refused
+  bool refused = false;
+  for (const auto& i : validate(rc)) refused |= i.message.find("factor x original") != std::string::npos;
+  EXPECT_TRUE(refused);
+
+  // Mistral without a window.
+  json mi = {{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+             {"num_key_value_heads", 2}, {"sliding_window", nullptr}};
+  EXPECT_EQ(model_from_hf_config(mi).model_type, "mistral");
+
+  // Export and import give the same model for every family and rope type.
+  for (const ModelConfig& m : {q3, l, q, model_from_hf_config(mi), model_from_hf_config(lin)})
+    EXPECT_TRUE(same_model(model_from_hf_config(model_to_hf_config(m)), m)) << model_to_hf_config(m).dump();
+}
+
+TEST(HfConfig, RefusalsNameTheSetting) {
+  json mi = {{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+             {"sliding_window", 4096}};
+  EXPECT_NE(error_of(mi).find("sliding_window=4096 is not supported"), std::string::npos) << error_of(mi);
+  json q = qwen3_v4();
+  q["use_sliding_window"] = true;
+  EXPECT_NE(error_of(q).find("use_sliding_window"), std::string::npos);
+  q = qwen3_v4();
+  q["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+  EXPECT_NE(error_of(q).find("rope_type 'dynamic' is not supported"), std::string::npos) << error_of(q);
+  q["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 2.0}};
+  EXPECT_NE(error_of(q).find("longrope"), std::string::npos);
+  q["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  EXPECT_NE(error_of(q).find("needs low_freq_factor"), std::string::npos) << error_of(q);
+  q["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"mscale", 0.7}};
+  EXPECT_NE(error_of(q).find("mscale"), std::string::npos);
+  q["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"low_freq_factor", 1.0}};
+  EXPECT_NE(error_of(q).find("low_freq_factor is not supported with rope_type linear"), std::string::npos) << error_of(q);
+  q = qwen3_v4();
+  q["architectures"] = {"GemmaForCausalLM"};
+  EXPECT_NE(error_of(q).find("architecture GemmaForCausalLM is not supported"), std::string::npos) << error_of(q);
+  q = qwen3_v4();
+  q["model_type"] = "qwen2";
+  EXPECT_NE(error_of(q).find("names Qwen3ForCausalLM but model_type is 'qwen2'"), std::string::npos) << error_of(q);
+  json q2 = {{"architectures", {"Qwen2ForCausalLM"}}, {"hidden_size", 64}, {"num_attention_heads", 4}, {"attention_bias", true}};
+  EXPECT_NE(error_of(q2).find("always has q/k/v biases"), std::string::npos) << error_of(q2);
+  json l = {{"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 64}, {"num_attention_heads", 4}, {"partial_rotary_factor", 0.5}};
+  EXPECT_NE(error_of(l).find("partial_rotary_factor"), std::string::npos);
+  l = {{"hidden_size", 64}, {"num_attention_heads", 4}, {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}},
+       {"rope_parameters", {{"rope_type", "linear"}, {"factor", 4.0}}}};
+  EXPECT_NE(error_of(l).find("disagree"), std::string::npos) << error_of(l);
+  // Run-config rules: an odd explicit head_dim, factor < 1.
+  RunConfig rc;
+  rc.model.explicit_head_dim = 9;
+  rc.model.rope_type = "linear";
+  rc.model.rope_factor = 0.5;
+  std::string all;
+  for (const auto& i : validate(rc)) all += i.message + "\n";
+  EXPECT_NE(all.find("model.head_dim (9) must be even"), std::string::npos) << all;
+  EXPECT_NE(all.find("model.rope_factor must be between 1"), std::string::npos) << all;
+}
+
+namespace {
+
+void expect_bit_identical(LlamaModel& a, LlamaModel& b, torch::Dtype saved) {
+  for (auto& [n, t] : a.named_parameters()) {
+    auto want = t.detach().to(saved).to(torch::kFloat32);
+    EXPECT_TRUE(torch::equal(b.param(n), want)) << n;
+  }
+}
+
+}  // namespace
+
+TEST(Checkpoint, FamiliesSingleAndShardedReloadBitIdentical) {
+  for (const char* fam : {"llama", "mistral", "qwen2", "qwen3"}) {
+    SCOPED_TRACE(fam);
+    ModelConfig c;
+    c.model_type = fam;
+    c.vocab_size = 40;
+    c.hidden_size = 24;
+    c.intermediate_size = 32;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.attention_bias = std::string(fam) == "llama";
+    if (std::string(fam) == "qwen3") c.explicit_head_dim = 8;  // != 24 / 4
+    c.rope_type = "llama3";
+    c.rope_factor = 8;
+    c.rope_original_max_position_embeddings = 512;
+    LlamaModel src(c, ParallelConfig{}, torch::kFloat32, nullptr);
+    src.init_parameters(5);
+    {
+      torch::NoGradGuard ng;
+      for (auto& [n, t] : src.named_parameters()) t.add_(torch::randn_like(t) * 0.1);  // biases and norms away from 0 / 1
+    }
+    auto ids = torch::randint(c.vocab_size, {1, 12}, torch::kInt64);
+    torch::NoGradGuard ng;
+    const auto logits = src.forward_logits(ids, 0);
+    for (const auto& [dtype, shard] : std::vector<std::pair<torch::Dtype, int64_t>>{
+             {torch::kFloat32, 0}, {torch::kFloat32, 4096}, {torch::kBFloat16, 3000}, {torch::kFloat16, 0}}) {
+      SCOPED_TRACE(std::string(c10::toString(dtype)) + " shard " + std::to_string(shard));
+      const auto dir = temp_dir(fam);
+      save_checkpoint(src, dir, dtype, shard);
+      const bool sharded = shard > 0;
+      EXPECT_EQ(fs::exists(dir + "/model.safetensors"), !sharded);
+      EXPECT_EQ(fs::exists(dir + "/model.safetensors.index.json"), sharded);
+      if (sharded) {
+        auto index = load_json_file(dir + "/model.safetensors.index.json");
+        std::set<std::string> files;
+        for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) files.insert(it.value().get<std::string>());
+        EXPECT_GE(files.size(), 2u);
+        EXPECT_TRUE(files.count("model-00001-of-" + std::string(5 - std::to_string(files.size()).size(), '0') +
+                                std::to_string(files.size()) + ".safetensors"));
+        for (const auto& f : files) {
+          // no shard beyond the limit unless it holds a single larger tensor
+          auto part = read_safetensors(dir + "/" + f);
+          int64_t bytes = 0;
+          for (auto& [n, t] : part) bytes += t.numel() * t.element_size();
+          EXPECT_TRUE(bytes <= shard || part.size() == 1) << f << " " << bytes;
+        }
+        EXPECT_EQ(index["weight_map"].size(), src.named_parameters().size());
+      }
+      // config.json in HF's layout gives back the model section
+      auto hf = load_json_file(dir + "/config.json");
+      EXPECT_EQ(hf["torch_dtype"], dtype == torch::kFloat32 ? "float32" : dtype == torch::kBFloat16 ? "bfloat16" : "float16");
+      ModelConfig back = model_from_hf_config(hf);
+      EXPECT_TRUE(same_model(back, c)) << hf.dump();
+      LlamaModel dst(back, ParallelConfig{}, torch::kFloat32, nullptr);
+      load_checkpoint(dst, dir);
+      expect_bit_identical(src, dst, dtype);
+      if (dtype == torch::kFloat32) {
+        EXPECT_TRUE(torch::equal(dst.forward_logits(ids, 0), logits));
+      }
+      // saving again into the same directory (the other layout) leaves no stale files behind
+      save_checkpoint(dst, dir, dtype, sharded ? 0 : 4096);
+      LlamaModel again(back, ParallelConfig{}, torch::kFloat32, nullptr);
+      load_checkpoint(again, dir);
+      expect_bit_identical(dst, again, dtype);
+      EXPECT_EQ(fs::exists(dir + "/model.safetensors.index.json"), !sharded);
+      fs::remove_all(dir);
+    }
+  }
+}
+
+TEST(Checkpoint, ShardedIndexRefusals) {
+  ModelConfig c;
+  c.num_hidden_layers = 1;
+  LlamaModel m(c, ParallelConfig{}, torch::kFloat32, nullptr);
+  m.init_parameters(1);
+  const auto dir = temp_dir("bad");
+  save_checkpoint(m, dir, torch::kFloat32, 20000);
+  auto index = load_json_file(dir + "/model.safetensors.index.json");
+  auto expect_refused = [&](const json& idx, const std::string& what) {
+    std::ofstream(dir + "/model.safetensors.index.json") << idx.dump();
+    LlamaModel d(c, ParallelConfig{}, torch::kFloat32, nullptr);
+    try {
+      load_checkpoint(d, dir);
+      ADD_FAILURE() << "expected a refusal mentioning " << what;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  json escape = index;
+  escape["weight_map"]["model.norm.weight"] = "../../etc/passwd";
+  expect_refused(escape, "must be a plain file name");
+  json missing = index;
+  missing["weight_map"].erase("model.norm.weight");
+  expect_refused(missing, "lacks tensors: model.norm.weight");
+  json wrong = index;
+  const std::string other = index["weight_map"]["model.embed_tokens.weight"] == index["weight_map"]["lm_head.weight"]
+                                ? "model-00009-of-00009.safetensors"
+                                : index["weight_map"]["model.embed_tokens.weight"].get<std::string>();
+  wrong["weight_map"]["lm_head.weight"] = other;
+  expect_refused(wrong, "lm_head.weight");
+  fs::remove_all(dir);
+}
+
+TEST(Ulysses, Qwen3StyleSp2MatchesOneProcess) {
+  // explicit head_dim (16 != 32/4), per-head q/k RMSNorm applied on the sequence shard
+  // before the all-to-all, GQA, q/k/v/o biases, yarn: sp 2 equals one process.
+  RunConfig c;
+  c.model.model_type = "qwen3";
+  c.model.vocab_size = 64;
+  c.model.hidden_size = 32;
+  c.model.explicit_head_dim = 16;
+  c.model.attention_bias = true;
+  c.model.intermediate_size = 48;
+  c.model.num_hidden_layers = 2;
+  c.model.num_attention_heads = 4;
+  c.model.num_key_value_heads = 2;
+  c.model.rope_type = "yarn";
+  c.model.rope_factor = 4;
+  c.model.max_position_embeddings = 1024;
+  c.model.rope_original_max_position_embeddings = 256;
+  c.parallel.timeout_s = 60;
+  c.train.seq_length = 32;
+  c.train.steps = 4;
+  c.train.lr = 1e-2;
+  c.train.warmup_steps = 1;
+  c.train.min_lr = 1e-3;
+  c.profile.enabled = false;
+  ASSERT_TRUE(validate(c).empty());
+  auto ref = ulysses::testing::train_on_ranks(c, 4);
+  auto sp2 = c;
+  sp2.parallel.sp_size = 2;
+  auto got = ulysses::testing::train_on_ranks(sp2, 4);
+  EXPECT_NEAR(got.loss0, ref.loss0, 1e-5 * std::abs(ref.loss0));
+  for (const auto& [n, g] : ref.grads0) {
+    ASSERT_TRUE(got.grads0.count(n)) << n;
+    EXPECT_LT((got.grads0.at(n) - g).abs().max().item<double>(), 1e-4) << n;
+  }
+  EXPECT_TRUE(ref.grads0.count("model.layers.1.self_attn.k_norm.weight"));
+  EXPECT_GT(ref.grads0.at("model.layers.1.self_attn.k_norm.weight").abs().max().item<double>(), 0);
+  ASSERT_EQ(got.losses.size(), ref.losses.size());
+  for (size_t s = 0; s < ref.losses.size(); ++s) EXPECT_NEAR(got.losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s])) << s;
+}
