@@ -251,7 +251,9 @@ TEST(LongSeq, RecomputeIsTracedAsItsOwnDirectionInsideBackward) {
     for (int64_t i = lane.first; i < lane.first + lane.count; ++i) {
       const auto& r = t.ranges[i];
       while (!stack.empty() && stack.back()->end_ns <= r.start_ns) stack.pop_back();
-      if (!stack.empty()) ASSERT_LE(r.end_ns, stack.back()->end_ns) << t.strings[r.name_id] << " crosses its parent on " << lane.name;
+      if (!stack.empty()) {
+        ASSERT_LE(r.end_ns, stack.back()->end_ns) << t.strings[r.name_id] << " crosses its parent on " << lane.name;
+      }
       stack.push_back(&r);
       if (r.phase == Phase::Backward && r.layer < 0) backward[r.rank] = {r.start_ns, r.end_ns};
       if (r.phase == Phase::LmHead && r.dir == Direction::Backward && r.chunk >= 0) ++lm_head_tiles;

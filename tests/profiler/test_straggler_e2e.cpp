@@ -126,7 +126,9 @@ TEST(Straggler, SlowRankIsTheLastArriverOnAlignedClocks) {
   // Rank 1 caused (nearly) all the waiting and suffered little of it.
   ASSERT_EQ(w.ranks.size(), 4u);
   for (const auto& r : w.ranks)
-    if (r.rank != 1) EXPECT_LT(r.wait_caused_ns, w.ranks[1].wait_caused_ns / 5) << "rank " << r.rank;
+    if (r.rank != 1) {
+      EXPECT_LT(r.wait_caused_ns, w.ranks[1].wait_caused_ns / 5) << "rank " << r.rank;
+    }
   EXPECT_LT(w.ranks[1].wait_suffered_ns, w.ranks[0].wait_suffered_ns / 5);
   // Every step's end is set by rank 1.
   for (const auto& s : w.steps) EXPECT_EQ(s.rank, 1) << "step " << s.step;

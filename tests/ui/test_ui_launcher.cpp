@@ -4,6 +4,8 @@
 // loss in the runs list equals `ulysses-run --json`'s, and a 4-rank run that Stop ends with
 // no worker left and a readable trace.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <signal.h>
 #include <sqlite3.h>
 
@@ -22,6 +24,7 @@
 #include <QTest>
 
 #include "compare_model.hpp"
+#include "config_fields.hpp"
 #include "estimate_model.hpp"
 #include "launcher_page.hpp"
 #include "main_window.hpp"
@@ -104,12 +107,33 @@ TEST_F(Studio, TinyConfigIsValid) {
   EXPECT_TRUE(L->estimateModel()->hasEstimate());
 }
 
+// Keys the form has no field for (Qwen3's head_dim, yarn RoPE, model_type) are kept from the
+// loaded config, not replaced by defaults: the run launched is the config that was loaded.
+TEST_F(Studio, KeysWithoutAFormFieldSurviveTheForm) {
+  QString err;
+  ASSERT_TRUE(L->loadConfigFile(QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs/qwen3-tiny.json"), &err)) << err.toStdString();
+  ASSERT_TRUE(L->isValid()) << L->generalIssues().toStdString();
+  const auto j = L->configJson();
+  EXPECT_EQ(j["model"]["model_type"], "qwen3");
+  EXPECT_EQ(j["model"]["head_dim"], 32);
+  EXPECT_EQ(j["model"]["rope_type"], "yarn");
+  EXPECT_EQ(j["model"]["rope_factor"], 4.0);
+  EXPECT_EQ(j["train"]["gradient_accumulation_steps"], 2);
+  // a form edit keeps them too
+  L->setFieldText(QStringLiteral("train.steps"), QStringLiteral("7"));
+  const auto k = L->configJson();
+  EXPECT_EQ(k["train"]["steps"], 7);
+  EXPECT_EQ(k["model"]["head_dim"], 32);
+  EXPECT_EQ(k["model"]["model_type"], "qwen3");
+}
+
 // Every free-text field refuses text that is not its type, with a message next to it.
 TEST_F(Studio, NonNumbersGetInlineMessageInEveryField) {
   int checked = 0;
   for (const auto& f : L->fieldNames()) {
     auto* e = qobject_cast<QLineEdit*>(L->fieldWidget(f));
-    if (!e || f == "data.path" || f.startsWith("train.init_from") || f == "train.save_to") continue;
+    const auto spec = std::find_if(configFields().begin(), configFields().end(), [&](const FieldSpec& x) { return x.dotted() == f; });
+    if (!e || spec == configFields().end() || (spec->kind != FieldKind::Integer && spec->kind != FieldKind::Number)) continue;
     const QString keep = e->text();
     for (const QString& bad : {QStringLiteral("abc"), QString(), QStringLiteral("[1]"), QStringLiteral("\"4\"")}) {
       e->setText(bad);
@@ -305,6 +329,50 @@ TEST_F(Studio, UnreadableTraceOfRunIsReported) {
   EXPECT_FALSE(w->lastTraceError().isEmpty());
   EXPECT_TRUE(w->statusBar()->currentMessage().startsWith("Trace not opened")) << w->statusBar()->currentMessage().toStdString();
   EXPECT_EQ(w->monitor()->chartPoints(), 1);  // the run itself opened
+}
+
+// Runs page "Resume": an interrupted run whose save_to holds a complete training-state
+// checkpoint can be resumed (the launcher gets its config with train.resume_from); a finished
+// run, or one whose only checkpoint is half-written, cannot, and the button says why.
+TEST_F(Studio, ResumeOffersOnlyInterruptedRunsWithACompleteCheckpoint) {
+  const QString ckpt = tmp.filePath("ckpt");
+  const QString half = tmp.filePath("ckpt-half");
+  writeFile(ckpt + "/step-00000004/state.json", "{\"step\":4}");  // 10 bytes
+  writeFile(ckpt + "/step-00000004/complete", R"({"format":"ulysses-train-state","version":1,"step":4,"files":{"state.json":10}})");
+  writeFile(half + "/step-00000004/state.json", "{\"step\":4}");  // no `complete`: half-written
+  QFile tiny(kTiny);
+  ASSERT_TRUE(tiny.open(QIODevice::ReadOnly));
+  auto cfg = nlohmann::json::parse(tiny.readAll().toStdString());
+  auto makeRun = [&](const QString& name, const char* status, const QString& saveTo) {
+    const QString run = tmp.filePath("runs/" + name);
+    cfg["train"]["save_to"] = saveTo.toStdString();
+    cfg["train"]["save_every"] = 2;
+    cfg["data"]["path"] = QString(ULYSSES_SOURCE_DIR "/resources/data/tiny_corpus.txt").toStdString();
+    writeFile(run + "/config.json", QByteArray::fromStdString(cfg.dump(2)));
+    writeFile(run + "/run.json", QByteArray(R"({"world_size":2,"steps_done":5,"status":")") + status + "\"}");
+    writeFile(run + "/metrics.jsonl", "{\"step\":0,\"steps\":20,\"loss\":6.0,\"tokens_per_s\":100,\"step_ms\":50,\"max_mem_bytes\":1000,\"elapsed_s\":0.1}\n");
+    return run;
+  };
+  const QString stopped = makeRun("stopped", "stopped", ckpt);
+  const QString finished = makeRun("finished", "finished", ckpt);
+  const QString halfRun = makeRun("half", "failed", half);
+  w->runsPage()->refresh();
+  auto* button = w->runsPage()->findChild<QPushButton*>("resume");
+  ASSERT_NE(button, nullptr);
+
+  w->runsPage()->selectDir(finished);
+  EXPECT_FALSE(button->isEnabled());
+  EXPECT_TRUE(button->toolTip().contains("finished")) << button->toolTip().toStdString();
+  w->runsPage()->selectDir(halfRun);
+  EXPECT_FALSE(button->isEnabled());
+  EXPECT_TRUE(button->toolTip().contains("no complete checkpoint")) << button->toolTip().toStdString();
+
+  w->runsPage()->selectDir(stopped);
+  ASSERT_TRUE(button->isEnabled()) << button->toolTip().toStdString();
+  QTest::mouseClick(button, Qt::LeftButton);
+  EXPECT_EQ(L->fieldText("train.resume_from"), ckpt);
+  EXPECT_EQ(L->configJson()["train"]["resume_from"], ckpt.toStdString());
+  EXPECT_EQ(w->currentPage(), "launch");
 }
 
 TEST_F(Studio, RankFailureMessageFromLauncher) {

@@ -14,6 +14,8 @@
 #include <csignal>
 #include <limits>
 
+#include "checkpoint_layout.hpp"
+#include "run_config.hpp"
 #include "run_dir_reader.hpp"
 
 namespace ulysses::ui {
@@ -197,6 +199,29 @@ QString slug(const QString& name) {
   if (s.startsWith('-')) s.remove(0, 1);
   if (s.endsWith('-')) s.chop(1);
   return s.isEmpty() ? QStringLiteral("run") : s;
+}
+
+QString resumeFolderOf(const QString& runDir, QString* why) {
+  auto fail = [&](const QString& w) {
+    if (why) *why = w;
+    return QString();
+  };
+  const RunSummary s = loadRunSummary(runDir);
+  if (s.status == QLatin1String("finished")) return fail(QStringLiteral("the run finished"));
+  if (s.status == QLatin1String("running")) return fail(QStringLiteral("the run is still running"));
+  std::string saveTo;
+  try {
+    const json cfg = load_json_file(QDir(runDir).filePath(QStringLiteral("config.json")).toStdString());
+    if (cfg.contains("train") && cfg["train"].is_object() && cfg["train"].contains("save_to") && cfg["train"]["save_to"].is_string())
+      saveTo = cfg["train"]["save_to"].get<std::string>();
+  } catch (const std::exception& e) {
+    return fail(QString::fromStdString(e.what()));
+  }
+  if (saveTo.empty()) return fail(QStringLiteral("the run saved no training state (train.save_to with train.save_every)"));
+  if (QFileInfo(QString::fromStdString(saveTo)).isRelative()) saveTo = QDir(runDir).filePath(QString::fromStdString(saveTo)).toStdString();
+  if (ckpt::complete_checkpoints(saveTo).empty())
+    return fail(QStringLiteral("%1 holds no complete checkpoint").arg(QString::fromStdString(saveTo)));
+  return QString::fromStdString(saveTo);
 }
 
 }  // namespace ulysses::ui

@@ -81,6 +81,12 @@ MeasuredStats measure(const QVector<MetricPoint>& points);
 
 // Directory-name friendly form of a config name: "tiny CPU demo" -> "tiny-CPU-demo".
 QString slug(const QString& name);
+// Where a stopped or failed run can be resumed from: its config's train.save_to, when that
+// folder holds a complete training-state checkpoint (engine/config/checkpoint_layout.hpp).
+// Empty, with the reason in *why, when the run finished, saved no training state, or every
+// checkpoint is half-written.
+QString resumeFolderOf(const QString& runDir, QString* why = nullptr);
+
 
 }  // namespace ulysses::ui
 

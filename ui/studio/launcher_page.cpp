@@ -351,6 +351,7 @@ bool LauncherPage::setConfigJson(const json& j, QString* error) {
     if (error) *error = qs(e.what());
     return false;
   }
+  loadedJson_ = full;
   const bool wasFilling = filling_;
   filling_ = true;
   name_->setText(j.contains("name") && j["name"].is_string() ? qs(j["name"].get<std::string>()) : QString());
@@ -424,7 +425,9 @@ void LauncherPage::revalidate() {
   if (filling_) return;
   QHash<QString, QStringList> errs;
   QStringList general;
-  json j = json::object();
+  // Keys the form has no field for (a Qwen3 config's head_dim, RoPE scaling, ...) keep the
+  // values of the config that was loaded; the form's fields are laid over them.
+  json j = loadedJson_.is_object() ? loadedJson_ : json::object();
   j["name"] = name_->text().trimmed().toStdString();
   for (const auto& spec : configFields()) {
     const QString dotted = spec.dotted();

@@ -107,6 +107,7 @@ class LauncherPage : public QWidget {
   QString configsDir_;
   QString currentFile_;
   json formJson_;
+  json loadedJson_;  // the last config set (every key, defaults filled): the base under the form
   std::optional<RunConfig> config_;
   DeviceScan devices_;
   bool running_ = false;

@@ -111,6 +111,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     if (!openPath(d, &err)) showError(QStringLiteral("Open"), err);
   });
   connect(runs_, &RunsPage::relaunchRequested, this, &MainWindow::relaunch);
+  connect(runs_, &RunsPage::resumeRequested, this, [this](const QString& dir, const QString& saveTo) { resume(dir, saveTo); });
   connect(runs_, &RunsPage::changeRunsDirRequested, this, &MainWindow::chooseRunsDir);
 
   buildMenus();
@@ -425,6 +426,18 @@ void MainWindow::relaunch(const QString& runDir) {
     return;
   }
   tabs_->setCurrentWidget(launcher_);
+}
+
+bool MainWindow::resume(const QString& runDir, const QString& saveTo) {
+  QString err;
+  if (!launcher_->loadConfigFile(QDir(runDir).filePath(QStringLiteral("config.json")), &err) ||
+      !launcher_->setFieldText(QStringLiteral("train.resume_from"), saveTo)) {
+    showError(QStringLiteral("Resume"), err.isEmpty() ? QStringLiteral("the launcher has no train.resume_from field") : err);
+    return false;
+  }
+  tabs_->setCurrentWidget(launcher_);
+  statusBar()->showMessage(QStringLiteral("Resuming from the latest complete checkpoint in %1: press Launch").arg(saveTo), 15000);
+  return true;
 }
 
 void MainWindow::openDialog() {

@@ -30,6 +30,8 @@ class MainWindow : public QMainWindow {
   RunsPage* runsPage() const { return runs_; }
   RunController* controller() const { return controller_; }
   TraceView* traceView() const { return trace_; }
+  // The run's config in the launcher with train.resume_from = saveTo (runs page "Resume").
+  bool resume(const QString& runDir, const QString& saveTo);
   // Why the last trace (of a run folder, or a file) could not be opened; empty when it could.
   QString lastTraceError() const { return lastTraceError_; }
 

@@ -1,6 +1,8 @@
 // Runs list page.
 #include "runs_page.hpp"
 
+#include "run_data.hpp"
+
 #include <QDir>
 #include <QFileInfo>
 #include <QFileSystemWatcher>
@@ -49,6 +51,8 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
   connect(refreshBtn, &QPushButton::clicked, this, &RunsPage::refresh);
   open_ = new QPushButton(QStringLiteral("Open"), this);
   relaunch_ = new QPushButton(QStringLiteral("Launch again"), this);
+  resume_ = new QPushButton(QStringLiteral("Resume"), this);
+  resume_->setObjectName(QStringLiteral("resume"));
   delete_ = new QPushButton(QStringLiteral("Delete…"), this);
   compareBtn_ = new QPushButton(QStringLiteral("Compare"), this);
   compareBtn_->setToolTip(QStringLiteral("Select two runs"));
@@ -59,6 +63,12 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
   connect(relaunch_, &QPushButton::clicked, this, [this] {
     const auto d = selectedDirs();
     if (!d.isEmpty()) emit relaunchRequested(d.front());
+  });
+  connect(resume_, &QPushButton::clicked, this, [this] {
+    const auto d = selectedDirs();
+    if (d.size() != 1) return;
+    const QString folder = resumeFolderOf(d.front());
+    if (!folder.isEmpty()) emit resumeRequested(d.front(), folder);
   });
   connect(delete_, &QPushButton::clicked, this, [this] {
     const auto dirs = selectedDirs();
@@ -92,6 +102,7 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(open_);
   buttons->addWidget(relaunch_);
+  buttons->addWidget(resume_);
   buttons->addWidget(compareBtn_);
   buttons->addWidget(delete_);
   buttons->addStretch(1);
@@ -178,6 +189,11 @@ void RunsPage::updateButtons() {
   const int n = view_->selectionModel() ? view_->selectionModel()->selectedRows().size() : 0;
   open_->setEnabled(n == 1);
   relaunch_->setEnabled(n == 1);
+  QString why = QStringLiteral("select one interrupted run that saved training state (train.save_every)");
+  const bool resumable = n == 1 && !resumeFolderOf(selectedDirs().front(), &why).isEmpty();
+  resume_->setEnabled(resumable);
+  resume_->setToolTip(resumable ? QStringLiteral("Continue from the latest complete checkpoint: the launcher gets the run's config with train.resume_from set")
+                                : QStringLiteral("Cannot resume: %1").arg(why));
   delete_->setEnabled(n >= 1);
   compareBtn_->setEnabled(n == 2);
 }

@@ -1,5 +1,6 @@
 // Runs list: every run directory of the runs folder with config name, status, duration and
-// final loss; open, delete, launch again, and compare two runs side by side.
+// final loss; open, delete, launch again, resume an interrupted run from its last complete
+// checkpoint, and compare two runs side by side.
 #pragma once
 
 #include <QWidget>
@@ -37,6 +38,8 @@ class RunsPage : public QWidget {
  signals:
   void openRequested(const QString& dir);
   void relaunchRequested(const QString& dir);
+  // Resume the run from the latest complete checkpoint in save_to (the run dir, the folder).
+  void resumeRequested(const QString& dir, const QString& saveTo);
   void changeRunsDirRequested();
 
  private:
@@ -50,7 +53,7 @@ class RunsPage : public QWidget {
   QLabel* compareTitle_;
   QFileSystemWatcher* watcher_;
   QTimer* debounce_;
-  QPushButton *open_, *relaunch_, *delete_, *compareBtn_;
+  QPushButton *open_, *relaunch_, *resume_, *delete_, *compareBtn_;
 };
 
 }  // namespace ulysses::ui
