@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "ulysses/profiler/trace_store.hpp"
+#include "../common/e2e_util.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -30,51 +31,13 @@ using namespace ulysses::prof;
 
 namespace {
 
-struct Proc {
-  int code;
-  std::string out;
-};
+using ulysses::test::json_lines;
+using ulysses::test::sh;
 
-// Runs a shell command, capturing stdout (stderr goes to the test log).
-Proc sh(const std::string& cmd) {
-  Proc p{0, ""};
-  FILE* f = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) p.out.append(buf, n);
-  int st = pclose(f);
-  p.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  return p;
-}
+std::string tmp(const std::string& name) { return ulysses::test::scratch_path("e2e", name); }
 
-std::string tmp(const std::string& name) {
-  auto d = fs::temp_directory_path() / ("ulysses_e2e_" + std::to_string(::getpid())) / name;
-  fs::create_directories(d.parent_path());
-  return d.string();
-}
-
-std::string config_file() {
-  // tiny GQA model: H=4, Hkv=2, d=32 (dh=8), 2 layers, N=64, B=1
-  json c = {{"model", {{"vocab_size", 256}, {"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2},
-                       {"num_attention_heads", 4}, {"num_key_value_heads", 2}}},
-            {"parallel", {{"sp_size", 2}, {"dp_size", 1}, {"timeout_s", 60}}},
-            {"train", {{"seq_length", 64}, {"steps", 2}, {"lr", 0.01}, {"warmup_steps", 1}, {"min_lr", 0.001}, {"threads_per_rank", 1}}},
-            {"data", {{"kind", "text"}, {"path", std::string(ULYSSES_SOURCE_DIR) + "/resources/data/tiny_corpus.txt"}}}};
-  const auto p = tmp("config.json");
-  std::ofstream(p) << c.dump(2);
-  return p;
-}
-
-std::vector<json> json_lines(const std::string& s) {
-  std::vector<json> v;
-  size_t a = 0;
-  while (a < s.size()) {
-    size_t b = s.find('\n', a);
-    if (b == std::string::npos) b = s.size();
-    if (b > a) v.push_back(json::parse(s.substr(a, b - a)));
-    a = b + 1;
-  }
-  return v;
+std::string config_file() {  // tiny GQA model at sp 2, 2 steps (tests/common/e2e_util.hpp)
+  return ulysses::test::write_json(tmp("config.json"), ulysses::test::tiny_config(2, 2, ULYSSES_SOURCE_DIR));
 }
 
 const std::string kRun = ULYSSES_RUN_BIN;
@@ -203,10 +166,7 @@ TEST(EndToEnd, WorkersKilledWithSigkillLeaveReadableTraces) {
 // ---- reliability (issue 11) ----------------------------------------------------------------
 
 namespace {
-std::string slurp(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using ulysses::test::slurp;
 void spit(const std::string& p, const std::string& s) { std::ofstream(p, std::ios::binary | std::ios::trunc) << s; }
 
 // Rewrites a safetensors file with `edit` applied to its JSON header (data bytes unchanged).

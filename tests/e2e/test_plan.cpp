@@ -12,27 +12,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/e2e_util.hpp"
+
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
 
-struct Proc {
-  int code;
-  std::string out;
-};
-
-// Runs a shell command in `dir`, capturing stdout (stderr goes to the test log).
-Proc sh(const std::string& cmd, const std::string& dir) {
-  Proc p{0, ""};
-  FILE* f = popen(("cd '" + dir + "' && " + cmd).c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) p.out.append(buf, n);
-  int st = pclose(f);
-  p.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  return p;
-}
+using ulysses::test::sh;
 
 std::string scratch() {
   auto d = fs::temp_directory_path() / ("ulysses_plan_" + std::to_string(::getpid()));

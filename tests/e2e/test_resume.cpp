@@ -21,6 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/e2e_util.hpp"
+
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
@@ -31,57 +33,21 @@ namespace {
 const std::string kRun = ULYSSES_RUN_BIN;
 const std::string kWorker = ULYSSES_WORKER_BIN;
 
-struct Proc {
-  int code;
-  std::string out;
-};
+using ulysses::test::Proc;
+using ulysses::test::sh;
 
-// Runs a shell command; stdout captured, stderr merged in when `merge`.
-Proc sh(const std::string& cmd, bool merge = false) {
-  Proc p{0, ""};
-  FILE* f = popen((cmd + (merge ? " 2>&1" : "")).c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) p.out.append(buf, n);
-  int st = pclose(f);
-  p.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  return p;
-}
+std::string tmp(const std::string& name) { return ulysses::test::scratch_path("resume", name); }
 
-std::string tmp(const std::string& name) {
-  auto d = fs::temp_directory_path() / ("ulysses_resume_" + std::to_string(::getpid())) / name;
-  fs::create_directories(d.parent_path());
-  return d.string();
-}
-
-// Tiny GQA model at sp 2; no trace (speed), one thread per rank (deterministic BLAS).
+// Tiny GQA model at sp 2 (tests/common/e2e_util.hpp); no trace (speed).
 std::string config_file(int64_t steps) {
-  json c = {{"model", {{"vocab_size", 256}, {"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2},
-                       {"num_attention_heads", 4}, {"num_key_value_heads", 2}}},
-            {"parallel", {{"sp_size", 2}, {"dp_size", 1}, {"timeout_s", 60}}},
-            {"train", {{"seq_length", 64}, {"steps", steps}, {"lr", 0.01}, {"warmup_steps", 2}, {"min_lr", 0.001}, {"threads_per_rank", 1}}},
-            {"data", {{"kind", "text"}, {"path", std::string(ULYSSES_SOURCE_DIR) + "/resources/data/tiny_corpus.txt"}}},
-            {"profile", {{"enabled", false}}}};
-  const auto p = tmp("config-" + std::to_string(steps) + ".json");
-  std::ofstream(p) << c.dump(2);
-  return p;
+  json c = ulysses::test::tiny_config(2, steps, ULYSSES_SOURCE_DIR);
+  c["train"]["warmup_steps"] = 2;
+  c["profile"] = {{"enabled", false}};
+  return ulysses::test::write_json(tmp("config-" + std::to_string(steps) + ".json"), c);
 }
 
 // step -> loss from --json METRIC lines.
-std::map<int64_t, double> losses(const std::string& out) {
-  std::map<int64_t, double> m;
-  size_t a = 0;
-  while (a < out.size()) {
-    size_t b = out.find('\n', a);
-    if (b == std::string::npos) b = out.size();
-    if (b > a) {
-      const json j = json::parse(out.substr(a, b - a));
-      m[j["step"].get<int64_t>()] = j["loss"].get<double>();
-    }
-    a = b + 1;
-  }
-  return m;
-}
+std::map<int64_t, double> losses(const std::string& out) { return ulysses::test::losses_by_step(out); }
 
 Proc run(const std::string& cfg, const std::string& out, const std::string& sets) {
   return sh(kRun + " " + cfg + " --json --worker " + kWorker + " --out " + out + " " + sets);
@@ -213,7 +179,7 @@ TEST(Resume, HalfWrittenCheckpointIsSkipped) {
   // pointing at the half-written one directly is refused
   auto bad = sh(kRun + " " + cfg + " --worker " + kWorker + " --out " + tmp("c-bad") + " --set train.resume_from=" + save +
                     "/step-00000012",
-                true);
+                "", true);
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find("not a complete checkpoint"), std::string::npos) << bad.out;
 }
@@ -243,7 +209,7 @@ TEST(Resume, BadInputsExit2WithAMessage) {
   };
   for (const auto& c : cases) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto r = sh(kRun + " " + cfg + " --worker " + kWorker + " --out " + tmp("d-out") + " " + c.sets, true);
+    auto r = sh(kRun + " " + cfg + " --worker " + kWorker + " --out " + tmp("d-out") + " " + c.sets, "", true);
     EXPECT_EQ(r.code, 2) << c.sets << "\n" << r.out;
     EXPECT_NE(r.out.find(c.want), std::string::npos) << c.sets << "\n" << r.out;
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0) << c.sets;

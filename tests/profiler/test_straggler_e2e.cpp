@@ -17,6 +17,7 @@
 
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_store.hpp"
+#include "../common/e2e_util.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -26,38 +27,16 @@ namespace {
 constexpr double kDelayMs = 50;
 constexpr int64_t kInjectedOffsetNs = 1000LL * 1000000000LL;  // rank 2's clock: 1000 s ahead
 
-struct Proc {
-  int code;
-  std::string out;
-};
-Proc sh(const std::string& cmd) {
-  Proc p{0, ""};
-  FILE* f = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) p.out.append(buf, n);
-  const int st = pclose(f);
-  p.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  return p;
-}
+using ulysses::test::sh;
 
-std::string tmp(const std::string& name) {
-  auto d = fs::temp_directory_path() / ("ulysses_straggler_" + std::to_string(::getpid())) / name;
-  fs::create_directories(d.parent_path());
-  return d.string();
-}
+std::string tmp(const std::string& name) { return ulysses::test::scratch_path("straggler", name); }
 
 // Tiny GQA model (H 4, Hkv 2 replicated to 4), sp 4, one message per all-to-all (fused q/k/v).
 std::string config_file() {
-  json c = {{"model", {{"vocab_size", 256}, {"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2},
-                       {"num_attention_heads", 4}, {"num_key_value_heads", 2}}},
-            {"parallel", {{"sp_size", 4}, {"dp_size", 1}, {"timeout_s", 60}, {"fused_qkv", true}}},
-            {"train", {{"seq_length", 64}, {"steps", 3}, {"lr", 0.01}, {"warmup_steps", 1}, {"min_lr", 0.001}, {"threads_per_rank", 1}}},
-            {"data", {{"kind", "text"}, {"path", std::string(ULYSSES_SOURCE_DIR) + "/resources/data/tiny_corpus.txt"}}},
-            {"profile", {{"memory", false}}}};
-  const auto p = tmp("config.json");
-  std::ofstream(p) << c.dump(2);
-  return p;
+  json c = ulysses::test::tiny_config(4, 3, ULYSSES_SOURCE_DIR);
+  c["parallel"]["fused_qkv"] = true;
+  c["profile"] = {{"memory", false}};
+  return ulysses::test::write_json(tmp("config.json"), c);
 }
 
 prof::TraceModel run(const std::string& name, const std::string& sets, const std::string& env = "") {
