@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of fuzz/ with clang (ASan + UBSan) and runs each one for a
-# bounded time on a copy of its seed corpus (fuzz/corpus/TARGET). CI runs 20 s per target
+# bounded time on a copy of its seed corpus (fuzz/corpus/TARGET). CI runs 10 s per target
 # (CTest: Fuzz.EachTargetBounded); run them longer by hand:
 #   fuzz/run_fuzz.sh 600                 # 10 minutes per target
 #   fuzz/run_fuzz.sh 3600 build-fuzz config trace_loader   # only these targets
