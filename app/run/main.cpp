@@ -262,7 +262,7 @@ int run_main(int argc, char** argv) {
       return 2;
     }
     if (export_args.at(1).empty()) {
-      say("--export: the directory is empty");
+      say("--export: the directory name is empty");
       return 2;
     }
   }

@@ -210,7 +210,7 @@ std::vector<ExportMapping> export_mappings(const RunConfig& cfg, ExportTarget ta
 
   // ---- train
   add("train.seq_length", acc ? PC + "sp_handler.sp_seq_length" : REG + "seq_length", true,
-      "no training-argument holds it: your data must give sequences of exactly " + n(t.seq_length) +
+      "no " + std::string(acc ? "training argument" : "ds_config key") + " holds it: your data must give sequences of exactly " + n(t.seq_length) +
           " tokens (a multiple of sp_size), as ours");
   add("train.micro_batch_size", acc ? TA + "per_device_train_batch_size" : DS + "train_micro_batch_size_per_gpu, " + REG + "micro_batch_size",
       false, "sequences per SP group per micro-step (each rank holds seq_length/sp_size tokens of each)");
@@ -225,8 +225,10 @@ std::vector<ExportMapping> export_mappings(const RunConfig& cfg, ExportTarget ta
       acc ? "HF excludes biases and norm weights, as ours (decay on matrices only)"
           : "DeepSpeed applies it to every parameter you pass: pass two groups, matrices and the rest with weight_decay 0 (README snippet)");
   add("train.grad_clip", acc ? TA + "max_grad_norm" : DS + "gradient_clipping", false, "0 disables clipping on both sides");
-  add("train.gradient_accumulation_steps", acc ? TA + "gradient_accumulation_steps" : DS + "gradient_accumulation_steps", !acc,
+  add("train.gradient_accumulation_steps", acc ? TA + "gradient_accumulation_steps" : DS + "gradient_accumulation_steps",
+      !acc && t.gradient_accumulation_steps > 1,
       acc ? "HF averages over all micro-steps' tokens (average_tokens_across_devices=true), as ours"
+      : t.gradient_accumulation_steps == 1 ? ""
           : "DeepSpeed scales each micro-step's loss by 1/accumulation; the token-weighted loss over micro-steps is your loop's");
   add("train.adam_beta1", acc ? TA + "adam_beta1" : DS + "optimizer.params.betas[0]", false, "");
   add("train.adam_beta2", acc ? TA + "adam_beta2" : DS + "optimizer.params.betas[1]", false, "");
@@ -338,7 +340,7 @@ std::string readme_text(const RunConfig& cfg, ExportTarget target, const std::st
   else
     r << "  deepspeed --num_gpus " << P << " train.py --deepspeed_config ds_config.json\n";
   if (P > 8) r << "  (" << P << " processes: across machines, add your launcher's multi-node flags)\n";
-  r << "\nIn train.py (needs transformers, accelerate >= 1.12 and deepspeed; not part of this tool)\n";
+  r << "\nIn train.py (needs transformers" << (acc ? ", accelerate >= 1.12" : "") << " and deepspeed; not part of this tool)\n";
   if (acc) {
     r << "  import json, os\n"
       << "  from accelerate.utils import DeepSpeedSequenceParallelConfig, ParallelismConfig\n"
@@ -355,14 +357,15 @@ std::string readme_text(const RunConfig& cfg, ExportTarget target, const std::st
       << "  from transformers import AutoConfig, AutoModelForCausalLM\n"
       << "  d = 'EXPORT_DIR'\n"
       << "  deepspeed.init_distributed(dist_backend='nccl')\n"
-      << "  deepspeed.runtime.utils.set_random_seed(" << cfg.train.seed << ")\n"
-      << "  mpu = UlyssesSPAttentionHF.register_with_transformers(model_name_or_path=MODEL,\n"
-      << "                                                        **json.load(open(os.path.join(d, 'ulysses_sp.json'))))\n";
+      << "  deepspeed.runtime.utils.set_random_seed(" << cfg.train.seed << ")\n";
   }
   if (cfg.train.init_from.empty())
     r << "  model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(d), attn_implementation='sdpa')\n";
   else
     r << "  model = AutoModelForCausalLM.from_pretrained(" << json(cfg.train.init_from).dump() << ", attn_implementation='sdpa')\n";
+  if (!acc)
+    r << "  mpu = UlyssesSPAttentionHF.register_with_transformers(model_name_or_path=model,\n"
+      << "                                                        **json.load(open(os.path.join(d, 'ulysses_sp.json'))))\n";
   if (acc) {
     r << "  Trainer(model=model, args=training_args, train_dataset=YOUR_DATASET).train()\n"
       << "  The Trainer shards each batch over the SP ranks, pre-shifts the labels and averages the loss over all\n"

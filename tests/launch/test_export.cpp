@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -211,6 +212,7 @@ TEST(Export, AccelerateFilesHoldEveryTrainKey) {
   const std::string launch = slurp(out / "launch.sh");
   EXPECT_NE(launch.find("accelerate launch --num_processes 4 "), std::string::npos) << launch;
   EXPECT_TRUE((fs::status(out / "launch.sh").permissions() & fs::perms::owner_exec) != fs::perms::none);
+  EXPECT_EQ(std::system(("sh -n " + (out / "launch.sh").string()).c_str()), 0) << "launch.sh is not valid sh";
 
   // Nothing without an equivalent is silently dropped.
   const std::string readme = slurp(out / "README.txt");
@@ -308,6 +310,7 @@ TEST(Export, DeepSpeedConfigHoldsEveryValue) {
   const std::string launch = slurp(tmp.path() / "out" / "launch.sh");
   EXPECT_NE(launch.find("deepspeed --num_gpus 4 "), std::string::npos) << launch;
   EXPECT_NE(launch.find("--deepspeed_config"), std::string::npos) << launch;
+  EXPECT_EQ(std::system(("sh -n " + (tmp.path() / "out" / "launch.sh").string()).c_str()), 0) << "launch.sh is not valid sh";
   // Warmup under 2 steps and the scheduler's one-step lag are named.
   const std::string diffs = differences_of(slurp(tmp.path() / "out" / "README.txt"));
   EXPECT_NE(diffs.find("train.warmup_steps"), std::string::npos) << diffs;
