@@ -1,4 +1,7 @@
 // ulysses-run CONFIG.json [--set key=value]... [--json] [--out DIR] [--worker PATH] [--force]
+// ulysses-run CONFIG.json --export accelerate|deepspeed DIR [--force]: writes the equivalent
+// Hugging Face accelerate + TrainingArguments or DeepSpeed configs (engine/launch/
+// export_python.hpp) after the config validation; nothing is trained.
 // ulysses-run CONFIG.json --plan [--json] [--max-seq GIB]: the memory plan per rank,
 // computed by `ulysses-worker --plan` (a meta-device dry run; this program stays
 // torch-free and execs the worker, whose output and exit code are the answer).
@@ -31,6 +34,7 @@
 
 #include "cost_model.hpp"
 #include "device_decision.hpp"
+#include "export_python.hpp"
 #include "launch_error.hpp"
 #include "run_config.hpp"
 #include "run_launcher.hpp"
@@ -224,12 +228,20 @@ int run_main(int argc, char** argv) {
                "the old directory aside to DIR.old-TIMESTAMP");
   app.add_flag("--plan", plan_mode, "Print the memory plan per rank (meta-device dry run of one step) instead of training");
   app.add_option("--max-seq", max_seq_gib, "With --plan: the longest seq_length whose planned peak fits in this many GiB per rank");
+  std::vector<std::string> export_args;
+  app.add_option("--export", export_args,
+                 "Write the equivalent Hugging Face accelerate + TrainingArguments (accelerate) or DeepSpeed (deepspeed) "
+                 "configs, the model's config.json, README.txt and launch.sh into DIR instead of training")
+      ->type_name("TARGET DIR")
+      ->expected(2)
+      ->allow_extra_args(false);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     say(e.what());
-    say("usage: ulysses-run CONFIG.json [--set key=value]... [--json] [--out DIR] [--worker PATH] [--force]; see --help");
+    say("usage: ulysses-run CONFIG.json [--set key=value]... [--json] [--out DIR] [--worker PATH] [--force] "
+        "| --plan | --export accelerate|deepspeed DIR; see --help");
     return 2;
   }
 
@@ -237,13 +249,31 @@ int run_main(int argc, char** argv) {
     say("--max-seq needs --plan");
     return 2;
   }
+  const bool export_mode = app.count("--export") > 0;
+  std::optional<L::ExportTarget> export_target;
+  if (export_mode) {
+    if (plan_mode || app.count("--out")) {
+      say(std::string("--export cannot be combined with ") + (plan_mode ? "--plan" : "--out") + " (an export trains nothing)");
+      return 2;
+    }
+    export_target = L::parse_export_target(export_args.at(0));
+    if (!export_target) {
+      say("--export: unknown target '" + export_args[0] + "' (use accelerate or deepspeed)");
+      return 2;
+    }
+    if (export_args.at(1).empty()) {
+      say("--export: the directory name is empty");
+      return 2;
+    }
+  }
   // 1. Config and its files, before anything starts (a plan reads no data).
   ulysses::RunConfig cfg;
   try {
     cfg = ulysses::load_run_config(config_path, overrides);
-    auto issues = plan_mode ? ulysses::validate(cfg) : ulysses::validate_with_files(cfg);
+    // A plan or an export reads no data and is not for this host's devices.
+    auto issues = plan_mode || export_mode ? ulysses::validate(cfg) : ulysses::validate_with_files(cfg);
     // Device and backend, decided as each worker will: every rank runs on this host.
-    if (issues.empty() && !plan_mode)
+    if (issues.empty() && !plan_mode && !export_mode)
       ulysses::decide_device(cfg, ulysses::DeviceFacts::detect(0, static_cast<int>(cfg.parallel.world_size())), &issues);
     if (!issues.empty()) {
       for (const auto& i : issues) say_each_line(i.message);
@@ -252,6 +282,22 @@ int run_main(int argc, char** argv) {
   } catch (const ulysses::ConfigError& e) {
     say_each_line(e.what());
     return 2;
+  }
+  if (export_mode) {  // nothing starts: the files are the answer
+    const std::string& dir = export_args[1];
+    if (const std::string why = L::export_dir_problem(dir, force); !why.empty()) {
+      say("--export: " + why);
+      return 2;
+    }
+    try {
+      L::write_export(L::build_export(cfg, *export_target, config_path), dir);
+    } catch (const std::exception& e) {
+      say(std::string("--export: ") + e.what());
+      return 1;
+    }
+    say(std::string("wrote the ") + L::export_target_name(*export_target) + " export of " + config_path + " to " + dir +
+        " (README.txt lists the command and every difference); nothing was trained");
+    return 0;
   }
   // 2. Worker binary.
   const L::WorkerLocation where = L::locate_worker(worker, std::getenv("ULYSSES_WORKER"), L::self_executable());
