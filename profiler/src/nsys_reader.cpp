@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <climits>
 #include <tuple>
+#include <cstdlib>
 #include <cstring>
 #include <regex>
 #include <set>
@@ -49,6 +50,23 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
   const std::string fname = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
   auto note = [&](const std::string& s) { m.notes.push_back(fname + ": " + s); };
   try {
+    // Which Nsight Systems wrote the file: META_DATA_EXPORT (EXPORT_META_DATA before 2023.2 or
+    // so). The reader goes by columns, not by version; the note tells the user what was read.
+    for (const char* meta : {"META_DATA_EXPORT", "EXPORT_META_DATA"}) {
+      if (!db.has_table(meta) || !db.has_column(meta, "name") || !db.has_column(meta, "value")) continue;
+      std::string product, schema;
+      sql::Stmt st(db, std::string("SELECT name, value FROM ") + meta +
+                           " WHERE name IN ('EXPORT_PRODUCT_VERSION', 'EXPORT_SCHEMA_VERSION')");
+      while (st.step()) (st.text(0) == "EXPORT_PRODUCT_VERSION" ? product : schema) = st.text(1);
+      if (!product.empty() || !schema.empty()) {
+        std::string v = "Nsight Systems " + (product.empty() ? std::string("?") : product) + ", export schema " +
+                        (schema.empty() ? std::string("?") : schema);
+        const int major = schema.empty() ? 0 : std::atoi(schema.c_str());
+        if (major > 3) v += " (newer than the 3.x schemas this reader knows: missing columns degrade with notes)";
+        note(v);
+      }
+      break;
+    }
     // Strings used by this file, mapped into the model's table (ids are per file).
     std::unordered_map<int64_t, int32_t> sid;
     if (db.has_table("StringIds")) {
@@ -226,15 +244,26 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
     const bool nvtx_gtid = have_nvtx && db.has_column("NVTX_EVENTS", "globalTid");
     if (have_nvtx && !nvtx_gtid) note("NVTX_EVENTS has no globalTid column: NVTX ranges are given to the first rank");
     if (rank_of_key.empty()) {
-      // No GPU work: a CPU-only capture; ranks are the processes with NVTX ranges.
+      // No GPU work: a CPU-only capture; ranks are the processes with NVTX ranges, else (an
+      // export with CUDA API calls but no kernel table, as captures where CUPTI activity
+      // tracing is unavailable give) the processes that called CUDA.
+      const std::string pid_of = " / " + std::to_string(kGlobalIdShift) + " % " + std::to_string(kGlobalIdShift);
       if (nvtx_gtid) {
-        sql::Stmt st(db, "SELECT DISTINCT globalTid / " + std::to_string(kGlobalIdShift) + " % " +
-                             std::to_string(kGlobalIdShift) + " FROM NVTX_EVENTS WHERE globalTid IS NOT NULL "
+        sql::Stmt st(db, "SELECT DISTINCT globalTid" + pid_of + " FROM NVTX_EVENTS WHERE globalTid IS NOT NULL "
                              "AND eventType IN (59, 60)");
         while (st.step()) rank_of_key.emplace(std::make_pair(st.i64(0), int64_t{-1}), 0);
       }
+      if (rank_of_key.empty() && have_runtime && opts.gpu_activity) {
+        sql::Stmt st(db, "SELECT DISTINCT globalTid" + pid_of +
+                             " FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid IS NOT NULL");
+        while (st.step()) rank_of_key.emplace(std::make_pair(st.i64(0), int64_t{-1}), 0);
+        if (!rank_of_key.empty())
+          note("no kernel, memcpy or memset rows: the capture holds CUDA API calls only (ranks are the processes "
+               "that made them); re-capture with `nsys profile -t cuda` on a GPU where CUDA activity tracing works");
+      } else if (opts.gpu_activity) {
+        note("no GPU activity: ranks are the processes with NVTX ranges, compute is host ranges");
+      }
       if (rank_of_key.empty()) rank_of_key.emplace(std::make_pair(int64_t{-1}, int64_t{-1}), 0);
-      if (opts.gpu_activity) note("no GPU activity: ranks are the processes with NVTX ranges, compute is host ranges");
     }
     std::map<int64_t, int32_t> first_rank_of_pid;
     for (auto& [key, rank] : rank_of_key) {
