@@ -243,6 +243,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
                            db.has_column("NVTX_EVENTS", "end") && db.has_column("NVTX_EVENTS", "eventType");
     const bool nvtx_gtid = have_nvtx && db.has_column("NVTX_EVENTS", "globalTid");
     if (have_nvtx && !nvtx_gtid) note("NVTX_EVENTS has no globalTid column: NVTX ranges are given to the first rank");
+    bool cuda_calls_only = false;  // ranks are processes with CUDA API calls and no GPU rows
     if (rank_of_key.empty()) {
       // No GPU work: a CPU-only capture; ranks are the processes with NVTX ranges, else (an
       // export with CUDA API calls but no kernel table, as captures where CUPTI activity
@@ -254,6 +255,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
         while (st.step()) rank_of_key.emplace(std::make_pair(st.i64(0), int64_t{-1}), 0);
       }
       if (rank_of_key.empty() && have_runtime && opts.gpu_activity) {
+        cuda_calls_only = true;
         sql::Stmt st(db, "SELECT DISTINCT globalTid" + pid_of +
                              " FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid IS NOT NULL");
         while (st.step()) rank_of_key.emplace(std::make_pair(st.i64(0), int64_t{-1}), 0);
@@ -275,7 +277,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
         auto g = gpu_name.find(key.second);
         ri.device = "cuda:" + std::to_string(key.second) + (g != gpu_name.end() ? " " + Builder::capped(g->second) : std::string());
       } else {
-        ri.device = "cpu";
+        ri.device = cuda_calls_only ? "cuda (no GPU activity recorded)" : "cpu";
       }
       auto pn = process_name.find(key.first);  // "python3" when PROCESSES names it
       if (pn != process_name.end() && !pn->second.empty()) ri.device += " (" + pn->second + ")";

@@ -469,7 +469,10 @@ TEST(NsysReal, ExportWithCudaCallsButNoKernelTableOpensWithANote) {
   EXPECT_TRUE(has_note(m, "CUDA API calls only")) << all_notes(m);
   auto pids = rows(path, "SELECT DISTINCT globalTid / 16777216 % 16777216 FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY 1");
   ASSERT_EQ(m.ranks.size(), pids.size());
-  for (size_t k = 0; k < pids.size(); ++k) EXPECT_EQ(m.ranks[k].pid, std::stoll(pids[k][0]));
+  for (size_t k = 0; k < pids.size(); ++k) {
+    EXPECT_EQ(m.ranks[k].pid, std::stoll(pids[k][0]));
+    EXPECT_EQ(m.ranks[k].device, "cuda (no GPU activity recorded) (python3)");
+  }
   EXPECT_EQ(static_cast<int64_t>(m.runtime.size()),
             std::stoll(rows(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME")[0][0]));
 }
