@@ -49,9 +49,9 @@ struct Val {
   bool text = false;
   int64_t i = 0;
   std::string s;
-  Val(int64_t v) : i(v) {}                       // NOLINT
-  Val(int v) : i(v) {}                           // NOLINT
-  Val(const char* v) : text(true), s(v) {}       // NOLINT
+  Val(int64_t v) : i(v) {}                             // NOLINT
+  Val(int v) : i(v) {}                                 // NOLINT
+  Val(const char* v) : text(true), s(v) {}             // NOLINT
   Val(std::string v) : text(true), s(std::move(v)) {}  // NOLINT
 };
 
@@ -79,8 +79,9 @@ class Db {
     if (filler.empty() && !filled_[table]) {
       filled_[table] = true;
       sqlite3_stmt* st = nullptr;
-      sqlite3_prepare_v2(db_, ("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info('" + table + "')").c_str(),
-                         -1, &st, nullptr);
+      sqlite3_prepare_v2(
+          db_, ("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info('" + table + "')").c_str(), -1,
+          &st, nullptr);
       while (sqlite3_step(st) == SQLITE_ROW) {
         const std::string name = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
         const std::string type = reinterpret_cast<const char*>(sqlite3_column_text(st, 1));
@@ -106,8 +107,10 @@ class Db {
       throw std::runtime_error(std::string(sqlite3_errmsg(db_)) + " in: " + sql);
     for (size_t k = 0; k < all.size(); ++k) {
       const Val& v = all[k].second;
-      if (v.text) sqlite3_bind_text(st, static_cast<int>(k + 1), v.s.c_str(), -1, SQLITE_TRANSIENT);
-      else sqlite3_bind_int64(st, static_cast<int>(k + 1), v.i);
+      if (v.text)
+        sqlite3_bind_text(st, static_cast<int>(k + 1), v.s.c_str(), -1, SQLITE_TRANSIENT);
+      else
+        sqlite3_bind_int64(st, static_cast<int>(k + 1), v.i);
     }
     if (sqlite3_step(st) != SQLITE_DONE) throw std::runtime_error(std::string(sqlite3_errmsg(db_)) + " in: " + sql);
     sqlite3_finalize(st);
@@ -144,8 +147,8 @@ enum class Variant {
 // (send/recv, all-reduce under both NCCL naming schemes), plus a memcpy and a memset;
 // durations and gaps come from a fixed LCG so the overlap is not a round number.
 void write_export(const std::string& path, Variant v, const std::string& schema_version = "3.28.1") {
-  std::string ddl = slurp(schema_dir() + (v == Variant::Schema3281 || v == Variant::RuntimeOnly
-                                              ? "/schema_3_28_1.sql" : "/userguide_3x.sql"));
+  std::string ddl = slurp(schema_dir() + (v == Variant::Schema3281 || v == Variant::RuntimeOnly ? "/schema_3_28_1.sql"
+                                                                                                : "/userguide_3x.sql"));
   ASSERT_FALSE(ddl.empty());
   if (v == Variant::UserGuideNoGlobalPid) {
     // Derived, not documented: the kernel/memcpy/memset tables of an export without globalPid.
@@ -164,8 +167,9 @@ void write_export(const std::string& path, Variant v, const std::string& schema_
   Db db(path);
   db.exec(ddl);
   if (v == Variant::RuntimeOnly)
-    db.exec("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL; DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY; "
-            "DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET; DROP TABLE NVTX_EVENTS");
+    db.exec(
+        "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL; DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY; "
+        "DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET; DROP TABLE NVTX_EVENTS");
   const bool has_gpid = v != Variant::UserGuideNoGlobalPid;
   const bool gpu = v != Variant::RuntimeOnly;
   if (!schema_version.empty()) {
@@ -180,12 +184,13 @@ void write_export(const std::string& path, Variant v, const std::string& schema_
   db.insert("PROCESSES", {{"globalPid", gpid(4243)}, {"pid", 4243}, {"name", "python3"}});
   db.insert("PROCESSES", {{"globalPid", gpid(4100)}, {"pid", 4100}, {"name", "torchrun"}});
   for (int k = 0; k < 59; ++k)
-    db.insert("PROCESSES", {{"globalPid", gpid(5000 + k)}, {"pid", 5000 + k}, {"name", k < 3 ? "nsys" : "pt_data_worker"}});
+    db.insert("PROCESSES",
+              {{"globalPid", gpid(5000 + k)}, {"pid", 5000 + k}, {"name", k < 3 ? "nsys" : "pt_data_worker"}});
   for (int64_t pid : {4242, 4243})
     db.insert("ThreadNames", {{"nameId", db.string_id("python3")}, {"priority", 0}, {"globalTid", gtid(pid, pid)}});
 
-  const char* compute_short[] = {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64",
-                                 "flash_fwd_kernel", "vectorized_elementwise_kernel"};
+  const char* compute_short[] = {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "flash_fwd_kernel",
+                                 "vectorized_elementwise_kernel"};
   const char* nccl_short[] = {"ncclDevKernel_SendRecv", "ncclKernel_AllReduce_RING_LL_Sum_float",
                               "ncclDevKernel_AllGather_RING_LL"};
   const char* nccl_long[] = {"ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",
@@ -202,17 +207,30 @@ void write_export(const std::string& path, Variant v, const std::string& schema_
     int64_t corr = 0, t = 1'000'000 + w * 777, tc = t + 500;  // correlation ids count per process
     auto kernel = [&](int64_t start, int64_t dur, int64_t stream, const std::string& shrt, const std::string& lng) {
       ++corr;
-      db.insert("CUPTI_ACTIVITY_KIND_RUNTIME", {{"start", start - 900}, {"end", start - 400}, {"eventClass", 1},
-                                                {"globalTid", gtid(pid, tid)}, {"correlationId", corr},
-                                                {"nameId", launch}, {"returnValue", 0}});
+      db.insert("CUPTI_ACTIVITY_KIND_RUNTIME", {{"start", start - 900},
+                                                {"end", start - 400},
+                                                {"eventClass", 1},
+                                                {"globalTid", gtid(pid, tid)},
+                                                {"correlationId", corr},
+                                                {"nameId", launch},
+                                                {"returnValue", 0}});
       if (!gpu) return;
-      std::vector<std::pair<std::string, Val>> c = {
-          {"start", start},        {"end", start + dur},      {"deviceId", dev},
-          {"contextId", 1},        {"streamId", stream},      {"correlationId", corr},
-          {"demangledName", db.string_id(lng)}, {"shortName", db.string_id(shrt)}, {"gridX", 132},
-          {"gridY", 1},            {"gridZ", 1},              {"blockX", 256},
-          {"blockY", 1},           {"blockZ", 1},             {"registersPerThread", 96},
-          {"gridId", corr}};
+      std::vector<std::pair<std::string, Val>> c = {{"start", start},
+                                                    {"end", start + dur},
+                                                    {"deviceId", dev},
+                                                    {"contextId", 1},
+                                                    {"streamId", stream},
+                                                    {"correlationId", corr},
+                                                    {"demangledName", db.string_id(lng)},
+                                                    {"shortName", db.string_id(shrt)},
+                                                    {"gridX", 132},
+                                                    {"gridY", 1},
+                                                    {"gridZ", 1},
+                                                    {"blockX", 256},
+                                                    {"blockY", 1},
+                                                    {"blockZ", 1},
+                                                    {"registersPerThread", 96},
+                                                    {"gridId", corr}};
       if (has_gpid) c.emplace_back("globalPid", gpid(pid));
       db.insert("CUPTI_ACTIVITY_KIND_KERNEL", c);
     };
@@ -230,25 +248,31 @@ void write_export(const std::string& path, Variant v, const std::string& schema_
     }
     if (gpu) {
       std::vector<std::pair<std::string, Val>> mc = {{"start", t + 1000}, {"end", t + 9000}, {"deviceId", dev},
-                                                     {"contextId", 1}, {"streamId", 7}, {"correlationId", ++corr},
-                                                     {"bytes", 1 << 20}, {"copyKind", 1}};
+                                                     {"contextId", 1},    {"streamId", 7},   {"correlationId", ++corr},
+                                                     {"bytes", 1 << 20},  {"copyKind", 1}};
       std::vector<std::pair<std::string, Val>> ms = {{"start", t + 9500}, {"end", t + 9900}, {"deviceId", dev},
-                                                     {"contextId", 1}, {"streamId", 7}, {"correlationId", ++corr},
-                                                     {"bytes", 4096}, {"value", 0}};
+                                                     {"contextId", 1},    {"streamId", 7},   {"correlationId", ++corr},
+                                                     {"bytes", 4096},     {"value", 0}};
       if (has_gpid) mc.emplace_back("globalPid", gpid(pid)), ms.emplace_back("globalPid", gpid(pid));
       db.insert("CUPTI_ACTIVITY_KIND_MEMCPY", mc);
       db.insert("CUPTI_ACTIVITY_KIND_MEMSET", ms);
       // PyTorch's emit_nvtx names on the main thread.
       for (int k = 0; k < 3; ++k)
-        db.insert("NVTX_EVENTS", {{"start", 1'000'000 + k * 100'000}, {"end", 1'050'000 + k * 100'000}, {"eventType", 59},
-                                  {"globalTid", gtid(pid, tid)},
-                                  {"textId", db.string_id("aten::mm, seq = " + std::to_string(k) + ", op_id = " +
-                                                          std::to_string(40 + k))}});
+        db.insert(
+            "NVTX_EVENTS",
+            {{"start", 1'000'000 + k * 100'000},
+             {"end", 1'050'000 + k * 100'000},
+             {"eventType", 59},
+             {"globalTid", gtid(pid, tid)},
+             {"textId", db.string_id("aten::mm, seq = " + std::to_string(k) + ", op_id = " + std::to_string(40 + k))}});
     }
   }
   if (gpu)  // the data loader's range: a process without GPU work
-    db.insert("NVTX_EVENTS", {{"start", 1'000'000}, {"end", 1'400'000}, {"eventType", 59},
-                              {"globalTid", gtid(5010, 5011)}, {"text", "dataloader"}});
+    db.insert("NVTX_EVENTS", {{"start", 1'000'000},
+                              {"end", 1'400'000},
+                              {"eventType", 59},
+                              {"globalTid", gtid(5010, 5011)},
+                              {"text", "dataloader"}});
 }
 
 // ---- the independent reference ---------------------------------------------------------
@@ -308,8 +332,9 @@ std::map<std::pair<int64_t, int64_t>, Expect> reference(const std::string& path,
       via_runtime ? "(SELECT r.globalTid / 16777216 % 16777216 FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
                     "WHERE r.correlationId = k.correlationId AND r.start <= k.start ORDER BY r.start DESC LIMIT 1)"
                   : "k.globalPid / 16777216 % 16777216";
-  auto kr = rows(path, "SELECT " + pid_sql + ", k.deviceId, k.start, k.end, s.value LIKE '%nccl%' "
-                       "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName");
+  auto kr = rows(path, "SELECT " + pid_sql +
+                           ", k.deviceId, k.start, k.end, s.value LIKE '%nccl%' "
+                           "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName");
   std::map<std::pair<int64_t, int64_t>, std::pair<std::vector<Iv>, std::vector<Iv>>> iv;  // compute, comm
   std::map<std::pair<int64_t, int64_t>, Expect> out;
   for (const auto& r : kr) {
@@ -327,7 +352,8 @@ std::map<std::pair<int64_t, int64_t>, Expect> reference(const std::string& path,
   // Processes with only memcpy/memset are ranks too.
   for (const char* t : {"CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"})
     if (!via_runtime)
-      for (const auto& r : rows(path, std::string("SELECT DISTINCT globalPid / 16777216 % 16777216, deviceId FROM ") + t))
+      for (const auto& r :
+           rows(path, std::string("SELECT DISTINCT globalPid / 16777216 % 16777216, deviceId FROM ") + t))
         out[{std::stoll(r[0]), std::stoll(r[1])}];
   for (auto& [key, e] : out) {
     e.compute = naive_measure(iv[key].first, nullptr);
@@ -486,8 +512,10 @@ TEST(NsysReal, RealExportsInAFolder) {
   for (const auto& f : std::filesystem::directory_iterator(dir)) {
     if (f.path().extension() != ".sqlite") continue;
     SCOPED_TRACE(f.path().string());
-    const bool gpid_col = !rows(f.path().string(), "SELECT 1 FROM pragma_table_info('CUPTI_ACTIVITY_KIND_KERNEL') "
-                                                    "WHERE name = 'globalPid'").empty();
+    const bool gpid_col = !rows(f.path().string(),
+                                "SELECT 1 FROM pragma_table_info('CUPTI_ACTIVITY_KIND_KERNEL') "
+                                "WHERE name = 'globalPid'")
+                               .empty();
     if (!gpid_col) continue;  // no kernel table, or no globalPid: no independent truth to compare with
     auto ref = reference(f.path().string(), false);
     if (ref.empty()) continue;  // no GPU activity: nothing to compare
