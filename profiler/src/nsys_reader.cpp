@@ -1,5 +1,6 @@
 // Reader of `nsys export --type sqlite` files (Nsight Systems) as real exports are: one rank
-// per process that owns GPU work (per process and device when one process drives several),
+// per process that owns GPU work (per process and device when one process drives several;
+// when NCCL kernels are in the file, only processes that run them: autotune workers are not ranks),
 // with its device and the rank NCCL states in its ncclCommInitRank payload when the export
 // carries it; NVTX push/pop and start/end ranges of those processes per thread (PyTorch's
 // "aten::mm, seq = 12, op_id = 34, sizes = ..." names grouped by operator); kernels, memcpy
@@ -10,6 +11,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <tuple>
 #include <cstdlib>
@@ -223,6 +225,31 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
       }
       if (unknown > 0)
         note(std::to_string(unknown) + " GPU rows could not be tied to a process: one rank per device and context");
+    }
+    // When NCCL runs in this file, the ranks are the processes that run it: other processes
+    // with GPU work (Triton autotune or torch.compile workers, a benchmark in a subprocess)
+    // are not ranks of the job and are left out with a note.
+    {
+      std::set<int64_t> nccl_pids;
+      for (const auto& r : rows) {
+        std::string n = m.strings[static_cast<size_t>(r.name_id)];
+        std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
+        if (n.find("nccl") != std::string::npos) nccl_pids.insert(r.pid);
+      }
+      if (!nccl_pids.empty()) {
+        std::set<int64_t> helpers;
+        const size_t before = rows.size();
+        rows.erase(std::remove_if(rows.begin(), rows.end(),
+                                  [&](const GpuRow& r) {
+                                    if (nccl_pids.count(r.pid)) return false;
+                                    helpers.insert(r.pid);
+                                    return true;
+                                  }),
+                   rows.end());
+        if (!helpers.empty())
+          note(std::to_string(helpers.size()) + " process(es) with GPU work but no NCCL kernels (compile or autotune "
+               "workers?) left out with their " + std::to_string(before - rows.size()) + " GPU rows");
+      }
     }
     std::map<std::pair<int64_t, int64_t>, int32_t> rank_of_key;  // (pid, device) -> provisional rank
     for (const auto& r : rows) rank_of_key.emplace(std::make_pair(r.pid, r.device), 0);

@@ -267,6 +267,35 @@ void write_export(const std::string& path, Variant v, const std::string& schema_
              {"textId", db.string_id("aten::mm, seq = " + std::to_string(k) + ", op_id = " + std::to_string(40 + k))}});
     }
   }
+  if (gpu && has_gpid) {
+    // Two Triton autotune workers: GPU work, no NCCL, not ranks. (Left out of the file without
+    // globalPid: their kernels share device and context id 1 with the workers there, and no
+    // reader can tell them apart by context.)
+    for (int h = 0; h < 2; ++h) {
+      const int64_t pid = 6001 + h;
+      db.insert("PROCESSES", {{"globalPid", gpid(pid)}, {"pid", pid}, {"name", "compile_worker"}});
+      for (int k = 0; k < 4; ++k) {
+        const int64_t start = 1'200'000 + h * 50'000 + k * 9'000;
+        db.insert("CUPTI_ACTIVITY_KIND_RUNTIME", {{"start", start - 700},
+                                                  {"end", start - 300},
+                                                  {"eventClass", 1},
+                                                  {"globalTid", gtid(pid, pid)},
+                                                  {"correlationId", k + 1},
+                                                  {"nameId", launch},
+                                                  {"returnValue", 0}});
+        db.insert("CUPTI_ACTIVITY_KIND_KERNEL",
+                  {{"start", start},
+                   {"end", start + 4'000},
+                   {"deviceId", h},
+                   {"contextId", 1},
+                   {"streamId", 7},
+                   {"correlationId", k + 1},
+                   {"globalPid", gpid(pid)},
+                   {"demangledName", db.string_id("triton_mm_autotune_" + std::to_string(k))},
+                   {"shortName", db.string_id("triton_mm_autotune_" + std::to_string(k))}});
+      }
+    }
+  }
   if (gpu)  // the data loader's range: a process without GPU work
     db.insert("NVTX_EVENTS", {{"start", 1'000'000},
                               {"end", 1'400'000},
@@ -355,6 +384,13 @@ std::map<std::pair<int64_t, int64_t>, Expect> reference(const std::string& path,
       for (const auto& r :
            rows(path, std::string("SELECT DISTINCT globalPid / 16777216 % 16777216, deviceId FROM ") + t))
         out[{std::stoll(r[0]), std::stoll(r[1])}];
+  // When NCCL runs in the file, the ranks are the processes that run it (the definition the
+  // importer documents): drop (pid, device) pairs of processes without an NCCL kernel.
+  std::set<int64_t> nccl_pids;
+  for (const auto& [key, e] : out)
+    if (e.nccl_count > 0) nccl_pids.insert(key.first);
+  if (!nccl_pids.empty())
+    for (auto it = out.begin(); it != out.end();) it = nccl_pids.count(it->first.first) ? std::next(it) : out.erase(it);
   for (auto& [key, e] : out) {
     e.compute = naive_measure(iv[key].first, nullptr);
     e.comm = naive_measure(iv[key].second, nullptr);
@@ -432,6 +468,12 @@ TEST(NsysReal, Schema3281TwoProcessesTwoGpusNcclCountTimeAndOverlapFromTheFile) 
   EXPECT_TRUE(has_note(m, "export schema 3.28.1")) << all_notes(m);
   EXPECT_FALSE(has_note(m, "newer than"));
   EXPECT_TRUE(has_note(m, "1 NVTX ranges of 1 process(es) without GPU work left out")) << all_notes(m);
+  EXPECT_TRUE(has_note(m,
+                       "2 process(es) with GPU work but no NCCL kernels (compile or autotune workers?) left out "
+                       "with their 8 GPU rows"))
+      << all_notes(m);
+  // The autotune workers are in the file: 4 ranks would be the naive count.
+  EXPECT_EQ(rows(path, "SELECT count(DISTINCT globalPid) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0], "4");
   // Correlation ids repeat across the two processes; each rank keeps its own launches.
   std::map<int32_t, int> calls;
   for (const auto& c : m.runtime) calls[c.rank]++;
