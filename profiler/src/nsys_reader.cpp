@@ -1,5 +1,6 @@
 // Reader of `nsys export --type sqlite` files (Nsight Systems) as real exports are: one rank
-// per process that owns GPU work (per process and device when one process drives several),
+// per process that owns GPU work (per process and device when one process drives several;
+// when NCCL kernels are in the file, only processes that run them: autotune workers are not ranks),
 // with its device and the rank NCCL states in its ncclCommInitRank payload when the export
 // carries it; NVTX push/pop and start/end ranges of those processes per thread (PyTorch's
 // "aten::mm, seq = 12, op_id = 34, sizes = ..." names grouped by operator); kernels, memcpy
@@ -10,8 +11,10 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <tuple>
+#include <cstdlib>
 #include <cstring>
 #include <regex>
 #include <set>
@@ -49,6 +52,23 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
   const std::string fname = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
   auto note = [&](const std::string& s) { m.notes.push_back(fname + ": " + s); };
   try {
+    // Which Nsight Systems wrote the file: META_DATA_EXPORT (EXPORT_META_DATA before 2023.2 or
+    // so). The reader goes by columns, not by version; the note tells the user what was read.
+    for (const char* meta : {"META_DATA_EXPORT", "EXPORT_META_DATA"}) {
+      if (!db.has_table(meta) || !db.has_column(meta, "name") || !db.has_column(meta, "value")) continue;
+      std::string product, schema;
+      sql::Stmt st(db, std::string("SELECT name, value FROM ") + meta +
+                           " WHERE name IN ('EXPORT_PRODUCT_VERSION', 'EXPORT_SCHEMA_VERSION')");
+      while (st.step()) (st.text(0) == "EXPORT_PRODUCT_VERSION" ? product : schema) = st.text(1);
+      if (!product.empty() || !schema.empty()) {
+        std::string v = "Nsight Systems " + (product.empty() ? std::string("?") : product) + ", export schema " +
+                        (schema.empty() ? std::string("?") : schema);
+        const int major = schema.empty() ? 0 : std::atoi(schema.c_str());
+        if (major > 3) v += " (newer than the 3.x schemas this reader knows: missing columns degrade with notes)";
+        note(v);
+      }
+      break;
+    }
     // Strings used by this file, mapped into the model's table (ids are per file).
     std::unordered_map<int64_t, int32_t> sid;
     if (db.has_table("StringIds")) {
@@ -206,6 +226,31 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
       if (unknown > 0)
         note(std::to_string(unknown) + " GPU rows could not be tied to a process: one rank per device and context");
     }
+    // When NCCL runs in this file, the ranks are the processes that run it: other processes
+    // with GPU work (Triton autotune or torch.compile workers, a benchmark in a subprocess)
+    // are not ranks of the job and are left out with a note.
+    {
+      std::set<int64_t> nccl_pids;
+      for (const auto& r : rows) {
+        std::string n = m.strings[static_cast<size_t>(r.name_id)];
+        std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
+        if (n.find("nccl") != std::string::npos) nccl_pids.insert(r.pid);
+      }
+      if (!nccl_pids.empty()) {
+        std::set<int64_t> helpers;
+        const size_t before = rows.size();
+        rows.erase(std::remove_if(rows.begin(), rows.end(),
+                                  [&](const GpuRow& r) {
+                                    if (nccl_pids.count(r.pid)) return false;
+                                    helpers.insert(r.pid);
+                                    return true;
+                                  }),
+                   rows.end());
+        if (!helpers.empty())
+          note(std::to_string(helpers.size()) + " process(es) with GPU work but no NCCL kernels (compile or autotune "
+               "workers?) left out with their " + std::to_string(before - rows.size()) + " GPU rows");
+      }
+    }
     std::map<std::pair<int64_t, int64_t>, int32_t> rank_of_key;  // (pid, device) -> provisional rank
     for (const auto& r : rows) rank_of_key.emplace(std::make_pair(r.pid, r.device), 0);
 
@@ -225,16 +270,29 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
                            db.has_column("NVTX_EVENTS", "end") && db.has_column("NVTX_EVENTS", "eventType");
     const bool nvtx_gtid = have_nvtx && db.has_column("NVTX_EVENTS", "globalTid");
     if (have_nvtx && !nvtx_gtid) note("NVTX_EVENTS has no globalTid column: NVTX ranges are given to the first rank");
+    bool cuda_calls_only = false;  // ranks are processes with CUDA API calls and no GPU rows
     if (rank_of_key.empty()) {
-      // No GPU work: a CPU-only capture; ranks are the processes with NVTX ranges.
+      // No GPU work: a CPU-only capture; ranks are the processes with NVTX ranges, else (an
+      // export with CUDA API calls but no kernel table, as captures where CUPTI activity
+      // tracing is unavailable give) the processes that called CUDA.
+      const std::string pid_of = " / " + std::to_string(kGlobalIdShift) + " % " + std::to_string(kGlobalIdShift);
       if (nvtx_gtid) {
-        sql::Stmt st(db, "SELECT DISTINCT globalTid / " + std::to_string(kGlobalIdShift) + " % " +
-                             std::to_string(kGlobalIdShift) + " FROM NVTX_EVENTS WHERE globalTid IS NOT NULL "
+        sql::Stmt st(db, "SELECT DISTINCT globalTid" + pid_of + " FROM NVTX_EVENTS WHERE globalTid IS NOT NULL "
                              "AND eventType IN (59, 60)");
         while (st.step()) rank_of_key.emplace(std::make_pair(st.i64(0), int64_t{-1}), 0);
       }
+      if (rank_of_key.empty() && have_runtime && opts.gpu_activity) {
+        cuda_calls_only = true;
+        sql::Stmt st(db, "SELECT DISTINCT globalTid" + pid_of +
+                             " FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid IS NOT NULL");
+        while (st.step()) rank_of_key.emplace(std::make_pair(st.i64(0), int64_t{-1}), 0);
+        if (!rank_of_key.empty())
+          note("no kernel, memcpy or memset rows: the capture holds CUDA API calls only (ranks are the processes "
+               "that made them); re-capture with `nsys profile -t cuda` on a GPU where CUDA activity tracing works");
+      } else if (opts.gpu_activity) {
+        note("no GPU activity: ranks are the processes with NVTX ranges, compute is host ranges");
+      }
       if (rank_of_key.empty()) rank_of_key.emplace(std::make_pair(int64_t{-1}, int64_t{-1}), 0);
-      if (opts.gpu_activity) note("no GPU activity: ranks are the processes with NVTX ranges, compute is host ranges");
     }
     std::map<int64_t, int32_t> first_rank_of_pid;
     for (auto& [key, rank] : rank_of_key) {
@@ -246,7 +304,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
         auto g = gpu_name.find(key.second);
         ri.device = "cuda:" + std::to_string(key.second) + (g != gpu_name.end() ? " " + Builder::capped(g->second) : std::string());
       } else {
-        ri.device = "cpu";
+        ri.device = cuda_calls_only ? "cuda (no GPU activity recorded)" : "cpu";
       }
       auto pn = process_name.find(key.first);  // "python3" when PROCESSES names it
       if (pn != process_name.end() && !pn->second.empty()) ri.device += " (" + pn->second + ")";

@@ -142,7 +142,9 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
     FileKind kind;
     if (db.has_table("ULYSSES_RANGES")) {
       kind = FileKind::Ulysses;
-    } else if (db.has_table("NVTX_EVENTS") || db.has_table("CUPTI_ACTIVITY_KIND_KERNEL")) {
+    } else if (db.has_table("NVTX_EVENTS") || db.has_table("CUPTI_ACTIVITY_KIND_KERNEL") ||
+               db.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") || db.has_table("META_DATA_EXPORT") ||
+               db.has_table("EXPORT_META_DATA")) {  // an export without kernels or NVTX is still one
       kind = FileKind::Nsys;
     } else {
       throw TraceError(describe(path) + " is an SQLite database but not a Ulysses trace or an Nsight Systems "
