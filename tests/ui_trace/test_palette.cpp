@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <vector>
 
@@ -67,6 +68,8 @@ TEST(PhasePalette, ColorBlindColoursDistinctAndNotTheDefaults) {
 TEST(PhasePalette, SurvivesSimulatedDeuteranopiaAndProtanopia) {
   for (const Mat* m : {&kDeuteranopia, &kProtanopia}) {
     const double cb = min_pair_distance(*m, PhasePalette::ColorBlind), def = min_pair_distance(*m, PhasePalette::Default);
+    std::printf("%s: smallest distance between key phases: colour-blind safe %.0f, default %.0f (ratio %.2f)\n",
+                m == &kDeuteranopia ? "deuteranopia" : "protanopia", cb, def, cb / def);
     EXPECT_GE(cb, 45.0) << (m == &kDeuteranopia ? "deuteranopia" : "protanopia");
     EXPECT_GT(cb, def) << "default " << def << ", colour-blind safe " << cb;
   }
