@@ -1,5 +1,5 @@
 // ulysses-studio [RUN_DIR|TRACE.sqlite|CONFIG.json] [--screenshot FILE.png] [--view NAME]
-// [--runs-dir DIR] [--stage N] [--replay SPEED]: the desktop studio (--stage N: the explainer
+// [--runs-dir DIR] [--stage N] [--replay SPEED] [--palette default|cb]: the desktop studio (--stage N: the explainer
 // at stage N; --replay: play a recorded run back in the monitor). --screenshot renders the main window after loading
 // and exits (works offscreen: QT_QPA_PLATFORM=offscreen). Exit 2 on bad arguments, 1 when
 // the file cannot be opened or the screenshot cannot be written.
@@ -19,6 +19,7 @@
 #include "main_window.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 #include "monitor_page.hpp"
+#include "svg_export.hpp"
 
 namespace {
 // --stage N: the explainer at stage N (1-based, as the view numbers them).
@@ -63,7 +64,7 @@ int studio_main(int argc, char** argv) {
   cli.addVersionOption();
   cli.addPositionalArgument(QStringLiteral("path"), QStringLiteral("run folder, trace .sqlite or run config .json to open"),
                             QStringLiteral("[RUN_DIR|TRACE.sqlite|CONFIG.json]"));
-  const QCommandLineOption shot(QStringLiteral("screenshot"), QStringLiteral("Render the window to FILE.png and exit."),
+  const QCommandLineOption shot(QStringLiteral("screenshot"), QStringLiteral("Render the window to FILE.png (or FILE.svg, a vector drawing) and exit."),
                                 QStringLiteral("FILE.png"));
   const QCommandLineOption view(QStringLiteral("view"),
                                 QStringLiteral("Page or trace view: launch, monitor, runs, explain, trace, timeline, headmap, memory, report."),
@@ -81,7 +82,10 @@ int studio_main(int argc, char** argv) {
                                   QStringLiteral("Play the opened run back in the monitor at SPEED x real time (1, 10, ...; "
                                                  "0 = step by step), no training."),
                                   QStringLiteral("SPEED"));
-  cli.addOptions({shot, view, runsDir, size, dark, stage, replay});
+  const QCommandLineOption palette(QStringLiteral("palette"),
+                                   QStringLiteral("Phase colours of the trace views: default, or cb (colour-blind safe, Okabe-Ito)."),
+                                   QStringLiteral("NAME"));
+  cli.addOptions({shot, view, runsDir, size, dark, stage, replay, palette});
   if (!cli.parse(QApplication::arguments())) {
     std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(cli.errorText()));
     return 2;
@@ -109,8 +113,15 @@ int studio_main(int argc, char** argv) {
     }
   }
 
+  ulysses::ui::PhasePalette phasePalette = ulysses::ui::PhasePalette::Default;
+  if (cli.isSet(palette) && !ulysses::ui::phase_palette_from_name(cli.value(palette).toStdString(), &phasePalette)) {
+    std::fprintf(stderr, "ulysses-studio: --palette expects default or cb (colour-blind safe), got '%s'\n", qPrintable(cli.value(palette)));
+    return 2;
+  }
+
   ulysses::ui::MainWindow w;
   w.setQuiet(screenshot);
+  if (cli.isSet(palette)) w.setPhasePalette(phasePalette, /*remember=*/false);
   if (cli.isSet(runsDir)) w.setRunsDir(cli.value(runsDir));
   if (cli.isSet(dark)) w.setDarkTheme(true);
   if (screenshot) w.resize(winSize);
@@ -164,9 +175,11 @@ int studio_main(int argc, char** argv) {
   int rc = 0;
   QTimer::singleShot(300, &w, [&] {
     QApplication::processEvents();
-    const QPixmap pm = w.grab();
     const QString out = cli.value(shot);
-    if (pm.isNull() || !pm.save(out)) {
+    QString serr;
+    const bool svg = QFileInfo(out).suffix().toLower() == QLatin1String("svg");
+    const QPixmap pm = svg ? QPixmap() : w.grab();
+    if (svg ? !ulysses::ui::exportWidgetSvg(&w, out, &serr) : (pm.isNull() || !pm.save(out))) {
       std::fprintf(stderr, "ulysses-studio: cannot write the screenshot to %s\n", qPrintable(out));
       rc = 1;
     } else {

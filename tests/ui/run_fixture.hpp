@@ -24,8 +24,19 @@ struct FixtureStep {
 
 inline constexpr int64_t kFixtureTokensPerStep = 1024;
 
+// Defaults write the original fixture (one traced layer, no projections). With more layers,
+// the forward part of each step (its first 70 %) is cut into slices of width proportional
+// to (layer + 1)^2, each holding that layer's ranges at the same relative places, so layer
+// l's stage times are (l + 1)^2 / sum((k + 1)^2) times those of the one-layer fixture (the
+// median over layers differs from their mean).
+struct FixtureOptions {
+  int layers = 1;
+  bool projections = false;  // qkv_proj at 0-5 % and out_proj at 65-70 % of each slice
+};
+
 // Writes a finished run of steps.size() steps on `world` ranks into dir (created).
-inline void write_fixture_run(const std::string& dir, int world, const std::vector<FixtureStep>& steps) {
+inline void write_fixture_run(const std::string& dir, int world, const std::vector<FixtureStep>& steps,
+                              const FixtureOptions& opt = {}) {
   namespace fs = std::filesystem;
   namespace prof = ulysses::prof;
   fs::create_directories(fs::path(dir) / "trace");
@@ -70,12 +81,24 @@ inline void write_fixture_run(const std::string& dir, int world, const std::vect
       w.begin();
       const int64_t step_ns = static_cast<int64_t>(steps[s].step_ms * 1e6) + rank * 1000;  // rank 1 a little slower
       const int64_t begin = t;
-      // forward: a2a seq->head, attention, a2a head->seq; backward: grad all-reduce
-      struct Part { prof::Phase phase; double from, to; bool comm; };
-      const Part parts[] = {{prof::Phase::A2ASeqToHead, 0.05, 0.20, true},
-                            {prof::Phase::Attention, 0.15, 0.55, false},
-                            {prof::Phase::A2AHeadToSeq, 0.55, 0.65, true},
-                            {prof::Phase::GradAllReduce, 0.80, 0.95, true}};
+      // forward: per layer [qkv_proj,] a2a seq->head, attention, a2a head->seq[, out_proj];
+      // backward: grad all-reduce
+      struct Part { prof::Phase phase; double from, to; bool comm; int layer; };
+      std::vector<Part> parts;
+      double wsum = 0;
+      for (int l = 0; l < opt.layers; ++l) wsum += (l + 1) * (l + 1);
+      double slice0 = 0;
+      for (int l = 0; l < opt.layers; ++l) {
+        const double width = 0.70 * (l + 1) * (l + 1) / wsum;
+        auto at = [&](double f) { return opt.layers == 1 ? f : slice0 + f / 0.70 * width; };
+        if (opt.projections) parts.push_back({prof::Phase::QkvProj, at(0.0), at(0.05), false, l});
+        parts.push_back({prof::Phase::A2ASeqToHead, at(0.05), at(0.20), true, l});
+        parts.push_back({prof::Phase::Attention, at(0.15), at(0.55), false, l});
+        parts.push_back({prof::Phase::A2AHeadToSeq, at(0.55), at(0.65), true, l});
+        if (opt.projections) parts.push_back({prof::Phase::OutProj, at(0.65), at(0.70), false, l});
+        slice0 += width;
+      }
+      parts.push_back({prof::Phase::GradAllReduce, 0.80, 0.95, true, -1});
       for (const auto& p : parts) {
         prof::RangeRecord r;
         r.start_ns = begin + static_cast<int64_t>(p.from * static_cast<double>(step_ns));
@@ -85,7 +108,7 @@ inline void write_fixture_run(const std::string& dir, int world, const std::vect
         r.step = static_cast<int64_t>(s);
         r.info.phase = p.phase;
         r.info.dir = p.phase == prof::Phase::GradAllReduce ? prof::Direction::Backward : prof::Direction::Forward;
-        r.info.layer = p.phase == prof::Phase::GradAllReduce ? -1 : 0;
+        r.info.layer = p.layer;
         if (p.comm) r.info.bytes_sent = p.phase == prof::Phase::GradAllReduce ? 4096 : 8192;
         w.write_range(r);
       }

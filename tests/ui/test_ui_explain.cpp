@@ -110,3 +110,78 @@ TEST(Explain, RefusedSettingsSayWhy) {
   EXPECT_NE(e.problems.front().find("num_key_value_heads (3)"), std::string::npos) << e.problems.front();
   EXPECT_TRUE(e.stages.empty());
 }
+
+// ---- measured stage times and the range -> stage mapping (explain_times) ----------------
+#include "explain_times.hpp"
+
+namespace {
+prof::LayerRow layer_row(int32_t layer, prof::Direction dir, int64_t samples, int64_t qkv, int64_t s2h, int64_t att, int64_t h2s,
+                         int64_t out) {
+  prof::LayerRow r;
+  r.layer = layer;
+  r.dir = dir;
+  r.samples = samples;
+  r.qkv_proj_ns = qkv;
+  r.a2a_seq_to_head_ns = s2h;
+  r.attention_ns = att;
+  r.a2a_head_to_seq_ns = h2s;
+  r.out_proj_ns = out;
+  return r;
+}
+}  // namespace
+
+TEST(ExplainTimes, MedianOverForwardLayersOfThePerSampleMean) {
+  using prof::Direction;
+  // Four forward layers, 4 samples each (2 ranks x 2 steps); per-sample attention times
+  // 400, 100, 300, 200 ns: median (even count) = (200 + 300) / 2 = 250 ns. A backward row
+  // with huge times and a forward row without samples must not count.
+  const std::vector<prof::LayerRow> rows = {
+      layer_row(0, Direction::Forward, 4, 0, 40, 1600, 80, 0),
+      layer_row(1, Direction::Forward, 4, 0, 44, 400, 80, 0),
+      layer_row(2, Direction::Forward, 4, 0, 48, 1200, 80, 0),
+      layer_row(3, Direction::Forward, 4, 0, 52, 800, 80, 12),
+      layer_row(0, Direction::Backward, 4, 999999, 999999, 999999, 999999, 999999),
+      layer_row(4, Direction::Forward, 0, 5, 5, 5, 5, 5)};
+  const auto t = ui::stage_times(rows);
+  ASSERT_EQ(t.size(), size_t(ui::kExplainStageCount));
+  EXPECT_FALSE(t[0].measured);  // the shard has no range
+  EXPECT_FALSE(t[1].measured);  // no layer traced q/k/v projections
+  EXPECT_TRUE(t[2].measured);
+  EXPECT_DOUBLE_EQ(t[2].median_ns, (11.0 + 12.0) / 2);  // 10, 11, 12, 13
+  EXPECT_EQ(t[2].layers, 4);
+  EXPECT_DOUBLE_EQ(t[3].median_ns, 250.0);
+  EXPECT_DOUBLE_EQ(t[4].median_ns, 20.0);
+  EXPECT_TRUE(t[5].measured);  // one layer only: its value
+  EXPECT_EQ(t[5].layers, 1);
+  EXPECT_DOUBLE_EQ(t[5].median_ns, 3.0);
+  // Odd count: the middle value.
+  const auto odd = ui::stage_times({rows[0], rows[1], rows[2]});
+  EXPECT_DOUBLE_EQ(odd[3].median_ns, 300.0);
+  EXPECT_TRUE(ui::stage_times({}).size() == size_t(ui::kExplainStageCount));
+  EXPECT_FALSE(ui::stage_times({})[3].measured);
+}
+
+TEST(ExplainTimes, RangeToStageByPhaseThenName) {
+  using prof::Phase;
+  // Every phase the explainer draws, in the explain model's stage order.
+  const auto e = ui::explain(config(8, 8, 2));
+  ASSERT_EQ(e.stages.size(), size_t(ui::kExplainStageCount));
+  EXPECT_EQ(e.stages[size_t(ui::explain_stage_of_phase(Phase::QkvProj))].name, "q/k/v projection");
+  EXPECT_EQ(e.stages[size_t(ui::explain_stage_of_phase(Phase::A2ASeqToHead))].name, "all-to-all seq→head");
+  EXPECT_EQ(e.stages[size_t(ui::explain_stage_of_phase(Phase::Attention))].name, "attention");
+  EXPECT_EQ(e.stages[size_t(ui::explain_stage_of_phase(Phase::A2AHeadToSeq))].name, "all-to-all head→seq");
+  EXPECT_EQ(e.stages[size_t(ui::explain_stage_of_phase(Phase::OutProj))].name, "output projection");
+  for (Phase p : {Phase::Step, Phase::Embedding, Phase::Mlp, Phase::Norm, Phase::LmHead, Phase::Loss, Phase::Backward,
+                  Phase::GradAllReduce, Phase::Optimizer, Phase::Other})
+    EXPECT_EQ(ui::explain_stage_of_phase(p), -1) << prof::phase_name(p);
+  // The phase wins over the name; names only for ranges without a phase (foreign traces).
+  EXPECT_EQ(ui::explain_stage_of_range(Phase::Attention, "o_proj"), 3);
+  EXPECT_EQ(ui::explain_stage_of_range(Phase::Mlp, "attention"), -1);
+  EXPECT_EQ(ui::explain_stage_of_range(Phase::Other, "a2a_head_to_seq"), 4);
+  EXPECT_EQ(ui::explain_stage_of_range(Phase::Other, "ulysses all-to-all seq_to_head L3"), 2);
+  EXPECT_EQ(ui::explain_stage_of_range(Phase::Other, "self_attn.o_proj"), 5);
+  EXPECT_EQ(ui::explain_stage_of_range(Phase::Other, "layers.0.self_attn.q_proj"), 1);
+  EXPECT_EQ(ui::explain_stage_of_range(Phase::Other, "FlashAttnFwd"), 3);
+  EXPECT_EQ(ui::explain_stage_of_range(Phase::Other, "ncclDevKernel_AllReduce"), -1);
+  EXPECT_EQ(ui::explain_stage_of_range(Phase::Other, ""), -1);
+}

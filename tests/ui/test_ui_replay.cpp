@@ -3,6 +3,8 @@
 // last step. ReplayModel's clock is checked with synthetic wall time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <QDir>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -51,6 +53,44 @@ TEST(ReplayModel, TimedAndStepByStep) {
   // Times that go backwards (a worker appended after a restart) never stall the replay.
   ReplayModel back(points({1.0, 3.0, 2.0}));
   EXPECT_EQ(back.advance(3.0, 1.0).size(), 3u);
+}
+
+// The replay cursor on the trace clock: inside the step in progress by the fraction of its run
+// time covered, at a shown step's end in step mode, at the last step's end when finished.
+TEST(ReplayModel, CursorSweepsToTheLastStepsEnd) {
+  auto pts = points({1.0, 2.0, 3.0, 4.0});
+  for (auto& p : pts) p.step_ms = 500;  // each step ran for the last 0.5 s of its second
+  const std::vector<TraceStepSpan> spans = {{0, 1000, 2000}, {1, 3000, 5000}, {2, 6000, 7000}, {3, 8000, 9000}};
+  ReplayModel m(pts);
+  EXPECT_EQ(m.cursorNs(spans), 1000);  // before any time: step 0's start
+  m.advance(0.75, 1.0);                // 0.75 s: step 0 half done (it runs 0.5 -> 1.0 s)
+  EXPECT_EQ(m.cursorNs(spans), 1500);
+  m.advance(0.25, 1.0);                // 1.0 s: step 0 shown, cursor at its end
+  EXPECT_EQ(m.cursorStep(), 0);
+  EXPECT_EQ(m.cursorNs(spans), 2000);
+  m.advance(0.25, 1.0);                // 1.25 s: between steps (step 1 starts at 1.5 s)
+  EXPECT_EQ(m.cursorNs(spans), 3000);
+  m.advance(0.5, 1.0);                 // 1.75 s: half of step 1
+  EXPECT_EQ(m.cursorNs(spans), 4000);
+  int64_t last = m.cursorNs(spans);
+  while (!m.finished()) {  // 10x: never goes back, ends at the last step's end
+    m.advance(0.01, 10.0);
+    EXPECT_GE(m.cursorNs(spans), last);
+    last = m.cursorNs(spans);
+  }
+  EXPECT_EQ(m.cursorNs(spans), 9000);
+  m.advance(5.0, 1.0);  // past the end: stays there
+  EXPECT_EQ(m.cursorNs(spans), 9000);
+  // Step by step: each step's end.
+  ReplayModel st(pts);
+  MetricPoint p;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    ASSERT_TRUE(st.step(&p));
+    EXPECT_EQ(st.cursorNs(spans), spans[i].end_ns);
+  }
+  // A step the trace does not have: no cursor.
+  EXPECT_EQ(st.cursorNs({{0, 1, 2}}), -1);
+  EXPECT_EQ(ReplayModel().cursorNs(spans), -1);
 }
 
 class ReplayMonitor : public ::testing::Test {
@@ -210,4 +250,28 @@ TEST_F(ReplayMonitor, TimelineFollowsTheReplayToTheLastStep) {
     EXPECT_EQ(tl->index()->steps()[size_t(tl->currentStep())].step, i) << "timeline not on replayed step " << i;
   }
   EXPECT_EQ(tl->currentStep(), 4);
+  // The cursor drawn on the timeline reached the last step's end.
+  EXPECT_EQ(tl->cursorTime(), tl->index()->steps().back().end_ns);
+}
+
+// At 2x the cursor sweeps the timeline forward, step after step, and stops at the last
+// step's end.
+TEST_F(ReplayMonitor, TimelineCursorSweepsDuringTimedReplay) {
+  MainWindow w;
+  w.setQuiet(true);
+  w.resize(1200, 800);
+  QString err;
+  ASSERT_TRUE(w.openTraceAndWait(run_, &err)) << err.toStdString();
+  auto* tl = w.traceView()->timeline();
+  std::vector<qint64> seen;
+  QObject::connect(w.monitor(), &MonitorPage::replayCursor, tl, [&] { seen.push_back(tl->cursorTime()); });
+  QSignalSpy done(w.monitor(), &MonitorPage::replayFinished);
+  ASSERT_TRUE(w.monitor()->replayRun(run_, 2.0, &err)) << err.toStdString();  // 1 s of run time in 0.5 s
+  ASSERT_TRUE(done.wait(10000));
+  ASSERT_GE(seen.size(), 3u) << "the cursor moved only " << seen.size() << " times";
+  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+  const auto& steps = tl->index()->steps();
+  EXPECT_GE(seen.front(), steps.front().start_ns);
+  EXPECT_EQ(tl->cursorTime(), steps.back().end_ns);
+  EXPECT_EQ(tl->currentStep(), int64_t(steps.size()) - 1);
 }

@@ -5,11 +5,19 @@
 // run time at the end of step i).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "run_data.hpp"
 
 namespace ulysses::ui {
+
+// One step of the trace on the trace's clock (the timeline's steps: from the earliest rank's
+// start to the latest rank's end), for the replay cursor.
+struct TraceStepSpan {
+  int64_t step = 0;
+  int64_t start_ns = 0, end_ns = 0;
+};
 
 class ReplayModel {
  public:
@@ -29,6 +37,13 @@ class ReplayModel {
   bool finished() const { return next_ >= points_.size(); }
   double durationS() const;                          // run time of the last point
   int cursorStep() const;                            // step of the last shown point, -1 before any
+  // The replay cursor on the trace clock, the line that sweeps the timeline: at the end of
+  // the last shown step while the clock stands at its time (step by step, and at the end of
+  // the replay); inside the step in progress, at the fraction of the step's span that the
+  // clock has covered of its run time (from the previous point's time, or from this point's
+  // time less its step_ms when that is later); at the first step's start before any time
+  // has passed. -1 when `spans` has no span for that step.
+  int64_t cursorNs(const std::vector<TraceStepSpan>& spans) const;
 
  private:
   std::vector<MetricPoint> points_;

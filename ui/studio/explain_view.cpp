@@ -9,6 +9,7 @@
 #include <QVBoxLayout>
 
 #include "cost_model.hpp"
+#include "trace/phase_style.hpp"
 
 namespace ulysses::ui {
 
@@ -154,6 +155,20 @@ void ExplainView::setExplanation(const Explanation& e) {
   refresh();
 }
 
+void ExplainView::setStageTimes(const std::vector<StageTime>& times, const QString& run) {
+  times_ = times;
+  timesRun_ = run;
+  refresh();
+}
+
+void ExplainView::highlightStage(int stage) {
+  highlight_ = stage >= 0 && stage < stageCount() ? stage : -1;
+  if (highlight_ >= 0) stage_ = highlight_;
+  refresh();
+}
+
+QString ExplainView::captionText() const { return title_->text(); }
+
 bool ExplainView::setStage(int stage) {
   if (stage < 0 || stage >= stageCount()) return false;
   stage_ = stage;
@@ -183,10 +198,22 @@ void ExplainView::refresh() {
                        .arg(e_.kv_replicated ? tr(" (replicated: each rank gets one copy)") : e_.Hkv < e_.H ? tr(" (split: %1 per rank)").arg(e_.Hkv / e_.P) : QString())
                        .arg(e_.dh).arg(e_.elem_bytes == 2 ? QStringLiteral("2 B") : QStringLiteral("4 B"));
     QString steps;
+    auto measured = [this](int i) -> const StageTime* {
+      return i < static_cast<int>(times_.size()) && times_[static_cast<size_t>(i)].measured ? &times_[static_cast<size_t>(i)] : nullptr;
+    };
     for (int i = 0; i < stageCount(); ++i) {
-      const QString n = QStringLiteral("%1. %2").arg(i + 1).arg(qs(e_.stages[static_cast<size_t>(i)].name)).toHtmlEscaped();
+      QString n = QStringLiteral("%1. %2").arg(i + 1).arg(qs(e_.stages[static_cast<size_t>(i)].name));
+      if (const StageTime* t = measured(i)) n += QStringLiteral(" (%1)").arg(qs(format_duration_ns(t->median_ns)));
+      n = n.toHtmlEscaped();
+      if (i == highlight_) n = QStringLiteral("<span style='background:#ffd54f; color:#000'>%1</span>").arg(n);
       steps += (i ? QStringLiteral(" → ") : QString()) + (i == stage_ ? QStringLiteral("<b><u>%1</u></b>").arg(n) : n);
     }
+    if (!times_.empty())
+      steps += tr("<br><small>times: measured in %1, per layer forward, median over the layers of the mean per rank and step "
+                  "(the <tt>layers</tt> table of <tt>ulysses-trace summary</tt>)%2</small>")
+                   .arg(timesRun_.toHtmlEscaped(), highlight_ >= 0 ? tr("; highlighted: the stage of the range selected in the timeline") : QString());
+    if (const StageTime* t = measured(stage_))
+      steps += tr("<br>measured: <b>%1</b> per layer (median over %2 layer(s))").arg(qs(format_duration_ns(t->median_ns))).arg(t->layers);
     title_->setText(head + QStringLiteral("<br>") + steps + QStringLiteral("<br><i>") + qs(st.detail).toHtmlEscaped() +
                     QStringLiteral("</i><br><tt>") + qs(st.shapes).toHtmlEscaped() + QStringLiteral("</tt>") +
                     (st.bytes_sent ? tr("<br>each rank sends %1 and receives %2 in this all-to-all; %3 per layer forward (both all-to-alls)")

@@ -8,6 +8,7 @@
 #include <QWidget>
 
 #include "explain_model.hpp"
+#include "explain_times.hpp"
 
 class QLabel;
 class QPushButton;
@@ -29,11 +30,24 @@ class ExplainView : public QWidget {
   bool setStage(int stage);
   int stage() const { return stage_; }
   int stageCount() const { return static_cast<int>(e_.stages.size()); }
+  // With a run open: the run's measured time of each stage (explain_times.hpp), shown beside
+  // the stage names; an empty vector clears them. `run` names the run in the caption.
+  void setStageTimes(const std::vector<StageTime>& times, const QString& run);
+  const std::vector<StageTime>& stageTimes() const { return times_; }
+  // The stage of the range selected in the timeline (explain_stage_of_range): shown and
+  // marked; -1 clears the mark.
+  void highlightStage(int stage);
+  int highlightedStage() const { return highlight_; }
+  // The caption as shown (rich text): stage list with times, shapes, bytes.
+  QString captionText() const;
 
  private:
   void refresh();
   Explanation e_;
   int stage_ = 0;
+  std::vector<StageTime> times_;
+  QString timesRun_;
+  int highlight_ = -1;
   ExplainCanvas* canvas_ = nullptr;
   QLabel* title_ = nullptr;
   QLabel* problems_ = nullptr;

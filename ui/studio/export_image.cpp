@@ -8,6 +8,7 @@
 
 #include "cost_model.hpp"
 #include "explain_model.hpp"
+#include "svg_export.hpp"
 
 namespace ulysses::ui {
 
@@ -16,6 +17,7 @@ bool exportWidgetImage(QWidget* w, const QString& path, QString* error) {
     if (error) *error = QStringLiteral("nothing to export");
     return false;
   }
+  if (QFileInfo(path).suffix().toLower() == QLatin1String("svg")) return exportWidgetSvg(w, path, error);
   const QPixmap pm = w->grab();
   if (pm.isNull() || !pm.save(path)) {
     if (error) *error = QStringLiteral("cannot write %1 (use a .png or .jpg name in a writable folder)").arg(path);

@@ -18,11 +18,13 @@
 #include <QMimeData>
 #include <QProcess>
 #include <QSettings>
+#include <QSignalBlocker>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTimer>
 
 #include "estimate_model.hpp"
+#include "explain_times.hpp"
 #include "explain_view.hpp"
 #include "export_image.hpp"
 #include "launcher_page.hpp"
@@ -32,9 +34,12 @@
 #include "runs_page.hpp"
 #include "studio_paths.hpp"
 #include "theme.hpp"
+#include "trace/phase_style.hpp"
 #include "trace/timeline_index.hpp"
 #include "trace/timeline_widget.hpp"
 #include "trace/trace_view.hpp"
+#include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/trace_model.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 namespace ulysses::ui {
@@ -72,18 +77,52 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   });
   connect(trace_, &TraceView::loaded, this, [this] { lastTraceError_.clear(); });
   // Replay: the timeline follows the replayed step (the view sweeps step by step).
-  connect(monitor_, &MonitorPage::replayCursor, this, [this](int step, double) {
+  // A cursor line sweeps it: ReplayModel::cursorNs maps the replay clock onto the trace's
+  // step spans; the view moves to the next step when the cursor enters it.
+  connect(monitor_, &MonitorPage::replayCursor, this, [this](int, double) {
     auto* tl = trace_->timeline();
-    if (!tl || !tl->index()) return;
+    if (!tl || !tl->index() || !monitor_->replayModel()) return;
     const auto& st = tl->index()->steps();
+    std::vector<TraceStepSpan> spans;
+    spans.reserve(st.size());
+    for (const auto& s : st) spans.push_back({s.step, s.start_ns, s.end_ns});
+    const int64_t c = monitor_->replayModel()->cursorNs(spans);
+    tl->setCursorTime(c);
+    if (c < 0) return;
     for (size_t i = 0; i < st.size(); ++i)
-      if (st[i].step == step) tl->fitStep(static_cast<int>(i));
+      if (st[i].start_ns <= c && c <= st[i].end_ns) {
+        if (tl->currentStep() != static_cast<int64_t>(i)) tl->fitStep(static_cast<int>(i));
+        break;
+      }
   });
   {  // Explainer: follows the launcher's config as it is edited.
     auto* explain = new ExplainView(this);
     tabs_->addTab(explain, QStringLiteral("Explain"));
     connect(launcher_, &LauncherPage::configEdited, explain, [this, explain] { explain->setConfigJson(launcher_->configJson()); });
     explain->setConfigJson(launcher_->configJson());
+    // With a run open: the run's own config and its measured stage times (explain_times.hpp,
+    // from the analysis core's layer table, as `ulysses-trace summary` computes it).
+    connect(trace_, &TraceView::loaded, explain, [this, explain](const QString& path) {
+      const auto m = trace_->model();
+      if (!m) return;
+      if (!m->config_json.empty()) {
+        try {
+          const Explanation e = ulysses::ui::explain(RunConfig::from_json(nlohmann::json::parse(m->config_json)));
+          if (e.ok) explain->setExplanation(e);
+        } catch (const std::exception&) {  // a foreign or older config: keep the launcher's
+        }
+      }
+      explain->highlightStage(-1);
+      explain->setStageTimes(stage_times(prof::layer_table(*m)), QFileInfo(path).fileName());
+    });
+    // A range selected in the timeline highlights its stage.
+    connect(trace_->timeline(), &TimelineWidget::rangeSelected, explain, [this, explain](qint64 i) {
+      const auto m = trace_->model();
+      if (!m || i < 0 || static_cast<size_t>(i) >= m->ranges.size()) return explain->highlightStage(-1);
+      const auto& r = m->ranges[static_cast<size_t>(i)];
+      const std::string name = r.name_id >= 0 && static_cast<size_t>(r.name_id) < m->strings.size() ? m->strings[static_cast<size_t>(r.name_id)] : std::string();
+      explain->highlightStage(explain_stage_of_range(r.phase, name));
+    });
   }
   setCentralWidget(tabs_);
   statusRun_ = new QLabel(this);
@@ -119,6 +158,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   QSettings s;
   setRunsDir(s.value(QStringLiteral("runsDir"), QDir::current().filePath(QStringLiteral("runs"))).toString());
   setDarkTheme(s.value(QStringLiteral("darkTheme"), false).toBool());
+  if (PhasePalette pal = PhasePalette::Default; phase_palette_from_name(s.value(QStringLiteral("phasePalette")).toString().toStdString(), &pal)) setPhasePalette(pal, false);
   const DeviceScan scan = discoverDevices(3000);
   launcher_->setDevices(scan);
   launcher_->setThroughputTflops(s.value(QStringLiteral("throughputTflops"), scan.gpus.isEmpty() ? 0.02 : 400.0).toDouble());
@@ -156,20 +196,12 @@ void MainWindow::buildMenus() {
   file->addSeparator();
   file->addAction(QStringLiteral("Runs &Folder…"), this, &MainWindow::chooseRunsDir);
   file->addAction(QStringLiteral("Export &Image…"), QKeySequence(QStringLiteral("Ctrl+E")), this, [this] {
-    // The current view as PNG; the explainer also as SVG (export_image.hpp).
+    // The current view as PNG or SVG (export_image.hpp).
     const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Export image"), QString(),
-                                                      QStringLiteral("PNG image (*.png);;SVG, explainer (*.svg)"));
+                                                      QStringLiteral("PNG image (*.png);;SVG image (*.svg)"));
     if (path.isEmpty()) return;
     QString err;
-    auto* ex = qobject_cast<ExplainView*>(tabs_->currentWidget());
-    if (QFileInfo(path).suffix().toLower() == QLatin1String("svg")) {
-      QFile f(path);
-      if (!ex || !ex->explanation().ok) err = QStringLiteral("SVG export draws the explainer (Explain tab, a valid config); export other views as PNG");
-      else if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(explainStageSvg(ex->explanation(), ex->stage()).toUtf8()) < 0)
-        err = QStringLiteral("cannot write %1").arg(path);
-    } else {
-      exportWidgetImage(tabs_->currentWidget(), path, &err);
-    }
+    exportCurrentView(path, &err);
     if (!err.isEmpty()) showError(QStringLiteral("Export image"), err);
   });
   file->addSeparator();
@@ -217,6 +249,13 @@ void MainWindow::buildMenus() {
       QApplication::setPalette(p);
     });
   }
+  {  // Colour-blind-safe phase colours (Okabe-Ito) in every trace view; remembered.
+    auto* cb = view->addAction(QStringLiteral("&Colour-blind-safe Phase Colours"));
+    cb->setObjectName(QStringLiteral("colorBlindPalette"));
+    cb->setCheckable(true);
+    cb->setChecked(phase_palette() == PhasePalette::ColorBlind);
+    connect(cb, &QAction::toggled, this, [this](bool on) { setPhasePalette(on ? PhasePalette::ColorBlind : PhasePalette::Default); });
+  }
   darkAction_ = view->addAction(QStringLiteral("&Dark Theme"));
   darkAction_->setCheckable(true);
   darkAction_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+D")));
@@ -244,6 +283,31 @@ void MainWindow::setDarkTheme(bool dark) {
   applyTheme(dark);
   if (darkAction_ && darkAction_->isChecked() != dark) darkAction_->setChecked(dark);
   QSettings().setValue(QStringLiteral("darkTheme"), dark);
+}
+
+void MainWindow::setPhasePalette(PhasePalette p, bool remember) {
+  set_phase_palette(p);
+  if (auto* a = findChild<QAction*>(QStringLiteral("colorBlindPalette")); a && a->isChecked() != (p == PhasePalette::ColorBlind)) {
+    const QSignalBlocker quiet(a);  // no second call through toggled
+    a->setChecked(p == PhasePalette::ColorBlind);
+  }
+  if (auto* tl = trace_->timeline()) tl->refreshColours();
+  trace_->update();
+  if (remember) QSettings().setValue(QStringLiteral("phasePalette"), p == PhasePalette::ColorBlind ? QStringLiteral("cb") : QStringLiteral("default"));
+}
+
+bool MainWindow::exportCurrentView(const QString& path, QString* error) {
+  auto* ex = qobject_cast<ExplainView*>(tabs_->currentWidget());
+  if (ex && ex->explanation().ok && QFileInfo(path).suffix().toLower() == QLatin1String("svg")) {
+    // The explainer's stage as vector shapes of its own (explainStageSvg).
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(explainStageSvg(ex->explanation(), ex->stage()).toUtf8()) < 0) {
+      if (error) *error = QStringLiteral("cannot write %1").arg(path);
+      return false;
+    }
+    return true;
+  }
+  return exportWidgetImage(tabs_->currentWidget(), path, error);
 }
 
 QStringList MainWindow::recentFiles() const { return QSettings().value(QStringLiteral("recentFiles")).toStringList(); }

@@ -5,6 +5,8 @@
 
 #include <QMainWindow>
 
+#include "trace/phase_style.hpp"
+
 class QTabWidget;
 class QMenu;
 class QAction;
@@ -48,8 +50,13 @@ class MainWindow : public QMainWindow {
   // Starts the launcher's config; false with *error when invalid or already running.
   bool launch(QString* error);
   void setDarkTheme(bool dark);
+  // Phase colours of the trace views (View ▸ Colour-blind-safe Phase Colours, --palette cb).
+  // `remember`: keep it for the next session (the menu does; --palette does not).
+  void setPhasePalette(PhasePalette p, bool remember = true);
   bool darkTheme() const { return dark_; }
   QStringList recentFiles() const;
+  // File ▸ Export image: the current page as PNG or SVG by the suffix of `path`.
+  bool exportCurrentView(const QString& path, QString* error);
   // Loads the trace and waits (screenshots).
   bool openTraceAndWait(const QString& path, QString* error);
 

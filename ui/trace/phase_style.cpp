@@ -13,25 +13,70 @@ const char* phase_label(Phase p) { return prof::phase_name(p); }
 
 const char* direction_label(Direction d) { return prof::direction_name(d); }
 
-uint32_t phase_argb(Phase p, Direction d) {
-  uint32_t c = 0xFFBDBDBD;
+namespace {
+PhasePalette g_palette = PhasePalette::Default;
+
+uint32_t default_argb(Phase p) {
   switch (p) {
-    case Phase::Step: c = 0xFF9E9E9E; break;
-    case Phase::Embedding: c = 0xFF8D6E63; break;
-    case Phase::QkvProj: c = 0xFF4DB6AC; break;
-    case Phase::A2ASeqToHead: c = 0xFFFF8F00; break;
-    case Phase::Attention: c = 0xFF1E63E5; break;
-    case Phase::A2AHeadToSeq: c = 0xFFE0205E; break;
-    case Phase::OutProj: c = 0xFF26A69A; break;
-    case Phase::Mlp: c = 0xFF66BB6A; break;
-    case Phase::Norm: c = 0xFFC0CA33; break;
-    case Phase::LmHead: c = 0xFF7E57C2; break;
-    case Phase::Loss: c = 0xFFA1887F; break;
-    case Phase::Backward: c = 0xFF90A4AE; break;
-    case Phase::GradAllReduce: c = 0xFF9C27B0; break;
-    case Phase::Optimizer: c = 0xFFFBC02D; break;
-    default: break;
+    case Phase::Step: return 0xFF9E9E9E;
+    case Phase::Embedding: return 0xFF8D6E63;
+    case Phase::QkvProj: return 0xFF4DB6AC;
+    case Phase::A2ASeqToHead: return 0xFFFF8F00;
+    case Phase::Attention: return 0xFF1E63E5;
+    case Phase::A2AHeadToSeq: return 0xFFE0205E;
+    case Phase::OutProj: return 0xFF26A69A;
+    case Phase::Mlp: return 0xFF66BB6A;
+    case Phase::Norm: return 0xFFC0CA33;
+    case Phase::LmHead: return 0xFF7E57C2;
+    case Phase::Loss: return 0xFFA1887F;
+    case Phase::Backward: return 0xFF90A4AE;
+    case Phase::GradAllReduce: return 0xFF9C27B0;
+    case Phase::Optimizer: return 0xFFFBC02D;
+    default: return 0xFFBDBDBD;
   }
+}
+
+// Okabe & Ito (2008), "Color Universal Design": orange E69F00, sky blue 56B4E9, bluish green
+// 009E73, yellow F0E442, blue 0072B2, vermillion D55E00, reddish purple CC79A7 (black is
+// invisible on the timeline's dark background). The two all-to-alls (orange, vermillion)
+// differ in lightness as well as hue; phases outside the attention layer are greys.
+uint32_t color_blind_argb(Phase p) {
+  switch (p) {
+    case Phase::Step: return 0xFFB3B3B3;
+    case Phase::Embedding: return 0xFF8A8A8A;
+    case Phase::QkvProj: return 0xFF56B4E9;
+    case Phase::A2ASeqToHead: return 0xFFE69F00;
+    case Phase::Attention: return 0xFF0072B2;
+    case Phase::A2AHeadToSeq: return 0xFFD55E00;
+    case Phase::OutProj: return 0xFF009E73;
+    case Phase::Mlp: return 0xFFF0E442;
+    case Phase::Norm: return 0xFFDADADA;
+    case Phase::LmHead: return 0xFF5E5E5E;
+    case Phase::Loss: return 0xFF474747;
+    case Phase::Backward: return 0xFFC6C6C6;
+    case Phase::GradAllReduce: return 0xFFCC79A7;
+    case Phase::Optimizer: return 0xFF9C9C9C;
+    default: return 0xFF7A7A7A;
+  }
+}
+}  // namespace
+
+void set_phase_palette(PhasePalette p) { g_palette = p; }
+PhasePalette phase_palette() { return g_palette; }
+
+bool phase_palette_from_name(const std::string& name, PhasePalette* out) {
+  PhasePalette p;
+  if (name == "default") p = PhasePalette::Default;
+  else if (name == "cb" || name == "colorblind" || name == "color-blind" || name == "okabe-ito") p = PhasePalette::ColorBlind;
+  else return false;
+  if (out) *out = p;
+  return true;
+}
+
+uint32_t phase_argb(Phase p, Direction d) { return phase_argb(p, d, g_palette); }
+
+uint32_t phase_argb(Phase p, Direction d, PhasePalette palette) {
+  uint32_t c = palette == PhasePalette::ColorBlind ? color_blind_argb(p) : default_argb(p);
   if (d == Direction::Backward || d == Direction::Recompute) {
     const double k = d == Direction::Backward ? 0.75 : 0.6;
     uint32_t r = uint32_t(((c >> 16) & 0xFF) * k), g = uint32_t(((c >> 8) & 0xFF) * k), b = uint32_t((c & 0xFF) * k);

@@ -118,6 +118,17 @@ void TimelineWidget::selectRange(qint64 r) {
   emit rangeSelected(r);
 }
 
+void TimelineWidget::setCursorTime(qint64 t_ns) {
+  if (t_ns == cursor_ns_) return;
+  cursor_ns_ = t_ns;
+  update();
+}
+
+void TimelineWidget::refreshColours() {
+  dirty_ = true;
+  update();
+}
+
 void TimelineWidget::fitRange(qint64 r) {
   if (!index_ || r < 0 || size_t(r) >= index_->model().ranges.size()) return;
   const auto& rg = index_->model().ranges[size_t(r)];
@@ -417,6 +428,11 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
                  tr("last: rank %1, skew %2").arg(last.rank).arg(QString::fromStdString(format_duration_ns(double(last.arrive_ns - flow.front().arrive_ns)))));
       p.setRenderHint(QPainter::Antialiasing, false);
     }
+  }
+  if (cursor_ns_ >= 0) {  // replay cursor: a line over every lane, with the time in the ruler's colour
+    const double x = vp_.x_of(cursor_ns_);
+    p.setPen(QPen(QColor(0xFF, 0xEB, 0x3B), 2));
+    p.drawLine(QPointF(x, 0), QPointF(x, H));
   }
   if (selecting_) {
     const int a = std::min(press_pos_.x(), drag_x_) - gutter_, b = std::max(press_pos_.x(), drag_x_) - gutter_;

@@ -38,6 +38,11 @@ class TimelineWidget : public QWidget {
   int64_t selectedRange() const { return selected_; }
   int64_t stepCount() const;
   int64_t currentStep() const;  // step index (into index()->steps()) under the view centre, -1
+  // Replay cursor: a vertical line at this trace time (ns); -1 hides it.
+  void setCursorTime(qint64 t_ns);
+  qint64 cursorTime() const { return cursor_ns_; }
+  // Redraws with the current phase palette (after set_phase_palette).
+  void refreshColours();
 
  public slots:
   void setViewport(const ulysses::ui::TimelineViewport& vp);
@@ -80,6 +85,7 @@ class TimelineWidget : public QWidget {
   std::vector<uint8_t> match_, match_phase_;
   bool filter_on_ = false;
   int64_t selected_ = -1;
+  int64_t cursor_ns_ = -1;
   // mouse
   bool panning_ = false, selecting_ = false;
   QPoint press_pos_, last_pos_;
