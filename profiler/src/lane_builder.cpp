@@ -137,18 +137,19 @@ void build_lanes(Builder& b, int threads) {
 }
 
 // Appends per-rank HeadRange lanes (copies), keeping lanes grouped by rank.
-void add_head_lanes(TraceModel& m) {
-  bool any = false;
+void add_head_lanes(TraceModel& m, bool exact_reserve) {
+  size_t copies = 0;
   for (const auto& r : m.ranges) {
     if (r.head_begin >= 0 && !r.is_kernel) {
-      any = true;
-      break;
+      ++copies;
+      if (!exact_reserve) break;
     }
   }
-  if (!any) return;
+  if (copies == 0) return;
   std::vector<TraceRange> out;
   std::vector<Lane> lanes;
-  out.reserve(m.ranges.size());
+  // Exact: growing past a reserve of the originals alone doubles the vector (up to ~2x slack).
+  out.reserve(m.ranges.size() + (exact_reserve ? copies : 0));
   size_t li = 0;
   while (li < m.lanes.size()) {
     int32_t rank = m.lanes[li].rank;

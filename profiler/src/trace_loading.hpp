@@ -142,8 +142,9 @@ inline void parallel_for(size_t n, int threads, const std::function<void(size_t)
 // vector); otherwise one pass distributes ranges by lane and the lanes are sorted on up to
 // `threads` threads (0 = one per core).
 void build_lanes(Builder& b, int threads = -1);
-// Appends per-rank HeadRange lanes (copies), keeping lanes grouped by rank.
-void add_head_lanes(TraceModel& m);
+// Appends per-rank HeadRange lanes (copies), keeping lanes grouped by rank. exact_reserve =
+// false: the legacy loader's reserve (originals only; the copies grow the vector).
+void add_head_lanes(TraceModel& m, bool exact_reserve = true);
 // Kernel -> the host range that launched it (TraceRange::origin).
 void link_kernels_to_launchers(TraceModel& m);
 

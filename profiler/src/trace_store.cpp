@@ -62,12 +62,32 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
   TraceModel& m = b.m;
   try {
     // Strings used by this file, mapped into the model's table.
+    // Ids are 0..n-1 in our files: looked up in a vector (one per range); a hash map for
+    // sparse ids (foreign or hand-made files) and the legacy loader.
     std::unordered_map<int64_t, int32_t> sid;
+    std::vector<int32_t> sid_dense;  // id -> string, -1 = no such id
     if (db.has_table("StringIds")) {
       sql::Stmt st(db, "SELECT id, value FROM StringIds");
       while (st.step()) sid[st.i64(0)] = b.intern(st.text(1));
     }
+    if (!opts.legacy && !sid.empty()) {
+      int64_t hi = -1;
+      bool dense = true;
+      for (const auto& [id, s] : sid) {
+        dense = dense && id >= 0;
+        hi = std::max(hi, id);
+      }
+      if (dense && hi < 4 * static_cast<int64_t>(sid.size()) + 1024) {
+        sid_dense.assign(static_cast<size_t>(hi) + 1, -1);
+        for (const auto& [id, s] : sid) sid_dense[static_cast<size_t>(id)] = s;
+      }
+    }
     auto str = [&](int64_t id) -> int32_t {
+      if (!sid_dense.empty()) {
+        if (id >= 0 && id < static_cast<int64_t>(sid_dense.size()) && sid_dense[static_cast<size_t>(id)] >= 0)
+          return sid_dense[static_cast<size_t>(id)];
+        return b.intern("?");
+      }
       auto it = sid.find(id);
       return it == sid.end() ? b.intern("?") : it->second;
     };
@@ -335,7 +355,7 @@ void finish(Builder& b, const LoadOptions& opts) {
   std::sort(m.ranks.begin(), m.ranks.end(), [](const RankInfo& x, const RankInfo& y) { return x.rank < y.rank; });
   build_lanes(b, opts.legacy ? -1 : opts.threads);
   label_foreign_phases(m);
-  if (opts.head_lanes) add_head_lanes(m);
+  if (opts.head_lanes) add_head_lanes(m, !opts.legacy);
   link_kernels_to_launchers(m);
   std::sort(m.runtime.begin(), m.runtime.end(), [](const RuntimeCall& x, const RuntimeCall& y) {
     return std::tie(x.rank, x.start_ns) < std::tie(y.rank, y.start_ns);
