@@ -64,6 +64,8 @@ void build_lanes(Builder& b, int threads) {
   std::vector<int32_t> rank_of_source(b.sources.size());
   for (size_t i = 0; i < order.size(); ++i) rank_of_source[order[i]] = static_cast<int32_t>(i);
   if (threads < 0) {  // legacy: one sort of the whole vector (moves 96-byte ranges n log n times)
+    for (auto& v : b.pending_ranges) m.ranges.insert(m.ranges.end(), v.begin(), v.end());
+    b.pending_ranges.clear();
     for (auto& r : m.ranges) r.lane = rank_of_source[r.lane];
     std::sort(m.ranges.begin(), m.ranges.end(), [](const TraceRange& x, const TraceRange& y) {
       return x.lane != y.lane ? x.lane < y.lane : by_start(x, y);
@@ -71,19 +73,32 @@ void build_lanes(Builder& b, int threads) {
   } else {
     // One counting pass puts every range in its lane's slice (each range copied once), then
     // the slices are sorted by start independently, in parallel.
+    // Input: m.ranges, then the parallel reader's per-file vectors (freed one by one).
+    std::vector<std::vector<TraceRange>> parts;
+    parts.reserve(b.pending_ranges.size() + 1);
+    parts.push_back(std::move(m.ranges));
+    for (auto& v : b.pending_ranges) parts.push_back(std::move(v));
+    b.pending_ranges.clear();
     std::vector<int64_t> begin(order.size() + 1, 0);
-    for (const auto& r : m.ranges) ++begin[static_cast<size_t>(rank_of_source[r.lane]) + 1];
+    size_t total = 0;
+    for (const auto& v : parts) {
+      total += v.size();
+      for (const auto& r : v) ++begin[static_cast<size_t>(rank_of_source[r.lane]) + 1];
+    }
     for (size_t l = 0; l < order.size(); ++l) begin[l + 1] += begin[l];
     {
       std::vector<int64_t> pos(begin.begin(), begin.end() - 1);
-      std::vector<TraceRange> out(m.ranges.size());
-      for (const auto& r : m.ranges) {
-        const int32_t l = rank_of_source[r.lane];
-        TraceRange& o = out[static_cast<size_t>(pos[static_cast<size_t>(l)]++)];
-        o = r;
-        o.lane = l;
+      std::vector<TraceRange> out(total);
+      for (auto& v : parts) {
+        for (const auto& r : v) {
+          const int32_t l = rank_of_source[r.lane];
+          TraceRange& o = out[static_cast<size_t>(pos[static_cast<size_t>(l)]++)];
+          o = r;
+          o.lane = l;
+        }
+        std::vector<TraceRange>().swap(v);  // peak: the output + the files not yet moved
       }
-      m.ranges.swap(out);
+      m.ranges = std::move(out);
     }
     // Largest lanes first, so one big lane does not start last.
     std::vector<size_t> by_size(order.size());

@@ -50,6 +50,10 @@ struct Builder {
   std::unordered_map<std::string, int32_t> string_index;
   std::vector<SourceLane> sources;
   std::map<std::tuple<int32_t, int, int64_t>, int32_t> source_index;
+  // Parallel reader: each file's ranges (string and source ids already the run's), in file
+  // order; build_lanes moves them into m.ranges (after m.ranges' own) in its one pass, so
+  // they are never copied into one merged vector first.
+  std::vector<std::vector<TraceRange>> pending_ranges;
 
   // Names in a trace (ranges, kernels, threads, devices) are short; a hostile or broken file
   // can hold a 50 MB one, which every reader and the studio's drawing would pay for again

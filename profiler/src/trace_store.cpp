@@ -451,15 +451,11 @@ void merge_file(Builder& g, Builder& f) {
   m.from_nsys = x.from_nsys;
   m.notes.insert(m.notes.end(), x.notes.begin(), x.notes.end());
   m.ranks.insert(m.ranks.end(), x.ranks.begin(), x.ranks.end());
-  const size_t n0 = m.ranges.size();
-  m.ranges.resize(n0 + x.ranges.size());
-  for (size_t i = 0; i < x.ranges.size(); ++i) {
-    TraceRange& r = m.ranges[n0 + i];
-    r = x.ranges[i];
+  for (auto& r : x.ranges) {  // in place: build_lanes takes the file's vector as it is
     r.name_id = sid[static_cast<size_t>(r.name_id)];
     r.lane = src[static_cast<size_t>(r.lane)];
   }
-  std::vector<TraceRange>().swap(x.ranges);  // free as we go: peak = run + one file
+  g.pending_ranges.push_back(std::move(x.ranges));
   m.steps.insert(m.steps.end(), x.steps.begin(), x.steps.end());
   for (auto p : x.memory) {
     p.label_id = sid[static_cast<size_t>(p.label_id)];
@@ -500,9 +496,6 @@ bool read_rank_files_parallel(Builder& b, const std::vector<std::string>& files,
         throw TraceError("two trace files claim rank " + std::to_string(rk.rank) + ": " + it->second + " and " +
                          files[i] + "; remove the stray copy");
     }
-  size_t total = 0;
-  for (const auto& f : per) total += f.m.ranges.size();
-  b.m.ranges.reserve(total);
   for (auto& f : per) merge_file(b, f);
   return true;
 }

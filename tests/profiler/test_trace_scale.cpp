@@ -11,9 +11,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 
 #include "test_util.hpp"
+#include "trace_loading.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/trace_store.hpp"
@@ -254,4 +256,53 @@ TEST(TraceScale, ParallelLoaderReportsTheLegacyErrors) {
   EXPECT_NE(bad, "no error");
   EXPECT_NE(bad.find("rank1.sqlite"), std::string::npos) << bad;
   EXPECT_EQ(message(prof::LoadOptions{}), bad);
+}
+
+// build_lanes' parallel way (one counting pass over m.ranges and the reader's per-file
+// vectors, lanes sorted apart) against the legacy whole-vector sort, on random ranges of
+// 12 sources over 3 ranks that overlap without nesting (sub-lanes) and nest (parents).
+TEST(TraceScale, LaneBuildingFromPerFileVectorsEqualsTheLegacySort) {
+  std::mt19937_64 rng(7);
+  namespace detail = ulysses::prof::detail;
+  detail::Builder legacy, fast;
+  for (detail::Builder* b : {&legacy, &fast}) {
+    for (int s = 0; s < 12; ++s)
+      b->source(s % 3, s % 4 == 3 ? prof::LaneKind::Comm : prof::LaneKind::HostThread, 100 + s, "src" + std::to_string(s),
+                s % 4 == 3 ? 2 : 1);
+    b->intern("r");
+  }
+  std::vector<prof::TraceRange> all;
+  int64_t t = 0;
+  for (int i = 0; i < 20000; ++i) {
+    prof::TraceRange r;
+    t += 1 + static_cast<int64_t>(rng() % 50);  // distinct starts: no ties in (lane, start, end)
+    r.start_ns = t;
+    r.end_ns = t + 1 + static_cast<int64_t>(rng() % 400);
+    r.lane = static_cast<int32_t>(rng() % 12);
+    r.rank = r.lane % 3;
+    r.layer = i;  // identifies the range after reordering
+    all.push_back(r);
+  }
+  std::shuffle(all.begin(), all.end(), rng);
+  legacy.m.ranges = all;
+  fast.m.ranges.assign(all.begin(), all.begin() + 5000);
+  fast.pending_ranges.emplace_back(all.begin() + 5000, all.begin() + 12000);
+  fast.pending_ranges.emplace_back(all.begin() + 12000, all.end());
+  detail::build_lanes(legacy, -1);
+  detail::build_lanes(fast, 2);
+  EXPECT_TRUE(fast.pending_ranges.empty());
+  ASSERT_EQ(legacy.m.lanes.size(), fast.m.lanes.size());
+  EXPECT_GT(legacy.m.lanes.size(), 12u) << "random overlaps must need sub-lanes";
+  for (size_t i = 0; i < legacy.m.lanes.size(); ++i) {
+    EXPECT_EQ(legacy.m.lanes[i].name, fast.m.lanes[i].name);
+    EXPECT_EQ(legacy.m.lanes[i].first, fast.m.lanes[i].first);
+    EXPECT_EQ(legacy.m.lanes[i].count, fast.m.lanes[i].count);
+  }
+  ASSERT_EQ(legacy.m.ranges.size(), fast.m.ranges.size());
+  for (size_t i = 0; i < legacy.m.ranges.size(); ++i) {
+    const auto &a = legacy.m.ranges[i], &b = fast.m.ranges[i];
+    ASSERT_EQ(std::tie(a.layer, a.start_ns, a.end_ns, a.lane, a.parent, a.depth),
+              std::tie(b.layer, b.start_ns, b.end_ns, b.lane, b.parent, b.depth))
+        << "range " << i;
+  }
 }
