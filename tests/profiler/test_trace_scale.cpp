@@ -33,6 +33,9 @@ void write_rank(const std::string& path, int rank, int world, int steps, int64_t
   o.run_config_json = R"({"model":{"num_attention_heads":8,"num_hidden_layers":6}})";
   prof::TraceWriter w(o, 2000 + rank);
   w.begin();
+  // Rank files must not share one string table: odd ranks get a string of their own first, so
+  // their ids differ from the run's (a loader that forgot to map ids would go unnoticed).
+  if (rank % 2) w.string_id("only on rank " + std::to_string(rank));
   w.name_thread(1, "main");
   w.name_thread(7, "loader");
   if (rank != 0) {
@@ -94,7 +97,7 @@ void write_rank(const std::string& path, int rank, int world, int steps, int64_t
             k.end_ns = r.start_ns + 400;
             k.stream = 7;
             k.correlation = corr;
-            k.name = l % 2 ? "flash_fwd_kernel" : "gemm_kernel";
+            k.name = (l % 2 ? "flash_fwd_kernel_r" : "gemm_kernel_r") + std::to_string(rank);
             w.write_kernel(k);
             prof::MemcpyRecord m;
             m.start_ns = r.start_ns + 420;
