@@ -317,6 +317,9 @@ std::vector<LayerRow> layer_table(const TraceModel& m, const AnalysisOptions& o)
   const std::set<int32_t> gpu = gpu_ranks(m);
   using LayerKey = std::tuple<int32_t, int, int>;  // layer, dir, phase
   KernelTime<LayerKey> kt;
+  std::pair<int32_t, int> last_key{-1, -1};  // r.layer >= 0 below: never a real key
+  LayerRow* last_row = nullptr;  // std::map nodes stay put
+  std::set<std::pair<int32_t, int32_t>>* last_samples = nullptr;
   for_each_counted_lane(m, [&](const Lane& l) {
     size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
     for (size_t i = b; i < e; ++i) {
@@ -329,11 +332,17 @@ std::vector<LayerRow> layer_table(const TraceModel& m, const AnalysisOptions& o)
         continue;
       }
       auto key = std::make_pair(r.layer, static_cast<int>(r.dir));
-      LayerRow& row = rows[key];
+      if (key != last_key) {  // lanes run layer by layer: look the row up once per run of ranges
+        last_key = key;
+        last_row = &rows[key];
+        last_samples = &samples[key];
+      }
+      LayerRow& row = *last_row;
       row.layer = r.layer;
       row.dir = r.dir;
       int64_t* slot = layer_slot(row, r.phase);
-      samples[key].insert({r.rank, r.step});
+      if (last_samples->empty() || *last_samples->rbegin() != std::make_pair(r.rank, r.step))
+        last_samples->insert({r.rank, r.step});
       if (!slot || nested_in_same(m, r, false)) continue;
       if (!gpu.count(r.rank)) *slot += r.duration();
       if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq) {

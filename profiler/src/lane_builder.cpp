@@ -52,7 +52,7 @@ void link_lane(std::vector<TraceRange>& v, size_t b, size_t e) {
 }  // namespace
 
 // Splits sources into final lanes (rank-grouped) and orders ranges by lane.
-void build_lanes(Builder& b) {
+void build_lanes(Builder& b, int threads) {
   TraceModel& m = b.m;
   // Order sources: rank, order, id.
   std::vector<int32_t> order(b.sources.size());
@@ -63,10 +63,53 @@ void build_lanes(Builder& b) {
   });
   std::vector<int32_t> rank_of_source(b.sources.size());
   for (size_t i = 0; i < order.size(); ++i) rank_of_source[order[i]] = static_cast<int32_t>(i);
-  for (auto& r : m.ranges) r.lane = rank_of_source[r.lane];
-  std::sort(m.ranges.begin(), m.ranges.end(), [](const TraceRange& x, const TraceRange& y) {
-    return x.lane != y.lane ? x.lane < y.lane : by_start(x, y);
-  });
+  if (threads < 0) {  // legacy: one sort of the whole vector (moves 96-byte ranges n log n times)
+    for (auto& v : b.pending_ranges) m.ranges.insert(m.ranges.end(), v.begin(), v.end());
+    b.pending_ranges.clear();
+    for (auto& r : m.ranges) r.lane = rank_of_source[r.lane];
+    std::sort(m.ranges.begin(), m.ranges.end(), [](const TraceRange& x, const TraceRange& y) {
+      return x.lane != y.lane ? x.lane < y.lane : by_start(x, y);
+    });
+  } else {
+    // One counting pass puts every range in its lane's slice (each range copied once), then
+    // the slices are sorted by start independently, in parallel.
+    // Input: m.ranges, then the parallel reader's per-file vectors (freed one by one).
+    std::vector<std::vector<TraceRange>> parts;
+    parts.reserve(b.pending_ranges.size() + 1);
+    parts.push_back(std::move(m.ranges));
+    for (auto& v : b.pending_ranges) parts.push_back(std::move(v));
+    b.pending_ranges.clear();
+    std::vector<int64_t> begin(order.size() + 1, 0);
+    size_t total = 0;
+    for (const auto& v : parts) {
+      total += v.size();
+      for (const auto& r : v) ++begin[static_cast<size_t>(rank_of_source[r.lane]) + 1];
+    }
+    for (size_t l = 0; l < order.size(); ++l) begin[l + 1] += begin[l];
+    {
+      std::vector<int64_t> pos(begin.begin(), begin.end() - 1);
+      std::vector<TraceRange> out(total);
+      for (auto& v : parts) {
+        for (const auto& r : v) {
+          const int32_t l = rank_of_source[r.lane];
+          TraceRange& o = out[static_cast<size_t>(pos[static_cast<size_t>(l)]++)];
+          o = r;
+          o.lane = l;
+        }
+        std::vector<TraceRange>().swap(v);  // peak: the output + the files not yet moved
+      }
+      m.ranges = std::move(out);
+    }
+    // Largest lanes first, so one big lane does not start last.
+    std::vector<size_t> by_size(order.size());
+    for (size_t l = 0; l < by_size.size(); ++l) by_size[l] = l;
+    std::sort(by_size.begin(), by_size.end(),
+              [&](size_t x, size_t y) { return begin[x + 1] - begin[x] > begin[y + 1] - begin[y]; });
+    parallel_for(by_size.size(), threads, [&](size_t k) {
+      const size_t l = by_size[k];
+      std::sort(m.ranges.begin() + begin[l], m.ranges.begin() + begin[l + 1], by_start);
+    });
+  }
 
   std::vector<Lane> lanes;
   std::vector<uint16_t> sub;
@@ -109,18 +152,19 @@ void build_lanes(Builder& b) {
 }
 
 // Appends per-rank HeadRange lanes (copies), keeping lanes grouped by rank.
-void add_head_lanes(TraceModel& m) {
-  bool any = false;
+void add_head_lanes(TraceModel& m, bool exact_reserve) {
+  size_t copies = 0;
   for (const auto& r : m.ranges) {
     if (r.head_begin >= 0 && !r.is_kernel) {
-      any = true;
-      break;
+      ++copies;
+      if (!exact_reserve) break;
     }
   }
-  if (!any) return;
+  if (copies == 0) return;
   std::vector<TraceRange> out;
   std::vector<Lane> lanes;
-  out.reserve(m.ranges.size());
+  // Exact: growing past a reserve of the originals alone doubles the vector (up to ~2x slack).
+  out.reserve(m.ranges.size() + (exact_reserve ? copies : 0));
   size_t li = 0;
   while (li < m.lanes.size()) {
     int32_t rank = m.lanes[li].rank;

@@ -7,8 +7,13 @@
 //   lane_builder.cpp      sub-lanes, parents/depths, head-range lanes, kernel -> launcher
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <map>
+#include <thread>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -45,6 +50,10 @@ struct Builder {
   std::unordered_map<std::string, int32_t> string_index;
   std::vector<SourceLane> sources;
   std::map<std::tuple<int32_t, int, int64_t>, int32_t> source_index;
+  // Parallel reader: each file's ranges (string and source ids already the run's), in file
+  // order; build_lanes moves them into m.ranges (after m.ranges' own) in its one pass, so
+  // they are never copied into one merged vector first.
+  std::vector<std::vector<TraceRange>> pending_ranges;
 
   // Names in a trace (ranges, kernels, threads, devices) are short; a hostile or broken file
   // can hold a 50 MB one, which every reader and the studio's drawing would pay for again
@@ -112,12 +121,34 @@ void renumber_foreign_ranks(Builder& b);
 // foreign trace count as communication. Runs on final lanes (parents known).
 void label_foreign_phases(TraceModel& m);
 
+// Runs fn(0) .. fn(n-1) on up to `threads` threads (0 = one per core), each index once; the
+// calling thread takes part. fn must not throw (callers catch per task).
+inline void parallel_for(size_t n, int threads, const std::function<void(size_t)>& fn) {
+  size_t t = threads > 0 ? static_cast<size_t>(threads) : std::max(1u, std::thread::hardware_concurrency());
+  t = std::min(t, n);
+  if (t <= 1) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k < t; ++k) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+}
+
 // Lane building (lane_builder.cpp), in this order once every file is read:
 // ranges get final lanes (rank-grouped, split where ranges of one source overlap without
-// nesting), parents and depths.
-void build_lanes(Builder& b);
-// Appends per-rank HeadRange lanes (copies), keeping lanes grouped by rank.
-void add_head_lanes(TraceModel& m);
+// nesting), parents and depths. `threads` < 0: the legacy way (one sort of the whole range
+// vector); otherwise one pass distributes ranges by lane and the lanes are sorted on up to
+// `threads` threads (0 = one per core).
+void build_lanes(Builder& b, int threads = -1);
+// Appends per-rank HeadRange lanes (copies), keeping lanes grouped by rank. exact_reserve =
+// false: the legacy loader's reserve (originals only; the copies grow the vector).
+void add_head_lanes(TraceModel& m, bool exact_reserve = true);
 // Kernel -> the host range that launched it (TraceRange::origin).
 void link_kernels_to_launchers(TraceModel& m);
 

@@ -62,12 +62,32 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
   TraceModel& m = b.m;
   try {
     // Strings used by this file, mapped into the model's table.
+    // Ids are 0..n-1 in our files: looked up in a vector (one per range); a hash map for
+    // sparse ids (foreign or hand-made files) and the legacy loader.
     std::unordered_map<int64_t, int32_t> sid;
+    std::vector<int32_t> sid_dense;  // id -> string, -1 = no such id
     if (db.has_table("StringIds")) {
       sql::Stmt st(db, "SELECT id, value FROM StringIds");
       while (st.step()) sid[st.i64(0)] = b.intern(st.text(1));
     }
+    if (!opts.legacy && !sid.empty()) {
+      int64_t hi = -1;
+      bool dense = true;
+      for (const auto& [id, s] : sid) {
+        dense = dense && id >= 0;
+        hi = std::max(hi, id);
+      }
+      if (dense && hi < 4 * static_cast<int64_t>(sid.size()) + 1024) {
+        sid_dense.assign(static_cast<size_t>(hi) + 1, -1);
+        for (const auto& [id, s] : sid) sid_dense[static_cast<size_t>(id)] = s;
+      }
+    }
     auto str = [&](int64_t id) -> int32_t {
+      if (!sid_dense.empty()) {
+        if (id >= 0 && id < static_cast<int64_t>(sid_dense.size()) && sid_dense[static_cast<size_t>(id)] >= 0)
+          return sid_dense[static_cast<size_t>(id)];
+        return b.intern("?");
+      }
       auto it = sid.find(id);
       return it == sid.end() ? b.intern("?") : it->second;
     };
@@ -333,9 +353,9 @@ void finish(Builder& b, const LoadOptions& opts) {
   TraceModel& m = b.m;
   renumber_foreign_ranks(b);
   std::sort(m.ranks.begin(), m.ranks.end(), [](const RankInfo& x, const RankInfo& y) { return x.rank < y.rank; });
-  build_lanes(b);
+  build_lanes(b, opts.legacy ? -1 : opts.threads);
   label_foreign_phases(m);
-  if (opts.head_lanes) add_head_lanes(m);
+  if (opts.head_lanes) add_head_lanes(m, !opts.legacy);
   link_kernels_to_launchers(m);
   std::sort(m.runtime.begin(), m.runtime.end(), [](const RuntimeCall& x, const RuntimeCall& y) {
     return std::tie(x.rank, x.start_ns) < std::tie(y.rank, y.start_ns);
@@ -412,6 +432,74 @@ void align_to_rank0(TraceModel& m, size_t n_clocks, size_t n_ranges, size_t n_st
   }
 }
 
+// Appends what one file's own Builder read (its strings, sources, ranks, ranges, steps, ...)
+// to the run's Builder, as if the file had been read into it directly: strings and sources
+// are interned in the order the file met them, so ids come out as the sequential reader's.
+void merge_file(Builder& g, Builder& f) {
+  TraceModel& m = g.m;
+  TraceModel& x = f.m;
+  std::vector<int32_t> sid(x.strings.size());
+  for (size_t i = 0; i < x.strings.size(); ++i) sid[i] = g.intern(x.strings[i]);
+  std::vector<int32_t> src(f.sources.size());
+  for (size_t i = 0; i < f.sources.size(); ++i) {
+    const SourceLane& s = f.sources[i];
+    src[i] = g.source(s.rank, s.kind, s.id, s.name, s.order);
+  }
+  if (m.config_json.empty()) m.config_json = std::move(x.config_json);
+  if (x.sp_size >= 0) m.sp_size = x.sp_size;  // the reader sets them only when the file has a ULYSSES_RUN row
+  if (x.dp_size >= 0) m.dp_size = x.dp_size;
+  m.from_nsys = x.from_nsys;
+  m.notes.insert(m.notes.end(), x.notes.begin(), x.notes.end());
+  m.ranks.insert(m.ranks.end(), x.ranks.begin(), x.ranks.end());
+  for (auto& r : x.ranges) {  // in place: build_lanes takes the file's vector as it is
+    r.name_id = sid[static_cast<size_t>(r.name_id)];
+    r.lane = src[static_cast<size_t>(r.lane)];
+  }
+  g.pending_ranges.push_back(std::move(x.ranges));
+  m.steps.insert(m.steps.end(), x.steps.begin(), x.steps.end());
+  for (auto p : x.memory) {
+    p.label_id = sid[static_cast<size_t>(p.label_id)];
+    m.memory.push_back(p);
+  }
+  for (auto c : x.runtime) {
+    c.name_id = sid[static_cast<size_t>(c.name_id)];
+    m.runtime.push_back(c);
+  }
+  m.clocks.insert(m.clocks.end(), x.clocks.begin(), x.clocks.end());
+}
+
+// The rank files of a Ulysses run folder read at once, one Builder per file on up to
+// opts.threads threads, then merged in file order. Returns false (b untouched) when a file
+// turned out not to be a plain Ulysses rank file (an nsys export named rank0.sqlite, ...):
+// the caller then reads the folder the sequential way, which handles every kind.
+bool read_rank_files_parallel(Builder& b, const std::vector<std::string>& files, const LoadOptions& opts,
+                              std::map<int32_t, std::string>& claimed) {
+  std::vector<Builder> per(files.size());
+  std::vector<std::exception_ptr> err(files.size());
+  parallel_for(files.size(), opts.threads, [&](size_t i) {
+    try {
+      per[i].m.sp_size = per[i].m.dp_size = -1;  // "not set by the file"
+      read_file(per[i], files[i], static_cast<int32_t>(i), opts);
+      if (opts.align_clocks) align_to_rank0(per[i].m, 0, 0, 0, 0, 0);
+    } catch (...) {
+      err[i] = std::current_exception();
+    }
+  });
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (err[i]) std::rethrow_exception(err[i]);  // the first failing file, as the sequential reader
+    if (per[i].m.format != "ulysses" || !per[i].foreign.empty()) return false;
+  }
+  for (size_t i = 0; i < files.size(); ++i)
+    for (const auto& rk : per[i].m.ranks) {
+      auto [it, fresh] = claimed.emplace(rk.rank, files[i]);
+      if (!fresh)
+        throw TraceError("two trace files claim rank " + std::to_string(rk.rank) + ": " + it->second + " and " +
+                         files[i] + "; remove the stray copy");
+    }
+  for (auto& f : per) merge_file(b, f);
+  return true;
+}
+
 }  // namespace
 
 TraceModel load_trace(const std::string& path) { return load_trace(path, LoadOptions{}); }
@@ -438,7 +526,10 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
   Builder b;
   b.m.source = path;
   std::map<int32_t, std::string> claimed;  // rank -> the file that holds it
-  for (size_t i = 0; i < files.size(); ++i) {
+  const bool rank_folder = files.size() > 1 && fs::is_directory(path, ec) && !find_rank_files(path).empty();
+  const bool parallel = !opts.legacy && rank_folder && read_rank_files_parallel(b, files, opts, claimed);
+  if (!parallel) claimed.clear();
+  for (size_t i = 0; i < files.size() && !parallel; ++i) {
     const size_t before = b.m.ranks.size();
     const size_t n_ranges = b.m.ranges.size(), n_steps = b.m.steps.size(), n_mem = b.m.memory.size(),
                  n_rt = b.m.runtime.size(), n_clocks = b.m.clocks.size();

@@ -44,6 +44,13 @@ struct LoadOptions {
   bool gpu_activity = true;  // kernels, memcpy, memset (CUPTI / nsys)
   // Shift each rank's times onto rank 0's clock with its measured offset (ULYSSES_CLOCK).
   bool align_clocks = true;
+  // Rank files read at once, one per thread (Ulysses run folders; foreign traces are read one
+  // file after another). 0 = one per core, never more than files.
+  int threads = 0;
+  // The loader as it was before the parallel one (issue 13 item 6): files one after another and
+  // one sort of the whole range vector. Same model (ranges equal in lane, start and end may
+  // come in another order); kept as the benchmark's baseline and the tests' reference.
+  bool legacy = false;
 };
 
 // path = run directory, a single rank .sqlite, an nsys-exported .sqlite, a PyTorch profiler

@@ -1,0 +1,311 @@
+// The parallel trace loader (issue 13 item 6: rank files read at once, lanes sorted apart)
+// against the legacy one (LoadOptions::legacy: files one after another, one global sort) on
+// the same files: every field of every range, lane, string, rank, step, memory sample,
+// runtime call and clock, and the summary JSON, must be equal. The files are written with
+// TraceWriter and hold what the Ulysses reader handles: nested host ranges on two threads,
+// overlapping async all-to-alls on the comm lane (sub-lanes), collectives (pg, seq), kernels
+// and copies with external correlation, memory samples, steps and clock offsets (alignment).
+// Also: the same errors for a corrupt file and for two files claiming one rank.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "test_util.hpp"
+#include "trace_loading.hpp"
+#include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/report.hpp"
+#include "ulysses/profiler/trace_store.hpp"
+#include "ulysses/profiler/trace_writer.hpp"
+
+namespace prof = ulysses::prof;
+namespace fs = std::filesystem;
+
+namespace {
+
+// One rank file of about `steps` * 61 host ranges plus kernels. Starts are distinct within a
+// lane (ranges equal in lane, start and end may legally come in either order).
+void write_rank(const std::string& path, int rank, int world, int steps, int64_t clock_offset) {
+  prof::TracerOptions o = ut::options_for(path, rank, world);
+  o.run_config_json = R"({"model":{"num_attention_heads":8,"num_hidden_layers":6}})";
+  prof::TraceWriter w(o, 2000 + rank);
+  w.begin();
+  // Rank files must not share one string table: odd ranks get a string of their own first, so
+  // their ids differ from the run's (a loader that forgot to map ids would go unnoticed).
+  if (rank % 2) w.string_id("only on rank " + std::to_string(rank));
+  w.name_thread(1, "main");
+  w.name_thread(7, "loader");
+  if (rank != 0) {
+    prof::ClockOffset c;
+    c.offset_ns = clock_offset;
+    c.error_ns = 1000 + rank;
+    c.measured_at_ns = 900'000;
+    w.write_clock("start", c);
+    c.offset_ns = clock_offset + 5000;  // drift
+    c.measured_at_ns = 900'000'000;
+    w.write_clock("close", c);
+  }
+  w.commit();
+  int64_t t = 1'000'000 + rank * 333 + clock_offset, seq = 0, corr = 1;
+  const int hp = 8 / world;
+  for (int step = 0; step < steps; ++step) {
+    w.begin();
+    const int64_t step_start = t;
+    prof::RangeRecord st;
+    st.tid = 1;
+    st.step = step;
+    st.info.phase = prof::Phase::Step;
+    st.start_ns = t;
+    st.end_ns = t + 2 * 6 * 5 * 1000 + 500;
+    w.write_range(st);
+    for (auto dir : {prof::Direction::Forward, prof::Direction::Backward}) {
+      for (int l = 0; l < 6; ++l) {
+        const prof::Phase phases[] = {prof::Phase::QkvProj, prof::Phase::A2ASeqToHead, prof::Phase::Attention,
+                                      prof::Phase::A2AHeadToSeq, prof::Phase::OutProj};
+        for (auto p : phases) {
+          prof::RangeRecord r;
+          r.step = step;
+          r.info.phase = p;
+          r.info.dir = dir;
+          r.info.layer = l;
+          const bool comm = prof::phase_is_comm(p);
+          r.tid = comm ? prof::kCommTid : 1;
+          r.push_pop = !comm;
+          r.start_ns = t + 100 + l % 3;
+          // comm ranges run 2.6 us: the next one (2 us later) starts before this ends (sub-lanes)
+          r.end_ns = comm ? r.start_ns + 2600 : t + 900 + (rank * 37 + l) % 50;
+          if (comm || p == prof::Phase::Attention) {
+            r.info.head_begin = rank * hp;
+            r.info.head_end = rank * hp + hp;
+            r.info.chunk = l % 2;
+          }
+          if (comm) {
+            r.info.bytes_sent = 1000 * (l + 1) + rank;
+            r.info.bytes_recv = 2000 * (l + 1) + rank;
+            r.info.pg = 1;
+            r.info.seq = seq++;
+          }
+          const int64_t ev = w.write_range(r);
+          if (p == prof::Phase::Attention) {  // a kernel launched by the attention range
+            w.write_external_id(corr + 100, ev, step, r.info);
+            w.write_external_correlation(corr, corr + 100);
+            prof::KernelRecord k;
+            k.start_ns = r.start_ns + 50;
+            k.end_ns = r.start_ns + 400;
+            k.stream = 7;
+            k.correlation = corr;
+            k.name = (l % 2 ? "flash_fwd_kernel_r" : "gemm_kernel_r") + std::to_string(rank);
+            w.write_kernel(k);
+            prof::MemcpyRecord m;
+            m.start_ns = r.start_ns + 420;
+            m.end_ns = r.start_ns + 480;
+            m.stream = 9;
+            m.correlation = corr + 50000;
+            m.bytes = 4096;
+            w.write_memcpy(m);
+            ++corr;
+          }
+          t += 1000;
+        }
+      }
+    }
+    prof::RangeRecord side;  // a second host thread, with a name only it uses
+    side.tid = 7;
+    side.step = step;
+    side.start_ns = step_start + 10;
+    side.end_ns = step_start + 20000;
+    side.info.phase = prof::Phase::Other;
+    side.push_pop = true;
+    w.write_range(side);
+    t = st.end_ns + 10;
+    prof::StepRecord rec;
+    rec.step = step;
+    rec.loss = 3.0 - 0.01 * step;
+    rec.tokens = 4096;
+    rec.step_ms = 0.06;
+    w.write_step(rec, step_start, t);
+    prof::MemorySample ms;
+    ms.allocated = 1000 + step;
+    ms.reserved = 2000 + rank;
+    ms.peak = 3000;
+    w.write_memory(t, step, rank % 2 ? "after step" : "after backward", ms);
+    w.commit();
+  }
+  w.close();
+}
+
+std::string make_run(const std::string& dir, int world, int steps) {
+  const std::string run = dir + "/run";
+  fs::create_directories(run + "/trace");
+  for (int r = 0; r < world; ++r)
+    write_rank(run + "/trace/rank" + std::to_string(r) + ".sqlite", r, world, steps, r == 0 ? 0 : 40'000 * r);
+  return run;
+}
+
+void expect_same_model(const prof::TraceModel& a, const prof::TraceModel& b) {
+  ASSERT_EQ(a.strings, b.strings);
+  EXPECT_EQ(a.config_json, b.config_json);
+  EXPECT_EQ(a.sp_size, b.sp_size);
+  EXPECT_EQ(a.dp_size, b.dp_size);
+  EXPECT_EQ(a.num_heads, b.num_heads);
+  EXPECT_EQ(a.num_layers, b.num_layers);
+  EXPECT_EQ(a.t_min, b.t_min);
+  EXPECT_EQ(a.t_max, b.t_max);
+  ASSERT_EQ(a.ranks.size(), b.ranks.size());
+  for (size_t i = 0; i < a.ranks.size(); ++i) {
+    EXPECT_EQ(a.ranks[i].rank, b.ranks[i].rank);
+    EXPECT_EQ(a.ranks[i].pid, b.ranks[i].pid);
+    EXPECT_EQ(a.ranks[i].hostname, b.ranks[i].hostname);
+  }
+  ASSERT_EQ(a.lanes.size(), b.lanes.size());
+  for (size_t i = 0; i < a.lanes.size(); ++i) {
+    const auto &x = a.lanes[i], &y = b.lanes[i];
+    EXPECT_EQ(std::tie(x.rank, x.kind, x.name, x.head_begin, x.head_end, x.tid_or_stream, x.first, x.count),
+              std::tie(y.rank, y.kind, y.name, y.head_begin, y.head_end, y.tid_or_stream, y.first, y.count))
+        << "lane " << i;
+  }
+  ASSERT_EQ(a.ranges.size(), b.ranges.size());
+  int bad = 0;
+  for (size_t i = 0; i < a.ranges.size() && bad < 5; ++i) {
+    const auto &x = a.ranges[i], &y = b.ranges[i];
+    const bool same =
+        std::tie(x.start_ns, x.end_ns, x.rank, x.lane, x.name_id, x.step, x.layer, x.head_begin, x.head_end, x.chunk,
+                 x.bytes_sent, x.bytes_recv, x.phase, x.dir, x.depth, x.is_kernel, x.parent, x.correlation, x.origin,
+                 x.external_id, x.pg, x.seq) ==
+        std::tie(y.start_ns, y.end_ns, y.rank, y.lane, y.name_id, y.step, y.layer, y.head_begin, y.head_end, y.chunk,
+                 y.bytes_sent, y.bytes_recv, y.phase, y.dir, y.depth, y.is_kernel, y.parent, y.correlation, y.origin,
+                 y.external_id, y.pg, y.seq);
+    if (!same) {
+      ++bad;
+      ADD_FAILURE() << "range " << i << " differs: start " << x.start_ns << " vs " << y.start_ns << ", lane " << x.lane
+                    << " vs " << y.lane << ", name " << x.name_id << " vs " << y.name_id << ", parent " << x.parent
+                    << " vs " << y.parent;
+    }
+  }
+  ASSERT_EQ(a.steps.size(), b.steps.size());
+  for (size_t i = 0; i < a.steps.size(); ++i)
+    EXPECT_EQ(std::tie(a.steps[i].rank, a.steps[i].step, a.steps[i].start_ns, a.steps[i].end_ns, a.steps[i].loss),
+              std::tie(b.steps[i].rank, b.steps[i].step, b.steps[i].start_ns, b.steps[i].end_ns, b.steps[i].loss));
+  ASSERT_EQ(a.memory.size(), b.memory.size());
+  for (size_t i = 0; i < a.memory.size(); ++i)
+    EXPECT_EQ(std::tie(a.memory[i].rank, a.memory[i].t_ns, a.memory[i].label_id, a.memory[i].allocated),
+              std::tie(b.memory[i].rank, b.memory[i].t_ns, b.memory[i].label_id, b.memory[i].allocated));
+  ASSERT_EQ(a.runtime.size(), b.runtime.size());
+  ASSERT_EQ(a.clocks.size(), b.clocks.size());
+  for (size_t i = 0; i < a.clocks.size(); ++i)
+    EXPECT_EQ(std::tie(a.clocks[i].rank, a.clocks[i].start_offset_ns, a.clocks[i].close_offset_ns, a.clocks[i].applied),
+              std::tie(b.clocks[i].rank, b.clocks[i].start_offset_ns, b.clocks[i].close_offset_ns, b.clocks[i].applied));
+}
+
+prof::LoadOptions legacy_opts(bool head_lanes) {
+  prof::LoadOptions o;
+  o.legacy = true;
+  o.head_lanes = head_lanes;
+  return o;
+}
+
+}  // namespace
+
+TEST(TraceScale, ParallelLoaderGivesTheLegacyModelAndSummary) {
+  ut::TempDir tmp;
+  const std::string run = make_run(tmp.path, 4, 40);  // ~4 x 40 x 61 host ranges + kernels
+  for (bool heads : {true, false}) {
+    const prof::TraceModel want = prof::load_trace(run, legacy_opts(heads));
+    ASSERT_GT(want.ranges.size(), 10000u);
+    ASSERT_EQ(want.ranks.size(), 4u);
+    // the files hold what the comparison must cover
+    EXPECT_GT(std::count_if(want.ranges.begin(), want.ranges.end(), [](const auto& r) { return r.is_kernel; }), 0);
+    EXPECT_GT(std::count_if(want.lanes.begin(), want.lanes.end(), [](const auto& l) { return l.name == "comm #2"; }), 0)
+        << "overlapping all-to-alls must need a sub-lane";
+    EXPECT_GT(std::count_if(want.clocks.begin(), want.clocks.end(), [](const auto& c) { return c.applied; }), 0);
+    for (int threads : {0, 1, 2, 3, 8}) {
+      SCOPED_TRACE("head lanes " + std::to_string(heads) + ", threads " + std::to_string(threads));
+      prof::LoadOptions o;
+      o.head_lanes = heads;
+      o.threads = threads;
+      const prof::TraceModel got = prof::load_trace(run, o);
+      expect_same_model(want, got);
+      EXPECT_EQ(prof::summary_to_json(want, prof::analyze(want)).dump(1),
+                prof::summary_to_json(got, prof::analyze(got)).dump(1));
+    }
+  }
+}
+
+TEST(TraceScale, ParallelLoaderReportsTheLegacyErrors) {
+  ut::TempDir tmp;
+  const std::string run = make_run(tmp.path, 3, 2);
+  auto message = [&](const prof::LoadOptions& o) -> std::string {
+    try {
+      prof::load_trace(run, o);
+    } catch (const prof::TraceError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  // Two files claiming rank 1.
+  fs::copy_file(run + "/trace/rank1.sqlite", run + "/trace/rank3.sqlite");
+  const std::string dup = message(legacy_opts(true));
+  EXPECT_NE(dup.find("two trace files claim rank 1"), std::string::npos) << dup;
+  EXPECT_EQ(message(prof::LoadOptions{}), dup);
+  fs::remove(run + "/trace/rank3.sqlite");
+  // A truncated file in the middle of the folder.
+  const std::string f = run + "/trace/rank1.sqlite";
+  const auto size = fs::file_size(f);
+  fs::resize_file(f, size / 3);
+  const std::string bad = message(legacy_opts(true));
+  EXPECT_NE(bad, "no error");
+  EXPECT_NE(bad.find("rank1.sqlite"), std::string::npos) << bad;
+  EXPECT_EQ(message(prof::LoadOptions{}), bad);
+}
+
+// build_lanes' parallel way (one counting pass over m.ranges and the reader's per-file
+// vectors, lanes sorted apart) against the legacy whole-vector sort, on random ranges of
+// 12 sources over 3 ranks that overlap without nesting (sub-lanes) and nest (parents).
+TEST(TraceScale, LaneBuildingFromPerFileVectorsEqualsTheLegacySort) {
+  std::mt19937_64 rng(7);
+  namespace detail = ulysses::prof::detail;
+  detail::Builder legacy, fast;
+  for (detail::Builder* b : {&legacy, &fast}) {
+    for (int s = 0; s < 12; ++s)
+      b->source(s % 3, s % 4 == 3 ? prof::LaneKind::Comm : prof::LaneKind::HostThread, 100 + s, "src" + std::to_string(s),
+                s % 4 == 3 ? 2 : 1);
+    b->intern("r");
+  }
+  std::vector<prof::TraceRange> all;
+  int64_t t = 0;
+  for (int i = 0; i < 20000; ++i) {
+    prof::TraceRange r;
+    t += 1 + static_cast<int64_t>(rng() % 50);  // distinct starts: no ties in (lane, start, end)
+    r.start_ns = t;
+    r.end_ns = t + 1 + static_cast<int64_t>(rng() % 400);
+    r.lane = static_cast<int32_t>(rng() % 12);
+    r.rank = r.lane % 3;
+    r.layer = i;  // identifies the range after reordering
+    all.push_back(r);
+  }
+  std::shuffle(all.begin(), all.end(), rng);
+  legacy.m.ranges = all;
+  fast.m.ranges.assign(all.begin(), all.begin() + 5000);
+  fast.pending_ranges.emplace_back(all.begin() + 5000, all.begin() + 12000);
+  fast.pending_ranges.emplace_back(all.begin() + 12000, all.end());
+  detail::build_lanes(legacy, -1);
+  detail::build_lanes(fast, 2);
+  EXPECT_TRUE(fast.pending_ranges.empty());
+  ASSERT_EQ(legacy.m.lanes.size(), fast.m.lanes.size());
+  EXPECT_GT(legacy.m.lanes.size(), 12u) << "random overlaps must need sub-lanes";
+  for (size_t i = 0; i < legacy.m.lanes.size(); ++i) {
+    EXPECT_EQ(legacy.m.lanes[i].name, fast.m.lanes[i].name);
+    EXPECT_EQ(legacy.m.lanes[i].first, fast.m.lanes[i].first);
+    EXPECT_EQ(legacy.m.lanes[i].count, fast.m.lanes[i].count);
+  }
+  ASSERT_EQ(legacy.m.ranges.size(), fast.m.ranges.size());
+  for (size_t i = 0; i < legacy.m.ranges.size(); ++i) {
+    const auto &a = legacy.m.ranges[i], &b = fast.m.ranges[i];
+    ASSERT_EQ(std::tie(a.layer, a.start_ns, a.end_ns, a.lane, a.parent, a.depth),
+              std::tie(b.layer, b.start_ns, b.end_ns, b.lane, b.parent, b.depth))
+        << "range " << i;
+  }
+}
