@@ -1,7 +1,7 @@
 // Text and JSON renderings of a Summary (ulysses-trace summary; the studio can reuse them).
 #include "ulysses/profiler/report.hpp"
+#include "strfmt.hpp"
 
-#include <cstdarg>
 #include <cstdio>
 #include <string>
 
@@ -11,17 +11,8 @@ namespace {
 double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 double msd(double ns) { return ns / 1e6; }
 
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* f, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
 
-std::string mib(int64_t b) { return fmt("%.1f", static_cast<double>(b) / (1024.0 * 1024.0)); }
+std::string mib(int64_t b) { return strfmt("%.1f", static_cast<double>(b) / (1024.0 * 1024.0)); }
 }  // namespace
 
 nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
@@ -106,78 +97,78 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
 
 std::string summary_to_text(const TraceModel& m, const Summary& s) {
   std::string o;
-  o += fmt("Trace: %s%s\n", m.source.c_str(),
+  o += strfmt("Trace: %s%s\n", m.source.c_str(),
            m.format == "nsys" ? "  (Nsight Systems export)" : m.format == "kineto" ? "  (PyTorch profiler trace)" : "");
   for (const auto& n : m.notes) o += "Note: " + n + "\n";
   if (m.format != "ulysses")
     for (const auto& r : m.ranks)
-      o += fmt("Rank %d: pid %lld, %s\n", r.rank, static_cast<long long>(r.pid), r.device.c_str());
-  o += fmt("Ranks: %d (sp %d x dp %d)   host ranges: %lld   GPU activities: %lld\n", s.world_size, m.sp_size,
+      o += strfmt("Rank %d: pid %lld, %s\n", r.rank, static_cast<long long>(r.pid), r.device.c_str());
+  o += strfmt("Ranks: %d (sp %d x dp %d)   host ranges: %lld   GPU activities: %lld\n", s.world_size, m.sp_size,
            m.dp_size, static_cast<long long>(s.num_ranges), static_cast<long long>(s.num_kernels));
   if (s.clock_error_ns >= 0)
-    o += fmt("Clocks: every rank aligned to rank 0 by measured offsets, error bound +-%.1f us\n",
+    o += strfmt("Clocks: every rank aligned to rank 0 by measured offsets, error bound +-%.1f us\n",
              static_cast<double>(s.clock_error_ns) / 1e3);
-  o += fmt("Overlap (HTA: comm time overlapped by compute / comm time): %.1f%%  "
+  o += strfmt("Overlap (HTA: comm time overlapped by compute / comm time): %.1f%%  "
            "(comm %.3f ms, overlapped %.3f ms)\n\n",
            100.0 * s.overall.ratio, ms(s.overall.comm_ns), ms(s.overall.overlap_ns));
   if (s.headline.steps > 0)
-    o += fmt("Per step (%lld steps; medians leave out warm-up step 0): %.0f tokens/s, %.1f ms; per rank: all-to-all %.3f MiB sent, gradient all-reduce "
+    o += strfmt("Per step (%lld steps; medians leave out warm-up step 0): %.0f tokens/s, %.1f ms; per rank: all-to-all %.3f MiB sent, gradient all-reduce "
              "%.3f MiB sent; peak memory %.1f MiB\n\n",
              static_cast<long long>(s.headline.steps), s.headline.tokens_per_s, s.headline.step_ms,
              double(s.headline.a2a_bytes_per_step) / 1048576.0, double(s.headline.allreduce_bytes_per_step) / 1048576.0,
              double(s.headline.peak_memory_bytes) / 1048576.0);
 
   o += "Per rank and step (ms)\n";
-  o += fmt("%5s %6s %10s %10s %10s %10s %10s %8s\n", "rank", "step", "wall", "compute", "comm", "exposed",
+  o += strfmt("%5s %6s %10s %10s %10s %10s %10s %8s\n", "rank", "step", "wall", "compute", "comm", "exposed",
            "idle", "overlap");
   for (const auto& b : s.steps) {
-    o += fmt("%5d %6lld %10.3f %10.3f %10.3f %10.3f %10.3f %7.1f%%%s\n", b.rank, static_cast<long long>(b.step),
+    o += strfmt("%5d %6lld %10.3f %10.3f %10.3f %10.3f %10.3f %7.1f%%%s\n", b.rank, static_cast<long long>(b.step),
              ms(b.wall_ns), ms(b.compute_ns), ms(b.comm_ns), ms(b.exposed_comm_ns), ms(b.idle_ns),
              100.0 * b.overlap_ratio, b.gpu ? " gpu" : "");
   }
   if (!s.layers.empty()) {
     o += "\nPer layer (ms, summed over ranks and steps)\n";
-    o += fmt("%5s %9s %9s %9s %9s %9s %9s %12s\n", "layer", "dir", "qkv", "a2a_s2h", "attn", "a2a_h2s", "out",
+    o += strfmt("%5s %9s %9s %9s %9s %9s %9s %12s\n", "layer", "dir", "qkv", "a2a_s2h", "attn", "a2a_h2s", "out",
              "a2a MiB");
     for (const auto& l : s.layers) {
-      o += fmt("%5d %9s %9.3f %9.3f %9.3f %9.3f %9.3f %12s\n", l.layer, direction_name(l.dir), ms(l.qkv_proj_ns),
+      o += strfmt("%5d %9s %9.3f %9.3f %9.3f %9.3f %9.3f %12s\n", l.layer, direction_name(l.dir), ms(l.qkv_proj_ns),
                ms(l.a2a_seq_to_head_ns), ms(l.attention_ns), ms(l.a2a_head_to_seq_ns), ms(l.out_proj_ns),
                mib(l.a2a_bytes_sent).c_str());
     }
   }
   if (!s.heads.empty()) {
     o += "\nPer head range (ms, summed)\n";
-    o += fmt("%9s %9s %9s %9s %7s\n", "heads", "a2a_s2h", "attn", "a2a_h2s", "ranges");
+    o += strfmt("%9s %9s %9s %9s %7s\n", "heads", "a2a_s2h", "attn", "a2a_h2s", "ranges");
     for (const auto& h : s.heads) {
       std::string hr = std::to_string(h.head_begin) + "-" + std::to_string(h.head_end - 1);
-      o += fmt("%9s %9.3f %9.3f %9.3f %7lld\n", hr.c_str(), ms(h.a2a_seq_to_head_ns), ms(h.attention_ns),
+      o += strfmt("%9s %9.3f %9.3f %9.3f %7lld\n", hr.c_str(), ms(h.a2a_seq_to_head_ns), ms(h.attention_ns),
                ms(h.a2a_head_to_seq_ns), static_cast<long long>(h.count));
     }
   }
   if (!s.skew.empty()) {
     o += "\nRank skew (ms per step: slowest / fastest)\n";
-    o += fmt("%16s %14s %14s %7s\n", "phase", "slowest", "fastest", "ratio");
+    o += strfmt("%16s %14s %14s %7s\n", "phase", "slowest", "fastest", "ratio");
     for (const auto& k : s.skew) {
-      std::string sl = fmt("%.3f (r%d)", msd(k.slowest_ns), k.slowest_rank);
-      std::string fa = fmt("%.3f (r%d)", msd(k.fastest_ns), k.fastest_rank);
-      o += fmt("%16s %14s %14s %7.2f\n", phase_name(k.phase), sl.c_str(), fa.c_str(), k.ratio);
+      std::string sl = strfmt("%.3f (r%d)", msd(k.slowest_ns), k.slowest_rank);
+      std::string fa = strfmt("%.3f (r%d)", msd(k.fastest_ns), k.fastest_rank);
+      o += strfmt("%16s %14s %14s %7.2f\n", phase_name(k.phase), sl.c_str(), fa.c_str(), k.ratio);
     }
   }
   if (!s.waiting.instances.empty()) {
     const WaitingAnalysis& w = s.waiting;
-    o += fmt("\nStragglers: %lld collectives paired across ranks by (process group, sequence number); median "
+    o += strfmt("\nStragglers: %lld collectives paired across ranks by (process group, sequence number); median "
              "arrival skew %.3f ms\n",
              static_cast<long long>(w.instances.size()), msd(w.median_skew_ns));
-    o += fmt("%5s %12s %14s %16s %18s\n", "rank", "collectives", "last arrivals", "wait caused ms", "wait suffered ms");
+    o += strfmt("%5s %12s %14s %16s %18s\n", "rank", "collectives", "last arrivals", "wait caused ms", "wait suffered ms");
     for (const auto& r : w.ranks) {
-      o += fmt("%5d %12lld %14lld %16.3f %18.3f\n", r.rank, static_cast<long long>(r.collectives),
+      o += strfmt("%5d %12lld %14lld %16.3f %18.3f\n", r.rank, static_cast<long long>(r.collectives),
                static_cast<long long>(r.last_arrivals), ms(r.wait_caused_ns), ms(r.wait_suffered_ns));
     }
     if (!w.steps.empty()) {
       o += "Step end set by (last arriver at the step's last collective; * = no collective: the rank that ended last)\n";
       std::string line;
       for (const auto& st : w.steps) {
-        line += fmt(" s%lld:r%d%s", static_cast<long long>(st.step), st.rank, st.from_collective ? "" : "*");
+        line += strfmt(" s%lld:r%d%s", static_cast<long long>(st.step), st.rank, st.from_collective ? "" : "*");
         if (line.size() > 80) {
           o += line + "\n";
           line.clear();
@@ -188,18 +179,18 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
   }
   if (!s.memory.empty()) {
     o += "\nPeak memory per phase label (MiB)\n";
-    o += fmt("%20s %5s %10s %10s %10s\n", "label", "rank", "allocated", "reserved", "peak");
+    o += strfmt("%20s %5s %10s %10s %10s\n", "label", "rank", "allocated", "reserved", "peak");
     for (const auto& p : s.memory) {
-      o += fmt("%20s %5d %10s %10s %10s\n", p.label.c_str(), p.rank, mib(p.max_allocated).c_str(),
+      o += strfmt("%20s %5d %10s %10s %10s\n", p.label.c_str(), p.rank, mib(p.max_allocated).c_str(),
                mib(p.max_reserved).c_str(), mib(p.max_peak).c_str());
     }
   }
   if (!s.names.empty()) {
     o += "\nTop ranges and kernels by total time\n";
-    o += fmt("%-5s %10s %12s %10s  %s\n", "kind", "count", "total ms", "max ms", "name");
+    o += strfmt("%-5s %10s %12s %10s  %s\n", "kind", "count", "total ms", "max ms", "name");
     for (const auto& n : s.names) {
       std::string name = n.name.size() > 80 ? n.name.substr(0, 77) + "..." : n.name;
-      o += fmt("%-5s %10lld %12.3f %10.3f  %s\n", n.is_kernel ? "gpu" : "nvtx", static_cast<long long>(n.count),
+      o += strfmt("%-5s %10lld %12.3f %10.3f  %s\n", n.is_kernel ? "gpu" : "nvtx", static_cast<long long>(n.count),
                ms(n.total_ns), ms(n.max_ns), name.c_str());
     }
   }

@@ -10,6 +10,9 @@
 #include <string>
 
 #include "test_util.hpp"
+#include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/html_report.hpp"
+#include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 using namespace ut;
@@ -97,6 +100,26 @@ TEST(TraceLimits, ShortStringsAreKeptExactly) {
   const prof::TraceModel m = prof::load_trace(path);
   ASSERT_FALSE(m.ranks.empty());
   EXPECT_EQ(m.ranks[0].hostname, exact);
+}
+
+// The reports' printf-style lines had fixed 512/1024-byte buffers: a trace path (or name) of
+// more than that was cut silently in the text summary and the HTML report. A 900-character
+// path must come out whole in both.
+TEST(TraceLimits, ReportsKeepLongPathsWhole) {
+  TempDir tmp;
+  std::string dir = tmp.path;
+  for (char c : std::string("abc")) dir += "/" + std::string(250, c);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/t.sqlite";
+  std::filesystem::copy_file(small_trace(tmp.path), path);
+  ASSERT_GT(path.size(), 750u);
+  const auto m = prof::load_trace(path);
+  const auto s = prof::analyze(m);
+  const std::string text = prof::summary_to_text(m, s);
+  EXPECT_NE(text.find("Trace: " + m.source), std::string::npos) << text.substr(0, 200);
+  EXPECT_NE(text.find(path), std::string::npos);
+  const std::string html = prof::summary_to_html(m, s, path);
+  EXPECT_NE(html.find(path), std::string::npos);
 }
 
 #ifdef ULYSSES_TRACE_BIN

@@ -1,0 +1,34 @@
+// printf-style formatting into a std::string of any length, shared by the text and HTML
+// reports (profiler-internal; no torch, no Qt).
+#pragma once
+
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+
+namespace ulysses::prof {
+
+inline std::string strfmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+inline std::string strfmt(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  va_list again;
+  va_copy(again, ap);
+  const int n = std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  std::string out;
+  if (n < 0) {
+    out = "(format error)";
+  } else if (static_cast<size_t>(n) < sizeof buf) {
+    out.assign(buf, static_cast<size_t>(n));
+  } else {  // longer than the stack buffer (e.g. a 4 KiB trace name): format again at full size
+    out.resize(static_cast<size_t>(n) + 1);
+    std::vsnprintf(out.data(), out.size(), f, again);
+    out.resize(static_cast<size_t>(n));
+  }
+  va_end(again);
+  return out;
+}
+
+}  // namespace ulysses::prof
