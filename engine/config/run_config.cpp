@@ -675,7 +675,6 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   return c;
 }
 
-
 // Family and RoPE rules of the model section (issue 14); formulas in docs/CONTRACTS.md.
 static void validate_model_family(const ModelConfig& m, const std::function<void(const std::string&, const std::string&)>& bad) {
   // Choices from the field table (config_fields.cpp).

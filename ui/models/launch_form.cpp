@@ -42,7 +42,9 @@ LaunchFormCheck checkLaunchForm(const json& base, const QString& name, const std
     auto issues = validate_with_files(cfg, FileChecks::Quick);
     // Devices as ulysses-run decides them, with the GPUs this machine's scan found.
     DeviceFacts facts;
-    facts.build_has_cuda = build_has_cuda();
+    // GPUs in the scan count as usable (the planner plans for them, as before); without any,
+    // this build's own answer. ulysses-run repeats the decision against the worker's build.
+    facts.build_has_cuda = build_has_cuda() || !devices.gpus.isEmpty();
     facts.visible_gpus = static_cast<int>(devices.gpus.size());
     facts.local_world_size = static_cast<int>(std::clamp<int64_t>(cfg.parallel.world_size(), 1, 1 << 20));
     facts.gpu_source = std::to_string(devices.gpus.size()) + " GPU(s) in the studio's device scan" +
