@@ -2,6 +2,8 @@
 #include "run_config.hpp"
 
 #include "checkpoint_layout.hpp"
+#include "config_fields.hpp"
+#include "ulysses_geometry.hpp"
 
 #include <sys/stat.h>
 
@@ -673,24 +675,20 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   return c;
 }
 
-int64_t local_q_heads(const RunConfig& cfg) { return cfg.model.num_attention_heads / cfg.parallel.sp_size; }
-int64_t local_kv_heads(const RunConfig& cfg) {
-  const int64_t kv = cfg.model.num_key_value_heads, p = cfg.parallel.sp_size;
-  return kv >= p ? kv / p : 1;
-}
-
 // Family and RoPE rules of the model section (issue 14); formulas in docs/CONTRACTS.md.
 static void validate_model_family(const ModelConfig& m, const std::function<void(const std::string&, const std::string&)>& bad) {
-  if (m.model_type != "llama" && m.model_type != "mistral" && m.model_type != "qwen2" && m.model_type != "qwen3")
-    bad("model.model_type", "model.model_type must be llama, mistral, qwen2 or qwen3, got '" + m.model_type + "'");
-  else if (m.attention_bias && (m.model_type == "mistral" || m.model_type == "qwen2"))
+  // Choices from the field table (config_fields.cpp).
+  auto one_of = [&](const std::string& field, const std::string& v) {
+    const ConfigField* f = find_config_field(field);
+    if (std::find(f->choices.begin(), f->choices.end(), v) != f->choices.end()) return true;
+    bad(field, field + " must be " + choice_list(*f) + ", got '" + v + "'");
+    return false;
+  };
+  if (one_of("model.model_type", m.model_type) && m.attention_bias && (m.model_type == "mistral" || m.model_type == "qwen2"))
     bad("model.attention_bias", "model.attention_bias must be false for " + m.model_type +
                                     (m.model_type == "qwen2" ? " (it always has q/k/v biases and no o bias)" : " (it has no biases)"));
   const std::string& t = m.rope_type;
-  if (t != "default" && t != "linear" && t != "llama3" && t != "yarn") {
-    bad("model.rope_type", "model.rope_type must be default, linear, llama3 or yarn, got '" + t + "'");
-    return;
-  }
+  if (!one_of("model.rope_type", t)) return;
   auto finite = [](double x) { return std::isfinite(x); };
   if (t != "default" && !(finite(m.rope_factor) && m.rope_factor >= 1 && m.rope_factor <= 1e6))
     bad("model.rope_factor", "model.rope_factor must be between 1 and 1e6 for rope_type " + t);
@@ -740,19 +738,29 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
     }
     return true;
   };
-  auto positive = [&](const std::string& field, int64_t v, int64_t hi) { return in_range(field, v, 1, hi); };
-  bool ok_model = positive("model.vocab_size", m.vocab_size, kMaxVocab) & positive("model.hidden_size", m.hidden_size, kMaxHidden) &
-                  positive("model.intermediate_size", m.intermediate_size, kMaxIntermediate) &
-                  positive("model.num_hidden_layers", m.num_hidden_layers, kMaxLayers) &
-                  positive("model.num_attention_heads", m.num_attention_heads, kMaxHeads) &
-                  positive("model.num_key_value_heads", m.num_key_value_heads, kMaxHeads);
-  ok_model &= positive("model.max_position_embeddings", m.max_position_embeddings, kMaxTokens);
-  bool ok_par = positive("parallel.sp_size", p.sp_size, kMaxWorld) & positive("parallel.dp_size", p.dp_size, kMaxWorld) &
-                positive("parallel.head_chunks", p.head_chunks, kMaxHeads);
-  bool ok_train = positive("train.seq_length", t.seq_length, kMaxTokens) &
-                  positive("train.micro_batch_size", t.micro_batch_size, kMaxMicroBatch);
-  positive("train.steps", t.steps, kMaxSteps);
-  in_range("train.warmup_steps", t.warmup_steps, 0, kMaxSteps);
+  // Integer range and choices from the field table (config_fields.cpp), one source for the form too.
+  auto ranged = [&](const std::string& field, int64_t v) {
+    const ConfigField* f = find_config_field(field);
+    return in_range(field, v, f->min.value_or(INT64_MIN), f->max.value_or(INT64_MAX));
+  };
+  auto one_of = [&](const std::string& field, const std::string& v) {
+    const ConfigField* f = find_config_field(field);
+    if (std::find(f->choices.begin(), f->choices.end(), v) != f->choices.end()) return true;
+    bad(field, field + " must be " + choice_list(*f) + ", got '" + v + "'");
+    return false;
+  };
+  bool ok_model = ranged("model.vocab_size", m.vocab_size) & ranged("model.hidden_size", m.hidden_size) &
+                  ranged("model.intermediate_size", m.intermediate_size) &
+                  ranged("model.num_hidden_layers", m.num_hidden_layers) &
+                  ranged("model.num_attention_heads", m.num_attention_heads) &
+                  ranged("model.num_key_value_heads", m.num_key_value_heads);
+  ok_model &= ranged("model.max_position_embeddings", m.max_position_embeddings);
+  bool ok_par = ranged("parallel.sp_size", p.sp_size) & ranged("parallel.dp_size", p.dp_size) &
+                ranged("parallel.head_chunks", p.head_chunks);
+  bool ok_train = ranged("train.seq_length", t.seq_length) &
+                  ranged("train.micro_batch_size", t.micro_batch_size);
+  ranged("train.steps", t.steps);
+  ranged("train.warmup_steps", t.warmup_steps);
   auto finite = [&](const std::string& field, double v) {
     if (!std::isfinite(v)) bad(field, field + " must be a finite number");
     return std::isfinite(v);
@@ -764,19 +772,16 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
     bad("train.weight_decay", "train.weight_decay must be >= 0");
   if (finite("train.grad_clip", t.grad_clip) && t.grad_clip < 0)
     bad("train.grad_clip", "train.grad_clip must be >= 0 (0 disables clipping)");
-  in_range("train.threads_per_rank", t.threads_per_rank, 0, kMaxThreads);
-  in_range("train.gradient_accumulation_steps", t.gradient_accumulation_steps, 1, 65536);
+  ranged("train.threads_per_rank", t.threads_per_rank);
+  ranged("train.gradient_accumulation_steps", t.gradient_accumulation_steps);
   if (finite("train.adam_beta1", t.adam_beta1) && !(t.adam_beta1 >= 0 && t.adam_beta1 < 1))
     bad("train.adam_beta1", "train.adam_beta1 must be in [0, 1)");
   if (finite("train.adam_beta2", t.adam_beta2) && !(t.adam_beta2 >= 0 && t.adam_beta2 < 1))
     bad("train.adam_beta2", "train.adam_beta2 must be in [0, 1)");
   if (finite("train.adam_epsilon", t.adam_epsilon) && !(t.adam_epsilon > 0 && t.adam_epsilon <= 1))
     bad("train.adam_epsilon", "train.adam_epsilon must be positive and at most 1");
-  if (t.lr_scheduler_type != "cosine" && t.lr_scheduler_type != "cosine_with_min_lr" && t.lr_scheduler_type != "linear" &&
-      t.lr_scheduler_type != "constant_with_warmup")
-    bad("train.lr_scheduler_type", "train.lr_scheduler_type must be cosine, cosine_with_min_lr, linear or constant_with_warmup, got '" +
-                                       t.lr_scheduler_type + "'");
-  in_range("train.save_shard_bytes", t.save_shard_bytes, 0, int64_t{1} << 50);
+  one_of("train.lr_scheduler_type", t.lr_scheduler_type);
+  ranged("train.save_shard_bytes", t.save_shard_bytes);
   if (finite("model.rms_norm_eps", m.rms_norm_eps) && !(m.rms_norm_eps > 0 && m.rms_norm_eps <= 1))
     bad("model.rms_norm_eps", "model.rms_norm_eps must be positive and at most 1");
   if (finite("model.rope_theta", m.rope_theta) && !(m.rope_theta > 0 && m.rope_theta <= 1e15))
@@ -809,7 +814,7 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
                                   ") with this model needs more than 2^63 bytes for one step's activations; reduce them");
   }
 
-  ok_model &= in_range("model.head_dim", m.explicit_head_dim, 0, kMaxHidden);
+  ok_model &= ranged("model.head_dim", m.explicit_head_dim);
   if (ok_model) {
     if (m.explicit_head_dim > 0) {
       if (m.head_dim() % 2 != 0) bad("model.head_dim", "model.head_dim (" + num(m.head_dim()) + ") must be even for RoPE");
@@ -818,58 +823,39 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
                                    num(m.num_attention_heads) + "), or set model.head_dim");
     else if (m.head_dim() % 2 != 0)
       bad("model.hidden_size", "head dimension hidden_size/num_attention_heads (" + num(m.head_dim()) + ") must be even for RoPE");
-    if (m.num_attention_heads % m.num_key_value_heads != 0)
-      bad("model.num_key_value_heads", "model.num_attention_heads (" + num(m.num_attention_heads) +
-                                           ") must be divisible by model.num_key_value_heads (" + num(m.num_key_value_heads) + ")");
+    for (auto& i : ulysses_geometry(m.num_attention_heads, m.num_key_value_heads, 1, 1).issues) out.push_back(i);  // GQA groups
   }
   if (ok_model && ok_par && ok_train) {
-    if (m.num_attention_heads % p.sp_size != 0)
-      bad("parallel.sp_size", "model.num_attention_heads (" + num(m.num_attention_heads) + ") must be divisible by parallel.sp_size (" +
-                                  num(p.sp_size) + ")");
-    const int64_t kv = m.num_key_value_heads;
-    if (kv % p.sp_size != 0 && p.sp_size % kv != 0)
-      bad("model.num_key_value_heads", "model.num_key_value_heads (" + num(kv) + ") must be divisible by parallel.sp_size (" +
-                                           num(p.sp_size) + "), or divide it so that kv heads can be replicated");
+    // Heads over ranks, kv replication, head chunks: the rules of ulysses_geometry.hpp (the
+    // GQA rule, P-independent, was reported above).
+    const auto gqa = ulysses_geometry(m.num_attention_heads, m.num_key_value_heads, 1, 1).issues;
+    for (auto& i : ulysses_geometry(c).issues)
+      if (std::none_of(gqa.begin(), gqa.end(), [&](const ConfigIssue& x) { return x.message == i.message; })) out.push_back(i);
     if (t.seq_length > 0 && t.seq_length % p.sp_size != 0)
       bad("train.seq_length", "train.seq_length (" + num(t.seq_length) + ") must be divisible by parallel.sp_size (" + num(p.sp_size) +
                                   "); try " + num((t.seq_length / p.sp_size + 1) * p.sp_size));
-    if (m.num_attention_heads % p.sp_size == 0) {
-      // Any divisor of the local q heads: with GQA a kv head travels with the first chunk
-      // that needs it, so the local kv head count puts no constraint on head_chunks.
-      const int64_t hq = m.num_attention_heads / p.sp_size;
-      if (hq % p.head_chunks != 0)
-        bad("parallel.head_chunks", "parallel.head_chunks (" + num(p.head_chunks) + ") must divide the local heads per rank, num_attention_heads/sp_size = " +
-                                        num(hq));
-    }
   }
   validate_model_family(m, bad);
-  if (p.backend != "auto" && p.backend != "gloo" && p.backend != "nccl")
-    bad("parallel.backend", "parallel.backend must be auto, gloo or nccl, got '" + p.backend + "'");
-  if (t.dtype != "float32" && t.dtype != "bfloat16")
-    bad("train.dtype", "train.dtype must be float32 or bfloat16, got '" + t.dtype + "'");
-  if (t.device != "auto" && t.device != "cpu" && t.device != "cuda")
-    bad("train.device", "train.device must be auto, cpu or cuda, got '" + t.device + "'");
-  if (t.activation_checkpointing != "none" && t.activation_checkpointing != "layer")
-    bad("train.activation_checkpointing", "train.activation_checkpointing must be none or layer, got '" + t.activation_checkpointing + "'");
+  one_of("parallel.backend", p.backend);
+  one_of("train.dtype", t.dtype);
+  one_of("train.device", t.device);
+  one_of("train.activation_checkpointing", t.activation_checkpointing);
   if (t.offload_activations && t.activation_checkpointing != "layer")
     bad("train.offload_activations", "train.offload_activations needs train.activation_checkpointing=layer (only the kept layer inputs are offloaded)");
-  in_range("train.loss_chunk_tokens", t.loss_chunk_tokens, 0, kMaxTokens);
-  in_range("train.mlp_chunk_tokens", t.mlp_chunk_tokens, 0, kMaxTokens);
-  if (t.attention != "auto" && t.attention != "sdpa" && t.attention != "blocked")
-    bad("train.attention", "train.attention must be auto, sdpa or blocked, got '" + t.attention + "'");
-  positive("train.attention_block", t.attention_block, kMaxTokens);
-  in_range("train.save_every", t.save_every, 0, kMaxSteps);
-  positive("train.save_keep", t.save_keep, 1 << 20);
+  ranged("train.loss_chunk_tokens", t.loss_chunk_tokens);
+  ranged("train.mlp_chunk_tokens", t.mlp_chunk_tokens);
+  one_of("train.attention", t.attention);
+  ranged("train.attention_block", t.attention_block);
+  ranged("train.save_every", t.save_every);
+  ranged("train.save_keep", t.save_keep);
   if (t.save_every > 0 && t.save_to.empty())
     bad("train.save_every", "train.save_every (" + num(t.save_every) + ") needs train.save_to, the folder the checkpoints go to");
   const auto& d = c.data;
-  if (d.kind != "synthetic" && d.kind != "text" && d.kind != "tokens")
-    bad("data.kind", "data.kind must be synthetic, text or tokens, got '" + d.kind + "'");
+  one_of("data.kind", d.kind);
   if ((d.kind == "text" || d.kind == "tokens") && d.path.empty()) bad("data.path", "data.kind=" + d.kind + " needs data.path");
   if (d.kind == "text" && m.vocab_size < 256)
     bad("model.vocab_size", "model.vocab_size (" + num(m.vocab_size) + ") is too small for byte-level text data, which needs at least 256");
-  if (d.token_dtype != "uint16" && d.token_dtype != "uint32")
-    bad("data.token_dtype", "data.token_dtype must be uint16 or uint32, got '" + d.token_dtype + "'");
+  one_of("data.token_dtype", d.token_dtype);
   if (d.kind == "tokens" && d.token_dtype == "uint16" && m.vocab_size > 65536)
     bad("data.token_dtype", "uint16 tokens cannot address model.vocab_size (" + num(m.vocab_size) + "); use uint32");
   if (c.profile.step_begin < 0 || c.profile.step_begin > kMaxSteps)
@@ -889,7 +875,7 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
   return out;
 }
 
-std::vector<ConfigIssue> validate_with_files(const RunConfig& c) {
+std::vector<ConfigIssue> validate_with_files(const RunConfig& c, FileChecks depth) {
   std::vector<ConfigIssue> out = validate(c);
   if (!out.empty()) return out;
   auto bad = [&](const std::string& field, const std::string& msg) { out.push_back({field, msg}); };
@@ -913,7 +899,7 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c) {
     const int64_t tokens = size / width;
     if (tokens < need_tokens)
       bad("data.path", d.path + " holds " + num(tokens) + " tokens, fewer than train.seq_length + 1 = " + num(need_tokens));
-    if (d.kind == "tokens" && out.empty()) {
+    if (d.kind == "tokens" && out.empty() && depth == FileChecks::Full) {
       std::ifstream in(d.path, std::ios::binary);
       std::vector<char> buf(1 << 20);
       uint64_t max_id = 0;
@@ -934,9 +920,12 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c) {
   for (auto& i : ckpt::resume_issues(c)) out.push_back(std::move(i));  // train.resume_from
   if (!c.train.init_from.empty()) {
     const fs::path dir(c.train.init_from);
+    const std::string cj = (dir / "config.json").string();
     const std::string st = (dir / "model.safetensors").string();
     const std::string why = regular_file_problem(st);
-    if (why == "no such file")
+    if (!regular_file_problem(cj).empty())  // (load_run_config refuses this first, with the same words)
+      bad("train.init_from", cj + " not found (expected a Hugging Face checkpoint directory with config.json and model.safetensors)");
+    else if (why == "no such file")
       {
         const std::string idx = (dir / "model.safetensors.index.json").string();
         if (!regular_file_problem(idx).empty())

@@ -183,8 +183,11 @@ std::vector<ConfigIssue> validate(const RunConfig& cfg);
 
 // validate() plus checks that touch the file system: data file present and large
 // enough, token ids below vocab_size, init_from directory present with a config.json
-// that matches the model section.
-std::vector<ConfigIssue> validate_with_files(const RunConfig& cfg);
+// and model weights, resume_from a usable checkpoint. FileChecks::Quick skips what reads
+// whole files (the token id scan), for a form that revalidates as the user types; the
+// messages are the same.
+enum class FileChecks { Full, Quick };
+std::vector<ConfigIssue> validate_with_files(const RunConfig& cfg, FileChecks depth = FileChecks::Full);
 
 // Throws ConfigError with all issues, one per line, when there are any.
 void throw_if_invalid(const std::vector<ConfigIssue>& issues);
@@ -199,8 +202,6 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 ModelConfig model_from_hf_config(const json& hf);
 json model_to_hf_config(const ModelConfig& m, const std::string& torch_dtype = "float32");
 
-// Local heads after the seq->head all-to-all, and the kv heads each rank attends with.
-int64_t local_q_heads(const RunConfig& cfg);
-int64_t local_kv_heads(const RunConfig& cfg);  // Hkv/P, or 1 when kv heads are replicated
+// Heads per rank, kv-head replication and head chunks: ulysses_geometry.hpp.
 
 }  // namespace ulysses

@@ -3,6 +3,7 @@
 
 #include "tiled.hpp"
 #include "flash_shapes.hpp"
+#include "ulysses_geometry.hpp"
 
 namespace ulysses {
 
@@ -266,10 +267,11 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
     }
     q = apply_rope(q, cos, sin);
     k = apply_rope(k, cos, sin);
-    if (Hkv < P) {  // GQA with fewer kv heads than ranks: replicate so each rank gets one
-      // repeat_interleave(P / Hkv, 2) as expand + reshape (libtorch 1.13 has no meta kernel for it)
-      k = k.unsqueeze(3).expand({B, n, Hkv, P / Hkv, dh}).reshape({B, n, P, dh});  // (B, n, P, dh)
-      v = v.unsqueeze(3).expand({B, n, Hkv, P / Hkv, dh}).reshape({B, n, P, dh});
+    const int64_t R = ulysses_geometry(H, Hkv, P).replication;  // kv copies, rule in ulysses_geometry.hpp
+    if (R > 1) {  // GQA with fewer kv heads than ranks: replicate so each rank gets one
+      // repeat_interleave(R, 2) as expand + reshape (libtorch 1.13 has no meta kernel for it)
+      k = k.unsqueeze(3).expand({B, n, Hkv, R, dh}).reshape({B, n, Hkv * R, dh});  // (B, n, P, dh)
+      v = v.unsqueeze(3).expand({B, n, Hkv, R, dh}).reshape({B, n, Hkv * R, dh});
     }
   }
   at::Tensor a;

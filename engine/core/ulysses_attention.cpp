@@ -2,6 +2,7 @@
 #include "ulysses_attention.hpp"
 
 #include "torch_compat.hpp"
+#include "ulysses_geometry.hpp"
 
 namespace ulysses {
 namespace {
@@ -110,38 +111,30 @@ RangeInfo comm_info(Phase ph, Direction d, int32_t layer, int64_t h0, int64_t h1
   return r;
 }
 
-// Geometry shared by forward and backward. Local heads: h = H/P q heads, hk = Hk/P kv
+// Geometry shared by forward and backward: ulysses_geometry.hpp (torch-free, the same rules
+// validate() checks) on the tensors' head counts. Local heads: h = H/P q heads, hk = Hk/P kv
 // heads, G = h/hk q heads per kv head (local q head i uses local kv head i / G, as
 // repeat_kv). Chunk c holds q heads [c*hc, (c+1)*hc) and needs kv heads
 // [need_lo(c), need_hi(c)); a kv head travels seq->head with the first chunk that needs
-// it (kv_send range) and its dk/dv travel back with the last chunk that uses it
-// (kv_done range), accumulated over the chunks in between. Any hc works: a chunk may need
+// it (send range) and its dk/dv travel back with the last chunk that uses it
+// (done range), accumulated over the chunks in between. Any hc works: a chunk may need
 // no new kv head (G > hc) or several (hc > G), and a kv head may span chunks.
-struct Geometry {
-  int64_t P, H, Hk, h, hk, G, C, hc;
+struct Geometry : UlyssesGeometry {
+  int64_t Hk, h, hk, G, hc;
   int64_t sp_rank;
-  Geometry(int64_t H_, int64_t Hk_, const UlyssesOptions& o) {
-    P = o.comm->sp_size();
+  Geometry(int64_t H_, int64_t Hk_, const UlyssesOptions& o)
+      : UlyssesGeometry(ulysses_geometry(H_, Hk_, o.comm->sp_size(), o.head_chunks)) {
+    TORCH_CHECK(ok(), "ulysses attention: ", refusal());
+    TORCH_CHECK(!kv_replicated(), "ulysses attention: k and v carry ", Hk_, " kv heads, fewer than sp_size (", P,
+                "); replicate them first (ulysses_geometry().replication)");
     sp_rank = o.comm->sp_rank();
-    H = H_;
-    Hk = Hk_;
-    h = H / P;
-    hk = Hk / P;
-    G = h / hk;
-    C = o.head_chunks;
-    hc = h / C;
-    TORCH_CHECK(h % C == 0, "ulysses attention: head_chunks (", C, ") must divide the local q heads (", h, ")");
-    TORCH_CHECK(hk > 0 && h % hk == 0, "ulysses attention: local q heads (", h, ") must be a multiple of local kv heads (", hk, ")");
+    Hk = Hkv;
+    h = local_q_heads;
+    hk = local_kv_heads;
+    G = q_per_kv;
+    hc = chunk_q_heads;
   }
   int64_t head0(int64_t c) const { return sp_rank * h + c * hc; }
-  int64_t need_lo(int64_t c) const { return c * hc / G; }
-  int64_t need_hi(int64_t c) const { return ((c + 1) * hc - 1) / G + 1; }
-  // kv heads first needed by chunk c: [send_lo, send_hi)
-  int64_t send_lo(int64_t c) const { return c == 0 ? 0 : need_hi(c - 1); }
-  int64_t send_hi(int64_t c) const { return need_hi(c); }
-  // kv heads whose last user is chunk c: [done_lo, done_hi)
-  int64_t done_lo(int64_t c) const { return c * hc / G; }
-  int64_t done_hi(int64_t c) const { return (c + 1) * hc / G; }
 };
 
 class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> {

@@ -2,6 +2,8 @@
 #include "cost_model.hpp"
 
 #include <cmath>
+
+#include "ulysses_geometry.hpp"
 #include <cstdio>
 
 namespace ulysses::cost {
@@ -37,7 +39,7 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   c.optimizer_bytes = c.params * 8;
 
   // Activations.
-  const int64_t hkv_sent = Hkv < P ? P : Hkv;
+  const int64_t hkv_sent = ulysses_geometry(H, Hkv, P).kv_heads_sent;  // Hkv, or P when replicated
   const int64_t dkv = hkv_sent * dh;
   const int64_t per_token_layer = 8 * d + 4 * dkv + 3 * f;
   c.activation_bytes = b * n * (L * per_token_layer + d) * e + b * n * V * (e + 4);

@@ -9,6 +9,7 @@
 
 #include "cost_model.hpp"
 #include "explain_model.hpp"
+#include "ulysses_geometry.hpp"
 
 using namespace ulysses;
 using ui::HeadBlock;
@@ -63,11 +64,11 @@ TEST(Explain, BytesAndHeadsMatchEngineRulesAndCostModel) {
       EXPECT_EQ(blocks[0].kind, HeadBlock::Q);
       EXPECT_EQ(blocks[0].tok_begin, 0);
       EXPECT_EQ(blocks[0].tok_end, 512);  // the whole sequence
-      EXPECT_EQ(blocks[0].head_begin, r * local_q_heads(cfg));
-      EXPECT_EQ(blocks[0].head_end - blocks[0].head_begin, local_q_heads(cfg));
+      EXPECT_EQ(blocks[0].head_begin, r * ulysses_geometry(cfg).local_q_heads);
+      EXPECT_EQ(blocks[0].head_end - blocks[0].head_begin, ulysses_geometry(cfg).local_q_heads);
       for (int64_t q = blocks[0].head_begin; q < blocks[0].head_end; ++q) q_seen.insert(q);
       EXPECT_EQ(blocks[1].kind, HeadBlock::KV);
-      EXPECT_EQ(blocks[1].head_end - blocks[1].head_begin, local_kv_heads(cfg));
+      EXPECT_EQ(blocks[1].head_end - blocks[1].head_begin, ulysses_geometry(cfg).local_kv_heads);
       const int64_t per_rank = hkv_sent / k.P;
       EXPECT_EQ(blocks[1].head_begin, expanded[static_cast<size_t>(r * per_rank)]);
       EXPECT_EQ(blocks[1].replicated, k.Hkv < k.P);

@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <signal.h>
 #include <sqlite3.h>
 
 #include <QApplication>
+#include <QCheckBox>
+#include <QComboBox>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -24,8 +27,10 @@
 #include <QTest>
 
 #include "compare_model.hpp"
-#include "config_fields.hpp"
+#include "form_fields.hpp"
+#include "device_decision.hpp"
 #include "estimate_model.hpp"
+#include "launch_form.hpp"
 #include "launcher_page.hpp"
 #include "main_window.hpp"
 #include "trace/trace_view.hpp"
@@ -125,6 +130,116 @@ TEST_F(Studio, KeysWithoutAFormFieldSurviveTheForm) {
   EXPECT_EQ(k["train"]["steps"], 7);
   EXPECT_EQ(k["model"]["head_dim"], 32);
   EXPECT_EQ(k["model"]["model_type"], "qwen3");
+}
+
+// The form is generated from the config's own field table: its keys are the table's keys
+// with a form field, those plus the table's "no field" keys are exactly the keys the parser
+// knows (RunConfig::to_json), each widget fits the kind, and each choice box offers exactly
+// the table's choices.
+TEST_F(Studio, FormKeysEqualConfigKeys) {
+  std::set<std::string> parser, form, table_form, table_all;
+  const auto j = ulysses::RunConfig{}.to_json();
+  for (auto s = j.begin(); s != j.end(); ++s)
+    if (s.value().is_object())
+      for (auto k = s.value().begin(); k != s.value().end(); ++k) parser.insert(s.key() + "." + k.key());
+  for (const auto& f : L->fieldNames()) EXPECT_TRUE(form.insert(f.toStdString()).second) << f.toStdString();
+  for (const auto& f : ulysses::config_fields()) {
+    table_all.insert(f.dotted());
+    if (f.in_form) table_form.insert(f.dotted());
+  }
+  EXPECT_EQ(form, table_form);
+  EXPECT_EQ(table_all, parser);
+  for (const auto& k : parser)
+    EXPECT_TRUE(form.count(k) || !ulysses::find_config_field(k)->in_form) << k << ": a config key with neither a form field nor a 'no field' row";
+  int choices = 0;
+  for (const auto& f : ulysses::config_fields()) {
+    if (!f.in_form) {
+      EXPECT_EQ(L->fieldWidget(QString::fromStdString(f.dotted())), nullptr) << f.dotted();
+      continue;
+    }
+    QWidget* w = L->fieldWidget(QString::fromStdString(f.dotted()));
+    ASSERT_NE(w, nullptr) << f.dotted();
+    switch (f.kind) {
+      case ulysses::FieldKind::Check: EXPECT_NE(qobject_cast<QCheckBox*>(w), nullptr) << f.dotted(); break;
+      case ulysses::FieldKind::Choice: {
+        auto* c = qobject_cast<QComboBox*>(w);
+        ASSERT_NE(c, nullptr) << f.dotted();
+        std::vector<std::string> items;
+        for (int i = 0; i < c->count(); ++i) items.push_back(c->itemText(i).toStdString());
+        EXPECT_EQ(items, f.choices) << f.dotted();
+        ++choices;
+        break;
+      }
+      default: EXPECT_NE(qobject_cast<QLineEdit*>(w), nullptr) << f.dotted();
+    }
+  }
+  EXPECT_GE(choices, 8);
+}
+
+// The form model (ui/models/launch_form, no widget) words nothing itself: for a bad setting
+// its message, and the one the page shows, equal the engine's for the same config
+// (validate_with_files, decide_device, the parser's type error).
+TEST_F(Studio, FormMessagesAreTheEngines) {
+  const QHash<QString, QString> base = [&] {
+    QHash<QString, QString> h;
+    for (const auto& f : L->fieldNames()) h.insert(f, L->fieldText(f));
+    return h;
+  }();
+  const DeviceScan noGpu;  // no GPU found
+  L->setDevices(noGpu);
+  struct Case {
+    QString field, value, engineField;
+  };
+  const QVector<Case> cases = {{"parallel.sp_size", "3", "parallel.sp_size"},
+                               {"model.num_key_value_heads", "3", "model.num_key_value_heads"},
+                               {"parallel.head_chunks", "3", "parallel.head_chunks"},
+                               {"train.device", "cuda", "train.device"},
+                               {"parallel.backend", "nccl", "parallel.backend"},
+                               {"data.path", "/nonexistent/corpus.txt", "data.path"},
+                               {"train.init_from", "/nonexistent/ckpt", "train.init_from"},
+                               {"train.steps", "abc", "train.steps"},
+                               {"train.lr", "\"4\"", "train.lr"}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.field.toStdString() + "=" + c.value.toStdString());
+    QHash<QString, QString> texts = base;
+    texts[c.field] = c.value;
+    if (c.field == "data.path") texts["data.kind"] = "text";
+    const auto check = checkLaunchForm(L->configJson(), "t", [&](const QString& f) { return texts.value(f); }, noGpu);
+    EXPECT_FALSE(check.config.has_value());
+    // The engine on the same config, as ulysses-run checks it.
+    std::vector<std::string> engine;
+    ulysses::json j = check.config_json;
+    const auto* spec = ulysses::find_config_field(c.field.toStdString());
+    j[spec->section][spec->key] = ulysses::field_value_from_text(*spec, c.value.toStdString());
+    try {
+      const auto cfg = ulysses::RunConfig::from_json(j);
+      auto issues = ulysses::validate_with_files(cfg);
+      ulysses::DeviceFacts facts;
+      facts.build_has_cuda = ulysses::build_has_cuda();
+      facts.local_world_size = static_cast<int>(cfg.parallel.world_size());
+      ulysses::decide_device(cfg, facts, &issues);
+      for (const auto& i : issues)
+        if (i.field == c.engineField.toStdString()) engine.push_back(i.message);
+    } catch (const ulysses::ConfigError& e) {
+      engine.push_back(e.what());
+    }
+    ASSERT_FALSE(engine.empty()) << "the engine accepts it";
+    ASSERT_TRUE(check.field_errors.contains(c.engineField));
+    const QString model = check.field_errors.value(c.engineField).join('\n');
+    // device messages name where the GPU count came from, which differs (scan vs /proc); the rest is equal
+    QStringList wantAll;
+    for (const auto& m : engine) wantAll << QString::fromStdString(m);
+    const QString want = wantAll.join('\n');
+    if (c.field == "train.device" || c.field == "parallel.backend") EXPECT_TRUE(model.startsWith(want.left(want.indexOf('(')))) << model.toStdString() << " vs " << want.toStdString();
+    else EXPECT_EQ(model, want);
+    // the page shows the model's message
+    if (c.field == "data.path") L->setFieldText("data.kind", "text");
+    L->setFieldText(c.field, c.value);
+    EXPECT_EQ(L->fieldError(c.engineField), model);
+    EXPECT_FALSE(L->launchButton()->isEnabled());
+    for (auto it = base.begin(); it != base.end(); ++it) L->setFieldText(it.key(), it.value());
+    EXPECT_TRUE(L->isValid()) << L->generalIssues().toStdString();
+  }
 }
 
 // Every free-text field refuses text that is not its type, with a message next to it.

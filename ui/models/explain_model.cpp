@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "a2a_volume.hpp"
+#include "ulysses_geometry.hpp"
 
 namespace ulysses::ui {
 
@@ -15,18 +16,15 @@ std::string tuple(std::initializer_list<int64_t> v) {
 }
 }  // namespace
 
+// Head ownership: the engine's rules (ulysses_geometry.hpp), not a copy of them.
 std::pair<int64_t, int64_t> q_heads_of_rank(int64_t r, int64_t H, int64_t P) {
-  const int64_t h = H / P;
-  return {r * h, (r + 1) * h};
+  const HeadRange q = ulysses_geometry(H, H, P).q_heads_of_rank(r);
+  return {q.begin, q.end};
 }
 
 std::pair<int64_t, int64_t> kv_heads_of_rank(int64_t r, int64_t Hkv, int64_t P) {
-  if (Hkv < P) {  // replicated: repeat_interleave(P / Hkv) makes P heads, expanded head r = kv head r / (P / Hkv)
-    const int64_t k = r / (P / Hkv);
-    return {k, k + 1};
-  }
-  const int64_t hk = Hkv / P;
-  return {r * hk, (r + 1) * hk};
+  const HeadRange k = ulysses_geometry(P * Hkv, Hkv, P).kv_heads_of_rank(r);  // H only needs to be valid
+  return {k.begin, k.end};
 }
 
 Explanation explain(const RunConfig& cfg) {
@@ -55,8 +53,9 @@ Explanation explain(const RunConfig& cfg) {
   const int64_t P = e.P, H = e.H, Hkv = e.Hkv, N = e.N, B = e.B, d = e.d, eb = e.elem_bytes;
   e.dh = d / H;
   e.n = N / P;
-  e.kv_replicated = Hkv < P;
-  e.Hkv_sent = e.kv_replicated ? P : Hkv;  // kv heads after replication, before the all-to-all
+  const UlyssesGeometry geo = ulysses_geometry(H, Hkv, P);
+  e.kv_replicated = geo.kv_replicated();
+  e.Hkv_sent = geo.kv_heads_sent;  // kv heads after replication, before the all-to-all
   const int64_t n = e.n, dh = e.dh, h = H / P, hk_sent = e.Hkv_sent / P;
 
   auto per_rank = [&](auto make) {
@@ -79,7 +78,7 @@ Explanation explain(const RunConfig& cfg) {
     std::vector<HeadBlock> b{{HeadBlock::Q, r * n, (r + 1) * n, 0, H, false}};
     if (e.kv_replicated) {
       for (int64_t j = 0; j < P; ++j) {  // expanded kv head j = kv head j / (P/Hkv)
-        const int64_t k = j / (P / Hkv);
+        const int64_t k = geo.kv_head_of_sent(j);
         b.push_back({HeadBlock::KV, r * n, (r + 1) * n, k, k + 1, true});
       }
     } else {

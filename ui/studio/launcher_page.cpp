@@ -24,9 +24,10 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
-#include "config_fields.hpp"
+#include "form_fields.hpp"
 #include "cost_model.hpp"
 #include "estimate_model.hpp"
+#include "launch_form.hpp"
 #include "studio_paths.hpp"
 
 namespace ulysses::ui {
@@ -423,85 +424,18 @@ void LauncherPage::setFieldError(const QString& dotted, const QString& msg) {
 
 void LauncherPage::revalidate() {
   if (filling_) return;
-  QHash<QString, QStringList> errs;
-  QStringList general;
+  // The checks and their messages are the engine's (ui/models/launch_form); this page shows them.
   // Keys the form has no field for (a Qwen3 config's head_dim, RoPE scaling, ...) keep the
   // values of the config that was loaded; the form's fields are laid over them.
-  json j = loadedJson_.is_object() ? loadedJson_ : json::object();
-  j["name"] = name_->text().trimmed().toStdString();
-  for (const auto& spec : configFields()) {
-    const QString dotted = spec.dotted();
-    const std::string sec = spec.section.toStdString(), key = spec.key.toStdString();
-    json v;
-    switch (spec.kind) {
-      case FieldKind::Integer:
-      case FieldKind::Number: {
-        const QString text = fieldText(dotted).trimmed();
-        if (text.isEmpty()) {
-          errs[dotted] << QStringLiteral("%1 is required").arg(dotted);
-          continue;
-        }
-        try {
-          v = json::parse(text.toStdString());
-        } catch (const std::exception&) {
-          v = json();
-        }
-        if (!v.is_number()) {
-          errs[dotted] << QStringLiteral("%1 must be %2, got '%3'")
-                              .arg(dotted, spec.kind == FieldKind::Integer ? QStringLiteral("an integer") : QStringLiteral("a number"), text);
-          continue;
-        }
-        try {  // the engine's own type rules (integers, ranges of int64)
-          json probe;
-          probe[sec][key] = v;
-          RunConfig::from_json(probe);
-        } catch (const std::exception& e) {
-          errs[dotted] << qs(e.what());
-          continue;
-        }
-        break;
-      }
-      case FieldKind::Text:
-      case FieldKind::Path: v = fieldText(dotted).trimmed().toStdString(); break;
-      case FieldKind::Choice: v = fieldText(dotted).toStdString(); break;
-      case FieldKind::Check: v = fieldText(dotted) == QLatin1String("true"); break;
-    }
-    j[sec][key] = v;
-  }
-  formJson_ = j;
-  config_.reset();
-  if (errs.isEmpty()) {
-    try {
-      RunConfig cfg = RunConfig::from_json(j);
-      auto issues = validate(cfg);
-      // Cheap file checks (validate_with_files reads whole token files; that runs in ulysses-run).
-      const auto& d = cfg.data;
-      if ((d.kind == "text" || d.kind == "tokens") && !d.path.empty() && !QFileInfo(qs(d.path)).isFile())
-        issues.push_back({"data.path", "data file " + d.path + " not found"});
-      if (!cfg.train.init_from.empty() && !QFileInfo::exists(QDir(qs(cfg.train.init_from)).filePath(QStringLiteral("config.json"))))
-        issues.push_back({"train.init_from", cfg.train.init_from + "/config.json not found (expected a Hugging Face checkpoint directory)"});
-      // Devices: a CUDA run needs one GPU per rank.
-      const int world = static_cast<int>(std::min<int64_t>(cfg.parallel.world_size(), 1 << 20));
-      if (cfg.train.device == "cuda" && devices_.gpus.isEmpty())
-        issues.push_back({"train.device", "train.device is cuda but no GPU was found (" + devices_.note.toStdString() + ")"});
-      else if (cfg.train.device == "cuda" && world > devices_.gpus.size())
-        issues.push_back({"parallel.sp_size", "sp_size x dp_size = " + std::to_string(world) + " ranks need as many GPUs; " +
-                                                  std::to_string(devices_.gpus.size()) + " found"});
-      for (const auto& i : issues) {
-        const QString f = qs(i.field);
-        if (fields_.contains(f)) errs[f] << qs(i.message);
-        else general << qs(i.message);
-      }
-      if (issues.empty()) config_ = cfg;
-    } catch (const std::exception& e) {
-      general << qs(e.what());
-    }
-  }
+  const LaunchFormCheck check = checkLaunchForm(loadedJson_, name_->text(), [this](const QString& f) { return fieldText(f); }, devices_);
+  formJson_ = check.config_json;
+  config_ = check.config;
+  const auto& errs = check.field_errors;
+  const QStringList& general = check.general;
   for (auto it = fields_.begin(); it != fields_.end(); ++it) setFieldError(it.key(), errs.value(it.key()).join(QLatin1Char('\n')));
   general_->setText(general.join(QLatin1Char('\n')));
   general_->setVisible(!general.isEmpty());
-  int problems = general.size();
-  for (const auto& l : errs) problems += l.size();
+  const int problems = check.problems();
   if (config_) {
     status_->setStyleSheet(QString());
     status_->setText(QStringLiteral("Ready: %1 rank(s) (sp %2 x dp %3), %4 steps of %5 tokens")

@@ -1,6 +1,7 @@
-// Launcher page: a form over the run config with presets, load/save, Hugging Face
-// config.json import, validation as the user types (ulysses::validate, inline messages,
-// Launch disabled while invalid), device discovery, cost-model estimates and, beside them,
+// Launcher page: a form over the run config (fields generated from engine/config's field
+// table, ui/models/form_fields) with presets, load/save, Hugging Face config.json import,
+// validation as the user types (ui/models/launch_form: the engine's checks and messages,
+// shown inline; Launch disabled while invalid), device discovery, cost-model estimates and, beside them,
 // the memory planner's dry run (`ulysses-run CONFIG --plan --json` in a QProcess, which
 // execs `ulysses-worker --plan`): a run whose planned peak does not fit the device gets an
 // inline warning before launch.

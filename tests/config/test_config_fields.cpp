@@ -1,0 +1,116 @@
+// The config's field table (engine/config/config_fields): its key set equals the parser's
+// (RunConfig::to_json, which writes every key the parser reads), kinds match the defaults,
+// and validate() takes its choices and integer limits from it.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "config_fields.hpp"
+#include "run_config.hpp"
+
+using namespace ulysses;
+
+namespace {
+std::set<std::string> parser_keys() {
+  std::set<std::string> keys;
+  const json j = RunConfig{}.to_json();
+  for (auto s = j.begin(); s != j.end(); ++s)
+    if (s.value().is_object())
+      for (auto k = s.value().begin(); k != s.value().end(); ++k) keys.insert(s.key() + "." + k.key());
+  return keys;
+}
+bool has_issue(const std::vector<ConfigIssue>& v, const std::string& field, const std::string& text = "") {
+  for (const auto& i : v)
+    if (i.field == field && i.message.find(text) != std::string::npos) return true;
+  return false;
+}
+}  // namespace
+
+TEST(ConfigFields, KeySetEqualsTheParsers) {
+  std::set<std::string> table;
+  for (const auto& f : config_fields()) EXPECT_TRUE(table.insert(f.dotted()).second) << "listed twice: " << f.dotted();
+  const auto parser = parser_keys();
+  for (const auto& k : parser) EXPECT_TRUE(table.count(k)) << k << " is a config key without a row in config_fields.cpp";
+  for (const auto& k : table) EXPECT_TRUE(parser.count(k)) << k << " is in config_fields.cpp but the parser does not know it";
+  EXPECT_GE(table.size(), 50u);
+  for (const auto& f : config_fields()) {
+    EXPECT_EQ(find_config_field(f.dotted()), &f);
+    EXPECT_FALSE(f.label.empty()) << f.dotted();
+    EXPECT_FALSE(f.doc.empty()) << f.dotted();
+    if (!f.in_form) {
+      EXPECT_NE(f.doc.find("no form field"), std::string::npos) << f.dotted() << ": say why it has no field";
+    }
+  }
+  EXPECT_EQ(find_config_field("train.no_such_key"), nullptr);
+}
+
+TEST(ConfigFields, KindsMatchTheDefaults) {
+  const json d = RunConfig{}.to_json();
+  for (const auto& f : config_fields()) {
+    SCOPED_TRACE(f.dotted());
+    EXPECT_EQ(f.default_value, d[f.section][f.key]);
+    switch (f.kind) {
+      case FieldKind::Integer: EXPECT_TRUE(f.default_value.is_number_integer()); break;
+      case FieldKind::Number: EXPECT_TRUE(f.default_value.is_number_float()); break;
+      case FieldKind::Check: EXPECT_TRUE(f.default_value.is_boolean()); break;
+      case FieldKind::Text:
+      case FieldKind::Path: EXPECT_TRUE(f.default_value.is_string()); break;
+      case FieldKind::Choice:
+        ASSERT_TRUE(f.default_value.is_string());
+        EXPECT_NE(std::find(f.choices.begin(), f.choices.end(), f.default_value.get<std::string>()), f.choices.end());
+        break;
+    }
+    if (f.kind != FieldKind::Choice) {
+      EXPECT_TRUE(f.choices.empty());
+    }
+    if (f.kind != FieldKind::Integer) {
+      EXPECT_FALSE(f.min || f.max);
+    }
+  }
+}
+
+// validate() refuses a value outside the choices with the table's list, and accepts each choice.
+TEST(ConfigFields, ValidateUsesTheTablesChoices) {
+  int checked = 0;
+  for (const auto& f : config_fields()) {
+    if (f.kind != FieldKind::Choice) continue;
+    SCOPED_TRACE(f.dotted());
+    json j = RunConfig{}.to_json();
+    j[f.section][f.key] = "bogus";
+    EXPECT_TRUE(has_issue(validate(RunConfig::from_json(j)), f.dotted(), f.dotted() + " must be " + choice_list(f) + ", got 'bogus'"));
+    for (const auto& c : f.choices) {
+      j[f.section][f.key] = c;
+      EXPECT_FALSE(has_issue(validate(RunConfig::from_json(j)), f.dotted())) << c;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
+  EXPECT_EQ(choice_list(*find_config_field("train.device")), "auto, cpu or cuda");
+}
+
+// validate() refuses one below the table's min and one above its max on that field.
+TEST(ConfigFields, ValidateUsesTheTablesLimits) {
+  int checked = 0;
+  for (const auto& f : config_fields()) {
+    if (f.kind != FieldKind::Integer) continue;
+    SCOPED_TRACE(f.dotted());
+    for (auto v : {f.min ? std::optional<int64_t>(*f.min - 1) : std::nullopt, f.max ? std::optional<int64_t>(*f.max + 1) : std::nullopt}) {
+      if (!v) continue;
+      json j = RunConfig{}.to_json();
+      j[f.section][f.key] = *v;
+      EXPECT_TRUE(has_issue(validate(RunConfig::from_json(j)), f.dotted())) << *v << " accepted";
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 40);
+}
+
+TEST(ConfigFields, TextToValueAsSetReadsIt) {
+  const auto& steps = *find_config_field("train.steps");
+  EXPECT_EQ(field_value_from_text(steps, " 7 "), json(7));
+  EXPECT_EQ(field_value_from_text(steps, "abc"), json("abc"));  // the parser names it
+  EXPECT_EQ(field_value_from_text(steps, "1e999"), json("1e999"));
+  EXPECT_EQ(field_value_from_text(*find_config_field("profile.enabled"), "false"), json(false));
+  EXPECT_EQ(field_value_from_text(*find_config_field("data.path"), " /a b "), json("/a b"));
+  EXPECT_EQ(field_value_from_text(*find_config_field("train.dtype"), "bfloat16"), json("bfloat16"));
+}
