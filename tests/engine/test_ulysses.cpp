@@ -9,7 +9,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <tuple>
+#include <vector>
 
 #include "checkpoint.hpp"
 #include "rank_threads.hpp"
@@ -136,7 +136,12 @@ TEST(Ulysses, HeadChunksGqaKvDivisibleBySp) {
 // divisible by sp, and kv heads fewer than sp, replicated).
 TEST(Ulysses, FusedQkvIsBitIdenticalToSeparateMessages) {
   EXPECT_TRUE(RunConfig{}.parallel.fused_qkv) << "fused q/k/v is the default (fewer collectives per layer)";
-  for (auto [H, Hkv, sp] : {std::tuple<int64_t, int64_t, int64_t>{4, 4, 2}, {8, 4, 2}, {4, 2, 4}}) {
+  struct Case {
+    int64_t H, Hkv, sp;
+  };
+  const std::vector<Case> cases{{4, 4, 2}, {8, 4, 2}, {4, 2, 4}};
+  for (const Case& k : cases) {
+    const int64_t H = k.H, Hkv = k.Hkv, sp = k.sp;
     auto sep = tiny(H, Hkv, sp, 1);
     sep.parallel.fused_qkv = false;
     auto fused = sep;
