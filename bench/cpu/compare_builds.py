@@ -12,6 +12,9 @@ the launcher and all ranks per step, (CPU of the long run - CPU of the short run
 printed for both with its ratio: on a machine shared with other work, CPU time moves much
 less than wall time (no waiting for a core), so it is the steadier before/after figure.
 
+--base-set / --new-set KEY=VALUE add a config override to one side only; with --base equal to
+--build this compares two settings of one build (e.g. --new-set parallel.fused_qkv=true).
+
 The base build is any other build directory, e.g. the commit before a change:
   git worktree add /tmp/base 3cf2bc7
   cmake -S /tmp/base -B /tmp/base/build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
@@ -40,6 +43,8 @@ def main():
     ap.add_argument("--cpu-steps", type=int, default=0, help="also measure CPU ms per step from runs of steps + K steps")
     ap.add_argument("--reference-ms", type=float, default=0.0,
                     help="an older published ms/step to print the new figure against (e.g. 159 for the pre-OpenBLAS sp-2 step)")
+    ap.add_argument("--base-set", action="append", default=[], help="a --set KEY=VALUE for the base side only")
+    ap.add_argument("--new-set", action="append", default=[], help="a --set KEY=VALUE for the new side only")
     a = ap.parse_args()
     for b in (a.base, a.build):
         for exe in ("app/run/ulysses-run", "app/worker/ulysses-worker"):
@@ -49,7 +54,8 @@ def main():
     tokens = 512  # tiny.json: seq_length 512, micro batch 1, dp 1
     out = os.path.join(tempfile.mkdtemp(prefix="ulysses_builds_"), "run")
     print(f"tiny demo, {a.steps} steps per run, {a.reps} A/B pairs; base {a.base}, new {a.build}; "
-          f"libblas.so.3 -> {os.path.realpath('/usr/lib/x86_64-linux-gnu/libblas.so.3')}")
+          f"libblas.so.3 -> {os.path.realpath('/usr/lib/x86_64-linux-gnu/libblas.so.3')}"
+          + (f"; base --set {' '.join(a.base_set)}" if a.base_set else "") + (f"; new --set {' '.join(a.new_set)}" if a.new_set else ""))
     head = f"{'sp':>3} {'thr/rank':>8} {'base ms':>8} {'new ms':>8} {'base tok/s':>10} {'new tok/s':>10} {'new/base speed':>15}"
     if a.reference_ms:
         head += f" {'vs ' + format(a.reference_ms, 'g') + ' ms':>10}"
@@ -60,14 +66,14 @@ def main():
         threads = a.threads or max(1, cores // sp)
         base, new, ratios, cbase, cnew, cratios = [], [], [], [], [], []
         for _ in range(a.reps):
-            b, bc = demo_step_cpu(a.base, sp, threads, a.steps, out, dict(os.environ), "compare_builds (base)")
-            n, nc = demo_step_cpu(a.build, sp, threads, a.steps, out, dict(os.environ), "compare_builds (new)")
+            b, bc = demo_step_cpu(a.base, sp, threads, a.steps, out, dict(os.environ), "compare_builds (base)", a.base_set)
+            n, nc = demo_step_cpu(a.build, sp, threads, a.steps, out, dict(os.environ), "compare_builds (new)", a.new_set)
             base.append(b)
             new.append(n)
             ratios.append(b / n)
             if a.cpu_steps:
-                _, bl = demo_step_cpu(a.base, sp, threads, a.steps + a.cpu_steps, out, dict(os.environ), "compare_builds (base)")
-                _, nl = demo_step_cpu(a.build, sp, threads, a.steps + a.cpu_steps, out, dict(os.environ), "compare_builds (new)")
+                _, bl = demo_step_cpu(a.base, sp, threads, a.steps + a.cpu_steps, out, dict(os.environ), "compare_builds (base)", a.base_set)
+                _, nl = demo_step_cpu(a.build, sp, threads, a.steps + a.cpu_steps, out, dict(os.environ), "compare_builds (new)", a.new_set)
                 cbase.append((bl - bc) * 1e3 / a.cpu_steps)
                 cnew.append((nl - nc) * 1e3 / a.cpu_steps)
                 cratios.append(cbase[-1] / cnew[-1])

@@ -12,16 +12,19 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def demo_step_ms(build, sp, threads, steps, out, env, who):
-    return demo_step_cpu(build, sp, threads, steps, out, env, who)[0]
+def demo_step_ms(build, sp, threads, steps, out, env, who, sets=()):
+    return demo_step_cpu(build, sp, threads, steps, out, env, who, sets)[0]
 
 
-def demo_step_cpu(build, sp, threads, steps, out, env, who):
-    """(median step ms after two warm-up steps, CPU seconds of ulysses-run and its workers)."""
+def demo_step_cpu(build, sp, threads, steps, out, env, who, sets=()):
+    """(median step ms after two warm-up steps, CPU seconds of ulysses-run and its workers);
+    `sets` are extra --set KEY=VALUE overrides."""
     shutil.rmtree(out, ignore_errors=True)
     cmd = [os.path.join(build, "app/run/ulysses-run"), os.path.join(ROOT, "resources/configs/tiny.json"), "--json", "--worker",
            os.path.join(build, "app/worker/ulysses-worker"), "--out", out, "--set", f"parallel.sp_size={sp}", "--set", f"train.steps={steps}",
            "--set", "profile.enabled=false", "--set", f"train.threads_per_rank={threads}"]
+    for kv in sets:
+        cmd += ["--set", kv]
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)

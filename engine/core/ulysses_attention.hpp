@@ -22,7 +22,7 @@ struct UlyssesOptions {
   Comm* comm = nullptr;
   prof::Tracer* tracer = nullptr;
   int64_t head_chunks = 1;
-  bool fused_qkv = false;
+  bool fused_qkv = true;  // one seq->head message per chunk for q, k, v (as ParallelConfig)
   int32_t layer = -1;
   AttentionKernel kernel;  // the local attention each chunk runs
 };

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "checkpoint.hpp"
 #include "rank_threads.hpp"
@@ -127,6 +128,34 @@ TEST(Ulysses, HeadChunksGqaKvFewerThanSpReplicated) {
 TEST(Ulysses, HeadChunksGqaKvDivisibleBySp) {
   head_chunks_at_every_divisor(8, 4, {2});   // 4 q / 2 kv heads per rank: chunks of 1 q head share a kv head
   head_chunks_at_every_divisor(12, 4, {2});  // 6 q / 2 kv heads per rank: chunks of 2 straddle groups of 3
+}
+
+// parallel.fused_qkv (the default since issue 12: one seq->head all-to-all per layer instead
+// of three) only moves the same bytes in one message: the losses of 3 steps and every step-0
+// gradient are bit for bit those of separate q/k/v messages (MHA, GQA with kv heads
+// divisible by sp, and kv heads fewer than sp, replicated).
+TEST(Ulysses, FusedQkvIsBitIdenticalToSeparateMessages) {
+  EXPECT_TRUE(RunConfig{}.parallel.fused_qkv) << "fused q/k/v is the default (fewer collectives per layer)";
+  struct Case {
+    int64_t H, Hkv, sp;
+  };
+  const std::vector<Case> cases{{4, 4, 2}, {8, 4, 2}, {4, 2, 4}};
+  for (const Case& k : cases) {
+    const int64_t H = k.H, Hkv = k.Hkv, sp = k.sp;
+    auto sep = tiny(H, Hkv, sp, 1);
+    sep.parallel.fused_qkv = false;
+    auto fused = sep;
+    fused.parallel.fused_qkv = true;
+    const auto a = train_on_ranks(sep, 3), b = train_on_ranks(fused, 3);
+    const std::string what = "H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv) + " sp" + std::to_string(sp);
+    ASSERT_EQ(a.losses.size(), b.losses.size()) << what;
+    for (size_t s = 0; s < a.losses.size(); ++s) EXPECT_EQ(a.losses[s], b.losses[s]) << what << " step " << s;
+    for (const auto& [n, g] : a.grads0) {
+      ASSERT_TRUE(b.grads0.count(n)) << what << ": " << n;
+      EXPECT_TRUE(torch::equal(b.grads0.at(n), g)) << what << ": gradient of " << n << " differs by "
+                                                   << (b.grads0.at(n) - g).abs().max().item<double>();
+    }
+  }
 }
 
 TEST(Ulysses, LayoutFunctionsRoundTripAndMirrorInBackward) {
