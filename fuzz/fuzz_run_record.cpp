@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string out = path + ".out";
   write_run_record(out, r);
   const RunRecord back = read_run_record(out);
-  if (back.status != r.status || back.failed_rank != r.failed_rank || back.steps_done != r.steps_done || back.pid != r.pid)
+  if (back.status != r.status || back.failed_rank != r.failed_rank || back.steps_done != r.steps_done ||
+      back.pid != r.pid)
     fuzz::broken("run.json does not round-trip");
   return 0;
 }

@@ -16,8 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const uint64_t n = parse_safetensors_length(data, size, "fuzz.safetensors");
     if (n > size - 8) fuzz::broken("header length beyond the file");
-    const SafetensorsHeader h =
-        parse_safetensors_header(std::string_view(reinterpret_cast<const char*>(data) + 8, n), size, "fuzz.safetensors");
+    const SafetensorsHeader h = parse_safetensors_header(std::string_view(reinterpret_cast<const char*>(data) + 8, n),
+                                                         size, "fuzz.safetensors");
     if (h.data_offset != 8 + n) fuzz::broken("data offset");
     const uint64_t data_size = size - h.data_offset;
     for (const auto& t : h.tensors) {

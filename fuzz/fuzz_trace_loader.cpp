@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& s : m.strings)
       if (s.size() > 4096 + 3) fuzz::broken("a string beyond the cap");
     for (const auto& r : m.ranges)
-      if (r.name_id < 0 || static_cast<size_t>(r.name_id) >= m.strings.size()) fuzz::broken("range name out of the table");
+      if (r.name_id < 0 || static_cast<size_t>(r.name_id) >= m.strings.size())
+        fuzz::broken("range name out of the table");
     for (const auto& r : m.ranges)
       if (r.lane < 0 || static_cast<size_t>(r.lane) >= m.lanes.size()) fuzz::broken("range lane out of the table");
   } catch (const prof::TraceError&) {

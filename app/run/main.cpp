@@ -124,8 +124,10 @@ std::optional<nlohmann::json> run_planner(const std::string& worker, const std::
           std::string& dst = i == 0 ? out : err;
           if (dst.size() < (1u << 20)) dst.append(buf, static_cast<size_t>(n));
         } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-          if (i == 0) proc.close_stdout();
-          else proc.close_stderr();
+          if (i == 0)
+            proc.close_stdout();
+          else
+            proc.close_stderr();
         }
       }
     }
@@ -138,7 +140,8 @@ std::optional<nlohmann::json> run_planner(const std::string& worker, const std::
     }
     if (!proc.exit_info().success()) {
       const auto nl = err.find('\n');
-      *why = "ulysses-worker --plan " + proc.exit_info().describe() + (err.empty() ? std::string() : ": " + err.substr(0, nl));
+      *why = "ulysses-worker --plan " + proc.exit_info().describe() +
+             (err.empty() ? std::string() : ": " + err.substr(0, nl));
       return std::nullopt;
     }
   } catch (const std::exception& e) {
@@ -146,7 +149,8 @@ std::optional<nlohmann::json> run_planner(const std::string& worker, const std::
     return std::nullopt;
   }
   const auto j = nlohmann::json::parse(out, nullptr, false);
-  if (!j.is_object() || !j.contains("peak_bytes") || !j["peak_bytes"].is_number_integer() || j["peak_bytes"].get<int64_t>() <= 0) {
+  if (!j.is_object() || !j.contains("peak_bytes") || !j["peak_bytes"].is_number_integer() ||
+      j["peak_bytes"].get<int64_t>() <= 0) {
     *why = "ulysses-worker --plan printed no plan";
     return std::nullopt;
   }
@@ -164,7 +168,8 @@ std::string memory_refusal(const ulysses::RunConfig& cfg, const std::string& wor
                            const std::vector<std::string>& overrides) {
   namespace C = ulysses::cost;
   std::error_code ec;
-  const bool host = cfg.train.device == "cpu" || (cfg.train.device == "auto" && !std::filesystem::exists("/dev/nvidia0", ec));
+  const bool host =
+      cfg.train.device == "cpu" || (cfg.train.device == "auto" && !std::filesystem::exists("/dev/nvidia0", ec));
   if (!host) return {};
   C::CostOptions o;
   // The engine's default attention on CPU is blocked (no N x N scores); sdpa's math path keeps them.
@@ -191,9 +196,10 @@ std::string memory_refusal(const ulysses::RunConfig& cfg, const std::string& wor
   }
   const double total = per_rank * static_cast<double>(world);
   if (total <= have) return {};
-  return source + " " + C::format_bytes(total) + " (" + std::to_string(world) + " rank(s) x " + C::format_bytes(per_rank) +
-         ": weights, gradients and AdamW state " + C::format_bytes(static_per_rank) + ", activations and the rest " +
-         C::format_bytes(std::max(0.0, activations)) + ") exceeds this machine's memory of " + C::format_bytes(have) + planner_note +
+  return source + " " + C::format_bytes(total) + " (" + std::to_string(world) + " rank(s) x " +
+         C::format_bytes(per_rank) + ": weights, gradients and AdamW state " + C::format_bytes(static_per_rank) +
+         ", activations and the rest " + C::format_bytes(std::max(0.0, activations)) +
+         ") exceeds this machine's memory of " + C::format_bytes(have) + planner_note +
          "; make the model, train.seq_length or the number of ranks smaller, or pass --force to launch anyway";
 }
 
@@ -208,10 +214,11 @@ std::string config_name(const std::string& path) {
 
 int run_main(int argc, char** argv) {
   namespace L = ulysses::launch;
-  CLI::App app{"ulysses-run: launch a local multi-process Ulysses sequence-parallel training run.\n"
-               "Starts parallel.sp_size x parallel.dp_size ulysses-worker processes and writes the run\n"
-               "directory (config.json, run.json, logs/, trace/, metrics.jsonl).",
-               "ulysses-run"};
+  CLI::App app{
+      "ulysses-run: launch a local multi-process Ulysses sequence-parallel training run.\n"
+      "Starts parallel.sp_size x parallel.dp_size ulysses-worker processes and writes the run\n"
+      "directory (config.json, run.json, logs/, trace/, metrics.jsonl).",
+      "ulysses-run"};
   std::string config_path, out_dir, worker;
   std::vector<std::string> overrides;
   bool json_mode = false, force = false, plan_mode = false;
@@ -226,12 +233,15 @@ int run_main(int argc, char** argv) {
   app.add_flag("--force", force,
                "Launch even when the estimated memory exceeds this machine's, and reuse a non-empty --out by moving "
                "the old directory aside to DIR.old-TIMESTAMP");
-  app.add_flag("--plan", plan_mode, "Print the memory plan per rank (meta-device dry run of one step) instead of training");
-  app.add_option("--max-seq", max_seq_gib, "With --plan: the longest seq_length whose planned peak fits in this many GiB per rank");
+  app.add_flag("--plan", plan_mode,
+               "Print the memory plan per rank (meta-device dry run of one step) instead of training");
+  app.add_option("--max-seq", max_seq_gib,
+                 "With --plan: the longest seq_length whose planned peak fits in this many GiB per rank");
   std::vector<std::string> export_args;
-  app.add_option("--export", export_args,
-                 "Write the equivalent Hugging Face accelerate + TrainingArguments (accelerate) or DeepSpeed (deepspeed) "
-                 "configs, the model's config.json, README.txt and launch.sh into DIR instead of training")
+  app.add_option(
+         "--export", export_args,
+         "Write the equivalent Hugging Face accelerate + TrainingArguments (accelerate) or DeepSpeed (deepspeed) "
+         "configs, the model's config.json, README.txt and launch.sh into DIR instead of training")
       ->type_name("TARGET DIR")
       ->expected(2)
       ->allow_extra_args(false);
@@ -253,7 +263,8 @@ int run_main(int argc, char** argv) {
   std::optional<L::ExportTarget> export_target;
   if (export_mode) {
     if (plan_mode || app.count("--out")) {
-      say(std::string("--export cannot be combined with ") + (plan_mode ? "--plan" : "--out") + " (an export trains nothing)");
+      say(std::string("--export cannot be combined with ") + (plan_mode ? "--plan" : "--out") +
+          " (an export trains nothing)");
       return 2;
     }
     export_target = L::parse_export_target(export_args.at(0));
@@ -274,7 +285,8 @@ int run_main(int argc, char** argv) {
     auto issues = plan_mode || export_mode ? ulysses::validate(cfg) : ulysses::validate_with_files(cfg);
     // Device and backend, decided as each worker will: every rank runs on this host.
     if (issues.empty() && !plan_mode && !export_mode)
-      ulysses::decide_device(cfg, ulysses::DeviceFacts::detect(0, static_cast<int>(cfg.parallel.world_size())), &issues);
+      ulysses::decide_device(cfg, ulysses::DeviceFacts::detect(0, static_cast<int>(cfg.parallel.world_size())),
+                             &issues);
     if (!issues.empty()) {
       for (const auto& i : issues) say_each_line(i.message);
       return 2;
@@ -368,7 +380,8 @@ int run_main(int argc, char** argv) {
   if (!cfg.train.save_to.empty()) {
     const std::filesystem::path st(cfg.train.save_to);
     std::error_code ec;
-    if (std::filesystem::exists(st / "config.json", ec) && !std::filesystem::exists(st / "model.safetensors", ec) && !force) {
+    if (std::filesystem::exists(st / "config.json", ec) && !std::filesystem::exists(st / "model.safetensors", ec) &&
+        !force) {
       say("train.save_to: " + (st / "config.json").string() +
           " exists and is not part of a checkpoint; saving would overwrite it (pick another directory, or --force)");
       return 2;
@@ -421,7 +434,8 @@ int run_main(int argc, char** argv) {
     if (!responsive) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.1f", silent_s);
-      say("rank " + std::to_string(rank) + ": no heartbeat for " + buf + " s (in " + L::describe_phase(b.phase, b.step) + ")");
+      say("rank " + std::to_string(rank) + ": no heartbeat for " + buf + " s (in " +
+          L::describe_phase(b.phase, b.step) + ")");
       shown = -2;  // say the phase again once it beats
       return;
     }
@@ -429,7 +443,8 @@ int run_main(int argc, char** argv) {
     shown = static_cast<int>(b.phase);
     if (b.phase == L::Phase::Init || b.phase == L::Phase::Finish) return;  // brief; not worth a line
     say("rank " + std::to_string(rank) + ": " +
-        (b.phase == L::Phase::Step ? "training (step " + std::to_string(b.step) + ")" : L::describe_phase(b.phase, b.step)));
+        (b.phase == L::Phase::Step ? "training (step " + std::to_string(b.step) + ")"
+                                   : L::describe_phase(b.phase, b.step)));
   };
   cb.on_started = [&](const std::vector<int>& pids) {
     say("started " + std::to_string(pids.size()) + " worker(s) (sp_size " + std::to_string(cfg.parallel.sp_size) +
@@ -451,7 +466,10 @@ int run_main(int argc, char** argv) {
           "; run directory " + out_dir);
       break;
     case L::RunStatus::Stopped:
-      say(std::string("stopped by ") + (g_stop_signal == SIGINT ? "SIGINT" : g_stop_signal == SIGHUP ? "SIGHUP" : "SIGTERM") +
+      say(std::string("stopped by ") +
+          (g_stop_signal == SIGINT   ? "SIGINT"
+           : g_stop_signal == SIGHUP ? "SIGHUP"
+                                     : "SIGTERM") +
           " after " + std::to_string(rec.steps_done) + " steps; every worker was terminated; run directory " + out_dir);
       break;
     default:

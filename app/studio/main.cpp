@@ -28,7 +28,8 @@ bool select_explainer_stage(ulysses::ui::MainWindow& w, const QString& value) {
   bool ok = false;
   const int n = value.toInt(&ok);
   if (!ex || !ok || n < 1 || n > std::max(1, ex->stageCount())) {
-    std::fprintf(stderr, "ulysses-studio: --stage expects 1..%d, got '%s'\n", ex ? std::max(1, ex->stageCount()) : 6, qPrintable(value));
+    std::fprintf(stderr, "ulysses-studio: --stage expects 1..%d, got '%s'\n", ex ? std::max(1, ex->stageCount()) : 6,
+                 qPrintable(value));
     return false;
   }
   w.setView(QStringLiteral("explain"));
@@ -46,8 +47,10 @@ int studio_main(int argc, char** argv) {
       for (const char* a : {"--screenshot", "--help", "-h", "--version", "-v", "--help-all"})
         if (std::strcmp(argv[i], a) == 0 || std::strncmp(argv[i], "--screenshot=", 13) == 0) headless_ok = true;
     if (!headless_ok) {
-      std::fprintf(stderr, "ulysses-studio: no display (DISPLAY is unset). Run it in a desktop session, or render a window with "
-                           "--screenshot FILE.png (offscreen).\n");
+      std::fprintf(
+          stderr,
+          "ulysses-studio: no display (DISPLAY is unset). Run it in a desktop session, or render a window with "
+          "--screenshot FILE.png (offscreen).\n");
       return 1;
     }
     setenv("QT_QPA_PLATFORM", "offscreen", 1);
@@ -59,32 +62,42 @@ int studio_main(int argc, char** argv) {
   QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
 
   QCommandLineParser cli;
-  cli.setApplicationDescription(QStringLiteral("Launch, monitor and profile Ulysses sequence-parallel Llama training."));
+  cli.setApplicationDescription(
+      QStringLiteral("Launch, monitor and profile Ulysses sequence-parallel Llama training."));
   cli.addHelpOption();
   cli.addVersionOption();
-  cli.addPositionalArgument(QStringLiteral("path"), QStringLiteral("run folder, trace .sqlite or run config .json to open"),
+  cli.addPositionalArgument(QStringLiteral("path"),
+                            QStringLiteral("run folder, trace .sqlite or run config .json to open"),
                             QStringLiteral("[RUN_DIR|TRACE.sqlite|CONFIG.json]"));
-  const QCommandLineOption shot(QStringLiteral("screenshot"), QStringLiteral("Render the window to FILE.png (or FILE.svg, a vector drawing) and exit."),
-                                QStringLiteral("FILE.png"));
-  const QCommandLineOption view(QStringLiteral("view"),
-                                QStringLiteral("Page or trace view: launch, monitor, runs, explain, trace, timeline, headmap, memory, report."),
-                                QStringLiteral("NAME"));
-  const QCommandLineOption runsDir(QStringLiteral("runs-dir"), QStringLiteral("Runs folder (default: <cwd>/runs, remembered)."),
+  const QCommandLineOption shot(
+      QStringLiteral("screenshot"),
+      QStringLiteral("Render the window to FILE.png (or FILE.svg, a vector drawing) and exit."),
+      QStringLiteral("FILE.png"));
+  const QCommandLineOption view(
+      QStringLiteral("view"),
+      QStringLiteral("Page or trace view: launch, monitor, runs, explain, trace, timeline, headmap, memory, report."),
+      QStringLiteral("NAME"));
+  const QCommandLineOption runsDir(QStringLiteral("runs-dir"),
+                                   QStringLiteral("Runs folder (default: <cwd>/runs, remembered)."),
                                    QStringLiteral("DIR"));
-  const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size for screenshots, WxH (default 1500x950)."),
+  const QCommandLineOption size(QStringLiteral("size"),
+                                QStringLiteral("Window size for screenshots, WxH (default 1500x950)."),
                                 QStringLiteral("WxH"));
   const QCommandLineOption dark(QStringLiteral("dark"), QStringLiteral("Use the dark theme."));
-  const QCommandLineOption stage(QStringLiteral("stage"),
-                                 QStringLiteral("Explainer stage to show, 1-6 (shard, q/k/v projection, seq->head all-to-all, "
-                                                "attention, head->seq all-to-all, output projection); implies --view explain."),
-                                 QStringLiteral("N"));
-  const QCommandLineOption replay(QStringLiteral("replay"),
-                                  QStringLiteral("Play the opened run back in the monitor at SPEED x real time (1, 10, ...; "
-                                                 "0 = step by step), no training."),
-                                  QStringLiteral("SPEED"));
-  const QCommandLineOption palette(QStringLiteral("palette"),
-                                   QStringLiteral("Phase colours of the trace views: default, or cb (colour-blind safe, Okabe-Ito)."),
-                                   QStringLiteral("NAME"));
+  const QCommandLineOption stage(
+      QStringLiteral("stage"),
+      QStringLiteral("Explainer stage to show, 1-6 (shard, q/k/v projection, seq->head all-to-all, "
+                     "attention, head->seq all-to-all, output projection); implies --view explain."),
+      QStringLiteral("N"));
+  const QCommandLineOption replay(
+      QStringLiteral("replay"),
+      QStringLiteral("Play the opened run back in the monitor at SPEED x real time (1, 10, ...; "
+                     "0 = step by step), no training."),
+      QStringLiteral("SPEED"));
+  const QCommandLineOption palette(
+      QStringLiteral("palette"),
+      QStringLiteral("Phase colours of the trace views: default, or cb (colour-blind safe, Okabe-Ito)."),
+      QStringLiteral("NAME"));
   cli.addOptions({shot, view, runsDir, size, dark, stage, replay, palette});
   if (!cli.parse(QApplication::arguments())) {
     std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(cli.errorText()));
@@ -108,14 +121,16 @@ int studio_main(int argc, char** argv) {
     bool okW = false, okH = false;
     if (parts.size() == 2) winSize = QSize(parts[0].toInt(&okW), parts[1].toInt(&okH));
     if (!okW || !okH || winSize.width() < 200 || winSize.height() < 200) {
-      std::fprintf(stderr, "ulysses-studio: --size expects WxH such as 1500x950, got '%s'\n", qPrintable(cli.value(size)));
+      std::fprintf(stderr, "ulysses-studio: --size expects WxH such as 1500x950, got '%s'\n",
+                   qPrintable(cli.value(size)));
       return 2;
     }
   }
 
   ulysses::ui::PhasePalette phasePalette = ulysses::ui::PhasePalette::Default;
   if (cli.isSet(palette) && !ulysses::ui::phase_palette_from_name(cli.value(palette).toStdString(), &phasePalette)) {
-    std::fprintf(stderr, "ulysses-studio: --palette expects default or cb (colour-blind safe), got '%s'\n", qPrintable(cli.value(palette)));
+    std::fprintf(stderr, "ulysses-studio: --palette expects default or cb (colour-blind safe), got '%s'\n",
+                 qPrintable(cli.value(palette)));
     return 2;
   }
 
@@ -130,26 +145,32 @@ int studio_main(int argc, char** argv) {
     const QFileInfo fi(pos.front());
     // Only a folder or a regular file: a FIFO would block the studio before its window shows.
     if (fi.exists() && !fi.isDir() && !fi.isFile()) {
-      std::fprintf(stderr, "ulysses-studio: %s is not a regular file or a folder (a FIFO or a device?)\n", qPrintable(pos.front()));
+      std::fprintf(stderr, "ulysses-studio: %s is not a regular file or a folder (a FIFO or a device?)\n",
+                   qPrintable(pos.front()));
       return 2;
     }
     bool isTrace = fi.isFile() && fi.suffix().toLower() == QLatin1String("sqlite");
-    isTrace = isTrace || ulysses::prof::is_foreign_trace(fi.absoluteFilePath().toStdString());  // nsys / PyTorch profiler
+    isTrace =
+        isTrace || ulysses::prof::is_foreign_trace(fi.absoluteFilePath().toStdString());  // nsys / PyTorch profiler
     bool ok = screenshot && isTrace ? w.openTraceAndWait(fi.absoluteFilePath(), &err) : w.openPath(pos.front(), &err);
     if (!ok) {
       std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(err));
       if (!fi.exists()) return 2;
       if (screenshot) return 1;
     }
-    if (ok && screenshot && fi.isDir() && QFileInfo::exists(QDir(fi.absoluteFilePath()).filePath(QStringLiteral("trace/rank0.sqlite"))) &&
+    if (ok && screenshot && fi.isDir() &&
+        QFileInfo::exists(QDir(fi.absoluteFilePath()).filePath(QStringLiteral("trace/rank0.sqlite"))) &&
         cli.isSet(view) && cli.value(view) != QLatin1String("monitor") && cli.value(view) != QLatin1String("runs") &&
         cli.value(view) != QLatin1String("launch")) {
       QString terr;
-      if (!w.openTraceAndWait(fi.absoluteFilePath(), &terr)) std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(terr));
+      if (!w.openTraceAndWait(fi.absoluteFilePath(), &terr))
+        std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(terr));
     }
   }
   if (cli.isSet(view) && !w.setView(cli.value(view))) {
-    std::fprintf(stderr, "ulysses-studio: unknown --view '%s' (launch, monitor, runs, explain, trace, timeline, headmap, memory, report)\n",
+    std::fprintf(stderr,
+                 "ulysses-studio: unknown --view '%s' (launch, monitor, runs, explain, trace, timeline, headmap, "
+                 "memory, report)\n",
                  qPrintable(cli.value(view)));
     return 2;
   }
@@ -159,7 +180,8 @@ int studio_main(int argc, char** argv) {
     const double speed = cli.value(replay).toDouble(&okSpeed);
     QString rerr;
     if (!okSpeed || speed < 0 || pos.isEmpty()) {
-      std::fprintf(stderr, "ulysses-studio: --replay needs a run folder and a speed >= 0 (1, 10; 0 = step by step), got '%s'\n",
+      std::fprintf(stderr,
+                   "ulysses-studio: --replay needs a run folder and a speed >= 0 (1, 10; 0 = step by step), got '%s'\n",
                    qPrintable(cli.value(replay)));
       return 2;
     }

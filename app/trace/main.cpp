@@ -1,8 +1,8 @@
 // ulysses-trace: `summary RUN|FILE.sqlite [--json]` prints the analysis tables (the same
 // code the studio's report uses); `export --format chrome RUN OUT.json` writes a Chrome /
 // Kineto trace for Perfetto or HTA; `export --format chrome --per-rank RUN DIR` writes
-// DIR/rank{r}.json, one file per rank, the folder HTA's TraceAnalysis(trace_dir=DIR) reads. Exit 0 ok, 2 bad input (unreadable trace, bad
-// arguments), 1 failure. `report RUN --html OUT.html` writes a self-contained HTML report.
+// DIR/rank{r}.json, one file per rank, the folder HTA's TraceAnalysis(trace_dir=DIR) reads. Exit 0 ok, 2 bad input
+// (unreadable trace, bad arguments), 1 failure. `report RUN --html OUT.html` writes a self-contained HTML report.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -46,7 +46,11 @@ int main(int argc, char** argv) {
   bool as_json = false;
   int64_t step_begin = 0, step_end = -1;
   auto* summary = app.add_subcommand("summary", "Per rank/step compute, communication, idle, overlap and tables");
-  summary->add_option("RUN", run, "run directory (RUN/trace/rank*.sqlite), rank .sqlite, nsys export .sqlite, PyTorch profiler .json, or a folder of nsys exports / profiler traces (one per rank)")->required();
+  summary
+      ->add_option("RUN", run,
+                   "run directory (RUN/trace/rank*.sqlite), rank .sqlite, nsys export .sqlite, PyTorch profiler .json, "
+                   "or a folder of nsys exports / profiler traces (one per rank)")
+      ->required();
   summary->add_flag("--json", as_json, "print JSON instead of tables");
   summary->add_option("--step-begin", step_begin, "first step to include");
   summary->add_option("--step-end", step_end, "last step to include (-1 = all)");

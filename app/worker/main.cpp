@@ -50,7 +50,9 @@ int plan_command(int argc, char** argv);  // plan_command.cpp: --plan, the memor
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--plan") return ulysses::plan_command(argc, argv);
-  CLI::App app{"ulysses-worker: one rank of a Ulysses sequence-parallel run (environment: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)"};
+  CLI::App app{
+      "ulysses-worker: one rank of a Ulysses sequence-parallel run (environment: RANK, WORLD_SIZE, LOCAL_RANK, "
+      "MASTER_ADDR, MASTER_PORT)"};
   std::string config_path, out_dir;
   std::vector<std::string> overrides;
   app.add_option("--config", config_path, "run config JSON (ulysses-run writes RUN/config.json)")->required();
@@ -85,7 +87,8 @@ int main(int argc, char** argv) {
     RunConfig cfg = load_run_config(config_path, overrides);
     throw_if_invalid(validate(cfg));
     if (env.world_size != cfg.parallel.world_size())
-      throw ConfigError("WORLD_SIZE (" + std::to_string(env.world_size) + ") does not match parallel.sp_size x parallel.dp_size (" +
+      throw ConfigError("WORLD_SIZE (" + std::to_string(env.world_size) +
+                        ") does not match parallel.sp_size x parallel.dp_size (" +
                         std::to_string(cfg.parallel.sp_size) + " x " + std::to_string(cfg.parallel.dp_size) + " = " +
                         std::to_string(cfg.parallel.world_size()) + ")");
 
@@ -95,21 +98,25 @@ int main(int argc, char** argv) {
     if (dev.cuda) compat::set_cuda_device(dev.device_index);
 
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    const int threads = cfg.train.threads_per_rank > 0 ? static_cast<int>(cfg.train.threads_per_rank)
-                                                       : std::max(1, static_cast<int>(cores) / std::max(1, env.local_world_size));
+    const int threads = cfg.train.threads_per_rank > 0
+                            ? static_cast<int>(cfg.train.threads_per_rank)
+                            : std::max(1, static_cast<int>(cores) / std::max(1, env.local_world_size));
     // P ranks x threads never exceed the cores: intra-op threads, one inter-op thread, and
     // OpenBLAS's own pool (the -pthread build ignores at::set_num_threads; the launcher also
     // sets OPENBLAS_NUM_THREADS / OMP_NUM_THREADS so no pool is sized to all cores at load).
     at::set_num_threads(threads);
     at::set_num_interop_threads(1);
-    if (auto set_blas = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set_blas(threads);
+    if (auto set_blas = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+      set_blas(threads);
 
     heartbeat.set(Phase::Rendezvous);
-    comm_holder = std::make_unique<Comm>(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), dev,
-                                         std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000)));
+    comm_holder =
+        std::make_unique<Comm>(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), dev,
+                               std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000)));
     Comm& comm = *comm_holder;
     heartbeat.set(Phase::Build);
-    comm.set_fault_delay(static_cast<int>(cfg.faults.slow_rank), cfg.faults.delay_ms);  // faults.*: a straggler on demand
+    comm.set_fault_delay(static_cast<int>(cfg.faults.slow_rank),
+                         cfg.faults.delay_ms);  // faults.*: a straggler on demand
     if (cfg.faults.slow_rank == env.rank)
       std::cerr << "ulysses-worker (rank " << env.rank << "): faults.delay_ms: sleeping " << cfg.faults.delay_ms
                 << " ms before each collective" << std::endl;
@@ -142,12 +149,15 @@ int main(int argc, char** argv) {
     if (!cfg.train.resume_from.empty()) {
       const ResumePoint rp = restore_train_state(trainer, comm, cfg);
       first_step = rp.next_step;
-      if (env.rank == 0) std::cerr << "ulysses-worker: resumed from " << rp.dir << " at step " << first_step << std::endl;
+      if (env.rank == 0)
+        std::cerr << "ulysses-worker: resumed from " << rp.dir << " at step " << first_step << std::endl;
     }
     if (env.rank == 0)
-      std::cerr << "ulysses-worker: " << env.world_size << " rank(s), sp_size " << comm.sp_size() << " x dp_size " << comm.dp_size()
-                << ", backend " << comm.backend_name() << (comm.has_groups() ? " (c10d groups made)" : "") << ", device " << dev.device << " (" << dev.reason << "), " << threads << " thread(s) per rank, "
-                << cfg.model.num_parameters() << " parameters" << std::endl;
+      std::cerr << "ulysses-worker: " << env.world_size << " rank(s), sp_size " << comm.sp_size() << " x dp_size "
+                << comm.dp_size() << ", backend " << comm.backend_name()
+                << (comm.has_groups() ? " (c10d groups made)" : "") << ", device " << dev.device << " (" << dev.reason
+                << "), " << threads << " thread(s) per rank, " << cfg.model.num_parameters() << " parameters"
+                << std::endl;
 
     launch::LineAppender metrics;  // whole lines only: a full disk never leaves a torn step
     if (env.rank == 0) {
@@ -166,7 +176,9 @@ int main(int argc, char** argv) {
       heartbeat.set(Phase::Step, s);
       if (tracer) tracer->begin_step(s);
       StepMetrics m = trainer.step(s);
-      if (!std::isfinite(m.loss)) throw std::runtime_error("loss is " + std::to_string(m.loss) + " at step " + std::to_string(s) + "; lower train.lr");
+      if (!std::isfinite(m.loss))
+        throw std::runtime_error("loss is " + std::to_string(m.loss) + " at step " + std::to_string(s) +
+                                 "; lower train.lr");
       if (tracer) {
         prof::StepRecord r;
         r.step = s;
@@ -191,7 +203,8 @@ int main(int argc, char** argv) {
                   {"max_mem_bytes", m.max_mem_bytes},
                   {"elapsed_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count()}};
         const std::string line = j.dump();
-        if (const std::string why = metrics.append(line, "step " + std::to_string(s)); !why.empty()) throw std::runtime_error(why);
+        if (const std::string why = metrics.append(line, "step " + std::to_string(s)); !why.empty())
+          throw std::runtime_error(why);
         std::cout << "METRIC " << line << std::endl;
       }
       if (checkpoint_due(cfg.train, s + 1)) {  // full training state into save_to/step-N (collective)
@@ -201,8 +214,8 @@ int main(int argc, char** argv) {
     }
     if (!cfg.train.save_to.empty() && env.rank == 0) {
       heartbeat.set(Phase::Save);
-      save_checkpoint(trainer.model(), cfg.train.save_to, cfg.train.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32,
-                      cfg.train.save_shard_bytes);
+      save_checkpoint(trainer.model(), cfg.train.save_to,
+                      cfg.train.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32, cfg.train.save_shard_bytes);
       std::cerr << "ulysses-worker: saved Hugging Face checkpoint to " << cfg.train.save_to << std::endl;
     }
     heartbeat.set(Phase::Finish);

@@ -17,7 +17,8 @@
 namespace ulysses {
 
 int plan_command(int argc, char** argv) {
-  CLI::App app{"ulysses-worker --plan: memory plan of one rank's training step (meta-device dry run of the real model code)"};
+  CLI::App app{
+      "ulysses-worker --plan: memory plan of one rank's training step (meta-device dry run of the real model code)"};
   std::string config_path;
   std::vector<std::string> overrides;
   bool plan = false, as_json = false;
@@ -26,7 +27,8 @@ int plan_command(int argc, char** argv) {
   app.add_option("--config", config_path, "run config JSON")->required();
   app.add_option("--set", overrides, "override a config key, e.g. --set train.seq_length=65536");
   app.add_flag("--json", as_json, "print the plan as one JSON object");
-  app.add_option("--max-seq", max_seq_gib, "answer the longest seq_length whose planned peak fits in this many GiB per rank");
+  app.add_option("--max-seq", max_seq_gib,
+                 "answer the longest seq_length whose planned peak fits in this many GiB per rank");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -36,19 +38,22 @@ int plan_command(int argc, char** argv) {
     RunConfig cfg = load_run_config(config_path, overrides);
     throw_if_invalid(validate(cfg));
     if (app.count("--max-seq") && !(max_seq_gib > 0 && std::isfinite(max_seq_gib)))
-      throw ConfigError("--max-seq must be a positive number of GiB per rank (got " + std::to_string(max_seq_gib) + ")");
+      throw ConfigError("--max-seq must be a positive number of GiB per rank (got " + std::to_string(max_seq_gib) +
+                        ")");
     if (app.count("--max-seq")) {
       const auto limit = static_cast<int64_t>(max_seq_gib * 1024.0 * 1024.0 * 1024.0);
       const int64_t N = plan::max_seq_length(cfg, limit);
       json j = {{"limit_bytes", limit}, {"max_seq_length", N}};
-      std::string text = "longest train.seq_length whose planned peak fits in " + cost::format_bytes(double(limit)) + " per rank: ";
+      std::string text =
+          "longest train.seq_length whose planned peak fits in " + cost::format_bytes(double(limit)) + " per rank: ";
       if (N > 0) {
         cfg.train.seq_length = N;
         const auto p = plan::plan_memory(cfg);
         j["plan"] = plan::plan_to_json(p);
         j["peak_bytes"] = p.peak_bytes;
         j["activation_bytes"] = p.activation_bytes;
-        text += std::to_string(N) + " tokens (planned peak " + cost::format_bytes(double(p.peak_bytes)) + ")\n" + plan::plan_to_text(p);
+        text += std::to_string(N) + " tokens (planned peak " + cost::format_bytes(double(p.peak_bytes)) + ")\n" +
+                plan::plan_to_text(p);
       } else {
         text += "none (not even " + std::to_string(cfg.parallel.sp_size) + " tokens fit)\n";
       }

@@ -81,7 +81,8 @@ struct Figure {
 };
 
 Figure measure(const std::string& self, const std::string& kind, int64_t N, int64_t block, int reps) {
-  const std::string cmd = "'" + self + "' --one " + kind + " " + std::to_string(N) + " " + std::to_string(block) + " " + std::to_string(reps);
+  const std::string cmd = "'" + self + "' --one " + kind + " " + std::to_string(N) + " " + std::to_string(block) + " " +
+                          std::to_string(reps);
   Figure f;
   if (FILE* p = ::popen(cmd.c_str(), "r")) {
     if (std::fscanf(p, "%lf %lf", &f.ms, &f.bytes) != 2) f = Figure{};
@@ -104,18 +105,25 @@ double mib(double b) { return b / (1024.0 * 1024.0); }
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 6 && std::string(argv[1]) == "--one") return run_one(argv[2], std::atoll(argv[3]), std::atoll(argv[4]), std::atoi(argv[5]));
+  if (argc == 6 && std::string(argv[1]) == "--one")
+    return run_one(argv[2], std::atoll(argv[3]), std::atoll(argv[4]), std::atoi(argv[5]));
   std::string ns = "1024,2048,4096,8192", blocked_only = "16384", blocks = "64,128,256,512";
   int64_t block = 256, sweep_n = 4096;
   int reps = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--n") ns = v;
-    else if (a == "--blocked-only") blocked_only = v;
-    else if (a == "--block") block = std::atoll(v.c_str());
-    else if (a == "--sweep-n") sweep_n = std::atoll(v.c_str());
-    else if (a == "--blocks") blocks = v;
-    else if (a == "--reps") reps = std::atoi(v.c_str());
+    if (a == "--n")
+      ns = v;
+    else if (a == "--blocked-only")
+      blocked_only = v;
+    else if (a == "--block")
+      block = std::atoll(v.c_str());
+    else if (a == "--sweep-n")
+      sweep_n = std::atoll(v.c_str());
+    else if (a == "--blocks")
+      blocks = v;
+    else if (a == "--reps")
+      reps = std::atoi(v.c_str());
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -129,25 +137,26 @@ int main(int argc, char** argv) {
   std::printf("causal attention forward + backward, B=1, H=%lld, dh=%lld, fp32, 1 thread, median of %d\n",
               (long long)kH, (long long)kDh, reps);
   std::printf("peak = memory on top of the inputs during forward + backward (VmHWM - VmRSS, fresh process each)\n\n");
-  std::printf("%7s | %10s %10s %7s | %12s %12s %7s | %14s\n", "N", "sdpa ms", "blocked ms", "ratio", "sdpa MiB", "blocked MiB",
-              "ratio", "N*N*H*4 MiB");
+  std::printf("%7s | %10s %10s %7s | %12s %12s %7s | %14s\n", "N", "sdpa ms", "blocked ms", "ratio", "sdpa MiB",
+              "blocked MiB", "ratio", "N*N*H*4 MiB");
   auto row = [&](int64_t N, bool with_sdpa) {
     const Figure b = measure(self, "blocked", N, block, reps);
     const Figure s = with_sdpa ? measure(self, "sdpa", N, block, reps) : Figure{};
     const double scores = mib(double(N) * N * kH * 4);
     if (with_sdpa)
-      std::printf("%7lld | %10.1f %10.1f %6.2fx | %12.1f %12.1f %6.1fx | %14.0f\n", (long long)N, s.ms, b.ms, s.ms / b.ms, mib(s.bytes),
-                  mib(b.bytes), s.bytes / b.bytes, scores);
+      std::printf("%7lld | %10.1f %10.1f %6.2fx | %12.1f %12.1f %6.1fx | %14.0f\n", (long long)N, s.ms, b.ms,
+                  s.ms / b.ms, mib(s.bytes), mib(b.bytes), s.bytes / b.bytes, scores);
     else
-      std::printf("%7lld | %10s %10.1f %7s | %12s %12.1f %7s | %14.0f  (sdpa skipped: several N*N buffers)\n", (long long)N, "-", b.ms,
-                  "-", "-", mib(b.bytes), "-", scores);
+      std::printf("%7lld | %10s %10.1f %7s | %12s %12.1f %7s | %14.0f  (sdpa skipped: several N*N buffers)\n",
+                  (long long)N, "-", b.ms, "-", "-", mib(b.bytes), "-", scores);
     std::fflush(stdout);
   };
   for (int64_t N : list(ns)) row(N, true);
   for (int64_t N : list(blocked_only)) row(N, false);
 
   if (!list(blocks).empty())
-    std::printf("\nblocked, block-size sweep at N=%lld\n%7s | %10s %12s\n", (long long)sweep_n, "block", "ms", "peak MiB");
+    std::printf("\nblocked, block-size sweep at N=%lld\n%7s | %10s %12s\n", (long long)sweep_n, "block", "ms",
+                "peak MiB");
   for (int64_t bl : list(blocks)) {
     const Figure b = measure(self, "blocked", sweep_n, bl, reps);
     std::printf("%7lld | %10.1f %12.1f\n", (long long)bl, b.ms, mib(b.bytes));

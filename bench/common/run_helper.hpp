@@ -31,7 +31,8 @@ struct RunResult {
 
 inline RunResult run(const std::string& config, const std::vector<std::string>& sets, const std::string& dir) {
   std::filesystem::remove_all(dir);
-  std::string cmd = std::string(ULYSSES_RUN_BIN) + " " + config + " --json --worker " + ULYSSES_WORKER_BIN + " --out " + dir;
+  std::string cmd =
+      std::string(ULYSSES_RUN_BIN) + " " + config + " --json --worker " + ULYSSES_WORKER_BIN + " --out " + dir;
   for (const auto& s : sets) cmd += " --set " + s;
   cmd += " 2>/dev/null";
   RunResult r{dir, {}, 0};

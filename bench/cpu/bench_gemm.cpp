@@ -52,7 +52,8 @@ struct Shape {
 void add_linear(std::vector<Shape>& v, const std::string& name, int64_t n, int64_t in, int64_t out) {
   auto x = at::randn({n, in}), w = at::randn({out, in}), gy = at::randn({n, out});
   const double f = 2.0 * n * in * out;
-  v.push_back({name + " fwd  (" + std::to_string(n) + "x" + std::to_string(in) + ")·(" + std::to_string(in) + "x" + std::to_string(out) + ")",
+  v.push_back({name + " fwd  (" + std::to_string(n) + "x" + std::to_string(in) + ")·(" + std::to_string(in) + "x" +
+                   std::to_string(out) + ")",
                [=] { (void)at::matmul(x, w.t()); }, f});
   v.push_back({name + " dX", [=] { (void)at::matmul(gy, w); }, f});
   v.push_back({name + " dW", [=] { (void)at::matmul(gy.t(), x); }, f});
@@ -65,14 +66,17 @@ int main(int argc, char** argv) {
   std::vector<int> threads;
   bool small = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--small") small = true;
-    else threads.push_back(std::max(1, std::atoi(argv[i])));
+    if (std::string(argv[i]) == "--small")
+      small = true;
+    else
+      threads.push_back(std::max(1, std::atoi(argv[i])));
   }
   if (threads.empty()) threads = cores > 1 ? std::vector<int>{1, cores} : std::vector<int>{1};
   at::manual_seed(0);
   const auto blas = ulysses::bench::blas_info();
   std::printf("BLAS: %s\n", blas.describe().c_str());
-  if (blas.reference()) std::printf("WARNING: this is the reference BLAS; install libopenblas0-pthread (./ulysses setup)\n");
+  if (blas.reference())
+    std::printf("WARNING: this is the reference BLAS; install libopenblas0-pthread (./ulysses setup)\n");
   std::printf("libtorch: %s\n\n", at::get_parallel_info().substr(0, at::get_parallel_info().find("\n", 60)).c_str());
 
   // One-core peak: square GEMMs, 1 intra-op thread, 1 BLAS thread; the best rate over 256^3,
@@ -88,8 +92,10 @@ int main(int argc, char** argv) {
     const double g = 2.0 * S * S * S / s / 1e9;
     if (g > peak) peak = g, peak_s = s, peak_n = S;
   }
-  std::printf("one-core peak: %.1f GFLOP/s (best of at::mm NxNxN fp32 for N in 256, 512%s, 1 thread; best at N=%ld, %.2f ms)\n\n", peak,
-              small ? "" : ", 1024", (long)peak_n, peak_s * 1e3);
+  std::printf(
+      "one-core peak: %.1f GFLOP/s (best of at::mm NxNxN fp32 for N in 256, 512%s, 1 thread; best at N=%ld, %.2f "
+      "ms)\n\n",
+      peak, small ? "" : ", 1024", (long)peak_n, peak_s * 1e3);
 
   std::vector<Shape> shapes;
   const int64_t n = 512, d = 64, ff = 176, dh = 16, H = 4;
@@ -100,7 +106,8 @@ int main(int argc, char** argv) {
   add_linear(shapes, "tiny lm_head   ", n, d, 256);
   {
     auto q = at::randn({H, n, dh}), k = at::randn({H, n, dh});
-    shapes.push_back({"tiny attn q·kT (4 heads, 512x16·16x512)", [=] { (void)at::matmul(q, k.transpose(1, 2)); }, 2.0 * H * n * n * dh});
+    shapes.push_back({"tiny attn q·kT (4 heads, 512x16·16x512)", [=] { (void)at::matmul(q, k.transpose(1, 2)); },
+                      2.0 * H * n * n * dh});
   }
   if (!small) add_linear(shapes, "v32000 lm_head ", 4096, d, 32000);
 
@@ -123,7 +130,8 @@ int main(int argc, char** argv) {
   }
   std::printf("%-52s", "tiny demo GEMMs together (the tiny rows summed)");
   for (size_t i = 0; i < threads.size(); ++i)
-    std::printf(" | %3d thr: %9.3f %8.1f %6.0f%%", threads[i], tiny_s[i] * 1e3, tiny_flops / tiny_s[i] / 1e9, 100.0 * tiny_flops / tiny_s[i] / 1e9 / peak);
+    std::printf(" | %3d thr: %9.3f %8.1f %6.0f%%", threads[i], tiny_s[i] * 1e3, tiny_flops / tiny_s[i] / 1e9,
+                100.0 * tiny_flops / tiny_s[i] / 1e9 / peak);
   std::printf("\n");
   return 0;
 }

@@ -12,9 +12,9 @@
 namespace ulysses::bench {
 
 struct BlasInfo {
-  std::string libblas;      // path of the mapped libblas.so.3 (resolved), "" if none
-  std::string openblas;     // openblas_get_config(), "" when not OpenBLAS
-  std::string threading;    // "openmp", "pthread", "sequential" or "" (not OpenBLAS)
+  std::string libblas;    // path of the mapped libblas.so.3 (resolved), "" if none
+  std::string openblas;   // openblas_get_config(), "" when not OpenBLAS
+  std::string threading;  // "openmp", "pthread", "sequential" or "" (not OpenBLAS)
   // OpenBLAS's liblapack.so.3 loads libopenblas.so.0 even when libblas.so.3 is the reference
   // one, so the BLAS is told by the libblas.so.3 file, not by OpenBLAS symbols being present.
   bool is_openblas() const { return libblas.find("openblas") != std::string::npos; }

@@ -16,10 +16,12 @@ int main(int argc, char** argv) {
   RunConfig cfg = load_run_config(cfg_path);
   const auto& m = cfg.model;
   const int64_t N = cfg.train.seq_length, B = cfg.train.micro_batch_size, d = m.hidden_size, dh = m.head_dim();
-  std::printf("tiny demo: hidden %ld, %ld layers, %ld heads (%ld kv), seq %ld, %d steps per run (median of steps 2..)\n\n",
-              (long)d, (long)m.num_hidden_layers, (long)m.num_attention_heads, (long)m.num_key_value_heads, (long)N, steps);
+  std::printf(
+      "tiny demo: hidden %ld, %ld layers, %ld heads (%ld kv), seq %ld, %d steps per run (median of steps 2..)\n\n",
+      (long)d, (long)m.num_hidden_layers, (long)m.num_attention_heads, (long)m.num_key_value_heads, (long)N, steps);
 
-  std::printf("%4s %12s %10s %8s | %14s %14s %14s\n", "sp", "tokens/s", "step ms", "vs sp1", "a2a B/layer", "formula GQA", "4Nd(P-1)/P^2");
+  std::printf("%4s %12s %10s %8s | %14s %14s %14s\n", "sp", "tokens/s", "step ms", "vs sp1", "a2a B/layer",
+              "formula GQA", "4Nd(P-1)/P^2");
   double base = 0;
   for (int sp : {1, 2, 4}) {
     auto r = bench::run(cfg_path, {"parallel.sp_size=" + std::to_string(sp), "train.steps=" + std::to_string(steps)},
@@ -30,23 +32,28 @@ int main(int argc, char** argv) {
     if (sp > 1) {
       auto t = prof::load_trace(r.dir);
       for (const auto& row : prof::layer_table(t))
-        if (row.dir == prof::Direction::Forward && row.layer == 0) measured = double(row.a2a_bytes_sent) / double(row.samples);
+        if (row.dir == prof::Direction::Forward && row.layer == 0)
+          measured = double(row.a2a_bytes_sent) / double(row.samples);
     }
     // Per layer forward, per rank: q and o carry B*N*H*dh, k and v B*N*Hkv'*dh each
     // (Hkv' = max(Hkv, P) when kv heads are replicated), each (P-1)/P^2 of it leaves the rank.
     const int64_t hkv = std::max<int64_t>(m.num_key_value_heads, sp);
     const double gqa = double(B * N * dh * (2 * m.num_attention_heads + 2 * hkv)) * (sp - 1) / (double(sp) * sp) * 4;
     const double mha = 4.0 * B * N * d * (sp - 1) / (double(sp) * sp) * 4;
-    std::printf("%4d %12.0f %10.1f %7.2fx | %14.0f %14.0f %14.0f\n", sp, tps, r.median("step_ms"), tps / base, measured, gqa, mha);
+    std::printf("%4d %12.0f %10.1f %7.2fx | %14.0f %14.0f %14.0f\n", sp, tps, r.median("step_ms"), tps / base, measured,
+                gqa, mha);
   }
 
-  std::printf("\ntracing overhead at sp 2 (alternating traced / untraced runs: median step time, and CPU\n"
-              "seconds of all processes per run, which the shared machine's load disturbs less)\n");
+  std::printf(
+      "\ntracing overhead at sp 2 (alternating traced / untraced runs: median step time, and CPU\n"
+      "seconds of all processes per run, which the shared machine's load disturbs less)\n");
   std::vector<double> on, off, cpu_on, cpu_off;
   for (int rep = 0; rep < 3; ++rep) {
     for (bool traced : {true, false}) {
-      auto r = bench::run(cfg_path, {"train.steps=" + std::to_string(steps), std::string("profile.enabled=") + (traced ? "true" : "false")},
-                          bench::scratch("trace"));
+      auto r = bench::run(
+          cfg_path,
+          {"train.steps=" + std::to_string(steps), std::string("profile.enabled=") + (traced ? "true" : "false")},
+          bench::scratch("trace"));
       (traced ? on : off).push_back(r.median("step_ms"));
       (traced ? cpu_on : cpu_off).push_back(r.cpu_s);
     }

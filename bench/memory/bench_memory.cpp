@@ -32,18 +32,19 @@ struct Row {
   int64_t seq = 0;
   int64_t peak_bytes = 0;
   double step_ms = 0;
-  double peak_ratio = 0;  // peak / peak of "off" at the same length
-  double time_ratio = 0;  // step time / step time of "off"
-  int64_t plan_bytes = 0; // the planner's prediction of peak_bytes
+  double peak_ratio = 0;   // peak / peak of "off" at the same length
+  double time_ratio = 0;   // step time / step time of "off"
+  int64_t plan_bytes = 0;  // the planner's prediction of peak_bytes
 };
 
 void print_header() {
-  std::printf("%-22s %7s %12s %9s %10s %9s %12s %10s\n", "technique", "seq", "peak MiB", "x off", "step ms", "x off", "plan MiB",
-              "plan/meas");
+  std::printf("%-22s %7s %12s %9s %10s %9s %12s %10s\n", "technique", "seq", "peak MiB", "x off", "step ms", "x off",
+              "plan MiB", "plan/meas");
 }
 void print_row(const Row& r) {
-  std::printf("%-22s %7lld %12.1f %9.2f %10.0f %9.2f %12.1f %10.3f\n", r.technique.c_str(), static_cast<long long>(r.seq),
-              r.peak_bytes / 1048576.0, r.peak_ratio, r.step_ms, r.time_ratio, r.plan_bytes / 1048576.0,
+  std::printf("%-22s %7lld %12.1f %9.2f %10.0f %9.2f %12.1f %10.3f\n", r.technique.c_str(),
+              static_cast<long long>(r.seq), r.peak_bytes / 1048576.0, r.peak_ratio, r.step_ms, r.time_ratio,
+              r.plan_bytes / 1048576.0,
               static_cast<double>(r.plan_bytes) / static_cast<double>(std::max<int64_t>(1, r.peak_bytes)));
   std::fflush(stdout);
 }
@@ -106,7 +107,8 @@ void attention_share(const std::vector<int64_t>& seqs) {
     auto q = torch::randn({1, H, seq, dh}), k = torch::randn({1, H, seq, dh}), v = torch::randn({1, H, seq, dh});
     const double att = median_ms([&] { causal_attention(q, k, v, AttentionKernel{}); });
     const double layer = (t2 - t0) / 2;
-    std::printf("%7lld %16.1f %18.1f %7.0f%%\n", static_cast<long long>(seq), layer, att, 100.0 * att / std::max(1e-9, layer));
+    std::printf("%7lld %16.1f %18.1f %7.0f%%\n", static_cast<long long>(seq), layer, att,
+                100.0 * att / std::max(1e-9, layer));
     std::fflush(stdout);
   }
 }
@@ -117,8 +119,10 @@ int main(int argc, char** argv) {
   std::vector<int64_t> seqs;
   bool share_only = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--share-only") share_only = true;
-    else seqs.push_back(std::atoll(argv[i]));
+    if (std::string(argv[i]) == "--share-only")
+      share_only = true;
+    else
+      seqs.push_back(std::atoll(argv[i]));
   }
   if (seqs.empty()) seqs = {512, 1024, 2048};
   at::set_num_threads(1);
@@ -131,14 +135,16 @@ int main(int argc, char** argv) {
       {"+checkpointing", [](TrainConfig& t) { t.activation_checkpointing = "layer"; }},
       {"+tiled loss (128)", [](TrainConfig& t) { t.loss_chunk_tokens = 128; }},
       {"+TiledMLP (128)", [](TrainConfig& t) { t.mlp_chunk_tokens = 128; }},
-      {"all", [](TrainConfig& t) {
+      {"all",
+       [](TrainConfig& t) {
          t.activation_checkpointing = "layer";
          t.loss_chunk_tokens = 128;
          t.mlp_chunk_tokens = 128;
        }},
   };
-  std::printf("Llama: vocab 32000, hidden 64, 2 layers, 4 heads (dh 16), ffn 256, batch 1, sp 1, fp32, 1 thread,\n"
-              "SDPA math attention (saves the N x N probabilities). One step after one warm-up step.\n\n");
+  std::printf(
+      "Llama: vocab 32000, hidden 64, 2 layers, 4 heads (dh 16), ffn 256, batch 1, sp 1, fp32, 1 thread,\n"
+      "SDPA math attention (saves the N x N probabilities). One step after one warm-up step.\n\n");
   std::vector<Row> rows;
   print_header();  // rows as they are measured, then the whole table again
   DistEnv env;

@@ -1,6 +1,6 @@
 // bench_profiler: (1) ranges written per second into SQLite through TraceWriter (batched:
-// 32 rows per INSERT, one transaction per step; wall and CPU time, ranges and rows), (2) Tracer cost per ScopedRange push/pop (active, inactive)
-// and per end_step flush, (3) load_trace + analyze time on a generated trace of --ranges
+// 32 rows per INSERT, one transaction per step; wall and CPU time, ranges and rows), (2) Tracer cost per ScopedRange
+// push/pop (active, inactive) and per end_step flush, (3) load_trace + analyze time on a generated trace of --ranges
 // ranges (default 10 million, two ranks) in a temporary directory.
 #include <stdlib.h>
 
@@ -116,9 +116,10 @@ int main(int argc, char** argv) {
     prof::Summary s = prof::analyze(m);
     double an = seconds_since(t2);
     const double n = static_cast<double>(m.ranges.size());
-    std::printf("load:     %.0f ranges from %s: load %.2f s wall (%.2f M ranges/s), CPU %.2f s (%.2f M ranges/s); "
-                "analysis %.2f s; %zu step rows\n",
-                n, load_dir.c_str(), load, n / load / 1e6, load_cpu, n / load_cpu / 1e6, an, s.steps.size());
+    std::printf(
+        "load:     %.0f ranges from %s: load %.2f s wall (%.2f M ranges/s), CPU %.2f s (%.2f M ranges/s); "
+        "analysis %.2f s; %zu step rows\n",
+        n, load_dir.c_str(), load, n / load / 1e6, load_cpu, n / load_cpu / 1e6, an, s.steps.size());
     return 0;
   }
   bool own_dir = dir.empty();
@@ -134,9 +135,10 @@ int main(int argc, char** argv) {
     double c0 = cpu_now();
     int64_t n = generate_rank(dir + "/write.sqlite", 0, 1, write_ranges, 32);
     double s = seconds_since(t0), c = cpu_now() - c0;
-    std::printf("write:    %lld ranges (NVTX_EVENTS + ULYSSES_RANGES rows) in %.2f s wall = %.2f M ranges/s "
-                "(%.2f M rows/s); CPU %.2f s = %.2f M ranges/s (%.2f M rows/s); one transaction per step\n",
-                static_cast<long long>(n), s, n / s / 1e6, 2 * n / s / 1e6, c, n / c / 1e6, 2 * n / c / 1e6);
+    std::printf(
+        "write:    %lld ranges (NVTX_EVENTS + ULYSSES_RANGES rows) in %.2f s wall = %.2f M ranges/s "
+        "(%.2f M rows/s); CPU %.2f s = %.2f M ranges/s (%.2f M rows/s); one transaction per step\n",
+        static_cast<long long>(n), s, n / s / 1e6, 2 * n / s / 1e6, c, n / c / 1e6, 2 * n / c / 1e6);
     std::printf("          file %.1f MiB, %.0f bytes/range\n", fs::file_size(dir + "/write.sqlite") / 1048576.0,
                 static_cast<double>(fs::file_size(dir + "/write.sqlite")) / static_cast<double>(n));
     fs::remove(dir + "/write.sqlite");
@@ -175,9 +177,10 @@ int main(int argc, char** argv) {
     int64_t clock_cost_t0 = prof::Tracer::now_ns();
     for (int64_t i = 0; i < pushes; ++i) (void)prof::Tracer::now_ns();
     double clock_ns = static_cast<double>(prof::Tracer::now_ns() - clock_cost_t0) / static_cast<double>(pushes);
-    std::printf("tracer:   push+pop %.1f ns (recording)  |  %.1f ns (step outside window)  |  %.1f ns (null tracer)"
-                "  |  clock read %.1f ns\n",
-                active * 1e9 / pushes, inactive * 1e9 / pushes, null_tracer * 1e9 / pushes, clock_ns);
+    std::printf(
+        "tracer:   push+pop %.1f ns (recording)  |  %.1f ns (step outside window)  |  %.1f ns (null tracer)"
+        "  |  clock read %.1f ns\n",
+        active * 1e9 / pushes, inactive * 1e9 / pushes, null_tracer * 1e9 / pushes, clock_ns);
     std::printf("          end_step flush of %lld ranges: %.3f s = %.2f M ranges/s\n", static_cast<long long>(pushes),
                 flush, pushes / flush / 1e6);
   }
@@ -200,10 +203,11 @@ int main(int argc, char** argv) {
     auto t2 = std::chrono::steady_clock::now();
     prof::Summary s = prof::analyze(m);
     double an = seconds_since(t2);
-    std::printf("summary:  %lld ranges, 2 ranks (generated in %.1f s = %.2f M/s): load %.2f s wall (%.2f M ranges/s), "
-                "CPU %.2f s; analysis %.2f s, total %.2f s; overlap %.3f, %zu step rows\n",
-                static_cast<long long>(n), gen, n / gen / 1e6, load, n / load / 1e6, load_cpu, an, load + an,
-                s.overall.ratio, s.steps.size());
+    std::printf(
+        "summary:  %lld ranges, 2 ranks (generated in %.1f s = %.2f M/s): load %.2f s wall (%.2f M ranges/s), "
+        "CPU %.2f s; analysis %.2f s, total %.2f s; overlap %.3f, %zu step rows\n",
+        static_cast<long long>(n), gen, n / gen / 1e6, load, n / load / 1e6, load_cpu, an, load + an, s.overall.ratio,
+        s.steps.size());
   }
   if (own_dir) fs::remove_all(dir);
   return 0;

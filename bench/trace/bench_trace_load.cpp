@@ -129,8 +129,8 @@ std::string ensure_run(const std::string& cache, int64_t total, int world) {
   int64_t sum = 0;
   for (auto v : n) sum += v;
   std::ofstream(run + "/complete") << sum << "\n";
-  std::printf("generated %lld ranges over %d rank files in %s (%.1f s, not timed below)\n",
-              static_cast<long long>(sum), world, run.c_str(), since(t0));
+  std::printf("generated %lld ranges over %d rank files in %s (%.1f s, not timed below)\n", static_cast<long long>(sum),
+              world, run.c_str(), since(t0));
   return run;
 }
 
@@ -213,9 +213,10 @@ Figures measure_summary(const std::string& run, bool legacy, int threads) {
 }
 
 void print_row(const char* name, const Figures& o, const Figures& s) {
-  std::printf("  %-9s open %6.2f s (CPU %6.2f s)  summary %6.2f s (CPU %6.2f s)  heap %5.1f B/range  peak RSS %6.1f B/range\n",
-              name, o.open_s, o.open_cpu_s, s.summary_s, s.summary_cpu_s, o.heap_bytes / o.ranges,
-              static_cast<double>(o.peak_rss_kib) * 1024.0 / o.ranges);
+  std::printf(
+      "  %-9s open %6.2f s (CPU %6.2f s)  summary %6.2f s (CPU %6.2f s)  heap %5.1f B/range  peak RSS %6.1f B/range\n",
+      name, o.open_s, o.open_cpu_s, s.summary_s, s.summary_cpu_s, o.heap_bytes / o.ranges,
+      static_cast<double>(o.peak_rss_kib) * 1024.0 / o.ranges);
 }
 
 }  // namespace
@@ -248,8 +249,10 @@ int main(int argc, char** argv) {
     std::printf("%lld ranges over %d rank files (%.0f ranges in the opened model with head lanes, %.0f for summary):\n",
                 static_cast<long long>(total), world, no.ranges, ns.summary_ranges);
     if (!skip_legacy) {
-      if (!lo.ok || !ls.ok) std::printf("  legacy    FAILED\n");
-      else print_row("legacy", lo, ls);
+      if (!lo.ok || !ls.ok)
+        std::printf("  legacy    FAILED\n");
+      else
+        print_row("legacy", lo, ls);
     }
     if (!no.ok || !ns.ok) {
       std::printf("  parallel  FAILED\n");
@@ -259,8 +262,7 @@ int main(int argc, char** argv) {
     if (!skip_legacy && lo.ok && ls.ok)
       std::printf("  ratio     open %.2fx faster, summary %.2fx faster; summary JSON %s (%.0f bytes)\n",
                   lo.open_s / no.open_s, ls.summary_s / ns.summary_s,
-                  ls.json_hash == ns.json_hash && ls.json_size == ns.json_size ? "identical" : "DIFFERS",
-                  ns.json_size);
+                  ls.json_hash == ns.json_hash && ls.json_size == ns.json_size ? "identical" : "DIFFERS", ns.json_size);
   }
 
   if (write_ranges > 0) {
@@ -286,9 +288,10 @@ int main(int argc, char** argv) {
     auto t2 = std::chrono::steady_clock::now();
     tr->end_step({});
     const double flush = since(t2);
-    std::printf("          Tracer push+pop %.0f ns/range on the training thread; end_step flush (synchronous, "
-                "training thread blocked) %.2f s = %.2f M ranges/s; writer thread: none\n",
-                push * 1e9 / static_cast<double>(write_ranges), flush, write_ranges / flush / 1e6);
+    std::printf(
+        "          Tracer push+pop %.0f ns/range on the training thread; end_step flush (synchronous, "
+        "training thread blocked) %.2f s = %.2f M ranges/s; writer thread: none\n",
+        push * 1e9 / static_cast<double>(write_ranges), flush, write_ranges / flush / 1e6);
     tr.reset();
     fs::remove_all(dir);
   }

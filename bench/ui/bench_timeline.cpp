@@ -71,10 +71,14 @@ void write_run(const prof::TraceModel& m, const fs::path& run) {
           rr.tid = lane.kind == prof::LaneKind::Comm ? prof::kCommTid : 100;
           rr.push_pop = lane.kind != prof::LaneKind::Comm;
           rr.step = r.step;
-          rr.info = prof::RangeInfo{r.phase, r.dir, r.layer, r.head_begin, r.head_end, r.chunk, r.bytes_sent, r.bytes_recv};
+          rr.info =
+              prof::RangeInfo{r.phase, r.dir, r.layer, r.head_begin, r.head_end, r.chunk, r.bytes_sent, r.bytes_recv};
           w.write_range(rr);
         }
-        if (++n % 200000 == 0) { w.commit(); w.begin(); }
+        if (++n % 200000 == 0) {
+          w.commit();
+          w.begin();
+        }
       }
     }
     for (const auto& s : m.steps) {
@@ -86,7 +90,8 @@ void write_run(const prof::TraceModel& m, const fs::path& run) {
       w.write_step(sr, s.start_ns, s.end_ns);
     }
     for (const auto& p : m.memory)
-      if (p.rank == ri.rank) w.write_memory(p.t_ns, -1, m.strings[size_t(p.label_id)], prof::MemorySample{p.allocated, p.reserved, p.peak});
+      if (p.rank == ri.rank)
+        w.write_memory(p.t_ns, -1, m.strings[size_t(p.label_id)], prof::MemorySample{p.allocated, p.reserved, p.peak});
     w.commit();
     w.close();
   }
@@ -97,7 +102,8 @@ struct FrameStats {
   int64_t items = 0, folded_ranges = 0;
 };
 
-FrameStats frame(const ui::TimelineIndex& ix, const ui::TimelineLayout& layout, int64_t t0, int64_t t1, int width, int runs) {
+FrameStats frame(const ui::TimelineIndex& ix, const ui::TimelineLayout& layout, int64_t t0, int64_t t1, int width,
+                 int runs) {
   ui::DrawParams p;
   p.vp.width_px = width;
   p.vp.fit(t0, t1);
@@ -222,12 +228,15 @@ int main(int argc, char** argv) {
     const FrameStats ms1 = frame(*ix, layout, mid, mid + 1'000'000, width, frames);
     std::printf("%-10lld %-9s %9.2f %9.2f %9.2f %9.3f %9.2f | %-10s %10.3f %10.3f %8lld | %-10s %10.3f %10.3f %8lld\n",
                 (long long)model->ranges.size(), source.c_str(), gen_s, write_s, load_s, index_s, analyze_s, "",
-                full.median_ms, full.max_ms, (long long)full.items, "", ms1.median_ms, ms1.max_ms, (long long)ms1.items);
-    std::printf("  open (load + index%s) = %.2f s; lanes %zu, rows %zu, steps %zu\n", source == "file" ? " + analyze" : "",
-                load_s + index_s + analyze_s, model->lanes.size(), ix->rows().size(), ix->steps().size());
+                full.median_ms, full.max_ms, (long long)full.items, "", ms1.median_ms, ms1.max_ms,
+                (long long)ms1.items);
+    std::printf("  open (load + index%s) = %.2f s; lanes %zu, rows %zu, steps %zu\n",
+                source == "file" ? " + analyze" : "", load_s + index_s + analyze_s, model->lanes.size(),
+                ix->rows().size(), ix->steps().size());
     if (paint) {
-      std::printf("  paint (draw list + QPainter, 1000 px tall widget, offscreen): full view %.2f ms, 1 ms view %.2f ms\n",
-                  paint_ms(ix, ix->t_min(), ix->t_max(), width, frames), paint_ms(ix, mid, mid + 1'000'000, width, frames));
+      std::printf(
+          "  paint (draw list + QPainter, 1000 px tall widget, offscreen): full view %.2f ms, 1 ms view %.2f ms\n",
+          paint_ms(ix, ix->t_min(), ix->t_max(), width, frames), paint_ms(ix, mid, mid + 1'000'000, width, frames));
     }
     std::fflush(stdout);
   }

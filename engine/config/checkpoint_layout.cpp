@@ -66,8 +66,8 @@ std::string checkpoint_problem(const std::string& dir) {
       !m["step"].is_number_integer())
     return marker + " is not a " + std::string(kFormat) + " manifest";
   if (m["version"].get<int64_t>() > kFormatVersion)
-    return marker + " has format version " + std::to_string(m["version"].get<int64_t>()) + ", newer than this build reads (" +
-           std::to_string(kFormatVersion) + ")";
+    return marker + " has format version " + std::to_string(m["version"].get<int64_t>()) +
+           ", newer than this build reads (" + std::to_string(kFormatVersion) + ")";
   for (auto it = m["files"].begin(); it != m["files"].end(); ++it) {
     const std::string name = it.key();
     if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
@@ -79,7 +79,8 @@ std::string checkpoint_problem(const std::string& dir) {
     std::error_code ec;
     const auto size = fs::file_size(f, ec);
     if (ec || size != it.value().get<uint64_t>())
-      return f + " has " + std::to_string(ec ? 0 : size) + " bytes, the manifest says " + std::to_string(it.value().get<uint64_t>());
+      return f + " has " + std::to_string(ec ? 0 : size) + " bytes, the manifest says " +
+             std::to_string(it.value().get<uint64_t>());
   }
   return {};
 }
@@ -92,8 +93,10 @@ std::vector<Checkpoint> complete_checkpoints(const std::string& save_to, std::ve
     const std::string name = it->path().filename().string();
     if (!parse_step_dir_name(name, &step) || !it->is_directory(ec)) continue;
     const std::string why = checkpoint_problem(it->path().string());
-    if (why.empty()) out.push_back({it->path().string(), step});
-    else if (skipped) skipped->push_back(it->path().string() + ": " + why);
+    if (why.empty())
+      out.push_back({it->path().string(), step});
+    else if (skipped)
+      skipped->push_back(it->path().string() + ": " + why);
   }
   std::sort(out.begin(), out.end(), [](const Checkpoint& a, const Checkpoint& b) { return a.step < b.step; });
   return out;
@@ -105,7 +108,8 @@ Checkpoint resolve_resume(const std::string& resume_from) {
   if (p.filename().empty() && p.has_parent_path()) p = p.parent_path();  // "dir/" -> "dir"
   if (!fs::exists(p, ec)) throw ConfigError("train.resume_from: " + resume_from + " not found");
   if (!fs::is_directory(p, ec))
-    throw ConfigError("train.resume_from: " + resume_from + " is not a folder (give a train.save_to folder or one step-* checkpoint in it)");
+    throw ConfigError("train.resume_from: " + resume_from +
+                      " is not a folder (give a train.save_to folder or one step-* checkpoint in it)");
   int64_t step = 0;
   if (fs::exists(p / kCompleteFile, ec) || parse_step_dir_name(p.filename().string(), &step)) {
     // One checkpoint folder: it must be complete.
@@ -117,7 +121,8 @@ Checkpoint resolve_resume(const std::string& resume_from) {
   std::vector<std::string> skipped;
   auto all = complete_checkpoints(p.string(), &skipped);
   if (all.empty()) {
-    std::string msg = "train.resume_from: " + resume_from + " holds no complete checkpoint (step-* folders written with train.save_every)";
+    std::string msg = "train.resume_from: " + resume_from +
+                      " holds no complete checkpoint (step-* folders written with train.save_every)";
     for (const auto& s : skipped) msg += "\n  skipped " + s;
     throw ConfigError(msg);
   }
@@ -172,11 +177,14 @@ std::vector<ConfigIssue> resume_issues(const RunConfig& cfg) {
     std::string what;
     const std::string key = resume_mismatch(saved, now, &what);
     if (!key.empty())
-      out.push_back({key, "train.resume_from: " + what + " (" + saved_path +
-                              "); resume with the checkpoint's settings, only train.steps, train.save_* and the like may change"});
+      out.push_back(
+          {key,
+           "train.resume_from: " + what + " (" + saved_path +
+               "); resume with the checkpoint's settings, only train.steps, train.save_* and the like may change"});
     if (cfg.train.steps <= c.step)
-      out.push_back({"train.steps", "train.steps (" + std::to_string(cfg.train.steps) + ") leaves nothing to train after " + c.dir +
-                                        " (step " + std::to_string(c.step) + "); raise train.steps"});
+      out.push_back({"train.steps", "train.steps (" + std::to_string(cfg.train.steps) +
+                                        ") leaves nothing to train after " + c.dir + " (step " +
+                                        std::to_string(c.step) + "); raise train.steps"});
   } catch (const ConfigError& e) {
     out.push_back({"train.resume_from", e.what()});
   }

@@ -21,8 +21,8 @@ struct ConfigField {
   std::string section;  // model | parallel | train | data | profile | faults
   std::string key;      // as in the JSON
   FieldKind kind = FieldKind::Text;
-  std::string label;    // short name for a form
-  std::string doc;      // one line: meaning, units, what 0 / -1 mean
+  std::string label;                 // short name for a form
+  std::string doc;                   // one line: meaning, units, what 0 / -1 mean
   std::vector<std::string> choices;  // FieldKind::Choice, in the order messages list them
   std::optional<int64_t> min, max;   // FieldKind::Integer: the range validate() enforces
   bool in_form = true;               // false: no launcher field (doc says why)

@@ -104,12 +104,13 @@ DeviceDecision decide_device(const std::string& device, const std::string& backe
   if (device == "cuda") {
     d.cuda = true;
     if (!f.build_has_cuda)
-      bad("train.device", "train.device is cuda but this build is CPU-only (libtorch without CUDA); use train.device=cpu or auto, "
-                          "or rebuild against a CUDA libtorch (-DCMAKE_PREFIX_PATH=<torch>/share/cmake)");
+      bad("train.device",
+          "train.device is cuda but this build is CPU-only (libtorch without CUDA); use train.device=cpu or auto, "
+          "or rebuild against a CUDA libtorch (-DCMAKE_PREFIX_PATH=<torch>/share/cmake)");
     else if (!enough_gpus)
-      bad("train.device", "train.device=cuda needs one GPU per local rank: " + n_ranks + " (parallel.sp_size x parallel.dp_size) but " +
-                              n_gpus + "; lower sp_size x dp_size to " + std::to_string(std::max(1, f.visible_gpus)) +
-                              " or use train.device=cpu");
+      bad("train.device", "train.device=cuda needs one GPU per local rank: " + n_ranks +
+                              " (parallel.sp_size x parallel.dp_size) but " + n_gpus + "; lower sp_size x dp_size to " +
+                              std::to_string(std::max(1, f.visible_gpus)) + " or use train.device=cpu");
     d.reason = "train.device=cuda";
   } else if (device == "auto") {
     d.cuda = f.build_has_cuda && enough_gpus;
@@ -132,8 +133,9 @@ DeviceDecision decide_device(const std::string& device, const std::string& backe
 
   if (backend == "nccl") {
     if (!f.build_has_cuda)
-      bad("parallel.backend", "parallel.backend nccl needs a build against a CUDA libtorch with NCCL; this build is CPU-only "
-                              "(use parallel.backend=gloo or auto)");
+      bad("parallel.backend",
+          "parallel.backend nccl needs a build against a CUDA libtorch with NCCL; this build is CPU-only "
+          "(use parallel.backend=gloo or auto)");
     else if (!d.cuda)
       bad("parallel.backend", "parallel.backend nccl needs the model on a GPU, but train.device " +
                                   (device == "auto" ? "auto resolved to cpu (" + d.reason + ")" : "is " + device) +

@@ -31,7 +31,7 @@ struct DeviceFacts {
   int visible_gpus = 0;         // GPUs this process may use (after CUDA_VISIBLE_DEVICES)
   int local_rank = 0;
   int local_world_size = 1;
-  std::string gpu_source;       // where visible_gpus came from, for messages
+  std::string gpu_source;  // where visible_gpus came from, for messages
 
   // This build (compile definition ULYSSES_BUILD_HAS_CUDA from CMake) and this host
   // (count_physical_gpus, or ULYSSES_GPU_COUNT when set, filtered by count_visible_gpus),
@@ -56,10 +56,10 @@ int count_physical_gpus(const std::string& proc_dir = "/proc/driver/nvidia/gpus"
 
 struct DeviceDecision {
   bool cuda = false;
-  int device_index = -1;   // CUDA device index (= local_rank) when cuda, else -1
-  std::string device;      // "cpu" or "cuda:N"
-  std::string backend;     // "gloo" or "nccl"
-  std::string reason;      // one line for logs: why this device and backend
+  int device_index = -1;  // CUDA device index (= local_rank) when cuda, else -1
+  std::string device;     // "cpu" or "cuda:N"
+  std::string backend;    // "gloo" or "nccl"
+  std::string reason;     // one line for logs: why this device and backend
 };
 
 // Decides device and backend; problems (messages naming the numbers) go to `issues`

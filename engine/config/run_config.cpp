@@ -48,11 +48,21 @@ bool valid_utf8(const std::string& s) {
     const unsigned c = p[i];
     size_t len = 0;
     unsigned cp = 0;
-    if (c < 0x80) { ++i; continue; }
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    else return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else
+      return false;
     if (i + len > n) return false;
     for (size_t k = 1; k < len; ++k) {
       if ((p[i + k] & 0xC0) != 0x80) return false;
@@ -68,26 +78,27 @@ bool valid_utf8(const std::string& s) {
 
 template <class S>
 Field<S> f(const char* name, int64_t S::*m) {
-  return {name,
-          [m](S& s, const json& v, const std::string& path) {
-            if (v.is_number_unsigned()) {
-              if (v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-                throw ConfigError(path + " = " + show(v) + " is out of range (at most " + std::to_string(INT64_MAX) + ")");
-              s.*m = static_cast<int64_t>(v.get<uint64_t>());
-            } else if (v.is_number_integer()) {
-              s.*m = v.get<int64_t>();
-            } else if (v.is_number_float()) {
-              // Range first: casting a double beyond int64 to int64 is undefined behaviour.
-              const double x = v.get<double>();
-              if (!(std::fabs(x) < 9.2e18))
-                throw ConfigError(path + " = " + show(v) + " is out of range for a 64-bit integer");
-              if (x != std::trunc(x)) throw ConfigError(path + " must be an integer, got " + show(v));
-              s.*m = static_cast<int64_t>(x);
-            } else {
-              throw ConfigError(path + " must be an integer, got " + show(v) + " (" + type_name(v) + ")");
-            }
-          },
-          [m](const S& s) { return json(s.*m); }};
+  return {
+      name,
+      [m](S& s, const json& v, const std::string& path) {
+        if (v.is_number_unsigned()) {
+          if (v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+            throw ConfigError(path + " = " + show(v) + " is out of range (at most " + std::to_string(INT64_MAX) + ")");
+          s.*m = static_cast<int64_t>(v.get<uint64_t>());
+        } else if (v.is_number_integer()) {
+          s.*m = v.get<int64_t>();
+        } else if (v.is_number_float()) {
+          // Range first: casting a double beyond int64 to int64 is undefined behaviour.
+          const double x = v.get<double>();
+          if (!(std::fabs(x) < 9.2e18))
+            throw ConfigError(path + " = " + show(v) + " is out of range for a 64-bit integer");
+          if (x != std::trunc(x)) throw ConfigError(path + " must be an integer, got " + show(v));
+          s.*m = static_cast<int64_t>(x);
+        } else {
+          throw ConfigError(path + " must be an integer, got " + show(v) + " (" + type_name(v) + ")");
+        }
+      },
+      [m](const S& s) { return json(s.*m); }};
 }
 template <class S>
 Field<S> f(const char* name, double S::*m) {
@@ -113,11 +124,15 @@ template <class S>
 Field<S> f(const char* name, std::string S::*m) {
   return {name,
           [m](S& s, const json& v, const std::string& path) {
-            if (v.is_null()) { s.*m = ""; return; }
+            if (v.is_null()) {
+              s.*m = "";
+              return;
+            }
             if (!v.is_string()) throw ConfigError(path + " must be a string, got " + show(v));
             const std::string& x = v.get_ref<const std::string&>();
             if (!valid_utf8(x))
-              throw ConfigError(path + " is not valid UTF-8 (" + show(v) + "); rename the file or directory to a UTF-8 name");
+              throw ConfigError(path + " is not valid UTF-8 (" + show(v) +
+                                "); rename the file or directory to a UTF-8 name");
             if (x.size() > 4096) throw ConfigError(path + " is longer than 4096 bytes");
             s.*m = x;
           },
@@ -153,9 +168,9 @@ const std::vector<Field<ModelConfig>>& model_fields() {
 }
 const std::vector<Field<ParallelConfig>>& parallel_fields() {
   static const std::vector<Field<ParallelConfig>> t = {
-      f("sp_size", &ParallelConfig::sp_size),         f("dp_size", &ParallelConfig::dp_size),
-      f("backend", &ParallelConfig::backend),         f("head_chunks", &ParallelConfig::head_chunks),
-      f("fused_qkv", &ParallelConfig::fused_qkv),     f("timeout_s", &ParallelConfig::timeout_s),
+      f("sp_size", &ParallelConfig::sp_size),     f("dp_size", &ParallelConfig::dp_size),
+      f("backend", &ParallelConfig::backend),     f("head_chunks", &ParallelConfig::head_chunks),
+      f("fused_qkv", &ParallelConfig::fused_qkv), f("timeout_s", &ParallelConfig::timeout_s),
   };
   return t;
 }
@@ -229,10 +244,11 @@ std::string key_list(const std::vector<Field<S>>& fields) {
 // Hugging Face TrainingArguments names read as our train keys (issue 14). Files we write
 // keep our names (the studio's forms and existing configs use them).
 const std::vector<std::pair<std::string, std::string>>& key_aliases() {
-  static const std::vector<std::pair<std::string, std::string>> t = {{"train.learning_rate", "train.lr"},
-                                                                     {"train.max_steps", "train.steps"},
-                                                                     {"train.per_device_train_batch_size", "train.micro_batch_size"},
-                                                                     {"train.max_grad_norm", "train.grad_clip"}};
+  static const std::vector<std::pair<std::string, std::string>> t = {
+      {"train.learning_rate", "train.lr"},
+      {"train.max_steps", "train.steps"},
+      {"train.per_device_train_batch_size", "train.micro_batch_size"},
+      {"train.max_grad_norm", "train.grad_clip"}};
   return t;
 }
 std::string canonical_key(const std::string& dotted) {
@@ -309,31 +325,39 @@ RunConfig RunConfig::from_json(const json& j) {
   RunConfig c;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
-    if (k == "model") read_section(c.model, it.value(), k, model_fields());
-    else if (k == "parallel") read_section(c.parallel, it.value(), k, parallel_fields());
-    else if (k == "train") read_section(c.train, it.value(), k, train_fields());
-    else if (k == "data") read_section(c.data, it.value(), k, data_fields());
-    else if (k == "profile") read_section(c.profile, it.value(), k, profile_fields());
-    else if (k == "faults") read_section(c.faults, it.value(), k, faults_fields());
+    if (k == "model")
+      read_section(c.model, it.value(), k, model_fields());
+    else if (k == "parallel")
+      read_section(c.parallel, it.value(), k, parallel_fields());
+    else if (k == "train")
+      read_section(c.train, it.value(), k, train_fields());
+    else if (k == "data")
+      read_section(c.data, it.value(), k, data_fields());
+    else if (k == "profile")
+      read_section(c.profile, it.value(), k, profile_fields());
+    else if (k == "faults")
+      read_section(c.faults, it.value(), k, faults_fields());
     else if (k == "name" || k == "description") {
       if (!it.value().is_string()) throw ConfigError(k + " must be a string");
       if (!valid_utf8(it.value().get_ref<const std::string&>())) throw ConfigError(k + " is not valid UTF-8");
       (k == "name" ? c.name : c.description) = it.value().get<std::string>();
-    }
-    else throw ConfigError("unknown config section '" + k + "' (valid: " + kSections + ", name, description)");
+    } else
+      throw ConfigError("unknown config section '" + k + "' (valid: " + kSections + ", name, description)");
   }
   return c;
 }
 
 std::string regular_file_problem(const std::string& path, int64_t max_bytes) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    return errno == ENOENT ? "no such file" : std::string(std::strerror(errno));
+  if (::stat(path.c_str(), &st) != 0) return errno == ENOENT ? "no such file" : std::string(std::strerror(errno));
   if (S_ISDIR(st.st_mode)) return "it is a directory, not a file";
   if (!S_ISREG(st.st_mode))
     return std::string("it is not a regular file (") +
-           (S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ? "a character device" : S_ISBLK(st.st_mode) ? "a block device"
-                                                                                 : S_ISSOCK(st.st_mode) ? "a socket" : "special") +
+           (S_ISFIFO(st.st_mode)   ? "a FIFO"
+            : S_ISCHR(st.st_mode)  ? "a character device"
+            : S_ISBLK(st.st_mode)  ? "a block device"
+            : S_ISSOCK(st.st_mode) ? "a socket"
+                                   : "special") +
            "); only regular files are read";
   if (max_bytes >= 0 && st.st_size > max_bytes)
     return std::to_string(st.st_size) + " bytes is more than the limit of " + std::to_string(max_bytes) + " bytes";
@@ -350,7 +374,8 @@ json load_json_file(const std::string& path) {
   std::error_code ec;
   const auto expected = fs::file_size(path, ec);
   // One byte more than stat said, so that a file growing past the limit is noticed.
-  text.resize(static_cast<size_t>(std::min<uintmax_t>(ec ? 0 : expected, static_cast<uintmax_t>(kMaxJsonFileBytes)) + 1));
+  text.resize(
+      static_cast<size_t>(std::min<uintmax_t>(ec ? 0 : expected, static_cast<uintmax_t>(kMaxJsonFileBytes)) + 1));
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) throw ConfigError("cannot read " + path + ": I/O error");
   text.resize(static_cast<size_t>(in.gcount()));
@@ -410,9 +435,9 @@ void apply_override(json& config, const std::string& assignment) {
 // ---- Hugging Face config.json (Transformers v4 and v5 layouts) ----------------------
 
 static std::vector<std::string> kHfInformational = {
-    "torch_dtype", "dtype", "bos_token_id", "eos_token_id", "pad_token_id",
-    "initializer_range", "pretraining_tp", "use_cache", "transformers_version", "attention_dropout",
-    "_name_or_path", "tokenizer_class", "max_window_layers"};
+    "torch_dtype",       "dtype",           "bos_token_id",     "eos_token_id",         "pad_token_id",
+    "initializer_range", "pretraining_tp",  "use_cache",        "transformers_version", "attention_dropout",
+    "_name_or_path",     "tokenizer_class", "max_window_layers"};
 
 namespace {
 
@@ -437,26 +462,34 @@ const char* arch_of(const std::string& model_type) {
 void read_rope_dict(const json& r, const std::string& where, ModelConfig& m) {
   if (!r.is_object()) throw ConfigError("config.json: " + where + " must be an object or null, got " + show(r));
   std::string type;
-  if (r.contains("rope_type") && !r["rope_type"].is_null()) type = r["rope_type"].is_string() ? r["rope_type"].get<std::string>() : "?";
-  else if (r.contains("type") && !r["type"].is_null()) type = r["type"].is_string() ? r["type"].get<std::string>() : "?";  // v4 legacy key
+  if (r.contains("rope_type") && !r["rope_type"].is_null())
+    type = r["rope_type"].is_string() ? r["rope_type"].get<std::string>() : "?";
+  else if (r.contains("type") && !r["type"].is_null())
+    type = r["type"].is_string() ? r["type"].get<std::string>() : "?";  // v4 legacy key
   else if (r.contains("full_attention") || r.contains("sliding_attention"))
-    throw ConfigError("config.json: " + where + " per layer type (" + show(r) + ") is not supported (one RoPE for all layers only)");
-  else type = "default";
+    throw ConfigError("config.json: " + where + " per layer type (" + show(r) +
+                      ") is not supported (one RoPE for all layers only)");
+  else
+    type = "default";
   if (type != "default" && type != "linear" && type != "llama3" && type != "yarn")
-    throw ConfigError("config.json: " + where + " rope_type '" + type +
-                      "' is not supported (supported: default, linear, llama3, yarn; dynamic, longrope and others are refused)");
+    throw ConfigError(
+        "config.json: " + where + " rope_type '" + type +
+        "' is not supported (supported: default, linear, llama3, yarn; dynamic, longrope and others are refused)");
   m.rope_type = type;
   auto number = [&](const std::string& k) {
     const json& v = r[k];
-    if (!v.is_number() || !std::isfinite(v.get<double>())) throw ConfigError("config.json: " + where + "." + k + " must be a number, got " + show(v));
+    if (!v.is_number() || !std::isfinite(v.get<double>()))
+      throw ConfigError("config.json: " + where + "." + k + " must be a number, got " + show(v));
     return v.get<double>();
   };
   std::vector<std::string> allowed = {"rope_type", "type", "rope_theta"};
   if (type == "linear") allowed.insert(allowed.end(), {"factor"});
-  if (type == "llama3") allowed.insert(allowed.end(), {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"});
+  if (type == "llama3")
+    allowed.insert(allowed.end(),
+                   {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"});
   if (type == "yarn")
-    allowed.insert(allowed.end(), {"factor", "attention_factor", "beta_fast", "beta_slow", "original_max_position_embeddings", "truncate",
-                                   "mscale", "mscale_all_dim"});
+    allowed.insert(allowed.end(), {"factor", "attention_factor", "beta_fast", "beta_slow",
+                                   "original_max_position_embeddings", "truncate", "mscale", "mscale_all_dim"});
   for (auto it = r.begin(); it != r.end(); ++it) {
     const std::string& k = it.key();
     if (std::find(allowed.begin(), allowed.end(), k) == allowed.end())
@@ -464,17 +497,25 @@ void read_rope_dict(const json& r, const std::string& where, ModelConfig& m) {
     if (k == "rope_type" || k == "type") continue;
     const json& v = it.value();
     if (v.is_null()) continue;  // HF treats a null optional as absent (".get(k) or default")
-    if (k == "rope_theta") m.rope_theta = number(k);
-    else if (k == "factor") m.rope_factor = number(k);
-    else if (k == "low_freq_factor") m.rope_low_freq_factor = number(k);
-    else if (k == "high_freq_factor") m.rope_high_freq_factor = number(k);
-    else if (k == "beta_fast") m.rope_beta_fast = number(k);
-    else if (k == "beta_slow") m.rope_beta_slow = number(k);
-    else if (k == "attention_factor") m.rope_attention_factor = number(k);
+    if (k == "rope_theta")
+      m.rope_theta = number(k);
+    else if (k == "factor")
+      m.rope_factor = number(k);
+    else if (k == "low_freq_factor")
+      m.rope_low_freq_factor = number(k);
+    else if (k == "high_freq_factor")
+      m.rope_high_freq_factor = number(k);
+    else if (k == "beta_fast")
+      m.rope_beta_fast = number(k);
+    else if (k == "beta_slow")
+      m.rope_beta_slow = number(k);
+    else if (k == "attention_factor")
+      m.rope_attention_factor = number(k);
     else if (k == "original_max_position_embeddings") {
       const double x = number(k);
       if (x != std::trunc(x) || x < 1 || x > static_cast<double>(kMaxTokens))
-        throw ConfigError("config.json: " + where + ".original_max_position_embeddings must be a positive integer, got " + show(v));
+        throw ConfigError("config.json: " + where +
+                          ".original_max_position_embeddings must be a positive integer, got " + show(v));
       m.rope_original_max_position_embeddings = static_cast<int64_t>(x);
     } else if (k == "truncate") {
       if (!v.is_boolean()) throw ConfigError("config.json: " + where + ".truncate must be true or false");
@@ -487,7 +528,8 @@ void read_rope_dict(const json& r, const std::string& where, ModelConfig& m) {
     throw ConfigError("config.json: " + where + " of rope_type " + type + " needs a factor");
   if (type == "llama3")
     for (const char* k : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
-      if (!r.contains(k) || r[k].is_null()) throw ConfigError("config.json: " + where + " of rope_type llama3 needs " + k);
+      if (!r.contains(k) || r[k].is_null())
+        throw ConfigError("config.json: " + where + " of rope_type llama3 needs " + k);
 }
 
 }  // namespace
@@ -504,16 +546,19 @@ ModelConfig model_from_hf_config(const json& hf) {
     const std::string name = a[0].get<std::string>();
     for (const auto& f : kFamilies)
       if (name == f.arch) arch_type = f.model_type;
-    if (arch_type.empty()) throw ConfigError("config.json: architecture " + name + " is not supported (supported: " + kFamilyList + ")");
+    if (arch_type.empty())
+      throw ConfigError("config.json: architecture " + name + " is not supported (supported: " + kFamilyList + ")");
   }
   if (hf.contains("model_type") && !hf["model_type"].is_null()) {
     if (!hf["model_type"].is_string()) throw ConfigError("config.json: model_type must be a string");
     model_type = hf["model_type"].get<std::string>();
     if (!arch_of(model_type))
-      throw ConfigError("config.json: model_type '" + model_type + "' is not supported (supported: llama, mistral, qwen2, qwen3)");
+      throw ConfigError("config.json: model_type '" + model_type +
+                        "' is not supported (supported: llama, mistral, qwen2, qwen3)");
   }
   if (!arch_type.empty() && !model_type.empty() && arch_type != model_type)
-    throw ConfigError("config.json: architectures names " + std::string(arch_of(arch_type)) + " but model_type is '" + model_type + "'");
+    throw ConfigError("config.json: architectures names " + std::string(arch_of(arch_type)) + " but model_type is '" +
+                      model_type + "'");
   m.model_type = !model_type.empty() ? model_type : !arch_type.empty() ? arch_type : "llama";
   const bool qwen = m.model_type == "qwen2" || m.model_type == "qwen3";
 
@@ -531,32 +576,43 @@ ModelConfig model_from_hf_config(const json& hf) {
       continue;
     }
     if (k == "mlp_bias") {
-      if (v.is_boolean() && v.get<bool>()) throw ConfigError("config.json: mlp_bias=true is not supported (no MLP biases)");
+      if (v.is_boolean() && v.get<bool>())
+        throw ConfigError("config.json: mlp_bias=true is not supported (no MLP biases)");
       continue;
     }
     if (k == "attention_bias") {
       if (!v.is_boolean()) throw ConfigError("config.json: attention_bias must be true or false");
       if (v.get<bool>() && (m.model_type == "mistral" || m.model_type == "qwen2"))
-        throw ConfigError("config.json: attention_bias=true is not part of " + std::string(arch_of(m.model_type)) +
-                          (m.model_type == "qwen2" ? " (it always has q/k/v biases and no o bias)" : " (it has no biases)"));
+        throw ConfigError(
+            "config.json: attention_bias=true is not part of " + std::string(arch_of(m.model_type)) +
+            (m.model_type == "qwen2" ? " (it always has q/k/v biases and no o bias)" : " (it has no biases)"));
       m.attention_bias = v.get<bool>();
       continue;
     }
-    if (k == "rope_scaling") { rope_scaling = &v; continue; }
-    if (k == "rope_parameters") { rope_parameters = &v; continue; }
+    if (k == "rope_scaling") {
+      rope_scaling = &v;
+      continue;
+    }
+    if (k == "rope_parameters") {
+      rope_parameters = &v;
+      continue;
+    }
     if (k == "partial_rotary_factor") {
-      if (!(v.is_number() && v.get<double>() == 1.0)) throw ConfigError("config.json: partial_rotary_factor " + show(v) + " is not supported (only 1.0)");
+      if (!(v.is_number() && v.get<double>() == 1.0))
+        throw ConfigError("config.json: partial_rotary_factor " + show(v) + " is not supported (only 1.0)");
       continue;
     }
     if (k == "sliding_window") {
       // Qwen configs carry a window that only applies with use_sliding_window=true.
       if (!v.is_null() && !qwen)
-        throw ConfigError("config.json: sliding_window=" + show(v) + " is not supported (full causal attention only); set it to null");
+        throw ConfigError("config.json: sliding_window=" + show(v) +
+                          " is not supported (full causal attention only); set it to null");
       continue;
     }
     if (k == "use_sliding_window") {
       if (!(v.is_boolean() && !v.get<bool>()))
-        throw ConfigError("config.json: use_sliding_window=" + show(v) + " is not supported (full causal attention only)");
+        throw ConfigError("config.json: use_sliding_window=" + show(v) +
+                          " is not supported (full causal attention only)");
       continue;
     }
     if (k == "layer_types") {
@@ -574,7 +630,8 @@ ModelConfig model_from_hf_config(const json& hf) {
     if (k == "num_key_value_heads") kv_given = !v.is_null();
     if (v.is_null()) continue;
     if (k.rfind("rope_", 0) == 0 && k != "rope_theta")
-      throw ConfigError("config.json: " + k + " is not a Hugging Face key (RoPE settings go in rope_scaling or rope_parameters)");
+      throw ConfigError("config.json: " + k +
+                        " is not a Hugging Face key (RoPE settings go in rope_scaling or rope_parameters)");
     if (k == "model_type" || k == "attention_bias") continue;
     ours[k] = v;
   }
@@ -593,8 +650,8 @@ ModelConfig model_from_hf_config(const json& hf) {
   if (has_params && has_scaling) {
     from_scaling.rope_theta = from_params.rope_theta;
     if (write_section(from_params, model_fields()) != write_section(from_scaling, model_fields()))
-      throw ConfigError("config.json: rope_scaling " + show(*rope_scaling) + " and rope_parameters " + show(*rope_parameters) +
-                        " disagree; keep one");
+      throw ConfigError("config.json: rope_scaling " + show(*rope_scaling) + " and rope_parameters " +
+                        show(*rope_parameters) + " disagree; keep one");
   }
   m = has_params ? from_params : from_scaling;
   return m;
@@ -604,8 +661,8 @@ json model_to_hf_config(const ModelConfig& m, const std::string& torch_dtype) {
   // Transformers v4 layout (rope_theta + rope_scaling), which v5 also reads.
   json j = write_section(m, model_fields());
   for (const char* k : {"model_type", "head_dim", "attention_bias", "rope_type", "rope_factor", "rope_low_freq_factor",
-                        "rope_high_freq_factor", "rope_original_max_position_embeddings", "rope_beta_fast", "rope_beta_slow",
-                        "rope_attention_factor", "rope_truncate"})
+                        "rope_high_freq_factor", "rope_original_max_position_embeddings", "rope_beta_fast",
+                        "rope_beta_slow", "rope_attention_factor", "rope_truncate"})
     j.erase(k);
   const char* arch = arch_of(m.model_type);
   j["architectures"] = json::array({arch ? arch : "LlamaForCausalLM"});
@@ -632,7 +689,8 @@ json model_to_hf_config(const ModelConfig& m, const std::string& torch_dtype) {
       r["beta_fast"] = m.rope_beta_fast;
       r["beta_slow"] = m.rope_beta_slow;
       if (m.rope_attention_factor > 0) r["attention_factor"] = m.rope_attention_factor;
-      if (m.rope_original_max_position_embeddings > 0) r["original_max_position_embeddings"] = m.rope_original_max_position_embeddings;
+      if (m.rope_original_max_position_embeddings > 0)
+        r["original_max_position_embeddings"] = m.rope_original_max_position_embeddings;
       if (!m.rope_truncate) r["truncate"] = false;
     }
     j["rope_scaling"] = r;
@@ -653,7 +711,9 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     const std::string cj = (fs::path(c.train.init_from) / "config.json").string();
     std::error_code ec;
     if (!fs::exists(cj, ec))
-      throw ConfigError("train.init_from: " + cj + " not found (expected a Hugging Face checkpoint directory with config.json and model.safetensors)");
+      throw ConfigError(
+          "train.init_from: " + cj +
+          " not found (expected a Hugging Face checkpoint directory with config.json and model.safetensors)");
     ModelConfig hf;
     try {
       hf = model_from_hf_config(load_json_file(cj));
@@ -676,7 +736,8 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 }
 
 // Family and RoPE rules of the model section (issue 14); formulas in docs/CONTRACTS.md.
-static void validate_model_family(const ModelConfig& m, const std::function<void(const std::string&, const std::string&)>& bad) {
+static void validate_model_family(const ModelConfig& m,
+                                  const std::function<void(const std::string&, const std::string&)>& bad) {
   // Choices from the field table (config_fields.cpp).
   auto one_of = [&](const std::string& field, const std::string& v) {
     const ConfigField* f = find_config_field(field);
@@ -684,39 +745,47 @@ static void validate_model_family(const ModelConfig& m, const std::function<void
     bad(field, field + " must be " + choice_list(*f) + ", got '" + v + "'");
     return false;
   };
-  if (one_of("model.model_type", m.model_type) && m.attention_bias && (m.model_type == "mistral" || m.model_type == "qwen2"))
-    bad("model.attention_bias", "model.attention_bias must be false for " + m.model_type +
-                                    (m.model_type == "qwen2" ? " (it always has q/k/v biases and no o bias)" : " (it has no biases)"));
+  if (one_of("model.model_type", m.model_type) && m.attention_bias &&
+      (m.model_type == "mistral" || m.model_type == "qwen2"))
+    bad("model.attention_bias",
+        "model.attention_bias must be false for " + m.model_type +
+            (m.model_type == "qwen2" ? " (it always has q/k/v biases and no o bias)" : " (it has no biases)"));
   const std::string& t = m.rope_type;
   if (!one_of("model.rope_type", t)) return;
   auto finite = [](double x) { return std::isfinite(x); };
   if (t != "default" && !(finite(m.rope_factor) && m.rope_factor >= 1 && m.rope_factor <= 1e6))
     bad("model.rope_factor", "model.rope_factor must be between 1 and 1e6 for rope_type " + t);
   if (m.rope_original_max_position_embeddings < 0 || m.rope_original_max_position_embeddings > kMaxTokens)
-    bad("model.rope_original_max_position_embeddings", "model.rope_original_max_position_embeddings must be >= 0 and at most " + num(kMaxTokens));
+    bad("model.rope_original_max_position_embeddings",
+        "model.rope_original_max_position_embeddings must be >= 0 and at most " + num(kMaxTokens));
   if (t == "llama3") {
     if (m.rope_original_max_position_embeddings < 1)
-      bad("model.rope_original_max_position_embeddings", "rope_type llama3 needs model.rope_original_max_position_embeddings (e.g. 8192)");
+      bad("model.rope_original_max_position_embeddings",
+          "rope_type llama3 needs model.rope_original_max_position_embeddings (e.g. 8192)");
     if (!(finite(m.rope_low_freq_factor) && finite(m.rope_high_freq_factor) && m.rope_low_freq_factor > 0 &&
           m.rope_high_freq_factor > m.rope_low_freq_factor))
-      bad("model.rope_high_freq_factor", "rope_type llama3 needs 0 < model.rope_low_freq_factor < model.rope_high_freq_factor");
+      bad("model.rope_high_freq_factor",
+          "rope_type llama3 needs 0 < model.rope_low_freq_factor < model.rope_high_freq_factor");
   }
   if (t == "yarn") {
     if (!(finite(m.rope_beta_fast) && finite(m.rope_beta_slow) && m.rope_beta_fast > 0 && m.rope_beta_slow > 0))
       bad("model.rope_beta_fast", "rope_type yarn needs positive model.rope_beta_fast and model.rope_beta_slow");
     if (!(finite(m.rope_attention_factor) && m.rope_attention_factor >= 0))
-      bad("model.rope_attention_factor", "model.rope_attention_factor must be >= 0 (0 = Hugging Face's default 0.1 ln(factor) + 1)");
+      bad("model.rope_attention_factor",
+          "model.rope_attention_factor must be >= 0 (0 = Hugging Face's default 0.1 ln(factor) + 1)");
     // Transformers versions disagree on yarn's factor when original_max_position_embeddings is
     // set (some replace factor by max_position_embeddings / original): accept only configs on
     // which they agree.
     const int64_t orig = m.rope_original_max_position_embeddings;
-    if (orig > 0 && std::fabs(static_cast<double>(m.max_position_embeddings) - m.rope_factor * static_cast<double>(orig)) > 1e-6) {
+    if (orig > 0 &&
+        std::fabs(static_cast<double>(m.max_position_embeddings) - m.rope_factor * static_cast<double>(orig)) > 1e-6) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%g", m.rope_factor);
-      bad("model.max_position_embeddings", "rope_type yarn with original_max_position_embeddings " + num(orig) + " and factor " + buf +
-                                               " needs model.max_position_embeddings = factor x original = " +
-                                               num(static_cast<int64_t>(std::llround(m.rope_factor * static_cast<double>(orig)))) +
-                                               " (got " + num(m.max_position_embeddings) + "; Transformers versions compute different frequencies otherwise)");
+      bad("model.max_position_embeddings",
+          "rope_type yarn with original_max_position_embeddings " + num(orig) + " and factor " + buf +
+              " needs model.max_position_embeddings = factor x original = " +
+              num(static_cast<int64_t>(std::llround(m.rope_factor * static_cast<double>(orig)))) + " (got " +
+              num(m.max_position_embeddings) + "; Transformers versions compute different frequencies otherwise)");
     }
   }
 }
@@ -732,7 +801,10 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
   // until memory runs out and products such as sp_size x dp_size overflow int64.
   auto in_range = [&](const std::string& field, int64_t v, int64_t lo, int64_t hi) {
     if (v < lo || v > hi) {
-      bad(field, field + " must be " + (lo == 1 ? std::string("positive") : lo == 0 ? std::string(">= 0") : ">= " + num(lo)) +
+      bad(field, field + " must be " +
+                     (lo == 1   ? std::string("positive")
+                      : lo == 0 ? std::string(">= 0")
+                                : ">= " + num(lo)) +
                      " and at most " + num(hi) + ", got " + num(v));
       return false;
     }
@@ -757,8 +829,7 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
   ok_model &= ranged("model.max_position_embeddings", m.max_position_embeddings);
   bool ok_par = ranged("parallel.sp_size", p.sp_size) & ranged("parallel.dp_size", p.dp_size) &
                 ranged("parallel.head_chunks", p.head_chunks);
-  bool ok_train = ranged("train.seq_length", t.seq_length) &
-                  ranged("train.micro_batch_size", t.micro_batch_size);
+  bool ok_train = ranged("train.seq_length", t.seq_length) & ranged("train.micro_batch_size", t.micro_batch_size);
   ranged("train.steps", t.steps);
   ranged("train.warmup_steps", t.warmup_steps);
   auto finite = [&](const std::string& field, double v) {
@@ -789,8 +860,8 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
   if (finite("parallel.timeout_s", p.timeout_s) && !(p.timeout_s > 0 && p.timeout_s <= kMaxTimeoutS)) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%g", p.timeout_s);
-    bad("parallel.timeout_s", std::string("parallel.timeout_s must be positive and at most ") + num(static_cast<int64_t>(kMaxTimeoutS)) +
-                                  " (7 days), got " + buf);
+    bad("parallel.timeout_s", std::string("parallel.timeout_s must be positive and at most ") +
+                                  num(static_cast<int64_t>(kMaxTimeoutS)) + " (7 days), got " + buf);
   }
   if (ok_par && p.world_size() > kMaxWorld)
     bad("parallel.sp_size", "sp_size x dp_size = " + num(p.world_size()) + " ranks is more than " + num(kMaxWorld));
@@ -799,41 +870,49 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
   if (ok_model && ok_par && ok_train) {
     auto mul = [](int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); };
     auto add = [](int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); };
-    const int64_t b = t.micro_batch_size, N = t.seq_length, d = m.hidden_size, f = m.intermediate_size, L = m.num_hidden_layers;
+    const int64_t b = t.micro_batch_size, N = t.seq_length, d = m.hidden_size, f = m.intermediate_size,
+                  L = m.num_hidden_layers;
     const int64_t V = m.vocab_size, H = m.num_attention_heads;
     int64_t per_token = 0, act = 0, logits = 0, scores = 0, tokens = 0, x = 0;
     // activations ~ b*N*(L*(12d + 3f) + d)*4 bytes; logits b*N*V*8; math attention 2*b*H*N^2*L*4
-    const bool fits = mul(d, 12, &x) && mul(f, 3, &per_token) && add(x, per_token, &per_token) && mul(per_token, L, &per_token) &&
-                      add(per_token, d, &per_token) && mul(b, N, &tokens) && mul(tokens, per_token, &act) && mul(act, 4, &act) &&
-                      mul(tokens, V, &logits) && mul(logits, 8, &logits) && add(act, logits, &x) && mul(tokens, p.dp_size, &x) &&
-                      // N x N scores only where attention may materialize them (not on cuda: flash)
-                      (t.device == "cuda" || (mul(tokens, N, &scores) && mul(scores, H, &scores) && mul(scores, L, &scores) &&
-                                              mul(scores, 8, &scores) && add(act + logits, scores, &x)));
+    const bool fits =
+        mul(d, 12, &x) && mul(f, 3, &per_token) && add(x, per_token, &per_token) && mul(per_token, L, &per_token) &&
+        add(per_token, d, &per_token) && mul(b, N, &tokens) && mul(tokens, per_token, &act) && mul(act, 4, &act) &&
+        mul(tokens, V, &logits) && mul(logits, 8, &logits) && add(act, logits, &x) && mul(tokens, p.dp_size, &x) &&
+        // N x N scores only where attention may materialize them (not on cuda: flash)
+        (t.device == "cuda" || (mul(tokens, N, &scores) && mul(scores, H, &scores) && mul(scores, L, &scores) &&
+                                mul(scores, 8, &scores) && add(act + logits, scores, &x)));
     if (!fits)
-      bad("train.seq_length", "train.seq_length (" + num(N) + ") x train.micro_batch_size (" + num(b) +
-                                  ") with this model needs more than 2^63 bytes for one step's activations; reduce them");
+      bad("train.seq_length",
+          "train.seq_length (" + num(N) + ") x train.micro_batch_size (" + num(b) +
+              ") with this model needs more than 2^63 bytes for one step's activations; reduce them");
   }
 
   ok_model &= ranged("model.head_dim", m.explicit_head_dim);
   if (ok_model) {
     if (m.explicit_head_dim > 0) {
-      if (m.head_dim() % 2 != 0) bad("model.head_dim", "model.head_dim (" + num(m.head_dim()) + ") must be even for RoPE");
+      if (m.head_dim() % 2 != 0)
+        bad("model.head_dim", "model.head_dim (" + num(m.head_dim()) + ") must be even for RoPE");
     } else if (m.hidden_size % m.num_attention_heads != 0)
-      bad("model.hidden_size", "model.hidden_size (" + num(m.hidden_size) + ") must be divisible by model.num_attention_heads (" +
-                                   num(m.num_attention_heads) + "), or set model.head_dim");
+      bad("model.hidden_size", "model.hidden_size (" + num(m.hidden_size) +
+                                   ") must be divisible by model.num_attention_heads (" + num(m.num_attention_heads) +
+                                   "), or set model.head_dim");
     else if (m.head_dim() % 2 != 0)
-      bad("model.hidden_size", "head dimension hidden_size/num_attention_heads (" + num(m.head_dim()) + ") must be even for RoPE");
-    for (auto& i : ulysses_geometry(m.num_attention_heads, m.num_key_value_heads, 1, 1).issues) out.push_back(i);  // GQA groups
+      bad("model.hidden_size",
+          "head dimension hidden_size/num_attention_heads (" + num(m.head_dim()) + ") must be even for RoPE");
+    for (auto& i : ulysses_geometry(m.num_attention_heads, m.num_key_value_heads, 1, 1).issues)
+      out.push_back(i);  // GQA groups
   }
   if (ok_model && ok_par && ok_train) {
     // Heads over ranks, kv replication, head chunks: the rules of ulysses_geometry.hpp (the
     // GQA rule, P-independent, was reported above).
     const auto gqa = ulysses_geometry(m.num_attention_heads, m.num_key_value_heads, 1, 1).issues;
     for (auto& i : ulysses_geometry(c).issues)
-      if (std::none_of(gqa.begin(), gqa.end(), [&](const ConfigIssue& x) { return x.message == i.message; })) out.push_back(i);
+      if (std::none_of(gqa.begin(), gqa.end(), [&](const ConfigIssue& x) { return x.message == i.message; }))
+        out.push_back(i);
     if (t.seq_length > 0 && t.seq_length % p.sp_size != 0)
-      bad("train.seq_length", "train.seq_length (" + num(t.seq_length) + ") must be divisible by parallel.sp_size (" + num(p.sp_size) +
-                                  "); try " + num((t.seq_length / p.sp_size + 1) * p.sp_size));
+      bad("train.seq_length", "train.seq_length (" + num(t.seq_length) + ") must be divisible by parallel.sp_size (" +
+                                  num(p.sp_size) + "); try " + num((t.seq_length / p.sp_size + 1) * p.sp_size));
   }
   validate_model_family(m, bad);
   one_of("parallel.backend", p.backend);
@@ -841,7 +920,9 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
   one_of("train.device", t.device);
   one_of("train.activation_checkpointing", t.activation_checkpointing);
   if (t.offload_activations && t.activation_checkpointing != "layer")
-    bad("train.offload_activations", "train.offload_activations needs train.activation_checkpointing=layer (only the kept layer inputs are offloaded)");
+    bad("train.offload_activations",
+        "train.offload_activations needs train.activation_checkpointing=layer (only the kept layer inputs are "
+        "offloaded)");
   ranged("train.loss_chunk_tokens", t.loss_chunk_tokens);
   ranged("train.mlp_chunk_tokens", t.mlp_chunk_tokens);
   one_of("train.attention", t.attention);
@@ -849,12 +930,15 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
   ranged("train.save_every", t.save_every);
   ranged("train.save_keep", t.save_keep);
   if (t.save_every > 0 && t.save_to.empty())
-    bad("train.save_every", "train.save_every (" + num(t.save_every) + ") needs train.save_to, the folder the checkpoints go to");
+    bad("train.save_every",
+        "train.save_every (" + num(t.save_every) + ") needs train.save_to, the folder the checkpoints go to");
   const auto& d = c.data;
   one_of("data.kind", d.kind);
-  if ((d.kind == "text" || d.kind == "tokens") && d.path.empty()) bad("data.path", "data.kind=" + d.kind + " needs data.path");
+  if ((d.kind == "text" || d.kind == "tokens") && d.path.empty())
+    bad("data.path", "data.kind=" + d.kind + " needs data.path");
   if (d.kind == "text" && m.vocab_size < 256)
-    bad("model.vocab_size", "model.vocab_size (" + num(m.vocab_size) + ") is too small for byte-level text data, which needs at least 256");
+    bad("model.vocab_size",
+        "model.vocab_size (" + num(m.vocab_size) + ") is too small for byte-level text data, which needs at least 256");
   one_of("data.token_dtype", d.token_dtype);
   if (d.kind == "tokens" && d.token_dtype == "uint16" && m.vocab_size > 65536)
     bad("data.token_dtype", "uint16 tokens cannot address model.vocab_size (" + num(m.vocab_size) + "); use uint32");
@@ -866,12 +950,15 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
     bad("profile.step_end", "profile.step_end must be -1 (all) or >= profile.step_begin");
   const auto& fl = c.faults;
   if (fl.slow_rank < -1 || fl.slow_rank >= p.world_size())
-    bad("faults.slow_rank", "faults.slow_rank (" + num(fl.slow_rank) + ") must be -1 (off) or a rank below the world size (" +
-                                num(p.world_size()) + " = sp_size x dp_size)");
+    bad("faults.slow_rank", "faults.slow_rank (" + num(fl.slow_rank) +
+                                ") must be -1 (off) or a rank below the world size (" + num(p.world_size()) +
+                                " = sp_size x dp_size)");
   if (!(fl.delay_ms >= 0 && fl.delay_ms <= kMaxFaultDelayMs))
-    bad("faults.delay_ms", "faults.delay_ms must be between 0 and " + num(static_cast<int64_t>(kMaxFaultDelayMs)) + " ms");
+    bad("faults.delay_ms",
+        "faults.delay_ms must be between 0 and " + num(static_cast<int64_t>(kMaxFaultDelayMs)) + " ms");
   else if (fl.slow_rank >= 0 && fl.delay_ms == 0)
-    bad("faults.delay_ms", "faults.slow_rank is set but faults.delay_ms is 0; give the delay (e.g. 50) or set faults.slow_rank to -1");
+    bad("faults.delay_ms",
+        "faults.slow_rank is set but faults.delay_ms is 0; give the delay (e.g. 50) or set faults.slow_rank to -1");
   return out;
 }
 
@@ -895,10 +982,12 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c, FileChecks dept
     }
     const int64_t width = d.kind == "text" ? 1 : (d.token_dtype == "uint16" ? 2 : 4);
     if (size % width != 0)
-      bad("data.path", d.path + " has " + num(size) + " bytes, not a multiple of " + num(width) + " (" + d.token_dtype + " tokens)");
+      bad("data.path",
+          d.path + " has " + num(size) + " bytes, not a multiple of " + num(width) + " (" + d.token_dtype + " tokens)");
     const int64_t tokens = size / width;
     if (tokens < need_tokens)
-      bad("data.path", d.path + " holds " + num(tokens) + " tokens, fewer than train.seq_length + 1 = " + num(need_tokens));
+      bad("data.path",
+          d.path + " holds " + num(tokens) + " tokens, fewer than train.seq_length + 1 = " + num(need_tokens));
     if (d.kind == "tokens" && out.empty() && depth == FileChecks::Full) {
       std::ifstream in(d.path, std::ios::binary);
       std::vector<char> buf(1 << 20);
@@ -924,14 +1013,13 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c, FileChecks dept
     const std::string st = (dir / "model.safetensors").string();
     const std::string why = regular_file_problem(st);
     if (!regular_file_problem(cj).empty())  // (load_run_config refuses this first, with the same words)
-      bad("train.init_from", cj + " not found (expected a Hugging Face checkpoint directory with config.json and model.safetensors)");
-    else if (why == "no such file")
-      {
-        const std::string idx = (dir / "model.safetensors.index.json").string();
-        if (!regular_file_problem(idx).empty())
-          bad("train.init_from", st + " not found, nor a sharded checkpoint's " + idx);
-      }
-    else if (!why.empty())
+      bad("train.init_from",
+          cj + " not found (expected a Hugging Face checkpoint directory with config.json and model.safetensors)");
+    else if (why == "no such file") {
+      const std::string idx = (dir / "model.safetensors.index.json").string();
+      if (!regular_file_problem(idx).empty())
+        bad("train.init_from", st + " not found, nor a sharded checkpoint's " + idx);
+    } else if (!why.empty())
       bad("train.init_from", st + ": " + why);
   }
   return out;

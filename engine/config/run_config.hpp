@@ -42,15 +42,15 @@ struct ModelConfig {
   int64_t explicit_head_dim = 0;  // config key "head_dim"; 0 = hidden_size / num_attention_heads
   bool attention_bias = false;
   // RoPE scaling (HF rope_scaling (v4) / rope_parameters (v5)); formulas in docs/CONTRACTS.md.
-  std::string rope_type = "default";  // default | linear | llama3 | yarn
-  double rope_factor = 1.0;             // linear, llama3, yarn
-  double rope_low_freq_factor = 1.0;    // llama3
-  double rope_high_freq_factor = 4.0;   // llama3
+  std::string rope_type = "default";                  // default | linear | llama3 | yarn
+  double rope_factor = 1.0;                           // linear, llama3, yarn
+  double rope_low_freq_factor = 1.0;                  // llama3
+  double rope_high_freq_factor = 4.0;                 // llama3
   int64_t rope_original_max_position_embeddings = 0;  // llama3 (required), yarn (0 = absent)
-  double rope_beta_fast = 32.0;         // yarn
-  double rope_beta_slow = 1.0;          // yarn
-  double rope_attention_factor = 0.0;   // yarn; 0 = absent (HF default 0.1 ln(factor) + 1)
-  bool rope_truncate = true;            // yarn: floor/ceil the correction range
+  double rope_beta_fast = 32.0;                       // yarn
+  double rope_beta_slow = 1.0;                        // yarn
+  double rope_attention_factor = 0.0;                 // yarn; 0 = absent (HF default 0.1 ln(factor) + 1)
+  bool rope_truncate = true;                          // yarn: floor/ceil the correction range
 
   int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_attention_heads; }
   bool qkv_bias() const { return model_type == "qwen2" || attention_bias; }
@@ -92,10 +92,10 @@ struct TrainConfig {
   std::string save_to;            // HF checkpoint directory written at the end, empty = none
   int64_t save_every = 0;         // full training state into save_to/step-N every this many steps, 0 = off
   int64_t save_keep = 2;          // keep the last this many complete step-N checkpoints
-  std::string resume_from;        // a save_to folder (its latest complete checkpoint) or one step-N folder, empty = none
-  int64_t save_shard_bytes = 0;   // > 0: save_to is sharded into files of at most this many bytes (HF layout)
-  std::string device = "auto";    // auto | cpu | cuda
-  int64_t threads_per_rank = 0;   // 0 = cores / local ranks
+  std::string resume_from;       // a save_to folder (its latest complete checkpoint) or one step-N folder, empty = none
+  int64_t save_shard_bytes = 0;  // > 0: save_to is sharded into files of at most this many bytes (HF layout)
+  std::string device = "auto";   // auto | cpu | cuda
+  int64_t threads_per_rank = 0;  // 0 = cores / local ranks
   // Long-sequence memory techniques (Arctic Long Sequence Training style).
   std::string activation_checkpointing = "none";  // none | layer: keep only each layer's input, recompute in backward
   bool offload_activations = false;  // kept layer inputs live in CPU memory (with activation_checkpointing=layer)
@@ -114,8 +114,8 @@ struct DataConfig {
 struct ProfileConfig {
   bool enabled = true;
   bool memory = true;
-  int64_t step_begin = 0;   // first traced step (0-based)
-  int64_t step_end = -1;    // last traced step, -1 = all
+  int64_t step_begin = 0;  // first traced step (0-based)
+  int64_t step_end = -1;   // last traced step, -1 = all
 };
 
 // Fault injection for demos and tests: the rank `slow_rank` sleeps `delay_ms` before each
@@ -127,7 +127,7 @@ struct FaultsConfig {
 inline constexpr double kMaxFaultDelayMs = 60000.0;
 
 struct RunConfig {
-  std::string name;         // free text for humans (kept in RUN/config.json)
+  std::string name;  // free text for humans (kept in RUN/config.json)
   std::string description;
   ModelConfig model;
   ParallelConfig parallel;
@@ -165,13 +165,13 @@ json load_json_file(const std::string& path);
 void apply_override(json& config, const std::string& assignment);
 
 // Upper bounds validate() enforces (lower bounds: 1, or 0 where 0 means "off").
-inline constexpr int64_t kMaxVocab = int64_t{1} << 24;         // 16.7M
-inline constexpr int64_t kMaxHidden = int64_t{1} << 18;        // 262144
+inline constexpr int64_t kMaxVocab = int64_t{1} << 24;   // 16.7M
+inline constexpr int64_t kMaxHidden = int64_t{1} << 18;  // 262144
 inline constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
 inline constexpr int64_t kMaxLayers = 1024;
 inline constexpr int64_t kMaxHeads = 65536;
-inline constexpr int64_t kMaxWorld = 1024;                      // sp_size, dp_size and their product
-inline constexpr int64_t kMaxTokens = int64_t{1} << 30;        // seq_length, chunk sizes, positions
+inline constexpr int64_t kMaxWorld = 1024;               // sp_size, dp_size and their product
+inline constexpr int64_t kMaxTokens = int64_t{1} << 30;  // seq_length, chunk sizes, positions
 inline constexpr int64_t kMaxMicroBatch = int64_t{1} << 20;
 inline constexpr int64_t kMaxSteps = int64_t{1} << 40;
 inline constexpr int64_t kMaxThreads = 4096;

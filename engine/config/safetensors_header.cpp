@@ -44,8 +44,8 @@ SafetensorsHeader parse_safetensors_header(std::string_view text, uint64_t fsize
     if (it.key() == "__metadata__") continue;
     const std::string where = path + ": tensor " + it.key();
     const auto& e = it.value();
-    if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") || !e["shape"].is_array() ||
-        !e.contains("data_offsets") || !e["data_offsets"].is_array())
+    if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") ||
+        !e["shape"].is_array() || !e.contains("data_offsets") || !e["data_offsets"].is_array())
       throw ConfigError(where + ": entry needs dtype (string), shape and data_offsets (arrays)");
     SafetensorsEntry t;
     t.name = it.key();
@@ -67,9 +67,11 @@ SafetensorsHeader parse_safetensors_header(std::string_view text, uint64_t fsize
     t.begin = offs[0].get<uint64_t>();
     t.end = offs[1].get<uint64_t>();
     uint64_t nbytes = 0;
-    if (__builtin_mul_overflow(numel, elem, &nbytes) || t.begin > t.end || t.end > data_size || t.end - t.begin != nbytes)
-      throw ConfigError(where + " has inconsistent data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
-                        "] for " + std::to_string(nbytes) + " bytes of data in a data section of " + std::to_string(data_size) +
+    if (__builtin_mul_overflow(numel, elem, &nbytes) || t.begin > t.end || t.end > data_size ||
+        t.end - t.begin != nbytes)
+      throw ConfigError(where + " has inconsistent data_offsets [" + std::to_string(t.begin) + ", " +
+                        std::to_string(t.end) + "] for " + std::to_string(nbytes) +
+                        " bytes of data in a data section of " + std::to_string(data_size) +
                         " bytes (truncated or corrupt file?)");
     h.tensors.push_back(std::move(t));
   }

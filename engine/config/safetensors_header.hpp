@@ -15,14 +15,14 @@ namespace ulysses {
 
 struct SafetensorsEntry {
   std::string name;
-  std::string dtype;           // "F32", "BF16", ... as in the file
+  std::string dtype;  // "F32", "BF16", ... as in the file
   std::vector<int64_t> shape;
-  uint64_t begin = 0, end = 0; // byte range inside the data section
+  uint64_t begin = 0, end = 0;  // byte range inside the data section
 };
 
 struct SafetensorsHeader {
-  uint64_t header_bytes = 0;   // the JSON header's length
-  uint64_t data_offset = 0;    // where the data section starts in the file (8 + header_bytes)
+  uint64_t header_bytes = 0;              // the JSON header's length
+  uint64_t data_offset = 0;               // where the data section starts in the file (8 + header_bytes)
   std::vector<SafetensorsEntry> tensors;  // in the header's (sorted) order; __metadata__ skipped
 };
 

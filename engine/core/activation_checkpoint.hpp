@@ -21,7 +21,7 @@ namespace ulysses {
 struct CheckpointSlot {
   // Runs the block on x; `recompute` is true for the re-run inside backward (for tracing).
   std::function<at::Tensor(const at::Tensor& x, bool recompute)> run;
-  bool offload = false;   // keep the input in CPU memory between forward and backward
+  bool offload = false;    // keep the input in CPU memory between forward and backward
   compat::HostCopy saved;  // the kept input when offloaded
   // Called when the block's backward starts, before its recompute (e.g. to prefetch the
   // previous block's input back from CPU memory). May be empty.

@@ -16,11 +16,16 @@ namespace fs = std::filesystem;
 namespace {
 const char* st_dtype(torch::Dtype d) {
   switch (d) {
-    case torch::kFloat32: return "F32";
-    case torch::kBFloat16: return "BF16";
-    case torch::kFloat16: return "F16";
-    case torch::kInt64: return "I64";
-    default: throw std::runtime_error("unsupported dtype for safetensors");
+    case torch::kFloat32:
+      return "F32";
+    case torch::kBFloat16:
+      return "BF16";
+    case torch::kFloat16:
+      return "F16";
+    case torch::kInt64:
+      return "I64";
+    default:
+      throw std::runtime_error("unsupported dtype for safetensors");
   }
 }
 torch::Dtype from_st(const std::string& s, const std::string& path) {
@@ -40,7 +45,8 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   for (const auto& [name, t0] : tensors) {
     auto t = t0.detach().cpu().contiguous();
     const int64_t nbytes = t.numel() * static_cast<int64_t>(t.element_size());
-    header[name] = {{"dtype", st_dtype(t.scalar_type())}, {"shape", t.sizes().vec()}, {"data_offsets", {off, off + nbytes}}};
+    header[name] = {
+        {"dtype", st_dtype(t.scalar_type())}, {"shape", t.sizes().vec()}, {"data_offsets", {off, off + nbytes}}};
     off += nbytes;
     data.push_back(t);
   }
@@ -55,7 +61,8 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
     for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(n >> (8 * i));
     out.write(reinterpret_cast<const char*>(le), 8);
     out.write(h.data(), static_cast<std::streamsize>(h.size()));
-    for (const auto& t : data) out.write(static_cast<const char*>(t.data_ptr()), t.numel() * static_cast<int64_t>(t.element_size()));
+    for (const auto& t : data)
+      out.write(static_cast<const char*>(t.data_ptr()), t.numel() * static_cast<int64_t>(t.element_size()));
     out.flush();
     out.close();
     if (!out) {
@@ -101,7 +108,8 @@ std::map<std::string, at::Tensor> read_safetensors(const std::string& path) {
     if (!in) throw ConfigError(where + ": cannot seek to byte " + std::to_string(data0 + begin));
     in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(nbytes));
     if (!in || static_cast<uint64_t>(in.gcount()) != nbytes)
-      throw ConfigError(where + ": read " + std::to_string(in.gcount()) + " of " + std::to_string(nbytes) + " bytes (truncated file?)");
+      throw ConfigError(where + ": read " + std::to_string(in.gcount()) + " of " + std::to_string(nbytes) +
+                        " bytes (truncated file?)");
     out[e.name] = t;
   }
   return out;
@@ -194,7 +202,8 @@ void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dty
     }
     write_text_file((d / "model.safetensors.index.json").string(), index.dump(2) + "\n");
   }
-  write_text_file((d / "config.json").string(), model_to_hf_config(model.config(), torch_dtype_name(dtype)).dump(2) + "\n");
+  write_text_file((d / "config.json").string(),
+                  model_to_hf_config(model.config(), torch_dtype_name(dtype)).dump(2) + "\n");
 }
 
 std::map<std::string, at::Tensor> read_checkpoint_tensors(const std::string& dir) {
@@ -247,7 +256,8 @@ void load_checkpoint(LlamaModel& model, const std::string& dir) {
       }
       if (it->second.sizes() != p.sizes()) {
         std::ostringstream msg;
-        msg << "checkpoint " << path << ": " << name << " has shape " << it->second.sizes() << ", the model expects " << p.sizes();
+        msg << "checkpoint " << path << ": " << name << " has shape " << it->second.sizes() << ", the model expects "
+            << p.sizes();
         throw ConfigError(msg.str());
       }
       p.copy_(it->second.to(p.scalar_type()));

@@ -17,7 +17,8 @@ int env_int(const char* name, int fallback) {
   if (!v || !*v) return fallback;
   char* end = nullptr;
   long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < 0) throw ConfigError(std::string("environment variable ") + name + "='" + v + "' is not a non-negative integer");
+  if (*end != '\0' || x < 0)
+    throw ConfigError(std::string("environment variable ") + name + "='" + v + "' is not a non-negative integer");
   return static_cast<int>(x);
 }
 }  // namespace
@@ -33,7 +34,8 @@ DistEnv DistEnv::from_environment() {
   e.single_rank_groups = env_int("ULYSSES_SINGLE_RANK_GROUPS", 0) != 0;
   if (e.world_size < 1) throw ConfigError("WORLD_SIZE must be at least 1");
   if (e.rank >= e.world_size)
-    throw ConfigError("RANK (" + std::to_string(e.rank) + ") must be smaller than WORLD_SIZE (" + std::to_string(e.world_size) + ")");
+    throw ConfigError("RANK (" + std::to_string(e.rank) + ") must be smaller than WORLD_SIZE (" +
+                      std::to_string(e.world_size) + ")");
   if (e.master_port <= 0 || e.master_port > 65535) throw ConfigError("MASTER_PORT must be a TCP port");
   return e;
 }
@@ -74,16 +76,21 @@ DeviceDecision decision_for_backend(const DistEnv& env, const std::string& backe
 Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const std::string& backend, std::chrono::milliseconds timeout)
     : Comm(env, sp_size, dp_size, decision_for_backend(env, backend), timeout) {}
 
-Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const DeviceDecision& decision, std::chrono::milliseconds timeout)
+Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const DeviceDecision& decision,
+           std::chrono::milliseconds timeout)
     : env_(env), sp_size_(sp_size), dp_size_(dp_size), timeout_(timeout) {
   if (env.world_size != sp_size * dp_size)
-    throw ConfigError("WORLD_SIZE (" + std::to_string(env.world_size) + ") must equal parallel.sp_size x parallel.dp_size (" +
-                      std::to_string(sp_size) + " x " + std::to_string(dp_size) + " = " + std::to_string(sp_size * dp_size) + ")");
+    throw ConfigError("WORLD_SIZE (" + std::to_string(env.world_size) +
+                      ") must equal parallel.sp_size x parallel.dp_size (" + std::to_string(sp_size) + " x " +
+                      std::to_string(dp_size) + " = " + std::to_string(sp_size * dp_size) + ")");
   backend_ = decision.backend;
-  if (backend_ != "gloo" && backend_ != "nccl") throw ConfigError("unknown backend '" + backend_ + "' (decide_device gives gloo or nccl)");
-  device_ = decision.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(decision.device_index)) : torch::Device(torch::kCPU);
+  if (backend_ != "gloo" && backend_ != "nccl")
+    throw ConfigError("unknown backend '" + backend_ + "' (decide_device gives gloo or nccl)");
+  device_ = decision.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(decision.device_index))
+                          : torch::Device(torch::kCPU);
   if (env.world_size == 1 && !env.single_rank_groups) return;  // no collectives needed
-  store_ = compat::tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), env.rank == 0, env.world_size, timeout);
+  store_ = compat::tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), env.rank == 0, env.world_size,
+                             timeout);
   auto make = [&](const std::string& prefix, int rank, int size) -> c10::intrusive_ptr<compat::Backend> {
     auto s = compat::prefix_store(prefix, store_);
     if (backend_ == "gloo") {
@@ -109,14 +116,14 @@ Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const DeviceDecision& d
 
 void Comm::check_device(const at::Tensor& t, const char* op) const {
   if (backend_ != "nccl" || t.device() == device_) return;
-  throw std::invalid_argument(std::string("Comm::") + op + ": tensor on " + t.device().str() + ", but NCCL communicates on " +
-                              device_.str() + " (move it there first)");
+  throw std::invalid_argument(std::string("Comm::") + op + ": tensor on " + t.device().str() +
+                              ", but NCCL communicates on " + device_.str() + " (move it there first)");
 }
 
 Comm Comm::shape_only(int sp_rank, int sp_size, int dp_size) {
   if (sp_size < 1 || dp_size < 1 || sp_rank < 0 || sp_rank >= sp_size)
-    throw ConfigError("shape-only Comm: sp_rank " + std::to_string(sp_rank) + " out of sp_size " + std::to_string(sp_size) +
-                      " x dp_size " + std::to_string(dp_size));
+    throw ConfigError("shape-only Comm: sp_rank " + std::to_string(sp_rank) + " out of sp_size " +
+                      std::to_string(sp_size) + " x dp_size " + std::to_string(dp_size));
   Comm c;
   c.env_.rank = sp_rank;
   c.env_.world_size = sp_size * dp_size;

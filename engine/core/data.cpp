@@ -63,8 +63,10 @@ class SyntheticTokens : public TokenSource {
     int64_t t = 0;
     for (int64_t i = 0; i < n; ++i) {
       s = splitmix64(s);
-      if (s % 16 == 0) t = static_cast<int64_t>((s >> 8) % vocab);
-      else t = (t + 1 + static_cast<int64_t>((s >> 8) % 3)) % vocab;
+      if (s % 16 == 0)
+        t = static_cast<int64_t>((s >> 8) % vocab);
+      else
+        t = (t + 1 + static_cast<int64_t>((s >> 8) % 3)) % vocab;
       tokens_[i] = static_cast<int32_t>(t);
     }
   }
@@ -77,13 +79,15 @@ class SyntheticTokens : public TokenSource {
 
 }  // namespace
 
-std::unique_ptr<TokenSource> TokenSource::open(const DataConfig& d, const ModelConfig& m, int64_t seq_length, uint64_t seed) {
+std::unique_ptr<TokenSource> TokenSource::open(const DataConfig& d, const ModelConfig& m, int64_t seq_length,
+                                               uint64_t seed) {
   std::unique_ptr<TokenSource> src;
   if (d.kind == "synthetic") {
     src = std::make_unique<SyntheticTokens>(m.vocab_size, std::max<int64_t>(1 << 18, 4 * (seq_length + 1)), seed);
   } else if (d.kind == "text") {
     if (m.vocab_size < 256)
-      throw ConfigError("model.vocab_size (" + std::to_string(m.vocab_size) + ") is too small for byte-level text data, which needs at least 256");
+      throw ConfigError("model.vocab_size (" + std::to_string(m.vocab_size) +
+                        ") is too small for byte-level text data, which needs at least 256");
     src = std::make_unique<FileTokens>(d.path, 1);
   } else if (d.kind == "tokens") {
     src = std::make_unique<FileTokens>(d.path, d.token_dtype == "uint32" ? 4 : 2);
@@ -96,8 +100,8 @@ std::unique_ptr<TokenSource> TokenSource::open(const DataConfig& d, const ModelC
     throw ConfigError("data.kind must be synthetic, text or tokens, got '" + d.kind + "'");
   }
   if (src->size() < seq_length + 1)
-    throw ConfigError("data " + d.path + " holds " + std::to_string(src->size()) + " tokens, fewer than train.seq_length + 1 = " +
-                      std::to_string(seq_length + 1));
+    throw ConfigError("data " + d.path + " holds " + std::to_string(src->size()) +
+                      " tokens, fewer than train.seq_length + 1 = " + std::to_string(seq_length + 1));
   return src;
 }
 
@@ -108,7 +112,8 @@ Batch make_batch(const TokenSource& src, int64_t N, int64_t step, int64_t first,
   auto pl = labels.accessor<int64_t, 2>();
   const int64_t span = src.size() - (N + 1) + 1;
   for (int64_t b = 0; b < count; ++b) {
-    const uint64_t key = splitmix64(seed * 0x100000001b3ULL ^ splitmix64(static_cast<uint64_t>(step) * 1000003ULL + (first + b)));
+    const uint64_t key =
+        splitmix64(seed * 0x100000001b3ULL ^ splitmix64(static_cast<uint64_t>(step) * 1000003ULL + (first + b)));
     const int64_t off = static_cast<int64_t>(key % static_cast<uint64_t>(span));
     for (int64_t t = 0; t < N; ++t) {
       pi[b][t] = src.at(off + t);

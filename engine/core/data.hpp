@@ -18,7 +18,8 @@ class TokenSource {
   virtual int64_t size() const = 0;
   virtual int64_t at(int64_t i) const = 0;
   // Throws ConfigError (missing file, too small, ids >= vocab_size).
-  static std::unique_ptr<TokenSource> open(const DataConfig& d, const ModelConfig& m, int64_t seq_length, uint64_t seed);
+  static std::unique_ptr<TokenSource> open(const DataConfig& d, const ModelConfig& m, int64_t seq_length,
+                                           uint64_t seed);
 };
 
 struct Batch {

@@ -16,7 +16,7 @@ class FlashShapesFn : public torch::autograd::Function<FlashShapesFn> {
  public:
   // q, k, v (B, H, N, dh), k and v already expanded to H heads.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-    auto out = at::empty_like(q, at::MemoryFormat::Contiguous);                          // (B, H, N, dh)
+    auto out = at::empty_like(q, at::MemoryFormat::Contiguous);                              // (B, H, N, dh)
     auto lse = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));  // (B, H, N) fp32
     ctx->save_for_backward({q, k, v, out, lse});
     return out;
@@ -24,9 +24,10 @@ class FlashShapesFn : public torch::autograd::Function<FlashShapesFn> {
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     auto s = ctx->get_saved_variables();
     const auto& q = s[0];
-    auto dout = grads[0].contiguous();  // (B, H, N, dh)
-    auto dq_accum = at::empty(q.sizes(), q.options().dtype(at::kFloat));                      // (B, H, N, dh) fp32 scratch
-    auto softmax_d = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));  // (B, H, N) fp32 scratch
+    auto dout = grads[0].contiguous();                                    // (B, H, N, dh)
+    auto dq_accum = at::empty(q.sizes(), q.options().dtype(at::kFloat));  // (B, H, N, dh) fp32 scratch
+    auto softmax_d =
+        at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));  // (B, H, N) fp32 scratch
     auto dq = at::empty_like(q, at::MemoryFormat::Contiguous);
     auto dk = at::empty_like(s[1], at::MemoryFormat::Contiguous);
     auto dv = at::empty_like(s[2], at::MemoryFormat::Contiguous);
@@ -52,7 +53,9 @@ class EmbeddingShapesFn : public torch::autograd::Function<EmbeddingShapesFn> {
 
 }  // namespace
 
-at::Tensor embedding_shapes(const at::Tensor& weight, const at::Tensor& ids) { return EmbeddingShapesFn::apply(weight, ids); }
+at::Tensor embedding_shapes(const at::Tensor& weight, const at::Tensor& ids) {
+  return EmbeddingShapesFn::apply(weight, ids);
+}
 
 namespace {
 // (B, Hkv, N, dh) -> (B, H, N, dh), each kv head serving H/Hkv consecutive q heads.
@@ -75,7 +78,8 @@ at::Tensor shape_attention(const at::Tensor& q, const at::Tensor& k, const at::T
   if (K == AttentionKernel::Kind::FlashShapes) return flash_shapes_attention(q, k, v);
   if (K == AttentionKernel::Kind::Blocked) {
     const int64_t b = std::min<int64_t>(std::max<int64_t>(1, block), q.size(2));
-    auto tile = at::empty({q.size(0), q.size(1), b, b}, q.options().dtype(at::kFloat));  // one score tile, freed at once
+    auto tile =
+        at::empty({q.size(0), q.size(1), b, b}, q.options().dtype(at::kFloat));  // one score tile, freed at once
     tile = at::Tensor();
     return flash_shapes_attention(q, k, v);
   }
@@ -83,7 +87,7 @@ at::Tensor shape_attention(const at::Tensor& q, const at::Tensor& k, const at::T
   const int64_t N = q.size(2);
   auto ke = expand_heads(k, q.size(1)), ve = expand_heads(v, q.size(1));
   auto scores = at::matmul(q * (1.0 / std::sqrt(double(q.size(3)))), ke.transpose(-2, -1));  // (B, H, N, N)
-  auto upper = at::ones({N, N}, q.options().dtype(at::kBool)).triu(1);                        // (N, N) masked positions
+  auto upper = at::ones({N, N}, q.options().dtype(at::kBool)).triu(1);                       // (N, N) masked positions
   auto probs = at::softmax(scores.masked_fill(upper, -std::numeric_limits<double>::infinity()), -1);
   return at::matmul(probs, ve);  // (B, H, N, dh)
 }

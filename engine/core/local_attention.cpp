@@ -47,7 +47,9 @@ at::Tensor ungroup_q(const at::Tensor& x) {
 // a broadcast add_ with a contiguous inner dimension is vectorised, where masked_fill_ with
 // a broadcast bool mask ran element by element (8% of the tiny demo's step).
 at::Tensor causal_block_bias(int64_t block, at::ScalarType dt) {
-  return at::full({block, block}, -std::numeric_limits<double>::infinity(), at::TensorOptions().dtype(dt)).triu(1).unsqueeze(1);
+  return at::full({block, block}, -std::numeric_limits<double>::infinity(), at::TensorOptions().dtype(dt))
+      .triu(1)
+      .unsqueeze(1);
 }
 
 using torch::autograd::AutogradContext;
@@ -60,17 +62,18 @@ class BlockedAttentionFn : public torch::autograd::Function<BlockedAttentionFn> 
     const auto acc = acc_type(q);
     const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
     const int64_t nb = (N + block - 1) / block;
-    auto qg = group_q(q, Hkv, acc);                 // (B, Hkv, N, G, dh)
-    auto kc = k.to(acc).contiguous();               // (B, Hkv, N, dh)
-    auto vc = v.to(acc).contiguous();               // (B, Hkv, N, dh)
-    auto out = at::empty_like(qg);                  // (B, Hkv, N, G, dh)
+    auto qg = group_q(q, Hkv, acc);                      // (B, Hkv, N, G, dh)
+    auto kc = k.to(acc).contiguous();                    // (B, Hkv, N, dh)
+    auto vc = v.to(acc).contiguous();                    // (B, Hkv, N, dh)
+    auto out = at::empty_like(qg);                       // (B, Hkv, N, G, dh)
     auto lse = at::empty({B, Hkv, N, G}, qg.options());  // (B, Hkv, N, G)
-    const auto bias = causal_block_bias(block, acc);  // (block, 1, block)
+    const auto bias = causal_block_bias(block, acc);     // (block, 1, block)
     at::parallel_for(0, B * Hkv, 1, [&](int64_t begin, int64_t end) {
       at::NoGradGuard no_grad;
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / Hkv, j = bh % Hkv;
-        auto qh = qg[b][j], kh = kc[b][j], vh = vc[b][j], oh = out[b][j], lh = lse[b][j];  // (N, G, dh), (N, dh), (N, G)
+        auto qh = qg[b][j], kh = kc[b][j], vh = vc[b][j], oh = out[b][j],
+             lh = lse[b][j];  // (N, G, dh), (N, dh), (N, G)
         for (int64_t i = 0; i < nb; ++i) {
           const int64_t i0 = i * block, bq = std::min(block, N - i0);
           auto qt = qh.narrow(0, i0, bq).reshape({bq * G, dh}).mul(scale);  // (bq*G, dh), scale folded into q
@@ -79,10 +82,11 @@ class BlockedAttentionFn : public torch::autograd::Function<BlockedAttentionFn> 
           auto o = at::zeros({bq * G, dh}, qt.options());
           for (int64_t kb = 0; kb <= i; ++kb) {  // key blocks after the query block are fully masked
             const int64_t j0 = kb * block, bk = std::min(block, N - j0);
-            auto s = at::mm(qt, kh.narrow(0, j0, bk).t());  // (bq*G, bk)
+            auto s = at::mm(qt, kh.narrow(0, j0, bk).t());                                  // (bq*G, bk)
             if (kb == i) s.view({bq, G, bk}).add_(bias.narrow(0, 0, bq).narrow(2, 0, bk));  // diagonal tile: bk == bq
-            auto m_new = at::maximum(m, s.amax(1, /*keepdim=*/true));  // finite: each row sees its own token (amax: no indices)
-            s.sub_(m_new).exp_();                                                   // P~ = exp(S - m_new)
+            auto m_new =
+                at::maximum(m, s.amax(1, /*keepdim=*/true));  // finite: each row sees its own token (amax: no indices)
+            s.sub_(m_new).exp_();                             // P~ = exp(S - m_new)
             auto alpha = (m - m_new).exp_();
             l.mul_(alpha).add_(s.sum(1, /*keepdim=*/true));
             o.mul_(alpha).addmm_(s, vh.narrow(0, j0, bk));
@@ -111,22 +115,23 @@ class BlockedAttentionFn : public torch::autograd::Function<BlockedAttentionFn> 
     at::Tensor qg, qs, dog, Dg, kc, vc;
     {
       at::NoGradGuard no_grad;
-      qg = group_q(q, Hkv, acc);                               // (B, Hkv, N, G, dh)
-      qs = qg.mul(scale);                                       // (B, Hkv, N, G, dh): q * scale, as the forward's tiles
-      dog = group_q(grads[0], Hkv, acc);                        // (B, Hkv, N, G, dh)
-      Dg = (dog * group_q(o, Hkv, acc)).sum(-1);                // (B, Hkv, N, G): rowsum(dO o O)
-      kc = k.to(acc).contiguous();                              // (B, Hkv, N, dh)
+      qg = group_q(q, Hkv, acc);                  // (B, Hkv, N, G, dh)
+      qs = qg.mul(scale);                         // (B, Hkv, N, G, dh): q * scale, as the forward's tiles
+      dog = group_q(grads[0], Hkv, acc);          // (B, Hkv, N, G, dh)
+      Dg = (dog * group_q(o, Hkv, acc)).sum(-1);  // (B, Hkv, N, G): rowsum(dO o O)
+      kc = k.to(acc).contiguous();                // (B, Hkv, N, dh)
       vc = v.to(acc).contiguous();
     }
-    auto dq = at::zeros_like(qg);                               // (B, Hkv, N, G, dh)
-    auto dk = at::zeros_like(kc);                               // (B, Hkv, N, dh)
+    auto dq = at::zeros_like(qg);  // (B, Hkv, N, G, dh)
+    auto dk = at::zeros_like(kc);  // (B, Hkv, N, dh)
     auto dv = at::zeros_like(vc);
     const auto bias = causal_block_bias(block, acc);  // (block, 1, block)
     at::parallel_for(0, B * Hkv, 1, [&](int64_t begin, int64_t end) {
       at::NoGradGuard no_grad;
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / Hkv, j = bh % Hkv;
-        auto qh = qg[b][j], qsh = qs[b][j], doh = dog[b][j], Dh = Dg[b][j], lh = lse[b][j], kh = kc[b][j], vh = vc[b][j];
+        auto qh = qg[b][j], qsh = qs[b][j], doh = dog[b][j], Dh = Dg[b][j], lh = lse[b][j], kh = kc[b][j],
+             vh = vc[b][j];
         auto dqh = dq[b][j], dkh = dk[b][j], dvh = dv[b][j];
         for (int64_t kb = 0; kb < nb; ++kb) {
           const int64_t j0 = kb * block, bk = std::min(block, N - j0);
@@ -134,13 +139,13 @@ class BlockedAttentionFn : public torch::autograd::Function<BlockedAttentionFn> 
           auto dkt = dkh.narrow(0, j0, bk), dvt = dvh.narrow(0, j0, bk);
           for (int64_t i = kb; i < nb; ++i) {  // query blocks before the key block see none of it
             const int64_t i0 = i * block, bq = std::min(block, N - i0);
-            auto qt = qh.narrow(0, i0, bq).view({bq * G, dh});    // (bq*G, dh)
-            auto dot = doh.narrow(0, i0, bq).view({bq * G, dh});  // (bq*G, dh)
+            auto qt = qh.narrow(0, i0, bq).view({bq * G, dh});                  // (bq*G, dh)
+            auto dot = doh.narrow(0, i0, bq).view({bq * G, dh});                // (bq*G, dh)
             auto p = at::mm(qsh.narrow(0, i0, bq).view({bq * G, dh}), kt.t());  // (bq*G, bk) = S, the forward's scores
             if (kb == i) p.view({bq, G, bk}).add_(bias.narrow(0, 0, bq).narrow(2, 0, bk));
-            p.sub_(lh.narrow(0, i0, bq).reshape({bq * G, 1})).exp_();  // P = exp(S - lse)
-            dvt.addmm_(p.t(), dot);                                  // dV += P^T dO
-            auto ds = at::mm(dot, vt.t());                           // dP (bq*G, bk)
+            p.sub_(lh.narrow(0, i0, bq).reshape({bq * G, 1})).exp_();    // P = exp(S - lse)
+            dvt.addmm_(p.t(), dot);                                      // dV += P^T dO
+            auto ds = at::mm(dot, vt.t());                               // dP (bq*G, bk)
             ds.sub_(Dh.narrow(0, i0, bq).reshape({bq * G, 1})).mul_(p);  // dS = P o (dP - D)
             dqh.narrow(0, i0, bq).view({bq * G, dh}).addmm_(ds, kt, /*beta=*/1, /*alpha=*/scale);
             dkt.addmm_(ds.t(), qt, /*beta=*/1, /*alpha=*/scale);
@@ -155,8 +160,8 @@ class BlockedAttentionFn : public torch::autograd::Function<BlockedAttentionFn> 
 void check_shapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "causal_attention: q, k, v must be (B, H, N, dh)");
   TORCH_CHECK(k.sizes() == v.sizes(), "causal_attention: k and v shapes differ");
-  TORCH_CHECK(q.size(0) == k.size(0) && q.size(2) == k.size(2) && q.size(3) == k.size(3),
-              "causal_attention: q ", q.sizes(), " and k ", k.sizes(), " disagree on batch, sequence or head dim");
+  TORCH_CHECK(q.size(0) == k.size(0) && q.size(2) == k.size(2) && q.size(3) == k.size(3), "causal_attention: q ",
+              q.sizes(), " and k ", k.sizes(), " disagree on batch, sequence or head dim");
   TORCH_CHECK(k.size(1) > 0 && q.size(1) % k.size(1) == 0, "causal_attention: q heads (", q.size(1),
               ") must be a multiple of kv heads (", k.size(1), ")");
 }
@@ -168,8 +173,10 @@ at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
 }
 }  // namespace
 
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionKernel& kernel) {
-  if (kernel.kind == AttentionKernel::Kind::FlashShapes || q.is_meta()) return shape_attention(q, k, v, static_cast<int>(kernel.kind), kernel.block);
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const AttentionKernel& kernel) {
+  if (kernel.kind == AttentionKernel::Kind::FlashShapes || q.is_meta())
+    return shape_attention(q, k, v, static_cast<int>(kernel.kind), kernel.block);
   switch (kernel.kind) {
     case AttentionKernel::Kind::Blocked:
       return blocked_causal_attention(q, k, v, kernel.block);
@@ -182,9 +189,12 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 AttentionKernel attention_kernel_for(const std::string& setting, int64_t block, bool on_cuda) {
   AttentionKernel k;
   k.block = block;
-  if (setting == "blocked") k.kind = AttentionKernel::Kind::Blocked;
-  else if (setting == "sdpa") k.kind = AttentionKernel::Kind::Sdpa;
-  else k.kind = on_cuda ? AttentionKernel::Kind::Sdpa : AttentionKernel::Kind::Blocked;
+  if (setting == "blocked")
+    k.kind = AttentionKernel::Kind::Blocked;
+  else if (setting == "sdpa")
+    k.kind = AttentionKernel::Kind::Sdpa;
+  else
+    k.kind = on_cuda ? AttentionKernel::Kind::Sdpa : AttentionKernel::Kind::Blocked;
   return k;
 }
 

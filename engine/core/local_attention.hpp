@@ -23,7 +23,8 @@ struct AttentionKernel {
 };
 
 // q (B, H, N, dh); k, v (B, Hkv, N, dh) -> (B, H, N, dh), causal. Differentiable.
-at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionKernel& kernel);
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const AttentionKernel& kernel);
 
 // The kernel for a run: train.attention (auto | sdpa | blocked) on a device. auto means
 // Blocked on CPU and Sdpa on CUDA (flash).

@@ -38,11 +38,26 @@ class MemoryReporter : public c10::MemoryReportingInfoBase {
   }
   bool memoryProfilingEnabled() const override { return true; }
 
-  int64_t current() const { std::lock_guard<std::mutex> g(mu_); return current_; }
-  int64_t peak() const { std::lock_guard<std::mutex> g(mu_); return peak_; }
-  int64_t total() const { std::lock_guard<std::mutex> g(mu_); return total_; }
-  int64_t count() const { std::lock_guard<std::mutex> g(mu_); return count_; }
-  void reset_peak() { std::lock_guard<std::mutex> g(mu_); peak_ = current_; }
+  int64_t current() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return current_;
+  }
+  int64_t peak() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return peak_;
+  }
+  int64_t total() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return total_;
+  }
+  int64_t count() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return count_;
+  }
+  void reset_peak() {
+    std::lock_guard<std::mutex> g(mu_);
+    peak_ = current_;
+  }
 
  private:
   std::shared_ptr<c10::MemoryReportingInfoBase> parent_;

@@ -38,8 +38,8 @@ class MemoryTracker {
   MemoryTracker(const MemoryTracker&) = delete;
   MemoryTracker& operator=(const MemoryTracker&) = delete;
 
-  int64_t current_bytes() const;  // allocated since construction and not yet freed
-  int64_t peak_bytes() const;     // highest current_bytes since construction or reset_peak()
+  int64_t current_bytes() const;          // allocated since construction and not yet freed
+  int64_t peak_bytes() const;             // highest current_bytes since construction or reset_peak()
   int64_t allocated_bytes_total() const;  // sum of every allocation seen
   int64_t allocations() const;            // number of allocations seen
   void reset_peak();                      // peak := current

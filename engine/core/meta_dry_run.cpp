@@ -33,7 +33,8 @@ struct CountingMetaAllocator final : public c10::Allocator {
     int64_t p = g_peak.load();
     while (now > p && !g_peak.compare_exchange_weak(p, now)) {
     }
-    return {nullptr, reinterpret_cast<void*>(static_cast<uintptr_t>(nbytes)), &counted_free, c10::Device(c10::DeviceType::Meta)};
+    return {nullptr, reinterpret_cast<void*>(static_cast<uintptr_t>(nbytes)), &counted_free,
+            c10::Device(c10::DeviceType::Meta)};
   }
 };
 
@@ -55,27 +56,31 @@ torch::optim::AdamW make_optimizer(LlamaModel& model, const TrainConfig& t) {  /
 
 AttentionKernel plan_kernel(const RunConfig& cfg, bool cuda) {
   AttentionKernel k = attention_kernel_for(cfg.train.attention, cfg.train.attention_block, cuda);
-  if (cuda && k.kind == AttentionKernel::Kind::Sdpa) k.kind = AttentionKernel::Kind::FlashShapes;  // SDPA picks flash on CUDA
+  if (cuda && k.kind == AttentionKernel::Kind::Sdpa)
+    k.kind = AttentionKernel::Kind::FlashShapes;  // SDPA picks flash on CUDA
   return k;
 }
 
 std::string kernel_name(const AttentionKernel& k) {
   switch (k.kind) {
-    case AttentionKernel::Kind::FlashShapes: return "flash";
-    case AttentionKernel::Kind::Blocked: return "blocked(" + std::to_string(k.block) + ")";
-    default: return "sdpa-math";
+    case AttentionKernel::Kind::FlashShapes:
+      return "flash";
+    case AttentionKernel::Kind::Blocked:
+      return "blocked(" + std::to_string(k.block) + ")";
+    default:
+      return "sdpa-math";
   }
 }
 
 struct Measured {
   int64_t params = 0;
-  int64_t inputs = 0;          // ids + labels
-  int64_t after_forward = 0;   // live - live before forward (steady-state step)
-  int64_t peak_above_start = 0;// peak - live before forward
-  int64_t peak = 0;            // absolute peak of the measured step
-  int64_t after_step = 0;      // live after the optimizer step
-  int64_t base = 0;            // live before the model was built
-  bool techniques = false;     // the model took the run's memory techniques
+  int64_t inputs = 0;            // ids + labels
+  int64_t after_forward = 0;     // live - live before forward (steady-state step)
+  int64_t peak_above_start = 0;  // peak - live before forward
+  int64_t peak = 0;              // absolute peak of the measured step
+  int64_t after_step = 0;        // live after the optimizer step
+  int64_t base = 0;              // live before the model was built
+  bool techniques = false;       // the model took the run's memory techniques
 };
 
 // Runs `steps` training steps of cfg (num_hidden_layers = layers) on meta and measures the
@@ -266,9 +271,10 @@ std::string plan_to_text(const MemoryPlan& p) {
     std::snprintf(buf, sizeof buf, "  %-30s %s\n", k.c_str(), v.c_str());
     s += buf;
   };
-  s += "Memory plan per rank (every one of the " + std::to_string(p.sp_size * p.dp_size) + " rank(s) holds the same), " + p.device +
-       ", " + p.dtype + ", attention " + p.attention + ", seq_length " + std::to_string(p.seq_length) + " (" +
-       std::to_string(p.local_tokens) + " tokens per rank, micro batch " + std::to_string(p.micro_batch_size) + ")\n";
+  s += "Memory plan per rank (every one of the " + std::to_string(p.sp_size * p.dp_size) +
+       " rank(s) holds the same), " + p.device + ", " + p.dtype + ", attention " + p.attention + ", seq_length " +
+       std::to_string(p.seq_length) + " (" + std::to_string(p.local_tokens) + " tokens per rank, micro batch " +
+       std::to_string(p.micro_batch_size) + ")\n";
   line("parameters", format_bytes(double(p.param_bytes)) + "  (" + std::to_string(p.params) + " params)");
   line("gradients", format_bytes(double(p.grad_bytes)));
   if (p.master_bytes) line("fp32 master weights", format_bytes(double(p.master_bytes)));
@@ -283,7 +289,8 @@ std::string plan_to_text(const MemoryPlan& p) {
   line("transient at peak", format_bytes(double(p.transient_bytes())));
   line("peak total", format_bytes(double(p.peak_bytes)) + "  (" + std::to_string(p.peak_bytes) + " bytes)");
   if (!p.memory_techniques_applied)
-    s += "  (this build's model has no activation checkpointing / tiled loss / TiledMLP: those settings were not applied)\n";
+    s += "  (this build's model has no activation checkpointing / tiled loss / TiledMLP: those settings were not "
+         "applied)\n";
   char buf[96];
   std::snprintf(buf, sizeof buf, "  (meta-device dry run of the real step, %.2f s)\n", p.dry_run_s);
   s += buf;

@@ -30,8 +30,8 @@ struct MetaMemory {
 };
 
 struct PlanOptions {
-  int sp_rank = 0;      // which SP rank to dry-run (every rank holds the same shapes)
-  bool detail = true;   // also measure per-layer activations and the loss/logits peak
+  int sp_rank = 0;     // which SP rank to dry-run (every rank holds the same shapes)
+  bool detail = true;  // also measure per-layer activations and the loss/logits peak
 };
 
 // One rank's memory for one training step, bytes.
@@ -52,12 +52,12 @@ struct MemoryPlan {
   int64_t measured_static_bytes = 0;
 
   // Measured in the dry run.
-  int64_t activation_bytes = 0;            // held from the end of forward until backward frees it
-  int64_t activation_per_layer_bytes = -1; // one decoder layer's share (-1: not measured)
-  int64_t activation_other_bytes = -1;     // the rest: embedding output, final norm, logits, loss
-  int64_t loss_peak_bytes = -1;            // peak above the weights of the step of a model with no
-                                           // decoder layers: embedding, final norm, lm_head, loss (fwd + bwd)
-  int64_t peak_bytes = 0;                  // highest live bytes in a steady-state step (AdamW state held)
+  int64_t activation_bytes = 0;             // held from the end of forward until backward frees it
+  int64_t activation_per_layer_bytes = -1;  // one decoder layer's share (-1: not measured)
+  int64_t activation_other_bytes = -1;      // the rest: embedding output, final norm, logits, loss
+  int64_t loss_peak_bytes = -1;             // peak above the weights of the step of a model with no
+                                            // decoder layers: embedding, final norm, lm_head, loss (fwd + bwd)
+  int64_t peak_bytes = 0;                   // highest live bytes in a steady-state step (AdamW state held)
   int64_t transient_bytes() const { return peak_bytes - static_bytes() - activation_bytes; }
   bool memory_techniques_applied = false;  // the model took activation_checkpointing, offload,
                                            // loss_chunk_tokens, mlp_chunk_tokens (builds with them)

@@ -47,8 +47,9 @@ std::pair<at::Tensor, double> rope_inv_freq(const ModelConfig& c) {
   const int64_t dim = c.head_dim();
   const double base = c.rope_theta;
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
-  auto exponents = torch::arange(0, dim, 2, f32.dtype(torch::kInt64)).to(torch::kFloat32) / static_cast<double>(dim);  // (dh/2)
-  auto inv_freq = 1.0 / torch::pow(base, exponents);  // (dh/2)
+  auto exponents =
+      torch::arange(0, dim, 2, f32.dtype(torch::kInt64)).to(torch::kFloat32) / static_cast<double>(dim);  // (dh/2)
+  auto inv_freq = 1.0 / torch::pow(base, exponents);                                                      // (dh/2)
   if (c.rope_type == "default") return {inv_freq, 1.0};
   const double factor = c.rope_factor;
   if (c.rope_type == "linear") return {inv_freq / factor, 1.0};
@@ -64,9 +65,11 @@ std::pair<at::Tensor, double> rope_inv_freq(const ModelConfig& c) {
     return {torch::where(medium, smoothed, llama), 1.0};
   }
   if (c.rope_type == "yarn") {
-    const double orig = c.rope_original_max_position_embeddings > 0 ? static_cast<double>(c.rope_original_max_position_embeddings)
-                                                                     : static_cast<double>(c.max_position_embeddings);
-    const double attention = c.rope_attention_factor > 0 ? c.rope_attention_factor : (factor <= 1 ? 1.0 : 0.1 * std::log(factor) + 1.0);
+    const double orig = c.rope_original_max_position_embeddings > 0
+                            ? static_cast<double>(c.rope_original_max_position_embeddings)
+                            : static_cast<double>(c.max_position_embeddings);
+    const double attention =
+        c.rope_attention_factor > 0 ? c.rope_attention_factor : (factor <= 1 ? 1.0 : 0.1 * std::log(factor) + 1.0);
     auto correction_dim = [&](double rotations) {
       return (static_cast<double>(dim) * std::log(orig / (rotations * 2 * M_PI))) / (2 * std::log(base));
     };
@@ -77,17 +80,18 @@ std::pair<at::Tensor, double> rope_inv_freq(const ModelConfig& c) {
     }
     low = std::max(low, 0.0);
     high = std::min(high, static_cast<double>(dim - 1));
-    if (low == high) high += 0.001;  // HF: prevent a division by zero
-    auto pos_freqs = torch::pow(base, exponents);                                                        // (dh/2)
+    if (low == high) high += 0.001;                // HF: prevent a division by zero
+    auto pos_freqs = torch::pow(base, exponents);  // (dh/2)
     auto extrapolation = 1.0 / pos_freqs, interpolation = 1.0 / (factor * pos_freqs);
-    auto ramp = ((torch::arange(dim / 2, f32) - low) / (high - low)).clamp(0, 1);                       // (dh/2)
+    auto ramp = ((torch::arange(dim / 2, f32) - low) / (high - low)).clamp(0, 1);  // (dh/2)
     auto extrapolation_factor = 1.0 - ramp;
     return {interpolation * (1.0 - extrapolation_factor) + extrapolation * extrapolation_factor, attention};
   }
   throw ConfigError("model.rope_type '" + c.rope_type + "' is not supported (default, linear, llama3, yarn)");
 }
 
-std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, const at::Tensor& inv_freq, double scaling, const at::TensorOptions& out) {
+std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, const at::Tensor& inv_freq, double scaling,
+                                              const at::TensorOptions& out) {
   // Angles in fp32 (as Hugging Face computes them), on the device the tables are used on,
   // then cast once to the compute dtype: every layer shares the same two tables.
   const auto f32 = out.dtype(torch::kFloat32);
@@ -104,7 +108,8 @@ std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, const at:
   return {c.to(dt), s.to(dt)};
 }
 
-std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, int64_t dh, double theta, const at::TensorOptions& out) {
+std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, int64_t dh, double theta,
+                                              const at::TensorOptions& out) {
   ModelConfig c;
   c.explicit_head_dim = dh;
   c.rope_theta = theta;
@@ -120,12 +125,14 @@ at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tens
   return x * c + rot * s;
 }
 
-LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch::Dtype dtype, Comm* comm, torch::Device param_device)
+LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch::Dtype dtype, Comm* comm,
+                       torch::Device param_device)
     : cfg_(cfg), par_(par), dtype_(dtype), comm_(comm) {
   const int64_t d = cfg.hidden_size, dh = cfg.head_dim(), ff = cfg.intermediate_size;
   auto add = [&](const std::string& name, std::vector<int64_t> shape) {
     index_[name] = params_.size();
-    params_.emplace_back(name, torch::zeros(shape, torch::TensorOptions().dtype(torch::kFloat32).device(param_device)).set_requires_grad(true));
+    params_.emplace_back(name, torch::zeros(shape, torch::TensorOptions().dtype(torch::kFloat32).device(param_device))
+                                   .set_requires_grad(true));
   };
   add("model.embed_tokens.weight", {cfg.vocab_size, d});
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
@@ -180,9 +187,12 @@ void LlamaModel::init_parameters(uint64_t seed) {
   auto gen = at::detail::createCPUGenerator(seed);
   for (auto& [name, t] : params_) {
     const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
-    if (bias) t.zero_();  // HF: biases start at zero, norm weights at one
-    else if (t.dim() == 1) t.fill_(1.0);
-    else t.normal_(0.0, 0.02, gen);
+    if (bias)
+      t.zero_();  // HF: biases start at zero, norm weights at one
+    else if (t.dim() == 1)
+      t.fill_(1.0);
+    else
+      t.normal_(0.0, 0.02, gen);
   }
 }
 
@@ -215,9 +225,11 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, int64_t pos0) {
   {
     ULYSSES_RANGE(tracer_, Phase::Embedding, Direction::Forward);
     const auto& table = w("model.embed_tokens.weight");
-    x = ids.is_meta() ? embedding_shapes(table, ids) : torch::embedding(table, ids);  // (B, n, d); meta: dry runs (flash_shapes.hpp)
+    x = ids.is_meta() ? embedding_shapes(table, ids)
+                      : torch::embedding(table, ids);  // (B, n, d); meta: dry runs (flash_shapes.hpp)
   }
-  auto [cos, sin] = rope_tables(pos0, n, inv_freq_, rope_scaling_, x.options());  // x: (B, n, d) on the model's device, compute dtype
+  auto [cos, sin] =
+      rope_tables(pos0, n, inv_freq_, rope_scaling_, x.options());  // x: (B, n, d) on the model's device, compute dtype
   const bool ckpt = mem_.checkpoint_layers && torch::GradMode::is_enabled();
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     if (!ckpt) {
@@ -232,13 +244,16 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, int64_t pos0) {
       return layer_forward(l, in, cos, sin, recompute ? Direction::Recompute : Direction::Forward);
     };
     // when layer l's backward starts, bring layer l-1's input back (overlaps on GPU)
-    slot.on_backward = [this, l] { if (l > 0 && ckpt_[l - 1].offload) ckpt_[l - 1].saved.prefetch(); };
+    slot.on_backward = [this, l] {
+      if (l > 0 && ckpt_[l - 1].offload) ckpt_[l - 1].saved.prefetch();
+    };
     x = checkpoint_block(x, &slot);  // (B, n, d)
   }
   return x;
 }
 
-at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at::Tensor& cos, const at::Tensor& sin, Direction dir) {
+at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at::Tensor& cos, const at::Tensor& sin,
+                                     Direction dir) {
   const int64_t B = x_in.size(0), n = x_in.size(1);
   const int64_t H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, dh = cfg_.head_dim();
   const int64_t P = comm_ ? comm_->sp_size() : 1;
@@ -256,7 +271,7 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
     q = torch::linear(h, w(p + "self_attn.q_proj.weight"), qb ? w(p + "self_attn.q_proj.bias") : at::Tensor());
     k = torch::linear(h, w(p + "self_attn.k_proj.weight"), qb ? w(p + "self_attn.k_proj.bias") : at::Tensor());
     v = torch::linear(h, w(p + "self_attn.v_proj.weight"), qb ? w(p + "self_attn.v_proj.bias") : at::Tensor());
-    q = mark(q, &mk.qkv_begin, marks_on).view({B, n, H, dh});   // (B, n, H, dh)
+    q = mark(q, &mk.qkv_begin, marks_on).view({B, n, H, dh});    // (B, n, H, dh)
     k = mark(k, &mk.qkv_begin, marks_on).view({B, n, Hkv, dh});  // (B, n, Hkv, dh)
     v = mark(v, &mk.qkv_begin, marks_on).view({B, n, Hkv, dh});
     if (cfg_.qk_norm()) {
@@ -280,19 +295,22 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
     a = ulysses_attention(q, k, v, aopt);  // (B, n, H, dh)
   } else {
     ULYSSES_RANGE(tracer_, Phase::Attention, dir, L, 0, static_cast<int32_t>(H));
-    a = causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), aopt.kernel).transpose(1, 2);  // (B, n, H, dh)
+    a = causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), aopt.kernel)
+            .transpose(1, 2);  // (B, n, H, dh)
   }
   {
     ULYSSES_RANGE(tracer_, Phase::OutProj, dir, L);
     a = mark(a.reshape({B, n, H * dh}), &mk.o_end, marks_on);
-    auto o = torch::linear(a, w(p + "self_attn.o_proj.weight"), cfg_.o_bias() ? w(p + "self_attn.o_proj.bias") : at::Tensor());
+    auto o = torch::linear(a, w(p + "self_attn.o_proj.weight"),
+                           cfg_.o_bias() ? w(p + "self_attn.o_proj.bias") : at::Tensor());
     x = x + mark(o, &mk.o_begin, marks_on);
   }
   {
     ULYSSES_RANGE(tracer_, Phase::Mlp, dir, L);
     auto h2 = mark(rms_norm(x, w(p + "post_attention_layernorm.weight"), cfg_.rms_norm_eps), &mk.mlp_end, marks_on);
     // SwiGLU, over token tiles of mlp_chunk_tokens when set (TiledMLP: one tile's (T, f) alive)
-    auto m = tiled_mlp(h2, w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight"), w(p + "mlp.down_proj.weight"), mem_.mlp_chunk_tokens);
+    auto m = tiled_mlp(h2, w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight"), w(p + "mlp.down_proj.weight"),
+                       mem_.mlp_chunk_tokens);
     x = x + mark(m, &mk.mlp_begin, marks_on);
   }
   return x;
@@ -311,7 +329,8 @@ at::Tensor LlamaModel::forward_loss_sum(const at::Tensor& ids, const at::Tensor&
   const at::Tensor head = w(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
   if (mem_.loss_chunk_tokens > 0) {
     // lm_head + loss per tile of tokens, each tile's backward done now: no (B*n, V) tensor
-    return tiled_logits_loss_sum(x, w("model.norm.weight"), cfg_.rms_norm_eps, head, labels, mem_.loss_chunk_tokens, tracer_);
+    return tiled_logits_loss_sum(x, w("model.norm.weight"), cfg_.rms_norm_eps, head, labels, mem_.loss_chunk_tokens,
+                                 tracer_);
   }
   x = mark(x, &marks_.head_end, marks_on);
   x = rms_norm(x, w("model.norm.weight"), cfg_.rms_norm_eps);

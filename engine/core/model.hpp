@@ -29,8 +29,8 @@ struct BackwardMarks {
 struct MemoryOptions {
   bool checkpoint_layers = false;  // activation_checkpointing = layer
   bool offload_activations = false;
-  int64_t loss_chunk_tokens = 0;   // 0 = one (B*n, V) logits tensor
-  int64_t mlp_chunk_tokens = 0;    // 0 = untiled MLP
+  int64_t loss_chunk_tokens = 0;  // 0 = one (B*n, V) logits tensor
+  int64_t mlp_chunk_tokens = 0;   // 0 = untiled MLP
   static MemoryOptions from(const TrainConfig& t) {
     return {t.activation_checkpointing == "layer", t.offload_activations, t.loss_chunk_tokens, t.mlp_chunk_tokens};
   }
@@ -47,7 +47,9 @@ class RecomputeTracer : public prof::Tracer {
   bool active() const override { return inner_->active(); }
   void push(const prof::RangeInfo& i) override { inner_->push(remap(i)); }
   void pop() override { inner_->pop(); }
-  void record_range(const prof::RangeInfo& i, int64_t s, int64_t e, int32_t lane) override { inner_->record_range(remap(i), s, e, lane); }
+  void record_range(const prof::RangeInfo& i, int64_t s, int64_t e, int32_t lane) override {
+    inner_->record_range(remap(i), s, e, lane);
+  }
   void sample_memory(const char* label, const prof::MemorySample& m) override { inner_->sample_memory(label, m); }
   void set_metric(const std::string& n, double v) override { inner_->set_metric(n, v); }
   void close() override {}
@@ -92,7 +94,8 @@ class LlamaModel {
   at::Tensor hidden_states(const at::Tensor& ids, int64_t pos0);
   // One decoder layer: x (B, n, d) -> (B, n, d). `dir` is Forward, or Recompute for the
   // re-run of a checkpointed layer inside backward.
-  at::Tensor layer_forward(int64_t l, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, prof::Direction dir);
+  at::Tensor layer_forward(int64_t l, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                           prof::Direction dir);
   at::Tensor w(const std::string& name);  // parameter cast to the compute dtype
 
   ModelConfig cfg_;
@@ -102,13 +105,13 @@ class LlamaModel {
   prof::Tracer* tracer_ = nullptr;
   std::vector<std::pair<std::string, at::Tensor>> params_;
   std::map<std::string, size_t> index_;
-  std::vector<UlyssesOptions> attn_opts_;  // per layer, must outlive autograd graphs
+  std::vector<UlyssesOptions> attn_opts_;       // per layer, must outlive autograd graphs
   std::vector<UlyssesOptions> recompute_opts_;  // the same, traced as Direction::Recompute
   std::unique_ptr<RecomputeTracer> recompute_tracer_;
   std::vector<CheckpointSlot> ckpt_;  // per layer, alive from forward to backward
   MemoryOptions mem_;
-  at::Tensor inv_freq_;         // (dh/2) fp32 RoPE inverse frequencies (rope_inv_freq)
-  double rope_scaling_ = 1.0;   // cos/sin factor (yarn's attention factor)
+  at::Tensor inv_freq_;        // (dh/2) fp32 RoPE inverse frequencies (rope_inv_freq)
+  double rope_scaling_ = 1.0;  // cos/sin factor (yarn's attention factor)
   BackwardMarks marks_;
 };
 
@@ -124,9 +127,10 @@ std::pair<at::Tensor, double> rope_inv_freq(const ModelConfig& cfg);
 // fp32 on out's device, returned in out's dtype.
 std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, const at::Tensor& inv_freq, double scaling,
                                               const at::TensorOptions& out);
-// Plain RoPE (rope_type default) tables: cos, sin (n, dh) for positions pos0..pos0+n-1: angles computed in fp32 on out's device,
-// returned in out's dtype (the compute dtype), built once per forward and shared by all layers.
-std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, int64_t dh, double theta,
-                                              const at::TensorOptions& out = at::TensorOptions().dtype(torch::kFloat32));
+// Plain RoPE (rope_type default) tables: cos, sin (n, dh) for positions pos0..pos0+n-1: angles computed in fp32 on
+// out's device, returned in out's dtype (the compute dtype), built once per forward and shared by all layers.
+std::pair<at::Tensor, at::Tensor> rope_tables(
+    int64_t pos0, int64_t n, int64_t dh, double theta,
+    const at::TensorOptions& out = at::TensorOptions().dtype(torch::kFloat32));
 
 }  // namespace ulysses

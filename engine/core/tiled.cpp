@@ -16,15 +16,18 @@ at::Tensor swiglu(const at::Tensor& h, const at::Tensor& gate, const at::Tensor&
 // Accumulates a weight gradient over tiles in fp32 (bf16 compute sums many tiles).
 void acc(at::Tensor& total, const at::Tensor& g) {
   if (!g.defined()) return;
-  if (!total.defined()) total = g.to(torch::kFloat32, /*non_blocking=*/false, /*copy=*/true);
-  else total.add_(g);
+  if (!total.defined())
+    total = g.to(torch::kFloat32, /*non_blocking=*/false, /*copy=*/true);
+  else
+    total.add_(g);
 }
 
 class TiledMlpFn : public torch::autograd::Function<TiledMlpFn> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, at::Tensor h, at::Tensor gate, at::Tensor up, at::Tensor down, int64_t tile) {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor h, at::Tensor gate, at::Tensor up, at::Tensor down,
+                            int64_t tile) {
     const auto d = h.size(-1);
-    auto h2 = h.reshape({-1, d});                // (B*n, d)
+    auto h2 = h.reshape({-1, d});                                   // (B*n, d)
     auto out = at::empty({h2.size(0), down.size(0)}, h.options());  // (B*n, d)
     for (int64_t s = 0; s < h2.size(0); s += tile) {
       const auto len = std::min(tile, h2.size(0) - s);
@@ -44,7 +47,8 @@ class TiledMlpFn : public torch::autograd::Function<TiledMlpFn> {
     auto g2 = grads[0].reshape({-1, d});
     auto dh = at::empty_like(h2);  // (B*n, d)
     at::Tensor dgate, dup, ddown;
-    auto gw = sv[1].detach().requires_grad_(true), uw = sv[2].detach().requires_grad_(true), dw = sv[3].detach().requires_grad_(true);
+    auto gw = sv[1].detach().requires_grad_(true), uw = sv[2].detach().requires_grad_(true),
+         dw = sv[3].detach().requires_grad_(true);
     torch::AutoGradMode on(true);
     for (int64_t s = 0; s < h2.size(0); s += tile) {
       const auto len = std::min(tile, h2.size(0) - s);
@@ -56,14 +60,15 @@ class TiledMlpFn : public torch::autograd::Function<TiledMlpFn> {
       acc(dup, g[2]);
       acc(ddown, g[3]);
     }
-    return {dh.view(h.sizes()), dgate.to(sv[1].scalar_type()), dup.to(sv[2].scalar_type()), ddown.to(sv[3].scalar_type()), at::Tensor()};
+    return {dh.view(h.sizes()), dgate.to(sv[1].scalar_type()), dup.to(sv[2].scalar_type()),
+            ddown.to(sv[3].scalar_type()), at::Tensor()};
   }
 };
 
 class TiledLossFn : public torch::autograd::Function<TiledLossFn> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, at::Tensor x, at::Tensor norm_w, at::Tensor head_w, at::Tensor labels, double eps,
-                            int64_t tile, prof::Tracer* tracer, bool grads) {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor x, at::Tensor norm_w, at::Tensor head_w, at::Tensor labels,
+                            double eps, int64_t tile, prof::Tracer* tracer, bool grads) {
     const auto d = x.size(-1);
     auto x2 = x.reshape({-1, d});  // (B*n, d)
     auto l2 = labels.reshape({-1});
@@ -89,7 +94,7 @@ class TiledLossFn : public torch::autograd::Function<TiledLossFn> {
             torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kSum));
       }
       total.add_(loss.detach());
-      if (!grads) continue;  // no autograd around this call: the loss is all that is needed
+      if (!grads) continue;                // no autograd around this call: the loss is all that is needed
       ri.dir = prof::Direction::Backward;  // this tile's lm_head + loss backward, run inside the forward
       prof::ScopedRange range(tracer, ri);
       auto g = torch::autograd::grad({loss}, {xc, nw, hw});
@@ -99,7 +104,8 @@ class TiledLossFn : public torch::autograd::Function<TiledLossFn> {
         acc(dhead, g[2]);
       }
     }
-    ctx->save_for_backward({dx.view(x.sizes()), dnorm.defined() ? dnorm : at::Tensor(), dhead.defined() ? dhead : at::Tensor()});
+    ctx->save_for_backward(
+        {dx.view(x.sizes()), dnorm.defined() ? dnorm : at::Tensor(), dhead.defined() ? dhead : at::Tensor()});
     ctx->saved_data["norm_dtype"] = static_cast<int64_t>(norm_w.scalar_type());
     ctx->saved_data["head_dtype"] = static_cast<int64_t>(head_w.scalar_type());
     return total;
@@ -112,20 +118,26 @@ class TiledLossFn : public torch::autograd::Function<TiledLossFn> {
     return {scale(sv[0], sv[0].scalar_type()),
             scale(sv[1], static_cast<c10::ScalarType>(ctx->saved_data["norm_dtype"].toInt())),
             scale(sv[2], static_cast<c10::ScalarType>(ctx->saved_data["head_dtype"].toInt())),
-            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor()};
   }
 };
 
 }  // namespace
 
-at::Tensor tiled_mlp(const at::Tensor& h, const at::Tensor& gate, const at::Tensor& up, const at::Tensor& down, int64_t tile) {
+at::Tensor tiled_mlp(const at::Tensor& h, const at::Tensor& gate, const at::Tensor& up, const at::Tensor& down,
+                     int64_t tile) {
   if (tile <= 0) return swiglu(h, gate, up, down);
   return TiledMlpFn::apply(h, gate, up, down, tile);
 }
 
 at::Tensor tiled_logits_loss_sum(const at::Tensor& x, const at::Tensor& norm_w, double eps, const at::Tensor& head_w,
                                  const at::Tensor& labels, int64_t tile, prof::Tracer* tracer) {
-  const bool grads = torch::GradMode::is_enabled() && (x.requires_grad() || norm_w.requires_grad() || head_w.requires_grad());
+  const bool grads =
+      torch::GradMode::is_enabled() && (x.requires_grad() || norm_w.requires_grad() || head_w.requires_grad());
   return TiledLossFn::apply(x, norm_w, head_w, labels, eps, tile, tracer, grads);
 }
 

@@ -15,7 +15,8 @@ namespace ulysses {
 // backward recomputes each tile's (T, f) intermediates and back-propagates through them,
 // so the MLP's working set is one tile. h (B, n, d); gate, up (f, d); down (d, f).
 // Returns (B, n, d). Differentiable in h and the three weights.
-at::Tensor tiled_mlp(const at::Tensor& h, const at::Tensor& gate, const at::Tensor& up, const at::Tensor& down, int64_t tile);
+at::Tensor tiled_mlp(const at::Tensor& h, const at::Tensor& gate, const at::Tensor& up, const at::Tensor& down,
+                     int64_t tile);
 
 // Sum over tokens of cross-entropy(lm_head(rms_norm(x)), labels) (labels -100 ignored),
 // in tiles of `tile` tokens: each tile's logits (T, V) are made, turned into the tile's

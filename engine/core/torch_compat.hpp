@@ -55,14 +55,17 @@ typename Map::key_type optimizer_state_key(const Map&, const at::Tensor& p) {
 // c10::MemoryReportingInfoBase::reportMemoryUsage (int64_t in 1.13, size_t in 2.x), read off
 // the base class's own signature so that an override matches every version.
 namespace detail {
-template <typename F> struct MemReportArgs;
+template <typename F>
+struct MemReportArgs;
 template <typename C, typename T>
-struct MemReportArgs<void (C::*)(void*, int64_t, T, T, c10::Device)> { using Total = T; };
+struct MemReportArgs<void (C::*)(void*, int64_t, T, T, c10::Device)> {
+  using Total = T;
+};
 }  // namespace detail
 using MemReportTotal = detail::MemReportArgs<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::Total;
 
-inline c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, uint16_t port, bool is_server,
-                                                 int world, std::chrono::milliseconds timeout) {
+inline c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, uint16_t port, bool is_server, int world,
+                                                 std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions o;
   o.port = port;
   o.isServer = is_server;
@@ -164,7 +167,10 @@ inline bool cuda_memory(const torch::Device& d, int64_t* allocated, int64_t* res
   *peak = st.allocated_bytes[all].peak;
   return true;
 #else
-  (void)d; (void)allocated; (void)reserved; (void)peak;
+  (void)d;
+  (void)allocated;
+  (void)reserved;
+  (void)peak;
   return false;
 #endif
 }
@@ -228,7 +234,12 @@ class HostCopy {
     return host_;
   }
   bool defined() const { return host_.defined(); }
-  void reset() { host_ = at::Tensor(); dev_ = at::Tensor(); copied_.reset(); fetched_.reset(); }
+  void reset() {
+    host_ = at::Tensor();
+    dev_ = at::Tensor();
+    copied_.reset();
+    fetched_.reset();
+  }
 
  private:
   at::Tensor host_, dev_;

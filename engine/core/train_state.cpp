@@ -99,23 +99,26 @@ std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg,
       std::vector<std::pair<std::string, at::Tensor>> ts;
       for (auto& [name, p] : model.named_parameters()) {
         auto it = state.find(compat::optimizer_state_key(state, p));
-        if (it == state.end()) throw std::runtime_error("no AdamW state for " + name + " after " + std::to_string(steps_done) + " step(s)");
+        if (it == state.end())
+          throw std::runtime_error("no AdamW state for " + name + " after " + std::to_string(steps_done) + " step(s)");
         auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
-        ts.emplace_back(kExpAvg + name, s.exp_avg());        // same shape as the parameter, fp32
+        ts.emplace_back(kExpAvg + name, s.exp_avg());       // same shape as the parameter, fp32
         ts.emplace_back(kExpAvgSq + name, s.exp_avg_sq());  // same shape as the parameter, fp32
         ts.emplace_back(kStep + name, torch::tensor({static_cast<int64_t>(s.step())}, torch::kInt64));  // (1,)
       }
       write_safetensors((tmp / ckpt::kOptimizerFile).string(), ts);
-      const json st = {{"format", ckpt::kFormat},
-                       {"version", ckpt::kFormatVersion},
-                       {"step", steps_done},
-                       {"next_step", steps_done},
-                       {"schedule_step", steps_done},
-                       {"data_cursor", {{"next_step", steps_done}, {"seed", cfg.train.seed}, {"kind", cfg.data.kind}, {"path", cfg.data.path}}},
-                       {"world_size", comm.world_size()},
-                       {"sp_size", comm.sp_size()},
-                       {"dp_size", comm.dp_size()},
-                       {"rng", "rng-rank{r}.bin: torch's default CPU generator state of rank r"}};
+      const json st = {
+          {"format", ckpt::kFormat},
+          {"version", ckpt::kFormatVersion},
+          {"step", steps_done},
+          {"next_step", steps_done},
+          {"schedule_step", steps_done},
+          {"data_cursor",
+           {{"next_step", steps_done}, {"seed", cfg.train.seed}, {"kind", cfg.data.kind}, {"path", cfg.data.path}}},
+          {"world_size", comm.world_size()},
+          {"sp_size", comm.sp_size()},
+          {"dp_size", comm.dp_size()},
+          {"rng", "rng-rank{r}.bin: torch's default CPU generator state of rank r"}};
       write_text((tmp / ckpt::kStateFile).string(), st.dump(2) + "\n");
       write_text((tmp / ckpt::kRunConfigFile).string(), cfg.to_json().dump(2) + "\n");
     } catch (const std::exception& e) {
@@ -134,7 +137,8 @@ std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg,
       fsync_path(e.path().string(), false);
       files[name] = static_cast<uint64_t>(fs::file_size(e.path()));
     }
-    const json manifest = {{"format", ckpt::kFormat}, {"version", ckpt::kFormatVersion}, {"step", steps_done}, {"files", files}};
+    const json manifest = {
+        {"format", ckpt::kFormat}, {"version", ckpt::kFormatVersion}, {"step", steps_done}, {"files", files}};
     write_text((tmp / ckpt::kCompleteFile).string(), manifest.dump(2) + "\n");
     fsync_path(tmp.string(), true);
     std::error_code ec;
@@ -161,12 +165,12 @@ ResumePoint restore_train_state(Trainer& trainer, const Comm& comm, const RunCon
   const ckpt::Checkpoint c = ckpt::resolve_resume(cfg.train.resume_from);
   const fs::path dir(c.dir);
   const json st = load_json_file((dir / ckpt::kStateFile).string());
-  if (!st.is_object() || !st.contains("next_step") || !st["next_step"].is_number_integer() || !st.contains("world_size") ||
-      !st["world_size"].is_number_integer())
+  if (!st.is_object() || !st.contains("next_step") || !st["next_step"].is_number_integer() ||
+      !st.contains("world_size") || !st["world_size"].is_number_integer())
     throw ConfigError((dir / ckpt::kStateFile).string() + " lacks next_step / world_size");
   if (st["world_size"].get<int64_t>() != comm.world_size())
-    throw ConfigError(c.dir + " was written by " + std::to_string(st["world_size"].get<int64_t>()) + " rank(s), this run has " +
-                      std::to_string(comm.world_size()));
+    throw ConfigError(c.dir + " was written by " + std::to_string(st["world_size"].get<int64_t>()) +
+                      " rank(s), this run has " + std::to_string(comm.world_size()));
   ResumePoint rp{c.dir, st["next_step"].get<int64_t>()};
 
   load_checkpoint(trainer.model(), c.dir);  // fp32 weights, copied into the parameters in place
@@ -181,7 +185,8 @@ ResumePoint restore_train_state(Trainer& trainer, const Comm& comm, const RunCon
       if (it == tensors.end()) throw ConfigError(opt_path + " lacks " + key + name);
       if (like_param && it->second.sizes() != p.sizes()) {
         std::ostringstream msg;
-        msg << opt_path << ": " << key << name << " has shape " << it->second.sizes() << ", the parameter has " << p.sizes();
+        msg << opt_path << ": " << key << name << " has shape " << it->second.sizes() << ", the parameter has "
+            << p.sizes();
         throw ConfigError(msg.str());
       }
       return it->second;
@@ -190,7 +195,8 @@ ResumePoint restore_train_state(Trainer& trainer, const Comm& comm, const RunCon
     s->exp_avg(get(kExpAvg, true).to(p.device(), p.scalar_type()).contiguous());
     s->exp_avg_sq(get(kExpAvgSq, true).to(p.device(), p.scalar_type()).contiguous());
     const at::Tensor step = get(kStep, false);
-    if (step.numel() != 1 || step.scalar_type() != torch::kInt64) throw ConfigError(opt_path + ": " + kStep + name + " is not one int64");
+    if (step.numel() != 1 || step.scalar_type() != torch::kInt64)
+      throw ConfigError(opt_path + ": " + kStep + name + " is not one int64");
     s->step(step.item<int64_t>());
     state[compat::optimizer_state_key(state, p)] = std::move(s);
   }

@@ -105,7 +105,7 @@ void Trainer::record_backward_marks() {
 double Trainer::loss_and_grads(int64_t s) {
   const auto& t = cfg_.train;
   const int64_t N = t.seq_length, P = comm_.sp_size(), n = N / P, B = t.micro_batch_size;
-  bind_grads();    // (again: a test or a checkpoint load may have replaced a .grad)
+  bind_grads();   // (again: a test or a checkpoint load may have replaced a .grad)
   flat_.zero_();  // autograd adds every parameter's gradient into its slice in place
 
   // global batch: B * A * dp_size sequences; this DP rank takes sequences
@@ -121,13 +121,15 @@ double Trainer::loss_and_grads(int64_t s) {
     auto labels = batch.labels.narrow(1, pos0, n).contiguous().to(device_);  // (B, n)
 
     at::Tensor loss_sum = model_->forward_loss_sum(ids, labels, pos0);
-    if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_forward", memory_now(device_));
+    if (tracer_ && tracer_->active() && cfg_.profile.memory)
+      tracer_->sample_memory("after_forward", memory_now(device_));
     {
       ULYSSES_RANGE(tracer_, Phase::Backward, Direction::Backward);
       loss_sum.backward();
     }
     record_backward_marks();
-    if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_backward", memory_now(device_));
+    if (tracer_ && tracer_->active() && cfg_.profile.memory)
+      tracer_->sample_memory("after_backward", memory_now(device_));
     auto cnt = (labels != -100).sum();
     loss_acc = a == 0 ? loss_sum.detach() : loss_acc + loss_sum.detach();
     count_acc = a == 0 ? cnt : count_acc + cnt;
@@ -141,8 +143,9 @@ double Trainer::loss_and_grads(int64_t s) {
     prof::RangeInfo r;
     r.phase = Phase::GradAllReduce;
     r.dir = Direction::Backward;
-    const int64_t bytes = comm_.world_size() > 1 ? buf.numel() * 4 * 2 * (comm_.world_size() - 1) / comm_.world_size() : 0;
-    r.bytes_sent = r.bytes_recv = bytes;  // ring all-reduce volume
+    const int64_t bytes =
+        comm_.world_size() > 1 ? buf.numel() * 4 * 2 * (comm_.world_size() - 1) / comm_.world_size() : 0;
+    r.bytes_sent = r.bytes_recv = bytes;     // ring all-reduce volume
     comm_.all_reduce_sum(buf, tracer_, &r);  // traced by Comm with the collective's (pg, seq)
   }
   const auto tail = buf.narrow(0, grad_numel_, 2).to(torch::kCPU);
@@ -163,7 +166,8 @@ StepMetrics Trainer::step(int64_t s) {
     ULYSSES_RANGE(tracer_, Phase::Optimizer, Direction::None);
     torch::NoGradGuard ng;
     // fp32 norm of the flat gradient buffer, one reduction and one host sync
-    m.grad_norm = flat_.narrow(0, 0, grad_numel_).norm().item<double>();  // identical on every rank after the all-reduce
+    m.grad_norm =
+        flat_.narrow(0, 0, grad_numel_).norm().item<double>();  // identical on every rank after the all-reduce
     const double clip = cfg_.train.grad_clip;
     if (clip > 0 && m.grad_norm > clip) {
       const double scale = clip / (m.grad_norm + 1e-6);
@@ -177,11 +181,13 @@ StepMetrics Trainer::step(int64_t s) {
   const auto mem = memory_now(device_);
   if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_optimizer", mem);
   // Max over ranks, as an int64 on the communication device (NCCL takes CUDA tensors only).
-  auto peak = torch::tensor({static_cast<int64_t>(mem.peak)}, torch::TensorOptions().dtype(torch::kInt64)).to(comm_.device());  // (1,)
+  auto peak = torch::tensor({static_cast<int64_t>(mem.peak)}, torch::TensorOptions().dtype(torch::kInt64))
+                  .to(comm_.device());  // (1,)
   comm_.all_reduce_max(peak);
   m.max_mem_bytes = peak.item<int64_t>();
   m.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  m.tokens = cfg_.train.seq_length * cfg_.train.micro_batch_size * cfg_.train.gradient_accumulation_steps * cfg_.parallel.dp_size;
+  m.tokens = cfg_.train.seq_length * cfg_.train.micro_batch_size * cfg_.train.gradient_accumulation_steps *
+             cfg_.parallel.dp_size;
   m.tokens_per_s = m.tokens / std::max(1e-9, m.step_ms / 1000.0);
   return m;
 }

@@ -7,11 +7,11 @@
 namespace ulysses {
 namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::tensor_list;
 using prof::Direction;
 using prof::Phase;
 using prof::RangeInfo;
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
 
 // ---- layout helpers ---------------------------------------------------------------
 
@@ -37,7 +37,7 @@ at::Tensor pack_head_to_seq(const at::Tensor& y, int64_t P) {
 at::Tensor assemble_head_to_seq(const std::vector<at::Tensor>& chunks) {
   std::vector<at::Tensor> parts;
   for (const auto& r : chunks) parts.push_back(r.permute({1, 2, 0, 3, 4}));  // (B, n, P, hc, dh)
-  auto cat = parts.size() == 1 ? parts[0] : at::cat(parts, 3);                // (B, n, P, h, dh)
+  auto cat = parts.size() == 1 ? parts[0] : at::cat(parts, 3);               // (B, n, P, h, dh)
   return cat.reshape({cat.size(0), cat.size(1), cat.size(2) * cat.size(3), cat.size(4)});
 }
 
@@ -139,7 +139,8 @@ struct Geometry : UlyssesGeometry {
 
 class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> {
  public:
-  static tensor_list forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v, const UlyssesOptions* optp) {
+  static tensor_list forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
+                             const UlyssesOptions* optp) {
     const UlyssesOptions& o = *optp;
     Comm& comm = *o.comm;
     Geometry g(q.size(2), k.size(2), o);
@@ -163,7 +164,8 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
         at::Tensor send = sk.defined() ? at::cat({sq, sk, sv}, 3) : sq;
         recv_qkv[c] = at::empty_like(send);
         keep_alive.push_back(send);
-        auto info = comm_info(Phase::A2ASeqToHead, Direction::Forward, o.layer, h0, h1, c, a2a_bytes(send.numel(), elem_bytes(send), g.P));
+        auto info = comm_info(Phase::A2ASeqToHead, Direction::Forward, o.layer, h0, h1, c,
+                              a2a_bytes(send.numel(), elem_bytes(send), g.P));
         tl.issue(comm, recv_qkv[c], keep_alive.back(), info);
         work_of[c] = tl.pending.size() - 1;
       } else {

@@ -10,8 +10,6 @@ namespace ulysses::cost {
 
 // Bytes one rank sends (= receives) in an equal-split all-to-all of `elements` elements
 // of `elem_size` bytes over P ranks (its own 1/P stays local).
-inline int64_t a2a_bytes(int64_t elements, int64_t elem_size, int64_t P) {
-  return elements * elem_size * (P - 1) / P;
-}
+inline int64_t a2a_bytes(int64_t elements, int64_t elem_size, int64_t P) { return elements * elem_size * (P - 1) / P; }
 
 }  // namespace ulysses::cost

@@ -16,7 +16,8 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
       m.vocab_size <= 0 || m.intermediate_size <= 0 || p.sp_size <= 0 || p.dp_size <= 0 || t.seq_length <= 0 ||
       t.micro_batch_size <= 0)
     throw ConfigError("cost model: model, parallel and train sizes must be positive");
-  if ((m.explicit_head_dim == 0 && m.hidden_size % m.num_attention_heads != 0) || m.num_attention_heads % p.sp_size != 0)
+  if ((m.explicit_head_dim == 0 && m.hidden_size % m.num_attention_heads != 0) ||
+      m.num_attention_heads % p.sp_size != 0)
     throw ConfigError("cost model: hidden_size must divide by num_attention_heads and heads by sp_size");
 
   const int64_t b = t.micro_batch_size, N = t.seq_length, P = p.sp_size, D = p.dp_size, W = P * D;
@@ -53,8 +54,10 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   // the block-causal kernel, CUDA runs flash.
   const bool math_attn = opt.math_attention >= 0 ? opt.math_attention != 0 : (!dev.cuda && t.attention == "sdpa");
   c.flash_attention = !math_attn;
-  if (math_attn) c.attention_score_bytes = 2 * b * (H / P) * N * N * e * L;
-  else c.attention_lse_bytes = b * (H / P) * N * 4 * L;
+  if (math_attn)
+    c.attention_score_bytes = 2 * b * (H / P) * N * N * e * L;
+  else
+    c.attention_lse_bytes = b * (H / P) * N * 4 * L;
   c.activation_bytes += c.attention_score_bytes + c.attention_lse_bytes;
 
   // All-to-all: q, k, v seq->head and o head->seq, each rank keeps 1/P of its shard.
@@ -67,10 +70,13 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
 
   // FLOPs.
   c.dense_flops_per_step = 6.0 * double(c.matmul_params) * double(c.tokens_per_step);
-  c.attention_flops_per_step = 12.0 * double(L) * double(N) * double(N) * double(d) * double(b * D) * (opt.causal ? 0.5 : 1.0);
+  c.attention_flops_per_step =
+      12.0 * double(L) * double(N) * double(N) * double(d) * double(b * D) * (opt.causal ? 0.5 : 1.0);
   c.flops_per_rank = c.flops_per_step() / double(W);
   c.compute_s = opt.tflops_per_rank > 0 ? c.flops_per_rank / (opt.tflops_per_rank * 1e12) : 0.0;
-  c.comm_s = opt.link_gbytes_per_s > 0 ? double(c.a2a_bytes_per_step + c.allreduce_bytes_per_step) / (opt.link_gbytes_per_s * 1e9) : 0.0;
+  c.comm_s = opt.link_gbytes_per_s > 0
+                 ? double(c.a2a_bytes_per_step + c.allreduce_bytes_per_step) / (opt.link_gbytes_per_s * 1e9)
+                 : 0.0;
   c.step_s = c.compute_s + c.comm_s;
   c.tokens_per_s = c.step_s > 0 ? double(c.tokens_per_step) / c.step_s : 0.0;
   return c;
@@ -85,8 +91,11 @@ std::string format_bytes(double bytes) {
     ++u;
   }
   char buf[64];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%.0f B", v);
-  else std::snprintf(buf, sizeof buf, std::fabs(v) >= 100 ? "%.0f %s" : (std::fabs(v) >= 10 ? "%.1f %s" : "%.2f %s"), v, units[u]);
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%.0f B", v);
+  else
+    std::snprintf(buf, sizeof buf, std::fabs(v) >= 100 ? "%.0f %s" : (std::fabs(v) >= 10 ? "%.1f %s" : "%.2f %s"), v,
+                  units[u]);
   return buf;
 }
 
@@ -106,10 +115,14 @@ std::string format_flops(double flops) {
 std::string format_seconds(double s) {
   char buf[64];
   if (!(s >= 0) || std::isinf(s)) return "-";
-  if (s < 1.0) std::snprintf(buf, sizeof buf, "%.0f ms", s * 1e3);
-  else if (s < 60.0) std::snprintf(buf, sizeof buf, "%.1f s", s);
-  else if (s < 3600.0) std::snprintf(buf, sizeof buf, "%d min %02d s", int(s) / 60, int(s) % 60);
-  else std::snprintf(buf, sizeof buf, "%d h %02d min", int(s) / 3600, (int(s) % 3600) / 60);
+  if (s < 1.0)
+    std::snprintf(buf, sizeof buf, "%.0f ms", s * 1e3);
+  else if (s < 60.0)
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else if (s < 3600.0)
+    std::snprintf(buf, sizeof buf, "%d min %02d s", int(s) / 60, int(s) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%d h %02d min", int(s) / 3600, (int(s) % 3600) / 60);
   return buf;
 }
 

@@ -65,13 +65,13 @@ struct CostEstimate {
   int64_t params = 0;         // trainable parameters (ModelConfig::num_parameters)
   int64_t matmul_params = 0;  // parameters that take part in matmuls
   int64_t tokens_per_step = 0;
-  int64_t local_tokens = 0;   // n = N/P
+  int64_t local_tokens = 0;  // n = N/P
   // Memory per rank, bytes
-  int64_t param_bytes = 0;      // model weights in the training dtype
-  int64_t grad_bytes = 0;       // gradients in the training dtype
-  int64_t master_bytes = 0;     // fp32 master weights (bfloat16 only)
-  int64_t optimizer_bytes = 0;  // AdamW m and v, fp32
-  int64_t activation_bytes = 0; // saved activations, including logits and attention scores
+  int64_t param_bytes = 0;            // model weights in the training dtype
+  int64_t grad_bytes = 0;             // gradients in the training dtype
+  int64_t master_bytes = 0;           // fp32 master weights (bfloat16 only)
+  int64_t optimizer_bytes = 0;        // AdamW m and v, fp32
+  int64_t activation_bytes = 0;       // saved activations, including logits and attention scores
   int64_t attention_score_bytes = 0;  // part of activation_bytes from math attention (N x N)
   int64_t attention_lse_bytes = 0;    // part of activation_bytes: log-sum-exp of flash / blocked
   std::string device;                 // decided device of rank 0 ("cpu", "cuda:0")
@@ -83,14 +83,14 @@ struct CostEstimate {
   int64_t a2a_bytes_per_step = 0;        // forward + backward, all layers
   int64_t allreduce_bytes_per_step = 0;  // gradient all-reduce (ring)
   // Compute
-  double dense_flops_per_step = 0;       // all ranks
-  double attention_flops_per_step = 0;   // all ranks
+  double dense_flops_per_step = 0;      // all ranks
+  double attention_flops_per_step = 0;  // all ranks
   double flops_per_step() const { return dense_flops_per_step + attention_flops_per_step; }
   double flops_per_rank = 0;
-  double compute_s = 0;       // flops_per_rank / throughput
-  double comm_s = 0;          // (a2a + allreduce) bytes / bandwidth
-  double step_s = 0;          // compute_s + comm_s
-  double tokens_per_s = 0;    // tokens_per_step / step_s
+  double compute_s = 0;     // flops_per_rank / throughput
+  double comm_s = 0;        // (a2a + allreduce) bytes / bandwidth
+  double step_s = 0;        // compute_s + comm_s
+  double tokens_per_s = 0;  // tokens_per_step / step_s
 };
 
 // Estimates for a config that validate() accepts. Throws ConfigError when the sizes

@@ -61,7 +61,7 @@ json training_arguments_json(const RunConfig& cfg) {
   a["adam_beta2"] = t.adam_beta2;
   a["adam_epsilon"] = t.adam_epsilon;
   a["weight_decay"] = t.weight_decay;
-  a["max_grad_norm"] = t.grad_clip;  // 0 disables clipping on both sides
+  a["max_grad_norm"] = t.grad_clip;           // 0 disables clipping on both sides
   a["average_tokens_across_devices"] = true;  // token-weighted loss across ranks, as ours
   a["bf16"] = t.dtype == "bfloat16";
   a["fp16"] = false;
@@ -156,7 +156,8 @@ json deepspeed_config_json(const RunConfig& cfg, ExportTarget target) {
            {"warmup_type", "linear"}}}};
   } else {  // constant_with_warmup
     s = {{"type", "WarmupLR"},
-         {"params", {{"warmup_min_lr", 0.0}, {"warmup_max_lr", t.lr}, {"warmup_num_steps", W}, {"warmup_type", "linear"}}}};
+         {"params",
+          {{"warmup_min_lr", 0.0}, {"warmup_max_lr", t.lr}, {"warmup_num_steps", W}, {"warmup_type", "linear"}}}};
   }
   d["scheduler"] = s;
   return d;
@@ -180,7 +181,8 @@ std::vector<ExportMapping> export_mappings(const RunConfig& cfg, ExportTarget ta
   auto add = [&](const std::string& key, const std::string& theirs, bool diff, const std::string& note) {
     std::string value;
     const auto dot = key.find('.');
-    if (dot != std::string::npos && j.contains(key.substr(0, dot)) && j[key.substr(0, dot)].contains(key.substr(dot + 1)))
+    if (dot != std::string::npos && j.contains(key.substr(0, dot)) &&
+        j[key.substr(0, dot)].contains(key.substr(dot + 1)))
       value = j[key.substr(0, dot)][key.substr(dot + 1)].dump();
     out.push_back({key, value, theirs, diff, note});
   };
@@ -191,124 +193,173 @@ std::vector<ExportMapping> export_mappings(const RunConfig& cfg, ExportTarget ta
       "AutoConfig / AutoModelForCausalLM.from_config read it; every model key is there");
 
   // ---- parallel
-  add("parallel.sp_size", acc ? PC + "sp_size (sp_backend \"deepspeed\")" : DS + "sequence_parallel_size, " + REG + "sequence_parallel_size",
+  add("parallel.sp_size",
+      acc ? PC + "sp_size (sp_backend \"deepspeed\")"
+          : DS + "sequence_parallel_size, " + REG + "sequence_parallel_size",
       false, "");
-  add("parallel.dp_size", acc ? PC + "dp_replicate_size" : "deepspeed's data-parallel size = --num_gpus / sequence_parallel_size", false,
+  add("parallel.dp_size",
+      acc ? PC + "dp_replicate_size" : "deepspeed's data-parallel size = --num_gpus / sequence_parallel_size", false,
       "processes = sp_size x dp_size = " + n(p.world_size()) + " (launch.sh)");
   add("parallel.backend", "NCCL (DeepSpeed's default)", p.backend == "gloo" || t.device == "cpu",
-      p.backend == "gloo" || t.device == "cpu" ? "Gloo / CPU ranks have no equivalent: accelerate's and DeepSpeed's Ulysses run on CUDA GPUs with NCCL"
-                                               : "");
+      p.backend == "gloo" || t.device == "cpu"
+          ? "Gloo / CPU ranks have no equivalent: accelerate's and DeepSpeed's Ulysses run on CUDA GPUs with NCCL"
+          : "");
   add("parallel.head_chunks", "", p.head_chunks > 1,
-      p.head_chunks > 1 ? "no equivalent: DeepSpeed's all-to-all moves all local heads at once (same maths; no head-chunk overlap)"
-                        : "1 = no chunking, as DeepSpeed");
+      p.head_chunks > 1
+          ? "no equivalent: DeepSpeed's all-to-all moves all local heads at once (same maths; no head-chunk overlap)"
+          : "1 = no chunking, as DeepSpeed");
   add("parallel.fused_qkv", "", p.fused_qkv,
       p.fused_qkv ? "no setting: DeepSpeed's Ulysses attention chooses its own all-to-all layout (same maths)" : "");
   add("parallel.timeout_s", acc ? TA + "ddp_timeout (whole seconds)" : "", !acc,
       acc ? "HF passes it to init_process_group, which applies it to every collective as ours"
-          : "no ds_config key: pass timeout=datetime.timedelta(seconds=" + n(static_cast<int64_t>(std::ceil(p.timeout_s))) +
-                ") to deepspeed.init_distributed in your script");
+          : "no ds_config key: pass timeout=datetime.timedelta(seconds=" +
+                n(static_cast<int64_t>(std::ceil(p.timeout_s))) + ") to deepspeed.init_distributed in your script");
 
   // ---- train
   add("train.seq_length", acc ? PC + "sp_handler.sp_seq_length" : REG + "seq_length", true,
-      "no " + std::string(acc ? "training argument" : "ds_config key") + " holds it: your data must give sequences of exactly " + n(t.seq_length) +
+      "no " + std::string(acc ? "training argument" : "ds_config key") +
+          " holds it: your data must give sequences of exactly " + n(t.seq_length) +
           " tokens (a multiple of sp_size), as ours");
-  add("train.micro_batch_size", acc ? TA + "per_device_train_batch_size" : DS + "train_micro_batch_size_per_gpu, " + REG + "micro_batch_size",
+  add("train.micro_batch_size",
+      acc ? TA + "per_device_train_batch_size" : DS + "train_micro_batch_size_per_gpu, " + REG + "micro_batch_size",
       false, "sequences per SP group per micro-step (each rank holds seq_length/sp_size tokens of each)");
-  add("train.steps", acc ? TA + "max_steps" : DS + "scheduler.params.total_num_steps (your loop runs that many optimizer steps)", false,
-      "optimizer steps; there are no epochs");
+  add("train.steps",
+      acc ? TA + "max_steps" : DS + "scheduler.params.total_num_steps (your loop runs that many optimizer steps)",
+      false, "optimizer steps; there are no epochs");
   add("train.lr", acc ? TA + "learning_rate" : DS + "optimizer.params.lr", false, "");
   add("train.warmup_steps", acc ? TA + "warmup_steps" : DS + "scheduler.params.warmup_num_steps", !acc,
-      acc ? "" : "DeepSpeed warms up over at least 2 steps (warmup_num_steps = max(2, W)); see the schedule note below");
-  add("train.min_lr", acc ? TA + "lr_scheduler_kwargs.min_lr" : DS + "scheduler.params.cos_min_ratio = min_lr / lr", false,
-      t.lr_scheduler_type == "cosine_with_min_lr" ? "" : "only used by cosine_with_min_lr (not the scheduler here, on both sides)");
+      acc ? ""
+          : "DeepSpeed warms up over at least 2 steps (warmup_num_steps = max(2, W)); see the schedule note below");
+  add("train.min_lr", acc ? TA + "lr_scheduler_kwargs.min_lr" : DS + "scheduler.params.cos_min_ratio = min_lr / lr",
+      false,
+      t.lr_scheduler_type == "cosine_with_min_lr"
+          ? ""
+          : "only used by cosine_with_min_lr (not the scheduler here, on both sides)");
   add("train.weight_decay", acc ? TA + "weight_decay" : DS + "optimizer.params.weight_decay", !acc,
       acc ? "HF excludes biases and norm weights, as ours (decay on matrices only)"
-          : "DeepSpeed applies it to every parameter you pass: pass two groups, matrices and the rest with weight_decay 0 (README snippet)");
-  add("train.grad_clip", acc ? TA + "max_grad_norm" : DS + "gradient_clipping", false, "0 disables clipping on both sides");
-  add("train.gradient_accumulation_steps", acc ? TA + "gradient_accumulation_steps" : DS + "gradient_accumulation_steps",
+          : "DeepSpeed applies it to every parameter you pass: pass two groups, matrices and the rest with "
+            "weight_decay 0 (README snippet)");
+  add("train.grad_clip", acc ? TA + "max_grad_norm" : DS + "gradient_clipping", false,
+      "0 disables clipping on both sides");
+  add("train.gradient_accumulation_steps",
+      acc ? TA + "gradient_accumulation_steps" : DS + "gradient_accumulation_steps",
       !acc && t.gradient_accumulation_steps > 1,
       acc ? "HF averages over all micro-steps' tokens (average_tokens_across_devices=true), as ours"
       : t.gradient_accumulation_steps == 1 ? ""
-          : "DeepSpeed scales each micro-step's loss by 1/accumulation; the token-weighted loss over micro-steps is your loop's");
+                                           : "DeepSpeed scales each micro-step's loss by 1/accumulation; the "
+                                             "token-weighted loss over micro-steps is your loop's");
   add("train.adam_beta1", acc ? TA + "adam_beta1" : DS + "optimizer.params.betas[0]", false, "");
   add("train.adam_beta2", acc ? TA + "adam_beta2" : DS + "optimizer.params.betas[1]", false, "");
   add("train.adam_epsilon", acc ? TA + "adam_epsilon" : DS + "optimizer.params.eps", false, "");
   {
     const bool ours_default = t.lr_scheduler_type == "cosine_with_min_lr";
-    std::string note = ours_default ? "our default is cosine_with_min_lr, Hugging Face's is linear: it is written explicitly. " : "";
+    std::string note =
+        ours_default ? "our default is cosine_with_min_lr, Hugging Face's is linear: it is written explicitly. " : "";
     if (acc) {
       note += "Trainer's get_scheduler: the same formulas as ours";
     } else {
-      const char* type = (t.lr_scheduler_type == "cosine" || t.lr_scheduler_type == "cosine_with_min_lr") ? "WarmupCosineLR"
-                         : t.lr_scheduler_type == "linear"                                          ? "WarmupDecayLR"
-                                                                                                    : "WarmupLR";
-      note += std::string("DeepSpeed ") + type +
-              ": its scheduler starts at iteration -1 and steps after each optimizer step (engine.py _take_model_step), so "
-              "optimizer step k uses its value for k-1: the warmup is one step later (lr 0 at steps 0 and 1)" +
-              (std::string(type) == "WarmupCosineLR" ? "; after warmup its cosine counts from iteration - W + 1, which cancels the lag"
-                                                     : "; the decay is one step later as well");
+      const char* type = (t.lr_scheduler_type == "cosine" || t.lr_scheduler_type == "cosine_with_min_lr")
+                             ? "WarmupCosineLR"
+                         : t.lr_scheduler_type == "linear" ? "WarmupDecayLR"
+                                                           : "WarmupLR";
+      note +=
+          std::string("DeepSpeed ") + type +
+          ": its scheduler starts at iteration -1 and steps after each optimizer step (engine.py _take_model_step), so "
+          "optimizer step k uses its value for k-1: the warmup is one step later (lr 0 at steps 0 and 1)" +
+          (std::string(type) == "WarmupCosineLR"
+               ? "; after warmup its cosine counts from iteration - W + 1, which cancels the lag"
+               : "; the decay is one step later as well");
     }
     add("train.lr_scheduler_type", acc ? TA + "lr_scheduler_type" : DS + "scheduler.type", ours_default || !acc, note);
   }
   add("train.seed", acc ? TA + "seed" : "", true,
-      "same seed, different numbers: our initialisation (normal(0, 0.02), biases 0, norms 1, as HF's _init_weights) and data "
-      "order use our own generator; start both sides from one checkpoint (train.init_from) to compare losses step by step" +
+      "same seed, different numbers: our initialisation (normal(0, 0.02), biases 0, norms 1, as HF's _init_weights) "
+      "and data "
+      "order use our own generator; start both sides from one checkpoint (train.init_from) to compare losses step by "
+      "step" +
           std::string(acc ? "" : "; call deepspeed.runtime.utils.set_random_seed(seed) in your script"));
   add("train.dtype", acc ? TA + "bf16" : DS + "bf16.enabled", t.dtype == "bfloat16",
-      t.dtype == "bfloat16" ? "both keep fp32 master weights and compute in bfloat16, but round in different places (HF autocast / "
-                              "DeepSpeed bf16 weights vs our bf16 compute copies): losses agree to bf16 precision, not bit for bit"
-                            : "fp32 on both sides");
+      t.dtype == "bfloat16"
+          ? "both keep fp32 master weights and compute in bfloat16, but round in different places (HF autocast / "
+            "DeepSpeed bf16 weights vs our bf16 compute copies): losses agree to bf16 precision, not bit for bit"
+          : "fp32 on both sides");
   add("train.init_from", t.init_from.empty() ? "" : "README: AutoModelForCausalLM.from_pretrained(init_from)", false,
-      t.init_from.empty() ? "random initialisation (see train.seed)" : "the same Hugging Face checkpoint loads on both sides");
+      t.init_from.empty() ? "random initialisation (see train.seed)"
+                          : "the same Hugging Face checkpoint loads on both sides");
   add("train.save_to", acc ? TA + "output_dir" : "", !acc && !t.save_to.empty(),
       acc ? "trainer.save_model() writes the final model there, as ours"
-          : (t.save_to.empty() ? "" : "no ds_config key: save with model.save_16bit_model(save_to) or save_pretrained in your script"));
+          : (t.save_to.empty()
+                 ? ""
+                 : "no ds_config key: save with model.save_16bit_model(save_to) or save_pretrained in your script"));
   add("train.save_every", acc ? TA + "save_strategy / save_steps" : "", t.save_every > 0,
-      t.save_every > 0 ? (acc ? "Trainer checkpoints (checkpoint-N/) are not our step-N/ training state: resume each run with its own tool"
-                              : "no ds_config key: call model.save_checkpoint(dir) every save_every steps; its format is not ours")
-                       : "off");
-  add("train.save_keep", acc && t.save_every > 0 ? TA + "save_total_limit" : "", t.save_every > 0 && !acc, t.save_every > 0 && !acc ? "no ds_config key" : "");
+      t.save_every > 0
+          ? (acc ? "Trainer checkpoints (checkpoint-N/) are not our step-N/ training state: resume each run with its "
+                   "own tool"
+                 : "no ds_config key: call model.save_checkpoint(dir) every save_every steps; its format is not ours")
+          : "off");
+  add("train.save_keep", acc && t.save_every > 0 ? TA + "save_total_limit" : "", t.save_every > 0 && !acc,
+      t.save_every > 0 && !acc ? "no ds_config key" : "");
   add("train.resume_from", "", !t.resume_from.empty(),
-      t.resume_from.empty() ? "" : "no equivalent: our training-state checkpoints are not read by the Trainer or DeepSpeed");
+      t.resume_from.empty() ? ""
+                            : "no equivalent: our training-state checkpoints are not read by the Trainer or DeepSpeed");
   add("train.save_shard_bytes", "", t.save_shard_bytes > 0,
-      t.save_shard_bytes > 0 ? "no training argument: pass max_shard_size=" + n(t.save_shard_bytes) + " to save_pretrained yourself" : "");
+      t.save_shard_bytes > 0
+          ? "no training argument: pass max_shard_size=" + n(t.save_shard_bytes) + " to save_pretrained yourself"
+          : "");
   add("train.device", "CUDA", t.device == "cpu",
       t.device == "cpu" ? "CPU runs have no equivalent (Ulysses in accelerate/DeepSpeed needs CUDA GPUs)" : "");
-  add("train.threads_per_rank", "", t.threads_per_rank > 0, t.threads_per_rank > 0 ? "CPU threads: no equivalent (set OMP_NUM_THREADS)" : "");
-  add("train.activation_checkpointing", acc ? TA + "gradient_checkpointing" : "", !acc && t.activation_checkpointing == "layer",
+  add("train.threads_per_rank", "", t.threads_per_rank > 0,
+      t.threads_per_rank > 0 ? "CPU threads: no equivalent (set OMP_NUM_THREADS)" : "");
+  add("train.activation_checkpointing", acc ? TA + "gradient_checkpointing" : "",
+      !acc && t.activation_checkpointing == "layer",
       t.activation_checkpointing == "layer"
-          ? (acc ? "per decoder layer, as ours" : "no ds_config key for HF models: call model.gradient_checkpointing_enable() in your script")
+          ? (acc ? "per decoder layer, as ours"
+                 : "no ds_config key for HF models: call model.gradient_checkpointing_enable() in your script")
           : "off");
   add("train.offload_activations", "", t.offload_activations,
-      t.offload_activations ? "no equivalent in Transformers/accelerate (ALST's activation-checkpoint offload to CPU is a DeepSpeed "
-                              "monkey patch, see the ALST tutorial)"
-                            : "");
+      t.offload_activations
+          ? "no equivalent in Transformers/accelerate (ALST's activation-checkpoint offload to CPU is a DeepSpeed "
+            "monkey patch, see the ALST tutorial)"
+          : "");
   add("train.loss_chunk_tokens", "", t.loss_chunk_tokens > 0,
-      t.loss_chunk_tokens > 0 ? "tiled loss: no setting; Liger-Kernel's fused linear cross-entropy (TrainingArguments use_liger_kernel) or "
-                                "DeepSpeed's sequence_tiled_compute do the same with other tiles (same maths)"
-                              : "");
+      t.loss_chunk_tokens > 0
+          ? "tiled loss: no setting; Liger-Kernel's fused linear cross-entropy (TrainingArguments use_liger_kernel) or "
+            "DeepSpeed's sequence_tiled_compute do the same with other tiles (same maths)"
+          : "");
   add("train.mlp_chunk_tokens", "", t.mlp_chunk_tokens > 0,
-      t.mlp_chunk_tokens > 0 ? "TiledMLP: no setting in Transformers/accelerate; DeepSpeed's TiledMLP is a monkey patch (ALST tutorial)" : "");
+      t.mlp_chunk_tokens > 0
+          ? "TiledMLP: no setting in Transformers/accelerate; DeepSpeed's TiledMLP is a monkey patch (ALST tutorial)"
+          : "");
   add("train.attention", "sp_attn_implementation \"sdpa\"", t.attention == "blocked",
-      t.attention == "blocked" ? "our block-causal online-softmax kernel has no equivalent; sdpa computes the same attention (other rounding)"
+      t.attention == "blocked" ? "our block-causal online-softmax kernel has no equivalent; sdpa computes the same "
+                                 "attention (other rounding)"
                                : "auto/sdpa: SDPA on both sides");
-  add("train.attention_block", "", t.attention == "blocked", t.attention == "blocked" ? "block size of our kernel only" : "");
+  add("train.attention_block", "", t.attention == "blocked",
+      t.attention == "blocked" ? "block size of our kernel only" : "");
 
   // ---- data, profile, faults
   std::string data_note;
-  if (cfg.data.kind == "synthetic") data_note = "our synthetic learnable stream has no Python equivalent: compare on text or tokens data. ";
-  else if (cfg.data.kind == "text") data_note = "byte-level: each byte of the file is one token id (list(open(path, 'rb').read())). ";
-  else data_note = "flat " + cfg.data.token_dtype + " token ids (numpy.memmap(path, dtype='" + cfg.data.token_dtype + "')). ";
+  if (cfg.data.kind == "synthetic")
+    data_note = "our synthetic learnable stream has no Python equivalent: compare on text or tokens data. ";
+  else if (cfg.data.kind == "text")
+    data_note = "byte-level: each byte of the file is one token id (list(open(path, 'rb').read())). ";
+  else
+    data_note =
+        "flat " + cfg.data.token_dtype + " token ids (numpy.memmap(path, dtype='" + cfg.data.token_dtype + "')). ";
   data_note +=
-      "A sample is seq_length + 1 consecutive tokens: input_ids the first seq_length, labels pre-shifted (shift_labels) the next "
+      "A sample is seq_length + 1 consecutive tokens: input_ids the first seq_length, labels pre-shifted "
+      "(shift_labels) the next "
       "seq_length; our windows are picked by (seed, step, sequence index), not by a shuffled DataLoader";
   add("data.kind", "", true, data_note);
   add("data.path", "", !cfg.data.path.empty(), cfg.data.path.empty() ? "" : "your dataset code reads it");
   add("data.token_dtype", "", cfg.data.kind == "tokens", cfg.data.kind == "tokens" ? "see data.kind" : "");
   for (const char* k : {"profile.enabled", "profile.memory", "profile.step_begin", "profile.step_end"})
     add(k, "", cfg.profile.enabled && std::string(k) == "profile.enabled",
-        cfg.profile.enabled && std::string(k) == "profile.enabled" ? "our trace store: use the PyTorch profiler or nsys there" : "");
-  add("faults.slow_rank", "", cfg.faults.slow_rank >= 0, cfg.faults.slow_rank >= 0 ? "fault injection: no equivalent" : "off");
+        cfg.profile.enabled && std::string(k) == "profile.enabled"
+            ? "our trace store: use the PyTorch profiler or nsys there"
+            : "");
+  add("faults.slow_rank", "", cfg.faults.slow_rank >= 0,
+      cfg.faults.slow_rank >= 0 ? "fault injection: no equivalent" : "off");
   add("faults.delay_ms", "", cfg.faults.slow_rank >= 0, cfg.faults.slow_rank >= 0 ? "see faults.slow_rank" : "");
   return out;
 }
@@ -319,18 +370,22 @@ std::string readme_text(const RunConfig& cfg, ExportTarget target, const std::st
   const bool acc = target == ExportTarget::Accelerate;
   const int64_t P = cfg.parallel.world_size();
   std::ostringstream r;
-  r << "Export of " << label << " for " << (acc ? "Hugging Face accelerate + Trainer" : "DeepSpeed") << " (written by ulysses-run --export "
-    << export_target_name(target) << ").\n"
-    << "Ulysses sequence parallelism: sp_size " << cfg.parallel.sp_size << " x dp_size " << cfg.parallel.dp_size << " = " << P
-    << " GPU processes, seq_length " << cfg.train.seq_length << ", " << cfg.train.steps << " optimizer steps.\n\n";
+  r << "Export of " << label << " for " << (acc ? "Hugging Face accelerate + Trainer" : "DeepSpeed")
+    << " (written by ulysses-run --export " << export_target_name(target) << ").\n"
+    << "Ulysses sequence parallelism: sp_size " << cfg.parallel.sp_size << " x dp_size " << cfg.parallel.dp_size
+    << " = " << P << " GPU processes, seq_length " << cfg.train.seq_length << ", " << cfg.train.steps
+    << " optimizer steps.\n\n";
   r << "Files\n";
   r << "  config.json             the model (Hugging Face layout; AutoConfig.from_pretrained(this folder))\n";
   if (acc) {
     r << "  training_args.json      TrainingArguments(**...) keyword arguments, Hugging Face's names\n"
-      << "  parallelism_config.json accelerate ParallelismConfig(...) keyword arguments; sp_handler = DeepSpeedSequenceParallelConfig(...)\n"
-      << "  ds_config.json          DeepSpeed config with \"auto\" values the Trainer fills (training_args.json names it)\n";
+      << "  parallelism_config.json accelerate ParallelismConfig(...) keyword arguments; sp_handler = "
+         "DeepSpeedSequenceParallelConfig(...)\n"
+      << "  ds_config.json          DeepSpeed config with \"auto\" values the Trainer fills (training_args.json names "
+         "it)\n";
   } else {
-    r << "  ds_config.json          DeepSpeed config: sequence_parallel_size, batch, AdamW, scheduler, bf16, clipping, ZeRO\n"
+    r << "  ds_config.json          DeepSpeed config: sequence_parallel_size, batch, AdamW, scheduler, bf16, clipping, "
+         "ZeRO\n"
       << "  ulysses_sp.json         UlyssesSPAttentionHF.register_with_transformers(...) keyword arguments\n";
   }
   r << "  launch.sh               the launch command (TRAIN_SCRIPT=your_script.py ./launch.sh)\n\n";
@@ -340,7 +395,8 @@ std::string readme_text(const RunConfig& cfg, ExportTarget target, const std::st
   else
     r << "  deepspeed --num_gpus " << P << " train.py --deepspeed_config ds_config.json\n";
   if (P > 8) r << "  (" << P << " processes: across machines, add your launcher's multi-node flags)\n";
-  r << "\nIn train.py (needs transformers" << (acc ? ", accelerate >= 1.12" : "") << " and deepspeed; not part of this tool)\n";
+  r << "\nIn train.py (needs transformers" << (acc ? ", accelerate >= 1.12" : "")
+    << " and deepspeed; not part of this tool)\n";
   if (acc) {
     r << "  import json, os\n"
       << "  from accelerate.utils import DeepSpeedSequenceParallelConfig, ParallelismConfig\n"
@@ -353,7 +409,8 @@ std::string readme_text(const RunConfig& cfg, ExportTarget target, const std::st
       << "  training_args = TrainingArguments(**args, parallelism_config=ParallelismConfig(**pc))\n";
   } else {
     r << "  import json, os, deepspeed, torch\n"
-      << "  from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF, UlyssesSPDataLoaderAdapter\n"
+      << "  from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF, "
+         "UlyssesSPDataLoaderAdapter\n"
       << "  from transformers import AutoConfig, AutoModelForCausalLM\n"
       << "  d = 'EXPORT_DIR'\n"
       << "  deepspeed.init_distributed(dist_backend='nccl')\n"
@@ -362,16 +419,19 @@ std::string readme_text(const RunConfig& cfg, ExportTarget target, const std::st
   if (cfg.train.init_from.empty())
     r << "  model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(d), attn_implementation='sdpa')\n";
   else
-    r << "  model = AutoModelForCausalLM.from_pretrained(" << json(cfg.train.init_from).dump() << ", attn_implementation='sdpa')\n";
+    r << "  model = AutoModelForCausalLM.from_pretrained(" << json(cfg.train.init_from).dump()
+      << ", attn_implementation='sdpa')\n";
   if (!acc)
     r << "  mpu = UlyssesSPAttentionHF.register_with_transformers(model_name_or_path=model,\n"
-      << "                                                        **json.load(open(os.path.join(d, 'ulysses_sp.json'))))\n";
+      << "                                                        **json.load(open(os.path.join(d, "
+         "'ulysses_sp.json'))))\n";
   if (acc) {
     r << "  Trainer(model=model, args=training_args, train_dataset=YOUR_DATASET).train()\n"
       << "  The Trainer shards each batch over the SP ranks, pre-shifts the labels and averages the loss over all\n"
       << "  valid tokens of the SP group (transformers docs/source/en/deepspeed_alst.md).\n";
   } else {
-    r << "  decay = [p for p in model.parameters() if p.dim() >= 2]; rest = [p for p in model.parameters() if p.dim() < 2]\n"
+    r << "  decay = [p for p in model.parameters() if p.dim() >= 2]; rest = [p for p in model.parameters() if p.dim() "
+         "< 2]\n"
       << "  engine, _, _, _ = deepspeed.initialize(config=os.path.join(d, 'ds_config.json'), model=model, mpu=mpu,\n"
       << "      model_parameters=[{'params': decay}, {'params': rest, 'weight_decay': 0.0}])\n"
       << "  then wrap your DataLoader in UlyssesSPDataLoaderAdapter and weight each rank's loss by its valid\n"
@@ -391,7 +451,8 @@ std::string readme_text(const RunConfig& cfg, ExportTarget target, const std::st
   for (const auto& m : maps)
     if (m.difference) r << "  - " << m.ours << (m.value.empty() ? "" : " = " + m.value) << ": " << m.note << "\n";
   if (!acc)
-    r << "  - loss: DeepSpeed leaves the token-weighted SP loss to your loop (the tutorial's all_gather weighting); ours is\n"
+    r << "  - loss: DeepSpeed leaves the token-weighted SP loss to your loop (the tutorial's all_gather weighting); "
+         "ours is\n"
       << "    the sum over all ranks' and micro-steps' tokens divided by their count.\n";
   r << "  - labels: our sample is seq_length + 1 tokens with seq_length targets; a Hugging Face sample of seq_length\n"
     << "    input_ids with labels = input_ids has seq_length - 1 targets unless you pass shift_labels.\n";
@@ -402,15 +463,16 @@ std::string launch_text(const RunConfig& cfg, ExportTarget target, const std::st
   const int64_t P = cfg.parallel.world_size();
   std::ostringstream s;
   s << "#!/bin/sh\n"
-    << "# Repeats " << label << " with " << (target == ExportTarget::Accelerate ? "accelerate" : "DeepSpeed")
-    << " on " << P << " GPU processes (written by ulysses-run --export; see README.txt).\n"
+    << "# Repeats " << label << " with " << (target == ExportTarget::Accelerate ? "accelerate" : "DeepSpeed") << " on "
+    << P << " GPU processes (written by ulysses-run --export; see README.txt).\n"
     << "# TRAIN_SCRIPT: your training script (default train.py); extra arguments go to it.\n"
     << "set -e\n";
   if (target == ExportTarget::DeepSpeed) s << "here=$(cd \"$(dirname \"$0\")\" && pwd)\n";
   if (target == ExportTarget::Accelerate)
     s << "exec accelerate launch --num_processes " << P << " \"${TRAIN_SCRIPT:-train.py}\" \"$@\"\n";
   else
-    s << "exec deepspeed --num_gpus " << P << " \"${TRAIN_SCRIPT:-train.py}\" --deepspeed_config \"$here/ds_config.json\" \"$@\"\n";
+    s << "exec deepspeed --num_gpus " << P
+      << " \"${TRAIN_SCRIPT:-train.py}\" --deepspeed_config \"$here/ds_config.json\" \"$@\"\n";
   return s.str();
 }
 
@@ -438,7 +500,9 @@ std::string export_dir_problem(const std::string& dir, bool force) {
   if (fs::exists(st)) {
     if (!fs::is_directory(st)) return dir + " exists and is not a directory; pick another export directory";
     if (!fs::is_empty(dir, ec) && !force)
-      return dir + " exists and is not empty; pick another export directory, or pass --force to overwrite the export's files in it";
+      return dir +
+             " exists and is not empty; pick another export directory, or pass --force to overwrite the export's files "
+             "in it";
     if (ec) return "cannot read " + dir + ": " + ec.message();
   }
   if (const std::string why = probe_writable_dir(dir); !why.empty()) return why;

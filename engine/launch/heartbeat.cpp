@@ -52,13 +52,20 @@ std::optional<Phase> phase_from_name(std::string_view s) {
 
 std::string describe_phase(Phase p, int64_t step) {
   switch (p) {
-    case Phase::Launched: return "start-up (loading the worker, no heartbeat yet)";
-    case Phase::Init: return "start-up (reading the config)";
-    case Phase::Rendezvous: return "rendezvous";
-    case Phase::Build: return "model build";
-    case Phase::Step: return "step " + std::to_string(step);
-    case Phase::Save: return "checkpoint save";
-    case Phase::Finish: return "the final barrier";
+    case Phase::Launched:
+      return "start-up (loading the worker, no heartbeat yet)";
+    case Phase::Init:
+      return "start-up (reading the config)";
+    case Phase::Rendezvous:
+      return "rendezvous";
+    case Phase::Build:
+      return "model build";
+    case Phase::Step:
+      return "step " + std::to_string(step);
+    case Phase::Save:
+      return "checkpoint save";
+    case Phase::Finish:
+      return "the final barrier";
   }
   return "an unknown phase";
 }

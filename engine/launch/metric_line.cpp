@@ -44,10 +44,14 @@ std::string format_si(double v) {
     ++i;
   }
   char buf[32];
-  if (i == 0) std::snprintf(buf, sizeof buf, "%.0f", v);
-  else if (a >= 99.95) std::snprintf(buf, sizeof buf, "%.0f%s", v, suffix[i]);
-  else if (a >= 9.995) std::snprintf(buf, sizeof buf, "%.1f%s", v, suffix[i]);
-  else std::snprintf(buf, sizeof buf, "%.2f%s", v, suffix[i]);
+  if (i == 0)
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  else if (a >= 99.95)
+    std::snprintf(buf, sizeof buf, "%.0f%s", v, suffix[i]);
+  else if (a >= 9.995)
+    std::snprintf(buf, sizeof buf, "%.1f%s", v, suffix[i]);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f%s", v, suffix[i]);
   return buf;
 }
 
@@ -55,8 +59,10 @@ std::string format_eta(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   const long long s = std::llround(seconds);
   char buf[48];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, (s / 60) % 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%lld:%02lld", s / 60, s % 60);
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, (s / 60) % 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", s / 60, s % 60);
   return buf;
 }
 
@@ -69,8 +75,9 @@ std::string format_progress(const nlohmann::json& m) {
   double step = 0, steps = 0, v = 0;
   const bool have_step = number(m, "step", step);
   const bool have_steps = number(m, "steps", steps);
-  if (have_step) add("step " + std::to_string(static_cast<long long>(step) + 1) +
-                     (have_steps ? "/" + std::to_string(static_cast<long long>(steps)) : std::string()));
+  if (have_step)
+    add("step " + std::to_string(static_cast<long long>(step) + 1) +
+        (have_steps ? "/" + std::to_string(static_cast<long long>(steps)) : std::string()));
   char buf[64];
   if (number(m, "loss", v)) {
     std::snprintf(buf, sizeof buf, "loss %.4f", v);

@@ -44,12 +44,12 @@ std::optional<nlohmann::json> read_json_object_file(const std::string& path, int
 // missing or of the wrong type stay unset; world_size outside [0, kMaxRunRanks] is refused
 // into `problems`.
 struct RunJson {
-  bool present = false;         // run.json exists and is a JSON object
-  std::string status;           // as written; "unknown" when absent or not a string
+  bool present = false;  // run.json exists and is a JSON object
+  std::string status;    // as written; "unknown" when absent or not a string
   std::string started_at, ended_at;
   std::optional<double> duration_s, final_loss;
   std::optional<int64_t> steps_done, failed_rank, pid;
-  int64_t world_size = 0;       // 0 when absent or refused
+  int64_t world_size = 0;  // 0 when absent or refused
   int exit_code = 0;
   std::string message;
   std::vector<std::string> problems;
@@ -59,12 +59,12 @@ RunJson read_run_json(const std::string& path);
 // Figures of a run from its METRIC objects. Medians are step_stats.hpp's steady_state
 // (the definition `ulysses-trace summary` uses for the same steps).
 struct MetricStats {
-  int64_t steps = 0;            // METRIC objects read
+  int64_t steps = 0;  // METRIC objects read
   double median_step_ms = 0;
   double median_tokens_per_s = 0;
-  int64_t max_mem_bytes = 0;    // max over steps
-  double final_loss = 0;        // last step's
-  double elapsed_s = 0;         // last step's
+  int64_t max_mem_bytes = 0;  // max over steps
+  double final_loss = 0;      // last step's
+  double elapsed_s = 0;       // last step's
 };
 MetricStats metric_stats(const std::vector<MetricPoint>& points);
 

@@ -76,7 +76,8 @@ RunDirInfo inspect_run_dir(const std::string& run_dir) {
         return info;
       }
       info.state = RunDirState::OldRun;
-      info.detail = run_dir + "/run.json exists: that directory already holds a run (status " + to_string(r.status) + ")";
+      info.detail =
+          run_dir + "/run.json exists: that directory already holds a run (status " + to_string(r.status) + ")";
       return info;
     } catch (const std::exception&) {
       // not one of our records: fall through, the folder is someone else's
@@ -138,24 +139,24 @@ struct Rank {
   std::ofstream log;
   std::deque<std::string> tail;
   bool log_failed = false;
-  uint64_t first_eof = UINT64_MAX;  // order in which the ranks' output streams ended
+  uint64_t first_eof = UINT64_MAX;               // order in which the ranks' output streams ended
   Clock::time_point last_output = Clock::now();  // when the rank last wrote a line
   // Liveness (heartbeat.hpp, watchdog.hpp).
   LineSplitter hb;
-  Beat beat;                       // last phase reported; Launched before the first beat
+  Beat beat;  // last phase reported; Launched before the first beat
   bool beating = false;
-  bool responsive = true;          // as last reported through on_liveness
+  bool responsive = true;  // as last reported through on_liveness
   Clock::time_point spawned = Clock::now();
   Clock::time_point phase_since = Clock::now();
   Clock::time_point last_beat = Clock::now();
-  uint64_t cpu_ticks = 0;          // utime + stime of the worker, last read
+  uint64_t cpu_ticks = 0;                      // utime + stime of the worker, last read
   Clock::time_point cpu_since = Clock::now();  // when cpu_ticks last grew
   Clock::time_point stopped_since{};           // when its process was first seen stopped, or {}
 };
 
 struct ProcStat {
-  char state = 0;           // 'R', 'S', 'T' stopped, 't' traced, 'Z', or 0 when unreadable
-  uint64_t cpu_ticks = 0;   // utime + stime, every thread
+  char state = 0;          // 'R', 'S', 'T' stopped, 't' traced, 'Z', or 0 when unreadable
+  uint64_t cpu_ticks = 0;  // utime + stime, every thread
 };
 
 // /proc/PID/stat: the state letter and the CPU time used so far.
@@ -219,7 +220,8 @@ class Session {
       }
     }
     const int ms = static_cast<int>(timeout_s * 1000);
-    if (static_cast<std::ptrdiff_t>(fds.size()) == std::count_if(who.begin(), who.end(), [](const auto& w) { return w.second == kHeartbeat; })) {
+    if (static_cast<std::ptrdiff_t>(fds.size()) ==
+        std::count_if(who.begin(), who.end(), [](const auto& w) { return w.second == kHeartbeat; })) {
       // only heartbeats left (output closed): not a reason to keep pumping at the end
       if (!fds.empty()) {
         if (::poll(fds.data(), fds.size(), ms) > 0)
@@ -234,8 +236,10 @@ class Session {
     if (n <= 0) return true;  // timeout or EINTR (a signal: the caller checks for a stop)
     for (size_t i = 0; i < fds.size(); ++i) {
       if (!fds[i].revents) continue;
-      if (who[i].second == kHeartbeat) drain_heartbeat(ranks_[who[i].first]);
-      else drain_fd(ranks_[who[i].first], who[i].second);
+      if (who[i].second == kHeartbeat)
+        drain_heartbeat(ranks_[who[i].first]);
+      else
+        drain_fd(ranks_[who[i].first], who[i].second);
     }
     return true;
   }
@@ -292,8 +296,10 @@ class Session {
       // EOF or a read error: the stream is over.
       if (r.first_eof == UINT64_MAX) r.first_eof = ++eof_counter_;
       if (auto rest = split.finish()) dispatch(r, s, *rest);
-      if (s == Stream::Stdout) r.proc->close_stdout();
-      else r.proc->close_stderr();
+      if (s == Stream::Stdout)
+        r.proc->close_stdout();
+      else
+        r.proc->close_stderr();
       return;
     }
   }
@@ -305,8 +311,9 @@ class Session {
     if (!r.log && !r.log_failed) {
       r.log_failed = true;
       if (cb_.on_warning)
-        cb_.on_warning("cannot write logs/rank" + std::to_string(r.rank) + ".log (disk full or a file-size limit?); rank " +
-                       std::to_string(r.rank) + "'s lines from here on are only shown, not kept");
+        cb_.on_warning("cannot write logs/rank" + std::to_string(r.rank) +
+                       ".log (disk full or a file-size limit?); rank " + std::to_string(r.rank) +
+                       "'s lines from here on are only shown, not kept");
     }
     r.tail.push_back(line);
     while (r.tail.size() > opt_.tail_lines) r.tail.pop_front();
@@ -345,7 +352,8 @@ class Session {
     auto earlier = [](const Rank* a, const Rank* b) { return a->first_eof < b->first_eof; };
     Rank* killed = nullptr;
     for (Rank* r : failed)
-      if (!r->proc->exit_info().exited && r->proc->exit_info().signal != 0 && (!killed || earlier(r, killed))) killed = r;
+      if (!r->proc->exit_info().exited && r->proc->exit_info().signal != 0 && (!killed || earlier(r, killed)))
+        killed = r;
     if (killed) {
       blame(*killed, killed->proc->exit_info().describe() + where(*killed));
       return;
@@ -356,9 +364,10 @@ class Session {
       const char st = process_state(r.proc->pid());
       if (st == 'T' || st == 't') {
         const double quiet = seconds_since(r.last_output);
-        blame(r, "stopped making progress" + where(r) + ": its process is " + (st == 'T' ? "stopped (SIGSTOP)" : "held by a tracer") +
-                     " and wrote nothing for " + std::to_string(static_cast<int64_t>(quiet)) + " s; rank " +
-                     std::to_string(first->rank) + " " + first->proc->exit_info().describe() + " waiting for it");
+        blame(r, "stopped making progress" + where(r) + ": its process is " +
+                     (st == 'T' ? "stopped (SIGSTOP)" : "held by a tracer") + " and wrote nothing for " +
+                     std::to_string(static_cast<int64_t>(quiet)) + " s; rank " + std::to_string(first->rank) + " " +
+                     first->proc->exit_info().describe() + " waiting for it");
         stop_stuck(r);
         return;
       }
@@ -429,10 +438,13 @@ class Session {
         r.cpu_ticks = ps.cpu_ticks;
       }
       const bool stopped = ps.state == 'T' || ps.state == 't';
-      if (!stopped) r.stopped_since = {};
-      else if (r.stopped_since == Clock::time_point{}) r.stopped_since = last_watch_;
+      if (!stopped)
+        r.stopped_since = {};
+      else if (r.stopped_since == Clock::time_point{})
+        r.stopped_since = last_watch_;
       const double silent = seconds_since(r.beating ? r.last_beat : r.spawned);
-      if (r.responsive && (r.beating || stopped) && (silent >= quiet_report_s || (stopped && seconds_since(r.stopped_since) >= quiet_report_s))) {
+      if (r.responsive && (r.beating || stopped) &&
+          (silent >= quiet_report_s || (stopped && seconds_since(r.stopped_since) >= quiet_report_s))) {
         r.responsive = false;
         if (cb_.on_liveness) cb_.on_liveness(r.rank, r.beat, false, silent);
       }
@@ -538,12 +550,12 @@ class Session {
   }
 
   static constexpr double kSettleS = 0.3;
-  std::vector<Rank*> failed_;          // ranks that exited unsuccessfully, in the order seen
-  Clock::time_point settle_start_{};   // when the first of them was seen
+  std::vector<Rank*> failed_;         // ranks that exited unsuccessfully, in the order seen
+  Clock::time_point settle_start_{};  // when the first of them was seen
   bool stopping_ = false;
   bool spawn_failed_ = false;
-  bool watchdog_fired_ = false;        // the failure is the watchdog's verdict
-  bool stuck_culprit_ = false;         // the named rank was stuck (killed at once)
+  bool watchdog_fired_ = false;  // the failure is the watchdog's verdict
+  bool stuck_culprit_ = false;   // the named rank was stuck (killed at once)
   std::optional<int> failed_rank_;
   std::string failure_;
 
@@ -607,17 +619,15 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
     SpawnSpec spec;
     spec.executable = opt.worker;
     spec.args = {"--config", config_path, "--out", abs_dir.string()};
-    spec.env = {{"RANK", std::to_string(r)},
-                {"WORLD_SIZE", std::to_string(world)},
-                {"LOCAL_RANK", std::to_string(r)},
-                {"LOCAL_WORLD_SIZE", std::to_string(world)},
-                {"MASTER_ADDR", opt.master_addr},
-                {"MASTER_PORT", std::to_string(res.master_port)}};
+    spec.env = {{"RANK", std::to_string(r)},       {"WORLD_SIZE", std::to_string(world)},
+                {"LOCAL_RANK", std::to_string(r)}, {"LOCAL_WORLD_SIZE", std::to_string(world)},
+                {"MASTER_ADDR", opt.master_addr},  {"MASTER_PORT", std::to_string(res.master_port)}};
     // Threads per rank as the worker sets them (train.threads_per_rank, else cores / ranks):
     // OpenMP and OpenBLAS pools start at that size, so P ranks never oversubscribe the cores.
     // A value the user exported is left as it is.
-    const int64_t thr = opt.config.train.threads_per_rank > 0 ? opt.config.train.threads_per_rank
-                                                              : std::max<int64_t>(1, int64_t(std::max(1u, std::thread::hardware_concurrency())) / world);
+    const int64_t thr = opt.config.train.threads_per_rank > 0
+                            ? opt.config.train.threads_per_rank
+                            : std::max<int64_t>(1, int64_t(std::max(1u, std::thread::hardware_concurrency())) / world);
     for (const char* k : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
       if (!std::getenv(k)) spec.env.emplace_back(k, std::to_string(thr));
     // Idle OpenMP threads sleep instead of spinning: on a machine whose other processes take

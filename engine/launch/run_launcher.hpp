@@ -24,13 +24,13 @@ namespace ulysses::launch {
 enum class Stream { Stdout, Stderr };
 
 struct LaunchOptions {
-  std::string run_dir;                 // created if needed; must not hold a run.json yet
-  std::string worker;                  // the worker executable (see locate_worker)
-  RunConfig config;                    // validated; written to run_dir/config.json
+  std::string run_dir;  // created if needed; must not hold a run.json yet
+  std::string worker;   // the worker executable (see locate_worker)
+  RunConfig config;     // validated; written to run_dir/config.json
   std::string master_addr = "127.0.0.1";
-  double grace_s = 3.0;                // SIGTERM, then SIGKILL after this long
-  double poll_interval_s = 0.1;        // how often stop_requested is asked
-  std::size_t tail_lines = 10;         // lines of the failed rank kept for the report
+  double grace_s = 3.0;          // SIGTERM, then SIGKILL after this long
+  double poll_interval_s = 0.1;  // how often stop_requested is asked
+  std::size_t tail_lines = 10;   // lines of the failed rank kept for the report
   // The start-up and progress watchdog (watchdog.hpp): deadlines from parallel.timeout_s;
   // when one passes, the rank that stopped progressing is named and the run fails.
   bool watchdog = true;
@@ -52,12 +52,12 @@ struct LaunchCallbacks {
 };
 
 struct LaunchResult {
-  RunRecord record;                       // as written to run_dir/run.json at the end
-  int exit_code = 1;                      // 0 finished, 1 failed/stopped, 2 failing rank exited 2 (bad input)
-  std::vector<std::string> failed_tail;   // last tail_lines lines of the failed rank's log
+  RunRecord record;                      // as written to run_dir/run.json at the end
+  int exit_code = 1;                     // 0 finished, 1 failed/stopped, 2 failing rank exited 2 (bad input)
+  std::vector<std::string> failed_tail;  // last tail_lines lines of the failed rank's log
   std::optional<MetricLine> last_metric;
   int master_port = 0;
-  std::vector<int> pids;                  // worker process ids, by rank
+  std::vector<int> pids;  // worker process ids, by rank
 };
 
 // True when run_dir/run.json exists (a run directory must not be reused).

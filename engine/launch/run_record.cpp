@@ -22,10 +22,14 @@ using nlohmann::json;
 
 std::string to_string(RunStatus s) {
   switch (s) {
-    case RunStatus::Running: return "running";
-    case RunStatus::Finished: return "finished";
-    case RunStatus::Failed: return "failed";
-    case RunStatus::Stopped: return "stopped";
+    case RunStatus::Running:
+      return "running";
+    case RunStatus::Finished:
+      return "finished";
+    case RunStatus::Failed:
+      return "failed";
+    case RunStatus::Stopped:
+      return "stopped";
   }
   return "unknown";
 }
@@ -186,7 +190,8 @@ void write_run_record(const std::string& path, const RunRecord& r) {
   // pwrite of one page (4 KiB): a crash leaves the old record or the new one.
   if (rewrite_in_place(path, text)) return;
   throw LaunchError("cannot write " + path + " (status " + to_string(r.status) +
-                    (r.steps_done > 0 ? ", after step " + std::to_string(r.steps_done - 1) : std::string()) + "): " + why);
+                    (r.steps_done > 0 ? ", after step " + std::to_string(r.steps_done - 1) : std::string()) +
+                    "): " + why);
 }
 
 RunRecord read_run_record(const std::string& path) {

@@ -25,12 +25,12 @@ struct RunRecord {
   std::string ended_at;    // empty while running
   double duration_s = 0;
   int64_t world_size = 0;
-  std::optional<int> exit_code;     // ulysses-run's exit code (0, 1 or 2)
-  std::optional<double> final_loss; // loss of the last METRIC line seen
-  int64_t steps_done = 0;           // last METRIC step + 1
+  std::optional<int> exit_code;      // ulysses-run's exit code (0, 1 or 2)
+  std::optional<double> final_loss;  // loss of the last METRIC line seen
+  int64_t steps_done = 0;            // last METRIC step + 1
   std::optional<int> failed_rank;
-  std::string message;              // one line a user can read
-  int64_t pid = 0;                  // ulysses-run's process id (tells a stale "running" from a live one)
+  std::string message;  // one line a user can read
+  int64_t pid = 0;      // ulysses-run's process id (tells a stale "running" from a live one)
 
   // Absent optionals are written as null, so every key is always present.
   nlohmann::json to_json() const;

@@ -90,7 +90,8 @@ std::optional<WatchdogVerdict> check_watchdog(const std::vector<RankLiveness>& r
   }
   const RankLiveness* first_stalled = nullptr;
   for (const auto& r : ranks)
-    if (stalled(r, l) && (!first_stalled || std::min(r.since_phase_s, r.since_cpu_s) > std::min(first_stalled->since_phase_s, first_stalled->since_cpu_s)))
+    if (stalled(r, l) && (!first_stalled || std::min(r.since_phase_s, r.since_cpu_s) >
+                                                std::min(first_stalled->since_phase_s, first_stalled->since_cpu_s)))
       first_stalled = &r;
   if (!first_stalled) return std::nullopt;
   const RankLiveness* culprit = nullptr;
@@ -104,13 +105,16 @@ std::optional<WatchdogVerdict> check_watchdog(const std::vector<RankLiveness>& r
   int n_waiting = 0;
   for (const auto& r : ranks)
     if (r.running && r.rank != culprit->rank && n_waiting++ < 8)
-      waiting += (waiting.empty() ? "" : ", ") + std::to_string(r.rank) + " (" + describe_phase(r.beat.phase, r.beat.step) + ")";
+      waiting += (waiting.empty() ? "" : ", ") + std::to_string(r.rank) + " (" +
+                 describe_phase(r.beat.phase, r.beat.step) + ")";
   v.what = "stopped making progress in " + describe_phase(culprit->beat.phase, culprit->beat.step) + ": " +
            (culprit->beating ? "no new phase and no CPU use for " + secs(quiet)
                              : "no heartbeat since it was started " + secs(culprit->since_beat_s) + " ago") +
-           " (deadline: parallel.timeout_s " + secs(l.timeout_s) + " + " + secs(culprit->beating ? l.slack_s : l.start_slack_s) + ")" +
-           (waiting.empty() ? std::string() : "; waiting for it: rank" + std::string(n_waiting > 1 ? "s " : " ") + waiting +
-                                                  (n_waiting > 8 ? ", ..." : ""));
+           " (deadline: parallel.timeout_s " + secs(l.timeout_s) + " + " +
+           secs(culprit->beating ? l.slack_s : l.start_slack_s) + ")" +
+           (waiting.empty() ? std::string()
+                            : "; waiting for it: rank" + std::string(n_waiting > 1 ? "s " : " ") + waiting +
+                                  (n_waiting > 8 ? ", ..." : ""));
   return v;
 }
 

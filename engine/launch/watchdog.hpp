@@ -25,20 +25,20 @@ namespace ulysses::launch {
 
 struct RankLiveness {
   int rank = 0;
-  bool running = true;       // not exited yet
-  bool beating = false;      // sent at least one heartbeat
-  Beat beat;                 // last phase reported (Launched before the first beat)
-  double since_phase_s = 0;  // since the phase or step last changed (since spawn at first)
-  double since_beat_s = 0;   // since the last heartbeat (since spawn when none yet)
-  double since_cpu_s = 0;    // since the process last used CPU
-  double since_output_s = 0; // since its last log line
-  double stopped_s = 0;      // how long its process has been seen stopped (state T/t), else 0
+  bool running = true;        // not exited yet
+  bool beating = false;       // sent at least one heartbeat
+  Beat beat;                  // last phase reported (Launched before the first beat)
+  double since_phase_s = 0;   // since the phase or step last changed (since spawn at first)
+  double since_beat_s = 0;    // since the last heartbeat (since spawn when none yet)
+  double since_cpu_s = 0;     // since the process last used CPU
+  double since_output_s = 0;  // since its last log line
+  double stopped_s = 0;       // how long its process has been seen stopped (state T/t), else 0
 };
 
 struct WatchdogLimits {
-  double timeout_s = 120;      // parallel.timeout_s
-  double slack_s = 2;          // after timeout_s: the rank's own timeout errors come first
-  double start_slack_s = 10;   // extra before the first heartbeat (loading libtorch)
+  double timeout_s = 120;     // parallel.timeout_s
+  double slack_s = 2;         // after timeout_s: the rank's own timeout errors come first
+  double start_slack_s = 10;  // extra before the first heartbeat (loading libtorch)
 };
 
 struct WatchdogVerdict {

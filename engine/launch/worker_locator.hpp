@@ -9,9 +9,9 @@
 namespace ulysses::launch {
 
 struct WorkerLocation {
-  std::string path;             // absolute path of an executable file; empty when not found
-  std::string error;            // what went wrong, for the user
-  int exit_code = 0;            // 2: an explicitly given path is wrong; 1: installation lacks the worker
+  std::string path;   // absolute path of an executable file; empty when not found
+  std::string error;  // what went wrong, for the user
+  int exit_code = 0;  // 2: an explicitly given path is wrong; 1: installation lacks the worker
   std::vector<std::string> tried;
 };
 

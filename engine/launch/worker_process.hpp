@@ -16,9 +16,9 @@
 namespace ulysses::launch {
 
 struct SpawnSpec {
-  std::string executable;                                  // path; not searched in $PATH
-  std::vector<std::string> args;                           // argv[1..]
-  std::vector<std::pair<std::string, std::string>> env;    // set on top of the current environment
+  std::string executable;                                // path; not searched in $PATH
+  std::vector<std::string> args;                         // argv[1..]
+  std::vector<std::pair<std::string, std::string>> env;  // set on top of the current environment
   // A socket for the worker's heartbeat lines (heartbeat.hpp): its end is left open in the
   // child and named in ULYSSES_HEARTBEAT_FD; heartbeat_fd() reads the other end.
   bool heartbeat = false;

@@ -43,15 +43,17 @@ int64_t intersection_length(const std::vector<Interval>& a, const std::vector<In
   while (i < a.size() && j < b.size()) {
     int64_t lo = std::max(a[i].start, b[j].start), hi = std::min(a[i].end, b[j].end);
     if (hi > lo) t += hi - lo;
-    if (a[i].end < b[j].end) ++i; else ++j;
+    if (a[i].end < b[j].end)
+      ++i;
+    else
+      ++j;
   }
   return t;
 }
 
 std::vector<Interval> clip_intervals(const std::vector<Interval>& merged, int64_t lo, int64_t hi) {
   std::vector<Interval> out;
-  auto it = std::lower_bound(merged.begin(), merged.end(), lo,
-                             [](const Interval& i, int64_t v) { return i.end <= v; });
+  auto it = std::lower_bound(merged.begin(), merged.end(), lo, [](const Interval& i, int64_t v) { return i.end <= v; });
   for (; it != merged.end() && it->start < hi; ++it) {
     Interval c{std::max(it->start, lo), std::min(it->end, hi)};
     if (c.end > c.start) out.push_back(c);
@@ -124,14 +126,18 @@ Classified classify(const TraceModel& m) {
         size_t nid = static_cast<size_t>(r.name_id);
         bool nccl = nid < name_nccl.size() && name_nccl[nid];
         bool memop = nid < name_memop.size() && name_memop[nid];
-        if (nccl) c.flags[i] = kComm;
-        else if (!memop) c.flags[i] = kCompute;
+        if (nccl)
+          c.flags[i] = kComm;
+        else if (!memop)
+          c.flags[i] = kCompute;
         continue;
       }
       comm[i] = phase_is_comm(r.phase) || (r.parent >= 0 && comm[static_cast<size_t>(r.parent)]);
       if (gpu) continue;  // host ranges don't count on a rank with GPU activity
-      if (comm[i]) c.flags[i] = kComm;
-      else if (!has_child[i]) c.flags[i] = kCompute;
+      if (comm[i])
+        c.flags[i] = kComm;
+      else if (!has_child[i])
+        c.flags[i] = kCompute;
     }
   }
   return c;
@@ -176,10 +182,14 @@ std::vector<StepBreakdown> breakdown_impl(const TraceModel& m, const AnalysisOpt
     for (size_t i = b; i < e; ++i) {
       const TraceRange& r = m.ranges[i];
       auto ext = extent.find(l.rank);
-      if (ext == extent.end()) extent[l.rank] = {r.start_ns, r.end_ns};
-      else ext->second = {std::min(ext->second.first, r.start_ns), std::max(ext->second.second, r.end_ns)};
-      if (c.flags[i] & kCompute) pr.first.push_back({r.start_ns, r.end_ns});
-      else if (c.flags[i] & kComm) pr.second.push_back({r.start_ns, r.end_ns});
+      if (ext == extent.end())
+        extent[l.rank] = {r.start_ns, r.end_ns};
+      else
+        ext->second = {std::min(ext->second.first, r.start_ns), std::max(ext->second.second, r.end_ns)};
+      if (c.flags[i] & kCompute)
+        pr.first.push_back({r.start_ns, r.end_ns});
+      else if (c.flags[i] & kComm)
+        pr.second.push_back({r.start_ns, r.end_ns});
     }
   });
   std::set<int32_t> ranks;
@@ -244,8 +254,10 @@ void rank_intervals(const TraceModel& m, int32_t rank, int64_t lo, int64_t hi, s
     size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
     for (size_t i = b; i < e; ++i) {
       const TraceRange& r = m.ranges[i];
-      if (c.flags[i] & kCompute) cv.push_back({r.start_ns, r.end_ns});
-      else if (c.flags[i] & kComm) mv.push_back({r.start_ns, r.end_ns});
+      if (c.flags[i] & kCompute)
+        cv.push_back({r.start_ns, r.end_ns});
+      else if (c.flags[i] & kComm)
+        mv.push_back({r.start_ns, r.end_ns});
     }
   });
   if (compute) *compute = clip_intervals(merge_intervals(std::move(cv)), lo, hi);
@@ -292,21 +304,31 @@ bool counts_as_kernel_time(const TraceModel& m, const TraceRange& r) {
 
 int64_t* layer_slot(LayerRow& row, Phase p) {
   switch (p) {
-    case Phase::QkvProj: return &row.qkv_proj_ns;
-    case Phase::A2ASeqToHead: return &row.a2a_seq_to_head_ns;
-    case Phase::Attention: return &row.attention_ns;
-    case Phase::A2AHeadToSeq: return &row.a2a_head_to_seq_ns;
-    case Phase::OutProj: return &row.out_proj_ns;
-    default: return nullptr;
+    case Phase::QkvProj:
+      return &row.qkv_proj_ns;
+    case Phase::A2ASeqToHead:
+      return &row.a2a_seq_to_head_ns;
+    case Phase::Attention:
+      return &row.attention_ns;
+    case Phase::A2AHeadToSeq:
+      return &row.a2a_head_to_seq_ns;
+    case Phase::OutProj:
+      return &row.out_proj_ns;
+    default:
+      return nullptr;
   }
 }
 
 int64_t* head_slot(HeadRangeRow& row, Phase p) {
   switch (p) {
-    case Phase::A2ASeqToHead: return &row.a2a_seq_to_head_ns;
-    case Phase::Attention: return &row.attention_ns;
-    case Phase::A2AHeadToSeq: return &row.a2a_head_to_seq_ns;
-    default: return nullptr;
+    case Phase::A2ASeqToHead:
+      return &row.a2a_seq_to_head_ns;
+    case Phase::Attention:
+      return &row.attention_ns;
+    case Phase::A2AHeadToSeq:
+      return &row.a2a_head_to_seq_ns;
+    default:
+      return nullptr;
   }
 }
 }  // namespace
@@ -318,7 +340,7 @@ std::vector<LayerRow> layer_table(const TraceModel& m, const AnalysisOptions& o)
   using LayerKey = std::tuple<int32_t, int, int>;  // layer, dir, phase
   KernelTime<LayerKey> kt;
   std::pair<int32_t, int> last_key{-1, -1};  // r.layer >= 0 below: never a real key
-  LayerRow* last_row = nullptr;  // std::map nodes stay put
+  LayerRow* last_row = nullptr;              // std::map nodes stay put
   std::set<std::pair<int32_t, int32_t>>* last_samples = nullptr;
   for_each_counted_lane(m, [&](const Lane& l) {
     size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
@@ -612,8 +634,10 @@ Headline headline(const TraceModel& m, const AnalysisOptions& o) {
     for (int64_t k = 0; k < l.count; ++k) {
       const TraceRange& r = m.ranges[static_cast<size_t>(l.first + k)];
       if (r.is_kernel || !step_in(o, r.step)) continue;
-      if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq) a2a += r.bytes_sent;
-      else if (r.phase == Phase::GradAllReduce) ar += r.bytes_sent;
+      if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq)
+        a2a += r.bytes_sent;
+      else if (r.phase == Phase::GradAllReduce)
+        ar += r.bytes_sent;
     }
   });
   if (!rank_steps.empty()) {
@@ -636,8 +660,10 @@ Summary analyze(const TraceModel& m, const AnalysisOptions& o) {
   s.world_size = static_cast<int32_t>(ranks.size());
   for_each_counted_lane(m, [&](const Lane& l) {
     for (int64_t k = 0; k < l.count; ++k) {
-      if (m.ranges[static_cast<size_t>(l.first + k)].is_kernel) ++s.num_kernels;
-      else ++s.num_ranges;
+      if (m.ranges[static_cast<size_t>(l.first + k)].is_kernel)
+        ++s.num_kernels;
+      else
+        ++s.num_ranges;
     }
   });
   s.steps = breakdown_impl(m, o, c);
@@ -660,9 +686,8 @@ Summary analyze(const TraceModel& m, const AnalysisOptions& o) {
     t.overlap_ratio = t.comm_ns > 0 ? static_cast<double>(t.overlap_ns) / static_cast<double>(t.comm_ns) : 0.0;
     s.ranks.push_back(t);
   }
-  s.overall.ratio = s.overall.comm_ns > 0
-                        ? static_cast<double>(s.overall.overlap_ns) / static_cast<double>(s.overall.comm_ns)
-                        : 0.0;
+  s.overall.ratio =
+      s.overall.comm_ns > 0 ? static_cast<double>(s.overall.overlap_ns) / static_cast<double>(s.overall.comm_ns) : 0.0;
   s.layers = layer_table(m, o);
   s.heads = head_range_table(m, o);
   s.skew = rank_skew(m, o);

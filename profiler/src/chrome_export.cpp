@@ -29,7 +29,6 @@ void put_us(std::string& out, int64_t ns) {
   out += buf;
 }
 
-
 // torch.distributed's process groups of this run as `_get_all_pg_configs` lists them: the
 // default group, SP groups of sp consecutive ranks, DP groups of ranks with the same SP rank.
 // Only groups holding `rank` (all groups when rank < 0).
@@ -166,14 +165,15 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
   for (size_t li = 0; li < m.lanes.size(); ++li) {
     const Lane& l = m.lanes[li];
     if (!wanted(l.rank) || (!o.head_lanes && l.kind == LaneKind::HeadRange)) continue;
-    const std::string head = "{\"ph\": \"X\", \"pid\": " + std::to_string(l.rank) + ", \"tid\": " +
-                             std::to_string(lane_tid[li]) + ", \"cat\": \"";
+    const std::string head = "{\"ph\": \"X\", \"pid\": " + std::to_string(l.rank) +
+                             ", \"tid\": " + std::to_string(lane_tid[li]) + ", \"cat\": \"";
     const bool gpu_lane = l.kind == LaneKind::CudaStream;
     const int64_t stream = l.tid_or_stream & 0xFFFFFFFFLL, device = l.tid_or_stream >> 32;
     for (int64_t k = 0; k < l.count; ++k) {
       const TraceRange& r = m.ranges[static_cast<size_t>(l.first + k)];
-      const std::string& sname = static_cast<size_t>(r.name_id) < m.strings.size() ? m.strings[static_cast<size_t>(r.name_id)]
-                                                                                  : std::string("?");
+      const std::string& sname = static_cast<size_t>(r.name_id) < m.strings.size()
+                                     ? m.strings[static_cast<size_t>(r.name_id)]
+                                     : std::string("?");
       sep();
       out += head;
       if (gpu_lane || r.is_kernel) {
@@ -186,8 +186,10 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
         out += static_cast<size_t>(r.name_id) < names.size() ? names[static_cast<size_t>(r.name_id)] : "\"?\"";
       } else {
         out += "user_annotation\", \"name\": ";
-        if (r.phase == Phase::Step && r.step >= 0) out += quote("ProfilerStep#" + std::to_string(r.step));
-        else out += static_cast<size_t>(r.name_id) < names.size() ? names[static_cast<size_t>(r.name_id)] : "\"?\"";
+        if (r.phase == Phase::Step && r.step >= 0)
+          out += quote("ProfilerStep#" + std::to_string(r.step));
+        else
+          out += static_cast<size_t>(r.name_id) < names.size() ? names[static_cast<size_t>(r.name_id)] : "\"?\"";
       }
       times(r.start_ns, r.end_ns);
       out += ", \"args\": {";
@@ -230,8 +232,8 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
   for (const auto& c : m.runtime) {
     if (!wanted(c.rank)) continue;
     sep();
-    out += "{\"ph\": \"X\", \"pid\": " + std::to_string(c.rank) + ", \"tid\": " +
-           std::to_string(os_tid[{c.rank, c.tid}]) + ", \"cat\": \"cuda_runtime\", \"name\": ";
+    out += "{\"ph\": \"X\", \"pid\": " + std::to_string(c.rank) +
+           ", \"tid\": " + std::to_string(os_tid[{c.rank, c.tid}]) + ", \"cat\": \"cuda_runtime\", \"name\": ";
     out += static_cast<size_t>(c.name_id) < names.size() ? names[static_cast<size_t>(c.name_id)] : "\"?\"";
     times(c.start_ns, c.end_ns);
     out += ", \"args\": {";

@@ -27,8 +27,8 @@ bool contains_ci(const std::string& s, const char* needle) {
 }
 
 bool host_collective(const std::string& n) {
-  return n.rfind("gloo:", 0) == 0 || n.rfind("nccl:", 0) == 0 || n.rfind("c10d::", 0) == 0 ||
-         n.rfind("mpi:", 0) == 0 || n.rfind("ucc:", 0) == 0 || n == "record_param_comms";
+  return n.rfind("gloo:", 0) == 0 || n.rfind("nccl:", 0) == 0 || n.rfind("c10d::", 0) == 0 || n.rfind("mpi:", 0) == 0 ||
+         n.rfind("ucc:", 0) == 0 || n == "record_param_comms";
 }
 bool all_to_all_name(const std::string& n) {
   return contains_ci(n, "alltoall") || contains_ci(n, "all_to_all") || contains_ci(n, "sendrecv") ||
@@ -70,7 +70,8 @@ void renumber_foreign_ranks(Builder& b) {
   } else {
     bool some = false;
     for (const auto& r : f) some |= r.hint >= 0 || r.name_hint >= 0;
-    if (some) m.notes.push_back("rank numbers in the trace(s) are incomplete or repeated: ranks numbered by file, device, pid");
+    if (some)
+      m.notes.push_back("rank numbers in the trace(s) are incomplete or repeated: ranks numbered by file, device, pid");
     std::vector<size_t> order(f.size());
     std::iota(order.begin(), order.end(), 0);
     std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
@@ -125,8 +126,8 @@ void label_foreign_phases(TraceModel& m) {
         continue;
       }
       if (memop_name(nm)) continue;
-      toks[r.rank].push_back({r.start_ns, r.end_ns, attention_name(nm) ? Tok::Attn : Tok::Compute,
-                              static_cast<int32_t>(i)});
+      toks[r.rank].push_back(
+          {r.start_ns, r.end_ns, attention_name(nm) ? Tok::Attn : Tok::Compute, static_cast<int32_t>(i)});
       continue;
     }
     // CPU rank: outermost attention op, or a compute leaf.

@@ -201,8 +201,7 @@ class GpuBuffer final : public GpuActivitySink {
 
 class HostTracer final : public Tracer {
  public:
-  explicit HostTracer(const TracerOptions& o)
-      : opts_(o), id_(g_next_tracer_id.fetch_add(1)), writer_(o) {
+  explicit HostTracer(const TracerOptions& o) : opts_(o), id_(g_next_tracer_id.fetch_add(1)), writer_(o) {
     main_tid_ = current_tid();
     writer_.name_thread(main_tid_, "main");
     auto factory = o.gpu_source;
@@ -220,7 +219,8 @@ class HostTracer final : public Tracer {
       gpu_ = factory(&gpu_buf_);
       std::string err;
       if (gpu_ && !gpu_->start(&err)) {
-        std::fprintf(stderr, "ulysses profiler: GPU activity tracing is off (%s); host ranges are still recorded\n", err.c_str());
+        std::fprintf(stderr, "ulysses profiler: GPU activity tracing is off (%s); host ranges are still recorded\n",
+                     err.c_str());
         gpu_.reset();
       }
     }
@@ -486,8 +486,6 @@ class HostTracer final : public Tracer {
 
 }  // namespace
 
-std::unique_ptr<Tracer> Tracer::open(const TracerOptions& opts) {
-  return std::make_unique<HostTracer>(opts);
-}
+std::unique_ptr<Tracer> Tracer::open(const TracerOptions& opts) { return std::make_unique<HostTracer>(opts); }
 
 }  // namespace ulysses::prof

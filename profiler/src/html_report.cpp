@@ -21,12 +21,23 @@ std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&#39;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&#39;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -37,11 +48,12 @@ std::string mib(int64_t b) { return strfmt("%.1f MiB", static_cast<double>(b) / 
 
 // A figure: human text plus the exact value (shortest round-trip form) for checks.
 std::string figure(const std::string& key, double exact, const std::string& text) {
-  return "<td class=\"v\" data-key=\"" + esc(key) + "\" data-value=\"" + strfmt("%.17g", exact) + "\">" + esc(text) + "</td>";
+  return "<td class=\"v\" data-key=\"" + esc(key) + "\" data-value=\"" + strfmt("%.17g", exact) + "\">" + esc(text) +
+         "</td>";
 }
 std::string figure_i(const std::string& key, int64_t exact, const std::string& text) {
-  return "<td class=\"v\" data-key=\"" + esc(key) + "\" data-value=\"" + strfmt("%lld", static_cast<long long>(exact)) + "\">" +
-         esc(text) + "</td>";
+  return "<td class=\"v\" data-key=\"" + esc(key) + "\" data-value=\"" + strfmt("%lld", static_cast<long long>(exact)) +
+         "\">" + esc(text) + "</td>";
 }
 
 const char* kCompute = "#3b7dd8";
@@ -71,27 +83,36 @@ std::string line_chart(const std::string& id, const std::vector<Series>& series,
   const double W = 640, H = 220, L = 70, R = 12, T = 10, B = 34;
   auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
   auto py = [&](double y) { return T + (1 - (y - y0) / (y1 - y0)) * (H - T - B); };
-  std::string o = strfmt("<svg id=\"%s\" class=\"chart\" width=\"%.0f\" height=\"%.0f\" "
-                      "viewBox=\"0 0 %.0f %.0f\" role=\"img\">",
-                      esc(id).c_str(), W, H + 18.0 * static_cast<double>((series.size() + 3) / 4), W,
-                      H + 18.0 * static_cast<double>((series.size() + 3) / 4));
-  o += strfmt("<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"#fff\" stroke=\"#999\"/>", L, T, W - L - R, H - T - B);
+  std::string o = strfmt(
+      "<svg id=\"%s\" class=\"chart\" width=\"%.0f\" height=\"%.0f\" "
+      "viewBox=\"0 0 %.0f %.0f\" role=\"img\">",
+      esc(id).c_str(), W, H + 18.0 * static_cast<double>((series.size() + 3) / 4), W,
+      H + 18.0 * static_cast<double>((series.size() + 3) / 4));
+  o += strfmt("<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"#fff\" stroke=\"#999\"/>", L, T,
+              W - L - R, H - T - B);
   o += strfmt("<text x=\"%.0f\" y=\"%.0f\" class=\"ax\" text-anchor=\"end\">%.4g</text>", L - 4, T + 10, y1);
   o += strfmt("<text x=\"%.0f\" y=\"%.0f\" class=\"ax\" text-anchor=\"end\">%.4g</text>", L - 4, H - B, y0);
   o += strfmt("<text x=\"%.0f\" y=\"%.0f\" class=\"ax\">%.4g</text>", L, H - B + 14, x0);
   o += strfmt("<text x=\"%.0f\" y=\"%.0f\" class=\"ax\" text-anchor=\"end\">%.4g</text>", W - R, H - B + 14, x1);
-  o += strfmt("<text x=\"%.0f\" y=\"%.0f\" class=\"ax\" text-anchor=\"middle\">%s</text>", (L + W - R) / 2, H - 6, esc(xlabel).c_str());
-  o += strfmt("<text x=\"12\" y=\"%.0f\" class=\"ax\" transform=\"rotate(-90 12 %.0f)\" text-anchor=\"middle\">%s</text>",
-           (T + H - B) / 2, (T + H - B) / 2, esc(ylabel).c_str());
+  o += strfmt("<text x=\"%.0f\" y=\"%.0f\" class=\"ax\" text-anchor=\"middle\">%s</text>", (L + W - R) / 2, H - 6,
+              esc(xlabel).c_str());
+  o += strfmt(
+      "<text x=\"12\" y=\"%.0f\" class=\"ax\" transform=\"rotate(-90 12 %.0f)\" text-anchor=\"middle\">%s</text>",
+      (T + H - B) / 2, (T + H - B) / 2, esc(ylabel).c_str());
   for (size_t i = 0; i < series.size(); ++i) {
     const auto& s = series[i];
     std::string pts;
     for (const auto& [x, y] : s.pts) pts += strfmt("%.1f,%.1f ", px(x), py(y));
-    if (s.pts.size() == 1) o += strfmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>", px(s.pts[0].first), py(s.pts[0].second), s.color.c_str());
-    else o += "<polyline fill=\"none\" stroke-width=\"2\" stroke=\"" + s.color + "\" points=\"" + pts + "\"/>";
+    if (s.pts.size() == 1)
+      o += strfmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>", px(s.pts[0].first), py(s.pts[0].second),
+                  s.color.c_str());
+    else
+      o += "<polyline fill=\"none\" stroke-width=\"2\" stroke=\"" + s.color + "\" points=\"" + pts + "\"/>";
     const double lx = L + static_cast<double>(i % 4) * 140, ly = H + 12 + 18.0 * static_cast<double>(i / 4);
-    o += strfmt("<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.0f\" y=\"%.0f\" class=\"ax\">%s</text>",
-             lx, ly - 10, s.color.c_str(), lx + 16, ly, esc(s.name).c_str());
+    o += strfmt(
+        "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.0f\" y=\"%.0f\" "
+        "class=\"ax\">%s</text>",
+        lx, ly - 10, s.color.c_str(), lx + 16, ly, esc(s.name).c_str());
   }
   return o + "</svg>";
 }
@@ -104,13 +125,15 @@ std::string breakdown_chart(const std::vector<RankTotals>& ranks) {
   if (maxw <= 0) maxw = 1;
   const double W = 640, L = 70, R = 12, row = 26;
   const double H = row * static_cast<double>(ranks.size()) + 30;
-  std::string o = strfmt("<svg id=\"breakdown-chart\" class=\"chart\" width=\"%.0f\" height=\"%.0f\" "
-                      "viewBox=\"0 0 %.0f %.0f\" role=\"img\">", W, H, W, H);
+  std::string o = strfmt(
+      "<svg id=\"breakdown-chart\" class=\"chart\" width=\"%.0f\" height=\"%.0f\" "
+      "viewBox=\"0 0 %.0f %.0f\" role=\"img\">",
+      W, H, W, H);
   for (size_t i = 0; i < ranks.size(); ++i) {
     const auto& t = ranks[i];
     const double n = t.steps ? static_cast<double>(t.steps) : 1.0;
-    const double parts[4] = {ms(t.compute_ns - t.overlap_ns) / n, ms(t.overlap_ns) / n, ms(t.comm_ns - t.overlap_ns) / n,
-                             ms(t.idle_ns) / n};
+    const double parts[4] = {ms(t.compute_ns - t.overlap_ns) / n, ms(t.overlap_ns) / n,
+                             ms(t.comm_ns - t.overlap_ns) / n, ms(t.idle_ns) / n};
     const char* colors[4] = {kCompute, kOverlap, kComm, kIdle};
     const double y = 4 + row * static_cast<double>(i);
     o += strfmt("<text x=\"%.0f\" y=\"%.0f\" class=\"ax\" text-anchor=\"end\">rank %d</text>", L - 6, y + 15, t.rank);
@@ -124,8 +147,10 @@ std::string breakdown_chart(const std::vector<RankTotals>& ranks) {
   const char* names[4] = {"compute only", "overlapped", "exposed comm", "idle"};
   const char* colors[4] = {kCompute, kOverlap, kComm, kIdle};
   for (int k = 0; k < 4; ++k)
-    o += strfmt("<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.0f\" y=\"%.0f\" class=\"ax\">%s</text>",
-             L + k * 150.0, H - 18, colors[k], L + k * 150.0 + 16, H - 8, names[k]);
+    o += strfmt(
+        "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.0f\" y=\"%.0f\" "
+        "class=\"ax\">%s</text>",
+        L + k * 150.0, H - 18, colors[k], L + k * 150.0 + 16, H - 8, names[k]);
   return o + "</svg>";
 }
 }  // namespace
@@ -133,8 +158,11 @@ std::string breakdown_chart(const std::vector<RankTotals>& ranks) {
 std::string summary_to_html(const TraceModel& m, const Summary& s, const std::string& title) {
   std::string o;
   o += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n"
-       "<title>" + esc(title) + "</title>\n<style>\n"
+       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src "
+       "data:\">\n"
+       "<title>" +
+       esc(title) +
+       "</title>\n<style>\n"
        "body{font-family:sans-serif;max-width:980px;margin:24px auto;padding:0 16px;color:#222}\n"
        "h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ccc}\n"
        "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\n"
@@ -142,20 +170,25 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
        ".chart{display:block;margin:8px 0}\n"
        "</style></head><body>\n";
   o += "<h1>" + esc(title) + "</h1>\n";
-  o += "<p class=\"note\">" + esc(m.source) + strfmt(" &middot; %d rank(s), sp %d &times; dp %d", s.world_size, m.sp_size, m.dp_size) +
-       (m.from_nsys ? " &middot; Nsight Systems export" : "") + strfmt(" &middot; %lld ranges, %lld kernels",
-       static_cast<long long>(s.num_ranges), static_cast<long long>(s.num_kernels)) + "</p>\n";
+  o += "<p class=\"note\">" + esc(m.source) +
+       strfmt(" &middot; %d rank(s), sp %d &times; dp %d", s.world_size, m.sp_size, m.dp_size) +
+       (m.from_nsys ? " &middot; Nsight Systems export" : "") +
+       strfmt(" &middot; %lld ranges, %lld kernels", static_cast<long long>(s.num_ranges),
+              static_cast<long long>(s.num_kernels)) +
+       "</p>\n";
 
   const Headline& h = s.headline;
   o += "<h2>Headline</h2>\n<table id=\"headline\">\n";
   o += "<tr><th class=\"l\">steps</th>" + figure_i("headline.steps", h.steps, std::to_string(h.steps)) + "</tr>\n";
   o += "<tr><th class=\"l\">median step time (step 0 left out as warm-up)</th>" +
        figure("headline.step_ms", h.step_ms, strfmt("%.2f ms", h.step_ms)) + "</tr>\n";
-  o += "<tr><th class=\"l\">median tokens/s</th>" + figure("headline.tokens_per_s", h.tokens_per_s, strfmt("%.0f", h.tokens_per_s)) + "</tr>\n";
+  o += "<tr><th class=\"l\">median tokens/s</th>" +
+       figure("headline.tokens_per_s", h.tokens_per_s, strfmt("%.0f", h.tokens_per_s)) + "</tr>\n";
   o += "<tr><th class=\"l\">all-to-all sent per rank per step</th>" +
        figure_i("headline.a2a_bytes_per_step", h.a2a_bytes_per_step, mib(h.a2a_bytes_per_step)) + "</tr>\n";
   o += "<tr><th class=\"l\">gradient all-reduce sent per rank per step</th>" +
-       figure_i("headline.allreduce_bytes_per_step", h.allreduce_bytes_per_step, mib(h.allreduce_bytes_per_step)) + "</tr>\n";
+       figure_i("headline.allreduce_bytes_per_step", h.allreduce_bytes_per_step, mib(h.allreduce_bytes_per_step)) +
+       "</tr>\n";
   o += "<tr><th class=\"l\">peak memory (any rank)</th>" +
        figure_i("headline.peak_memory_bytes", h.peak_memory_bytes, mib(h.peak_memory_bytes)) + "</tr>\n";
   o += "<tr><th class=\"l\">overlap (comm hidden behind compute)</th>" +
@@ -191,35 +224,41 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
   for (const auto& t : s.ranks) {
     const double n = t.steps ? static_cast<double>(t.steps) : 1.0;
     o += strfmt("<tr><td>%d</td><td>%lld</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%.3f</td>", t.rank,
-             static_cast<long long>(t.steps), ms(t.wall_ns) / n, ms(t.compute_ns) / n, ms(t.comm_ns) / n, ms(t.overlap_ns) / n,
-             ms(t.idle_ns) / n) +
-         figure("ranks." + std::to_string(t.rank) + ".overlap_ratio", t.overlap_ratio, strfmt("%.1f %%", 100.0 * t.overlap_ratio)) +
+                static_cast<long long>(t.steps), ms(t.wall_ns) / n, ms(t.compute_ns) / n, ms(t.comm_ns) / n,
+                ms(t.overlap_ns) / n, ms(t.idle_ns) / n) +
+         figure("ranks." + std::to_string(t.rank) + ".overlap_ratio", t.overlap_ratio,
+                strfmt("%.1f %%", 100.0 * t.overlap_ratio)) +
          "</tr>\n";
   }
   o += "</table>\n";
-  o += strfmt("<p>Overlap, as Holistic Trace Analysis defines it: time when communication and computation run at once / "
-           "communication time = %.3f ms / %.3f ms over all ranks and steps.</p>\n",
-           ms(s.overall.overlap_ns), ms(s.overall.comm_ns));
+  o += strfmt(
+      "<p>Overlap, as Holistic Trace Analysis defines it: time when communication and computation run at once / "
+      "communication time = %.3f ms / %.3f ms over all ranks and steps.</p>\n",
+      ms(s.overall.overlap_ns), ms(s.overall.comm_ns));
 
   if (!s.layers.empty()) {
-    o += "<h2>Per layer (ms per rank per step)</h2>\n<table id=\"layers\"><tr><th>layer</th><th class=\"l\">direction</th>"
+    o += "<h2>Per layer (ms per rank per step)</h2>\n<table id=\"layers\"><tr><th>layer</th><th "
+         "class=\"l\">direction</th>"
          "<th>qkv proj</th><th>a2a seq&rarr;head</th><th>attention</th><th>a2a head&rarr;seq</th><th>out proj</th>"
          "<th>a2a sent (MiB)</th></tr>\n";
     for (const auto& l : s.layers) {
       const double n = l.samples ? static_cast<double>(l.samples) : 1.0;
-      o += strfmt("<tr><td>%d</td><td class=\"l\">%s</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%.3f</td></tr>\n",
-               l.layer, direction_name(l.dir), ms(l.qkv_proj_ns) / n, ms(l.a2a_seq_to_head_ns) / n, ms(l.attention_ns) / n,
-               ms(l.a2a_head_to_seq_ns) / n, ms(l.out_proj_ns) / n, static_cast<double>(l.a2a_bytes_sent) / 1048576.0 / n);
+      o += strfmt(
+          "<tr><td>%d</td><td "
+          "class=\"l\">%s</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%.3f</td></tr>\n",
+          l.layer, direction_name(l.dir), ms(l.qkv_proj_ns) / n, ms(l.a2a_seq_to_head_ns) / n, ms(l.attention_ns) / n,
+          ms(l.a2a_head_to_seq_ns) / n, ms(l.out_proj_ns) / n, static_cast<double>(l.a2a_bytes_sent) / 1048576.0 / n);
     }
     o += "</table>\n";
   }
 
   if (s.world_size > 1 && !s.skew.empty()) {
     o += "<h2>Stragglers: slowest and fastest rank per phase (ms per step)</h2>\n<table id=\"stragglers\"><tr>"
-         "<th class=\"l\">phase</th><th>slowest rank</th><th>ms</th><th>fastest rank</th><th>ms</th><th>slowest / fastest</th></tr>\n";
+         "<th class=\"l\">phase</th><th>slowest rank</th><th>ms</th><th>fastest rank</th><th>ms</th><th>slowest / "
+         "fastest</th></tr>\n";
     for (const auto& k : s.skew)
       o += strfmt("<tr><td class=\"l\">%s</td><td>%d</td><td>%.3f</td><td>%d</td><td>%.3f</td><td>%.3f</td></tr>\n",
-               phase_name(k.phase), k.slowest_rank, k.slowest_ns / 1e6, k.fastest_rank, k.fastest_ns / 1e6, k.ratio);
+                  phase_name(k.phase), k.slowest_rank, k.slowest_ns / 1e6, k.fastest_rank, k.fastest_ns / 1e6, k.ratio);
     o += "</table>\n";
   }
 
@@ -240,11 +279,12 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
     o += "<table id=\"memory\"><tr><th class=\"l\">sample</th><th>rank</th><th>max allocated</th><th>max reserved</th>"
          "<th>max peak</th></tr>\n";
     for (const auto& r : s.memory)
-      o += "<tr><td class=\"l\">" + esc(r.label) + strfmt("</td><td>%d</td>", r.rank) + "<td>" + mib(r.max_allocated) + "</td><td>" +
-           mib(r.max_reserved) + "</td><td>" + mib(r.max_peak) + "</td></tr>\n";
+      o += "<tr><td class=\"l\">" + esc(r.label) + strfmt("</td><td>%d</td>", r.rank) + "<td>" + mib(r.max_allocated) +
+           "</td><td>" + mib(r.max_reserved) + "</td><td>" + mib(r.max_peak) + "</td></tr>\n";
     o += "</table>\n";
   }
-  o += "<p class=\"note\">Written by ulysses-trace report; the figures are those of <code>ulysses-trace summary --json</code>.</p>\n";
+  o += "<p class=\"note\">Written by ulysses-trace report; the figures are those of <code>ulysses-trace summary "
+       "--json</code>.</p>\n";
   o += "</body></html>\n";
   return o;
 }

@@ -82,8 +82,9 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
   int64_t hint = -1;
   if (doc.is_array()) {
     events = &doc;
-    note("legacy autograd-profiler trace (no Kineto): no distributedInfo; timestamps start at each rank's "
-         "profiler start, so ranks are not aligned in time");
+    note(
+        "legacy autograd-profiler trace (no Kineto): no distributedInfo; timestamps start at each rank's "
+        "profiler start, so ranks are not aligned in time");
   } else if (doc.is_object() && doc.contains("traceEvents") && doc["traceEvents"].is_array()) {
     events = &doc["traceEvents"];
     if (doc.contains("distributedInfo") && doc["distributedInfo"].is_object())

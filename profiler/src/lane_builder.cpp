@@ -234,8 +234,10 @@ void link_kernels_to_launchers(TraceModel& m) {
     if (l.kind == LaneKind::HeadRange || l.kind == LaneKind::CudaStream) continue;
     for (int64_t k = l.first; k < l.first + l.count; ++k) {
       const TraceRange& r = m.ranges[static_cast<size_t>(k)];
-      if (r.external_id != 0) by_id.emplace(std::make_pair(r.rank, r.external_id), static_cast<int32_t>(k));
-      else by_info.emplace(info_key(r), static_cast<int32_t>(k));
+      if (r.external_id != 0)
+        by_id.emplace(std::make_pair(r.rank, r.external_id), static_cast<int32_t>(k));
+      else
+        by_info.emplace(info_key(r), static_cast<int32_t>(k));
     }
   }
   for (auto& r : m.ranges) {

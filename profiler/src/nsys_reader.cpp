@@ -30,7 +30,8 @@ namespace ulysses::prof::detail {
 // names every call differently; the operator is what a table should group by).
 std::string group_pytorch_name(const std::string& s) {
   size_t cut = std::string::npos;
-  for (const char* tag : {", seq = ", ", op_id = ", ", sizes = ", ", input_op_ids = "}) cut = std::min(cut, s.find(tag));
+  for (const char* tag : {", seq = ", ", op_id = ", ", sizes = ", ", input_op_ids = "})
+    cut = std::min(cut, s.find(tag));
   return cut == std::string::npos || cut == 0 ? s : s.substr(0, cut);
 }
 
@@ -82,7 +83,8 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
       return it == sid.end() ? b.intern("?") : it->second;
     };
     std::unordered_map<int64_t, std::string> thread_names;
-    if (db.has_table("ThreadNames") && db.has_column("ThreadNames", "nameId") && db.has_column("ThreadNames", "globalTid")) {
+    if (db.has_table("ThreadNames") && db.has_column("ThreadNames", "nameId") &&
+        db.has_column("ThreadNames", "globalTid")) {
       sql::Stmt st(db, "SELECT nameId, globalTid FROM ThreadNames");
       while (st.step()) thread_names[st.i64(1)] = m.strings[str(st.i64(0))];
     }
@@ -131,19 +133,25 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
         }
         std::string name_sql = "NULL";
         if (t.fixed_name < 0) {
-          if (has("shortName") && has("demangledName")) name_sql = "COALESCE(shortName, demangledName)";
-          else if (has("shortName")) name_sql = "shortName";
-          else if (has("demangledName")) name_sql = "demangledName";
-          else if (has("name")) name_sql = "name";
-          else note(tn + " has no kernel name column (shortName, demangledName): kernels are unnamed");
+          if (has("shortName") && has("demangledName"))
+            name_sql = "COALESCE(shortName, demangledName)";
+          else if (has("shortName"))
+            name_sql = "shortName";
+          else if (has("demangledName"))
+            name_sql = "demangledName";
+          else if (has("name"))
+            name_sql = "name";
+          else
+            note(tn + " has no kernel name column (shortName, demangledName): kernels are unnamed");
         }
         std::string pid_sql = "NULL";
         if (has("globalPid")) {
           pid_sql = "globalPid";
         } else if (has("correlationId") && have_runtime) {
           load_corr();
-          note(tn + " has no globalPid column: its rows are mapped to processes through the CUDA runtime calls "
-                    "with the same correlationId");
+          note(tn +
+               " has no globalPid column: its rows are mapped to processes through the CUDA runtime calls "
+               "with the same correlationId");
         } else {
           note(tn + " has no globalPid column and no CUDA runtime calls to map it: one rank per device");
         }
@@ -170,7 +178,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
           } else if (via_corr) {
             r.guess = launcher_pid(r.correlation, r.start);
           }
-          r.name_id = t.fixed_name >= 0 ? t.fixed_name
+          r.name_id = t.fixed_name >= 0                             ? t.fixed_name
                       : sqlite3_column_type(s, 6) == SQLITE_INTEGER ? str(sqlite3_column_int64(s, 6))
                       : sqlite3_column_type(s, 6) == SQLITE_TEXT
                           ? b.intern(reinterpret_cast<const char*>(sqlite3_column_text(s, 6)))
@@ -247,8 +255,10 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
                                   }),
                    rows.end());
         if (!helpers.empty())
-          note(std::to_string(helpers.size()) + " process(es) with GPU work but no NCCL kernels (compile or autotune "
-               "workers?) left out with their " + std::to_string(before - rows.size()) + " GPU rows");
+          note(std::to_string(helpers.size()) +
+               " process(es) with GPU work but no NCCL kernels (compile or autotune "
+               "workers?) left out with their " +
+               std::to_string(before - rows.size()) + " GPU rows");
       }
     }
     std::map<std::pair<int64_t, int64_t>, int32_t> rank_of_key;  // (pid, device) -> provisional rank
@@ -277,18 +287,20 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
       // tracing is unavailable give) the processes that called CUDA.
       const std::string pid_of = " / " + std::to_string(kGlobalIdShift) + " % " + std::to_string(kGlobalIdShift);
       if (nvtx_gtid) {
-        sql::Stmt st(db, "SELECT DISTINCT globalTid" + pid_of + " FROM NVTX_EVENTS WHERE globalTid IS NOT NULL "
+        sql::Stmt st(db, "SELECT DISTINCT globalTid" + pid_of +
+                             " FROM NVTX_EVENTS WHERE globalTid IS NOT NULL "
                              "AND eventType IN (59, 60)");
         while (st.step()) rank_of_key.emplace(std::make_pair(st.i64(0), int64_t{-1}), 0);
       }
       if (rank_of_key.empty() && have_runtime && opts.gpu_activity) {
         cuda_calls_only = true;
-        sql::Stmt st(db, "SELECT DISTINCT globalTid" + pid_of +
-                             " FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid IS NOT NULL");
+        sql::Stmt st(
+            db, "SELECT DISTINCT globalTid" + pid_of + " FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid IS NOT NULL");
         while (st.step()) rank_of_key.emplace(std::make_pair(st.i64(0), int64_t{-1}), 0);
         if (!rank_of_key.empty())
-          note("no kernel, memcpy or memset rows: the capture holds CUDA API calls only (ranks are the processes "
-               "that made them); re-capture with `nsys profile -t cuda` on a GPU where CUDA activity tracing works");
+          note(
+              "no kernel, memcpy or memset rows: the capture holds CUDA API calls only (ranks are the processes "
+              "that made them); re-capture with `nsys profile -t cuda` on a GPU where CUDA activity tracing works");
       } else if (opts.gpu_activity) {
         note("no GPU activity: ranks are the processes with NVTX ranges, compute is host ranges");
       }
@@ -302,7 +314,8 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
       ri.pid = key.first >= 0 ? key.first : -1;  // -1: process unknown
       if (key.second >= 0) {
         auto g = gpu_name.find(key.second);
-        ri.device = "cuda:" + std::to_string(key.second) + (g != gpu_name.end() ? " " + Builder::capped(g->second) : std::string());
+        ri.device = "cuda:" + std::to_string(key.second) +
+                    (g != gpu_name.end() ? " " + Builder::capped(g->second) : std::string());
       } else {
         ri.device = cuda_calls_only ? "cuda (no GPU activity recorded)" : "cpu";
       }
@@ -338,8 +351,8 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
       while (st.step()) {
         auto j = nlohmann::json::parse(st.text(1), nullptr, false);
         if (!j.is_object() || !j.contains("Rank") || !j["Rank"].is_number_integer()) continue;
-        const int64_t n = j.contains("No. of ranks") && j["No. of ranks"].is_number_integer()
-                              ? j["No. of ranks"].get<int64_t>() : 0;
+        const int64_t n =
+            j.contains("No. of ranks") && j["No. of ranks"].is_number_integer() ? j["No. of ranks"].get<int64_t>() : 0;
         const int64_t pid = pid_of_global_id(st.i64(0));
         auto it = best.find(pid);
         if (it == best.end() || n > it->second.first) best[pid] = {n, j["Rank"].get<int64_t>()};

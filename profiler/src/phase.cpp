@@ -7,11 +7,9 @@ namespace ulysses::prof {
 
 namespace {
 const char* const kPhaseNames[] = {
-    "step",      "embedding", "qkv_proj", "a2a_seq_to_head", "attention",
-    "a2a_head_to_seq", "out_proj", "mlp", "norm", "lm_head",
-    "loss",      "backward",  "grad_allreduce", "optimizer", "other"};
-static_assert(sizeof(kPhaseNames) / sizeof(kPhaseNames[0]) == static_cast<size_t>(Phase::Count),
-              "one name per Phase");
+    "step", "embedding", "qkv_proj", "a2a_seq_to_head", "attention",      "a2a_head_to_seq", "out_proj", "mlp",
+    "norm", "lm_head",   "loss",     "backward",        "grad_allreduce", "optimizer",       "other"};
+static_assert(sizeof(kPhaseNames) / sizeof(kPhaseNames[0]) == static_cast<size_t>(Phase::Count), "one name per Phase");
 }  // namespace
 
 const char* phase_name(Phase p) {
@@ -35,10 +33,14 @@ bool phase_is_comm(Phase p) {
 
 const char* direction_name(Direction d) {
   switch (d) {
-    case Direction::Forward: return "fwd";
-    case Direction::Backward: return "bwd";
-    case Direction::Recompute: return "recompute";
-    default: return "none";
+    case Direction::Forward:
+      return "fwd";
+    case Direction::Backward:
+      return "bwd";
+    case Direction::Recompute:
+      return "recompute";
+    default:
+      return "none";
   }
 }
 

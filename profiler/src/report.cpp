@@ -11,7 +11,6 @@ namespace {
 double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 double msd(double ns) { return ns / 1e6; }
 
-
 std::string mib(int64_t b) { return strfmt("%.1f", static_cast<double>(b) / (1024.0 * 1024.0)); }
 }  // namespace
 
@@ -27,56 +26,91 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
   j["dp_size"] = m.dp_size;
   j["num_ranges"] = s.num_ranges;
   j["num_kernels"] = s.num_kernels;
-  j["headline"] = {{"steps", s.headline.steps}, {"tokens_per_s", s.headline.tokens_per_s}, {"step_ms", s.headline.step_ms},
+  j["headline"] = {{"steps", s.headline.steps},
+                   {"tokens_per_s", s.headline.tokens_per_s},
+                   {"step_ms", s.headline.step_ms},
                    {"a2a_bytes_per_step", s.headline.a2a_bytes_per_step},
                    {"allreduce_bytes_per_step", s.headline.allreduce_bytes_per_step},
                    {"peak_memory_bytes", s.headline.peak_memory_bytes}};
-  j["overall"] = {{"compute_ns", s.overall.compute_ns}, {"comm_ns", s.overall.comm_ns},
-                  {"overlap_ns", s.overall.overlap_ns}, {"busy_ns", s.overall.busy_ns},
+  j["overall"] = {{"compute_ns", s.overall.compute_ns},
+                  {"comm_ns", s.overall.comm_ns},
+                  {"overlap_ns", s.overall.overlap_ns},
+                  {"busy_ns", s.overall.busy_ns},
                   {"overlap_ratio", s.overall.ratio}};
   j["steps"] = json::array();
   for (const auto& b : s.steps) {
-    j["steps"].push_back({{"rank", b.rank}, {"step", b.step}, {"start_ns", b.start_ns}, {"end_ns", b.end_ns},
-                          {"wall_ns", b.wall_ns}, {"compute_ns", b.compute_ns}, {"comm_ns", b.comm_ns},
-                          {"overlap_ns", b.overlap_ns}, {"exposed_comm_ns", b.exposed_comm_ns},
-                          {"idle_ns", b.idle_ns}, {"overlap_ratio", b.overlap_ratio}, {"gpu", b.gpu}});
+    j["steps"].push_back({{"rank", b.rank},
+                          {"step", b.step},
+                          {"start_ns", b.start_ns},
+                          {"end_ns", b.end_ns},
+                          {"wall_ns", b.wall_ns},
+                          {"compute_ns", b.compute_ns},
+                          {"comm_ns", b.comm_ns},
+                          {"overlap_ns", b.overlap_ns},
+                          {"exposed_comm_ns", b.exposed_comm_ns},
+                          {"idle_ns", b.idle_ns},
+                          {"overlap_ratio", b.overlap_ratio},
+                          {"gpu", b.gpu}});
   }
   j["ranks"] = json::array();
   for (const auto& t : s.ranks) {
-    j["ranks"].push_back({{"rank", t.rank}, {"steps", t.steps}, {"wall_ns", t.wall_ns}, {"compute_ns", t.compute_ns},
-                          {"comm_ns", t.comm_ns}, {"overlap_ns", t.overlap_ns}, {"idle_ns", t.idle_ns},
+    j["ranks"].push_back({{"rank", t.rank},
+                          {"steps", t.steps},
+                          {"wall_ns", t.wall_ns},
+                          {"compute_ns", t.compute_ns},
+                          {"comm_ns", t.comm_ns},
+                          {"overlap_ns", t.overlap_ns},
+                          {"idle_ns", t.idle_ns},
                           {"overlap_ratio", t.overlap_ratio}});
   }
   j["layers"] = json::array();
   for (const auto& l : s.layers) {
-    j["layers"].push_back({{"layer", l.layer}, {"direction", direction_name(l.dir)},
-                           {"qkv_proj_ns", l.qkv_proj_ns}, {"a2a_seq_to_head_ns", l.a2a_seq_to_head_ns},
-                           {"attention_ns", l.attention_ns}, {"a2a_head_to_seq_ns", l.a2a_head_to_seq_ns},
-                           {"out_proj_ns", l.out_proj_ns}, {"a2a_bytes_sent", l.a2a_bytes_sent},
-                           {"a2a_bytes_recv", l.a2a_bytes_recv}, {"samples", l.samples}});
+    j["layers"].push_back({{"layer", l.layer},
+                           {"direction", direction_name(l.dir)},
+                           {"qkv_proj_ns", l.qkv_proj_ns},
+                           {"a2a_seq_to_head_ns", l.a2a_seq_to_head_ns},
+                           {"attention_ns", l.attention_ns},
+                           {"a2a_head_to_seq_ns", l.a2a_head_to_seq_ns},
+                           {"out_proj_ns", l.out_proj_ns},
+                           {"a2a_bytes_sent", l.a2a_bytes_sent},
+                           {"a2a_bytes_recv", l.a2a_bytes_recv},
+                           {"samples", l.samples}});
   }
   j["heads"] = json::array();
   for (const auto& h : s.heads) {
-    j["heads"].push_back({{"head_begin", h.head_begin}, {"head_end", h.head_end},
-                          {"a2a_seq_to_head_ns", h.a2a_seq_to_head_ns}, {"attention_ns", h.attention_ns},
-                          {"a2a_head_to_seq_ns", h.a2a_head_to_seq_ns}, {"count", h.count},
+    j["heads"].push_back({{"head_begin", h.head_begin},
+                          {"head_end", h.head_end},
+                          {"a2a_seq_to_head_ns", h.a2a_seq_to_head_ns},
+                          {"attention_ns", h.attention_ns},
+                          {"a2a_head_to_seq_ns", h.a2a_head_to_seq_ns},
+                          {"count", h.count},
                           {"bytes_sent", h.bytes_sent}});
   }
   j["skew"] = json::array();
   for (const auto& k : s.skew) {
-    j["skew"].push_back({{"phase", phase_name(k.phase)}, {"slowest_rank", k.slowest_rank},
-                         {"slowest_ns", k.slowest_ns}, {"fastest_rank", k.fastest_rank},
-                         {"fastest_ns", k.fastest_ns}, {"ratio", k.ratio}});
+    j["skew"].push_back({{"phase", phase_name(k.phase)},
+                         {"slowest_rank", k.slowest_rank},
+                         {"slowest_ns", k.slowest_ns},
+                         {"fastest_rank", k.fastest_rank},
+                         {"fastest_ns", k.fastest_ns},
+                         {"ratio", k.ratio}});
   }
   j["memory"] = json::array();
   for (const auto& p : s.memory) {
-    j["memory"].push_back({{"label", p.label}, {"rank", p.rank}, {"max_allocated", p.max_allocated},
-                           {"max_reserved", p.max_reserved}, {"max_peak", p.max_peak}, {"samples", p.samples}});
+    j["memory"].push_back({{"label", p.label},
+                           {"rank", p.rank},
+                           {"max_allocated", p.max_allocated},
+                           {"max_reserved", p.max_reserved},
+                           {"max_peak", p.max_peak},
+                           {"samples", p.samples}});
   }
   j["names"] = json::array();
   for (const auto& n : s.names) {
-    j["names"].push_back({{"name", n.name}, {"kind", n.is_kernel ? "gpu" : "nvtx"}, {"count", n.count},
-                          {"total_ns", n.total_ns}, {"max_ns", n.max_ns}});
+    j["names"].push_back({{"name", n.name},
+                          {"kind", n.is_kernel ? "gpu" : "nvtx"},
+                          {"count", n.count},
+                          {"total_ns", n.total_ns},
+                          {"max_ns", n.max_ns}});
   }
   // Waiting analysis: per rank, keyed by the rank number as a string.
   const WaitingAnalysis& w = s.waiting;
@@ -98,42 +132,47 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
 std::string summary_to_text(const TraceModel& m, const Summary& s) {
   std::string o;
   o += strfmt("Trace: %s%s\n", m.source.c_str(),
-           m.format == "nsys" ? "  (Nsight Systems export)" : m.format == "kineto" ? "  (PyTorch profiler trace)" : "");
+              m.format == "nsys"     ? "  (Nsight Systems export)"
+              : m.format == "kineto" ? "  (PyTorch profiler trace)"
+                                     : "");
   for (const auto& n : m.notes) o += "Note: " + n + "\n";
   if (m.format != "ulysses")
     for (const auto& r : m.ranks)
       o += strfmt("Rank %d: pid %lld, %s\n", r.rank, static_cast<long long>(r.pid), r.device.c_str());
   o += strfmt("Ranks: %d (sp %d x dp %d)   host ranges: %lld   GPU activities: %lld\n", s.world_size, m.sp_size,
-           m.dp_size, static_cast<long long>(s.num_ranges), static_cast<long long>(s.num_kernels));
+              m.dp_size, static_cast<long long>(s.num_ranges), static_cast<long long>(s.num_kernels));
   if (s.clock_error_ns >= 0)
     o += strfmt("Clocks: every rank aligned to rank 0 by measured offsets, error bound +-%.1f us\n",
-             static_cast<double>(s.clock_error_ns) / 1e3);
-  o += strfmt("Overlap (HTA: comm time overlapped by compute / comm time): %.1f%%  "
-           "(comm %.3f ms, overlapped %.3f ms)\n\n",
-           100.0 * s.overall.ratio, ms(s.overall.comm_ns), ms(s.overall.overlap_ns));
+                static_cast<double>(s.clock_error_ns) / 1e3);
+  o += strfmt(
+      "Overlap (HTA: comm time overlapped by compute / comm time): %.1f%%  "
+      "(comm %.3f ms, overlapped %.3f ms)\n\n",
+      100.0 * s.overall.ratio, ms(s.overall.comm_ns), ms(s.overall.overlap_ns));
   if (s.headline.steps > 0)
-    o += strfmt("Per step (%lld steps; medians leave out warm-up step 0): %.0f tokens/s, %.1f ms; per rank: all-to-all %.3f MiB sent, gradient all-reduce "
-             "%.3f MiB sent; peak memory %.1f MiB\n\n",
-             static_cast<long long>(s.headline.steps), s.headline.tokens_per_s, s.headline.step_ms,
-             double(s.headline.a2a_bytes_per_step) / 1048576.0, double(s.headline.allreduce_bytes_per_step) / 1048576.0,
-             double(s.headline.peak_memory_bytes) / 1048576.0);
+    o += strfmt(
+        "Per step (%lld steps; medians leave out warm-up step 0): %.0f tokens/s, %.1f ms; per rank: all-to-all %.3f "
+        "MiB sent, gradient all-reduce "
+        "%.3f MiB sent; peak memory %.1f MiB\n\n",
+        static_cast<long long>(s.headline.steps), s.headline.tokens_per_s, s.headline.step_ms,
+        double(s.headline.a2a_bytes_per_step) / 1048576.0, double(s.headline.allreduce_bytes_per_step) / 1048576.0,
+        double(s.headline.peak_memory_bytes) / 1048576.0);
 
   o += "Per rank and step (ms)\n";
-  o += strfmt("%5s %6s %10s %10s %10s %10s %10s %8s\n", "rank", "step", "wall", "compute", "comm", "exposed",
-           "idle", "overlap");
+  o += strfmt("%5s %6s %10s %10s %10s %10s %10s %8s\n", "rank", "step", "wall", "compute", "comm", "exposed", "idle",
+              "overlap");
   for (const auto& b : s.steps) {
     o += strfmt("%5d %6lld %10.3f %10.3f %10.3f %10.3f %10.3f %7.1f%%%s\n", b.rank, static_cast<long long>(b.step),
-             ms(b.wall_ns), ms(b.compute_ns), ms(b.comm_ns), ms(b.exposed_comm_ns), ms(b.idle_ns),
-             100.0 * b.overlap_ratio, b.gpu ? " gpu" : "");
+                ms(b.wall_ns), ms(b.compute_ns), ms(b.comm_ns), ms(b.exposed_comm_ns), ms(b.idle_ns),
+                100.0 * b.overlap_ratio, b.gpu ? " gpu" : "");
   }
   if (!s.layers.empty()) {
     o += "\nPer layer (ms, summed over ranks and steps)\n";
     o += strfmt("%5s %9s %9s %9s %9s %9s %9s %12s\n", "layer", "dir", "qkv", "a2a_s2h", "attn", "a2a_h2s", "out",
-             "a2a MiB");
+                "a2a MiB");
     for (const auto& l : s.layers) {
       o += strfmt("%5d %9s %9.3f %9.3f %9.3f %9.3f %9.3f %12s\n", l.layer, direction_name(l.dir), ms(l.qkv_proj_ns),
-               ms(l.a2a_seq_to_head_ns), ms(l.attention_ns), ms(l.a2a_head_to_seq_ns), ms(l.out_proj_ns),
-               mib(l.a2a_bytes_sent).c_str());
+                  ms(l.a2a_seq_to_head_ns), ms(l.attention_ns), ms(l.a2a_head_to_seq_ns), ms(l.out_proj_ns),
+                  mib(l.a2a_bytes_sent).c_str());
     }
   }
   if (!s.heads.empty()) {
@@ -142,7 +181,7 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
     for (const auto& h : s.heads) {
       std::string hr = std::to_string(h.head_begin) + "-" + std::to_string(h.head_end - 1);
       o += strfmt("%9s %9.3f %9.3f %9.3f %7lld\n", hr.c_str(), ms(h.a2a_seq_to_head_ns), ms(h.attention_ns),
-               ms(h.a2a_head_to_seq_ns), static_cast<long long>(h.count));
+                  ms(h.a2a_head_to_seq_ns), static_cast<long long>(h.count));
     }
   }
   if (!s.skew.empty()) {
@@ -156,16 +195,19 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
   }
   if (!s.waiting.instances.empty()) {
     const WaitingAnalysis& w = s.waiting;
-    o += strfmt("\nStragglers: %lld collectives paired across ranks by (process group, sequence number); median "
-             "arrival skew %.3f ms\n",
-             static_cast<long long>(w.instances.size()), msd(w.median_skew_ns));
-    o += strfmt("%5s %12s %14s %16s %18s\n", "rank", "collectives", "last arrivals", "wait caused ms", "wait suffered ms");
+    o += strfmt(
+        "\nStragglers: %lld collectives paired across ranks by (process group, sequence number); median "
+        "arrival skew %.3f ms\n",
+        static_cast<long long>(w.instances.size()), msd(w.median_skew_ns));
+    o += strfmt("%5s %12s %14s %16s %18s\n", "rank", "collectives", "last arrivals", "wait caused ms",
+                "wait suffered ms");
     for (const auto& r : w.ranks) {
       o += strfmt("%5d %12lld %14lld %16.3f %18.3f\n", r.rank, static_cast<long long>(r.collectives),
-               static_cast<long long>(r.last_arrivals), ms(r.wait_caused_ns), ms(r.wait_suffered_ns));
+                  static_cast<long long>(r.last_arrivals), ms(r.wait_caused_ns), ms(r.wait_suffered_ns));
     }
     if (!w.steps.empty()) {
-      o += "Step end set by (last arriver at the step's last collective; * = no collective: the rank that ended last)\n";
+      o +=
+          "Step end set by (last arriver at the step's last collective; * = no collective: the rank that ended last)\n";
       std::string line;
       for (const auto& st : w.steps) {
         line += strfmt(" s%lld:r%d%s", static_cast<long long>(st.step), st.rank, st.from_collective ? "" : "*");
@@ -182,7 +224,7 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
     o += strfmt("%20s %5s %10s %10s %10s\n", "label", "rank", "allocated", "reserved", "peak");
     for (const auto& p : s.memory) {
       o += strfmt("%20s %5d %10s %10s %10s\n", p.label.c_str(), p.rank, mib(p.max_allocated).c_str(),
-               mib(p.max_reserved).c_str(), mib(p.max_peak).c_str());
+                  mib(p.max_reserved).c_str(), mib(p.max_peak).c_str());
     }
   }
   if (!s.names.empty()) {
@@ -191,7 +233,7 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
     for (const auto& n : s.names) {
       std::string name = n.name.size() > 80 ? n.name.substr(0, 77) + "..." : n.name;
       o += strfmt("%-5s %10lld %12.3f %10.3f  %s\n", n.is_kernel ? "gpu" : "nvtx", static_cast<long long>(n.count),
-               ms(n.total_ns), ms(n.max_ns), name.c_str());
+                  ms(n.total_ns), ms(n.max_ns), name.c_str());
     }
   }
   return o;

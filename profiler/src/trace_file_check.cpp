@@ -114,7 +114,8 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
       throw TraceError(describe(path) + " is gzip-compressed: unpack it first (gunzip -k '" + path + "')");
     }
     if (!f || std::memcmp(hdr, "SQLite format 3", 16) != 0) {
-      throw TraceError(describe(path) + " is not an SQLite database (wrong header); expected a "
+      throw TraceError(describe(path) +
+                       " is not an SQLite database (wrong header); expected a "
                        "RUN/trace/rank*.sqlite file or an 'nsys export --type sqlite' file");
     }
     // Database header: page size (offset 16), size in pages (28) valid when the change
@@ -135,9 +136,9 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
     db = sql::Db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
     int64_t uv = db.query_int("PRAGMA user_version");
     if (uv > trace_schema_version()) {
-      throw TraceError(describe(path) + " was written by a newer Ulysses Studio (trace format " +
-                       std::to_string(uv) + "; this build reads up to format " +
-                       std::to_string(trace_schema_version()) + "): update ulysses-trace / ulysses-studio");
+      throw TraceError(describe(path) + " was written by a newer Ulysses Studio (trace format " + std::to_string(uv) +
+                       "; this build reads up to format " + std::to_string(trace_schema_version()) +
+                       "): update ulysses-trace / ulysses-studio");
     }
     FileKind kind;
     if (db.has_table("ULYSSES_RANGES")) {
@@ -147,7 +148,8 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
                db.has_table("EXPORT_META_DATA")) {  // an export without kernels or NVTX is still one
       kind = FileKind::Nsys;
     } else {
-      throw TraceError(describe(path) + " is an SQLite database but not a Ulysses trace or an Nsight Systems "
+      throw TraceError(describe(path) +
+                       " is an SQLite database but not a Ulysses trace or an Nsight Systems "
                        "export (it has neither ULYSSES_RANGES nor NVTX_EVENTS nor CUPTI_ACTIVITY_KIND_KERNEL)");
     }
     *out_db = std::move(db);

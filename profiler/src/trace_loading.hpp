@@ -39,9 +39,9 @@ struct ForeignRank {
   int32_t provisional = 0;  // the rank number ranges carry until renumber_foreign_ranks
   int32_t file_index = 0;   // order of its file in the folder (or 0)
   int64_t pid = 0;
-  int64_t device = -1;      // CUDA device, -1 when none / unknown
-  int64_t hint = -1;        // rank the trace itself states (NCCL init payload, distributedInfo)
-  int64_t name_hint = -1;   // rank number in the file name ("rank3", "report_3"), one rank per file only
+  int64_t device = -1;     // CUDA device, -1 when none / unknown
+  int64_t hint = -1;       // rank the trace itself states (NCCL init payload, distributedInfo)
+  int64_t name_hint = -1;  // rank number in the file name ("rank3", "report_3"), one rank per file only
 };
 
 struct Builder {

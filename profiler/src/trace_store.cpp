@@ -137,8 +137,8 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
       sql::Stmt xc(db, "SELECT correlationId, externalId FROM CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION");
       while (xc.step()) ext_of_corr[xc.i64(0)] = xc.i64(1);
       sql::Stmt xi(db,
-          "SELECT externalId, eventId, step, phase, direction, layer, headBegin, headEnd, chunk "
-          "FROM ULYSSES_EXTERNAL_IDS");
+                   "SELECT externalId, eventId, step, phase, direction, layer, headBegin, headEnd, chunk "
+                   "FROM ULYSSES_EXTERNAL_IDS");
       while (xi.step()) {
         launcher_of_ext[xi.i64(0)] = {xi.i64(2), xi.i64(3), xi.i64(4), xi.i64(5), xi.i64(6), xi.i64(7), xi.i64(8)};
         if (!xi.is_null(1)) ext_of_event[xi.i64(1)] = xi.i64(0);
@@ -155,8 +155,8 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
         if (upper > 0) m.ranges.reserve(m.ranges.size() + static_cast<size_t>(upper));
       }
       sql::Stmt st(db,
-          "SELECT start, end, globalTid, textId, text, rowid FROM NVTX_EVENTS "
-          "WHERE eventType IN (59, 60) AND end IS NOT NULL ORDER BY rowid");
+                   "SELECT start, end, globalTid, textId, text, rowid FROM NVTX_EVENTS "
+                   "WHERE eventType IN (59, 60) AND end IS NOT NULL ORDER BY rowid");
       sql::Stmt ust;
       if (ours) {  // pgId / seq: format 3 on (older files: not collectives, -1)
         const bool coll = db.has_column("ULYSSES_RANGES", "seq") && db.has_column("ULYSSES_RANGES", "pgId");
@@ -182,8 +182,8 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
           r.name_id = str(sqlite3_column_int64(s, 3));
         } else {
           const unsigned char* t = sqlite3_column_text(s, 4);
-          r.name_id = b.intern(t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(s, 4))
-                                 : std::string());
+          r.name_id =
+              b.intern(t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(s, 4)) : std::string());
         }
         bool has_u = u_row && sqlite3_column_int64(u, 0) == rowid;
         if (has_u) {
@@ -236,10 +236,9 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
         const char* table;
         const char* name_sql;
       };
-      const GpuTable tables[] = {
-          {"CUPTI_ACTIVITY_KIND_KERNEL", "COALESCE(shortName, demangledName)"},
-          {"CUPTI_ACTIVITY_KIND_MEMCPY", "NULL"},
-          {"CUPTI_ACTIVITY_KIND_MEMSET", "NULL"}};
+      const GpuTable tables[] = {{"CUPTI_ACTIVITY_KIND_KERNEL", "COALESCE(shortName, demangledName)"},
+                                 {"CUPTI_ACTIVITY_KIND_MEMCPY", "NULL"},
+                                 {"CUPTI_ACTIVITY_KIND_MEMSET", "NULL"}};
       for (const auto& t : tables) {
         if (!db.has_table(t.table)) continue;
         bool is_memcpy = std::strcmp(t.table, "CUPTI_ACTIVITY_KIND_MEMCPY") == 0;
@@ -263,8 +262,8 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
           r.correlation = static_cast<uint32_t>(sqlite3_column_int64(s, 7));
           if (!ext_of_corr.empty()) attribute(r, ext_of_corr, launcher_of_ext);
           int32_t rank = rank_of_pid(pid);
-          std::string lname = (dev != 0 ? "gpu " + std::to_string(dev) + " " : std::string()) + "stream " +
-                              std::to_string(stream);
+          std::string lname =
+              (dev != 0 ? "gpu " + std::to_string(dev) + " " : std::string()) + "stream " + std::to_string(stream);
           r.lane = b.source(rank, LaneKind::CudaStream, (dev << 32) | (stream & 0xFFFFFFFF), lname, 3);
           r.rank = rank;
           m.ranges.push_back(r);
@@ -295,8 +294,8 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
 
     if (kind == FileKind::Ulysses) {
       sql::Stmt st(db,
-          "SELECT rank, step, start, end, loss, lr, gradNorm, tokens, tokensPerS, stepMs, maxMemBytes "
-          "FROM ULYSSES_STEPS");
+                   "SELECT rank, step, start, end, loss, lr, gradNorm, tokens, tokensPerS, stepMs, maxMemBytes "
+                   "FROM ULYSSES_STEPS");
       while (st.step()) {
         StepInfo si;
         si.rank = to_i32(st.i64(0));
@@ -360,9 +359,8 @@ void finish(Builder& b, const LoadOptions& opts) {
   std::sort(m.runtime.begin(), m.runtime.end(), [](const RuntimeCall& x, const RuntimeCall& y) {
     return std::tie(x.rank, x.start_ns) < std::tie(y.rank, y.start_ns);
   });
-  std::sort(m.steps.begin(), m.steps.end(), [](const StepInfo& x, const StepInfo& y) {
-    return std::tie(x.rank, x.step) < std::tie(y.rank, y.step);
-  });
+  std::sort(m.steps.begin(), m.steps.end(),
+            [](const StepInfo& x, const StepInfo& y) { return std::tie(x.rank, x.step) < std::tie(y.rank, y.step); });
   std::sort(m.memory.begin(), m.memory.end(), [](const MemoryPoint& x, const MemoryPoint& y) {
     return std::tie(x.rank, x.t_ns) < std::tie(y.rank, y.t_ns);
   });
@@ -554,7 +552,8 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
       if (!claimed.count(static_cast<int32_t>(r)) && ++n_missing <= 8)
         missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     if (n_missing > 0)
-      throw TraceError(path + ": the trace of rank(s) " + missing + (n_missing > 8 ? " and " + std::to_string(n_missing - 8) + " more" : "") +
+      throw TraceError(path + ": the trace of rank(s) " + missing +
+                       (n_missing > 8 ? " and " + std::to_string(n_missing - 8) + " more" : "") +
                        " is missing (the run had " + std::to_string(world) + " ranks; expected " +
                        (fs::path(path) / "trace" / "rank<r>.sqlite").string() + " for each)");
   }

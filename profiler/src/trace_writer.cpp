@@ -19,14 +19,22 @@ namespace {
 // ARGB colors per phase for NVTX viewers (comm warm, compute cool).
 uint32_t phase_color(Phase p) {
   switch (p) {
-    case Phase::A2ASeqToHead: return 0xFFE4572E;
-    case Phase::A2AHeadToSeq: return 0xFFF3A712;
-    case Phase::GradAllReduce: return 0xFFA8201A;
-    case Phase::Attention: return 0xFF29335C;
-    case Phase::QkvProj: return 0xFF4C9F70;
-    case Phase::OutProj: return 0xFF1E91D6;
-    case Phase::Mlp: return 0xFF8FC93A;
-    default: return 0xFF9E9E9E;
+    case Phase::A2ASeqToHead:
+      return 0xFFE4572E;
+    case Phase::A2AHeadToSeq:
+      return 0xFFF3A712;
+    case Phase::GradAllReduce:
+      return 0xFFA8201A;
+    case Phase::Attention:
+      return 0xFF29335C;
+    case Phase::QkvProj:
+      return 0xFF4C9F70;
+    case Phase::OutProj:
+      return 0xFF1E91D6;
+    case Phase::Mlp:
+      return 0xFF8FC93A;
+    default:
+      return 0xFF9E9E9E;
   }
 }
 
@@ -74,8 +82,8 @@ struct TraceWriter::Impl {
   int64_t next_event_id = 1;  // NVTX_EVENTS rowid given explicitly (we are the only writer)
   sql::Stmt ins_nvtx_batch, ins_range_batch;
   void flush_ranges();
-  sql::Stmt ins_string, ins_nvtx, ins_range, ins_step, ins_mem, ins_kernel, ins_memcpy, ins_memset,
-      ins_runtime, ins_metric, ins_thread, ins_ext_corr, ins_ext_id;
+  sql::Stmt ins_string, ins_nvtx, ins_range, ins_step, ins_mem, ins_kernel, ins_memcpy, ins_memset, ins_runtime,
+      ins_metric, ins_thread, ins_ext_corr, ins_ext_id;
 };
 
 TraceWriter::TraceWriter(const TracerOptions& opts, int64_t pid) : impl_(std::make_unique<Impl>()) {
@@ -118,38 +126,44 @@ TraceWriter::TraceWriter(const TracerOptions& opts, int64_t pid) : impl_(std::ma
   d.pending.reserve(kBatch);
   d.next_event_id = d.db.query_int("SELECT coalesce(max(rowid), 0) + 1 FROM NVTX_EVENTS");
   d.ins_step = sql::Stmt(d.db,
-      "INSERT OR REPLACE INTO ULYSSES_STEPS(rank, step, start, end, loss, lr, gradNorm, tokens, "
-      "tokensPerS, stepMs, maxMemBytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                         "INSERT OR REPLACE INTO ULYSSES_STEPS(rank, step, start, end, loss, lr, gradNorm, tokens, "
+                         "tokensPerS, stepMs, maxMemBytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   d.ins_mem = sql::Stmt(d.db,
-      "INSERT INTO ULYSSES_MEMORY(rank, timestamp, step, labelId, allocated, reserved, peak) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?)");
-  d.ins_kernel = sql::Stmt(d.db,
-      "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL(start, end, deviceId, contextId, streamId, correlationId, "
-      "globalPid, demangledName, shortName, registersPerThread, gridX, gridY, gridZ, blockX, blockY, "
-      "blockZ, staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, gridId) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0)");
-  d.ins_memcpy = sql::Stmt(d.db,
-      "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY(start, end, deviceId, contextId, streamId, correlationId, "
-      "globalPid, bytes, copyKind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  d.ins_memset = sql::Stmt(d.db,
-      "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET(start, end, deviceId, contextId, streamId, correlationId, "
-      "globalPid, value, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  d.ins_runtime = sql::Stmt(d.db,
-      "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME(start, end, eventClass, globalTid, correlationId, nameId, "
-      "returnValue) VALUES (?, ?, 0, ?, ?, ?, ?)");
+                        "INSERT INTO ULYSSES_MEMORY(rank, timestamp, step, labelId, allocated, reserved, peak) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?)");
+  d.ins_kernel =
+      sql::Stmt(d.db,
+                "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL(start, end, deviceId, contextId, streamId, correlationId, "
+                "globalPid, demangledName, shortName, registersPerThread, gridX, gridY, gridZ, blockX, blockY, "
+                "blockZ, staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, gridId) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0)");
+  d.ins_memcpy =
+      sql::Stmt(d.db,
+                "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY(start, end, deviceId, contextId, streamId, correlationId, "
+                "globalPid, bytes, copyKind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  d.ins_memset =
+      sql::Stmt(d.db,
+                "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET(start, end, deviceId, contextId, streamId, correlationId, "
+                "globalPid, value, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  d.ins_runtime =
+      sql::Stmt(d.db,
+                "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME(start, end, eventClass, globalTid, correlationId, nameId, "
+                "returnValue) VALUES (?, ?, 0, ?, ?, ?, ?)");
   d.ins_metric = sql::Stmt(d.db, "INSERT OR REPLACE INTO ULYSSES_METRICS(name, value) VALUES (?, ?)");
-  d.ins_ext_corr = sql::Stmt(d.db,
+  d.ins_ext_corr = sql::Stmt(
+      d.db,
       "INSERT INTO CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION(correlationId, externalKind, externalId, globalPid) "
       "VALUES (?, 3, ?, ?)");
-  d.ins_ext_id = sql::Stmt(d.db,
+  d.ins_ext_id = sql::Stmt(
+      d.db,
       "INSERT OR REPLACE INTO ULYSSES_EXTERNAL_IDS(externalId, eventId, step, phase, direction, layer, headBegin, "
       "headEnd, chunk) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
   d.ins_thread = sql::Stmt(d.db, "INSERT INTO ThreadNames(nameId, priority, globalTid) VALUES (?, 0, ?)");
 
   {
     sql::Stmt st(d.db,
-        "INSERT INTO ULYSSES_RUN(runId, configJson, worldSize, spSize, dpSize, clock, createdUtc) "
-        "VALUES (?, ?, ?, ?, ?, 'CLOCK_MONOTONIC', ?)");
+                 "INSERT INTO ULYSSES_RUN(runId, configJson, worldSize, spSize, dpSize, clock, createdUtc) "
+                 "VALUES (?, ?, ?, ?, ?, 'CLOCK_MONOTONIC', ?)");
     st.bind(1, opts.run_id);
     st.bind(2, opts.run_config_json);
     st.bind(3, static_cast<int64_t>(opts.world_size));
@@ -160,8 +174,8 @@ TraceWriter::TraceWriter(const TracerOptions& opts, int64_t pid) : impl_(std::ma
   }
   {
     sql::Stmt st(d.db,
-        "INSERT INTO ULYSSES_RANKS(rank, spRank, dpRank, device, hostname, pid, globalPid) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)");
+                 "INSERT INTO ULYSSES_RANKS(rank, spRank, dpRank, device, hostname, pid, globalPid) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?)");
     st.bind(1, static_cast<int64_t>(opts.rank));
     st.bind(2, static_cast<int64_t>(opts.sp_rank));
     st.bind(3, static_cast<int64_t>(opts.dp_rank));
@@ -258,8 +272,8 @@ void TraceWriter::Impl::flush_ranges() {
   auto check = [&](int64_t last, const char* table) {
     if (sqlite3_last_insert_rowid(h) != last) {
       throw std::runtime_error(std::string("trace writer: ") + table + " rowid " +
-                               std::to_string(sqlite3_last_insert_rowid(h)) + " != expected " +
-                               std::to_string(last) + " (was the trace file modified by another writer?)");
+                               std::to_string(sqlite3_last_insert_rowid(h)) + " != expected " + std::to_string(last) +
+                               " (was the trace file modified by another writer?)");
     }
   };
   size_t i = 0;
@@ -303,17 +317,16 @@ int64_t TraceWriter::write_range(const RangeRecord& r) {
   Impl& d = *impl_;
   const RangeInfo& i = r.info;
   size_t pi = static_cast<size_t>(i.phase) < static_cast<size_t>(Phase::Count) ? static_cast<size_t>(i.phase)
-                                                                                : static_cast<size_t>(Phase::Other);
+                                                                               : static_cast<size_t>(Phase::Other);
   if (d.phase_string[pi] == 0) d.phase_string[pi] = string_id(phase_name(static_cast<Phase>(pi)));
   const int64_t id = d.next_event_id++;
-  d.pending.push_back({{r.start_ns, r.end_ns,
-                        static_cast<int64_t>(r.push_pop ? kNvtxPushPopRange : kNvtxStartEndRange),
-                        static_cast<int64_t>(i.phase), static_cast<int64_t>(phase_color(i.phase)),
-                        make_global_tid(d.pid, r.tid), d.phase_string[pi]},
-                       {r.step, static_cast<int64_t>(i.phase), static_cast<int64_t>(i.dir),
-                        static_cast<int64_t>(i.layer), static_cast<int64_t>(i.head_begin),
-                        static_cast<int64_t>(i.head_end), static_cast<int64_t>(i.chunk), i.bytes_sent,
-                        i.bytes_recv, static_cast<int64_t>(i.pg), i.seq}});
+  d.pending.push_back(
+      {{r.start_ns, r.end_ns, static_cast<int64_t>(r.push_pop ? kNvtxPushPopRange : kNvtxStartEndRange),
+        static_cast<int64_t>(i.phase), static_cast<int64_t>(phase_color(i.phase)), make_global_tid(d.pid, r.tid),
+        d.phase_string[pi]},
+       {r.step, static_cast<int64_t>(i.phase), static_cast<int64_t>(i.dir), static_cast<int64_t>(i.layer),
+        static_cast<int64_t>(i.head_begin), static_cast<int64_t>(i.head_end), static_cast<int64_t>(i.chunk),
+        i.bytes_sent, i.bytes_recv, static_cast<int64_t>(i.pg), i.seq}});
   // Outside an explicit transaction every write is its own commit: write now.
   if (!d.in_txn || d.pending.size() >= static_cast<size_t>(kBatch)) d.flush_ranges();
   return id;
@@ -415,8 +428,10 @@ void TraceWriter::write_external_correlation(int64_t correlation, int64_t extern
 void TraceWriter::write_external_id(int64_t external_id, int64_t event_id, int64_t step, const RangeInfo& i) {
   auto& s = impl_->ins_ext_id;
   s.bind(1, external_id);
-  if (event_id >= 0) s.bind(2, event_id);
-  else s.bind_null(2);
+  if (event_id >= 0)
+    s.bind(2, event_id);
+  else
+    s.bind_null(2);
   s.bind(3, step);
   s.bind(4, static_cast<int64_t>(i.phase));
   s.bind(5, static_cast<int64_t>(i.dir));
@@ -429,7 +444,8 @@ void TraceWriter::write_external_id(int64_t external_id, int64_t event_id, int64
 
 void TraceWriter::write_gpu_info(int32_t device, const std::string& name, int64_t total_memory, int32_t sm_count,
                                  int32_t cc_major, int32_t cc_minor) {
-  sql::Stmt st(impl_->db,
+  sql::Stmt st(
+      impl_->db,
       "INSERT INTO TARGET_INFO_GPU(vmId, id, name, totalMemory, smCount, cuDevice, computeMajor, computeMinor) "
       "VALUES (0, ?, ?, ?, ?, ?, ?, ?)");
   st.bind(1, static_cast<int64_t>(device));
@@ -451,7 +467,8 @@ void TraceWriter::set_metric(const std::string& name, double value) {
 
 void TraceWriter::write_clock(const std::string& kind, const ClockOffset& c) {
   sql::Stmt st(impl_->db,
-      "INSERT INTO ULYSSES_CLOCK(rank, kind, offsetNs, errorNs, rttNs, rounds, measuredAt) VALUES (?, ?, ?, ?, ?, ?, ?)");
+               "INSERT INTO ULYSSES_CLOCK(rank, kind, offsetNs, errorNs, rttNs, rounds, measuredAt) VALUES (?, ?, ?, "
+               "?, ?, ?, ?)");
   st.bind(1, static_cast<int64_t>(impl_->rank));
   st.bind(2, kind);
   st.bind(3, c.offset_ns);

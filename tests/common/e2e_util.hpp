@@ -43,7 +43,8 @@ inline Proc sh(const std::string& cmd, const std::string& dir = "", bool merge =
 
 // <tmp>/ulysses_<suite>_<pid>/<name>; the parent folder exists, `name` itself is not created.
 inline std::string scratch_path(const std::string& suite, const std::string& name) {
-  const auto d = std::filesystem::temp_directory_path() / ("ulysses_" + suite + "_" + std::to_string(::getpid())) / name;
+  const auto d =
+      std::filesystem::temp_directory_path() / ("ulysses_" + suite + "_" + std::to_string(::getpid())) / name;
   std::filesystem::create_directories(d.parent_path());
   return d.string();
 }
@@ -52,10 +53,21 @@ inline std::string scratch_path(const std::string& suite, const std::string& nam
 // N 64, one thread per rank (deterministic BLAS), on the repository's tiny corpus. Tests
 // adjust sections before writing it.
 inline nlohmann::json tiny_config(int sp, int64_t steps, const std::string& source_dir) {
-  return {{"model", {{"vocab_size", 256}, {"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2},
-                     {"num_attention_heads", 4}, {"num_key_value_heads", 2}}},
+  return {{"model",
+           {{"vocab_size", 256},
+            {"hidden_size", 32},
+            {"intermediate_size", 64},
+            {"num_hidden_layers", 2},
+            {"num_attention_heads", 4},
+            {"num_key_value_heads", 2}}},
           {"parallel", {{"sp_size", sp}, {"dp_size", 1}, {"timeout_s", 60}}},
-          {"train", {{"seq_length", 64}, {"steps", steps}, {"lr", 0.01}, {"warmup_steps", 1}, {"min_lr", 0.001}, {"threads_per_rank", 1}}},
+          {"train",
+           {{"seq_length", 64},
+            {"steps", steps},
+            {"lr", 0.01},
+            {"warmup_steps", 1},
+            {"min_lr", 0.001},
+            {"threads_per_rank", 1}}},
           {"data", {{"kind", "text"}, {"path", source_dir + "/resources/data/tiny_corpus.txt"}}}};
 }
 

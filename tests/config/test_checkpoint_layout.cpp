@@ -27,7 +27,9 @@ void make_checkpoint(const std::string& dir, int64_t step, bool marker = true) {
   std::ofstream(dir + "/model.safetensors") << "0123456789";
   std::ofstream(dir + "/state.json") << "{}";
   if (!marker) return;
-  json m = {{"format", ckpt::kFormat}, {"version", ckpt::kFormatVersion}, {"step", step},
+  json m = {{"format", ckpt::kFormat},
+            {"version", ckpt::kFormatVersion},
+            {"step", step},
             {"files", {{"model.safetensors", 10}, {"state.json", 2}}}};
   std::ofstream(dir + "/" + ckpt::kCompleteFile) << m.dump();
 }
@@ -42,7 +44,8 @@ TEST(CheckpointLayout, StepFolderNames) {
   EXPECT_EQ(s, 12);
   EXPECT_TRUE(ckpt::parse_step_dir_name("step-123456789012", &s));
   EXPECT_EQ(s, 123456789012);
-  for (const char* bad : {"step-", "step-12a", "step12", ".tmp-step-00000001", "step-0000000000000000001", "model.safetensors"})
+  for (const char* bad :
+       {"step-", "step-12a", "step12", ".tmp-step-00000001", "step-0000000000000000001", "model.safetensors"})
     EXPECT_FALSE(ckpt::parse_step_dir_name(bad, &s)) << bad;
 }
 
@@ -63,10 +66,12 @@ TEST(CheckpointLayout, ManifestDecidesCompleteness) {
   std::ofstream(root + "/foreign/complete") << R"({"format": "other", "version": 1, "step": 4, "files": {}})";
   EXPECT_NE(ckpt::checkpoint_problem(root + "/foreign").find("not a ulysses-train-state manifest"), std::string::npos);
   make_checkpoint(root + "/future", 4);
-  std::ofstream(root + "/future/complete") << R"({"format": "ulysses-train-state", "version": 99, "step": 4, "files": {}})";
+  std::ofstream(root + "/future/complete")
+      << R"({"format": "ulysses-train-state", "version": 99, "step": 4, "files": {}})";
   EXPECT_NE(ckpt::checkpoint_problem(root + "/future").find("newer"), std::string::npos);
   make_checkpoint(root + "/escape", 4);
-  std::ofstream(root + "/escape/complete") << R"({"format": "ulysses-train-state", "version": 1, "step": 4, "files": {"../x": 1}})";
+  std::ofstream(root + "/escape/complete")
+      << R"({"format": "ulysses-train-state", "version": 1, "step": 4, "files": {"../x": 1}})";
   EXPECT_NE(ckpt::checkpoint_problem(root + "/escape").find("invalid file name"), std::string::npos);
 }
 
@@ -77,8 +82,8 @@ TEST(CheckpointLayout, LatestCompleteCheckpointSkipsIncompleteOnes) {
   make_checkpoint(root + "/step-00000016", 16, /*marker=*/false);  // half-written
   make_checkpoint(root + "/step-00000020", 20);
   fs::resize_file(root + "/step-00000020/state.json", 0);  // torn
-  make_checkpoint(root + "/.tmp-step-00000024", 24);        // being written
-  make_checkpoint(root + "/other", 99);                      // not a step folder
+  make_checkpoint(root + "/.tmp-step-00000024", 24);       // being written
+  make_checkpoint(root + "/other", 99);                    // not a step folder
   std::vector<std::string> skipped;
   const auto all = ckpt::complete_checkpoints(root, &skipped);
   ASSERT_EQ(all.size(), 2u);

@@ -103,7 +103,8 @@ TEST(Config, KvHeadsRules) {
   c.model.hidden_size = 96;
   c.model.num_key_value_heads = 6;  // neither divisible by 4 nor divides it
   c.parallel.sp_size = 4;
-  EXPECT_TRUE(has(validate(c), "model.num_key_value_heads", "num_key_value_heads (6) must be divisible by parallel.sp_size (4)"));
+  EXPECT_TRUE(has(validate(c), "model.num_key_value_heads",
+                  "num_key_value_heads (6) must be divisible by parallel.sp_size (4)"));
 }
 
 TEST(Config, HeadChunksMustDivideLocalHeads) {
@@ -113,7 +114,8 @@ TEST(Config, HeadChunksMustDivideLocalHeads) {
   c.parallel.head_chunks = 4;
   EXPECT_TRUE(has(validate(c), "parallel.head_chunks", "local heads per rank"));
   c.parallel.head_chunks = 3;
-  EXPECT_TRUE(has(validate(c), "parallel.head_chunks", "parallel.head_chunks (3) must divide the local heads per rank, num_attention_heads/sp_size = 2"));
+  EXPECT_TRUE(has(validate(c), "parallel.head_chunks",
+                  "parallel.head_chunks (3) must divide the local heads per rank, num_attention_heads/sp_size = 2"));
 }
 
 TEST(Config, HeadChunksWithGqaNeedOnlyDivideLocalQHeads) {
@@ -131,7 +133,8 @@ TEST(Config, HeadChunksWithGqaNeedOnlyDivideLocalQHeads) {
   c.parallel.head_chunks = 8;
   EXPECT_TRUE(validate(c).empty());
   c.parallel.head_chunks = 3;  // not a divisor of the 8 local q heads
-  EXPECT_TRUE(has(validate(c), "parallel.head_chunks", "must divide the local heads per rank, num_attention_heads/sp_size = 8"));
+  EXPECT_TRUE(has(validate(c), "parallel.head_chunks",
+                  "must divide the local heads per rank, num_attention_heads/sp_size = 8"));
 }
 
 TEST(Config, EnumsAndRanges) {
@@ -232,12 +235,14 @@ TEST(ConfigReliability, EveryIntegerHasAnUpperBound) {
     const char* expect;
   };
   const std::vector<Case> cases = {
-      {"model.num_hidden_layers", [](RunConfig& c) { c.model.num_hidden_layers = 1000000000; }, "at most 1024, got 1000000000"},
+      {"model.num_hidden_layers", [](RunConfig& c) { c.model.num_hidden_layers = 1000000000; },
+       "at most 1024, got 1000000000"},
       {"model.vocab_size", [](RunConfig& c) { c.model.vocab_size = int64_t{1} << 40; }, "at most 16777216"},
       {"model.hidden_size", [](RunConfig& c) { c.model.hidden_size = int64_t{1} << 40; }, "at most 262144"},
       {"parallel.sp_size", [](RunConfig& c) { c.parallel.sp_size = int64_t{1} << 62; }, "at most 1024"},
       {"parallel.dp_size", [](RunConfig& c) { c.parallel.dp_size = 3037000500; }, "at most 1024"},
-      {"train.seq_length", [](RunConfig& c) { c.train.seq_length = INT64_MAX - 3; }, "at most 1073741824, got 9223372036854775804"},
+      {"train.seq_length", [](RunConfig& c) { c.train.seq_length = INT64_MAX - 3; },
+       "at most 1073741824, got 9223372036854775804"},
       {"train.steps", [](RunConfig& c) { c.train.steps = INT64_MAX; }, "at most"},
       {"train.threads_per_rank", [](RunConfig& c) { c.train.threads_per_rank = 1 << 30; }, "at most 4096"},
       {"profile.step_end", [](RunConfig& c) { c.profile.step_end = -5; }, "-1 (all)"},
@@ -268,19 +273,19 @@ TEST(ConfigReliability, ProductsThatOverflowInt64AreRefusedWithTheirValues) {
   c.train.micro_batch_size = 1 << 20;
   const auto v = validate(c);
   ASSERT_TRUE(has(v, "train.seq_length", "more than 2^63 bytes"));
-  for (const auto& i : v) EXPECT_EQ(i.message.find("-"), std::string::npos) << "a wrapped negative number: " << i.message;
+  for (const auto& i : v)
+    EXPECT_EQ(i.message.find("-"), std::string::npos) << "a wrapped negative number: " << i.message;
 }
 
 TEST(ConfigReliability, NumbersBeyondTheirTypeAreConfigErrors) {
   json j = base().to_json();
   EXPECT_THROW(apply_override(j, "train.lr=1e999"), ConfigError);
   EXPECT_THROW(RunConfig::from_json(json{{"train", {{"steps", 1e300}}}}), ConfigError);
-  EXPECT_THROW(RunConfig::from_json(json{{"train", {{"steps", json(uint64_t{18446744073709551615ULL})}}}}), ConfigError);
+  EXPECT_THROW(RunConfig::from_json(json{{"train", {{"steps", json(uint64_t{18446744073709551615ULL})}}}}),
+               ConfigError);
   EXPECT_THROW(RunConfig::from_json(json{{"train", {{"steps", 2.5}}}}), ConfigError);
   const std::string d = tmpdir();
-  {
-    std::ofstream(d + "/huge.json") << R"({"train": {"lr": 1e999}})";
-  }
+  { std::ofstream(d + "/huge.json") << R"({"train": {"lr": 1e999}})"; }
   try {
     load_json_file(d + "/huge.json");
     FAIL() << "expected ConfigError";
@@ -299,14 +304,14 @@ TEST(ConfigReliability, StringsMustBeUtf8AndMessagesNeverThrow) {
     EXPECT_NE(std::string(e.what()).find("not valid UTF-8"), std::string::npos) << e.what();
   }
   EXPECT_THROW(apply_override(j, std::string("train.steps=\xc3\x28")), ConfigError);  // dump() of it used to throw
-  EXPECT_NO_THROW(apply_override(j, "data.path=/tmp/caf\xc3\xa9.txt"));                 // valid UTF-8 is fine
+  EXPECT_NO_THROW(apply_override(j, "data.path=/tmp/caf\xc3\xa9.txt"));               // valid UTF-8 is fine
 }
 
 TEST(ConfigReliability, OnlyRegularFilesAreRead) {
   const std::string d = tmpdir();
   const std::string fifo = d + "/cfg.fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_THROW(load_json_file(fifo), ConfigError);   // used to block forever
+  EXPECT_THROW(load_json_file(fifo), ConfigError);         // used to block forever
   EXPECT_THROW(load_json_file("/dev/zero"), ConfigError);  // used to read until memory ran out
   EXPECT_THROW(load_json_file(d), ConfigError);
   EXPECT_NE(regular_file_problem(fifo).find("FIFO"), std::string::npos);
@@ -333,7 +338,8 @@ TEST(Config, FaultsSlowRankAndDelayAreValidated) {
   EXPECT_EQ(d.faults.slow_rank, 1);
   EXPECT_EQ(d.faults.delay_ms, 50);
   c.faults.slow_rank = 4;
-  EXPECT_TRUE(has(validate(c), "faults.slow_rank", "faults.slow_rank (4) must be -1 (off) or a rank below the world size (4"));
+  EXPECT_TRUE(
+      has(validate(c), "faults.slow_rank", "faults.slow_rank (4) must be -1 (off) or a rank below the world size (4"));
   c.faults.slow_rank = -2;
   EXPECT_TRUE(has(validate(c), "faults.slow_rank", "-1 (off)"));
   c = base();

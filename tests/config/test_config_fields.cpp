@@ -30,8 +30,10 @@ TEST(ConfigFields, KeySetEqualsTheParsers) {
   std::set<std::string> table;
   for (const auto& f : config_fields()) EXPECT_TRUE(table.insert(f.dotted()).second) << "listed twice: " << f.dotted();
   const auto parser = parser_keys();
-  for (const auto& k : parser) EXPECT_TRUE(table.count(k)) << k << " is a config key without a row in config_fields.cpp";
-  for (const auto& k : table) EXPECT_TRUE(parser.count(k)) << k << " is in config_fields.cpp but the parser does not know it";
+  for (const auto& k : parser)
+    EXPECT_TRUE(table.count(k)) << k << " is a config key without a row in config_fields.cpp";
+  for (const auto& k : table)
+    EXPECT_TRUE(parser.count(k)) << k << " is in config_fields.cpp but the parser does not know it";
   EXPECT_GE(table.size(), 50u);
   for (const auto& f : config_fields()) {
     EXPECT_EQ(find_config_field(f.dotted()), &f);
@@ -50,11 +52,19 @@ TEST(ConfigFields, KindsMatchTheDefaults) {
     SCOPED_TRACE(f.dotted());
     EXPECT_EQ(f.default_value, d[f.section][f.key]);
     switch (f.kind) {
-      case FieldKind::Integer: EXPECT_TRUE(f.default_value.is_number_integer()); break;
-      case FieldKind::Number: EXPECT_TRUE(f.default_value.is_number_float()); break;
-      case FieldKind::Check: EXPECT_TRUE(f.default_value.is_boolean()); break;
+      case FieldKind::Integer:
+        EXPECT_TRUE(f.default_value.is_number_integer());
+        break;
+      case FieldKind::Number:
+        EXPECT_TRUE(f.default_value.is_number_float());
+        break;
+      case FieldKind::Check:
+        EXPECT_TRUE(f.default_value.is_boolean());
+        break;
       case FieldKind::Text:
-      case FieldKind::Path: EXPECT_TRUE(f.default_value.is_string()); break;
+      case FieldKind::Path:
+        EXPECT_TRUE(f.default_value.is_string());
+        break;
       case FieldKind::Choice:
         ASSERT_TRUE(f.default_value.is_string());
         EXPECT_NE(std::find(f.choices.begin(), f.choices.end(), f.default_value.get<std::string>()), f.choices.end());
@@ -77,7 +87,8 @@ TEST(ConfigFields, ValidateUsesTheTablesChoices) {
     SCOPED_TRACE(f.dotted());
     json j = RunConfig{}.to_json();
     j[f.section][f.key] = "bogus";
-    EXPECT_TRUE(has_issue(validate(RunConfig::from_json(j)), f.dotted(), f.dotted() + " must be " + choice_list(f) + ", got 'bogus'"));
+    EXPECT_TRUE(has_issue(validate(RunConfig::from_json(j)), f.dotted(),
+                          f.dotted() + " must be " + choice_list(f) + ", got 'bogus'"));
     for (const auto& c : f.choices) {
       j[f.section][f.key] = c;
       EXPECT_FALSE(has_issue(validate(RunConfig::from_json(j)), f.dotted())) << c;
@@ -94,7 +105,8 @@ TEST(ConfigFields, ValidateUsesTheTablesLimits) {
   for (const auto& f : config_fields()) {
     if (f.kind != FieldKind::Integer) continue;
     SCOPED_TRACE(f.dotted());
-    for (auto v : {f.min ? std::optional<int64_t>(*f.min - 1) : std::nullopt, f.max ? std::optional<int64_t>(*f.max + 1) : std::nullopt}) {
+    for (auto v : {f.min ? std::optional<int64_t>(*f.min - 1) : std::nullopt,
+                   f.max ? std::optional<int64_t>(*f.max + 1) : std::nullopt}) {
       if (!v) continue;
       json j = RunConfig{}.to_json();
       j[f.section][f.key] = *v;

@@ -37,12 +37,12 @@ TEST(DeviceDecision, WholeInputTable) {
   const std::vector<Row> table = {
       // device auto
       {"auto", "auto", false, 0, 0, 1, "cpu", "gloo", "", ""},
-      {"auto", "auto", false, 8, 3, 4, "cpu", "gloo", "", ""},           // CPU-only build ignores GPUs
-      {"auto", "auto", true, 0, 0, 1, "cpu", "gloo", "", ""},            // CUDA build, no GPU
+      {"auto", "auto", false, 8, 3, 4, "cpu", "gloo", "", ""},  // CPU-only build ignores GPUs
+      {"auto", "auto", true, 0, 0, 1, "cpu", "gloo", "", ""},   // CUDA build, no GPU
       {"auto", "auto", true, 1, 0, 1, "cuda:0", "nccl", "", ""},
-      {"auto", "auto", true, 4, 2, 4, "cuda:2", "nccl", "", ""},         // local rank, not global
+      {"auto", "auto", true, 4, 2, 4, "cuda:2", "nccl", "", ""},  // local rank, not global
       {"auto", "auto", true, 8, 1, 2, "cuda:1", "nccl", "", ""},
-      {"auto", "auto", true, 2, 1, 4, "cpu", "gloo", "", ""},            // 4 ranks, 2 GPUs: not one each
+      {"auto", "auto", true, 2, 1, 4, "cpu", "gloo", "", ""},  // 4 ranks, 2 GPUs: not one each
       {"auto", "gloo", true, 2, 1, 2, "cuda:1", "gloo", "", ""},
       {"auto", "gloo", false, 0, 0, 2, "cpu", "gloo", "", ""},
       {"auto", "nccl", true, 2, 0, 2, "cuda:0", "nccl", "", ""},
@@ -50,7 +50,7 @@ TEST(DeviceDecision, WholeInputTable) {
       {"auto", "nccl", false, 0, 0, 1, "", "", "parallel.backend", "CPU-only"},
       // device cpu
       {"cpu", "auto", false, 0, 0, 2, "cpu", "gloo", "", ""},
-      {"cpu", "auto", true, 8, 5, 8, "cpu", "gloo", "", ""},             // the bug: auto must not pick NCCL on cpu
+      {"cpu", "auto", true, 8, 5, 8, "cpu", "gloo", "", ""},  // the bug: auto must not pick NCCL on cpu
       {"cpu", "gloo", true, 8, 0, 1, "cpu", "gloo", "", ""},
       {"cpu", "nccl", true, 8, 0, 1, "", "", "parallel.backend", "train.device is cpu"},
       {"cpu", "nccl", false, 0, 0, 1, "", "", "parallel.backend", "CPU-only"},
@@ -66,11 +66,13 @@ TEST(DeviceDecision, WholeInputTable) {
       {"cuda", "nccl", false, 4, 0, 1, "", "", "parallel.backend", "CPU-only"},
   };
   for (const Row& r : table) {
-    const std::string what = "device=" + r.device + " backend=" + r.backend + " cuda_build=" + std::to_string(r.cuda_build) +
-                             " gpus=" + std::to_string(r.gpus) + " local_rank=" + std::to_string(r.local_rank) +
+    const std::string what = "device=" + r.device + " backend=" + r.backend +
+                             " cuda_build=" + std::to_string(r.cuda_build) + " gpus=" + std::to_string(r.gpus) +
+                             " local_rank=" + std::to_string(r.local_rank) +
                              " local_world=" + std::to_string(r.local_world);
     std::vector<ConfigIssue> issues;
-    const auto d = decide_device(r.device, r.backend, facts(r.cuda_build, r.gpus, r.local_rank, r.local_world), &issues);
+    const auto d =
+        decide_device(r.device, r.backend, facts(r.cuda_build, r.gpus, r.local_rank, r.local_world), &issues);
     if (r.want_field.empty()) {
       EXPECT_TRUE(issues.empty()) << what << ": " << (issues.empty() ? "" : issues[0].message);
       EXPECT_EQ(d.device, r.want_device) << what;
@@ -81,8 +83,8 @@ TEST(DeviceDecision, WholeInputTable) {
     } else {
       bool found = false;
       for (const auto& i : issues) found |= i.field == r.want_field && i.message.find(r.want_text) != std::string::npos;
-      EXPECT_TRUE(found) << what << ": wanted " << r.want_field << " '" << r.want_text << "', got " << issues.size() << " issue(s)"
-                         << (issues.empty() ? "" : ": " + issues[0].message);
+      EXPECT_TRUE(found) << what << ": wanted " << r.want_field << " '" << r.want_text << "', got " << issues.size()
+                         << " issue(s)" << (issues.empty() ? "" : ": " + issues[0].message);
     }
   }
 }
@@ -104,19 +106,19 @@ TEST(DeviceDecision, RunConfigOverloadAndThrowingForm) {
 }
 
 TEST(DeviceDecision, CudaVisibleDevicesFollowsTheRuntimeRules) {
-  EXPECT_EQ(count_visible_gpus(nullptr, 4), 4);         // unset: every GPU
+  EXPECT_EQ(count_visible_gpus(nullptr, 4), 4);  // unset: every GPU
   EXPECT_EQ(count_visible_gpus(nullptr, 0), 0);
-  EXPECT_EQ(count_visible_gpus("", 4), 0);              // empty: none
-  EXPECT_EQ(count_visible_gpus("-1", 4), 0);            // invalid first entry: none
+  EXPECT_EQ(count_visible_gpus("", 4), 0);    // empty: none
+  EXPECT_EQ(count_visible_gpus("-1", 4), 0);  // invalid first entry: none
   EXPECT_EQ(count_visible_gpus("0", 4), 1);
   EXPECT_EQ(count_visible_gpus("2,3", 4), 2);
   EXPECT_EQ(count_visible_gpus(" 1 , 0 ", 4), 2);
-  EXPECT_EQ(count_visible_gpus("0,7,1", 2), 1);         // cut at the first index that does not exist
-  EXPECT_EQ(count_visible_gpus("1,1", 4), 1);           // a repeated index ends the list
+  EXPECT_EQ(count_visible_gpus("0,7,1", 2), 1);  // cut at the first index that does not exist
+  EXPECT_EQ(count_visible_gpus("1,1", 4), 1);    // a repeated index ends the list
   EXPECT_EQ(count_visible_gpus("0,x,1", 4), 1);
   EXPECT_EQ(count_visible_gpus("GPU-0a1b,GPU-2c3d", 4), 2);
   EXPECT_EQ(count_visible_gpus("GPU-0a1b,GPU-2c3d", 1), 1);
-  EXPECT_EQ(count_visible_gpus("0,1", 0), 0);           // no GPU at all
+  EXPECT_EQ(count_visible_gpus("0,1", 0), 0);  // no GPU at all
 }
 
 TEST(DeviceDecision, PhysicalGpusFromProcOrDevNodes) {
@@ -127,7 +129,8 @@ TEST(DeviceDecision, PhysicalGpusFromProcOrDevNodes) {
   EXPECT_EQ(count_physical_gpus((root / "missing").string(), (root / "missing").string()), 0);
   EXPECT_EQ(count_physical_gpus(proc.string(), dev.string()), 0);
   // device nodes: nvidia0, nvidia1 count; nvidiactl, nvidia-uvm do not
-  for (const char* n : {"nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-modeset"}) std::ofstream(dev / n) << "";
+  for (const char* n : {"nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-modeset"})
+    std::ofstream(dev / n) << "";
   EXPECT_EQ(count_physical_gpus(proc.string(), dev.string()), 2);
   // /proc/driver/nvidia/gpus has one folder per GPU (bus id) and wins over /dev
   for (const char* b : {"0000:17:00.0", "0000:2a:00.0", "0000:3d:00.0"}) fs::create_directories(proc / b);

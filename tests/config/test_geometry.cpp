@@ -31,10 +31,10 @@ void check(const Expect& x) {
   EXPECT_EQ(g.q_per_kv, x.G);
   ASSERT_EQ(static_cast<int64_t>(x.q_of_rank.size()), x.P);
   for (int64_t r = 0; r < x.P; ++r) {
-    EXPECT_EQ(g.q_heads_of_rank(r), x.q_of_rank[r]) << "rank " << r << " q: [" << g.q_heads_of_rank(r).begin << ", "
-                                                     << g.q_heads_of_rank(r).end << ")";
-    EXPECT_EQ(g.kv_heads_of_rank(r), x.kv_of_rank[r]) << "rank " << r << " kv: [" << g.kv_heads_of_rank(r).begin << ", "
-                                                       << g.kv_heads_of_rank(r).end << ")";
+    EXPECT_EQ(g.q_heads_of_rank(r), x.q_of_rank[r])
+        << "rank " << r << " q: [" << g.q_heads_of_rank(r).begin << ", " << g.q_heads_of_rank(r).end << ")";
+    EXPECT_EQ(g.kv_heads_of_rank(r), x.kv_of_rank[r])
+        << "rank " << r << " kv: [" << g.kv_heads_of_rank(r).begin << ", " << g.kv_heads_of_rank(r).end << ")";
   }
 }
 }  // namespace
@@ -58,10 +58,26 @@ TEST(Geometry, GqaReplicated) {
   // 8 q heads, 2 kv heads over 4 ranks: each kv head copied twice; ranks 0,1 share kv head 0.
   check({8, 2, 4, 2, 1, 2, 4, 2, {{0, 2}, {2, 4}, {4, 6}, {6, 8}}, {{0, 1}, {0, 1}, {1, 2}, {1, 2}}});
   // MQA: 8 q heads, 1 kv head over 8 ranks: 8 copies, every rank kv head 0.
-  check({8, 1, 8, 1, 1, 8, 8, 1, {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}, {7, 8}},
+  check({8,
+         1,
+         8,
+         1,
+         1,
+         8,
+         8,
+         1,
+         {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}, {7, 8}},
          {{0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {0, 1}}});
   // 16 q heads, 2 kv heads over 8 ranks: R = 4.
-  check({16, 2, 8, 2, 1, 4, 8, 2, {{0, 2}, {2, 4}, {4, 6}, {6, 8}, {8, 10}, {10, 12}, {12, 14}, {14, 16}},
+  check({16,
+         2,
+         8,
+         2,
+         1,
+         4,
+         8,
+         2,
+         {{0, 2}, {2, 4}, {4, 6}, {6, 8}, {8, 10}, {10, 12}, {12, 14}, {14, 16}},
          {{0, 1}, {0, 1}, {0, 1}, {0, 1}, {1, 2}, {1, 2}, {1, 2}, {1, 2}}});
   const auto g = ulysses_geometry(16, 2, 8);
   for (int64_t j = 0; j < 8; ++j) EXPECT_EQ(g.kv_head_of_sent(j), j / 4);  // repeat_interleave(4)
@@ -74,7 +90,8 @@ TEST(Geometry, RefusedWithTheEngineMessages) {
   ASSERT_EQ(g.issues.size(), 1u);
   EXPECT_EQ(g.issues[0].field, "model.num_key_value_heads");
   EXPECT_EQ(g.refusal(),
-            "model.num_key_value_heads (6) must be divisible by parallel.sp_size (4), or divide it so that kv heads can be replicated");
+            "model.num_key_value_heads (6) must be divisible by parallel.sp_size (4), or divide it so that kv heads "
+            "can be replicated");
   EXPECT_EQ(g.local_q_heads, 0);  // nothing derived from a refused geometry
   // 2 kv heads over 3 ranks (and 6 q heads): 3 % 2 != 0, so no replication either.
   g = ulysses_geometry(6, 2, 3);
@@ -94,7 +111,8 @@ TEST(Geometry, RefusedWithTheEngineMessages) {
   g = ulysses_geometry(8, 8, 4, 3);
   ASSERT_EQ(g.issues.size(), 1u);
   EXPECT_EQ(g.issues[0].field, "parallel.head_chunks");
-  EXPECT_EQ(g.issues[0].message, "parallel.head_chunks (3) must divide the local heads per rank, num_attention_heads/sp_size = 2");
+  EXPECT_EQ(g.issues[0].message,
+            "parallel.head_chunks (3) must divide the local heads per rank, num_attention_heads/sp_size = 2");
   EXPECT_TRUE(ulysses_geometry(8, 8, 4, 2).ok());
   // non-positive sizes
   EXPECT_FALSE(ulysses_geometry(0, 1, 1).ok());
@@ -118,12 +136,14 @@ TEST(Geometry, ValidateReportsTheGeometryIssues) {
           const auto g = ulysses_geometry(c);
           const auto v = validate(c);
           for (const auto& i : g.issues) {
-            const bool found = std::any_of(v.begin(), v.end(), [&](const ConfigIssue& x) { return x.field == i.field && x.message == i.message; });
+            const bool found = std::any_of(
+                v.begin(), v.end(), [&](const ConfigIssue& x) { return x.field == i.field && x.message == i.message; });
             EXPECT_TRUE(found) << i.message;
           }
-          for (const auto& x : v) EXPECT_TRUE(x.field == "model.num_key_value_heads" || x.field == "parallel.sp_size" ||
-                                              x.field == "parallel.head_chunks")
-              << x.field << ": " << x.message;
+          for (const auto& x : v)
+            EXPECT_TRUE(x.field == "model.num_key_value_heads" || x.field == "parallel.sp_size" ||
+                        x.field == "parallel.head_chunks")
+                << x.field << ": " << x.message;
           EXPECT_EQ(v.empty(), g.ok()) << H << " " << Hkv << " " << P << " " << C;
         }
 }

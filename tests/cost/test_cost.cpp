@@ -182,7 +182,7 @@ TEST(CostModel, AutoDeviceFollowsTheDeviceDecision) {
   EXPECT_EQ(c.device, "cpu");
   EXPECT_FALSE(c.flash_attention);
   EXPECT_EQ(c.attention_score_bytes, 274877906944);  // as MathAttentionKeepsScores
-  cfg.parallel.sp_size = 2;  // 2 local ranks, 1 GPU: auto falls back to the CPU
+  cfg.parallel.sp_size = 2;                          // 2 local ranks, 1 GPU: auto falls back to the CPU
   cfg.train.seq_length = 16384;
   o.facts = &gpu_host;
   c = estimate(cfg, o);

@@ -56,8 +56,10 @@ TEST(EndToEnd, TwoRanksMatchOneProcessAndTraceIsComplete) {
   ASSERT_EQ(m2.size(), 2u);
   ASSERT_EQ(m1.size(), 2u);
   for (size_t s = 0; s < 2; ++s) {
-    for (const char* k : {"step", "loss", "lr", "grad_norm", "tokens_per_s", "step_ms", "max_mem_bytes"}) ASSERT_TRUE(m2[s].contains(k)) << k;
-    EXPECT_NEAR(m2[s]["loss"].get<double>(), m1[s]["loss"].get<double>(), 1e-5 * m1[s]["loss"].get<double>()) << "step " << s;
+    for (const char* k : {"step", "loss", "lr", "grad_norm", "tokens_per_s", "step_ms", "max_mem_bytes"})
+      ASSERT_TRUE(m2[s].contains(k)) << k;
+    EXPECT_NEAR(m2[s]["loss"].get<double>(), m1[s]["loss"].get<double>(), 1e-5 * m1[s]["loss"].get<double>())
+        << "step " << s;
   }
 
   TraceModel t = load_trace(out2);
@@ -74,12 +76,14 @@ TEST(EndToEnd, TwoRanksMatchOneProcessAndTraceIsComplete) {
       ASSERT_LE(r.start_ns, r.end_ns);
       while (!stack.empty() && stack.back()->end_ns <= r.start_ns) stack.pop_back();
       if (!stack.empty()) {
-        ASSERT_LE(r.end_ns, stack.back()->end_ns) << "range " << t.strings[r.name_id] << " crosses its parent on lane " << lane.name;
+        ASSERT_LE(r.end_ns, stack.back()->end_ns)
+            << "range " << t.strings[r.name_id] << " crosses its parent on lane " << lane.name;
       }
       stack.push_back(&r);
       if (r.layer >= 0) {
         seen[{r.rank, r.step, r.layer, static_cast<int>(r.dir), static_cast<int>(r.phase)}]++;
-        if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq) bytes[{r.rank, r.step, r.layer, static_cast<int>(r.dir)}] += r.bytes_sent;
+        if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq)
+          bytes[{r.rank, r.step, r.layer, static_cast<int>(r.dir)}] += r.bytes_sent;
       }
     }
   }
@@ -93,8 +97,10 @@ TEST(EndToEnd, TwoRanksMatchOneProcessAndTraceIsComplete) {
         for (Direction d : {Direction::Forward, Direction::Backward}) {
           for (Phase p : {Phase::QkvProj, Phase::A2ASeqToHead, Phase::Attention, Phase::A2AHeadToSeq, Phase::OutProj})
             EXPECT_GE((seen[{rank, step, layer, static_cast<int>(d), static_cast<int>(p)}]), 1)
-                << "rank " << rank << " step " << step << " layer " << layer << " " << direction_name(d) << " " << phase_name(p);
-          EXPECT_EQ((bytes[{rank, step, layer, static_cast<int>(d)}]), want) << "rank " << rank << " layer " << layer << " " << direction_name(d);
+                << "rank " << rank << " step " << step << " layer " << layer << " " << direction_name(d) << " "
+                << phase_name(p);
+          EXPECT_EQ((bytes[{rank, step, layer, static_cast<int>(d)}]), want)
+              << "rank " << rank << " layer " << layer << " " << direction_name(d);
         }
   ASSERT_EQ(t.steps.size(), 4u);  // 2 ranks x 2 steps
   EXPECT_FALSE(t.memory.empty());
@@ -110,10 +116,13 @@ TEST(EndToEnd, WorkerRefusesAWorldSizeMismatch) {
 
 TEST(EndToEnd, BadInputIsRefusedBeforeAnythingStarts) {
   const auto cfg = config_file();
-  struct Case { std::string set, needle; };
-  for (const Case& c : {Case{"model.num_attention_heads=3", "divisible"}, Case{"train.seq_length=63", "seq_length (63)"},
-                        Case{"model.num_key_value_heads=3", "num_key_value_heads"}, Case{"data.path=/nonexistent.txt", "not found"},
-                        Case{"model.vocab_size=100", "vocab_size (100)"}, Case{"train.stepz=1", "unknown"}}) {
+  struct Case {
+    std::string set, needle;
+  };
+  for (const Case& c :
+       {Case{"model.num_attention_heads=3", "divisible"}, Case{"train.seq_length=63", "seq_length (63)"},
+        Case{"model.num_key_value_heads=3", "num_key_value_heads"}, Case{"data.path=/nonexistent.txt", "not found"},
+        Case{"model.vocab_size=100", "vocab_size (100)"}, Case{"train.stepz=1", "unknown"}}) {
     const auto out = tmp("bad");
     auto r = sh(kRun + " " + cfg + " --set " + c.set + " --worker " + kWorker + " --out " + out + " 2>&1");
     EXPECT_EQ(r.code, 2) << c.set << ": " << r.out;
@@ -126,7 +135,8 @@ TEST(EndToEnd, WorkersKilledWithSigkillLeaveReadableTraces) {
   const auto cfg = config_file();
   const auto out = tmp("killed");
   // a long run in the background; kill -9 every worker once two steps are done
-  const std::string cmd = kRun + " " + cfg + " --set train.steps=1000 --worker " + kWorker + " --out " + out + " >/dev/null 2>&1 & echo $!";
+  const std::string cmd =
+      kRun + " " + cfg + " --set train.steps=1000 --worker " + kWorker + " --out " + out + " >/dev/null 2>&1 & echo $!";
   auto launched = sh(cmd);
   const int launcher = std::stoi(launched.out);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -191,8 +201,8 @@ TEST(EndToEndReliability, CorruptCheckpointsAreRefusedNamingTheFile) {
   const auto cfg = config_file();
   const auto base = tmp("rel_ckpt");
   const std::string ckpt = base + "/ckpt";
-  auto saved = sh(kRun + " " + cfg + " --set train.steps=1 --set parallel.sp_size=1 --set train.save_to=" + ckpt + " --worker " +
-                  kWorker + " --out " + base + "/save 2>&1");
+  auto saved = sh(kRun + " " + cfg + " --set train.steps=1 --set parallel.sp_size=1 --set train.save_to=" + ckpt +
+                  " --worker " + kWorker + " --out " + base + "/save 2>&1");
   ASSERT_EQ(saved.code, 0) << saved.out;
   const std::string st = ckpt + "/model.safetensors";
   const std::string good = slurp(st), good_cfg = slurp(ckpt + "/config.json");
@@ -212,20 +222,27 @@ TEST(EndToEndReliability, CorruptCheckpointsAreRefusedNamingTheFile) {
        },
        "data_offsets"},
       {"offsets_past_the_end",
-       [&] { edit_safetensors_header(st, [](json& h) { h["model.norm.weight"]["data_offsets"] = {uint64_t{1} << 62, (uint64_t{1} << 62) + 128}; }); },
+       [&] {
+         edit_safetensors_header(st, [](json& h) {
+           h["model.norm.weight"]["data_offsets"] = {uint64_t{1} << 62, (uint64_t{1} << 62) + 128};
+         });
+       },
        "data_offsets"},
-      {"negative_shape", [&] { edit_safetensors_header(st, [](json& h) { h["model.norm.weight"]["shape"] = {-32}; }); }, "shape"},
+      {"negative_shape", [&] { edit_safetensors_header(st, [](json& h) { h["model.norm.weight"]["shape"] = {-32}; }); },
+       "shape"},
       {"truncated", [&] { spit(st, good.substr(0, good.size() / 2)); }, "model.safetensors"},
-      {"huge_header_length", [&] { spit(st, std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8) + good.substr(8)); }, "header length"},
-      {"number_beyond_double", [&] { spit(ckpt + "/config.json", R"({"hidden_size": 32, "rms_norm_eps": 1e999})"); }, "out of range"},
+      {"huge_header_length", [&] { spit(st, std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8) + good.substr(8)); },
+       "header length"},
+      {"number_beyond_double", [&] { spit(ckpt + "/config.json", R"({"hidden_size": 32, "rms_norm_eps": 1e999})"); },
+       "out of range"},
   };
   for (const auto& c : cases) {
     spit(st, good);
     spit(ckpt + "/config.json", good_cfg);
     c.corrupt();
     const auto out = base + "/" + c.name;
-    auto r = sh(kRun + " " + cfg + " --set train.steps=1 --set train.init_from=" + ckpt + " --worker " + kWorker + " --out " + out +
-                " 2>&1");
+    auto r = sh(kRun + " " + cfg + " --set train.steps=1 --set train.init_from=" + ckpt + " --worker " + kWorker +
+                " --out " + out + " 2>&1");
     EXPECT_EQ(r.code, 2) << c.name << ": " << r.out;
     EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.name << ": " << r.out;
     EXPECT_EQ(r.out.find("terminate called"), std::string::npos) << c.name << ": " << r.out;
@@ -233,8 +250,8 @@ TEST(EndToEndReliability, CorruptCheckpointsAreRefusedNamingTheFile) {
   // The undamaged checkpoint still loads.
   spit(st, good);
   spit(ckpt + "/config.json", good_cfg);
-  auto ok = sh(kRun + " " + cfg + " --set train.steps=1 --set train.init_from=" + ckpt + " --worker " + kWorker + " --out " + base +
-               "/ok 2>&1");
+  auto ok = sh(kRun + " " + cfg + " --set train.steps=1 --set train.init_from=" + ckpt + " --worker " + kWorker +
+               " --out " + base + "/ok 2>&1");
   EXPECT_EQ(ok.code, 0) << ok.out;
 
   // Blame in a run folder: a rank's trace missing, or two files claiming one rank, is reported.

@@ -28,8 +28,13 @@ std::string scratch() {
 }
 
 std::string tiny_config() {
-  json c = {{"model", {{"vocab_size", 256}, {"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2},
-                       {"num_attention_heads", 4}, {"num_key_value_heads", 2}}},
+  json c = {{"model",
+             {{"vocab_size", 256},
+              {"hidden_size", 32},
+              {"intermediate_size", 64},
+              {"num_hidden_layers", 2},
+              {"num_attention_heads", 4},
+              {"num_key_value_heads", 2}}},
             {"parallel", {{"sp_size", 2}, {"dp_size", 1}}},
             {"train", {{"seq_length", 64}, {"steps", 2}, {"device", "cpu"}}},
             {"data", {{"kind", "text"}, {"path", "/nonexistent/corpus.txt"}}}};  // a plan reads no data
@@ -56,8 +61,8 @@ TEST(PlanCli, TextPlanStartsNoWorkerAndWritesNoRunDirectory) {
   fs::create_directories(dir);
   auto p = sh(kRun + "'" + tiny_config() + "' --plan" + kWorker, dir);
   ASSERT_EQ(p.code, 0) << p.out;
-  for (const char* s : {"parameters", "gradients", "optimizer state", "saved activations", "per layer", "loss/logits peak",
-                        "transient at peak", "peak total", "cpu"})
+  for (const char* s : {"parameters", "gradients", "optimizer state", "saved activations", "per layer",
+                        "loss/logits peak", "transient at peak", "peak total", "cpu"})
     EXPECT_NE(p.out.find(s), std::string::npos) << s << " missing in:\n" << p.out;
   EXPECT_FALSE(fs::exists(dir + "/runs"));
 }
@@ -70,7 +75,8 @@ TEST(PlanCli, JsonHasPeakAndActivationsConsistentWithTheParts) {
   EXPECT_GT(act, 0);
   EXPECT_EQ(peak, st + act + j["transient_bytes"].get<int64_t>());
   EXPECT_EQ(j["activation_bytes"].get<int64_t>(),
-            j["layers"].get<int64_t>() * j["activation_per_layer_bytes"].get<int64_t>() + j["activation_other_bytes"].get<int64_t>());
+            j["layers"].get<int64_t>() * j["activation_per_layer_bytes"].get<int64_t>() +
+                j["activation_other_bytes"].get<int64_t>());
   EXPECT_EQ(j["sp_size"], 2);
   EXPECT_EQ(j["local_tokens"], 32);
   // --set reaches the plan: twice the tokens, more activations
@@ -91,9 +97,10 @@ TEST(PlanCli, GpuPlanOnACpuMachine) {
 // bench-1b at 512K tokens on one H200: the config's techniques (layer checkpointing with
 // offload, tiled loss, TiledMLP) make it fit; without them it does not.
 TEST(PlanCli, Bench1bAt512KFitsOneH200OnlyWithTechniques) {
-  const auto off = plan_json("'" + kBench +
-                             "' --set train.seq_length=524288 --set train.activation_checkpointing=none --set "
-                             "train.offload_activations=false --set train.loss_chunk_tokens=0 --set train.mlp_chunk_tokens=0");
+  const auto off =
+      plan_json("'" + kBench +
+                "' --set train.seq_length=524288 --set train.activation_checkpointing=none --set "
+                "train.offload_activations=false --set train.loss_chunk_tokens=0 --set train.mlp_chunk_tokens=0");
   EXPECT_EQ(off["seq_length"], 524288);
   EXPECT_GT(off["peak_bytes"].get<double>(), kH200Bytes) << off.dump(1);
   const auto on = plan_json("'" + kBench + "' --set train.seq_length=524288");

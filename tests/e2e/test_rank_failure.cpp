@@ -55,12 +55,18 @@ std::string dir(const std::string& name) {
 }
 
 std::string write_config(const std::string& d) {
-  json c = {{"model", {{"vocab_size", 256}, {"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2},
-                       {"num_attention_heads", 4}, {"num_key_value_heads", 2}}},
-            {"parallel", {{"sp_size", 2}, {"dp_size", 1}, {"head_chunks", 2}, {"backend", "gloo"}, {"timeout_s", kTimeoutS}}},
-            {"train", {{"seq_length", 64}, {"steps", 1000000}, {"threads_per_rank", 1}, {"device", "cpu"}}},
-            {"data", {{"kind", "synthetic"}}},
-            {"profile", {{"enabled", false}}}};
+  json c = {
+      {"model",
+       {{"vocab_size", 256},
+        {"hidden_size", 32},
+        {"intermediate_size", 64},
+        {"num_hidden_layers", 2},
+        {"num_attention_heads", 4},
+        {"num_key_value_heads", 2}}},
+      {"parallel", {{"sp_size", 2}, {"dp_size", 1}, {"head_chunks", 2}, {"backend", "gloo"}, {"timeout_s", kTimeoutS}}},
+      {"train", {{"seq_length", 64}, {"steps", 1000000}, {"threads_per_rank", 1}, {"device", "cpu"}}},
+      {"data", {{"kind", "synthetic"}}},
+      {"profile", {{"enabled", false}}}};
   const auto p = d + "/config.json";
   std::ofstream(p) << c.dump(2);
   return p;
@@ -71,12 +77,14 @@ pid_t start_rank(int rank, int port, const std::string& cfg, const std::string& 
   for (char** e = environ; *e; ++e) {
     const std::string kv = *e;
     bool ours = false;
-    for (const char* k : {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=", "ULYSSES_SINGLE_RANK_GROUPS="})
+    for (const char* k : {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=",
+                          "ULYSSES_SINGLE_RANK_GROUPS="})
       ours |= kv.rfind(k, 0) == 0;
     if (!ours) env.push_back(kv);
   }
-  for (const std::string& kv : {"RANK=" + std::to_string(rank), std::string("WORLD_SIZE=2"), "LOCAL_RANK=" + std::to_string(rank),
-                                std::string("LOCAL_WORLD_SIZE=2"), std::string("MASTER_ADDR=127.0.0.1"), "MASTER_PORT=" + std::to_string(port)})
+  for (const std::string& kv :
+       {"RANK=" + std::to_string(rank), std::string("WORLD_SIZE=2"), "LOCAL_RANK=" + std::to_string(rank),
+        std::string("LOCAL_WORLD_SIZE=2"), std::string("MASTER_ADDR=127.0.0.1"), "MASTER_PORT=" + std::to_string(port)})
     env.push_back(kv);
   std::vector<char*> envp;
   for (auto& s : env) envp.push_back(s.data());
@@ -134,7 +142,8 @@ void run_case(const std::string& name, int victim, int sig) {
   ASSERT_GT(p[1], 0);
   const auto deadline = Clock::now() + std::chrono::seconds(60);
   while (metric_lines(out) < 2 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_GE(metric_lines(out), 2u) << "the run did not reach two steps:\n" << slurp(out + "/rank0.log") << slurp(out + "/rank1.log");
+  ASSERT_GE(metric_lines(out), 2u) << "the run did not reach two steps:\n"
+                                   << slurp(out + "/rank0.log") << slurp(out + "/rank1.log");
   const int survivor = 1 - victim;
   ::kill(p[victim], sig);
   double took = 0;
@@ -149,8 +158,12 @@ void run_case(const std::string& name, int victim, int sig) {
     ::waitpid(p[survivor], &ignored, 0);
   }
   const std::string log = slurp(out + "/rank" + std::to_string(survivor) + ".log");
-  ASSERT_NE(st, -1) << name << ": rank " << survivor << " still running " << kTimeoutS + 5.0 << " s after its peer failed\n" << log;
-  EXPECT_TRUE(WIFEXITED(st)) << name << ": rank " << survivor << " ended by signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0) << "\n" << log;
+  ASSERT_NE(st, -1) << name << ": rank " << survivor << " still running " << kTimeoutS + 5.0
+                    << " s after its peer failed\n"
+                    << log;
+  EXPECT_TRUE(WIFEXITED(st)) << name << ": rank " << survivor << " ended by signal "
+                             << (WIFSIGNALED(st) ? WTERMSIG(st) : 0) << "\n"
+                             << log;
   if (WIFEXITED(st)) {
     EXPECT_EQ(WEXITSTATUS(st), 1) << name << "\n" << log;
   }
@@ -171,17 +184,21 @@ TEST(RankFailure, FrozenStoreHostMakesThePeerExit1WithinTheTimeout) { run_case("
 TEST(DeviceRefusal, ImpossibleDeviceOrBackendIsBadInputBeforeAnythingStarts) {
   const auto out = dir("refuse");
   const auto cfg = write_config(out);
-  struct Case { std::string set, needle; };
-  const std::vector<Case> cases = ulysses_build_has_cuda()
-      ? std::vector<Case>{{"train.device=cpu --set parallel.backend=nccl", "parallel.backend nccl needs the model on a GPU"}}
-      : std::vector<Case>{{"train.device=cuda", "train.device is cuda but this build is CPU-only"},
-                          {"parallel.backend=nccl", "parallel.backend nccl needs a build against a CUDA libtorch"},
-                          {"train.device=cpu --set parallel.backend=nccl", "parallel.backend nccl"}};
+  struct Case {
+    std::string set, needle;
+  };
+  const std::vector<Case> cases =
+      ulysses_build_has_cuda()
+          ? std::vector<Case>{{"train.device=cpu --set parallel.backend=nccl",
+                               "parallel.backend nccl needs the model on a GPU"}}
+          : std::vector<Case>{{"train.device=cuda", "train.device is cuda but this build is CPU-only"},
+                              {"parallel.backend=nccl", "parallel.backend nccl needs a build against a CUDA libtorch"},
+                              {"train.device=cpu --set parallel.backend=nccl", "parallel.backend nccl"}};
   for (const auto& c : cases) {
     const auto run_dir = out + "/run";
     fs::remove_all(run_dir);
-    const std::string cmd = std::string(ULYSSES_RUN_BIN) + " " + cfg + " --set " + c.set + " --worker " + ULYSSES_WORKER_BIN +
-                            " --out " + run_dir + " 2>&1";
+    const std::string cmd = std::string(ULYSSES_RUN_BIN) + " " + cfg + " --set " + c.set + " --worker " +
+                            ULYSSES_WORKER_BIN + " --out " + run_dir + " 2>&1";
     FILE* f = popen(cmd.c_str(), "r");
     std::string text;
     char buf[4096];
@@ -192,8 +209,9 @@ TEST(DeviceRefusal, ImpossibleDeviceOrBackendIsBadInputBeforeAnythingStarts) {
     EXPECT_NE(text.find(c.needle), std::string::npos) << c.set << ": " << text;
     EXPECT_FALSE(fs::exists(run_dir + "/logs")) << c.set << ": a worker was started";
     // the worker refuses the same on its own (one rank, no rendezvous needed)
-    const std::string wcmd = "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_PORT=1 " + std::string(ULYSSES_WORKER_BIN) +
-                             " --config " + cfg + " --out " + out + "/w --set " + c.set + " 2>&1";
+    const std::string wcmd = "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_PORT=1 " +
+                             std::string(ULYSSES_WORKER_BIN) + " --config " + cfg + " --out " + out + "/w --set " +
+                             c.set + " 2>&1";
     f = popen(wcmd.c_str(), "r");
     text.clear();
     while ((n = fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
@@ -266,9 +284,7 @@ bool wait_text(const std::string& file, const std::string& text, double limit_s)
   return false;
 }
 
-json run_record(const std::string& run) {
-  return json::parse(slurp(run + "/run.json"), nullptr, false);
-}
+json run_record(const std::string& run) { return json::parse(slurp(run + "/run.json"), nullptr, false); }
 
 }  // namespace
 
@@ -294,8 +310,8 @@ TEST(Watchdog, RealRank0FrozenInRendezvousIsNamedWithinTheTimeout) {
   ASSERT_NE(st, -1) << "ulysses-run still running 60 s after rank 0 froze\n" << err;
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << err;
   EXPECT_LT(since_stop, kTimeoutS + 4) << err;
-  std::printf("[ watchdog ] rank 0 frozen in rendezvous: ulysses-run exited %.2f s after the freeze (timeout_s %.1f)\n", since_stop,
-              kTimeoutS);
+  std::printf("[ watchdog ] rank 0 frozen in rendezvous: ulysses-run exited %.2f s after the freeze (timeout_s %.1f)\n",
+              since_stop, kTimeoutS);
   const json rec = run_record(l.run);
   EXPECT_EQ(rec["failed_rank"], 0) << rec;
   EXPECT_NE(rec["message"].get<std::string>().find("rendezvous"), std::string::npos) << rec;
@@ -326,7 +342,8 @@ TEST(Watchdog, RealRankStoppedMidTrainingIsNamedNotTheRankThatTimedOut) {
   ASSERT_NE(st, -1) << err;
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << err;
   EXPECT_LT(took, kTimeoutS + 4) << err;
-  std::printf("[ watchdog ] rank 1 SIGSTOPped mid-training: ulysses-run exited %.2f s later (timeout_s %.1f)\n", took, kTimeoutS);
+  std::printf("[ watchdog ] rank 1 SIGSTOPped mid-training: ulysses-run exited %.2f s later (timeout_s %.1f)\n", took,
+              kTimeoutS);
   const json rec = run_record(l.run);
   EXPECT_EQ(rec["failed_rank"], 1) << rec;
   EXPECT_NE(rec["message"].get<std::string>().find("in step "), std::string::npos) << rec;
@@ -339,9 +356,11 @@ TEST(Watchdog, RealRankStoppedMidTrainingIsNamedNotTheRankThatTimedOut) {
 TEST(MemoryCheck, RefusalUsesThePlannersFigure) {
   const auto d = dir("plan-refusal");
   const auto cfg = write_config(d);
-  const std::string cmd = std::string(ULYSSES_RUN_BIN) + " " + cfg +
-                          " --set train.seq_length=1048576 --set model.max_position_embeddings=1048576 --set train.attention=sdpa"
-                          " --worker " + ULYSSES_WORKER_BIN + " --out " + d + "/run 2>&1";
+  const std::string cmd =
+      std::string(ULYSSES_RUN_BIN) + " " + cfg +
+      " --set train.seq_length=1048576 --set model.max_position_embeddings=1048576 --set train.attention=sdpa"
+      " --worker " +
+      ULYSSES_WORKER_BIN + " --out " + d + "/run 2>&1";
   FILE* f = popen(cmd.c_str(), "r");
   std::string text;
   char buf[4096];

@@ -54,7 +54,8 @@ Proc run(const std::string& cfg, const std::string& out, const std::string& sets
 }
 
 // The losses of [from, end) of `resumed` equal the reference's, bit for bit.
-void expect_same_losses(const std::map<int64_t, double>& ref, const std::map<int64_t, double>& resumed, int64_t from, int64_t end) {
+void expect_same_losses(const std::map<int64_t, double>& ref, const std::map<int64_t, double>& resumed, int64_t from,
+                        int64_t end) {
   ASSERT_EQ(resumed.size(), static_cast<size_t>(end - from));
   ASSERT_EQ(resumed.begin()->first, from) << "the resumed run did not start at the checkpoint's step";
   for (const auto& [s, l] : resumed) {
@@ -83,10 +84,11 @@ TEST(Resume, Sp2LossesBitIdenticalAfterResume) {
   const auto ref = losses(full.out);
   ASSERT_EQ(ref.size(), 10u);
   // save_keep = 2 (default): step 3 was pruned; the final HF model sits beside the checkpoints
-  EXPECT_EQ(entries(save), (std::vector<std::string>{"config.json", "model.safetensors", "step-00000006", "step-00000009"}));
+  EXPECT_EQ(entries(save),
+            (std::vector<std::string>{"config.json", "model.safetensors", "step-00000006", "step-00000009"}));
   EXPECT_EQ(entries(save + "/step-00000006"),
-            (std::vector<std::string>{"complete", "config.json", "model.safetensors", "optimizer.safetensors", "rng-rank0.bin",
-                                      "rng-rank1.bin", "run_config.json", "state.json"}));
+            (std::vector<std::string>{"complete", "config.json", "model.safetensors", "optimizer.safetensors",
+                                      "rng-rank0.bin", "rng-rank1.bin", "run_config.json", "state.json"}));
   // an uninterrupted run without checkpoints: saving changes nothing
   auto plain = run(cfg, tmp("a-plain"), "");
   ASSERT_EQ(plain.code, 0);
@@ -100,7 +102,8 @@ TEST(Resume, Sp2LossesBitIdenticalAfterResume) {
   expect_same_losses(ref, losses(r9.out), 9, 10);
 
   // a checkpoint folder is a Hugging Face model: init_from accepts it
-  auto hf = run(cfg, tmp("a-hf"), "--set train.init_from=" + save + "/step-00000009 --set train.steps=1 --set parallel.sp_size=1");
+  auto hf = run(cfg, tmp("a-hf"),
+                "--set train.init_from=" + save + "/step-00000009 --set train.steps=1 --set parallel.sp_size=1");
   EXPECT_EQ(hf.code, 0) << hf.out;
 }
 
@@ -116,7 +119,8 @@ TEST(Resume, AfterLauncherSigkillLossesBitIdentical) {
   ASSERT_EQ(ref.size(), static_cast<size_t>(steps));
 
   const auto save = tmp("b-save"), out = tmp("b-killed");
-  std::vector<std::string> args{kRun, cfg, "--worker", kWorker, "--out", out, "--set", "train.save_to=" + save, "--set", "train.save_every=4"};
+  std::vector<std::string> args{
+      kRun, cfg, "--worker", kWorker, "--out", out, "--set", "train.save_to=" + save, "--set", "train.save_every=4"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -177,8 +181,8 @@ TEST(Resume, HalfWrittenCheckpointIsSkipped) {
   EXPECT_EQ(got.begin()->first, 9) << "resumed from a checkpoint that is not complete";
   expect_same_losses(ref, got, 9, 10);
   // pointing at the half-written one directly is refused
-  auto bad = sh(kRun + " " + cfg + " --worker " + kWorker + " --out " + tmp("c-bad") + " --set train.resume_from=" + save +
-                    "/step-00000012",
+  auto bad = sh(kRun + " " + cfg + " --worker " + kWorker + " --out " + tmp("c-bad") +
+                    " --set train.resume_from=" + save + "/step-00000012",
                 "", true);
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find("not a complete checkpoint"), std::string::npos) << bad.out;

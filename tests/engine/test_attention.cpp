@@ -34,7 +34,7 @@ Grads run(F attention, const at::Tensor& q, const at::Tensor& k, const at::Tenso
 // Naive causal attention, explicit: softmax(q k^T / sqrt(dh) + mask) v with kv head h / G.
 at::Tensor naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   const auto H = q.size(1), N = q.size(2), dh = q.size(3), G = H / k.size(1);
-  auto kk = k.repeat_interleave(G, 1), vv = v.repeat_interleave(G, 1);  // (B, H, N, dh)
+  auto kk = k.repeat_interleave(G, 1), vv = v.repeat_interleave(G, 1);   // (B, H, N, dh)
   auto s = at::matmul(q, kk.transpose(-1, -2)) / std::sqrt(double(dh));  // (B, H, N, N)
   auto future = at::ones({N, N}, at::kBool).triu(1);
   return at::softmax(s.masked_fill(future, -INFINITY), -1).matmul(vv);
@@ -45,15 +45,16 @@ at::Tensor sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
 }
 
 double rel(const at::Tensor& a, const at::Tensor& ref) {
-  return (a.to(at::kDouble) - ref.to(at::kDouble)).abs().max().item<double>() / ref.to(at::kDouble).abs().max().item<double>();
+  return (a.to(at::kDouble) - ref.to(at::kDouble)).abs().max().item<double>() /
+         ref.to(at::kDouble).abs().max().item<double>();
 }
 
 struct Case {
   int64_t B, H, Hkv, N, dh, block;
 };
 std::string name(const Case& c) {
-  return "B=" + std::to_string(c.B) + " H=" + std::to_string(c.H) + " Hkv=" + std::to_string(c.Hkv) + " N=" + std::to_string(c.N) +
-         " dh=" + std::to_string(c.dh) + " block=" + std::to_string(c.block);
+  return "B=" + std::to_string(c.B) + " H=" + std::to_string(c.H) + " Hkv=" + std::to_string(c.Hkv) +
+         " N=" + std::to_string(c.N) + " dh=" + std::to_string(c.dh) + " block=" + std::to_string(c.block);
 }
 
 void expect_close(const Grads& got, const Grads& ref, double out_tol, double grad_tol, const std::string& what) {
@@ -65,13 +66,13 @@ void expect_close(const Grads& got, const Grads& ref, double out_tol, double gra
 }
 
 const std::vector<Case> kCases = {
-    {1, 4, 4, 64, 16, 16},   // MHA, N a multiple of the block
-    {2, 4, 4, 37, 16, 16},   // MHA, B > 1, N not a multiple of the block
-    {2, 8, 2, 50, 8, 16},    // GQA, 4 q heads per kv head
-    {1, 6, 3, 41, 8, 7},     // GQA, odd block
-    {2, 4, 1, 33, 16, 8},    // one kv head for all q heads (multi-query)
-    {1, 4, 2, 20, 16, 64},   // block larger than N: one block, masked diagonal only
-    {1, 2, 1, 9, 4, 1},      // block of one token
+    {1, 4, 4, 64, 16, 16},  // MHA, N a multiple of the block
+    {2, 4, 4, 37, 16, 16},  // MHA, B > 1, N not a multiple of the block
+    {2, 8, 2, 50, 8, 16},   // GQA, 4 q heads per kv head
+    {1, 6, 3, 41, 8, 7},    // GQA, odd block
+    {2, 4, 1, 33, 16, 8},   // one kv head for all q heads (multi-query)
+    {1, 4, 2, 20, 16, 64},  // block larger than N: one block, masked diagonal only
+    {1, 2, 1, 9, 4, 1},     // block of one token
 };
 
 }  // namespace
@@ -130,8 +131,10 @@ TEST(BlockedAttention, NonContiguousInputsAsTheModelPassesThem) {
   auto v = torch::randn({2, 45, 2, 16}).transpose(1, 2);
   auto g = torch::randn({2, 8, 45, 16});
   AttentionKernel blocked{AttentionKernel::Kind::Blocked, 16};
-  auto got = run([&](auto& a, auto& b, auto& d) { return causal_attention(a.transpose(1, 2).contiguous().transpose(1, 2), b, d, blocked); },
-                 q, k, v, g);
+  auto got =
+      run([&](auto& a, auto& b,
+              auto& d) { return causal_attention(a.transpose(1, 2).contiguous().transpose(1, 2), b, d, blocked); },
+          q, k, v, g);
   auto ref = run(sdpa, q, k, v, g);
   expect_close(got, ref, 1e-5, 1e-5, "transposed inputs");
 }
@@ -167,6 +170,10 @@ TEST(BlockedAttention, KernelSelection) {
 
 TEST(BlockedAttention, RefusesMismatchedShapes) {
   AttentionKernel blocked{AttentionKernel::Kind::Blocked, 16};
-  EXPECT_THROW(causal_attention(torch::randn({1, 6, 8, 4}), torch::randn({1, 4, 8, 4}), torch::randn({1, 4, 8, 4}), blocked), c10::Error);
-  EXPECT_THROW(causal_attention(torch::randn({1, 4, 8, 4}), torch::randn({1, 4, 9, 4}), torch::randn({1, 4, 9, 4}), blocked), c10::Error);
+  EXPECT_THROW(
+      causal_attention(torch::randn({1, 6, 8, 4}), torch::randn({1, 4, 8, 4}), torch::randn({1, 4, 8, 4}), blocked),
+      c10::Error);
+  EXPECT_THROW(
+      causal_attention(torch::randn({1, 4, 8, 4}), torch::randn({1, 4, 9, 4}), torch::randn({1, 4, 9, 4}), blocked),
+      c10::Error);
 }

@@ -21,7 +21,8 @@ double hf_lambda(const std::string& type, int64_t step, int64_t warmup, int64_t 
   if (type == "constant_with_warmup") return 1.0;
   if (type == "linear")
     return std::max(0.0, static_cast<double>(total - step) / static_cast<double>(std::max<int64_t>(1, total - warmup)));
-  const double progress = static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, total - warmup));
+  const double progress =
+      static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, total - warmup));
   const double num_cycles = 0.5;
   double factor = 0.5 * (1.0 + std::cos(M_PI * num_cycles * 2.0 * progress));
   if (type == "cosine") return std::max(0.0, factor);
@@ -97,11 +98,13 @@ TEST(GradAccumulation, FourMicroStepsOfOneEqualMicroBatchFourAtSp2) {
   auto got = ulysses::testing::train_on_ranks(acc, 5);
   EXPECT_NEAR(got.loss0, ref.loss0, 1e-5 * std::abs(ref.loss0));
   for (const auto& [n, g] : ref.grads0) {
-    const double rel = (got.grads0.at(n) - g).abs().max().item<double>() / std::max(1e-12, g.abs().max().item<double>());
+    const double rel =
+        (got.grads0.at(n) - g).abs().max().item<double>() / std::max(1e-12, g.abs().max().item<double>());
     EXPECT_LT(rel, 1e-5) << n;
   }
   ASSERT_EQ(got.losses.size(), 5u);
-  for (size_t s = 0; s < 5; ++s) EXPECT_NEAR(got.losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s])) << "step " << s;
+  for (size_t s = 0; s < 5; ++s)
+    EXPECT_NEAR(got.losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s])) << "step " << s;
   // and it is not just micro-batch 1: one sequence per step gives other losses
   auto one = small(2);
   auto single = ulysses::testing::train_on_ranks(one, 2);
@@ -117,7 +120,8 @@ TEST(GradAccumulation, WithDp2EqualsOneRankWithTheWholeBatch) {
   dp.train.gradient_accumulation_steps = 2;
   auto ref = ulysses::testing::train_on_ranks(one, 3);
   auto got = ulysses::testing::train_on_ranks(dp, 3);
-  for (size_t s = 0; s < 3; ++s) EXPECT_NEAR(got.losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s])) << "step " << s;
+  for (size_t s = 0; s < 3; ++s)
+    EXPECT_NEAR(got.losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s])) << "step " << s;
 }
 
 TEST(HfTrainingArguments, NamesAreReadAsAliasesAndDefaultsAreHfs) {
@@ -125,8 +129,14 @@ TEST(HfTrainingArguments, NamesAreReadAsAliasesAndDefaultsAreHfs) {
   EXPECT_EQ(d.adam_beta1, 0.9);
   EXPECT_EQ(d.adam_beta2, 0.999);
   EXPECT_EQ(d.adam_epsilon, 1e-8);
-  json j = {{"train", {{"learning_rate", 2e-4}, {"max_steps", 30}, {"per_device_train_batch_size", 2}, {"max_grad_norm", 0.5},
-                       {"gradient_accumulation_steps", 8}, {"lr_scheduler_type", "linear"}, {"adam_beta2", 0.95}}}};
+  json j = {{"train",
+             {{"learning_rate", 2e-4},
+              {"max_steps", 30},
+              {"per_device_train_batch_size", 2},
+              {"max_grad_norm", 0.5},
+              {"gradient_accumulation_steps", 8},
+              {"lr_scheduler_type", "linear"},
+              {"adam_beta2", 0.95}}}};
   RunConfig c = RunConfig::from_json(j);
   EXPECT_EQ(c.train.lr, 2e-4);
   EXPECT_EQ(c.train.steps, 30);

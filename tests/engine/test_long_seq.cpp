@@ -56,7 +56,8 @@ Result run_cfg(const RunConfig& cfg, int steps = 0) {
 // Relative error of every gradient; on failure names the tensor and its first element
 // that is off by more than tol * max|ref|.
 void expect_close(const Result& ref, const Result& got, const std::string& what, double tol = 1e-5) {
-  EXPECT_LE(std::abs(got.loss0 - ref.loss0), tol * std::abs(ref.loss0)) << what << ": loss " << got.loss0 << " vs " << ref.loss0;
+  EXPECT_LE(std::abs(got.loss0 - ref.loss0), tol * std::abs(ref.loss0))
+      << what << ": loss " << got.loss0 << " vs " << ref.loss0;
   ASSERT_EQ(got.grads0.size(), ref.grads0.size()) << what;
   for (const auto& [n, b] : ref.grads0) {
     ASSERT_TRUE(got.grads0.count(n)) << what << ": no gradient for " << n;
@@ -68,8 +69,8 @@ void expect_close(const Result& ref, const Result& got, const std::string& what,
       auto diff = (a - b).abs().flatten();
       auto bad = (diff > tol * b.abs().max()).nonzero();
       const int64_t i = bad.numel() ? bad[0][0].item<int64_t>() : diff.argmax().item<int64_t>();
-      ADD_FAILURE() << what << ": gradient of " << n << " off by " << rel << " relative; first mismatch at flat index " << i << ": "
-                    << a.flatten()[i].item<double>() << " vs " << b.flatten()[i].item<double>();
+      ADD_FAILURE() << what << ": gradient of " << n << " off by " << rel << " relative; first mismatch at flat index "
+                    << i << ": " << a.flatten()[i].item<double>() << " vs " << b.flatten()[i].item<double>();
       return;  // the first mismatch is enough
     }
   }
@@ -84,10 +85,15 @@ struct Technique {
 };
 const Technique kTechniques[] = {
     {"checkpointing", [](TrainConfig& t) { t.activation_checkpointing = "layer"; }},
-    {"checkpointing+offload", [](TrainConfig& t) { t.activation_checkpointing = "layer"; t.offload_activations = true; }},
+    {"checkpointing+offload",
+     [](TrainConfig& t) {
+       t.activation_checkpointing = "layer";
+       t.offload_activations = true;
+     }},
     {"tiled loss (5-token tiles)", [](TrainConfig& t) { t.loss_chunk_tokens = 5; }},
     {"TiledMLP (7-token tiles)", [](TrainConfig& t) { t.mlp_chunk_tokens = 7; }},
-    {"all", [](TrainConfig& t) {
+    {"all",
+     [](TrainConfig& t) {
        t.activation_checkpointing = "layer";
        t.offload_activations = true;
        t.loss_chunk_tokens = 5;
@@ -101,7 +107,9 @@ void each_technique_matches(int64_t H, int64_t Hkv, int64_t sp) {
   for (const auto& t : kTechniques) {
     auto c = base;
     t.apply(c.train);
-    expect_close(ref, run_cfg(c), std::string(t.name) + " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv) + " sp" + std::to_string(sp));
+    expect_close(
+        ref, run_cfg(c),
+        std::string(t.name) + " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv) + " sp" + std::to_string(sp));
   }
 }
 
@@ -186,7 +194,8 @@ TEST(LongSeq, TiledLossNeverHoldsFullLogits) {
   const int64_t off = step_peak(c);
   c.train.loss_chunk_tokens = 32;
   const int64_t tiled = step_peak(c);
-  std::cout << "peak bytes: untiled " << off << ", loss_chunk_tokens=32 " << tiled << ", one logits tensor " << logits_bytes << "\n";
+  std::cout << "peak bytes: untiled " << off << ", loss_chunk_tokens=32 " << tiled << ", one logits tensor "
+            << logits_bytes << "\n";
   EXPECT_GT(off, logits_bytes) << "the untiled run must hold a full logits tensor, or this test proves nothing";
   EXPECT_LT(tiled, logits_bytes);
 }
@@ -242,7 +251,7 @@ TEST(LongSeq, RecomputeIsTracedAsItsOwnDirectionInsideBackward) {
   const auto t = prof::load_trace(dir);
   using prof::Direction;
   using prof::Phase;
-  std::map<std::tuple<int, int, int, int>, int> seen;  // (rank, layer, dir, phase) -> count
+  std::map<std::tuple<int, int, int, int>, int> seen;   // (rank, layer, dir, phase) -> count
   std::map<int, std::pair<int64_t, int64_t>> backward;  // rank -> the Backward phase range
   int lm_head_tiles = 0;
   for (const auto& lane : t.lanes) {
@@ -270,12 +279,17 @@ TEST(LongSeq, RecomputeIsTracedAsItsOwnDirectionInsideBackward) {
   }
   for (int rank = 0; rank < 2; ++rank)
     for (int layer = 0; layer < 2; ++layer) {
-      for (Phase p : {Phase::QkvProj, Phase::A2ASeqToHead, Phase::Attention, Phase::A2AHeadToSeq, Phase::OutProj, Phase::Mlp}) {
-        EXPECT_GE((seen[{rank, layer, static_cast<int>(Direction::Forward), static_cast<int>(p)}]), 1) << "forward " << prof::phase_name(p);
-        EXPECT_GE((seen[{rank, layer, static_cast<int>(Direction::Recompute), static_cast<int>(p)}]), 1) << "recompute " << prof::phase_name(p);
+      for (Phase p :
+           {Phase::QkvProj, Phase::A2ASeqToHead, Phase::Attention, Phase::A2AHeadToSeq, Phase::OutProj, Phase::Mlp}) {
+        EXPECT_GE((seen[{rank, layer, static_cast<int>(Direction::Forward), static_cast<int>(p)}]), 1)
+            << "forward " << prof::phase_name(p);
+        EXPECT_GE((seen[{rank, layer, static_cast<int>(Direction::Recompute), static_cast<int>(p)}]), 1)
+            << "recompute " << prof::phase_name(p);
       }
-      for (Phase p : {Phase::QkvProj, Phase::A2ASeqToHead, Phase::Attention, Phase::A2AHeadToSeq, Phase::OutProj, Phase::Mlp})
-        EXPECT_GE((seen[{rank, layer, static_cast<int>(Direction::Backward), static_cast<int>(p)}]), 1) << "backward " << prof::phase_name(p);
+      for (Phase p :
+           {Phase::QkvProj, Phase::A2ASeqToHead, Phase::Attention, Phase::A2AHeadToSeq, Phase::OutProj, Phase::Mlp})
+        EXPECT_GE((seen[{rank, layer, static_cast<int>(Direction::Backward), static_cast<int>(p)}]), 1)
+            << "backward " << prof::phase_name(p);
     }
   EXPECT_EQ(lm_head_tiles, 2 * 2) << "16 local tokens in tiles of 8: two in-forward lm_head backward ranges per rank";
   fs::remove_all(dir);

@@ -17,7 +17,7 @@ TEST(MemoryTracker, CountsKnownAllocationsExactly) {
   EXPECT_EQ(mt.current_bytes(), 0);
   auto a = torch::empty({1000}, torch::kFloat32);  // 4000 bytes
   EXPECT_EQ(mt.current_bytes(), 4000);
-  auto b = torch::empty({500}, torch::kFloat64);   // 4000 bytes
+  auto b = torch::empty({500}, torch::kFloat64);  // 4000 bytes
   EXPECT_EQ(mt.current_bytes(), 8000);
   EXPECT_EQ(mt.peak_bytes(), 8000);
   a.reset();

@@ -76,7 +76,8 @@ TEST(MetaDryRun, ModelForwardBackwardShapeOnlySp2Sp4) {
       cfg.parallel.sp_size = P;
       cfg.parallel.head_chunks = (4 / P) % chunks == 0 ? chunks : 1;
       for (int r = 0; r < P; ++r) {
-        SCOPED_TRACE("P=" + std::to_string(P) + " rank=" + std::to_string(r) + " chunks=" + std::to_string(cfg.parallel.head_chunks));
+        SCOPED_TRACE("P=" + std::to_string(P) + " rank=" + std::to_string(r) +
+                     " chunks=" + std::to_string(cfg.parallel.head_chunks));
         run_meta_step(cfg, r, torch::kFloat32);
       }
     }
@@ -254,7 +255,8 @@ TEST(MemoryPlan, PeakMatchesARealCpuRun) {
     cfg.model.intermediate_size = 176;
     cfg.train.seq_length = N;
     cfg.train.threads_per_rank = 1;
-    cfg.train.attention = "sdpa";  // the math kernel on both sides (the CPU run's blocked kernel is the attention helper's)
+    cfg.train.attention =
+        "sdpa";  // the math kernel on both sides (the CPU run's blocked kernel is the attention helper's)
     cfg.data.kind = "synthetic";
     const auto plan = plan::plan_memory(cfg);
 

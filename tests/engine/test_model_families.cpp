@@ -33,12 +33,31 @@ std::string error_of(const json& hf) {
 
 // Qwen3-0.6B's config.json keys (sizes shrunk), as transformers 4.51 writes it.
 json qwen3_v4() {
-  return {{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"attention_bias", false}, {"attention_dropout", 0.0},
-          {"bos_token_id", 151643}, {"eos_token_id", 151645}, {"head_dim", 16}, {"hidden_act", "silu"}, {"hidden_size", 24},
-          {"initializer_range", 0.02}, {"intermediate_size", 40}, {"max_position_embeddings", 40960}, {"max_window_layers", 28},
-          {"num_attention_heads", 4}, {"num_hidden_layers", 2}, {"num_key_value_heads", 2}, {"rms_norm_eps", 1e-6},
-          {"rope_scaling", nullptr}, {"rope_theta", 1000000}, {"sliding_window", nullptr}, {"tie_word_embeddings", true},
-          {"torch_dtype", "bfloat16"}, {"transformers_version", "4.51.0"}, {"use_cache", true}, {"use_sliding_window", false},
+  return {{"architectures", {"Qwen3ForCausalLM"}},
+          {"model_type", "qwen3"},
+          {"attention_bias", false},
+          {"attention_dropout", 0.0},
+          {"bos_token_id", 151643},
+          {"eos_token_id", 151645},
+          {"head_dim", 16},
+          {"hidden_act", "silu"},
+          {"hidden_size", 24},
+          {"initializer_range", 0.02},
+          {"intermediate_size", 40},
+          {"max_position_embeddings", 40960},
+          {"max_window_layers", 28},
+          {"num_attention_heads", 4},
+          {"num_hidden_layers", 2},
+          {"num_key_value_heads", 2},
+          {"rms_norm_eps", 1e-6},
+          {"rope_scaling", nullptr},
+          {"rope_theta", 1000000},
+          {"sliding_window", nullptr},
+          {"tie_word_embeddings", true},
+          {"torch_dtype", "bfloat16"},
+          {"transformers_version", "4.51.0"},
+          {"use_cache", true},
+          {"use_sliding_window", false},
           {"vocab_size", 64}};
 }
 
@@ -69,10 +88,20 @@ TEST(HfConfig, FamiliesV4AndV5Layouts) {
   EXPECT_TRUE(same_model(model_from_hf_config(v5), q3));
 
   // Llama 3.1, v4: llama3 rope_scaling; v5: the same inside rope_parameters.
-  json l31 = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", 64}, {"num_attention_heads", 4},
-              {"num_key_value_heads", 2}, {"rope_theta", 500000.0}, {"max_position_embeddings", 131072}, {"mlp_bias", false},
-              {"rope_scaling", {{"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
-                                {"original_max_position_embeddings", 8192}, {"rope_type", "llama3"}}}};
+  json l31 = {{"architectures", {"LlamaForCausalLM"}},
+              {"model_type", "llama"},
+              {"hidden_size", 64},
+              {"num_attention_heads", 4},
+              {"num_key_value_heads", 2},
+              {"rope_theta", 500000.0},
+              {"max_position_embeddings", 131072},
+              {"mlp_bias", false},
+              {"rope_scaling",
+               {{"factor", 8.0},
+                {"low_freq_factor", 1.0},
+                {"high_freq_factor", 4.0},
+                {"original_max_position_embeddings", 8192},
+                {"rope_type", "llama3"}}}};
   ModelConfig l = model_from_hf_config(l31);
   EXPECT_EQ(l.rope_type, "llama3");
   EXPECT_DOUBLE_EQ(l.rope_factor, 8.0);
@@ -89,8 +118,14 @@ TEST(HfConfig, FamiliesV4AndV5Layouts) {
   EXPECT_EQ(model_from_hf_config(lin).rope_type, "linear");
 
   // Qwen2: q/k/v biases without attention_bias; yarn as Qwen's docs set it.
-  json q2 = {{"architectures", {"Qwen2ForCausalLM"}}, {"model_type", "qwen2"}, {"hidden_size", 64}, {"num_attention_heads", 4},
-             {"num_key_value_heads", 2}, {"sliding_window", 32768}, {"use_sliding_window", false}, {"max_window_layers", 21},
+  json q2 = {{"architectures", {"Qwen2ForCausalLM"}},
+             {"model_type", "qwen2"},
+             {"hidden_size", 64},
+             {"num_attention_heads", 4},
+             {"num_key_value_heads", 2},
+             {"sliding_window", 32768},
+             {"use_sliding_window", false},
+             {"max_window_layers", 21},
              {"max_position_embeddings", 131072},
              {"rope_scaling", {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}}}};
   ModelConfig q = model_from_hf_config(q2);
@@ -106,8 +141,12 @@ TEST(HfConfig, FamiliesV4AndV5Layouts) {
   EXPECT_TRUE(refused);
 
   // Mistral without a window.
-  json mi = {{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}, {"hidden_size", 64}, {"num_attention_heads", 4},
-             {"num_key_value_heads", 2}, {"sliding_window", nullptr}};
+  json mi = {{"architectures", {"MistralForCausalLM"}},
+             {"model_type", "mistral"},
+             {"hidden_size", 64},
+             {"num_attention_heads", 4},
+             {"num_key_value_heads", 2},
+             {"sliding_window", nullptr}};
   EXPECT_EQ(model_from_hf_config(mi).model_type, "mistral");
 
   // Export and import give the same model for every family and rope type.
@@ -116,7 +155,10 @@ TEST(HfConfig, FamiliesV4AndV5Layouts) {
 }
 
 TEST(HfConfig, RefusalsNameTheSetting) {
-  json mi = {{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+  json mi = {{"architectures", {"MistralForCausalLM"}},
+             {"model_type", "mistral"},
+             {"hidden_size", 64},
+             {"num_attention_heads", 4},
              {"sliding_window", 4096}};
   EXPECT_NE(error_of(mi).find("sliding_window=4096 is not supported"), std::string::npos) << error_of(mi);
   json q = qwen3_v4();
@@ -132,18 +174,27 @@ TEST(HfConfig, RefusalsNameTheSetting) {
   q["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"mscale", 0.7}};
   EXPECT_NE(error_of(q).find("mscale"), std::string::npos);
   q["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"low_freq_factor", 1.0}};
-  EXPECT_NE(error_of(q).find("low_freq_factor is not supported with rope_type linear"), std::string::npos) << error_of(q);
+  EXPECT_NE(error_of(q).find("low_freq_factor is not supported with rope_type linear"), std::string::npos)
+      << error_of(q);
   q = qwen3_v4();
   q["architectures"] = {"GemmaForCausalLM"};
   EXPECT_NE(error_of(q).find("architecture GemmaForCausalLM is not supported"), std::string::npos) << error_of(q);
   q = qwen3_v4();
   q["model_type"] = "qwen2";
   EXPECT_NE(error_of(q).find("names Qwen3ForCausalLM but model_type is 'qwen2'"), std::string::npos) << error_of(q);
-  json q2 = {{"architectures", {"Qwen2ForCausalLM"}}, {"hidden_size", 64}, {"num_attention_heads", 4}, {"attention_bias", true}};
+  json q2 = {{"architectures", {"Qwen2ForCausalLM"}},
+             {"hidden_size", 64},
+             {"num_attention_heads", 4},
+             {"attention_bias", true}};
   EXPECT_NE(error_of(q2).find("always has q/k/v biases"), std::string::npos) << error_of(q2);
-  json l = {{"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 64}, {"num_attention_heads", 4}, {"partial_rotary_factor", 0.5}};
+  json l = {{"architectures", {"LlamaForCausalLM"}},
+            {"hidden_size", 64},
+            {"num_attention_heads", 4},
+            {"partial_rotary_factor", 0.5}};
   EXPECT_NE(error_of(l).find("partial_rotary_factor"), std::string::npos);
-  l = {{"hidden_size", 64}, {"num_attention_heads", 4}, {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}},
+  l = {{"hidden_size", 64},
+       {"num_attention_heads", 4},
+       {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}},
        {"rope_parameters", {{"rope_type", "linear"}, {"factor", 4.0}}}};
   EXPECT_NE(error_of(l).find("disagree"), std::string::npos) << error_of(l);
   // Run-config rules: an odd explicit head_dim, factor < 1.
@@ -188,7 +239,8 @@ TEST(Checkpoint, FamiliesSingleAndShardedReloadBitIdentical) {
     src.init_parameters(5);
     {
       torch::NoGradGuard ng;
-      for (auto& [n, t] : src.named_parameters()) t.add_(torch::randn_like(t) * 0.1);  // biases and norms away from 0 / 1
+      for (auto& [n, t] : src.named_parameters())
+        t.add_(torch::randn_like(t) * 0.1);  // biases and norms away from 0 / 1
     }
     auto ids = torch::randint(c.vocab_size, {1, 12}, torch::kInt64);
     torch::NoGradGuard ng;
@@ -204,7 +256,8 @@ TEST(Checkpoint, FamiliesSingleAndShardedReloadBitIdentical) {
       if (sharded) {
         auto index = load_json_file(dir + "/model.safetensors.index.json");
         std::set<std::string> files;
-        for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) files.insert(it.value().get<std::string>());
+        for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it)
+          files.insert(it.value().get<std::string>());
         EXPECT_GE(files.size(), 2u);
         EXPECT_TRUE(files.count("model-00001-of-" + std::string(5 - std::to_string(files.size()).size(), '0') +
                                 std::to_string(files.size()) + ".safetensors"));
@@ -219,7 +272,9 @@ TEST(Checkpoint, FamiliesSingleAndShardedReloadBitIdentical) {
       }
       // config.json in HF's layout gives back the model section
       auto hf = load_json_file(dir + "/config.json");
-      EXPECT_EQ(hf["torch_dtype"], dtype == torch::kFloat32 ? "float32" : dtype == torch::kBFloat16 ? "bfloat16" : "float16");
+      EXPECT_EQ(hf["torch_dtype"], dtype == torch::kFloat32    ? "float32"
+                                   : dtype == torch::kBFloat16 ? "bfloat16"
+                                                               : "float16");
       ModelConfig back = model_from_hf_config(hf);
       EXPECT_TRUE(same_model(back, c)) << hf.dump();
       LlamaModel dst(back, ParallelConfig{}, torch::kFloat32, nullptr);
@@ -309,5 +364,6 @@ TEST(Ulysses, Qwen3StyleSp2MatchesOneProcess) {
   EXPECT_TRUE(ref.grads0.count("model.layers.1.self_attn.k_norm.weight"));
   EXPECT_GT(ref.grads0.at("model.layers.1.self_attn.k_norm.weight").abs().max().item<double>(), 0);
   ASSERT_EQ(got.losses.size(), ref.losses.size());
-  for (size_t s = 0; s < ref.losses.size(); ++s) EXPECT_NEAR(got.losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s])) << s;
+  for (size_t s = 0; s < ref.losses.size(); ++s)
+    EXPECT_NEAR(got.losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s])) << s;
 }

@@ -46,8 +46,9 @@ std::vector<double> ref_inv_freq(const ModelConfig& c, int64_t dh, double* scale
       x = (1 - s) * x / k + s * x;
     }
   } else if (c.rope_type == "yarn") {
-    const double L = c.rope_original_max_position_embeddings > 0 ? static_cast<double>(c.rope_original_max_position_embeddings)
-                                                                  : static_cast<double>(c.max_position_embeddings);
+    const double L = c.rope_original_max_position_embeddings > 0
+                         ? static_cast<double>(c.rope_original_max_position_embeddings)
+                         : static_cast<double>(c.max_position_embeddings);
     // dimension index at which a wavelength completes r rotations within L
     auto dim_for = [&](double r) { return dh * std::log(L / (r * 2 * M_PI)) / (2 * std::log(c.rope_theta)); };
     double a = dim_for(c.rope_beta_fast), b = dim_for(c.rope_beta_slow);
@@ -56,7 +57,8 @@ std::vector<double> ref_inv_freq(const ModelConfig& c, int64_t dh, double* scale
     b = std::min(b, static_cast<double>(dh - 1));
     if (a == b) b += 0.001;
     for (int64_t i = 0; i < dh / 2; ++i) {
-      const double ramp = std::min(1.0, std::max(0.0, (i - a) / (b - a)));  // 0: extrapolate (keep), 1: interpolate (/k)
+      const double ramp =
+          std::min(1.0, std::max(0.0, (i - a) / (b - a)));  // 0: extrapolate (keep), 1: interpolate (/k)
       f[i] = (f[i] / k) * ramp + f[i] * (1 - ramp);
     }
     *scale = c.rope_attention_factor > 0 ? c.rope_attention_factor : (k <= 1 ? 1.0 : 0.1 * std::log(k) + 1.0);
@@ -141,7 +143,8 @@ void check_against_reference(ModelConfig c, int64_t pos0 = 0) {
   auto got = m.forward_logits(ids, pos0)[0];
   auto want = reference_logits(m, ids[0], pos0);
   const double err = (got - want).abs().max().item<double>();
-  EXPECT_LT(err, 1e-5) << "first values got " << got.flatten().slice(0, 0, 4) << " want " << want.flatten().slice(0, 0, 4);
+  EXPECT_LT(err, 1e-5) << "first values got " << got.flatten().slice(0, 0, 4) << " want "
+                       << want.flatten().slice(0, 0, 4);
   // Loss = mean cross-entropy over shifted tokens, as LlamaForCausalLM computes it.
   auto labels = torch::cat({ids[0].slice(0, 1, T), torch::tensor({-100}, torch::kInt64)}).unsqueeze(0);
   const double loss = m.forward_loss_sum(ids, labels, pos0).item<double>() / (T - 1);
@@ -184,11 +187,18 @@ TEST(ModelReference, ParameterNamesAreHuggingFaces) {
   LlamaModel m(c, ParallelConfig{}, torch::kFloat32, nullptr);
   std::vector<std::string> names;
   for (auto& [n, t] : m.named_parameters()) names.push_back(n);
-  const std::vector<std::string> want = {
-      "model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
-      "model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.o_proj.weight", "model.layers.0.mlp.gate_proj.weight",
-      "model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.down_proj.weight", "model.layers.0.input_layernorm.weight",
-      "model.layers.0.post_attention_layernorm.weight", "model.norm.weight", "lm_head.weight"};
+  const std::vector<std::string> want = {"model.embed_tokens.weight",
+                                         "model.layers.0.self_attn.q_proj.weight",
+                                         "model.layers.0.self_attn.k_proj.weight",
+                                         "model.layers.0.self_attn.v_proj.weight",
+                                         "model.layers.0.self_attn.o_proj.weight",
+                                         "model.layers.0.mlp.gate_proj.weight",
+                                         "model.layers.0.mlp.up_proj.weight",
+                                         "model.layers.0.mlp.down_proj.weight",
+                                         "model.layers.0.input_layernorm.weight",
+                                         "model.layers.0.post_attention_layernorm.weight",
+                                         "model.norm.weight",
+                                         "lm_head.weight"};
   EXPECT_EQ(names, want);
   int64_t total = 0;
   for (auto& [n, t] : m.named_parameters()) total += t.numel();
@@ -280,7 +290,8 @@ TEST(ModelReference, RopeTypesChangeTheFrequencies) {
     const auto want = ref_inv_freq(s, dh, &ref_scale);
     ASSERT_EQ(f.numel(), dh / 2);
     EXPECT_GT((f - base).abs().max().item<double>(), 1e-3) << type;
-    for (int64_t i = 0; i < dh / 2; ++i) EXPECT_NEAR(f[i].item<double>(), want[i], 1e-6 * want[i]) << type << " i=" << i;
+    for (int64_t i = 0; i < dh / 2; ++i)
+      EXPECT_NEAR(f[i].item<double>(), want[i], 1e-6 * want[i]) << type << " i=" << i;
     EXPECT_NEAR(scale, ref_scale, 1e-12) << type;
   }
 }
@@ -297,14 +308,16 @@ TEST(ModelReference, FamilyParameterNamesAreHuggingFaces) {
     return v;
   };
   using V = std::vector<std::string>;
-  EXPECT_EQ(names(family("qwen2")), (V{"q_proj.weight", "q_proj.bias", "k_proj.weight", "k_proj.bias", "v_proj.weight", "v_proj.bias",
-                                       "o_proj.weight"}));
-  EXPECT_EQ(names(family("qwen3")), (V{"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "q_norm.weight", "k_norm.weight"}));
+  EXPECT_EQ(names(family("qwen2")), (V{"q_proj.weight", "q_proj.bias", "k_proj.weight", "k_proj.bias", "v_proj.weight",
+                                       "v_proj.bias", "o_proj.weight"}));
+  EXPECT_EQ(names(family("qwen3")),
+            (V{"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "q_norm.weight", "k_norm.weight"}));
   EXPECT_EQ(names(family("mistral")), (V{"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}));
-  EXPECT_EQ(names(family("llama")), (V{"q_proj.weight", "q_proj.bias", "k_proj.weight", "k_proj.bias", "v_proj.weight", "v_proj.bias",
-                                       "o_proj.weight", "o_proj.bias"}));
+  EXPECT_EQ(names(family("llama")), (V{"q_proj.weight", "q_proj.bias", "k_proj.weight", "k_proj.bias", "v_proj.weight",
+                                       "v_proj.bias", "o_proj.weight", "o_proj.bias"}));
   LlamaModel q3(family("qwen3"), ParallelConfig{}, torch::kFloat32, nullptr);
-  EXPECT_EQ(q3.param("model.layers.0.self_attn.q_proj.weight").sizes(), (std::vector<int64_t>{64, 24}));  // H*head_dim x d
+  EXPECT_EQ(q3.param("model.layers.0.self_attn.q_proj.weight").sizes(),
+            (std::vector<int64_t>{64, 24}));  // H*head_dim x d
   EXPECT_EQ(q3.param("model.layers.0.self_attn.o_proj.weight").sizes(), (std::vector<int64_t>{24, 64}));
   EXPECT_EQ(q3.param("model.layers.0.self_attn.k_norm.weight").sizes(), (std::vector<int64_t>{16}));
 }

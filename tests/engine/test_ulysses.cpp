@@ -62,7 +62,8 @@ void expect_same(const Result& ref, const Result& got, double grad_tol, const st
 
 TEST(Ulysses, Sp2AndSp4MatchOneProcess) {
   auto ref = train_on_ranks(tiny(4, 4, 1, 1), 5);
-  ASSERT_GT(ref.losses.front(), ref.losses.back()) << "the reference must learn for the curve comparison to mean something";
+  ASSERT_GT(ref.losses.front(), ref.losses.back())
+      << "the reference must learn for the curve comparison to mean something";
   expect_same(ref, train_on_ranks(tiny(4, 4, 2, 1), 5), 1e-4, "sp2");
   expect_same(ref, train_on_ranks(tiny(4, 4, 4, 1), 5), 1e-4, "sp4");
 }
@@ -152,8 +153,8 @@ TEST(Ulysses, FusedQkvIsBitIdenticalToSeparateMessages) {
     for (size_t s = 0; s < a.losses.size(); ++s) EXPECT_EQ(a.losses[s], b.losses[s]) << what << " step " << s;
     for (const auto& [n, g] : a.grads0) {
       ASSERT_TRUE(b.grads0.count(n)) << what << ": " << n;
-      EXPECT_TRUE(torch::equal(b.grads0.at(n), g)) << what << ": gradient of " << n << " differs by "
-                                                   << (b.grads0.at(n) - g).abs().max().item<double>();
+      EXPECT_TRUE(torch::equal(b.grads0.at(n), g))
+          << what << ": gradient of " << n << " differs by " << (b.grads0.at(n) - g).abs().max().item<double>();
     }
   }
 }
@@ -167,7 +168,7 @@ TEST(Ulysses, LayoutFunctionsRoundTripAndMirrorInBackward) {
     // (B, N, H, dh), identical on both ranks (no shared random generator between rank threads)
     auto whole = torch::arange(1 * 8 * 4 * 3, torch::kFloat32).view({1, 8, 4, 3});
     auto x = whole.narrow(1, env.rank * 4, 4).clone().set_requires_grad(true);  // this rank's shard
-    auto y = seq_to_head(x, &comm);           // (1, 8, 2, 3): heads [2r, 2r+2) over all tokens
+    auto y = seq_to_head(x, &comm);  // (1, 8, 2, 3): heads [2r, 2r+2) over all tokens
     EXPECT_TRUE(torch::equal(y.detach(), whole.narrow(2, env.rank * 2, 2)));
     auto back = head_to_seq(y, &comm);
     EXPECT_TRUE(torch::equal(back.detach(), x.detach()));
@@ -214,7 +215,8 @@ TEST(Checkpoint, SaveReloadGivesTheSameLoss) {
 
 TEST(Checkpoint, SafetensorsBf16RoundTripAndCorruptFiles) {
   namespace fs = std::filesystem;
-  const auto path = (fs::temp_directory_path() / ("ulysses_st_" + std::to_string(::getpid()) + ".safetensors")).string();
+  const auto path =
+      (fs::temp_directory_path() / ("ulysses_st_" + std::to_string(::getpid()) + ".safetensors")).string();
   auto a = torch::randn({3, 5}).to(torch::kBFloat16);
   auto b = torch::arange(7, torch::kFloat32);
   write_safetensors(path, {{"a", a}, {"b", b}});
@@ -262,12 +264,28 @@ TEST(Checkpoint, LoadsAHuggingFaceStyleDirectory) {
   namespace fs = std::filesystem;
   const auto dir = (fs::temp_directory_path() / ("ulysses_hf_" + std::to_string(::getpid()))).string();
   fs::create_directories(dir);
-  json hf = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_act", "silu"}, {"hidden_size", 32},
-             {"intermediate_size", 48}, {"num_hidden_layers", 1}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
-             {"vocab_size", 64}, {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}, {"max_position_embeddings", 2048},
-             {"tie_word_embeddings", true}, {"torch_dtype", "float16"}, {"transformers_version", "4.46.0"},
-             {"bos_token_id", 1}, {"eos_token_id", 2}, {"rope_scaling", nullptr}, {"attention_bias", false},
-             {"initializer_range", 0.02}, {"use_cache", true}, {"pretraining_tp", 1}};
+  json hf = {{"architectures", {"LlamaForCausalLM"}},
+             {"model_type", "llama"},
+             {"hidden_act", "silu"},
+             {"hidden_size", 32},
+             {"intermediate_size", 48},
+             {"num_hidden_layers", 1},
+             {"num_attention_heads", 4},
+             {"num_key_value_heads", 2},
+             {"vocab_size", 64},
+             {"rms_norm_eps", 1e-6},
+             {"rope_theta", 10000.0},
+             {"max_position_embeddings", 2048},
+             {"tie_word_embeddings", true},
+             {"torch_dtype", "float16"},
+             {"transformers_version", "4.46.0"},
+             {"bos_token_id", 1},
+             {"eos_token_id", 2},
+             {"rope_scaling", nullptr},
+             {"attention_bias", false},
+             {"initializer_range", 0.02},
+             {"use_cache", true},
+             {"pretraining_tp", 1}};
   std::ofstream(dir + "/config.json") << hf.dump(2);
   ModelConfig mc = model_from_hf_config(hf);
   LlamaModel src(mc, ParallelConfig{}, torch::kFloat32, nullptr);

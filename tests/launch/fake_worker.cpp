@@ -119,7 +119,8 @@ void barrier(int rank) {
       int n;
       do n = ::poll(&p, 1, g_timeout_ms);
       while (n < 0 && errno == EINTR);
-      if (n == 0) die("rank " + std::to_string(rank) + ": collective timed out after " + std::to_string(g_timeout_ms) + " ms");
+      if (n == 0)
+        die("rank " + std::to_string(rank) + ": collective timed out after " + std::to_string(g_timeout_ms) + " ms");
     }
     if (::recv(fd, &b, 1, MSG_WAITALL) != 1) lost("recv");
   };
@@ -141,16 +142,19 @@ int main(int argc, char** argv) {
   std::string config_path, out_dir;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--config") config_path = argv[i + 1];
-    else if (a == "--out") out_dir = argv[i + 1];
-    else die("unknown argument " + a, 2);
+    if (a == "--config")
+      config_path = argv[i + 1];
+    else if (a == "--out")
+      out_dir = argv[i + 1];
+    else
+      die("unknown argument " + a, 2);
   }
   if (config_path.empty() || out_dir.empty()) die("usage: fake_worker --config RUN/config.json --out RUN", 2);
   ::alarm(static_cast<unsigned>(std::stoi(env_or("FAKE_MAX_S", "30"))));
 
   using ulysses::launch::Phase;
-  ulysses::launch::Heartbeat heartbeat(env_or("FAKE_NO_HEARTBEAT", "0") == "1" ? -1 : ulysses::launch::Heartbeat::fd_from_environment(),
-                                       0.2);
+  ulysses::launch::Heartbeat heartbeat(
+      env_or("FAKE_NO_HEARTBEAT", "0") == "1" ? -1 : ulysses::launch::Heartbeat::fd_from_environment(), 0.2);
   const int rank = std::stoi(env_or("RANK", "-1"));
   const int world = std::stoi(env_or("WORLD_SIZE", "0"));
   if (rank < 0 || world < 1 || rank >= world) die("RANK/WORLD_SIZE missing or inconsistent", 2);
@@ -188,7 +192,8 @@ int main(int argc, char** argv) {
   seen["config"] = config_path;
   seen["out"] = out_dir;
   seen["cwd"] = fs::current_path().string();
-  for (const char* k : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY"})
+  for (const char* k : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                        "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY"})
     seen["env"][k] = env_or(k, "");
   fs::create_directories(fs::path(out_dir) / "fake");
   const fs::path seen_path = fs::path(out_dir) / "fake" / ("rank" + std::to_string(rank) + ".json");
@@ -209,7 +214,8 @@ int main(int argc, char** argv) {
   }
 
   const int64_t steps = cfg["train"].value("steps", int64_t{10});
-  const int64_t tokens = cfg["train"].value("seq_length", int64_t{256}) * cfg["train"].value("micro_batch_size", int64_t{1}) *
+  const int64_t tokens = cfg["train"].value("seq_length", int64_t{256}) *
+                         cfg["train"].value("micro_batch_size", int64_t{1}) *
                          cfg["parallel"].value("dp_size", int64_t{1});
   const auto t0 = std::chrono::steady_clock::now();
   if (rank == 0 && env_or("FAKE_FILL", "0") == "1") {
@@ -229,7 +235,7 @@ int main(int argc, char** argv) {
     if ((mode == "fail" || mode == "crash" || mode == "stop" || mode == "freeze") && s == fail_step) {
       if (rank != fail_rank) {
         if (g_timeout_ms > 0 || g_peer_exit) barrier(rank);  // waits for the failed rank, then times out / notices
-        block_forever();  // stuck in a collective with the failed rank
+        block_forever();                                     // stuck in a collective with the failed rank
       }
       std::cerr << "rank " << rank << ": simulated failure at step " << s << std::endl;
       if (mode == "crash") ::raise(SIGKILL);

@@ -134,15 +134,49 @@ json read_json(const fs::path& p) { return json::parse(slurp(p)); }
 // Field names of transformers' TrainingArguments (src/transformers/training_args.py, v5),
 // copied by hand: the export may only use names from this list.
 const std::set<std::string>& training_arguments_fields() {
-  static const std::set<std::string> s = {
-      "output_dir", "per_device_train_batch_size", "num_train_epochs", "max_steps", "learning_rate",
-      "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "optim", "optim_args", "weight_decay",
-      "adam_beta1", "adam_beta2", "adam_epsilon", "gradient_accumulation_steps", "average_tokens_across_devices",
-      "max_grad_norm", "label_smoothing_factor", "bf16", "fp16", "tf32", "gradient_checkpointing",
-      "gradient_checkpointing_kwargs", "torch_compile", "use_liger_kernel", "logging_strategy", "logging_steps",
-      "logging_first_step", "report_to", "run_name", "save_strategy", "save_steps", "save_total_limit",
-      "save_only_model", "seed", "data_seed", "use_cpu", "parallelism_config", "dataloader_drop_last",
-      "ddp_backend", "ddp_timeout", "deepspeed", "resume_from_checkpoint"};
+  static const std::set<std::string> s = {"output_dir",
+                                          "per_device_train_batch_size",
+                                          "num_train_epochs",
+                                          "max_steps",
+                                          "learning_rate",
+                                          "lr_scheduler_type",
+                                          "lr_scheduler_kwargs",
+                                          "warmup_steps",
+                                          "optim",
+                                          "optim_args",
+                                          "weight_decay",
+                                          "adam_beta1",
+                                          "adam_beta2",
+                                          "adam_epsilon",
+                                          "gradient_accumulation_steps",
+                                          "average_tokens_across_devices",
+                                          "max_grad_norm",
+                                          "label_smoothing_factor",
+                                          "bf16",
+                                          "fp16",
+                                          "tf32",
+                                          "gradient_checkpointing",
+                                          "gradient_checkpointing_kwargs",
+                                          "torch_compile",
+                                          "use_liger_kernel",
+                                          "logging_strategy",
+                                          "logging_steps",
+                                          "logging_first_step",
+                                          "report_to",
+                                          "run_name",
+                                          "save_strategy",
+                                          "save_steps",
+                                          "save_total_limit",
+                                          "save_only_model",
+                                          "seed",
+                                          "data_seed",
+                                          "use_cpu",
+                                          "parallelism_config",
+                                          "dataloader_drop_last",
+                                          "ddp_backend",
+                                          "ddp_timeout",
+                                          "deepspeed",
+                                          "resume_from_checkpoint"};
   return s;
 }
 
@@ -202,7 +236,8 @@ TEST(Export, AccelerateFilesHoldEveryTrainKey) {
 
   // Model: our HF loader reads the exported config.json back to the model of the
   // hand-written checkpoint config.
-  const ulysses::ModelConfig back = ulysses::model_from_hf_config(ulysses::load_json_file((out / "config.json").string()));
+  const ulysses::ModelConfig back =
+      ulysses::model_from_hf_config(ulysses::load_json_file((out / "config.json").string()));
   const ulysses::ModelConfig orig = ulysses::model_from_hf_config(hf_llama_yarn());
   EXPECT_EQ(model_json(back), model_json(orig));
   EXPECT_EQ(back.explicit_head_dim, 32);
@@ -218,9 +253,10 @@ TEST(Export, AccelerateFilesHoldEveryTrainKey) {
   const std::string readme = slurp(out / "README.txt");
   const std::string diffs = differences_of(readme);
   ASSERT_FALSE(diffs.empty()) << readme;
-  for (const char* k : {"parallel.head_chunks", "parallel.fused_qkv", "train.offload_activations", "train.loss_chunk_tokens",
-                        "train.mlp_chunk_tokens", "train.attention ", "train.save_shard_bytes", "train.threads_per_rank",
-                        "train.save_every", "train.dtype", "train.seq_length", "train.resume_from", "cosine_with_min_lr", "data.kind"})
+  for (const char* k :
+       {"parallel.head_chunks", "parallel.fused_qkv", "train.offload_activations", "train.loss_chunk_tokens",
+        "train.mlp_chunk_tokens", "train.attention ", "train.save_shard_bytes", "train.threads_per_rank",
+        "train.save_every", "train.dtype", "train.seq_length", "train.resume_from", "cosine_with_min_lr", "data.kind"})
     EXPECT_NE(diffs.find(k), std::string::npos) << k << " is not listed among the differences:\n" << diffs;
   EXPECT_NE(readme.find("accelerate launch --num_processes 4"), std::string::npos);
   EXPECT_NE(readme.find("\"ckpt\""), std::string::npos) << "init_from must appear in the snippet";
@@ -242,11 +278,13 @@ TEST(Export, TrainingArgumentsKeysAreRealFieldNames) {
     for (auto it = a.begin(); it != a.end(); ++it)
       EXPECT_TRUE(training_arguments_fields().count(it.key())) << it.key() << " is not a TrainingArguments field";
     const json pc = read_json(tmp.path() / d / "parallelism_config.json");
-    const std::set<std::string> pc_fields = {"dp_replicate_size", "dp_shard_size", "tp_size", "cp_size", "cp_backend",
-                                             "sp_size", "sp_backend", "sp_handler", "tp_handler", "cp_handler"};
+    const std::set<std::string> pc_fields = {"dp_replicate_size", "dp_shard_size", "tp_size",    "cp_size",
+                                             "cp_backend",        "sp_size",       "sp_backend", "sp_handler",
+                                             "tp_handler",        "cp_handler"};
     for (auto it = pc.begin(); it != pc.end(); ++it) EXPECT_TRUE(pc_fields.count(it.key())) << it.key();
     for (auto it = pc["sp_handler"].begin(); it != pc["sp_handler"].end(); ++it)
-      EXPECT_TRUE((std::set<std::string>{"sp_seq_length", "sp_seq_length_is_variable", "sp_attn_implementation"}.count(it.key())))
+      EXPECT_TRUE((std::set<std::string>{"sp_seq_length", "sp_seq_length_is_variable", "sp_attn_implementation"}.count(
+          it.key())))
           << it.key();
   }
   // linear takes no scheduler kwargs; save off is save_strategy "no" and no save_steps.
@@ -310,7 +348,8 @@ TEST(Export, DeepSpeedConfigHoldsEveryValue) {
   const std::string launch = slurp(tmp.path() / "out" / "launch.sh");
   EXPECT_NE(launch.find("deepspeed --num_gpus 4 "), std::string::npos) << launch;
   EXPECT_NE(launch.find("--deepspeed_config"), std::string::npos) << launch;
-  EXPECT_EQ(std::system(("sh -n " + (tmp.path() / "out" / "launch.sh").string()).c_str()), 0) << "launch.sh is not valid sh";
+  EXPECT_EQ(std::system(("sh -n " + (tmp.path() / "out" / "launch.sh").string()).c_str()), 0)
+      << "launch.sh is not valid sh";
   // Warmup under 2 steps and the scheduler's one-step lag are named.
   const std::string diffs = differences_of(slurp(tmp.path() / "out" / "README.txt"));
   EXPECT_NE(diffs.find("train.warmup_steps"), std::string::npos) << diffs;
@@ -318,21 +357,22 @@ TEST(Export, DeepSpeedConfigHoldsEveryValue) {
   EXPECT_NE(diffs.find("train.weight_decay"), std::string::npos) << diffs;
 
   // The other two schedule families.
-  ASSERT_EQ(run_cli({"ds.json", "--set", "train.lr_scheduler_type=cosine_with_min_lr", "--set", "train.min_lr=0.0001", "--set",
-                     "train.warmup_steps=4", "--export", "deepspeed", "cos"},
+  ASSERT_EQ(run_cli({"ds.json", "--set", "train.lr_scheduler_type=cosine_with_min_lr", "--set", "train.min_lr=0.0001",
+                     "--set", "train.warmup_steps=4", "--export", "deepspeed", "cos"},
                     tmp.path())
                 .code,
             0);
   EXPECT_EQ(read_json(tmp.path() / "cos" / "ds_config.json")["scheduler"],
             json::parse(R"({"type": "WarmupCosineLR", "params": {"total_num_steps": 11, "warmup_min_ratio": 0.0,
                             "warmup_num_steps": 4, "cos_min_ratio": 0.2, "warmup_type": "linear"}})"));
-  ASSERT_EQ(run_cli({"ds.json", "--set", "train.lr_scheduler_type=constant_with_warmup", "--set", "train.warmup_steps=5",
-                     "--set", "train.dtype=bfloat16", "--export", "deepspeed", "const"},
+  ASSERT_EQ(run_cli({"ds.json", "--set", "train.lr_scheduler_type=constant_with_warmup", "--set",
+                     "train.warmup_steps=5", "--set", "train.dtype=bfloat16", "--export", "deepspeed", "const"},
                     tmp.path())
                 .code,
             0);
   const json c = read_json(tmp.path() / "const" / "ds_config.json");
-  EXPECT_EQ(c["scheduler"], json::parse(R"({"type": "WarmupLR", "params": {"warmup_min_lr": 0.0, "warmup_max_lr": 0.0005,
+  EXPECT_EQ(c["scheduler"],
+            json::parse(R"({"type": "WarmupLR", "params": {"warmup_min_lr": 0.0, "warmup_max_lr": 0.0005,
                                             "warmup_num_steps": 5, "warmup_type": "linear"}})"));
   EXPECT_EQ(c["bf16"]["enabled"], true);
 }

@@ -479,7 +479,8 @@ TEST(LaunchRun, CallbacksSeeLinesAndMetricsAndAStopRequestStopsTheRun) {
   const auto t0 = Clock::now();
   LaunchResult res = launch_run(opt, cb);
   ::unsetenv("FAKE_MODE");
-  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0) << "SIGTERM should end hanging workers at once";
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0)
+      << "SIGTERM should end hanging workers at once";
   EXPECT_EQ(res.exit_code, 1);
   EXPECT_EQ(res.record.status, RunStatus::Stopped);
   EXPECT_EQ(read_run_record((run / "run.json").string()).status, RunStatus::Stopped);
@@ -602,7 +603,8 @@ TEST(UlyssesRun, AFailingRankStopsEveryOtherWorker) {
   const fs::path cfg = write_config(tmp.path(), small_config(2, 2, 20));
   const fs::path run = tmp.path() / "run";
   Cli cli({cfg.string(), "--json", "--out", run.string(), "--worker", FAKE_WORKER_EXE},
-          {{"FAKE_MODE", "fail"}, {"FAKE_FAIL_RANK", "1"}, {"FAKE_FAIL_STEP", "2"}, {"FAKE_GRANDCHILD", "1"}}, tmp.path());
+          {{"FAKE_MODE", "fail"}, {"FAKE_FAIL_RANK", "1"}, {"FAKE_FAIL_STEP", "2"}, {"FAKE_GRANDCHILD", "1"}},
+          tmp.path());
   ASSERT_EQ(cli.wait(), 1) << cli.err();
   const json rec = read_json(run / "run.json");
   EXPECT_EQ(rec["status"], "failed");
@@ -626,7 +628,8 @@ TEST(UlyssesRun, ARankExitingWithBadInputMakesTheLauncherExit2) {
   const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 5));
   const fs::path run = tmp.path() / "run";
   Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE},
-          {{"FAKE_MODE", "fail"}, {"FAKE_FAIL_RANK", "0"}, {"FAKE_FAIL_CODE", "2"}, {"FAKE_FAIL_STEP", "0"}}, tmp.path());
+          {{"FAKE_MODE", "fail"}, {"FAKE_FAIL_RANK", "0"}, {"FAKE_FAIL_CODE", "2"}, {"FAKE_FAIL_STEP", "0"}},
+          tmp.path());
   ASSERT_EQ(cli.wait(), 2) << cli.err();
   const json rec = read_json(run / "run.json");
   EXPECT_EQ(rec["status"], "failed");
@@ -656,8 +659,8 @@ TEST_P(UlyssesRunSignal, StopsEveryWorkerAndRecordsStopped) {
   TempDir tmp;
   const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 5));
   const fs::path run = tmp.path() / "run";
-  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {{"FAKE_MODE", "hang"}, {"FAKE_GRANDCHILD", "1"}},
-          tmp.path());
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE},
+          {{"FAKE_MODE", "hang"}, {"FAKE_GRANDCHILD", "1"}}, tmp.path());
   ASSERT_TRUE(wait_for_workers(run, 2)) << cli.err();
   ASSERT_TRUE(wait_for_text(run / "logs" / "rank1.log", "waiting forever"));
   ASSERT_EQ(read_json(run / "run.json")["status"], "running");
@@ -689,7 +692,8 @@ TEST(UlyssesRun, WorkersDieWithAKilledLauncher) {
   ASSERT_TRUE(wait_for_workers(run, 2)) << cli.err();
   ::kill(cli.pid(), SIGKILL);
   cli.wait(10);
-  for (const auto& r : fake_records(run, 2)) EXPECT_TRUE(wait_gone(r["pid"], 5)) << "worker " << r["pid"] << " outlived its launcher";
+  for (const auto& r : fake_records(run, 2))
+    EXPECT_TRUE(wait_gone(r["pid"], 5)) << "worker " << r["pid"] << " outlived its launcher";
 }
 
 TEST(UlyssesRun, RepeatedSetOptionsAllApply) {
@@ -708,7 +712,8 @@ TEST(UlyssesRun, WorkersIgnoringSigtermAreKilledAfterTheGrace) {
   TempDir tmp;
   const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 5));
   const fs::path run = tmp.path() / "run";
-  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {{"FAKE_MODE", "ignore_term"}}, tmp.path());
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {{"FAKE_MODE", "ignore_term"}},
+          tmp.path());
   ASSERT_TRUE(wait_for_text(run / "logs" / "rank1.log", "waiting forever"));
   ASSERT_TRUE(wait_for_text(run / "logs" / "rank0.log", "waiting forever"));
   const auto t0 = Clock::now();
@@ -759,13 +764,18 @@ json with(json j, const std::string& section, const std::string& key, json v) {
 INSTANTIATE_TEST_SUITE_P(
     Configs, UlyssesRunBadInput,
     ::testing::Values(
-        BadCase{"heads_vs_sp", with(small_config(3, 1, 5), "train", "seq_length", 63), {},
+        BadCase{"heads_vs_sp",
+                with(small_config(3, 1, 5), "train", "seq_length", 63),
+                {},
                 "num_attention_heads (4) must be divisible by parallel.sp_size (3)"},
         BadCase{"unknown_key", with(small_config(2, 1, 5), "model", "num_heads", 4), {}, "num_heads"},
-        BadCase{"missing_data", with(with(small_config(2, 1, 5), "data", "kind", "text"), "data", "path", "/nonexistent/corpus.txt"),
-                {}, "data file /nonexistent/corpus.txt not found"},
+        BadCase{"missing_data",
+                with(with(small_config(2, 1, 5), "data", "kind", "text"), "data", "path", "/nonexistent/corpus.txt"),
+                {},
+                "data file /nonexistent/corpus.txt not found"},
         BadCase{"set_unknown_key", small_config(2, 1, 5), {"--set", "train.epochs=3"}, "--set train.epochs=3"},
-        BadCase{"set_bad_sp", small_config(2, 1, 5), {"--set", "parallel.sp_size=8"}, "divisible by parallel.sp_size (8)"},
+        BadCase{
+            "set_bad_sp", small_config(2, 1, 5), {"--set", "parallel.sp_size=8"}, "divisible by parallel.sp_size (8)"},
         BadCase{"unknown_flag", small_config(2, 1, 5), {"--frobnicate"}, "frobnicate"}),
     [](const ::testing::TestParamInfo<BadCase>& i) { return std::string(i.param.name); });
 
@@ -824,7 +834,8 @@ TEST(Reliability, NumbersBeyondADoubleAndNonUtf8PathsExit2) {
       {{cfg.string(), "--set", "train.seq_length=1e300"}, "out of range for a 64-bit integer"},
       {{cfg.string(), "--set", "train.steps=18446744073709551615"}, "out of range"},
       {{huge.string()}, "out of range"},
-      {{cfg.string(), "--set", "data.kind=text", "--set", std::string("data.path=/tmp/bad\xff\xfe.txt")}, "not valid UTF-8"},
+      {{cfg.string(), "--set", "data.kind=text", "--set", std::string("data.path=/tmp/bad\xff\xfe.txt")},
+       "not valid UTF-8"},
       {{cfg.string(), "--set", std::string("train.steps=\xff")}, "must be an integer"},
   };
   for (const auto& c : cases) {
@@ -849,8 +860,8 @@ TEST(Reliability, FifoAndDevicesAsInputsAreRefusedAtOnce) {
   fs::create_directories(tmp.path() / "ckpt");
   ASSERT_EQ(::mkfifo((tmp.path() / "ckpt" / "config.json").c_str(), 0600), 0);
   const std::vector<std::vector<std::string>> cases = {
-      {fifo.string()},                                                                  // config
-      {"/dev/zero"},                                                                    // config
+      {fifo.string()},                                                                   // config
+      {"/dev/zero"},                                                                     // config
       {cfg.string(), "--set", "data.kind=text", "--set", "data.path=" + fifo.string()},  // data
       {cfg.string(), "--set", "train.init_from=" + (tmp.path() / "ckpt").string()},      // init_from/config.json
   };
@@ -874,16 +885,30 @@ TEST(Reliability, OversizedModelsAreRefusedBeforeLaunchUnlessForced) {
   const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
   const fs::path run = tmp.path() / "run";
   {
-    Cli cli({cfg.string(), "--set", "model.num_hidden_layers=1e9", "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {},
-            tmp.path());
+    Cli cli({cfg.string(), "--set", "model.num_hidden_layers=1e9", "--out", run.string(), "--worker", FAKE_WORKER_EXE},
+            {}, tmp.path());
     ASSERT_EQ(cli.wait(10), 2) << cli.err();
-    EXPECT_NE(cli.err().find("model.num_hidden_layers must be positive and at most 1024, got 1000000000"), std::string::npos)
+    EXPECT_NE(cli.err().find("model.num_hidden_layers must be positive and at most 1024, got 1000000000"),
+              std::string::npos)
         << cli.err();
   }
   // ~1.6 PiB of weights: no machine has that.
-  const std::vector<std::string> big = {cfg.string(), "--set", "model.hidden_size=65536", "--set", "model.intermediate_size=1048576",
-                                        "--set", "model.num_hidden_layers=1024", "--set", "train.device=cpu", "--set",
-                                        "train.steps=2", "--json", "--out", run.string(), "--worker", FAKE_WORKER_EXE};
+  const std::vector<std::string> big = {cfg.string(),
+                                        "--set",
+                                        "model.hidden_size=65536",
+                                        "--set",
+                                        "model.intermediate_size=1048576",
+                                        "--set",
+                                        "model.num_hidden_layers=1024",
+                                        "--set",
+                                        "train.device=cpu",
+                                        "--set",
+                                        "train.steps=2",
+                                        "--json",
+                                        "--out",
+                                        run.string(),
+                                        "--worker",
+                                        FAKE_WORKER_EXE};
   {
     Cli cli(big, {}, tmp.path());
     ASSERT_EQ(cli.wait(10), 2) << cli.err();
@@ -939,8 +964,8 @@ TEST(Reliability, UnwritableSaveToIsRefusedBeforeLaunch) {
   const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
   write_file(tmp.path() / "a_file", "x");
   const fs::path run = tmp.path() / "run";
-  Cli cli({cfg.string(), "--set", "train.save_to=" + (tmp.path() / "a_file" / "ckpt").string(), "--out", run.string(), "--worker",
-           FAKE_WORKER_EXE},
+  Cli cli({cfg.string(), "--set", "train.save_to=" + (tmp.path() / "a_file" / "ckpt").string(), "--out", run.string(),
+           "--worker", FAKE_WORKER_EXE},
           {}, tmp.path());
   ASSERT_EQ(cli.wait(10), 2) << cli.err();
   EXPECT_NE(cli.err().find("train.save_to"), std::string::npos) << cli.err();
@@ -983,7 +1008,8 @@ TEST(Reliability, FullDiskStillEndsWithAFinalStatus) {
   TempDir tmp;
   const fs::path mnt = tmp.path() / "small";
   fs::create_directories(mnt);
-  if (::geteuid() != 0 || std::system(("mount -t tmpfs -o size=2m tmpfs " + mnt.string() + " 2>/dev/null").c_str()) != 0)
+  if (::geteuid() != 0 ||
+      std::system(("mount -t tmpfs -o size=2m tmpfs " + mnt.string() + " 2>/dev/null").c_str()) != 0)
     GTEST_SKIP() << "cannot mount a small tmpfs here (needs root)";
   struct Unmount {
     fs::path p;
@@ -1005,13 +1031,15 @@ TEST(Reliability, BlamesTheStoppedRankNotTheFirstToTimeOut) {
   const fs::path cfg = write_config(tmp.path(), small_config(2, 2, 20));
   const fs::path run = tmp.path() / "run";
   Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE},
-          {{"FAKE_MODE", "stop"}, {"FAKE_FAIL_RANK", "2"}, {"FAKE_FAIL_STEP", "1"}, {"FAKE_TIMEOUT_MS", "700"}}, tmp.path());
+          {{"FAKE_MODE", "stop"}, {"FAKE_FAIL_RANK", "2"}, {"FAKE_FAIL_STEP", "1"}, {"FAKE_TIMEOUT_MS", "700"}},
+          tmp.path());
   ASSERT_EQ(cli.wait(), 1) << cli.err();
   const json rec = read_json(run / "run.json");
   EXPECT_EQ(rec["failed_rank"], 2) << rec;
   EXPECT_NE(rec["message"].get<std::string>().find("stopped"), std::string::npos) << rec;
   EXPECT_NE(cli.err().find("lines of rank 2"), std::string::npos) << cli.err();
-  for (const auto& r : fake_records(run, 4)) EXPECT_TRUE(wait_gone(r["pid"], 5)) << "worker " << r["pid"] << " still runs";
+  for (const auto& r : fake_records(run, 4))
+    EXPECT_TRUE(wait_gone(r["pid"], 5)) << "worker " << r["pid"] << " still runs";
 }
 
 // Blame class: a rank killed by a signal while its peers notice at once and exit 1: the
@@ -1022,7 +1050,8 @@ TEST(Reliability, BlamesTheKilledRankWhenPeersExitAtOnce) {
   for (int attempt = 0; attempt < 3; ++attempt) {
     const fs::path run = tmp.path() / ("run" + std::to_string(attempt));
     Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE},
-            {{"FAKE_MODE", "crash"}, {"FAKE_FAIL_RANK", "3"}, {"FAKE_FAIL_STEP", "1"}, {"FAKE_PEER_EXIT", "1"}}, tmp.path());
+            {{"FAKE_MODE", "crash"}, {"FAKE_FAIL_RANK", "3"}, {"FAKE_FAIL_STEP", "1"}, {"FAKE_PEER_EXIT", "1"}},
+            tmp.path());
     ASSERT_EQ(cli.wait(), 1) << cli.err();
     const json rec = read_json(run / "run.json");
     EXPECT_EQ(rec["failed_rank"], 3) << rec;
@@ -1039,13 +1068,18 @@ TEST(Reliability, BlamesTheSilentRankWhenEveryOtherTimesOut) {
   const fs::path cfg = write_config(tmp.path(), c);
   const fs::path run = tmp.path() / "run";
   Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE},
-          {{"FAKE_MODE", "freeze"}, {"FAKE_FAIL_RANK", "2"}, {"FAKE_FAIL_STEP", "1"}, {"FAKE_TIMEOUT_MS", "700"}, {"FAKE_PEER_EXIT", "1"}},
+          {{"FAKE_MODE", "freeze"},
+           {"FAKE_FAIL_RANK", "2"},
+           {"FAKE_FAIL_STEP", "1"},
+           {"FAKE_TIMEOUT_MS", "700"},
+           {"FAKE_PEER_EXIT", "1"}},
           tmp.path());
   ASSERT_EQ(cli.wait(), 1) << cli.err();
   const json rec = read_json(run / "run.json");
   EXPECT_EQ(rec["failed_rank"], 2) << rec;
   EXPECT_NE(rec["message"].get<std::string>().find("silent"), std::string::npos) << rec;
-  for (const auto& r : fake_records(run, 4)) EXPECT_TRUE(wait_gone(r["pid"], 5)) << "worker " << r["pid"] << " still runs";
+  for (const auto& r : fake_records(run, 4))
+    EXPECT_TRUE(wait_gone(r["pid"], 5)) << "worker " << r["pid"] << " still runs";
 }
 
 // ------------------------------------------------------------------ watchdog end to end
@@ -1072,7 +1106,8 @@ WatchdogCase run_watchdog_case(const TempDir& tmp, const std::string& name, int 
   const fs::path run = tmp.path() / name;
   fs::create_directories(tmp.path() / (name + "-io"));
   const auto t0 = Clock::now();
-  Cli cli({cfg.string(), "--json", "--out", run.string(), "--worker", FAKE_WORKER_EXE}, env, tmp.path() / (name + "-io"));
+  Cli cli({cfg.string(), "--json", "--out", run.string(), "--worker", FAKE_WORKER_EXE}, env,
+          tmp.path() / (name + "-io"));
   if (during) during(run);
   WatchdogCase out;
   out.code = cli.wait(timeout_s + 20);
@@ -1087,7 +1122,9 @@ WatchdogCase run_watchdog_case(const TempDir& tmp, const std::string& name, int 
   return out;
 }
 
-std::string msg(const WatchdogCase& c) { return c.rec.is_object() ? c.rec.value("message", std::string()) : std::string(); }
+std::string msg(const WatchdogCase& c) {
+  return c.rec.is_object() ? c.rec.value("message", std::string()) : std::string();
+}
 
 }  // namespace
 
@@ -1139,13 +1176,14 @@ TEST(Watchdog, RankStoppedFromOutsideMidTrainingIsNamed) {
   for (const char* peer_timeout_ms : {"0", "1500"}) {
     const std::string name = std::string("stopped-") + peer_timeout_ms;
     long victim = 0;
-    const auto c = run_watchdog_case(tmp, name, 2, 2, timeout_s, {{"FAKE_STEP_MS", "40"}, {"FAKE_TIMEOUT_MS", peer_timeout_ms}},
-                                     [&](const fs::path& run) {
-                                       ASSERT_TRUE(wait_for_workers(run, 4));
-                                       ASSERT_TRUE(wait_for_text(run / "logs" / "rank1.log", "step 3 done"));
-                                       victim = read_json(run / "fake" / "rank1.json")["pid"];
-                                       ::kill(static_cast<pid_t>(victim), SIGSTOP);
-                                     });
+    const auto c =
+        run_watchdog_case(tmp, name, 2, 2, timeout_s, {{"FAKE_STEP_MS", "40"}, {"FAKE_TIMEOUT_MS", peer_timeout_ms}},
+                          [&](const fs::path& run) {
+                            ASSERT_TRUE(wait_for_workers(run, 4));
+                            ASSERT_TRUE(wait_for_text(run / "logs" / "rank1.log", "step 3 done"));
+                            victim = read_json(run / "fake" / "rank1.json")["pid"];
+                            ::kill(static_cast<pid_t>(victim), SIGSTOP);
+                          });
     ASSERT_EQ(c.code, 1) << name << "\n" << c.err;
     EXPECT_LT(c.took_s, timeout_s + 8) << name;  // start-up and 3 steps included
     EXPECT_EQ(c.rec["failed_rank"], 1) << name << ": " << c.rec;
@@ -1162,10 +1200,11 @@ TEST(Watchdog, LivenessLinesNameEachRanksPhase) {
   const fs::path run = tmp.path() / "run";
   Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {}, tmp.path());
   ASSERT_EQ(cli.wait(), 0) << cli.err();
-  for (const char* line : {"ulysses-run: rank 0: rendezvous", "ulysses-run: rank 1: rendezvous", "ulysses-run: rank 1: model build",
-                           "ulysses-run: rank 1: training (step 0)"})
+  for (const char* line : {"ulysses-run: rank 0: rendezvous", "ulysses-run: rank 1: rendezvous",
+                           "ulysses-run: rank 1: model build", "ulysses-run: rank 1: training (step 0)"})
     EXPECT_NE(cli.err().find(line), std::string::npos) << line << "\n" << cli.err();
-  EXPECT_EQ(cli.err().find("ulysses-run: rank 1: training (step 1)"), std::string::npos) << "one line per phase, not per step";
+  EXPECT_EQ(cli.err().find("ulysses-run: rank 1: training (step 1)"), std::string::npos)
+      << "one line per phase, not per step";
 }
 
 // Memory check through the planner: tiny configs never start it (cheap), a config the cost
@@ -1185,7 +1224,8 @@ TEST(Reliability, MemoryCheckAsksThePlannerOnlyWhenItMatters) {
   }
   // 1M tokens with the math attention: N x N scores per head, terabytes per rank.
   Cli cli({cfg.string(), "--set", "train.seq_length=1048576", "--set", "model.max_position_embeddings=1048576", "--set",
-           "train.attention=sdpa", "--set", "train.device=cpu", "--out", (tmp.path() / "huge").string(), "--worker", wrapper.string()},
+           "train.attention=sdpa", "--set", "train.device=cpu", "--out", (tmp.path() / "huge").string(), "--worker",
+           wrapper.string()},
           {}, tmp.path());
   ASSERT_EQ(cli.wait(), 2) << cli.err();
   EXPECT_NE(read_file(calls).find("--plan --json --config"), std::string::npos) << read_file(calls);
@@ -1211,7 +1251,8 @@ TEST(LineAppender, AFailedAppendIsCutBackAndNamed) {
     ::setrlimit(RLIMIT_FSIZE, &lim);
     LineAppender a;
     std::string why = a.open(file.string());
-    for (int s = 0; why.empty() && s < 1000; ++s) why = a.append(std::string(90, 'a' + s % 26), "step " + std::to_string(s));
+    for (int s = 0; why.empty() && s < 1000; ++s)
+      why = a.append(std::string(90, 'a' + s % 26), "step " + std::to_string(s));
     (void)!::write(fds[1], why.data(), why.size());
     ::_exit(0);
   }
@@ -1248,8 +1289,8 @@ TEST(Reliability, AFileSizeLimitEndsTheRunWithAFinalStatusAndNoTornLine) {
   // control: the same run without the limit finishes
   ASSERT_EQ(cli.wait(30), 0) << cli.err();
   const fs::path run2 = tmp.path() / "run2";
-  const std::string cmd = script.string() + " " + ULYSSES_RUN_EXE + " " + cfg.string() + " --out " + run2.string() + " --worker " +
-                          FAKE_WORKER_EXE + " > " + (tmp.path() / "limited.err").string() + " 2>&1";
+  const std::string cmd = script.string() + " " + ULYSSES_RUN_EXE + " " + cfg.string() + " --out " + run2.string() +
+                          " --worker " + FAKE_WORKER_EXE + " > " + (tmp.path() / "limited.err").string() + " 2>&1";
   const int st = std::system(cmd.c_str());
   const std::string err = read_file(tmp.path() / "limited.err");
   ASSERT_TRUE(WIFEXITED(st)) << err;

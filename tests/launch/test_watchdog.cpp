@@ -119,7 +119,8 @@ TEST(Watchdog, AFrozenRankIsNamedWithItsPhaseOnceTimeoutPasses) {
 }
 
 TEST(Watchdog, StalledRunsBlameTheLeastAdvancedRank) {
-  std::vector<RankLiveness> ranks{alive(0, {Phase::Step, 7}, 20), alive(1, {Phase::Build, -1}, 20), alive(2, {Phase::Step, 7}, 20)};
+  std::vector<RankLiveness> ranks{alive(0, {Phase::Step, 7}, 20), alive(1, {Phase::Build, -1}, 20),
+                                  alive(2, {Phase::Step, 7}, 20)};
   for (auto& r : ranks) r.since_cpu_s = 20;
   const auto v = check_watchdog(ranks, limits(5));
   ASSERT_TRUE(v);
@@ -132,7 +133,8 @@ TEST(Watchdog, StalledRunsBlameTheLeastAdvancedRank) {
 }
 
 TEST(Watchdog, AmongEqualsTheRankStillComputingIsTheOneTheOthersWaitFor) {
-  std::vector<RankLiveness> ranks{alive(0, {Phase::Step, 2}, 30), alive(1, {Phase::Step, 2}, 30), alive(2, {Phase::Step, 2}, 30)};
+  std::vector<RankLiveness> ranks{alive(0, {Phase::Step, 2}, 30), alive(1, {Phase::Step, 2}, 30),
+                                  alive(2, {Phase::Step, 2}, 30)};
   for (auto& r : ranks) r.since_cpu_s = 30;
   ranks[1].since_cpu_s = 0.1;  // an endless loop in rank 1; the others block on it
   const auto v = check_watchdog(ranks, limits(5));

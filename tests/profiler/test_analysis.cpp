@@ -48,7 +48,10 @@ namespace {
 // attention [40,60); the comm lane holds one a2a interval given by the test.
 prof::TraceModel one_step(int64_t c0, int64_t c1) {
   auto m = make_model({
-      {0, LaneKind::HostThread, "main", {R(0, 100, Phase::Step), R(0, 20, Phase::QkvProj, 0, 0), R(40, 60, Phase::Attention, 0, 0)}},
+      {0,
+       LaneKind::HostThread,
+       "main",
+       {R(0, 100, Phase::Step), R(0, 20, Phase::QkvProj, 0, 0), R(40, 60, Phase::Attention, 0, 0)}},
       {0, LaneKind::Comm, "comm", {R(c0, c1, Phase::A2ASeqToHead, 0, 0)}},
   });
   add_step(m, 0, 0, 0, 100);
@@ -88,7 +91,9 @@ TEST(StepBreakdown, ChildrenOfCommRangesAreCommAndIntervalsClipToSteps) {
   // Main lane: step0 [0,100) { a2a [10,50) { pack [10,20) }, mlp [50,90) }, step1 [100,200) { mlp [100,250) }.
   // Step 0: compute = mlp 40 (pack is inside a2a -> comm), comm = 40, idle = 100 - 80 = 20.
   // Step 1 window [100,200): the mlp leaf is clipped to 100 ns of compute; idle 0.
-  auto m = make_model({{0, LaneKind::HostThread, "main",
+  auto m = make_model({{0,
+                        LaneKind::HostThread,
+                        "main",
                         {R(0, 100, Phase::Step), R(10, 50, Phase::A2ASeqToHead), R(10, 20, Phase::Other),
                          R(50, 90, Phase::Mlp), R(100, 200, Phase::Step, 1), R(100, 250, Phase::Mlp, 1)}}});
   add_step(m, 0, 0, 0, 100);
@@ -168,7 +173,10 @@ TEST(Tables, LayerHeadSkewMemory) {
     return r;
   };
   auto m = make_model({
-      {0, LaneKind::HostThread, "main", {R(0, 100, Phase::Step), attn, attn_chunk(10, 20, 0, 2), attn_chunk(20, 30, 2, 4)}},
+      {0,
+       LaneKind::HostThread,
+       "main",
+       {R(0, 100, Phase::Step), attn, attn_chunk(10, 20, 0, 2), attn_chunk(20, 30, 2, 4)}},
       {0, LaneKind::Comm, "comm", {a2a(100, 0)}},
       {1, LaneKind::HostThread, "main", {R(0, 150, Phase::Step), attn1}},
       {1, LaneKind::Comm, "comm", {a2a(200, 4)}},
@@ -244,8 +252,9 @@ TEST(Tables, LayerHeadSkewMemory) {
 
 TEST(Headline, MediansBytesPerRankStepAndPeakMemory) {
   // Two ranks, steps 0..2. Rank 0 reports tokens/s 100, 300, 200 and step ms 10, 30, 20
-  // (steady-state medians without warm-up step 0: (300+200)/2 = 250 and (30+20)/2 = 25). Each rank sends 1000 + 3000 all-to-all bytes and 500 all-reduce
-  // bytes per step: 6 rank-steps -> 4000 and 500 per rank per step. Peak memory 7000 on rank 1.
+  // (steady-state medians without warm-up step 0: (300+200)/2 = 250 and (30+20)/2 = 25). Each rank sends 1000 + 3000
+  // all-to-all bytes and 500 all-reduce bytes per step: 6 rank-steps -> 4000 and 500 per rank per step. Peak memory
+  // 7000 on rank 1.
   std::vector<prof::TraceRange> r0, r1;
   for (int step = 0; step < 3; ++step) {
     for (auto* v : {&r0, &r1}) {

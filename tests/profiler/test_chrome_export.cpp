@@ -42,7 +42,8 @@ size_t check_x_events_nest(const nlohmann::json& j, std::set<int>* pids) {
   }
   for (auto& [key, v] : per_thread) {
     EXPECT_TRUE(named.count(key)) << "thread without thread_name metadata";
-    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
+    std::sort(v.begin(), v.end(),
+              [](auto& a, auto& b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
     std::vector<int64_t> ends;
     for (const auto& [s, e] : v) {
       while (!ends.empty() && ends.back() <= s) ends.pop_back();
@@ -139,7 +140,7 @@ TEST(ChromeExport, PerRankKinetoFilesHaveWhatHolisticTraceAnalysisReads) {
   const std::string dir = tmp.path + "/hta";
   auto files = prof::export_chrome_trace_per_rank(m, dir);
   ASSERT_EQ(files.size(), 2u);
-  const std::regex hta_rank(R"xx("rank":\s+(\d+))xx");  // hta/common/trace_file.py
+  const std::regex hta_rank(R"xx("rank":\s+(\d+))xx");                            // hta/common/trace_file.py
   const std::regex hta_comm(R"xx((^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*))xx");  // CommunicateKernelGroupingPattern
   for (int r = 0; r < 2; ++r) {
     const std::string path = dir + "/rank" + std::to_string(r) + ".json";
@@ -158,7 +159,9 @@ TEST(ChromeExport, PerRankKinetoFilesHaveWhatHolisticTraceAnalysisReads) {
     auto j = nlohmann::json::parse(f);
     std::set<int> pids;
     EXPECT_GT(check_x_events_nest(j, &pids), 0u);
-    if (getenv("ULYSSES_KEEP_HTA_SAMPLE")) fs::copy_file(path, std::string(getenv("ULYSSES_KEEP_HTA_SAMPLE")) + std::to_string(r) + ".json", fs::copy_options::overwrite_existing);
+    if (getenv("ULYSSES_KEEP_HTA_SAMPLE"))
+      fs::copy_file(path, std::string(getenv("ULYSSES_KEEP_HTA_SAMPLE")) + std::to_string(r) + ".json",
+                    fs::copy_options::overwrite_existing);
     const auto& di = j["distributedInfo"];
     EXPECT_EQ(di["rank"], r);
     EXPECT_EQ(di["world_size"], 2);
@@ -176,8 +179,10 @@ TEST(ChromeExport, PerRankKinetoFilesHaveWhatHolisticTraceAnalysisReads) {
     for (const auto& e : j["traceEvents"]) {
       EXPECT_EQ(e["pid"], r);
       if (e["ph"] != "X") continue;
-      if (e["cat"] == "kernel") kernels.push_back(e);
-      else if (e["cat"] == "cuda_runtime") launches.push_back(e);
+      if (e["cat"] == "kernel")
+        kernels.push_back(e);
+      else if (e["cat"] == "cuda_runtime")
+        launches.push_back(e);
       else if (e["cat"] == "user_annotation") {
         annotations.push_back(e);
         EXPECT_FALSE(e["args"].contains("stream")) << "host events must read as stream -1 in HTA";

@@ -107,7 +107,8 @@ TEST(ClockAlign, LoaderShiftsRanksOntoRankZerosClockWithDrift) {
   auto starts = [](const prof::TraceModel& m, int rank) {
     std::vector<int64_t> v;
     for (const auto& r : m.ranges)
-      if (r.rank == rank && m.lanes[static_cast<size_t>(r.lane)].kind != prof::LaneKind::HeadRange) v.push_back(r.start_ns);
+      if (r.rank == rank && m.lanes[static_cast<size_t>(r.lane)].kind != prof::LaneKind::HeadRange)
+        v.push_back(r.start_ns);
     std::sort(v.begin(), v.end());
     return v;
   };

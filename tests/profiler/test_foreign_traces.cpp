@@ -35,8 +35,10 @@ enum class Schema { Modern, Older, Minimal };
 
 const char* kKernelModern =
     "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, "
-    "contextId INTEGER NOT NULL, greenContextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
-    "demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL, mangledName INTEGER, launchType INTEGER, cacheConfig INTEGER, "
+    "contextId INTEGER NOT NULL, greenContextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid "
+    "INTEGER, "
+    "demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL, mangledName INTEGER, launchType INTEGER, cacheConfig "
+    "INTEGER, "
     "registersPerThread INTEGER NOT NULL, gridX INTEGER NOT NULL, gridY INTEGER NOT NULL, gridZ INTEGER NOT NULL, "
     "blockX INTEGER NOT NULL, blockY INTEGER NOT NULL, blockZ INTEGER NOT NULL, staticSharedMemory INTEGER NOT NULL, "
     "dynamicSharedMemory INTEGER NOT NULL, localMemoryPerThread INTEGER NOT NULL, localMemoryTotal INTEGER NOT NULL, "
@@ -49,12 +51,16 @@ const char* kKernelOlder =
     "staticSharedMemory INTEGER NOT NULL, dynamicSharedMemory INTEGER NOT NULL, localMemoryPerThread INTEGER NOT NULL, "
     "localMemoryTotal INTEGER NOT NULL, gridId INTEGER NOT NULL);";
 const char* kRuntime =
-    "CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, "
-    "globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL, callchainId INTEGER);";
+    "CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT "
+    "NULL, "
+    "globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL, callchainId "
+    "INTEGER);";
 const char* kNvtxModern =
     "CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER, "
-    "category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER, domainId INTEGER, "
-    "uint64Value INTEGER, int64Value INTEGER, doubleValue REAL, uint32Value INTEGER, int32Value INTEGER, floatValue REAL, "
+    "category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER, domainId "
+    "INTEGER, "
+    "uint64Value INTEGER, int64Value INTEGER, doubleValue REAL, uint32Value INTEGER, int32Value INTEGER, floatValue "
+    "REAL, "
     "jsonTextId INTEGER, jsonText TEXT, binaryData BLOB);";
 const char* kNvtxOlder =
     "CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER, "
@@ -75,12 +81,15 @@ struct Kernel {
 //   device 1: compute flash_fwd_kernel [0,1200), sm90_gemm [2000,2400)
 //             NCCL [1000,1500) (200 overlapped), [2300,2600) (100)
 // 5 NCCL kernels, 1800 ns of communication, 600 ns of it overlapped (1/3).
-const std::vector<Kernel> kKernels = {
-    {0, 1000, 0, 7, "flash_fwd_kernel"},         {2000, 3000, 0, 7, "sm90_xmma_gemm_bf16"},
-    {900, 1400, 0, 13, "ncclDevKernel_SendRecv"}, {1500, 1800, 0, 13, "ncclDevKernel_SendRecv"},
-    {2500, 2700, 0, 13, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"},
-    {0, 1200, 1, 7, "flash_fwd_kernel"},          {2000, 2400, 1, 7, "sm90_xmma_gemm_bf16"},
-    {1000, 1500, 1, 13, "ncclKernel_SendRecv"},   {2300, 2600, 1, 13, "ncclDevKernel_SendRecv"}};
+const std::vector<Kernel> kKernels = {{0, 1000, 0, 7, "flash_fwd_kernel"},
+                                      {2000, 3000, 0, 7, "sm90_xmma_gemm_bf16"},
+                                      {900, 1400, 0, 13, "ncclDevKernel_SendRecv"},
+                                      {1500, 1800, 0, 13, "ncclDevKernel_SendRecv"},
+                                      {2500, 2700, 0, 13, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"},
+                                      {0, 1200, 1, 7, "flash_fwd_kernel"},
+                                      {2000, 2400, 1, 7, "sm90_xmma_gemm_bf16"},
+                                      {1000, 1500, 1, 13, "ncclKernel_SendRecv"},
+                                      {2300, 2600, 1, 13, "ncclDevKernel_SendRecv"}};
 
 int64_t pid_of_dev(int dev) { return dev == 0 ? 1001 : 1002; }
 
@@ -97,9 +106,13 @@ void write_nsys(const std::string& path, Schema schema, const std::vector<int>& 
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   exec(db, "PRAGMA synchronous = OFF; BEGIN;");
   exec(db, "CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL);");
-  exec(db, "CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);"
-           "INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '" +
-               std::string(schema == Schema::Modern ? "3.25" : schema == Schema::Older ? "2.4" : "3.0") + "');");
+  exec(db,
+       "CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);"
+       "INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '" +
+           std::string(schema == Schema::Modern  ? "3.25"
+                       : schema == Schema::Older ? "2.4"
+                                                 : "3.0") +
+           "');");
   std::map<std::string, int> sid;
   auto id = [&](const std::string& s) {
     auto it = sid.find(s);
@@ -116,9 +129,10 @@ void write_nsys(const std::string& path, Schema schema, const std::vector<int>& 
     exec(db, "CREATE TABLE PROCESSES (globalPid INTEGER, pid INTEGER, name TEXT);");
   }
   if (schema == Schema::Modern) {
-    exec(db, "CREATE TABLE TARGET_INFO_GPU (vmId INTEGER NOT NULL, id INTEGER NOT NULL, name TEXT, busLocation TEXT, "
-             "isDiscrete INTEGER, l2CacheSize INTEGER, totalMemory INTEGER, memoryBandwidth INTEGER, clockRate INTEGER, "
-             "smCount INTEGER, pwGpuId INTEGER, uuid TEXT, luid INTEGER, chipName TEXT, cuDevice INTEGER);");
+    exec(db,
+         "CREATE TABLE TARGET_INFO_GPU (vmId INTEGER NOT NULL, id INTEGER NOT NULL, name TEXT, busLocation TEXT, "
+         "isDiscrete INTEGER, l2CacheSize INTEGER, totalMemory INTEGER, memoryBandwidth INTEGER, clockRate INTEGER, "
+         "smCount INTEGER, pwGpuId INTEGER, uuid TEXT, luid INTEGER, chipName TEXT, cuDevice INTEGER);");
     for (int d : devs)
       exec(db, "INSERT INTO TARGET_INFO_GPU(vmId, id, name, cuDevice) VALUES (0, " + std::to_string(d) +
                    ", 'NVIDIA H100 80GB HBM3', " + std::to_string(d) + ");");
@@ -136,26 +150,30 @@ void write_nsys(const std::string& path, Schema schema, const std::vector<int>& 
     const int corr = ++corr_of_pid[pid];
     const std::string name = std::to_string(id(k.name));
     if (schema != Schema::Modern) {
-      exec(db, "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (" + std::to_string(k.start) + ", " + std::to_string(k.end) +
-                   ", " + std::to_string(k.dev) + ", 1, " + std::to_string(k.stream) + ", " + std::to_string(corr) + ", " +
-                   name + ", " + name + ", 32, 1, 1, 1, 128, 1, 1, 0, 0, 0, 0, " + std::to_string(corr) + ");");
+      exec(db, "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (" + std::to_string(k.start) + ", " +
+                   std::to_string(k.end) + ", " + std::to_string(k.dev) + ", 1, " + std::to_string(k.stream) + ", " +
+                   std::to_string(corr) + ", " + name + ", " + name + ", 32, 1, 1, 1, 128, 1, 1, 0, 0, 0, 0, " +
+                   std::to_string(corr) + ");");
     } else {
-      exec(db, "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL(start, end, deviceId, contextId, streamId, correlationId, globalPid, "
-               "demangledName, shortName, registersPerThread, gridX, gridY, gridZ, blockX, blockY, blockZ, "
-               "staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, gridId) VALUES (" +
-                   std::to_string(k.start) + ", " + std::to_string(k.end) + ", " + std::to_string(k.dev) + ", 1, " +
-                   std::to_string(k.stream) + ", " + std::to_string(corr) + ", " + std::to_string(gpid(pid)) + ", " + name +
-                   ", " + name + ", 32, 1, 1, 1, 128, 1, 1, 0, 0, 0, 0, " + std::to_string(corr) + ");");
+      exec(
+          db,
+          "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL(start, end, deviceId, contextId, streamId, correlationId, globalPid, "
+          "demangledName, shortName, registersPerThread, gridX, gridY, gridZ, blockX, blockY, blockZ, "
+          "staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, gridId) VALUES (" +
+              std::to_string(k.start) + ", " + std::to_string(k.end) + ", " + std::to_string(k.dev) + ", 1, " +
+              std::to_string(k.stream) + ", " + std::to_string(corr) + ", " + std::to_string(gpid(pid)) + ", " + name +
+              ", " + name + ", 32, 1, 1, 1, 128, 1, 1, 0, 0, 0, 0, " + std::to_string(corr) + ");");
     }
     if (schema != Schema::Minimal)
       exec(db, "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (" + std::to_string(k.start - 20 - 5 * k.dev) + ", " +
-                   std::to_string(k.start - 10) + ", 0, " + std::to_string(gtid(pid, pid)) + ", " + std::to_string(corr) +
-                   ", " + std::to_string(id("cudaLaunchKernel")) + ", 0, NULL);");
+                   std::to_string(k.start - 10) + ", 0, " + std::to_string(gtid(pid, pid)) + ", " +
+                   std::to_string(corr) + ", " + std::to_string(id("cudaLaunchKernel")) + ", 0, NULL);");
   }
   if (schema != Schema::Minimal) {
     for (int d : devs) {
       const int64_t pid = pid_of_dev(d);
-      exec(db, "INSERT INTO PROCESSES VALUES (" + std::to_string(gpid(pid)) + ", " + std::to_string(pid) + ", 'python3');");
+      exec(db,
+           "INSERT INTO PROCESSES VALUES (" + std::to_string(gpid(pid)) + ", " + std::to_string(pid) + ", 'python3');");
       exec(db, "INSERT INTO ThreadNames VALUES (" + std::to_string(id("python3")) + ", 0, " +
                    std::to_string(gtid(pid, pid)) + ");");
       // PyTorch emit_nvtx ranges: every call named differently, one operator.
@@ -164,11 +182,11 @@ void write_nsys(const std::string& path, Schema schema, const std::vector<int>& 
                                  ", sizes = [[8, 16], [16, 4]]";
         const std::string t0 = std::to_string(100 * i), t1 = std::to_string(100 * i + 40);
         if (schema == Schema::Modern)
-          exec(db, "INSERT INTO NVTX_EVENTS(start, end, eventType, textId, globalTid) VALUES (" + t0 + ", " + t1 + ", 59, " +
-                       std::to_string(id(text)) + ", " + std::to_string(gtid(pid, pid)) + ");");
+          exec(db, "INSERT INTO NVTX_EVENTS(start, end, eventType, textId, globalTid) VALUES (" + t0 + ", " + t1 +
+                       ", 59, " + std::to_string(id(text)) + ", " + std::to_string(gtid(pid, pid)) + ");");
         else
-          exec(db, "INSERT INTO NVTX_EVENTS(start, end, eventType, text, globalTid) VALUES (" + t0 + ", " + t1 + ", 59, '" +
-                       text + "', " + std::to_string(gtid(pid, pid)) + ");");
+          exec(db, "INSERT INTO NVTX_EVENTS(start, end, eventType, text, globalTid) VALUES (" + t0 + ", " + t1 +
+                       ", 59, '" + text + "', " + std::to_string(gtid(pid, pid)) + ");");
       }
       auto nr = nccl_rank_of_dev.find(d);
       if (schema == Schema::Modern && nr != nccl_rank_of_dev.end())
@@ -238,7 +256,8 @@ TEST(ForeignNsys, TwoProcessesTwoDevicesInOneFileAreTwoRanksWithHandCheckedOverl
   EXPECT_EQ(m.sp_size, 2);
   // The data loader's NVTX range is left out, with a note; emit_nvtx names grouped.
   bool loader_note = false;
-  for (const auto& n : m.notes) loader_note |= n.find("1 NVTX ranges of 1 process(es) without GPU work") != std::string::npos;
+  for (const auto& n : m.notes)
+    loader_note |= n.find("1 NVTX ranges of 1 process(es) without GPU work") != std::string::npos;
   EXPECT_TRUE(loader_note);
   std::map<std::string, int> names;
   for (const auto& r : m.ranges)
@@ -359,9 +378,8 @@ Naive naive_from_json(const std::string& path) {
     const int64_t ts = e["ts"].get<int64_t>() * 1000, dur = e["dur"].get<int64_t>() * 1000;
     ev.push_back({e["name"].get<std::string>(), ts, ts + dur, e["tid"].get<int64_t>()});
   }
-  std::sort(ev.begin(), ev.end(), [](const Ev& x, const Ev& y) {
-    return x.start != y.start ? x.start < y.start : x.end > y.end;
-  });
+  std::sort(ev.begin(), ev.end(),
+            [](const Ev& x, const Ev& y) { return x.start != y.start ? x.start < y.start : x.end > y.end; });
   for (size_t i = 0; i < ev.size(); ++i) {
     int64_t holder = -1;
     for (size_t k = 0; k < i; ++k)  // earlier in (start, -end) order: a possible parent
@@ -427,7 +445,8 @@ TEST(ForeignKineto, RealTwoRankGlooTraceOpensAsTwoRanksWithItsBreakdown) {
   // Ulysses labels: per rank the all-to-alls alternate seq->head, head->seq, layer 0 then 1.
   std::map<std::tuple<int, int>, int64_t> want;  // (layer, phase 0 = s2h / 1 = h2s) -> ns over ranks
   for (int r = 0; r < 2; ++r)
-    for (int k = 0; k < 4; ++k) want[{k / 2, k % 2}] += ref[r].a2a[static_cast<size_t>(k)].end - ref[r].a2a[static_cast<size_t>(k)].start;
+    for (int k = 0; k < 4; ++k)
+      want[{k / 2, k % 2}] += ref[r].a2a[static_cast<size_t>(k)].end - ref[r].a2a[static_cast<size_t>(k)].start;
   ASSERT_EQ(s.layers.size(), 2u);
   for (const auto& row : s.layers) {
     SCOPED_TRACE("layer " + std::to_string(row.layer));
@@ -454,20 +473,38 @@ TEST(ForeignKineto, KinetoGpuTraceRanksFromDistributedInfoAndUlyssesLabels) {
     j["deviceProperties"] = nlohmann::json::array({{{"id", r}, {"name", "NVIDIA H100 80GB HBM3"}}});
     const double base = 1000.0 * r;  // µs
     auto k = [&](const char* name, double ts, double dur, int stream) {
-      return nlohmann::json{{"ph", "X"}, {"cat", "kernel"}, {"name", name}, {"pid", r}, {"tid", stream},
-                            {"ts", base + ts}, {"dur", dur},
-                            {"args", {{"device", r}, {"stream", stream}, {"correlation", 1}}}};
+      return nlohmann::json{{"ph", "X"},     {"cat", "kernel"},
+                            {"name", name},  {"pid", r},
+                            {"tid", stream}, {"ts", base + ts},
+                            {"dur", dur},    {"args", {{"device", r}, {"stream", stream}, {"correlation", 1}}}};
     };
     j["traceEvents"] = nlohmann::json::array(
         {{{"ph", "M"}, {"name", "thread_name"}, {"pid", 100 + r}, {"tid", 100 + r}, {"args", {{"name", "python3"}}}},
-         {{"ph", "X"}, {"cat", "cpu_op"}, {"name", "aten::_scaled_dot_product_flash_attention"}, {"pid", 100 + r},
-          {"tid", 100 + r}, {"ts", base + 0.05}, {"dur", 0.02}},
-         {{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", "cudaLaunchKernel"}, {"pid", 100 + r}, {"tid", 100 + r},
-          {"ts", base + 0.06}, {"dur", 0.005}, {"args", {{"correlation", 1}}}},
-         {{"ph", "X"}, {"cat", "gpu_user_annotation"}, {"name", "nccl:all_to_all"}, {"pid", r}, {"tid", 20},
-          {"ts", base}, {"dur", 0.1}},
+         {{"ph", "X"},
+          {"cat", "cpu_op"},
+          {"name", "aten::_scaled_dot_product_flash_attention"},
+          {"pid", 100 + r},
+          {"tid", 100 + r},
+          {"ts", base + 0.05},
+          {"dur", 0.02}},
+         {{"ph", "X"},
+          {"cat", "cuda_runtime"},
+          {"name", "cudaLaunchKernel"},
+          {"pid", 100 + r},
+          {"tid", 100 + r},
+          {"ts", base + 0.06},
+          {"dur", 0.005},
+          {"args", {{"correlation", 1}}}},
+         {{"ph", "X"},
+          {"cat", "gpu_user_annotation"},
+          {"name", "nccl:all_to_all"},
+          {"pid", r},
+          {"tid", 20},
+          {"ts", base},
+          {"dur", 0.1}},
          k("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", 0, 0.1, 20),
-         k("flash_fwd_kernel", 0.1, 0.3, 7), k("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", 0.4, 0.1, 20),
+         k("flash_fwd_kernel", 0.1, 0.3, 7),
+         k("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", 0.4, 0.1, 20),
          k("sm90_xmma_gemm_bf16bf16", 0.45, 0.15, 7)});
     std::ofstream(tmp.path + "/trace_" + std::string(r == 0 ? "b" : "a") + ".json") << j.dump();
   }

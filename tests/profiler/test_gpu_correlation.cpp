@@ -46,7 +46,8 @@ std::vector<int32_t> host_ranges(const prof::TraceModel& m, Phase p) {
     for (int64_t i = l.first; i < l.first + l.count; ++i)
       if (m.ranges[size_t(i)].phase == p) out.push_back(int32_t(i));
   }
-  std::sort(out.begin(), out.end(), [&](int32_t a, int32_t b) { return m.ranges[size_t(a)].start_ns < m.ranges[size_t(b)].start_ns; });
+  std::sort(out.begin(), out.end(),
+            [&](int32_t a, int32_t b) { return m.ranges[size_t(a)].start_ns < m.ranges[size_t(b)].start_ns; });
   return out;
 }
 
@@ -55,7 +56,8 @@ int64_t count_rows(const std::string& path, const std::string& q) {
   sqlite3_open(path.c_str(), &db);
   sqlite3_stmt* st = nullptr;
   int64_t n = -1;
-  if (sqlite3_prepare_v2(db, q.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int64(st, 0);
+  if (sqlite3_prepare_v2(db, q.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+    n = sqlite3_column_int64(st, 0);
   sqlite3_finalize(st);
   sqlite3_close(db);
   return n;
@@ -69,12 +71,16 @@ struct EnvVar {  // sets a variable for the scope, restores the previous value
     const char* o = getenv(n);
     had = o != nullptr;
     if (had) old = o;
-    if (v) setenv(n, v, 1);
-    else unsetenv(n);
+    if (v)
+      setenv(n, v, 1);
+    else
+      unsetenv(n);
   }
   ~EnvVar() {
-    if (had) setenv(name.c_str(), old.c_str(), 1);
-    else unsetenv(name.c_str());
+    if (had)
+      setenv(name.c_str(), old.c_str(), 1);
+    else
+      unsetenv(name.c_str());
   }
 };
 
@@ -313,7 +319,8 @@ TEST(GpuCorrelation, StandsDownWithAMessageUnderNsightSystems) {
   TempDir tmp;
   for (const char* var : {"NSYS_PROFILING_SESSION_ID", "CUDA_INJECTION64_PATH"}) {
     EnvVar clear1("NSYS_PROFILING_SESSION_ID", nullptr), clear2("CUDA_INJECTION64_PATH", nullptr);
-    EnvVar set(var, std::string(var) == "CUDA_INJECTION64_PATH" ? "/opt/nvidia/nsight-systems/libToolsInjection64.so" : "7");
+    EnvVar set(var,
+               std::string(var) == "CUDA_INJECTION64_PATH" ? "/opt/nvidia/nsight-systems/libToolsInjection64.so" : "7");
     FakeCupti* fake = nullptr;
     const std::string path = tmp.path + "/" + var + ".sqlite";
     testing::internal::CaptureStderr();
@@ -372,7 +379,10 @@ TEST(GpuCorrelation, ExportsWithoutCorrelationColumnsStillLoad) {
     INSERT INTO StringIds VALUES (1, 'gemm'), (2, 'cudaLaunchKernel');
     INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (100, 200, 0, 7, 42 * 16777216, 1, 1);
     INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (90, 95, 2);
-  )", nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  )",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
   sqlite3_close(db);
   auto m = prof::load_trace(path);
   auto k = kernels_named(m, "gemm");

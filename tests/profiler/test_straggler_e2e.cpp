@@ -42,8 +42,8 @@ std::string config_file() {
 prof::TraceModel run(const std::string& name, const std::string& sets, const std::string& env = "") {
   const std::string out = tmp(name);
   fs::remove_all(out);
-  auto r = sh(env + " " + std::string(ULYSSES_RUN_BIN) + " " + config_file() + " " + sets + " --worker " + ULYSSES_WORKER_BIN +
-              " --out " + out + " 2>&1");
+  auto r = sh(env + " " + std::string(ULYSSES_RUN_BIN) + " " + config_file() + " " + sets + " --worker " +
+              ULYSSES_WORKER_BIN + " --out " + out + " 2>&1");
   EXPECT_EQ(r.code, 0) << r.out;
   return prof::load_trace(out);
 }
@@ -73,9 +73,10 @@ TEST(Straggler, SlowRankIsTheLastArriverOnAlignedClocks) {
   EXPECT_TRUE(c2->applied);
   EXPECT_GT(m.clock_error_ns(), 0);
   EXPECT_LT(m.clock_error_ns(), 20000000) << "a loopback store round trip is far below 40 ms";
-  std::printf("[ figures ] clock: rank 2 offset %lld ns (injected %lld), error bound +-%lld ns; max error over ranks %lld ns\n",
-              static_cast<long long>(c2->start_offset_ns), static_cast<long long>(kInjectedOffsetNs),
-              static_cast<long long>(c2->start_error_ns), static_cast<long long>(m.clock_error_ns()));
+  std::printf(
+      "[ figures ] clock: rank 2 offset %lld ns (injected %lld), error bound +-%lld ns; max error over ranks %lld ns\n",
+      static_cast<long long>(c2->start_offset_ns), static_cast<long long>(kInjectedOffsetNs),
+      static_cast<long long>(c2->start_error_ns), static_cast<long long>(m.clock_error_ns()));
 
   // Stragglers on the aligned clock.
   const prof::WaitingAnalysis w = prof::waiting_analysis(m);
@@ -95,9 +96,10 @@ TEST(Straggler, SlowRankIsTheLastArriverOnAlignedClocks) {
   }
   const double frac = double(last1) / double(a2a.size());
   const double med_wait = median(others_wait_ms);
-  std::printf("[ figures ] faults.slow_rank=1 delay 50 ms: rank 1 last in %d/%zu all-to-alls (%.0f%%), others' wait per "
-              "collective median %.1f ms, median skew %.1f ms\n",
-              last1, a2a.size(), 100 * frac, med_wait, w.median_skew_ns / 1e6);
+  std::printf(
+      "[ figures ] faults.slow_rank=1 delay 50 ms: rank 1 last in %d/%zu all-to-alls (%.0f%%), others' wait per "
+      "collective median %.1f ms, median skew %.1f ms\n",
+      last1, a2a.size(), 100 * frac, med_wait, w.median_skew_ns / 1e6);
   EXPECT_GE(frac, 0.9);
   // Each other rank waits about the injected delay per collective: median within 50 +- 25 ms
   // (measured 57 ms on the loaded 2-core VM: the slow rank's own compute adds to its sleep).

@@ -127,7 +127,8 @@ TEST(TraceLimits, ReportsKeepLongPathsWhole) {
 TEST(TraceLimits, SummaryOfATraceWithHugeNamesStaysSmall) {
   TempDir tmp;
   const std::string path = small_trace(tmp.path);
-  exec_sql(path, "UPDATE StringIds SET value = ?1 WHERE id = (SELECT min(id) FROM StringIds)", std::string(50u << 20, 'n'));
+  exec_sql(path, "UPDATE StringIds SET value = ?1 WHERE id = (SELECT min(id) FROM StringIds)",
+           std::string(50u << 20, 'n'));
   const std::string out = tmp.path + "/summary.txt";
   const int st = std::system((std::string(ULYSSES_TRACE_BIN) + " summary " + path + " > " + out + " 2>&1").c_str());
   ASSERT_TRUE(WIFEXITED(st));

@@ -171,13 +171,12 @@ void expect_same_model(const prof::TraceModel& a, const prof::TraceModel& b) {
   int bad = 0;
   for (size_t i = 0; i < a.ranges.size() && bad < 5; ++i) {
     const auto &x = a.ranges[i], &y = b.ranges[i];
-    const bool same =
-        std::tie(x.start_ns, x.end_ns, x.rank, x.lane, x.name_id, x.step, x.layer, x.head_begin, x.head_end, x.chunk,
-                 x.bytes_sent, x.bytes_recv, x.phase, x.dir, x.depth, x.is_kernel, x.parent, x.correlation, x.origin,
-                 x.external_id, x.pg, x.seq) ==
-        std::tie(y.start_ns, y.end_ns, y.rank, y.lane, y.name_id, y.step, y.layer, y.head_begin, y.head_end, y.chunk,
-                 y.bytes_sent, y.bytes_recv, y.phase, y.dir, y.depth, y.is_kernel, y.parent, y.correlation, y.origin,
-                 y.external_id, y.pg, y.seq);
+    const bool same = std::tie(x.start_ns, x.end_ns, x.rank, x.lane, x.name_id, x.step, x.layer, x.head_begin,
+                               x.head_end, x.chunk, x.bytes_sent, x.bytes_recv, x.phase, x.dir, x.depth, x.is_kernel,
+                               x.parent, x.correlation, x.origin, x.external_id, x.pg, x.seq) ==
+                      std::tie(y.start_ns, y.end_ns, y.rank, y.lane, y.name_id, y.step, y.layer, y.head_begin,
+                               y.head_end, y.chunk, y.bytes_sent, y.bytes_recv, y.phase, y.dir, y.depth, y.is_kernel,
+                               y.parent, y.correlation, y.origin, y.external_id, y.pg, y.seq);
     if (!same) {
       ++bad;
       ADD_FAILURE() << "range " << i << " differs: start " << x.start_ns << " vs " << y.start_ns << ", lane " << x.lane
@@ -196,8 +195,9 @@ void expect_same_model(const prof::TraceModel& a, const prof::TraceModel& b) {
   ASSERT_EQ(a.runtime.size(), b.runtime.size());
   ASSERT_EQ(a.clocks.size(), b.clocks.size());
   for (size_t i = 0; i < a.clocks.size(); ++i)
-    EXPECT_EQ(std::tie(a.clocks[i].rank, a.clocks[i].start_offset_ns, a.clocks[i].close_offset_ns, a.clocks[i].applied),
-              std::tie(b.clocks[i].rank, b.clocks[i].start_offset_ns, b.clocks[i].close_offset_ns, b.clocks[i].applied));
+    EXPECT_EQ(
+        std::tie(a.clocks[i].rank, a.clocks[i].start_offset_ns, a.clocks[i].close_offset_ns, a.clocks[i].applied),
+        std::tie(b.clocks[i].rank, b.clocks[i].start_offset_ns, b.clocks[i].close_offset_ns, b.clocks[i].applied));
 }
 
 prof::LoadOptions legacy_opts(bool head_lanes) {
@@ -270,8 +270,8 @@ TEST(TraceScale, LaneBuildingFromPerFileVectorsEqualsTheLegacySort) {
   detail::Builder legacy, fast;
   for (detail::Builder* b : {&legacy, &fast}) {
     for (int s = 0; s < 12; ++s)
-      b->source(s % 3, s % 4 == 3 ? prof::LaneKind::Comm : prof::LaneKind::HostThread, 100 + s, "src" + std::to_string(s),
-                s % 4 == 3 ? 2 : 1);
+      b->source(s % 3, s % 4 == 3 ? prof::LaneKind::Comm : prof::LaneKind::HostThread, 100 + s,
+                "src" + std::to_string(s), s % 4 == 3 ? 2 : 1);
     b->intern("r");
   }
   std::vector<prof::TraceRange> all;

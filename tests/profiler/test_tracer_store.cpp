@@ -157,13 +157,36 @@ TEST(TracerStore, NsysNamedTablesCarryNsysColumns) {
       {"META_DATA_EXPORT", {"name", "value"}},
       {"NVTX_EVENTS",
        {"start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid", "endGlobalTid", "textId",
-        "domainId", "uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value", "floatValue",
-        "jsonTextId", "jsonText"}},
+        "domainId", "uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value", "floatValue", "jsonTextId",
+        "jsonText"}},
       {"CUPTI_ACTIVITY_KIND_KERNEL",
-       {"start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid", "demangledName",
-        "shortName", "mangledName", "launchType", "cacheConfig", "registersPerThread", "gridX", "gridY", "gridZ",
-        "blockX", "blockY", "blockZ", "staticSharedMemory", "dynamicSharedMemory", "localMemoryPerThread",
-        "localMemoryTotal", "gridId", "sharedMemoryExecuted", "graphNodeId", "sharedMemoryLimitConfig"}},
+       {"start",
+        "end",
+        "deviceId",
+        "contextId",
+        "streamId",
+        "correlationId",
+        "globalPid",
+        "demangledName",
+        "shortName",
+        "mangledName",
+        "launchType",
+        "cacheConfig",
+        "registersPerThread",
+        "gridX",
+        "gridY",
+        "gridZ",
+        "blockX",
+        "blockY",
+        "blockZ",
+        "staticSharedMemory",
+        "dynamicSharedMemory",
+        "localMemoryPerThread",
+        "localMemoryTotal",
+        "gridId",
+        "sharedMemoryExecuted",
+        "graphNodeId",
+        "sharedMemoryLimitConfig"}},
       {"CUPTI_ACTIVITY_KIND_MEMCPY",
        {"start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid", "bytes", "copyKind",
         "deprecatedSrcId", "srcKind", "dstKind", "srcDeviceId", "srcContextId", "dstDeviceId", "dstContextId",
@@ -174,12 +197,47 @@ TEST(TracerStore, NsysNamedTablesCarryNsysColumns) {
       {"CUPTI_ACTIVITY_KIND_RUNTIME",
        {"start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue", "callchainId"}},
       {"TARGET_INFO_GPU",
-       {"vmId", "id", "name", "busLocation", "isDiscrete", "l2CacheSize", "totalMemory", "memoryBandwidth",
-        "clockRate", "smCount", "pwGpuId", "uuid", "luid", "chipName", "cuDevice", "ctxswDevPath", "ctrlDevPath",
-        "revision", "nodeMask", "constantMemory", "maxIPC", "maxRegistersPerBlock", "maxShmemPerBlock",
-        "maxShmemPerBlockOptin", "maxShmemPerSm", "maxRegistersPerSm", "threadsPerWarp", "asyncEngines",
-        "maxWarpsPerSm", "maxBlocksPerSm", "maxThreadsPerBlock", "maxBlockDimX", "maxBlockDimY", "maxBlockDimZ",
-        "maxGridDimX", "maxGridDimY", "maxGridDimZ", "computeMajor", "computeMinor", "smMajor", "smMinor"}},
+       {"vmId",
+        "id",
+        "name",
+        "busLocation",
+        "isDiscrete",
+        "l2CacheSize",
+        "totalMemory",
+        "memoryBandwidth",
+        "clockRate",
+        "smCount",
+        "pwGpuId",
+        "uuid",
+        "luid",
+        "chipName",
+        "cuDevice",
+        "ctxswDevPath",
+        "ctrlDevPath",
+        "revision",
+        "nodeMask",
+        "constantMemory",
+        "maxIPC",
+        "maxRegistersPerBlock",
+        "maxShmemPerBlock",
+        "maxShmemPerBlockOptin",
+        "maxShmemPerSm",
+        "maxRegistersPerSm",
+        "threadsPerWarp",
+        "asyncEngines",
+        "maxWarpsPerSm",
+        "maxBlocksPerSm",
+        "maxThreadsPerBlock",
+        "maxBlockDimX",
+        "maxBlockDimY",
+        "maxBlockDimZ",
+        "maxGridDimX",
+        "maxGridDimY",
+        "maxGridDimZ",
+        "computeMajor",
+        "computeMinor",
+        "smMajor",
+        "smMinor"}},
   };
   TempDir tmp;
   std::string path = tmp.path + "/rank0.sqlite";
@@ -206,12 +264,13 @@ TEST(TracerStore, GlobalTidEncodesPidAndTidAsNsys) {
   // nsys recipe: PID = globalTid / 0x1000000 % 0x1000000, TID = globalTid % 0x1000000.
   EXPECT_EQ(query_text(db, "SELECT DISTINCT globalTid / 16777216 % 16777216 FROM NVTX_EVENTS"),
             std::to_string(getpid()));
-  EXPECT_EQ(query_text(db, "SELECT value FROM StringIds s JOIN ThreadNames t ON t.nameId = s.id "
-                           "WHERE t.globalTid % 16777216 = " + std::to_string(prof::kCommTid)),
+  EXPECT_EQ(query_text(db,
+                       "SELECT value FROM StringIds s JOIN ThreadNames t ON t.nameId = s.id "
+                       "WHERE t.globalTid % 16777216 = " +
+                           std::to_string(prof::kCommTid)),
             "comm");
   EXPECT_EQ(query_text(db, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 59"), "13");  // 1 + 2*2*3
-  EXPECT_EQ(query_text(db, "SELECT count(*) FROM NVTX_EVENTS n JOIN ULYSSES_RANGES u ON u.eventId = n.rowid"),
-            "21");
+  EXPECT_EQ(query_text(db, "SELECT count(*) FROM NVTX_EVENTS n JOIN ULYSSES_RANGES u ON u.eventId = n.rowid"), "21");
   sqlite3_close(db);
 }
 
@@ -259,10 +318,11 @@ TEST(TracerStore, WriterBatchesKeepIdsLinkedAndCommitsEveryRange) {
 
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  EXPECT_EQ(query_text(db, "SELECT count(*) FROM NVTX_EVENTS n JOIN ULYSSES_RANGES u ON u.eventId = n.rowid "
-                           "WHERE n.start = 1000 * u.layer AND n.end = n.start + 500 + u.layer "
-                           "AND u.bytesSent = 100 * u.layer AND u.step = u.layer / 10 "
-                           "AND n.rowid = u.layer + 1 AND n.eventType = (CASE WHEN u.layer % 3 = 0 THEN 60 ELSE 59 END)"),
+  EXPECT_EQ(query_text(db,
+                       "SELECT count(*) FROM NVTX_EVENTS n JOIN ULYSSES_RANGES u ON u.eventId = n.rowid "
+                       "WHERE n.start = 1000 * u.layer AND n.end = n.start + 500 + u.layer "
+                       "AND u.bytesSent = 100 * u.layer AND u.step = u.layer / 10 "
+                       "AND n.rowid = u.layer + 1 AND n.eventType = (CASE WHEN u.layer % 3 = 0 THEN 60 ELSE 59 END)"),
             "140");
   EXPECT_EQ(query_text(db, "PRAGMA integrity_check"), "ok");
   sqlite3_close(db);

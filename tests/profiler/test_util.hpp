@@ -71,20 +71,29 @@ inline void record_step(prof::Tracer* t, int rank, int step, const Synth& s) {
     const int h0 = rank * s.heads / s.ranks, h1 = (rank + 1) * s.heads / s.ranks;
     for (Direction dir : {Direction::Forward, Direction::Backward}) {
       for (int layer = 0; layer < s.layers; ++layer) {
-        { ULYSSES_RANGE(t, Phase::QkvProj, dir, layer); spin_ns(20000); }
-        prof::RangeInfo a2a{Phase::A2ASeqToHead, dir, layer, h0, h1, -1, Synth::bytes_sent(rank, layer),
+        {
+          ULYSSES_RANGE(t, Phase::QkvProj, dir, layer);
+          spin_ns(20000);
+        }
+        prof::RangeInfo a2a{Phase::A2ASeqToHead,           dir, layer, h0, h1, -1, Synth::bytes_sent(rank, layer),
                             Synth::bytes_recv(rank, layer)};
         int64_t a0 = prof::Tracer::now_ns();
         spin_ns(20000);
         int64_t a1 = prof::Tracer::now_ns();
         std::thread([&] { t->record_range(a2a, a0, a1, prof::Tracer::kCommLane); }).join();
-        { ULYSSES_RANGE(t, Phase::Attention, dir, layer, h0, h1); spin_ns(20000); }
+        {
+          ULYSSES_RANGE(t, Phase::Attention, dir, layer, h0, h1);
+          spin_ns(20000);
+        }
         a2a.phase = Phase::A2AHeadToSeq;
         a0 = prof::Tracer::now_ns();
         spin_ns(20000);
         a1 = prof::Tracer::now_ns();
         std::thread([&] { t->record_range(a2a, a0, a1, prof::Tracer::kCommLane); }).join();
-        { ULYSSES_RANGE(t, Phase::OutProj, dir, layer); spin_ns(20000); }
+        {
+          ULYSSES_RANGE(t, Phase::OutProj, dir, layer);
+          spin_ns(20000);
+        }
       }
     }
     t->sample_memory("after_step", prof::Tracer::process_memory());
@@ -131,7 +140,8 @@ inline prof::TraceRange R(int64_t s, int64_t e, prof::Phase p, int32_t step = 0,
 
 inline prof::TraceModel make_model(const std::vector<LaneSpec>& lanes) {
   prof::TraceModel m;
-  for (int p = 0; p < static_cast<int>(prof::Phase::Count); ++p) m.strings.push_back(prof::phase_name(static_cast<prof::Phase>(p)));
+  for (int p = 0; p < static_cast<int>(prof::Phase::Count); ++p)
+    m.strings.push_back(prof::phase_name(static_cast<prof::Phase>(p)));
   for (const auto& ls : lanes) {
     prof::Lane l;
     l.rank = ls.rank;

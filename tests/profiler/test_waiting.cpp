@@ -38,10 +38,13 @@ prof::TraceModel three_ranks() {
   const int64_t a[3] = {100, 160, 130}, b[3] = {300, 310, 350}, c[3] = {500, 505, 500};
   std::vector<LaneSpec> lanes;
   for (int32_t r = 0; r < 3; ++r) {
-    lanes.push_back({r, LaneKind::HostThread, "main",
-                     {R(0, 1000, Phase::Step, 0), C(c[r], 600, Phase::GradAllReduce, 0, 0, 0),
-                      R(1000, 2000, Phase::Step, 1)}});
-    std::vector<prof::TraceRange> comm = {C(a[r], 200, Phase::A2ASeqToHead, 1, 0, 0), C(b[r], 400, Phase::A2AHeadToSeq, 1, 1, 0),
+    lanes.push_back(
+        {r,
+         LaneKind::HostThread,
+         "main",
+         {R(0, 1000, Phase::Step, 0), C(c[r], 600, Phase::GradAllReduce, 0, 0, 0), R(1000, 2000, Phase::Step, 1)}});
+    std::vector<prof::TraceRange> comm = {C(a[r], 200, Phase::A2ASeqToHead, 1, 0, 0),
+                                          C(b[r], 400, Phase::A2AHeadToSeq, 1, 1, 0),
                                           R(450, 460, Phase::A2ASeqToHead, 0),  // no identity: not paired
                                           C(1100, 1200, Phase::A2ASeqToHead, 1, 2, 1)};
     if (r < 2) comm.insert(comm.begin() + 3, C(470, 480, Phase::A2ASeqToHead, 1, 3, 0));
@@ -136,7 +139,8 @@ void write_pair(const std::string& run) {
   fs::create_directories(fs::path(run) / "trace");
   const int64_t base = prof::Tracer::now_ns();
   for (int r = 0; r < 2; ++r) {
-    auto t = prof::Tracer::open(options_for((fs::path(run) / "trace" / ("rank" + std::to_string(r) + ".sqlite")).string(), r, 2));
+    auto t = prof::Tracer::open(
+        options_for((fs::path(run) / "trace" / ("rank" + std::to_string(r) + ".sqlite")).string(), r, 2));
     t->begin_step(0);
     for (int k = 0; k < 3; ++k) {
       prof::RangeInfo info{Phase::A2ASeqToHead, Direction::Forward, 0};
@@ -181,8 +185,12 @@ TEST(Waiting, FormatTwoFilesStillLoadWithoutIdentity) {
     const std::string f = (fs::path(d.path) / "trace" / ("rank" + std::to_string(r) + ".sqlite")).string();
     ASSERT_EQ(sqlite3_open(f.c_str(), &db), SQLITE_OK);
     char* err = nullptr;
-    ASSERT_EQ(sqlite3_exec(db, "ALTER TABLE ULYSSES_RANGES DROP COLUMN seq; ALTER TABLE ULYSSES_RANGES DROP COLUMN pgId; "
-                               "PRAGMA user_version = 2;", nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+    ASSERT_EQ(sqlite3_exec(db,
+                           "ALTER TABLE ULYSSES_RANGES DROP COLUMN seq; ALTER TABLE ULYSSES_RANGES DROP COLUMN pgId; "
+                           "PRAGMA user_version = 2;",
+                           nullptr, nullptr, &err),
+              SQLITE_OK)
+        << (err ? err : "");
     sqlite3_close(db);
   }
   const auto m = prof::load_trace(d.path);

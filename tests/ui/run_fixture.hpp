@@ -41,7 +41,8 @@ inline void write_fixture_run(const std::string& dir, int world, const std::vect
   namespace prof = ulysses::prof;
   fs::create_directories(fs::path(dir) / "trace");
   const nlohmann::json cfg = {
-      {"model", {{"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"hidden_size", 64}, {"num_hidden_layers", 2}}},
+      {"model",
+       {{"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"hidden_size", 64}, {"num_hidden_layers", 2}}},
       {"parallel", {{"sp_size", world}, {"dp_size", 1}}},
       {"train", {{"steps", steps.size()}, {"seq_length", kFixtureTokensPerStep}}}};
   std::ofstream(fs::path(dir) / "config.json") << cfg.dump(2) << "\n";
@@ -61,10 +62,17 @@ inline void write_fixture_run(const std::string& dir, int world, const std::vect
                               {"elapsed_s", elapsed}};
     metrics << j.dump() << "\n";
   }
-  const nlohmann::json run = {{"status", "finished"}, {"started_at", "2026-11-30T12:00:00.000Z"},
-                              {"ended_at", "2026-11-30T12:00:05.000Z"}, {"duration_s", elapsed},
-                              {"world_size", world}, {"exit_code", 0}, {"final_loss", steps.back().loss},
-                              {"steps_done", steps.size()}, {"failed_rank", nullptr}, {"message", ""}, {"pid", 0}};
+  const nlohmann::json run = {{"status", "finished"},
+                              {"started_at", "2026-11-30T12:00:00.000Z"},
+                              {"ended_at", "2026-11-30T12:00:05.000Z"},
+                              {"duration_s", elapsed},
+                              {"world_size", world},
+                              {"exit_code", 0},
+                              {"final_loss", steps.back().loss},
+                              {"steps_done", steps.size()},
+                              {"failed_rank", nullptr},
+                              {"message", ""},
+                              {"pid", 0}};
   std::ofstream(fs::path(dir) / "run.json") << run.dump(2) << "\n";
   for (int rank = 0; rank < world; ++rank) {
     prof::TracerOptions o;
@@ -83,7 +91,12 @@ inline void write_fixture_run(const std::string& dir, int world, const std::vect
       const int64_t begin = t;
       // forward: per layer [qkv_proj,] a2a seq->head, attention, a2a head->seq[, out_proj];
       // backward: grad all-reduce
-      struct Part { prof::Phase phase; double from, to; bool comm; int layer; };
+      struct Part {
+        prof::Phase phase;
+        double from, to;
+        bool comm;
+        int layer;
+      };
       std::vector<Part> parts;
       double wsum = 0;
       for (int l = 0; l < opt.layers; ++l) wsum += (l + 1) * (l + 1);

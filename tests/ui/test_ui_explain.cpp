@@ -35,9 +35,9 @@ struct Case {
 }  // namespace
 
 TEST(Explain, BytesAndHeadsMatchEngineRulesAndCostModel) {
-  const Case cases[] = {{4, 4, 1}, {4, 4, 2}, {8, 8, 4}, {16, 16, 8},     // MHA
-                        {4, 1, 2}, {8, 2, 4}, {16, 2, 8}, {8, 1, 8},      // GQA, kv replicated
-                        {8, 4, 2}, {16, 8, 4}, {16, 4, 4}, {32, 8, 8}};   // GQA, kv split
+  const Case cases[] = {{4, 4, 1}, {4, 4, 2},  {8, 8, 4},  {16, 16, 8},  // MHA
+                        {4, 1, 2}, {8, 2, 4},  {16, 2, 8}, {8, 1, 8},    // GQA, kv replicated
+                        {8, 4, 2}, {16, 8, 4}, {16, 4, 4}, {32, 8, 8}};  // GQA, kv split
   for (const auto& k : cases) {
     SCOPED_TRACE("H=" + std::to_string(k.H) + " Hkv=" + std::to_string(k.Hkv) + " P=" + std::to_string(k.P));
     const RunConfig cfg = config(k.H, k.Hkv, k.P);
@@ -103,7 +103,8 @@ TEST(Explain, RefusedSettingsSayWhy) {
   auto e = ui::explain(config(12, 12, 8, 512, 384));
   EXPECT_FALSE(e.ok);
   ASSERT_FALSE(e.problems.empty());
-  EXPECT_NE(e.problems.front().find("num_attention_heads (12) must be divisible by parallel.sp_size (8)"), std::string::npos)
+  EXPECT_NE(e.problems.front().find("num_attention_heads (12) must be divisible by parallel.sp_size (8)"),
+            std::string::npos)
       << e.problems.front();
   e = ui::explain(config(12, 3, 2, 512, 384));  // 3 kv heads over 2 ranks: neither divides
   EXPECT_FALSE(e.ok);
@@ -116,8 +117,8 @@ TEST(Explain, RefusedSettingsSayWhy) {
 #include "explain_times.hpp"
 
 namespace {
-prof::LayerRow layer_row(int32_t layer, prof::Direction dir, int64_t samples, int64_t qkv, int64_t s2h, int64_t att, int64_t h2s,
-                         int64_t out) {
+prof::LayerRow layer_row(int32_t layer, prof::Direction dir, int64_t samples, int64_t qkv, int64_t s2h, int64_t att,
+                         int64_t h2s, int64_t out) {
   prof::LayerRow r;
   r.layer = layer;
   r.dir = dir;

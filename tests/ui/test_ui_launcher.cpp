@@ -58,7 +58,8 @@ bool workerFound(const QString& runExe) {
   const QString env = qEnvironmentVariable("ULYSSES_WORKER");
   if (!env.isEmpty()) return QFileInfo(env).isExecutable();
   const QDir d = QFileInfo(runExe).absoluteDir();
-  return QFileInfo(d.filePath("ulysses-worker")).isExecutable() || QFileInfo(d.filePath("../worker/ulysses-worker")).isExecutable();
+  return QFileInfo(d.filePath("ulysses-worker")).isExecutable() ||
+         QFileInfo(d.filePath("../worker/ulysses-worker")).isExecutable();
 }
 
 #define SKIP_WITHOUT_ULYSSES_RUN()                                                                             \
@@ -116,7 +117,8 @@ TEST_F(Studio, TinyConfigIsValid) {
 // loaded config, not replaced by defaults: the run launched is the config that was loaded.
 TEST_F(Studio, KeysWithoutAFormFieldSurviveTheForm) {
   QString err;
-  ASSERT_TRUE(L->loadConfigFile(QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs/qwen3-tiny.json"), &err)) << err.toStdString();
+  ASSERT_TRUE(L->loadConfigFile(QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs/qwen3-tiny.json"), &err))
+      << err.toStdString();
   ASSERT_TRUE(L->isValid()) << L->generalIssues().toStdString();
   const auto j = L->configJson();
   EXPECT_EQ(j["model"]["model_type"], "qwen3");
@@ -150,7 +152,8 @@ TEST_F(Studio, FormKeysEqualConfigKeys) {
   EXPECT_EQ(form, table_form);
   EXPECT_EQ(table_all, parser);
   for (const auto& k : parser)
-    EXPECT_TRUE(form.count(k) || !ulysses::find_config_field(k)->in_form) << k << ": a config key with neither a form field nor a 'no field' row";
+    EXPECT_TRUE(form.count(k) || !ulysses::find_config_field(k)->in_form)
+        << k << ": a config key with neither a form field nor a 'no field' row";
   int choices = 0;
   for (const auto& f : ulysses::config_fields()) {
     if (!f.in_form) {
@@ -160,7 +163,9 @@ TEST_F(Studio, FormKeysEqualConfigKeys) {
     QWidget* w = L->fieldWidget(QString::fromStdString(f.dotted()));
     ASSERT_NE(w, nullptr) << f.dotted();
     switch (f.kind) {
-      case ulysses::FieldKind::Check: EXPECT_NE(qobject_cast<QCheckBox*>(w), nullptr) << f.dotted(); break;
+      case ulysses::FieldKind::Check:
+        EXPECT_NE(qobject_cast<QCheckBox*>(w), nullptr) << f.dotted();
+        break;
       case ulysses::FieldKind::Choice: {
         auto* c = qobject_cast<QComboBox*>(w);
         ASSERT_NE(c, nullptr) << f.dotted();
@@ -170,7 +175,8 @@ TEST_F(Studio, FormKeysEqualConfigKeys) {
         ++choices;
         break;
       }
-      default: EXPECT_NE(qobject_cast<QLineEdit*>(w), nullptr) << f.dotted();
+      default:
+        EXPECT_NE(qobject_cast<QLineEdit*>(w), nullptr) << f.dotted();
     }
   }
   EXPECT_GE(choices, 8);
@@ -204,7 +210,8 @@ TEST_F(Studio, FormMessagesAreTheEngines) {
     QHash<QString, QString> texts = base;
     texts[c.field] = c.value;
     if (c.field == "data.path") texts["data.kind"] = "text";
-    const auto check = checkLaunchForm(L->configJson(), "t", [&](const QString& f) { return texts.value(f); }, noGpu);
+    const auto check = checkLaunchForm(
+        L->configJson(), "t", [&](const QString& f) { return texts.value(f); }, noGpu);
     EXPECT_FALSE(check.config.has_value());
     // The engine on the same config, as ulysses-run checks it.
     std::vector<std::string> engine;
@@ -230,8 +237,11 @@ TEST_F(Studio, FormMessagesAreTheEngines) {
     QStringList wantAll;
     for (const auto& m : engine) wantAll << QString::fromStdString(m);
     const QString want = wantAll.join('\n');
-    if (c.field == "train.device" || c.field == "parallel.backend") EXPECT_TRUE(model.startsWith(want.left(want.indexOf('(')))) << model.toStdString() << " vs " << want.toStdString();
-    else EXPECT_EQ(model, want);
+    if (c.field == "train.device" || c.field == "parallel.backend")
+      EXPECT_TRUE(model.startsWith(want.left(want.indexOf('('))))
+          << model.toStdString() << " vs " << want.toStdString();
+    else
+      EXPECT_EQ(model, want);
     // the page shows the model's message
     if (c.field == "data.path") L->setFieldText("data.kind", "text");
     L->setFieldText(c.field, c.value);
@@ -247,8 +257,10 @@ TEST_F(Studio, NonNumbersGetInlineMessageInEveryField) {
   int checked = 0;
   for (const auto& f : L->fieldNames()) {
     auto* e = qobject_cast<QLineEdit*>(L->fieldWidget(f));
-    const auto spec = std::find_if(configFields().begin(), configFields().end(), [&](const FieldSpec& x) { return x.dotted() == f; });
-    if (!e || spec == configFields().end() || (spec->kind != FieldKind::Integer && spec->kind != FieldKind::Number)) continue;
+    const auto spec =
+        std::find_if(configFields().begin(), configFields().end(), [&](const FieldSpec& x) { return x.dotted() == f; });
+    if (!e || spec == configFields().end() || (spec->kind != FieldKind::Integer && spec->kind != FieldKind::Number))
+      continue;
     const QString keep = e->text();
     for (const QString& bad : {QStringLiteral("abc"), QString(), QStringLiteral("[1]"), QStringLiteral("\"4\"")}) {
       e->setText(bad);
@@ -267,31 +279,57 @@ TEST_F(Studio, NonNumbersGetInlineMessageInEveryField) {
 // Values of the right type that the engine's rules refuse: the message sits on that field.
 TEST_F(Studio, EngineRulesShowOnTheOffendingField) {
   const QVector<QPair<QString, QString>> cases = {
-      {"model.vocab_size", "0"},           {"model.hidden_size", "66"},        {"model.intermediate_size", "0"},
-      {"model.num_hidden_layers", "-1"},   {"model.num_attention_heads", "0"}, {"model.num_key_value_heads", "3"},
-      {"model.rms_norm_eps", "0"},         {"model.rope_theta", "-1"},         {"model.max_position_embeddings", "1.5"},
-      {"model.tie_word_embeddings", "?"},  {"parallel.sp_size", "3"},          {"parallel.dp_size", "0"},
-      {"parallel.head_chunks", "3"},       {"parallel.backend", "mpi"},        {"parallel.timeout_s", "0"},
-      {"train.seq_length", "511"},         {"train.micro_batch_size", "0"},    {"train.steps", "0"},
-      {"train.lr", "0"},                   {"train.warmup_steps", "-1"},       {"train.min_lr", "1"},
-      {"train.weight_decay", "-0.1"},      {"train.grad_clip", "-1"},          {"train.seed", "x"},
-      {"train.dtype", "float16"},          {"train.device", "tpu"},            {"train.threads_per_rank", "-2"},
-      {"train.init_from", "/nonexistent/ckpt"}, {"data.kind", "csv"},          {"data.path", "/nonexistent/corpus.txt"},
-      {"data.token_dtype", "uint8"},       {"profile.step_begin", "-1"},       {"profile.enabled", "?"},
+      {"model.vocab_size", "0"},
+      {"model.hidden_size", "66"},
+      {"model.intermediate_size", "0"},
+      {"model.num_hidden_layers", "-1"},
+      {"model.num_attention_heads", "0"},
+      {"model.num_key_value_heads", "3"},
+      {"model.rms_norm_eps", "0"},
+      {"model.rope_theta", "-1"},
+      {"model.max_position_embeddings", "1.5"},
+      {"model.tie_word_embeddings", "?"},
+      {"parallel.sp_size", "3"},
+      {"parallel.dp_size", "0"},
+      {"parallel.head_chunks", "3"},
+      {"parallel.backend", "mpi"},
+      {"parallel.timeout_s", "0"},
+      {"train.seq_length", "511"},
+      {"train.micro_batch_size", "0"},
+      {"train.steps", "0"},
+      {"train.lr", "0"},
+      {"train.warmup_steps", "-1"},
+      {"train.min_lr", "1"},
+      {"train.weight_decay", "-0.1"},
+      {"train.grad_clip", "-1"},
+      {"train.seed", "x"},
+      {"train.dtype", "float16"},
+      {"train.device", "tpu"},
+      {"train.threads_per_rank", "-2"},
+      {"train.init_from", "/nonexistent/ckpt"},
+      {"data.kind", "csv"},
+      {"data.path", "/nonexistent/corpus.txt"},
+      {"data.token_dtype", "uint8"},
+      {"profile.step_begin", "-1"},
+      {"profile.enabled", "?"},
       {"train.save_to", ""},
   };
   for (const auto& [field, value] : cases) {
-    if (value == "?" || field == "train.save_to") continue;  // check boxes cannot hold a wrong value; save_to has no rule
+    if (value == "?" || field == "train.save_to")
+      continue;  // check boxes cannot hold a wrong value; save_to has no rule
     const QString keep = L->fieldText(field);
     ASSERT_TRUE(L->setFieldText(field, value)) << field.toStdString();
-    EXPECT_FALSE(L->fieldError(field).isEmpty()) << field.toStdString() << "=" << value.toStdString() << " was accepted";
+    EXPECT_FALSE(L->fieldError(field).isEmpty())
+        << field.toStdString() << "=" << value.toStdString() << " was accepted";
     EXPECT_FALSE(L->launchButton()->isEnabled()) << field.toStdString();
     L->setFieldText(field, keep);
-    EXPECT_TRUE(L->launchButton()->isEnabled()) << field.toStdString() << " stays invalid: " << L->fieldError(field).toStdString();
+    EXPECT_TRUE(L->launchButton()->isEnabled())
+        << field.toStdString() << " stays invalid: " << L->fieldError(field).toStdString();
   }
   // The message is the engine's own wording.
   L->setFieldText("parallel.sp_size", "3");
-  EXPECT_TRUE(L->fieldError("parallel.sp_size").contains("must be divisible by parallel.sp_size (3)")) << L->fieldError("parallel.sp_size").toStdString();
+  EXPECT_TRUE(L->fieldError("parallel.sp_size").contains("must be divisible by parallel.sp_size (3)"))
+      << L->fieldError("parallel.sp_size").toStdString();
   L->setFieldText("parallel.sp_size", "2");
   // profile.step_end before step_begin.
   L->setFieldText("profile.step_begin", "5");
@@ -302,9 +340,27 @@ TEST_F(Studio, EngineRulesShowOnTheOffendingField) {
 
 // Nothing typed into any field crashes the form, and Launch is enabled exactly when valid.
 TEST_F(Studio, NoCrashOnAnyInput) {
-  const QStringList nasty = {"1e999", "-1e999", "99999999999999999999", "-9223372036854775808", "9223372036854775807",
-                             "nan", "inf", "{}", "null", "true", "0x10", "１２", "1e-400", " 4 ", "4 4", "\\", "\"",
-                             QString(5000, '9'), "-0", "0.0", "1e18"};
+  const QStringList nasty = {"1e999",
+                             "-1e999",
+                             "99999999999999999999",
+                             "-9223372036854775808",
+                             "9223372036854775807",
+                             "nan",
+                             "inf",
+                             "{}",
+                             "null",
+                             "true",
+                             "0x10",
+                             "１２",
+                             "1e-400",
+                             " 4 ",
+                             "4 4",
+                             "\\",
+                             "\"",
+                             QString(5000, '9'),
+                             "-0",
+                             "0.0",
+                             "1e18"};
   for (const auto& f : L->fieldNames()) {
     auto* e = qobject_cast<QLineEdit*>(L->fieldWidget(f));
     if (!e) continue;
@@ -391,8 +447,10 @@ TEST_F(Studio, OpenFailedRunNamesRankAndLastLines) {
   writeFile(run + "/run.json", R"({"status":"failed","world_size":2,"exit_code":1,"final_loss":5.5,"steps_done":2,
                                   "failed_rank":1,"message":"rank 1 exited with code 1","duration_s":3.0})");
   writeFile(run + "/metrics.jsonl",
-            "{\"step\":0,\"steps\":10,\"loss\":6.0,\"tokens_per_s\":100,\"step_ms\":50,\"max_mem_bytes\":1000,\"elapsed_s\":0.1}\n"
-            "{\"step\":1,\"steps\":10,\"loss\":5.5,\"tokens_per_s\":110,\"step_ms\":45,\"max_mem_bytes\":1100,\"elapsed_s\":0.2}\n");
+            "{\"step\":0,\"steps\":10,\"loss\":6.0,\"tokens_per_s\":100,\"step_ms\":50,\"max_mem_bytes\":1000,"
+            "\"elapsed_s\":0.1}\n"
+            "{\"step\":1,\"steps\":10,\"loss\":5.5,\"tokens_per_s\":110,\"step_ms\":45,\"max_mem_bytes\":1100,"
+            "\"elapsed_s\":0.2}\n");
   writeFile(run + "/logs/rank0.log", "step 0\nstep 1\n");
   writeFile(run + "/logs/rank1.log", "step 0\nstep 1\nRuntimeError: out of memory in attention\n");
   QString err;
@@ -435,14 +493,16 @@ TEST_F(Studio, UnreadableTraceOfRunIsReported) {
   const QString run = tmp.filePath("runs/broken-trace");
   writeFile(run + "/run.json", R"({"status":"finished","world_size":1,"exit_code":0,"final_loss":5.5,"steps_done":1})");
   writeFile(run + "/metrics.jsonl",
-            "{\"step\":0,\"steps\":1,\"loss\":5.5,\"tokens_per_s\":100,\"step_ms\":50,\"max_mem_bytes\":1000,\"elapsed_s\":0.1}\n");
+            "{\"step\":0,\"steps\":1,\"loss\":5.5,\"tokens_per_s\":100,\"step_ms\":50,\"max_mem_bytes\":1000,\"elapsed_"
+            "s\":0.1}\n");
   writeFile(run + "/trace/rank0.sqlite", "this is not an SQLite database, only text of the right name\n");
   QSignalSpy failed(w->traceView(), &TraceView::loadFailed);
   QString err;
   ASSERT_TRUE(w->openPath(run, &err)) << err.toStdString();
   ASSERT_TRUE(failed.count() > 0 || failed.wait(20000)) << "the trace view never reported the unreadable trace";
   EXPECT_FALSE(w->lastTraceError().isEmpty());
-  EXPECT_TRUE(w->statusBar()->currentMessage().startsWith("Trace not opened")) << w->statusBar()->currentMessage().toStdString();
+  EXPECT_TRUE(w->statusBar()->currentMessage().startsWith("Trace not opened"))
+      << w->statusBar()->currentMessage().toStdString();
   EXPECT_EQ(w->monitor()->chartPoints(), 1);  // the run itself opened
 }
 
@@ -453,7 +513,8 @@ TEST_F(Studio, ResumeOffersOnlyInterruptedRunsWithACompleteCheckpoint) {
   const QString ckpt = tmp.filePath("ckpt");
   const QString half = tmp.filePath("ckpt-half");
   writeFile(ckpt + "/step-00000004/state.json", "{\"step\":4}");  // 10 bytes
-  writeFile(ckpt + "/step-00000004/complete", R"({"format":"ulysses-train-state","version":1,"step":4,"files":{"state.json":10}})");
+  writeFile(ckpt + "/step-00000004/complete",
+            R"({"format":"ulysses-train-state","version":1,"step":4,"files":{"state.json":10}})");
   writeFile(half + "/step-00000004/state.json", "{\"step\":4}");  // no `complete`: half-written
   QFile tiny(kTiny);
   ASSERT_TRUE(tiny.open(QIODevice::ReadOnly));
@@ -465,7 +526,9 @@ TEST_F(Studio, ResumeOffersOnlyInterruptedRunsWithACompleteCheckpoint) {
     cfg["data"]["path"] = QString(ULYSSES_SOURCE_DIR "/resources/data/tiny_corpus.txt").toStdString();
     writeFile(run + "/config.json", QByteArray::fromStdString(cfg.dump(2)));
     writeFile(run + "/run.json", QByteArray(R"({"world_size":2,"steps_done":5,"status":")") + status + "\"}");
-    writeFile(run + "/metrics.jsonl", "{\"step\":0,\"steps\":20,\"loss\":6.0,\"tokens_per_s\":100,\"step_ms\":50,\"max_mem_bytes\":1000,\"elapsed_s\":0.1}\n");
+    writeFile(run + "/metrics.jsonl",
+              "{\"step\":0,\"steps\":20,\"loss\":6.0,\"tokens_per_s\":100,\"step_ms\":50,\"max_mem_bytes\":1000,"
+              "\"elapsed_s\":0.1}\n");
     return run;
   };
   const QString stopped = makeRun("stopped", "stopped", ckpt);

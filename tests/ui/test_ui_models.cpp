@@ -70,25 +70,32 @@ QByteArray metricJson(int step, int steps, double loss, double stepMs, qint64 me
 // A run folder as ulysses-run leaves it.
 void makeRun(const QString& dir, const QString& status, int steps, int done, double finalLoss, int failedRank = -1,
              int sp = 2, bool withRunJson = true) {
-  writeFile(dir + "/config.json", QStringLiteral("{\"model\":{\"hidden_size\":64,\"num_attention_heads\":4},"
-                                                 "\"parallel\":{\"sp_size\":%1,\"dp_size\":1},\"train\":{\"steps\":%2,\"lr\":0.003}}")
-                                      .arg(sp)
-                                      .arg(steps)
-                                      .toUtf8());
+  writeFile(dir + "/config.json",
+            QStringLiteral("{\"model\":{\"hidden_size\":64,\"num_attention_heads\":4},"
+                           "\"parallel\":{\"sp_size\":%1,\"dp_size\":1},\"train\":{\"steps\":%2,\"lr\":0.003}}")
+                .arg(sp)
+                .arg(steps)
+                .toUtf8());
   QByteArray metrics;
   for (int s = 0; s < done; ++s)
-    metrics += metricJson(s, steps, s + 1 == done ? finalLoss : 5.0 - s * 0.1, s == 0 ? 900.0 : 100.0 + s, 1000 + s, 0.1 * (s + 1)) + "\n";
+    metrics += metricJson(s, steps, s + 1 == done ? finalLoss : 5.0 - s * 0.1, s == 0 ? 900.0 : 100.0 + s, 1000 + s,
+                          0.1 * (s + 1)) +
+               "\n";
   writeFile(dir + "/metrics.jsonl", metrics);
   if (withRunJson) {
-    QString run = QStringLiteral("{\"status\":\"%1\",\"started_at\":\"2026-01-02T03:04:05Z\",\"ended_at\":\"2026-01-02T03:05:05Z\","
-                                 "\"duration_s\":60.5,\"world_size\":%2,\"exit_code\":%3,\"final_loss\":%4,\"steps_done\":%5")
-                      .arg(status)
-                      .arg(sp)
-                      .arg(status == "failed" ? 1 : 0)
-                      .arg(finalLoss, 0, 'g', 17)
-                      .arg(done);
-    if (failedRank >= 0) run += QStringLiteral(",\"failed_rank\":%1,\"message\":\"rank %1 exited with code 1\"").arg(failedRank);
-    else run += QStringLiteral(",\"failed_rank\":null,\"message\":\"\"");
+    QString run =
+        QStringLiteral(
+            "{\"status\":\"%1\",\"started_at\":\"2026-01-02T03:04:05Z\",\"ended_at\":\"2026-01-02T03:05:05Z\","
+            "\"duration_s\":60.5,\"world_size\":%2,\"exit_code\":%3,\"final_loss\":%4,\"steps_done\":%5")
+            .arg(status)
+            .arg(sp)
+            .arg(status == "failed" ? 1 : 0)
+            .arg(finalLoss, 0, 'g', 17)
+            .arg(done);
+    if (failedRank >= 0)
+      run += QStringLiteral(",\"failed_rank\":%1,\"message\":\"rank %1 exited with code 1\"").arg(failedRank);
+    else
+      run += QStringLiteral(",\"failed_rank\":null,\"message\":\"\"");
     writeFile(dir + "/run.json", (run + "}").toUtf8());
   }
 }
@@ -176,7 +183,8 @@ TEST(RunData, Slug) {
 }
 
 TEST(Devices, ParsesNvidiaSmi) {
-  const auto g = parseNvidiaSmiCsv("NVIDIA H200, 143771 MiB\nNVIDIA A100-SXM4-80GB, 81920 MiB\n\nNo devices were found\n");
+  const auto g =
+      parseNvidiaSmiCsv("NVIDIA H200, 143771 MiB\nNVIDIA A100-SXM4-80GB, 81920 MiB\n\nNo devices were found\n");
   ASSERT_EQ(g.size(), 2);
   EXPECT_EQ(g[0].name, "NVIDIA H200");
   EXPECT_EQ(g[0].memoryBytes, 143771LL * 1024 * 1024);

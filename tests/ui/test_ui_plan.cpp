@@ -42,9 +42,10 @@ bool waitForPlan(LauncherPage& L) {
 
 TEST(PlanFigures, ParsesPlannerJsonAndRejectsOtherOutput) {
   QString err;
-  auto p = PlanFigures::fromJson(R"({"device":"cuda","attention":"flash","peak_bytes":123456789012,"activation_bytes":5000,
+  auto p =
+      PlanFigures::fromJson(R"({"device":"cuda","attention":"flash","peak_bytes":123456789012,"activation_bytes":5000,
                                      "static_bytes":7000,"transient_bytes":11,"loss_peak_bytes":12,"seq_length":524288})",
-                                 &err);
+                            &err);
   ASSERT_TRUE(p.has_value()) << err.toStdString();
   EXPECT_EQ(p->peakBytes, 123456789012LL);
   EXPECT_EQ(p->activationBytes, 5000);
@@ -89,7 +90,8 @@ TEST(LauncherPlan, WarnsInlineWhenThePlannedPeakExceedsTheGpu) {
   ASSERT_TRUE(L.setFieldText(QStringLiteral("train.seq_length"), QStringLiteral("524288")));
   ASSERT_TRUE(L.isValid()) << L.generalIssues().toStdString();
   ASSERT_TRUE(waitForPlan(L));
-  ASSERT_TRUE(L.estimateModel()->hasPlan()) << L.estimateModel()->index(0, EstimateModel::Plan).data().toString().toStdString();
+  ASSERT_TRUE(L.estimateModel()->hasPlan())
+      << L.estimateModel()->index(0, EstimateModel::Plan).data().toString().toStdString();
   EXPECT_EQ(L.estimateModel()->plan().seqLength, 524288);
   EXPECT_GT(L.estimateModel()->plan().peakBytes, 143771LL * 1024 * 1024);
   EXPECT_TRUE(L.planWarning().contains("Will not fit")) << L.planWarning().toStdString();

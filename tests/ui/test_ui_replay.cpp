@@ -35,13 +35,13 @@ std::vector<MetricPoint> points(std::initializer_list<double> elapsed) {
 
 TEST(ReplayModel, TimedAndStepByStep) {
   ReplayModel m(points({1.0, 2.0, 3.0, 4.0}));
-  EXPECT_TRUE(m.advance(0.5, 1.0).empty());        // 0.5 s of run time: nothing finished yet
-  EXPECT_EQ(m.advance(0.6, 1.0).size(), 1u);       // 1.1 s: step 0
+  EXPECT_TRUE(m.advance(0.5, 1.0).empty());   // 0.5 s of run time: nothing finished yet
+  EXPECT_EQ(m.advance(0.6, 1.0).size(), 1u);  // 1.1 s: step 0
   EXPECT_EQ(m.cursorStep(), 0);
-  EXPECT_EQ(m.advance(0.2, 10.0).size(), 2u);      // +2 s at 10x: 3.1 s, steps 1 and 2
+  EXPECT_EQ(m.advance(0.2, 10.0).size(), 2u);  // +2 s at 10x: 3.1 s, steps 1 and 2
   EXPECT_FALSE(m.finished());
   MetricPoint p;
-  ASSERT_TRUE(m.step(&p));                          // step mode takes the next one
+  ASSERT_TRUE(m.step(&p));  // step mode takes the next one
   EXPECT_EQ(p.step, 3);
   EXPECT_TRUE(m.finished());
   EXPECT_FALSE(m.step(&p));
@@ -65,12 +65,12 @@ TEST(ReplayModel, CursorSweepsToTheLastStepsEnd) {
   EXPECT_EQ(m.cursorNs(spans), 1000);  // before any time: step 0's start
   m.advance(0.75, 1.0);                // 0.75 s: step 0 half done (it runs 0.5 -> 1.0 s)
   EXPECT_EQ(m.cursorNs(spans), 1500);
-  m.advance(0.25, 1.0);                // 1.0 s: step 0 shown, cursor at its end
+  m.advance(0.25, 1.0);  // 1.0 s: step 0 shown, cursor at its end
   EXPECT_EQ(m.cursorStep(), 0);
   EXPECT_EQ(m.cursorNs(spans), 2000);
-  m.advance(0.25, 1.0);                // 1.25 s: between steps (step 1 starts at 1.5 s)
+  m.advance(0.25, 1.0);  // 1.25 s: between steps (step 1 starts at 1.5 s)
   EXPECT_EQ(m.cursorNs(spans), 3000);
-  m.advance(0.5, 1.0);                 // 1.75 s: half of step 1
+  m.advance(0.5, 1.0);  // 1.75 s: half of step 1
   EXPECT_EQ(m.cursorNs(spans), 4000);
   int64_t last = m.cursorNs(spans);
   while (!m.finished()) {  // 10x: never goes back, ends at the last step's end
@@ -99,7 +99,12 @@ class ReplayMonitor : public ::testing::Test {
     ASSERT_TRUE(tmp_.isValid());
     run_ = tmp_.filePath(QStringLiteral("run"));
     // 5 steps, 1.0 s of run time in all: 10x replays it in ~0.1 s.
-    test::write_fixture_run(run_.toStdString(), 2, {{400, 5.0, 100 << 20}, {150, 4.0, 300 << 20}, {150, 3.5, 200 << 20}, {150, 3.2, 250 << 20}, {150, 3.0, 220 << 20}});
+    test::write_fixture_run(run_.toStdString(), 2,
+                            {{400, 5.0, 100 << 20},
+                             {150, 4.0, 300 << 20},
+                             {150, 3.5, 200 << 20},
+                             {150, 3.2, 250 << 20},
+                             {150, 3.0, 220 << 20}});
     pts_ = readMetricsFile(QDir(run_).filePath(QStringLiteral("metrics.jsonl")));
     ASSERT_EQ(pts_.size(), 5);
   }
@@ -186,8 +191,10 @@ TEST(ExplainViewInStudio, FollowsTheLauncherAndShowsRefusals) {
   ASSERT_TRUE(w.launcher()->setFieldText(QStringLiteral("parallel.sp_size"), QStringLiteral("3")));
   EXPECT_FALSE(ex->explanation().ok);
   ASSERT_FALSE(ex->explanation().problems.empty());
-  EXPECT_NE(ex->explanation().problems.front().find("sp_size (3)"), std::string::npos) << ex->explanation().problems.front();
-  ASSERT_TRUE(w.launcher()->setFieldText(QStringLiteral("parallel.sp_size"), QStringLiteral("4")));  // 2 kv heads replicated
+  EXPECT_NE(ex->explanation().problems.front().find("sp_size (3)"), std::string::npos)
+      << ex->explanation().problems.front();
+  ASSERT_TRUE(
+      w.launcher()->setFieldText(QStringLiteral("parallel.sp_size"), QStringLiteral("4")));  // 2 kv heads replicated
   EXPECT_TRUE(ex->explanation().ok);
   EXPECT_TRUE(ex->explanation().kv_replicated);
 }

@@ -70,8 +70,9 @@ double json_at(const nlohmann::json& j, const std::string& key) {
 
 QString write_run(const QTemporaryDir& tmp) {
   const QString run = tmp.filePath(QStringLiteral("run"));
-  test::write_fixture_run(run.toStdString(), 2,
-                          {{900, 5.0, 100 << 20}, {40, 4.0, 120 << 20}, {10, 3.5, 130 << 20}, {30, 3.2, 110 << 20}, {20, 3.0, 125 << 20}});
+  test::write_fixture_run(
+      run.toStdString(), 2,
+      {{900, 5.0, 100 << 20}, {40, 4.0, 120 << 20}, {10, 3.5, 130 << 20}, {30, 3.2, 110 << 20}, {20, 3.0, 125 << 20}});
   return run;
 }
 
@@ -118,7 +119,8 @@ BrowserRun render_in_chromium(const QString& chromium, const QString& html_path,
     const auto& prm = e.at("params");
     const std::string initiator = prm.value("initiator", std::string("not an origin"));
     const std::string url = prm.value("url", std::string());
-    if (initiator != "not an origin" && url.rfind("file:", 0) != 0) r.page_requests.push_back(url + " (initiator " + initiator + ")");
+    if (initiator != "not an origin" && url.rfind("file:", 0) != 0)
+      r.page_requests.push_back(url + " (initiator " + initiator + ")");
   }
   return r;
 }
@@ -156,7 +158,8 @@ TEST(RunFigures, TraceSummaryAndStudioQuoteTheSameFigures) {
   EXPECT_EQ(h.at("peak_memory_bytes").get<int64_t>(), measured.maxMemBytes);
 
   // The Qt-free reader (what ulysses-run and the studio share) gives the same figures.
-  const auto st = launch::metric_stats(launch::read_metrics_file(QDir(run).filePath(QStringLiteral("metrics.jsonl")).toStdString()));
+  const auto st = launch::metric_stats(
+      launch::read_metrics_file(QDir(run).filePath(QStringLiteral("metrics.jsonl")).toStdString()));
   EXPECT_DOUBLE_EQ(st.median_step_ms, 25);
   EXPECT_EQ(st.steps, 5);
 
@@ -174,9 +177,7 @@ TEST(RunDirReader, LenientRunJsonAndBoundedClaims) {
   const std::string path = tmp.filePath(QStringLiteral("run.json")).toStdString();
   EXPECT_FALSE(launch::read_run_json(path).present);
   EXPECT_EQ(launch::read_run_json(path).status, "unknown");
-  {
-    std::ofstream(path) << R"({"status": "failed", "world_size": 2e9, "failed_rank": 1, "steps_done": "x"})";
-  }
+  { std::ofstream(path) << R"({"status": "failed", "world_size": 2e9, "failed_rank": 1, "steps_done": "x"})"; }
   const auto r = launch::read_run_json(path);
   EXPECT_TRUE(r.present);
   EXPECT_EQ(r.status, "failed");

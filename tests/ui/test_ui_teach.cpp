@@ -27,8 +27,8 @@ using namespace ulysses;
 using namespace ulysses::ui;
 
 namespace {
-const std::vector<test::FixtureStep> kSteps = {{400, 5.0, 100 << 20}, {150, 4.0, 300 << 20}, {150, 3.5, 200 << 20},
-                                               {160, 3.2, 250 << 20}, {150, 3.0, 220 << 20}};
+const std::vector<test::FixtureStep> kSteps = {
+    {400, 5.0, 100 << 20}, {150, 4.0, 300 << 20}, {150, 3.5, 200 << 20}, {160, 3.2, 250 << 20}, {150, 3.0, 220 << 20}};
 constexpr int kLayers = 3;
 
 nlohmann::json trace_summary_json(const QString& run) {
@@ -75,7 +75,8 @@ TEST_F(TeachRun, ExplainerStageTimesEqualTraceSummary) {
   const auto& shown = ex->stageTimes();
   ASSERT_EQ(shown.size(), size_t(kExplainStageCount));
   EXPECT_FALSE(shown[0].measured);
-  const char* keys[] = {nullptr, "qkv_proj_ns", "a2a_seq_to_head_ns", "attention_ns", "a2a_head_to_seq_ns", "out_proj_ns"};
+  const char* keys[] = {nullptr,        "qkv_proj_ns",        "a2a_seq_to_head_ns",
+                        "attention_ns", "a2a_head_to_seq_ns", "out_proj_ns"};
   // Where the fixture put each stage, as a fraction of the one-layer forward slice [0, 0.70).
   const double frac[] = {0, 0.05, 0.15, 0.40, 0.10, 0.05};
   // The median layer of 3 is layer 1, whose slice is 4/14 of the forward part (slices 1:4:9,
@@ -114,8 +115,11 @@ TEST_F(TeachRun, SelectingARangeHighlightsItsStage) {
       if (m->ranges[i].phase == p) return qint64(i);
     return -1;
   };
-  const std::pair<prof::Phase, int> cases[] = {{prof::Phase::QkvProj, 1}, {prof::Phase::A2ASeqToHead, 2}, {prof::Phase::Attention, 3},
-                                               {prof::Phase::A2AHeadToSeq, 4}, {prof::Phase::OutProj, 5}};
+  const std::pair<prof::Phase, int> cases[] = {{prof::Phase::QkvProj, 1},
+                                               {prof::Phase::A2ASeqToHead, 2},
+                                               {prof::Phase::Attention, 3},
+                                               {prof::Phase::A2AHeadToSeq, 4},
+                                               {prof::Phase::OutProj, 5}};
   for (const auto& [phase, stage] : cases) {
     const qint64 i = first_of(phase);
     ASSERT_GE(i, 0) << prof::phase_name(phase);
@@ -170,7 +174,8 @@ TEST_F(TeachRun, ColourBlindPaletteFromTheViewMenu) {
     std::set<uint32_t> seen;
     const auto m = w.traceView()->model();
     for (const auto& it : tl->drawList().items)
-      if (!(it.flags & kFolded) && it.range >= 0 && m->ranges[size_t(it.range)].phase == prof::Phase::Attention) seen.insert(it.argb);
+      if (!(it.flags & kFolded) && it.range >= 0 && m->ranges[size_t(it.range)].phase == prof::Phase::Attention)
+        seen.insert(it.argb);
     return seen;
   };
   EXPECT_EQ(attention_colours(), std::set<uint32_t>{def});
@@ -194,17 +199,20 @@ TEST_F(TeachRun, ScreenshotWithPaletteCb) {
   env.insert(QStringLiteral("XDG_CONFIG_HOME"), tmp_.filePath(QStringLiteral("config")));  // no user settings touched
   p.setProcessEnvironment(env);
   const QString png = tmp_.filePath(QStringLiteral("cb.png"));
-  p.start(QStringLiteral(ULYSSES_STUDIO_PATH), {run_, QStringLiteral("--view"), QStringLiteral("timeline"), QStringLiteral("--palette"),
-                                                QStringLiteral("cb"), QStringLiteral("--size"), QStringLiteral("1200x800"),
-                                                QStringLiteral("--screenshot"), png});
+  p.start(
+      QStringLiteral(ULYSSES_STUDIO_PATH),
+      {run_, QStringLiteral("--view"), QStringLiteral("timeline"), QStringLiteral("--palette"), QStringLiteral("cb"),
+       QStringLiteral("--size"), QStringLiteral("1200x800"), QStringLiteral("--screenshot"), png});
   ASSERT_TRUE(p.waitForFinished(60000));
   ASSERT_EQ(p.exitCode(), 0) << p.readAllStandardError().toStdString();
   const QImage img(png);
   ASSERT_FALSE(img.isNull());
-  EXPECT_GT(count_pixels(img, phase_argb(prof::Phase::Attention, prof::Direction::Forward, PhasePalette::ColorBlind)), 0);
+  EXPECT_GT(count_pixels(img, phase_argb(prof::Phase::Attention, prof::Direction::Forward, PhasePalette::ColorBlind)),
+            0);
   EXPECT_EQ(count_pixels(img, phase_argb(prof::Phase::Attention, prof::Direction::Forward, PhasePalette::Default)), 0);
   // An unknown palette: exit 2 and a message naming the choices.
-  p.start(QStringLiteral(ULYSSES_STUDIO_PATH), {QStringLiteral("--palette"), QStringLiteral("rainbow"), QStringLiteral("--screenshot"), png});
+  p.start(QStringLiteral(ULYSSES_STUDIO_PATH),
+          {QStringLiteral("--palette"), QStringLiteral("rainbow"), QStringLiteral("--screenshot"), png});
   ASSERT_TRUE(p.waitForFinished(60000));
   EXPECT_EQ(p.exitCode(), 2);
   EXPECT_TRUE(p.readAllStandardError().contains("default or cb"));
@@ -229,9 +237,12 @@ SvgStats parse_svg(const QString& path) {
     if (x.readNext() != QXmlStreamReader::StartElement) continue;
     const auto n = x.name();
     if (s.root.isEmpty()) s.root = n.toString();
-    if (n == u"path" || n == u"rect" || n == u"polygon" || n == u"polyline") ++s.shapes;
-    else if (n == u"text") ++s.texts;
-    else if (n == u"image") ++s.images;
+    if (n == u"path" || n == u"rect" || n == u"polygon" || n == u"polyline")
+      ++s.shapes;
+    else if (n == u"text")
+      ++s.texts;
+    else if (n == u"image")
+      ++s.images;
   }
   if (x.hasError()) s.error = x.errorString() + QStringLiteral(" at line %1").arg(x.lineNumber());
   return s;
@@ -262,7 +273,8 @@ TEST_F(TeachRun, SvgExportOfEveryView) {
   // The timeline's ranges are vector shapes in their phase colour.
   ASSERT_TRUE(w.setView(QStringLiteral("timeline")));
   const QString tl = widgetSvg(w.traceView()->timeline());
-  EXPECT_TRUE(tl.contains(QColor::fromRgba(phase_argb(prof::Phase::Attention)).name(QColor::HexRgb))) << "no attention-coloured shape";
+  EXPECT_TRUE(tl.contains(QColor::fromRgba(phase_argb(prof::Phase::Attention)).name(QColor::HexRgb)))
+      << "no attention-coloured shape";
   // Nothing written where nothing can be.
   EXPECT_FALSE(w.exportCurrentView(tmp_.filePath(QStringLiteral("no/such/dir/x.svg")), &err));
   EXPECT_TRUE(err.contains(QLatin1String("cannot write")));

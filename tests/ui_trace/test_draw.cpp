@@ -76,7 +76,8 @@ std::shared_ptr<TraceModel> random_nested(uint64_t seed, int lanes, int top_per_
 }
 
 // Reference fold: linear walk over a row's visible ranges.
-std::vector<FoldedSpan> reference_fold(const TimelineIndex& ix, const TimelineRow& row, int64_t t0, int64_t t1, int64_t fold_ns) {
+std::vector<FoldedSpan> reference_fold(const TimelineIndex& ix, const TimelineRow& row, int64_t t0, int64_t t1,
+                                       int64_t fold_ns) {
   std::vector<int64_t> vis;
   for (int64_t i = 0; i < row.size; ++i) {
     const auto& r = ix.at(row, i);
@@ -156,13 +157,27 @@ TEST(TimelineIndex, UnsortedLaneIsToleratedAndOverlapIsCommAndComputeTogether) {
   m->strings = {"x"};
   m->ranks.push_back({0, 0, 0, "cpu", "", 0});
   ulysses::prof::Lane main, comm;
-  main.name = "main"; main.first = 0; main.count = 2;
-  comm.name = "comm"; comm.kind = ulysses::prof::LaneKind::Comm; comm.first = 2; comm.count = 1;
+  main.name = "main";
+  main.first = 0;
+  main.count = 2;
+  comm.name = "comm";
+  comm.kind = ulysses::prof::LaneKind::Comm;
+  comm.first = 2;
+  comm.count = 1;
   m->lanes = {main, comm};
   TraceRange a, b, c;
-  a.start_ns = 500; a.end_ns = 900; a.phase = ulysses::prof::Phase::Attention; a.lane = 0;
-  b.start_ns = 0; b.end_ns = 300; b.phase = ulysses::prof::Phase::Mlp; b.lane = 0;  // out of order
-  c.start_ns = 200; c.end_ns = 600; c.phase = ulysses::prof::Phase::A2ASeqToHead; c.lane = 1;
+  a.start_ns = 500;
+  a.end_ns = 900;
+  a.phase = ulysses::prof::Phase::Attention;
+  a.lane = 0;
+  b.start_ns = 0;
+  b.end_ns = 300;
+  b.phase = ulysses::prof::Phase::Mlp;
+  b.lane = 0;  // out of order
+  c.start_ns = 200;
+  c.end_ns = 600;
+  c.phase = ulysses::prof::Phase::A2ASeqToHead;
+  c.lane = 1;
   m->ranges = {a, b, c};
   auto ix = TimelineIndex::build(m);
   const auto& row = ix->rows()[0];
@@ -216,7 +231,11 @@ DrawList draw(const TimelineIndex& ix, int64_t t0, double npp, int width) {
 // Uniform ranges 1 us wide every 2 us on 2 ranks x 2 lanes (4 lanes), 1000 per lane.
 TEST(TimelineDraw, UniformRangesAtThreeZooms) {
   UniformOptions o;
-  o.ranks = 2; o.lanes_per_rank = 2; o.n = 1000; o.width_ns = 1000; o.period_ns = 2000;
+  o.ranks = 2;
+  o.lanes_per_rank = 2;
+  o.n = 1000;
+  o.width_ns = 1000;
+  o.period_ns = 2000;
   auto ix = TimelineIndex::build(make_uniform_trace(o));
   const int lanes = o.ranks * o.lanes_per_rank;
   const int W = 1000;
@@ -259,8 +278,13 @@ TEST(TimelineDraw, UniformRangesAtThreeZooms) {
 // folded item of 10.
 TEST(TimelineDraw, BurstsFoldSeparately) {
   UniformOptions o;
-  o.ranks = 1; o.lanes_per_rank = 1; o.n = 1000; o.width_ns = 1000; o.period_ns = 2000;
-  o.burst = 10; o.burst_gap_ns = 100'000;
+  o.ranks = 1;
+  o.lanes_per_rank = 1;
+  o.n = 1000;
+  o.width_ns = 1000;
+  o.period_ns = 2000;
+  o.burst = 10;
+  o.burst_gap_ns = 100'000;
   auto ix = TimelineIndex::build(make_uniform_trace(o));
   const double npp = 1000;
   const int W = 1000;
@@ -278,7 +302,9 @@ TEST(TimelineDraw, BurstsFoldSeparately) {
 
 TEST(TimelineDraw, FullViewOfLargeTraceIsBoundedByPixels) {
   SyntheticOptions so;
-  so.ranks = 2; so.steps = 3; so.layers = 8;
+  so.ranks = 2;
+  so.steps = 3;
+  so.layers = 8;
   auto m = make_synthetic_trace(so);
   auto ix = TimelineIndex::build(m);
   DrawParams p;
@@ -295,7 +321,11 @@ TEST(TimelineDraw, FullViewOfLargeTraceIsBoundedByPixels) {
 
 TEST(TimelineDraw, HitTestFindsItemUnderCursor) {
   UniformOptions o;
-  o.ranks = 1; o.lanes_per_rank = 1; o.n = 10; o.width_ns = 1000; o.period_ns = 2000;
+  o.ranks = 1;
+  o.lanes_per_rank = 1;
+  o.n = 10;
+  o.width_ns = 1000;
+  o.period_ns = 2000;
   auto ix = TimelineIndex::build(make_uniform_trace(o));
   DrawList dl = draw(*ix, 0, 20, 1000);
   ASSERT_EQ(dl.items.size(), 10u);
@@ -319,7 +349,10 @@ TEST(MaxTree, FirstKeyAtLeastMatchesBruteForce) {
       const int64_t x = int64_t(rng() % 1100);
       int64_t want = n;
       for (int64_t i = std::max<int64_t>(0, j); i < n; ++i)
-        if (keys[size_t(i)] >= x) { want = i; break; }
+        if (keys[size_t(i)] >= x) {
+          want = i;
+          break;
+        }
       ASSERT_EQ(t.find_first(j, x, key), want) << "n " << n << " j " << j << " x " << x;
     }
   }
@@ -328,7 +361,10 @@ TEST(MaxTree, FirstKeyAtLeastMatchesBruteForce) {
 TEST(TimelineDraw, CollectiveFlowJoinsOneCollectiveAcrossRanks) {
   namespace prof = ulysses::prof;
   SyntheticOptions so;
-  so.ranks = 4; so.steps = 2; so.layers = 2; so.head_chunks = 2;
+  so.ranks = 4;
+  so.steps = 2;
+  so.layers = 2;
+  so.head_chunks = 2;
   auto m = make_synthetic_trace(so);
   auto ix = TimelineIndex::build(m);
   const TimelineLayout layout = compute_layout(*ix);
@@ -350,7 +386,8 @@ TEST(TimelineDraw, CollectiveFlowJoinsOneCollectiveAcrossRanks) {
   for (const auto& l : m->lanes)
     if (l.kind == prof::LaneKind::Comm)
       for (int64_t k = l.first; k < l.first + l.count; ++k)
-        if (m->ranges[size_t(k)].pg == s.pg && m->ranges[size_t(k)].seq == s.seq) expect.push_back({m->ranges[size_t(k)].start_ns, l.rank});
+        if (m->ranges[size_t(k)].pg == s.pg && m->ranges[size_t(k)].seq == s.seq)
+          expect.push_back({m->ranges[size_t(k)].start_ns, l.rank});
   std::sort(expect.begin(), expect.end());
   ASSERT_EQ(expect.size(), 4u);
   const auto flow = collective_flow(*ix, layout, vp, 0, sel);

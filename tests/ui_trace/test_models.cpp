@@ -23,7 +23,12 @@ namespace prof = ulysses::prof;
 namespace {
 std::shared_ptr<prof::TraceModel> small_gpu_trace(uint64_t seed = 1) {
   SyntheticOptions o;
-  o.ranks = 4; o.heads = 16; o.layers = 3; o.head_chunks = 2; o.steps = 2; o.seed = seed;
+  o.ranks = 4;
+  o.heads = 16;
+  o.layers = 3;
+  o.head_chunks = 2;
+  o.steps = 2;
+  o.seed = seed;
   return make_synthetic_trace(o);
 }
 void check_model(TableData t, int min_rows) {
@@ -95,7 +100,10 @@ TEST(TraceModels, HeadMapOwnershipFollowsUlyssesSplit) {
   // A head range measured outside the owned heads is flagged.
   auto bad = std::make_shared<prof::TraceModel>(*m);
   for (auto& r : bad->ranges)
-    if (r.rank == 0 && r.head_begin == 0) { r.head_begin = 8; r.head_end = 10; }
+    if (r.rank == 0 && r.head_begin == 0) {
+      r.head_begin = 8;
+      r.head_end = 10;
+    }
   bool flagged = false;
   for (const auto& row : head_map_rows(*bad)) flagged |= row.rank == 0 && row.head_begin == 8 && !row.inside_owned;
   EXPECT_TRUE(flagged);
@@ -103,12 +111,21 @@ TEST(TraceModels, HeadMapOwnershipFollowsUlyssesSplit) {
 
 TEST(TraceModels, KernelsOfAHostRange) {
   SyntheticOptions o;
-  o.ranks = 2; o.heads = 8; o.layers = 2; o.head_chunks = 2; o.steps = 1; o.kernels_per_range = 3;
+  o.ranks = 2;
+  o.heads = 8;
+  o.layers = 2;
+  o.head_chunks = 2;
+  o.steps = 1;
+  o.kernels_per_range = 3;
   auto m = make_synthetic_trace(o);
   int64_t att = -1;
   for (size_t i = 0; i < m->ranges.size(); ++i) {
     const auto& r = m->ranges[i];
-    if (!r.is_kernel && r.phase == prof::Phase::Attention && m->lanes[size_t(r.lane)].kind == prof::LaneKind::HostThread) { att = int64_t(i); break; }
+    if (!r.is_kernel && r.phase == prof::Phase::Attention &&
+        m->lanes[size_t(r.lane)].kind == prof::LaneKind::HostThread) {
+      att = int64_t(i);
+      break;
+    }
   }
   ASSERT_GE(att, 0);
   const TableData k = range_kernels_table(*m, att);
@@ -166,7 +183,8 @@ TEST(TraceModels, KernelsOfARangeFollowCorrelation) {
   const auto m = prof::load_trace(path);
   auto find = [&](prof::Phase p, prof::LaneKind kind, int nth = 0) -> int64_t {
     for (size_t i = 0; i < m.ranges.size(); ++i)
-      if (!m.ranges[i].is_kernel && m.ranges[i].phase == p && m.lanes[size_t(m.ranges[i].lane)].kind == kind && nth-- == 0)
+      if (!m.ranges[i].is_kernel && m.ranges[i].phase == p && m.lanes[size_t(m.ranges[i].lane)].kind == kind &&
+          nth-- == 0)
         return int64_t(i);
     return -1;
   };
@@ -185,7 +203,8 @@ TEST(TraceModels, KernelsOfARangeFollowCorrelation) {
   // A parent lists its children's kernels; a head-lane copy lists its original's.
   EXPECT_EQ(names(find(prof::Phase::Step, prof::LaneKind::HostThread)),
             (S{"flash_fwd_kernel", "flash_fwd_kernel_2", "rms_norm_0", "rms_norm_1"}));
-  EXPECT_EQ(names(find(prof::Phase::Attention, prof::LaneKind::HeadRange)), (S{"flash_fwd_kernel", "flash_fwd_kernel_2"}));
+  EXPECT_EQ(names(find(prof::Phase::Attention, prof::LaneKind::HeadRange)),
+            (S{"flash_fwd_kernel", "flash_fwd_kernel_2"}));
   EXPECT_EQ(names(find(prof::Phase::A2AHeadToSeq, prof::LaneKind::HeadRange)), (S{"ncclDevKernel_SendRecv"}));
 }
 
@@ -224,7 +243,8 @@ TEST(TraceModels, SearchFindsByNameAndPhase) {
 }
 
 TEST(PhaseStyle, AllToAllsAndAttentionAreDistinct) {
-  const uint32_t a = phase_argb(prof::Phase::A2ASeqToHead), b = phase_argb(prof::Phase::A2AHeadToSeq), c = phase_argb(prof::Phase::Attention);
+  const uint32_t a = phase_argb(prof::Phase::A2ASeqToHead), b = phase_argb(prof::Phase::A2AHeadToSeq),
+                 c = phase_argb(prof::Phase::Attention);
   EXPECT_NE(a, c);
   EXPECT_NE(b, c);
   EXPECT_NE(a, b);
@@ -254,7 +274,7 @@ TEST(TraceModels, StragglerTableCarriesTheWaitingAnalysis) {
   model.setTable(t);
   ASSERT_EQ(model.rowCount(), 2);
   EXPECT_EQ(model.data(model.index(1, 2)).toLongLong(), 3);                 // last arrivals
-  EXPECT_EQ(model.data(model.index(1, 3)).toString(), QString("75.0"));    // 3 of 4
+  EXPECT_EQ(model.data(model.index(1, 3)).toString(), QString("75.0"));     // 3 of 4
   EXPECT_EQ(model.data(model.index(1, 4)).toString(), QString("100.000"));  // wait caused ms
   EXPECT_EQ(model.data(model.index(0, 5)).toString(), QString("115.000"));  // wait suffered ms
   EXPECT_EQ(model.data(model.index(1, 0), TableModel::KeyRole).toLongLong(), 1);

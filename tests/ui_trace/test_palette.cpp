@@ -13,13 +13,15 @@
 #include "trace/phase_style.hpp"
 
 using namespace ulysses;
-using ui::PhasePalette;
 using prof::Phase;
+using ui::PhasePalette;
 
 namespace {
 using Mat = double[3][3];
-const Mat kDeuteranopia = {{0.367322, 0.860646, -0.227968}, {0.280085, 0.672501, 0.047413}, {-0.011820, 0.042940, 0.968881}};
-const Mat kProtanopia = {{0.152286, 1.052583, -0.204868}, {0.114503, 0.786281, 0.099216}, {-0.003882, -0.048116, 1.051998}};
+const Mat kDeuteranopia = {
+    {0.367322, 0.860646, -0.227968}, {0.280085, 0.672501, 0.047413}, {-0.011820, 0.042940, 0.968881}};
+const Mat kProtanopia = {
+    {0.152286, 1.052583, -0.204868}, {0.114503, 0.786281, 0.099216}, {-0.003882, -0.048116, 1.051998}};
 
 double to_linear(double c) {
   c /= 255;
@@ -36,8 +38,8 @@ std::vector<double> simulate(const Mat& m, uint32_t argb) {
   return out;
 }
 // The phases a lecturer points at: the attention layer's five stages, the MLP, the all-reduce.
-const Phase kKey[] = {Phase::QkvProj, Phase::A2ASeqToHead, Phase::Attention, Phase::A2AHeadToSeq,
-                      Phase::OutProj, Phase::Mlp, Phase::GradAllReduce};
+const Phase kKey[] = {Phase::QkvProj, Phase::A2ASeqToHead, Phase::Attention,    Phase::A2AHeadToSeq,
+                      Phase::OutProj, Phase::Mlp,          Phase::GradAllReduce};
 double min_pair_distance(const Mat& m, PhasePalette pal) {
   double best = 1e9;
   for (size_t i = 0; i < std::size(kKey); ++i)
@@ -67,7 +69,8 @@ TEST(PhasePalette, ColorBlindColoursDistinctAndNotTheDefaults) {
 
 TEST(PhasePalette, SurvivesSimulatedDeuteranopiaAndProtanopia) {
   for (const Mat* m : {&kDeuteranopia, &kProtanopia}) {
-    const double cb = min_pair_distance(*m, PhasePalette::ColorBlind), def = min_pair_distance(*m, PhasePalette::Default);
+    const double cb = min_pair_distance(*m, PhasePalette::ColorBlind),
+                 def = min_pair_distance(*m, PhasePalette::Default);
     std::printf("%s: smallest distance between key phases: colour-blind safe %.0f, default %.0f (ratio %.2f)\n",
                 m == &kDeuteranopia ? "deuteranopia" : "protanopia", cb, def, cb / def);
     EXPECT_GE(cb, 45.0) << (m == &kDeuteranopia ? "deuteranopia" : "protanopia");

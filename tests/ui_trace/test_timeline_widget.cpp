@@ -15,7 +15,11 @@ using namespace ulysses::ui;
 namespace {
 std::shared_ptr<const TimelineIndex> uniform_index(int64_t n = 100) {
   UniformOptions o;
-  o.ranks = 1; o.lanes_per_rank = 1; o.n = n; o.width_ns = 1000; o.period_ns = 2000;
+  o.ranks = 1;
+  o.lanes_per_rank = 1;
+  o.n = n;
+  o.width_ns = 1000;
+  o.period_ns = 2000;
   return TimelineIndex::build(make_uniform_trace(o));
 }
 }  // namespace
@@ -27,8 +31,8 @@ TEST(TimelineWidget, WheelAndKeysZoomAroundTheCursor) {
   const auto before = w.viewport();
   const int x = w.gutterWidth() + 300;
   const int64_t t_under = before.t_of(300);
-  QWheelEvent we(QPointF(x, 100), w.mapToGlobal(QPointF(x, 100)), QPoint(), QPoint(0, 120), Qt::NoButton, Qt::NoModifier,
-                 Qt::NoScrollPhase, false);
+  QWheelEvent we(QPointF(x, 100), w.mapToGlobal(QPointF(x, 100)), QPoint(), QPoint(0, 120), Qt::NoButton,
+                 Qt::NoModifier, Qt::NoScrollPhase, false);
   QApplication::sendEvent(&w, &we);
   EXPECT_NEAR(w.viewport().ns_per_px, before.ns_per_px / 1.25, 1e-9);
   EXPECT_NEAR(double(w.viewport().t_of(300)), double(t_under), 2.0);
@@ -49,7 +53,8 @@ TEST(TimelineWidget, DragWithRightButtonZoomsToTheRange) {
   const int g = w.gutterWidth();
   const int64_t a = before.t_of(200), b = before.t_of(400);
   QTest::mousePress(&w, Qt::RightButton, Qt::NoModifier, QPoint(g + 200, 100));
-  QMouseEvent move(QEvent::MouseMove, QPointF(g + 400, 100), w.mapToGlobal(QPointF(g + 400, 100)), Qt::NoButton, Qt::RightButton, Qt::NoModifier);
+  QMouseEvent move(QEvent::MouseMove, QPointF(g + 400, 100), w.mapToGlobal(QPointF(g + 400, 100)), Qt::NoButton,
+                   Qt::RightButton, Qt::NoModifier);
   QApplication::sendEvent(&w, &move);
   QTest::mouseRelease(&w, Qt::RightButton, Qt::NoModifier, QPoint(g + 400, 100));
   EXPECT_NEAR(double(w.viewport().t0_ns), double(a), before.ns_per_px);
@@ -93,7 +98,8 @@ TEST(TimelineWidget, DragWithLeftButtonPans) {
   const int64_t t0 = w.viewport().t0_ns;
   const int g = w.gutterWidth();
   QTest::mousePress(&w, Qt::LeftButton, Qt::NoModifier, QPoint(g + 500, 50));
-  QMouseEvent move(QEvent::MouseMove, QPointF(g + 400, 50), w.mapToGlobal(QPointF(g + 400, 50)), Qt::NoButton, Qt::LeftButton, Qt::NoModifier);
+  QMouseEvent move(QEvent::MouseMove, QPointF(g + 400, 50), w.mapToGlobal(QPointF(g + 400, 50)), Qt::NoButton,
+                   Qt::LeftButton, Qt::NoModifier);
   QApplication::sendEvent(&w, &move);
   QTest::mouseRelease(&w, Qt::LeftButton, Qt::NoModifier, QPoint(g + 400, 50));
   EXPECT_EQ(w.viewport().t0_ns, t0 + 100 * 100);  // dragged 100 px left = 10 us later

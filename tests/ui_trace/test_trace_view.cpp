@@ -98,7 +98,8 @@ TEST(TraceView, LoadsRunDirectoryAndDrawsAtThreeZooms) {
   QDir(dir.path()).mkpath("trace");
   const int n = 400;
   const int64_t width = 1000, period = 2000;
-  for (int r = 0; r < 2; ++r) write_rank_file(dir.filePath(QString("trace/rank%1.sqlite").arg(r)), r, 2, n, width, period);
+  for (int r = 0; r < 2; ++r)
+    write_rank_file(dir.filePath(QString("trace/rank%1.sqlite").arg(r)), r, 2, n, width, period);
 
   TraceView v;
   v.resize(1400, 2000);
@@ -168,7 +169,11 @@ TEST(TraceView, LoadsRunDirectoryAndDrawsAtThreeZooms) {
 
 TEST(TraceView, RendersEveryViewOffscreen) {
   SyntheticOptions o;
-  o.ranks = 2; o.heads = 8; o.layers = 2; o.steps = 2; o.head_chunks = 2;
+  o.ranks = 2;
+  o.heads = 8;
+  o.layers = 2;
+  o.steps = 2;
+  o.head_chunks = 2;
   TraceView v;
   v.setModel(make_synthetic_trace(o));
   ASSERT_TRUE(v.message().isEmpty());
@@ -187,7 +192,11 @@ TEST(TraceView, RendersEveryViewOffscreen) {
 
 TEST(TraceView, SelectingAndFilteringKeepTablesInSync) {
   SyntheticOptions o;
-  o.ranks = 2; o.heads = 8; o.layers = 2; o.steps = 3; o.head_chunks = 2;
+  o.ranks = 2;
+  o.heads = 8;
+  o.layers = 2;
+  o.steps = 3;
+  o.head_chunks = 2;
   TraceView v;
   v.resize(1200, 900);
   v.setModel(make_synthetic_trace(o));
@@ -271,7 +280,10 @@ TEST(TraceView, CorruptEmptyAndMissingTracesShowAMessage) {
 
 TEST(TraceView, ComparesTwoRunsInTheReport) {
   SyntheticOptions a, b;
-  a.ranks = b.ranks = 2; a.heads = b.heads = 8; a.layers = b.layers = 2; a.steps = b.steps = 2;
+  a.ranks = b.ranks = 2;
+  a.heads = b.heads = 8;
+  a.layers = b.layers = 2;
+  a.steps = b.steps = 2;
   b.head_chunks = 1;  // no head-chunk overlap in run B
   TraceView v;
   v.setModel(make_synthetic_trace(a));
@@ -307,9 +319,11 @@ TEST(TraceView, OpensNsightSystemsExport) {
       " category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER,"
       " domainId INTEGER, uint64Value INTEGER, int64Value INTEGER, doubleValue REAL, uint32Value INTEGER,"
       " int32Value INTEGER, floatValue REAL, jsonTextId INTEGER, jsonText TEXT);"
-      "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL,"
+      "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT "
+      "NULL,"
       " contextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, demangledName INTEGER,"
-      " shortName INTEGER, gridX INTEGER, gridY INTEGER, gridZ INTEGER, blockX INTEGER, blockY INTEGER, blockZ INTEGER);"
+      " shortName INTEGER, gridX INTEGER, gridY INTEGER, gridZ INTEGER, blockX INTEGER, blockY INTEGER, blockZ "
+      "INTEGER);"
       "INSERT INTO StringIds VALUES (1, 'attention'), (2, 'flash_fwd_kernel'), (3, 'ncclDevKernel_SendRecv');";
   ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
   const int64_t gpid = 777LL << 24, gtid = gpid + 55;
@@ -317,9 +331,11 @@ TEST(TraceView, OpensNsightSystemsExport) {
     const int64_t s = 1'000'000 + i * 10'000;
     const std::string q =
         "INSERT INTO NVTX_EVENTS (start, end, eventType, textId, globalTid) VALUES (" + std::to_string(s) + "," +
-        std::to_string(s + 5000) + ",59,1," + std::to_string(gtid) + ");"
+        std::to_string(s + 5000) + ",59,1," + std::to_string(gtid) +
+        ");"
         "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, globalPid, demangledName, shortName)"
-        " VALUES (" + std::to_string(s + 100) + "," + std::to_string(s + 4000) + ",0,7," + std::to_string(gpid) + ",2,2),(" +
+        " VALUES (" +
+        std::to_string(s + 100) + "," + std::to_string(s + 4000) + ",0,7," + std::to_string(gpid) + ",2,2),(" +
         std::to_string(s + 2000) + "," + std::to_string(s + 6000) + ",0,13," + std::to_string(gpid) + ",3,3);";
     ASSERT_EQ(sqlite3_exec(db, q.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
   }
@@ -347,7 +363,11 @@ TEST(TraceView, OpensNsightSystemsExport) {
 // billions of cells (and overflow the owned-range products); it is refused with a message.
 TEST(TraceViewReliability, HeadMapRefusesImpossibleHeadCounts) {
   SyntheticOptions o;
-  o.ranks = 2; o.heads = 8; o.layers = 1; o.steps = 1; o.head_chunks = 2;
+  o.ranks = 2;
+  o.heads = 8;
+  o.layers = 1;
+  o.steps = 1;
+  o.head_chunks = 2;
   auto m = std::make_shared<prof::TraceModel>(*make_synthetic_trace(o));
   m->num_heads = 2'000'000'000;
   HeadMapView v;

@@ -15,12 +15,17 @@ namespace ulysses::ui {
 namespace {
 QString jsonText(const QJsonValue& v) {
   switch (v.type()) {
-    case QJsonValue::Bool: return v.toBool() ? QStringLiteral("true") : QStringLiteral("false");
-    case QJsonValue::Double: return QString::number(v.toDouble(), 'g', 10);
-    case QJsonValue::String: return v.toString();
+    case QJsonValue::Bool:
+      return v.toBool() ? QStringLiteral("true") : QStringLiteral("false");
+    case QJsonValue::Double:
+      return QString::number(v.toDouble(), 'g', 10);
+    case QJsonValue::String:
+      return v.toString();
     case QJsonValue::Undefined:
-    case QJsonValue::Null: return QString();
-    default: return QStringLiteral("...");
+    case QJsonValue::Null:
+      return QString();
+    default:
+      return QStringLiteral("...");
   }
 }
 }  // namespace
@@ -54,7 +59,8 @@ void CompareModel::setRuns(const RunSummary& a, const RunSummary& b) {
       mb.steps ? QStringLiteral("%1 ms").arg(mb.medianStepMs, 0, 'f', 1) : QString());
   add(QStringLiteral("tokens/s"), ma.steps ? QString::number(ma.tokensPerS, 'f', 0) : QString(),
       mb.steps ? QString::number(mb.tokensPerS, 'f', 0) : QString());
-  add(QStringLiteral("max memory / rank"), ma.steps ? QString::fromStdString(cost::format_bytes(double(ma.maxMemBytes))) : QString(),
+  add(QStringLiteral("max memory / rank"),
+      ma.steps ? QString::fromStdString(cost::format_bytes(double(ma.maxMemBytes))) : QString(),
       mb.steps ? QString::fromStdString(cost::format_bytes(double(mb.maxMemBytes))) : QString());
   add(QStringLiteral("ranks"), QString::number(a.worldSize), QString::number(b.worldSize));
   // Every config key of either run, section by section.
@@ -95,20 +101,28 @@ QVariant CompareModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::BackgroundRole && r.differs && index.column() != Field) return QBrush(QColor(255, 200, 0, 60));
   if (role != Qt::DisplayRole && role != Qt::ToolTipRole) return {};
   switch (index.column()) {
-    case Field: return r.field;
-    case RunA: return r.a;
-    case RunB: return r.b;
-    default: return {};
+    case Field:
+      return r.field;
+    case RunA:
+      return r.a;
+    case RunB:
+      return r.b;
+    default:
+      return {};
   }
 }
 
 QVariant CompareModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractTableModel::headerData(section, o, role);
   switch (section) {
-    case Field: return QStringLiteral("Field");
-    case RunA: return nameA_.isEmpty() ? QStringLiteral("Run A") : nameA_;
-    case RunB: return nameB_.isEmpty() ? QStringLiteral("Run B") : nameB_;
-    default: return {};
+    case Field:
+      return QStringLiteral("Field");
+    case RunA:
+      return nameA_.isEmpty() ? QStringLiteral("Run A") : nameA_;
+    case RunB:
+      return nameB_.isEmpty() ? QStringLiteral("Run B") : nameB_;
+    default:
+      return {};
   }
 }
 

@@ -23,9 +23,12 @@ QVector<DeviceInfo> parseNvidiaSmiCsv(const QString& text) {
     const qint64 v = m.captured(2).toLongLong();
     const QString unit = m.captured(3);
     qint64 mult = 1024 * 1024;  // nvidia-smi reports MiB
-    if (unit == QLatin1String("GiB")) mult = 1024LL * 1024 * 1024;
-    else if (unit == QLatin1String("KiB")) mult = 1024;
-    else if (unit == QLatin1String("B")) mult = 1;
+    if (unit == QLatin1String("GiB"))
+      mult = 1024LL * 1024 * 1024;
+    else if (unit == QLatin1String("KiB"))
+      mult = 1024;
+    else if (unit == QLatin1String("B"))
+      mult = 1;
     out.push_back({m.captured(1), v * mult});
   }
   return out;

@@ -27,7 +27,9 @@ std::optional<PlanFigures> PlanFigures::fromJson(const QByteArray& text, QString
       if (error) *error = QStringLiteral("plan output has no %1").arg(QLatin1String(k));
       return std::nullopt;
     }
-  auto i64 = [&](const char* k, qint64 dflt) { return o.contains(QLatin1String(k)) ? qint64(o.value(QLatin1String(k)).toDouble()) : dflt; };
+  auto i64 = [&](const char* k, qint64 dflt) {
+    return o.contains(QLatin1String(k)) ? qint64(o.value(QLatin1String(k)).toDouble()) : dflt;
+  };
   PlanFigures p;
   p.device = o.value(QStringLiteral("device")).toString();
   p.dtype = o.value(QStringLiteral("dtype")).toString();
@@ -82,22 +84,32 @@ double EstimateModel::predicted(int row) const {
   if (!est_) return kNaN;
   const auto& e = *est_;
   switch (row) {
-    case TotalMem: return double(e.total_bytes());
-    case StepTime: return e.step_s;
-    case TokensPerS: return e.tokens_per_s;
-    case RunTime: return e.step_s * steps_;
-    default: return kNaN;
+    case TotalMem:
+      return double(e.total_bytes());
+    case StepTime:
+      return e.step_s;
+    case TokensPerS:
+      return e.tokens_per_s;
+    case RunTime:
+      return e.step_s * steps_;
+    default:
+      return kNaN;
   }
 }
 
 double EstimateModel::measured(int row) const {
   if (!meas_ || meas_->steps == 0) return kNaN;
   switch (row) {
-    case TotalMem: return meas_->maxMemBytes > 0 ? double(meas_->maxMemBytes) : kNaN;
-    case StepTime: return meas_->medianStepMs / 1e3;
-    case TokensPerS: return meas_->tokensPerS;
-    case RunTime: return meas_->elapsedS;
-    default: return kNaN;
+    case TotalMem:
+      return meas_->maxMemBytes > 0 ? double(meas_->maxMemBytes) : kNaN;
+    case StepTime:
+      return meas_->medianStepMs / 1e3;
+    case TokensPerS:
+      return meas_->tokensPerS;
+    case RunTime:
+      return meas_->elapsedS;
+    default:
+      return kNaN;
   }
 }
 
@@ -107,67 +119,105 @@ int EstimateModel::columnCount(const QModelIndex& parent) const { return parent.
 QVariant EstimateModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= RowCount || index.column() >= ColumnCount) return {};
   const int row = index.row();
-  if (role == Qt::TextAlignmentRole && index.column() != Quantity) return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
+  if (role == Qt::TextAlignmentRole && index.column() != Quantity)
+    return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
   if (role == Qt::ToolTipRole && index.column() == Quantity) {
     switch (row) {
-      case StateMem: return QStringLiteral("weights + gradients (+ fp32 master for bfloat16) + AdamW m and v: 16 B per parameter");
+      case StateMem:
+        return QStringLiteral("weights + gradients (+ fp32 master for bfloat16) + AdamW m and v: 16 B per parameter");
       case ActMem: {
-        QString t = QStringLiteral("per layer and local token 8d + 4d_kv + 3f elements, plus logits; math attention adds the N x N scores");
+        QString t = QStringLiteral(
+            "per layer and local token 8d + 4d_kv + 3f elements, plus logits; math attention adds the N x N scores");
         if (est_)  // the attention kind follows the device the workers will decide on
-          t += est_->flash_attention ? QStringLiteral(" (here: flash attention on %1, no scores kept)").arg(QString::fromStdString(est_->device))
-                                     : QStringLiteral(" (here: math attention on %1, scores included)").arg(QString::fromStdString(est_->device));
+          t += est_->flash_attention ? QStringLiteral(" (here: flash attention on %1, no scores kept)")
+                                           .arg(QString::fromStdString(est_->device))
+                                     : QStringLiteral(" (here: math attention on %1, scores included)")
+                                           .arg(QString::fromStdString(est_->device));
         return t;
       }
-      case TotalMem: return QStringLiteral("Estimate: static + activations. Plan: peak of a meta-device dry run of the real step (activations, transients, loss/logits)");
-      case A2ALayer: return QStringLiteral("elements sent per rank: b*N*(2d + 2d_kv)*(P-1)/P^2 (q, k, v seq->head and o head->seq)");
-      case Flops: return QStringLiteral("6 x matmul params x tokens + 12 x L x N^2 x d (halved for causal)");
-      default: return {};
+      case TotalMem:
+        return QStringLiteral(
+            "Estimate: static + activations. Plan: peak of a meta-device dry run of the real step (activations, "
+            "transients, loss/logits)");
+      case A2ALayer:
+        return QStringLiteral("elements sent per rank: b*N*(2d + 2d_kv)*(P-1)/P^2 (q, k, v seq->head and o head->seq)");
+      case Flops:
+        return QStringLiteral("6 x matmul params x tokens + 12 x L x N^2 x d (halved for causal)");
+      default:
+        return {};
     }
   }
   if (role != Qt::DisplayRole) return {};
   if (index.column() == Quantity) {
-    static const char* names[] = {"Parameters",         "Weights, grads, AdamW / rank", "Activations / rank",
-                                  "Total memory / rank", "All-to-all / layer (fwd)",    "All-to-all / step",
-                                  "Grad all-reduce / step", "FLOPs / step",             "Step time",
-                                  "Tokens / s",         "Run time"};
+    static const char* names[] = {"Parameters",
+                                  "Weights, grads, AdamW / rank",
+                                  "Activations / rank",
+                                  "Total memory / rank",
+                                  "All-to-all / layer (fwd)",
+                                  "All-to-all / step",
+                                  "Grad all-reduce / step",
+                                  "FLOPs / step",
+                                  "Step time",
+                                  "Tokens / s",
+                                  "Run time"};
     return QString::fromLatin1(names[row]);
   }
   if (index.column() == Plan) {
     if (!plan_) return row == 0 ? planWhy_ : QString();
     switch (row) {
-      case StateMem: return bytes(double(plan_->staticBytes));
-      case ActMem: return bytes(double(plan_->activationBytes));
-      case TotalMem: return bytes(double(plan_->peakBytes)) + QStringLiteral(" peak");
-      default: return QString();
+      case StateMem:
+        return bytes(double(plan_->staticBytes));
+      case ActMem:
+        return bytes(double(plan_->activationBytes));
+      case TotalMem:
+        return bytes(double(plan_->peakBytes)) + QStringLiteral(" peak");
+      default:
+        return QString();
     }
   }
   if (index.column() == Estimate) {
     if (!est_) return row == 0 ? why_ : QString();
     const auto& e = *est_;
     switch (row) {
-      case Params: return QStringLiteral("%1 M").arg(double(e.params) / 1e6, 0, 'f', 2);
-      case StateMem: return bytes(double(e.param_bytes + e.grad_bytes + e.master_bytes + e.optimizer_bytes));
-      case ActMem: return bytes(double(e.activation_bytes));
-      case TotalMem: return bytes(double(e.total_bytes()));
-      case A2ALayer: return bytes(double(e.a2a_bytes_per_layer_fwd));
-      case A2AStep: return bytes(double(e.a2a_bytes_per_step));
-      case AllReduce: return bytes(double(e.allreduce_bytes_per_step));
-      case Flops: return QString::fromStdString(cost::format_flops(e.flops_per_step()));
-      case StepTime: return secs(e.step_s);
-      case TokensPerS: return QString::number(e.tokens_per_s, 'f', 0);
-      case RunTime: return secs(e.step_s * steps_);
-      default: return {};
+      case Params:
+        return QStringLiteral("%1 M").arg(double(e.params) / 1e6, 0, 'f', 2);
+      case StateMem:
+        return bytes(double(e.param_bytes + e.grad_bytes + e.master_bytes + e.optimizer_bytes));
+      case ActMem:
+        return bytes(double(e.activation_bytes));
+      case TotalMem:
+        return bytes(double(e.total_bytes()));
+      case A2ALayer:
+        return bytes(double(e.a2a_bytes_per_layer_fwd));
+      case A2AStep:
+        return bytes(double(e.a2a_bytes_per_step));
+      case AllReduce:
+        return bytes(double(e.allreduce_bytes_per_step));
+      case Flops:
+        return QString::fromStdString(cost::format_flops(e.flops_per_step()));
+      case StepTime:
+        return secs(e.step_s);
+      case TokensPerS:
+        return QString::number(e.tokens_per_s, 'f', 0);
+      case RunTime:
+        return secs(e.step_s * steps_);
+      default:
+        return {};
     }
   }
   const double m = measured(row);
   if (std::isnan(m)) return QString();
   if (index.column() == Measured) {
     switch (row) {
-      case TotalMem: return bytes(m);
+      case TotalMem:
+        return bytes(m);
       case StepTime:
-      case RunTime: return secs(m);
-      case TokensPerS: return QString::number(m, 'f', 0);
-      default: return {};
+      case RunTime:
+        return secs(m);
+      case TokensPerS:
+        return QString::number(m, 'f', 0);
+      default:
+        return {};
     }
   }
   const double p = predicted(row);

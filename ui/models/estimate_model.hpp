@@ -26,7 +26,20 @@ class EstimateModel : public QAbstractTableModel {
   Q_OBJECT
  public:
   enum Column { Quantity, Estimate, Plan, Measured, Ratio, ColumnCount };
-  enum RowId { Params, StateMem, ActMem, TotalMem, A2ALayer, A2AStep, AllReduce, Flops, StepTime, TokensPerS, RunTime, RowCount };
+  enum RowId {
+    Params,
+    StateMem,
+    ActMem,
+    TotalMem,
+    A2ALayer,
+    A2AStep,
+    AllReduce,
+    Flops,
+    StepTime,
+    TokensPerS,
+    RunTime,
+    RowCount
+  };
 
   explicit EstimateModel(QObject* parent = nullptr);
   void setEstimate(const cost::CostEstimate& e, int steps);

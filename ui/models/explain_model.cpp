@@ -32,8 +32,8 @@ Explanation explain(const RunConfig& cfg) {
   for (const auto& issue : validate(cfg)) {
     // Only the rules that shape the picture refuse it (heads, kv heads, chunks, sizes).
     const auto& f = issue.field;
-    if (f.rfind("model.", 0) == 0 || f == "parallel.sp_size" || f == "parallel.head_chunks" || f == "train.seq_length" ||
-        f == "train.micro_batch_size" || f == "train.dtype")
+    if (f.rfind("model.", 0) == 0 || f == "parallel.sp_size" || f == "parallel.head_chunks" ||
+        f == "train.seq_length" || f == "train.micro_batch_size" || f == "train.dtype")
       e.problems.push_back(issue.message);
   }
   const auto& m = cfg.model;
@@ -70,8 +70,9 @@ Explanation explain(const RunConfig& cfg) {
 
   // 0. shard: rank r holds tokens [r n, (r+1) n) of the hidden states.
   e.stages.push_back({"sequence shard", "each rank holds a contiguous 1/P of the sequence (all of the hidden size)",
-                      "x (B, N/P, d) = " + tuple({B, n, d}),
-                      per_rank([&](int64_t r) { return std::vector<HeadBlock>{{HeadBlock::Hidden, r * n, (r + 1) * n, 0, H, false}}; }),
+                      "x (B, N/P, d) = " + tuple({B, n, d}), per_rank([&](int64_t r) {
+                        return std::vector<HeadBlock>{{HeadBlock::Hidden, r * n, (r + 1) * n, 0, H, false}};
+                      }),
                       0, 0});
   // 1. q/k/v projection: every head of the local tokens (kv heads replicated when Hkv < P).
   std::vector<std::vector<HeadBlock>> proj = per_rank([&](int64_t r) {
@@ -86,19 +87,22 @@ Explanation explain(const RunConfig& cfg) {
     }
     return b;
   });
-  e.stages.push_back({"q/k/v projection",
-                      e.kv_replicated ? "q for all H heads; k, v for the Hkv kv heads, repeated to P copies so every rank gets one"
-                                      : "q for all H heads, k and v for all Hkv kv heads, of the local tokens (RoPE with global positions)",
-                      "q (B, N/P, H, dh) = " + tuple({B, n, H, dh}) + ";  k, v (B, N/P, " +
-                          (e.kv_replicated ? std::string("P") : std::string("Hkv")) + ", dh) = " + tuple({B, n, e.Hkv_sent, dh}),
-                      proj, 0, 0});
+  e.stages.push_back(
+      {"q/k/v projection",
+       e.kv_replicated
+           ? "q for all H heads; k, v for the Hkv kv heads, repeated to P copies so every rank gets one"
+           : "q for all H heads, k and v for all Hkv kv heads, of the local tokens (RoPE with global positions)",
+       "q (B, N/P, H, dh) = " + tuple({B, n, H, dh}) + ";  k, v (B, N/P, " +
+           (e.kv_replicated ? std::string("P") : std::string("Hkv")) + ", dh) = " + tuple({B, n, e.Hkv_sent, dh}),
+       proj, 0, 0});
   // 2. seq->head all-to-all: rank r gets every token of its heads.
   const int64_t qkv_elements = B * n * (H + 2 * e.Hkv_sent) * dh;  // this rank's send buffer (q, k, v)
   const int64_t s2h = cost::a2a_bytes(qkv_elements, eb, P);
   e.stages.push_back({"all-to-all seq→head",
-                      "blocks move to the rank that owns their heads: rank r receives tokens of every rank for heads r·H/P.. (own 1/P stays)",
-                      "q (B, N, H/P, dh) = " + tuple({B, N, h, dh}) + ";  k, v (B, N, " + std::to_string(hk_sent) + ", dh) = " +
-                          tuple({B, N, hk_sent, dh}),
+                      "blocks move to the rank that owns their heads: rank r receives tokens of every rank for heads "
+                      "r·H/P.. (own 1/P stays)",
+                      "q (B, N, H/P, dh) = " + tuple({B, N, h, dh}) + ";  k, v (B, N, " + std::to_string(hk_sent) +
+                          ", dh) = " + tuple({B, N, hk_sent, dh}),
                       per_rank([&](int64_t r) {
                         const auto [q0, q1] = q_heads_of_rank(r, H, P);
                         return std::vector<HeadBlock>{{HeadBlock::Q, 0, N, q0, q1, false}, kv_block(r, 0, N)};
@@ -107,23 +111,27 @@ Explanation explain(const RunConfig& cfg) {
   // 3. attention over the whole sequence for the local heads.
   e.stages.push_back({"attention",
                       "causal attention over all N tokens for the rank's H/P heads" +
-                          (e.chunks > 1 ? " (in " + std::to_string(e.chunks) + " head chunks, each overlapping the next chunk's exchange)" : std::string()),
-                      "out (B, N, H/P, dh) = " + tuple({B, N, h, dh}),
-                      per_rank([&](int64_t r) {
+                          (e.chunks > 1 ? " (in " + std::to_string(e.chunks) +
+                                              " head chunks, each overlapping the next chunk's exchange)"
+                                        : std::string()),
+                      "out (B, N, H/P, dh) = " + tuple({B, N, h, dh}), per_rank([&](int64_t r) {
                         const auto [q0, q1] = q_heads_of_rank(r, H, P);
                         return std::vector<HeadBlock>{{HeadBlock::Out, 0, N, q0, q1, false}};
                       }),
                       0, 0});
   // 4. head->seq all-to-all: back to the sequence shard, all heads.
   const int64_t h2s = cost::a2a_bytes(B * n * H * dh, eb, P);
-  e.stages.push_back({"all-to-all head→seq", "each rank sends every other rank its tokens' slice of the attention output",
-                      "out (B, N/P, H, dh) = " + tuple({B, n, H, dh}),
-                      per_rank([&](int64_t r) { return std::vector<HeadBlock>{{HeadBlock::Out, r * n, (r + 1) * n, 0, H, false}}; }),
+  e.stages.push_back({"all-to-all head→seq",
+                      "each rank sends every other rank its tokens' slice of the attention output",
+                      "out (B, N/P, H, dh) = " + tuple({B, n, H, dh}), per_rank([&](int64_t r) {
+                        return std::vector<HeadBlock>{{HeadBlock::Out, r * n, (r + 1) * n, 0, H, false}};
+                      }),
                       h2s, h2s});
   // 5. output projection.
   e.stages.push_back({"output projection", "o_proj mixes the heads back into the hidden size, still sequence-sharded",
-                      "y (B, N/P, d) = " + tuple({B, n, d}),
-                      per_rank([&](int64_t r) { return std::vector<HeadBlock>{{HeadBlock::Hidden, r * n, (r + 1) * n, 0, H, false}}; }),
+                      "y (B, N/P, d) = " + tuple({B, n, d}), per_rank([&](int64_t r) {
+                        return std::vector<HeadBlock>{{HeadBlock::Hidden, r * n, (r + 1) * n, 0, H, false}};
+                      }),
                       0, 0});
   e.a2a_bytes_per_layer_fwd = s2h + h2s;
   return e;

@@ -25,11 +25,11 @@ struct HeadBlock {
 };
 
 struct ExplainStage {
-  std::string name;       // "shard", "q/k/v projection", "all-to-all seq→head", ...
-  std::string detail;     // one sentence
-  std::string shapes;     // per rank: "q (B, N/P, H, dh) = (1, 256, 4, 16)"
+  std::string name;                           // "shard", "q/k/v projection", "all-to-all seq→head", ...
+  std::string detail;                         // one sentence
+  std::string shapes;                         // per rank: "q (B, N/P, H, dh) = (1, 256, 4, 16)"
   std::vector<std::vector<HeadBlock>> ranks;  // [P] blocks each rank holds after the stage
-  int64_t bytes_sent = 0; // per rank, this stage (all-to-alls only)
+  int64_t bytes_sent = 0;                     // per rank, this stage (all-to-alls only)
   int64_t bytes_recv = 0;
 };
 

@@ -12,12 +12,18 @@ namespace {
 // The layer table's time of one explainer stage; nullptr for the shard stage.
 const int64_t* stage_slot(const prof::LayerRow& r, int stage) {
   switch (stage) {
-    case 1: return &r.qkv_proj_ns;
-    case 2: return &r.a2a_seq_to_head_ns;
-    case 3: return &r.attention_ns;
-    case 4: return &r.a2a_head_to_seq_ns;
-    case 5: return &r.out_proj_ns;
-    default: return nullptr;
+    case 1:
+      return &r.qkv_proj_ns;
+    case 2:
+      return &r.a2a_seq_to_head_ns;
+    case 3:
+      return &r.attention_ns;
+    case 4:
+      return &r.a2a_head_to_seq_ns;
+    case 5:
+      return &r.out_proj_ns;
+    default:
+      return nullptr;
   }
 }
 }  // namespace
@@ -41,12 +47,18 @@ std::vector<StageTime> stage_times(const std::vector<prof::LayerRow>& layers) {
 
 int explain_stage_of_phase(prof::Phase phase) {
   switch (phase) {
-    case prof::Phase::QkvProj: return 1;
-    case prof::Phase::A2ASeqToHead: return 2;
-    case prof::Phase::Attention: return 3;
-    case prof::Phase::A2AHeadToSeq: return 4;
-    case prof::Phase::OutProj: return 5;
-    default: return -1;
+    case prof::Phase::QkvProj:
+      return 1;
+    case prof::Phase::A2ASeqToHead:
+      return 2;
+    case prof::Phase::Attention:
+      return 3;
+    case prof::Phase::A2AHeadToSeq:
+      return 4;
+    case prof::Phase::OutProj:
+      return 5;
+    default:
+      return -1;
   }
 }
 

@@ -10,8 +10,8 @@ const QVector<FieldSpec>& configFields() {
       if (!f.in_form) continue;
       QStringList choices;
       for (const auto& c : f.choices) choices << QString::fromStdString(c);
-      out.push_back({QString::fromStdString(f.section), QString::fromStdString(f.key), f.kind, QString::fromStdString(f.label),
-                     QString::fromStdString(f.doc), choices, &f});
+      out.push_back({QString::fromStdString(f.section), QString::fromStdString(f.key), f.kind,
+                     QString::fromStdString(f.label), QString::fromStdString(f.doc), choices, &f});
     }
     return out;
   }();

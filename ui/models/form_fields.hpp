@@ -21,7 +21,7 @@ struct FieldSpec {
   FieldKind kind;
   QString label;
   QString help;
-  QStringList choices;  // FieldKind::Choice
+  QStringList choices;                 // FieldKind::Choice
   const ConfigField* field = nullptr;  // the engine's row
   QString dotted() const { return section + QLatin1Char('.') + key; }
 };

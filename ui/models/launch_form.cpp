@@ -14,8 +14,8 @@ int LaunchFormCheck::problems() const {
   return n;
 }
 
-LaunchFormCheck checkLaunchForm(const json& base, const QString& name, const std::function<QString(const QString&)>& fieldText,
-                                const DeviceScan& devices) {
+LaunchFormCheck checkLaunchForm(const json& base, const QString& name,
+                                const std::function<QString(const QString&)>& fieldText, const DeviceScan& devices) {
   LaunchFormCheck out;
   json j = base.is_object() ? base : json::object();
   j["name"] = name.trimmed().toStdString();
@@ -52,8 +52,10 @@ LaunchFormCheck checkLaunchForm(const json& base, const QString& name, const std
     decide_device(cfg, facts, &issues);
     for (const auto& i : issues) {
       const QString f = QString::fromStdString(i.field), msg = QString::fromStdString(i.message);
-      if (inForm.contains(f)) out.field_errors[f] << msg;
-      else out.general << msg;
+      if (inForm.contains(f))
+        out.field_errors[f] << msg;
+      else
+        out.general << msg;
     }
     if (issues.empty()) out.config = cfg;
   } catch (const std::exception& e) {

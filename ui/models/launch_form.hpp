@@ -28,7 +28,7 @@ struct LaunchFormCheck {
 
 // `base`: the config the form was filled from (every key; keys without a form field keep
 // its values); `fieldText(dotted)`: the text of a form field ("true"/"false" for check boxes).
-LaunchFormCheck checkLaunchForm(const json& base, const QString& name, const std::function<QString(const QString&)>& fieldText,
-                                const DeviceScan& devices);
+LaunchFormCheck checkLaunchForm(const json& base, const QString& name,
+                                const std::function<QString(const QString&)>& fieldText, const DeviceScan& devices);
 
 }  // namespace ulysses::ui

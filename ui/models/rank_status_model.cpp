@@ -64,7 +64,8 @@ QString RankStatusModel::phase(int rank) const {
 
 void RankStatusModel::setAllRunning(State s) {
   for (int i = 0; i < ranks_.size(); ++i)
-    if (ranks_[i].state == State::Starting || ranks_[i].state == State::Running || ranks_[i].state == State::Unresponsive)
+    if (ranks_[i].state == State::Starting || ranks_[i].state == State::Running ||
+        ranks_[i].state == State::Unresponsive)
       ranks_[i].state = s;
   if (!ranks_.isEmpty()) emit dataChanged(index(0, StateColumn), index(ranks_.size() - 1, StateColumn));
 }
@@ -81,12 +82,18 @@ QStringList RankStatusModel::lastLines(int rank, int n) const {
 
 QString RankStatusModel::stateName(State s) {
   switch (s) {
-    case State::Starting: return QStringLiteral("starting");
-    case State::Running: return QStringLiteral("running");
-    case State::Finished: return QStringLiteral("finished");
-    case State::Failed: return QStringLiteral("failed");
-    case State::Stopped: return QStringLiteral("stopped");
-    case State::Unresponsive: return QStringLiteral("unresponsive");
+    case State::Starting:
+      return QStringLiteral("starting");
+    case State::Running:
+      return QStringLiteral("running");
+    case State::Finished:
+      return QStringLiteral("finished");
+    case State::Failed:
+      return QStringLiteral("failed");
+    case State::Stopped:
+      return QStringLiteral("stopped");
+    case State::Unresponsive:
+      return QStringLiteral("unresponsive");
   }
   return {};
 }
@@ -97,19 +104,24 @@ int RankStatusModel::columnCount(const QModelIndex& parent) const { return paren
 QVariant RankStatusModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= ranks_.size() || index.column() >= ColumnCount) return {};
   const auto& r = ranks_[index.row()];
-  if (role == Qt::ForegroundRole && index.column() == StateColumn && (r.state == State::Failed || r.state == State::Unresponsive))
+  if (role == Qt::ForegroundRole && index.column() == StateColumn &&
+      (r.state == State::Failed || r.state == State::Unresponsive))
     return QBrush(QColor(0xd0, 0x30, 0x30));
   if (role == Qt::ToolTipRole && index.column() == LastLine) return r.tail.join(QLatin1Char('\n'));
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
-    case Rank: return index.row();
+    case Rank:
+      return index.row();
     case StateColumn:
       if (r.state == State::Running && !r.phase.isEmpty()) return stateName(r.state) + QStringLiteral(": ") + r.phase;
       if (r.state == State::Unresponsive) return r.phase;  // "no heartbeat for 5.0 s (in step 2)"
       return stateName(r.state);
-    case Lines: return r.lines;
-    case LastLine: return r.tail.isEmpty() ? QString() : r.tail.back();
-    default: return {};
+    case Lines:
+      return r.lines;
+    case LastLine:
+      return r.tail.isEmpty() ? QString() : r.tail.back();
+    default:
+      return {};
   }
 }
 

@@ -19,14 +19,14 @@ class RankStatusModel : public QAbstractTableModel {
   static constexpr int kKeepLines = 20;
 
   explicit RankStatusModel(QObject* parent = nullptr);
-  void reset(int worldSize);                        // every rank Starting
+  void reset(int worldSize);                       // every rank Starting
   void appendLine(int rank, const QString& text);  // grows the table for unknown ranks
   void setState(int rank, State s);
-  void setAllRunning(State s);                     // every rank still Starting/Running/Unresponsive -> s
+  void setAllRunning(State s);  // every rank still Starting/Running/Unresponsive -> s
   // A line of ulysses-run's own stderr: its liveness lines update the rank's state and phase
   // (true when the line was one of them; other lines are left alone).
   bool applyLauncherLine(const QString& line);
-  QString phase(int rank) const;                   // last phase reported, e.g. "model build"
+  QString phase(int rank) const;  // last phase reported, e.g. "model build"
   State state(int rank) const;
   QStringList lastLines(int rank, int n) const;
   static QString stateName(State s);

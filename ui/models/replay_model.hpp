@@ -31,12 +31,12 @@ class ReplayModel {
   bool step(MetricPoint* next);
   void restart();
 
-  double clockS() const { return clock_s_; }        // replay position, run seconds since start
+  double clockS() const { return clock_s_; }  // replay position, run seconds since start
   int shown() const { return static_cast<int>(next_); }
   int total() const { return static_cast<int>(points_.size()); }
   bool finished() const { return next_ >= points_.size(); }
-  double durationS() const;                          // run time of the last point
-  int cursorStep() const;                            // step of the last shown point, -1 before any
+  double durationS() const;  // run time of the last point
+  int cursorStep() const;    // step of the last shown point, -1 before any
   // The replay cursor on the trace clock, the line that sweeps the timeline: at the end of
   // the last shown step while the clock stands at its time (step by step, and at the end of
   // the replay); inside the step in progress, at the fraction of the step's span that the

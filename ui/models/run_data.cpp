@@ -117,7 +117,8 @@ RunSummary loadRunSummary(const QString& dir) {
     s.hasFinalLoss = true;
     s.finalLoss = *run.final_loss;
   }
-  if (run.steps_done) s.stepsDone = static_cast<int>(std::clamp<int64_t>(*run.steps_done, -1, std::numeric_limits<int>::max()));
+  if (run.steps_done)
+    s.stepsDone = static_cast<int>(std::clamp<int64_t>(*run.steps_done, -1, std::numeric_limits<int>::max()));
   s.worldSize = static_cast<int>(run.world_size);
   for (const auto& p : run.problems) s.problems << QString::fromStdString(p);
   s.exitCode = run.exit_code;
@@ -135,8 +136,9 @@ RunSummary loadRunSummary(const QString& dir) {
   if (s.status == QLatin1String("running") && run.pid && !launcherAlive(*run.pid)) {
     s.status = QStringLiteral("failed");
     s.stale = true;
-    s.message = QStringLiteral("ulysses-run (pid %1) is no longer running and never recorded how the run ended "
-                               "(killed, crashed or the machine restarted)")
+    s.message = QStringLiteral(
+                    "ulysses-run (pid %1) is no longer running and never recorded how the run ended "
+                    "(killed, crashed or the machine restarted)")
                     .arg(static_cast<qint64>(*run.pid));
   }
   if (!s.hasFinalLoss || s.stepsDone < 0) {
@@ -151,7 +153,8 @@ RunSummary loadRunSummary(const QString& dir) {
     }
   }
   // The studio keeps the config it launched (with its "name") in RUNS/.studio/RUN.json.
-  const auto launched = readJsonObject(fi.absoluteDir().filePath(QStringLiteral(".studio/") + s.name + QStringLiteral(".json")));
+  const auto launched =
+      readJsonObject(fi.absoluteDir().filePath(QStringLiteral(".studio/") + s.name + QStringLiteral(".json")));
   if (s.config.value("name").isString()) {
     s.configName = s.config.value("name").toString();
   } else if (launched.value("name").isString() && !launched.value("name").toString().isEmpty()) {
@@ -212,13 +215,16 @@ QString resumeFolderOf(const QString& runDir, QString* why) {
   std::string saveTo;
   try {
     const json cfg = load_json_file(QDir(runDir).filePath(QStringLiteral("config.json")).toStdString());
-    if (cfg.contains("train") && cfg["train"].is_object() && cfg["train"].contains("save_to") && cfg["train"]["save_to"].is_string())
+    if (cfg.contains("train") && cfg["train"].is_object() && cfg["train"].contains("save_to") &&
+        cfg["train"]["save_to"].is_string())
       saveTo = cfg["train"]["save_to"].get<std::string>();
   } catch (const std::exception& e) {
     return fail(QString::fromStdString(e.what()));
   }
-  if (saveTo.empty()) return fail(QStringLiteral("the run saved no training state (train.save_to with train.save_every)"));
-  if (QFileInfo(QString::fromStdString(saveTo)).isRelative()) saveTo = QDir(runDir).filePath(QString::fromStdString(saveTo)).toStdString();
+  if (saveTo.empty())
+    return fail(QStringLiteral("the run saved no training state (train.save_to with train.save_every)"));
+  if (QFileInfo(QString::fromStdString(saveTo)).isRelative())
+    saveTo = QDir(runDir).filePath(QString::fromStdString(saveTo)).toStdString();
   if (ckpt::complete_checkpoints(saveTo).empty())
     return fail(QStringLiteral("%1 holds no complete checkpoint").arg(QString::fromStdString(saveTo)));
   return QString::fromStdString(saveTo);

@@ -40,24 +40,24 @@ bool parseRankLine(const QString& line, int* rank, QString* text);
 
 // What RUN/run.json (written by ulysses-run) says, plus the config name.
 struct RunSummary {
-  QString dir;          // absolute path of the run directory
-  QString name;         // directory name
-  QString configName;   // "name" of the config, else the directory name without its time stamp
-  QString status;       // running | finished | failed | stopped | unknown
+  QString dir;         // absolute path of the run directory
+  QString name;        // directory name
+  QString configName;  // "name" of the config, else the directory name without its time stamp
+  QString status;      // running | finished | failed | stopped | unknown
   QString startedAt, endedAt;
   double durationS = -1;
   bool hasFinalLoss = false;
   double finalLoss = 0;
   int stepsDone = -1;
-  int steps = -1;       // train.steps from RUN/config.json
+  int steps = -1;  // train.steps from RUN/config.json
   int worldSize = 0;
   int exitCode = 0;
   int failedRank = -1;
   QString message;
-  QJsonObject config;   // RUN/config.json
+  QJsonObject config;  // RUN/config.json
   bool hasTrace = false;
-  bool stale = false;   // run.json said "running" but its ulysses-run is gone (status is then "failed")
-  QStringList problems; // claims that were refused (e.g. an impossible world_size)
+  bool stale = false;    // run.json said "running" but its ulysses-run is gone (status is then "failed")
+  QStringList problems;  // claims that were refused (e.g. an impossible world_size)
 };
 
 // True when `dir` looks like a run directory (run.json, config.json or metrics.jsonl).
@@ -71,9 +71,9 @@ QVector<RunSummary> scanRunsDir(const QString& runsDir);
 // Figures measured in a run, for comparison with the cost model.
 struct MeasuredStats {
   int steps = 0;
-  double medianStepMs = 0;    // true median without step 0 (warm-up) when other steps exist (step_stats.hpp)
+  double medianStepMs = 0;  // true median without step 0 (warm-up) when other steps exist (step_stats.hpp)
   qint64 maxMemBytes = 0;
-  double tokensPerS = 0;      // median, same definition
+  double tokensPerS = 0;  // median, same definition
   double finalLoss = 0;
   double elapsedS = 0;
 };
@@ -86,7 +86,6 @@ QString slug(const QString& name);
 // Empty, with the reason in *why, when the run finished, saved no training state, or every
 // checkpoint is half-written.
 QString resumeFolderOf(const QString& runDir, QString* why = nullptr);
-
 
 }  // namespace ulysses::ui
 

@@ -31,7 +31,8 @@ void RunsModel::refresh() {
   const auto fresh = scanRunsDir(runsDir_);
   // Remove rows that are gone.
   for (int i = runs_.size() - 1; i >= 0; --i) {
-    const bool present = std::any_of(fresh.begin(), fresh.end(), [&](const RunSummary& s) { return s.dir == runs_[i].dir; });
+    const bool present =
+        std::any_of(fresh.begin(), fresh.end(), [&](const RunSummary& s) { return s.dir == runs_[i].dir; });
     if (!present) {
       beginRemoveRows({}, i, i);
       runs_.remove(i);
@@ -70,32 +71,44 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
     return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
   if (role == SortRole) {
     switch (index.column()) {
-      case Duration: return r.durationS;
-      case Steps: return r.stepsDone;
-      case FinalLoss: return r.hasFinalLoss ? r.finalLoss : 1e300;
-      case World: return r.worldSize;
-      default: break;
+      case Duration:
+        return r.durationS;
+      case Steps:
+        return r.stepsDone;
+      case FinalLoss:
+        return r.hasFinalLoss ? r.finalLoss : 1e300;
+      case World:
+        return r.worldSize;
+      default:
+        break;
     }
     return data(index, Qt::DisplayRole);
   }
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
-    case Name: return r.name;
-    case Config: return r.configName;
+    case Name:
+      return r.name;
+    case Config:
+      return r.configName;
     case Status:
-      return r.status == QLatin1String("failed") && r.failedRank >= 0 ? QStringLiteral("failed (rank %1)").arg(r.failedRank)
-                                                                      : r.status;
+      return r.status == QLatin1String("failed") && r.failedRank >= 0
+                 ? QStringLiteral("failed (rank %1)").arg(r.failedRank)
+                 : r.status;
     case Started: {
       const auto t = QDateTime::fromString(r.startedAt, Qt::ISODate);
       return t.isValid() ? t.toLocalTime().toString(QStringLiteral("yyyy-MM-dd hh:mm:ss")) : r.startedAt;
     }
-    case Duration: return r.durationS >= 0 ? QString::fromStdString(cost::format_seconds(r.durationS)) : QString();
+    case Duration:
+      return r.durationS >= 0 ? QString::fromStdString(cost::format_seconds(r.durationS)) : QString();
     case Steps:
       if (r.stepsDone < 0) return QString();
       return r.steps > 0 ? QStringLiteral("%1 / %2").arg(r.stepsDone).arg(r.steps) : QString::number(r.stepsDone);
-    case FinalLoss: return r.hasFinalLoss ? QString::number(r.finalLoss, 'f', 4) : QString();
-    case World: return r.worldSize > 0 ? QString::number(r.worldSize) : QString();
-    default: return {};
+    case FinalLoss:
+      return r.hasFinalLoss ? QString::number(r.finalLoss, 'f', 4) : QString();
+    case World:
+      return r.worldSize > 0 ? QString::number(r.worldSize) : QString();
+    default:
+      return {};
   }
 }
 

@@ -41,7 +41,7 @@ class ExplainCanvas : public QWidget {
     const int colW = (width() - 2 * margin - gap * (P - 1)) / std::max(1, P);
     const int top = 28, bottom = 64;
     const int gridH = std::max(60, height() - top - bottom);
-    const double rowH = double(gridH) / P;          // one row per token shard of N/P tokens
+    const double rowH = double(gridH) / P;  // one row per token shard of N/P tokens
     const int kvW = std::max(18, colW * K / (H + K + 1));
     const int qW = colW - kvW - 6;
     const double cellQ = double(qW) / H, cellK = double(kvW) / K;
@@ -97,9 +97,10 @@ class ExplainCanvas : public QWidget {
       p.drawText(QRectF(x0, top + gridH + 2, qW, 16), Qt::AlignCenter, QStringLiteral("q heads 0..%1").arg(H - 1));
       p.drawText(QRectF(x0 + qW + 6, top + gridH + 2, kvW, 16), Qt::AlignCenter, QStringLiteral("kv"));
       if (st.bytes_sent > 0)
-        p.drawText(QRectF(x0, top + gridH + 20, colW, 36), Qt::AlignHCenter | Qt::AlignTop | Qt::TextWordWrap,
-                   QStringLiteral("sends %1\nreceives %2")
-                       .arg(qs(cost::format_bytes(double(st.bytes_sent))), qs(cost::format_bytes(double(st.bytes_recv)))));
+        p.drawText(
+            QRectF(x0, top + gridH + 20, colW, 36), Qt::AlignHCenter | Qt::AlignTop | Qt::TextWordWrap,
+            QStringLiteral("sends %1\nreceives %2")
+                .arg(qs(cost::format_bytes(double(st.bytes_sent))), qs(cost::format_bytes(double(st.bytes_recv)))));
     }
   }
 };
@@ -124,10 +125,12 @@ ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
   bar->addWidget(next_);
   auto* legend = new QLabel(this);
   legend->setTextFormat(Qt::RichText);
-  legend->setText(QStringLiteral("<span style='color:%1'>■</span> hidden states &nbsp; <span style='color:%2'>■</span> q &nbsp; "
-                                 "<span style='color:%3'>■</span> k, v (hatched: replicated copy) &nbsp; "
-                                 "<span style='color:%4'>■</span> attention output &nbsp; rows: token shards of N/P; columns: heads")
-                      .arg(kHidden.name(), kQ.name(), kKv.name(), kOut.name()));
+  legend->setText(
+      QStringLiteral(
+          "<span style='color:%1'>■</span> hidden states &nbsp; <span style='color:%2'>■</span> q &nbsp; "
+          "<span style='color:%3'>■</span> k, v (hatched: replicated copy) &nbsp; "
+          "<span style='color:%4'>■</span> attention output &nbsp; rows: token shards of N/P; columns: heads")
+          .arg(kHidden.name(), kQ.name(), kKv.name(), kOut.name()));
   lay->addWidget(title_);
   lay->addWidget(problems_);
   lay->addWidget(canvas_, 1);
@@ -182,7 +185,8 @@ void ExplainView::refresh() {
   problems_->setVisible(!e_.problems.empty());
   QStringList why;
   for (const auto& p : e_.problems) why << qs(p);
-  problems_->setText(why.isEmpty() ? QString() : tr("Cannot split this config over the ranks:\n") + why.join(QLatin1Char('\n')));
+  problems_->setText(why.isEmpty() ? QString()
+                                   : tr("Cannot split this config over the ranks:\n") + why.join(QLatin1Char('\n')));
   slider_->blockSignals(true);
   slider_->setRange(0, std::max(0, stageCount() - 1));
   slider_->setValue(stage_);
@@ -192,14 +196,24 @@ void ExplainView::refresh() {
   slider_->setEnabled(e_.ok);
   if (e_.ok) {
     const auto& st = e_.stages[static_cast<size_t>(stage_)];
-    QString head = tr("<b>Ulysses attention, one layer forward</b>: P = %1 ranks, N = %2 tokens (N/P = %3), H = %4 heads, "
-                      "Hkv = %5 kv heads%6, dh = %7, %8 per element")
-                       .arg(e_.P).arg(e_.N).arg(e_.n).arg(e_.H).arg(e_.Hkv)
-                       .arg(e_.kv_replicated ? tr(" (replicated: each rank gets one copy)") : e_.Hkv < e_.H ? tr(" (split: %1 per rank)").arg(e_.Hkv / e_.P) : QString())
-                       .arg(e_.dh).arg(e_.elem_bytes == 2 ? QStringLiteral("2 B") : QStringLiteral("4 B"));
+    QString head =
+        tr("<b>Ulysses attention, one layer forward</b>: P = %1 ranks, N = %2 tokens (N/P = %3), H = %4 heads, "
+           "Hkv = %5 kv heads%6, dh = %7, %8 per element")
+            .arg(e_.P)
+            .arg(e_.N)
+            .arg(e_.n)
+            .arg(e_.H)
+            .arg(e_.Hkv)
+            .arg(e_.kv_replicated ? tr(" (replicated: each rank gets one copy)")
+                 : e_.Hkv < e_.H  ? tr(" (split: %1 per rank)").arg(e_.Hkv / e_.P)
+                                  : QString())
+            .arg(e_.dh)
+            .arg(e_.elem_bytes == 2 ? QStringLiteral("2 B") : QStringLiteral("4 B"));
     QString steps;
     auto measured = [this](int i) -> const StageTime* {
-      return i < static_cast<int>(times_.size()) && times_[static_cast<size_t>(i)].measured ? &times_[static_cast<size_t>(i)] : nullptr;
+      return i < static_cast<int>(times_.size()) && times_[static_cast<size_t>(i)].measured
+                 ? &times_[static_cast<size_t>(i)]
+                 : nullptr;
     };
     for (int i = 0; i < stageCount(); ++i) {
       QString n = QStringLiteral("%1. %2").arg(i + 1).arg(qs(e_.stages[static_cast<size_t>(i)].name));
@@ -209,17 +223,24 @@ void ExplainView::refresh() {
       steps += (i ? QStringLiteral(" → ") : QString()) + (i == stage_ ? QStringLiteral("<b><u>%1</u></b>").arg(n) : n);
     }
     if (!times_.empty())
-      steps += tr("<br><small>times: measured in %1, per layer forward, median over the layers of the mean per rank and step "
-                  "(the <tt>layers</tt> table of <tt>ulysses-trace summary</tt>)%2</small>")
-                   .arg(timesRun_.toHtmlEscaped(), highlight_ >= 0 ? tr("; highlighted: the stage of the range selected in the timeline") : QString());
+      steps +=
+          tr("<br><small>times: measured in %1, per layer forward, median over the layers of the mean per rank and "
+             "step "
+             "(the <tt>layers</tt> table of <tt>ulysses-trace summary</tt>)%2</small>")
+              .arg(timesRun_.toHtmlEscaped(),
+                   highlight_ >= 0 ? tr("; highlighted: the stage of the range selected in the timeline") : QString());
     if (const StageTime* t = measured(stage_))
-      steps += tr("<br>measured: <b>%1</b> per layer (median over %2 layer(s))").arg(qs(format_duration_ns(t->median_ns))).arg(t->layers);
-    title_->setText(head + QStringLiteral("<br>") + steps + QStringLiteral("<br><i>") + qs(st.detail).toHtmlEscaped() +
-                    QStringLiteral("</i><br><tt>") + qs(st.shapes).toHtmlEscaped() + QStringLiteral("</tt>") +
-                    (st.bytes_sent ? tr("<br>each rank sends %1 and receives %2 in this all-to-all; %3 per layer forward (both all-to-alls)")
-                                         .arg(qs(cost::format_bytes(double(st.bytes_sent))), qs(cost::format_bytes(double(st.bytes_recv))),
-                                              qs(cost::format_bytes(double(e_.a2a_bytes_per_layer_fwd))))
-                                   : QString()));
+      steps += tr("<br>measured: <b>%1</b> per layer (median over %2 layer(s))")
+                   .arg(qs(format_duration_ns(t->median_ns)))
+                   .arg(t->layers);
+    title_->setText(
+        head + QStringLiteral("<br>") + steps + QStringLiteral("<br><i>") + qs(st.detail).toHtmlEscaped() +
+        QStringLiteral("</i><br><tt>") + qs(st.shapes).toHtmlEscaped() + QStringLiteral("</tt>") +
+        (st.bytes_sent
+             ? tr("<br>each rank sends %1 and receives %2 in this all-to-all; %3 per layer forward (both all-to-alls)")
+                   .arg(qs(cost::format_bytes(double(st.bytes_sent))), qs(cost::format_bytes(double(st.bytes_recv))),
+                        qs(cost::format_bytes(double(e_.a2a_bytes_per_layer_fwd))))
+             : QString()));
   } else {
     title_->setText(tr("<b>Ulysses attention explainer</b>"));
   }

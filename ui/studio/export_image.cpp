@@ -35,31 +35,54 @@ QString explainStageSvg(const Explanation& e, int stage) {
   const double W = margin * 2 + P * colW + (P - 1) * gap, Hh = top + gridH + 70;
   const double rowH = gridH / P, cq = qW / H, ck = kvW / K;
   auto esc = [](QString s) { return s.toHtmlEscaped(); };
-  QString o = QStringLiteral("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%1\" height=\"%2\" viewBox=\"0 0 %1 %2\" "
-                             "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n")
-                  .arg(W).arg(Hh);
+  QString o =
+      QStringLiteral(
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%1\" height=\"%2\" viewBox=\"0 0 %1 %2\" "
+          "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n")
+          .arg(W)
+          .arg(Hh);
   o += QStringLiteral("<text x=\"%1\" y=\"20\" font-weight=\"bold\">%2. %3</text>\n<text x=\"%1\" y=\"38\">%4</text>\n")
-           .arg(margin).arg(stage + 1).arg(esc(QString::fromStdString(st.name)), esc(QString::fromStdString(st.shapes)));
+           .arg(margin)
+           .arg(stage + 1)
+           .arg(esc(QString::fromStdString(st.name)), esc(QString::fromStdString(st.shapes)));
   const char* colors[] = {"#969696", "#0072B2", "#E69F00", "#009E73"};  // hidden, q, kv, out (Okabe-Ito)
   for (int r = 0; r < P; ++r) {
     const double x0 = margin + r * (colW + gap);
-    o += QStringLiteral("<text x=\"%1\" y=\"%2\" text-anchor=\"middle\">rank %3</text>\n").arg(x0 + colW / 2).arg(top - 8).arg(r);
-    o += QStringLiteral("<rect x=\"%1\" y=\"%2\" width=\"%3\" height=\"%4\" fill=\"none\" stroke=\"#aaa\"/>\n").arg(x0).arg(top).arg(qW).arg(gridH);
+    o += QStringLiteral("<text x=\"%1\" y=\"%2\" text-anchor=\"middle\">rank %3</text>\n")
+             .arg(x0 + colW / 2)
+             .arg(top - 8)
+             .arg(r);
     o += QStringLiteral("<rect x=\"%1\" y=\"%2\" width=\"%3\" height=\"%4\" fill=\"none\" stroke=\"#aaa\"/>\n")
-             .arg(x0 + qW + 6).arg(top).arg(kvW).arg(gridH);
+             .arg(x0)
+             .arg(top)
+             .arg(qW)
+             .arg(gridH);
+    o += QStringLiteral("<rect x=\"%1\" y=\"%2\" width=\"%3\" height=\"%4\" fill=\"none\" stroke=\"#aaa\"/>\n")
+             .arg(x0 + qW + 6)
+             .arg(top)
+             .arg(kvW)
+             .arg(gridH);
     for (const auto& b : st.ranks[static_cast<size_t>(r)]) {
       const bool kv = b.kind == HeadBlock::KV;
       const double x = kv ? x0 + qW + 6 + ck * double(b.head_begin) : x0 + cq * double(b.head_begin);
       const double w = (kv ? ck : cq) * double(b.head_end - b.head_begin);
-      const double y = top + rowH * double(b.tok_begin) / double(e.n), h = rowH * double(b.tok_end - b.tok_begin) / double(e.n);
-      o += QStringLiteral("<rect class=\"block\" x=\"%1\" y=\"%2\" width=\"%3\" height=\"%4\" fill=\"%5\" stroke=\"#333\"%6/>\n")
-               .arg(x + 1).arg(y + 1).arg(std::max(1.0, w - 2)).arg(std::max(1.0, h - 2)).arg(QLatin1String(colors[b.kind]))
+      const double y = top + rowH * double(b.tok_begin) / double(e.n),
+                   h = rowH * double(b.tok_end - b.tok_begin) / double(e.n);
+      o += QStringLiteral(
+               "<rect class=\"block\" x=\"%1\" y=\"%2\" width=\"%3\" height=\"%4\" fill=\"%5\" stroke=\"#333\"%6/>\n")
+               .arg(x + 1)
+               .arg(y + 1)
+               .arg(std::max(1.0, w - 2))
+               .arg(std::max(1.0, h - 2))
+               .arg(QLatin1String(colors[b.kind]))
                .arg(b.replicated ? QStringLiteral(" fill-opacity=\"0.55\" stroke-dasharray=\"4 2\"") : QString());
     }
     if (st.bytes_sent > 0)
       o += QStringLiteral("<text x=\"%1\" y=\"%2\" text-anchor=\"middle\">sends %3, receives %4</text>\n")
-               .arg(x0 + colW / 2).arg(top + gridH + 22)
-               .arg(QString::fromStdString(cost::format_bytes(double(st.bytes_sent))), QString::fromStdString(cost::format_bytes(double(st.bytes_recv))));
+               .arg(x0 + colW / 2)
+               .arg(top + gridH + 22)
+               .arg(QString::fromStdString(cost::format_bytes(double(st.bytes_sent))),
+                    QString::fromStdString(cost::format_bytes(double(st.bytes_recv))));
   }
   return o + QStringLiteral("</svg>\n");
 }

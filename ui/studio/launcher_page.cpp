@@ -134,8 +134,9 @@ void LauncherPage::buildUi() {
         browse->setToolTip(QStringLiteral("Choose"));
         const bool isDir = spec.key != QLatin1String("path");
         connect(browse, &QToolButton::clicked, this, [this, e, isDir] {
-          const QString p = isDir ? QFileDialog::getExistingDirectory(this, QStringLiteral("Choose a checkpoint folder"), e->text())
-                                  : QFileDialog::getOpenFileName(this, QStringLiteral("Choose a data file"), e->text());
+          const QString p =
+              isDir ? QFileDialog::getExistingDirectory(this, QStringLiteral("Choose a checkpoint folder"), e->text())
+                    : QFileDialog::getOpenFileName(this, QStringLiteral("Choose a data file"), e->text());
           if (!p.isEmpty()) e->setText(p);
         });
         row->addWidget(e, 1);
@@ -276,7 +277,8 @@ bool LauncherPage::loadPreset(const QString& name, QString* error) {
 
 void LauncherPage::resolveRelativePaths(json& j, const QString& baseDir) const {
   auto fix = [&](const char* section, const char* key) {
-    if (!j.contains(section) || !j[section].is_object() || !j[section].contains(key) || !j[section][key].is_string()) return;
+    if (!j.contains(section) || !j[section].is_object() || !j[section].contains(key) || !j[section][key].is_string())
+      return;
     const QString p = qs(j[section][key].get<std::string>());
     if (p.isEmpty() || QFileInfo(p).isAbsolute()) return;
     if (QFileInfo::exists(p)) {  // relative to the working directory: pin it there
@@ -304,7 +306,8 @@ bool LauncherPage::loadConfigFile(const QString& path, QString* error) {
     if (!j.contains("name") || !j["name"].is_string()) j["name"] = QFileInfo(path).completeBaseName().toStdString();
     if (!setConfigJson(j, error)) return false;
     currentFile_ = QFileInfo(path).absoluteFilePath();
-    const bool preset = !configsDir_.isEmpty() && QFileInfo(path).absolutePath() == QFileInfo(configsDir_).absoluteFilePath();
+    const bool preset =
+        !configsDir_.isEmpty() && QFileInfo(path).absolutePath() == QFileInfo(configsDir_).absoluteFilePath();
     const int i = preset ? presets_->findText(QFileInfo(path).completeBaseName()) : -1;
     presets_->setCurrentIndex(i > 0 ? i : 0);
     return true;
@@ -358,7 +361,8 @@ bool LauncherPage::setConfigJson(const json& j, QString* error) {
   name_->setText(j.contains("name") && j["name"].is_string() ? qs(j["name"].get<std::string>()) : QString());
   for (auto s = full.begin(); s != full.end(); ++s) {
     if (!s.value().is_object()) continue;  // name, description: free text, not form fields
-    for (auto k = s.value().begin(); k != s.value().end(); ++k) setFieldText(qs(s.key() + "." + k.key()), valueText(k.value()));
+    for (auto k = s.value().begin(); k != s.value().end(); ++k)
+      setFieldText(qs(s.key() + "." + k.key()), valueText(k.value()));
   }
   filling_ = wasFilling;
   if (!filling_) revalidate();
@@ -427,12 +431,14 @@ void LauncherPage::revalidate() {
   // The checks and their messages are the engine's (ui/models/launch_form); this page shows them.
   // Keys the form has no field for (a Qwen3 config's head_dim, RoPE scaling, ...) keep the
   // values of the config that was loaded; the form's fields are laid over them.
-  const LaunchFormCheck check = checkLaunchForm(loadedJson_, name_->text(), [this](const QString& f) { return fieldText(f); }, devices_);
+  const LaunchFormCheck check = checkLaunchForm(
+      loadedJson_, name_->text(), [this](const QString& f) { return fieldText(f); }, devices_);
   formJson_ = check.config_json;
   config_ = check.config;
   const auto& errs = check.field_errors;
   const QStringList& general = check.general;
-  for (auto it = fields_.begin(); it != fields_.end(); ++it) setFieldError(it.key(), errs.value(it.key()).join(QLatin1Char('\n')));
+  for (auto it = fields_.begin(); it != fields_.end(); ++it)
+    setFieldError(it.key(), errs.value(it.key()).join(QLatin1Char('\n')));
   general_->setText(general.join(QLatin1Char('\n')));
   general_->setVisible(!general.isEmpty());
   const int problems = check.problems();
@@ -446,7 +452,8 @@ void LauncherPage::revalidate() {
                          .arg(config_->train.seq_length));
   } else {
     status_->setStyleSheet(QLatin1String(kErrorStyle));
-    status_->setText(QStringLiteral("%1 problem(s): fix the fields marked in red to launch").arg(std::max(1, problems)));
+    status_->setText(
+        QStringLiteral("%1 problem(s): fix the fields marked in red to launch").arg(std::max(1, problems)));
   }
   launch_->setEnabled(config_.has_value() && !running_);
   updateEstimates();
@@ -514,7 +521,8 @@ void LauncherPage::runPlan() {
     emit planUpdated();
     return;
   }
-  const QString file = QDir::temp().filePath(QStringLiteral("ulysses-studio-plan-%1-%2.json").arg(QCoreApplication::applicationPid()).arg(quintptr(this)));
+  const QString file = QDir::temp().filePath(
+      QStringLiteral("ulysses-studio-plan-%1-%2.json").arg(QCoreApplication::applicationPid()).arg(quintptr(this)));
   QFile f(file);
   if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
     estimates_->clearPlan(QStringLiteral("(no plan: cannot write %1)").arg(file));
@@ -531,7 +539,8 @@ void LauncherPage::runPlan() {
     const QString err = QString::fromLocal8Bit(proc->readAllStandardError()).trimmed();
     QString why;
     if (st != QProcess::NormalExit || code != 0) {
-      why = QStringLiteral("(no plan: %1)").arg(err.isEmpty() ? QStringLiteral("exit code %1").arg(code) : err.section(QLatin1Char('\n'), -1));
+      why = QStringLiteral("(no plan: %1)")
+                .arg(err.isEmpty() ? QStringLiteral("exit code %1").arg(code) : err.section(QLatin1Char('\n'), -1));
     } else if (auto p = PlanFigures::fromJson(out, &why)) {
       estimates_->setPlan(*p);
     } else {
@@ -554,20 +563,24 @@ void LauncherPage::updatePlanWarning() {
     const auto& p = estimates_->plan();
     const QString dev = qs(config_->train.device);
     const bool gpuRun = dev == QLatin1String("cuda") || (dev == QLatin1String("auto") && !devices_.gpus.isEmpty());
-    const QString fix = QStringLiteral("; try train.activation_checkpointing=layer, train.loss_chunk_tokens, train.mlp_chunk_tokens, "
-                                       "a larger parallel.sp_size or a shorter train.seq_length");
+    const QString fix = QStringLiteral(
+        "; try train.activation_checkpointing=layer, train.loss_chunk_tokens, train.mlp_chunk_tokens, "
+        "a larger parallel.sp_size or a shorter train.seq_length");
     if (gpuRun && !devices_.gpus.isEmpty()) {
       const qint64 have = devices_.gpus.front().memoryBytes;
       if (have > 0 && p.peakBytes > have)
-        warn = QStringLiteral("Will not fit: the planned peak is %1 per rank, the GPU has %2").arg(qs(cost::format_bytes(double(p.peakBytes))),
-                                                                                                   qs(cost::format_bytes(double(have)))) + fix;
+        warn = QStringLiteral("Will not fit: the planned peak is %1 per rank, the GPU has %2")
+                   .arg(qs(cost::format_bytes(double(p.peakBytes))), qs(cost::format_bytes(double(have)))) +
+               fix;
     } else if (!gpuRun) {
       const qint64 have = machineMemoryBytes();
       const double need = double(p.peakBytes) * double(config_->parallel.world_size());
       if (have > 0 && need > double(have))
         warn = QStringLiteral("Will not fit: %1 ranks x planned peak %2 = %3, this machine has %4")
                    .arg(config_->parallel.world_size())
-                   .arg(qs(cost::format_bytes(double(p.peakBytes))), qs(cost::format_bytes(need)), qs(cost::format_bytes(double(have)))) + fix;
+                   .arg(qs(cost::format_bytes(double(p.peakBytes))), qs(cost::format_bytes(need)),
+                        qs(cost::format_bytes(double(have)))) +
+               fix;
     }
   }
   planNote_->setText(warn);
@@ -579,7 +592,9 @@ void LauncherPage::updateDeviceNote() {
   if (!devices_.gpus.isEmpty()) {
     QStringList g;
     for (int i = 0; i < devices_.gpus.size(); ++i)
-      g << QStringLiteral("GPU %1: %2, %3").arg(i).arg(devices_.gpus[i].name, qs(cost::format_bytes(double(devices_.gpus[i].memoryBytes))));
+      g << QStringLiteral("GPU %1: %2, %3")
+               .arg(i)
+               .arg(devices_.gpus[i].name, qs(cost::format_bytes(double(devices_.gpus[i].memoryBytes))));
     text = g.join(QLatin1Char('\n'));
   } else {
     text = QStringLiteral("No GPU: %1 CPU threads for CPU ranks").arg(devices_.cpuThreads);
@@ -591,16 +606,22 @@ void LauncherPage::updateDeviceNote() {
     const QString dev = qs(config_->train.device);
     const bool gpuRun = dev == QLatin1String("cuda") || (dev == QLatin1String("auto") && !devices_.gpus.isEmpty());
     if (!gpuRun && world > devices_.cpuThreads)
-      warn = QStringLiteral("%1 CPU ranks on %2 threads: ranks will share cores and run slowly").arg(world).arg(devices_.cpuThreads);
+      warn = QStringLiteral("%1 CPU ranks on %2 threads: ranks will share cores and run slowly")
+                 .arg(world)
+                 .arg(devices_.cpuThreads);
     if (gpuRun && estimates_->hasEstimate() && !devices_.gpus.isEmpty()) {
       const double need = double(estimates_->estimate().total_bytes());
       const double have = double(devices_.gpus.front().memoryBytes);
       if (have > 0 && need > have)
-        warn = QStringLiteral("estimated %1 per rank exceeds the GPU's %2").arg(qs(cost::format_bytes(need)), qs(cost::format_bytes(have)));
+        warn = QStringLiteral("estimated %1 per rank exceeds the GPU's %2")
+                   .arg(qs(cost::format_bytes(need)), qs(cost::format_bytes(have)));
     }
   }
-  if (!warn.isEmpty()) text += QStringLiteral("\n<span style='%1'>Warning: %2</span>").arg(QLatin1String(kWarnStyle), warn.toHtmlEscaped());
-  deviceNote_->setText(text.contains(QLatin1String("<span")) ? QString(text).replace(QLatin1Char('\n'), QStringLiteral("<br>")) : text);
+  if (!warn.isEmpty())
+    text +=
+        QStringLiteral("\n<span style='%1'>Warning: %2</span>").arg(QLatin1String(kWarnStyle), warn.toHtmlEscaped());
+  deviceNote_->setText(
+      text.contains(QLatin1String("<span")) ? QString(text).replace(QLatin1Char('\n'), QStringLiteral("<br>")) : text);
 }
 
 void LauncherPage::setRunning(bool running) {

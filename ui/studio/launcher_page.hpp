@@ -55,7 +55,7 @@ class LauncherPage : public QWidget {
   // Field access by dotted key ("train.steps"), for scripts and tests.
   QStringList fieldNames() const;
   QWidget* fieldWidget(const QString& dotted) const;
-  QString fieldError(const QString& dotted) const;  // inline message, empty when none
+  QString fieldError(const QString& dotted) const;                // inline message, empty when none
   bool setFieldText(const QString& dotted, const QString& text);  // line edit / choice / "true"/"false"
   QString fieldText(const QString& dotted) const;
   QString generalIssues() const;  // issues not tied to a field in the form

@@ -98,7 +98,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   {  // Explainer: follows the launcher's config as it is edited.
     auto* explain = new ExplainView(this);
     tabs_->addTab(explain, QStringLiteral("Explain"));
-    connect(launcher_, &LauncherPage::configEdited, explain, [this, explain] { explain->setConfigJson(launcher_->configJson()); });
+    connect(launcher_, &LauncherPage::configEdited, explain,
+            [this, explain] { explain->setConfigJson(launcher_->configJson()); });
     explain->setConfigJson(launcher_->configJson());
     // With a run open: the run's own config and its measured stage times (explain_times.hpp,
     // from the analysis core's layer table, as `ulysses-trace summary` computes it).
@@ -120,7 +121,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
       const auto m = trace_->model();
       if (!m || i < 0 || static_cast<size_t>(i) >= m->ranges.size()) return explain->highlightStage(-1);
       const auto& r = m->ranges[static_cast<size_t>(i)];
-      const std::string name = r.name_id >= 0 && static_cast<size_t>(r.name_id) < m->strings.size() ? m->strings[static_cast<size_t>(r.name_id)] : std::string();
+      const std::string name = r.name_id >= 0 && static_cast<size_t>(r.name_id) < m->strings.size()
+                                   ? m->strings[static_cast<size_t>(r.name_id)]
+                                   : std::string();
       explain->highlightStage(explain_stage_of_range(r.phase, name));
     });
   }
@@ -150,7 +153,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     if (!openPath(d, &err)) showError(QStringLiteral("Open"), err);
   });
   connect(runs_, &RunsPage::relaunchRequested, this, &MainWindow::relaunch);
-  connect(runs_, &RunsPage::resumeRequested, this, [this](const QString& dir, const QString& saveTo) { resume(dir, saveTo); });
+  connect(runs_, &RunsPage::resumeRequested, this,
+          [this](const QString& dir, const QString& saveTo) { resume(dir, saveTo); });
   connect(runs_, &RunsPage::changeRunsDirRequested, this, &MainWindow::chooseRunsDir);
 
   buildMenus();
@@ -158,20 +162,30 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   QSettings s;
   setRunsDir(s.value(QStringLiteral("runsDir"), QDir::current().filePath(QStringLiteral("runs"))).toString());
   setDarkTheme(s.value(QStringLiteral("darkTheme"), false).toBool());
-  if (PhasePalette pal = PhasePalette::Default; phase_palette_from_name(s.value(QStringLiteral("phasePalette")).toString().toStdString(), &pal)) setPhasePalette(pal, false);
+  if (PhasePalette pal = PhasePalette::Default;
+      phase_palette_from_name(s.value(QStringLiteral("phasePalette")).toString().toStdString(), &pal))
+    setPhasePalette(pal, false);
   const DeviceScan scan = discoverDevices(3000);
   launcher_->setDevices(scan);
-  launcher_->setThroughputTflops(s.value(QStringLiteral("throughputTflops"), scan.gpus.isEmpty() ? 0.02 : 400.0).toDouble());
-  statusBar()->showMessage(scan.gpus.isEmpty() ? scan.note : QStringLiteral("%1 GPU(s): %2").arg(scan.gpus.size()).arg(scan.gpus.front().name), 8000);
+  launcher_->setThroughputTflops(
+      s.value(QStringLiteral("throughputTflops"), scan.gpus.isEmpty() ? 0.02 : 400.0).toDouble());
+  statusBar()->showMessage(scan.gpus.isEmpty()
+                               ? scan.note
+                               : QStringLiteral("%1 GPU(s): %2").arg(scan.gpus.size()).arg(scan.gpus.front().name),
+                           8000);
   if (!restoreGeometry(s.value(QStringLiteral("geometry")).toByteArray())) resize(1400, 900);
   restoreState(s.value(QStringLiteral("windowState")).toByteArray());
   const QString last = s.value(QStringLiteral("lastConfig")).toString();
   QString ignored;
-  if (!last.isEmpty() && QFileInfo::exists(last)) launcher_->loadConfigFile(last, &ignored);
-  else if (launcher_->presetNames().contains(QStringLiteral("tiny"))) launcher_->loadPreset(QStringLiteral("tiny"), &ignored);
+  if (!last.isEmpty() && QFileInfo::exists(last))
+    launcher_->loadConfigFile(last, &ignored);
+  else if (launcher_->presetNames().contains(QStringLiteral("tiny")))
+    launcher_->loadPreset(QStringLiteral("tiny"), &ignored);
   program_ = findUlyssesRun();
   if (program_.isEmpty())
-    statusBar()->showMessage(QStringLiteral("ulysses-run not found: build it (cmake --build build --target ulysses-run) or set ULYSSES_RUN"), 15000);
+    statusBar()->showMessage(
+        QStringLiteral("ulysses-run not found: build it (cmake --build build --target ulysses-run) or set ULYSSES_RUN"),
+        15000);
 }
 
 MainWindow::~MainWindow() {
@@ -188,7 +202,8 @@ MainWindow::~MainWindow() {
 void MainWindow::buildMenus() {
   auto* file = menuBar()->addMenu(QStringLiteral("&File"));
   file->addAction(QStringLiteral("&Open Config…"), QKeySequence::Open, this, &MainWindow::openConfigDialog);
-  file->addAction(QStringLiteral("Open &Run or Trace…"), QKeySequence(QStringLiteral("Ctrl+Shift+O")), this, &MainWindow::openDialog);
+  file->addAction(QStringLiteral("Open &Run or Trace…"), QKeySequence(QStringLiteral("Ctrl+Shift+O")), this,
+                  &MainWindow::openDialog);
   recentMenu_ = file->addMenu(QStringLiteral("Open R&ecent"));
   file->addAction(QStringLiteral("&Save Config As…"), QKeySequence::Save, this, &MainWindow::saveConfigDialog);
   file->addAction(QStringLiteral("&Import Hugging Face config.json…"), QKeySequence(QStringLiteral("Ctrl+I")), this,
@@ -212,14 +227,16 @@ void MainWindow::buildMenus() {
     QString err;
     if (!launch(&err)) showError(QStringLiteral("Launch"), err);
   });
-  stopAction_ = run->addAction(QStringLiteral("&Stop"), QKeySequence(QStringLiteral("Ctrl+.")), this, [this] { controller_->stop(); });
+  stopAction_ = run->addAction(QStringLiteral("&Stop"), QKeySequence(QStringLiteral("Ctrl+.")), this,
+                               [this] { controller_->stop(); });
   stopAction_->setEnabled(false);
   run->addAction(QStringLiteral("&Refresh Runs"), QKeySequence::Refresh, runs_, &RunsPage::refresh);
 
   auto* view = menuBar()->addMenu(QStringLiteral("&View"));
   const QStringList pages = {"Launch", "Monitor", "Runs", "Trace"};
   for (int i = 0; i < tabs_->count(); ++i)
-    view->addAction(tabs_->tabText(i), QKeySequence(QStringLiteral("Ctrl+%1").arg(i + 1)), this, [this, i] { tabs_->setCurrentIndex(i); });
+    view->addAction(tabs_->tabText(i), QKeySequence(QStringLiteral("Ctrl+%1").arg(i + 1)), this,
+                    [this, i] { tabs_->setCurrentIndex(i); });
   view->addSeparator();
   {  // Presentation mode: fonts 1.5x and a high-contrast palette that survives a projector.
     auto* present = view->addAction(QStringLiteral("&Presentation Mode"));
@@ -254,7 +271,8 @@ void MainWindow::buildMenus() {
     cb->setObjectName(QStringLiteral("colorBlindPalette"));
     cb->setCheckable(true);
     cb->setChecked(phase_palette() == PhasePalette::ColorBlind);
-    connect(cb, &QAction::toggled, this, [this](bool on) { setPhasePalette(on ? PhasePalette::ColorBlind : PhasePalette::Default); });
+    connect(cb, &QAction::toggled, this,
+            [this](bool on) { setPhasePalette(on ? PhasePalette::ColorBlind : PhasePalette::Default); });
   }
   darkAction_ = view->addAction(QStringLiteral("&Dark Theme"));
   darkAction_->setCheckable(true);
@@ -263,10 +281,11 @@ void MainWindow::buildMenus() {
 
   auto* help = menuBar()->addMenu(QStringLiteral("&Help"));
   help->addAction(QStringLiteral("&About Ulysses Studio"), this, [this] {
-    QMessageBox::about(this, QStringLiteral("Ulysses Studio"),
-                       QStringLiteral("Ulysses Studio: launch, monitor and profile Llama training with Ulysses sequence "
-                                      "parallelism.\nLauncher: %1\nRuns folder: %2")
-                           .arg(program_.isEmpty() ? QStringLiteral("(ulysses-run not found)") : program_, runsDir()));
+    QMessageBox::about(
+        this, QStringLiteral("Ulysses Studio"),
+        QStringLiteral("Ulysses Studio: launch, monitor and profile Llama training with Ulysses sequence "
+                       "parallelism.\nLauncher: %1\nRuns folder: %2")
+            .arg(program_.isEmpty() ? QStringLiteral("(ulysses-run not found)") : program_, runsDir()));
   });
   rebuildRecentMenu();
 }
@@ -287,13 +306,16 @@ void MainWindow::setDarkTheme(bool dark) {
 
 void MainWindow::setPhasePalette(PhasePalette p, bool remember) {
   set_phase_palette(p);
-  if (auto* a = findChild<QAction*>(QStringLiteral("colorBlindPalette")); a && a->isChecked() != (p == PhasePalette::ColorBlind)) {
+  if (auto* a = findChild<QAction*>(QStringLiteral("colorBlindPalette"));
+      a && a->isChecked() != (p == PhasePalette::ColorBlind)) {
     const QSignalBlocker quiet(a);  // no second call through toggled
     a->setChecked(p == PhasePalette::ColorBlind);
   }
   if (auto* tl = trace_->timeline()) tl->refreshColours();
   trace_->update();
-  if (remember) QSettings().setValue(QStringLiteral("phasePalette"), p == PhasePalette::ColorBlind ? QStringLiteral("cb") : QStringLiteral("default"));
+  if (remember)
+    QSettings().setValue(QStringLiteral("phasePalette"),
+                         p == PhasePalette::ColorBlind ? QStringLiteral("cb") : QStringLiteral("default"));
 }
 
 bool MainWindow::exportCurrentView(const QString& path, QString* error) {
@@ -301,7 +323,8 @@ bool MainWindow::exportCurrentView(const QString& path, QString* error) {
   if (ex && ex->explanation().ok && QFileInfo(path).suffix().toLower() == QLatin1String("svg")) {
     // The explainer's stage as vector shapes of its own (explainStageSvg).
     QFile f(path);
-    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(explainStageSvg(ex->explanation(), ex->stage()).toUtf8()) < 0) {
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
+        f.write(explainStageSvg(ex->explanation(), ex->stage()).toUtf8()) < 0) {
       if (error) *error = QStringLiteral("cannot write %1").arg(path);
       return false;
     }
@@ -333,7 +356,8 @@ void MainWindow::rebuildRecentMenu() {
     });
     a->setEnabled(QFileInfo::exists(p));
   }
-  if (r.isEmpty()) recentMenu_->addAction(QStringLiteral("(none)"))->setEnabled(false);
+  if (r.isEmpty())
+    recentMenu_->addAction(QStringLiteral("(none)"))->setEnabled(false);
   else {
     recentMenu_->addSeparator();
     recentMenu_->addAction(QStringLiteral("Clear"), this, [this] {
@@ -370,7 +394,8 @@ bool MainWindow::openPath(const QString& path, QString* error) {
     }
     monitor_->showRun(dir);
     runs_->selectDir(dir);
-    launcher_->estimateModel()->setMeasured(measure(readMetricsFile(QDir(dir).filePath(QStringLiteral("metrics.jsonl")))));
+    launcher_->estimateModel()->setMeasured(
+        measure(readMetricsFile(QDir(dir).filePath(QStringLiteral("metrics.jsonl")))));
     if (QFileInfo::exists(QDir(dir).filePath(QStringLiteral("trace")))) openRunTrace(dir);
     tabs_->setCurrentWidget(monitor_);
     addRecent(dir);
@@ -383,7 +408,8 @@ bool MainWindow::openPath(const QString& path, QString* error) {
     addRecent(fi.absoluteFilePath());
     return true;
   }
-  if (suffix == QLatin1String("json") && ulysses::prof::is_foreign_trace(fi.absoluteFilePath().toStdString())) {  // PyTorch profiler
+  if (suffix == QLatin1String("json") &&
+      ulysses::prof::is_foreign_trace(fi.absoluteFilePath().toStdString())) {  // PyTorch profiler
     if (!trace_->openTrace(fi.absoluteFilePath(), error)) return false;
     tabs_->setCurrentWidget(trace_);
     addRecent(fi.absoluteFilePath());
@@ -391,14 +417,16 @@ bool MainWindow::openPath(const QString& path, QString* error) {
   }
   if (suffix == QLatin1String("json")) {
     const bool hf = looksLikeHfConfig(fi.absoluteFilePath());
-    const bool ok = hf ? launcher_->importHfConfig(fi.absoluteFilePath(), error) : launcher_->loadConfigFile(fi.absoluteFilePath(), error);
+    const bool ok = hf ? launcher_->importHfConfig(fi.absoluteFilePath(), error)
+                       : launcher_->loadConfigFile(fi.absoluteFilePath(), error);
     if (!ok) return false;
     if (!hf) QSettings().setValue(QStringLiteral("lastConfig"), fi.absoluteFilePath());
     tabs_->setCurrentWidget(launcher_);
     addRecent(fi.absoluteFilePath());
     return true;
   }
-  if (error) *error = QStringLiteral("cannot open %1: expected a run folder, a trace .sqlite or a config .json").arg(path);
+  if (error)
+    *error = QStringLiteral("cannot open %1: expected a run folder, a trace .sqlite or a config .json").arg(path);
   return false;
 }
 
@@ -418,13 +446,20 @@ QString MainWindow::currentPage() const {
 
 bool MainWindow::setView(const QString& name) {
   const QString n = name.toLower();
-  if (n == QLatin1String("launch") || n == QLatin1String("launcher")) tabs_->setCurrentWidget(launcher_);
-  else if (n == QLatin1String("monitor")) tabs_->setCurrentWidget(monitor_);
-  else if (n == QLatin1String("runs")) tabs_->setCurrentWidget(runs_);
-  else if (n == QLatin1String("explain")) tabs_->setCurrentWidget(findChild<ExplainView*>());
-  else if (n == QLatin1String("trace")) tabs_->setCurrentWidget(trace_);
-  else if (trace_->setView(n)) tabs_->setCurrentWidget(trace_);
-  else return false;
+  if (n == QLatin1String("launch") || n == QLatin1String("launcher"))
+    tabs_->setCurrentWidget(launcher_);
+  else if (n == QLatin1String("monitor"))
+    tabs_->setCurrentWidget(monitor_);
+  else if (n == QLatin1String("runs"))
+    tabs_->setCurrentWidget(runs_);
+  else if (n == QLatin1String("explain"))
+    tabs_->setCurrentWidget(findChild<ExplainView*>());
+  else if (n == QLatin1String("trace"))
+    tabs_->setCurrentWidget(trace_);
+  else if (trace_->setView(n))
+    tabs_->setCurrentWidget(trace_);
+  else
+    return false;
   return true;
 }
 
@@ -444,7 +479,8 @@ bool MainWindow::launch(QString* error) {
     if (error) *error = QStringLiteral("cannot create the runs folder %1").arg(runsDir());
     return false;
   }
-  const QString base = slug(launcher_->configName()) + QLatin1Char('_') + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-hhmmss"));
+  const QString base = slug(launcher_->configName()) + QLatin1Char('_') +
+                       QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-hhmmss"));
   QString name = base;
   for (int i = 2; runs.exists(name); ++i) name = base + QStringLiteral("-%1").arg(i);
   const QString configPath = runs.filePath(QStringLiteral(".studio/") + name + QStringLiteral(".json"));
@@ -496,11 +532,13 @@ bool MainWindow::resume(const QString& runDir, const QString& saveTo) {
   QString err;
   if (!launcher_->loadConfigFile(QDir(runDir).filePath(QStringLiteral("config.json")), &err) ||
       !launcher_->setFieldText(QStringLiteral("train.resume_from"), saveTo)) {
-    showError(QStringLiteral("Resume"), err.isEmpty() ? QStringLiteral("the launcher has no train.resume_from field") : err);
+    showError(QStringLiteral("Resume"),
+              err.isEmpty() ? QStringLiteral("the launcher has no train.resume_from field") : err);
     return false;
   }
   tabs_->setCurrentWidget(launcher_);
-  statusBar()->showMessage(QStringLiteral("Resuming from the latest complete checkpoint in %1: press Launch").arg(saveTo), 15000);
+  statusBar()->showMessage(
+      QStringLiteral("Resuming from the latest complete checkpoint in %1: press Launch").arg(saveTo), 15000);
   return true;
 }
 
@@ -524,7 +562,8 @@ void MainWindow::saveConfigDialog() {
                                                  QStringLiteral("Run configs (*.json)"));
   if (p.isEmpty()) return;
   QString err;
-  if (!launcher_->saveConfigFile(p, &err)) showError(QStringLiteral("Save"), err);
+  if (!launcher_->saveConfigFile(p, &err))
+    showError(QStringLiteral("Save"), err);
   else {
     QSettings().setValue(QStringLiteral("lastConfig"), p);
     addRecent(p);
@@ -551,8 +590,9 @@ void MainWindow::showError(const QString& title, const QString& msg) {
 
 void MainWindow::closeEvent(QCloseEvent* e) {
   if (controller_->isRunning()) {
-    if (!quiet_ && QMessageBox::question(this, QStringLiteral("Quit"), QStringLiteral("A run is in progress. Stop it and quit?")) !=
-                       QMessageBox::Yes) {
+    if (!quiet_ &&
+        QMessageBox::question(this, QStringLiteral("Quit"),
+                              QStringLiteral("A run is in progress. Stop it and quit?")) != QMessageBox::Yes) {
       e->ignore();
       return;
     }

@@ -63,7 +63,8 @@ void MetricChart::append(double x, double y) {
   ax_->setRange(0, std::max(1.0, maxX_));
   const double pad = std::max(1e-9, (maxY_ - minY_) * 0.08);
   ay_->setRange(minY_ - pad, maxY_ + pad);
-  ay_->setLabelFormat(std::max(std::abs(minY_), std::abs(maxY_)) >= 1000 ? QStringLiteral("%.0f") : QStringLiteral("%.3g"));
+  ay_->setLabelFormat(std::max(std::abs(minY_), std::abs(maxY_)) >= 1000 ? QStringLiteral("%.0f")
+                                                                         : QStringLiteral("%.3g"));
 }
 
 void MetricChart::clear() {

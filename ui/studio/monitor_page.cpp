@@ -143,11 +143,14 @@ bool MonitorPage::replayRun(const QString& runDir, double speed, QString* error)
   replaySpeed_ = speed;
   clearCharts();
   progress_->setValue(0);
-  title_->setText(speed > 0 ? QStringLiteral("Replay %1×: %2").arg(speed).arg(runDir_) : QStringLiteral("Replay, step by step: %1").arg(runDir_));
+  title_->setText(speed > 0 ? QStringLiteral("Replay %1×: %2").arg(speed).arg(runDir_)
+                            : QStringLiteral("Replay, step by step: %1").arg(runDir_));
   timeLeft_->setText(QStringLiteral("replay 0:00"));
   replayWall_.start();
-  if (speed > 0) replayTimer_->start();
-  else replayTimer_->stop();
+  if (speed > 0)
+    replayTimer_->start();
+  else
+    replayTimer_->stop();
   return true;
 }
 
@@ -278,25 +281,29 @@ void MonitorPage::showRun(const QString& runDir) {
     }
   }
   using St = RankStatusModel::State;
-  const St st = s.status == QLatin1String("finished") ? St::Finished
-                : s.status == QLatin1String("failed") ? St::Stopped
+  const St st = s.status == QLatin1String("finished")  ? St::Finished
+                : s.status == QLatin1String("failed")  ? St::Stopped
                 : s.status == QLatin1String("stopped") ? St::Stopped
-                                                        : St::Running;
+                                                       : St::Running;
   diskRanks_->setAllRunning(st);
   if (s.failedRank >= 0) diskRanks_->setState(s.failedRank, St::Failed);
   ranksView_->setModel(diskRanks_);
   title_->setText(QStringLiteral("%1: %2").arg(s.status, runDir_));
   timeLeft_->setText(s.durationS >= 0 ? QString::fromStdString(cost::format_seconds(s.durationS)) : QString());
   if (s.status == QLatin1String("failed")) {
-    QString msg = s.failedRank >= 0 ? QStringLiteral("Rank %1 failed").arg(s.failedRank) : QStringLiteral("The run failed");
+    QString msg =
+        s.failedRank >= 0 ? QStringLiteral("Rank %1 failed").arg(s.failedRank) : QStringLiteral("The run failed");
     if (!s.message.isEmpty()) msg += QStringLiteral(": ") + s.message;
     if (s.failedRank >= 0) {
       const auto tail = diskRanks_->lastLines(s.failedRank, 8);
-      if (!tail.isEmpty()) msg += QStringLiteral("\nLast lines of rank %1:\n  ").arg(s.failedRank) + tail.join(QStringLiteral("\n  "));
+      if (!tail.isEmpty())
+        msg += QStringLiteral("\nLast lines of rank %1:\n  ").arg(s.failedRank) + tail.join(QStringLiteral("\n  "));
     }
     setBanner(msg, true);
   } else if (s.hasFinalLoss) {
-    setBanner(QStringLiteral("%1 after %2 step(s), final loss %3").arg(s.status).arg(s.stepsDone).arg(s.finalLoss, 0, 'f', 4), false);
+    setBanner(
+        QStringLiteral("%1 after %2 step(s), final loss %3").arg(s.status).arg(s.stepsDone).arg(s.finalLoss, 0, 'f', 4),
+        false);
   } else {
     setBanner(QString(), false);
   }

@@ -31,16 +31,18 @@ bool RunController::isRunning() const { return proc_ && proc_->state() != QProce
 qint64 RunController::pid() const { return proc_ ? proc_->processId() : 0; }
 double RunController::elapsedS() const { return clock_.isValid() ? clock_.elapsed() / 1e3 : 0.0; }
 
-bool RunController::start(const QString& program, const QString& configPath, const QString& runDir, int worldSize, int steps,
-                          QString* error) {
+bool RunController::start(const QString& program, const QString& configPath, const QString& runDir, int worldSize,
+                          int steps, QString* error) {
   if (isRunning()) {
     if (error) *error = QStringLiteral("a run is already in progress (%1); stop it first").arg(runDir_);
     return false;
   }
   if (program.isEmpty() || !QFileInfo(program).isExecutable()) {
     if (error)
-      *error = QStringLiteral("ulysses-run was not found%1; build it (cmake --build build --target ulysses-run) or set ULYSSES_RUN")
-                   .arg(program.isEmpty() ? QString() : QStringLiteral(" at ") + program);
+      *error =
+          QStringLiteral(
+              "ulysses-run was not found%1; build it (cmake --build build --target ulysses-run) or set ULYSSES_RUN")
+              .arg(program.isEmpty() ? QString() : QStringLiteral(" at ") + program);
     return false;
   }
   if (proc_) proc_->deleteLater();
@@ -141,8 +143,10 @@ void RunController::onFinished(int exitCode, QProcess::ExitStatus st) {
   const bool haveRunJson = QFileInfo::exists(QDir(runDir_).filePath(QStringLiteral("run.json")));
   if (haveRunJson && o.summary.status != QLatin1String("running") && o.summary.status != QLatin1String("unknown"))
     o.status = o.summary.status;
-  else if (stopRequested_) o.status = QStringLiteral("stopped");
-  else o.status = exitCode == 0 && st == QProcess::NormalExit ? QStringLiteral("finished") : QStringLiteral("failed");
+  else if (stopRequested_)
+    o.status = QStringLiteral("stopped");
+  else
+    o.status = exitCode == 0 && st == QProcess::NormalExit ? QStringLiteral("finished") : QStringLiteral("failed");
   o.failedRank = o.summary.failedRank;
   if (o.status == QLatin1String("failed")) {
     QString msg;
@@ -150,7 +154,8 @@ void RunController::onFinished(int exitCode, QProcess::ExitStatus st) {
       msg = QStringLiteral("Rank %1 failed").arg(o.failedRank);
       if (!o.summary.message.isEmpty()) msg += QStringLiteral(": ") + o.summary.message;
       const auto tail = ranks_->lastLines(o.failedRank, 8);
-      if (!tail.isEmpty()) msg += QStringLiteral("\nLast lines of rank %1:\n  ").arg(o.failedRank) + tail.join(QStringLiteral("\n  "));
+      if (!tail.isEmpty())
+        msg += QStringLiteral("\nLast lines of rank %1:\n  ").arg(o.failedRank) + tail.join(QStringLiteral("\n  "));
     } else if (exitCode == 2) {
       msg = QStringLiteral("ulysses-run refused the config (exit 2): ") + launcherTail_.join(QLatin1Char('\n'));
     } else {

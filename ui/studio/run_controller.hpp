@@ -17,7 +17,7 @@ class RankStatusModel;
 
 struct RunOutcome {
   QString runDir;
-  QString status;      // finished | failed | stopped
+  QString status;  // finished | failed | stopped
   int exitCode = 0;
   int failedRank = -1;
   QString message;     // a sentence for the user, with the failing rank's last lines

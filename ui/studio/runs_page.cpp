@@ -38,9 +38,8 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
   view_->verticalHeader()->hide();
   view_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   view_->horizontalHeader()->setStretchLastSection(true);
-  connect(view_, &QTableView::doubleClicked, this, [this](const QModelIndex& i) {
-    emit openRequested(i.data(RunsModel::DirRole).toString());
-  });
+  connect(view_, &QTableView::doubleClicked, this,
+          [this](const QModelIndex& i) { emit openRequested(i.data(RunsModel::DirRole).toString()); });
   connect(view_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunsPage::updateButtons);
 
   folder_ = new QLabel(this);
@@ -74,8 +73,9 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
     const auto dirs = selectedDirs();
     if (dirs.isEmpty()) return;
     if (QMessageBox::question(this, QStringLiteral("Delete runs"),
-                              QStringLiteral("Delete %1 run folder(s) and everything in them?\n%2").arg(dirs.size()).arg(dirs.join(QLatin1Char('\n')))) !=
-        QMessageBox::Yes)
+                              QStringLiteral("Delete %1 run folder(s) and everything in them?\n%2")
+                                  .arg(dirs.size())
+                                  .arg(dirs.join(QLatin1Char('\n')))) != QMessageBox::Yes)
       return;
     for (const auto& d : dirs) {
       QString err;
@@ -167,13 +167,16 @@ bool RunsPage::compare(const QString& a, const QString& b) {
   if (!isRunDir(a) || !isRunDir(b)) return false;
   const auto sa = loadRunSummary(a), sb = loadRunSummary(b);
   compare_->setRuns(sa, sb);
-  compareTitle_->setText(QStringLiteral("%1 vs %2: %3 field(s) differ").arg(sa.name, sb.name).arg(compare_->differingRows()));
+  compareTitle_->setText(
+      QStringLiteral("%1 vs %2: %3 field(s) differ").arg(sa.name, sb.name).arg(compare_->differingRows()));
   return true;
 }
 
 bool RunsPage::deleteRun(const QString& dir, QString* error) {
   if (!isRunDir(dir)) {
-    if (error) *error = QStringLiteral("%1 is not a run folder (no run.json, config.json or metrics.jsonl); not deleted").arg(dir);
+    if (error)
+      *error =
+          QStringLiteral("%1 is not a run folder (no run.json, config.json or metrics.jsonl); not deleted").arg(dir);
     return false;
   }
   if (!QDir(dir).removeRecursively()) {
@@ -192,7 +195,8 @@ void RunsPage::updateButtons() {
   QString why = QStringLiteral("select one interrupted run that saved training state (train.save_every)");
   const bool resumable = n == 1 && !resumeFolderOf(selectedDirs().front(), &why).isEmpty();
   resume_->setEnabled(resumable);
-  resume_->setToolTip(resumable ? QStringLiteral("Continue from the latest complete checkpoint: the launcher gets the run's config with train.resume_from set")
+  resume_->setToolTip(resumable ? QStringLiteral("Continue from the latest complete checkpoint: the launcher gets the "
+                                                 "run's config with train.resume_from set")
                                 : QStringLiteral("Cannot resume: %1").arg(why));
   delete_->setEnabled(n >= 1);
   compareBtn_->setEnabled(n == 2);

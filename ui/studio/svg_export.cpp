@@ -24,7 +24,9 @@ QString colour(const QColor& c) { return c.name(QColor::HexRgb); }
 QString escape(const QString& s) {
   QString o = s.toHtmlEscaped();
   // XML 1.0 refuses most control characters; drop them.
-  o.erase(std::remove_if(o.begin(), o.end(), [](QChar ch) { return ch.unicode() < 0x20 && ch != u'\t' && ch != u'\n'; }), o.end());
+  o.erase(
+      std::remove_if(o.begin(), o.end(), [](QChar ch) { return ch.unicode() < 0x20 && ch != u'\t' && ch != u'\n'; }),
+      o.end());
   return o;
 }
 
@@ -34,10 +36,18 @@ QString pathData(const QPainterPath& p) {
   for (int i = 0; i < p.elementCount(); ++i) {
     const QPainterPath::Element& e = p.elementAt(i);
     switch (e.type) {
-      case QPainterPath::MoveToElement: d += QLatin1Char('M'); break;
-      case QPainterPath::LineToElement: d += QLatin1Char('L'); break;
-      case QPainterPath::CurveToElement: d += QLatin1Char('C'); break;
-      case QPainterPath::CurveToDataElement: d += QLatin1Char(' '); break;
+      case QPainterPath::MoveToElement:
+        d += QLatin1Char('M');
+        break;
+      case QPainterPath::LineToElement:
+        d += QLatin1Char('L');
+        break;
+      case QPainterPath::CurveToElement:
+        d += QLatin1Char('C');
+        break;
+      case QPainterPath::CurveToDataElement:
+        d += QLatin1Char(' ');
+        break;
     }
     d += num(e.x) + QLatin1Char(' ') + num(e.y);
   }
@@ -47,9 +57,10 @@ QString pathData(const QPainterPath& p) {
 class SvgEngine : public QPaintEngine {
  public:
   SvgEngine()
-      : QPaintEngine(QPaintEngine::PaintEngineFeatures(QPaintEngine::AllFeatures) & ~QPaintEngine::PaintEngineFeatures(
-                                                                                     QPaintEngine::PerspectiveTransform | QPaintEngine::ConicalGradientFill |
-                                                                                     QPaintEngine::PorterDuff)) {}
+      : QPaintEngine(QPaintEngine::PaintEngineFeatures(QPaintEngine::AllFeatures) &
+                     ~QPaintEngine::PaintEngineFeatures(QPaintEngine::PerspectiveTransform |
+                                                        QPaintEngine::ConicalGradientFill | QPaintEngine::PorterDuff)) {
+  }
   QString body;
 
   bool begin(QPaintDevice*) override {
@@ -84,13 +95,17 @@ class SvgEngine : public QPaintEngine {
     if (n <= 0) return;
     ensureGroup();
     QString d;
-    for (int i = 0; i < n; ++i) d += (i ? QStringLiteral(" ") : QString()) + num(pts[i].x()) + QLatin1Char(',') + num(pts[i].y());
-    if (mode == PolylineMode) body += QStringLiteral("<polyline points=\"%1\" fill=\"none\"%2/>\n").arg(d, strokeAttrs());
+    for (int i = 0; i < n; ++i)
+      d += (i ? QStringLiteral(" ") : QString()) + num(pts[i].x()) + QLatin1Char(',') + num(pts[i].y());
+    if (mode == PolylineMode)
+      body += QStringLiteral("<polyline points=\"%1\" fill=\"none\"%2/>\n").arg(d, strokeAttrs());
     else
       body += QStringLiteral("<polygon points=\"%1\"%2%3/>\n").arg(d, fillAttrs(mode == WindingMode), strokeAttrs());
   }
 
-  void drawPixmap(const QRectF& r, const QPixmap& pm, const QRectF& sr) override { drawImage(r, pm.toImage(), sr, Qt::AutoColor); }
+  void drawPixmap(const QRectF& r, const QPixmap& pm, const QRectF& sr) override {
+    drawImage(r, pm.toImage(), sr, Qt::AutoColor);
+  }
 
   void drawImage(const QRectF& r, const QImage& img, const QRectF& sr, Qt::ImageConversionFlags) override {
     if (img.isNull() || r.isEmpty()) return;
@@ -100,8 +115,9 @@ class SvgEngine : public QPaintEngine {
     QBuffer buf(&png);
     buf.open(QIODevice::WriteOnly);
     part.save(&buf, "PNG");
-    body += QStringLiteral("<image x=\"%1\" y=\"%2\" width=\"%3\" height=\"%4\" preserveAspectRatio=\"none\" "
-                           "xlink:href=\"data:image/png;base64,%5\"/>\n")
+    body += QStringLiteral(
+                "<image x=\"%1\" y=\"%2\" width=\"%3\" height=\"%4\" preserveAspectRatio=\"none\" "
+                "xlink:href=\"data:image/png;base64,%5\"/>\n")
                 .arg(num(r.x()), num(r.y()), num(r.width()), num(r.height()), QString::fromLatin1(png.toBase64()));
   }
 
@@ -111,11 +127,14 @@ class SvgEngine : public QPaintEngine {
     ensureGroup();
     const QFont f = ti.font();
     const double px = f.pixelSize() > 0 ? f.pixelSize() : f.pointSizeF() * 96.0 / 72.0;
-    body += QStringLiteral("<text x=\"%1\" y=\"%2\" font-family=\"%3\" font-size=\"%4\"%5%6 fill=\"%7\"%8 xml:space=\"preserve\">%9</text>\n")
+    body += QStringLiteral(
+                "<text x=\"%1\" y=\"%2\" font-family=\"%3\" font-size=\"%4\"%5%6 fill=\"%7\"%8 "
+                "xml:space=\"preserve\">%9</text>\n")
                 .arg(num(p.x()), num(p.y()), escape(f.family()), num(px),
                      f.bold() ? QStringLiteral(" font-weight=\"bold\"") : QString(),
                      f.italic() ? QStringLiteral(" font-style=\"italic\"") : QString(), colour(pen_.color()),
-                     pen_.color().alphaF() < 1 ? QStringLiteral(" fill-opacity=\"%1\"").arg(num(pen_.color().alphaF())) : QString(),
+                     pen_.color().alphaF() < 1 ? QStringLiteral(" fill-opacity=\"%1\"").arg(num(pen_.color().alphaF()))
+                                               : QString(),
                      text);
   }
 
@@ -134,11 +153,14 @@ class SvgEngine : public QPaintEngine {
   QString strokeAttrs() const {
     if (pen_.style() == Qt::NoPen || pen_.brush().style() == Qt::NoBrush) return QStringLiteral(" stroke=\"none\"");
     const QColor c = pen_.color();
-    QString s = QStringLiteral(" stroke=\"%1\" stroke-width=\"%2\"").arg(colour(c), num(pen_.widthF() > 0 ? pen_.widthF() : 1.0));
+    QString s = QStringLiteral(" stroke=\"%1\" stroke-width=\"%2\"")
+                    .arg(colour(c), num(pen_.widthF() > 0 ? pen_.widthF() : 1.0));
     if (pen_.isCosmetic()) s += QStringLiteral(" vector-effect=\"non-scaling-stroke\"");
     if (c.alphaF() < 1) s += QStringLiteral(" stroke-opacity=\"%1\"").arg(num(c.alphaF()));
-    if (pen_.style() == Qt::DashLine) s += QStringLiteral(" stroke-dasharray=\"4 2\"");
-    else if (pen_.style() == Qt::DotLine) s += QStringLiteral(" stroke-dasharray=\"1 2\"");
+    if (pen_.style() == Qt::DashLine)
+      s += QStringLiteral(" stroke-dasharray=\"4 2\"");
+    else if (pen_.style() == Qt::DotLine)
+      s += QStringLiteral(" stroke-dasharray=\"1 2\"");
     return s;
   }
   void closeGroup() {
@@ -157,7 +179,8 @@ class SvgEngine : public QPaintEngine {
       QPainterPath p;
       p.addRegion(sysClip_);
       sys = QStringLiteral("c%1").arg(++clips_);
-      body += QStringLiteral("<clipPath id=\"%1\" clipPathUnits=\"userSpaceOnUse\"><path d=\"%2\"/></clipPath>\n").arg(sys, pathData(p));
+      body += QStringLiteral("<clipPath id=\"%1\" clipPathUnits=\"userSpaceOnUse\"><path d=\"%2\"/></clipPath>\n")
+                  .arg(sys, pathData(p));
     }
     body += sys.isEmpty() ? QStringLiteral("<g>") : QStringLiteral("<g clip-path=\"url(#%1)\">").arg(sys);
     // The clip in the painter's logical coordinates: the group's user space (after its transform).
@@ -175,7 +198,8 @@ class SvgEngine : public QPaintEngine {
   }
   QString matrix() const {
     const QTransform& t = transform_;
-    return QStringLiteral("matrix(%1 %2 %3 %4 %5 %6)").arg(num(t.m11()), num(t.m12()), num(t.m21()), num(t.m22()), num(t.dx()), num(t.dy()));
+    return QStringLiteral("matrix(%1 %2 %3 %4 %5 %6)")
+        .arg(num(t.m11()), num(t.m12()), num(t.m21()), num(t.m22()), num(t.dx()), num(t.dy()));
   }
 
   QPen pen_;
@@ -199,19 +223,29 @@ class SvgDevice : public QPaintDevice {
  protected:
   int metric(PaintDeviceMetric m) const override {
     switch (m) {
-      case PdmWidth: return size_.width();
-      case PdmHeight: return size_.height();
-      case PdmWidthMM: return qRound(size_.width() * 25.4 / 96.0);
-      case PdmHeightMM: return qRound(size_.height() * 25.4 / 96.0);
-      case PdmNumColors: return 0x7FFFFFFF;
-      case PdmDepth: return 32;
+      case PdmWidth:
+        return size_.width();
+      case PdmHeight:
+        return size_.height();
+      case PdmWidthMM:
+        return qRound(size_.width() * 25.4 / 96.0);
+      case PdmHeightMM:
+        return qRound(size_.height() * 25.4 / 96.0);
+      case PdmNumColors:
+        return 0x7FFFFFFF;
+      case PdmDepth:
+        return 32;
       case PdmDpiX:
       case PdmDpiY:
       case PdmPhysicalDpiX:
-      case PdmPhysicalDpiY: return 96;
-      case PdmDevicePixelRatio: return 1;
-      case PdmDevicePixelRatioScaled: return static_cast<int>(devicePixelRatioFScale());
-      default: return 0;
+      case PdmPhysicalDpiY:
+        return 96;
+      case PdmDevicePixelRatio:
+        return 1;
+      case PdmDevicePixelRatioScaled:
+        return static_cast<int>(devicePixelRatioFScale());
+      default:
+        return 0;
     }
   }
 
@@ -227,10 +261,13 @@ QString widgetSvg(QWidget* w) {
   const QSize size = w->size().expandedTo(QSize(1, 1));
   SvgDevice dev(size);
   w->render(&dev, QPoint(), QRegion(), QWidget::DrawWindowBackground | QWidget::DrawChildren);
-  return QStringLiteral("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                        "<svg xmlns=\"http://www.w3.org/2000/svg\" xmlns:xlink=\"http://www.w3.org/1999/xlink\" version=\"1.1\" "
-                        "width=\"%1\" height=\"%2\" viewBox=\"0 0 %1 %2\">\n<title>%3</title>\n")
-             .arg(size.width()).arg(size.height()).arg(escape(w->windowTitle().isEmpty() ? w->objectName() : w->windowTitle())) +
+  return QStringLiteral(
+             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+             "<svg xmlns=\"http://www.w3.org/2000/svg\" xmlns:xlink=\"http://www.w3.org/1999/xlink\" version=\"1.1\" "
+             "width=\"%1\" height=\"%2\" viewBox=\"0 0 %1 %2\">\n<title>%3</title>\n")
+             .arg(size.width())
+             .arg(size.height())
+             .arg(escape(w->windowTitle().isEmpty() ? w->objectName() : w->windowTitle())) +
          dev.engine().body + QStringLiteral("</svg>\n");
 }
 

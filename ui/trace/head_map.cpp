@@ -65,7 +65,9 @@ void HeadGridWidget::paintEvent(QPaintEvent*) {
   const double cw = cellRect(0, 1).x() - cellRect(0, 0).x();
   const int every = std::max(1, int(std::ceil(24.0 / std::max(1.0, cw))));
   p.setPen(palette().text().color());
-  for (int h = 0; h < heads_; h += every) p.drawText(cellRect(0, h).translated(0, -kTop + 4).adjusted(0, 0, 20, 0), Qt::AlignLeft | Qt::AlignTop, QString::number(h));
+  for (int h = 0; h < heads_; h += every)
+    p.drawText(cellRect(0, h).translated(0, -kTop + 4).adjusted(0, 0, 20, 0), Qt::AlignLeft | Qt::AlignTop,
+               QString::number(h));
   for (size_t ri = 0; ri < ranks_.size(); ++ri) {
     const int32_t rank = ranks_[ri];
     int64_t total = 0;
@@ -109,10 +111,12 @@ bool HeadGridWidget::event(QEvent* e) {
         QString s = tr("rank %1, head %2").arg(ranks_[ri]).arg(h);
         for (const auto& r : rows_) {
           if (r.rank != ranks_[ri]) continue;
-          const bool in = r.head_begin < 0 ? (h >= r.owned_begin && h < r.owned_end) : (h >= r.head_begin && h < r.head_end);
+          const bool in =
+              r.head_begin < 0 ? (h >= r.owned_begin && h < r.owned_end) : (h >= r.head_begin && h < r.head_end);
           if (!in) continue;
           s += tr("<br>owned heads %1-%2<br>attention %3<br>a2a seq->head %4<br>a2a head->seq %5")
-                   .arg(r.owned_begin).arg(r.owned_end - 1)
+                   .arg(r.owned_begin)
+                   .arg(r.owned_end - 1)
                    .arg(QString::fromStdString(format_duration_ns(double(r.attention_ns))),
                         QString::fromStdString(format_duration_ns(double(r.a2a_seq_to_head_ns))),
                         QString::fromStdString(format_duration_ns(double(r.a2a_head_to_seq_ns))));
@@ -142,7 +146,8 @@ HeadMapView::HeadMapView(QWidget* parent) : QWidget(parent) {
   lay->addWidget(split, 1);
 }
 
-void HeadMapView::setTrace(std::shared_ptr<const prof::TraceModel> model, std::shared_ptr<const prof::Summary> summary) {
+void HeadMapView::setTrace(std::shared_ptr<const prof::TraceModel> model,
+                           std::shared_ptr<const prof::Summary> summary) {
   if (!model) {
     grid_->setRows({}, 0, 1);
     own_->setTable({});
@@ -151,20 +156,28 @@ void HeadMapView::setTrace(std::shared_ptr<const prof::TraceModel> model, std::s
     return;
   }
   const int H = trace_num_heads(*model);
-  if (H > kMaxHeadMapHeads || H < 0 || model->ranks.size() > size_t(kMaxHeadMapRanks) || model->sp_size > kMaxHeadMapRanks) {
+  if (H > kMaxHeadMapHeads || H < 0 || model->ranks.size() > size_t(kMaxHeadMapRanks) ||
+      model->sp_size > kMaxHeadMapRanks) {
     // Claims no real run makes: refuse to draw (and to compute owned ranges, whose
     // products overflow) instead of looping over billions of cells.
     grid_->setRows({}, 0, 1);
     own_->setTable({});
     ranges_->setTable(summary ? head_range_table_data(*summary) : TableData{});
-    caption_->setText(tr("The trace claims %1 attention heads over %2 ranks (sp_size %3); the head map draws at most %4 heads and %5 ranks.")
-                          .arg(H).arg(model->ranks.size()).arg(model->sp_size).arg(kMaxHeadMapHeads).arg(kMaxHeadMapRanks));
+    caption_->setText(tr("The trace claims %1 attention heads over %2 ranks (sp_size %3); the head map draws at most "
+                         "%4 heads and %5 ranks.")
+                          .arg(H)
+                          .arg(model->ranks.size())
+                          .arg(model->sp_size)
+                          .arg(kMaxHeadMapHeads)
+                          .arg(kMaxHeadMapRanks));
     return;
   }
   auto rows = head_map_rows(*model);
-  caption_->setText(tr("sp_size %1, %2 attention heads: after the seq->head all-to-all, rank r owns heads [r*%2/%1, (r+1)*%2/%1). "
-                       "Cells are shaded by measured attention time; red cells were measured outside the owned heads.")
-                        .arg(std::max(1, model->sp_size)).arg(H));
+  caption_->setText(
+      tr("sp_size %1, %2 attention heads: after the seq->head all-to-all, rank r owns heads [r*%2/%1, (r+1)*%2/%1). "
+         "Cells are shaded by measured attention time; red cells were measured outside the owned heads.")
+          .arg(std::max(1, model->sp_size))
+          .arg(H));
   grid_->setRows(rows, H, model->sp_size);
   own_->setTable(head_map_table(rows));
   ranges_->setTable(summary ? head_range_table_data(*summary) : TableData{});

@@ -20,21 +20,23 @@
 
 namespace ulysses::ui {
 
-std::vector<MemorySeriesPoint> memory_points(const prof::TraceModel& m, int32_t rank, int64_t t0, int64_t t1, int columns) {
+std::vector<MemorySeriesPoint> memory_points(const prof::TraceModel& m, int32_t rank, int64_t t0, int64_t t1,
+                                             int columns) {
   std::vector<MemorySeriesPoint> out;
   const auto& mem = m.memory;
   auto lo = std::partition_point(mem.begin(), mem.end(), [&](const prof::MemoryPoint& p) {
     return p.rank < rank || (p.rank == rank && p.t_ns < t0);
   });
-  auto hi = std::partition_point(lo, mem.end(), [&](const prof::MemoryPoint& p) {
-    return p.rank < rank || (p.rank == rank && p.t_ns < t1);
-  });
+  auto hi = std::partition_point(
+      lo, mem.end(), [&](const prof::MemoryPoint& p) { return p.rank < rank || (p.rank == rank && p.t_ns < t1); });
   // One point before and after the window so lines reach the edges.
   if (lo != mem.begin() && std::prev(lo)->rank == rank) --lo;
   if (hi != mem.end() && hi->rank == rank) ++hi;
   const int64_t n = hi - lo;
   columns = std::max(1, columns);
-  auto to_pt = [](const prof::MemoryPoint& p) { return MemorySeriesPoint{p.t_ns, p.allocated, p.reserved, p.peak, p.label_id}; };
+  auto to_pt = [](const prof::MemoryPoint& p) {
+    return MemorySeriesPoint{p.t_ns, p.allocated, p.reserved, p.peak, p.label_id};
+  };
   if (n <= 2 * columns) {
     for (auto it = lo; it != hi; ++it) out.push_back(to_pt(*it));
     return out;
@@ -143,7 +145,8 @@ void MemoryView::rebuild() {
   chart_->addAxis(ax, Qt::AlignBottom);
   chart_->addAxis(ay, Qt::AlignLeft);
   double ymax = 1;
-  auto add_line = [&](const QString& name, const std::vector<MemorySeriesPoint>& pts, int64_t MemorySeriesPoint::*f, Qt::PenStyle st) {
+  auto add_line = [&](const QString& name, const std::vector<MemorySeriesPoint>& pts, int64_t MemorySeriesPoint::*f,
+                      Qt::PenStyle st) {
     auto* s = new QLineSeries;
     s->setName(name);
     QList<QPointF> list;
@@ -190,9 +193,14 @@ void MemoryView::rebuild() {
         const auto& mm = index_->model();
         for (const auto& p : pts) {
           if (std::fabs(double(p.t_ns - base) / 1e6 - pt.x()) < 1e-9) {
-            const QString lab = p.label_id >= 0 && size_t(p.label_id) < mm.strings.size() ? QString::fromStdString(mm.strings[size_t(p.label_id)]) : QString();
-            info_->setText(tr("%1 at %2 ms: allocated %3, reserved %4, peak %5").arg(lab).arg(pt.x(), 0, 'f', 3)
-                               .arg(QString::fromStdString(format_bytes(p.allocated)), QString::fromStdString(format_bytes(p.reserved)),
+            const QString lab = p.label_id >= 0 && size_t(p.label_id) < mm.strings.size()
+                                    ? QString::fromStdString(mm.strings[size_t(p.label_id)])
+                                    : QString();
+            info_->setText(tr("%1 at %2 ms: allocated %3, reserved %4, peak %5")
+                               .arg(lab)
+                               .arg(pt.x(), 0, 'f', 3)
+                               .arg(QString::fromStdString(format_bytes(p.allocated)),
+                                    QString::fromStdString(format_bytes(p.reserved)),
                                     QString::fromStdString(format_bytes(p.peak))));
             break;
           }
@@ -225,7 +233,8 @@ void MemoryView::rebuild() {
   for (auto* sr : chart_->series()) {
     auto* ls = qobject_cast<QLineSeries*>(sr);
     if (!ls || ls->name().isEmpty()) continue;
-    legend += QStringLiteral("<span style='color:%1'>&#9632;</span> %2&nbsp;&nbsp; ").arg(ls->pen().color().name(), ls->name().toHtmlEscaped());
+    legend += QStringLiteral("<span style='color:%1'>&#9632;</span> %2&nbsp;&nbsp; ")
+                  .arg(ls->pen().color().name(), ls->name().toHtmlEscaped());
   }
   legend_->setText(legend);
   info_->setText(tr("peak in view: %1").arg(QString::fromStdString(format_bytes(peak))));

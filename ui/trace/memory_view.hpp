@@ -25,7 +25,8 @@ struct MemorySeriesPoint {
   int64_t allocated = 0, reserved = 0, peak = 0;
   int32_t label_id = 0;
 };
-std::vector<MemorySeriesPoint> memory_points(const prof::TraceModel& m, int32_t rank, int64_t t0, int64_t t1, int columns);
+std::vector<MemorySeriesPoint> memory_points(const prof::TraceModel& m, int32_t rank, int64_t t0, int64_t t1,
+                                             int columns);
 
 class MemoryView : public QWidget {
   Q_OBJECT

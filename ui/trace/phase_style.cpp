@@ -18,21 +18,36 @@ PhasePalette g_palette = PhasePalette::Default;
 
 uint32_t default_argb(Phase p) {
   switch (p) {
-    case Phase::Step: return 0xFF9E9E9E;
-    case Phase::Embedding: return 0xFF8D6E63;
-    case Phase::QkvProj: return 0xFF4DB6AC;
-    case Phase::A2ASeqToHead: return 0xFFFF8F00;
-    case Phase::Attention: return 0xFF1E63E5;
-    case Phase::A2AHeadToSeq: return 0xFFE0205E;
-    case Phase::OutProj: return 0xFF26A69A;
-    case Phase::Mlp: return 0xFF66BB6A;
-    case Phase::Norm: return 0xFFC0CA33;
-    case Phase::LmHead: return 0xFF7E57C2;
-    case Phase::Loss: return 0xFFA1887F;
-    case Phase::Backward: return 0xFF90A4AE;
-    case Phase::GradAllReduce: return 0xFF9C27B0;
-    case Phase::Optimizer: return 0xFFFBC02D;
-    default: return 0xFFBDBDBD;
+    case Phase::Step:
+      return 0xFF9E9E9E;
+    case Phase::Embedding:
+      return 0xFF8D6E63;
+    case Phase::QkvProj:
+      return 0xFF4DB6AC;
+    case Phase::A2ASeqToHead:
+      return 0xFFFF8F00;
+    case Phase::Attention:
+      return 0xFF1E63E5;
+    case Phase::A2AHeadToSeq:
+      return 0xFFE0205E;
+    case Phase::OutProj:
+      return 0xFF26A69A;
+    case Phase::Mlp:
+      return 0xFF66BB6A;
+    case Phase::Norm:
+      return 0xFFC0CA33;
+    case Phase::LmHead:
+      return 0xFF7E57C2;
+    case Phase::Loss:
+      return 0xFFA1887F;
+    case Phase::Backward:
+      return 0xFF90A4AE;
+    case Phase::GradAllReduce:
+      return 0xFF9C27B0;
+    case Phase::Optimizer:
+      return 0xFFFBC02D;
+    default:
+      return 0xFFBDBDBD;
   }
 }
 
@@ -42,21 +57,36 @@ uint32_t default_argb(Phase p) {
 // differ in lightness as well as hue; phases outside the attention layer are greys.
 uint32_t color_blind_argb(Phase p) {
   switch (p) {
-    case Phase::Step: return 0xFFB3B3B3;
-    case Phase::Embedding: return 0xFF8A8A8A;
-    case Phase::QkvProj: return 0xFF56B4E9;
-    case Phase::A2ASeqToHead: return 0xFFE69F00;
-    case Phase::Attention: return 0xFF0072B2;
-    case Phase::A2AHeadToSeq: return 0xFFD55E00;
-    case Phase::OutProj: return 0xFF009E73;
-    case Phase::Mlp: return 0xFFF0E442;
-    case Phase::Norm: return 0xFFDADADA;
-    case Phase::LmHead: return 0xFF5E5E5E;
-    case Phase::Loss: return 0xFF474747;
-    case Phase::Backward: return 0xFFC6C6C6;
-    case Phase::GradAllReduce: return 0xFFCC79A7;
-    case Phase::Optimizer: return 0xFF9C9C9C;
-    default: return 0xFF7A7A7A;
+    case Phase::Step:
+      return 0xFFB3B3B3;
+    case Phase::Embedding:
+      return 0xFF8A8A8A;
+    case Phase::QkvProj:
+      return 0xFF56B4E9;
+    case Phase::A2ASeqToHead:
+      return 0xFFE69F00;
+    case Phase::Attention:
+      return 0xFF0072B2;
+    case Phase::A2AHeadToSeq:
+      return 0xFFD55E00;
+    case Phase::OutProj:
+      return 0xFF009E73;
+    case Phase::Mlp:
+      return 0xFFF0E442;
+    case Phase::Norm:
+      return 0xFFDADADA;
+    case Phase::LmHead:
+      return 0xFF5E5E5E;
+    case Phase::Loss:
+      return 0xFF474747;
+    case Phase::Backward:
+      return 0xFFC6C6C6;
+    case Phase::GradAllReduce:
+      return 0xFFCC79A7;
+    case Phase::Optimizer:
+      return 0xFF9C9C9C;
+    default:
+      return 0xFF7A7A7A;
   }
 }
 }  // namespace
@@ -66,9 +96,12 @@ PhasePalette phase_palette() { return g_palette; }
 
 bool phase_palette_from_name(const std::string& name, PhasePalette* out) {
   PhasePalette p;
-  if (name == "default") p = PhasePalette::Default;
-  else if (name == "cb" || name == "colorblind" || name == "color-blind" || name == "okabe-ito") p = PhasePalette::ColorBlind;
-  else return false;
+  if (name == "default")
+    p = PhasePalette::Default;
+  else if (name == "cb" || name == "colorblind" || name == "color-blind" || name == "okabe-ito")
+    p = PhasePalette::ColorBlind;
+  else
+    return false;
   if (out) *out = p;
   return true;
 }
@@ -90,9 +123,16 @@ std::string format_duration_ns(double ns) {
   const double a = std::fabs(ns);
   const char* unit = "ns";
   double v = ns;
-  if (a >= 1e9) { v = ns / 1e9; unit = "s"; }
-  else if (a >= 1e6) { v = ns / 1e6; unit = "ms"; }
-  else if (a >= 1e3) { v = ns / 1e3; unit = "us"; }
+  if (a >= 1e9) {
+    v = ns / 1e9;
+    unit = "s";
+  } else if (a >= 1e6) {
+    v = ns / 1e6;
+    unit = "ms";
+  } else if (a >= 1e3) {
+    v = ns / 1e3;
+    unit = "us";
+  }
   char buf[64];
   const double av = std::fabs(v);
   std::snprintf(buf, sizeof buf, av >= 100 ? "%.0f %s" : av >= 10 ? "%.1f %s" : "%.2f %s", v, unit);
@@ -103,7 +143,10 @@ std::string format_bytes(int64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = double(bytes);
   int u = 0;
-  while (std::fabs(v) >= 1024 && u < 4) { v /= 1024; ++u; }
+  while (std::fabs(v) >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
   char buf[64];
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
   return buf;

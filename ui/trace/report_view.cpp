@@ -24,12 +24,13 @@ QString dur(double ns) { return QString::fromStdString(format_duration_ns(ns)); 
 }  // namespace
 
 QString summary_headline(const prof::Summary& s) {
-  QString text = QObject::tr("%1 ranks, %2 ranges, %3 kernels. Overlap %4% of %5 communication; compute %6, overlapped %7.")
-                     .arg(s.world_size)
-                     .arg(s.num_ranges)
-                     .arg(s.num_kernels)
-                     .arg(s.overall.ratio * 100.0, 0, 'f', 1)
-                     .arg(dur(double(s.overall.comm_ns)), dur(double(s.overall.compute_ns)), dur(double(s.overall.overlap_ns)));
+  QString text =
+      QObject::tr("%1 ranks, %2 ranges, %3 kernels. Overlap %4% of %5 communication; compute %6, overlapped %7.")
+          .arg(s.world_size)
+          .arg(s.num_ranges)
+          .arg(s.num_kernels)
+          .arg(s.overall.ratio * 100.0, 0, 'f', 1)
+          .arg(dur(double(s.overall.comm_ns)), dur(double(s.overall.compute_ns)), dur(double(s.overall.overlap_ns)));
   const auto& w = s.waiting;
   if (!w.instances.empty()) {
     int32_t worst = -1;
@@ -39,21 +40,26 @@ QString summary_headline(const prof::Summary& s) {
         caused = r.wait_caused_ns;
         worst = r.rank;
       }
-    text += QObject::tr("\n%1 collectives paired across ranks: median arrival skew %2; rank %3 caused the most waiting (%4).")
+    text += QObject::tr(
+                "\n%1 collectives paired across ranks: median arrival skew %2; rank %3 caused the most waiting (%4).")
                 .arg(qint64(w.instances.size()))
                 .arg(dur(w.median_skew_ns))
                 .arg(worst)
                 .arg(dur(double(caused)));
   }
   if (s.clock_error_ns >= 0)
-    text += QObject::tr("\nClocks aligned to rank 0 by measured offsets, error bound \u00b1%1.").arg(dur(double(s.clock_error_ns)));
+    text += QObject::tr("\nClocks aligned to rank 0 by measured offsets, error bound \u00b1%1.")
+                .arg(dur(double(s.clock_error_ns)));
   const auto& h = s.headline;
   if (h.steps > 0)
-    text += QObject::tr("\nPer step (median of %1): %2 tokens/s, %3; per rank all-to-all %4 and all-reduce %5 sent; peak memory %6.")
+    text += QObject::tr(
+                "\nPer step (median of %1): %2 tokens/s, %3; per rank all-to-all %4 and all-reduce %5 sent; peak "
+                "memory %6.")
                 .arg(h.steps)
                 .arg(h.tokens_per_s, 0, 'f', 0)
                 .arg(dur(h.step_ms * 1e6))
-                .arg(QString::fromStdString(format_bytes(h.a2a_bytes_per_step)), QString::fromStdString(format_bytes(h.allreduce_bytes_per_step)),
+                .arg(QString::fromStdString(format_bytes(h.a2a_bytes_per_step)),
+                     QString::fromStdString(format_bytes(h.allreduce_bytes_per_step)),
                      QString::fromStdString(format_bytes(h.peak_memory_bytes)));
   return text;
 }
@@ -100,7 +106,8 @@ void ReportView::setSummary(std::shared_ptr<const prof::Summary> s, const QStrin
   title_ = title;
   static const prof::Summary empty;
   const prof::Summary& S = s_ ? *s_ : empty;
-  headline_->setText(s_ ? QStringLiteral("<b>%1</b><br>%2").arg(title.toHtmlEscaped(), summary_headline(S)) : QString());
+  headline_->setText(s_ ? QStringLiteral("<b>%1</b><br>%2").arg(title.toHtmlEscaped(), summary_headline(S))
+                        : QString());
   ranks_->setTable(rank_totals_table(S));
   steps_->setTable(step_table(S));
   layers_->setTable(layer_table_data(S));

@@ -1,8 +1,8 @@
 // Overlap and breakdown report: the analysis core's tables (compute / communication / idle
 // per rank and step, overlap ratio, per-layer all-to-all and attention time, head ranges,
-// rank skew, stragglers (who waits for whom at each collective), memory per phase, top names) — the same prof::analyze() that
-// `ulysses-trace summary` prints — with a stacked bar chart per rank, and a comparison of
-// two runs side by side with differences.
+// rank skew, stragglers (who waits for whom at each collective), memory per phase, top names) — the same
+// prof::analyze() that `ulysses-trace summary` prints — with a stacked bar chart per rank, and a comparison of two runs
+// side by side with differences.
 #pragma once
 
 #include <QWidget>

@@ -60,7 +60,11 @@ struct Builder {
     }
     bool any = false;
     for (const auto& r : m.ranges) {
-      if (!any) { m.t_min = r.start_ns; m.t_max = r.end_ns; any = true; }
+      if (!any) {
+        m.t_min = r.start_ns;
+        m.t_max = r.end_ns;
+        any = true;
+      }
       m.t_min = std::min(m.t_min, r.start_ns);
       m.t_max = std::max(m.t_max, r.end_ns);
     }
@@ -117,7 +121,8 @@ std::shared_ptr<TraceModel> make_synthetic_trace(const SyntheticOptions& o) {
     std::vector<int32_t> head_lane(static_cast<size_t>(C));
     for (int32_t c = 0; c < C; ++c) {
       const int32_t hb = r * hpr + c * hpc, he = std::min(r * hpr + (c + 1) * hpc, (r + 1) * hpr);
-      head_lane[size_t(c)] = b.lane(r, LaneKind::HeadRange, "heads " + std::to_string(hb) + "-" + std::to_string(he - 1), hb, he);
+      head_lane[size_t(c)] =
+          b.lane(r, LaneKind::HeadRange, "heads " + std::to_string(hb) + "-" + std::to_string(he - 1), hb, he);
     }
     int32_t s_comp = -1, s_nccl = -1;
     if (o.gpu) {
@@ -127,20 +132,32 @@ std::shared_ptr<TraceModel> make_synthetic_trace(const SyntheticOptions& o) {
     int64_t t = 1'000'000;  // 1 ms
     int64_t mem = int64_t(2) << 30, peak = mem;
     int32_t seq = 0, coll = -1;  // collective identity of the all-to-alls (SP group pg 1), as Comm stamps it
-    auto push = [&](int32_t lane, int64_t s, int64_t e, int32_t name, Phase ph, Direction d, int32_t step, int32_t layer,
-                    int32_t hb, int32_t he, int32_t chunk, int64_t bytes, uint8_t depth, bool kernel) {
+    auto push = [&](int32_t lane, int64_t s, int64_t e, int32_t name, Phase ph, Direction d, int32_t step,
+                    int32_t layer, int32_t hb, int32_t he, int32_t chunk, int64_t bytes, uint8_t depth, bool kernel) {
       TraceRange x;
-      x.start_ns = s; x.end_ns = e; x.rank = r; x.name_id = name; x.step = step; x.layer = layer;
-      x.head_begin = hb; x.head_end = he; x.chunk = chunk; x.bytes_sent = bytes; x.bytes_recv = bytes;
-      x.phase = ph; x.dir = d; x.depth = depth; x.is_kernel = kernel;
+      x.start_ns = s;
+      x.end_ns = e;
+      x.rank = r;
+      x.name_id = name;
+      x.step = step;
+      x.layer = layer;
+      x.head_begin = hb;
+      x.head_end = he;
+      x.chunk = chunk;
+      x.bytes_sent = bytes;
+      x.bytes_recv = bytes;
+      x.phase = ph;
+      x.dir = d;
+      x.depth = depth;
+      x.is_kernel = kernel;
       if (coll >= 0 && !kernel) {
         x.pg = 1;
         x.seq = coll;
       }
       b.lane_ranges[size_t(lane)].push_back(x);
     };
-    auto kernels = [&](int32_t stream, int64_t s, int64_t e, int32_t name, Phase ph, Direction d, int32_t step, int32_t layer,
-                       int32_t hb, int32_t he, int32_t chunk) {
+    auto kernels = [&](int32_t stream, int64_t s, int64_t e, int32_t name, Phase ph, Direction d, int32_t step,
+                       int32_t layer, int32_t hb, int32_t he, int32_t chunk) {
       if (!o.gpu || K == 0) return;
       const int64_t span = std::max<int64_t>(K, e - s);
       for (int k = 0; k < K; ++k) {
@@ -211,15 +228,21 @@ std::shared_ptr<TraceModel> make_synthetic_trace(const SyntheticOptions& o) {
         }
       }
       const int64_t ar0 = t, ar1 = t + int64_t(400000 * jit(rng));
-      push(comm, ar0, ar1, s_ar, Phase::GradAllReduce, Direction::None, st, -1, -1, -1, -1, int64_t(64) << 20, 0, false);
+      push(comm, ar0, ar1, s_ar, Phase::GradAllReduce, Direction::None, st, -1, -1, -1, -1, int64_t(64) << 20, 0,
+           false);
       kernels(s_nccl, ar0, ar1, k_ar, Phase::GradAllReduce, Direction::None, st, -1, -1, -1, -1);
       const int64_t op1 = ar1 + int64_t(300000 * jit(rng));
       push(main, ar1, op1, s_opt, Phase::Optimizer, Direction::None, st, -1, -1, -1, -1, 0, 1, false);
       t = op1 + 20000;
       push(main, step_start, t, s_step, Phase::Step, Direction::None, st, -1, -1, -1, -1, 0, 0, false);
       prof::StepInfo si;
-      si.rank = r; si.step = st; si.start_ns = step_start; si.end_ns = t;
-      si.loss = 10.0 / (1 + st); si.step_ms = double(t - step_start) / 1e6; si.tokens = 65536;
+      si.rank = r;
+      si.step = st;
+      si.start_ns = step_start;
+      si.end_ns = t;
+      si.loss = 10.0 / (1 + st);
+      si.step_ms = double(t - step_start) / 1e6;
+      si.tokens = 65536;
       si.tokens_per_s = 65536 / (si.step_ms / 1e3);
       m.steps.push_back(si);
       t += 100000;
@@ -246,7 +269,8 @@ std::shared_ptr<TraceModel> make_uniform_trace(const UniformOptions& o) {
     ri.device = "cpu";
     m.ranks.push_back(ri);
     for (int32_t l = 0; l < o.lanes_per_rank; ++l) {
-      const int32_t lane = b.lane(r, l == 0 ? LaneKind::HostThread : LaneKind::Comm, l == 0 ? "main" : "lane " + std::to_string(l));
+      const int32_t lane =
+          b.lane(r, l == 0 ? LaneKind::HostThread : LaneKind::Comm, l == 0 ? "main" : "lane " + std::to_string(l));
       auto& v = b.lane_ranges[size_t(lane)];
       v.reserve(size_t(o.n));
       for (int64_t i = 0; i < o.n; ++i) {

@@ -11,12 +11,12 @@
 namespace ulysses::ui {
 
 struct SyntheticOptions {
-  int32_t ranks = 8;        // = sp_size (dp_size 1)
+  int32_t ranks = 8;  // = sp_size (dp_size 1)
   int32_t heads = 32;
   int32_t layers = 16;
   int32_t head_chunks = 4;  // per rank; head lanes per rank
   int32_t steps = 2;
-  bool gpu = true;          // kernels on two CUDA streams (compute, nccl)
+  bool gpu = true;  // kernels on two CUDA streams (compute, nccl)
   int32_t kernels_per_range = 3;
   int64_t target_ranges = 0;  // > 0: steps chosen to reach about this many ranges
   uint64_t seed = 1;

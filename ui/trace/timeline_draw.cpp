@@ -87,9 +87,8 @@ void compute_draw_list(const TimelineIndex& ix, const TimelineLayout& layout, co
       const int64_t n = int64_t(ov.size());
       while (i < n && ov[size_t(i)].first < t1) {
         // Merge every following interval whose gap to the previous one is under a pixel.
-        const int64_t stop = rk.overlap_gaps.find_first(i + 1, px_ns, [&](int64_t k) {
-          return ov[size_t(k)].first - ov[size_t(k - 1)].second;
-        });
+        const int64_t stop = rk.overlap_gaps.find_first(
+            i + 1, px_ns, [&](int64_t k) { return ov[size_t(k)].first - ov[size_t(k - 1)].second; });
         const int64_t s = ov[size_t(i)].first;
         const int64_t e = ov[size_t(stop - 1)].second;
         i = stop;
@@ -175,15 +174,20 @@ int64_t hit_test(const DrawList& dl, float x, float y, float tol) {
     const DrawItem& it = dl.items[i];
     if (y < it.y || y >= it.y + it.h) continue;
     float d = 0;
-    if (x < it.x) d = it.x - x;
-    else if (x > it.x + it.w) d = x - (it.x + it.w);
-    if (d <= tol && d < best_d) { best = int64_t(i); best_d = d; }
+    if (x < it.x)
+      d = it.x - x;
+    else if (x > it.x + it.w)
+      d = x - (it.x + it.w);
+    if (d <= tol && d < best_d) {
+      best = int64_t(i);
+      best_d = d;
+    }
   }
   return best;
 }
 
-std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLayout& layout, const TimelineViewport& vp,
-                                       float y_scroll, int64_t selected) {
+std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLayout& layout,
+                                       const TimelineViewport& vp, float y_scroll, int64_t selected) {
   std::vector<FlowPoint> out;
   const auto& m = ix.model();
   if (selected < 0 || size_t(selected) >= m.ranges.size()) return out;

@@ -66,7 +66,7 @@ struct DrawParams {
   TimelineViewport vp;
   float y_scroll = 0;  // layout y at the top of the widget
   float height = std::numeric_limits<float>::max();
-  float fold_px = 3;   // ranges narrower than this fold
+  float fold_px = 3;  // ranges narrower than this fold
   // Search/filter: a range matches when match[name_id] or match_phase[phase] is 1. Both null
   // = no filter. Non-matching single items get kDimmed; folded items are dimmed unless their
   // first range matches.
@@ -118,8 +118,8 @@ struct FlowPoint {
   int64_t arrive_ns = 0;
   float x = 0, y = 0;
 };
-std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLayout& layout, const TimelineViewport& vp,
-                                       float y_scroll, int64_t selected);
+std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLayout& layout,
+                                       const TimelineViewport& vp, float y_scroll, int64_t selected);
 
 // Index into out.items of the item under (x, y) (with a small horizontal tolerance), or -1.
 int64_t hit_test(const DrawList& dl, float x, float y, float tolerance_px = 2);

@@ -35,7 +35,10 @@ IntervalList interval_intersection(const IntervalList& a, const IntervalList& b)
     int64_t lo = std::max(a[i].first, b[j].first);
     int64_t hi = std::min(a[i].second, b[j].second);
     if (lo < hi) out.emplace_back(lo, hi);
-    if (a[i].second < b[j].second) ++i; else ++j;
+    if (a[i].second < b[j].second)
+      ++i;
+    else
+      ++j;
   }
   return out;
 }
@@ -51,7 +54,10 @@ std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceM
   auto report = [&](int64_t n) {
     done += n;
     int pct = int(done * 100 / total);
-    if (progress && pct != last_pct) { last_pct = pct; progress(std::min(pct, 100)); }
+    if (progress && pct != last_pct) {
+      last_pct = pct;
+      progress(std::min(pct, 100));
+    }
   };
 
   std::map<int32_t, size_t> rank_slot;
@@ -106,7 +112,11 @@ std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceM
       row_of[size_t(i)] = uint8_t(depth);
       if (row_count.size() <= depth) row_count.resize(depth + 1, 0);
       ++row_count[depth];
-      if (!have_t) { t_min = r.start_ns; t_max = r.end_ns; have_t = true; }
+      if (!have_t) {
+        t_min = r.start_ns;
+        t_max = r.end_ns;
+        have_t = true;
+      }
       t_min = std::min(t_min, r.start_ns);
       t_max = std::max(t_max, r.end_ns);
       if ((i & 0xFFFF) == 0xFFFF) report(0x10000);
@@ -169,10 +179,19 @@ std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceM
   }
   for (auto& kv : steps) ix->steps_.push_back(kv.second);
 
-  if (!have_t) { t_min = m.t_min; t_max = m.t_max; }
-  if (m.t_max > m.t_min && have_t) { t_min = std::min(t_min, m.t_min); t_max = std::max(t_max, m.t_max); }
+  if (!have_t) {
+    t_min = m.t_min;
+    t_max = m.t_max;
+  }
+  if (m.t_max > m.t_min && have_t) {
+    t_min = std::min(t_min, m.t_min);
+    t_max = std::max(t_max, m.t_max);
+  }
   for (const auto& mp : m.memory) {
-    if (!have_t) { t_min = t_max = mp.t_ns; have_t = true; }
+    if (!have_t) {
+      t_min = t_max = mp.t_ns;
+      have_t = true;
+    }
     t_min = std::min(t_min, mp.t_ns);
     t_max = std::max(t_max, mp.t_ns);
   }
@@ -187,7 +206,10 @@ std::pair<int64_t, int64_t> TimelineIndex::visible(const TimelineRow& row, int64
   int64_t lo = 0, hi = row.size;
   while (lo < hi) {
     int64_t mid = lo + (hi - lo) / 2;
-    if (at(row, mid).end_ns > t0) hi = mid; else lo = mid + 1;
+    if (at(row, mid).end_ns > t0)
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   const int64_t first = lo;
   return {first, first_start_at_or_after(row, first, row.size, t1)};
@@ -196,7 +218,10 @@ std::pair<int64_t, int64_t> TimelineIndex::visible(const TimelineRow& row, int64
 int64_t TimelineIndex::first_start_at_or_after(const TimelineRow& row, int64_t lo, int64_t hi, int64_t t) const {
   while (lo < hi) {
     int64_t mid = lo + (hi - lo) / 2;
-    if (at(row, mid).start_ns >= t) hi = mid; else lo = mid + 1;
+    if (at(row, mid).start_ns >= t)
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   return lo;
 }

@@ -14,17 +14,17 @@ struct TimelineViewport {
   static constexpr double kMinNsPerPx = 0.01;  // 100 px per ns: deepest zoom
   static constexpr double kMaxNsPerPx = 1e12;
 
-  int64_t t1_ns() const;                 // time at the right edge
+  int64_t t1_ns() const;  // time at the right edge
   double duration_ns() const { return ns_per_px * width_px; }
-  double x_of(int64_t t_ns) const;       // pixel (may be outside [0, width))
-  int64_t t_of(double x) const;          // time under pixel x (rounded to nearest ns)
+  double x_of(int64_t t_ns) const;  // pixel (may be outside [0, width))
+  int64_t t_of(double x) const;     // time under pixel x (rounded to nearest ns)
   double px_of(int64_t dur_ns) const { return double(dur_ns) / ns_per_px; }
 
   // Shows [a, b) across the width (b <= a shows 1 ns). margin_frac adds room on both sides.
   void fit(int64_t a_ns, int64_t b_ns, double margin_frac = 0.0);
   // Zooms by `factor` (> 1 zooms in) keeping the time under pixel x fixed.
   void zoom_at(double x, double factor);
-  void pan_px(double dx);  // positive dx moves the view to later times
+  void pan_px(double dx);            // positive dx moves the view to later times
   void set_width(int width_px_new);  // keeps t0 and ns_per_px
   // Keeps the view inside [t_min - margin, t_max + margin] where possible and the zoom
   // within [kMinNsPerPx, (t_max - t_min) * 2 / width].

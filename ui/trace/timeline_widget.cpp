@@ -97,7 +97,10 @@ void TimelineWidget::nextStep() {
   if (st.empty()) return;
   const int64_t c = vp_.t_of(vp_.width_px / 2.0);
   for (size_t i = 0; i < st.size(); ++i)
-    if (st[i].start_ns > c) { fitStep(int(i)); return; }
+    if (st[i].start_ns > c) {
+      fitStep(int(i));
+      return;
+    }
   fitStep(int(st.size()) - 1);
 }
 
@@ -106,7 +109,10 @@ void TimelineWidget::prevStep() {
   if (st.empty()) return;
   const int64_t c = vp_.t_of(vp_.width_px / 2.0);
   for (size_t i = st.size(); i-- > 0;)
-    if (st[i].end_ns < c) { fitStep(int(i)); return; }
+    if (st[i].end_ns < c) {
+      fitStep(int(i));
+      return;
+    }
   fitStep(0);
 }
 
@@ -161,12 +167,18 @@ int TimelineWidget::setFilter(const QString& text) {
     const QString needle = text.trimmed();
     match_.assign(m.strings.size(), 0);
     for (size_t i = 0; i < m.strings.size(); ++i) {
-      if (QString::fromStdString(m.strings[i]).contains(needle, Qt::CaseInsensitive)) { match_[i] = 1; ++n; }
+      if (QString::fromStdString(m.strings[i]).contains(needle, Qt::CaseInsensitive)) {
+        match_[i] = 1;
+        ++n;
+      }
     }
     // Phase names: kernels carry the phase of the range that launched them.
     match_phase_.assign(size_t(prof::Phase::Count) + 1, 0);
     for (int p = 0; p < int(prof::Phase::Count); ++p) {
-      if (QString(phase_label(prof::Phase(p))).contains(needle, Qt::CaseInsensitive)) { match_phase_[size_t(p)] = 1; ++n; }
+      if (QString(phase_label(prof::Phase(p))).contains(needle, Qt::CaseInsensitive)) {
+        match_phase_[size_t(p)] = 1;
+        ++n;
+      }
     }
   }
   dirty_ = true;
@@ -179,7 +191,10 @@ bool TimelineWidget::jumpToMatch(bool forward) {
   const auto& m = index_->model();
   int64_t ref = vp_.t_of(vp_.width_px / 2.0);
   int64_t ref_idx = -1;
-  if (selected_ >= 0 && size_t(selected_) < m.ranges.size()) { ref = m.ranges[size_t(selected_)].start_ns; ref_idx = selected_; }
+  if (selected_ >= 0 && size_t(selected_) < m.ranges.size()) {
+    ref = m.ranges[size_t(selected_)].start_ns;
+    ref_idx = selected_;
+  }
   int64_t best = -1;
   DrawParams fp;
   fp.match = &match_;
@@ -192,14 +207,21 @@ bool TimelineWidget::jumpToMatch(bool forward) {
     const bool after = r.start_ns > ref || (r.start_ns == ref && int64_t(i) > ref_idx);
     const bool before = r.start_ns < ref || (r.start_ns == ref && int64_t(i) < ref_idx);
     if (forward ? !after : !before) continue;
-    if (best < 0) { best = int64_t(i); continue; }
+    if (best < 0) {
+      best = int64_t(i);
+      continue;
+    }
     const auto& b = m.ranges[size_t(best)];
     if (forward ? r.start_ns < b.start_ns : r.start_ns > b.start_ns) best = int64_t(i);
   }
   if (best < 0) return false;
   const auto& r = m.ranges[size_t(best)];
-  if (vp_.px_of(r.duration()) > vp_.width_px * 0.8 || vp_.px_of(r.duration()) < 2) fitRange(best);
-  else { centreOn((r.start_ns + r.end_ns) / 2); selectRange(best); }
+  if (vp_.px_of(r.duration()) > vp_.width_px * 0.8 || vp_.px_of(r.duration()) < 2)
+    fitRange(best);
+  else {
+    centreOn((r.start_ns + r.end_ns) / 2);
+    selectRange(best);
+  }
   return true;
 }
 
@@ -229,12 +251,16 @@ QString TimelineWidget::describe(const DrawItem& it) const {
   const auto& m = index_->model();
   if (it.count > 1) {
     const int64_t dur = int64_t((it.w) * vp_.ns_per_px);
-    return tr("%1 ranges folded (about %2); zoom in to see them").arg(it.count).arg(qs(format_duration_ns(double(dur))));
+    return tr("%1 ranges folded (about %2); zoom in to see them")
+        .arg(it.count)
+        .arg(qs(format_duration_ns(double(dur))));
   }
   if (it.range < 0 || size_t(it.range) >= m.ranges.size()) return {};
   const auto& r = m.ranges[size_t(it.range)];
-  QString name = (r.name_id >= 0 && size_t(r.name_id) < m.strings.size()) ? qs(m.strings[size_t(r.name_id)]) : QString();
-  QString s = QStringLiteral("<b>%1</b><br>%2 %3").arg(name.toHtmlEscaped(), phase_label(r.phase), direction_label(r.dir));
+  QString name =
+      (r.name_id >= 0 && size_t(r.name_id) < m.strings.size()) ? qs(m.strings[size_t(r.name_id)]) : QString();
+  QString s =
+      QStringLiteral("<b>%1</b><br>%2 %3").arg(name.toHtmlEscaped(), phase_label(r.phase), direction_label(r.dir));
   if (r.layer >= 0) s += tr("<br>layer %1").arg(r.layer);
   if (r.head_begin >= 0) s += tr("<br>heads %1-%2").arg(r.head_begin).arg(r.head_end - 1);
   if (r.chunk >= 0) s += tr(" (chunk %1)").arg(r.chunk);
@@ -250,8 +276,10 @@ bool TimelineWidget::event(QEvent* e) {
     auto* he = static_cast<QHelpEvent*>(e);
     ensureDrawList();
     const int64_t hit = hit_test(dl_, float(he->pos().x() - gutter_), float(he->pos().y() - ruler_h_));
-    if (hit >= 0) QToolTip::showText(he->globalPos(), describe(dl_.items[size_t(hit)]), this);
-    else QToolTip::hideText();
+    if (hit >= 0)
+      QToolTip::showText(he->globalPos(), describe(dl_.items[size_t(hit)]), this);
+    else
+      QToolTip::hideText();
     return true;
   }
   return QWidget::event(e);
@@ -312,7 +340,8 @@ void TimelineWidget::mouseMoveEvent(QMouseEvent* e) {
 void TimelineWidget::mouseReleaseEvent(QMouseEvent* e) {
   if (selecting_) {
     selecting_ = false;
-    const int a = std::min(press_pos_.x(), e->pos().x()) - gutter_, b = std::max(press_pos_.x(), e->pos().x()) - gutter_;
+    const int a = std::min(press_pos_.x(), e->pos().x()) - gutter_,
+              b = std::max(press_pos_.x(), e->pos().x()) - gutter_;
     if (b - a >= 3) {
       emit timeRangeSelected(vp_.t_of(a), vp_.t_of(b));
       TimelineViewport v = vp_;
@@ -343,15 +372,38 @@ void TimelineWidget::keyPressEvent(QKeyEvent* e) {
   TimelineViewport v = vp_;
   const double cx = vp_.width_px / 2.0;
   switch (e->key()) {
-    case Qt::Key_Plus: case Qt::Key_Equal: v.zoom_at(cx, 1.5); changeViewport(v); break;
-    case Qt::Key_Minus: v.zoom_at(cx, 1 / 1.5); changeViewport(v); break;
-    case Qt::Key_Left: v.pan_px(-vp_.width_px / 8.0); changeViewport(v); break;
-    case Qt::Key_Right: v.pan_px(vp_.width_px / 8.0); changeViewport(v); break;
-    case Qt::Key_Home: fitAll(); break;
-    case Qt::Key_F: fitStep(int(std::max<int64_t>(0, currentStep()))); break;
-    case Qt::Key_PageDown: nextStep(); break;
-    case Qt::Key_PageUp: prevStep(); break;
-    default: QWidget::keyPressEvent(e); return;
+    case Qt::Key_Plus:
+    case Qt::Key_Equal:
+      v.zoom_at(cx, 1.5);
+      changeViewport(v);
+      break;
+    case Qt::Key_Minus:
+      v.zoom_at(cx, 1 / 1.5);
+      changeViewport(v);
+      break;
+    case Qt::Key_Left:
+      v.pan_px(-vp_.width_px / 8.0);
+      changeViewport(v);
+      break;
+    case Qt::Key_Right:
+      v.pan_px(vp_.width_px / 8.0);
+      changeViewport(v);
+      break;
+    case Qt::Key_Home:
+      fitAll();
+      break;
+    case Qt::Key_F:
+      fitStep(int(std::max<int64_t>(0, currentStep())));
+      break;
+    case Qt::Key_PageDown:
+      nextStep();
+      break;
+    case Qt::Key_PageUp:
+      prevStep();
+      break;
+    default:
+      QWidget::keyPressEvent(e);
+      return;
   }
   e->accept();
 }
@@ -392,7 +444,8 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
       p.fillRect(r, QBrush(QColor(0x50, 0x50, 0x50), Qt::BDiagPattern));
       if (it.w > 24) {
         p.setPen(Qt::white);
-        p.drawText(r.adjusted(2, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft, fm.elidedText(QString::number(it.count), Qt::ElideRight, int(it.w) - 4));
+        p.drawText(r.adjusted(2, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft,
+                   fm.elidedText(QString::number(it.count), Qt::ElideRight, int(it.w) - 4));
       }
       continue;
     }
@@ -404,7 +457,9 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     if (it.w > 30 && it.name_id >= 0 && size_t(it.name_id) < m.strings.size()) {
       p.setPen(it.flags & kDimmed ? QColor(200, 200, 200, 90) : QColor(Qt::white));
       const QRectF tr2 = r.intersected(QRectF(0, r.y(), vp_.width_px, r.height())).adjusted(3, 0, -2, 0);
-      p.drawText(tr2, Qt::AlignVCenter | Qt::AlignLeft, fm.elidedText(QString::fromStdString(m.strings[size_t(it.name_id)]), Qt::ElideRight, int(tr2.width())));
+      p.drawText(
+          tr2, Qt::AlignVCenter | Qt::AlignLeft,
+          fm.elidedText(QString::fromStdString(m.strings[size_t(it.name_id)]), Qt::ElideRight, int(tr2.width())));
     }
   }
   // Flow arrows: the selected collective's instances on every rank, each arrival -> the last
@@ -420,12 +475,13 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
         p.drawLine(a, b);
         const QLineF ln(b, a);  // arrow head at the last arrival
         const double ang = std::atan2(ln.dy(), ln.dx());
-        for (double s : {0.45, -0.45})
-          p.drawLine(b, b + QPointF(std::cos(ang + s) * 8, std::sin(ang + s) * 8));
+        for (double s : {0.45, -0.45}) p.drawLine(b, b + QPointF(std::cos(ang + s) * 8, std::sin(ang + s) * 8));
       }
       p.setPen(QColor(255, 235, 59));
       p.drawText(QPointF(last.x + 4, last.y - 4),
-                 tr("last: rank %1, skew %2").arg(last.rank).arg(QString::fromStdString(format_duration_ns(double(last.arrive_ns - flow.front().arrive_ns)))));
+                 tr("last: rank %1, skew %2")
+                     .arg(last.rank)
+                     .arg(QString::fromStdString(format_duration_ns(double(last.arrive_ns - flow.front().arrive_ns)))));
       p.setRenderHint(QPainter::Antialiasing, false);
     }
   }
@@ -438,7 +494,8 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     const int a = std::min(press_pos_.x(), drag_x_) - gutter_, b = std::max(press_pos_.x(), drag_x_) - gutter_;
     p.fillRect(QRect(a, 0, b - a, H), QColor(120, 170, 255, 60));
     p.setPen(Qt::white);
-    p.drawText(QRect(a, 4, std::max(b - a, 120), 16), Qt::AlignLeft, QString::fromStdString(format_duration_ns(double(b - a) * vp_.ns_per_px)));
+    p.drawText(QRect(a, 4, std::max(b - a, 120), 16), Qt::AlignLeft,
+               QString::fromStdString(format_duration_ns(double(b - a) * vp_.ns_per_px)));
   }
   p.restore();
 
@@ -450,7 +507,8 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   for (const auto& rl : layout_.ranks) {
     QString label = tr("rank %1").arg(rl.rank);
     for (const auto& ri : m.ranks)
-      if (ri.rank == rl.rank && !ri.device.empty()) label += QStringLiteral(" (%1)").arg(QString::fromStdString(ri.device));
+      if (ri.rank == rl.rank && !ri.device.empty())
+        label += QStringLiteral(" (%1)").arg(QString::fromStdString(ri.device));
     QFont f = p.font();
     f.setBold(true);
     p.setFont(f);
@@ -472,8 +530,14 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   const double min_ns = 90 * vp_.ns_per_px;
   double tick = 1;
   while (tick < min_ns) {
-    if (tick * 2 >= min_ns) { tick *= 2; break; }
-    if (tick * 5 >= min_ns) { tick *= 5; break; }
+    if (tick * 2 >= min_ns) {
+      tick *= 2;
+      break;
+    }
+    if (tick * 5 >= min_ns) {
+      tick *= 5;
+      break;
+    }
     tick *= 10;
   }
   const int64_t base = index_->t_min();

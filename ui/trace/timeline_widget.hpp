@@ -47,7 +47,7 @@ class TimelineWidget : public QWidget {
  public slots:
   void setViewport(const ulysses::ui::TimelineViewport& vp);
   void fitAll();
-  void fitStep(int step_pos);        // position in index()->steps()
+  void fitStep(int step_pos);  // position in index()->steps()
   void nextStep();
   void prevStep();
   void fitRange(qint64 range_index);  // zoom to one range (with margins) and select it
@@ -55,7 +55,7 @@ class TimelineWidget : public QWidget {
 
  signals:
   void viewportChanged(const ulysses::ui::TimelineViewport& vp);
-  void rangeSelected(qint64 range_index);  // -1 = cleared
+  void rangeSelected(qint64 range_index);              // -1 = cleared
   void timeRangeSelected(qint64 t0_ns, qint64 t1_ns);  // a dragged range (right / shift drag), before it zooms in
 
  protected:
@@ -93,4 +93,3 @@ class TimelineWidget : public QWidget {
 };
 
 }  // namespace ulysses::ui
-

@@ -9,7 +9,8 @@
 
 namespace ulysses::ui {
 
-LoadedTrace prepare_trace(std::shared_ptr<const prof::TraceModel> model, const std::function<void(int, const QString&)>& progress) {
+LoadedTrace prepare_trace(std::shared_ptr<const prof::TraceModel> model,
+                          const std::function<void(int, const QString&)>& progress) {
   LoadedTrace out;
   out.model = model;
   if (!model) {
@@ -18,8 +19,9 @@ LoadedTrace prepare_trace(std::shared_ptr<const prof::TraceModel> model, const s
   }
   out.path = QString::fromStdString(model->source);
   if (model->ranges.empty() && model->memory.empty()) {
-    out.error = QObject::tr("The trace %1 is empty: it has no ranges and no memory samples. "
-                            "Was profiling enabled (profile.step_begin..step_end) and did the run reach a traced step?")
+    out.error = QObject::tr(
+                    "The trace %1 is empty: it has no ranges and no memory samples. "
+                    "Was profiling enabled (profile.step_begin..step_end) and did the run reach a traced step?")
                     .arg(out.path.isEmpty() ? QObject::tr("(in memory)") : out.path);
     return out;
   }
@@ -94,14 +96,20 @@ void TraceLoader::start(const QString& path) {
   QPointer<TraceLoader> self(this);
   QThread* th = QThread::create([self, gen, path]() {
     auto report = [&](int pct, const QString& what) {
-      QMetaObject::invokeMethod(self.data(), [self, gen, pct, what]() {
-        if (self && gen == self->generation_) emit self->progress(pct, what);
-      }, Qt::QueuedConnection);
+      QMetaObject::invokeMethod(
+          self.data(),
+          [self, gen, pct, what]() {
+            if (self && gen == self->generation_) emit self->progress(pct, what);
+          },
+          Qt::QueuedConnection);
     };
     LoadedTrace r = load_and_prepare(path, report);
-    QMetaObject::invokeMethod(self.data(), [self, gen, r]() {
-      if (self && gen == self->generation_) emit self->finished(r);
-    }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        self.data(),
+        [self, gen, r]() {
+          if (self && gen == self->generation_) emit self->finished(r);
+        },
+        Qt::QueuedConnection);
   });
   connect(th, &QThread::finished, th, &QObject::deleteLater);
   threads_.removeAll(nullptr);

@@ -28,7 +28,8 @@ struct LoadedTrace {
 
 // Everything a view needs from a model, computed in the calling thread. Throws nothing:
 // errors (empty trace) come back in `error`.
-LoadedTrace prepare_trace(std::shared_ptr<const prof::TraceModel> model, const std::function<void(int, const QString&)>& progress = {});
+LoadedTrace prepare_trace(std::shared_ptr<const prof::TraceModel> model,
+                          const std::function<void(int, const QString&)>& progress = {});
 // Loads `path` through the profiler (errors -> `error`, never throws) and prepares it.
 LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, const QString&)>& progress = {});
 

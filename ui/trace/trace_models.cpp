@@ -82,7 +82,8 @@ QVariant TableModel::data(const QModelIndex& index, int role) const {
 
 QVariant TableModel::headerData(int section, Qt::Orientation o, int role) const {
   if (role != Qt::DisplayRole) return {};
-  if (o == Qt::Horizontal) return section >= 0 && section < t_.headers.size() ? QVariant(t_.headers[section]) : QVariant();
+  if (o == Qt::Horizontal)
+    return section >= 0 && section < t_.headers.size() ? QVariant(t_.headers[section]) : QVariant();
   return section + 1;
 }
 
@@ -102,7 +103,8 @@ TableData rank_totals_table(const prof::Summary& s) {
 
 TableData step_table(const prof::Summary& s) {
   TableData t;
-  t.headers = {"rank", "step", "wall ms", "compute ms", "comm ms", "overlap ms", "exposed comm ms", "idle ms", "overlap ratio", "source"};
+  t.headers = {"rank",    "step",          "wall ms", "compute ms", "comm ms", "overlap ms", "exposed comm ms",
+               "idle ms", "overlap ratio", "source"};
   for (const auto& r : s.steps) {
     t.add({r.rank, qint64(r.step), ms(double(r.wall_ns)), ms(double(r.compute_ns)), ms(double(r.comm_ns)),
            ms(double(r.overlap_ns)), ms(double(r.exposed_comm_ns)), ms(double(r.idle_ns)), pct(r.overlap_ratio),
@@ -116,15 +118,15 @@ TableData step_table(const prof::Summary& s) {
 
 TableData layer_table_data(const prof::Summary& s) {
   TableData t;
-  t.headers = {"layer", "direction", "qkv_proj ms", "a2a seq->head ms", "attention ms", "a2a head->seq ms",
+  t.headers = {"layer",       "direction",      "qkv_proj ms", "a2a seq->head ms", "attention ms", "a2a head->seq ms",
                "out_proj ms", "a2a bytes sent", "samples"};
   for (const auto& r : s.layers) {
     const double n = double(std::max<int64_t>(1, r.samples));  // per rank per step
     t.add({r.layer, direction_label(r.dir), ms(r.qkv_proj_ns / n), ms(r.a2a_seq_to_head_ns / n), ms(r.attention_ns / n),
            ms(r.a2a_head_to_seq_ns / n), ms(r.out_proj_ns / n), qs(format_bytes(int64_t(double(r.a2a_bytes_sent) / n))),
            qint64(r.samples)},
-          {r.layer, int(r.dir), r.qkv_proj_ns / n, r.a2a_seq_to_head_ns / n, r.attention_ns / n, r.a2a_head_to_seq_ns / n,
-           r.out_proj_ns / n, double(r.a2a_bytes_sent) / n, qint64(r.samples)},
+          {r.layer, int(r.dir), r.qkv_proj_ns / n, r.a2a_seq_to_head_ns / n, r.attention_ns / n,
+           r.a2a_head_to_seq_ns / n, r.out_proj_ns / n, double(r.a2a_bytes_sent) / n, qint64(r.samples)},
           r.layer);
   }
   return t;
@@ -134,11 +136,12 @@ TableData head_range_table_data(const prof::Summary& s) {
   TableData t;
   t.headers = {"heads", "a2a seq->head ms", "attention ms", "a2a head->seq ms", "ranges", "bytes sent"};
   for (const auto& r : s.heads) {
-    t.add({QStringLiteral("%1-%2").arg(r.head_begin).arg(r.head_end - 1), ms(double(r.a2a_seq_to_head_ns)),
-           ms(double(r.attention_ns)), ms(double(r.a2a_head_to_seq_ns)), qint64(r.count), qs(format_bytes(r.bytes_sent))},
-          {r.head_begin, double(r.a2a_seq_to_head_ns), double(r.attention_ns), double(r.a2a_head_to_seq_ns), qint64(r.count),
-           qint64(r.bytes_sent)},
-          r.head_begin);
+    t.add(
+        {QStringLiteral("%1-%2").arg(r.head_begin).arg(r.head_end - 1), ms(double(r.a2a_seq_to_head_ns)),
+         ms(double(r.attention_ns)), ms(double(r.a2a_head_to_seq_ns)), qint64(r.count), qs(format_bytes(r.bytes_sent))},
+        {r.head_begin, double(r.a2a_seq_to_head_ns), double(r.attention_ns), double(r.a2a_head_to_seq_ns),
+         qint64(r.count), qint64(r.bytes_sent)},
+        r.head_begin);
   }
   return t;
 }
@@ -175,18 +178,22 @@ TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1) {
     auto pct = [&](int p) { return d[size_t(std::max<int64_t>(1, (p * n + 99) / 100) - 1)]; };
     int64_t total = 0;
     for (int64_t v : d) total += v;
-    const QString name = key.first >= 0 && size_t(key.first) < m.strings.size() ? qs(m.strings[size_t(key.first)]) : QStringLiteral("?");
+    const QString name =
+        key.first >= 0 && size_t(key.first) < m.strings.size() ? qs(m.strings[size_t(key.first)]) : QStringLiteral("?");
     rows.push_back({name, key.second, n, total, pct(50), pct(95), d.back()});
   }
-  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.total != b.total ? a.total > b.total : a.name < b.name; });
+  std::sort(rows.begin(), rows.end(),
+            [](const Row& a, const Row& b) { return a.total != b.total ? a.total > b.total : a.name < b.name; });
   TableData t;
   t.headers = {"name", "kind", "count", "total ms", "mean ms", "p50 ms", "p95 ms", "max ms"};
   qint64 key = 0;
   for (const auto& r : rows) {
     const double mean = double(r.total) / double(r.count);
-    t.add({r.name, r.kernel ? "gpu" : "range", qint64(r.count), ms(double(r.total)), ms(mean), ms(double(r.p50)), ms(double(r.p95)),
-           ms(double(r.max))},
-          {r.name, r.kernel ? "gpu" : "range", qint64(r.count), qint64(r.total), mean, qint64(r.p50), qint64(r.p95), qint64(r.max)}, key++);
+    t.add({r.name, r.kernel ? "gpu" : "range", qint64(r.count), ms(double(r.total)), ms(mean), ms(double(r.p50)),
+           ms(double(r.p95)), ms(double(r.max))},
+          {r.name, r.kernel ? "gpu" : "range", qint64(r.count), qint64(r.total), mean, qint64(r.p50), qint64(r.p95),
+           qint64(r.max)},
+          key++);
   }
   return t;
 }
@@ -196,9 +203,10 @@ TableData straggler_table(const prof::Summary& s) {
   t.headers = {"rank", "collectives", "last arrivals", "last arrivals %", "wait caused ms", "wait suffered ms"};
   for (const auto& r : s.waiting.ranks) {
     const double pct = r.collectives > 0 ? 100.0 * double(r.last_arrivals) / double(r.collectives) : 0.0;
-    t.add({r.rank, qint64(r.collectives), qint64(r.last_arrivals), QString::number(pct, 'f', 1), ms(double(r.wait_caused_ns)),
-           ms(double(r.wait_suffered_ns))},
-          {r.rank, qint64(r.collectives), qint64(r.last_arrivals), pct, qint64(r.wait_caused_ns), qint64(r.wait_suffered_ns)},
+    t.add({r.rank, qint64(r.collectives), qint64(r.last_arrivals), QString::number(pct, 'f', 1),
+           ms(double(r.wait_caused_ns)), ms(double(r.wait_suffered_ns))},
+          {r.rank, qint64(r.collectives), qint64(r.last_arrivals), pct, qint64(r.wait_caused_ns),
+           qint64(r.wait_suffered_ns)},
           r.rank);
   }
   return t;
@@ -208,9 +216,10 @@ TableData memory_phase_table(const prof::Summary& s) {
   TableData t;
   t.headers = {"label", "rank", "max allocated", "max reserved", "max peak", "samples"};
   for (const auto& r : s.memory) {
-    t.add({qs(r.label), r.rank, qs(format_bytes(r.max_allocated)), qs(format_bytes(r.max_reserved)),
-           qs(format_bytes(r.max_peak)), qint64(r.samples)},
-          {qs(r.label), r.rank, qint64(r.max_allocated), qint64(r.max_reserved), qint64(r.max_peak), qint64(r.samples)});
+    t.add(
+        {qs(r.label), r.rank, qs(format_bytes(r.max_allocated)), qs(format_bytes(r.max_reserved)),
+         qs(format_bytes(r.max_peak)), qint64(r.samples)},
+        {qs(r.label), r.rank, qint64(r.max_allocated), qint64(r.max_reserved), qint64(r.max_peak), qint64(r.samples)});
   }
   return t;
 }
@@ -231,7 +240,8 @@ TableData compare_table(const prof::Summary& a, const prof::Summary& b) {
   t.headers = {"metric", "run A", "run B", "B - A", "change"};
   auto row = [&](const QString& name, double va, double vb, bool is_ns) {
     const double d = vb - va;
-    const QString ch = va != 0 ? QString::number(d / std::fabs(va) * 100.0, 'f', 1) + QLatin1Char('%') : QStringLiteral("-");
+    const QString ch =
+        va != 0 ? QString::number(d / std::fabs(va) * 100.0, 'f', 1) + QLatin1Char('%') : QStringLiteral("-");
     if (is_ns)
       t.add({name, ms(va), ms(vb), ms(d), ch}, {name, va, vb, d, va != 0 ? d / std::fabs(va) : 0.0});
     else
@@ -264,14 +274,16 @@ TableData compare_table(const prof::Summary& a, const prof::Summary& b) {
     const auto& o = *it->second;
     const double na = double(std::max<int64_t>(1, r.samples)), nb = double(std::max<int64_t>(1, o.samples));
     const QString p = QStringLiteral("layer %1 %2 ").arg(r.layer).arg(direction_label(r.dir));
-    row(p + "a2a ms", (r.a2a_seq_to_head_ns + r.a2a_head_to_seq_ns) / na, (o.a2a_seq_to_head_ns + o.a2a_head_to_seq_ns) / nb, true);
+    row(p + "a2a ms", (r.a2a_seq_to_head_ns + r.a2a_head_to_seq_ns) / na,
+        (o.a2a_seq_to_head_ns + o.a2a_head_to_seq_ns) / nb, true);
     row(p + "attention ms", r.attention_ns / na, o.attention_ns / nb, true);
   }
   std::map<int, const prof::SkewRow*> sb;
   for (const auto& r : b.skew) sb[int(r.phase)] = &r;
   for (const auto& r : a.skew) {
     auto it = sb.find(int(r.phase));
-    if (it != sb.end()) row(QStringLiteral("skew %1 (slowest/fastest)").arg(phase_label(r.phase)), r.ratio, it->second->ratio, false);
+    if (it != sb.end())
+      row(QStringLiteral("skew %1 (slowest/fastest)").arg(phase_label(r.phase)), r.ratio, it->second->ratio, false);
   }
   return t;
 }
@@ -308,9 +320,12 @@ std::vector<HeadMapRow> head_map_rows(const TraceModel& m) {
     row.head_end = r.head_end;
     ++row.ranges;
     const int64_t d = r.duration();
-    if (r.phase == Phase::Attention) row.attention_ns += d;
-    else if (r.phase == Phase::A2ASeqToHead) row.a2a_seq_to_head_ns += d;
-    else row.a2a_head_to_seq_ns += d;
+    if (r.phase == Phase::Attention)
+      row.attention_ns += d;
+    else if (r.phase == Phase::A2ASeqToHead)
+      row.a2a_seq_to_head_ns += d;
+    else
+      row.a2a_head_to_seq_ns += d;
   };
   for (const auto& l : m.lanes) {
     if (have_head_lanes && l.kind != prof::LaneKind::HeadRange) continue;
@@ -341,12 +356,17 @@ std::vector<HeadMapRow> head_map_rows(const TraceModel& m) {
 
 TableData head_map_table(const std::vector<HeadMapRow>& rows) {
   TableData t;
-  t.headers = {"rank", "sp rank", "owns heads", "measured heads", "attention ms", "a2a seq->head ms", "a2a head->seq ms", "ranges", "check"};
+  t.headers = {"rank",         "sp rank",          "owns heads",       "measured heads",
+               "attention ms", "a2a seq->head ms", "a2a head->seq ms", "ranges",
+               "check"};
   for (const auto& r : rows) {
-    const QString owned = r.owned_end > r.owned_begin ? QStringLiteral("%1-%2").arg(r.owned_begin).arg(r.owned_end - 1) : QStringLiteral("?");
-    const QString meas = r.head_begin >= 0 ? QStringLiteral("%1-%2").arg(r.head_begin).arg(r.head_end - 1) : QStringLiteral("all local");
+    const QString owned = r.owned_end > r.owned_begin ? QStringLiteral("%1-%2").arg(r.owned_begin).arg(r.owned_end - 1)
+                                                      : QStringLiteral("?");
+    const QString meas =
+        r.head_begin >= 0 ? QStringLiteral("%1-%2").arg(r.head_begin).arg(r.head_end - 1) : QStringLiteral("all local");
     t.add({r.rank, r.sp_rank, owned, meas, ms(double(r.attention_ns)), ms(double(r.a2a_seq_to_head_ns)),
-           ms(double(r.a2a_head_to_seq_ns)), qint64(r.ranges), r.inside_owned ? QStringLiteral("ok") : QStringLiteral("outside owned heads")},
+           ms(double(r.a2a_head_to_seq_ns)), qint64(r.ranges),
+           r.inside_owned ? QStringLiteral("ok") : QStringLiteral("outside owned heads")},
           {r.rank, r.sp_rank, r.owned_begin, r.head_begin, double(r.attention_ns), double(r.a2a_seq_to_head_ns),
            double(r.a2a_head_to_seq_ns), qint64(r.ranges), r.inside_owned ? 1 : 0},
           r.rank);
@@ -368,10 +388,13 @@ TableData range_details_table(const TraceModel& m, int64_t range) {
   if (r.lane >= 0 && size_t(r.lane) < m.lanes.size()) kv("lane", qs(m.lanes[size_t(r.lane)].name));
   kv("step", r.step);
   kv("layer", r.layer >= 0 ? QVariant(r.layer) : QVariant(QStringLiteral("-")));
-  kv("heads", r.head_begin >= 0 ? QVariant(QStringLiteral("%1-%2").arg(r.head_begin).arg(r.head_end - 1)) : QVariant(QStringLiteral("all local")));
+  kv("heads", r.head_begin >= 0 ? QVariant(QStringLiteral("%1-%2").arg(r.head_begin).arg(r.head_end - 1))
+                                : QVariant(QStringLiteral("all local")));
   if (r.chunk >= 0) kv("chunk", r.chunk);
-  kv("bytes sent", r.bytes_sent ? qs(format_bytes(r.bytes_sent)) + QStringLiteral(" (%1)").arg(r.bytes_sent) : QStringLiteral("0"));
-  kv("bytes received", r.bytes_recv ? qs(format_bytes(r.bytes_recv)) + QStringLiteral(" (%1)").arg(r.bytes_recv) : QStringLiteral("0"));
+  kv("bytes sent",
+     r.bytes_sent ? qs(format_bytes(r.bytes_sent)) + QStringLiteral(" (%1)").arg(r.bytes_sent) : QStringLiteral("0"));
+  kv("bytes received",
+     r.bytes_recv ? qs(format_bytes(r.bytes_recv)) + QStringLiteral(" (%1)").arg(r.bytes_recv) : QStringLiteral("0"));
   kv("duration", dur(double(r.duration())));
   kv("start (from trace start)", dur(double(r.start_ns - m.t_min)));
   kv("kind", r.is_kernel ? QStringLiteral("GPU kernel") : QStringLiteral("host range"));
@@ -420,11 +443,13 @@ TableData range_kernels_table(const TraceModel& m, int64_t range, int limit) {
       hits.push_back(i);
     }
   }
-  std::sort(hits.begin(), hits.end(), [&](int64_t a, int64_t b) { return m.ranges[size_t(a)].start_ns < m.ranges[size_t(b)].start_ns; });
+  std::sort(hits.begin(), hits.end(),
+            [&](int64_t a, int64_t b) { return m.ranges[size_t(a)].start_ns < m.ranges[size_t(b)].start_ns; });
   if (int64_t(hits.size()) > limit) hits.resize(size_t(limit));
   for (int64_t i : hits) {
     const TraceRange& k = m.ranges[size_t(i)];
-    t.add({str_of(m, k.name_id), qs(m.lanes[size_t(k.lane)].name), dur(double(k.start_ns - m.t_min)), dur(double(k.duration()))},
+    t.add({str_of(m, k.name_id), qs(m.lanes[size_t(k.lane)].name), dur(double(k.start_ns - m.t_min)),
+           dur(double(k.duration()))},
           {str_of(m, k.name_id), k.lane, qint64(k.start_ns), qint64(k.duration())}, i);
   }
   return t;
@@ -441,8 +466,8 @@ TableData steps_table(const TraceModel& m, const std::vector<StepSpan>& steps) {
     auto it = info.find(s.step);
     const double loss = it != info.end() ? it->second->loss : 0;
     const double tps = it != info.end() ? it->second->tokens_per_s : 0;
-    t.add({qint64(s.step), dur(double(s.start_ns - m.t_min)), dur(double(s.end_ns - s.start_ns)), QString::number(loss, 'f', 4),
-           QString::number(tps, 'f', 0)},
+    t.add({qint64(s.step), dur(double(s.start_ns - m.t_min)), dur(double(s.end_ns - s.start_ns)),
+           QString::number(loss, 'f', 4), QString::number(tps, 'f', 0)},
           {qint64(s.step), qint64(s.start_ns), qint64(s.end_ns - s.start_ns), loss, tps}, qint64(i));
   }
   return t;
@@ -457,12 +482,14 @@ TableData search_table(const TraceModel& m, const QString& needle_in, int limit,
   std::vector<uint8_t> hit(m.strings.size(), 0);
   for (size_t i = 0; i < m.strings.size(); ++i) hit[i] = qs(m.strings[i]).contains(needle, Qt::CaseInsensitive);
   std::vector<uint8_t> phase_hit(size_t(Phase::Count) + 1, 0);
-  for (int p = 0; p < int(Phase::Count); ++p) phase_hit[size_t(p)] = QString(phase_label(Phase(p))).contains(needle, Qt::CaseInsensitive);
+  for (int p = 0; p < int(Phase::Count); ++p)
+    phase_hit[size_t(p)] = QString(phase_label(Phase(p))).contains(needle, Qt::CaseInsensitive);
   std::vector<int64_t> found;
   int64_t n = 0;
   for (size_t i = 0; i < m.ranges.size(); ++i) {
     const auto& r = m.ranges[i];
-    const bool ok = (r.name_id >= 0 && size_t(r.name_id) < hit.size() && hit[size_t(r.name_id)]) || phase_hit[size_t(r.phase)];
+    const bool ok =
+        (r.name_id >= 0 && size_t(r.name_id) < hit.size() && hit[size_t(r.name_id)]) || phase_hit[size_t(r.phase)];
     if (!ok) continue;
     ++n;
     found.push_back(int64_t(i));
@@ -476,8 +503,8 @@ TableData search_table(const TraceModel& m, const QString& needle_in, int limit,
   found.resize(keep);
   for (int64_t i : found) {
     const auto& r = m.ranges[size_t(i)];
-    t.add({str_of(m, r.name_id), r.rank, size_t(r.lane) < m.lanes.size() ? qs(m.lanes[size_t(r.lane)].name) : QString(), dur(double(r.start_ns - m.t_min)), dur(double(r.duration())),
-           phase_label(r.phase)},
+    t.add({str_of(m, r.name_id), r.rank, size_t(r.lane) < m.lanes.size() ? qs(m.lanes[size_t(r.lane)].name) : QString(),
+           dur(double(r.start_ns - m.t_min)), dur(double(r.duration())), phase_label(r.phase)},
           {str_of(m, r.name_id), r.rank, r.lane, qint64(r.start_ns), qint64(r.duration()), int(r.phase)}, i);
   }
   return t;

@@ -206,15 +206,18 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
     if (!dir.isEmpty()) d->compare_loader->start(dir);
   });
   connect(cmp_menu->addAction(tr("Trace file (.sqlite)...")), &QAction::triggered, this, [this] {
-    const QString f = QFileDialog::getOpenFileName(this, tr("Trace to compare with"), QString(), tr("Traces (*.sqlite);;All files (*)"));
+    const QString f = QFileDialog::getOpenFileName(this, tr("Trace to compare with"), QString(),
+                                                   tr("Traces (*.sqlite);;All files (*)"));
     if (!f.isEmpty()) d->compare_loader->start(f);
   });
   connect(cmp_menu->addAction(tr("Clear comparison")), &QAction::triggered, this, [this] { setCompareModel(nullptr); });
   connect(d->view_buttons, &QButtonGroup::idClicked, this, [this](int id) { setView(viewNames().value(id)); });
   connect(d->loader, &TraceLoader::progress, this, [this](int pct, const QString& what) {
     // The profiler's reader reports no progress: busy indicator until indexing starts.
-    if (pct == 0) d->bar->setRange(0, 0);
-    else d->bar->setRange(0, 100);
+    if (pct == 0)
+      d->bar->setRange(0, 0);
+    else
+      d->bar->setRange(0, 100);
     d->bar->setValue(pct);
     d->loading_label->setText(what);
     emit loadProgress(pct, what);
@@ -239,7 +242,11 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   connect(d->memory, &MemoryView::viewportChanged, d->timeline, &TimelineWidget::setViewport);
   connect(d->filter, &QLineEdit::textChanged, d->filter_timer, qOverload<>(&QTimer::start));
   connect(d->filter_timer, &QTimer::timeout, this, [this] { d->applyFilter(); });
-  connect(d->filter, &QLineEdit::returnPressed, this, [this] { d->filter_timer->stop(); d->applyFilter(); d->timeline->jumpToMatch(true); });
+  connect(d->filter, &QLineEdit::returnPressed, this, [this] {
+    d->filter_timer->stop();
+    d->applyFilter();
+    d->timeline->jumpToMatch(true);
+  });
   connect(prev_m, &QToolButton::clicked, this, [this] { d->timeline->jumpToMatch(false); });
   connect(next_m, &QToolButton::clicked, this, [this] { d->timeline->jumpToMatch(true); });
   connect(prev_s, &QToolButton::clicked, d->timeline, &TimelineWidget::prevStep);
@@ -248,7 +255,8 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   connect(d->steps_view, &QTableView::clicked, this, [this](const QModelIndex& ix) {
     if (!d->syncing) d->timeline->fitStep(int(key_of(d->steps_view, ix)));
   });
-  connect(d->search_view, &QTableView::clicked, this, [this](const QModelIndex& ix) { d->timeline->fitRange(key_of(d->search_view, ix)); });
+  connect(d->search_view, &QTableView::clicked, this,
+          [this](const QModelIndex& ix) { d->timeline->fitRange(key_of(d->search_view, ix)); });
   connect(d->kernels_view, &QTableView::clicked, this, [this](const QModelIndex& ix) {
     const qint64 k = key_of(d->kernels_view, ix);
     const qint64 keep = d->timeline->selectedRange();  // stays selected: the list is its kernels
@@ -259,7 +267,10 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
     if (!d->current.index) return;
     const auto& st = d->current.index->steps();
     for (size_t i = 0; i < st.size(); ++i)
-      if (st[i].step == step) { setView(QStringLiteral("timeline")); d->timeline->fitStep(int(i)); }
+      if (st[i].step == step) {
+        setView(QStringLiteral("timeline"));
+        d->timeline->fitStep(int(i));
+      }
   });
   d->showMessage(tr("Open a run directory or a trace (.sqlite) to see its timeline."));
 }
@@ -273,7 +284,9 @@ QStringList TraceView::viewNames() { return {"timeline", "headmap", "memory", "r
 
 bool TraceView::openTrace(const QString& path, QString* error) {
   if (!QFileInfo::exists(path)) {
-    const QString msg = tr("%1 does not exist. Give a run directory (RUN/trace/rank*.sqlite), a rank trace or an nsys SQLite export.").arg(path);
+    const QString msg =
+        tr("%1 does not exist. Give a run directory (RUN/trace/rank*.sqlite), a rank trace or an nsys SQLite export.")
+            .arg(path);
     if (error) *error = msg;
     d->showMessage(msg);
     emit loadFailed(msg);
@@ -292,9 +305,18 @@ bool TraceView::openTraceAndWait(const QString& path, QString* error, int timeou
   QEventLoop loop;
   QString fail;
   bool ok = false;
-  auto c1 = connect(this, &TraceView::loaded, &loop, [&] { ok = true; loop.quit(); });
-  auto c2 = connect(this, &TraceView::loadFailed, &loop, [&](const QString& m) { fail = m; loop.quit(); });
-  QTimer::singleShot(timeout_ms, &loop, [&] { fail = tr("Loading %1 took longer than %2 s.").arg(path).arg(timeout_ms / 1000); loop.quit(); });
+  auto c1 = connect(this, &TraceView::loaded, &loop, [&] {
+    ok = true;
+    loop.quit();
+  });
+  auto c2 = connect(this, &TraceView::loadFailed, &loop, [&](const QString& m) {
+    fail = m;
+    loop.quit();
+  });
+  QTimer::singleShot(timeout_ms, &loop, [&] {
+    fail = tr("Loading %1 took longer than %2 s.").arg(path).arg(timeout_ms / 1000);
+    loop.quit();
+  });
   if (d->loading) loop.exec();
   disconnect(c1);
   disconnect(c2);
@@ -305,7 +327,10 @@ bool TraceView::openTraceAndWait(const QString& path, QString* error, int timeou
 bool TraceView::openCompareTraceAndWait(const QString& path, QString* error, int timeout_ms) {
   LoadedTrace t;
   QEventLoop loop;
-  auto c = connect(d->compare_loader, &TraceLoader::finished, &loop, [&](const LoadedTrace& r) { t = r; loop.quit(); });
+  auto c = connect(d->compare_loader, &TraceLoader::finished, &loop, [&](const LoadedTrace& r) {
+    t = r;
+    loop.quit();
+  });
   QTimer::singleShot(timeout_ms, &loop, &QEventLoop::quit);
   d->compare_loader->start(path);
   loop.exec();
@@ -329,7 +354,8 @@ void TraceView::setCompareModel(std::shared_ptr<const prof::TraceModel> model) {
     return;
   }
   d->compare = prepare_trace(std::move(model));
-  d->report->setCompare(d->compare.summary, d->compare.path.isEmpty() ? tr("run B") : QFileInfo(d->compare.path).fileName());
+  d->report->setCompare(d->compare.summary,
+                        d->compare.path.isEmpty() ? tr("run B") : QFileInfo(d->compare.path).fileName());
 }
 
 void TraceViewPrivate::apply(const LoadedTrace& t) {
@@ -356,17 +382,25 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
   search->setTable({});
   syncing = false;
   const auto& m = *t.model;
-  status->setText(QObject::tr("%1%2: %3 ranks, %4 lanes, %5 ranges, %6 memory samples; read %7 s, index %8 s, analysis %9 s")
-                      .arg(t.path.isEmpty() ? QObject::tr("(generated)") : t.path,
-                           m.format == "nsys"     ? QObject::tr(" (Nsight Systems export)")
-                           : m.format == "kineto" ? QObject::tr(" (PyTorch profiler trace)")
-                                                  : QString())
-                      .arg(m.ranks.size()).arg(m.lanes.size()).arg(m.ranges.size()).arg(m.memory.size())
-                      .arg(t.load_s, 0, 'f', 2).arg(t.index_s, 0, 'f', 2).arg(t.analyze_s, 0, 'f', 2));
+  status->setText(
+      QObject::tr("%1%2: %3 ranks, %4 lanes, %5 ranges, %6 memory samples; read %7 s, index %8 s, analysis %9 s")
+          .arg(t.path.isEmpty() ? QObject::tr("(generated)") : t.path,
+               m.format == "nsys"     ? QObject::tr(" (Nsight Systems export)")
+               : m.format == "kineto" ? QObject::tr(" (PyTorch profiler trace)")
+                                      : QString())
+          .arg(m.ranks.size())
+          .arg(m.lanes.size())
+          .arg(m.ranges.size())
+          .arg(m.memory.size())
+          .arg(t.load_s, 0, 'f', 2)
+          .arg(t.index_s, 0, 'f', 2)
+          .arg(t.analyze_s, 0, 'f', 2));
   // Foreign traces: what the file lacked and how it was read, on hover (and counted).
   QStringList notes;
   for (const auto& n : m.notes) notes << QString::fromStdString(n);
-  if (!notes.isEmpty()) status->setText(status->text() + QObject::tr("; %n note(s), hover to read", nullptr, static_cast<int>(notes.size())));
+  if (!notes.isEmpty())
+    status->setText(status->text() +
+                    QObject::tr("; %n note(s), hover to read", nullptr, static_cast<int>(notes.size())));
   status->setToolTip(notes.join(QLatin1Char('\n')));
   pages->setCurrentIndex(2);
   if (!filter->text().isEmpty()) applyFilter();

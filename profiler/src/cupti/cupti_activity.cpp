@@ -126,8 +126,12 @@ class CuptiSource final : public GpuActivitySource {
           out.stream = static_cast<int32_t>(k->streamId);
           out.correlation = k->correlationId;
           out.name = k->name ? k->name : "?";
-          out.grid[0] = k->gridX; out.grid[1] = k->gridY; out.grid[2] = k->gridZ;
-          out.block[0] = k->blockX; out.block[1] = k->blockY; out.block[2] = k->blockZ;
+          out.grid[0] = k->gridX;
+          out.grid[1] = k->gridY;
+          out.grid[2] = k->gridZ;
+          out.block[0] = k->blockX;
+          out.block[1] = k->blockY;
+          out.block[2] = k->blockZ;
           out.registers = k->registersPerThread;
           out.static_smem = k->staticSharedMemory;
           out.dynamic_smem = k->dynamicSharedMemory;

@@ -74,8 +74,7 @@ struct RankTotals {
 struct LayerRow {
   int32_t layer = -1;
   Direction dir = Direction::None;
-  int64_t qkv_proj_ns = 0, a2a_seq_to_head_ns = 0, attention_ns = 0, a2a_head_to_seq_ns = 0,
-          out_proj_ns = 0;
+  int64_t qkv_proj_ns = 0, a2a_seq_to_head_ns = 0, attention_ns = 0, a2a_head_to_seq_ns = 0, out_proj_ns = 0;
   int64_t a2a_bytes_sent = 0, a2a_bytes_recv = 0;
   int64_t samples = 0;
 };
@@ -114,12 +113,12 @@ struct NameRow {
 
 // The figures users quote, over the steps in the window.
 struct Headline {
-  int64_t steps = 0;                    // step records of the lowest rank in the window
-  double tokens_per_s = 0;              // median of those steps (whole-run tokens/s), step_stats.hpp's steady_state
-  double step_ms = 0;                   // median step time (true median, step 0 left out when others exist)
-  int64_t a2a_bytes_per_step = 0;       // all-to-all bytes one rank sends per step (mean over ranks x steps)
-  int64_t allreduce_bytes_per_step = 0; // gradient all-reduce bytes one rank sends per step (same mean)
-  int64_t peak_memory_bytes = 0;        // largest peak over all ranks' memory samples
+  int64_t steps = 0;                     // step records of the lowest rank in the window
+  double tokens_per_s = 0;               // median of those steps (whole-run tokens/s), step_stats.hpp's steady_state
+  double step_ms = 0;                    // median step time (true median, step 0 left out when others exist)
+  int64_t a2a_bytes_per_step = 0;        // all-to-all bytes one rank sends per step (mean over ranks x steps)
+  int64_t allreduce_bytes_per_step = 0;  // gradient all-reduce bytes one rank sends per step (same mean)
+  int64_t peak_memory_bytes = 0;         // largest peak over all ranks' memory samples
 };
 
 // ---- waiting analysis: one collective's instances across ranks ---------------------------
@@ -152,8 +151,8 @@ struct CollectiveInstance {
 };
 struct RankWaitRow {
   int32_t rank = 0;
-  int64_t collectives = 0;   // instances this rank took part in
-  int64_t last_arrivals = 0; // instances where it arrived last
+  int64_t collectives = 0;    // instances this rank took part in
+  int64_t last_arrivals = 0;  // instances where it arrived last
   int64_t wait_caused_ns = 0, wait_suffered_ns = 0;
 };
 // Per step: the rank whose work set the step's end, i.e. the last arriver at the step's last
@@ -184,7 +183,7 @@ struct Summary {
   int64_t num_ranges = 0, num_kernels = 0;
   std::vector<StepBreakdown> steps;  // sorted by (rank, step)
   std::vector<RankTotals> ranks;
-  OverlapResult overall;  // summed over all ranks and steps
+  OverlapResult overall;               // summed over all ranks and steps
   std::vector<LayerRow> layers;        // sorted by (layer, dir)
   std::vector<HeadRangeRow> heads;     // sorted by head_begin
   std::vector<SkewRow> skew;           // phases present in the trace, Step first
@@ -198,8 +197,8 @@ struct Summary {
 bool is_comm_range(const TraceModel& m, const TraceRange& r);
 
 // Compute / comm intervals of one rank, clipped to [lo, hi), merged.
-void rank_intervals(const TraceModel& m, int32_t rank, int64_t lo, int64_t hi,
-                    std::vector<Interval>* compute, std::vector<Interval>* comm, bool* gpu);
+void rank_intervals(const TraceModel& m, int32_t rank, int64_t lo, int64_t hi, std::vector<Interval>* compute,
+                    std::vector<Interval>* comm, bool* gpu);
 
 std::vector<StepBreakdown> step_breakdown(const TraceModel& m, const AnalysisOptions& o = {});
 std::vector<LayerRow> layer_table(const TraceModel& m, const AnalysisOptions& o = {});

@@ -22,8 +22,8 @@
 namespace ulysses::prof {
 
 struct ChromeExportOptions {
-  int32_t rank = -1;          // -1: every rank in one file; else only that rank
-  bool head_lanes = true;     // include LaneKind::HeadRange lanes (cat "ulysses_heads")
+  int32_t rank = -1;       // -1: every rank in one file; else only that rank
+  bool head_lanes = true;  // include LaneKind::HeadRange lanes (cat "ulysses_heads")
 };
 
 // Writes the JSON to `out`. distributedInfo.rank is options.rank, or 0 for a whole-run file.

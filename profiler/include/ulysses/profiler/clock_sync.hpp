@@ -22,9 +22,9 @@ class ClockStore {
 };
 
 struct ClockOffset {
-  int64_t offset_ns = 0;    // this rank's clock minus rank 0's (0 on rank 0)
-  int64_t error_ns = 0;     // |true offset - offset_ns| <= error_ns (half the best round trip)
-  int64_t rtt_ns = 0;       // best round trip
+  int64_t offset_ns = 0;  // this rank's clock minus rank 0's (0 on rank 0)
+  int64_t error_ns = 0;   // |true offset - offset_ns| <= error_ns (half the best round trip)
+  int64_t rtt_ns = 0;     // best round trip
   int32_t rounds = 0;
   int64_t measured_at_ns = 0;  // this rank's clock when measured (for drift between two syncs)
 };

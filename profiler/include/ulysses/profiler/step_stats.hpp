@@ -14,13 +14,13 @@ namespace ulysses::prof {
 
 // One step's figures as rank 0 measured them (METRIC line or trace step record).
 struct StepFigure {
-  int64_t step = 0;          // 0-based step index of the run
+  int64_t step = 0;  // 0-based step index of the run
   double step_ms = 0;
   double tokens_per_s = 0;
 };
 
 struct SteadyState {
-  int64_t counted = 0;        // steps the medians are taken over
+  int64_t counted = 0;  // steps the medians are taken over
   double median_step_ms = 0;
   double median_tokens_per_s = 0;
 };

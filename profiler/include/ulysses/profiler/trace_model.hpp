@@ -18,8 +18,8 @@ struct TraceRange {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   int32_t rank = 0;
-  int32_t lane = 0;        // index into TraceModel::lanes
-  int32_t name_id = 0;     // index into TraceModel::strings (phase name or NVTX/kernel text)
+  int32_t lane = 0;     // index into TraceModel::lanes
+  int32_t name_id = 0;  // index into TraceModel::strings (phase name or NVTX/kernel text)
   int32_t step = -1;
   int32_t layer = -1;
   int32_t head_begin = -1, head_end = -1;
@@ -68,7 +68,7 @@ enum class LaneKind : uint8_t { HostThread, Comm, HeadRange, CudaStream };
 struct Lane {
   int32_t rank = 0;
   LaneKind kind = LaneKind::HostThread;
-  std::string name;             // "main", "comm", "heads 0-3", "stream 7"
+  std::string name;  // "main", "comm", "heads 0-3", "stream 7"
   int32_t head_begin = -1, head_end = -1;
   int64_t tid_or_stream = 0;
   // Ranges of this lane: TraceModel::ranges[first, first+count), sorted by start_ns.
@@ -119,8 +119,8 @@ struct ClockInfo {
 };
 
 struct TraceModel {
-  std::string source;       // path it was loaded from
-  bool from_nsys = false;   // an nsys export (no ULYSSES_* tables)
+  std::string source;      // path it was loaded from
+  bool from_nsys = false;  // an nsys export (no ULYSSES_* tables)
   // "ulysses" (our traces), "nsys" (`nsys export --type sqlite`) or "kineto" (PyTorch
   // profiler JSON). Foreign traces: one rank per process with GPU work (or per trace file).
   std::string format = "ulysses";
@@ -131,12 +131,12 @@ struct TraceModel {
   int32_t sp_size = 1, dp_size = 1, num_heads = 0, num_layers = 0;
   std::vector<std::string> strings;
   std::vector<RankInfo> ranks;
-  std::vector<Lane> lanes;          // grouped by rank
-  std::vector<TraceRange> ranges;   // grouped by lane (see Lane::first/count)
+  std::vector<Lane> lanes;         // grouped by rank
+  std::vector<TraceRange> ranges;  // grouped by lane (see Lane::first/count)
   std::vector<StepInfo> steps;
-  std::vector<MemoryPoint> memory;  // sorted by (rank, t_ns)
-  std::vector<RuntimeCall> runtime; // sorted by (rank, start_ns)
-  std::vector<ClockInfo> clocks;    // ranks with a measured offset (none: one rank, old traces, nsys)
+  std::vector<MemoryPoint> memory;   // sorted by (rank, t_ns)
+  std::vector<RuntimeCall> runtime;  // sorted by (rank, start_ns)
+  std::vector<ClockInfo> clocks;     // ranks with a measured offset (none: one rank, old traces, nsys)
   int64_t t_min = 0, t_max = 0;
   // Largest clock error bound over the ranks aligned to rank 0; -1 when no rank was aligned.
   int64_t clock_error_ns() const {

@@ -31,8 +31,8 @@ inline int64_t tid_of_global_tid(int64_t global_tid) { return global_tid % kGlob
 
 struct RangeRecord {
   int64_t start_ns = 0, end_ns = 0;
-  int64_t tid = 0;         // OS thread id, or kCommTid
-  bool push_pop = true;    // eventType 59 (push/pop) or 60 (start/end)
+  int64_t tid = 0;       // OS thread id, or kCommTid
+  bool push_pop = true;  // eventType 59 (push/pop) or 60 (start/end)
   int64_t step = -1;
   RangeInfo info;
 };
@@ -41,7 +41,7 @@ struct KernelRecord {
   int64_t start_ns = 0, end_ns = 0;
   int32_t device = 0, context = 0, stream = 0;
   int64_t correlation = 0;
-  std::string name;        // demangled
+  std::string name;  // demangled
   int32_t grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
   int32_t registers = 0, static_smem = 0, dynamic_smem = 0;
 };
@@ -60,7 +60,7 @@ struct RuntimeRecord {
   int64_t start_ns = 0, end_ns = 0;
   int64_t tid = 0;
   int64_t correlation = 0;
-  std::string name;        // cudaLaunchKernel, ...
+  std::string name;  // cudaLaunchKernel, ...
   int32_t return_value = 0;
 };
 
@@ -92,8 +92,8 @@ class TraceWriter {
   // ULYSSES_EXTERNAL_IDS row: what launched the GPU work tagged `external_id`. event_id =
   // the range's NVTX_EVENTS rowid, or < 0 for a Tracer::push_correlation (no range of its own).
   void write_external_id(int64_t external_id, int64_t event_id, int64_t step, const RangeInfo& info);
-  void write_gpu_info(int32_t device, const std::string& name, int64_t total_memory, int32_t sm_count,
-                      int32_t cc_major, int32_t cc_minor);
+  void write_gpu_info(int32_t device, const std::string& name, int64_t total_memory, int32_t sm_count, int32_t cc_major,
+                      int32_t cc_minor);
   void set_metric(const std::string& name, double value);
   // ULYSSES_CLOCK row: this rank's clock offset to rank 0 ("start" or "close").
   void write_clock(const std::string& kind, const ClockOffset& c);

@@ -62,9 +62,9 @@ struct RangeInfo {
   int32_t layer = -1;       // -1: not a layer range
   int32_t head_begin = -1;  // global head range [head_begin, head_end) this range covers, -1 = all
   int32_t head_end = -1;
-  int32_t chunk = -1;       // head chunk index when head_chunks > 1
-  int64_t bytes_sent = 0;   // for communication ranges: bytes this rank sent to others
-  int64_t bytes_recv = 0;   //   and received from others (self-copy excluded)
+  int32_t chunk = -1;      // head chunk index when head_chunks > 1
+  int64_t bytes_sent = 0;  // for communication ranges: bytes this rank sent to others
+  int64_t bytes_recv = 0;  //   and received from others (self-copy excluded)
   // Collective identity, set where the collective is issued (engine Comm): the process
   // group (0 = world, 1 + g = SP group g) and the group's sequence number of this
   // collective, the same on every member rank. -1 = not a collective. A range that joins
@@ -78,7 +78,7 @@ struct StepRecord {
   double loss = 0;
   double lr = 0;
   double grad_norm = 0;
-  int64_t tokens = 0;        // tokens processed by the whole run this step
+  int64_t tokens = 0;  // tokens processed by the whole run this step
   double tokens_per_s = 0;
   double step_ms = 0;
   int64_t max_mem_bytes = 0;
@@ -94,9 +94,9 @@ struct TracerOptions {
   std::string path;  // SQLite file, created (parent directory must exist)
   int32_t rank = 0, world_size = 1;
   int32_t sp_rank = 0, sp_size = 1, dp_rank = 0, dp_size = 1;
-  std::string device = "cpu";      // "cpu" or "cuda:N"
+  std::string device = "cpu";  // "cpu" or "cuda:N"
   std::string hostname;
-  std::string run_config_json;     // resolved run config, stored in ULYSSES_RUN
+  std::string run_config_json;  // resolved run config, stored in ULYSSES_RUN
   std::string run_id;
   int64_t step_begin = 0, step_end = -1;  // only these steps are recorded
   bool memory = true;
