@@ -11,7 +11,6 @@
 
 #include "test_util.hpp"
 #include "ulysses/profiler/analysis.hpp"
-#include "ulysses/profiler/html_report.hpp"
 #include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
@@ -102,24 +101,17 @@ TEST(TraceLimits, ShortStringsAreKeptExactly) {
   EXPECT_EQ(m.ranks[0].hostname, exact);
 }
 
-// The reports' printf-style lines had fixed 512/1024-byte buffers: a trace path (or name) of
-// more than that was cut silently in the text summary and the HTML report. A 900-character
-// path must come out whole in both.
-TEST(TraceLimits, ReportsKeepLongPathsWhole) {
+// The text summary's printf-style lines had a fixed 512-byte buffer: a trace source (or a
+// device name, up to the loader's 4 KiB cap) longer than that was cut silently. A
+// 3000-character source must come out whole. (Set on the loaded model: SQLite itself opens
+// no path over 512 bytes.)
+TEST(TraceLimits, ReportsKeepLongSourcesWhole) {
   TempDir tmp;
-  std::string dir = tmp.path;
-  for (char c : std::string("abc")) dir += "/" + std::string(250, c);
-  std::filesystem::create_directories(dir);
-  const std::string path = dir + "/t.sqlite";
-  std::filesystem::copy_file(small_trace(tmp.path), path);
-  ASSERT_GT(path.size(), 750u);
-  const auto m = prof::load_trace(path);
+  auto m = prof::load_trace(small_trace(tmp.path));
   const auto s = prof::analyze(m);
+  m.source = tmp.path + "/" + std::string(3000, 'a') + "/rank0.sqlite";
   const std::string text = prof::summary_to_text(m, s);
-  EXPECT_NE(text.find("Trace: " + m.source), std::string::npos) << text.substr(0, 200);
-  EXPECT_NE(text.find(path), std::string::npos);
-  const std::string html = prof::summary_to_html(m, s, path);
-  EXPECT_NE(html.find(path), std::string::npos);
+  EXPECT_NE(text.find("Trace: " + m.source + "\n"), std::string::npos) << text.substr(0, 200);
 }
 
 #ifdef ULYSSES_TRACE_BIN
