@@ -1,14 +1,12 @@
 // Generator of synthetic Ulysses traces.
-#include "trace/synthetic_trace.hpp"
+#include "testdata/synthetic_trace.hpp"
 
 #include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "trace/phase_style.hpp"
-
-namespace ulysses::ui {
+namespace ulysses::testdata {
 
 using prof::Direction;
 using prof::Lane;
@@ -290,4 +288,4 @@ std::shared_ptr<TraceModel> make_uniform_trace(const UniformOptions& o) {
   return model;
 }
 
-}  // namespace ulysses::ui
+}  // namespace ulysses::testdata

@@ -1,5 +1,5 @@
-// Generated TraceModels shaped like a Ulysses run (per rank: main thread phases, comm lane,
-// one lane per head chunk, CUDA streams with kernels, memory samples), for tests, the
+// Test data library (ulysses::testdata): generated in-memory TraceModels shaped like a Ulysses run (per rank: main
+// thread phases, comm lane, one lane per head chunk, CUDA streams with kernels, memory samples), for tests, the
 // benchmark and demos. Deterministic for a given seed.
 #pragma once
 
@@ -8,7 +8,7 @@
 
 #include "ulysses/profiler/trace_model.hpp"
 
-namespace ulysses::ui {
+namespace ulysses::testdata {
 
 struct SyntheticOptions {
   int32_t ranks = 8;  // = sp_size (dp_size 1)
@@ -34,4 +34,4 @@ struct UniformOptions {
 };
 std::shared_ptr<prof::TraceModel> make_uniform_trace(const UniformOptions& o);
 
-}  // namespace ulysses::ui
+}  // namespace ulysses::testdata

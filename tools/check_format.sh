@@ -6,7 +6,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CF="$(command -v clang-format-14 || true)"
 if [ -z "$CF" ]; then echo "check_format.sh: no clang-format-14 (./ulysses setup installs it); skipped" >&2; exit 77; fi
-mapfile -t files < <(cd "$ROOT" && find app engine profiler ui tests bench fuzz tools \
+mapfile -t files < <(cd "$ROOT" && find app engine profiler ui tests bench fuzz tools testdata \
   \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \) -not -path 'tests/data/*' -print | sort)
 cd "$ROOT"
 if [ "${1:-}" = "--fix" ]; then "$CF" -i "${files[@]}"; exit 0; fi

@@ -17,6 +17,8 @@
 #include "ulysses/profiler/trace_writer.hpp"
 #include "ulysses/profiler/tracer.hpp"
 
+#include "testdata/rank_files.hpp"
+
 namespace prof = ulysses::prof;
 namespace fs = std::filesystem;
 
@@ -29,66 +31,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Writes `total` ranges for one rank with the engine's structure (step > per layer and
-// direction: qkv, a2a s2h (comm lane), attention, a2a h2s (comm lane), out_proj).
-int64_t generate_rank(const std::string& path, int rank, int world, int64_t total, int layers) {
-  prof::TracerOptions o;
-  o.path = path;
-  o.rank = rank;
-  o.world_size = world;
-  o.sp_rank = rank;
-  o.sp_size = world;
-  prof::TraceWriter w(o, 1000 + rank);
-  const int per_step = 1 + 2 * layers * 5;
-  const int64_t steps = std::max<int64_t>(1, total / per_step);
-  int64_t t = 1'000'000'000LL, written = 0;
-  for (int64_t step = 0; step < steps; ++step) {
-    w.begin();
-    int64_t step_start = t;
-    std::vector<prof::RangeRecord> comm;
-    prof::RangeRecord st;
-    st.tid = 1;
-    st.step = step;
-    st.info.phase = prof::Phase::Step;
-    st.start_ns = t;
-    st.end_ns = t + static_cast<int64_t>(per_step) * 1000 + 1000;
-    w.write_range(st);
-    ++written;
-    for (auto dir : {prof::Direction::Forward, prof::Direction::Backward}) {
-      for (int l = 0; l < layers; ++l) {
-        const prof::Phase phases[] = {prof::Phase::QkvProj, prof::Phase::A2ASeqToHead, prof::Phase::Attention,
-                                      prof::Phase::A2AHeadToSeq, prof::Phase::OutProj};
-        for (auto p : phases) {
-          prof::RangeRecord r;
-          r.step = step;
-          r.info.phase = p;
-          r.info.dir = dir;
-          r.info.layer = l;
-          bool comm_phase = prof::phase_is_comm(p);
-          r.tid = comm_phase ? prof::kCommTid : 1;
-          r.push_pop = !comm_phase;
-          r.start_ns = t + 100;
-          r.end_ns = t + 900 + (rank * 37 + l) % 50;
-          if (comm_phase || p == prof::Phase::Attention) {
-            r.info.head_begin = rank * 8;
-            r.info.head_end = rank * 8 + 8;
-          }
-          if (comm_phase) r.info.bytes_sent = r.info.bytes_recv = 1 << 20;
-          w.write_range(r);
-          ++written;
-          t += 1000;
-        }
-      }
-    }
-    t = st.end_ns;
-    prof::StepRecord rec;
-    rec.step = step;
-    w.write_step(rec, step_start, t);
-    w.commit();
-  }
-  w.close();
-  return written;
-}
+using ulysses::testdata::generate_rank;  // testdata/rank_files.hpp
 
 }  // namespace
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "trace/synthetic_trace.hpp"
+#include "testdata/synthetic_trace.hpp"
 #include "trace/timeline_draw.hpp"
 #include "trace/timeline_index.hpp"
 #include "trace/timeline_widget.hpp"
@@ -169,11 +169,11 @@ int main(int argc, char** argv) {
   }
 
   if (!write_run_dir.empty()) {
-    ui::SyntheticOptions o;
+    testdata::SyntheticOptions o;
     o.ranks = ranks;
     o.target_ranges = sizes.empty() ? 100000 : sizes.front();
     try {
-      write_run(*ui::make_synthetic_trace(o), write_run_dir);
+      write_run(*testdata::make_synthetic_trace(o), write_run_dir);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "bench_timeline: cannot write %s: %s\n", write_run_dir.c_str(), e.what());
       return 1;
@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
               "gen s", "write s", "load s", "index s", "analyze s", "full view", "median ms", "max ms", "items",
               "1 ms view", "median ms", "max ms", "items");
   for (int64_t n : sizes) {
-    ui::SyntheticOptions o;
+    testdata::SyntheticOptions o;
     o.ranks = ranks;
     o.heads = 32;
     o.layers = 16;
@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
     o.kernels_per_range = 3;
     o.target_ranges = n;
     auto a = Clock::now();
-    std::shared_ptr<const prof::TraceModel> model = ui::make_synthetic_trace(o);
+    std::shared_ptr<const prof::TraceModel> model = testdata::make_synthetic_trace(o);
     const double gen_s = secs(a);
     double write_s = 0, load_s = 0, analyze_s = 0;
     std::string source = "memory";

@@ -7,11 +7,12 @@
 #include <random>
 #include <set>
 
-#include "trace/synthetic_trace.hpp"
+#include "testdata/synthetic_trace.hpp"
 #include "trace/timeline_draw.hpp"
 #include "trace/timeline_index.hpp"
 
 using namespace ulysses::ui;
+using namespace ulysses::testdata;
 using ulysses::prof::TraceModel;
 using ulysses::prof::TraceRange;
 

@@ -11,13 +11,14 @@
 #include "../profiler/fake_gpu.hpp"
 
 #include "trace/phase_style.hpp"
-#include "trace/synthetic_trace.hpp"
+#include "testdata/synthetic_trace.hpp"
 #include "trace/timeline_index.hpp"
 #include "trace/trace_models.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 using namespace ulysses::ui;
+using namespace ulysses::testdata;
 namespace prof = ulysses::prof;
 
 namespace {

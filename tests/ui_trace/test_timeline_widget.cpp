@@ -7,10 +7,11 @@
 #include <QToolTip>
 #include <QWheelEvent>
 
-#include "trace/synthetic_trace.hpp"
+#include "testdata/synthetic_trace.hpp"
 #include "trace/timeline_widget.hpp"
 
 using namespace ulysses::ui;
+using namespace ulysses::testdata;
 
 namespace {
 std::shared_ptr<const TimelineIndex> uniform_index(int64_t n = 100) {

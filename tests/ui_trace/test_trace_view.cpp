@@ -15,12 +15,13 @@
 #include "trace/head_map.hpp"
 #include "trace/memory_view.hpp"
 #include "trace/report_view.hpp"
-#include "trace/synthetic_trace.hpp"
+#include "testdata/synthetic_trace.hpp"
 #include "trace/timeline_widget.hpp"
 #include "trace/trace_view.hpp"
 #include "ulysses/profiler/trace_writer.hpp"
 
 using namespace ulysses::ui;
+using namespace ulysses::testdata;
 namespace prof = ulysses::prof;
 
 namespace {
