@@ -55,8 +55,17 @@ std::string format_si(double v) {
   return buf;
 }
 
+// A step count from a METRIC line as text. Numbers beyond what int64 holds (a corrupt or
+// hostile line) are printed as they are: casting them would be undefined behaviour.
+std::string count_text(double v) {
+  if (std::isfinite(v) && std::fabs(v) < 9.0e15) return std::to_string(static_cast<long long>(v));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 std::string format_eta(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  if (!std::isfinite(seconds) || seconds < 0 || seconds > 1e12) return "?";  // > 30,000 years: not a real ETA
   const long long s = std::llround(seconds);
   char buf[48];
   if (s >= 3600)
@@ -75,9 +84,7 @@ std::string format_progress(const nlohmann::json& m) {
   double step = 0, steps = 0, v = 0;
   const bool have_step = number(m, "step", step);
   const bool have_steps = number(m, "steps", steps);
-  if (have_step)
-    add("step " + std::to_string(static_cast<long long>(step) + 1) +
-        (have_steps ? "/" + std::to_string(static_cast<long long>(steps)) : std::string()));
+  if (have_step) add("step " + count_text(step + 1) + (have_steps ? "/" + count_text(steps) : std::string()));
   char buf[64];
   if (number(m, "loss", v)) {
     std::snprintf(buf, sizeof buf, "loss %.4f", v);

@@ -272,6 +272,15 @@ TEST(Progress, FormatsAllFieldsWithOneBasedStepAndEta) {
   EXPECT_EQ(format_progress(json{{"loss", 1.0}}), "loss 1.0000");
 }
 
+// Found by fuzz_metric_line: a step count beyond int64 was cast to long long (undefined
+// behaviour; on x86 it printed -9223372036854775808). Such numbers are printed as they are.
+TEST(Progress, StepCountsBeyondInt64ArePrintedNotCast) {
+  json m{{"step", 3}, {"steps", 3e29}, {"step_ms", 45.2}};
+  EXPECT_EQ(format_progress(m), "step 4/3e+29  45 ms/step  ETA ?");
+  EXPECT_EQ(format_progress(json{{"step", -1e300}}), "step -1e+300");
+  EXPECT_EQ(format_eta(1e300), "?");
+}
+
 TEST(Progress, SiAndEtaFormatting) {
   EXPECT_EQ(format_si(950), "950");
   EXPECT_EQ(format_si(999.7), "1.00K");
