@@ -23,6 +23,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/e2e_util.hpp"
+
 extern char** environ;
 
 namespace fs = std::filesystem;
@@ -126,10 +128,7 @@ int wait_for(pid_t pid, double limit_s, double* took_s) {
   return -1;
 }
 
-std::string slurp(const std::string& p) {
-  std::ifstream f(p);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
+using ulysses::test::slurp;  // tests/common/e2e_util.hpp
 
 // Starts 2 ranks, waits for 2 finished steps, sends `sig` to `victim` and checks that the
 // other rank exits 1 within timeout_s + 5 s.

@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "../common/e2e_util.hpp"
 #include "run_config.hpp"
 
 extern char** environ;
@@ -31,12 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ulysses::test::slurp;  // tests/common/e2e_util.hpp
 
 class ExportDir {
  public:
