@@ -7,14 +7,18 @@
 //            loading process's peak RSS per range
 // and whether both loaders give the same summary JSON. Each measurement runs in a forked
 // child, so one loader's heap and peak RSS do not colour the other's. Then TraceWriter's
-// write rate on one core and the Tracer's synchronous end_step flush.
+// write rate on one core, and the Tracer side by side with synchronous end_step and with the
+// writer thread: the training thread's time in end_step per range, the writer's ranges/s of
+// CPU and the wall ranges/s (--write-only: just these).
 // Rank files are generated once (outside the timed part) and cached in --cache-dir.
 #include <malloc.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -155,13 +159,76 @@ void print_row(const char* name, const Figures& o, const Figures& s) {
       static_cast<double>(o.peak_rss_kib) * 1024.0 / o.ranges);
 }
 
+// One Tracer run as the engine drives it (engine-like step: push/pop ranges, then end_step).
+// writer_cpu_s: CPU the writing cost; synchronous: the training thread's CPU inside end_step
+// and close; writer thread: the process's CPU minus the training thread's.
+struct TracerRun {
+  double ranges = 0, push_s = 0, end_step_s = 0, wall_s = 0, writer_cpu_s = 0;
+  int64_t waits = 0;
+};
+
+double thread_cpu() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+double process_cpu() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+TracerRun run_tracer(const std::string& path, int32_t queue_steps, int64_t steps, int64_t per_step) {
+  TracerRun r;
+  prof::TracerOptions o;
+  o.path = path;
+  o.writer_queue_steps = queue_steps;
+  const double p0 = process_cpu(), t0 = thread_cpu();
+  auto w0 = std::chrono::steady_clock::now();
+  auto tr = prof::Tracer::open(o);
+  double end_step_cpu = 0;
+  for (int64_t s = 0; s < steps; ++s) {
+    tr->begin_step(s);
+    auto a = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < per_step; ++i)
+      prof::ScopedRange g(tr.get(), {prof::Phase::Attention, prof::Direction::Forward, static_cast<int32_t>(i & 31)});
+    auto b = std::chrono::steady_clock::now();
+    const double c = thread_cpu();
+    tr->end_step(prof::StepRecord{s});
+    end_step_cpu += thread_cpu() - c;
+    r.push_s += std::chrono::duration<double>(b - a).count();
+    r.end_step_s += since(b);
+  }
+  const double c = thread_cpu();
+  tr->close();
+  const double close_cpu = thread_cpu() - c;
+  r.wall_s = since(w0);
+  const double train_cpu = thread_cpu() - t0;
+  r.writer_cpu_s = queue_steps > 0 ? process_cpu() - p0 - train_cpu : end_step_cpu + close_cpu;
+  tr.reset();
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.c_str(), &db) == SQLITE_OK) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT value FROM ULYSSES_METRICS WHERE name = 'profiler.writer_waits'", -1, &st,
+                           nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+      r.waits = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  r.ranges = static_cast<double>(steps * per_step);
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Trace loading at scale: legacy vs parallel loader, and TraceWriter write rate"};
   std::vector<int64_t> sizes{1'000'000, 10'000'000};
   int world = 8, threads = 0;
-  int64_t write_ranges = 300'000;
+  int64_t write_ranges = 300'000, ranges_per_step = 10'000;
+  int32_t queue_steps = 2;
+  bool write_only = false;
   std::string cache = (fs::temp_directory_path() / "ulysses-trace-bench").string();
   bool skip_legacy = false;
   app.add_option("--sizes", sizes, "total ranges of each generated run (all ranks)")->delimiter(',');
@@ -170,10 +237,16 @@ int main(int argc, char** argv) {
   app.add_option("--cache-dir", cache, "where generated runs are kept between runs of the benchmark");
   app.add_option("--write-ranges", write_ranges, "ranges for the write-rate figures (0 = skip)");
   app.add_flag("--skip-legacy", skip_legacy, "measure only the new loader");
+  app.add_option("--ranges-per-step", ranges_per_step, "push/pop ranges per step in the Tracer write figures")
+      ->check(CLI::Range(int64_t{1}, int64_t{100'000'000}));
+  app.add_option("--queue-steps", queue_steps, "writer_queue_steps of the writer-thread run")
+      ->check(CLI::Range(1, 1000));
+  app.add_flag("--write-only", write_only, "only the write figures (no loading)");
   CLI11_PARSE(app, argc, argv);
 
   std::printf("machine: %u hardware threads; new loader threads = %d (0 = one per core)\n",
               std::thread::hardware_concurrency(), threads);
+  if (write_only) sizes.clear();
   for (int64_t total : sizes) {
     const std::string run = ensure_run(cache, total, world);
     Figures lo, ls;
@@ -202,7 +275,7 @@ int main(int argc, char** argv) {
   }
 
   if (write_ranges > 0) {
-    // TraceWriter on the calling thread (one core): what a writer thread would sustain.
+    // TraceWriter on the calling thread (one core): what the writer thread can sustain.
     const std::string dir = cache + "/write";
     fs::create_directories(dir);
     const double c0 = cpu_now();
@@ -211,24 +284,27 @@ int main(int argc, char** argv) {
     const double wall = since(t0), cpu = cpu_now() - c0;
     std::printf("write:    TraceWriter %lld ranges: %.2f M ranges/s wall, %.2f M ranges/s of one core (CPU)\n",
                 static_cast<long long>(n), n / wall / 1e6, n / cpu / 1e6);
-    // The Tracer as the engine uses it: push/pop on the training thread, end_step writes the
-    // step's ranges to SQLite on the same thread (no writer thread exists yet).
-    prof::TracerOptions o;
-    o.path = dir + "/t.sqlite";
-    auto tr = prof::Tracer::open(o);
-    tr->begin_step(0);
-    auto t1 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < write_ranges; ++i)
-      prof::ScopedRange r(tr.get(), {prof::Phase::Attention, prof::Direction::Forward, static_cast<int32_t>(i & 31)});
-    const double push = since(t1);
-    auto t2 = std::chrono::steady_clock::now();
-    tr->end_step({});
-    const double flush = since(t2);
+    // The Tracer as the engine uses it: per step, push/pop on the training thread, then
+    // end_step, synchronous (the step writes to SQLite) and with the writer thread.
+    const int64_t steps = std::max<int64_t>(1, write_ranges / ranges_per_step);
+    std::printf("          Tracer, %lld steps x %lld push/pop ranges (training thread | writer):\n",
+                static_cast<long long>(steps), static_cast<long long>(ranges_per_step));
+    TracerRun runs[2];
+    const int32_t queues[2] = {0, queue_steps};
+    for (int k = 0; k < 2; ++k) {
+      runs[k] = run_tracer(dir + "/t" + std::to_string(k) + ".sqlite", queues[k], steps, ranges_per_step);
+      const TracerRun& r = runs[k];
+      std::printf(
+          "  %-22s push+pop %4.0f ns/range | end_step %7.1f ns/range (%6.3f s) | writer CPU %.2f M ranges/s "
+          "| wall (open..close) %.2f M ranges/s; end_step waited %lld times\n",
+          k == 0 ? "synchronous end_step" : ("writer thread (q=" + std::to_string(queues[k]) + ")").c_str(),
+          r.push_s * 1e9 / r.ranges, r.end_step_s * 1e9 / r.ranges, r.end_step_s, r.ranges / r.writer_cpu_s / 1e6,
+          r.ranges / r.wall_s / 1e6, static_cast<long long>(r.waits));
+    }
     std::printf(
-        "          Tracer push+pop %.0f ns/range on the training thread; end_step flush (synchronous, "
-        "training thread blocked) %.2f s = %.2f M ranges/s; writer thread: none\n",
-        push * 1e9 / static_cast<double>(write_ranges), flush, write_ranges / flush / 1e6);
-    tr.reset();
+        "  ratio                  end_step on the training thread %.0fx shorter; writer CPU %.2fx; wall %.2fx\n",
+        runs[0].end_step_s / runs[1].end_step_s, runs[0].writer_cpu_s / runs[1].writer_cpu_s,
+        runs[0].wall_s / runs[1].wall_s);
     fs::remove_all(dir);
   }
   return 0;

@@ -1,11 +1,16 @@
 // Host tracer: the Tracer the engine calls. Each thread records into its own buffer
 // (registered once, found again through a thread_local cache), so push/pop take no lock:
-// a push touches only the thread's stack, a pop appends to a single-producer chunk queue
-// that end_step drains from the stepping thread. Ranges are also NVTX push/pop ranges when
-// built with NVTX. end_step writes all drained ranges, the step row and memory samples in
-// one SQLite transaction, so a killed process keeps every finished step.
+// a push touches only the thread's stack, a pop appends to a single-producer chunk queue.
+// Ranges are also NVTX push/pop ranges when built with NVTX.
+// end_step (on the stepping thread) takes what every queue has published as (chunk, index
+// range) segments, without copying a range, plus the memory samples, the GPU records and the
+// step row, as one Batch; the writer thread writes each Batch in one SQLite transaction, so a
+// killed process keeps every step whose batch committed. At most writer_queue_steps step
+// batches are uncommitted at any time (end_step waits for room: back-pressure, no drops);
+// writer_queue_steps = 0 writes the batch on the calling thread (same code, same rows).
+// Chunks a batch fully consumed are freed by the writer after the batch is written.
 // With a GPU activity source (CUPTI, or a test's fake), each range push and each
-// push_correlation also pushes an external correlation id; end_step writes the kernels,
+// push_correlation also pushes an external correlation id; the writer writes the kernels,
 // copies and runtime calls of the profiled steps with the id -> (step, layer, phase, heads)
 // table (ULYSSES_EXTERNAL_IDS) and CUPTI's correlation -> id records.
 #include <sys/syscall.h>
@@ -14,11 +19,18 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <mutex>
+#include <optional>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -130,15 +142,24 @@ struct ThreadBuffer {
     tail->ev[n] = e;
     tail->count.store(n + 1, std::memory_order_release);
   }
-  template <class F>
-  void drain(F&& f) {
+  // Segment of published events [begin, end) of one chunk, as end_step hands it on.
+  struct Segment {
+    int64_t tid;
+    const Chunk* chunk;
+    uint32_t begin, end;
+  };
+  // Consumer side: appends what the producer has published since the last take as segments;
+  // chunks fully consumed (full, with a successor) go to `retired`, freed by whoever writes
+  // the segments once written (the producer has moved on: it never touches them again).
+  void take(std::vector<Segment>* segs, std::vector<Chunk*>* retired) {
     for (;;) {
       uint32_t n = head->count.load(std::memory_order_acquire);
-      for (; head_pos < n; ++head_pos) f(head->ev[head_pos]);
+      if (head_pos < n) segs->push_back({tid, head, head_pos, n});
+      head_pos = n;
       if (n == Chunk::kSize) {
         Chunk* nx = head->next.load(std::memory_order_acquire);
         if (nx) {
-          delete head;
+          retired->push_back(head);
           head = nx;
           head_pos = 0;
           continue;
@@ -224,12 +245,14 @@ class HostTracer final : public Tracer {
         gpu_.reset();
       }
     }
+    if (opts_.writer_queue_steps > 0) thread_ = std::thread([this] { writer_loop(); });
   }
   ~HostTracer() override {
     try {
       close();
     } catch (...) {
     }
+    stop_writer();  // close() joined it unless something before that threw
   }
 
   void begin_step(int64_t step) override {
@@ -248,11 +271,28 @@ class HostTracer final : public Tracer {
     std::lock_guard<std::mutex> lk(write_mu_);
     if (closed_) return;
     bool was_active = active_.load(std::memory_order_acquire);
+    std::optional<std::pair<int64_t, int64_t>> window;
     if (was_active && open_window_ >= 0) {
-      windows_.emplace_back(open_window_, end);
+      window.emplace(open_window_, end);
       open_window_ = -1;
     }
-    flush_locked(was_active ? &rec : nullptr, end);
+    try {
+      submit(take_batch(was_active ? &rec : nullptr, end, window));
+    } catch (...) {
+      end_step_ns_ += now_ns() - end;
+      throw;
+    }
+    end_step_ns_ += now_ns() - end;
+    throw_pending_error();
+  }
+
+  void flush() override {
+    std::lock_guard<std::mutex> lk(write_mu_);
+    if (thread_.joinable()) {
+      std::unique_lock<std::mutex> q(q_mu_);
+      done_cv_.wait(q, [&] { return in_flight_ == 0; });
+    }
+    throw_pending_error();
   }
 
   bool active() const override { return active_.load(std::memory_order_acquire); }
@@ -312,43 +352,48 @@ class HostTracer final : public Tracer {
     mem_.push_back({now_ns(), step_.load(std::memory_order_relaxed), label ? label : "", m});
   }
 
+  // Small writes of their own (one transaction each), in order with the steps' batches; they
+  // do not count against writer_queue_steps.
   void set_metric(const std::string& name, double value) override {
-    std::lock_guard<std::mutex> lk(write_mu_);
-    if (closed_) return;
-    writer_.begin();
-    writer_.set_metric(name, value);
-    writer_.commit();
+    submit_op([name, value](TraceWriter& w) { w.set_metric(name, value); });
   }
 
   void set_thread_name(const std::string& name) override {
-    ThreadBuffer* b = buffer();
-    std::lock_guard<std::mutex> lk(write_mu_);
-    if (closed_) return;
-    writer_.begin();
-    writer_.name_thread(b->tid, name);
-    writer_.commit();
+    const int64_t tid = buffer()->tid;
+    submit_op([tid, name](TraceWriter& w) { w.name_thread(tid, name); });
   }
 
   void record_clock(const std::string& kind, const ClockOffset& c) override {
-    std::lock_guard<std::mutex> lk(write_mu_);
-    if (closed_) return;
-    writer_.begin();
-    writer_.write_clock(kind, c);
-    writer_.commit();
+    submit_op([kind, c](TraceWriter& w) { w.write_clock(kind, c); });
   }
 
   void close() override {
     std::lock_guard<std::mutex> lk(write_mu_);
     if (closed_) return;
     const int64_t end = now_ns();
+    std::optional<std::pair<int64_t, int64_t>> window;
     if (open_window_ >= 0) {  // a step still open when the tracer closes
-      windows_.emplace_back(open_window_, end);
+      window.emplace(open_window_, end);
       open_window_ = -1;
     }
-    flush_locked(nullptr, end);
+    std::string err;
+    try {
+      submit(take_batch(nullptr, end, window));
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    stop_writer();  // drains the queue
     if (gpu_) gpu_->stop();
-    writer_.close();
+    const std::string pending = take_pending_error();
+    if (err.empty()) err = pending;
+    try {
+      write_writer_stats();
+      writer_.close();
+    } catch (const std::exception& e) {
+      if (err.empty()) err = e.what();
+    }
     closed_ = true;
+    if (!err.empty()) throw std::runtime_error(err);
   }
 
  private:
@@ -356,6 +401,21 @@ class HostTracer final : public Tracer {
     int64_t t, step;
     std::string label;
     MemorySample m;
+  };
+
+  // What end_step (or close) hands to the writer: one transaction.
+  struct Batch {
+    bool is_step = false;  // an end_step/close batch: counts against writer_queue_steps
+    int64_t step = -1;
+    std::optional<std::pair<int64_t, int64_t>> window;  // profiled step window to add first
+    bool has_gpu = false;
+    GpuBuffer::Batch gpu;
+    std::vector<ThreadBuffer::Segment> segs;
+    std::vector<Chunk*> retired;  // freed once written
+    std::vector<MemEntry> mem;
+    std::optional<StepRecord> rec;
+    int64_t start_ns = 0, end_ns = 0;
+    std::function<void(TraceWriter&)> op;  // a small write instead (metric, thread name, clock)
   };
 
   bool in_window(int64_t step) const {
@@ -382,6 +442,137 @@ class HostTracer final : public Tracer {
     return found;
   }
 
+  // Stepping thread (under write_mu_): everything to write for this step, nothing copied
+  // but the GPU records and memory samples (moved) and the step row.
+  Batch take_batch(const StepRecord* rec, int64_t end, std::optional<std::pair<int64_t, int64_t>> window) {
+    Batch b;
+    b.is_step = true;
+    b.step = step_.load(std::memory_order_relaxed);
+    b.window = window;
+    if (gpu_) {
+      gpu_->flush();  // delivers into gpu_buf_, which takes only its own lock
+      b.has_gpu = true;
+      b.gpu = gpu_buf_.take();
+    }
+    {
+      std::lock_guard<std::mutex> lk(reg_mu_);
+      for (auto& buf : buffers_) buf->take(&b.segs, &b.retired);
+    }
+    {
+      std::lock_guard<std::mutex> lk(mem_mu_);
+      b.mem.swap(mem_);
+    }
+    if (rec) {
+      b.rec = *rec;
+      b.start_ns = step_start_;
+      b.end_ns = end;
+    }
+    return b;
+  }
+
+  void submit_op(std::function<void(TraceWriter&)> op) {
+    std::lock_guard<std::mutex> lk(write_mu_);
+    if (closed_) return;
+    Batch b;
+    b.op = std::move(op);
+    submit(std::move(b));
+  }
+
+  // Under write_mu_. Synchronous: writes now (a write error throws here). Otherwise queues
+  // the batch, first waiting while writer_queue_steps step batches are uncommitted.
+  void submit(Batch&& b) {
+    if (!thread_.joinable()) {
+      write_batch(b);
+      return;
+    }
+    std::unique_lock<std::mutex> lk(q_mu_);
+    const int64_t cap = opts_.writer_queue_steps;
+    if (b.is_step && pending_steps_ >= cap) {
+      if (opts_.writer_test_on_full) {
+        lk.unlock();
+        opts_.writer_test_on_full();
+        lk.lock();
+      }
+      const int64_t t0 = now_ns();
+      room_cv_.wait(lk, [&] { return pending_steps_ < cap; });
+      ++waits_;
+      wait_ns_ += now_ns() - t0;
+    }
+    if (b.is_step) ++pending_steps_;
+    ++in_flight_;
+    queue_.push_back(std::move(b));
+    work_cv_.notify_one();
+  }
+
+  void writer_loop() {
+    std::unique_lock<std::mutex> lk(q_mu_);
+    for (;;) {
+      work_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopped and drained
+      Batch b = std::move(queue_.front());
+      queue_.pop_front();
+      lk.unlock();
+      const bool is_step = b.is_step;
+      std::string err;
+      try {
+        write_batch(b);
+      } catch (const std::exception& e) {
+        err = e.what();
+      } catch (...) {
+        err = "unknown error";
+      }
+      b = Batch{};  // freed outside the lock
+      lk.lock();
+      if (!err.empty()) errors_.push_back(std::move(err));
+      if (is_step) --pending_steps_;
+      --in_flight_;
+      room_cv_.notify_all();
+      done_cv_.notify_all();
+    }
+  }
+
+  void stop_writer() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lk(q_mu_);
+      stop_ = true;
+    }
+    work_cv_.notify_one();
+    thread_.join();
+  }
+
+  // The writer's errors since the last report ("" if none): the first, and how many more.
+  std::string take_pending_error() {
+    std::lock_guard<std::mutex> lk(q_mu_);
+    if (errors_.empty()) return {};
+    std::string msg = errors_.front();
+    if (errors_.size() > 1) msg += " (and " + std::to_string(errors_.size() - 1) + " more trace write errors)";
+    errors_.clear();
+    return msg;
+  }
+  void throw_pending_error() {
+    std::string msg = take_pending_error();
+    if (!msg.empty()) throw std::runtime_error(msg);
+  }
+
+  // At close (writer joined): how long the stepping thread spent in end_step and waiting
+  // for the writer, as metrics; a line on stderr when end_step had to wait.
+  void write_writer_stats() {
+    writer_.begin();
+    writer_.set_metric("profiler.end_step_ms", static_cast<double>(end_step_ns_) / 1e6);
+    if (opts_.writer_queue_steps > 0) {
+      writer_.set_metric("profiler.writer_waits", static_cast<double>(waits_));
+      writer_.set_metric("profiler.writer_wait_ms", static_cast<double>(wait_ns_) / 1e6);
+      if (waits_ > 0) {
+        std::fprintf(stderr,
+                     "ulysses profiler: end_step waited %.1f ms in %lld steps for the trace writer "
+                     "(writer_queue_steps = %d steps were uncommitted)\n",
+                     static_cast<double>(wait_ns_) / 1e6, static_cast<long long>(waits_), opts_.writer_queue_steps);
+      }
+    }
+    writer_.commit();
+  }
+
   // Whether host time t lies in a profiled step ([begin_step, end_step] of an active step).
   bool in_profiled_step(int64_t t) const {
     auto it = std::upper_bound(windows_.begin(), windows_.end(), t,
@@ -393,9 +584,8 @@ class HostTracer final : public Tracer {
   // our external ids (ids are pushed only in profiled steps), else when its launch (the
   // runtime call with the same correlation id) or, unknown, its own start lies in a profiled
   // step. Correlation maps live two flushes (records of one launch may arrive in different
-  // CUPTI buffers), then are dropped.
-  void write_gpu_locked() {
-    GpuBuffer::Batch b = gpu_buf_.take();
+  // CUPTI buffers), then are dropped. Writer side.
+  void write_gpu(const GpuBuffer::Batch& b) {
     for (const auto& [corr, ext] : b.ext) {
       ext_of_corr_[0][corr] = ext;
       writer_.write_external_correlation(corr, ext);
@@ -429,38 +619,46 @@ class HostTracer final : public Tracer {
     }
   }
 
-  void flush_locked(const StepRecord* rec, int64_t end) {
-    if (gpu_) gpu_->flush();  // delivers into gpu_buf_, which takes only its own lock
+  // Writer side (the writer thread, or the stepping thread when synchronous): one batch, one
+  // transaction. The chunks it consumed are freed even when writing throws.
+  void write_batch(Batch& b) {
+    struct FreeChunks {
+      std::vector<Chunk*>& c;
+      ~FreeChunks() {
+        for (Chunk* x : c) delete x;
+        c.clear();
+      }
+    } free_chunks{b.retired};
+    if (b.op) {
+      writer_.begin();
+      b.op(writer_);
+      writer_.commit();
+      return;
+    }
+    if (opts_.writer_test_before_commit) opts_.writer_test_before_commit(b.step);
+    if (b.window) windows_.push_back(*b.window);
     writer_.begin();
-    if (gpu_) write_gpu_locked();
-    {
-      std::lock_guard<std::mutex> lk(reg_mu_);
-      for (auto& b : buffers_) {
-        const int64_t tid = b->tid;
-        b->drain([&](const Event& e) {
-          if (e.corr_only) {
-            writer_.write_external_id(static_cast<int64_t>(e.ext), -1, e.step, e.info);
-            return;
-          }
-          RangeRecord r;
-          r.start_ns = e.start_ns;
-          r.end_ns = e.end_ns;
-          r.tid = e.comm_lane ? kCommTid : tid;
-          r.push_pop = e.push_pop;
-          r.step = e.step;
-          r.info = e.info;
-          const int64_t event_id = writer_.write_range(r);
-          if (e.ext) writer_.write_external_id(static_cast<int64_t>(e.ext), event_id, e.step, e.info);
-        });
+    if (b.has_gpu) write_gpu(b.gpu);
+    for (const auto& s : b.segs) {
+      for (uint32_t i = s.begin; i < s.end; ++i) {
+        const Event& e = s.chunk->ev[i];
+        if (e.corr_only) {
+          writer_.write_external_id(static_cast<int64_t>(e.ext), -1, e.step, e.info);
+          continue;
+        }
+        RangeRecord r;
+        r.start_ns = e.start_ns;
+        r.end_ns = e.end_ns;
+        r.tid = e.comm_lane ? kCommTid : s.tid;
+        r.push_pop = e.push_pop;
+        r.step = e.step;
+        r.info = e.info;
+        const int64_t event_id = writer_.write_range(r);
+        if (e.ext) writer_.write_external_id(static_cast<int64_t>(e.ext), event_id, e.step, e.info);
       }
     }
-    std::vector<MemEntry> mem;
-    {
-      std::lock_guard<std::mutex> lk(mem_mu_);
-      mem.swap(mem_);
-    }
-    for (const auto& m : mem) writer_.write_memory(m.t, m.step, m.label, m.m);
-    if (rec) writer_.write_step(*rec, step_start_, end);
+    for (const auto& m : b.mem) writer_.write_memory(m.t, m.step, m.label, m.m);
+    if (b.rec) writer_.write_step(*b.rec, b.start_ns, b.end_ns);
     writer_.commit();
   }
 
@@ -475,13 +673,25 @@ class HostTracer final : public Tracer {
   std::vector<std::unique_ptr<ThreadBuffer>> buffers_;
   std::vector<MemEntry> mem_;
   bool closed_ = false;
-  // GPU attribution (guarded by write_mu_): profiled step windows, sorted; the open one.
+  int64_t end_step_ns_ = 0;  // stepping thread's time in end_step (write_mu_)
+  int64_t open_window_ = -1;  // the open profiled step's begin (write_mu_)
+  // Writer side (the writer thread; the stepping thread when synchronous or after join):
+  // profiled step windows, sorted; GPU correlation maps.
   std::vector<std::pair<int64_t, int64_t>> windows_;
-  int64_t open_window_ = -1;
   std::unordered_map<int64_t, int64_t> ext_of_corr_[2], launch_of_corr_[2];  // [0] newest
   std::atomic<uint64_t> next_ext_{1};
   GpuBuffer gpu_buf_;
   std::unique_ptr<GpuActivitySource> gpu_;  // declared after gpu_buf_: destroyed first
+  // The writer thread's queue (q_mu_).
+  std::mutex q_mu_;
+  std::condition_variable work_cv_, room_cv_, done_cv_;
+  std::deque<Batch> queue_;
+  int64_t pending_steps_ = 0;  // step batches queued or being written
+  int64_t in_flight_ = 0;      // all batches queued or being written
+  bool stop_ = false;
+  std::vector<std::string> errors_;
+  int64_t waits_ = 0, wait_ns_ = 0;  // end_steps that waited for room, and how long
+  std::thread thread_;
 };
 
 }  // namespace

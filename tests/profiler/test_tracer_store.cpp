@@ -1,11 +1,16 @@
 // Tracer -> SQLite -> load_trace round trip on a synthetic 2-rank x 2-layer x 2-step run,
-// nsys column names of the shared tables, SIGKILL durability, and nsys-export loading.
+// nsys column names of the shared tables, SIGKILL durability (synchronous writer, writer
+// thread after flush, writer thread with steps still queued), and nsys-export loading.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <chrono>
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
+#include <thread>
 
 #include "test_util.hpp"
 #include "ulysses/profiler/analysis.hpp"
@@ -341,16 +346,14 @@ TEST(TracerStore, WriterBatchesKeepIdsLinkedAndCommitsEveryRange) {
   EXPECT_EQ(layers.size(), 140u);
 }
 
-TEST(TracerStore, SigkilledRankKeepsEveryFinishedStep) {
-  TempDir tmp;
-  std::string path = tmp.path + "/rank0.sqlite";
-  Synth s;
-  s.ranks = 1;
+namespace {
+
+// Runs `record` in a forked child that SIGKILLs itself mid-step 3 (no close(), no destructor).
+void record_then_sigkill(const std::function<std::unique_ptr<prof::Tracer>()>& record) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    auto t = prof::Tracer::open(options_for(path, 0, 1));
-    for (int step = 0; step < 3; ++step) record_step(t.get(), 0, step, s);
+    auto t = record();
     t->begin_step(3);
     t->push({Phase::Step});
     t->push({Phase::Attention, Direction::Forward, 0});
@@ -363,7 +366,10 @@ TEST(TracerStore, SigkilledRankKeepsEveryFinishedStep) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(WTERMSIG(status), SIGKILL);
+}
 
+// The file is intact and holds exactly steps 0..steps-1, each with all its ranges.
+void expect_steps_kept(const std::string& path, int steps, const Synth& s) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   EXPECT_EQ(query_text(db, "PRAGMA integrity_check"), "ok");
@@ -372,14 +378,71 @@ TEST(TracerStore, SigkilledRankKeepsEveryFinishedStep) {
   prof::LoadOptions lo;
   lo.head_lanes = false;
   auto m = prof::load_trace(path, lo);
-  ASSERT_EQ(m.steps.size(), 3u);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(m.steps[static_cast<size_t>(i)].step, i);
-  int64_t n = 0;
+  ASSERT_EQ(m.steps.size(), static_cast<size_t>(steps));
+  for (int i = 0; i < steps; ++i) EXPECT_EQ(m.steps[static_cast<size_t>(i)].step, i);
+  std::map<int64_t, int64_t> per_step;
   for (const auto& r : m.ranges) {
-    EXPECT_LT(r.step, 3) << "a range of the unfinished step was committed";
-    ++n;
+    EXPECT_LT(r.step, steps) << "a range of a step that is not kept was committed";
+    ++per_step[r.step];
   }
-  EXPECT_EQ(n, 3 * s.ranges_per_step());
+  for (int i = 0; i < steps; ++i) EXPECT_EQ(per_step[i], s.ranges_per_step()) << "step " << i;
+}
+
+}  // namespace
+
+// Synchronous writing (writer_queue_steps = 0): every ended step is committed.
+TEST(TracerStore, SigkilledRankKeepsEveryFinishedStep) {
+  TempDir tmp;
+  std::string path = tmp.path + "/rank0.sqlite";
+  Synth s;
+  s.ranks = 1;
+  record_then_sigkill([&] {
+    auto o = options_for(path, 0, 1);
+    o.writer_queue_steps = 0;
+    auto t = prof::Tracer::open(o);
+    for (int step = 0; step < 3; ++step) record_step(t.get(), 0, step, s);
+    return t;
+  });
+  expect_steps_kept(path, 3, s);
+}
+
+// Writer thread: once flush() has returned, every ended step is committed.
+TEST(TracerStore, SigkilledRankKeepsEveryStepEndedBeforeFlush) {
+  TempDir tmp;
+  std::string path = tmp.path + "/rank0.sqlite";
+  Synth s;
+  s.ranks = 1;
+  record_then_sigkill([&] {
+    auto o = options_for(path, 0, 1);
+    o.writer_queue_steps = 2;
+    auto t = prof::Tracer::open(o);
+    for (int step = 0; step < 3; ++step) record_step(t.get(), 0, step, s);
+    t->flush();
+    return t;
+  });
+  expect_steps_kept(path, 3, s);
+}
+
+// Writer thread without flush: at most writer_queue_steps ended steps are uncommitted. The
+// writer is slow on step 1 and stalls for good on step 2; end_step(3) can only have returned
+// once step 1 was committed, so exactly steps 0 and 1 are kept (4 ended - 2 queued).
+TEST(TracerStore, SigkilledRankLosesAtMostTheQueuedSteps) {
+  TempDir tmp;
+  std::string path = tmp.path + "/rank0.sqlite";
+  Synth s;
+  s.ranks = 1;
+  record_then_sigkill([&] {
+    auto o = options_for(path, 0, 1);
+    o.writer_queue_steps = 2;
+    o.writer_test_before_commit = [](int64_t step) {
+      if (step == 1) spin_ns(50'000'000);  // a writer that lets more than 2 steps queue loses step 1
+      while (step == 2) std::this_thread::sleep_for(std::chrono::seconds(1));
+    };
+    auto t = prof::Tracer::open(o);
+    for (int step = 0; step < 4; ++step) record_step(t.get(), 0, step, s);
+    return t;
+  });
+  expect_steps_kept(path, 2, s);
 }
 
 TEST(TracerStore, LoadsAnNsysExportWithKernels) {

@@ -103,6 +103,18 @@ struct TracerOptions {
   // GPU activity (kernels, memcpy, memset, runtime API) written with each step. Unset: the
   // CUPTI source when `device` is "cuda:N" and the build has CUPTI, else none. Tests set a fake.
   std::function<std::unique_ptr<GpuActivitySource>(GpuActivitySink*)> gpu_source;
+  // Trace writing: end_step hands the step (ranges, memory samples, GPU records, step row)
+  // to the tracer's writer thread, which commits it in one transaction, and returns. At most
+  // writer_queue_steps ended steps are uncommitted at any time: an end_step that would make
+  // more waits (back-pressure; nothing is dropped), and the waits are counted (metrics
+  // profiler.writer_waits / profiler.writer_wait_ms, and a line on stderr at close).
+  // 0: end_step writes and commits on the calling thread (the old synchronous path).
+  int32_t writer_queue_steps = 2;
+  // Test hooks. writer_test_before_commit: called on the thread that writes, before each
+  // ended step's batch is written (a slow or failing sink: what it throws is a write error).
+  // writer_test_on_full: called on the end_step thread just before it waits for the writer.
+  std::function<void(int64_t step)> writer_test_before_commit;
+  std::function<void()> writer_test_on_full;
 };
 
 class Tracer {
@@ -120,8 +132,14 @@ class Tracer {
   static int64_t now_ns();
 
   virtual void begin_step(int64_t step) = 0;
-  // Flushes every thread's buffer and commits; a killed process keeps all ended steps.
+  // Hands every thread's buffered ranges, the memory samples and the step row to the writer
+  // (TracerOptions::writer_queue_steps) as one transaction. A killed process keeps every step
+  // whose transaction committed: all ended steps but at most the last writer_queue_steps
+  // (all of them with 0, or once flush() has returned). Throws the writer's error, if any.
   virtual void end_step(const StepRecord& rec) = 0;
+  // Returns when every ended step is committed (e.g. at a checkpoint); throws a write error
+  // not yet reported.
+  virtual void flush() {}
   // Whether the current step is recorded (profile.step_begin..step_end).
   virtual bool active() const = 0;
 
@@ -140,7 +158,7 @@ class Tracer {
   // Free-form run metric (e.g. "a2a_bytes_per_layer_formula").
   virtual void set_metric(const std::string& name, double value) = 0;
 
-  virtual void close() = 0;  // final flush + commit; also done by the destructor
+  virtual void close() = 0;  // final flush + commit, joins the writer; also done by the destructor
 
   // Names the calling thread's row in the trace (ThreadNames); the thread that opened
   // the tracer is "main", ranges on kCommLane go to the "comm" row.
