@@ -178,7 +178,8 @@ double process_cpu() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-TracerRun run_tracer(const std::string& path, int32_t queue_steps, int64_t steps, int64_t per_step) {
+TracerRun run_tracer(const std::string& path, int32_t queue_steps, int64_t steps, int64_t per_step,
+                     double compute_ms) {
   TracerRun r;
   prof::TracerOptions o;
   o.path = path;
@@ -192,11 +193,15 @@ TracerRun run_tracer(const std::string& path, int32_t queue_steps, int64_t steps
     auto a = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < per_step; ++i)
       prof::ScopedRange g(tr.get(), {prof::Phase::Attention, prof::Direction::Forward, static_cast<int32_t>(i & 31)});
+    r.push_s += since(a);
+    // The step's compute (the writer thread writes the previous steps meanwhile).
+    const auto busy_until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(compute_ms);
+    while (std::chrono::steady_clock::now() < busy_until) {
+    }
     auto b = std::chrono::steady_clock::now();
     const double c = thread_cpu();
     tr->end_step(prof::StepRecord{s});
     end_step_cpu += thread_cpu() - c;
-    r.push_s += std::chrono::duration<double>(b - a).count();
     r.end_step_s += since(b);
   }
   const double c = thread_cpu();
@@ -228,6 +233,7 @@ int main(int argc, char** argv) {
   int world = 8, threads = 0;
   int64_t write_ranges = 300'000, ranges_per_step = 10'000;
   int32_t queue_steps = 2;
+  double compute_ms = 20;
   bool write_only = false;
   std::string cache = (fs::temp_directory_path() / "ulysses-trace-bench").string();
   bool skip_legacy = false;
@@ -241,6 +247,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{100'000'000}));
   app.add_option("--queue-steps", queue_steps, "writer_queue_steps of the writer-thread run")
       ->check(CLI::Range(1, 1000));
+  app.add_option("--step-compute-ms", compute_ms, "compute (a spin on the training thread) per step of the Tracer runs")
+      ->check(CLI::Range(0.0, 60'000.0));
   app.add_flag("--write-only", write_only, "only the write figures (no loading)");
   CLI11_PARSE(app, argc, argv);
 
@@ -287,12 +295,13 @@ int main(int argc, char** argv) {
     // The Tracer as the engine uses it: per step, push/pop on the training thread, then
     // end_step, synchronous (the step writes to SQLite) and with the writer thread.
     const int64_t steps = std::max<int64_t>(1, write_ranges / ranges_per_step);
-    std::printf("          Tracer, %lld steps x %lld push/pop ranges (training thread | writer):\n",
-                static_cast<long long>(steps), static_cast<long long>(ranges_per_step));
+    std::printf(
+        "          Tracer, %lld steps x (%lld push/pop ranges + %.0f ms compute spin), training thread | writer:\n",
+        static_cast<long long>(steps), static_cast<long long>(ranges_per_step), compute_ms);
     TracerRun runs[2];
     const int32_t queues[2] = {0, queue_steps};
     for (int k = 0; k < 2; ++k) {
-      runs[k] = run_tracer(dir + "/t" + std::to_string(k) + ".sqlite", queues[k], steps, ranges_per_step);
+      runs[k] = run_tracer(dir + "/t" + std::to_string(k) + ".sqlite", queues[k], steps, ranges_per_step, compute_ms);
       const TracerRun& r = runs[k];
       std::printf(
           "  %-22s push+pop %4.0f ns/range | end_step %7.1f ns/range (%6.3f s) | writer CPU %.2f M ranges/s "

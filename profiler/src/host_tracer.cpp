@@ -378,7 +378,9 @@ class HostTracer final : public Tracer {
     }
     std::string err;
     try {
-      submit(take_batch(nullptr, end, window));
+      Batch b = take_batch(nullptr, end, window);
+      b.is_step = false;  // the last batch: no wait for room, the drain below writes it
+      submit(std::move(b));
     } catch (const std::exception& e) {
       err = e.what();
     }
@@ -405,7 +407,7 @@ class HostTracer final : public Tracer {
 
   // What end_step (or close) hands to the writer: one transaction.
   struct Batch {
-    bool is_step = false;  // an end_step/close batch: counts against writer_queue_steps
+    bool is_step = false;  // an end_step batch: counts against writer_queue_steps
     int64_t step = -1;
     std::optional<std::pair<int64_t, int64_t>> window;  // profiled step window to add first
     bool has_gpu = false;
@@ -565,9 +567,9 @@ class HostTracer final : public Tracer {
       writer_.set_metric("profiler.writer_wait_ms", static_cast<double>(wait_ns_) / 1e6);
       if (waits_ > 0) {
         std::fprintf(stderr,
-                     "ulysses profiler: end_step waited %.1f ms in %lld steps for the trace writer "
-                     "(writer_queue_steps = %d steps were uncommitted)\n",
-                     static_cast<double>(wait_ns_) / 1e6, static_cast<long long>(waits_), opts_.writer_queue_steps);
+                     "ulysses profiler: end_step waited for the trace writer in %lld steps, %.1f ms in all "
+                     "(writer_queue_steps = %d)\n",
+                     static_cast<long long>(waits_), static_cast<double>(wait_ns_) / 1e6, opts_.writer_queue_steps);
       }
     }
     writer_.commit();
@@ -635,7 +637,7 @@ class HostTracer final : public Tracer {
       writer_.commit();
       return;
     }
-    if (opts_.writer_test_before_commit) opts_.writer_test_before_commit(b.step);
+    if (opts_.writer_test_before_commit) opts_.writer_test_before_commit(b.step);  // close's batch too
     if (b.window) windows_.push_back(*b.window);
     writer_.begin();
     if (b.has_gpu) write_gpu(b.gpu);
