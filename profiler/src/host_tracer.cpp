@@ -675,7 +675,7 @@ class HostTracer final : public Tracer {
   std::vector<std::unique_ptr<ThreadBuffer>> buffers_;
   std::vector<MemEntry> mem_;
   bool closed_ = false;
-  int64_t end_step_ns_ = 0;  // stepping thread's time in end_step (write_mu_)
+  int64_t end_step_ns_ = 0;   // stepping thread's time in end_step (write_mu_)
   int64_t open_window_ = -1;  // the open profiled step's begin (write_mu_)
   // Writer side (the writer thread; the stepping thread when synchronous or after join):
   // profiled step windows, sorted; GPU correlation maps.

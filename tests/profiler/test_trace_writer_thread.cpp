@@ -125,8 +125,8 @@ void record(const std::string& path, int32_t queue_steps) {
       }
       t->record_range({Phase::Mlp, Direction::Forward, step}, 5000 * step + 10, 5000 * step + 20, /*lane=*/0);
       t->record_range({Phase::Norm, Direction::Forward, step}, 5000 * step + 30, 5000 * step + 40, /*lane=*/0);
-      t->record_range({Phase::GradAllReduce, Direction::None, -1, -1, -1, -1, 77, 88, 0, 100 + step},
-                      5000 * step + 50, 5000 * step + 60);
+      t->record_range({Phase::GradAllReduce, Direction::None, -1, -1, -1, -1, 77, 88, 0, 100 + step}, 5000 * step + 50,
+                      5000 * step + 60);
       t->sample_memory("mid", prof::MemorySample{100 + step, 200 + step, 300 + step});
       std::unique_lock<std::mutex> lk(mu);
       cv.wait(lk, [&] { return done == kWorkers * (step + 1); });
