@@ -435,7 +435,7 @@ TEST(TracerStore, SigkilledRankLosesAtMostTheQueuedSteps) {
     auto o = options_for(path, 0, 1);
     o.writer_queue_steps = 2;
     o.writer_test_before_commit = [](int64_t step) {
-      if (step == 1) spin_ns(50'000'000);  // a writer that lets more than 2 steps queue loses step 1
+      if (step == 1) spin_ns(500'000'000);  // a writer that lets more than 2 steps queue loses step 1
       while (step == 2) std::this_thread::sleep_for(std::chrono::seconds(1));
     };
     auto t = prof::Tracer::open(o);
