@@ -208,6 +208,7 @@ int main(int argc, char** argv) {
         std::cout << "METRIC " << line << std::endl;
       }
       if (checkpoint_due(cfg.train, s + 1)) {  // full training state into save_to/step-N (collective)
+        if (tracer) tracer->flush();           // the trace holds every step up to the checkpoint
         const std::string dir = save_train_state(trainer, comm, cfg, s + 1);
         if (env.rank == 0) std::cerr << "ulysses-worker: saved training state to " << dir << std::endl;
       }
