@@ -44,6 +44,7 @@ class RecomputeTracer : public prof::Tracer {
   explicit RecomputeTracer(prof::Tracer* inner) : inner_(inner) {}
   void begin_step(int64_t s) override { inner_->begin_step(s); }
   void end_step(const prof::StepRecord& r) override { inner_->end_step(r); }
+  void flush() override { inner_->flush(); }
   bool active() const override { return inner_->active(); }
   void push(const prof::RangeInfo& i) override { inner_->push(remap(i)); }
   void pop() override { inner_->pop(); }
