@@ -3,6 +3,8 @@
 // Kineto trace for Perfetto or HTA; `export --format chrome --per-rank RUN DIR` writes
 // DIR/rank{r}.json, one file per rank, the folder HTA's TraceAnalysis(trace_dir=DIR) reads. Exit 0 ok, 2 bad input
 // (unreadable trace, bad arguments), 1 failure. `report RUN --html OUT.html` writes a self-contained HTML report.
+// summary and report answer from the summary cache beside the trace when it matches
+// (profiler/summary_cache.hpp); --no-cache or ULYSSES_TRACE_NO_CACHE=1 turns it off.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -14,16 +16,20 @@
 #include "ulysses/profiler/chrome_export.hpp"
 #include "ulysses/profiler/html_report.hpp"
 #include "ulysses/profiler/report.hpp"
+#include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 // `report RUN --html OUT.html`: the summary's analysis as a self-contained one-page HTML
 // report (profiler/html_report.hpp). Exit 0, 2 (unreadable trace), 1 (cannot write OUT).
-static int write_html_report(const std::string& run, const std::string& out) {
+static int write_html_report(const std::string& run, const std::string& out, bool use_cache) {
   namespace prof = ulysses::prof;
   prof::LoadOptions lo;
   lo.head_lanes = false;
-  const prof::TraceModel m = prof::load_trace(run, lo);
-  const prof::Summary s = prof::analyze(m, prof::AnalysisOptions{});
+  prof::SummaryCacheOptions co;
+  co.enabled = use_cache;
+  const prof::CachedSummary cs = prof::load_summary(run, lo, prof::AnalysisOptions{}, co);
+  const prof::TraceModel& m = cs.model;
+  const prof::Summary& s = cs.summary;
   std::string name = run;
   while (name.size() > 1 && name.back() == '/') name.pop_back();
   name = name.substr(name.find_last_of('/') == std::string::npos ? 0 : name.find_last_of('/') + 1);
@@ -43,7 +49,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   std::string run;
-  bool as_json = false;
+  bool as_json = false, no_cache = false;
   int64_t step_begin = 0, step_end = -1;
   auto* summary = app.add_subcommand("summary", "Per rank/step compute, communication, idle, overlap and tables");
   summary
@@ -54,6 +60,8 @@ int main(int argc, char** argv) {
   summary->add_flag("--json", as_json, "print JSON instead of tables");
   summary->add_option("--step-begin", step_begin, "first step to include");
   summary->add_option("--step-end", step_end, "last step to include (-1 = all)");
+  summary->add_flag("--no-cache", no_cache,
+                    "neither read nor write the summary cache beside the trace (also: ULYSSES_TRACE_NO_CACHE=1)");
 
   std::string format = "chrome", out;
   int32_t rank = -1;
@@ -69,6 +77,8 @@ int main(int argc, char** argv) {
   auto* report = app.add_subcommand("report", "Write a self-contained one-page HTML report of a run");
   report->add_option("RUN", run, "run directory or .sqlite trace")->required();
   report->add_option("--html", html_out, "output .html file")->required();
+  report->add_flag("--no-cache", no_cache,
+                   "neither read nor write the summary cache beside the trace (also: ULYSSES_TRACE_NO_CACHE=1)");
 
   try {
     app.parse(argc, argv);
@@ -89,14 +99,17 @@ int main(int argc, char** argv) {
   }
   try {
     prof::LoadOptions lo;
-    if (report->parsed()) return write_html_report(run, html_out);
+    if (report->parsed()) return write_html_report(run, html_out, !no_cache);
     if (summary->parsed()) {
       lo.head_lanes = false;  // not needed for analysis
-      prof::TraceModel m = prof::load_trace(run, lo);
       prof::AnalysisOptions ao;
       ao.step_begin = step_begin;
       ao.step_end = step_end;
-      prof::Summary s = prof::analyze(m, ao);
+      prof::SummaryCacheOptions co;
+      co.enabled = !no_cache;
+      const prof::CachedSummary cs = prof::load_summary(run, lo, ao, co);
+      const prof::TraceModel& m = cs.model;
+      const prof::Summary& s = cs.summary;
       if (as_json) {
         std::cout << prof::summary_to_json(m, s).dump(2) << "\n";
       } else {

@@ -3,6 +3,8 @@
 // another, one sort of the whole range vector: LoadOptions::legacy) and the parallel one:
 //   open     load_trace with the studio's options (head-range lanes on), wall and CPU seconds
 //   summary  load_trace as `ulysses-trace summary` does + analyze + summary_to_json
+//   summary with the cache (summary_cache.hpp; parallel loader): first = no cache file yet
+//            (computes and writes it), cached = answered from it; its JSON must be the same
 //   memory   heap bytes the loaded model keeps per range (mallinfo2 before/after) and the
 //            loading process's peak RSS per range
 // and whether both loaders give the same summary JSON. Each measurement runs in a forked
@@ -33,6 +35,7 @@
 
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/report.hpp"
+#include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 #include "ulysses/profiler/trace_writer.hpp"
 #include "ulysses/profiler/tracer.hpp"
@@ -83,6 +86,8 @@ struct Figures {
   double json_size = 0;
   long peak_rss_kib = 0;  // of the open child
   bool ok = false;
+  bool from_cache = false, written = false;
+  double cache_bytes = 0;
 };
 
 // Runs fn in a forked child that writes a Figures back through a pipe; returns it with the
@@ -149,6 +154,29 @@ Figures measure_summary(const std::string& run, bool legacy, int threads) {
     f.summary_ranges = static_cast<double>(m.ranges.size());
     f.json_hash = std::hash<std::string>{}(js);
     f.json_size = static_cast<double>(js.size());
+  });
+}
+
+// `ulysses-trace summary --json` through the summary cache (as the CLI calls it).
+Figures measure_summary_cache(const std::string& run, int threads) {
+  return in_child([&](Figures& f) {
+    prof::LoadOptions lo;
+    lo.head_lanes = false;
+    lo.threads = threads;
+    prof::SummaryCacheOptions co;
+    co.racy_window_ns = 0;  // the files were perhaps generated just now
+    const double c0 = cpu_now();
+    auto t0 = std::chrono::steady_clock::now();
+    const prof::CachedSummary c = prof::load_summary(run, lo, prof::AnalysisOptions{}, co);
+    const std::string js = prof::summary_to_json(c.model, c.summary).dump(2);
+    f.summary_s = since(t0);
+    f.summary_cpu_s = cpu_now() - c0;
+    f.from_cache = c.from_cache;
+    f.written = c.written;
+    f.json_hash = std::hash<std::string>{}(js);
+    f.json_size = static_cast<double>(js.size());
+    std::error_code ec;
+    f.cache_bytes = static_cast<double>(fs::file_size(prof::summary_cache_path(run), ec));
   });
 }
 
@@ -280,6 +308,21 @@ int main(int argc, char** argv) {
       continue;
     }
     print_row("parallel", no, ns);
+    fs::remove(prof::summary_cache_path(run));
+    const Figures first = measure_summary_cache(run, threads), cached = measure_summary_cache(run, threads);
+    if (!first.ok || !cached.ok) {
+      std::printf("  cache     FAILED\n");
+    } else {
+      std::printf(
+          "  cache     summary first %6.2f s (CPU %6.2f s, %s)  summary (cached) %6.2f s (CPU %6.2f s, %s)  "
+          "%.2fx faster than uncached; cache file %.1f MB; JSON %s\n",
+          first.summary_s, first.summary_cpu_s, first.written ? "cache written" : "NOT WRITTEN", cached.summary_s,
+          cached.summary_cpu_s, cached.from_cache ? "from cache" : "NOT FROM CACHE", ns.summary_s / cached.summary_s,
+          cached.cache_bytes / 1e6,
+          first.json_hash == ns.json_hash && cached.json_hash == ns.json_hash && cached.json_size == ns.json_size
+              ? "identical"
+              : "DIFFERS");
+    }
     if (!skip_legacy && lo.ok && ls.ok)
       std::printf("  ratio     open %.2fx faster, summary %.2fx faster; summary JSON %s (%.0f bytes)\n",
                   lo.open_s / no.open_s, ls.summary_s / ns.summary_s,

@@ -500,6 +500,15 @@ bool read_rank_files_parallel(Builder& b, const std::vector<std::string>& files,
 
 }  // namespace
 
+std::vector<std::string> trace_input_files(const std::string& path) {
+  std::error_code ec;
+  if (path.empty() || !fs::exists(path, ec)) return {};
+  if (!fs::is_directory(path, ec)) return {path};
+  std::vector<std::string> files = find_rank_files(path);
+  if (files.empty()) files = find_foreign_files(path);
+  return files;
+}
+
 TraceModel load_trace(const std::string& path) { return load_trace(path, LoadOptions{}); }
 
 TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
@@ -508,18 +517,14 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
   if (!fs::exists(path, ec)) {
     throw TraceError("'" + path + "' does not exist (expected a run directory or a .sqlite trace)");
   }
-  std::vector<std::string> files;
+  std::vector<std::string> files = trace_input_files(path);
   if (fs::is_directory(path, ec)) {
-    files = find_rank_files(path);
-    if (files.empty()) files = find_foreign_files(path);
     if (files.empty()) {
       throw TraceError("'" + path + "' holds no trace files (expected " +
                        (fs::path(path) / "trace" / "rank*.sqlite").string() +
                        "; was the run started with profile.enabled = true?), nor Nsight Systems exports "
                        "(*.sqlite) nor PyTorch profiler traces (*.json)");
     }
-  } else {
-    files.push_back(path);
   }
   Builder b;
   b.m.source = path;

@@ -32,6 +32,10 @@ std::vector<std::string> find_rank_files(const std::string& run_dir);
 // any file name, in natural name order ("rank2" before "rank10"). Empty when none.
 std::vector<std::string> find_foreign_files(const std::string& dir);
 
+// The files load_trace(path) reads, in its order: a folder's rank files, else its foreign
+// traces; a file itself. Empty when the path is missing or a folder without traces.
+std::vector<std::string> trace_input_files(const std::string& path);
+
 // Whether `path` is a foreign trace load_trace reads: a PyTorch profiler .json (not a run
 // config), or a folder of such files / Nsight Systems exports without Ulysses rank files.
 bool is_foreign_trace(const std::string& path);

@@ -1,0 +1,79 @@
+// Summary cache (issue 13 item 6): the analysis Summary of a trace, built once and kept beside
+// the trace files, so `ulysses-trace summary`, `ulysses-trace report --html` and the studio's
+// report answer without loading every range again. No torch, no Qt.
+//
+// What is cached: the whole Summary (every field, waiting.instances included) and a "shell"
+// TraceModel — every field of the loaded model except lanes, ranges and runtime calls, which
+// no renderer reads (summary_to_text / summary_to_json / summary_to_html read the source,
+// format, notes, sizes, ranks, steps, memory samples and t_min). Caching the struct rather than
+// the rendered text keeps one cache for every renderer (text, JSON, HTML, the studio) and
+// makes each output byte-identical to the uncached one: the renderers run on the same values
+// (integers and doubles are stored bit for bit). `source` is not stored: load_trace sets it to
+// the path as given, and so does the cache reader.
+//
+// Where: beside the trace files, never inside them (they belong to the tracer):
+//   run folder / folder of foreign traces  DIR/.ulysses-summary-cache   (DIR = the folder
+//                                          holding the rank files: RUN/trace or RUN)
+//   one file F                             dirname(F)/.F.ulysses-summary-cache
+// Key (all must match, else the cache is ignored and rewritten): the cache format version,
+// the profiler build id (a hash of the profiler's sources, so any change to the loader or the
+// analysis invalidates), the options that change the Summary (LoadOptions head_lanes,
+// gpu_activity, align_clocks; AnalysisOptions step_begin, step_end, top_names), and for every
+// input file in load order its name, size, mtime (ns), inode, and the same for its "-wal"
+// file (absent or empty is recorded as absent: an empty WAL holds no frames, and SQLite's
+// read-only connections create one). A file is one record: the latest summary computed.
+// Never fails because of the cache: a missing, corrupt (checksum), truncated or foreign cache
+// file, or an unwritable folder, just means the summary is computed from the trace. Written
+// atomically (temp file + rename), and not written when an input changed while it was read or
+// was modified less than `racy_window_ns` before (a run still being written; like racy git).
+// Disabled by SummaryCacheOptions::enabled = false or the environment variable
+// ULYSSES_TRACE_NO_CACHE set to anything but "" or "0".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/trace_model.hpp"
+#include "ulysses/profiler/trace_store.hpp"
+
+namespace ulysses::prof {
+
+// Bump when the encoding below changes (the build id covers changes to what is computed).
+constexpr uint32_t kSummaryCacheFormat = 1;
+
+// A hash of the profiler library's sources, fixed at build time.
+const char* profiler_build_id();
+
+struct SummaryCacheOptions {
+  bool enabled = true;  // false: neither read nor write (ANDed with the environment variable)
+  // Inputs modified less than this before the summary started are treated as still being
+  // written: the summary is computed but not cached.
+  int64_t racy_window_ns = 2'000'000'000;
+};
+
+// Whether ULYSSES_TRACE_NO_CACHE disables the cache.
+bool summary_cache_disabled_by_env();
+
+// The cache file for a trace path ("" when the path names no trace files).
+std::string summary_cache_path(const std::string& trace_path);
+
+struct CachedSummary {
+  TraceModel model;  // the full model when computed, the shell model when read from the cache
+  Summary summary;
+  bool from_cache = false;
+  bool written = false;  // the cache was (re)written by this call
+};
+
+// load_trace + analyze through the cache. Throws what load_trace throws (never a cache error).
+CachedSummary load_summary(const std::string& trace_path, const LoadOptions& lo, const AnalysisOptions& ao,
+                           const SummaryCacheOptions& co = {});
+
+// The encoding itself (exposed for the round-trip test): the shell of `m` and all of `s`.
+std::string encode_summary(const TraceModel& m, const Summary& s);
+// Inverse of encode_summary; throws std::runtime_error on malformed input. `model.source` is
+// left empty.
+void decode_summary(const std::string& bytes, TraceModel* m, Summary* s);
+
+}  // namespace ulysses::prof

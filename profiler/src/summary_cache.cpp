@@ -1,0 +1,450 @@
+// Summary cache (summary_cache.hpp): a binary encoding of the shell model and the Summary, the
+// key of a trace's input files and options, and load_summary, which answers from the cache
+// file beside the trace when its key matches and otherwise loads, analyzes and rewrites it.
+#include "ulysses/profiler/summary_cache.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <stdexcept>
+
+namespace ulysses::prof {
+
+namespace fs = std::filesystem;
+
+// A struct that grows must grow its encoding too: these sizes (LP64, libstdc++) fail the
+// build when a field is added, as a reminder to extend encode/decode and bump
+// kSummaryCacheFormat.
+#if defined(__LP64__) && defined(__GLIBCXX__)
+static_assert(sizeof(RankInfo) == 88 && sizeof(StepInfo) == 88 && sizeof(MemoryPoint) == 56 &&
+                  sizeof(ClockInfo) == 64 && sizeof(TraceModel) == 352,
+              "TraceModel changed: update summary_cache.cpp and bump kSummaryCacheFormat");
+static_assert(sizeof(Headline) == 48 && sizeof(StepBreakdown) == 96 && sizeof(RankTotals) == 64 &&
+                  sizeof(OverlapResult) == 40 && sizeof(LayerRow) == 72 && sizeof(HeadRangeRow) == 48 &&
+                  sizeof(SkewRow) == 40 && sizeof(PhaseMemoryRow) == 72 && sizeof(NameRow) == 64 &&
+                  sizeof(CollectiveArrival) == 24 && sizeof(CollectiveInstance) == 88 && sizeof(RankWaitRow) == 40 &&
+                  sizeof(StepEndRow) == 24 && sizeof(WaitingAnalysis) == 88 && sizeof(Summary) == 376,
+              "Summary changed: update summary_cache.cpp and bump kSummaryCacheFormat");
+#endif
+
+namespace {
+
+// ---- encoding: varints (zigzag for signed), doubles bit for bit, length-prefixed strings ----
+class Out {
+ public:
+  std::string b;
+  void u(uint64_t v) {
+    while (v >= 0x80) {
+      b.push_back(static_cast<char>((v & 0x7f) | 0x80));
+      v >>= 7;
+    }
+    b.push_back(static_cast<char>(v));
+  }
+  void i(int64_t v) { u((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
+  void f(double d) {
+    uint64_t x;
+    std::memcpy(&x, &d, sizeof x);
+    for (int k = 0; k < 8; ++k) b.push_back(static_cast<char>((x >> (8 * k)) & 0xff));
+  }
+  void s(const std::string& v) {
+    u(v.size());
+    b += v;
+  }
+  void e(uint8_t v) { u(v); }
+};
+
+class In {
+ public:
+  In(const char* p, size_t n) : p_(p), end_(p + n) {}
+  uint64_t u() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p_ == end_) fail();
+      const auto c = static_cast<uint8_t>(*p_++);
+      v |= static_cast<uint64_t>(c & 0x7f) << shift;
+      if (!(c & 0x80)) return v;
+    }
+    fail();
+  }
+  int64_t i() {
+    const uint64_t z = u();
+    return static_cast<int64_t>((z >> 1) ^ (~(z & 1) + 1));
+  }
+  int32_t i32() { return static_cast<int32_t>(i()); }
+  bool flag() { return u() != 0; }
+  double f() {
+    if (end_ - p_ < 8) fail();
+    uint64_t x = 0;
+    for (int k = 0; k < 8; ++k) x |= static_cast<uint64_t>(static_cast<uint8_t>(p_[k])) << (8 * k);
+    p_ += 8;
+    double d;
+    std::memcpy(&d, &x, sizeof d);
+    return d;
+  }
+  std::string s() {
+    const uint64_t n = u();
+    if (n > static_cast<uint64_t>(end_ - p_)) fail();
+    std::string v(p_, static_cast<size_t>(n));
+    p_ += n;
+    return v;
+  }
+  // An element count: each element takes at least one byte, so a count beyond the bytes left
+  // is corrupt (and never allocates).
+  size_t count() {
+    const uint64_t n = u();
+    if (n > static_cast<uint64_t>(end_ - p_)) fail();
+    return static_cast<size_t>(n);
+  }
+  bool done() const { return p_ == end_; }
+  const char* pos() const { return p_; }
+  [[noreturn]] static void fail() { throw std::runtime_error("summary cache: truncated or malformed"); }
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+template <class T, class F>
+void put_vec(Out& o, const std::vector<T>& v, F f) {
+  o.u(v.size());
+  for (const auto& x : v) f(x);
+}
+template <class T, class F>
+void get_vec(In& in, std::vector<T>* v, F f) {
+  const size_t n = in.count();
+  v->clear();
+  v->reserve(n);
+  for (size_t k = 0; k < n; ++k) {
+    v->emplace_back();
+    f(v->back());
+  }
+}
+
+// 64-bit checksum over 8-byte words (fast; it detects torn and flipped files, not attacks).
+uint64_t checksum(const char* p, size_t n) {
+  uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
+  size_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + k, 8);
+    h = (h ^ w) * 0x100000001b3ULL;
+    h ^= h >> 29;
+  }
+  for (; k < n; ++k) h = (h ^ static_cast<uint8_t>(p[k])) * 0x100000001b3ULL;
+  return h ^ (h >> 32);
+}
+
+void decode_payload(const char* data, size_t size, TraceModel* m, Summary* s);
+
+constexpr char kMagic[8] = {'U', 'L', 'Y', 'S', 'S', 'U', 'M', 'C'};
+
+int64_t now_realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+}
+
+// One file's identity in the key; *mtime_ns gets its mtime (-1 when absent). A -wal file
+// without frames (empty) holds nothing and counts as absent: SQLite's read-only connections
+// create one beside a file that has none, and that must not change the key.
+std::string file_identity(const std::string& path, int64_t* mtime_ns, bool empty_is_absent = false) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || (empty_is_absent && st.st_size == 0)) {
+    *mtime_ns = -1;
+    return "absent";
+  }
+  *mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000LL + st.st_mtim.tv_nsec;
+  return "size=" + std::to_string(st.st_size) + " mtime_ns=" + std::to_string(*mtime_ns) +
+         " ino=" + std::to_string(st.st_ino);
+}
+
+// The cache key of the inputs and options; *newest_ns = the newest input mtime.
+std::string make_key(const std::vector<std::string>& files, const LoadOptions& lo, const AnalysisOptions& ao,
+                     int64_t* newest_ns) {
+  std::string k = "format=" + std::to_string(kSummaryCacheFormat) + "\nbuild=" + profiler_build_id() +
+                  "\nhead_lanes=" + std::to_string(lo.head_lanes) + " gpu_activity=" + std::to_string(lo.gpu_activity) +
+                  " align_clocks=" + std::to_string(lo.align_clocks) + "\nstep_begin=" + std::to_string(ao.step_begin) +
+                  " step_end=" + std::to_string(ao.step_end) + " top_names=" + std::to_string(ao.top_names) + "\n";
+  *newest_ns = -1;
+  for (const auto& f : files) {
+    int64_t t1 = -1, t2 = -1;
+    k += "file=" + fs::path(f).filename().string() + " " + file_identity(f, &t1) + " wal " +
+         file_identity(f + "-wal", &t2, true) + "\n";
+    *newest_ns = std::max(*newest_ns, std::max(t1, t2));
+  }
+  return k;
+}
+
+bool read_cache(const std::string& cpath, const std::string& key, TraceModel* m, Summary* s) {
+  std::FILE* fp = std::fopen(cpath.c_str(), "rb");
+  if (!fp) return false;
+  struct stat st {};
+  std::string bytes;
+  if (::fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    bytes.resize(static_cast<size_t>(st.st_size));
+    bytes.resize(std::fread(bytes.data(), 1, bytes.size(), fp));
+  }
+  std::fclose(fp);
+  if (bytes.size() < 8 + 4 + 16 || std::memcmp(bytes.data(), kMagic, 8) != 0) return false;
+  In head(bytes.data() + 8, bytes.size() - 8);
+  if (head.u() != kSummaryCacheFormat) return false;
+  if (head.s() != key) return false;
+  const uint64_t size = head.u(), sum = head.u();
+  // The payload is the rest of the file, exactly.
+  const size_t header = static_cast<size_t>(head.pos() - bytes.data());
+  if (size != bytes.size() - header || checksum(bytes.data() + header, static_cast<size_t>(size)) != sum) return false;
+  TraceModel mm;
+  Summary ss;
+  decode_payload(bytes.data() + header, static_cast<size_t>(size), &mm, &ss);
+  *m = std::move(mm);
+  *s = std::move(ss);
+  return true;
+}
+
+bool write_cache(const std::string& cpath, const std::string& key, const std::string& payload) {
+  Out o;
+  o.b.append(kMagic, 8);
+  o.u(kSummaryCacheFormat);
+  o.s(key);
+  o.u(payload.size());
+  o.u(checksum(payload.data(), payload.size()));
+  const std::string tmp = cpath + ".tmp." + std::to_string(::getpid());
+  std::FILE* fp = std::fopen(tmp.c_str(), "wb");
+  if (!fp) return false;
+  bool ok = std::fwrite(o.b.data(), 1, o.b.size(), fp) == o.b.size() &&
+            std::fwrite(payload.data(), 1, payload.size(), fp) == payload.size();
+  ok = (std::fclose(fp) == 0) && ok;
+  if (ok) ok = std::rename(tmp.c_str(), cpath.c_str()) == 0;
+  if (!ok) std::remove(tmp.c_str());
+  return ok;
+}
+
+}  // namespace
+
+bool summary_cache_disabled_by_env() {
+  const char* v = std::getenv("ULYSSES_TRACE_NO_CACHE");
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+std::string summary_cache_path(const std::string& trace_path) {
+  const std::vector<std::string> files = trace_input_files(trace_path);
+  if (files.empty()) return "";
+  std::error_code ec;
+  const fs::path first(files.front());
+  if (fs::is_directory(trace_path, ec)) return (first.parent_path() / ".ulysses-summary-cache").string();
+  return (first.parent_path() / ("." + first.filename().string() + ".ulysses-summary-cache")).string();
+}
+
+std::string encode_summary(const TraceModel& m, const Summary& s) {
+  Out o;
+  // The shell model (source is the caller's path and not stored).
+  o.u(m.from_nsys);
+  o.s(m.format);
+  put_vec(o, m.notes, [&](const std::string& x) { o.s(x); });
+  o.s(m.config_json);
+  o.i(m.sp_size), o.i(m.dp_size), o.i(m.num_heads), o.i(m.num_layers);
+  put_vec(o, m.strings, [&](const std::string& x) { o.s(x); });
+  put_vec(o, m.ranks, [&](const RankInfo& r) {
+    o.i(r.rank), o.i(r.sp_rank), o.i(r.dp_rank), o.s(r.device), o.s(r.hostname), o.i(r.pid);
+  });
+  put_vec(o, m.steps, [&](const StepInfo& x) {
+    o.i(x.rank), o.i(x.step), o.i(x.start_ns), o.i(x.end_ns);
+    o.f(x.loss), o.f(x.lr), o.f(x.grad_norm), o.f(x.tokens_per_s), o.f(x.step_ms);
+    o.i(x.tokens), o.i(x.max_mem_bytes);
+  });
+  put_vec(o, m.memory, [&](const MemoryPoint& x) {
+    o.i(x.rank), o.i(x.t_ns), o.i(x.allocated), o.i(x.reserved), o.i(x.peak), o.i(x.label_id), o.i(x.step);
+  });
+  put_vec(o, m.clocks, [&](const ClockInfo& c) {
+    o.i(c.rank), o.u(c.has_start), o.u(c.has_close), o.i(c.start_offset_ns), o.i(c.start_error_ns);
+    o.i(c.start_at_ns), o.i(c.close_offset_ns), o.i(c.close_error_ns), o.i(c.close_at_ns), o.u(c.applied);
+  });
+  o.i(m.t_min), o.i(m.t_max);
+
+  // The Summary, every field.
+  o.i(s.world_size);
+  const Headline& h = s.headline;
+  o.i(h.steps), o.f(h.tokens_per_s), o.f(h.step_ms), o.i(h.a2a_bytes_per_step), o.i(h.allreduce_bytes_per_step);
+  o.i(h.peak_memory_bytes);
+  o.i(s.num_ranges), o.i(s.num_kernels);
+  put_vec(o, s.steps, [&](const StepBreakdown& b) {
+    o.i(b.rank), o.i(b.step), o.i(b.start_ns), o.i(b.end_ns), o.i(b.wall_ns), o.i(b.compute_ns), o.i(b.comm_ns);
+    o.i(b.overlap_ns), o.i(b.idle_ns), o.i(b.exposed_comm_ns), o.f(b.overlap_ratio), o.u(b.gpu);
+  });
+  put_vec(o, s.ranks, [&](const RankTotals& t) {
+    o.i(t.rank), o.i(t.steps), o.i(t.wall_ns), o.i(t.compute_ns), o.i(t.comm_ns), o.i(t.overlap_ns), o.i(t.idle_ns);
+    o.f(t.overlap_ratio);
+  });
+  o.i(s.overall.compute_ns), o.i(s.overall.comm_ns), o.i(s.overall.overlap_ns), o.i(s.overall.busy_ns);
+  o.f(s.overall.ratio);
+  put_vec(o, s.layers, [&](const LayerRow& l) {
+    o.i(l.layer), o.e(static_cast<uint8_t>(l.dir)), o.i(l.qkv_proj_ns), o.i(l.a2a_seq_to_head_ns), o.i(l.attention_ns);
+    o.i(l.a2a_head_to_seq_ns), o.i(l.out_proj_ns), o.i(l.a2a_bytes_sent), o.i(l.a2a_bytes_recv), o.i(l.samples);
+  });
+  put_vec(o, s.heads, [&](const HeadRangeRow& x) {
+    o.i(x.head_begin), o.i(x.head_end), o.i(x.a2a_seq_to_head_ns), o.i(x.attention_ns), o.i(x.a2a_head_to_seq_ns);
+    o.i(x.count), o.i(x.bytes_sent);
+  });
+  put_vec(o, s.skew, [&](const SkewRow& k) {
+    o.e(static_cast<uint8_t>(k.phase)), o.i(k.slowest_rank), o.i(k.fastest_rank), o.f(k.slowest_ns);
+    o.f(k.fastest_ns), o.f(k.ratio);
+  });
+  put_vec(o, s.memory, [&](const PhaseMemoryRow& p) {
+    o.s(p.label), o.i(p.rank), o.i(p.max_allocated), o.i(p.max_reserved), o.i(p.max_peak), o.i(p.samples);
+  });
+  put_vec(o, s.names,
+          [&](const NameRow& x) { o.s(x.name), o.u(x.is_kernel), o.i(x.count), o.i(x.total_ns), o.i(x.max_ns); });
+  const WaitingAnalysis& w = s.waiting;
+  put_vec(o, w.instances, [&](const CollectiveInstance& c) {
+    o.i(c.pg), o.i(c.seq), o.i(c.step), o.e(static_cast<uint8_t>(c.phase)), o.e(static_cast<uint8_t>(c.dir));
+    o.i(c.layer);
+    put_vec(o, c.arrivals, [&](const CollectiveArrival& a) { o.i(a.rank), o.i(a.arrive_ns), o.i(a.end_ns); });
+    o.i(c.first_arrival_ns), o.i(c.last_arrival_ns), o.i(c.skew_ns), o.i(c.last_arriver);
+  });
+  o.i(w.incomplete), o.f(w.median_skew_ns);
+  put_vec(o, w.ranks, [&](const RankWaitRow& r) {
+    o.i(r.rank), o.i(r.collectives), o.i(r.last_arrivals), o.i(r.wait_caused_ns), o.i(r.wait_suffered_ns);
+  });
+  put_vec(o, w.steps, [&](const StepEndRow& x) { o.i(x.step), o.i(x.rank), o.u(x.from_collective), o.i(x.skew_ns); });
+  o.i(s.clock_error_ns);
+  return std::move(o.b);
+}
+
+void decode_summary(const std::string& bytes, TraceModel* m, Summary* s) {
+  decode_payload(bytes.data(), bytes.size(), m, s);
+}
+
+namespace {
+void decode_payload(const char* data, size_t size, TraceModel* mp, Summary* sp) {
+  In in(data, size);
+  TraceModel& m = *mp;
+  Summary& s = *sp;
+  m = TraceModel{};
+  s = Summary{};
+  m.from_nsys = in.flag();
+  m.format = in.s();
+  get_vec(in, &m.notes, [&](std::string& x) { x = in.s(); });
+  m.config_json = in.s();
+  m.sp_size = in.i32(), m.dp_size = in.i32(), m.num_heads = in.i32(), m.num_layers = in.i32();
+  get_vec(in, &m.strings, [&](std::string& x) { x = in.s(); });
+  get_vec(in, &m.ranks, [&](RankInfo& r) {
+    r.rank = in.i32(), r.sp_rank = in.i32(), r.dp_rank = in.i32(), r.device = in.s(), r.hostname = in.s();
+    r.pid = in.i();
+  });
+  get_vec(in, &m.steps, [&](StepInfo& x) {
+    x.rank = in.i32(), x.step = in.i(), x.start_ns = in.i(), x.end_ns = in.i();
+    x.loss = in.f(), x.lr = in.f(), x.grad_norm = in.f(), x.tokens_per_s = in.f(), x.step_ms = in.f();
+    x.tokens = in.i(), x.max_mem_bytes = in.i();
+  });
+  get_vec(in, &m.memory, [&](MemoryPoint& x) {
+    x.rank = in.i32(), x.t_ns = in.i(), x.allocated = in.i(), x.reserved = in.i(), x.peak = in.i();
+    x.label_id = in.i32(), x.step = in.i();
+  });
+  get_vec(in, &m.clocks, [&](ClockInfo& c) {
+    c.rank = in.i32(), c.has_start = in.flag(), c.has_close = in.flag(), c.start_offset_ns = in.i();
+    c.start_error_ns = in.i(), c.start_at_ns = in.i(), c.close_offset_ns = in.i(), c.close_error_ns = in.i();
+    c.close_at_ns = in.i(), c.applied = in.flag();
+  });
+  m.t_min = in.i(), m.t_max = in.i();
+
+  s.world_size = in.i32();
+  Headline& h = s.headline;
+  h.steps = in.i(), h.tokens_per_s = in.f(), h.step_ms = in.f(), h.a2a_bytes_per_step = in.i();
+  h.allreduce_bytes_per_step = in.i(), h.peak_memory_bytes = in.i();
+  s.num_ranges = in.i(), s.num_kernels = in.i();
+  get_vec(in, &s.steps, [&](StepBreakdown& b) {
+    b.rank = in.i32(), b.step = in.i(), b.start_ns = in.i(), b.end_ns = in.i(), b.wall_ns = in.i();
+    b.compute_ns = in.i(), b.comm_ns = in.i(), b.overlap_ns = in.i(), b.idle_ns = in.i();
+    b.exposed_comm_ns = in.i(), b.overlap_ratio = in.f(), b.gpu = in.flag();
+  });
+  get_vec(in, &s.ranks, [&](RankTotals& t) {
+    t.rank = in.i32(), t.steps = in.i(), t.wall_ns = in.i(), t.compute_ns = in.i(), t.comm_ns = in.i();
+    t.overlap_ns = in.i(), t.idle_ns = in.i(), t.overlap_ratio = in.f();
+  });
+  s.overall.compute_ns = in.i(), s.overall.comm_ns = in.i(), s.overall.overlap_ns = in.i();
+  s.overall.busy_ns = in.i(), s.overall.ratio = in.f();
+  get_vec(in, &s.layers, [&](LayerRow& l) {
+    l.layer = in.i32(), l.dir = static_cast<Direction>(in.u()), l.qkv_proj_ns = in.i();
+    l.a2a_seq_to_head_ns = in.i(), l.attention_ns = in.i(), l.a2a_head_to_seq_ns = in.i(), l.out_proj_ns = in.i();
+    l.a2a_bytes_sent = in.i(), l.a2a_bytes_recv = in.i(), l.samples = in.i();
+  });
+  get_vec(in, &s.heads, [&](HeadRangeRow& x) {
+    x.head_begin = in.i32(), x.head_end = in.i32(), x.a2a_seq_to_head_ns = in.i(), x.attention_ns = in.i();
+    x.a2a_head_to_seq_ns = in.i(), x.count = in.i(), x.bytes_sent = in.i();
+  });
+  get_vec(in, &s.skew, [&](SkewRow& k) {
+    k.phase = static_cast<Phase>(in.u()), k.slowest_rank = in.i32(), k.fastest_rank = in.i32();
+    k.slowest_ns = in.f(), k.fastest_ns = in.f(), k.ratio = in.f();
+  });
+  get_vec(in, &s.memory, [&](PhaseMemoryRow& p) {
+    p.label = in.s(), p.rank = in.i32(), p.max_allocated = in.i(), p.max_reserved = in.i(), p.max_peak = in.i();
+    p.samples = in.i();
+  });
+  get_vec(in, &s.names, [&](NameRow& x) {
+    x.name = in.s(), x.is_kernel = in.flag(), x.count = in.i(), x.total_ns = in.i(), x.max_ns = in.i();
+  });
+  WaitingAnalysis& w = s.waiting;
+  get_vec(in, &w.instances, [&](CollectiveInstance& c) {
+    c.pg = in.i32(), c.seq = in.i(), c.step = in.i(), c.phase = static_cast<Phase>(in.u());
+    c.dir = static_cast<Direction>(in.u()), c.layer = in.i32();
+    get_vec(in, &c.arrivals, [&](CollectiveArrival& a) { a.rank = in.i32(), a.arrive_ns = in.i(), a.end_ns = in.i(); });
+    c.first_arrival_ns = in.i(), c.last_arrival_ns = in.i(), c.skew_ns = in.i(), c.last_arriver = in.i32();
+  });
+  w.incomplete = in.i(), w.median_skew_ns = in.f();
+  get_vec(in, &w.ranks, [&](RankWaitRow& r) {
+    r.rank = in.i32(), r.collectives = in.i(), r.last_arrivals = in.i(), r.wait_caused_ns = in.i();
+    r.wait_suffered_ns = in.i();
+  });
+  get_vec(in, &w.steps, [&](StepEndRow& x) {
+    x.step = in.i(), x.rank = in.i32(), x.from_collective = in.flag(), x.skew_ns = in.i();
+  });
+  s.clock_error_ns = in.i();
+  if (!in.done()) In::fail();
+}
+}  // namespace
+
+CachedSummary load_summary(const std::string& trace_path, const LoadOptions& lo, const AnalysisOptions& ao,
+                           const SummaryCacheOptions& co) {
+  CachedSummary out;
+  const int64_t started_ns = now_realtime_ns();
+  std::string cpath, key;
+  std::vector<std::string> files;
+  int64_t newest_ns = -1;
+  if (co.enabled && !summary_cache_disabled_by_env()) {
+    try {
+      files = trace_input_files(trace_path);
+      cpath = summary_cache_path(trace_path);
+      if (!cpath.empty()) {
+        key = make_key(files, lo, ao, &newest_ns);
+        if (read_cache(cpath, key, &out.model, &out.summary)) {
+          out.model.source = trace_path;  // as load_trace sets it
+          out.from_cache = true;
+          return out;
+        }
+      }
+    } catch (...) {  // a cache that cannot be read is no cache
+      out = CachedSummary{};
+    }
+  }
+  out.model = load_trace(trace_path, lo);
+  out.summary = analyze(out.model, ao);
+  if (!cpath.empty() && !key.empty()) {
+    try {
+      int64_t newest_after = -1;
+      // Not while the run is still being written, nor when an input changed while it was read.
+      const bool settled = newest_ns >= 0 && newest_ns < started_ns - co.racy_window_ns;
+      if (settled && make_key(files, lo, ao, &newest_after) == key && trace_input_files(trace_path) == files)
+        out.written = write_cache(cpath, key, encode_summary(out.model, out.summary));
+    } catch (...) {
+    }
+  }
+  return out;
+}
+
+}  // namespace ulysses::prof
