@@ -214,7 +214,9 @@ TEST(Compare, SameRunTwiceFlagsNothing) {
   for (const auto& r : c.rows) {
     EXPECT_TRUE(r.has_a && r.has_b) << r.key;
     EXPECT_DOUBLE_EQ(r.diff, 0) << r.key;
-    if (r.has_ratio) EXPECT_DOUBLE_EQ(r.ratio, 1) << r.key;
+    if (r.has_ratio) {
+      EXPECT_DOUBLE_EQ(r.ratio, 1) << r.key;
+    }
   }
   // Threshold 0 still flags nothing here; against the slow run it adds idle to the four
   // rows flagged at 10 %.
