@@ -5,6 +5,7 @@
 // (unreadable trace, bad arguments), 1 failure. `report RUN --html OUT.html` writes a self-contained HTML report.
 // summary and report answer from the summary cache beside the trace when it matches
 // (profiler/summary_cache.hpp); --no-cache or ULYSSES_TRACE_NO_CACHE=1 turns it off.
+// `compare RUN_A RUN_B [--json]` prints two runs side by side per phase and per layer (profiler/compare.hpp).
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -14,6 +15,7 @@
 
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/chrome_export.hpp"
+#include "ulysses/profiler/compare.hpp"
 #include "ulysses/profiler/html_report.hpp"
 #include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/summary_cache.hpp"
@@ -80,6 +82,15 @@ int main(int argc, char** argv) {
   report->add_flag("--no-cache", no_cache,
                    "neither read nor write the summary cache beside the trace (also: ULYSSES_TRACE_NO_CACHE=1)");
 
+  std::string run_b;
+  double threshold = 0.10;
+  auto* cmp = app.add_subcommand("compare", "Two runs side by side: headline, per phase and per layer, B-A and B/A");
+  cmp->add_option("RUN_A", run, "run directory or trace file of run A")->required();
+  cmp->add_option("RUN_B", run_b, "run directory or trace file of run B")->required();
+  cmp->add_flag("--json", as_json, "print JSON instead of a table");
+  cmp->add_option("--threshold", threshold, "flag rows whose B/A differs from 1 by more than this (default 0.10)")
+      ->check(CLI::NonNegativeNumber);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -89,17 +100,31 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  {
+  for (const std::string* path : {&run, &run_b}) {
+    if (path->empty()) continue;
     // Only a folder or a regular file: SQLite would block forever on a FIFO.
     struct stat st {};
-    if (::stat(run.c_str(), &st) == 0 && !S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-      std::cerr << "ulysses-trace: " << run << " is not a run folder or a regular .sqlite file (a FIFO or a device?)\n";
+    if (::stat(path->c_str(), &st) == 0 && !S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+      std::cerr << "ulysses-trace: " << *path
+                << " is not a run folder or a regular .sqlite file (a FIFO or a device?)\n";
       return 2;
     }
   }
   try {
     prof::LoadOptions lo;
     if (report->parsed()) return write_html_report(run, html_out, !no_cache);
+    if (cmp->parsed()) {
+      lo.head_lanes = false;
+      const prof::TraceModel ma = prof::load_trace(run, lo), mb = prof::load_trace(run_b, lo);
+      prof::CompareOptions co;
+      co.threshold = threshold;
+      const prof::Comparison c = prof::compare_summaries(ma, prof::analyze(ma), mb, prof::analyze(mb), co);
+      if (as_json)
+        std::cout << prof::comparison_to_json(c).dump(2) << "\n";
+      else
+        std::cout << prof::comparison_to_text(c);
+      return 0;
+    }
     if (summary->parsed()) {
       lo.head_lanes = false;  // not needed for analysis
       prof::AnalysisOptions ao;

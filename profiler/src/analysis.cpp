@@ -650,6 +650,44 @@ Headline headline(const TraceModel& m, const AnalysisOptions& o) {
   return h;
 }
 
+std::vector<PhaseTime> phase_times(const TraceModel& m, const AnalysisOptions& o) {
+  using Key = std::tuple<int32_t, int, int, int32_t, int64_t>;  // layer, phase, dir, rank, step
+  std::map<Key, int64_t> host;
+  std::map<Key, std::vector<Interval>> kernels;
+  const std::set<int32_t> gpu = gpu_ranks(m);
+  for_each_counted_lane(m, [&](const Lane& l) {
+    const size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
+    for (size_t i = b; i < e; ++i) {
+      const TraceRange& r = m.ranges[i];
+      if (r.phase == Phase::Step || r.phase == Phase::Other || !range_in(m, o, r)) continue;
+      const int p = static_cast<int>(r.phase), d = static_cast<int>(r.dir);
+      if (r.is_kernel) {  // GPU ranks: kernel time of the phase that launched it
+        if (!counts_as_kernel_time(m, r)) continue;
+        kernels[{-1, p, d, r.rank, r.step}].push_back({r.start_ns, r.end_ns});
+        if (r.layer >= 0) kernels[{r.layer, p, d, r.rank, r.step}].push_back({r.start_ns, r.end_ns});
+        continue;
+      }
+      if (gpu.count(r.rank) || nested_in_same(m, r, false)) continue;
+      host[{-1, p, d, r.rank, r.step}] += r.duration();
+      if (r.layer >= 0) host[{r.layer, p, d, r.rank, r.step}] += r.duration();
+    }
+  });
+  for (auto& [k, v] : kernels) host[k] += total_length(merge_intervals(std::move(v)));
+  std::vector<PhaseTime> out;
+  out.reserve(host.size());
+  for (const auto& [k, ns] : host) {
+    PhaseTime t;
+    t.layer = std::get<0>(k);
+    t.phase = static_cast<Phase>(std::get<1>(k));
+    t.dir = static_cast<Direction>(std::get<2>(k));
+    t.rank = std::get<3>(k);
+    t.step = std::get<4>(k);
+    t.ns = ns;
+    out.push_back(t);
+  }
+  return out;
+}
+
 Summary analyze(const TraceModel& m, const AnalysisOptions& o) {
   Summary s;
   s.headline = headline(m, o);

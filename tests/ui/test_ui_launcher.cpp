@@ -39,6 +39,7 @@
 #include "run_controller.hpp"
 #include "runs_model.hpp"
 #include "runs_page.hpp"
+#include "run_fixture.hpp"
 
 using namespace ulysses::ui;
 
@@ -509,6 +510,37 @@ TEST_F(Studio, UnreadableTraceOfRunIsReported) {
 // Runs page "Resume": an interrupted run whose save_to holds a complete training-state
 // checkpoint can be resumed (the launcher gets its config with train.resume_from); a finished
 // run, or one whose only checkpoint is half-written, cannot, and the button says why.
+// The runs page compares two traced runs per phase and per layer, loading both traces off
+// the GUI thread (run_fixture.hpp: B's steps after the warm-up step take twice as long, so
+// does layer 0's forward attention); a run without a trace gets no trace rows and says why.
+TEST_F(Studio, RunsPageComparesTracesPerPhaseAndLayer) {
+  const QString a = tmp.filePath("runs/fa"), b = tmp.filePath("runs/fb"), bare = tmp.filePath("runs/bare");
+  ulysses::test::write_fixture_run(a.toStdString(), 2, {{10, 3.0, 1000}, {10, 2.9, 1000}, {10, 2.8, 1000}});
+  ulysses::test::write_fixture_run(b.toStdString(), 2, {{10, 3.0, 1000}, {20, 2.9, 1000}, {20, 2.8, 1000}});
+  auto* page = w->runsPage();
+  QSignalSpy done(page, &RunsPage::traceCompareFinished);
+  ASSERT_TRUE(page->compare(a, b));
+  EXPECT_TRUE(page->compareTitle().contains("loading")) << page->compareTitle().toStdString();
+  ASSERT_TRUE(done.wait(30000));
+  EXPECT_TRUE(done.front().front().toBool());
+  EXPECT_FALSE(page->traceCompareBusy());
+  const auto* cm = page->compareModel();
+  const int layer = cm->rowOfField("layer 0 attention fwd ms");
+  ASSERT_GE(layer, 0);
+  EXPECT_EQ(cm->index(layer, CompareModel::RunA).data().toString(), "4.000");
+  EXPECT_EQ(cm->index(layer, CompareModel::Ratio).data().toString(), "2.000");
+  EXPECT_TRUE(cm->index(layer, 0).data(CompareModel::DiffersRole).toBool());
+  EXPECT_GE(cm->rowOfField("phase attention fwd ms"), 0);
+  EXPECT_TRUE(page->compareTitle().contains("traces:")) << page->compareTitle().toStdString();
+
+  QDir().mkpath(bare);
+  QFile::copy(a + "/config.json", bare + "/config.json");
+  QFile::copy(a + "/run.json", bare + "/run.json");
+  ASSERT_TRUE(page->compare(a, bare));
+  EXPECT_EQ(page->compareModel()->traceRows(), 0);
+  EXPECT_TRUE(page->compareTitle().contains("bare has no trace")) << page->compareTitle().toStdString();
+}
+
 TEST_F(Studio, ResumeOffersOnlyInterruptedRunsWithACompleteCheckpoint) {
   const QString ckpt = tmp.filePath("ckpt");
   const QString half = tmp.filePath("ckpt-half");

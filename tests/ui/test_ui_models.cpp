@@ -18,6 +18,7 @@
 #include "rank_status_model.hpp"
 #include "run_data.hpp"
 #include "runs_model.hpp"
+#include "run_fixture.hpp"
 
 using namespace ulysses::ui;
 
@@ -267,8 +268,9 @@ TEST_F(ModelTest, CompareModelMarksDifferences) {
   CompareModel m;
   tester(&m);
   m.setRuns(loadRunSummary(tmp.filePath("a")), loadRunSummary(tmp.filePath("b")));
-  EXPECT_EQ(m.columnCount(), 3);
+  EXPECT_EQ(m.columnCount(), 5);  // field, A, B, B - A, B / A
   EXPECT_EQ(m.headerData(CompareModel::RunA, Qt::Horizontal).toString(), "a");
+  EXPECT_EQ(m.traceRows(), 0);
   const int steps = m.rowOfField("train.steps");
   const int hidden = m.rowOfField("model.hidden_size");
   const int loss = m.rowOfField("final loss");
@@ -284,6 +286,67 @@ TEST_F(ModelTest, CompareModelMarksDifferences) {
   EXPECT_GE(m.differingRows(), 3);  // steps, sp_size, loss, ...
   m.clear();
   EXPECT_EQ(m.rowCount(), 0);
+}
+
+// Two runs with traces (run_fixture.hpp, 2 ranks, rank 1's steps 1 us longer): A's steps take
+// 10 ms, B's 10 ms (warm-up step 0) then 20 ms. Forward attention of layer 0 lies at
+// 15-55 % of each step: per rank 0.4 x 10 ms / 0.4 x 10.001 ms in A (mean 4.0002 ms), twice
+// that in B (8.0002 ms); the step row is the mean over ranks, 10.0005 ms vs 20.0005 ms.
+// Times come from integer ns cut at fractions of the step: within 2 ns.
+TEST_F(ModelTest, CompareModelShowsPhaseAndLayerRowsOfTwoTracedRuns) {
+  QTemporaryDir tmp;
+  const QString a = tmp.filePath("a"), b = tmp.filePath("b");
+  ulysses::test::write_fixture_run(a.toStdString(), 2, {{10, 3.0, 1000}, {10, 2.9, 1000}, {10, 2.8, 1000}});
+  ulysses::test::write_fixture_run(b.toStdString(), 2, {{10, 3.0, 1000}, {20, 2.9, 1000}, {20, 2.8, 1000}});
+  const auto sa = loadRunSummary(a), sb = loadRunSummary(b);
+  ASSERT_TRUE(sa.hasTrace && sb.hasTrace);
+  CompareModel m;
+  tester(&m);
+  m.setRuns(sa, sb);
+  const int configRows = m.rowCount();
+  QString err;
+  const auto c = CompareModel::compareTraces(a, b, &err);
+  ASSERT_TRUE(c) << err.toStdString();
+  m.setTraceComparison(*c);
+  EXPECT_EQ(m.traceRows(), static_cast<int>(c->rows.size()));
+  EXPECT_EQ(m.rowCount(), configRows + m.traceRows());
+
+  const int layer = m.rowOfField("layer 0 attention fwd ms");
+  const int phase = m.rowOfField("phase attention fwd ms");
+  const int step = m.rowOfField("trace step ms");
+  const int a2a = m.rowOfField("phase a2a_seq_to_head fwd ms");
+  ASSERT_GE(layer, configRows);
+  ASSERT_GE(phase, configRows);
+  ASSERT_GE(step, configRows);
+  ASSERT_GE(a2a, configRows);
+  auto value = [&](int row, int col) { return m.index(row, col).data(CompareModel::ValueRole).toDouble(); };
+  EXPECT_NEAR(value(layer, CompareModel::RunA), 4'000'200, 2);
+  EXPECT_NEAR(value(layer, CompareModel::RunB), 8'000'200, 2);
+  EXPECT_EQ(m.index(layer, CompareModel::RunA).data().toString(), "4.000");
+  EXPECT_EQ(m.index(layer, CompareModel::RunB).data().toString(), "8.000");
+  EXPECT_EQ(m.index(layer, CompareModel::Diff).data().toString(), "4.000");
+  EXPECT_EQ(m.index(layer, CompareModel::Ratio).data().toString(), "2.000");
+  EXPECT_TRUE(m.index(layer, 0).data(CompareModel::DiffersRole).toBool());
+  EXPECT_EQ(m.index(layer, 0).data(CompareModel::SectionRole).toString(), "layer");
+  EXPECT_EQ(m.index(phase, 0).data(CompareModel::SectionRole).toString(), "phase");
+  // One traced layer: the phase row equals the layer row.
+  EXPECT_DOUBLE_EQ(value(phase, CompareModel::RunB), value(layer, CompareModel::RunB));
+  EXPECT_NEAR(value(step, CompareModel::RunA), 10'000'500, 2);
+  EXPECT_NEAR(value(step, CompareModel::RunB), 20'000'500, 2);
+  EXPECT_TRUE(m.index(step, 0).data(CompareModel::DiffersRole).toBool());
+  // Same run against itself: every trace row equal, none marked.
+  const auto same = CompareModel::compareTraces(a, a, &err);
+  ASSERT_TRUE(same) << err.toStdString();
+  m.setTraceComparison(*same);
+  for (int r = configRows; r < m.rowCount(); ++r)
+    EXPECT_FALSE(m.index(r, 0).data(CompareModel::DiffersRole).toBool())
+        << m.index(r, 0).data().toString().toStdString();
+  // Setting the runs again drops the trace rows; an unreadable trace is an error naming the run.
+  m.setRuns(sa, sb);
+  EXPECT_EQ(m.traceRows(), 0);
+  EXPECT_FALSE(CompareModel::compareTraces(a, tmp.filePath("missing"), &err));
+  EXPECT_TRUE(err.startsWith("trace of run B")) << err.toStdString();
+  EXPECT_EQ(g_modelTestWarnings, 0);
 }
 
 // Liveness from ulysses-run's heartbeat lines: a rank that logs nothing leaves "starting"

@@ -7,8 +7,11 @@
 #include <QFont>
 #include <QJsonValue>
 #include <QSet>
+#include <algorithm>
+#include <exception>
 
 #include "cost_model.hpp"
+#include "ulysses/profiler/trace_store.hpp"
 
 namespace ulysses::ui {
 
@@ -45,7 +48,16 @@ void CompareModel::setRuns(const RunSummary& a, const RunSummary& b) {
   rows_.clear();
   nameA_ = a.name;
   nameB_ = b.name;
-  auto add = [&](const QString& field, const QString& x, const QString& y) { rows_.push_back({field, x, y, x != y}); };
+  QString section = QStringLiteral("run");
+  auto add = [&](const QString& field, const QString& x, const QString& y) {
+    Row r;
+    r.field = field;
+    r.a = x;
+    r.b = y;
+    r.differs = x != y;
+    r.section = section;
+    rows_.push_back(r);
+  };
   const auto ma = measure(readMetricsFile(QDir(a.dir).filePath(QStringLiteral("metrics.jsonl"))));
   const auto mb = measure(readMetricsFile(QDir(b.dir).filePath(QStringLiteral("metrics.jsonl"))));
   auto secs = [](double s) { return s >= 0 ? QString::fromStdString(cost::format_seconds(s)) : QString(); };
@@ -64,6 +76,7 @@ void CompareModel::setRuns(const RunSummary& a, const RunSummary& b) {
       mb.steps ? QString::fromStdString(cost::format_bytes(double(mb.maxMemBytes))) : QString());
   add(QStringLiteral("ranks"), QString::number(a.worldSize), QString::number(b.worldSize));
   // Every config key of either run, section by section.
+  section = QStringLiteral("config");
   const QStringList sections = {"model", "parallel", "train", "data", "profile"};
   for (const auto& sec : sections) {
     const auto sa = a.config.value(sec).toObject();
@@ -74,6 +87,68 @@ void CompareModel::setRuns(const RunSummary& a, const RunSummary& b) {
     for (const auto& k : keys) add(sec + QLatin1Char('.') + k, jsonText(sa.value(k)), jsonText(sb.value(k)));
   }
   endResetModel();
+}
+
+void CompareModel::setTraceComparison(const prof::Comparison& c) {
+  beginResetModel();
+  rows_.erase(std::remove_if(rows_.begin(), rows_.end(),
+                             [](const Row& r) {
+                               return r.section != QLatin1String("run") && r.section != QLatin1String("config");
+                             }),
+              rows_.end());
+  for (const auto& cr : c.rows) {
+    Row r;
+    r.section = QString::fromUtf8(prof::compare_section_name(cr.section));
+    const QString label = QString::fromStdString(prof::compare_row_label(cr));
+    r.field = cr.section == prof::CompareSection::Headline ? QStringLiteral("trace ") + label
+              : cr.section == prof::CompareSection::Phase  ? QStringLiteral("phase ") + label
+                                                           : label;
+    if (cr.has_a) {
+      r.a = QString::fromStdString(prof::compare_value_text(cr, cr.a));
+      r.va = cr.a;
+    }
+    if (cr.has_b) {
+      r.b = QString::fromStdString(prof::compare_value_text(cr, cr.b));
+      r.vb = cr.b;
+    }
+    if (cr.has_a && cr.has_b) r.diff = QString::fromStdString(prof::compare_value_text(cr, cr.diff));
+    if (cr.has_ratio) r.ratio = QString::number(cr.ratio, 'f', 3);
+    r.differs = cr.flagged;
+    rows_.push_back(r);
+  }
+  endResetModel();
+}
+
+int CompareModel::traceRows() const {
+  return static_cast<int>(std::count_if(rows_.begin(), rows_.end(), [](const Row& r) {
+    return r.section != QLatin1String("run") && r.section != QLatin1String("config");
+  }));
+}
+
+std::optional<prof::Comparison> CompareModel::compareTraces(const QString& dirA, const QString& dirB, QString* error,
+                                                            double threshold) {
+  prof::LoadOptions lo;
+  lo.head_lanes = false;  // not needed for the analysis
+  prof::TraceModel m[2];
+  const QString dirs[2] = {dirA, dirB};
+  for (int i = 0; i < 2; ++i) {
+    try {
+      m[i] = prof::load_trace(dirs[i].toStdString(), lo);
+    } catch (const std::exception& e) {
+      if (error)
+        *error = QStringLiteral("trace of run %1: %2")
+                     .arg(i == 0 ? QStringLiteral("A") : QStringLiteral("B"), QString::fromUtf8(e.what()));
+      return std::nullopt;
+    }
+  }
+  try {
+    prof::CompareOptions o;
+    o.threshold = threshold;
+    return prof::compare_summaries(m[0], prof::analyze(m[0]), m[1], prof::analyze(m[1]), o);
+  } catch (const std::exception& e) {
+    if (error) *error = QStringLiteral("trace comparison failed: %1").arg(QString::fromUtf8(e.what()));
+    return std::nullopt;
+  }
 }
 
 int CompareModel::rowOfField(const QString& field) const {
@@ -93,6 +168,8 @@ QVariant CompareModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rows_.size() || index.column() >= ColumnCount) return {};
   const auto& r = rows_[index.row()];
   if (role == DiffersRole) return r.differs;
+  if (role == SectionRole) return r.section;
+  if (role == ValueRole) return index.column() == RunA ? r.va : index.column() == RunB ? r.vb : QVariant();
   if (role == Qt::FontRole && r.differs) {
     QFont f;
     f.setBold(true);
@@ -107,6 +184,10 @@ QVariant CompareModel::data(const QModelIndex& index, int role) const {
       return r.a;
     case RunB:
       return r.b;
+    case Diff:
+      return r.diff;
+    case Ratio:
+      return r.ratio;
     default:
       return {};
   }
@@ -121,6 +202,10 @@ QVariant CompareModel::headerData(int section, Qt::Orientation o, int role) cons
       return nameA_.isEmpty() ? QStringLiteral("Run A") : nameA_;
     case RunB:
       return nameB_.isEmpty() ? QStringLiteral("Run B") : nameB_;
+    case Diff:
+      return QStringLiteral("B − A");
+    case Ratio:
+      return QStringLiteral("B / A");
     default:
       return {};
   }

@@ -10,6 +10,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QMessageBox>
+#include <QMetaObject>
 #include <QPushButton>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
@@ -132,6 +133,11 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
   updateButtons();
 }
 
+RunsPage::~RunsPage() {
+  for (const auto& t : traceThreads_)
+    if (t) t->wait();
+}
+
 void RunsPage::setRunsDir(const QString& dir) {
   if (!watcher_->directories().isEmpty()) watcher_->removePaths(watcher_->directories());
   const QString abs = QFileInfo(dir).absoluteFilePath();
@@ -167,9 +173,57 @@ bool RunsPage::compare(const QString& a, const QString& b) {
   if (!isRunDir(a) || !isRunDir(b)) return false;
   const auto sa = loadRunSummary(a), sb = loadRunSummary(b);
   compare_->setRuns(sa, sb);
-  compareTitle_->setText(
-      QStringLiteral("%1 vs %2: %3 field(s) differ").arg(sa.name, sb.name).arg(compare_->differingRows()));
+  compareHead_ = QStringLiteral("%1 vs %2: %3 field(s) differ").arg(sa.name, sb.name).arg(compare_->differingRows());
+  const int gen = ++traceGeneration_;  // an older comparison still loading is dropped
+  traceStatus_.clear();
+  if (sa.hasTrace && sb.hasTrace) {
+    traceStatus_ = QStringLiteral("loading both traces for the per-phase and per-layer comparison…");
+    QPointer<RunsPage> self(this);
+    QThread* th = QThread::create([self, gen, a, b] {
+      QString err;
+      auto c = CompareModel::compareTraces(a, b, &err);
+      QMetaObject::invokeMethod(
+          self.data(),
+          [self, gen, c, err] {
+            if (!self || gen != self->traceGeneration_) return;
+            if (c) {
+              self->compare_->setTraceComparison(*c);
+              self->traceStatus_ = QStringLiteral("traces: %1 of %2 row(s) with B/A off by more than %3%")
+                                       .arg(c->flagged())
+                                       .arg(c->rows.size())
+                                       .arg(c->threshold * 100.0, 0, 'f', 0);
+            } else {
+              self->traceStatus_ = QStringLiteral("traces not compared: %1").arg(err);
+            }
+            self->updateCompareTitle();
+            emit self->traceCompareFinished(c.has_value());
+          },
+          Qt::QueuedConnection);
+    });
+    connect(th, &QThread::finished, th, &QObject::deleteLater);
+    traceThreads_.removeAll(nullptr);
+    traceThreads_.push_back(th);
+    th->start(QThread::LowPriority);
+  } else {
+    traceStatus_ = QStringLiteral("no per-phase comparison: %1 has no trace")
+                       .arg(!sa.hasTrace && !sb.hasTrace ? QStringLiteral("neither run")
+                            : !sa.hasTrace               ? sa.name
+                                                         : sb.name);
+  }
+  updateCompareTitle();
   return true;
+}
+
+bool RunsPage::traceCompareBusy() const {
+  for (const auto& t : traceThreads_)
+    if (t && t->isRunning()) return true;
+  return false;
+}
+
+QString RunsPage::compareTitle() const { return compareTitle_->text(); }
+
+void RunsPage::updateCompareTitle() {
+  compareTitle_->setText(traceStatus_.isEmpty() ? compareHead_ : compareHead_ + QStringLiteral("; ") + traceStatus_);
 }
 
 bool RunsPage::deleteRun(const QString& dir, QString* error) {

@@ -1,8 +1,12 @@
 // Runs list: every run directory of the runs folder with config name, status, duration and
 // final loss; open, delete, launch again, resume an interrupted run from its last complete
-// checkpoint, and compare two runs side by side.
+// checkpoint, and compare two runs side by side (with their traces per phase and per layer,
+// loaded off the GUI thread, when both runs have one).
 #pragma once
 
+#include <QList>
+#include <QPointer>
+#include <QThread>
 #include <QWidget>
 
 class QLabel;
@@ -21,14 +25,18 @@ class RunsPage : public QWidget {
   Q_OBJECT
  public:
   explicit RunsPage(QWidget* parent = nullptr);
+  ~RunsPage() override;  // waits for a trace comparison still loading
   void setRunsDir(const QString& dir);
   QString runsDir() const;
   RunsModel* model() const { return model_; }
   CompareModel* compareModel() const { return compare_; }
   QStringList selectedDirs() const;
   void selectDir(const QString& dir);
-  // Compares two runs (their directories); false when either is not a run.
+  // Compares two runs (their directories); false when either is not a run. When both have a
+  // trace, their comparison per phase and per layer follows (traceCompareFinished).
   bool compare(const QString& a, const QString& b);
+  bool traceCompareBusy() const;
+  QString compareTitle() const;
   // Deletes a run folder without asking (the button asks first).
   bool deleteRun(const QString& dir, QString* error);
 
@@ -41,9 +49,11 @@ class RunsPage : public QWidget {
   // Resume the run from the latest complete checkpoint in save_to (the run dir, the folder).
   void resumeRequested(const QString& dir, const QString& saveTo);
   void changeRunsDirRequested();
+  void traceCompareFinished(bool ok);
 
  private:
   void updateButtons();
+  void updateCompareTitle();
   RunsModel* model_;
   CompareModel* compare_;
   QSortFilterProxyModel* proxy_;
@@ -54,6 +64,9 @@ class RunsPage : public QWidget {
   QFileSystemWatcher* watcher_;
   QTimer* debounce_;
   QPushButton *open_, *relaunch_, *resume_, *delete_, *compareBtn_;
+  QString compareHead_, traceStatus_;
+  int traceGeneration_ = 0;
+  QList<QPointer<QThread>> traceThreads_;
 };
 
 }  // namespace ulysses::ui

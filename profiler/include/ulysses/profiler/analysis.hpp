@@ -209,6 +209,24 @@ std::vector<NameRow> name_totals(const TraceModel& m, size_t top);
 
 WaitingAnalysis waiting_analysis(const TraceModel& m, const AnalysisOptions& o = {});
 
+// Time of each phase per rank and step, by the per-layer table's rules: on a CPU rank the
+// outermost host ranges of the phase (one nested in a range of the same phase is not counted
+// again; a range includes what is nested in it, e.g. `backward` the layers' backward ranges);
+// on a GPU rank the union of the GPU time of the kernels launched in ranges of that phase
+// (memcpy/memset excluded), per (rank, step). Phases Step and Other are left out. One row per
+// (rank, step, phase, direction) with layer = -1 (the phase in total, in and outside layers),
+// plus one per (rank, step, phase, direction, layer) for ranges carrying a layer (that
+// layer's share). Sorted by (layer, phase, dir, rank, step). Used by the run comparison.
+struct PhaseTime {
+  int32_t rank = 0;
+  int64_t step = -1;
+  Phase phase = Phase::Other;
+  Direction dir = Direction::None;
+  int32_t layer = -1;
+  int64_t ns = 0;
+};
+std::vector<PhaseTime> phase_times(const TraceModel& m, const AnalysisOptions& o = {});
+
 Headline headline(const TraceModel& m, const AnalysisOptions& o = {});
 Summary analyze(const TraceModel& m, const AnalysisOptions& o = {});
 
