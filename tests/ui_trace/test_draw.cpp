@@ -578,3 +578,36 @@ TEST(TimelineRanks, FlowSkipsHiddenRanksAndLandsOnSummaryAndPinnedRows) {
   }
   EXPECT_EQ(ranks, (std::set<int32_t>{0, 2, 3}));
 }
+
+TEST(TimelineRanks, CollapsedRankShowsPhasesUnderItsSteps) {
+  namespace prof = ulysses::prof;
+  // CPU run (no kernels): the main lane's top level is one step range per step; the phases
+  // are at depth 1. The summary row must draw them, not only the step bars and the comm lane.
+  SyntheticOptions so;
+  so.ranks = 2;
+  so.steps = 1;
+  so.layers = 2;
+  so.head_chunks = 2;
+  so.gpu = false;
+  auto m = make_synthetic_trace(so);
+  auto ix = TimelineIndex::build(m);
+  const TimelineLayout L = compute_layout(*ix, {}, {kRankCollapsed, 0});
+  DrawParams p;
+  p.vp.width_px = 4000;
+  p.vp.fit(ix->t_min(), ix->t_max());
+  DrawList dl;
+  compute_draw_list(*ix, L, p, &dl);
+  std::set<prof::Phase> host_phases;
+  bool step = false;
+  for (const auto& it : dl.items) {
+    const auto& r = m->ranges[size_t(it.range)];
+    if (r.rank != 0 || it.count != 1) continue;
+    EXPECT_TRUE(it.flags & kSummary);
+    if (m->lanes[size_t(r.lane)].kind == prof::LaneKind::Comm) continue;
+    step = step || r.phase == prof::Phase::Step;
+    host_phases.insert(r.phase);
+  }
+  EXPECT_TRUE(step);
+  EXPECT_TRUE(host_phases.count(prof::Phase::Attention)) << "phases drawn: " << host_phases.size();
+  EXPECT_TRUE(host_phases.count(prof::Phase::Mlp));
+}

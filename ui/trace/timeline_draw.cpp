@@ -205,13 +205,17 @@ void compute_draw_list(const TimelineIndex& ix, const TimelineLayout& layout, co
     const auto& info = ix.lanes()[size_t(ll.lane)];
     for (int32_t d = 0; d < info.row_count; ++d) draw_row(rows[size_t(info.first_row + d)], ll.y + float(d) * rh, 0);
   }
-  // Collapsed ranks: the top-level (depth 0) row of each lane, merged into the summary row.
+  // Collapsed ranks: the top-level (depth 0) row of each lane, merged into the summary row;
+  // a lane whose top level is step ranges also draws depth 1 over it, so the phases show.
   for (const RankLayout& rl : layout.ranks) {
     if (!rl.collapsed || size_t(rl.pos) >= ix.ranks().size()) continue;
     for (int32_t li : ix.ranks()[size_t(rl.pos)].lanes) {
       const auto& info = ix.lanes()[size_t(li)];
       if (info.row_count == 0 || ix.model().lanes[size_t(li)].kind == prof::LaneKind::HeadRange) continue;
-      draw_row(rows[size_t(info.first_row)], rl.lanes_y, kSummary);
+      const TimelineRow& top = rows[size_t(info.first_row)];
+      draw_row(top, rl.lanes_y, kSummary);
+      if (info.row_count > 1 && top.size > 0 && ix.at(top, 0).phase == prof::Phase::Step)
+        draw_row(rows[size_t(info.first_row + 1)], rl.lanes_y, kSummary);
     }
   }
 }

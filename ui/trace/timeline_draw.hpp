@@ -69,7 +69,9 @@ TimelineLayout compute_layout(const TimelineIndex& ix, const TimelineLayoutOptio
                               const std::vector<uint8_t>& rank_flags = {});
 
 // kSummary: the item lies in a collapsed rank's summary row (the depth-0 ranges of each of its
-// lanes, head-range copies skipped, overlaid in lane order: later lanes draw on top).
+// lanes, head-range copies skipped, overlaid in lane order: later lanes draw on top; a lane
+// whose first top-level range is a step also draws its depth-1 ranges over it, so the phases
+// show rather than one step bar).
 enum DrawFlags : uint8_t { kDimmed = 1, kSelected = 2, kFolded = 4, kSummary = 8 };
 
 struct DrawItem {
