@@ -230,6 +230,12 @@ int main(int argc, char** argv) {
                 (long long)model->ranges.size(), source.c_str(), gen_s, write_s, load_s, index_s, analyze_s, "",
                 full.median_ms, full.max_ms, (long long)full.items, "", ms1.median_ms, ms1.max_ms,
                 (long long)ms1.items);
+    {  // the same full view with every rank collapsed to its summary row (depth-0 rows only)
+      const std::vector<uint8_t> all(ix->ranks().size(), ui::kRankCollapsed);
+      const FrameStats c = frame(*ix, ui::compute_layout(*ix, {}, all), ix->t_min(), ix->t_max(), width, frames);
+      std::printf("  all ranks collapsed: full view median %.3f ms (expanded %.3f ms), %lld items\n", c.median_ms,
+                  full.median_ms, (long long)c.items);
+    }
     std::printf("  open (load + index%s) = %.2f s; lanes %zu, rows %zu, steps %zu\n",
                 source == "file" ? " + analyze" : "", load_s + index_s + analyze_s, model->lanes.size(),
                 ix->rows().size(), ix->steps().size());

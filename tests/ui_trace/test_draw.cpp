@@ -407,3 +407,207 @@ TEST(TimelineDraw, CollectiveFlowJoinsOneCollectiveAcrossRanks) {
     if (m->ranges[k].pg < 0) plain = int64_t(k);
   EXPECT_TRUE(collective_flow(*ix, layout, vp, 0, plain).empty());
 }
+
+// ---- rank pin / collapse / hide ------------------------------------------------------------
+namespace {
+// 3 ranks x 2 lanes x 10 ranges of 1 us every 2 us; at 20 ns/px every range is 50 px (no folds).
+std::shared_ptr<TimelineIndex> three_ranks() {
+  UniformOptions o;
+  o.ranks = 3;
+  o.lanes_per_rank = 2;
+  o.n = 10;
+  return TimelineIndex::build(make_uniform_trace(o));
+}
+DrawParams whole(const TimelineIndex& ix) {
+  DrawParams p;
+  p.vp.width_px = 1000;
+  p.vp.t0_ns = ix.t_min();
+  p.vp.ns_per_px = 20;
+  p.shade_overlap = false;
+  return p;
+}
+int32_t rank_of(const TimelineIndex& ix, const DrawItem& it) { return ix.model().ranges[size_t(it.range)].rank; }
+}  // namespace
+
+TEST(TimelineRanks, HiddenRankLeavesTheLayoutAndTheNextRankTakesItsPlace) {
+  auto ix = three_ranks();
+  const TimelineLayout base = compute_layout(*ix);
+  ASSERT_EQ(base.ranks.size(), 3u);
+  const TimelineLayout L = compute_layout(*ix, {}, {0, kRankHidden, 0});
+  ASSERT_EQ(L.ranks.size(), 2u);
+  EXPECT_EQ(L.ranks[0].rank, 0);
+  EXPECT_EQ(L.ranks[1].rank, 2);
+  EXPECT_EQ(L.hidden_ranks, 1);
+  EXPECT_EQ(L.find_rank(1), nullptr);
+  EXPECT_FLOAT_EQ(L.ranks[1].y, base.ranks[1].y);
+  EXPECT_FLOAT_EQ(L.total_h, base.total_h - base.ranks[1].h - base.opt.rank_gap);
+  for (int32_t li : ix->ranks()[1].lanes) EXPECT_TRUE(L.lanes[size_t(li)].hidden);
+  // Where rank 1's first lane was, rank 2's first lane is now.
+  const float old_y = base.lanes[size_t(ix->ranks()[1].lanes[0])].y + base.opt.row_h / 2;
+  EXPECT_EQ(L.row_at(*ix, old_y).first, ix->ranks()[2].lanes[0]);
+  DrawList dl;
+  compute_draw_list(*ix, L, whole(*ix), &dl);
+  EXPECT_EQ(dl.items.size(), 40u);  // 2 shown ranks x 2 lanes x 10
+  for (const auto& it : dl.items) EXPECT_NE(rank_of(*ix, it), 1);
+  const int64_t hit = hit_test(dl, 25, old_y);  // x 25: inside the first range (0..50 px)
+  ASSERT_GE(hit, 0);
+  EXPECT_EQ(rank_of(*ix, dl.items[size_t(hit)]), 2);
+  // The unfiltered layout has rank 1 there.
+  compute_draw_list(*ix, base, whole(*ix), &dl);
+  EXPECT_EQ(dl.items.size(), 60u);
+  EXPECT_EQ(rank_of(*ix, dl.items[size_t(hit_test(dl, 25, old_y))]), 1);
+}
+
+TEST(TimelineRanks, PinnedRankStaysAtTheTopWhileTheRestScrolls) {
+  auto ix = three_ranks();
+  const TimelineLayout L = compute_layout(*ix, {}, {0, 0, kRankPinned});
+  ASSERT_EQ(L.ranks.size(), 3u);
+  EXPECT_EQ(L.ranks[0].rank, 2);
+  EXPECT_TRUE(L.ranks[0].pinned);
+  EXPECT_FLOAT_EQ(L.ranks[0].y, 0);
+  EXPECT_FLOAT_EQ(L.pinned_h, L.ranks[0].h + L.opt.rank_gap);
+  EXPECT_EQ(L.ranks[1].rank, 0);
+  EXPECT_FLOAT_EQ(L.ranks[1].y, L.pinned_h);
+  for (float scroll : {0.0f, 30.0f, 75.0f}) {
+    DrawParams p = whole(*ix);
+    p.y_scroll = scroll;
+    p.height = 200;
+    DrawList dl;
+    compute_draw_list(*ix, L, p, &dl);
+    int pinned_items = 0, rank0_items = 0;
+    for (const auto& it : dl.items) {
+      rank0_items += rank_of(*ix, it) == 0;
+      const auto& r = ix->model().ranges[size_t(it.range)];
+      const LaneLayout& ll = L.lanes[size_t(r.lane)];
+      if (r.rank == 2) {
+        ++pinned_items;
+        EXPECT_FLOAT_EQ(it.y, ll.y + 1) << "scroll " << scroll;  // not scrolled
+      } else {
+        // scrolled, and cut off under the pinned band
+        EXPECT_FLOAT_EQ(it.y, std::max(ll.y + 1 - scroll, L.pinned_h)) << "scroll " << scroll;
+        EXPECT_FLOAT_EQ(it.y + it.h, std::min(ll.y + L.opt.row_h - 1 - scroll, 200.0f)) << "scroll " << scroll;
+      }
+    }
+    EXPECT_EQ(pinned_items, 20) << "scroll " << scroll;
+    // Band 0..70 (rank 2: header 20 + 2 x (18 + 3) + gap 8); rank 0's lanes at layout 90 and
+    // 111: by 75 both are under the band (screen 15 and 36), so none of its items shows.
+    EXPECT_EQ(rank0_items, scroll < 75 ? 20 : 0) << "scroll " << scroll;
+    // A point in the band hits the pinned rank whatever the scroll.
+    const int64_t hit = hit_test(dl, 25, L.lanes[size_t(ix->ranks()[2].lanes[1])].y + 5);
+    ASSERT_GE(hit, 0);
+    EXPECT_EQ(rank_of(*ix, dl.items[size_t(hit)]), 2);
+    EXPECT_FLOAT_EQ(L.screen_y(L.layout_y(150, scroll), scroll), 150);
+  }
+}
+
+TEST(TimelineRanks, CollapsedRankIsOneSummaryRowOfItsRanges) {
+  auto ix = three_ranks();
+  const TimelineLayout base = compute_layout(*ix);
+  const TimelineLayout L = compute_layout(*ix, {}, {0, kRankCollapsed, 0});
+  const RankLayout* r1 = L.find_rank(1);
+  ASSERT_NE(r1, nullptr);
+  EXPECT_TRUE(r1->collapsed);
+  EXPECT_FLOAT_EQ(r1->h, L.opt.rank_header_h + L.opt.row_h + L.opt.lane_gap);
+  // rank 2 moves up by what rank 1 lost: 2 lanes of one row -> one row
+  EXPECT_FLOAT_EQ(L.find_rank(2)->y, base.find_rank(2)->y - (base.find_rank(1)->h - r1->h));
+  for (int32_t li : ix->ranks()[1].lanes) {
+    EXPECT_TRUE(L.lanes[size_t(li)].collapsed);
+    EXPECT_FLOAT_EQ(L.lanes[size_t(li)].y, r1->lanes_y);
+  }
+  EXPECT_EQ(L.row_at(*ix, r1->lanes_y + 2).first, -1);  // no lane rows there
+  DrawList dl;
+  compute_draw_list(*ix, L, whole(*ix), &dl);
+  int summary = 0;
+  for (const auto& it : dl.items) {
+    if (rank_of(*ix, it) != 1) {
+      EXPECT_FALSE(it.flags & kSummary);
+      continue;
+    }
+    ++summary;
+    EXPECT_TRUE(it.flags & kSummary);
+    EXPECT_FLOAT_EQ(it.y, r1->lanes_y + 1);
+  }
+  EXPECT_EQ(summary, 20);  // both lanes' 10 ranges, merged into the one row
+  EXPECT_EQ(dl.items.size(), 60u);
+  const int64_t hit = hit_test(dl, 125, r1->lanes_y + L.opt.row_h / 2);  // x 125: the 2nd range (100..150)
+  ASSERT_GE(hit, 0);
+  EXPECT_EQ(rank_of(*ix, dl.items[size_t(hit)]), 1);
+  EXPECT_EQ(ix->model().ranges[size_t(dl.items[size_t(hit)].range)].start_ns, ix->t_min() + 2000);
+}
+
+TEST(TimelineRanks, FlowSkipsHiddenRanksAndLandsOnSummaryAndPinnedRows) {
+  namespace prof = ulysses::prof;
+  SyntheticOptions so;
+  so.ranks = 4;
+  so.steps = 1;
+  so.layers = 2;
+  so.head_chunks = 2;
+  auto m = make_synthetic_trace(so);
+  auto ix = TimelineIndex::build(m);
+  int64_t sel = -1;
+  for (const auto& l : m->lanes) {
+    if (l.rank != 0 || l.kind != prof::LaneKind::Comm) continue;
+    for (int64_t k = l.first; k < l.first + l.count && sel < 0; ++k)
+      if (m->ranges[size_t(k)].pg >= 0) sel = k;
+  }
+  ASSERT_GE(sel, 0);
+  TimelineViewport vp;
+  vp.width_px = 1000;
+  vp.fit(ix->t_min(), ix->t_max());
+  // rank 1 hidden, rank 2 collapsed, rank 3 pinned; scrolled by 40
+  const TimelineLayout L = compute_layout(*ix, {}, {0, kRankHidden, kRankCollapsed, kRankPinned});
+  const float scroll = 40;
+  const auto flow = collective_flow(*ix, L, vp, scroll, sel);
+  ASSERT_EQ(flow.size(), 3u);
+  std::set<int32_t> ranks;
+  for (const auto& fp : flow) {
+    ranks.insert(fp.rank);
+    const RankLayout* rl = L.find_rank(fp.rank);
+    ASSERT_NE(rl, nullptr);
+    if (fp.rank == 2) {
+      EXPECT_FLOAT_EQ(fp.y, rl->lanes_y + L.opt.row_h / 2 - scroll);
+    }
+    if (fp.rank == 3) {  // pinned: not scrolled
+      EXPECT_GE(fp.y, rl->lanes_y);
+      EXPECT_LT(fp.y, rl->y + rl->h);
+    }
+    if (fp.rank == 0) {
+      EXPECT_GE(fp.y, rl->lanes_y - scroll);
+      EXPECT_LT(fp.y, rl->y + rl->h - scroll);
+    }
+  }
+  EXPECT_EQ(ranks, (std::set<int32_t>{0, 2, 3}));
+}
+
+TEST(TimelineRanks, CollapsedRankShowsPhasesUnderItsSteps) {
+  namespace prof = ulysses::prof;
+  // CPU run (no kernels): the main lane's top level is one step range per step; the phases
+  // are at depth 1. The summary row must draw them, not only the step bars and the comm lane.
+  SyntheticOptions so;
+  so.ranks = 2;
+  so.steps = 1;
+  so.layers = 2;
+  so.head_chunks = 2;
+  so.gpu = false;
+  auto m = make_synthetic_trace(so);
+  auto ix = TimelineIndex::build(m);
+  const TimelineLayout L = compute_layout(*ix, {}, {kRankCollapsed, 0});
+  DrawParams p;
+  p.vp.width_px = 4000;
+  p.vp.fit(ix->t_min(), ix->t_max());
+  DrawList dl;
+  compute_draw_list(*ix, L, p, &dl);
+  std::set<prof::Phase> host_phases;
+  bool step = false;
+  for (const auto& it : dl.items) {
+    const auto& r = m->ranges[size_t(it.range)];
+    if (r.rank != 0 || it.count != 1) continue;
+    EXPECT_TRUE(it.flags & kSummary);
+    if (m->lanes[size_t(r.lane)].kind == prof::LaneKind::Comm) continue;
+    step = step || r.phase == prof::Phase::Step;
+    host_phases.insert(r.phase);
+  }
+  EXPECT_TRUE(step);
+  EXPECT_TRUE(host_phases.count(prof::Phase::Attention)) << "phases drawn: " << host_phases.size();
+  EXPECT_TRUE(host_phases.count(prof::Phase::Mlp));
+}

@@ -327,4 +327,79 @@ TEST(TraceModels, RangeStatisticsOfADraggedRange) {
   // mlp: 3 x 5 ms
   EXPECT_EQ(model.data(model.index(1, 2)).toLongLong(), 3);
   EXPECT_EQ(model.data(model.index(1, 3)).toString(), QString("15.000"));
+  // Histograms (16 log-spaced buckets over [min, max]), by hand: attention lo = 1 ms, hi = 15 ms,
+  // bucket(v ms) = floor(16 ln v / ln 15): 1->0, 2->4, 3->6, 4->8, 5->9, 6->10, 7->11, 8->12,
+  // 9->12 (12.98), 10->13, 11->14, 12->14, 13->15, 14->15, 15->15 (16, clamped).
+  const std::vector<qint64> attention_hist = {1, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 1, 2, 1, 2, 3};
+  const QVariantList h0 = model.data(model.index(0, 0), TableModel::HistogramRole).toList();
+  ASSERT_EQ(h0.size(), 16);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(h0[i].toLongLong(), attention_hist[size_t(i)]) << "bucket " << i;
+  EXPECT_EQ(model.data(model.index(0, 8)).toString(), QString("1.00 ms .. 15.0 ms"));
+  // mlp: min = max = 5 ms: all three in bucket 0.
+  const QVariantList h1 = model.data(model.index(1, 8), TableModel::HistogramRole).toList();
+  ASSERT_EQ(h1.size(), 16);
+  EXPECT_EQ(h1[0].toLongLong(), 3);
+  for (int i = 1; i < 16; ++i) EXPECT_EQ(h1[i].toLongLong(), 0) << "bucket " << i;
+}
+
+TEST(TraceModels, LogHistogramBucketsByHand) {
+  // lo = 1000, hi = 1000 * 2^15, 16 buckets: 1000 * 2^i lies at 16 i / 15 -> bucket i (i < 15),
+  // i = 15 -> 16, clamped to 15; 1500 = 2^0.585 * lo -> bucket 0 (16 * 0.585 / 15 = 0.62).
+  std::vector<int64_t> d;
+  for (int i = 0; i <= 15; ++i) d.push_back(int64_t(1000) << i);
+  d.push_back(1500);
+  auto h = log_histogram(d, 16);
+  ASSERT_EQ(h.size(), 16u);
+  EXPECT_EQ(h[0], 2);
+  for (int i = 1; i < 16; ++i) EXPECT_EQ(h[size_t(i)], 1) << "bucket " << i;
+  // 4 buckets over [10, 10000] (ln ratio 3 ln 10): 10->0, 50 (0.93)->0, 100 (1.33)->1,
+  // 1000 (2.67)->2, 5000 (3.6)->3, 10000 (4)->3.
+  h = log_histogram({10, 50, 100, 1000, 5000, 10000}, 4);
+  EXPECT_EQ(h, (std::vector<int64_t>{2, 1, 1, 2}));
+  EXPECT_EQ(log_histogram({}, 4), (std::vector<int64_t>{0, 0, 0, 0}));
+}
+
+TEST(TraceModels, RangeStatisticsGroupedByPhase) {
+  // Names a (attention, 2 and 4 ms), b (attention, 6 ms), c (mlp, 1 ms): per phase,
+  // attention = 3 ranges, 12 ms; mlp = 1 range, 1 ms.
+  auto m = std::make_shared<prof::TraceModel>();
+  m->strings = {"a", "b", "c"};
+  const struct {
+    int32_t name;
+    prof::Phase phase;
+    int64_t start_ms, dur_ms;
+  } spec[] = {{0, prof::Phase::Attention, 0, 2},
+              {2, prof::Phase::Mlp, 10, 1},
+              {0, prof::Phase::Attention, 20, 4},
+              {1, prof::Phase::Attention, 30, 6}};
+  for (const auto& sp : spec) {
+    prof::TraceRange r;
+    r.name_id = sp.name;
+    r.phase = sp.phase;
+    r.start_ns = sp.start_ms * 1000000;
+    r.end_ns = r.start_ns + sp.dur_ms * 1000000;
+    m->ranges.push_back(r);
+  }
+  prof::Lane lane;
+  lane.count = 4;
+  m->lanes.push_back(lane);
+  TableData by_name = range_stats_table(*m, 0, 100000000);
+  EXPECT_EQ(by_name.rows.size(), 3);
+  TableData t = range_stats_table(*m, 0, 100000000, StatsGroup::Phase);
+  check_model(t, 2);
+  TableModel model;
+  model.setTable(t);
+  ASSERT_EQ(model.rowCount(), 2);
+  EXPECT_EQ(model.headerData(0, Qt::Horizontal).toString(), QString("phase"));
+  EXPECT_EQ(model.data(model.index(0, 0)).toString(), QString("attention"));
+  EXPECT_EQ(model.data(model.index(0, 2)).toLongLong(), 3);
+  EXPECT_EQ(model.data(model.index(0, 3)).toString(), QString("12.000"));
+  EXPECT_EQ(model.data(model.index(1, 0)).toString(), QString("mlp"));
+  EXPECT_EQ(model.data(model.index(1, 2)).toLongLong(), 1);
+  // attention: lo 2, hi 6 ms; 4 ms at 16 ln 2 / ln 3 = 10.09 -> bucket 10.
+  const QVariantList h = model.data(model.index(0, 8), TableModel::HistogramRole).toList();
+  ASSERT_EQ(h.size(), 16);
+  EXPECT_EQ(h[0].toLongLong(), 1);
+  EXPECT_EQ(h[10].toLongLong(), 1);
+  EXPECT_EQ(h[15].toLongLong(), 1);
 }

@@ -7,16 +7,20 @@
 #include <cstdlib>
 
 #include <QApplication>
+#include <QComboBox>
+#include <QTableView>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QTemporaryDir>
 
 #include "trace/head_map.hpp"
+#include "trace/histogram_delegate.hpp"
 #include "trace/memory_view.hpp"
 #include "trace/report_view.hpp"
 #include "testdata/synthetic_trace.hpp"
 #include "trace/timeline_widget.hpp"
+#include "trace/trace_models.hpp"
 #include "trace/trace_view.hpp"
 #include "ulysses/profiler/trace_writer.hpp"
 
@@ -383,4 +387,55 @@ TEST(TraceViewReliability, HeadMapRefusesImpossibleHeadCounts) {
   m->num_heads = 8;  // a sane trace still draws
   v.setTrace(m, nullptr);
   EXPECT_GT(v.ownershipModel()->rowCount(), 0);
+}
+
+TEST(TraceView, DraggedRangeStatisticsWithHistogramsPerNameOrPhase) {
+  SyntheticOptions o;
+  o.ranks = 2;
+  o.heads = 8;
+  o.layers = 2;
+  o.steps = 2;
+  o.head_chunks = 2;
+  TraceView v;
+  v.resize(1200, 900);
+  v.setModel(make_synthetic_trace(o));
+  const auto& m = *v.model();
+  auto* view = v.findChild<QTableView*>("rangeStats");
+  auto* group = v.findChild<QComboBox*>("statsGroup");
+  ASSERT_NE(view, nullptr);
+  ASSERT_NE(group, nullptr);
+  EXPECT_NE(qobject_cast<HistogramDelegate*>(view->itemDelegateForColumn(8)), nullptr);
+  // Brute force: ranges (head-lane copies skipped) starting in the first half of the trace.
+  const int64_t t0 = v.timeline()->index()->t_min();
+  const int64_t t1 = t0 + (v.timeline()->index()->t_max() - t0) / 2;
+  int64_t want = 0;
+  for (const auto& lane : m.lanes)
+    if (lane.kind != prof::LaneKind::HeadRange)
+      for (int64_t k = lane.first; k < lane.first + lane.count; ++k)
+        want += m.ranges[size_t(k)].start_ns >= t0 && m.ranges[size_t(k)].start_ns < t1;
+  ASSERT_GT(want, 0);
+  emit v.timeline()->timeRangeSelected(t0, t1);
+  for (const char* header : {"name", "phase"}) {
+    if (QString(header) == "phase") group->setCurrentIndex(1);
+    const QAbstractItemModel* sm = view->model();
+    ASSERT_EQ(sm->columnCount(), 9);
+    EXPECT_EQ(sm->headerData(0, Qt::Horizontal).toString(), QString(header));
+    ASSERT_GT(sm->rowCount(), 0);
+    int64_t counted = 0, bucketed = 0;
+    for (int r = 0; r < sm->rowCount(); ++r) {
+      const int64_t n = sm->index(r, 2).data().toLongLong();
+      int64_t in_buckets = 0;
+      const QVariantList h = sm->index(r, 8).data(TableModel::HistogramRole).toList();
+      EXPECT_EQ(h.size(), kStatsHistogramBuckets);
+      for (const auto& c : h) in_buckets += c.toLongLong();
+      EXPECT_EQ(in_buckets, n) << header << " row " << r;  // every range in one bucket
+      counted += n;
+      bucketed += in_buckets;
+    }
+    EXPECT_EQ(counted, want) << header;
+    EXPECT_EQ(bucketed, want) << header;
+  }
+  // Rendering the table paints the sparklines (the delegate) without trouble.
+  view->resize(900, 300);
+  EXPECT_FALSE(view->grab().isNull());
 }

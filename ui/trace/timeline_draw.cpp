@@ -8,30 +8,68 @@
 
 namespace ulysses::ui {
 
-TimelineLayout compute_layout(const TimelineIndex& ix, const TimelineLayoutOptions& opt) {
+TimelineLayout compute_layout(const TimelineIndex& ix, const TimelineLayoutOptions& opt,
+                              const std::vector<uint8_t>& rank_flags) {
   TimelineLayout L;
   L.opt = opt;
   L.lanes.resize(ix.lanes().size());
+  auto flags_of = [&](size_t pos) -> uint8_t { return pos < rank_flags.size() ? rank_flags[pos] : 0; };
   float y = 0;
-  for (const auto& rk : ix.ranks()) {
+  auto place = [&](size_t pos) {
+    const auto& rk = ix.ranks()[pos];
+    const uint8_t f = flags_of(pos);
     RankLayout rl;
     rl.rank = rk.rank;
+    rl.pos = int32_t(pos);
+    rl.pinned = (f & kRankPinned) != 0;
+    rl.collapsed = (f & kRankCollapsed) != 0;
     rl.y = y;
     y += opt.rank_header_h;
     rl.lanes_y = y;
-    for (int32_t li : rk.lanes) {
-      const auto& info = ix.lanes()[size_t(li)];
-      LaneLayout ll;
-      ll.lane = li;
-      ll.rank = rk.rank;
-      ll.y = y;
-      ll.h = float(std::max(1, info.row_count)) * opt.row_h;
-      L.lanes[size_t(li)] = ll;
-      y += ll.h + opt.lane_gap;
+    if (rl.collapsed) {  // one summary row; every lane of the rank points at it
+      for (int32_t li : rk.lanes) {
+        LaneLayout ll;
+        ll.lane = li;
+        ll.rank = rk.rank;
+        ll.y = y;
+        ll.h = opt.row_h;
+        ll.collapsed = true;
+        L.lanes[size_t(li)] = ll;
+      }
+      y += opt.row_h + opt.lane_gap;
+    } else {
+      for (int32_t li : rk.lanes) {
+        const auto& info = ix.lanes()[size_t(li)];
+        LaneLayout ll;
+        ll.lane = li;
+        ll.rank = rk.rank;
+        ll.y = y;
+        ll.h = float(std::max(1, info.row_count)) * opt.row_h;
+        L.lanes[size_t(li)] = ll;
+        y += ll.h + opt.lane_gap;
+      }
     }
     rl.h = y - rl.y;
     L.ranks.push_back(rl);
     y += opt.rank_gap;
+  };
+  for (size_t pos = 0; pos < ix.ranks().size(); ++pos)
+    if ((flags_of(pos) & (kRankPinned | kRankHidden)) == kRankPinned) place(pos);
+  L.pinned_h = y;
+  for (size_t pos = 0; pos < ix.ranks().size(); ++pos) {
+    const uint8_t f = flags_of(pos);
+    if (f & kRankHidden) {
+      ++L.hidden_ranks;
+      for (int32_t li : ix.ranks()[pos].lanes) {
+        LaneLayout ll;
+        ll.lane = li;
+        ll.rank = ix.ranks()[pos].rank;
+        ll.hidden = true;
+        L.lanes[size_t(li)] = ll;
+      }
+    } else if (!(f & kRankPinned)) {
+      place(pos);
+    }
   }
   L.total_h = y;
   return L;
@@ -39,6 +77,7 @@ TimelineLayout compute_layout(const TimelineIndex& ix, const TimelineLayoutOptio
 
 std::pair<int32_t, int32_t> TimelineLayout::row_at(const TimelineIndex& ix, float y) const {
   for (const auto& ll : lanes) {
+    if (ll.hidden || ll.collapsed) continue;
     if (y >= ll.y && y < ll.y + ll.h) {
       int32_t d = int32_t((y - ll.y) / opt.row_h);
       const auto& info = ix.lanes()[size_t(ll.lane)];
@@ -46,6 +85,18 @@ std::pair<int32_t, int32_t> TimelineLayout::row_at(const TimelineIndex& ix, floa
     }
   }
   return {-1, -1};
+}
+
+const RankLayout* TimelineLayout::rank_at(float y) const {
+  for (const auto& rl : ranks)
+    if (y >= rl.y && y < rl.y + rl.h) return &rl;
+  return nullptr;
+}
+
+const RankLayout* TimelineLayout::find_rank(int32_t rank) const {
+  for (const auto& rl : ranks)
+    if (rl.rank == rank) return &rl;
+  return nullptr;
 }
 
 namespace {
@@ -70,18 +121,29 @@ void compute_draw_list(const TimelineIndex& ix, const TimelineLayout& layout, co
   // Integer fold threshold: a range is narrow when shorter than fold_ns (see the fold loop).
   const int64_t fold_ns = fold_threshold_ns(vp, p.fold_px);
   std::vector<FoldedSpan> spans;
-  const float y_top = p.y_scroll, y_bot = p.y_scroll + p.height;
   const auto& rows = ix.rows();
   const float rh = layout.opt.row_h;
+  const float band = layout.pinned_h;
+  // Widget y of [ly, ly + h) clipped to what shows: pinned rows anywhere above p.height,
+  // scrolled rows only under the pinned band. false when nothing of it shows.
+  auto clip = [&](float ly, float h, float* sy, float* sh) {
+    float top = layout.screen_y(ly, p.y_scroll), bot = top + h;
+    if (ly >= band) top = std::max(top, band);
+    bot = std::min(bot, p.height);
+    if (bot <= top) return false;
+    *sy = top;
+    *sh = bot - top;
+    return true;
+  };
 
   // Overlap shading behind each rank's lanes; intervals closer than a pixel merge.
   if (p.shade_overlap) {
-    for (size_t ri = 0; ri < ix.ranks().size() && ri < layout.ranks.size(); ++ri) {
-      const RankLayout& rl = layout.ranks[ri];
-      if (rl.y + rl.h < y_top || rl.y > y_bot) continue;
-      const IntervalList& ov = ix.ranks()[ri].overlap;
+    for (const RankLayout& rl : layout.ranks) {
+      float sy = 0, sh = 0;
+      if (size_t(rl.pos) >= ix.ranks().size() || !clip(rl.lanes_y, rl.y + rl.h - rl.lanes_y, &sy, &sh)) continue;
+      const auto& rk = ix.ranks()[size_t(rl.pos)];
+      const IntervalList& ov = rk.overlap;
       auto it = std::partition_point(ov.begin(), ov.end(), [&](const auto& iv) { return iv.second <= t0; });
-      const auto& rk = ix.ranks()[ri];
       const int64_t px_ns = std::max<int64_t>(1, int64_t(std::ceil(npp)));
       int64_t i = it - ov.begin();
       const int64_t n = int64_t(ov.size());
@@ -96,49 +158,64 @@ void compute_draw_list(const TimelineIndex& ix, const TimelineLayout& layout, co
         ShadeRect sr;
         sr.x = clampx(x0, W);
         sr.w = std::max(1.0f, clampx(x1, W) - sr.x);
-        sr.y = rl.lanes_y - p.y_scroll;
-        sr.h = rl.y + rl.h - rl.lanes_y;
+        sr.y = sy;
+        sr.h = sh;
         out->shades.push_back(sr);
       }
     }
   }
 
-  for (const auto& ll : layout.lanes) {
-    if (ll.y + ll.h < y_top || ll.y > y_bot) continue;
-    const auto& info = ix.lanes()[size_t(ll.lane)];
-    for (int32_t d = 0; d < info.row_count; ++d) {
-      const float ry = ll.y + float(d) * rh;
-      if (ry + rh < y_top || ry > y_bot) continue;
-      const TimelineRow& row = rows[size_t(info.first_row + d)];
-      ++out->rows_visited;
-      const float y = ry - p.y_scroll + 1, h = rh - 2;
-      spans.clear();
-      fold_row(ix, row, t0, t1, fold_ns, &spans);
-      for (const FoldedSpan& sp : spans) {
-        const prof::TraceRange& r = ix.at(row, sp.first);
-        DrawItem it;
-        const double x0 = vp.x_of(sp.start_ns), x1 = vp.x_of(sp.end_ns);
-        it.x = clampx(x0, W);
-        it.w = std::max(1.0f, clampx(x1, W) - it.x);  // narrow ranges stay visible: 1 px
-        it.y = y;
-        it.h = h;
-        it.range = ix.range_at(row, sp.first);
-        it.count = sp.count;
-        if (sp.count == 1) {
-          it.argb = phase_argb(r.phase, r.dir);
-          it.name_id = r.name_id;
-          if (!range_matches(p, r)) it.flags |= kDimmed;
-          if (it.range == p.selected) it.flags |= kSelected;
-          ++out->single_items;
-        } else {
-          it.argb = kFoldedArgb;
-          it.flags |= kFolded;
-          if ((p.match || p.match_phase) && !range_matches(p, r)) it.flags |= kDimmed;
-          ++out->folded_items;
-          out->folded_ranges += sp.count;
-        }
-        out->items.push_back(it);
+  // One row's visible ranges at layout y `ry` (folded), as items.
+  auto draw_row = [&](const TimelineRow& row, float ry, uint8_t extra_flags) {
+    float sy = 0, sh = 0;
+    if (!clip(ry + 1, rh - 2, &sy, &sh)) return;
+    ++out->rows_visited;
+    spans.clear();
+    fold_row(ix, row, t0, t1, fold_ns, &spans);
+    for (const FoldedSpan& sp : spans) {
+      const prof::TraceRange& r = ix.at(row, sp.first);
+      DrawItem it;
+      const double x0 = vp.x_of(sp.start_ns), x1 = vp.x_of(sp.end_ns);
+      it.x = clampx(x0, W);
+      it.w = std::max(1.0f, clampx(x1, W) - it.x);  // narrow ranges stay visible: 1 px
+      it.y = sy;
+      it.h = sh;
+      it.range = ix.range_at(row, sp.first);
+      it.count = sp.count;
+      it.flags = extra_flags;
+      if (sp.count == 1) {
+        it.argb = phase_argb(r.phase, r.dir);
+        it.name_id = r.name_id;
+        if (!range_matches(p, r)) it.flags |= kDimmed;
+        if (it.range == p.selected) it.flags |= kSelected;
+        ++out->single_items;
+      } else {
+        it.argb = kFoldedArgb;
+        it.flags |= kFolded;
+        if ((p.match || p.match_phase) && !range_matches(p, r)) it.flags |= kDimmed;
+        ++out->folded_items;
+        out->folded_ranges += sp.count;
       }
+      out->items.push_back(it);
+    }
+  };
+
+  for (const auto& ll : layout.lanes) {
+    if (ll.hidden || ll.collapsed) continue;
+    const auto& info = ix.lanes()[size_t(ll.lane)];
+    for (int32_t d = 0; d < info.row_count; ++d) draw_row(rows[size_t(info.first_row + d)], ll.y + float(d) * rh, 0);
+  }
+  // Collapsed ranks: the top-level (depth 0) row of each lane, merged into the summary row;
+  // a lane whose top level is step ranges also draws depth 1 over it, so the phases show.
+  for (const RankLayout& rl : layout.ranks) {
+    if (!rl.collapsed || size_t(rl.pos) >= ix.ranks().size()) continue;
+    for (int32_t li : ix.ranks()[size_t(rl.pos)].lanes) {
+      const auto& info = ix.lanes()[size_t(li)];
+      if (info.row_count == 0 || ix.model().lanes[size_t(li)].kind == prof::LaneKind::HeadRange) continue;
+      const TimelineRow& top = rows[size_t(info.first_row)];
+      draw_row(top, rl.lanes_y, kSummary);
+      if (info.row_count > 1 && top.size > 0 && ix.at(top, 0).phase == prof::Phase::Step)
+        draw_row(rows[size_t(info.first_row + 1)], rl.lanes_y, kSummary);
     }
   }
 }
@@ -178,7 +255,7 @@ int64_t hit_test(const DrawList& dl, float x, float y, float tol) {
       d = it.x - x;
     else if (x > it.x + it.w)
       d = x - (it.x + it.w);
-    if (d <= tol && d < best_d) {
+    if (d <= tol && (d < best_d || d == 0)) {  // containing items: the last (topmost) wins
       best = int64_t(i);
       best_d = d;
     }
@@ -211,14 +288,15 @@ std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLa
     const prof::TraceRange& r = m.ranges[size_t(k)];
     if (size_t(r.lane) >= layout.lanes.size()) continue;
     const LaneLayout& ll = layout.lanes[size_t(r.lane)];
+    if (ll.hidden) continue;
     const int32_t rows = std::max(1, int32_t(ll.h / rh + 0.5f));
-    const int32_t d = std::min<int32_t>(r.depth, rows - 1);
+    const int32_t d = ll.collapsed ? 0 : std::min<int32_t>(r.depth, rows - 1);
     FlowPoint fp;
     fp.rank = r.rank;
     fp.range = k;
     fp.arrive_ns = r.start_ns;
     fp.x = float(vp.x_of(r.start_ns));
-    fp.y = ll.y + float(d) * rh + rh / 2 - y_scroll;
+    fp.y = layout.screen_y(ll.y + float(d) * rh + rh / 2, y_scroll);
     out.push_back(fp);
   }
   std::sort(out.begin(), out.end(), [](const FlowPoint& a, const FlowPoint& b) {

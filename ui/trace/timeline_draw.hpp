@@ -24,30 +24,55 @@ struct TimelineLayoutOptions {
   float rank_gap = 8;
 };
 
+// Per-rank display state (Perfetto/Tracy-style track controls), indexed like
+// TimelineIndex::ranks(). Hidden wins over the others; a rank may be pinned and collapsed.
+enum RankViewFlags : uint8_t { kRankPinned = 1, kRankCollapsed = 2, kRankHidden = 4 };
+
 struct LaneLayout {
   int32_t lane = 0;
   int32_t rank = 0;
-  float y = 0, h = 0;  // h = rows * row_h
+  float y = 0, h = 0;      // h = rows * row_h; collapsed: the rank's summary row; hidden: 0
+  bool hidden = false;     // its rank is hidden: not drawn, not hit
+  bool collapsed = false;  // its rank is collapsed: drawn merged into the summary row at y
 };
 
 struct RankLayout {
   int32_t rank = 0;
+  int32_t pos = 0;     // index into TimelineIndex::ranks()
   float y = 0, h = 0;  // whole group including the header
-  float lanes_y = 0;   // first lane row
+  float lanes_y = 0;   // first lane row (collapsed: the summary row)
+  bool pinned = false, collapsed = false;
 };
 
+// Layout y -> widget y: pinned ranks sit in a band [0, pinned_h) at the top that does not
+// scroll; the rest (layout y >= pinned_h) scrolls by y_scroll and is cut off under the band.
 struct TimelineLayout {
   TimelineLayoutOptions opt;
-  std::vector<RankLayout> ranks;
-  std::vector<LaneLayout> lanes;  // indexed by lane id
+  std::vector<RankLayout> ranks;  // shown ranks only: pinned first, then the rest, each in rank order
+  std::vector<LaneLayout> lanes;  // indexed by lane id (hidden lanes included, flagged)
   float total_h = 0;
-  // Lane row under y: {lane, depth} or {-1, -1}.
+  float pinned_h = 0;  // height of the pinned band (0: nothing pinned)
+  int32_t hidden_ranks = 0;
+  float screen_y(float y, float y_scroll) const { return y < pinned_h ? y : y - y_scroll; }
+  // Widget y -> layout y (inverse of screen_y; under the band when sy >= pinned_h).
+  float layout_y(float sy, float y_scroll) const { return sy < pinned_h ? sy : sy + y_scroll; }
+  // Lane row under layout y: {lane, depth} or {-1, -1} (hidden and collapsed lanes excluded).
   std::pair<int32_t, int32_t> row_at(const TimelineIndex& ix, float y) const;
+  // Shown rank whose group (header, lanes or summary row) contains layout y, or nullptr.
+  const RankLayout* rank_at(float y) const;
+  // Layout of rank `rank` (rank id), or nullptr when hidden / absent.
+  const RankLayout* find_rank(int32_t rank) const;
 };
 
-TimelineLayout compute_layout(const TimelineIndex& ix, const TimelineLayoutOptions& opt = {});
+// `rank_flags` (RankViewFlags per TimelineIndex::ranks() position; shorter or empty = none).
+TimelineLayout compute_layout(const TimelineIndex& ix, const TimelineLayoutOptions& opt = {},
+                              const std::vector<uint8_t>& rank_flags = {});
 
-enum DrawFlags : uint8_t { kDimmed = 1, kSelected = 2, kFolded = 4 };
+// kSummary: the item lies in a collapsed rank's summary row (the depth-0 ranges of each of its
+// lanes, head-range copies skipped, overlaid in lane order: later lanes draw on top; a lane
+// whose first top-level range is a step also draws its depth-1 ranges over it, so the phases
+// show rather than one step bar).
+enum DrawFlags : uint8_t { kDimmed = 1, kSelected = 2, kFolded = 4, kSummary = 8 };
 
 struct DrawItem {
   float x = 0, y = 0, w = 0, h = 0;
@@ -64,7 +89,7 @@ struct ShadeRect {
 
 struct DrawParams {
   TimelineViewport vp;
-  float y_scroll = 0;  // layout y at the top of the widget
+  float y_scroll = 0;  // scroll of the part under the pinned band (see TimelineLayout::screen_y)
   float height = std::numeric_limits<float>::max();
   float fold_px = 3;  // ranges narrower than this fold
   // Search/filter: a range matches when match[name_id] or match_phase[phase] is 1. Both null
@@ -109,9 +134,10 @@ bool range_matches(const DrawParams& p, const prof::TraceRange& r);
 // range `selected` that carries a collective identity (pg, seq), one point per rank whose
 // range has the same identity (HeadRange copies skipped; an earlier HeadRange copy selected
 // resolves to its original), at the arrival (range start) on the range's row, sorted by
-// arrival. The widget draws an arrow from each point to the last one (the last arriver): the
-// horizontal length of each arrow is the time that rank waited. Empty when the range is not a
-// collective. x in widget time-area pixels, y in widget rows (y_scroll applied).
+// arrival. Ranks that are hidden have no point; a collapsed rank's point lies on its summary
+// row; a pinned rank's does not scroll. The widget draws an arrow from each point to the last one (the last arriver):
+// the horizontal length of each arrow is the time that rank waited. Empty when the range is not a collective. x in
+// widget time-area pixels, y in widget rows (y_scroll applied).
 struct FlowPoint {
   int32_t rank = 0;
   int64_t range = -1;
@@ -122,6 +148,7 @@ std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLa
                                        const TimelineViewport& vp, float y_scroll, int64_t selected);
 
 // Index into out.items of the item under (x, y) (with a small horizontal tolerance), or -1.
+// Of items containing the point the last one (drawn on top) wins.
 int64_t hit_test(const DrawList& dl, float x, float y, float tolerance_px = 2);
 
 }  // namespace ulysses::ui

@@ -1,8 +1,10 @@
 // Timeline widget: input handling and painting of the draw list.
 #include "trace/timeline_widget.hpp"
 
+#include <QContextMenuEvent>
 #include <QHelpEvent>
 #include <QKeyEvent>
+#include <QMenu>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QToolTip>
@@ -35,8 +37,107 @@ void TimelineWidget::setIndex(std::shared_ptr<const TimelineIndex> index) {
   y_scroll_ = 0;
   match_.clear();
   filter_on_ = false;
-  layout_ = index_ ? compute_layout(*index_) : TimelineLayout{};
+  rank_flags_.assign(index_ ? index_->ranks().size() : 0, 0);
+  layout_ = index_ ? compute_layout(*index_, {}, rank_flags_) : TimelineLayout{};
   fitAll();
+}
+
+float TimelineWidget::maxScroll() const { return std::max(0.0f, layout_.total_h - float(height() - ruler_h_)); }
+
+void TimelineWidget::setYScroll(float y) {
+  y_scroll_ = std::clamp(y, 0.0f, maxScroll());
+  dirty_ = true;
+  update();
+}
+
+void TimelineWidget::relayout() {
+  layout_ = index_ ? compute_layout(*index_, {}, rank_flags_) : TimelineLayout{};
+  setYScroll(y_scroll_);
+}
+
+void TimelineWidget::setRankFlag(int32_t rank, uint8_t flag, bool on) {
+  if (!index_) return;
+  const auto& rks = index_->ranks();
+  for (size_t i = 0; i < rks.size() && i < rank_flags_.size(); ++i) {
+    if (rks[i].rank != rank) continue;
+    const uint8_t f = on ? uint8_t(rank_flags_[i] | flag) : uint8_t(rank_flags_[i] & ~flag);
+    if (f == rank_flags_[i]) return;
+    rank_flags_[i] = f;
+    relayout();
+    if ((f & kRankHidden) && selected_ >= 0 && size_t(selected_) < index_->model().ranges.size() &&
+        index_->model().ranges[size_t(selected_)].rank == rank)
+      selectRange(-1);
+    return;
+  }
+}
+
+void TimelineWidget::setRankPinned(int32_t rank, bool on) { setRankFlag(rank, kRankPinned, on); }
+void TimelineWidget::setRankCollapsed(int32_t rank, bool on) { setRankFlag(rank, kRankCollapsed, on); }
+void TimelineWidget::setRankHidden(int32_t rank, bool on) { setRankFlag(rank, kRankHidden, on); }
+
+void TimelineWidget::showAllRanks() {
+  bool any = false;
+  for (auto& f : rank_flags_) {
+    any = any || (f & kRankHidden);
+    f = uint8_t(f & ~kRankHidden);
+  }
+  if (any) relayout();
+}
+
+uint8_t TimelineWidget::rankFlags(int32_t rank) const {
+  if (!index_) return 0;
+  const auto& rks = index_->ranks();
+  for (size_t i = 0; i < rks.size() && i < rank_flags_.size(); ++i)
+    if (rks[i].rank == rank) return rank_flags_[i];
+  return 0;
+}
+
+int32_t TimelineWidget::rankAt(const QPoint& pos) const {
+  if (pos.y() < ruler_h_ || hiddenStripRect().contains(pos)) return -1;
+  const RankLayout* rl = layout_.rank_at(layout_.layout_y(float(pos.y() - ruler_h_), y_scroll_));
+  return rl ? rl->rank : -1;
+}
+
+QRect TimelineWidget::hiddenStripRect() const {
+  if (layout_.hidden_ranks == 0) return {};
+  return QRect(0, height() - 20, gutter_, 20);
+}
+
+QMenu* TimelineWidget::rankMenu(int32_t rank, QWidget* parent) {
+  auto* menu = new QMenu(parent);
+  if (rank >= 0) {
+    const uint8_t f = rankFlags(rank);
+    QAction* pin = menu->addAction(tr("Pin rank %1 at the top").arg(rank));
+    pin->setObjectName(QStringLiteral("pin"));
+    pin->setCheckable(true);
+    pin->setChecked(f & kRankPinned);
+    connect(pin, &QAction::toggled, this, [this, rank](bool on) { setRankPinned(rank, on); });
+    QAction* col = menu->addAction(tr("Collapse rank %1 to one row").arg(rank));
+    col->setObjectName(QStringLiteral("collapse"));
+    col->setCheckable(true);
+    col->setChecked(f & kRankCollapsed);
+    connect(col, &QAction::toggled, this, [this, rank](bool on) { setRankCollapsed(rank, on); });
+    QAction* hide = menu->addAction(tr("Hide rank %1").arg(rank));
+    hide->setObjectName(QStringLiteral("hide"));
+    connect(hide, &QAction::triggered, this, [this, rank] { setRankHidden(rank, true); });
+    menu->addSeparator();
+  }
+  QAction* all = menu->addAction(tr("Show all ranks (%1 hidden)").arg(layout_.hidden_ranks));
+  all->setObjectName(QStringLiteral("showAll"));
+  all->setEnabled(layout_.hidden_ranks > 0);
+  connect(all, &QAction::triggered, this, &TimelineWidget::showAllRanks);
+  return menu;
+}
+
+void TimelineWidget::contextMenuEvent(QContextMenuEvent* e) {
+  if (!index_ || e->pos().x() >= gutter_ || e->pos().y() < ruler_h_) {
+    QWidget::contextMenuEvent(e);
+    return;
+  }
+  QMenu* menu = rankMenu(rankAt(e->pos()), this);
+  menu->setAttribute(Qt::WA_DeleteOnClose);
+  menu->popup(e->globalPos());
+  e->accept();
 }
 
 void TimelineWidget::changeViewport(TimelineViewport vp) {
@@ -142,11 +243,14 @@ void TimelineWidget::fitRange(qint64 r) {
   v.set_width(timeWidth());
   v.fit(rg.start_ns, rg.end_ns, 0.25);
   changeViewport(v);
-  // scroll the lane into view
+  // show its rank when hidden, and scroll the lane into view (pinned lanes always show)
   if (size_t(rg.lane) < layout_.lanes.size()) {
+    if (layout_.lanes[size_t(rg.lane)].hidden) setRankHidden(layout_.lanes[size_t(rg.lane)].rank, false);
     const float ly = layout_.lanes[size_t(rg.lane)].y;
     const float vis = float(height() - ruler_h_);
-    if (ly < y_scroll_ || ly > y_scroll_ + vis - layout_.opt.row_h) y_scroll_ = std::max(0.0f, ly - vis / 3);
+    const float sy = layout_.screen_y(ly, y_scroll_);
+    if (ly >= layout_.pinned_h && (sy < layout_.pinned_h || sy > vis - layout_.opt.row_h))
+      setYScroll(ly - layout_.pinned_h - (vis - layout_.pinned_h) / 3);
   }
   selectRange(r);
 }
@@ -298,10 +402,7 @@ void TimelineWidget::resizeEvent(QResizeEvent*) {
 void TimelineWidget::wheelEvent(QWheelEvent* e) {
   const double steps = e->angleDelta().y() / 120.0;
   if (e->modifiers() & Qt::ShiftModifier) {
-    const float max_scroll = std::max(0.0f, layout_.total_h - float(height() - ruler_h_));
-    y_scroll_ = std::clamp(y_scroll_ - float(steps * 60), 0.0f, max_scroll);
-    dirty_ = true;
-    update();
+    setYScroll(y_scroll_ - float(steps * 60));
   } else {
     TimelineViewport v = vp_;
     v.zoom_at(e->position().x() - gutter_, std::pow(1.25, steps));
@@ -312,6 +413,11 @@ void TimelineWidget::wheelEvent(QWheelEvent* e) {
 
 void TimelineWidget::mousePressEvent(QMouseEvent* e) {
   press_pos_ = last_pos_ = e->pos();
+  if (e->pos().x() < gutter_ && e->button() == Qt::LeftButton && hiddenStripRect().contains(e->pos())) {
+    showAllRanks();
+    return;
+  }
+  if (e->pos().x() < gutter_ && e->button() == Qt::RightButton) return;  // the rank menu (contextMenuEvent)
   if (e->button() == Qt::RightButton || (e->button() == Qt::LeftButton && (e->modifiers() & Qt::ShiftModifier))) {
     selecting_ = true;
     drag_x_ = e->pos().x();
@@ -324,8 +430,7 @@ void TimelineWidget::mouseMoveEvent(QMouseEvent* e) {
   if (panning_) {
     const QPoint d = e->pos() - last_pos_;
     last_pos_ = e->pos();
-    const float max_scroll = std::max(0.0f, layout_.total_h - float(height() - ruler_h_));
-    y_scroll_ = std::clamp(y_scroll_ - float(d.y()), 0.0f, max_scroll);
+    y_scroll_ = std::clamp(y_scroll_ - float(d.y()), 0.0f, maxScroll());
     TimelineViewport v = vp_;
     v.pan_px(-d.x());
     dirty_ = true;
@@ -425,9 +530,18 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   p.save();
   p.setClipRect(gutter_, ruler_h_, W - gutter_, H - ruler_h_);
   p.translate(gutter_, ruler_h_);
-  // Rank group backgrounds
-  for (const auto& rl : layout_.ranks) {
-    p.fillRect(QRectF(0, rl.y - y_scroll_, W, rl.h), QColor(0x26, 0x28, 0x2E));
+  // Rank group backgrounds: scrolled ranks cut off under the pinned band, then pinned ones.
+  const float band = layout_.pinned_h;
+  p.save();
+  p.setClipRect(QRectF(0, band, W, H), Qt::IntersectClip);
+  for (const auto& rl : layout_.ranks)
+    if (!rl.pinned) p.fillRect(QRectF(0, rl.y - y_scroll_, W, rl.h), QColor(0x26, 0x28, 0x2E));
+  p.restore();
+  for (const auto& rl : layout_.ranks)
+    if (rl.pinned) p.fillRect(QRectF(0, rl.y, W, rl.h), QColor(0x2A, 0x2C, 0x36));
+  if (band > 0) {
+    p.setPen(QColor(0x90, 0x90, 0xA0));
+    p.drawLine(QPointF(0, band - 1), QPointF(W, band - 1));
   }
   // Communication overlapping computation: translucent band over the rank's lanes and a
   // solid marker under the rank header.
@@ -501,29 +615,57 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
 
   // Gutter: rank headers and lane names.
   p.fillRect(QRect(0, ruler_h_, gutter_, H - ruler_h_), QColor(0x2B, 0x2D, 0x33));
-  p.save();
-  p.setClipRect(0, ruler_h_, gutter_, H - ruler_h_);
-  p.translate(0, ruler_h_ - y_scroll_);
-  for (const auto& rl : layout_.ranks) {
-    QString label = tr("rank %1").arg(rl.rank);
-    for (const auto& ri : m.ranks)
-      if (ri.rank == rl.rank && !ri.device.empty())
-        label += QStringLiteral(" (%1)").arg(QString::fromStdString(ri.device));
-    QFont f = p.font();
-    f.setBold(true);
-    p.setFont(f);
-    p.setPen(QColor(230, 230, 230));
-    p.drawText(QRectF(4, rl.y, gutter_ - 6, layout_.opt.rank_header_h), Qt::AlignVCenter | Qt::AlignLeft, label);
-    f.setBold(false);
-    p.setFont(f);
+  // Two passes: the scrolled ranks (cut off under the pinned band), then the pinned ones.
+  for (const bool pinned_pass : {false, true}) {
+    p.save();
+    p.setClipRect(0, ruler_h_, gutter_, H - ruler_h_);
+    p.translate(0, ruler_h_ - (pinned_pass ? 0.0f : y_scroll_));
+    if (!pinned_pass) p.setClipRect(QRectF(0, band + y_scroll_, gutter_, H), Qt::IntersectClip);
+    for (const auto& rl : layout_.ranks) {
+      if (rl.pinned != pinned_pass) continue;
+      QString label =
+          (rl.collapsed ? QStringLiteral("\u25B8 ") : QStringLiteral("\u25BE ")) + tr("rank %1").arg(rl.rank);
+      for (const auto& ri : m.ranks)
+        if (ri.rank == rl.rank && !ri.device.empty())
+          label += QStringLiteral(" (%1)").arg(QString::fromStdString(ri.device));
+      if (rl.pinned) label += tr(" [pinned]");
+      QFont f = p.font();
+      f.setBold(true);
+      p.setFont(f);
+      p.setPen(QColor(230, 230, 230));
+      p.drawText(QRectF(4, rl.y, gutter_ - 6, layout_.opt.rank_header_h), Qt::AlignVCenter | Qt::AlignLeft,
+                 fm.elidedText(label, Qt::ElideRight, gutter_ - 8));
+      f.setBold(false);
+      p.setFont(f);
+      if (rl.collapsed && size_t(rl.pos) < index_->ranks().size()) {
+        p.setPen(QColor(190, 190, 190));
+        p.drawText(QRectF(12, rl.lanes_y, gutter_ - 14, layout_.opt.row_h), Qt::AlignVCenter | Qt::AlignLeft,
+                   tr("%1 lanes, collapsed").arg(index_->ranks()[size_t(rl.pos)].lanes.size()));
+      }
+    }
+    p.setPen(QColor(190, 190, 190));
+    for (const auto& ll : layout_.lanes) {
+      if (ll.hidden || ll.collapsed || (ll.y < band) != pinned_pass) continue;
+      const auto& lane = m.lanes[size_t(ll.lane)];
+      p.drawText(QRectF(12, ll.y, gutter_ - 14, layout_.opt.row_h), Qt::AlignVCenter | Qt::AlignLeft,
+                 fm.elidedText(QString::fromStdString(lane.name), Qt::ElideRight, gutter_ - 16));
+    }
+    p.restore();
   }
-  p.setPen(QColor(190, 190, 190));
-  for (const auto& ll : layout_.lanes) {
-    const auto& lane = m.lanes[size_t(ll.lane)];
-    p.drawText(QRectF(12, ll.y, gutter_ - 14, layout_.opt.row_h), Qt::AlignVCenter | Qt::AlignLeft,
-               fm.elidedText(QString::fromStdString(lane.name), Qt::ElideRight, gutter_ - 16));
+  if (band > 0) {
+    p.setPen(QColor(0x90, 0x90, 0xA0));
+    p.drawLine(QPointF(0, ruler_h_ + band - 1), QPointF(gutter_, ruler_h_ + band - 1));
   }
-  p.restore();
+  if (layout_.hidden_ranks > 0) {  // "N ranks hidden - show all" (a click shows them)
+    const QRect strip = hiddenStripRect();
+    p.fillRect(strip, QColor(0x44, 0x4A, 0x5A));
+    p.setPen(QColor(0xFF, 0xEB, 0x3B));
+    const int n = layout_.hidden_ranks;
+    p.drawText(strip.adjusted(4, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft,
+               fm.elidedText((n == 1 ? tr("1 rank hidden") : tr("%1 ranks hidden").arg(n)) +
+                                 QStringLiteral(" \u2014 ") + tr("show all"),
+                             Qt::ElideRight, strip.width() - 6));
+  }
 
   // Ruler: ticks every 1/2/5 x 10^k ns, at least ~90 px apart; times from the trace start.
   p.fillRect(QRect(0, 0, W, ruler_h_), QColor(0x33, 0x35, 0x3B));

@@ -1,10 +1,14 @@
 // The timeline widget: paints TimelineIndex through compute_draw_list (custom QWidget
 // painting). Wheel / +,- zoom at the cursor, left-drag pans, right-drag (or shift+left-drag)
 // zooms to the dragged range, shift+wheel scrolls vertically, Home fits the whole trace,
-// F fits the step under the centre, PageUp/PageDown jump between steps.
+// F fits the step under the centre, PageUp/PageDown jump between steps. Right-click on a
+// rank's gutter (header or lane names) opens its menu: Pin (its lanes stay at the top while
+// the rest scrolls), Collapse (one summary row with its top-level ranges merged), Hide (with
+// an "N ranks hidden - show all" strip at the bottom of the gutter to bring them back).
 #pragma once
 
 #include <QWidget>
+class QMenu;
 #include <memory>
 #include <vector>
 
@@ -44,6 +48,25 @@ class TimelineWidget : public QWidget {
   // Redraws with the current phase palette (after set_phase_palette).
   void refreshColours();
 
+  // Rank display state (rank ids as in the trace; unknown ranks are ignored). Each call
+  // re-lays out the lanes (cheap: per lane, not per range). Hiding a rank drops a selection
+  // on it; the vertical scroll is clamped to the new height.
+  void setRankPinned(int32_t rank, bool on);
+  void setRankCollapsed(int32_t rank, bool on);
+  void setRankHidden(int32_t rank, bool on);
+  void showAllRanks();
+  uint8_t rankFlags(int32_t rank) const;  // RankViewFlags
+  int hiddenRankCount() const { return layout_.hidden_ranks; }
+  // Rank whose gutter (header, lane names or summary row) is at widget position pos, or -1.
+  int32_t rankAt(const QPoint& pos) const;
+  // The rank's context menu (actions named "pin", "collapse", "hide", "showAll"); the caller
+  // owns it. `rank` -1: only "showAll".
+  QMenu* rankMenu(int32_t rank, QWidget* parent);
+  // The "N ranks hidden - show all" strip (empty when nothing is hidden); a click shows all.
+  QRect hiddenStripRect() const;
+  float yScroll() const { return y_scroll_; }
+  void setYScroll(float y);  // clamped to [0, total height - visible height]
+
  public slots:
   void setViewport(const ulysses::ui::TimelineViewport& vp);
   void fitAll();
@@ -66,6 +89,7 @@ class TimelineWidget : public QWidget {
   void mouseMoveEvent(QMouseEvent*) override;
   void mouseReleaseEvent(QMouseEvent*) override;
   void keyPressEvent(QKeyEvent*) override;
+  void contextMenuEvent(QContextMenuEvent*) override;
   bool event(QEvent* e) override;  // tooltips
 
  private:
@@ -74,6 +98,9 @@ class TimelineWidget : public QWidget {
   int timeWidth() const;
   QString describe(const DrawItem& it) const;
   void centreOn(int64_t t);
+  void setRankFlag(int32_t rank, uint8_t flag, bool on);
+  void relayout();
+  float maxScroll() const;
 
   std::shared_ptr<const TimelineIndex> index_;
   TimelineLayout layout_;
@@ -82,6 +109,7 @@ class TimelineWidget : public QWidget {
   bool dirty_ = true;
   float y_scroll_ = 0;
   int gutter_ = 150, ruler_h_ = 24;
+  std::vector<uint8_t> rank_flags_;  // RankViewFlags per index_->ranks() position
   std::vector<uint8_t> match_, match_phase_;
   bool filter_on_ = false;
   int64_t selected_ = -1;

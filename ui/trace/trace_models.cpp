@@ -67,6 +67,12 @@ QVariant TableModel::data(const QModelIndex& index, int role) const {
     }
     case KeyRole:
       return t_.keys[index.row()];
+    case HistogramRole: {
+      if (index.row() >= t_.histograms.size()) return {};
+      QVariantList l;
+      for (qint64 c : t_.histograms[index.row()]) l.push_back(c);
+      return l;
+    }
     case Qt::TextAlignmentRole: {
       const auto& s = t_.sort[index.row()];
       const QVariant sv = index.column() < s.size() ? s[index.column()] : v;
@@ -157,43 +163,79 @@ TableData skew_table(const prof::Summary& s) {
   return t;
 }
 
-TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1) {
-  std::map<std::pair<int32_t, bool>, std::vector<int64_t>> by_name;
+std::vector<int64_t> log_histogram(const std::vector<int64_t>& d, int buckets) {
+  std::vector<int64_t> h(size_t(std::max(1, buckets)), 0);
+  if (d.empty()) return h;
+  const auto [mn, mx] = std::minmax_element(d.begin(), d.end());
+  const double lo = double(std::max<int64_t>(1, *mn)), hi = double(*mx);
+  const double span = hi > lo ? std::log(hi / lo) : 0.0;
+  const int last = int(h.size()) - 1;
+  for (int64_t v : d) {
+    int k = 0;
+    if (span > 0 && double(v) > lo)
+      k = std::min(last, int(std::floor(double(h.size()) * std::log(double(v) / lo) / span)));
+    ++h[size_t(k)];
+  }
+  return h;
+}
+
+TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1, StatsGroup group) {
+  // key: (name id or phase, kernel)
+  std::map<std::pair<int32_t, bool>, std::vector<int64_t>> by_key;
   for (const auto& lane : m.lanes) {
     if (lane.kind == prof::LaneKind::HeadRange) continue;
     for (int64_t k = lane.first; k < lane.first + lane.count; ++k) {
       const prof::TraceRange& r = m.ranges[size_t(k)];
-      if (r.start_ns >= t0 && r.start_ns < t1) by_name[{r.name_id, r.is_kernel}].push_back(r.duration());
+      if (r.start_ns < t0 || r.start_ns >= t1) continue;
+      const int32_t id = group == StatsGroup::Phase ? int32_t(r.phase) : r.name_id;
+      by_key[{id, r.is_kernel}].push_back(r.duration());
     }
   }
   struct Row {
     QString name;
     bool kernel;
-    int64_t count, total, p50, p95, max;
+    int64_t count, total, p50, p95, min, max;
+    std::vector<int64_t> hist;
   };
   std::vector<Row> rows;
-  for (auto& [key, d] : by_name) {
+  for (auto& [key, d] : by_key) {
     std::sort(d.begin(), d.end());
     const auto n = int64_t(d.size());
     auto pct = [&](int p) { return d[size_t(std::max<int64_t>(1, (p * n + 99) / 100) - 1)]; };
     int64_t total = 0;
     for (int64_t v : d) total += v;
-    const QString name =
-        key.first >= 0 && size_t(key.first) < m.strings.size() ? qs(m.strings[size_t(key.first)]) : QStringLiteral("?");
-    rows.push_back({name, key.second, n, total, pct(50), pct(95), d.back()});
+    QString name;
+    if (group == StatsGroup::Phase)
+      name = QString::fromLatin1(phase_label(Phase(key.first)));
+    else
+      name = key.first >= 0 && size_t(key.first) < m.strings.size() ? qs(m.strings[size_t(key.first)])
+                                                                    : QStringLiteral("?");
+    rows.push_back(
+        {name, key.second, n, total, pct(50), pct(95), d.front(), d.back(), log_histogram(d, kStatsHistogramBuckets)});
   }
   std::sort(rows.begin(), rows.end(),
             [](const Row& a, const Row& b) { return a.total != b.total ? a.total > b.total : a.name < b.name; });
   TableData t;
-  t.headers = {"name", "kind", "count", "total ms", "mean ms", "p50 ms", "p95 ms", "max ms"};
+  t.headers = {group == StatsGroup::Phase ? "phase" : "name",
+               "kind",
+               "count",
+               "total ms",
+               "mean ms",
+               "p50 ms",
+               "p95 ms",
+               "max ms",
+               "histogram"};
+  t.histogram_column = 8;
   qint64 key = 0;
   for (const auto& r : rows) {
     const double mean = double(r.total) / double(r.count);
+    const QString span = dur(double(r.min)) + QStringLiteral(" .. ") + dur(double(r.max));
     t.add({r.name, r.kernel ? "gpu" : "range", qint64(r.count), ms(double(r.total)), ms(mean), ms(double(r.p50)),
-           ms(double(r.p95)), ms(double(r.max))},
+           ms(double(r.p95)), ms(double(r.max)), span},
           {r.name, r.kernel ? "gpu" : "range", qint64(r.count), qint64(r.total), mean, qint64(r.p50), qint64(r.p95),
-           qint64(r.max)},
+           qint64(r.max), qint64(r.max - r.min)},
           key++);
+    t.histograms.push_back(QVector<qint64>(r.hist.begin(), r.hist.end()));
   }
   return t;
 }

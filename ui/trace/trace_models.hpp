@@ -23,6 +23,10 @@ struct TableData {
   QVector<QVector<QVariant>> rows;  // display values (QString, or numbers shown as is)
   QVector<QVector<QVariant>> sort;  // sort values (same shape; may be empty = use display)
   QVector<qint64> keys;             // per row: range index, step position, ... (-1 none)
+  // Optional per-row bucket counts (TableModel::HistogramRole), drawn in histogram_column by
+  // HistogramDelegate; empty = none.
+  QVector<QVector<qint64>> histograms;
+  int histogram_column = -1;
   // Appends a row; `sort_values` may be empty.
   void add(QVector<QVariant> display, QVector<QVariant> sort_values = {}, qint64 key = -1);
 };
@@ -32,6 +36,8 @@ class TableModel : public QAbstractTableModel {
  public:
   static constexpr int SortRole = Qt::UserRole;
   static constexpr int KeyRole = Qt::UserRole + 1;
+  // The row's histogram bucket counts (QVariantList of qint64), any column; invalid if none.
+  static constexpr int HistogramRole = Qt::UserRole + 2;
   explicit TableModel(QObject* parent = nullptr);
   void setTable(TableData t);
   const TableData& table() const { return t_; }
@@ -53,10 +59,20 @@ TableData step_table(const prof::Summary& s);
 TableData layer_table_data(const prof::Summary& s);
 TableData head_range_table_data(const prof::Summary& s);
 TableData skew_table(const prof::Summary& s);
+// Duration histogram with `buckets` log-spaced buckets over [lo, hi] = [min, max] of `d`:
+// bucket k = floor(buckets * ln(v / lo) / ln(hi / lo)), clamped to [0, buckets - 1] (so the
+// maximum falls in the last bucket); lo is taken as at least 1 ns; when hi <= lo every value
+// is in bucket 0. Empty input: all zeros.
+std::vector<int64_t> log_histogram(const std::vector<int64_t>& d, int buckets);
+constexpr int kStatsHistogramBuckets = 16;
 // Statistics of a dragged time range (Tracy-style): every range (kernels included, head-lane
-// copies skipped) that starts in [t0, t1), per name: count, total, mean, p50, p95, max (ms;
-// percentiles nearest-rank: the ceil(p/100 * n)-th smallest). Longest total first.
-TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1);
+// copies skipped) that starts in [t0, t1), per name (or per phase: kernels carry the phase of
+// the range that launched them): count, total, mean, p50, p95, max (ms; percentiles
+// nearest-rank: the ceil(p/100 * n)-th smallest) and a duration histogram (last column,
+// log_histogram with kStatsHistogramBuckets; counts in TableModel::HistogramRole, the
+// column's text is the span "min .. max"). Longest total first.
+enum class StatsGroup { Name, Phase };
+TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1, StatsGroup group = StatsGroup::Name);
 // Waiting analysis per rank: collectives, last arrivals, wait caused / suffered (ms); key = rank.
 TableData straggler_table(const prof::Summary& s);
 TableData memory_phase_table(const prof::Summary& s);

@@ -3,6 +3,7 @@
 
 #include <QApplication>
 #include <QButtonGroup>
+#include <QComboBox>
 #include <QEventLoop>
 #include <QFileDialog>
 #include <QMenu>
@@ -24,6 +25,7 @@
 #include <QVBoxLayout>
 
 #include "trace/head_map.hpp"
+#include "trace/histogram_delegate.hpp"
 #include "trace/memory_view.hpp"
 #include "trace/report_view.hpp"
 #include "trace/timeline_widget.hpp"
@@ -71,6 +73,8 @@ class TraceViewPrivate {
   TableModel *details = nullptr, *kernels = nullptr, *steps = nullptr, *search = nullptr, *stats = nullptr;
   QTableView *steps_view = nullptr, *search_view = nullptr, *kernels_view = nullptr;
   QTabWidget* bottom = nullptr;
+  QComboBox* stats_group = nullptr;    // range statistics per name / per phase
+  qint64 stats_t0 = 0, stats_t1 = -1;  // the last dragged range (-1: none yet)
   HeadMapView* headmap = nullptr;
   MemoryView* memory = nullptr;
   ReportView* report = nullptr;
@@ -179,7 +183,22 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   d->search_view = make_table(d->search, d->bottom, false);
   d->bottom->addTab(d->search_view, tr("Matches"));
   d->stats = new TableModel(this);
-  d->bottom->addTab(make_table(d->stats, d->bottom), tr("Range statistics"));
+  auto* stats_page = new QWidget(d->bottom);
+  auto* stats_lay = new QVBoxLayout(stats_page);
+  stats_lay->setContentsMargins(0, 0, 0, 0);
+  auto* stats_bar = new QHBoxLayout;
+  stats_bar->addWidget(new QLabel(tr("Drag with the right button (or shift) over the timeline; group by"), stats_page));
+  d->stats_group = new QComboBox(stats_page);
+  d->stats_group->setObjectName(QStringLiteral("statsGroup"));
+  d->stats_group->addItems({tr("name"), tr("phase")});
+  stats_bar->addWidget(d->stats_group);
+  stats_bar->addStretch(1);
+  stats_lay->addLayout(stats_bar);
+  QTableView* stats_view = make_table(d->stats, stats_page);
+  stats_view->setObjectName(QStringLiteral("rangeStats"));
+  stats_view->setItemDelegateForColumn(8, new HistogramDelegate(stats_view));  // range_stats_table's histogram
+  stats_lay->addWidget(stats_view);
+  d->bottom->addTab(stats_page, tr("Range statistics"));
   tsplit->addWidget(d->bottom);
   tsplit->setStretchFactor(0, 3);
   tsplit->setStretchFactor(1, 1);
@@ -235,8 +254,16 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   connect(d->timeline, &TimelineWidget::rangeSelected, this, [this](qint64 r) { d->onSelected(r); });
   connect(d->timeline, &TimelineWidget::timeRangeSelected, this, [this](qint64 t0, qint64 t1) {
     if (!d->current.model) return;
-    d->stats->setTable(range_stats_table(*d->current.model, t0, t1));
+    d->stats_t0 = t0;
+    d->stats_t1 = t1;
+    d->stats->setTable(range_stats_table(*d->current.model, t0, t1,
+                                         d->stats_group->currentIndex() == 1 ? StatsGroup::Phase : StatsGroup::Name));
     d->bottom->setCurrentIndex(d->bottom->count() - 1);
+  });
+  connect(d->stats_group, qOverload<int>(&QComboBox::currentIndexChanged), this, [this](int i) {
+    if (!d->current.model || d->stats_t1 < 0) return;
+    d->stats->setTable(
+        range_stats_table(*d->current.model, d->stats_t0, d->stats_t1, i == 1 ? StatsGroup::Phase : StatsGroup::Name));
   });
   connect(d->timeline, &TimelineWidget::viewportChanged, this, [this](const TimelineViewport&) { d->onViewport(); });
   connect(d->memory, &MemoryView::viewportChanged, d->timeline, &TimelineWidget::setViewport);
@@ -368,6 +395,7 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
     return;
   }
   current = t;
+  stats_t1 = -1;
   message_text.clear();
   syncing = true;
   timeline->setIndex(t.index);
