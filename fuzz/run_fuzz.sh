@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of fuzz/ with clang (ASan + UBSan) and runs each one for a
-# bounded time on a copy of its seed corpus (fuzz/corpus/TARGET). CI runs 10 s per target
-# (CTest: Fuzz.EachTargetBounded); run them longer by hand:
+# bounded time on a copy of its seed corpus (fuzz/corpus/TARGET). CI runs 10 s per target in
+# the ci-asan build (CTest: Fuzz.<target>, from `./ulysses sanitize asan`); longer by hand:
 #   fuzz/run_fuzz.sh 600                 # 10 minutes per target
 #   fuzz/run_fuzz.sh 3600 build-fuzz config trace_loader   # only these targets
 # A finding stops the run with exit 1 and leaves the input in BUILD/artifacts/ (replay it:
@@ -14,16 +14,23 @@ BUILD="${2:-$HERE/../build-fuzz}"
 shift $(( $# > 2 ? 2 : $# )) || true
 TARGETS=("$@")
 ((${#TARGETS[@]})) || TARGETS=(safetensors_header config metric_line run_record trace_loader)
-CXX="${ULYSSES_FUZZ_CXX:-$(command -v clang++-14 || command -v clang++ || true)}"
-if [ -z "$CXX" ]; then echo "run_fuzz.sh: no clang++ (install clang-14 libclang-rt-14-dev); skipped" >&2; exit 77; fi
-if ! echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' |
-     "$CXX" -x c++ -fsanitize=fuzzer - -o /dev/null 2>/dev/null; then
-  echo "run_fuzz.sh: $CXX has no libFuzzer runtime (install libclang-rt-14-dev); skipped" >&2; exit 77
+if [ "${ULYSSES_FUZZ_PREBUILT:-0}" != 1 ]; then
+  CXX="${ULYSSES_FUZZ_CXX:-$(command -v clang++-14 || command -v clang++ || true)}"
+  if [ -z "$CXX" ]; then echo "run_fuzz.sh: no clang++ (install clang-14 libclang-rt-14-dev); skipped" >&2; exit 77; fi
+  if ! echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' |
+       "$CXX" -x c++ -fsanitize=fuzzer - -o /dev/null 2>/dev/null; then
+    echo "run_fuzz.sh: $CXX has no libFuzzer runtime (install libclang-rt-14-dev); skipped" >&2; exit 77
+  fi
+  launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  cmake -S "$HERE" -B "$BUILD" -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
+  cmake --build "$BUILD" -j "${ULYSSES_JOBS:-2}" -- -s >/dev/null
+else
+  # ULYSSES_FUZZ_PREBUILT=1: BUILD already holds fuzz_TARGET (the ci-asan preset's CTest tests)
+  for t in "${TARGETS[@]}"; do
+    [ -x "$BUILD/fuzz_$t" ] || { echo "run_fuzz.sh: $BUILD/fuzz_$t is not built" >&2; exit 1; }
+  done
 fi
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-cmake -S "$HERE" -B "$BUILD" -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
-cmake --build "$BUILD" -j "${ULYSSES_JOBS:-2}" -- -s >/dev/null
 mkdir -p "$BUILD/artifacts"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export TMPDIR="$BUILD"

@@ -1,0 +1,33 @@
+# How fast a clean build is: on the 2-core machines the README targets, `./ulysses test` spends
+# most of its time compiling (README "Tests" gives the figures).
+#
+# Debug info of RelWithDebInfo builds. "lines" (-g1, the default) keeps file:line in backtraces,
+# gdb, perf and sanitizer reports and compiles ~22% faster than -g (measured on engine, profiler,
+# studio and test sources alike); "full" (-g) adds variables and types for a debugger.
+set(ULYSSES_DEBUG_INFO "lines" CACHE STRING "Debug info of RelWithDebInfo builds: lines (-g1) or full (-g)")
+set_property(CACHE ULYSSES_DEBUG_INFO PROPERTY STRINGS lines full)
+if(ULYSSES_DEBUG_INFO STREQUAL "lines")
+  string(REGEX REPLACE "(^| )-g( |$)" "\\1-g1\\2" CMAKE_CXX_FLAGS_RELWITHDEBINFO "${CMAKE_CXX_FLAGS_RELWITHDEBINFO}")
+elseif(NOT ULYSSES_DEBUG_INFO STREQUAL "full")
+  message(FATAL_ERROR "ULYSSES_DEBUG_INFO must be lines or full, not '${ULYSSES_DEBUG_INFO}'")
+endif()
+
+# The gold linker (binutils, so on every machine with build-essential) links the libtorch
+# test programs ~3x faster than the default ld.bfd. GCC only: clang's sanitizer runtimes make
+# gold warn on every link. ULYSSES_GOLD=OFF keeps the default linker.
+option(ULYSSES_GOLD "Link with gold when the compiler is GCC and accepts -fuse-ld=gold" ON)
+if(ULYSSES_GOLD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  include(CheckLinkerFlag)
+  check_linker_flag(CXX "-fuse-ld=gold" ULYSSES_HAVE_GOLD)
+  if(ULYSSES_HAVE_GOLD)
+    add_link_options(-fuse-ld=gold)
+  endif()
+endif()
+
+# libFuzzer targets in this build (the ci-asan preset; clang only): every source gets the
+# fuzzer's coverage instrumentation, which the fuzz targets need from the libraries they link.
+option(ULYSSES_FUZZ "Build the libFuzzer targets (clang) and run each in CTest" OFF)
+set(ULYSSES_FUZZ_SECONDS 10 CACHE STRING "seconds per fuzz target in CTest (0: no fuzz test)")
+if(ULYSSES_FUZZ)
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()
