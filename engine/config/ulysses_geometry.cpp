@@ -4,7 +4,7 @@
 namespace ulysses {
 
 namespace {
-std::string num(int64_t v) { return std::to_string(v); }
+std::string geom_num(int64_t v) { return std::to_string(v); }
 }  // namespace
 
 std::string UlyssesGeometry::refusal() const {
@@ -29,24 +29,24 @@ UlyssesGeometry ulysses_geometry(int64_t H, int64_t Hkv, int64_t P, int64_t C) {
   g.C = C;
   auto bad = [&](const char* field, const std::string& msg) { g.issues.push_back({field, msg}); };
   if (H < 1 || Hkv < 1 || P < 1 || C < 1) {
-    bad("model.num_attention_heads", "num_attention_heads (" + num(H) + "), num_key_value_heads (" + num(Hkv) +
-                                         "), sp_size (" + num(P) + ") and head_chunks (" + num(C) +
-                                         ") must be positive");
+    bad("model.num_attention_heads", "num_attention_heads (" + geom_num(H) + "), num_key_value_heads (" +
+                                         geom_num(Hkv) + "), sp_size (" + geom_num(P) + ") and head_chunks (" +
+                                         geom_num(C) + ") must be positive");
     return g;
   }
   if (H % Hkv != 0)
-    bad("model.num_key_value_heads",
-        "model.num_attention_heads (" + num(H) + ") must be divisible by model.num_key_value_heads (" + num(Hkv) + ")");
+    bad("model.num_key_value_heads", "model.num_attention_heads (" + geom_num(H) +
+                                         ") must be divisible by model.num_key_value_heads (" + geom_num(Hkv) + ")");
   if (H % P != 0)
     bad("parallel.sp_size",
-        "model.num_attention_heads (" + num(H) + ") must be divisible by parallel.sp_size (" + num(P) + ")");
+        "model.num_attention_heads (" + geom_num(H) + ") must be divisible by parallel.sp_size (" + geom_num(P) + ")");
   if (Hkv % P == 0) {
     g.replication = 1;
   } else if (P % Hkv == 0) {
     g.replication = P / Hkv;
   } else {
-    bad("model.num_key_value_heads", "model.num_key_value_heads (" + num(Hkv) +
-                                         ") must be divisible by parallel.sp_size (" + num(P) +
+    bad("model.num_key_value_heads", "model.num_key_value_heads (" + geom_num(Hkv) +
+                                         ") must be divisible by parallel.sp_size (" + geom_num(P) +
                                          "), or divide it so that kv heads can be replicated");
   }
   if (H % P == 0) {
@@ -55,8 +55,8 @@ UlyssesGeometry ulysses_geometry(int64_t H, int64_t Hkv, int64_t P, int64_t C) {
     const int64_t h = H / P;
     if (h % C != 0)
       bad("parallel.head_chunks",
-          "parallel.head_chunks (" + num(C) +
-              ") must divide the local heads per rank, num_attention_heads/sp_size = " + num(h));
+          "parallel.head_chunks (" + geom_num(C) +
+              ") must divide the local heads per rank, num_attention_heads/sp_size = " + geom_num(h));
   }
   if (!g.ok()) return g;
   g.local_q_heads = H / P;

@@ -43,8 +43,8 @@ std::string esc(const std::string& s) {
   return o;
 }
 
-double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
-std::string mib(int64_t b) { return strfmt("%.1f MiB", static_cast<double>(b) / 1048576.0); }
+double html_ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+std::string html_mib(int64_t b) { return strfmt("%.1f MiB", static_cast<double>(b) / 1048576.0); }
 
 // A figure: human text plus the exact value (shortest round-trip form) for checks.
 std::string figure(const std::string& key, double exact, const std::string& text) {
@@ -56,10 +56,10 @@ std::string figure_i(const std::string& key, int64_t exact, const std::string& t
          "\">" + esc(text) + "</td>";
 }
 
-const char* kCompute = "#3b7dd8";
-const char* kComm = "#e8892b";
-const char* kOverlap = "#3aa35b";
-const char* kIdle = "#b8b8b8";
+const char* kColorCompute = "#3b7dd8";
+const char* kColorComm = "#e8892b";
+const char* kColorOverlap = "#3aa35b";
+const char* kColorIdle = "#b8b8b8";
 const char* kSeries[] = {"#3b7dd8", "#e8892b", "#3aa35b", "#c0392b", "#8e44ad", "#16a085", "#7f8c8d", "#d35400"};
 
 struct Series {
@@ -121,7 +121,7 @@ std::string line_chart(const std::string& id, const std::vector<Series>& series,
 std::string breakdown_chart(const std::vector<RankTotals>& ranks) {
   if (ranks.empty()) return "<p class=\"note\">no step records</p>";
   double maxw = 0;
-  for (const auto& t : ranks) maxw = std::max(maxw, t.steps ? ms(t.wall_ns) / static_cast<double>(t.steps) : 0.0);
+  for (const auto& t : ranks) maxw = std::max(maxw, t.steps ? html_ms(t.wall_ns) / static_cast<double>(t.steps) : 0.0);
   if (maxw <= 0) maxw = 1;
   const double W = 640, L = 70, R = 12, row = 26;
   const double H = row * static_cast<double>(ranks.size()) + 30;
@@ -132,9 +132,9 @@ std::string breakdown_chart(const std::vector<RankTotals>& ranks) {
   for (size_t i = 0; i < ranks.size(); ++i) {
     const auto& t = ranks[i];
     const double n = t.steps ? static_cast<double>(t.steps) : 1.0;
-    const double parts[4] = {ms(t.compute_ns - t.overlap_ns) / n, ms(t.overlap_ns) / n,
-                             ms(t.comm_ns - t.overlap_ns) / n, ms(t.idle_ns) / n};
-    const char* colors[4] = {kCompute, kOverlap, kComm, kIdle};
+    const double parts[4] = {html_ms(t.compute_ns - t.overlap_ns) / n, html_ms(t.overlap_ns) / n,
+                             html_ms(t.comm_ns - t.overlap_ns) / n, html_ms(t.idle_ns) / n};
+    const char* colors[4] = {kColorCompute, kColorOverlap, kColorComm, kColorIdle};
     const double y = 4 + row * static_cast<double>(i);
     o += strfmt("<text x=\"%.0f\" y=\"%.0f\" class=\"ax\" text-anchor=\"end\">rank %d</text>", L - 6, y + 15, t.rank);
     double x = L;
@@ -145,7 +145,7 @@ std::string breakdown_chart(const std::vector<RankTotals>& ranks) {
     }
   }
   const char* names[4] = {"compute only", "overlapped", "exposed comm", "idle"};
-  const char* colors[4] = {kCompute, kOverlap, kComm, kIdle};
+  const char* colors[4] = {kColorCompute, kColorOverlap, kColorComm, kColorIdle};
   for (int k = 0; k < 4; ++k)
     o += strfmt(
         "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.0f\" y=\"%.0f\" "
@@ -185,12 +185,12 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
   o += "<tr><th class=\"l\">median tokens/s</th>" +
        figure("headline.tokens_per_s", h.tokens_per_s, strfmt("%.0f", h.tokens_per_s)) + "</tr>\n";
   o += "<tr><th class=\"l\">all-to-all sent per rank per step</th>" +
-       figure_i("headline.a2a_bytes_per_step", h.a2a_bytes_per_step, mib(h.a2a_bytes_per_step)) + "</tr>\n";
+       figure_i("headline.a2a_bytes_per_step", h.a2a_bytes_per_step, html_mib(h.a2a_bytes_per_step)) + "</tr>\n";
   o += "<tr><th class=\"l\">gradient all-reduce sent per rank per step</th>" +
-       figure_i("headline.allreduce_bytes_per_step", h.allreduce_bytes_per_step, mib(h.allreduce_bytes_per_step)) +
+       figure_i("headline.allreduce_bytes_per_step", h.allreduce_bytes_per_step, html_mib(h.allreduce_bytes_per_step)) +
        "</tr>\n";
   o += "<tr><th class=\"l\">peak memory (any rank)</th>" +
-       figure_i("headline.peak_memory_bytes", h.peak_memory_bytes, mib(h.peak_memory_bytes)) + "</tr>\n";
+       figure_i("headline.peak_memory_bytes", h.peak_memory_bytes, html_mib(h.peak_memory_bytes)) + "</tr>\n";
   o += "<tr><th class=\"l\">overlap (comm hidden behind compute)</th>" +
        figure("overall.overlap_ratio", s.overall.ratio, strfmt("%.1f %%", 100.0 * s.overall.ratio)) + "</tr>\n";
   o += "</table>\n";
@@ -204,7 +204,7 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
     for (const auto& st : m.steps) {
       auto& ser = per_rank[st.rank];
       ser.name = strfmt("rank %d", st.rank);
-      ser.pts.emplace_back(static_cast<double>(st.step), ms(st.end_ns - st.start_ns));
+      ser.pts.emplace_back(static_cast<double>(st.step), html_ms(st.end_ns - st.start_ns));
       if (st.rank == first) loss.pts.emplace_back(static_cast<double>(st.step), st.loss);
     }
     if (!per_rank.empty()) {
@@ -224,8 +224,8 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
   for (const auto& t : s.ranks) {
     const double n = t.steps ? static_cast<double>(t.steps) : 1.0;
     o += strfmt("<tr><td>%d</td><td>%lld</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%.3f</td>", t.rank,
-                static_cast<long long>(t.steps), ms(t.wall_ns) / n, ms(t.compute_ns) / n, ms(t.comm_ns) / n,
-                ms(t.overlap_ns) / n, ms(t.idle_ns) / n) +
+                static_cast<long long>(t.steps), html_ms(t.wall_ns) / n, html_ms(t.compute_ns) / n,
+                html_ms(t.comm_ns) / n, html_ms(t.overlap_ns) / n, html_ms(t.idle_ns) / n) +
          figure("ranks." + std::to_string(t.rank) + ".overlap_ratio", t.overlap_ratio,
                 strfmt("%.1f %%", 100.0 * t.overlap_ratio)) +
          "</tr>\n";
@@ -234,7 +234,7 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
   o += strfmt(
       "<p>Overlap, as Holistic Trace Analysis defines it: time when communication and computation run at once / "
       "communication time = %.3f ms / %.3f ms over all ranks and steps.</p>\n",
-      ms(s.overall.overlap_ns), ms(s.overall.comm_ns));
+      html_ms(s.overall.overlap_ns), html_ms(s.overall.comm_ns));
 
   if (!s.layers.empty()) {
     o += "<h2>Per layer (ms per rank per step)</h2>\n<table id=\"layers\"><tr><th>layer</th><th "
@@ -246,8 +246,9 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
       o += strfmt(
           "<tr><td>%d</td><td "
           "class=\"l\">%s</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%.3f</td></tr>\n",
-          l.layer, direction_name(l.dir), ms(l.qkv_proj_ns) / n, ms(l.a2a_seq_to_head_ns) / n, ms(l.attention_ns) / n,
-          ms(l.a2a_head_to_seq_ns) / n, ms(l.out_proj_ns) / n, static_cast<double>(l.a2a_bytes_sent) / 1048576.0 / n);
+          l.layer, direction_name(l.dir), html_ms(l.qkv_proj_ns) / n, html_ms(l.a2a_seq_to_head_ns) / n,
+          html_ms(l.attention_ns) / n, html_ms(l.a2a_head_to_seq_ns) / n, html_ms(l.out_proj_ns) / n,
+          static_cast<double>(l.a2a_bytes_sent) / 1048576.0 / n);
     }
     o += "</table>\n";
   }
@@ -279,8 +280,9 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
     o += "<table id=\"memory\"><tr><th class=\"l\">sample</th><th>rank</th><th>max allocated</th><th>max reserved</th>"
          "<th>max peak</th></tr>\n";
     for (const auto& r : s.memory)
-      o += "<tr><td class=\"l\">" + esc(r.label) + strfmt("</td><td>%d</td>", r.rank) + "<td>" + mib(r.max_allocated) +
-           "</td><td>" + mib(r.max_reserved) + "</td><td>" + mib(r.max_peak) + "</td></tr>\n";
+      o += "<tr><td class=\"l\">" + esc(r.label) + strfmt("</td><td>%d</td>", r.rank) + "<td>" +
+           html_mib(r.max_allocated) + "</td><td>" + html_mib(r.max_reserved) + "</td><td>" + html_mib(r.max_peak) +
+           "</td></tr>\n";
     o += "</table>\n";
   }
   o += "<p class=\"note\">Written by ulysses-trace report; the figures are those of <code>ulysses-trace summary "

@@ -125,7 +125,7 @@ void write(const fs::path& p, const std::string& s) {
   out << s;
 }
 
-json read_json(const fs::path& p) { return json::parse(slurp(p)); }
+json read_export_json(const fs::path& p) { return json::parse(slurp(p)); }
 
 // Field names of transformers' TrainingArguments (src/transformers/training_args.py, v5),
 // copied by hand: the export may only use names from this list.
@@ -197,7 +197,7 @@ TEST(Export, AccelerateFilesHoldEveryTrainKey) {
   ASSERT_EQ(r.code, 0) << r.err;
   const fs::path out = tmp.path() / "out";
 
-  const json a = read_json(out / "training_args.json");
+  const json a = read_export_json(out / "training_args.json");
   const json want = json::parse(R"({
     "output_dir": "trained", "run_name": "export-full", "max_steps": 7, "per_device_train_batch_size": 2,
     "gradient_accumulation_steps": 4, "learning_rate": 0.002, "lr_scheduler_type": "cosine_with_min_lr",
@@ -216,7 +216,7 @@ TEST(Export, AccelerateFilesHoldEveryTrainKey) {
   EXPECT_TRUE(a["warmup_steps"].is_number_integer());
   EXPECT_TRUE(a["max_steps"].is_number_integer());
 
-  const json pc = read_json(out / "parallelism_config.json");
+  const json pc = read_export_json(out / "parallelism_config.json");
   EXPECT_EQ(pc["sp_backend"], "deepspeed");
   EXPECT_EQ(pc["sp_size"], 2);
   EXPECT_EQ(pc["dp_replicate_size"], 2);
@@ -225,7 +225,7 @@ TEST(Export, AccelerateFilesHoldEveryTrainKey) {
   EXPECT_EQ(pc["sp_handler"]["sp_seq_length_is_variable"], true);
   EXPECT_EQ(pc["sp_handler"]["sp_attn_implementation"], "sdpa");
 
-  const json ds = read_json(out / "ds_config.json");
+  const json ds = read_export_json(out / "ds_config.json");
   EXPECT_EQ(ds, json::parse(R"({"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto",
     "train_batch_size": "auto", "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
     "bf16": {"enabled": "auto"}})"));
@@ -238,7 +238,7 @@ TEST(Export, AccelerateFilesHoldEveryTrainKey) {
   EXPECT_EQ(model_json(back), model_json(orig));
   EXPECT_EQ(back.explicit_head_dim, 32);
   EXPECT_EQ(back.rope_type, "yarn");
-  EXPECT_EQ(read_json(out / "config.json")["torch_dtype"], "bfloat16");
+  EXPECT_EQ(read_export_json(out / "config.json")["torch_dtype"], "bfloat16");
 
   const std::string launch = slurp(out / "launch.sh");
   EXPECT_NE(launch.find("accelerate launch --num_processes 4 "), std::string::npos) << launch;
@@ -270,10 +270,10 @@ TEST(Export, TrainingArgumentsKeysAreRealFieldNames) {
                 .code,
             0);
   for (const char* d : {"a", "b"}) {
-    const json a = read_json(tmp.path() / d / "training_args.json");
+    const json a = read_export_json(tmp.path() / d / "training_args.json");
     for (auto it = a.begin(); it != a.end(); ++it)
       EXPECT_TRUE(training_arguments_fields().count(it.key())) << it.key() << " is not a TrainingArguments field";
-    const json pc = read_json(tmp.path() / d / "parallelism_config.json");
+    const json pc = read_export_json(tmp.path() / d / "parallelism_config.json");
     const std::set<std::string> pc_fields = {"dp_replicate_size", "dp_shard_size", "tp_size",    "cp_size",
                                              "cp_backend",        "sp_size",       "sp_backend", "sp_handler",
                                              "tp_handler",        "cp_handler"};
@@ -284,7 +284,7 @@ TEST(Export, TrainingArgumentsKeysAreRealFieldNames) {
           << it.key();
   }
   // linear takes no scheduler kwargs; save off is save_strategy "no" and no save_steps.
-  const json b = read_json(tmp.path() / "b" / "training_args.json");
+  const json b = read_export_json(tmp.path() / "b" / "training_args.json");
   EXPECT_EQ(b["lr_scheduler_type"], "linear");
   EXPECT_FALSE(b.contains("lr_scheduler_kwargs"));
   EXPECT_EQ(b["save_strategy"], "no");
@@ -306,7 +306,7 @@ TEST(Export, DeepSpeedConfigHoldsEveryValue) {
   write(tmp.path() / "ds.json", cfg.dump());
   const CliResult r = run_cli({"ds.json", "--export", "deepspeed", "out"}, tmp.path());
   ASSERT_EQ(r.code, 0) << r.err;
-  const json ds = read_json(tmp.path() / "out" / "ds_config.json");
+  const json ds = read_export_json(tmp.path() / "out" / "ds_config.json");
   const json want = json::parse(R"({
     "zero_optimization": {"stage": 2},
     "train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 2, "train_batch_size": 12,
@@ -320,7 +320,7 @@ TEST(Export, DeepSpeedConfigHoldsEveryValue) {
     EXPECT_EQ(ds[it.key()], it.value()) << it.key();
   }
   EXPECT_EQ(ds.size(), want.size()) << ds.dump(2);
-  const json reg = read_json(tmp.path() / "out" / "ulysses_sp.json");
+  const json reg = read_export_json(tmp.path() / "out" / "ulysses_sp.json");
   EXPECT_EQ(reg, json::parse(R"({"core_attn_implementation": "sdpa", "sequence_parallel_size": 2, "micro_batch_size": 3,
                                   "seq_length": 64, "seq_length_is_variable": true})"));
   EXPECT_FALSE(fs::exists(tmp.path() / "out" / "training_args.json"));
@@ -337,7 +337,7 @@ TEST(Export, DeepSpeedConfigHoldsEveryValue) {
   expect.rope_theta = 1e6;
   expect.tie_word_embeddings = true;
   expect.rms_norm_eps = 1e-6;
-  const json hf = read_json(tmp.path() / "out" / "config.json");
+  const json hf = read_export_json(tmp.path() / "out" / "config.json");
   EXPECT_EQ(hf["architectures"], json::array({"Qwen3ForCausalLM"}));
   EXPECT_EQ(model_json(ulysses::model_from_hf_config(hf)), model_json(expect));
 
@@ -358,7 +358,7 @@ TEST(Export, DeepSpeedConfigHoldsEveryValue) {
                     tmp.path())
                 .code,
             0);
-  EXPECT_EQ(read_json(tmp.path() / "cos" / "ds_config.json")["scheduler"],
+  EXPECT_EQ(read_export_json(tmp.path() / "cos" / "ds_config.json")["scheduler"],
             json::parse(R"({"type": "WarmupCosineLR", "params": {"total_num_steps": 11, "warmup_min_ratio": 0.0,
                             "warmup_num_steps": 4, "cos_min_ratio": 0.2, "warmup_type": "linear"}})"));
   ASSERT_EQ(run_cli({"ds.json", "--set", "train.lr_scheduler_type=constant_with_warmup", "--set",
@@ -366,7 +366,7 @@ TEST(Export, DeepSpeedConfigHoldsEveryValue) {
                     tmp.path())
                 .code,
             0);
-  const json c = read_json(tmp.path() / "const" / "ds_config.json");
+  const json c = read_export_json(tmp.path() / "const" / "ds_config.json");
   EXPECT_EQ(c["scheduler"],
             json::parse(R"({"type": "WarmupLR", "params": {"warmup_min_lr": 0.0, "warmup_max_lr": 0.0005,
                                             "warmup_num_steps": 5, "warmup_type": "linear"}})"));

@@ -32,7 +32,7 @@ std::string load_error(const std::string& path) {
   return "";
 }
 
-int run_cli(const std::string& args) {
+int bad_input_cli(const std::string& args) {
 #ifdef ULYSSES_TRACE_BIN
   int st = std::system((std::string(ULYSSES_TRACE_BIN) + " " + args + " >/dev/null 2>&1").c_str());
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -109,12 +109,12 @@ TEST_F(BadInput, CliExitsTwoOnBadInputAndZeroOnGood) {
   GTEST_SKIP() << "ulysses-trace not built";
 #endif
   for (const auto& c : cases()) {
-    EXPECT_EQ(run_cli("summary '" + c.path + "'"), 2) << c.name;
-    EXPECT_EQ(run_cli("export --format chrome '" + c.path + "' '" + tmp.path + "/o.json'"), 2) << c.name;
+    EXPECT_EQ(bad_input_cli("summary '" + c.path + "'"), 2) << c.name;
+    EXPECT_EQ(bad_input_cli("export --format chrome '" + c.path + "' '" + tmp.path + "/o.json'"), 2) << c.name;
   }
-  EXPECT_EQ(run_cli("summary '" + tmp.path + "/good.sqlite'"), 0);
-  EXPECT_EQ(run_cli("summary --json '" + tmp.path + "/good.sqlite'"), 0);
-  EXPECT_EQ(run_cli("export --format chrome '" + tmp.path + "/good.sqlite' '" + tmp.path + "/o.json'"), 0);
-  EXPECT_EQ(run_cli("export --format perfetto '" + tmp.path + "/good.sqlite' '" + tmp.path + "/o.json'"), 2);
-  EXPECT_EQ(run_cli("frobnicate"), 2);
+  EXPECT_EQ(bad_input_cli("summary '" + tmp.path + "/good.sqlite'"), 0);
+  EXPECT_EQ(bad_input_cli("summary --json '" + tmp.path + "/good.sqlite'"), 0);
+  EXPECT_EQ(bad_input_cli("export --format chrome '" + tmp.path + "/good.sqlite' '" + tmp.path + "/o.json'"), 0);
+  EXPECT_EQ(bad_input_cli("export --format perfetto '" + tmp.path + "/good.sqlite' '" + tmp.path + "/o.json'"), 2);
+  EXPECT_EQ(bad_input_cli("frobnicate"), 2);
 }

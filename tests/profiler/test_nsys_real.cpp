@@ -131,8 +131,8 @@ class Db {
 };
 
 // Serialized GlobalIds as real exports hold them: pid 30156 is 0x1000075CC000000 there.
-int64_t gpid(int64_t pid) { return (int64_t{1} << 48) | (pid << 24); }
-int64_t gtid(int64_t pid, int64_t tid) { return gpid(pid) | tid; }
+int64_t nsys_gpid(int64_t pid) { return (int64_t{1} << 48) | (pid << 24); }
+int64_t nsys_gtid(int64_t pid, int64_t tid) { return nsys_gpid(pid) | tid; }
 
 enum class Variant {
   Schema3281,            // schema_3_28_1.sql as documented
@@ -180,14 +180,15 @@ void write_export(const std::string& path, Variant v, const std::string& schema_
   for (int d = 0; d < 2; ++d)
     db.insert("TARGET_INFO_GPU", {{"vmId", 0}, {"id", d}, {"name", "NVIDIA H100 80GB HBM3"}, {"cuDevice", d}});
   // Processes: workers, then 60 without GPU work (the file listed 159).
-  db.insert("PROCESSES", {{"globalPid", gpid(4242)}, {"pid", 4242}, {"name", "python3"}});
-  db.insert("PROCESSES", {{"globalPid", gpid(4243)}, {"pid", 4243}, {"name", "python3"}});
-  db.insert("PROCESSES", {{"globalPid", gpid(4100)}, {"pid", 4100}, {"name", "torchrun"}});
+  db.insert("PROCESSES", {{"globalPid", nsys_gpid(4242)}, {"pid", 4242}, {"name", "python3"}});
+  db.insert("PROCESSES", {{"globalPid", nsys_gpid(4243)}, {"pid", 4243}, {"name", "python3"}});
+  db.insert("PROCESSES", {{"globalPid", nsys_gpid(4100)}, {"pid", 4100}, {"name", "torchrun"}});
   for (int k = 0; k < 59; ++k)
     db.insert("PROCESSES",
-              {{"globalPid", gpid(5000 + k)}, {"pid", 5000 + k}, {"name", k < 3 ? "nsys" : "pt_data_worker"}});
+              {{"globalPid", nsys_gpid(5000 + k)}, {"pid", 5000 + k}, {"name", k < 3 ? "nsys" : "pt_data_worker"}});
   for (int64_t pid : {4242, 4243})
-    db.insert("ThreadNames", {{"nameId", db.string_id("python3")}, {"priority", 0}, {"globalTid", gtid(pid, pid)}});
+    db.insert("ThreadNames",
+              {{"nameId", db.string_id("python3")}, {"priority", 0}, {"globalTid", nsys_gtid(pid, pid)}});
 
   const char* compute_short[] = {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "flash_fwd_kernel",
                                  "vectorized_elementwise_kernel"};
@@ -210,7 +211,7 @@ void write_export(const std::string& path, Variant v, const std::string& schema_
       db.insert("CUPTI_ACTIVITY_KIND_RUNTIME", {{"start", start - 900},
                                                 {"end", start - 400},
                                                 {"eventClass", 1},
-                                                {"globalTid", gtid(pid, tid)},
+                                                {"globalTid", nsys_gtid(pid, tid)},
                                                 {"correlationId", corr},
                                                 {"nameId", launch},
                                                 {"returnValue", 0}});
@@ -231,7 +232,7 @@ void write_export(const std::string& path, Variant v, const std::string& schema_
                                                     {"blockZ", 1},
                                                     {"registersPerThread", 96},
                                                     {"gridId", corr}};
-      if (has_gpid) c.emplace_back("globalPid", gpid(pid));
+      if (has_gpid) c.emplace_back("globalPid", nsys_gpid(pid));
       db.insert("CUPTI_ACTIVITY_KIND_KERNEL", c);
     };
     for (int k = 0; k < 36; ++k) {
@@ -253,7 +254,7 @@ void write_export(const std::string& path, Variant v, const std::string& schema_
       std::vector<std::pair<std::string, Val>> ms = {{"start", t + 9500}, {"end", t + 9900}, {"deviceId", dev},
                                                      {"contextId", 1},    {"streamId", 7},   {"correlationId", ++corr},
                                                      {"bytes", 4096},     {"value", 0}};
-      if (has_gpid) mc.emplace_back("globalPid", gpid(pid)), ms.emplace_back("globalPid", gpid(pid));
+      if (has_gpid) mc.emplace_back("globalPid", nsys_gpid(pid)), ms.emplace_back("globalPid", nsys_gpid(pid));
       db.insert("CUPTI_ACTIVITY_KIND_MEMCPY", mc);
       db.insert("CUPTI_ACTIVITY_KIND_MEMSET", ms);
       // PyTorch's emit_nvtx names on the main thread.
@@ -263,7 +264,7 @@ void write_export(const std::string& path, Variant v, const std::string& schema_
             {{"start", 1'000'000 + k * 100'000},
              {"end", 1'050'000 + k * 100'000},
              {"eventType", 59},
-             {"globalTid", gtid(pid, tid)},
+             {"globalTid", nsys_gtid(pid, tid)},
              {"textId", db.string_id("aten::mm, seq = " + std::to_string(k) + ", op_id = " + std::to_string(40 + k))}});
     }
   }
@@ -273,13 +274,13 @@ void write_export(const std::string& path, Variant v, const std::string& schema_
     // reader can tell them apart by context.)
     for (int h = 0; h < 2; ++h) {
       const int64_t pid = 6001 + h;
-      db.insert("PROCESSES", {{"globalPid", gpid(pid)}, {"pid", pid}, {"name", "compile_worker"}});
+      db.insert("PROCESSES", {{"globalPid", nsys_gpid(pid)}, {"pid", pid}, {"name", "compile_worker"}});
       for (int k = 0; k < 4; ++k) {
         const int64_t start = 1'200'000 + h * 50'000 + k * 9'000;
         db.insert("CUPTI_ACTIVITY_KIND_RUNTIME", {{"start", start - 700},
                                                   {"end", start - 300},
                                                   {"eventClass", 1},
-                                                  {"globalTid", gtid(pid, pid)},
+                                                  {"globalTid", nsys_gtid(pid, pid)},
                                                   {"correlationId", k + 1},
                                                   {"nameId", launch},
                                                   {"returnValue", 0}});
@@ -290,7 +291,7 @@ void write_export(const std::string& path, Variant v, const std::string& schema_
                    {"contextId", 1},
                    {"streamId", 7},
                    {"correlationId", k + 1},
-                   {"globalPid", gpid(pid)},
+                   {"globalPid", nsys_gpid(pid)},
                    {"demangledName", db.string_id("triton_mm_autotune_" + std::to_string(k))},
                    {"shortName", db.string_id("triton_mm_autotune_" + std::to_string(k))}});
       }
@@ -300,7 +301,7 @@ void write_export(const std::string& path, Variant v, const std::string& schema_
     db.insert("NVTX_EVENTS", {{"start", 1'000'000},
                               {"end", 1'400'000},
                               {"eventType", 59},
-                              {"globalTid", gtid(5010, 5011)},
+                              {"globalTid", nsys_gtid(5010, 5011)},
                               {"text", "dataloader"}});
 }
 
