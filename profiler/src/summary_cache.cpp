@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -409,8 +410,36 @@ void decode_payload(const char* data, size_t size, TraceModel* mp, Summary* sp) 
 }
 }  // namespace
 
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+std::optional<CachedSummary> read_summary_cache(const std::string& trace_path, const LoadOptions& lo,
+                                                const AnalysisOptions& ao, const SummaryCacheOptions& co) {
+  if (!co.enabled || summary_cache_disabled_by_env()) return std::nullopt;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    const std::vector<std::string> files = trace_input_files(trace_path);
+    const std::string cpath = summary_cache_path(trace_path);
+    if (cpath.empty()) return std::nullopt;
+    int64_t newest_ns = -1;
+    const std::string key = make_key(files, lo, ao, &newest_ns);
+    CachedSummary out;
+    if (!read_cache(cpath, key, &out.model, &out.summary)) return std::nullopt;
+    out.model.source = trace_path;  // as load_trace sets it
+    out.from_cache = true;
+    out.load_s = seconds_since(t0);
+    return out;
+  } catch (...) {  // a cache that cannot be read is no cache
+    return std::nullopt;
+  }
+}
+
 CachedSummary load_summary(const std::string& trace_path, const LoadOptions& lo, const AnalysisOptions& ao,
                            const SummaryCacheOptions& co) {
+  if (std::optional<CachedSummary> hit = read_summary_cache(trace_path, lo, ao, co)) return std::move(*hit);
   CachedSummary out;
   const int64_t started_ns = now_realtime_ns();
   std::string cpath, key;
@@ -420,20 +449,18 @@ CachedSummary load_summary(const std::string& trace_path, const LoadOptions& lo,
     try {
       files = trace_input_files(trace_path);
       cpath = summary_cache_path(trace_path);
-      if (!cpath.empty()) {
-        key = make_key(files, lo, ao, &newest_ns);
-        if (read_cache(cpath, key, &out.model, &out.summary)) {
-          out.model.source = trace_path;  // as load_trace sets it
-          out.from_cache = true;
-          return out;
-        }
-      }
-    } catch (...) {  // a cache that cannot be read is no cache
-      out = CachedSummary{};
+      if (!cpath.empty()) key = make_key(files, lo, ao, &newest_ns);
+    } catch (...) {  // no cache for inputs that cannot be listed; load_trace reports them
+      cpath.clear();
+      key.clear();
     }
   }
+  auto t0 = std::chrono::steady_clock::now();
   out.model = load_trace(trace_path, lo);
+  out.load_s = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
   out.summary = analyze(out.model, ao);
+  out.analyze_s = seconds_since(t0);
   if (!cpath.empty() && !key.empty()) {
     try {
       int64_t newest_after = -1;

@@ -55,7 +55,10 @@ TEST(TraceModels, EveryReportTablePassesModelTester) {
   check_model(straggler_table(s), 4);  // the synthetic all-to-alls carry (pg, seq)
   check_model(memory_phase_table(s), 1);
   check_model(names_table(s), 1);
-  check_model(compare_table(s, prof::analyze(*small_gpu_trace(2))), 4);
+  {
+    const auto m2 = small_gpu_trace(2);
+    check_model(compare_table(prof::compare_summaries(*m, s, *m2, prof::analyze(*m2))), 4);
+  }
   check_model(head_map_table(head_map_rows(*m)), 8);
   auto ix = TimelineIndex::build(m);
   check_model(steps_table(*m, ix->steps()), 2);
@@ -209,27 +212,45 @@ TEST(TraceModels, KernelsOfARangeFollowCorrelation) {
   EXPECT_EQ(names(find(prof::Phase::A2AHeadToSeq, prof::LaneKind::HeadRange)), (S{"ncclDevKernel_SendRecv"}));
 }
 
-TEST(TraceModels, CompareTableShowsDifferences) {
-  prof::Summary a, b;
-  a.overall.comm_ns = 2'000'000;
-  b.overall.comm_ns = 3'000'000;
-  a.overall.ratio = 0.5;
-  b.overall.ratio = 0.25;
-  const TableData t = compare_table(a, b);
-  bool seen_comm = false, seen_ratio = false;
-  for (int i = 0; i < t.rows.size(); ++i) {
-    if (t.rows[i][0].toString() == "overall comm ms") {
-      seen_comm = true;
-      EXPECT_DOUBLE_EQ(t.sort[i][3].toDouble(), 1'000'000.0);
-      EXPECT_EQ(t.rows[i][4].toString(), QString("50.0%"));
-    }
-    if (t.rows[i][0].toString() == "overall overlap ratio") {
-      seen_ratio = true;
-      EXPECT_DOUBLE_EQ(t.sort[i][3].toDouble(), -0.25);
-    }
-  }
-  EXPECT_TRUE(seen_comm);
-  EXPECT_TRUE(seen_ratio);
+// The table shows the profiler's comparison row for row (labels and numbers as
+// `ulysses-trace compare` prints them); an absent side is "-" and sorts as invalid.
+TEST(TraceModels, CompareTableShowsTheProfilersComparison) {
+  prof::CompareRow step;
+  step.section = prof::CompareSection::Headline;
+  step.key = "step_ns";
+  step.unit = "ns";
+  step.has_a = step.has_b = true;
+  step.a = 2'000'000;
+  step.b = 3'000'000;
+  step.diff = 1'000'000;
+  step.has_ratio = true;
+  step.ratio = 1.5;
+  step.flagged = true;
+  prof::CompareRow only_a;
+  only_a.section = prof::CompareSection::Phase;
+  only_a.key = "attention forward";
+  only_a.unit = "ns";
+  only_a.has_a = true;
+  only_a.a = 500'000;
+  prof::Comparison c;
+  c.rows = {step, only_a};
+  const TableData t = compare_table(c);
+  ASSERT_EQ(t.rows.size(), 2);
+  EXPECT_EQ(t.headers, (QStringList{"metric", "run A", "run B", "B - A", "B / A"}));
+  EXPECT_EQ(t.rows[0][0].toString(), QString("step ms"));
+  EXPECT_EQ(t.rows[0][1].toString(), QString("2.000"));
+  EXPECT_EQ(t.rows[0][2].toString(), QString("3.000"));
+  EXPECT_EQ(t.rows[0][3].toString(), QString("1.000"));
+  EXPECT_EQ(t.rows[0][4].toString(), QString("1.500 *"));  // flagged: off 1 by more than the threshold
+  EXPECT_DOUBLE_EQ(t.sort[0][1].toDouble(), 2'000'000.0);  // sorts in ns
+  EXPECT_DOUBLE_EQ(t.sort[0][3].toDouble(), 1'000'000.0);
+  EXPECT_EQ(t.rows[1][0].toString(), QString("attention forward ms"));
+  EXPECT_EQ(t.rows[1][1].toString(), QString("0.500"));
+  EXPECT_EQ(t.rows[1][2].toString(), QString("-"));
+  EXPECT_EQ(t.rows[1][3].toString(), QString("-"));
+  EXPECT_EQ(t.rows[1][4].toString(), QString("-"));
+  EXPECT_FALSE(t.sort[1][2].isValid());
+  EXPECT_FALSE(t.sort[1][4].isValid());
 }
 
 TEST(TraceModels, SearchFindsByNameAndPhase) {

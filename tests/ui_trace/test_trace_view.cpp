@@ -294,14 +294,20 @@ TEST(TraceView, ComparesTwoRunsInTheReport) {
   v.setModel(make_synthetic_trace(a));
   v.setCompareModel(make_synthetic_trace(b));
   ASSERT_TRUE(v.setView("report"));
-  auto* report = v.findChild<ReportView*>();
+  auto* report = v.reportView();
   ASSERT_NE(report, nullptr);
   TableModel* cmp = report->compareModel();
   ASSERT_GT(cmp->rowCount(), 4);
+  // The rows are the profiler's comparison of the two runs (ulysses-trace compare's), in order.
+  const prof::Comparison want = prof::compare_summaries(*v.model(), prof::analyze(*v.model()), *make_synthetic_trace(b),
+                                                        prof::analyze(*make_synthetic_trace(b)));
+  ASSERT_EQ(cmp->rowCount(), int(want.rows.size()));
+  for (int r = 0; r < cmp->rowCount(); ++r)
+    EXPECT_EQ(cmp->data(cmp->index(r, 0)).toString().toStdString(), prof::compare_row_label(want.rows[size_t(r)]));
   // Run B's overlap ratio differs from run A's, and the difference column is B - A.
   bool found = false;
   for (int r = 0; r < cmp->rowCount(); ++r) {
-    if (cmp->data(cmp->index(r, 0)).toString() != "overall overlap ratio") continue;
+    if (cmp->data(cmp->index(r, 0)).toString() != "overlap ratio") continue;
     found = true;
     const double va = cmp->data(cmp->index(r, 1), TableModel::SortRole).toDouble();
     const double vb = cmp->data(cmp->index(r, 2), TableModel::SortRole).toDouble();

@@ -20,7 +20,7 @@
 namespace ulysses::ui {
 
 namespace {
-QString dur(double ns) { return QString::fromStdString(format_duration_ns(ns)); }
+QString report_dur(double ns) { return QString::fromStdString(format_duration_ns(ns)); }
 }  // namespace
 
 QString summary_headline(const prof::Summary& s) {
@@ -30,7 +30,8 @@ QString summary_headline(const prof::Summary& s) {
           .arg(s.num_ranges)
           .arg(s.num_kernels)
           .arg(s.overall.ratio * 100.0, 0, 'f', 1)
-          .arg(dur(double(s.overall.comm_ns)), dur(double(s.overall.compute_ns)), dur(double(s.overall.overlap_ns)));
+          .arg(report_dur(double(s.overall.comm_ns)), report_dur(double(s.overall.compute_ns)),
+               report_dur(double(s.overall.overlap_ns)));
   const auto& w = s.waiting;
   if (!w.instances.empty()) {
     int32_t worst = -1;
@@ -43,13 +44,13 @@ QString summary_headline(const prof::Summary& s) {
     text += QObject::tr(
                 "\n%1 collectives paired across ranks: median arrival skew %2; rank %3 caused the most waiting (%4).")
                 .arg(qint64(w.instances.size()))
-                .arg(dur(w.median_skew_ns))
+                .arg(report_dur(w.median_skew_ns))
                 .arg(worst)
-                .arg(dur(double(caused)));
+                .arg(report_dur(double(caused)));
   }
   if (s.clock_error_ns >= 0)
     text += QObject::tr("\nClocks aligned to rank 0 by measured offsets, error bound \u00b1%1.")
-                .arg(dur(double(s.clock_error_ns)));
+                .arg(report_dur(double(s.clock_error_ns)));
   const auto& h = s.headline;
   if (h.steps > 0)
     text += QObject::tr(
@@ -57,7 +58,7 @@ QString summary_headline(const prof::Summary& s) {
                 "memory %6.")
                 .arg(h.steps)
                 .arg(h.tokens_per_s, 0, 'f', 0)
-                .arg(dur(h.step_ms * 1e6))
+                .arg(report_dur(h.step_ms * 1e6))
                 .arg(QString::fromStdString(format_bytes(h.a2a_bytes_per_step)),
                      QString::fromStdString(format_bytes(h.allreduce_bytes_per_step)),
                      QString::fromStdString(format_bytes(h.peak_memory_bytes)));
@@ -120,14 +121,14 @@ void ReportView::setSummary(std::shared_ptr<const prof::Summary> s, const QStrin
   rebuildCompare();
 }
 
-void ReportView::setCompare(std::shared_ptr<const prof::Summary> other, const QString& title) {
-  other_ = std::move(other);
+void ReportView::setCompare(std::shared_ptr<const prof::Comparison> c, const QString& title) {
+  compare_data_ = std::move(c);
   other_title_ = title;
   rebuildCompare();
 }
 
 void ReportView::rebuildCompare() {
-  if (!s_ || !other_) {
+  if (!s_ || !compare_data_) {
     compare_->setTable({});
     if (compare_tab_ >= 0) {
       tabs_->removeTab(compare_tab_);
@@ -135,7 +136,7 @@ void ReportView::rebuildCompare() {
     }
     return;
   }
-  compare_->setTable(compare_table(*s_, *other_));
+  compare_->setTable(compare_table(*compare_data_));
   if (compare_tab_ < 0) compare_tab_ = tabs_->addTab(make_sorted_table(compare_, this), QString());
   tabs_->setTabText(compare_tab_, tr("Compare: A = %1, B = %2").arg(title_, other_title_));
   tabs_->setCurrentIndex(compare_tab_);

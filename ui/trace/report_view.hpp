@@ -21,7 +21,8 @@ class ReportView : public QWidget {
  public:
   explicit ReportView(QWidget* parent = nullptr);
   void setSummary(std::shared_ptr<const prof::Summary> s, const QString& title);
-  void setCompare(std::shared_ptr<const prof::Summary> other, const QString& title);  // nullptr clears
+  // The comparison of this run (A) with another (B), titled by B's name; nullptr clears.
+  void setCompare(std::shared_ptr<const prof::Comparison> c, const QString& title);
   TableModel* ranksModel() const { return ranks_; }
   TableModel* stepsModel() const { return steps_; }
   TableModel* layersModel() const { return layers_; }
@@ -36,7 +37,8 @@ class ReportView : public QWidget {
  private:
   void rebuildChart();
   void rebuildCompare();
-  std::shared_ptr<const prof::Summary> s_, other_;
+  std::shared_ptr<const prof::Summary> s_;
+  std::shared_ptr<const prof::Comparison> compare_data_;
   QString title_, other_title_;
   QLabel* headline_;
   QTabWidget* tabs_;

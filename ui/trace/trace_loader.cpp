@@ -4,13 +4,17 @@
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <exception>
+#include <optional>
+#include <string>
 
+#include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 namespace ulysses::ui {
 
 LoadedTrace prepare_trace(std::shared_ptr<const prof::TraceModel> model,
-                          const std::function<void(int, const QString&)>& progress) {
+                          const std::function<void(int, const QString&)>& progress,
+                          std::shared_ptr<const prof::Summary> summary) {
   LoadedTrace out;
   out.model = model;
   if (!model) {
@@ -31,20 +35,25 @@ LoadedTrace prepare_trace(std::shared_ptr<const prof::TraceModel> model,
     if (progress) progress(40 + pct * 40 / 100, QObject::tr("indexing ranges"));
   });
   out.index_s = t.nsecsElapsed() / 1e9;
-  t.restart();
-  if (progress) progress(80, QObject::tr("computing overlap and breakdown"));
-  try {
-    out.summary = std::make_shared<const prof::Summary>(prof::analyze(*model));
-  } catch (const std::exception& e) {
-    out.error = QObject::tr("Analysis of %1 failed: %2").arg(out.path, QString::fromUtf8(e.what()));
-    return out;
+  if (summary) {
+    out.summary = std::move(summary);
+  } else {
+    t.restart();
+    if (progress) progress(80, QObject::tr("computing overlap and breakdown"));
+    try {
+      out.summary = std::make_shared<const prof::Summary>(prof::analyze(*model));
+    } catch (const std::exception& e) {
+      out.error = QObject::tr("Analysis of %1 failed: %2").arg(out.path, QString::fromUtf8(e.what()));
+      return out;
+    }
+    out.analyze_s = t.nsecsElapsed() / 1e9;
   }
-  out.analyze_s = t.nsecsElapsed() / 1e9;
   if (progress) progress(100, QObject::tr("done"));
   return out;
 }
 
-LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, const QString&)>& progress) {
+LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, const QString&)>& progress,
+                             const std::function<void(const LoadedTrace&)>& early) {
   LoadedTrace out;
   out.path = path;
   if (!QFileInfo::exists(path)) {
@@ -54,22 +63,55 @@ LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, 
   if (progress) progress(0, QObject::tr("reading %1").arg(QFileInfo(path).fileName()));
   QElapsedTimer t;
   t.start();
+  const std::string p = path.toStdString();
+  // The studio reads the trace with the default options, as `ulysses-trace summary` does, so
+  // both share one cache record.
+  const prof::LoadOptions lo;
+  const prof::AnalysisOptions ao;
   std::shared_ptr<prof::TraceModel> model;
+  std::shared_ptr<const prof::Summary> summary;
+  double summary_s = 0, analyze_s = 0;
+  bool from_cache = false;
   try {
-    model = std::make_shared<prof::TraceModel>(prof::load_trace(path.toStdString()));
+    if (std::optional<prof::CachedSummary> hit = prof::read_summary_cache(p, lo, ao)) {
+      summary = std::make_shared<const prof::Summary>(std::move(hit->summary));
+      summary_s = t.nsecsElapsed() / 1e9;
+      from_cache = true;
+      if (early) {
+        LoadedTrace e;
+        e.path = path;
+        e.model = std::make_shared<const prof::TraceModel>(std::move(hit->model));
+        e.summary = summary;
+        e.summary_from_cache = true;
+        e.summary_s = summary_s;
+        early(e);
+      }
+      if (progress) progress(0, QObject::tr("reading the ranges of %1").arg(QFileInfo(path).fileName()));
+      model = std::make_shared<prof::TraceModel>(prof::load_trace(p, lo));
+    } else {
+      // Computed here, and written to the cache for the next open (and for the CLI).
+      prof::CachedSummary cs = prof::load_summary(p, lo, ao);
+      model = std::make_shared<prof::TraceModel>(std::move(cs.model));
+      summary = std::make_shared<const prof::Summary>(std::move(cs.summary));
+      analyze_s = cs.analyze_s;
+      summary_s = t.nsecsElapsed() / 1e9;
+    }
   } catch (const prof::TraceError& e) {
     out.error = QString::fromUtf8(e.what());
     return out;
   } catch (const std::exception& e) {
-    out.error = QObject::tr("Could not read %1: %2").arg(path, QString::fromUtf8(e.what()));
+    out.error = QObject::tr("Could not read or analyse %1: %2").arg(path, QString::fromUtf8(e.what()));
     return out;
   }
-  const double load_s = t.nsecsElapsed() / 1e9;
-  if (model->source.empty()) model->source = path.toStdString();
+  const double load_s = t.nsecsElapsed() / 1e9 - analyze_s;
+  if (model->source.empty()) model->source = p;
   if (progress) progress(40, QObject::tr("indexing ranges"));
-  LoadedTrace r = prepare_trace(std::move(model), progress);
+  LoadedTrace r = prepare_trace(std::move(model), progress, std::move(summary));
   r.path = path;
   r.load_s = load_s;
+  r.analyze_s = analyze_s;
+  r.summary_from_cache = from_cache;
+  r.summary_s = summary_s;
   return r;
 }
 
@@ -103,7 +145,15 @@ void TraceLoader::start(const QString& path) {
           },
           Qt::QueuedConnection);
     };
-    LoadedTrace r = load_and_prepare(path, report);
+    auto early = [&](const LoadedTrace& e) {
+      QMetaObject::invokeMethod(
+          self.data(),
+          [self, gen, e]() {
+            if (self && gen == self->generation_) emit self->summaryReady(e);
+          },
+          Qt::QueuedConnection);
+    };
+    LoadedTrace r = load_and_prepare(path, report, early);
     QMetaObject::invokeMethod(
         self.data(),
         [self, gen, r]() {

@@ -1,6 +1,9 @@
 // Loads a trace off the GUI thread: prof::load_trace (run dir, rank file or nsys export),
 // then the timeline index and the analysis summary, reporting progress. Results come back
 // on the thread of `receiver` by callback; a newer load makes older results stale (dropped).
+// The summary goes through the profiler's summary cache (summary_cache.hpp), the same one
+// `ulysses-trace summary` reads and writes: when a valid record is beside the trace, the
+// summary is ready (summaryReady) before the ranges are read, and is not computed again.
 #pragma once
 
 #include <QObject>
@@ -24,14 +27,20 @@ struct LoadedTrace {
   std::shared_ptr<const prof::Summary> summary;
   QString error;  // non-empty: the load failed (message for the user)
   double load_s = 0, index_s = 0, analyze_s = 0;
+  bool summary_from_cache = false;  // the summary was read from the summary cache, not computed
+  double summary_s = 0;             // seconds from the start of the load until the summary was known
 };
 
 // Everything a view needs from a model, computed in the calling thread. Throws nothing:
-// errors (empty trace) come back in `error`.
+// errors (empty trace) come back in `error`. A `summary` given is used as is (not analyzed).
 LoadedTrace prepare_trace(std::shared_ptr<const prof::TraceModel> model,
-                          const std::function<void(int, const QString&)>& progress = {});
-// Loads `path` through the profiler (errors -> `error`, never throws) and prepares it.
-LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, const QString&)>& progress = {});
+                          const std::function<void(int, const QString&)>& progress = {},
+                          std::shared_ptr<const prof::Summary> summary = nullptr);
+// Loads `path` through the profiler (errors -> `error`, never throws) and prepares it. When
+// the summary cache holds the summary, `early` gets it first (model: the cache's shell model
+// without ranges, no index), before the ranges are read.
+LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, const QString&)>& progress = {},
+                             const std::function<void(const LoadedTrace&)>& early = {});
 
 class TraceLoader : public QObject {
   Q_OBJECT
@@ -44,6 +53,8 @@ class TraceLoader : public QObject {
 
  signals:
   void progress(int percent, const QString& what);
+  // The summary, from the summary cache, while the ranges still load (only on a cache hit).
+  void summaryReady(const ulysses::ui::LoadedTrace& early);
   void finished(const ulysses::ui::LoadedTrace& result);
 
  private:

@@ -277,55 +277,21 @@ TableData names_table(const prof::Summary& s) {
   return t;
 }
 
-TableData compare_table(const prof::Summary& a, const prof::Summary& b) {
+TableData compare_table(const prof::Comparison& c) {
   TableData t;
-  t.headers = {"metric", "run A", "run B", "B - A", "change"};
-  auto row = [&](const QString& name, double va, double vb, bool is_ns) {
-    const double d = vb - va;
-    const QString ch =
-        va != 0 ? QString::number(d / std::fabs(va) * 100.0, 'f', 1) + QLatin1Char('%') : QStringLiteral("-");
-    if (is_ns)
-      t.add({name, ms(va), ms(vb), ms(d), ch}, {name, va, vb, d, va != 0 ? d / std::fabs(va) : 0.0});
-    else
-      t.add({name, QString::number(va, 'f', 3), QString::number(vb, 'f', 3), QString::number(d, 'f', 3), ch},
-            {name, va, vb, d, va != 0 ? d / std::fabs(va) : 0.0});
-  };
-  row("overall compute ms", double(a.overall.compute_ns), double(b.overall.compute_ns), true);
-  row("overall comm ms", double(a.overall.comm_ns), double(b.overall.comm_ns), true);
-  row("overall overlap ms", double(a.overall.overlap_ns), double(b.overall.overlap_ns), true);
-  row("overall overlap ratio", a.overall.ratio, b.overall.ratio, false);
-  std::map<int32_t, const prof::RankTotals*> rb;
-  for (const auto& r : b.ranks) rb[r.rank] = &r;
-  for (const auto& r : a.ranks) {
-    auto it = rb.find(r.rank);
-    if (it == rb.end()) continue;
-    const auto& o = *it->second;
-    const double sa = double(std::max<int64_t>(1, r.steps)), sb = double(std::max<int64_t>(1, o.steps));
-    const QString p = QStringLiteral("rank %1 ").arg(r.rank);
-    row(p + "wall ms/step", r.wall_ns / sa, o.wall_ns / sb, true);
-    row(p + "compute ms/step", r.compute_ns / sa, o.compute_ns / sb, true);
-    row(p + "comm ms/step", r.comm_ns / sa, o.comm_ns / sb, true);
-    row(p + "idle ms/step", r.idle_ns / sa, o.idle_ns / sb, true);
-    row(p + "overlap ratio", r.overlap_ratio, o.overlap_ratio, false);
-  }
-  std::map<std::pair<int32_t, int>, const prof::LayerRow*> lb;
-  for (const auto& r : b.layers) lb[{r.layer, int(r.dir)}] = &r;
-  for (const auto& r : a.layers) {
-    auto it = lb.find({r.layer, int(r.dir)});
-    if (it == lb.end()) continue;
-    const auto& o = *it->second;
-    const double na = double(std::max<int64_t>(1, r.samples)), nb = double(std::max<int64_t>(1, o.samples));
-    const QString p = QStringLiteral("layer %1 %2 ").arg(r.layer).arg(direction_label(r.dir));
-    row(p + "a2a ms", (r.a2a_seq_to_head_ns + r.a2a_head_to_seq_ns) / na,
-        (o.a2a_seq_to_head_ns + o.a2a_head_to_seq_ns) / nb, true);
-    row(p + "attention ms", r.attention_ns / na, o.attention_ns / nb, true);
-  }
-  std::map<int, const prof::SkewRow*> sb;
-  for (const auto& r : b.skew) sb[int(r.phase)] = &r;
-  for (const auto& r : a.skew) {
-    auto it = sb.find(int(r.phase));
-    if (it != sb.end())
-      row(QStringLiteral("skew %1 (slowest/fastest)").arg(phase_label(r.phase)), r.ratio, it->second->ratio, false);
+  t.headers = {"metric", "run A", "run B", "B - A", "B / A"};
+  for (const auto& r : c.rows) {
+    const QString label = QString::fromStdString(prof::compare_row_label(r));
+    auto text = [&](bool has, double v) {
+      return has ? QString::fromStdString(prof::compare_value_text(r, v)) : QStringLiteral("-");
+    };
+    const bool both = r.has_a && r.has_b;
+    const QString ratio = r.has_ratio
+                              ? QString::number(r.ratio, 'f', 3) + (r.flagged ? QStringLiteral(" *") : QString())
+                              : QStringLiteral("-");
+    t.add({label, text(r.has_a, r.a), text(r.has_b, r.b), text(both, r.diff), ratio},
+          {label, r.has_a ? QVariant(r.a) : QVariant(), r.has_b ? QVariant(r.b) : QVariant(),
+           both ? QVariant(r.diff) : QVariant(), r.has_ratio ? QVariant(r.ratio) : QVariant()});
   }
   return t;
 }

@@ -14,6 +14,7 @@ class QWidget;
 #include <vector>
 
 #include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/compare.hpp"
 #include "ulysses/profiler/trace_model.hpp"
 
 namespace ulysses::ui {
@@ -77,8 +78,12 @@ TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1, S
 TableData straggler_table(const prof::Summary& s);
 TableData memory_phase_table(const prof::Summary& s);
 TableData names_table(const prof::Summary& s);
-// Side by side: metric, run A, run B, B - A, (B - A) / A in %.
-TableData compare_table(const prof::Summary& a, const prof::Summary& b);
+// Two runs side by side, as the profiler compares them (profiler/compare.hpp, the same rows
+// `ulysses-trace compare` prints and the Runs page shows: headline, per phase, per layer;
+// times are medians over steps of ms per rank): metric, run A, run B, B - A, B / A ("*" when
+// flagged). Sort values in the profiler's units (ns, ratio, tokens/s, bytes); absent sides
+// show "-" and sort as invalid.
+TableData compare_table(const prof::Comparison& c);
 
 // ---- head map -------------------------------------------------------------------------
 struct HeadMapRow {

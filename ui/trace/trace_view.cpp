@@ -64,6 +64,8 @@ class TraceViewPrivate {
   QLabel* message = nullptr;
   QLabel* loading_label = nullptr;
   QProgressBar* bar = nullptr;
+  ReportView* loading_report = nullptr;  // the cached summary's report while the ranges load
+  QString loading_path;
   QStackedWidget* views = nullptr;
   QButtonGroup* view_buttons = nullptr;
   QLabel* status = nullptr;
@@ -91,6 +93,7 @@ class TraceViewPrivate {
     pages->setCurrentIndex(0);
   }
   void apply(const LoadedTrace& t);
+  void updateCompare();
   void onSelected(qint64 r);
   void onViewport();
   void applyFilter();
@@ -120,6 +123,9 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   d->bar->setRange(0, 100);
   ll->addWidget(d->loading_label);
   ll->addWidget(d->bar);
+  d->loading_report = new ReportView(lp);
+  d->loading_report->hide();
+  ll->addWidget(d->loading_report, 1);
   ll->addStretch();
   d->pages->addWidget(lp);
 
@@ -241,6 +247,16 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
     d->loading_label->setText(what);
     emit loadProgress(pct, what);
   });
+  connect(d->loader, &TraceLoader::summaryReady, this, [this](const LoadedTrace& t) {
+    if (!d->loading || !t.summary) return;
+    d->loading_report->setSummary(t.summary, QFileInfo(t.path).fileName());
+    d->loading_report->show();
+    d->loading_label->setText(tr("Report of %1 from the summary cache (read in %2 s); reading the ranges for the "
+                                 "timeline...")
+                                  .arg(d->loading_path)
+                                  .arg(t.summary_s, 0, 'f', 2));
+    emit summaryShown(t.path);
+  });
   connect(d->loader, &TraceLoader::finished, this, [this](const LoadedTrace& t) { d->apply(t); });
   connect(d->compare_loader, &TraceLoader::finished, this, [this](const LoadedTrace& t) {
     if (!t.error.isEmpty()) {
@@ -248,7 +264,7 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
       return;
     }
     d->compare = t;
-    d->report->setCompare(t.summary, QFileInfo(t.path).fileName());
+    d->updateCompare();
     setView(QStringLiteral("report"));
   });
   connect(d->timeline, &TimelineWidget::rangeSelected, this, [this](qint64 r) { d->onSelected(r); });
@@ -320,6 +336,8 @@ bool TraceView::openTrace(const QString& path, QString* error) {
     return false;
   }
   d->loading = true;
+  d->loading_path = path;
+  d->loading_report->hide();
   d->bar->setValue(0);
   d->loading_label->setText(tr("Loading %1").arg(path));
   d->pages->setCurrentIndex(1);
@@ -377,16 +395,28 @@ void TraceView::setModel(std::shared_ptr<const prof::TraceModel> model) {
 void TraceView::setCompareModel(std::shared_ptr<const prof::TraceModel> model) {
   if (!model) {
     d->compare = {};
-    d->report->setCompare(nullptr, {});
+    d->updateCompare();
     return;
   }
   d->compare = prepare_trace(std::move(model));
-  d->report->setCompare(d->compare.summary,
-                        d->compare.path.isEmpty() ? tr("run B") : QFileInfo(d->compare.path).fileName());
+  d->updateCompare();
+}
+
+// The report's comparison tab: the profiler's run comparison (profiler/compare.hpp) of the
+// shown trace (A) with the comparison run (B); cleared when either is missing.
+void TraceViewPrivate::updateCompare() {
+  if (!current.model || !current.summary || !compare.model || !compare.summary) {
+    report->setCompare(nullptr, {});
+    return;
+  }
+  auto c = std::make_shared<const prof::Comparison>(
+      prof::compare_summaries(*current.model, *current.summary, *compare.model, *compare.summary));
+  report->setCompare(std::move(c), compare.path.isEmpty() ? QObject::tr("run B") : QFileInfo(compare.path).fileName());
 }
 
 void TraceViewPrivate::apply(const LoadedTrace& t) {
   loading = false;
+  loading_report->hide();
   if (!t.error.isEmpty()) {
     current = {};
     timeline->setIndex(nullptr);
@@ -404,25 +434,27 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
   headmap->setTrace(t.model, t.summary);
   const QString title = t.path.isEmpty() ? QObject::tr("run A") : QFileInfo(t.path).fileName();
   report->setSummary(t.summary, title);
+  updateCompare();  // a comparison run stays: compared again with the new trace
   steps->setTable(steps_table(*t.model, t.index->steps()));
   details->setTable(range_details_table(*t.model, -1));
   kernels->setTable(range_kernels_table(*t.model, -1));
   search->setTable({});
   syncing = false;
   const auto& m = *t.model;
-  status->setText(
-      QObject::tr("%1%2: %3 ranks, %4 lanes, %5 ranges, %6 memory samples; read %7 s, index %8 s, analysis %9 s")
-          .arg(t.path.isEmpty() ? QObject::tr("(generated)") : t.path,
-               m.format == "nsys"     ? QObject::tr(" (Nsight Systems export)")
-               : m.format == "kineto" ? QObject::tr(" (PyTorch profiler trace)")
-                                      : QString())
-          .arg(m.ranks.size())
-          .arg(m.lanes.size())
-          .arg(m.ranges.size())
-          .arg(m.memory.size())
-          .arg(t.load_s, 0, 'f', 2)
-          .arg(t.index_s, 0, 'f', 2)
-          .arg(t.analyze_s, 0, 'f', 2));
+  status->setText(QObject::tr("%1%2: %3 ranks, %4 lanes, %5 ranges, %6 memory samples; read %7 s, index %8 s, %9")
+                      .arg(t.path.isEmpty() ? QObject::tr("(generated)") : t.path,
+                           m.format == "nsys"     ? QObject::tr(" (Nsight Systems export)")
+                           : m.format == "kineto" ? QObject::tr(" (PyTorch profiler trace)")
+                                                  : QString())
+                      .arg(m.ranks.size())
+                      .arg(m.lanes.size())
+                      .arg(m.ranges.size())
+                      .arg(m.memory.size())
+                      .arg(t.load_s, 0, 'f', 2)
+                      .arg(t.index_s, 0, 'f', 2)
+                      .arg(t.summary_from_cache
+                               ? QObject::tr("summary from the cache (%1 s)").arg(t.summary_s, 0, 'f', 2)
+                               : QObject::tr("analysis %1 s").arg(t.analyze_s, 0, 'f', 2)));
   // Foreign traces: what the file lacked and how it was read, on hover (and counted).
   QStringList notes;
   for (const auto& n : m.notes) notes << QString::fromStdString(n);
@@ -477,6 +509,9 @@ QString TraceView::message() const { return d->message_text; }
 bool TraceView::isLoading() const { return d->loading; }
 std::shared_ptr<const prof::TraceModel> TraceView::model() const { return d->current.model; }
 TimelineWidget* TraceView::timeline() const { return d->timeline; }
+ReportView* TraceView::reportView() const { return d->report; }
+ReportView* TraceView::loadingReport() const { return d->loading_report; }
+bool TraceView::summaryFromCache() const { return d->current.summary_from_cache; }
 
 QImage TraceView::renderToImage(const QSize& size) {
   const bool was_visible = isVisible();

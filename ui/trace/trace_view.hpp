@@ -19,6 +19,7 @@ namespace ulysses::ui {
 
 class TraceViewPrivate;
 class TimelineWidget;
+class ReportView;
 
 class TraceView : public QWidget {
   Q_OBJECT
@@ -49,12 +50,21 @@ class TraceView : public QWidget {
   bool isLoading() const;
   std::shared_ptr<const prof::TraceModel> model() const;
   TimelineWidget* timeline() const;
+  // The report view (overlap/breakdown tables, comparison tab) of the shown trace.
+  ReportView* reportView() const;
+  // While a trace loads whose summary is in the summary cache, the loading page shows its
+  // report (this view) under the progress bar; hidden otherwise.
+  ReportView* loadingReport() const;
+  // Whether the shown trace's summary came from the summary cache (not computed on open).
+  bool summaryFromCache() const;
 
   // Renders the whole page (current view) offscreen at the given size.
   QImage renderToImage(const QSize& size = QSize(1600, 1000));
 
  signals:
   void loadProgress(int percent, const QString& what);
+  // The report of `path` is on the loading page (summary cache hit), the ranges still load.
+  void summaryShown(const QString& path);
   void loaded(const QString& path);
   void loadFailed(const QString& message);
 

@@ -64,11 +64,19 @@ struct CachedSummary {
   Summary summary;
   bool from_cache = false;
   bool written = false;  // the cache was (re)written by this call
+  double load_s = 0;     // seconds in load_trace (computed) or reading the cache (from_cache)
+  double analyze_s = 0;  // seconds in analyze (0 from the cache)
 };
 
 // load_trace + analyze through the cache. Throws what load_trace throws (never a cache error).
 CachedSummary load_summary(const std::string& trace_path, const LoadOptions& lo, const AnalysisOptions& ao,
                            const SummaryCacheOptions& co = {});
+
+// Only the cache: the record for these inputs and options when there is a valid one, else
+// nothing (a missing, stale, corrupt or disabled cache alike). Never computes, never throws.
+// The studio shows its report from this while the ranges still load for the timeline.
+std::optional<CachedSummary> read_summary_cache(const std::string& trace_path, const LoadOptions& lo,
+                                                const AnalysisOptions& ao, const SummaryCacheOptions& co = {});
 
 // The encoding itself (exposed for the round-trip test): the shell of `m` and all of `s`.
 std::string encode_summary(const TraceModel& m, const Summary& s);
