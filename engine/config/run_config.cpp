@@ -821,15 +821,19 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
     bad(field, field + " must be " + choice_list(*f) + ", got '" + v + "'");
     return false;
   };
-  bool ok_model = ranged("model.vocab_size", m.vocab_size) & ranged("model.hidden_size", m.hidden_size) &
-                  ranged("model.intermediate_size", m.intermediate_size) &
-                  ranged("model.num_hidden_layers", m.num_hidden_layers) &
-                  ranged("model.num_attention_heads", m.num_attention_heads) &
-                  ranged("model.num_key_value_heads", m.num_key_value_heads);
+  // Every check runs (all problems are reported), in this order (the order of the messages).
+  bool ok_model = ranged("model.vocab_size", m.vocab_size);
+  ok_model &= ranged("model.hidden_size", m.hidden_size);
+  ok_model &= ranged("model.intermediate_size", m.intermediate_size);
+  ok_model &= ranged("model.num_hidden_layers", m.num_hidden_layers);
+  ok_model &= ranged("model.num_attention_heads", m.num_attention_heads);
+  ok_model &= ranged("model.num_key_value_heads", m.num_key_value_heads);
   ok_model &= ranged("model.max_position_embeddings", m.max_position_embeddings);
-  bool ok_par = ranged("parallel.sp_size", p.sp_size) & ranged("parallel.dp_size", p.dp_size) &
-                ranged("parallel.head_chunks", p.head_chunks);
-  bool ok_train = ranged("train.seq_length", t.seq_length) & ranged("train.micro_batch_size", t.micro_batch_size);
+  bool ok_par = ranged("parallel.sp_size", p.sp_size);
+  ok_par &= ranged("parallel.dp_size", p.dp_size);
+  ok_par &= ranged("parallel.head_chunks", p.head_chunks);
+  bool ok_train = ranged("train.seq_length", t.seq_length);
+  ok_train &= ranged("train.micro_batch_size", t.micro_batch_size);
   ranged("train.steps", t.steps);
   ranged("train.warmup_steps", t.warmup_steps);
   auto finite = [&](const std::string& field, double v) {
