@@ -414,60 +414,73 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
-}  // namespace
 
-std::optional<CachedSummary> read_summary_cache(const std::string& trace_path, const LoadOptions& lo,
-                                                const AnalysisOptions& ao, const SummaryCacheOptions& co) {
-  if (!co.enabled || summary_cache_disabled_by_env()) return std::nullopt;
-  const auto t0 = std::chrono::steady_clock::now();
+// The cache file and key of a trace's inputs, computed once for both the read and the write.
+struct CacheProbe {
+  std::vector<std::string> files;
+  std::string cpath, key;  // both empty: no cache for these inputs
+  int64_t newest_ns = -1;
+};
+
+CacheProbe probe_cache(const std::string& trace_path, const LoadOptions& lo, const AnalysisOptions& ao,
+                       const SummaryCacheOptions& co) {
+  CacheProbe p;
+  if (!co.enabled || summary_cache_disabled_by_env()) return p;
   try {
-    const std::vector<std::string> files = trace_input_files(trace_path);
-    const std::string cpath = summary_cache_path(trace_path);
-    if (cpath.empty()) return std::nullopt;
-    int64_t newest_ns = -1;
-    const std::string key = make_key(files, lo, ao, &newest_ns);
+    p.files = trace_input_files(trace_path);
+    p.cpath = summary_cache_path(trace_path);
+    if (!p.cpath.empty()) p.key = make_key(p.files, lo, ao, &p.newest_ns);
+  } catch (...) {  // no cache for inputs that cannot be listed; load_trace reports them
+    p = CacheProbe{};
+  }
+  return p;
+}
+
+std::optional<CachedSummary> read_probed(const CacheProbe& p, const std::string& trace_path) {
+  if (p.cpath.empty() || p.key.empty()) return std::nullopt;
+  try {
     CachedSummary out;
-    if (!read_cache(cpath, key, &out.model, &out.summary)) return std::nullopt;
+    if (!read_cache(p.cpath, p.key, &out.model, &out.summary)) return std::nullopt;
     out.model.source = trace_path;  // as load_trace sets it
     out.from_cache = true;
-    out.load_s = seconds_since(t0);
     return out;
   } catch (...) {  // a cache that cannot be read is no cache
     return std::nullopt;
   }
 }
+}  // namespace
+
+std::optional<CachedSummary> read_summary_cache(const std::string& trace_path, const LoadOptions& lo,
+                                                const AnalysisOptions& ao, const SummaryCacheOptions& co) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::optional<CachedSummary> hit = read_probed(probe_cache(trace_path, lo, ao, co), trace_path);
+  if (hit) hit->load_s = seconds_since(t0);
+  return hit;
+}
 
 CachedSummary load_summary(const std::string& trace_path, const LoadOptions& lo, const AnalysisOptions& ao,
                            const SummaryCacheOptions& co) {
-  if (std::optional<CachedSummary> hit = read_summary_cache(trace_path, lo, ao, co)) return std::move(*hit);
-  CachedSummary out;
   const int64_t started_ns = now_realtime_ns();
-  std::string cpath, key;
-  std::vector<std::string> files;
-  int64_t newest_ns = -1;
-  if (co.enabled && !summary_cache_disabled_by_env()) {
-    try {
-      files = trace_input_files(trace_path);
-      cpath = summary_cache_path(trace_path);
-      if (!cpath.empty()) key = make_key(files, lo, ao, &newest_ns);
-    } catch (...) {  // no cache for inputs that cannot be listed; load_trace reports them
-      cpath.clear();
-      key.clear();
-    }
-  }
   auto t0 = std::chrono::steady_clock::now();
+  const CacheProbe p = probe_cache(trace_path, lo, ao, co);
+  if (std::optional<CachedSummary> hit = read_probed(p, trace_path)) {
+    hit->load_s = seconds_since(t0);
+    return std::move(*hit);
+  }
+  CachedSummary out;
+  t0 = std::chrono::steady_clock::now();
   out.model = load_trace(trace_path, lo);
   out.load_s = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   out.summary = analyze(out.model, ao);
   out.analyze_s = seconds_since(t0);
-  if (!cpath.empty() && !key.empty()) {
+  if (!p.cpath.empty() && !p.key.empty()) {
     try {
       int64_t newest_after = -1;
       // Not while the run is still being written, nor when an input changed while it was read.
-      const bool settled = newest_ns >= 0 && newest_ns < started_ns - co.racy_window_ns;
-      if (settled && make_key(files, lo, ao, &newest_after) == key && trace_input_files(trace_path) == files)
-        out.written = write_cache(cpath, key, encode_summary(out.model, out.summary));
+      const bool settled = p.newest_ns >= 0 && p.newest_ns < started_ns - co.racy_window_ns;
+      if (settled && make_key(p.files, lo, ao, &newest_after) == p.key && trace_input_files(trace_path) == p.files)
+        out.written = write_cache(p.cpath, p.key, encode_summary(out.model, out.summary));
     } catch (...) {
     }
   }
