@@ -3,6 +3,8 @@
 // file beside the trace when its key matches and otherwise loads, analyzes and rewrites it.
 #include "ulysses/profiler/summary_cache.hpp"
 
+#include "cache_io.hpp"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,116 +36,7 @@ static_assert(sizeof(Headline) == 48 && sizeof(StepBreakdown) == 96 && sizeof(Ra
               "Summary changed: update summary_cache.cpp and bump kSummaryCacheFormat");
 #endif
 
-namespace {
-
-// ---- encoding: varints (zigzag for signed), doubles bit for bit, length-prefixed strings ----
-class Out {
- public:
-  std::string b;
-  void u(uint64_t v) {
-    while (v >= 0x80) {
-      b.push_back(static_cast<char>((v & 0x7f) | 0x80));
-      v >>= 7;
-    }
-    b.push_back(static_cast<char>(v));
-  }
-  void i(int64_t v) { u((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
-  void f(double d) {
-    uint64_t x;
-    std::memcpy(&x, &d, sizeof x);
-    for (int k = 0; k < 8; ++k) b.push_back(static_cast<char>((x >> (8 * k)) & 0xff));
-  }
-  void s(const std::string& v) {
-    u(v.size());
-    b += v;
-  }
-  void e(uint8_t v) { u(v); }
-};
-
-class In {
- public:
-  In(const char* p, size_t n) : p_(p), end_(p + n) {}
-  uint64_t u() {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (p_ == end_) fail();
-      const auto c = static_cast<uint8_t>(*p_++);
-      v |= static_cast<uint64_t>(c & 0x7f) << shift;
-      if (!(c & 0x80)) return v;
-    }
-    fail();
-  }
-  int64_t i() {
-    const uint64_t z = u();
-    return static_cast<int64_t>((z >> 1) ^ (~(z & 1) + 1));
-  }
-  int32_t i32() { return static_cast<int32_t>(i()); }
-  bool flag() { return u() != 0; }
-  double f() {
-    if (end_ - p_ < 8) fail();
-    uint64_t x = 0;
-    for (int k = 0; k < 8; ++k) x |= static_cast<uint64_t>(static_cast<uint8_t>(p_[k])) << (8 * k);
-    p_ += 8;
-    double d;
-    std::memcpy(&d, &x, sizeof d);
-    return d;
-  }
-  std::string s() {
-    const uint64_t n = u();
-    if (n > static_cast<uint64_t>(end_ - p_)) fail();
-    std::string v(p_, static_cast<size_t>(n));
-    p_ += n;
-    return v;
-  }
-  // An element count: each element takes at least one byte, so a count beyond the bytes left
-  // is corrupt (and never allocates).
-  size_t count() {
-    const uint64_t n = u();
-    if (n > static_cast<uint64_t>(end_ - p_)) fail();
-    return static_cast<size_t>(n);
-  }
-  bool done() const { return p_ == end_; }
-  const char* pos() const { return p_; }
-  [[noreturn]] static void fail() { throw std::runtime_error("summary cache: truncated or malformed"); }
-
- private:
-  const char* p_;
-  const char* end_;
-};
-
-template <class T, class F>
-void put_vec(Out& o, const std::vector<T>& v, F f) {
-  o.u(v.size());
-  for (const auto& x : v) f(x);
-}
-template <class T, class F>
-void get_vec(In& in, std::vector<T>* v, F f) {
-  const size_t n = in.count();
-  v->clear();
-  v->reserve(n);
-  for (size_t k = 0; k < n; ++k) {
-    v->emplace_back();
-    f(v->back());
-  }
-}
-
-// 64-bit checksum over 8-byte words (fast; it detects torn and flipped files, not attacks).
-uint64_t checksum(const char* p, size_t n) {
-  uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
-  size_t k = 0;
-  for (; k + 8 <= n; k += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + k, 8);
-    h = (h ^ w) * 0x100000001b3ULL;
-    h ^= h >> 29;
-  }
-  for (; k < n; ++k) h = (h ^ static_cast<uint8_t>(p[k])) * 0x100000001b3ULL;
-  return h ^ (h >> 32);
-}
-
-void decode_payload(const char* data, size_t size, TraceModel* m, Summary* s);
-
-constexpr char kMagic[8] = {'U', 'L', 'Y', 'S', 'S', 'U', 'M', 'C'};
+namespace cache_io {
 
 int64_t now_realtime_ns() {
   timespec ts{};
@@ -151,6 +44,7 @@ int64_t now_realtime_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
 }
 
+namespace {
 // One file's identity in the key; *mtime_ns gets its mtime (-1 when absent). A -wal file
 // without frames (empty) holds nothing and counts as absent: SQLite's read-only connections
 // create one beside a file that has none, and that must not change the key.
@@ -164,8 +58,8 @@ std::string file_identity(const std::string& path, int64_t* mtime_ns, bool empty
   return "size=" + std::to_string(st.st_size) + " mtime_ns=" + std::to_string(*mtime_ns) +
          " ino=" + std::to_string(st.st_ino);
 }
+}  // namespace
 
-// The cache key of the inputs and options; *newest_ns = the newest input mtime.
 std::string make_key(const std::vector<std::string>& files, const LoadOptions& lo, const AnalysisOptions& ao,
                      int64_t* newest_ns) {
   std::string k = "format=" + std::to_string(kSummaryCacheFormat) + "\nbuild=" + profiler_build_id() +
@@ -182,48 +76,81 @@ std::string make_key(const std::vector<std::string>& files, const LoadOptions& l
   return k;
 }
 
-bool read_cache(const std::string& cpath, const std::string& key, TraceModel* m, Summary* s) {
-  std::FILE* fp = std::fopen(cpath.c_str(), "rb");
-  if (!fp) return false;
-  struct stat st {};
-  std::string bytes;
-  if (::fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-    bytes.resize(static_cast<size_t>(st.st_size));
-    bytes.resize(std::fread(bytes.data(), 1, bytes.size(), fp));
+bool read_file(const std::string& path, const char (&magic)[8], uint32_t format, const std::string& key,
+               std::string* payload) {
+  try {
+    std::FILE* fp = std::fopen(path.c_str(), "rb");
+    if (!fp) return false;
+    struct stat st {};
+    std::string bytes;
+    if (::fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+      bytes.resize(static_cast<size_t>(st.st_size));
+      bytes.resize(std::fread(bytes.data(), 1, bytes.size(), fp));
+    }
+    std::fclose(fp);
+    if (bytes.size() < 8 + 4 + 16 || std::memcmp(bytes.data(), magic, 8) != 0) return false;
+    In head(bytes.data() + 8, bytes.size() - 8);
+    if (head.u() != format) return false;
+    if (head.s() != key) return false;
+    const uint64_t size = head.u(), sum = head.u();
+    // The payload is the rest of the file, exactly.
+    const size_t header = static_cast<size_t>(head.pos() - bytes.data());
+    if (size != bytes.size() - header || checksum(bytes.data() + header, static_cast<size_t>(size)) != sum)
+      return false;
+    payload->assign(bytes, header, static_cast<size_t>(size));
+    return true;
+  } catch (...) {  // a header that cannot be decoded, or no memory for it: no cache
+    return false;
   }
-  std::fclose(fp);
-  if (bytes.size() < 8 + 4 + 16 || std::memcmp(bytes.data(), kMagic, 8) != 0) return false;
-  In head(bytes.data() + 8, bytes.size() - 8);
-  if (head.u() != kSummaryCacheFormat) return false;
-  if (head.s() != key) return false;
-  const uint64_t size = head.u(), sum = head.u();
-  // The payload is the rest of the file, exactly.
-  const size_t header = static_cast<size_t>(head.pos() - bytes.data());
-  if (size != bytes.size() - header || checksum(bytes.data() + header, static_cast<size_t>(size)) != sum) return false;
+}
+
+bool write_file(const std::string& path, const char (&magic)[8], uint32_t format, const std::string& key,
+                const std::string& payload) {
+  Out o;
+  o.b.append(magic, 8);
+  o.u(format);
+  o.s(key);
+  o.u(payload.size());
+  o.u(checksum(payload.data(), payload.size()));
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::FILE* fp = std::fopen(tmp.c_str(), "wb");
+  if (!fp) return false;
+  bool ok = std::fwrite(o.b.data(), 1, o.b.size(), fp) == o.b.size() &&
+            std::fwrite(payload.data(), 1, payload.size(), fp) == payload.size();
+  ok = (std::fclose(fp) == 0) && ok;
+  if (ok) ok = std::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!ok) std::remove(tmp.c_str());
+  return ok;
+}
+
+}  // namespace cache_io
+
+namespace {
+
+using cache_io::get_vec;
+using cache_io::In;
+using cache_io::make_key;
+using cache_io::now_realtime_ns;
+using cache_io::Out;
+using cache_io::put_vec;
+
+void decode_payload(const char* data, size_t size, TraceModel* m, Summary* s);
+
+constexpr char kMagic[8] = {'U', 'L', 'Y', 'S', 'S', 'U', 'M', 'C'};
+
+bool read_cache(const std::string& cpath, const std::string& key, TraceModel* m, Summary* s) {
+  std::string payload;
+  if (!cache_io::read_file(cpath, kMagic, kSummaryCacheFormat, key, &payload)) return false;
   TraceModel mm;
   Summary ss;
-  decode_payload(bytes.data() + header, static_cast<size_t>(size), &mm, &ss);
+  decode_payload(payload.data(), payload.size(), &mm, &ss);
   *m = std::move(mm);
   *s = std::move(ss);
   return true;
 }
 
 bool write_cache(const std::string& cpath, const std::string& key, const std::string& payload) {
-  Out o;
-  o.b.append(kMagic, 8);
-  o.u(kSummaryCacheFormat);
-  o.s(key);
-  o.u(payload.size());
-  o.u(checksum(payload.data(), payload.size()));
-  const std::string tmp = cpath + ".tmp." + std::to_string(::getpid());
-  std::FILE* fp = std::fopen(tmp.c_str(), "wb");
-  if (!fp) return false;
-  bool ok = std::fwrite(o.b.data(), 1, o.b.size(), fp) == o.b.size() &&
-            std::fwrite(payload.data(), 1, payload.size(), fp) == payload.size();
-  ok = (std::fclose(fp) == 0) && ok;
-  if (ok) ok = std::rename(tmp.c_str(), cpath.c_str()) == 0;
-  if (!ok) std::remove(tmp.c_str());
-  return ok;
+  return cache_io::write_file(cpath, kMagic, kSummaryCacheFormat, key, payload);
 }
 
 }  // namespace

@@ -1,0 +1,138 @@
+// Internal to the profiler: the binary encoding and the file framing shared by the trace
+// caches kept beside a trace (summary_cache.hpp, trace_overview.hpp). Varints (zigzag for
+// signed), doubles bit for bit, length-prefixed strings; a file is
+//   magic[8] format key payload_size checksum payload
+// and is read only when magic, format and key match and the checksum of the whole payload does.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/trace_store.hpp"
+
+namespace ulysses::prof::cache_io {
+
+// ---- encoding: varints (zigzag for signed), doubles bit for bit, length-prefixed strings ----
+class Out {
+ public:
+  std::string b;
+  void u(uint64_t v) {
+    while (v >= 0x80) {
+      b.push_back(static_cast<char>((v & 0x7f) | 0x80));
+      v >>= 7;
+    }
+    b.push_back(static_cast<char>(v));
+  }
+  void i(int64_t v) { u((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
+  void f(double d) {
+    uint64_t x;
+    std::memcpy(&x, &d, sizeof x);
+    for (int k = 0; k < 8; ++k) b.push_back(static_cast<char>((x >> (8 * k)) & 0xff));
+  }
+  void s(const std::string& v) {
+    u(v.size());
+    b += v;
+  }
+  void e(uint8_t v) { u(v); }
+};
+
+class In {
+ public:
+  In(const char* p, size_t n) : p_(p), end_(p + n) {}
+  uint64_t u() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p_ == end_) fail();
+      const auto c = static_cast<uint8_t>(*p_++);
+      v |= static_cast<uint64_t>(c & 0x7f) << shift;
+      if (!(c & 0x80)) return v;
+    }
+    fail();
+  }
+  int64_t i() {
+    const uint64_t z = u();
+    return static_cast<int64_t>((z >> 1) ^ (~(z & 1) + 1));
+  }
+  int32_t i32() { return static_cast<int32_t>(i()); }
+  bool flag() { return u() != 0; }
+  double f() {
+    if (end_ - p_ < 8) fail();
+    uint64_t x = 0;
+    for (int k = 0; k < 8; ++k) x |= static_cast<uint64_t>(static_cast<uint8_t>(p_[k])) << (8 * k);
+    p_ += 8;
+    double d;
+    std::memcpy(&d, &x, sizeof d);
+    return d;
+  }
+  std::string s() {
+    const uint64_t n = u();
+    if (n > static_cast<uint64_t>(end_ - p_)) fail();
+    std::string v(p_, static_cast<size_t>(n));
+    p_ += n;
+    return v;
+  }
+  // An element count: each element takes at least one byte, so a count beyond the bytes left
+  // is corrupt (and never allocates).
+  size_t count() {
+    const uint64_t n = u();
+    if (n > static_cast<uint64_t>(end_ - p_)) fail();
+    return static_cast<size_t>(n);
+  }
+  bool done() const { return p_ == end_; }
+  const char* pos() const { return p_; }
+  [[noreturn]] static void fail() { throw std::runtime_error("trace cache: truncated or malformed"); }
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+template <class T, class F>
+void put_vec(Out& o, const std::vector<T>& v, F f) {
+  o.u(v.size());
+  for (const auto& x : v) f(x);
+}
+template <class T, class F>
+void get_vec(In& in, std::vector<T>* v, F f) {
+  const size_t n = in.count();
+  v->clear();
+  v->reserve(n);
+  for (size_t k = 0; k < n; ++k) {
+    v->emplace_back();
+    f(v->back());
+  }
+}
+
+// 64-bit checksum over 8-byte words (fast; it detects torn and flipped files, not attacks).
+inline uint64_t checksum(const char* p, size_t n) {
+  uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
+  size_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + k, 8);
+    h = (h ^ w) * 0x100000001b3ULL;
+    h ^= h >> 29;
+  }
+  for (; k < n; ++k) h = (h ^ static_cast<uint8_t>(p[k])) * 0x100000001b3ULL;
+  return h ^ (h >> 32);
+}
+
+// CLOCK_REALTIME in ns (file mtimes are on this clock).
+int64_t now_realtime_ns();
+// The cache key of the inputs and options (profiler build id, options, each file's and its
+// -wal file's name, size, mtime, inode); *newest_ns = the newest input mtime.
+std::string make_key(const std::vector<std::string>& files, const LoadOptions& lo, const AnalysisOptions& ao,
+                     int64_t* newest_ns);
+// The payload of cache file `path` when its magic, format, key and checksum match; false
+// otherwise (missing, foreign, stale, torn). Never throws.
+bool read_file(const std::string& path, const char (&magic)[8], uint32_t format, const std::string& key,
+               std::string* payload);
+// Writes atomically (temp file + rename); false when the folder cannot be written.
+bool write_file(const std::string& path, const char (&magic)[8], uint32_t format, const std::string& key,
+                const std::string& payload);
+
+}  // namespace ulysses::prof::cache_io

@@ -1,0 +1,301 @@
+// Trace overview (trace_overview.hpp): the level-of-detail reduction of a model's lanes, its
+// encoding, and its cache file beside the trace (framing and key shared with the summary
+// cache through cache_io.hpp).
+#include "ulysses/profiler/trace_overview.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+#include <stdexcept>
+
+#include "cache_io.hpp"
+
+namespace ulysses::prof {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kOverviewMagic[8] = {'U', 'L', 'Y', 'S', 'O', 'V', 'R', 'V'};
+
+// A range of the overview: a copy of a full-model range without its links to other ranges.
+TraceRange overview_copy(const TraceRange& r, int32_t depth) {
+  TraceRange o = r;
+  o.depth = static_cast<uint8_t>(std::min(depth, 255));
+  o.parent = -1;
+  o.origin = -1;
+  o.correlation = 0;
+  o.external_id = 0;
+  return o;
+}
+
+// One lane's ranges [first, first + count) of `m` reduced into out/counts (appended, sorted by
+// start, then outer before inner).
+void reduce_lane(const TraceModel& m, const Lane& lane, int64_t q, std::vector<TraceRange>* out,
+                 std::vector<int64_t>* counts) {
+  struct Open {
+    int64_t end;
+    int64_t id;   // full-model index (identity of the enclosing range for its children)
+    int32_t run;  // merged run this range belongs to (itself or through an ancestor); -1 none
+  };
+  struct Run {
+    int32_t depth;
+    int64_t head;                 // index (in lane_out) of the run's own range
+    std::vector<int64_t> levels;  // index of the merged descendants at depth + 1 + k
+  };
+  std::vector<TraceRange> lane_out;
+  std::vector<int64_t> lane_counts;
+  std::vector<Open> stack;
+  std::vector<Run> runs;
+  // Per depth: the run open there (-1 none) and the enclosing range it was opened under.
+  std::vector<int32_t> open_run;
+  std::vector<int64_t> open_parent;
+  auto add = [&](const TraceRange& r, int32_t depth) {
+    lane_out.push_back(overview_copy(r, depth));
+    lane_counts.push_back(1);
+    return static_cast<int64_t>(lane_out.size()) - 1;
+  };
+  auto extend = [&](int64_t k, const TraceRange& r) {
+    lane_out[static_cast<size_t>(k)].end_ns = std::max(lane_out[static_cast<size_t>(k)].end_ns, r.end_ns);
+    ++lane_counts[static_cast<size_t>(k)];
+  };
+  for (int64_t i = lane.first; i < lane.first + lane.count; ++i) {
+    const TraceRange& r = m.ranges[static_cast<size_t>(i)];
+    while (!stack.empty() && stack.back().end <= r.start_ns) stack.pop_back();
+    const auto depth = static_cast<int32_t>(stack.size());
+    const int64_t parent = stack.empty() ? -1 : stack.back().id;
+    const int32_t inherited = stack.empty() ? -1 : stack.back().run;
+    if (open_run.size() <= static_cast<size_t>(depth)) {
+      open_run.resize(static_cast<size_t>(depth) + 1, -1);
+      open_parent.resize(static_cast<size_t>(depth) + 1, -2);
+    }
+    int32_t run = -1;
+    if (inherited >= 0) {  // inside a merged run: joins the run's range at this depth
+      Run& rn = runs[static_cast<size_t>(inherited)];
+      const auto level = static_cast<size_t>(depth - rn.depth - 1);
+      if (rn.levels.size() <= level) rn.levels.resize(level + 1, -1);
+      if (rn.levels[level] < 0) {
+        rn.levels[level] = add(r, depth);
+      } else {
+        extend(rn.levels[level], r);
+      }
+      run = inherited;
+    } else if (r.end_ns - r.start_ns < q) {
+      const int32_t cur = open_run[static_cast<size_t>(depth)];
+      if (cur >= 0 && open_parent[static_cast<size_t>(depth)] == parent &&
+          r.start_ns - lane_out[static_cast<size_t>(runs[static_cast<size_t>(cur)].head)].end_ns < q) {
+        extend(runs[static_cast<size_t>(cur)].head, r);
+        run = cur;
+      } else {
+        runs.push_back(Run{depth, add(r, depth), {}});
+        run = static_cast<int32_t>(runs.size()) - 1;
+        open_run[static_cast<size_t>(depth)] = run;
+        open_parent[static_cast<size_t>(depth)] = parent;
+      }
+    } else {
+      add(r, depth);
+      open_run[static_cast<size_t>(depth)] = -1;  // a wide sibling ends the run at its depth
+    }
+    stack.push_back(Open{r.end_ns, i, run});
+  }
+  // Merged descendants were appended when first seen; order the lane by (start, depth).
+  std::vector<size_t> order(lane_out.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const TraceRange &x = lane_out[a], &y = lane_out[b];
+    return x.start_ns != y.start_ns ? x.start_ns < y.start_ns : x.depth < y.depth;
+  });
+  for (size_t k : order) {
+    out->push_back(lane_out[k]);
+    counts->push_back(lane_counts[k]);
+  }
+}
+
+}  // namespace
+
+TraceOverview build_overview(const TraceModel& m, int32_t resolution) {
+  TraceOverview o;
+  TraceModel& v = o.model;
+  v.source = m.source;
+  v.from_nsys = m.from_nsys;
+  v.format = m.format;
+  v.sp_size = m.sp_size, v.dp_size = m.dp_size, v.num_heads = m.num_heads, v.num_layers = m.num_layers;
+  v.strings = m.strings;
+  v.ranks = m.ranks;
+  v.steps = m.steps;
+  v.clocks = m.clocks;
+  v.t_min = m.t_min, v.t_max = m.t_max;
+  o.full_ranges = static_cast<int64_t>(m.ranges.size());
+  o.quantum_ns = std::max<int64_t>(1, (m.t_max - m.t_min) / std::max(1, resolution));
+  v.lanes.reserve(m.lanes.size());
+  for (const Lane& l : m.lanes) {
+    Lane nl = l;
+    nl.first = static_cast<int64_t>(v.ranges.size());
+    reduce_lane(m, l, o.quantum_ns, &v.ranges, &o.counts);
+    nl.count = static_cast<int64_t>(v.ranges.size()) - nl.first;
+    v.lanes.push_back(std::move(nl));
+  }
+  return o;
+}
+
+std::string encode_overview(const TraceOverview& ov) {
+  using cache_io::put_vec;
+  cache_io::Out o;
+  const TraceModel& m = ov.model;
+  o.u(m.from_nsys);
+  o.s(m.format);
+  o.i(m.sp_size), o.i(m.dp_size), o.i(m.num_heads), o.i(m.num_layers);
+  put_vec(o, m.strings, [&](const std::string& x) { o.s(x); });
+  put_vec(o, m.ranks, [&](const RankInfo& r) {
+    o.i(r.rank), o.i(r.sp_rank), o.i(r.dp_rank), o.s(r.device), o.s(r.hostname), o.i(r.pid);
+  });
+  put_vec(o, m.steps, [&](const StepInfo& x) {
+    o.i(x.rank), o.i(x.step), o.i(x.start_ns), o.i(x.end_ns);
+    o.f(x.loss), o.f(x.lr), o.f(x.grad_norm), o.f(x.tokens_per_s), o.f(x.step_ms);
+    o.i(x.tokens), o.i(x.max_mem_bytes);
+  });
+  put_vec(o, m.clocks, [&](const ClockInfo& c) {
+    o.i(c.rank), o.u(c.has_start), o.u(c.has_close), o.i(c.start_offset_ns), o.i(c.start_error_ns);
+    o.i(c.start_at_ns), o.i(c.close_offset_ns), o.i(c.close_error_ns), o.i(c.close_at_ns), o.u(c.applied);
+  });
+  o.i(m.t_min), o.i(m.t_max);
+  o.i(ov.quantum_ns), o.i(ov.full_ranges);
+  // Lanes with their ranges (times as deltas from the previous start of the lane).
+  o.u(m.lanes.size());
+  for (const Lane& l : m.lanes) {
+    o.i(l.rank), o.e(static_cast<uint8_t>(l.kind)), o.s(l.name), o.i(l.head_begin), o.i(l.head_end);
+    o.i(l.tid_or_stream), o.u(static_cast<uint64_t>(l.count));
+    int64_t prev = m.t_min;
+    for (int64_t k = l.first; k < l.first + l.count; ++k) {
+      const TraceRange& r = m.ranges[static_cast<size_t>(k)];
+      o.i(r.start_ns - prev), o.i(r.end_ns - r.start_ns);
+      prev = r.start_ns;
+      o.i(r.name_id), o.i(r.step), o.i(r.layer), o.i(r.head_begin), o.i(r.head_end), o.i(r.chunk);
+      o.i(r.bytes_sent), o.i(r.bytes_recv), o.e(static_cast<uint8_t>(r.phase)), o.e(static_cast<uint8_t>(r.dir));
+      o.u(r.depth), o.u(r.is_kernel), o.i(r.pg), o.i(r.seq), o.i(ov.counts[static_cast<size_t>(k)]);
+    }
+  }
+  return std::move(o.b);
+}
+
+TraceOverview decode_overview(const std::string& bytes) {
+  using cache_io::get_vec;
+  cache_io::In in(bytes.data(), bytes.size());
+  TraceOverview ov;
+  TraceModel& m = ov.model;
+  m.from_nsys = in.flag();
+  m.format = in.s();
+  m.sp_size = in.i32(), m.dp_size = in.i32(), m.num_heads = in.i32(), m.num_layers = in.i32();
+  get_vec(in, &m.strings, [&](std::string& x) { x = in.s(); });
+  get_vec(in, &m.ranks, [&](RankInfo& r) {
+    r.rank = in.i32(), r.sp_rank = in.i32(), r.dp_rank = in.i32(), r.device = in.s(), r.hostname = in.s();
+    r.pid = in.i();
+  });
+  get_vec(in, &m.steps, [&](StepInfo& x) {
+    x.rank = in.i32(), x.step = in.i(), x.start_ns = in.i(), x.end_ns = in.i();
+    x.loss = in.f(), x.lr = in.f(), x.grad_norm = in.f(), x.tokens_per_s = in.f(), x.step_ms = in.f();
+    x.tokens = in.i(), x.max_mem_bytes = in.i();
+  });
+  get_vec(in, &m.clocks, [&](ClockInfo& c) {
+    c.rank = in.i32(), c.has_start = in.flag(), c.has_close = in.flag(), c.start_offset_ns = in.i();
+    c.start_error_ns = in.i(), c.start_at_ns = in.i(), c.close_offset_ns = in.i(), c.close_error_ns = in.i();
+    c.close_at_ns = in.i(), c.applied = in.flag();
+  });
+  m.t_min = in.i(), m.t_max = in.i();
+  ov.quantum_ns = in.i(), ov.full_ranges = in.i();
+  const size_t nlanes = in.count();
+  const auto nstrings = static_cast<int64_t>(m.strings.size());
+  auto phase_of = [&](uint64_t p) {
+    if (p > static_cast<uint64_t>(Phase::Other)) cache_io::In::fail();
+    return static_cast<Phase>(p);
+  };
+  for (size_t li = 0; li < nlanes; ++li) {
+    Lane l;
+    l.rank = in.i32();
+    const uint64_t kind = in.u();
+    if (kind > static_cast<uint64_t>(LaneKind::CudaStream)) cache_io::In::fail();
+    l.kind = static_cast<LaneKind>(kind);
+    l.name = in.s(), l.head_begin = in.i32(), l.head_end = in.i32(), l.tid_or_stream = in.i();
+    l.first = static_cast<int64_t>(m.ranges.size());
+    l.count = static_cast<int64_t>(in.count());
+    int64_t prev = m.t_min;
+    for (int64_t k = 0; k < l.count; ++k) {
+      TraceRange r;
+      r.rank = l.rank;
+      r.lane = static_cast<int32_t>(li);
+      r.start_ns = prev + in.i();
+      r.end_ns = r.start_ns + in.i();
+      prev = r.start_ns;
+      r.name_id = in.i32();
+      if (r.name_id < 0 || r.name_id >= nstrings) cache_io::In::fail();
+      r.step = in.i32(), r.layer = in.i32(), r.head_begin = in.i32(), r.head_end = in.i32(), r.chunk = in.i32();
+      r.bytes_sent = in.i(), r.bytes_recv = in.i();
+      r.phase = phase_of(in.u());
+      const uint64_t dir = in.u();
+      if (dir > static_cast<uint64_t>(Direction::Recompute)) cache_io::In::fail();
+      r.dir = static_cast<Direction>(dir);
+      r.depth = static_cast<uint8_t>(std::min<uint64_t>(in.u(), 255));
+      r.is_kernel = in.flag();
+      r.pg = in.i32(), r.seq = in.i32();
+      m.ranges.push_back(r);
+      ov.counts.push_back(in.i());
+    }
+    m.lanes.push_back(std::move(l));
+  }
+  if (!in.done()) cache_io::In::fail();
+  return ov;
+}
+
+std::string overview_cache_path(const std::string& trace_path) {
+  const std::string s = summary_cache_path(trace_path);
+  if (s.empty()) return "";
+  const std::string suffix = ".ulysses-summary-cache";
+  return s.substr(0, s.size() - suffix.size()) + ".ulysses-overview-cache";
+}
+
+OverviewCacheProbe probe_overview_cache(const std::string& trace_path, const LoadOptions& lo,
+                                        const SummaryCacheOptions& co) {
+  OverviewCacheProbe p;
+  p.racy_window_ns = co.racy_window_ns;
+  p.probed_at_ns = cache_io::now_realtime_ns();
+  if (!co.enabled || summary_cache_disabled_by_env()) return p;
+  try {
+    p.files = trace_input_files(trace_path);
+    p.path = overview_cache_path(trace_path);
+    if (!p.path.empty()) p.key = cache_io::make_key(p.files, lo, AnalysisOptions{}, &p.newest_ns);
+  } catch (...) {  // no cache for inputs that cannot be listed; load_trace reports them
+    p = OverviewCacheProbe{};
+  }
+  return p;
+}
+
+std::optional<TraceOverview> read_overview_cache(const OverviewCacheProbe& p, const std::string& trace_path) {
+  if (p.path.empty() || p.key.empty()) return std::nullopt;
+  try {
+    std::string payload;
+    if (!cache_io::read_file(p.path, kOverviewMagic, kOverviewCacheFormat, p.key, &payload)) return std::nullopt;
+    TraceOverview ov = decode_overview(payload);
+    ov.model.source = trace_path;
+    return ov;
+  } catch (...) {  // a cache that cannot be read is no cache
+    return std::nullopt;
+  }
+}
+
+bool write_overview_cache(const OverviewCacheProbe& p, const std::string& trace_path, const LoadOptions& lo,
+                          const TraceOverview& o) {
+  if (p.path.empty() || p.key.empty()) return false;
+  try {
+    // Not while the run is still being written, nor when an input changed since the probe.
+    if (p.newest_ns < 0 || p.newest_ns >= p.probed_at_ns - p.racy_window_ns) return false;
+    int64_t newest_now = -1;
+    if (trace_input_files(trace_path) != p.files ||
+        cache_io::make_key(p.files, lo, AnalysisOptions{}, &newest_now) != p.key)
+      return false;
+    return cache_io::write_file(p.path, kOverviewMagic, kOverviewCacheFormat, p.key, encode_overview(o));
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace ulysses::prof
