@@ -284,10 +284,9 @@ std::optional<TraceOverview> read_overview_cache(const OverviewCacheProbe& p, co
 
 bool write_overview_cache(const OverviewCacheProbe& p, const std::string& trace_path, const LoadOptions& lo,
                           const TraceOverview& o) {
-  if (p.path.empty() || p.key.empty()) return false;
+  // Not while the run is still being written, nor when an input changed since the probe.
+  if (!p.writable()) return false;
   try {
-    // Not while the run is still being written, nor when an input changed since the probe.
-    if (p.newest_ns < 0 || p.newest_ns >= p.probed_at_ns - p.racy_window_ns) return false;
     int64_t newest_now = -1;
     if (trace_input_files(trace_path) != p.files ||
         cache_io::make_key(p.files, lo, AnalysisOptions{}, &newest_now) != p.key)

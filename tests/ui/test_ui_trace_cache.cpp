@@ -1,6 +1,8 @@
-// The studio's trace page and the summary cache (issue 13 item 6): the report of a trace whose
-// summary is cached beside it is shown before the ranges are read, it is the same summary the
-// loader computes, and the first open writes the cache that `ulysses-trace summary` reads.
+// The studio's trace page and the caches beside a trace (issue 13 item 6): the report of a
+// trace whose summary is cached beside it is shown before the ranges are read, it is the same
+// summary the loader computes, and the first open writes the cache that `ulysses-trace
+// summary` reads; likewise the overview (level-of-detail lanes) is drawn on the loading page
+// before the ranges are read, and at full view it covers the pixels the whole trace covers.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -8,19 +10,27 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <map>
 #include <ctime>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "testdata/rank_files.hpp"
+#include "testdata/synthetic_trace.hpp"
+#include "trace/timeline_draw.hpp"
+#include "trace/timeline_index.hpp"
+#include "trace/timeline_widget.hpp"
 #include "trace/report_view.hpp"
 #include "trace/trace_models.hpp"
 #include "trace/trace_loader.hpp"
 #include "trace/trace_view.hpp"
 #include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/summary_cache.hpp"
+#include "ulysses/profiler/trace_overview.hpp"
 
 using namespace ulysses;
 using namespace ulysses::ui;
@@ -130,4 +140,134 @@ TEST(StudioSummaryCache, TraceViewShowsTheCachedReportWhileTheRangesLoad) {
   EXPECT_TRUE(v.summaryFromCache());
   EXPECT_TRUE(v.loadingReport()->isHidden());  // the loaded page replaces it
   EXPECT_EQ(v.model()->ranks.size(), 4u);
+}
+
+// The trace overview (issue 13 item 6, first paint): written beside the trace by the first
+// open, drawn by the second before its ranges are read; at full view it covers the same
+// pixels as the whole trace.
+TEST(StudioOverview, FirstOpenWritesItTheSecondGetsItBeforeTheRanges) {
+  CachedRun r;
+  const QString run = QString::fromStdString(r.run);
+  const std::string cpath = prof::overview_cache_path(r.run);
+  ASSERT_FALSE(fs::exists(cpath));
+  const LoadedTrace first = load_and_prepare(run);
+  ASSERT_TRUE(first.error.isEmpty()) << first.error.toStdString();
+  EXPECT_TRUE(first.overview_written);
+  ASSERT_TRUE(fs::exists(cpath));
+
+  std::vector<std::string> order;
+  LoadedTrace early;
+  const LoadedTrace second = load_and_prepare(
+      run, [&](int pct, const QString&) { order.push_back(pct >= 40 ? "index" : "read"); },
+      [&](const LoadedTrace& e) {
+        order.push_back("early");
+        early = e;
+      });
+  ASSERT_TRUE(second.error.isEmpty()) << second.error.toStdString();
+  EXPECT_FALSE(second.overview_written);  // it was there already
+  ASSERT_TRUE(early.overview);
+  EXPECT_EQ(early.overview_full_ranges, int64_t(first.model->ranges.size()));
+  const auto& om = early.overview->model();
+  EXPECT_EQ(om.lanes.size(), first.model->lanes.size());
+  EXPECT_LE(om.ranges.size(), first.model->ranges.size());
+  EXPECT_GT(om.ranges.size(), 0u);
+  EXPECT_EQ(om.t_min, first.model->t_min);
+  EXPECT_EQ(om.t_max, first.model->t_max);
+  ASSERT_GE(order.size(), 2u);
+  EXPECT_EQ(order[1], "early");  // after "reading", before any range was read or indexed
+  EXPECT_EQ(std::count(order.begin(), order.end(), "index") > 0, true);
+  EXPECT_LT(std::find(order.begin(), order.end(), "early"), std::find(order.begin(), order.end(), "index"));
+}
+
+namespace {
+// Pixels covered by the draw list's range items (not shading), per row y.
+std::map<int, std::vector<bool>> coverage(const DrawList& dl, int width) {
+  std::map<int, std::vector<bool>> rows;
+  for (const auto& it : dl.items) {
+    auto& row = rows[int(std::lround(it.y))];
+    row.resize(size_t(width) + 2, false);
+    const int a = std::max(0, int(std::floor(it.x))), b = std::min(width + 1, int(std::ceil(it.x + it.w)));
+    for (int x = a; x < std::max(b, a + 1); ++x) row[size_t(x)] = true;
+  }
+  return rows;
+}
+// Pixels of `a` with no covered pixel of `b` within +-1.
+int64_t uncovered(const std::map<int, std::vector<bool>>& a, const std::map<int, std::vector<bool>>& b) {
+  int64_t n = 0;
+  for (const auto& [y, row] : a) {
+    const auto it = b.find(y);
+    for (size_t x = 0; x < row.size(); ++x) {
+      if (!row[x]) continue;
+      bool near = false;
+      if (it != b.end())
+        for (size_t k = x == 0 ? 0 : x - 1; k <= x + 1 && k < it->second.size(); ++k) near = near || it->second[k];
+      n += near ? 0 : 1;
+    }
+  }
+  return n;
+}
+}  // namespace
+
+TEST(StudioOverview, FullViewCoversTheSamePixelsAsTheWholeTrace) {
+  testdata::SyntheticOptions so;  // 8 ranks, kernels on two streams, head lanes
+  so.target_ranges = 400000;
+  std::shared_ptr<const prof::TraceModel> full = testdata::make_synthetic_trace(so);
+  const prof::TraceOverview ov = prof::build_overview(*full);
+  ASSERT_LT(ov.model.ranges.size(), full->ranges.size());
+  const auto fi = TimelineIndex::build(full);
+  const auto oi = TimelineIndex::build(std::make_shared<const prof::TraceModel>(ov.model));
+  ASSERT_EQ(oi->rows().size(), fi->rows().size());  // every row (lane, depth) is there
+  const TimelineLayout fl = compute_layout(*fi), ol = compute_layout(*oi);
+  ASSERT_EQ(ol.total_h, fl.total_h);
+  for (int width : {800, 1600, 3000}) {
+    DrawParams p;
+    p.vp.width_px = width;
+    p.vp.fit(fi->t_min(), fi->t_max());
+    DrawList fd, od;
+    compute_draw_list(*fi, fl, p, &fd);
+    compute_draw_list(*oi, ol, p, &od);
+    const auto fc = coverage(fd, width), oc = coverage(od, width);
+    int64_t covered = 0;
+    for (const auto& [y, row] : fc) covered += std::count(row.begin(), row.end(), true);
+    ASSERT_GT(covered, width);
+    EXPECT_EQ(uncovered(fc, oc), 0) << "width " << width << ": pixels the trace covers and the overview does not";
+    EXPECT_EQ(uncovered(oc, fc), 0) << "width " << width << ": pixels the overview covers and the trace does not";
+  }
+}
+
+TEST(StudioOverview, TraceViewDrawsTheOverviewWhileTheRangesLoad) {
+  CachedRun r;
+  const QString run = QString::fromStdString(r.run);
+  QString error;
+  {
+    TraceView v;
+    QSignalSpy shown(&v, &TraceView::overviewShown);
+    ASSERT_TRUE(v.openTraceAndWait(run, &error)) << error.toStdString();
+    EXPECT_EQ(shown.count(), 0);  // nothing cached yet
+    EXPECT_TRUE(v.loadingTimeline()->isHidden());
+  }
+  ASSERT_TRUE(fs::exists(prof::overview_cache_path(r.run)));
+  TraceView v;
+  v.resize(1200, 800);
+  std::vector<std::string> order;
+  bool visible_when_shown = false, loading_when_shown = false;
+  size_t lanes_when_shown = 0;
+  QObject::connect(&v, &TraceView::overviewShown, &v, [&](const QString& p) {
+    order.push_back("overview");
+    EXPECT_EQ(p, run);
+    loading_when_shown = v.isLoading();
+    visible_when_shown = !v.loadingTimeline()->isHidden();
+    lanes_when_shown = v.loadingTimeline()->index() ? v.loadingTimeline()->index()->lanes().size() : 0;
+    // It draws: the first frame's draw list has items.
+    EXPECT_GT(v.loadingTimeline()->drawList().items.size(), 0u);
+  });
+  QObject::connect(&v, &TraceView::summaryShown, &v, [&](const QString&) { order.push_back("summary"); });
+  QObject::connect(&v, &TraceView::loaded, &v, [&](const QString&) { order.push_back("loaded"); });
+  ASSERT_TRUE(v.openTraceAndWait(run, &error)) << error.toStdString();
+  ASSERT_EQ(order, (std::vector<std::string>{"overview", "summary", "loaded"}));
+  EXPECT_TRUE(loading_when_shown);
+  EXPECT_TRUE(visible_when_shown);
+  EXPECT_EQ(lanes_when_shown, v.model()->lanes.size());
+  EXPECT_TRUE(v.loadingTimeline()->isHidden());  // the loaded page replaces it
+  EXPECT_FALSE(v.loadingTimeline()->index());    // and the overview is freed
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ulysses/profiler/summary_cache.hpp"
+#include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 namespace ulysses::ui {
@@ -72,20 +73,36 @@ LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, 
   std::shared_ptr<const prof::Summary> summary;
   double summary_s = 0, analyze_s = 0;
   bool from_cache = false;
+  // The overview cache is probed before the load, so that writing it afterwards can tell
+  // whether an input changed meanwhile.
+  const prof::OverviewCacheProbe op = prof::probe_overview_cache(p, lo);
+  bool overview_cached = false;
   try {
-    if (std::optional<prof::CachedSummary> hit = prof::read_summary_cache(p, lo, ao)) {
+    std::optional<prof::CachedSummary> hit = prof::read_summary_cache(p, lo, ao);
+    if (hit) {
       summary = std::make_shared<const prof::Summary>(std::move(hit->summary));
       summary_s = t.nsecsElapsed() / 1e9;
       from_cache = true;
-      if (early) {
-        LoadedTrace e;
-        e.path = path;
+    }
+    std::optional<prof::TraceOverview> ov = prof::read_overview_cache(op, p);
+    overview_cached = ov.has_value();
+    if (early && (hit || ov)) {
+      LoadedTrace e;
+      e.path = path;
+      if (hit) {
         e.model = std::make_shared<const prof::TraceModel>(std::move(hit->model));
         e.summary = summary;
         e.summary_from_cache = true;
         e.summary_s = summary_s;
-        early(e);
       }
+      if (ov) {
+        e.overview_full_ranges = ov->full_ranges;
+        e.overview = TimelineIndex::build(std::make_shared<const prof::TraceModel>(std::move(ov->model)));
+        e.overview_s = t.nsecsElapsed() / 1e9;
+      }
+      early(e);
+    }
+    if (hit) {
       if (progress) progress(0, QObject::tr("reading the ranges of %1").arg(QFileInfo(path).fileName()));
       model = std::make_shared<prof::TraceModel>(prof::load_trace(p, lo));
     } else {
@@ -112,6 +129,16 @@ LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, 
   r.analyze_s = analyze_s;
   r.summary_from_cache = from_cache;
   r.summary_s = summary_s;
+  if (r.error.isEmpty() && !overview_cached && op.writable()) {
+    // For the next open's first paint (not written for a run still being written).
+    QElapsedTimer b;
+    b.start();
+    try {
+      r.overview_written = prof::write_overview_cache(op, p, lo, prof::build_overview(*r.model));
+    } catch (const std::exception&) {  // e.g. out of memory: the next open just loads in full
+    }
+    r.overview_build_s = b.nsecsElapsed() / 1e9;
+  }
   return r;
 }
 
@@ -149,7 +176,7 @@ void TraceLoader::start(const QString& path) {
       QMetaObject::invokeMethod(
           self.data(),
           [self, gen, e]() {
-            if (self && gen == self->generation_) emit self->summaryReady(e);
+            if (self && gen == self->generation_) emit self->earlyReady(e);
           },
           Qt::QueuedConnection);
     };

@@ -3,7 +3,10 @@
 // on the thread of `receiver` by callback; a newer load makes older results stale (dropped).
 // The summary goes through the profiler's summary cache (summary_cache.hpp), the same one
 // `ulysses-trace summary` reads and writes: when a valid record is beside the trace, the
-// summary is ready (summaryReady) before the ranges are read, and is not computed again.
+// summary is ready (earlyReady) before the ranges are read, and is not computed again.
+// Likewise the trace overview (trace_overview.hpp: the lanes at level of detail, for the
+// timeline's first paint) is read from its cache beside the trace and comes with earlyReady,
+// indexed; the first open builds it from the loaded model and writes it for the next one.
 #pragma once
 
 #include <QObject>
@@ -29,6 +32,13 @@ struct LoadedTrace {
   double load_s = 0, index_s = 0, analyze_s = 0;
   bool summary_from_cache = false;  // the summary was read from the summary cache, not computed
   double summary_s = 0;             // seconds from the start of the load until the summary was known
+  // Early result only: the cached overview, indexed for the timeline (its model holds the
+  // overview's reduced ranges, not the trace's), and how many ranges of the trace it stands for.
+  std::shared_ptr<const TimelineIndex> overview;
+  int64_t overview_full_ranges = 0;
+  double overview_s = 0;          // seconds from the start of the load until the overview was indexed
+  bool overview_written = false;  // final result: this load built the overview and wrote its cache
+  double overview_build_s = 0;    // seconds spent building and writing it
 };
 
 // Everything a view needs from a model, computed in the calling thread. Throws nothing:
@@ -37,8 +47,10 @@ LoadedTrace prepare_trace(std::shared_ptr<const prof::TraceModel> model,
                           const std::function<void(int, const QString&)>& progress = {},
                           std::shared_ptr<const prof::Summary> summary = nullptr);
 // Loads `path` through the profiler (errors -> `error`, never throws) and prepares it. When
-// the summary cache holds the summary, `early` gets it first (model: the cache's shell model
-// without ranges, no index), before the ranges are read.
+// the summary cache holds the summary or the overview cache the overview, `early` gets them
+// first (model: the summary cache's shell model without ranges, or null; no index; overview:
+// its own index), before the ranges are read. Without a valid overview cache the overview is
+// built from the loaded model and written beside the trace (when settled) for the next open.
 LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, const QString&)>& progress = {},
                              const std::function<void(const LoadedTrace&)>& early = {});
 
@@ -53,8 +65,8 @@ class TraceLoader : public QObject {
 
  signals:
   void progress(int percent, const QString& what);
-  // The summary, from the summary cache, while the ranges still load (only on a cache hit).
-  void summaryReady(const ulysses::ui::LoadedTrace& early);
+  // The cached summary and/or overview while the ranges still load (only on a cache hit).
+  void earlyReady(const ulysses::ui::LoadedTrace& early);
   void finished(const ulysses::ui::LoadedTrace& result);
 
  private:

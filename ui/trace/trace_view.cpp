@@ -64,7 +64,8 @@ class TraceViewPrivate {
   QLabel* message = nullptr;
   QLabel* loading_label = nullptr;
   QProgressBar* bar = nullptr;
-  ReportView* loading_report = nullptr;  // the cached summary's report while the ranges load
+  ReportView* loading_report = nullptr;        // the cached summary's report while the ranges load
+  TimelineWidget* loading_timeline = nullptr;  // the cached overview while the ranges load
   QString loading_path;
   QStackedWidget* views = nullptr;
   QButtonGroup* view_buttons = nullptr;
@@ -123,9 +124,15 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   d->bar->setRange(0, 100);
   ll->addWidget(d->loading_label);
   ll->addWidget(d->bar);
+  d->loading_timeline = new TimelineWidget(lp);
+  d->loading_timeline->setAttribute(Qt::WA_TransparentForMouseEvents);  // a picture, not a view
+  d->loading_timeline->setFocusPolicy(Qt::NoFocus);
+  d->loading_timeline->setMinimumHeight(240);
+  d->loading_timeline->hide();
+  ll->addWidget(d->loading_timeline, 3);
   d->loading_report = new ReportView(lp);
   d->loading_report->hide();
-  ll->addWidget(d->loading_report, 1);
+  ll->addWidget(d->loading_report, 2);
   ll->addStretch();
   d->pages->addWidget(lp);
 
@@ -247,15 +254,27 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
     d->loading_label->setText(what);
     emit loadProgress(pct, what);
   });
-  connect(d->loader, &TraceLoader::summaryReady, this, [this](const LoadedTrace& t) {
-    if (!d->loading || !t.summary) return;
-    d->loading_report->setSummary(t.summary, QFileInfo(t.path).fileName());
-    d->loading_report->show();
-    d->loading_label->setText(tr("Report of %1 from the summary cache (read in %2 s); reading the ranges for the "
+  connect(d->loader, &TraceLoader::earlyReady, this, [this](const LoadedTrace& t) {
+    if (!d->loading) return;
+    QStringList parts;
+    if (t.overview) {
+      d->loading_timeline->setIndex(t.overview);
+      d->loading_timeline->show();
+      parts << tr("overview of %L1 ranges as %L2 (%3 s)")
+                   .arg(t.overview_full_ranges)
+                   .arg(qlonglong(t.overview->model().ranges.size()))
+                   .arg(t.overview_s, 0, 'f', 2);
+    }
+    if (t.summary) {
+      d->loading_report->setSummary(t.summary, QFileInfo(t.path).fileName());
+      d->loading_report->show();
+      parts << tr("report from the summary cache (%1 s)").arg(t.summary_s, 0, 'f', 2);
+    }
+    d->loading_label->setText(tr("%1: %2 from the caches beside the trace; reading the ranges for the "
                                  "timeline...")
-                                  .arg(d->loading_path)
-                                  .arg(t.summary_s, 0, 'f', 2));
-    emit summaryShown(t.path);
+                                  .arg(d->loading_path, parts.join(QStringLiteral(", "))));
+    if (t.overview) emit overviewShown(t.path);
+    if (t.summary) emit summaryShown(t.path);
   });
   connect(d->loader, &TraceLoader::finished, this, [this](const LoadedTrace& t) { d->apply(t); });
   connect(d->compare_loader, &TraceLoader::finished, this, [this](const LoadedTrace& t) {
@@ -338,6 +357,8 @@ bool TraceView::openTrace(const QString& path, QString* error) {
   d->loading = true;
   d->loading_path = path;
   d->loading_report->hide();
+  d->loading_timeline->hide();
+  d->loading_timeline->setIndex(nullptr);
   d->bar->setValue(0);
   d->loading_label->setText(tr("Loading %1").arg(path));
   d->pages->setCurrentIndex(1);
@@ -417,6 +438,8 @@ void TraceViewPrivate::updateCompare() {
 void TraceViewPrivate::apply(const LoadedTrace& t) {
   loading = false;
   loading_report->hide();
+  loading_timeline->hide();
+  loading_timeline->setIndex(nullptr);  // frees the overview
   if (!t.error.isEmpty()) {
     current = {};
     timeline->setIndex(nullptr);
@@ -455,6 +478,9 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
                       .arg(t.summary_from_cache
                                ? QObject::tr("summary from the cache (%1 s)").arg(t.summary_s, 0, 'f', 2)
                                : QObject::tr("analysis %1 s").arg(t.analyze_s, 0, 'f', 2)));
+  if (t.overview_written)
+    status->setText(status->text() +
+                    QObject::tr("; overview written for the next open (%1 s)").arg(t.overview_build_s, 0, 'f', 2));
   // Foreign traces: what the file lacked and how it was read, on hover (and counted).
   QStringList notes;
   for (const auto& n : m.notes) notes << QString::fromStdString(n);
@@ -511,6 +537,7 @@ std::shared_ptr<const prof::TraceModel> TraceView::model() const { return d->cur
 TimelineWidget* TraceView::timeline() const { return d->timeline; }
 ReportView* TraceView::reportView() const { return d->report; }
 ReportView* TraceView::loadingReport() const { return d->loading_report; }
+TimelineWidget* TraceView::loadingTimeline() const { return d->loading_timeline; }
 bool TraceView::summaryFromCache() const { return d->current.summary_from_cache; }
 
 QImage TraceView::renderToImage(const QSize& size) {

@@ -55,6 +55,10 @@ class TraceView : public QWidget {
   // While a trace loads whose summary is in the summary cache, the loading page shows its
   // report (this view) under the progress bar; hidden otherwise.
   ReportView* loadingReport() const;
+  // While a trace loads whose overview is cached beside it (written by an earlier open), the
+  // loading page draws it in this timeline (the whole run at level of detail, not interactive)
+  // above the report; hidden otherwise.
+  TimelineWidget* loadingTimeline() const;
   // Whether the shown trace's summary came from the summary cache (not computed on open).
   bool summaryFromCache() const;
 
@@ -65,6 +69,8 @@ class TraceView : public QWidget {
   void loadProgress(int percent, const QString& what);
   // The report of `path` is on the loading page (summary cache hit), the ranges still load.
   void summaryShown(const QString& path);
+  // The overview of `path` is drawn on the loading page (overview cache hit), the ranges still load.
+  void overviewShown(const QString& path);
   void loaded(const QString& path);
   void loadFailed(const QString& message);
 

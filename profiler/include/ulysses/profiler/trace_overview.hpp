@@ -67,6 +67,10 @@ struct OverviewCacheProbe {
   int64_t newest_ns = -1;  // newest input mtime (CLOCK_REALTIME ns)
   int64_t probed_at_ns = 0;
   int64_t racy_window_ns = 0;
+  // A cache to write, for inputs that had settled (newest input older than the racy window).
+  bool writable() const {
+    return !path.empty() && !key.empty() && newest_ns >= 0 && newest_ns < probed_at_ns - racy_window_ns;
+  }
 };
 OverviewCacheProbe probe_overview_cache(const std::string& trace_path, const LoadOptions& lo,
                                         const SummaryCacheOptions& co = {});
