@@ -3,7 +3,8 @@
 //   - open from file: write RUN/trace/rank*.sqlite with the profiler's TraceWriter, then time
 //     prof::load_trace, the timeline index and prof::analyze (what TraceView does in its
 //     loader thread), for sizes up to --file-up-to; then the studio's whole open
-//     (ui::load_and_prepare) without and with the summary cache: when the report is shown;
+//     (ui::load_and_prepare) without and with the caches beside the trace: when the report is
+//     shown and when the timeline's first frame is painted (the overview's, from its cache);
 //   - open in memory: time the timeline index build from the in-memory TraceModel (all sizes);
 //   - one frame's draw list (compute_draw_list, no painting) at full view and at a 1 ms
 //     window, median of --frames runs, for all lanes (no vertical culling: worst case).
@@ -28,6 +29,7 @@
 #include "trace/trace_loader.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/summary_cache.hpp"
+#include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 #include "ulysses/profiler/trace_writer.hpp"
 
@@ -143,23 +145,46 @@ double paint_ms(std::shared_ptr<const ui::TimelineIndex> ix, int64_t t0, int64_t
   return ms[ms.size() / 2];
 }
 
+// One offscreen render of a timeline widget over the whole trace (the first frame a user sees).
+double first_frame_s(std::shared_ptr<const ui::TimelineIndex> ix, int width) {
+  const auto a = Clock::now();
+  ui::TimelineWidget w;
+  w.resize(width + w.gutterWidth(), 1000);
+  w.setIndex(std::move(ix));
+  QImage img(w.size(), QImage::Format_ARGB32_Premultiplied);
+  w.render(&img);
+  return secs(a);
+}
+
 // The studio's open (ui::load_and_prepare, as TraceView's loader thread runs it) twice on the
-// same files: without a summary cache (the report waits for load + analysis; the cache is
-// written) and with it (the report is shown from the cache before the ranges are read).
-void studio_open_with_cache(const fs::path& run) {
+// same files: without the caches beside the trace (the report waits for load + analysis, the
+// timeline's first frame for load + index; both caches are written) and with them (report
+// and overview from the caches before the ranges are read; the first frame is the overview's).
+void studio_open_with_cache(const fs::path& run, int width) {
   unsetenv("ULYSSES_TRACE_NO_CACHE");
   // Older than the cache's racy window (2 s), as a finished run is: else nothing is cached.
   const auto old = fs::file_time_type::clock::now() - std::chrono::hours(1);
   for (const auto& e : fs::directory_iterator(run / "trace"))
     if (e.path().extension() == ".sqlite") fs::last_write_time(e.path(), old);
   fs::remove(prof::summary_cache_path(run.string()));
-  double shown[2] = {0, 0}, total[2] = {0, 0};
-  bool cached[2] = {false, false};
+  fs::remove(prof::overview_cache_path(run.string()));
+  double shown[2] = {0, 0}, total[2] = {0, 0}, painted[2] = {0, 0};
+  bool cached[2] = {false, false}, overview[2] = {false, false};
+  double build_s = 0;
+  int64_t overview_ranges = 0, full_ranges = 0;
   for (int pass = 0; pass < 2; ++pass) {
     const auto a = Clock::now();
-    double early_s = -1;
-    const ui::LoadedTrace t = ui::load_and_prepare(QString::fromStdString(run.string()), {},
-                                                   [&](const ui::LoadedTrace&) { early_s = secs(a); });
+    double early_s = -1, paint_s = -1;
+    const ui::LoadedTrace t =
+        ui::load_and_prepare(QString::fromStdString(run.string()), {}, [&](const ui::LoadedTrace& e) {
+          early_s = secs(a);
+          if (e.overview) {  // what the loading page draws
+            overview[pass] = true;
+            overview_ranges = int64_t(e.overview->model().ranges.size());
+            first_frame_s(e.overview, width);
+            paint_s = secs(a);
+          }
+        });
     total[pass] = secs(a);
     if (!t.error.isEmpty()) {
       std::fprintf(stderr, "bench_timeline: studio open failed: %s\n", t.error.toStdString().c_str());
@@ -167,12 +192,25 @@ void studio_open_with_cache(const fs::path& run) {
     }
     cached[pass] = t.summary_from_cache;
     shown[pass] = early_s >= 0 ? early_s : t.summary_s;  // no cache: the report comes with the load
+    // No overview: the first frame is the loaded trace's (after the whole open).
+    painted[pass] = paint_s >= 0 ? paint_s : total[pass] - t.overview_build_s + first_frame_s(t.index, width);
+    if (pass == 0) build_s = t.overview_build_s;
+    full_ranges = int64_t(t.model->ranges.size());
   }
+  std::error_code ec;
+  const auto cache_bytes = fs::file_size(prof::overview_cache_path(run.string()), ec);
   std::printf(
       "  studio open (load_and_prepare): report shown after %.2f s without a summary cache (load + analysis; "
       "writes it), %.2f s from the cache%s (%.1fx sooner); whole open %.2f s / %.2f s\n",
       shown[0], shown[1], cached[1] && !cached[0] ? "" : " [cache NOT used as expected]",
       shown[1] > 0 ? shown[0] / shown[1] : 0.0, total[0], total[1]);
+  std::printf(
+      "  first paint of the timeline (%d px): %.2f s without the overview (load + index + analysis + frame), "
+      "%.2f s from the overview cache%s (%.1fx sooner; %lld overview ranges for %lld, cache %.1f MB, "
+      "built and written in %.2f s by the first open)\n",
+      width, painted[0], painted[1], overview[1] && !overview[0] ? "" : " [overview NOT used as expected]",
+      painted[1] > 0 ? painted[0] / painted[1] : 0.0, (long long)overview_ranges, (long long)full_ranges,
+      ec ? 0.0 : double(cache_bytes) / 1e6, build_s);
 }
 
 }  // namespace
@@ -196,7 +234,7 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-paint", paint, "Skip the QPainter measurement (offscreen widget render)");
   bool studio_cache = true;
   app.add_flag("!--no-studio-cache", studio_cache,
-               "Skip the studio open through the summary cache (report shown: computed vs cached)");
+               "Skip the studio open through the caches (report shown and first paint: computed vs cached)");
   CLI11_PARSE(app, argc, argv);
   if (!std::getenv("QT_QPA_PLATFORM")) setenv("QT_QPA_PLATFORM", "offscreen", 1);
   int qargc = 1;
@@ -250,7 +288,7 @@ int main(int argc, char** argv) {
       }
       load_s = secs(a);
       source = "file";
-      if (studio_cache) studio_open_with_cache(run);
+      if (studio_cache) studio_open_with_cache(run, width);
       fs::remove_all(run);
     }
     a = Clock::now();

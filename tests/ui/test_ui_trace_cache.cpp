@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <ctime>
@@ -180,19 +181,20 @@ TEST(StudioOverview, FirstOpenWritesItTheSecondGetsItBeforeTheRanges) {
 }
 
 namespace {
-// Pixels covered by the draw list's range items (not shading), per row y.
-std::map<int, std::vector<bool>> coverage(const DrawList& dl, int width) {
-  std::map<int, std::vector<bool>> rows;
+// Per row y, per pixel: the colour of the topmost range item there (0: none; shading not drawn).
+std::map<int, std::vector<uint32_t>> raster(const DrawList& dl, int width) {
+  std::map<int, std::vector<uint32_t>> rows;
   for (const auto& it : dl.items) {
     auto& row = rows[int(std::lround(it.y))];
-    row.resize(size_t(width) + 2, false);
+    row.resize(size_t(width) + 2, 0);
     const int a = std::max(0, int(std::floor(it.x))), b = std::min(width + 1, int(std::ceil(it.x + it.w)));
-    for (int x = a; x < std::max(b, a + 1); ++x) row[size_t(x)] = true;
+    for (int x = a; x < std::max(b, a + 1); ++x) row[size_t(x)] = it.argb;
   }
   return rows;
 }
-// Pixels of `a` with no covered pixel of `b` within +-1.
-int64_t uncovered(const std::map<int, std::vector<bool>>& a, const std::map<int, std::vector<bool>>& b) {
+// Pixels of `a` with no pixel of `b` within +-1 (same_colour: of the same colour).
+int64_t unmatched(const std::map<int, std::vector<uint32_t>>& a, const std::map<int, std::vector<uint32_t>>& b,
+                  bool same_colour) {
   int64_t n = 0;
   for (const auto& [y, row] : a) {
     const auto it = b.find(y);
@@ -200,10 +202,16 @@ int64_t uncovered(const std::map<int, std::vector<bool>>& a, const std::map<int,
       if (!row[x]) continue;
       bool near = false;
       if (it != b.end())
-        for (size_t k = x == 0 ? 0 : x - 1; k <= x + 1 && k < it->second.size(); ++k) near = near || it->second[k];
+        for (size_t k = x == 0 ? 0 : x - 1; k <= x + 1 && k < it->second.size(); ++k)
+          near = near || (same_colour ? it->second[k] == row[x] : it->second[k] != 0);
       n += near ? 0 : 1;
     }
   }
+  return n;
+}
+int64_t ranges_drawn(const DrawList& dl) {
+  int64_t n = 0;
+  for (const auto& it : dl.items) n += it.count;
   return n;
 }
 }  // namespace
@@ -215,7 +223,7 @@ TEST(StudioOverview, FullViewCoversTheSamePixelsAsTheWholeTrace) {
   const prof::TraceOverview ov = prof::build_overview(*full);
   ASSERT_LT(ov.model.ranges.size(), full->ranges.size());
   const auto fi = TimelineIndex::build(full);
-  const auto oi = TimelineIndex::build(std::make_shared<const prof::TraceModel>(ov.model));
+  const auto oi = TimelineIndex::build(std::make_shared<const prof::TraceModel>(ov.model), {}, ov.counts);
   ASSERT_EQ(oi->rows().size(), fi->rows().size());  // every row (lane, depth) is there
   const TimelineLayout fl = compute_layout(*fi), ol = compute_layout(*oi);
   ASSERT_EQ(ol.total_h, fl.total_h);
@@ -226,12 +234,24 @@ TEST(StudioOverview, FullViewCoversTheSamePixelsAsTheWholeTrace) {
     DrawList fd, od;
     compute_draw_list(*fi, fl, p, &fd);
     compute_draw_list(*oi, ol, p, &od);
-    const auto fc = coverage(fd, width), oc = coverage(od, width);
+    const auto fr = raster(fd, width), orr = raster(od, width);
     int64_t covered = 0;
-    for (const auto& [y, row] : fc) covered += std::count(row.begin(), row.end(), true);
+    for (const auto& [y, row] : fr) covered += int64_t(row.size()) - std::count(row.begin(), row.end(), 0u);
     ASSERT_GT(covered, width);
-    EXPECT_EQ(uncovered(fc, oc), 0) << "width " << width << ": pixels the trace covers and the overview does not";
-    EXPECT_EQ(uncovered(oc, fc), 0) << "width " << width << ": pixels the overview covers and the trace does not";
+    EXPECT_EQ(unmatched(fr, orr, false), 0)
+        << "width " << width << ": pixels the trace covers and the overview does not";
+    EXPECT_EQ(unmatched(orr, fr, false), 0)
+        << "width " << width << ": pixels the overview covers and the trace does not";
+    // Colours (phase of single ranges, the fold colour of folded runs) agree but for a few
+    // pixels at the edges of folds: the overview folds at q, finer than the frame's fold_px.
+    const int64_t colour_off = unmatched(fr, orr, true);
+    EXPECT_LE(colour_off * 100, covered) << "width " << width << ": " << colour_off << " of " << covered;
+    // Every range of the trace is counted once in both (folded items count the trace's ranges).
+    EXPECT_EQ(ranges_drawn(od), ranges_drawn(fd)) << "width " << width;
+    EXPECT_EQ(ranges_drawn(fd), int64_t(full->ranges.size()));
+    std::printf(
+        "width %d: %lld pixels covered, %lld of another colour within 1 px; items %zu (trace) / %zu (overview)\n",
+        width, (long long)covered, (long long)colour_off, fd.items.size(), od.items.size());
   }
 }
 

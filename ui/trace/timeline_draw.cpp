@@ -182,8 +182,12 @@ void compute_draw_list(const TimelineIndex& ix, const TimelineLayout& layout, co
       it.h = sh;
       it.range = ix.range_at(row, sp.first);
       it.count = sp.count;
+      if (ix.weighted()) {  // an overview: count the trace's ranges, not the overview's
+        it.count = 0;
+        for (int64_t k = 0; k < sp.count; ++k) it.count += ix.weight(ix.range_at(row, sp.first + k));
+      }
       it.flags = extra_flags;
-      if (sp.count == 1) {
+      if (it.count == 1) {
         it.argb = phase_argb(r.phase, r.dir);
         it.name_id = r.name_id;
         if (!range_matches(p, r)) it.flags |= kDimmed;
@@ -194,7 +198,7 @@ void compute_draw_list(const TimelineIndex& ix, const TimelineLayout& layout, co
         it.flags |= kFolded;
         if ((p.match || p.match_phase) && !range_matches(p, r)) it.flags |= kDimmed;
         ++out->folded_items;
-        out->folded_ranges += sp.count;
+        out->folded_ranges += it.count;
       }
       out->items.push_back(it);
     }

@@ -1,6 +1,8 @@
 // Builds the timeline's per-row search structure and the per-rank overlap intervals.
 #include "trace/timeline_index.hpp"
 
+#include <stdexcept>
+
 #include "ulysses/profiler/analysis.hpp"
 
 #include <algorithm>
@@ -44,10 +46,14 @@ IntervalList interval_intersection(const IntervalList& a, const IntervalList& b)
 }
 
 std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceModel> model,
-                                                    const std::function<void(int)>& progress) {
+                                                    const std::function<void(int)>& progress,
+                                                    std::vector<int64_t> weights) {
   auto ix = std::make_shared<TimelineIndex>();
   ix->model_ = model;
   const TraceModel& m = *model;
+  if (!weights.empty() && weights.size() != m.ranges.size())
+    throw std::invalid_argument("TimelineIndex::build: one weight per range expected");
+  ix->weights_ = std::move(weights);
   const int64_t total = std::max<int64_t>(1, int64_t(m.ranges.size()));
   int64_t done = 0;
   int last_pct = -1;

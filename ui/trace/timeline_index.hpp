@@ -62,10 +62,17 @@ class TimelineIndex {
   // Builds the index; `progress` (0..100) is called now and then. Lanes whose ranges are not
   // sorted by start are sorted in a private copy of their order (never expected, but cheap
   // to tolerate).
+  // `weights` (empty, or one per model range): how many ranges of a trace each range stands
+  // for, when the model is a trace overview (prof::TraceOverview::counts); the draw list
+  // counts folded items by them and folds a range that stands for several.
   static std::shared_ptr<TimelineIndex> build(std::shared_ptr<const prof::TraceModel> model,
-                                              const std::function<void(int)>& progress = {});
+                                              const std::function<void(int)>& progress = {},
+                                              std::vector<int64_t> weights = {});
 
   const prof::TraceModel& model() const { return *model_; }
+  // Ranges of the trace that model range i stands for (1 unless built with weights).
+  int64_t weight(int64_t i) const { return weights_.empty() ? 1 : weights_[size_t(i)]; }
+  bool weighted() const { return !weights_.empty(); }
   std::shared_ptr<const prof::TraceModel> model_ptr() const { return model_; }
   const std::vector<TimelineRow>& rows() const { return rows_; }
   const std::vector<TimelineLaneInfo>& lanes() const { return lanes_; }
@@ -101,6 +108,7 @@ class TimelineIndex {
 
  private:
   std::shared_ptr<const prof::TraceModel> model_;
+  std::vector<int64_t> weights_;
   std::vector<TimelineRow> rows_;
   std::vector<TimelineLaneInfo> lanes_;
   std::vector<TimelineRankInfo> ranks_;

@@ -97,7 +97,8 @@ LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, 
       }
       if (ov) {
         e.overview_full_ranges = ov->full_ranges;
-        e.overview = TimelineIndex::build(std::make_shared<const prof::TraceModel>(std::move(ov->model)));
+        e.overview = TimelineIndex::build(std::make_shared<const prof::TraceModel>(std::move(ov->model)), {},
+                                          std::move(ov->counts));
         e.overview_s = t.nsecsElapsed() / 1e9;
       }
       early(e);
