@@ -124,9 +124,12 @@ inline uint64_t checksum(const char* p, size_t n) {
 // CLOCK_REALTIME in ns (file mtimes are on this clock).
 int64_t now_realtime_ns();
 // The cache key of the inputs and options (profiler build id, options, each file's and its
-// -wal file's name, size, mtime, inode); *newest_ns = the newest input mtime.
+// -wal file's name, size, mtime, inode); *newest_ns = the newest input mtime. LoadOptions::
+// head_lanes is part of it only with `lanes_matter`: head-range lanes are display copies the
+// analysis skips, so the summary is the same with or without them (the CLI loads without,
+// the studio with, and both share one summary record), while an overview holds the lanes.
 std::string make_key(const std::vector<std::string>& files, const LoadOptions& lo, const AnalysisOptions& ao,
-                     int64_t* newest_ns);
+                     bool lanes_matter, int64_t* newest_ns);
 // The payload of cache file `path` when its magic, format, key and checksum match; false
 // otherwise (missing, foreign, stale, torn). Never throws.
 bool read_file(const std::string& path, const char (&magic)[8], uint32_t format, const std::string& key,

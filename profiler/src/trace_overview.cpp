@@ -262,7 +262,7 @@ OverviewCacheProbe probe_overview_cache(const std::string& trace_path, const Loa
   try {
     p.files = trace_input_files(trace_path);
     p.path = overview_cache_path(trace_path);
-    if (!p.path.empty()) p.key = cache_io::make_key(p.files, lo, AnalysisOptions{}, &p.newest_ns);
+    if (!p.path.empty()) p.key = cache_io::make_key(p.files, lo, AnalysisOptions{}, true, &p.newest_ns);
   } catch (...) {  // no cache for inputs that cannot be listed; load_trace reports them
     p = OverviewCacheProbe{};
   }
@@ -289,7 +289,7 @@ bool write_overview_cache(const OverviewCacheProbe& p, const std::string& trace_
   try {
     int64_t newest_now = -1;
     if (trace_input_files(trace_path) != p.files ||
-        cache_io::make_key(p.files, lo, AnalysisOptions{}, &newest_now) != p.key)
+        cache_io::make_key(p.files, lo, AnalysisOptions{}, true, &newest_now) != p.key)
       return false;
     return cache_io::write_file(p.path, kOverviewMagic, kOverviewCacheFormat, p.key, encode_overview(o));
   } catch (...) {

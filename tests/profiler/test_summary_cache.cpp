@@ -216,6 +216,22 @@ TEST(SummaryCache, OtherOptionsAreAnotherKey) {
   EXPECT_TRUE(prof::load_summary(r.run, no_align, ao).from_cache);
 }
 
+// The studio loads with head-range lanes (display copies), ulysses-trace without: the summary
+// is the same, so both read one record instead of rewriting it in turn.
+TEST(SummaryCache, StudioAndCliLoadOptionsShareOneRecord) {
+  CacheRun r;
+  prof::LoadOptions studio;  // defaults: head lanes on
+  ASSERT_TRUE(studio.head_lanes);
+  const auto first = prof::load_summary(r.run, studio, {});
+  ASSERT_TRUE(first.written);
+  const auto cli = prof::load_summary(r.run, summary_load(), {});
+  EXPECT_TRUE(cli.from_cache);
+  EXPECT_FALSE(cli.written);
+  EXPECT_TRUE(render(cli.model, cli.summary) == fresh(r.run));  // the CLI's own uncached answer
+  EXPECT_TRUE(render(first.model, first.summary) == fresh(r.run));
+  EXPECT_TRUE(prof::load_summary(r.run, studio, {}).from_cache);
+}
+
 TEST(SummaryCache, TouchingOrAppendingToARankFileInvalidates) {
   CacheRun r;
   ASSERT_TRUE(prof::load_summary(r.run, summary_load(), {}).written);

@@ -17,8 +17,10 @@
 //   one file F                             dirname(F)/.F.ulysses-summary-cache
 // Key (all must match, else the cache is ignored and rewritten): the cache format version,
 // the profiler build id (a hash of the profiler's sources, so any change to the loader or the
-// analysis invalidates), the options that change the Summary (LoadOptions head_lanes,
-// gpu_activity, align_clocks; AnalysisOptions step_begin, step_end, top_names), and for every
+// analysis invalidates), the options that change the Summary (LoadOptions gpu_activity,
+// align_clocks; AnalysisOptions step_begin, step_end, top_names; not head_lanes: head-range
+// lanes are display copies the analysis skips, so `ulysses-trace`, which loads without them,
+// and the studio, which loads with them, share one record), and for every
 // input file in load order its name, size, mtime (ns), inode, and the same for its "-wal"
 // file (absent or empty is recorded as absent: an empty WAL holds no frames, and SQLite's
 // read-only connections create one). A file is one record: the latest summary computed.
