@@ -40,6 +40,9 @@
 #include "run_launcher.hpp"
 #include "worker_locator.hpp"
 #include "worker_process.hpp"
+#include "ulysses/profiler/summary_cache.hpp"
+#include "ulysses/profiler/trace_overview.hpp"
+#include "ulysses/profiler/trace_store.hpp"
 
 namespace {
 
@@ -211,6 +214,27 @@ std::string config_name(const std::string& path) {
 }
 
 }  // namespace
+
+// A finished traced run: its summary and the studio's overview written beside the trace
+// (every worker has exited, so the trace is complete), so that `ulysses-trace summary` and the
+// studio open it without reading every range. Never changes the run's exit code.
+void prepare_trace(const std::string& out_dir) {
+  namespace prof = ulysses::prof;
+  const std::string trace_dir = out_dir + "/trace";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(trace_dir, ec) || prof::summary_cache_disabled_by_env()) return;
+  try {
+    if (prof::trace_input_files(trace_dir).empty()) return;
+    const prof::PreparedCaches p = prof::prepare_trace_caches(out_dir, 0);
+    char line[256];
+    std::snprintf(line, sizeof line, "trace: %lld ranges, summary and overview %s beside it (%.2f s)",
+                  static_cast<long long>(p.ranges),
+                  p.summary_cached && p.overview_cached ? "written" : "NOT all written", p.seconds);
+    say(line);
+  } catch (const std::exception& e) {
+    say(std::string("trace: not prepared for the studio (") + e.what() + ")");
+  }
+}
 
 int run_main(int argc, char** argv) {
   namespace L = ulysses::launch;
@@ -464,6 +488,7 @@ int run_main(int argc, char** argv) {
     case L::RunStatus::Finished:
       say(rec.message + (rec.final_loss ? ", final loss " + std::to_string(*rec.final_loss) : std::string()) +
           "; run directory " + out_dir);
+      prepare_trace(out_dir);
       break;
     case L::RunStatus::Stopped:
       say(std::string("stopped by ") +

@@ -6,6 +6,8 @@
 // summary and report answer from the summary cache beside the trace when it matches
 // (profiler/summary_cache.hpp); --no-cache or ULYSSES_TRACE_NO_CACHE=1 turns it off.
 // `compare RUN_A RUN_B [--json]` prints two runs side by side per phase and per layer (profiler/compare.hpp).
+// `prepare RUN` writes the summary cache and the studio's overview beside a finished run's trace
+// (ulysses-run does it when a traced run finishes), so both answer without reading every range.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -19,6 +21,7 @@
 #include "ulysses/profiler/html_report.hpp"
 #include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/summary_cache.hpp"
+#include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 // `report RUN --html OUT.html`: the summary's analysis as a self-contained one-page HTML
@@ -91,6 +94,10 @@ int main(int argc, char** argv) {
   cmp->add_option("--threshold", threshold, "flag rows whose B/A differs from 1 by more than this (default 0.10)")
       ->check(CLI::NonNegativeNumber);
 
+  auto* prep = app.add_subcommand(
+      "prepare", "Write the summary and the studio's overview beside a finished run's trace, so both open at once");
+  prep->add_option("RUN", run, "run directory or .sqlite trace")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -113,6 +120,25 @@ int main(int argc, char** argv) {
   try {
     prof::LoadOptions lo;
     if (report->parsed()) return write_html_report(run, html_out, !no_cache);
+    if (prep->parsed()) {
+      if (prof::summary_cache_disabled_by_env()) {
+        std::cerr << "ulysses-trace: ULYSSES_TRACE_NO_CACHE is set: nothing to prepare\n";
+        return 2;
+      }
+      const prof::PreparedCaches p = prof::prepare_trace_caches(run, prof::SummaryCacheOptions{}.racy_window_ns);
+      if (!p.loaded) {
+        std::cerr << "already prepared: " << run << " (summary and overview cached beside the trace)\n";
+        return 0;
+      }
+      std::fprintf(
+          stderr, "prepared %s in %.2f s: %lld ranges; summary %s, overview %s\n", run.c_str(), p.seconds,
+          static_cast<long long>(p.ranges), p.summary_cached ? "cached" : "NOT cached",
+          p.overview_cached ? ("cached (" + std::to_string(p.overview_ranges) + " ranges)").c_str() : "NOT cached");
+      if (p.summary_cached && p.overview_cached) return 0;
+      std::cerr << "ulysses-trace: could not write beside " << run
+                << " (a read-only folder, or a trace modified in the last 2 s: still being written?)\n";
+      return 1;
+    }
     if (cmp->parsed()) {
       lo.head_lanes = false;
       const prof::TraceModel ma = prof::load_trace(run, lo), mb = prof::load_trace(run_b, lo);

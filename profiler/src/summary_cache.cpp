@@ -62,8 +62,9 @@ std::string file_identity(const std::string& path, int64_t* mtime_ns, bool empty
 
 std::string make_key(const std::vector<std::string>& files, const LoadOptions& lo, const AnalysisOptions& ao,
                      bool lanes_matter, int64_t* newest_ns) {
-  std::string k = "format=" + std::to_string(kSummaryCacheFormat) + "\nbuild=" + profiler_build_id() + "\nhead_lanes=" +
-                  (lanes_matter ? std::to_string(lo.head_lanes) : "any") + " gpu_activity=" + std::to_string(lo.gpu_activity) +
+  std::string k = "format=" + std::to_string(kSummaryCacheFormat) + "\nbuild=" + profiler_build_id() +
+                  "\nhead_lanes=" + (lanes_matter ? std::to_string(lo.head_lanes) : "any") +
+                  " gpu_activity=" + std::to_string(lo.gpu_activity) +
                   " align_clocks=" + std::to_string(lo.align_clocks) + "\nstep_begin=" + std::to_string(ao.step_begin) +
                   " step_end=" + std::to_string(ao.step_end) + " top_names=" + std::to_string(ao.top_names) + "\n";
   *newest_ns = -1;
@@ -406,7 +407,8 @@ CachedSummary load_summary(const std::string& trace_path, const LoadOptions& lo,
       int64_t newest_after = -1;
       // Not while the run is still being written, nor when an input changed while it was read.
       const bool settled = p.newest_ns >= 0 && p.newest_ns < started_ns - co.racy_window_ns;
-      if (settled && make_key(p.files, lo, ao, false, &newest_after) == p.key && trace_input_files(trace_path) == p.files)
+      if (settled && make_key(p.files, lo, ao, false, &newest_after) == p.key &&
+          trace_input_files(trace_path) == p.files)
         out.written = write_cache(p.cpath, p.key, encode_summary(out.model, out.summary));
     } catch (...) {
     }

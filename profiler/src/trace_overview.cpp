@@ -4,6 +4,7 @@
 #include "ulysses/profiler/trace_overview.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <numeric>
 #include <stdexcept>
@@ -295,6 +296,34 @@ bool write_overview_cache(const OverviewCacheProbe& p, const std::string& trace_
   } catch (...) {
     return false;
   }
+}
+
+PreparedCaches prepare_trace_caches(const std::string& trace_path, int64_t racy_window_ns) {
+  const auto t0 = std::chrono::steady_clock::now();
+  PreparedCaches out;
+  SummaryCacheOptions co;
+  co.racy_window_ns = racy_window_ns;
+  const LoadOptions lo;      // as the studio loads (head lanes on; the summary key ignores them)
+  const AnalysisOptions ao;  // as `ulysses-trace summary` and the studio analyse
+  const OverviewCacheProbe op = probe_overview_cache(trace_path, lo, co);
+  out.overview_cached = read_overview_cache(op, trace_path).has_value();
+  std::optional<CachedSummary> hit = read_summary_cache(trace_path, lo, ao, co);
+  if (!hit || !out.overview_cached) {
+    CachedSummary cs = load_summary(trace_path, lo, ao, co);  // writes the summary on a miss
+    out.summary_cached = cs.from_cache || cs.written;
+    if (cs.from_cache) cs.model = load_trace(trace_path, lo);  // the overview needs the ranges
+    out.loaded = true;
+    out.ranges = static_cast<int64_t>(cs.model.ranges.size());
+    if (!out.overview_cached) {
+      const TraceOverview ov = build_overview(cs.model);
+      out.overview_ranges = static_cast<int64_t>(ov.model.ranges.size());
+      out.overview_cached = write_overview_cache(op, trace_path, lo, ov);
+    }
+  } else {
+    out.summary_cached = true;
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
 }
 
 }  // namespace ulysses::prof

@@ -22,6 +22,8 @@
 #include <chrono>
 #include <thread>
 
+#include "ulysses/profiler/summary_cache.hpp"
+#include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 #include "../common/e2e_util.hpp"
 
@@ -104,6 +106,12 @@ TEST(EndToEnd, TwoRanksMatchOneProcessAndTraceIsComplete) {
         }
   ASSERT_EQ(t.steps.size(), 4u);  // 2 ranks x 2 steps
   EXPECT_FALSE(t.memory.empty());
+  // The finished run left its summary and the studio's overview beside the trace, valid for
+  // the files as they are (the studio and ulysses-trace open it without reading every range).
+  const auto ov = ulysses::prof::read_overview_cache(ulysses::prof::probe_overview_cache(out2, {}), out2);
+  ASSERT_TRUE(ov);
+  EXPECT_EQ(ov->full_ranges, int64_t(t.ranges.size()));
+  EXPECT_TRUE(ulysses::prof::read_summary_cache(out2, {}, {}));
   fs::remove_all(fs::path(out2).parent_path());
 }
 

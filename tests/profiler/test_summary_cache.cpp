@@ -25,6 +25,7 @@
 #include "ulysses/profiler/html_report.hpp"
 #include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/summary_cache.hpp"
+#include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 namespace prof = ulysses::prof;
@@ -402,5 +403,46 @@ TEST(SummaryCache, CliOutputIsByteIdenticalAndNoCacheBypassesIt) {
   EXPECT_EQ(cli("summary " + r.run + " --no-cache", &rc), cli("summary " + r.run, &rc, "ULYSSES_TRACE_NO_CACHE=1"));
   cli("report " + r.run + " --html " + h1 + " --no-cache", &rc);
   EXPECT_FALSE(fs::exists(r.cache()));
+}
+#endif
+
+#ifdef ULYSSES_TRACE_BIN
+// `ulysses-trace prepare RUN` (what ulysses-run does when a traced run finishes): the summary
+// and the overview are written beside the trace and then answer without reading the ranges;
+// a second prepare finds both; a trace modified just now is not cached (exit 1, says why).
+TEST(SummaryCache, CliPrepareWritesTheSummaryAndTheOverview) {
+  CacheRun r;
+  const std::string ov = prof::overview_cache_path(r.run);
+  int rc = -1;
+  cli("prepare " + r.run, &rc);
+  EXPECT_EQ(rc, 0);
+  ASSERT_TRUE(fs::exists(r.cache()));
+  ASSERT_TRUE(fs::exists(ov));
+  // Both hit for the studio's load options and the CLI's.
+  prof::LoadOptions studio;
+  EXPECT_TRUE(prof::read_overview_cache(prof::probe_overview_cache(r.run, studio), r.run));
+  EXPECT_TRUE(prof::read_summary_cache(r.run, studio, {}));
+  EXPECT_TRUE(prof::read_summary_cache(r.run, summary_load(), {}));
+  EXPECT_EQ(cli("summary " + r.run + " --json", &rc), cli("summary " + r.run + " --json --no-cache", &rc));
+  const prof::PreparedCaches again = prof::prepare_trace_caches(r.run);
+  EXPECT_FALSE(again.loaded);
+  EXPECT_TRUE(again.summary_cached && again.overview_cached);
+  // Only the overview missing: the ranges are read again for it, the summary is kept.
+  fs::remove(ov);
+  const prof::PreparedCaches only_ov = prof::prepare_trace_caches(r.run);
+  EXPECT_TRUE(only_ov.loaded);
+  EXPECT_TRUE(only_ov.overview_cached);
+  EXPECT_GT(only_ov.ranges, 1000);
+  EXPECT_TRUE(fs::exists(ov));
+  // A rank file modified just now (a run still being written): not cached, exit 1.
+  fs::remove(ov);
+  fs::remove(r.cache());
+  ASSERT_EQ(utimensat(AT_FDCWD, r.files[0].c_str(), nullptr, 0), 0);
+  cli("prepare " + r.run, &rc);
+  EXPECT_EQ(rc, 1);
+  EXPECT_FALSE(fs::exists(ov));
+  EXPECT_FALSE(fs::exists(r.cache()));
+  cli("prepare " + r.dir.path + "/missing", &rc);
+  EXPECT_EQ(rc, 2);
 }
 #endif

@@ -83,4 +83,22 @@ std::optional<TraceOverview> read_overview_cache(const OverviewCacheProbe& p, co
 bool write_overview_cache(const OverviewCacheProbe& p, const std::string& trace_path, const LoadOptions& lo,
                           const TraceOverview& o);
 
+// After a run has finished writing its trace: loads it once as the studio does and writes
+// the summary cache and the overview
+// beside it where they are missing or stale, so that the first `ulysses-trace summary` and
+// the first studio open answer from them. ulysses-run calls it when a traced run finishes;
+// `ulysses-trace prepare` is the same for runs launched otherwise. racy_window_ns: inputs
+// modified less than this before are taken as still being written and not cached (0 when the
+// caller knows every writer has closed, as ulysses-run does after its workers exited).
+// Throws what load_trace throws; a cache that cannot be written is reported in the result.
+struct PreparedCaches {
+  bool summary_cached = false;   // the summary cache holds this trace's summary (now or before)
+  bool overview_cached = false;  // likewise the overview
+  bool loaded = false;           // the ranges had to be read (something was missing or stale)
+  int64_t ranges = 0;            // ranges of the trace (when loaded)
+  int64_t overview_ranges = 0;   // ranges of the overview written
+  double seconds = 0;
+};
+PreparedCaches prepare_trace_caches(const std::string& trace_path, int64_t racy_window_ns = 0);
+
 }  // namespace ulysses::prof
