@@ -13,7 +13,9 @@ SECONDS_PER_TARGET="${1:-20}"
 BUILD="${2:-$HERE/../build-fuzz}"
 shift $(( $# > 2 ? 2 : $# )) || true
 TARGETS=("$@")
-((${#TARGETS[@]})) || TARGETS=(safetensors_header config metric_line run_record trace_loader)
+# Default: every target fuzz/targets.cmake defines (its ULYSSES_FUZZ_TARGET_NAMES, the one list).
+((${#TARGETS[@]})) || read -r -a TARGETS <<<"$(sed -n 's/^set(ULYSSES_FUZZ_TARGET_NAMES \(.*\))$/\1/p' "$HERE/targets.cmake")"
+((${#TARGETS[@]})) || { echo "run_fuzz.sh: no target names in $HERE/targets.cmake" >&2; exit 1; }
 if [ "${ULYSSES_FUZZ_PREBUILT:-0}" != 1 ]; then
   CXX="${ULYSSES_FUZZ_CXX:-$(command -v clang++-14 || command -v clang++ || true)}"
   if [ -z "$CXX" ]; then echo "run_fuzz.sh: no clang++ (install clang-14 libclang-rt-14-dev); skipped" >&2; exit 77; fi

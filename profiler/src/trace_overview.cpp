@@ -204,6 +204,11 @@ TraceOverview decode_overview(const std::string& bytes) {
   });
   m.t_min = in.i(), m.t_max = in.i();
   ov.quantum_ns = in.i(), ov.full_ranges = in.i();
+  // What the studio indexes and draws must hold whatever the file says (the checksum catches
+  // torn files, not crafted ones): times ordered and without overflow, names in the table,
+  // counts positive and adding up to full_ranges.
+  if (m.t_min > m.t_max || ov.quantum_ns < 1 || ov.full_ranges < 0) cache_io::In::fail();
+  int64_t counted = 0;
   const size_t nlanes = in.count();
   const auto nstrings = static_cast<int64_t>(m.strings.size());
   auto phase_of = [&](uint64_t p) {
@@ -224,8 +229,10 @@ TraceOverview decode_overview(const std::string& bytes) {
       TraceRange r;
       r.rank = l.rank;
       r.lane = static_cast<int32_t>(li);
-      r.start_ns = prev + in.i();
-      r.end_ns = r.start_ns + in.i();
+      const int64_t delta = in.i(), dur = in.i();
+      if (dur < 0 || __builtin_add_overflow(prev, delta, &r.start_ns) ||
+          __builtin_add_overflow(r.start_ns, dur, &r.end_ns))
+        cache_io::In::fail();
       prev = r.start_ns;
       r.name_id = in.i32();
       if (r.name_id < 0 || r.name_id >= nstrings) cache_io::In::fail();
@@ -238,12 +245,15 @@ TraceOverview decode_overview(const std::string& bytes) {
       r.depth = static_cast<uint8_t>(std::min<uint64_t>(in.u(), 255));
       r.is_kernel = in.flag();
       r.pg = in.i32(), r.seq = in.i32();
+      const int64_t count = in.i();
+      if (count < 1 || count > ov.full_ranges - counted) cache_io::In::fail();
+      counted += count;
       m.ranges.push_back(r);
-      ov.counts.push_back(in.i());
+      ov.counts.push_back(count);
     }
     m.lanes.push_back(std::move(l));
   }
-  if (!in.done()) cache_io::In::fail();
+  if (!in.done() || counted != ov.full_ranges) cache_io::In::fail();
   return ov;
 }
 
