@@ -10,6 +10,7 @@
 
 #include "cost_model.hpp"
 #include "trace/phase_style.hpp"
+#include "trace/qt_text.hpp"
 
 namespace ulysses::ui {
 
@@ -18,7 +19,6 @@ const QColor kHidden(150, 150, 150);
 const QColor kQ(0x00, 0x72, 0xB2);  // Okabe-Ito: safe for colour-blind viewers
 const QColor kKv(0xE6, 0x9F, 0x00);
 const QColor kOut(0x00, 0x9E, 0x73);
-QString explain_qs(const std::string& s) { return QString::fromStdString(s); }
 }  // namespace
 
 // Draws the current stage: one column per rank; in each, P token-shard rows and H q-head
@@ -99,8 +99,8 @@ class ExplainCanvas : public QWidget {
       if (st.bytes_sent > 0)
         p.drawText(QRectF(x0, top + gridH + 20, colW, 36), Qt::AlignHCenter | Qt::AlignTop | Qt::TextWordWrap,
                    QStringLiteral("sends %1\nreceives %2")
-                       .arg(explain_qs(cost::format_bytes(double(st.bytes_sent))),
-                            explain_qs(cost::format_bytes(double(st.bytes_recv)))));
+                       .arg(to_qs(cost::format_bytes(double(st.bytes_sent))),
+                            to_qs(cost::format_bytes(double(st.bytes_recv)))));
     }
   }
 };
@@ -184,7 +184,7 @@ void ExplainView::refresh() {
   canvas_->stage = stage_;
   problems_->setVisible(!e_.problems.empty());
   QStringList why;
-  for (const auto& p : e_.problems) why << explain_qs(p);
+  for (const auto& p : e_.problems) why << to_qs(p);
   problems_->setText(why.isEmpty() ? QString()
                                    : tr("Cannot split this config over the ranks:\n") + why.join(QLatin1Char('\n')));
   slider_->blockSignals(true);
@@ -216,9 +216,8 @@ void ExplainView::refresh() {
                  : nullptr;
     };
     for (int i = 0; i < stageCount(); ++i) {
-      QString n = QStringLiteral("%1. %2").arg(i + 1).arg(explain_qs(e_.stages[static_cast<size_t>(i)].name));
-      if (const StageTime* t = measured(i))
-        n += QStringLiteral(" (%1)").arg(explain_qs(format_duration_ns(t->median_ns)));
+      QString n = QStringLiteral("%1. %2").arg(i + 1).arg(to_qs(e_.stages[static_cast<size_t>(i)].name));
+      if (const StageTime* t = measured(i)) n += QStringLiteral(" (%1)").arg(to_qs(format_duration_ns(t->median_ns)));
       n = n.toHtmlEscaped();
       if (i == highlight_) n = QStringLiteral("<span style='background:#ffd54f; color:#000'>%1</span>").arg(n);
       steps += (i ? QStringLiteral(" → ") : QString()) + (i == stage_ ? QStringLiteral("<b><u>%1</u></b>").arg(n) : n);
@@ -232,16 +231,16 @@ void ExplainView::refresh() {
                    highlight_ >= 0 ? tr("; highlighted: the stage of the range selected in the timeline") : QString());
     if (const StageTime* t = measured(stage_))
       steps += tr("<br>measured: <b>%1</b> per layer (median over %2 layer(s))")
-                   .arg(explain_qs(format_duration_ns(t->median_ns)))
+                   .arg(to_qs(format_duration_ns(t->median_ns)))
                    .arg(t->layers);
     title_->setText(
-        head + QStringLiteral("<br>") + steps + QStringLiteral("<br><i>") + explain_qs(st.detail).toHtmlEscaped() +
-        QStringLiteral("</i><br><tt>") + explain_qs(st.shapes).toHtmlEscaped() + QStringLiteral("</tt>") +
+        head + QStringLiteral("<br>") + steps + QStringLiteral("<br><i>") + to_qs(st.detail).toHtmlEscaped() +
+        QStringLiteral("</i><br><tt>") + to_qs(st.shapes).toHtmlEscaped() + QStringLiteral("</tt>") +
         (st.bytes_sent
              ? tr("<br>each rank sends %1 and receives %2 in this all-to-all; %3 per layer forward (both all-to-alls)")
-                   .arg(explain_qs(cost::format_bytes(double(st.bytes_sent))),
-                        explain_qs(cost::format_bytes(double(st.bytes_recv))),
-                        explain_qs(cost::format_bytes(double(e_.a2a_bytes_per_layer_fwd))))
+                   .arg(to_qs(cost::format_bytes(double(st.bytes_sent))),
+                        to_qs(cost::format_bytes(double(st.bytes_recv))),
+                        to_qs(cost::format_bytes(double(e_.a2a_bytes_per_layer_fwd))))
              : QString()));
   } else {
     title_->setText(tr("<b>Ulysses attention explainer</b>"));

@@ -29,14 +29,13 @@
 #include "estimate_model.hpp"
 #include "launch_form.hpp"
 #include "studio_paths.hpp"
+#include "trace/qt_text.hpp"
 
 namespace ulysses::ui {
 
 namespace {
 const char* kErrorStyle = "color: #d03030;";
 const char* kWarnStyle = "color: #c07000;";
-
-QString launcher_qs(const std::string& s) { return QString::fromStdString(s); }
 
 // Physical memory of this machine (Linux /proc/meminfo), 0 when unknown.
 qint64 machineMemoryBytes() {
@@ -58,9 +57,9 @@ QString sectionTitle(const QString& s) {
 
 // Text shown in the form for a JSON value.
 QString valueText(const json& v) {
-  if (v.is_string()) return launcher_qs(v.get<std::string>());
+  if (v.is_string()) return to_qs(v.get<std::string>());
   if (v.is_null()) return QString();
-  return launcher_qs(v.dump());
+  return to_qs(v.dump());
 }
 }  // namespace
 
@@ -279,7 +278,7 @@ void LauncherPage::resolveRelativePaths(json& j, const QString& baseDir) const {
   auto fix = [&](const char* section, const char* key) {
     if (!j.contains(section) || !j[section].is_object() || !j[section].contains(key) || !j[section][key].is_string())
       return;
-    const QString p = launcher_qs(j[section][key].get<std::string>());
+    const QString p = to_qs(j[section][key].get<std::string>());
     if (p.isEmpty() || QFileInfo(p).isAbsolute()) return;
     if (QFileInfo::exists(p)) {  // relative to the working directory: pin it there
       j[section][key] = QFileInfo(p).absoluteFilePath().toStdString();
@@ -312,7 +311,7 @@ bool LauncherPage::loadConfigFile(const QString& path, QString* error) {
     presets_->setCurrentIndex(i > 0 ? i : 0);
     return true;
   } catch (const std::exception& e) {
-    if (error) *error = launcher_qs(e.what());
+    if (error) *error = to_qs(e.what());
     return false;
   }
 }
@@ -337,13 +336,13 @@ bool LauncherPage::importHfConfig(const QString& path, QString* error) {
     const json model = r.to_json()["model"];
     filling_ = true;
     for (auto it = model.begin(); it != model.end(); ++it)
-      setFieldText(launcher_qs("model." + it.key()), valueText(it.value()));
+      setFieldText(to_qs("model." + it.key()), valueText(it.value()));
     filling_ = false;
     revalidate();
     return true;
   } catch (const std::exception& e) {
     filling_ = false;
-    if (error) *error = launcher_qs(e.what());
+    if (error) *error = to_qs(e.what());
     return false;
   }
 }
@@ -353,17 +352,17 @@ bool LauncherPage::setConfigJson(const json& j, QString* error) {
   try {
     full = RunConfig::from_json(j).to_json();  // defaults for missing keys; unknown keys refused
   } catch (const std::exception& e) {
-    if (error) *error = launcher_qs(e.what());
+    if (error) *error = to_qs(e.what());
     return false;
   }
   loadedJson_ = full;
   const bool wasFilling = filling_;
   filling_ = true;
-  name_->setText(j.contains("name") && j["name"].is_string() ? launcher_qs(j["name"].get<std::string>()) : QString());
+  name_->setText(j.contains("name") && j["name"].is_string() ? to_qs(j["name"].get<std::string>()) : QString());
   for (auto s = full.begin(); s != full.end(); ++s) {
     if (!s.value().is_object()) continue;  // name, description: free text, not form fields
     for (auto k = s.value().begin(); k != s.value().end(); ++k)
-      setFieldText(launcher_qs(s.key() + "." + k.key()), valueText(k.value()));
+      setFieldText(to_qs(s.key() + "." + k.key()), valueText(k.value()));
   }
   filling_ = wasFilling;
   if (!filling_) revalidate();
@@ -477,7 +476,7 @@ void LauncherPage::updateEstimates() {
   try {
     estimates_->setEstimate(cost::estimate(*config_, o), static_cast<int>(config_->train.steps));
   } catch (const std::exception& e) {
-    estimates_->clearEstimate(launcher_qs(e.what()));
+    estimates_->clearEstimate(to_qs(e.what()));
   }
   schedulePlan();
 }
@@ -562,7 +561,7 @@ void LauncherPage::updatePlanWarning() {
   QString warn;
   if (config_ && estimates_->hasPlan()) {
     const auto& p = estimates_->plan();
-    const QString dev = launcher_qs(config_->train.device);
+    const QString dev = to_qs(config_->train.device);
     const bool gpuRun = dev == QLatin1String("cuda") || (dev == QLatin1String("auto") && !devices_.gpus.isEmpty());
     const QString fix = QStringLiteral(
         "; try train.activation_checkpointing=layer, train.loss_chunk_tokens, train.mlp_chunk_tokens, "
@@ -571,8 +570,7 @@ void LauncherPage::updatePlanWarning() {
       const qint64 have = devices_.gpus.front().memoryBytes;
       if (have > 0 && p.peakBytes > have)
         warn = QStringLiteral("Will not fit: the planned peak is %1 per rank, the GPU has %2")
-                   .arg(launcher_qs(cost::format_bytes(double(p.peakBytes))),
-                        launcher_qs(cost::format_bytes(double(have)))) +
+                   .arg(to_qs(cost::format_bytes(double(p.peakBytes))), to_qs(cost::format_bytes(double(have)))) +
                fix;
     } else if (!gpuRun) {
       const qint64 have = machineMemoryBytes();
@@ -580,8 +578,8 @@ void LauncherPage::updatePlanWarning() {
       if (have > 0 && need > double(have))
         warn = QStringLiteral("Will not fit: %1 ranks x planned peak %2 = %3, this machine has %4")
                    .arg(config_->parallel.world_size())
-                   .arg(launcher_qs(cost::format_bytes(double(p.peakBytes))), launcher_qs(cost::format_bytes(need)),
-                        launcher_qs(cost::format_bytes(double(have)))) +
+                   .arg(to_qs(cost::format_bytes(double(p.peakBytes))), to_qs(cost::format_bytes(need)),
+                        to_qs(cost::format_bytes(double(have)))) +
                fix;
     }
   }
@@ -596,7 +594,7 @@ void LauncherPage::updateDeviceNote() {
     for (int i = 0; i < devices_.gpus.size(); ++i)
       g << QStringLiteral("GPU %1: %2, %3")
                .arg(i)
-               .arg(devices_.gpus[i].name, launcher_qs(cost::format_bytes(double(devices_.gpus[i].memoryBytes))));
+               .arg(devices_.gpus[i].name, to_qs(cost::format_bytes(double(devices_.gpus[i].memoryBytes))));
     text = g.join(QLatin1Char('\n'));
   } else {
     text = QStringLiteral("No GPU: %1 CPU threads for CPU ranks").arg(devices_.cpuThreads);
@@ -605,7 +603,7 @@ void LauncherPage::updateDeviceNote() {
   QString warn;
   if (config_) {
     const int world = static_cast<int>(config_->parallel.world_size());
-    const QString dev = launcher_qs(config_->train.device);
+    const QString dev = to_qs(config_->train.device);
     const bool gpuRun = dev == QLatin1String("cuda") || (dev == QLatin1String("auto") && !devices_.gpus.isEmpty());
     if (!gpuRun && world > devices_.cpuThreads)
       warn = QStringLiteral("%1 CPU ranks on %2 threads: ranks will share cores and run slowly")
@@ -616,7 +614,7 @@ void LauncherPage::updateDeviceNote() {
       const double have = double(devices_.gpus.front().memoryBytes);
       if (have > 0 && need > have)
         warn = QStringLiteral("estimated %1 per rank exceeds the GPU's %2")
-                   .arg(launcher_qs(cost::format_bytes(need)), launcher_qs(cost::format_bytes(have)));
+                   .arg(to_qs(cost::format_bytes(need)), to_qs(cost::format_bytes(have)));
     }
   }
   if (!warn.isEmpty())

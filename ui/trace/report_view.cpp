@@ -16,12 +16,9 @@
 #include <QVBoxLayout>
 
 #include "trace/phase_style.hpp"
+#include "trace/qt_text.hpp"
 
 namespace ulysses::ui {
-
-namespace {
-QString report_dur(double ns) { return QString::fromStdString(format_duration_ns(ns)); }
-}  // namespace
 
 QString summary_headline(const prof::Summary& s) {
   QString text =
@@ -30,8 +27,8 @@ QString summary_headline(const prof::Summary& s) {
           .arg(s.num_ranges)
           .arg(s.num_kernels)
           .arg(s.overall.ratio * 100.0, 0, 'f', 1)
-          .arg(report_dur(double(s.overall.comm_ns)), report_dur(double(s.overall.compute_ns)),
-               report_dur(double(s.overall.overlap_ns)));
+          .arg(duration_qs(double(s.overall.comm_ns)), duration_qs(double(s.overall.compute_ns)),
+               duration_qs(double(s.overall.overlap_ns)));
   const auto& w = s.waiting;
   if (!w.instances.empty()) {
     int32_t worst = -1;
@@ -44,13 +41,13 @@ QString summary_headline(const prof::Summary& s) {
     text += QObject::tr(
                 "\n%1 collectives paired across ranks: median arrival skew %2; rank %3 caused the most waiting (%4).")
                 .arg(qint64(w.instances.size()))
-                .arg(report_dur(w.median_skew_ns))
+                .arg(duration_qs(w.median_skew_ns))
                 .arg(worst)
-                .arg(report_dur(double(caused)));
+                .arg(duration_qs(double(caused)));
   }
   if (s.clock_error_ns >= 0)
     text += QObject::tr("\nClocks aligned to rank 0 by measured offsets, error bound \u00b1%1.")
-                .arg(report_dur(double(s.clock_error_ns)));
+                .arg(duration_qs(double(s.clock_error_ns)));
   const auto& h = s.headline;
   if (h.steps > 0)
     text += QObject::tr(
@@ -58,7 +55,7 @@ QString summary_headline(const prof::Summary& s) {
                 "memory %6.")
                 .arg(h.steps)
                 .arg(h.tokens_per_s, 0, 'f', 0)
-                .arg(report_dur(h.step_ms * 1e6))
+                .arg(duration_qs(h.step_ms * 1e6))
                 .arg(QString::fromStdString(format_bytes(h.a2a_bytes_per_step)),
                      QString::fromStdString(format_bytes(h.allreduce_bytes_per_step)),
                      QString::fromStdString(format_bytes(h.peak_memory_bytes)));

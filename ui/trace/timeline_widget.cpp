@@ -13,12 +13,12 @@
 #include <cmath>
 
 #include "trace/phase_style.hpp"
+#include "trace/qt_text.hpp"
 
 namespace ulysses::ui {
 
 namespace {
 QColor argb(uint32_t c) { return QColor::fromRgba(c); }
-QString timeline_qs(const std::string& s) { return QString::fromStdString(s); }
 }  // namespace
 
 TimelineWidget::TimelineWidget(QWidget* parent) : QWidget(parent) {
@@ -357,21 +357,20 @@ QString TimelineWidget::describe(const DrawItem& it) const {
     const int64_t dur = int64_t((it.w) * vp_.ns_per_px);
     return tr("%1 ranges folded (about %2); zoom in to see them")
         .arg(it.count)
-        .arg(timeline_qs(format_duration_ns(double(dur))));
+        .arg(to_qs(format_duration_ns(double(dur))));
   }
   if (it.range < 0 || size_t(it.range) >= m.ranges.size()) return {};
   const auto& r = m.ranges[size_t(it.range)];
   QString name =
-      (r.name_id >= 0 && size_t(r.name_id) < m.strings.size()) ? timeline_qs(m.strings[size_t(r.name_id)]) : QString();
+      (r.name_id >= 0 && size_t(r.name_id) < m.strings.size()) ? to_qs(m.strings[size_t(r.name_id)]) : QString();
   QString s =
       QStringLiteral("<b>%1</b><br>%2 %3").arg(name.toHtmlEscaped(), phase_label(r.phase), direction_label(r.dir));
   if (r.layer >= 0) s += tr("<br>layer %1").arg(r.layer);
   if (r.head_begin >= 0) s += tr("<br>heads %1-%2").arg(r.head_begin).arg(r.head_end - 1);
   if (r.chunk >= 0) s += tr(" (chunk %1)").arg(r.chunk);
   if (r.bytes_sent || r.bytes_recv)
-    s += tr("<br>sent %1, received %2")
-             .arg(timeline_qs(format_bytes(r.bytes_sent)), timeline_qs(format_bytes(r.bytes_recv)));
-  s += tr("<br>duration %1").arg(timeline_qs(format_duration_ns(double(r.duration()))));
+    s += tr("<br>sent %1, received %2").arg(to_qs(format_bytes(r.bytes_sent)), to_qs(format_bytes(r.bytes_recv)));
+  s += tr("<br>duration %1").arg(to_qs(format_duration_ns(double(r.duration()))));
   if (r.step >= 0) s += tr("<br>step %1, rank %2").arg(r.step).arg(r.rank);
   return s;
 }

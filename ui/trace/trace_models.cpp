@@ -11,6 +11,7 @@
 
 #include "trace/phase_style.hpp"
 #include "trace/timeline_index.hpp"
+#include "trace/qt_text.hpp"
 
 namespace ulysses::ui {
 
@@ -21,10 +22,8 @@ using prof::TraceRange;
 namespace {
 QString ms(double ns) { return QString::number(ns / 1e6, 'f', 3); }
 QString pct(double r) { return QString::number(r * 100.0, 'f', 1) + QLatin1Char('%'); }
-QString qs(const std::string& s) { return QString::fromStdString(s); }
-QString dur(double ns) { return qs(format_duration_ns(ns)); }
 QString str_of(const TraceModel& m, int32_t id) {
-  return (id >= 0 && size_t(id) < m.strings.size()) ? qs(m.strings[size_t(id)]) : QString();
+  return (id >= 0 && size_t(id) < m.strings.size()) ? to_qs(m.strings[size_t(id)]) : QString();
 }
 }  // namespace
 
@@ -129,8 +128,8 @@ TableData layer_table_data(const prof::Summary& s) {
   for (const auto& r : s.layers) {
     const double n = double(std::max<int64_t>(1, r.samples));  // per rank per step
     t.add({r.layer, direction_label(r.dir), ms(r.qkv_proj_ns / n), ms(r.a2a_seq_to_head_ns / n), ms(r.attention_ns / n),
-           ms(r.a2a_head_to_seq_ns / n), ms(r.out_proj_ns / n), qs(format_bytes(int64_t(double(r.a2a_bytes_sent) / n))),
-           qint64(r.samples)},
+           ms(r.a2a_head_to_seq_ns / n), ms(r.out_proj_ns / n),
+           to_qs(format_bytes(int64_t(double(r.a2a_bytes_sent) / n))), qint64(r.samples)},
           {r.layer, int(r.dir), r.qkv_proj_ns / n, r.a2a_seq_to_head_ns / n, r.attention_ns / n,
            r.a2a_head_to_seq_ns / n, r.out_proj_ns / n, double(r.a2a_bytes_sent) / n, qint64(r.samples)},
           r.layer);
@@ -142,12 +141,12 @@ TableData head_range_table_data(const prof::Summary& s) {
   TableData t;
   t.headers = {"heads", "a2a seq->head ms", "attention ms", "a2a head->seq ms", "ranges", "bytes sent"};
   for (const auto& r : s.heads) {
-    t.add(
-        {QStringLiteral("%1-%2").arg(r.head_begin).arg(r.head_end - 1), ms(double(r.a2a_seq_to_head_ns)),
-         ms(double(r.attention_ns)), ms(double(r.a2a_head_to_seq_ns)), qint64(r.count), qs(format_bytes(r.bytes_sent))},
-        {r.head_begin, double(r.a2a_seq_to_head_ns), double(r.attention_ns), double(r.a2a_head_to_seq_ns),
-         qint64(r.count), qint64(r.bytes_sent)},
-        r.head_begin);
+    t.add({QStringLiteral("%1-%2").arg(r.head_begin).arg(r.head_end - 1), ms(double(r.a2a_seq_to_head_ns)),
+           ms(double(r.attention_ns)), ms(double(r.a2a_head_to_seq_ns)), qint64(r.count),
+           to_qs(format_bytes(r.bytes_sent))},
+          {r.head_begin, double(r.a2a_seq_to_head_ns), double(r.attention_ns), double(r.a2a_head_to_seq_ns),
+           qint64(r.count), qint64(r.bytes_sent)},
+          r.head_begin);
   }
   return t;
 }
@@ -208,7 +207,7 @@ TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1, S
     if (group == StatsGroup::Phase)
       name = QString::fromLatin1(phase_label(Phase(key.first)));
     else
-      name = key.first >= 0 && size_t(key.first) < m.strings.size() ? qs(m.strings[size_t(key.first)])
+      name = key.first >= 0 && size_t(key.first) < m.strings.size() ? to_qs(m.strings[size_t(key.first)])
                                                                     : QStringLiteral("?");
     rows.push_back(
         {name, key.second, n, total, pct(50), pct(95), d.front(), d.back(), log_histogram(d, kStatsHistogramBuckets)});
@@ -229,7 +228,7 @@ TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1, S
   qint64 key = 0;
   for (const auto& r : rows) {
     const double mean = double(r.total) / double(r.count);
-    const QString span = dur(double(r.min)) + QStringLiteral(" .. ") + dur(double(r.max));
+    const QString span = duration_qs(double(r.min)) + QStringLiteral(" .. ") + duration_qs(double(r.max));
     t.add({r.name, r.kernel ? "gpu" : "range", qint64(r.count), ms(double(r.total)), ms(mean), ms(double(r.p50)),
            ms(double(r.p95)), ms(double(r.max)), span},
           {r.name, r.kernel ? "gpu" : "range", qint64(r.count), qint64(r.total), mean, qint64(r.p50), qint64(r.p95),
@@ -258,10 +257,10 @@ TableData memory_phase_table(const prof::Summary& s) {
   TableData t;
   t.headers = {"label", "rank", "max allocated", "max reserved", "max peak", "samples"};
   for (const auto& r : s.memory) {
-    t.add(
-        {qs(r.label), r.rank, qs(format_bytes(r.max_allocated)), qs(format_bytes(r.max_reserved)),
-         qs(format_bytes(r.max_peak)), qint64(r.samples)},
-        {qs(r.label), r.rank, qint64(r.max_allocated), qint64(r.max_reserved), qint64(r.max_peak), qint64(r.samples)});
+    t.add({to_qs(r.label), r.rank, to_qs(format_bytes(r.max_allocated)), to_qs(format_bytes(r.max_reserved)),
+           to_qs(format_bytes(r.max_peak)), qint64(r.samples)},
+          {to_qs(r.label), r.rank, qint64(r.max_allocated), qint64(r.max_reserved), qint64(r.max_peak),
+           qint64(r.samples)});
   }
   return t;
 }
@@ -270,9 +269,9 @@ TableData names_table(const prof::Summary& s) {
   TableData t;
   t.headers = {"name", "kind", "count", "total ms", "max ms"};
   for (const auto& r : s.names) {
-    t.add({qs(r.name), r.is_kernel ? QStringLiteral("kernel") : QStringLiteral("range"), qint64(r.count),
+    t.add({to_qs(r.name), r.is_kernel ? QStringLiteral("kernel") : QStringLiteral("range"), qint64(r.count),
            ms(double(r.total_ns)), ms(double(r.max_ns))},
-          {qs(r.name), r.is_kernel ? 1 : 0, qint64(r.count), double(r.total_ns), double(r.max_ns)});
+          {to_qs(r.name), r.is_kernel ? 1 : 0, qint64(r.count), double(r.total_ns), double(r.max_ns)});
   }
   return t;
 }
@@ -393,18 +392,18 @@ TableData range_details_table(const TraceModel& m, int64_t range) {
   kv("phase", phase_label(r.phase));
   kv("direction", direction_label(r.dir));
   kv("rank", r.rank);
-  if (r.lane >= 0 && size_t(r.lane) < m.lanes.size()) kv("lane", qs(m.lanes[size_t(r.lane)].name));
+  if (r.lane >= 0 && size_t(r.lane) < m.lanes.size()) kv("lane", to_qs(m.lanes[size_t(r.lane)].name));
   kv("step", r.step);
   kv("layer", r.layer >= 0 ? QVariant(r.layer) : QVariant(QStringLiteral("-")));
   kv("heads", r.head_begin >= 0 ? QVariant(QStringLiteral("%1-%2").arg(r.head_begin).arg(r.head_end - 1))
                                 : QVariant(QStringLiteral("all local")));
   if (r.chunk >= 0) kv("chunk", r.chunk);
-  kv("bytes sent",
-     r.bytes_sent ? qs(format_bytes(r.bytes_sent)) + QStringLiteral(" (%1)").arg(r.bytes_sent) : QStringLiteral("0"));
-  kv("bytes received",
-     r.bytes_recv ? qs(format_bytes(r.bytes_recv)) + QStringLiteral(" (%1)").arg(r.bytes_recv) : QStringLiteral("0"));
-  kv("duration", dur(double(r.duration())));
-  kv("start (from trace start)", dur(double(r.start_ns - m.t_min)));
+  kv("bytes sent", r.bytes_sent ? to_qs(format_bytes(r.bytes_sent)) + QStringLiteral(" (%1)").arg(r.bytes_sent)
+                                : QStringLiteral("0"));
+  kv("bytes received", r.bytes_recv ? to_qs(format_bytes(r.bytes_recv)) + QStringLiteral(" (%1)").arg(r.bytes_recv)
+                                    : QStringLiteral("0"));
+  kv("duration", duration_qs(double(r.duration())));
+  kv("start (from trace start)", duration_qs(double(r.start_ns - m.t_min)));
   kv("kind", r.is_kernel ? QStringLiteral("GPU kernel") : QStringLiteral("host range"));
   return t;
 }
@@ -456,8 +455,8 @@ TableData range_kernels_table(const TraceModel& m, int64_t range, int limit) {
   if (int64_t(hits.size()) > limit) hits.resize(size_t(limit));
   for (int64_t i : hits) {
     const TraceRange& k = m.ranges[size_t(i)];
-    t.add({str_of(m, k.name_id), qs(m.lanes[size_t(k.lane)].name), dur(double(k.start_ns - m.t_min)),
-           dur(double(k.duration()))},
+    t.add({str_of(m, k.name_id), to_qs(m.lanes[size_t(k.lane)].name), duration_qs(double(k.start_ns - m.t_min)),
+           duration_qs(double(k.duration()))},
           {str_of(m, k.name_id), k.lane, qint64(k.start_ns), qint64(k.duration())}, i);
   }
   return t;
@@ -474,7 +473,7 @@ TableData steps_table(const TraceModel& m, const std::vector<StepSpan>& steps) {
     auto it = info.find(s.step);
     const double loss = it != info.end() ? it->second->loss : 0;
     const double tps = it != info.end() ? it->second->tokens_per_s : 0;
-    t.add({qint64(s.step), dur(double(s.start_ns - m.t_min)), dur(double(s.end_ns - s.start_ns)),
+    t.add({qint64(s.step), duration_qs(double(s.start_ns - m.t_min)), duration_qs(double(s.end_ns - s.start_ns)),
            QString::number(loss, 'f', 4), QString::number(tps, 'f', 0)},
           {qint64(s.step), qint64(s.start_ns), qint64(s.end_ns - s.start_ns), loss, tps}, qint64(i));
   }
@@ -488,7 +487,7 @@ TableData search_table(const TraceModel& m, const QString& needle_in, int limit,
   if (total) *total = 0;
   if (needle.isEmpty()) return t;
   std::vector<uint8_t> hit(m.strings.size(), 0);
-  for (size_t i = 0; i < m.strings.size(); ++i) hit[i] = qs(m.strings[i]).contains(needle, Qt::CaseInsensitive);
+  for (size_t i = 0; i < m.strings.size(); ++i) hit[i] = to_qs(m.strings[i]).contains(needle, Qt::CaseInsensitive);
   std::vector<uint8_t> phase_hit(size_t(Phase::Count) + 1, 0);
   for (int p = 0; p < int(Phase::Count); ++p)
     phase_hit[size_t(p)] = QString(phase_label(Phase(p))).contains(needle, Qt::CaseInsensitive);
@@ -511,8 +510,9 @@ TableData search_table(const TraceModel& m, const QString& needle_in, int limit,
   found.resize(keep);
   for (int64_t i : found) {
     const auto& r = m.ranges[size_t(i)];
-    t.add({str_of(m, r.name_id), r.rank, size_t(r.lane) < m.lanes.size() ? qs(m.lanes[size_t(r.lane)].name) : QString(),
-           dur(double(r.start_ns - m.t_min)), dur(double(r.duration())), phase_label(r.phase)},
+    t.add({str_of(m, r.name_id), r.rank,
+           size_t(r.lane) < m.lanes.size() ? to_qs(m.lanes[size_t(r.lane)].name) : QString(),
+           duration_qs(double(r.start_ns - m.t_min)), duration_qs(double(r.duration())), phase_label(r.phase)},
           {str_of(m, r.name_id), r.rank, r.lane, qint64(r.start_ns), qint64(r.duration()), int(r.phase)}, i);
   }
   return t;
