@@ -177,8 +177,8 @@ void studio_open_with_cache(const fs::path& run, int width) {
     double early_s = -1, paint_s = -1;
     const ui::LoadedTrace t =
         ui::load_and_prepare(QString::fromStdString(run.string()), {}, [&](const ui::LoadedTrace& e) {
-          early_s = secs(a);
-          if (e.overview) {  // what the loading page draws
+          if (e.summary) early_s = secs(a);  // the loading page's report
+          if (e.overview) {                  // what the loading page draws
             overview[pass] = true;
             overview_ranges = int64_t(e.overview->model().ranges.size());
             first_frame_s(e.overview, width);

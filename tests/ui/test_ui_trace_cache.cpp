@@ -161,8 +161,8 @@ TEST(StudioOverview, FirstOpenWritesItTheSecondGetsItBeforeTheRanges) {
   const LoadedTrace second = load_and_prepare(
       run, [&](int pct, const QString&) { order.push_back(pct >= 40 ? "index" : "read"); },
       [&](const LoadedTrace& e) {
-        order.push_back("early");
-        early = e;
+        order.push_back(e.overview ? "overview" : "summary");
+        if (e.overview) early = e;
       });
   ASSERT_TRUE(second.error.isEmpty()) << second.error.toStdString();
   EXPECT_FALSE(second.overview_written);  // it was there already
@@ -174,10 +174,12 @@ TEST(StudioOverview, FirstOpenWritesItTheSecondGetsItBeforeTheRanges) {
   EXPECT_GT(om.ranges.size(), 0u);
   EXPECT_EQ(om.t_min, first.model->t_min);
   EXPECT_EQ(om.t_max, first.model->t_max);
-  ASSERT_GE(order.size(), 2u);
-  EXPECT_EQ(order[1], "early");  // after "reading", before any range was read or indexed
+  // After "reading": the overview (small), then the summary, before any range was read or indexed.
+  ASSERT_GE(order.size(), 4u);
+  EXPECT_EQ(order[1], "overview");
+  EXPECT_EQ(order[2], "summary");
   EXPECT_EQ(std::count(order.begin(), order.end(), "index") > 0, true);
-  EXPECT_LT(std::find(order.begin(), order.end(), "early"), std::find(order.begin(), order.end(), "index"));
+  EXPECT_LT(std::find(order.begin(), order.end(), "summary"), std::find(order.begin(), order.end(), "index"));
 }
 
 namespace {

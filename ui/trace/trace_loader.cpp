@@ -78,30 +78,34 @@ LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, 
   const prof::OverviewCacheProbe op = prof::probe_overview_cache(p, lo);
   bool overview_cached = false;
   try {
+    // The overview first: it is small (the summary of a big trace holds every collective
+    // instance), so the timeline's first frame does not wait for the report.
+    std::optional<prof::TraceOverview> ov = prof::read_overview_cache(op, p);
+    overview_cached = ov.has_value();
+    if (early && ov) {
+      LoadedTrace e;
+      e.path = path;
+      e.overview_full_ranges = ov->full_ranges;
+      e.overview = TimelineIndex::build(std::make_shared<const prof::TraceModel>(std::move(ov->model)), {},
+                                        std::move(ov->counts));
+      e.overview_s = t.nsecsElapsed() / 1e9;
+      ov.reset();
+      early(e);
+    }
     std::optional<prof::CachedSummary> hit = prof::read_summary_cache(p, lo, ao);
     if (hit) {
       summary = std::make_shared<const prof::Summary>(std::move(hit->summary));
       summary_s = t.nsecsElapsed() / 1e9;
       from_cache = true;
-    }
-    std::optional<prof::TraceOverview> ov = prof::read_overview_cache(op, p);
-    overview_cached = ov.has_value();
-    if (early && (hit || ov)) {
-      LoadedTrace e;
-      e.path = path;
-      if (hit) {
+      if (early) {
+        LoadedTrace e;
+        e.path = path;
         e.model = std::make_shared<const prof::TraceModel>(std::move(hit->model));
         e.summary = summary;
         e.summary_from_cache = true;
         e.summary_s = summary_s;
+        early(e);
       }
-      if (ov) {
-        e.overview_full_ranges = ov->full_ranges;
-        e.overview = TimelineIndex::build(std::make_shared<const prof::TraceModel>(std::move(ov->model)), {},
-                                          std::move(ov->counts));
-        e.overview_s = t.nsecsElapsed() / 1e9;
-      }
-      early(e);
     }
     if (hit) {
       if (progress) progress(0, QObject::tr("reading the ranges of %1").arg(QFileInfo(path).fileName()));

@@ -47,9 +47,10 @@ LoadedTrace prepare_trace(std::shared_ptr<const prof::TraceModel> model,
                           const std::function<void(int, const QString&)>& progress = {},
                           std::shared_ptr<const prof::Summary> summary = nullptr);
 // Loads `path` through the profiler (errors -> `error`, never throws) and prepares it. When
-// the summary cache holds the summary or the overview cache the overview, `early` gets them
-// first (model: the summary cache's shell model without ranges, or null; no index; overview:
-// its own index), before the ranges are read. Without a valid overview cache the overview is
+// the overview cache holds the overview or the summary cache the summary, `early` gets each
+// as it is read, before the ranges are read: first the overview (`overview`: its own index;
+// no model), then the summary (`summary`, `model`: the summary cache's shell model without
+// ranges; no index). Without a valid overview cache the overview is
 // built from the loaded model and written beside the trace (when settled) for the next open.
 LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, const QString&)>& progress = {},
                              const std::function<void(const LoadedTrace&)>& early = {});
@@ -65,7 +66,7 @@ class TraceLoader : public QObject {
 
  signals:
   void progress(int percent, const QString& what);
-  // The cached summary and/or overview while the ranges still load (only on a cache hit).
+  // The cached overview, then the cached summary, while the ranges still load (on cache hits).
   void earlyReady(const ulysses::ui::LoadedTrace& early);
   void finished(const ulysses::ui::LoadedTrace& result);
 

@@ -66,6 +66,7 @@ class TraceViewPrivate {
   QProgressBar* bar = nullptr;
   ReportView* loading_report = nullptr;        // the cached summary's report while the ranges load
   TimelineWidget* loading_timeline = nullptr;  // the cached overview while the ranges load
+  QString early_notes[2];                      // what the loading label says of them (overview, report)
   QString loading_path;
   QStackedWidget* views = nullptr;
   QButtonGroup* view_buttons = nullptr;
@@ -256,20 +257,22 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   });
   connect(d->loader, &TraceLoader::earlyReady, this, [this](const LoadedTrace& t) {
     if (!d->loading) return;
-    QStringList parts;
     if (t.overview) {
       d->loading_timeline->setIndex(t.overview);
       d->loading_timeline->show();
-      parts << tr("overview of %L1 ranges as %L2 (%3 s)")
-                   .arg(t.overview_full_ranges)
-                   .arg(qlonglong(t.overview->model().ranges.size()))
-                   .arg(t.overview_s, 0, 'f', 2);
+      d->early_notes[0] = tr("overview of %L1 ranges as %L2 (%3 s)")
+                              .arg(t.overview_full_ranges)
+                              .arg(qlonglong(t.overview->model().ranges.size()))
+                              .arg(t.overview_s, 0, 'f', 2);
     }
     if (t.summary) {
       d->loading_report->setSummary(t.summary, QFileInfo(t.path).fileName());
       d->loading_report->show();
-      parts << tr("report from the summary cache (%1 s)").arg(t.summary_s, 0, 'f', 2);
+      d->early_notes[1] = tr("report from the summary cache (%1 s)").arg(t.summary_s, 0, 'f', 2);
     }
+    QStringList parts;
+    for (const QString& n : d->early_notes)
+      if (!n.isEmpty()) parts << n;
     d->loading_label->setText(tr("%1: %2 from the caches beside the trace; reading the ranges for the "
                                  "timeline...")
                                   .arg(d->loading_path, parts.join(QStringLiteral(", "))));
@@ -359,6 +362,8 @@ bool TraceView::openTrace(const QString& path, QString* error) {
   d->loading_report->hide();
   d->loading_timeline->hide();
   d->loading_timeline->setIndex(nullptr);
+  d->early_notes[0].clear();
+  d->early_notes[1].clear();
   d->bar->setValue(0);
   d->loading_label->setText(tr("Loading %1").arg(path));
   d->pages->setCurrentIndex(1);
