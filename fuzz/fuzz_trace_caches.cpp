@@ -34,6 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (r.name_id < 0 || static_cast<size_t>(r.name_id) >= o.model.strings.size())
           fuzz::broken("range name out of the table");
         if (r.end_ns < r.start_ns) fuzz::broken("negative duration");
+        if (r.start_ns < o.model.t_min || r.end_ns > o.model.t_max) fuzz::broken("range outside [t_min, t_max]");
       }
       for (const auto& l : o.model.lanes)
         if (l.first < 0 || l.count < 0 || static_cast<size_t>(l.first + l.count) > o.model.ranges.size())

@@ -207,7 +207,9 @@ TraceOverview decode_overview(const std::string& bytes) {
   // What the studio indexes and draws must hold whatever the file says (the checksum catches
   // torn files, not crafted ones): times ordered and without overflow, names in the table,
   // counts positive and adding up to full_ranges.
-  if (m.t_min > m.t_max || ov.quantum_ns < 1 || ov.full_ranges < 0) cache_io::In::fail();
+  int64_t span = 0;
+  if (m.t_min > m.t_max || __builtin_sub_overflow(m.t_max, m.t_min, &span) || ov.quantum_ns < 1 || ov.full_ranges < 0)
+    cache_io::In::fail();
   int64_t counted = 0;
   const size_t nlanes = in.count();
   const auto nstrings = static_cast<int64_t>(m.strings.size());
@@ -231,8 +233,8 @@ TraceOverview decode_overview(const std::string& bytes) {
       r.lane = static_cast<int32_t>(li);
       const int64_t delta = in.i(), dur = in.i();
       if (dur < 0 || __builtin_add_overflow(prev, delta, &r.start_ns) ||
-          __builtin_add_overflow(r.start_ns, dur, &r.end_ns))
-        cache_io::In::fail();
+          __builtin_add_overflow(r.start_ns, dur, &r.end_ns) || r.start_ns < m.t_min || r.end_ns > m.t_max)
+        cache_io::In::fail();  // the model's time span holds every range
       prev = r.start_ns;
       r.name_id = in.i32();
       if (r.name_id < 0 || r.name_id >= nstrings) cache_io::In::fail();
