@@ -224,7 +224,15 @@ void prepare_trace(const std::string& out_dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(trace_dir, ec) || prof::summary_cache_disabled_by_env()) return;
   try {
-    if (prof::trace_input_files(trace_dir).empty()) return;
+    const std::vector<std::string> files = prof::trace_input_files(trace_dir);
+    if (files.empty()) return;
+    uintmax_t bytes = 0;
+    for (const auto& f : files) {
+      const uintmax_t n = std::filesystem::file_size(f, ec);
+      if (!ec) bytes += n;
+    }
+    if (bytes > (64u << 20))  // about a second per million ranges: say so before the wait
+      say("trace: " + std::to_string(bytes >> 20) + " MiB; reading it once to write its summary and overview...");
     const prof::PreparedCaches p = prof::prepare_trace_caches(out_dir, 0);
     char line[256];
     std::snprintf(line, sizeof line, "trace: %lld ranges, summary and overview %s beside it (%.2f s)",
