@@ -274,6 +274,7 @@ TEST(StudioOverview, TraceViewDrawsTheOverviewWhileTheRangesLoad) {
   std::vector<std::string> order;
   bool visible_when_shown = false, loading_when_shown = false;
   size_t lanes_when_shown = 0;
+  int64_t zoom_a = 0, zoom_b = 0;
   QObject::connect(&v, &TraceView::overviewShown, &v, [&](const QString& p) {
     order.push_back("overview");
     EXPECT_EQ(p, run);
@@ -282,6 +283,13 @@ TEST(StudioOverview, TraceViewDrawsTheOverviewWhileTheRangesLoad) {
     lanes_when_shown = v.loadingTimeline()->index() ? v.loadingTimeline()->index()->lanes().size() : 0;
     // It draws: the first frame's draw list has items.
     EXPECT_GT(v.loadingTimeline()->drawList().items.size(), 0u);
+    // The user zooms into the middle fifth while the ranges load.
+    const auto& ix = *v.loadingTimeline()->index();
+    zoom_a = ix.t_min() + (ix.t_max() - ix.t_min()) * 2 / 5;
+    zoom_b = ix.t_min() + (ix.t_max() - ix.t_min()) * 3 / 5;
+    TimelineViewport z = v.loadingTimeline()->viewport();
+    z.fit(zoom_a, zoom_b);
+    v.loadingTimeline()->setViewport(z);
   });
   QObject::connect(&v, &TraceView::summaryShown, &v, [&](const QString&) { order.push_back("summary"); });
   QObject::connect(&v, &TraceView::loaded, &v, [&](const QString&) { order.push_back("loaded"); });
@@ -292,4 +300,16 @@ TEST(StudioOverview, TraceViewDrawsTheOverviewWhileTheRangesLoad) {
   EXPECT_EQ(lanes_when_shown, v.model()->lanes.size());
   EXPECT_TRUE(v.loadingTimeline()->isHidden());  // the loaded page replaces it
   EXPECT_FALSE(v.loadingTimeline()->index());    // and the overview is freed
+  // The loaded timeline opens where the overview was zoomed to (to a pixel or so).
+  const auto& vp = v.timeline()->viewport();
+  ASSERT_LT(zoom_a, zoom_b);
+  EXPECT_NEAR(double(vp.t0_ns), double(zoom_a), 2 * vp.ns_per_px);
+  EXPECT_NEAR(double(vp.t1_ns()), double(zoom_b), 2 * vp.ns_per_px);
+  // Not moved: the loaded timeline shows the whole run as usual.
+  TraceView w;
+  w.resize(1200, 800);
+  ASSERT_TRUE(w.openTraceAndWait(run, &error)) << error.toStdString();
+  const auto& ix = *w.timeline()->index();
+  EXPECT_LE(w.timeline()->viewport().t0_ns, ix.t_min());
+  EXPECT_GE(w.timeline()->viewport().t1_ns(), ix.t_max());
 }

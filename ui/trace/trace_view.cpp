@@ -23,6 +23,9 @@
 #include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
+#include <cstdlib>
+#include <optional>
+#include <utility>
 
 #include "trace/head_map.hpp"
 #include "trace/histogram_delegate.hpp"
@@ -67,6 +70,7 @@ class TraceViewPrivate {
   ReportView* loading_report = nullptr;        // the cached summary's report while the ranges load
   TimelineWidget* loading_timeline = nullptr;  // the cached overview while the ranges load
   QString early_notes[2];                      // what the loading label says of them (overview, report)
+  std::pair<int64_t, int64_t> overview_fit;    // the overview's time range as first shown
   QString loading_path;
   QStackedWidget* views = nullptr;
   QButtonGroup* view_buttons = nullptr;
@@ -125,9 +129,10 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   d->bar->setRange(0, 100);
   ll->addWidget(d->loading_label);
   ll->addWidget(d->bar);
+  // The overview can be zoomed and panned while the ranges load (folds say how many ranges
+  // they hold); the loaded timeline then opens on the same time range.
   d->loading_timeline = new TimelineWidget(lp);
-  d->loading_timeline->setAttribute(Qt::WA_TransparentForMouseEvents);  // a picture, not a view
-  d->loading_timeline->setFocusPolicy(Qt::NoFocus);
+  d->loading_timeline->setFocusPolicy(Qt::ClickFocus);
   d->loading_timeline->setMinimumHeight(240);
   d->loading_timeline->hide();
   ll->addWidget(d->loading_timeline, 3);
@@ -260,6 +265,7 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
     if (t.overview) {
       d->loading_timeline->setIndex(t.overview);
       d->loading_timeline->show();
+      d->overview_fit = {d->loading_timeline->viewport().t0_ns, d->loading_timeline->viewport().t1_ns()};
       d->early_notes[0] = tr("overview of %L1 ranges as %L2 (%3 s)")
                               .arg(t.overview_full_ranges)
                               .arg(qlonglong(t.overview->model().ranges.size()))
@@ -443,6 +449,14 @@ void TraceViewPrivate::updateCompare() {
 void TraceViewPrivate::apply(const LoadedTrace& t) {
   loading = false;
   loading_report->hide();
+  // The time range the user zoomed or panned the overview to, if any (a resize keeps it).
+  std::optional<std::pair<int64_t, int64_t>> overview_range;
+  if (loading_timeline->index()) {
+    const auto& v = loading_timeline->viewport();
+    const int64_t a = v.t0_ns, b = v.t1_ns(),
+                  tol = std::max<int64_t>(1, (overview_fit.second - overview_fit.first) / 200);
+    if (std::llabs(a - overview_fit.first) > tol || std::llabs(b - overview_fit.second) > tol) overview_range = {a, b};
+  }
   loading_timeline->hide();
   loading_timeline->setIndex(nullptr);  // frees the overview
   if (!t.error.isEmpty()) {
@@ -457,6 +471,11 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
   message_text.clear();
   syncing = true;
   timeline->setIndex(t.index);
+  if (overview_range) {
+    TimelineViewport v = timeline->viewport();
+    v.fit(overview_range->first, overview_range->second);
+    timeline->setViewport(v);
+  }
   memory->setIndex(t.index);
   memory->setViewport(timeline->viewport());
   headmap->setTrace(t.model, t.summary);

@@ -55,9 +55,10 @@ class TraceView : public QWidget {
   // While a trace loads whose summary is in the summary cache, the loading page shows its
   // report (this view) under the progress bar; hidden otherwise.
   ReportView* loadingReport() const;
-  // While a trace loads whose overview is cached beside it (written by an earlier open), the
-  // loading page draws it in this timeline (the whole run at level of detail, not interactive)
-  // above the report; hidden otherwise.
+  // While a trace loads whose overview is cached beside it (written when the run finished or
+  // by an earlier open), the loading page draws it in this timeline (the whole run at level of
+  // detail; zoom and pan work, folds count the trace's ranges) above the report; hidden
+  // otherwise. The loaded timeline opens on the time range the overview was moved to.
   TimelineWidget* loadingTimeline() const;
   // Whether the shown trace's summary came from the summary cache (not computed on open).
   bool summaryFromCache() const;
