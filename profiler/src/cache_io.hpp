@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/trace_model.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 namespace ulysses::prof::cache_io {
@@ -119,6 +120,34 @@ inline uint64_t checksum(const char* p, size_t n) {
   }
   for (; k < n; ++k) h = (h ^ static_cast<uint8_t>(p[k])) * 0x100000001b3ULL;
   return h ^ (h >> 32);
+}
+
+// The model records both caches store (summary shell, overview): one encoding each.
+inline void put_rank(Out& o, const RankInfo& r) {
+  o.i(r.rank), o.i(r.sp_rank), o.i(r.dp_rank), o.s(r.device), o.s(r.hostname), o.i(r.pid);
+}
+inline void get_rank(In& in, RankInfo& r) {
+  r.rank = in.i32(), r.sp_rank = in.i32(), r.dp_rank = in.i32(), r.device = in.s(), r.hostname = in.s();
+  r.pid = in.i();
+}
+inline void put_step(Out& o, const StepInfo& x) {
+  o.i(x.rank), o.i(x.step), o.i(x.start_ns), o.i(x.end_ns);
+  o.f(x.loss), o.f(x.lr), o.f(x.grad_norm), o.f(x.tokens_per_s), o.f(x.step_ms);
+  o.i(x.tokens), o.i(x.max_mem_bytes);
+}
+inline void get_step(In& in, StepInfo& x) {
+  x.rank = in.i32(), x.step = in.i(), x.start_ns = in.i(), x.end_ns = in.i();
+  x.loss = in.f(), x.lr = in.f(), x.grad_norm = in.f(), x.tokens_per_s = in.f(), x.step_ms = in.f();
+  x.tokens = in.i(), x.max_mem_bytes = in.i();
+}
+inline void put_clock(Out& o, const ClockInfo& c) {
+  o.i(c.rank), o.u(c.has_start), o.u(c.has_close), o.i(c.start_offset_ns), o.i(c.start_error_ns);
+  o.i(c.start_at_ns), o.i(c.close_offset_ns), o.i(c.close_error_ns), o.i(c.close_at_ns), o.u(c.applied);
+}
+inline void get_clock(In& in, ClockInfo& c) {
+  c.rank = in.i32(), c.has_start = in.flag(), c.has_close = in.flag(), c.start_offset_ns = in.i();
+  c.start_error_ns = in.i(), c.start_at_ns = in.i(), c.close_offset_ns = in.i(), c.close_error_ns = in.i();
+  c.close_at_ns = in.i(), c.applied = in.flag();
 }
 
 // CLOCK_REALTIME in ns (file mtimes are on this clock).

@@ -179,21 +179,12 @@ std::string encode_summary(const TraceModel& m, const Summary& s) {
   o.s(m.config_json);
   o.i(m.sp_size), o.i(m.dp_size), o.i(m.num_heads), o.i(m.num_layers);
   put_vec(o, m.strings, [&](const std::string& x) { o.s(x); });
-  put_vec(o, m.ranks, [&](const RankInfo& r) {
-    o.i(r.rank), o.i(r.sp_rank), o.i(r.dp_rank), o.s(r.device), o.s(r.hostname), o.i(r.pid);
-  });
-  put_vec(o, m.steps, [&](const StepInfo& x) {
-    o.i(x.rank), o.i(x.step), o.i(x.start_ns), o.i(x.end_ns);
-    o.f(x.loss), o.f(x.lr), o.f(x.grad_norm), o.f(x.tokens_per_s), o.f(x.step_ms);
-    o.i(x.tokens), o.i(x.max_mem_bytes);
-  });
+  put_vec(o, m.ranks, [&](const RankInfo& r) { put_rank(o, r); });
+  put_vec(o, m.steps, [&](const StepInfo& x) { put_step(o, x); });
   put_vec(o, m.memory, [&](const MemoryPoint& x) {
     o.i(x.rank), o.i(x.t_ns), o.i(x.allocated), o.i(x.reserved), o.i(x.peak), o.i(x.label_id), o.i(x.step);
   });
-  put_vec(o, m.clocks, [&](const ClockInfo& c) {
-    o.i(c.rank), o.u(c.has_start), o.u(c.has_close), o.i(c.start_offset_ns), o.i(c.start_error_ns);
-    o.i(c.start_at_ns), o.i(c.close_offset_ns), o.i(c.close_error_ns), o.i(c.close_at_ns), o.u(c.applied);
-  });
+  put_vec(o, m.clocks, [&](const ClockInfo& c) { put_clock(o, c); });
   o.i(m.t_min), o.i(m.t_max);
 
   // The Summary, every field.
@@ -262,24 +253,13 @@ void decode_payload(const char* data, size_t size, TraceModel* mp, Summary* sp) 
   m.config_json = in.s();
   m.sp_size = in.i32(), m.dp_size = in.i32(), m.num_heads = in.i32(), m.num_layers = in.i32();
   get_vec(in, &m.strings, [&](std::string& x) { x = in.s(); });
-  get_vec(in, &m.ranks, [&](RankInfo& r) {
-    r.rank = in.i32(), r.sp_rank = in.i32(), r.dp_rank = in.i32(), r.device = in.s(), r.hostname = in.s();
-    r.pid = in.i();
-  });
-  get_vec(in, &m.steps, [&](StepInfo& x) {
-    x.rank = in.i32(), x.step = in.i(), x.start_ns = in.i(), x.end_ns = in.i();
-    x.loss = in.f(), x.lr = in.f(), x.grad_norm = in.f(), x.tokens_per_s = in.f(), x.step_ms = in.f();
-    x.tokens = in.i(), x.max_mem_bytes = in.i();
-  });
+  get_vec(in, &m.ranks, [&](RankInfo& r) { get_rank(in, r); });
+  get_vec(in, &m.steps, [&](StepInfo& x) { get_step(in, x); });
   get_vec(in, &m.memory, [&](MemoryPoint& x) {
     x.rank = in.i32(), x.t_ns = in.i(), x.allocated = in.i(), x.reserved = in.i(), x.peak = in.i();
     x.label_id = in.i32(), x.step = in.i();
   });
-  get_vec(in, &m.clocks, [&](ClockInfo& c) {
-    c.rank = in.i32(), c.has_start = in.flag(), c.has_close = in.flag(), c.start_offset_ns = in.i();
-    c.start_error_ns = in.i(), c.start_at_ns = in.i(), c.close_offset_ns = in.i(), c.close_error_ns = in.i();
-    c.close_at_ns = in.i(), c.applied = in.flag();
-  });
+  get_vec(in, &m.clocks, [&](ClockInfo& c) { get_clock(in, c); });
   m.t_min = in.i(), m.t_max = in.i();
 
   s.world_size = in.i32();

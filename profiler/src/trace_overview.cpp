@@ -147,18 +147,9 @@ std::string encode_overview(const TraceOverview& ov) {
   o.s(m.format);
   o.i(m.sp_size), o.i(m.dp_size), o.i(m.num_heads), o.i(m.num_layers);
   put_vec(o, m.strings, [&](const std::string& x) { o.s(x); });
-  put_vec(o, m.ranks, [&](const RankInfo& r) {
-    o.i(r.rank), o.i(r.sp_rank), o.i(r.dp_rank), o.s(r.device), o.s(r.hostname), o.i(r.pid);
-  });
-  put_vec(o, m.steps, [&](const StepInfo& x) {
-    o.i(x.rank), o.i(x.step), o.i(x.start_ns), o.i(x.end_ns);
-    o.f(x.loss), o.f(x.lr), o.f(x.grad_norm), o.f(x.tokens_per_s), o.f(x.step_ms);
-    o.i(x.tokens), o.i(x.max_mem_bytes);
-  });
-  put_vec(o, m.clocks, [&](const ClockInfo& c) {
-    o.i(c.rank), o.u(c.has_start), o.u(c.has_close), o.i(c.start_offset_ns), o.i(c.start_error_ns);
-    o.i(c.start_at_ns), o.i(c.close_offset_ns), o.i(c.close_error_ns), o.i(c.close_at_ns), o.u(c.applied);
-  });
+  put_vec(o, m.ranks, [&](const RankInfo& r) { cache_io::put_rank(o, r); });
+  put_vec(o, m.steps, [&](const StepInfo& x) { cache_io::put_step(o, x); });
+  put_vec(o, m.clocks, [&](const ClockInfo& c) { cache_io::put_clock(o, c); });
   o.i(m.t_min), o.i(m.t_max);
   o.i(ov.quantum_ns), o.i(ov.full_ranges);
   // Lanes with their ranges (times as deltas from the previous start of the lane).
@@ -188,20 +179,9 @@ TraceOverview decode_overview(const std::string& bytes) {
   m.format = in.s();
   m.sp_size = in.i32(), m.dp_size = in.i32(), m.num_heads = in.i32(), m.num_layers = in.i32();
   get_vec(in, &m.strings, [&](std::string& x) { x = in.s(); });
-  get_vec(in, &m.ranks, [&](RankInfo& r) {
-    r.rank = in.i32(), r.sp_rank = in.i32(), r.dp_rank = in.i32(), r.device = in.s(), r.hostname = in.s();
-    r.pid = in.i();
-  });
-  get_vec(in, &m.steps, [&](StepInfo& x) {
-    x.rank = in.i32(), x.step = in.i(), x.start_ns = in.i(), x.end_ns = in.i();
-    x.loss = in.f(), x.lr = in.f(), x.grad_norm = in.f(), x.tokens_per_s = in.f(), x.step_ms = in.f();
-    x.tokens = in.i(), x.max_mem_bytes = in.i();
-  });
-  get_vec(in, &m.clocks, [&](ClockInfo& c) {
-    c.rank = in.i32(), c.has_start = in.flag(), c.has_close = in.flag(), c.start_offset_ns = in.i();
-    c.start_error_ns = in.i(), c.start_at_ns = in.i(), c.close_offset_ns = in.i(), c.close_error_ns = in.i();
-    c.close_at_ns = in.i(), c.applied = in.flag();
-  });
+  get_vec(in, &m.ranks, [&](RankInfo& r) { cache_io::get_rank(in, r); });
+  get_vec(in, &m.steps, [&](StepInfo& x) { cache_io::get_step(in, x); });
+  get_vec(in, &m.clocks, [&](ClockInfo& c) { cache_io::get_clock(in, c); });
   m.t_min = in.i(), m.t_max = in.i();
   ov.quantum_ns = in.i(), ov.full_ranges = in.i();
   // What the studio indexes and draws must hold whatever the file says (the checksum catches
@@ -319,20 +299,24 @@ PreparedCaches prepare_trace_caches(const std::string& trace_path, int64_t racy_
   const AnalysisOptions ao;  // as `ulysses-trace summary` and the studio analyse
   const OverviewCacheProbe op = probe_overview_cache(trace_path, lo, co);
   out.overview_cached = read_overview_cache(op, trace_path).has_value();
-  std::optional<CachedSummary> hit = read_summary_cache(trace_path, lo, ao, co);
-  if (!hit || !out.overview_cached) {
-    CachedSummary cs = load_summary(trace_path, lo, ao, co);  // writes the summary on a miss
-    out.summary_cached = cs.from_cache || cs.written;
-    if (cs.from_cache) cs.model = load_trace(trace_path, lo);  // the overview needs the ranges
+  out.summary_cached = read_summary_cache(trace_path, lo, ao, co).has_value();
+  if (!out.summary_cached || !out.overview_cached) {
+    TraceModel model;
+    if (out.summary_cached) {  // only the overview is missing: it needs the ranges, not the analysis
+      model = load_trace(trace_path, lo);
+    } else {
+      CachedSummary cs = load_summary(trace_path, lo, ao, co);  // computes it and writes the cache
+      out.summary_cached = cs.from_cache || cs.written;
+      // Written meanwhile by another process: the cache's model has no ranges.
+      model = cs.from_cache ? load_trace(trace_path, lo) : std::move(cs.model);
+    }
     out.loaded = true;
-    out.ranges = static_cast<int64_t>(cs.model.ranges.size());
+    out.ranges = static_cast<int64_t>(model.ranges.size());
     if (!out.overview_cached) {
-      const TraceOverview ov = build_overview(cs.model);
+      const TraceOverview ov = build_overview(model);
       out.overview_ranges = static_cast<int64_t>(ov.model.ranges.size());
       out.overview_cached = write_overview_cache(op, trace_path, lo, ov);
     }
-  } else {
-    out.summary_cached = true;
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
