@@ -73,6 +73,10 @@ CREATE TABLE IF NOT EXISTS TARGET_INFO_GPU (
 -- NVTX ranges: eventType 59 = push/pop range (ScopedRange), 60 = start/end range
 -- (Tracer::record_range, e.g. async all-to-all measured on another thread).
 -- category = the range's Phase value; text stays NULL and textId names the phase.
+-- The ulysses* columns after nsys' own (format 4) are each range's Ulysses attributes, in
+-- the same row: one row per range is written and read, not two. NULL in rows we did not
+-- write (an nsys export's). SQL that names nsys' columns runs unchanged; the view
+-- ULYSSES_RANGES below gives them format 3's table shape.
 CREATE TABLE IF NOT EXISTS NVTX_EVENTS (
     start               INTEGER   NOT NULL,
     end                 INTEGER,
@@ -92,7 +96,17 @@ CREATE TABLE IF NOT EXISTS NVTX_EVENTS (
     int32Value          INTEGER,
     floatValue          REAL,
     jsonTextId          INTEGER,
-    jsonText            TEXT
+    jsonText            TEXT,
+    ulyssesStep         INTEGER,              -- meanings: see ULYSSES_RANGES
+    ulyssesDirection    INTEGER,
+    ulyssesLayer        INTEGER,
+    ulyssesHeadBegin    INTEGER,
+    ulyssesHeadEnd      INTEGER,
+    ulyssesChunk        INTEGER,
+    ulyssesBytesSent    INTEGER,
+    ulyssesBytesRecv    INTEGER,
+    ulyssesPgId         INTEGER,
+    ulyssesSeq          INTEGER
 );
 CREATE TABLE IF NOT EXISTS CUPTI_ACTIVITY_KIND_KERNEL (
     start               INTEGER   NOT NULL,
@@ -221,26 +235,21 @@ CREATE TABLE IF NOT EXISTS ULYSSES_STEPS (
     maxMemBytes         INTEGER,
     PRIMARY KEY (rank, step)
 );
--- One row per NVTX_EVENTS range: eventId = NVTX_EVENTS.rowid.
+-- One row per NVTX_EVENTS range we wrote: eventId = NVTX_EVENTS.rowid.
 -- direction: 0 none, 1 forward, 2 backward, 3 recompute. -1 = not applicable.
 -- headBegin/headEnd: global head range [headBegin, headEnd). bytes exclude the self-copy.
 -- pgId, seq (format 3): collective identity, the process group (0 = world, 1 + g = SP group g)
 -- and the group's sequence number of the collective, equal on every member rank, so
 -- (pgId, seq) joins one collective's ranges across the rank files. -1 = not a collective.
-CREATE TABLE IF NOT EXISTS ULYSSES_RANGES (
-    eventId             INTEGER   NOT NULL   PRIMARY KEY,   -- = NVTX_EVENTS.rowid
-    step                INTEGER   NOT NULL,
-    phase               INTEGER   NOT NULL,                 -- REFERENCES ULYSSES_PHASES(id)
-    direction           INTEGER   NOT NULL,
-    layer               INTEGER   NOT NULL,
-    headBegin           INTEGER   NOT NULL,
-    headEnd             INTEGER   NOT NULL,
-    chunk               INTEGER   NOT NULL,
-    bytesSent           INTEGER   NOT NULL,
-    bytesRecv           INTEGER   NOT NULL,
-    pgId                INTEGER   NOT NULL   DEFAULT -1,
-    seq                 INTEGER   NOT NULL   DEFAULT -1
-);
+-- Formats 1-3 stored this as a table written beside NVTX_EVENTS, row for row (eventId INTEGER
+-- PRIMARY KEY, every column NOT NULL); format 4 keeps the values in NVTX_EVENTS' ulysses*
+-- columns and this view gives the same columns, so queries over it run on every format.
+CREATE VIEW IF NOT EXISTS ULYSSES_RANGES AS
+    SELECT rowid AS eventId, ulyssesStep AS step, category AS phase, ulyssesDirection AS direction,
+           ulyssesLayer AS layer, ulyssesHeadBegin AS headBegin, ulyssesHeadEnd AS headEnd,
+           ulyssesChunk AS chunk, ulyssesBytesSent AS bytesSent, ulyssesBytesRecv AS bytesRecv,
+           ulyssesPgId AS pgId, ulyssesSeq AS seq
+    FROM NVTX_EVENTS WHERE ulyssesStep IS NOT NULL;
 -- What launched the GPU work tagged with an external id (written only on GPU ranks):
 -- eventId = NVTX_EVENTS.rowid of the traced range that pushed it, or NULL for an
 -- all-to-all issue (Tracer::push_correlation): its range is the start/end range (eventType
@@ -290,4 +299,6 @@ CREATE TABLE IF NOT EXISTS ULYSSES_METRICS (
 
 -- 2: CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, ULYSSES_EXTERNAL_IDS.
 -- 3: ULYSSES_RANGES.pgId / seq (collective identity), ULYSSES_CLOCK (clock offsets to rank 0).
-PRAGMA user_version = 3;
+-- 4: a range's Ulysses attributes in NVTX_EVENTS' ulysses* columns (one row per range);
+--    ULYSSES_RANGES is a view over them.
+PRAGMA user_version = 4;

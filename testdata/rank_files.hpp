@@ -18,9 +18,11 @@ namespace prof = ulysses::prof;
 // One rank's file with the engine's structure: per step a step range on the main thread, and
 // per direction and layer qkv, attention and out_proj (main) and the two all-to-alls on the
 // comm lane (collectives: pg 1, a sequence number per all-to-all), `total` ranges in all.
-inline int64_t generate_rank(const std::string& path, int rank, int world, int64_t total, int layers) {
+// format: TracerOptions::trace_format (0 = this build's; 3 = format 3's two-table layout).
+inline int64_t generate_rank(const std::string& path, int rank, int world, int64_t total, int layers, int format = 0) {
   prof::TracerOptions o;
   o.path = path;
+  o.trace_format = format;
   o.rank = rank;
   o.world_size = world;
   o.sp_rank = rank;

@@ -232,12 +232,15 @@ void prepare_trace(const std::string& out_dir) {
       if (!ec) bytes += n;
     }
     if (bytes > (64u << 20))  // about a second per million ranges: say so before the wait
-      say("trace: " + std::to_string(bytes >> 20) + " MiB; reading it once to write its summary and overview...");
+      say("trace: " + std::to_string(bytes >> 20) +
+          " MiB; reading it once to write its summary, overview and caches...");
     const prof::PreparedCaches p = prof::prepare_trace_caches(out_dir, 0);
     char line[256];
-    std::snprintf(line, sizeof line, "trace: %lld ranges, summary and overview %s beside it (%.2f s)",
-                  static_cast<long long>(p.ranges),
-                  p.summary_cached && p.overview_cached ? "written" : "NOT all written", p.seconds);
+    std::snprintf(
+        line, sizeof line, "trace: %lld ranges, summary, overview%s %s beside it (%.2f s)",
+        static_cast<long long>(p.ranges), p.rank_files > 0 ? " and rank-file caches" : "",
+        p.summary_cached && p.overview_cached && p.rank_files_cached == p.rank_files ? "written" : "NOT all written",
+        p.seconds);
     say(line);
   } catch (const std::exception& e) {
     say(std::string("trace: not prepared for the studio (") + e.what() + ")");

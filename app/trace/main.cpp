@@ -4,10 +4,12 @@
 // DIR/rank{r}.json, one file per rank, the folder HTA's TraceAnalysis(trace_dir=DIR) reads. Exit 0 ok, 2 bad input
 // (unreadable trace, bad arguments), 1 failure. `report RUN --html OUT.html` writes a self-contained HTML report.
 // summary and report answer from the summary cache beside the trace when it matches
-// (profiler/summary_cache.hpp); --no-cache or ULYSSES_TRACE_NO_CACHE=1 turns it off.
+// (profiler/summary_cache.hpp) and read rank files from their caches (rank_file_cache.hpp);
+// --no-cache or ULYSSES_TRACE_NO_CACHE=1 turns both off.
 // `compare RUN_A RUN_B [--json]` prints two runs side by side per phase and per layer (profiler/compare.hpp).
-// `prepare RUN` writes the summary cache and the studio's overview beside a finished run's trace
-// (ulysses-run does it when a traced run finishes), so both answer without reading every range.
+// `prepare RUN` writes the summary cache, the studio's overview and the rank-file caches beside a
+// finished run's trace (ulysses-run does it when a traced run finishes), so the summary and the
+// first paint answer without reading every range, and a full load reads no SQLite rows.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -32,6 +34,7 @@ static int write_html_report(const std::string& run, const std::string& out, boo
   lo.head_lanes = false;
   prof::SummaryCacheOptions co;
   co.enabled = use_cache;
+  lo.file_caches = use_cache;
   const prof::CachedSummary cs = prof::load_summary(run, lo, prof::AnalysisOptions{}, co);
   const prof::TraceModel& m = cs.model;
   const prof::Summary& s = cs.summary;
@@ -65,8 +68,9 @@ int main(int argc, char** argv) {
   summary->add_flag("--json", as_json, "print JSON instead of tables");
   summary->add_option("--step-begin", step_begin, "first step to include");
   summary->add_option("--step-end", step_end, "last step to include (-1 = all)");
-  summary->add_flag("--no-cache", no_cache,
-                    "neither read nor write the summary cache beside the trace (also: ULYSSES_TRACE_NO_CACHE=1)");
+  summary->add_flag(
+      "--no-cache", no_cache,
+      "read no cache beside the trace (summary, rank files) and write none (also: ULYSSES_TRACE_NO_CACHE=1)");
 
   std::string format = "chrome", out;
   int32_t rank = -1;
@@ -82,8 +86,9 @@ int main(int argc, char** argv) {
   auto* report = app.add_subcommand("report", "Write a self-contained one-page HTML report of a run");
   report->add_option("RUN", run, "run directory or .sqlite trace")->required();
   report->add_option("--html", html_out, "output .html file")->required();
-  report->add_flag("--no-cache", no_cache,
-                   "neither read nor write the summary cache beside the trace (also: ULYSSES_TRACE_NO_CACHE=1)");
+  report->add_flag(
+      "--no-cache", no_cache,
+      "read no cache beside the trace (summary, rank files) and write none (also: ULYSSES_TRACE_NO_CACHE=1)");
 
   std::string run_b;
   double threshold = 0.10;
@@ -126,15 +131,20 @@ int main(int argc, char** argv) {
         return 2;
       }
       const prof::PreparedCaches p = prof::prepare_trace_caches(run, prof::SummaryCacheOptions{}.racy_window_ns);
+      const std::string files = p.rank_files > 0 ? "; rank-file caches " + std::to_string(p.rank_files_cached) +
+                                                       " of " + std::to_string(p.rank_files)
+                                                 : "";
       if (!p.loaded) {
-        std::cerr << "already prepared: " << run << " (summary and overview cached beside the trace)\n";
+        std::cerr << "already prepared: " << run << " (summary, overview" << (p.rank_files > 0 ? " and rank files" : "")
+                  << " cached beside the trace)\n";
         return 0;
       }
       std::fprintf(
-          stderr, "prepared %s in %.2f s: %lld ranges; summary %s, overview %s\n", run.c_str(), p.seconds,
+          stderr, "prepared %s in %.2f s: %lld ranges; summary %s, overview %s%s\n", run.c_str(), p.seconds,
           static_cast<long long>(p.ranges), p.summary_cached ? "cached" : "NOT cached",
-          p.overview_cached ? ("cached (" + std::to_string(p.overview_ranges) + " ranges)").c_str() : "NOT cached");
-      if (p.summary_cached && p.overview_cached) return 0;
+          p.overview_cached ? ("cached (" + std::to_string(p.overview_ranges) + " ranges)").c_str() : "NOT cached",
+          files.c_str());
+      if (p.summary_cached && p.overview_cached && p.rank_files_cached == p.rank_files) return 0;
       std::cerr << "ulysses-trace: could not write beside " << run
                 << " (a read-only folder, or a trace modified in the last 2 s: still being written?)\n";
       return 1;
@@ -158,6 +168,7 @@ int main(int argc, char** argv) {
       ao.step_end = step_end;
       prof::SummaryCacheOptions co;
       co.enabled = !no_cache;
+      lo.file_caches = !no_cache;
       const prof::CachedSummary cs = prof::load_summary(run, lo, ao, co);
       const prof::TraceModel& m = cs.model;
       const prof::Summary& s = cs.summary;

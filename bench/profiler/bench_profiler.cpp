@@ -4,6 +4,7 @@
 // ranges (default 10 million, two ranks) in a temporary directory.
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <cstdio>
@@ -72,19 +73,52 @@ int main(int argc, char** argv) {
   }
   fs::create_directories(dir);
 
-  // (1) SQLite write rate.
+  // (1) SQLite write rate and one-file load time, format 4 (one NVTX_EVENTS row per range)
+  // against format 3 (NVTX_EVENTS + ULYSSES_RANGES rows), interleaved so both see the same
+  // machine; each figure is the best of the rounds (the least disturbed by other load).
   {
-    auto t0 = std::chrono::steady_clock::now();
-    double c0 = cpu_now();
-    int64_t n = generate_rank(dir + "/write.sqlite", 0, 1, write_ranges, 32);
-    double s = seconds_since(t0), c = cpu_now() - c0;
+    struct Fig {
+      double write_cpu = 1e30, write_wall = 1e30, load_cpu = 1e30;
+      int64_t n = 0;
+      uint64_t bytes = 0;
+    } fig[2];  // [0] = format 3, [1] = format 4
+    const int rounds = 3;
+    for (int round = 0; round < rounds; ++round) {
+      for (int f = 0; f < 2; ++f) {
+        const std::string path = dir + "/write.sqlite";
+        auto t0 = std::chrono::steady_clock::now();
+        double c0 = cpu_now();
+        fig[f].n = generate_rank(path, 0, 1, write_ranges, 32, f == 0 ? 3 : 0);
+        fig[f].write_wall = std::min(fig[f].write_wall, seconds_since(t0));
+        fig[f].write_cpu = std::min(fig[f].write_cpu, cpu_now() - c0);
+        fig[f].bytes = fs::file_size(path);
+        prof::LoadOptions lo;
+        lo.head_lanes = false;
+        c0 = cpu_now();
+        const size_t loaded = prof::load_trace(path, lo).ranges.size();
+        fig[f].load_cpu = std::min(fig[f].load_cpu, cpu_now() - c0);
+        if (static_cast<int64_t>(loaded) != fig[f].n) {
+          std::fprintf(stderr, "bench_profiler: format %d wrote %lld ranges but %zu loaded\n", f == 0 ? 3 : 4,
+                       static_cast<long long>(fig[f].n), loaded);
+          return 1;
+        }
+        fs::remove(path);
+      }
+    }
+    for (int f = 0; f < 2; ++f) {
+      const double n = static_cast<double>(fig[f].n);
+      std::printf(
+          "write:    format %d (%s): %.0f ranges, best of %d: CPU %.2f s = %.2f M ranges/s, wall %.2f s; "
+          "file %.0f bytes/range; load CPU %.2f s = %.2f M ranges/s\n",
+          f == 0 ? 3 : 4, f == 0 ? "NVTX_EVENTS + ULYSSES_RANGES rows" : "one NVTX_EVENTS row per range", n, rounds,
+          fig[f].write_cpu, n / fig[f].write_cpu / 1e6, fig[f].write_wall, static_cast<double>(fig[f].bytes) / n,
+          fig[f].load_cpu, n / fig[f].load_cpu / 1e6);
+    }
     std::printf(
-        "write:    %lld ranges (NVTX_EVENTS + ULYSSES_RANGES rows) in %.2f s wall = %.2f M ranges/s "
-        "(%.2f M rows/s); CPU %.2f s = %.2f M ranges/s (%.2f M rows/s); one transaction per step\n",
-        static_cast<long long>(n), s, n / s / 1e6, 2 * n / s / 1e6, c, n / c / 1e6, 2 * n / c / 1e6);
-    std::printf("          file %.1f MiB, %.0f bytes/range\n", fs::file_size(dir + "/write.sqlite") / 1048576.0,
-                static_cast<double>(fs::file_size(dir + "/write.sqlite")) / static_cast<double>(n));
-    fs::remove(dir + "/write.sqlite");
+        "          format 4 / format 3: write rate %.2fx, file size %.2fx, load rate %.2fx "
+        "(one transaction per step, 32-row inserts, synchronous writer)\n",
+        fig[0].write_cpu / fig[1].write_cpu, static_cast<double>(fig[1].bytes) / static_cast<double>(fig[0].bytes),
+        fig[0].load_cpu / fig[1].load_cpu);
   }
 
   // (2) Tracer overhead per push/pop.

@@ -96,6 +96,30 @@ FileKind validate_file(const std::string& path, sql::Db* out_db);
 
 inline int32_t to_i32(int64_t v) { return static_cast<int32_t>(v); }
 
+// Reads one trace file of any kind into b (trace_store.cpp): what a rank-file cache stores.
+void read_file(Builder& b, const std::string& path, int32_t file_index, const LoadOptions& opts);
+// The model of files read into their own builders (file order), as load_trace builds a run
+// folder's: each aligned to rank 0 (opts.align_clocks), merged, lanes built (trace_store.cpp).
+TraceModel model_of_file_builders(const std::vector<Builder*>& files, const LoadOptions& opts);
+
+// Rank-file caches (rank_file_cache.cpp; rank_file_cache.hpp). Probe before reading the file.
+struct RankFileCacheProbe {
+  std::string path, key;  // empty: no cache (off, or the file cannot be stat'ed)
+  int64_t newest_ns = -1, probed_at_ns = 0;
+};
+bool rank_file_caches_on(const LoadOptions& lo);
+// The files of `trace_path` that rank-file caches apply to: the rank files of a run folder
+// with several (none for one file, a folder of one rank, or foreign traces).
+std::vector<std::string> rank_files_for_caches(const std::string& trace_path);
+// Whether `file` has a cache that matches it now (key and checksum; not decoded).
+bool rank_file_cache_current(const std::string& file, const LoadOptions& lo);
+RankFileCacheProbe probe_rank_file_cache(const std::string& file, const LoadOptions& lo);
+// Replaces *b with the cached read; false (b untouched) when there is no valid cache.
+bool read_rank_file_cache(const RankFileCacheProbe& p, Builder* b);
+// Writes b (what read_file read from `file`) when the file had settled and is unchanged.
+bool write_rank_file_cache(const RankFileCacheProbe& p, const std::string& file, const LoadOptions& lo,
+                           const Builder& b);
+
 // Appends the ranks (one per process that owns GPU work, or per process with ranges) and the
 // ranges of one open nsys export (nsys_reader.cpp).
 void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t file_index, const LoadOptions& opts);

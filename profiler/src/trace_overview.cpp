@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "cache_io.hpp"
+#include "trace_loading.hpp"
 
 namespace ulysses::prof {
 
@@ -295,12 +296,19 @@ PreparedCaches prepare_trace_caches(const std::string& trace_path, int64_t racy_
   PreparedCaches out;
   SummaryCacheOptions co;
   co.racy_window_ns = racy_window_ns;
-  const LoadOptions lo;      // as the studio loads (head lanes on; the summary key ignores them)
+  LoadOptions lo;               // as the studio loads (head lanes on; the summary key ignores them)
+  lo.write_file_caches = true;  // and the rank-file caches of the files read from SQLite
+  lo.file_cache_racy_window_ns = racy_window_ns;
+  LoadOptions::Stats stats;
+  lo.stats = &stats;
   const AnalysisOptions ao;  // as `ulysses-trace summary` and the studio analyse
   const OverviewCacheProbe op = probe_overview_cache(trace_path, lo, co);
   out.overview_cached = read_overview_cache(op, trace_path).has_value();
   out.summary_cached = read_summary_cache(trace_path, lo, ao, co).has_value();
-  if (!out.summary_cached || !out.overview_cached) {
+  const std::vector<std::string> rank_files = detail::rank_files_for_caches(trace_path);
+  out.rank_files = static_cast<int>(rank_files.size());
+  for (const auto& f : rank_files) out.rank_files_cached += detail::rank_file_cache_current(f, lo);
+  if (!out.summary_cached || !out.overview_cached || out.rank_files_cached < out.rank_files) {
     TraceModel model;
     if (out.summary_cached) {  // only the overview is missing: it needs the ranges, not the analysis
       model = load_trace(trace_path, lo);
@@ -317,6 +325,8 @@ PreparedCaches prepare_trace_caches(const std::string& trace_path, int64_t racy_
       out.overview_ranges = static_cast<int64_t>(ov.model.ranges.size());
       out.overview_cached = write_overview_cache(op, trace_path, lo, ov);
     }
+    out.rank_files_cached = 0;
+    for (const auto& f : rank_files) out.rank_files_cached += detail::rank_file_cache_current(f, lo);
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -54,7 +54,9 @@ void attribute(TraceRange& r, const std::unordered_map<int64_t, int64_t>& ext_of
   r.chunk = to_i32(l.chunk);
 }
 
-void read_file(Builder& b, const std::string& path, int32_t file_index, const LoadOptions& opts) {
+}  // namespace
+
+void detail::read_file(Builder& b, const std::string& path, int32_t file_index, const LoadOptions& opts) {
   if (looks_like_json(path)) return read_kineto_file(b, path, file_index, opts);
   sql::Db db;
   FileKind kind = validate_file(path, &db);
@@ -145,20 +147,25 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
       }
     }
 
-    // Host ranges. Ulysses files: NVTX_EVENTS and ULYSSES_RANGES are both scanned in rowid
-    // order (eventId is ULYSSES_RANGES' rowid) and merged here: a merge join costs one
-    // cursor step per row where "LEFT JOIN ... ON u.eventId = n.rowid" costs a B-tree seek.
+    // Host ranges. Format 4 files keep a range's Ulysses attributes in NVTX_EVENTS' ulysses*
+    // columns: one scan. Older Ulysses files: NVTX_EVENTS and the ULYSSES_RANGES table are both
+    // scanned in rowid order (eventId is ULYSSES_RANGES' rowid) and merged here: a merge join
+    // costs one cursor step per row where "LEFT JOIN ... ON u.eventId = n.rowid" costs a B-tree seek.
     if (db.has_table("NVTX_EVENTS")) {
       const bool ours = kind == FileKind::Ulysses;
+      const bool one_row = ours && db.has_column("NVTX_EVENTS", "ulyssesStep");
       {
         const int64_t upper = db.query_int("SELECT max(rowid) FROM NVTX_EVENTS");  // O(log n)
         if (upper > 0) m.ranges.reserve(m.ranges.size() + static_cast<size_t>(upper));
       }
-      sql::Stmt st(db,
-                   "SELECT start, end, globalTid, textId, text, rowid FROM NVTX_EVENTS "
-                   "WHERE eventType IN (59, 60) AND end IS NOT NULL ORDER BY rowid");
+      sql::Stmt st(db, std::string("SELECT start, end, globalTid, textId, text, rowid") +
+                           (one_row ? ", ulyssesStep, category, ulyssesDirection, ulyssesLayer, ulyssesHeadBegin, "
+                                      "ulyssesHeadEnd, ulyssesChunk, ulyssesBytesSent, ulyssesBytesRecv, "
+                                      "ulyssesPgId, ulyssesSeq"
+                                    : "") +
+                           " FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND end IS NOT NULL ORDER BY rowid");
       sql::Stmt ust;
-      if (ours) {  // pgId / seq: format 3 on (older files: not collectives, -1)
+      if (ours && !one_row) {  // pgId / seq: format 3 on (older files: not collectives, -1)
         const bool coll = db.has_column("ULYSSES_RANGES", "seq") && db.has_column("ULYSSES_RANGES", "pgId");
         ust = sql::Stmt(db, std::string("SELECT eventId, step, phase, direction, layer, headBegin, headEnd, chunk, "
                                         "bytesSent, bytesRecv, ") +
@@ -166,7 +173,12 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
       }
       sqlite3_stmt* s = st.get();
       sqlite3_stmt* u = ust.get();
-      bool u_row = ours && ust.step();
+      bool u_row = ours && !one_row && ust.step();
+      // The attributes: columns ab + 1 .. ab + 11 of `a` (step, phase, direction, layer,
+      // headBegin, headEnd, chunk, bytesSent, bytesRecv, pgId, seq).
+      sqlite3_stmt* a = one_row ? s : u;
+      const int ab = one_row ? 5 : 0;
+      auto attr = [&](int k) { return sqlite3_column_int64(a, ab + k); };  // NULL (a hand-edited file) = 0
       std::unordered_map<int64_t, int32_t> lane_of_gtid;
       int64_t last_gtid = 0;
       int32_t last_lane = -1;
@@ -185,21 +197,22 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
           r.name_id =
               b.intern(t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(s, 4)) : std::string());
         }
-        bool has_u = u_row && sqlite3_column_int64(u, 0) == rowid;
+        const bool has_u =
+            one_row ? sqlite3_column_type(s, 6) != SQLITE_NULL : u_row && sqlite3_column_int64(u, 0) == rowid;
         if (has_u) {
-          r.step = to_i32(sqlite3_column_int64(u, 1));
-          int64_t ph = sqlite3_column_int64(u, 2);
+          r.step = to_i32(attr(1));
+          int64_t ph = attr(2);
           r.phase = ph >= 0 && ph < static_cast<int64_t>(Phase::Count) ? static_cast<Phase>(ph) : Phase::Other;
-          int64_t dir = sqlite3_column_int64(u, 3);
+          int64_t dir = attr(3);
           r.dir = dir >= 0 && dir <= 3 ? static_cast<Direction>(dir) : Direction::None;
-          r.layer = to_i32(sqlite3_column_int64(u, 4));
-          r.head_begin = to_i32(sqlite3_column_int64(u, 5));
-          r.head_end = to_i32(sqlite3_column_int64(u, 6));
-          r.chunk = to_i32(sqlite3_column_int64(u, 7));
-          r.bytes_sent = sqlite3_column_int64(u, 8);
-          r.bytes_recv = sqlite3_column_int64(u, 9);
-          r.pg = to_i32(sqlite3_column_int64(u, 10));
-          r.seq = to_i32(sqlite3_column_int64(u, 11));
+          r.layer = to_i32(attr(4));
+          r.head_begin = to_i32(attr(5));
+          r.head_end = to_i32(attr(6));
+          r.chunk = to_i32(attr(7));
+          r.bytes_sent = attr(8);
+          r.bytes_recv = attr(9);
+          r.pg = to_i32(attr(10));
+          r.seq = to_i32(attr(11));
         } else {
           Phase p;
           if (phase_from_name(m.strings[r.name_id], &p)) r.phase = p;
@@ -348,6 +361,8 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
   }
 }
 
+namespace {
+
 void finish(Builder& b, const LoadOptions& opts) {
   TraceModel& m = b.m;
   renumber_foreign_ranks(b);
@@ -474,10 +489,16 @@ bool read_rank_files_parallel(Builder& b, const std::vector<std::string>& files,
                               std::map<int32_t, std::string>& claimed) {
   std::vector<Builder> per(files.size());
   std::vector<std::exception_ptr> err(files.size());
+  std::vector<char> cached(files.size(), 0), written(files.size(), 0);
   parallel_for(files.size(), opts.threads, [&](size_t i) {
     try {
-      per[i].m.sp_size = per[i].m.dp_size = -1;  // "not set by the file"
-      read_file(per[i], files[i], static_cast<int32_t>(i), opts);
+      const RankFileCacheProbe probe = probe_rank_file_cache(files[i], opts);  // before the file is read
+      cached[i] = read_rank_file_cache(probe, &per[i]);
+      if (!cached[i]) {
+        per[i].m.sp_size = per[i].m.dp_size = -1;  // "not set by the file"
+        read_file(per[i], files[i], static_cast<int32_t>(i), opts);
+        if (opts.write_file_caches) written[i] = write_rank_file_cache(probe, files[i], opts, per[i]);
+      }
       if (opts.align_clocks) align_to_rank0(per[i].m, 0, 0, 0, 0, 0);
     } catch (...) {
       err[i] = std::current_exception();
@@ -486,6 +507,12 @@ bool read_rank_files_parallel(Builder& b, const std::vector<std::string>& files,
   for (size_t i = 0; i < files.size(); ++i) {
     if (err[i]) std::rethrow_exception(err[i]);  // the first failing file, as the sequential reader
     if (per[i].m.format != "ulysses" || !per[i].foreign.empty()) return false;
+  }
+  if (opts.stats) {
+    for (size_t i = 0; i < files.size(); ++i) {
+      opts.stats->from_file_cache += cached[i];
+      opts.stats->file_caches_written += written[i];
+    }
   }
   for (size_t i = 0; i < files.size(); ++i)
     for (const auto& rk : per[i].m.ranks) {
@@ -499,6 +526,16 @@ bool read_rank_files_parallel(Builder& b, const std::vector<std::string>& files,
 }
 
 }  // namespace
+
+TraceModel detail::model_of_file_builders(const std::vector<Builder*>& files, const LoadOptions& opts) {
+  Builder g;
+  for (Builder* f : files) {
+    if (opts.align_clocks) align_to_rank0(f->m, 0, 0, 0, 0, 0);
+    merge_file(g, *f);
+  }
+  finish(g, opts);
+  return std::move(g.m);
+}
 
 std::vector<std::string> trace_input_files(const std::string& path) {
   std::error_code ec;
@@ -530,6 +567,7 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
   b.m.source = path;
   std::map<int32_t, std::string> claimed;  // rank -> the file that holds it
   const bool rank_folder = files.size() > 1 && fs::is_directory(path, ec) && !find_rank_files(path).empty();
+  if (opts.stats) opts.stats->files += static_cast<int>(files.size());
   const bool parallel = !opts.legacy && rank_folder && read_rank_files_parallel(b, files, opts, claimed);
   if (!parallel) claimed.clear();
   for (size_t i = 0; i < files.size() && !parallel; ++i) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
+#include <stdexcept>
 #include <unordered_map>
 #include <vector>
 
@@ -45,6 +46,22 @@ uint32_t phase_color(Phase p) {
 constexpr int kBatch = 32;
 constexpr int kNvtxCols = 7;    // start, end, eventType, category, color, globalTid, textId
 constexpr int kRangeCols = 11;  // step .. bytesRecv, pgId, seq (eventId: see flush_ranges)
+constexpr int kRangePhase = 1;  // index of phase in Pending::range (format 4: it is `category`)
+
+// Format 3's layout (TracerOptions::trace_format = 3): the schema's tables, less NVTX_EVENTS'
+// ulysses* columns, and ULYSSES_RANGES as the table it was, written row for row beside it.
+constexpr const char* kFormat3Sql =
+    "DROP VIEW ULYSSES_RANGES;"
+    "ALTER TABLE NVTX_EVENTS DROP COLUMN ulyssesStep; ALTER TABLE NVTX_EVENTS DROP COLUMN ulyssesDirection;"
+    "ALTER TABLE NVTX_EVENTS DROP COLUMN ulyssesLayer; ALTER TABLE NVTX_EVENTS DROP COLUMN ulyssesHeadBegin;"
+    "ALTER TABLE NVTX_EVENTS DROP COLUMN ulyssesHeadEnd; ALTER TABLE NVTX_EVENTS DROP COLUMN ulyssesChunk;"
+    "ALTER TABLE NVTX_EVENTS DROP COLUMN ulyssesBytesSent; ALTER TABLE NVTX_EVENTS DROP COLUMN ulyssesBytesRecv;"
+    "ALTER TABLE NVTX_EVENTS DROP COLUMN ulyssesPgId; ALTER TABLE NVTX_EVENTS DROP COLUMN ulyssesSeq;"
+    "CREATE TABLE ULYSSES_RANGES (eventId INTEGER NOT NULL PRIMARY KEY, step INTEGER NOT NULL,"
+    " phase INTEGER NOT NULL, direction INTEGER NOT NULL, layer INTEGER NOT NULL, headBegin INTEGER NOT NULL,"
+    " headEnd INTEGER NOT NULL, chunk INTEGER NOT NULL, bytesSent INTEGER NOT NULL, bytesRecv INTEGER NOT NULL,"
+    " pgId INTEGER NOT NULL DEFAULT -1, seq INTEGER NOT NULL DEFAULT -1);"
+    "PRAGMA user_version = 3;";
 
 std::string multi_row(const std::string& head, const char* row, int rows) {
   std::string sql = head;
@@ -80,6 +97,7 @@ struct TraceWriter::Impl {
   };
   std::vector<Pending> pending;
   int64_t next_event_id = 1;  // NVTX_EVENTS rowid given explicitly (we are the only writer)
+  bool format3 = false;       // also write ULYSSES_RANGES rows (format 3's layout)
   sql::Stmt ins_nvtx_batch, ins_range_batch;
   void flush_ranges();
   sql::Stmt ins_string, ins_nvtx, ins_range, ins_step, ins_mem, ins_kernel, ins_memcpy, ins_memset, ins_runtime,
@@ -87,6 +105,10 @@ struct TraceWriter::Impl {
 };
 
 TraceWriter::TraceWriter(const TracerOptions& opts, int64_t pid) : impl_(std::make_unique<Impl>()) {
+  if (opts.trace_format != 0 && opts.trace_format != 3 && opts.trace_format != trace_schema_version()) {
+    throw std::invalid_argument("trace_format " + std::to_string(opts.trace_format) + ": this build writes format " +
+                                std::to_string(trace_schema_version()) + " or 3");
+  }
   Impl& d = *impl_;
   d.pid = pid >= 0 ? pid : static_cast<int64_t>(::getpid());
   d.rank = opts.rank;
@@ -110,19 +132,30 @@ TraceWriter::TraceWriter(const TracerOptions& opts, int64_t pid) : impl_(std::ma
   d.db.exec("PRAGMA wal_autocheckpoint=16384");  // checkpoint (and fsync) every ~64 MiB, not 4 MiB
   d.db.exec("BEGIN");
   d.db.exec(trace_schema_sql());
+  d.format3 = opts.trace_format == 3;
+  if (d.format3) d.db.exec(kFormat3Sql);
 
   d.ins_string = sql::Stmt(d.db, "INSERT INTO StringIds(id, value) VALUES (?, ?)");
-  const std::string nvtx_head =
-      "INSERT INTO NVTX_EVENTS(start, end, eventType, category, color, globalTid, textId, domainId) VALUES ";
-  const char* nvtx_row = "(?,?,?,?,?,?,?,0)";
-  const std::string range_head =
-      "INSERT INTO ULYSSES_RANGES(eventId, step, phase, direction, layer, headBegin, headEnd, chunk, "
-      "bytesSent, bytesRecv, pgId, seq) VALUES ";
-  const char* range_row = "(NULL,?,?,?,?,?,?,?,?,?,?,?)";
+  // Format 4: one NVTX_EVENTS row per range, its Ulysses attributes in the ulysses* columns
+  // (phase is `category`). Format 3: NVTX_EVENTS' nsys columns, then a ULYSSES_RANGES row.
+  const std::string nvtx_head = d.format3
+                                    ? "INSERT INTO NVTX_EVENTS(start, end, eventType, category, color, globalTid, "
+                                      "textId, domainId) VALUES "
+                                    : "INSERT INTO NVTX_EVENTS(start, end, eventType, category, color, globalTid, "
+                                      "textId, domainId, ulyssesStep, ulyssesDirection, ulyssesLayer, "
+                                      "ulyssesHeadBegin, ulyssesHeadEnd, ulyssesChunk, ulyssesBytesSent, "
+                                      "ulyssesBytesRecv, ulyssesPgId, ulyssesSeq) VALUES ";
+  const char* nvtx_row = d.format3 ? "(?,?,?,?,?,?,?,0)" : "(?,?,?,?,?,?,?,0,?,?,?,?,?,?,?,?,?,?)";
   d.ins_nvtx = sql::Stmt(d.db, multi_row(nvtx_head, nvtx_row, 1));
-  d.ins_range = sql::Stmt(d.db, multi_row(range_head, range_row, 1));
   d.ins_nvtx_batch = sql::Stmt(d.db, multi_row(nvtx_head, nvtx_row, kBatch));
-  d.ins_range_batch = sql::Stmt(d.db, multi_row(range_head, range_row, kBatch));
+  if (d.format3) {
+    const std::string range_head =
+        "INSERT INTO ULYSSES_RANGES(eventId, step, phase, direction, layer, headBegin, headEnd, chunk, "
+        "bytesSent, bytesRecv, pgId, seq) VALUES ";
+    const char* range_row = "(NULL,?,?,?,?,?,?,?,?,?,?,?)";
+    d.ins_range = sql::Stmt(d.db, multi_row(range_head, range_row, 1));
+    d.ins_range_batch = sql::Stmt(d.db, multi_row(range_head, range_row, kBatch));
+  }
   d.pending.reserve(kBatch);
   d.next_event_id = d.db.query_int("SELECT coalesce(max(rowid), 0) + 1 FROM NVTX_EVENTS");
   d.ins_step = sql::Stmt(d.db,
@@ -261,10 +294,10 @@ void TraceWriter::commit() {
   }
 }
 
-// Rowids: both tables are append-only and written only here, row for row in the same order,
-// so SQLite's own rowid (max + 1, the cheap append path: no uniqueness probe as with an
-// explicit key) gives NVTX_EVENTS.rowid == ULYSSES_RANGES.eventId == the id write_range
-// returned. Checked after every statement: a mismatch throws instead of mislinking rows.
+// Rowids: NVTX_EVENTS is append-only and written only here, so SQLite's own rowid (max + 1,
+// the cheap append path: no uniqueness probe as with an explicit key) is the id write_range
+// returned; format 3's ULYSSES_RANGES is written row for row in the same order, so its eventId
+// (its rowid) is too. Checked after every statement: a mismatch throws instead of mislinking rows.
 void TraceWriter::Impl::flush_ranges() {
   if (pending.empty()) return;
   int64_t id = next_event_id - static_cast<int64_t>(pending.size());  // id of pending[0]
@@ -276,30 +309,38 @@ void TraceWriter::Impl::flush_ranges() {
                                " (was the trace file modified by another writer?)");
     }
   };
+  // Binds pending range p as row r of statement n (and of u, format 3).
+  const int row_params = format3 ? kNvtxCols : kNvtxCols + kRangeCols - 1;
+  auto bind = [&](sqlite3_stmt* n, sqlite3_stmt* u, int r, const Pending& p) {
+    int k = r * row_params + 1;
+    for (int c = 0; c < kNvtxCols; ++c) sqlite3_bind_int64(n, k++, p.nvtx[c]);
+    if (format3) {
+      for (int c = 0; c < kRangeCols; ++c) sqlite3_bind_int64(u, r * kRangeCols + c + 1, p.range[c]);
+    } else {
+      for (int c = 0; c < kRangeCols; ++c)
+        if (c != kRangePhase) sqlite3_bind_int64(n, k++, p.range[c]);
+    }
+  };
   size_t i = 0;
   try {
     // Full batches: one statement per kBatch rows in each table; the rest row by row.
     for (; i + kBatch <= pending.size(); i += kBatch, id += kBatch) {
-      sqlite3_stmt* n = ins_nvtx_batch.get();
-      sqlite3_stmt* u = ins_range_batch.get();
-      for (int r = 0; r < kBatch; ++r) {
-        const Pending& p = pending[i + static_cast<size_t>(r)];
-        for (int c = 0; c < kNvtxCols; ++c) sqlite3_bind_int64(n, r * kNvtxCols + c + 1, p.nvtx[c]);
-        for (int c = 0; c < kRangeCols; ++c) sqlite3_bind_int64(u, r * kRangeCols + c + 1, p.range[c]);
-      }
+      for (int r = 0; r < kBatch; ++r) bind(ins_nvtx_batch.get(), ins_range_batch.get(), r, pending[i + size_t(r)]);
       ins_nvtx_batch.run();
       check(id + kBatch - 1, "NVTX_EVENTS");
-      ins_range_batch.run();
-      check(id + kBatch - 1, "ULYSSES_RANGES");
+      if (format3) {
+        ins_range_batch.run();
+        check(id + kBatch - 1, "ULYSSES_RANGES");
+      }
     }
     for (; i < pending.size(); ++i, ++id) {
-      const Pending& p = pending[i];
-      for (int c = 0; c < kNvtxCols; ++c) sqlite3_bind_int64(ins_nvtx.get(), c + 1, p.nvtx[c]);
-      for (int c = 0; c < kRangeCols; ++c) sqlite3_bind_int64(ins_range.get(), c + 1, p.range[c]);
+      bind(ins_nvtx.get(), ins_range.get(), 0, pending[i]);
       ins_nvtx.run();
       check(id, "NVTX_EVENTS");
-      ins_range.run();
-      check(id, "ULYSSES_RANGES");
+      if (format3) {
+        ins_range.run();
+        check(id, "ULYSSES_RANGES");
+      }
     }
   } catch (...) {
     // The transaction is unusable for these rows; forget them and renumber from the file.

@@ -9,6 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -17,6 +20,7 @@
 #include "test_util.hpp"
 #include "trace_loading.hpp"
 #include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/rank_file_cache.hpp"
 #include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 #include "ulysses/profiler/trace_writer.hpp"
@@ -193,6 +197,12 @@ void expect_same_model(const prof::TraceModel& a, const prof::TraceModel& b) {
     EXPECT_EQ(std::tie(a.memory[i].rank, a.memory[i].t_ns, a.memory[i].label_id, a.memory[i].allocated),
               std::tie(b.memory[i].rank, b.memory[i].t_ns, b.memory[i].label_id, b.memory[i].allocated));
   ASSERT_EQ(a.runtime.size(), b.runtime.size());
+  for (size_t i = 0; i < a.runtime.size(); ++i) {
+    const auto &x = a.runtime[i], &y = b.runtime[i];
+    EXPECT_EQ(std::tie(x.rank, x.tid, x.start_ns, x.end_ns, x.correlation, x.external_id, x.name_id),
+              std::tie(y.rank, y.tid, y.start_ns, y.end_ns, y.correlation, y.external_id, y.name_id))
+        << "runtime call " << i;
+  }
   ASSERT_EQ(a.clocks.size(), b.clocks.size());
   for (size_t i = 0; i < a.clocks.size(); ++i)
     EXPECT_EQ(
@@ -308,4 +318,130 @@ TEST(TraceScale, LaneBuildingFromPerFileVectorsEqualsTheLegacySort) {
               std::tie(b.layer, b.start_ns, b.end_ns, b.lane, b.parent, b.depth))
         << "range " << i;
   }
+}
+
+// Rank-file caches (rank_file_cache.hpp): a run folder read once with write_file_caches is
+// read again from the caches, giving the same model (every field) and summary as the SQLite
+// rows; a cache is used only for the file, build and options it was made for, and any
+// trouble with one (stale, torn, swapped, switched off) means that file's rows are read.
+TEST(TraceScale, RankFileCachesGiveTheSameModelAndStepAsideWhenInDoubt) {
+  ut::TempDir tmp;
+  const std::string run = make_run(tmp.path, 4, 10);
+  const std::vector<std::string> files = prof::find_rank_files(run);
+  ASSERT_EQ(files.size(), 4u);
+  auto load = [&](prof::LoadOptions o, prof::LoadOptions::Stats* st) {
+    *st = {};
+    o.stats = st;
+    return prof::load_trace(run, o);
+  };
+  auto summary = [](const prof::TraceModel& m) { return prof::summary_to_json(m, prof::analyze(m)).dump(1); };
+  prof::LoadOptions::Stats st;
+
+  // Freshly written files are inside the default racy window: nothing is cached.
+  prof::LoadOptions write;
+  write.write_file_caches = true;
+  (void)load(write, &st);
+  EXPECT_EQ(st.file_caches_written, 0);
+  for (const auto& f : files) EXPECT_FALSE(fs::exists(prof::rank_file_cache_path(f))) << f;
+
+  write.file_cache_racy_window_ns = 0;
+  const prof::TraceModel rows = load(write, &st);
+  EXPECT_EQ(st.files, 4);
+  EXPECT_EQ(st.from_file_cache, 0);
+  EXPECT_EQ(st.file_caches_written, 4);
+  for (const auto& f : files) EXPECT_TRUE(fs::exists(prof::rank_file_cache_path(f))) << f;
+
+  for (bool heads : {true, false}) {
+    SCOPED_TRACE(heads ? "head lanes" : "no head lanes");
+    const prof::TraceModel want = prof::load_trace(run, legacy_opts(heads));
+    prof::LoadOptions o;
+    o.head_lanes = heads;
+    const prof::TraceModel got = load(o, &st);
+    EXPECT_EQ(st.from_file_cache, 4);
+    EXPECT_EQ(st.file_caches_written, 0);
+    expect_same_model(want, got);
+    EXPECT_EQ(summary(want), summary(got));
+  }
+  const prof::TraceModel want = prof::load_trace(run, legacy_opts(true));
+
+  // Other reading options: a cache made with GPU activity is not one without it.
+  prof::LoadOptions no_gpu;
+  no_gpu.gpu_activity = false;
+  prof::LoadOptions no_gpu_legacy = legacy_opts(true);
+  no_gpu_legacy.gpu_activity = false;
+  expect_same_model(prof::load_trace(run, no_gpu_legacy), load(no_gpu, &st));
+  EXPECT_EQ(st.from_file_cache, 0);
+
+  // Switched off: by the option and by the environment.
+  prof::LoadOptions off;
+  off.file_caches = false;
+  (void)load(off, &st);
+  EXPECT_EQ(st.from_file_cache, 0);
+  ASSERT_EQ(setenv("ULYSSES_TRACE_NO_CACHE", "1", 1), 0);
+  (void)load(prof::LoadOptions{}, &st);
+  unsetenv("ULYSSES_TRACE_NO_CACHE");
+  EXPECT_EQ(st.from_file_cache, 0);
+
+  // A rank file touched since (its mtime is in the key): its rows are read.
+  ASSERT_EQ(utimensat(AT_FDCWD, files[1].c_str(), nullptr, 0), 0);
+  // A torn cache: one byte of its payload flipped (the checksum catches it).
+  {
+    const std::string c = prof::rank_file_cache_path(files[2]);
+    std::fstream f(c, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-5, std::ios::end);
+    const char b = static_cast<char>(f.get());
+    f.seekp(-5, std::ios::end);
+    f.put(static_cast<char>(b ^ 0x5a));
+  }
+  // Another file's cache under this file's name (the file name is in the key).
+  fs::copy_file(prof::rank_file_cache_path(files[0]), prof::rank_file_cache_path(files[3]),
+                fs::copy_options::overwrite_existing);
+  expect_same_model(want, load(prof::LoadOptions{}, &st));
+  EXPECT_EQ(st.from_file_cache, 1);  // rank 0's only
+
+  // Written again where stale, then all four are used again.
+  (void)load(write, &st);
+  EXPECT_EQ(st.file_caches_written, 3);
+  expect_same_model(want, load(prof::LoadOptions{}, &st));
+  EXPECT_EQ(st.from_file_cache, 4);
+  EXPECT_EQ(summary(rows), summary(load(prof::LoadOptions{}, &st)));
+}
+
+// The payload decoder (what a crafted cache with a matching key and checksum would reach):
+// the encoding of a rank file decodes to the model the loader builds from that file; every
+// truncation is refused with std::runtime_error, and flipped bytes either are refused or
+// give a model whose lanes, names and durations are sound.
+TEST(TraceScale, RankFileCacheDecoderRoundTripsAndRefusesMalformedPayloads) {
+  ut::TempDir tmp;
+  const std::string run = make_run(tmp.path, 2, 3);
+  const std::string f = prof::find_rank_files(run)[1];
+  const std::string payload = prof::encode_rank_file(f);
+  ASSERT_GT(payload.size(), 1000u);
+  expect_same_model(prof::load_trace(f), prof::model_from_rank_file_cache(payload));
+  for (size_t n = 0; n < payload.size(); n += 1 + n / 16)
+    EXPECT_THROW(prof::model_from_rank_file_cache(payload.substr(0, n)), std::runtime_error) << n;
+  std::mt19937 rng(13);
+  int refused = 0;
+  for (int k = 0; k < 300; ++k) {
+    std::string p = payload;
+    for (int j = 0; j < 3; ++j) p[rng() % p.size()] ^= static_cast<char>(1 + rng() % 255);
+    try {
+      const prof::TraceModel m = prof::model_from_rank_file_cache(p);
+      int64_t in_lanes = 0;
+      for (const auto& l : m.lanes) {
+        ASSERT_TRUE(l.first >= 0 && l.count >= 0 && static_cast<size_t>(l.first + l.count) <= m.ranges.size());
+        in_lanes += l.count;
+      }
+      EXPECT_EQ(in_lanes, static_cast<int64_t>(m.ranges.size()));
+      for (const auto& r : m.ranges) {
+        ASSERT_TRUE(r.name_id >= 0 && static_cast<size_t>(r.name_id) < m.strings.size());
+        ASSERT_GE(r.end_ns, r.start_ns);
+        ASSERT_TRUE(r.lane >= 0 && static_cast<size_t>(r.lane) < m.lanes.size());
+      }
+    } catch (const std::runtime_error&) {
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 0);
+  EXPECT_THROW(prof::encode_rank_file(tmp.path + "/missing.sqlite"), prof::TraceError);
 }

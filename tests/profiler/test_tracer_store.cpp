@@ -5,12 +5,16 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
 #include <set>
+#include <stdexcept>
 #include <thread>
+#include <tuple>
 
 #include "test_util.hpp"
 #include "ulysses/profiler/analysis.hpp"
@@ -249,7 +253,16 @@ TEST(TracerStore, NsysNamedTablesCarryNsysColumns) {
   prof::Tracer::open(options_for(path, 0, 1))->close();
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  for (const auto& [table, cols] : nsys) EXPECT_EQ(columns(db, table), cols) << table;
+  for (const auto& [table, cols] : nsys) {
+    std::vector<std::string> got = columns(db, table);
+    if (table == "NVTX_EVENTS" && got.size() > cols.size()) {
+      // Format 4 appends the Ulysses attributes after nsys' columns, all named ulysses*.
+      for (size_t c = cols.size(); c < got.size(); ++c) EXPECT_EQ(got[c].rfind("ulysses", 0), 0u) << got[c];
+      EXPECT_EQ(got.size(), cols.size() + 10);
+      got.resize(cols.size());
+    }
+    EXPECT_EQ(got, cols) << table;
+  }
   EXPECT_EQ(query_text(db, "PRAGMA user_version"), std::to_string(prof::trace_schema_version()));
   EXPECT_EQ(query_text(db, "PRAGMA journal_mode"), "wal");
   sqlite3_close(db);
@@ -344,6 +357,117 @@ TEST(TracerStore, WriterBatchesKeepIdsLinkedAndCommitsEveryRange) {
     layers.insert(r.layer);
   }
   EXPECT_EQ(layers.size(), 140u);
+}
+
+namespace {
+
+// Every row of q, cells joined by '|', rows by '\n'.
+std::string query_rows(sqlite3* db, const std::string& q) {
+  sqlite3_stmt* st = nullptr;
+  std::string out;
+  EXPECT_EQ(sqlite3_prepare_v2(db, q.c_str(), -1, &st, nullptr), SQLITE_OK) << q;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    for (int c = 0; c < sqlite3_column_count(st); ++c) {
+      const unsigned char* t = sqlite3_column_text(st, c);
+      out += (c ? "|" : "") + std::string(t ? reinterpret_cast<const char*>(t) : "NULL");
+    }
+    out += '\n';
+  }
+  sqlite3_finalize(st);
+  return out;
+}
+
+// Writes 75 ranges (two full batches of 32 and 11 more) with every attribute varied.
+void write_varied_ranges(const std::string& path, int format) {
+  auto o = options_for(path, 0, 1);
+  o.trace_format = format;
+  prof::TraceWriter w(o, 4242);
+  w.begin();
+  for (int i = 0; i < 75; ++i) {
+    prof::RangeRecord r;
+    r.start_ns = 1000LL * i;
+    r.end_ns = r.start_ns + 500 + i;
+    r.tid = i % 3 == 0 ? prof::kCommTid : 7;
+    r.push_pop = i % 3 != 0;
+    r.step = i / 10;
+    r.info.phase = i % 3 == 0 ? Phase::A2ASeqToHead : i % 2 ? Phase::Attention : Phase::QkvProj;
+    r.info.dir = i % 2 ? Direction::Backward : Direction::Forward;
+    r.info.layer = i % 4;
+    r.info.head_begin = i % 8;
+    r.info.head_end = i % 8 + 2;
+    r.info.chunk = i % 2;
+    r.info.bytes_sent = 100LL * i;
+    r.info.bytes_recv = 7LL * i + (1LL << 40);
+    if (i % 3 == 0) {
+      r.info.pg = 1;
+      r.info.seq = i;
+    }
+    w.write_range(r);
+  }
+  w.commit();
+  w.close();
+}
+
+}  // namespace
+
+// Format 4 keeps a range's Ulysses attributes in its NVTX_EVENTS row; format 3 kept them in a
+// ULYSSES_RANGES table beside it. The same records give the same rows under the name
+// ULYSSES_RANGES (a view in format 4) and the same model through both readers.
+TEST(TracerStore, FormatFourAndFormatThreeFilesHoldTheSameRanges) {
+  TempDir tmp;
+  const std::string f3 = tmp.path + "/f3.sqlite", f4 = tmp.path + "/f4.sqlite";
+  write_varied_ranges(f3, 3);
+  write_varied_ranges(f4, 0);
+  sqlite3 *d3 = nullptr, *d4 = nullptr;
+  ASSERT_EQ(sqlite3_open(f3.c_str(), &d3), SQLITE_OK);
+  ASSERT_EQ(sqlite3_open(f4.c_str(), &d4), SQLITE_OK);
+  EXPECT_EQ(query_text(d3, "PRAGMA user_version"), "3");
+  EXPECT_EQ(query_text(d4, "PRAGMA user_version"), std::to_string(prof::trace_schema_version()));
+  EXPECT_EQ(query_text(d3, "SELECT type FROM sqlite_master WHERE name = 'ULYSSES_RANGES'"), "table");
+  EXPECT_EQ(query_text(d4, "SELECT type FROM sqlite_master WHERE name = 'ULYSSES_RANGES'"), "view");
+  EXPECT_EQ(columns(d3, "NVTX_EVENTS").size(), 19u);
+  EXPECT_EQ(columns(d3, "ULYSSES_RANGES"), columns(d4, "ULYSSES_RANGES"));
+  const std::string q =
+      "SELECT n.rowid, n.start, n.end, n.eventType, n.category, n.globalTid, u.* FROM NVTX_EVENTS n "
+      "JOIN ULYSSES_RANGES u ON u.eventId = n.rowid ORDER BY n.rowid";
+  const std::string rows3 = query_rows(d3, q);
+  EXPECT_EQ(std::count(rows3.begin(), rows3.end(), '\n'), 75);
+  EXPECT_EQ(rows3, query_rows(d4, q));
+  EXPECT_EQ(query_text(d4, "SELECT count(*) FROM ULYSSES_RANGES WHERE pgId = 1 AND seq % 3 = 0"), "25");
+  EXPECT_EQ(query_text(d4, "PRAGMA integrity_check"), "ok");
+  sqlite3_close(d3);
+  sqlite3_close(d4);
+
+  prof::LoadOptions lo;
+  lo.head_lanes = false;
+  const auto m3 = prof::load_trace(f3, lo), m4 = prof::load_trace(f4, lo);
+  ASSERT_EQ(m3.ranges.size(), 75u);
+  ASSERT_EQ(m4.ranges.size(), m3.ranges.size());
+  int collectives = 0;
+  for (size_t i = 0; i < m3.ranges.size(); ++i) {
+    const auto &a = m3.ranges[i], &b = m4.ranges[i];
+    EXPECT_EQ(std::tie(a.start_ns, a.end_ns, a.rank, a.lane, a.name_id, a.step, a.layer, a.head_begin, a.head_end,
+                       a.chunk, a.bytes_sent, a.bytes_recv, a.phase, a.dir, a.depth, a.parent, a.pg, a.seq),
+              std::tie(b.start_ns, b.end_ns, b.rank, b.lane, b.name_id, b.step, b.layer, b.head_begin, b.head_end,
+                       b.chunk, b.bytes_sent, b.bytes_recv, b.phase, b.dir, b.depth, b.parent, b.pg, b.seq))
+        << "range " << i;
+    collectives += b.pg == 1 && b.seq >= 0;
+  }
+  EXPECT_EQ(collectives, 25);
+  EXPECT_EQ(m3.strings, m4.strings);
+}
+
+TEST(TracerStore, AnUnknownTraceFormatIsRefusedBeforeTheFileIsTouched) {
+  TempDir tmp;
+  const std::string path = tmp.path + "/rank0.sqlite";
+  { std::ofstream(path) << "keep me"; }
+  auto o = options_for(path, 0, 1);
+  o.trace_format = 2;
+  EXPECT_THROW(prof::TraceWriter(o, 1), std::invalid_argument);
+  std::ifstream in(path);
+  std::string kept;
+  std::getline(in, kept);
+  EXPECT_EQ(kept, "keep me");
 }
 
 namespace {

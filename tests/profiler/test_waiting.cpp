@@ -135,12 +135,13 @@ TEST(Waiting, SummaryJsonHasExactlyTheCollectivesFields) {
 
 namespace {
 // Two rank files whose comm ranges carry (pg 1, seq k); rank 1 arrives 7 us late each time.
-void write_pair(const std::string& run) {
+void write_pair(const std::string& run, int format = 0) {
   fs::create_directories(fs::path(run) / "trace");
   const int64_t base = prof::Tracer::now_ns();
   for (int r = 0; r < 2; ++r) {
-    auto t = prof::Tracer::open(
-        options_for((fs::path(run) / "trace" / ("rank" + std::to_string(r) + ".sqlite")).string(), r, 2));
+    auto o = options_for((fs::path(run) / "trace" / ("rank" + std::to_string(r) + ".sqlite")).string(), r, 2);
+    o.trace_format = format;
+    auto t = prof::Tracer::open(o);
     t->begin_step(0);
     for (int k = 0; k < 3; ++k) {
       prof::RangeInfo info{Phase::A2ASeqToHead, Direction::Forward, 0};
@@ -179,7 +180,7 @@ TEST(Waiting, IdentitySurvivesWriterAndLoader) {
 
 TEST(Waiting, FormatTwoFilesStillLoadWithoutIdentity) {
   TempDir d;
-  write_pair(d.path);
+  write_pair(d.path, 3);
   for (int r = 0; r < 2; ++r) {  // turn the files into format 2: no pgId / seq columns
     sqlite3* db = nullptr;
     const std::string f = (fs::path(d.path) / "trace" / ("rank" + std::to_string(r) + ".sqlite")).string();

@@ -66,8 +66,12 @@ LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, 
   t.start();
   const std::string p = path.toStdString();
   // The studio reads the trace with the default options, as `ulysses-trace summary` does, so
-  // both share one cache record.
-  const prof::LoadOptions lo;
+  // both share one cache record; rank files read from SQLite get a rank-file cache for the
+  // next open (not while the run is still being written).
+  prof::LoadOptions lo;
+  lo.write_file_caches = true;
+  prof::LoadOptions::Stats file_stats;
+  lo.stats = &file_stats;
   const prof::AnalysisOptions ao;
   std::shared_ptr<prof::TraceModel> model;
   std::shared_ptr<const prof::Summary> summary;
@@ -134,6 +138,8 @@ LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, 
   r.analyze_s = analyze_s;
   r.summary_from_cache = from_cache;
   r.summary_s = summary_s;
+  r.rank_files_from_cache = file_stats.from_file_cache;
+  r.rank_file_caches_written = file_stats.file_caches_written;
   if (r.error.isEmpty() && !overview_cached && op.writable()) {
     // For the next open's first paint (not written for a run still being written).
     QElapsedTimer b;

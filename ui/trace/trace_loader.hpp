@@ -39,6 +39,9 @@ struct LoadedTrace {
   double overview_s = 0;          // seconds from the start of the load until the overview was indexed
   bool overview_written = false;  // final result: this load built the overview and wrote its cache
   double overview_build_s = 0;    // seconds spent building and writing it
+  // Rank files read from their rank-file caches (profiler/rank_file_cache.hpp) instead of
+  // SQLite's rows, and caches this load wrote for the next open (final result).
+  int rank_files_from_cache = 0, rank_file_caches_written = 0;
 };
 
 // Everything a view needs from a model, computed in the calling thread. Throws nothing:

@@ -505,6 +505,12 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
   if (t.overview_written)
     status->setText(status->text() +
                     QObject::tr("; overview written for the next open (%1 s)").arg(t.overview_build_s, 0, 'f', 2));
+  if (t.rank_files_from_cache > 0)
+    status->setText(status->text() +
+                    QObject::tr("; %n rank file(s) read from their caches", "", t.rank_files_from_cache));
+  if (t.rank_file_caches_written > 0)
+    status->setText(status->text() +
+                    QObject::tr("; %n rank-file cache(s) written for the next open", "", t.rank_file_caches_written));
   // Foreign traces: what the file lacked and how it was read, on hover (and counted).
   QStringList notes;
   for (const auto& n : m.notes) notes << QString::fromStdString(n);

@@ -84,7 +84,7 @@ bool write_overview_cache(const OverviewCacheProbe& p, const std::string& trace_
                           const TraceOverview& o);
 
 // After a run has finished writing its trace: loads it once as the studio does and writes
-// the summary cache and the overview
+// the summary cache, the overview and the rank-file caches (rank_file_cache.hpp)
 // beside it where they are missing or stale, so that the first `ulysses-trace summary` and
 // the first studio open answer from them. ulysses-run calls it when a traced run finishes;
 // `ulysses-trace prepare` is the same for runs launched otherwise. racy_window_ns: inputs
@@ -97,6 +97,9 @@ struct PreparedCaches {
   bool loaded = false;           // the ranges had to be read (something was missing or stale)
   int64_t ranges = 0;            // ranges of the trace (when loaded)
   int64_t overview_ranges = 0;   // ranges of the overview written
+  // Rank files that rank-file caches apply to (a run folder of several Ulysses rank files:
+  // rank_file_cache.hpp), and how many of them have a current cache after the call.
+  int rank_files = 0, rank_files_cached = 0;
   double seconds = 0;
 };
 PreparedCaches prepare_trace_caches(const std::string& trace_path, int64_t racy_window_ns = 0);

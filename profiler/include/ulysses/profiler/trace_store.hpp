@@ -55,6 +55,22 @@ struct LoadOptions {
   // one sort of the whole range vector. Same model (ranges equal in lane, start and end may
   // come in another order); kept as the benchmark's baseline and the tests' reference.
   bool legacy = false;
+  // Rank-file caches (rank_file_cache.hpp): read a rank file's cache instead of its SQLite rows
+  // when it is valid (run folders of several Ulysses rank files; off as well under
+  // ULYSSES_TRACE_NO_CACHE), and with write_file_caches write one for each file read from
+  // SQLite that was last modified at least file_cache_racy_window_ns before (older: a run still
+  // being written) and did not change while it was read. A cache is never needed: any problem
+  // with one (missing, stale, torn, unwritable) means the rows are read.
+  bool file_caches = true;
+  bool write_file_caches = false;
+  int64_t file_cache_racy_window_ns = 2'000'000'000;
+  // Filled in when set: how the files were read.
+  struct Stats {
+    int files = 0;            // trace files read
+    int from_file_cache = 0;  // of them, from their rank-file cache
+    int file_caches_written = 0;
+  };
+  Stats* stats = nullptr;
 };
 
 // path = run directory, a single rank .sqlite, an nsys-exported .sqlite, a PyTorch profiler

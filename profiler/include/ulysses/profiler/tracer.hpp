@@ -110,6 +110,10 @@ struct TracerOptions {
   // profiler.writer_waits / profiler.writer_wait_ms, and a line on stderr at close).
   // 0: end_step writes and commits on the calling thread (the old synchronous path).
   int32_t writer_queue_steps = 2;
+  // Trace format written: 0 = this build's (trace_schema_version()); 3 = format 3's layout
+  // (Ulysses attributes in a ULYSSES_RANGES table beside NVTX_EVENTS), kept to make reference
+  // files for the format-3 reader's tests and the benchmarks' baseline. Anything else throws.
+  int32_t trace_format = 0;
   // Test hooks. writer_test_before_commit: called on the thread that writes, before each
   // ended step's batch is written (a slow or failing sink: what it throws is a write error).
   // writer_test_on_full: called on the end_step thread just before it waits for the writer.
