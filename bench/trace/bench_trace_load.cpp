@@ -12,6 +12,10 @@
 // write rate on one core, and the Tracer side by side with synchronous end_step and with the
 // writer thread: the training thread's time in end_step per range, the writer's ranges/s of
 // CPU and the wall ranges/s (--write-only: just these).
+// Trace format and rank-file caches (side by side on the same ranges): the parallel loader on
+// format 3 files (two rows per range) and on format 4 files (one row per range), and on
+// format 4 files read from their rank-file caches (rank_file_cache.hpp; written once by a
+// first open, timed apart), whose model and summary must equal the rows'.
 // Rank files are generated once (outside the timed part) and cached in --cache-dir.
 #include <malloc.h>
 #include <sqlite3.h>
@@ -34,6 +38,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/rank_file_cache.hpp"
 #include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_store.hpp"
@@ -54,9 +59,11 @@ double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// DIR/r<total>_<world>/trace/rank*.sqlite, generated once; a marker file says it is complete.
-std::string ensure_run(const std::string& cache, int64_t total, int world) {
-  const std::string run = cache + "/r" + std::to_string(total) + "_" + std::to_string(world);
+// DIR/r<total>_<world>[_f3]/trace/rank*.sqlite, generated once; a marker file says it is
+// complete. format: TracerOptions::trace_format (0 = this build's, 3 = format 3's layout).
+std::string ensure_run(const std::string& cache, int64_t total, int world, int format = 0) {
+  const std::string run = cache + "/r" + std::to_string(total) + "_" + std::to_string(world) +
+                          (format == 3 ? "_f3" : "_f" + std::to_string(prof::trace_schema_version()));
   if (fs::exists(run + "/complete")) return run;
   fs::remove_all(run);
   fs::create_directories(run + "/trace");
@@ -66,14 +73,15 @@ std::string ensure_run(const std::string& cache, int64_t total, int world) {
   for (int r = 0; r < world; ++r)
     th.emplace_back([&, r] {
       n[static_cast<size_t>(r)] =
-          generate_rank(run + "/trace/rank" + std::to_string(r) + ".sqlite", r, world, total / world, 32);
+          generate_rank(run + "/trace/rank" + std::to_string(r) + ".sqlite", r, world, total / world, 32, format);
     });
   for (auto& x : th) x.join();
   int64_t sum = 0;
   for (auto v : n) sum += v;
   std::ofstream(run + "/complete") << sum << "\n";
-  std::printf("generated %lld ranges over %d rank files in %s (%.1f s, not timed below)\n", static_cast<long long>(sum),
-              world, run.c_str(), since(t0));
+  std::printf("generated %lld ranges over %d format-%d rank files in %s (%.1f s, not timed below)\n",
+              static_cast<long long>(sum), world, format == 3 ? 3 : prof::trace_schema_version(), run.c_str(),
+              since(t0));
   return run;
 }
 
@@ -88,7 +96,29 @@ struct Figures {
   bool ok = false;
   bool from_cache = false, written = false;
   double cache_bytes = 0;
+  int files_from_cache = 0, file_caches_written = 0;
+  unsigned long long model_hash = 0;  // of every range's times, lane, name, nesting and attributes
 };
+
+unsigned long long hash_model(const prof::TraceModel& m) {
+  unsigned long long h = 1469598103934665603ULL;
+  auto mix = [&](int64_t v) { h = (h ^ static_cast<unsigned long long>(v)) * 1099511628211ULL; };
+  for (const auto& r : m.ranges) {
+    mix(r.start_ns), mix(r.end_ns), mix(r.lane), mix(r.name_id), mix(r.parent), mix(r.depth), mix(r.step);
+    mix(r.layer), mix(static_cast<int>(r.phase)), mix(r.head_begin), mix(r.bytes_sent), mix(r.seq), mix(r.origin);
+  }
+  for (const auto& l : m.lanes) mix(l.first), mix(l.count), mix(l.rank);
+  return h;
+}
+
+// Rank-file cache options of a measurement: none (read the rows; ignore caches left by an
+// earlier run of the benchmark), read them, or read the rows and write them.
+enum class FileCaches { Off, Read, Write };
+void set_file_caches(prof::LoadOptions& lo, FileCaches fc) {
+  lo.file_caches = fc != FileCaches::Off;
+  lo.write_file_caches = fc == FileCaches::Write;
+  lo.file_cache_racy_window_ns = 0;  // the files were perhaps generated just now
+}
 
 // Runs fn in a forked child that writes a Figures back through a pipe; returns it with the
 // child's peak RSS.
@@ -120,11 +150,14 @@ Figures in_child(const std::function<void(Figures&)>& fn) {
   return f;
 }
 
-Figures measure_open(const std::string& run, bool legacy, int threads) {
+Figures measure_open(const std::string& run, bool legacy, int threads, FileCaches fc = FileCaches::Off) {
   return in_child([&](Figures& f) {
     prof::LoadOptions lo;  // the studio's (ui/trace/trace_loader.cpp)
     lo.legacy = legacy;
     lo.threads = threads;
+    set_file_caches(lo, fc);
+    prof::LoadOptions::Stats st;
+    lo.stats = &st;
     malloc_trim(0);
     const size_t h0 = mallinfo2().uordblks + mallinfo2().hblkhd;
     const double c0 = cpu_now();
@@ -135,15 +168,24 @@ Figures measure_open(const std::string& run, bool legacy, int threads) {
     const struct mallinfo2 mi = mallinfo2();
     f.heap_bytes = static_cast<double>(mi.uordblks + mi.hblkhd - h0);
     f.ranges = static_cast<double>(m.ranges.size());
+    f.files_from_cache = st.from_file_cache;
+    f.file_caches_written = st.file_caches_written;
+    f.model_hash = hash_model(m);
+    std::error_code ec;
+    for (const auto& file : prof::find_rank_files(run))
+      f.cache_bytes += static_cast<double>(fs::file_size(prof::rank_file_cache_path(file), ec));
   });
 }
 
-Figures measure_summary(const std::string& run, bool legacy, int threads) {
+Figures measure_summary(const std::string& run, bool legacy, int threads, FileCaches fc = FileCaches::Off) {
   return in_child([&](Figures& f) {
     prof::LoadOptions lo;  // as `ulysses-trace summary` (app/trace/main.cpp)
     lo.head_lanes = false;
     lo.legacy = legacy;
     lo.threads = threads;
+    set_file_caches(lo, fc);
+    prof::LoadOptions::Stats st;
+    lo.stats = &st;
     const double c0 = cpu_now();
     auto t0 = std::chrono::steady_clock::now();
     prof::TraceModel m = prof::load_trace(run, lo);
@@ -154,6 +196,7 @@ Figures measure_summary(const std::string& run, bool legacy, int threads) {
     f.summary_ranges = static_cast<double>(m.ranges.size());
     f.json_hash = std::hash<std::string>{}(js);
     f.json_size = static_cast<double>(js.size());
+    f.files_from_cache = st.from_file_cache;
   });
 }
 
@@ -163,6 +206,7 @@ Figures measure_summary_cache(const std::string& run, int threads) {
     prof::LoadOptions lo;
     lo.head_lanes = false;
     lo.threads = threads;
+    set_file_caches(lo, FileCaches::Off);
     prof::SummaryCacheOptions co;
     co.racy_window_ns = 0;  // the files were perhaps generated just now
     const double c0 = cpu_now();
@@ -268,8 +312,9 @@ int main(int argc, char** argv) {
   double compute_ms = 20;
   bool write_only = false;
   std::string cache = (fs::temp_directory_path() / "ulysses-trace-bench").string();
-  bool skip_legacy = false;
+  bool skip_legacy = false, skip_formats = false;
   app.add_option("--sizes", sizes, "total ranges of each generated run (all ranks)")->delimiter(',');
+  app.add_flag("--skip-formats", skip_formats, "no format-3 run and no rank-file cache rows");
   app.add_option("--ranks", world, "rank files per run")->check(CLI::Range(1, 64));
   app.add_option("--threads", threads, "LoadOptions::threads of the new loader (0 = one per core)");
   app.add_option("--cache-dir", cache, "where generated runs are kept between runs of the benchmark");
@@ -308,6 +353,42 @@ int main(int argc, char** argv) {
       continue;
     }
     print_row("parallel", no, ns);
+    if (!skip_formats) {
+      // The same ranges in format 3 files, and format 4 read from rank-file caches.
+      const std::string run3 = ensure_run(cache, total, world, 3);
+      const Figures o3 = measure_open(run3, false, threads), s3 = measure_summary(run3, false, threads);
+      for (const auto& file : prof::find_rank_files(run)) fs::remove(prof::rank_file_cache_path(file));
+      const Figures w = measure_open(run, false, threads, FileCaches::Write);
+      const Figures oc = measure_open(run, false, threads, FileCaches::Read);
+      const Figures sc = measure_summary(run, false, threads, FileCaches::Read);
+      if (!o3.ok || !s3.ok || !w.ok || !oc.ok || !sc.ok) {
+        std::printf("  formats / rank-file caches FAILED\n");
+      } else {
+        print_row("format 3", o3, s3);
+        print_row("file cache", oc, sc);
+        std::printf(
+            "  ratio     format 4 / format 3 (rows): open %.2fx faster (CPU %.2fx), summary %.2fx (CPU %.2fx); "
+            "model %s, summary JSON %s\n",
+            o3.open_s / no.open_s, o3.open_cpu_s / no.open_cpu_s, s3.summary_s / ns.summary_s,
+            s3.summary_cpu_s / ns.summary_cpu_s, o3.model_hash == no.model_hash ? "identical" : "DIFFERS",
+            s3.json_hash == ns.json_hash ? "identical" : "DIFFERS");
+        std::printf(
+            "  ratio     rank-file caches / rows (format 4): open %.2fx faster (CPU %.2fx), summary %.2fx (CPU "
+            "%.2fx); %d of %d files from their cache; model %s, summary JSON %s\n",
+            no.open_s / oc.open_s, no.open_cpu_s / oc.open_cpu_s, ns.summary_s / sc.summary_s,
+            ns.summary_cpu_s / sc.summary_cpu_s, oc.files_from_cache, world,
+            oc.model_hash == no.model_hash ? "identical" : "DIFFERS",
+            sc.json_hash == ns.json_hash ? "identical" : "DIFFERS");
+        double trace_bytes = 0;
+        std::error_code ec;
+        for (const auto& file : prof::find_rank_files(run)) trace_bytes += static_cast<double>(fs::file_size(file, ec));
+        std::printf(
+            "  cache     written by a first open in %.2f s (CPU %.2f s; %d files); %.1f MB = %.1f B/range beside "
+            "%.1f MB of rank files (%.1f B/range)\n",
+            w.open_s, w.open_cpu_s, w.file_caches_written, w.cache_bytes / 1e6,
+            w.cache_bytes / static_cast<double>(total), trace_bytes / 1e6, trace_bytes / static_cast<double>(total));
+      }
+    }
     fs::remove(prof::summary_cache_path(run));
     const Figures first = measure_summary_cache(run, threads), cached = measure_summary_cache(run, threads);
     if (!first.ok || !cached.ok) {
