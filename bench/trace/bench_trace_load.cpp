@@ -111,6 +111,13 @@ unsigned long long hash_model(const prof::TraceModel& m) {
   return h;
 }
 
+// The summary JSON compared across runs: all but "source" (the run folder's path, which
+// differs between the format-3 and format-4 copies of the same ranges).
+std::string json_without_source(nlohmann::json j) {
+  j.erase("source");
+  return j.dump(2);
+}
+
 // Rank-file cache options of a measurement: none (read the rows; ignore caches left by an
 // earlier run of the benchmark), read them, or read the rows and write them.
 enum class FileCaches { Off, Read, Write };
@@ -190,7 +197,7 @@ Figures measure_summary(const std::string& run, bool legacy, int threads, FileCa
     auto t0 = std::chrono::steady_clock::now();
     prof::TraceModel m = prof::load_trace(run, lo);
     const prof::Summary s = prof::analyze(m);
-    const std::string js = prof::summary_to_json(m, s).dump(2);
+    const std::string js = json_without_source(prof::summary_to_json(m, s));
     f.summary_s = since(t0);
     f.summary_cpu_s = cpu_now() - c0;
     f.summary_ranges = static_cast<double>(m.ranges.size());
@@ -212,7 +219,7 @@ Figures measure_summary_cache(const std::string& run, int threads) {
     const double c0 = cpu_now();
     auto t0 = std::chrono::steady_clock::now();
     const prof::CachedSummary c = prof::load_summary(run, lo, prof::AnalysisOptions{}, co);
-    const std::string js = prof::summary_to_json(c.model, c.summary).dump(2);
+    const std::string js = json_without_source(prof::summary_to_json(c.model, c.summary));
     f.summary_s = since(t0);
     f.summary_cpu_s = cpu_now() - c0;
     f.from_cache = c.from_cache;

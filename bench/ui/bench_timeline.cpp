@@ -28,6 +28,7 @@
 #include "trace/timeline_widget.hpp"
 #include "trace/trace_loader.hpp"
 #include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/rank_file_cache.hpp"
 #include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"
@@ -165,11 +166,15 @@ void studio_open_with_cache(const fs::path& run, int width) {
   // Older than the cache's racy window (2 s), as a finished run is: else nothing is cached.
   const auto old = fs::file_time_type::clock::now() - std::chrono::hours(1);
   for (const auto& e : fs::directory_iterator(run / "trace"))
-    if (e.path().extension() == ".sqlite") fs::last_write_time(e.path(), old);
+    if (e.path().extension() == ".sqlite") {
+      fs::last_write_time(e.path(), old);
+      fs::remove(prof::rank_file_cache_path(e.path().string()));
+    }
   fs::remove(prof::summary_cache_path(run.string()));
   fs::remove(prof::overview_cache_path(run.string()));
   double shown[2] = {0, 0}, total[2] = {0, 0}, painted[2] = {0, 0};
   bool cached[2] = {false, false}, overview[2] = {false, false};
+  int files_cached[2] = {0, 0}, files_written = 0;
   double build_s = 0;
   int64_t overview_ranges = 0, full_ranges = 0;
   for (int pass = 0; pass < 2; ++pass) {
@@ -191,6 +196,8 @@ void studio_open_with_cache(const fs::path& run, int width) {
       return;
     }
     cached[pass] = t.summary_from_cache;
+    files_cached[pass] = t.rank_files_from_cache;
+    if (pass == 0) files_written = t.rank_file_caches_written;
     shown[pass] = early_s >= 0 ? early_s : t.summary_s;  // no cache: the report comes with the load
     // No overview: the first frame is the loaded trace's (after the whole open).
     painted[pass] = paint_s >= 0 ? paint_s : total[pass] - t.overview_build_s + first_frame_s(t.index, width);
@@ -201,9 +208,11 @@ void studio_open_with_cache(const fs::path& run, int width) {
   const auto cache_bytes = fs::file_size(prof::overview_cache_path(run.string()), ec);
   std::printf(
       "  studio open (load_and_prepare): report shown after %.2f s without a summary cache (load + analysis; "
-      "writes it), %.2f s from the cache%s (%.1fx sooner); whole open %.2f s / %.2f s\n",
+      "writes it), %.2f s from the cache%s (%.1fx sooner); whole open %.2f s / %.2f s (%.2fx; rank files read "
+      "from their caches: %d / %d, caches written by the first open: %d)\n",
       shown[0], shown[1], cached[1] && !cached[0] ? "" : " [cache NOT used as expected]",
-      shown[1] > 0 ? shown[0] / shown[1] : 0.0, total[0], total[1]);
+      shown[1] > 0 ? shown[0] / shown[1] : 0.0, total[0], total[1], total[1] > 0 ? total[0] / total[1] : 0.0,
+      files_cached[0], files_cached[1], files_written);
   std::printf(
       "  first paint of the timeline (%d px): %.2f s without the overview (load + index + analysis + frame), "
       "%.2f s from the overview cache%s (%.1fx sooner; %lld overview ranges for %lld, cache %.1f MB, "

@@ -179,6 +179,13 @@ std::vector<std::string> rank_files_for_caches(const std::string& trace_path) {
     if (!fs::is_directory(trace_path, ec)) return {};
     std::vector<std::string> files = find_rank_files(trace_path);
     if (files.size() < 2) return {};
+    // Only a folder of Ulysses rank files is read by the parallel reader, which uses the caches
+    // (nsys exports or PyTorch traces named rank*.sqlite are read one after another).
+    for (const auto& f : files) {
+      if (looks_like_json(f)) return {};
+      sql::Db db;
+      if (validate_file(f, &db) != FileKind::Ulysses) return {};
+    }
     return files;
   } catch (...) {
     return {};

@@ -109,7 +109,8 @@ struct RankFileCacheProbe {
 };
 bool rank_file_caches_on(const LoadOptions& lo);
 // The files of `trace_path` that rank-file caches apply to: the rank files of a run folder
-// with several (none for one file, a folder of one rank, or foreign traces).
+// with several, all Ulysses traces (none for one file, a folder of one rank, foreign traces,
+// or a file that cannot be read).
 std::vector<std::string> rank_files_for_caches(const std::string& trace_path);
 // Whether `file` has a cache that matches it now (key and checksum; not decoded).
 bool rank_file_cache_current(const std::string& file, const LoadOptions& lo);

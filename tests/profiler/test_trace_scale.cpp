@@ -7,6 +7,7 @@
 // and copies with external correlation, memory samples, steps and clock offsets (alignment).
 // Also: the same errors for a corrupt file and for two files claiming one rank.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include "trace_loading.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/rank_file_cache.hpp"
+#include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 #include "ulysses/profiler/trace_writer.hpp"
@@ -444,4 +446,43 @@ TEST(TraceScale, RankFileCacheDecoderRoundTripsAndRefusesMalformedPayloads) {
   }
   EXPECT_GT(refused, 0);
   EXPECT_THROW(prof::encode_rank_file(tmp.path + "/missing.sqlite"), prof::TraceError);
+}
+
+// prepare_trace_caches counts rank-file caches only where the loader uses them: a run folder
+// of Ulysses rank files gets one per file and is then fully prepared; nsys exports that happen
+// to be named rank*.sqlite are read one after another (no rank-file caches), and a second
+// prepare still finds the folder prepared instead of reading it again forever.
+TEST(TraceScale, PrepareWritesRankFileCachesOnlyWhereTheLoaderReadsThem) {
+  ut::TempDir tmp;
+  const std::string run = make_run(tmp.path, 3, 2);
+  const prof::PreparedCaches p = prof::prepare_trace_caches(run, 0);
+  EXPECT_TRUE(p.loaded);
+  EXPECT_EQ(p.rank_files, 3);
+  EXPECT_EQ(p.rank_files_cached, 3);
+  for (const auto& f : prof::find_rank_files(run)) EXPECT_TRUE(fs::exists(prof::rank_file_cache_path(f))) << f;
+  EXPECT_FALSE(prof::prepare_trace_caches(run, 0).loaded);
+  fs::remove(prof::rank_file_cache_path(prof::find_rank_files(run)[1]));
+  const prof::PreparedCaches again = prof::prepare_trace_caches(run, 0);
+  EXPECT_TRUE(again.loaded);  // the summary and overview were there; one rank file's cache was not
+  EXPECT_EQ(again.rank_files_cached, 3);
+
+  const std::string nsys = tmp.path + "/nsys";
+  fs::create_directories(nsys + "/trace");
+  for (int r = 0; r < 2; ++r) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((nsys + "/trace/rank" + std::to_string(r) + ".sqlite").c_str(), &db), SQLITE_OK);
+    const std::string sql =
+        "CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL);"
+        "CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, text TEXT, "
+        "globalTid INTEGER, textId INTEGER);"
+        "INSERT INTO NVTX_EVENTS(start, end, eventType, text, globalTid) VALUES (0, 1000, 59, 'step', " +
+        std::to_string(4242 + r) + " * 16777216 + 7);";
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  const prof::PreparedCaches n = prof::prepare_trace_caches(nsys, 0);
+  EXPECT_TRUE(n.loaded);
+  EXPECT_EQ(n.rank_files, 0);
+  EXPECT_TRUE(n.summary_cached && n.overview_cached);
+  EXPECT_FALSE(prof::prepare_trace_caches(nsys, 0).loaded);
 }
