@@ -85,7 +85,11 @@ void decode(const std::string& bytes, detail::Builder* out) {
     b.source_index.emplace(std::make_tuple(s.rank, static_cast<int>(s.kind), s.id), static_cast<int32_t>(k));
   }
   cache_io::get_vec(in, &m.ranks, [&](RankInfo& r) { cache_io::get_rank(in, r); });
+  // A range takes at least kRangeVarints bytes: a count beyond that is corrupt, refused before
+  // it allocates (96 bytes per range in memory).
+  constexpr size_t kRangeVarints = 17;
   const size_t n = in.count();
+  if (n > (bytes.size() - static_cast<size_t>(in.pos() - bytes.data())) / kRangeVarints) In::fail();
   m.ranges.resize(n);
   int64_t prev = 0;
   for (TraceRange& r : m.ranges) {
@@ -142,11 +146,13 @@ bool cacheable(const detail::Builder& b) {
   return true;
 }
 
-std::string key_of(const std::string& file, const LoadOptions& lo, int64_t* newest_ns) {
+// file_index: the file's place in its folder, which the reader gives ranges of a file that
+// names no rank (a hand-made one) as their rank.
+std::string key_of(const std::string& file, int32_t file_index, const LoadOptions& lo, int64_t* newest_ns) {
   LoadOptions k;  // only what changes what read_file reads
   k.gpu_activity = lo.gpu_activity;
-  return "rank-file-cache format=" + std::to_string(kRankFileCacheFormat) + "\n" +
-         cache_io::make_key({file}, k, AnalysisOptions{}, false, newest_ns);
+  return "rank-file-cache format=" + std::to_string(kRankFileCacheFormat) + " index=" + std::to_string(file_index) +
+         "\n" + cache_io::make_key({file}, k, AnalysisOptions{}, false, newest_ns);
 }
 
 }  // namespace
@@ -160,12 +166,13 @@ namespace detail {
 
 bool rank_file_caches_on(const LoadOptions& lo) { return lo.file_caches && !summary_cache_disabled_by_env(); }
 
-RankFileCacheProbe probe_rank_file_cache(const std::string& file, const LoadOptions& lo) {
+RankFileCacheProbe probe_rank_file_cache(const std::string& file, int32_t file_index, const LoadOptions& lo) {
   RankFileCacheProbe p;
+  p.file_index = file_index;
   if (!rank_file_caches_on(lo)) return p;
   try {
     p.probed_at_ns = cache_io::now_realtime_ns();
-    p.key = key_of(file, lo, &p.newest_ns);
+    p.key = key_of(file, file_index, lo, &p.newest_ns);
     p.path = rank_file_cache_path(file);
   } catch (...) {
     p = RankFileCacheProbe{};
@@ -192,8 +199,8 @@ std::vector<std::string> rank_files_for_caches(const std::string& trace_path) {
   }
 }
 
-bool rank_file_cache_current(const std::string& file, const LoadOptions& lo) {
-  const RankFileCacheProbe p = probe_rank_file_cache(file, lo);
+bool rank_file_cache_current(const std::string& file, int32_t file_index, const LoadOptions& lo) {
+  const RankFileCacheProbe p = probe_rank_file_cache(file, file_index, lo);
   std::string payload;
   return !p.path.empty() && !p.key.empty() &&
          cache_io::read_file(p.path, kRankFileMagic, kRankFileCacheFormat, p.key, &payload);
@@ -220,7 +227,7 @@ bool write_rank_file_cache(const RankFileCacheProbe& p, const std::string& file,
     // Settled before the read began, and unchanged since.
     if (p.newest_ns < 0 || p.newest_ns >= p.probed_at_ns - lo.file_cache_racy_window_ns) return false;
     int64_t newest_after = -1;
-    if (key_of(file, lo, &newest_after) != p.key) return false;
+    if (key_of(file, p.file_index, lo, &newest_after) != p.key) return false;
     Out o;
     encode(o, b);
     return cache_io::write_file(p.path, kRankFileMagic, kRankFileCacheFormat, p.key, o.b);

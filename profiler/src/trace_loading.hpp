@@ -106,15 +106,17 @@ TraceModel model_of_file_builders(const std::vector<Builder*>& files, const Load
 struct RankFileCacheProbe {
   std::string path, key;  // empty: no cache (off, or the file cannot be stat'ed)
   int64_t newest_ns = -1, probed_at_ns = 0;
+  int32_t file_index = 0;  // the file's place in its folder (part of the key)
 };
 bool rank_file_caches_on(const LoadOptions& lo);
 // The files of `trace_path` that rank-file caches apply to: the rank files of a run folder
 // with several, all Ulysses traces (none for one file, a folder of one rank, foreign traces,
 // or a file that cannot be read).
 std::vector<std::string> rank_files_for_caches(const std::string& trace_path);
-// Whether `file` has a cache that matches it now (key and checksum; not decoded).
-bool rank_file_cache_current(const std::string& file, const LoadOptions& lo);
-RankFileCacheProbe probe_rank_file_cache(const std::string& file, const LoadOptions& lo);
+// Whether `file` (the file_index-th of its folder) has a cache that matches it now (key and
+// checksum; not decoded).
+bool rank_file_cache_current(const std::string& file, int32_t file_index, const LoadOptions& lo);
+RankFileCacheProbe probe_rank_file_cache(const std::string& file, int32_t file_index, const LoadOptions& lo);
 // Replaces *b with the cached read; false (b untouched) when there is no valid cache.
 bool read_rank_file_cache(const RankFileCacheProbe& p, Builder* b);
 // Writes b (what read_file read from `file`) when the file had settled and is unchanged.

@@ -307,7 +307,8 @@ PreparedCaches prepare_trace_caches(const std::string& trace_path, int64_t racy_
   out.summary_cached = read_summary_cache(trace_path, lo, ao, co).has_value();
   const std::vector<std::string> rank_files = detail::rank_files_for_caches(trace_path);
   out.rank_files = static_cast<int>(rank_files.size());
-  for (const auto& f : rank_files) out.rank_files_cached += detail::rank_file_cache_current(f, lo);
+  for (size_t k = 0; k < rank_files.size(); ++k)
+    out.rank_files_cached += detail::rank_file_cache_current(rank_files[k], static_cast<int32_t>(k), lo);
   if (!out.summary_cached || !out.overview_cached || out.rank_files_cached < out.rank_files) {
     TraceModel model;
     if (out.summary_cached) {  // only the overview is missing: it needs the ranges, not the analysis
@@ -326,7 +327,8 @@ PreparedCaches prepare_trace_caches(const std::string& trace_path, int64_t racy_
       out.overview_cached = write_overview_cache(op, trace_path, lo, ov);
     }
     out.rank_files_cached = 0;
-    for (const auto& f : rank_files) out.rank_files_cached += detail::rank_file_cache_current(f, lo);
+    for (size_t k = 0; k < rank_files.size(); ++k)
+      out.rank_files_cached += detail::rank_file_cache_current(rank_files[k], static_cast<int32_t>(k), lo);
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -492,7 +492,8 @@ bool read_rank_files_parallel(Builder& b, const std::vector<std::string>& files,
   std::vector<char> cached(files.size(), 0), written(files.size(), 0);
   parallel_for(files.size(), opts.threads, [&](size_t i) {
     try {
-      const RankFileCacheProbe probe = probe_rank_file_cache(files[i], opts);  // before the file is read
+      // Probed before the file is read (a write after the read can tell whether it changed).
+      const RankFileCacheProbe probe = probe_rank_file_cache(files[i], static_cast<int32_t>(i), opts);
       cached[i] = read_rank_file_cache(probe, &per[i]);
       if (!cached[i]) {
         per[i].m.sp_size = per[i].m.dp_size = -1;  // "not set by the file"

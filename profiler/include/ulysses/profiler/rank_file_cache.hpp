@@ -13,7 +13,8 @@
 // Where: RUN/trace/.rank{r}.sqlite.ulysses-read-cache, one per rank file; used only for run
 // folders of several Ulysses rank files (the parallel reader; one file, nsys exports and
 // PyTorch traces are read as before). Keyed like the summary cache (profiler build id,
-// LoadOptions::gpu_activity, and the file's and its -wal's name, size, mtime and inode): a
+// LoadOptions::gpu_activity, the file's place in its folder, and the file's and its -wal's
+// name, size, mtime and inode): a
 // rank file that changes, or a new build, makes its cache stale and it is read from SQLite
 // again. Written atomically, only when asked (LoadOptions::write_file_caches: ulysses-run at
 // the end of a traced run through prepare_trace_caches, `ulysses-trace prepare`, the studio's
