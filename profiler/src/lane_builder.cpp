@@ -36,6 +36,29 @@ bool by_start(const TraceRange& a, const TraceRange& b) {
   return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
 }
 
+// Sorts v[b, e) by_start, ties in their current order. Sorts 24-byte keys and then moves each
+// 96-byte range once, instead of swapping ranges throughout the sort; already sorted input
+// (a lane whose ranges were written in start order) costs one pass.
+void sort_by_start(std::vector<TraceRange>& v, size_t b, size_t e) {
+  const auto first = v.begin() + static_cast<std::ptrdiff_t>(b), last = v.begin() + static_cast<std::ptrdiff_t>(e);
+  if (std::is_sorted(first, last, by_start)) return;
+  struct Key {
+    int64_t start, end;
+    size_t at;
+  };
+  std::vector<Key> keys(e - b);
+  for (size_t k = 0; k < keys.size(); ++k) keys[k] = {v[b + k].start_ns, v[b + k].end_ns, k};
+  std::sort(keys.begin(), keys.end(), [](const Key& x, const Key& y) {
+    if (x.start != y.start) return x.start < y.start;
+    if (x.end != y.end) return x.end > y.end;
+    return x.at < y.at;
+  });
+  std::vector<TraceRange> sorted;
+  sorted.reserve(keys.size());
+  for (const Key& k : keys) sorted.push_back(v[b + k.at]);
+  std::move(sorted.begin(), sorted.end(), first);
+}
+
 // Sets parent and depth of ranges [b, e) of one final lane (sorted by_start).
 void link_lane(std::vector<TraceRange>& v, size_t b, size_t e) {
   std::vector<int32_t> stack;
@@ -107,7 +130,7 @@ void build_lanes(Builder& b, int threads) {
               [&](size_t x, size_t y) { return begin[x + 1] - begin[x] > begin[y + 1] - begin[y]; });
     parallel_for(by_size.size(), threads, [&](size_t k) {
       const size_t l = by_size[k];
-      std::sort(m.ranges.begin() + begin[l], m.ranges.begin() + begin[l + 1], by_start);
+      sort_by_start(m.ranges, begin[l], begin[l + 1]);
     });
   }
 
@@ -188,7 +211,7 @@ void add_head_lanes(TraceModel& m, bool exact_reserve) {
       lanes.push_back(std::move(lane));
     }
     for (auto& [hr, v] : heads) {
-      std::sort(v.begin(), v.end(), by_start);
+      sort_by_start(v, 0, v.size());
       std::vector<uint16_t> sub(v.size());
       int n = assign_sublanes(v, 0, v.size(), sub);
       for (int s = 0; s < n; ++s) {
