@@ -141,8 +141,20 @@ void decode(const std::string& bytes, detail::Builder* out) {
 bool cacheable(const detail::Builder& b) {
   if (b.m.format != "ulysses" || !b.foreign.empty() || b.m.from_nsys || !b.pending_ranges.empty() || !b.m.lanes.empty())
     return false;
-  for (const TraceRange& r : b.m.ranges)
+  // and what decode requires (so a cache is never written only to be refused on every read)
+  const size_t n_strings = b.m.strings.size(), n_sources = b.sources.size();
+  for (const TraceRange& r : b.m.ranges) {
     if (r.depth != 0 || r.parent != -1 || r.origin != -1 || r.end_ns < r.start_ns) return false;
+    if (r.lane < 0 || static_cast<size_t>(r.lane) >= n_sources || r.name_id < 0 ||
+        static_cast<size_t>(r.name_id) >= n_strings || r.rank != b.sources[static_cast<size_t>(r.lane)].rank)
+      return false;
+  }
+  for (const auto& s : b.sources)
+    if (s.kind == LaneKind::HeadRange) return false;
+  for (const auto& p : b.m.memory)
+    if (p.label_id < 0 || static_cast<size_t>(p.label_id) >= n_strings) return false;
+  for (const auto& c : b.m.runtime)
+    if (c.name_id < 0 || static_cast<size_t>(c.name_id) >= n_strings) return false;
   return true;
 }
 

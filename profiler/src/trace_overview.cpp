@@ -299,8 +299,6 @@ PreparedCaches prepare_trace_caches(const std::string& trace_path, int64_t racy_
   LoadOptions lo;               // as the studio loads (head lanes on; the summary key ignores them)
   lo.write_file_caches = true;  // and the rank-file caches of the files read from SQLite
   lo.file_cache_racy_window_ns = racy_window_ns;
-  LoadOptions::Stats stats;
-  lo.stats = &stats;
   const AnalysisOptions ao;  // as `ulysses-trace summary` and the studio analyse
   const OverviewCacheProbe op = probe_overview_cache(trace_path, lo, co);
   out.overview_cached = read_overview_cache(op, trace_path).has_value();
@@ -311,7 +309,7 @@ PreparedCaches prepare_trace_caches(const std::string& trace_path, int64_t racy_
     out.rank_files_cached += detail::rank_file_cache_current(rank_files[k], static_cast<int32_t>(k), lo);
   if (!out.summary_cached || !out.overview_cached || out.rank_files_cached < out.rank_files) {
     TraceModel model;
-    if (out.summary_cached) {  // only the overview is missing: it needs the ranges, not the analysis
+    if (out.summary_cached) {  // the overview or rank-file caches: they need the ranges, not the analysis
       model = load_trace(trace_path, lo);
     } else {
       CachedSummary cs = load_summary(trace_path, lo, ao, co);  // computes it and writes the cache
