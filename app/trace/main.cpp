@@ -100,7 +100,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
 
   auto* prep = app.add_subcommand(
-      "prepare", "Write the summary and the studio's overview beside a finished run's trace, so both open at once");
+      "prepare",
+      "Write the summary, the studio's overview and the rank-file caches beside a finished run's trace, so the "
+      "report and the first paint open at once and a full load reads no SQLite rows");
   prep->add_option("RUN", run, "run directory or .sqlite trace")->required();
 
   try {
