@@ -299,6 +299,8 @@ PreparedCaches prepare_trace_caches(const std::string& trace_path, int64_t racy_
   LoadOptions lo;               // as the studio loads (head lanes on; the summary key ignores them)
   lo.write_file_caches = true;  // and the rank-file caches of the files read from SQLite
   lo.file_cache_racy_window_ns = racy_window_ns;
+  LoadOptions::Stats files;  // how the load below read the rank files
+  lo.stats = &files;
   const AnalysisOptions ao;  // as `ulysses-trace summary` and the studio analyse
   const OverviewCacheProbe op = probe_overview_cache(trace_path, lo, co);
   out.overview_cached = read_overview_cache(op, trace_path).has_value();
@@ -324,9 +326,8 @@ PreparedCaches prepare_trace_caches(const std::string& trace_path, int64_t racy_
       out.overview_ranges = static_cast<int64_t>(ov.model.ranges.size());
       out.overview_cached = write_overview_cache(op, trace_path, lo, ov);
     }
-    out.rank_files_cached = 0;
-    for (size_t k = 0; k < rank_files.size(); ++k)
-      out.rank_files_cached += detail::rank_file_cache_current(rank_files[k], static_cast<int32_t>(k), lo);
+    // Current now: the caches the load read and those it wrote (not read back from disk again).
+    out.rank_files_cached = out.rank_files > 0 ? files.from_file_cache + files.file_caches_written : 0;
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

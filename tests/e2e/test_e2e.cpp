@@ -14,7 +14,6 @@
 #include <map>
 #include <set>
 #include <tuple>
-#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +26,7 @@
 #include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 #include "../common/e2e_util.hpp"
+#include "../common/model_compare.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -114,7 +114,7 @@ TEST(EndToEnd, TwoRanksMatchOneProcessAndTraceIsComplete) {
   EXPECT_EQ(ov->full_ranges, int64_t(t.ranges.size()));
   EXPECT_TRUE(ulysses::prof::read_summary_cache(out2, {}, {}));
   // ... and each rank file's rank-file cache, which a load reads instead of the SQLite rows,
-  // giving the same ranges.
+  // giving the same model.
   ulysses::prof::LoadOptions::Stats st;
   ulysses::prof::LoadOptions from_caches;
   from_caches.stats = &st;
@@ -123,14 +123,7 @@ TEST(EndToEnd, TwoRanksMatchOneProcessAndTraceIsComplete) {
   ulysses::prof::LoadOptions rows;
   rows.file_caches = false;
   const auto fresh = ulysses::prof::load_trace(out2, rows);
-  ASSERT_EQ(cached.ranges.size(), fresh.ranges.size());
-  for (size_t i = 0; i < fresh.ranges.size(); ++i) {
-    const auto &a = cached.ranges[i], &b = fresh.ranges[i];
-    ASSERT_EQ(std::tie(a.start_ns, a.end_ns, a.lane, a.parent, a.layer, a.bytes_sent, a.seq),
-              std::tie(b.start_ns, b.end_ns, b.lane, b.parent, b.layer, b.bytes_sent, b.seq))
-        << "range " << i;
-    ASSERT_EQ(cached.strings[static_cast<size_t>(a.name_id)], fresh.strings[static_cast<size_t>(b.name_id)]);
-  }
+  ulysses::test::expect_same_model(fresh, cached);
   fs::remove_all(fs::path(out2).parent_path());
 }
 

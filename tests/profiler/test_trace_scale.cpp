@@ -18,6 +18,7 @@
 #include <random>
 #include <string>
 
+#include "../common/model_compare.hpp"
 #include "test_util.hpp"
 #include "trace_loading.hpp"
 #include "ulysses/profiler/analysis.hpp"
@@ -151,67 +152,6 @@ std::string make_run(const std::string& dir, int world, int steps) {
   return run;
 }
 
-void expect_same_model(const prof::TraceModel& a, const prof::TraceModel& b) {
-  ASSERT_EQ(a.strings, b.strings);
-  EXPECT_EQ(a.config_json, b.config_json);
-  EXPECT_EQ(a.sp_size, b.sp_size);
-  EXPECT_EQ(a.dp_size, b.dp_size);
-  EXPECT_EQ(a.num_heads, b.num_heads);
-  EXPECT_EQ(a.num_layers, b.num_layers);
-  EXPECT_EQ(a.t_min, b.t_min);
-  EXPECT_EQ(a.t_max, b.t_max);
-  ASSERT_EQ(a.ranks.size(), b.ranks.size());
-  for (size_t i = 0; i < a.ranks.size(); ++i) {
-    EXPECT_EQ(a.ranks[i].rank, b.ranks[i].rank);
-    EXPECT_EQ(a.ranks[i].pid, b.ranks[i].pid);
-    EXPECT_EQ(a.ranks[i].hostname, b.ranks[i].hostname);
-  }
-  ASSERT_EQ(a.lanes.size(), b.lanes.size());
-  for (size_t i = 0; i < a.lanes.size(); ++i) {
-    const auto &x = a.lanes[i], &y = b.lanes[i];
-    EXPECT_EQ(std::tie(x.rank, x.kind, x.name, x.head_begin, x.head_end, x.tid_or_stream, x.first, x.count),
-              std::tie(y.rank, y.kind, y.name, y.head_begin, y.head_end, y.tid_or_stream, y.first, y.count))
-        << "lane " << i;
-  }
-  ASSERT_EQ(a.ranges.size(), b.ranges.size());
-  int bad = 0;
-  for (size_t i = 0; i < a.ranges.size() && bad < 5; ++i) {
-    const auto &x = a.ranges[i], &y = b.ranges[i];
-    const bool same = std::tie(x.start_ns, x.end_ns, x.rank, x.lane, x.name_id, x.step, x.layer, x.head_begin,
-                               x.head_end, x.chunk, x.bytes_sent, x.bytes_recv, x.phase, x.dir, x.depth, x.is_kernel,
-                               x.parent, x.correlation, x.origin, x.external_id, x.pg, x.seq) ==
-                      std::tie(y.start_ns, y.end_ns, y.rank, y.lane, y.name_id, y.step, y.layer, y.head_begin,
-                               y.head_end, y.chunk, y.bytes_sent, y.bytes_recv, y.phase, y.dir, y.depth, y.is_kernel,
-                               y.parent, y.correlation, y.origin, y.external_id, y.pg, y.seq);
-    if (!same) {
-      ++bad;
-      ADD_FAILURE() << "range " << i << " differs: start " << x.start_ns << " vs " << y.start_ns << ", lane " << x.lane
-                    << " vs " << y.lane << ", name " << x.name_id << " vs " << y.name_id << ", parent " << x.parent
-                    << " vs " << y.parent;
-    }
-  }
-  ASSERT_EQ(a.steps.size(), b.steps.size());
-  for (size_t i = 0; i < a.steps.size(); ++i)
-    EXPECT_EQ(std::tie(a.steps[i].rank, a.steps[i].step, a.steps[i].start_ns, a.steps[i].end_ns, a.steps[i].loss),
-              std::tie(b.steps[i].rank, b.steps[i].step, b.steps[i].start_ns, b.steps[i].end_ns, b.steps[i].loss));
-  ASSERT_EQ(a.memory.size(), b.memory.size());
-  for (size_t i = 0; i < a.memory.size(); ++i)
-    EXPECT_EQ(std::tie(a.memory[i].rank, a.memory[i].t_ns, a.memory[i].label_id, a.memory[i].allocated),
-              std::tie(b.memory[i].rank, b.memory[i].t_ns, b.memory[i].label_id, b.memory[i].allocated));
-  ASSERT_EQ(a.runtime.size(), b.runtime.size());
-  for (size_t i = 0; i < a.runtime.size(); ++i) {
-    const auto &x = a.runtime[i], &y = b.runtime[i];
-    EXPECT_EQ(std::tie(x.rank, x.tid, x.start_ns, x.end_ns, x.correlation, x.external_id, x.name_id),
-              std::tie(y.rank, y.tid, y.start_ns, y.end_ns, y.correlation, y.external_id, y.name_id))
-        << "runtime call " << i;
-  }
-  ASSERT_EQ(a.clocks.size(), b.clocks.size());
-  for (size_t i = 0; i < a.clocks.size(); ++i)
-    EXPECT_EQ(
-        std::tie(a.clocks[i].rank, a.clocks[i].start_offset_ns, a.clocks[i].close_offset_ns, a.clocks[i].applied),
-        std::tie(b.clocks[i].rank, b.clocks[i].start_offset_ns, b.clocks[i].close_offset_ns, b.clocks[i].applied));
-}
-
 prof::LoadOptions legacy_opts(bool head_lanes) {
   prof::LoadOptions o;
   o.legacy = true;
@@ -239,7 +179,7 @@ TEST(TraceScale, ParallelLoaderGivesTheLegacyModelAndSummary) {
       o.head_lanes = heads;
       o.threads = threads;
       const prof::TraceModel got = prof::load_trace(run, o);
-      expect_same_model(want, got);
+      ulysses::test::expect_same_model(want, got);
       EXPECT_EQ(prof::summary_to_json(want, prof::analyze(want)).dump(1),
                 prof::summary_to_json(got, prof::analyze(got)).dump(1));
     }
@@ -361,7 +301,7 @@ TEST(TraceScale, RankFileCachesGiveTheSameModelAndStepAsideWhenInDoubt) {
     const prof::TraceModel got = load(o, &st);
     EXPECT_EQ(st.from_file_cache, 4);
     EXPECT_EQ(st.file_caches_written, 0);
-    expect_same_model(want, got);
+    ulysses::test::expect_same_model(want, got);
     EXPECT_EQ(summary(want), summary(got));
   }
   const prof::TraceModel want = prof::load_trace(run, legacy_opts(true));
@@ -371,7 +311,7 @@ TEST(TraceScale, RankFileCachesGiveTheSameModelAndStepAsideWhenInDoubt) {
   no_gpu.gpu_activity = false;
   prof::LoadOptions no_gpu_legacy = legacy_opts(true);
   no_gpu_legacy.gpu_activity = false;
-  expect_same_model(prof::load_trace(run, no_gpu_legacy), load(no_gpu, &st));
+  ulysses::test::expect_same_model(prof::load_trace(run, no_gpu_legacy), load(no_gpu, &st));
   EXPECT_EQ(st.from_file_cache, 0);
 
   // Switched off: by the option and by the environment.
@@ -398,13 +338,13 @@ TEST(TraceScale, RankFileCachesGiveTheSameModelAndStepAsideWhenInDoubt) {
   // Another file's cache under this file's name (the file name is in the key).
   fs::copy_file(prof::rank_file_cache_path(files[0]), prof::rank_file_cache_path(files[3]),
                 fs::copy_options::overwrite_existing);
-  expect_same_model(want, load(prof::LoadOptions{}, &st));
+  ulysses::test::expect_same_model(want, load(prof::LoadOptions{}, &st));
   EXPECT_EQ(st.from_file_cache, 1);  // rank 0's only
 
   // Written again where stale, then all four are used again.
   (void)load(write, &st);
   EXPECT_EQ(st.file_caches_written, 3);
-  expect_same_model(want, load(prof::LoadOptions{}, &st));
+  ulysses::test::expect_same_model(want, load(prof::LoadOptions{}, &st));
   EXPECT_EQ(st.from_file_cache, 4);
   EXPECT_EQ(summary(rows), summary(load(prof::LoadOptions{}, &st)));
 }
@@ -419,7 +359,7 @@ TEST(TraceScale, RankFileCacheDecoderRoundTripsAndRefusesMalformedPayloads) {
   const std::string f = prof::find_rank_files(run)[1];
   const std::string payload = prof::encode_rank_file(f);
   ASSERT_GT(payload.size(), 1000u);
-  expect_same_model(prof::load_trace(f), prof::model_from_rank_file_cache(payload));
+  ulysses::test::expect_same_model(prof::load_trace(f), prof::model_from_rank_file_cache(payload));
   for (size_t n = 0; n < payload.size(); n += 1 + n / 16)
     EXPECT_THROW(prof::model_from_rank_file_cache(payload.substr(0, n)), std::runtime_error) << n;
   std::mt19937 rng(13);
