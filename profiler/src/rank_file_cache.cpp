@@ -57,9 +57,28 @@ void encode(Out& o, const detail::Builder& b) {
   cache_io::put_vec(o, m.clocks, [&](const ClockInfo& c) { cache_io::put_clock(o, c); });
 }
 
-// Decodes into a fresh Builder, holding it to what the SQLite reader guarantees: names and
-// sources inside their tables, no negative duration, valid phase and direction, a range's
-// rank that of its source, thread and stream sources only.
+// What the SQLite reader guarantees of a Builder and the rest of the loader relies on: names
+// and sources inside their tables, a range's rank that of its source, no negative duration,
+// thread and stream sources only. decode refuses a payload without it; cacheable does not
+// write one (so a cache is never written only to be refused on every read).
+bool reader_invariants_hold(const detail::Builder& b) {
+  const size_t n_strings = b.m.strings.size(), n_sources = b.sources.size();
+  auto name_ok = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < n_strings; };
+  for (const auto& s : b.sources)
+    if (s.kind != LaneKind::HostThread && s.kind != LaneKind::Comm && s.kind != LaneKind::CudaStream) return false;
+  for (const TraceRange& r : b.m.ranges)
+    if (r.end_ns < r.start_ns || !name_ok(r.name_id) || r.lane < 0 || static_cast<size_t>(r.lane) >= n_sources ||
+        r.rank != b.sources[static_cast<size_t>(r.lane)].rank)
+      return false;
+  for (const auto& p : b.m.memory)
+    if (!name_ok(p.label_id)) return false;
+  for (const auto& c : b.m.runtime)
+    if (!name_ok(c.name_id)) return false;
+  return true;
+}
+
+// Decodes into a fresh Builder, holding it to reader_invariants_hold (and to valid phases,
+// 32-bit correlation ids and a range count the payload can hold, checked as they are read).
 void decode(const std::string& bytes, detail::Builder* out) {
   In in(bytes.data(), bytes.size());
   detail::Builder b;
@@ -69,14 +88,12 @@ void decode(const std::string& bytes, detail::Builder* out) {
   m.sp_size = in.i32(), m.dp_size = in.i32();
   cache_io::get_vec(in, &m.notes, [&](std::string& s) { s = in.s(); });
   cache_io::get_vec(in, &m.strings, [&](std::string& s) { s = in.s(); });
-  const uint64_t n_strings = m.strings.size();
   for (size_t k = 0; k < m.strings.size(); ++k) b.string_index.emplace(m.strings[k], static_cast<int32_t>(k));
   cache_io::get_vec(in, &b.sources, [&](detail::SourceLane& s) {
     s.rank = in.i32();
     const uint64_t kind = in.u();
-    if (kind != static_cast<uint64_t>(LaneKind::HostThread) && kind != static_cast<uint64_t>(LaneKind::Comm) &&
-        kind != static_cast<uint64_t>(LaneKind::CudaStream))
-      In::fail();
+    if (kind > static_cast<uint64_t>(LaneKind::CudaStream))
+      In::fail();  // in the enum; which kinds: reader_invariants_hold
     s.kind = static_cast<LaneKind>(kind);
     s.id = in.i(), s.name = in.s(), s.order = static_cast<int>(in.i32());
   });
@@ -99,11 +116,9 @@ void decode(const std::string& bytes, detail::Builder* out) {
     if (d > time_diff(INT64_MAX, r.start_ns)) In::fail();  // end past INT64_MAX
     r.end_ns = time_add(r.start_ns, d);
     const uint64_t lane = in.u(), name = in.u();
-    if (lane >= b.sources.size() || name >= n_strings) In::fail();
+    if (lane > INT32_MAX || name > INT32_MAX) In::fail();
     r.lane = static_cast<int32_t>(lane), r.name_id = static_cast<int32_t>(name);
-    r.rank = in.i32();
-    if (r.rank != b.sources[lane].rank) In::fail();
-    r.step = in.i32();
+    r.rank = in.i32(), r.step = in.i32();
     const uint64_t bits = in.u();
     if ((bits >> 3) >= static_cast<uint64_t>(Phase::Count)) In::fail();  // direction: 2 bits, 0..3 all valid
     r.phase = static_cast<Phase>(bits >> 3), r.dir = static_cast<Direction>((bits >> 1) & 3), r.is_kernel = bits & 1;
@@ -118,21 +133,21 @@ void decode(const std::string& bytes, detail::Builder* out) {
   cache_io::get_vec(in, &m.memory, [&](MemoryPoint& p) {
     p.rank = in.i32(), p.t_ns = in.i(), p.allocated = in.i(), p.reserved = in.i(), p.peak = in.i();
     const uint64_t label = in.u();
-    if (label >= n_strings) In::fail();
+    if (label > INT32_MAX) In::fail();
     p.label_id = static_cast<int32_t>(label), p.step = in.i();
   });
   cache_io::get_vec(in, &m.runtime, [&](RuntimeCall& c) {
     c.rank = in.i32(), c.tid = in.i(), c.start_ns = in.i(), c.end_ns = in.i(), c.correlation = in.i();
     c.external_id = in.i();
     const uint64_t name = in.u();
-    if (name >= n_strings) In::fail();
+    if (name > INT32_MAX) In::fail();
     c.name_id = static_cast<int32_t>(name);
   });
   cache_io::get_vec(in, &m.clocks, [&](ClockInfo& c) {
     cache_io::get_clock(in, c);
     c.applied = false;  // alignment is done after reading, as for the rows
   });
-  if (!in.done()) In::fail();
+  if (!in.done() || !reader_invariants_hold(b)) In::fail();
   *out = std::move(b);
 }
 
@@ -141,21 +156,9 @@ void decode(const std::string& bytes, detail::Builder* out) {
 bool cacheable(const detail::Builder& b) {
   if (b.m.format != "ulysses" || !b.foreign.empty() || b.m.from_nsys || !b.pending_ranges.empty() || !b.m.lanes.empty())
     return false;
-  // and what decode requires (so a cache is never written only to be refused on every read)
-  const size_t n_strings = b.m.strings.size(), n_sources = b.sources.size();
-  for (const TraceRange& r : b.m.ranges) {
-    if (r.depth != 0 || r.parent != -1 || r.origin != -1 || r.end_ns < r.start_ns) return false;
-    if (r.lane < 0 || static_cast<size_t>(r.lane) >= n_sources || r.name_id < 0 ||
-        static_cast<size_t>(r.name_id) >= n_strings || r.rank != b.sources[static_cast<size_t>(r.lane)].rank)
-      return false;
-  }
-  for (const auto& s : b.sources)
-    if (s.kind == LaneKind::HeadRange) return false;
-  for (const auto& p : b.m.memory)
-    if (p.label_id < 0 || static_cast<size_t>(p.label_id) >= n_strings) return false;
-  for (const auto& c : b.m.runtime)
-    if (c.name_id < 0 || static_cast<size_t>(c.name_id) >= n_strings) return false;
-  return true;
+  for (const TraceRange& r : b.m.ranges)
+    if (r.depth != 0 || r.parent != -1 || r.origin != -1) return false;
+  return reader_invariants_hold(b);
 }
 
 // file_index: the file's place in its folder, which the reader gives ranges of a file that
