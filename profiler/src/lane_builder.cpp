@@ -72,110 +72,9 @@ void link_lane(std::vector<TraceRange>& v, size_t b, size_t e) {
   }
 }
 
-}  // namespace
-
-// Splits sources into final lanes (rank-grouped) and orders ranges by lane.
-void build_lanes(Builder& b, int threads) {
-  TraceModel& m = b.m;
-  // Order sources: rank, order, id.
-  std::vector<int32_t> order(b.sources.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
-  std::sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
-    const auto &a = b.sources[x], &c = b.sources[y];
-    return std::tie(a.rank, a.order, a.id) < std::tie(c.rank, c.order, c.id);
-  });
-  std::vector<int32_t> rank_of_source(b.sources.size());
-  for (size_t i = 0; i < order.size(); ++i) rank_of_source[order[i]] = static_cast<int32_t>(i);
-  if (threads < 0) {  // legacy: one sort of the whole vector (moves 96-byte ranges n log n times)
-    for (auto& v : b.pending_ranges) m.ranges.insert(m.ranges.end(), v.begin(), v.end());
-    b.pending_ranges.clear();
-    for (auto& r : m.ranges) r.lane = rank_of_source[r.lane];
-    std::sort(m.ranges.begin(), m.ranges.end(), [](const TraceRange& x, const TraceRange& y) {
-      return x.lane != y.lane ? x.lane < y.lane : by_start(x, y);
-    });
-  } else {
-    // One counting pass puts every range in its lane's slice (each range copied once), then
-    // the slices are sorted by start independently, in parallel.
-    // Input: m.ranges, then the parallel reader's per-file vectors (freed one by one).
-    std::vector<std::vector<TraceRange>> parts;
-    parts.reserve(b.pending_ranges.size() + 1);
-    parts.push_back(std::move(m.ranges));
-    for (auto& v : b.pending_ranges) parts.push_back(std::move(v));
-    b.pending_ranges.clear();
-    std::vector<int64_t> begin(order.size() + 1, 0);
-    size_t total = 0;
-    for (const auto& v : parts) {
-      total += v.size();
-      for (const auto& r : v) ++begin[static_cast<size_t>(rank_of_source[r.lane]) + 1];
-    }
-    for (size_t l = 0; l < order.size(); ++l) begin[l + 1] += begin[l];
-    {
-      std::vector<int64_t> pos(begin.begin(), begin.end() - 1);
-      std::vector<TraceRange> out(total);
-      for (auto& v : parts) {
-        for (const auto& r : v) {
-          const int32_t l = rank_of_source[r.lane];
-          TraceRange& o = out[static_cast<size_t>(pos[static_cast<size_t>(l)]++)];
-          o = r;
-          o.lane = l;
-        }
-        std::vector<TraceRange>().swap(v);  // peak: the output + the files not yet moved
-      }
-      m.ranges = std::move(out);
-    }
-    // Largest lanes first, so one big lane does not start last.
-    std::vector<size_t> by_size(order.size());
-    for (size_t l = 0; l < by_size.size(); ++l) by_size[l] = l;
-    std::sort(by_size.begin(), by_size.end(),
-              [&](size_t x, size_t y) { return begin[x + 1] - begin[x] > begin[y + 1] - begin[y]; });
-    parallel_for(by_size.size(), threads, [&](size_t k) {
-      const size_t l = by_size[k];
-      sort_by_start(m.ranges, begin[l], begin[l + 1]);
-    });
-  }
-
-  std::vector<Lane> lanes;
-  std::vector<uint16_t> sub;
-  size_t i = 0;
-  for (size_t si = 0; si < order.size(); ++si) {
-    const SourceLane& src = b.sources[order[si]];
-    size_t e = i;
-    while (e < m.ranges.size() && m.ranges[e].lane == static_cast<int32_t>(si)) ++e;
-    sub.assign(e - i, 0);
-    int n = assign_sublanes(m.ranges, i, e, sub);
-    if (n > 1) {
-      // Stable reorder of this segment by sub-lane keeps by_start order inside each.
-      std::vector<size_t> idx(e - i);
-      for (size_t k = 0; k < idx.size(); ++k) idx[k] = k;
-      std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return sub[x] < sub[y]; });
-      std::vector<TraceRange> seg(e - i);
-      for (size_t k = 0; k < idx.size(); ++k) seg[k] = m.ranges[i + idx[k]];
-      std::vector<uint16_t> sub2(e - i);
-      for (size_t k = 0; k < idx.size(); ++k) sub2[k] = sub[idx[k]];
-      std::copy(seg.begin(), seg.end(), m.ranges.begin() + static_cast<std::ptrdiff_t>(i));
-      sub.swap(sub2);
-    }
-    size_t k = i;
-    for (int s = 0; s < n; ++s) {
-      Lane l;
-      l.rank = src.rank;
-      l.kind = src.kind;
-      l.name = s == 0 ? src.name : src.name + " #" + std::to_string(s + 1);
-      l.tid_or_stream = src.id;
-      l.first = static_cast<int64_t>(k);
-      int32_t lane_id = static_cast<int32_t>(lanes.size());
-      while (k < e && sub[k - i] == s) m.ranges[k++].lane = lane_id;
-      l.count = static_cast<int64_t>(k) - l.first;
-      link_lane(m.ranges, static_cast<size_t>(l.first), k);
-      lanes.push_back(std::move(l));
-    }
-    i = e;
-  }
-  m.lanes = std::move(lanes);
-}
-
-// Appends per-rank HeadRange lanes (copies), keeping lanes grouped by rank.
-void add_head_lanes(TraceModel& m, bool exact_reserve) {
+// The legacy loader's way: copies every range into a new vector, rank by rank, with that
+// rank's head-range copies after its lanes (a map of copies per head range, each sorted).
+void add_head_lanes_by_copying(TraceModel& m, bool exact_reserve) {
   size_t copies = 0;
   for (const auto& r : m.ranges) {
     if (r.head_begin >= 0 && !r.is_kernel) {
@@ -237,6 +136,261 @@ void add_head_lanes(TraceModel& m, bool exact_reserve) {
     li = lend;
   }
   m.ranges = std::move(out);
+  m.lanes = std::move(lanes);
+}
+
+// Splits v[b, e) (sorted by_start) into sub-lanes that nest, reordering it stably by sub-lane;
+// returns the number of ranges in each sub-lane.
+std::vector<int64_t> split_into_sublanes(std::vector<TraceRange>& v, size_t b, size_t e) {
+  std::vector<uint16_t> sub(e - b);
+  const int n = assign_sublanes(v, b, e, sub);
+  std::vector<int64_t> counts(static_cast<size_t>(n), 0);
+  for (uint16_t s : sub) ++counts[s];
+  if (n > 1) {
+    std::vector<size_t> idx(e - b);
+    for (size_t k = 0; k < idx.size(); ++k) idx[k] = k;
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return sub[x] < sub[y]; });
+    std::vector<TraceRange> seg(e - b);
+    for (size_t k = 0; k < idx.size(); ++k) seg[k] = v[b + idx[k]];
+    std::move(seg.begin(), seg.end(), v.begin() + static_cast<std::ptrdiff_t>(b));
+  }
+  return counts;
+}
+
+}  // namespace
+
+// Splits sources into final lanes (rank-grouped) and orders ranges by lane.
+void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
+  TraceModel& m = b.m;
+  // Order sources: rank, order, id.
+  std::vector<int32_t> order(b.sources.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+    const auto &a = b.sources[x], &c = b.sources[y];
+    return std::tie(a.rank, a.order, a.id) < std::tie(c.rank, c.order, c.id);
+  });
+  std::vector<int32_t> rank_of_source(b.sources.size());
+  for (size_t i = 0; i < order.size(); ++i) rank_of_source[order[i]] = static_cast<int32_t>(i);
+  if (threads < 0) {  // legacy: one sort of the whole vector (moves 96-byte ranges n log n times)
+    for (auto& v : b.pending_ranges) m.ranges.insert(m.ranges.end(), v.begin(), v.end());
+    b.pending_ranges.clear();
+    for (auto& r : m.ranges) r.lane = rank_of_source[r.lane];
+    std::sort(m.ranges.begin(), m.ranges.end(), [](const TraceRange& x, const TraceRange& y) {
+      return x.lane != y.lane ? x.lane < y.lane : by_start(x, y);
+    });
+  } else {
+    // One counting pass puts every range in its lane's slice (each range copied once), then
+    // the slices are sorted by start independently, in parallel.
+    // Input: m.ranges, then the parallel reader's per-file vectors (freed one by one).
+    std::vector<std::vector<TraceRange>> parts;
+    parts.reserve(b.pending_ranges.size() + 1);
+    parts.push_back(std::move(m.ranges));
+    for (auto& v : b.pending_ranges) parts.push_back(std::move(v));
+    b.pending_ranges.clear();
+    std::vector<int64_t> begin(order.size() + 1, 0);
+    size_t total = 0, head_copies = 0;
+    for (const auto& v : parts) {
+      total += v.size();
+      for (const auto& r : v) {
+        ++begin[static_cast<size_t>(rank_of_source[r.lane]) + 1];
+        head_copies += room_for_head_lanes && r.head_begin >= 0 && !r.is_kernel;
+      }
+    }
+    for (size_t l = 0; l < order.size(); ++l) begin[l + 1] += begin[l];
+    {
+      std::vector<int64_t> pos(begin.begin(), begin.end() - 1);
+      std::vector<TraceRange> out;
+      out.reserve(total + head_copies);  // add_head_lanes then writes its copies without moving the rest
+      out.resize(total);
+      for (auto& v : parts) {
+        for (const auto& r : v) {
+          const int32_t l = rank_of_source[r.lane];
+          TraceRange& o = out[static_cast<size_t>(pos[static_cast<size_t>(l)]++)];
+          o = r;
+          o.lane = l;
+        }
+        std::vector<TraceRange>().swap(v);  // peak: the output + the files not yet moved
+      }
+      m.ranges = std::move(out);
+    }
+    // Largest lanes first, so one big lane does not start last.
+    std::vector<size_t> by_size(order.size());
+    for (size_t l = 0; l < by_size.size(); ++l) by_size[l] = l;
+    std::sort(by_size.begin(), by_size.end(),
+              [&](size_t x, size_t y) { return begin[x + 1] - begin[x] > begin[y + 1] - begin[y]; });
+    parallel_for(by_size.size(), threads, [&](size_t k) {
+      const size_t l = by_size[k];
+      sort_by_start(m.ranges, begin[l], begin[l + 1]);
+    });
+  }
+
+  std::vector<Lane> lanes;
+  size_t i = 0;
+  for (size_t si = 0; si < order.size(); ++si) {
+    const SourceLane& src = b.sources[order[si]];
+    size_t e = i;
+    while (e < m.ranges.size() && m.ranges[e].lane == static_cast<int32_t>(si)) ++e;
+    const std::vector<int64_t> counts = split_into_sublanes(m.ranges, i, e);
+    size_t k = i;
+    for (size_t s = 0; s < counts.size(); ++s) {
+      Lane l;
+      l.rank = src.rank;
+      l.kind = src.kind;
+      l.name = s == 0 ? src.name : src.name + " #" + std::to_string(s + 1);
+      l.tid_or_stream = src.id;
+      l.first = static_cast<int64_t>(k);
+      l.count = counts[s];
+      const int32_t lane_id = static_cast<int32_t>(lanes.size());
+      for (int64_t c = 0; c < l.count; ++c) m.ranges[k++].lane = lane_id;
+      link_lane(m.ranges, static_cast<size_t>(l.first), k);
+      lanes.push_back(std::move(l));
+    }
+    i = e;
+  }
+  m.lanes = std::move(lanes);
+}
+
+// Appends per-rank HeadRange lanes (copies), keeping lanes grouped by rank.
+//
+// In place: each rank's block of ranges moves up (once, as one block) by the number of head
+// copies of the ranks before it, and its copies are written into the room left after it; ranks
+// are worked on in parallel. The same model as the legacy way (add_head_lanes_by_copying),
+// which copies every range into a new vector and keeps a map of copies per head range.
+void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
+  if (!exact_reserve) {
+    add_head_lanes_by_copying(m, false);
+    return;
+  }
+  // One rank's lanes [li, lend), holding ranges [rb, re); lanes are grouped by rank and their
+  // ranges follow lane order (build_lanes). Anything else: the legacy way, which assumes less.
+  struct Group {
+    int32_t head_begin, head_end;
+    std::vector<int64_t> originals;  // indices before the move, in lane order
+    std::vector<int64_t> sublanes;   // ranges per sub-lane
+  };
+  struct Block {
+    int32_t rank = 0;
+    size_t li = 0, lend = 0;
+    int64_t rb = 0, re = 0;
+    std::vector<Group> groups;
+    int64_t copies = 0, shift = 0;  // ranges before it move up by `shift`
+    int32_t lane_shift = 0;         // head lanes of the ranks before it
+    int32_t first_head_lane = 0;    // lane id of its first head lane
+  };
+  std::vector<Block> blocks;
+  int64_t next = 0;
+  for (size_t li = 0; li < m.lanes.size();) {
+    Block bl;
+    bl.rank = m.lanes[li].rank;
+    bl.li = li;
+    bl.rb = next;
+    while (li < m.lanes.size() && m.lanes[li].rank == bl.rank) {
+      if (m.lanes[li].first != next || m.lanes[li].count < 0) {
+        add_head_lanes_by_copying(m, true);
+        return;
+      }
+      next += m.lanes[li].count;
+      ++li;
+    }
+    bl.lend = li;
+    bl.re = next;
+    blocks.push_back(std::move(bl));
+  }
+  if (next != static_cast<int64_t>(m.ranges.size())) {
+    add_head_lanes_by_copying(m, true);
+    return;
+  }
+  // Which ranges each rank copies, per head range (ascending, as the legacy map).
+  parallel_for(blocks.size(), threads, [&](size_t k) {
+    Block& bl = blocks[k];
+    std::map<std::pair<int32_t, int32_t>, std::vector<int64_t>> heads;
+    for (int64_t i = bl.rb; i < bl.re; ++i) {
+      const TraceRange& r = m.ranges[static_cast<size_t>(i)];
+      if (r.head_begin >= 0 && !r.is_kernel) heads[{r.head_begin, r.head_end}].push_back(i);
+    }
+    for (auto& [hr, v] : heads) {
+      bl.copies += static_cast<int64_t>(v.size());
+      bl.groups.push_back(Group{hr.first, hr.second, std::move(v), {}});
+    }
+  });
+  int64_t copies = 0;
+  for (Block& bl : blocks) {
+    bl.shift = copies;
+    copies += bl.copies;
+  }
+  if (copies == 0) return;
+  const size_t n = m.ranges.size();
+  m.ranges.reserve(n + static_cast<size_t>(copies));  // exact (build_lanes usually left the room)
+  m.ranges.resize(n + static_cast<size_t>(copies));
+  for (size_t k = blocks.size(); k-- > 0;) {
+    const Block& bl = blocks[k];
+    if (bl.shift == 0 || bl.rb == bl.re) continue;
+    const auto b = m.ranges.begin();
+    std::move_backward(b + bl.rb, b + bl.re, b + bl.re + bl.shift);
+  }
+  // Each rank writes its copies after its own ranges, grouped by head range, sorted and split
+  // into nesting sub-lanes.
+  parallel_for(blocks.size(), threads, [&](size_t k) {
+    Block& bl = blocks[k];
+    size_t pos = static_cast<size_t>(bl.re + bl.shift);
+    for (Group& g : bl.groups) {
+      const size_t first = pos;
+      for (int64_t i : g.originals) {
+        TraceRange& r = m.ranges[pos++];
+        r = m.ranges[static_cast<size_t>(i + bl.shift)];
+        r.origin = static_cast<int32_t>(i + bl.shift);  // the copy points at its original
+      }
+      std::vector<int64_t>().swap(g.originals);
+      sort_by_start(m.ranges, first, pos);
+      g.sublanes = split_into_sublanes(m.ranges, first, pos);
+    }
+  });
+  // Lanes: each rank's own (moved up), then its head lanes.
+  std::vector<Lane> lanes;
+  int32_t head_lanes = 0;
+  for (Block& bl : blocks) {
+    bl.lane_shift = head_lanes;
+    for (size_t l = bl.li; l < bl.lend; ++l) {
+      lanes.push_back(std::move(m.lanes[l]));
+      lanes.back().first += bl.shift;
+    }
+    bl.first_head_lane = static_cast<int32_t>(lanes.size());
+    int64_t first = bl.re + bl.shift;
+    for (const Group& g : bl.groups) {
+      for (size_t s = 0; s < g.sublanes.size(); ++s) {
+        Lane l;
+        l.rank = bl.rank;
+        l.kind = LaneKind::HeadRange;
+        l.head_begin = g.head_begin;
+        l.head_end = g.head_end;
+        l.name = "heads " + std::to_string(g.head_begin) + "-" + std::to_string(g.head_end - 1) +
+                 (s ? " #" + std::to_string(s + 1) : "");
+        l.first = first;
+        l.count = g.sublanes[s];
+        first += l.count;
+        lanes.push_back(std::move(l));
+        ++head_lanes;
+      }
+    }
+  }
+  // Lane ids and parents of the moved ranges; lane ids, parents and depths of the copies.
+  parallel_for(blocks.size(), threads, [&](size_t k) {
+    const Block& bl = blocks[k];
+    for (int64_t i = bl.rb + bl.shift; i < bl.re + bl.shift; ++i) {
+      TraceRange& r = m.ranges[static_cast<size_t>(i)];
+      r.lane += bl.lane_shift;
+      if (r.parent >= 0) r.parent = static_cast<int32_t>(r.parent + bl.shift);
+    }
+    int32_t lane_id = bl.first_head_lane;
+    for (const Group& g : bl.groups) {
+      for (int64_t count : g.sublanes) {
+        const Lane& l = lanes[static_cast<size_t>(lane_id)];
+        for (int64_t i = l.first; i < l.first + count; ++i) m.ranges[static_cast<size_t>(i)].lane = lane_id;
+        link_lane(m.ranges, static_cast<size_t>(l.first), static_cast<size_t>(l.first + count));
+        ++lane_id;
+      }
+    }
+  });
   m.lanes = std::move(lanes);
 }
 

@@ -171,11 +171,14 @@ inline void parallel_for(size_t n, int threads, const std::function<void(size_t)
 // ranges get final lanes (rank-grouped, split where ranges of one source overlap without
 // nesting), parents and depths. `threads` < 0: the legacy way (one sort of the whole range
 // vector); otherwise one pass distributes ranges by lane and the lanes are sorted on up to
-// `threads` threads (0 = one per core).
-void build_lanes(Builder& b, int threads = -1);
+// `threads` threads (0 = one per core). room_for_head_lanes: the range vector is given the
+// capacity add_head_lanes will need (parallel way only).
+void build_lanes(Builder& b, int threads = -1, bool room_for_head_lanes = false);
 // Appends per-rank HeadRange lanes (copies), keeping lanes grouped by rank. exact_reserve =
-// false: the legacy loader's reserve (originals only; the copies grow the vector).
-void add_head_lanes(TraceModel& m, bool exact_reserve = true);
+// false: the legacy loader's way (every range copied into a new vector reserved for the
+// originals only, so the copies grow it); true: in place, rank blocks moved up once and each
+// rank's copies written on up to `threads` threads (0 = one per core). Same model either way.
+void add_head_lanes(TraceModel& m, bool exact_reserve = true, int threads = 1);
 // Kernel -> the host range that launched it (TraceRange::origin).
 void link_kernels_to_launchers(TraceModel& m);
 

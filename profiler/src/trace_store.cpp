@@ -367,9 +367,9 @@ void finish(Builder& b, const LoadOptions& opts) {
   TraceModel& m = b.m;
   renumber_foreign_ranks(b);
   std::sort(m.ranks.begin(), m.ranks.end(), [](const RankInfo& x, const RankInfo& y) { return x.rank < y.rank; });
-  build_lanes(b, opts.legacy ? -1 : opts.threads);
+  build_lanes(b, opts.legacy ? -1 : opts.threads, opts.head_lanes);
   label_foreign_phases(m);
-  if (opts.head_lanes) add_head_lanes(m, !opts.legacy);
+  if (opts.head_lanes) add_head_lanes(m, !opts.legacy, opts.threads);
   link_kernels_to_launchers(m);
   std::sort(m.runtime.begin(), m.runtime.end(), [](const RuntimeCall& x, const RuntimeCall& y) {
     return std::tie(x.rank, x.start_ns) < std::tie(y.rank, y.start_ns);

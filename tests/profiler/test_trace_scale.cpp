@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <string>
 
 #include "../common/model_compare.hpp"
@@ -260,6 +261,76 @@ TEST(TraceScale, LaneBuildingFromPerFileVectorsEqualsTheLegacySort) {
               std::tie(b.layer, b.start_ns, b.end_ns, b.lane, b.parent, b.depth))
         << "range " << i;
   }
+}
+
+// add_head_lanes in place (rank blocks moved up once, copies written per rank on several
+// threads) against the legacy way (every range copied into a new vector, a map of copies per
+// head range), on random ranges of 4 ranks: overlapping head ranges (sub-lanes), kernels
+// (never copied), nesting (parents to move), a rank with no head ranges, one with no ranges.
+TEST(TraceScale, HeadLanesInPlaceEqualTheLegacyCopy) {
+  std::mt19937_64 rng(11);
+  namespace detail = ulysses::prof::detail;
+  detail::Builder b;
+  for (int s = 0; s < 12; ++s)
+    b.source(s % 4, s % 3 == 2 ? prof::LaneKind::Comm : prof::LaneKind::HostThread, 100 + s, "src" + std::to_string(s),
+             s % 3 == 2 ? 2 : 1);
+  b.intern("r");
+  int64_t t = 0;
+  for (int i = 0; i < 30000; ++i) {
+    prof::TraceRange r;
+    t += 1 + static_cast<int64_t>(rng() % 40);
+    r.start_ns = t;
+    r.end_ns = t + 1 + static_cast<int64_t>(rng() % 500);
+    r.lane = static_cast<int32_t>(rng() % 12);
+    if (r.lane % 4 == 3) r.lane = 3;  // rank 3: one source only ...
+    r.rank = r.lane % 4;
+    r.layer = i;
+    if (r.rank != 3 && rng() % 3 != 0) {  // ... and no head ranges there
+      r.head_begin = static_cast<int32_t>(rng() % 4) * 4;
+      r.head_end = r.head_begin + 4;
+    }
+    r.is_kernel = rng() % 7 == 0;
+    b.m.ranges.push_back(r);
+  }
+  b.source(4, prof::LaneKind::HostThread, 200, "idle", 1);  // rank 4: a lane, no ranges
+  detail::build_lanes(b, 2, true);
+  const size_t capacity = b.m.ranges.capacity();
+  prof::TraceModel by_copy = b.m, in_place = b.m;
+  in_place.ranges.reserve(capacity);
+  detail::add_head_lanes(by_copy, false);
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    prof::TraceModel got = in_place;
+    got.ranges.reserve(capacity);
+    const prof::TraceRange* before = got.ranges.data();
+    detail::add_head_lanes(got, true, threads);
+    EXPECT_EQ(got.ranges.data(), before) << "build_lanes left the room: the ranges must not have moved to a new vector";
+    ulysses::test::expect_same_model(by_copy, got);
+  }
+  // The comparison covered what it must.
+  size_t head_lanes = 0, split = 0, copies = 0;
+  std::set<int32_t> ranks_with_heads;
+  for (const auto& l : by_copy.lanes) {
+    if (l.kind != prof::LaneKind::HeadRange) continue;
+    ++head_lanes;
+    split += l.name.find('#') != std::string::npos;
+    copies += static_cast<size_t>(l.count);
+    ranks_with_heads.insert(l.rank);
+  }
+  EXPECT_TRUE(head_lanes > 12 && split > 0) << head_lanes << " head lanes, " << split << " sub-lanes";
+  EXPECT_EQ(ranks_with_heads, (std::set<int32_t>{0, 1, 2}));
+  EXPECT_EQ(by_copy.ranges.size(), b.m.ranges.size() + copies);
+  EXPECT_GT(std::count_if(by_copy.ranges.begin(), by_copy.ranges.end(), [](const auto& r) { return r.parent >= 0; }),
+            1000);
+  EXPECT_EQ(by_copy.lanes.back().rank, 4);
+
+  // Lanes that do not follow each other (not what build_lanes gives): the legacy way, same model.
+  prof::TraceModel odd = b.m;
+  std::swap(odd.lanes[0], odd.lanes[1]);
+  prof::TraceModel want = odd;
+  detail::add_head_lanes(want, false);
+  detail::add_head_lanes(odd, true, 2);
+  ulysses::test::expect_same_model(want, odd);
 }
 
 // Rank-file caches (rank_file_cache.hpp): a run folder read once with write_file_caches is
