@@ -3,6 +3,7 @@
 // spread over extra sub-lanes), sets parents and depths, adds per-head-range display lanes
 // and links kernels to the host range that launched them. Pure functions of the model.
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <tuple>
 
@@ -36,18 +37,41 @@ bool by_start(const TraceRange& a, const TraceRange& b) {
   return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
 }
 
-// Sorts v[b, e) by_start, ties in their current order. Sorts 24-byte keys and then moves each
-// 96-byte range once, instead of swapping ranges throughout the sort; already sorted input
-// (a lane whose ranges were written in start order) costs one pass.
+// Sorts v[b, e) by_start, ties in their current order (a stable sort). Input that is a few runs already in order is
+// merged; already sorted input costs one pass. Otherwise it sorts 24-byte keys and then moves each 96-byte range once,
+// instead of swapping ranges throughout the sort.
 void sort_by_start(std::vector<TraceRange>& v, size_t b, size_t e) {
-  const auto first = v.begin() + static_cast<std::ptrdiff_t>(b), last = v.begin() + static_cast<std::ptrdiff_t>(e);
-  if (std::is_sorted(first, last, by_start)) return;
+  const auto first = v.begin() + static_cast<std::ptrdiff_t>(b);
+  // A few runs already in order (a head range's copies, gathered lane by lane; one sorted lane):
+  // merged stably, pairwise, without sorting.
+  constexpr size_t kMaxRuns = 16;
+  std::vector<size_t> runs{b};
+  for (size_t i = b + 1; i < e && runs.size() <= kMaxRuns; ++i)
+    if (by_start(v[i], v[i - 1])) runs.push_back(i);
+  if (runs.size() <= kMaxRuns) {
+    runs.push_back(e);
+    const auto at = [&](size_t i) { return v.begin() + static_cast<std::ptrdiff_t>(i); };
+    while (runs.size() > 2) {
+      std::vector<size_t> next;
+      size_t j = 0;
+      for (; j + 2 < runs.size(); j += 2) {
+        std::inplace_merge(at(runs[j]), at(runs[j + 1]), at(runs[j + 2]), by_start);
+        next.push_back(runs[j]);
+      }
+      for (; j < runs.size(); ++j) next.push_back(runs[j]);
+      runs.swap(next);
+    }
+    return;
+  }
   struct Key {
     int64_t start, end;
     size_t at;
   };
   std::vector<Key> keys(e - b);
-  for (size_t k = 0; k < keys.size(); ++k) keys[k] = {v[b + k].start_ns, v[b + k].end_ns, k};
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const TraceRange& r = v[b + k];
+    keys[k] = {r.start_ns, r.end_ns, k};
+  }
   std::sort(keys.begin(), keys.end(), [](const Key& x, const Key& y) {
     if (x.start != y.start) return x.start < y.start;
     if (x.end != y.end) return x.end > y.end;
@@ -158,6 +182,42 @@ std::vector<int64_t> split_into_sublanes(std::vector<TraceRange>& v, size_t b, s
 }
 
 }  // namespace
+
+void order_file_ranges(std::vector<TraceRange>& ranges) {
+  // One pass finds the sources whose ranges are out of order; only those are sorted, each in
+  // the places its ranges already hold.
+  std::vector<std::pair<int64_t, int64_t>> last;  // per source: start, end of its last range
+  std::vector<char> unsorted;
+  bool any = false;
+  for (const TraceRange& r : ranges) {
+    if (r.lane < 0) continue;  // not from the reader; build_lanes decides
+    const size_t l = static_cast<size_t>(r.lane);
+    if (l >= last.size()) {
+      last.resize(l + 1, {INT64_MIN, INT64_MAX});
+      unsorted.resize(l + 1, 0);
+    }
+    const auto& [s, e] = last[l];
+    if (r.start_ns < s || (r.start_ns == s && r.end_ns > e)) {
+      unsorted[l] = 1;
+      any = true;
+    }
+    last[l] = {r.start_ns, r.end_ns};
+  }
+  if (!any) return;
+  std::vector<std::vector<size_t>> places(unsorted.size());
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const int32_t l = ranges[i].lane;
+    if (l >= 0 && unsorted[static_cast<size_t>(l)]) places[static_cast<size_t>(l)].push_back(i);
+  }
+  std::vector<TraceRange> lane;
+  for (const auto& at : places) {
+    if (at.empty()) continue;
+    lane.clear();
+    for (size_t i : at) lane.push_back(ranges[i]);
+    sort_by_start(lane, 0, lane.size());
+    for (size_t k = 0; k < at.size(); ++k) ranges[at[k]] = lane[k];
+  }
+}
 
 // Splits sources into final lanes (rank-grouped) and orders ranges by lane.
 void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {

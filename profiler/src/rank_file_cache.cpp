@@ -107,9 +107,10 @@ void decode(const std::string& bytes, detail::Builder* out) {
   constexpr size_t kRangeVarints = 17;
   const size_t n = in.count();
   if (n > (bytes.size() - static_cast<size_t>(in.pos() - bytes.data())) / kRangeVarints) In::fail();
-  m.ranges.resize(n);
+  m.ranges.reserve(n);  // each range written once (push_back), not default-filled first
   int64_t prev = 0;
-  for (TraceRange& r : m.ranges) {
+  for (size_t k = 0; k < n; ++k) {
+    TraceRange r;
     r.start_ns = time_add(prev, in.u());
     prev = r.start_ns;
     const uint64_t d = in.u();
@@ -128,6 +129,7 @@ void decode(const std::string& bytes, detail::Builder* out) {
     if (corr > UINT32_MAX) In::fail();
     r.correlation = static_cast<uint32_t>(corr);
     r.external_id = in.i();
+    m.ranges.push_back(r);
   }
   cache_io::get_vec(in, &m.steps, [&](StepInfo& x) { cache_io::get_step(in, x); });
   cache_io::get_vec(in, &m.memory, [&](MemoryPoint& p) {
@@ -257,6 +259,7 @@ std::string encode_rank_file(const std::string& rank_file, const LoadOptions& lo
   detail::Builder b;
   b.m.sp_size = b.m.dp_size = -1;
   detail::read_file(b, rank_file, 0, lo);
+  detail::order_file_ranges(b.m.ranges);  // as the loader does before it writes a cache
   if (!cacheable(b)) throw std::runtime_error(rank_file + " is not a plain Ulysses rank file");
   Out o;
   encode(o, b);

@@ -167,6 +167,13 @@ inline void parallel_for(size_t n, int threads, const std::function<void(size_t)
   for (auto& th : pool) th.join();
 }
 
+// Orders each source's ranges of one file as build_lanes will (by start, longer first), ties in
+// the order read, each source's ranges keeping the places they hold in the vector. The
+// parallel reader does it per file, on its threads, before the file's rank-file cache is
+// written, so build_lanes finds its lanes sorted (one pass each) whether the ranges came from
+// the rows or from the cache, and both give the same order.
+void order_file_ranges(std::vector<TraceRange>& ranges);
+
 // Lane building (lane_builder.cpp), in this order once every file is read:
 // ranges get final lanes (rank-grouped, split where ranges of one source overlap without
 // nesting), parents and depths. `threads` < 0: the legacy way (one sort of the whole range

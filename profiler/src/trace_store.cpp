@@ -498,6 +498,7 @@ bool read_rank_files_parallel(Builder& b, const std::vector<std::string>& files,
       if (!cached[i]) {
         per[i].m.sp_size = per[i].m.dp_size = -1;  // "not set by the file"
         read_file(per[i], files[i], static_cast<int32_t>(i), opts);
+        order_file_ranges(per[i].m.ranges);
         if (opts.write_file_caches) written[i] = write_rank_file_cache(probe, files[i], opts, per[i]);
       }
       if (opts.align_clocks) align_to_rank0(per[i].m, 0, 0, 0, 0, 0);

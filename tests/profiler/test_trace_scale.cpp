@@ -263,6 +263,72 @@ TEST(TraceScale, LaneBuildingFromPerFileVectorsEqualsTheLegacySort) {
   }
 }
 
+// order_file_ranges (the parallel reader, per file): each source's ranges end up in the order
+// a stable sort by (start, longer first) gives, in the places that source's ranges held, for
+// sources already sorted, made of a few sorted runs (merged) or shuffled (sorted), with ties;
+// and build_lanes gives the same model from the ordered ranges as from the ranges as read.
+TEST(TraceScale, OrderingAFilesRangesIsAStableSortPerSourceAndChangesNoModel) {
+  std::mt19937_64 rng(5);
+  namespace detail = ulysses::prof::detail;
+  for (int runs : {1, 2, 3, 7, 16, 17, 40, 1000}) {
+    SCOPED_TRACE("runs per source " + std::to_string(runs));
+    std::vector<prof::TraceRange> read;
+    for (int lane = 0; lane < 4; ++lane) {
+      for (int run = 0; run < runs; ++run) {
+        int64_t t = static_cast<int64_t>(rng() % 1000);
+        const size_t first = read.size();
+        for (int k = 0; k < 3000 / runs + 1; ++k) {
+          prof::TraceRange r;
+          t += static_cast<int64_t>(rng() % 3);  // equal starts, and equal (start, end): ties
+          r.start_ns = t;
+          r.end_ns = t + static_cast<int64_t>(rng() % 4) * 100;
+          r.lane = lane;
+          read.push_back(r);
+        }
+        // Each run in order (longer first among equal starts), so a source is `runs` runs.
+        std::stable_sort(read.begin() + static_cast<std::ptrdiff_t>(first), read.end(),
+                         [](const prof::TraceRange& a, const prof::TraceRange& b) {
+                           return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+                         });
+        for (size_t i = first; i < read.size(); ++i) read[i].layer = static_cast<int32_t>(i);  // identifies it
+      }
+    }
+    // Runs of one source ascend; the sources are interleaved at random (each keeps its order).
+    std::vector<prof::TraceRange> mixed;
+    std::vector<size_t> next(4, 0), begin(5, 0);
+    for (const auto& r : read) ++begin[static_cast<size_t>(r.lane) + 1];
+    for (size_t l = 0; l < 4; ++l) begin[l + 1] += begin[l];
+    while (mixed.size() < read.size()) {
+      const size_t l = rng() % 4;
+      if (begin[l] + next[l] < begin[l + 1]) mixed.push_back(read[begin[l] + next[l]++]);
+    }
+    std::vector<prof::TraceRange> got = mixed;
+    detail::order_file_ranges(got);
+    for (int32_t lane = 0; lane < 4; ++lane) {
+      std::vector<size_t> places;
+      std::vector<prof::TraceRange> want;
+      for (size_t i = 0; i < mixed.size(); ++i)
+        if (mixed[i].lane == lane) places.push_back(i), want.push_back(mixed[i]);
+      std::stable_sort(want.begin(), want.end(), [](const prof::TraceRange& a, const prof::TraceRange& b) {
+        return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+      });
+      for (size_t k = 0; k < places.size(); ++k)
+        ASSERT_EQ(got[places[k]].layer, want[k].layer) << "source " << lane << ", place " << k;
+    }
+    // The same model either way.
+    detail::Builder as_read, ordered;
+    for (detail::Builder* b : {&as_read, &ordered}) {
+      for (int l = 0; l < 4; ++l) b->source(0, prof::LaneKind::HostThread, l, "src" + std::to_string(l), 1);
+      b->intern("r");
+    }
+    as_read.pending_ranges.push_back(mixed);
+    ordered.pending_ranges.push_back(got);
+    detail::build_lanes(as_read, 2);
+    detail::build_lanes(ordered, 2);
+    ulysses::test::expect_same_model(as_read.m, ordered.m);
+  }
+}
+
 // add_head_lanes in place (rank blocks moved up once, copies written per rank on several
 // threads) against the legacy way (every range copied into a new vector, a map of copies per
 // head range), on random ranges of 4 ranks: overlapping head ranges (sub-lanes), kernels

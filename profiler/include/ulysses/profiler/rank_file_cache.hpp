@@ -31,7 +31,7 @@
 
 namespace ulysses::prof {
 
-constexpr uint32_t kRankFileCacheFormat = 1;
+constexpr uint32_t kRankFileCacheFormat = 2;  // 2: ranges by source and start (order_file_ranges)
 
 // The cache file of a rank file: dirname(F)/.F.ulysses-read-cache.
 std::string rank_file_cache_path(const std::string& rank_file);
