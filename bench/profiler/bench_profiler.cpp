@@ -1,5 +1,6 @@
 // bench_profiler: (1) ranges written per second into SQLite through TraceWriter (batched:
-// 32 rows per INSERT, one transaction per step; wall and CPU time, ranges and rows), (2) Tracer cost per ScopedRange
+// 32 rows per INSERT, one transaction per step; wall and CPU time, ranges and rows) beside
+// (1b) what plain SQLite inserts of rows that wide reach on this machine (its ceiling), (2) Tracer cost per ScopedRange
 // push/pop (active, inactive) and per end_step flush, (3) load_trace + analyze time on a generated trace of --ranges
 // ranges (default 10 million, two ranks) in a temporary directory.
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <sqlite3.h>
 
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_store.hpp"
@@ -119,6 +121,68 @@ int main(int argc, char** argv) {
         "(one transaction per step, 32-row inserts, synchronous writer)\n",
         fig[0].write_cpu / fig[1].write_cpu, static_cast<double>(fig[1].bytes) / static_cast<double>(fig[0].bytes),
         fig[0].load_cpu / fig[1].load_cpu);
+  }
+
+  // (1b) SQLite's own ceiling on this machine, beside (1): rows of a plain table as wide as
+  // format 4's NVTX_EVENTS (29 columns), binding as many values per row as the writer does (17),
+  // as nsys' columns alone need (7) and nearly none (2); 32-row INSERTs, the writer's settings
+  // (WAL, synchronous=NORMAL) and, for comparison, no journal at all (not crash-safe). No
+  // TraceWriter code: what any writer of such rows could reach here.
+  {
+    const int rows = static_cast<int>(std::min<int64_t>(write_ranges, 2'000'000));
+    std::printf("ceiling:  plain SQLite, %d rows of 29 integer columns, 32-row INSERTs, CPU best of 3:\n", rows);
+    for (int bound : {17, 7, 2}) {
+      double rate[2] = {0, 0};
+      for (int wal = 1; wal >= 0; --wal) {
+        for (int round = 0; round < 3; ++round) {
+          const std::string path = dir + "/ceiling.sqlite";
+          fs::remove(path);
+          fs::remove(path + "-wal");
+          sqlite3* db = nullptr;
+          if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                              nullptr) != SQLITE_OK) {
+            std::fprintf(stderr, "bench_profiler: cannot open %s\n", path.c_str());
+            return 1;
+          }
+          sqlite3_exec(db,
+                       wal ? "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL"
+                           : "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF",
+                       nullptr, nullptr, nullptr);
+          std::string create = "CREATE TABLE t(", cols, row = "(";
+          for (int c = 0; c < 29; ++c) create += (c ? ", c" : "c") + std::to_string(c) + " INTEGER";
+          sqlite3_exec(db, (create + ")").c_str(), nullptr, nullptr, nullptr);
+          for (int c = 0; c < bound; ++c) {
+            cols += (c ? ", c" : "c") + std::to_string(c);
+            row += c ? ", ?" : "?";
+          }
+          std::string insert = "INSERT INTO t(" + cols + ") VALUES ";
+          for (int r = 0; r < 32; ++r) insert += (r ? ", " : "") + row + ")";
+          sqlite3_stmt* st = nullptr;
+          sqlite3_prepare_v2(db, insert.c_str(), -1, &st, nullptr);
+          const double c0 = cpu_now();
+          sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr);
+          int64_t t = 1'000'000'000'000;
+          for (int i = 0; i + 32 <= rows; i += 32) {
+            int k = 1;
+            for (int r = 0; r < 32; ++r)
+              for (int c = 0; c < bound; ++c) sqlite3_bind_int64(st, k++, c < 2 ? (t += 137) : (c % 3 ? -1 : c * 5));
+            sqlite3_step(st);
+            sqlite3_reset(st);
+            if (i % 65536 == 0 && i > 0) sqlite3_exec(db, "COMMIT; BEGIN", nullptr, nullptr, nullptr);
+          }
+          sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+          const double cpu = cpu_now() - c0;
+          sqlite3_finalize(st);
+          sqlite3_close(db);
+          fs::remove(path);
+          fs::remove(path + "-wal");
+          rate[wal] = std::max(rate[wal], static_cast<double>(rows / 32 * 32) / cpu / 1e6);
+        }
+      }
+      std::printf(
+          "          %2d values bound per row: WAL, synchronous=NORMAL %.2f M rows/s; no journal %.2f M rows/s\n",
+          bound, rate[1], rate[0]);
+    }
   }
 
   // (2) Tracer overhead per push/pop.
