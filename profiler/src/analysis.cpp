@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <future>
 #include <map>
 #include <set>
+#include <system_error>
 #include <tuple>
 #include <unordered_map>
 
@@ -335,13 +337,16 @@ int64_t* head_slot(HeadRangeRow& row, Phase p) {
 
 std::vector<LayerRow> layer_table(const TraceModel& m, const AnalysisOptions& o) {
   std::map<std::pair<int32_t, int>, LayerRow> rows;
-  std::map<std::pair<int32_t, int>, std::set<std::pair<int32_t, int32_t>>> samples;
+  // (rank, step) pairs seen per row, appended when they change (a lane runs step by step), then
+  // counted once sorted: a lane of another rank or thread starting the steps again costs no
+  // tree search per range.
+  std::map<std::pair<int32_t, int>, std::vector<uint64_t>> samples;
   const std::set<int32_t> gpu = gpu_ranks(m);
   using LayerKey = std::tuple<int32_t, int, int>;  // layer, dir, phase
   KernelTime<LayerKey> kt;
   std::pair<int32_t, int> last_key{-1, -1};  // r.layer >= 0 below: never a real key
   LayerRow* last_row = nullptr;              // std::map nodes stay put
-  std::set<std::pair<int32_t, int32_t>>* last_samples = nullptr;
+  std::vector<uint64_t>* last_samples = nullptr;
   for_each_counted_lane(m, [&](const Lane& l) {
     size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
     for (size_t i = b; i < e; ++i) {
@@ -363,8 +368,8 @@ std::vector<LayerRow> layer_table(const TraceModel& m, const AnalysisOptions& o)
       row.layer = r.layer;
       row.dir = r.dir;
       int64_t* slot = layer_slot(row, r.phase);
-      if (last_samples->empty() || *last_samples->rbegin() != std::make_pair(r.rank, r.step))
-        last_samples->insert({r.rank, r.step});
+      const uint64_t sample = (uint64_t{static_cast<uint32_t>(r.rank)} << 32) | static_cast<uint32_t>(r.step);
+      if (last_samples->empty() || last_samples->back() != sample) last_samples->push_back(sample);
       if (!slot || nested_in_same(m, r, false)) continue;
       if (!gpu.count(r.rank)) *slot += r.duration();
       if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq) {
@@ -381,7 +386,9 @@ std::vector<LayerRow> layer_table(const TraceModel& m, const AnalysisOptions& o)
   });
   std::vector<LayerRow> out;
   for (auto& [k, row] : rows) {
-    row.samples = static_cast<int64_t>(samples[k].size());
+    std::vector<uint64_t>& v = samples[k];
+    std::sort(v.begin(), v.end());
+    row.samples = std::unique(v.begin(), v.end()) - v.begin();
     out.push_back(row);
   }
   return out;
@@ -518,19 +525,42 @@ std::vector<NameRow> name_totals(const TraceModel& m, size_t top) {
 
 WaitingAnalysis waiting_analysis(const TraceModel& m, const AnalysisOptions& o) {
   WaitingAnalysis w;
-  // (pg, seq) -> the ranges of that collective, at most one per rank (the earliest).
-  std::map<std::pair<int32_t, int64_t>, std::map<int32_t, const TraceRange*>> by_id;
-  std::map<int32_t, std::set<int32_t>> members;  // pg -> ranks seen with that group
+  // Every collective range counted, as flat entries sorted once (no tree per range): per
+  // (pg, seq), per rank, the earliest range (the first met among equal starts) stands for it.
+  struct Entry {
+    int32_t pg, seq, rank;
+    int64_t start;
+    size_t at;  // index into m.ranges: the order the ranges are met in
+  };
+  std::vector<Entry> entries;
+  std::vector<std::pair<int32_t, int32_t>> pg_ranks;  // (pg, rank) seen, in or out of the steps
   for_each_counted_lane(m, [&](const Lane& l) {
     for (int64_t k = 0; k < l.count; ++k) {
-      const TraceRange& r = m.ranges[static_cast<size_t>(l.first + k)];
+      const size_t i = static_cast<size_t>(l.first + k);
+      const TraceRange& r = m.ranges[i];
       if (r.is_kernel || r.pg < 0 || r.seq < 0) continue;
-      members[r.pg].insert(r.rank);
+      if (pg_ranks.empty() || pg_ranks.back() != std::make_pair(r.pg, r.rank)) pg_ranks.emplace_back(r.pg, r.rank);
       if (!range_in(m, o, r)) continue;
-      auto& slot = by_id[{r.pg, r.seq}][r.rank];
-      if (!slot || r.start_ns < slot->start_ns) slot = &r;
+      entries.push_back({r.pg, r.seq, r.rank, r.start_ns, i});
     }
   });
+  std::sort(pg_ranks.begin(), pg_ranks.end());
+  pg_ranks.erase(std::unique(pg_ranks.begin(), pg_ranks.end()), pg_ranks.end());
+  std::map<int32_t, size_t> members;  // pg -> how many ranks were seen with that group
+  for (const auto& [pg, rank] : pg_ranks) members[pg] += 1;
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.pg, a.seq, a.rank, a.start, a.at) < std::tie(b.pg, b.seq, b.rank, b.start, b.at);
+  });
+  // (pg, seq) -> its ranges, at most one per rank, ascending rank.
+  std::vector<std::pair<std::pair<int32_t, int64_t>, std::vector<std::pair<int32_t, const TraceRange*>>>> by_id;
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const Entry& e = entries[k];
+    if (k > 0 && entries[k - 1].pg == e.pg && entries[k - 1].seq == e.seq && entries[k - 1].rank == e.rank) continue;
+    if (by_id.empty() || by_id.back().first != std::make_pair(e.pg, int64_t{e.seq}))
+      by_id.push_back({{e.pg, int64_t{e.seq}}, {}});
+    by_id.back().second.emplace_back(e.rank, &m.ranges[e.at]);
+  }
+  std::vector<Entry>().swap(entries);
   std::set<int32_t> all_ranks;
   for (const auto& ri : m.ranks) all_ranks.insert(ri.rank);
   for (const auto& l : m.lanes) all_ranks.insert(l.rank);
@@ -538,14 +568,14 @@ WaitingAnalysis waiting_analysis(const TraceModel& m, const AnalysisOptions& o) 
   for (int32_t r : all_ranks) rows[r].rank = r;
   std::vector<int64_t> skews;
   for (const auto& [id, per_rank] : by_id) {
-    if (per_rank.size() != members[id.first].size() || per_rank.size() < 2) {
+    if (per_rank.size() != members[id.first] || per_rank.size() < 2) {
       ++w.incomplete;
       continue;
     }
     CollectiveInstance ci;
     ci.pg = id.first;
     ci.seq = id.second;
-    const TraceRange& r0 = *per_rank.begin()->second;
+    const TraceRange& r0 = *per_rank.front().second;
     ci.step = r0.step;
     ci.phase = r0.phase;
     ci.dir = r0.dir;
@@ -688,8 +718,26 @@ std::vector<PhaseTime> phase_times(const TraceModel& m, const AnalysisOptions& o
   return out;
 }
 
+namespace {
+
+// Runs f on a thread of its own where one can be started, else when its result is asked for.
+template <class F>
+auto on_another_thread(F f) -> std::future<decltype(f())> {
+  try {
+    return std::async(std::launch::async, std::move(f));
+  } catch (const std::system_error&) {
+    return std::async(std::launch::deferred, std::move(f));
+  }
+}
+
+}  // namespace
+
 Summary analyze(const TraceModel& m, const AnalysisOptions& o) {
   Summary s;
+  // The tables are independent passes that only read the model: the two longest (a third of
+  // the time each on a 10 M-range trace) run beside the rest.
+  auto waiting = on_another_thread([&] { return waiting_analysis(m, o); });
+  auto layers = on_another_thread([&] { return layer_table(m, o); });
   s.headline = headline(m, o);
   Classified c = classify(m);
   std::set<int32_t> ranks;
@@ -726,12 +774,12 @@ Summary analyze(const TraceModel& m, const AnalysisOptions& o) {
   }
   s.overall.ratio =
       s.overall.comm_ns > 0 ? static_cast<double>(s.overall.overlap_ns) / static_cast<double>(s.overall.comm_ns) : 0.0;
-  s.layers = layer_table(m, o);
   s.heads = head_range_table(m, o);
   s.skew = rank_skew(m, o);
   s.memory = peak_memory(m, o);
   s.names = name_totals(m, o.top_names);
-  s.waiting = waiting_analysis(m, o);
+  s.layers = layers.get();
+  s.waiting = waiting.get();
   s.clock_error_ns = m.clock_error_ns();
   return s;
 }

@@ -43,6 +43,9 @@ prof::TraceModel three_ranks() {
          LaneKind::HostThread,
          "main",
          {R(0, 1000, Phase::Step, 0), C(c[r], 600, Phase::GradAllReduce, 0, 0, 0), R(1000, 2000, Phase::Step, 1)}});
+    // A second range of A on rank 2, met before its comm lane's but starting later: the
+    // earliest stands for the rank, so A's arrivals stay as above.
+    if (r == 2) lanes.back().ranges.insert(lanes.back().ranges.begin() + 1, C(140, 150, Phase::A2ASeqToHead, 1, 0, 0));
     std::vector<prof::TraceRange> comm = {C(a[r], 200, Phase::A2ASeqToHead, 1, 0, 0),
                                           C(b[r], 400, Phase::A2AHeadToSeq, 1, 1, 0),
                                           R(450, 460, Phase::A2ASeqToHead, 0),  // no identity: not paired
