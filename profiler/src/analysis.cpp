@@ -247,27 +247,43 @@ bool is_comm_range(const TraceModel& m, const TraceRange& r) {
   return false;
 }
 
-void rank_intervals(const TraceModel& m, int32_t rank, int64_t lo, int64_t hi, std::vector<Interval>* compute,
-                    std::vector<Interval>* comm, bool* gpu) {
-  Classified c = classify(m);
-  std::vector<Interval> cv, mv;
+std::vector<RankIntervals> all_rank_intervals(const TraceModel& m, int64_t lo, int64_t hi) {
+  const Classified c = classify(m);
+  std::map<int32_t, RankIntervals> by_rank;  // every rank with a lane (classify's rank_gpu)
+  for (const auto& [rank, gpu] : c.rank_gpu) {
+    RankIntervals& ri = by_rank[rank];
+    ri.rank = rank;
+    ri.gpu = gpu;
+  }
   for_each_counted_lane(m, [&](const Lane& l) {
-    if (l.rank != rank) return;
+    RankIntervals& ri = by_rank[l.rank];
     size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
     for (size_t i = b; i < e; ++i) {
       const TraceRange& r = m.ranges[i];
       if (c.flags[i] & kCompute)
-        cv.push_back({r.start_ns, r.end_ns});
+        ri.compute.push_back({r.start_ns, r.end_ns});
       else if (c.flags[i] & kComm)
-        mv.push_back({r.start_ns, r.end_ns});
+        ri.comm.push_back({r.start_ns, r.end_ns});
     }
   });
-  if (compute) *compute = clip_intervals(merge_intervals(std::move(cv)), lo, hi);
-  if (comm) *comm = clip_intervals(merge_intervals(std::move(mv)), lo, hi);
-  if (gpu) {
-    auto g = c.rank_gpu.find(rank);
-    *gpu = g != c.rank_gpu.end() && g->second;
+  std::vector<RankIntervals> out;
+  out.reserve(by_rank.size());
+  for (auto& [rank, ri] : by_rank) {
+    ri.compute = clip_intervals(merge_intervals(std::move(ri.compute)), lo, hi);
+    ri.comm = clip_intervals(merge_intervals(std::move(ri.comm)), lo, hi);
+    out.push_back(std::move(ri));
   }
+  return out;
+}
+
+void rank_intervals(const TraceModel& m, int32_t rank, int64_t lo, int64_t hi, std::vector<Interval>* compute,
+                    std::vector<Interval>* comm, bool* gpu) {
+  RankIntervals found;
+  for (RankIntervals& ri : all_rank_intervals(m, lo, hi))
+    if (ri.rank == rank) found = std::move(ri);
+  if (compute) *compute = std::move(found.compute);
+  if (comm) *comm = std::move(found.comm);
+  if (gpu) *gpu = found.gpu;
 }
 
 std::vector<StepBreakdown> step_breakdown(const TraceModel& m, const AnalysisOptions& o) {

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "testdata/synthetic_trace.hpp"
+#include "ulysses/profiler/analysis.hpp"
 #include "trace/timeline_draw.hpp"
 #include "trace/timeline_index.hpp"
 
@@ -190,6 +191,59 @@ TEST(TimelineIndex, UnsortedLaneIsToleratedAndOverlapIsCommAndComputeTogether) {
   ASSERT_EQ(ix->ranks().size(), 1u);
   const IntervalList want = {{200, 300}, {500, 600}};
   EXPECT_EQ(ix->ranks()[0].overlap, want);
+}
+
+// Overlap shading per rank from one classification of the model (all_rank_intervals): each
+// rank gets its own compute x comm intersection, hand-computed; a rank without lanes none.
+TEST(TimelineIndex, OverlapIsPerRank) {
+  auto m = std::make_shared<TraceModel>();
+  m->strings = {"x"};
+  for (int32_t r : {0, 1, 5}) m->ranks.push_back({r, r, 0, "cpu", "", 0});
+  auto range = [](int64_t s, int64_t e, ulysses::prof::Phase p, int32_t lane, int32_t rank) {
+    TraceRange r;
+    r.start_ns = s;
+    r.end_ns = e;
+    r.phase = p;
+    r.lane = lane;
+    r.rank = rank;
+    return r;
+  };
+  using ulysses::prof::Phase;
+  // rank 0: attention 500-900 (compute) against an all-to-all 200-600 -> overlap 500-600
+  // rank 1: mlp 0-300 against all-to-alls 100-200 and 250-400 -> overlap 100-200, 250-300
+  m->ranges = {range(500, 900, Phase::Attention, 0, 0), range(200, 600, Phase::A2ASeqToHead, 1, 0),
+               range(0, 300, Phase::Mlp, 2, 1), range(100, 200, Phase::A2ASeqToHead, 3, 1),
+               range(250, 400, Phase::A2AHeadToSeq, 3, 1)};
+  const int64_t first[4] = {0, 1, 2, 3}, count[4] = {1, 1, 1, 2};
+  for (int l = 0; l < 4; ++l) {
+    ulysses::prof::Lane lane;
+    lane.rank = l / 2;
+    lane.name = l % 2 ? "comm" : "main";
+    lane.kind = l % 2 ? ulysses::prof::LaneKind::Comm : ulysses::prof::LaneKind::HostThread;
+    lane.first = first[l];
+    lane.count = count[l];
+    m->lanes.push_back(lane);
+  }
+  auto ix = TimelineIndex::build(m);
+  ASSERT_EQ(ix->ranks().size(), 3u);
+  EXPECT_EQ(ix->ranks()[0].rank, 0);
+  EXPECT_EQ(ix->ranks()[0].overlap, (IntervalList{{500, 600}}));
+  EXPECT_EQ(ix->ranks()[0].comm, (IntervalList{{200, 600}}));
+  EXPECT_EQ(ix->ranks()[1].rank, 1);
+  EXPECT_EQ(ix->ranks()[1].overlap, (IntervalList{{100, 200}, {250, 300}}));
+  EXPECT_EQ(ix->ranks()[1].comm, (IntervalList{{100, 200}, {250, 400}}));
+  EXPECT_EQ(ix->ranks()[2].rank, 5);
+  EXPECT_TRUE(ix->ranks()[2].overlap.empty());
+  EXPECT_TRUE(ix->ranks()[2].comm.empty());
+  // The per-rank call gives the same intervals.
+  std::vector<ulysses::prof::Interval> compute, comm;
+  bool gpu = true;
+  ulysses::prof::rank_intervals(*m, 1, 0, 1000, &compute, &comm, &gpu);
+  ASSERT_EQ(compute.size(), 1u);
+  EXPECT_EQ(std::make_pair(compute[0].start, compute[0].end), std::make_pair(int64_t{0}, int64_t{300}));
+  ASSERT_EQ(comm.size(), 2u);
+  EXPECT_EQ(std::make_pair(comm[1].start, comm[1].end), std::make_pair(int64_t{250}, int64_t{400}));
+  EXPECT_FALSE(gpu);
 }
 
 TEST(TimelineDraw, FoldMatchesLinearReference) {

@@ -153,10 +153,11 @@ std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceM
 
   // Overlap shading from the analysis core's own compute / comm intervals (kernels on GPU
   // ranks, leaf host ranges otherwise), so the picture agrees with the report.
+  std::map<int32_t, prof::RankIntervals> intervals;  // the model classified once for all ranks
+  for (prof::RankIntervals& ri : prof::all_rank_intervals(m, t_min, t_max + 1)) intervals[ri.rank] = std::move(ri);
   for (auto& rk : ix->ranks_) {
-    std::vector<prof::Interval> comp, comm;
-    bool gpu = false;
-    prof::rank_intervals(m, rk.rank, t_min, t_max + 1, &comp, &comm, &gpu);
+    const prof::RankIntervals& ri = intervals[rk.rank];  // a rank without lanes: none
+    const std::vector<prof::Interval>&comp = ri.compute, &comm = ri.comm;
     IntervalList a, b;
     a.reserve(comp.size());
     b.reserve(comm.size());

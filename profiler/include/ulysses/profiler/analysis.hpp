@@ -199,6 +199,14 @@ bool is_comm_range(const TraceModel& m, const TraceRange& r);
 // Compute / comm intervals of one rank, clipped to [lo, hi), merged.
 void rank_intervals(const TraceModel& m, int32_t rank, int64_t lo, int64_t hi, std::vector<Interval>* compute,
                     std::vector<Interval>* comm, bool* gpu);
+// The same for every rank that has a lane, ascending rank, classifying the model once (where
+// rank_intervals per rank would classify it once per rank).
+struct RankIntervals {
+  int32_t rank = 0;
+  std::vector<Interval> compute, comm;
+  bool gpu = false;
+};
+std::vector<RankIntervals> all_rank_intervals(const TraceModel& m, int64_t lo, int64_t hi);
 
 std::vector<StepBreakdown> step_breakdown(const TraceModel& m, const AnalysisOptions& o = {});
 std::vector<LayerRow> layer_table(const TraceModel& m, const AnalysisOptions& o = {});
