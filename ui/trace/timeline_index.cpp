@@ -6,9 +6,15 @@
 #include "ulysses/profiler/analysis.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
 namespace ulysses::ui {
 
@@ -79,17 +85,18 @@ std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceM
   };
   for (const auto& ri : m.ranks) slot_of(ri.rank);
 
-  bool have_t = false;
-  int64_t t_min = 0, t_max = 0;
-  std::vector<int64_t> open_ends;  // stack of ends of open ranges, one per row
-  for (size_t li = 0; li < m.lanes.size(); ++li) {
+  // Each lane's rows are built apart, lanes shared out over one thread per core (largest
+  // first), while this thread reports progress; then they are appended in lane order.
+  struct LaneRows {
+    std::vector<TimelineRow> rows;
+    bool have_t = false;
+    int64_t t_min = 0, t_max = 0;
+  };
+  std::vector<LaneRows> built(m.lanes.size());
+  std::atomic<int64_t> ranges_done{0};
+  auto build_lane = [&](size_t li) {
     const prof::Lane& lane = m.lanes[li];
-    size_t rs = slot_of(lane.rank);
-    ix->ranks_[rs].lanes.push_back(int32_t(li));
-    TimelineLaneInfo info;
-    info.lane = int32_t(li);
-    info.rank = lane.rank;
-    info.first_row = int32_t(ix->rows_.size());
+    LaneRows& out = built[li];
     const int64_t n = std::max<int64_t>(0, std::min<int64_t>(lane.count, int64_t(m.ranges.size()) - lane.first));
 
     // Order of the lane's ranges by start (identity when already sorted, the normal case).
@@ -109,7 +116,7 @@ std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceM
     // Row of each range = nesting depth from a stack of open ends.
     std::vector<uint8_t> row_of(static_cast<size_t>(n));
     std::vector<int64_t> row_count;
-    open_ends.clear();
+    std::vector<int64_t> open_ends;  // stack of ends of open ranges, one per row
     for (int64_t i = 0; i < n; ++i) {
       const TraceRange& r = m.ranges[size_t(lane.first + off(i))];
       while (!open_ends.empty() && open_ends.back() <= r.start_ns) open_ends.pop_back();
@@ -118,19 +125,18 @@ std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceM
       row_of[size_t(i)] = uint8_t(depth);
       if (row_count.size() <= depth) row_count.resize(depth + 1, 0);
       ++row_count[depth];
-      if (!have_t) {
-        t_min = r.start_ns;
-        t_max = r.end_ns;
-        have_t = true;
+      if (!out.have_t) {
+        out.t_min = r.start_ns;
+        out.t_max = r.end_ns;
+        out.have_t = true;
       }
-      t_min = std::min(t_min, r.start_ns);
-      t_max = std::max(t_max, r.end_ns);
-      if ((i & 0xFFFF) == 0xFFFF) report(0x10000);
+      out.t_min = std::min(out.t_min, r.start_ns);
+      out.t_max = std::max(out.t_max, r.end_ns);
+      if ((i & 0xFFFF) == 0xFFFF) ranges_done += 0x10000;
     }
-    report(n & 0xFFFF);
+    ranges_done += n & 0xFFFF;
     // A lane that is never empty keeps at least one row so it is drawn.
     if (row_count.empty()) row_count.push_back(0);
-    const size_t first_row = ix->rows_.size();
     for (size_t d = 0; d < row_count.size(); ++d) {
       TimelineRow row;
       row.lane = int32_t(li);
@@ -138,16 +144,70 @@ std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceM
       row.size = row_count[d];
       row.identity = sorted && row_count.size() == 1;
       if (!row.identity) row.offsets.reserve(size_t(row_count[d]));
-      ix->rows_.push_back(std::move(row));
+      out.rows.push_back(std::move(row));
     }
     if (!(sorted && row_count.size() == 1)) {
-      for (int64_t i = 0; i < n; ++i) ix->rows_[first_row + row_of[size_t(i)]].offsets.push_back(off(i));
+      for (int64_t i = 0; i < n; ++i) out.rows[row_of[size_t(i)]].offsets.push_back(off(i));
     }
-    for (size_t d = first_row; d < ix->rows_.size(); ++d) {
-      TimelineRow& row = ix->rows_[d];
-      row.fold_keys.build(row.size, [&](int64_t i) { return ix->fold_key(row, i); });
+    for (TimelineRow& row : out.rows) row.fold_keys.build(row.size, [&](int64_t i) { return ix->fold_key(row, i); });
+  };
+  {
+    std::vector<size_t> by_size(m.lanes.size());
+    std::iota(by_size.begin(), by_size.end(), size_t{0});
+    std::stable_sort(by_size.begin(), by_size.end(),
+                     [&](size_t x, size_t y) { return m.lanes[x].count > m.lanes[y].count; });
+    std::atomic<size_t> next{0}, finished{0};
+    std::exception_ptr error;
+    std::mutex mu;
+    std::condition_variable cv;
+    auto worker = [&] {
+      for (size_t k = next++; k < by_size.size(); k = next++) {
+        try {
+          build_lane(by_size[k]);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!error) error = std::current_exception();
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        ++finished;
+        cv.notify_one();
+      }
+    };
+    const size_t n_threads = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), by_size.size()));
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < n_threads; ++t) pool.emplace_back(worker);
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      while (finished < by_size.size()) {
+        cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return finished == by_size.size(); });
+        lock.unlock();
+        report(ranges_done.exchange(0));
+        lock.lock();
+      }
     }
-    info.row_count = int32_t(row_count.size());
+    for (auto& th : pool) th.join();
+    if (error) std::rethrow_exception(error);
+  }
+
+  bool have_t = false;
+  int64_t t_min = 0, t_max = 0;
+  for (size_t li = 0; li < m.lanes.size(); ++li) {
+    const prof::Lane& lane = m.lanes[li];
+    size_t rs = slot_of(lane.rank);
+    ix->ranks_[rs].lanes.push_back(int32_t(li));
+    TimelineLaneInfo info;
+    info.lane = int32_t(li);
+    info.rank = lane.rank;
+    info.first_row = int32_t(ix->rows_.size());
+    LaneRows& b = built[li];
+    if (b.have_t) {
+      t_min = have_t ? std::min(t_min, b.t_min) : b.t_min;
+      t_max = have_t ? std::max(t_max, b.t_max) : b.t_max;
+      have_t = true;
+    }
+    info.row_count = int32_t(b.rows.size());
+    for (TimelineRow& row : b.rows) ix->rows_.push_back(std::move(row));
+    std::vector<TimelineRow>().swap(b.rows);
     ix->lanes_.push_back(info);
   }
 
