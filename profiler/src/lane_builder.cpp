@@ -4,6 +4,8 @@
 // and links kernels to the host range that launched them. Pure functions of the model.
 #include <algorithm>
 #include <climits>
+#include <exception>
+#include <functional>
 #include <map>
 #include <tuple>
 
@@ -181,6 +183,22 @@ std::vector<int64_t> split_into_sublanes(std::vector<TraceRange>& v, size_t b, s
   return counts;
 }
 
+// parallel_for for work that allocates (std::bad_alloc on a trace too big for memory): each
+// task's exception is kept and the first rethrown here once all have run, instead of ending
+// the process from a worker thread.
+void parallel_for_or_throw(size_t n, int threads, const std::function<void(size_t)>& fn) {
+  std::vector<std::exception_ptr> err(n);
+  parallel_for(n, threads, [&](size_t i) {
+    try {
+      fn(i);
+    } catch (...) {
+      err[i] = std::current_exception();
+    }
+  });
+  for (const auto& e : err)
+    if (e) std::rethrow_exception(e);
+}
+
 }  // namespace
 
 void order_file_ranges(std::vector<TraceRange>& ranges) {
@@ -278,7 +296,7 @@ void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
     for (size_t l = 0; l < by_size.size(); ++l) by_size[l] = l;
     std::sort(by_size.begin(), by_size.end(),
               [&](size_t x, size_t y) { return begin[x + 1] - begin[x] > begin[y + 1] - begin[y]; });
-    parallel_for(by_size.size(), threads, [&](size_t k) {
+    parallel_for_or_throw(by_size.size(), threads, [&](size_t k) {
       const size_t l = by_size[k];
       sort_by_start(m.ranges, begin[l], begin[l + 1]);
     });
@@ -361,7 +379,7 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
     return;
   }
   // Which ranges each rank copies, per head range (ascending, as the legacy map).
-  parallel_for(blocks.size(), threads, [&](size_t k) {
+  parallel_for_or_throw(blocks.size(), threads, [&](size_t k) {
     Block& bl = blocks[k];
     std::map<std::pair<int32_t, int32_t>, std::vector<int64_t>> heads;
     for (int64_t i = bl.rb; i < bl.re; ++i) {
@@ -390,7 +408,7 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
   }
   // Each rank writes its copies after its own ranges, grouped by head range, sorted and split
   // into nesting sub-lanes.
-  parallel_for(blocks.size(), threads, [&](size_t k) {
+  parallel_for_or_throw(blocks.size(), threads, [&](size_t k) {
     Block& bl = blocks[k];
     size_t pos = static_cast<size_t>(bl.re + bl.shift);
     for (Group& g : bl.groups) {
@@ -434,7 +452,7 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
     }
   }
   // Lane ids and parents of the moved ranges; lane ids, parents and depths of the copies.
-  parallel_for(blocks.size(), threads, [&](size_t k) {
+  parallel_for_or_throw(blocks.size(), threads, [&](size_t k) {
     const Block& bl = blocks[k];
     for (int64_t i = bl.rb + bl.shift; i < bl.re + bl.shift; ++i) {
       TraceRange& r = m.ranges[static_cast<size_t>(i)];

@@ -13,6 +13,7 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <system_error>
 #include <thread>
 #include <string>
 #include <tuple>
@@ -162,7 +163,13 @@ inline void parallel_for(size_t n, int threads, const std::function<void(size_t)
     for (size_t i = next++; i < n; i = next++) fn(i);
   };
   std::vector<std::thread> pool;
-  for (size_t k = 1; k < t; ++k) pool.emplace_back(work);
+  for (size_t k = 1; k < t; ++k) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {  // no more threads: the ones started (and this one) do it all
+      break;
+    }
+  }
   work();
   for (auto& th : pool) th.join();
 }

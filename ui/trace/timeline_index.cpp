@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <system_error>
 #include <thread>
 
 namespace ulysses::ui {
@@ -175,7 +176,14 @@ std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceM
     };
     const size_t n_threads = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), by_size.size()));
     std::vector<std::thread> pool;
-    for (size_t t = 0; t < n_threads; ++t) pool.emplace_back(worker);
+    for (size_t t = 0; t < n_threads; ++t) {
+      try {
+        pool.emplace_back(worker);
+      } catch (const std::system_error&) {
+        break;
+      }
+    }
+    if (pool.empty()) worker();  // no thread could be started: every lane on this one
     {
       std::unique_lock<std::mutex> lock(mu);
       while (finished < by_size.size()) {
