@@ -158,21 +158,35 @@ int main(int argc, char** argv) {
           std::string insert = "INSERT INTO t(" + cols + ") VALUES ";
           for (int r = 0; r < 32; ++r) insert += (r ? ", " : "") + row + ")";
           sqlite3_stmt* st = nullptr;
-          sqlite3_prepare_v2(db, insert.c_str(), -1, &st, nullptr);
+          bool ok = sqlite3_prepare_v2(db, insert.c_str(), -1, &st, nullptr) == SQLITE_OK;
           const double c0 = cpu_now();
-          sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr);
+          ok = ok && sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr) == SQLITE_OK;
           int64_t t = 1'000'000'000'000;
-          for (int i = 0; i + 32 <= rows; i += 32) {
+          for (int i = 0; ok && i + 32 <= rows; i += 32) {
             int k = 1;
             for (int r = 0; r < 32; ++r)
               for (int c = 0; c < bound; ++c) sqlite3_bind_int64(st, k++, c < 2 ? (t += 137) : (c % 3 ? -1 : c * 5));
-            sqlite3_step(st);
+            ok = sqlite3_step(st) == SQLITE_DONE;
             sqlite3_reset(st);
-            if (i % 65536 == 0 && i > 0) sqlite3_exec(db, "COMMIT; BEGIN", nullptr, nullptr, nullptr);
+            if (ok && i % 65536 == 0 && i > 0)
+              ok = sqlite3_exec(db, "COMMIT; BEGIN", nullptr, nullptr, nullptr) == SQLITE_OK;
           }
-          sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+          ok = ok && sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK;
           const double cpu = cpu_now() - c0;
           sqlite3_finalize(st);
+          // Every row must be there, or the rate means nothing.
+          sqlite3_stmt* count = nullptr;
+          int64_t stored = -1;
+          if (ok && sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &count, nullptr) == SQLITE_OK &&
+              sqlite3_step(count) == SQLITE_ROW)
+            stored = sqlite3_column_int64(count, 0);
+          sqlite3_finalize(count);
+          if (!ok || stored != rows / 32 * 32) {
+            std::fprintf(stderr, "bench_profiler: the SQLite ceiling run failed (%s; %lld rows stored)\n",
+                         sqlite3_errmsg(db), static_cast<long long>(stored));
+            sqlite3_close(db);
+            return 1;
+          }
           sqlite3_close(db);
           fs::remove(path);
           fs::remove(path + "-wal");
