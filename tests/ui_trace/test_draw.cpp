@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include "../profiler/test_util.hpp"
 #include "testdata/synthetic_trace.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "trace/timeline_draw.hpp"
@@ -196,34 +197,18 @@ TEST(TimelineIndex, UnsortedLaneIsToleratedAndOverlapIsCommAndComputeTogether) {
 // Overlap shading per rank from one classification of the model (all_rank_intervals): each
 // rank gets its own compute x comm intersection, hand-computed; a rank without lanes none.
 TEST(TimelineIndex, OverlapIsPerRank) {
-  auto m = std::make_shared<TraceModel>();
-  m->strings = {"x"};
-  for (int32_t r : {0, 1, 5}) m->ranks.push_back({r, r, 0, "cpu", "", 0});
-  auto range = [](int64_t s, int64_t e, ulysses::prof::Phase p, int32_t lane, int32_t rank) {
-    TraceRange r;
-    r.start_ns = s;
-    r.end_ns = e;
-    r.phase = p;
-    r.lane = lane;
-    r.rank = rank;
-    return r;
-  };
+  using ulysses::prof::LaneKind;
   using ulysses::prof::Phase;
+  using ut::R;
   // rank 0: attention 500-900 (compute) against an all-to-all 200-600 -> overlap 500-600
   // rank 1: mlp 0-300 against all-to-alls 100-200 and 250-400 -> overlap 100-200, 250-300
-  m->ranges = {range(500, 900, Phase::Attention, 0, 0), range(200, 600, Phase::A2ASeqToHead, 1, 0),
-               range(0, 300, Phase::Mlp, 2, 1), range(100, 200, Phase::A2ASeqToHead, 3, 1),
-               range(250, 400, Phase::A2AHeadToSeq, 3, 1)};
-  const int64_t first[4] = {0, 1, 2, 3}, count[4] = {1, 1, 1, 2};
-  for (int l = 0; l < 4; ++l) {
-    ulysses::prof::Lane lane;
-    lane.rank = l / 2;
-    lane.name = l % 2 ? "comm" : "main";
-    lane.kind = l % 2 ? ulysses::prof::LaneKind::Comm : ulysses::prof::LaneKind::HostThread;
-    lane.first = first[l];
-    lane.count = count[l];
-    m->lanes.push_back(lane);
-  }
+  auto m = std::make_shared<TraceModel>(ut::make_model({
+      {0, LaneKind::HostThread, "main", {R(500, 900, Phase::Attention)}},
+      {0, LaneKind::Comm, "comm", {R(200, 600, Phase::A2ASeqToHead)}},
+      {1, LaneKind::HostThread, "main", {R(0, 300, Phase::Mlp)}},
+      {1, LaneKind::Comm, "comm", {R(100, 200, Phase::A2ASeqToHead), R(250, 400, Phase::A2AHeadToSeq)}},
+  }));
+  for (int32_t r : {0, 1, 5}) m->ranks.push_back({r, r, 0, "cpu", "", 0});
   auto ix = TimelineIndex::build(m);
   ASSERT_EQ(ix->ranks().size(), 3u);
   EXPECT_EQ(ix->ranks()[0].rank, 0);
