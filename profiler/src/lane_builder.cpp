@@ -4,8 +4,6 @@
 // and links kernels to the host range that launched them. Pure functions of the model.
 #include <algorithm>
 #include <climits>
-#include <exception>
-#include <functional>
 #include <map>
 #include <tuple>
 
@@ -98,6 +96,12 @@ void link_lane(std::vector<TraceRange>& v, size_t b, size_t e) {
   }
 }
 
+// "heads 0-3", and "heads 0-3 #2" for its second sub-lane (sub-lane s counts from 0).
+std::string head_lane_name(int32_t head_begin, int32_t head_end, size_t s) {
+  return "heads " + std::to_string(head_begin) + "-" + std::to_string(head_end - 1) +
+         (s ? " #" + std::to_string(s + 1) : "");
+}
+
 // The legacy loader's way: copies every range into a new vector, rank by rank, with that
 // rank's head-range copies after its lanes (a map of copies per head range, each sorted).
 void add_head_lanes_by_copying(TraceModel& m, bool exact_reserve) {
@@ -145,8 +149,7 @@ void add_head_lanes_by_copying(TraceModel& m, bool exact_reserve) {
         l.kind = LaneKind::HeadRange;
         l.head_begin = hr.first;
         l.head_end = hr.second;
-        l.name = "heads " + std::to_string(hr.first) + "-" + std::to_string(hr.second - 1) +
-                 (s ? " #" + std::to_string(s + 1) : "");
+        l.name = head_lane_name(hr.first, hr.second, static_cast<size_t>(s));
         l.first = static_cast<int64_t>(out.size());
         for (size_t k = 0; k < v.size(); ++k) {
           if (sub[k] != s) continue;
@@ -181,22 +184,6 @@ std::vector<int64_t> split_into_sublanes(std::vector<TraceRange>& v, size_t b, s
     std::move(seg.begin(), seg.end(), v.begin() + static_cast<std::ptrdiff_t>(b));
   }
   return counts;
-}
-
-// parallel_for for work that allocates (std::bad_alloc on a trace too big for memory): each
-// task's exception is kept and the first rethrown here once all have run, instead of ending
-// the process from a worker thread.
-void parallel_for_or_throw(size_t n, int threads, const std::function<void(size_t)>& fn) {
-  std::vector<std::exception_ptr> err(n);
-  parallel_for(n, threads, [&](size_t i) {
-    try {
-      fn(i);
-    } catch (...) {
-      err[i] = std::current_exception();
-    }
-  });
-  for (const auto& e : err)
-    if (e) std::rethrow_exception(e);
 }
 
 }  // namespace
@@ -296,7 +283,7 @@ void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
     for (size_t l = 0; l < by_size.size(); ++l) by_size[l] = l;
     std::sort(by_size.begin(), by_size.end(),
               [&](size_t x, size_t y) { return begin[x + 1] - begin[x] > begin[y + 1] - begin[y]; });
-    parallel_for_or_throw(by_size.size(), threads, [&](size_t k) {
+    parallel_for(by_size.size(), threads, [&](size_t k) {
       const size_t l = by_size[k];
       sort_by_start(m.ranges, begin[l], begin[l + 1]);
     });
@@ -379,7 +366,7 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
     return;
   }
   // Which ranges each rank copies, per head range (ascending, as the legacy map).
-  parallel_for_or_throw(blocks.size(), threads, [&](size_t k) {
+  parallel_for(blocks.size(), threads, [&](size_t k) {
     Block& bl = blocks[k];
     std::map<std::pair<int32_t, int32_t>, std::vector<int64_t>> heads;
     for (int64_t i = bl.rb; i < bl.re; ++i) {
@@ -408,7 +395,7 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
   }
   // Each rank writes its copies after its own ranges, grouped by head range, sorted and split
   // into nesting sub-lanes.
-  parallel_for_or_throw(blocks.size(), threads, [&](size_t k) {
+  parallel_for(blocks.size(), threads, [&](size_t k) {
     Block& bl = blocks[k];
     size_t pos = static_cast<size_t>(bl.re + bl.shift);
     for (Group& g : bl.groups) {
@@ -441,8 +428,7 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
         l.kind = LaneKind::HeadRange;
         l.head_begin = g.head_begin;
         l.head_end = g.head_end;
-        l.name = "heads " + std::to_string(g.head_begin) + "-" + std::to_string(g.head_end - 1) +
-                 (s ? " #" + std::to_string(s + 1) : "");
+        l.name = head_lane_name(g.head_begin, g.head_end, s);
         l.first = first;
         l.count = g.sublanes[s];
         first += l.count;
@@ -452,7 +438,7 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
     }
   }
   // Lane ids and parents of the moved ranges; lane ids, parents and depths of the copies.
-  parallel_for_or_throw(blocks.size(), threads, [&](size_t k) {
+  parallel_for(blocks.size(), threads, [&](size_t k) {
     const Block& bl = blocks[k];
     for (int64_t i = bl.rb + bl.shift; i < bl.re + bl.shift; ++i) {
       TraceRange& r = m.ranges[static_cast<size_t>(i)];

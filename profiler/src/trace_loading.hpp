@@ -150,7 +150,9 @@ void renumber_foreign_ranks(Builder& b);
 void label_foreign_phases(TraceModel& m);
 
 // Runs fn(0) .. fn(n-1) on up to `threads` threads (0 = one per core), each index once; the
-// calling thread takes part. fn must not throw (callers catch per task).
+// calling thread takes part. If fn throws (std::bad_alloc on a trace too big for memory), the
+// exception of the lowest failing index is rethrown here once the workers are done, instead of
+// ending the process from a worker thread.
 inline void parallel_for(size_t n, int threads, const std::function<void(size_t)>& fn) {
   size_t t = threads > 0 ? static_cast<size_t>(threads) : std::max(1u, std::thread::hardware_concurrency());
   t = std::min(t, n);
@@ -158,9 +160,16 @@ inline void parallel_for(size_t n, int threads, const std::function<void(size_t)
     for (size_t i = 0; i < n; ++i) fn(i);
     return;
   }
+  std::vector<std::exception_ptr> err(n);
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i = next++; i < n; i = next++) fn(i);
+    for (size_t i = next++; i < n; i = next++) {
+      try {
+        fn(i);
+      } catch (...) {
+        err[i] = std::current_exception();
+      }
+    }
   };
   std::vector<std::thread> pool;
   for (size_t k = 1; k < t; ++k) {
@@ -172,6 +181,8 @@ inline void parallel_for(size_t n, int threads, const std::function<void(size_t)
   }
   work();
   for (auto& th : pool) th.join();
+  for (const auto& e : err)
+    if (e) std::rethrow_exception(e);
 }
 
 // Orders each source's ranges of one file as build_lanes will (by start, longer first), ties in
