@@ -243,75 +243,136 @@ void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
     std::sort(m.ranges.begin(), m.ranges.end(), [](const TraceRange& x, const TraceRange& y) {
       return x.lane != y.lane ? x.lane < y.lane : by_start(x, y);
     });
+  }
+  // Each source's ranges: [src_begin[l], src_begin[l] + src_count[l]) of m.ranges.
+  std::vector<int64_t> src_begin(order.size(), 0), src_count(order.size(), 0);
+  if (threads < 0) {
+    size_t i = 0;
+    for (size_t l = 0; l < order.size(); ++l) {
+      size_t e = i;
+      while (e < m.ranges.size() && m.ranges[e].lane == static_cast<int32_t>(l)) ++e;
+      src_begin[l] = static_cast<int64_t>(i);
+      src_count[l] = static_cast<int64_t>(e - i);
+      i = e;
+    }
   } else {
-    // One counting pass puts every range in its lane's slice (each range copied once), then
-    // the slices are sorted by start independently, in parallel.
-    // Input: m.ranges, then the parallel reader's per-file vectors (freed one by one).
+    // Every range is copied once, into its lane's slice; the parts (m.ranges, then the
+    // parallel reader's per-file vectors) are counted and copied on up to `threads` threads,
+    // each part into places of its own, so the lanes come out as one pass in part order would
+    // give them. With room_for_head_lanes, each rank's slices are followed by room for its
+    // head-range copies (Ulysses traces): add_head_lanes then writes them in place without
+    // moving anything. Until it does, that room holds default ranges that no lane covers.
     std::vector<std::vector<TraceRange>> parts;
     parts.reserve(b.pending_ranges.size() + 1);
     parts.push_back(std::move(m.ranges));
     for (auto& v : b.pending_ranges) parts.push_back(std::move(v));
     b.pending_ranges.clear();
-    std::vector<int64_t> begin(order.size() + 1, 0);
-    size_t total = 0, head_copies = 0;
-    for (const auto& v : parts) {
-      total += v.size();
-      for (const auto& r : v) {
-        ++begin[static_cast<size_t>(rank_of_source[r.lane]) + 1];
-        head_copies += room_for_head_lanes && r.head_begin >= 0 && !r.is_kernel;
+    struct PartLanes {  // the lanes one part's ranges go to: [lo, lo + n.size())
+      int32_t lo = 0;
+      std::vector<int64_t> n, heads, at;  // per lane: ranges, head copies, where the part's first goes
+    };
+    std::vector<PartLanes> pl(parts.size());
+    const bool room = room_for_head_lanes && m.format == "ulysses";
+    parallel_for(parts.size(), threads, [&](size_t p) {
+      const std::vector<TraceRange>& v = parts[p];
+      if (v.empty()) return;
+      int32_t lo = INT32_MAX, hi = INT32_MIN;
+      for (const TraceRange& r : v) {
+        lo = std::min(lo, rank_of_source[static_cast<size_t>(r.lane)]);
+        hi = std::max(hi, rank_of_source[static_cast<size_t>(r.lane)]);
+      }
+      PartLanes& x = pl[p];
+      x.lo = lo;
+      x.n.assign(static_cast<size_t>(hi - lo) + 1, 0);
+      x.heads.assign(x.n.size(), 0);
+      for (const TraceRange& r : v) {
+        const size_t l = static_cast<size_t>(rank_of_source[static_cast<size_t>(r.lane)] - lo);
+        ++x.n[l];
+        x.heads[l] += room && r.head_begin >= 0 && !r.is_kernel;
+      }
+    });
+    std::vector<int64_t> heads(order.size(), 0);
+    for (const PartLanes& x : pl)
+      for (size_t k = 0; k < x.n.size(); ++k) {
+        src_count[static_cast<size_t>(x.lo) + k] += x.n[k];
+        heads[static_cast<size_t>(x.lo) + k] += x.heads[k];
+      }
+    int64_t total = 0, rank_heads = 0;
+    for (size_t l = 0; l < order.size(); ++l) {
+      src_begin[l] = total;
+      total += src_count[l];
+      rank_heads += heads[l];
+      const bool rank_ends = l + 1 == order.size() || b.sources[order[l + 1]].rank != b.sources[order[l]].rank;
+      if (rank_ends) {
+        total += rank_heads;  // the rank's room for its head-range copies
+        rank_heads = 0;
       }
     }
-    for (size_t l = 0; l < order.size(); ++l) begin[l + 1] += begin[l];
-    {
-      std::vector<int64_t> pos(begin.begin(), begin.end() - 1);
-      std::vector<TraceRange> out;
-      out.reserve(total + head_copies);  // add_head_lanes then writes its copies without moving the rest
-      out.resize(total);
-      for (auto& v : parts) {
-        for (const auto& r : v) {
-          const int32_t l = rank_of_source[r.lane];
-          TraceRange& o = out[static_cast<size_t>(pos[static_cast<size_t>(l)]++)];
-          o = r;
-          o.lane = l;
-        }
-        std::vector<TraceRange>().swap(v);  // peak: the output + the files not yet moved
-      }
-      m.ranges = std::move(out);
+    std::vector<int64_t> pos(src_begin);
+    for (PartLanes& x : pl) {
+      x.at.assign(pos.begin() + x.lo, pos.begin() + x.lo + static_cast<std::ptrdiff_t>(x.n.size()));
+      for (size_t k = 0; k < x.n.size(); ++k) pos[static_cast<size_t>(x.lo) + k] += x.n[k];
     }
+    std::vector<TraceRange> out;
+    out.reserve(static_cast<size_t>(total));
+    prepare_capacity(out, threads);
+    out.resize(static_cast<size_t>(total));
+    parallel_for(parts.size(), threads, [&](size_t p) {
+      PartLanes& x = pl[p];
+      for (const TraceRange& r : parts[p]) {
+        const int32_t l = rank_of_source[static_cast<size_t>(r.lane)];
+        TraceRange& o = out[static_cast<size_t>(x.at[static_cast<size_t>(l - x.lo)]++)];
+        o = r;
+        o.lane = l;
+      }
+      std::vector<TraceRange>().swap(parts[p]);  // peak: the output + the parts not yet copied
+    });
+    m.ranges = std::move(out);
     // Largest lanes first, so one big lane does not start last.
     std::vector<size_t> by_size(order.size());
     for (size_t l = 0; l < by_size.size(); ++l) by_size[l] = l;
-    std::sort(by_size.begin(), by_size.end(),
-              [&](size_t x, size_t y) { return begin[x + 1] - begin[x] > begin[y + 1] - begin[y]; });
+    std::sort(by_size.begin(), by_size.end(), [&](size_t x, size_t y) { return src_count[x] > src_count[y]; });
     parallel_for(by_size.size(), threads, [&](size_t k) {
       const size_t l = by_size[k];
-      sort_by_start(m.ranges, begin[l], begin[l + 1]);
+      sort_by_start(m.ranges, static_cast<size_t>(src_begin[l]), static_cast<size_t>(src_begin[l] + src_count[l]));
     });
   }
 
+  // Sub-lanes of every source (in parallel), then lane ids in source order, then each final
+  // lane's ids, parents and depths (in parallel).
+  const int work_threads = threads < 0 ? 1 : threads;
+  std::vector<std::vector<int64_t>> counts(order.size());
+  parallel_for(order.size(), work_threads, [&](size_t l) {
+    const size_t i = static_cast<size_t>(src_begin[l]);
+    counts[l] = split_into_sublanes(m.ranges, i, i + static_cast<size_t>(src_count[l]));
+  });
   std::vector<Lane> lanes;
-  size_t i = 0;
+  std::vector<int32_t> first_lane(order.size());
   for (size_t si = 0; si < order.size(); ++si) {
     const SourceLane& src = b.sources[order[si]];
-    size_t e = i;
-    while (e < m.ranges.size() && m.ranges[e].lane == static_cast<int32_t>(si)) ++e;
-    const std::vector<int64_t> counts = split_into_sublanes(m.ranges, i, e);
-    size_t k = i;
-    for (size_t s = 0; s < counts.size(); ++s) {
+    first_lane[si] = static_cast<int32_t>(lanes.size());
+    int64_t k = src_begin[si];
+    for (size_t s = 0; s < counts[si].size(); ++s) {
       Lane l;
       l.rank = src.rank;
       l.kind = src.kind;
       l.name = s == 0 ? src.name : src.name + " #" + std::to_string(s + 1);
       l.tid_or_stream = src.id;
-      l.first = static_cast<int64_t>(k);
-      l.count = counts[s];
-      const int32_t lane_id = static_cast<int32_t>(lanes.size());
-      for (int64_t c = 0; c < l.count; ++c) m.ranges[k++].lane = lane_id;
-      link_lane(m.ranges, static_cast<size_t>(l.first), k);
+      l.first = k;
+      l.count = counts[si][s];
+      k += l.count;
       lanes.push_back(std::move(l));
     }
-    i = e;
   }
+  parallel_for(order.size(), work_threads, [&](size_t si) {
+    for (size_t s = 0; s < counts[si].size(); ++s) {
+      const int32_t lane_id = first_lane[si] + static_cast<int32_t>(s);
+      const Lane& l = lanes[static_cast<size_t>(lane_id)];
+      const size_t f = static_cast<size_t>(l.first), e = f + static_cast<size_t>(l.count);
+      for (size_t k = f; k < e; ++k) m.ranges[k].lane = lane_id;
+      link_lane(m.ranges, f, e);
+    }
+  });
   m.lanes = std::move(lanes);
 }
 
@@ -348,7 +409,11 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
     Block bl;
     bl.rank = m.lanes[li].rank;
     bl.li = li;
-    bl.rb = next;
+    if (m.lanes[li].first < next) {
+      add_head_lanes_by_copying(m, true);
+      return;
+    }
+    next = bl.rb = m.lanes[li].first;  // after room build_lanes left for the rank before, if any
     while (li < m.lanes.size() && m.lanes[li].rank == bl.rank) {
       if (m.lanes[li].first != next || m.lanes[li].count < 0) {
         add_head_lanes_by_copying(m, true);
@@ -361,7 +426,7 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
     bl.re = next;
     blocks.push_back(std::move(bl));
   }
-  if (next != static_cast<int64_t>(m.ranges.size())) {
+  if (next > static_cast<int64_t>(m.ranges.size())) {
     add_head_lanes_by_copying(m, true);
     return;
   }
@@ -378,15 +443,25 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
       bl.groups.push_back(Group{hr.first, hr.second, std::move(v), {}});
     }
   });
-  int64_t copies = 0;
+  // Each rank's block goes where it ends up: after the ranks before it and their copies. With
+  // the room build_lanes leaves after each rank it is already there (no block moves); packed
+  // lanes move up (from the last block down, none onto one not yet moved).
+  int64_t copies = 0, end = 0;
   for (Block& bl : blocks) {
-    bl.shift = copies;
+    bl.shift = end - bl.rb;
+    end += (bl.re - bl.rb) + bl.copies;
     copies += bl.copies;
   }
-  if (copies == 0) return;
-  const size_t n = m.ranges.size();
-  m.ranges.reserve(n + static_cast<size_t>(copies));  // exact (build_lanes usually left the room)
-  m.ranges.resize(n + static_cast<size_t>(copies));
+  if (copies == 0 && end == static_cast<int64_t>(m.ranges.size())) return;
+  const bool fits = end >= static_cast<int64_t>(m.ranges.size()) &&
+                    std::all_of(blocks.begin(), blocks.end(), [](const Block& bl) { return bl.shift >= 0; });
+  if (!fits) {  // room that is not the copies' (not what build_lanes leaves)
+    add_head_lanes_by_copying(m, true);
+    return;
+  }
+  m.ranges.reserve(static_cast<size_t>(end));  // exact
+  prepare_capacity(m.ranges, threads);
+  m.ranges.resize(static_cast<size_t>(end));
   for (size_t k = blocks.size(); k-- > 0;) {
     const Block& bl = blocks[k];
     if (bl.shift == 0 || bl.rb == bl.re) continue;
@@ -463,7 +538,14 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
 // of its own) the range of the same rank, step, phase, direction, layer, heads and chunk.
 void link_kernels_to_launchers(TraceModel& m) {
   bool any = false;
-  for (const auto& r : m.ranges) any |= r.is_kernel && r.external_id != 0;
+  for (const auto& l : m.lanes) {  // head-range lanes hold copies of host ranges, never kernels
+    if (l.kind == LaneKind::HeadRange) continue;
+    for (int64_t k = l.first; k < l.first + l.count && !any; ++k) {
+      const TraceRange& r = m.ranges[static_cast<size_t>(k)];
+      any = r.is_kernel && r.external_id != 0;
+    }
+    if (any) break;
+  }
   if (!any) return;
   std::map<std::pair<int32_t, int64_t>, int32_t> by_id;
   std::map<std::tuple<int32_t, int32_t, int, int, int32_t, int32_t, int32_t, int32_t>, int32_t> by_info;

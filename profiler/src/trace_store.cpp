@@ -391,9 +391,28 @@ void finish(Builder& b, const LoadOptions& opts) {
       m.t_max = std::max(m.t_max, z);
     }
   };
-  for (const auto& r : m.ranges) {
-    extend(r.start_ns, r.end_ns);
-    max_layer = std::max(max_layer, r.layer);
+  // Per lane, on the loader's threads; head-range lanes hold copies of ranges counted already.
+  struct Extent {
+    bool any = false;
+    int64_t lo = 0, hi = 0;
+    int32_t layer = -1;
+  };
+  std::vector<Extent> ext(m.lanes.size());
+  parallel_for(m.lanes.size(), opts.legacy ? 1 : opts.threads, [&](size_t l) {
+    const Lane& lane = m.lanes[l];
+    if (lane.kind == LaneKind::HeadRange) return;
+    Extent& x = ext[l];
+    for (int64_t i = lane.first; i < lane.first + lane.count; ++i) {
+      const TraceRange& r = m.ranges[static_cast<size_t>(i)];
+      x.lo = x.any ? std::min(x.lo, r.start_ns) : r.start_ns;
+      x.hi = x.any ? std::max(x.hi, r.end_ns) : r.end_ns;
+      x.any = true;
+      x.layer = std::max(x.layer, r.layer);
+    }
+  });
+  for (const Extent& x : ext) {
+    if (x.any) extend(x.lo, x.hi);
+    max_layer = std::max(max_layer, x.layer);
   }
   for (const auto& s : m.steps) extend(s.start_ns, s.end_ns);
   m.num_layers = max_layer + 1;
