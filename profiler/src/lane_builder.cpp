@@ -259,9 +259,9 @@ void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
     // Every range is copied once, into its lane's slice; the parts (m.ranges, then the
     // parallel reader's per-file vectors) are counted and copied on up to `threads` threads,
     // each part into places of its own, so the lanes come out as one pass in part order would
-    // give them. With room_for_head_lanes, each rank's slices are followed by room for its
-    // head-range copies (Ulysses traces): add_head_lanes then writes them in place without
-    // moving anything. Until it does, that room holds default ranges that no lane covers.
+    // give them. With room_for_head_lanes the vector's capacity also holds the head-range
+    // copies, so add_head_lanes does not move it to a bigger one; that room is not touched
+    // here (no memory for it while the parts are still held).
     std::vector<std::vector<TraceRange>> parts;
     parts.reserve(b.pending_ranges.size() + 1);
     parts.push_back(std::move(m.ranges));
@@ -269,10 +269,10 @@ void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
     b.pending_ranges.clear();
     struct PartLanes {  // the lanes one part's ranges go to: [lo, lo + n.size())
       int32_t lo = 0;
-      std::vector<int64_t> n, heads, at;  // per lane: ranges, head copies, where the part's first goes
+      std::vector<int64_t> n, at;  // per lane: ranges, where the part's first goes
+      int64_t heads = 0;           // head-range copies its ranges will have
     };
     std::vector<PartLanes> pl(parts.size());
-    const bool room = room_for_head_lanes && m.format == "ulysses";
     parallel_for(parts.size(), threads, [&](size_t p) {
       const std::vector<TraceRange>& v = parts[p];
       if (v.empty()) return;
@@ -284,29 +284,20 @@ void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
       PartLanes& x = pl[p];
       x.lo = lo;
       x.n.assign(static_cast<size_t>(hi - lo) + 1, 0);
-      x.heads.assign(x.n.size(), 0);
       for (const TraceRange& r : v) {
-        const size_t l = static_cast<size_t>(rank_of_source[static_cast<size_t>(r.lane)] - lo);
-        ++x.n[l];
-        x.heads[l] += room && r.head_begin >= 0 && !r.is_kernel;
+        ++x.n[static_cast<size_t>(rank_of_source[static_cast<size_t>(r.lane)] - lo)];
+        x.heads += room_for_head_lanes && r.head_begin >= 0 && !r.is_kernel;
       }
     });
-    std::vector<int64_t> heads(order.size(), 0);
-    for (const PartLanes& x : pl)
-      for (size_t k = 0; k < x.n.size(); ++k) {
-        src_count[static_cast<size_t>(x.lo) + k] += x.n[k];
-        heads[static_cast<size_t>(x.lo) + k] += x.heads[k];
-      }
-    int64_t total = 0, rank_heads = 0;
+    int64_t head_copies = 0;
+    for (const PartLanes& x : pl) {
+      for (size_t k = 0; k < x.n.size(); ++k) src_count[static_cast<size_t>(x.lo) + k] += x.n[k];
+      head_copies += x.heads;
+    }
+    int64_t total = 0;
     for (size_t l = 0; l < order.size(); ++l) {
       src_begin[l] = total;
       total += src_count[l];
-      rank_heads += heads[l];
-      const bool rank_ends = l + 1 == order.size() || b.sources[order[l + 1]].rank != b.sources[order[l]].rank;
-      if (rank_ends) {
-        total += rank_heads;  // the rank's room for its head-range copies
-        rank_heads = 0;
-      }
     }
     std::vector<int64_t> pos(src_begin);
     for (PartLanes& x : pl) {
@@ -314,8 +305,8 @@ void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
       for (size_t k = 0; k < x.n.size(); ++k) pos[static_cast<size_t>(x.lo) + k] += x.n[k];
     }
     std::vector<TraceRange> out;
-    out.reserve(static_cast<size_t>(total));
-    prepare_capacity(out, threads);
+    out.reserve(static_cast<size_t>(total + head_copies));
+    prepare_capacity(out, static_cast<size_t>(total), threads);
     out.resize(static_cast<size_t>(total));
     parallel_for(parts.size(), threads, [&](size_t p) {
       PartLanes& x = pl[p];
@@ -409,11 +400,7 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
     Block bl;
     bl.rank = m.lanes[li].rank;
     bl.li = li;
-    if (m.lanes[li].first < next) {
-      add_head_lanes_by_copying(m, true);
-      return;
-    }
-    next = bl.rb = m.lanes[li].first;  // after room build_lanes left for the rank before, if any
+    bl.rb = next;
     while (li < m.lanes.size() && m.lanes[li].rank == bl.rank) {
       if (m.lanes[li].first != next || m.lanes[li].count < 0) {
         add_head_lanes_by_copying(m, true);
@@ -426,7 +413,7 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
     bl.re = next;
     blocks.push_back(std::move(bl));
   }
-  if (next > static_cast<int64_t>(m.ranges.size())) {
+  if (next != static_cast<int64_t>(m.ranges.size())) {
     add_head_lanes_by_copying(m, true);
     return;
   }
@@ -443,30 +430,32 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
       bl.groups.push_back(Group{hr.first, hr.second, std::move(v), {}});
     }
   });
-  // Each rank's block goes where it ends up: after the ranks before it and their copies. With
-  // the room build_lanes leaves after each rank it is already there (no block moves); packed
-  // lanes move up (from the last block down, none onto one not yet moved).
-  int64_t copies = 0, end = 0;
+  int64_t copies = 0;
   for (Block& bl : blocks) {
-    bl.shift = end - bl.rb;
-    end += (bl.re - bl.rb) + bl.copies;
+    bl.shift = copies;
     copies += bl.copies;
   }
-  if (copies == 0 && end == static_cast<int64_t>(m.ranges.size())) return;
-  const bool fits = end >= static_cast<int64_t>(m.ranges.size()) &&
-                    std::all_of(blocks.begin(), blocks.end(), [](const Block& bl) { return bl.shift >= 0; });
-  if (!fits) {  // room that is not the copies' (not what build_lanes leaves)
-    add_head_lanes_by_copying(m, true);
-    return;
-  }
-  m.ranges.reserve(static_cast<size_t>(end));  // exact
-  prepare_capacity(m.ranges, threads);
-  m.ranges.resize(static_cast<size_t>(end));
+  if (copies == 0) return;
+  const size_t n = m.ranges.size(), end = n + static_cast<size_t>(copies);
+  m.ranges.reserve(end);  // exact (build_lanes usually left the room)
+  prepare_capacity(m.ranges, end - n, threads);
+  m.ranges.resize(end);
   for (size_t k = blocks.size(); k-- > 0;) {
     const Block& bl = blocks[k];
     if (bl.shift == 0 || bl.rb == bl.re) continue;
+    // From the end, `shift` ranges at a time: each wave's ranges go to places the waves before
+    // it have emptied (or past the block), so a wave's pieces do not overlap and are copied in
+    // parallel.
     const auto b = m.ranges.begin();
-    std::move_backward(b + bl.rb, b + bl.re, b + bl.re + bl.shift);
+    for (int64_t hi = bl.re; hi > bl.rb;) {
+      const int64_t lo = std::max(bl.rb, hi - bl.shift);
+      constexpr int64_t kPiece = 1 << 12;  // 384 KB
+      parallel_for(static_cast<size_t>((hi - lo + kPiece - 1) / kPiece), threads, [&](size_t p) {
+        const int64_t f = lo + static_cast<int64_t>(p) * kPiece, e = std::min(hi, f + kPiece);
+        std::copy(b + f, b + e, b + f + bl.shift);
+      });
+      hi = lo;
+    }
   }
   // Each rank writes its copies after its own ranges, grouped by head range, sorted and split
   // into nesting sub-lanes.

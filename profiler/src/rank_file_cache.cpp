@@ -107,8 +107,8 @@ void decode(const std::string& bytes, detail::Builder* out) {
   constexpr size_t kRangeVarints = 17;
   const size_t n = in.count();
   if (n > (bytes.size() - static_cast<size_t>(in.pos() - bytes.data())) / kRangeVarints) In::fail();
-  m.ranges.reserve(n);                    // each range written once (push_back), not default-filled first
-  detail::prepare_capacity(m.ranges, 1);  // this file is decoded on one of the reader's threads
+  m.ranges.reserve(n);                       // each range written once (push_back), not default-filled first
+  detail::prepare_capacity(m.ranges, n, 1);  // this file is decoded on one of the reader's threads
   int64_t prev = 0;
   for (size_t k = 0; k < n; ++k) {
     TraceRange r;

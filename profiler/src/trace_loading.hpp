@@ -189,14 +189,15 @@ inline void parallel_for(size_t n, int threads, const std::function<void(size_t)
     if (e) std::rethrow_exception(e);
 }
 
-// Makes the untouched capacity of `v` ready to be written: on Linux, asks for transparent huge
-// pages there (a hint; 2 MB pages mean 512 times fewer page faults) and, with threads != 1,
-// touches its pages on up to `threads` threads (0 = one per core). The first write to fresh
-// memory takes a page fault per page; left to the single thread that then fills the vector
-// (resize, value-initialising every range), the faults of a 1.5 GB model cost it seconds.
+// Makes the next `count` elements of v's capacity (past its size) ready to be written: on
+// Linux, asks for transparent huge pages there (a hint; 2 MB pages take 512 times fewer page
+// faults) and, with threads != 1, touches their pages on up to `threads` threads (0 = one per
+// core). The first write to fresh memory takes a page fault per page; left to the one thread
+// that then fills the vector (resize value-initialises every range), the faults of a 1.5 GB
+// model cost it seconds.
 template <typename T>
-void prepare_capacity(std::vector<T>& v, int threads) {
-  const size_t bytes = (v.capacity() - v.size()) * sizeof(T);
+void prepare_capacity(std::vector<T>& v, size_t count, int threads) {
+  const size_t bytes = std::min(count, v.capacity() - v.size()) * sizeof(T);
   constexpr size_t kHuge = size_t{2} << 20, kPage = 4096;
   if (bytes < 4 * kHuge) return;
   char* const p = reinterpret_cast<char*>(v.data() + v.size());
@@ -230,8 +231,9 @@ void order_file_ranges(std::vector<TraceRange>& ranges);
 void build_lanes(Builder& b, int threads = -1, bool room_for_head_lanes = false);
 // Appends per-rank HeadRange lanes (copies), keeping lanes grouped by rank. exact_reserve =
 // false: the legacy loader's way (every range copied into a new vector reserved for the
-// originals only, so the copies grow it); true: in place, rank blocks moved up once and each
-// rank's copies written on up to `threads` threads (0 = one per core). Same model either way.
+// originals only, so the copies grow it); true: in place, rank blocks moved up once (in
+// pieces copied in parallel) and each rank's copies written on up to `threads` threads (0 =
+// one per core). Same model either way.
 void add_head_lanes(TraceModel& m, bool exact_reserve = true, int threads = 1);
 // Kernel -> the host range that launched it (TraceRange::origin).
 void link_kernels_to_launchers(TraceModel& m);
