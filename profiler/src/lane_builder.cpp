@@ -3,6 +3,7 @@
 // spread over extra sub-lanes), sets parents and depths, adds per-head-range display lanes
 // and links kernels to the host range that launched them. Pure functions of the model.
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <map>
 #include <tuple>
@@ -525,7 +526,7 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
 // Kernel -> the host range that launched it (TraceRange::origin), once indices are final: the
 // traced range carrying the kernel's external id; for an all-to-all issue (its id has no range
 // of its own) the range of the same rank, step, phase, direction, layer, heads and chunk.
-void link_kernels_to_launchers(TraceModel& m) {
+void link_kernels_to_launchers(TraceModel& m, int threads) {
   bool any = false;
   for (const auto& l : m.lanes) {  // head-range lanes hold copies of host ranges, never kernels
     if (l.kind == LaneKind::HeadRange) continue;
@@ -536,32 +537,66 @@ void link_kernels_to_launchers(TraceModel& m) {
     if (any) break;
   }
   if (!any) return;
-  std::map<std::pair<int32_t, int64_t>, int32_t> by_id;
-  std::map<std::tuple<int32_t, int32_t, int, int, int32_t, int32_t, int32_t, int32_t>, int32_t> by_info;
-  auto info_key = [](const TraceRange& r) {
-    return std::make_tuple(r.rank, r.step, static_cast<int>(r.phase), static_cast<int>(r.dir), r.layer, r.head_begin,
-                           r.head_end, r.chunk);
+  // Every key holds the rank, so each rank is linked apart (ranks in parallel): its host
+  // ranges in lane order as sorted tables (the first range of a key wins), then a binary
+  // search per kernel. Was a tree of all ranks' host ranges: 10 s for 10 M ranges.
+  using Info = std::array<int32_t, 7>;  // step, phase, dir, layer, heads, chunk
+  auto info_of = [](const TraceRange& r) -> Info {
+    return {r.step, static_cast<int32_t>(r.phase), static_cast<int32_t>(r.dir), r.layer, r.head_begin, r.head_end,
+            r.chunk};
   };
-  for (const auto& l : m.lanes) {
-    if (l.kind == LaneKind::HeadRange || l.kind == LaneKind::CudaStream) continue;
-    for (int64_t k = l.first; k < l.first + l.count; ++k) {
-      const TraceRange& r = m.ranges[static_cast<size_t>(k)];
-      if (r.external_id != 0)
-        by_id.emplace(std::make_pair(r.rank, r.external_id), static_cast<int32_t>(k));
-      else
-        by_info.emplace(info_key(r), static_cast<int32_t>(k));
-    }
+  std::vector<std::pair<size_t, size_t>> rank_lanes;  // [first lane, end lane) of each rank
+  for (size_t l = 0; l < m.lanes.size();) {
+    size_t e = l;
+    while (e < m.lanes.size() && m.lanes[e].rank == m.lanes[l].rank) ++e;
+    rank_lanes.emplace_back(l, e);
+    l = e;
   }
-  for (auto& r : m.ranges) {
-    if (!r.is_kernel || r.external_id == 0) continue;
-    auto it = by_id.find({r.rank, r.external_id});
-    if (it != by_id.end()) {
-      r.origin = it->second;
-      continue;
+  // Lanes are grouped by rank (build_lanes); if they were not, one rank's lanes would come in
+  // several groups and link apart, missing each other's launchers: then link as one group.
+  std::vector<int32_t> seen;
+  for (const auto& [b, e] : rank_lanes) seen.push_back(m.lanes[b].rank);
+  std::sort(seen.begin(), seen.end());
+  if (std::adjacent_find(seen.begin(), seen.end()) != seen.end()) rank_lanes.assign(1, {0, m.lanes.size()});
+  parallel_for(rank_lanes.size(), threads, [&](size_t g) {
+    const auto [lb, le] = rank_lanes[g];
+    std::vector<std::tuple<int32_t, int64_t, int32_t>> by_id;  // rank, external id, range
+    std::vector<std::tuple<int32_t, Info, int32_t>> by_info;   // rank, info, range
+    for (size_t l = lb; l < le; ++l) {
+      const Lane& lane = m.lanes[l];
+      if (lane.kind == LaneKind::HeadRange || lane.kind == LaneKind::CudaStream) continue;
+      for (int64_t k = lane.first; k < lane.first + lane.count; ++k) {
+        const TraceRange& r = m.ranges[static_cast<size_t>(k)];
+        if (r.external_id != 0)
+          by_id.emplace_back(r.rank, r.external_id, static_cast<int32_t>(k));
+        else
+          by_info.emplace_back(r.rank, info_of(r), static_cast<int32_t>(k));
+      }
     }
-    auto jt = by_info.find(info_key(r));
-    if (jt != by_info.end()) r.origin = jt->second;
-  }
+    // Stable: among equal keys the first in lane order stays first, and is the one found.
+    auto key_less = [](const auto& x, const auto& y) {
+      return std::tie(std::get<0>(x), std::get<1>(x)) < std::tie(std::get<0>(y), std::get<1>(y));
+    };
+    std::stable_sort(by_id.begin(), by_id.end(), key_less);
+    std::stable_sort(by_info.begin(), by_info.end(), key_less);
+    for (size_t l = lb; l < le; ++l) {
+      const Lane& lane = m.lanes[l];
+      if (lane.kind == LaneKind::HeadRange) continue;
+      for (int64_t k = lane.first; k < lane.first + lane.count; ++k) {
+        TraceRange& r = m.ranges[static_cast<size_t>(k)];
+        if (!r.is_kernel || r.external_id == 0) continue;
+        const std::tuple<int32_t, int64_t, int32_t> id{r.rank, r.external_id, 0};
+        auto it = std::lower_bound(by_id.begin(), by_id.end(), id, key_less);
+        if (it != by_id.end() && !key_less(id, *it)) {
+          r.origin = std::get<2>(*it);
+          continue;
+        }
+        const std::tuple<int32_t, Info, int32_t> info{r.rank, info_of(r), 0};
+        auto jt = std::lower_bound(by_info.begin(), by_info.end(), info, key_less);
+        if (jt != by_info.end() && !key_less(info, *jt)) r.origin = std::get<2>(*jt);
+      }
+    }
+  });
 }
 
 }  // namespace ulysses::prof::detail

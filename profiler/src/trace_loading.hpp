@@ -236,6 +236,7 @@ void build_lanes(Builder& b, int threads = -1, bool room_for_head_lanes = false)
 // one per core). Same model either way.
 void add_head_lanes(TraceModel& m, bool exact_reserve = true, int threads = 1);
 // Kernel -> the host range that launched it (TraceRange::origin).
-void link_kernels_to_launchers(TraceModel& m);
+// Ranks are linked on up to `threads` threads (0 = one per core).
+void link_kernels_to_launchers(TraceModel& m, int threads = 1);
 
 }  // namespace ulysses::prof::detail

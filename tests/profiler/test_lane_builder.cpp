@@ -166,3 +166,88 @@ TEST(LaneBuilder, HeadLanesCopyRangesThatCarryHeadsAndPointBack) {
   EXPECT_EQ(orig.lane, 0);
   EXPECT_EQ(copy.start_ns, 200);
 }
+
+// Kernel -> launcher links (TraceRange::origin) against a brute-force search over the host
+// ranges in lane order: the first host range of the kernel's rank with its external id; for
+// a kernel whose id no host range carries, the first id-less host range of its rank with the
+// same step, phase, direction, layer, heads and chunk; else none. Random ids with repeats and
+// misses, on 1 and 3 threads, with lanes grouped by rank and with one rank's lanes split.
+TEST(LaneBuilder, KernelsLinkToTheFirstHostRangeWithTheirIdOrTheirInfo) {
+  std::mt19937_64 rng(5);
+  auto pick = [&](int n) { return static_cast<int32_t>(rng() % static_cast<uint64_t>(n)); };
+  prof::TraceModel m;
+  for (int32_t rank : {0, 1, 2, 0}) {  // rank 0 comes twice: its lanes are not grouped
+    for (prof::LaneKind kind :
+         {prof::LaneKind::HostThread, prof::LaneKind::Comm, prof::LaneKind::CudaStream, prof::LaneKind::HeadRange}) {
+      prof::Lane l;
+      l.rank = rank;
+      l.kind = kind;
+      l.first = static_cast<int64_t>(m.ranges.size());
+      for (int i = 0; i < 700; ++i) {
+        prof::TraceRange r;
+        r.rank = rank;
+        r.lane = static_cast<int32_t>(m.lanes.size());
+        r.start_ns = i;
+        r.end_ns = i + 1;
+        r.is_kernel = kind == prof::LaneKind::CudaStream;
+        r.external_id = pick(3) == 0 ? 0 : 1 + pick(400);
+        r.step = pick(2), r.layer = pick(3), r.chunk = pick(2) - 1;
+        r.phase = static_cast<prof::Phase>(pick(3));
+        r.dir = static_cast<prof::Direction>(pick(2));
+        r.head_begin = pick(2) * 4, r.head_end = r.head_begin + 4;
+        m.ranges.push_back(r);
+      }
+      l.count = static_cast<int64_t>(m.ranges.size()) - l.first;
+      m.lanes.push_back(l);
+    }
+  }
+  auto info = [](const prof::TraceRange& r) {
+    return std::make_tuple(r.step, r.phase, r.dir, r.layer, r.head_begin, r.head_end, r.chunk);
+  };
+  struct Want {
+    std::vector<int32_t> origin;
+    size_t by_id = 0, by_info = 0;
+  };
+  auto brute_force = [&](const prof::TraceModel& t) {
+    Want w;
+    w.origin.assign(t.ranges.size(), -1);
+    for (size_t k = 0; k < t.ranges.size(); ++k) {
+      const prof::TraceRange& kr = t.ranges[k];
+      if (!kr.is_kernel || kr.external_id == 0) continue;
+      int32_t id_hit = -1, info_hit = -1;
+      for (const prof::Lane& l : t.lanes) {
+        if (l.kind == prof::LaneKind::HeadRange || l.kind == prof::LaneKind::CudaStream) continue;
+        for (int64_t i = l.first; i < l.first + l.count; ++i) {
+          const prof::TraceRange& h = t.ranges[static_cast<size_t>(i)];
+          if (h.rank != kr.rank) continue;
+          if (id_hit < 0 && h.external_id == kr.external_id) id_hit = static_cast<int32_t>(i);
+          if (info_hit < 0 && h.external_id == 0 && info(h) == info(kr)) info_hit = static_cast<int32_t>(i);
+        }
+      }
+      w.origin[k] = id_hit >= 0 ? id_hit : info_hit;
+      w.by_id += id_hit >= 0;
+      w.by_info += id_hit < 0 && info_hit >= 0;
+    }
+    return w;
+  };
+  // The same ranges with the last group's rank renamed to 3: lanes grouped by rank.
+  prof::TraceModel grouped = m;
+  for (size_t l = 12; l < grouped.lanes.size(); ++l) {
+    grouped.lanes[l].rank = 3;
+    for (int64_t i = grouped.lanes[l].first; i < grouped.lanes[l].first + grouped.lanes[l].count; ++i)
+      grouped.ranges[static_cast<size_t>(i)].rank = 3;
+  }
+  for (const prof::TraceModel* t : {&m, &grouped}) {
+    SCOPED_TRACE(t == &m ? "rank 0's lanes in two groups" : "lanes grouped by rank");
+    const Want want = brute_force(*t);
+    EXPECT_GT(want.by_id, 500u);
+    EXPECT_GT(want.by_info, 20u);
+    EXPECT_GT(std::count(want.origin.begin(), want.origin.end(), -1), 1000);  // host, id-less kernels, misses
+    for (int threads : {1, 3}) {
+      SCOPED_TRACE("threads " + std::to_string(threads));
+      prof::TraceModel got = *t;
+      detail::link_kernels_to_launchers(got, threads);
+      for (size_t k = 0; k < got.ranges.size(); ++k) ASSERT_EQ(got.ranges[k].origin, want.origin[k]) << "range " << k;
+    }
+  }
+}
