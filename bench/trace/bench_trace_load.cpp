@@ -17,6 +17,9 @@
 // format 4 files read from their rank-file caches (rank_file_cache.hpp; written once by a
 // first open, timed apart), whose model and summary must equal the rows'.
 // Rank files are generated once (outside the timed part) and cached in --cache-dir.
+// Kernel -> launcher links (--link-ranges, GPU-shaped in-memory model): the previous way
+// (trees of every rank's host ranges, kept here as the reference) against the loader's per-rank
+// sorted tables on 1 and on --threads threads, and whether all give the same links.
 #include <malloc.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -31,8 +34,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -46,6 +52,7 @@
 #include "ulysses/profiler/tracer.hpp"
 
 #include "testdata/rank_files.hpp"
+#include "trace_loading.hpp"  // detail::link_kernels_to_launchers (private)
 
 namespace prof = ulysses::prof;
 namespace fs = std::filesystem;
@@ -308,6 +315,96 @@ TracerRun run_tracer(const std::string& path, int32_t queue_steps, int64_t steps
   return r;
 }
 
+// Kernel -> launcher links (TraceRange::origin) of a GPU-shaped model: per rank, one host
+// lane whose ranges carry external ids (every fifth none) and one stream lane of kernels
+// whose ids point at random host ranges (the worst case for lookups; real ids mostly rise
+// with time). The previous way, trees of every rank's host ranges, is kept here as the
+// reference the new one is measured and checked against.
+prof::TraceModel gpu_shaped_model(int64_t total, int world) {
+  prof::TraceModel m;
+  std::mt19937_64 rng(1);
+  const int64_t per_lane = std::max<int64_t>(1, total / (2 * world));
+  for (int32_t rank = 0; rank < world; ++rank) {
+    for (bool kernels : {false, true}) {
+      prof::Lane l;
+      l.rank = rank;
+      l.kind = kernels ? prof::LaneKind::CudaStream : prof::LaneKind::HostThread;
+      l.first = static_cast<int64_t>(m.ranges.size());
+      for (int64_t i = 0; i < per_lane; ++i) {
+        prof::TraceRange r;
+        r.rank = rank;
+        r.lane = static_cast<int32_t>(m.lanes.size());
+        r.start_ns = i * 100 + (kernels ? 10 : 0);
+        r.end_ns = r.start_ns + 50;
+        r.is_kernel = kernels;
+        r.external_id =
+            kernels ? 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(per_lane)) : (i % 5 == 4 ? 0 : i + 1);
+        r.step = static_cast<int32_t>(i / 1000), r.layer = static_cast<int32_t>(i % 32);
+        r.phase = static_cast<prof::Phase>(i % 5), r.chunk = static_cast<int32_t>(i % 3);
+        m.ranges.push_back(r);
+      }
+      l.count = static_cast<int64_t>(m.ranges.size()) - l.first;
+      m.lanes.push_back(l);
+    }
+  }
+  return m;
+}
+
+void link_kernels_by_trees(prof::TraceModel& m) {
+  std::map<std::pair<int32_t, int64_t>, int32_t> by_id;
+  std::map<std::tuple<int32_t, int32_t, int, int, int32_t, int32_t, int32_t, int32_t>, int32_t> by_info;
+  auto info_key = [](const prof::TraceRange& r) {
+    return std::make_tuple(r.rank, r.step, static_cast<int>(r.phase), static_cast<int>(r.dir), r.layer, r.head_begin,
+                           r.head_end, r.chunk);
+  };
+  for (const auto& l : m.lanes) {
+    if (l.kind == prof::LaneKind::HeadRange || l.kind == prof::LaneKind::CudaStream) continue;
+    for (int64_t k = l.first; k < l.first + l.count; ++k) {
+      const prof::TraceRange& r = m.ranges[static_cast<size_t>(k)];
+      if (r.external_id != 0)
+        by_id.emplace(std::make_pair(r.rank, r.external_id), static_cast<int32_t>(k));
+      else
+        by_info.emplace(info_key(r), static_cast<int32_t>(k));
+    }
+  }
+  for (auto& r : m.ranges) {
+    if (!r.is_kernel || r.external_id == 0) continue;
+    auto it = by_id.find({r.rank, r.external_id});
+    if (it != by_id.end()) {
+      r.origin = it->second;
+      continue;
+    }
+    auto jt = by_info.find(info_key(r));
+    if (jt != by_info.end()) r.origin = jt->second;
+  }
+}
+
+void link_figures(int64_t total, int world, int threads) {
+  const prof::TraceModel m = gpu_shaped_model(total, world);
+  auto timed = [&](const std::function<void(prof::TraceModel&)>& link, prof::TraceModel* out) {
+    *out = m;
+    const auto t0 = std::chrono::steady_clock::now();
+    link(*out);
+    return since(t0);
+  };
+  prof::TraceModel trees, one, many;
+  const double t_trees = timed(link_kernels_by_trees, &trees);
+  const double t_one = timed([](prof::TraceModel& x) { prof::detail::link_kernels_to_launchers(x, 1); }, &one);
+  const double t_many = timed([&](prof::TraceModel& x) { prof::detail::link_kernels_to_launchers(x, threads); }, &many);
+  bool same = true;
+  int64_t linked = 0;
+  for (size_t i = 0; i < m.ranges.size(); ++i) {
+    same &= trees.ranges[i].origin == one.ranges[i].origin && trees.ranges[i].origin == many.ranges[i].origin;
+    linked += trees.ranges[i].origin >= 0;
+  }
+  std::printf(
+      "link kernels to launchers, %zu ranges over %d ranks (%lld kernels linked): trees (previous way) %.2f s, "
+      "per-rank sorted tables %.2f s on 1 thread (%.2fx), %.2f s on %d (%.2fx); links %s\n",
+      m.ranges.size(), world, static_cast<long long>(linked), t_trees, t_one, t_trees / t_one, t_many,
+      threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()), t_trees / t_many,
+      same ? "identical" : "DIFFER");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -334,6 +431,9 @@ int main(int argc, char** argv) {
   app.add_option("--step-compute-ms", compute_ms, "compute (a spin on the training thread) per step of the Tracer runs")
       ->check(CLI::Range(0.0, 60'000.0));
   app.add_flag("--write-only", write_only, "only the write figures (no loading)");
+  int64_t link_ranges = 2'000'000;
+  app.add_option("--link-ranges", link_ranges,
+                 "ranges of the GPU-shaped model for the kernel -> launcher link figures (0 = skip)");
   CLI11_PARSE(app, argc, argv);
 
   std::printf("machine: %u hardware threads; new loader threads = %d (0 = one per core)\n",
@@ -416,6 +516,8 @@ int main(int argc, char** argv) {
                   lo.open_s / no.open_s, ls.summary_s / ns.summary_s,
                   ls.json_hash == ns.json_hash && ls.json_size == ns.json_size ? "identical" : "DIFFERS", ns.json_size);
   }
+
+  if (link_ranges > 0 && !write_only) link_figures(link_ranges, world, threads);
 
   if (write_ranges > 0) {
     // TraceWriter on the calling thread (one core): what the writer thread can sustain.
