@@ -4,6 +4,7 @@
 // and links kernels to the host range that launched them. Pure functions of the model.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <climits>
 #include <map>
 #include <tuple>
@@ -552,12 +553,22 @@ void link_kernels_to_launchers(TraceModel& m, int threads) {
     rank_lanes.emplace_back(l, e);
     l = e;
   }
-  // Lanes are grouped by rank (build_lanes); if they were not, one rank's lanes would come in
-  // several groups and link apart, missing each other's launchers: then link as one group.
+  // Lanes are grouped by rank (build_lanes) and hold ranges of their rank (the readers); were
+  // either not so, ranks would link apart and miss each other's launchers: then one group.
   std::vector<int32_t> seen;
   for (const auto& [b, e] : rank_lanes) seen.push_back(m.lanes[b].rank);
   std::sort(seen.begin(), seen.end());
-  if (std::adjacent_find(seen.begin(), seen.end()) != seen.end()) rank_lanes.assign(1, {0, m.lanes.size()});
+  std::atomic<bool> mixed{std::adjacent_find(seen.begin(), seen.end()) != seen.end()};
+  parallel_for(m.lanes.size(), threads, [&](size_t l) {
+    const Lane& lane = m.lanes[l];
+    if (lane.kind == LaneKind::HeadRange || mixed) return;
+    for (int64_t k = lane.first; k < lane.first + lane.count; ++k)
+      if (m.ranges[static_cast<size_t>(k)].rank != lane.rank) {
+        mixed = true;
+        return;
+      }
+  });
+  if (mixed) rank_lanes.assign(1, {0, m.lanes.size()});
   parallel_for(rank_lanes.size(), threads, [&](size_t g) {
     const auto [lb, le] = rank_lanes[g];
     std::vector<std::tuple<int32_t, int64_t, int32_t>> by_id;  // rank, external id, range

@@ -237,8 +237,19 @@ TEST(LaneBuilder, KernelsLinkToTheFirstHostRangeWithTheirIdOrTheirInfo) {
     for (int64_t i = grouped.lanes[l].first; i < grouped.lanes[l].first + grouped.lanes[l].count; ++i)
       grouped.ranges[static_cast<size_t>(i)].rank = 3;
   }
-  for (const prof::TraceModel* t : {&m, &grouped}) {
-    SCOPED_TRACE(t == &m ? "rank 0's lanes in two groups" : "lanes grouped by rank");
+  // And a range of rank 1 on rank 0's host lane (no reader makes one), the first in lane order
+  // with the id of one of rank 1's kernels.
+  prof::TraceModel stray = grouped;
+  for (int64_t i = stray.lanes[6].first;; ++i) {
+    ASSERT_EQ(stray.lanes[6].kind, prof::LaneKind::CudaStream);
+    if (stray.ranges[static_cast<size_t>(i)].external_id == 0) continue;
+    stray.ranges[static_cast<size_t>(stray.lanes[0].first)].rank = 1;
+    stray.ranges[static_cast<size_t>(stray.lanes[0].first)].external_id =
+        stray.ranges[static_cast<size_t>(i)].external_id;
+    break;
+  }
+  for (const prof::TraceModel* t : {&m, &grouped, &stray}) {
+    SCOPED_TRACE(t == &m ? "rank 0's lanes in two groups" : t == &grouped ? "lanes grouped by rank" : "a stray range");
     const Want want = brute_force(*t);
     EXPECT_GT(want.by_id, 500u);
     EXPECT_GT(want.by_info, 20u);
