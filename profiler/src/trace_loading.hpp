@@ -207,7 +207,7 @@ void prepare_capacity(std::vector<T>& v, size_t count, int threads) {
   if (hi > lo) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
 #endif
   if (threads == 1) return;
-  constexpr size_t kSlice = 64u << 20;
+  constexpr size_t kSlice = 4u << 20;
   parallel_for((bytes + kSlice - 1) / kSlice, threads, [&](size_t k) {
     const size_t end = std::min(bytes, (k + 1) * kSlice);
     // Raw capacity, no object lives there yet: a volatile store per page makes the kernel back it.

@@ -399,6 +399,47 @@ TEST(TraceScale, HeadLanesInPlaceEqualTheLegacyCopy) {
   ulysses::test::expect_same_model(want, odd);
 }
 
+// prepare_capacity (huge pages asked for, and the page faults of a big vector's room taken on
+// several threads before it is filled) changes nothing a caller can see: the same buffer, size
+// and capacity, the ranges already there kept, and what resize adds then value-initialised.
+// 12 MB of room (it does nothing below 8 MB; touched in 4 MB slices), on 1 and 3 threads,
+// asked for more than the room (only the room may be touched; the sanitizer builds watch the
+// stores).
+TEST(TraceScale, PreparingCapacityKeepsTheVectorAsItWas) {
+  namespace detail = ulysses::prof::detail;
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    std::vector<prof::TraceRange> v;
+    v.reserve((size_t{12} << 20) / sizeof(prof::TraceRange));  // 12 MB
+    for (int i = 0; i < 1000; ++i) {
+      prof::TraceRange r;
+      r.start_ns = i;
+      r.layer = i;
+      v.push_back(r);
+    }
+    const prof::TraceRange* data = v.data();
+    const size_t cap = v.capacity();
+    ASSERT_GE((cap - v.size()) * sizeof(prof::TraceRange), size_t{8} << 20);
+    detail::prepare_capacity(v, cap * 2, threads);
+    EXPECT_EQ(v.data(), data);
+    EXPECT_EQ(v.size(), 1000u);
+    EXPECT_EQ(v.capacity(), cap);
+    v.resize(cap);
+    EXPECT_EQ(v.data(), data);
+    size_t kept = 0, fresh = 0;
+    const prof::TraceRange d;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const prof::TraceRange& r = v[i];
+      if (i < 1000)
+        kept += r.start_ns == static_cast<int64_t>(i) && r.layer == static_cast<int32_t>(i);
+      else
+        fresh += r.start_ns == d.start_ns && r.layer == d.layer && r.parent == -1 && r.pg == -1 && r.origin == -1;
+    }
+    EXPECT_EQ(kept, 1000u);
+    EXPECT_EQ(fresh, cap - 1000);
+  }
+}
+
 // Rank-file caches (rank_file_cache.hpp): a run folder read once with write_file_caches is
 // read again from the caches, giving the same model (every field) and summary as the SQLite
 // rows; a cache is used only for the file, build and options it was made for, and any
