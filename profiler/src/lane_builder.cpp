@@ -35,6 +35,10 @@ int assign_sublanes(const std::vector<TraceRange>& v, size_t b, size_t e, std::v
   return static_cast<int>(stacks.size());
 }
 
+// Whether a range gets a copy on its rank's head-range lane: build_lanes leaves room for
+// exactly these, and add_head_lanes (either way) copies exactly these.
+bool copied_to_head_lane(const TraceRange& r) { return r.head_begin >= 0 && !r.is_kernel; }
+
 bool by_start(const TraceRange& a, const TraceRange& b) {
   return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
 }
@@ -109,7 +113,7 @@ std::string head_lane_name(int32_t head_begin, int32_t head_end, size_t s) {
 void add_head_lanes_by_copying(TraceModel& m, bool exact_reserve) {
   size_t copies = 0;
   for (const auto& r : m.ranges) {
-    if (r.head_begin >= 0 && !r.is_kernel) {
+    if (copied_to_head_lane(r)) {
       ++copies;
       if (!exact_reserve) break;
     }
@@ -133,7 +137,7 @@ void add_head_lanes_by_copying(TraceModel& m, bool exact_reserve) {
         r.lane = static_cast<int32_t>(lanes.size());
         if (r.parent >= 0) r.parent = static_cast<int32_t>(r.parent - lane.first + first);
         out.push_back(r);
-        if (r.head_begin >= 0 && !r.is_kernel) {
+        if (copied_to_head_lane(r)) {
           r.origin = static_cast<int32_t>(out.size() - 1);  // the copy points at its original
           heads[{r.head_begin, r.head_end}].push_back(r);
         }
@@ -288,7 +292,7 @@ void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
       x.n.assign(static_cast<size_t>(hi - lo) + 1, 0);
       for (const TraceRange& r : v) {
         ++x.n[static_cast<size_t>(rank_of_source[static_cast<size_t>(r.lane)] - lo)];
-        x.heads += room_for_head_lanes && r.head_begin >= 0 && !r.is_kernel;
+        x.heads += room_for_head_lanes && copied_to_head_lane(r);
       }
     });
     int64_t head_copies = 0;
@@ -425,7 +429,7 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
     std::map<std::pair<int32_t, int32_t>, std::vector<int64_t>> heads;
     for (int64_t i = bl.rb; i < bl.re; ++i) {
       const TraceRange& r = m.ranges[static_cast<size_t>(i)];
-      if (r.head_begin >= 0 && !r.is_kernel) heads[{r.head_begin, r.head_end}].push_back(i);
+      if (copied_to_head_lane(r)) heads[{r.head_begin, r.head_end}].push_back(i);
     }
     for (auto& [hr, v] : heads) {
       bl.copies += static_cast<int64_t>(v.size());
