@@ -25,6 +25,7 @@
 #endif
 
 #include "sqlite_db.hpp"
+#include "ulysses/profiler/parallel.hpp"
 #include "ulysses/profiler/trace_model.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
@@ -153,41 +154,7 @@ void renumber_foreign_ranks(Builder& b);
 // foreign trace count as communication. Runs on final lanes (parents known).
 void label_foreign_phases(TraceModel& m);
 
-// Runs fn(0) .. fn(n-1) on up to `threads` threads (0 = one per core), each index once; the
-// calling thread takes part. If fn throws (std::bad_alloc on a trace too big for memory), the
-// exception of the lowest failing index is rethrown here once the workers are done, instead of
-// ending the process from a worker thread.
-inline void parallel_for(size_t n, int threads, const std::function<void(size_t)>& fn) {
-  size_t t = threads > 0 ? static_cast<size_t>(threads) : std::max(1u, std::thread::hardware_concurrency());
-  t = std::min(t, n);
-  if (t <= 1) {
-    for (size_t i = 0; i < n; ++i) fn(i);
-    return;
-  }
-  std::vector<std::exception_ptr> err(n);
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < n; i = next++) {
-      try {
-        fn(i);
-      } catch (...) {
-        err[i] = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (size_t k = 1; k < t; ++k) {
-    try {
-      pool.emplace_back(work);
-    } catch (const std::system_error&) {  // no more threads: the ones started (and this one) do it all
-      break;
-    }
-  }
-  work();
-  for (auto& th : pool) th.join();
-  for (const auto& e : err)
-    if (e) std::rethrow_exception(e);
-}
+// parallel_for: ulysses/profiler/parallel.hpp (the pool the loader shares with the studio).
 
 // Makes the next `count` elements of v's capacity (past its size) ready to be written: on
 // Linux, asks for transparent huge pages there (a hint; 2 MB pages take 512 times fewer page

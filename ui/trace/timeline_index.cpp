@@ -4,18 +4,14 @@
 #include <stdexcept>
 
 #include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/parallel.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <exception>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <numeric>
-#include <system_error>
-#include <thread>
 
 namespace ulysses::ui {
 
@@ -157,44 +153,9 @@ std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceM
     std::iota(by_size.begin(), by_size.end(), size_t{0});
     std::stable_sort(by_size.begin(), by_size.end(),
                      [&](size_t x, size_t y) { return m.lanes[x].count > m.lanes[y].count; });
-    std::atomic<size_t> next{0}, finished{0};
-    std::exception_ptr error;
-    std::mutex mu;
-    std::condition_variable cv;
-    auto worker = [&] {
-      for (size_t k = next++; k < by_size.size(); k = next++) {
-        try {
-          build_lane(by_size[k]);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(mu);
-          if (!error) error = std::current_exception();
-        }
-        std::lock_guard<std::mutex> lock(mu);
-        ++finished;
-        cv.notify_one();
-      }
-    };
-    const size_t n_threads = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), by_size.size()));
-    std::vector<std::thread> pool;
-    for (size_t t = 0; t < n_threads; ++t) {
-      try {
-        pool.emplace_back(worker);
-      } catch (const std::system_error&) {
-        break;
-      }
-    }
-    if (pool.empty()) worker();  // no thread could be started: every lane on this one
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      while (finished < by_size.size()) {
-        cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return finished == by_size.size(); });
-        lock.unlock();
-        report(ranges_done.exchange(0));
-        lock.lock();
-      }
-    }
-    for (auto& th : pool) th.join();
-    if (error) std::rethrow_exception(error);
+    prof::parallel_for(
+        by_size.size(), 0, [&](size_t k) { build_lane(by_size[k]); }, [&] { report(ranges_done.exchange(0)); },
+        std::chrono::milliseconds(50));
   }
 
   bool have_t = false;
