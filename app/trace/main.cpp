@@ -12,7 +12,10 @@
 // first paint answer without reading every range, and a full load reads no SQLite rows.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <set>
+#include <string>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -49,6 +52,49 @@ static int write_html_report(const std::string& run, const std::string& out, boo
   }
   std::cerr << "wrote " << out << " (" << html.size() << " bytes)\n";
   return 0;
+}
+
+// The ranks a model holds (RankInfo rows and lanes), as "0-7" / "0, 2, 5" for messages.
+static std::string ranks_text(const ulysses::prof::TraceModel& m, bool* has_rank = nullptr, int32_t wanted = -1) {
+  std::set<int32_t> ranks;
+  for (const auto& r : m.ranks) ranks.insert(r.rank);
+  for (const auto& l : m.lanes) ranks.insert(l.rank);
+  if (has_rank) *has_rank = ranks.count(wanted) > 0;
+  if (ranks.empty()) return "none";
+  if (*ranks.rbegin() - *ranks.begin() + 1 == static_cast<int64_t>(ranks.size()))
+    return ranks.size() == 1 ? std::to_string(*ranks.begin())
+                             : std::to_string(*ranks.begin()) + "-" + std::to_string(*ranks.rbegin());
+  std::string out;
+  int shown = 0;
+  for (int32_t r : ranks) {
+    if (shown == 16) return out + ", ... (" + std::to_string(ranks.size()) + " ranks)";
+    out += (shown++ ? ", " : "") + std::to_string(r);
+  }
+  return out;
+}
+
+// Step-window options that no trace can satisfy: "" when fine, else what is wrong.
+static std::string step_window_error(int64_t begin, int64_t end) {
+  if (begin < 0) return "--step-begin must be a step number (0 or more), got " + std::to_string(begin);
+  if (end < -1) return "--step-end must be a step number (0 or more) or -1 for the last, got " + std::to_string(end);
+  if (end >= 0 && end < begin)
+    return "--step-end " + std::to_string(end) + " is before --step-begin " + std::to_string(begin) +
+           ": no step would be included";
+  return "";
+}
+
+// When the trace has step rows and none lies in [begin, end]: what to say (else "").
+static std::string step_window_misses(const ulysses::prof::TraceModel& m, int64_t begin, int64_t end) {
+  if (m.steps.empty()) return "";
+  int64_t lo = m.steps.front().step, hi = lo;
+  for (const auto& st : m.steps) {
+    if (st.step >= begin && (end < 0 || st.step <= end)) return "";
+    lo = std::min<int64_t>(lo, st.step);
+    hi = std::max<int64_t>(hi, st.step);
+  }
+  return "no traced step in --step-begin " + std::to_string(begin) +
+         (end >= 0 ? " --step-end " + std::to_string(end) : std::string()) + ": the trace holds steps " +
+         std::to_string(lo) + (hi > lo ? "-" + std::to_string(hi) : std::string());
 }
 
 int main(int argc, char** argv) {
@@ -114,6 +160,16 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (summary->parsed()) {
+    if (const std::string e = step_window_error(step_begin, step_end); !e.empty()) {
+      std::cerr << "ulysses-trace: " << e << "\n";
+      return 2;
+    }
+  }
+  if (exp->parsed() && rank < -1) {
+    std::cerr << "ulysses-trace: --rank must be a rank (0 or more), or -1 for every rank; got " << rank << "\n";
+    return 2;
+  }
   for (const std::string* path : {&run, &run_b}) {
     if (path->empty()) continue;
     // Only a folder or a regular file: SQLite would block forever on a FIFO.
@@ -174,6 +230,10 @@ int main(int argc, char** argv) {
       const prof::CachedSummary cs = prof::load_summary(run, lo, ao, co);
       const prof::TraceModel& m = cs.model;
       const prof::Summary& s = cs.summary;
+      if (const std::string e = step_window_misses(m, step_begin, step_end); !e.empty()) {
+        std::cerr << "ulysses-trace: " << e << "\n";
+        return 2;
+      }
       if (as_json) {
         std::cout << prof::summary_to_json(m, s).dump(2) << "\n";
       } else {
@@ -187,13 +247,24 @@ int main(int argc, char** argv) {
         std::cerr << "ulysses-trace: --per-rank writes every rank; drop --rank " << rank << "\n";
         return 2;
       }
+      bool has_rank = false;
+      const std::string held = ranks_text(m, &has_rank, rank);
+      if (rank >= 0 && !has_rank) {
+        std::cerr << "ulysses-trace: rank " << rank << " is not in " << run << " (it holds rank(s) " << held
+                  << "); nothing written\n";
+        return 2;
+      }
       if (per_rank) {
         auto files = prof::export_chrome_trace_per_rank(m, out, co);
         std::cerr << "wrote " << files.size() << " files rank*.json into " << out << " (" << m.ranges.size()
                   << " events)\n";
       } else {
         prof::export_chrome_trace(m, out, co);
-        std::cerr << "wrote " << out << " (" << m.ranges.size() << " events, " << m.lanes.size() << " lanes)\n";
+        int64_t n_ranges = 0, n_lanes = 0;  // what was written: this rank's only with --rank
+        for (const auto& l : m.lanes)
+          if (rank < 0 || l.rank == rank) n_ranges += l.count, ++n_lanes;
+        std::cerr << "wrote " << out << " (" << n_ranges << " ranges on " << n_lanes << " lanes"
+                  << (rank >= 0 ? " of rank " + std::to_string(rank) : std::string()) << ")\n";
       }
     }
   } catch (const prof::TraceError& e) {

@@ -4,6 +4,9 @@
 #include <sys/wait.h>
 
 #include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include "test_util.hpp"
 #include "ulysses/profiler/trace_store.hpp"
@@ -117,4 +120,47 @@ TEST_F(BadInput, CliExitsTwoOnBadInputAndZeroOnGood) {
   EXPECT_EQ(bad_input_cli("export --format chrome '" + tmp.path + "/good.sqlite' '" + tmp.path + "/o.json'"), 0);
   EXPECT_EQ(bad_input_cli("export --format perfetto '" + tmp.path + "/good.sqlite' '" + tmp.path + "/o.json'"), 2);
   EXPECT_EQ(bad_input_cli("frobnicate"), 2);
+}
+
+// Options no trace can satisfy, and options this trace cannot: exit 2 with a message naming
+// what the trace holds, nothing written; the good cases still exit 0.
+TEST_F(BadInput, CliRefusesStepWindowsAndRanksTheTraceDoesNotHold) {
+#ifndef ULYSSES_TRACE_BIN
+  GTEST_SKIP() << "ulysses-trace not built";
+#else
+  const std::string good = good_trace(tmp.path);  // rank 0, steps 0-3
+  const std::string err_file = tmp.path + "/err.txt";
+  auto run = [&](const std::string& args, std::string* err) {
+    const int st =
+        std::system((std::string(ULYSSES_TRACE_BIN) + " " + args + " >/dev/null 2>'" + err_file + "'").c_str());
+    std::ifstream in(err_file);
+    err->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  };
+  struct Case {
+    std::string args, expect;
+  };
+  const std::string g = " '" + good + "'";
+  for (const Case& c : std::vector<Case>{
+           {"summary --step-begin -1" + g, "--step-begin must be a step number"},
+           {"summary --step-end -2" + g, "--step-end must be a step number"},
+           {"summary --step-begin 3 --step-end 1" + g, "--step-end 1 is before --step-begin 3"},
+           {"summary --step-begin 10" + g, "no traced step in --step-begin 10: the trace holds steps 0-3"},
+           {"summary --json --step-begin 4 --step-end 9" + g, "no traced step in --step-begin 4 --step-end 9"},
+           {"export --rank 5" + g + " '" + tmp.path + "/r5.json'", "rank 5 is not in"},
+           {"export --rank -3" + g + " '" + tmp.path + "/r5.json'", "--rank must be a rank"},
+       }) {
+    std::string err;
+    EXPECT_EQ(run(c.args, &err), 2) << c.args << ": " << err;
+    EXPECT_NE(err.find(c.expect), std::string::npos) << c.args << ": got '" << err << "'";
+  }
+  EXPECT_FALSE(fs::exists(tmp.path + "/r5.json"));  // refused before anything is written
+  std::string err;
+  EXPECT_EQ(run("summary --step-begin 1 --step-end 2" + g, &err), 0) << err;
+  EXPECT_EQ(run("summary --step-begin 3" + g, &err), 0) << err;
+  EXPECT_EQ(run("summary --step-begin 2 --step-end 2" + g, &err), 0) << err;
+  EXPECT_EQ(run("export --rank 0" + g + " '" + tmp.path + "/r0.json'", &err), 0) << err;
+  EXPECT_NE(err.find("of rank 0"), std::string::npos) << err;
+  EXPECT_TRUE(fs::exists(tmp.path + "/r0.json"));
+#endif
 }
