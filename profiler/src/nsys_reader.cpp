@@ -456,7 +456,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
   } catch (const TraceError&) {
     throw;
   } catch (const std::exception& e) {
-    throw TraceError(describe(path) + " is corrupt or unreadable: " + e.what());
+    throw_unreadable(path, e);
   }
 }
 

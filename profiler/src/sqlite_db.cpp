@@ -5,6 +5,16 @@
 
 namespace ulysses::prof::sql {
 
+namespace {
+// Throws Busy for a lock held past the busy timeout, std::runtime_error for anything else.
+[[noreturn]] void fail(int rc, const std::string& msg) {
+  const int primary = rc & 0xff;
+  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
+    throw Busy(msg + " (another process held it for over " + std::to_string(kBusyTimeoutMs / 1000) + " s)");
+  throw std::runtime_error(msg);
+}
+}  // namespace
+
 Db::Db(const std::string& path, int flags) {
   int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
@@ -14,6 +24,7 @@ Db::Db(const std::string& path, int flags) {
     throw std::runtime_error(msg);
   }
   sqlite3_extended_result_codes(db_, 1);
+  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
 }
 
 Db::~Db() { close(); }
@@ -38,10 +49,10 @@ std::string Db::errmsg() const { return db_ ? sqlite3_errmsg(db_) : "no database
 
 void Db::exec(const std::string& sql) {
   char* err = nullptr;
-  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+  if (const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err); rc != SQLITE_OK) {
     std::string msg = err ? err : errmsg();
     sqlite3_free(err);
-    throw std::runtime_error(msg);
+    fail(rc, msg);
   }
 }
 
@@ -64,9 +75,8 @@ bool Db::has_column(const std::string& table, const std::string& column) {
 }
 
 Stmt::Stmt(const Db& db, const std::string& sql) : db_(db.get()) {
-  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st_, nullptr) != SQLITE_OK) {
-    throw std::runtime_error(std::string(sqlite3_errmsg(db_)) + " (in: " + sql.substr(0, 80) + ")");
-  }
+  if (const int rc = sqlite3_prepare_v2(db_, sql.c_str(), -1, &st_, nullptr); rc != SQLITE_OK)
+    fail(rc, std::string(sqlite3_errmsg(db_)) + " (in: " + sql.substr(0, 80) + ")");
 }
 
 Stmt::~Stmt() {
@@ -94,7 +104,7 @@ bool Stmt::step() {
   int rc = sqlite3_step(st_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  throw std::runtime_error(sqlite3_errmsg(db_));
+  fail(rc, sqlite3_errmsg(db_));
 }
 
 void Stmt::run() {
@@ -102,7 +112,7 @@ void Stmt::run() {
   if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
     std::string msg = sqlite3_errmsg(db_);
     sqlite3_reset(st_);
-    throw std::runtime_error(msg);
+    fail(rc, msg);
   }
   sqlite3_reset(st_);
 }

@@ -11,6 +11,18 @@ struct sqlite3_stmt;
 
 namespace ulysses::prof::sql {
 
+// How long a connection waits for another one's lock before it gives up: a second reader
+// rebuilding the WAL index of a file another process is opening too, a writer's checkpoint.
+// Without it a trace opened by two tools at once (the studio and `ulysses-trace prepare`)
+// failed at once with "database is locked".
+constexpr int kBusyTimeoutMs = 10000;
+
+// What a statement throws when the file stayed locked for kBusyTimeoutMs (SQLITE_BUSY /
+// SQLITE_LOCKED); every other SQLite error is a plain std::runtime_error.
+struct Busy : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class Db {
  public:
   Db() = default;

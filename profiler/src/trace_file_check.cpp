@@ -157,7 +157,7 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
   } catch (const TraceError&) {
     throw;
   } catch (const std::exception& e) {
-    throw TraceError(describe(path) + " is corrupt or unreadable: " + e.what());
+    throw_unreadable(path, e);
   }
 }
 

@@ -94,6 +94,16 @@ struct Builder {
 
 inline std::string describe(const std::string& path) { return "trace file '" + path + "'"; }
 
+// The TraceError for a file SQLite could not read: still locked by another process after the
+// busy timeout (sql::Busy), or corrupt. One message for the three readers.
+[[noreturn]] inline void throw_unreadable(const std::string& path, const std::exception& e) {
+  if (dynamic_cast<const sql::Busy*>(&e))
+    throw TraceError(
+        describe(path) + " is locked: " + e.what() +
+        ". Is a run, `ulysses-trace prepare` or another tool still writing it? Open it again when it is done");
+  throw TraceError(describe(path) + " is corrupt or unreadable: " + e.what());
+}
+
 enum class FileKind { Ulysses, Nsys };
 
 // Checks a file before SQLite reads it; returns its kind and leaves it open in *out_db.

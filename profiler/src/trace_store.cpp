@@ -357,7 +357,7 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
   } catch (const TraceError&) {
     throw;
   } catch (const std::exception& e) {
-    throw TraceError(describe(path) + " is corrupt or unreadable: " + e.what());
+    throw_unreadable(path, e);
   }
 }
 

@@ -3,12 +3,16 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <atomic>
+#include <chrono>
 #include <fstream>
+#include <thread>
 #include <iterator>
 #include <string>
 #include <vector>
 
 #include "test_util.hpp"
+#include "trace_loading.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 using namespace ut;
@@ -163,4 +167,58 @@ TEST_F(BadInput, CliRefusesStepWindowsAndRanksTheTraceDoesNotHold) {
   EXPECT_NE(err.find("of rank 0"), std::string::npos) << err;
   EXPECT_TRUE(fs::exists(tmp.path + "/r0.json"));
 #endif
+}
+
+// A trace another process holds locked for a moment (a second tool opening it, a checkpoint)
+// is waited for (sql::kBusyTimeoutMs), not reported as corrupt: before, two tools opening one
+// run at once failed with "corrupt or unreadable: database is locked".
+TEST_F(BadInput, ATraceLockedForAMomentIsWaitedFor) {
+  const std::string good = good_trace(tmp.path);
+  const size_t ranges = prof::load_trace(good).ranges.size();
+  ASSERT_GT(ranges, 0u);
+  std::atomic<bool> locked{false};
+  std::thread holder([&] {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(good.c_str(), &db), SQLITE_OK);
+    // WAL with exclusive locking: the first write takes the file's lock and keeps it until close.
+    EXPECT_EQ(sqlite3_exec(db, "PRAGMA locking_mode=EXCLUSIVE; CREATE TABLE held(x)", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    locked = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    sqlite3_close(db);
+  });
+  while (!locked) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // The lock is really held: a connection without a busy timeout is refused at once.
+  sqlite3* probe = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(good.c_str(), &probe, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  const int rc = sqlite3_exec(probe, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+  sqlite3_close(probe);
+  EXPECT_EQ(rc & 0xff, SQLITE_BUSY);
+  std::string err;
+  size_t got = 0;
+  try {
+    got = prof::load_trace(good).ranges.size();
+  } catch (const prof::TraceError& e) {
+    err = e.what();
+  }
+  holder.join();
+  EXPECT_EQ(err, "");
+  EXPECT_EQ(got, ranges);
+}
+
+TEST(BadInputMessages, ALockHeldPastTheTimeoutIsNamedNotCalledCorrupt) {
+  auto message = [](const std::exception& e) {
+    try {
+      prof::detail::throw_unreadable("/runs/a/trace/rank0.sqlite", e);
+    } catch (const prof::TraceError& t) {
+      return std::string(t.what());
+    }
+    return std::string();
+  };
+  const std::string busy = message(prof::sql::Busy("database is locked (another process held it for over 10 s)"));
+  EXPECT_NE(busy.find("is locked"), std::string::npos) << busy;
+  EXPECT_NE(busy.find("still writing it"), std::string::npos) << busy;
+  EXPECT_EQ(busy.find("corrupt"), std::string::npos) << busy;
+  const std::string bad = message(std::runtime_error("file is not a database"));
+  EXPECT_NE(bad.find("is corrupt or unreadable: file is not a database"), std::string::npos) << bad;
 }
