@@ -163,8 +163,10 @@ int studio_main(int argc, char** argv) {
         cli.isSet(view) && cli.value(view) != QLatin1String("monitor") && cli.value(view) != QLatin1String("runs") &&
         cli.value(view) != QLatin1String("launch")) {
       QString terr;
-      if (!w.openTraceAndWait(fi.absoluteFilePath(), &terr))
+      if (!w.openTraceAndWait(fi.absoluteFilePath(), &terr)) {
         std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(terr));
+        return 1;  // not a picture of the error page in place of the view asked for
+      }
     }
   }
   if (cli.isSet(view) && !w.setView(cli.value(view))) {

@@ -652,6 +652,20 @@ TEST(StudioCli, ScreenshotAndBadArguments) {
   EXPECT_TRUE(out.contains("unknown --view")) << out.toStdString();
   EXPECT_EQ(runStudio({tmp.filePath("does-not-exist"), "--screenshot", png}, &out), 2) << out.toStdString();
   EXPECT_EQ(runStudio({"--bogus-option"}, &out), 2) << out.toStdString();
+  // A run folder whose trace cannot be read, asked for its timeline: exit 1 with the reason,
+  // and no picture of the error page in place of the timeline.
+  const QString broken = tmp.filePath("broken run");
+  ASSERT_TRUE(QDir().mkpath(broken + "/trace"));
+  ASSERT_TRUE(QFile::copy(kTiny, broken + "/config.json"));
+  {
+    QFile junk(broken + "/trace/rank0.sqlite");
+    ASSERT_TRUE(junk.open(QIODevice::WriteOnly));
+    junk.write(QByteArray(8192, 'x'));
+  }
+  const QString png2 = tmp.filePath("broken.png");
+  EXPECT_EQ(runStudio({broken, "--view", "timeline", "--screenshot", png2}, &out), 1) << out.toStdString();
+  EXPECT_TRUE(out.contains("rank0.sqlite")) << out.toStdString();
+  EXPECT_FALSE(QFileInfo::exists(png2));
 #endif
 }
 

@@ -378,7 +378,10 @@ bool TraceView::openTrace(const QString& path, QString* error) {
 }
 
 bool TraceView::openTraceAndWait(const QString& path, QString* error, int timeout_ms) {
-  if (!openTrace(path, error)) return false;
+  // A load of this path already under way (a run folder opened a moment before) is waited
+  // for, not started a second time beside it.
+  const bool under_way = d->loading && d->loading_path == path;
+  if (!under_way && !openTrace(path, error)) return false;
   QEventLoop loop;
   QString fail;
   bool ok = false;
