@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -113,7 +114,10 @@ bool write_file(const std::string& path, const char (&magic)[8], uint32_t format
   o.s(key);
   o.u(payload.size());
   o.u(checksum(payload.data(), payload.size()));
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // One temp file per writer, threads included (two loads of one run in one studio write the
+  // same caches): a shared name could interleave two writers' bytes in the file renamed last.
+  static std::atomic<uint64_t> writers{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++writers);
   std::FILE* fp = std::fopen(tmp.c_str(), "wb");
   if (!fp) return false;
   bool ok = std::fwrite(o.b.data(), 1, o.b.size(), fp) == o.b.size() &&

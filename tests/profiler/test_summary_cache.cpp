@@ -10,7 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -18,12 +20,15 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "testdata/rank_files.hpp"
 #include "testdata/synthetic_trace.hpp"
 #include "test_util.hpp"
 #include "ulysses/profiler/html_report.hpp"
 #include "ulysses/profiler/report.hpp"
+#include "cache_io.hpp"
 #include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"
@@ -446,3 +451,31 @@ TEST(SummaryCache, CliPrepareWritesTheSummaryAndTheOverview) {
   EXPECT_EQ(rc, 2);
 }
 #endif
+
+// Caches written at once by several threads of one process (the studio's loads of one run):
+// each writer has its own temp file, so the file left is one writer's whole payload, never a
+// mix of two. (With one temp name per process, interleaved writes were renamed into place.)
+TEST(CacheFiles, WritersOfOneProcessAtOnceLeaveOneWholeFile) {
+  namespace cio = ulysses::prof::cache_io;
+  ut::TempDir tmp;
+  const std::string path = tmp.path + "/.ulysses-summary-cache";
+  static constexpr char kMagic[8] = {'U', 'L', 'Y', 'T', 'E', 'S', 'T', '1'};
+  constexpr int kThreads = 6, kRounds = 40;
+  std::vector<std::string> payloads;
+  for (int t = 0; t < kThreads; ++t) payloads.push_back(std::string(size_t(200000 + 1000 * t), char('a' + t)));
+  std::atomic<int> written{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; ++r) written += cio::write_file(path, kMagic, 1, "key", payloads[size_t(t)]);
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(written.load(), kThreads * kRounds);
+  std::string got;
+  ASSERT_TRUE(cio::read_file(path, kMagic, 1, "key", &got));  // checksum and length hold
+  EXPECT_NE(std::find(payloads.begin(), payloads.end(), got), payloads.end());
+  size_t left = 0;  // no temp file left behind
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path))
+    left += e.path().filename() != ".ulysses-summary-cache";
+  EXPECT_EQ(left, 0u);
+}
