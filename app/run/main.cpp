@@ -98,6 +98,35 @@ int64_t machine_memory_bytes() {
 
 // Runs `ulysses-worker --plan --json` for the user's config and returns its plan, or nullopt
 // with *why when the planner is not available (another worker, a failure, over time_s).
+// What --force must not move aside with an old --out folder: the folder the user stands in
+// (or one above it), or the run's own inputs (config, data, init_from, resume_from), which the
+// ranks would then not find. "" when the move is safe.
+std::string force_refusal(const std::string& out_dir, const ulysses::RunConfig& cfg, const std::string& config_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path out = fs::weakly_canonical(fs::absolute(out_dir, ec), ec);
+  auto holds = [&](const std::string& p) {  // p is out or lies inside it
+    if (p.empty()) return false;
+    std::error_code e2;
+    const fs::path rel = fs::weakly_canonical(fs::absolute(p, e2), e2).lexically_relative(out);
+    return !e2 && !rel.empty() && *rel.begin() != "..";
+  };
+  const std::string cwd = fs::current_path(ec).string();
+  if (!ec && holds(cwd))
+    return "--force would move " + out_dir + " aside, and the current folder " +
+           (fs::weakly_canonical(cwd, ec) == out ? std::string("is that folder") : "is inside it") +
+           "; pick another --out";
+  const std::pair<const char*, const std::string*> inputs[] = {{"the config", &config_path},
+                                                               {"data.path", &cfg.data.path},
+                                                               {"train.init_from", &cfg.train.init_from},
+                                                               {"train.resume_from", &cfg.train.resume_from}};
+  for (const auto& [what, p] : inputs)
+    if (holds(*p))
+      return "--force would move " + out_dir + " aside, and " + what + " (" + *p +
+             ") is inside it, so the ranks would not find it; pick another --out, or move the file out first";
+  return "";
+}
+
 std::optional<nlohmann::json> run_planner(const std::string& worker, const std::string& config_path,
                                           const std::vector<std::string>& overrides, double time_s, std::string* why) {
   namespace L = ulysses::launch;
@@ -427,6 +456,10 @@ int run_main(int argc, char** argv) {
     }
   }
   if (force && (out_state.state == L::RunDirState::OldRun || out_state.state == L::RunDirState::Foreign)) {
+    if (const std::string why = force_refusal(out_dir, cfg, config_path); !why.empty()) {
+      say(why);
+      return 2;
+    }
     try {
       say("--force: moved the old " + out_dir + " aside to " + L::move_run_dir_aside(out_dir));
     } catch (const L::LaunchError& e) {

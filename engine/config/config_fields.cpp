@@ -1,5 +1,6 @@
 // The run config's field table (see config_fields.hpp).
 #include "config_fields.hpp"
+#include "json_checked.hpp"
 
 #include <algorithm>
 
@@ -178,7 +179,9 @@ json field_value_from_text(const ConfigField& f, const std::string& text) {
     case FieldKind::Check: {
       const std::string t = trim(text);
       try {
-        return json::parse(t);
+        return parse_checked_json(t);
+      } catch (const JsonShapeError&) {  // too deep, a key twice: the text, which the field refuses
+        return t;
       } catch (const json::exception&) {  // not JSON (or 1e999): the parser names the text
         return t;
       }

@@ -3,6 +3,7 @@
 
 #include "checkpoint_layout.hpp"
 #include "config_fields.hpp"
+#include "json_checked.hpp"
 #include "ulysses_geometry.hpp"
 
 #include <sys/stat.h>
@@ -382,7 +383,9 @@ json load_json_file(const std::string& path) {
   if (static_cast<int64_t>(text.size()) > kMaxJsonFileBytes)
     throw ConfigError("cannot read " + path + ": more than " + std::to_string(kMaxJsonFileBytes) + " bytes");
   try {
-    return json::parse(text);
+    return parse_checked_json(text);
+  } catch (const JsonShapeError& e) {
+    throw ConfigError(path + " " + e.what());
   } catch (const json::out_of_range& e) {  // e.g. 1e999: beyond a double
     throw ConfigError(path + " holds a number out of range: " + e.what());
   } catch (const json::exception& e) {
@@ -398,7 +401,9 @@ void apply_override(json& config, const std::string& assignment) {
   const std::string raw = assignment.substr(eq + 1);
   json value;
   try {
-    value = json::parse(raw);
+    value = parse_checked_json(raw);
+  } catch (const JsonShapeError& e) {
+    throw ConfigError("--set " + key + ": the value " + e.what());
   } catch (const json::out_of_range& e) {  // 1e999: a number, but not one a double holds
     throw ConfigError("--set " + key + ": " + show(json(raw)) + " is out of range (beyond a 64-bit double)");
   } catch (const json::exception&) {
@@ -861,10 +866,12 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
     bad("model.rms_norm_eps", "model.rms_norm_eps must be positive and at most 1");
   if (finite("model.rope_theta", m.rope_theta) && !(m.rope_theta > 0 && m.rope_theta <= 1e15))
     bad("model.rope_theta", "model.rope_theta must be positive and at most 1e15");
-  if (finite("parallel.timeout_s", p.timeout_s) && !(p.timeout_s > 0 && p.timeout_s <= kMaxTimeoutS)) {
+  // At least 1 s: with less (0.001 was accepted) the launcher's liveness check declared a
+  // healthy rank dead after launch and c10d timed out before the ranks had met.
+  if (finite("parallel.timeout_s", p.timeout_s) && !(p.timeout_s >= kMinTimeoutS && p.timeout_s <= kMaxTimeoutS)) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%g", p.timeout_s);
-    bad("parallel.timeout_s", std::string("parallel.timeout_s must be positive and at most ") +
+    bad("parallel.timeout_s", std::string("parallel.timeout_s must be at least 1 s and at most ") +
                                   num(static_cast<int64_t>(kMaxTimeoutS)) + " (7 days), got " + buf);
   }
   if (ok_par && p.world_size() > kMaxWorld)

@@ -175,6 +175,7 @@ inline constexpr int64_t kMaxTokens = int64_t{1} << 30;  // seq_length, chunk si
 inline constexpr int64_t kMaxMicroBatch = int64_t{1} << 20;
 inline constexpr int64_t kMaxSteps = int64_t{1} << 40;
 inline constexpr int64_t kMaxThreads = 4096;
+inline constexpr double kMinTimeoutS = 1.0;
 inline constexpr double kMaxTimeoutS = 7 * 24 * 3600.0;
 
 // Every rule the engine enforces that can be checked without torch and without data:

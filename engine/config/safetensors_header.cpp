@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_checked.hpp"
 #include "run_config.hpp"
 
 namespace ulysses {
@@ -34,7 +35,9 @@ SafetensorsHeader parse_safetensors_header(std::string_view text, uint64_t fsize
   h.data_offset = 8 + h.header_bytes;
   json header;
   try {
-    header = json::parse(text.begin(), text.end());
+    header = parse_checked_json(text);
+  } catch (const JsonShapeError& e) {
+    throw ConfigError(path + ": corrupt safetensors header: it " + std::string(e.what()));
   } catch (const json::exception& e) {
     throw ConfigError(path + ": corrupt safetensors header: " + e.what());
   }

@@ -11,7 +11,9 @@
 #include <functional>
 #include <limits>
 
+#include "json_checked.hpp"
 #include "run_config.hpp"
+#include "safetensors_header.hpp"
 
 using namespace ulysses;
 namespace fs = std::filesystem;
@@ -258,6 +260,10 @@ TEST(ConfigReliability, DoublesMustBeFiniteAndTimeoutBounded) {
   RunConfig c = base();
   c.parallel.timeout_s = 1e300;
   EXPECT_TRUE(has(validate(c), "parallel.timeout_s", "at most 604800 (7 days), got 1e+300"));
+  c.parallel.timeout_s = 0.001;  // was accepted, then a healthy rank was declared dead after launch
+  EXPECT_TRUE(has(validate(c), "parallel.timeout_s", "at least 1 s"));
+  c.parallel.timeout_s = 1;
+  EXPECT_FALSE(has(validate(c), "parallel.timeout_s", ""));
   c = base();
   c.train.lr = std::numeric_limits<double>::infinity();
   EXPECT_TRUE(has(validate(c), "train.lr", "finite"));
@@ -353,4 +359,53 @@ TEST(Config, FaultsSlowRankAndDelayAreValidated) {
   json j = base().to_json();
   EXPECT_NO_THROW(apply_override(j, "faults.delay_ms=20"));
   EXPECT_THROW(apply_override(j, "faults.slowrank=1"), ConfigError);
+}
+
+// Nesting past kMaxJsonDepth and a key twice in one object are refused with a message, in a
+// config file, a --set value, the launcher form's text and a safetensors header. A value
+// nested 80 000 deep used to end ulysses-run with SIGSEGV (printed recursively for the error).
+TEST(ConfigReliability, DeepNestingAndRepeatedKeysAreConfigErrors) {
+  const std::string d = tmpdir();
+  const std::string deep = std::string(80000, '[') + std::string(80000, ']');
+  auto file_error = [&](const std::string& text) {
+    { std::ofstream(d + "/c.json") << text; }
+    try {
+      RunConfig::from_json(load_json_file(d + "/c.json"));
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(file_error(R"({"train": {"steps": )" + deep + "}}").find("more than 64 deep"), std::string::npos);
+  EXPECT_NE(file_error(R"({"parallel": {"sp_size": 2, "sp_size": 3}})").find(R"(key "sp_size" twice)"),
+            std::string::npos);
+  EXPECT_NE(file_error(R"({"train": {}, "train": {}})").find(R"(key "train" twice)"), std::string::npos);
+  // The same key in two different objects, and 64 levels, are fine.
+  EXPECT_EQ(
+      file_error(R"({"model": {"name": "a"}, "data": {"kind": "text"}, "x": [{"k": 1}, {"k": 2}]})").find("twice"),
+      std::string::npos);
+  EXPECT_NO_THROW(parse_checked_json(std::string(64, '[') + std::string(64, ']')));
+  EXPECT_THROW(parse_checked_json(std::string(66, '[') + std::string(66, ']')), JsonShapeError);
+  json j = base().to_json();
+  try {
+    apply_override(j, "train.steps=" + deep);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 64 deep"), std::string::npos) << e.what();
+  }
+  try {  // a deep value that parses fine at its depth still gives a short message
+    RunConfig::from_json(json{{"train", {{"steps", parse_checked_json(std::string(60, '[') + std::string(60, ']'))}}}});
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_LT(std::string(e.what()).size(), 300u) << e.what();
+  }
+  const std::string hdr = R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "a": {"dtype": "F32", )"
+                          R"("shape": [1], "data_offsets": [4, 8]}})";
+  try {
+    parse_safetensors_header(hdr, 8 + hdr.size() + 8, "m.safetensors");
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(R"(key "a" twice)"), std::string::npos) << e.what();
+  }
+  fs::remove_all(d);
 }

@@ -964,6 +964,29 @@ TEST(Reliability, OutNeverWritesIntoTheUsersFilesAndForceMovesThemAside) {
   Cli again({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {}, tmp.path());
   ASSERT_EQ(again.wait(10), 2) << again.err();
   EXPECT_NE(again.err().find("already holds a run"), std::string::npos) << again.err();
+  // --force never moves aside the folder the user stands in, or one holding the run's inputs
+  // (it used to: the working folder renamed, then "not empty"; the config gone from under the ranks).
+  {
+    Cli here({cfg.string(), "--out", ".", "--worker", FAKE_WORKER_EXE, "--force"}, {}, tmp.path(), run);
+    ASSERT_EQ(here.wait(10), 2) << here.err();
+    EXPECT_NE(here.err().find("current folder is that folder"), std::string::npos) << here.err();
+    fs::create_directories(run / "notes");
+    Cli below({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE, "--force"}, {}, tmp.path(),
+              run / "notes");
+    ASSERT_EQ(below.wait(10), 2) << below.err();
+    EXPECT_NE(below.err().find("is inside it"), std::string::npos) << below.err();
+    const fs::path inner_cfg = run / "again.json";
+    fs::copy_file(cfg, inner_cfg);
+    Cli input({inner_cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE, "--force"}, {}, tmp.path());
+    ASSERT_EQ(input.wait(10), 2) << input.err();
+    EXPECT_NE(input.err().find("the config (" + inner_cfg.string() + ") is inside it"), std::string::npos)
+        << input.err();
+    EXPECT_EQ(run_json_status(run), "finished");  // still there, not moved
+    size_t moved = 0;
+    for (const auto& e : fs::directory_iterator(tmp.path()))
+      moved += e.path().filename().string().rfind("mine.old-", 0) == 0;
+    EXPECT_EQ(moved, 1u);  // only the one --force moved above
+  }
 }
 
 // Data loss class: a train.save_to that cannot be written used to be found after the last
