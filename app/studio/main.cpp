@@ -8,7 +8,9 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QImage>
+#include <QImageWriter>
 #include <QPixmap>
+#include <QSaveFile>
 #include <QTimer>
 #include <algorithm>
 #include <cstdio>
@@ -115,14 +117,28 @@ int studio_main(int argc, char** argv) {
     std::fprintf(stderr, "ulysses-studio: --screenshot needs a file name with an image suffix, e.g. out.png\n");
     return 2;
   }
+  if (screenshot) {  // a suffix no image writer has: refused before anything is drawn or written
+    const QByteArray suffix = QFileInfo(cli.value(shot)).suffix().toLower().toLatin1();
+    const QList<QByteArray> formats = QImageWriter::supportedImageFormats();
+    if (suffix != "svg" && !formats.contains(suffix)) {
+      QStringList names{QStringLiteral("svg")};
+      for (const QByteArray& f : formats) names << QString::fromLatin1(f);
+      std::fprintf(stderr, "ulysses-studio: --screenshot cannot write .%s files; give one of: %s\n", suffix.constData(),
+                   qPrintable(names.join(QStringLiteral(", "))));
+      return 2;
+    }
+  }
   QSize winSize(1500, 950);
   if (cli.isSet(size)) {
     const auto parts = cli.value(size).split(QLatin1Char('x'));
     bool okW = false, okH = false;
     if (parts.size() == 2) winSize = QSize(parts[0].toInt(&okW), parts[1].toInt(&okH));
-    if (!okW || !okH || winSize.width() < 200 || winSize.height() < 200) {
-      std::fprintf(stderr, "ulysses-studio: --size expects WxH such as 1500x950, got '%s'\n",
-                   qPrintable(cli.value(size)));
+    // At most 16384 a side: a 20000x20000 window took 50 s and 3 GB, 32768 ran past minutes.
+    constexpr int kMinSide = 200, kMaxSide = 16384;
+    if (!okW || !okH || winSize.width() < kMinSide || winSize.height() < kMinSide || winSize.width() > kMaxSide ||
+        winSize.height() > kMaxSide) {
+      std::fprintf(stderr, "ulysses-studio: --size expects WxH, each from %d to %d, such as 1500x950; got '%s'\n",
+                   kMinSide, kMaxSide, qPrintable(cli.value(size)));
       return 2;
     }
   }
@@ -203,7 +219,14 @@ int studio_main(int argc, char** argv) {
     QString serr;
     const bool svg = QFileInfo(out).suffix().toLower() == QLatin1String("svg");
     const QPixmap pm = svg ? QPixmap() : w.grab();
-    if (svg ? !ulysses::ui::exportWidgetSvg(&w, out, &serr) : (pm.isNull() || !pm.save(out))) {
+    // QSaveFile: written beside and renamed over OUT only when whole (a full disk leaves the
+    // old file as it was, not a truncated image under its name).
+    auto save_image = [&] {
+      QSaveFile f(out);
+      return !pm.isNull() && f.open(QIODevice::WriteOnly) &&
+             pm.save(&f, QFileInfo(out).suffix().toLatin1().constData()) && f.commit();
+    };
+    if (svg ? !ulysses::ui::exportWidgetSvg(&w, out, &serr) : !save_image()) {
       std::fprintf(stderr, "ulysses-studio: cannot write the screenshot to %s\n", qPrintable(out));
       rc = 1;
     } else {

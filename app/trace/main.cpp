@@ -13,6 +13,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <tuple>
 #include <cstdio>
 #include <set>
 #include <string>
@@ -21,6 +24,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/atomic_file.hpp"
 #include "ulysses/profiler/chrome_export.hpp"
 #include "ulysses/profiler/compare.hpp"
 #include "ulysses/profiler/html_report.hpp"
@@ -45,9 +49,10 @@ static int write_html_report(const std::string& run, const std::string& out, boo
   while (name.size() > 1 && name.back() == '/') name.pop_back();
   name = name.substr(name.find_last_of('/') == std::string::npos ? 0 : name.find_last_of('/') + 1);
   const std::string html = prof::summary_to_html(m, s, "Ulysses run report: " + name);
-  std::FILE* f = std::fopen(out.c_str(), "wb");
-  if (!f || std::fwrite(html.data(), 1, html.size(), f) != html.size() || std::fclose(f) != 0) {
-    std::cerr << "ulysses-trace: cannot write " << out << "\n";
+  try {  // whole or not at all: a full disk keeps the old report, not a truncated one
+    prof::write_file_atomically(out, [&](std::ostream& f) { f.write(html.data(), std::streamsize(html.size())); });
+  } catch (const std::runtime_error& e) {
+    std::cerr << "ulysses-trace: " << e.what() << "\n";
     return 1;
   }
   std::cerr << "wrote " << out << " (" << html.size() << " bytes)\n";
@@ -71,6 +76,28 @@ static std::string ranks_text(const ulysses::prof::TraceModel& m, bool* has_rank
     out += (shown++ ? ", " : "") + std::to_string(r);
   }
   return out;
+}
+
+// Why writing `out` would overwrite a trace read from `run` ("" when it would not): `out` is
+// `run` itself, a file in a run folder's trace/ (or, for a folder of foreign traces, one of its
+// .sqlite / .json files that exists); with --per-rank, `out` is `run` or its trace folder.
+// `export run/trace/rank0.sqlite run/trace/rank0.sqlite` replaced the trace by its own export.
+static std::string output_clobbers_input(const std::string& run, const std::string& out, bool out_is_folder) {
+  namespace fs = std::filesystem;
+  auto canon = [](const std::string& p) {
+    std::error_code e;
+    return fs::weakly_canonical(fs::absolute(p, e), e);
+  };
+  std::error_code ec;
+  const fs::path r = canon(run), o = canon(out);
+  if (o == r) return "it is the trace read";
+  if (!fs::is_directory(r, ec)) return "";
+  if (out_is_folder) return o == r / "trace" ? "it is the run's trace folder" : "";
+  if (o.parent_path() == r / "trace") return "it lies in the run's trace folder, beside the rank files";
+  const std::string ext = o.extension().string();
+  if (o.parent_path() == r && (ext == ".sqlite" || ext == ".json") && fs::exists(o, ec) && !fs::exists(r / "trace", ec))
+    return "it is one of the traces of the folder read";
+  return "";
 }
 
 // Step-window options that no trace can satisfy: "" when fine, else what is wrong.
@@ -163,6 +190,23 @@ int main(int argc, char** argv) {
   if (summary->parsed()) {
     if (const std::string e = step_window_error(step_begin, step_end); !e.empty()) {
       std::cerr << "ulysses-trace: " << e << "\n";
+      return 2;
+    }
+  }
+  if (report->parsed() && html_out.empty()) {
+    std::cerr << "ulysses-trace: --html needs a file name, e.g. --html report.html\n";
+    return 2;
+  }
+  if (cmp->parsed() && !std::isfinite(threshold)) {
+    std::cerr << "ulysses-trace: --threshold must be a finite number such as 0.10, got " << threshold << "\n";
+    return 2;
+  }
+  for (const auto& [parsed, target, folder] :
+       {std::tuple{exp->parsed(), &out, per_rank}, std::tuple{report->parsed(), &html_out, false}}) {
+    if (!parsed) continue;
+    if (const std::string why = output_clobbers_input(run, *target, folder); !why.empty()) {
+      std::cerr << "ulysses-trace: writing " << *target << " would overwrite the trace it reads (" << why
+                << "); give another output path\n";
       return 2;
     }
   }

@@ -2,6 +2,8 @@
 // multi-million-range traces export quickly.
 #include "ulysses/profiler/chrome_export.hpp"
 
+#include "ulysses/profiler/atomic_file.hpp"
+
 #include <algorithm>
 #include <cinttypes>
 #include <filesystem>
@@ -248,11 +250,8 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
 }
 
 void export_chrome_trace(const TraceModel& m, const std::string& path, const ChromeExportOptions& o) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw std::runtime_error("cannot write '" + path + "' (does its directory exist?)");
-  write_chrome_trace(m, f, o);
-  f.flush();
-  if (!f) throw std::runtime_error("failed writing '" + path + "' (disk full?)");
+  // Whole or not at all: a full disk used to leave a truncated JSON in place of the old one.
+  write_file_atomically(path, [&](std::ostream& f) { write_chrome_trace(m, f, o); });
 }
 
 }  // namespace ulysses::prof

@@ -8,6 +8,7 @@
 // step per ProfilerStep#N annotation. Times: µs in the file, ns in the model.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <fstream>
 #include <regex>
@@ -22,6 +23,7 @@ namespace ulysses::prof::detail {
 namespace {
 
 using json = nlohmann::json;
+namespace fs = std::filesystem;
 
 bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
 
@@ -55,6 +57,8 @@ int64_t us_to_ns(const json& v) {
 }  // namespace
 
 bool looks_like_json(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;  // a FIFO would block the open until a writer came
   std::ifstream f(path, std::ios::binary);
   char c = 0;
   while (f.get(c)) {
@@ -71,6 +75,9 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
   auto note = [&](const std::string& s) { m.notes.push_back(fname + ": " + s); };
   json doc;
   {
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec))
+      throw TraceError(describe(path) + " is not a regular file (a FIFO, a socket or a device?)");
     std::ifstream f(path, std::ios::binary);
     if (!f) throw TraceError("cannot read " + describe(path));
     doc = json::parse(f, nullptr, false);

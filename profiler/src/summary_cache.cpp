@@ -5,6 +5,7 @@
 
 #include "cache_io.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -81,11 +82,18 @@ std::string make_key(const std::vector<std::string>& files, const LoadOptions& l
 bool read_file(const std::string& path, const char (&magic)[8], uint32_t format, const std::string& key,
                std::string* payload) {
   try {
-    std::FILE* fp = std::fopen(path.c_str(), "rb");
-    if (!fp) return false;
+    // O_NONBLOCK: a FIFO in the cache's place opens at once (and is no cache) instead of
+    // blocking until a writer comes; regular files ignore the flag.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return false;
+    std::FILE* fp = ::fdopen(fd, "rb");
+    if (!fp) {
+      ::close(fd);
+      return false;
+    }
     struct stat st {};
     std::string bytes;
-    if (::fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
       bytes.resize(static_cast<size_t>(st.st_size));
       bytes.resize(std::fread(bytes.data(), 1, bytes.size(), fp));
     }

@@ -103,6 +103,8 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw TraceError(describe(path) + " does not exist");
   if (fs::is_directory(path, ec)) throw TraceError("'" + path + "' is a directory without trace files");
+  if (!fs::is_regular_file(path, ec))  // a FIFO would block the open below until a writer came
+    throw TraceError(describe(path) + " is not a regular file (a FIFO, a socket or a device?)");
   auto size = fs::file_size(path, ec);
   if (ec) throw TraceError("cannot read " + describe(path) + ": " + ec.message());
   if (size == 0) throw TraceError(describe(path) + " is empty (the rank may have died before writing anything)");

@@ -1,6 +1,7 @@
 // Bad trace input: missing, empty, not SQLite, truncated, corrupt, future format, unrelated
 // SQLite -> TraceError with a message naming the problem, and ulysses-trace exits 2.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -12,7 +13,9 @@
 #include <vector>
 
 #include "test_util.hpp"
+#include "cache_io.hpp"
 #include "trace_loading.hpp"
+#include "ulysses/profiler/atomic_file.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 using namespace ut;
@@ -221,4 +224,74 @@ TEST(BadInputMessages, ALockHeldPastTheTimeoutIsNamedNotCalledCorrupt) {
   EXPECT_EQ(busy.find("corrupt"), std::string::npos) << busy;
   const std::string bad = message(std::runtime_error("file is not a database"));
   EXPECT_NE(bad.find("is corrupt or unreadable: file is not a database"), std::string::npos) << bad;
+}
+
+// Outputs never destroy inputs or old outputs: export and report refuse a path that is one of
+// the traces they read (exit 2, the trace untouched), and an output is written whole or not at
+// all (write_file_atomically: the old file is kept when the writer fails, no temp file left).
+TEST_F(BadInput, OutputsNeverOverwriteTheTraceReadAndAreWrittenWhole) {
+#ifndef ULYSSES_TRACE_BIN
+  GTEST_SKIP() << "ulysses-trace not built";
+#else
+  const std::string good = good_trace(tmp.path);
+  const std::string run = tmp.path + "/run";
+  fs::create_directories(run + "/trace");
+  fs::copy_file(good, run + "/trace/rank0.sqlite");
+  auto bytes_of = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string before = bytes_of(good), run_before = bytes_of(run + "/trace/rank0.sqlite");
+  EXPECT_EQ(bad_input_cli("export '" + good + "' '" + good + "'"), 2);
+  EXPECT_EQ(bad_input_cli("export '" + run + "' '" + run + "/trace/rank0.sqlite'"), 2);
+  EXPECT_EQ(bad_input_cli("export '" + run + "' '" + run + "/trace/new.json'"), 2);
+  EXPECT_EQ(bad_input_cli("export --per-rank '" + run + "' '" + run + "/trace'"), 2);
+  EXPECT_EQ(bad_input_cli("report '" + good + "' --html '" + good + "'"), 2);
+  EXPECT_EQ(bad_input_cli("report '" + run + "' --html ''"), 2);
+  EXPECT_EQ(bytes_of(good), before);
+  EXPECT_EQ(bytes_of(run + "/trace/rank0.sqlite"), run_before);
+  EXPECT_EQ(bad_input_cli("export '" + run + "' '" + run + "/out.json'"), 0);  // beside the trace folder: fine
+  EXPECT_EQ(bad_input_cli("compare '" + good + "' '" + good + "' --threshold nan"), 2);
+
+  const std::string out = tmp.path + "/old.json";
+  write_file(out, "old contents");
+  EXPECT_THROW(prof::write_file_atomically(out,
+                                           [](std::ostream& o) {
+                                             o << "half of the new";
+                                             throw std::runtime_error("the writer failed");
+                                           }),
+               std::runtime_error);
+  EXPECT_EQ(bytes_of(out), "old contents");
+  fs::create_directories(tmp.path + "/a_folder");
+  EXPECT_THROW(prof::write_file_atomically(tmp.path + "/a_folder", [](std::ostream& o) { o << "x"; }),
+               std::runtime_error);
+  EXPECT_TRUE(fs::is_directory(tmp.path + "/a_folder"));
+  EXPECT_THROW(prof::write_file_atomically(tmp.path + "/no/such/dir/x.json", [](std::ostream& o) { o << "x"; }),
+               std::runtime_error);
+  prof::write_file_atomically(out, [](std::ostream& o) { o << "new contents"; });
+  EXPECT_EQ(bytes_of(out), "new contents");
+  for (const auto& e : fs::directory_iterator(tmp.path))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+#endif
+}
+
+// A FIFO where a rank file or a cache should be: refused or ignored at once, never waited on
+// (summary, export and prepare used to block forever opening it).
+TEST_F(BadInput, AFifoInARunFolderIsRefusedOrIgnoredNotWaitedOn) {
+  const std::string good = good_trace(tmp.path);
+  const std::string run = tmp.path + "/fiforun";
+  fs::create_directories(run + "/trace");
+  fs::copy_file(good, run + "/trace/rank0.sqlite");
+  ASSERT_EQ(::mkfifo((run + "/trace/rank1.sqlite").c_str(), 0600), 0);
+  const std::string err = load_error(run);
+  EXPECT_NE(err.find("rank1.sqlite' is not a regular file"), std::string::npos) << err;
+  fs::remove(run + "/trace/rank1.sqlite");
+  // Caches: a FIFO in a cache's place is no cache; the trace loads from its rows.
+  ASSERT_EQ(::mkfifo((run + "/trace/.ulysses-summary-cache").c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo((run + "/trace/.rank0.sqlite.ulysses-read-cache").c_str(), 0600), 0);
+  std::string payload;
+  static constexpr char kMagic[8] = {'U', 'L', 'Y', 'S', 'U', 'M', 'C', '1'};
+  EXPECT_FALSE(prof::cache_io::read_file(run + "/trace/.ulysses-summary-cache", kMagic, 1, "k", &payload));
+  EXPECT_EQ(load_error(run), "");
+  EXPECT_FALSE(prof::detail::looks_like_json(run + "/trace/.ulysses-summary-cache"));
 }

@@ -666,6 +666,23 @@ TEST(StudioCli, ScreenshotAndBadArguments) {
   EXPECT_EQ(runStudio({broken, "--view", "timeline", "--screenshot", png2}, &out), 1) << out.toStdString();
   EXPECT_TRUE(out.contains("rank0.sqlite")) << out.toStdString();
   EXPECT_FALSE(QFileInfo::exists(png2));
+  // A suffix no image writer has is refused before anything is drawn, and the file of that
+  // name is left as it was (it used to be emptied); sizes past 16384 a side are refused.
+  const QString notes = tmp.filePath("notes.txt");
+  {
+    QFile n(notes);
+    ASSERT_TRUE(n.open(QIODevice::WriteOnly));
+    n.write("keep me");
+  }
+  EXPECT_EQ(runStudio({"--screenshot", notes}, &out), 2) << out.toStdString();
+  EXPECT_TRUE(out.contains("cannot write .txt")) << out.toStdString();
+  {
+    QFile n(notes);
+    ASSERT_TRUE(n.open(QIODevice::ReadOnly));
+    EXPECT_EQ(n.readAll(), QByteArray("keep me"));
+  }
+  EXPECT_EQ(runStudio({"--size", "20000x20000", "--screenshot", png}, &out), 2) << out.toStdString();
+  EXPECT_TRUE(out.contains("16384")) << out.toStdString();
 #endif
 }
 

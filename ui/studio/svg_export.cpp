@@ -10,6 +10,7 @@
 #include <QPainter>
 #include <QPainterPath>
 #include <QPixmap>
+#include <QSaveFile>
 #include <QTextItem>
 #include <QWidget>
 
@@ -277,8 +278,9 @@ bool exportWidgetSvg(QWidget* w, const QString& path, QString* error) {
     return false;
   }
   const QString svg = widgetSvg(w);
-  QFile f(path);
-  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(svg.toUtf8()) < 0 || !f.flush()) {
+  QSaveFile f(path);  // renamed over `path` only when whole: a full disk keeps the old file
+  const QByteArray bytes = svg.toUtf8();
+  if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit()) {
     if (error) *error = QStringLiteral("cannot write %1 (a writable folder?)").arg(path);
     return false;
   }

@@ -1,0 +1,41 @@
+#include "ulysses/profiler/atomic_file.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+namespace ulysses::prof {
+
+void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
+  static std::atomic<uint64_t> writers{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++writers);
+  auto fail = [&](const std::string& what, int err) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot write '" + path + "': " + what +
+                             (err ? std::string(": ") + std::strerror(err) : ""));
+  };
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) fail("cannot create a file beside it (does its folder exist, is it writable?)", errno);
+    try {
+      write(f);
+    } catch (...) {
+      f.close();
+      std::remove(tmp.c_str());
+      throw;
+    }
+    errno = 0;
+    f.flush();
+    if (!f) fail("writing failed (disk full?)", errno);
+    f.close();
+    if (!f) fail("closing failed (disk full?)", errno);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot put the written file in its place", errno);
+}
+
+}  // namespace ulysses::prof
