@@ -98,6 +98,29 @@ int64_t machine_memory_bytes() {
 
 // Runs `ulysses-worker --plan --json` for the user's config and returns its plan, or nullopt
 // with *why when the planner is not available (another worker, a failure, over time_s).
+// What train.save_to already holds that saving would overwrite: a model ("a model
+// (model.safetensors)") or training checkpoints ("training checkpoints (step-*)"); "" if none.
+std::string save_to_holds(const std::string& save_to) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path st(save_to);
+  for (const char* f : {"model.safetensors", "model.safetensors.index.json"})
+    if (fs::exists(st / f, ec)) return std::string("a model (") + f + ")";
+  for (fs::directory_iterator it(st, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind("step-", 0) == 0) return "training checkpoints (step-*)";
+  return "";
+}
+
+// Whether resume_from is the folder `save_to` or one checkpoint inside it.
+bool resumes_from(const std::string& resume_from, const std::filesystem::path& save_to) {
+  namespace fs = std::filesystem;
+  if (resume_from.empty()) return false;
+  std::error_code ec;
+  const fs::path r = fs::weakly_canonical(fs::absolute(resume_from, ec), ec),
+                 s = fs::weakly_canonical(fs::absolute(save_to, ec), ec);
+  return r == s || r.parent_path() == s;
+}
+
 // What --force must not move aside with an old --out folder: the folder the user stands in
 // (or one above it), or the run's own inputs (config, data, init_from, resume_from), which the
 // ranks would then not find. "" when the move is safe.
@@ -448,6 +471,14 @@ int run_main(int argc, char** argv) {
         !force) {
       say("train.save_to: " + (st / "config.json").string() +
           " exists and is not part of a checkpoint; saving would overwrite it (pick another directory, or --force)");
+      return 2;
+    }
+    // A model or training checkpoints already there (another run's result, the init_from
+    // model itself) would be overwritten, unless this run resumes from that folder.
+    if (const std::string held = save_to_holds(cfg.train.save_to);
+        !held.empty() && !force && !resumes_from(cfg.train.resume_from, st)) {
+      say("train.save_to: " + cfg.train.save_to + " already holds " + held +
+          "; saving would overwrite it (pick another folder, resume from it with train.resume_from, or pass --force)");
       return 2;
     }
     if (const std::string why = L::probe_writable_dir(cfg.train.save_to); !why.empty()) {

@@ -13,6 +13,7 @@
 #include <QSaveFile>
 #include <QTimer>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -197,7 +198,7 @@ int studio_main(int argc, char** argv) {
     bool okSpeed = false;
     const double speed = cli.value(replay).toDouble(&okSpeed);
     QString rerr;
-    if (!okSpeed || speed < 0 || pos.isEmpty()) {
+    if (!okSpeed || !std::isfinite(speed) || speed < 0 || pos.isEmpty()) {
       std::fprintf(stderr,
                    "ulysses-studio: --replay needs a run folder and a speed >= 0 (1, 10; 0 = step by step), got '%s'\n",
                    qPrintable(cli.value(replay)));

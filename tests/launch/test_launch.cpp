@@ -1010,6 +1010,26 @@ TEST(Reliability, UnwritableSaveToIsRefusedBeforeLaunch) {
            {}, tmp.path());
   ASSERT_EQ(cli2.wait(10), 2) << cli2.err();
   EXPECT_EQ(read_file(tmp.path() / "proj" / "config.json"), "mine");
+  // A folder that already holds a model (someone's checkpoint, the init_from model) or training
+  // checkpoints: saving would overwrite them (it did, silently). Refused unless --force.
+  fs::create_directories(tmp.path() / "hf");
+  write_file(tmp.path() / "hf" / "config.json", "{}");
+  write_file(tmp.path() / "hf" / "model.safetensors", "their weights");
+  fs::create_directories(tmp.path() / "old_ckpt" / "step-00000004");
+  for (const auto& [dir, what] :
+       {std::pair{"hf", "a model (model.safetensors)"}, std::pair{"old_ckpt", "training checkpoints (step-*)"}}) {
+    Cli c({cfg.string(), "--set", "train.save_to=" + (tmp.path() / dir).string(), "--out", run.string(), "--worker",
+           FAKE_WORKER_EXE},
+          {}, tmp.path());
+    ASSERT_EQ(c.wait(10), 2) << c.err();
+    EXPECT_NE(c.err().find(std::string("already holds ") + what), std::string::npos) << c.err();
+    EXPECT_FALSE(fs::exists(run)) << "refused before the run folder is made";
+  }
+  EXPECT_EQ(read_file(tmp.path() / "hf" / "model.safetensors"), "their weights");
+  Cli forced({cfg.string(), "--set", "train.save_to=" + (tmp.path() / "hf").string(), "--out", run.string(), "--worker",
+              FAKE_WORKER_EXE, "--force"},
+             {}, tmp.path());
+  EXPECT_EQ(forced.wait(), 0) << forced.err();
 }
 
 // Data loss class: on a full disk the final status could not be written and run.json said
