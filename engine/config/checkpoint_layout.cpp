@@ -181,6 +181,18 @@ std::vector<ConfigIssue> resume_issues(const RunConfig& cfg) {
           {key,
            "train.resume_from: " + what + " (" + saved_path +
                "); resume with the checkpoint's settings, only train.steps, train.save_* and the like may change"});
+    // state.json's next_step is where the ranks resume; it must be the step of the checkpoint's
+    // name and manifest (what train.steps is checked against below). One saying 9 in
+    // step-00000002 resumed "at step 9", trained nothing and exited 0.
+    const std::string state_path = (fs::path(c.dir) / kStateFile).string();
+    const json st = load_json_file(state_path);
+    if (!st.is_object() || !st.contains("next_step") || !st["next_step"].is_number_integer())
+      out.push_back({"train.resume_from", state_path + " lacks next_step (a damaged checkpoint)"});
+    else if (st["next_step"].get<int64_t>() != c.step)
+      out.push_back({"train.resume_from", state_path + " says next_step " +
+                                              std::to_string(st["next_step"].get<int64_t>()) +
+                                              " but the checkpoint is of step " + std::to_string(c.step) +
+                                              " (its folder name and manifest): a damaged or hand-edited checkpoint"});
     if (cfg.train.steps <= c.step)
       out.push_back({"train.steps", "train.steps (" + std::to_string(cfg.train.steps) +
                                         ") leaves nothing to train after " + c.dir + " (step " +

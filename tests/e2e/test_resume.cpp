@@ -195,6 +195,20 @@ TEST(Resume, BadInputsExit2WithAMessage) {
   auto full = run(cfg, tmp("d-full"), "--set train.save_to=" + save + " --set train.save_every=2");
   ASSERT_EQ(full.code, 0) << full.out;
   fs::create_directories(tmp("d-empty"));
+  // A hand-edited state.json whose next_step is not the checkpoint's step (it resumed "at step
+  // 9", trained nothing and exited 0).
+  fs::create_directories(tmp("d-edited"));
+  fs::copy(save + "/step-00000002", tmp("d-edited") + "/step-00000002", fs::copy_options::recursive);
+  {
+    json st = json::parse(std::ifstream(tmp("d-edited") + "/step-00000002/state.json"));
+    st["next_step"] = 9;
+    const std::string text = st.dump();
+    std::ofstream(tmp("d-edited") + "/step-00000002/state.json") << text;
+    // keep the manifest's byte count of state.json right, so only next_step is wrong
+    json man = json::parse(std::ifstream(tmp("d-edited") + "/step-00000002/complete"));
+    man["files"]["state.json"] = text.size();
+    std::ofstream(tmp("d-edited") + "/step-00000002/complete") << man.dump();
+  }
   std::ofstream(tmp("d-file")) << "x";
   const std::string ck = "train.resume_from=" + save + "/step-00000002";
   struct Case {
@@ -207,6 +221,8 @@ TEST(Resume, BadInputsExit2WithAMessage) {
       {"--set " + ck + " --set parallel.sp_size=1", "parallel.sp_size = 1, the checkpoint has 2"},
       {"--set " + ck + " --set train.lr=0.02", "train.lr"},
       {"--set " + ck + " --set train.steps=2", "leaves nothing to train"},
+      {"--set train.resume_from=" + tmp("d-edited") + "/step-00000002",
+       "says next_step 9 but the checkpoint is of step 2"},
       {"--set train.save_every=2", "needs train.save_to"},
       {"--set train.save_keep=0 --set train.save_to=" + tmp("d-k"), "train.save_keep must be positive"},
       {"--set train.save_every=-1", "train.save_every must be >= 0"},
