@@ -3,6 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <vector>
+
 #include "json_checked.hpp"
 #include "run_config.hpp"
 
@@ -78,6 +81,19 @@ SafetensorsHeader parse_safetensors_header(std::string_view text, uint64_t fsize
                         " bytes (truncated or corrupt file?)");
     h.tensors.push_back(std::move(t));
   }
+  // No two tensors share bytes (the format forbids it): a header pointing lm_head.weight at
+  // embed_tokens' bytes loaded a different model without a word.
+  std::vector<const SafetensorsEntry*> by_offset;
+  for (const auto& t : h.tensors)
+    if (t.end > t.begin) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const SafetensorsEntry* a, const SafetensorsEntry* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < by_offset.size(); ++i)
+    if (by_offset[i]->begin < by_offset[i - 1]->end)
+      throw ConfigError(path + ": corrupt safetensors header: tensors " + by_offset[i - 1]->name + " [" +
+                        std::to_string(by_offset[i - 1]->begin) + ", " + std::to_string(by_offset[i - 1]->end) +
+                        ") and " + by_offset[i]->name + " [" + std::to_string(by_offset[i]->begin) + ", " +
+                        std::to_string(by_offset[i]->end) + ") share bytes");
   return h;
 }
 

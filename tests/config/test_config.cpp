@@ -409,3 +409,21 @@ TEST(ConfigReliability, DeepNestingAndRepeatedKeysAreConfigErrors) {
   }
   fs::remove_all(d);
 }
+
+// Two tensors sharing bytes are refused (a header pointing one tensor at another's bytes
+// loaded a different model silently); adjacent and zero-size tensors are fine.
+TEST(ConfigReliability, SafetensorsTensorsMayNotShareBytes) {
+  auto header = [](const std::string& b_offsets) {
+    return R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "b": {"dtype": "F32", "shape": [2], )"
+           R"("data_offsets": )" +
+           b_offsets + R"(}, "e": {"dtype": "F32", "shape": [0], "data_offsets": [4, 4]}})";
+  };
+  const std::string ok = header("[8, 16]"), bad = header("[4, 12]");
+  EXPECT_EQ(parse_safetensors_header(ok, 8 + ok.size() + 16, "m.safetensors").tensors.size(), 3u);
+  try {
+    parse_safetensors_header(bad, 8 + bad.size() + 16, "m.safetensors");
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensors a [0, 8) and b [4, 12) share bytes"), std::string::npos) << e.what();
+  }
+}
