@@ -342,6 +342,10 @@ int run_main(int argc, char** argv) {
     return 2;
   }
 
+  if (app.count("--out") && out_dir.empty()) {  // was: silently the default runs/<timestamp> folder
+    say("--out needs a folder name, e.g. --out runs/mine");
+    return 2;
+  }
   if (app.count("--max-seq") && !plan_mode) {
     say("--max-seq needs --plan");
     return 2;

@@ -960,7 +960,9 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
   else if (c.profile.step_end >= 0 && c.profile.step_end < c.profile.step_begin)
     bad("profile.step_end", "profile.step_end must be -1 (all) or >= profile.step_begin");
   const auto& fl = c.faults;
-  if (fl.slow_rank < -1 || fl.slow_rank >= p.world_size())
+  // Against the world size only when that is valid (sp_size -2 gave "slow_rank (-1) must be
+  // below the world size (-2)", though slow_rank was off).
+  if (fl.slow_rank < -1 || (ok_par && fl.slow_rank >= p.world_size()))
     bad("faults.slow_rank", "faults.slow_rank (" + num(fl.slow_rank) +
                                 ") must be -1 (off) or a rank below the world size (" + num(p.world_size()) +
                                 " = sp_size x dp_size)");

@@ -29,6 +29,7 @@ void encode(Out& o, const detail::Builder& b) {
   const TraceModel& m = b.m;
   o.s(m.config_json);
   o.i(m.sp_size), o.i(m.dp_size);
+  o.s(b.run_id), o.i(b.world_size);
   cache_io::put_vec(o, m.notes, [&](const std::string& s) { o.s(s); });
   cache_io::put_vec(o, m.strings, [&](const std::string& s) { o.s(s); });
   cache_io::put_vec(o, b.sources, [&](const detail::SourceLane& s) {
@@ -86,6 +87,7 @@ void decode(const std::string& bytes, detail::Builder* out) {
   m.format = "ulysses";
   m.config_json = in.s();
   m.sp_size = in.i32(), m.dp_size = in.i32();
+  b.run_id = in.s(), b.world_size = in.i();
   cache_io::get_vec(in, &m.notes, [&](std::string& s) { s = in.s(); });
   cache_io::get_vec(in, &m.strings, [&](std::string& s) { s = in.s(); });
   for (size_t k = 0; k < m.strings.size(); ++k) b.string_index.emplace(m.strings[k], static_cast<int32_t>(k));

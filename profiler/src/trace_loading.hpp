@@ -60,6 +60,11 @@ struct Builder {
   // order; build_lanes moves them into m.ranges (after m.ranges' own) in its one pass, so
   // they are never copied into one merged vector first.
   std::vector<std::vector<TraceRange>> pending_ranges;
+  // The run the Ulysses rank files read so far belong to (ULYSSES_RUN: runId, worldSize; ""
+  // and -1 when no file said), and the file that said so first: rank files of two runs mixed
+  // in one folder are refused (check_same_run), not merged into one picture.
+  std::string run_id, run_id_file;
+  int64_t world_size = -1;
 
   // Names in a trace (ranges, kernels, threads, devices) are short; a hostile or broken file
   // can hold a 50 MB one, which every reader and the studio's drawing would pay for again
@@ -93,6 +98,31 @@ struct Builder {
 };
 
 inline std::string describe(const std::string& path) { return "trace file '" + path + "'"; }
+
+// Adds one Ulysses rank file's run (its ULYSSES_RUN runId and worldSize) to what `b` has read:
+// throws TraceError when it names another run than the files before it (an empty id or a
+// world size of -1 says nothing).
+inline void check_same_run(Builder& b, const std::string& run_id, int64_t world_size, const std::string& path) {
+  if (!run_id.empty()) {
+    if (b.run_id.empty()) {
+      b.run_id = run_id;
+      b.run_id_file = path;
+    } else if (run_id != b.run_id) {
+      throw TraceError(describe(path) + " is of run '" + run_id + "', " + b.run_id_file + " of run '" + b.run_id +
+                       "': rank files of different runs in one folder; remove the stray file");
+    }
+  }
+  if (world_size >= 0) {
+    if (b.world_size < 0) {
+      b.world_size = world_size;
+      if (b.run_id_file.empty()) b.run_id_file = path;
+    } else if (world_size != b.world_size) {
+      throw TraceError(describe(path) + " is of a run of " + std::to_string(world_size) + " ranks, " +
+                       (b.run_id_file.empty() ? std::string("the files before it") : b.run_id_file) + " of " +
+                       std::to_string(b.world_size) + ": rank files of different runs in one folder");
+    }
+  }
+}
 
 // The TraceError for a file SQLite could not read: still locked by another process after the
 // busy timeout (sql::Busy), or corrupt. One message for the three readers.

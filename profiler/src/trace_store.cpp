@@ -104,12 +104,15 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
     int32_t file_rank = file_index;
     if (kind == FileKind::Ulysses) {
       m.from_nsys = false;
-      sql::Stmt run(db, "SELECT configJson, worldSize, spSize, dpSize FROM ULYSSES_RUN LIMIT 1");
+      const bool has_run_id = db.has_column("ULYSSES_RUN", "runId");
+      sql::Stmt run(db, has_run_id ? "SELECT configJson, worldSize, spSize, dpSize, runId FROM ULYSSES_RUN LIMIT 1"
+                                   : "SELECT configJson, worldSize, spSize, dpSize FROM ULYSSES_RUN LIMIT 1");
       if (run.step()) {
         // a run config is a few KiB; one beyond the config loader's own cap is not kept
         if (m.config_json.empty() && sqlite3_column_bytes(run.get(), 0) <= (16 << 20)) m.config_json = run.text(0);
         m.sp_size = to_i32(run.i64(2));
         m.dp_size = to_i32(run.i64(3));
+        check_same_run(b, has_run_id ? Builder::capped(run.text(4)) : std::string(), run.i64(1), path);
       }
       sql::Stmt rk(db, "SELECT rank, spRank, dpRank, device, hostname, pid FROM ULYSSES_RANKS");
       while (rk.step()) {
@@ -470,6 +473,7 @@ void align_to_rank0(TraceModel& m, size_t n_clocks, size_t n_ranges, size_t n_st
 void merge_file(Builder& g, Builder& f) {
   TraceModel& m = g.m;
   TraceModel& x = f.m;
+  check_same_run(g, f.run_id, f.world_size, f.run_id_file);
   std::vector<int32_t> sid(x.strings.size());
   for (size_t i = 0; i < x.strings.size(); ++i) sid[i] = g.intern(x.strings[i]);
   std::vector<int32_t> src(f.sources.size());
@@ -514,6 +518,7 @@ bool read_rank_files_parallel(Builder& b, const std::vector<std::string>& files,
       // Probed before the file is read (a write after the read can tell whether it changed).
       const RankFileCacheProbe probe = probe_rank_file_cache(files[i], static_cast<int32_t>(i), opts);
       cached[i] = read_rank_file_cache(probe, &per[i]);
+      if (cached[i]) per[i].run_id_file = files[i];  // the file its run id was read from
       if (!cached[i]) {
         per[i].m.sp_size = per[i].m.dp_size = -1;  // "not set by the file"
         read_file(per[i], files[i], static_cast<int32_t>(i), opts);

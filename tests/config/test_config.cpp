@@ -343,6 +343,10 @@ TEST(Config, FaultsSlowRankAndDelayAreValidated) {
   const RunConfig d = RunConfig::from_json(c.to_json());
   EXPECT_EQ(d.faults.slow_rank, 1);
   EXPECT_EQ(d.faults.delay_ms, 50);
+  RunConfig bad_sp = base();  // slow_rank off: only sp_size is named, not slow_rank "below -2"
+  bad_sp.parallel.sp_size = -2;
+  EXPECT_TRUE(has(validate(bad_sp), "parallel.sp_size", ""));
+  EXPECT_FALSE(has(validate(bad_sp), "faults.slow_rank", ""));
   c.faults.slow_rank = 4;
   EXPECT_TRUE(
       has(validate(c), "faults.slow_rank", "faults.slow_rank (4) must be -1 (off) or a rank below the world size (4"));

@@ -986,6 +986,10 @@ TEST(Reliability, OutNeverWritesIntoTheUsersFilesAndForceMovesThemAside) {
     for (const auto& e : fs::directory_iterator(tmp.path()))
       moved += e.path().filename().string().rfind("mine.old-", 0) == 0;
     EXPECT_EQ(moved, 1u);  // only the one --force moved above
+    Cli empty({cfg.string(), "--out", "", "--worker", FAKE_WORKER_EXE}, {}, tmp.path());  // was: runs/<timestamp>
+    ASSERT_EQ(empty.wait(10), 2) << empty.err();
+    EXPECT_NE(empty.err().find("--out needs a folder name"), std::string::npos) << empty.err();
+    EXPECT_FALSE(fs::exists(tmp.path() / "runs"));
   }
 }
 

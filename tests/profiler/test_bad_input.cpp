@@ -295,3 +295,45 @@ TEST_F(BadInput, AFifoInARunFolderIsRefusedOrIgnoredNotWaitedOn) {
   EXPECT_EQ(load_error(run), "");
   EXPECT_FALSE(prof::detail::looks_like_json(run + "/trace/.ulysses-summary-cache"));
 }
+
+// Rank files of two runs in one folder (a stray copy, a rank file from another run) are
+// refused naming both runs, from the rows and from the rank-file caches alike; they used to
+// be merged silently into one picture. Files of one run load.
+TEST_F(BadInput, RankFilesOfTwoRunsAreRefusedNotMerged) {
+  auto make_run = [&](const std::string& name, const std::string& id1, int world1) {
+    const std::string run = tmp.path + "/" + name;
+    fs::create_directories(run + "/trace");
+    for (int r = 0; r < 2; ++r) {
+      auto o = options_for(run + "/trace/rank" + std::to_string(r) + ".sqlite", r, r == 1 ? world1 : 2);
+      o.run_id = r == 1 ? id1 : "run-A";
+      auto t = prof::Tracer::open(o);
+      Synth s;
+      s.ranks = 2;
+      s.layers = 2;
+      for (int step = 0; step < 2; ++step) record_step(t.get(), r, step, s);
+      t->close();
+    }
+    return run;
+  };
+  prof::LoadOptions lo;
+  lo.write_file_caches = true;
+  lo.file_cache_racy_window_ns = 0;
+  auto error_of = [&](const std::string& run) {
+    try {
+      prof::load_trace(run, lo);
+    } catch (const prof::TraceError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string mixed = make_run("mixed", "run-B", 2), wider = make_run("wider", "run-A", 4),
+                    same = make_run("same", "run-A", 2);
+  for (int pass = 0; pass < 2; ++pass) {  // the second pass reads the caches the first wrote (if any)
+    const std::string e1 = error_of(mixed), e2 = error_of(wider);
+    EXPECT_NE(e1.find("is of run 'run-B'"), std::string::npos) << e1;
+    EXPECT_NE(e1.find("of run 'run-A'"), std::string::npos) << e1;
+    EXPECT_NE(e2.find("is of a run of 4 ranks"), std::string::npos) << e2;
+    EXPECT_EQ(error_of(same), "");
+  }
+  EXPECT_TRUE(fs::exists(same + "/trace/.rank1.sqlite.ulysses-read-cache"));  // the second pass read caches
+}

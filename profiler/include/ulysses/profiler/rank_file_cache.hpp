@@ -2,13 +2,12 @@
 // beside it in a compact binary form, so that a run folder opened again is read without
 // stepping through SQLite's rows (about 0.9 µs of CPU per range: most of a load's time).
 //
-// What one holds: the file's strings, thread/stream sources, ranks, host ranges, kernels and
-// copies (every field the SQLite reader sets; times before clock alignment), steps, memory
-// samples, CUDA runtime calls and clock offsets: exactly what the SQLite reader hands to the
-// rest of the loader. Lanes, nesting, head-range copies and alignment are then built from it
-// by the same code as from the SQLite rows, so a cache cannot hand the studio a model the
-// loader would not build, and a decoded cache passes the same checks (names and sources inside
-// their tables, no negative duration, valid phases).
+// What one holds: the file's run id and world size (ULYSSES_RUN), its strings, thread/stream sources, ranks, host
+// ranges, kernels and copies (every field the SQLite reader sets; times before clock alignment), steps, memory samples,
+// CUDA runtime calls and clock offsets: exactly what the SQLite reader hands to the rest of the loader. Lanes, nesting,
+// head-range copies and alignment are then built from it by the same code as from the SQLite rows, so a cache cannot
+// hand the studio a model the loader would not build, and a decoded cache passes the same checks (names and sources
+// inside their tables, no negative duration, valid phases).
 //
 // Where: RUN/trace/.rank{r}.sqlite.ulysses-read-cache, one per rank file; used only for run
 // folders of several Ulysses rank files (the parallel reader; one file, nsys exports and
@@ -31,7 +30,7 @@
 
 namespace ulysses::prof {
 
-constexpr uint32_t kRankFileCacheFormat = 2;  // 2: ranges by source and start (order_file_ranges)
+constexpr uint32_t kRankFileCacheFormat = 3;  // 2: ranges by source and start; 3: the run id and world size
 
 // The cache file of a rank file: dirname(F)/.F.ulysses-read-cache.
 std::string rank_file_cache_path(const std::string& rank_file);
