@@ -96,8 +96,6 @@ int64_t machine_memory_bytes() {
   return bytes;
 }
 
-// Runs `ulysses-worker --plan --json` for the user's config and returns its plan, or nullopt
-// with *why when the planner is not available (another worker, a failure, over time_s).
 // What train.save_to already holds that saving would overwrite: a model ("a model
 // (model.safetensors)") or training checkpoints ("training checkpoints (step-*)"); "" if none.
 std::string save_to_holds(const std::string& save_to) {
@@ -150,6 +148,8 @@ std::string force_refusal(const std::string& out_dir, const ulysses::RunConfig& 
   return "";
 }
 
+// Runs `ulysses-worker --plan --json` for the user's config and returns its plan, or nullopt
+// with *why when the planner is not available (another worker, a failure, over time_s).
 std::optional<nlohmann::json> run_planner(const std::string& worker, const std::string& config_path,
                                           const std::vector<std::string>& overrides, double time_s, std::string* why) {
   namespace L = ulysses::launch;
