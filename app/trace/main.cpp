@@ -14,12 +14,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <tuple>
 #include <cstdio>
+#include <filesystem>
+#include <iostream>
 #include <set>
 #include <string>
-#include <iostream>
+#include <tuple>
 
 #include <CLI/CLI.hpp>
 

@@ -7,9 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
-#include <thread>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_util.hpp"
