@@ -229,6 +229,10 @@ int main(int argc, char** argv) {
     std::cerr << "ulysses-worker (rank " << rank << "): " << e.what() << std::endl;
     abort_comm();
     return 2;
+  } catch (const c10::Error& e) {  // libtorch's message without its C++ stack (16 frame lines)
+    std::cerr << "ulysses-worker (rank " << rank << "): error: " << e.what_without_backtrace() << std::endl;
+    abort_comm();
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "ulysses-worker (rank " << rank << "): error: " << e.what() << std::endl;
     abort_comm();

@@ -959,6 +959,11 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
     bad("profile.step_end", "profile.step_end must be -1 (all) or a step number up to " + num(kMaxSteps));
   else if (c.profile.step_end >= 0 && c.profile.step_end < c.profile.step_begin)
     bad("profile.step_end", "profile.step_end must be -1 (all) or >= profile.step_begin");
+  // A window past the last step traced nothing and said nothing (a trace of 0 ranges).
+  if (c.profile.enabled && c.profile.step_begin >= 0 && c.train.steps > 0 && c.profile.step_begin >= c.train.steps)
+    bad("profile.step_begin", "profile.step_begin (" + num(c.profile.step_begin) + ") is past the last step (" +
+                                  num(c.train.steps - 1) + ", train.steps " + num(c.train.steps) +
+                                  "): nothing would be traced; lower it or set profile.enabled = false");
   const auto& fl = c.faults;
   // Against the world size only when that is valid (sp_size -2 gave "slow_rank (-1) must be
   // below the world size (-2)", though slow_rank was off).

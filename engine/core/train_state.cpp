@@ -214,6 +214,8 @@ ResumePoint restore_train_state(Trainer& trainer, const Comm& comm, const RunCon
   try {
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(rng);
+  } catch (const c10::Error& e) {  // its what() carries libtorch's C++ stack: not for the user
+    throw ConfigError(rng_path + " is not a CPU generator state: " + e.what_without_backtrace());
   } catch (const std::exception& e) {
     throw ConfigError(rng_path + " is not a CPU generator state: " + e.what());
   }

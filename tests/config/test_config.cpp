@@ -343,6 +343,15 @@ TEST(Config, FaultsSlowRankAndDelayAreValidated) {
   const RunConfig d = RunConfig::from_json(c.to_json());
   EXPECT_EQ(d.faults.slow_rank, 1);
   EXPECT_EQ(d.faults.delay_ms, 50);
+  RunConfig late = base();  // a profile window past the last step traced nothing, silently
+  late.train.steps = 2;
+  late.profile.step_begin = 2;
+  EXPECT_TRUE(has(validate(late), "profile.step_begin", "is past the last step (1, train.steps 2)"));
+  late.profile.step_begin = 1;
+  EXPECT_FALSE(has(validate(late), "profile.step_begin", ""));
+  late.profile.step_begin = 5;
+  late.profile.enabled = false;
+  EXPECT_FALSE(has(validate(late), "profile.step_begin", ""));
   RunConfig bad_sp = base();  // slow_rank off: only sp_size is named, not slow_rank "below -2"
   bad_sp.parallel.sp_size = -2;
   EXPECT_TRUE(has(validate(bad_sp), "parallel.sp_size", ""));

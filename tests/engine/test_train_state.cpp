@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "checkpoint.hpp"
@@ -121,6 +122,21 @@ TEST(TrainState, RestoreRefusesAMismatchedOrIncompleteCheckpoint) {
     EXPECT_NE(std::string(e.what()).find("train.weight_decay"), std::string::npos) << e.what();
   }
   rc.train.weight_decay = cfg.train.weight_decay;
+  {  // random bytes of the right size as rank 0's RNG state: named, without libtorch's C++ stack
+    const fs::path rng = dir / "step-00000003" / "rng-rank0.bin";
+    std::string bytes(static_cast<size_t>(fs::file_size(rng)), '\0');
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
+    std::ofstream(rng, std::ios::binary | std::ios::trunc) << bytes;
+    try {
+      restore_train_state(b, comm, rc);
+      FAIL() << "a random RNG state was accepted";
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("rng-rank0.bin is not a CPU generator state"), std::string::npos) << what;
+      EXPECT_EQ(what.find("frame #"), std::string::npos) << what;
+      EXPECT_EQ(what.find("Exception raised from"), std::string::npos) << what;
+    }
+  }
   fs::remove(dir / "step-00000003" / "optimizer.safetensors");  // the manifest lists it
   EXPECT_THROW(restore_train_state(b, comm, rc), ConfigError);
   fs::remove_all(dir);
