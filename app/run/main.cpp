@@ -109,13 +109,16 @@ std::string save_to_holds(const std::string& save_to) {
   return "";
 }
 
+// `p` absolute, without symlinks, "." or ".." (as far as it exists), for comparing paths.
+std::filesystem::path canonical_path(const std::filesystem::path& p) {
+  std::error_code ec;
+  return std::filesystem::weakly_canonical(std::filesystem::absolute(p, ec), ec);
+}
+
 // Whether resume_from is the folder `save_to` or one checkpoint inside it.
 bool resumes_from(const std::string& resume_from, const std::filesystem::path& save_to) {
-  namespace fs = std::filesystem;
   if (resume_from.empty()) return false;
-  std::error_code ec;
-  const fs::path r = fs::weakly_canonical(fs::absolute(resume_from, ec), ec),
-                 s = fs::weakly_canonical(fs::absolute(save_to, ec), ec);
+  const std::filesystem::path r = canonical_path(resume_from), s = canonical_path(save_to);
   return r == s || r.parent_path() == s;
 }
 
@@ -124,19 +127,17 @@ bool resumes_from(const std::string& resume_from, const std::filesystem::path& s
 // ranks would then not find. "" when the move is safe.
 std::string force_refusal(const std::string& out_dir, const ulysses::RunConfig& cfg, const std::string& config_path) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path out = fs::weakly_canonical(fs::absolute(out_dir, ec), ec);
+  const fs::path out = canonical_path(out_dir);
   auto holds = [&](const std::string& p) {  // p is out or lies inside it
     if (p.empty()) return false;
-    std::error_code e2;
-    const fs::path rel = fs::weakly_canonical(fs::absolute(p, e2), e2).lexically_relative(out);
-    return !e2 && !rel.empty() && *rel.begin() != "..";
+    const fs::path rel = canonical_path(p).lexically_relative(out);
+    return !rel.empty() && *rel.begin() != "..";
   };
+  std::error_code ec;
   const std::string cwd = fs::current_path(ec).string();
   if (!ec && holds(cwd))
     return "--force would move " + out_dir + " aside, and the current folder " +
-           (fs::weakly_canonical(cwd, ec) == out ? std::string("is that folder") : "is inside it") +
-           "; pick another --out";
+           (canonical_path(cwd) == out ? std::string("is that folder") : "is inside it") + "; pick another --out";
   const std::pair<const char*, const std::string*> inputs[] = {{"the config", &config_path},
                                                                {"data.path", &cfg.data.path},
                                                                {"train.init_from", &cfg.train.init_from},

@@ -75,9 +75,7 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
   auto note = [&](const std::string& s) { m.notes.push_back(fname + ": " + s); };
   json doc;
   {
-    std::error_code ec;
-    if (!fs::is_regular_file(path, ec))
-      throw TraceError(describe(path) + " is not a regular file (a FIFO, a socket or a device?)");
+    require_regular_file(path);
     std::ifstream f(path, std::ios::binary);
     if (!f) throw TraceError("cannot read " + describe(path));
     doc = json::parse(f, nullptr, false);

@@ -4,13 +4,13 @@
 #include "ulysses/profiler/summary_cache.hpp"
 
 #include "cache_io.hpp"
+#include "ulysses/profiler/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -122,18 +122,15 @@ bool write_file(const std::string& path, const char (&magic)[8], uint32_t format
   o.s(key);
   o.u(payload.size());
   o.u(checksum(payload.data(), payload.size()));
-  // One temp file per writer, threads included (two loads of one run in one studio write the
-  // same caches): a shared name could interleave two writers' bytes in the file renamed last.
-  static std::atomic<uint64_t> writers{0};
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++writers);
-  std::FILE* fp = std::fopen(tmp.c_str(), "wb");
-  if (!fp) return false;
-  bool ok = std::fwrite(o.b.data(), 1, o.b.size(), fp) == o.b.size() &&
-            std::fwrite(payload.data(), 1, payload.size(), fp) == payload.size();
-  ok = (std::fclose(fp) == 0) && ok;
-  if (ok) ok = std::rename(tmp.c_str(), path.c_str()) == 0;
-  if (!ok) std::remove(tmp.c_str());
-  return ok;
+  try {  // temp file per writer + rename, as every output (atomic_file.hpp): never a torn cache
+    write_file_atomically(path, [&](std::ostream& f) {
+      f.write(o.b.data(), static_cast<std::streamsize>(o.b.size()));
+      f.write(payload.data(), static_cast<std::streamsize>(payload.size()));
+    });
+    return true;
+  } catch (const std::exception&) {  // a folder that cannot be written: no cache, as before
+    return false;
+  }
 }
 
 }  // namespace cache_io

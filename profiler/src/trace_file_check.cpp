@@ -85,8 +85,7 @@ bool is_foreign_trace(const std::string& path) {
 namespace detail {
 
 bool looks_like_profiler_json(const std::string& path) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec) || !looks_like_json(path)) return false;
+  if (!looks_like_json(path)) return false;  // false for anything but a regular file, too
   std::ifstream f(path, std::ios::binary);
   std::string head(65536, '\0');
   f.read(head.data(), static_cast<std::streamsize>(head.size()));
@@ -103,8 +102,7 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw TraceError(describe(path) + " does not exist");
   if (fs::is_directory(path, ec)) throw TraceError("'" + path + "' is a directory without trace files");
-  if (!fs::is_regular_file(path, ec))  // a FIFO would block the open below until a writer came
-    throw TraceError(describe(path) + " is not a regular file (a FIFO, a socket or a device?)");
+  require_regular_file(path);
   auto size = fs::file_size(path, ec);
   if (ec) throw TraceError("cannot read " + describe(path) + ": " + ec.message());
   if (size == 0) throw TraceError(describe(path) + " is empty (the rank may have died before writing anything)");

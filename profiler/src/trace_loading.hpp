@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <system_error>
@@ -122,6 +123,14 @@ inline void check_same_run(Builder& b, const std::string& run_id, int64_t world_
                        std::to_string(b.world_size) + ": rank files of different runs in one folder");
     }
   }
+}
+
+// Throws TraceError unless `path` is a regular file: a FIFO would block the reader's open
+// until a writer came. The one check of the SQLite and JSON readers.
+inline void require_regular_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw TraceError(describe(path) + " is not a regular file (a FIFO, a socket or a device?)");
 }
 
 // The TraceError for a file SQLite could not read: still locked by another process after the
