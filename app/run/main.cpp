@@ -32,6 +32,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "../cli_number.hpp"
 #include "cost_model.hpp"
 #include "device_decision.hpp"
 #include "export_python.hpp"
@@ -324,7 +325,8 @@ int run_main(int argc, char** argv) {
   app.add_flag("--plan", plan_mode,
                "Print the memory plan per rank (meta-device dry run of one step) instead of training");
   app.add_option("--max-seq", max_seq_gib,
-                 "With --plan: the longest seq_length whose planned peak fits in this many GiB per rank");
+                 "With --plan: the longest seq_length whose planned peak fits in this many GiB per rank")
+      ->check(ulysses::cli::kGiven);
   std::vector<std::string> export_args;
   app.add_option(
          "--export", export_args,

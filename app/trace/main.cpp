@@ -23,6 +23,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "../cli_number.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/atomic_file.hpp"
 #include "ulysses/profiler/chrome_export.hpp"
@@ -139,8 +140,8 @@ int main(int argc, char** argv) {
                    "or a folder of nsys exports / profiler traces (one per rank)")
       ->required();
   summary->add_flag("--json", as_json, "print JSON instead of tables");
-  summary->add_option("--step-begin", step_begin, "first step to include");
-  summary->add_option("--step-end", step_end, "last step to include (-1 = all)");
+  summary->add_option("--step-begin", step_begin, "first step to include")->check(ulysses::cli::kGiven);
+  summary->add_option("--step-end", step_end, "last step to include (-1 = all)")->check(ulysses::cli::kGiven);
   summary->add_flag(
       "--no-cache", no_cache,
       "read no cache beside the trace (summary, rank files) and write none (also: ULYSSES_TRACE_NO_CACHE=1)");
@@ -150,7 +151,7 @@ int main(int argc, char** argv) {
   bool per_rank = false;
   auto* exp = app.add_subcommand("export", "Export a trace (Chrome trace JSON for Perfetto / HTA)");
   exp->add_option("--format", format, "output format")->check(CLI::IsMember({"chrome"}));
-  exp->add_option("--rank", rank, "export only this rank (HTA reads one file per rank)");
+  exp->add_option("--rank", rank, "export only this rank (HTA reads one file per rank)")->check(ulysses::cli::kGiven);
   exp->add_flag("--per-rank", per_rank, "write OUT/rank{r}.json, one file per rank (OUT is a folder)");
   exp->add_option("RUN", run, "run directory or .sqlite trace")->required();
   exp->add_option("OUT", out, "output .json file (a folder with --per-rank)")->required();
@@ -170,7 +171,7 @@ int main(int argc, char** argv) {
   cmp->add_option("RUN_B", run_b, "run directory or trace file of run B")->required();
   cmp->add_flag("--json", as_json, "print JSON instead of a table");
   cmp->add_option("--threshold", threshold, "flag rows whose B/A differs from 1 by more than this (default 0.10)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ulysses::cli::kGiven & CLI::NonNegativeNumber);
 
   auto* prep = app.add_subcommand(
       "prepare",

@@ -1,6 +1,8 @@
 // Training-state checkpoint folders: names, manifest checks, latest complete, resume checks.
 #include "checkpoint_layout.hpp"
 
+#include "safetensors_header.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -193,6 +195,15 @@ std::vector<ConfigIssue> resume_issues(const RunConfig& cfg) {
                                               std::to_string(st["next_step"].get<int64_t>()) +
                                               " but the checkpoint is of step " + std::to_string(c.step) +
                                               " (its folder name and manifest): a damaged or hand-edited checkpoint"});
+    // The model and optimizer files' headers, and the model's tensors against the run's
+    // parameters, before any worker starts (the workers read what was checked here).
+    if (key.empty()) {
+      const std::string why = checkpoint_mismatch(checkpoint_tensors(c.dir), cfg.model, c.dir);
+      if (!why.empty()) out.push_back({"train.resume_from", why});
+      const std::string opt = (fs::path(c.dir) / kOptimizerFile).string();
+      std::error_code ec;
+      if (fs::exists(opt, ec)) read_safetensors_header_file(opt);
+    }
     if (cfg.train.steps <= c.step)
       out.push_back({"train.steps", "train.steps (" + std::to_string(cfg.train.steps) +
                                         ") leaves nothing to train after " + c.dir + " (step " +

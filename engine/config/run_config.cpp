@@ -2,6 +2,7 @@
 #include "run_config.hpp"
 
 #include "checkpoint_layout.hpp"
+#include "safetensors_header.hpp"
 #include "config_fields.hpp"
 #include "json_checked.hpp"
 #include "ulysses_geometry.hpp"
@@ -306,6 +307,38 @@ int64_t ModelConfig::num_parameters() const {
   int64_t n = vocab_size * d + num_hidden_layers * layer + d;
   if (!tie_word_embeddings) n += vocab_size * d;
   return n;
+}
+
+std::vector<ModelConfig::Parameter> ModelConfig::parameters() const {
+  const int64_t d = hidden_size, dh = head_dim(), ff = intermediate_size;
+  const int64_t nq = num_attention_heads * dh, nkv = num_key_value_heads * dh;
+  std::vector<Parameter> out;
+  auto add = [&](std::string name, std::vector<int64_t> shape) { out.push_back({std::move(name), std::move(shape)}); };
+  add("model.embed_tokens.weight", {vocab_size, d});
+  for (int64_t l = 0; l < num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    // q, k, v, o (with their biases), Qwen3's q_norm and k_norm after them.
+    add(p + "self_attn.q_proj.weight", {nq, d});
+    if (qkv_bias()) add(p + "self_attn.q_proj.bias", {nq});
+    add(p + "self_attn.k_proj.weight", {nkv, d});
+    if (qkv_bias()) add(p + "self_attn.k_proj.bias", {nkv});
+    add(p + "self_attn.v_proj.weight", {nkv, d});
+    if (qkv_bias()) add(p + "self_attn.v_proj.bias", {nkv});
+    add(p + "self_attn.o_proj.weight", {d, nq});
+    if (o_bias()) add(p + "self_attn.o_proj.bias", {d});
+    if (qk_norm()) {
+      add(p + "self_attn.q_norm.weight", {dh});
+      add(p + "self_attn.k_norm.weight", {dh});
+    }
+    add(p + "mlp.gate_proj.weight", {ff, d});
+    add(p + "mlp.up_proj.weight", {ff, d});
+    add(p + "mlp.down_proj.weight", {d, ff});
+    add(p + "input_layernorm.weight", {d});
+    add(p + "post_attention_layernorm.weight", {d});
+  }
+  add("model.norm.weight", {d});
+  if (!tie_word_embeddings) add("lm_head.weight", {vocab_size, d});
+  return out;
 }
 
 json RunConfig::to_json() const {
@@ -1039,6 +1072,16 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c, FileChecks dept
         bad("train.init_from", st + " not found, nor a sharded checkpoint's " + idx);
     } else if (!why.empty())
       bad("train.init_from", st + ": " + why);
+    const bool files_there =
+        std::none_of(out.begin(), out.end(), [](const ConfigIssue& i) { return i.field == "train.init_from"; });
+    if (files_there) {
+      try {  // the headers, and the tensors against the model's parameters, before any worker starts
+        const std::string m = checkpoint_mismatch(checkpoint_tensors(c.train.init_from), c.model, c.train.init_from);
+        if (!m.empty()) bad("train.init_from", m);
+      } catch (const ConfigError& e) {
+        bad("train.init_from", e.what());
+      }
+    }
   }
   return out;
 }

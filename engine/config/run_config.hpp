@@ -56,8 +56,16 @@ struct ModelConfig {
   bool qkv_bias() const { return model_type == "qwen2" || attention_bias; }
   bool o_bias() const { return model_type != "qwen2" && attention_bias; }
   bool qk_norm() const { return model_type == "qwen3"; }
-  // Number of trainable parameters (embedding, layers, final norm, head if untied).
+  // Number of trainable parameters (embedding, layers, final norm, head if untied), by formula.
   int64_t num_parameters() const;
+  // Every trainable parameter with its shape, Hugging Face's names in Hugging Face's order:
+  // what LlamaModel allocates and what a checkpoint for this model must hold (checked before
+  // launch by validation_issues, loaded by load_checkpoint).
+  struct Parameter {
+    std::string name;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Parameter> parameters() const;
 };
 
 struct ParallelConfig {

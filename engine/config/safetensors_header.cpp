@@ -4,6 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "json_checked.hpp"
@@ -95,6 +99,95 @@ SafetensorsHeader parse_safetensors_header(std::string_view text, uint64_t fsize
                         ") and " + by_offset[i]->name + " [" + std::to_string(by_offset[i]->begin) + ", " +
                         std::to_string(by_offset[i]->end) + ") share bytes");
   return h;
+}
+
+SafetensorsHeader read_safetensors_header(std::istream& in, uint64_t fsize, const std::string& path) {
+  unsigned char le[8];
+  in.read(reinterpret_cast<char*>(le), 8);
+  if (!in || in.gcount() != 8) throw ConfigError(path + " is not a safetensors file (shorter than 8 bytes)");
+  const uint64_t n = parse_safetensors_length(le, fsize, path);
+  std::string h(n, '\0');
+  in.read(h.data(), static_cast<std::streamsize>(n));
+  if (!in || static_cast<uint64_t>(in.gcount()) != n) throw ConfigError(path + ": truncated safetensors header");
+  return parse_safetensors_header(h, fsize, path);
+}
+
+SafetensorsHeader read_safetensors_header_file(const std::string& path) {
+  const std::string why = regular_file_problem(path);
+  if (!why.empty()) throw ConfigError("cannot read " + path + ": " + why);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("cannot open " + path + ": " + std::strerror(errno));
+  std::error_code ec;
+  const uint64_t fsize = std::filesystem::file_size(path, ec);
+  if (ec) throw ConfigError("cannot read " + path + ": " + ec.message());
+  return read_safetensors_header(in, fsize, path);
+}
+
+std::map<std::string, CheckpointTensor> checkpoint_tensors(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const fs::path d(dir);
+  const std::string single = (d / "model.safetensors").string();
+  const std::string index_path = (d / "model.safetensors.index.json").string();
+  std::map<std::string, CheckpointTensor> out;
+  auto add_file = [&](const std::string& file, const std::map<std::string, std::string>* owner) {
+    const SafetensorsHeader h = read_safetensors_header_file(file);
+    for (const SafetensorsEntry& e : h.tensors) {
+      if (owner) {  // the index names where each tensor lives; a copy elsewhere is not read
+        auto o = owner->find(e.name);
+        if (o == owner->end() || (d / o->second).string() != file) continue;
+      }
+      out[e.name] = CheckpointTensor{file, h.data_offset, e};
+    }
+  };
+  std::error_code ec;
+  if (fs::exists(single, ec)) {
+    add_file(single, nullptr);
+    return out;
+  }
+  if (!fs::exists(index_path, ec))
+    throw ConfigError("checkpoint " + dir + " has neither model.safetensors nor model.safetensors.index.json");
+  const nlohmann::json index = load_json_file(index_path);
+  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+    throw ConfigError(index_path + ": needs a \"weight_map\" object mapping tensor names to shard files");
+  std::map<std::string, std::string> owner;  // tensor -> shard file
+  std::vector<std::string> files;
+  for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
+    if (!it.value().is_string()) throw ConfigError(index_path + ": weight_map." + it.key() + " must be a file name");
+    const std::string f = it.value().get<std::string>();
+    // A shard is a plain file next to the index: no directories, no way out of dir.
+    if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == "..")
+      throw ConfigError(index_path + ": shard file name '" + f + "' must be a plain file name in " + dir);
+    owner[it.key()] = f;
+    if (std::find(files.begin(), files.end(), f) == files.end()) files.push_back(f);
+  }
+  for (const auto& f : files) add_file((d / f).string(), &owner);
+  for (const auto& [name, f] : owner)
+    if (!out.count(name)) throw ConfigError(index_path + ": tensor " + name + " is not in its shard " + f);
+  return out;
+}
+
+std::string checkpoint_mismatch(const std::map<std::string, CheckpointTensor>& tensors, const ModelConfig& model,
+                                const std::string& dir) {
+  auto dims = [](const std::vector<int64_t>& s) {
+    std::string t = "[";
+    for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+    return t + "]";
+  };
+  std::string missing;
+  size_t n_missing = 0;
+  for (const auto& p : model.parameters()) {
+    auto it = tensors.find(p.name);
+    if (it == tensors.end()) {
+      if (++n_missing <= 8) missing += (missing.empty() ? "" : ", ") + p.name;
+      continue;
+    }
+    if (it->second.entry.shape != p.shape)
+      return "checkpoint " + dir + ": " + p.name + " has shape " + dims(it->second.entry.shape) +
+             ", the model expects " + dims(p.shape) +
+             " (does the run's model section match the checkpoint's config.json?)";
+  }
+  if (n_missing > 8) missing += ", and " + std::to_string(n_missing - 8) + " more";
+  return missing.empty() ? "" : "checkpoint " + dir + " lacks tensors: " + missing;
 }
 
 }  // namespace ulysses

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,5 +40,35 @@ uint64_t parse_safetensors_length(const unsigned char le[8], uint64_t file_size,
 // Parses and checks the JSON header text (header_bytes long) of a file of file_size bytes.
 // Throws ConfigError naming `path` and the tensor.
 SafetensorsHeader parse_safetensors_header(std::string_view header_json, uint64_t file_size, const std::string& path);
+
+// Reads and checks the header of the safetensors file `in` is open on (at its start), of
+// file_size bytes. Throws ConfigError naming `path`; reads no tensor data.
+SafetensorsHeader read_safetensors_header(std::istream& in, uint64_t file_size, const std::string& path);
+
+// The same for a file by name, refusing what is not a regular file (a FIFO, a folder).
+SafetensorsHeader read_safetensors_header_file(const std::string& path);
+
+// One tensor of a Hugging Face checkpoint folder: the file holding it and where.
+struct CheckpointTensor {
+  std::string file;          // path of the safetensors file
+  uint64_t data_offset = 0;  // that file's data section
+  SafetensorsEntry entry;
+};
+
+// Every tensor of a Hugging Face checkpoint folder, by name: model.safetensors, or the shards
+// model.safetensors.index.json's weight_map names (plain file names in `dir`; each tensor
+// taken from the shard the index names, which must hold it). Headers are read and checked,
+// tensor data is not, so the launcher refuses a damaged or mismatched checkpoint in
+// milliseconds before any worker starts, and the worker reads what it was checked against.
+// Throws ConfigError naming the file.
+std::map<std::string, CheckpointTensor> checkpoint_tensors(const std::string& dir);
+
+// What keeps the tensors of checkpoint_tensors(dir) from loading into a model with these
+// parameters (names, shapes; ModelConfig::parameters): the missing ones and the first shape
+// that differs. Empty when they load. Tensors the model does not have are ignored, as the
+// loader ignores them.
+struct ModelConfig;
+std::string checkpoint_mismatch(const std::map<std::string, CheckpointTensor>& tensors, const ModelConfig& model,
+                                const std::string& dir);
 
 }  // namespace ulysses

@@ -76,42 +76,45 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   if (ec) throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + ec.message());
 }
 
+namespace {
+
+// Reads one tensor's bytes, whose place read_safetensors_header checked against the file.
+at::Tensor read_tensor(std::ifstream& in, const std::string& path, uint64_t data0, const SafetensorsEntry& e) {
+  const std::string where = path + ": tensor " + e.name;
+  const auto dtype = from_st(e.dtype, path);
+  const uint64_t begin = e.begin, nbytes = e.end - e.begin;
+  auto t = torch::empty(e.shape, dtype);
+  in.seekg(static_cast<std::streamoff>(data0 + begin));
+  if (!in) throw ConfigError(where + ": cannot seek to byte " + std::to_string(data0 + begin));
+  in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(nbytes));
+  if (!in || static_cast<uint64_t>(in.gcount()) != nbytes)
+    throw ConfigError(where + ": read " + std::to_string(in.gcount()) + " of " + std::to_string(nbytes) +
+                      " bytes (truncated file?)");
+  return t;
+}
+
+std::ifstream open_for_reading(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("cannot open " + path + ": " + std::strerror(errno));
+  return in;
+}
+
+}  // namespace
+
 std::map<std::string, at::Tensor> read_safetensors(const std::string& path) {
   // Every read is checked: stream state and byte count after each seek and read, offsets
   // compared without wrap-around, the header length bounded, shapes multiplied in checked
-  // 64-bit arithmetic. A tensor is never handed out with bytes the file did not supply.
+  // 64-bit arithmetic (safetensors_header.cpp, torch-free and fuzzed). A tensor is never
+  // handed out with bytes the file did not supply.
   const std::string why = regular_file_problem(path);
   if (!why.empty()) throw ConfigError("cannot read " + path + ": " + why);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError("cannot open " + path + ": " + std::strerror(errno));
+  std::ifstream in = open_for_reading(path);
   std::error_code ec;
   const uint64_t fsize = fs::file_size(path, ec);
   if (ec) throw ConfigError("cannot read " + path + ": " + ec.message());
-  unsigned char le[8];
-  in.read(reinterpret_cast<char*>(le), 8);
-  if (!in || in.gcount() != 8) throw ConfigError(path + " is not a safetensors file (shorter than 8 bytes)");
-  const uint64_t n = parse_safetensors_length(le, fsize, path);
-  std::string h(n, '\0');
-  in.read(h.data(), static_cast<std::streamsize>(n));
-  if (!in || static_cast<uint64_t>(in.gcount()) != n) throw ConfigError(path + ": truncated safetensors header");
-  // Every size, offset and dtype checked torch-free (safetensors_header.cpp, fuzzed).
-  const SafetensorsHeader header = parse_safetensors_header(h, fsize, path);
-  const uint64_t data0 = header.data_offset;
+  const SafetensorsHeader header = read_safetensors_header(in, fsize, path);
   std::map<std::string, at::Tensor> out;
-  for (const SafetensorsEntry& e : header.tensors) {
-    const std::string where = path + ": tensor " + e.name;
-    const auto dtype = from_st(e.dtype, path);
-    const std::vector<int64_t>& shape = e.shape;
-    const uint64_t begin = e.begin, nbytes = e.end - e.begin;
-    auto t = torch::empty(shape, dtype);
-    in.seekg(static_cast<std::streamoff>(data0 + begin));
-    if (!in) throw ConfigError(where + ": cannot seek to byte " + std::to_string(data0 + begin));
-    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(nbytes));
-    if (!in || static_cast<uint64_t>(in.gcount()) != nbytes)
-      throw ConfigError(where + ": read " + std::to_string(in.gcount()) + " of " + std::to_string(nbytes) +
-                        " bytes (truncated file?)");
-    out[e.name] = t;
-  }
+  for (const SafetensorsEntry& e : header.tensors) out[e.name] = read_tensor(in, path, header.data_offset, e);
   return out;
 }
 
@@ -206,67 +209,45 @@ void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dty
                   model_to_hf_config(model.config(), torch_dtype_name(dtype)).dump(2) + "\n");
 }
 
-std::map<std::string, at::Tensor> read_checkpoint_tensors(const std::string& dir) {
-  const fs::path d(dir);
-  const std::string single = (d / "model.safetensors").string();
-  const std::string index_path = (d / "model.safetensors.index.json").string();
-  std::error_code ec;
-  if (fs::exists(single, ec)) return read_safetensors(single);
-  if (!fs::exists(index_path, ec))
-    throw ConfigError("checkpoint " + dir + " has neither model.safetensors nor model.safetensors.index.json");
-  const json index = load_json_file(index_path);
-  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
-    throw ConfigError(index_path + ": needs a \"weight_map\" object mapping tensor names to shard files");
-  std::map<std::string, std::string> owner;  // tensor -> shard file
-  std::vector<std::string> files;
-  for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
-    if (!it.value().is_string()) throw ConfigError(index_path + ": weight_map." + it.key() + " must be a file name");
-    const std::string f = it.value().get<std::string>();
-    // A shard is a plain file next to the index: no directories, no way out of dir.
-    if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == "..")
-      throw ConfigError(index_path + ": shard file name '" + f + "' must be a plain file name in " + dir);
-    owner[it.key()] = f;
-    if (std::find(files.begin(), files.end(), f) == files.end()) files.push_back(f);
-  }
+namespace {
+
+// Reads the tensors of `where` (checkpoint_tensors) that `keep` accepts, one file open at a time.
+template <class Keep>
+std::map<std::string, at::Tensor> read_tensors(const std::map<std::string, CheckpointTensor>& where, Keep keep) {
   std::map<std::string, at::Tensor> out;
-  for (const auto& f : files) {
-    auto part = read_safetensors((d / f).string());
-    for (auto& [name, t] : part) {
-      auto o = owner.find(name);
-      if (o == owner.end() || o->second != f) continue;  // the index names where each tensor lives
-      out[name] = t;
+  std::string open_file;
+  std::ifstream in;
+  for (const auto& [name, t] : where) {
+    if (!keep(name)) continue;
+    if (t.file != open_file) {
+      in = open_for_reading(t.file);
+      open_file = t.file;
     }
+    out[name] = read_tensor(in, t.file, t.data_offset, t.entry);
   }
-  for (const auto& [name, f] : owner)
-    if (!out.count(name)) throw ConfigError(index_path + ": tensor " + name + " is not in its shard " + f);
   return out;
 }
 
+}  // namespace
+
+std::map<std::string, at::Tensor> read_checkpoint_tensors(const std::string& dir) {
+  return read_tensors(checkpoint_tensors(dir), [](const std::string&) { return true; });
+}
+
 void load_checkpoint(LlamaModel& model, const std::string& dir) {
-  const std::string path = dir;
   try {
-    auto tensors = read_checkpoint_tensors(dir);
+    // The same headers and the same test the launcher ran before starting the workers
+    // (validation_issues): every parameter present with its shape, before any data is read.
+    const auto where = checkpoint_tensors(dir);
+    const std::string why = checkpoint_mismatch(where, model.config(), dir);
+    if (!why.empty()) throw ConfigError(why);
+    auto tensors = read_tensors(where, [&](const std::string& name) { return model.has_param(name); });
     torch::NoGradGuard ng;
-    std::string missing;
-    for (auto& [name, p] : model.named_parameters()) {
-      auto it = tensors.find(name);
-      if (it == tensors.end()) {
-        missing += (missing.empty() ? "" : ", ") + name;
-        continue;
-      }
-      if (it->second.sizes() != p.sizes()) {
-        std::ostringstream msg;
-        msg << "checkpoint " << path << ": " << name << " has shape " << it->second.sizes() << ", the model expects "
-            << p.sizes();
-        throw ConfigError(msg.str());
-      }
-      p.copy_(it->second.to(p.scalar_type()));
-    }
-    if (!missing.empty()) throw ConfigError("checkpoint " + path + " lacks tensors: " + missing);
+    for (auto& [name, p] : model.named_parameters()) p.copy_(tensors.at(name).to(p.scalar_type()));
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& e) {  // c10::Error, std::bad_alloc, filesystem errors: name the file
-    throw ConfigError("cannot load checkpoint " + path + ": " + e.what());
+    throw ConfigError("cannot load checkpoint " + dir + ": " + e.what());
   }
 }
 

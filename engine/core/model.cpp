@@ -128,33 +128,13 @@ at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tens
 LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch::Dtype dtype, Comm* comm,
                        torch::Device param_device)
     : cfg_(cfg), par_(par), dtype_(dtype), comm_(comm) {
-  const int64_t d = cfg.hidden_size, dh = cfg.head_dim(), ff = cfg.intermediate_size;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+  // The parameters, names and shapes, from the one list a checkpoint is also checked against.
+  for (auto& [name, shape] : cfg.parameters()) {
     index_[name] = params_.size();
     params_.emplace_back(name, torch::zeros(shape, torch::TensorOptions().dtype(torch::kFloat32).device(param_device))
                                    .set_requires_grad(true));
-  };
-  add("model.embed_tokens.weight", {cfg.vocab_size, d});
+  }
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    // Hugging Face's names and order (q, k, v, o; Qwen3's q_norm, k_norm after them).
-    add(p + "self_attn.q_proj.weight", {cfg.num_attention_heads * dh, d});
-    if (cfg.qkv_bias()) add(p + "self_attn.q_proj.bias", {cfg.num_attention_heads * dh});
-    add(p + "self_attn.k_proj.weight", {cfg.num_key_value_heads * dh, d});
-    if (cfg.qkv_bias()) add(p + "self_attn.k_proj.bias", {cfg.num_key_value_heads * dh});
-    add(p + "self_attn.v_proj.weight", {cfg.num_key_value_heads * dh, d});
-    if (cfg.qkv_bias()) add(p + "self_attn.v_proj.bias", {cfg.num_key_value_heads * dh});
-    add(p + "self_attn.o_proj.weight", {d, cfg.num_attention_heads * dh});
-    if (cfg.o_bias()) add(p + "self_attn.o_proj.bias", {d});
-    if (cfg.qk_norm()) {
-      add(p + "self_attn.q_norm.weight", {dh});
-      add(p + "self_attn.k_norm.weight", {dh});
-    }
-    add(p + "mlp.gate_proj.weight", {ff, d});
-    add(p + "mlp.up_proj.weight", {ff, d});
-    add(p + "mlp.down_proj.weight", {d, ff});
-    add(p + "input_layernorm.weight", {d});
-    add(p + "post_attention_layernorm.weight", {d});
     UlyssesOptions o;
     o.comm = comm;
     o.head_chunks = par.head_chunks;
@@ -164,8 +144,6 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch:
   }
   recompute_opts_ = attn_opts_;
   ckpt_.resize(cfg.num_hidden_layers);
-  add("model.norm.weight", {d});
-  if (!cfg.tie_word_embeddings) add("lm_head.weight", {cfg.vocab_size, d});
   std::tie(inv_freq_, rope_scaling_) = rope_inv_freq(cfg);  // (dh/2) fp32 on the CPU
   marks_.layers.resize(cfg.num_hidden_layers);
 }

@@ -82,6 +82,7 @@ class LlamaModel {
 
   std::vector<std::pair<std::string, at::Tensor>>& named_parameters() { return params_; }
   at::Tensor& param(const std::string& name);
+  bool has_param(const std::string& name) const { return index_.count(name) > 0; }
   std::vector<at::Tensor> parameters() const;
 
   const ModelConfig& config() const { return cfg_; }

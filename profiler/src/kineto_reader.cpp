@@ -194,6 +194,13 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
     m.ranges.push_back(r);
   }
   if (skipped_bad > 0) note(std::to_string(skipped_bad) + " events with unreadable times left out");
+  {  // Entries that are not events at all ([[]], numbers, strings) are named, not dropped silently.
+    const auto not_events = std::count_if(events->begin(), events->end(), [](const json& e) { return !e.is_object(); });
+    if (not_events > 0)
+      note(std::to_string(not_events) + " of " + std::to_string(events->size()) +
+           " entries are not event objects and were left out");
+  }
+  if (m.ranges.size() == first_range) note("no complete (\"ph\": \"X\") events: nothing to draw for this rank");
   // The profiler rounds times to whole µs, so a child can end up to 1 µs after its parent:
   // clamp such ends so the ops nest as they ran (else they would be split over lanes).
   {

@@ -45,11 +45,16 @@ std::vector<std::string> find_foreign_files(const std::string& dir) {
       const std::string x(suf);
       return name.size() >= x.size() && name.compare(name.size() - x.size(), x.size(), x) == 0;
     };
-    if (!e.is_regular_file(ec)) continue;
+    const bool trace_name = ends(".sqlite") || ends(".sqlite.gz") || ends(".json.gz") || ends(".json");
+    if (!e.is_regular_file(ec)) {
+      // A FIFO, socket or device named like a trace is listed, so that loading refuses it by
+      // name (validate_file) instead of dropping that rank without a word.
+      if (trace_name && !e.is_directory(ec)) out.push_back(e.path().string());
+      continue;
+    }
     // Profiler JSON only when it looks like one (a run folder's config.json does not);
     // compressed traces are listed so that loading says to unpack them.
-    if (ends(".sqlite") || ends(".sqlite.gz") || ends(".json.gz") ||
-        (ends(".json") && detail::looks_like_profiler_json(e.path().string())))
+    if (trace_name && (!ends(".json") || detail::looks_like_profiler_json(e.path().string())))
       out.push_back(e.path().string());
   }
   // Natural order: "rank2" before "rank10".

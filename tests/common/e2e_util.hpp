@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <string>
@@ -79,6 +80,23 @@ inline std::string write_json(const std::string& path, const nlohmann::json& j) 
 inline std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+// Rewrites a safetensors file with `edit` applied to its JSON header (data bytes unchanged);
+// returns the file's new size.
+inline uint64_t edit_safetensors_header(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
+  const std::string all = slurp(path);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(all[i])) << (8 * i);
+  nlohmann::json h = nlohmann::json::parse(all.substr(8, n));
+  edit(h);
+  std::string hs = h.dump();
+  while (hs.size() % 8) hs.push_back(' ');
+  std::string le(8, '\0');
+  for (int i = 0; i < 8; ++i) le[i] = static_cast<char>((hs.size() >> (8 * i)) & 0xff);
+  const std::string out = le + hs + all.substr(8 + n);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << out;
+  return out.size();
 }
 
 // One JSON value per non-empty line (`ulysses-run --json`, metrics.jsonl).

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <set>
 
 #include "json_checked.hpp"
 #include "run_config.hpp"
@@ -219,6 +220,48 @@ TEST(Config, ParameterCountOfBench1b) {
   m.num_attention_heads = 16;
   m.num_key_value_heads = 8;
   EXPECT_EQ(m.num_parameters(), 886114304);
+  // The list a checkpoint is checked against adds up to the same hand-computed count, in
+  // Hugging Face's order: embedding first, final norm and head last.
+  int64_t listed = 0;
+  for (const auto& p : m.parameters()) {
+    int64_t n = 1;
+    for (int64_t d : p.shape) n *= d;
+    listed += n;
+  }
+  EXPECT_EQ(listed, 886114304);
+  const auto params = m.parameters();
+  ASSERT_EQ(params.size(), 1u + 16u * 9u + 2u);
+  EXPECT_EQ(params.front().name, "model.embed_tokens.weight");
+  EXPECT_EQ(params[2].name, "model.layers.0.self_attn.k_proj.weight");
+  EXPECT_EQ(params[2].shape, (std::vector<int64_t>{1024, 2048}));
+  EXPECT_EQ(params.back().name, "lm_head.weight");
+}
+
+// The families' extra parameters (qwen2's q/k/v biases, qwen3's q/k norms, llama's
+// attention_bias, a tied head) in the list, each family's count equal to the formula.
+TEST(Config, ParameterListOfEachFamilyMatchesTheFormula) {
+  for (const char* type : {"llama", "mistral", "qwen2", "qwen3"})
+    for (bool bias : {false, true})
+      for (bool tied : {false, true}) {
+        ModelConfig m;
+        m.model_type = type;
+        m.attention_bias = bias && std::string(type) != "mistral" && std::string(type) != "qwen2";
+        m.tie_word_embeddings = tied;
+        m.explicit_head_dim = std::string(type) == "qwen3" ? 24 : 0;
+        int64_t listed = 0;
+        std::set<std::string> names;
+        for (const auto& p : m.parameters()) {
+          int64_t n = 1;
+          for (int64_t d : p.shape) n *= d;
+          listed += n;
+          EXPECT_TRUE(names.insert(p.name).second) << p.name << " twice";
+        }
+        EXPECT_EQ(listed, m.num_parameters()) << type << " bias " << bias << " tied " << tied;
+        EXPECT_EQ(names.count("lm_head.weight"), tied ? 0u : 1u);
+        EXPECT_EQ(names.count("model.layers.1.self_attn.q_proj.bias"), m.qkv_bias() ? 1u : 0u) << type;
+        EXPECT_EQ(names.count("model.layers.1.self_attn.o_proj.bias"), m.o_bias() ? 1u : 0u) << type;
+        EXPECT_EQ(names.count("model.layers.1.self_attn.k_norm.weight"), m.qk_norm() ? 1u : 0u) << type;
+      }
 }
 
 TEST(Config, ExampleConfigsAreValid) {

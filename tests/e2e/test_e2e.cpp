@@ -196,22 +196,10 @@ TEST(EndToEnd, WorkersKilledWithSigkillLeaveReadableTraces) {
 // ---- reliability (issue 11) ----------------------------------------------------------------
 
 namespace {
+using ulysses::test::edit_safetensors_header;
 using ulysses::test::slurp;
 void spit(const std::string& p, const std::string& s) { std::ofstream(p, std::ios::binary | std::ios::trunc) << s; }
 
-// Rewrites a safetensors file with `edit` applied to its JSON header (data bytes unchanged).
-void edit_safetensors_header(const std::string& path, const std::function<void(json&)>& edit) {
-  const std::string all = slurp(path);
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(all[i])) << (8 * i);
-  json h = json::parse(all.substr(8, n));
-  edit(h);
-  std::string hs = h.dump();
-  while (hs.size() % 8) hs.push_back(' ');
-  std::string le(8, '\0');
-  for (int i = 0; i < 8; ++i) le[i] = static_cast<char>((hs.size() >> (8 * i)) & 0xff);
-  spit(path, le + hs + all.substr(8 + n));
-}
 }  // namespace
 
 // Memory safety: a model.safetensors whose data_offsets wrap around (a negative entry) was
@@ -255,6 +243,14 @@ TEST(EndToEndReliability, CorruptCheckpointsAreRefusedNamingTheFile) {
        "header length"},
       {"number_beyond_double", [&] { spit(ckpt + "/config.json", R"({"hidden_size": 32, "rms_norm_eps": 1e999})"); },
        "out of range"},
+      // Well-formed files that do not fit the model: named before any worker starts.
+      {"tensor_missing", [&] { edit_safetensors_header(st, [](json& h) { h.erase("model.norm.weight"); }); },
+       "lacks tensors: model.norm.weight"},
+      {"shape_differs",
+       [&] { edit_safetensors_header(st, [](json& h) {
+               h["model.norm.weight"]["shape"] = {2, 16};
+             }); },
+       "model.norm.weight has shape [2, 16], the model expects [32]"},
   };
   for (const auto& c : cases) {
     spit(st, good);
@@ -266,6 +262,8 @@ TEST(EndToEndReliability, CorruptCheckpointsAreRefusedNamingTheFile) {
     EXPECT_EQ(r.code, 2) << c.name << ": " << r.out;
     EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.name << ": " << r.out;
     EXPECT_EQ(r.out.find("terminate called"), std::string::npos) << c.name << ": " << r.out;
+    // Refused by the launcher's checks, before the run folder or any worker exists.
+    EXPECT_FALSE(fs::exists(out)) << c.name << ": refused only after launch\n" << r.out;
   }
   // The undamaged checkpoint still loads.
   spit(st, good);

@@ -209,6 +209,18 @@ TEST(Resume, BadInputsExit2WithAMessage) {
     man["files"]["state.json"] = text.size();
     std::ofstream(tmp("d-edited") + "/step-00000002/complete") << man.dump();
   }
+  // A model.safetensors without one tensor, its manifest byte count made right: refused before
+  // any worker starts (it was found only inside the workers, after launch).
+  fs::create_directories(tmp("d-tensor"));
+  fs::copy(save + "/step-00000002", tmp("d-tensor") + "/step-00000002", fs::copy_options::recursive);
+  {
+    const std::string st = tmp("d-tensor") + "/step-00000002/model.safetensors";
+    const uint64_t size =
+        ulysses::test::edit_safetensors_header(st, [](json& h) { h.erase("model.layers.1.mlp.up_proj.weight"); });
+    json man = json::parse(std::ifstream(tmp("d-tensor") + "/step-00000002/complete"));
+    man["files"]["model.safetensors"] = size;
+    std::ofstream(tmp("d-tensor") + "/step-00000002/complete") << man.dump();
+  }
   std::ofstream(tmp("d-file")) << "x";
   const std::string ck = "train.resume_from=" + save + "/step-00000002";
   struct Case {
@@ -223,6 +235,7 @@ TEST(Resume, BadInputsExit2WithAMessage) {
       {"--set " + ck + " --set train.steps=2", "leaves nothing to train"},
       {"--set train.resume_from=" + tmp("d-edited") + "/step-00000002",
        "says next_step 9 but the checkpoint is of step 2"},
+      {"--set train.resume_from=" + tmp("d-tensor"), "lacks tensors: model.layers.1.mlp.up_proj.weight"},
       {"--set train.save_every=2", "needs train.save_to"},
       {"--set train.save_keep=0 --set train.save_to=" + tmp("d-k"), "train.save_keep must be positive"},
       {"--set train.save_every=-1", "train.save_every must be >= 0"},

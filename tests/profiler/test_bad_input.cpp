@@ -156,6 +156,11 @@ TEST_F(BadInput, CliRefusesStepWindowsAndRanksTheTraceDoesNotHold) {
            {"summary --json --step-begin 4 --step-end 9" + g, "no traced step in --step-begin 4 --step-end 9"},
            {"export --rank 5" + g + " '" + tmp.path + "/r5.json'", "rank 5 is not in"},
            {"export --rank -3" + g + " '" + tmp.path + "/r5.json'", "--rank must be a rank"},
+           // An empty value was read as 0: rank 0 exported, steps from 0, threshold 0.
+           {"export --rank ''" + g + " '" + tmp.path + "/r5.json'", "empty value is not a number"},
+           {"summary --step-begin ''" + g, "empty value is not a number"},
+           {"summary --step-end ''" + g, "empty value is not a number"},
+           {"compare --threshold ''" + g + g, "empty value is not a number"},
        }) {
     std::string err;
     EXPECT_EQ(run(c.args, &err), 2) << c.args << ": " << err;
@@ -294,6 +299,17 @@ TEST_F(BadInput, AFifoInARunFolderIsRefusedOrIgnoredNotWaitedOn) {
   EXPECT_FALSE(prof::cache_io::read_file(run + "/trace/.ulysses-summary-cache", kMagic, 1, "k", &payload));
   EXPECT_EQ(load_error(run), "");
   EXPECT_FALSE(prof::detail::looks_like_json(run + "/trace/.ulysses-summary-cache"));
+
+  // A folder of profiler traces, one per rank, with a FIFO as rank1.json: refused by name (it
+  // was skipped without a word and the folder loaded as one rank).
+  const std::string kin = tmp.path + "/kineto";
+  fs::create_directories(kin);
+  fs::copy_file(ULYSSES_TEST_DATA_DIR "/foreign/kineto_2rank/rank0.json", kin + "/rank0.json");
+  ASSERT_EQ(::mkfifo((kin + "/rank1.json").c_str(), 0600), 0);
+  const std::string kerr = load_error(kin);
+  EXPECT_NE(kerr.find("rank1.json' is not a regular file"), std::string::npos) << kerr;
+  fs::remove(kin + "/rank1.json");
+  EXPECT_EQ(load_error(kin), "");
 }
 
 // Rank files of two runs in one folder (a stray copy, a rank file from another run) are

@@ -540,3 +540,25 @@ TEST(ForeignKineto, BrokenJsonIsATraceErrorNamingTheFile) {
     EXPECT_NE(std::string(e.what()).find("rank0.json"), std::string::npos) << e.what();
   }
 }
+
+// A legacy profiler array of things that are not events ([[]], numbers) and a Kineto trace
+// without one complete event open with a note saying so: they loaded as an empty picture
+// with nothing said.
+TEST(ForeignKineto, EntriesThatAreNotEventsAreNamedInANote) {
+  TempDir tmp;
+  auto notes_of = [&](const std::string& text) {
+    const std::string path = tmp.path + "/rank0.json";
+    std::ofstream(path, std::ios::trunc) << text;
+    std::string all;
+    for (const auto& n : prof::load_trace(path).notes) all += n + "\n";
+    return all;
+  };
+  const std::string legacy = notes_of("[[], [[]], 7]");
+  EXPECT_NE(legacy.find("3 of 3 entries are not event objects"), std::string::npos) << legacy;
+  EXPECT_NE(legacy.find("no complete (\"ph\": \"X\") events"), std::string::npos) << legacy;
+  const std::string instants = notes_of(R"({"traceEvents": [{"ph": "i", "name": "mark", "ts": 1}]})");
+  EXPECT_EQ(instants.find("not event objects"), std::string::npos) << instants;
+  EXPECT_NE(instants.find("no complete (\"ph\": \"X\") events"), std::string::npos) << instants;
+  const std::string one = notes_of(R"({"traceEvents": [{"ph": "X", "name": "op", "ts": 1, "dur": 2}]})");
+  EXPECT_EQ(one.find("no complete"), std::string::npos) << one;
+}

@@ -521,6 +521,7 @@ TEST_F(Studio, RunsPageComparesTracesPerPhaseAndLayer) {
   QSignalSpy done(page, &RunsPage::traceCompareFinished);
   ASSERT_TRUE(page->compare(a, b));
   EXPECT_TRUE(page->compareTitle().contains("loading")) << page->compareTitle().toStdString();
+  EXPECT_TRUE(page->traceCompareBusy());
   ASSERT_TRUE(done.wait(30000));
   EXPECT_TRUE(done.front().front().toBool());
   EXPECT_FALSE(page->traceCompareBusy());
@@ -537,6 +538,7 @@ TEST_F(Studio, RunsPageComparesTracesPerPhaseAndLayer) {
   QFile::copy(a + "/config.json", bare + "/config.json");
   QFile::copy(a + "/run.json", bare + "/run.json");
   ASSERT_TRUE(page->compare(a, bare));
+  EXPECT_FALSE(page->traceCompareBusy());
   EXPECT_EQ(page->compareModel()->traceRows(), 0);
   EXPECT_TRUE(page->compareTitle().contains("bare has no trace")) << page->compareTitle().toStdString();
 }

@@ -176,7 +176,8 @@ bool RunsPage::compare(const QString& a, const QString& b) {
   compareHead_ = QStringLiteral("%1 vs %2: %3 field(s) differ").arg(sa.name, sb.name).arg(compare_->differingRows());
   const int gen = ++traceGeneration_;  // an older comparison still loading is dropped
   traceStatus_.clear();
-  if (sa.hasTrace && sb.hasTrace) {
+  traceBusy_ = sa.hasTrace && sb.hasTrace;
+  if (traceBusy_) {
     traceStatus_ = QStringLiteral("loading both traces for the per-phase and per-layer comparison…");
     QPointer<RunsPage> self(this);
     QThread* th = QThread::create([self, gen, a, b] {
@@ -186,6 +187,7 @@ bool RunsPage::compare(const QString& a, const QString& b) {
           self.data(),
           [self, gen, c, err] {
             if (!self || gen != self->traceGeneration_) return;
+            self->traceBusy_ = false;
             if (c) {
               self->compare_->setTraceComparison(*c);
               self->traceStatus_ = QStringLiteral("traces: %1 of %2 row(s) with B/A off by more than %3%")
@@ -212,12 +214,6 @@ bool RunsPage::compare(const QString& a, const QString& b) {
   }
   updateCompareTitle();
   return true;
-}
-
-bool RunsPage::traceCompareBusy() const {
-  for (const auto& t : traceThreads_)
-    if (t && t->isRunning()) return true;
-  return false;
 }
 
 QString RunsPage::compareTitle() const { return compareTitle_->text(); }

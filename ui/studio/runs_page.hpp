@@ -35,7 +35,9 @@ class RunsPage : public QWidget {
   // Compares two runs (their directories); false when either is not a run. When both have a
   // trace, their comparison per phase and per layer follows (traceCompareFinished).
   bool compare(const QString& a, const QString& b);
-  bool traceCompareBusy() const;
+  // True from compare() until the current comparison's traces are compared and shown (the
+  // worker thread may still be unwinding when this turns false).
+  bool traceCompareBusy() const { return traceBusy_; }
   QString compareTitle() const;
   // Deletes a run folder without asking (the button asks first).
   bool deleteRun(const QString& dir, QString* error);
@@ -66,6 +68,7 @@ class RunsPage : public QWidget {
   QPushButton *open_, *relaunch_, *resume_, *delete_, *compareBtn_;
   QString compareHead_, traceStatus_;
   int traceGeneration_ = 0;
+  bool traceBusy_ = false;
   QList<QPointer<QThread>> traceThreads_;
 };
 
