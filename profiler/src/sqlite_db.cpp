@@ -45,6 +45,10 @@ void Db::close() {
   }
 }
 
+void Db::set_busy_timeout_ms(int ms) {
+  if (db_) sqlite3_busy_timeout(db_, ms);
+}
+
 std::string Db::errmsg() const { return db_ ? sqlite3_errmsg(db_) : "no database"; }
 
 void Db::exec(const std::string& sql) {

@@ -35,6 +35,7 @@ class Db {
   Db& operator=(const Db&) = delete;
 
   sqlite3* get() const { return db_; }
+  void set_busy_timeout_ms(int ms);
   void exec(const std::string& sql);
   // First column of the first row as int64 (0 when no row).
   int64_t query_int(const std::string& sql);

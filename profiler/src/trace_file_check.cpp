@@ -89,6 +89,21 @@ bool is_foreign_trace(const std::string& path) {
 
 namespace detail {
 
+std::string sqlite_uri(const std::string& path) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out = "file:";
+  for (const unsigned char c : path) {
+    if (std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
 bool looks_like_profiler_json(const std::string& path) {
   if (!looks_like_json(path)) return false;  // false for anything but a regular file, too
   std::ifstream f(path, std::ios::binary);
@@ -138,8 +153,25 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
   }
   sql::Db db;
   try {
-    db = sql::Db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
-    int64_t uv = db.query_int("PRAGMA user_version");
+    int64_t uv = 0;
+    try {
+      db = sql::Db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
+      uv = db.query_int("PRAGMA user_version");
+    } catch (const sql::Busy&) {
+      throw;
+    } catch (const std::exception& first) {
+      // A WAL-mode file (a trace of an earlier build, an nsys export) needs its -shm created
+      // even to be read; on a read-only mount or a full disk that fails ("unable to open
+      // database file", "disk I/O error"). With no -wal frames there is nothing such a file
+      // could be missing, and it is read as immutable: SQLite then creates nothing beside it.
+      const auto wal = fs::file_size(path + "-wal", ec);
+      if (!ec && wal > 0)
+        throw std::runtime_error(std::string(first.what()) + "; its -wal holds " + std::to_string(wal) +
+                                 " bytes not yet in the file, which SQLite reads only where it can write beside "
+                                 "the trace: copy the .sqlite and its -wal to a writable folder");
+      db = sql::Db(sqlite_uri(path) + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI);
+      uv = db.query_int("PRAGMA user_version");
+    }
     if (uv > trace_schema_version()) {
       throw TraceError(describe(path) + " was written by a newer Ulysses Studio (trace format " + std::to_string(uv) +
                        "; this build reads up to format " + std::to_string(trace_schema_version()) +

@@ -192,6 +192,9 @@ bool looks_like_json(const std::string& path);
 // Whether `path` is a PyTorch profiler trace: an event array, or an object whose first 64 KiB
 // name traceEvents / schemaVersion / distributedInfo (trace_file_check.cpp).
 bool looks_like_profiler_json(const std::string& path);
+// `path` as an SQLite URI ("file:" and the path, percent-encoded), for URI parameters such as
+// immutable=1 (trace_file_check.cpp).
+std::string sqlite_uri(const std::string& path);
 
 // Gives the ranks of foreign traces their final numbers: the ranks the traces state when
 // every rank has a distinct one, else the numbers in the file names, else the order (file,

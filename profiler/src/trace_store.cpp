@@ -583,10 +583,26 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
   std::vector<std::string> files = trace_input_files(path);
   if (fs::is_directory(path, ec)) {
     if (files.empty()) {
+      // The *.json files that were passed over, and why: "nor PyTorch profiler traces" next to
+      // an empty rank0.json left the user guessing.
+      std::vector<std::pair<std::string, bool>> jsons;   // name, empty
+      if (!fs::exists(fs::path(path) / "run.json", ec))  // a run folder's config.json is no trace
+        for (const auto& e : fs::directory_iterator(path, ec)) {
+          const std::string name = e.path().filename().string();
+          if (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0 && e.is_regular_file(ec))
+            jsons.emplace_back(name, e.file_size(ec) == 0);
+        }
+      std::sort(jsons.begin(), jsons.end());
+      std::string passed_over;
+      for (size_t i = 0; i < jsons.size() && i < 4; ++i)
+        passed_over += (i ? ", " : "") + jsons[i].first +
+                       (jsons[i].second ? " is empty" : " is not a profiler trace (no traceEvents)");
+      if (jsons.size() > 4) passed_over += ", and " + std::to_string(jsons.size() - 4) + " more";
       throw TraceError("'" + path + "' holds no trace files (expected " +
                        (fs::path(path) / "trace" / "rank*.sqlite").string() +
                        "; was the run started with profile.enabled = true?), nor Nsight Systems exports "
-                       "(*.sqlite) nor PyTorch profiler traces (*.json)");
+                       "(*.sqlite) nor PyTorch profiler traces (*.json)" +
+                       (passed_over.empty() ? std::string() : ": " + passed_over));
     }
   }
   Builder b;

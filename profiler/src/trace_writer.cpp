@@ -543,6 +543,16 @@ void TraceWriter::close() {
     d.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
   } catch (...) {
   }
+  // A finished trace is one self-contained file in rollback mode: readers then need no -shm
+  // or -wal beside it, so it opens from a read-only mount or a full disk (a WAL-mode file
+  // could not: "unable to open database file", "disk I/O error"), and copying rank*.sqlite
+  // alone copies all of it. A reader still attached (the studio following the run) keeps the
+  // file in WAL mode: no wait for it (busy timeout 0), the file stays readable where it is.
+  try {
+    d.db.set_busy_timeout_ms(0);
+    d.db.exec("PRAGMA journal_mode=DELETE");
+  } catch (...) {
+  }
   d.db.close();
 }
 

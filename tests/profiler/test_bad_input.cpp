@@ -101,6 +101,12 @@ class BadInput : public ::testing::Test {
 
     fs::create_directories(tmp.path + "/emptyrun/trace");
     v.push_back({"run without traces", tmp.path + "/emptyrun", "holds no trace files"});
+    // A folder whose *.json are no profiler traces says which and why.
+    fs::create_directories(tmp.path + "/jsons");
+    std::ofstream(tmp.path + "/jsons/rank0.json").flush();
+    std::ofstream(tmp.path + "/jsons/rank1.json") << "{}";
+    v.push_back({"empty json", tmp.path + "/jsons",
+                 "rank0.json is empty, rank1.json is not a profiler trace (no traceEvents)"});
     return v;
   }
 };
@@ -352,4 +358,32 @@ TEST_F(BadInput, RankFilesOfTwoRunsAreRefusedNotMerged) {
     EXPECT_EQ(error_of(same), "");
   }
   EXPECT_TRUE(fs::exists(same + "/trace/.rank1.sqlite.ulysses-read-cache"));  // the second pass read caches
+}
+
+// A trace where SQLite cannot create the -shm beside it (a read-only mount, a full disk; here a
+// folder stands in that place, which even root cannot open as a file). A finished trace needs
+// none (the writer leaves it in rollback mode); a WAL-mode file of an earlier build is read as
+// immutable when its -wal holds no frames. Both were "corrupt or unreadable: unable to open
+// database file". One with -wal frames is not read without them.
+TEST_F(BadInput, ATraceThatCannotGetAShmFileBesideItStillOpens) {
+  const std::string good = good_trace(tmp.path);
+  const auto ranges = prof::load_trace(good).ranges.size();
+  ASSERT_GT(ranges, 0u);
+  fs::create_directories(tmp.path + "/ro");
+  const std::string f = tmp.path + "/ro/rank0.sqlite";
+  fs::copy_file(good, f);
+  fs::create_directories(f + "-shm");
+  EXPECT_EQ(prof::load_trace(f).ranges.size(), ranges);
+
+  fs::remove(f + "-shm");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(f.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);  // the last connection: -wal and -shm removed, the file stays in WAL mode
+  ASSERT_FALSE(fs::exists(f + "-wal"));
+  fs::create_directories(f + "-shm");
+  EXPECT_EQ(prof::load_trace(f).ranges.size(), ranges) << load_error(f);
+  std::ofstream(f + "-wal") << std::string(4096, 'x');  // frames it cannot read: refused, not ignored
+  EXPECT_NE(load_error(f), "");
+  EXPECT_EQ(prof::load_trace(good).ranges.size(), ranges);
 }

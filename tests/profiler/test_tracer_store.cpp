@@ -264,8 +264,11 @@ TEST(TracerStore, NsysNamedTablesCarryNsysColumns) {
     EXPECT_EQ(got, cols) << table;
   }
   EXPECT_EQ(query_text(db, "PRAGMA user_version"), std::to_string(prof::trace_schema_version()));
-  EXPECT_EQ(query_text(db, "PRAGMA journal_mode"), "wal");
+  // Closed, the trace is one self-contained file (rollback mode, no -wal or -shm beside it).
+  EXPECT_EQ(query_text(db, "PRAGMA journal_mode"), "delete");
   sqlite3_close(db);
+  EXPECT_FALSE(fs::exists(path + "-wal"));
+  EXPECT_FALSE(fs::exists(path + "-shm"));
 }
 
 TEST(TracerStore, GlobalTidEncodesPidAndTidAsNsys) {
