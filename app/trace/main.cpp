@@ -11,6 +11,7 @@
 // finished run's trace (ulysses-run does it when a traced run finishes), so the summary and the
 // first paint answer without reading every range, and a full load reads no SQLite rows.
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <cmath>
@@ -123,6 +124,23 @@ static std::string step_window_misses(const ulysses::prof::TraceModel& m, int64_
   return "no traced step in --step-begin " + std::to_string(begin) +
          (end >= 0 ? " --step-end " + std::to_string(end) : std::string()) + ": the trace holds steps " +
          std::to_string(lo) + (hi > lo ? "-" + std::to_string(hi) : std::string());
+}
+
+// Why caches could not be written beside `run`, as far as the file system tells: a full disk
+// and a read-only mount are named; otherwise the likely causes.
+std::string why_not_writable(const std::string& run) {
+  std::error_code ec;
+  const std::filesystem::path dir =
+      std::filesystem::is_directory(run, ec) ? std::filesystem::path(run) : std::filesystem::path(run).parent_path();
+  struct statvfs sv {};
+  if (::statvfs(dir.empty() ? "." : dir.c_str(), &sv) == 0) {
+    const uint64_t free_bytes = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize;
+    if (sv.f_flag & ST_RDONLY) return "a read-only file system";
+    if (free_bytes < (uint64_t{1} << 20))
+      return "the disk is full: " + std::to_string(free_bytes / 1024) +
+             " KiB free; free some space and run prepare again";
+  }
+  return "a read-only folder, or a trace modified in the last 2 s: still being written?";
 }
 
 int main(int argc, char** argv) {
@@ -248,8 +266,7 @@ int main(int argc, char** argv) {
           p.overview_cached ? ("cached (" + std::to_string(p.overview_ranges) + " ranges)").c_str() : "NOT cached",
           files.c_str());
       if (p.summary_cached && p.overview_cached && p.rank_files_cached == p.rank_files) return 0;
-      std::cerr << "ulysses-trace: could not write beside " << run
-                << " (a read-only folder, or a trace modified in the last 2 s: still being written?)\n";
+      std::cerr << "ulysses-trace: could not write beside " << run << " (" << why_not_writable(run) << ")\n";
       return 1;
     }
     if (cmp->parsed()) {
