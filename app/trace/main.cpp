@@ -63,9 +63,7 @@ static int write_html_report(const std::string& run, const std::string& out, boo
 
 // The ranks a model holds (RankInfo rows and lanes), as "0-7" / "0, 2, 5" for messages.
 static std::string ranks_text(const ulysses::prof::TraceModel& m, bool* has_rank = nullptr, int32_t wanted = -1) {
-  std::set<int32_t> ranks;
-  for (const auto& r : m.ranks) ranks.insert(r.rank);
-  for (const auto& l : m.lanes) ranks.insert(l.rank);
+  const std::set<int32_t> ranks = m.rank_set();
   if (has_rank) *has_rank = ranks.count(wanted) > 0;
   if (ranks.empty()) return "none";
   if (*ranks.rbegin() - *ranks.begin() + 1 == static_cast<int64_t>(ranks.size()))

@@ -1,6 +1,7 @@
 // Training-state checkpoint folders: names, manifest checks, latest complete, resume checks.
 #include "checkpoint_layout.hpp"
 
+#include "json_checked.hpp"
 #include "safetensors_header.hpp"
 
 #include <algorithm>
@@ -24,11 +25,7 @@ bool free_key(const std::string& section, const std::string& key) {
   return false;
 }
 
-std::string show(const json& v) {
-  if (v.is_null()) return "(absent)";
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
-}
+std::string show(const json& v) { return v.is_null() ? "(absent)" : json_for_message(v); }
 }  // namespace
 
 std::string step_dir_name(int64_t step) {

@@ -6,6 +6,11 @@
 
 namespace ulysses {
 
+std::string json_for_message(const nlohmann::json& v) {
+  std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+}
+
 nlohmann::json parse_checked_json(std::string_view text) {
   using nlohmann::json;
   std::vector<std::set<std::string>> keys;  // the keys met so far in each object still open

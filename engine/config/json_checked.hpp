@@ -8,6 +8,7 @@
 #pragma once
 
 #include <stdexcept>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -24,5 +25,9 @@ struct JsonShapeError : std::runtime_error {
 };
 
 nlohmann::json parse_checked_json(std::string_view text);
+
+// A value for an error message: never throws (invalid UTF-8 is replaced), at most 80
+// characters ("..." when cut).
+std::string json_for_message(const nlohmann::json& v);
 
 }  // namespace ulysses

@@ -35,12 +35,7 @@ struct Field {
 
 std::string type_name(const json& v) { return v.type_name(); }
 
-// A value for an error message: never throws (invalid UTF-8 is replaced), never huge.
-std::string show(const json& v) {
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 80) s = s.substr(0, 77) + "...";
-  return s;
-}
+std::string show(const json& v) { return json_for_message(v); }
 
 // True when s is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
 bool valid_utf8(const std::string& s) {

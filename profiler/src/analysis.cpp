@@ -756,10 +756,7 @@ Summary analyze(const TraceModel& m, const AnalysisOptions& o) {
   auto layers = on_another_thread([&] { return layer_table(m, o); });
   s.headline = headline(m, o);
   Classified c = classify(m);
-  std::set<int32_t> ranks;
-  for (const auto& r : m.ranks) ranks.insert(r.rank);
-  for (const auto& l : m.lanes) ranks.insert(l.rank);
-  s.world_size = static_cast<int32_t>(ranks.size());
+  s.world_size = static_cast<int32_t>(m.rank_set().size());
   for_each_counted_lane(m, [&](const Lane& l) {
     for (int64_t k = 0; k < l.count; ++k) {
       if (m.ranges[static_cast<size_t>(l.first + k)].is_kernel)

@@ -75,12 +75,10 @@ bool is_copy_name(const std::string& s, const char* what) { return s.rfind(what,
 }  // namespace
 
 void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExportOptions& o) {
-  std::set<int32_t> ranks, gpu_ranks;
-  for (const auto& r : m.ranks) ranks.insert(r.rank);
-  for (const auto& l : m.lanes) {
-    ranks.insert(l.rank);
+  const std::set<int32_t> ranks = m.rank_set();
+  std::set<int32_t> gpu_ranks;
+  for (const auto& l : m.lanes)
     if (l.kind == LaneKind::CudaStream && l.count > 0) gpu_ranks.insert(l.rank);
-  }
   const int64_t base = m.t_min;
   const int32_t world = static_cast<int32_t>(ranks.size());
   const std::string backend = gpu_ranks.empty() ? "gloo" : "nccl";
@@ -264,11 +262,8 @@ std::vector<std::string> export_chrome_trace_per_rank(const TraceModel& m, const
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (!fs::is_directory(dir, ec)) throw std::runtime_error("cannot create folder '" + dir + "'");
-  std::set<int32_t> ranks;
-  for (const auto& r : m.ranks) ranks.insert(r.rank);
-  for (const auto& l : m.lanes) ranks.insert(l.rank);
   std::vector<std::string> out;
-  for (int32_t r : ranks) {
+  for (int32_t r : m.rank_set()) {
     ChromeExportOptions one = o;
     one.rank = r;
     const std::string path = (fs::path(dir) / ("rank" + std::to_string(r) + ".json")).string();

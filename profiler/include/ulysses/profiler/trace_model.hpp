@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -144,6 +145,13 @@ struct TraceModel {
     for (const auto& c : clocks)
       if (c.applied) e = std::max(e, c.error_ns());
     return e;
+  }
+  // Every rank the trace holds (RankInfo rows and lanes' ranks), ascending.
+  std::set<int32_t> rank_set() const {
+    std::set<int32_t> out;
+    for (const auto& r : ranks) out.insert(r.rank);
+    for (const auto& l : lanes) out.insert(l.rank);
+    return out;
   }
 };
 
