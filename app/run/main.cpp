@@ -134,6 +134,9 @@ std::string force_refusal(const std::string& out_dir, const ulysses::RunConfig& 
     const fs::path rel = canonical_path(p).lexically_relative(out);
     return !rel.empty() && *rel.begin() != "..";
   };
+  if (const std::string live = ulysses::launch::live_run_within(out_dir); !live.empty())
+    return "--force would move " + out_dir + " aside, and " + live +
+           "; pick another --out (--force never moves a live run)";
   std::error_code ec;
   const std::string cwd = fs::current_path(ec).string();
   if (!ec && holds(cwd))

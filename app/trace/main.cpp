@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <set>
@@ -141,7 +142,7 @@ std::string why_not_writable(const std::string& run) {
   return "a read-only folder, or a trace modified in the last 2 s: still being written?";
 }
 
-int main(int argc, char** argv) {
+static int run_command(int argc, char** argv) {
   namespace prof = ulysses::prof;
   CLI::App app{"ulysses-trace: summaries and exports of Ulysses Studio traces"};
   app.require_subcommand(1);
@@ -338,4 +339,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  const int rc = run_command(argc, argv);
+  // Summaries and comparisons go to stdout alone: one that could not be written (a full disk
+  // under "> summary.json", /dev/full) is a failure, not an empty file with exit 0.
+  std::cout.flush();
+  if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::cerr << "ulysses-trace: could not write the output to stdout: " << std::strerror(errno) << "\n";
+    return rc == 0 ? 1 : rc;
+  }
+  return rc;
 }

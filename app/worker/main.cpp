@@ -209,12 +209,13 @@ int main(int argc, char** argv) {
       }
       if (checkpoint_due(cfg.train, s + 1)) {  // full training state into save_to/step-N (collective)
         if (tracer) tracer->flush();           // the trace holds every step up to the checkpoint
+        heartbeat.set(Phase::Save, s);         // a failure or a stall here is the save's, not step s's
         const std::string dir = save_train_state(trainer, comm, cfg, s + 1);
         if (env.rank == 0) std::cerr << "ulysses-worker: saved training state to " << dir << std::endl;
       }
     }
     if (!cfg.train.save_to.empty() && env.rank == 0) {
-      heartbeat.set(Phase::Save);
+      heartbeat.set(Phase::Save, cfg.train.steps - 1);  // the Hugging Face model after the last step
       save_checkpoint(trainer.model(), cfg.train.save_to,
                       cfg.train.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32, cfg.train.save_shard_bytes);
       std::cerr << "ulysses-worker: saved Hugging Face checkpoint to " << cfg.train.save_to << std::endl;

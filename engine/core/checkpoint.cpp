@@ -3,6 +3,8 @@
 
 #include "safetensors_header.hpp"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -128,7 +130,11 @@ void write_text_file(const std::string& path, const std::string& text) {
     if (!out) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
     out << text;
     out.close();
-    if (!out) throw std::runtime_error("writing " + tmp + " failed (disk full?)");
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);  // no empty config.json.tmp left behind
+      throw std::runtime_error("writing " + tmp + " failed (disk full?)");
+    }
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);
@@ -139,18 +145,21 @@ const char* torch_dtype_name(torch::Dtype d) {
   return d == torch::kBFloat16 ? "bfloat16" : d == torch::kFloat16 ? "float16" : "float32";
 }
 
-// Earlier weights in dir that a new save would leave contradicting it: the single file, an
-// index and its shards (model-XXXXX-of-YYYYY.safetensors).
-void remove_old_weights(const fs::path& dir) {
+// Earlier weights in dir that the new save (`kept`, its file names) would leave contradicting
+// it: the single file, an index and its shards (model-XXXXX-of-YYYYY.safetensors).
+void remove_stale_weights(const fs::path& dir, const std::vector<std::string>& kept) {
+  auto stale = [&](const std::string& n) { return std::find(kept.begin(), kept.end(), n) == kept.end(); };
   std::error_code ec;
-  fs::remove(dir / "model.safetensors", ec);
-  fs::remove(dir / "model.safetensors.index.json", ec);
+  std::vector<fs::path> gone;
+  for (const char* n : {"model.safetensors", "model.safetensors.index.json"})
+    if (stale(n)) gone.push_back(dir / n);
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const std::string n = it->path().filename().string();
     if (n.rfind("model-", 0) == 0 && n.find("-of-") != std::string::npos && n.size() > 12 &&
-        n.compare(n.size() - 12, 12, ".safetensors") == 0)
-      fs::remove(it->path(), ec);
+        n.compare(n.size() - 12, 12, ".safetensors") == 0 && stale(n))
+      gone.push_back(it->path());
   }
+  for (const auto& p : gone) fs::remove(p, ec);
 }
 
 }  // namespace
@@ -187,26 +196,48 @@ void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dty
   }
   const fs::path d(dir);
   const auto shards = plan_shards(sizes, shard_bytes);
-  remove_old_weights(d);
-  if (shards.size() <= 1) {
-    write_safetensors((d / "model.safetensors").string(), ts);
-  } else {
-    // HF layout: model-00001-of-0000N.safetensors + model.safetensors.index.json
-    json index = {{"metadata", {{"total_size", total}}}, {"weight_map", json::object()}};
-    char name[64];
-    for (size_t s = 0; s < shards.size(); ++s) {
-      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
-      std::vector<std::pair<std::string, at::Tensor>> part;
-      for (size_t i : shards[s]) {
-        part.push_back(ts[i]);
-        index["weight_map"][ts[i].first] = name;
+  // Every new file is written whole into a staging folder first; only then are they moved in
+  // and the earlier weights they do not replace removed. A save that fails (a full disk, a
+  // file size limit) leaves the earlier model in dir as it was: it used to be deleted first.
+  const fs::path stage = d / (".tmp-save-" + std::to_string(::getpid()));
+  fs::remove_all(stage, ec);
+  fs::create_directories(stage, ec);
+  if (ec) throw std::runtime_error("cannot create " + stage.string() + ": " + ec.message());
+  std::vector<std::string> names;  // the new files, in the order they are moved in
+  try {
+    if (shards.size() <= 1) {
+      write_safetensors((stage / "model.safetensors").string(), ts);
+      names.push_back("model.safetensors");
+    } else {
+      // HF layout: model-00001-of-0000N.safetensors + model.safetensors.index.json
+      json index = {{"metadata", {{"total_size", total}}}, {"weight_map", json::object()}};
+      char name[64];
+      for (size_t s = 0; s < shards.size(); ++s) {
+        std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+        std::vector<std::pair<std::string, at::Tensor>> part;
+        for (size_t i : shards[s]) {
+          part.push_back(ts[i]);
+          index["weight_map"][ts[i].first] = name;
+        }
+        write_safetensors((stage / name).string(), part);
+        names.push_back(name);
       }
-      write_safetensors((d / name).string(), part);
+      write_text_file((stage / "model.safetensors.index.json").string(), index.dump(2) + "\n");
+      names.push_back("model.safetensors.index.json");
     }
-    write_text_file((d / "model.safetensors.index.json").string(), index.dump(2) + "\n");
+    write_text_file((stage / "config.json").string(),
+                    model_to_hf_config(model.config(), torch_dtype_name(dtype)).dump(2) + "\n");
+    names.push_back("config.json");
+  } catch (...) {
+    fs::remove_all(stage, ec);
+    throw;
   }
-  write_text_file((d / "config.json").string(),
-                  model_to_hf_config(model.config(), torch_dtype_name(dtype)).dump(2) + "\n");
+  for (const auto& n : names) {
+    fs::rename(stage / n, d / n, ec);
+    if (ec) throw std::runtime_error("cannot move " + (stage / n).string() + " into " + dir + ": " + ec.message());
+  }
+  remove_stale_weights(d, names);
+  fs::remove_all(stage, ec);
 }
 
 namespace {

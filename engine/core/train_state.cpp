@@ -57,7 +57,8 @@ std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg,
   const fs::path root(cfg.train.save_to);
   const fs::path tmp = root / ckpt::tmp_dir_name(steps_done);
   const fs::path fin = root / ckpt::step_dir_name(steps_done);
-  const std::string at_step = " (checkpoint after step " + std::to_string(steps_done) + ")";
+  const std::string at_step =
+      " (checkpoint " + ckpt::step_dir_name(steps_done) + ", after step " + std::to_string(steps_done - 1) + ")";
   // Rank 0 prepares the temp folder; errors are carried past the barriers so no rank waits
   // for one that has already thrown.
   std::exception_ptr err;
@@ -160,9 +161,22 @@ std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg,
   return fin.string();
 }
 
-ResumePoint restore_train_state(Trainer& trainer, const Comm& comm, const RunConfig& cfg) {
+ResumePoint restore_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg) {
   throw_if_invalid(ckpt::resume_issues(cfg));  // complete checkpoint, matching config, steps left
   const ckpt::Checkpoint c = ckpt::resolve_resume(cfg.train.resume_from);
+  // Every rank picks the latest complete checkpoint itself; they must have picked the same
+  // one. A run still writing into resume_from (a save between two ranks' looks) made ranks
+  // load different steps and train on, out of step with each other, until the run hung.
+  {
+    auto t = torch::tensor({c.step, -c.step}, torch::kInt64).to(comm.device());
+    comm.all_reduce_max(t);
+    t = t.cpu();
+    const int64_t hi = t[0].item<int64_t>(), lo = -t[1].item<int64_t>();
+    if (hi != lo)
+      throw ConfigError("train.resume_from: the ranks found different latest checkpoints in " + cfg.train.resume_from +
+                        " (steps " + std::to_string(lo) + " to " + std::to_string(hi) +
+                        "): another run is saving into it; stop that run, or resume from one step-* folder of it");
+  }
   const fs::path dir(c.dir);
   const json st = load_json_file((dir / ckpt::kStateFile).string());
   if (!st.is_object() || !st.contains("next_step") || !st["next_step"].is_number_integer() ||

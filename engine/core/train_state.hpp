@@ -35,6 +35,6 @@ struct ResumePoint {
 // weights, AdamW state and this rank's RNG state from cfg.train.resume_from. Throws
 // ConfigError (exit 2) when resume_from is not a complete checkpoint, its config differs
 // from cfg in a key that must match, or a tensor is missing or misshapen.
-ResumePoint restore_train_state(Trainer& trainer, const Comm& comm, const RunConfig& cfg);
+ResumePoint restore_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg);
 
 }  // namespace ulysses

@@ -63,7 +63,7 @@ std::string describe_phase(Phase p, int64_t step) {
     case Phase::Step:
       return "step " + std::to_string(step);
     case Phase::Save:
-      return "checkpoint save";
+      return step >= 0 ? "checkpoint save after step " + std::to_string(step) : "checkpoint save";
     case Phase::Finish:
       return "the final barrier";
   }
@@ -71,7 +71,8 @@ std::string describe_phase(Phase p, int64_t step) {
 }
 
 std::string format_beat(const Beat& b) {
-  return "HB " + phase_name(b.phase) + " " + std::to_string(b.phase == Phase::Step ? b.step : -1);
+  const bool has_step = b.phase == Phase::Step || b.phase == Phase::Save;
+  return "HB " + phase_name(b.phase) + " " + std::to_string(has_step ? b.step : -1);
 }
 
 std::optional<Beat> parse_beat(std::string_view line) {
@@ -83,13 +84,22 @@ std::optional<Beat> parse_beat(std::string_view line) {
   if (!phase || *phase == Phase::Launched) return std::nullopt;
   int64_t step = 0;
   if (!parse_int64(line.substr(sp + 1), &step)) return std::nullopt;
-  if (*phase == Phase::Step ? step < 0 : step != -1) return std::nullopt;
+  if (*phase == Phase::Step ? step < 0 : *phase == Phase::Save ? step < -1 : step != -1) return std::nullopt;
   return Beat{*phase, step};
 }
 
 bool less_advanced(const Beat& a, const Beat& b) {
-  if (a.phase != b.phase) return static_cast<int>(a.phase) < static_cast<int>(b.phase);
-  return a.phase == Phase::Step && a.step < b.step;
+  // Training: step s, then the checkpoint saved after step s, then step s + 1. A save whose
+  // step is unknown (-1) comes after every step.
+  auto training = [](const Beat& x) { return x.phase == Phase::Step || x.phase == Phase::Save; };
+  if (training(a) && training(b)) {
+    auto key = [](const Beat& x) {
+      const int64_t s = x.phase == Phase::Save && x.step < 0 ? INT64_MAX : x.step;
+      return std::pair<int64_t, int>{s, x.phase == Phase::Save ? 1 : 0};
+    };
+    return key(a) < key(b);
+  }
+  return static_cast<int>(a.phase) < static_cast<int>(b.phase);
 }
 
 bool fault_matches(const std::string& spec, int rank, const Beat& b, std::string* action) {
@@ -110,7 +120,7 @@ bool fault_matches(const std::string& spec, int rank, const Beat& b, std::string
     }
     const auto p = phase_from_name(phase);
     if (!p || *p != b.phase) continue;
-    if (*p == Phase::Step && step >= 0 && step != b.step) continue;
+    if ((*p == Phase::Step || *p == Phase::Save) && step >= 0 && step != b.step) continue;
     *action = item.substr(c2 + 1);
     return true;
   }

@@ -34,14 +34,16 @@ std::string describe_phase(Phase p, int64_t step);
 
 struct Beat {
   Phase phase = Phase::Launched;
-  int64_t step = -1;  // the step being run in Phase::Step, else -1
+  int64_t step =
+      -1;  // the step being run in Phase::Step; in Phase::Save the step the checkpoint follows (-1: unknown); else -1
 };
 
 // "HB step 12" (no newline); parse_beat accepts exactly that shape and nothing else.
 std::string format_beat(const Beat& b);
 std::optional<Beat> parse_beat(std::string_view line);
 
-// (phase, step) order: Launched < Init < ... < Step 0 < Step 1 < ... < Save < Finish.
+// (phase, step) order: Launched < Init < ... < Step 0 < Save 0 < Step 1 < ... < Save -1 < Finish
+// (Save s: the checkpoint written after step s; Save -1: a save after an unknown step).
 bool less_advanced(const Beat& a, const Beat& b);
 
 class Heartbeat {

@@ -37,9 +37,53 @@ bool run_dir_in_use(const std::string& run_dir) {
   return fs::exists(fs::path(run_dir) / "run.json", ec);
 }
 
-bool run_record_launcher_alive(const RunRecord& r) {
-  if (r.status != RunStatus::Running || r.pid <= 0 || r.pid > INT32_MAX) return false;
-  return ::kill(static_cast<pid_t>(r.pid), 0) == 0 || errno == EPERM;
+namespace {
+
+bool pid_alive(int64_t pid) {
+  return pid > 0 && pid <= INT32_MAX && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
+
+// The pid of a launcher setting up `dir` that has not written its run.json yet, seen by its
+// write probe (.ulysses-write-probe-PID) or its run.json temp file (run.json.tmpPID); 0 when
+// none is alive.
+int64_t launcher_setting_up(const fs::path& dir) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    for (const std::string prefix : {".ulysses-write-probe-", "run.json.tmp"}) {
+      if (n.rfind(prefix, 0) != 0 || n.size() == prefix.size() || n.size() > prefix.size() + 10) continue;
+      const std::string digits = n.substr(prefix.size());
+      if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
+      const int64_t pid = std::stoll(digits);
+      if (pid != ::getpid() && pid_alive(pid)) return pid;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool run_record_launcher_alive(const RunRecord& r) { return r.status == RunStatus::Running && pid_alive(r.pid); }
+
+std::string live_run_within(const std::string& dir) {
+  std::error_code ec;
+  size_t seen = 0;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+  for (; !ec && it != end && seen < 100000; it.increment(ec), ++seen) {
+    if (it.depth() >= 4) it.disable_recursion_pending();  // run folders sit near the top (runs/NAME)
+    if (!it->is_directory(ec) || it->is_symlink(ec)) continue;
+    const fs::path d = it->path();
+    if (const int64_t pid = launcher_setting_up(d))
+      return d.string() + " is being set up by ulysses-run pid " + std::to_string(pid);
+    if (!fs::exists(d / "run.json", ec)) continue;
+    try {
+      const RunRecord r = read_run_record((d / "run.json").string());
+      if (run_record_launcher_alive(r))
+        return d.string() + " holds a run that is still going (ulysses-run pid " + std::to_string(r.pid) + ")";
+    } catch (const std::exception&) {
+    }
+  }
+  return "";
 }
 
 RunDirInfo inspect_run_dir(const std::string& run_dir) {
@@ -65,6 +109,11 @@ RunDirInfo inspect_run_dir(const std::string& run_dir) {
   }
   if (entries == 0) {
     info.state = RunDirState::Empty;
+    return info;
+  }
+  if (const int64_t pid = launcher_setting_up(dir)) {  // another launcher, before its run.json
+    info.state = RunDirState::LiveRun;
+    info.detail = run_dir + " is being set up by another ulysses-run (pid " + std::to_string(pid) + ")";
     return info;
   }
   if (fs::exists(dir / "run.json", ec)) {

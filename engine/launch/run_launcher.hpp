@@ -76,6 +76,11 @@ RunDirInfo inspect_run_dir(const std::string& run_dir);
 // True when a run.json "running" record's launcher (pid) is still alive.
 bool run_record_launcher_alive(const RunRecord& r);
 
+// A live run in dir or in a folder below it (at most 4 levels down): its run.json "running"
+// with the launcher alive, or a launcher setting the folder up before its run.json exists.
+// What it is, for the user; empty when there is none. --force never moves such a folder.
+std::string live_run_within(const std::string& dir);
+
 // Renames run_dir to a fresh sibling "<run_dir>.old-YYYYmmdd-HHMMSS[-n]" and returns that
 // name; nothing is deleted. Throws LaunchError when the rename fails.
 std::string move_run_dir_aside(const std::string& run_dir);

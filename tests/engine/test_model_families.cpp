@@ -4,6 +4,9 @@
 // single file and sharded (model.safetensors.index.json), fp32/bf16/fp16; Ulysses sp 2
 // against one process on a Qwen3-style model (explicit head_dim, q/k norm, GQA, yarn).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <csignal>
 
 #include <filesystem>
 #include <fstream>
@@ -324,6 +327,47 @@ TEST(Checkpoint, ShardedIndexRefusals) {
                                 : index["weight_map"]["model.embed_tokens.weight"].get<std::string>();
   wrong["weight_map"]["lm_head.weight"] = other;
   expect_refused(wrong, "lm_head.weight");
+  fs::remove_all(dir);
+}
+
+// A save that fails part-way (here the file size limit, as a full disk would) leaves the
+// earlier model in the folder whole and loadable, and no temp files: the earlier weights were
+// deleted before the new ones were written. A later save in the other layout leaves only it.
+TEST(Checkpoint, AFailedSaveLeavesTheEarlierModel) {
+  ModelConfig c;
+  c.num_hidden_layers = 1;
+  LlamaModel old_model(c, ParallelConfig{}, torch::kFloat32, nullptr),
+      new_model(c, ParallelConfig{}, torch::kFloat32, nullptr);
+  old_model.init_parameters(1);
+  new_model.init_parameters(2);
+  const auto dir = temp_dir("failsave");
+  fs::remove_all(dir);
+  save_checkpoint(old_model, dir, torch::kFloat32, 0);
+  const auto bytes = fs::file_size(dir + "/model.safetensors");
+  {
+    struct rlimit was {};
+    ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &was), 0);
+    auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails with EFBIG
+    struct rlimit small = was;
+    small.rlim_cur = bytes / 2;
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+    EXPECT_THROW(save_checkpoint(new_model, dir, torch::kFloat32, 0), std::runtime_error);
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &was), 0);
+    std::signal(SIGXFSZ, old_handler);
+  }
+  std::set<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.insert(e.path().filename().string());
+  EXPECT_EQ(left, (std::set<std::string>{"config.json", "model.safetensors"}));
+  LlamaModel back(c, ParallelConfig{}, torch::kFloat32, nullptr);
+  load_checkpoint(back, dir);
+  expect_bit_identical(old_model, back, torch::kFloat32);
+  save_checkpoint(new_model, dir, torch::kFloat32, 20000);  // sharded now: the single file goes
+  left.clear();
+  for (const auto& e : fs::directory_iterator(dir)) left.insert(e.path().filename().string());
+  EXPECT_EQ(left.count("model.safetensors"), 0u);
+  EXPECT_EQ(left.count("model.safetensors.index.json"), 1u);
+  load_checkpoint(back, dir);
+  expect_bit_identical(new_model, back, torch::kFloat32);
   fs::remove_all(dir);
 }
 

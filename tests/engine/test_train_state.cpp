@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
 
 #include "checkpoint.hpp"
 #include "comm.hpp"
+#include "rank_threads.hpp"
 #include "train_state.hpp"
 #include "trainer.hpp"
 
@@ -139,5 +141,56 @@ TEST(TrainState, RestoreRefusesAMismatchedOrIncompleteCheckpoint) {
   }
   fs::remove(dir / "step-00000003" / "optimizer.safetensors");  // the manifest lists it
   EXPECT_THROW(restore_train_state(b, comm, rc), ConfigError);
+  fs::remove_all(dir);
+}
+
+// Ranks that resolved train.resume_from to different checkpoints (another run saved into it
+// between their looks) refuse together, naming both steps, instead of training on out of step
+// with each other until the run hangs. Two ranks as threads; each is handed another step.
+TEST(TrainState, RanksThatFoundDifferentCheckpointsRefuseTogether) {
+  at::set_num_threads(1);
+  const auto dir = fs::temp_directory_path() / ("ulysses_train_state_two_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  RunConfig cfg = tiny_config(dir.string());
+  cfg.parallel.sp_size = 2;
+  cfg.train.steps = 4;
+  cfg.train.save_every = 2;
+  cfg.train.save_keep = 2;
+  ulysses::testing::run_ranks(2, [&](const DistEnv& env) {
+    Comm comm(env, 2, 1, "gloo", std::chrono::seconds(60));
+    Trainer a(cfg, comm, nullptr);
+    for (int64_t s = 0; s < 4; ++s) {
+      a.step(s);
+      if (checkpoint_due(cfg.train, s + 1)) save_train_state(a, comm, cfg, s + 1);
+    }
+  });
+  ASSERT_TRUE(fs::exists(dir / "step-00000002" / "complete"));
+  ASSERT_TRUE(fs::exists(dir / "step-00000004" / "complete"));
+  std::atomic<int> refused{0}, resumed{0};
+  auto resume = [&](const char* rank0_step, const char* rank1_step) {
+    ulysses::testing::run_ranks(2, [&](const DistEnv& env) {
+      Comm comm(env, 2, 1, "gloo", std::chrono::seconds(60));
+      RunConfig rc = cfg;
+      rc.train.steps = 6;
+      rc.train.resume_from = (dir / (env.rank == 0 ? rank0_step : rank1_step)).string();
+      Trainer b(rc, comm, nullptr);
+      try {
+        restore_train_state(b, comm, rc);
+        ++resumed;
+      } catch (const ConfigError& e) {
+        const std::string what = e.what();
+        if (what.find("different latest checkpoints") != std::string::npos &&
+            what.find("steps 2 to 4") != std::string::npos)
+          ++refused;
+        else
+          ADD_FAILURE() << what;
+      }
+    });
+  };
+  resume("step-00000002", "step-00000004");
+  EXPECT_EQ(refused.load(), 2);
+  EXPECT_EQ(resumed.load(), 0);
+  resume("step-00000004", "step-00000004");  // the same checkpoint: both resume
+  EXPECT_EQ(resumed.load(), 2);
   fs::remove_all(dir);
 }

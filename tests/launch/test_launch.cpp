@@ -986,6 +986,29 @@ TEST(Reliability, OutNeverWritesIntoTheUsersFilesAndForceMovesThemAside) {
     for (const auto& e : fs::directory_iterator(tmp.path()))
       moved += e.path().filename().string().rfind("mine.old-", 0) == 0;
     EXPECT_EQ(moved, 1u);  // only the one --force moved above
+    // Nor a folder holding a live run further down (its launcher, pid 1 here, alive), nor one
+    // another launcher is setting up before its run.json exists: they used to be moved aside,
+    // and the live run then failed at its end writing run.json.
+    const fs::path parent = tmp.path() / "parent";
+    fs::create_directories(parent / "live");
+    write_file(parent / "live" / "run.json", R"({"status": "running", "pid": 1, "world_size": 2})");
+    Cli live({cfg.string(), "--out", parent.string(), "--worker", FAKE_WORKER_EXE, "--force"}, {}, tmp.path());
+    ASSERT_EQ(live.wait(10), 2) << live.err();
+    EXPECT_NE(live.err().find("holds a run that is still going (ulysses-run pid 1)"), std::string::npos) << live.err();
+    EXPECT_TRUE(fs::exists(parent / "live" / "run.json"));
+    const fs::path starting = tmp.path() / "starting";
+    fs::create_directories(starting);
+    write_file(starting / ".ulysses-write-probe-1", "");
+    write_file(starting / "config.json", "{}");
+    for (const bool with_force : {false, true}) {
+      std::vector<std::string> args = {cfg.string(), "--out", starting.string(), "--worker", FAKE_WORKER_EXE};
+      if (with_force) args.push_back("--force");
+      Cli setting_up(args, {}, tmp.path());
+      ASSERT_EQ(setting_up.wait(10), 2) << setting_up.err();
+      EXPECT_NE(setting_up.err().find("is being set up by another ulysses-run (pid 1)"), std::string::npos)
+          << setting_up.err();
+    }
+    EXPECT_TRUE(fs::exists(starting / "config.json"));
     Cli empty({cfg.string(), "--out", "", "--worker", FAKE_WORKER_EXE}, {}, tmp.path());  // was: runs/<timestamp>
     ASSERT_EQ(empty.wait(10), 2) << empty.err();
     EXPECT_NE(empty.err().find("--out needs a folder name"), std::string::npos) << empty.err();

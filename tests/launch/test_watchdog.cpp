@@ -33,16 +33,18 @@ namespace {
 // ------------------------------------------------------------------ format and hook
 
 TEST(Heartbeat, LinesRoundTripAndGarbageIsRejected) {
-  for (const Beat b : {Beat{Phase::Init, -1}, Beat{Phase::Rendezvous, -1}, Beat{Phase::Build, -1}, Beat{Phase::Step, 0},
-                       Beat{Phase::Step, 123456789012LL}, Beat{Phase::Save, -1}, Beat{Phase::Finish, -1}}) {
+  for (const Beat b :
+       {Beat{Phase::Init, -1}, Beat{Phase::Rendezvous, -1}, Beat{Phase::Build, -1}, Beat{Phase::Step, 0},
+        Beat{Phase::Step, 123456789012LL}, Beat{Phase::Save, -1}, Beat{Phase::Save, 29}, Beat{Phase::Finish, -1}}) {
     const auto back = parse_beat(format_beat(b));
     ASSERT_TRUE(back) << format_beat(b);
     EXPECT_EQ(back->phase, b.phase);
     EXPECT_EQ(back->step, b.step);
   }
   EXPECT_EQ(format_beat({Phase::Step, 7}), "HB step 7");
-  for (const char* bad : {"", "HB", "HB step", "HB step -1", "HB step 1x", "HB build 3", "HB launched -1", "HB warp -1",
-                          "hb step 1", "HB step 99999999999999999999", "HB  step 1", "METRIC {}", "HB step 1 2"})
+  for (const char* bad :
+       {"", "HB", "HB step", "HB step -1", "HB step 1x", "HB build 3", "HB launched -1", "HB warp -1", "hb step 1",
+        "HB step 99999999999999999999", "HB  step 1", "METRIC {}", "HB step 1 2", "HB save -2", "HB finish 3"})
     EXPECT_FALSE(parse_beat(bad)) << bad;
 }
 
@@ -54,6 +56,14 @@ TEST(Heartbeat, PhasesAreOrderedByProgress) {
   EXPECT_FALSE(less_advanced({Phase::Step, 4}, {Phase::Step, 4}));
   EXPECT_TRUE(less_advanced({Phase::Step, 1000}, {Phase::Save, -1}));
   EXPECT_FALSE(less_advanced({Phase::Finish, -1}, {Phase::Save, -1}));
+  // A checkpoint saved after step 29 sits between step 29 and step 30: a rank still saving is
+  // behind one that went on to step 30, ahead of one still in step 29.
+  EXPECT_TRUE(less_advanced({Phase::Step, 29}, {Phase::Save, 29}));
+  EXPECT_TRUE(less_advanced({Phase::Save, 29}, {Phase::Step, 30}));
+  EXPECT_FALSE(less_advanced({Phase::Save, 29}, {Phase::Save, 29}));
+  EXPECT_TRUE(less_advanced({Phase::Save, 29}, {Phase::Save, -1}));
+  EXPECT_TRUE(less_advanced({Phase::Save, 29}, {Phase::Finish, -1}));
+  EXPECT_EQ(describe_phase(Phase::Save, 29), "checkpoint save after step 29");
 }
 
 TEST(Heartbeat, FaultHookMatchesRankPhaseAndStep) {

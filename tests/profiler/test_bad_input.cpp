@@ -263,6 +263,14 @@ TEST_F(BadInput, OutputsNeverOverwriteTheTraceReadAndAreWrittenWhole) {
   EXPECT_EQ(bytes_of(run + "/trace/rank0.sqlite"), run_before);
   EXPECT_EQ(bad_input_cli("export '" + run + "' '" + run + "/out.json'"), 0);  // beside the trace folder: fine
   EXPECT_EQ(bad_input_cli("compare '" + good + "' '" + good + "' --threshold nan"), 2);
+#ifdef ULYSSES_TRACE_BIN
+  // stdout that cannot be written (a full disk under "> out.json"): exit 1, not 0 and an empty file.
+  for (const std::string& args : std::vector<std::string>{"summary", "summary --json", "compare '" + good + "'"}) {
+    const int st =
+        std::system((std::string(ULYSSES_TRACE_BIN) + " " + args + " '" + good + "' >/dev/full 2>/dev/null").c_str());
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << args << ": " << st;
+  }
+#endif
 
   const std::string out = tmp.path + "/old.json";
   write_file(out, "old contents");
