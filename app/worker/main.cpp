@@ -176,9 +176,13 @@ int main(int argc, char** argv) {
       heartbeat.set(Phase::Step, s);
       if (tracer) tracer->begin_step(s);
       StepMetrics m = trainer.step(s);
-      if (!std::isfinite(m.loss))
-        throw std::runtime_error("loss is " + std::to_string(m.loss) + " at step " + std::to_string(s) +
-                                 "; lower train.lr");
+      if (!std::isfinite(m.loss))  // the first step's loss comes before any update: no learning rate made it
+        throw std::runtime_error(
+            "loss is " + std::to_string(m.loss) + " at step " + std::to_string(s) +
+            (s == first_step ? ", before any update by this run: the weights or the model settings give a non-finite "
+                               "loss (check train.init_from / train.resume_from's weights and the model section, "
+                               "e.g. rope_*)"
+                             : "; lower train.lr"));
       if (tracer) {
         prof::StepRecord r;
         r.step = s;

@@ -37,9 +37,11 @@ int plan_command(int argc, char** argv) {
   try {
     RunConfig cfg = load_run_config(config_path, overrides);
     throw_if_invalid(validate(cfg));
-    if (app.count("--max-seq") && !(max_seq_gib > 0 && std::isfinite(max_seq_gib)))
-      throw ConfigError("--max-seq must be a positive number of GiB per rank (got " + std::to_string(max_seq_gib) +
-                        ")");
+    // At most 1 PiB (2^20 GiB): the byte count must fit in int64 (1e10 GiB wrapped to a
+    // negative limit and answered "none fits" with exit 0).
+    if (app.count("--max-seq") && !(max_seq_gib > 0 && max_seq_gib <= 1048576.0))
+      throw ConfigError("--max-seq must be a number of GiB per rank between 0 and 1048576 (1 PiB), got " +
+                        std::to_string(max_seq_gib));
     if (app.count("--max-seq")) {
       const auto limit = static_cast<int64_t>(max_seq_gib * 1024.0 * 1024.0 * 1024.0);
       const int64_t N = plan::max_seq_length(cfg, limit);

@@ -199,7 +199,11 @@ std::vector<ConfigIssue> resume_issues(const RunConfig& cfg) {
       if (!why.empty()) out.push_back({"train.resume_from", why});
       const std::string opt = (fs::path(c.dir) / kOptimizerFile).string();
       std::error_code ec;
-      if (fs::exists(opt, ec)) read_safetensors_header_file(opt);
+      if (fs::exists(opt, ec))
+        for (const auto& e : read_safetensors_header_file(opt).tensors)
+          if (e.dtype != "F32" && e.dtype != "BF16" && e.dtype != "F16" && e.dtype != "I64")
+            out.push_back({"train.resume_from", opt + ": tensor " + e.name + " has dtype " + e.dtype +
+                                                    ", which the optimizer state never holds (F32, BF16, F16, I64)"});
     }
     if (cfg.train.steps <= c.step)
       out.push_back({"train.steps", "train.steps (" + std::to_string(cfg.train.steps) +

@@ -131,6 +131,10 @@ Field<S> f(const char* name, std::string S::*m) {
               throw ConfigError(path + " is not valid UTF-8 (" + show(v) +
                                 "); rename the file or directory to a UTF-8 name");
             if (x.size() > 4096) throw ConfigError(path + " is longer than 4096 bytes");
+            // A NUL cut the path short where the system read it (data.path trained on a
+            // prefix of the name; save_to made a folder of the prefix).
+            if (x.find('\0') != std::string::npos)
+              throw ConfigError(path + " holds a NUL character (\\u0000), which no file name can; remove it");
             s.*m = x;
           },
           [m](const S& s) { return json(s.*m); }};
@@ -743,6 +747,10 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   if (!c.train.init_from.empty()) {
     const std::string cj = (fs::path(c.train.init_from) / "config.json").string();
     std::error_code ec;
+    if (fs::exists(c.train.init_from, ec) && !fs::is_directory(c.train.init_from, ec))
+      throw ConfigError("train.init_from: " + c.train.init_from +
+                        " is a file, not a folder (give the Hugging Face checkpoint folder holding config.json and "
+                        "model.safetensors)");
     if (!fs::exists(cj, ec))
       throw ConfigError(
           "train.init_from: " + cj +
@@ -803,9 +811,10 @@ static void validate_model_family(const ModelConfig& m,
   if (t == "yarn") {
     if (!(finite(m.rope_beta_fast) && finite(m.rope_beta_slow) && m.rope_beta_fast > 0 && m.rope_beta_slow > 0))
       bad("model.rope_beta_fast", "rope_type yarn needs positive model.rope_beta_fast and model.rope_beta_slow");
-    if (!(finite(m.rope_attention_factor) && m.rope_attention_factor >= 0))
+    if (!(finite(m.rope_attention_factor) && m.rope_attention_factor >= 0 && m.rope_attention_factor <= 100))
       bad("model.rope_attention_factor",
-          "model.rope_attention_factor must be >= 0 (0 = Hugging Face's default 0.1 ln(factor) + 1)");
+          "model.rope_attention_factor must be between 0 and 100 (0 = Hugging Face's default 0.1 ln(factor) + 1, "
+          "about 1.07 for factor 2)");
     // Transformers versions disagree on yarn's factor when original_max_position_embeddings is
     // set (some replace factor by max_position_embeddings / original): accept only configs on
     // which they agree.
@@ -892,8 +901,10 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
   ranged("train.save_shard_bytes", t.save_shard_bytes);
   if (finite("model.rms_norm_eps", m.rms_norm_eps) && !(m.rms_norm_eps > 0 && m.rms_norm_eps <= 1))
     bad("model.rms_norm_eps", "model.rms_norm_eps must be positive and at most 1");
-  if (finite("model.rope_theta", m.rope_theta) && !(m.rope_theta > 0 && m.rope_theta <= 1e15))
-    bad("model.rope_theta", "model.rope_theta must be positive and at most 1e15");
+  // At least 1: below it RoPE's frequencies theta^(-2i/d) grow past what fp32 holds (1e-50
+  // gave a NaN loss at step 0, after launch); real models use 1e4 and more.
+  if (finite("model.rope_theta", m.rope_theta) && !(m.rope_theta >= 1 && m.rope_theta <= 1e15))
+    bad("model.rope_theta", "model.rope_theta must be between 1 and 1e15 (Llama uses 10000 or 500000)");
   // At least 1 s: with less (0.001 was accepted) the launcher's liveness check declared a
   // healthy rank dead after launch and c10d timed out before the ranks had met.
   if (finite("parallel.timeout_s", p.timeout_s) && !(p.timeout_s >= kMinTimeoutS && p.timeout_s <= kMaxTimeoutS)) {
@@ -1063,8 +1074,10 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c, FileChecks dept
           cj + " not found (expected a Hugging Face checkpoint directory with config.json and model.safetensors)");
     else if (why == "no such file") {
       const std::string idx = (dir / "model.safetensors.index.json").string();
-      if (!regular_file_problem(idx).empty())
+      if (const std::string idx_why = regular_file_problem(idx); idx_why == "no such file")
         bad("train.init_from", st + " not found, nor a sharded checkpoint's " + idx);
+      else if (!idx_why.empty())
+        bad("train.init_from", idx + ": " + idx_why);
     } else if (!why.empty())
       bad("train.init_from", st + ": " + why);
     const bool files_there =

@@ -181,6 +181,10 @@ std::string checkpoint_mismatch(const std::map<std::string, CheckpointTensor>& t
       if (++n_missing <= 8) missing += (missing.empty() ? "" : ", ") + p.name;
       continue;
     }
+    const std::string& dt = it->second.entry.dtype;
+    if (dt != "F32" && dt != "BF16" && dt != "F16")  // what the loader reads into a weight
+      return "checkpoint " + dir + ": " + p.name + " has dtype " + dt + "; a model weight must be F32, BF16 or F16 (" +
+             it->second.file + ")";
     if (it->second.entry.shape != p.shape)
       return "checkpoint " + dir + ": " + p.name + " has shape " + dims(it->second.entry.shape) +
              ", the model expects " + dims(p.shape) +

@@ -64,9 +64,9 @@ struct CheckpointTensor {
 std::map<std::string, CheckpointTensor> checkpoint_tensors(const std::string& dir);
 
 // What keeps the tensors of checkpoint_tensors(dir) from loading into a model with these
-// parameters (names, shapes; ModelConfig::parameters): the missing ones and the first shape
-// that differs. Empty when they load. Tensors the model does not have are ignored, as the
-// loader ignores them.
+// parameters (names, shapes; ModelConfig::parameters): the missing ones, the first weight
+// whose dtype is not F32, BF16 or F16, the first shape that differs. Empty when they load. Tensors the model does not
+// have are ignored, as the loader ignores them.
 struct ModelConfig;
 std::string checkpoint_mismatch(const std::map<std::string, CheckpointTensor>& tensors, const ModelConfig& model,
                                 const std::string& dir);

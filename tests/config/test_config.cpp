@@ -354,6 +354,29 @@ TEST(ConfigReliability, StringsMustBeUtf8AndMessagesNeverThrow) {
   }
   EXPECT_THROW(apply_override(j, std::string("train.steps=\xc3\x28")), ConfigError);  // dump() of it used to throw
   EXPECT_NO_THROW(apply_override(j, "data.path=/tmp/caf\xc3\xa9.txt"));               // valid UTF-8 is fine
+  // A NUL inside a string (JSON \u0000) is refused: paths were cut short at it.
+  try {
+    RunConfig::from_json(json{{"data", {{"path", std::string("/tmp/a.txt\0xyz", 14)}}}});
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("data.path holds a NUL character"), std::string::npos) << e.what();
+  }
+}
+
+// RoPE values that gave a NaN loss at step 0, after launch, are refused by validation.
+TEST(ConfigReliability, RopeValuesThatOverflowAreRefused) {
+  RunConfig c = base();
+  c.model.rope_theta = 1e-50;
+  EXPECT_TRUE(has(validate(c), "model.rope_theta", "between 1 and 1e15"));
+  c.model.rope_theta = 1.0;
+  EXPECT_FALSE(has(validate(c), "model.rope_theta", ""));
+  c = base();
+  c.model.rope_type = "yarn";
+  c.model.rope_factor = 2;
+  c.model.rope_attention_factor = 1e300;
+  EXPECT_TRUE(has(validate(c), "model.rope_attention_factor", "between 0 and 100"));
+  c.model.rope_attention_factor = 1.2;
+  EXPECT_FALSE(has(validate(c), "model.rope_attention_factor", ""));
 }
 
 TEST(ConfigReliability, OnlyRegularFilesAreRead) {

@@ -251,6 +251,9 @@ TEST(EndToEndReliability, CorruptCheckpointsAreRefusedNamingTheFile) {
                h["model.norm.weight"]["shape"] = {2, 16};
              }); },
        "model.norm.weight has shape [2, 16], the model expects [32]"},
+      {"integer_weight",  // 4-byte I32 in place of F32: the worker could not read it, after launch
+       [&] { edit_safetensors_header(st, [](json& h) { h["model.norm.weight"]["dtype"] = "I32"; }); },
+       "model.norm.weight has dtype I32; a model weight must be F32, BF16 or F16"},
   };
   for (const auto& c : cases) {
     spit(st, good);

@@ -133,6 +133,10 @@ TEST(PlanCli, BadInputExits2) {
   const auto cfg = "'" + tiny_config() + "'";
   EXPECT_EQ(sh(kRun + cfg + " --plan --max-seq -1" + kWorker, scratch()).code, 2);
   EXPECT_EQ(sh(kRun + cfg + " --plan --max-seq 0" + kWorker, scratch()).code, 2);
+  // A limit past int64 bytes wrapped to a negative one: "none fits", exit 0.
+  const auto huge = sh(kRun + cfg + " --plan --json --max-seq 1e10" + kWorker + " 2>&1", scratch());
+  EXPECT_EQ(huge.code, 2) << huge.out;
+  EXPECT_NE(huge.out.find("between 0 and 1048576"), std::string::npos) << huge.out;
   EXPECT_EQ(sh(kRun + cfg + " --max-seq 4" + kWorker, scratch()).code, 2);  // --max-seq without --plan
   EXPECT_EQ(sh(kRun + cfg + " --plan --set parallel.sp_size=3" + kWorker, scratch()).code, 2);
   EXPECT_EQ(sh(std::string("'") + ULYSSES_WORKER_BIN + "' --plan --config /nonexistent.json", scratch()).code, 2);
