@@ -392,7 +392,7 @@ class HostTracer final : public Tracer {
       write_writer_stats();
       writer_.close();
     } catch (const std::exception& e) {
-      if (err.empty()) err = e.what();
+      if (err.empty()) err = "closing the trace " + opts_.path + ": " + e.what();
     }
     closed_ = true;
     if (!err.empty()) throw std::runtime_error(err);
@@ -521,7 +521,7 @@ class HostTracer final : public Tracer {
       } catch (const std::exception& e) {
         err = e.what();
       } catch (...) {
-        err = "unknown error";
+        err = "writing the trace " + opts_.path + ": unknown error";
       }
       b = Batch{};  // freed outside the lock
       lk.lock();
@@ -623,7 +623,17 @@ class HostTracer final : public Tracer {
 
   // Writer side (the writer thread, or the stepping thread when synchronous): one batch, one
   // transaction. The chunks it consumed are freed even when writing throws.
+  // Writes a batch, naming the trace file in any error ("database or disk is full" alone names
+  // no file), on the writer thread and in the synchronous mode alike.
   void write_batch(Batch& b) {
+    try {
+      write_batch_rows(b);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("writing the trace " + opts_.path + ": " + e.what());
+    }
+  }
+
+  void write_batch_rows(Batch& b) {
     struct FreeChunks {
       std::vector<Chunk*>& c;
       ~FreeChunks() {

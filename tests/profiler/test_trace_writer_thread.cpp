@@ -278,7 +278,7 @@ TEST(TraceWriterThread, CloseDrainsTheQueue) {
 // A real SQLite-level write error (another connection appended to NVTX_EVENTS, so the
 // writer's rowid check fails) while step 1 is written: the synchronous path throws it from
 // end_step(1); the writer thread's error comes out of end_step(1) or, at the latest, flush(),
-// with the same message, once (close afterwards does not throw it again).
+// with the same message naming the file, once (close afterwards does not throw it again).
 TEST(TraceWriterThread, WriteErrorOnTheWriterThreadIsReported) {
   TempDir tmp;
   std::string sync_msg;
@@ -317,10 +317,12 @@ TEST(TraceWriterThread, WriteErrorOnTheWriterThreadIsReported) {
     }
     ASSERT_EQ(errors.size(), 1u);
     EXPECT_NE(errors[0].find("NVTX_EVENTS rowid"), std::string::npos) << errors[0];
+    EXPECT_EQ(errors[0].rfind("writing the trace " + path + ": ", 0), 0u) << errors[0];  // names its file
+    const std::string msg = errors[0].substr(errors[0].find(path) + path.size());
     if (q == 0)
-      sync_msg = errors[0];
+      sync_msg = msg;
     else
-      EXPECT_EQ(errors[0], sync_msg);
+      EXPECT_EQ(msg, sync_msg);
     EXPECT_NO_THROW(t->close());
   }
 }
