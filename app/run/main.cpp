@@ -591,6 +591,12 @@ int run_main(int argc, char** argv) {
       }
       break;
   }
+  // --json's lines go to stdout alone: lines that could not be written there (a full disk
+  // under "> steps.jsonl", /dev/full) make a finished run exit 1, not 0 with a short file.
+  if (json_mode && (std::fflush(stdout) != 0 || std::ferror(stdout))) {
+    say("--json: the METRIC lines could not all be written to stdout; every step is in " + out_dir + "/metrics.jsonl");
+    if (res.exit_code == 0) return 1;
+  }
   return res.exit_code;
 }
 

@@ -531,6 +531,19 @@ TEST(UlyssesRun, SuccessfulRunWithJsonOutput) {
   EXPECT_FALSE(rec["ended_at"].is_null());
   EXPECT_GE(rec["duration_s"].get<double>(), 0.0);
 
+  // A stdout that cannot take the lines (/dev/full: a full disk under "> steps.jsonl") makes
+  // the finished run exit 1, pointing at metrics.jsonl; it exited 0 with nothing written.
+  {
+    const fs::path io = tmp.path() / "full-io";
+    fs::create_directories(io);
+    fs::create_symlink("/dev/full", io / "cli.stdout");
+    const fs::path run2 = tmp.path() / "run2";
+    Cli full({cfg.string(), "--json", "--out", run2.string(), "--worker", FAKE_WORKER_EXE}, {}, io);
+    ASSERT_EQ(full.wait(), 1) << full.err();
+    EXPECT_NE(full.err().find("could not all be written to stdout"), std::string::npos) << full.err();
+    EXPECT_EQ(lines_of(read_file(run2 / "metrics.jsonl")).size(), 6u);
+  }
+
   // config.json is the resolved config; logs per rank; trace dir exists.
   const json written = read_json(run / "config.json");
   EXPECT_EQ(written["parallel"]["dp_size"], 2);
