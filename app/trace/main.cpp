@@ -92,7 +92,14 @@ static std::string output_clobbers_input(const std::string& run, const std::stri
   std::error_code ec;
   const fs::path r = canon(run), o = canon(out);
   if (o == r) return "it is the trace read";
-  if (!fs::is_directory(r, ec)) return "";
+  if (!fs::is_directory(r, ec)) {
+    // --per-rank writes OUT/rank{r}.json: over the trace read when that is one of them.
+    const std::string n = r.filename().string();
+    const bool rank_json = n.size() > 9 && n.rfind("rank", 0) == 0 && n.compare(n.size() - 5, 5, ".json") == 0 &&
+                           n.substr(4, n.size() - 9).find_first_not_of("0123456789") == std::string::npos;
+    return out_is_folder && r.parent_path() == o && rank_json ? "the folder holds it, and rank files are written there"
+                                                              : "";
+  }
   if (out_is_folder) return o == r / "trace" ? "it is the run's trace folder" : "";
   if (o.parent_path() == r / "trace") return "it lies in the run's trace folder, beside the rank files";
   const std::string ext = o.extension().string();
@@ -275,7 +282,7 @@ static int run_command(int argc, char** argv) {
       co.threshold = threshold;
       const prof::Comparison c = prof::compare_summaries(ma, prof::analyze(ma), mb, prof::analyze(mb), co);
       if (as_json)
-        std::cout << prof::comparison_to_json(c).dump(2) << "\n";
+        std::cout << prof::comparison_to_json(c).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       else
         std::cout << prof::comparison_to_text(c);
       return 0;
@@ -296,7 +303,8 @@ static int run_command(int argc, char** argv) {
         return 2;
       }
       if (as_json) {
-        std::cout << prof::summary_to_json(m, s).dump(2) << "\n";
+        // Names from foreign traces may hold invalid UTF-8: replaced (U+FFFD), never a failed output.
+        std::cout << prof::summary_to_json(m, s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       } else {
         std::cout << prof::summary_to_text(m, s);
       }

@@ -20,7 +20,10 @@
 namespace ulysses::prof {
 
 namespace {
-std::string quote(const std::string& s) { return nlohmann::json(s).dump(); }
+// Names from foreign traces may hold invalid UTF-8: replaced (U+FFFD), never a failed export.
+std::string quote(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 // ns offset -> microseconds with 3 decimals, exact for integer ns.
 void put_us(std::string& out, int64_t ns) {
@@ -91,7 +94,8 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
   // keep "rank": N (with the space) first on this line.
   out += "\"distributedInfo\": {\"rank\": " + std::to_string(o.rank >= 0 ? o.rank : 0) +
          ", \"world_size\": " + std::to_string(world) + ", \"backend\": " + quote(backend) +
-         ", \"pg_count\": " + std::to_string(pgs.size()) + ", \"pg_config\": " + pgs.dump() + "},\n";
+         ", \"pg_count\": " + std::to_string(pgs.size()) +
+         ", \"pg_config\": " + pgs.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "},\n";
   out += "\"traceEvents\": [\n";
   bool first = true;
   auto sep = [&] {

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <climits>
 #include <numeric>
+#include <regex>
 #include <set>
 #include <unordered_map>
 
@@ -52,6 +53,16 @@ struct Token {
 
 }  // namespace
 
+int64_t rank_from_file_name(const std::string& fname) {
+  static const std::regex re("rank[_-]?([0-9]+)", std::regex::icase);
+  std::smatch mm;
+  if (!std::regex_search(fname, mm, re)) return -1;
+  const std::string digits = mm[1].str();
+  if (digits.size() > 9) return -1;  // std::stoll threw on 99999999999999999999
+  const int64_t r = std::stoll(digits);
+  return r <= kMaxForeignRank ? r : -1;
+}
+
 void renumber_foreign_ranks(Builder& b) {
   auto& f = b.foreign;
   if (f.empty()) return;
@@ -59,7 +70,7 @@ void renumber_foreign_ranks(Builder& b) {
   auto distinct = [&](int64_t ForeignRank::*field) {
     std::set<int64_t> seen;
     for (const auto& r : f)
-      if (r.*field < 0 || !seen.insert(r.*field).second) return false;
+      if (r.*field < 0 || r.*field > kMaxForeignRank || !seen.insert(r.*field).second) return false;
     return true;
   };
   std::vector<int64_t> final_rank(f.size());
@@ -71,7 +82,8 @@ void renumber_foreign_ranks(Builder& b) {
     bool some = false;
     for (const auto& r : f) some |= r.hint >= 0 || r.name_hint >= 0;
     if (some)
-      m.notes.push_back("rank numbers in the trace(s) are incomplete or repeated: ranks numbered by file, device, pid");
+      m.notes.push_back("rank numbers in the trace(s) are incomplete, repeated or out of range (above " +
+                        std::to_string(kMaxForeignRank) + "): ranks numbered by file, device, pid");
     std::vector<size_t> order(f.size());
     std::iota(order.begin(), order.end(), 0);
     std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {

@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <map>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -36,8 +35,12 @@ bool is_host_collective(const std::string& n) {
 int64_t num_i64(const json& j, const char* key, int64_t dflt) {
   auto it = j.find(key);
   if (it == j.end()) return dflt;
+  if (it->is_number_unsigned()) return it->get<uint64_t>() <= INT64_MAX ? it->get<int64_t>() : dflt;
   if (it->is_number_integer()) return it->get<int64_t>();
-  if (it->is_number()) return static_cast<int64_t>(it->get<double>());
+  if (it->is_number()) {  // a double outside int64 (1e300) has no int64 value
+    const double d = it->get<double>();
+    return std::isfinite(d) && std::fabs(d) < 9.2e18 ? static_cast<int64_t>(d) : dflt;
+  }
   if (it->is_string()) {  // legacy traces write pid "CPU functions"; some tools write numbers as text
     const std::string s = it->get<std::string>();
     char* end = nullptr;
@@ -47,11 +50,31 @@ int64_t num_i64(const json& j, const char* key, int64_t dflt) {
   return dflt;
 }
 
+// Microseconds (a number, or a number as text) to ns; throws for what has no ns value within
+// +-2^62 (1e300, "-inf", 2^64 - 1): such events are left out and counted in a note.
 int64_t us_to_ns(const json& v) {
-  if (v.is_number_integer()) return v.get<int64_t>() * 1000;
-  if (v.is_number()) return static_cast<int64_t>(std::llround(v.get<double>() * 1000.0));
-  if (v.is_string()) return static_cast<int64_t>(std::llround(std::stod(v.get<std::string>()) * 1000.0));
-  return 0;
+  double us = 0;
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}) throw std::out_of_range("time");
+  if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    if (i > kMaxForeignTimeNs / 1000 || i < -kMaxForeignTimeNs / 1000) throw std::out_of_range("time");
+    return i * 1000;
+  }
+  if (v.is_number())
+    us = v.get<double>();
+  else if (v.is_string())
+    us = std::stod(v.get<std::string>());
+  else
+    return 0;
+  if (!std::isfinite(us) || std::fabs(us) * 1000.0 > static_cast<double>(kMaxForeignTimeNs))
+    throw std::out_of_range("time");
+  return static_cast<int64_t>(std::llround(us * 1000.0));
+}
+
+// A string member of an event, "" when absent or not a string ({"ph": 5} threw type_error).
+std::string str_of(const json& e, const char* key) {
+  auto it = e.find(key);
+  return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 }  // namespace
@@ -96,8 +119,13 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
       hint = num_i64(doc["distributedInfo"], "rank", -1);
     else
       note("no distributedInfo (not a distributed run, or an old PyTorch): rank taken from the file name or order");
-    if (doc.contains("baseTimeNanoseconds") && doc["baseTimeNanoseconds"].is_number_integer())
-      base_ns = doc["baseTimeNanoseconds"].get<int64_t>();
+    if (doc.contains("baseTimeNanoseconds") && doc["baseTimeNanoseconds"].is_number_integer()) {
+      base_ns = num_i64(doc, "baseTimeNanoseconds", 0);
+      if (time_out_of_range(base_ns)) {  // INT64_MAX wrapped every time past it
+        note("baseTimeNanoseconds " + doc["baseTimeNanoseconds"].dump() + " is beyond +-2^62 ns: taken as 0");
+        base_ns = 0;
+      }
+    }
   } else {
     throw TraceError(describe(path) + " is JSON but not a PyTorch profiler trace (no traceEvents)");
   }
@@ -110,13 +138,11 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
   fr.provisional = rank;
   fr.file_index = file_index;
   fr.hint = hint;
-  static const std::regex re("rank[_-]?([0-9]+)", std::regex::icase);
-  std::smatch mm;
-  if (std::regex_search(fname, mm, re)) fr.name_hint = std::stoll(mm[1].str());
+  fr.name_hint = rank_from_file_name(fname);
 
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names;  // (pid, tid) -> name
   for (const auto& e : *events) {
-    if (!e.is_object() || e.value("ph", "") != "M" || e.value("name", "") != "thread_name") continue;
+    if (!e.is_object() || str_of(e, "ph") != "M" || str_of(e, "name") != "thread_name") continue;
     if (e.contains("args") && e["args"].is_object() && e["args"].contains("name") && e["args"]["name"].is_string())
       thread_names[{num_i64(e, "pid", 0), num_i64(e, "tid", 0)}] = e["args"]["name"].get<std::string>();
   }
@@ -124,14 +150,17 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
   int64_t device = -1, skipped_bad = 0;
   const size_t first_range = m.ranges.size();
   for (const auto& e : *events) {
-    if (!e.is_object() || e.value("ph", "") != "X" || !e.contains("ts")) continue;
-    const std::string cat = e.value("cat", "");
+    if (!e.is_object() || str_of(e, "ph") != "X" || !e.contains("ts")) continue;
+    const std::string cat = str_of(e, "cat");
     if (cat == "Trace" || cat == "gpu_user_annotation" || cat == "ac2g" || cat == "python_function") continue;
     const std::string name = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "?";
     int64_t start = 0, dur = 0;
     try {
-      start = base_ns + us_to_ns(e["ts"]);
       dur = e.contains("dur") ? us_to_ns(e["dur"]) : 0;
+      int64_t end = 0;
+      if (__builtin_add_overflow(base_ns, us_to_ns(e["ts"]), &start) || __builtin_add_overflow(start, dur, &end) ||
+          time_out_of_range(start) || time_out_of_range(end))
+        throw std::out_of_range("time");
     } catch (const std::exception&) {
       ++skipped_bad;
       continue;

@@ -16,7 +16,6 @@
 #include <tuple>
 #include <cstdlib>
 #include <cstring>
-#include <regex>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -114,6 +113,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
 
     // GPU activity rows: kernels, memcpy, memset.
     std::vector<GpuRow> rows;
+    int64_t extreme_times = 0;  // rows left out: times past +-2^62 ns
     std::vector<int32_t> row_table;
     if (opts.gpu_activity) {
       struct GpuTable {
@@ -169,6 +169,10 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
           r.start = sqlite3_column_int64(s, 0);
           r.end = sqlite3_column_int64(s, 1);
           if (r.end < r.start) continue;
+          if (time_out_of_range(r.start) || time_out_of_range(r.end)) {
+            ++extreme_times;
+            continue;
+          }
           r.device = sqlite3_column_int64(s, 2);
           r.context = sqlite3_column_int64(s, 3);
           r.stream = sqlite3_column_int64(s, 4);
@@ -332,9 +336,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
     }
     if (rank_of_key.size() == 1) {
       // One rank per file: the file name may say which ("rank3.sqlite", "report_rank_3.sqlite").
-      static const std::regex re("rank[_-]?([0-9]+)", std::regex::icase);
-      std::smatch mm;
-      if (std::regex_search(fname, mm, re)) b.foreign.back().name_hint = std::stoll(mm[1].str());
+      b.foreign.back().name_hint = rank_from_file_name(fname);
     }
     auto rank_of_pid = [&](int64_t pid) -> int32_t {
       auto it = first_rank_of_pid.find(pid);
@@ -397,6 +399,10 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
         r.start_ns = sqlite3_column_int64(s, 0);
         r.end_ns = sqlite3_column_int64(s, 1);
         if (r.end_ns < r.start_ns) continue;
+        if (time_out_of_range(r.start_ns) || time_out_of_range(r.end_ns)) {
+          ++extreme_times;
+          continue;
+        }
         const int64_t gtid = sqlite3_column_int64(s, 2);
         auto it = lane_of_gtid.find(gtid);
         if (it == lane_of_gtid.end()) {
@@ -446,6 +452,10 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
         RuntimeCall c;
         c.start_ns = st.i64(0);
         c.end_ns = st.i64(1);
+        if (time_out_of_range(c.start_ns) || time_out_of_range(c.end_ns)) {
+          ++extreme_times;
+          continue;
+        }
         c.rank = rank;
         c.tid = tid_of_global_tid(gtid);
         c.correlation = st.i64(3);
@@ -453,6 +463,8 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
         m.runtime.push_back(c);
       }
     }
+    if (extreme_times > 0)
+      note(std::to_string(extreme_times) + " rows with times beyond +-2^62 ns (146 years) left out");
   } catch (const TraceError&) {
     throw;
   } catch (const std::exception& e) {

@@ -192,6 +192,17 @@ bool looks_like_json(const std::string& path);
 // Whether `path` is a PyTorch profiler trace: an event array, or an object whose first 64 KiB
 // name traceEvents / schemaVersion / distributedInfo (trace_file_check.cpp).
 bool looks_like_profiler_json(const std::string& path);
+// Times a foreign trace may hold: within +-2^62 ns (146 years) of its clock's zero. Rows
+// outside it (INT64_MIN..INT64_MAX kernels) made durations overflow into negative step times;
+// the readers leave them out with a note.
+inline constexpr int64_t kMaxForeignTimeNs = int64_t{1} << 62;
+inline bool time_out_of_range(int64_t t) { return t < -kMaxForeignTimeNs || t > kMaxForeignTimeNs; }
+// Largest rank number a foreign trace may state (in distributedInfo, an NCCL rank, a file
+// name); larger ones are no rank hint at all (2^32 was cut to int32: two "rank 0"s).
+inline constexpr int64_t kMaxForeignRank = int64_t{1} << 20;
+// The rank a foreign trace's file name states ("rank3.json", "report_rank-3.sqlite"), or -1
+// (none, or past kMaxForeignRank) (foreign_ranks.cpp).
+int64_t rank_from_file_name(const std::string& fname);
 // `path` as an SQLite URI ("file:" and the path, percent-encoded), for URI parameters such as
 // immutable=1 (trace_file_check.cpp).
 std::string sqlite_uri(const std::string& path);

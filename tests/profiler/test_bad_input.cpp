@@ -257,6 +257,15 @@ TEST_F(BadInput, OutputsNeverOverwriteTheTraceReadAndAreWrittenWhole) {
   EXPECT_EQ(bad_input_cli("export '" + run + "' '" + run + "/trace/rank0.sqlite'"), 2);
   EXPECT_EQ(bad_input_cli("export '" + run + "' '" + run + "/trace/new.json'"), 2);
   EXPECT_EQ(bad_input_cli("export --per-rank '" + run + "' '" + run + "/trace'"), 2);
+  {  // a profiler trace named rank0.json, exported per rank into its own folder: rank0.json replaced
+    const std::string kin = tmp.path + "/kin";
+    fs::create_directories(kin);
+    fs::copy_file(ULYSSES_TEST_DATA_DIR "/foreign/kineto_2rank/rank0.json", kin + "/rank0.json");
+    const auto kin_before = bytes_of(kin + "/rank0.json");
+    EXPECT_EQ(bad_input_cli("export --per-rank '" + kin + "/rank0.json' '" + kin + "'"), 2);
+    EXPECT_EQ(bytes_of(kin + "/rank0.json"), kin_before);
+    EXPECT_EQ(bad_input_cli("export --per-rank '" + kin + "/rank0.json' '" + tmp.path + "/kin-out'"), 0);
+  }
   EXPECT_EQ(bad_input_cli("report '" + good + "' --html '" + good + "'"), 2);
   EXPECT_EQ(bad_input_cli("report '" + run + "' --html ''"), 2);
   EXPECT_EQ(bytes_of(good), before);

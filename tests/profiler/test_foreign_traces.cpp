@@ -5,8 +5,10 @@
 // the file itself (no loader code), exact to the nanosecond.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <string>
@@ -16,6 +18,7 @@
 
 #include "test_util.hpp"
 #include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/chrome_export.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 using namespace ut;
@@ -561,4 +564,83 @@ TEST(ForeignKineto, EntriesThatAreNotEventsAreNamedInANote) {
   EXPECT_NE(instants.find("no complete (\"ph\": \"X\") events"), std::string::npos) << instants;
   const std::string one = notes_of(R"({"traceEvents": [{"ph": "X", "name": "op", "ts": 1, "dur": 2}]})");
   EXPECT_EQ(one.find("no complete"), std::string::npos) << one;
+}
+
+// Hostile values in foreign traces (helper sweep): each used to end in exit 1 with a bare
+// library message, in wrapped numbers, or in one rank's data lost.
+TEST(ForeignHostile, OutOfRangeRanksTimesAndTypesLoadWithNotes) {
+  TempDir tmp;
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(tmp.path + "/" + name, std::ios::trunc) << text;
+    return tmp.path + "/" + name;
+  };
+  auto all_notes = [](const prof::TraceModel& m) {
+    std::string s;
+    for (const auto& n : m.notes) s += n + "\n";
+    return s;
+  };
+  const std::string ev =
+      R"("traceEvents": [{"ph": "X", "name": "op", "cat": "cpu_op", "ts": 10, "dur": 5, "pid": 1, "tid": 1}])";
+  // A rank of 2^32 was cut to int32 0: two "rank 0"s, and a per-rank export lost one.
+  fs::create_directories(tmp.path + "/big");
+  write("big/a.json", "{\"distributedInfo\": {\"rank\": 4294967296}, " + ev + "}");
+  write("big/b.json", "{\"distributedInfo\": {\"rank\": 0}, " + ev + "}");
+  const auto big = prof::load_trace(tmp.path + "/big");
+  ASSERT_EQ(big.ranks.size(), 2u);
+  EXPECT_NE(big.ranks[0].rank, big.ranks[1].rank);
+  for (const auto& r : big.ranks) EXPECT_GE(r.rank, 0);
+  EXPECT_NE(all_notes(big).find("out of range"), std::string::npos) << all_notes(big);
+  // A file name with a rank past int64 threw a bare "stoll".
+  EXPECT_EQ(prof::load_trace(write("rank99999999999999999999999.json", "{" + ev + "}")).ranks.size(), 1u);
+  // A member of the wrong type ({"ph": 5}, {"cat": 7}) threw nlohmann's type_error.
+  EXPECT_NO_THROW(prof::load_trace(write("types.json", R"({"traceEvents": [{"ph": 5, "ts": 1}, )"
+                                                       R"({"ph": "X", "cat": 7, "name": "op", "ts": 1, "dur": 1}]})")));
+  // Times past +-2^62 ns (1e300 us, "-inf", 2^64 - 1, a base of INT64_MAX) are left out with a
+  // note; they came out as INT64_MIN or wrapped.
+  const auto times = prof::load_trace(
+      write("times.json", R"({"baseTimeNanoseconds": 9223372036854775807, "traceEvents": [)"
+                          R"({"ph": "X", "name": "a", "ts": 1e300, "dur": 1, "pid": 1, "tid": 1},)"
+                          R"({"ph": "X", "name": "b", "ts": "-inf", "dur": 1, "pid": 1, "tid": 1},)"
+                          R"({"ph": "X", "name": "c", "ts": 18446744073709551615, "dur": 1, "pid": 1, "tid": 1},)"
+                          R"({"ph": "X", "name": "ok", "ts": 100, "dur": 1, "pid": 1, "tid": 1}]})"));
+  EXPECT_NE(all_notes(times).find("3 events with unreadable times left out"), std::string::npos) << all_notes(times);
+  EXPECT_NE(all_notes(times).find("baseTimeNanoseconds"), std::string::npos) << all_notes(times);
+  for (const auto& r : times.ranges) {
+    EXPECT_GE(r.start_ns, 0);
+    EXPECT_GE(r.end_ns, r.start_ns);
+  }
+  // An nsys export with a kernel from INT64_MIN to INT64_MAX: left out with a note, no
+  // negative step time; one with invalid UTF-8 in a name exports valid JSON.
+  const std::string nsys = tmp.path + "/x.sqlite";
+  write_nsys(nsys, Schema::Modern, {0}, {{0, 0}});
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(nsys.c_str(), &db), SQLITE_OK);
+  exec(db,
+       "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1; "
+       "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -9223372036854775808, end = 9223372036854775807 "
+       "WHERE rowid = (SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)");
+  exec(db,
+       "UPDATE StringIds SET value = CAST(x'6e63636cff3c2f7363726970743e' AS TEXT) WHERE id = (SELECT "
+       "demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1)");
+  sqlite3_close(db);
+  const auto nm = prof::load_trace(nsys);
+  EXPECT_NE(all_notes(nm).find("1 rows with times beyond +-2^62 ns"), std::string::npos) << all_notes(nm);
+  const auto sum = prof::analyze(nm);
+  for (const auto& st : sum.steps) {
+    EXPECT_GE(st.wall_ns, 0);
+    EXPECT_GE(st.idle_ns, 0);
+  }
+  prof::export_chrome_trace(nm, tmp.path + "/x.json", {});
+  std::ifstream in(tmp.path + "/x.json");
+  const auto exported = nlohmann::json::parse(in, nullptr, false);
+  EXPECT_FALSE(exported.is_discarded()) << "the export is not valid JSON";
+#ifdef ULYSSES_TRACE_BIN
+  // summary --json of it: exit 0 and valid JSON (was exit 1, "invalid UTF-8 byte", no output).
+  const int st = std::system((std::string(ULYSSES_TRACE_BIN) + " summary --json --no-cache '" + nsys + "' > '" +
+                              tmp.path + "/s.json' 2>/dev/null")
+                                 .c_str());
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  std::ifstream sj(tmp.path + "/s.json");
+  EXPECT_FALSE(nlohmann::json::parse(sj, nullptr, false).is_discarded());
+#endif
 }
