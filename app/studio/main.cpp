@@ -129,6 +129,17 @@ int studio_main(int argc, char** argv) {
       return 2;
     }
   }
+  if (screenshot) {  // an existing target that is no regular file (a FIFO, a device, a folder, a
+                     // link to one): refused; the save renamed its file over it (/dev/full became a PNG)
+    const QFileInfo target(cli.value(shot));
+    if ((target.exists() || target.isSymLink()) && !target.isFile()) {
+      std::fprintf(stderr,
+                   "ulysses-studio: --screenshot %s exists and is not a regular file (a folder, a FIFO, a device or a "
+                   "link to one); give a new file name\n",
+                   qPrintable(cli.value(shot)));
+      return 2;
+    }
+  }
   QSize winSize(1500, 950);
   if (cli.isSet(size)) {
     const auto parts = cli.value(size).split(QLatin1Char('x'));
@@ -170,19 +181,22 @@ int studio_main(int argc, char** argv) {
     isTrace =
         isTrace || ulysses::prof::is_foreign_trace(fi.absoluteFilePath().toStdString());  // nsys / PyTorch profiler
     bool ok = screenshot && isTrace ? w.openTraceAndWait(fi.absoluteFilePath(), &err) : w.openPath(pos.front(), &err);
+    // A path that cannot be opened (missing, unreadable, not a run or a trace) is bad input: 2,
+    // as ulysses-trace says for the same files.
     if (!ok) {
       std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(err));
-      if (!fi.exists()) return 2;
-      if (screenshot) return 1;
+      if (!fi.exists() || screenshot) return 2;
     }
+    // A run folder with a trace/ folder, asked for a trace view: its trace must load (rank0
+    // missing, or no rank file yet, gave a picture of the error page and exit 0).
     if (ok && screenshot && fi.isDir() &&
-        QFileInfo::exists(QDir(fi.absoluteFilePath()).filePath(QStringLiteral("trace/rank0.sqlite"))) &&
-        cli.isSet(view) && cli.value(view) != QLatin1String("monitor") && cli.value(view) != QLatin1String("runs") &&
+        QFileInfo(QDir(fi.absoluteFilePath()).filePath(QStringLiteral("trace"))).isDir() && cli.isSet(view) &&
+        cli.value(view) != QLatin1String("monitor") && cli.value(view) != QLatin1String("runs") &&
         cli.value(view) != QLatin1String("launch")) {
       QString terr;
       if (!w.openTraceAndWait(fi.absoluteFilePath(), &terr)) {
         std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(terr));
-        return 1;  // not a picture of the error page in place of the view asked for
+        return 2;  // not a picture of the error page in place of the view asked for
       }
     }
   }

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 
+#include "json_checked.hpp"
 #include "metric_line.hpp"
 #include "ulysses/profiler/step_stats.hpp"
 
@@ -79,7 +81,15 @@ std::optional<json> read_json_object_file(const std::string& path, int64_t max_b
   if (!regular_file_within(path, max_bytes)) return std::nullopt;
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Nesting at most 64 deep, no key twice (json_checked.hpp): a config.json nested 100 000
+  // deep parsed fine and then crashed the studio (SIGSEGV) in the recursive dump().
+  json j;
+  try {
+    j = parse_checked_json(text);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
   if (!j.is_object()) return std::nullopt;
   return j;
 }

@@ -156,6 +156,8 @@ TEST(CostModel, Formatting) {
   EXPECT_EQ(ulysses::cost::format_flops(1.5e12), "1.5 TFLOP");
   EXPECT_EQ(ulysses::cost::format_seconds(0.25), "250 ms");
   EXPECT_EQ(ulysses::cost::format_seconds(200), "3 min 20 s");
+  EXPECT_EQ(ulysses::cost::format_seconds(7260), "2 h 01 min");
+  EXPECT_EQ(ulysses::cost::format_seconds(1e20), "2.78e+16 h");  // was int(1e20): "-596523 h"
 }
 
 }  // namespace

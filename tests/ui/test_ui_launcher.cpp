@@ -4,6 +4,7 @@
 // loss in the runs list equals `ulysses-run --json`'s, and a 4-rank run that Stop ends with
 // no worker left and a readable trace.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <set>
@@ -428,6 +429,31 @@ TEST_F(Studio, ImportsHuggingFaceConfig) {
   L->setFieldText("model.hidden_size", "64");
   ASSERT_TRUE(w->openPath(tmp.filePath("hf/config.json"), &err)) << err.toStdString();
   EXPECT_EQ(L->fieldText("model.hidden_size"), "2048");
+  // A run config naming its model_type inside the model section (qwen3-tiny.json, every
+  // RUN/config.json) is a run config: it was taken for a Hugging Face one and refused.
+  ASSERT_TRUE(w->openPath(QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs/qwen3-tiny.json"), &err))
+      << err.toStdString();
+  EXPECT_EQ(L->configJson()["model"]["model_type"], "qwen3");
+}
+
+// A run folder whose config.json nests 100 000 deep opens (the config read as absent); the
+// studio crashed (SIGSEGV) showing it, and on every start once it sat in the runs folder. A
+// monitor of 20 000 steps opens at once: points went in one at a time (a minute for 10 000).
+TEST_F(Studio, HostileRunFoldersOpen) {
+  const QString run = tmp.filePath("runs/deep");
+  writeFile(run + "/config.json", QByteArray(100000, '[') + QByteArray(100000, ']'));
+  writeFile(run + "/run.json", R"({"status":"finished","world_size":2,"steps_done":20000})");
+  QByteArray metrics;
+  for (int i = 0; i < 20000; ++i)
+    metrics += "{\"step\":" + QByteArray::number(i) +
+               ",\"steps\":20000,\"loss\":" + QByteArray::number(5.0 - i * 1e-4) +
+               ",\"tokens_per_s\":100,\"step_ms\":50,\"max_mem_bytes\":1000,\"elapsed_s\":0.1}\n";
+  writeFile(run + "/metrics.jsonl", metrics);
+  QString err;
+  ASSERT_TRUE(w->openPath(run, &err)) << err.toStdString();
+  EXPECT_EQ(w->monitor()->chartPoints(), 20000);
+  w->runsPage()->refresh();
+  EXPECT_GE(w->runsPage()->model()->rowOfDir(run), 0);
 }
 
 TEST_F(Studio, EstimatesFollowTheForm) {
@@ -665,9 +691,24 @@ TEST(StudioCli, ScreenshotAndBadArguments) {
     junk.write(QByteArray(8192, 'x'));
   }
   const QString png2 = tmp.filePath("broken.png");
-  EXPECT_EQ(runStudio({broken, "--view", "timeline", "--screenshot", png2}, &out), 1) << out.toStdString();
+  EXPECT_EQ(runStudio({broken, "--view", "timeline", "--screenshot", png2}, &out), 2) << out.toStdString();
   EXPECT_TRUE(out.contains("rank0.sqlite")) << out.toStdString();
   EXPECT_FALSE(QFileInfo::exists(png2));
+  // The same with rank0.sqlite missing (trace/ holds only rank1): it gave the error page, exit 0.
+  ASSERT_TRUE(QFile::rename(broken + "/trace/rank0.sqlite", broken + "/trace/rank1.sqlite"));
+  EXPECT_EQ(runStudio({broken, "--view", "timeline", "--screenshot", png2}, &out), 2) << out.toStdString();
+  EXPECT_FALSE(QFileInfo::exists(png2));
+  // A target that is no regular file (a FIFO; a link to a device) is refused before drawing:
+  // the save renamed a PNG over it (/dev/full became a PNG).
+  const QString fifo = tmp.filePath("fifo.png");
+  ASSERT_EQ(::mkfifo(QFile::encodeName(fifo).constData(), 0600), 0);
+  EXPECT_EQ(runStudio({"--screenshot", fifo}, &out), 2) << out.toStdString();
+  EXPECT_TRUE(out.contains("is not a regular file")) << out.toStdString();
+  EXPECT_FALSE(QFileInfo(fifo).isFile());
+  const QString link = tmp.filePath("null.png");
+  ASSERT_TRUE(QFile::link("/dev/null", link));
+  EXPECT_EQ(runStudio({"--screenshot", link}, &out), 2) << out.toStdString();
+  EXPECT_TRUE(QFileInfo(QStringLiteral("/dev/null")).exists() && !QFileInfo(QStringLiteral("/dev/null")).isFile());
   // A suffix no image writer has is refused before anything is drawn, and the file of that
   // name is left as it was (it used to be emptied); sizes past 16384 a side are refused.
   const QString notes = tmp.filePath("notes.txt");

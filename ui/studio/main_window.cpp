@@ -37,6 +37,7 @@
 #include "trace/phase_style.hpp"
 #include "trace/timeline_index.hpp"
 #include "trace/timeline_widget.hpp"
+#include "run_dir_reader.hpp"
 #include "trace/trace_view.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_model.hpp"
@@ -46,12 +47,16 @@ namespace ulysses::ui {
 
 namespace {
 constexpr int kMaxRecent = 10;
+// A Hugging Face config.json names the model at its top level (model_type, architectures,
+// hidden_size); a run config has sections. Decided on the parsed object: a run config with
+// "model_type" inside its model section (qwen3-tiny.json, every RUN/config.json) was taken
+// for a Hugging Face one and refused.
 bool looksLikeHfConfig(const QString& path) {
-  QFile f(path);
-  if (!f.open(QIODevice::ReadOnly)) return false;
-  const QByteArray head = f.read(1 << 16);
-  return head.contains("\"model_type\"") || head.contains("\"architectures\"") ||
-         (head.contains("\"hidden_size\"") && !head.contains("\"model\""));
+  const auto j = launch::read_json_object_file(QFile::encodeName(path).toStdString());
+  if (!j) return false;
+  for (const char* section : {"model", "train", "parallel", "data", "profile", "memory", "faults"})
+    if (j->contains(section)) return false;
+  return j->contains("model_type") || j->contains("architectures") || j->contains("hidden_size");
 }
 }  // namespace
 

@@ -51,15 +51,22 @@ void MetricChart::changeEvent(QEvent* e) {
   if (e->type() == QEvent::PaletteChange) applyPalette();
 }
 
-void MetricChart::append(double x, double y) {
-  if (series_->count() == 0) {
-    minY_ = maxY_ = y;
-  } else {
-    minY_ = std::min(minY_, y);
-    maxY_ = std::max(maxY_, y);
+void MetricChart::append(double x, double y) { appendMany({QPointF(x, y)}); }
+
+void MetricChart::appendMany(const QList<QPointF>& points) {
+  if (points.isEmpty()) return;
+  bool first = series_->count() == 0;
+  for (const QPointF& p : points) {
+    if (first) {
+      minY_ = maxY_ = p.y();
+      first = false;
+    } else {
+      minY_ = std::min(minY_, p.y());
+      maxY_ = std::max(maxY_, p.y());
+    }
+    maxX_ = std::max(maxX_, p.x());
   }
-  maxX_ = std::max(maxX_, x);
-  series_->append(x, y);
+  series_->append(points);
   ax_->setRange(0, std::max(1.0, maxX_));
   const double pad = std::max(1e-9, (maxY_ - minY_) * 0.08);
   ay_->setRange(minY_ - pad, maxY_ + pad);

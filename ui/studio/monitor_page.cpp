@@ -201,12 +201,21 @@ void MonitorPage::clearCharts() {
   mem_->clear();
 }
 
-void MonitorPage::addPoint(const MetricPoint& p) {
-  loss_->append(p.step, p.loss);
-  tps_->append(p.step, p.tokens_per_s);
-  mem_->append(p.step, double(p.max_mem_bytes) / (1024.0 * 1024.0 * 1024.0));
-  if (p.steps > 0) progress_->setMaximum(p.steps);
-  progress_->setValue(p.step + 1);
+void MonitorPage::addPoint(const MetricPoint& p) { addPoints({p}); }
+
+void MonitorPage::addPoints(const QList<MetricPoint>& pts) {
+  if (pts.isEmpty()) return;
+  QList<QPointF> loss, tps, mem;
+  for (const auto& p : pts) {
+    loss.append(QPointF(p.step, p.loss));
+    tps.append(QPointF(p.step, p.tokens_per_s));
+    mem.append(QPointF(p.step, double(p.max_mem_bytes) / (1024.0 * 1024.0 * 1024.0)));
+  }
+  loss_->appendMany(loss);
+  tps_->appendMany(tps);
+  mem_->appendMany(mem);
+  if (pts.back().steps > 0) progress_->setMaximum(pts.back().steps);
+  progress_->setValue(pts.back().step + 1);
 }
 
 void MonitorPage::onStarted() {
@@ -261,7 +270,7 @@ void MonitorPage::showRun(const QString& runDir) {
   const auto pts = readMetricsFile(QDir(runDir_).filePath(QStringLiteral("metrics.jsonl")));
   progress_->setMaximum(std::max(1, s.steps > 0 ? s.steps : (pts.isEmpty() ? 1 : pts.back().steps)));
   progress_->setValue(0);
-  for (const auto& p : pts) addPoint(p);
+  addPoints(pts);
   diskRanks_->reset(std::max(0, s.worldSize));
   const QDir logs(QDir(runDir_).filePath(QStringLiteral("logs")));
   static const QRegularExpression rankFile(QStringLiteral("^rank(\\d+)\\.log$"));

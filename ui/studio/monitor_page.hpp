@@ -62,6 +62,7 @@ class MonitorPage : public QWidget {
   void onFinished(const RunOutcome& o);
   void clearCharts();
   void addPoint(const MetricPoint& p);
+  void addPoints(const QList<MetricPoint>& pts);  // one chart update for all
   void setBanner(const QString& text, bool error);
 
   RunController* ctl_;
