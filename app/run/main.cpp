@@ -356,6 +356,10 @@ int run_main(int argc, char** argv) {
     say("--max-seq needs --plan");
     return 2;
   }
+  if (plan_mode && app.count("--out")) {  // was ignored without a word
+    say("--plan cannot be combined with --out (a plan is printed, nothing is written)");
+    return 2;
+  }
   const bool export_mode = app.count("--export") > 0;
   std::optional<L::ExportTarget> export_target;
   if (export_mode) {

@@ -139,6 +139,11 @@ int studio_main(int argc, char** argv) {
                    qPrintable(cli.value(shot)));
       return 2;
     }
+    if (!QFileInfo(target.absolutePath()).isDir()) {  // said only after drawing, with no reason
+      std::fprintf(stderr, "ulysses-studio: --screenshot %s: the folder %s does not exist\n",
+                   qPrintable(cli.value(shot)), qPrintable(target.absolutePath()));
+      return 2;
+    }
   }
   QSize winSize(1500, 950);
   if (cli.isSet(size)) {
@@ -165,8 +170,15 @@ int studio_main(int argc, char** argv) {
   ulysses::ui::MainWindow w;
   w.setQuiet(screenshot);
   if (cli.isSet(palette)) w.setPhasePalette(phasePalette, /*remember=*/false);
-  if (cli.isSet(runsDir)) w.setRunsDir(cli.value(runsDir));
-  if (cli.isSet(dark)) w.setDarkTheme(true);
+  if (cli.isSet(runsDir)) {
+    const QFileInfo rd(cli.value(runsDir));
+    if (cli.value(runsDir).isEmpty() || (rd.exists() && !rd.isDir())) {
+      std::fprintf(stderr, "ulysses-studio: --runs-dir '%s' is not a folder\n", qPrintable(cli.value(runsDir)));
+      return 2;
+    }
+    w.setRunsDir(cli.value(runsDir), /*remember=*/false);  // for this session, like --palette
+  }
+  if (cli.isSet(dark)) w.setDarkTheme(true, /*remember=*/false);
   if (screenshot) w.resize(winSize);
   if (!pos.isEmpty()) {
     QString err;

@@ -132,6 +132,16 @@ static std::string step_window_misses(const ulysses::prof::TraceModel& m, int64_
          std::to_string(lo) + (hi > lo ? "-" + std::to_string(hi) : std::string());
 }
 
+// Text tables for a terminal: control characters of names from foreign traces (ESC, BEL: a
+// name "nccl\x1b]0;TITLE\x07" set the terminal's title) shown as '?'; newlines and tabs kept.
+static std::string terminal_safe(std::string text) {
+  for (char& c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) c = '?';
+  }
+  return text;
+}
+
 // Why caches could not be written beside `run`, as far as the file system tells: a full disk
 // and a read-only mount are named; otherwise the likely causes.
 std::string why_not_writable(const std::string& run) {
@@ -284,7 +294,7 @@ static int run_command(int argc, char** argv) {
       if (as_json)
         std::cout << prof::comparison_to_json(c).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       else
-        std::cout << prof::comparison_to_text(c);
+        std::cout << terminal_safe(prof::comparison_to_text(c));
       return 0;
     }
     if (summary->parsed()) {
@@ -306,7 +316,7 @@ static int run_command(int argc, char** argv) {
         // Names from foreign traces may hold invalid UTF-8: replaced (U+FFFD), never a failed output.
         std::cout << prof::summary_to_json(m, s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       } else {
-        std::cout << prof::summary_to_text(m, s);
+        std::cout << terminal_safe(prof::summary_to_text(m, s));
       }
     } else {
       prof::TraceModel m = prof::load_trace(run, lo);

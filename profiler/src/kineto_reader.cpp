@@ -147,7 +147,7 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
       thread_names[{num_i64(e, "pid", 0), num_i64(e, "tid", 0)}] = e["args"]["name"].get<std::string>();
   }
 
-  int64_t device = -1, skipped_bad = 0;
+  int64_t device = -1, skipped_bad = 0, bad_steps = 0;
   const size_t first_range = m.ranges.size();
   for (const auto& e : *events) {
     if (!e.is_object() || str_of(e, "ph") != "X" || !e.contains("ts")) continue;
@@ -209,10 +209,16 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
     std::string lname = tn != thread_names.end() ? tn->second : "thread " + std::to_string(tid);
     if (comm) lname = "comm (" + lname + ")";
     r.lane = b.source(rank, comm ? LaneKind::Comm : LaneKind::HostThread, tid, lname, comm ? 2 : 0);
-    if (starts_with(name, "ProfilerStep#")) {
+    // A step number must be 0..2^31-1 digits: "ProfilerStep#-3" made a step -3 (and a summary
+    // saying "no traced step in --step-begin 0"), a huge one was cut to int32.
+    const std::string step_digits = starts_with(name, "ProfilerStep#") ? name.substr(13) : std::string();
+    const bool step_ok = !step_digits.empty() && step_digits.size() <= 9 &&
+                         step_digits.find_first_not_of("0123456789") == std::string::npos;
+    if (!step_digits.empty() && !step_ok) ++bad_steps;
+    if (step_ok) {
       StepInfo si;
       si.rank = rank;
-      si.step = std::atoll(name.c_str() + 13);
+      si.step = std::stoll(step_digits);
       si.start_ns = r.start_ns;
       si.end_ns = r.end_ns;
       si.step_ms = double(dur) / 1e6;
@@ -223,6 +229,10 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
     m.ranges.push_back(r);
   }
   if (skipped_bad > 0) note(std::to_string(skipped_bad) + " events with unreadable times left out");
+  if (bad_steps > 0)
+    note(std::to_string(bad_steps) +
+         " ProfilerStep# ranges without a step number of 0 to 999999999: kept as plain "
+         "ranges, not steps");
   {  // Entries that are not events at all ([[]], numbers, strings) are named, not dropped silently.
     const auto not_events = std::count_if(events->begin(), events->end(), [](const json& e) { return !e.is_object(); });
     if (not_events > 0)

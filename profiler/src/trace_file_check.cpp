@@ -111,7 +111,12 @@ bool looks_like_profiler_json(const std::string& path) {
   f.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<size_t>(f.gcount()));
   const size_t first = head.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && head[first] == '[') return true;  // legacy profiler: an event array
+  if (first != std::string::npos && head[first] == '[') {  // legacy profiler: an array of event objects
+    // ...not any array: a run folder's run.json or config.json holding [1, 2] made the folder a
+    // "profiler trace folder" and hid the run.
+    const size_t next = head.find_first_not_of(" \t\r\n", first + 1);
+    return next == std::string::npos || head[next] == '{' || head[next] == ']';
+  }
   // Kineto writes these keys first; a run's config.json / run.json has none of them.
   return head.find("\"traceEvents\"") != std::string::npos || head.find("\"schemaVersion\"") != std::string::npos ||
          head.find("\"distributedInfo\"") != std::string::npos;

@@ -598,10 +598,27 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
         passed_over += (i ? ", " : "") + jsons[i].first +
                        (jsons[i].second ? " is empty" : " is not a profiler trace (no traceEvents)");
       if (jsons.size() > 4) passed_over += ", and " + std::to_string(jsons.size() - 4) + " more";
+      // A run folder says why, where it can: profiling off in its config.json, or a run that
+      // ended before a rank wrote its trace (stopped at start-up: "was the run started with
+      // profile.enabled = true?" when it was).
+      std::string why = "was the run started with profile.enabled = true?";
+      auto small_json = [&](const char* name) {
+        const fs::path f = fs::path(path) / name;
+        std::error_code e;
+        if (!fs::is_regular_file(f, e) || fs::file_size(f, e) > (1u << 20)) return nlohmann::json();
+        std::ifstream in(f, std::ios::binary);
+        nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+        return j.is_object() ? j : nlohmann::json();
+      };
+      const nlohmann::json cfg = small_json("config.json"), rec = small_json("run.json");
+      const nlohmann::json* prof = cfg.contains("profile") && cfg["profile"].is_object() ? &cfg["profile"] : nullptr;
+      if (prof && prof->contains("enabled") && (*prof)["enabled"] == false)
+        why = "profiling was off: profile.enabled = false in its config.json";
+      else if (rec.contains("status") && rec["status"].is_string() && rec["status"] != "finished")
+        why = "the run's status is " + rec["status"].get<std::string>() + ": it ended before a rank wrote its trace?";
       throw TraceError("'" + path + "' holds no trace files (expected " +
-                       (fs::path(path) / "trace" / "rank*.sqlite").string() +
-                       "; was the run started with profile.enabled = true?), nor Nsight Systems exports "
-                       "(*.sqlite) nor PyTorch profiler traces (*.json)" +
+                       (fs::path(path) / "trace" / "rank*.sqlite").string() + "; " + why +
+                       "), nor Nsight Systems exports (*.sqlite) nor PyTorch profiler traces (*.json)" +
                        (passed_over.empty() ? std::string() : ": " + passed_over));
     }
   }

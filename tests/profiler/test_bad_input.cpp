@@ -101,6 +101,13 @@ class BadInput : public ::testing::Test {
 
     fs::create_directories(tmp.path + "/emptyrun/trace");
     v.push_back({"run without traces", tmp.path + "/emptyrun", "holds no trace files"});
+    // ...and says why when the run folder tells: profiling off, or a run that ended early.
+    fs::create_directories(tmp.path + "/offrun/trace");
+    std::ofstream(tmp.path + "/offrun/config.json") << R"({"profile": {"enabled": false}})";
+    v.push_back({"profiling off", tmp.path + "/offrun", "profiling was off: profile.enabled = false"});
+    fs::create_directories(tmp.path + "/stoppedrun/trace");
+    std::ofstream(tmp.path + "/stoppedrun/run.json") << R"({"status": "stopped", "steps_done": 0})";
+    v.push_back({"stopped early", tmp.path + "/stoppedrun", "the run's status is stopped"});
     // A folder whose *.json are no profiler traces says which and why.
     fs::create_directories(tmp.path + "/jsons");
     std::ofstream(tmp.path + "/jsons/rank0.json").flush();

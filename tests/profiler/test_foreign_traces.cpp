@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -642,5 +643,27 @@ TEST(ForeignHostile, OutOfRangeRanksTimesAndTypesLoadWithNotes) {
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
   std::ifstream sj(tmp.path + "/s.json");
   EXPECT_FALSE(nlohmann::json::parse(sj, nullptr, false).is_discarded());
+  // The text summary shows a name's control characters as '?': "\x1b]0;T\x07" set the
+  // terminal's title.
+  write("esc.json", R"({"traceEvents": [{"ph": "X", "name": "op\u001b]0;T\u0007", "cat": "cpu_op", "ts": 1, )"
+                    R"("dur": 5, "pid": 1, "tid": 1}]})");
+  const int st2 = std::system((std::string(ULYSSES_TRACE_BIN) + " summary --no-cache '" + tmp.path + "/esc.json' > '" +
+                               tmp.path + "/esc.txt' 2>/dev/null")
+                                  .c_str());
+  EXPECT_TRUE(WIFEXITED(st2) && WEXITSTATUS(st2) == 0) << st2;
+  std::ifstream et(tmp.path + "/esc.txt");
+  const std::string text((std::istreambuf_iterator<char>(et)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("op?]0;T?"), std::string::npos) << text;
+  EXPECT_EQ(text.find('\x1b'), std::string::npos);
 #endif
+  // "ProfilerStep#-3" is no step (it made step -3; the summary then found no step in 0..).
+  const auto neg = prof::load_trace(write(
+      "negstep.json", R"({"traceEvents": [{"ph": "X", "name": "ProfilerStep#-3", "ts": 1, "dur": 5, "pid": 1, )"
+                      R"("tid": 1}, {"ph": "X", "name": "ProfilerStep#4", "ts": 10, "dur": 5, "pid": 1, "tid": 1}]})"));
+  ASSERT_EQ(neg.steps.size(), 1u);
+  EXPECT_EQ(neg.steps[0].step, 4);
+  EXPECT_NE(all_notes(neg).find("1 ProfilerStep# ranges without a step number"), std::string::npos) << all_notes(neg);
+  // An array that holds no event objects ([1, 2, 3], a run.json gone wrong) is no profiler trace.
+  EXPECT_FALSE(prof::is_foreign_trace(write("array.json", "[1, 2, 3]")));
+  EXPECT_TRUE(prof::is_foreign_trace(write("events.json", R"([{"ph": "X", "name": "a", "ts": 1, "dur": 1}])")));
 }

@@ -726,6 +726,17 @@ TEST(StudioCli, ScreenshotAndBadArguments) {
   }
   EXPECT_EQ(runStudio({"--size", "20000x20000", "--screenshot", png}, &out), 2) << out.toStdString();
   EXPECT_TRUE(out.contains("16384")) << out.toStdString();
+  // --runs-dir must be a folder; --dark and --runs-dir are for this session only (a scripted
+  // screenshot left the user's studio dark, remembering a scratch runs folder).
+  EXPECT_EQ(runStudio({"--screenshot", tmp.filePath("no/such/folder/x.png")}, &out), 2) << out.toStdString();
+  EXPECT_TRUE(out.contains("does not exist")) << out.toStdString();
+  EXPECT_EQ(runStudio({"--runs-dir", notes, "--screenshot", png}, &out), 2) << out.toStdString();
+  EXPECT_TRUE(out.contains("is not a folder")) << out.toStdString();
+  ASSERT_EQ(runStudio({"--dark", "--runs-dir", tmp.filePath("elsewhere"), "--screenshot", png}, &out), 0)
+      << out.toStdString();
+  QSettings conf(tmp.filePath("config/Ulysses/Ulysses Studio.conf"), QSettings::IniFormat);
+  EXPECT_FALSE(conf.value(QStringLiteral("darkTheme"), false).toBool());
+  EXPECT_NE(conf.value(QStringLiteral("runsDir")).toString(), tmp.filePath("elsewhere"));
 #endif
 }
 

@@ -166,7 +166,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
   QSettings s;
   setRunsDir(s.value(QStringLiteral("runsDir"), QDir::current().filePath(QStringLiteral("runs"))).toString());
-  setDarkTheme(s.value(QStringLiteral("darkTheme"), false).toBool());
+  setDarkTheme(s.value(QStringLiteral("darkTheme"), false).toBool(), /*remember=*/false);
   if (PhasePalette pal = PhasePalette::Default;
       phase_palette_from_name(s.value(QStringLiteral("phasePalette")).toString().toStdString(), &pal))
     setPhasePalette(pal, false);
@@ -282,7 +282,7 @@ void MainWindow::buildMenus() {
   darkAction_ = view->addAction(QStringLiteral("&Dark Theme"));
   darkAction_->setCheckable(true);
   darkAction_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+D")));
-  connect(darkAction_, &QAction::toggled, this, &MainWindow::setDarkTheme);
+  connect(darkAction_, &QAction::toggled, this, [this](bool dark) { setDarkTheme(dark); });
 
   auto* help = menuBar()->addMenu(QStringLiteral("&Help"));
   help->addAction(QStringLiteral("&About Ulysses Studio"), this, [this] {
@@ -295,18 +295,21 @@ void MainWindow::buildMenus() {
   rebuildRecentMenu();
 }
 
-void MainWindow::setRunsDir(const QString& dir) {
+void MainWindow::setRunsDir(const QString& dir, bool remember) {
   runs_->setRunsDir(dir);
-  QSettings().setValue(QStringLiteral("runsDir"), runs_->runsDir());
+  if (remember) QSettings().setValue(QStringLiteral("runsDir"), runs_->runsDir());
 }
 
 QString MainWindow::runsDir() const { return runs_->runsDir(); }
 
-void MainWindow::setDarkTheme(bool dark) {
+void MainWindow::setDarkTheme(bool dark, bool remember) {
   dark_ = dark;
   applyTheme(dark);
-  if (darkAction_ && darkAction_->isChecked() != dark) darkAction_->setChecked(dark);
-  QSettings().setValue(QStringLiteral("darkTheme"), dark);
+  if (darkAction_ && darkAction_->isChecked() != dark) {
+    const QSignalBlocker quiet(darkAction_);  // no second call through toggled
+    darkAction_->setChecked(dark);
+  }
+  if (remember) QSettings().setValue(QStringLiteral("darkTheme"), dark);
 }
 
 void MainWindow::setPhasePalette(PhasePalette p, bool remember) {

@@ -37,7 +37,9 @@ class MainWindow : public QMainWindow {
   // Why the last trace (of a run folder, or a file) could not be opened; empty when it could.
   QString lastTraceError() const { return lastTraceError_; }
 
-  void setRunsDir(const QString& dir);
+  // `remember`: keep it for the next session (the menus do; --runs-dir and --dark do not, so
+  // a scripted screenshot leaves the user's settings as they were).
+  void setRunsDir(const QString& dir, bool remember = true);
   QString runsDir() const;
   void setLauncherProgram(const QString& path) { program_ = path; }
   QString launcherProgram() const { return program_; }
@@ -49,7 +51,7 @@ class MainWindow : public QMainWindow {
   QString currentPage() const;
   // Starts the launcher's config; false with *error when invalid or already running.
   bool launch(QString* error);
-  void setDarkTheme(bool dark);
+  void setDarkTheme(bool dark, bool remember = true);
   // Phase colours of the trace views (View ▸ Colour-blind-safe Phase Colours, --palette cb).
   // `remember`: keep it for the next session (the menu does; --palette does not).
   void setPhasePalette(PhasePalette p, bool remember = true);
