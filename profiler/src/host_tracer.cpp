@@ -621,8 +621,6 @@ class HostTracer final : public Tracer {
     }
   }
 
-  // Writer side (the writer thread, or the stepping thread when synchronous): one batch, one
-  // transaction. The chunks it consumed are freed even when writing throws.
   // Writes a batch, naming the trace file in any error ("database or disk is full" alone names
   // no file), on the writer thread and in the synchronous mode alike.
   void write_batch(Batch& b) {
@@ -633,6 +631,8 @@ class HostTracer final : public Tracer {
     }
   }
 
+  // Writer side (the writer thread, or the stepping thread when synchronous): one batch, one
+  // transaction. The chunks it consumed are freed even when writing throws.
   void write_batch_rows(Batch& b) {
     struct FreeChunks {
       std::vector<Chunk*>& c;
