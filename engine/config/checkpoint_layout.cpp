@@ -201,7 +201,7 @@ std::vector<ConfigIssue> resume_issues(const RunConfig& cfg) {
       std::error_code ec;
       if (fs::exists(opt, ec))
         for (const auto& e : read_safetensors_header_file(opt).tensors)
-          if (e.dtype != "F32" && e.dtype != "BF16" && e.dtype != "F16" && e.dtype != "I64")
+          if (!safetensors_float_dtype(e.dtype) && e.dtype != "I64")
             out.push_back({"train.resume_from", opt + ": tensor " + e.name + " has dtype " + e.dtype +
                                                     ", which the optimizer state never holds (F32, BF16, F16, I64)"});
     }

@@ -280,7 +280,12 @@ json write_section(const S& s, const std::vector<Field<S>>& fields) {
   return j;
 }
 
-const char* kSections = "model, parallel, train, data, profile, faults";
+// "model, parallel, ..." for messages, from kRunConfigSections.
+const std::string kSections = [] {
+  std::string t;
+  for (const char* sec : kRunConfigSections) t += (t.empty() ? "" : ", ") + std::string(sec);
+  return t;
+}();
 
 std::string num(int64_t v) { return std::to_string(v); }
 
@@ -354,7 +359,7 @@ json RunConfig::to_json() const {
 }
 
 RunConfig RunConfig::from_json(const json& j) {
-  if (!j.is_object()) throw ConfigError("a run config must be a JSON object with sections " + std::string(kSections));
+  if (!j.is_object()) throw ConfigError("a run config must be a JSON object with sections " + kSections);
   RunConfig c;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();

@@ -4,6 +4,7 @@
 // Torch-free and Qt-free.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -133,6 +134,11 @@ struct FaultsConfig {
   double delay_ms = 0;
 };
 inline constexpr double kMaxFaultDelayMs = 60000.0;
+
+// The sections of a run config (besides the free-text name and description); a Hugging Face
+// config.json has none of them at its top level.
+inline constexpr std::array<const char*, 6> kRunConfigSections = {"model", "parallel", "train",
+                                                                  "data",  "profile",  "faults"};
 
 struct RunConfig {
   std::string name;  // free text for humans (kept in RUN/config.json)

@@ -23,6 +23,8 @@ uint64_t safetensors_dtype_size(std::string_view d) {
   return 0;
 }
 
+bool safetensors_float_dtype(std::string_view d) { return d == "F32" || d == "BF16" || d == "F16"; }
+
 uint64_t parse_safetensors_length(const unsigned char le[8], uint64_t fsize, const std::string& path) {
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(le[i]) << (8 * i);
@@ -182,7 +184,7 @@ std::string checkpoint_mismatch(const std::map<std::string, CheckpointTensor>& t
       continue;
     }
     const std::string& dt = it->second.entry.dtype;
-    if (dt != "F32" && dt != "BF16" && dt != "F16")  // what the loader reads into a weight
+    if (!safetensors_float_dtype(dt))  // what the loader reads into a weight
       return "checkpoint " + dir + ": " + p.name + " has dtype " + dt + "; a model weight must be F32, BF16 or F16 (" +
              it->second.file + ")";
     if (it->second.entry.shape != p.shape)

@@ -33,6 +33,10 @@ inline constexpr uint64_t kSafetensorsMaxHeaderBytes = uint64_t{100} << 20;  // 
 // Bytes per element of a safetensors dtype name, or 0 for a name it does not know.
 uint64_t safetensors_dtype_size(std::string_view dtype);
 
+// The dtypes the checkpoint loader reads (engine/core/checkpoint.cpp): a model weight or an
+// AdamW moment is F32, BF16 or F16; I64 only for the optimizer's step counts.
+bool safetensors_float_dtype(std::string_view dtype);
+
 // The header length from the file's first 8 bytes, checked against the file size. Throws
 // ConfigError naming `path`.
 uint64_t parse_safetensors_length(const unsigned char le[8], uint64_t file_size, const std::string& path);

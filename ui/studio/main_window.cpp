@@ -54,7 +54,7 @@ constexpr int kMaxRecent = 10;
 bool looksLikeHfConfig(const QString& path) {
   const auto j = launch::read_json_object_file(QFile::encodeName(path).toStdString());
   if (!j) return false;
-  for (const char* section : {"model", "train", "parallel", "data", "profile", "memory", "faults"})
+  for (const char* section : kRunConfigSections)
     if (j->contains(section)) return false;
   return j->contains("model_type") || j->contains("architectures") || j->contains("hidden_size");
 }
