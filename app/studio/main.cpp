@@ -58,8 +58,26 @@ int studio_main(int argc, char** argv) {
     }
     setenv("QT_QPA_PLATFORM", "offscreen", 1);
   }
+  // A display that cannot be opened (DISPLAY=:99 with no X server there, QT_QPA_PLATFORM=bogus)
+  // is a qFatal inside QApplication's constructor: Qt aborted (exit 134) telling the user to
+  // reinstall. Said plainly instead, exit 1; once the application exists, Qt's handler again.
+  const QtMessageHandler qt_handler =
+      qInstallMessageHandler([](QtMsgType type, const QMessageLogContext&, const QString& msg) {
+        if (type == QtFatalMsg) {
+          std::fprintf(stderr,
+                       "ulysses-studio: cannot open the display (DISPLAY=%s, QT_QPA_PLATFORM=%s): %s\n"
+                       "Run it in a desktop session, or render a window offscreen with QT_QPA_PLATFORM=offscreen "
+                       "and --screenshot FILE.png.\n",
+                       std::getenv("DISPLAY") ? std::getenv("DISPLAY") : "(unset)",
+                       std::getenv("QT_QPA_PLATFORM") ? std::getenv("QT_QPA_PLATFORM") : "(unset)",
+                       qPrintable(msg.section(QLatin1Char('\n'), 0, 0)));
+          std::_Exit(1);
+        }
+        if (type != QtDebugMsg) std::fprintf(stderr, "%s\n", qPrintable(msg));
+      });
   QApplication::setHighDpiScaleFactorRoundingPolicy(Qt::HighDpiScaleFactorRoundingPolicy::PassThrough);
   QApplication app(argc, argv);
+  qInstallMessageHandler(qt_handler);
   QApplication::setOrganizationName(QStringLiteral("Ulysses"));
   QApplication::setApplicationName(QStringLiteral("Ulysses Studio"));
   QApplication::setApplicationVersion(QStringLiteral("0.1.0"));

@@ -205,7 +205,7 @@ static int run_command(int argc, char** argv) {
   cmp->add_option("RUN_B", run_b, "run directory or trace file of run B")->required();
   cmp->add_flag("--json", as_json, "print JSON instead of a table");
   cmp->add_option("--threshold", threshold, "flag rows whose B/A differs from 1 by more than this (default 0.10)")
-      ->check(ulysses::cli::kGiven & CLI::NonNegativeNumber);
+      ->check(ulysses::cli::kGiven);  // range checked below (CLI11's message printed DBL_MAX in full)
 
   auto* prep = app.add_subcommand(
       "prepare",
@@ -232,13 +232,21 @@ static int run_command(int argc, char** argv) {
     std::cerr << "ulysses-trace: --html needs a file name, e.g. --html report.html\n";
     return 2;
   }
-  if (cmp->parsed() && !std::isfinite(threshold)) {
-    std::cerr << "ulysses-trace: --threshold must be a finite number such as 0.10, got " << threshold << "\n";
+  if (cmp->parsed() && !(std::isfinite(threshold) && threshold >= 0)) {
+    std::cerr << "ulysses-trace: --threshold must be a finite number of 0 or more such as 0.10, got " << threshold
+              << "\n";
     return 2;
   }
   for (const auto& [parsed, target, folder] :
        {std::tuple{exp->parsed(), &out, per_rank}, std::tuple{report->parsed(), &html_out, false}}) {
     if (!parsed) continue;
+    // A device, FIFO or socket is no output file: it was replaced by one (`export RUN /dev/full`).
+    if (struct stat st{};
+        ::stat(target->c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !(folder && S_ISDIR(st.st_mode))) {
+      std::cerr << "ulysses-trace: " << *target << " exists and is not " << (folder ? "a folder" : "a regular file")
+                << " (a device, FIFO or socket?); give " << (folder ? "a folder" : "a file") << " path\n";
+      return 2;
+    }
     if (const std::string why = output_clobbers_input(run, *target, folder); !why.empty()) {
       std::cerr << "ulysses-trace: writing " << *target << " would overwrite the trace it reads (" << why
                 << "); give another output path\n";

@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <string>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -22,6 +24,7 @@
 #include "heartbeat.hpp"
 #include "line_appender.hpp"
 #include "run_config.hpp"
+#include "safetensors_header.hpp"
 #include "train_state.hpp"
 #include "trainer.hpp"
 #include "ulysses/profiler/clock_sync.hpp"
@@ -32,6 +35,20 @@ using namespace ulysses;
 
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
+
+// Gloo's and c10d's words for a peer that went away or never came, said plainly first (their
+// text follows in brackets): "[./gloo/transport/tcp/pair.cc:598] Connection closed by peer"
+// was all a user saw when another rank was killed or stopped.
+std::string explain_failure(const std::string& what) {
+  if (g_stop) return "stopped by a signal while in a collective [" + what + "]";
+  for (const char* k : {"Connection closed by peer", "Connection reset by peer", "Broken pipe"})
+    if (what.find(k) != std::string::npos)
+      return "a peer rank went away (it exited, failed or was stopped; ulysses-run names which) [" + what + "]";
+  for (const char* k : {"Timed out waiting", "Socket Timeout", "timed out after"})
+    if (what.find(k) != std::string::npos)
+      return "a peer rank did not arrive within parallel.timeout_s (stopped, hung, or never started) [" + what + "]";
+  return what;
+}
 void on_signal(int) {
   if (g_stop) std::_Exit(143);  // second signal: leave now; finished steps are committed
   g_stop = 1;
@@ -109,6 +126,15 @@ int main(int argc, char** argv) {
     if (auto set_blas = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
       set_blas(threads);
 
+    {  // --out must be a folder this rank can create and write: found after the model build before
+      std::error_code ec;
+      fs::create_directories(out_dir, ec);
+      if (ec || !fs::is_directory(out_dir))
+        throw ConfigError("--out " + out_dir + " cannot be made a run folder" +
+                          (ec ? ": " + ec.message() : std::string(": it is not a folder")));
+      if (::access(out_dir.c_str(), W_OK) != 0)
+        throw ConfigError("--out " + out_dir + " is not writable: " + std::strerror(errno));
+    }
     heartbeat.set(Phase::Rendezvous);
     comm_holder =
         std::make_unique<Comm>(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), dev,
@@ -151,6 +177,17 @@ int main(int argc, char** argv) {
       first_step = rp.next_step;
       if (env.rank == 0)
         std::cerr << "ulysses-worker: resumed from " << rp.dir << " at step " << first_step << std::endl;
+    }
+    if (env.rank == 0 && !cfg.train.init_from.empty()) {  // headers only: milliseconds
+      const auto unused = checkpoint_unused(checkpoint_tensors(cfg.train.init_from), cfg.model);
+      if (!unused.empty()) {
+        std::cerr << "ulysses-worker: note: " << cfg.train.init_from << " holds " << unused.size()
+                  << " tensor(s) the model has no parameter for, not loaded (more layers than model.num_hidden_layers, "
+                     "or another model?): ";
+        for (size_t i = 0; i < unused.size() && i < 8; ++i) std::cerr << (i ? ", " : "") << unused[i];
+        if (unused.size() > 8) std::cerr << ", and " << unused.size() - 8 << " more";
+        std::cerr << std::endl;
+      }
     }
     if (env.rank == 0)
       std::cerr << "ulysses-worker: " << env.world_size << " rank(s), sp_size " << comm.sp_size() << " x dp_size "
@@ -235,11 +272,12 @@ int main(int argc, char** argv) {
     abort_comm();
     return 2;
   } catch (const c10::Error& e) {  // libtorch's message without its C++ stack (16 frame lines)
-    std::cerr << "ulysses-worker (rank " << rank << "): error: " << e.what_without_backtrace() << std::endl;
+    std::cerr << "ulysses-worker (rank " << rank << "): error: " << explain_failure(e.what_without_backtrace())
+              << std::endl;
     abort_comm();
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "ulysses-worker (rank " << rank << "): error: " << e.what() << std::endl;
+    std::cerr << "ulysses-worker (rank " << rank << "): error: " << explain_failure(e.what()) << std::endl;
     abort_comm();
     return 1;
   } catch (...) {  // nothing escapes main as an abort (134)

@@ -8,6 +8,7 @@
 #include "ulysses_geometry.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -36,6 +37,7 @@ struct Field {
 std::string type_name(const json& v) { return v.type_name(); }
 
 std::string show(const json& v) { return json_for_message(v); }
+std::string show_double(double v) { return json_for_message(json(v)); }
 
 // True when s is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
 bool valid_utf8(const std::string& s) {
@@ -618,6 +620,8 @@ ModelConfig model_from_hf_config(const json& hf) {
       continue;
     }
     if (k == "mlp_bias") {
+      if (!v.is_boolean() && !v.is_null())
+        throw ConfigError("config.json: mlp_bias must be true or false, got " + show(v));
       if (v.is_boolean() && v.get<bool>())
         throw ConfigError("config.json: mlp_bias=true is not supported (no MLP biases)");
       continue;
@@ -670,6 +674,10 @@ ModelConfig model_from_hf_config(const json& hf) {
       continue;
     }
     if (k == "num_key_value_heads") kv_given = !v.is_null();
+    // null: num_key_value_heads means "as many as the query heads" (above); for any other key
+    // there is no Hugging Face default to fall back on that this reader could be sure of (ours
+    // differ: vocab_size 256, not 32000), so a null there is refused rather than guessed.
+    if (v.is_null() && k != "num_key_value_heads") throw ConfigError("config.json: " + k + " is null; give it a value");
     if (v.is_null()) continue;
     if (k.rfind("rope_", 0) == 0 && k != "rope_theta")
       throw ConfigError("config.json: " + k +
@@ -887,11 +895,22 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
     if (!std::isfinite(v)) bad(field, field + " must be a finite number");
     return std::isfinite(v);
   };
-  if (finite("train.lr", t.lr) && !(t.lr > 0)) bad("train.lr", "train.lr must be positive");
+  // At most 10: no AdamW run trains above it, and 1e300 (finite, so accepted) turned the weights
+  // into inf at the first update, a NaN loss after launch.
+  const bool lr_ok = finite("train.lr", t.lr) && t.lr > 0 && t.lr <= kMaxLr;
+  if (std::isfinite(t.lr) && !lr_ok)
+    bad("train.lr", "train.lr must be positive and at most " + show_double(kMaxLr) + ", got " + show_double(t.lr));
   if (finite("train.min_lr", t.min_lr) && (t.min_lr < 0 || t.min_lr > t.lr))
     bad("train.min_lr", "train.min_lr must be between 0 and train.lr");
+  // AdamW multiplies every weight by 1 - lr x weight_decay each step: at 1 and above it zeroes or
+  // flips the weights (1e300 was accepted and gave a NaN loss after launch).
   if (finite("train.weight_decay", t.weight_decay) && t.weight_decay < 0)
     bad("train.weight_decay", "train.weight_decay must be >= 0");
+  else if (lr_ok && std::isfinite(t.weight_decay) && !(t.lr * t.weight_decay < 1))
+    bad("train.weight_decay",
+        "train.lr x train.weight_decay must be below 1 (AdamW scales every weight by 1 - lr x "
+        "weight_decay each step), got " +
+            show_double(t.lr) + " x " + show_double(t.weight_decay));
   if (finite("train.grad_clip", t.grad_clip) && t.grad_clip < 0)
     bad("train.grad_clip", "train.grad_clip must be >= 0 (0 disables clipping)");
   ranged("train.threads_per_rank", t.threads_per_rank);
@@ -1042,6 +1061,12 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c, FileChecks dept
       bad("data.path", "data file " + d.path + " not found");
       return out;
     }
+    // Readable by this user: an unreadable file was found by every worker after launch (and the
+    // token-id scan below read nothing from it, silently).
+    if (::access(d.path.c_str(), R_OK) != 0) {
+      bad("data.path", "data file " + d.path + " cannot be read: " + std::strerror(errno));
+      return out;
+    }
     const int64_t width = d.kind == "text" ? 1 : (d.token_dtype == "uint16" ? 2 : 4);
     if (size % width != 0)
       bad("data.path",
@@ -1052,6 +1077,10 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c, FileChecks dept
           d.path + " holds " + num(tokens) + " tokens, fewer than train.seq_length + 1 = " + num(need_tokens));
     if (d.kind == "tokens" && out.empty() && depth == FileChecks::Full) {
       std::ifstream in(d.path, std::ios::binary);
+      if (!in) {
+        bad("data.path", "data file " + d.path + " cannot be read: " + std::strerror(errno));
+        return out;
+      }
       std::vector<char> buf(1 << 20);
       uint64_t max_id = 0;
       while (in) {

@@ -191,6 +191,7 @@ inline constexpr int64_t kMaxSteps = int64_t{1} << 40;
 inline constexpr int64_t kMaxThreads = 4096;
 inline constexpr double kMinTimeoutS = 1.0;
 inline constexpr double kMaxTimeoutS = 7 * 24 * 3600.0;
+inline constexpr double kMaxLr = 10.0;  // train.lr (and lr x weight_decay < 1)
 
 // Every rule the engine enforces that can be checked without torch and without data:
 // heads vs sp_size, kv heads, seq_length vs sp_size, head_chunks, dtype, backend, ranges.

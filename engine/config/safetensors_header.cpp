@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <vector>
 
 #include "json_checked.hpp"
@@ -194,6 +195,22 @@ std::string checkpoint_mismatch(const std::map<std::string, CheckpointTensor>& t
   }
   if (n_missing > 8) missing += ", and " + std::to_string(n_missing - 8) + " more";
   return missing.empty() ? "" : "checkpoint " + dir + " lacks tensors: " + missing;
+}
+
+std::vector<std::string> checkpoint_unused(const std::map<std::string, CheckpointTensor>& tensors,
+                                           const ModelConfig& model) {
+  std::set<std::string> params;
+  for (const auto& p : model.parameters()) params.insert(p.name);
+  const std::string inv_freq = "rotary_emb.inv_freq";
+  std::vector<std::string> out;
+  for (const auto& [name, t] : tensors) {
+    const bool rope_buffer =
+        name.size() >= inv_freq.size() && name.compare(name.size() - inv_freq.size(), inv_freq.size(), inv_freq) == 0;
+    // A tied model reads lm_head from the embedding; some checkpoints of tied models store it too.
+    const bool tied_head = model.tie_word_embeddings && name == "lm_head.weight";
+    if (!params.count(name) && !rope_buffer && !tied_head) out.push_back(name);
+  }
+  return out;
 }
 
 }  // namespace ulysses

@@ -75,4 +75,11 @@ struct ModelConfig;
 std::string checkpoint_mismatch(const std::map<std::string, CheckpointTensor>& tensors, const ModelConfig& model,
                                 const std::string& dir);
 
+// The tensors of a checkpoint that the model has no parameter for, which the loader leaves
+// unread (Hugging Face's from_pretrained warns of them alike): a checkpoint of more layers than
+// the run's model section, or another model's. RoPE's inv_freq buffers of old checkpoints are
+// not counted, nor lm_head.weight of a tied model. Sorted by name.
+std::vector<std::string> checkpoint_unused(const std::map<std::string, CheckpointTensor>& tensors,
+                                           const ModelConfig& model);
+
 }  // namespace ulysses

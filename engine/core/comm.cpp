@@ -2,6 +2,11 @@
 // an SP group of consecutive ranks created through a PrefixStore.
 #include "comm.hpp"
 
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <thread>
 
@@ -16,9 +21,12 @@ int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;
   char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < 0)
-    throw ConfigError(std::string("environment variable ") + name + "='" + v + "' is not a non-negative integer");
+  errno = 0;
+  const long long x = std::strtoll(v, &end, 10);
+  // Within int: RANK=2147483648 ran as rank -2147483648, 4294967297 as rank 1.
+  if (*end != '\0' || x < 0 || errno == ERANGE || x > INT32_MAX)
+    throw ConfigError(std::string("environment variable ") + name + "='" + v +
+                      "' is not an integer from 0 to 2147483647");
   return static_cast<int>(x);
 }
 }  // namespace
@@ -37,6 +45,17 @@ DistEnv DistEnv::from_environment() {
     throw ConfigError("RANK (" + std::to_string(e.rank) + ") must be smaller than WORLD_SIZE (" +
                       std::to_string(e.world_size) + ")");
   if (e.master_port <= 0 || e.master_port > 65535) throw ConfigError("MASTER_PORT must be a TCP port");
+  // A name no resolver knows: said at once (c10d retried it once a second for timeout_s, a
+  // warning each time). A resolver that is down for now (EAI_AGAIN) is left to c10d's retries.
+  if (e.world_size > 1) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    const int rc = ::getaddrinfo(e.master_addr.c_str(), nullptr, &hints, &res);
+    if (res) ::freeaddrinfo(res);
+    if (rc == EAI_NONAME)
+      throw ConfigError("MASTER_ADDR '" + e.master_addr + "' is not a host name or address this machine can resolve");
+  }
   return e;
 }
 

@@ -1,11 +1,15 @@
-// Token sources (mmap'd files or synthetic) and deterministic batch sampling.
+// Token sources (files read with pread, or synthetic) and deterministic batch sampling.
 #include "data.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <stdexcept>
 #include <vector>
 
 namespace ulysses {
@@ -18,41 +22,83 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// Read with pread, not mapped: a file shortened while the run read a mapping of it killed the
+// rank with SIGBUS, and one rewritten in place handed the embedding ids past vocab_size
+// (libtorch's "index out of range in self"). Each read now checks both and names the file.
 class FileTokens : public TokenSource {
  public:
-  FileTokens(const std::string& path, int width) : width_(width) {
-    fd_ = ::open(path.c_str(), O_RDONLY);
+  FileTokens(const std::string& path, int width, int64_t vocab) : path_(path), width_(width), vocab_(vocab) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) throw ConfigError("data file " + path + " not found or not readable");
     struct stat st {};
-    fstat(fd_, &st);
-    bytes_ = static_cast<size_t>(st.st_size);
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      throw ConfigError("data file " + path + " is not a regular file");
+    }
+    bytes_ = static_cast<int64_t>(st.st_size);
     if (bytes_ == 0) {
       ::close(fd_);
       throw ConfigError("data file " + path + " is empty");
     }
-    base_ = static_cast<const unsigned char*>(mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, fd_, 0));
-    if (base_ == MAP_FAILED) {
-      ::close(fd_);
-      throw ConfigError("cannot map data file " + path);
-    }
   }
-  ~FileTokens() override {
-    munmap(const_cast<unsigned char*>(base_), bytes_);
-    ::close(fd_);
-  }
-  int64_t size() const override { return static_cast<int64_t>(bytes_ / width_); }
+  FileTokens(const FileTokens&) = delete;
+  FileTokens& operator=(const FileTokens&) = delete;
+  ~FileTokens() override { ::close(fd_); }
+  int64_t size() const override { return bytes_ / width_; }
   int64_t at(int64_t i) const override {
-    const unsigned char* p = base_ + i * width_;
     int64_t v = 0;
-    for (int b = 0; b < width_; ++b) v |= static_cast<int64_t>(p[b]) << (8 * b);
+    read(i, 1, &v);
     return v;
+  }
+  void read(int64_t first, int64_t n, int64_t* out) const override { fill(first, n, out, vocab_); }
+  // The largest token id, read in 1 MiB blocks (the check before training).
+  int64_t max_id() const {
+    int64_t best = 0;
+    const int64_t block = (int64_t{1} << 20) / width_;
+    std::vector<int64_t> ids;
+    for (int64_t i = 0; i < size(); i += block) {
+      const int64_t n = std::min(block, size() - i);
+      ids.resize(static_cast<size_t>(n));
+      fill(i, n, ids.data(), INT64_MAX);
+      for (const int64_t v : ids) best = std::max(best, v);
+    }
+    return best;
   }
 
  private:
+  // Tokens [first, first + n), each below `limit`.
+  void fill(int64_t first, int64_t n, int64_t* out, int64_t limit) const {
+    buf_.resize(static_cast<size_t>(n * width_));
+    size_t got = 0;
+    while (got < buf_.size()) {
+      const ssize_t r = ::pread(fd_, buf_.data() + got, buf_.size() - got,
+                                static_cast<off_t>(first * width_) + static_cast<off_t>(got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) throw std::runtime_error("cannot read data file " + path_ + ": " + std::strerror(errno));
+      if (r == 0)
+        throw std::runtime_error("data file " + path_ + " changed during the run: it now ends before token " +
+                                 std::to_string(first + n) + " (it held " + std::to_string(size()) +
+                                 " tokens at start); keep a run's data file unchanged until it ends");
+      got += static_cast<size_t>(r);
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      const unsigned char* p = buf_.data() + k * width_;
+      int64_t v = 0;
+      for (int b = 0; b < width_; ++b) v |= static_cast<int64_t>(p[b]) << (8 * b);
+      if (v >= limit)
+        throw std::runtime_error("data file " + path_ + " changed during the run: token " + std::to_string(first + k) +
+                                 " is now " + std::to_string(v) + ", not below model.vocab_size " +
+                                 std::to_string(limit) + "; keep a run's data file unchanged until it ends");
+      out[k] = v;
+    }
+  }
+
+  std::string path_;
   int fd_ = -1;
-  size_t bytes_ = 0;
-  const unsigned char* base_ = nullptr;
+  int64_t bytes_ = 0;
   int width_;
+  int64_t vocab_;
+  mutable std::vector<unsigned char> buf_;  // one reader per rank: make_batch runs on the training thread
 };
 
 // A random walk over the vocabulary with occasional jumps: learnable, deterministic.
@@ -88,11 +134,11 @@ std::unique_ptr<TokenSource> TokenSource::open(const DataConfig& d, const ModelC
     if (m.vocab_size < 256)
       throw ConfigError("model.vocab_size (" + std::to_string(m.vocab_size) +
                         ") is too small for byte-level text data, which needs at least 256");
-    src = std::make_unique<FileTokens>(d.path, 1);
+    src = std::make_unique<FileTokens>(d.path, 1, m.vocab_size);
   } else if (d.kind == "tokens") {
-    src = std::make_unique<FileTokens>(d.path, d.token_dtype == "uint32" ? 4 : 2);
-    int64_t max_id = 0;
-    for (int64_t i = 0; i < src->size(); ++i) max_id = std::max(max_id, src->at(i));
+    auto file = std::make_unique<FileTokens>(d.path, d.token_dtype == "uint32" ? 4 : 2, m.vocab_size);
+    const int64_t max_id = file->max_id();
+    src = std::move(file);
     if (max_id >= m.vocab_size)
       throw ConfigError("model.vocab_size (" + std::to_string(m.vocab_size) + ") is too small for " + d.path +
                         ", whose largest token id is " + std::to_string(max_id));
@@ -115,9 +161,11 @@ Batch make_batch(const TokenSource& src, int64_t N, int64_t step, int64_t first,
     const uint64_t key =
         splitmix64(seed * 0x100000001b3ULL ^ splitmix64(static_cast<uint64_t>(step) * 1000003ULL + (first + b)));
     const int64_t off = static_cast<int64_t>(key % static_cast<uint64_t>(span));
+    std::vector<int64_t> tokens(static_cast<size_t>(N + 1));
+    src.read(off, N + 1, tokens.data());
     for (int64_t t = 0; t < N; ++t) {
-      pi[b][t] = src.at(off + t);
-      pl[b][t] = src.at(off + t + 1);  // shifted before sharding: the shard boundary keeps its target
+      pi[b][t] = tokens[static_cast<size_t>(t)];
+      pl[b][t] = tokens[static_cast<size_t>(t + 1)];  // shifted before sharding: the shard boundary keeps its target
     }
   }
   return {ids, labels};

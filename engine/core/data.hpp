@@ -17,6 +17,11 @@ class TokenSource {
   virtual ~TokenSource() = default;
   virtual int64_t size() const = 0;
   virtual int64_t at(int64_t i) const = 0;
+  // Tokens [first, first + n) into out. Files throw std::runtime_error naming the file when it
+  // changed during the run (shorter now, or an id not below vocab_size).
+  virtual void read(int64_t first, int64_t n, int64_t* out) const {
+    for (int64_t k = 0; k < n; ++k) out[k] = at(first + k);
+  }
   // Throws ConfigError (missing file, too small, ids >= vocab_size).
   static std::unique_ptr<TokenSource> open(const DataConfig& d, const ModelConfig& m, int64_t seq_length,
                                            uint64_t seed);

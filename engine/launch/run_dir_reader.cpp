@@ -10,6 +10,7 @@
 
 #include "json_checked.hpp"
 #include "metric_line.hpp"
+#include "run_record.hpp"
 #include "ulysses/profiler/step_stats.hpp"
 
 namespace ulysses::launch {
@@ -98,7 +99,13 @@ RunJson read_run_json(const std::string& path) {
   RunJson r;
   r.status = "unknown";
   const auto j = read_json_object_file(path);
-  if (!j) return r;
+  if (!j) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0)  // there, but unreadable: say so rather than show a run with no record
+      r.problems.push_back("run.json cannot be read as a run record (not a JSON object, not a regular file, or over " +
+                           std::to_string(kMaxRunJsonBytes >> 20) + " MiB)");
+    return r;
+  }
   r.present = true;
   auto str = [&](const char* key) {
     auto it = j->find(key);
@@ -109,7 +116,15 @@ RunJson read_run_json(const std::string& path) {
     if (it == j->end() || !it->is_number()) return std::nullopt;
     return it->get<double>();
   };
-  if (!str("status").empty()) r.status = str("status");
+  // Only the four statuses ulysses-run writes (run_record.hpp); anything else is no status a
+  // reader can act on (it was shown raw, control characters and all, as the run's state).
+  if (!str("status").empty()) {
+    try {
+      r.status = to_string(run_status_from_string(str("status")));
+    } catch (const std::invalid_argument&) {
+      r.problems.push_back("run.json's status is not running, finished, failed or stopped; the run's state is unknown");
+    }
+  }
   r.started_at = str("started_at");
   r.ended_at = str("ended_at");
   r.duration_s = opt_num("duration_s");

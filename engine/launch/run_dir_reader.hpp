@@ -41,11 +41,11 @@ std::vector<MetricPoint> read_metrics_file(const std::string& path);
 std::optional<nlohmann::json> read_json_object_file(const std::string& path, int64_t max_bytes = kMaxRunJsonBytes);
 
 // What RUN/run.json says, read leniently (a reader shows what it can): fields that are
-// missing or of the wrong type stay unset; world_size outside [0, kMaxRunRanks] is refused
-// into `problems`.
+// missing or of the wrong type stay unset; world_size outside [0, kMaxRunRanks], a status
+// ulysses-run does not write and a run.json that is there but unreadable are said in `problems`.
 struct RunJson {
   bool present = false;  // run.json exists and is a JSON object
-  std::string status;    // as written; "unknown" when absent or not a string
+  std::string status;    // running, finished, failed or stopped; "unknown" otherwise (then said in problems)
   std::string started_at, ended_at;
   std::optional<double> duration_s, final_loss;
   std::optional<int64_t> steps_done, failed_rank, pid;

@@ -1,5 +1,6 @@
 #include "ulysses/profiler/atomic_file.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +13,12 @@
 namespace ulysses::prof {
 
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
+  // Only a regular file (or nothing) is replaced: renaming over /dev/full, a FIFO or a socket
+  // put a regular file where the device or pipe was (as root, /dev/null itself).
+  if (struct stat st{}; ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw std::runtime_error("cannot write '" + path +
+                             "': it exists and is not a regular file (a device, FIFO, socket or folder); give a "
+                             "file path");
   static std::atomic<uint64_t> writers{0};
   const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++writers);
   auto fail = [&](const std::string& what, int err) {

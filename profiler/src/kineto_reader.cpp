@@ -96,25 +96,81 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
   m.format = "kineto";
   const std::string fname = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
   auto note = [&](const std::string& s) { m.notes.push_back(fname + ": " + s); };
+  // The events are taken out of the document as the parser completes each one, keeping only
+  // what is read below in a compact record (Kineto's args of a CPU op, its input shapes and
+  // types, are most of a trace): a 139 MB trace took 1.1 GB as one document.
+  struct Event {
+    std::string cat, name;
+    json ts, dur;  // µs as written (a number, or a number as text); dur null when absent
+    int64_t pid = 0, tid = 0;
+    int64_t correlation = 0, external_id = 0, device = 0, stream = 0, bytes = 0;  // args
+  };
+  std::vector<Event> kept;
+  std::map<std::pair<int64_t, int64_t>, std::string> thread_names;  // (pid, tid) -> name
+  size_t entries = 0, not_events = 0;
   json doc;
   {
     require_regular_file(path);
     std::ifstream f(path, std::ios::binary);
     if (!f) throw TraceError("cannot read " + describe(path));
-    doc = json::parse(f, nullptr, false);
+    int events_depth = -1;  // depth of the events array's elements: 2 in {"traceEvents": [...]}, 1 in [...]
+    bool events_key = false;
+    const json no_args = json::object();
+    auto reduce = [&](json& e) {
+      const std::string ph = str_of(e, "ph");
+      auto a = e.find("args");
+      const json& args = a != e.end() && a->is_object() ? *a : no_args;
+      if (ph == "M" && str_of(e, "name") == "thread_name") {
+        if (args.contains("name") && args["name"].is_string())
+          thread_names[{num_i64(e, "pid", 0), num_i64(e, "tid", 0)}] = args["name"].get<std::string>();
+        return;
+      }
+      if (ph != "X" || !e.contains("ts")) return;
+      Event k;
+      k.cat = str_of(e, "cat");
+      if (k.cat == "Trace" || k.cat == "gpu_user_annotation" || k.cat == "ac2g" || k.cat == "python_function") return;
+      k.name = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "?";
+      k.ts = std::move(e["ts"]);
+      if (auto d = e.find("dur"); d != e.end()) k.dur = std::move(*d);
+      k.pid = num_i64(e, "pid", 0);
+      k.tid = num_i64(e, "tid", 0);
+      k.correlation = num_i64(args, "correlation", 0);
+      k.external_id = num_i64(args, "External id", 0);
+      k.device = num_i64(args, "device", k.pid);
+      k.stream = num_i64(args, "stream", k.tid);
+      k.bytes = num_i64(args, "bytes", 0);
+      kept.push_back(std::move(k));
+    };
+    const json::parser_callback_t cb = [&](int depth, json::parse_event_t ev, json& parsed) {
+      using E = json::parse_event_t;
+      if (depth == 0 && ev == E::array_start) events_depth = 1;  // the legacy plain array
+      if (depth == 1 && ev == E::key)
+        events_key = parsed.is_string() && parsed.get_ref<const std::string&>() == "traceEvents";
+      if (depth == 1 && ev == E::array_start && events_key && events_depth < 0) events_depth = 2;
+      if (events_depth < 0 || depth != events_depth) return true;
+      if (ev == E::object_end) {  // one event, complete: keep what is read, drop the rest
+        ++entries;
+        reduce(parsed);
+        return false;
+      }
+      if (ev == E::value || ev == E::array_end) {  // an entry that is no event object
+        ++entries;
+        ++not_events;
+        return false;
+      }
+      return true;
+    };
+    doc = json::parse(f, cb, false);
   }
   if (doc.is_discarded())
     throw TraceError(describe(path) + " is not valid JSON (truncated or not a PyTorch profiler trace?)");
-  const json* events = nullptr;
   int64_t base_ns = 0;
   int64_t hint = -1;
   if (doc.is_array()) {
-    events = &doc;
     note(
         "legacy autograd-profiler trace (no Kineto): no distributedInfo; timestamps start at each rank's "
         "profiler start, so ranks are not aligned in time");
   } else if (doc.is_object() && doc.contains("traceEvents") && doc["traceEvents"].is_array()) {
-    events = &doc["traceEvents"];
     if (doc.contains("distributedInfo") && doc["distributedInfo"].is_object())
       hint = num_i64(doc["distributedInfo"], "rank", -1);
     else
@@ -140,25 +196,16 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
   fr.hint = hint;
   fr.name_hint = rank_from_file_name(fname);
 
-  std::map<std::pair<int64_t, int64_t>, std::string> thread_names;  // (pid, tid) -> name
-  for (const auto& e : *events) {
-    if (!e.is_object() || str_of(e, "ph") != "M" || str_of(e, "name") != "thread_name") continue;
-    if (e.contains("args") && e["args"].is_object() && e["args"].contains("name") && e["args"]["name"].is_string())
-      thread_names[{num_i64(e, "pid", 0), num_i64(e, "tid", 0)}] = e["args"]["name"].get<std::string>();
-  }
-
   int64_t device = -1, skipped_bad = 0, bad_steps = 0;
   const size_t first_range = m.ranges.size();
-  for (const auto& e : *events) {
-    if (!e.is_object() || str_of(e, "ph") != "X" || !e.contains("ts")) continue;
-    const std::string cat = str_of(e, "cat");
-    if (cat == "Trace" || cat == "gpu_user_annotation" || cat == "ac2g" || cat == "python_function") continue;
-    const std::string name = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "?";
+  for (const Event& e : kept) {
+    const std::string& cat = e.cat;
+    const std::string& name = e.name;
     int64_t start = 0, dur = 0;
     try {
-      dur = e.contains("dur") ? us_to_ns(e["dur"]) : 0;
+      dur = !e.dur.is_null() ? us_to_ns(e.dur) : 0;
       int64_t end = 0;
-      if (__builtin_add_overflow(base_ns, us_to_ns(e["ts"]), &start) || __builtin_add_overflow(start, dur, &end) ||
+      if (__builtin_add_overflow(base_ns, us_to_ns(e.ts), &start) || __builtin_add_overflow(start, dur, &end) ||
           time_out_of_range(start) || time_out_of_range(end))
         throw std::out_of_range("time");
     } catch (const std::exception&) {
@@ -169,9 +216,7 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
       ++skipped_bad;
       continue;
     }
-    const json empty = json::object();
-    const json& args = e.contains("args") && e["args"].is_object() ? e["args"] : empty;
-    const int64_t pid = num_i64(e, "pid", 0), tid = num_i64(e, "tid", 0);
+    const int64_t pid = e.pid, tid = e.tid;
     if (cat == "cuda_runtime" || cat == "cuda_driver") {
       if (!opts.gpu_activity) continue;
       RuntimeCall c;
@@ -179,8 +224,8 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
       c.tid = tid;
       c.start_ns = start;
       c.end_ns = start + dur;
-      c.correlation = num_i64(args, "correlation", 0);
-      c.external_id = num_i64(args, "External id", 0);
+      c.correlation = e.correlation;
+      c.external_id = e.external_id;
       c.name_id = b.intern(name);
       m.runtime.push_back(c);
       continue;
@@ -192,14 +237,20 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
     r.name_id = b.intern(name);
     if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset") {
       if (!opts.gpu_activity) continue;
-      const int64_t dev = num_i64(args, "device", pid), stream = num_i64(args, "stream", tid);
+      int64_t dev = e.device;
+      const int64_t stream = e.stream;
+      if (dev < 0 || dev >= kMaxForeignDevice) dev = kUnknownDevice;  // no negative or 2^40 id in the lane key
       if (device < 0) device = dev;
       r.is_kernel = true;
-      r.correlation = static_cast<uint32_t>(num_i64(args, "correlation", 0));
-      r.external_id = num_i64(args, "External id", 0);
-      if (cat != "kernel") r.bytes_sent = num_i64(args, "bytes", 0);
-      r.lane = b.source(rank, LaneKind::CudaStream, (dev << 32) | (stream & 0xFFFFFFFF),
-                        "gpu " + std::to_string(dev) + " stream " + std::to_string(stream), 3);
+      r.correlation = static_cast<uint32_t>(e.correlation);
+      r.external_id = e.external_id;
+      if (cat != "kernel") r.bytes_sent = e.bytes;
+      r.lane = b.source(
+          rank, LaneKind::CudaStream,
+          static_cast<int64_t>((static_cast<uint64_t>(dev) << 32) | (static_cast<uint64_t>(stream) & 0xFFFFFFFFu)),
+          (dev == kUnknownDevice ? std::string("gpu ?") : "gpu " + std::to_string(dev)) + " stream " +
+              std::to_string(stream),
+          3);
       m.ranges.push_back(r);
       continue;
     }
@@ -233,12 +284,10 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
     note(std::to_string(bad_steps) +
          " ProfilerStep# ranges without a step number of 0 to 999999999: kept as plain "
          "ranges, not steps");
-  {  // Entries that are not events at all ([[]], numbers, strings) are named, not dropped silently.
-    const auto not_events = std::count_if(events->begin(), events->end(), [](const json& e) { return !e.is_object(); });
-    if (not_events > 0)
-      note(std::to_string(not_events) + " of " + std::to_string(events->size()) +
-           " entries are not event objects and were left out");
-  }
+  // Entries that are not events at all ([[]], numbers, strings) are named, not dropped silently.
+  if (not_events > 0)
+    note(std::to_string(not_events) + " of " + std::to_string(entries) +
+         " entries are not event objects and were left out");
   if (m.ranges.size() == first_range) note("no complete (\"ph\": \"X\") events: nothing to draw for this rank");
   // The profiler rounds times to whole µs, so a child can end up to 1 µs after its parent:
   // clamp such ends so the ops nest as they ran (else they would be split over lanes).
@@ -260,7 +309,7 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
       }
     }
   }
-  if (device >= 0) ri.device = "cuda:" + std::to_string(device);
+  if (device >= 0) ri.device = device == kUnknownDevice ? "cuda (device id unknown)" : "cuda:" + std::to_string(device);
   fr.pid = ri.pid;
   fr.device = device;
   m.ranks.push_back(ri);

@@ -113,7 +113,8 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
 
     // GPU activity rows: kernels, memcpy, memset.
     std::vector<GpuRow> rows;
-    int64_t extreme_times = 0;  // rows left out: times past +-2^62 ns
+    int64_t extreme_times = 0;    // rows left out: times past +-2^62 ns
+    int64_t unknown_devices = 0;  // GPU rows whose deviceId is negative or past kMaxForeignDevice
     std::vector<int32_t> row_table;
     if (opts.gpu_activity) {
       struct GpuTable {
@@ -174,6 +175,10 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
             continue;
           }
           r.device = sqlite3_column_int64(s, 2);
+          if (r.device < 0 || r.device >= kMaxForeignDevice) {
+            r.device = kUnknownDevice;
+            ++unknown_devices;
+          }
           r.context = sqlite3_column_int64(s, 3);
           r.stream = sqlite3_column_int64(s, 4);
           r.correlation = sqlite3_column_int64(s, 8);
@@ -318,8 +323,10 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
       ri.pid = key.first >= 0 ? key.first : -1;  // -1: process unknown
       if (key.second >= 0) {
         auto g = gpu_name.find(key.second);
-        ri.device = "cuda:" + std::to_string(key.second) +
-                    (g != gpu_name.end() ? " " + Builder::capped(g->second) : std::string());
+        ri.device = key.second == kUnknownDevice
+                        ? std::string("cuda (device id unknown)")
+                        : "cuda:" + std::to_string(key.second) +
+                              (g != gpu_name.end() ? " " + Builder::capped(g->second) : std::string());
       } else {
         ri.device = cuda_calls_only ? "cuda (no GPU activity recorded)" : "cpu";
       }
@@ -376,8 +383,11 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
       r.is_kernel = true;
       r.correlation = static_cast<uint32_t>(g.correlation);
       r.rank = rank_of_key.at({g.pid, g.device});
-      std::string lname = "gpu " + std::to_string(g.device) + " stream " + std::to_string(g.stream);
-      r.lane = b.source(r.rank, LaneKind::CudaStream, (g.device << 32) | (g.stream & 0xFFFFFFFF), lname, 3);
+      std::string lname = (g.device == kUnknownDevice ? std::string("gpu ?") : "gpu " + std::to_string(g.device)) +
+                          " stream " + std::to_string(g.stream);
+      const auto key = static_cast<int64_t>((static_cast<uint64_t>(g.device) << 32) |
+                                            (static_cast<uint64_t>(g.stream) & 0xFFFFFFFFu));
+      r.lane = b.source(r.rank, LaneKind::CudaStream, key, lname, 3);
       m.ranges.push_back(r);
     }
 
@@ -463,6 +473,9 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
         m.runtime.push_back(c);
       }
     }
+    if (unknown_devices > 0)
+      note(std::to_string(unknown_devices) +
+           " GPU rows with a deviceId below 0 or past 2^20: shown as device unknown (\"gpu ?\")");
     if (extreme_times > 0)
       note(std::to_string(extreme_times) + " rows with times beyond +-2^62 ns (146 years) left out");
   } catch (const TraceError&) {

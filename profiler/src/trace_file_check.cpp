@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <string>
+#include <vector>
 
 #include "trace_loading.hpp"
 
@@ -183,8 +185,25 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
                        "): update ulysses-trace / ulysses-studio");
     }
     FileKind kind;
-    if (db.has_table("ULYSSES_RANGES")) {
+    if (db.has_table("ULYSSES_RANGES") || db.has_table("ULYSSES_RUN") || db.has_table("ULYSSES_RANKS") ||
+        db.has_table("ULYSSES_STEPS")) {
       kind = FileKind::Ulysses;
+      // Every table the reader reads: without one a rank lost its ranges (NVTX_EVENTS renamed),
+      // the file passed for an Nsight Systems export (ULYSSES_RANGES and ULYSSES_STEPS dropped)
+      // or its clock went unaligned (ULYSSES_CLOCK, format 3 on), each without a word.
+      std::vector<std::string> missing;
+      for (const char* t : {"NVTX_EVENTS", "ULYSSES_RUN", "ULYSSES_RANKS", "ULYSSES_STEPS", "ULYSSES_MEMORY"})
+        if (!db.has_table(t)) missing.emplace_back(t);
+      if (uv >= 3 && !db.has_table("ULYSSES_CLOCK")) missing.emplace_back("ULYSSES_CLOCK");
+      if (uv < 4 && !db.has_table("ULYSSES_RANGES")) missing.emplace_back("ULYSSES_RANGES");
+      if (!missing.empty()) {
+        std::string list;
+        for (const auto& t : missing) list += (list.empty() ? "" : ", ") + t;
+        throw TraceError(describe(path) + " is a Ulysses trace without the table(s) " + list + " (trace format " +
+                         std::to_string(uv) +
+                         "): it was edited or damaged; use the rank file "
+                         "as ulysses-run wrote it");
+      }
     } else if (db.has_table("NVTX_EVENTS") || db.has_table("CUPTI_ACTIVITY_KIND_KERNEL") ||
                db.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") || db.has_table("META_DATA_EXPORT") ||
                db.has_table("EXPORT_META_DATA")) {  // an export without kernels or NVTX is still one

@@ -200,6 +200,16 @@ inline bool time_out_of_range(int64_t t) { return t < -kMaxForeignTimeNs || t > 
 // Largest rank number a foreign trace may state (in distributedInfo, an NCCL rank, a file
 // name); larger ones are no rank hint at all (2^32 was cut to int32: two "rank 0"s).
 inline constexpr int64_t kMaxForeignRank = int64_t{1} << 20;
+// A rank's stored clock offset (and its error and when it was measured) within +-2^61 ns, and
+// a drift between the start and close measurements of at most 1% (10000 ppm): else that measurement
+// is not applied (align_to_rank0, with a note).
+inline constexpr int64_t kMaxClockOffsetNs = int64_t{1} << 61;
+inline constexpr double kMaxClockDrift = 1e-2;
+// A GPU row's device id outside [0, kMaxForeignDevice) (nsys writes -1 when CUPTI did not say)
+// becomes kUnknownDevice: still a GPU, labelled "cuda (device id unknown)", never "cpu", and
+// no negative or 2^40 id shifted into a lane key.
+inline constexpr int64_t kMaxForeignDevice = int64_t{1} << 20;
+inline constexpr int64_t kUnknownDevice = kMaxForeignDevice;
 // The rank a foreign trace's file name states ("rank3.json", "report_rank-3.sqlite"), or -1
 // (none, or past kMaxForeignRank) (foreign_ranks.cpp).
 int64_t rank_from_file_name(const std::string& fname);

@@ -8,12 +8,14 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -62,6 +64,11 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
   FileKind kind = validate_file(path, &db);
   if (kind == FileKind::Nsys) return read_nsys_file(b, db, path, file_index, opts);
   TraceModel& m = b.m;
+  // Rows whose times no clock gives (an end before its start, or beyond +-2^62 ns: INT64_MIN to
+  // INT64_MAX set the trace's time origin, and every export time came out near -9.2e15 µs).
+  int64_t bad_times = 0, bad_steps = 0, repeated_steps = 0;
+  auto bad_interval = [](int64_t a, int64_t z) { return z < a || time_out_of_range(a) || time_out_of_range(z); };
+  const std::string fname = fs::path(path).filename().string();
   try {
     // Strings used by this file, mapped into the model's table.
     // Ids are 0..n-1 in our files: looked up in a vector (one per range); a hash map for
@@ -110,8 +117,16 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
       if (run.step()) {
         // a run config is a few KiB; one beyond the config loader's own cap is not kept
         if (m.config_json.empty() && sqlite3_column_bytes(run.get(), 0) <= (16 << 20)) m.config_json = run.text(0);
-        m.sp_size = to_i32(run.i64(2));
-        m.dp_size = to_i32(run.i64(3));
+        const int64_t world = run.i64(1), sp = run.i64(2), dp = run.i64(3);
+        // The run's shape must be one ulysses-run could have had: "sp 0 x dp 0" was shown, and a
+        // worldSize of 4 over two rank files let two missing ranks pass unnamed.
+        if (sp < 1 || dp < 1 || sp > (1 << 20) || dp > (1 << 20) || (world >= 0 && world != sp * dp))
+          throw TraceError(describe(path) + ": ULYSSES_RUN says worldSize " + std::to_string(world) + ", spSize " +
+                           std::to_string(sp) + ", dpSize " + std::to_string(dp) +
+                           ", which no run has (worldSize = spSize x dpSize, each at least 1): the file was edited or "
+                           "damaged");
+        m.sp_size = to_i32(sp);
+        m.dp_size = to_i32(dp);
         check_same_run(b, has_run_id ? Builder::capped(run.text(4)) : std::string(), run.i64(1), path);
       }
       sql::Stmt rk(db, "SELECT rank, spRank, dpRank, device, hostname, pid FROM ULYSSES_RANKS");
@@ -191,7 +206,10 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
         r.end_ns = sqlite3_column_int64(s, 1);
         const int64_t rowid = sqlite3_column_int64(s, 5);
         while (u_row && sqlite3_column_int64(u, 0) < rowid) u_row = ust.step();
-        if (r.end_ns < r.start_ns) continue;
+        if (bad_interval(r.start_ns, r.end_ns)) {
+          ++bad_times;
+          continue;
+        }
         int64_t gtid = sqlite3_column_int64(s, 2);
         if (sqlite3_column_type(s, 3) != SQLITE_NULL) {
           r.name_id = str(sqlite3_column_int64(s, 3));
@@ -269,7 +287,10 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
           TraceRange r;
           r.start_ns = sqlite3_column_int64(s, 0);
           r.end_ns = sqlite3_column_int64(s, 1);
-          if (r.end_ns < r.start_ns) continue;
+          if (bad_interval(r.start_ns, r.end_ns)) {
+            ++bad_times;
+            continue;
+          }
           int64_t dev = sqlite3_column_int64(s, 2), stream = sqlite3_column_int64(s, 3);
           int64_t pid = pid_of_global_id(sqlite3_column_int64(s, 4));
           r.name_id = fixed_name >= 0 ? fixed_name : str(sqlite3_column_int64(s, 5));
@@ -297,6 +318,10 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
         RuntimeCall c;
         c.start_ns = st.i64(0);
         c.end_ns = st.i64(1);
+        if (bad_interval(c.start_ns, c.end_ns)) {
+          ++bad_times;
+          continue;
+        }
         const int64_t gtid = st.i64(2);
         c.rank = rank_of_pid(pid_of_global_id(gtid));
         c.tid = tid_of_global_tid(gtid);
@@ -312,6 +337,7 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
       sql::Stmt st(db,
                    "SELECT rank, step, start, end, loss, lr, gradNorm, tokens, tokensPerS, stepMs, maxMemBytes "
                    "FROM ULYSSES_STEPS");
+      std::set<std::pair<int32_t, int64_t>> seen_steps;  // (rank, step)
       while (st.step()) {
         StepInfo si;
         si.rank = to_i32(st.i64(0));
@@ -325,6 +351,17 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
         si.tokens_per_s = st.f64(8);
         si.step_ms = st.f64(9);
         si.max_mem_bytes = st.i64(10);
+        // A step's window must be a time interval, and a rank has each step once: a repeated
+        // step 0 was counted three times (inflating the per-step bytes), an inverted one showed
+        // a wall of "-0.000".
+        if (si.step < 0 || bad_interval(si.start_ns, si.end_ns)) {
+          ++bad_steps;
+          continue;
+        }
+        if (!seen_steps.insert({si.rank, si.step}).second) {
+          ++repeated_steps;
+          continue;
+        }
         m.steps.push_back(si);
       }
       if (db.has_table("ULYSSES_CLOCK")) {  // format 3: offset to rank 0 ('start', 'close')
@@ -342,6 +379,11 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
           (start ? it->start_offset_ns : it->close_offset_ns) = ck.i64(2);
           (start ? it->start_error_ns : it->close_error_ns) = ck.i64(3);
           (start ? it->start_at_ns : it->close_at_ns) = ck.i64(4);
+          // Text or NULL read as 0 (a perfect 0 +- 0 offset): marked unusable (error -1), so that
+          // align_to_rank0 leaves it out with a note, from the rows and from a cache alike.
+          for (int col = 2; col <= 4; ++col)
+            if (sqlite3_column_type(ck.get(), col) != SQLITE_INTEGER)
+              (start ? it->start_error_ns : it->close_error_ns) = -1;
         }
       }
       sql::Stmt mem(db, "SELECT rank, timestamp, labelId, allocated, reserved, peak, step FROM ULYSSES_MEMORY");
@@ -362,6 +404,15 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
   } catch (const std::exception& e) {
     throw_unreadable(path, e);
   }
+  if (bad_times > 0)
+    m.notes.push_back(fname + ": " + std::to_string(bad_times) +
+                      " ranges with an end before their start or times beyond +-2^62 ns left out");
+  if (bad_steps > 0)
+    m.notes.push_back(fname + ": " + std::to_string(bad_steps) +
+                      " step rows with a negative step, an end before their start or times beyond +-2^62 ns left out");
+  if (repeated_steps > 0)
+    m.notes.push_back(fname + ": " + std::to_string(repeated_steps) +
+                      " step rows repeating a step of the same rank left out (the first one is kept)");
 }
 
 namespace {
@@ -441,28 +492,61 @@ void align_to_rank0(TraceModel& m, size_t n_clocks, size_t n_ranges, size_t n_st
   for (size_t c = n_clocks; c < m.clocks.size(); ++c) {
     ClockInfo& ck = m.clocks[c];
     if (ck.rank == 0 || (!ck.has_start && !ck.has_close)) continue;
+    // Measurements no clock gives are left out with a note rather than applied: offsets past
+    // +-2^61 ns overflowed every shifted time (a median skew of -9.2e12 ms), a negative error
+    // is a row that was not a number, and a drift between the two past 1% (quartz drifts by tens
+    // of ppm; a short run's measurement error by hundreds) is no clock's.
+    const std::string who = "rank " + std::to_string(ck.rank) + "'s clock offset";
+    auto usable = [&](int64_t off, int64_t err, int64_t at) {
+      return off >= -kMaxClockOffsetNs && off <= kMaxClockOffsetNs && err >= 0 && err <= kMaxClockOffsetNs &&
+             at >= -kMaxClockOffsetNs && at <= kMaxClockOffsetNs;
+    };
+    if (ck.has_start && !usable(ck.start_offset_ns, ck.start_error_ns, ck.start_at_ns)) {
+      ck.has_start = false;
+      m.notes.push_back(who + " measured at start is not usable (not a number, or beyond +-2^61 ns): left out");
+    }
+    if (ck.has_close && !usable(ck.close_offset_ns, ck.close_error_ns, ck.close_at_ns)) {
+      ck.has_close = false;
+      m.notes.push_back(who + " measured at close is not usable (not a number, or beyond +-2^61 ns): left out");
+    }
+    if (ck.has_start && ck.has_close && ck.close_at_ns > ck.start_at_ns) {
+      const double drift = std::fabs(static_cast<double>(ck.close_offset_ns - ck.start_offset_ns)) /
+                           static_cast<double>(ck.close_at_ns - ck.start_at_ns);
+      if (drift > kMaxClockDrift) {
+        ck.has_close = false;
+        m.notes.push_back(who + " changed by " + std::to_string(static_cast<int64_t>(drift * 1e6)) +
+                          " ppm between start and close, more than a clock drifts: the start offset is used alone");
+      }
+    }
+    if (!ck.has_start && !ck.has_close) {
+      m.notes.push_back("rank " + std::to_string(ck.rank) + " is left on its own clock (no usable offset to rank 0)");
+      continue;
+    }
     ck.applied = true;
-    auto shift = [&](int64_t& t) { t -= ck.offset_at(t); };
+    // Each time by the offset at that time: with drift, one offset per range (its start's) moved
+    // a child's end past its parent's, and the loader split them over two lanes ("main #2").
+    auto shift = [&](int64_t& t) {  // saturating: a stored time of INT64_MIN stays the earliest
+      int64_t out = 0;
+      if (__builtin_sub_overflow(t, ck.offset_at(t), &out)) out = t < 0 ? INT64_MIN : INT64_MAX;
+      t = out;
+    };
     for (size_t i = n_ranges; i < m.ranges.size(); ++i) {
       TraceRange& r = m.ranges[i];
       if (r.rank != ck.rank) continue;
-      const int64_t d = ck.offset_at(r.start_ns);
-      r.start_ns -= d;
-      r.end_ns -= d;  // one offset per range keeps its duration
+      shift(r.start_ns);
+      shift(r.end_ns);
     }
     for (size_t i = n_steps; i < m.steps.size(); ++i)
       if (m.steps[i].rank == ck.rank) {
-        const int64_t d = ck.offset_at(m.steps[i].start_ns);
-        m.steps[i].start_ns -= d;
-        m.steps[i].end_ns -= d;
+        shift(m.steps[i].start_ns);
+        shift(m.steps[i].end_ns);
       }
     for (size_t i = n_mem; i < m.memory.size(); ++i)
       if (m.memory[i].rank == ck.rank) shift(m.memory[i].t_ns);
     for (size_t i = n_rt; i < m.runtime.size(); ++i)
       if (m.runtime[i].rank == ck.rank) {
-        const int64_t d = ck.offset_at(m.runtime[i].start_ns);
-        m.runtime[i].start_ns -= d;
-        m.runtime[i].end_ns -= d;
+        shift(m.runtime[i].start_ns);
+        shift(m.runtime[i].end_ns);
       }
   }
 }
@@ -647,6 +731,16 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
     }
   }
   if (b.m.format == "ulysses" && fs::is_directory(path, ec) && !claimed.empty()) {
+    // A file named rank<N>.sqlite holds rank N: one claiming rank 5 was reported as "ranks 1-4
+    // missing" (of 6), two that swapped their claims passed unnoticed.
+    static const std::regex rank_name(R"(rank(\d{1,9})\.sqlite)");
+    for (const auto& [r, file] : claimed) {
+      std::smatch mm;
+      const std::string fname = fs::path(file).filename().string();
+      if (std::regex_match(fname, mm, rank_name) && std::stoll(mm[1].str()) != r)
+        throw TraceError(describe(file) + " is named for rank " + mm[1].str() + " but holds rank " + std::to_string(r) +
+                         " (ULYSSES_RANKS): renamed, or edited? Each rank<N>.sqlite must hold rank N");
+    }
     const int64_t world = std::max<int64_t>(int64_t{b.m.sp_size} * b.m.dp_size, claimed.rbegin()->first + int64_t{1});
     std::string missing;
     int64_t n_missing = 0;

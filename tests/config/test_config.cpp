@@ -379,6 +379,60 @@ TEST(ConfigReliability, RopeValuesThatOverflowAreRefused) {
   EXPECT_FALSE(has(validate(c), "model.rope_attention_factor", ""));
 }
 
+// A finite but absurd learning rate (1e300) or weight decay turned the weights into inf or
+// flipped them at the first AdamW update: a NaN loss after launch. Refused by validation.
+TEST(ConfigReliability, LearningRateAndWeightDecayAreBounded) {
+  RunConfig c = base();
+  c.train.lr = 1e300;
+  c.train.min_lr = 0;
+  EXPECT_TRUE(has(validate(c), "train.lr", "at most 10"));
+  c.train.lr = 10;
+  EXPECT_FALSE(has(validate(c), "train.lr", ""));
+  c.train.lr = 1e-3;
+  c.train.weight_decay = 1e300;
+  EXPECT_TRUE(has(validate(c), "train.weight_decay", "lr x train.weight_decay must be below 1"));
+  c.train.weight_decay = 1000;  // 1e-3 x 1000 = 1: zeroes every weight
+  EXPECT_TRUE(has(validate(c), "train.weight_decay", "below 1"));
+  c.train.weight_decay = 0.1;
+  EXPECT_FALSE(has(validate(c), "train.weight_decay", ""));
+  c.train.lr = -1;  // one message for lr, none about the product
+  EXPECT_TRUE(has(validate(c), "train.lr", "positive"));
+  EXPECT_FALSE(has(validate(c), "train.weight_decay", ""));
+}
+
+// A Hugging Face config.json with null for a size, or mlp_bias that is not a boolean, was read
+// with this reader's own defaults (vocab_size 256) or taken as false.
+TEST(ConfigReliability, HfConfigNullsAndNonBooleansAreRefused) {
+  ModelConfig m;
+  m.vocab_size = 32000;
+  m.hidden_size = 256;
+  m.num_attention_heads = 4;
+  m.num_key_value_heads = 2;
+  const json hf = model_to_hf_config(m);
+  for (const char* k : {"vocab_size", "hidden_size", "rms_norm_eps", "tie_word_embeddings", "rope_theta"}) {
+    json j = hf;
+    j[k] = nullptr;
+    try {
+      model_from_hf_config(j);
+      ADD_FAILURE() << k << " null was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string(k) + " is null"), std::string::npos) << e.what();
+    }
+  }
+  json j = hf;
+  j["mlp_bias"] = "yes";
+  EXPECT_THROW(model_from_hf_config(j), ConfigError);
+  j["mlp_bias"] = false;
+  EXPECT_EQ(model_from_hf_config(j).vocab_size, 32000);
+  j["num_key_value_heads"] = nullptr;  // Hugging Face: as many as the query heads
+  EXPECT_EQ(model_from_hf_config(j).num_key_value_heads, 4);
+  j["head_dim"] = nullptr;
+  j["sliding_window"] = nullptr;
+  j["rope_scaling"] = nullptr;
+  j["pad_token_id"] = nullptr;
+  EXPECT_EQ(model_from_hf_config(j).hidden_size, 256);
+}
+
 TEST(ConfigReliability, OnlyRegularFilesAreRead) {
   const std::string d = tmpdir();
   const std::string fifo = d + "/cfg.fifo";

@@ -134,6 +134,30 @@ TEST(EndToEnd, WorkerRefusesAWorldSizeMismatch) {
   EXPECT_NE(r.out.find("WORLD_SIZE (3)"), std::string::npos) << r.out;
 }
 
+// torchrun-style environments a worker cannot run with: refused (exit 2) before any process
+// group, naming the variable. RANK=2147483648 ran as rank -2147483648 (wrapped), an
+// unresolvable MASTER_ADDR was retried once a second for timeout_s, and an --out that cannot be
+// a folder was found after the model was built.
+TEST(EndToEnd, WorkerRefusesEnvironmentsItCannotRunWith) {
+  const auto cfg = config_file();
+  struct Case {
+    std::string env, out, needle;
+  };
+  for (const Case& c :
+       {Case{"RANK=2147483648 WORLD_SIZE=2", tmp("env1"), "RANK='2147483648' is not an integer"},
+        Case{"RANK=0 WORLD_SIZE=4294967298", tmp("env2"), "WORLD_SIZE='4294967298'"},
+        Case{"RANK=1 WORLD_SIZE=2 MASTER_ADDR=nonexistent.invalid MASTER_PORT=29513", tmp("env3"),
+             "MASTER_ADDR 'nonexistent.invalid' is not a host name"},
+        Case{"RANK=0 WORLD_SIZE=1", "/dev/null/run", "--out /dev/null/run cannot be made a run folder"}}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = sh(c.env + " " + kWorker + " --config " + cfg + " --out " + c.out +
+                " --set parallel.sp_size=1 --set parallel.timeout_s=60 2>&1");
+    EXPECT_EQ(r.code, 2) << c.env << ": " << r.out;
+    EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.env << ": " << r.out;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30)) << c.env << ": not refused at once";
+  }
+}
+
 TEST(EndToEnd, BadInputIsRefusedBeforeAnythingStarts) {
   const auto cfg = config_file();
   struct Case {

@@ -13,7 +13,9 @@
 #include <set>
 
 #include "checkpoint.hpp"
+#include "data.hpp"
 #include "rank_threads.hpp"
+#include "safetensors_header.hpp"
 #include "trainer.hpp"
 
 using namespace ulysses;
@@ -327,6 +329,89 @@ TEST(Checkpoint, ShardedIndexRefusals) {
                                 : index["weight_map"]["model.embed_tokens.weight"].get<std::string>();
   wrong["weight_map"]["lm_head.weight"] = other;
   expect_refused(wrong, "lm_head.weight");
+  fs::remove_all(dir);
+}
+
+// A data file shortened while a run reads it killed the rank with SIGBUS (it was mapped), and
+// one rewritten in place with ids past vocab_size reached the embedding ("index out of range
+// in self"). Each batch is now read with pread and checked: a message naming the file.
+TEST(Data, AFileChangedDuringTheRunIsNamed) {
+  const auto dir = temp_dir("data");
+  fs::create_directories(dir);
+  const std::string path = dir + "/tokens.bin";
+  {
+    std::ofstream f(path, std::ios::binary);
+    for (uint16_t i = 0; i < 4096; ++i) {
+      const uint16_t v = i % 200;
+      f.write(reinterpret_cast<const char*>(&v), 2);
+    }
+  }
+  DataConfig d;
+  d.kind = "tokens";
+  d.path = path;
+  d.token_dtype = "uint16";
+  ModelConfig m;
+  m.vocab_size = 256;
+  const auto src = TokenSource::open(d, m, 64, 1);
+  ASSERT_EQ(src->size(), 4096);
+  const Batch b = make_batch(*src, 64, 0, 0, 2, 1);
+  EXPECT_EQ(b.ids.size(0), 2);
+  EXPECT_TRUE(torch::equal(b.ids.index({0, torch::indexing::Slice(1, 64)}),
+                           b.labels.index({0, torch::indexing::Slice(0, 63)})));
+  {  // ids rewritten in place: 300 is not below vocab_size 256
+    std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+    for (int i = 0; i < 4096; ++i) {
+      const uint16_t v = 300;
+      f.write(reinterpret_cast<const char*>(&v), 2);
+    }
+  }
+  try {
+    make_batch(*src, 64, 1, 0, 1, 1);
+    ADD_FAILURE() << "an id past vocab_size was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("changed during the run: token"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  fs::resize_file(path, 10);  // shortened: was SIGBUS
+  try {
+    make_batch(*src, 64, 2, 0, 1, 1);
+    ADD_FAILURE() << "a shortened file was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("changed during the run: it now ends before token"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+// A checkpoint of more layers than the run's model loads its first layers (as Hugging Face's
+// from_pretrained does) and checkpoint_unused names what was left unread, for the worker's note;
+// the model's own checkpoint leaves nothing, nor does a tied model's extra lm_head.
+TEST(Checkpoint, TensorsTheModelLacksAreNamed) {
+  ModelConfig two;
+  two.num_hidden_layers = 2;
+  LlamaModel m(two, ParallelConfig{}, torch::kFloat32, nullptr);
+  m.init_parameters(1);
+  const auto dir = temp_dir("unused");
+  save_checkpoint(m, dir, torch::kFloat32);
+  EXPECT_TRUE(checkpoint_unused(checkpoint_tensors(dir), two).empty());
+  ModelConfig one = two;
+  one.num_hidden_layers = 1;
+  const auto unused = checkpoint_unused(checkpoint_tensors(dir), one);
+  ASSERT_EQ(unused.size(), 9u);  // layer 1: 4 attention + 3 MLP projections, 2 norms
+  for (const auto& n : unused) EXPECT_EQ(n.rfind("model.layers.1.", 0), 0u) << n;
+  LlamaModel small(one, ParallelConfig{}, torch::kFloat32, nullptr);
+  load_checkpoint(small, dir);
+  auto param = [](LlamaModel& model, const std::string& name) {
+    for (auto& [n, t] : model.named_parameters())
+      if (n == name) return t;
+    ADD_FAILURE() << "no parameter " << name;
+    return at::Tensor();
+  };
+  for (const char* n : {"model.layers.0.self_attn.q_proj.weight", "model.norm.weight", "lm_head.weight"})
+    EXPECT_TRUE(torch::equal(param(small, n), param(m, n))) << n;
+  ModelConfig tied = two;
+  tied.tie_word_embeddings = true;  // the checkpoint's lm_head.weight is no stray tensor
+  EXPECT_TRUE(checkpoint_unused(checkpoint_tensors(dir), tied).empty());
   fs::remove_all(dir);
 }
 

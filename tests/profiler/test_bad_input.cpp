@@ -108,6 +108,26 @@ class BadInput : public ::testing::Test {
     fs::create_directories(tmp.path + "/stoppedrun/trace");
     std::ofstream(tmp.path + "/stoppedrun/run.json") << R"({"status": "stopped", "steps_done": 0})";
     v.push_back({"stopped early", tmp.path + "/stoppedrun", "the run's status is stopped"});
+    // A Ulysses rank file without a table it needs, or with a run shape no run has: named, not
+    // read as a rank without ranges, as an Nsight Systems export, or as 2 of 4 ranks.
+    auto damaged = [&](const std::string& name, const std::string& sql) {
+      const std::string f = tmp.path + "/" + name + ".sqlite";
+      write_file(f, bytes);
+      sqlite3* d = nullptr;
+      sqlite3_open(f.c_str(), &d);
+      EXPECT_EQ(sqlite3_exec(d, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+      sqlite3_close(d);
+      return f;
+    };
+    v.push_back({"no NVTX_EVENTS", damaged("nonvtx", "ALTER TABLE NVTX_EVENTS RENAME TO NVTX_OLD"),
+                 "without the table(s) NVTX_EVENTS"});
+    v.push_back({"no steps, no ranges view", damaged("nosteps", "DROP VIEW ULYSSES_RANGES; DROP TABLE ULYSSES_STEPS"),
+                 "without the table(s) ULYSSES_STEPS"});
+    v.push_back({"no clock table", damaged("noclock", "DROP TABLE ULYSSES_CLOCK"), "ULYSSES_CLOCK"});
+    v.push_back({"world of 4 over sp 1 x dp 1", damaged("world4", "UPDATE ULYSSES_RUN SET worldSize = 4"),
+                 "worldSize 4, spSize 1, dpSize 1, which no run has"});
+    v.push_back(
+        {"sp 0", damaged("sp0", "UPDATE ULYSSES_RUN SET worldSize = -1, spSize = 0, dpSize = 0"), "which no run has"});
     // A folder whose *.json are no profiler traces says which and why.
     fs::create_directories(tmp.path + "/jsons");
     std::ofstream(tmp.path + "/jsons/rank0.json").flush();
@@ -275,6 +295,17 @@ TEST_F(BadInput, OutputsNeverOverwriteTheTraceReadAndAreWrittenWhole) {
   }
   EXPECT_EQ(bad_input_cli("report '" + good + "' --html '" + good + "'"), 2);
   EXPECT_EQ(bad_input_cli("report '" + run + "' --html ''"), 2);
+  {  // a FIFO (or /dev/full) as the output: it was renamed over, a regular file where the node was
+    const std::string fifo = tmp.path + "/out.fifo";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    EXPECT_EQ(bad_input_cli("export '" + run + "' '" + fifo + "'"), 2);
+    EXPECT_EQ(bad_input_cli("report '" + run + "' --html '" + fifo + "'"), 2);
+    EXPECT_THROW(prof::write_file_atomically(fifo, [](std::ostream& o) { o << "x"; }), std::runtime_error);
+    struct stat st {};
+    ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISFIFO(st.st_mode));
+    ::unlink(fifo.c_str());
+  }
   EXPECT_EQ(bytes_of(good), before);
   EXPECT_EQ(bytes_of(run + "/trace/rank0.sqlite"), run_before);
   EXPECT_EQ(bad_input_cli("export '" + run + "' '" + run + "/out.json'"), 0);  // beside the trace folder: fine
@@ -308,6 +339,39 @@ TEST_F(BadInput, OutputsNeverOverwriteTheTraceReadAndAreWrittenWhole) {
   for (const auto& e : fs::directory_iterator(tmp.path))
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
 #endif
+}
+
+// Step rows a rank file cannot hold (a step twice, an end before its start, INT64_MIN..MAX) and a
+// range from INT64_MIN to INT64_MAX: left out with a note. The repeated step was counted three
+// times (the per-step bytes inflated), the extreme range set the trace's time origin.
+TEST_F(BadInput, ImpossibleStepsAndRangeTimesAreLeftOutWithANote) {
+  const std::string good = good_trace(tmp.path);
+  const auto clean = prof::load_trace(good);
+  ASSERT_GE(clean.steps.size(), 2u);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(good.c_str(), &db), SQLITE_OK);
+  const std::string sql =
+      // the schema's key keeps a step from being written twice: a copy of the table without it
+      "CREATE TABLE steps_copy AS SELECT * FROM ULYSSES_STEPS; DROP TABLE ULYSSES_STEPS; "
+      "ALTER TABLE steps_copy RENAME TO ULYSSES_STEPS; "
+      "INSERT INTO ULYSSES_STEPS SELECT * FROM ULYSSES_STEPS WHERE step = (SELECT min(step) FROM ULYSSES_STEPS); "
+      "UPDATE ULYSSES_STEPS SET start = end + 100 WHERE step = (SELECT max(step) FROM ULYSSES_STEPS); "
+      "UPDATE NVTX_EVENTS SET start = -9223372036854775808, end = 9223372036854775807 "
+      "WHERE rowid = (SELECT max(rowid) FROM NVTX_EVENTS)";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  prof::LoadOptions lo;
+  lo.file_caches = false;
+  const auto m = prof::load_trace(good, lo);
+  std::string notes;
+  for (const auto& n : m.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("1 step rows repeating a step"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("1 step rows with a negative step, an end before their start"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("1 ranges with an end before their start or times beyond"), std::string::npos) << notes;
+  EXPECT_EQ(m.steps.size(), clean.steps.size() - 1);
+  EXPECT_LT(m.ranges.size(), clean.ranges.size());
+  EXPECT_EQ(m.t_min, clean.t_min);
+  for (const auto& st : m.steps) EXPECT_GE(st.end_ns, st.start_ns);
 }
 
 // A FIFO where a rank file or a cache should be: refused or ignored at once, never waited on
@@ -382,6 +446,26 @@ TEST_F(BadInput, RankFilesOfTwoRunsAreRefusedNotMerged) {
     EXPECT_EQ(error_of(same), "");
   }
   EXPECT_TRUE(fs::exists(same + "/trace/.rank1.sqlite.ulysses-read-cache"));  // the second pass read caches
+  // rank1.sqlite claiming rank 5 ("ranks 1-4 missing, the run had 6"), and two files that
+  // swapped their claims (read silently): the file and both numbers are named.
+  lo.file_caches = false;
+  lo.write_file_caches = false;
+  auto set_rank = [](const std::string& file, int rank) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db, ("UPDATE ULYSSES_RANKS SET rank = " + std::to_string(rank)).c_str(), nullptr, nullptr,
+                           nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  };
+  const std::string five = make_run("five", "run-A", 2), swapped = make_run("swapped", "run-A", 2);
+  set_rank(five + "/trace/rank1.sqlite", 5);
+  const std::string e5 = error_of(five);
+  EXPECT_NE(e5.find("rank1.sqlite' is named for rank 1 but holds rank 5"), std::string::npos) << e5;
+  set_rank(swapped + "/trace/rank0.sqlite", 1);
+  set_rank(swapped + "/trace/rank1.sqlite", 0);
+  const std::string es = error_of(swapped);
+  EXPECT_NE(es.find("is named for rank"), std::string::npos) << es;
 }
 
 // A trace where SQLite cannot create the -shm beside it (a read-only mount, a full disk; here a

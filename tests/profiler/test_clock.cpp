@@ -2,6 +2,7 @@
 // by a known constant, with its error bound; and the loader's alignment of a rank's times
 // with the stored offsets (ULYSSES_CLOCK), drift interpolation included.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <condition_variable>
 #include <map>
@@ -125,6 +126,92 @@ TEST(ClockAlign, LoaderShiftsRanksOntoRankZerosClockWithDrift) {
   EXPECT_EQ(r1[0] - r0[0], off);
   EXPECT_EQ(r1[2] - r0[2], off + drift);
   EXPECT_EQ(r.clock_error_ns(), -1);
+}
+
+// With drift, one offset per range (its start's) moved a child's end past its parent's end: in
+// a plain 2-rank run the optimizer ranges left their step's lane for a "main #2". Each time is
+// now moved by the offset at that time, which keeps nesting.
+TEST(ClockAlign, DriftKeepsNestedRangesNested) {
+  TempDir d;
+  fs::create_directories(fs::path(d.path) / "trace");
+  const int64_t base = 10000000000LL, off = 3000000000LL, drift = 5000;  // 2500 ppm over 2 ms
+  for (int rank = 0; rank < 2; ++rank) {
+    auto o = options_for((fs::path(d.path) / "trace" / ("rank" + std::to_string(rank) + ".sqlite")).string(), rank, 2);
+    prof::TraceWriter w(o, 1000 + rank);
+    w.begin();
+    const int64_t shift = rank == 1 ? off : 0;
+    for (const auto& [a, z] : {std::pair<int64_t, int64_t>{0, 1000000}, {900000, 1000000 - 400}}) {
+      prof::RangeRecord r;
+      r.tid = 1;
+      r.step = 0;
+      r.info.phase = a == 0 ? Phase::Step : Phase::Optimizer;
+      r.start_ns = base + a + shift;
+      r.end_ns = base + z + shift;
+      w.write_range(r);
+    }
+    if (rank == 1) {
+      prof::ClockOffset c;
+      c.offset_ns = off;
+      c.error_ns = 40;
+      c.measured_at_ns = base + off;
+      w.write_clock("start", c);
+      c.offset_ns = off + drift;
+      c.measured_at_ns = base + 2000000 + off;
+      w.write_clock("close", c);
+    }
+    w.commit();
+    w.close();
+  }
+  const auto m = prof::load_trace(d.path);
+  int host_lanes = 0;
+  for (const auto& l : m.lanes) host_lanes += l.rank == 1 && l.kind == prof::LaneKind::HostThread;
+  EXPECT_EQ(host_lanes, 1) << "the optimizer range left its step's lane";
+  for (const auto& r : m.ranges) {
+    if (r.rank == 1 && r.phase == Phase::Optimizer) {
+      EXPECT_EQ(r.depth, 1);
+    }
+  }
+}
+
+// Offsets no clock has (INT64_MAX, text, a drift of 9e18 ns over the run) overflowed every
+// shifted time ("median arrival skew -9223372036853 ms") or read as a perfect 0 +- 0; now the
+// measurement is left out with a note and the rank stays on its own clock.
+TEST(ClockAlign, OffsetsNoClockHasAreLeftOutWithANote) {
+  const std::vector<std::string> damage = {
+      "UPDATE ULYSSES_CLOCK SET offsetNs = 9223372036854775807",
+      "UPDATE ULYSSES_CLOCK SET offsetNs = 'abc', errorNs = 'x'",
+      "UPDATE ULYSSES_CLOCK SET offsetNs = 100000777 WHERE kind = 'close'",  // 0.1 s of drift over 2 ms
+  };
+  for (const auto& sql : damage) {
+    TempDir d;
+    fs::create_directories(fs::path(d.path) / "trace");
+    for (int r = 0; r < 2; ++r) write_rank(d.path, r, 5000000, 777, 0, true);
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((fs::path(d.path) / "trace" / "rank1.sqlite").c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+    sqlite3_close(db);
+    prof::LoadOptions lo;
+    lo.file_caches = false;
+    const auto m = prof::load_trace(d.path, lo);
+    std::string notes;
+    for (const auto& n : m.notes) notes += n + "\n";
+    EXPECT_NE(notes.find("rank 1's clock offset"), std::string::npos) << sql << "\n" << notes;
+    for (const auto& rg : m.ranges) {
+      EXPECT_GT(rg.start_ns, 0) << sql;
+      EXPECT_LT(rg.start_ns, int64_t{1} << 40) << sql;
+    }
+    if (sql.find("close") == std::string::npos) {  // both measurements out: rank 1 as recorded
+      EXPECT_NE(notes.find("rank 1 is left on its own clock"), std::string::npos) << notes;
+      EXPECT_EQ(m.clock_error_ns(), -1) << sql;
+    } else {  // the drift: the start offset alone
+      EXPECT_NE(notes.find("ppm between start and close"), std::string::npos) << notes;
+      EXPECT_EQ(m.clock_error_ns(), 40);
+      int64_t min1 = INT64_MAX;
+      for (const auto& rg : m.ranges)
+        if (rg.rank == 1) min1 = std::min(min1, rg.start_ns);
+      EXPECT_EQ(min1, 5000000 + 1000);  // rank 1 recorded at +777, moved back by the start offset
+    }
+  }
 }
 
 TEST(ClockAlign, TracesWithoutClockRowsStayAsRecorded) {

@@ -631,6 +631,31 @@ TEST(ForeignHostile, OutOfRangeRanksTimesAndTypesLoadWithNotes) {
     EXPECT_GE(st.wall_ns, 0);
     EXPECT_GE(st.idle_ns, 0);
   }
+  // Kernels with deviceId -1 (CUPTI did not say) or 2^40: a GPU rank "cuda (device id unknown)",
+  // with a note; -1 was labelled "cpu" and shifted negative into its lane key.
+  const std::string devs = tmp.path + "/dev.sqlite";
+  write_nsys(devs, Schema::Modern, {0}, {{0, 0}});
+  ASSERT_EQ(sqlite3_open(devs.c_str(), &db), SQLITE_OK);
+  exec(db,
+       "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = -1 WHERE rowid % 2 = 0; "
+       "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 1099511627776 WHERE rowid % 2 = 1");
+  sqlite3_close(db);
+  const auto dm = prof::load_trace(devs);
+  EXPECT_NE(all_notes(dm).find("deviceId below 0 or past 2^20"), std::string::npos) << all_notes(dm);
+  bool unknown_rank = false;
+  for (const auto& r : dm.ranks) {
+    EXPECT_EQ(r.device.find("cpu"), std::string::npos) << r.device;
+    unknown_rank |= r.device.rfind("cuda (device id unknown)", 0) == 0;
+  }
+  EXPECT_TRUE(unknown_rank);
+  int64_t kernels = 0;
+  for (const auto& r : dm.ranges) kernels += r.is_kernel;
+  EXPECT_GT(kernels, 0);
+  for (const auto& l : dm.lanes) {
+    if (l.kind == prof::LaneKind::CudaStream) {
+      EXPECT_EQ(l.name.rfind("gpu ? stream", 0), 0u) << l.name;
+    }
+  }
   prof::export_chrome_trace(nm, tmp.path + "/x.json", {});
   std::ifstream in(tmp.path + "/x.json");
   const auto exported = nlohmann::json::parse(in, nullptr, false);

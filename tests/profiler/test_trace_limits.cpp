@@ -10,6 +10,7 @@
 #include <string>
 
 #include "test_util.hpp"
+#include "ulysses/profiler/html_report.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/trace_store.hpp"
@@ -112,6 +113,31 @@ TEST(TraceLimits, ReportsKeepLongSourcesWhole) {
   m.source = tmp.path + "/" + std::string(3000, 'a') + "/rank0.sqlite";
   const std::string text = prof::summary_to_text(m, s);
   EXPECT_NE(text.find("Trace: " + m.source + "\n"), std::string::npos) << text.substr(0, 200);
+}
+
+// Names that are no UTF-8 (a hand-edited StringIds) reached the HTML report as raw bytes,
+// though the page declares charset=utf-8; they are U+FFFD there now, as in the JSON.
+TEST(TraceLimits, HtmlReportIsValidUtf8) {
+  TempDir tmp;
+  const std::string path = small_trace(tmp.path);
+  exec_sql(path, "UPDATE StringIds SET value = CAST(?1 || value AS TEXT)", std::string("\xff\xfe\x80\xc3("));
+  prof::LoadOptions lo;
+  lo.file_caches = false;
+  const auto m = prof::load_trace(path, lo);
+  const std::string html = prof::summary_to_html(m, prof::analyze(m), "t");
+  EXPECT_EQ(html.find('\xff'), std::string::npos);
+  EXPECT_EQ(html.find('\xfe'), std::string::npos);
+  EXPECT_NE(html.find("\xEF\xBF\xBD"), std::string::npos) << "no name reached the report";
+  // Every byte of the page is well-formed UTF-8.
+  const auto* p = reinterpret_cast<const unsigned char*>(html.data());
+  for (size_t i = 0; i < html.size();) {
+    const unsigned c = p[i];
+    const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    ASSERT_GT(len, 0u) << "byte " << i;
+    ASSERT_LE(i + len, html.size());
+    for (size_t k = 1; k < len; ++k) ASSERT_EQ(p[i + k] >> 6, 2u) << "byte " << i + k;
+    i += len;
+  }
 }
 
 #ifdef ULYSSES_TRACE_BIN

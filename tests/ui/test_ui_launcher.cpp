@@ -456,6 +456,28 @@ TEST_F(Studio, HostileRunFoldersOpen) {
   EXPECT_GE(w->runsPage()->model()->rowOfDir(run), 0);
 }
 
+// A torn run.json (its writer cut off) beside a metrics.jsonl showed a green "unknown after 2
+// step(s), final loss ..." banner and ranks "running"; a status ulysses-run never writes was
+// shown raw. Both are now an error banner saying the run's state is unknown.
+TEST_F(Studio, UnreadableRunJsonIsNoGreenBanner) {
+  const QString run = tmp.filePath("runs/torn");
+  writeFile(run + "/config.json", R"({"parallel":{"sp_size":2,"dp_size":1},"train":{"steps":10}})");
+  writeFile(run + "/metrics.jsonl",
+            "{\"step\":0,\"steps\":10,\"loss\":6.0,\"tokens_per_s\":100,\"step_ms\":50,\"max_mem_bytes\":1000,"
+            "\"elapsed_s\":0.1}\n");
+  for (const QByteArray& record :
+       {QByteArray(R"({"status":"finished","wor)"), QByteArray(R"({"status":"exploded","world_size":2})")}) {
+    writeFile(run + "/run.json", record);
+    QString err;
+    ASSERT_TRUE(w->openPath(run, &err)) << err.toStdString();
+    const QString banner = w->monitor()->bannerText();
+    EXPECT_TRUE(banner.startsWith("The run's state is unknown")) << banner.toStdString();
+    EXPECT_FALSE(banner.contains("exploded")) << banner.toStdString();
+    EXPECT_TRUE(banner.contains("last loss 6.0000")) << banner.toStdString();
+    EXPECT_EQ(w->monitor()->chartPoints(), 1);
+  }
+}
+
 TEST_F(Studio, EstimatesFollowTheForm) {
   ASSERT_TRUE(L->estimateModel()->hasEstimate());
   const auto before = L->estimateModel()->estimate();
@@ -670,6 +692,13 @@ TEST(StudioCli, ScreenshotAndBadArguments) {
     return p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
   };
   QString out;
+  {  // a display that cannot be opened: Qt's qFatal aborted (134) and said to reinstall
+    const auto saved = env;
+    env.insert("QT_QPA_PLATFORM", "no-such-platform");
+    EXPECT_EQ(runStudio({kTiny}, &out), 1) << out.toStdString();
+    EXPECT_TRUE(out.contains("ulysses-studio: cannot open the display")) << out.toStdString();
+    env = saved;
+  }
   const QString png = tmp.filePath("shot.png");
   ASSERT_EQ(runStudio({kTiny, "--screenshot", png, "--runs-dir", tmp.filePath("runs"), "--size", "1200x800"}, &out), 0)
       << out.toStdString();

@@ -186,6 +186,19 @@ TEST(RunDirReader, LenientRunJsonAndBoundedClaims) {
   EXPECT_NE(r.problems[0].find("claims 2e+09 ranks"), std::string::npos) << r.problems[0];
   EXPECT_EQ(r.failed_rank.value_or(-1), 1);
   EXPECT_FALSE(r.steps_done.has_value());
+  // A status ulysses-run never writes is "unknown", said in problems, not passed on raw.
+  { std::ofstream(path) << "{\"status\": \"\\u001b]0;pwned\\u0007done\", \"world_size\": 2}"; }
+  const auto odd = launch::read_run_json(path);
+  EXPECT_EQ(odd.status, "unknown");
+  ASSERT_EQ(odd.problems.size(), 1u);
+  EXPECT_NE(odd.problems[0].find("not running, finished, failed or stopped"), std::string::npos) << odd.problems[0];
+  // A run.json that is there but no JSON object: said, not taken for an absent one.
+  { std::ofstream(path) << "{\"status\": \"finished\", "; }
+  const auto torn = launch::read_run_json(path);
+  EXPECT_FALSE(torn.present);
+  EXPECT_EQ(torn.status, "unknown");
+  ASSERT_EQ(torn.problems.size(), 1u);
+  EXPECT_NE(torn.problems[0].find("cannot be read as a run record"), std::string::npos) << torn.problems[0];
   // METRIC text: with or without the prefix; step and loss must be numbers.
   EXPECT_TRUE(launch::parse_metric_text("METRIC {\"step\": 3, \"loss\": 2.5}").has_value());
   EXPECT_EQ(launch::parse_metric_text("  {\"step\": 3, \"loss\": 2.5, \"step_ms\": 7}\n")->step_ms, 7);

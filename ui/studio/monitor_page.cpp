@@ -293,7 +293,8 @@ void MonitorPage::showRun(const QString& runDir) {
   const St st = s.status == QLatin1String("finished")  ? St::Finished
                 : s.status == QLatin1String("failed")  ? St::Stopped
                 : s.status == QLatin1String("stopped") ? St::Stopped
-                                                       : St::Running;
+                : s.status == QLatin1String("running") ? St::Running
+                                                       : St::Stopped;  // unknown: no record says it runs
   diskRanks_->setAllRunning(st);
   if (s.failedRank >= 0) diskRanks_->setState(s.failedRank, St::Failed);
   ranksView_->setModel(diskRanks_);
@@ -308,6 +309,15 @@ void MonitorPage::showRun(const QString& runDir) {
       if (!tail.isEmpty())
         msg += QStringLiteral("\nLast lines of rank %1:\n  ").arg(s.failedRank) + tail.join(QStringLiteral("\n  "));
     }
+    setBanner(msg, true);
+  } else if (s.status == QLatin1String("unknown") &&
+             QFileInfo::exists(QDir(runDir_).filePath(QStringLiteral("run.json")))) {
+    // A run.json that is damaged or says something ulysses-run never writes: no green "done".
+    QString msg =
+        QStringLiteral("The run's state is unknown: ") +
+        (s.problems.isEmpty() ? QStringLiteral("run.json holds no status") : s.problems.join(QStringLiteral("; ")));
+    if (s.hasFinalLoss)
+      msg += QStringLiteral("\nmetrics.jsonl: %1 step(s), last loss %2").arg(s.stepsDone).arg(s.finalLoss, 0, 'f', 4);
     setBanner(msg, true);
   } else if (s.hasFinalLoss) {
     setBanner(
