@@ -11,7 +11,7 @@
 // train.save_to must be writable. --force launches past the memory check and moves an
 // old --out directory aside (never into it, never appending).
 // Exit codes: 0 finished, 2 bad input (config, --out in use, a rank exited 2), 1 failure
-// or stopped by SIGINT/SIGTERM. No exception escapes main (no abort, 134).
+// or stopped by SIGINT/SIGTERM/SIGHUP/SIGQUIT. No exception escapes main (no abort, 134).
 #include <unistd.h>
 
 #include <cctype>
@@ -56,7 +56,8 @@ void install_signal_handlers() {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: poll() returns at once with EINTR
-  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &sa, nullptr);
+  // SIGQUIT (Ctrl-\) too: its default core dump left run.json "running" with every worker killed.
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(s, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a closed stdout (| head) must not kill us before the workers are stopped
   std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit makes writes fail (EFBIG), reported, instead of killing us
 }
@@ -589,9 +590,10 @@ int run_main(int argc, char** argv) {
       break;
     case L::RunStatus::Stopped:
       say(std::string("stopped by ") +
-          (g_stop_signal == SIGINT   ? "SIGINT"
-           : g_stop_signal == SIGHUP ? "SIGHUP"
-                                     : "SIGTERM") +
+          (g_stop_signal == SIGINT    ? "SIGINT"
+           : g_stop_signal == SIGHUP  ? "SIGHUP"
+           : g_stop_signal == SIGQUIT ? "SIGQUIT"
+                                      : "SIGTERM") +
           " after " + std::to_string(rec.steps_done) + " steps; every worker was terminated; run directory " + out_dir);
       break;
     default:

@@ -114,7 +114,7 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
     std::ifstream f(path, std::ios::binary);
     if (!f) throw TraceError("cannot read " + describe(path));
     int events_depth = -1;  // depth of the events array's elements: 2 in {"traceEvents": [...]}, 1 in [...]
-    bool events_key = false;
+    bool events_key = false, in_events = false;  // in_events: inside that array (not another top-level one)
     const json no_args = json::object();
     auto reduce = [&](json& e) {
       const std::string ph = str_of(e, "ph");
@@ -143,11 +143,19 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
     };
     const json::parser_callback_t cb = [&](int depth, json::parse_event_t ev, json& parsed) {
       using E = json::parse_event_t;
-      if (depth == 0 && ev == E::array_start) events_depth = 1;  // the legacy plain array
+      if (depth == 0 && ev == E::array_start) {  // the legacy plain array
+        events_depth = 1;
+        in_events = true;
+      }
       if (depth == 1 && ev == E::key)
         events_key = parsed.is_string() && parsed.get_ref<const std::string&>() == "traceEvents";
-      if (depth == 1 && ev == E::array_start && events_key && events_depth < 0) events_depth = 2;
-      if (events_depth < 0 || depth != events_depth) return true;
+      if (depth == 1 && ev == E::array_start && events_key && events_depth < 0) {
+        events_depth = 2;
+        in_events = true;
+      } else if (depth == 1 && (ev == E::array_start || ev == E::array_end) && events_depth == 2) {
+        in_events = false;  // past traceEvents, or in another top-level array ("deviceProperties")
+      }
+      if (!in_events || depth != events_depth) return true;
       if (ev == E::object_end) {  // one event, complete: keep what is read, drop the rest
         ++entries;
         reduce(parsed);

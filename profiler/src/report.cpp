@@ -232,6 +232,8 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
     o += strfmt("%-5s %10s %12s %10s  %s\n", "kind", "count", "total ms", "max ms", "name");
     for (const auto& n : s.names) {
       std::string name = n.name.size() > 80 ? n.name.substr(0, 77) + "..." : n.name;
+      for (char& c : name)  // one row per name: a newline or tab in a name broke the table
+        if (c == '\n' || c == '\r' || c == '\t') c = ' ';
       o += strfmt("%-5s %10lld %12.3f %10.3f  %s\n", n.is_kernel ? "gpu" : "nvtx", static_cast<long long>(n.count),
                   ms(n.total_ns), ms(n.max_ns), name.c_str());
     }

@@ -204,6 +204,10 @@ inline constexpr int64_t kMaxForeignRank = int64_t{1} << 20;
 // a drift between the start and close measurements of at most 1% (10000 ppm): else that measurement
 // is not applied (align_to_rank0, with a note).
 inline constexpr int64_t kMaxClockOffsetNs = int64_t{1} << 61;
+// A Ulysses range's layer (0..1023, as validate() allows models) and heads (0 <= begin < end <=
+// 65536); others are read as absent, with a note.
+inline constexpr int32_t kMaxTraceLayers = 1024;
+inline constexpr int32_t kMaxTraceHeads = 65536;
 inline constexpr double kMaxClockDrift = 1e-2;
 // A GPU row's device id outside [0, kMaxForeignDevice) (nsys writes -1 when CUPTI did not say)
 // becomes kUnknownDevice: still a GPU, labelled "cuda (device id unknown)", never "cpu", and

@@ -54,6 +54,9 @@ void attribute(TraceRange& r, const std::unordered_map<int64_t, int64_t>& ext_of
   r.head_begin = to_i32(l.head_begin);
   r.head_end = to_i32(l.head_end);
   r.chunk = to_i32(l.chunk);
+  // As for host ranges (read_file): no layer or heads a model cannot have.
+  if (r.layer < -1 || r.layer >= kMaxTraceLayers) r.layer = -1;
+  if (!(r.head_begin >= 0 && r.head_begin < r.head_end && r.head_end <= kMaxTraceHeads)) r.head_begin = r.head_end = -1;
 }
 
 }  // namespace
@@ -66,7 +69,7 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
   TraceModel& m = b.m;
   // Rows whose times no clock gives (an end before its start, or beyond +-2^62 ns: INT64_MIN to
   // INT64_MAX set the trace's time origin, and every export time came out near -9.2e15 µs).
-  int64_t bad_times = 0, bad_steps = 0, repeated_steps = 0;
+  int64_t bad_times = 0, bad_steps = 0, repeated_steps = 0, bad_attrs = 0;
   auto bad_interval = [](int64_t a, int64_t z) { return z < a || time_out_of_range(a) || time_out_of_range(z); };
   const std::string fname = fs::path(path).filename().string();
   try {
@@ -234,6 +237,18 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
           r.bytes_recv = attr(9);
           r.pg = to_i32(attr(10));
           r.seq = to_i32(attr(11));
+          // A layer past what a model has (1024) sized every per-layer table by it (layer
+          // 1000000 in a 2-layer run); heads that are no range ("4-1", "2-2147483646"): both
+          // shown as absent, with a note.
+          if (r.layer < -1 || r.layer >= kMaxTraceLayers) {
+            r.layer = -1;
+            ++bad_attrs;
+          }
+          if (!(r.head_begin == -1 && r.head_end == -1) &&
+              !(r.head_begin >= 0 && r.head_begin < r.head_end && r.head_end <= kMaxTraceHeads)) {
+            r.head_begin = r.head_end = -1;
+            ++bad_attrs;
+          }
         } else {
           Phase p;
           if (phase_from_name(m.strings[r.name_id], &p)) r.phase = p;
@@ -410,6 +425,10 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
   if (bad_steps > 0)
     m.notes.push_back(fname + ": " + std::to_string(bad_steps) +
                       " step rows with a negative step, an end before their start or times beyond +-2^62 ns left out");
+  if (bad_attrs > 0)
+    m.notes.push_back(fname + ": " + std::to_string(bad_attrs) +
+                      " layer or head attributes no model has (a layer past 1023, heads begin >= end or past 65536) "
+                      "shown as absent");
   if (repeated_steps > 0)
     m.notes.push_back(fname + ": " + std::to_string(repeated_steps) +
                       " step rows repeating a step of the same rank left out (the first one is kept)");

@@ -357,7 +357,10 @@ TEST_F(BadInput, ImpossibleStepsAndRangeTimesAreLeftOutWithANote) {
       "INSERT INTO ULYSSES_STEPS SELECT * FROM ULYSSES_STEPS WHERE step = (SELECT min(step) FROM ULYSSES_STEPS); "
       "UPDATE ULYSSES_STEPS SET start = end + 100 WHERE step = (SELECT max(step) FROM ULYSSES_STEPS); "
       "UPDATE NVTX_EVENTS SET start = -9223372036854775808, end = 9223372036854775807 "
-      "WHERE rowid = (SELECT max(rowid) FROM NVTX_EVENTS)";
+      "WHERE rowid = (SELECT max(rowid) FROM NVTX_EVENTS); "
+      // a layer no model has (every per-layer table was sized by it) and heads 4..2 ("4-1")
+      "UPDATE NVTX_EVENTS SET ulyssesLayer = 1000000, ulyssesHeadBegin = 4, ulyssesHeadEnd = 2 "
+      "WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE ulyssesStep IS NOT NULL)";
   ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(db);
   prof::LoadOptions lo;
@@ -368,6 +371,12 @@ TEST_F(BadInput, ImpossibleStepsAndRangeTimesAreLeftOutWithANote) {
   EXPECT_NE(notes.find("1 step rows repeating a step"), std::string::npos) << notes;
   EXPECT_NE(notes.find("1 step rows with a negative step, an end before their start"), std::string::npos) << notes;
   EXPECT_NE(notes.find("1 ranges with an end before their start or times beyond"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("2 layer or head attributes no model has"), std::string::npos) << notes;
+  EXPECT_LT(m.num_layers, 1024);
+  for (const auto& r : m.ranges) {
+    EXPECT_LT(r.layer, 1024);
+    EXPECT_TRUE((r.head_begin == -1 && r.head_end == -1) || (r.head_begin >= 0 && r.head_begin < r.head_end));
+  }
   EXPECT_EQ(m.steps.size(), clean.steps.size() - 1);
   EXPECT_LT(m.ranges.size(), clean.ranges.size());
   EXPECT_EQ(m.t_min, clean.t_min);

@@ -565,6 +565,16 @@ TEST(ForeignKineto, EntriesThatAreNotEventsAreNamedInANote) {
   EXPECT_NE(instants.find("no complete (\"ph\": \"X\") events"), std::string::npos) << instants;
   const std::string one = notes_of(R"({"traceEvents": [{"ph": "X", "name": "op", "ts": 1, "dur": 2}]})");
   EXPECT_EQ(one.find("no complete"), std::string::npos) << one;
+  // Events are taken from the parser one by one (not one document): only traceEvents' entries
+  // count, whatever other top-level arrays come before or after it.
+  const std::string around = notes_of(
+      R"({"deviceProperties": [1, {"id": 0}], "traceEvents": [{"ph": "X", "name": "op", "ts": 1, "dur": 2}, 5, [3]], )"
+      R"("after": [7, {"ph": "X", "name": "stray", "ts": 1, "dur": 2}], "baseTimeNanoseconds": 1000})");
+  EXPECT_NE(around.find("2 of 3 entries are not event objects"), std::string::npos) << around;
+  const auto m = prof::load_trace(tmp.path + "/rank0.json");
+  ASSERT_EQ(m.ranges.size(), 1u);
+  EXPECT_EQ(m.strings[static_cast<size_t>(m.ranges[0].name_id)], "op");
+  EXPECT_EQ(m.ranges[0].start_ns, 1000 + 1000);  // baseTimeNanoseconds, written after the events, applies
 }
 
 // Hostile values in foreign traces (helper sweep): each used to end in exit 1 with a bare
@@ -670,7 +680,9 @@ TEST(ForeignHostile, OutOfRangeRanksTimesAndTypesLoadWithNotes) {
   EXPECT_FALSE(nlohmann::json::parse(sj, nullptr, false).is_discarded());
   // The text summary shows a name's control characters as '?': "\x1b]0;T\x07" set the
   // terminal's title.
+  // A newline in a name broke the names table over two lines: one row per name now.
   write("esc.json", R"({"traceEvents": [{"ph": "X", "name": "op\u001b]0;T\u0007", "cat": "cpu_op", "ts": 1, )"
+                    R"("dur": 5, "pid": 1, "tid": 1}, {"ph": "X", "name": "two\nlines", "cat": "cpu_op", "ts": 10, )"
                     R"("dur": 5, "pid": 1, "tid": 1}]})");
   const int st2 = std::system((std::string(ULYSSES_TRACE_BIN) + " summary --no-cache '" + tmp.path + "/esc.json' > '" +
                                tmp.path + "/esc.txt' 2>/dev/null")
@@ -680,6 +692,7 @@ TEST(ForeignHostile, OutOfRangeRanksTimesAndTypesLoadWithNotes) {
   const std::string text((std::istreambuf_iterator<char>(et)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("op?]0;T?"), std::string::npos) << text;
   EXPECT_EQ(text.find('\x1b'), std::string::npos);
+  EXPECT_NE(text.find("two lines\n"), std::string::npos) << text;
 #endif
   // "ProfilerStep#-3" is no step (it made step -3; the summary then found no step in 0..).
   const auto neg = prof::load_trace(write(
