@@ -126,7 +126,8 @@ int main(int argc, char** argv) {
     if (auto set_blas = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
       set_blas(threads);
 
-    {  // --out must be a folder this rank can create and write: found after the model build before
+    {  // --out must be a folder this rank can write, checked before rendezvous (it was found only
+       // after the model build, as a bare filesystem error)
       std::error_code ec;
       fs::create_directories(out_dir, ec);
       if (ec || !fs::is_directory(out_dir))
