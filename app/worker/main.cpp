@@ -24,7 +24,6 @@
 #include "heartbeat.hpp"
 #include "line_appender.hpp"
 #include "run_config.hpp"
-#include "safetensors_header.hpp"
 #include "train_state.hpp"
 #include "trainer.hpp"
 #include "ulysses/profiler/clock_sync.hpp"
@@ -179,8 +178,8 @@ int main(int argc, char** argv) {
       if (env.rank == 0)
         std::cerr << "ulysses-worker: resumed from " << rp.dir << " at step " << first_step << std::endl;
     }
-    if (env.rank == 0 && !cfg.train.init_from.empty()) {  // headers only: milliseconds
-      const auto unused = checkpoint_unused(checkpoint_tensors(cfg.train.init_from), cfg.model);
+    if (env.rank == 0) {  // what the load of train.init_from left unread
+      const auto& unused = trainer.unused_init_tensors();
       if (!unused.empty()) {
         std::cerr << "ulysses-worker: note: " << cfg.train.init_from << " holds " << unused.size()
                   << " tensor(s) the model has no parameter for, not loaded (more layers than model.num_hidden_layers, "

@@ -265,7 +265,7 @@ std::map<std::string, at::Tensor> read_checkpoint_tensors(const std::string& dir
   return read_tensors(checkpoint_tensors(dir), [](const std::string&) { return true; });
 }
 
-void load_checkpoint(LlamaModel& model, const std::string& dir) {
+std::vector<std::string> load_checkpoint(LlamaModel& model, const std::string& dir) {
   try {
     // The same headers and the same test the launcher ran before starting the workers
     // (validation_issues): every parameter present with its shape, before any data is read.
@@ -275,6 +275,7 @@ void load_checkpoint(LlamaModel& model, const std::string& dir) {
     auto tensors = read_tensors(where, [&](const std::string& name) { return model.has_param(name); });
     torch::NoGradGuard ng;
     for (auto& [name, p] : model.named_parameters()) p.copy_(tensors.at(name).to(p.scalar_type()));
+    return checkpoint_unused(where, model.config());
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& e) {  // c10::Error, std::bad_alloc, filesystem errors: name the file

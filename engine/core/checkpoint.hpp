@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -20,8 +21,9 @@ namespace ulysses {
 void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dtype, int64_t shard_bytes = 0);
 // Loads dir/model.safetensors, or the shards named by dir/model.safetensors.index.json,
 // into the model's parameters (any of F32/F16/BF16). Throws ConfigError on missing
-// tensors or shape mismatches, naming them.
-void load_checkpoint(LlamaModel& model, const std::string& dir);
+// tensors or shape mismatches, naming them. Returns the checkpoint's tensors the model has no
+// parameter for, which are not read (checkpoint_unused, from the same headers).
+std::vector<std::string> load_checkpoint(LlamaModel& model, const std::string& dir);
 // Every tensor of a checkpoint directory (single file or sharded).
 std::map<std::string, at::Tensor> read_checkpoint_tensors(const std::string& dir);
 // Tensor indices per shard for tensors of these byte sizes (HF's greedy split).

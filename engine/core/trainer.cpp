@@ -44,7 +44,7 @@ Trainer::Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer)
   data_ = TokenSource::open(cfg.data, cfg.model, cfg.train.seq_length, static_cast<uint64_t>(cfg.train.seed));
   model_ = std::make_unique<LlamaModel>(cfg.model, cfg.parallel, dtype, &comm);
   model_->init_parameters(static_cast<uint64_t>(cfg.train.seed));
-  if (!cfg.train.init_from.empty()) load_checkpoint(*model_, cfg.train.init_from);
+  if (!cfg.train.init_from.empty()) unused_init_ = load_checkpoint(*model_, cfg.train.init_from);
   if (device_.is_cuda()) {
     torch::NoGradGuard ng;
     for (auto& [name, p] : model_->named_parameters()) p = p.to(device_).detach().set_requires_grad(true);

@@ -37,6 +37,8 @@ class Trainer {
   double loss_and_grads(int64_t s);
 
   LlamaModel& model() { return *model_; }
+  // train.init_from's tensors the model has no parameter for (not loaded; empty without init_from).
+  const std::vector<std::string>& unused_init_tensors() const { return unused_init_; }
   torch::optim::AdamW& optimizer() { return *opt_; }  // for train_state (save / resume)
   torch::Device device() const { return device_; }
 
@@ -47,6 +49,7 @@ class Trainer {
   torch::Device device_;
   std::unique_ptr<TokenSource> data_;
   std::unique_ptr<LlamaModel> model_;
+  std::vector<std::string> unused_init_;
   std::unique_ptr<torch::optim::AdamW> opt_;
   // fp32 [every parameter's gradient, loss sum, valid-token count] on the device: each
   // parameter's .grad is a view into it, so autograd accumulates straight into the buffer

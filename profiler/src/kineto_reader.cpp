@@ -247,18 +247,14 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
       if (!opts.gpu_activity) continue;
       int64_t dev = e.device;
       const int64_t stream = e.stream;
-      if (dev < 0 || dev >= kMaxForeignDevice) dev = kUnknownDevice;  // no negative or 2^40 id in the lane key
+      dev = gpu_device_id(dev);  // -1 or 2^40: "device id unknown"
       if (device < 0) device = dev;
       r.is_kernel = true;
       r.correlation = static_cast<uint32_t>(e.correlation);
       r.external_id = e.external_id;
       if (cat != "kernel") r.bytes_sent = e.bytes;
-      r.lane = b.source(
-          rank, LaneKind::CudaStream,
-          static_cast<int64_t>((static_cast<uint64_t>(dev) << 32) | (static_cast<uint64_t>(stream) & 0xFFFFFFFFu)),
-          (dev == kUnknownDevice ? std::string("gpu ?") : "gpu " + std::to_string(dev)) + " stream " +
-              std::to_string(stream),
-          3);
+      r.lane = b.source(rank, LaneKind::CudaStream, stream_lane_key(dev, stream),
+                        gpu_lane_label(dev) + " stream " + std::to_string(stream), 3);
       m.ranges.push_back(r);
       continue;
     }
@@ -317,7 +313,7 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
       }
     }
   }
-  if (device >= 0) ri.device = device == kUnknownDevice ? "cuda (device id unknown)" : "cuda:" + std::to_string(device);
+  if (device >= 0) ri.device = gpu_rank_device(device);
   fr.pid = ri.pid;
   fr.device = device;
   m.ranks.push_back(ri);

@@ -175,7 +175,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
             continue;
           }
           r.device = sqlite3_column_int64(s, 2);
-          if (r.device < 0 || r.device >= kMaxForeignDevice) {
+          if (gpu_device_id(r.device) != r.device) {
             r.device = kUnknownDevice;
             ++unknown_devices;
           }
@@ -323,10 +323,8 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
       ri.pid = key.first >= 0 ? key.first : -1;  // -1: process unknown
       if (key.second >= 0) {
         auto g = gpu_name.find(key.second);
-        ri.device = key.second == kUnknownDevice
-                        ? std::string("cuda (device id unknown)")
-                        : "cuda:" + std::to_string(key.second) +
-                              (g != gpu_name.end() ? " " + Builder::capped(g->second) : std::string());
+        ri.device =
+            gpu_rank_device(key.second) + (g != gpu_name.end() ? " " + Builder::capped(g->second) : std::string());
       } else {
         ri.device = cuda_calls_only ? "cuda (no GPU activity recorded)" : "cpu";
       }
@@ -383,11 +381,8 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
       r.is_kernel = true;
       r.correlation = static_cast<uint32_t>(g.correlation);
       r.rank = rank_of_key.at({g.pid, g.device});
-      std::string lname = (g.device == kUnknownDevice ? std::string("gpu ?") : "gpu " + std::to_string(g.device)) +
-                          " stream " + std::to_string(g.stream);
-      const auto key = static_cast<int64_t>((static_cast<uint64_t>(g.device) << 32) |
-                                            (static_cast<uint64_t>(g.stream) & 0xFFFFFFFFu));
-      r.lane = b.source(r.rank, LaneKind::CudaStream, key, lname, 3);
+      r.lane = b.source(r.rank, LaneKind::CudaStream, stream_lane_key(g.device, g.stream),
+                        gpu_lane_label(g.device) + " stream " + std::to_string(g.stream), 3);
       m.ranges.push_back(r);
     }
 

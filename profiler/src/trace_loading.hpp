@@ -214,6 +214,19 @@ inline constexpr double kMaxClockDrift = 1e-2;
 // no negative or 2^40 id shifted into a lane key.
 inline constexpr int64_t kMaxForeignDevice = int64_t{1} << 20;
 inline constexpr int64_t kUnknownDevice = kMaxForeignDevice;
+inline int64_t gpu_device_id(int64_t dev) { return dev < 0 || dev >= kMaxForeignDevice ? kUnknownDevice : dev; }
+// "gpu 3", or "gpu ?" for kUnknownDevice (lane names); "cuda:3" or "cuda (device id unknown)" (ranks).
+inline std::string gpu_lane_label(int64_t dev) {
+  return dev == kUnknownDevice ? std::string("gpu ?") : "gpu " + std::to_string(dev);
+}
+inline std::string gpu_rank_device(int64_t dev) {
+  return dev == kUnknownDevice ? std::string("cuda (device id unknown)") : "cuda:" + std::to_string(dev);
+}
+// The source key of one (device, stream) lane, for every reader: unsigned, so a negative or
+// huge id is no signed shift (undefined behaviour) whatever a file holds.
+inline int64_t stream_lane_key(int64_t dev, int64_t stream) {
+  return static_cast<int64_t>((static_cast<uint64_t>(dev) << 32) | (static_cast<uint64_t>(stream) & 0xFFFFFFFFu));
+}
 // The rank a foreign trace's file name states ("rank3.json", "report_rank-3.sqlite"), or -1
 // (none, or past kMaxForeignRank) (foreign_ranks.cpp).
 int64_t rank_from_file_name(const std::string& fname);

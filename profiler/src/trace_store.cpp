@@ -316,7 +316,7 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
           int32_t rank = rank_of_pid(pid);
           std::string lname =
               (dev != 0 ? "gpu " + std::to_string(dev) + " " : std::string()) + "stream " + std::to_string(stream);
-          r.lane = b.source(rank, LaneKind::CudaStream, (dev << 32) | (stream & 0xFFFFFFFF), lname, 3);
+          r.lane = b.source(rank, LaneKind::CudaStream, stream_lane_key(dev, stream), lname, 3);
           r.rank = rank;
           m.ranges.push_back(r);
         }

@@ -66,6 +66,20 @@ TEST(ClockSync, MeasuresAnInjectedOffsetWithinItsErrorBound) {
 }
 
 namespace {
+// Rank 1's clock rows: `off` ahead of rank 0 at local time base + off (error 40 ns), `off + drift`
+// 2 ms later (error 70 ns).
+void write_rank1_clock(prof::TraceWriter& w, int64_t base, int64_t off, int64_t drift) {
+  prof::ClockOffset c;
+  c.offset_ns = off;
+  c.error_ns = 40;
+  c.measured_at_ns = base + off;
+  w.write_clock("start", c);
+  c.offset_ns = off + drift;
+  c.error_ns = 70;
+  c.measured_at_ns = base + 2000000 + off + drift;
+  w.write_clock("close", c);
+}
+
 // Rank 1's file: its clock runs `off` ns ahead of rank 0's (with `drift` more at close).
 // Each rank records one range at real times [1000, 2000) + k*1e6 relative to a base.
 void write_rank(const std::string& run, int rank, int64_t base, int64_t off, int64_t drift, bool with_clock) {
@@ -84,17 +98,7 @@ void write_rank(const std::string& run, int rank, int64_t base, int64_t off, int
     r.end_ns = real + 1000 + o_t;
     w.write_range(r);
   }
-  if (with_clock && rank == 1) {
-    prof::ClockOffset c;
-    c.offset_ns = off;
-    c.error_ns = 40;
-    c.measured_at_ns = base + off;
-    w.write_clock("start", c);
-    c.offset_ns = off + drift;
-    c.error_ns = 70;
-    c.measured_at_ns = base + 2000000 + off + drift;
-    w.write_clock("close", c);
-  }
+  if (with_clock && rank == 1) write_rank1_clock(w, base, off, drift);
   w.commit();
   w.close();
 }
@@ -149,16 +153,7 @@ TEST(ClockAlign, DriftKeepsNestedRangesNested) {
       r.end_ns = base + z + shift;
       w.write_range(r);
     }
-    if (rank == 1) {
-      prof::ClockOffset c;
-      c.offset_ns = off;
-      c.error_ns = 40;
-      c.measured_at_ns = base + off;
-      w.write_clock("start", c);
-      c.offset_ns = off + drift;
-      c.measured_at_ns = base + 2000000 + off;
-      w.write_clock("close", c);
-    }
+    if (rank == 1) write_rank1_clock(w, base, off, drift);
     w.commit();
     w.close();
   }
