@@ -138,19 +138,23 @@ std::shared_ptr<TraceModel> make_synthetic_trace(const SyntheticOptions& o) {
       x.rank = r;
       x.name_id = name;
       x.step = step;
-      x.layer = layer;
-      x.head_begin = hb;
-      x.head_end = he;
-      x.chunk = chunk;
-      x.bytes_sent = bytes;
-      x.bytes_recv = bytes;
+      x.layer = int16_t(layer);
+      x.head_begin = int16_t(hb);
+      x.head_end = int16_t(he);
+      x.chunk = int16_t(chunk);
+      if (bytes != 0) {
+        prof::RangeExtra& xe = b.m.extra_for(x);
+        xe.bytes_sent = bytes;
+        xe.bytes_recv = bytes;
+      }
       x.phase = ph;
       x.dir = d;
       x.depth = depth;
       x.is_kernel = kernel;
       if (coll >= 0 && !kernel) {
-        x.pg = 1;
-        x.seq = coll;
+        prof::RangeExtra& xe = b.m.extra_for(x);
+        xe.pg = 1;
+        xe.seq = coll;
       }
       b.lane_ranges[size_t(lane)].push_back(x);
     };

@@ -27,10 +27,16 @@
 #include "train_state.hpp"
 #include "trainer.hpp"
 #include "ulysses/profiler/clock_sync.hpp"
+#include "ulysses/profiler/trace_model.hpp"
 #include "ulysses/profiler/tracer.hpp"
 
 namespace fs = std::filesystem;
 using namespace ulysses;
+
+// What a run may have, a trace can hold (its ranges' 16-bit layer, head and chunk fields).
+static_assert(kMaxLayers <= prof::kMaxTraceLayers && kMaxHeads <= prof::kMaxTraceHeads &&
+                  kMaxHeads <= prof::kMaxTraceChunks,
+              "a run config allows layers, heads or head chunks a trace cannot hold");
 
 namespace {
 volatile std::sig_atomic_t g_stop = 0;

@@ -112,7 +112,8 @@ unsigned long long hash_model(const prof::TraceModel& m) {
   auto mix = [&](int64_t v) { h = (h ^ static_cast<unsigned long long>(v)) * 1099511628211ULL; };
   for (const auto& r : m.ranges) {
     mix(r.start_ns), mix(r.end_ns), mix(r.lane), mix(r.name_id), mix(r.parent), mix(r.depth), mix(r.step);
-    mix(r.layer), mix(static_cast<int>(r.phase)), mix(r.head_begin), mix(r.bytes_sent), mix(r.seq), mix(r.origin);
+    mix(r.layer), mix(static_cast<int>(r.phase)), mix(r.head_begin), mix(m.extra(r).bytes_sent), mix(m.extra(r).seq);
+    mix(r.origin);
   }
   for (const auto& l : m.lanes) mix(l.first), mix(l.count), mix(l.rank);
   return h;
@@ -337,10 +338,11 @@ prof::TraceModel gpu_shaped_model(int64_t total, int world) {
         r.start_ns = i * 100 + (kernels ? 10 : 0);
         r.end_ns = r.start_ns + 50;
         r.is_kernel = kernels;
-        r.external_id =
+        const int64_t ext =
             kernels ? 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(per_lane)) : (i % 5 == 4 ? 0 : i + 1);
-        r.step = static_cast<int32_t>(i / 1000), r.layer = static_cast<int32_t>(i % 32);
-        r.phase = static_cast<prof::Phase>(i % 5), r.chunk = static_cast<int32_t>(i % 3);
+        if (ext != 0) m.extra_for(r).external_id = ext;
+        r.step = static_cast<int32_t>(i / 1000), r.layer = static_cast<int16_t>(i % 32);
+        r.phase = static_cast<prof::Phase>(i % 5), r.chunk = static_cast<int16_t>(i % 3);
         m.ranges.push_back(r);
       }
       l.count = static_cast<int64_t>(m.ranges.size()) - l.first;
@@ -361,15 +363,16 @@ void link_kernels_by_trees(prof::TraceModel& m) {
     if (l.kind == prof::LaneKind::HeadRange || l.kind == prof::LaneKind::CudaStream) continue;
     for (int64_t k = l.first; k < l.first + l.count; ++k) {
       const prof::TraceRange& r = m.ranges[static_cast<size_t>(k)];
-      if (r.external_id != 0)
-        by_id.emplace(std::make_pair(r.rank, r.external_id), static_cast<int32_t>(k));
+      if (m.extra(r).external_id != 0)
+        by_id.emplace(std::make_pair(r.rank, m.extra(r).external_id), static_cast<int32_t>(k));
       else
         by_info.emplace(info_key(r), static_cast<int32_t>(k));
     }
   }
   for (auto& r : m.ranges) {
-    if (!r.is_kernel || r.external_id == 0) continue;
-    auto it = by_id.find({r.rank, r.external_id});
+    const int64_t ext = m.extra(r).external_id;
+    if (!r.is_kernel || ext == 0) continue;
+    auto it = by_id.find({r.rank, ext});
     if (it != by_id.end()) {
       r.origin = it->second;
       continue;

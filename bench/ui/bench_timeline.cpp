@@ -77,8 +77,8 @@ void write_run(const prof::TraceModel& m, const fs::path& run) {
           rr.tid = lane.kind == prof::LaneKind::Comm ? prof::kCommTid : 100;
           rr.push_pop = lane.kind != prof::LaneKind::Comm;
           rr.step = r.step;
-          rr.info =
-              prof::RangeInfo{r.phase, r.dir, r.layer, r.head_begin, r.head_end, r.chunk, r.bytes_sent, r.bytes_recv};
+          rr.info = prof::RangeInfo{
+              r.phase, r.dir, r.layer, r.head_begin, r.head_end, r.chunk, m.extra(r).bytes_sent, m.extra(r).bytes_recv};
           w.write_range(rr);
         }
         if (++n % 200000 == 0) {

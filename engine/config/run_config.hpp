@@ -183,7 +183,9 @@ inline constexpr int64_t kMaxVocab = int64_t{1} << 24;   // 16.7M
 inline constexpr int64_t kMaxHidden = int64_t{1} << 18;  // 262144
 inline constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
 inline constexpr int64_t kMaxLayers = 1024;
-inline constexpr int64_t kMaxHeads = 65536;
+// Heads (and head chunks): what a trace's 16-bit head fields hold (prof::kMaxTraceHeads;
+// checked where the worker includes both).
+inline constexpr int64_t kMaxHeads = 32767;
 inline constexpr int64_t kMaxWorld = 1024;               // sp_size, dp_size and their product
 inline constexpr int64_t kMaxTokens = int64_t{1} << 30;  // seq_length, chunk sizes, positions
 inline constexpr int64_t kMaxMicroBatch = int64_t{1} << 20;

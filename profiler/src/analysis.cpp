@@ -374,7 +374,7 @@ std::vector<LayerRow> layer_table(const TraceModel& m, const AnalysisOptions& o)
           kt.add({r.layer, static_cast<int>(r.dir), static_cast<int>(r.phase)}, r);
         continue;
       }
-      auto key = std::make_pair(r.layer, static_cast<int>(r.dir));
+      auto key = std::make_pair(static_cast<int32_t>(r.layer), static_cast<int>(r.dir));
       if (key != last_key) {  // lanes run layer by layer: look the row up once per run of ranges
         last_key = key;
         last_row = &rows[key];
@@ -389,8 +389,9 @@ std::vector<LayerRow> layer_table(const TraceModel& m, const AnalysisOptions& o)
       if (!slot || nested_in_same(m, r, false)) continue;
       if (!gpu.count(r.rank)) *slot += r.duration();
       if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq) {
-        row.a2a_bytes_sent += r.bytes_sent;
-        row.a2a_bytes_recv += r.bytes_recv;
+        const RangeExtra& x = m.extra(r);
+        row.a2a_bytes_sent += x.bytes_sent;
+        row.a2a_bytes_recv += x.bytes_recv;
       }
     }
   });
@@ -430,7 +431,7 @@ std::vector<HeadRangeRow> head_range_table(const TraceModel& m, const AnalysisOp
       HeadRangeRow& row = rows[{r.head_begin, r.head_end}];
       row.head_begin = r.head_begin;
       row.head_end = r.head_end;
-      row.bytes_sent += r.bytes_sent;
+      row.bytes_sent += m.extra(r).bytes_sent;
       if (gpu.count(r.rank)) continue;
       *head_slot(row, r.phase) += r.duration();
       row.count += 1;
@@ -554,10 +555,12 @@ WaitingAnalysis waiting_analysis(const TraceModel& m, const AnalysisOptions& o) 
     for (int64_t k = 0; k < l.count; ++k) {
       const size_t i = static_cast<size_t>(l.first + k);
       const TraceRange& r = m.ranges[i];
-      if (r.is_kernel || r.pg < 0 || r.seq < 0) continue;
-      if (pg_ranks.empty() || pg_ranks.back() != std::make_pair(r.pg, r.rank)) pg_ranks.emplace_back(r.pg, r.rank);
+      if (r.is_kernel || r.extra < 0) continue;
+      const RangeExtra& x = m.extra(r);
+      if (x.pg < 0 || x.seq < 0) continue;
+      if (pg_ranks.empty() || pg_ranks.back() != std::make_pair(x.pg, r.rank)) pg_ranks.emplace_back(x.pg, r.rank);
       if (!range_in(m, o, r)) continue;
-      entries.push_back({r.pg, r.seq, r.rank, r.start_ns, i});
+      entries.push_back({x.pg, x.seq, r.rank, r.start_ns, i});
     }
   });
   std::sort(pg_ranks.begin(), pg_ranks.end());
@@ -681,9 +684,9 @@ Headline headline(const TraceModel& m, const AnalysisOptions& o) {
       const TraceRange& r = m.ranges[static_cast<size_t>(l.first + k)];
       if (r.is_kernel || !step_in(o, r.step)) continue;
       if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq)
-        a2a += r.bytes_sent;
+        a2a += m.extra(r).bytes_sent;
       else if (r.phase == Phase::GradAllReduce)
-        ar += r.bytes_sent;
+        ar += m.extra(r).bytes_sent;
     }
   });
   if (!rank_steps.empty()) {

@@ -198,13 +198,14 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
       times(r.start_ns, r.end_ns);
       out += ", \"args\": {";
       a = false;
+      const RangeExtra& x = m.extra(r);
       if (gpu_lane || r.is_kernel) {
         arg("device", device);
         arg("stream", stream);
-        arg("correlation", r.correlation);
-        if (r.external_id) arg("External id", r.external_id);
-      } else if (r.external_id) {
-        arg("External id", r.external_id);
+        arg("correlation", x.correlation);
+        if (x.external_id) arg("External id", x.external_id);
+      } else if (x.external_id) {
+        arg("External id", x.external_id);
       }
       if (r.step >= 0) arg("step", r.step);
       if (r.layer >= 0) arg("layer", r.layer);
@@ -227,8 +228,8 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
         arg("head_end", r.head_end);
       }
       if (r.chunk >= 0) arg("chunk", r.chunk);
-      if (r.bytes_sent) arg(r.is_kernel ? "bytes" : "bytes_sent", r.bytes_sent);
-      if (r.bytes_recv) arg("bytes_recv", r.bytes_recv);
+      if (x.bytes_sent) arg(r.is_kernel ? "bytes" : "bytes_sent", x.bytes_sent);
+      if (x.bytes_recv) arg("bytes_recv", x.bytes_recv);
       out += "}}";
       flush();
     }

@@ -156,7 +156,7 @@ void label_foreign_phases(TraceModel& m) {
     }
   }
 
-  int64_t labelled = 0;
+  int64_t labelled = 0, past_layers = 0;
   for (auto& [rank, v] : toks) {
     std::sort(v.begin(), v.end(), [](const Token& x, const Token& y) { return x.start < y.start; });
     // Step windows of this rank (ProfilerStep#N), else the whole trace.
@@ -249,13 +249,17 @@ void label_foreign_phases(TraceModel& m) {
       }
       int fwd_seen = 0, bwd_seen = 0;
       for (size_t k = 0; k < blocks.size(); ++k) {
-        const int32_t layer = bwd[k] ? n_bwd - 1 - bwd_seen++ : fwd_seen++;
+        int32_t layer = bwd[k] ? n_bwd - 1 - bwd_seen++ : fwd_seen++;
         if (pre[k].empty() || post[k].empty()) continue;  // not the Ulysses pattern
+        if (layer >= kMaxTraceLayers) {                   // no model has that many: labelled, but without a layer
+          layer = -1;
+          ++past_layers;
+        }
         const Direction dir = bwd[k] ? Direction::Backward : Direction::Forward;
         auto label = [&](size_t ti, Phase p) {
           TraceRange& r = m.ranges[static_cast<size_t>(t[ti].index)];
           r.phase = p;
-          r.layer = layer;
+          r.layer = static_cast<int16_t>(layer);
           r.dir = dir;
           r.step = static_cast<int32_t>(window_step[w]);
         };
@@ -270,6 +274,9 @@ void label_foreign_phases(TraceModel& m) {
   if (labelled > 0)
     m.notes.push_back("Ulysses pattern found: " + std::to_string(labelled) +
                       " attention(s) with an all-to-all before and after, labelled seq->head / head->seq by layer");
+  if (past_layers > 0)
+    m.notes.push_back(std::to_string(past_layers) + " of them past layer " + std::to_string(kMaxTraceLayers - 1) +
+                      " of their step: labelled without a layer");
 }
 
 }  // namespace ulysses::prof::detail

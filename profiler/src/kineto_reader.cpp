@@ -250,9 +250,11 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
       dev = gpu_device_id(dev);  // -1 or 2^40: "device id unknown"
       if (device < 0) device = dev;
       r.is_kernel = true;
-      r.correlation = static_cast<uint32_t>(e.correlation);
-      r.external_id = e.external_id;
-      if (cat != "kernel") r.bytes_sent = e.bytes;
+      RangeExtra x;
+      x.correlation = static_cast<uint32_t>(e.correlation);
+      x.external_id = e.external_id;
+      if (cat != "kernel") x.bytes_sent = e.bytes;
+      if (!x.empty()) m.extra_for(r) = x;
       r.lane = b.source(rank, LaneKind::CudaStream, stream_lane_key(dev, stream),
                         gpu_lane_label(dev) + " stream " + std::to_string(stream), 3);
       m.ranges.push_back(r);

@@ -537,7 +537,7 @@ void link_kernels_to_launchers(TraceModel& m, int threads) {
     if (l.kind == LaneKind::HeadRange) continue;
     for (int64_t k = l.first; k < l.first + l.count && !any; ++k) {
       const TraceRange& r = m.ranges[static_cast<size_t>(k)];
-      any = r.is_kernel && r.external_id != 0;
+      any = r.is_kernel && m.extra(r).external_id != 0;
     }
     if (any) break;
   }
@@ -582,8 +582,9 @@ void link_kernels_to_launchers(TraceModel& m, int threads) {
       if (lane.kind == LaneKind::HeadRange || lane.kind == LaneKind::CudaStream) continue;
       for (int64_t k = lane.first; k < lane.first + lane.count; ++k) {
         const TraceRange& r = m.ranges[static_cast<size_t>(k)];
-        if (r.external_id != 0)
-          by_id.emplace_back(r.rank, r.external_id, static_cast<int32_t>(k));
+        const int64_t ext = m.extra(r).external_id;
+        if (ext != 0)
+          by_id.emplace_back(r.rank, ext, static_cast<int32_t>(k));
         else
           by_info.emplace_back(r.rank, info_of(r), static_cast<int32_t>(k));
       }
@@ -599,8 +600,9 @@ void link_kernels_to_launchers(TraceModel& m, int threads) {
       if (lane.kind == LaneKind::HeadRange) continue;
       for (int64_t k = lane.first; k < lane.first + lane.count; ++k) {
         TraceRange& r = m.ranges[static_cast<size_t>(k)];
-        if (!r.is_kernel || r.external_id == 0) continue;
-        const std::tuple<int32_t, int64_t, int32_t> id{r.rank, r.external_id, 0};
+        const int64_t ext = m.extra(r).external_id;
+        if (!r.is_kernel || ext == 0) continue;
+        const std::tuple<int32_t, int64_t, int32_t> id{r.rank, ext, 0};
         auto it = std::lower_bound(by_id.begin(), by_id.end(), id, key_less);
         if (it != by_id.end() && !key_less(id, *it)) {
           r.origin = std::get<2>(*it);

@@ -377,9 +377,11 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
       r.start_ns = g.start;
       r.end_ns = g.end;
       r.name_id = g.name_id;
-      r.bytes_sent = g.bytes;
       r.is_kernel = true;
-      r.correlation = static_cast<uint32_t>(g.correlation);
+      RangeExtra x;
+      x.bytes_sent = g.bytes;
+      x.correlation = static_cast<uint32_t>(g.correlation);
+      if (!x.empty()) m.extra_for(r) = x;
       r.rank = rank_of_key.at({g.pid, g.device});
       r.lane = b.source(r.rank, LaneKind::CudaStream, stream_lane_key(g.device, g.stream),
                         gpu_lane_label(g.device) + " stream " + std::to_string(g.stream), 3);

@@ -42,9 +42,14 @@ void encode(Out& o, const detail::Builder& b) {
     o.u(time_diff(r.start_ns, prev)), o.u(time_diff(r.end_ns, r.start_ns));
     prev = r.start_ns;
     o.u(static_cast<uint32_t>(r.lane)), o.u(static_cast<uint32_t>(r.name_id)), o.i(r.rank), o.i(r.step);
-    o.u((static_cast<uint64_t>(r.phase) << 3) | (static_cast<uint64_t>(r.dir) << 1) | (r.is_kernel ? 1 : 0));
-    o.i(r.layer), o.i(r.head_begin), o.i(r.head_end), o.i(r.chunk), o.i(r.bytes_sent), o.i(r.bytes_recv);
-    o.i(r.pg), o.i(r.seq), o.u(r.correlation), o.i(r.external_id);
+    const bool has_extra = r.extra >= 0;
+    o.u((static_cast<uint64_t>(r.phase) << 4) | (static_cast<uint64_t>(r.dir) << 2) | (has_extra ? 2 : 0) |
+        (r.is_kernel ? 1 : 0));
+    o.i(r.layer), o.i(r.head_begin), o.i(r.head_end), o.i(r.chunk);
+    if (has_extra) {
+      const RangeExtra& x = m.extra(r);
+      o.i(x.bytes_sent), o.i(x.bytes_recv), o.i(x.pg), o.i(x.seq), o.u(x.correlation), o.i(x.external_id);
+    }
   }
   cache_io::put_vec(o, m.steps, [&](const StepInfo& x) { cache_io::put_step(o, x); });
   cache_io::put_vec(o, m.memory, [&](const MemoryPoint& p) {
@@ -59,7 +64,8 @@ void encode(Out& o, const detail::Builder& b) {
 }
 
 // What the SQLite reader guarantees of a Builder and the rest of the loader relies on: names
-// and sources inside their tables, a range's rank that of its source, no negative duration,
+// and sources inside their tables, a range's rank that of its source and its extra record in
+// TraceModel::extras, no negative duration,
 // thread and stream sources only. decode refuses a payload without it; cacheable does not
 // write one (so a cache is never written only to be refused on every read).
 bool reader_invariants_hold(const detail::Builder& b) {
@@ -69,7 +75,8 @@ bool reader_invariants_hold(const detail::Builder& b) {
     if (s.kind != LaneKind::HostThread && s.kind != LaneKind::Comm && s.kind != LaneKind::CudaStream) return false;
   for (const TraceRange& r : b.m.ranges)
     if (r.end_ns < r.start_ns || !name_ok(r.name_id) || r.lane < 0 || static_cast<size_t>(r.lane) >= n_sources ||
-        r.rank != b.sources[static_cast<size_t>(r.lane)].rank)
+        r.rank != b.sources[static_cast<size_t>(r.lane)].rank || r.extra < -1 ||
+        (r.extra >= 0 && static_cast<size_t>(r.extra) >= b.m.extras.size()))
       return false;
   for (const auto& p : b.m.memory)
     if (!name_ok(p.label_id)) return false;
@@ -105,8 +112,8 @@ void decode(const std::string& bytes, detail::Builder* out) {
   }
   cache_io::get_vec(in, &m.ranks, [&](RankInfo& r) { cache_io::get_rank(in, r); });
   // A range takes at least kRangeVarints bytes: a count beyond that is corrupt, refused before
-  // it allocates (96 bytes per range in memory).
-  constexpr size_t kRangeVarints = 17;
+  // it allocates (56 bytes per range in memory).
+  constexpr size_t kRangeVarints = 11;
   const size_t n = in.count();
   if (n > (bytes.size() - static_cast<size_t>(in.pos() - bytes.data())) / kRangeVarints) In::fail();
   m.ranges.reserve(n);                       // each range written once (push_back), not default-filled first
@@ -124,14 +131,21 @@ void decode(const std::string& bytes, detail::Builder* out) {
     r.lane = static_cast<int32_t>(lane), r.name_id = static_cast<int32_t>(name);
     r.rank = in.i32(), r.step = in.i32();
     const uint64_t bits = in.u();
-    if ((bits >> 3) >= static_cast<uint64_t>(Phase::Count)) In::fail();  // direction: 2 bits, 0..3 all valid
-    r.phase = static_cast<Phase>(bits >> 3), r.dir = static_cast<Direction>((bits >> 1) & 3), r.is_kernel = bits & 1;
-    r.layer = in.i32(), r.head_begin = in.i32(), r.head_end = in.i32(), r.chunk = in.i32();
-    r.bytes_sent = in.i(), r.bytes_recv = in.i(), r.pg = in.i32(), r.seq = in.i32();
-    const uint64_t corr = in.u();
-    if (corr > UINT32_MAX) In::fail();
-    r.correlation = static_cast<uint32_t>(corr);
-    r.external_id = in.i();
+    if ((bits >> 4) >= static_cast<uint64_t>(Phase::Count)) In::fail();  // direction: 2 bits, 0..3 all valid
+    r.phase = static_cast<Phase>(bits >> 4), r.dir = static_cast<Direction>((bits >> 2) & 3), r.is_kernel = bits & 1;
+    const int64_t layer = in.i(), head_begin = in.i(), head_end = in.i(), chunk = in.i();
+    // What the reader stores is within the fields' bounds (set_layer_heads_chunk): else corrupt.
+    if (detail::set_layer_heads_chunk(r, layer, head_begin, head_end, chunk) != 0) In::fail();
+    if (bits & 2) {
+      RangeExtra x;
+      x.bytes_sent = in.i(), x.bytes_recv = in.i(), x.pg = in.i32(), x.seq = in.i32();
+      const uint64_t corr = in.u();
+      if (corr > UINT32_MAX) In::fail();
+      x.correlation = static_cast<uint32_t>(corr);
+      x.external_id = in.i();
+      if (x.empty()) In::fail();  // the reader gives no range an empty record
+      m.extra_for(r) = x;
+    }
     m.ranges.push_back(r);
   }
   cache_io::get_vec(in, &m.steps, [&](StepInfo& x) { cache_io::get_step(in, x); });

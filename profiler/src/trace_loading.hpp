@@ -204,10 +204,24 @@ inline constexpr int64_t kMaxForeignRank = int64_t{1} << 20;
 // a drift between the start and close measurements of at most 1% (10000 ppm): else that measurement
 // is not applied (align_to_rank0, with a note).
 inline constexpr int64_t kMaxClockOffsetNs = int64_t{1} << 61;
-// A Ulysses range's layer (0..1023, as validate() allows models) and heads (0 <= begin < end <=
-// 65536); others are read as absent, with a note.
-inline constexpr int32_t kMaxTraceLayers = 1024;
-inline constexpr int32_t kMaxTraceHeads = 65536;
+// Sets a range's layer, heads and chunk from what a file holds: a value past kMaxTraceLayers,
+// heads that are no range within kMaxTraceHeads, or a chunk past kMaxTraceChunks (16-bit fields)
+// are read as absent. Returns how many of the three were so (for the reader's note).
+inline int set_layer_heads_chunk(TraceRange& r, int64_t layer, int64_t head_begin, int64_t head_end, int64_t chunk) {
+  int bad = 0;
+  const bool layer_ok = layer >= -1 && layer < kMaxTraceLayers;
+  const bool heads_ok =
+      (head_begin == -1 && head_end == -1) || (head_begin >= 0 && head_begin < head_end && head_end <= kMaxTraceHeads);
+  const bool chunk_ok = chunk >= -1 && chunk < kMaxTraceChunks;
+  r.layer = static_cast<int16_t>(layer_ok ? layer : -1);
+  r.head_begin = static_cast<int16_t>(heads_ok ? head_begin : -1);
+  r.head_end = static_cast<int16_t>(heads_ok ? head_end : -1);
+  r.chunk = static_cast<int16_t>(chunk_ok ? chunk : -1);
+  bad += !layer_ok;
+  bad += !heads_ok;
+  bad += !chunk_ok;
+  return bad;
+}
 inline constexpr double kMaxClockDrift = 1e-2;
 // A GPU row's device id outside [0, kMaxForeignDevice) (nsys writes -1 when CUPTI did not say)
 // becomes kUnknownDevice: still a GPU, labelled "cuda (device id unknown)", never "cpu", and

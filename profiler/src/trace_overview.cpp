@@ -20,21 +20,25 @@ namespace {
 
 constexpr char kOverviewMagic[8] = {'U', 'L', 'Y', 'S', 'O', 'V', 'R', 'V'};
 
-// A range of the overview: a copy of a full-model range without its links to other ranges.
-TraceRange overview_copy(const TraceRange& r, int32_t depth) {
+// A range of the overview (model v): a copy of a full-model range (of m) without its links to
+// other ranges and GPU ids; its bytes and collective identity get a record in v's extras.
+TraceRange overview_copy(const TraceModel& m, const TraceRange& r, int32_t depth, TraceModel* v) {
   TraceRange o = r;
   o.depth = static_cast<uint8_t>(std::min(depth, 255));
   o.parent = -1;
   o.origin = -1;
-  o.correlation = 0;
-  o.external_id = 0;
+  o.extra = -1;
+  RangeExtra x = m.extra(r);
+  x.correlation = 0;
+  x.external_id = 0;
+  if (!x.empty()) v->extra_for(o) = x;
   return o;
 }
 
 // One lane's ranges [first, first + count) of `m` reduced into out/counts (appended, sorted by
 // start, then outer before inner).
-void reduce_lane(const TraceModel& m, const Lane& lane, int64_t q, std::vector<TraceRange>* out,
-                 std::vector<int64_t>* counts) {
+void reduce_lane(const TraceModel& m, const Lane& lane, int64_t q, TraceModel* v, std::vector<int64_t>* counts) {
+  std::vector<TraceRange>* out = &v->ranges;
   struct Open {
     int64_t end;
     int64_t id;   // full-model index (identity of the enclosing range for its children)
@@ -53,7 +57,7 @@ void reduce_lane(const TraceModel& m, const Lane& lane, int64_t q, std::vector<T
   std::vector<int32_t> open_run;
   std::vector<int64_t> open_parent;
   auto add = [&](const TraceRange& r, int32_t depth) {
-    lane_out.push_back(overview_copy(r, depth));
+    lane_out.push_back(overview_copy(m, r, depth, v));
     lane_counts.push_back(1);
     return static_cast<int64_t>(lane_out.size()) - 1;
   };
@@ -133,7 +137,7 @@ TraceOverview build_overview(const TraceModel& m, int32_t resolution) {
   for (const Lane& l : m.lanes) {
     Lane nl = l;
     nl.first = static_cast<int64_t>(v.ranges.size());
-    reduce_lane(m, l, o.quantum_ns, &v.ranges, &o.counts);
+    reduce_lane(m, l, o.quantum_ns, &v, &o.counts);
     nl.count = static_cast<int64_t>(v.ranges.size()) - nl.first;
     v.lanes.push_back(std::move(nl));
   }
@@ -163,9 +167,10 @@ std::string encode_overview(const TraceOverview& ov) {
       const TraceRange& r = m.ranges[static_cast<size_t>(k)];
       o.i(r.start_ns - prev), o.i(r.end_ns - r.start_ns);
       prev = r.start_ns;
+      const RangeExtra& x = m.extra(r);
       o.i(r.name_id), o.i(r.step), o.i(r.layer), o.i(r.head_begin), o.i(r.head_end), o.i(r.chunk);
-      o.i(r.bytes_sent), o.i(r.bytes_recv), o.e(static_cast<uint8_t>(r.phase)), o.e(static_cast<uint8_t>(r.dir));
-      o.u(r.depth), o.u(r.is_kernel), o.i(r.pg), o.i(r.seq), o.i(ov.counts[static_cast<size_t>(k)]);
+      o.i(x.bytes_sent), o.i(x.bytes_recv), o.e(static_cast<uint8_t>(r.phase)), o.e(static_cast<uint8_t>(r.dir));
+      o.u(r.depth), o.u(r.is_kernel), o.i(x.pg), o.i(x.seq), o.i(ov.counts[static_cast<size_t>(k)]);
     }
   }
   return std::move(o.b);
@@ -219,15 +224,19 @@ TraceOverview decode_overview(const std::string& bytes) {
       prev = r.start_ns;
       r.name_id = in.i32();
       if (r.name_id < 0 || r.name_id >= nstrings) cache_io::In::fail();
-      r.step = in.i32(), r.layer = in.i32(), r.head_begin = in.i32(), r.head_end = in.i32(), r.chunk = in.i32();
-      r.bytes_sent = in.i(), r.bytes_recv = in.i();
+      r.step = in.i32();
+      const int64_t layer = in.i(), head_begin = in.i(), head_end = in.i(), chunk = in.i();
+      if (detail::set_layer_heads_chunk(r, layer, head_begin, head_end, chunk) != 0) cache_io::In::fail();
+      RangeExtra x;
+      x.bytes_sent = in.i(), x.bytes_recv = in.i();
       r.phase = phase_of(in.u());
       const uint64_t dir = in.u();
       if (dir > static_cast<uint64_t>(Direction::Recompute)) cache_io::In::fail();
       r.dir = static_cast<Direction>(dir);
       r.depth = static_cast<uint8_t>(std::min<uint64_t>(in.u(), 255));
       r.is_kernel = in.flag();
-      r.pg = in.i32(), r.seq = in.i32();
+      x.pg = in.i32(), x.seq = in.i32();
+      if (!x.empty()) m.extra_for(r) = x;
       const int64_t count = in.i();
       if (count < 1 || count > ov.full_ranges - counted) cache_io::In::fail();
       counted += count;

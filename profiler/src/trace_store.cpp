@@ -31,32 +31,28 @@ namespace {
 
 using namespace detail;
 
-static_assert(sizeof(TraceRange) <= 96, "TraceRange grew: 10 M-range traces hold one per range (two with head lanes)");
+static_assert(sizeof(TraceRange) <= 56, "TraceRange grew: 10 M-range traces hold one per range (two with head lanes)");
 
 // What launched the GPU work of one external id (a ULYSSES_EXTERNAL_IDS row).
 struct Launcher {
   int64_t step, phase, dir, layer, head_begin, head_end, chunk;
 };
 
-// Gives a kernel / copy the step, phase, layer, heads and chunk of the range that launched it.
-void attribute(TraceRange& r, const std::unordered_map<int64_t, int64_t>& ext_of_corr,
-               const std::unordered_map<int64_t, Launcher>& launcher_of_ext) {
-  auto xe = ext_of_corr.find(r.correlation);
-  if (xe == ext_of_corr.end()) return;
+// Gives a kernel / copy (correlation id `corr`) the step, phase, layer, heads and chunk of the
+// range that launched it; returns the external id it was launched under (0: none known).
+int64_t attribute(TraceRange& r, uint32_t corr, const std::unordered_map<int64_t, int64_t>& ext_of_corr,
+                  const std::unordered_map<int64_t, Launcher>& launcher_of_ext) {
+  auto xe = ext_of_corr.find(corr);
+  if (xe == ext_of_corr.end()) return 0;
   auto li = launcher_of_ext.find(xe->second);
-  if (li == launcher_of_ext.end()) return;
+  if (li == launcher_of_ext.end()) return 0;
   const Launcher& l = li->second;
-  r.external_id = xe->second;
   r.step = to_i32(l.step);
   r.phase = l.phase >= 0 && l.phase < static_cast<int64_t>(Phase::Count) ? static_cast<Phase>(l.phase) : Phase::Other;
   r.dir = l.dir >= 0 && l.dir <= 3 ? static_cast<Direction>(l.dir) : Direction::None;
-  r.layer = to_i32(l.layer);
-  r.head_begin = to_i32(l.head_begin);
-  r.head_end = to_i32(l.head_end);
-  r.chunk = to_i32(l.chunk);
-  // As for host ranges (read_file): no layer or heads a model cannot have.
-  if (r.layer < -1 || r.layer >= kMaxTraceLayers) r.layer = -1;
-  if (!(r.head_begin >= 0 && r.head_begin < r.head_end && r.head_end <= kMaxTraceHeads)) r.head_begin = r.head_end = -1;
+  // As for host ranges (read_file): no layer, heads or chunk a model cannot have.
+  (void)set_layer_heads_chunk(r, l.layer, l.head_begin, l.head_end, l.chunk);
+  return xe->second;
 }
 
 }  // namespace
@@ -229,33 +225,23 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
           r.phase = ph >= 0 && ph < static_cast<int64_t>(Phase::Count) ? static_cast<Phase>(ph) : Phase::Other;
           int64_t dir = attr(3);
           r.dir = dir >= 0 && dir <= 3 ? static_cast<Direction>(dir) : Direction::None;
-          r.layer = to_i32(attr(4));
-          r.head_begin = to_i32(attr(5));
-          r.head_end = to_i32(attr(6));
-          r.chunk = to_i32(attr(7));
-          r.bytes_sent = attr(8);
-          r.bytes_recv = attr(9);
-          r.pg = to_i32(attr(10));
-          r.seq = to_i32(attr(11));
           // A layer past what a model has (1024) sized every per-layer table by it (layer
-          // 1000000 in a 2-layer run); heads that are no range ("4-1", "2-2147483646"): both
-          // shown as absent, with a note.
-          if (r.layer < -1 || r.layer >= kMaxTraceLayers) {
-            r.layer = -1;
-            ++bad_attrs;
-          }
-          if (!(r.head_begin == -1 && r.head_end == -1) &&
-              !(r.head_begin >= 0 && r.head_begin < r.head_end && r.head_end <= kMaxTraceHeads)) {
-            r.head_begin = r.head_end = -1;
-            ++bad_attrs;
-          }
+          // 1000000 in a 2-layer run); heads that are no range ("4-1", "2-2147483646"), a chunk
+          // past 32766: each shown as absent, with a note.
+          bad_attrs += set_layer_heads_chunk(r, attr(4), attr(5), attr(6), attr(7));
+          RangeExtra x;
+          x.bytes_sent = attr(8);
+          x.bytes_recv = attr(9);
+          x.pg = to_i32(attr(10));
+          x.seq = to_i32(attr(11));
+          if (!x.empty()) m.extra_for(r) = x;
         } else {
           Phase p;
           if (phase_from_name(m.strings[r.name_id], &p)) r.phase = p;
         }
         if (!ext_of_event.empty()) {
           auto xe = ext_of_event.find(rowid);
-          if (xe != ext_of_event.end()) r.external_id = xe->second;
+          if (xe != ext_of_event.end() && xe->second != 0) m.extra_for(r).external_id = xe->second;
         }
         if (last_lane < 0 || gtid != last_gtid) {  // consecutive rows mostly share a thread
           auto it = lane_of_gtid.find(gtid);
@@ -309,10 +295,12 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
           int64_t dev = sqlite3_column_int64(s, 2), stream = sqlite3_column_int64(s, 3);
           int64_t pid = pid_of_global_id(sqlite3_column_int64(s, 4));
           r.name_id = fixed_name >= 0 ? fixed_name : str(sqlite3_column_int64(s, 5));
-          r.bytes_sent = sqlite3_column_int64(s, 6);
           r.is_kernel = true;
-          r.correlation = static_cast<uint32_t>(sqlite3_column_int64(s, 7));
-          if (!ext_of_corr.empty()) attribute(r, ext_of_corr, launcher_of_ext);
+          RangeExtra x;
+          x.bytes_sent = sqlite3_column_int64(s, 6);
+          x.correlation = static_cast<uint32_t>(sqlite3_column_int64(s, 7));
+          if (!ext_of_corr.empty()) x.external_id = attribute(r, x.correlation, ext_of_corr, launcher_of_ext);
+          if (!x.empty()) m.extra_for(r) = x;
           int32_t rank = rank_of_pid(pid);
           std::string lname =
               (dev != 0 ? "gpu " + std::to_string(dev) + " " : std::string()) + "stream " + std::to_string(stream);
@@ -468,7 +456,7 @@ void finish(Builder& b, const LoadOptions& opts) {
   struct Extent {
     bool any = false;
     int64_t lo = 0, hi = 0;
-    int32_t layer = -1;
+    int16_t layer = -1;
   };
   std::vector<Extent> ext(m.lanes.size());
   parallel_for(m.lanes.size(), opts.legacy ? 1 : opts.threads, [&](size_t l) {
@@ -485,7 +473,7 @@ void finish(Builder& b, const LoadOptions& opts) {
   });
   for (const Extent& x : ext) {
     if (x.any) extend(x.lo, x.hi);
-    max_layer = std::max(max_layer, x.layer);
+    max_layer = std::max<int32_t>(max_layer, x.layer);
   }
   for (const auto& s : m.steps) extend(s.start_ns, s.end_ns);
   m.num_layers = max_layer + 1;
@@ -590,9 +578,12 @@ void merge_file(Builder& g, Builder& f) {
   m.from_nsys = x.from_nsys;
   m.notes.insert(m.notes.end(), x.notes.begin(), x.notes.end());
   m.ranks.insert(m.ranks.end(), x.ranks.begin(), x.ranks.end());
+  const auto extra_base = static_cast<int32_t>(m.extras.size());
+  m.extras.insert(m.extras.end(), x.extras.begin(), x.extras.end());
   for (auto& r : x.ranges) {  // in place: build_lanes takes the file's vector as it is
     r.name_id = sid[static_cast<size_t>(r.name_id)];
     r.lane = src[static_cast<size_t>(r.lane)];
+    if (r.extra >= 0) r.extra += extra_base;
   }
   g.pending_ranges.push_back(std::move(x.ranges));
   m.steps.insert(m.steps.end(), x.steps.begin(), x.steps.end());

@@ -40,12 +40,15 @@ inline void expect_same_model(const ulysses::prof::TraceModel& a, const ulysses:
   int bad = 0;
   for (size_t i = 0; i < a.ranges.size() && bad < 5; ++i) {
     const auto &x = a.ranges[i], &y = b.ranges[i];
+    // Extra records compare by value (where a loader put them in TraceModel::extras may differ).
+    const auto &xe = a.extra(x), &ye = b.extra(y);
     const bool same = std::tie(x.start_ns, x.end_ns, x.rank, x.lane, x.name_id, x.step, x.layer, x.head_begin,
-                               x.head_end, x.chunk, x.bytes_sent, x.bytes_recv, x.phase, x.dir, x.depth, x.is_kernel,
-                               x.parent, x.correlation, x.origin, x.external_id, x.pg, x.seq) ==
-                      std::tie(y.start_ns, y.end_ns, y.rank, y.lane, y.name_id, y.step, y.layer, y.head_begin,
-                               y.head_end, y.chunk, y.bytes_sent, y.bytes_recv, y.phase, y.dir, y.depth, y.is_kernel,
-                               y.parent, y.correlation, y.origin, y.external_id, y.pg, y.seq);
+                               x.head_end, x.chunk, xe.bytes_sent, xe.bytes_recv, x.phase, x.dir, x.depth, x.is_kernel,
+                               x.parent, xe.correlation, x.origin, xe.external_id, xe.pg, xe.seq) ==
+                          std::tie(y.start_ns, y.end_ns, y.rank, y.lane, y.name_id, y.step, y.layer, y.head_begin,
+                                   y.head_end, y.chunk, ye.bytes_sent, ye.bytes_recv, y.phase, y.dir, y.depth,
+                                   y.is_kernel, y.parent, ye.correlation, y.origin, ye.external_id, ye.pg, ye.seq) &&
+                      (x.extra < 0) == (y.extra < 0);
     if (!same) {
       ++bad;
       ADD_FAILURE() << "range " << i << " differs: start " << x.start_ns << " vs " << y.start_ns << ", lane " << x.lane

@@ -86,7 +86,7 @@ TEST(EndToEnd, TwoRanksMatchOneProcessAndTraceIsComplete) {
       if (r.layer >= 0) {
         seen[{r.rank, r.step, r.layer, static_cast<int>(r.dir), static_cast<int>(r.phase)}]++;
         if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq)
-          bytes[{r.rank, r.step, r.layer, static_cast<int>(r.dir)}] += r.bytes_sent;
+          bytes[{r.rank, r.step, r.layer, static_cast<int>(r.dir)}] += t.extra(r).bytes_sent;
       }
     }
   }

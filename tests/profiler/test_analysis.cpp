@@ -255,7 +255,7 @@ TEST(Headline, MediansBytesPerRankStepAndPeakMemory) {
   // (steady-state medians without warm-up step 0: (300+200)/2 = 250 and (30+20)/2 = 25). Each rank sends 1000 + 3000
   // all-to-all bytes and 500 all-reduce bytes per step: 6 rank-steps -> 4000 and 500 per rank per step. Peak memory
   // 7000 on rank 1.
-  std::vector<prof::TraceRange> r0, r1;
+  std::vector<SpecRange> r0, r1;
   for (int step = 0; step < 3; ++step) {
     for (auto* v : {&r0, &r1}) {
       auto a = R(step * 100 + 10, step * 100 + 20, Phase::A2ASeqToHead, step, 0);

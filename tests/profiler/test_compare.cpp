@@ -57,7 +57,7 @@ prof::TraceModel make_run(bool slow, const std::string& name) {
         for (int layer = 0; layer < 2; ++layer) {
           const int64_t a = attention_ns(layer, dir, step, rank, slow);
           auto add = [&](LaneSpec& l, int64_t s, int64_t e, Phase p) {
-            prof::TraceRange r = R(s, e, p, step, layer);
+            SpecRange r = R(s, e, p, step, layer);
             r.dir = dir;
             if (prof::phase_is_comm(p)) r.bytes_sent = 1000;
             l.ranges.push_back(r);

@@ -158,8 +158,8 @@ TEST(GpuCorrelation, EachKernelCarriesTheStepLayerPhaseAndHeadsOfTheRangeThatLau
   EXPECT_EQ(flash[0]->head_end, 4);
   EXPECT_EQ(flash[0]->chunk, 0);
   EXPECT_EQ(flash[0]->origin, att_ranges[0]);
-  EXPECT_EQ(flash[0]->external_id, m.ranges[size_t(att_ranges[0])].external_id);
-  EXPECT_NE(flash[0]->external_id, 0);
+  EXPECT_EQ(m.extra(*flash[0]).external_id, m.extra(m.ranges[size_t(att_ranges[0])]).external_id);
+  EXPECT_NE(m.extra(*flash[0]).external_id, 0);
 
   auto nccl = kernels_named(m, "ncclDevKernel_SendRecv");
   ASSERT_EQ(nccl.size(), 2u);
@@ -170,7 +170,7 @@ TEST(GpuCorrelation, EachKernelCarriesTheStepLayerPhaseAndHeadsOfTheRangeThatLau
     EXPECT_EQ(k->step, 3);
     EXPECT_EQ(k->origin, comm_ranges[0]) << "NCCL kernel of an all-to-all issue -> its comm range";
   }
-  EXPECT_NE(nccl[0]->external_id, nccl[1]->external_id);
+  EXPECT_NE(m.extra(*nccl[0]).external_id, m.extra(*nccl[1]).external_id);
 
   for (int i = 0; i < 2; ++i) {
     auto n = kernels_named(m, "rms_norm_" + std::to_string(i));
@@ -362,7 +362,7 @@ TEST(GpuCorrelation, CpuRanksPushNoIdsAndOlderFilesStillLoad) {
   sqlite3_close(db);
   auto m = prof::load_trace(r0);
   EXPECT_EQ(m.steps.size(), 2u);
-  for (const auto& r : m.ranges) EXPECT_EQ(r.external_id, 0);
+  for (const auto& r : m.ranges) EXPECT_EQ(m.extra(r).external_id, 0);
 }
 
 TEST(GpuCorrelation, ExportsWithoutCorrelationColumnsStillLoad) {
@@ -387,6 +387,6 @@ TEST(GpuCorrelation, ExportsWithoutCorrelationColumnsStillLoad) {
   auto m = prof::load_trace(path);
   auto k = kernels_named(m, "gemm");
   ASSERT_EQ(k.size(), 1u);
-  EXPECT_EQ(k[0]->correlation, 0u);
+  EXPECT_EQ(m.extra(*k[0]).correlation, 0u);
   EXPECT_TRUE(m.runtime.empty());
 }

@@ -190,11 +190,12 @@ TEST(LaneBuilder, KernelsLinkToTheFirstHostRangeWithTheirIdOrTheirInfo) {
         r.start_ns = i;
         r.end_ns = i + 1;
         r.is_kernel = kind == prof::LaneKind::CudaStream;
-        r.external_id = pick(3) == 0 ? 0 : 1 + pick(400);
-        r.step = pick(2), r.layer = pick(3), r.chunk = pick(2) - 1;
+        const int64_t ext = pick(3) == 0 ? 0 : 1 + pick(400);
+        if (ext != 0) m.extra_for(r).external_id = ext;
+        r.step = pick(2), r.layer = static_cast<int16_t>(pick(3)), r.chunk = static_cast<int16_t>(pick(2) - 1);
         r.phase = static_cast<prof::Phase>(pick(3));
         r.dir = static_cast<prof::Direction>(pick(2));
-        r.head_begin = pick(2) * 4, r.head_end = r.head_begin + 4;
+        r.head_begin = static_cast<int16_t>(pick(2) * 4), r.head_end = static_cast<int16_t>(r.head_begin + 4);
         m.ranges.push_back(r);
       }
       l.count = static_cast<int64_t>(m.ranges.size()) - l.first;
@@ -213,15 +214,17 @@ TEST(LaneBuilder, KernelsLinkToTheFirstHostRangeWithTheirIdOrTheirInfo) {
     w.origin.assign(t.ranges.size(), -1);
     for (size_t k = 0; k < t.ranges.size(); ++k) {
       const prof::TraceRange& kr = t.ranges[k];
-      if (!kr.is_kernel || kr.external_id == 0) continue;
+      const int64_t kid = t.extra(kr).external_id;
+      if (!kr.is_kernel || kid == 0) continue;
       int32_t id_hit = -1, info_hit = -1;
       for (const prof::Lane& l : t.lanes) {
         if (l.kind == prof::LaneKind::HeadRange || l.kind == prof::LaneKind::CudaStream) continue;
         for (int64_t i = l.first; i < l.first + l.count; ++i) {
           const prof::TraceRange& h = t.ranges[static_cast<size_t>(i)];
           if (h.rank != kr.rank) continue;
-          if (id_hit < 0 && h.external_id == kr.external_id) id_hit = static_cast<int32_t>(i);
-          if (info_hit < 0 && h.external_id == 0 && info(h) == info(kr)) info_hit = static_cast<int32_t>(i);
+          const int64_t hid = t.extra(h).external_id;
+          if (id_hit < 0 && hid == kid) id_hit = static_cast<int32_t>(i);
+          if (info_hit < 0 && hid == 0 && info(h) == info(kr)) info_hit = static_cast<int32_t>(i);
         }
       }
       w.origin[k] = id_hit >= 0 ? id_hit : info_hit;
@@ -242,10 +245,10 @@ TEST(LaneBuilder, KernelsLinkToTheFirstHostRangeWithTheirIdOrTheirInfo) {
   prof::TraceModel stray = grouped;
   for (int64_t i = stray.lanes[6].first;; ++i) {
     ASSERT_EQ(stray.lanes[6].kind, prof::LaneKind::CudaStream);
-    if (stray.ranges[static_cast<size_t>(i)].external_id == 0) continue;
+    const int64_t kid = stray.extra(stray.ranges[static_cast<size_t>(i)]).external_id;
+    if (kid == 0) continue;
     stray.ranges[static_cast<size_t>(stray.lanes[0].first)].rank = 1;
-    stray.ranges[static_cast<size_t>(stray.lanes[0].first)].external_id =
-        stray.ranges[static_cast<size_t>(i)].external_id;
+    stray.extra_for(stray.ranges[static_cast<size_t>(stray.lanes[0].first)]).external_id = kid;
     break;
   }
   for (const prof::TraceModel* t : {&m, &grouped, &stray}) {

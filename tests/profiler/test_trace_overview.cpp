@@ -183,10 +183,11 @@ TEST(TraceOverview, EncodingRoundTripsAndRefusesGarbage) {
   EXPECT_EQ(d.model.clocks[0].close_at_ns, 10);
   for (size_t k = 0; k < o.model.ranges.size(); ++k) {
     const auto &a = o.model.ranges[k], &b = d.model.ranges[k];
+    const auto &ax = o.model.extra(a), &bx = d.model.extra(b);
     ASSERT_EQ(std::tie(a.start_ns, a.end_ns, a.rank, a.lane, a.name_id, a.step, a.layer, a.head_begin, a.head_end,
-                       a.chunk, a.bytes_sent, a.bytes_recv, a.phase, a.dir, a.depth, a.is_kernel, a.pg, a.seq),
+                       a.chunk, ax.bytes_sent, ax.bytes_recv, a.phase, a.dir, a.depth, a.is_kernel, ax.pg, ax.seq),
               std::tie(b.start_ns, b.end_ns, b.rank, b.lane, b.name_id, b.step, b.layer, b.head_begin, b.head_end,
-                       b.chunk, b.bytes_sent, b.bytes_recv, b.phase, b.dir, b.depth, b.is_kernel, b.pg, b.seq))
+                       b.chunk, bx.bytes_sent, bx.bytes_recv, b.phase, b.dir, b.depth, b.is_kernel, bx.pg, bx.seq))
         << k;
   }
   // Truncations, a flipped byte in a name id and trailing bytes are refused (or decode to

@@ -414,7 +414,7 @@ TEST(TraceScale, PreparingCapacityKeepsTheVectorAsItWas) {
     for (int i = 0; i < 1000; ++i) {
       prof::TraceRange r;
       r.start_ns = i;
-      r.layer = i;
+      r.layer = static_cast<int16_t>(i);
       v.push_back(r);
     }
     const prof::TraceRange* data = v.data();
@@ -433,7 +433,7 @@ TEST(TraceScale, PreparingCapacityKeepsTheVectorAsItWas) {
       if (i < 1000)
         kept += r.start_ns == static_cast<int64_t>(i) && r.layer == static_cast<int32_t>(i);
       else
-        fresh += r.start_ns == d.start_ns && r.layer == d.layer && r.parent == -1 && r.pg == -1 && r.origin == -1;
+        fresh += r.start_ns == d.start_ns && r.layer == d.layer && r.parent == -1 && r.extra == -1 && r.origin == -1;
     }
     EXPECT_EQ(kept, 1000u);
     EXPECT_EQ(fresh, cap - 1000);

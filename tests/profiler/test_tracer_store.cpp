@@ -101,8 +101,8 @@ TEST(TracerStore, RoundTripKeepsEveryRangeNestedWithBytes) {
       }
       if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq) {
         EXPECT_EQ(l.kind, LaneKind::Comm);
-        EXPECT_EQ(r.bytes_sent, Synth::bytes_sent(r.rank, r.layer));
-        EXPECT_EQ(r.bytes_recv, Synth::bytes_recv(r.rank, r.layer));
+        EXPECT_EQ(m.extra(r).bytes_sent, Synth::bytes_sent(r.rank, r.layer));
+        EXPECT_EQ(m.extra(r).bytes_recv, Synth::bytes_recv(r.rank, r.layer));
         EXPECT_EQ(r.head_begin, r.rank * 4);
         EXPECT_EQ(r.head_end, r.rank * 4 + 4);
       }
@@ -355,7 +355,7 @@ TEST(TracerStore, WriterBatchesKeepIdsLinkedAndCommitsEveryRange) {
   std::set<int32_t> layers;
   for (const auto& r : m.ranges) {
     EXPECT_EQ(r.start_ns, 1000LL * r.layer);
-    EXPECT_EQ(r.bytes_sent, 100LL * r.layer);
+    EXPECT_EQ(m.extra(r).bytes_sent, 100LL * r.layer);
     EXPECT_EQ(r.phase, r.layer % 2 ? Phase::Attention : Phase::QkvProj);
     layers.insert(r.layer);
   }
@@ -447,7 +447,7 @@ TEST(TracerStore, FormatFourAndFormatThreeFilesHoldTheSameRanges) {
   ASSERT_EQ(m3.ranges.size(), 75u);
   ulysses::test::expect_same_model(m3, m4);
   int collectives = 0;
-  for (const auto& r : m4.ranges) collectives += r.pg == 1 && r.seq >= 0;
+  for (const auto& r : m4.ranges) collectives += m4.extra(r).pg == 1 && m4.extra(r).seq >= 0;
   EXPECT_EQ(collectives, 25);
 }
 

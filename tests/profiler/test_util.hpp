@@ -41,22 +41,38 @@ using ulysses::testdata::record_step;
 using ulysses::testdata::spin_ns;
 using ulysses::testdata::Synth;
 
+// A hand-made range with the fields of its extra record inline; make_model files them in
+// TraceModel::extras (a record only when one differs from its default, as the readers do).
+struct SpecRange : prof::TraceRange {
+  int64_t bytes_sent = 0, bytes_recv = 0, external_id = 0;
+  uint32_t correlation = 0;
+  int32_t pg = -1, seq = -1;
+  SpecRange() = default;
+  SpecRange(const prof::TraceRange& r) : prof::TraceRange(r) {}  // NOLINT(google-explicit-constructor)
+  prof::RangeExtra extra_fields() const {
+    prof::RangeExtra x;
+    x.bytes_sent = bytes_sent, x.bytes_recv = bytes_recv, x.external_id = external_id;
+    x.correlation = correlation, x.pg = pg, x.seq = seq;
+    return x;
+  }
+};
+
 // Hand-built model: lanes given with ranges sorted by start (end desc on ties); parent and
 // depth are computed here with a stack.
 struct LaneSpec {
   int32_t rank = 0;
   prof::LaneKind kind = prof::LaneKind::HostThread;
   std::string name = "main";
-  std::vector<prof::TraceRange> ranges;
+  std::vector<SpecRange> ranges;
 };
 
-inline prof::TraceRange R(int64_t s, int64_t e, prof::Phase p, int32_t step = 0, int32_t layer = -1) {
-  prof::TraceRange r;
+inline SpecRange R(int64_t s, int64_t e, prof::Phase p, int32_t step = 0, int32_t layer = -1) {
+  SpecRange r;
   r.start_ns = s;
   r.end_ns = e;
   r.phase = p;
   r.step = step;
-  r.layer = layer;
+  r.layer = static_cast<int16_t>(layer);
   return r;
 }
 
@@ -71,7 +87,11 @@ inline prof::TraceModel make_model(const std::vector<LaneSpec>& lanes) {
     l.name = ls.name;
     l.first = static_cast<int64_t>(m.ranges.size());
     std::vector<int32_t> stack;
-    for (auto r : ls.ranges) {
+    for (const SpecRange& spec : ls.ranges) {
+      prof::TraceRange r = spec;
+      r.extra = -1;
+      const prof::RangeExtra x = spec.extra_fields();
+      if (!x.empty()) m.extra_for(r) = x;
       while (!stack.empty() && m.ranges[static_cast<size_t>(stack.back())].end_ns <= r.start_ns) stack.pop_back();
       r.rank = ls.rank;
       r.lane = static_cast<int32_t>(m.lanes.size());

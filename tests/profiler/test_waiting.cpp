@@ -17,8 +17,8 @@ using prof::LaneKind;
 using prof::Phase;
 
 namespace {
-prof::TraceRange C(int64_t s, int64_t e, Phase p, int32_t pg, int32_t seq, int32_t step) {
-  prof::TraceRange r = R(s, e, p, step);
+SpecRange C(int64_t s, int64_t e, Phase p, int32_t pg, int32_t seq, int32_t step) {
+  SpecRange r = R(s, e, p, step);
   r.pg = pg;
   r.seq = seq;
   return r;
@@ -46,10 +46,10 @@ prof::TraceModel three_ranks() {
     // A second range of A on rank 2, met before its comm lane's but starting later: the
     // earliest stands for the rank, so A's arrivals stay as above.
     if (r == 2) lanes.back().ranges.insert(lanes.back().ranges.begin() + 1, C(140, 150, Phase::A2ASeqToHead, 1, 0, 0));
-    std::vector<prof::TraceRange> comm = {C(a[r], 200, Phase::A2ASeqToHead, 1, 0, 0),
-                                          C(b[r], 400, Phase::A2AHeadToSeq, 1, 1, 0),
-                                          R(450, 460, Phase::A2ASeqToHead, 0),  // no identity: not paired
-                                          C(1100, 1200, Phase::A2ASeqToHead, 1, 2, 1)};
+    std::vector<SpecRange> comm = {C(a[r], 200, Phase::A2ASeqToHead, 1, 0, 0),
+                                   C(b[r], 400, Phase::A2AHeadToSeq, 1, 1, 0),
+                                   R(450, 460, Phase::A2ASeqToHead, 0),  // no identity: not paired
+                                   C(1100, 1200, Phase::A2ASeqToHead, 1, 2, 1)};
     if (r < 2) comm.insert(comm.begin() + 3, C(470, 480, Phase::A2ASeqToHead, 1, 3, 0));
     lanes.push_back({r, LaneKind::Comm, "comm", comm});
     // A display copy (head lane) with an earlier start must not count.
@@ -166,8 +166,8 @@ TEST(Waiting, IdentitySurvivesWriterAndLoader) {
   int with_id = 0;
   for (const auto& r : m.ranges)
     if (r.phase == Phase::A2ASeqToHead && r.lane >= 0 && m.lanes[static_cast<size_t>(r.lane)].kind == LaneKind::Comm) {
-      EXPECT_EQ(r.pg, 1);
-      EXPECT_GE(r.seq, 0);
+      EXPECT_EQ(m.extra(r).pg, 1);
+      EXPECT_GE(m.extra(r).seq, 0);
       ++with_id;
     }
   EXPECT_EQ(with_id, 6);
@@ -200,8 +200,8 @@ TEST(Waiting, FormatTwoFilesStillLoadWithoutIdentity) {
   const auto m = prof::load_trace(d.path);
   int comm = 0;
   for (const auto& r : m.ranges) {
-    EXPECT_EQ(r.pg, -1);
-    EXPECT_EQ(r.seq, -1);
+    EXPECT_EQ(m.extra(r).pg, -1);
+    EXPECT_EQ(m.extra(r).seq, -1);
     comm += r.phase == Phase::A2ASeqToHead;
   }
   EXPECT_GE(comm, 6);

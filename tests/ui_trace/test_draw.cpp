@@ -418,15 +418,15 @@ TEST(TimelineDraw, CollectiveFlowJoinsOneCollectiveAcrossRanks) {
   for (const auto& l : m->lanes) {
     if (l.rank != 0 || l.kind != prof::LaneKind::Comm) continue;
     for (int64_t k = l.first; k < l.first + l.count && sel < 0; ++k)
-      if (m->ranges[size_t(k)].pg >= 0 && ++seen == 3) sel = k;
+      if (m->extra(m->ranges[size_t(k)]).pg >= 0 && ++seen == 3) sel = k;
   }
   ASSERT_GE(sel, 0);
-  const auto& s = m->ranges[size_t(sel)];
+  const auto& s = m->extra(m->ranges[size_t(sel)]);
   std::vector<std::pair<int64_t, int32_t>> expect;
   for (const auto& l : m->lanes)
     if (l.kind == prof::LaneKind::Comm)
       for (int64_t k = l.first; k < l.first + l.count; ++k)
-        if (m->ranges[size_t(k)].pg == s.pg && m->ranges[size_t(k)].seq == s.seq)
+        if (m->extra(m->ranges[size_t(k)]).pg == s.pg && m->extra(m->ranges[size_t(k)]).seq == s.seq)
           expect.push_back({m->ranges[size_t(k)].start_ns, l.rank});
   std::sort(expect.begin(), expect.end());
   ASSERT_EQ(expect.size(), 4u);
@@ -443,7 +443,7 @@ TEST(TimelineDraw, CollectiveFlowJoinsOneCollectiveAcrossRanks) {
   // Not a collective: no flow.
   int64_t plain = -1;
   for (size_t k = 0; k < m->ranges.size() && plain < 0; ++k)
-    if (m->ranges[k].pg < 0) plain = int64_t(k);
+    if (m->extra(m->ranges[k]).pg < 0) plain = int64_t(k);
   EXPECT_TRUE(collective_flow(*ix, layout, vp, 0, plain).empty());
 }
 
@@ -587,7 +587,7 @@ TEST(TimelineRanks, FlowSkipsHiddenRanksAndLandsOnSummaryAndPinnedRows) {
   for (const auto& l : m->lanes) {
     if (l.rank != 0 || l.kind != prof::LaneKind::Comm) continue;
     for (int64_t k = l.first; k < l.first + l.count && sel < 0; ++k)
-      if (m->ranges[size_t(k)].pg >= 0) sel = k;
+      if (m->extra(m->ranges[size_t(k)]).pg >= 0) sel = k;
   }
   ASSERT_GE(sel, 0);
   TimelineViewport vp;

@@ -273,13 +273,16 @@ std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLa
   const auto& m = ix.model();
   if (selected < 0 || size_t(selected) >= m.ranges.size()) return out;
   const prof::TraceRange& sel = m.ranges[size_t(selected)];
-  if (sel.pg < 0 || sel.seq < 0 || sel.is_kernel) return out;
+  const prof::RangeExtra& id = m.extra(sel);
+  if (id.pg < 0 || id.seq < 0 || sel.is_kernel) return out;
   std::vector<int64_t> best;  // per rank: earliest range with the id
   for (const auto& lane : m.lanes) {
     if (lane.kind == prof::LaneKind::HeadRange) continue;
     for (int64_t k = lane.first; k < lane.first + lane.count; ++k) {
       const prof::TraceRange& r = m.ranges[size_t(k)];
-      if (r.pg != sel.pg || r.seq != sel.seq || r.is_kernel) continue;
+      if (r.extra < 0 || r.is_kernel) continue;
+      const prof::RangeExtra& x = m.extra(r);
+      if (x.pg != id.pg || x.seq != id.seq) continue;
       if (size_t(r.rank) >= best.size()) best.resize(size_t(r.rank) + 1, -1);
       int64_t& b = best[size_t(r.rank)];
       if (b < 0 || r.start_ns < m.ranges[size_t(b)].start_ns) b = k;

@@ -368,8 +368,9 @@ QString TimelineWidget::describe(const DrawItem& it) const {
   if (r.layer >= 0) s += tr("<br>layer %1").arg(r.layer);
   if (r.head_begin >= 0) s += tr("<br>heads %1-%2").arg(r.head_begin).arg(r.head_end - 1);
   if (r.chunk >= 0) s += tr(" (chunk %1)").arg(r.chunk);
-  if (r.bytes_sent || r.bytes_recv)
-    s += tr("<br>sent %1, received %2").arg(to_qs(format_bytes(r.bytes_sent)), to_qs(format_bytes(r.bytes_recv)));
+  const prof::RangeExtra& x = m.extra(r);
+  if (x.bytes_sent || x.bytes_recv)
+    s += tr("<br>sent %1, received %2").arg(to_qs(format_bytes(x.bytes_sent)), to_qs(format_bytes(x.bytes_recv)));
   s += tr("<br>duration %1").arg(to_qs(format_duration_ns(double(r.duration()))));
   if (r.step >= 0) s += tr("<br>step %1, rank %2").arg(r.step).arg(r.rank);
   return s;

@@ -301,7 +301,7 @@ int32_t trace_num_heads(const TraceModel& m) {
   int32_t h = 0;
   for (const auto& l : m.lanes) h = std::max(h, l.head_end);
   if (h == 0)
-    for (const auto& r : m.ranges) h = std::max(h, r.head_end);
+    for (const auto& r : m.ranges) h = std::max<int32_t>(h, r.head_end);
   return h;
 }
 
@@ -398,9 +398,10 @@ TableData range_details_table(const TraceModel& m, int64_t range) {
   kv("heads", r.head_begin >= 0 ? QVariant(QStringLiteral("%1-%2").arg(r.head_begin).arg(r.head_end - 1))
                                 : QVariant(QStringLiteral("all local")));
   if (r.chunk >= 0) kv("chunk", r.chunk);
-  kv("bytes sent", r.bytes_sent ? to_qs(format_bytes(r.bytes_sent)) + QStringLiteral(" (%1)").arg(r.bytes_sent)
+  const prof::RangeExtra& x = m.extra(r);
+  kv("bytes sent", x.bytes_sent ? to_qs(format_bytes(x.bytes_sent)) + QStringLiteral(" (%1)").arg(x.bytes_sent)
                                 : QStringLiteral("0"));
-  kv("bytes received", r.bytes_recv ? to_qs(format_bytes(r.bytes_recv)) + QStringLiteral(" (%1)").arg(r.bytes_recv)
+  kv("bytes received", x.bytes_recv ? to_qs(format_bytes(x.bytes_recv)) + QStringLiteral(" (%1)").arg(x.bytes_recv)
                                     : QStringLiteral("0"));
   kv("duration", duration_qs(double(r.duration())));
   kv("start (from trace start)", duration_qs(double(r.start_ns - m.t_min)));

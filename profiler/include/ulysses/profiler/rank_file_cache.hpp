@@ -30,7 +30,9 @@
 
 namespace ulysses::prof {
 
-constexpr uint32_t kRankFileCacheFormat = 3;  // 2: ranges by source and start; 3: the run id and world size
+// 2: ranges by source and start; 3: the run id and world size; 4: a range's extra fields
+// (TraceModel::extras) only when it has them.
+constexpr uint32_t kRankFileCacheFormat = 4;
 
 // The cache file of a rank file: dirname(F)/.F.ulysses-read-cache.
 std::string rank_file_cache_path(const std::string& rank_file);
