@@ -415,8 +415,8 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
                       " step rows with a negative step, an end before their start or times beyond +-2^62 ns left out");
   if (bad_attrs > 0)
     m.notes.push_back(fname + ": " + std::to_string(bad_attrs) +
-                      " layer or head attributes no model has (a layer past 1023, heads begin >= end or past 65536) "
-                      "shown as absent");
+                      " layer, head or chunk attributes no model has (a layer past 1023, heads begin >= end or past "
+                      "32767, a chunk past 32766) shown as absent");
   if (repeated_steps > 0)
     m.notes.push_back(fname + ": " + std::to_string(repeated_steps) +
                       " step rows repeating a step of the same rank left out (the first one is kept)");

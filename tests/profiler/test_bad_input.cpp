@@ -360,7 +360,10 @@ TEST_F(BadInput, ImpossibleStepsAndRangeTimesAreLeftOutWithANote) {
       "WHERE rowid = (SELECT max(rowid) FROM NVTX_EVENTS); "
       // a layer no model has (every per-layer table was sized by it) and heads 4..2 ("4-1")
       "UPDATE NVTX_EVENTS SET ulyssesLayer = 1000000, ulyssesHeadBegin = 4, ulyssesHeadEnd = 2 "
-      "WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE ulyssesStep IS NOT NULL)";
+      "WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE ulyssesStep IS NOT NULL); "
+      // heads and a chunk past what the model's 16-bit fields hold (they must not wrap around)
+      "UPDATE NVTX_EVENTS SET ulyssesHeadBegin = 0, ulyssesHeadEnd = 40000, ulyssesChunk = 70000 "
+      "WHERE rowid = (SELECT rowid FROM NVTX_EVENTS WHERE ulyssesStep IS NOT NULL ORDER BY rowid LIMIT 1 OFFSET 1)";
   ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(db);
   prof::LoadOptions lo;
@@ -371,11 +374,13 @@ TEST_F(BadInput, ImpossibleStepsAndRangeTimesAreLeftOutWithANote) {
   EXPECT_NE(notes.find("1 step rows repeating a step"), std::string::npos) << notes;
   EXPECT_NE(notes.find("1 step rows with a negative step, an end before their start"), std::string::npos) << notes;
   EXPECT_NE(notes.find("1 ranges with an end before their start or times beyond"), std::string::npos) << notes;
-  EXPECT_NE(notes.find("2 layer or head attributes no model has"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("4 layer, head or chunk attributes no model has"), std::string::npos) << notes;
   EXPECT_LT(m.num_layers, 1024);
   for (const auto& r : m.ranges) {
     EXPECT_LT(r.layer, 1024);
     EXPECT_TRUE((r.head_begin == -1 && r.head_end == -1) || (r.head_begin >= 0 && r.head_begin < r.head_end));
+    EXPECT_GE(r.chunk, -1);
+    EXPECT_GE(r.head_end, -1);
   }
   EXPECT_EQ(m.steps.size(), clean.steps.size() - 1);
   EXPECT_LT(m.ranges.size(), clean.ranges.size());
