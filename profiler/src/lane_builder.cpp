@@ -44,7 +44,7 @@ bool by_start(const TraceRange& a, const TraceRange& b) {
 }
 
 // Sorts v[b, e) by_start, ties in their current order (a stable sort). Input that is a few runs already in order is
-// merged; already sorted input costs one pass. Otherwise it sorts 24-byte keys and then moves each 96-byte range once,
+// merged; already sorted input costs one pass. Otherwise it sorts 24-byte keys and then moves each 56-byte range once,
 // instead of swapping ranges throughout the sort.
 void sort_by_start(std::vector<TraceRange>& v, size_t b, size_t e) {
   const auto first = v.begin() + static_cast<std::ptrdiff_t>(b);
@@ -242,7 +242,7 @@ void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
   });
   std::vector<int32_t> rank_of_source(b.sources.size());
   for (size_t i = 0; i < order.size(); ++i) rank_of_source[order[i]] = static_cast<int32_t>(i);
-  if (threads < 0) {  // legacy: one sort of the whole vector (moves 96-byte ranges n log n times)
+  if (threads < 0) {  // legacy: one sort of the whole vector (moves 56-byte ranges n log n times)
     for (auto& v : b.pending_ranges) m.ranges.insert(m.ranges.end(), v.begin(), v.end());
     b.pending_ranges.clear();
     for (auto& r : m.ranges) r.lane = rank_of_source[r.lane];
