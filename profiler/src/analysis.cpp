@@ -574,7 +574,10 @@ WaitingAnalysis waiting_analysis(const TraceModel& m, const AnalysisOptions& o) 
   std::vector<std::pair<std::pair<int32_t, int64_t>, std::vector<std::pair<int32_t, const TraceRange*>>>> by_id;
   for (size_t k = 0; k < entries.size(); ++k) {
     const Entry& e = entries[k];
-    if (k > 0 && entries[k - 1].pg == e.pg && entries[k - 1].seq == e.seq && entries[k - 1].rank == e.rank) continue;
+    if (k > 0 && entries[k - 1].pg == e.pg && entries[k - 1].seq == e.seq && entries[k - 1].rank == e.rank) {
+      ++w.repeated;  // no collective runs twice under one id on a rank: a broken or merged trace
+      continue;
+    }
     if (by_id.empty() || by_id.back().first != std::make_pair(e.pg, int64_t{e.seq}))
       by_id.push_back({{e.pg, int64_t{e.seq}}, {}});
     by_id.back().second.emplace_back(e.rank, &m.ranges[e.at]);

@@ -12,6 +12,16 @@ double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 double msd(double ns) { return ns / 1e6; }
 
 std::string mib(int64_t b) { return strfmt("%.1f", static_cast<double>(b) / (1024.0 * 1024.0)); }
+
+// What the waiting analysis left out, for the notes (empty when nothing): said whether or not
+// any collective paired, so a run whose ids all went unpaired (a rank's file missing from the
+// folder) does not lose its straggler table without a word.
+std::string waiting_note(const WaitingAnalysis& w) {
+  if (w.incomplete == 0 && w.repeated == 0) return {};
+  return "collective ids left out of the straggler table: " + std::to_string(w.incomplete) +
+         " seen on only some ranks of their group, " + std::to_string(w.repeated) +
+         " ranges repeating an id on one rank (only the earliest counted)";
+}
 }  // namespace
 
 nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
@@ -21,6 +31,7 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
   j["from_nsys"] = m.from_nsys;
   j["format"] = m.format;
   j["notes"] = m.notes;
+  if (const std::string n = waiting_note(s.waiting); !n.empty()) j["notes"].push_back(n);
   j["world_size"] = s.world_size;
   j["sp_size"] = m.sp_size;
   j["dp_size"] = m.dp_size;
@@ -136,6 +147,7 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
               : m.format == "kineto" ? "  (PyTorch profiler trace)"
                                      : "");
   for (const auto& n : m.notes) o += "Note: " + n + "\n";
+  if (const std::string n = waiting_note(s.waiting); !n.empty()) o += "Note: " + n + "\n";
   if (m.format != "ulysses")
     for (const auto& r : m.ranks)
       o += strfmt("Rank %d: pid %lld, %s\n", r.rank, static_cast<long long>(r.pid), r.device.c_str());

@@ -34,7 +34,7 @@ static_assert(sizeof(Headline) == 48 && sizeof(StepBreakdown) == 96 && sizeof(Ra
                   sizeof(OverlapResult) == 40 && sizeof(LayerRow) == 72 && sizeof(HeadRangeRow) == 48 &&
                   sizeof(SkewRow) == 40 && sizeof(PhaseMemoryRow) == 72 && sizeof(NameRow) == 64 &&
                   sizeof(CollectiveArrival) == 24 && sizeof(CollectiveInstance) == 88 && sizeof(RankWaitRow) == 40 &&
-                  sizeof(StepEndRow) == 24 && sizeof(WaitingAnalysis) == 88 && sizeof(Summary) == 376,
+                  sizeof(StepEndRow) == 24 && sizeof(WaitingAnalysis) == 96 && sizeof(Summary) == 384,
               "Summary changed: update summary_cache.cpp and bump kSummaryCacheFormat");
 #endif
 
@@ -236,7 +236,7 @@ std::string encode_summary(const TraceModel& m, const Summary& s) {
     put_vec(o, c.arrivals, [&](const CollectiveArrival& a) { o.i(a.rank), o.i(a.arrive_ns), o.i(a.end_ns); });
     o.i(c.first_arrival_ns), o.i(c.last_arrival_ns), o.i(c.skew_ns), o.i(c.last_arriver);
   });
-  o.i(w.incomplete), o.f(w.median_skew_ns);
+  o.i(w.incomplete), o.i(w.repeated), o.f(w.median_skew_ns);
   put_vec(o, w.ranks, [&](const RankWaitRow& r) {
     o.i(r.rank), o.i(r.collectives), o.i(r.last_arrivals), o.i(r.wait_caused_ns), o.i(r.wait_suffered_ns);
   });
@@ -314,7 +314,7 @@ void decode_payload(const char* data, size_t size, TraceModel* mp, Summary* sp) 
     get_vec(in, &c.arrivals, [&](CollectiveArrival& a) { a.rank = in.i32(), a.arrive_ns = in.i(), a.end_ns = in.i(); });
     c.first_arrival_ns = in.i(), c.last_arrival_ns = in.i(), c.skew_ns = in.i(), c.last_arriver = in.i32();
   });
-  w.incomplete = in.i(), w.median_skew_ns = in.f();
+  w.incomplete = in.i(), w.repeated = in.i(), w.median_skew_ns = in.f();
   get_vec(in, &w.ranks, [&](RankWaitRow& r) {
     r.rank = in.i32(), r.collectives = in.i(), r.last_arrivals = in.i(), r.wait_caused_ns = in.i();
     r.wait_suffered_ns = in.i();

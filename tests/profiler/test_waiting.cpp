@@ -4,6 +4,7 @@
 // identity (pgId, seq) through the writer and loader, old (format 2) files included.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "test_util.hpp"
@@ -75,6 +76,7 @@ TEST(Waiting, HandComputedArrivalsSkewAndWaits) {
   const prof::WaitingAnalysis w = prof::waiting_analysis(m);
   ASSERT_EQ(w.instances.size(), 4u);
   EXPECT_EQ(w.incomplete, 1);
+  EXPECT_EQ(w.repeated, 1);  // rank 2's second range of A
   // Sorted by first arrival: A (100), B (300), C (500), D (1100).
   const int32_t last[4] = {1, 2, 1, 0};
   const int64_t skew[4] = {60, 50, 5, 0};
@@ -134,6 +136,14 @@ TEST(Waiting, SummaryJsonHasExactlyTheCollectivesFields) {
   const std::string text = prof::summary_to_text(m, prof::analyze(m));
   EXPECT_NE(text.find("Stragglers: 4 collectives"), std::string::npos) << text;
   EXPECT_NE(text.find("s2:r1*"), std::string::npos) << text;
+  // What was left out is said, in the text and in the JSON's notes (the collectives object keeps
+  // exactly its fields).
+  const std::string note =
+      "collective ids left out of the straggler table: 1 seen on only some ranks of their group, 1 ranges "
+      "repeating an id on one rank (only the earliest counted)";
+  EXPECT_NE(text.find("Note: " + note), std::string::npos) << text;
+  ASSERT_TRUE(j["notes"].is_array());
+  EXPECT_NE(std::find(j["notes"].begin(), j["notes"].end(), note), j["notes"].end()) << j["notes"].dump();
 }
 
 namespace {
@@ -179,6 +189,22 @@ TEST(Waiting, IdentitySurvivesWriterAndLoader) {
   }
   EXPECT_EQ(w.ranks[0].wait_suffered_ns, 21000);
   EXPECT_EQ(w.ranks[1].wait_caused_ns, 21000);
+}
+
+// One rank's file of a two-rank run opened alone: no collective pairs, and the summary says why
+// there is no straggler table instead of leaving it out without a word.
+TEST(Waiting, OneRankOfARunOpenedAloneIsSaidNotSilent) {
+  TempDir d;
+  write_pair(d.path);
+  const auto m = prof::load_trace((fs::path(d.path) / "trace" / "rank0.sqlite").string());
+  const auto s = prof::analyze(m);
+  EXPECT_TRUE(s.waiting.instances.empty());
+  EXPECT_EQ(s.waiting.incomplete, 3);
+  const std::string text = prof::summary_to_text(m, s);
+  EXPECT_EQ(text.find("Stragglers:"), std::string::npos) << text;
+  EXPECT_NE(text.find("Note: collective ids left out of the straggler table: 3 seen on only some ranks"),
+            std::string::npos)
+      << text;
 }
 
 TEST(Waiting, FormatTwoFilesStillLoadWithoutIdentity) {

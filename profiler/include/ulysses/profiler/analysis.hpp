@@ -167,6 +167,7 @@ struct StepEndRow {
 struct WaitingAnalysis {
   std::vector<CollectiveInstance> instances;  // complete instances, sorted by first arrival
   int64_t incomplete = 0;                     // ids missing on some member rank (skipped)
+  int64_t repeated = 0;                       // ranges repeating an id on one rank (the earliest counts)
   double median_skew_ns = 0;                  // median over instances (upper median)
   std::vector<RankWaitRow> ranks;             // every rank of the trace, sorted by rank
   std::vector<StepEndRow> steps;              // sorted by step

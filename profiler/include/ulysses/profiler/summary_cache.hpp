@@ -43,7 +43,7 @@
 namespace ulysses::prof {
 
 // Bump when the encoding below changes (the build id covers changes to what is computed).
-constexpr uint32_t kSummaryCacheFormat = 1;
+constexpr uint32_t kSummaryCacheFormat = 2;  // 2: WaitingAnalysis::repeated
 
 // A hash of the profiler library's sources, fixed at build time.
 const char* profiler_build_id();
