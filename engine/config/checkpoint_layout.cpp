@@ -204,6 +204,27 @@ std::vector<ConfigIssue> resume_issues(const RunConfig& cfg) {
           if (!safetensors_float_dtype(e.dtype) && e.dtype != "I64")
             out.push_back({"train.resume_from", opt + ": tensor " + e.name + " has dtype " + e.dtype +
                                                     ", which the optimizer state never holds (F32, BF16, F16, I64)"});
+      // Every rank's RNG state: present, and all of one size (one generator's state), so a lost
+      // or cut file is named here instead of by one worker after launch. Whether the bytes are a
+      // generator state only libtorch can tell (the workers do).
+      uintmax_t rng0 = 0;
+      for (int64_t r = 0; r < cfg.parallel.world_size() && r < kMaxWorld; ++r) {
+        const std::string f = (fs::path(c.dir) / rng_file_name(r)).string();
+        const std::string fw = regular_file_problem(f, int64_t{1} << 20);
+        if (!fw.empty()) {
+          out.push_back({"train.resume_from", f + ": " + fw + " (rank " + std::to_string(r) + "'s RNG state)"});
+          break;
+        }
+        const uintmax_t n = fs::file_size(f, ec);
+        if (ec || n == 0 || (r > 0 && n != rng0)) {
+          out.push_back(
+              {"train.resume_from", f + " has " + std::to_string(ec ? 0 : n) + " bytes" +
+                                        (r > 0 ? ", " + rng_file_name(0) + " " + std::to_string(rng0) : std::string()) +
+                                        ": not rank " + std::to_string(r) + "'s RNG state"});
+          break;
+        }
+        if (r == 0) rng0 = n;
+      }
     }
     if (cfg.train.steps <= c.step)
       out.push_back({"train.steps", "train.steps (" + std::to_string(cfg.train.steps) +

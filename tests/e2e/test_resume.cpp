@@ -221,6 +221,22 @@ TEST(Resume, BadInputsExit2WithAMessage) {
     man["files"]["model.safetensors"] = size;
     std::ofstream(tmp("d-tensor") + "/step-00000002/complete") << man.dump();
   }
+  // Rank 1's RNG state cut to half, and in another copy lost, the manifest made to agree each
+  // time: refused before any worker starts (only the worker of rank 1 found it, after launch).
+  for (const std::string d : {"d-rng-cut", "d-rng-lost"}) {
+    fs::create_directories(tmp(d));
+    fs::copy(save + "/step-00000002", tmp(d) + "/step-00000002", fs::copy_options::recursive);
+    const std::string rng = tmp(d) + "/step-00000002/rng-rank1.bin";
+    json man = json::parse(std::ifstream(tmp(d) + "/step-00000002/complete"));
+    if (d == "d-rng-cut") {
+      fs::resize_file(rng, fs::file_size(rng) / 2);
+      man["files"]["rng-rank1.bin"] = fs::file_size(rng);
+    } else {
+      fs::remove(rng);
+      man["files"].erase("rng-rank1.bin");
+    }
+    std::ofstream(tmp(d) + "/step-00000002/complete") << man.dump();
+  }
   std::ofstream(tmp("d-file")) << "x";
   const std::string ck = "train.resume_from=" + save + "/step-00000002";
   struct Case {
@@ -236,6 +252,8 @@ TEST(Resume, BadInputsExit2WithAMessage) {
       {"--set train.resume_from=" + tmp("d-edited") + "/step-00000002",
        "says next_step 9 but the checkpoint is of step 2"},
       {"--set train.resume_from=" + tmp("d-tensor"), "lacks tensors: model.layers.1.mlp.up_proj.weight"},
+      {"--set train.resume_from=" + tmp("d-rng-cut"), ": not rank 1's RNG state"},
+      {"--set train.resume_from=" + tmp("d-rng-lost"), "rng-rank1.bin: no such file (rank 1's RNG state)"},
       {"--set train.save_every=2", "needs train.save_to"},
       {"--set train.save_keep=0 --set train.save_to=" + tmp("d-k"), "train.save_keep must be positive"},
       {"--set train.save_every=-1", "train.save_every must be >= 0"},
