@@ -70,7 +70,11 @@ inline c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, uint16
   o.port = port;
   o.isServer = is_server;
   o.numWorkers = static_cast<size_t>(world);
-  o.waitWorkers = true;
+  // No wait for the other ranks here: the groups' connections wait for them (each rank's
+  // address is a store key), within the timeout. Waiting here too made rank 0 wait 2x timeout_s
+  // for a peer that never came: libtorch's wait for workers ends at the timeout without an
+  // error, and the group's connection then waited the full timeout again.
+  o.waitWorkers = false;
   o.timeout = timeout;
   return c10::make_intrusive<c10d::TCPStore>(host, o);
 }

@@ -287,6 +287,35 @@ json run_record(const std::string& run) { return json::parse(slurp(run + "/run.j
 
 }  // namespace
 
+// A rank whose peer never starts gives up within timeout_s (plus its start): rank 0 waited the
+// full timeout for the others to reach its store and then again for their addresses, 2x.
+TEST(Watchdog, ARankWhosePeerNeverStartsGivesUpWithinTheTimeout) {
+  const auto out = dir("alone");
+  const auto cfg = write_config(out);
+  constexpr double kAloneTimeoutS = 6.0;  // the 2x wait (12 s) lies well past the bound below
+  json c = json::parse(slurp(cfg));
+  c["parallel"]["timeout_s"] = kAloneTimeoutS;
+  std::ofstream(cfg) << c.dump(2);
+  for (int rank : {0, 1}) {
+    const pid_t p = start_rank(rank, free_port(), cfg, out);
+    ASSERT_GT(p, 0);
+    double took = 0;
+    const int st = wait_for(p, 3 * kAloneTimeoutS, &took);
+    if (st == -1) {
+      ::kill(p, SIGKILL);
+      int ignored = 0;
+      ::waitpid(p, &ignored, 0);
+    }
+    const std::string log = slurp(out + "/rank" + std::to_string(rank) + ".log");
+    ASSERT_NE(st, -1) << "rank " << rank << " alone still running after " << 3 * kAloneTimeoutS << " s\n" << log;
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << log;
+    EXPECT_LT(took, kAloneTimeoutS + 4.0) << "rank " << rank << "\n" << log;
+    EXPECT_NE(log.find("a peer rank did not arrive within parallel.timeout_s"), std::string::npos) << log;
+    std::printf("[ alone ] rank %d of 2 without its peer exited after %.2f s (timeout_s %.1f)\n", rank, took,
+                kAloneTimeoutS);
+  }
+}
+
 // Hang class: rank 0 (the TCPStore host) stops during rendezvous (the fault hook raises
 // SIGSTOP once it reported the phase). It used to hang the run forever.
 TEST(Watchdog, RealRank0FrozenInRendezvousIsNamedWithinTheTimeout) {
