@@ -662,6 +662,39 @@ TEST(UlyssesRun, ARankExitingWithBadInputMakesTheLauncherExit2) {
   for (const auto& r : fake_records(run, 2)) EXPECT_TRUE(process_gone(r["pid"]));
 }
 
+// A tokens file of 1 GiB or more: its id check (a read of the whole file) is announced first,
+// not minutes of silence. A sparse file, one id past model.vocab_size in its last token, so the
+// check reads to the end and refuses it (exit 2, nothing started).
+TEST(UlyssesRun, ABigTokensFileIsAnnouncedBeforeItsIdsAreChecked) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "reads 1 GiB at -O0 under a sanitizer (the plain build runs it)";
+#endif
+  TempDir tmp;
+  const fs::path data = tmp.path() / "big.u16";
+  {
+    std::ofstream(data.string(), std::ios::binary).close();
+    fs::resize_file(data, uintmax_t{1} << 30);
+    std::fstream f(data.string(), std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(static_cast<std::streamoff>((uintmax_t{1} << 30) - 2));
+    const unsigned char id[2] = {0x2c, 0x01};  // 300, little-endian uint16
+    f.write(reinterpret_cast<const char*>(id), 2);
+  }
+  json c = small_config(2, 1, 5);
+  c["model"]["vocab_size"] = 256;
+  c["data"] = {{"kind", "tokens"}, {"path", data.string()}, {"token_dtype", "uint16"}};
+  const fs::path cfg = write_config(tmp.path(), c);
+  const fs::path run = tmp.path() / "run";
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {}, tmp.path());
+  ASSERT_EQ(cli.wait(60), 2) << cli.err();
+  const std::string err = cli.err();
+  const size_t said = err.find("checking the token ids of " + data.string() + " (1 GiB) against model.vocab_size");
+  const size_t refused = err.find("whose largest token id is 300");
+  EXPECT_NE(said, std::string::npos) << err;
+  EXPECT_NE(refused, std::string::npos) << err;
+  EXPECT_LT(said, refused) << err;
+  EXPECT_FALSE(fs::exists(run / "run.json")) << "nothing may start for a bad config";
+}
+
 TEST(UlyssesRun, ARankKilledByASignalIsReported) {
   TempDir tmp;
   const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 5));
