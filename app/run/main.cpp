@@ -381,8 +381,11 @@ int run_main(int argc, char** argv) {
   }
   // 1. Config and its files, before anything starts (a plan reads no data).
   ulysses::RunConfig cfg;
+  std::string tokens_checked;  // the data file as its ids were checked here (taken before the check)
   try {
     cfg = ulysses::load_run_config(config_path, overrides);
+    if (!plan_mode && !export_mode)
+      tokens_checked = ulysses::tokens_file_identity(cfg.data.path, cfg.data, cfg.model.vocab_size);
     // A plan or an export reads no data and is not for this host's devices. A large token file's
     // id check reads it whole (about 0.4 GiB/s here): said first, not minutes of silence.
     if (!plan_mode && !export_mode && cfg.data.kind == "tokens") {
@@ -531,6 +534,7 @@ int run_main(int argc, char** argv) {
   opt.run_dir = out_dir;
   opt.worker = where.path;
   opt.config = cfg;
+  opt.tokens_checked = tokens_checked;
   L::LaunchCallbacks cb;
   cb.on_line = [](int rank, L::Stream, const std::string& line) {
     err_line("[rank " + std::to_string(rank) + "] " + line);

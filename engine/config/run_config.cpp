@@ -1043,6 +1043,28 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
   return out;
 }
 
+namespace {
+std::string identity_of(const struct stat& st, const DataConfig& d, int64_t vocab_size) {
+  const int width = d.token_dtype == "uint32" ? 4 : 2;
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" +
+         std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec) + ":" +
+         std::to_string(vocab_size) + ":" + std::to_string(width);
+}
+}  // namespace
+
+std::string tokens_file_identity(const std::string& path, const DataConfig& d, int64_t vocab_size) {
+  struct stat st {};
+  if (d.kind != "tokens" || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  return identity_of(st, d, vocab_size);
+}
+
+std::string tokens_file_identity(int fd, const DataConfig& d, int64_t vocab_size) {
+  struct stat st {};
+  if (d.kind != "tokens" || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  return identity_of(st, d, vocab_size);
+}
+
 std::vector<ConfigIssue> validate_with_files(const RunConfig& c, FileChecks depth) {
   std::vector<ConfigIssue> out = validate(c);
   if (!out.empty()) return out;

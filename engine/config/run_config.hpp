@@ -207,6 +207,15 @@ std::vector<ConfigIssue> validate(const RunConfig& cfg);
 enum class FileChecks { Full, Quick };
 std::vector<ConfigIssue> validate_with_files(const RunConfig& cfg, FileChecks depth = FileChecks::Full);
 
+// The tokens file as its ids were checked (data.kind tokens): device, inode, size, modification
+// and change times, with the vocab size and token width the check was against; "" when it
+// cannot be read. ulysses-run takes it before its id check and hands it to the workers
+// (kTokensCheckedEnv); a worker whose opened file still has it skips its own read of the whole
+// file (every batch it reads is still checked). By path, or of an open file descriptor.
+inline constexpr const char* kTokensCheckedEnv = "ULYSSES_TOKENS_CHECKED";
+std::string tokens_file_identity(const std::string& path, const DataConfig& d, int64_t vocab_size);
+std::string tokens_file_identity(int fd, const DataConfig& d, int64_t vocab_size);
+
 // Throws ConfigError with all issues, one per line, when there are any.
 void throw_if_invalid(const std::vector<ConfigIssue>& issues);
 

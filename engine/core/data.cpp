@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -45,6 +46,7 @@ class FileTokens : public TokenSource {
   FileTokens& operator=(const FileTokens&) = delete;
   ~FileTokens() override { ::close(fd_); }
   int64_t size() const override { return bytes_ / width_; }
+  int fd() const { return fd_; }
   int64_t at(int64_t i) const override {
     int64_t v = 0;
     read(i, 1, &v);
@@ -137,7 +139,11 @@ std::unique_ptr<TokenSource> TokenSource::open(const DataConfig& d, const ModelC
     src = std::make_unique<FileTokens>(d.path, 1, m.vocab_size);
   } else if (d.kind == "tokens") {
     auto file = std::make_unique<FileTokens>(d.path, d.token_dtype == "uint32" ? 4 : 2, m.vocab_size);
-    const int64_t max_id = file->max_id();
+    // ulysses-run read the whole file for this check already when the file it opened still is the
+    // one it checked (same inode, size and times, same vocab and width): not again on every rank.
+    const char* checked = std::getenv(kTokensCheckedEnv);
+    const std::string here = tokens_file_identity(file->fd(), d, m.vocab_size);
+    const int64_t max_id = checked && !here.empty() && here == checked ? 0 : file->max_id();
     src = std::move(file);
     if (max_id >= m.vocab_size)
       throw ConfigError("model.vocab_size (" + std::to_string(m.vocab_size) + ") is too small for " + d.path +

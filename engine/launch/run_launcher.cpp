@@ -683,6 +683,7 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
     // cores, spinning threads hold the core a descheduled peer needs (3-13x slower steps at
     // 2 threads per rank measured on a loaded 2-core VM; README "CPU speed").
     if (!std::getenv("OMP_WAIT_POLICY")) spec.env.emplace_back("OMP_WAIT_POLICY", "PASSIVE");
+    if (!opt.tokens_checked.empty()) spec.env.emplace_back(kTokensCheckedEnv, opt.tokens_checked);
     spec.heartbeat = true;
     try {
       ranks[r].spawned = ranks[r].phase_since = ranks[r].last_beat = ranks[r].cpu_since = Clock::now();

@@ -34,6 +34,9 @@ struct LaunchOptions {
   // The start-up and progress watchdog (watchdog.hpp): deadlines from parallel.timeout_s;
   // when one passes, the rank that stopped progressing is named and the run fails.
   bool watchdog = true;
+  // tokens_file_identity of the data file as this process checked its token ids (ulysses-run),
+  // handed to the workers (kTokensCheckedEnv) so they do not read it whole again; "" = not checked.
+  std::string tokens_checked;
 };
 
 struct LaunchCallbacks {

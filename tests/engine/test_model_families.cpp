@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <chrono>
 #include <csignal>
+#include <cstdlib>
 
 #include <filesystem>
 #include <fstream>
@@ -329,6 +331,55 @@ TEST(Checkpoint, ShardedIndexRefusals) {
                                 : index["weight_map"]["model.embed_tokens.weight"].get<std::string>();
   wrong["weight_map"]["lm_head.weight"] = other;
   expect_refused(wrong, "lm_head.weight");
+  fs::remove_all(dir);
+}
+
+// A tokens file ulysses-run checked (kTokensCheckedEnv holds its identity then): a worker opening
+// that same file skips its own read of it; any other identity (another vocab, the file touched
+// since) and the worker checks the ids itself. The file holds id 300 past vocab_size 256, so a
+// worker that checks refuses it, and one that skipped still refuses the batch that reads it.
+TEST(Data, ATokensFileTheLauncherCheckedIsNotReadWholeAgain) {
+  const auto dir = temp_dir("data-checked");
+  fs::create_directories(dir);
+  const std::string path = dir + "/tokens.bin";
+  {
+    std::ofstream f(path, std::ios::binary);
+    for (uint16_t i = 0; i < 4096; ++i) {
+      const uint16_t v = i == 4095 ? 300 : i % 200;
+      f.write(reinterpret_cast<const char*>(&v), 2);
+    }
+  }
+  DataConfig d;
+  d.kind = "tokens";
+  d.path = path;
+  d.token_dtype = "uint16";
+  ModelConfig m;
+  m.vocab_size = 256;
+  auto open_with = [&](const std::string& env) {
+    ::setenv(kTokensCheckedEnv, env.c_str(), 1);
+    auto src = TokenSource::open(d, m, 64, 1);
+    ::unsetenv(kTokensCheckedEnv);
+    return src;
+  };
+  const std::string id = tokens_file_identity(path, d, m.vocab_size);
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(id, tokens_file_identity(path, d, m.vocab_size));
+  EXPECT_NE(id, tokens_file_identity(path, d, 512));  // another vocab: another check
+  const auto src = open_with(id);                     // skipped: id 300 not seen at open
+  ASSERT_EQ(src->size(), 4096);
+  int64_t v[2] = {0, 0};
+  EXPECT_THROW(src->read(4094, 2, v), std::runtime_error);  // the batch that reads it still refuses it
+  for (const std::string& other : {std::string(), std::string("x"), tokens_file_identity(path, d, 512)}) {
+    try {
+      open_with(other);
+      ADD_FAILURE() << "opened without checking the ids, identity '" << other << "'";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("whose largest token id is 300"), std::string::npos) << e.what();
+    }
+  }
+  // Touched since the launcher's look (its change time moves): checked again.
+  fs::last_write_time(path, fs::last_write_time(path) + std::chrono::seconds(1));
+  EXPECT_THROW(open_with(id), ConfigError);
   fs::remove_all(dir);
 }
 

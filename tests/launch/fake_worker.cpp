@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
   seen["out"] = out_dir;
   seen["cwd"] = fs::current_path().string();
   for (const char* k : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                        "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY"})
+                        "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY", "ULYSSES_TOKENS_CHECKED"})
     seen["env"][k] = env_or(k, "");
   fs::create_directories(fs::path(out_dir) / "fake");
   const fs::path seen_path = fs::path(out_dir) / "fake" / ("rank" + std::to_string(rank) + ".json");

@@ -620,6 +620,36 @@ TEST(UlyssesRun, RealExampleConfigWithTextData) {
             (fs::path(ULYSSES_SOURCE_DIR) / "resources/data/tiny_corpus.txt").lexically_normal().string());
 }
 
+// ulysses-run read a tokens file whole for its id check: it hands the workers the file's identity
+// as it checked it (tokens_file_identity), so they do not read it whole again; text data: none.
+TEST(UlyssesRun, WorkersAreToldTheTokensFileWasChecked) {
+  TempDir tmp;
+  const fs::path data = tmp.path() / "tokens.u16";
+  {
+    std::ofstream f(data.string(), std::ios::binary);
+    for (uint16_t i = 0; i < 4096; ++i) {
+      const uint16_t v = i % 200;
+      f.write(reinterpret_cast<const char*>(&v), 2);
+    }
+  }
+  json c = small_config(2, 1, 2);
+  c["model"]["vocab_size"] = 256;
+  c["data"] = {{"kind", "tokens"}, {"path", data.string()}, {"token_dtype", "uint16"}};
+  const fs::path run = tmp.path() / "run";
+  Cli cli({write_config(tmp.path(), c).string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {}, tmp.path());
+  ASSERT_EQ(cli.wait(), 0) << cli.err();
+  const ulysses::RunConfig rc = ulysses::RunConfig::from_json(c);
+  const std::string want = ulysses::tokens_file_identity(data.string(), rc.data, rc.model.vocab_size);
+  ASSERT_FALSE(want.empty());
+  for (const auto& r : fake_records(run, 2)) EXPECT_EQ(r["env"]["ULYSSES_TOKENS_CHECKED"], want) << r;
+  const fs::path run2 = tmp.path() / "run2";
+  Cli text({write_config(tmp.path(), small_config(2, 1, 2), "synthetic.json").string(), "--out", run2.string(),
+            "--worker", FAKE_WORKER_EXE},
+           {}, tmp.path());
+  ASSERT_EQ(text.wait(), 0) << text.err();
+  for (const auto& r : fake_records(run2, 2)) EXPECT_EQ(r["env"]["ULYSSES_TOKENS_CHECKED"], "") << r;
+}
+
 TEST(UlyssesRun, AFailingRankStopsEveryOtherWorker) {
   TempDir tmp;
   const fs::path cfg = write_config(tmp.path(), small_config(2, 2, 20));
