@@ -270,8 +270,14 @@ TEST(GpuCorrelation, OverlapLayerAndHeadTablesUseKernelIntervalsOnGpuRanks) {
   ASSERT_EQ(sh.layers.size(), 1u);
   EXPECT_FALSE(sh.steps[0].gpu);
   EXPECT_EQ(sh.layers[0].a2a_seq_to_head_ns, 5 * kUs);
-  EXPECT_GE(sh.layers[0].attention_ns, 20 * kUs);
-  EXPECT_LT(sh.layers[0].attention_ns, 400 * kUs);
+  // The host attention range's own duration (at least its 20 us spin; how much more depends on
+  // the machine's load, so it is read from the trace, not bounded), not the kernel's 400 us.
+  int64_t host_attention = -1;
+  for (const auto& r : mh.ranges)
+    if (r.phase == Phase::Attention && !r.is_kernel) host_attention = r.duration();
+  ASSERT_GE(host_attention, 20 * kUs);
+  EXPECT_EQ(sh.layers[0].attention_ns, host_attention);
+  EXPECT_NE(sh.layers[0].attention_ns, 400 * kUs);
 }
 
 TEST(GpuCorrelation, OnlyKernelsOfProfiledStepsAreWritten) {
