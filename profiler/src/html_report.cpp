@@ -302,7 +302,8 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
     for (const auto& p : m.memory) {
       auto& ser = per_rank[p.rank];
       ser.name = strfmt("rank %d peak", p.rank);
-      ser.pts.emplace_back(static_cast<double>(p.t_ns - m.t_min) / 1e9, static_cast<double>(p.peak) / 1048576.0);
+      ser.pts.emplace_back((static_cast<double>(p.t_ns) - static_cast<double>(m.t_min)) / 1e9,
+                           static_cast<double>(p.peak) / 1048576.0);
     }
     std::vector<Series> v;
     for (auto& [r, ser] : per_rank) {

@@ -4,6 +4,7 @@
 #include "ulysses/profiler/summary_cache.hpp"
 
 #include "cache_io.hpp"
+#include "trace_loading.hpp"
 #include "ulysses/profiler/atomic_file.hpp"
 
 #include <fcntl.h>
@@ -324,6 +325,13 @@ void decode_payload(const char* data, size_t size, TraceModel* mp, Summary* sp) 
   });
   s.clock_error_ns = in.i();
   if (!in.done()) In::fail();
+  // The shell model's times as a load leaves them (within +-2^62 ns, t_min <= t_max): the
+  // report subtracts t_min from them (INT64_MIN - 3 was undefined behaviour; found by fuzzing).
+  bool times_ok = m.t_min <= m.t_max && !detail::time_out_of_range(m.t_min) && !detail::time_out_of_range(m.t_max);
+  for (const auto& x : m.steps)
+    times_ok &= !detail::time_out_of_range(x.start_ns) && !detail::time_out_of_range(x.end_ns);
+  for (const auto& x : m.memory) times_ok &= !detail::time_out_of_range(x.t_ns);
+  if (!times_ok) In::fail();
 }
 }  // namespace
 
