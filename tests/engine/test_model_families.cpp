@@ -334,25 +334,32 @@ TEST(Checkpoint, ShardedIndexRefusals) {
   fs::remove_all(dir);
 }
 
+namespace {
+// DIR/tokens.bin: 4096 uint16 ids i % 200, the last one `last` instead when given; the data
+// config that reads it.
+DataConfig write_u16_tokens(const std::string& dir, int last = -1) {
+  fs::create_directories(dir);
+  DataConfig d;
+  d.kind = "tokens";
+  d.path = dir + "/tokens.bin";
+  d.token_dtype = "uint16";
+  std::ofstream f(d.path, std::ios::binary);
+  for (uint16_t i = 0; i < 4096; ++i) {
+    const uint16_t v = i == 4095 && last >= 0 ? static_cast<uint16_t>(last) : i % 200;
+    f.write(reinterpret_cast<const char*>(&v), 2);
+  }
+  return d;
+}
+}  // namespace
+
 // A tokens file ulysses-run checked (kTokensCheckedEnv holds its identity then): a worker opening
 // that same file skips its own read of it; any other identity (another vocab, the file touched
 // since) and the worker checks the ids itself. The file holds id 300 past vocab_size 256, so a
 // worker that checks refuses it, and one that skipped still refuses the batch that reads it.
 TEST(Data, ATokensFileTheLauncherCheckedIsNotReadWholeAgain) {
   const auto dir = temp_dir("data-checked");
-  fs::create_directories(dir);
-  const std::string path = dir + "/tokens.bin";
-  {
-    std::ofstream f(path, std::ios::binary);
-    for (uint16_t i = 0; i < 4096; ++i) {
-      const uint16_t v = i == 4095 ? 300 : i % 200;
-      f.write(reinterpret_cast<const char*>(&v), 2);
-    }
-  }
-  DataConfig d;
-  d.kind = "tokens";
-  d.path = path;
-  d.token_dtype = "uint16";
+  const DataConfig d = write_u16_tokens(dir, 300);
+  const std::string& path = d.path;
   ModelConfig m;
   m.vocab_size = 256;
   auto open_with = [&](const std::string& env) {
@@ -388,19 +395,8 @@ TEST(Data, ATokensFileTheLauncherCheckedIsNotReadWholeAgain) {
 // in self"). Each batch is now read with pread and checked: a message naming the file.
 TEST(Data, AFileChangedDuringTheRunIsNamed) {
   const auto dir = temp_dir("data");
-  fs::create_directories(dir);
-  const std::string path = dir + "/tokens.bin";
-  {
-    std::ofstream f(path, std::ios::binary);
-    for (uint16_t i = 0; i < 4096; ++i) {
-      const uint16_t v = i % 200;
-      f.write(reinterpret_cast<const char*>(&v), 2);
-    }
-  }
-  DataConfig d;
-  d.kind = "tokens";
-  d.path = path;
-  d.token_dtype = "uint16";
+  const DataConfig d = write_u16_tokens(dir);
+  const std::string& path = d.path;
   ModelConfig m;
   m.vocab_size = 256;
   const auto src = TokenSource::open(d, m, 64, 1);
