@@ -34,6 +34,7 @@
 #include "launch_form.hpp"
 #include "launcher_page.hpp"
 #include "main_window.hpp"
+#include "metric_chart.hpp"
 #include "trace/trace_view.hpp"
 #include "monitor_page.hpp"
 #include "rank_status_model.hpp"
@@ -454,6 +455,58 @@ TEST_F(Studio, HostileRunFoldersOpen) {
   EXPECT_EQ(w->monitor()->chartPoints(), 20000);
   w->runsPage()->refresh();
   EXPECT_GE(w->runsPage()->model()->rowOfDir(run), 0);
+}
+
+// The monitor's charts labelled steps 0..1 "0 0 0 1 1" and a loss between 5.527 and 5.535
+// "5.53" five times (a fixed tick count with "%d" and "%.3g"). Every axis's labels must now be
+// distinct, at least two, and in order, whatever the data: few steps, a narrow band, a flat
+// line, tiny values, large ones, a NaN among them.
+TEST(MetricChartTicks, LabelsAreDistinctForAnyData) {
+  const std::vector<std::vector<double>> cases = {
+      {5.527344, 5.534590, 5.529},        // a narrow loss band
+      {2.0},                              // one point (flat)
+      {3.0, 3.0, 3.0},                    // flat line
+      {0.0, 0.0},                         // flat at zero
+      {1e-6, 3e-6, 2.5e-6},               // learning rates
+      {1307.07, 1506.94, 4740.29},        // tokens/s
+      {179253248, 180486144},             // bytes
+      {-2.5, 7.25},                       // negative to positive
+      {4.1, std::nan(""), 4.2, INFINITY}  // non-finite values are left out
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    ulysses::ui::MetricChart chart("loss", "loss");
+    QList<QPointF> pts;
+    for (size_t i = 0; i < cases[c].size(); ++i) pts.append(QPointF(double(i), cases[c][i]));
+    chart.appendMany(pts);
+    for (auto o : {Qt::Horizontal, Qt::Vertical}) {
+      const QStringList labels = chart.tickLabels(o);
+      SCOPED_TRACE("case " + std::to_string(c) + (o == Qt::Horizontal ? " steps: " : " values: ") +
+                   labels.join(' ').toStdString());
+      EXPECT_GE(labels.size(), 2);
+      EXPECT_LE(labels.size(), 12);
+      EXPECT_EQ(QSet<QString>(labels.begin(), labels.end()).size(), labels.size());
+      for (int i = 1; i < labels.size(); ++i) EXPECT_LT(labels[i - 1].toDouble(), labels[i].toDouble());
+    }
+  }
+  // Non-finite points are not on the line.
+  ulysses::ui::MetricChart chart("loss", "loss");
+  chart.appendMany({QPointF(0, 1.0), QPointF(1, std::nan("")), QPointF(2, INFINITY), QPointF(3, 2.0)});
+  EXPECT_EQ(chart.count(), 2);
+  // 20 000 steps: all kept, at most ~kMaxDrawn drawn, the lowest and highest among them.
+  ulysses::ui::MetricChart big("loss", "loss");
+  QList<QPointF> many;
+  for (int i = 0; i < 20000; ++i) many.append(QPointF(i, std::sin(i * 0.01) + (i == 12345 ? 5.0 : 0.0)));
+  big.appendMany(many);
+  big.append(20000, -3.0);
+  EXPECT_EQ(big.count(), 20001);
+  EXPECT_LE(big.drawnPoints(), ulysses::ui::MetricChart::kMaxDrawn + 2);
+  const QList<QPointF> pts = big.points();
+  EXPECT_EQ(pts.size(), 20001);
+  EXPECT_EQ(pts[12345].y(), std::sin(123.45) + 5.0);
+  // Steps are whole numbers, however few.
+  ulysses::ui::MetricChart steps("loss", "loss");
+  steps.appendMany({QPointF(0, 1.0), QPointF(1, 2.0)});
+  EXPECT_EQ(steps.tickLabels(Qt::Horizontal), QStringList({"0", "1"}));
 }
 
 // A torn run.json (its writer cut off) beside a metrics.jsonl showed a green "unknown after 2

@@ -11,6 +11,7 @@
 #include <QFile>
 #include <QTemporaryDir>
 
+#include "axis_ticks.hpp"
 #include "compare_model.hpp"
 #include "cost_model.hpp"
 #include "device_info.hpp"
@@ -484,4 +485,53 @@ TEST(RunDataReliability, FifosInARunFolderDoNotBlock) {
   EXPECT_EQ(s.status, "unknown");
   EXPECT_TRUE(readMetricsFile(dir + "/metrics.jsonl").isEmpty());
   EXPECT_LT(t.elapsed(), 2000);
+}
+
+// Hand-computed ticks: the smallest 1, 2 or 5 x 10^k interval with at most 6 ticks, and the
+// decimals it needs.
+TEST(AxisTicks, NiceIntervalsAndDecimals) {
+  using ulysses::ui::nice_axis_ticks;
+  auto t = nice_axis_ticks(0, 10, 6, true);  // 10 / 5 = 2
+  EXPECT_DOUBLE_EQ(t.interval, 2);
+  EXPECT_EQ(t.decimals, 0);
+  EXPECT_EQ(ulysses::ui::axis_tick_labels(t, 0, 10), QStringList({"0", "2", "4", "6", "8", "10"}));
+  t = nice_axis_ticks(0, 1, 6, true);  // whole steps only
+  EXPECT_DOUBLE_EQ(t.interval, 1);
+  t = nice_axis_ticks(5.5266, 5.5355, 6, false);  // span 0.0089 / 5 = 0.00178 -> 0.002
+  EXPECT_DOUBLE_EQ(t.interval, 0.002);
+  EXPECT_EQ(t.decimals, 3);
+  EXPECT_EQ(t.format, "%.3f");
+  EXPECT_EQ(ulysses::ui::axis_tick_labels(t, 5.5266, 5.5355), QStringList({"5.528", "5.530", "5.532", "5.534"}));
+  t = nice_axis_ticks(0, 7000, 6, false);  // 1400 -> 2000
+  EXPECT_DOUBLE_EQ(t.interval, 2000);
+  EXPECT_EQ(ulysses::ui::axis_tick_labels(t, 0, 7000), QStringList({"0", "2000", "4000", "6000"}));
+  t = nice_axis_ticks(-0.3, 0.3, 6, false);  // 0.12 -> 0.2, and zero is "0.0", not "-0.0"
+  EXPECT_DOUBLE_EQ(t.interval, 0.2);
+  EXPECT_EQ(ulysses::ui::axis_tick_labels(t, -0.3, 0.3), QStringList({"-0.2", "0.0", "0.2"}));
+  // Empty, reversed and non-finite ranges get interval 1 and no decimals.
+  for (auto [lo, hi] : {std::pair{1.0, 1.0}, {2.0, 1.0}, {0.0, INFINITY}, {std::nan(""), 1.0}}) {
+    t = nice_axis_ticks(lo, hi, 6, false);
+    EXPECT_DOUBLE_EQ(t.interval, 1);
+    EXPECT_EQ(t.decimals, 0);
+  }
+}
+
+// A long line is drawn as each bucket's lowest and highest point, in order, first and last
+// kept; a short one as it is.
+TEST(AxisTicks, DecimateLineKeepsPeaksAndDips) {
+  QList<QPointF> pts;
+  for (int i = 0; i < 12; ++i) pts.append(QPointF(i, i % 2 ? 10 + i : -i));  // 0 11 -2 13 -4 ...
+  EXPECT_EQ(ulysses::ui::decimate_line(pts, 6), pts);                        // 12 <= 2 x 6
+  // 3 buckets over 12 points: indices [1,4) [4,8) [8,11) (first and last apart); lowest and
+  // highest of each: 2 (-2) and 3 (13), 6 (-6) and 7 (17), 10 (-10) and 9 (19).
+  const QList<QPointF> d = ulysses::ui::decimate_line(pts, 3);
+  const QList<QPointF> want = {pts[0], pts[2], pts[3], pts[6], pts[7], pts[9], pts[10], pts[11]};
+  EXPECT_EQ(d, want);
+  QList<QPointF> big;
+  for (int i = 0; i < 100000; ++i) big.append(QPointF(i, i == 77777 ? 1e9 : (i == 123 ? -1e9 : 0.5)));
+  const QList<QPointF> bd = ulysses::ui::decimate_line(big, 1000);
+  EXPECT_LE(bd.size(), 2002);
+  EXPECT_TRUE(bd.contains(big[77777]));
+  EXPECT_TRUE(bd.contains(big[123]));
+  for (int i = 1; i < bd.size(); ++i) EXPECT_LT(bd[i - 1].x(), bd[i].x());
 }

@@ -1,6 +1,8 @@
 // Line chart of one metric over steps.
 #include "metric_chart.hpp"
 
+#include "axis_ticks.hpp"
+
 #include <QChart>
 #include <QEvent>
 #include <QPen>
@@ -8,6 +10,7 @@
 #include <QValueAxis>
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 namespace ulysses::ui {
 
@@ -20,10 +23,8 @@ MetricChart::MetricChart(const QString& title, const QString& unit, QWidget* par
   chart->addSeries(series_);
   ax_ = new QValueAxis(chart);
   ax_->setTitleText(QStringLiteral("step"));
-  ax_->setLabelFormat(QStringLiteral("%d"));
   ay_ = new QValueAxis(chart);
   ay_->setTitleText(unit);
-  ay_->setLabelFormat(QStringLiteral("%.3g"));
   chart->addAxis(ax_, Qt::AlignBottom);
   chart->addAxis(ay_, Qt::AlignLeft);
   series_->attachAxis(ax_);
@@ -54,34 +55,68 @@ void MetricChart::changeEvent(QEvent* e) {
 void MetricChart::append(double x, double y) { appendMany({QPointF(x, y)}); }
 
 void MetricChart::appendMany(const QList<QPointF>& points) {
-  if (points.isEmpty()) return;
-  bool first = series_->count() == 0;
+  QList<QPointF> finite;  // a NaN or infinite loss is no point on the line (nor in the axes)
+  finite.reserve(points.size());
   for (const QPointF& p : points) {
-    if (first) {
+    if (!std::isfinite(p.x()) || !std::isfinite(p.y())) continue;
+    if (data_.isEmpty() && finite.isEmpty()) {
       minY_ = maxY_ = p.y();
-      first = false;
     } else {
       minY_ = std::min(minY_, p.y());
       maxY_ = std::max(maxY_, p.y());
     }
     maxX_ = std::max(maxX_, p.x());
+    finite.append(p);
   }
-  series_->append(points);
-  ax_->setRange(0, std::max(1.0, maxX_));
-  const double pad = std::max(1e-9, (maxY_ - minY_) * 0.08);
-  ay_->setRange(minY_ - pad, maxY_ + pad);
-  ay_->setLabelFormat(std::max(std::abs(minY_), std::abs(maxY_)) >= 1000 ? QStringLiteral("%.0f")
-                                                                         : QStringLiteral("%.3g"));
+  if (finite.isEmpty()) return;
+  data_.append(finite);
+  // Up to kMaxDrawn points the line is the data (appended); past it, its min/max outline.
+  if (data_.size() <= kMaxDrawn) {
+    series_->append(finite);
+  } else {
+    series_->replace(decimate_line(data_, kMaxDrawn / 2));
+  }
+  setRanges(0, std::max(1.0, maxX_), minY_, maxY_);
+}
+
+void MetricChart::setRanges(double x0, double x1, double y0, double y1) {
+  // A flat line sits in the middle of a band 10% of its value (or 1) wide.
+  const double pad = y1 > y0 ? (y1 - y0) * 0.08 : (y0 != 0 ? std::fabs(y0) * 0.05 : 1.0);
+  y0 -= pad;
+  y1 += pad;
+  // Ticks 1, 2 or 5 x 10^k apart, labelled with the decimals that tell them apart. The axis
+  // lays its ticks out on every change: with the old interval still dynamic, a range a
+  // million intervals wide made a million tick items (the test hung in Qt). So: fixed ticks
+  // while range, anchor and interval change, dynamic again once all three agree.
+  const AxisTicks tx = nice_axis_ticks(x0, x1, 6, true), ty = nice_axis_ticks(y0, y1, 6, false);
+  for (auto [a, lo, hi, t] : {std::tuple{ax_, x0, x1, &tx}, std::tuple{ay_, y0, y1, &ty}}) {
+    a->setTickType(QValueAxis::TicksFixed);
+    a->setRange(lo, hi);
+    a->setTickAnchor(t->anchor);
+    a->setTickInterval(t->interval);
+    a->setLabelFormat(t->format);
+    a->setTickType(QValueAxis::TicksDynamic);
+  }
+}
+
+QStringList MetricChart::tickLabels(Qt::Orientation o) const {
+  const QValueAxis* a = o == Qt::Horizontal ? ax_ : ay_;
+  AxisTicks t;
+  t.interval = a->tickInterval();
+  t.anchor = a->tickAnchor();
+  t.format = a->labelFormat();
+  return axis_tick_labels(t, a->min(), a->max());
 }
 
 void MetricChart::clear() {
   series_->clear();
+  data_.clear();
   minY_ = maxY_ = maxX_ = 0;
-  ax_->setRange(0, 1);
-  ay_->setRange(0, 1);
+  setRanges(0, 1, 0, 1);
 }
 
-int MetricChart::count() const { return series_->count(); }
-QList<QPointF> MetricChart::points() const { return series_->points(); }
+int MetricChart::count() const { return int(data_.size()); }
+QList<QPointF> MetricChart::points() const { return data_; }
+int MetricChart::drawnPoints() const { return series_->count(); }
 
 }  // namespace ulysses::ui

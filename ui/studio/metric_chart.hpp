@@ -2,6 +2,8 @@
 #pragma once
 
 #include <QChartView>
+#include <QList>
+#include <QPointF>
 
 class QLineSeries;
 class QValueAxis;
@@ -17,17 +19,23 @@ class MetricChart : public QChartView {
   // time (10 000 steps took a minute to open).
   void appendMany(const QList<QPointF>& points);
   void clear();
-  int count() const;
-  QList<QPointF> points() const;
+  int count() const;              // points appended (finite ones)
+  QList<QPointF> points() const;  // those points
+  int drawnPoints() const;        // points of the drawn line (at most about kMaxDrawn)
+  static constexpr int kMaxDrawn = 2048;
+  // The tick labels the axis shows now (Qt::Horizontal: steps), for tests.
+  QStringList tickLabels(Qt::Orientation o) const;
 
  protected:
   void changeEvent(QEvent* e) override;  // follows the dark/light palette
 
  private:
   void applyPalette();
+  void setRanges(double x0, double x1, double y0, double y1);
   QLineSeries* series_;
   QValueAxis* ax_;
   QValueAxis* ay_;
+  QList<QPointF> data_;  // every finite point appended
   double minY_ = 0, maxY_ = 0, maxX_ = 0;
 };
 
