@@ -33,8 +33,10 @@
 #include <CLI/CLI.hpp>
 
 #include "../cli_number.hpp"
+#include "../std_fds.hpp"
 #include "cost_model.hpp"
 #include "device_decision.hpp"
+#include "checkpoint_layout.hpp"
 #include "export_python.hpp"
 #include "launch_error.hpp"
 #include "run_config.hpp"
@@ -122,6 +124,32 @@ bool resumes_from(const std::string& resume_from, const std::filesystem::path& s
   if (resume_from.empty()) return false;
   const std::filesystem::path r = canonical_path(resume_from), s = canonical_path(save_to);
   return r == s || r.parent_path() == s;
+}
+
+// A train.save_to that no --force allows, or "": a training checkpoint itself (step-N: the
+// final model saved into it replaced its model.safetensors while its optimizer state and step
+// stayed, and resuming from it then trained from the wrong weights, silently), or the run
+// directory --out or a folder inside it (saving into --out replaced the run's own config.json
+// with the model's; a folder inside it was made before the run directory and then refused it
+// as "not a run directory of ulysses-run").
+std::string save_to_refusal(const std::string& save_to, const std::string& out_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path st = canonical_path(save_to);
+  int64_t step = 0;
+  const std::string name = st.filename().string();
+  if (ulysses::ckpt::parse_step_dir_name(name, &step) || name.rfind(".tmp-step-", 0) == 0 ||
+      fs::exists(st / ulysses::ckpt::kCompleteFile, ec) || fs::exists(st / ulysses::ckpt::kStateFile, ec))
+    return "train.save_to: " + save_to +
+           " is a training checkpoint; saving the trained model into it would leave it disagreeing with its own "
+           "optimizer state and step. Save to the folder that holds the checkpoints (" +
+           st.parent_path().string() + ") or another folder";
+  const fs::path rel = st.lexically_relative(canonical_path(out_dir));
+  if (!rel.empty() && *rel.begin() != "..")
+    return "train.save_to: " + save_to + (rel == "." ? " is" : " lies inside") + " the run directory --out " + out_dir +
+           ", which ulysses-run writes fresh (the model's config.json would replace the run's); pick a "
+           "folder outside it";
+  return "";
 }
 
 // What --force must not move aside with an old --out folder: the folder the user stands in
@@ -305,6 +333,8 @@ void prepare_trace(const std::string& out_dir) {
   }
 }
 
+int g_closed_std_fds = 0;  // what ulysses::cli::reopen_closed_std_fds() found closed at start
+
 int run_main(int argc, char** argv) {
   namespace L = ulysses::launch;
   CLI::App app{
@@ -349,6 +379,10 @@ int run_main(int argc, char** argv) {
     return 2;
   }
 
+  if (json_mode && (g_closed_std_fds & 2)) {  // the steps went nowhere, and it exited 0
+    say("--json prints each step on stdout, which is closed (started with >&-); give it a file or a pipe");
+    return 2;
+  }
   if (app.count("--out") && out_dir.empty()) {  // was: silently the default runs/<timestamp> folder
     say("--out needs a folder name, e.g. --out runs/mine");
     return 2;
@@ -414,8 +448,32 @@ int run_main(int argc, char** argv) {
       say("--export: " + why);
       return 2;
     }
+    const auto files = L::build_export(cfg, *export_target, config_path);
+    // --force replaces an earlier export's files, never the config being exported, a run
+    // directory's records or a checkpoint's files (it replaced all three with the export's
+    // config.json: the checkpoint's manifest then no longer matched).
+    {
+      namespace fs = std::filesystem;
+      std::error_code ec;
+      for (const auto& f : files) {
+        if (fs::equivalent(fs::path(dir) / f.name, config_path, ec)) {
+          say("--export: " + (fs::path(dir) / f.name).string() + " is the config being exported (" + config_path +
+              "); pick another export directory");
+          return 2;
+        }
+      }
+      for (const char* kept : {"run.json", "metrics.jsonl", ulysses::ckpt::kCompleteFile, ulysses::ckpt::kStateFile,
+                               "model.safetensors", "model.safetensors.index.json"}) {
+        if (fs::exists(fs::path(dir) / kept, ec)) {
+          say("--export: " + dir + " holds " + kept +
+              " (a run directory, a checkpoint or a model), whose files the export would replace; pick another "
+              "export directory (--force replaces only an earlier export)");
+          return 2;
+        }
+      }
+    }
     try {
-      L::write_export(L::build_export(cfg, *export_target, config_path), dir);
+      L::write_export(files, dir);
     } catch (const std::exception& e) {
       say(std::string("--export: ") + e.what());
       return 1;
@@ -491,6 +549,10 @@ int run_main(int argc, char** argv) {
   }
   // train.save_to: found unwritable now, not after the last step with the model in memory.
   if (!cfg.train.save_to.empty()) {
+    if (const std::string why = save_to_refusal(cfg.train.save_to, out_dir); !why.empty()) {
+      say(why);
+      return 2;
+    }
     const std::filesystem::path st(cfg.train.save_to);
     std::error_code ec;
     if (std::filesystem::exists(st / "config.json", ec) && !std::filesystem::exists(st / "model.safetensors", ec) &&
@@ -619,6 +681,7 @@ int run_main(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+  g_closed_std_fds = ulysses::cli::reopen_closed_std_fds();
   // Every exception ends as a message and an exit code, never as an abort.
   try {
     return run_main(argc, argv);

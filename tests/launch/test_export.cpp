@@ -432,6 +432,26 @@ TEST(Export, BadInputExitsTwoAndTrainsNothing) {
   EXPECT_TRUE(fs::exists(tmp.path() / "full" / "training_args.json"));
   EXPECT_EQ(slurp(tmp.path() / "full" / "mine.txt"), "keep");
 
+  // --force replaces an earlier export, never the config being exported, a run directory's
+  // records or a checkpoint's files (it replaced each with the export's config.json).
+  fs::create_directories(tmp.path() / "self");
+  write(tmp.path() / "self" / "config.json", R"({"data": {"kind": "synthetic"}, "parallel": {"sp_size": 2}})");
+  const std::string self_before = slurp(tmp.path() / "self" / "config.json");
+  r = run_cli({"self/config.json", "--export", "accelerate", "self", "--force"}, tmp.path());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("is the config being exported"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(tmp.path() / "self" / "config.json"), self_before);
+  for (const char* kept : {"run.json", "complete", "state.json", "model.safetensors"}) {
+    const fs::path d = tmp.path() / (std::string("held-") + kept);
+    fs::create_directories(d);
+    write(d / kept, "theirs");
+    write(d / "config.json", "theirs");
+    r = run_cli({"c.json", "--export", "deepspeed", d.filename().string(), "--force"}, tmp.path());
+    EXPECT_EQ(r.code, 2) << kept;
+    EXPECT_NE(r.err.find(std::string("holds ") + kept), std::string::npos) << r.err;
+    EXPECT_EQ(slurp(d / "config.json"), "theirs") << kept;
+  }
+
   // DIR cannot be created (not even root makes directories in /proc).
   r = run_cli({"c.json", "--export", "deepspeed", "/proc/self/ulysses-export"}, tmp.path());
   EXPECT_EQ(r.code, 2);

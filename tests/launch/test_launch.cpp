@@ -1136,6 +1136,92 @@ TEST(Reliability, UnwritableSaveToIsRefusedBeforeLaunch) {
   EXPECT_EQ(forced.wait(), 0) << forced.err();
 }
 
+// Data loss class, refused even with --force: train.save_to a training checkpoint (the final
+// model replaced the checkpoint's model while its optimizer state and step stayed: resuming
+// from it trained on from the wrong weights, silently), the run directory itself (the model's
+// config.json replaced the run's) or a folder inside it (made before the run directory, which
+// was then refused as "not a run directory of ulysses-run", exit 1).
+TEST(Reliability, SaveToNeverACheckpointOrTheRunDirectory) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  const fs::path run = tmp.path() / "run";
+  fs::create_directories(tmp.path() / "ck" / "step-00000002");
+  write_file(tmp.path() / "ck" / "step-00000002" / "model.safetensors", "weights of step 2");
+  fs::create_directories(tmp.path() / "renamed");
+  write_file(tmp.path() / "renamed" / "state.json", "{}");
+  const std::pair<std::string, std::string> cases[] = {
+      {(tmp.path() / "ck" / "step-00000002").string(), "is a training checkpoint"},
+      {(tmp.path() / "renamed").string(), "is a training checkpoint"},
+      {run.string(), "is the run directory --out"},
+      {(run / "trace").string(), "lies inside the run directory --out"},
+      {(run / "model").string(), "lies inside the run directory --out"},
+  };
+  for (const auto& [save_to, says] : cases) {
+    for (bool force : {false, true}) {
+      std::vector<std::string> args{cfg.string(), "--set",        "train.save_to=" + save_to, "--out", run.string(),
+                                    "--worker",   FAKE_WORKER_EXE};
+      if (force) args.push_back("--force");
+      Cli c(args, {}, tmp.path());
+      ASSERT_EQ(c.wait(10), 2) << save_to << "\n" << c.err();
+      EXPECT_NE(c.err().find(says), std::string::npos) << c.err();
+      EXPECT_NE(c.err().find("train.save_to"), std::string::npos) << c.err();
+      EXPECT_FALSE(fs::exists(run)) << "refused before the run folder is made";
+    }
+  }
+  EXPECT_EQ(read_file(tmp.path() / "ck" / "step-00000002" / "model.safetensors"), "weights of step 2");
+  // The folder that holds the checkpoints is where a resumed run saves (as before).
+  Cli ok({cfg.string(), "--set", "train.save_to=" + (tmp.path() / "model").string(), "--out", run.string(), "--worker",
+          FAKE_WORKER_EXE},
+         {}, tmp.path());
+  EXPECT_EQ(ok.wait(), 0) << ok.err();
+}
+
+// Started with stdout or stderr closed (`>&-`), ulysses-run's next open() got that descriptor:
+// its own progress lines went into RUN/logs/rank0.log, and `--json >&-` exited 0 with every
+// step gone. Closed descriptors are opened on /dev/null first; --json refuses a closed stdout.
+TEST(Reliability, ClosedStdoutOrStderrNeverSendsOutputIntoTheRunFiles) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  auto launch = [&](int closed_fd, const fs::path& out, bool json) {
+    std::vector<std::string> a{ULYSSES_RUN_EXE, cfg.string(), "--out", out.string(), "--worker", FAKE_WORKER_EXE};
+    if (json) a.push_back("--json");
+    std::vector<char*> argv;
+    for (auto& s : a) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    const fs::path other = tmp.path() / "other.txt";
+    posix_spawn_file_actions_addopen(&fa, closed_fd == 1 ? 2 : 1, other.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addclose(&fa, closed_fd);
+    pid_t pid = -1;
+    EXPECT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    int st = 0;
+    for (int i = 0; i < 2000 && ::waitpid(pid, &st, WNOHANG) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (::waitpid(pid, &st, WNOHANG) == 0 && ::kill(pid, 0) == 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &st, 0);
+      ADD_FAILURE() << "ulysses-run did not finish within 20 s";
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  };
+  for (int fd : {1, 2}) {
+    const fs::path out = tmp.path() / ("run" + std::to_string(fd));
+    ASSERT_EQ(launch(fd, out, false), 0);
+    for (const auto& e : fs::directory_iterator(out / "logs")) {
+      const std::string log = read_file(e.path());
+      EXPECT_EQ(log.find("ulysses-run:"), std::string::npos) << e.path() << ":\n" << log;
+      EXPECT_EQ(log.find("[rank "), std::string::npos) << e.path() << ":\n" << log;
+    }
+  }
+  const fs::path jout = tmp.path() / "json";
+  EXPECT_EQ(launch(1, jout, true), 2);
+  EXPECT_NE(read_file(tmp.path() / "other.txt").find("stdout, which is closed"), std::string::npos)
+      << read_file(tmp.path() / "other.txt");
+  EXPECT_FALSE(fs::exists(jout));
+}
+
 // Data loss class: on a full disk the final status could not be written and run.json said
 // "running" forever. Its bytes are reserved when the run starts and reused in place.
 TEST(Reliability, FinalStatusIsWrittenWhenNoNewFileCanBeCreated) {
