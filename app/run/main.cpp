@@ -586,10 +586,16 @@ int run_main(int argc, char** argv) {
       return 2;
     }
   }
-  if (const std::string why = L::probe_writable_dir(out_dir); !why.empty()) {
+  if (const std::string why = L::claim_run_dir(out_dir); !why.empty()) {
     say("--out: " + why);
     return 2;
   }
+  // The claim's probe file stays until launch_run has written run.json (it then removes it);
+  // any other way out removes it here.
+  struct ReleaseClaim {
+    std::string dir;
+    ~ReleaseClaim() { ulysses::launch::release_run_dir_claim(dir); }
+  } release_claim{out_dir};
 
   install_signal_handlers();
   L::LaunchOptions opt;

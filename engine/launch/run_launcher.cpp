@@ -39,6 +39,9 @@ bool run_dir_in_use(const std::string& run_dir) {
 
 namespace {
 
+// The write probe of this process (probe_writable_dir, claim_run_dir).
+std::string own_probe_name() { return ".ulysses-write-probe-" + std::to_string(::getpid()); }
+
 bool pid_alive(int64_t pid) {
   return pid > 0 && pid <= INT32_MAX && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
 }
@@ -99,7 +102,9 @@ RunDirInfo inspect_run_dir(const std::string& run_dir) {
   }
   size_t entries = 0;
   std::string first;
+  const std::string own_probe = own_probe_name();  // claim_run_dir's
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().filename() == own_probe) continue;
     if (entries++ == 0) first = it->path().filename().string();
   }
   if (ec) {
@@ -152,22 +157,28 @@ std::string move_run_dir_aside(const std::string& run_dir) {
   throw LaunchError("cannot move " + dir.string() + " aside: too many " + base + "* directories");
 }
 
-std::string probe_writable_dir(const std::string& dir) {
+namespace {
+std::string probe_dir(const std::string& dir, bool keep) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return "cannot create directory " + dir + ": " + ec.message();
   if (!fs::is_directory(dir, ec)) return dir + " is not a directory";
-  const fs::path probe = fs::path(dir) / (".ulysses-write-probe-" + std::to_string(::getpid()));
+  const fs::path probe = fs::path(dir) / own_probe_name();
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return "cannot write in " + dir + ": " + std::strerror(errno);
   const char byte = 'x';
   const bool ok = ::write(fd, &byte, 1) == 1 && ::fsync(fd) == 0;
   const int err = errno;
   ::close(fd);
-  ::unlink(probe.c_str());
+  if (!keep || !ok) ::unlink(probe.c_str());
   if (!ok) return "cannot write in " + dir + ": " + std::strerror(err);
   return {};
 }
+}  // namespace
+
+std::string probe_writable_dir(const std::string& dir) { return probe_dir(dir, false); }
+std::string claim_run_dir(const std::string& dir) { return probe_dir(dir, true); }
+void release_run_dir_claim(const std::string& dir) { ::unlink((fs::path(dir) / own_probe_name()).c_str()); }
 
 RunConfig with_absolute_paths(RunConfig cfg) {
   for (std::string* p : {&cfg.data.path, &cfg.train.init_from, &cfg.train.save_to, &cfg.train.resume_from}) {
@@ -644,6 +655,10 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
   const fs::path abs_dir = fs::absolute(dir).lexically_normal();
   const std::string config_path = (abs_dir / "config.json").string();
   write_json_file_atomic(config_path, with_absolute_paths(opt.config).to_json());
+  // Test hook: hold the set-up here, between the run folder's first files and run.json (where
+  // another launcher's --force once moved the folder away), for this many ms.
+  if (const char* ms = std::getenv("ULYSSES_TEST_SETUP_PAUSE_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp(std::atoll(ms), 0LL, 60000LL)));
 
   std::vector<Rank> ranks(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
@@ -662,6 +677,7 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
   rec.pid = ::getpid();
   const std::string run_json = (abs_dir / "run.json").string();
   write_run_record(run_json, rec);
+  release_run_dir_claim(abs_dir.string());  // run.json now says who runs here
 
   Session session(opt, cb, ranks, res);
   for (int r = 0; r < world; ++r) {

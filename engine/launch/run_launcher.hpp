@@ -92,6 +92,15 @@ std::string move_run_dir_aside(const std::string& run_dir);
 // an empty string when that worked, else what went wrong (naming the path).
 std::string probe_writable_dir(const std::string& dir);
 
+// probe_writable_dir for the run directory, keeping the probe file (.ulysses-write-probe-PID):
+// from here until launch_run has written run.json, another launcher sees the folder as being
+// set up by this one (a `--force` from another launcher moved a folder aside in the gap after
+// the probe, while this one was still making it). launch_run removes it once run.json is
+// there; release_run_dir_claim removes it on any other way out. inspect_run_dir does not count
+// the caller's own probe as an entry.
+std::string claim_run_dir(const std::string& dir);
+void release_run_dir_claim(const std::string& dir);
+
 // Makes relative data.path / train.init_from / train.save_to absolute (against the
 // current directory), so that run_dir/config.json means the same from any directory.
 RunConfig with_absolute_paths(RunConfig cfg);

@@ -1176,6 +1176,36 @@ TEST(Reliability, SaveToNeverACheckpointOrTheRunDirectory) {
   EXPECT_EQ(ok.wait(), 0) << ok.err();
 }
 
+// A launcher's --force moved aside a folder another launcher was still setting up (after its
+// write probe, before its run.json: config.json, logs/ and trace/ were there, nothing named
+// the live launcher), which then failed. The probe now stays until run.json is written.
+TEST(Reliability, ForceNeverMovesAFolderAnotherLauncherIsSettingUp) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  const fs::path run = tmp.path() / "run";
+  Cli a({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {{"ULYSSES_TEST_SETUP_PAUSE_MS", "3000"}},
+        tmp.path());
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  while (!fs::exists(run / "config.json") && Clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(fs::exists(run / "config.json"));
+  ASSERT_FALSE(fs::exists(run / "run.json")) << "the pause is between config.json and run.json";
+  const fs::path b_io = tmp.path() / "b";
+  fs::create_directories(b_io);
+  Cli b({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE, "--force"}, {}, b_io);
+  ASSERT_EQ(b.wait(10), 2) << b.err();
+  EXPECT_NE(b.err().find("is being set up by another ulysses-run (pid " + std::to_string(a.pid()) + ")"),
+            std::string::npos)
+      << b.err();
+  ASSERT_EQ(a.wait(30), 0) << a.err();
+  EXPECT_TRUE(fs::exists(run / "run.json"));
+  for (const auto& e : fs::directory_iterator(tmp.path()))
+    EXPECT_EQ(e.path().filename().string().find("run.old-"), std::string::npos) << e.path();
+  // The probe is gone once run.json is there: the finished run is an ordinary old run.
+  for (const auto& e : fs::directory_iterator(run))
+    EXPECT_EQ(e.path().filename().string().find(".ulysses-write-probe-"), std::string::npos) << e.path();
+}
+
 // Started with stdout or stderr closed (`>&-`), ulysses-run's next open() got that descriptor:
 // its own progress lines went into RUN/logs/rank0.log, and `--json >&-` exited 0 with every
 // step gone. Closed descriptors are opened on /dev/null first; --json refuses a closed stdout.
