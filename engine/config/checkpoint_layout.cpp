@@ -5,6 +5,8 @@
 #include "safetensors_header.hpp"
 
 #include <algorithm>
+#include <climits>
+#include <map>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -26,6 +28,46 @@ bool free_key(const std::string& section, const std::string& key) {
 }
 
 std::string show(const json& v) { return v.is_null() ? "(absent)" : json_for_message(v); }
+
+// What keeps optimizer.safetensors (header `h`, at `path`) from loading into AdamW state for
+// these parameters, as engine/core/train_state.cpp reads it: per parameter NAME, exp_avg/NAME
+// and exp_avg_sq/NAME of its shape in F32, BF16 or F16, and step/NAME one I64. "" when it
+// loads. The workers found a lacking or misshapen tensor only after launch (3-4 s, a run
+// folder made).
+std::string optimizer_mismatch(const SafetensorsHeader& h, const ModelConfig& model, const std::string& path) {
+  std::map<std::string, const SafetensorsEntry*> by_name;
+  for (const auto& e : h.tensors) by_name[e.name] = &e;
+  auto dims = [](const std::vector<int64_t>& s) {
+    std::string t = "[";
+    for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+    return t + "]";
+  };
+  std::string missing;
+  size_t n_missing = 0;
+  for (const auto& p : model.parameters()) {
+    for (const char* key : {"exp_avg/", "exp_avg_sq/", "step/"}) {
+      const std::string name = key + p.name;
+      auto it = by_name.find(name);
+      if (it == by_name.end()) {
+        if (++n_missing <= 4) missing += (missing.empty() ? "" : ", ") + name;
+        continue;
+      }
+      const SafetensorsEntry& e = *it->second;
+      if (std::string(key) == "step/") {
+        int64_t n = 1;
+        for (int64_t d : e.shape) n = d < 0 || (d > 0 && n > INT64_MAX / d) ? -1 : n * d;
+        if (e.dtype != "I64" || n != 1)
+          return path + ": " + name + " has dtype " + e.dtype + " and shape " + dims(e.shape) +
+                 "; an AdamW step count is one I64 (a damaged checkpoint)";
+      } else if (!safetensors_float_dtype(e.dtype) || e.shape != p.shape) {
+        return path + ": " + name + " has dtype " + e.dtype + " and shape " + dims(e.shape) + ", the parameter " +
+               p.name + " is " + dims(p.shape) + " (F32, BF16 or F16): a damaged checkpoint";
+      }
+    }
+  }
+  if (n_missing > 4) missing += ", and " + std::to_string(n_missing - 4) + " more";
+  return missing.empty() ? "" : path + " lacks " + missing + " (a damaged checkpoint, or another model's)";
+}
 }  // namespace
 
 std::string step_dir_name(int64_t step) {
@@ -199,11 +241,16 @@ std::vector<ConfigIssue> resume_issues(const RunConfig& cfg) {
       if (!why.empty()) out.push_back({"train.resume_from", why});
       const std::string opt = (fs::path(c.dir) / kOptimizerFile).string();
       std::error_code ec;
-      if (fs::exists(opt, ec))
-        for (const auto& e : read_safetensors_header_file(opt).tensors)
-          if (!safetensors_float_dtype(e.dtype) && e.dtype != "I64")
-            out.push_back({"train.resume_from", opt + ": tensor " + e.name + " has dtype " + e.dtype +
-                                                    ", which the optimizer state never holds (F32, BF16, F16, I64)"});
+      const SafetensorsHeader oh = read_safetensors_header_file(opt);  // throws naming a missing file
+      for (const auto& e : oh.tensors)
+        if (!safetensors_float_dtype(e.dtype) && e.dtype != "I64") {
+          out.push_back({"train.resume_from", opt + ": tensor " + e.name + " has dtype " + e.dtype +
+                                                  ", which the optimizer state never holds (F32, BF16, F16, I64)"});
+          break;
+        }
+      if (out.empty() || out.back().message.find(opt) == std::string::npos)
+        if (const std::string why = optimizer_mismatch(oh, cfg.model, opt); !why.empty())
+          out.push_back({"train.resume_from", why});
       // Every rank's RNG state: present, and all of one size (one generator's state), so a lost
       // or cut file is named here instead of by one worker after launch. Whether the bytes are a
       // generator state only libtorch can tell (the workers do).

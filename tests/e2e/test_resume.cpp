@@ -221,6 +221,30 @@ TEST(Resume, BadInputsExit2WithAMessage) {
     man["files"]["model.safetensors"] = size;
     std::ofstream(tmp("d-tensor") + "/step-00000002/complete") << man.dump();
   }
+  // optimizer.safetensors lost, lacking one tensor, or with one shape transposed, the manifest
+  // made to agree each time: refused before any worker starts (found by the workers, 3-4 s
+  // after launch, with a run folder made).
+  for (const std::string d : {"d-opt-lost", "d-opt-tensor", "d-opt-shape"}) {
+    fs::create_directories(tmp(d));
+    fs::copy(save + "/step-00000002", tmp(d) + "/step-00000002", fs::copy_options::recursive);
+    const std::string opt = tmp(d) + "/step-00000002/optimizer.safetensors";
+    json man = json::parse(std::ifstream(tmp(d) + "/step-00000002/complete"));
+    if (d == "d-opt-lost") {
+      fs::remove(opt);
+      man["files"].erase("optimizer.safetensors");
+    } else {
+      man["files"]["optimizer.safetensors"] = ulysses::test::edit_safetensors_header(opt, [&](json& h) {
+        if (d == "d-opt-tensor") {
+          h["exp_avg/renamed"] = h["exp_avg/model.norm.weight"];
+          h.erase("exp_avg/model.norm.weight");
+        } else {
+          auto& shape = h["exp_avg_sq/model.layers.0.mlp.up_proj.weight"]["shape"];
+          std::swap(shape[0], shape[1]);
+        }
+      });
+    }
+    std::ofstream(tmp(d) + "/step-00000002/complete") << man.dump();
+  }
   // Rank 1's RNG state cut to half, and in another copy lost, the manifest made to agree each
   // time: refused before any worker starts (only the worker of rank 1 found it, after launch).
   for (const std::string d : {"d-rng-cut", "d-rng-lost"}) {
@@ -252,6 +276,10 @@ TEST(Resume, BadInputsExit2WithAMessage) {
       {"--set train.resume_from=" + tmp("d-edited") + "/step-00000002",
        "says next_step 9 but the checkpoint is of step 2"},
       {"--set train.resume_from=" + tmp("d-tensor"), "lacks tensors: model.layers.1.mlp.up_proj.weight"},
+      {"--set train.resume_from=" + tmp("d-opt-lost"), "optimizer.safetensors"},
+      {"--set train.resume_from=" + tmp("d-opt-tensor"), "lacks exp_avg/model.norm.weight"},
+      {"--set train.resume_from=" + tmp("d-opt-shape"),
+       "exp_avg_sq/model.layers.0.mlp.up_proj.weight has dtype F32 and shape ["},
       {"--set train.resume_from=" + tmp("d-rng-cut"), ": not rank 1's RNG state"},
       {"--set train.resume_from=" + tmp("d-rng-lost"), "rng-rank1.bin: no such file (rank 1's RNG state)"},
       {"--set train.save_every=2", "needs train.save_to"},
