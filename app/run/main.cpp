@@ -53,6 +53,14 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 
+void on_terminal_stop(int) {
+  static const char kMsg[] =
+      "\nulysses-run: Ctrl-Z does not pause a run (its ranks would time out waiting for each other); it goes on. "
+      "Ctrl-C stops it.\n";
+  const ssize_t n = ::write(2, kMsg, sizeof kMsg - 1);  // async-signal-safe
+  (void)n;
+}
+
 void install_signal_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
@@ -62,6 +70,13 @@ void install_signal_handlers() {
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(s, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a closed stdout (| head) must not kill us before the workers are stopped
   std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit makes writes fail (EFBIG), reported, instead of killing us
+  // Ctrl-Z stopped the launcher but not the ranks (each in its own process group): their output
+  // then filled the pipes, blocked their training and timed the run out. The run goes on instead.
+  struct sigaction tstp {};
+  tstp.sa_handler = on_terminal_stop;
+  sigemptyset(&tstp.sa_mask);
+  tstp.sa_flags = SA_RESTART;
+  sigaction(SIGTSTP, &tstp, nullptr);
 }
 
 void err_line(const std::string& s) {

@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -1204,6 +1205,53 @@ TEST(Reliability, ForceNeverMovesAFolderAnotherLauncherIsSettingUp) {
   // The probe is gone once run.json is there: the finished run is an ordinary old run.
   for (const auto& e : fs::directory_iterator(run))
     EXPECT_EQ(e.path().filename().string().find(".ulysses-write-probe-"), std::string::npos) << e.path();
+}
+
+// Ctrl-Z (SIGTSTP) stopped the launcher but not the ranks, each in its own process group: their
+// output filled the pipes, blocked their training, and the run timed out when it came back.
+// The launcher now says so and goes on; and a launcher stopped from outside (SIGSTOP) no longer
+// blocks a rank's training after 64 KiB of output (~200 steps) but after 1 MiB.
+TEST(Reliability, CtrlZNeverStallsTheRanks) {
+  TempDir tmp;
+  auto proc_state = [](pid_t pid) {
+    const std::string st = read_file("/proc/" + std::to_string(pid) + "/stat");
+    const size_t rp = st.rfind(')');
+    return rp == std::string::npos || rp + 2 >= st.size() ? '?' : st[rp + 2];
+  };
+  {
+    const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 60));
+    const fs::path run = tmp.path() / "tstp";
+    Cli c({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {{"FAKE_STEP_MS", "20"}}, tmp.path());
+    const auto until = Clock::now() + std::chrono::seconds(10);
+    while (!fs::exists(run / "run.json") && Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ::kill(c.pid(), SIGTSTP);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_NE(proc_state(c.pid()), 'T') << "the launcher stopped on SIGTSTP";
+    if (proc_state(c.pid()) == 'T') ::kill(c.pid(), SIGCONT);
+    ASSERT_EQ(c.wait(30), 0) << c.err();
+    EXPECT_NE(c.err().find("Ctrl-Z does not pause a run"), std::string::npos) << c.err();
+  }
+  {
+    // 600 steps of output (~170 KiB on rank 0's stdout) while the launcher is stopped.
+    const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 600), "long.json");
+    const fs::path run = tmp.path() / "stopped";
+    Cli c({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE},
+          {{"FAKE_STEP_MS", "1"}, {"FAKE_MAX_S", "60"}}, tmp.path());
+    auto until = Clock::now() + std::chrono::seconds(10);
+    while (!fs::exists(run / "metrics.jsonl") && Clock::now() < until)  // the ranks are up
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ::kill(c.pid(), SIGSTOP);
+    auto lines = [&] {
+      const std::string m = read_file(run / "metrics.jsonl");
+      return std::count(m.begin(), m.end(), '\n');
+    };
+    until = Clock::now() + std::chrono::seconds(20);
+    while (lines() < 600 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(lines(), 600) << "rank 0 stalled while the launcher was stopped";
+    ::kill(c.pid(), SIGCONT);
+    ASSERT_EQ(c.wait(30), 0) << c.err();
+  }
 }
 
 // Started with stdout or stderr closed (`>&-`), ulysses-run's next open() got that descriptor:
