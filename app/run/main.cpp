@@ -663,6 +663,9 @@ int run_main(int argc, char** argv) {
   L::LaunchResult res;
   try {
     res = L::launch_run(opt, cb);
+  } catch (const L::RunDirRefused& e) {  // found in the last moment by launch_run: still bad input
+    say(e.what());
+    return 2;
   } catch (const L::LaunchError& e) {
     say(e.what());
     return 1;
@@ -684,7 +687,7 @@ int run_main(int argc, char** argv) {
           " after " + std::to_string(rec.steps_done) + " steps; every worker was terminated; run directory " + out_dir);
       break;
     default:
-      say(rec.message + "; the other workers were stopped");
+      say(rec.message + (res.ended_short ? "" : "; the other workers were stopped"));
       if (!res.failed_tail.empty()) {
         say("last " + std::to_string(res.failed_tail.size()) + " lines of rank " + std::to_string(*rec.failed_rank) +
             " (" + out_dir + "/logs/rank" + std::to_string(*rec.failed_rank) + ".log):");

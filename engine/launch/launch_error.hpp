@@ -11,4 +11,11 @@ class LaunchError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// launch_run refusing its run directory (it holds a run, someone's files, or another launcher
+// is setting it up): bad input, exit 2, as when ulysses-run finds the same before calling it.
+class RunDirRefused : public LaunchError {
+ public:
+  using LaunchError::LaunchError;
+};
+
 }  // namespace ulysses::launch

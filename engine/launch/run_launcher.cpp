@@ -635,12 +635,12 @@ class Session {
 LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
   const fs::path dir(opt.run_dir);
   if (run_dir_in_use(opt.run_dir))
-    throw LaunchError((dir / "run.json").string() + " exists: " + opt.run_dir +
-                      " already holds a run; pick another --out or delete that directory");
+    throw RunDirRefused((dir / "run.json").string() + " exists: " + opt.run_dir +
+                        " already holds a run; pick another --out or delete that directory");
   // Never write into someone's files or append to an old metrics.jsonl.
   const RunDirInfo before = inspect_run_dir(opt.run_dir);
   if (before.state != RunDirState::Absent && before.state != RunDirState::Empty)
-    throw LaunchError(before.detail + "; pick another --out");
+    throw RunDirRefused(before.detail + "; pick another --out");
   const int64_t world = opt.config.parallel.world_size();
   if (world < 1) throw LaunchError("world size sp_size x dp_size must be at least 1");
 
@@ -735,6 +735,23 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
     const auto& m = res.last_metric->value;
     if (m.contains("loss") && m["loss"].is_number()) rec.final_loss = m["loss"].get<double>();
     if (m.contains("step") && m["step"].is_number_integer()) rec.steps_done = m["step"].get<int64_t>() + 1;
+  }
+  // A run finishes when its last step is reported: ranks that all exit 0 before that (a
+  // --worker that is not ulysses-worker: "finished 0 steps", exit 0) did not finish it.
+  const int64_t last_step =
+      res.last_metric && res.last_metric->value.contains("step") && res.last_metric->value["step"].is_number_integer()
+          ? res.last_metric->value["step"].get<int64_t>()
+          : -1;
+  if (rec.status == RunStatus::Finished && last_step != opt.config.train.steps - 1) {
+    rec.status = RunStatus::Failed;
+    rec.failed_rank = 0;
+    rec.message = "every rank exited 0, but rank 0 reported " +
+                  (last_step < 0 ? std::string("no step") : "step " + std::to_string(last_step) + " last") +
+                  " of train.steps " + std::to_string(opt.config.train.steps) + " (is --worker " + opt.worker +
+                  " a ulysses-worker of this build?)";
+    res.exit_code = 1;
+    res.ended_short = true;
+    res.failed_tail.assign(ranks[0].tail.begin(), ranks[0].tail.end());
   }
   if (rec.status == RunStatus::Finished)
     rec.message = "finished " + std::to_string(rec.steps_done) + " steps on " + std::to_string(world) + " ranks";

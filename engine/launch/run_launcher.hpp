@@ -61,6 +61,9 @@ struct LaunchResult {
   std::optional<MetricLine> last_metric;
   int master_port = 0;
   std::vector<int> pids;  // worker process ids, by rank
+  // Every rank exited 0 but rank 0's METRIC lines stopped short of train.steps (a --worker that
+  // is not ulysses-worker, or one that quit early): status Failed, exit 1, failed_rank 0.
+  bool ended_short = false;
 };
 
 // True when run_dir/run.json exists (a run directory must not be reused).

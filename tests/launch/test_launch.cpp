@@ -499,8 +499,10 @@ TEST(LaunchRun, CallbacksSeeLinesAndMetricsAndAStopRequestStopsTheRun) {
   EXPECT_NE(std::find(seen.begin(), seen.end(), "0o fake worker: 2 ranks met"), seen.end());
   EXPECT_NE(std::find(seen.begin(), seen.end(), "1e rank 1: waiting forever"), seen.end());
   // The run directory is in use now; a second launch into it is refused before starting.
+  // (RunDirRefused: ulysses-run exits 2 for it, as when it finds the same before launch_run; a
+  // launcher losing that race exited 1.)
   EXPECT_TRUE(run_dir_in_use(opt.run_dir));
-  EXPECT_THROW(launch_run(opt, cb), LaunchError);
+  EXPECT_THROW(launch_run(opt, cb), RunDirRefused);
 }
 
 // ------------------------------------------------------------------ ulysses-run end to end
@@ -1252,6 +1254,25 @@ TEST(Reliability, CtrlZNeverStallsTheRanks) {
     ::kill(c.pid(), SIGCONT);
     ASSERT_EQ(c.wait(30), 0) << c.err();
   }
+}
+
+// Ranks that all exit 0 before the last step is reported did not finish the run: `--worker
+// /bin/true` was "finished 0 steps on 2 ranks", exit 0.
+TEST(Reliability, RanksExitingZeroBeforeTheLastStepAreAFailure) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 3));
+  const fs::path run = tmp.path() / "run";
+  Cli c({cfg.string(), "--out", run.string(), "--worker", "/bin/true"}, {}, tmp.path());
+  ASSERT_EQ(c.wait(), 1) << c.err();
+  EXPECT_NE(c.err().find("every rank exited 0, but rank 0 reported no step of train.steps 3"), std::string::npos)
+      << c.err();
+  const json rec = read_json(run / "run.json");
+  EXPECT_EQ(rec["status"], "failed");
+  EXPECT_EQ(rec["exit_code"], 1);
+  // The whole run: finished, as before.
+  Cli ok({cfg.string(), "--out", (tmp.path() / "ok").string(), "--worker", FAKE_WORKER_EXE}, {}, tmp.path());
+  ASSERT_EQ(ok.wait(), 0) << ok.err();
+  EXPECT_NE(ok.err().find("finished 3 steps on 2 ranks"), std::string::npos) << ok.err();
 }
 
 // Started with stdout or stderr closed (`>&-`), ulysses-run's next open() got that descriptor:
