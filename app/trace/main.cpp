@@ -10,6 +10,7 @@
 // `prepare RUN` writes the summary cache, the studio's overview and the rank-file caches beside a
 // finished run's trace (ulysses-run does it when a traced run finishes), so the summary and the
 // first paint answer without reading every range, and a full load reads no SQLite rows.
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -148,6 +149,9 @@ std::string why_not_writable(const std::string& run) {
   std::error_code ec;
   const std::filesystem::path dir =
       std::filesystem::is_directory(run, ec) ? std::filesystem::path(run) : std::filesystem::path(run).parent_path();
+  if (struct rlimit rl{}; ::getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    return "the file-size limit (ulimit -f) is " + std::to_string(static_cast<uint64_t>(rl.rlim_cur)) +
+           " bytes; raise it and run prepare again";
   struct statvfs sv {};
   if (::statvfs(dir.empty() ? "." : dir.c_str(), &sv) == 0) {
     const uint64_t free_bytes = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize;
@@ -368,6 +372,7 @@ static int run_command(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+  ulysses::prof::ignore_file_size_signal();  // ulimit -f: a cache skipped, an output refused (exit 1), no SIGXFSZ
   const int rc = run_command(argc, argv);
   // Summaries and comparisons go to stdout alone: one that could not be written (a full disk
   // under "> summary.json", /dev/full) is a failure, not an empty file with exit 0.

@@ -51,6 +51,23 @@ int bad_input_cli(const std::string& args) {
 #endif
 }
 
+// ulysses-trace ARGS run by /bin/sh after SHELL_PREFIX (e.g. "ulimit -f 0;"): its exit code (-1
+// for a signal death), stdout and stderr together in *out (a pipe: no file-size limit applies).
+int cli_output(const std::string& args, std::string* out, const std::string& shell_prefix = "") {
+#ifdef ULYSSES_TRACE_BIN
+  out->clear();
+  std::FILE* p = ::popen(("(" + shell_prefix + " exec " + ULYSSES_TRACE_BIN + " " + args + ") 2>&1").c_str(), "r");
+  if (!p) return -2;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out->append(buf, n);
+  const int st = ::pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+#else
+  (void)args, (void)out, (void)shell_prefix;
+  return -2;
+#endif
+}
+
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary);
   f << bytes;
@@ -509,3 +526,37 @@ TEST_F(BadInput, ATraceThatCannotGetAShmFileBesideItStillOpens) {
   EXPECT_NE(load_error(f), "");
   EXPECT_EQ(prof::load_trace(good).ranges.size(), ranges);
 }
+
+// Under a file-size limit (`ulimit -f 0`) every write fails: summary skips its cache (exit 0),
+// an output is refused (exit 1, naming the limit), and no temporary file is left. SIGXFSZ
+// killed summary, report, prepare and export (exit 153, no message, *.tmp.PID.N left behind).
+TEST_F(BadInput, AFileSizeLimitSkipsCachesAndRefusesOutputsWithAMessage) {
+#ifndef ULYSSES_TRACE_BIN
+  GTEST_SKIP() << "ulysses-trace not built";
+#else
+  const std::string run = tmp.path + "/run";
+  fs::create_directories(run + "/trace");
+  fs::copy_file(good_trace(tmp.path), run + "/trace/rank0.sqlite");
+  // Older than the 2 s within which a trace counts as still being written: caches are written.
+  fs::last_write_time(run + "/trace/rank0.sqlite", fs::file_time_type::clock::now() - std::chrono::hours(1));
+  const std::string limit = "ulimit -f 0;";
+  std::string out;
+  EXPECT_EQ(cli_output("summary '" + run + "'", &out, limit), 0) << out;
+  EXPECT_NE(out.find("rank"), std::string::npos) << out;
+  EXPECT_EQ(cli_output("export '" + run + "' '" + tmp.path + "/out.json'", &out, limit), 1) << out;
+  EXPECT_NE(out.find("ulimit -f"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\n'), out.size() - 1) << out;
+  EXPECT_EQ(cli_output("report '" + run + "' --html '" + tmp.path + "/r.html'", &out, limit), 1) << out;
+  EXPECT_NE(out.find("ulimit -f"), std::string::npos) << out;
+  EXPECT_EQ(cli_output("prepare '" + run + "'", &out, limit), 1) << out;
+  EXPECT_NE(out.find("ulimit -f"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(tmp.path + "/out.json"));
+  EXPECT_FALSE(fs::exists(tmp.path + "/r.html"));
+  for (const std::string& dir : {tmp.path, run, run + "/trace"})
+    for (const auto& e : fs::directory_iterator(dir))
+      EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  EXPECT_EQ(cli_output("summary '" + run + "'", &out), 0) << out;  // without the limit: the cache is written
+  EXPECT_TRUE(fs::exists(run + "/trace/.ulysses-summary-cache"));
+#endif
+}
+
