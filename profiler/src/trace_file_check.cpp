@@ -167,6 +167,16 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
     } catch (const sql::Busy&) {
       throw;
     } catch (const std::exception& first) {
+      // A hot rollback journal (a writer killed mid-transaction, its uncommitted pages already in
+      // the file): SQLite rolls it back only on a connection that may write, so the read-only
+      // open fails. Read as immutable, the file gave the uncommitted data: refused instead (a
+      // reader never writes a trace, so it does not roll back itself).
+      if (const auto journal = fs::file_size(path + "-journal", ec); !ec && journal > 0)
+        throw TraceError(describe(path) + " has an unfinished transaction (" +
+                         fs::path(path + "-journal").filename().string() +
+                         ", left by a writer that stopped mid-write): open it once with sqlite3 in a writable folder "
+                         "to roll it back (sqlite3 '" +
+                         path + "' 'PRAGMA quick_check'), then read it again");
       // A WAL-mode file (a trace of an earlier build, an nsys export) needs its -shm created
       // even to be read; on a read-only mount or a full disk that fails ("unable to open
       // database file", "disk I/O error"). With no -wal frames there is nothing such a file

@@ -560,3 +560,40 @@ TEST_F(BadInput, AFileSizeLimitSkipsCachesAndRefusesOutputsWithAMessage) {
 #endif
 }
 
+// A hot rollback journal: a writer killed mid-transaction left rank0.sqlite-journal and part of
+// its uncommitted pages in the file. The read-only open fails and the immutable fallback read
+// the uncommitted data (exit 0); refused now, naming the journal and how to roll it back.
+TEST_F(BadInput, ATraceWithAHotJournalIsRefusedNotReadHalfWritten) {
+  const std::string good = good_trace(tmp.path);
+  const std::string live = tmp.path + "/live.sqlite", hot = tmp.path + "/hot.sqlite";
+  fs::copy_file(good, live);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(live.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "PRAGMA journal_mode=DELETE; PRAGMA cache_size=1; BEGIN; "
+                         "UPDATE NVTX_EVENTS SET start = start + 1;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  ASSERT_GT(fs::file_size(live + "-journal"), 0u);
+  // The file and its journal as a killed writer leaves them (the copies have no open connection).
+  fs::copy_file(live, hot);
+  fs::copy_file(live + "-journal", hot + "-journal");
+  sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  auto bytes_of = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string file_before = bytes_of(hot), journal_before = bytes_of(hot + "-journal");
+  const std::string e = load_error(hot);
+  EXPECT_NE(e.find("has an unfinished transaction (hot.sqlite-journal"), std::string::npos) << e;
+  EXPECT_EQ(bad_input_cli("summary --no-cache '" + hot + "'"), 2);
+  EXPECT_EQ(bytes_of(hot), file_before);  // a reader never writes a trace, nor rolls it back
+  EXPECT_EQ(bytes_of(hot + "-journal"), journal_before);
+  // What the message advises: one writable open rolls it back, and the committed trace reads.
+  ASSERT_EQ(sqlite3_open(hot.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, "PRAGMA quick_check", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  EXPECT_EQ(load_error(hot), "");
+  EXPECT_EQ(prof::load_trace(hot).ranges.size(), prof::load_trace(good).ranges.size());
+}
