@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -19,16 +19,13 @@ namespace fs = std::filesystem;
 namespace ulysses::prof {
 
 std::vector<std::string> find_rank_files(const std::string& run_dir) {
-  std::vector<std::pair<int, std::string>> found;
-  static const std::regex re("rank([0-9]+)\\.sqlite");
+  std::vector<std::pair<int32_t, std::string>> found;
   for (const fs::path& dir : {fs::path(run_dir) / "trace", fs::path(run_dir)}) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) continue;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      std::smatch m;
-      std::string name = e.path().filename().string();
-      if (std::regex_match(name, m, re)) found.emplace_back(std::stoi(m[1].str()), e.path().string());
-    }
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (const int32_t r = detail::rank_in_file_name(e.path().string()); r >= 0)
+        found.emplace_back(r, e.path().string());
     if (!found.empty()) break;
   }
   std::sort(found.begin(), found.end());
@@ -122,6 +119,24 @@ bool looks_like_profiler_json(const std::string& path) {
   // Kineto writes these keys first; a run's config.json / run.json has none of them.
   return head.find("\"traceEvents\"") != std::string::npos || head.find("\"schemaVersion\"") != std::string::npos ||
          head.find("\"distributedInfo\"") != std::string::npos;
+}
+
+int32_t rank_in_file_name(const std::string& path) {
+  const std::string name = fs::path(path).filename().string();
+  const std::string prefix = "rank", suffix = ".sqlite";
+  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return -1;
+  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  int64_t n = 0;
+  for (const char c : digits) {
+    n = n * 10 + (c - '0');
+    if (n > INT32_MAX)
+      throw TraceError(describe(path) + " is named for rank " + digits +
+                       ", past the largest rank (2147483647): rename it rank<N>.sqlite with N the rank it holds");
+  }
+  return static_cast<int32_t>(n);
 }
 
 // Checks a file before SQLite reads it; returns its kind. Throws TraceError.

@@ -597,3 +597,45 @@ TEST_F(BadInput, ATraceWithAHotJournalIsRefusedNotReadHalfWritten) {
   EXPECT_EQ(load_error(hot), "");
   EXPECT_EQ(prof::load_trace(hot).ranges.size(), prof::load_trace(good).ranges.size());
 }
+
+// Rank file names with a number past the largest rank: rank2147483648.sqlite threw std::stoi's
+// "stoi" (exit 1), and rank2147483647.sqlite holding rank 1 passed (the name check read at most
+// 9 digits). One parser now: refused with the file named (exit 2), checked for every name.
+TEST_F(BadInput, RankFileNamesPastTheLargestRankAreRefusedNamingTheFile) {
+  const std::string run = tmp.path + "/run";
+  fs::create_directories(run + "/trace");
+  for (int r = 0; r < 2; ++r) {
+    auto t = prof::Tracer::open(options_for(run + "/trace/rank" + std::to_string(r) + ".sqlite", r, 2));
+    Synth s;
+    s.ranks = 2;
+    s.layers = 2;
+    record_step(t.get(), r, 0, s);
+    t->close();
+  }
+  prof::LoadOptions lo;
+  lo.file_caches = false;
+  lo.write_file_caches = false;
+  auto error_of = [&]() {
+    try {
+      prof::load_trace(run, lo);
+    } catch (const prof::TraceError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  ASSERT_EQ(error_of(), "");
+  std::string from = run + "/trace/rank1.sqlite";
+  for (const std::string name : {"rank2147483647.sqlite", "rank2147483648.sqlite", "rank99999999999999999999.sqlite"}) {
+    const std::string to = run + "/trace/" + name;
+    fs::rename(from, to);
+    from = to;
+    const std::string e = error_of();
+    const std::string number = name.substr(4, name.size() - 11);
+    EXPECT_NE(e.find(name + "' is named for rank " + number), std::string::npos) << e;
+    EXPECT_EQ(bad_input_cli("summary --no-cache '" + run + "'"), 2) << name;
+  }
+  EXPECT_EQ(prof::detail::rank_in_file_name("/x/rank007.sqlite"), 7);
+  EXPECT_EQ(prof::detail::rank_in_file_name("/x/rank.sqlite"), -1);
+  EXPECT_EQ(prof::detail::rank_in_file_name("/x/rank-1.sqlite"), -1);
+  EXPECT_EQ(prof::detail::rank_in_file_name("/x/rank1.sqlite-journal"), -1);
+}
