@@ -3,6 +3,7 @@
 // Kineto trace for Perfetto or HTA; `export --format chrome --per-rank RUN DIR` writes
 // DIR/rank{r}.json, one file per rank, the folder HTA's TraceAnalysis(trace_dir=DIR) reads. Exit 0 ok, 2 bad input
 // (unreadable trace, bad arguments), 1 failure. `report RUN --html OUT.html` writes a self-contained HTML report.
+// An existing output file is replaced only with --force (else exit 2).
 // summary and report answer from the summary cache beside the trace when it matches
 // (profiler/summary_cache.hpp) and read rank files from their caches (rank_file_cache.hpp);
 // --no-cache or ULYSSES_TRACE_NO_CACHE=1 turns both off.
@@ -23,6 +24,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -186,18 +188,20 @@ static int run_command(int argc, char** argv) {
 
   std::string format = "chrome", out;
   int32_t rank = -1;
-  bool per_rank = false;
+  bool per_rank = false, force = false;
   auto* exp = app.add_subcommand("export", "Export a trace (Chrome trace JSON for Perfetto / HTA)");
   exp->add_option("--format", format, "output format")->check(CLI::IsMember({"chrome"}));
   exp->add_option("--rank", rank, "export only this rank (HTA reads one file per rank)")->check(ulysses::cli::kGiven);
   exp->add_flag("--per-rank", per_rank, "write OUT/rank{r}.json, one file per rank (OUT is a folder)");
   exp->add_option("RUN", run, "run directory or .sqlite trace")->required();
   exp->add_option("OUT", out, "output .json file (a folder with --per-rank)")->required();
+  exp->add_flag("--force", force, "overwrite OUT (with --per-rank: the folder's rank{r}.json) when it exists");
 
   std::string html_out;
   auto* report = app.add_subcommand("report", "Write a self-contained one-page HTML report of a run");
   report->add_option("RUN", run, "run directory or .sqlite trace")->required();
   report->add_option("--html", html_out, "output .html file")->required();
+  report->add_flag("--force", force, "overwrite the --html file when it exists");
   report->add_flag(
       "--no-cache", no_cache,
       "read no cache beside the trace (summary, rank files) and write none (also: ULYSSES_TRACE_NO_CACHE=1)");
@@ -254,6 +258,14 @@ static int run_command(int argc, char** argv) {
     if (const std::string why = output_clobbers_input(run, *target, folder); !why.empty()) {
       std::cerr << "ulysses-trace: writing " << *target << " would overwrite the trace it reads (" << why
                 << "); give another output path\n";
+      return 2;
+    }
+    // An existing file is replaced only when asked: `export RUN RUN/run.json` replaced the run's record.
+    std::error_code ec;
+    if (!folder && !force &&
+        std::filesystem::symlink_status(*target, ec).type() != std::filesystem::file_type::not_found) {
+      std::cerr << "ulysses-trace: " << *target
+                << " exists; pick another output file, or pass --force to overwrite it\n";
       return 2;
     }
   }
@@ -344,6 +356,20 @@ static int run_command(int argc, char** argv) {
         std::cerr << "ulysses-trace: rank " << rank << " is not in " << run << " (it holds rank(s) " << held
                   << "); nothing written\n";
         return 2;
+      }
+      if (per_rank && !force) {  // the files it would write, known once the ranks are read
+        std::vector<std::string> existing;
+        std::error_code ec;
+        for (int32_t r : m.rank_set())
+          if (const auto p = std::filesystem::path(out) / ("rank" + std::to_string(r) + ".json");
+              std::filesystem::symlink_status(p, ec).type() != std::filesystem::file_type::not_found)
+            existing.push_back(p.filename().string());
+        if (!existing.empty()) {
+          std::cerr << "ulysses-trace: " << out << " already holds " << existing.front()
+                    << (existing.size() > 1 ? " and " + std::to_string(existing.size() - 1) + " more rank file(s)" : "")
+                    << "; pick another folder, or pass --force to overwrite them\n";
+          return 2;
+        }
       }
       if (per_rank) {
         auto files = prof::export_chrome_trace_per_rank(m, out, co);

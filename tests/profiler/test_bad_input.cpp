@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -638,4 +639,44 @@ TEST_F(BadInput, RankFileNamesPastTheLargestRankAreRefusedNamingTheFile) {
   EXPECT_EQ(prof::detail::rank_in_file_name("/x/rank.sqlite"), -1);
   EXPECT_EQ(prof::detail::rank_in_file_name("/x/rank-1.sqlite"), -1);
   EXPECT_EQ(prof::detail::rank_in_file_name("/x/rank1.sqlite-journal"), -1);
+}
+
+// `export` and `report --html` replaced any existing file without a word: a run's own run.json,
+// metrics.jsonl or logs/rank0.log, a user's file, DIR/rank0.json with --per-rank. Refused now
+// (exit 2 naming the path and --force); --force overwrites.
+TEST_F(BadInput, ExistingOutputsAreReplacedOnlyWithForce) {
+#ifndef ULYSSES_TRACE_BIN
+  GTEST_SKIP() << "ulysses-trace not built";
+#else
+  const std::string run = tmp.path + "/run";
+  fs::create_directories(run + "/trace");
+  fs::create_directories(run + "/logs");
+  fs::copy_file(good_trace(tmp.path), run + "/trace/rank0.sqlite");
+  auto bytes_of = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  fs::create_directories(tmp.path + "/hta");
+  const std::vector<std::string> kept = {run + "/run.json", run + "/metrics.jsonl", run + "/logs/rank0.log",
+                                         tmp.path + "/mine.json", tmp.path + "/hta/rank0.json"};
+  for (const auto& f : kept) write_file(f, "keep me");
+  std::string out;
+  for (const std::string& args :
+       {"export '" + run + "' '" + run + "/run.json'",
+        "export --format chrome '" + run + "' '" + run + "/metrics.jsonl'",
+        "export '" + run + "' '" + run + "/logs/rank0.log'", "report '" + run + "' --html '" + tmp.path + "/mine.json'",
+        "export --per-rank '" + run + "' '" + tmp.path + "/hta'"}) {
+    EXPECT_EQ(cli_output(args, &out), 2) << args << ": " << out;
+    EXPECT_NE(out.find("--force"), std::string::npos) << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  }
+  EXPECT_NE(out.find(tmp.path + "/hta already holds rank0.json"), std::string::npos) << out;
+  for (const auto& f : kept) EXPECT_EQ(bytes_of(f), "keep me") << f;
+  EXPECT_EQ(cli_output("export --force '" + run + "' '" + tmp.path + "/mine.json'", &out), 0) << out;
+  EXPECT_EQ(cli_output("report --force '" + run + "' --html '" + run + "/run.json'", &out), 0) << out;
+  EXPECT_EQ(cli_output("export --per-rank --force '" + run + "' '" + tmp.path + "/hta'", &out), 0) << out;
+  for (const std::string& f : {tmp.path + "/mine.json", run + "/run.json", tmp.path + "/hta/rank0.json"})
+    EXPECT_NE(bytes_of(f), "keep me") << f;
+  EXPECT_EQ(cli_output("export '" + run + "' '" + tmp.path + "/new.json'", &out), 0) << out;  // a new file: no flag
+#endif
 }

@@ -406,7 +406,8 @@ TEST(SummaryCache, CliOutputIsByteIdenticalAndNoCacheBypassesIt) {
   fs::remove(r.cache());
   EXPECT_EQ(cli("summary " + r.run + " --json", &rc, "ULYSSES_TRACE_NO_CACHE=1"), json_new);
   EXPECT_EQ(cli("summary " + r.run + " --no-cache", &rc), cli("summary " + r.run, &rc, "ULYSSES_TRACE_NO_CACHE=1"));
-  cli("report " + r.run + " --html " + h1 + " --no-cache", &rc);
+  cli("report " + r.run + " --html " + h1 + " --no-cache --force", &rc);  // h1 exists: replaced only with --force
+  EXPECT_EQ(rc, 0);
   EXPECT_FALSE(fs::exists(r.cache()));
 }
 #endif
