@@ -39,6 +39,25 @@
 #include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
+// An error as one line on stderr: SQLite's "malformed database schema" quotes schema text with its
+// newlines (a damaged file printed 28 lines). Each run of control characters (newline, tab, ESC)
+// and the blanks after it becomes one space.
+static void print_error(const std::string& message) {
+  std::string line = "ulysses-trace: ";
+  for (size_t i = 0; i < message.size(); ++i) {
+    const auto u = static_cast<unsigned char>(message[i]);
+    if (u >= 0x20 && u != 0x7f) {
+      line += message[i];
+      continue;
+    }
+    while (i + 1 < message.size() &&
+           (static_cast<unsigned char>(message[i + 1]) < 0x20 || message[i + 1] == ' ' || message[i + 1] == 0x7f))
+      ++i;
+    line += ' ';
+  }
+  std::cerr << line << "\n";
+}
+
 // `report RUN --html OUT.html`: the summary's analysis as a self-contained one-page HTML
 // report (profiler/html_report.hpp). Exit 0, 2 (unreadable trace), 1 (cannot write OUT).
 static int write_html_report(const std::string& run, const std::string& out, bool use_cache) {
@@ -58,7 +77,7 @@ static int write_html_report(const std::string& run, const std::string& out, boo
   try {  // whole or not at all: a full disk keeps the old report, not a truncated one
     prof::write_file_atomically(out, [&](std::ostream& f) { f.write(html.data(), std::streamsize(html.size())); });
   } catch (const std::runtime_error& e) {
-    std::cerr << "ulysses-trace: " << e.what() << "\n";
+    print_error(e.what());
     return 1;
   }
   std::cerr << "wrote " << out << " (" << html.size() << " bytes)\n";
@@ -385,10 +404,10 @@ static int run_command(int argc, char** argv) {
       }
     }
   } catch (const prof::TraceError& e) {
-    std::cerr << "ulysses-trace: " << e.what() << "\n";
+    print_error(e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "ulysses-trace: " << e.what() << "\n";
+    print_error(e.what());
     return 1;
   } catch (...) {  // nothing escapes main as an abort (134)
     std::cerr << "ulysses-trace: error: unknown exception\n";

@@ -680,3 +680,25 @@ TEST_F(BadInput, ExistingOutputsAreReplacedOnlyWithForce) {
   EXPECT_EQ(cli_output("export '" + run + "' '" + tmp.path + "/new.json'", &out), 0) << out;  // a new file: no flag
 #endif
 }
+
+// A damaged schema: SQLite's "malformed database schema" error quotes the schema text with its
+// newlines, and the CLI printed it over several lines. One line now, exit 2.
+TEST_F(BadInput, ErrorsFromADamagedSchemaArePrintedOnOneLine) {
+  const std::string f = tmp.path + "/schema.sqlite";
+  fs::copy_file(good_trace(tmp.path), f);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(f.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = 'CREATE TABLE TARGET_INFO_GPU (\n"
+                         "    vmId INTEGER NOT NULL,\n    name TEXT \"oops,\n\tbusLocation TEXT\n)' "
+                         "WHERE name = 'TARGET_INFO_GPU'",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  std::string out;
+  EXPECT_EQ(cli_output("summary --no-cache '" + f + "'", &out), 2) << out;
+  EXPECT_NE(out.find("malformed database schema"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"oops, busLocation TEXT )"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\n'), out.size() - 1) << out;
+  EXPECT_EQ(out.find('\t'), std::string::npos) << out;
+}
