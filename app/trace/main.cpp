@@ -259,6 +259,11 @@ static int run_command(int argc, char** argv) {
     std::cerr << "ulysses-trace: --html needs a file name, e.g. --html report.html\n";
     return 2;
   }
+  if (exp->parsed() && out.empty()) {
+    std::cerr << "ulysses-trace: OUT is empty; give "
+              << (per_rank ? "a folder, e.g. hta/" : "a file name, e.g. out.json") << "\n";
+    return 2;
+  }
   if (cmp->parsed() && !(std::isfinite(threshold) && threshold >= 0)) {
     std::cerr << "ulysses-trace: --threshold must be a finite number of 0 or more such as 0.10, got " << threshold
               << "\n";
@@ -272,6 +277,11 @@ static int run_command(int argc, char** argv) {
         ::stat(target->c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !(folder && S_ISDIR(st.st_mode))) {
       std::cerr << "ulysses-trace: " << *target << " exists and is not " << (folder ? "a folder" : "a regular file")
                 << " (a device, FIFO or socket?); give " << (folder ? "a folder" : "a file") << " path\n";
+      return 2;
+    }
+    if (struct stat st{}; folder && ::stat(target->c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      std::cerr << "ulysses-trace: " << *target
+                << " exists and is a file; --per-rank writes rank{r}.json into a folder: give a folder path\n";
       return 2;
     }
     if (const std::string why = output_clobbers_input(run, *target, folder); !why.empty()) {

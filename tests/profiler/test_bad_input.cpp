@@ -702,3 +702,24 @@ TEST_F(BadInput, ErrorsFromADamagedSchemaArePrintedOnOneLine) {
   EXPECT_EQ(out.find('\n'), out.size() - 1) << out;
   EXPECT_EQ(out.find('\t'), std::string::npos) << out;
 }
+
+// Output paths that cannot be one are bad input (exit 2), as `report --html ''` already was:
+// `export --per-rank RUN FILE` ("cannot create folder", exit 1), `export RUN ''` and
+// `export --per-rank RUN ''` (exit 1 after reading the whole trace).
+TEST_F(BadInput, OutputPathsThatCannotBeOneAreBadInput) {
+#ifndef ULYSSES_TRACE_BIN
+  GTEST_SKIP() << "ulysses-trace not built";
+#else
+  const std::string good = good_trace(tmp.path), file = tmp.path + "/notes.txt";
+  write_file(file, "mine");
+  std::string out;
+  EXPECT_EQ(cli_output("export --per-rank '" + good + "' '" + file + "'", &out), 2) << out;
+  EXPECT_NE(out.find(file + " exists and is a file"), std::string::npos) << out;
+  EXPECT_EQ(cli_output("export --per-rank --force '" + good + "' '" + file + "'", &out), 2) << out;
+  EXPECT_EQ(cli_output("export '" + good + "' ''", &out), 2) << out;
+  EXPECT_NE(out.find("OUT is empty"), std::string::npos) << out;
+  EXPECT_EQ(cli_output("export --per-rank '" + good + "' ''", &out), 2) << out;
+  std::ifstream in(file);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), "mine");
+#endif
+}
