@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <set>
@@ -167,6 +168,18 @@ static std::string terminal_safe(std::string text) {
 // Why caches could not be written beside `run`, as far as the file system tells: a full disk
 // and a read-only mount are named; otherwise the likely causes.
 std::string why_not_writable(const std::string& run) {
+  // An input modified "in the future" (clock skew, a copy with a bad date) never settles: it
+  // would be "modified in the last 2 s" forever.
+  const time_t now = ::time(nullptr);
+  for (const std::string& f : ulysses::prof::trace_input_files(run)) {
+    struct stat st {};
+    if (::stat(f.c_str(), &st) != 0 || st.st_mtime <= now + 1) continue;
+    char when[32] = "?";
+    struct tm tm {};
+    if (::gmtime_r(&st.st_mtime, &tm)) std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    return f + " was modified in the future (" + when +
+           "; clock skew?), so it never counts as finished: fix the clock, or touch the file, and run prepare again";
+  }
   std::error_code ec;
   const std::filesystem::path dir =
       std::filesystem::is_directory(run, ec) ? std::filesystem::path(run) : std::filesystem::path(run).parent_path();
@@ -335,7 +348,7 @@ static int run_command(int argc, char** argv) {
           p.overview_cached ? ("cached (" + std::to_string(p.overview_ranges) + " ranges)").c_str() : "NOT cached",
           files.c_str());
       if (p.summary_cached && p.overview_cached && p.rank_files_cached == p.rank_files) return 0;
-      std::cerr << "ulysses-trace: could not write beside " << run << " (" << why_not_writable(run) << ")\n";
+      std::cerr << "ulysses-trace: could not write the caches beside " << run << ": " << why_not_writable(run) << "\n";
       return 1;
     }
     if (cmp->parsed()) {
