@@ -20,6 +20,7 @@
 
 #include "explain_view.hpp"
 #include "main_window.hpp"
+#include "ulysses/profiler/atomic_file.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 #include "monitor_page.hpp"
 #include "svg_export.hpp"
@@ -287,6 +288,8 @@ int studio_main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The trace caches and screenshots it writes fail under `ulimit -f` (skipped, or exit 1), no SIGXFSZ.
+  ulysses::prof::ignore_file_size_signal();
   // Every exception ends as a message and exit 1, never as an abort (134).
   try {
     return studio_main(argc, argv);

@@ -3,6 +3,7 @@
 // Kineto trace for Perfetto or HTA; `export --format chrome --per-rank RUN DIR` writes
 // DIR/rank{r}.json, one file per rank, the folder HTA's TraceAnalysis(trace_dir=DIR) reads. Exit 0 ok, 2 bad input
 // (unreadable trace, bad arguments), 1 failure. `report RUN --html OUT.html` writes a self-contained HTML report.
+// An existing output file is replaced only with --force (else exit 2).
 // summary and report answer from the summary cache beside the trace when it matches
 // (profiler/summary_cache.hpp) and read rank files from their caches (rank_file_cache.hpp);
 // --no-cache or ULYSSES_TRACE_NO_CACHE=1 turns both off.
@@ -10,6 +11,7 @@
 // `prepare RUN` writes the summary cache, the studio's overview and the rank-file caches beside a
 // finished run's trace (ulysses-run does it when a traced run finishes), so the summary and the
 // first paint answer without reading every range, and a full load reads no SQLite rows.
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -17,11 +19,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -35,6 +39,25 @@
 #include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"
+
+// An error as one line on stderr: SQLite's "malformed database schema" quotes schema text with its
+// newlines (a damaged file printed 28 lines). Each run of control characters (newline, tab, ESC)
+// and the blanks after it becomes one space.
+static void print_error(const std::string& message) {
+  std::string line = "ulysses-trace: ";
+  for (size_t i = 0; i < message.size(); ++i) {
+    const auto u = static_cast<unsigned char>(message[i]);
+    if (u >= 0x20 && u != 0x7f) {
+      line += message[i];
+      continue;
+    }
+    while (i + 1 < message.size() &&
+           (static_cast<unsigned char>(message[i + 1]) < 0x20 || message[i + 1] == ' ' || message[i + 1] == 0x7f))
+      ++i;
+    line += ' ';
+  }
+  std::cerr << line << "\n";
+}
 
 // `report RUN --html OUT.html`: the summary's analysis as a self-contained one-page HTML
 // report (profiler/html_report.hpp). Exit 0, 2 (unreadable trace), 1 (cannot write OUT).
@@ -55,7 +78,7 @@ static int write_html_report(const std::string& run, const std::string& out, boo
   try {  // whole or not at all: a full disk keeps the old report, not a truncated one
     prof::write_file_atomically(out, [&](std::ostream& f) { f.write(html.data(), std::streamsize(html.size())); });
   } catch (const std::runtime_error& e) {
-    std::cerr << "ulysses-trace: " << e.what() << "\n";
+    print_error(e.what());
     return 1;
   }
   std::cerr << "wrote " << out << " (" << html.size() << " bytes)\n";
@@ -145,9 +168,24 @@ static std::string terminal_safe(std::string text) {
 // Why caches could not be written beside `run`, as far as the file system tells: a full disk
 // and a read-only mount are named; otherwise the likely causes.
 std::string why_not_writable(const std::string& run) {
+  // An input modified "in the future" (clock skew, a copy with a bad date) never settles: it
+  // would be "modified in the last 2 s" forever.
+  const time_t now = ::time(nullptr);
+  for (const std::string& f : ulysses::prof::trace_input_files(run)) {
+    struct stat st {};
+    if (::stat(f.c_str(), &st) != 0 || st.st_mtime <= now + 1) continue;
+    char when[32] = "?";
+    struct tm tm {};
+    if (::gmtime_r(&st.st_mtime, &tm)) std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    return f + " was modified in the future (" + when +
+           "; clock skew?), so it never counts as finished: fix the clock, or touch the file, and run prepare again";
+  }
   std::error_code ec;
   const std::filesystem::path dir =
       std::filesystem::is_directory(run, ec) ? std::filesystem::path(run) : std::filesystem::path(run).parent_path();
+  if (struct rlimit rl{}; ::getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    return "the file-size limit (ulimit -f) is " + std::to_string(static_cast<uint64_t>(rl.rlim_cur)) +
+           " bytes; raise it and run prepare again";
   struct statvfs sv {};
   if (::statvfs(dir.empty() ? "." : dir.c_str(), &sv) == 0) {
     const uint64_t free_bytes = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize;
@@ -182,18 +220,20 @@ static int run_command(int argc, char** argv) {
 
   std::string format = "chrome", out;
   int32_t rank = -1;
-  bool per_rank = false;
+  bool per_rank = false, force = false;
   auto* exp = app.add_subcommand("export", "Export a trace (Chrome trace JSON for Perfetto / HTA)");
   exp->add_option("--format", format, "output format")->check(CLI::IsMember({"chrome"}));
   exp->add_option("--rank", rank, "export only this rank (HTA reads one file per rank)")->check(ulysses::cli::kGiven);
   exp->add_flag("--per-rank", per_rank, "write OUT/rank{r}.json, one file per rank (OUT is a folder)");
   exp->add_option("RUN", run, "run directory or .sqlite trace")->required();
   exp->add_option("OUT", out, "output .json file (a folder with --per-rank)")->required();
+  exp->add_flag("--force", force, "overwrite OUT (with --per-rank: the folder's rank{r}.json) when it exists");
 
   std::string html_out;
   auto* report = app.add_subcommand("report", "Write a self-contained one-page HTML report of a run");
   report->add_option("RUN", run, "run directory or .sqlite trace")->required();
   report->add_option("--html", html_out, "output .html file")->required();
+  report->add_flag("--force", force, "overwrite the --html file when it exists");
   report->add_flag(
       "--no-cache", no_cache,
       "read no cache beside the trace (summary, rank files) and write none (also: ULYSSES_TRACE_NO_CACHE=1)");
@@ -232,6 +272,11 @@ static int run_command(int argc, char** argv) {
     std::cerr << "ulysses-trace: --html needs a file name, e.g. --html report.html\n";
     return 2;
   }
+  if (exp->parsed() && out.empty()) {
+    std::cerr << "ulysses-trace: OUT is empty; give "
+              << (per_rank ? "a folder, e.g. hta/" : "a file name, e.g. out.json") << "\n";
+    return 2;
+  }
   if (cmp->parsed() && !(std::isfinite(threshold) && threshold >= 0)) {
     std::cerr << "ulysses-trace: --threshold must be a finite number of 0 or more such as 0.10, got " << threshold
               << "\n";
@@ -247,9 +292,22 @@ static int run_command(int argc, char** argv) {
                 << " (a device, FIFO or socket?); give " << (folder ? "a folder" : "a file") << " path\n";
       return 2;
     }
+    if (struct stat st{}; folder && ::stat(target->c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      std::cerr << "ulysses-trace: " << *target
+                << " exists and is a file; --per-rank writes rank{r}.json into a folder: give a folder path\n";
+      return 2;
+    }
     if (const std::string why = output_clobbers_input(run, *target, folder); !why.empty()) {
       std::cerr << "ulysses-trace: writing " << *target << " would overwrite the trace it reads (" << why
                 << "); give another output path\n";
+      return 2;
+    }
+    // An existing file is replaced only when asked: `export RUN RUN/run.json` replaced the run's record.
+    std::error_code ec;
+    if (!folder && !force &&
+        std::filesystem::symlink_status(*target, ec).type() != std::filesystem::file_type::not_found) {
+      std::cerr << "ulysses-trace: " << *target
+                << " exists; pick another output file, or pass --force to overwrite it\n";
       return 2;
     }
   }
@@ -290,7 +348,7 @@ static int run_command(int argc, char** argv) {
           p.overview_cached ? ("cached (" + std::to_string(p.overview_ranges) + " ranges)").c_str() : "NOT cached",
           files.c_str());
       if (p.summary_cached && p.overview_cached && p.rank_files_cached == p.rank_files) return 0;
-      std::cerr << "ulysses-trace: could not write beside " << run << " (" << why_not_writable(run) << ")\n";
+      std::cerr << "ulysses-trace: could not write the caches beside " << run << ": " << why_not_writable(run) << "\n";
       return 1;
     }
     if (cmp->parsed()) {
@@ -341,6 +399,20 @@ static int run_command(int argc, char** argv) {
                   << "); nothing written\n";
         return 2;
       }
+      if (per_rank && !force) {  // the files it would write, known once the ranks are read
+        std::vector<std::string> existing;
+        std::error_code ec;
+        for (int32_t r : m.rank_set())
+          if (const auto p = std::filesystem::path(out) / ("rank" + std::to_string(r) + ".json");
+              std::filesystem::symlink_status(p, ec).type() != std::filesystem::file_type::not_found)
+            existing.push_back(p.filename().string());
+        if (!existing.empty()) {
+          std::cerr << "ulysses-trace: " << out << " already holds " << existing.front()
+                    << (existing.size() > 1 ? " and " + std::to_string(existing.size() - 1) + " more rank file(s)" : "")
+                    << "; pick another folder, or pass --force to overwrite them\n";
+          return 2;
+        }
+      }
       if (per_rank) {
         auto files = prof::export_chrome_trace_per_rank(m, out, co);
         std::cerr << "wrote " << files.size() << " files rank*.json into " << out << " (" << m.ranges.size()
@@ -355,10 +427,10 @@ static int run_command(int argc, char** argv) {
       }
     }
   } catch (const prof::TraceError& e) {
-    std::cerr << "ulysses-trace: " << e.what() << "\n";
+    print_error(e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "ulysses-trace: " << e.what() << "\n";
+    print_error(e.what());
     return 1;
   } catch (...) {  // nothing escapes main as an abort (134)
     std::cerr << "ulysses-trace: error: unknown exception\n";
@@ -368,6 +440,7 @@ static int run_command(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+  ulysses::prof::ignore_file_size_signal();  // ulimit -f: a cache skipped, an output refused (exit 1), no SIGXFSZ
   const int rc = run_command(argc, argv);
   // Summaries and comparisons go to stdout alone: one that could not be written (a full disk
   // under "> summary.json", /dev/full) is a failure, not an empty file with exit 0.

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -23,12 +24,15 @@ void write_file_atomically(const std::string& path, const std::function<void(std
   const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++writers);
   auto fail = [&](const std::string& what, int err) {
     std::remove(tmp.c_str());
+    if (err == EFBIG)  // with SIGXFSZ ignored (ignore_file_size_signal)
+      throw std::runtime_error("cannot write '" + path + "': the file-size limit (ulimit -f) is reached; raise it");
     throw std::runtime_error("cannot write '" + path + "': " + what +
                              (err ? std::string(": ") + std::strerror(err) : ""));
   };
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) fail("cannot create a file beside it (does its folder exist, is it writable?)", errno);
+    errno = 0;
     try {
       write(f);
     } catch (...) {
@@ -36,6 +40,8 @@ void write_file_atomically(const std::string& path, const std::function<void(std
       std::remove(tmp.c_str());
       throw;
     }
+    // A write that failed midway (the buffer spilled): its errno, before flush() could clear it.
+    if (!f) fail("writing failed (disk full?)", errno);
     errno = 0;
     f.flush();
     if (!f) fail("writing failed (disk full?)", errno);
@@ -44,5 +50,7 @@ void write_file_atomically(const std::string& path, const std::function<void(std
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot put the written file in its place", errno);
 }
+
+void ignore_file_size_signal() { std::signal(SIGXFSZ, SIG_IGN); }
 
 }  // namespace ulysses::prof

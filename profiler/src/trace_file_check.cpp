@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -19,16 +19,13 @@ namespace fs = std::filesystem;
 namespace ulysses::prof {
 
 std::vector<std::string> find_rank_files(const std::string& run_dir) {
-  std::vector<std::pair<int, std::string>> found;
-  static const std::regex re("rank([0-9]+)\\.sqlite");
+  std::vector<std::pair<int32_t, std::string>> found;
   for (const fs::path& dir : {fs::path(run_dir) / "trace", fs::path(run_dir)}) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) continue;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      std::smatch m;
-      std::string name = e.path().filename().string();
-      if (std::regex_match(name, m, re)) found.emplace_back(std::stoi(m[1].str()), e.path().string());
-    }
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (const int32_t r = detail::rank_in_file_name(e.path().string()); r >= 0)
+        found.emplace_back(r, e.path().string());
     if (!found.empty()) break;
   }
   std::sort(found.begin(), found.end());
@@ -124,6 +121,24 @@ bool looks_like_profiler_json(const std::string& path) {
          head.find("\"distributedInfo\"") != std::string::npos;
 }
 
+int32_t rank_in_file_name(const std::string& path) {
+  const std::string name = fs::path(path).filename().string();
+  const std::string prefix = "rank", suffix = ".sqlite";
+  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return -1;
+  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  int64_t n = 0;
+  for (const char c : digits) {
+    n = n * 10 + (c - '0');
+    if (n > INT32_MAX)
+      throw TraceError(describe(path) + " is named for rank " + digits +
+                       ", past the largest rank (2147483647): rename it rank<N>.sqlite with N the rank it holds");
+  }
+  return static_cast<int32_t>(n);
+}
+
 // Checks a file before SQLite reads it; returns its kind. Throws TraceError.
 FileKind validate_file(const std::string& path, sql::Db* out_db) {
   std::error_code ec;
@@ -167,6 +182,16 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
     } catch (const sql::Busy&) {
       throw;
     } catch (const std::exception& first) {
+      // A hot rollback journal (a writer killed mid-transaction, its uncommitted pages already in
+      // the file): SQLite rolls it back only on a connection that may write, so the read-only
+      // open fails. Read as immutable, the file gave the uncommitted data: refused instead (a
+      // reader never writes a trace, so it does not roll back itself).
+      if (const auto journal = fs::file_size(path + "-journal", ec); !ec && journal > 0)
+        throw TraceError(describe(path) + " has an unfinished transaction (" +
+                         fs::path(path + "-journal").filename().string() +
+                         ", left by a writer that stopped mid-write): open it once with sqlite3 in a writable folder "
+                         "to roll it back (sqlite3 '" +
+                         path + "' 'PRAGMA quick_check'), then read it again");
       // A WAL-mode file (a trace of an earlier build, an nsys export) needs its -shm created
       // even to be read; on a read-only mount or a full disk that fails ("unable to open
       // database file", "disk I/O error"). With no -wal frames there is nothing such a file

@@ -149,6 +149,12 @@ enum class FileKind { Ulysses, Nsys };
 // Throws TraceError (trace_file_check.cpp).
 FileKind validate_file(const std::string& path, sql::Db* out_db);
 
+// The N of a rank file named rank<N>.sqlite (decimal digits, leading zeros allowed); -1 when the
+// file's name is not one. Throws TraceError naming the file when N is past the largest rank
+// (2147483647). The one parser of rank file names: find_rank_files and the check that
+// rank<N>.sqlite holds rank N (a 10-digit name threw std::stoi's "stoi", another passed unchecked).
+int32_t rank_in_file_name(const std::string& path);
+
 inline int32_t to_i32(int64_t v) { return static_cast<int32_t>(v); }
 
 // Reads one trace file of any kind into b (trace_store.cpp): what a rank-file cache stores.

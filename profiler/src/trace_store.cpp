@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <unordered_map>
 
@@ -743,12 +742,10 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
   if (b.m.format == "ulysses" && fs::is_directory(path, ec) && !claimed.empty()) {
     // A file named rank<N>.sqlite holds rank N: one claiming rank 5 was reported as "ranks 1-4
     // missing" (of 6), two that swapped their claims passed unnoticed.
-    static const std::regex rank_name(R"(rank(\d{1,9})\.sqlite)");
     for (const auto& [r, file] : claimed) {
-      std::smatch mm;
-      const std::string fname = fs::path(file).filename().string();
-      if (std::regex_match(fname, mm, rank_name) && std::stoll(mm[1].str()) != r)
-        throw TraceError(describe(file) + " is named for rank " + mm[1].str() + " but holds rank " + std::to_string(r) +
+      if (const int32_t named = rank_in_file_name(file); named >= 0 && named != r)
+        throw TraceError(describe(file) + " is named for rank " + std::to_string(named) + " but holds rank " +
+                         std::to_string(r) +
                          " (ULYSSES_RANKS): renamed, or edited? Each rank<N>.sqlite must hold rank N");
     }
     const int64_t world = std::max<int64_t>(int64_t{b.m.sp_size} * b.m.dp_size, claimed.rbegin()->first + int64_t{1});

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -47,6 +48,23 @@ int bad_input_cli(const std::string& args) {
   int st = std::system((std::string(ULYSSES_TRACE_BIN) + " " + args + " >/dev/null 2>&1").c_str());
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 #else
+  return -2;
+#endif
+}
+
+// ulysses-trace ARGS run by /bin/sh after SHELL_PREFIX (e.g. "ulimit -f 0;"): its exit code (-1
+// for a signal death), stdout and stderr together in *out (a pipe: no file-size limit applies).
+int cli_output(const std::string& args, std::string* out, const std::string& shell_prefix = "") {
+#ifdef ULYSSES_TRACE_BIN
+  out->clear();
+  std::FILE* p = ::popen(("(" + shell_prefix + " exec " + ULYSSES_TRACE_BIN + " " + args + ") 2>&1").c_str(), "r");
+  if (!p) return -2;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out->append(buf, n);
+  const int st = ::pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+#else
+  (void)args, (void)out, (void)shell_prefix;
   return -2;
 #endif
 }
@@ -508,4 +526,200 @@ TEST_F(BadInput, ATraceThatCannotGetAShmFileBesideItStillOpens) {
   std::ofstream(f + "-wal") << std::string(4096, 'x');  // frames it cannot read: refused, not ignored
   EXPECT_NE(load_error(f), "");
   EXPECT_EQ(prof::load_trace(good).ranges.size(), ranges);
+}
+
+// Under a file-size limit (`ulimit -f 0`) every write fails: summary skips its cache (exit 0),
+// an output is refused (exit 1, naming the limit), and no temporary file is left. SIGXFSZ
+// killed summary, report, prepare and export (exit 153, no message, *.tmp.PID.N left behind).
+TEST_F(BadInput, AFileSizeLimitSkipsCachesAndRefusesOutputsWithAMessage) {
+#ifndef ULYSSES_TRACE_BIN
+  GTEST_SKIP() << "ulysses-trace not built";
+#else
+  const std::string run = tmp.path + "/run";
+  fs::create_directories(run + "/trace");
+  fs::copy_file(good_trace(tmp.path), run + "/trace/rank0.sqlite");
+  // Older than the 2 s within which a trace counts as still being written: caches are written.
+  fs::last_write_time(run + "/trace/rank0.sqlite", fs::file_time_type::clock::now() - std::chrono::hours(1));
+  const std::string limit = "ulimit -f 0;";
+  std::string out;
+  EXPECT_EQ(cli_output("summary '" + run + "'", &out, limit), 0) << out;
+  EXPECT_NE(out.find("rank"), std::string::npos) << out;
+  EXPECT_EQ(cli_output("export '" + run + "' '" + tmp.path + "/out.json'", &out, limit), 1) << out;
+  EXPECT_NE(out.find("ulimit -f"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\n'), out.size() - 1) << out;
+  EXPECT_EQ(cli_output("report '" + run + "' --html '" + tmp.path + "/r.html'", &out, limit), 1) << out;
+  EXPECT_NE(out.find("ulimit -f"), std::string::npos) << out;
+  EXPECT_EQ(cli_output("prepare '" + run + "'", &out, limit), 1) << out;
+  EXPECT_NE(out.find("ulimit -f"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(tmp.path + "/out.json"));
+  EXPECT_FALSE(fs::exists(tmp.path + "/r.html"));
+  for (const std::string& dir : {tmp.path, run, run + "/trace"})
+    for (const auto& e : fs::directory_iterator(dir))
+      EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  EXPECT_EQ(cli_output("summary '" + run + "'", &out), 0) << out;  // without the limit: the cache is written
+  EXPECT_TRUE(fs::exists(run + "/trace/.ulysses-summary-cache"));
+#endif
+}
+
+// A hot rollback journal: a writer killed mid-transaction left rank0.sqlite-journal and part of
+// its uncommitted pages in the file. The read-only open fails and the immutable fallback read
+// the uncommitted data (exit 0); refused now, naming the journal and how to roll it back.
+TEST_F(BadInput, ATraceWithAHotJournalIsRefusedNotReadHalfWritten) {
+  const std::string good = good_trace(tmp.path);
+  const std::string live = tmp.path + "/live.sqlite", hot = tmp.path + "/hot.sqlite";
+  fs::copy_file(good, live);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(live.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "PRAGMA journal_mode=DELETE; PRAGMA cache_size=1; BEGIN; "
+                         "UPDATE NVTX_EVENTS SET start = start + 1;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  ASSERT_GT(fs::file_size(live + "-journal"), 0u);
+  // The file and its journal as a killed writer leaves them (the copies have no open connection).
+  fs::copy_file(live, hot);
+  fs::copy_file(live + "-journal", hot + "-journal");
+  sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  auto bytes_of = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string file_before = bytes_of(hot), journal_before = bytes_of(hot + "-journal");
+  const std::string e = load_error(hot);
+  EXPECT_NE(e.find("has an unfinished transaction (hot.sqlite-journal"), std::string::npos) << e;
+  EXPECT_EQ(bad_input_cli("summary --no-cache '" + hot + "'"), 2);
+  EXPECT_EQ(bytes_of(hot), file_before);  // a reader never writes a trace, nor rolls it back
+  EXPECT_EQ(bytes_of(hot + "-journal"), journal_before);
+  // What the message advises: one writable open rolls it back, and the committed trace reads.
+  ASSERT_EQ(sqlite3_open(hot.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, "PRAGMA quick_check", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  EXPECT_EQ(load_error(hot), "");
+  EXPECT_EQ(prof::load_trace(hot).ranges.size(), prof::load_trace(good).ranges.size());
+}
+
+// Rank file names with a number past the largest rank: rank2147483648.sqlite threw std::stoi's
+// "stoi" (exit 1), and rank2147483647.sqlite holding rank 1 passed (the name check read at most
+// 9 digits). One parser now: refused with the file named (exit 2), checked for every name.
+TEST_F(BadInput, RankFileNamesPastTheLargestRankAreRefusedNamingTheFile) {
+  const std::string run = tmp.path + "/run";
+  fs::create_directories(run + "/trace");
+  for (int r = 0; r < 2; ++r) {
+    auto t = prof::Tracer::open(options_for(run + "/trace/rank" + std::to_string(r) + ".sqlite", r, 2));
+    Synth s;
+    s.ranks = 2;
+    s.layers = 2;
+    record_step(t.get(), r, 0, s);
+    t->close();
+  }
+  prof::LoadOptions lo;
+  lo.file_caches = false;
+  lo.write_file_caches = false;
+  auto error_of = [&]() {
+    try {
+      prof::load_trace(run, lo);
+    } catch (const prof::TraceError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  ASSERT_EQ(error_of(), "");
+  std::string from = run + "/trace/rank1.sqlite";
+  for (const std::string name : {"rank2147483647.sqlite", "rank2147483648.sqlite", "rank99999999999999999999.sqlite"}) {
+    const std::string to = run + "/trace/" + name;
+    fs::rename(from, to);
+    from = to;
+    const std::string e = error_of();
+    const std::string number = name.substr(4, name.size() - 11);
+    EXPECT_NE(e.find(name + "' is named for rank " + number), std::string::npos) << e;
+    EXPECT_EQ(bad_input_cli("summary --no-cache '" + run + "'"), 2) << name;
+  }
+  EXPECT_EQ(prof::detail::rank_in_file_name("/x/rank007.sqlite"), 7);
+  EXPECT_EQ(prof::detail::rank_in_file_name("/x/rank.sqlite"), -1);
+  EXPECT_EQ(prof::detail::rank_in_file_name("/x/rank-1.sqlite"), -1);
+  EXPECT_EQ(prof::detail::rank_in_file_name("/x/rank1.sqlite-journal"), -1);
+}
+
+// `export` and `report --html` replaced any existing file without a word: a run's own run.json,
+// metrics.jsonl or logs/rank0.log, a user's file, DIR/rank0.json with --per-rank. Refused now
+// (exit 2 naming the path and --force); --force overwrites.
+TEST_F(BadInput, ExistingOutputsAreReplacedOnlyWithForce) {
+#ifndef ULYSSES_TRACE_BIN
+  GTEST_SKIP() << "ulysses-trace not built";
+#else
+  const std::string run = tmp.path + "/run";
+  fs::create_directories(run + "/trace");
+  fs::create_directories(run + "/logs");
+  fs::copy_file(good_trace(tmp.path), run + "/trace/rank0.sqlite");
+  auto bytes_of = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  fs::create_directories(tmp.path + "/hta");
+  const std::vector<std::string> kept = {run + "/run.json", run + "/metrics.jsonl", run + "/logs/rank0.log",
+                                         tmp.path + "/mine.json", tmp.path + "/hta/rank0.json"};
+  for (const auto& f : kept) write_file(f, "keep me");
+  std::string out;
+  for (const std::string& args :
+       {"export '" + run + "' '" + run + "/run.json'",
+        "export --format chrome '" + run + "' '" + run + "/metrics.jsonl'",
+        "export '" + run + "' '" + run + "/logs/rank0.log'", "report '" + run + "' --html '" + tmp.path + "/mine.json'",
+        "export --per-rank '" + run + "' '" + tmp.path + "/hta'"}) {
+    EXPECT_EQ(cli_output(args, &out), 2) << args << ": " << out;
+    EXPECT_NE(out.find("--force"), std::string::npos) << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  }
+  EXPECT_NE(out.find(tmp.path + "/hta already holds rank0.json"), std::string::npos) << out;
+  for (const auto& f : kept) EXPECT_EQ(bytes_of(f), "keep me") << f;
+  EXPECT_EQ(cli_output("export --force '" + run + "' '" + tmp.path + "/mine.json'", &out), 0) << out;
+  EXPECT_EQ(cli_output("report --force '" + run + "' --html '" + run + "/run.json'", &out), 0) << out;
+  EXPECT_EQ(cli_output("export --per-rank --force '" + run + "' '" + tmp.path + "/hta'", &out), 0) << out;
+  for (const std::string& f : {tmp.path + "/mine.json", run + "/run.json", tmp.path + "/hta/rank0.json"})
+    EXPECT_NE(bytes_of(f), "keep me") << f;
+  EXPECT_EQ(cli_output("export '" + run + "' '" + tmp.path + "/new.json'", &out), 0) << out;  // a new file: no flag
+#endif
+}
+
+// A damaged schema: SQLite's "malformed database schema" error quotes the schema text with its
+// newlines, and the CLI printed it over several lines. One line now, exit 2.
+TEST_F(BadInput, ErrorsFromADamagedSchemaArePrintedOnOneLine) {
+  const std::string f = tmp.path + "/schema.sqlite";
+  fs::copy_file(good_trace(tmp.path), f);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(f.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = 'CREATE TABLE TARGET_INFO_GPU (\n"
+                         "    vmId INTEGER NOT NULL,\n    name TEXT \"oops,\n\tbusLocation TEXT\n)' "
+                         "WHERE name = 'TARGET_INFO_GPU'",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  std::string out;
+  EXPECT_EQ(cli_output("summary --no-cache '" + f + "'", &out), 2) << out;
+  EXPECT_NE(out.find("malformed database schema"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"oops, busLocation TEXT )"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\n'), out.size() - 1) << out;
+  EXPECT_EQ(out.find('\t'), std::string::npos) << out;
+}
+
+// Output paths that cannot be one are bad input (exit 2), as `report --html ''` already was:
+// `export --per-rank RUN FILE` ("cannot create folder", exit 1), `export RUN ''` and
+// `export --per-rank RUN ''` (exit 1 after reading the whole trace).
+TEST_F(BadInput, OutputPathsThatCannotBeOneAreBadInput) {
+#ifndef ULYSSES_TRACE_BIN
+  GTEST_SKIP() << "ulysses-trace not built";
+#else
+  const std::string good = good_trace(tmp.path), file = tmp.path + "/notes.txt";
+  write_file(file, "mine");
+  std::string out;
+  EXPECT_EQ(cli_output("export --per-rank '" + good + "' '" + file + "'", &out), 2) << out;
+  EXPECT_NE(out.find(file + " exists and is a file"), std::string::npos) << out;
+  EXPECT_EQ(cli_output("export --per-rank --force '" + good + "' '" + file + "'", &out), 2) << out;
+  EXPECT_EQ(cli_output("export '" + good + "' ''", &out), 2) << out;
+  EXPECT_NE(out.find("OUT is empty"), std::string::npos) << out;
+  EXPECT_EQ(cli_output("export --per-rank '" + good + "' ''", &out), 2) << out;
+  std::ifstream in(file);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), "mine");
+#endif
 }

@@ -406,7 +406,8 @@ TEST(SummaryCache, CliOutputIsByteIdenticalAndNoCacheBypassesIt) {
   fs::remove(r.cache());
   EXPECT_EQ(cli("summary " + r.run + " --json", &rc, "ULYSSES_TRACE_NO_CACHE=1"), json_new);
   EXPECT_EQ(cli("summary " + r.run + " --no-cache", &rc), cli("summary " + r.run, &rc, "ULYSSES_TRACE_NO_CACHE=1"));
-  cli("report " + r.run + " --html " + h1 + " --no-cache", &rc);
+  cli("report " + r.run + " --html " + h1 + " --no-cache --force", &rc);  // h1 exists: replaced only with --force
+  EXPECT_EQ(rc, 0);
   EXPECT_FALSE(fs::exists(r.cache()));
 }
 #endif
@@ -449,6 +450,25 @@ TEST(SummaryCache, CliPrepareWritesTheSummaryAndTheOverview) {
   EXPECT_FALSE(fs::exists(r.cache()));
   cli("prepare " + r.dir.path + "/missing", &rc);
   EXPECT_EQ(rc, 2);
+}
+
+// A rank file dated in the future (clock skew) is "modified in the last 2 s" forever: prepare
+// said "a read-only folder, or a trace modified in the last 2 s" of a writable folder, run after
+// run. It names the file and its date now.
+TEST(SummaryCache, CliPrepareNamesARankFileModifiedInTheFuture) {
+  CacheRun r;
+  set_mtime(r.files[1], 1893456000, 0);  // 2030-01-01
+  std::string err;                       // stderr alone (cli() drops it)
+  FILE* p = popen((std::string(ULYSSES_TRACE_BIN) + " prepare " + r.run + " 2>&1 >/dev/null").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) err.append(buf, n);
+  const int st = pclose(p);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << err;
+  EXPECT_NE(err.find("rank1.sqlite was modified in the future (2030-01-01 00:00:00 UTC; clock skew?)"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("read-only"), std::string::npos) << err;
 }
 #endif
 

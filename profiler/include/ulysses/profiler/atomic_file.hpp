@@ -14,4 +14,10 @@ namespace ulysses::prof {
 // written; exceptions from `write` propagate (after the temporary file is removed).
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write);
 
+// A file-size limit (`ulimit -f`) then makes a write fail with EFBIG, which every writer reports
+// (an output: exit 1 and a message; a cache: skipped), instead of SIGXFSZ killing the process
+// (exit 153, no message, temporary files left). Each program that writes files calls it first
+// (ulysses-trace, ulysses-studio; ulysses-run and the worker ignore SIGXFSZ themselves).
+void ignore_file_size_signal();
+
 }  // namespace ulysses::prof
