@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "../std_fds.hpp"
 #include "explain_view.hpp"
 #include "main_window.hpp"
 #include "ulysses/profiler/atomic_file.hpp"
@@ -290,6 +291,7 @@ int studio_main(int argc, char** argv) {
 int main(int argc, char** argv) {
   // The trace caches and screenshots it writes fail under `ulimit -f` (skipped, or exit 1), no SIGXFSZ.
   ulysses::prof::ignore_file_size_signal();
+  ulysses::cli::reopen_closed_std_fds();  // a closed stdout must not become a cache or output file
   // Every exception ends as a message and exit 1, never as an abort (134).
   try {
     return studio_main(argc, argv);

@@ -29,6 +29,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "../std_fds.hpp"
 #include "../cli_number.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/atomic_file.hpp"
@@ -441,6 +442,13 @@ static int run_command(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   ulysses::prof::ignore_file_size_signal();  // ulimit -f: a cache skipped, an output refused (exit 1), no SIGXFSZ
+  // A closed stdout must not become a cache or output file; summary and compare answer on
+  // stdout, so with it closed (`>&-`) they have nowhere to go (they failed on EBADF before).
+  if ((ulysses::cli::reopen_closed_std_fds() & 2) && argc > 1 &&
+      (std::string(argv[1]) == "summary" || std::string(argv[1]) == "compare")) {
+    std::cerr << "ulysses-trace: " << argv[1] << " prints on stdout, which is closed; give it a file or a pipe\n";
+    return 2;
+  }
   const int rc = run_command(argc, argv);
   // Summaries and comparisons go to stdout alone: one that could not be written (a full disk
   // under "> summary.json", /dev/full) is a failure, not an empty file with exit 0.

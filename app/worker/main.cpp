@@ -18,6 +18,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "../std_fds.hpp"
 #include "checkpoint.hpp"
 #include "comm.hpp"
 #include "device_decision.hpp"
@@ -70,6 +71,7 @@ int plan_command(int argc, char** argv);  // plan_command.cpp: --plan, the memor
 }
 
 int main(int argc, char** argv) {
+  ulysses::cli::reopen_closed_std_fds();  // a closed stdout must not become a checkpoint file
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--plan") return ulysses::plan_command(argc, argv);
   CLI::App app{

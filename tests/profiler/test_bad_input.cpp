@@ -723,3 +723,23 @@ TEST_F(BadInput, OutputPathsThatCannotBeOneAreBadInput) {
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), "mine");
 #endif
 }
+
+// Started with stdout closed (`>&-`), the next file ulysses-trace opened (a cache, the export)
+// got descriptor 1, so what it printed could land in that file. Descriptors 0-2 are opened on
+// /dev/null first; summary and compare, which answer on stdout, refuse a closed one.
+TEST_F(BadInput, AClosedStdoutNeverBecomesAnOutputFile) {
+#ifndef ULYSSES_TRACE_BIN
+  GTEST_SKIP() << "ulysses-trace not built";
+#else
+  const std::string good = good_trace(tmp.path), json_out = tmp.path + "/out.json";
+  std::string out;
+  EXPECT_EQ(cli_output("summary --no-cache '" + good + "' >&-", &out), 2) << out;
+  EXPECT_NE(out.find("summary prints on stdout, which is closed"), std::string::npos) << out;
+  ASSERT_EQ(cli_output("export '" + good + "' '" + json_out + "' >&-", &out), 0) << out;
+  std::ifstream in(json_out);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(text.empty());
+  EXPECT_TRUE(text.front() == '{' || text.front() == '[') << text.substr(0, 200);
+  EXPECT_EQ(text.find("ulysses-trace"), std::string::npos) << "a message went into the export";
+#endif
+}
