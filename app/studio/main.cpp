@@ -6,7 +6,9 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
+#include <QFile>
 #include <QFileInfo>
+#include <QImageReader>
 #include <QImage>
 #include <QImageWriter>
 #include <QPixmap>
@@ -158,6 +160,27 @@ int studio_main(int argc, char** argv) {
                    "link to one); give a new file name\n",
                    qPrintable(cli.value(shot)));
       return 2;
+    }
+    // Never through a link, nor over a file that is not an image already (a link named shot.png
+    // to someone's config.json, or to the rank file being drawn, was replaced by a PNG).
+    if (target.isSymLink()) {
+      std::fprintf(stderr,
+                   "ulysses-studio: --screenshot %s is a symbolic link (to %s); give the file itself or a new file "
+                   "name\n",
+                   qPrintable(cli.value(shot)), qPrintable(target.symLinkTarget()));
+      return 2;
+    }
+    if (target.isFile() && target.size() > 0) {
+      QFile existing(target.absoluteFilePath());
+      const QByteArray head = existing.open(QIODevice::ReadOnly) ? existing.read(4096) : QByteArray();
+      const bool image = QImageReader(target.absoluteFilePath()).canRead() || head.contains("<svg");
+      if (!image) {
+        std::fprintf(stderr,
+                     "ulysses-studio: --screenshot %s exists and is not an image; it is left as it is: give a new "
+                     "file name\n",
+                     qPrintable(cli.value(shot)));
+        return 2;
+      }
     }
     if (!QFileInfo(target.absolutePath()).isDir()) {  // said only after drawing, with no reason
       std::fprintf(stderr, "ulysses-studio: --screenshot %s: the folder %s does not exist\n",

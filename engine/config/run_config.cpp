@@ -685,6 +685,8 @@ ModelConfig model_from_hf_config(const json& hf) {
     if (k == "model_type" || k == "attention_bias") continue;
     ours[k] = v;
   }
+  // Transformers' default for the four families, not the demo's 1e-5.
+  if (!ours.contains("rms_norm_eps")) ours["rms_norm_eps"] = 1e-6;
   read_section(m, ours, "model", model_fields());
   if (!kv_given) m.num_key_value_heads = m.num_attention_heads;
   // head_dim equal to hidden_size / heads is the implicit one (kept 0, so configs compare equal).
@@ -697,7 +699,15 @@ ModelConfig model_from_hf_config(const json& hf) {
   const bool has_scaling = rope_scaling && !rope_scaling->is_null();
   if (has_params) read_rope_dict(*rope_parameters, "rope_parameters", from_params);
   if (has_scaling) read_rope_dict(*rope_scaling, "rope_scaling", from_scaling);
-  if (has_params && has_scaling) {
+  // Both layouts present: Transformers v4 reads rope_theta and rope_scaling (null: no scaling),
+  // v5 rope_parameters; they must build the same model (a top-level rope_theta 10000 beside
+  // rope_parameters' 500000, or rope_scaling null beside a yarn rope_parameters, was read as v5
+  // says, silently, while v4 builds the other model).
+  if (has_params && ours.contains("rope_theta") && m.rope_theta != from_params.rope_theta)
+    throw ConfigError("config.json: rope_theta " + show(ours["rope_theta"]) + " (Transformers v4's key) and " +
+                      "rope_parameters' rope_theta " + show(json(from_params.rope_theta)) +
+                      " (v5's) disagree; keep one layout");
+  if (has_params && rope_scaling) {
     from_scaling.rope_theta = from_params.rope_theta;
     if (write_section(from_params, model_fields()) != write_section(from_scaling, model_fields()))
       throw ConfigError("config.json: rope_scaling " + show(*rope_scaling) + " and rope_parameters " +
@@ -770,7 +780,17 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
           " not found (expected a Hugging Face checkpoint directory with config.json and model.safetensors)");
     ModelConfig hf;
     try {
-      hf = model_from_hf_config(load_json_file(cj));
+      const json hj = load_json_file(cj);
+      // A checkpoint's sizes have no default worth guessing: ours (the 2-layer demo's) read a
+      // 4-layer checkpoint lacking num_hidden_layers as a 2-layer model, silently, and
+      // Transformers would take 32.
+      for (const char* k :
+           {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"})
+        if (hj.is_object() && !hj.contains(k))
+          throw ConfigError(cj + " lacks " + k +
+                            " (a model size this reader does not guess: Transformers' default is another model's); "
+                            "add it");
+      hf = model_from_hf_config(hj);
     } catch (const ConfigError& e) {
       throw ConfigError(std::string("train.init_from: ") + e.what());
     }

@@ -82,7 +82,13 @@ std::vector<std::string> find_foreign_files(const std::string& dir) {
 
 bool is_foreign_trace(const std::string& path) {
   std::error_code ec;
-  if (fs::is_directory(path, ec)) return find_rank_files(path).empty() && !find_foreign_files(path).empty();
+  if (fs::is_directory(path, ec)) {
+    try {
+      return find_rank_files(path).empty() && !find_foreign_files(path).empty();
+    } catch (const TraceError&) {  // a rank file named past the largest rank: ours, refused when read
+      return false;
+    }
+  }
   return detail::looks_like_profiler_json(path);
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -402,6 +403,35 @@ TEST(ConfigReliability, LearningRateAndWeightDecayAreBounded) {
 
 // A Hugging Face config.json with null for a size, or mlp_bias that is not a boolean, was read
 // with this reader's own defaults (vocab_size 256) or taken as false.
+// A checkpoint's config.json lacking a model size: it was read with the demo's default (a 4-layer
+// checkpoint without num_hidden_layers trained as a 2-layer model, exit 0; Transformers would
+// take 32). train.init_from refuses it, naming the key and the file.
+TEST(ConfigReliability, InitFromConfigLackingAModelSizeIsRefused) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("ulysses_init_sizes_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "ck");
+  ModelConfig m;
+  m.num_hidden_layers = 4;
+  const json hf = model_to_hf_config(m);
+  std::ofstream(dir / "run.json") << R"({"data": {"kind": "synthetic"}, "train": {"init_from": ")" +
+                                         (dir / "ck").string() + R"("}})";
+  for (const char* k : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"}) {
+    json j = hf;
+    j.erase(k);
+    std::ofstream(dir / "ck" / "config.json", std::ios::trunc) << j.dump();
+    try {
+      load_run_config((dir / "run.json").string(), {});
+      ADD_FAILURE() << "a config.json without " << k << " was read";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("lacks ") + k), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("train.init_from"), std::string::npos) << e.what();
+    }
+  }
+  std::ofstream(dir / "ck" / "config.json", std::ios::trunc) << hf.dump();
+  EXPECT_EQ(load_run_config((dir / "run.json").string(), {}).model.num_hidden_layers, 4);
+  fs::remove_all(dir);
+}
+
 TEST(ConfigReliability, HfConfigNullsAndNonBooleansAreRefused) {
   ModelConfig m;
   m.vocab_size = 32000;

@@ -204,6 +204,27 @@ TEST(HfConfig, RefusalsNameTheSetting) {
        {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}},
        {"rope_parameters", {{"rope_type", "linear"}, {"factor", 4.0}}}};
   EXPECT_NE(error_of(l).find("disagree"), std::string::npos) << error_of(l);
+  // Transformers v4 reads rope_theta and rope_scaling (null: none), v5 rope_parameters: where
+  // both layouts are given they must build one model (each was read as v5 says, silently).
+  l = {{"hidden_size", 64},
+       {"num_attention_heads", 4},
+       {"rope_theta", 10000.0},
+       {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 500000.0}}}};
+  EXPECT_NE(error_of(l).find("rope_theta 10000.0 (Transformers v4's key) and rope_parameters' rope_theta 500000.0"),
+            std::string::npos)
+      << error_of(l);
+  l = {{"hidden_size", 64},
+       {"num_attention_heads", 4},
+       {"rope_scaling", nullptr},
+       {"rope_parameters",
+        {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 1024}, {"rope_theta", 10000.0}}}};
+  EXPECT_NE(error_of(l).find("disagree"), std::string::npos) << error_of(l);
+  l["rope_scaling"] = l["rope_parameters"];  // the same in both layouts: read
+  EXPECT_EQ(error_of(l), "");
+  l.erase("rope_scaling");  // v5 alone: read
+  EXPECT_EQ(error_of(l), "");
+  // rms_norm_eps absent: Transformers' 1e-6 for these families, not the demo's 1e-5.
+  EXPECT_DOUBLE_EQ(model_from_hf_config(json{{"hidden_size", 64}, {"num_attention_heads", 4}}).rms_norm_eps, 1e-6);
   // Run-config rules: an odd explicit head_dim, factor < 1.
   RunConfig rc;
   rc.model.explicit_head_dim = 9;

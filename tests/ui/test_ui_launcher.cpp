@@ -819,6 +819,57 @@ TEST(StudioCli, ScreenshotAndBadArguments) {
   QSettings conf(tmp.filePath("config/Ulysses/Ulysses Studio.conf"), QSettings::IniFormat);
   EXPECT_FALSE(conf.value(QStringLiteral("darkTheme"), false).toBool());
   EXPECT_NE(conf.value(QStringLiteral("runsDir")).toString(), tmp.filePath("elsewhere"));
+  // Never through a link to a regular file, nor over a file that is not an image (a link named
+  // shot.png to someone's config.json, or to the rank file being drawn, became a PNG); an
+  // earlier screenshot is replaced as before.
+  const QString victim = tmp.filePath("victim.json");
+  {
+    QFile v(victim);
+    ASSERT_TRUE(v.open(QIODevice::WriteOnly));
+    v.write("{\"my\": \"config\"}");
+  }
+  const QString link2 = tmp.filePath("link.png");
+  ASSERT_TRUE(QFile::link(victim, link2));
+  EXPECT_EQ(runStudio({"--screenshot", link2}, &out), 2) << out.toStdString();
+  EXPECT_TRUE(out.contains("is a symbolic link")) << out.toStdString();
+  const QString fakePng = tmp.filePath("notes.png");
+  {
+    QFile f(fakePng);
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write("my notes, not an image");
+  }
+  EXPECT_EQ(runStudio({"--screenshot", fakePng}, &out), 2) << out.toStdString();
+  EXPECT_TRUE(out.contains("is not an image")) << out.toStdString();
+  for (const QString& f : {victim, fakePng}) {
+    QFile r(f);
+    ASSERT_TRUE(r.open(QIODevice::ReadOnly));
+    EXPECT_FALSE(r.readAll().startsWith("\x89PNG")) << f.toStdString();
+  }
+  EXPECT_EQ(runStudio({"--screenshot", png}, &out), 0) << out.toStdString();  // png holds an earlier shot
+  // A stray file named for a rank past 2^31-1 beside a run's trace: the monitor still opens (it
+  // was exit 1 for every view), the trace views refuse with exit 2.
+  const QString stray = tmp.filePath("stray run");
+  ASSERT_TRUE(QDir().mkpath(stray + "/trace"));
+  ASSERT_TRUE(QFile::copy(kTiny, stray + "/config.json"));
+  {
+    QFile r(stray + "/run.json");
+    ASSERT_TRUE(r.open(QIODevice::WriteOnly));
+    // A message of 100 000 characters without a space: the banner widened the window to a
+    // million pixels past --size, and the screenshot failed.
+    r.write("{\"status\":\"failed\",\"world_size\":2,\"steps_done\":1,\"final_loss\":-1e308,\"message\":\"" +
+            QByteArray(100000, 'M') + "\"}");
+    QFile z(stray + "/trace/rank99999999999.sqlite");
+    ASSERT_TRUE(z.open(QIODevice::WriteOnly));
+    z.write("x");
+  }
+  const QString shot3 = tmp.filePath("stray.png");
+  ASSERT_EQ(runStudio({stray, "--view", "monitor", "--screenshot", shot3, "--size", "1200x800"}, &out), 0)
+      << out.toStdString();
+  QImage img3(shot3);
+  ASSERT_FALSE(img3.isNull());
+  EXPECT_LE(img3.width(), 1300) << "the banner widened the window";
+  EXPECT_EQ(runStudio({stray, "--view", "timeline", "--screenshot", shot3}, &out), 2) << out.toStdString();
+  EXPECT_TRUE(out.contains("past the largest rank")) << out.toStdString();
 #endif
 }
 

@@ -67,4 +67,27 @@ QList<QPointF> decimate_line(const QList<QPointF>& pts, int buckets) {
   return out;
 }
 
+QString format_metric(double v) {
+  if (std::isfinite(v) && std::fabs(v) < 1e6) return QString::number(v, 'f', 4);
+  return QString::number(v, 'g', 6);
+}
+
+QString label_safe(const QString& text, int max_chars) {
+  QString t = text;
+  if (t.size() > max_chars)
+    t = t.left(max_chars) + QStringLiteral("... (%1 more characters)").arg(text.size() - max_chars);
+  QString out;
+  out.reserve(t.size() + t.size() / 60 + 1);
+  int run = 0;
+  for (const QChar c : t) {
+    out += c;
+    run = c.isSpace() ? 0 : run + 1;
+    if (run >= 60) {
+      out += QChar(0x200B);  // ZERO WIDTH SPACE: a line break opportunity
+      run = 0;
+    }
+  }
+  return out;
+}
+
 }  // namespace ulysses::ui

@@ -32,4 +32,14 @@ QStringList axis_tick_labels(const AxisTicks& t, double lo, double hi);
 // monitor took 70 s to open and paint.)
 QList<QPointF> decimate_line(const QList<QPointF>& pts, int buckets);
 
+// A loss or other metric for a label: 4 decimals in a sane range, else 6 significant digits
+// ("-1e+308", not 309 digits that widened the window past any --size).
+QString format_metric(double v);
+
+// Text for a one-line label that must not widen its window: at most max_chars characters (the
+// rest counted, "... (N more characters)"), and a zero-width break opportunity inside every run
+// of 60 characters without a space, so a word-wrapped label can wrap it (a 100 000-character
+// run.json message made the monitor 1 000 000 px wide, and the screenshot failed).
+QString label_safe(const QString& text, int max_chars = 600);
+
 }  // namespace ulysses::ui

@@ -1,4 +1,5 @@
 // Side-by-side comparison of two runs.
+#include "axis_ticks.hpp"
 #include "compare_model.hpp"
 
 #include <QBrush>
@@ -65,8 +66,8 @@ void CompareModel::setRuns(const RunSummary& a, const RunSummary& b) {
   add(QStringLiteral("config"), a.configName, b.configName);
   add(QStringLiteral("duration"), secs(a.durationS), secs(b.durationS));
   add(QStringLiteral("steps done"), QString::number(a.stepsDone), QString::number(b.stepsDone));
-  add(QStringLiteral("final loss"), a.hasFinalLoss ? QString::number(a.finalLoss, 'f', 4) : QString(),
-      b.hasFinalLoss ? QString::number(b.finalLoss, 'f', 4) : QString());
+  add(QStringLiteral("final loss"), a.hasFinalLoss ? format_metric(a.finalLoss) : QString(),
+      b.hasFinalLoss ? format_metric(b.finalLoss) : QString());
   add(QStringLiteral("median step"), ma.steps ? QStringLiteral("%1 ms").arg(ma.medianStepMs, 0, 'f', 1) : QString(),
       mb.steps ? QStringLiteral("%1 ms").arg(mb.medianStepMs, 0, 'f', 1) : QString());
   add(QStringLiteral("tokens/s"), ma.steps ? QString::number(ma.tokensPerS, 'f', 0) : QString(),

@@ -1,4 +1,5 @@
 // Runs folder as a table model.
+#include "axis_ticks.hpp"
 #include "runs_model.hpp"
 
 #include <QBrush>
@@ -104,7 +105,7 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
       if (r.stepsDone < 0) return QString();
       return r.steps > 0 ? QStringLiteral("%1 / %2").arg(r.stepsDone).arg(r.steps) : QString::number(r.stepsDone);
     case FinalLoss:
-      return r.hasFinalLoss ? QString::number(r.finalLoss, 'f', 4) : QString();
+      return r.hasFinalLoss ? format_metric(r.finalLoss) : QString();
     case World:
       return r.worldSize > 0 ? QString::number(r.worldSize) : QString();
     default:

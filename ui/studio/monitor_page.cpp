@@ -18,6 +18,7 @@
 #include <QVBoxLayout>
 
 #include "cost_model.hpp"
+#include "axis_ticks.hpp"
 #include "metric_chart.hpp"
 #include "rank_status_model.hpp"
 
@@ -189,7 +190,8 @@ void MonitorPage::stopReplay() {
 bool MonitorPage::replaying() const { return replay_ && !replay_->finished(); }
 
 void MonitorPage::setBanner(const QString& text, bool error) {
-  banner_->setText(text);
+  banner_->setText(label_safe(text));
+  banner_->setToolTip(text.size() > 600 ? text.left(4000) : QString());
   banner_->setStyleSheet(error ? QStringLiteral("background:#5a1d1d; color:#ffdede; padding:6px; border-radius:4px;")
                                : QStringLiteral("background:#1d4a2a; color:#e0ffe6; padding:6px; border-radius:4px;"));
   banner_->setVisible(!text.isEmpty());
@@ -317,12 +319,15 @@ void MonitorPage::showRun(const QString& runDir) {
         QStringLiteral("The run's state is unknown: ") +
         (s.problems.isEmpty() ? QStringLiteral("run.json holds no status") : s.problems.join(QStringLiteral("; ")));
     if (s.hasFinalLoss)
-      msg += QStringLiteral("\nmetrics.jsonl: %1 step(s), last loss %2").arg(s.stepsDone).arg(s.finalLoss, 0, 'f', 4);
+      msg +=
+          QStringLiteral("\nmetrics.jsonl: %1 step(s), last loss %2").arg(s.stepsDone).arg(format_metric(s.finalLoss));
     setBanner(msg, true);
   } else if (s.hasFinalLoss) {
-    setBanner(
-        QStringLiteral("%1 after %2 step(s), final loss %3").arg(s.status).arg(s.stepsDone).arg(s.finalLoss, 0, 'f', 4),
-        false);
+    setBanner(QStringLiteral("%1 after %2 step(s), final loss %3")
+                  .arg(s.status)
+                  .arg(s.stepsDone)
+                  .arg(format_metric(s.finalLoss)),
+              false);
   } else {
     setBanner(QString(), false);
   }
