@@ -32,10 +32,11 @@ struct Pipe {
     if (::pipe2(fds, O_CLOEXEC) != 0) throw LaunchError(std::string("cannot create a pipe: ") + std::strerror(errno));
     r = fds[0];
     w = fds[1];
-    // 1 MiB (Linux's default pipe-max-size) instead of 64 KiB: a launcher that stops reading
-    // for a while (stopped with SIGSTOP, a slow terminal) blocks a rank's writes, and with them
-    // its training, only after ~3000 steps of output instead of ~200. Best effort.
-    (void)::fcntl(w, F_SETPIPE_SZ, 1 << 20);
+    // 256 KiB instead of 64 KiB: a launcher that stops reading for a while (stopped with
+    // SIGSTOP, a slow terminal) blocks a rank's writes, and with them its training, only after
+    // ~800 steps of output instead of ~200. Not more: an unprivileged user's pipes share 64 MiB
+    // (pipe-user-pages-soft), past which every new pipe of that user gets one page. Best effort.
+    (void)::fcntl(w, F_SETPIPE_SZ, 256 << 10);
   }
   ~Pipe() {
     close_fd(r);

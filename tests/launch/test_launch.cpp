@@ -1212,7 +1212,7 @@ TEST(Reliability, ForceNeverMovesAFolderAnotherLauncherIsSettingUp) {
 // Ctrl-Z (SIGTSTP) stopped the launcher but not the ranks, each in its own process group: their
 // output filled the pipes, blocked their training, and the run timed out when it came back.
 // The launcher now says so and goes on; and a launcher stopped from outside (SIGSTOP) no longer
-// blocks a rank's training after 64 KiB of output (~200 steps) but after 1 MiB.
+// blocks a rank's training after 64 KiB of output (~200 steps) but after 256 KiB.
 TEST(Reliability, CtrlZNeverStallsTheRanks) {
   TempDir tmp;
   auto proc_state = [](pid_t pid) {

@@ -73,21 +73,8 @@ QString format_metric(double v) {
 }
 
 QString label_safe(const QString& text, int max_chars) {
-  QString t = text;
-  if (t.size() > max_chars)
-    t = t.left(max_chars) + QStringLiteral("... (%1 more characters)").arg(text.size() - max_chars);
-  QString out;
-  out.reserve(t.size() + t.size() / 60 + 1);
-  int run = 0;
-  for (const QChar c : t) {
-    out += c;
-    run = c.isSpace() ? 0 : run + 1;
-    if (run >= 60) {
-      out += QChar(0x200B);  // ZERO WIDTH SPACE: a line break opportunity
-      run = 0;
-    }
-  }
-  return out;
+  if (text.size() <= max_chars) return text;
+  return text.left(max_chars) + QStringLiteral("... (%1 more characters)").arg(text.size() - max_chars);
 }
 
 }  // namespace ulysses::ui

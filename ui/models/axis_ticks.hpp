@@ -36,10 +36,10 @@ QList<QPointF> decimate_line(const QList<QPointF>& pts, int buckets);
 // ("-1e+308", not 309 digits that widened the window past any --size).
 QString format_metric(double v);
 
-// Text for a one-line label that must not widen its window: at most max_chars characters (the
-// rest counted, "... (N more characters)"), and a zero-width break opportunity inside every run
-// of 60 characters without a space, so a word-wrapped label can wrap it (a 100 000-character
-// run.json message made the monitor 1 000 000 px wide, and the screenshot failed).
+// Text for a label that must stay short: at most max_chars characters, the rest counted
+// ("... (N more characters)"). (A 100 000-character run.json message made the monitor a million
+// pixels wide and the screenshot failed; the label also ignores its text's width, see
+// MonitorPage.)
 QString label_safe(const QString& text, int max_chars = 600);
 
 }  // namespace ulysses::ui

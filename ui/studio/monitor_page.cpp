@@ -46,6 +46,10 @@ MonitorPage::MonitorPage(RunController* controller, QWidget* parent) : QWidget(p
   banner_ = new QLabel(this);
   banner_->setObjectName(QStringLiteral("banner"));
   banner_->setWordWrap(true);
+  // A word longer than the window (a path, a message without spaces) is clipped, not allowed to
+  // widen the window past its size.
+  banner_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  banner_->setMinimumWidth(1);
   banner_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   banner_->setVisible(false);
 
