@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 
 #include "../std_fds.hpp"
+#include "json_checked.hpp"
 #include "checkpoint.hpp"
 #include "comm.hpp"
 #include "device_decision.hpp"
@@ -192,7 +193,10 @@ int main(int argc, char** argv) {
         std::cerr << "ulysses-worker: note: " << cfg.train.init_from << " holds " << unused.size()
                   << " tensor(s) the model has no parameter for, not loaded (more layers than model.num_hidden_layers, "
                      "or another model?): ";
-        for (size_t i = 0; i < unused.size() && i < 8; ++i) std::cerr << (i ? ", " : "") << unused[i];
+        // Quoted and escaped: a name with a newline or an escape sequence split the note or
+        // coloured the terminal.
+        for (size_t i = 0; i < unused.size() && i < 8; ++i)
+          std::cerr << (i ? ", " : "") << ulysses::json_for_message(nlohmann::json(unused[i]));
         if (unused.size() > 8) std::cerr << ", and " << unused.size() - 8 << " more";
         std::cerr << std::endl;
       }

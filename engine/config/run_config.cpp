@@ -614,6 +614,12 @@ ModelConfig model_from_hf_config(const json& hf) {
     const std::string& k = it.key();
     const json& v = it.value();
     if (k == "architectures" || k == "model_type") continue;
+    // The checkpoint's dtype is informational (the tensors carry theirs), but a value no
+    // Transformers writes (5, "int8", "torch.float16") is a damaged or hand-made file.
+    if ((k == "torch_dtype" || k == "dtype") && !v.is_null() &&
+        !(v.is_string() && (v == "float32" || v == "float16" || v == "bfloat16" || v == "float64")))
+      throw ConfigError("config.json: " + k + " " + show(v) +
+                        " is not a dtype Transformers writes (float32, float16, bfloat16, float64)");
     if (std::find(kHfInformational.begin(), kHfInformational.end(), k) != kHfInformational.end()) continue;
     if (k == "hidden_act") {
       if (v != "silu") throw ConfigError("config.json: hidden_act " + show(v) + " is not supported (only silu)");

@@ -158,8 +158,12 @@ std::map<std::string, CheckpointTensor> checkpoint_tensors(const std::string& di
     if (!it.value().is_string()) throw ConfigError(index_path + ": weight_map." + it.key() + " must be a file name");
     const std::string f = it.value().get<std::string>();
     // A shard is a plain file next to the index: no directories, no way out of dir.
-    if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == "..")
-      throw ConfigError(index_path + ": shard file name '" + f + "' must be a plain file name in " + dir);
+    // A NUL inside cut the name short at open() ("model-00004-of-00004.safetensors\0junk" read
+    // the shard without "junk"), as it did data.path and save_to: refused like the others.
+    if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == ".." ||
+        f.find('\0') != std::string::npos)
+      throw ConfigError(index_path + ": shard file name '" + json_for_message(it.value()) +
+                        "' must be a plain file name in " + dir);
     owner[it.key()] = f;
     if (std::find(files.begin(), files.end(), f) == files.end()) files.push_back(f);
   }

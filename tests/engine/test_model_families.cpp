@@ -223,6 +223,12 @@ TEST(HfConfig, RefusalsNameTheSetting) {
   EXPECT_EQ(error_of(l), "");
   l.erase("rope_scaling");  // v5 alone: read
   EXPECT_EQ(error_of(l), "");
+  // torch_dtype / dtype: only what Transformers writes (it was never checked: 5, "int8" loaded).
+  for (const json& dt : {json(5), json("int8"), json("torch.float16"), json("auto")}) {
+    json d = {{"hidden_size", 64}, {"num_attention_heads", 4}, {"torch_dtype", dt}};
+    EXPECT_NE(error_of(d).find("is not a dtype Transformers writes"), std::string::npos) << dt.dump();
+  }
+  EXPECT_EQ(error_of(json{{"hidden_size", 64}, {"num_attention_heads", 4}, {"dtype", "bfloat16"}}), "");
   // rms_norm_eps absent: Transformers' 1e-6 for these families, not the demo's 1e-5.
   EXPECT_DOUBLE_EQ(model_from_hf_config(json{{"hidden_size", 64}, {"num_attention_heads", 4}}).rms_norm_eps, 1e-6);
   // Run-config rules: an odd explicit head_dim, factor < 1.
@@ -343,6 +349,11 @@ TEST(Checkpoint, ShardedIndexRefusals) {
   json escape = index;
   escape["weight_map"]["model.norm.weight"] = "../../etc/passwd";
   expect_refused(escape, "must be a plain file name");
+  // A NUL inside a shard's name cut it short at open(): the shard without the rest was read.
+  json nul = index;
+  nul["weight_map"]["model.norm.weight"] =
+      nul["weight_map"]["model.norm.weight"].get<std::string>() + std::string(1, '\0') + "junk";
+  expect_refused(nul, "must be a plain file name");
   json missing = index;
   missing["weight_map"].erase("model.norm.weight");
   expect_refused(missing, "lacks tensors: model.norm.weight");
