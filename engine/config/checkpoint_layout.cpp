@@ -37,11 +37,6 @@ std::string show(const json& v) { return v.is_null() ? "(absent)" : json_for_mes
 std::string optimizer_mismatch(const SafetensorsHeader& h, const ModelConfig& model, const std::string& path) {
   std::map<std::string, const SafetensorsEntry*> by_name;
   for (const auto& e : h.tensors) by_name[e.name] = &e;
-  auto dims = [](const std::vector<int64_t>& s) {
-    std::string t = "[";
-    for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-    return t + "]";
-  };
   std::string missing;
   size_t n_missing = 0;
   for (const auto& p : model.parameters()) {
@@ -57,11 +52,11 @@ std::string optimizer_mismatch(const SafetensorsHeader& h, const ModelConfig& mo
         int64_t n = 1;
         for (int64_t d : e.shape) n = d < 0 || (d > 0 && n > INT64_MAX / d) ? -1 : n * d;
         if (e.dtype != "I64" || n != 1)
-          return path + ": " + name + " has dtype " + e.dtype + " and shape " + dims(e.shape) +
+          return path + ": " + name + " has dtype " + e.dtype + " and shape " + shape_text(e.shape) +
                  "; an AdamW step count is one I64 (a damaged checkpoint)";
       } else if (!safetensors_float_dtype(e.dtype) || e.shape != p.shape) {
-        return path + ": " + name + " has dtype " + e.dtype + " and shape " + dims(e.shape) + ", the parameter " +
-               p.name + " is " + dims(p.shape) + " (F32, BF16 or F16): a damaged checkpoint";
+        return path + ": " + name + " has dtype " + e.dtype + " and shape " + shape_text(e.shape) + ", the parameter " +
+               p.name + " is " + shape_text(p.shape) + " (F32, BF16 or F16): a damaged checkpoint";
       }
     }
   }
@@ -242,15 +237,14 @@ std::vector<ConfigIssue> resume_issues(const RunConfig& cfg) {
       const std::string opt = (fs::path(c.dir) / kOptimizerFile).string();
       std::error_code ec;
       const SafetensorsHeader oh = read_safetensors_header_file(opt);  // throws naming a missing file
-      for (const auto& e : oh.tensors)
-        if (!safetensors_float_dtype(e.dtype) && e.dtype != "I64") {
-          out.push_back({"train.resume_from", opt + ": tensor " + e.name + " has dtype " + e.dtype +
-                                                  ", which the optimizer state never holds (F32, BF16, F16, I64)"});
-          break;
-        }
-      if (out.empty() || out.back().message.find(opt) == std::string::npos)
-        if (const std::string why = optimizer_mismatch(oh, cfg.model, opt); !why.empty())
-          out.push_back({"train.resume_from", why});
+      const auto odd = std::find_if(oh.tensors.begin(), oh.tensors.end(), [](const SafetensorsEntry& e) {
+        return !safetensors_float_dtype(e.dtype) && e.dtype != "I64";
+      });
+      if (odd != oh.tensors.end())
+        out.push_back({"train.resume_from", opt + ": tensor " + odd->name + " has dtype " + odd->dtype +
+                                                ", which the optimizer state never holds (F32, BF16, F16, I64)"});
+      else if (const std::string why = optimizer_mismatch(oh, cfg.model, opt); !why.empty())
+        out.push_back({"train.resume_from", why});
       // Every rank's RNG state: present, and all of one size (one generator's state), so a lost
       // or cut file is named here instead of by one worker after launch. Whether the bytes are a
       // generator state only libtorch can tell (the workers do).

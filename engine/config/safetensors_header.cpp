@@ -173,13 +173,14 @@ std::map<std::string, CheckpointTensor> checkpoint_tensors(const std::string& di
   return out;
 }
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string t = "[";
+  for (size_t i = 0; i < shape.size(); ++i) t += (i ? ", " : "") + std::to_string(shape[i]);
+  return t + "]";
+}
+
 std::string checkpoint_mismatch(const std::map<std::string, CheckpointTensor>& tensors, const ModelConfig& model,
                                 const std::string& dir) {
-  auto dims = [](const std::vector<int64_t>& s) {
-    std::string t = "[";
-    for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-    return t + "]";
-  };
   std::string missing;
   size_t n_missing = 0;
   for (const auto& p : model.parameters()) {
@@ -193,8 +194,8 @@ std::string checkpoint_mismatch(const std::map<std::string, CheckpointTensor>& t
       return "checkpoint " + dir + ": " + p.name + " has dtype " + dt + "; a model weight must be F32, BF16 or F16 (" +
              it->second.file + ")";
     if (it->second.entry.shape != p.shape)
-      return "checkpoint " + dir + ": " + p.name + " has shape " + dims(it->second.entry.shape) +
-             ", the model expects " + dims(p.shape) +
+      return "checkpoint " + dir + ": " + p.name + " has shape " + shape_text(it->second.entry.shape) +
+             ", the model expects " + shape_text(p.shape) +
              " (does the run's model section match the checkpoint's config.json?)";
   }
   if (n_missing > 8) missing += ", and " + std::to_string(n_missing - 8) + " more";

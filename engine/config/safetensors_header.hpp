@@ -59,6 +59,9 @@ struct CheckpointTensor {
   SafetensorsEntry entry;
 };
 
+// A tensor shape for messages: "[256, 32]".
+std::string shape_text(const std::vector<int64_t>& shape);
+
 // Every tensor of a Hugging Face checkpoint folder, by name: model.safetensors, or the shards
 // model.safetensors.index.json's weight_map names (plain file names in `dir`; each tensor
 // taken from the shard the index names, which must hold it). Headers are read and checked,

@@ -39,8 +39,9 @@ bool run_dir_in_use(const std::string& run_dir) {
 
 namespace {
 
-// The write probe of this process (probe_writable_dir, claim_run_dir).
-std::string own_probe_name() { return ".ulysses-write-probe-" + std::to_string(::getpid()); }
+// The write probe of a launcher: kProbePrefix + its pid (probe_writable_dir, claim_run_dir).
+constexpr const char* kProbePrefix = ".ulysses-write-probe-";
+std::string own_probe_name() { return kProbePrefix + std::to_string(::getpid()); }
 
 bool pid_alive(int64_t pid) {
   return pid > 0 && pid <= INT32_MAX && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
@@ -53,7 +54,7 @@ int64_t launcher_setting_up(const fs::path& dir) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string n = it->path().filename().string();
-    for (const std::string prefix : {".ulysses-write-probe-", "run.json.tmp"}) {
+    for (const std::string prefix : {kProbePrefix, "run.json.tmp"}) {
       if (n.rfind(prefix, 0) != 0 || n.size() == prefix.size() || n.size() > prefix.size() + 10) continue;
       const std::string digits = n.substr(prefix.size());
       if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
@@ -738,17 +739,15 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
   }
   // A run finishes when its last step is reported: ranks that all exit 0 before that (a
   // --worker that is not ulysses-worker: "finished 0 steps", exit 0) did not finish it.
-  const int64_t last_step =
-      res.last_metric && res.last_metric->value.contains("step") && res.last_metric->value["step"].is_number_integer()
-          ? res.last_metric->value["step"].get<int64_t>()
-          : -1;
-  if (rec.status == RunStatus::Finished && last_step != opt.config.train.steps - 1) {
+  // (rec.steps_done is the last METRIC line's step + 1; it stays 0 without one.)
+  if (rec.status == RunStatus::Finished && rec.steps_done != opt.config.train.steps) {
     rec.status = RunStatus::Failed;
     rec.failed_rank = 0;
-    rec.message = "every rank exited 0, but rank 0 reported " +
-                  (last_step < 0 ? std::string("no step") : "step " + std::to_string(last_step) + " last") +
-                  " of train.steps " + std::to_string(opt.config.train.steps) + " (is --worker " + opt.worker +
-                  " a ulysses-worker of this build?)";
+    rec.message =
+        "every rank exited 0, but rank 0 reported " +
+        (rec.steps_done <= 0 ? std::string("no step") : "step " + std::to_string(rec.steps_done - 1) + " last") +
+        " of train.steps " + std::to_string(opt.config.train.steps) + " (is --worker " + opt.worker +
+        " a ulysses-worker of this build?)";
     res.exit_code = 1;
     res.ended_short = true;
     res.failed_tail.assign(ranks[0].tail.begin(), ranks[0].tail.end());
