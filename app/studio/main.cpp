@@ -242,12 +242,12 @@ int studio_main(int argc, char** argv) {
       std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(err));
       if (!fi.exists() || screenshot) return 2;
     }
-    // A run folder with a trace/ folder, asked for a trace view: its trace must load (rank0
-    // missing, or no rank file yet, gave a picture of the error page and exit 0).
-    if (ok && screenshot && fi.isDir() &&
-        QFileInfo(QDir(fi.absoluteFilePath()).filePath(QStringLiteral("trace"))).isDir() && cli.isSet(view) &&
-        cli.value(view) != QLatin1String("monitor") && cli.value(view) != QLatin1String("runs") &&
-        cli.value(view) != QLatin1String("launch")) {
+    // A run folder asked for a trace view: its trace must load (rank0 missing, no rank file yet,
+    // no trace/ folder at all or a file in its place gave a picture of an empty or error page and
+    // exit 0).
+    static const QStringList kTraceViews{QStringLiteral("trace"), QStringLiteral("timeline"), QStringLiteral("headmap"),
+                                         QStringLiteral("memory"), QStringLiteral("report")};
+    if (ok && screenshot && fi.isDir() && cli.isSet(view) && kTraceViews.contains(cli.value(view).toLower())) {
       QString terr;
       if (!w.openTraceAndWait(fi.absoluteFilePath(), &terr)) {
         std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(terr));
@@ -301,6 +301,12 @@ int studio_main(int argc, char** argv) {
       rc = 1;
     } else {
       std::printf("%s\n", qPrintable(QFileInfo(out).absoluteFilePath()));
+      // The window cannot shrink below what its page needs (--size 200x200 gave 986x573 unsaid).
+      if (cli.isSet(size) && w.size() != winSize)
+        std::fprintf(
+            stderr, "ulysses-studio: note: the screenshot is %dx%d, not the %dx%d asked for%s\n", w.width(), w.height(),
+            winSize.width(), winSize.height(),
+            w.width() > winSize.width() || w.height() > winSize.height() ? " (this view cannot be drawn smaller)" : "");
     }
     w.setQuiet(true);
     w.close();

@@ -83,12 +83,20 @@ bool looks_like_json(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return false;  // a FIFO would block the open until a writer came
   std::ifstream f(path, std::ios::binary);
-  char c = 0;
-  while (f.get(c)) {
-    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
-    return c == '{' || c == '[';
+  std::string head(4096, '\0');
+  f.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(f.gcount()));
+  const size_t first = json_text_start(head);
+  // Only whitespace in the first 4 KiB: read on (a file padded with blank lines).
+  if (first == std::string::npos && head.size() == 4096) {
+    char c = 0;
+    while (f.get(c)) {
+      if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+      return c == '{' || c == '[';
+    }
+    return false;
   }
-  return false;
+  return first != std::string::npos && (head[first] == '{' || head[first] == '[');
 }
 
 void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, const LoadOptions& opts) {

@@ -109,13 +109,19 @@ std::string sqlite_uri(const std::string& path) {
   return out;
 }
 
+size_t json_text_start(const std::string& head) {
+  // A UTF-8 byte order mark (Windows editors write one) may come first; the JSON parser skips it too.
+  const size_t from = head.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
+  return head.find_first_not_of(" \t\r\n", from);
+}
+
 bool looks_like_profiler_json(const std::string& path) {
   if (!looks_like_json(path)) return false;  // false for anything but a regular file, too
   std::ifstream f(path, std::ios::binary);
   std::string head(65536, '\0');
   f.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<size_t>(f.gcount()));
-  const size_t first = head.find_first_not_of(" \t\r\n");
+  const size_t first = json_text_start(head);
   if (first != std::string::npos && head[first] == '[') {  // legacy profiler: an array of event objects
     // ...not any array: a run folder's run.json or config.json holding [1, 2] made the folder a
     // "profiler trace folder" and hid the run.

@@ -193,8 +193,11 @@ std::string group_pytorch_name(const std::string& s);
 // Reader of PyTorch profiler (Kineto / legacy autograd profiler) chrome-trace JSON files
 // (kineto_reader.cpp); `file_index` orders ranks when the files carry no rank.
 void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, const LoadOptions& opts);
-// Whether `path` starts like a JSON document ('{' or '[' after blanks).
+// Whether `path` starts like a JSON document ('{' or '[' after a UTF-8 byte order mark and blanks).
 bool looks_like_json(const std::string& path);
+// Where a JSON text's first token starts in `head` (past a UTF-8 byte order mark and blanks);
+// npos when there is none.
+size_t json_text_start(const std::string& head);
 // Whether `path` is a PyTorch profiler trace: an event array, or an object whose first 64 KiB
 // name traceEvents / schemaVersion / distributedInfo (trace_file_check.cpp).
 bool looks_like_profiler_json(const std::string& path);

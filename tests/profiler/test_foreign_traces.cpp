@@ -545,6 +545,29 @@ TEST(ForeignKineto, BrokenJsonIsATraceErrorNamingTheFile) {
   }
 }
 
+// A trace saved by an editor that writes a UTF-8 byte order mark first: it was refused as "not
+// an SQLite database" (the sniffers looked for '{' or '[' at the first byte).
+TEST(ForeignKineto, AByteOrderMarkBeforeTheJsonIsSkipped) {
+  TempDir tmp;
+  const std::string bom = "\xEF\xBB\xBF";
+  const std::string kineto = tmp.path + "/rank0.json", legacy = tmp.path + "/legacy.json";
+  std::ofstream(kineto) << bom << R"({"traceEvents": [{"ph": "X", "name": "op", "ts": 1, "dur": 2}]})";
+  std::ofstream(legacy) << bom << "\n "
+                        << R"([{"ph": "X", "name": "op", "ts": 1, "dur": 2}])";
+  for (const std::string& path : {kineto, legacy}) {
+    EXPECT_TRUE(prof::is_foreign_trace(path)) << path;
+    const auto m = prof::load_trace(path);
+    EXPECT_EQ(m.format, "kineto") << path;
+    ASSERT_EQ(m.ranges.size(), 1u) << path;
+    EXPECT_EQ(m.strings[static_cast<size_t>(m.ranges[0].name_id)], "op");
+  }
+  // A byte order mark alone, or before something that is not JSON, is still no trace.
+  std::ofstream(tmp.path + "/mark.json") << bom;
+  std::ofstream(tmp.path + "/text.json") << bom << "hello";
+  EXPECT_FALSE(prof::is_foreign_trace(tmp.path + "/mark.json"));
+  EXPECT_FALSE(prof::is_foreign_trace(tmp.path + "/text.json"));
+}
+
 // A legacy profiler array of things that are not events ([[]], numbers) and a Kineto trace
 // without one complete event open with a note saying so: they loaded as an empty picture
 // with nothing said.

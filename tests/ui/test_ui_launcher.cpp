@@ -780,6 +780,28 @@ TEST(StudioCli, ScreenshotAndBadArguments) {
   ASSERT_TRUE(QFile::rename(broken + "/trace/rank0.sqlite", broken + "/trace/rank1.sqlite"));
   EXPECT_EQ(runStudio({broken, "--view", "timeline", "--screenshot", png2}, &out), 2) << out.toStdString();
   EXPECT_FALSE(QFileInfo::exists(png2));
+  // No trace/ folder at all (an untraced run), or a file in its place: the same (both drew an
+  // empty trace page, exit 0); the monitor of that run still opens.
+  ASSERT_TRUE(QDir(broken + "/trace").removeRecursively());
+  EXPECT_EQ(runStudio({broken, "--view", "timeline", "--screenshot", png2}, &out), 2) << out.toStdString();
+  EXPECT_FALSE(QFileInfo::exists(png2));
+  {
+    QFile f(broken + "/trace");
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write("not a folder");
+  }
+  EXPECT_EQ(runStudio({broken, "--view", "Report", "--screenshot", png2}, &out), 2) << out.toStdString();
+  EXPECT_FALSE(QFileInfo::exists(png2));
+  EXPECT_EQ(runStudio({broken, "--view", "monitor", "--screenshot", png2}, &out), 0) << out.toStdString();
+  EXPECT_TRUE(QFileInfo::exists(png2));
+  // A size smaller than the page can be drawn at is said, with the size the picture has.
+  EXPECT_EQ(runStudio({broken, "--view", "monitor", "--size", "200x200", "--screenshot", png2}, &out), 0)
+      << out.toStdString();
+  EXPECT_TRUE(out.contains("not the 200x200 asked for (this view cannot be drawn smaller)")) << out.toStdString();
+  EXPECT_TRUE(
+      out.contains(QStringLiteral("the screenshot is %1x%2").arg(QImage(png2).width()).arg(QImage(png2).height())))
+      << out.toStdString();
+  QFile::remove(png2);
   // A target that is no regular file (a FIFO; a link to a device) is refused before drawing:
   // the save renamed a PNG over it (/dev/full became a PNG).
   const QString fifo = tmp.filePath("fifo.png");
