@@ -143,8 +143,17 @@ static std::string step_window_error(int64_t begin, int64_t end) {
 }
 
 // When the trace has step rows and none lies in [begin, end]: what to say (else "").
-static std::string step_window_misses(const ulysses::prof::TraceModel& m, int64_t begin, int64_t end) {
-  if (m.steps.empty()) return "";
+static std::string step_window_misses(const ulysses::prof::TraceModel& m, const ulysses::prof::Summary& s,
+                                      int64_t begin, int64_t end) {
+  if (m.steps.empty()) {
+    // No step records (an nsys or PyTorch profiler trace, a rank cut before its first step):
+    // the window applies to the steps ranges carry, and none of them in it is the same miss
+    // (it exited 0 showing the whole trace).
+    if ((begin == 0 && end < 0) || !s.steps.empty()) return "";
+    return "no traced step in --step-begin " + std::to_string(begin) +
+           (end >= 0 ? " --step-end " + std::to_string(end) : std::string()) +
+           ": the trace has no step records and no range in it carries a step in that window; leave the window out";
+  }
   int64_t lo = m.steps.front().step, hi = lo;
   for (const auto& st : m.steps) {
     if (st.step >= begin && (end < 0 || st.step <= end)) return "";
@@ -375,7 +384,7 @@ static int run_command(int argc, char** argv) {
       const prof::CachedSummary cs = prof::load_summary(run, lo, ao, co);
       const prof::TraceModel& m = cs.model;
       const prof::Summary& s = cs.summary;
-      if (const std::string e = step_window_misses(m, step_begin, step_end); !e.empty()) {
+      if (const std::string e = step_window_misses(m, s, step_begin, step_end); !e.empty()) {
         std::cerr << "ulysses-trace: " << e << "\n";
         return 2;
       }

@@ -17,6 +17,14 @@
 
 namespace ulysses::prof {
 
+namespace {
+// Sums of durations and bytes read from a file: saturate at the int64 limits instead of
+// wrapping (hostile rows summed past 2^63 printed negative walls; signed overflow is undefined).
+inline void sat_add(int64_t& acc, int64_t v) {
+  if (__builtin_add_overflow(acc, v, &acc)) acc = v > 0 ? INT64_MAX : INT64_MIN;
+}
+}  // namespace
+
 // ---- interval algebra -------------------------------------------------------------------
 std::vector<Interval> merge_intervals(std::vector<Interval> v) {
   v.erase(std::remove_if(v.begin(), v.end(), [](const Interval& i) { return i.end <= i.start; }), v.end());
@@ -35,7 +43,7 @@ std::vector<Interval> merge_intervals(std::vector<Interval> v) {
 
 int64_t total_length(const std::vector<Interval>& merged) {
   int64_t t = 0;
-  for (const auto& i : merged) t += i.end - i.start;
+  for (const auto& i : merged) sat_add(t, i.end - i.start);
   return t;
 }
 
@@ -44,7 +52,7 @@ int64_t intersection_length(const std::vector<Interval>& a, const std::vector<In
   size_t i = 0, j = 0;
   while (i < a.size() && j < b.size()) {
     int64_t lo = std::max(a[i].start, b[j].start), hi = std::min(a[i].end, b[j].end);
-    if (hi > lo) t += hi - lo;
+    if (hi > lo) sat_add(t, hi - lo);
     if (a[i].end < b[j].end)
       ++i;
     else
@@ -115,6 +123,9 @@ Classified classify(const TraceModel& m) {
     size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
     for (size_t i = b; i < e; ++i) {
       const TraceRange& r = m.ranges[i];
+      // Any child, a zero-length one too, makes its parent a parent: the time of a parent is
+      // its children's, gaps between them are not compute (a 0 ns child counting the parent's
+      // whole span, a 1 ns one only itself, would make the figure jump).
       if (r.parent >= 0) has_child[static_cast<size_t>(r.parent)] = 1;
     }
   }
@@ -136,9 +147,11 @@ Classified classify(const TraceModel& m) {
       }
       comm[i] = phase_is_comm(r.phase) || (r.parent >= 0 && comm[static_cast<size_t>(r.parent)]);
       if (gpu) continue;  // host ranges don't count on a rank with GPU activity
+      // A step range never counts itself, even with no child on its lane (its work traced on
+      // the comm lane or another thread): it made that rank's comm read 100% hidden.
       if (comm[i])
         c.flags[i] = kComm;
-      else if (!has_child[i])
+      else if (!has_child[i] && r.phase != Phase::Step)
         c.flags[i] = kCompute;
     }
   }
@@ -148,6 +161,9 @@ Classified classify(const TraceModel& m) {
 bool step_in(const AnalysisOptions& o, int64_t step) {
   return step >= o.step_begin && (o.step_end < 0 || step <= o.step_end);
 }
+
+// Whether the options name a step window (--step-begin / --step-end), not all steps.
+bool windowed(const AnalysisOptions& o) { return o.step_begin > 0 || o.step_end >= 0; }
 
 bool range_in(const TraceModel& m, const AnalysisOptions& o, const TraceRange& r) {
   if (r.step < 0) return m.steps.empty();
@@ -178,6 +194,10 @@ std::vector<StepBreakdown> breakdown_impl(const TraceModel& m, const AnalysisOpt
   std::vector<StepBreakdown> out;
   std::map<int32_t, std::pair<std::vector<Interval>, std::vector<Interval>>> per_rank;
   std::map<int32_t, std::pair<int64_t, int64_t>> extent;
+  // No step records but a step window: each step's window is the extent of the rank's ranges
+  // that carry it (the window was ignored: the whole trace shown as "step -1").
+  const bool steps_from_ranges = m.steps.empty() && windowed(o);
+  std::map<std::pair<int32_t, int64_t>, std::pair<int64_t, int64_t>> step_extent;  // (rank, step)
   for_each_counted_lane(m, [&](const Lane& l) {
     auto& pr = per_rank[l.rank];
     size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
@@ -188,6 +208,10 @@ std::vector<StepBreakdown> breakdown_impl(const TraceModel& m, const AnalysisOpt
         extent[l.rank] = {r.start_ns, r.end_ns};
       else
         ext->second = {std::min(ext->second.first, r.start_ns), std::max(ext->second.second, r.end_ns)};
+      if (steps_from_ranges && r.step >= 0 && step_in(o, r.step)) {
+        auto [se, fresh] = step_extent.try_emplace({l.rank, r.step}, r.start_ns, r.end_ns);
+        if (!fresh) se->second = {std::min(se->second.first, r.start_ns), std::max(se->second.second, r.end_ns)};
+      }
       if (c.flags[i] & kCompute)
         pr.first.push_back({r.start_ns, r.end_ns});
       else if (c.flags[i] & kComm)
@@ -205,7 +229,11 @@ std::vector<StepBreakdown> breakdown_impl(const TraceModel& m, const AnalysisOpt
     for (const auto& s : m.steps) {
       if (s.rank == rank && step_in(o, s.step)) windows.emplace_back(s.step, s.start_ns, s.end_ns);
     }
-    if (windows.empty() && m.steps.empty()) {
+    if (steps_from_ranges) {
+      for (auto it = step_extent.lower_bound({rank, INT64_MIN}); it != step_extent.end() && it->first.first == rank;
+           ++it)
+        windows.emplace_back(it->first.second, it->second.first, it->second.second);
+    } else if (windows.empty() && m.steps.empty()) {
       auto ext = extent.find(rank);
       if (ext == extent.end()) continue;
       windows.emplace_back(-1, ext->second.first, ext->second.second);
@@ -222,7 +250,7 @@ std::vector<StepBreakdown> breakdown_impl(const TraceModel& m, const AnalysisOpt
       sb.compute_ns = total_length(cc);
       sb.comm_ns = total_length(mm);
       sb.overlap_ns = intersection_length(cc, mm);
-      sb.idle_ns = sb.wall_ns - (sb.compute_ns + sb.comm_ns - sb.overlap_ns);
+      sb.idle_ns = (sb.wall_ns - sb.compute_ns) - (sb.comm_ns - sb.overlap_ns);  // each term within the wall
       sb.exposed_comm_ns = sb.comm_ns - sb.overlap_ns;
       sb.overlap_ratio = sb.comm_ns > 0 ? static_cast<double>(sb.overlap_ns) / static_cast<double>(sb.comm_ns) : 0.0;
       auto g = c.rank_gpu.find(rank);
@@ -387,11 +415,11 @@ std::vector<LayerRow> layer_table(const TraceModel& m, const AnalysisOptions& o)
       const uint64_t sample = (uint64_t{static_cast<uint32_t>(r.rank)} << 32) | static_cast<uint32_t>(r.step);
       if (last_samples->empty() || last_samples->back() != sample) last_samples->push_back(sample);
       if (!slot || nested_in_same(m, r, false)) continue;
-      if (!gpu.count(r.rank)) *slot += r.duration();
+      if (!gpu.count(r.rank)) sat_add(*slot, r.duration());
       if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq) {
         const RangeExtra& x = m.extra(r);
-        row.a2a_bytes_sent += x.bytes_sent;
-        row.a2a_bytes_recv += x.bytes_recv;
+        sat_add(row.a2a_bytes_sent, x.bytes_sent);
+        sat_add(row.a2a_bytes_recv, x.bytes_recv);
       }
     }
   });
@@ -399,7 +427,7 @@ std::vector<LayerRow> layer_table(const TraceModel& m, const AnalysisOptions& o)
     LayerRow& row = rows[{std::get<0>(k), std::get<1>(k)}];
     row.layer = std::get<0>(k);
     row.dir = static_cast<Direction>(std::get<1>(k));
-    *layer_slot(row, static_cast<Phase>(std::get<2>(k))) += ns;
+    sat_add(*layer_slot(row, static_cast<Phase>(std::get<2>(k))), ns);
   });
   std::vector<LayerRow> out;
   for (auto& [k, row] : rows) {
@@ -431,9 +459,9 @@ std::vector<HeadRangeRow> head_range_table(const TraceModel& m, const AnalysisOp
       HeadRangeRow& row = rows[{r.head_begin, r.head_end}];
       row.head_begin = r.head_begin;
       row.head_end = r.head_end;
-      row.bytes_sent += m.extra(r).bytes_sent;
+      sat_add(row.bytes_sent, m.extra(r).bytes_sent);
       if (gpu.count(r.rank)) continue;
-      *head_slot(row, r.phase) += r.duration();
+      sat_add(*head_slot(row, r.phase), r.duration());
       row.count += 1;
     }
   });
@@ -441,7 +469,7 @@ std::vector<HeadRangeRow> head_range_table(const TraceModel& m, const AnalysisOp
     HeadRangeRow& row = rows[{std::get<0>(k), std::get<1>(k)}];
     row.head_begin = std::get<0>(k);
     row.head_end = std::get<1>(k);
-    *head_slot(row, static_cast<Phase>(std::get<2>(k))) += ns;
+    sat_add(*head_slot(row, static_cast<Phase>(std::get<2>(k))), ns);
   });
   for (const auto& [k, n] : kt.count) rows[{std::get<0>(k), std::get<1>(k)}].count += n;
   std::vector<HeadRangeRow> out;
@@ -515,11 +543,19 @@ std::vector<PhaseMemoryRow> peak_memory(const TraceModel& m, const AnalysisOptio
 }
 
 std::vector<NameRow> name_totals(const TraceModel& m, size_t top) {
+  AnalysisOptions o;
+  o.top_names = top;
+  return name_totals(m, o);
+}
+
+std::vector<NameRow> name_totals(const TraceModel& m, const AnalysisOptions& o) {
   std::unordered_map<int64_t, NameRow> rows;
+  const bool window = windowed(o);  // all steps: every range, those outside steps too
   for_each_counted_lane(m, [&](const Lane& l) {
     size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
     for (size_t i = b; i < e; ++i) {
       const TraceRange& r = m.ranges[i];
+      if (window && (r.step < 0 || !step_in(o, r.step))) continue;
       int64_t key = static_cast<int64_t>(r.name_id) * 2 + (r.is_kernel ? 1 : 0);
       NameRow& row = rows[key];
       if (row.count == 0) {
@@ -527,7 +563,7 @@ std::vector<NameRow> name_totals(const TraceModel& m, size_t top) {
         row.is_kernel = r.is_kernel;
       }
       row.count += 1;
-      row.total_ns += r.duration();
+      sat_add(row.total_ns, r.duration());
       row.max_ns = std::max(row.max_ns, r.duration());
     }
   });
@@ -536,7 +572,7 @@ std::vector<NameRow> name_totals(const TraceModel& m, size_t top) {
   std::sort(out.begin(), out.end(), [](const NameRow& a, const NameRow& b) {
     return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
   });
-  if (out.size() > top) out.resize(top);
+  if (out.size() > o.top_names) out.resize(o.top_names);
   return out;
 }
 
@@ -666,8 +702,11 @@ WaitingAnalysis waiting_analysis(const TraceModel& m, const AnalysisOptions& o) 
 Headline headline(const TraceModel& m, const AnalysisOptions& o) {
   Headline h;
   if (m.steps.empty() && m.memory.empty()) return h;
+  // The lowest rank with a step in the window (docs/CONTRACTS.md): the lowest of the whole
+  // trace read 0 steps when it lacked the window's steps.
   int32_t first_rank = INT32_MAX;
-  for (const auto& st : m.steps) first_rank = std::min(first_rank, st.rank);
+  for (const auto& st : m.steps)
+    if (step_in(o, st.step)) first_rank = std::min(first_rank, st.rank);
   std::vector<StepFigure> figures;
   std::set<std::pair<int32_t, int64_t>> rank_steps;
   for (const auto& st : m.steps) {
@@ -686,10 +725,13 @@ Headline headline(const TraceModel& m, const AnalysisOptions& o) {
     for (int64_t k = 0; k < l.count; ++k) {
       const TraceRange& r = m.ranges[static_cast<size_t>(l.first + k)];
       if (r.is_kernel || !step_in(o, r.step)) continue;
-      if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq)
-        a2a += m.extra(r).bytes_sent;
-      else if (r.phase == Phase::GradAllReduce)
-        ar += m.extra(r).bytes_sent;
+      const bool a2a_range = r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq;
+      if (!a2a_range && r.phase != Phase::GradAllReduce) continue;
+      // Bytes per (rank, step) record: only ranges of such a record count (a rank without
+      // step records doubled the figure), and a range inside one of its own phase (its
+      // messages) only through that one, as in the layer table.
+      if (!rank_steps.count({r.rank, r.step}) || nested_in_same(m, r, false)) continue;
+      sat_add(a2a_range ? a2a : ar, m.extra(r).bytes_sent);
     }
   });
   if (!rank_steps.empty()) {
@@ -777,15 +819,15 @@ Summary analyze(const TraceModel& m, const AnalysisOptions& o) {
     RankTotals& t = totals[sb.rank];
     t.rank = sb.rank;
     t.steps += 1;
-    t.wall_ns += sb.wall_ns;
-    t.compute_ns += sb.compute_ns;
-    t.comm_ns += sb.comm_ns;
-    t.overlap_ns += sb.overlap_ns;
-    t.idle_ns += sb.idle_ns;
-    s.overall.compute_ns += sb.compute_ns;
-    s.overall.comm_ns += sb.comm_ns;
-    s.overall.overlap_ns += sb.overlap_ns;
-    s.overall.busy_ns += sb.compute_ns + sb.comm_ns - sb.overlap_ns;
+    sat_add(t.wall_ns, sb.wall_ns);
+    sat_add(t.compute_ns, sb.compute_ns);
+    sat_add(t.comm_ns, sb.comm_ns);
+    sat_add(t.overlap_ns, sb.overlap_ns);
+    sat_add(t.idle_ns, sb.idle_ns);
+    sat_add(s.overall.compute_ns, sb.compute_ns);
+    sat_add(s.overall.comm_ns, sb.comm_ns);
+    sat_add(s.overall.overlap_ns, sb.overlap_ns);
+    sat_add(s.overall.busy_ns, sb.compute_ns + (sb.comm_ns - sb.overlap_ns));
   }
   for (auto& [rank, t] : totals) {
     t.overlap_ratio = t.comm_ns > 0 ? static_cast<double>(t.overlap_ns) / static_cast<double>(t.comm_ns) : 0.0;
@@ -796,7 +838,7 @@ Summary analyze(const TraceModel& m, const AnalysisOptions& o) {
   s.heads = head_range_table(m, o);
   s.skew = rank_skew(m, o);
   s.memory = peak_memory(m, o);
-  s.names = name_totals(m, o.top_names);
+  s.names = name_totals(m, o);
   s.layers = layers.get();
   s.waiting = waiting.get();
   s.clock_error_ns = m.clock_error_ns();

@@ -3,6 +3,7 @@
 #include "strfmt.hpp"
 
 #include <cstdio>
+#include <set>
 #include <string>
 
 namespace ulysses::prof {
@@ -22,6 +23,22 @@ std::string waiting_note(const WaitingAnalysis& w) {
          " seen on only some ranks of their group, " + std::to_string(w.repeated) +
          " ranges repeating an id on one rank (only the earliest counted)";
 }
+
+// Ranks of the trace with no step record while others have some: the per-step and per-rank
+// tables leave them out, which went unsaid.
+std::string missing_steps_note(const TraceModel& m) {
+  if (m.steps.empty()) return {};
+  std::set<int32_t> with;
+  for (const auto& st : m.steps) with.insert(st.rank);
+  std::string list;
+  int n = 0;
+  for (const auto& ri : m.ranks)
+    if (!with.count(ri.rank)) list += (n++ ? ", " : "") + std::to_string(ri.rank);
+  if (n == 0) return {};
+  return std::string(n == 1 ? "rank " : "ranks ") + list + (n == 1 ? " has" : " have") +
+         " no step records (ULYSSES_STEPS: ended before its first step, or the file was cut): left out of the "
+         "per-step and per-rank tables";
+}
 }  // namespace
 
 nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
@@ -32,6 +49,7 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
   j["format"] = m.format;
   j["notes"] = m.notes;
   if (const std::string n = waiting_note(s.waiting); !n.empty()) j["notes"].push_back(n);
+  if (const std::string n = missing_steps_note(m); !n.empty()) j["notes"].push_back(n);
   j["world_size"] = s.world_size;
   j["sp_size"] = m.sp_size;
   j["dp_size"] = m.dp_size;
@@ -148,6 +166,7 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
                                      : "");
   for (const auto& n : m.notes) o += "Note: " + n + "\n";
   if (const std::string n = waiting_note(s.waiting); !n.empty()) o += "Note: " + n + "\n";
+  if (const std::string n = missing_steps_note(m); !n.empty()) o += "Note: " + n + "\n";
   if (m.format != "ulysses")
     for (const auto& r : m.ranks)
       o += strfmt("Rank %d: pid %lld, %s\n", r.rank, static_cast<long long>(r.pid), r.device.c_str());
@@ -162,12 +181,15 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
       100.0 * s.overall.ratio, ms(s.overall.comm_ns), ms(s.overall.overlap_ns));
   if (s.headline.steps > 0)
     o += strfmt(
-        "Per step (%lld steps; medians leave out warm-up step 0): %.0f tokens/s, %.1f ms; per rank: all-to-all %.3f "
+        "Per step (%lld %s): %.0f tokens/s, %.1f ms; per rank: all-to-all %.3f "
         "MiB sent, gradient all-reduce "
         "%.3f MiB sent; peak memory %.1f MiB\n\n",
-        static_cast<long long>(s.headline.steps), s.headline.tokens_per_s, s.headline.step_ms,
-        double(s.headline.a2a_bytes_per_step) / 1048576.0, double(s.headline.allreduce_bytes_per_step) / 1048576.0,
-        double(s.headline.peak_memory_bytes) / 1048576.0);
+        static_cast<long long>(s.headline.steps),
+        // One step is its own median, warm-up or not (it read "medians leave out warm-up step 0"
+        // when step 0 was the one counted).
+        s.headline.steps == 1 ? "step" : "steps; medians leave out warm-up step 0", s.headline.tokens_per_s,
+        s.headline.step_ms, double(s.headline.a2a_bytes_per_step) / 1048576.0,
+        double(s.headline.allreduce_bytes_per_step) / 1048576.0, double(s.headline.peak_memory_bytes) / 1048576.0);
 
   o += "Per rank and step (ms)\n";
   o += strfmt("%5s %6s %10s %10s %10s %10s %10s %8s\n", "rank", "step", "wall", "compute", "comm", "exposed", "idle",

@@ -201,11 +201,12 @@ size_t json_text_start(const std::string& head);
 // Whether `path` is a PyTorch profiler trace: an event array, or an object whose first 64 KiB
 // name traceEvents / schemaVersion / distributedInfo (trace_file_check.cpp).
 bool looks_like_profiler_json(const std::string& path);
-// Times a foreign trace may hold: within +-2^62 ns (146 years) of its clock's zero. Rows
-// outside it (INT64_MIN..INT64_MAX kernels) made durations overflow into negative step times;
+// Times a trace may hold: strictly within +-2^62 ns (146 years) of its clock's zero, so that
+// any difference of two fits in int64. Rows outside it (INT64_MIN..INT64_MAX kernels) made
+// durations overflow into negative step times (and [-2^62, 2^62] itself a duration of 2^63);
 // the readers leave them out with a note.
 inline constexpr int64_t kMaxForeignTimeNs = int64_t{1} << 62;
-inline bool time_out_of_range(int64_t t) { return t < -kMaxForeignTimeNs || t > kMaxForeignTimeNs; }
+inline bool time_out_of_range(int64_t t) { return t <= -kMaxForeignTimeNs || t >= kMaxForeignTimeNs; }
 // Largest rank number a foreign trace may state (in distributedInfo, an NCCL rank, a file
 // name); larger ones are no rank hint at all (2^32 was cut to int32: two "rank 0"s).
 inline constexpr int64_t kMaxForeignRank = int64_t{1} << 20;

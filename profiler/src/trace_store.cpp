@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -64,7 +65,14 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
   TraceModel& m = b.m;
   // Rows whose times no clock gives (an end before its start, or beyond +-2^62 ns: INT64_MIN to
   // INT64_MAX set the trace's time origin, and every export time came out near -9.2e15 µs).
-  int64_t bad_times = 0, bad_steps = 0, repeated_steps = 0, bad_attrs = 0;
+  int64_t bad_times = 0, bad_steps = 0, repeated_steps = 0, bad_attrs = 0, wide_ids = 0;
+  // A step or collective id past 32 bits (the tracer writes 64-bit sequence numbers): absent,
+  // counted, never cut to 32 bits (seq 2^32 + 5 was paired with seq 5, seq 2^31 turned negative).
+  auto id32 = [&wide_ids](int64_t v) -> int32_t {
+    if (v >= INT32_MIN && v <= INT32_MAX) return static_cast<int32_t>(v);
+    ++wide_ids;
+    return -1;
+  };
   auto bad_interval = [](int64_t a, int64_t z) { return z < a || time_out_of_range(a) || time_out_of_range(z); };
   const std::string fname = fs::path(path).filename().string();
   try {
@@ -219,7 +227,7 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
         const bool has_u =
             one_row ? sqlite3_column_type(s, 6) != SQLITE_NULL : u_row && sqlite3_column_int64(u, 0) == rowid;
         if (has_u) {
-          r.step = to_i32(attr(1));
+          r.step = id32(attr(1));
           int64_t ph = attr(2);
           r.phase = ph >= 0 && ph < static_cast<int64_t>(Phase::Count) ? static_cast<Phase>(ph) : Phase::Other;
           int64_t dir = attr(3);
@@ -231,8 +239,8 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
           RangeExtra x;
           x.bytes_sent = attr(8);
           x.bytes_recv = attr(9);
-          x.pg = to_i32(attr(10));
-          x.seq = to_i32(attr(11));
+          x.pg = id32(attr(10));
+          x.seq = id32(attr(11));
           if (!x.empty()) m.extra_for(r) = x;
         } else {
           Phase p;
@@ -416,6 +424,10 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
     m.notes.push_back(fname + ": " + std::to_string(bad_attrs) +
                       " layer, head or chunk attributes no model has (a layer past 1023, heads begin >= end or past "
                       "32767, a chunk past 32766) shown as absent");
+  if (wide_ids > 0)
+    m.notes.push_back(fname + ": " + std::to_string(wide_ids) +
+                      " step or collective ids past 32 bits (beyond 2147483647) shown as absent: those ranges are "
+                      "in no step and pair with no other rank");
   if (repeated_steps > 0)
     m.notes.push_back(fname + ": " + std::to_string(repeated_steps) +
                       " step rows repeating a step of the same rank left out (the first one is kept)");

@@ -299,3 +299,135 @@ TEST(Headline, MediansBytesPerRankStepAndPeakMemory) {
   EXPECT_EQ(w.a2a_bytes_per_step, 4000);
   EXPECT_EQ(prof::analyze(m).headline.a2a_bytes_per_step, 4000);
 }
+
+// Found by a sweep against hand-computed answers; each figure below is worked out by hand.
+
+// One rank whose only main-lane range is the step [0,10) and whose all-to-all [2,4) is on the
+// comm lane: nothing was traced as compute, so compute 0, overlap 0, exposed 2, idle 8. The
+// childless step counted as compute, and the comm read 100% hidden.
+TEST(StepBreakdown, AStepRangeWithoutChildrenIsNeverCompute) {
+  auto m = make_model({{0, LaneKind::HostThread, "main", {R(0, 10, Phase::Step)}},
+                       {0, LaneKind::Comm, "comm", {R(2, 4, Phase::A2ASeqToHead, 0, 0)}}});
+  add_step(m, 0, 0, 0, 10);
+  const auto b = prof::step_breakdown(m);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].compute_ns, 0);
+  EXPECT_EQ(b[0].comm_ns, 2);
+  EXPECT_EQ(b[0].overlap_ns, 0);
+  EXPECT_EQ(b[0].exposed_comm_ns, 2);
+  EXPECT_EQ(b[0].idle_ns, 8);
+  EXPECT_DOUBLE_EQ(b[0].overlap_ratio, 0.0);
+}
+
+// No step records (a rank file cut before its first step record, a foreign trace), ranges that
+// carry steps 0 and 1: per rank qkv [0,4) + a2a [4,6) in step 0, qkv [10,14) + a2a [14,16) in
+// step 1. A window of step 1 gives step 1 alone: wall [10,16) = 6, compute 4, comm 2 (it gave
+// the whole trace, compute 8, as "step -1"); all steps keep the whole-trace row; a window no
+// range carries gives no row.
+TEST(StepBreakdown, AStepWindowWithoutStepRecordsUsesTheStepsTheRangesCarry) {
+  std::vector<LaneSpec> lanes;
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    lanes.push_back({rank, LaneKind::HostThread, "main", {R(0, 4, Phase::QkvProj, 0), R(10, 14, Phase::QkvProj, 1)}});
+    lanes.push_back(
+        {rank, LaneKind::Comm, "comm", {R(4, 6, Phase::A2ASeqToHead, 0, 0), R(14, 16, Phase::A2ASeqToHead, 1, 0)}});
+  }
+  const auto m = make_model(lanes);
+  prof::AnalysisOptions one;
+  one.step_begin = 1;
+  one.step_end = 1;
+  const auto b = prof::step_breakdown(m, one);
+  ASSERT_EQ(b.size(), 2u);
+  for (const auto& x : b) {
+    EXPECT_EQ(x.step, 1);
+    EXPECT_EQ(x.start_ns, 10);
+    EXPECT_EQ(x.wall_ns, 6);
+    EXPECT_EQ(x.compute_ns, 4);
+    EXPECT_EQ(x.comm_ns, 2);
+  }
+  const auto all = prof::step_breakdown(m);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].step, -1);
+  EXPECT_EQ(all[0].compute_ns, 8);
+  prof::AnalysisOptions none;
+  none.step_begin = 5;
+  EXPECT_TRUE(prof::step_breakdown(m, none).empty());
+}
+
+// Rank 0 has steps 0-1, rank 1 steps 0-3 (step ms 10, 20, 30, 50); window from step 2: the
+// medians are rank 1's, (30 + 50) / 2 = 40 ms over 2 steps (they read 0: the lowest rank of the
+// whole trace has no step there). Bytes: rank 1 sends one all-to-all of 1000 bytes per step,
+// traced with its two messages (400 + 600) nested in it; rank 2 sends 1000 in step 2 but has no
+// step record. Per rank and step: 1000 (not 2000 for the nested messages, nor 3000 / 2 with
+// rank 2's bytes over rank 1's records).
+TEST(Headline, LowestRankInTheWindowAndEachByteCountedOncePerStepRecord) {
+  std::vector<SpecRange> r1, r2;
+  for (int step = 0; step < 4; ++step) {
+    auto a = R(step * 100 + 10, step * 100 + 40, Phase::A2ASeqToHead, step, 0);
+    a.bytes_sent = 1000;
+    auto m1 = R(step * 100 + 10, step * 100 + 20, Phase::A2ASeqToHead, step, 0);
+    m1.bytes_sent = 400;
+    auto m2 = R(step * 100 + 20, step * 100 + 40, Phase::A2ASeqToHead, step, 0);
+    m2.bytes_sent = 600;
+    r1.insert(r1.end(), {a, m1, m2});
+  }
+  auto extra = R(210, 240, Phase::A2ASeqToHead, 2, 0);
+  extra.bytes_sent = 1000;
+  r2.push_back(extra);
+  auto m = make_model({{0, LaneKind::HostThread, "main", {R(0, 90, Phase::QkvProj, 0), R(100, 190, Phase::QkvProj, 1)}},
+                       {1, LaneKind::Comm, "comm", r1},
+                       {2, LaneKind::Comm, "comm", r2}});
+  for (int step = 0; step < 2; ++step) add_step(m, 0, step, step * 100, step * 100 + 90);
+  const double sms[4] = {10, 20, 30, 50};
+  for (int step = 0; step < 4; ++step) {
+    add_step(m, 1, step, step * 100, step * 100 + 90);
+    m.steps.back().step_ms = sms[step];
+    m.steps.back().tokens_per_s = 1000.0 / sms[step];
+  }
+  prof::AnalysisOptions o;
+  o.step_begin = 2;
+  const auto h = prof::headline(m, o);
+  EXPECT_EQ(h.steps, 2);
+  EXPECT_DOUBLE_EQ(h.step_ms, 40);
+  EXPECT_EQ(h.a2a_bytes_per_step, 1000);
+  // Whole run: rank 0 is the lowest; its two steps, step 0 left out: 0 ms (no figure given).
+  // Bytes: rank 1's 4 x 1000 over 6 records.
+  EXPECT_EQ(prof::headline(m).a2a_bytes_per_step, 4000 / 6);
+}
+
+// The names table follows the step window like every other table: 2 ranks x 5 steps of one
+// 1 ns all-to-all each; steps 2-3 hold 4 of them (it counted all 10).
+TEST(Tables, NamesFollowTheStepWindow) {
+  std::vector<SpecRange> v;
+  for (int step = 0; step < 5; ++step) v.push_back(R(step * 10, step * 10 + 1, Phase::A2ASeqToHead, step, 0));
+  auto m = make_model({{0, LaneKind::Comm, "comm", v}, {1, LaneKind::Comm, "comm", v}});
+  for (int32_t rank = 0; rank < 2; ++rank)
+    for (int step = 0; step < 5; ++step) add_step(m, rank, step, step * 10, step * 10 + 9);
+  prof::AnalysisOptions o;
+  o.step_begin = 2;
+  o.step_end = 3;
+  const auto n = prof::name_totals(m, o);
+  ASSERT_EQ(n.size(), 1u);
+  EXPECT_EQ(n[0].count, 4);
+  EXPECT_EQ(n[0].total_ns, 4);
+  EXPECT_EQ(prof::name_totals(m, 20)[0].count, 10);
+  EXPECT_EQ(prof::analyze(m, o).names[0].count, 4);
+}
+
+// Sums past int64 saturate instead of wrapping: two ranks whose one step spans nearly the whole
+// int64 range, all of it compute: each rank's compute is 2^63 - 2, the sum over ranks
+// INT64_MAX (it wrapped negative).
+TEST(StepBreakdown, SumsPastInt64SaturateInsteadOfWrapping) {
+  const int64_t lo = -(int64_t{1} << 62) + 1, hi = (int64_t{1} << 62) - 1;
+  auto m = make_model({{0, LaneKind::HostThread, "main", {R(lo, hi, Phase::Mlp)}},
+                       {1, LaneKind::HostThread, "main", {R(lo, hi, Phase::Mlp)}}});
+  add_step(m, 0, 0, lo, hi);
+  add_step(m, 1, 0, lo, hi);
+  const auto s = prof::analyze(m);
+  ASSERT_EQ(s.steps.size(), 2u);
+  EXPECT_EQ(s.steps[0].compute_ns, hi - lo);
+  EXPECT_EQ(s.steps[0].idle_ns, 0);
+  EXPECT_EQ(s.overall.compute_ns, INT64_MAX);
+  EXPECT_EQ(s.overall.busy_ns, INT64_MAX);
+  ASSERT_FALSE(s.names.empty());
+  EXPECT_EQ(s.names[0].total_ns, INT64_MAX);
+}

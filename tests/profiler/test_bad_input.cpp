@@ -225,6 +225,19 @@ TEST_F(BadInput, CliRefusesStepWindowsAndRanksTheTraceDoesNotHold) {
   EXPECT_EQ(run("export --rank 0" + g + " '" + tmp.path + "/r0.json'", &err), 0) << err;
   EXPECT_NE(err.find("of rank 0"), std::string::npos) << err;
   EXPECT_TRUE(fs::exists(tmp.path + "/r0.json"));
+  // Without step records the window goes by the steps the ranges carry: one none of them is in
+  // is the same miss (it exited 0 with the whole trace shown as "step -1").
+  const std::string nosteps = tmp.path + "/nosteps.sqlite";
+  fs::copy_file(good, nosteps);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(nosteps.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DELETE FROM ULYSSES_STEPS", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  const std::string n = " '" + nosteps + "' --no-cache";
+  EXPECT_EQ(run("summary --step-begin 10" + n, &err), 2) << err;
+  EXPECT_NE(err.find("no traced step in --step-begin 10: the trace has no step records"), std::string::npos) << err;
+  EXPECT_EQ(run("summary --step-begin 1 --step-end 2" + n, &err), 0) << err;
+  EXPECT_EQ(run("summary" + n, &err), 0) << err;
 #endif
 }
 
@@ -404,6 +417,41 @@ TEST_F(BadInput, ImpossibleStepsAndRangeTimesAreLeftOutWithANote) {
   EXPECT_LT(m.ranges.size(), clean.ranges.size());
   EXPECT_EQ(m.t_min, clean.t_min);
   for (const auto& st : m.steps) EXPECT_GE(st.end_ns, st.start_ns);
+}
+
+// Times at the bound itself and ids past 32 bits (analysis sweep): a range [-2^62, 2^62] was
+// kept, its duration 2^63 wrapped to INT64_MIN in every wall; a collective seq 2^32 + 5 was cut
+// to 5 (paired with seq 5) and a step 2^31 turned negative, both unsaid.
+TEST_F(BadInput, TimesAtTheBoundAndIdsPast32BitsAreLeftOutWithANote) {
+  const std::string good = good_trace(tmp.path);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(good.c_str(), &db), SQLITE_OK);
+  const std::string sql =
+      "UPDATE NVTX_EVENTS SET start = -4611686018427387904, end = 4611686018427387904 "
+      "WHERE rowid = (SELECT max(rowid) FROM NVTX_EVENTS); "
+      "UPDATE NVTX_EVENTS SET ulyssesSeq = 4294967301, ulyssesPgId = 0 "
+      "WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE ulyssesStep IS NOT NULL); "
+      "UPDATE NVTX_EVENTS SET ulyssesStep = 2147483648 "
+      "WHERE rowid = (SELECT rowid FROM NVTX_EVENTS WHERE ulyssesStep IS NOT NULL ORDER BY rowid LIMIT 1 OFFSET 1)";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  prof::LoadOptions lo;
+  lo.file_caches = false;
+  const auto m = prof::load_trace(good, lo);
+  std::string notes;
+  for (const auto& n : m.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("1 ranges with an end before their start or times beyond"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("2 step or collective ids past 32 bits"), std::string::npos) << notes;
+  for (const auto& r : m.ranges) {
+    EXPECT_GE(r.duration(), 0);
+    EXPECT_GE(r.step, -1);
+    EXPECT_NE(m.extra(r).seq, 5);  // the cut id is absent, not 5
+  }
+  const auto s = prof::analyze(m);
+  for (const auto& b : s.steps) {
+    EXPECT_GE(b.wall_ns, 0);
+    EXPECT_GE(b.idle_ns, 0);
+  }
 }
 
 // A FIFO where a rank file or a cache should be: refused or ignored at once, never waited on

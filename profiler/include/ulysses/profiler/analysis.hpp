@@ -215,6 +215,8 @@ std::vector<HeadRangeRow> head_range_table(const TraceModel& m, const AnalysisOp
 std::vector<SkewRow> rank_skew(const TraceModel& m, const AnalysisOptions& o = {});
 std::vector<PhaseMemoryRow> peak_memory(const TraceModel& m, const AnalysisOptions& o = {});
 std::vector<NameRow> name_totals(const TraceModel& m, size_t top);
+// The same within o's step window (all ranges when it names none), o.top_names rows.
+std::vector<NameRow> name_totals(const TraceModel& m, const AnalysisOptions& o);
 
 WaitingAnalysis waiting_analysis(const TraceModel& m, const AnalysisOptions& o = {});
 
