@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
 
 #include "cost_model.hpp"
 #include "meta_dry_run.hpp"
@@ -68,6 +69,9 @@ int plan_command(int argc, char** argv) {
   } catch (const ConfigError& e) {
     std::cerr << "ulysses-worker --plan: " << e.what() << std::endl;
     return 2;
+  } catch (const c10::Error& e) {  // libtorch's message without its C++ stack (16 frame lines)
+    std::cerr << "ulysses-worker --plan: error: " << e.what_without_backtrace() << std::endl;
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "ulysses-worker --plan: error: " << e.what() << std::endl;
     return 1;

@@ -118,7 +118,8 @@ RangeInfo comm_info(Phase ph, Direction d, int32_t layer, int64_t h0, int64_t h1
 // [need_lo(c), need_hi(c)); a kv head travels seq->head with the first chunk that needs
 // it (send range) and its dk/dv travel back with the last chunk that uses it
 // (done range), accumulated over the chunks in between. Any hc works: a chunk may need
-// no new kv head (G > hc) or several (hc > G), and a kv head may span chunks.
+// no new kv head (G > hc) or several (hc > G), and a kv head may span chunks (then its q
+// heads are paired with their kv heads by index: chunk_kv_index).
 struct Geometry : UlyssesGeometry {
   int64_t Hk, h, hk, G, hc;
   int64_t sp_rank;
@@ -135,6 +136,19 @@ struct Geometry : UlyssesGeometry {
     hc = chunk_q_heads;
   }
   int64_t head0(int64_t c) const { return sp_rank * h + c * hc; }
+  // Chunk c's kv head for each of its q heads, relative to need_lo(c), when the kernels'
+  // grouping (q head i -> kv head i / (hc / nneed)) would pair them otherwise; empty when it
+  // pairs them right.
+  std::vector<int64_t> chunk_kv_index(int64_t c) const {
+    const int64_t lo = need_lo(c), nneed = need_hi(c) - lo;
+    std::vector<int64_t> idx(static_cast<size_t>(hc));
+    bool kernel_pairs_right = hc % nneed == 0;
+    for (int64_t i = 0; i < hc; ++i) {
+      idx[static_cast<size_t>(i)] = (c * hc + i) / G - lo;
+      kernel_pairs_right = kernel_pairs_right && idx[static_cast<size_t>(i)] == i / (hc / nneed);
+    }
+    return kernel_pairs_right ? std::vector<int64_t>{} : idx;
+  }
 };
 
 class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> {
@@ -233,7 +247,17 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
         ai.chunk = static_cast<int32_t>(c);
         prof::ScopedRange r(o.tracer, ai);
         torch::AutoGradMode grad_on(true);
-        oc = causal_attention(qd, kd, vd, o.kernel);  // (B, hc, N, dh)
+        // The kernels pair q head i with kv head i / (hc / nneed): right only when the chunk
+        // holds whole groups or lies inside one. Otherwise (hc and G dividing neither way:
+        // H 12, kv 4, hc 4 paired heads 3 and 7 with the wrong kv head; kv 6, hc 3 threw) each
+        // q head gets its own kv head by index, and autograd sums the gradients back.
+        const auto kv_index = g.chunk_kv_index(c);
+        if (kv_index.empty()) {
+          oc = causal_attention(qd, kd, vd, o.kernel);  // (B, hc, N, dh)
+        } else {
+          const at::Tensor idx = at::tensor(kv_index, at::TensorOptions().dtype(at::kLong)).to(kd.device());
+          oc = causal_attention(qd, kd.index_select(1, idx), vd.index_select(1, idx), o.kernel);
+        }
       }
       saved.push_back(oc);
       saved.push_back(qd);

@@ -753,7 +753,8 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
     res.failed_tail.assign(ranks[0].tail.begin(), ranks[0].tail.end());
   }
   if (rec.status == RunStatus::Finished)
-    rec.message = "finished " + std::to_string(rec.steps_done) + " steps on " + std::to_string(world) + " ranks";
+    rec.message = "finished " + std::to_string(rec.steps_done) + (rec.steps_done == 1 ? " step on " : " steps on ") +
+                  std::to_string(world) + (world == 1 ? " rank" : " ranks");
   rec.exit_code = res.exit_code;
   rec.ended_at = iso8601_utc(std::chrono::system_clock::now());
   rec.duration_s = seconds_since(t0);

@@ -131,6 +131,17 @@ TEST(Ulysses, HeadChunksGqaKvDivisibleBySp) {
   head_chunks_at_every_divisor(12, 4, {2});  // 6 q / 2 kv heads per rank: chunks of 2 straddle groups of 3
 }
 
+// Chunks whose q heads and the GQA groups divide neither way (an engine sweep): 12 q / 4 kv
+// heads at sp 1, chunks of 4 q heads over groups of 3, paired heads 2 and 3 with kv head 1
+// instead of 0 and trained to other losses without a word (2.5% off at H 24, kv 8, sp 2); 12 q
+// / 6 kv at sp 2, chunks of 3 over groups of 2, threw "q heads (3) must be a multiple of kv
+// heads (2)" in step 0. Each q head now gets its kv head by index (chunk_kv_index).
+TEST(Ulysses, HeadChunksGqaChunksAndGroupsDividingNeitherWay) {
+  head_chunks_at_every_divisor(12, 4, {1});
+  head_chunks_at_every_divisor(12, 6, {2});
+  head_chunks_at_every_divisor(12, 3, {1});  // groups of 4, chunks of 6 and 3
+}
+
 // parallel.fused_qkv (the default since issue 12: one seq->head all-to-all per layer instead
 // of three) only moves the same bytes in one message: the losses of 3 steps and every step-0
 // gradient are bit for bit those of separate q/k/v messages (MHA, GQA with kv heads
