@@ -114,6 +114,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
     // GPU activity rows: kernels, memcpy, memset.
     std::vector<GpuRow> rows;
     int64_t extreme_times = 0;    // rows left out: times past +-2^62 ns
+    int64_t inverted = 0;         // rows left out: an end before their start
     int64_t unknown_devices = 0;  // GPU rows whose deviceId is negative or past kMaxForeignDevice
     std::vector<int32_t> row_table;
     if (opts.gpu_activity) {
@@ -169,7 +170,10 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
           GpuRow r;
           r.start = sqlite3_column_int64(s, 0);
           r.end = sqlite3_column_int64(s, 1);
-          if (r.end < r.start) continue;
+          if (r.end < r.start) {  // dropped unsaid, where our own format's reader notes it
+            ++inverted;
+            continue;
+          }
           if (time_out_of_range(r.start) || time_out_of_range(r.end)) {
             ++extreme_times;
             continue;
@@ -405,7 +409,10 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
         TraceRange r;
         r.start_ns = sqlite3_column_int64(s, 0);
         r.end_ns = sqlite3_column_int64(s, 1);
-        if (r.end_ns < r.start_ns) continue;
+        if (r.end_ns < r.start_ns) {
+          ++inverted;
+          continue;
+        }
         if (time_out_of_range(r.start_ns) || time_out_of_range(r.end_ns)) {
           ++extreme_times;
           continue;
@@ -475,6 +482,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
            " GPU rows with a deviceId below 0 or past 2^20: shown as device unknown (\"gpu ?\")");
     if (extreme_times > 0)
       note(std::to_string(extreme_times) + " rows with times beyond +-2^62 ns (146 years) left out");
+    if (inverted > 0) note(std::to_string(inverted) + " rows with an end before their start left out");
   } catch (const TraceError&) {
     throw;
   } catch (const std::exception& e) {

@@ -41,6 +41,13 @@ std::string missing_steps_note(const TraceModel& m) {
 }
 }  // namespace
 
+std::string empty_trace_reason(const std::string& source, int64_t ranges_and_kernels, size_t memory_samples) {
+  if (ranges_and_kernels > 0 || memory_samples > 0) return {};
+  return "the trace " + (source.empty() ? std::string("(in memory)") : source) +
+         " is empty: it has no ranges and no memory samples. Was profiling enabled (profile.step_begin..step_end) "
+         "and did the run reach a traced step?";
+}
+
 nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
   using nlohmann::json;
   json j;
@@ -183,13 +190,16 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
     o += strfmt(
         "Per step (%lld %s): %.0f tokens/s, %.1f ms; per rank: all-to-all %.3f "
         "MiB sent, gradient all-reduce "
-        "%.3f MiB sent; peak memory %.1f MiB\n\n",
+        "%.3f MiB sent; %s\n\n",
         static_cast<long long>(s.headline.steps),
         // One step is its own median, warm-up or not (it read "medians leave out warm-up step 0"
         // when step 0 was the one counted).
         s.headline.steps == 1 ? "step" : "steps; medians leave out warm-up step 0", s.headline.tokens_per_s,
         s.headline.step_ms, double(s.headline.a2a_bytes_per_step) / 1048576.0,
-        double(s.headline.allreduce_bytes_per_step) / 1048576.0, double(s.headline.peak_memory_bytes) / 1048576.0);
+        double(s.headline.allreduce_bytes_per_step) / 1048576.0,
+        // A trace without memory samples has no peak (it read "peak memory 0.0 MiB").
+        m.memory.empty() ? "no memory samples"
+                         : strfmt("peak memory %.1f MiB", double(s.headline.peak_memory_bytes) / 1048576.0).c_str());
 
   o += "Per rank and step (ms)\n";
   o += strfmt("%5s %6s %10s %10s %10s %10s %10s %8s\n", "rank", "step", "wall", "compute", "comm", "exposed", "idle",

@@ -66,6 +66,12 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
   // Rows whose times no clock gives (an end before its start, or beyond +-2^62 ns: INT64_MIN to
   // INT64_MAX set the trace's time origin, and every export time came out near -9.2e15 µs).
   int64_t bad_times = 0, bad_steps = 0, repeated_steps = 0, bad_attrs = 0, wide_ids = 0;
+  // Ranges with no start or end (NULL: never ended, or a hand-edited file; a NULL start read as
+  // time 0 made a 673 s range), step rows with a step time or tokens/s no step has (1e308, -inf,
+  // NULL), memory rows with a time or size no allocator reports (INT64_MIN blanked every view)
+  // and step or memory rows of another rank than the file's.
+  int64_t null_times = 0, bad_figures = 0, bad_memory = 0, foreign_rows = 0;
+  bool has_rank_row = false;
   // A step or collective id past 32 bits (the tracer writes 64-bit sequence numbers): absent,
   // counted, never cut to 32 bits (seq 2^32 + 5 was paired with seq 5, seq 2^31 turned negative).
   auto id32 = [&wide_ids](int64_t v) -> int32_t {
@@ -120,7 +126,8 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
       const bool has_run_id = db.has_column("ULYSSES_RUN", "runId");
       sql::Stmt run(db, has_run_id ? "SELECT configJson, worldSize, spSize, dpSize, runId FROM ULYSSES_RUN LIMIT 1"
                                    : "SELECT configJson, worldSize, spSize, dpSize FROM ULYSSES_RUN LIMIT 1");
-      if (run.step()) {
+      const bool has_run_row = run.step();
+      if (has_run_row) {
         // a run config is a few KiB; one beyond the config loader's own cap is not kept
         if (m.config_json.empty() && sqlite3_column_bytes(run.get(), 0) <= (16 << 20)) m.config_json = run.text(0);
         const int64_t world = run.i64(1), sp = run.i64(2), dp = run.i64(3);
@@ -144,7 +151,15 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
         ri.device = Builder::capped(rk.text(3));
         ri.hostname = Builder::capped(rk.text(4));
         ri.pid = rk.i64(5);
+        // spRank / dpRank place the rank's heads and batch: one past the run's shape (a head map
+        // "owning heads 10-11" of a 4-head model) is a damaged file, like a shape no run has.
+        if (has_run_row && (ri.sp_rank < 0 || ri.sp_rank >= m.sp_size || ri.dp_rank < 0 || ri.dp_rank >= m.dp_size))
+          throw TraceError(describe(path) + ": ULYSSES_RANKS says rank " + std::to_string(ri.rank) + " has spRank " +
+                           std::to_string(rk.i64(1)) + " and dpRank " + std::to_string(rk.i64(2)) +
+                           ", outside the run's spSize " + std::to_string(m.sp_size) + " x dpSize " +
+                           std::to_string(m.dp_size) + ": the file was edited or damaged");
         file_rank = ri.rank;
+        has_rank_row = true;
         pid_rank[ri.pid] = ri.rank;
         m.ranks.push_back(ri);
       }
@@ -187,7 +202,7 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
                                       "ulyssesHeadEnd, ulyssesChunk, ulyssesBytesSent, ulyssesBytesRecv, "
                                       "ulyssesPgId, ulyssesSeq"
                                     : "") +
-                           " FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND end IS NOT NULL ORDER BY rowid");
+                           " FROM NVTX_EVENTS WHERE eventType IN (59, 60) ORDER BY rowid");
       sql::Stmt ust;
       if (ours && !one_row) {  // pgId / seq: format 3 on (older files: not collectives, -1)
         const bool coll = db.has_column("ULYSSES_RANGES", "seq") && db.has_column("ULYSSES_RANGES", "pgId");
@@ -212,6 +227,10 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
         r.end_ns = sqlite3_column_int64(s, 1);
         const int64_t rowid = sqlite3_column_int64(s, 5);
         while (u_row && sqlite3_column_int64(u, 0) < rowid) u_row = ust.step();
+        if (sqlite3_column_type(s, 0) == SQLITE_NULL || sqlite3_column_type(s, 1) == SQLITE_NULL) {
+          ++null_times;
+          continue;
+        }
         if (bad_interval(r.start_ns, r.end_ns)) {
           ++bad_times;
           continue;
@@ -364,9 +383,25 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
         // A step's window must be a time interval, and a rank has each step once: a repeated
         // step 0 was counted three times (inflating the per-step bytes), an inverted one showed
         // a wall of "-0.000".
-        if (si.step < 0 || bad_interval(si.start_ns, si.end_ns)) {
+        if (si.step < 0 || bad_interval(si.start_ns, si.end_ns) || sqlite3_column_type(st.get(), 2) == SQLITE_NULL ||
+            sqlite3_column_type(st.get(), 3) == SQLITE_NULL) {
           ++bad_steps;
           continue;
+        }
+        if (has_rank_row && si.rank != file_rank) {
+          ++foreign_rows;
+          continue;
+        }
+        // The figures the headline's medians take: a step time or tokens/s that no step has
+        // (1e308 printed 309 digits; -inf tokens/s) comes from the step's own window instead.
+        const bool ms_ok = std::isfinite(si.step_ms) && si.step_ms >= 0 && si.step_ms < 1e15 &&
+                           sqlite3_column_type(st.get(), 9) != SQLITE_NULL;
+        const bool tps_ok = std::isfinite(si.tokens_per_s) && si.tokens_per_s >= 0 && si.tokens_per_s < 1e15 &&
+                            sqlite3_column_type(st.get(), 8) != SQLITE_NULL;
+        if (!ms_ok || !tps_ok) {
+          ++bad_figures;
+          if (!ms_ok) si.step_ms = static_cast<double>(si.end_ns - si.start_ns) / 1e6;
+          if (!tps_ok) si.tokens_per_s = si.tokens > 0 && si.step_ms > 0 ? si.tokens / (si.step_ms / 1e3) : 0.0;
         }
         if (!seen_steps.insert({si.rank, si.step}).second) {
           ++repeated_steps;
@@ -406,6 +441,16 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
         p.reserved = mem.i64(4);
         p.peak = mem.i64(5);
         p.step = mem.i64(6);
+        auto size_ok = [](int64_t v) { return v >= 0 && v < (int64_t{1} << 62); };
+        if (sqlite3_column_type(mem.get(), 1) == SQLITE_NULL || time_out_of_range(p.t_ns) || !size_ok(p.allocated) ||
+            !size_ok(p.reserved) || !size_ok(p.peak)) {
+          ++bad_memory;
+          continue;
+        }
+        if (has_rank_row && p.rank != file_rank) {
+          ++foreign_rows;
+          continue;
+        }
         m.memory.push_back(p);
       }
     }
@@ -417,9 +462,24 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
   if (bad_times > 0)
     m.notes.push_back(fname + ": " + std::to_string(bad_times) +
                       " ranges with an end before their start or times beyond +-2^62 ns left out");
+  if (null_times > 0)
+    m.notes.push_back(fname + ": " + std::to_string(null_times) +
+                      " ranges without a start or an end (never ended: the process stopped inside them) left out");
+  if (bad_figures > 0)
+    m.notes.push_back(fname + ": " + std::to_string(bad_figures) +
+                      " step rows with a step time or tokens/s that is not a number from 0 to 1e15: taken from the "
+                      "step's start and end");
+  if (bad_memory > 0)
+    m.notes.push_back(fname + ": " + std::to_string(bad_memory) +
+                      " memory samples with no time, a time beyond +-2^62 ns or a size below 0 or past 2^62 bytes "
+                      "left out");
+  if (foreign_rows > 0)
+    m.notes.push_back(fname + ": " + std::to_string(foreign_rows) +
+                      " step or memory rows of another rank than the file's left out");
   if (bad_steps > 0)
     m.notes.push_back(fname + ": " + std::to_string(bad_steps) +
-                      " step rows with a negative step, an end before their start or times beyond +-2^62 ns left out");
+                      " step rows with a negative step, no start or end, an end before their start or times beyond "
+                      "+-2^62 ns left out");
   if (bad_attrs > 0)
     m.notes.push_back(fname + ": " + std::to_string(bad_attrs) +
                       " layer, head or chunk attributes no model has (a layer past 1023, heads begin >= end or past "

@@ -1,6 +1,8 @@
 // Bad trace input: missing, empty, not SQLite, truncated, corrupt, future format, unrelated
 // SQLite -> TraceError with a message naming the problem, and ulysses-trace exits 2.
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -403,7 +405,9 @@ TEST_F(BadInput, ImpossibleStepsAndRangeTimesAreLeftOutWithANote) {
   std::string notes;
   for (const auto& n : m.notes) notes += n + "\n";
   EXPECT_NE(notes.find("1 step rows repeating a step"), std::string::npos) << notes;
-  EXPECT_NE(notes.find("1 step rows with a negative step, an end before their start"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("1 step rows with a negative step, no start or end, an end before their start"),
+            std::string::npos)
+      << notes;
   EXPECT_NE(notes.find("1 ranges with an end before their start or times beyond"), std::string::npos) << notes;
   EXPECT_NE(notes.find("4 layer, head or chunk attributes no model has"), std::string::npos) << notes;
   EXPECT_LT(m.num_layers, 1024);
@@ -452,6 +456,122 @@ TEST_F(BadInput, TimesAtTheBoundAndIdsPast32BitsAreLeftOutWithANote) {
     EXPECT_GE(b.wall_ns, 0);
     EXPECT_GE(b.idle_ns, 0);
   }
+}
+
+// Rows a studio sweep found trusted as written: a memory sample at INT64_MIN (it blanked the
+// timeline, the memory view and the report's chart) or of INT64_MAX bytes, a memory row of a
+// rank the run has not, a step time of 1e308 and tokens/s of -inf (the headline printed 309
+// digits and "-inf tokens/s"), NULL range and step starts (read as time 0: a 673 s range),
+// NULL range ends (dropped unsaid), an spRank outside the run's shape (a head map owning
+// heads 10-11 of 4).
+TEST_F(BadInput, RowsNoTracerWritesAreLeftOutWithANote) {
+  const std::string good = good_trace(tmp.path);
+  const auto clean = prof::load_trace(good);
+  ASSERT_GE(clean.steps.size(), 3u);
+  ASSERT_GE(clean.memory.size(), 4u);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(good.c_str(), &db), SQLITE_OK);
+  // A hand-edited file: the NOT NULL constraints taken out of the schema (the next open reads it).
+  ASSERT_EQ(sqlite3_exec(db,
+                         "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = replace(sql, 'NOT NULL', '') "
+                         "WHERE name IN ('NVTX_EVENTS', 'ULYSSES_STEPS'); PRAGMA writable_schema = OFF",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  ASSERT_EQ(sqlite3_open(good.c_str(), &db), SQLITE_OK);
+  const std::string sql =
+      "UPDATE ULYSSES_MEMORY SET timestamp = -9223372036854775808 WHERE rowid = (SELECT min(rowid) FROM "
+      "ULYSSES_MEMORY); "
+      "UPDATE ULYSSES_MEMORY SET allocated = 9223372036854775807 "
+      "WHERE rowid = (SELECT min(rowid) + 1 FROM ULYSSES_MEMORY); "
+      "UPDATE ULYSSES_MEMORY SET rank = 7 WHERE rowid = (SELECT min(rowid) + 2 FROM ULYSSES_MEMORY); "
+      "UPDATE ULYSSES_STEPS SET stepMs = 1e308, tokensPerS = -9e999 WHERE step = 1; "
+      "UPDATE ULYSSES_STEPS SET tokensPerS = NULL WHERE step = 2; "
+      "UPDATE NVTX_EVENTS SET start = NULL WHERE rowid = (SELECT max(rowid) FROM NVTX_EVENTS WHERE eventType = 59); "
+      "UPDATE NVTX_EVENTS SET end = NULL WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE eventType = 59)";
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_close(db);
+  prof::LoadOptions lo;
+  lo.file_caches = false;
+  const auto m = prof::load_trace(good, lo);
+  std::string notes;
+  for (const auto& n : m.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("2 ranges without a start or an end"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("2 step rows with a step time or tokens/s that is not a number"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("2 memory samples with no time, a time beyond"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("1 step or memory rows of another rank"), std::string::npos) << notes;
+  EXPECT_EQ(m.ranges.size(), clean.ranges.size() - 2);
+  EXPECT_EQ(m.memory.size(), clean.memory.size() - 3);
+  EXPECT_EQ(m.t_min, clean.t_min);
+  for (const auto& p : m.memory) {
+    EXPECT_EQ(p.rank, 0);
+    EXPECT_LT(p.allocated, int64_t{1} << 62);
+  }
+  ASSERT_EQ(m.steps.size(), clean.steps.size());
+  for (const auto& st : m.steps) {
+    ASSERT_TRUE(std::isfinite(st.step_ms) && std::isfinite(st.tokens_per_s));
+    if (st.step == 1) {
+      EXPECT_DOUBLE_EQ(st.step_ms, static_cast<double>(st.end_ns - st.start_ns) / 1e6);
+    }
+    if (st.step == 2) {
+      EXPECT_EQ(st.step_ms, clean.steps[2].step_ms);  // only its tokens/s was bad
+    }
+    EXPECT_GE(st.tokens_per_s, 0);
+  }
+  // An spRank past the run's sp_size: the file is damaged (exit 2 from the tools).
+  ASSERT_EQ(sqlite3_open(good.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE ULYSSES_RANKS SET spRank = 5", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  try {
+    prof::load_trace(good, lo);
+    ADD_FAILURE() << "an spRank of 5 loaded";
+  } catch (const prof::TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("spRank 5"), std::string::npos) << e.what();
+  }
+}
+
+// An empty trace (every range and memory sample deleted): ulysses-trace's summary, report and
+// export refuse it with the studio's reason, exit 2 (they printed empty tables, exit 0, where
+// the studio refused). Names that are no UTF-8 reach the text summary as U+FFFD (the raw bytes
+// made it the one output that was not valid UTF-8), and a trace without memory samples says
+// so instead of "peak memory 0.0 MiB".
+TEST_F(BadInput, CliEmptyTracesAndNamesThatAreNoUtf8) {
+#ifndef ULYSSES_TRACE_BIN
+  GTEST_SKIP() << "ulysses-trace not built";
+#else
+  const std::string good = good_trace(tmp.path);
+  const std::string empty = tmp.path + "/empty.sqlite", odd = tmp.path + "/odd.sqlite";
+  fs::copy_file(good, empty);
+  fs::copy_file(good, odd);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(empty.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DELETE FROM NVTX_EVENTS; DELETE FROM ULYSSES_MEMORY", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  std::string out;
+  for (const std::string& args : {"summary '" + empty + "' --no-cache", "summary --json '" + empty + "' --no-cache",
+                                  "report --html '" + tmp.path + "/e.html' '" + empty + "' --no-cache",
+                                  "export '" + empty + "' '" + tmp.path + "/e.json'"}) {
+    EXPECT_EQ(cli_output(args, &out), 2) << args << ": " << out;
+    EXPECT_NE(out.find("is empty: it has no ranges and no memory samples"), std::string::npos) << args << ": " << out;
+  }
+  EXPECT_FALSE(fs::exists(tmp.path + "/e.html"));
+  EXPECT_FALSE(fs::exists(tmp.path + "/e.json"));
+  ASSERT_EQ(sqlite3_open(odd.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "UPDATE StringIds SET value = X'61FFFE80C0' WHERE id = (SELECT textId FROM NVTX_EVENTS "
+                         "WHERE textId IS NOT NULL LIMIT 1); DELETE FROM ULYSSES_MEMORY",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  ASSERT_EQ(cli_output("summary '" + odd + "' --no-cache", &out), 0) << out;
+  EXPECT_EQ(out.find('\xFF'), std::string::npos);
+  EXPECT_EQ(out.find('\xC0'), std::string::npos);
+  EXPECT_NE(out.find("a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"), std::string::npos) << out;
+  EXPECT_NE(out.find("no memory samples"), std::string::npos) << out;
+  EXPECT_EQ(out.find("peak memory 0.0 MiB"), std::string::npos) << out;
+#endif
 }
 
 // A FIFO where a rank file or a cache should be: refused or ignored at once, never waited on

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"
@@ -23,11 +24,11 @@ LoadedTrace prepare_trace(std::shared_ptr<const prof::TraceModel> model,
     return out;
   }
   out.path = QString::fromStdString(model->source);
-  if (model->ranges.empty() && model->memory.empty()) {
-    out.error = QObject::tr(
-                    "The trace %1 is empty: it has no ranges and no memory samples. "
-                    "Was profiling enabled (profile.step_begin..step_end) and did the run reach a traced step?")
-                    .arg(out.path.isEmpty() ? QObject::tr("(in memory)") : out.path);
+  if (const std::string why =
+          prof::empty_trace_reason(model->source, static_cast<int64_t>(model->ranges.size()), model->memory.size());
+      !why.empty()) {
+    out.error = QString::fromStdString(why);
+    out.error[0] = out.error[0].toUpper();
     return out;
   }
   QElapsedTimer t;

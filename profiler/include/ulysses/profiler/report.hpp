@@ -13,4 +13,10 @@ namespace ulysses::prof {
 nlohmann::json summary_to_json(const TraceModel& m, const Summary& s);
 std::string summary_to_text(const TraceModel& m, const Summary& s);
 
+// The one verdict on a trace with nothing to show (no range, no kernel, no memory sample):
+// the reason, naming `source`, or "" when it has something. The studio's trace views and
+// ulysses-trace's summary, report and export refuse such a trace with it (exit 2); they
+// disagreed (the studio refused, summary printed empty tables).
+std::string empty_trace_reason(const std::string& source, int64_t ranges_and_kernels, size_t memory_samples);
+
 }  // namespace ulysses::prof
