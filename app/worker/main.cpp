@@ -77,7 +77,9 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--plan") return ulysses::plan_command(argc, argv);
   CLI::App app{
       "ulysses-worker: one rank of a Ulysses sequence-parallel run (environment: RANK, WORLD_SIZE, LOCAL_RANK, "
-      "MASTER_ADDR, MASTER_PORT)"};
+      "LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT).\n"
+      "Also: ulysses-worker --plan --config CONFIG [--set k=v]... [--json] [--max-seq GIB] prints the memory plan "
+      "(what ulysses-run --plan runs)"};
   std::string config_path, out_dir;
   std::vector<std::string> overrides;
   app.add_option("--config", config_path, "run config JSON (ulysses-run writes RUN/config.json)")->required();

@@ -25,6 +25,7 @@
 #include <torch/torch.h>
 
 #include "local_attention.hpp"
+#include "../common/bench_main.hpp"
 
 using namespace ulysses;
 
@@ -104,7 +105,7 @@ double mib(double b) { return b / (1024.0 * 1024.0); }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   if (argc == 6 && std::string(argv[1]) == "--one")
     return run_one(argv[2], std::atoll(argv[3]), std::atoll(argv[4]), std::atoi(argv[5]));
   std::string ns = "1024,2048,4096,8192", blocked_only = "16384", blocks = "64,128,256,512";
@@ -163,4 +164,12 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ulysses::bench::guarded_main(
+      "usage: bench_attention [--n 1024,2048,4096,8192] [--blocked-only 16384] [--block 256] [--sweep-n 4096] "
+      "[--blocks 64,128,256,512] [--reps 3]\n  SDPA against the blocked kernel, forward + backward, one thread (see "
+      "the README, Attention on CPU)",
+      argc, argv, [&] { return bench_main(argc, argv); });
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "blas_info.hpp"
+#include "../common/bench_main.hpp"
 
 namespace {
 
@@ -61,7 +62,7 @@ void add_linear(std::vector<Shape>& v, const std::string& name, int64_t n, int64
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<int> threads;
   bool small = false;
@@ -134,4 +135,11 @@ int main(int argc, char** argv) {
                 100.0 * tiny_flops / tiny_s[i] / 1e9 / peak);
   std::printf("\n");
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ulysses::bench::guarded_main(
+      "usage: bench_gemm [--small] [threads...]\n  fp32 GEMM rate of the engine's shapes against one core's peak "
+      "(default threads: 1 and all cores)",
+      argc, argv, [&] { return bench_main(argc, argv); });
 }

@@ -7,10 +7,11 @@
 #include "run_config.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_store.hpp"
+#include "../common/bench_main.hpp"
 
 using namespace ulysses;
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   const std::string cfg_path = std::string(ULYSSES_SOURCE_DIR) + "/resources/configs/tiny.json";
   const int steps = argc > 1 ? std::atoi(argv[1]) : 8;
   RunConfig cfg = load_run_config(cfg_path);
@@ -66,4 +67,11 @@ int main(int argc, char** argv) {
   std::printf("  step time: traced %.1f ms, untraced %.1f ms, overhead %+.1f%%\n", a, b, 100.0 * (a - b) / b);
   std::printf("  CPU time:  traced %.2f s, untraced %.2f s, overhead %+.1f%%\n", ca, cb, 100.0 * (ca - cb) / cb);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ulysses::bench::guarded_main(
+      "usage: bench_engine [steps]   (default 8)\n  tokens/s of the tiny demo at sp 1, 2, 4, all-to-all bytes per "
+      "layer, tracing overhead",
+      argc, argv, [&] { return bench_main(argc, argv); });
 }

@@ -21,6 +21,7 @@
 #include "meta_dry_run.hpp"
 #include "memory_tracker.hpp"
 #include "trainer.hpp"
+#include "../common/bench_main.hpp"
 
 using namespace ulysses;
 
@@ -115,7 +116,7 @@ void attention_share(const std::vector<int64_t>& seqs) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   std::vector<int64_t> seqs;
   bool share_only = false;
   for (int i = 1; i < argc; ++i) {
@@ -184,4 +185,11 @@ int main(int argc, char** argv) {
 
   attention_share(seqs);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ulysses::bench::guarded_main(
+      "usage: bench_memory [--share-only] [seq lengths...]   (default: 512 1024 2048)\n  peak memory and step time per "
+      "long-sequence technique, with the planner's prediction",
+      argc, argv, [&] { return bench_main(argc, argv); });
 }

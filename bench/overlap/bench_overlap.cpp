@@ -6,10 +6,11 @@
 #include "../common/run_helper.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_store.hpp"
+#include "../common/bench_main.hpp"
 
 using namespace ulysses;
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   const std::string cfg = std::string(ULYSSES_SOURCE_DIR) + "/resources/configs/tiny.json";
   const int steps = argc > 1 ? std::atoi(argv[1]) : 8;
   const std::string seq = argc > 2 ? argv[2] : "1024";
@@ -38,4 +39,11 @@ int main(int argc, char** argv) {
                 100.0 * s.overall.ratio);
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ulysses::bench::guarded_main(
+      "usage: bench_overlap [steps] [seq_length]   (default 8 1024)\n  head_chunks 1, 2, 4 (and fused q/k/v) at sp 2 "
+      "with 8 heads: step time, all-to-all time, overlap",
+      argc, argv, [&] { return bench_main(argc, argv); });
 }
