@@ -650,3 +650,38 @@ TEST(TimelineRanks, CollapsedRankShowsPhasesUnderItsSteps) {
   EXPECT_TRUE(host_phases.count(prof::Phase::Attention)) << "phases drawn: " << host_phases.size();
   EXPECT_TRUE(host_phases.count(prof::Phase::Mlp));
 }
+
+// One range far off the rest (a CLOCK_REALTIME stamp among monotonic ones): at "fit all" every
+// range is still drawn, the bulk as folds at the left and the far one at the right edge.
+TEST(TimelineDraw, FitAllDrawsTheBulkAndAFarOffRange) {
+  SyntheticOptions so;
+  so.ranks = 1;
+  so.steps = 2;
+  so.layers = 2;
+  auto m = make_synthetic_trace(so);
+  const int64_t far = 1'764'682'000'000'000'000;
+  {  // move the last range of lane 0 far away, keeping the lane sorted
+    auto& lane = m->lanes[0];
+    TraceRange& r = m->ranges[size_t(lane.first + lane.count - 1)];
+    r.parent = -1;
+    r.depth = 0;
+    r.start_ns = far;
+    r.end_ns = far + 1'000'000;
+    m->t_max = r.end_ns;
+  }
+  auto ix = TimelineIndex::build(m);
+  ASSERT_EQ(ix->t_max(), far + 1'000'000);
+  DrawParams p;
+  p.vp.width_px = 1300;
+  p.vp.fit(ix->t_min(), ix->t_max(), 0.01);
+  DrawList dl;
+  compute_draw_list(*ix, compute_layout(*ix), p, &dl);
+  EXPECT_EQ(dl.single_items + dl.folded_ranges, int64_t(m->ranges.size()));
+  float left = 1e9f, right = -1e9f;
+  for (const auto& it : dl.items) {
+    left = std::min(left, it.x);
+    right = std::max(right, it.x + it.w);
+  }
+  EXPECT_LT(left, 20.0f);
+  EXPECT_GT(right, 1270.0f);
+}

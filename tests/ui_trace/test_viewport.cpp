@@ -70,3 +70,38 @@ TEST(Viewport, ClampKeepsViewNearTrace) {
   v.clamp_to(0, 1'000'000);
   EXPECT_LE(v.t0_ns, 1'000'000);
 }
+
+// One far-off range (a CLOCK_REALTIME stamp among monotonic ones, a wall-clock µs Kineto
+// event): "fit all" over the whole extent shows both ends (at 1e12 ns/px it centred an empty
+// 250 000 s window between them), and every time the view computes stays within +-2^62, so a
+// view time minus a trace time never overflows.
+TEST(Viewport, FitAllShowsAFarOffRangeAndTimesNeverOverflow) {
+  TimelineViewport v;
+  v.width_px = 1500;
+  const int64_t bulk = 2'000'000'000, far = 1'764'682'000'000'000'000;  // 2 s; 2025 in ns since 1970
+  v.fit(bulk, far);
+  EXPECT_NEAR(v.x_of(bulk), 0.0, 1.0);
+  EXPECT_NEAR(v.x_of(far), 1500.0, 1.0);
+  // Fitted at the widget's first, small width, then kept across the resize (as the timeline
+  // does): still the whole extent (a clamp at the small width kept only its middle).
+  v.width_px = 100;
+  v.fit(bulk, far);
+  const int64_t a = v.t0_ns, b = v.t1_ns();
+  v.width_px = 1346;
+  v.fit(a, b);
+  EXPECT_NEAR(v.x_of(bulk), 0.0, 1.0);
+  EXPECT_NEAR(v.x_of(far), 1346.0, 1.0);
+  const int64_t lim = (int64_t{1} << 62) - 1;  // the loaders' extreme times
+  for (int width : {1, 1500, 16384}) {
+    v.width_px = width;
+    v.fit(-lim, lim);
+    EXPECT_GT(v.x_of(lim), 0.0);
+    for (int i = 0; i < 20; ++i) v.zoom_at(width / 2.0, 0.1);  // as far out as it goes
+    v.pan_px(1e9);
+    v.clamp_to(-lim, lim);
+    for (int64_t t : {v.t0_ns, v.t1_ns(), v.t_of(0), v.t_of(width)}) {
+      EXPECT_LT(t, int64_t{1} << 62);
+      EXPECT_GT(t, -(int64_t{1} << 62));
+    }
+  }
+}

@@ -225,7 +225,7 @@ void compute_draw_list(const TimelineIndex& ix, const TimelineLayout& layout, co
 }
 
 int64_t fold_threshold_ns(const TimelineViewport& vp, float fold_px) {
-  return std::max<int64_t>(1, int64_t(std::ceil(double(fold_px) * vp.ns_per_px)));
+  return std::max<int64_t>(1, TimelineViewport::sat_ns(std::ceil(double(fold_px) * vp.ns_per_px)));
 }
 
 void fold_row(const TimelineIndex& ix, const TimelineRow& row, int64_t t0, int64_t t1, int64_t fold_ns,

@@ -6,36 +6,45 @@
 
 namespace ulysses::ui {
 
-int64_t TimelineViewport::t1_ns() const { return t0_ns + int64_t(std::llround(ns_per_px * width_px)); }
+int64_t TimelineViewport::sat_ns(double t) {
+  // Just inside +-2^62, the loaders' bound on every time: a view time minus a trace time
+  // (t0_ns - t_min, as the ruler and the memory view compute) then never overflows.
+  constexpr double kLimit = 4.6e18;
+  if (!(t > -kLimit)) return -static_cast<int64_t>(kLimit);
+  if (t > kLimit) return static_cast<int64_t>(kLimit);
+  return std::llround(t);
+}
+
+int64_t TimelineViewport::t1_ns() const { return sat_ns(double(t0_ns) + ns_per_px * width_px); }
 
 double TimelineViewport::x_of(int64_t t_ns) const { return double(t_ns - t0_ns) / ns_per_px; }
 
-int64_t TimelineViewport::t_of(double x) const { return t0_ns + int64_t(std::llround(x * ns_per_px)); }
+int64_t TimelineViewport::t_of(double x) const { return sat_ns(double(t0_ns) + x * ns_per_px); }
 
 void TimelineViewport::fit(int64_t a_ns, int64_t b_ns, double margin_frac) {
   if (width_px < 1) width_px = 1;
-  double span = double(std::max<int64_t>(b_ns - a_ns, 1));
+  double span = std::max(double(b_ns) - double(a_ns), 1.0);
   double margin = span * std::max(0.0, margin_frac);
   ns_per_px = std::clamp((span + 2 * margin) / width_px, kMinNsPerPx, kMaxNsPerPx);
   // Centre the range when the zoom limit made it narrower than the width.
   double centre = double(a_ns) + span / 2;
-  t0_ns = int64_t(std::llround(centre - ns_per_px * width_px / 2));
+  t0_ns = sat_ns(centre - ns_per_px * width_px / 2);
 }
 
 void TimelineViewport::zoom_at(double x, double factor) {
   if (!(factor > 0)) return;
   double t = double(t0_ns) + x * ns_per_px;
   ns_per_px = std::clamp(ns_per_px / factor, kMinNsPerPx, kMaxNsPerPx);
-  t0_ns = int64_t(std::llround(t - x * ns_per_px));
+  t0_ns = sat_ns(t - x * ns_per_px);
 }
 
-void TimelineViewport::pan_px(double dx) { t0_ns += int64_t(std::llround(dx * ns_per_px)); }
+void TimelineViewport::pan_px(double dx) { t0_ns = sat_ns(double(t0_ns) + dx * ns_per_px); }
 
 void TimelineViewport::set_width(int w) { width_px = std::max(1, w); }
 
 void TimelineViewport::clamp_to(int64_t t_min, int64_t t_max) {
   if (t_max <= t_min) t_max = t_min + 1;
-  double span = double(t_max - t_min);
+  double span = double(t_max) - double(t_min);
   double max_npp = std::max(kMinNsPerPx, span * 2 / std::max(1, width_px));
   ns_per_px = std::clamp(ns_per_px, kMinNsPerPx, max_npp);
   double view = ns_per_px * width_px;
@@ -43,9 +52,9 @@ void TimelineViewport::clamp_to(int64_t t_min, int64_t t_max) {
   double lo = double(t_min) - margin;
   double hi = double(t_max) + margin - view;
   if (hi < lo) {
-    t0_ns = int64_t(std::llround((double(t_min) + double(t_max)) / 2 - view / 2));
+    t0_ns = sat_ns((double(t_min) + double(t_max)) / 2 - view / 2);
   } else {
-    t0_ns = int64_t(std::llround(std::clamp(double(t0_ns), lo, hi)));
+    t0_ns = sat_ns(std::clamp(double(t0_ns), lo, hi));
   }
 }
 

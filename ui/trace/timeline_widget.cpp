@@ -257,7 +257,7 @@ void TimelineWidget::fitRange(qint64 r) {
 
 void TimelineWidget::centreOn(int64_t t) {
   TimelineViewport v = vp_;
-  v.t0_ns = t - int64_t(v.ns_per_px * v.width_px / 2);
+  v.t0_ns = TimelineViewport::sat_ns(double(t) - v.ns_per_px * v.width_px / 2);
   changeViewport(v);
 }
 
@@ -354,7 +354,7 @@ const DrawList& TimelineWidget::drawList() {
 QString TimelineWidget::describe(const DrawItem& it) const {
   const auto& m = index_->model();
   if (it.count > 1) {
-    const int64_t dur = int64_t((it.w) * vp_.ns_per_px);
+    const int64_t dur = TimelineViewport::sat_ns(it.w * vp_.ns_per_px);
     return tr("%1 ranges folded (about %2); zoom in to see them")
         .arg(it.count)
         .arg(to_qs(format_duration_ns(double(dur))));
