@@ -7,6 +7,8 @@
 #include <cstdlib>
 
 #include <QApplication>
+#include <QChartView>
+#include <QLineSeries>
 #include <QComboBox>
 #include <QTableView>
 #include <QDir>
@@ -444,4 +446,49 @@ TEST(TraceView, DraggedRangeStatisticsWithHistogramsPerNameOrPhase) {
   // Rendering the table paints the sparklines (the delegate) without trouble.
   view->resize(900, 300);
   EXPECT_FALSE(view->grab().isNull());
+}
+
+// 20 000 step starts in view: the memory view draws at most one marker per 4 px (one dashed
+// line per step drew a solid grey block; 200 000 took 7.5 s), and with few steps every one.
+TEST(MemoryViewSteps, StepMarkersAreThinnedToThePixels) {
+  for (const int nsteps : {20000, 5}) {
+    auto m = std::make_shared<ulysses::prof::TraceModel>();
+    m->ranks.push_back({0, 0, 0, "cpu", "", 0});
+    for (int i = 0; i < nsteps; ++i) {
+      ulysses::prof::StepInfo st;
+      st.step = i;
+      st.start_ns = int64_t(i) * 50'000;
+      st.end_ns = st.start_ns + 40'000;
+      m->steps.push_back(st);
+      if (i % 100 == 0) {
+        ulysses::prof::MemoryPoint p;
+        p.t_ns = st.start_ns;
+        p.allocated = p.reserved = p.peak = int64_t(1) << 20;
+        m->memory.push_back(p);
+      }
+    }
+    m->t_min = 0;
+    m->t_max = int64_t(nsteps) * 50'000;
+    MemoryView mv;
+    mv.resize(1000, 500);
+    mv.show();
+    mv.setIndex(TimelineIndex::build(m));
+    TimelineViewport vp;
+    vp.width_px = 1000;
+    vp.fit(m->t_min, m->t_max);
+    mv.setViewport(vp);
+    QApplication::processEvents();
+    auto* view = mv.findChild<QChartView*>();
+    ASSERT_NE(view, nullptr);
+    int markers = -1;
+    for (auto* sr : view->chart()->series())
+      if (auto* ls = qobject_cast<QLineSeries*>(sr); ls && ls->name() == QStringLiteral("step start"))
+        markers = int(ls->count() / 3);
+    if (nsteps == 5) {
+      EXPECT_EQ(markers, 5);
+    } else {
+      EXPECT_GT(markers, 50);
+      EXPECT_LE(markers, std::max(100, view->width()) / 4 + 1);
+    }
+  }
 }
