@@ -488,17 +488,37 @@ std::vector<SkewRow> rank_skew(const TraceModel& m, const AnalysisOptions& o) {
     total[static_cast<int>(Phase::Step)][s.rank] += static_cast<double>(s.end_ns - s.start_ns);
     steps_of_rank[s.rank].insert(s.step);
   }
+  // GPU ranks: a phase's time is its kernels' (union per rank), as in the layer and phase
+  // tables; host ranges count on CPU ranks only (GPU ranks' host times were compared).
+  const std::set<int32_t> gpu = gpu_ranks(m);
+  std::map<std::pair<int, int32_t>, std::vector<Interval>> kernels;  // (phase, rank)
+  std::set<int32_t> ranks;  // every rank with a counted range or a step in the window
+  for (const auto& [rank, steps] : steps_of_rank) ranks.insert(rank);
   for_each_counted_lane(m, [&](const Lane& l) {
     size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
     for (size_t i = b; i < e; ++i) {
       const TraceRange& r = m.ranges[i];
-      if (r.is_kernel || r.phase == Phase::Step || r.phase == Phase::Other || !range_in(m, o, r)) continue;
-      if (nested_in_same(m, r, false)) continue;
+      if (r.phase == Phase::Step || r.phase == Phase::Other || !range_in(m, o, r)) continue;
+      if (r.is_kernel) {
+        if (gpu.count(r.rank) && counts_as_kernel_time(m, r))
+          kernels[{static_cast<int>(r.phase), r.rank}].push_back({r.start_ns, r.end_ns});
+        continue;
+      }
+      if (gpu.count(r.rank) || nested_in_same(m, r, false)) continue;
+      ranks.insert(r.rank);
       total[static_cast<int>(r.phase)][r.rank] += static_cast<double>(r.duration());
     }
   });
+  for (auto& [key, v] : kernels) {
+    ranks.insert(key.second);
+    total[key.first][key.second] += static_cast<double>(total_length(merge_intervals(std::move(v))));
+  }
   std::vector<SkewRow> out;
   for (auto& [phase, per_rank] : total) {
+    // A rank that ran the step but never this phase took 0 ns of it (it was left out: the
+    // slowest and fastest rank of a phase only rank 0 ran were both rank 0, ratio 1.00).
+    if (phase != static_cast<int>(Phase::Step))
+      for (int32_t rank : ranks) per_rank.emplace(rank, 0.0);
     SkewRow row;
     row.phase = static_cast<Phase>(phase);
     bool first = true;

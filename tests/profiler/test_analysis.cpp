@@ -431,3 +431,48 @@ TEST(StepBreakdown, SumsPastInt64SaturateInsteadOfWrapping) {
   ASSERT_FALSE(s.names.empty());
   EXPECT_EQ(s.names[0].total_ns, INT64_MAX);
 }
+
+// Rank skew: a phase only rank 0 ran (rank 1 trained the step too) has rank 1 as the fastest
+// at 0 ns (both ends were rank 0, ratio 1.00); on a GPU rank a phase's time is its kernels'
+// union, 3 ns here, not the 10 ns host range that launched them (as in the layer table).
+TEST(Tables, SkewCountsEveryTrainingRankAndKernelTimeOnGpuRanks) {
+  auto m = make_model({{0, LaneKind::HostThread, "main", {R(0, 10, Phase::OutProj), R(10, 20, Phase::Mlp)}},
+                       {1, LaneKind::HostThread, "main", {R(0, 12, Phase::Mlp)}}});
+  add_step(m, 0, 0, 0, 20);
+  add_step(m, 1, 0, 0, 20);
+  auto row_of = [](const std::vector<prof::SkewRow>& rows, Phase p) {
+    for (const auto& r : rows)
+      if (r.phase == p) return r;
+    return prof::SkewRow{};
+  };
+  const auto out = row_of(prof::rank_skew(m), Phase::OutProj);
+  EXPECT_EQ(out.slowest_rank, 0);
+  EXPECT_EQ(out.fastest_rank, 1);
+  EXPECT_DOUBLE_EQ(out.fastest_ns, 0.0);
+  const auto mlp = row_of(prof::rank_skew(m), Phase::Mlp);
+  EXPECT_EQ(mlp.slowest_rank, 1);
+  EXPECT_DOUBLE_EQ(mlp.slowest_ns, 12.0);
+  EXPECT_DOUBLE_EQ(mlp.ratio, 1.2);
+
+  auto g = make_model({{0, LaneKind::HostThread, "main", {R(0, 10, Phase::Attention)}},
+                       {0, LaneKind::CudaStream, "stream 7", {}},
+                       {0, LaneKind::CudaStream, "stream 8", {}}});
+  g.strings.push_back("flash_fwd_kernel");
+  auto kernel = [&](int64_t s, int64_t e, int32_t lane) {
+    prof::TraceRange r = R(s, e, Phase::Attention);
+    r.is_kernel = true;
+    r.name_id = static_cast<int32_t>(g.strings.size()) - 1;
+    r.lane = lane;
+    return r;
+  };
+  g.ranges.push_back(kernel(2, 4, 1));  // [2,4) and [3,5) on two streams: union 3
+  g.ranges.push_back(kernel(3, 5, 2));
+  g.lanes[1].first = 1;
+  g.lanes[1].count = 1;
+  g.lanes[2].first = 2;
+  g.lanes[2].count = 1;
+  add_step(g, 0, 0, 0, 10);
+  const auto att = row_of(prof::rank_skew(g), Phase::Attention);
+  EXPECT_EQ(att.slowest_rank, 0);
+  EXPECT_DOUBLE_EQ(att.slowest_ns, 3.0);
+}
