@@ -321,10 +321,16 @@ static int run_command(int argc, char** argv) {
               << (per_rank ? "a folder, e.g. hta/" : "a file name, e.g. out.json") << "\n";
     return 2;
   }
-  if (cmp->parsed() && !(std::isfinite(threshold) && threshold >= 0)) {
-    std::cerr << "ulysses-trace: --threshold must be a finite number of 0 or more such as 0.10, got " << threshold
-              << "\n";
-    return 2;
+  if (cmp->parsed()) {
+    const CLI::Option* topt = cmp->get_option("--threshold");
+    const std::string text = topt->count() > 0 ? topt->results().front() : std::string("0.10");
+    // Hexadecimal ("0x10" was read as 16) is no threshold a user means; -0 is 0.
+    if (text.find_first_of("xXpP") != std::string::npos || !(std::isfinite(threshold) && threshold >= 0)) {
+      std::cerr << "ulysses-trace: --threshold must be a decimal number of 0 or more such as 0.10, got '" << text
+                << "'\n";
+      return 2;
+    }
+    if (threshold == 0) threshold = 0.0;
   }
   for (const auto& [parsed, target, folder] :
        {std::tuple{exp->parsed(), &out, per_rank}, std::tuple{report->parsed(), &html_out, false}}) {
@@ -333,7 +339,8 @@ static int run_command(int argc, char** argv) {
     if (struct stat st{};
         ::stat(target->c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !(folder && S_ISDIR(st.st_mode))) {
       std::cerr << "ulysses-trace: " << *target << " exists and is not " << (folder ? "a folder" : "a regular file")
-                << " (a device, FIFO or socket?); give " << (folder ? "a folder" : "a file") << " path\n";
+                << (S_ISDIR(st.st_mode) ? " (it is a folder)" : " (a device, FIFO or socket?)") << "; give "
+                << (folder ? "a folder" : "a file") << " path\n";
       return 2;
     }
     if (struct stat st{}; folder && ::stat(target->c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
@@ -453,6 +460,40 @@ static int run_command(int argc, char** argv) {
         std::cerr << "ulysses-trace: rank " << rank << " is not in " << run << " (it holds rank(s) " << held
                   << "); nothing written\n";
         return 2;
+      }
+      if (per_rank) {
+        // A folder (or device) where a rank file goes is bad input (it was exit 1 after writing
+        // the others), and rank files of another export this one would not replace would be read
+        // by HTA as ranks of this run (a 4-rank export left under a 2-rank one): both refused,
+        // also with --force.
+        std::error_code ec;
+        const std::set<int32_t> ranks = m.rank_set();
+        std::vector<std::string> stale;
+        for (const auto& e : std::filesystem::directory_iterator(out, ec)) {
+          const std::string name = e.path().filename().string();
+          // rank<N>.json, as export_chrome_trace_per_rank names its files
+          if (name.size() < 10 || name.rfind("rank", 0) != 0 || name.substr(name.size() - 5) != ".json") continue;
+          const std::string digits = name.substr(4, name.size() - 9);
+          if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+            continue;
+          const auto r = static_cast<int32_t>(std::stol(digits));
+          if (!ranks.count(r)) {
+            stale.push_back(name);
+          } else if (std::filesystem::status(e.path(), ec).type() != std::filesystem::file_type::regular &&
+                     std::filesystem::status(e.path(), ec).type() != std::filesystem::file_type::not_found) {
+            std::cerr << "ulysses-trace: " << e.path().string()
+                      << " exists and is not a regular file; remove it or pick another folder\n";
+            return 2;
+          }
+        }
+        if (!stale.empty()) {
+          std::sort(stale.begin(), stale.end());
+          std::cerr << "ulysses-trace: " << out << " holds " << stale.front()
+                    << (stale.size() > 1 ? " and " + std::to_string(stale.size() - 1) + " more" : "")
+                    << " of ranks this trace does not have (it holds " << ranks_text(m)
+                    << "): HTA would read them as ranks of this run; remove them or pick another folder\n";
+          return 2;
+        }
       }
       if (per_rank && !force) {  // the files it would write, known once the ranks are read
         std::vector<std::string> existing;

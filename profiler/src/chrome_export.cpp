@@ -83,16 +83,22 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
   for (const auto& l : m.lanes)
     if (l.kind == LaneKind::CudaStream && l.count > 0) gpu_ranks.insert(l.rank);
   const int64_t base = m.t_min;
-  const int32_t world = static_cast<int32_t>(ranks.size());
+  // One rank's file of a larger run (rank1.sqlite alone): the run's world and that rank, as its
+  // ULYSSES_RUN says (it read rank 0 of a world of 1, beside events of pid 1).
+  int32_t world = static_cast<int32_t>(ranks.size());
+  const int64_t shape = int64_t{std::max(1, m.sp_size)} * std::max(1, m.dp_size);
+  if (!ranks.empty() && shape > *ranks.rbegin() && shape >= world && shape <= (int64_t{1} << 20))
+    world = static_cast<int32_t>(shape);
+  const int32_t file_rank = o.rank >= 0 ? o.rank : ranks.size() == 1 ? *ranks.begin() : -1;
   const std::string backend = gpu_ranks.empty() ? "gloo" : "nccl";
-  const auto pgs = pg_config(world, std::max(1, m.sp_size), std::max(1, m.dp_size), o.rank, backend);
+  const auto pgs = pg_config(world, std::max(1, m.sp_size), std::max(1, m.dp_size), file_rank, backend);
   std::string out;
   out.reserve(1 << 20);
   out += "{\n\"schemaVersion\": 1,\n\"displayTimeUnit\": \"ns\",\n";
   out += "\"baseTimeNanoseconds\": " + std::to_string(base) + ",\n";
   // HTA finds a file's rank with the regex "rank":\s+(\d+) on the first line that has one:
   // keep "rank": N (with the space) first on this line.
-  out += "\"distributedInfo\": {\"rank\": " + std::to_string(o.rank >= 0 ? o.rank : 0) +
+  out += "\"distributedInfo\": {\"rank\": " + std::to_string(std::max(file_rank, 0)) +
          ", \"world_size\": " + std::to_string(world) + ", \"backend\": " + quote(backend) +
          ", \"pg_count\": " + std::to_string(pgs.size()) +
          ", \"pg_config\": " + pgs.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "},\n";

@@ -217,7 +217,7 @@ std::string comparison_to_text(const Comparison& c) {
   o += "B: " + side_text(c.b) + "\n";
   o += strfmt(
       "Times: median over steps of ms per rank and step (step 0 left out when later steps exist); "
-      "* = B/A off 1 by more than %.0f%%\n",
+      "* = B/A off 1 by more than %g%%\n",
       100.0 * c.threshold);
   const char* titles[] = {"Headline", "Per phase", "Per layer"};
   int section = -1;
@@ -233,7 +233,7 @@ std::string comparison_to_text(const Comparison& c) {
     o += strfmt("%-36s %12s %12s %12s %8s%s\n", compare_row_label(r).c_str(), a.c_str(), b.c_str(), d.c_str(),
                 q.c_str(), r.flagged ? " *" : "");
   }
-  o += strfmt("\n%lld of %zu rows differ by more than %.0f%%\n", static_cast<long long>(c.flagged()), c.rows.size(),
+  o += strfmt("\n%lld of %zu rows differ by more than %g%%\n", static_cast<long long>(c.flagged()), c.rows.size(),
               100.0 * c.threshold);
   return o;
 }

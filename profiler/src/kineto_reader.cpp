@@ -112,10 +112,14 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
     json ts, dur;  // µs as written (a number, or a number as text); dur null when absent
     int64_t pid = 0, tid = 0;
     int64_t correlation = 0, external_id = 0, device = 0, stream = 0, bytes = 0;  // args
+    // Ulysses attributes, as `ulysses-trace export` writes them in a range's args (-1: none).
+    int64_t step = -1, layer = -1, head_begin = -1, head_end = -1, chunk = -1, bytes_sent = 0, bytes_recv = 0;
+    std::string direction;
   };
   std::vector<Event> kept;
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names;  // (pid, tid) -> name
   size_t entries = 0, not_events = 0;
+  int64_t head_copies = 0;
   json doc;
   {
     require_regular_file(path);
@@ -137,6 +141,12 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
       Event k;
       k.cat = str_of(e, "cat");
       if (k.cat == "Trace" || k.cat == "gpu_user_annotation" || k.cat == "ac2g" || k.cat == "python_function") return;
+      // Our own export's display copies of ranges that carry heads ("heads a-b" lanes): the
+      // ranges themselves are in the file too (read back, attention counted twice).
+      if (k.cat == "ulysses_heads") {
+        ++head_copies;
+        return;
+      }
       k.name = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "?";
       k.ts = std::move(e["ts"]);
       if (auto d = e.find("dur"); d != e.end()) k.dur = std::move(*d);
@@ -147,6 +157,16 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
       k.device = num_i64(args, "device", k.pid);
       k.stream = num_i64(args, "stream", k.tid);
       k.bytes = num_i64(args, "bytes", 0);
+      if (k.cat == "user_annotation") {
+        k.step = num_i64(args, "step", -1);
+        k.layer = num_i64(args, "layer", -1);
+        k.head_begin = num_i64(args, "head_begin", -1);
+        k.head_end = num_i64(args, "head_end", -1);
+        k.chunk = num_i64(args, "chunk", -1);
+        k.bytes_sent = num_i64(args, "bytes_sent", 0);
+        k.bytes_recv = num_i64(args, "bytes_recv", 0);
+        k.direction = str_of(args, "direction");
+      }
       kept.push_back(std::move(k));
     };
     const json::parser_callback_t cb = [&](int depth, json::parse_event_t ev, json& parsed) {
@@ -212,7 +232,7 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
   fr.hint = hint;
   fr.name_hint = rank_from_file_name(fname);
 
-  int64_t device = -1, skipped_bad = 0, bad_steps = 0;
+  int64_t device = -1, skipped_bad = 0, bad_steps = 0, bad_attrs = 0;
   const size_t first_range = m.ranges.size();
   for (const Event& e : kept) {
     const std::string& cat = e.cat;
@@ -274,6 +294,21 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
     std::string lname = tn != thread_names.end() ? tn->second : "thread " + std::to_string(tid);
     if (comm) lname = "comm (" + lname + ")";
     r.lane = b.source(rank, comm ? LaneKind::Comm : LaneKind::HostThread, tid, lname, comm ? 2 : 0);
+    // A range of our own export (a phase's name, its attributes in args): read back as traced,
+    // so the all-to-alls count as communication again (they were all compute) and per-step,
+    // per-layer and per-head tables keep them.
+    if (cat == "user_annotation") {
+      Phase p;
+      if (phase_from_name(name, &p) && p != Phase::Step) r.phase = p;
+      if (e.step >= 0 && e.step <= INT32_MAX) r.step = static_cast<int32_t>(e.step);
+      bad_attrs += set_layer_heads_chunk(r, e.layer, e.head_begin, e.head_end, e.chunk);
+      for (const Direction d : {Direction::Forward, Direction::Backward, Direction::Recompute})
+        if (e.direction == direction_name(d)) r.dir = d;
+      RangeExtra x;
+      x.bytes_sent = std::max<int64_t>(0, e.bytes_sent);
+      x.bytes_recv = std::max<int64_t>(0, e.bytes_recv);
+      if (!x.empty()) m.extra_for(r) = x;
+    }
     // A step number must be 0..2^31-1 digits: "ProfilerStep#-3" made a step -3 (and a summary
     // saying "no traced step in --step-begin 0"), a huge one was cut to int32.
     const std::string step_digits = starts_with(name, "ProfilerStep#") ? name.substr(13) : std::string();
@@ -294,6 +329,11 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
     m.ranges.push_back(r);
   }
   if (skipped_bad > 0) note(std::to_string(skipped_bad) + " events with unreadable times left out");
+  if (head_copies > 0)
+    note(std::to_string(head_copies) +
+         " display copies of ranges (cat \"ulysses_heads\", written by ulysses-trace export) left out: their "
+         "ranges are read once");
+  if (bad_attrs > 0) note(std::to_string(bad_attrs) + " layer, head or chunk args no model has shown as absent");
   if (bad_steps > 0)
     note(std::to_string(bad_steps) +
          " ProfilerStep# ranges without a step number of 0 to 999999999: kept as plain "

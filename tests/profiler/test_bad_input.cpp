@@ -858,6 +858,21 @@ TEST_F(BadInput, ExistingOutputsAreReplacedOnlyWithForce) {
   for (const std::string& f : {tmp.path + "/mine.json", run + "/run.json", tmp.path + "/hta/rank0.json"})
     EXPECT_NE(bytes_of(f), "keep me") << f;
   EXPECT_EQ(cli_output("export '" + run + "' '" + tmp.path + "/new.json'", &out), 0) << out;  // a new file: no flag
+  // Rank files of another export this one would not replace (rank3.json beside this 1-rank
+  // trace: HTA read a mix of two runs), and a folder where a rank file goes (exit 1 after the
+  // others were written): refused, also with --force, nothing written.
+  write_file(tmp.path + "/hta/rank3.json", "keep me");
+  EXPECT_EQ(cli_output("export --per-rank --force '" + run + "' '" + tmp.path + "/hta'", &out), 2) << out;
+  EXPECT_NE(out.find("holds rank3.json of ranks this trace does not have"), std::string::npos) << out;
+  EXPECT_EQ(bytes_of(tmp.path + "/hta/rank3.json"), "keep me");
+  fs::remove(tmp.path + "/hta/rank3.json");
+  fs::remove(tmp.path + "/hta/rank0.json");
+  fs::create_directories(tmp.path + "/hta/rank0.json");
+  EXPECT_EQ(cli_output("export --per-rank --force '" + run + "' '" + tmp.path + "/hta'", &out), 2) << out;
+  EXPECT_NE(out.find("rank0.json exists and is not a regular file"), std::string::npos) << out;
+  // A folder given as the output file is called a folder (it read "a device, FIFO or socket?").
+  EXPECT_EQ(cli_output("export '" + run + "' '" + tmp.path + "/hta'", &out), 2) << out;
+  EXPECT_NE(out.find("(it is a folder)"), std::string::npos) << out;
 #endif
 }
 

@@ -82,6 +82,26 @@ TEST(ChromeExport, ValidJsonWithDistributedInfoAndNestedXEvents) {
   auto j1 = nlohmann::json::parse(f1);
   EXPECT_EQ(j1["distributedInfo"]["rank"], 1);
   for (const auto& e : j1["traceEvents"]) EXPECT_EQ(e["pid"], 1);
+  // One rank's file alone (rank1.sqlite of a 2-rank run), with and without --rank: the run's
+  // world and that rank, its groups holding it (it said rank 0 of a world of 1, beside pid 1).
+  ASSERT_TRUE(fs::exists(tmp.path + "/trace/rank1.sqlite"));
+  const auto one = prof::load_trace(tmp.path + "/trace/rank1.sqlite");
+  for (const int32_t rank : {-1, 1}) {
+    prof::ChromeExportOptions oo;
+    oo.rank = rank;
+    const std::string path = tmp.path + "/one" + std::to_string(rank) + ".json";
+    prof::export_chrome_trace(one, path, oo);
+    std::ifstream in(path);
+    const auto j2 = nlohmann::json::parse(in);
+    const auto& di = j2["distributedInfo"];
+    EXPECT_EQ(di["rank"], 1) << rank;
+    EXPECT_EQ(di["world_size"], m.sp_size * m.dp_size) << rank;
+    ASSERT_FALSE(di["pg_config"].empty()) << rank;
+    for (const auto& g : di["pg_config"]) {
+      const auto r = g["ranks"].get<std::vector<int>>();
+      EXPECT_NE(std::find(r.begin(), r.end(), 1), r.end()) << g.dump();
+    }
+  }
 }
 
 namespace {
@@ -233,4 +253,30 @@ TEST(ChromeExport, PerRankKinetoFilesHaveWhatHolisticTraceAnalysisReads) {
   EXPECT_TRUE(fs::exists(cli_dir + "/rank1.json"));
   EXPECT_EQ(run_cli("export --format chrome --per-rank --rank 1 '" + tmp.path + "' '" + cli_dir + "'"), 2);
 #endif
+}
+
+// An exported run read back as PyTorch profiler JSON (what HTA reads) gives the same breakdown:
+// the "heads a-b" display copies are skipped (attention counted twice), and ranges keep their
+// phase, step, layer and bytes from args (every all-to-all was read as compute).
+TEST(ChromeExport, ReadBackGivesTheSameBreakdown) {
+  TempDir tmp;
+  record_run(tmp.path);
+  const auto m = prof::load_trace(tmp.path);
+  prof::export_chrome_trace_per_rank(m, tmp.path + "/exported", prof::ChromeExportOptions{});
+  const auto back = prof::load_trace(tmp.path + "/exported");
+  EXPECT_EQ(back.format, "kineto");
+  const auto a = prof::analyze(m), b = prof::analyze(back);
+  EXPECT_GT(a.overall.comm_ns, 0);
+  EXPECT_EQ(b.overall.compute_ns, a.overall.compute_ns);
+  EXPECT_EQ(b.overall.comm_ns, a.overall.comm_ns);
+  EXPECT_EQ(b.overall.overlap_ns, a.overall.overlap_ns);
+  EXPECT_EQ(b.num_ranges, a.num_ranges);
+  EXPECT_EQ(b.headline.a2a_bytes_per_step, a.headline.a2a_bytes_per_step);
+  ASSERT_EQ(b.layers.size(), a.layers.size());
+  std::string notes;
+  for (const auto& n : back.notes) notes += n + "\n";
+  if (std::any_of(m.lanes.begin(), m.lanes.end(),
+                  [](const prof::Lane& l) { return l.kind == prof::LaneKind::HeadRange; })) {
+    EXPECT_NE(notes.find("display copies of ranges"), std::string::npos) << notes;
+  }
 }
