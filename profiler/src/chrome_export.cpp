@@ -236,6 +236,10 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
       if (r.chunk >= 0) arg("chunk", r.chunk);
       if (x.bytes_sent) arg(r.is_kernel ? "bytes" : "bytes_sent", x.bytes_sent);
       if (x.bytes_recv) arg("bytes_recv", x.bytes_recv);
+      if (x.pg >= 0 && x.seq >= 0 && !r.is_kernel) {  // collective identity: one (pg, seq) on every member rank
+        arg("pg", x.pg);
+        arg("seq", x.seq);
+      }
       out += "}}";
       flush();
     }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <fstream>
 #include <sstream>
 
@@ -114,6 +115,7 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
     int64_t correlation = 0, external_id = 0, device = 0, stream = 0, bytes = 0;  // args
     // Ulysses attributes, as `ulysses-trace export` writes them in a range's args (-1: none).
     int64_t step = -1, layer = -1, head_begin = -1, head_end = -1, chunk = -1, bytes_sent = 0, bytes_recv = 0;
+    int64_t pg = -1, seq = -1;  // collective identity
     std::string direction;
   };
   std::vector<Event> kept;
@@ -165,6 +167,8 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
         k.chunk = num_i64(args, "chunk", -1);
         k.bytes_sent = num_i64(args, "bytes_sent", 0);
         k.bytes_recv = num_i64(args, "bytes_recv", 0);
+        k.pg = num_i64(args, "pg", -1);
+        k.seq = num_i64(args, "seq", -1);
         k.direction = str_of(args, "direction");
       }
       kept.push_back(std::move(k));
@@ -232,7 +236,8 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
   fr.hint = hint;
   fr.name_hint = rank_from_file_name(fname);
 
-  int64_t device = -1, skipped_bad = 0, bad_steps = 0, bad_attrs = 0;
+  int64_t device = -1, skipped_bad = 0, bad_steps = 0, bad_attrs = 0, repeated_steps = 0;
+  std::set<int64_t> seen_steps;
   const size_t first_range = m.ranges.size();
   for (const Event& e : kept) {
     const std::string& cat = e.cat;
@@ -307,6 +312,10 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
       RangeExtra x;
       x.bytes_sent = std::max<int64_t>(0, e.bytes_sent);
       x.bytes_recv = std::max<int64_t>(0, e.bytes_recv);
+      if (e.pg >= 0 && e.pg <= INT32_MAX && e.seq >= 0 && e.seq <= INT32_MAX) {  // the waiting analysis pairs them
+        x.pg = static_cast<int32_t>(e.pg);
+        x.seq = static_cast<int32_t>(e.seq);
+      }
       if (!x.empty()) m.extra_for(r) = x;
     }
     // A step number must be 0..2^31-1 digits: "ProfilerStep#-3" made a step -3 (and a summary
@@ -315,7 +324,11 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
     const bool step_ok = !step_digits.empty() && step_digits.size() <= 9 &&
                          step_digits.find_first_not_of("0123456789") == std::string::npos;
     if (!step_digits.empty() && !step_ok) ++bad_steps;
-    if (step_ok) {
+    // A step this rank already has (two ProfilerStep#1 events) is one step record, as in our own
+    // format (the second made every table count step 1 twice); the repeat stays a plain range.
+    if (step_ok && !seen_steps.insert(std::stoll(step_digits)).second) {
+      ++repeated_steps;
+    } else if (step_ok) {
       StepInfo si;
       si.rank = rank;
       si.step = std::stoll(step_digits);
@@ -334,6 +347,9 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
          " display copies of ranges (cat \"ulysses_heads\", written by ulysses-trace export) left out: their "
          "ranges are read once");
   if (bad_attrs > 0) note(std::to_string(bad_attrs) + " layer, head or chunk args no model has shown as absent");
+  if (repeated_steps > 0)
+    note(std::to_string(repeated_steps) +
+         " ProfilerStep# ranges repeating a step of this rank: kept as plain ranges (the first one is the step)");
   if (bad_steps > 0)
     note(std::to_string(bad_steps) +
          " ProfilerStep# ranges without a step number of 0 to 999999999: kept as plain "

@@ -568,6 +568,26 @@ TEST(ForeignKineto, AByteOrderMarkBeforeTheJsonIsSkipped) {
   EXPECT_FALSE(prof::is_foreign_trace(tmp.path + "/text.json"));
 }
 
+// Two ProfilerStep#1 events on one rank: one step record (the second made every per-step table
+// count step 1 twice), the repeat kept as a plain range, with a note; as in our own format.
+TEST(ForeignKineto, ARepeatedProfilerStepIsOneStepWithANote) {
+  TempDir tmp;
+  const std::string path = tmp.path + "/rank0.json";
+  std::ofstream(path) << R"({"traceEvents": [)"
+                      << R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 10},)"
+                      << R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 20, "dur": 10},)"
+                      << R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "ts": 40, "dur": 10}]})";
+  const auto m = prof::load_trace(path);
+  ASSERT_EQ(m.steps.size(), 2u);
+  EXPECT_EQ(m.steps[0].step, 1);
+  EXPECT_EQ(m.steps[0].start_ns, 0);
+  EXPECT_EQ(m.steps[1].step, 2);
+  EXPECT_EQ(m.ranges.size(), 3u);
+  std::string notes;
+  for (const auto& n : m.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("1 ProfilerStep# ranges repeating a step of this rank"), std::string::npos) << notes;
+}
+
 // A legacy profiler array of things that are not events ([[]], numbers) and a Kineto trace
 // without one complete event open with a note saying so: they loaded as an empty picture
 // with nothing said.

@@ -10,6 +10,7 @@
 #include <QChartView>
 #include <QLineSeries>
 #include <QComboBox>
+#include <QLabel>
 #include <QTableView>
 #include <QDir>
 #include <QElapsedTimer>
@@ -395,6 +396,13 @@ TEST(TraceViewReliability, HeadMapRefusesImpossibleHeadCounts) {
   m->num_heads = 8;  // a sane trace still draws
   v.setTrace(m, nullptr);
   EXPECT_GT(v.ownershipModel()->rowCount(), 0);
+  // Ranges naming heads past the model's (8 measured, 4 in the model): columns of their own and
+  // the caption says so (they were drawn off the grid, nothing red).
+  m->num_heads = 4;
+  v.setTrace(m, nullptr);
+  QString caption;
+  for (auto* l : v.findChildren<QLabel*>()) caption += l->text();
+  EXPECT_TRUE(caption.contains(QStringLiteral("Heads 4-7 are past the model's 4"))) << caption.toStdString();
 }
 
 TEST(TraceView, DraggedRangeStatisticsWithHistogramsPerNameOrPhase) {

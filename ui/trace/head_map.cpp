@@ -173,12 +173,22 @@ void HeadMapView::setTrace(std::shared_ptr<const prof::TraceModel> model,
     return;
   }
   auto rows = head_map_rows(*model);
-  caption_->setText(
+  // Heads the ranges name past the model's count get columns of their own, red (measured where
+  // no rank owns heads): they were drawn off the grid, nothing red, the rank's row blank.
+  int grid_heads = H;
+  for (const auto& r : rows) grid_heads = std::max(grid_heads, std::min<int>(r.head_end, kMaxHeadMapHeads));
+  QString caption =
       tr("sp_size %1, %2 attention heads: after the seq->head all-to-all, rank r owns heads [r*%2/%1, (r+1)*%2/%1). "
          "Cells are shaded by measured attention time; red cells were measured outside the owned heads.")
           .arg(std::max(1, model->sp_size))
-          .arg(H));
-  grid_->setRows(rows, H, model->sp_size);
+          .arg(H);
+  if (grid_heads > H)
+    caption += tr(" Heads %1-%2 are past the model's %3: the trace names heads the model does not have.")
+                   .arg(H)
+                   .arg(grid_heads - 1)
+                   .arg(H);
+  caption_->setText(caption);
+  grid_->setRows(rows, grid_heads, model->sp_size);
   own_->setTable(head_map_table(rows));
   ranges_->setTable(summary ? head_range_table_data(*summary) : TableData{});
 }
