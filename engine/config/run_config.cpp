@@ -693,8 +693,27 @@ ModelConfig model_from_hf_config(const json& hf) {
   }
   // Transformers' default for the four families, not the demo's 1e-5.
   if (!ours.contains("rms_norm_eps")) ours["rms_norm_eps"] = 1e-6;
+  // A key the file leaves out means the family's Transformers default, not the demo's (a
+  // pure-Python reference of each family's math found these read otherwise):
+  // max_position_embeddings (yarn without original_max_position_embeddings scales by it: 4096
+  // was read for every family), Qwen3's head_dim (128: its checkpoints were refused), and
+  // num_key_value_heads when absent (Mistral and Qwen3 8, Qwen2 32; null or a Llama: as many as
+  // the query heads).
+  const bool mistral = m.model_type == "mistral";
+  if (!hf.contains("max_position_embeddings")) ours["max_position_embeddings"] = mistral ? 131072 : qwen ? 32768 : 2048;
+  if (m.model_type == "qwen3" && !hf.contains("head_dim")) ours["head_dim"] = 128;
+  // Mistral's sliding_window defaults to a 4096-token window, which this engine does not have:
+  // absent is refused like an explicit 4096 (it ran full attention, a different model past 4096
+  // tokens).
+  if (mistral && !hf.contains("sliding_window"))
+    throw ConfigError(
+        "config.json: no sliding_window key: Transformers' Mistral then uses a 4096-token sliding window, which is "
+        "not supported (full causal attention only); set \"sliding_window\": null if the model uses full attention");
   read_section(m, ours, "model", model_fields());
-  if (!kv_given) m.num_key_value_heads = m.num_attention_heads;
+  if (!kv_given)
+    m.num_key_value_heads = hf.contains("num_key_value_heads") || m.model_type == "llama" ? m.num_attention_heads
+                            : m.model_type == "qwen2"                                     ? 32
+                                                                                          : 8;
   // head_dim equal to hidden_size / heads is the implicit one (kept 0, so configs compare equal).
   if (m.explicit_head_dim > 0 && m.num_attention_heads > 0 && m.hidden_size % m.num_attention_heads == 0 &&
       m.explicit_head_dim == m.hidden_size / m.num_attention_heads)

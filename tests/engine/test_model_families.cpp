@@ -161,6 +161,46 @@ TEST(HfConfig, FamiliesV4AndV5Layouts) {
     EXPECT_TRUE(same_model(model_from_hf_config(model_to_hf_config(m)), m)) << model_to_hf_config(m).dump();
 }
 
+// Keys a config.json leaves out mean the family's Transformers default (found by a pure-Python
+// reference of each family's math): max_position_embeddings Llama 2048, Mistral 131072,
+// Qwen2/Qwen3 32768 (4096 for all: yarn without original_max_position_embeddings scaled by it);
+// Qwen3's head_dim 128 and Mistral's 8 kv heads (both checkpoints refused by the shape check);
+// Mistral without sliding_window has a 4096-token window, refused (full attention ran).
+TEST(HfConfig, AbsentKeysTakeTheFamilysTransformersDefault) {
+  auto base = [](const std::string& type, const std::string& arch) {
+    return json{{"architectures", {arch}},  {"model_type", type},     {"vocab_size", 256},       {"hidden_size", 64},
+                {"intermediate_size", 128}, {"num_hidden_layers", 2}, {"num_attention_heads", 4}};
+  };
+  const ModelConfig llama = model_from_hf_config(base("llama", "LlamaForCausalLM"));
+  EXPECT_EQ(llama.max_position_embeddings, 2048);
+  EXPECT_EQ(llama.num_key_value_heads, 4);
+  json mis = base("mistral", "MistralForCausalLM");
+  mis["num_attention_heads"] = 16;
+  try {
+    model_from_hf_config(mis);
+    ADD_FAILURE() << "a Mistral config without sliding_window loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("4096-token sliding window"), std::string::npos) << e.what();
+  }
+  mis["sliding_window"] = nullptr;
+  const ModelConfig m = model_from_hf_config(mis);
+  EXPECT_EQ(m.max_position_embeddings, 131072);
+  EXPECT_EQ(m.num_key_value_heads, 8);
+  mis["num_key_value_heads"] = nullptr;  // null: as many as the query heads, in every family
+  EXPECT_EQ(model_from_hf_config(mis).num_key_value_heads, 16);
+  const ModelConfig q3 = model_from_hf_config(base("qwen3", "Qwen3ForCausalLM"));
+  EXPECT_EQ(q3.head_dim(), 128);
+  EXPECT_EQ(q3.max_position_embeddings, 32768);
+  EXPECT_EQ(q3.num_key_value_heads, 8);
+  json q2 = base("qwen2", "Qwen2ForCausalLM");
+  q2["num_attention_heads"] = 32;
+  q2["hidden_size"] = 128;
+  EXPECT_EQ(model_from_hf_config(q2).num_key_value_heads, 32);
+  EXPECT_EQ(model_from_hf_config(q2).max_position_embeddings, 32768);
+  // Our own export spells every one of them out: it reads back as the same model.
+  for (const ModelConfig& x : {llama, m, q3}) EXPECT_TRUE(same_model(model_from_hf_config(model_to_hf_config(x)), x));
+}
+
 TEST(HfConfig, RefusalsNameTheSetting) {
   json mi = {{"architectures", {"MistralForCausalLM"}},
              {"model_type", "mistral"},
