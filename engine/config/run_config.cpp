@@ -1120,7 +1120,17 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c, FileChecks dept
     // Only a regular file: a FIFO would block the launcher and every worker forever.
     const std::string why = regular_file_problem(d.path);
     if (!why.empty()) {
-      bad("data.path", "data file " + d.path + (why == "no such file" ? std::string(" not found") : ": " + why));
+      // A relative path is looked for in the current folder: said, with the folder (an example
+      // config run from another folder said only "not found").
+      std::error_code ec;
+      const std::string where = !d.path.empty() && d.path[0] != '/' && why == "no such file"
+                                    ? " (a relative path: looked for in the current folder " +
+                                          fs::current_path(ec).string() +
+                                          "; run from the folder it is relative to, or "
+                                          "give an absolute path)"
+                                    : std::string();
+      bad("data.path",
+          "data file " + d.path + (why == "no such file" ? std::string(" not found") : ": " + why) + where);
       return out;
     }
     const int64_t size = file_size(d.path);

@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <sys/socket.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -22,6 +23,10 @@ int env_int(const char* name, int fallback) {
   if (!v || !*v) return fallback;
   char* end = nullptr;
   errno = 0;
+  // Digits only: " 1" and "+1" were read as 1 (strtoll skips blanks and takes a sign).
+  if (!std::isdigit(static_cast<unsigned char>(v[0])))
+    throw ConfigError(std::string("environment variable ") + name + "='" + v +
+                      "' is not an integer from 0 to 2147483647");
   const long long x = std::strtoll(v, &end, 10);
   // Within int: RANK=2147483648 ran as rank -2147483648, 4294967297 as rank 1.
   if (*end != '\0' || x < 0 || errno == ERANGE || x > INT32_MAX)
@@ -35,6 +40,13 @@ DistEnv DistEnv::from_environment() {
   DistEnv e;
   e.rank = env_int("RANK", 0);
   e.world_size = env_int("WORLD_SIZE", 1);
+  // Several ranks need each to say which it is: a missing or empty RANK was read as rank 0, and
+  // the worker waited out the timeout for the rank 0 already there.
+  if (e.world_size > 1 && !(std::getenv("RANK") && *std::getenv("RANK")))
+    throw ConfigError(
+        "WORLD_SIZE is " + std::to_string(e.world_size) +
+        " but RANK is not set: give each worker its rank (torchrun and Slurm set RANK; ulysses-run does it "
+        "for you)");
   e.local_rank = env_int("LOCAL_RANK", e.rank);
   e.local_world_size = env_int("LOCAL_WORLD_SIZE", e.world_size);
   if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;

@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 #include <vector>
 
@@ -23,14 +24,25 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// For a relative path: the folder it was looked for in (an example config run from another
+// folder said only "not found").
+std::string relative_note(const std::string& path) {
+  if (path.empty() || path[0] == '/') return {};
+  std::error_code ec;
+  const std::string cwd = std::filesystem::current_path(ec).string();
+  return ec ? std::string() : " (a relative path: looked for in the current folder " + cwd + ")";
+}
+
 // Read with pread, not mapped: a file shortened while the run read a mapping of it killed the
 // rank with SIGBUS, and one rewritten in place handed the embedding ids past vocab_size
 // (libtorch's "index out of range in self"). Each read now checks both and names the file.
 class FileTokens : public TokenSource {
  public:
   FileTokens(const std::string& path, int width, int64_t vocab) : path_(path), width_(width), vocab_(vocab) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) throw ConfigError("data file " + path + " not found or not readable");
+    // O_NONBLOCK: a FIFO named as the data file made a worker started without ulysses-run
+    // (torchrun, Slurm) wait in open() forever, silent; it is refused below like any non-file.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd_ < 0) throw ConfigError("data file " + path + " not found or not readable" + relative_note(path));
     struct stat st {};
     if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
       ::close(fd_);
@@ -40,6 +52,14 @@ class FileTokens : public TokenSource {
     if (bytes_ == 0) {
       ::close(fd_);
       throw ConfigError("data file " + path + " is empty");
+    }
+    // A size that is no whole number of tokens: refused here too, as ulysses-run does (a worker
+    // started directly dropped the odd bytes unsaid).
+    if (bytes_ % width != 0) {
+      ::close(fd_);
+      throw ConfigError("data file " + path + " holds " + std::to_string(bytes_) + " bytes, not a whole number of " +
+                        std::to_string(width) + "-byte tokens (data.token_dtype " + (width == 4 ? "uint32" : "uint16") +
+                        "?)");
     }
   }
   FileTokens(const FileTokens&) = delete;

@@ -3,6 +3,7 @@
 // qkv, both all-to-alls, attention and output projection, properly nested, with
 // all-to-all bytes equal to the formula; bad input through the real worker exits 2.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -143,18 +144,52 @@ TEST(EndToEnd, WorkerRefusesEnvironmentsItCannotRunWith) {
   struct Case {
     std::string env, out, needle;
   };
-  for (const Case& c :
-       {Case{"RANK=2147483648 WORLD_SIZE=2", tmp("env1"), "RANK='2147483648' is not an integer"},
-        Case{"RANK=0 WORLD_SIZE=4294967298", tmp("env2"), "WORLD_SIZE='4294967298'"},
-        Case{"RANK=1 WORLD_SIZE=2 MASTER_ADDR=nonexistent.invalid MASTER_PORT=29513", tmp("env3"),
-             "MASTER_ADDR 'nonexistent.invalid' is not a host name"},
-        Case{"RANK=0 WORLD_SIZE=1", "/dev/null/run", "--out /dev/null/run cannot be made a run folder"}}) {
+  for (const Case& c : {Case{"RANK=2147483648 WORLD_SIZE=2", tmp("env1"), "RANK='2147483648' is not an integer"},
+                        Case{"RANK=0 WORLD_SIZE=4294967298", tmp("env2"), "WORLD_SIZE='4294967298'"},
+                        Case{"RANK=1 WORLD_SIZE=2 MASTER_ADDR=nonexistent.invalid MASTER_PORT=29513", tmp("env3"),
+                             "MASTER_ADDR 'nonexistent.invalid' is not a host name"},
+                        Case{"RANK=0 WORLD_SIZE=1", "/dev/null/run", "--out /dev/null/run cannot be made a run folder"},
+                        // No RANK beside WORLD_SIZE 2 (read as rank 0: waited out the timeout), and numbers
+                        // strtoll takes but nobody means (" 1", "+1").
+                        Case{"WORLD_SIZE=2 MASTER_PORT=29514", tmp("env4"), "RANK is not set"},
+                        Case{"RANK=' 1' WORLD_SIZE=2", tmp("env5"), "RANK=' 1' is not an integer"},
+                        Case{"RANK=+1 WORLD_SIZE=2", tmp("env6"), "RANK='+1' is not an integer"}}) {
     const auto t0 = std::chrono::steady_clock::now();
     auto r = sh(c.env + " " + kWorker + " --config " + cfg + " --out " + c.out +
                 " --set parallel.sp_size=1 --set parallel.timeout_s=60 2>&1");
     EXPECT_EQ(r.code, 2) << c.env << ": " << r.out;
     EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.env << ": " << r.out;
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30)) << c.env << ": not refused at once";
+  }
+}
+
+// A worker started without ulysses-run (torchrun, Slurm) checks its data file itself: a FIFO
+// named as data.path held it in open() forever, silent (and one SIGTERM did not end it); a
+// tokens file of an odd number of bytes was read with the last byte dropped, unsaid; a
+// relative path not found now says which folder it was looked for in.
+TEST(EndToEnd, WorkerStartedDirectlyRefusesDataFilesItCannotRead) {
+  const auto cfg = config_file();
+  const std::string dir = tmp("data");
+  fs::create_directories(dir);
+  ASSERT_EQ(::mkfifo((dir + "/fifo.bin").c_str(), 0600), 0);
+  {
+    std::ofstream odd(dir + "/odd.bin", std::ios::binary);
+    for (int i = 0; i < 4001; ++i) odd.put(static_cast<char>(i % 7));
+  }
+  struct Case {
+    std::string set, needle;
+  };
+  for (const Case& c : {Case{"--set data.kind=tokens --set data.path=" + dir + "/fifo.bin", "is not a regular file"},
+                        Case{"--set data.kind=tokens --set data.path=" + dir + "/odd.bin",
+                             "holds 4001 bytes, not a whole number of 2-byte tokens"},
+                        Case{"--set data.kind=text --set data.path=no/such/corpus.txt",
+                             "a relative path: looked for in the current folder"}}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = sh("RANK=0 WORLD_SIZE=1 timeout 60 " + kWorker + " --config " + cfg + " --out " + tmp("wd") + " " + c.set +
+                " --set parallel.sp_size=1 2>&1");
+    EXPECT_EQ(r.code, 2) << c.set << ": " << r.out;
+    EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.set << ": " << r.out;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30)) << c.set;
   }
 }
 
@@ -166,6 +201,7 @@ TEST(EndToEnd, BadInputIsRefusedBeforeAnythingStarts) {
   for (const Case& c :
        {Case{"model.num_attention_heads=3", "divisible"}, Case{"train.seq_length=63", "seq_length (63)"},
         Case{"model.num_key_value_heads=3", "num_key_value_heads"}, Case{"data.path=/nonexistent.txt", "not found"},
+        Case{"data.path=no/such/corpus.txt", "a relative path: looked for in the current folder"},
         Case{"model.vocab_size=100", "vocab_size (100)"}, Case{"train.stepz=1", "unknown"}}) {
     const auto out = tmp("bad");
     auto r = sh(kRun + " " + cfg + " --set " + c.set + " --worker " + kWorker + " --out " + out + " 2>&1");
