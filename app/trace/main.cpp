@@ -60,6 +60,15 @@ static void print_error(const std::string& message) {
   std::cerr << line << "\n";
 }
 
+// A trace with nothing to show (no range, kernel or memory sample): said with the studio's
+// reason, for exit 2. `ranges_and_kernels` from the model or, when the model came from the
+// summary cache (no ranges), from its summary.
+static bool refuse_empty_trace(const ulysses::prof::TraceModel& m, int64_t ranges_and_kernels) {
+  const std::string why = ulysses::prof::empty_trace_reason(m.source, ranges_and_kernels, m.memory.size());
+  if (!why.empty()) std::cerr << "ulysses-trace: " << why << "\n";
+  return !why.empty();
+}
+
 // `report RUN --html OUT.html`: the summary's analysis as a self-contained one-page HTML
 // report (profiler/html_report.hpp). Exit 0, 2 (unreadable trace), 1 (cannot write OUT).
 static int write_html_report(const std::string& run, const std::string& out, bool use_cache) {
@@ -72,11 +81,7 @@ static int write_html_report(const std::string& run, const std::string& out, boo
   const prof::CachedSummary cs = prof::load_summary(run, lo, prof::AnalysisOptions{}, co);
   const prof::TraceModel& m = cs.model;
   const prof::Summary& s = cs.summary;
-  if (const std::string why = prof::empty_trace_reason(m.source, s.num_ranges + s.num_kernels, m.memory.size());
-      !why.empty()) {
-    std::cerr << "ulysses-trace: " << why << "\n";
-    return 2;
-  }
+  if (refuse_empty_trace(m, s.num_ranges + s.num_kernels)) return 2;
   std::string name = run;
   while (name.size() > 1 && name.back() == '/') name.pop_back();
   name = name.substr(name.find_last_of('/') == std::string::npos ? 0 : name.find_last_of('/') + 1);
@@ -171,40 +176,14 @@ static std::string step_window_misses(const ulysses::prof::TraceModel& m, const 
 }
 
 // Text tables for a terminal: control characters of names from foreign traces (ESC, BEL: a
-// name "nccl\x1b]0;TITLE\x07" set the terminal's title) shown as '?'; newlines and tabs kept.
-// Bytes that are no UTF-8 (a hand-edited StringIds) become U+FFFD, as in the JSON and HTML
-// outputs: the text summary was the one output that was not valid UTF-8.
+// name "nccl\x1b]0;TITLE\x07" set the terminal's title) shown as '?'; newlines and tabs kept;
+// bytes that are no UTF-8 (a hand-edited StringIds) as U+FFFD, as in the JSON and HTML outputs
+// (the text summary was the one output that was not valid UTF-8).
 static std::string terminal_safe(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const auto u = static_cast<unsigned char>(text[i]);
-    if (u < 0x80) {
-      out += (u < 0x20 && u != '\n' && u != '\t') || u == 0x7f ? '?' : static_cast<char>(u);
-      ++i;
-      continue;
-    }
-    // Length of a well-formed sequence starting here (RFC 3629: no overlongs, no surrogates,
-    // nothing past U+10FFFF), or 0.
-    size_t n = 0;
-    auto cont = [&](size_t k) {
-      return i + k < text.size() && (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
-    };
-    const auto b1 = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
-    if (u >= 0xC2 && u <= 0xDF && cont(1))
-      n = 2;
-    else if (u >= 0xE0 && u <= 0xEF && cont(1) && cont(2) && !(u == 0xE0 && b1 < 0xA0) && !(u == 0xED && b1 > 0x9F))
-      n = 3;
-    else if (u >= 0xF0 && u <= 0xF4 && cont(1) && cont(2) && cont(3) && !(u == 0xF0 && b1 < 0x90) &&
-             !(u == 0xF4 && b1 > 0x8F))
-      n = 4;
-    if (n == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      out.append(text, i, n);
-      i += n;
-    }
+  std::string out = ulysses::prof::with_valid_utf8(text);
+  for (char& c : out) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) c = '?';
   }
   return out;
 }
@@ -425,11 +404,7 @@ static int run_command(int argc, char** argv) {
       const prof::CachedSummary cs = prof::load_summary(run, lo, ao, co);
       const prof::TraceModel& m = cs.model;
       const prof::Summary& s = cs.summary;
-      if (const std::string why = prof::empty_trace_reason(m.source, s.num_ranges + s.num_kernels, m.memory.size());
-          !why.empty()) {
-        std::cerr << "ulysses-trace: " << why << "\n";
-        return 2;
-      }
+      if (refuse_empty_trace(m, s.num_ranges + s.num_kernels)) return 2;
       if (const std::string e = step_window_misses(m, s, step_begin, step_end); !e.empty()) {
         std::cerr << "ulysses-trace: " << e << "\n";
         return 2;
@@ -442,12 +417,7 @@ static int run_command(int argc, char** argv) {
       }
     } else {
       prof::TraceModel m = prof::load_trace(run, lo);
-      if (const std::string why =
-              prof::empty_trace_reason(m.source, static_cast<int64_t>(m.ranges.size()), m.memory.size());
-          !why.empty()) {
-        std::cerr << "ulysses-trace: " << why << "\n";
-        return 2;
-      }
+      if (refuse_empty_trace(m, static_cast<int64_t>(m.ranges.size()))) return 2;
       prof::ChromeExportOptions co;
       co.rank = rank;
       if (per_rank && rank >= 0) {

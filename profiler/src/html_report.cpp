@@ -11,48 +11,18 @@
 #include <set>
 #include <vector>
 
+#include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/tracer.hpp"
 
 namespace ulysses::prof {
 
 namespace {
 
-// Length of the well-formed UTF-8 sequence at p (n bytes left), 0 when there is none.
-size_t utf8_sequence(const unsigned char* p, size_t n) {
-  auto cont = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) { return k < n && p[k] >= lo && p[k] <= hi; };
-  const unsigned c = p[0];
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
-  if (c >= 0xE0 && c <= 0xEF) {
-    const bool ok1 = c == 0xE0 ? cont(1, 0xA0) : c == 0xED ? cont(1, 0x80, 0x9F) : cont(1);
-    return ok1 && cont(2) ? 3 : 0;
-  }
-  if (c >= 0xF0 && c <= 0xF4) {
-    const bool ok1 = c == 0xF0 ? cont(1, 0x90) : c == 0xF4 ? cont(1, 0x80, 0x8F) : cont(1);
-    return ok1 && cont(2) && cont(3) ? 4 : 0;
-  }
-  return 0;
-}
-
 // HTML text: markup characters escaped, bytes that are no UTF-8 (names from hand-edited or
 // foreign traces) replaced by U+FFFD: the page declares charset=utf-8.
 std::string esc(const std::string& s) {
   std::string o;
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  for (size_t i = 0; i < s.size();) {
-    const char c = s[i];
-    if (p[i] >= 0x80) {
-      const size_t len = utf8_sequence(p + i, s.size() - i);
-      if (len == 0) {
-        o += "\xEF\xBF\xBD";
-        ++i;
-      } else {
-        o.append(s, i, len);
-        i += len;
-      }
-      continue;
-    }
-    ++i;
+  for (const char c : with_valid_utf8(s)) {
     switch (c) {
       case '&':
         o += "&amp;";

@@ -41,6 +41,43 @@ std::string missing_steps_note(const TraceModel& m) {
 }
 }  // namespace
 
+namespace {
+// Length of the well-formed UTF-8 sequence at p (n bytes left), 0 when there is none.
+size_t utf8_sequence(const unsigned char* p, size_t n) {
+  auto cont = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) { return k < n && p[k] >= lo && p[k] <= hi; };
+  const unsigned c = p[0];
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    const bool ok1 = c == 0xE0 ? cont(1, 0xA0) : c == 0xED ? cont(1, 0x80, 0x9F) : cont(1);
+    return ok1 && cont(2) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    const bool ok1 = c == 0xF0 ? cont(1, 0x90) : c == 0xF4 ? cont(1, 0x80, 0x8F) : cont(1);
+    return ok1 && cont(2) && cont(3) ? 4 : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string with_valid_utf8(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  for (size_t i = 0; i < s.size();) {
+    const size_t len = utf8_sequence(p + i, s.size() - i);
+    if (len == 0) {
+      o += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      o.append(s, i, len);
+      i += len;
+    }
+  }
+  return o;
+}
+
 std::string empty_trace_reason(const std::string& source, int64_t ranges_and_kernels, size_t memory_samples) {
   if (ranges_and_kernels > 0 || memory_samples > 0) return {};
   return "the trace " + (source.empty() ? std::string("(in memory)") : source) +

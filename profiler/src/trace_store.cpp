@@ -459,38 +459,29 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
   } catch (const std::exception& e) {
     throw_unreadable(path, e);
   }
-  if (bad_times > 0)
-    m.notes.push_back(fname + ": " + std::to_string(bad_times) +
-                      " ranges with an end before their start or times beyond +-2^62 ns left out");
-  if (null_times > 0)
-    m.notes.push_back(fname + ": " + std::to_string(null_times) +
-                      " ranges without a start or an end (never ended: the process stopped inside them) left out");
-  if (bad_figures > 0)
-    m.notes.push_back(fname + ": " + std::to_string(bad_figures) +
-                      " step rows with a step time or tokens/s that is not a number from 0 to 1e15: taken from the "
-                      "step's start and end");
-  if (bad_memory > 0)
-    m.notes.push_back(fname + ": " + std::to_string(bad_memory) +
-                      " memory samples with no time, a time beyond +-2^62 ns or a size below 0 or past 2^62 bytes "
-                      "left out");
-  if (foreign_rows > 0)
-    m.notes.push_back(fname + ": " + std::to_string(foreign_rows) +
-                      " step or memory rows of another rank than the file's left out");
-  if (bad_steps > 0)
-    m.notes.push_back(fname + ": " + std::to_string(bad_steps) +
-                      " step rows with a negative step, no start or end, an end before their start or times beyond "
-                      "+-2^62 ns left out");
-  if (bad_attrs > 0)
-    m.notes.push_back(fname + ": " + std::to_string(bad_attrs) +
-                      " layer, head or chunk attributes no model has (a layer past 1023, heads begin >= end or past "
-                      "32767, a chunk past 32766) shown as absent");
-  if (wide_ids > 0)
-    m.notes.push_back(fname + ": " + std::to_string(wide_ids) +
-                      " step or collective ids past 32 bits (beyond 2147483647) shown as absent: those ranges are "
-                      "in no step and pair with no other rank");
-  if (repeated_steps > 0)
-    m.notes.push_back(fname + ": " + std::to_string(repeated_steps) +
-                      " step rows repeating a step of the same rank left out (the first one is kept)");
+  // One note per kind of row left out or read as absent, with its count.
+  auto count_note = [&](int64_t n, const char* what) {
+    if (n > 0) m.notes.push_back(fname + ": " + std::to_string(n) + what);
+  };
+  count_note(bad_times, " ranges with an end before their start or times beyond +-2^62 ns left out");
+  count_note(null_times, " ranges without a start or an end (never ended: the process stopped inside them) left out");
+  count_note(bad_figures,
+             " step rows with a step time or tokens/s that is not a number from 0 to 1e15: taken from the "
+             "step's start and end");
+  count_note(bad_memory,
+             " memory samples with no time, a time beyond +-2^62 ns or a size below 0 or past 2^62 bytes "
+             "left out");
+  count_note(foreign_rows, " step or memory rows of another rank than the file's left out");
+  count_note(bad_steps,
+             " step rows with a negative step, no start or end, an end before their start or times beyond "
+             "+-2^62 ns left out");
+  count_note(bad_attrs,
+             " layer, head or chunk attributes no model has (a layer past 1023, heads begin >= end or past "
+             "32767, a chunk past 32766) shown as absent");
+  count_note(wide_ids,
+             " step or collective ids past 32 bits (beyond 2147483647) shown as absent: those ranges are "
+             "in no step and pair with no other rank");
+  count_note(repeated_steps, " step rows repeating a step of the same rank left out (the first one is kept)");
 }
 
 namespace {

@@ -13,6 +13,11 @@ namespace ulysses::prof {
 nlohmann::json summary_to_json(const TraceModel& m, const Summary& s);
 std::string summary_to_text(const TraceModel& m, const Summary& s);
 
+// `s` with every byte that starts no well-formed UTF-8 sequence (RFC 3629) replaced by U+FFFD:
+// names from hand-edited or foreign traces, for outputs that must be valid UTF-8 (the HTML
+// report, the text summary).
+std::string with_valid_utf8(const std::string& s);
+
 // The one verdict on a trace with nothing to show (no range, no kernel, no memory sample):
 // the reason, naming `source`, or "" when it has something. The studio's trace views and
 // ulysses-trace's summary, report and export refuse such a trace with it (exit 2); they
