@@ -8,6 +8,7 @@
 #include <cinttypes>
 #include <filesystem>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <ostream>
 #include <map>
@@ -255,6 +256,39 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
     a = false;
     arg("correlation", c.correlation);
     if (c.external_id) arg("External id", c.external_id);
+    out += "}}";
+    flush();
+  }
+  // Memory samples as torch.profiler(profile_memory=True) writes them: one "[memory]" instant
+  // event each, with the allocator's totals and the change since the rank's previous sample;
+  // the sample's label, step and peak as our own args (the Kineto reader takes them back).
+  std::map<int32_t, int64_t> rank_device;  // GPU ranks: the CUDA device of "cuda:N"
+  for (const auto& ri : m.ranks)
+    if (gpu_ranks.count(ri.rank) && ri.device.rfind("cuda:", 0) == 0)
+      rank_device[ri.rank] = std::strtoll(ri.device.c_str() + 5, nullptr, 10);
+  std::map<int32_t, int64_t> prev_allocated;
+  for (const auto& p : m.memory) {
+    if (!wanted(p.rank)) continue;
+    sep();
+    out += "{\"ph\": \"i\", \"s\": \"t\", \"cat\": \"cpu_instant_event\", \"name\": \"[memory]\", \"pid\": " +
+           std::to_string(p.rank) + ", \"tid\": 0, \"ts\": ";
+    put_us(out, p.t_ns - base);
+    out += ", \"args\": {";
+    a = false;
+    const bool gpu = gpu_ranks.count(p.rank) > 0;
+    arg("Device Type", gpu ? 1 : 0);
+    arg("Device Id", gpu && rank_device.count(p.rank) ? rank_device[p.rank] : -1);
+    int64_t& prev = prev_allocated[p.rank];
+    arg("Bytes", p.allocated - prev);
+    prev = p.allocated;
+    arg("Total Allocated", p.allocated);
+    arg("Total Reserved", p.reserved);
+    arg("peak", p.peak);
+    if (p.step >= 0) arg("step", p.step);
+    if (p.label_id >= 0 && static_cast<size_t>(p.label_id) < names.size()) {
+      out += ", \"label\": ";
+      out += names[static_cast<size_t>(p.label_id)];
+    }
     out += "}}";
     flush();
   }

@@ -102,6 +102,7 @@ void renumber_foreign_ranks(Builder& b) {
   for (auto& s : b.sources) map(s.rank);
   for (auto& c : m.runtime) map(c.rank);
   for (auto& s : m.steps) map(s.rank);
+  for (auto& p : m.memory) map(p.rank);
   for (auto& fr : f) map(fr.provisional);
 }
 

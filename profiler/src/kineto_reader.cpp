@@ -5,7 +5,8 @@
 // the number after "rank" in the file name, else the file order. CPU ops (and user
 // annotations) per thread, collectives (gloo:*, nccl:*, c10d::*, record_param_comms) on
 // comm lanes, kernels / memcpy / memset per (device, stream), CUDA runtime calls, and one
-// step per ProfilerStep#N annotation. Times: µs in the file, ns in the model.
+// step per ProfilerStep#N annotation, memory samples from "[memory]" events. Times: µs in
+// the file, ns in the model.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -100,6 +101,107 @@ bool looks_like_json(const std::string& path) {
   return first != std::string::npos && (head[first] == '{' || head[first] == '[');
 }
 
+namespace {
+
+// c10::DeviceType of a "[memory]" event.
+constexpr int64_t kMemCpu = 0, kMemCuda = 1;
+
+struct MemSample {
+  int64_t t_ns = 0, device_type = 0, device_id = -1, bytes = 0, allocated = -1, reserved = -1;
+  int64_t peak = -1, step = -1;  // from our own export's args; -1: computed here
+  std::string label;
+};
+
+// The rank's memory samples (TraceModel::memory) from its "[memory]" events: one device's
+// allocator, the one the rank runs on (its GPU, else the CPU; else the other kind, said in a
+// note). allocated and reserved are the allocator's totals as written; a trace whose events
+// carry only Bytes (older PyTorch) gets allocated as their running sum from the trace's start,
+// noted. peak: the largest allocated so far in the sample's step (since the previous step's
+// end outside steps), so a step window's peak is that window's. Samples lie in the step whose
+// ProfilerStep#N range holds them (-1: none).
+void memory_samples_to_model(Builder& b, int32_t rank, int64_t device, std::vector<MemSample> all, int64_t bad,
+                             const std::function<void(const std::string&)>& note) {
+  TraceModel& m = b.m;
+  if (all.empty() && bad == 0) return;
+  auto count_of = [&](int64_t type, int64_t id) {
+    return std::count_if(all.begin(), all.end(),
+                         [&](const MemSample& x) { return x.device_type == type && (id < 0 || x.device_id == id); });
+  };
+  // Which allocator: the rank's GPU, else the CPU, else the CUDA device with most samples.
+  int64_t type = kMemCpu, id = -1;
+  if (device >= 0 && device != kUnknownDevice && count_of(kMemCuda, device) > 0) {
+    type = kMemCuda;
+    id = device;
+  } else if (device >= 0 && device == kUnknownDevice && count_of(kMemCuda, -1) > 0) {
+    type = kMemCuda;
+  } else if (count_of(kMemCpu, -1) == 0) {
+    std::map<int64_t, int64_t> per_id;
+    for (const auto& x : all)
+      if (x.device_type == kMemCuda) ++per_id[x.device_id];
+    int64_t best = 0;
+    for (const auto& [d, n] : per_id)
+      if (n > best) {
+        best = n;
+        id = d;
+      }
+    if (best > 0) type = kMemCuda;
+  }
+  const std::string device_name = type == kMemCpu ? std::string("cpu") : gpu_rank_device(gpu_device_id(id));
+  std::vector<MemSample> sel;
+  for (const auto& x : all)
+    if (x.device_type == type && (type == kMemCpu || id < 0 || x.device_id == id)) sel.push_back(x);
+  const size_t others = all.size() - sel.size();
+  std::stable_sort(sel.begin(), sel.end(), [](const MemSample& x, const MemSample& y) { return x.t_ns < y.t_ns; });
+  // This rank's steps, by start (read from this file just now).
+  std::vector<const StepInfo*> steps;
+  for (const auto& st : m.steps)
+    if (st.rank == rank) steps.push_back(&st);
+  std::sort(steps.begin(), steps.end(), [](const StepInfo* x, const StepInfo* y) { return x->start_ns < y->start_ns; });
+  const int32_t label = b.intern("[memory] " + device_name);
+  int64_t sum = 0, reserved = 0, peak = 0, summed = 0, prev_step = -2;
+  size_t si = 0;
+  for (const auto& x : sel) {
+    while (si < steps.size() && steps[si]->end_ns < x.t_ns) ++si;
+    // Our own export says a sample's step (none when it has no "step"); torch.profiler's events
+    // lie in the step whose range holds them.
+    const int64_t step = x.peak >= 0                                          ? x.step
+                         : si < steps.size() && steps[si]->start_ns <= x.t_ns ? steps[si]->step
+                                                                              : -1;
+    int64_t allocated = x.allocated;
+    if (allocated < 0) {  // only Bytes: the running sum (what was allocated before the trace is not in it)
+      sum = std::clamp<int64_t>(sum + x.bytes, 0, (int64_t{1} << 62) - 1);
+      allocated = sum;
+      ++summed;
+    } else {
+      sum = allocated;
+    }
+    if (x.reserved >= 0) reserved = x.reserved;
+    if (step != prev_step) peak = 0;
+    prev_step = step;
+    peak = std::max(peak, allocated);
+    MemoryPoint p;
+    p.rank = rank;
+    p.t_ns = x.t_ns;
+    p.allocated = allocated;
+    p.reserved = reserved;
+    p.peak = x.peak >= 0 ? x.peak : peak;
+    p.label_id = x.label.empty() ? label : b.intern(Builder::capped(x.label));
+    p.step = step;
+    m.memory.push_back(p);
+  }
+  std::string what = std::to_string(sel.size()) + " [memory] samples of " + device_name +
+                     "'s allocator read as the memory view's samples";
+  if (others > 0) what += "; " + std::to_string(others) + " of other devices left out";
+  if (bad > 0) what += "; " + std::to_string(bad) + " without a readable time or byte count left out";
+  note(what);
+  if (summed > 0)
+    note(std::to_string(summed) +
+         " [memory] samples without \"Total Allocated\": allocated is the running sum of their Bytes from the "
+         "trace's start (memory allocated before the profiler started is not in it)");
+}
+
+}  // namespace
+
 void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, const LoadOptions& opts) {
   TraceModel& m = b.m;
   m.format = "kineto";
@@ -118,7 +220,17 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
     int64_t pg = -1, seq = -1;  // collective identity
     std::string direction;
   };
+  // A "[memory]" instant event of torch.profiler(profile_memory=True): the allocator's totals
+  // after one allocation or free (Bytes < 0) on one device. -1: absent or no byte count.
+  struct MemEvent {
+    json ts;
+    int64_t device_type = 0, device_id = -1, bytes = 0, allocated = -1, reserved = -1;
+    int64_t peak = -1, step = -1;  // our own export's args (ulysses-trace export)
+    std::string label;
+  };
   std::vector<Event> kept;
+  std::vector<MemEvent> mems;
+  int64_t bad_mems = 0;
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names;  // (pid, tid) -> name
   size_t entries = 0, not_events = 0;
   int64_t head_copies = 0;
@@ -137,6 +249,37 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
       if (ph == "M" && str_of(e, "name") == "thread_name") {
         if (args.contains("name") && args["name"].is_string())
           thread_names[{num_i64(e, "pid", 0), num_i64(e, "tid", 0)}] = args["name"].get<std::string>();
+        return;
+      }
+      if ((ph == "i" || ph == "I" || ph == "C") && str_of(e, "name") == "[memory]") {
+        // A byte count: a whole number within 2^62 (NaN, 1e300 and text are none).
+        auto count = [&](const char* key) {
+          const int64_t v = num_i64(args, key, -1);
+          return v >= 0 && v < (int64_t{1} << 62) ? v : -1;
+        };
+        MemEvent me;
+        if (!e.contains("ts")) {
+          ++bad_mems;
+          return;
+        }
+        me.ts = std::move(e["ts"]);
+        me.device_type = num_i64(args, "Device Type", 0);
+        me.device_id = num_i64(args, "Device Id", -1);
+        me.bytes = num_i64(args, "Bytes", 0);
+        if (me.bytes <= -(int64_t{1} << 62) || me.bytes >= (int64_t{1} << 62)) me.bytes = 0;
+        me.allocated = count("Total Allocated");
+        me.reserved = count("Total Reserved");
+        me.peak = count("peak");
+        me.step = num_i64(args, "step", -1);
+        if (me.step > INT32_MAX) me.step = -1;
+        me.label = str_of(args, "label");
+        // Present but unreadable totals make the sample unreadable (absent ones are summed).
+        if ((args.contains("Total Allocated") && me.allocated < 0) ||
+            (args.contains("Total Reserved") && me.reserved < 0)) {
+          ++bad_mems;
+          return;
+        }
+        mems.push_back(std::move(me));
         return;
       }
       if (ph != "X" || !e.contains("ts")) return;
@@ -378,6 +521,30 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
         ends.push_back(r.end_ns);
       }
     }
+  }
+  {
+    std::vector<MemSample> samples;
+    samples.reserve(mems.size());
+    for (const MemEvent& me : mems) {
+      MemSample x;
+      try {
+        if (__builtin_add_overflow(base_ns, us_to_ns(me.ts), &x.t_ns) || time_out_of_range(x.t_ns))
+          throw std::out_of_range("time");
+      } catch (const std::exception&) {
+        ++bad_mems;
+        continue;
+      }
+      x.device_type = me.device_type;
+      x.device_id = me.device_id;
+      x.bytes = me.bytes;
+      x.allocated = me.allocated;
+      x.reserved = me.reserved;
+      x.peak = me.peak;
+      x.step = me.step;
+      x.label = me.label;
+      samples.push_back(x);
+    }
+    memory_samples_to_model(b, rank, device, std::move(samples), bad_mems, note);
   }
   if (device >= 0) ri.device = gpu_rank_device(device);
   fr.pid = ri.pid;

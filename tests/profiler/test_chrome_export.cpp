@@ -284,7 +284,22 @@ TEST(ChromeExport, ReadBackGivesTheSameBreakdown) {
   so.gpu = false;
   const auto syn = ulysses::testdata::make_synthetic_trace(so);
   prof::export_chrome_trace_per_rank(*syn, tmp.path + "/syn", prof::ChromeExportOptions{});
-  const auto sa = prof::analyze(*syn), sb = prof::analyze(prof::load_trace(tmp.path + "/syn"));
+  const auto syn_back = prof::load_trace(tmp.path + "/syn");
+  const auto sa = prof::analyze(*syn), sb = prof::analyze(syn_back);
+  // Memory samples travel as "[memory]" events (torch.profiler's), with label, step and peak.
+  ASSERT_GT(syn->memory.size(), 0u);
+  ASSERT_EQ(syn_back.memory.size(), syn->memory.size());
+  for (size_t i = 0; i < syn->memory.size(); ++i) {
+    const auto &x = syn->memory[i], &y = syn_back.memory[i];
+    EXPECT_EQ(y.rank, x.rank) << i;
+    EXPECT_EQ(y.t_ns, x.t_ns) << i;
+    EXPECT_EQ(y.allocated, x.allocated) << i;
+    EXPECT_EQ(y.reserved, x.reserved) << i;
+    EXPECT_EQ(y.peak, x.peak) << i;
+    EXPECT_EQ(y.step, x.step) << i;
+    EXPECT_EQ(syn_back.strings[static_cast<size_t>(y.label_id)], syn->strings[static_cast<size_t>(x.label_id)]) << i;
+  }
+  EXPECT_EQ(sb.headline.peak_memory_bytes, sa.headline.peak_memory_bytes);
   EXPECT_GT(sa.waiting.instances.size(), 0u);
   EXPECT_EQ(sb.waiting.instances.size(), sa.waiting.instances.size());
   EXPECT_EQ(sb.waiting.incomplete, sa.waiting.incomplete);

@@ -588,6 +588,95 @@ TEST(ForeignKineto, ARepeatedProfilerStepIsOneStepWithANote) {
   EXPECT_NE(notes.find("1 ProfilerStep# ranges repeating a step of this rank"), std::string::npos) << notes;
 }
 
+// torch.profiler(profile_memory=True) writes one "[memory]" instant event per allocation and
+// free, with the allocator's totals after it. A GPU rank's samples are its own device's (the
+// CPU's and another device's are left out, counted in a note); peak is the largest allocated
+// so far in the sample's step; samples are in the step whose ProfilerStep# holds them. Every
+// figure below is the file's own number or a hand computation from it.
+TEST(ForeignKineto, MemoryEventsOfTheRanksDeviceAreItsMemorySamples) {
+  TempDir tmp;
+  const std::string path = tmp.path + "/rank0.json";
+  auto mem = [](double ts, int type, int id, const std::string& rest) {
+    return R"({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 5, "tid": 5, "ts": )" +
+           std::to_string(ts) + R"(, "args": {"Device Type": )" + std::to_string(type) + R"(, "Device Id": )" +
+           std::to_string(id) + ", " + rest + "}},";
+  };
+  std::ofstream(path)
+      << R"({"distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": [)"
+      << R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 5, "tid": 5, "ts": 0, "dur": 100},)"
+      << R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 5, "tid": 5, "ts": 100, "dur": 100},)"
+      << R"({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 30, "dur": 10, "args": {"device": 0, "stream": 7}},)"
+      << mem(10, 1, 0, R"("Bytes": 1000, "Total Allocated": 1000, "Total Reserved": 2048)")
+      << mem(20, 0, -1, R"("Bytes": 64, "Total Allocated": 64, "Total Reserved": 0)")
+      << mem(50, 1, 0, R"("Bytes": 3000, "Total Allocated": 4000, "Total Reserved": 8192)")
+      << mem(60, 1, 0, R"("Bytes": -3000, "Total Allocated": 1000, "Total Reserved": 8192)")
+      << mem(150, 1, 0, R"("Bytes": 500, "Total Allocated": 1500, "Total Reserved": 8192)")
+      << mem(170, 1, 1, R"("Bytes": 9, "Total Allocated": 99999, "Total Reserved": 99999)")
+      << mem(180, 1, 0, R"("Bytes": 1, "Total Allocated": "NaN", "Total Reserved": 8192)")
+      << R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 5, "ts": 1, "dur": 1}]})";
+  const auto m = prof::load_trace(path);
+  ASSERT_EQ(m.ranks.size(), 1u);
+  EXPECT_EQ(m.ranks[0].device, "cuda:0");
+  struct Want {
+    int64_t t_ns, allocated, reserved, peak, step;
+  };
+  const std::vector<Want> want = {{10000, 1000, 2048, 1000, 0},
+                                  {50000, 4000, 8192, 4000, 0},
+                                  {60000, 1000, 8192, 4000, 0},
+                                  {150000, 1500, 8192, 1500, 1}};
+  ASSERT_EQ(m.memory.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto& p = m.memory[i];
+    EXPECT_EQ(p.rank, 0) << i;
+    EXPECT_EQ(p.t_ns, want[i].t_ns) << i;
+    EXPECT_EQ(p.allocated, want[i].allocated) << i;
+    EXPECT_EQ(p.reserved, want[i].reserved) << i;
+    EXPECT_EQ(p.peak, want[i].peak) << i;
+    EXPECT_EQ(p.step, want[i].step) << i;
+    EXPECT_EQ(m.strings[static_cast<size_t>(p.label_id)], "[memory] cuda:0") << i;
+  }
+  std::string notes;
+  for (const auto& n : m.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("4 [memory] samples of cuda:0's allocator read as the memory view's samples; 2 of other "
+                       "devices left out; 1 without a readable time or byte count left out"),
+            std::string::npos)
+      << notes;
+  // The headline's peak: the whole trace's, and step 1's alone.
+  EXPECT_EQ(prof::headline(m, prof::AnalysisOptions{}).peak_memory_bytes, 4000);
+  prof::AnalysisOptions one;
+  one.step_begin = one.step_end = 1;
+  EXPECT_EQ(prof::headline(m, one).peak_memory_bytes, 1500);
+}
+
+// Events with Bytes alone (older PyTorch), on a CPU rank (no kernels), some as counter ("C")
+// events: allocated is the running sum of Bytes, never below 0, said in a note; the rank's
+// number comes from distributedInfo and the samples carry it.
+TEST(ForeignKineto, MemoryEventsWithBytesAloneAreSummedWithANote) {
+  TempDir tmp;
+  const std::string path = tmp.path + "/trace.json";
+  std::ofstream(path) << R"({"distributedInfo": {"rank": 3, "world_size": 4}, "traceEvents": [)"
+                      << R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 5, "ts": 0, "dur": 100},)"
+                      << R"({"ph": "i", "name": "[memory]", "ts": 10, "args": {"Device Type": 0, "Bytes": 100}},)"
+                      << R"({"ph": "C", "name": "[memory]", "ts": 20, "args": {"Device Type": 0, "Bytes": 200}},)"
+                      << R"({"ph": "i", "name": "[memory]", "ts": 30, "args": {"Device Type": 0, "Bytes": -50}},)"
+                      << R"({"ph": "i", "name": "[memory]", "ts": 40, "args": {"Device Type": 0, "Bytes": -1000}}]})";
+  const auto m = prof::load_trace(path);
+  ASSERT_EQ(m.memory.size(), 4u);
+  const int64_t want[] = {100, 300, 250, 0}, want_peak[] = {100, 300, 300, 300};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(m.memory[i].rank, 3) << i;
+    EXPECT_EQ(m.memory[i].allocated, want[i]) << i;
+    EXPECT_EQ(m.memory[i].peak, want_peak[i]) << i;
+    EXPECT_EQ(m.memory[i].step, -1) << i;
+  }
+  std::string notes;
+  for (const auto& n : m.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("4 [memory] samples of cpu's allocator"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("4 [memory] samples without \"Total Allocated\": allocated is the running sum"),
+            std::string::npos)
+      << notes;
+}
+
 // A legacy profiler array of things that are not events ([[]], numbers) and a Kineto trace
 // without one complete event open with a note saying so: they loaded as an empty picture
 // with nothing said.
