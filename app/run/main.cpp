@@ -121,8 +121,8 @@ std::string save_to_holds(const std::string& save_to) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path st(save_to);
-  for (const char* f : {"model.safetensors", "model.safetensors.index.json"})
-    if (fs::exists(st / f, ec)) return std::string("a model (") + f + ")";
+  // The single file, an index or shards of one (a sharded model whose index is gone included).
+  if (const std::string f = ulysses::ckpt::model_file_held(save_to); !f.empty()) return "a model (" + f + ")";
   for (fs::directory_iterator it(st, ec), end; !ec && it != end; it.increment(ec))
     if (it->path().filename().string().rfind("step-", 0) == 0) return "training checkpoints (step-*)";
   return "";
@@ -164,6 +164,15 @@ std::string save_to_refusal(const std::string& save_to, const std::string& out_d
     return "train.save_to: " + save_to + (rel == "." ? " is" : " lies inside") + " the run directory --out " + out_dir +
            ", which ulysses-run writes fresh (the model's config.json would replace the run's); pick a "
            "folder outside it";
+  // A name the save writes that is a folder (or a device, a FIFO) makes the save fail after the
+  // last step, with the old model half replaced: found now.
+  for (const char* f :
+       {ulysses::ckpt::kWeightsFile, ulysses::ckpt::kWeightsIndexFile, ulysses::ckpt::kModelConfigFile}) {
+    const fs::path p = fs::path(save_to) / f;
+    if (fs::exists(p, ec) && !fs::is_regular_file(p, ec))
+      return "train.save_to: " + p.string() + " is " + (fs::is_directory(p, ec) ? "a folder" : "not a regular file") +
+             ", and the save writes a file of that name; remove it or pick another folder";
+  }
   return "";
 }
 
@@ -570,7 +579,7 @@ int run_main(int argc, char** argv) {
     }
     const std::filesystem::path st(cfg.train.save_to);
     std::error_code ec;
-    if (std::filesystem::exists(st / "config.json", ec) && !std::filesystem::exists(st / "model.safetensors", ec) &&
+    if (std::filesystem::exists(st / "config.json", ec) && ulysses::ckpt::model_file_held(cfg.train.save_to).empty() &&
         !force) {
       say("train.save_to: " + (st / "config.json").string() +
           " exists and is not part of a checkpoint; saving would overwrite it (pick another directory, or --force)");

@@ -85,6 +85,33 @@ bool parse_step_dir_name(const std::string& name, int64_t* step) {
   return true;
 }
 
+bool is_shard_file_name(const std::string& name) {
+  // model-DDDDD-of-DDDDD.safetensors
+  static const std::string pre = "model-", mid = "-of-", ext = ".safetensors";
+  if (name.size() != pre.size() + 5 + mid.size() + 5 + ext.size()) return false;
+  auto digits = [&](size_t at) {
+    for (size_t i = at; i < at + 5; ++i)
+      if (name[i] < '0' || name[i] > '9') return false;
+    return true;
+  };
+  const size_t d1 = pre.size(), m = d1 + 5, d2 = m + mid.size(), e = d2 + 5;
+  return name.compare(0, pre.size(), pre) == 0 && digits(d1) && name.compare(m, mid.size(), mid) == 0 && digits(d2) &&
+         name.compare(e, ext.size(), ext) == 0;
+}
+
+std::string model_file_held(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const char* f : {kWeightsFile, kWeightsIndexFile})
+    if (fs::exists(fs::path(dir) / f, ec) || fs::is_symlink(fs::path(dir) / f, ec)) return f;
+  std::string first;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    if (is_shard_file_name(n) && (first.empty() || n < first)) first = n;
+  }
+  return first;
+}
+
 std::string checkpoint_problem(const std::string& dir) {
   const fs::path d(dir);
   const std::string marker = (d / kCompleteFile).string();

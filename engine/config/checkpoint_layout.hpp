@@ -31,6 +31,17 @@ std::string rng_file_name(int64_t rank);  // "rng-rank0.bin"
 // True for "step-<digits>" (the step parsed into *step).
 bool parse_step_dir_name(const std::string& name, int64_t* step);
 
+// A Hugging Face model's files in a folder (train.save_to, train.init_from): the single
+// weights file, the index of a sharded one, and shard names as transformers' save_pretrained
+// and our save write them, model-00001-of-00003.safetensors (five digits each). A save removes
+// only these: a file merely like them (model-best-of-run3.safetensors) is the user's.
+inline constexpr const char* kWeightsFile = "model.safetensors";
+inline constexpr const char* kWeightsIndexFile = "model.safetensors.index.json";
+inline constexpr const char* kModelConfigFile = "config.json";
+bool is_shard_file_name(const std::string& name);
+// The first of the above `dir` holds ("model.safetensors", or a shard's name), "" when none.
+std::string model_file_held(const std::string& dir);
+
 // Empty when `dir` is a complete checkpoint: its `complete` manifest parses, has our
 // format and version, and every file it lists is present with the listed size. Else why
 // not ("no complete marker (half-written?)", "model.safetensors has 12 bytes, the

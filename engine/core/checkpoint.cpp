@@ -1,8 +1,10 @@
 // safetensors reader/writer and HF checkpoint save/load.
 #include "checkpoint.hpp"
 
+#include "checkpoint_layout.hpp"
 #include "safetensors_header.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -120,6 +122,15 @@ std::map<std::string, at::Tensor> read_safetensors(const std::string& path) {
   return out;
 }
 
+void fsync_path(const std::string& path, bool dir) {
+  const int fd = ::open(path.c_str(), dir ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0) throw std::runtime_error("cannot open " + path + " to sync it: " + std::strerror(errno));
+  const int r = ::fsync(fd);
+  const int e = errno;
+  ::close(fd);
+  if (r != 0) throw std::runtime_error("fsync of " + path + " failed: " + std::strerror(e));
+}
+
 namespace {
 
 // Writes `text` to path atomically (tmp + rename).
@@ -146,20 +157,19 @@ const char* torch_dtype_name(torch::Dtype d) {
 }
 
 // Earlier weights in dir that the new save (`kept`, its file names) would leave contradicting
-// it: the single file, an index and its shards (model-XXXXX-of-YYYYY.safetensors).
-void remove_stale_weights(const fs::path& dir, const std::vector<std::string>& kept) {
+// it: the single file, an index and its shards (model-DDDDD-of-DDDDD.safetensors, no other
+// name: a file merely like one is the user's).
+std::vector<fs::path> stale_weights(const fs::path& dir, const std::vector<std::string>& kept) {
   auto stale = [&](const std::string& n) { return std::find(kept.begin(), kept.end(), n) == kept.end(); };
   std::error_code ec;
   std::vector<fs::path> gone;
-  for (const char* n : {"model.safetensors", "model.safetensors.index.json"})
-    if (stale(n)) gone.push_back(dir / n);
+  for (const char* n : {ckpt::kWeightsFile, ckpt::kWeightsIndexFile})
+    if (stale(n) && (fs::exists(dir / n, ec) || fs::is_symlink(dir / n, ec))) gone.push_back(dir / n);
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const std::string n = it->path().filename().string();
-    if (n.rfind("model-", 0) == 0 && n.find("-of-") != std::string::npos && n.size() > 12 &&
-        n.compare(n.size() - 12, 12, ".safetensors") == 0 && stale(n))
-      gone.push_back(it->path());
+    if (ckpt::is_shard_file_name(n) && stale(n)) gone.push_back(it->path());
   }
-  for (const auto& p : gone) fs::remove(p, ec);
+  return gone;
 }
 
 }  // namespace
@@ -232,12 +242,44 @@ void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dty
     fs::remove_all(stage, ec);
     throw;
   }
+  // The new files are whole and on disk before any of them replaces an earlier one.
+  for (const auto& n : names) fsync_path((stage / n).string(), false);
+  // What is not moved in stays in the staging folder, and the message says so.
+  auto kept_in_stage = [&](const std::string& what) {
+    return std::runtime_error(what + "; the trained model's files not moved in are kept in " + stage.string());
+  };
+  const std::vector<fs::path> stale = stale_weights(d, names);
+  // A sharded save: an earlier model.safetensors goes before the new index comes in, since a
+  // loader reads model.safetensors first (left beside the index, it made the folder load the
+  // old weights under the new config.json).
+  const bool sharded = std::find(names.begin(), names.end(), ckpt::kWeightsIndexFile) != names.end();
+  if (sharded && std::find(stale.begin(), stale.end(), d / ckpt::kWeightsFile) != stale.end()) {
+    fs::remove(d / ckpt::kWeightsFile, ec);
+    if (ec)
+      throw kept_in_stage("cannot remove the earlier " + (d / ckpt::kWeightsFile).string() +
+                          ", which would be read instead of the new shards: " + ec.message());
+  }
   for (const auto& n : names) {
     fs::rename(stage / n, d / n, ec);
-    if (ec) throw std::runtime_error("cannot move " + (stage / n).string() + " into " + dir + ": " + ec.message());
+    if (ec) throw kept_in_stage("cannot move " + (stage / n).string() + " into " + dir + ": " + ec.message());
   }
-  remove_stale_weights(d, names);
+  fsync_path(dir, true);
+  // The earlier index and shards the new files do not replace: the folder already loads the
+  // new model (model.safetensors comes first; shards without their index are not read), yet a
+  // file that cannot be removed is named, never left unsaid.
+  std::vector<std::string> left;
+  for (const auto& p : stale) {
+    if (p == d / ckpt::kWeightsFile && sharded) continue;  // removed above
+    fs::remove(p, ec);
+    if (ec) left.push_back(p.filename().string() + " (" + ec.message() + ")");
+  }
   fs::remove_all(stage, ec);
+  if (!left.empty()) {
+    std::string list;
+    for (const auto& l : left) list += (list.empty() ? "" : ", ") + l;
+    throw std::runtime_error("saved the model to " + dir + ", but cannot remove the earlier " + list +
+                             "; remove it by hand");
+  }
 }
 
 namespace {

@@ -17,8 +17,14 @@ namespace ulysses {
 // Writes dir/config.json and the weights in HF names: dir/model.safetensors, or with
 // shard_bytes > 0 and more than that many bytes, HF's sharded layout
 // (model-00001-of-0000N.safetensors + model.safetensors.index.json, greedy split in
-// parameter order). Earlier weight files in dir are removed first. dtype: F32, BF16 or F16.
+// parameter order). dtype: F32, BF16 or F16. The new files are written whole (and synced) in
+// a staging folder dir/.tmp-save-PID, then moved in; earlier weights they do not replace (the
+// single file, an index, shards named model-DDDDD-of-DDDDD.safetensors; no other file) are
+// removed, an earlier model.safetensors before a new index comes in. Throws naming the file
+// when a move or removal fails (and the staging folder holding what was not moved in).
 void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dtype, int64_t shard_bytes = 0);
+// fsync of a file (dir false) or a folder's entries (dir true); throws naming it on failure.
+void fsync_path(const std::string& path, bool dir);
 // Loads dir/model.safetensors, or the shards named by dir/model.safetensors.index.json,
 // into the model's parameters (any of F32/F16/BF16). Throws ConfigError on missing
 // tensors or shape mismatches, naming them. Returns the checkpoint's tensors the model has no

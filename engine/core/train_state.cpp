@@ -22,15 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void fsync_path(const std::string& path, bool dir) {
-  const int fd = ::open(path.c_str(), dir ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) throw std::runtime_error("cannot open " + path + " to sync it: " + std::strerror(errno));
-  const int r = ::fsync(fd);
-  const int e = errno;
-  ::close(fd);
-  if (r != 0) throw std::runtime_error("fsync of " + path + " failed: " + std::strerror(e));
-}
-
 void write_file(const std::string& path, const void* data, size_t n) {
   {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -566,6 +566,76 @@ TEST(Checkpoint, AFailedSaveLeavesTheEarlierModel) {
   fs::remove_all(dir);
 }
 
+// A save removes only the earlier weights of a Hugging Face layout: the single file, an index,
+// shards named model-DDDDD-of-DDDDD.safetensors. It deleted every model-*-of-*.safetensors
+// (the user's model-best-of-run3.safetensors). A removal that fails is an error naming the
+// file: an earlier model.safetensors left beside a new index made the folder load the old
+// weights (read first) under the new config.json, with exit 0.
+TEST(Checkpoint, ASaveRemovesOnlyHuggingFaceWeightFilesAndSaysWhatItCannotRemove) {
+  ModelConfig c;
+  c.num_hidden_layers = 1;
+  LlamaModel old_model(c, ParallelConfig{}, torch::kFloat32, nullptr),
+      new_model(c, ParallelConfig{}, torch::kFloat32, nullptr), back(c, ParallelConfig{}, torch::kFloat32, nullptr);
+  old_model.init_parameters(1);
+  new_model.init_parameters(2);
+  const auto dir = temp_dir("stale");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto names = [&] {
+    std::set<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
+    return out;
+  };
+  for (const char* mine : {"model-best-of-run3.safetensors", "model-1-of-2.safetensors", "notes.txt"})
+    std::ofstream(dir + "/" + mine) << "mine";
+  std::ofstream(dir + "/model-00001-of-00007.safetensors") << "an earlier shard";
+  save_checkpoint(new_model, dir, torch::kFloat32, 0);
+  EXPECT_EQ(names(), (std::set<std::string>{"config.json", "model.safetensors", "model-best-of-run3.safetensors",
+                                            "model-1-of-2.safetensors", "notes.txt"}));
+  load_checkpoint(back, dir);
+  expect_bit_identical(new_model, back, torch::kFloat32);
+
+  // The earlier single file cannot be removed (a folder of that name stands in for any failing
+  // unlink): the sharded save stops before its index comes in, keeping it in the staging folder.
+  fs::remove(dir + "/model.safetensors");
+  fs::create_directories(dir + "/model.safetensors/x");
+  try {
+    save_checkpoint(old_model, dir, torch::kFloat32, 20000);
+    ADD_FAILURE() << "the save did not throw";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cannot remove the earlier " + dir + "/model.safetensors"), std::string::npos) << what;
+    EXPECT_NE(what.find("kept in " + dir + "/.tmp-save-"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(fs::exists(dir + "/model.safetensors.index.json"));
+  bool staged_index = false;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind(".tmp-save-", 0) == 0) {
+      staged_index |= fs::exists(e.path() / "model.safetensors.index.json");
+      fs::remove_all(e.path());
+    }
+  EXPECT_TRUE(staged_index);
+  fs::remove_all(dir + "/model.safetensors");
+
+  // An earlier shard that cannot be removed after a single-file save: the model is saved (and
+  // loads, model.safetensors first), and the error names the shard left.
+  fs::create_directories(dir + "/model-00002-of-00003.safetensors/x");
+  try {
+    save_checkpoint(old_model, dir, torch::kFloat32, 0);
+    ADD_FAILURE() << "the save did not throw";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(
+        what.find("saved the model to " + dir + ", but cannot remove the earlier model-00002-of-00003.safetensors"),
+        std::string::npos)
+        << what;
+  }
+  load_checkpoint(back, dir);
+  expect_bit_identical(old_model, back, torch::kFloat32);
+  EXPECT_EQ(names().count("model-best-of-run3.safetensors"), 1u);
+  fs::remove_all(dir);
+}
+
 TEST(Ulysses, Qwen3StyleSp2MatchesOneProcess) {
   // explicit head_dim (16 != 32/4), per-head q/k RMSNorm applied on the sequence shard
   // before the all-to-all, GQA, q/k/v/o biases, yarn: sp 2 equals one process.

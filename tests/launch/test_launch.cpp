@@ -1123,8 +1123,18 @@ TEST(Reliability, UnwritableSaveToIsRefusedBeforeLaunch) {
   write_file(tmp.path() / "hf" / "config.json", "{}");
   write_file(tmp.path() / "hf" / "model.safetensors", "their weights");
   fs::create_directories(tmp.path() / "old_ckpt" / "step-00000004");
+  // A sharded model (it was refused as "config.json ... is not part of a checkpoint"), and shards
+  // whose index is gone (a save deleted them without --force).
+  fs::create_directories(tmp.path() / "sharded");
+  write_file(tmp.path() / "sharded" / "config.json", "{}");
+  write_file(tmp.path() / "sharded" / "model.safetensors.index.json", "{}");
+  fs::create_directories(tmp.path() / "shards");
+  write_file(tmp.path() / "shards" / "model-00002-of-00002.safetensors", "half a download");
+  write_file(tmp.path() / "shards" / "model-00001-of-00002.safetensors", "half a download");
   for (const auto& [dir, what] :
-       {std::pair{"hf", "a model (model.safetensors)"}, std::pair{"old_ckpt", "training checkpoints (step-*)"}}) {
+       {std::pair{"hf", "a model (model.safetensors)"}, std::pair{"old_ckpt", "training checkpoints (step-*)"},
+        std::pair{"sharded", "a model (model.safetensors.index.json)"},
+        std::pair{"shards", "a model (model-00001-of-00002.safetensors)"}}) {
     Cli c({cfg.string(), "--set", "train.save_to=" + (tmp.path() / dir).string(), "--out", run.string(), "--worker",
            FAKE_WORKER_EXE},
           {}, tmp.path());
@@ -1152,7 +1162,11 @@ TEST(Reliability, SaveToNeverACheckpointOrTheRunDirectory) {
   write_file(tmp.path() / "ck" / "step-00000002" / "model.safetensors", "weights of step 2");
   fs::create_directories(tmp.path() / "renamed");
   write_file(tmp.path() / "renamed" / "state.json", "{}");
+  // A name the save writes that is a folder: the save failed after training, the old model half
+  // replaced.
+  fs::create_directories(tmp.path() / "cfgdir" / "config.json");
   const std::pair<std::string, std::string> cases[] = {
+      {(tmp.path() / "cfgdir").string(), "config.json is a folder, and the save writes a file of that name"},
       {(tmp.path() / "ck" / "step-00000002").string(), "is a training checkpoint"},
       {(tmp.path() / "renamed").string(), "is a training checkpoint"},
       {run.string(), "is the run directory --out"},
