@@ -78,6 +78,43 @@ std::vector<MetricPoint> read_metrics_file(const std::string& path) {
   return out;
 }
 
+std::optional<MetricPoint> read_last_metric(const std::string& path) {
+  if (!regular_file_within(path, kMaxMetricsBytes)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  in.seekg(0, std::ios::end);
+  std::streamoff end = in.tellg();
+  // Back from the end, a window at a time, line by line until one parses (a torn last line
+  // and lines that are no METRIC are skipped, as read_metrics_file skips them). `in_line`: the
+  // window ends inside a line that began before it (longer than the window: no METRIC).
+  constexpr std::streamoff kWindow = 128 * 1024;
+  bool in_line = false;
+  while (end > 0) {
+    const std::streamoff begin = std::max<std::streamoff>(0, end - kWindow);
+    std::string buf(static_cast<size_t>(end - begin), '\0');
+    in.seekg(begin);
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    if (in.gcount() != static_cast<std::streamsize>(buf.size())) return std::nullopt;
+    size_t stop = buf.size();  // the current line is buf[from, stop)
+    for (;;) {
+      const size_t nl = stop == 0 ? std::string::npos : buf.rfind('\n', stop - 1);
+      if (nl == std::string::npos && begin > 0) break;  // the line starts before the window
+      const size_t from = nl == std::string::npos ? 0 : nl + 1;
+      if (!in_line && stop - from <= 64 * 1024)
+        if (auto p = parse_metric_text(buf.substr(from, stop - from))) return p;
+      in_line = false;
+      if (nl == std::string::npos) return std::nullopt;  // the file's first line
+      stop = nl;
+    }
+    // Read again from the start of the window's first (cut) line; a window with no newline at
+    // all lies inside one over-long line, whose head the next window skips.
+    in_line = stop == buf.size() || in_line;
+    end = begin + static_cast<std::streamoff>(stop);
+    if (in_line) end = begin;
+  }
+  return std::nullopt;
+}
+
 std::optional<json> read_json_object_file(const std::string& path, int64_t max_bytes) {
   if (!regular_file_within(path, max_bytes)) return std::nullopt;
   std::ifstream in(path, std::ios::binary);

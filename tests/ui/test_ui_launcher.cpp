@@ -5,6 +5,8 @@
 // no worker left and a readable trace.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <set>
@@ -529,6 +531,66 @@ TEST_F(Studio, UnreadableRunJsonIsNoGreenBanner) {
     EXPECT_TRUE(banner.contains("last loss 6.0000")) << banner.toStdString();
     EXPECT_EQ(w->monitor()->chartPoints(), 1);
   }
+}
+
+// A live run this window did not launch (started from a terminal, opened from the Runs list):
+// the monitor follows its files as they grow (it froze at the first read and said "running
+// after 0 step(s), final loss ..."), says how it ended once run.json does, and the Runs page
+// refuses to delete it under its ranks (it did, and ulysses-run then reported success).
+TEST_F(Studio, ALiveRunFromDiskIsFollowedAndNeverDeleted) {
+  const QString run = tmp.filePath("runs/live");
+  auto metric = [](int step, double loss) {
+    return QStringLiteral(
+               "{\"step\":%1,\"steps\":10,\"loss\":%2,\"tokens_per_s\":100,\"step_ms\":50,\"max_mem_bytes\":1000,"
+               "\"elapsed_s\":%3}\n")
+        .arg(step)
+        .arg(loss)
+        .arg(0.1 * (step + 1))
+        .toUtf8();
+  };
+  writeFile(run + "/config.json", R"({"parallel":{"sp_size":2,"dp_size":1},"train":{"steps":10}})");
+  writeFile(run + "/metrics.jsonl", metric(0, 6.0) + metric(1, 5.5));
+  const pid_t child = ::fork();  // a live process whose command line says ulysses-run
+  if (child == 0) {
+    ::execl("/bin/sleep", "ulysses-run", "30", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int i = 0; i < 200; ++i) {
+    QFile cmd(QStringLiteral("/proc/%1/cmdline").arg(child));
+    if (cmd.open(QIODevice::ReadOnly) && cmd.readAll().contains("ulysses-run")) break;
+    QTest::qWait(10);
+  }
+  writeFile(run + "/run.json", R"({"status":"running","world_size":2,"steps_done":0,"duration_s":0.0,"pid":)" +
+                                   QByteArray::number(child) + "}");
+  QString err;
+  ASSERT_TRUE(w->openPath(run, &err)) << err.toStdString();
+  QString banner = w->monitor()->bannerText();
+  EXPECT_TRUE(banner.startsWith("Running (started outside this window")) << banner.toStdString();
+  EXPECT_TRUE(banner.contains("2 step(s) so far, loss 5.5")) << banner.toStdString();
+  EXPECT_FALSE(banner.contains("final loss")) << banner.toStdString();
+  EXPECT_EQ(w->monitor()->chartPoints(), 2);
+  // Deleting it is refused while its ulysses-run lives.
+  EXPECT_FALSE(w->runsPage()->deleteRun(run, &err));
+  EXPECT_TRUE(err.contains("still running")) << err.toStdString();
+  EXPECT_TRUE(QFileInfo::exists(run + "/metrics.jsonl"));
+  // It goes on: the monitor reads the new step within a few seconds.
+  {
+    QFile f(run + "/metrics.jsonl");
+    ASSERT_TRUE(f.open(QIODevice::Append));
+    f.write(metric(2, 5.0));
+  }
+  for (int i = 0; i < 50 && w->monitor()->chartPoints() < 3; ++i) QTest::qWait(100);
+  EXPECT_EQ(w->monitor()->chartPoints(), 3);
+  // It ends: run.json says so, and the monitor with it.
+  ::kill(child, SIGKILL);
+  int st = 0;
+  ::waitpid(child, &st, 0);
+  writeFile(run + "/run.json",
+            R"({"status":"finished","world_size":2,"steps_done":3,"duration_s":0.3,"final_loss":5.0,"exit_code":0})");
+  for (int i = 0; i < 50 && !w->monitor()->bannerText().startsWith("finished"); ++i) QTest::qWait(100);
+  banner = w->monitor()->bannerText();
+  EXPECT_TRUE(banner.startsWith("finished after 3 step(s), final loss 5.0")) << banner.toStdString();
+  EXPECT_TRUE(w->runsPage()->deleteRun(run, &err)) << err.toStdString();
 }
 
 TEST_F(Studio, EstimatesFollowTheForm) {

@@ -455,6 +455,49 @@ TEST(RunDataReliability, DeadRunsAreNotShownAsRunning) {
   EXPECT_EQ(loadRunSummary(dir).status, "failed");
 }
 
+// A live run's run.json holds ulysses-run's placeholders (0 steps done, 0 s, no final loss):
+// the list read "0 / 400" steps and "0 ms" for a run at step 184, and the monitor's banner a
+// "final loss". Its progress is metrics.jsonl's; no final loss while it runs.
+TEST(RunDataReliability, ALiveRunsProgressComesFromItsMetrics) {
+  QTemporaryDir tmp;
+  const QString dir = tmp.filePath("live");
+  makeRun(dir, "running", 400, 3, 4.0);
+  // A live process whose command line says ulysses-run.
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::execl("/bin/sleep", "ulysses-run", "30", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int i = 0; i < 200; ++i) {  // until the exec has happened
+    QFile cmd(QStringLiteral("/proc/%1/cmdline").arg(child));
+    if (cmd.open(QIODevice::ReadOnly) && cmd.readAll().contains("ulysses-run")) break;
+    ::usleep(10000);
+  }
+  writeFile(dir + "/run.json",
+            "{\"status\":\"running\",\"world_size\":2,\"steps_done\":0,\"duration_s\":0.0,"
+            "\"final_loss\":null,\"pid\":" +
+                QByteArray::number(child) + "}");
+  const auto s = loadRunSummary(dir);
+  ::kill(child, SIGKILL);
+  int st = 0;
+  ::waitpid(child, &st, 0);
+  EXPECT_EQ(s.status, "running");
+  EXPECT_EQ(s.stepsDone, 3);
+  EXPECT_DOUBLE_EQ(s.durationS, 0.3);
+  EXPECT_FALSE(s.hasFinalLoss);
+  EXPECT_EQ(s.steps, 400);
+}
+
+// Run folder names: never hidden (a leading '.' kept the run out of the runs list), never
+// longer than 80 characters (300 failed at launch: "File name too long").
+TEST(RunDataReliability, SlugsAreNeitherHiddenNorTooLong) {
+  EXPECT_EQ(slug(".hidden run"), "hidden-run");
+  EXPECT_EQ(slug("..x"), "x");
+  EXPECT_EQ(slug("..."), "run");
+  EXPECT_EQ(slug("tiny CPU demo"), "tiny-CPU-demo");
+  EXPECT_EQ(slug(QString(300, QChar('n'))).size(), 80);
+}
+
 // A run.json claiming 2e9 ranks used to make the studio allocate 2e9 rows and abort.
 TEST(RunDataReliability, ImpossibleRankCountsAreRefused) {
   QTemporaryDir tmp;

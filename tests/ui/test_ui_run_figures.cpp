@@ -172,6 +172,53 @@ TEST(RunFigures, TraceSummaryAndStudioQuoteTheSameFigures) {
   EXPECT_TRUE(sum.hasTrace);
 }
 
+// read_last_metric reads only the file's end; its answer is the whole-file reader's last
+// point, for files built to catch a backward scan out: a torn last line, lines that are no
+// METRIC after the last one, CRLF, blank lines, lines longer than the 64 KiB limit and longer
+// than the 128 KiB read window (before and after the last METRIC, one holding a METRIC-looking
+// tail), METRIC prefixes, a file of one line without a newline, and none at all.
+TEST(RunDirReader, LastMetricFromTheEndEqualsTheWholeFilesLast) {
+  QTemporaryDir tmp;
+  const std::string path = tmp.filePath(QStringLiteral("metrics.jsonl")).toStdString();
+  auto metric = [](int step, double loss) {
+    return R"({"step": )" + std::to_string(step) + R"(, "steps": 9, "loss": )" + std::to_string(loss) +
+           R"(, "elapsed_s": )" + std::to_string(step * 0.5) + "}";
+  };
+  const std::string big(200 * 1024, 'x'), mid(70 * 1024, 'y');
+  const std::vector<std::string> files = {
+      "",
+      "\n\n",
+      metric(0, 5),
+      metric(0, 5) + "\n",
+      metric(0, 5) + "\n" + metric(1, 4) + "\n",
+      metric(0, 5) + "\n" + metric(1, 4) + "\n{\"step\": 2, \"lo",
+      metric(0, 5) + "\r\n" + metric(1, 4) + "\r\n",
+      "METRIC " + metric(3, 2) + "\nnot json\n\n",
+      metric(0, 5) + "\n" + big + "\n",
+      metric(0, 5) + "\n" + big + metric(7, 1),
+      metric(0, 5) + "\n" + mid + metric(7, 1) + "\n",
+      metric(0, 5) + "\n" + big + "\n" + metric(1, 4) + "\n" + big + "\n" + mid + "\n",
+      big + metric(9, 0.5) + "\n" + big,
+      big,
+  };
+  for (size_t i = 0; i < files.size(); ++i) {
+    { std::ofstream(path, std::ios::binary | std::ios::trunc) << files[i]; }
+    const auto all = launch::read_metrics_file(path);
+    const auto last = launch::read_last_metric(path);
+    ASSERT_EQ(last.has_value(), !all.empty()) << i;
+    if (last) {
+      EXPECT_EQ(last->step, all.back().step) << i;
+      EXPECT_EQ(last->loss, all.back().loss) << i;
+      EXPECT_EQ(last->elapsed_s, all.back().elapsed_s) << i;
+    }
+  }
+  // Cases that must have found a point (the reference above could agree on none).
+  { std::ofstream(path, std::ios::binary | std::ios::trunc) << files[11]; }
+  ASSERT_TRUE(launch::read_last_metric(path).has_value());
+  EXPECT_EQ(launch::read_last_metric(path)->step, 1);
+  EXPECT_FALSE(launch::read_last_metric(tmp.filePath(QStringLiteral("none")).toStdString()).has_value());
+}
+
 TEST(RunDirReader, LenientRunJsonAndBoundedClaims) {
   QTemporaryDir tmp;
   const std::string path = tmp.filePath(QStringLiteral("run.json")).toStdString();

@@ -9,6 +9,7 @@
 #include <QFileInfo>
 #include <QJsonDocument>
 #include <QRegularExpression>
+#include <QSaveFile>
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
@@ -141,15 +142,27 @@ RunSummary loadRunSummary(const QString& dir) {
                     "(killed, crashed or the machine restarted)")
                     .arg(static_cast<qint64>(*run.pid));
   }
+  // A live run's record holds placeholders (ulysses-run writes run.json at the start with 0
+  // steps done and 0 s, and no final loss): its progress so far is metrics.jsonl's. The list
+  // read "0 / 400" steps and "0 ms" for a run at step 184.
+  const bool live = s.status == QLatin1String("running");
+  if (live) {
+    s.stepsDone = -1;
+    s.durationS = -1;
+    s.hasFinalLoss = false;
+  }
   if (!s.hasFinalLoss || s.stepsDone < 0) {
-    const auto pts = readMetricsFile(d.filePath(QStringLiteral("metrics.jsonl")));
-    if (!pts.isEmpty()) {
-      if (!s.hasFinalLoss) {
+    // The last METRIC alone, from the file's end (every file read whole: 10 s for 3000 runs).
+    if (const auto last = launch::read_last_metric(local(d.filePath(QStringLiteral("metrics.jsonl"))))) {
+      if (!s.hasFinalLoss && !live) {
         s.hasFinalLoss = true;
-        s.finalLoss = pts.back().loss;
+        s.finalLoss = last->loss;
       }
-      if (s.stepsDone < 0) s.stepsDone = pts.back().step + 1;
-      if (s.durationS < 0) s.durationS = pts.back().elapsed_s;
+      if (s.stepsDone < 0)
+        s.stepsDone = static_cast<int>(std::clamp<int64_t>(last->step + 1, 0, std::numeric_limits<int>::max()));
+      if (s.durationS < 0) s.durationS = last->elapsed_s;
+    } else if (live) {
+      s.stepsDone = 0;
     }
   }
   // The studio keeps the config it launched (with its "name") in RUNS/.studio/RUN.json.
@@ -199,9 +212,19 @@ QString slug(const QString& name) {
   QString s;
   for (const QChar c : name.trimmed()) s += (c.isLetterOrNumber() || c == '.' || c == '_' || c == '-') ? c : QChar('-');
   while (s.contains(QStringLiteral("--"))) s.replace(QStringLiteral("--"), QStringLiteral("-"));
-  if (s.startsWith('-')) s.remove(0, 1);
+  while (s.startsWith('-') || s.startsWith('.')) s.remove(0, 1);
+  if (s.size() > 80) s.truncate(80);
   if (s.endsWith('-')) s.chop(1);
   return s.isEmpty() ? QStringLiteral("run") : s;
+}
+
+bool writeFileWhole(const QString& path, const QByteArray& bytes, QString* error) {
+  QSaveFile f(path);
+  if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit()) {
+    if (error) *error = QStringLiteral("cannot write %1: %2").arg(path, f.errorString());
+    return false;
+  }
+  return true;
 }
 
 QString resumeFolderOf(const QString& runDir, QString* why) {

@@ -79,8 +79,13 @@ struct MeasuredStats {
 };
 MeasuredStats measure(const QVector<MetricPoint>& points);
 
-// Directory-name friendly form of a config name: "tiny CPU demo" -> "tiny-CPU-demo".
+// Directory-name friendly form of a config name: "tiny CPU demo" -> "tiny-CPU-demo"; never
+// starting with '.' (a hidden folder the runs list would not show) and at most 80 characters
+// (a longer name failed at launch with "File name too long").
 QString slug(const QString& name);
+// Writes `bytes` to `path` whole or not at all (QSaveFile: a temp file renamed over `path`);
+// false with the reason in *error ("cannot write X: No space left on device").
+bool writeFileWhole(const QString& path, const QByteArray& bytes, QString* error);
 // Where a stopped or failed run can be resumed from: its config's train.save_to, when that
 // folder holds a complete training-state checkpoint (engine/config/checkpoint_layout.hpp).
 // Empty, with the reason in *why, when the run finished, saved no training state, or every

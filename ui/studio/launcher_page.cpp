@@ -317,13 +317,8 @@ bool LauncherPage::loadConfigFile(const QString& path, QString* error) {
 }
 
 bool LauncherPage::saveConfigFile(const QString& path, QString* error) {
-  json out = formJson_;
-  QFile f(path);
-  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
-    if (error) *error = QStringLiteral("cannot write %1: %2").arg(path, f.errorString());
-    return false;
-  }
-  f.write(QByteArray::fromStdString(out.dump(2) + "\n"));
+  // Whole or not at all: a full disk cut an existing config to its first kilobyte, unsaid.
+  if (!writeFileWhole(path, QByteArray::fromStdString(formJson_.dump(2) + "\n"), error)) return false;
   currentFile_ = QFileInfo(path).absoluteFilePath();
   return true;
 }

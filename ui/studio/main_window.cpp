@@ -235,7 +235,10 @@ void MainWindow::buildMenus() {
   stopAction_ = run->addAction(QStringLiteral("&Stop"), QKeySequence(QStringLiteral("Ctrl+.")), this,
                                [this] { controller_->stop(); });
   stopAction_->setEnabled(false);
-  run->addAction(QStringLiteral("&Refresh Runs"), QKeySequence::Refresh, runs_, &RunsPage::refresh);
+  // Ctrl+Shift+R: F5 (QKeySequence::Refresh) is Presentation Mode's, and a shortcut two
+  // actions share runs neither ("Ambiguous shortcut overload").
+  run->addAction(QStringLiteral("&Refresh Runs"), QKeySequence(QStringLiteral("Ctrl+Shift+R")), runs_,
+                 &RunsPage::refresh);
 
   auto* view = menuBar()->addMenu(QStringLiteral("&View"));
   const QStringList pages = {"Launch", "Monitor", "Runs", "Trace"};
@@ -484,7 +487,11 @@ bool MainWindow::launch(QString* error) {
   const QString program = program_.isEmpty() ? findUlyssesRun() : program_;
   QDir runs(runsDir());
   if (!runs.mkpath(QStringLiteral(".studio"))) {
-    if (error) *error = QStringLiteral("cannot create the runs folder %1").arg(runsDir());
+    if (error)
+      *error = QFileInfo(runsDir()).isDir()
+                   ? QStringLiteral("cannot create the folder %1 (where the studio keeps the configs it launches)")
+                         .arg(runs.filePath(QStringLiteral(".studio")))
+                   : QStringLiteral("cannot create the runs folder %1").arg(runsDir());
     return false;
   }
   const QString base = slug(launcher_->configName()) + QLatin1Char('_') +
@@ -492,13 +499,9 @@ bool MainWindow::launch(QString* error) {
   QString name = base;
   for (int i = 2; runs.exists(name); ++i) name = base + QStringLiteral("-%1").arg(i);
   const QString configPath = runs.filePath(QStringLiteral(".studio/") + name + QStringLiteral(".json"));
-  QFile f(configPath);
-  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
-    if (error) *error = QStringLiteral("cannot write %1: %2").arg(configPath, f.errorString());
+  // Whole or not launched: a full disk left an empty config that ulysses-run then "refused".
+  if (!writeFileWhole(configPath, QByteArray::fromStdString(launcher_->configJson().dump(2) + "\n"), error))
     return false;
-  }
-  f.write(QByteArray::fromStdString(launcher_->configJson().dump(2) + "\n"));
-  f.close();
   return controller_->start(program, configPath, runs.filePath(name), static_cast<int>(cfg->parallel.world_size()),
                             static_cast<int>(cfg->train.steps), error);
 }
@@ -566,7 +569,13 @@ void MainWindow::openConfigDialog() {
 }
 
 void MainWindow::saveConfigDialog() {
-  const QString p = QFileDialog::getSaveFileName(this, QStringLiteral("Save run config"), launcher_->currentFile(),
+  // A shipped preset is not offered for overwriting: the dialog starts in the home folder.
+  QString start = launcher_->currentFile();
+  const QString presets = findConfigsDir();
+  if (!start.isEmpty() && !presets.isEmpty() &&
+      QFileInfo(start).absolutePath() == QFileInfo(presets).absoluteFilePath())
+    start = QDir::home().filePath(QFileInfo(start).fileName());
+  const QString p = QFileDialog::getSaveFileName(this, QStringLiteral("Save run config"), start,
                                                  QStringLiteral("Run configs (*.json)"));
   if (p.isEmpty()) return;
   QString err;

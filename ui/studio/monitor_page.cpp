@@ -1,6 +1,7 @@
 // Run monitor page.
 #include "monitor_page.hpp"
 
+#include <QDateTime>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -86,6 +87,9 @@ MonitorPage::MonitorPage(RunController* controller, QWidget* parent) : QWidget(p
   replayTimer_ = new QTimer(this);
   replayTimer_->setInterval(40);
   connect(replayTimer_, &QTimer::timeout, this, &MonitorPage::replayTick);
+  follow_ = new QTimer(this);
+  follow_->setInterval(1000);
+  connect(follow_, &QTimer::timeout, this, &MonitorPage::followTick);
   connect(replay1_, &QPushButton::clicked, this, [this] { replayRun(runDir_, 1.0); });
   connect(replay10_, &QPushButton::clicked, this, [this] { replayRun(runDir_, 10.0); });
   connect(replayStep_, &QPushButton::clicked, this, [this] {
@@ -144,6 +148,7 @@ bool MonitorPage::replayRun(const QString& runDir, double speed, QString* error)
     return false;
   }
   if (QFileInfo(runDir).absoluteFilePath() != runDir_) showRun(runDir);
+  follow_->stop();  // a replay of the steps so far is not overwritten by the live files
   replay_ = std::make_unique<ReplayModel>(std::vector<MetricPoint>(pts.begin(), pts.end()));
   replaySpeed_ = speed;
   clearCharts();
@@ -191,6 +196,23 @@ void MonitorPage::stopReplay() {
   replay_.reset();
 }
 
+QString MonitorPage::followStampNow() const {
+  QString out;
+  for (const char* f : {"metrics.jsonl", "run.json"}) {
+    const QFileInfo fi(QDir(runDir_).filePath(QLatin1String(f)));
+    out += QStringLiteral("%1:%2;").arg(fi.size()).arg(fi.lastModified().toMSecsSinceEpoch());
+  }
+  return out;
+}
+
+void MonitorPage::followTick() {
+  if (ctl_->isRunning() && runDir_ == ctl_->runDir()) {  // this window's own run now: live already
+    follow_->stop();
+    return;
+  }
+  if (followStampNow() != followStamp_) showRun(runDir_);
+}
+
 bool MonitorPage::replaying() const { return replay_ && !replay_->finished(); }
 
 void MonitorPage::setBanner(const QString& text, bool error) {
@@ -225,6 +247,7 @@ void MonitorPage::addPoints(const QList<MetricPoint>& pts) {
 }
 
 void MonitorPage::onStarted() {
+  follow_->stop();
   stopReplay();
   for (auto* b : {replay1_, replay10_, replayStep_}) b->setEnabled(false);
   runDir_ = ctl_->runDir();
@@ -270,7 +293,12 @@ void MonitorPage::showRun(const QString& runDir) {
   runDir_ = QFileInfo(runDir).absoluteFilePath();
   stopReplay();
   for (auto* b : {replay1_, replay10_, replayStep_}) b->setEnabled(true);
+  followStamp_ = followStampNow();  // before the read: a change during it is read next time
   const RunSummary s = loadRunSummary(runDir_);
+  if (s.status == QLatin1String("running"))
+    follow_->start();
+  else
+    follow_->stop();
   clearCharts();
   log_->clear();
   const auto pts = readMetricsFile(QDir(runDir_).filePath(QStringLiteral("metrics.jsonl")));
@@ -326,6 +354,13 @@ void MonitorPage::showRun(const QString& runDir) {
       msg +=
           QStringLiteral("\nmetrics.jsonl: %1 step(s), last loss %2").arg(s.stepsDone).arg(format_metric(s.finalLoss));
     setBanner(msg, true);
+  } else if (s.status == QLatin1String("running")) {
+    // Not this window's run: its files are followed (no "final loss" while it trains).
+    setBanner(QStringLiteral("Running (started outside this window; its files are read as they grow): %1 step(s) so "
+                             "far%2")
+                  .arg(std::max(0, s.stepsDone))
+                  .arg(pts.isEmpty() ? QString() : QStringLiteral(", loss %1").arg(format_metric(pts.back().loss))),
+              false);
   } else if (s.hasFinalLoss) {
     setBanner(QStringLiteral("%1 after %2 step(s), final loss %3")
                   .arg(s.status)

@@ -88,6 +88,12 @@ class MonitorPage : public QWidget {
   QPushButton* replay1_ = nullptr;
   QPushButton* replay10_ = nullptr;
   QPushButton* replayStep_ = nullptr;
+  // A live run this window did not launch (opened from the Runs list or the command line):
+  // its files are read again when they change, until its run.json says how it ended.
+  void followTick();
+  QTimer* follow_ = nullptr;
+  QString followStamp_;  // sizes and times of metrics.jsonl and run.json at the last read
+  QString followStampNow() const;
 };
 
 }  // namespace ulysses::ui

@@ -73,10 +73,12 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
   connect(delete_, &QPushButton::clicked, this, [this] {
     const auto dirs = selectedDirs();
     if (dirs.isEmpty()) return;
+    // No by default: Enter does not delete.
     if (QMessageBox::question(this, QStringLiteral("Delete runs"),
                               QStringLiteral("Delete %1 run folder(s) and everything in them?\n%2")
                                   .arg(dirs.size())
-                                  .arg(dirs.join(QLatin1Char('\n')))) != QMessageBox::Yes)
+                                  .arg(dirs.join(QLatin1Char('\n'))),
+                              QMessageBox::Yes | QMessageBox::No, QMessageBox::No) != QMessageBox::Yes)
       return;
     for (const auto& d : dirs) {
       QString err;
@@ -144,6 +146,7 @@ void RunsPage::setRunsDir(const QString& dir) {
   folder_->setText(abs);
   model_->setRunsDir(abs);
   if (QFileInfo(abs).isDir()) watcher_->addPath(abs);
+  watchLiveRuns();
   updateButtons();
 }
 
@@ -152,7 +155,22 @@ QString RunsPage::runsDir() const { return model_->runsDir(); }
 void RunsPage::refresh() {
   if (watcher_->directories().isEmpty() && QFileInfo(model_->runsDir()).isDir()) watcher_->addPath(model_->runsDir());
   model_->refresh();
+  watchLiveRuns();
   updateButtons();
+}
+
+// The folders of runs still running are watched too: their run.json is replaced when they end,
+// and the list then says how (it kept "running" until Refresh).
+void RunsPage::watchLiveRuns() {
+  const QString top = QFileInfo(model_->runsDir()).absoluteFilePath();
+  QStringList stale;
+  for (const auto& d : watcher_->directories())
+    if (QFileInfo(d).absoluteFilePath() != top) stale << d;
+  if (!stale.isEmpty()) watcher_->removePaths(stale);
+  QStringList live;
+  for (int i = 0; i < model_->rowCount(); ++i)
+    if (model_->run(i).status == QLatin1String("running")) live << model_->run(i).dir;
+  if (!live.isEmpty()) watcher_->addPaths(live);
 }
 
 QStringList RunsPage::selectedDirs() const {
@@ -227,6 +245,12 @@ bool RunsPage::deleteRun(const QString& dir, QString* error) {
     if (error)
       *error =
           QStringLiteral("%1 is not a run folder (no run.json, config.json or metrics.jsonl); not deleted").arg(dir);
+    return false;
+  }
+  // A live run (its ulysses-run alive: loadRunSummary says "failed" once it is gone) is never
+  // deleted under its ranks: it was, and ulysses-run then reported success into no folder.
+  if (loadRunSummary(dir).status == QLatin1String("running")) {
+    if (error) *error = QStringLiteral("%1 is a run still running; stop it first (not deleted)").arg(dir);
     return false;
   }
   if (!QDir(dir).removeRecursively()) {

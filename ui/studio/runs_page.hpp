@@ -54,6 +54,7 @@ class RunsPage : public QWidget {
   void traceCompareFinished(bool ok);
 
  private:
+  void watchLiveRuns();
   void updateButtons();
   void updateCompareTitle();
   RunsModel* model_;
