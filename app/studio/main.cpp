@@ -13,6 +13,8 @@
 #include <QImageWriter>
 #include <QPixmap>
 #include <QSaveFile>
+#include <QTemporaryDir>
+#include <QSettings>
 #include <QTimer>
 #include <algorithm>
 #include <cmath>
@@ -210,6 +212,17 @@ int studio_main(int argc, char** argv) {
     return 2;
   }
 
+  // A screenshot reads the user's settings but never changes them: it saved the file it drew
+  // as lastConfig, and the next start opened that one (an invalid config, a test's).
+  QTemporaryDir shotSettings;
+  if (screenshot && shotSettings.isValid()) {
+    const QString real = QSettings().fileName();
+    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, shotSettings.path());
+    QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, shotSettings.path());
+    const QString copy = QSettings().fileName();
+    QDir().mkpath(QFileInfo(copy).absolutePath());
+    QFile::copy(real, copy);
+  }
   ulysses::ui::MainWindow w;
   w.setQuiet(screenshot);
   if (cli.isSet(palette)) w.setPhasePalette(phasePalette, /*remember=*/false);

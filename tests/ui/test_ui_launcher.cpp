@@ -820,6 +820,23 @@ TEST(StudioCli, ScreenshotAndBadArguments) {
   QImage img(png);
   ASSERT_FALSE(img.isNull());
   EXPECT_GE(img.width(), 1000);
+  // A screenshot leaves the user's settings as they were (it saved the config it drew as
+  // lastConfig, which the next start then opened), yet reads them.
+  {
+    const QString conf = tmp.filePath("config/Ulysses/Ulysses Studio.conf");
+    ASSERT_TRUE(QDir().mkpath(QFileInfo(conf).absolutePath()));
+    const QByteArray mine = "[General]\nlastConfig=/my/own.json\nrecentFiles=/my/own.json\n";
+    {
+      QFile f(conf);
+      ASSERT_TRUE(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+      f.write(mine);
+    }
+    ASSERT_EQ(runStudio({kTiny, "--screenshot", png, "--runs-dir", tmp.filePath("runs")}, &out), 0)
+        << out.toStdString();
+    QFile f(conf);
+    ASSERT_TRUE(f.open(QIODevice::ReadOnly));
+    EXPECT_EQ(f.readAll(), mine);
+  }
   EXPECT_EQ(runStudio({"--view", "nonsense", "--screenshot", png}, &out), 2) << out.toStdString();
   EXPECT_TRUE(out.contains("unknown --view")) << out.toStdString();
   EXPECT_EQ(runStudio({tmp.filePath("does-not-exist"), "--screenshot", png}, &out), 2) << out.toStdString();

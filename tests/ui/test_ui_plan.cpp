@@ -103,4 +103,14 @@ TEST(LauncherPlan, WarnsInlineWhenThePlannedPeakExceedsTheGpu) {
   EXPECT_EQ(L.estimateModel()->plan().seqLength, 16384);
   EXPECT_LT(L.estimateModel()->plan().peakBytes, 143771LL * 1024 * 1024);
   EXPECT_TRUE(L.planWarning().isEmpty()) << L.planWarning().toStdString();
+
+  // An invalid config: no plan figures are left standing beside "(invalid config)" (the last
+  // valid config's stayed, with any "Will not fit" warning).
+  ASSERT_TRUE(L.setFieldText(QStringLiteral("train.seq_length"), QStringLiteral("524288")));
+  ASSERT_TRUE(waitForPlan(L));
+  ASSERT_FALSE(L.planWarning().isEmpty());
+  L.setFieldText(QStringLiteral("train.steps"), QStringLiteral("-1"));
+  ASSERT_FALSE(L.isValid());
+  EXPECT_FALSE(L.estimateModel()->hasPlan());
+  EXPECT_TRUE(L.planWarning().isEmpty()) << L.planWarning().toStdString();
 }

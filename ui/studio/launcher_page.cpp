@@ -20,6 +20,7 @@
 #include <QScrollArea>
 #include <QSplitter>
 #include <QTableView>
+#include <QTemporaryFile>
 #include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
@@ -463,6 +464,7 @@ void LauncherPage::revalidate() {
 void LauncherPage::updateEstimates() {
   if (!config_) {
     estimates_->clearEstimate(QStringLiteral("(invalid config)"));
+    schedulePlan();  // clears the plan too: the last valid config's figures stayed beside "(invalid config)"
     return;
   }
   cost::CostOptions o;
@@ -516,18 +518,21 @@ void LauncherPage::runPlan() {
     emit planUpdated();
     return;
   }
-  const QString file = QDir::temp().filePath(
-      QStringLiteral("ulysses-studio-plan-%1-%2.json").arg(QCoreApplication::applicationPid()).arg(quintptr(this)));
-  QFile f(file);
-  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
-    estimates_->clearPlan(QStringLiteral("(no plan: cannot write %1)").arg(file));
+  auto* proc = new QProcess(this);
+  // The config the plan reads: a temporary file of a name no one can guess (a fixed name in
+  // /tmp could be planted), removed with the process object (they piled up in /tmp).
+  auto* tf = new QTemporaryFile(QDir::temp().filePath(QStringLiteral("ulysses-studio-plan-XXXXXX.json")), proc);
+  const QByteArray text = QByteArray::fromStdString(formJson_.dump(2));
+  if (!tf->open() || tf->write(text) != text.size() || !tf->flush()) {
+    estimates_->clearPlan(
+        QStringLiteral("(no plan: cannot write a temporary file in %1: %2)").arg(QDir::tempPath(), tf->errorString()));
+    proc->deleteLater();
+    updatePlanWarning();
     emit planUpdated();
     return;
   }
-  f.write(QByteArray::fromStdString(formJson_.dump(2)));
-  f.close();
+  const QString file = tf->fileName();
   estimates_->clearPlan(QStringLiteral("planning…"));
-  auto* proc = new QProcess(this);
   planProc_ = proc;
   connect(proc, &QProcess::finished, this, [this, proc](int code, QProcess::ExitStatus st) {
     const QByteArray out = proc->readAllStandardOutput();

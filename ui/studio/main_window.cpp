@@ -182,10 +182,16 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   restoreState(s.value(QStringLiteral("windowState")).toByteArray());
   const QString last = s.value(QStringLiteral("lastConfig")).toString();
   QString ignored;
-  if (!last.isEmpty() && QFileInfo::exists(last))
-    launcher_->loadConfigFile(last, &ignored);
-  else if (launcher_->presetNames().contains(QStringLiteral("tiny")))
+  // The last config, else the tiny preset; a last config that no longer loads is said, and the
+  // preset opens instead (the form fell back to bare defaults, unsaid).
+  bool loaded = false;
+  if (!last.isEmpty() && QFileInfo::exists(last)) {
+    loaded = launcher_->loadConfigFile(last, &ignored);
+    if (!loaded) lastConfigProblem_ = QStringLiteral("the last config %1 did not load: %2").arg(last, ignored);
+  }
+  if (!loaded && launcher_->presetNames().contains(QStringLiteral("tiny")))
     launcher_->loadPreset(QStringLiteral("tiny"), &ignored);
+  if (!lastConfigProblem_.isEmpty()) statusBar()->showMessage(lastConfigProblem_, 15000);
   program_ = findUlyssesRun();
   if (program_.isEmpty())
     statusBar()->showMessage(
@@ -412,6 +418,10 @@ bool MainWindow::openPath(const QString& path, QString* error) {
     addRecent(dir);
     return true;
   }
+  // A run's own record (RUN/run.json) opens its run: read as a run config it was refused with
+  // "unknown config section 'duration_s'".
+  if (fi.fileName() == QLatin1String("run.json") && isRunDir(fi.absolutePath()))
+    return openPath(fi.absolutePath(), error);
   const QString suffix = fi.suffix().toLower();
   if (suffix == QLatin1String("sqlite") || suffix == QLatin1String("db") || suffix == QLatin1String("sqlite3")) {
     if (!trace_->openTrace(fi.absoluteFilePath(), error)) return false;

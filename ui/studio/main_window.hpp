@@ -85,6 +85,7 @@ class MainWindow : public QMainWindow {
   LauncherPage* launcher_ = nullptr;
   MonitorPage* monitor_ = nullptr;
   RunsPage* runs_ = nullptr;
+  QString lastConfigProblem_;  // why the last config did not load at start ("" when it did)
   TraceView* trace_ = nullptr;
   QString lastTraceError_;
   RunController* controller_ = nullptr;
