@@ -9,6 +9,19 @@
 namespace ulysses::prof {
 
 namespace {
+
+// Our own trace whose memory samples all come from CPU ranks: there a sample is the process's
+// resident memory and its peak (Tracer::process_memory), not the tensors alone, so it says
+// more than the planner's figure for the same config.
+bool cpu_process_memory(const TraceModel& m) {
+  if (m.format != "ulysses" || m.memory.empty()) return false;
+  std::set<int32_t> with_memory;
+  for (const auto& p : m.memory) with_memory.insert(p.rank);
+  for (const auto& r : m.ranks)
+    if (with_memory.count(r.rank) && r.device.rfind("cpu", 0) != 0) return false;
+  return true;
+}
+
 double ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 double msd(double ns) { return ns / 1e6; }
 
@@ -236,7 +249,11 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
         double(s.headline.allreduce_bytes_per_step) / 1048576.0,
         // A trace without memory samples has no peak (it read "peak memory 0.0 MiB").
         m.memory.empty() ? "no memory samples"
-                         : strfmt("peak memory %.1f MiB", double(s.headline.peak_memory_bytes) / 1048576.0).c_str());
+                         : strfmt("peak memory %.1f MiB%s", double(s.headline.peak_memory_bytes) / 1048576.0,
+                                  cpu_process_memory(m) ? " (CPU ranks: the process's peak resident memory, libtorch "
+                                                          "included; --plan counts tensors only)"
+                                                        : "")
+                               .c_str());
 
   o += "Per rank and step (ms)\n";
   o += strfmt("%5s %6s %10s %10s %10s %10s %10s %8s\n", "rank", "step", "wall", "compute", "comm", "exposed", "idle",

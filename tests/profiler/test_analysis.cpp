@@ -5,6 +5,7 @@
 
 #include "test_util.hpp"
 #include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/report.hpp"
 
 using namespace ut;
 using prof::Direction;
@@ -475,4 +476,36 @@ TEST(Tables, SkewCountsEveryTrainingRankAndKernelTimeOnGpuRanks) {
   const auto att = row_of(prof::rank_skew(g), Phase::Attention);
   EXPECT_EQ(att.slowest_rank, 0);
   EXPECT_DOUBLE_EQ(att.slowest_ns, 3.0);
+}
+
+// On CPU ranks a memory sample is the process's resident memory (libtorch included), not the
+// tensors the planner counts: the text summary says so beside the peak (a demo read 184 MiB
+// where --plan said 5.8), and only there (GPU ranks, foreign traces: the allocator's figure).
+TEST(Summary, CpuPeakMemoryIsSaidToBeTheProcesssResidentMemory) {
+  prof::TraceModel m;
+  for (int32_t r : {0, 1}) {
+    prof::RankInfo ri;
+    ri.rank = r;
+    ri.device = "cpu";
+    m.ranks.push_back(ri);
+    prof::StepInfo st;
+    st.rank = r;
+    st.step = 0;
+    st.end_ns = 1000;
+    st.step_ms = 0.001;
+    m.steps.push_back(st);
+    m.memory.push_back(prof::MemoryPoint{r, 500, 1 << 20, 2 << 20, 3 << 20, 0});
+  }
+  m.strings.push_back("after_forward");
+  const std::string said =
+      "(CPU ranks: the process's peak resident memory, libtorch included; --plan counts tensors only)";
+  std::string text = prof::summary_to_text(m, prof::analyze(m));
+  EXPECT_NE(text.find("peak memory 3.0 MiB " + said), std::string::npos) << text;
+  m.ranks[1].device = "cuda:0";
+  text = prof::summary_to_text(m, prof::analyze(m));
+  EXPECT_NE(text.find("peak memory 3.0 MiB\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find(said), std::string::npos) << text;
+  m.ranks[1].device = "cpu";
+  m.format = "kineto";
+  EXPECT_EQ(prof::summary_to_text(m, prof::analyze(m)).find(said), std::string::npos);
 }
