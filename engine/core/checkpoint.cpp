@@ -315,6 +315,18 @@ std::vector<std::string> load_checkpoint(LlamaModel& model, const std::string& d
     const std::string why = checkpoint_mismatch(where, model.config(), dir);
     if (!why.empty()) throw ConfigError(why);
     auto tensors = read_tensors(where, [&](const std::string& name) { return model.has_param(name); });
+    // Weights that are no numbers (NaN, +-Inf) are bad input, named here (exit 2): they showed
+    // only as a NaN loss after launch, or, in an embedding row the data never used, trained
+    // with exit 0 and were saved back.
+    for (const auto& [name, t] : tensors) {
+      if (!t.is_floating_point()) continue;
+      const int64_t bad = (~torch::isfinite(t)).sum().item<int64_t>();
+      if (bad > 0) {
+        const std::string file = where.count(name) ? where.at(name).file : dir;
+        throw ConfigError("checkpoint " + dir + ": tensor " + name + " (in " + file + ") holds " + std::to_string(bad) +
+                          " value(s) that are NaN or infinite; the weights are damaged (re-download or re-save them)");
+      }
+    }
     torch::NoGradGuard ng;
     for (auto& [name, p] : model.named_parameters()) p.copy_(tensors.at(name).to(p.scalar_type()));
     return checkpoint_unused(where, model.config());
