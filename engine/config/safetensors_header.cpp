@@ -199,7 +199,26 @@ std::string checkpoint_mismatch(const std::map<std::string, CheckpointTensor>& t
              " (does the run's model section match the checkpoint's config.json?)";
   }
   if (n_missing > 8) missing += ", and " + std::to_string(n_missing - 8) + " more";
-  return missing.empty() ? "" : "checkpoint " + dir + " lacks tensors: " + missing;
+  if (!missing.empty()) {
+    // A sharded checkpoint names its tensors in the index: one left out of weight_map is
+    // missing even when a shard holds it.
+    std::error_code ec;
+    const bool sharded = !std::filesystem::exists(std::filesystem::path(dir) / "model.safetensors", ec) &&
+                         std::filesystem::exists(std::filesystem::path(dir) / "model.safetensors.index.json", ec);
+    return "checkpoint " + dir + " lacks tensors: " + missing +
+           (sharded ? " (model.safetensors.index.json's weight_map does not list them)" : "");
+  }
+  // A tied model's head is its embedding; a stored lm_head.weight of another shape is no copy of
+  // it (Transformers refuses the size mismatch too): a damaged or mislabelled checkpoint. It was
+  // dropped unsaid.
+  if (auto head = tensors.find("lm_head.weight"); model.tie_word_embeddings && head != tensors.end()) {
+    const auto emb = tensors.find("model.embed_tokens.weight");
+    if (emb != tensors.end() && head->second.entry.shape != emb->second.entry.shape)
+      return "checkpoint " + dir + ": lm_head.weight has shape " + shape_text(head->second.entry.shape) +
+             " but config.json ties it to model.embed_tokens.weight " + shape_text(emb->second.entry.shape) +
+             " (tie_word_embeddings: true); the checkpoint is damaged, or its config.json should say false";
+  }
+  return "";
 }
 
 std::vector<std::string> checkpoint_unused(const std::map<std::string, CheckpointTensor>& tensors,

@@ -397,7 +397,8 @@ TEST(Checkpoint, ShardedIndexRefusals) {
   expect_refused(nul, "must be a plain file name");
   json missing = index;
   missing["weight_map"].erase("model.norm.weight");
-  expect_refused(missing, "lacks tensors: model.norm.weight");
+  expect_refused(missing,
+                 "lacks tensors: model.norm.weight (model.safetensors.index.json's weight_map does not list them)");
   json wrong = index;
   const std::string other = index["weight_map"]["model.embed_tokens.weight"] == index["weight_map"]["lm_head.weight"]
                                 ? "model-00009-of-00009.safetensors"
@@ -666,6 +667,39 @@ TEST(Checkpoint, NanOrInfiniteWeightsAreRefusedAtLoad) {
     }
     fs::remove_all(dir);
   }
+}
+
+// A tied model's checkpoint holding an lm_head.weight of another shape than the embedding it is
+// tied to: damaged or mislabelled, refused naming both shapes (it was dropped unsaid). One of
+// the same shape is a copy some tied checkpoints store, and loads.
+TEST(Checkpoint, ATiedHeadOfAnotherShapeIsRefused) {
+  ModelConfig c;
+  c.num_hidden_layers = 1;
+  c.tie_word_embeddings = true;
+  LlamaModel m(c, ParallelConfig{}, torch::kFloat32, nullptr), back(c, ParallelConfig{}, torch::kFloat32, nullptr);
+  m.init_parameters(1);
+  const auto dir = temp_dir("tiedhead");
+  fs::remove_all(dir);
+  save_checkpoint(m, dir, torch::kFloat32, 0);
+  auto ts = read_safetensors(dir + "/model.safetensors");
+  ASSERT_EQ(ts.count("lm_head.weight"), 0u);
+  const at::Tensor emb = ts.at("model.embed_tokens.weight");
+  ts["lm_head.weight"] = emb.clone();
+  write_safetensors(dir + "/model.safetensors", {ts.begin(), ts.end()});
+  load_checkpoint(back, dir);
+  expect_bit_identical(m, back, torch::kFloat32);
+  ts["lm_head.weight"] = torch::zeros({1, 8});
+  write_safetensors(dir + "/model.safetensors", {ts.begin(), ts.end()});
+  try {
+    load_checkpoint(back, dir);
+    ADD_FAILURE() << "a tied head of shape [1, 8] loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("lm_head.weight has shape [1, 8] but config.json ties it to "
+                                         "model.embed_tokens.weight"),
+              std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
 }
 
 TEST(Ulysses, Qwen3StyleSp2MatchesOneProcess) {
