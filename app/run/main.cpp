@@ -506,6 +506,29 @@ int run_main(int argc, char** argv) {
         " (README.txt lists the command and every difference); nothing was trained");
     return 0;
   }
+  // Thread counts the workers inherit: a value OpenMP or OpenBLAS cannot read (0, -1, abc, an
+  // empty string) only drew a libgomp warning per rank, and the run went on with 1 thread.
+  for (const char* k : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+    const char* v = std::getenv(k);
+    if (!v) continue;
+    // OpenMP's syntax: positive whole numbers, comma-separated for nested levels ("4,2").
+    const std::string text = v;
+    bool ok = !text.empty();
+    size_t at = 0;
+    while (ok && at <= text.size()) {
+      const size_t comma = std::min(text.find(',', at), text.size());
+      const std::string part = text.substr(at, comma - at);
+      ok = !part.empty() && part.size() <= 6 && part.find_first_not_of("0123456789") == std::string::npos &&
+           std::stol(part) >= 1;
+      at = comma + 1;
+    }
+    if (!ok) {
+      say(std::string(k) + "='" + text +
+          "' is not a thread count (a positive whole number); unset it to get train.threads_per_rank (or cores / "
+          "ranks) per rank, or set it to, say, 1");
+      return 2;
+    }
+  }
   // 2. Worker binary.
   const L::WorkerLocation where = L::locate_worker(worker, std::getenv("ULYSSES_WORKER"), L::self_executable());
   // Memory: refuse what cannot fit before a worker builds it and the machine swaps (a plan

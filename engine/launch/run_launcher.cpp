@@ -720,6 +720,19 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
     rec.status = RunStatus::Failed;
     rec.failed_rank = fr;
     rec.message = session.failure_;
+    // The cause, as the rank said it (its last line that is no METRIC): run.json and the
+    // studio's banner read "rank 0 exited with code 1 in step 7" while only stderr and the log
+    // said "database or disk is full".
+    for (auto it = ranks[fr].tail.rbegin(); it != ranks[fr].tail.rend(); ++it) {
+      std::string line = *it;
+      while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+      if (line.empty() || parse_metric_line(line)) continue;
+      const std::string prefix = "ulysses-worker (rank " + std::to_string(fr) + "): ";
+      if (line.rfind(prefix, 0) == 0) line.erase(0, prefix.size());
+      if (line.size() > 400) line = line.substr(0, 400) + "...";
+      rec.message += ": " + line;
+      break;
+    }
     const bool bad_input = !session.watchdog_fired_ && ranks[fr].proc && ranks[fr].proc->exit_info().exited &&
                            ranks[fr].proc->exit_info().code == 2;
     res.exit_code = bad_input ? 2 : 1;

@@ -653,6 +653,27 @@ TEST(UlyssesRun, WorkersAreToldTheTokensFileWasChecked) {
   for (const auto& r : fake_records(run2, 2)) EXPECT_EQ(r["env"]["ULYSSES_TOKENS_CHECKED"], "") << r;
 }
 
+// A thread count the workers' OpenMP or OpenBLAS cannot read is refused before anything
+// starts (it drew one libgomp warning per rank and ran on 1 thread); OpenMP's nested form
+// "2,1" is one it can.
+TEST(UlyssesRun, UnreadableThreadCountsInTheEnvironmentAreRefused) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  int n = 0;
+  for (const std::string v : {"0", "-1", "abc", "", "4,", "99999999999999999999"}) {
+    for (const char* k : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+      const fs::path run = tmp.path() / ("run" + std::to_string(n++));
+      Cli c({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {{k, v}}, tmp.path());
+      ASSERT_EQ(c.wait(10), 2) << k << "=" << v << "\n" << c.err();
+      EXPECT_NE(c.err().find(std::string(k) + "='" + v + "' is not a thread count"), std::string::npos) << c.err();
+      EXPECT_FALSE(fs::exists(run));
+    }
+  }
+  Cli ok({cfg.string(), "--out", (tmp.path() / "ok").string(), "--worker", FAKE_WORKER_EXE},
+         {{"OMP_NUM_THREADS", "2,1"}}, tmp.path());
+  EXPECT_EQ(ok.wait(), 0) << ok.err();
+}
+
 TEST(UlyssesRun, AFailingRankStopsEveryOtherWorker) {
   TempDir tmp;
   const fs::path cfg = write_config(tmp.path(), small_config(2, 2, 20));
@@ -668,6 +689,8 @@ TEST(UlyssesRun, AFailingRankStopsEveryOtherWorker) {
   EXPECT_EQ(rec["steps_done"], 2);  // rank 0 reported steps 0 and 1
   EXPECT_EQ(lines_of(cli.out()).size(), 2u);
   EXPECT_NE(rec["message"].get<std::string>().find("rank 1 exited with code 1"), std::string::npos) << rec;
+  // The cause as the rank said it, in run.json too (the studio's banner reads it).
+  EXPECT_NE(rec["message"].get<std::string>().find(": rank 1: simulated failure at step 2"), std::string::npos) << rec;
   const std::string err = cli.err();
   EXPECT_NE(err.find("ulysses-run: rank 1 exited with code 1"), std::string::npos) << err;
   EXPECT_NE(err.find("lines of rank 1"), std::string::npos) << err;
