@@ -1,6 +1,7 @@
 // Cost model of one Ulysses training step (formulas in cost_model.hpp).
 #include "cost_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ulysses_geometry.hpp"
@@ -23,13 +24,16 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   const int64_t b = t.micro_batch_size, N = t.seq_length, P = p.sp_size, D = p.dp_size, W = P * D;
   const int64_t d = m.hidden_size, f = m.intermediate_size, L = m.num_hidden_layers, V = m.vocab_size;
   const int64_t H = m.num_attention_heads, Hkv = m.num_key_value_heads, dh = m.head_dim();
+  const int64_t qd = H * dh;  // q and attention-output width: d, or H x an explicit head_dim (Qwen3)
+  const int64_t G = std::max<int64_t>(1, t.gradient_accumulation_steps);  // micro-batches per step
+  const bool ckpt = t.activation_checkpointing == "layer";
   const bool bf16 = t.dtype == "bfloat16";
   const int64_t e = bf16 ? 2 : 4;
 
   CostEstimate c;
   c.params = m.num_parameters();
   c.matmul_params = m.tie_word_embeddings ? c.params : c.params - V * d;
-  c.tokens_per_step = b * N * D;
+  c.tokens_per_step = b * N * D * G;
   c.local_tokens = N / P;
   const int64_t n = c.local_tokens;
 
@@ -42,8 +46,17 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   // Activations.
   const int64_t hkv_sent = ulysses_geometry(H, Hkv, P).kv_heads_sent;  // Hkv, or P when replicated
   const int64_t dkv = hkv_sent * dh;
-  const int64_t per_token_layer = 8 * d + 4 * dkv + 3 * f;
-  c.activation_bytes = b * n * (L * per_token_layer + d) * e + b * n * V * (e + 4);
+  // TiledMLP (mlp_chunk_tokens) keeps no MLP intermediates: one tile's exist at a time.
+  const bool tiled_mlp = t.mlp_chunk_tokens > 0;
+  const int64_t per_token_layer = 4 * d + 4 * qd + 4 * dkv + (tiled_mlp ? 0 : 3 * f);
+  const int64_t mlp_tile = tiled_mlp ? b * std::min(n, t.mlp_chunk_tokens) * 3 * f : 0;
+  // Checkpointing keeps each layer's input (in CPU memory with offload_activations), and one
+  // layer's activations while its backward recomputes it.
+  const int64_t kept_layers =
+      ckpt ? b * n * (t.offload_activations ? 0 : L * d) + b * n * per_token_layer : b * n * L * per_token_layer;
+  // The tiled loss (loss_chunk_tokens) holds one chunk's logits at a time.
+  const int64_t logit_tokens = t.loss_chunk_tokens > 0 ? std::min(n, t.loss_chunk_tokens) : n;
+  c.activation_bytes = (kept_layers + mlp_tile + b * n * d) * e + b * logit_tokens * V * (e + 4);
   // Every rank of the run is local (ulysses-run), so rank 0 decides with W local ranks.
   DeviceFacts host = opt.facts ? *opt.facts : DeviceFacts::detect(0, static_cast<int>(W));
   host.local_rank = 0;
@@ -54,24 +67,30 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   // the block-causal kernel, CUDA runs flash.
   const bool math_attn = opt.math_attention >= 0 ? opt.math_attention != 0 : (!dev.cuda && t.attention == "sdpa");
   c.flash_attention = !math_attn;
+  const int64_t attn_layers = ckpt ? 1 : L;  // checkpointed: one layer's at a time
   if (math_attn)
-    c.attention_score_bytes = 2 * b * (H / P) * N * N * e * L;
+    c.attention_score_bytes = 2 * b * (H / P) * N * N * e * attn_layers;
   else
-    c.attention_lse_bytes = b * (H / P) * N * 4 * L;
+    c.attention_lse_bytes = b * (H / P) * N * 4 * attn_layers;
   c.activation_bytes += c.attention_score_bytes + c.attention_lse_bytes;
 
   // All-to-all: q, k, v seq->head and o head->seq, each rank keeps 1/P of its shard.
   // elements = b*N*(2d + 2dkv)*(P-1)/P^2, computed in integers as b*(N/P)*(2d+2dkv)*(P-1)/P.
-  const int64_t shard = b * n * (2 * d + 2 * dkv);  // this rank's q,k,v,o elements
+  const int64_t shard = b * n * (2 * qd + 2 * dkv);  // this rank's q,k,v,o elements
   c.a2a_elements_per_layer_fwd = shard * (P - 1) / P;
   c.a2a_bytes_per_layer_fwd = c.a2a_elements_per_layer_fwd * e;
-  c.a2a_bytes_per_step = 2 * L * c.a2a_bytes_per_layer_fwd;
-  c.allreduce_bytes_per_step = W > 1 ? static_cast<int64_t>(2.0 * double(W - 1) / double(W) * double(c.grad_bytes)) : 0;
+  // Forward and backward per micro-batch, and the forward again when checkpointing recomputes it.
+  c.a2a_bytes_per_step = (ckpt ? 3 : 2) * L * c.a2a_bytes_per_layer_fwd * G;
+  // The gradients are one fp32 buffer whatever the dtype, with the loss sum and token count.
+  c.allreduce_bytes_per_step =
+      W > 1 ? static_cast<int64_t>(2.0 * double(W - 1) / double(W) * double((c.params + 2) * 4)) : 0;
 
   // FLOPs.
-  c.dense_flops_per_step = 6.0 * double(c.matmul_params) * double(c.tokens_per_step);
-  c.attention_flops_per_step =
-      12.0 * double(L) * double(N) * double(N) * double(d) * double(b * D) * (opt.causal ? 0.5 : 1.0);
+  // Checkpointing runs each layer's forward twice: 8 instead of 6 FLOPs per parameter and token
+  // (the lm_head is not recomputed; counted with the layers, a small over-estimate).
+  c.dense_flops_per_step = (ckpt ? 8.0 : 6.0) * double(c.matmul_params) * double(c.tokens_per_step);
+  c.attention_flops_per_step = (ckpt ? 16.0 : 12.0) * double(L) * double(N) * double(N) * double(qd) *
+                               double(b * D * G) * (opt.causal ? 0.5 : 1.0);
   c.flops_per_rank = c.flops_per_step() / double(W);
   c.compute_s = opt.tflops_per_rank > 0 ? c.flops_per_rank / (opt.tflops_per_rank * 1e12) : 0.0;
   c.comm_s = opt.link_gbytes_per_s > 0

@@ -5,37 +5,48 @@
 // Notation (llm.c style): b = micro_batch_size, N = seq_length, P = sp_size, D = dp_size,
 // W = P*D ranks, n = N/P local tokens, d = hidden_size, f = intermediate_size,
 // L = num_hidden_layers, V = vocab_size, H = num_attention_heads, Hkv = num_key_value_heads,
-// dh = d/H, e = bytes per activation element (4 float32, 2 bfloat16).
+// dh = head_dim (hidden_size / H unless the config sets it), qd = H*dh (the width of q and of
+// the attention output: d, or another width with an explicit head_dim), G =
+// gradient_accumulation_steps, e = bytes per activation element (4 float32, 2 bfloat16).
 //
 // Memory per rank (weights are replicated on every rank; no ZeRO sharding):
 //   float32:  params 4 + grads 4 + AdamW m 4 + v 4                    = 16 B / param
 //   bfloat16: params 2 + grads 2 + fp32 master 4 + AdamW m 4 + v 4     = 16 B / param
-// Activations per rank, kept for backward (no activation checkpointing):
-//   per layer per local token: 8d + 4*dkv + 3f elements, where dkv = Hkv_sent*dh
-//     8d   = layer input, attn-norm output, q before and after the all-to-all, attention
-//            output before and after the head->seq all-to-all, MLP input, MLP-norm output
+// Activations per rank, per micro-batch:
+//   per layer per local token: 4d + 4qd + 4dkv + 3f elements, where dkv = Hkv_sent*dh
+//     4d   = layer input, attn-norm output, MLP input, MLP-norm output
+//     4qd  = q before and after the all-to-all, attention output before and after the
+//            head->seq all-to-all
 //     4dkv = k and v before and after the seq->head all-to-all
-//     3f   = gate, up and silu(gate)*up
-//   plus the embedding output (d) and the logits (V in dtype + V fp32 for the loss);
-//   attention itself keeps, per layer, depending on the kernel (train.attention):
+//     3f   = gate, up and silu(gate)*up; with TiledMLP (mlp_chunk_tokens = c) none are kept,
+//            one tile's b*min(n, c)*3f exist instead
+//   activation_checkpointing = layer keeps only each layer's input (b*n*L*d; none on the
+//   device with offload_activations) plus one layer's activations while backward recomputes
+//   it; plus the embedding output (d) and the logits (V in dtype + V fp32 for the loss; with
+//   loss_chunk_tokens = c, those of min(n, c) tokens);
+//   attention itself keeps, per layer (one layer with checkpointing), by kernel:
 //     math SDPA (train.attention = sdpa on CPU: libtorch 1.13's kernel) keeps the N x N
 //       scores and probabilities of the local heads: 2 * b * (H/P) * N^2 elements (dtype e);
 //     flash (CUDA: sdpa or auto) and blocked (auto or blocked on CPU) keep no N x N
 //       matrix, only the log-sum-exp per query row: b * (H/P) * N fp32 values.
-//   activation_bytes = b*n*(L*(8d + 4dkv + 3f) + d)*e + b*n*V*(e + 4) + attention
 // All-to-all elements sent per rank per layer, forward (each rank keeps 1/P of its shard):
-//   q: b*N*d*(P-1)/P^2, k and v: b*N*dkv*(P-1)/P^2 each, o: b*N*d*(P-1)/P^2
-//   => b*N*(2d + 2dkv)*(P-1)/P^2  (= 4*N*d*(P-1)/P^2 for MHA, fewer for GQA)
-//   backward mirrors forward (dq, dk, dv head->seq, do seq->head): the same count.
+//   q: b*N*qd*(P-1)/P^2, k and v: b*N*dkv*(P-1)/P^2 each, o: b*N*qd*(P-1)/P^2
+//   => b*N*(2qd + 2dkv)*(P-1)/P^2  (= 4*N*d*(P-1)/P^2 for MHA, fewer for GQA)
+//   backward mirrors forward (dq, dk, dv head->seq, do seq->head): the same count; with
+//   checkpointing the recomputed forward exchanges again (3x the forward per layer); every
+//   micro-batch of a step exchanges (x G).
 //   Hkv_sent = Hkv, or P when Hkv < P (kv heads replicated to one per rank before the a2a).
-// Gradient all-reduce over all W ranks (ring): 2*(W-1)/W * params * grad bytes per rank.
-// FLOPs per step (all ranks together), T = b*N*D tokens per step:
+// Gradient all-reduce over all W ranks (ring): 2*(W-1)/W * (params + 2) * 4 B per rank (the
+// gradients are one fp32 buffer in either dtype, with the loss sum and the token count).
+// FLOPs per step (all ranks together), T = b*N*D*G tokens per step:
 //   dense     = 6 * matmul_params * T   (matmul_params = params - V*d embedding table,
-//                                        unless tied, when lm_head uses it)
-//   attention = 12 * L * N^2 * d * b*D  (QK^T and AV: 2 * 2*N^2*d forward, x3 with
-//                                        backward), halved for causal masking
+//                                        unless tied, when lm_head uses it); 8 with
+//                                        checkpointing (the forward runs twice)
+//   attention = 12 * L * N^2 * qd * b*D*G  (QK^T and AV: 2 * 2*N^2*qd forward, x3 with
+//                                        backward; 16 with checkpointing), halved for causal
 // Predicted step time = FLOPs per rank / throughput + comm bytes / bandwidth (no overlap;
-// bandwidth 0 = communication ignored).
+// bandwidth 0 = communication ignored). `ulysses-run --plan` measures one step's memory on
+// the meta device; this is the formula that explains it.
 #pragma once
 
 #include <cstdint>

@@ -12,6 +12,15 @@ using ulysses::cost::estimate;
 RunConfig load(const std::string& name) {
   return ulysses::load_run_config(std::string(ULYSSES_SOURCE_DIR) + "/resources/configs/" + name);
 }
+// bench-1b without its long-sequence techniques (checkpointing with offload, tiled loss,
+// TiledMLP): every activation is kept, the forward runs once.
+RunConfig plain(RunConfig c) {
+  c.train.activation_checkpointing = "none";
+  c.train.offload_activations = false;
+  c.train.loss_chunk_tokens = 0;
+  c.train.mlp_chunk_tokens = 0;
+  return c;
+}
 
 TEST(CostModel, Bench1bParameters) {
   const auto c = estimate(load("bench-1b.json"));
@@ -44,8 +53,9 @@ TEST(CostModel, Float32HasNoMasterCopy) {
 }
 
 TEST(CostModel, Bench1bActivations) {
-  const auto c = estimate(load("bench-1b.json"));  // device cuda: flash, no N x N scores
-  // per token per layer: 8*2048 + 4*1024 + 3*5632 = 16,384 + 4,096 + 16,896 = 37,376
+  const auto c = estimate(plain(load("bench-1b.json")));  // device cuda: flash, no N x N scores
+  // per token per layer: 4*2048 + 4*(qd = 16*128 = 2048) + 4*1024 + 3*5632
+  //   = 8,192 + 8,192 + 4,096 + 16,896 = 37,376
   // (16 * 37,376 + 2048) * 16,384 tokens * 2 B = 600,064 * 32,768 = 19,662,897,152
   // logits 16,384 * 32,000 * (2 + 4) = 3,145,728,000
   // flash log-sum-exp: b(1) * (H/P = 16) * 16,384 * 4 B * 16 layers = 16,777,216
@@ -55,10 +65,72 @@ TEST(CostModel, Bench1bActivations) {
   EXPECT_EQ(c.total_bytes(), 14177828864 + 22825402368);  // 16 B/param + activations
 }
 
+// bench-1b as shipped: layer checkpointing with the kept inputs offloaded, TiledMLP of 65,536
+// tokens and a tiled loss of 16,384 tokens, at n = 16,384 local tokens.
+TEST(CostModel, Bench1bActivationsWithItsLongSequenceTechniques) {
+  const auto c = estimate(load("bench-1b.json"));
+  // one layer recomputed, without its MLP intermediates: 16,384 * (8,192 + 8,192 + 4,096)
+  //   = 16,384 * 20,480 = 335,544,320; kept inputs: none (offloaded)
+  // one MLP tile of min(16,384, 65,536) tokens: 16,384 * 3 * 5,632 = 276,824,064
+  // embedding output 16,384 * 2,048 = 33,554,432
+  // (335,544,320 + 276,824,064 + 33,554,432) * 2 B = 645,922,816 * 2 = 1,291,845,632
+  // logits of min(16,384, 16,384) tokens: 16,384 * 32,000 * 6 = 3,145,728,000
+  // log-sum-exp of one layer: 16 * 16,384 * 4 = 1,048,576
+  EXPECT_EQ(c.attention_lse_bytes, 1048576);
+  EXPECT_EQ(c.activation_bytes, 1291845632 + 3145728000 + 1048576);
+  // Kept on the device without offload: + 16 layers * 16,384 * 2,048 * 2 B = 1,073,741,824
+  auto cfg = load("bench-1b.json");
+  cfg.train.offload_activations = false;
+  EXPECT_EQ(estimate(cfg).activation_bytes, int64_t{1291845632} + 3145728000 + 1048576 + 1073741824);
+  // A tiled loss of 4,096 tokens holds a quarter of the logits: 4,096 * 32,000 * 6 = 786,432,000
+  cfg.train.loss_chunk_tokens = 4096;
+  EXPECT_EQ(estimate(cfg).activation_bytes, int64_t{1291845632} + 786432000 + 1048576 + 1073741824);
+}
+
+// Checkpointing runs the forward twice: its all-to-alls (3x the forward per layer instead of
+// 2x) and its FLOPs (8 instead of 6 per parameter and token, 16 instead of 12 for attention).
+TEST(CostModel, CheckpointingRecomputesTheForward) {
+  auto cfg = load("long-seq.json");
+  const auto off = estimate(cfg);
+  cfg.train.activation_checkpointing = "layer";
+  const auto on = estimate(cfg);
+  EXPECT_EQ(on.a2a_bytes_per_step, int64_t{3} * 16 * 176160768);  // 8,455,716,864
+  EXPECT_EQ(off.a2a_bytes_per_step * 3, on.a2a_bytes_per_step * 2);
+  EXPECT_DOUBLE_EQ(on.dense_flops_per_step, off.dense_flops_per_step / 6 * 8);
+  EXPECT_DOUBLE_EQ(on.attention_flops_per_step, off.attention_flops_per_step / 12 * 16);
+}
+
+// Gradient accumulation: every micro-batch of a step exchanges and computes; tokens per step
+// count them all (the estimate read half the traffic and half the tokens at G = 2).
+TEST(CostModel, GradientAccumulationMultipliesTheStep) {
+  auto cfg = load("long-seq.json");
+  const auto one = estimate(cfg);
+  cfg.train.gradient_accumulation_steps = 3;
+  const auto three = estimate(cfg);
+  EXPECT_EQ(three.tokens_per_step, 3 * one.tokens_per_step);
+  EXPECT_EQ(three.a2a_bytes_per_step, 3 * one.a2a_bytes_per_step);
+  EXPECT_EQ(three.allreduce_bytes_per_step, one.allreduce_bytes_per_step);  // once per step
+  EXPECT_DOUBLE_EQ(three.flops_per_step(), 3 * one.flops_per_step());
+  EXPECT_EQ(three.activation_bytes, one.activation_bytes);  // one micro-batch at a time
+}
+
+// An explicit head_dim (Qwen3: 16 heads x 256 = 4,096, twice hidden_size): q and the attention
+// output are 4,096 wide, k and v 8 x 256 = 2,048.
+TEST(CostModel, ExplicitHeadDimSetsTheWidthOfQAndTheAttentionOutput) {
+  auto cfg = load("long-seq.json");
+  cfg.model.explicit_head_dim = 256;
+  const auto c = estimate(cfg);
+  // 131,072 * (2*4,096 + 2*2,048) * 7 / 64 = 131,072 * 12,288 * 7 / 64 = 176,160,768
+  EXPECT_EQ(c.a2a_elements_per_layer_fwd, 176160768);
+  // attention 12 * 16 * 131,072^2 * 4,096 / 2
+  EXPECT_DOUBLE_EQ(c.attention_flops_per_step, 12.0 * 16 * 131072.0 * 131072.0 * 4096 / 2);
+}
+
 TEST(CostModel, MathAttentionKeepsScoresOnlyForSdpaOnCpu) {
   auto cfg = load("bench-1b.json");
   cfg.train.device = "cpu";
   cfg.train.attention = "sdpa";  // libtorch 1.13's math kernel
+  cfg = plain(cfg);
   const auto math = estimate(cfg);
   // 2 * b(1) * (H/P = 16) * 16,384^2 * 2 B * 16 layers = 32 * 268,435,456 * 32 = 274,877,906,944
   EXPECT_EQ(math.attention_score_bytes, 274877906944);
@@ -85,7 +157,7 @@ TEST(CostModel, MathAttentionKeepsScoresOnlyForSdpaOnCpu) {
 TEST(CostModel, Bench1bFlopsAndStepTime) {
   CostOptions o;
   o.tflops_per_rank = 400;
-  const auto c = estimate(load("bench-1b.json"), o);
+  const auto c = estimate(plain(load("bench-1b.json")), o);
   // dense 6 * 820,578,304 * 16,384 = 80,666,129,596,416
   EXPECT_DOUBLE_EQ(c.dense_flops_per_step, 80666129596416.0);
   // attention 12 * 16 * 16,384^2 * 2048 / 2 (causal) = 52,776,558,133,248
@@ -94,7 +166,7 @@ TEST(CostModel, Bench1bFlopsAndStepTime) {
   EXPECT_NEAR(c.step_s, 0.33360671932416, 1e-12);
   EXPECT_NEAR(c.tokens_per_s, 16384 / 0.33360671932416, 1e-6);
   o.causal = false;
-  EXPECT_DOUBLE_EQ(estimate(load("bench-1b.json"), o).attention_flops_per_step, 2 * 52776558133248.0);
+  EXPECT_DOUBLE_EQ(estimate(plain(load("bench-1b.json")), o).attention_flops_per_step, 2 * 52776558133248.0);
 }
 
 TEST(CostModel, SingleRankHasNoCommunication) {
@@ -111,8 +183,9 @@ TEST(CostModel, LongSeqAllToAllGqa) {
   EXPECT_EQ(c.a2a_bytes_per_layer_fwd, 176160768);  // * 2 B
   // forward + mirrored backward, 16 layers: 2 * 16 * 176,160,768
   EXPECT_EQ(c.a2a_bytes_per_step, 5637144576);
-  // ring all-reduce of bf16 grads over 8 ranks: 2 * 7/8 * 1,772,228,608
-  EXPECT_EQ(c.allreduce_bytes_per_step, 3101400064);
+  // ring all-reduce of the fp32 gradient buffer (+ loss sum and token count) over 8 ranks,
+  // bf16 training or not: 2 * 7/8 * (886,114,304 + 2) * 4 = 1.75 * 3,544,457,224
+  EXPECT_EQ(c.allreduce_bytes_per_step, 6202800142);
   // FLOPs split over 8 ranks: (6*820,578,304*131,072 + 12*16*131,072^2*2048/2) / 8
   EXPECT_DOUBLE_EQ(c.flops_per_rank, (645329036771328.0 + 3377699720527872.0) / 8);
 }
@@ -138,7 +211,7 @@ TEST(CostModel, CommunicationTimeFromBandwidth) {
   o.tflops_per_rank = 400;
   o.link_gbytes_per_s = 100;
   const auto c = estimate(load("long-seq.json"), o);
-  EXPECT_NEAR(c.comm_s, (5637144576.0 + 3101400064.0) / 100e9, 1e-12);
+  EXPECT_NEAR(c.comm_s, (5637144576.0 + 6202800142.0) / 100e9, 1e-12);
   EXPECT_NEAR(c.step_s, c.compute_s + c.comm_s, 1e-12);
 }
 
@@ -165,7 +238,7 @@ TEST(CostModel, Formatting) {
 // train.device=auto: flash vs math attention follows the device decision for the host
 // facts (the bug was: auto always counted as math, though a GPU host trains on CUDA).
 TEST(CostModel, AutoDeviceFollowsTheDeviceDecision) {
-  auto cfg = load("bench-1b.json");
+  auto cfg = plain(load("bench-1b.json"));
   cfg.train.device = "auto";
   cfg.train.attention = "sdpa";  // flash on CUDA, the math kernel (N x N scores) on a CPU rank
   ulysses::DeviceFacts gpu_host;

@@ -23,6 +23,9 @@
 #include <chrono>
 #include <thread>
 
+#include "cost_model.hpp"
+#include "run_config.hpp"
+#include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"
@@ -126,6 +129,42 @@ TEST(EndToEnd, TwoRanksMatchOneProcessAndTraceIsComplete) {
   const auto fresh = ulysses::prof::load_trace(out2, rows);
   ulysses::test::expect_same_model(fresh, cached);
   fs::remove_all(fs::path(out2).parent_path());
+}
+
+// The cost model's communication per step (what the launcher's estimate and the explainer
+// teach) against what a real traced run measures, config by config: an explicit head_dim
+// (Qwen3: q is heads x head_dim, not hidden_size), gradient accumulation (each micro-batch
+// exchanges), bf16 (the gradient all-reduce stays one fp32 buffer) and activation
+// checkpointing (the recomputed forward exchanges again). Each of these read a different
+// figure than the run's before.
+TEST(EndToEnd, CostModelCommunicationEqualsTheTracedRuns) {
+  struct Case {
+    const char* what;
+    std::vector<std::string> sets;
+  };
+  const std::vector<Case> cases = {
+      {"gqa", {}},
+      {"explicit head_dim", {"model.head_dim=16", "model.model_type=qwen3"}},
+      {"gradient accumulation 2", {"train.gradient_accumulation_steps=2"}},
+      {"bf16", {"train.dtype=bfloat16"}},
+      {"checkpointing", {"train.activation_checkpointing=layer"}},
+  };
+  const auto cfg = config_file();
+  int i = 0;
+  for (const auto& c : cases) {
+    const std::string out = tmp("cost" + std::to_string(i++));
+    std::string cmd = kRun + " " + cfg + " --worker " + kWorker + " --out " + out;
+    for (const auto& s : c.sets) cmd += " --set " + s;
+    const auto r = sh(cmd);
+    ASSERT_EQ(r.code, 0) << c.what << "\n" << r.out;
+    const ulysses::RunConfig rc = ulysses::load_run_config(out + "/config.json");
+    ulysses::cost::CostOptions o;
+    o.math_attention = 0;
+    const auto est = ulysses::cost::estimate(rc, o);
+    const auto h = ulysses::prof::analyze(load_trace(out)).headline;
+    EXPECT_EQ(est.a2a_bytes_per_step, h.a2a_bytes_per_step) << c.what;
+    EXPECT_EQ(est.allreduce_bytes_per_step, h.allreduce_bytes_per_step) << c.what;
+  }
 }
 
 TEST(EndToEnd, WorkerRefusesAWorldSizeMismatch) {

@@ -99,6 +99,22 @@ TEST(Explain, TinyDemoAtSp2WithGqaByHand) {
   EXPECT_FALSE(e.kv_replicated);
 }
 
+// An explicit head_dim (Qwen3): heads are head_dim wide, not hidden_size / heads. The
+// explainer drew 16-wide heads and taught half the bytes for resources/configs/qwen3-tiny.json.
+TEST(Explain, AnExplicitHeadDimIsTheHeadsWidth) {
+  RunConfig cfg = config(4, 2, 2, 512, 64);
+  cfg.model.explicit_head_dim = 32;  // 4 x 32 = 128 wide q, twice hidden_size
+  const auto e = ui::explain(cfg);
+  ASSERT_TRUE(e.ok);
+  EXPECT_EQ(e.dh, 32);
+  // q,k,v send buffer 256 tokens x (4 + 2 + 2) heads x 32 = 65536 floats; half leaves: 131072 B.
+  EXPECT_EQ(e.stages[2].bytes_sent, 131072);
+  // output 256 x 4 x 32 floats, half leaves: 65536 B.
+  EXPECT_EQ(e.stages[4].bytes_sent, 65536);
+  EXPECT_NE(e.stages[2].shapes.find("(1, 512, 2, 32)"), std::string::npos) << e.stages[2].shapes;
+  EXPECT_EQ(e.a2a_bytes_per_layer_fwd, cost::estimate(cfg).a2a_bytes_per_layer_fwd);
+}
+
 TEST(Explain, RefusedSettingsSayWhy) {
   auto e = ui::explain(config(12, 12, 8, 512, 384));
   EXPECT_FALSE(e.ok);

@@ -51,7 +51,7 @@ Explanation explain(const RunConfig& cfg) {
   }
   e.ok = true;
   const int64_t P = e.P, H = e.H, Hkv = e.Hkv, N = e.N, B = e.B, d = e.d, eb = e.elem_bytes;
-  e.dh = d / H;
+  e.dh = m.head_dim();  // an explicit head_dim (Qwen3) is not hidden_size / heads
   e.n = N / P;
   const UlyssesGeometry geo = ulysses_geometry(H, Hkv, P);
   e.kv_replicated = geo.kv_replicated();
