@@ -468,6 +468,12 @@ int run_main(int argc, char** argv) {
   }
   if (export_mode) {  // nothing starts: the files are the answer
     const std::string& dir = export_args[1];
+    // Hugging Face's set_seed seeds numpy, which takes 0..2^32-1 only: the Trainer would fail.
+    if (*export_target == L::ExportTarget::Accelerate && (cfg.train.seed < 0 || cfg.train.seed > 4294967295LL)) {
+      say("--export accelerate: train.seed " + std::to_string(cfg.train.seed) +
+          " is outside Hugging Face's seeds (0 to 4294967295: set_seed seeds numpy); export with another train.seed");
+      return 2;
+    }
     if (const std::string why = L::export_dir_problem(dir, force); !why.empty()) {
       say("--export: " + why);
       return 2;
@@ -486,9 +492,15 @@ int run_main(int argc, char** argv) {
           return 2;
         }
       }
-      for (const char* kept : {"run.json", "metrics.jsonl", ulysses::ckpt::kCompleteFile, ulysses::ckpt::kStateFile,
-                               "model.safetensors", "model.safetensors.index.json"}) {
-        if (fs::exists(fs::path(dir) / kept, ec)) {
+      // A model in any of its layouts: ours (model_file_held: the single file, the index, or
+      // shards without it) and PyTorch's pickled weights.
+      std::string model_file = ulysses::ckpt::model_file_held(dir);
+      for (const char* pt : {"pytorch_model.bin", "pytorch_model.bin.index.json"})
+        if (model_file.empty() && fs::exists(fs::path(dir) / pt, ec)) model_file = pt;
+      for (const std::string& kept :
+           {std::string("run.json"), std::string("metrics.jsonl"), std::string(ulysses::ckpt::kCompleteFile),
+            std::string(ulysses::ckpt::kStateFile), model_file}) {
+        if (!kept.empty() && fs::exists(fs::path(dir) / kept, ec)) {
           say("--export: " + dir + " holds " + kept +
               " (a run directory, a checkpoint or a model), whose files the export would replace; pick another "
               "export directory (--force replaces only an earlier export)");

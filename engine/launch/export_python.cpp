@@ -267,7 +267,11 @@ std::vector<ExportMapping> export_mappings(const RunConfig& cfg, ExportTarget ta
           ": its scheduler starts at iteration -1 and steps after each optimizer step (engine.py _take_model_step), so "
           "optimizer step k uses its value for k-1: the warmup is one step later (lr 0 at steps 0 and 1)" +
           (std::string(type) == "WarmupCosineLR"
-               ? "; after warmup its cosine counts from iteration - W + 1, which cancels the lag"
+               ? (t.warmup_steps >= 2
+                      ? "; after warmup its cosine counts from iteration - W + 1, which cancels the lag"
+                      : "; with train.warmup_steps " + std::to_string(t.warmup_steps) +
+                            " DeepSpeed still warms up over 2 steps, so its whole cosine runs late (at step 10 of 20, "
+                            "about 14% above ours): set train.warmup_steps to 2 or more for the same schedule")
                : "; the decay is one step later as well");
     }
     add("train.lr_scheduler_type", acc ? TA + "lr_scheduler_type" : DS + "scheduler.type", ours_default || !acc, note);
@@ -366,7 +370,8 @@ std::vector<ExportMapping> export_mappings(const RunConfig& cfg, ExportTarget ta
 
 namespace {
 
-std::string readme_text(const RunConfig& cfg, ExportTarget target, const std::string& label) {
+std::string readme_text(const RunConfig& cfg, ExportTarget target, const std::string& raw_label) {
+  const std::string label = json(raw_label).dump(-1, ' ', false, json::error_handler_t::replace);
   const bool acc = target == ExportTarget::Accelerate;
   const int64_t P = cfg.parallel.world_size();
   std::ostringstream r;
@@ -398,7 +403,7 @@ std::string readme_text(const RunConfig& cfg, ExportTarget target, const std::st
   r << "\nIn train.py (needs transformers" << (acc ? ", accelerate >= 1.12" : "")
     << " and deepspeed; not part of this tool)\n";
   if (acc) {
-    r << "  import json, os\n"
+    r << "  import json, os, torch\n"
       << "  from accelerate.utils import DeepSpeedSequenceParallelConfig, ParallelismConfig\n"
       << "  from transformers import AutoConfig, AutoModelForCausalLM, Trainer, TrainingArguments\n"
       << "  d = 'EXPORT_DIR'\n"
@@ -419,8 +424,10 @@ std::string readme_text(const RunConfig& cfg, ExportTarget target, const std::st
   if (cfg.train.init_from.empty())
     r << "  model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(d), attn_implementation='sdpa')\n";
   else
+    // fp32 weights as ours (bf16 runs keep fp32 masters too): without a dtype Transformers v5
+    // loads the checkpoint's own (a bf16 Hub model trained as bf16 weights).
     r << "  model = AutoModelForCausalLM.from_pretrained(" << json(cfg.train.init_from).dump()
-      << ", attn_implementation='sdpa')\n";
+      << ", attn_implementation='sdpa', dtype=torch.float32)  # torch_dtype= before Transformers 4.56\n";
   if (!acc)
     r << "  mpu = UlyssesSPAttentionHF.register_with_transformers(model_name_or_path=model,\n"
       << "                                                        **json.load(open(os.path.join(d, "
@@ -459,8 +466,11 @@ std::string readme_text(const RunConfig& cfg, ExportTarget target, const std::st
   return r.str();
 }
 
-std::string launch_text(const RunConfig& cfg, ExportTarget target, const std::string& label) {
+std::string launch_text(const RunConfig& cfg, ExportTarget target, const std::string& raw_label) {
   const int64_t P = cfg.parallel.world_size();
+  // The config's path as a JSON string: a newline in it made the rest of the comment line a
+  // command of the script.
+  const std::string label = json(raw_label).dump(-1, ' ', false, json::error_handler_t::replace);
   std::ostringstream s;
   s << "#!/bin/sh\n"
     << "# Repeats " << label << " with " << (target == ExportTarget::Accelerate ? "accelerate" : "DeepSpeed") << " on "

@@ -441,7 +441,8 @@ TEST(Export, BadInputExitsTwoAndTrainsNothing) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("is the config being exported"), std::string::npos) << r.err;
   EXPECT_EQ(slurp(tmp.path() / "self" / "config.json"), self_before);
-  for (const char* kept : {"run.json", "complete", "state.json", "model.safetensors"}) {
+  for (const char* kept : {"run.json", "complete", "state.json", "model.safetensors",
+                           "model-00001-of-00002.safetensors", "pytorch_model.bin"}) {
     const fs::path d = tmp.path() / (std::string("held-") + kept);
     fs::create_directories(d);
     write(d / kept, "theirs");
@@ -451,6 +452,27 @@ TEST(Export, BadInputExitsTwoAndTrainsNothing) {
     EXPECT_NE(r.err.find(std::string("holds ") + kept), std::string::npos) << r.err;
     EXPECT_EQ(slurp(d / "config.json"), "theirs") << kept;
   }
+
+  // A seed Hugging Face's set_seed cannot take (numpy: 0..2^32-1) for the accelerate target;
+  // DeepSpeed's takes any.
+  for (const char* seed : {"-1", "4294967296"}) {
+    r = run_cli({"c.json", "--set", std::string("train.seed=") + seed, "--export", "accelerate", "seeded"}, tmp.path());
+    EXPECT_EQ(r.code, 2) << seed;
+    EXPECT_NE(r.err.find("outside Hugging Face's seeds"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(tmp.path() / "seeded"));
+  }
+  EXPECT_EQ(run_cli({"c.json", "--set", "train.seed=4294967295", "--export", "accelerate", "seeded"}, tmp.path()).code,
+            0);
+
+  // A newline in the config's path is no command of launch.sh: the path is quoted as a JSON
+  // string in its comment (the line after the newline ran).
+  const std::string evil = "evil\ntouch PWNED\n#.json";
+  write(tmp.path() / evil, R"({"data": {"kind": "synthetic"}, "parallel": {"sp_size": 2}})");
+  ASSERT_EQ(run_cli({evil, "--export", "deepspeed", "nl"}, tmp.path()).code, 0);
+  const std::string sh = slurp(tmp.path() / "nl" / "launch.sh");
+  EXPECT_EQ(sh.find("\ntouch PWNED"), std::string::npos) << sh;
+  EXPECT_NE(sh.find("evil\\ntouch PWNED"), std::string::npos) << sh;
+  EXPECT_EQ(slurp(tmp.path() / "nl" / "README.txt").find("\ntouch PWNED"), std::string::npos);
 
   // DIR cannot be created (not even root makes directories in /proc).
   r = run_cli({"c.json", "--export", "deepspeed", "/proc/self/ulysses-export"}, tmp.path());
