@@ -551,6 +551,11 @@ TEST(AxisTicks, NiceIntervalsAndDecimals) {
   t = nice_axis_ticks(-0.3, 0.3, 6, false);  // 0.12 -> 0.2, and zero is "0.0", not "-0.0"
   EXPECT_DOUBLE_EQ(t.interval, 0.2);
   EXPECT_EQ(ulysses::ui::axis_tick_labels(t, -0.3, 0.3), QStringList({"-0.2", "0.0", "0.2"}));
+  // Huge values (a loss of 1e308 in a monitor chart) in the shortest form, not 309 digits.
+  t = nice_axis_ticks(0, 1e308, 6, false);
+  for (const auto& label : ulysses::ui::axis_tick_labels(t, 0, 1e308))
+    EXPECT_LE(label.size(), 10) << label.toStdString();
+  EXPECT_EQ(ulysses::ui::axis_tick_labels(t, 0, 1e308).back(), "1e+308");
   // Empty, reversed and non-finite ranges get interval 1 and no decimals.
   for (auto [lo, hi] : {std::pair{1.0, 1.0}, {2.0, 1.0}, {0.0, INFINITY}, {std::nan(""), 1.0}}) {
     t = nice_axis_ticks(lo, hi, 6, false);
