@@ -1077,6 +1077,7 @@ TEST_F(Studio, StopFourRankRunLeavesNoWorkerAndReadableTrace) {
   ASSERT_TRUE(done.count() > 0 || done.wait(60000)) << "Stop did not end the run in 60 s";
   const auto o = done.takeFirst().at(0).value<RunOutcome>();
   EXPECT_EQ(o.status, "stopped") << o.message.toStdString();
+  EXPECT_EQ(w->monitor()->bannerTone(), 1) << "a stopped run's banner is amber, not the finished run's green";
   EXPECT_FALSE(alive(launcherPid));
   for (qint64 p : workers) EXPECT_FALSE(alive(p)) << "worker " << p << " still running after Stop";
 
@@ -1094,6 +1095,10 @@ TEST_F(Studio, StopFourRankRunLeavesNoWorkerAndReadableTrace) {
   const int row = w->runsPage()->model()->rowOfDir(o.runDir);
   ASSERT_GE(row, 0);
   EXPECT_EQ(w->runsPage()->model()->run(row).status, "stopped");
+  // Opened again from disk: amber too.
+  QString err;
+  ASSERT_TRUE(w->openPath(o.runDir, &err)) << err.toStdString();
+  EXPECT_EQ(w->monitor()->bannerTone(), 1) << w->monitor()->bannerText().toStdString();
 }
 
 }  // namespace

@@ -215,11 +215,15 @@ void MonitorPage::followTick() {
 
 bool MonitorPage::replaying() const { return replay_ && !replay_->finished(); }
 
-void MonitorPage::setBanner(const QString& text, bool error) {
+void MonitorPage::setBanner(const QString& text, bool error, bool stopped) {
   banner_->setText(label_safe(text));
   banner_->setToolTip(text.size() > 600 ? text.left(4000) : QString());
+  // Red: failed or unknown; amber: stopped before its last step (it was the finished run's green).
+  bannerTone_ = error ? 2 : stopped ? 1 : 0;
   banner_->setStyleSheet(error ? QStringLiteral("background:#5a1d1d; color:#ffdede; padding:6px; border-radius:4px;")
-                               : QStringLiteral("background:#1d4a2a; color:#e0ffe6; padding:6px; border-radius:4px;"));
+                         : stopped
+                             ? QStringLiteral("background:#5a4a12; color:#fff4d6; padding:6px; border-radius:4px;")
+                             : QStringLiteral("background:#1d4a2a; color:#e0ffe6; padding:6px; border-radius:4px;"));
   banner_->setVisible(!text.isEmpty());
 }
 
@@ -285,7 +289,7 @@ void MonitorPage::onFinished(const RunOutcome& o) {
   stop_->setEnabled(false);
   timeLeft_->setText(o.status);
   title_->setText(QStringLiteral("%1: %2").arg(o.status, o.runDir));
-  setBanner(o.message, o.status == QLatin1String("failed"));
+  setBanner(o.message, o.status == QLatin1String("failed"), o.status == QLatin1String("stopped"));
 }
 
 void MonitorPage::showRun(const QString& runDir) {
@@ -366,7 +370,7 @@ void MonitorPage::showRun(const QString& runDir) {
                   .arg(s.status)
                   .arg(s.stepsDone)
                   .arg(format_metric(s.finalLoss)),
-              false);
+              false, s.status == QLatin1String("stopped"));
   } else {
     setBanner(QString(), false);
   }

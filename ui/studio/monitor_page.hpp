@@ -33,6 +33,7 @@ class MonitorPage : public QWidget {
   void showRun(const QString& runDir);
   QString shownRun() const { return runDir_; }
   QString bannerText() const;
+  int bannerTone() const { return bannerTone_; }  // 0 green, 1 amber (stopped), 2 red
   QPushButton* startButton() const { return start_; }
   QPushButton* stopButton() const { return stop_; }
   int progressValue() const;
@@ -63,7 +64,8 @@ class MonitorPage : public QWidget {
   void clearCharts();
   void addPoint(const MetricPoint& p);
   void addPoints(const QList<MetricPoint>& pts);  // one chart update for all
-  void setBanner(const QString& text, bool error);
+  void setBanner(const QString& text, bool error, bool stopped = false);
+  int bannerTone_ = 0;  // 0 green (finished, running), 1 amber (stopped), 2 red (failed, unknown)
 
   RunController* ctl_;
   QString runDir_;
