@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <algorithm>
@@ -211,6 +212,20 @@ void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dty
   // file size limit) leaves the earlier model in dir as it was: it used to be deleted first.
   const fs::path stage = d / (".tmp-save-" + std::to_string(::getpid()));
   fs::remove_all(stage, ec);
+  // Staging folders of saves whose process is gone (killed mid-save) go too: they were never
+  // cleaned, a partial model each.
+  std::vector<fs::path> abandoned;
+  for (auto it = fs::directory_iterator(d, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    const std::string prefix = ".tmp-save-";
+    if (n.size() <= prefix.size() || n.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = n.substr(prefix.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long pid = std::stol(digits);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) abandoned.push_back(it->path());
+  }
+  ec.clear();
+  for (const auto& p : abandoned) fs::remove_all(p, ec);
   fs::create_directories(stage, ec);
   if (ec) throw std::runtime_error("cannot create " + stage.string() + ": " + ec.message());
   std::vector<std::string> names;  // the new files, in the order they are moved in

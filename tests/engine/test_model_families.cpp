@@ -5,6 +5,7 @@
 // against one process on a Qwen3-style model (explicit head_dim, q/k norm, GQA, yarn).
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <cmath>
@@ -591,7 +592,18 @@ TEST(Checkpoint, ASaveRemovesOnlyHuggingFaceWeightFilesAndSaysWhatItCannotRemove
   for (const char* mine : {"model-best-of-run3.safetensors", "model-1-of-2.safetensors", "notes.txt"})
     std::ofstream(dir + "/" + mine) << "mine";
   std::ofstream(dir + "/model-00001-of-00007.safetensors") << "an earlier shard";
+  // The staging folder of a save killed midway (its pid is gone) is removed; one of a live
+  // process (ours, standing in for a save under way) is not.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  fs::create_directories(dir + "/.tmp-save-" + std::to_string(child) + "/x");
+  const std::string live_stage = dir + "/.tmp-save-1";  // pid 1 lives
+  fs::create_directories(live_stage);
   save_checkpoint(new_model, dir, torch::kFloat32, 0);
+  EXPECT_FALSE(fs::exists(dir + "/.tmp-save-" + std::to_string(child)));
+  EXPECT_TRUE(fs::exists(live_stage));
+  fs::remove_all(live_stage);
   EXPECT_EQ(names(), (std::set<std::string>{"config.json", "model.safetensors", "model-best-of-run3.safetensors",
                                             "model-1-of-2.safetensors", "notes.txt"}));
   load_checkpoint(back, dir);

@@ -618,6 +618,83 @@ TEST(TimelineRanks, FlowSkipsHiddenRanksAndLandsOnSummaryAndPinnedRows) {
   EXPECT_EQ(ranks, (std::set<int32_t>{0, 2, 3}));
 }
 
+// The arrows' label is over every rank of the instance: a hidden last arriver is named (the
+// last visible one was), a tie goes to the lowest rank (as the Stragglers table), an instance
+// a member rank lacks is said, and a rank id of 2e9 is no 16 GB vector (bad_alloc at each
+// repaint). The brute-force answer comes from the model's own ranges.
+TEST(TimelineRanks, FlowLabelCoversHiddenRanksTiesAndIncompleteInstances) {
+  namespace prof = ulysses::prof;
+  SyntheticOptions so;
+  so.ranks = 4;
+  so.steps = 1;
+  so.layers = 2;
+  so.head_chunks = 2;
+  auto m = make_synthetic_trace(so);
+  auto ix = TimelineIndex::build(m);
+  int64_t sel = -1;
+  for (const auto& l : m->lanes) {
+    if (l.rank != 0 || l.kind != prof::LaneKind::Comm) continue;
+    for (int64_t k = l.first; k < l.first + l.count && sel < 0; ++k)
+      if (m->extra(m->ranges[size_t(k)]).pg >= 0) sel = k;
+  }
+  ASSERT_GE(sel, 0);
+  const auto inst = collective_instance(*ix, sel);
+  ASSERT_EQ(inst.ranges.size(), 4u);
+  EXPECT_EQ(inst.group_ranks, 4);
+  TimelineViewport vp;
+  vp.width_px = 1000;
+  vp.fit(ix->t_min(), ix->t_max());
+  // Brute force: the last arriver and the skew over the four ranges.
+  auto truth = [&](int32_t* rank, int64_t* skew) {
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    *rank = -1;
+    for (int64_t k : inst.ranges) {
+      const auto& r = m->ranges[size_t(k)];
+      lo = std::min(lo, r.start_ns);
+      if (r.start_ns > hi || (r.start_ns == hi && r.rank < *rank)) {
+        hi = r.start_ns;
+        *rank = r.rank;
+      }
+    }
+    *skew = hi - lo;
+  };
+  int32_t last = -1;
+  int64_t skew = 0;
+  truth(&last, &skew);
+  // Hide the last arriver: the label still names it, and says it is hidden.
+  std::vector<uint8_t> flags(4, 0);
+  flags[size_t(last)] = kRankHidden;
+  FlowSummary sum;
+  const auto flow = collective_flow(*ix, compute_layout(*ix, {}, flags), vp, 0, inst, &sum);
+  EXPECT_EQ(flow.size(), 3u);
+  EXPECT_EQ(sum.last_rank, last);
+  EXPECT_TRUE(sum.last_hidden);
+  EXPECT_EQ(sum.skew_ns, skew);
+  EXPECT_EQ(sum.ranks, 4);
+  // A tie for the last arrival: the lowest rank of the tie is the last arriver.
+  int32_t other = last == 3 ? 2 : 3;
+  for (int64_t k : inst.ranges)
+    if (m->ranges[size_t(k)].rank == other)
+      m->ranges[size_t(k)].start_ns = m->ranges[size_t(inst.ranges[size_t(last)])].start_ns;
+  truth(&last, &skew);
+  collective_flow(*ix, compute_layout(*ix), vp, 0, inst, &sum);
+  EXPECT_EQ(sum.last_rank, std::min(last, other));
+  EXPECT_EQ(sum.last_rank, last);
+  const auto tied = collective_flow(*ix, compute_layout(*ix), vp, 0, inst, &sum);
+  EXPECT_EQ(tied.back().rank, last);
+  // A member rank without the instance: incomplete, 3 of 4.
+  for (int64_t k : inst.ranges)
+    if (m->ranges[size_t(k)].rank == 1) m->extras[size_t(m->ranges[size_t(k)].extra)].seq += 1000000;
+  const auto part = collective_instance(*ix, sel);
+  EXPECT_EQ(part.ranges.size(), 3u);
+  EXPECT_EQ(part.group_ranks, 4);
+  // A rank id of 2e9.
+  for (auto& r : m->ranges)
+    if (r.rank == 2) r.rank = 2000000000;
+  const auto huge = collective_instance(*ix, sel);
+  EXPECT_EQ(huge.ranges.size(), 3u);
+}
+
 TEST(TimelineRanks, CollapsedRankShowsPhasesUnderItsSteps) {
   namespace prof = ulysses::prof;
   // CPU run (no kernels): the main lane's top level is one step range per step; the phases

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "trace/phase_style.hpp"
 
@@ -267,35 +269,61 @@ int64_t hit_test(const DrawList& dl, float x, float y, float tol) {
   return best;
 }
 
-std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLayout& layout,
-                                       const TimelineViewport& vp, float y_scroll, int64_t selected) {
-  std::vector<FlowPoint> out;
+CollectiveInstanceRanges collective_instance(const TimelineIndex& ix, int64_t selected) {
+  CollectiveInstanceRanges out;
   const auto& m = ix.model();
   if (selected < 0 || size_t(selected) >= m.ranges.size()) return out;
   const prof::TraceRange& sel = m.ranges[size_t(selected)];
   const prof::RangeExtra& id = m.extra(sel);
   if (id.pg < 0 || id.seq < 0 || sel.is_kernel) return out;
-  std::vector<int64_t> best;  // per rank: earliest range with the id
+  // Per rank (a map: a rank id of 2e9 sized a vector of 16 GB, bad_alloc at each repaint).
+  std::map<int32_t, int64_t> best;
+  std::set<int32_t> members;
   for (const auto& lane : m.lanes) {
     if (lane.kind == prof::LaneKind::HeadRange) continue;
     for (int64_t k = lane.first; k < lane.first + lane.count; ++k) {
       const prof::TraceRange& r = m.ranges[size_t(k)];
       if (r.extra < 0 || r.is_kernel) continue;
       const prof::RangeExtra& x = m.extra(r);
-      if (x.pg != id.pg || x.seq != id.seq) continue;
-      if (size_t(r.rank) >= best.size()) best.resize(size_t(r.rank) + 1, -1);
-      int64_t& b = best[size_t(r.rank)];
-      if (b < 0 || r.start_ns < m.ranges[size_t(b)].start_ns) b = k;
+      if (x.pg != id.pg) continue;
+      members.insert(r.rank);
+      if (x.seq != id.seq) continue;
+      auto [it, fresh] = best.emplace(r.rank, k);
+      if (!fresh && r.start_ns < m.ranges[size_t(it->second)].start_ns) it->second = k;
     }
   }
+  for (const auto& [rank, k] : best) out.ranges.push_back(k);
+  out.group_ranks = int32_t(members.size());
+  return out;
+}
+
+std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLayout& layout,
+                                       const TimelineViewport& vp, float y_scroll, int64_t selected) {
+  return collective_flow(ix, layout, vp, y_scroll, collective_instance(ix, selected));
+}
+
+std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLayout& layout,
+                                       const TimelineViewport& vp, float y_scroll,
+                                       const CollectiveInstanceRanges& instance, FlowSummary* summary) {
+  std::vector<FlowPoint> out;
+  const auto& m = ix.model();
   const float rh = layout.opt.row_h;
-  for (size_t rank = 0; rank < best.size(); ++rank) {
-    const int64_t k = best[rank];
-    if (k < 0) continue;
+  int64_t first = 0, last = 0;
+  int32_t last_rank = -1;
+  bool last_hidden = false;
+  for (const int64_t k : instance.ranges) {
+    if (k < 0 || size_t(k) >= m.ranges.size()) continue;
     const prof::TraceRange& r = m.ranges[size_t(k)];
-    if (size_t(r.lane) >= layout.lanes.size()) continue;
+    const bool shown = size_t(r.lane) < layout.lanes.size() && !layout.lanes[size_t(r.lane)].hidden;
+    // Ascending rank: a later arrival, or an equal one of a lower rank, never replaces the last.
+    if (last_rank < 0 || r.start_ns < first) first = r.start_ns;
+    if (last_rank < 0 || r.start_ns > last) {
+      last = r.start_ns;
+      last_rank = r.rank;
+      last_hidden = !shown;
+    }
+    if (!shown) continue;
     const LaneLayout& ll = layout.lanes[size_t(r.lane)];
-    if (ll.hidden) continue;
     const int32_t rows = std::max(1, int32_t(ll.h / rh + 0.5f));
     const int32_t d = ll.collapsed ? 0 : std::min<int32_t>(r.depth, rows - 1);
     FlowPoint fp;
@@ -306,9 +334,17 @@ std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLa
     fp.y = layout.screen_y(ll.y + float(d) * rh + rh / 2, y_scroll);
     out.push_back(fp);
   }
+  // By arrival; among equal arrivals the lowest rank last (the last arriver, as the analysis).
   std::sort(out.begin(), out.end(), [](const FlowPoint& a, const FlowPoint& b) {
-    return a.arrive_ns != b.arrive_ns ? a.arrive_ns < b.arrive_ns : a.rank < b.rank;
+    return a.arrive_ns != b.arrive_ns ? a.arrive_ns < b.arrive_ns : a.rank > b.rank;
   });
+  if (summary) {
+    summary->last_rank = last_rank;
+    summary->last_hidden = last_hidden;
+    summary->skew_ns = last - first;
+    summary->ranks = int32_t(instance.ranges.size());
+    summary->group_ranks = instance.group_ranks;
+  }
   return out;
 }
 

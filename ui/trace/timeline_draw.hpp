@@ -147,6 +147,29 @@ struct FlowPoint {
 std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLayout& layout,
                                        const TimelineViewport& vp, float y_scroll, int64_t selected);
 
+// One collective instance across ranks, found in one pass over the ranges (the widget keeps it
+// while the selection stays, instead of a pass per repaint): per rank the earliest range with
+// the selected range's (pg, seq), ascending rank, and how many ranks its group has (ranks with
+// any range of that pg, as the waiting analysis counts members).
+struct CollectiveInstanceRanges {
+  std::vector<int64_t> ranges;
+  int32_t group_ranks = 0;
+};
+CollectiveInstanceRanges collective_instance(const TimelineIndex& ix, int64_t selected);
+// What the arrows' label says, over every rank of the instance, hidden ones included (a hidden
+// last arriver was replaced by the last visible one): the last arriver (on a tie the lowest
+// rank, as the Stragglers table), its skew over the first arrival, and whether a member rank
+// lacks the instance (the analysis leaves such an instance out).
+struct FlowSummary {
+  int32_t last_rank = -1;
+  bool last_hidden = false;
+  int64_t skew_ns = 0;
+  int32_t ranks = 0, group_ranks = 0;
+};
+std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLayout& layout,
+                                       const TimelineViewport& vp, float y_scroll,
+                                       const CollectiveInstanceRanges& instance, FlowSummary* summary = nullptr);
+
 // Index into out.items of the item under (x, y) (with a small horizontal tolerance), or -1.
 // Of items containing the point the last one (drawn on top) wins.
 int64_t hit_test(const DrawList& dl, float x, float y, float tolerance_px = 2);

@@ -34,6 +34,7 @@ int TimelineWidget::timeWidth() const { return std::max(1, width() - gutter_); }
 void TimelineWidget::setIndex(std::shared_ptr<const TimelineIndex> index) {
   index_ = std::move(index);
   selected_ = -1;
+  flowFor_ = -1;
   y_scroll_ = 0;
   match_.clear();
   filter_on_ = false;
@@ -580,8 +581,15 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   // Flow arrows: the selected collective's instances on every rank, each arrival -> the last
   // arrival (the straggler); an arrow's length is the time that rank waited.
   if (selected_ >= 0) {
-    const auto flow = collective_flow(*index_, layout_, vp_, y_scroll_, selected_);
-    if (flow.size() > 1) {
+    // The instance's ranges are found once per selection (a pass over every range per repaint).
+    if (flowFor_ != selected_ || flowIndex_ != index_.get()) {
+      flowInstance_ = collective_instance(*index_, selected_);
+      flowFor_ = selected_;
+      flowIndex_ = index_.get();
+    }
+    FlowSummary sum;
+    const auto flow = collective_flow(*index_, layout_, vp_, y_scroll_, flowInstance_, &sum);
+    if (flow.size() > 1 || (!flow.empty() && sum.ranks > 1)) {
       const FlowPoint& last = flow.back();
       p.setRenderHint(QPainter::Antialiasing, true);
       p.setPen(QPen(QColor(255, 235, 59), 1.5));
@@ -593,10 +601,15 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
         for (double s : {0.45, -0.45}) p.drawLine(b, b + QPointF(std::cos(ang + s) * 8, std::sin(ang + s) * 8));
       }
       p.setPen(QColor(255, 235, 59));
-      p.drawText(QPointF(last.x + 4, last.y - 4),
-                 tr("last: rank %1, skew %2")
-                     .arg(last.rank)
-                     .arg(QString::fromStdString(format_duration_ns(double(last.arrive_ns - flow.front().arrive_ns)))));
+      // Over every rank of the instance, hidden ones too; an instance a member rank lacks is
+      // said (the analysis leaves it out).
+      QString label = tr("last: rank %1%2, skew %3")
+                          .arg(sum.last_rank)
+                          .arg(sum.last_hidden ? tr(" (hidden)") : QString())
+                          .arg(QString::fromStdString(format_duration_ns(double(sum.skew_ns))));
+      if (sum.ranks < sum.group_ranks)
+        label += tr("; incomplete: %1 of %2 ranks have it").arg(sum.ranks).arg(sum.group_ranks);
+      p.drawText(QPointF(last.x + 4, last.y - 4), label);
       p.setRenderHint(QPainter::Antialiasing, false);
     }
   }

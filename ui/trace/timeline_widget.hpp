@@ -113,6 +113,10 @@ class TimelineWidget : public QWidget {
   std::vector<uint8_t> match_, match_phase_;
   bool filter_on_ = false;
   int64_t selected_ = -1;
+  // The selected collective's ranges across ranks, found once per selection (and index).
+  CollectiveInstanceRanges flowInstance_;
+  int64_t flowFor_ = -1;
+  const TimelineIndex* flowIndex_ = nullptr;
   int64_t cursor_ns_ = -1;
   // mouse
   bool panning_ = false, selecting_ = false;
