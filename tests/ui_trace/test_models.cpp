@@ -348,6 +348,22 @@ TEST(TraceModels, RangeStatisticsOfADraggedRange) {
   // mlp: 3 x 5 ms
   EXPECT_EQ(model.data(model.index(1, 2)).toLongLong(), 3);
   EXPECT_EQ(model.data(model.index(1, 3)).toString(), QString("15.000"));
+  // Ranges of hidden ranks are left out (every range above is rank 0's: nothing is left).
+  EXPECT_EQ(range_stats_table(*m, 0, 1500000000, StatsGroup::Name, {0}).rows.size(), 0);
+  EXPECT_EQ(range_stats_table(*m, 0, 1500000000, StatsGroup::Name, {1}).rows.size(), 2);
+  // Sub-microsecond figures keep their digits (a p50 of 55 ns read "0.000").
+  prof::TraceModel tiny;
+  tiny.strings = {"tiny"};
+  prof::TraceRange tr;
+  tr.start_ns = 10;
+  tr.end_ns = 65;
+  tiny.ranges.push_back(tr);
+  prof::Lane tl;
+  tl.count = 1;
+  tiny.lanes.push_back(tl);
+  const TableData fine = range_stats_table(tiny, 0, 100);
+  ASSERT_EQ(fine.rows.size(), 1);
+  EXPECT_EQ(fine.rows[0][5].toString(), QString("0.000055"));
   // Histograms (16 log-spaced buckets over [min, max]), by hand: attention lo = 1 ms, hi = 15 ms,
   // bucket(v ms) = floor(16 ln v / ln 15): 1->0, 2->4, 3->6, 4->8, 5->9, 6->10, 7->11, 8->12,
   // 9->12 (12.98), 10->13, 11->14, 12->14, 13->15, 14->15, 15->15 (16, clamped).

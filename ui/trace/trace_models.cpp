@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "trace/phase_style.hpp"
@@ -21,6 +22,8 @@ using prof::TraceRange;
 
 namespace {
 QString ms(double ns) { return QString::number(ns / 1e6, 'f', 3); }
+// ms with the digits a sub-microsecond value needs (a p50 of 55 ns read "0.000").
+QString ms_fine(double ns) { return ns != 0 && std::fabs(ns) < 1000 ? QString::number(ns / 1e6, 'f', 6) : ms(ns); }
 QString pct(double r) { return QString::number(r * 100.0, 'f', 1) + QLatin1Char('%'); }
 QString str_of(const TraceModel& m, int32_t id) {
   return (id >= 0 && size_t(id) < m.strings.size()) ? to_qs(m.strings[size_t(id)]) : QString();
@@ -178,11 +181,13 @@ std::vector<int64_t> log_histogram(const std::vector<int64_t>& d, int buckets) {
   return h;
 }
 
-TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1, StatsGroup group) {
+TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1, StatsGroup group,
+                            const std::vector<int32_t>& hidden_ranks) {
   // key: (name id or phase, kernel)
   std::map<std::pair<int32_t, bool>, std::vector<int64_t>> by_key;
+  const std::set<int32_t> hidden(hidden_ranks.begin(), hidden_ranks.end());
   for (const auto& lane : m.lanes) {
-    if (lane.kind == prof::LaneKind::HeadRange) continue;
+    if (lane.kind == prof::LaneKind::HeadRange || hidden.count(lane.rank)) continue;
     for (int64_t k = lane.first; k < lane.first + lane.count; ++k) {
       const prof::TraceRange& r = m.ranges[size_t(k)];
       if (r.start_ns < t0 || r.start_ns >= t1) continue;
@@ -229,8 +234,8 @@ TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1, S
   for (const auto& r : rows) {
     const double mean = double(r.total) / double(r.count);
     const QString span = duration_qs(double(r.min)) + QStringLiteral(" .. ") + duration_qs(double(r.max));
-    t.add({r.name, r.kernel ? "gpu" : "range", qint64(r.count), ms(double(r.total)), ms(mean), ms(double(r.p50)),
-           ms(double(r.p95)), ms(double(r.max)), span},
+    t.add({r.name, r.kernel ? "gpu" : "range", qint64(r.count), ms_fine(double(r.total)), ms_fine(mean),
+           ms_fine(double(r.p50)), ms_fine(double(r.p95)), ms_fine(double(r.max)), span},
           {r.name, r.kernel ? "gpu" : "range", qint64(r.count), qint64(r.total), mean, qint64(r.p50), qint64(r.p95),
            qint64(r.max), qint64(r.max - r.min)},
           key++);

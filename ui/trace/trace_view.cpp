@@ -98,6 +98,14 @@ class TraceViewPrivate {
     message->setText(text);
     pages->setCurrentIndex(0);
   }
+  // Ranks hidden in the timeline: the range statistics leave them out (it counted them).
+  std::vector<int32_t> hiddenRanks() const {
+    std::vector<int32_t> out;
+    if (!current.model) return out;
+    for (int32_t r : current.model->rank_set())
+      if (timeline->rankFlags(r) & kRankHidden) out.push_back(r);
+    return out;
+  }
   void apply(const LoadedTrace& t);
   void updateCompare();
   void onSelected(qint64 r);
@@ -216,6 +224,10 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   QTableView* stats_view = make_table(d->stats, stats_page);
   stats_view->setObjectName(QStringLiteral("rangeStats"));
   stats_view->setItemDelegateForColumn(8, new HistogramDelegate(stats_view));  // range_stats_table's histogram
+  stats_view->sortByColumn(3, Qt::DescendingOrder);                            // longest total first
+  stats_view->horizontalHeader()->setToolTip(
+      tr("Ranges that start in the dragged window, each counted with its whole duration; head-lane copies and "
+         "hidden ranks are left out"));
   stats_lay->addWidget(stats_view);
   d->bottom->addTab(stats_page, tr("Range statistics"));
   tsplit->addWidget(d->bottom);
@@ -301,13 +313,14 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
     d->stats_t0 = t0;
     d->stats_t1 = t1;
     d->stats->setTable(range_stats_table(*d->current.model, t0, t1,
-                                         d->stats_group->currentIndex() == 1 ? StatsGroup::Phase : StatsGroup::Name));
+                                         d->stats_group->currentIndex() == 1 ? StatsGroup::Phase : StatsGroup::Name,
+                                         d->hiddenRanks()));
     d->bottom->setCurrentIndex(d->bottom->count() - 1);
   });
   connect(d->stats_group, qOverload<int>(&QComboBox::currentIndexChanged), this, [this](int i) {
     if (!d->current.model || d->stats_t1 < 0) return;
-    d->stats->setTable(
-        range_stats_table(*d->current.model, d->stats_t0, d->stats_t1, i == 1 ? StatsGroup::Phase : StatsGroup::Name));
+    d->stats->setTable(range_stats_table(*d->current.model, d->stats_t0, d->stats_t1,
+                                         i == 1 ? StatsGroup::Phase : StatsGroup::Name, d->hiddenRanks()));
   });
   connect(d->timeline, &TimelineWidget::viewportChanged, this, [this](const TimelineViewport&) { d->onViewport(); });
   connect(d->memory, &MemoryView::viewportChanged, d->timeline, &TimelineWidget::setViewport);
