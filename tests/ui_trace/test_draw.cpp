@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <random>
+#include <map>
 #include <set>
 
 #include "../profiler/test_util.hpp"
@@ -693,6 +694,50 @@ TEST(TimelineRanks, FlowLabelCoversHiddenRanksTiesAndIncompleteInstances) {
     if (r.rank == 2) r.rank = 2000000000;
   const auto huge = collective_instance(*ix, sel);
   EXPECT_EQ(huge.ranges.size(), 3u);
+}
+
+// "All arrows": every collective whose ranges are drawn gets its arrows; brute force over the
+// draw list: per (pg, seq) the ranks among the single, non-kernel, non-head-copy items.
+TEST(TimelineRanks, FlowsInViewJoinEveryDrawnCollective) {
+  namespace prof = ulysses::prof;
+  SyntheticOptions so;
+  so.ranks = 4;
+  so.steps = 1;
+  so.layers = 2;
+  so.head_chunks = 2;
+  auto m = make_synthetic_trace(so);
+  auto ix = TimelineIndex::build(m);
+  const TimelineLayout layout = compute_layout(*ix);
+  DrawParams p;
+  p.vp.width_px = 4000;
+  p.vp.fit(ix->t_min(), ix->t_max());
+  p.fold_px = 0;
+  DrawList dl;
+  compute_draw_list(*ix, layout, p, &dl);
+  std::map<std::pair<int32_t, int32_t>, std::set<int32_t>> want;
+  for (const auto& it : dl.items) {
+    if (it.count != 1 || it.range < 0) continue;
+    const auto& r = m->ranges[size_t(it.range)];
+    if (r.is_kernel || m->lanes[size_t(r.lane)].kind == prof::LaneKind::HeadRange) continue;
+    const auto& x = m->extra(r);
+    if (x.pg >= 0 && x.seq >= 0) want[{x.pg, x.seq}].insert(r.rank);
+  }
+  size_t groups = 0;
+  for (const auto& [id, ranks] : want) groups += ranks.size() >= 2;
+  ASSERT_GT(groups, 4u);
+  const auto got = flows_in_view(*ix, dl);
+  ASSERT_EQ(got.size(), groups);
+  for (const auto& g : got) {
+    const auto& x = m->extra(m->ranges[size_t(g.front().range)]);
+    std::set<int32_t> ranks;
+    for (const auto& fp : g) {
+      ranks.insert(fp.rank);
+      EXPECT_EQ(m->extra(m->ranges[size_t(fp.range)]).seq, x.seq);
+    }
+    EXPECT_EQ(ranks, (want[{x.pg, x.seq}]));
+    for (size_t i = 1; i < g.size(); ++i) EXPECT_LE(g[i - 1].arrive_ns, g[i].arrive_ns);
+  }
+  EXPECT_EQ(flows_in_view(*ix, dl, 3).size(), 3u);
 }
 
 TEST(TimelineRanks, CollapsedRankShowsPhasesUnderItsSteps) {

@@ -12,6 +12,7 @@
 #include <QComboBox>
 #include <QLabel>
 #include <QTableView>
+#include <QToolButton>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -418,6 +419,14 @@ TEST(TraceView, DraggedRangeStatisticsWithHistogramsPerNameOrPhase) {
   const auto& m = *v.model();
   auto* view = v.findChild<QTableView*>("rangeStats");
   auto* group = v.findChild<QComboBox*>("statsGroup");
+  // The "All arrows" toggle reaches the timeline.
+  auto* all_flows = v.findChild<QToolButton*>("allFlows");
+  ASSERT_NE(all_flows, nullptr);
+  EXPECT_FALSE(v.timeline()->allFlowsInView());
+  all_flows->click();
+  EXPECT_TRUE(v.timeline()->allFlowsInView());
+  all_flows->click();
+  EXPECT_FALSE(v.timeline()->allFlowsInView());
   ASSERT_NE(view, nullptr);
   ASSERT_NE(group, nullptr);
   EXPECT_NE(qobject_cast<HistogramDelegate*>(view->itemDelegateForColumn(8)), nullptr);

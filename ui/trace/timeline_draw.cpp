@@ -348,4 +348,40 @@ std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLa
   return out;
 }
 
+std::vector<std::vector<FlowPoint>> flows_in_view(const TimelineIndex& ix, const DrawList& dl, size_t max_groups) {
+  const auto& m = ix.model();
+  std::map<std::pair<int32_t, int32_t>, std::map<int32_t, FlowPoint>> groups;  // (pg, seq) -> rank -> point
+  for (const auto& it : dl.items) {
+    if (it.count != 1 || it.range < 0 || size_t(it.range) >= m.ranges.size()) continue;
+    const prof::TraceRange& r = m.ranges[size_t(it.range)];
+    if (r.is_kernel || r.extra < 0 || size_t(r.lane) >= m.lanes.size() ||
+        m.lanes[size_t(r.lane)].kind == prof::LaneKind::HeadRange)
+      continue;
+    const prof::RangeExtra& x = m.extra(r);
+    if (x.pg < 0 || x.seq < 0) continue;
+    auto [pt, fresh] = groups[{x.pg, x.seq}].try_emplace(r.rank);
+    if (!fresh && pt->second.arrive_ns <= r.start_ns) continue;
+    pt->second.rank = r.rank;
+    pt->second.range = it.range;
+    pt->second.arrive_ns = r.start_ns;
+    pt->second.x = it.x;
+    pt->second.y = it.y + it.h / 2;
+  }
+  std::vector<std::vector<FlowPoint>> out;
+  for (auto& [id, per_rank] : groups) {
+    if (per_rank.size() < 2) continue;
+    std::vector<FlowPoint> g;
+    for (auto& [rank, fp] : per_rank) g.push_back(fp);
+    std::sort(g.begin(), g.end(), [](const FlowPoint& a, const FlowPoint& b) {
+      return a.arrive_ns != b.arrive_ns ? a.arrive_ns < b.arrive_ns : a.rank > b.rank;
+    });
+    out.push_back(std::move(g));
+  }
+  std::sort(out.begin(), out.end(), [](const std::vector<FlowPoint>& a, const std::vector<FlowPoint>& b) {
+    return a.front().arrive_ns < b.front().arrive_ns;
+  });
+  if (out.size() > max_groups) out.resize(max_groups);
+  return out;
+}
+
 }  // namespace ulysses::ui

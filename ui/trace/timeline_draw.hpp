@@ -170,6 +170,14 @@ std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLa
                                        const TimelineViewport& vp, float y_scroll,
                                        const CollectiveInstanceRanges& instance, FlowSummary* summary = nullptr);
 
+// Flow arrows of every collective in view (the "all in view" toggle): per (pg, seq) met among
+// the drawn single ranges of `dl` (not folded items, kernels or head-lane copies), one point per
+// rank at its earliest drawn range (the middle of its item), groups of two or more ranks only,
+// each sorted as collective_flow's points (the last arriver last); at most max_groups groups,
+// earliest first arrival first.
+std::vector<std::vector<FlowPoint>> flows_in_view(const TimelineIndex& ix, const DrawList& dl,
+                                                  size_t max_groups = 2000);
+
 // Index into out.items of the item under (x, y) (with a small horizontal tolerance), or -1.
 // Of items containing the point the last one (drawn on top) wins.
 int64_t hit_test(const DrawList& dl, float x, float y, float tolerance_px = 2);

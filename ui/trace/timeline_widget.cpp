@@ -330,6 +330,11 @@ bool TimelineWidget::jumpToMatch(bool forward) {
   return true;
 }
 
+void TimelineWidget::setAllFlowsInView(bool on) {
+  all_flows_ = on;
+  update();
+}
+
 void TimelineWidget::ensureDrawList() {
   if (!dirty_) return;
   dl_.clear();
@@ -577,6 +582,16 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
           tr2, Qt::AlignVCenter | Qt::AlignLeft,
           fm.elidedText(QString::fromStdString(m.strings[size_t(it.name_id)]), Qt::ElideRight, int(tr2.width())));
     }
+  }
+  // Every collective in view: thin arrows from each arrival to the last one (no labels).
+  if (all_flows_) {
+    p.setRenderHint(QPainter::Antialiasing, true);
+    p.setPen(QPen(QColor(255, 235, 59, 140), 1.0));
+    for (const auto& g : flows_in_view(*index_, dl_)) {
+      const QPointF b(g.back().x, g.back().y);
+      for (size_t i = 0; i + 1 < g.size(); ++i) p.drawLine(QPointF(g[i].x, g[i].y), b);
+    }
+    p.setRenderHint(QPainter::Antialiasing, false);
   }
   // Flow arrows: the selected collective's instances on every rank, each arrival -> the last
   // arrival (the straggler); an arrow's length is the time that rank waited.

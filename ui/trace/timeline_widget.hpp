@@ -40,6 +40,9 @@ class TimelineWidget : public QWidget {
   bool jumpToMatch(bool forward);
 
   int64_t selectedRange() const { return selected_; }
+  // Flow arrows for every collective in view (flows_in_view), beside the selected one's.
+  void setAllFlowsInView(bool on);
+  bool allFlowsInView() const { return all_flows_; }
   int64_t stepCount() const;
   int64_t currentStep() const;  // step index (into index()->steps()) under the view centre, -1
   // Replay cursor: a vertical line at this trace time (ns); -1 hides it.
@@ -113,6 +116,7 @@ class TimelineWidget : public QWidget {
   std::vector<uint8_t> match_, match_phase_;
   bool filter_on_ = false;
   int64_t selected_ = -1;
+  bool all_flows_ = false;
   // The selected collective's ranges across ranks, found once per selection (and index).
   CollectiveInstanceRanges flowInstance_;
   int64_t flowFor_ = -1;

@@ -187,7 +187,14 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   cmp->setPopupMode(QToolButton::InstantPopup);
   auto* cmp_menu = new QMenu(cmp);
   cmp->setMenu(cmp_menu);
-  for (auto* b : {prev_m, next_m, prev_s, next_s, fit, cmp}) bar->addWidget(b);
+  // Flow arrows of every collective in view, beside the selected one's.
+  auto* flows = new QToolButton(content);
+  flows->setObjectName(QStringLiteral("allFlows"));
+  flows->setText(tr("All arrows"));
+  flows->setCheckable(true);
+  flows->setToolTip(
+      tr("Arrows for every collective in view: from each rank's arrival to the last one (the straggler)"));
+  for (auto* b : {prev_m, next_m, prev_s, next_s, fit, flows, cmp}) bar->addWidget(b);
   cl->addLayout(bar);
 
   d->views = new QStackedWidget(content);
@@ -336,6 +343,7 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   connect(prev_s, &QToolButton::clicked, d->timeline, &TimelineWidget::prevStep);
   connect(next_s, &QToolButton::clicked, d->timeline, &TimelineWidget::nextStep);
   connect(fit, &QToolButton::clicked, d->timeline, &TimelineWidget::fitAll);
+  connect(flows, &QToolButton::toggled, d->timeline, &TimelineWidget::setAllFlowsInView);
   connect(d->steps_view, &QTableView::clicked, this, [this](const QModelIndex& ix) {
     if (!d->syncing) d->timeline->fitStep(int(key_of(d->steps_view, ix)));
   });
