@@ -256,8 +256,31 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
     o += "</table>\n";
   }
 
+  // Who waits for whom (the text summary's Stragglers table): the last arriver makes the others
+  // wait. The phase-duration table below was headed "Stragglers", though the slowest rank in a
+  // collective is usually the one that waited, not the one that arrived last.
+  if (!s.waiting.instances.empty()) {
+    const WaitingAnalysis& w = s.waiting;
+    o += strfmt(
+        "<h2>Stragglers: who waits for whom</h2>\n<p>%lld collectives paired across ranks by (process group, "
+        "sequence number); median arrival skew %.3f ms%s.</p>\n",
+        static_cast<long long>(w.instances.size()), w.median_skew_ns / 1e6,
+        s.clock_error_ns >= 0
+            ? strfmt("; ranks on rank 0's clock within &plusmn;%.3f ms", s.clock_error_ns / 1e6).c_str()
+            : "");
+    o += "<table id=\"waiting\"><tr><th>rank</th><th>collectives</th><th>last arrivals</th><th>wait caused ms</th>"
+         "<th>wait suffered ms</th></tr>\n";
+    for (const auto& r : w.ranks)
+      o += strfmt("<tr><td>%d</td><td>%lld</td><td>%lld</td><td>%.3f</td><td>%.3f</td></tr>\n", r.rank,
+                  static_cast<long long>(r.collectives), static_cast<long long>(r.last_arrivals),
+                  r.wait_caused_ns / 1e6, r.wait_suffered_ns / 1e6);
+    o += "</table>\n";
+  }
+
   if (s.world_size > 1 && !s.skew.empty()) {
-    o += "<h2>Stragglers: slowest and fastest rank per phase (ms per step)</h2>\n<table id=\"stragglers\"><tr>"
+    o += "<h2>Rank skew: slowest and fastest rank per phase (ms per step)</h2>\n<p class=\"note\">Durations, not "
+         "arrivals: in a collective the slowest rank is usually the one that waited longest.</p>\n<table "
+         "id=\"stragglers\"><tr>"
          "<th class=\"l\">phase</th><th>slowest rank</th><th>ms</th><th>fastest rank</th><th>ms</th><th>slowest / "
          "fastest</th></tr>\n";
     for (const auto& k : s.skew)

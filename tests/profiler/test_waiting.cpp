@@ -9,6 +9,7 @@
 
 #include "test_util.hpp"
 #include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/html_report.hpp"
 #include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
@@ -109,6 +110,20 @@ TEST(Waiting, HandComputedArrivalsSkewAndWaits) {
   EXPECT_EQ(w.steps[1].rank, 0);
   EXPECT_EQ(w.steps[2].rank, 1);
   EXPECT_FALSE(w.steps[2].from_collective);
+}
+
+// The HTML report has the waiting analysis (it had only the phase-duration table, headed
+// "Stragglers", which names the ranks that waited longest): the hand-computed rows above.
+TEST(Waiting, HtmlReportHasTheStragglerTable) {
+  const auto m = three_ranks();
+  const std::string html = prof::summary_to_html(m, prof::analyze(m), "t");
+  EXPECT_NE(html.find("<h2>Stragglers: who waits for whom</h2>"), std::string::npos);
+  EXPECT_NE(html.find("4 collectives paired across ranks"), std::string::npos);
+  EXPECT_NE(html.find("median arrival skew 0.000 ms"), std::string::npos);  // 50 ns
+  // rank, collectives, last arrivals, wait caused ms, wait suffered ms (ns / 1e6)
+  EXPECT_NE(html.find("<tr><td>0</td><td>4</td><td>1</td><td>0.000</td><td>0.000</td></tr>"), std::string::npos);
+  EXPECT_NE(html.find("<tr><td>1</td><td>4</td><td>2</td><td>0.000</td><td>0.000</td></tr>"), std::string::npos);
+  EXPECT_EQ(html.find("<h2>Stragglers: slowest and fastest"), std::string::npos);
 }
 
 TEST(Waiting, StepWindowRestrictsInstances) {
