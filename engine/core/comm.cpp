@@ -122,6 +122,14 @@ Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const DeviceDecision& d
   if (env.world_size == 1 && !env.single_rank_groups) return;  // no collectives needed
   store_ = compat::tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), env.rank == 0, env.world_size,
                              timeout);
+  // Each RANK is claimed once: two workers given the same RANK (a launcher script's mistake)
+  // got Gloo's message, which names neither, after the timeout. (Two rank 0s cannot both hold
+  // the store's port: the second's error says so.)
+  if (store_->add("ulysses/rank-claim/" + std::to_string(env.rank), 1) > 1)
+    throw ConfigError("RANK " + std::to_string(env.rank) + " is taken by another worker of this run (MASTER_ADDR " +
+                      env.master_addr + ":" + std::to_string(env.master_port) +
+                      "): every worker needs its own RANK, 0 to WORLD_SIZE-1 (" + std::to_string(env.world_size) +
+                      " workers)");
   auto make = [&](const std::string& prefix, int rank, int size) -> c10::intrusive_ptr<compat::Backend> {
     auto s = compat::prefix_store(prefix, store_);
     if (backend_ == "gloo") {

@@ -202,6 +202,29 @@ TEST(EndToEnd, WorkerRefusesEnvironmentsItCannotRunWith) {
   }
 }
 
+// Two workers given the same RANK (started by hand or by a broken launcher script): one of them
+// refuses at once naming the RANK (Gloo's rendezvous error named neither, after the timeout).
+TEST(EndToEnd, TwoWorkersWithOneRankAreRefusedNamingIt) {
+  const auto cfg = config_file();  // sp 2
+  const std::string dir = tmp("duprank");
+  fs::create_directories(dir);
+  const std::string common = " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 " + kWorker + " --config " + cfg +
+                             " --set parallel.timeout_s=20 --set train.steps=40 --out ";
+  const auto t0 = std::chrono::steady_clock::now();
+  // Rank 0 and two rank 1s: whichever rank 1 claims second is refused; the other trains.
+  sh("(RANK=0" + common + dir + "/r0 > " + dir + "/r0.log 2>&1) & (RANK=1" + common + dir + "/a > " + dir +
+     "/a.log 2>&1; echo $? > " + dir + "/a.rc) & (RANK=1" + common + dir + "/b > " + dir + "/b.log 2>&1; echo $? > " +
+     dir + "/b.rc) & wait");
+  const std::string said = "RANK 1 is taken by another worker of this run";
+  const std::string a = ulysses::test::slurp(dir + "/a.log"), b = ulysses::test::slurp(dir + "/b.log");
+  const std::string arc = ulysses::test::slurp(dir + "/a.rc"), brc = ulysses::test::slurp(dir + "/b.rc");
+  const bool a_refused = a.find(said) != std::string::npos, b_refused = b.find(said) != std::string::npos;
+  EXPECT_NE(a_refused, b_refused) << "a: " << a << "\nb: " << b;
+  EXPECT_EQ(a_refused ? arc : brc, "2\n");
+  EXPECT_EQ(a_refused ? brc : arc, "0\n") << (a_refused ? b : a);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(40));
+}
+
 // A worker started without ulysses-run (torchrun, Slurm) checks its data file itself: a FIFO
 // named as data.path held it in open() forever, silent (and one SIGTERM did not end it); a
 // tokens file of an odd number of bytes was read with the last byte dropped, unsaid; a
