@@ -466,6 +466,23 @@ int run_main(int argc, char** argv) {
     say_each_line(e.what());
     return 2;
   }
+  // Data with fewer windows of seq_length + 1 tokens than the run draws sequences: windows
+  // repeat (a file of exactly seq_length + 1 tokens trained on one sequence every step, unsaid).
+  if (!plan_mode && !export_mode && (cfg.data.kind == "text" || cfg.data.kind == "tokens")) {
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(cfg.data.path, ec);
+    const int64_t width = cfg.data.kind == "text" ? 1 : cfg.data.token_dtype == "uint32" ? 4 : 2;
+    if (!ec) {
+      const int64_t windows = static_cast<int64_t>(bytes) / width - cfg.train.seq_length;
+      const double draws = double(cfg.train.steps) * double(cfg.train.micro_batch_size) * double(cfg.parallel.dp_size) *
+                           double(std::max<int64_t>(1, cfg.train.gradient_accumulation_steps));
+      if (windows >= 1 && double(windows) < draws)
+        say("note: " + cfg.data.path + " holds " + std::to_string(windows) +
+            " distinct window(s) of train.seq_length + 1 = " + std::to_string(cfg.train.seq_length + 1) +
+            " tokens for the " + std::to_string(static_cast<long long>(draws)) +
+            " sequences this run draws: sequences repeat (more data, or a shorter seq_length, gives more)");
+    }
+  }
   if (export_mode) {  // nothing starts: the files are the answer
     const std::string& dir = export_args[1];
     // Hugging Face's set_seed seeds numpy, which takes 0..2^32-1 only: the Trainer would fail.

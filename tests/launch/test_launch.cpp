@@ -674,6 +674,26 @@ TEST(UlyssesRun, UnreadableThreadCountsInTheEnvironmentAreRefused) {
   EXPECT_EQ(ok.wait(), 0) << ok.err();
 }
 
+// Data with fewer windows of seq_length + 1 tokens than the run draws: said before launch (a
+// file of exactly seq_length + 1 bytes trained on one sequence every step, unsaid); enough
+// windows: nothing said.
+TEST(UlyssesRun, DataThatRepeatsItsWindowsIsSaid) {
+  TempDir tmp;
+  json j = small_config(2, 1, 5);  // seq_length 64, 5 steps x 1 sequence
+  j["data"] = {{"kind", "text"}, {"path", (tmp.path() / "short.txt").string()}};
+  write_file(tmp.path() / "short.txt", std::string(65, 'a'));  // one window
+  const fs::path cfg = write_config(tmp.path(), j);
+  Cli c({cfg.string(), "--out", (tmp.path() / "run").string(), "--worker", FAKE_WORKER_EXE}, {}, tmp.path());
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  EXPECT_NE(c.err().find("holds 1 distinct window(s) of train.seq_length + 1 = 65 tokens for the 5 sequences"),
+            std::string::npos)
+      << c.err();
+  write_file(tmp.path() / "short.txt", std::string(64 + 5, 'a'));  // five windows: enough
+  Cli ok({cfg.string(), "--out", (tmp.path() / "run2").string(), "--worker", FAKE_WORKER_EXE}, {}, tmp.path());
+  ASSERT_EQ(ok.wait(), 0) << ok.err();
+  EXPECT_EQ(ok.err().find("distinct window"), std::string::npos) << ok.err();
+}
+
 TEST(UlyssesRun, AFailingRankStopsEveryOtherWorker) {
   TempDir tmp;
   const fs::path cfg = write_config(tmp.path(), small_config(2, 2, 20));
