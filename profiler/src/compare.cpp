@@ -65,6 +65,7 @@ Side reduce(const TraceModel& m, const Summary& s) {
   d.info.world_size = s.world_size;
   for (const auto& b : s.steps) d.ranks_in_step[b.step] += 1;
   d.info.steps = static_cast<int64_t>(d.ranks_in_step.size());
+  d.info.no_step_records = d.ranks_in_step.size() == 1 && d.ranks_in_step.begin()->first < 0;
   const bool skip_warmup =
       std::any_of(d.ranks_in_step.begin(), d.ranks_in_step.end(), [](const auto& kv) { return kv.first != 0; });
   for (const auto& kv : d.ranks_in_step)
@@ -205,6 +206,8 @@ std::string compare_row_label(const CompareRow& r) {
 namespace {
 
 std::string side_text(const CompareSide& s) {
+  if (s.no_step_records)
+    return strfmt("%s (%d ranks, no step records: its times are over the whole trace)", s.source.c_str(), s.world_size);
   return strfmt("%s (%d ranks, %lld steps, medians over %lld)", s.source.c_str(), s.world_size,
                 static_cast<long long>(s.steps), static_cast<long long>(s.counted));
 }
@@ -215,6 +218,10 @@ std::string comparison_to_text(const Comparison& c) {
   std::string o;
   o += "A: " + side_text(c.a) + "\n";
   o += "B: " + side_text(c.b) + "\n";
+  if (c.a.no_step_records != c.b.no_step_records)
+    o += std::string("Note: ") + (c.a.no_step_records ? "A" : "B") +
+         " has no step records, so its times are totals over its whole trace and the other's are per step: the "
+         "time rows do not compare (B/A is meaningless there)\n";
   o += strfmt(
       "Times: median over steps of ms per rank and step (step 0 left out when later steps exist); "
       "* = B/A off 1 by more than %g%%\n",
@@ -241,7 +248,11 @@ std::string comparison_to_text(const Comparison& c) {
 nlohmann::json comparison_to_json(const Comparison& c) {
   using nlohmann::json;
   auto side = [](const CompareSide& s) {
-    return json{{"source", s.source}, {"world_size", s.world_size}, {"steps", s.steps}, {"counted_steps", s.counted}};
+    return json{{"source", s.source},
+                {"world_size", s.world_size},
+                {"steps", s.steps},
+                {"counted_steps", s.counted},
+                {"step_records", !s.no_step_records}};
   };
   json j;
   j["a"] = side(c.a);

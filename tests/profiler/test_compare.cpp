@@ -227,6 +227,26 @@ TEST(Compare, SameRunTwiceFlagsNothing) {
   EXPECT_EQ(prof::compare_summaries(a, s, b, prof::analyze(b), o).flagged(), 5);
 }
 
+// A run without step records against one with steps: its times are totals over the whole trace,
+// the other's per-step medians. Said in the text (it compared the two unflagged) and in JSON.
+TEST(Compare, ARunWithoutStepRecordsIsSaidNotCompared) {
+  const auto a = make_run(false, "A");
+  auto b = make_run(false, "B");
+  b.steps.clear();
+  const auto c = prof::compare_summaries(a, prof::analyze(a), b, prof::analyze(b));
+  EXPECT_FALSE(c.a.no_step_records);
+  EXPECT_TRUE(c.b.no_step_records);
+  const std::string text = prof::comparison_to_text(c);
+  EXPECT_NE(text.find("no step records: its times are over the whole trace"), std::string::npos) << text;
+  EXPECT_NE(text.find("Note: B has no step records"), std::string::npos) << text;
+  const auto j = prof::comparison_to_json(c);
+  EXPECT_EQ(j["a"]["step_records"], true);
+  EXPECT_EQ(j["b"]["step_records"], false);
+  // Both without: said per side, no note (they compare like with like).
+  const auto d = prof::compare_summaries(b, prof::analyze(b), b, prof::analyze(b));
+  EXPECT_EQ(prof::comparison_to_text(d).find("Note:"), std::string::npos);
+}
+
 TEST(Compare, GpuRankPhaseTimeIsTheUnionOfItsKernels) {
   // One rank, step [0,1000): host attention range [0,900) (ignored on a GPU rank); kernels
   // launched from it on two streams [100,400) and [300,500): union 400; a memcpy [600,700)

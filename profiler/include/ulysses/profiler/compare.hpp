@@ -50,6 +50,9 @@ struct CompareSide {
   int32_t world_size = 0;
   int64_t steps = 0;    // steps in the window (distinct step numbers)
   int64_t counted = 0;  // steps the medians are over (step 0 left out when others exist)
+  // No step records (the whole trace counts as one step, -1): its times are totals over the
+  // trace, not per step, so a comparison with a run that has steps is said to be off.
+  bool no_step_records = false;
 };
 
 struct Comparison {
