@@ -822,6 +822,18 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
                        (n_missing > 8 ? " and " + std::to_string(n_missing - 8) + " more" : "") +
                        " is missing (the run had " + std::to_string(world) + " ranks; expected " +
                        (fs::path(path) / "trace" / "rank<r>.sqlite").string() + " for each)");
+    // The run folder's record of the run against its trace: a run.json of another world size
+    // (another run's, or a trace copied in) was passed over unsaid.
+    const fs::path record = fs::path(path) / "run.json";
+    if (fs::is_regular_file(record, ec) && fs::file_size(record, ec) < (std::uintmax_t{1} << 24)) {
+      std::ifstream f(record);
+      const auto j = nlohmann::json::parse(f, nullptr, false);
+      if (j.is_object() && j.contains("world_size") && j["world_size"].is_number_integer() &&
+          j["world_size"].get<int64_t>() > 0 && j["world_size"].get<int64_t>() != world)
+        b.m.notes.push_back(describe(record.string()) + " says world_size " +
+                            std::to_string(j["world_size"].get<int64_t>()) + ", but the trace files are of a run of " +
+                            std::to_string(world) + " ranks: run.json is another run's, or the trace was copied in");
+    }
   }
   finish(b, opts);
   return std::move(b.m);

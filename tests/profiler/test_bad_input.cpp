@@ -609,6 +609,31 @@ TEST_F(BadInput, AFifoInARunFolderIsRefusedOrIgnoredNotWaitedOn) {
 // Rank files of two runs in one folder (a stray copy, a rank file from another run) are
 // refused naming both runs, from the rows and from the rank-file caches alike; they used to
 // be merged silently into one picture. Files of one run load.
+// A run folder whose run.json gives another world size than its trace files (another run's
+// record, or a trace copied in) is said in a note (it was passed over); a matching one is not.
+TEST_F(BadInput, ARunJsonOfAnotherWorldSizeIsSaid) {
+  const std::string run = tmp.path + "/contradicts";
+  fs::create_directories(run + "/trace");
+  for (int r = 0; r < 2; ++r) {
+    auto t = prof::Tracer::open(options_for(run + "/trace/rank" + std::to_string(r) + ".sqlite", r, 2));
+    Synth s;
+    s.ranks = 2;
+    s.layers = 1;
+    record_step(t.get(), r, 0, s);
+    t->close();
+  }
+  auto notes = [&] {
+    std::string all;
+    for (const auto& n : prof::load_trace(run).notes) all += n + "\n";
+    return all;
+  };
+  std::ofstream(run + "/run.json") << R"({"status": "finished", "world_size": 4})";
+  EXPECT_NE(notes().find("says world_size 4, but the trace files are of a run of 2 ranks"), std::string::npos)
+      << notes();
+  std::ofstream(run + "/run.json", std::ios::trunc) << R"({"status": "finished", "world_size": 2})";
+  EXPECT_EQ(notes().find("says world_size"), std::string::npos) << notes();
+}
+
 TEST_F(BadInput, RankFilesOfTwoRunsAreRefusedNotMerged) {
   auto make_run = [&](const std::string& name, const std::string& id1, int world1) {
     const std::string run = tmp.path + "/" + name;
