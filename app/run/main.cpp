@@ -115,64 +115,23 @@ int64_t machine_memory_bytes() {
   return bytes;
 }
 
-// What train.save_to already holds that saving would overwrite: a model ("a model
-// (model.safetensors)") or training checkpoints ("training checkpoints (step-*)"); "" if none.
-std::string save_to_holds(const std::string& save_to) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path st(save_to);
-  // The single file, an index or shards of one (a sharded model whose index is gone included).
-  if (const std::string f = ulysses::ckpt::model_file_held(save_to); !f.empty()) return "a model (" + f + ")";
-  for (fs::directory_iterator it(st, ec), end; !ec && it != end; it.increment(ec))
-    if (it->path().filename().string().rfind("step-", 0) == 0) return "training checkpoints (step-*)";
-  return "";
-}
-
 // `p` absolute, without symlinks, "." or ".." (as far as it exists), for comparing paths.
 std::filesystem::path canonical_path(const std::filesystem::path& p) {
   std::error_code ec;
   return std::filesystem::weakly_canonical(std::filesystem::absolute(p, ec), ec);
 }
 
-// Whether resume_from is the folder `save_to` or one checkpoint inside it.
-bool resumes_from(const std::string& resume_from, const std::filesystem::path& save_to) {
-  if (resume_from.empty()) return false;
-  const std::filesystem::path r = canonical_path(resume_from), s = canonical_path(save_to);
-  return r == s || r.parent_path() == s;
-}
-
-// A train.save_to that no --force allows, or "": a training checkpoint itself (step-N: the
-// final model saved into it replaced its model.safetensors while its optimizer state and step
-// stayed, and resuming from it then trained from the wrong weights, silently), or the run
-// directory --out or a folder inside it (saving into --out replaced the run's own config.json
-// with the model's; a folder inside it was made before the run directory and then refused it
-// as "not a run directory of ulysses-run").
+// A train.save_to that no --force allows because of --out, or "": the run directory --out or a
+// folder inside it (saving into --out replaced the run's own config.json with the model's; a
+// folder inside it was made before the run directory and then refused it as "not a run
+// directory of ulysses-run"). The rest of save_to's rules: ckpt::save_to_issues.
 std::string save_to_refusal(const std::string& save_to, const std::string& out_dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path st = canonical_path(save_to);
-  int64_t step = 0;
-  const std::string name = st.filename().string();
-  if (ulysses::ckpt::parse_step_dir_name(name, &step) || name.rfind(".tmp-step-", 0) == 0 ||
-      fs::exists(st / ulysses::ckpt::kCompleteFile, ec) || fs::exists(st / ulysses::ckpt::kStateFile, ec))
-    return "train.save_to: " + save_to +
-           " is a training checkpoint; saving the trained model into it would leave it disagreeing with its own "
-           "optimizer state and step. Save to the folder that holds the checkpoints (" +
-           st.parent_path().string() + ") or another folder";
-  const fs::path rel = st.lexically_relative(canonical_path(out_dir));
+  const std::filesystem::path st = canonical_path(save_to);
+  const std::filesystem::path rel = st.lexically_relative(canonical_path(out_dir));
   if (!rel.empty() && *rel.begin() != "..")
     return "train.save_to: " + save_to + (rel == "." ? " is" : " lies inside") + " the run directory --out " + out_dir +
            ", which ulysses-run writes fresh (the model's config.json would replace the run's); pick a "
            "folder outside it";
-  // A name the save writes that is a folder (or a device, a FIFO) makes the save fail after the
-  // last step, with the old model half replaced: found now.
-  for (const char* f :
-       {ulysses::ckpt::kWeightsFile, ulysses::ckpt::kWeightsIndexFile, ulysses::ckpt::kModelConfigFile}) {
-    const fs::path p = fs::path(save_to) / f;
-    if (fs::exists(p, ec) && !fs::is_regular_file(p, ec))
-      return "train.save_to: " + p.string() + " is " + (fs::is_directory(p, ec) ? "a folder" : "not a regular file") +
-             ", and the save writes a file of that name; remove it or pick another folder";
-  }
   return "";
 }
 
@@ -625,24 +584,14 @@ int run_main(int argc, char** argv) {
   }
   // train.save_to: found unwritable now, not after the last step with the model in memory.
   if (!cfg.train.save_to.empty()) {
+    // The rules the studio's form shows too (ckpt::save_to_issues), then --out's own.
+    const auto issues = ulysses::ckpt::save_to_issues(cfg, force);
+    if (!issues.empty()) {
+      say(issues.front().message);
+      return 2;
+    }
     if (const std::string why = save_to_refusal(cfg.train.save_to, out_dir); !why.empty()) {
       say(why);
-      return 2;
-    }
-    const std::filesystem::path st(cfg.train.save_to);
-    std::error_code ec;
-    if (std::filesystem::exists(st / "config.json", ec) && ulysses::ckpt::model_file_held(cfg.train.save_to).empty() &&
-        !force) {
-      say("train.save_to: " + (st / "config.json").string() +
-          " exists and is not part of a checkpoint; saving would overwrite it (pick another directory, or --force)");
-      return 2;
-    }
-    // A model or training checkpoints already there (another run's result, the init_from
-    // model itself) would be overwritten, unless this run resumes from that folder.
-    if (const std::string held = save_to_holds(cfg.train.save_to);
-        !held.empty() && !force && !resumes_from(cfg.train.resume_from, st)) {
-      say("train.save_to: " + cfg.train.save_to + " already holds " + held +
-          "; saving would overwrite it (pick another folder, resume from it with train.resume_from, or pass --force)");
       return 2;
     }
     if (const std::string why = L::probe_writable_dir(cfg.train.save_to); !why.empty()) {

@@ -112,6 +112,63 @@ std::string model_file_held(const std::string& dir) {
   return first;
 }
 
+namespace {
+// `p` absolute, without symlinks, "." or ".." (as far as it exists), for comparing paths.
+std::filesystem::path canonical_path(const std::filesystem::path& p) {
+  std::error_code ec;
+  return std::filesystem::weakly_canonical(std::filesystem::absolute(p, ec), ec);
+}
+}  // namespace
+
+std::vector<ConfigIssue> save_to_issues(const RunConfig& cfg, bool force) {
+  namespace fs = std::filesystem;
+  std::vector<ConfigIssue> out;
+  const std::string& save_to = cfg.train.save_to;
+  if (save_to.empty()) return out;
+  auto say = [&](const std::string& m) { out.push_back({"train.save_to", "train.save_to: " + m}); };
+  std::error_code ec;
+  const fs::path st = canonical_path(save_to);
+  int64_t step = 0;
+  const std::string name = st.filename().string();
+  if (parse_step_dir_name(name, &step) || name.rfind(".tmp-step-", 0) == 0 || fs::exists(st / kCompleteFile, ec) ||
+      fs::exists(st / kStateFile, ec)) {
+    say(save_to +
+        " is a training checkpoint; saving the trained model into it would leave it disagreeing with its own "
+        "optimizer state and step. Save to the folder that holds the checkpoints (" +
+        st.parent_path().string() + ") or another folder");
+    return out;
+  }
+  for (const char* f : {kWeightsFile, kWeightsIndexFile, kModelConfigFile}) {
+    const fs::path p = fs::path(save_to) / f;
+    if (fs::exists(p, ec) && !fs::is_regular_file(p, ec)) {
+      say(p.string() + " is " + (fs::is_directory(p, ec) ? "a folder" : "not a regular file") +
+          ", and the save writes a file of that name; remove it or pick another folder");
+      return out;
+    }
+  }
+  if (force) return out;
+  const std::string held_model = model_file_held(save_to);
+  if (fs::exists(fs::path(save_to) / kModelConfigFile, ec) && held_model.empty()) {
+    say((fs::path(save_to) / kModelConfigFile).string() +
+        " exists and is not part of a checkpoint; saving would overwrite it (pick another directory, or --force)");
+    return out;
+  }
+  // A model or training checkpoints already there (another run's result, the init_from model
+  // itself) would be overwritten, unless this run resumes from that folder.
+  std::string held = held_model.empty() ? "" : "a model (" + held_model + ")";
+  for (fs::directory_iterator it(save_to, ec), end; held.empty() && !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind("step-", 0) == 0) held = "training checkpoints (step-*)";
+  bool resumes = false;
+  if (!cfg.train.resume_from.empty()) {
+    const fs::path r = canonical_path(cfg.train.resume_from);
+    resumes = r == st || r.parent_path() == st;
+  }
+  if (!held.empty() && !resumes)
+    say(save_to + " already holds " + held +
+        "; saving would overwrite it (pick another folder, resume from it with train.resume_from, or pass --force)");
+  return out;
+}
+
 std::string checkpoint_problem(const std::string& dir) {
   const fs::path d(dir);
   const std::string marker = (d / kCompleteFile).string();

@@ -42,6 +42,16 @@ bool is_shard_file_name(const std::string& name);
 // The first of the above `dir` holds ("model.safetensors", or a shard's name), "" when none.
 std::string model_file_held(const std::string& dir);
 
+// What train.save_to must not be, found before launch by ulysses-run and by the studio's
+// launcher form (one rule set): a training checkpoint itself (step-N, .tmp-step-N, a folder
+// holding `complete` or state.json: the final model would leave it disagreeing with its own
+// optimizer state); a folder where a name the save writes (model.safetensors, the index,
+// config.json) is a folder or other non-file (the save failed after training); and, unless
+// `force` (the studio never passes it), one holding a model, training checkpoints or a lone
+// config.json that the save would overwrite (a run resuming from that folder may). The field of
+// each issue is train.save_to. Nothing is created or written.
+std::vector<ConfigIssue> save_to_issues(const RunConfig& cfg, bool force);
+
 // Empty when `dir` is a complete checkpoint: its `complete` manifest parses, has our
 // format and version, and every file it lists is present with the listed size. Else why
 // not ("no complete marker (half-written?)", "model.safetensors has 12 bytes, the

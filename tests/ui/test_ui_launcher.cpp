@@ -29,6 +29,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include "checkpoint_layout.hpp"
 #include "compare_model.hpp"
 #include "form_fields.hpp"
 #include "device_decision.hpp"
@@ -282,6 +283,40 @@ TEST_F(Studio, NonNumbersGetInlineMessageInEveryField) {
 }
 
 // Values of the right type that the engine's rules refuse: the message sits on that field.
+// train.save_to as ulysses-run refuses it before launch shows on the form's field (it read
+// "Ready" and the launch was refused): a folder holding a model or a lone config.json, and a
+// config.json that is a folder. The messages are ckpt::save_to_issues', which ulysses-run prints.
+TEST_F(Studio, SaveToRefusalsOfTheLauncherShowOnTheForm) {
+  const DeviceScan noGpu;
+  L->setDevices(noGpu);
+  QHash<QString, QString> texts;
+  for (const auto& f : L->fieldNames()) texts.insert(f, L->fieldText(f));
+  const QString held = tmp.filePath("held"), lone = tmp.filePath("lone"), dir = tmp.filePath("dir");
+  writeFile(held + "/model.safetensors", "theirs");
+  writeFile(lone + "/config.json", "{}");
+  ASSERT_TRUE(QDir().mkpath(dir + "/config.json"));
+  for (const auto& [path, says] :
+       {std::pair{held, QString("already holds a model (model.safetensors)")},
+        std::pair{lone, QString("exists and is not part of a checkpoint")},
+        std::pair{dir, QString("config.json is a folder, and the save writes a file of that name")}}) {
+    texts["train.save_to"] = path;
+    const auto check = checkLaunchForm(
+        L->configJson(), "t", [&](const QString& f) { return texts.value(f); }, noGpu);
+    EXPECT_FALSE(check.config.has_value()) << path.toStdString();
+    ASSERT_TRUE(check.field_errors.contains("train.save_to")) << path.toStdString();
+    const QString msg = check.field_errors.value("train.save_to").join('\n');
+    EXPECT_TRUE(msg.contains(says)) << msg.toStdString();
+    ulysses::RunConfig cfg = ulysses::RunConfig::from_json(check.config_json);
+    const auto issues = ulysses::ckpt::save_to_issues(cfg, false);
+    ASSERT_EQ(issues.size(), 1u);
+    EXPECT_EQ(msg, QString::fromStdString(issues.front().message));
+  }
+  texts["train.save_to"] = tmp.filePath("fresh");  // a new folder: nothing to say
+  const auto ok = checkLaunchForm(
+      L->configJson(), "t", [&](const QString& f) { return texts.value(f); }, noGpu);
+  EXPECT_FALSE(ok.field_errors.contains("train.save_to"));
+}
+
 TEST_F(Studio, EngineRulesShowOnTheOffendingField) {
   const QVector<QPair<QString, QString>> cases = {
       {"model.vocab_size", "0"},

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "checkpoint_layout.hpp"
 #include "device_decision.hpp"
 #include "form_fields.hpp"
 
@@ -40,6 +41,9 @@ LaunchFormCheck checkLaunchForm(const json& base, const QString& name,
   try {
     const RunConfig cfg = RunConfig::from_json(j);
     auto issues = validate_with_files(cfg, FileChecks::Quick);
+    // train.save_to as ulysses-run refuses it before launch (the studio never passes --force):
+    // the form read "Ready" and the launch was refused.
+    for (auto& i : ckpt::save_to_issues(cfg, /*force=*/false)) issues.push_back(std::move(i));
     // Devices as ulysses-run decides them, with the GPUs this machine's scan found.
     DeviceFacts facts;
     // GPUs in the scan count as usable (the planner plans for them, as before); without any,
