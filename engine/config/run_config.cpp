@@ -791,6 +791,10 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   json j = load_json_file(path);
   if (!j.is_object()) throw ConfigError(path + ": a run config must be a JSON object");
   for (const auto& o : overrides) apply_override(j, o);
+  return run_config_from_json(j);
+}
+
+RunConfig run_config_from_json(const json& j) {
   RunConfig c = RunConfig::from_json(j);
   if (!c.train.init_from.empty()) {
     const std::string cj = (fs::path(c.train.init_from) / "config.json").string();

@@ -222,6 +222,11 @@ void throw_if_invalid(const std::vector<ConfigIssue>& issues);
 // Loads a run config file, applies overrides in order, resolves init_from's config.json
 // into the model section, and returns it (not yet validated).
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// What load_run_config makes of a config already read: RunConfig::from_json, then with
+// train.init_from the model from the checkpoint's config.json, whose values the config's own
+// model keys must equal (else ConfigError naming the key). The studio's form fills its model
+// fields from it and checks the same agreement.
+RunConfig run_config_from_json(const json& j);
 
 // Hugging Face config.json <-> ModelConfig. from_hf ignores HF's informational keys
 // (architectures, torch_dtype, ...) and refuses settings we do not implement

@@ -317,6 +317,43 @@ TEST_F(Studio, SaveToRefusalsOfTheLauncherShowOnTheForm) {
   EXPECT_FALSE(ok.field_errors.contains("train.save_to"));
 }
 
+// A fine-tune config (train.init_from, no model section) loads with the checkpoint's model, as
+// ulysses-run reads it (the form showed our defaults and a shape mismatch); a model key that
+// differs from the checkpoint's is the error ulysses-run gives, on that key's field (the form
+// read "Ready" and the launch was refused).
+TEST_F(Studio, AFineTuneConfigTakesTheCheckpointsModel) {
+  SKIP_WITHOUT_ULYSSES_RUN();
+  const QString ckpt = tmp.filePath("ckpt");
+  QProcess p;
+  p.setWorkingDirectory(QStringLiteral(ULYSSES_SOURCE_DIR));  // tiny.json's data path is relative to it
+  p.start(runExe, {kTiny, "--set", "train.steps=1", "--set", "train.seq_length=64", "--set", "train.save_to=" + ckpt,
+                   "--out", tmp.filePath("ckrun")});
+  ASSERT_TRUE(p.waitForFinished(120000));
+  ASSERT_EQ(p.exitCode(), 0) << p.readAllStandardError().toStdString();
+  const QString cfg = tmp.filePath("finetune.json");
+  writeFile(cfg, QStringLiteral(R"({"train": {"init_from": "%1", "steps": 2, "seq_length": 64},
+                                   "data": {"kind": "synthetic"}})")
+                     .arg(ckpt)
+                     .toUtf8());
+  QString err;
+  ASSERT_TRUE(L->loadConfigFile(cfg, &err)) << err.toStdString();
+  const auto tiny = ulysses::load_run_config(kTiny.toStdString());
+  EXPECT_EQ(L->fieldText("model.hidden_size"), QString::number(tiny.model.hidden_size));
+  EXPECT_EQ(L->fieldText("model.num_key_value_heads"), QString::number(tiny.model.num_key_value_heads));
+  EXPECT_TRUE(L->isValid()) << L->generalIssues().toStdString();
+  // A key the checkpoint disagrees with.
+  writeFile(cfg, QStringLiteral(R"({"model": {"rms_norm_eps": 0.5}, "train": {"init_from": "%1", "steps": 2,
+                                   "seq_length": 64}, "data": {"kind": "synthetic"}})")
+                     .arg(ckpt)
+                     .toUtf8());
+  ASSERT_TRUE(L->loadConfigFile(cfg, &err)) << err.toStdString();
+  EXPECT_FALSE(L->isValid());
+  const auto check = checkLaunchForm(
+      L->configJson(), "t", [&](const QString& f) { return L->fieldText(f); }, DeviceScan{});
+  ASSERT_TRUE(check.field_errors.contains("model.rms_norm_eps")) << check.general.join('\n').toStdString();
+  EXPECT_TRUE(check.field_errors.value("model.rms_norm_eps").join('\n').contains("differs from")) << "";
+}
+
 TEST_F(Studio, EngineRulesShowOnTheOffendingField) {
   const QVector<QPair<QString, QString>> cases = {
       {"model.vocab_size", "0"},

@@ -41,6 +41,21 @@ LaunchFormCheck checkLaunchForm(const json& base, const QString& name,
   try {
     const RunConfig cfg = RunConfig::from_json(j);
     auto issues = validate_with_files(cfg, FileChecks::Quick);
+    // With train.init_from, the model keys must agree with the checkpoint's config.json, as
+    // ulysses-run reads the config (the form read "Ready" for a different rms_norm_eps).
+    if (!cfg.train.init_from.empty()) {
+      try {
+        run_config_from_json(j);
+      } catch (const ConfigError& e) {
+        const std::string m = e.what();
+        // "model.KEY = ... differs from ...": on that field; anything else on train.init_from.
+        std::string field = "train.init_from";
+        if (m.rfind("model.", 0) == 0 && m.find(' ') != std::string::npos) field = m.substr(0, m.find(' '));
+        const bool said = std::any_of(issues.begin(), issues.end(),
+                                      [&](const ConfigIssue& i) { return i.field == "train.init_from"; });
+        if (field != "train.init_from" || !said) issues.push_back({field, m});
+      }
+    }
     // train.save_to as ulysses-run refuses it before launch (the studio never passes --force):
     // the form read "Ready" and the launch was refused.
     for (auto& i : ckpt::save_to_issues(cfg, /*force=*/false)) issues.push_back(std::move(i));

@@ -351,6 +351,22 @@ bool LauncherPage::setConfigJson(const json& j, QString* error) {
     if (error) *error = to_qs(e.what());
     return false;
   }
+  // With train.init_from, the model is the checkpoint's (as ulysses-run reads the config): the
+  // form showed defaults and a shape mismatch for a fine-tune config without a model section.
+  // When the checkpoint cannot be read or disagrees, the form shows why (checkLaunchForm).
+  try {
+    if (full.contains("train") && full["train"].value("init_from", std::string()) != "") {
+      json without_model = j;
+      without_model.erase("model");
+      json model = run_config_from_json(without_model).to_json()["model"];
+      // The config's own model keys over the checkpoint's: one that disagrees is shown on its
+      // field (checkLaunchForm), the rest are the checkpoint's.
+      if (j.contains("model") && j["model"].is_object())
+        for (auto it = j["model"].begin(); it != j["model"].end(); ++it) model[it.key()] = full["model"][it.key()];
+      full["model"] = model;
+    }
+  } catch (const std::exception&) {
+  }
   loadedJson_ = full;
   const bool wasFilling = filling_;
   filling_ = true;
