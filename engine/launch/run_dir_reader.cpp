@@ -92,6 +92,7 @@ std::optional<MetricPoint> read_last_metric(const std::string& path) {
   while (end > 0) {
     const std::streamoff begin = std::max<std::streamoff>(0, end - kWindow);
     std::string buf(static_cast<size_t>(end - begin), '\0');
+    in.clear();  // no state of the previous read carries over to this one
     in.seekg(begin);
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
     if (in.gcount() != static_cast<std::streamsize>(buf.size())) return std::nullopt;

@@ -450,6 +450,11 @@ TEST(RunDataReliability, DeadRunsAreNotShownAsRunning) {
   EXPECT_EQ(s.status, "failed");
   EXPECT_TRUE(s.stale);
   EXPECT_TRUE(s.message.contains("no longer running")) << s.message.toStdString();
+  // Its steps are metrics.jsonl's, not run.json's start-of-run placeholders (0 steps, 0 s).
+  writeFile(dir + "/run.json", run.replace("}", ",\"steps_done\":0,\"duration_s\":0.0}"));
+  s = loadRunSummary(dir);
+  EXPECT_EQ(s.stepsDone, 3);
+  EXPECT_DOUBLE_EQ(s.durationS, 0.3);
   // Our own pid is alive but is not a ulysses-run (a reused pid): also not running.
   writeFile(dir + "/run.json", "{\"status\":\"running\",\"pid\":" + QByteArray::number(::getpid()) + "}");
   EXPECT_EQ(loadRunSummary(dir).status, "failed");

@@ -146,11 +146,11 @@ RunSummary loadRunSummary(const QString& dir) {
   // steps done and 0 s, and no final loss): its progress so far is metrics.jsonl's. The list
   // read "0 / 400" steps and "0 ms" for a run at step 184.
   const bool live = s.status == QLatin1String("running");
-  if (live) {
+  if (live || s.stale) {  // a run that died keeps the placeholders too: its steps are metrics.jsonl's
     s.stepsDone = -1;
     s.durationS = -1;
-    s.hasFinalLoss = false;
   }
+  if (live) s.hasFinalLoss = false;
   if (!s.hasFinalLoss || s.stepsDone < 0) {
     // The last METRIC alone, from the file's end (every file read whole: 10 s for 3000 runs).
     if (const auto last = launch::read_last_metric(local(d.filePath(QStringLiteral("metrics.jsonl"))))) {
