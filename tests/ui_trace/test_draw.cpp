@@ -467,6 +467,24 @@ DrawParams whole(const TimelineIndex& ix) {
   return p;
 }
 int32_t rank_of(const TimelineIndex& ix, const DrawItem& it) { return ix.model().ranges[size_t(it.range)].rank; }
+// A 4-rank synthetic trace of one step, 2 layers, head chunks 2 (collectives with ids).
+std::shared_ptr<ulysses::prof::TraceModel> four_rank_trace() {
+  SyntheticOptions so;
+  so.ranks = 4;
+  so.steps = 1;
+  so.layers = 2;
+  so.head_chunks = 2;
+  return make_synthetic_trace(so);
+}
+// The first range on rank 0's comm lane that carries a collective identity (-1: none).
+int64_t first_rank0_collective(const ulysses::prof::TraceModel& m) {
+  for (const auto& l : m.lanes) {
+    if (l.rank != 0 || l.kind != ulysses::prof::LaneKind::Comm) continue;
+    for (int64_t k = l.first; k < l.first + l.count; ++k)
+      if (m.extra(m.ranges[size_t(k)]).pg >= 0) return k;
+  }
+  return -1;
+}
 }  // namespace
 
 TEST(TimelineRanks, HiddenRankLeavesTheLayoutAndTheNextRankTakesItsPlace) {
@@ -577,19 +595,9 @@ TEST(TimelineRanks, CollapsedRankIsOneSummaryRowOfItsRanges) {
 
 TEST(TimelineRanks, FlowSkipsHiddenRanksAndLandsOnSummaryAndPinnedRows) {
   namespace prof = ulysses::prof;
-  SyntheticOptions so;
-  so.ranks = 4;
-  so.steps = 1;
-  so.layers = 2;
-  so.head_chunks = 2;
-  auto m = make_synthetic_trace(so);
+  auto m = four_rank_trace();
   auto ix = TimelineIndex::build(m);
-  int64_t sel = -1;
-  for (const auto& l : m->lanes) {
-    if (l.rank != 0 || l.kind != prof::LaneKind::Comm) continue;
-    for (int64_t k = l.first; k < l.first + l.count && sel < 0; ++k)
-      if (m->extra(m->ranges[size_t(k)]).pg >= 0) sel = k;
-  }
+  const int64_t sel = first_rank0_collective(*m);
   ASSERT_GE(sel, 0);
   TimelineViewport vp;
   vp.width_px = 1000;
@@ -625,19 +633,9 @@ TEST(TimelineRanks, FlowSkipsHiddenRanksAndLandsOnSummaryAndPinnedRows) {
 // repaint). The brute-force answer comes from the model's own ranges.
 TEST(TimelineRanks, FlowLabelCoversHiddenRanksTiesAndIncompleteInstances) {
   namespace prof = ulysses::prof;
-  SyntheticOptions so;
-  so.ranks = 4;
-  so.steps = 1;
-  so.layers = 2;
-  so.head_chunks = 2;
-  auto m = make_synthetic_trace(so);
+  auto m = four_rank_trace();
   auto ix = TimelineIndex::build(m);
-  int64_t sel = -1;
-  for (const auto& l : m->lanes) {
-    if (l.rank != 0 || l.kind != prof::LaneKind::Comm) continue;
-    for (int64_t k = l.first; k < l.first + l.count && sel < 0; ++k)
-      if (m->extra(m->ranges[size_t(k)]).pg >= 0) sel = k;
-  }
+  const int64_t sel = first_rank0_collective(*m);
   ASSERT_GE(sel, 0);
   const auto inst = collective_instance(*ix, sel);
   ASSERT_EQ(inst.ranges.size(), 4u);
@@ -700,12 +698,7 @@ TEST(TimelineRanks, FlowLabelCoversHiddenRanksTiesAndIncompleteInstances) {
 // draw list: per (pg, seq) the ranks among the single, non-kernel, non-head-copy items.
 TEST(TimelineRanks, FlowsInViewJoinEveryDrawnCollective) {
   namespace prof = ulysses::prof;
-  SyntheticOptions so;
-  so.ranks = 4;
-  so.steps = 1;
-  so.layers = 2;
-  so.head_chunks = 2;
-  auto m = make_synthetic_trace(so);
+  auto m = four_rank_trace();
   auto ix = TimelineIndex::build(m);
   const TimelineLayout layout = compute_layout(*ix);
   DrawParams p;
