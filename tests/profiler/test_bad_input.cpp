@@ -606,22 +606,15 @@ TEST_F(BadInput, AFifoInARunFolderIsRefusedOrIgnoredNotWaitedOn) {
   EXPECT_EQ(load_error(kin), "");
 }
 
-// Rank files of two runs in one folder (a stray copy, a rank file from another run) are
-// refused naming both runs, from the rows and from the rank-file caches alike; they used to
-// be merged silently into one picture. Files of one run load.
 // A run folder whose run.json gives another world size than its trace files (another run's
 // record, or a trace copied in) is said in a note (it was passed over); a matching one is not.
 TEST_F(BadInput, ARunJsonOfAnotherWorldSizeIsSaid) {
   const std::string run = tmp.path + "/contradicts";
-  fs::create_directories(run + "/trace");
-  for (int r = 0; r < 2; ++r) {
-    auto t = prof::Tracer::open(options_for(run + "/trace/rank" + std::to_string(r) + ".sqlite", r, 2));
-    Synth s;
-    s.ranks = 2;
-    s.layers = 1;
-    record_step(t.get(), r, 0, s);
-    t->close();
-  }
+  Synth s;
+  s.ranks = 2;
+  s.layers = 1;
+  s.steps = 1;
+  record_run(run, s);
   auto notes = [&] {
     std::string all;
     for (const auto& n : prof::load_trace(run).notes) all += n + "\n";
@@ -634,6 +627,9 @@ TEST_F(BadInput, ARunJsonOfAnotherWorldSizeIsSaid) {
   EXPECT_EQ(notes().find("says world_size"), std::string::npos) << notes();
 }
 
+// Rank files of two runs in one folder (a stray copy, a rank file from another run) are
+// refused naming both runs, from the rows and from the rank-file caches alike; they used to
+// be merged silently into one picture. Files of one run load.
 TEST_F(BadInput, RankFilesOfTwoRunsAreRefusedNotMerged) {
   auto make_run = [&](const std::string& name, const std::string& id1, int world1) {
     const std::string run = tmp.path + "/" + name;
@@ -809,15 +805,11 @@ TEST_F(BadInput, ATraceWithAHotJournalIsRefusedNotReadHalfWritten) {
 // 9 digits). One parser now: refused with the file named (exit 2), checked for every name.
 TEST_F(BadInput, RankFileNamesPastTheLargestRankAreRefusedNamingTheFile) {
   const std::string run = tmp.path + "/run";
-  fs::create_directories(run + "/trace");
-  for (int r = 0; r < 2; ++r) {
-    auto t = prof::Tracer::open(options_for(run + "/trace/rank" + std::to_string(r) + ".sqlite", r, 2));
-    Synth s;
-    s.ranks = 2;
-    s.layers = 2;
-    record_step(t.get(), r, 0, s);
-    t->close();
-  }
+  Synth s;
+  s.ranks = 2;
+  s.layers = 2;
+  s.steps = 1;
+  record_run(run, s);
   prof::LoadOptions lo;
   lo.file_caches = false;
   lo.write_file_caches = false;
