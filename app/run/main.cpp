@@ -430,7 +430,7 @@ int run_main(int argc, char** argv) {
   if (!plan_mode && !export_mode && (cfg.data.kind == "text" || cfg.data.kind == "tokens")) {
     std::error_code ec;
     const auto bytes = std::filesystem::file_size(cfg.data.path, ec);
-    const int64_t width = cfg.data.kind == "text" ? 1 : cfg.data.token_dtype == "uint32" ? 4 : 2;
+    const int64_t width = cfg.data.token_bytes();
     if (!ec) {
       const int64_t windows = static_cast<int64_t>(bytes) / width - cfg.train.seq_length;
       const double draws = double(cfg.train.steps) * double(cfg.train.micro_batch_size) * double(cfg.parallel.dp_size) *

@@ -1094,7 +1094,7 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
 
 namespace {
 std::string identity_of(const struct stat& st, const DataConfig& d, int64_t vocab_size) {
-  const int width = d.token_dtype == "uint32" ? 4 : 2;
+  const int64_t width = d.token_bytes();
   return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" +
          std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec) + ":" +

@@ -118,6 +118,8 @@ struct DataConfig {
   std::string kind = "synthetic";  // synthetic | text | tokens
   std::string path;
   std::string token_dtype = "uint16";  // for kind=tokens: uint16 | uint32
+  // Bytes per token in the file: 1 for text (byte-level), 2 or 4 for tokens.
+  int64_t token_bytes() const { return kind == "text" ? 1 : token_dtype == "uint32" ? 4 : 2; }
 };
 
 struct ProfileConfig {

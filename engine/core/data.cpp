@@ -158,7 +158,7 @@ std::unique_ptr<TokenSource> TokenSource::open(const DataConfig& d, const ModelC
                         ") is too small for byte-level text data, which needs at least 256");
     src = std::make_unique<FileTokens>(d.path, 1, m.vocab_size);
   } else if (d.kind == "tokens") {
-    auto file = std::make_unique<FileTokens>(d.path, d.token_dtype == "uint32" ? 4 : 2, m.vocab_size);
+    auto file = std::make_unique<FileTokens>(d.path, static_cast<int>(d.token_bytes()), m.vocab_size);
     // ulysses-run read the whole file for this check already when the file it opened still is the
     // one it checked (same inode, size and times, same vocab and width): not again on every rank.
     const char* checked = std::getenv(kTokensCheckedEnv);
