@@ -369,7 +369,7 @@ void link_kernels_by_trees(prof::TraceModel& m) {
         by_info.emplace(info_key(r), static_cast<int32_t>(k));
     }
   }
-  for (auto& r : m.ranges) {
+  for (auto& r : m.ranges.rows()) {
     const int64_t ext = m.extra(r).external_id;
     if (!r.is_kernel || ext == 0) continue;
     auto it = by_id.find({r.rank, ext});

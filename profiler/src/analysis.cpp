@@ -4,6 +4,7 @@
 // Definitions are in analysis.hpp and profiler/README.md.
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/step_stats.hpp"
+#include "strfmt.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -85,12 +86,6 @@ OverlapResult compute_overlap(const std::vector<Interval>& compute, const std::v
 
 // ---- classification -----------------------------------------------------------------------
 namespace {
-
-bool contains_ci(const std::string& s, const char* needle) {
-  std::string lower(s.size(), '\0');
-  std::transform(s.begin(), s.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  return lower.find(needle) != std::string::npos;
-}
 
 bool is_memop_name(const std::string& s) {
   return s.rfind("[CUDA mem", 0) == 0 || contains_ci(s, "memcpy") || contains_ci(s, "memset");
@@ -627,7 +622,8 @@ WaitingAnalysis waiting_analysis(const TraceModel& m, const AnalysisOptions& o) 
     return std::tie(a.pg, a.seq, a.rank, a.start, a.at) < std::tie(b.pg, b.seq, b.rank, b.start, b.at);
   });
   // (pg, seq) -> its ranges, at most one per rank, ascending rank.
-  std::vector<std::pair<std::pair<int32_t, int64_t>, std::vector<std::pair<int32_t, const TraceRange*>>>> by_id;
+  std::vector<std::pair<std::pair<int32_t, int64_t>, std::vector<std::pair<int32_t, size_t>>>>
+      by_id;  // (rank, index into m.ranges)
   for (size_t k = 0; k < entries.size(); ++k) {
     const Entry& e = entries[k];
     if (k > 0 && entries[k - 1].pg == e.pg && entries[k - 1].seq == e.seq && entries[k - 1].rank == e.rank) {
@@ -636,7 +632,7 @@ WaitingAnalysis waiting_analysis(const TraceModel& m, const AnalysisOptions& o) 
     }
     if (by_id.empty() || by_id.back().first != std::make_pair(e.pg, int64_t{e.seq}))
       by_id.push_back({{e.pg, int64_t{e.seq}}, {}});
-    by_id.back().second.emplace_back(e.rank, &m.ranges[e.at]);
+    by_id.back().second.emplace_back(e.rank, e.at);
   }
   std::vector<Entry>().swap(entries);
   std::set<int32_t> all_ranks;
@@ -653,17 +649,18 @@ WaitingAnalysis waiting_analysis(const TraceModel& m, const AnalysisOptions& o) 
     CollectiveInstance ci;
     ci.pg = id.first;
     ci.seq = id.second;
-    const TraceRange& r0 = *per_rank.front().second;
+    const TraceRange r0 = m.ranges[per_rank.front().second];
     ci.step = r0.step;
     ci.phase = r0.phase;
     ci.dir = r0.dir;
     ci.layer = r0.layer;
     bool first = true;
-    for (const auto& [rank, r] : per_rank) {  // ascending rank: ties go to the lowest rank
-      ci.arrivals.push_back({rank, r->start_ns, r->end_ns});
-      if (first || r->start_ns < ci.first_arrival_ns) ci.first_arrival_ns = r->start_ns;
-      if (first || r->start_ns > ci.last_arrival_ns) {
-        ci.last_arrival_ns = r->start_ns;
+    for (const auto& [rank, at] : per_rank) {  // ascending rank: ties go to the lowest rank
+      const TraceRange r = m.ranges[at];
+      ci.arrivals.push_back({rank, r.start_ns, r.end_ns});
+      if (first || r.start_ns < ci.first_arrival_ns) ci.first_arrival_ns = r.start_ns;
+      if (first || r.start_ns > ci.last_arrival_ns) {
+        ci.last_arrival_ns = r.start_ns;
         ci.last_arriver = rank;
       }
       first = false;

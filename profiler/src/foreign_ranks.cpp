@@ -11,21 +11,11 @@
 #include <unordered_map>
 
 #include "trace_loading.hpp"
+#include "strfmt.hpp"
 
 namespace ulysses::prof::detail {
 
 namespace {
-
-bool contains_ci(const std::string& s, const char* needle) {
-  const size_t n = std::char_traits<char>::length(needle);
-  if (n > s.size()) return false;
-  for (size_t i = 0; i + n <= s.size(); ++i) {
-    size_t k = 0;
-    while (k < n && std::tolower(static_cast<unsigned char>(s[i + k])) == needle[k]) ++k;
-    if (k == n) return true;
-  }
-  return false;
-}
 
 bool host_collective(const std::string& n) {
   return n.rfind("gloo:", 0) == 0 || n.rfind("nccl:", 0) == 0 || n.rfind("c10d::", 0) == 0 || n.rfind("mpi:", 0) == 0 ||
@@ -48,7 +38,7 @@ enum class Tok : uint8_t { A2A, Attn, Compute };
 struct Token {
   int64_t start, end;
   Tok kind;
-  int32_t index;  // into m.ranges
+  int32_t index;  // into m.ranges.rows()
 };
 
 }  // namespace
@@ -98,7 +88,7 @@ void renumber_foreign_ranks(Builder& b) {
     if (it != to.end()) r = it->second;
   };
   for (auto& r : m.ranks) map(r.rank);
-  for (auto& r : m.ranges) map(r.rank);
+  for (auto& r : m.ranges.rows()) map(r.rank);
   for (auto& s : b.sources) map(s.rank);
   for (auto& c : m.runtime) map(c.rank);
   for (auto& s : m.steps) map(s.rank);
@@ -108,9 +98,9 @@ void renumber_foreign_ranks(Builder& b) {
 
 void label_foreign_phases(TraceModel& m) {
   if (m.format == "ulysses") return;
-  const size_t n = m.ranges.size();
+  const size_t n = m.ranges.rows().size();
   std::vector<uint8_t> has_child(n, 0);
-  for (const auto& r : m.ranges)
+  for (const auto& r : m.ranges.rows())
     if (r.parent >= 0) has_child[static_cast<size_t>(r.parent)] = 1;
   // Token streams per rank: GPU ranks use kernels, CPU ranks host ranges.
   std::map<int32_t, bool> gpu;
@@ -121,12 +111,12 @@ void label_foreign_phases(TraceModel& m) {
   auto name = [&](const TraceRange& r) -> const std::string& { return m.strings[static_cast<size_t>(r.name_id)]; };
   std::map<int32_t, std::vector<Token>> toks;
   for (size_t i = 0; i < n; ++i) {
-    TraceRange& r = m.ranges[i];
+    TraceRange& r = m.ranges.rows()[i];
     const std::string& nm = name(r);
     const bool rank_gpu = gpu[r.rank];
     if (!r.is_kernel && host_collective(nm)) {
       // Every host collective counts as communication; the Ulysses ones are relabelled below.
-      bool nested = r.parent >= 0 && host_collective(name(m.ranges[static_cast<size_t>(r.parent)]));
+      bool nested = r.parent >= 0 && host_collective(name(m.ranges.rows()[static_cast<size_t>(r.parent)]));
       if (r.phase == Phase::Other) r.phase = Phase::GradAllReduce;
       if (!rank_gpu && !nested && all_to_all_name(nm))
         toks[r.rank].push_back({r.start_ns, r.end_ns, Tok::A2A, static_cast<int32_t>(i)});
@@ -146,13 +136,13 @@ void label_foreign_phases(TraceModel& m) {
     // CPU rank: outermost attention op, or a compute leaf.
     if (attention_name(nm)) {
       bool outer = true;
-      for (int32_t p = r.parent; p >= 0 && outer; p = m.ranges[static_cast<size_t>(p)].parent)
-        outer = !attention_name(name(m.ranges[static_cast<size_t>(p)]));
+      for (int32_t p = r.parent; p >= 0 && outer; p = m.ranges.rows()[static_cast<size_t>(p)].parent)
+        outer = !attention_name(name(m.ranges.rows()[static_cast<size_t>(p)]));
       if (outer) toks[r.rank].push_back({r.start_ns, r.end_ns, Tok::Attn, static_cast<int32_t>(i)});
     } else if (!has_child[i] && r.phase != Phase::Step) {
       bool in_attention = false;
-      for (int32_t p = r.parent; p >= 0 && !in_attention; p = m.ranges[static_cast<size_t>(p)].parent)
-        in_attention = attention_name(name(m.ranges[static_cast<size_t>(p)]));
+      for (int32_t p = r.parent; p >= 0 && !in_attention; p = m.ranges.rows()[static_cast<size_t>(p)].parent)
+        in_attention = attention_name(name(m.ranges.rows()[static_cast<size_t>(p)]));
       if (!in_attention) toks[r.rank].push_back({r.start_ns, r.end_ns, Tok::Compute, static_cast<int32_t>(i)});
     }
   }
@@ -245,7 +235,7 @@ void label_foreign_phases(TraceModel& m) {
       std::vector<bool> bwd(blocks.size());
       int n_bwd = 0;
       for (size_t k = 0; k < blocks.size(); ++k) {
-        bwd[k] = backward_name(name(m.ranges[static_cast<size_t>(t[blocks[k].first].index)]));
+        bwd[k] = backward_name(name(m.ranges.rows()[static_cast<size_t>(t[blocks[k].first].index)]));
         n_bwd += bwd[k];
       }
       int fwd_seen = 0, bwd_seen = 0;
@@ -258,7 +248,7 @@ void label_foreign_phases(TraceModel& m) {
         }
         const Direction dir = bwd[k] ? Direction::Backward : Direction::Forward;
         auto label = [&](size_t ti, Phase p) {
-          TraceRange& r = m.ranges[static_cast<size_t>(t[ti].index)];
+          TraceRange& r = m.ranges.rows()[static_cast<size_t>(t[ti].index)];
           r.phase = p;
           r.layer = static_cast<int16_t>(layer);
           r.dir = dir;

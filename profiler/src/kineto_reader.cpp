@@ -381,7 +381,7 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
 
   int64_t device = -1, skipped_bad = 0, bad_steps = 0, bad_attrs = 0, repeated_steps = 0;
   std::set<int64_t> seen_steps;
-  const size_t first_range = m.ranges.size();
+  const size_t first_range = m.ranges.rows().size();
   for (const Event& e : kept) {
     const std::string& cat = e.cat;
     const std::string& name = e.name;
@@ -433,7 +433,7 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
       if (!x.empty()) m.extra_for(r) = x;
       r.lane = b.source(rank, LaneKind::CudaStream, stream_lane_key(dev, stream),
                         gpu_lane_label(dev) + " stream " + std::to_string(stream), 3);
-      m.ranges.push_back(r);
+      m.ranges.rows().push_back(r);
       continue;
     }
     if (ri.pid == 0 && pid > 0) ri.pid = pid;
@@ -482,7 +482,7 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
       r.phase = Phase::Step;
       r.step = static_cast<int32_t>(si.step);
     }
-    m.ranges.push_back(r);
+    m.ranges.rows().push_back(r);
   }
   if (skipped_bad > 0) note(std::to_string(skipped_bad) + " events with unreadable times left out");
   if (head_copies > 0)
@@ -501,21 +501,21 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
   if (not_events > 0)
     note(std::to_string(not_events) + " of " + std::to_string(entries) +
          " entries are not event objects and were left out");
-  if (m.ranges.size() == first_range) note("no complete (\"ph\": \"X\") events: nothing to draw for this rank");
+  if (m.ranges.rows().size() == first_range) note("no complete (\"ph\": \"X\") events: nothing to draw for this rank");
   // The profiler rounds times to whole µs, so a child can end up to 1 µs after its parent:
   // clamp such ends so the ops nest as they ran (else they would be split over lanes).
   {
     std::map<int32_t, std::vector<size_t>> by_lane;
-    for (size_t i = first_range; i < m.ranges.size(); ++i)
-      if (!m.ranges[i].is_kernel) by_lane[m.ranges[i].lane].push_back(i);
+    for (size_t i = first_range; i < m.ranges.rows().size(); ++i)
+      if (!m.ranges.rows()[i].is_kernel) by_lane[m.ranges.rows()[i].lane].push_back(i);
     for (auto& [lane, idx] : by_lane) {
       std::sort(idx.begin(), idx.end(), [&](size_t x, size_t y) {
-        const TraceRange &a = m.ranges[x], &c = m.ranges[y];
+        const TraceRange &a = m.ranges.rows()[x], &c = m.ranges.rows()[y];
         return a.start_ns != c.start_ns ? a.start_ns < c.start_ns : a.end_ns > c.end_ns;
       });
       std::vector<int64_t> ends;
       for (size_t i : idx) {
-        TraceRange& r = m.ranges[i];
+        TraceRange& r = m.ranges.rows()[i];
         while (!ends.empty() && ends.back() <= r.start_ns) ends.pop_back();
         if (!ends.empty() && r.end_ns > ends.back() && r.end_ns - ends.back() <= 1000) r.end_ns = ends.back();
         ends.push_back(r.end_ns);

@@ -112,7 +112,7 @@ std::string head_lane_name(int32_t head_begin, int32_t head_end, size_t s) {
 // rank's head-range copies after its lanes (a map of copies per head range, each sorted).
 void add_head_lanes_by_copying(TraceModel& m, bool exact_reserve) {
   size_t copies = 0;
-  for (const auto& r : m.ranges) {
+  for (const auto& r : m.ranges.rows()) {
     if (copied_to_head_lane(r)) {
       ++copies;
       if (!exact_reserve) break;
@@ -122,7 +122,7 @@ void add_head_lanes_by_copying(TraceModel& m, bool exact_reserve) {
   std::vector<TraceRange> out;
   std::vector<Lane> lanes;
   // Exact: growing past a reserve of the originals alone doubles the vector (up to ~2x slack).
-  out.reserve(m.ranges.size() + (exact_reserve ? copies : 0));
+  out.reserve(m.ranges.rows().size() + (exact_reserve ? copies : 0));
   size_t li = 0;
   while (li < m.lanes.size()) {
     int32_t rank = m.lanes[li].rank;
@@ -133,7 +133,7 @@ void add_head_lanes_by_copying(TraceModel& m, bool exact_reserve) {
       Lane lane = m.lanes[l];
       int64_t first = static_cast<int64_t>(out.size());
       for (int64_t k = 0; k < lane.count; ++k) {
-        TraceRange r = m.ranges[static_cast<size_t>(lane.first + k)];
+        TraceRange r = m.ranges.rows()[static_cast<size_t>(lane.first + k)];
         r.lane = static_cast<int32_t>(lanes.size());
         if (r.parent >= 0) r.parent = static_cast<int32_t>(r.parent - lane.first + first);
         out.push_back(r);
@@ -170,7 +170,7 @@ void add_head_lanes_by_copying(TraceModel& m, bool exact_reserve) {
     }
     li = lend;
   }
-  m.ranges = std::move(out);
+  m.ranges.rows() = std::move(out);
   m.lanes = std::move(lanes);
 }
 
@@ -243,26 +243,26 @@ void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
   std::vector<int32_t> rank_of_source(b.sources.size());
   for (size_t i = 0; i < order.size(); ++i) rank_of_source[order[i]] = static_cast<int32_t>(i);
   if (threads < 0) {  // legacy: one sort of the whole vector (moves 56-byte ranges n log n times)
-    for (auto& v : b.pending_ranges) m.ranges.insert(m.ranges.end(), v.begin(), v.end());
+    for (auto& v : b.pending_ranges) m.ranges.rows().insert(m.ranges.rows().end(), v.begin(), v.end());
     b.pending_ranges.clear();
-    for (auto& r : m.ranges) r.lane = rank_of_source[r.lane];
-    std::sort(m.ranges.begin(), m.ranges.end(), [](const TraceRange& x, const TraceRange& y) {
+    for (auto& r : m.ranges.rows()) r.lane = rank_of_source[r.lane];
+    std::sort(m.ranges.rows().begin(), m.ranges.rows().end(), [](const TraceRange& x, const TraceRange& y) {
       return x.lane != y.lane ? x.lane < y.lane : by_start(x, y);
     });
   }
-  // Each source's ranges: [src_begin[l], src_begin[l] + src_count[l]) of m.ranges.
+  // Each source's ranges: [src_begin[l], src_begin[l] + src_count[l]) of m.ranges.rows().
   std::vector<int64_t> src_begin(order.size(), 0), src_count(order.size(), 0);
   if (threads < 0) {
     size_t i = 0;
     for (size_t l = 0; l < order.size(); ++l) {
       size_t e = i;
-      while (e < m.ranges.size() && m.ranges[e].lane == static_cast<int32_t>(l)) ++e;
+      while (e < m.ranges.rows().size() && m.ranges.rows()[e].lane == static_cast<int32_t>(l)) ++e;
       src_begin[l] = static_cast<int64_t>(i);
       src_count[l] = static_cast<int64_t>(e - i);
       i = e;
     }
   } else {
-    // Every range is copied once, into its lane's slice; the parts (m.ranges, then the
+    // Every range is copied once, into its lane's slice; the parts (m.ranges.rows(), then the
     // parallel reader's per-file vectors) are counted and copied on up to `threads` threads,
     // each part into places of its own, so the lanes come out as one pass in part order would
     // give them. With room_for_head_lanes the vector's capacity also holds the head-range
@@ -270,7 +270,7 @@ void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
     // here (no memory for it while the parts are still held).
     std::vector<std::vector<TraceRange>> parts;
     parts.reserve(b.pending_ranges.size() + 1);
-    parts.push_back(std::move(m.ranges));
+    parts.push_back(std::move(m.ranges.rows()));
     for (auto& v : b.pending_ranges) parts.push_back(std::move(v));
     b.pending_ranges.clear();
     struct PartLanes {  // the lanes one part's ranges go to: [lo, lo + n.size())
@@ -324,14 +324,15 @@ void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
       }
       std::vector<TraceRange>().swap(parts[p]);  // peak: the output + the parts not yet copied
     });
-    m.ranges = std::move(out);
+    m.ranges.rows() = std::move(out);
     // Largest lanes first, so one big lane does not start last.
     std::vector<size_t> by_size(order.size());
     for (size_t l = 0; l < by_size.size(); ++l) by_size[l] = l;
     std::sort(by_size.begin(), by_size.end(), [&](size_t x, size_t y) { return src_count[x] > src_count[y]; });
     parallel_for(by_size.size(), threads, [&](size_t k) {
       const size_t l = by_size[k];
-      sort_by_start(m.ranges, static_cast<size_t>(src_begin[l]), static_cast<size_t>(src_begin[l] + src_count[l]));
+      sort_by_start(m.ranges.rows(), static_cast<size_t>(src_begin[l]),
+                    static_cast<size_t>(src_begin[l] + src_count[l]));
     });
   }
 
@@ -341,7 +342,7 @@ void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
   std::vector<std::vector<int64_t>> counts(order.size());
   parallel_for(order.size(), work_threads, [&](size_t l) {
     const size_t i = static_cast<size_t>(src_begin[l]);
-    counts[l] = split_into_sublanes(m.ranges, i, i + static_cast<size_t>(src_count[l]));
+    counts[l] = split_into_sublanes(m.ranges.rows(), i, i + static_cast<size_t>(src_count[l]));
   });
   std::vector<Lane> lanes;
   std::vector<int32_t> first_lane(order.size());
@@ -366,8 +367,8 @@ void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
       const int32_t lane_id = first_lane[si] + static_cast<int32_t>(s);
       const Lane& l = lanes[static_cast<size_t>(lane_id)];
       const size_t f = static_cast<size_t>(l.first), e = f + static_cast<size_t>(l.count);
-      for (size_t k = f; k < e; ++k) m.ranges[k].lane = lane_id;
-      link_lane(m.ranges, f, e);
+      for (size_t k = f; k < e; ++k) m.ranges.rows()[k].lane = lane_id;
+      link_lane(m.ranges.rows(), f, e);
     }
   });
   m.lanes = std::move(lanes);
@@ -419,7 +420,7 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
     bl.re = next;
     blocks.push_back(std::move(bl));
   }
-  if (next != static_cast<int64_t>(m.ranges.size())) {
+  if (next != static_cast<int64_t>(m.ranges.rows().size())) {
     add_head_lanes_by_copying(m, true);
     return;
   }
@@ -428,7 +429,7 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
     Block& bl = blocks[k];
     std::map<std::pair<int32_t, int32_t>, std::vector<int64_t>> heads;
     for (int64_t i = bl.rb; i < bl.re; ++i) {
-      const TraceRange& r = m.ranges[static_cast<size_t>(i)];
+      const TraceRange& r = m.ranges.rows()[static_cast<size_t>(i)];
       if (copied_to_head_lane(r)) heads[{r.head_begin, r.head_end}].push_back(i);
     }
     for (auto& [hr, v] : heads) {
@@ -442,17 +443,17 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
     copies += bl.copies;
   }
   if (copies == 0) return;
-  const size_t n = m.ranges.size(), end = n + static_cast<size_t>(copies);
-  m.ranges.reserve(end);  // exact (build_lanes usually left the room)
-  prepare_capacity(m.ranges, end - n, threads);
-  m.ranges.resize(end);
+  const size_t n = m.ranges.rows().size(), end = n + static_cast<size_t>(copies);
+  m.ranges.rows().reserve(end);  // exact (build_lanes usually left the room)
+  prepare_capacity(m.ranges.rows(), end - n, threads);
+  m.ranges.rows().resize(end);
   for (size_t k = blocks.size(); k-- > 0;) {
     const Block& bl = blocks[k];
     if (bl.shift == 0 || bl.rb == bl.re) continue;
     // From the end, `shift` ranges at a time: each wave's ranges go to places the waves before
     // it have emptied (or past the block), so a wave's pieces do not overlap and are copied in
     // parallel.
-    const auto b = m.ranges.begin();
+    const auto b = m.ranges.rows().begin();
     for (int64_t hi = bl.re; hi > bl.rb;) {
       const int64_t lo = std::max(bl.rb, hi - bl.shift);
       constexpr int64_t kPiece = 1 << 12;  // 384 KB
@@ -471,13 +472,13 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
     for (Group& g : bl.groups) {
       const size_t first = pos;
       for (int64_t i : g.originals) {
-        TraceRange& r = m.ranges[pos++];
-        r = m.ranges[static_cast<size_t>(i + bl.shift)];
+        TraceRange& r = m.ranges.rows()[pos++];
+        r = m.ranges.rows()[static_cast<size_t>(i + bl.shift)];
         r.origin = static_cast<int32_t>(i + bl.shift);  // the copy points at its original
       }
       std::vector<int64_t>().swap(g.originals);
-      sort_by_start(m.ranges, first, pos);
-      g.sublanes = split_into_sublanes(m.ranges, first, pos);
+      sort_by_start(m.ranges.rows(), first, pos);
+      g.sublanes = split_into_sublanes(m.ranges.rows(), first, pos);
     }
   });
   // Lanes: each rank's own (moved up), then its head lanes.
@@ -511,7 +512,7 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
   parallel_for(blocks.size(), threads, [&](size_t k) {
     const Block& bl = blocks[k];
     for (int64_t i = bl.rb + bl.shift; i < bl.re + bl.shift; ++i) {
-      TraceRange& r = m.ranges[static_cast<size_t>(i)];
+      TraceRange& r = m.ranges.rows()[static_cast<size_t>(i)];
       r.lane += bl.lane_shift;
       if (r.parent >= 0) r.parent = static_cast<int32_t>(r.parent + bl.shift);
     }
@@ -519,8 +520,8 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
     for (const Group& g : bl.groups) {
       for (int64_t count : g.sublanes) {
         const Lane& l = lanes[static_cast<size_t>(lane_id)];
-        for (int64_t i = l.first; i < l.first + count; ++i) m.ranges[static_cast<size_t>(i)].lane = lane_id;
-        link_lane(m.ranges, static_cast<size_t>(l.first), static_cast<size_t>(l.first + count));
+        for (int64_t i = l.first; i < l.first + count; ++i) m.ranges.rows()[static_cast<size_t>(i)].lane = lane_id;
+        link_lane(m.ranges.rows(), static_cast<size_t>(l.first), static_cast<size_t>(l.first + count));
         ++lane_id;
       }
     }
@@ -536,7 +537,7 @@ void link_kernels_to_launchers(TraceModel& m, int threads) {
   for (const auto& l : m.lanes) {  // head-range lanes hold copies of host ranges, never kernels
     if (l.kind == LaneKind::HeadRange) continue;
     for (int64_t k = l.first; k < l.first + l.count && !any; ++k) {
-      const TraceRange& r = m.ranges[static_cast<size_t>(k)];
+      const TraceRange& r = m.ranges.rows()[static_cast<size_t>(k)];
       any = r.is_kernel && m.extra(r).external_id != 0;
     }
     if (any) break;
@@ -567,7 +568,7 @@ void link_kernels_to_launchers(TraceModel& m, int threads) {
     const Lane& lane = m.lanes[l];
     if (lane.kind == LaneKind::HeadRange || mixed) return;
     for (int64_t k = lane.first; k < lane.first + lane.count; ++k)
-      if (m.ranges[static_cast<size_t>(k)].rank != lane.rank) {
+      if (m.ranges.rows()[static_cast<size_t>(k)].rank != lane.rank) {
         mixed = true;
         return;
       }
@@ -581,7 +582,7 @@ void link_kernels_to_launchers(TraceModel& m, int threads) {
       const Lane& lane = m.lanes[l];
       if (lane.kind == LaneKind::HeadRange || lane.kind == LaneKind::CudaStream) continue;
       for (int64_t k = lane.first; k < lane.first + lane.count; ++k) {
-        const TraceRange& r = m.ranges[static_cast<size_t>(k)];
+        const TraceRange& r = m.ranges.rows()[static_cast<size_t>(k)];
         const int64_t ext = m.extra(r).external_id;
         if (ext != 0)
           by_id.emplace_back(r.rank, ext, static_cast<int32_t>(k));
@@ -599,7 +600,7 @@ void link_kernels_to_launchers(TraceModel& m, int threads) {
       const Lane& lane = m.lanes[l];
       if (lane.kind == LaneKind::HeadRange) continue;
       for (int64_t k = lane.first; k < lane.first + lane.count; ++k) {
-        TraceRange& r = m.ranges[static_cast<size_t>(k)];
+        TraceRange& r = m.ranges.rows()[static_cast<size_t>(k)];
         const int64_t ext = m.extra(r).external_id;
         if (!r.is_kernel || ext == 0) continue;
         const std::tuple<int32_t, int64_t, int32_t> id{r.rank, ext, 0};

@@ -76,7 +76,7 @@ bool reader_invariants_hold(const detail::Builder& b) {
   for (const TraceRange& r : b.m.ranges)
     if (r.end_ns < r.start_ns || !name_ok(r.name_id) || r.lane < 0 || static_cast<size_t>(r.lane) >= n_sources ||
         r.rank != b.sources[static_cast<size_t>(r.lane)].rank || r.extra < -1 ||
-        (r.extra >= 0 && static_cast<size_t>(r.extra) >= b.m.extras.size()))
+        (r.extra >= 0 && static_cast<size_t>(r.extra) >= b.m.ranges.extras_size()))
       return false;
   for (const auto& p : b.m.memory)
     if (!name_ok(p.label_id)) return false;
@@ -116,8 +116,8 @@ void decode(const std::string& bytes, detail::Builder* out) {
   constexpr size_t kRangeVarints = 11;
   const size_t n = in.count();
   if (n > (bytes.size() - static_cast<size_t>(in.pos() - bytes.data())) / kRangeVarints) In::fail();
-  m.ranges.reserve(n);                       // each range written once (push_back), not default-filled first
-  detail::prepare_capacity(m.ranges, n, 1);  // this file is decoded on one of the reader's threads
+  m.ranges.rows().reserve(n);                       // each range written once (push_back), not default-filled first
+  detail::prepare_capacity(m.ranges.rows(), n, 1);  // this file is decoded on one of the reader's threads
   int64_t prev = 0;
   for (size_t k = 0; k < n; ++k) {
     TraceRange r;
@@ -146,7 +146,7 @@ void decode(const std::string& bytes, detail::Builder* out) {
       if (x.empty()) In::fail();  // the reader gives no range an empty record
       m.extra_for(r) = x;
     }
-    m.ranges.push_back(r);
+    m.ranges.rows().push_back(r);
   }
   cache_io::get_vec(in, &m.steps, [&](StepInfo& x) { cache_io::get_step(in, x); });
   cache_io::get_vec(in, &m.memory, [&](MemoryPoint& p) {
@@ -276,7 +276,7 @@ std::string encode_rank_file(const std::string& rank_file, const LoadOptions& lo
   detail::Builder b;
   b.m.sp_size = b.m.dp_size = -1;
   detail::read_file(b, rank_file, 0, lo);
-  detail::order_file_ranges(b.m.ranges);  // as the loader does before it writes a cache
+  detail::order_file_ranges(b.m.ranges.rows());  // as the loader does before it writes a cache
   if (!cacheable(b)) throw std::runtime_error(rank_file + " is not a plain Ulysses rank file");
   Out o;
   encode(o, b);

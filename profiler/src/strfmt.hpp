@@ -2,6 +2,7 @@
 // reports (profiler-internal; no torch, no Qt).
 #pragma once
 
+#include <cctype>
 #include <cstdarg>
 #include <cstdio>
 #include <string>
@@ -29,6 +30,18 @@ inline std::string strfmt(const char* f, ...) {
   }
   va_end(again);
   return out;
+}
+
+// Whether s holds needle (lower case), ignoring the case of s.
+inline bool contains_ci(const std::string& s, const char* needle) {
+  const size_t n = std::char_traits<char>::length(needle);
+  if (n > s.size()) return false;
+  for (size_t i = 0; i + n <= s.size(); ++i) {
+    size_t k = 0;
+    while (k < n && std::tolower(static_cast<unsigned char>(s[i + k])) == needle[k]) ++k;
+    if (k == n) return true;
+  }
+  return false;
 }
 
 }  // namespace ulysses::prof

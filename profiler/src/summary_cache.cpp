@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 // kSummaryCacheFormat.
 #if defined(__LP64__) && defined(__GLIBCXX__)
 static_assert(sizeof(RankInfo) == 88 && sizeof(StepInfo) == 88 && sizeof(MemoryPoint) == 56 &&
-                  sizeof(ClockInfo) == 64 && sizeof(TraceModel) == 376,
+                  sizeof(ClockInfo) == 64 && sizeof(TraceModel) == 920,
               "TraceModel changed: update summary_cache.cpp and bump kSummaryCacheFormat");
 static_assert(sizeof(Headline) == 48 && sizeof(StepBreakdown) == 96 && sizeof(RankTotals) == 64 &&
                   sizeof(OverlapResult) == 40 && sizeof(LayerRow) == 72 && sizeof(HeadRangeRow) == 48 &&

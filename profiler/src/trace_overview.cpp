@@ -38,7 +38,7 @@ TraceRange overview_copy(const TraceModel& m, const TraceRange& r, int32_t depth
 // One lane's ranges [first, first + count) of `m` reduced into out/counts (appended, sorted by
 // start, then outer before inner).
 void reduce_lane(const TraceModel& m, const Lane& lane, int64_t q, TraceModel* v, std::vector<int64_t>* counts) {
-  std::vector<TraceRange>* out = &v->ranges;
+  std::vector<TraceRange>* out = &v->ranges.rows();
   struct Open {
     int64_t end;
     int64_t id;   // full-model index (identity of the enclosing range for its children)

@@ -195,7 +195,7 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
       const bool one_row = ours && db.has_column("NVTX_EVENTS", "ulyssesStep");
       {
         const int64_t upper = db.query_int("SELECT max(rowid) FROM NVTX_EVENTS");  // O(log n)
-        if (upper > 0) m.ranges.reserve(m.ranges.size() + static_cast<size_t>(upper));
+        if (upper > 0) m.ranges.rows().reserve(m.ranges.rows().size() + static_cast<size_t>(upper));
       }
       sql::Stmt st(db, std::string("SELECT start, end, globalTid, textId, text, rowid") +
                            (one_row ? ", ulyssesStep, category, ulyssesDirection, ulyssesLayer, ulyssesHeadBegin, "
@@ -287,7 +287,7 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
         }
         r.lane = last_lane;
         r.rank = b.sources[r.lane].rank;
-        m.ranges.push_back(r);
+        m.ranges.rows().push_back(r);
       }
     }
 
@@ -332,7 +332,7 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
               (dev != 0 ? "gpu " + std::to_string(dev) + " " : std::string()) + "stream " + std::to_string(stream);
           r.lane = b.source(rank, LaneKind::CudaStream, stream_lane_key(dev, stream), lname, 3);
           r.rank = rank;
-          m.ranges.push_back(r);
+          m.ranges.rows().push_back(r);
         }
       }
     }
@@ -526,7 +526,7 @@ void finish(Builder& b, const LoadOptions& opts) {
     if (lane.kind == LaneKind::HeadRange) return;
     Extent& x = ext[l];
     for (int64_t i = lane.first; i < lane.first + lane.count; ++i) {
-      const TraceRange& r = m.ranges[static_cast<size_t>(i)];
+      const TraceRange& r = m.ranges.rows()[static_cast<size_t>(i)];
       x.lo = x.any ? std::min(x.lo, r.start_ns) : r.start_ns;
       x.hi = x.any ? std::max(x.hi, r.end_ns) : r.end_ns;
       x.any = true;
@@ -599,8 +599,8 @@ void align_to_rank0(TraceModel& m, size_t n_clocks, size_t n_ranges, size_t n_st
       if (__builtin_sub_overflow(t, ck.offset_at(t), &out)) out = t < 0 ? INT64_MIN : INT64_MAX;
       t = out;
     };
-    for (size_t i = n_ranges; i < m.ranges.size(); ++i) {
-      TraceRange& r = m.ranges[i];
+    for (size_t i = n_ranges; i < m.ranges.rows().size(); ++i) {
+      TraceRange& r = m.ranges.rows()[i];
       if (r.rank != ck.rank) continue;
       shift(r.start_ns);
       shift(r.end_ns);
@@ -640,14 +640,14 @@ void merge_file(Builder& g, Builder& f) {
   m.from_nsys = x.from_nsys;
   m.notes.insert(m.notes.end(), x.notes.begin(), x.notes.end());
   m.ranks.insert(m.ranks.end(), x.ranks.begin(), x.ranks.end());
-  const auto extra_base = static_cast<int32_t>(m.extras.size());
-  m.extras.insert(m.extras.end(), x.extras.begin(), x.extras.end());
-  for (auto& r : x.ranges) {  // in place: build_lanes takes the file's vector as it is
+  const auto extra_base = static_cast<int32_t>(m.ranges.extras().size());
+  m.ranges.extras().insert(m.ranges.extras().end(), x.ranges.extras().begin(), x.ranges.extras().end());
+  for (auto& r : x.ranges.rows()) {  // in place: build_lanes takes the file's vector as it is
     r.name_id = sid[static_cast<size_t>(r.name_id)];
     r.lane = src[static_cast<size_t>(r.lane)];
     if (r.extra >= 0) r.extra += extra_base;
   }
-  g.pending_ranges.push_back(std::move(x.ranges));
+  g.pending_ranges.push_back(std::move(x.ranges.rows()));
   m.steps.insert(m.steps.end(), x.steps.begin(), x.steps.end());
   for (auto p : x.memory) {
     p.label_id = sid[static_cast<size_t>(p.label_id)];
@@ -678,7 +678,7 @@ bool read_rank_files_parallel(Builder& b, const std::vector<std::string>& files,
       if (!cached[i]) {
         per[i].m.sp_size = per[i].m.dp_size = -1;  // "not set by the file"
         read_file(per[i], files[i], static_cast<int32_t>(i), opts);
-        order_file_ranges(per[i].m.ranges);
+        order_file_ranges(per[i].m.ranges.rows());
         if (opts.write_file_caches) written[i] = write_rank_file_cache(probe, files[i], opts, per[i]);
       }
       if (opts.align_clocks) align_to_rank0(per[i].m, 0, 0, 0, 0, 0);
@@ -716,6 +716,7 @@ TraceModel detail::model_of_file_builders(const std::vector<Builder*>& files, co
     merge_file(g, *f);
   }
   finish(g, opts);
+  if (opts.seal) g.m.ranges.seal(opts.legacy ? 1 : opts.threads);
   return std::move(g.m);
 }
 
@@ -787,7 +788,7 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
   if (!parallel) claimed.clear();
   for (size_t i = 0; i < files.size() && !parallel; ++i) {
     const size_t before = b.m.ranks.size();
-    const size_t n_ranges = b.m.ranges.size(), n_steps = b.m.steps.size(), n_mem = b.m.memory.size(),
+    const size_t n_ranges = b.m.ranges.rows().size(), n_steps = b.m.steps.size(), n_mem = b.m.memory.size(),
                  n_rt = b.m.runtime.size(), n_clocks = b.m.clocks.size();
     read_file(b, files[i], static_cast<int32_t>(i), opts);
     if (opts.align_clocks) align_to_rank0(b.m, n_clocks, n_ranges, n_steps, n_mem, n_rt);
@@ -836,6 +837,7 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
     }
   }
   finish(b, opts);
+  if (opts.seal) b.m.ranges.seal(opts.legacy ? 1 : opts.threads);
   return std::move(b.m);
 }
 

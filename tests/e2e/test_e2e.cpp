@@ -77,16 +77,16 @@ TEST(EndToEnd, TwoRanksMatchOneProcessAndTraceIsComplete) {
   for (const auto& lane : t.lanes) {
     if (lane.kind == LaneKind::HeadRange) continue;  // display copies
     // proper nesting within a lane: sorted by start, each range inside or after the previous
-    std::vector<const TraceRange*> stack;
+    std::vector<TraceRange> stack;  // copies: a loaded model's ranges are values
     for (int64_t i = lane.first; i < lane.first + lane.count; ++i) {
       const auto& r = t.ranges[i];
       ASSERT_LE(r.start_ns, r.end_ns);
-      while (!stack.empty() && stack.back()->end_ns <= r.start_ns) stack.pop_back();
+      while (!stack.empty() && stack.back().end_ns <= r.start_ns) stack.pop_back();
       if (!stack.empty()) {
-        ASSERT_LE(r.end_ns, stack.back()->end_ns)
+        ASSERT_LE(r.end_ns, stack.back().end_ns)
             << "range " << t.strings[r.name_id] << " crosses its parent on lane " << lane.name;
       }
-      stack.push_back(&r);
+      stack.push_back(r);
       if (r.layer >= 0) {
         seen[{r.rank, r.step, r.layer, static_cast<int>(r.dir), static_cast<int>(r.phase)}]++;
         if (r.phase == Phase::A2ASeqToHead || r.phase == Phase::A2AHeadToSeq)

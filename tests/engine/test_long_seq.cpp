@@ -256,14 +256,14 @@ TEST(LongSeq, RecomputeIsTracedAsItsOwnDirectionInsideBackward) {
   int lm_head_tiles = 0;
   for (const auto& lane : t.lanes) {
     if (lane.kind == prof::LaneKind::HeadRange) continue;
-    std::vector<const prof::TraceRange*> stack;
+    std::vector<prof::TraceRange> stack;  // copies: a loaded model's ranges are values
     for (int64_t i = lane.first; i < lane.first + lane.count; ++i) {
       const auto& r = t.ranges[i];
-      while (!stack.empty() && stack.back()->end_ns <= r.start_ns) stack.pop_back();
+      while (!stack.empty() && stack.back().end_ns <= r.start_ns) stack.pop_back();
       if (!stack.empty()) {
-        ASSERT_LE(r.end_ns, stack.back()->end_ns) << t.strings[r.name_id] << " crosses its parent on " << lane.name;
+        ASSERT_LE(r.end_ns, stack.back().end_ns) << t.strings[r.name_id] << " crosses its parent on " << lane.name;
       }
-      stack.push_back(&r);
+      stack.push_back(r);
       if (r.phase == Phase::Backward && r.layer < 0) backward[r.rank] = {r.start_ns, r.end_ns};
       if (r.phase == Phase::LmHead && r.dir == Direction::Backward && r.chunk >= 0) ++lm_head_tiles;
     }

@@ -264,7 +264,7 @@ TEST(Compare, GpuRankPhaseTimeIsTheUnionOfItsKernels) {
                        {0, LaneKind::CudaStream, "stream 8", {k2}}});
   m.strings.push_back("flash_fwd_kernel");
   m.strings.push_back("[CUDA memcpy HtoD]");
-  for (auto& r : m.ranges) {
+  for (auto& r : m.ranges.rows()) {
     if (!r.is_kernel) continue;
     r.name_id = static_cast<int32_t>(m.strings.size()) - (r.start_ns == 600 ? 1 : 2);
   }

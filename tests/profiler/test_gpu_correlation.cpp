@@ -4,6 +4,7 @@
 // overlap and the per-layer / per-head tables use kernel intervals on GPU ranks (hand
 // computed below); only kernels of profiled steps are written; the source stands down under
 // Nsight Systems; files of the previous format version still load.
+#include <optional>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -31,10 +32,11 @@ prof::TracerOptions gpu_options(const std::string& path, FakeCupti** fake, int r
   return o;
 }
 
-std::vector<const prof::TraceRange*> kernels_named(const prof::TraceModel& m, const std::string& name) {
-  std::vector<const prof::TraceRange*> out;
+// (Copies: a loaded model's ranges are values, not objects to point at.)
+std::vector<std::optional<prof::TraceRange>> kernels_named(const prof::TraceModel& m, const std::string& name) {
+  std::vector<std::optional<prof::TraceRange>> out;
   for (const auto& r : m.ranges)
-    if (r.is_kernel && m.strings[size_t(r.name_id)] == name) out.push_back(&r);
+    if (r.is_kernel && m.strings[size_t(r.name_id)] == name) out.emplace_back(r);
   return out;
 }
 
@@ -163,7 +165,7 @@ TEST(GpuCorrelation, EachKernelCarriesTheStepLayerPhaseAndHeadsOfTheRangeThatLau
 
   auto nccl = kernels_named(m, "ncclDevKernel_SendRecv");
   ASSERT_EQ(nccl.size(), 2u);
-  for (const auto* k : nccl) {
+  for (const auto& k : nccl) {
     EXPECT_EQ(k->phase, Phase::A2ASeqToHead);
     EXPECT_EQ(k->layer, 1);
     EXPECT_EQ(k->head_begin, 2);

@@ -148,10 +148,10 @@ TEST(LaneBuilder, HeadLanesCopyRangesThatCarryHeadsAndPointBack) {
   add(b, s, 0, 100, "attention");
   add(b, s, 200, 300, "attention");
   add(b, s, 400, 500, "mlp");
-  b.m.ranges[0].head_begin = 0;
-  b.m.ranges[0].head_end = 4;
-  b.m.ranges[1].head_begin = 4;
-  b.m.ranges[1].head_end = 8;
+  b.m.ranges.row(0).head_begin = 0;
+  b.m.ranges.row(0).head_end = 4;
+  b.m.ranges.row(1).head_begin = 4;
+  b.m.ranges.row(1).head_end = 8;
   detail::build_lanes(b);
   detail::add_head_lanes(b.m);
   ASSERT_EQ(b.m.lanes.size(), 3u);
@@ -238,7 +238,7 @@ TEST(LaneBuilder, KernelsLinkToTheFirstHostRangeWithTheirIdOrTheirInfo) {
   for (size_t l = 12; l < grouped.lanes.size(); ++l) {
     grouped.lanes[l].rank = 3;
     for (int64_t i = grouped.lanes[l].first; i < grouped.lanes[l].first + grouped.lanes[l].count; ++i)
-      grouped.ranges[static_cast<size_t>(i)].rank = 3;
+      grouped.ranges.row(static_cast<size_t>(i)).rank = 3;
   }
   // And a range of rank 1 on rank 0's host lane (no reader makes one), the first in lane order
   // with the id of one of rank 1's kernels.
@@ -247,8 +247,8 @@ TEST(LaneBuilder, KernelsLinkToTheFirstHostRangeWithTheirIdOrTheirInfo) {
     ASSERT_EQ(stray.lanes[6].kind, prof::LaneKind::CudaStream);
     const int64_t kid = stray.extra(stray.ranges[static_cast<size_t>(i)]).external_id;
     if (kid == 0) continue;
-    stray.ranges[static_cast<size_t>(stray.lanes[0].first)].rank = 1;
-    stray.extra_for(stray.ranges[static_cast<size_t>(stray.lanes[0].first)]).external_id = kid;
+    stray.ranges.row(static_cast<size_t>(stray.lanes[0].first)).rank = 1;
+    stray.extra_for(stray.ranges.row(static_cast<size_t>(stray.lanes[0].first))).external_id = kid;
     break;
   }
   for (const prof::TraceModel* t : {&m, &grouped, &stray}) {

@@ -74,7 +74,7 @@ TEST(TraceOverview, MergesNarrowSiblingsAndTheirDescendantsAsComputedByHand) {
   m.strings = {"p", "a", "b", "c"};
   m.t_min = 0;
   m.t_max = 8000;
-  m.ranges = {
+  m.ranges.rows() = {
       rng(0, 1000, 0),     // P1, wide
       rng(10, 12, 1),      // A  narrow: A, B, C are one run [10, 18], count 3
       rng(13, 15, 2),      // B  narrow, gap 1

@@ -240,8 +240,8 @@ TEST(TraceScale, LaneBuildingFromPerFileVectorsEqualsTheLegacySort) {
     all.push_back(r);
   }
   std::shuffle(all.begin(), all.end(), rng);
-  legacy.m.ranges = all;
-  fast.m.ranges.assign(all.begin(), all.begin() + 5000);
+  legacy.m.ranges.rows() = all;
+  fast.m.ranges.rows().assign(all.begin(), all.begin() + 5000);
   fast.pending_ranges.emplace_back(all.begin() + 5000, all.begin() + 12000);
   fast.pending_ranges.emplace_back(all.begin() + 12000, all.end());
   detail::build_lanes(legacy, -1);
@@ -360,7 +360,7 @@ TEST(TraceScale, HeadLanesInPlaceEqualTheLegacyCopy) {
   }
   b.source(4, prof::LaneKind::HostThread, 200, "idle", 1);  // rank 4: a lane, no ranges
   detail::build_lanes(b, 2, true);
-  const size_t capacity = b.m.ranges.capacity();
+  const size_t capacity = b.m.ranges.rows().capacity();
   prof::TraceModel by_copy = b.m, in_place = b.m;
   in_place.ranges.reserve(capacity);
   detail::add_head_lanes(by_copy, false);
@@ -368,9 +368,10 @@ TEST(TraceScale, HeadLanesInPlaceEqualTheLegacyCopy) {
     SCOPED_TRACE("threads " + std::to_string(threads));
     prof::TraceModel got = in_place;
     got.ranges.reserve(capacity);
-    const prof::TraceRange* before = got.ranges.data();
+    const prof::TraceRange* before = got.ranges.rows().data();
     detail::add_head_lanes(got, true, threads);
-    EXPECT_EQ(got.ranges.data(), before) << "build_lanes left the room: the ranges must not have moved to a new vector";
+    EXPECT_EQ(got.ranges.rows().data(), before)
+        << "build_lanes left the room: the ranges must not have moved to a new vector";
     ulysses::test::expect_same_model(by_copy, got);
   }
   // The comparison covered what it must.

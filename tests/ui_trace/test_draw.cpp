@@ -182,7 +182,7 @@ TEST(TimelineIndex, UnsortedLaneIsToleratedAndOverlapIsCommAndComputeTogether) {
   c.end_ns = 600;
   c.phase = ulysses::prof::Phase::A2ASeqToHead;
   c.lane = 1;
-  m->ranges = {a, b, c};
+  m->ranges.rows() = {a, b, c};
   auto ix = TimelineIndex::build(m);
   const auto& row = ix->rows()[0];
   ASSERT_EQ(row.size, 2);
@@ -674,7 +674,7 @@ TEST(TimelineRanks, FlowLabelCoversHiddenRanksTiesAndIncompleteInstances) {
   int32_t other = last == 3 ? 2 : 3;
   for (int64_t k : inst.ranges)
     if (m->ranges[size_t(k)].rank == other)
-      m->ranges[size_t(k)].start_ns = m->ranges[size_t(inst.ranges[size_t(last)])].start_ns;
+      m->ranges.row(size_t(k)).start_ns = m->ranges[size_t(inst.ranges[size_t(last)])].start_ns;
   truth(&last, &skew);
   collective_flow(*ix, compute_layout(*ix), vp, 0, inst, &sum);
   EXPECT_EQ(sum.last_rank, std::min(last, other));
@@ -683,12 +683,12 @@ TEST(TimelineRanks, FlowLabelCoversHiddenRanksTiesAndIncompleteInstances) {
   EXPECT_EQ(tied.back().rank, last);
   // A member rank without the instance: incomplete, 3 of 4.
   for (int64_t k : inst.ranges)
-    if (m->ranges[size_t(k)].rank == 1) m->extras[size_t(m->ranges[size_t(k)].extra)].seq += 1000000;
+    if (m->ranges[size_t(k)].rank == 1) m->ranges.extras()[size_t(m->ranges[size_t(k)].extra)].seq += 1000000;
   const auto part = collective_instance(*ix, sel);
   EXPECT_EQ(part.ranges.size(), 3u);
   EXPECT_EQ(part.group_ranks, 4);
   // A rank id of 2e9.
-  for (auto& r : m->ranges)
+  for (auto& r : m->ranges.rows())
     if (r.rank == 2) r.rank = 2000000000;
   const auto huge = collective_instance(*ix, sel);
   EXPECT_EQ(huge.ranges.size(), 3u);
@@ -777,7 +777,7 @@ TEST(TimelineDraw, FitAllDrawsTheBulkAndAFarOffRange) {
   const int64_t far = 1'764'682'000'000'000'000;
   {  // move the last range of lane 0 far away, keeping the lane sorted
     auto& lane = m->lanes[0];
-    TraceRange& r = m->ranges[size_t(lane.first + lane.count - 1)];
+    TraceRange& r = m->ranges.row(size_t(lane.first + lane.count - 1));
     r.parent = -1;
     r.depth = 0;
     r.start_ns = far;

@@ -103,7 +103,7 @@ TEST(TraceModels, HeadMapOwnershipFollowsUlyssesSplit) {
   }
   // A head range measured outside the owned heads is flagged.
   auto bad = std::make_shared<prof::TraceModel>(*m);
-  for (auto& r : bad->ranges)
+  for (auto& r : bad->ranges.rows())
     if (r.rank == 0 && r.head_begin == 0) {
       r.head_begin = 8;
       r.head_end = 10;
@@ -323,7 +323,8 @@ TEST(TraceModels, RangeStatisticsOfADraggedRange) {
     r.name_id = 1;
     m->ranges.push_back(r);
   }
-  std::sort(m->ranges.begin(), m->ranges.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  std::sort(m->ranges.rows().begin(), m->ranges.rows().end(),
+            [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
   main.count = int64_t(m->ranges.size());
   m->lanes.push_back(main);
   prof::Lane copy;

@@ -86,9 +86,7 @@ class TimelineIndex {
     const auto& lane = model_->lanes[size_t(row.lane)];
     return lane.first + (row.identity ? i : int64_t(row.offsets[size_t(i)]));
   }
-  const prof::TraceRange& at(const TimelineRow& row, int64_t i) const {
-    return model_->ranges[size_t(range_at(row, i))];
-  }
+  prof::TraceRange at(const TimelineRow& row, int64_t i) const { return model_->ranges[size_t(range_at(row, i))]; }
   // Visible slice [lo, hi) of a row: ranges with end > t0 and start < t1.
   std::pair<int64_t, int64_t> visible(const TimelineRow& row, int64_t t0, int64_t t1) const;
   // First i in [lo, hi) with start >= t (hi when none).

@@ -9,65 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "ulysses/profiler/range_store.hpp"
 #include "ulysses/profiler/tracer.hpp"
 
 namespace ulysses::prof {
-
-// What a range's layer, heads and chunk may be (TraceRange's 16-bit fields): layer
-// 0..kMaxTraceLayers-1 (as validate() allows models), heads 0 <= begin < end <= kMaxTraceHeads,
-// chunk 0..kMaxTraceChunks-1, each or -1 (none). Readers read anything else as absent, with a
-// note.
-inline constexpr int32_t kMaxTraceLayers = 1024;
-inline constexpr int32_t kMaxTraceHeads = 32767;
-inline constexpr int32_t kMaxTraceChunks = 32767;
-
-// One timed interval. Times are ns on the trace's host clock; ranges of one lane are
-// sorted by start and nest properly (depth 0 = outermost). 56 bytes: the fields most ranges
-// leave empty (bytes, collective identity, GPU ids) are in TraceModel::extras, which a range
-// names by `extra` (read them with TraceModel::extra(r)).
-struct TraceRange {
-  int64_t start_ns = 0;
-  int64_t end_ns = 0;
-  int32_t rank = 0;
-  int32_t lane = 0;     // index into TraceModel::lanes
-  int32_t name_id = 0;  // index into TraceModel::strings (phase name or NVTX/kernel text)
-  int32_t step = -1;
-  int32_t parent = -1;  // index into TraceModel::ranges of the enclosing range on this lane
-  // Kernel: index into TraceModel::ranges of the host range that launched it (the traced range
-  // whose id it carries, or for an all-to-all issue the comm range recorded for it); -1 when
-  // unknown. HeadRange copy: the host range it copies.
-  int32_t origin = -1;
-  int32_t extra = -1;  // index into TraceModel::extras; -1: none (every field of it at its default)
-  // Readers keep these within kMaxTraceLayers, kMaxTraceHeads and kMaxTraceChunks (else -1).
-  int16_t layer = -1;
-  int16_t head_begin = -1, head_end = -1;
-  int16_t chunk = -1;
-  Phase phase = Phase::Other;
-  Direction dir = Direction::None;
-  uint8_t depth = 0;
-  bool is_kernel = false;  // GPU kernel / memcpy from CUPTI or nsys
-  int64_t duration() const { return end_ns - start_ns; }
-};
-
-// What few ranges carry, apart from TraceRange so that the others do not pay for it: a
-// communication range's bytes and collective identity, GPU attribution. Shared by a range and
-// its HeadRange copies.
-struct RangeExtra {
-  int64_t bytes_sent = 0, bytes_recv = 0;
-  // GPU attribution (Ulysses traces of GPU ranks). Kernel / memcpy: CUPTI correlation id of its
-  // launch and the external id the Tracer had pushed then; step, layer, phase, dir, heads and
-  // chunk of the range are then those of the range that launched it. Host range: the external
-  // id its push carried. 0 = none.
-  int64_t external_id = 0;
-  uint32_t correlation = 0;  // CUPTI correlation ids are 32-bit
-  // Collective identity (RangeInfo::pg / seq): the same (pg, seq) on every member rank names
-  // one collective instance. -1 = not a collective (and in traces older than format 3).
-  int32_t pg = -1;
-  int32_t seq = -1;
-  bool empty() const {
-    return bytes_sent == 0 && bytes_recv == 0 && external_id == 0 && correlation == 0 && pg == -1 && seq == -1;
-  }
-};
 
 // One CUDA runtime API call (CUPTI_ACTIVITY_KIND_RUNTIME), e.g. the cudaLaunchKernel of a
 // kernel with the same correlation id. Not drawn; used by exports (Kineto "cuda_runtime").
@@ -152,9 +97,9 @@ struct TraceModel {
   int32_t sp_size = 1, dp_size = 1, num_heads = 0, num_layers = 0;
   std::vector<std::string> strings;
   std::vector<RankInfo> ranks;
-  std::vector<Lane> lanes;         // grouped by rank
-  std::vector<TraceRange> ranges;  // grouped by lane (see Lane::first/count)
-  std::vector<RangeExtra> extras;  // TraceRange::extra
+  std::vector<Lane> lanes;  // grouped by rank
+  // Grouped by lane (see Lane::first/count), with their extra records; sealed by load_trace.
+  RangeStore ranges;
   std::vector<StepInfo> steps;
   std::vector<MemoryPoint> memory;   // sorted by (rank, t_ns)
   std::vector<RuntimeCall> runtime;  // sorted by (rank, start_ns)
@@ -168,17 +113,16 @@ struct TraceModel {
     return e;
   }
   // A range's extra fields (defaults when it has none).
-  const RangeExtra& extra(const TraceRange& r) const {
-    static const RangeExtra kNone;
-    return r.extra < 0 ? kNone : extras[static_cast<size_t>(r.extra)];
-  }
-  // Its extra fields to write; gives the range a record when it has none yet.
+  RangeExtra extra(const TraceRange& r) const { return r.extra < 0 ? RangeExtra{} : ranges.extra(r.extra); }
+  // Its extra fields to write (r: a row of ranges.rows()); gives the range a record when it has
+  // none yet.
   RangeExtra& extra_for(TraceRange& r) {
+    std::vector<RangeExtra>& x = ranges.extras();
     if (r.extra < 0) {
-      r.extra = static_cast<int32_t>(extras.size());
-      extras.emplace_back();
+      r.extra = static_cast<int32_t>(x.size());
+      x.emplace_back();
     }
-    return extras[static_cast<size_t>(r.extra)];
+    return x[static_cast<size_t>(r.extra)];
   }
   // Every rank the trace holds (RankInfo rows and lanes' ranks), ascending.
   std::set<int32_t> rank_set() const {
