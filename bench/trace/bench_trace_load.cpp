@@ -1,6 +1,7 @@
 // bench_trace_load: trace loading at scale (issue 13 item 6). For each size (default 1M and
 // 10M ranges) over 8 rank files, prints side by side for the legacy loader (files one after
-// another, one sort of the whole range vector: LoadOptions::legacy) and the parallel one:
+// another, one sort of the whole range vector: LoadOptions::legacy; its ranges left as rows)
+// and the parallel one (its ranges sealed into columns: RangeStore; and again left as rows):
 //   open     load_trace with the studio's options (head-range lanes on), wall and CPU seconds
 //   summary  load_trace as `ulysses-trace summary` does + analyze + summary_to_json
 //   summary with the cache (summary_cache.hpp; parallel loader): first = no cache file yet
@@ -165,10 +166,12 @@ Figures in_child(const std::function<void(Figures&)>& fn) {
   return f;
 }
 
-Figures measure_open(const std::string& run, bool legacy, int threads, FileCaches fc = FileCaches::Off) {
+Figures measure_open(const std::string& run, bool legacy, int threads, FileCaches fc = FileCaches::Off,
+                     bool seal = true) {
   return in_child([&](Figures& f) {
     prof::LoadOptions lo;  // the studio's (ui/trace/trace_loader.cpp)
     lo.legacy = legacy;
+    lo.seal = seal && !legacy;  // the legacy loader as it was: rows
     lo.threads = threads;
     set_file_caches(lo, fc);
     prof::LoadOptions::Stats st;
@@ -192,11 +195,13 @@ Figures measure_open(const std::string& run, bool legacy, int threads, FileCache
   });
 }
 
-Figures measure_summary(const std::string& run, bool legacy, int threads, FileCaches fc = FileCaches::Off) {
+Figures measure_summary(const std::string& run, bool legacy, int threads, FileCaches fc = FileCaches::Off,
+                        bool seal = true) {
   return in_child([&](Figures& f) {
     prof::LoadOptions lo;  // as `ulysses-trace summary` (app/trace/main.cpp)
     lo.head_lanes = false;
     lo.legacy = legacy;
+    lo.seal = seal && !legacy;
     lo.threads = threads;
     set_file_caches(lo, fc);
     prof::LoadOptions::Stats st;
@@ -463,6 +468,25 @@ int main(int argc, char** argv) {
       continue;
     }
     print_row("parallel", no, ns);
+    {
+      // The same loader with its ranges left as rows (LoadOptions::seal off): what sealing costs
+      // and saves.
+      const Figures ro = measure_open(run, false, threads, FileCaches::Off, false),
+                    rs = measure_summary(run, false, threads, FileCaches::Off, false);
+      if (!ro.ok || !rs.ok) {
+        std::printf("  rows      FAILED\n");
+      } else {
+        print_row("rows", ro, rs);
+        std::printf(
+            "  ratio     sealed / rows: heap %.1f / %.1f B/range (%.2fx less), peak RSS %.2fx the rows'; open %.2fx "
+            "the time (CPU %.2fx), summary %.2fx (CPU %.2fx); model %s, summary JSON %s\n",
+            no.heap_bytes / no.ranges, ro.heap_bytes / ro.ranges, ro.heap_bytes / no.heap_bytes,
+            static_cast<double>(no.peak_rss_kib) / static_cast<double>(ro.peak_rss_kib), no.open_s / ro.open_s,
+            no.open_cpu_s / ro.open_cpu_s, ns.summary_s / rs.summary_s, ns.summary_cpu_s / rs.summary_cpu_s,
+            ro.model_hash == no.model_hash ? "identical" : "DIFFERS",
+            rs.json_hash == ns.json_hash ? "identical" : "DIFFERS");
+      }
+    }
     if (!skip_formats) {
       // The same ranges in format 3 files, and format 4 read from rank-file caches.
       const std::string run3 = ensure_run(cache, total, world, 3);

@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cstring>
 #include <thread>
-#include <unordered_map>
 
 #include "ulysses/profiler/parallel.hpp"
 
@@ -17,51 +16,66 @@ std::atomic<uint64_t> g_unseals{0};
 
 static_assert(sizeof(RangeStore::Attr) == 24, "RangeStore::Attr is hashed and compared as its 24 bytes");
 
-uint64_t mix(uint64_t h) {
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdULL;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ULL;
-  h ^= h >> 33;
-  return h;
-}
-
-// Distinct attribute combinations, in the order first met: open addressing on their bytes.
-class AttrTable {
+// Distinct keys of three words (attribute combinations; byte pairs), ids in the order first
+// met: open addressing with the key in the slot, so a lookup touches one slot and its
+// neighbours.
+class KeyTable {
  public:
-  std::vector<RangeStore::Attr> keys;
-  uint32_t id(const RangeStore::Attr& a) {
+  struct Key {
+    uint64_t w[3];
+    bool operator==(const Key& o) const { return w[0] == o.w[0] && w[1] == o.w[1] && w[2] == o.w[2]; }
+  };
+  std::vector<Key> keys;
+  uint32_t id(const Key& k) {
     if ((keys.size() + 1) * 2 > slots_.size()) grow();
     const size_t mask = slots_.size() - 1;
-    for (size_t s = hash(a) & mask;; s = (s + 1) & mask) {
-      const uint32_t v = slots_[s];
-      if (v == 0) {
-        keys.push_back(a);
-        slots_[s] = static_cast<uint32_t>(keys.size());
-        return static_cast<uint32_t>(keys.size() - 1);
+    for (size_t s = hash(k) & mask;; s = (s + 1) & mask) {
+      Slot& sl = slots_[s];
+      if (sl.id == 0) {
+        keys.push_back(k);
+        sl.key = k;
+        sl.id = static_cast<uint32_t>(keys.size());
+        return sl.id - 1;
       }
-      if (std::memcmp(&keys[v - 1], &a, sizeof a) == 0) return v - 1;
+      if (sl.key == k) return sl.id - 1;
     }
   }
 
  private:
-  static size_t hash(const RangeStore::Attr& a) {
-    uint64_t w[3];
-    std::memcpy(w, &a, sizeof w);
-    return static_cast<size_t>(mix(w[0] ^ mix(w[1] ^ mix(w[2]))));
+  struct Slot {
+    Key key;
+    uint32_t id = 0;  // id + 1; 0: empty
+  };
+  static size_t hash(const Key& k) {
+    uint64_t h = (k.w[0] ^ (k.w[1] * 0x9E3779B97F4A7C15ULL)) * 0xC2B2AE3D27D4EB4FULL;
+    h ^= k.w[2] * 0x165667B19E3779F9ULL;
+    return static_cast<size_t>(h ^ (h >> 31));
   }
   void grow() {
-    std::vector<uint32_t> old(std::max<size_t>(1024, slots_.size() * 2), 0);
-    old.swap(slots_);
+    std::vector<Slot> slots(std::max<size_t>(1024, slots_.size() * 2));
+    slots_.swap(slots);
     const size_t mask = slots_.size() - 1;
     for (size_t k = 0; k < keys.size(); ++k) {
       size_t s = hash(keys[k]) & mask;
-      while (slots_[s] != 0) s = (s + 1) & mask;
-      slots_[s] = static_cast<uint32_t>(k + 1);
+      while (slots_[s].id != 0) s = (s + 1) & mask;
+      slots_[s].key = keys[k];
+      slots_[s].id = static_cast<uint32_t>(k + 1);
     }
   }
-  std::vector<uint32_t> slots_;
+  std::vector<Slot> slots_;
 };
+
+KeyTable::Key key_of(const RangeStore::Attr& a) {
+  KeyTable::Key k;
+  std::memcpy(k.w, &a, sizeof a);
+  return k;
+}
+
+RangeStore::Attr attr_of(const KeyTable::Key& k) {
+  RangeStore::Attr a;
+  std::memcpy(&a, k.w, sizeof a);
+  return a;
+}
 
 RangeStore::Attr attr_of(const TraceRange& r) {
   RangeStore::Attr a;
@@ -175,7 +189,7 @@ void RangeStore::seal(int threads) {
   origin_.bits.assign(n_words, 0);
   extra_.bits.assign(n_words, 0);
   struct Part {
-    AttrTable table;
+    KeyTable table;
     std::vector<int64_t> wide;
     std::vector<std::pair<uint32_t, int64_t>> long_dur;
     std::vector<std::pair<uint32_t, int32_t>> far_parent, big_step;
@@ -212,7 +226,7 @@ void RangeStore::seal(int threads) {
         dur_[i] = kLongDur;
         q.long_dur.emplace_back(idx, static_cast<int64_t>(d));
       }
-      attr_[i] = q.table.id(attr_of(r));
+      attr_[i] = q.table.id(key_of(attr_of(r)));
       if (r.parent == -1) {
         parent_up_[i] = 0;
       } else if (r.parent >= 0 && static_cast<size_t>(r.parent) < i && i - static_cast<size_t>(r.parent) < kFarParent) {
@@ -240,7 +254,7 @@ void RangeStore::seal(int threads) {
   free_vector(rows_);
 
   // One attribute table: part 0's ids stand; the other parts' are mapped onto it.
-  AttrTable global;
+  KeyTable global;
   std::vector<std::vector<uint32_t>> remap(parts);
   for (size_t p = 0; p < parts; ++p) {
     remap[p].resize(part[p].table.keys.size());
@@ -252,8 +266,8 @@ void RangeStore::seal(int threads) {
     if (!identity)
       for (size_t i = part_range[p].first; i < part_range[p].second; ++i) attr_[i] = remap[p][attr_[i]];
   });
-  attrs_ = std::move(global.keys);
-  attrs_.shrink_to_fit();
+  attrs_.resize(global.keys.size());
+  for (size_t k = 0; k < attrs_.size(); ++k) attrs_[k] = attr_of(global.keys[k]);
 
   wide_starts_.clear();
   long_dur_.clear(), far_parent_.clear(), big_step_.clear();
@@ -272,24 +286,15 @@ void RangeStore::seal(int threads) {
 
   // Extra records: their bytes as an index into the distinct (sent, received) pairs, GPU ids
   // only where set.
-  struct PairHash {
-    size_t operator()(const std::pair<int64_t, int64_t>& p) const {
-      return static_cast<size_t>(mix(static_cast<uint64_t>(p.first) ^ mix(static_cast<uint64_t>(p.second))));
-    }
-  };
-  std::unordered_map<std::pair<int64_t, int64_t>, uint32_t, PairHash> pair_id;
-  byte_pairs_.clear();
+  KeyTable pairs;
   cx_.assign(extras_.size(), CompactExtra{});
   cx_gpu_.bits.assign((extras_.size() + 63) / 64, 0);
   cx_gpu_.values.clear();
   for (size_t e = 0; e < extras_.size(); ++e) {
     const RangeExtra& x = extras_[e];
-    auto [it, fresh] = pair_id.emplace(std::make_pair(x.bytes_sent, x.bytes_recv), 0u);
-    if (fresh) {
-      it->second = static_cast<uint32_t>(byte_pairs_.size());
-      byte_pairs_.push_back(it->first);
-    }
-    cx_[e] = CompactExtra{it->second, x.pg, x.seq};
+    const uint32_t bytes =
+        pairs.id(KeyTable::Key{{static_cast<uint64_t>(x.bytes_sent), static_cast<uint64_t>(x.bytes_recv), 0}});
+    cx_[e] = CompactExtra{bytes, x.pg, x.seq};
     if (x.external_id != 0 || x.correlation != 0) {
       cx_gpu_.bits[e >> 6] |= uint64_t{1} << (e & 63);
       cx_gpu_.values.push_back(GpuIds{x.external_id, x.correlation});
@@ -301,7 +306,9 @@ void RangeStore::seal(int threads) {
     cx_gpu_.before[w] = run;
     run += static_cast<uint32_t>(__builtin_popcountll(cx_gpu_.bits[w]));
   }
-  byte_pairs_.shrink_to_fit();
+  byte_pairs_.resize(pairs.keys.size());
+  for (size_t k = 0; k < byte_pairs_.size(); ++k)
+    byte_pairs_[k] = {static_cast<int64_t>(pairs.keys[k].w[0]), static_cast<int64_t>(pairs.keys[k].w[1])};
   cx_gpu_.values.shrink_to_fit();
   free_vector(extras_);
   long_dur_.shrink_to_fit(), far_parent_.shrink_to_fit(), big_step_.shrink_to_fit(), wide_starts_.shrink_to_fit();

@@ -1,6 +1,7 @@
 // In-memory trace of a whole run (all ranks), as the analysis core and the studio read it.
 // Loaded from a run directory (RUN/trace/rank*.sqlite) or from one Nsight Systems SQLite
-// export. Plain structs, no torch, no Qt. Fields may be added; none are removed.
+// export. Plain structs (the ranges in a RangeStore, which gives them back as TraceRange
+// values), no torch, no Qt. Fields may be added; none are removed.
 #pragma once
 
 #include <algorithm>
