@@ -165,8 +165,24 @@ size_t RangeStore::heap_bytes() const {
 
 void RangeStore::seal(int threads) {
   if (sealed_) return;
+  if (rows_.size() >= size_t{0xFFFFFFFFu} || extras_.size() >= size_t{0x7FFFFFFF}) return;  // indices are 32-bit
+  try {
+    build_columns(threads);
+  } catch (...) {  // out of memory while sealing: the rows as they were, no half-built columns
+    RangeStore keep;
+    keep.rows_ = std::move(rows_);
+    keep.extras_ = std::move(extras_);
+    *this = std::move(keep);
+    throw;
+  }
+  // Only now that every column is built: the rows go.
+  free_vector(rows_);
+  free_vector(extras_);
+  sealed_ = true;
+}
+
+void RangeStore::build_columns(int threads) {
   const size_t n = rows_.size();
-  if (n >= size_t{0xFFFFFFFFu} || extras_.size() >= size_t{0x7FFFFFFF}) return;  // indices are 32-bit
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // Parts of whole blocks (and so whole bit words), one per thread.
   static_assert(kBlock % 64 == 0, "a block holds whole bit words");
@@ -251,7 +267,6 @@ void RangeStore::seal(int threads) {
       }
     }
   });
-  free_vector(rows_);
 
   // One attribute table: part 0's ids stand; the other parts' are mapped onto it.
   KeyTable global;
@@ -310,10 +325,8 @@ void RangeStore::seal(int threads) {
   for (size_t k = 0; k < byte_pairs_.size(); ++k)
     byte_pairs_[k] = {static_cast<int64_t>(pairs.keys[k].w[0]), static_cast<int64_t>(pairs.keys[k].w[1])};
   cx_gpu_.values.shrink_to_fit();
-  free_vector(extras_);
   long_dur_.shrink_to_fit(), far_parent_.shrink_to_fit(), big_step_.shrink_to_fit(), wide_starts_.shrink_to_fit();
   n_ = n;
-  sealed_ = true;
 }
 
 void RangeStore::unseal() {

@@ -196,7 +196,8 @@ class RangeStore {
   void clear() { rows().clear(), extras().clear(); }
 
   // Rows to columns, on up to `threads` threads (0: one per core). Ranges and extras read the
-  // same after it; the rows' memory is freed.
+  // same after it; the rows' memory is freed. If it throws (std::bad_alloc), the store is the
+  // rows it was.
   void seal(int threads = 0);
   bool sealed() const { return sealed_; }
   // Heap bytes the store holds (either form).
@@ -213,6 +214,7 @@ class RangeStore {
   static constexpr uint16_t kFarParent = 0xFFFFu, kBigStep = 0xFFFFu;
 
   TraceRange decode(size_t i) const;
+  void build_columns(int threads);  // seal() but for freeing the rows and saying so
   void unseal();
   template <class T>
   static T side(const std::vector<std::pair<uint32_t, T>>& v, size_t i);
