@@ -65,7 +65,7 @@ void encode(Out& o, const detail::Builder& b) {
 
 // What the SQLite reader guarantees of a Builder and the rest of the loader relies on: names
 // and sources inside their tables, a range's rank that of its source and its extra record in
-// TraceModel::extras, no negative duration,
+// TraceModel::ranges.extras(), no negative duration,
 // thread and stream sources only. decode refuses a payload without it; cacheable does not
 // write one (so a cache is never written only to be refused on every read).
 bool reader_invariants_hold(const detail::Builder& b) {

@@ -40,7 +40,7 @@ inline void expect_same_model(const ulysses::prof::TraceModel& a, const ulysses:
   int bad = 0;
   for (size_t i = 0; i < a.ranges.size() && bad < 5; ++i) {
     const auto &x = a.ranges[i], &y = b.ranges[i];
-    // Extra records compare by value (where a loader put them in TraceModel::extras may differ).
+    // Extra records compare by value (where a loader put them in TraceModel::ranges.extras() may differ).
     const auto &xe = a.extra(x), &ye = b.extra(y);
     const bool same = std::tie(x.start_ns, x.end_ns, x.rank, x.lane, x.name_id, x.step, x.layer, x.head_begin,
                                x.head_end, x.chunk, xe.bytes_sent, xe.bytes_recv, x.phase, x.dir, x.depth, x.is_kernel,

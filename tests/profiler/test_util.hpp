@@ -42,7 +42,7 @@ using ulysses::testdata::spin_ns;
 using ulysses::testdata::Synth;
 
 // A hand-made range with the fields of its extra record inline; make_model files them in
-// TraceModel::extras (a record only when one differs from its default, as the readers do).
+// TraceModel::ranges.extras() (a record only when one differs from its default, as the readers do).
 struct SpecRange : prof::TraceRange {
   int64_t bytes_sent = 0, bytes_recv = 0, external_id = 0;
   uint32_t correlation = 0;

@@ -31,7 +31,7 @@
 namespace ulysses::prof {
 
 // 2: ranges by source and start; 3: the run id and world size; 4: a range's extra fields
-// (TraceModel::extras) only when it has them.
+// (TraceModel::ranges.extras()) only when it has them.
 constexpr uint32_t kRankFileCacheFormat = 4;
 
 // The cache file of a rank file: dirname(F)/.F.ulysses-read-cache.
