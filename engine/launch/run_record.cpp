@@ -2,6 +2,8 @@
 #include "run_record.hpp"
 
 #include <cerrno>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -53,6 +55,46 @@ std::optional<T> get_opt(const json& j, const char* key) {
   if (it == j.end() || it->is_null()) return std::nullopt;
   return it->get<T>();
 }
+// An integer field as T: an integer in T's range, or a number written as a whole float (3.0).
+// Anything else is refused, naming the key: json's own conversion of 1e234 or 2^40 to an int is
+// undefined or wraps.
+template <class T>
+T integer(const json& v, const char* key) {
+  using L = std::numeric_limits<T>;
+  const auto bad = [&] {
+    return std::invalid_argument(std::string(key) + " must be an integer from " + std::to_string(L::min()) + " to " +
+                                 std::to_string(L::max()) + ", not " + v.dump());
+  };
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > static_cast<uint64_t>(L::max())) throw bad();
+    return static_cast<T>(v.get<uint64_t>());
+  }
+  if (v.is_number_integer()) {
+    const int64_t x = v.get<int64_t>();
+    if (x < static_cast<int64_t>(L::min()) || x > static_cast<int64_t>(L::max())) throw bad();
+    return static_cast<T>(x);
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    // [min, max + 1): both ends are powers of two, exact as doubles.
+    if (!std::isfinite(d) || d != std::floor(d) || d < static_cast<double>(L::min()) ||
+        d >= -static_cast<double>(L::min()))
+      throw bad();
+    return static_cast<T>(d);
+  }
+  throw bad();
+}
+template <class T>
+T integer_or(const json& j, const char* key, T def) {
+  auto it = j.find(key);
+  return it == j.end() ? def : integer<T>(*it, key);
+}
+template <class T>
+std::optional<T> integer_opt(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  return integer<T>(*it, key);
+}
 }  // namespace
 
 json RunRecord::to_json() const {
@@ -78,13 +120,13 @@ RunRecord RunRecord::from_json(const json& j) {
   r.started_at = j.value("started_at", std::string());
   r.ended_at = get_opt<std::string>(j, "ended_at").value_or("");
   r.duration_s = j.value("duration_s", 0.0);
-  r.world_size = j.value("world_size", int64_t{0});
-  r.exit_code = get_opt<int>(j, "exit_code");
+  r.world_size = integer_or(j, "world_size", int64_t{0});
+  r.exit_code = integer_opt<int>(j, "exit_code");
   r.final_loss = get_opt<double>(j, "final_loss");
-  r.steps_done = j.value("steps_done", int64_t{0});
-  r.failed_rank = get_opt<int>(j, "failed_rank");
+  r.steps_done = integer_or(j, "steps_done", int64_t{0});
+  r.failed_rank = integer_opt<int>(j, "failed_rank");
   r.message = j.value("message", std::string());
-  r.pid = j.value("pid", int64_t{0});
+  r.pid = integer_or(j, "pid", int64_t{0});
   return r;
 }
 

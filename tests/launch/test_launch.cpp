@@ -325,6 +325,37 @@ TEST(RunRecord, RoundTripsAndWritesAtomically) {
   EXPECT_THROW(read_run_record((tmp.path() / "missing.json").string()), LaunchError);
 }
 
+// Integer fields that are no integer of their type are refused, naming the field: "pid": 1e234
+// (found by fuzz_run_record under UBSan) made json's conversion to int64 undefined, and
+// "failed_rank": 4294967297 wrapped to rank 1. A whole number written as a float still reads.
+TEST(RunRecord, IntegerFieldsOutOfRangeAreRefusedNamingTheField) {
+  TempDir tmp;
+  const fs::path p = tmp.path() / "run.json";
+  auto read_with = [&](const std::string& key, const std::string& value) {
+    std::ofstream(p) << R"({"status": "running", ")" << key << "\": " << value << "}";
+    return read_run_record(p.string());
+  };
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"pid", "1e234"},
+                                                        {"pid", "-1e300"},
+                                                        {"steps_done", "2.5"},
+                                                        {"world_size", "18446744073709551615"},
+                                                        {"failed_rank", "4294967297"},
+                                                        {"exit_code", "3e9"},
+                                                        {"pid", "\"12\""}}) {
+    SCOPED_TRACE(key + " = " + value);
+    try {
+      read_with(key, value);
+      ADD_FAILURE() << "accepted";
+    } catch (const LaunchError& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(read_with("steps_done", "3.0").steps_done, 3);
+  EXPECT_EQ(read_with("failed_rank", "-1").failed_rank.value_or(7), -1);
+  EXPECT_EQ(read_with("pid", "9223372036854775807").pid, INT64_MAX);
+}
+
 TEST(RunRecord, TimestampsHaveTheExpectedShape) {
   const std::string iso = iso8601_utc(std::chrono::system_clock::time_point{} + std::chrono::milliseconds(86400123));
   EXPECT_EQ(iso, "1970-01-02T00:00:00.123Z");
