@@ -103,8 +103,8 @@ void free_vector(std::vector<T>& v) {
   std::vector<T>().swap(v);
 }
 
-// One part's share of a SparseColumn while sealing: bits go straight into the column (the part
-// owns whole words), values here until every part's count is known.
+// A SparseColumn whose bits are set: its counts before each word and its values, given per part
+// (part p owns words part_words[p] and its values are part_values[p], in index order).
 template <class T>
 void finish_sparse(SparseColumn<T>& c, std::vector<std::vector<T>>& part_values,
                    const std::vector<std::pair<size_t, size_t>>& part_words) {
@@ -303,8 +303,9 @@ void RangeStore::build_columns(int threads) {
   // only where set.
   KeyTable pairs;
   cx_.assign(extras_.size(), CompactExtra{});
-  cx_gpu_.bits.assign((extras_.size() + 63) / 64, 0);
-  cx_gpu_.values.clear();
+  const size_t gpu_words = (extras_.size() + 63) / 64;
+  cx_gpu_.bits.assign(gpu_words, 0);
+  std::vector<std::vector<GpuIds>> gpu(1);
   for (size_t e = 0; e < extras_.size(); ++e) {
     const RangeExtra& x = extras_[e];
     const uint32_t bytes =
@@ -312,19 +313,13 @@ void RangeStore::build_columns(int threads) {
     cx_[e] = CompactExtra{bytes, x.pg, x.seq};
     if (x.external_id != 0 || x.correlation != 0) {
       cx_gpu_.bits[e >> 6] |= uint64_t{1} << (e & 63);
-      cx_gpu_.values.push_back(GpuIds{x.external_id, x.correlation});
+      gpu[0].push_back(GpuIds{x.external_id, x.correlation});
     }
   }
-  cx_gpu_.before.assign(cx_gpu_.bits.size(), 0);
-  uint32_t run = 0;
-  for (size_t w = 0; w < cx_gpu_.bits.size(); ++w) {
-    cx_gpu_.before[w] = run;
-    run += static_cast<uint32_t>(__builtin_popcountll(cx_gpu_.bits[w]));
-  }
+  finish_sparse(cx_gpu_, gpu, {{0, gpu_words}});
   byte_pairs_.resize(pairs.keys.size());
   for (size_t k = 0; k < byte_pairs_.size(); ++k)
     byte_pairs_[k] = {static_cast<int64_t>(pairs.keys[k].w[0]), static_cast<int64_t>(pairs.keys[k].w[1])};
-  cx_gpu_.values.shrink_to_fit();
   long_dur_.shrink_to_fit(), far_parent_.shrink_to_fit(), big_step_.shrink_to_fit(), wide_starts_.shrink_to_fit();
   n_ = n;
 }
