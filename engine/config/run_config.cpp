@@ -39,6 +39,27 @@ std::string type_name(const json& v) { return v.type_name(); }
 std::string show(const json& v) { return json_for_message(v); }
 std::string show_double(double v) { return json_for_message(json(v)); }
 
+}  // namespace
+
+int64_t json_int64(const json& v, const std::string& path) {
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      throw ConfigError(path + " = " + show(v) + " is out of range (at most " + std::to_string(INT64_MAX) + ")");
+    return static_cast<int64_t>(v.get<uint64_t>());
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float()) {
+    // Range first: casting a double beyond int64 to int64 is undefined behaviour.
+    const double x = v.get<double>();
+    if (!(std::fabs(x) < 9.2e18)) throw ConfigError(path + " = " + show(v) + " is out of range for a 64-bit integer");
+    if (x != std::trunc(x)) throw ConfigError(path + " must be an integer, got " + show(v));
+    return static_cast<int64_t>(x);
+  }
+  throw ConfigError(path + " must be an integer, got " + show(v) + " (" + type_name(v) + ")");
+}
+
+namespace {
+
 // True when s is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
 bool valid_utf8(const std::string& s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
@@ -77,27 +98,8 @@ bool valid_utf8(const std::string& s) {
 
 template <class S>
 Field<S> f(const char* name, int64_t S::*m) {
-  return {
-      name,
-      [m](S& s, const json& v, const std::string& path) {
-        if (v.is_number_unsigned()) {
-          if (v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-            throw ConfigError(path + " = " + show(v) + " is out of range (at most " + std::to_string(INT64_MAX) + ")");
-          s.*m = static_cast<int64_t>(v.get<uint64_t>());
-        } else if (v.is_number_integer()) {
-          s.*m = v.get<int64_t>();
-        } else if (v.is_number_float()) {
-          // Range first: casting a double beyond int64 to int64 is undefined behaviour.
-          const double x = v.get<double>();
-          if (!(std::fabs(x) < 9.2e18))
-            throw ConfigError(path + " = " + show(v) + " is out of range for a 64-bit integer");
-          if (x != std::trunc(x)) throw ConfigError(path + " must be an integer, got " + show(v));
-          s.*m = static_cast<int64_t>(x);
-        } else {
-          throw ConfigError(path + " must be an integer, got " + show(v) + " (" + type_name(v) + ")");
-        }
-      },
-      [m](const S& s) { return json(s.*m); }};
+  return {name, [m](S& s, const json& v, const std::string& path) { s.*m = json_int64(v, path); },
+          [m](const S& s) { return json(s.*m); }};
 }
 template <class S>
 Field<S> f(const char* name, double S::*m) {

@@ -171,6 +171,11 @@ inline constexpr int64_t kMaxJsonFileBytes = 16 << 20;
 // directories are refused before anything opens them (a FIFO blocks, /dev/zero never ends).
 std::string regular_file_problem(const std::string& path, int64_t max_bytes = -1);
 
+// A JSON integer as int64 (a float only when whole and within range: converting one beyond
+// int64 is undefined); ConfigError naming `path` otherwise. The one reader of integer fields:
+// the config's and run.json's.
+int64_t json_int64(const json& v, const std::string& path);
+
 // Reads a JSON file (a regular file of at most kMaxJsonFileBytes); ConfigError with the
 // path and parse position on failure, including numbers beyond a double (1e999).
 json load_json_file(const std::string& path);

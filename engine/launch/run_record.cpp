@@ -2,7 +2,6 @@
 #include "run_record.hpp"
 
 #include <cerrno>
-#include <cmath>
 #include <limits>
 #include <cstdio>
 #include <cstring>
@@ -55,34 +54,15 @@ std::optional<T> get_opt(const json& j, const char* key) {
   if (it == j.end() || it->is_null()) return std::nullopt;
   return it->get<T>();
 }
-// An integer field as T: an integer in T's range, or a number written as a whole float (3.0).
-// Anything else is refused, naming the key: json's own conversion of 1e234 or 2^40 to an int is
-// undefined or wraps.
+// An integer field as T (int64, int): json_int64's rules, then T's range.
 template <class T>
 T integer(const json& v, const char* key) {
-  using L = std::numeric_limits<T>;
-  const auto bad = [&] {
-    return std::invalid_argument(std::string(key) + " must be an integer from " + std::to_string(L::min()) + " to " +
-                                 std::to_string(L::max()) + ", not " + v.dump());
-  };
-  if (v.is_number_unsigned()) {
-    if (v.get<uint64_t>() > static_cast<uint64_t>(L::max())) throw bad();
-    return static_cast<T>(v.get<uint64_t>());
-  }
-  if (v.is_number_integer()) {
-    const int64_t x = v.get<int64_t>();
-    if (x < static_cast<int64_t>(L::min()) || x > static_cast<int64_t>(L::max())) throw bad();
-    return static_cast<T>(x);
-  }
-  if (v.is_number_float()) {
-    const double d = v.get<double>();
-    // [min, max + 1): both ends are powers of two, exact as doubles.
-    if (!std::isfinite(d) || d != std::floor(d) || d < static_cast<double>(L::min()) ||
-        d >= -static_cast<double>(L::min()))
-      throw bad();
-    return static_cast<T>(d);
-  }
-  throw bad();
+  const int64_t x = json_int64(v, key);
+  if (x < int64_t{std::numeric_limits<T>::min()} || x > int64_t{std::numeric_limits<T>::max()})
+    throw std::invalid_argument(std::string(key) + " = " + v.dump() + " is out of range (" +
+                                std::to_string(std::numeric_limits<T>::min()) + " to " +
+                                std::to_string(std::numeric_limits<T>::max()) + ")");
+  return static_cast<T>(x);
 }
 template <class T>
 T integer_or(const json& j, const char* key, T def) {
