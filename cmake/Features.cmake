@@ -7,8 +7,24 @@ endmacro()
 
 # --- libtorch -----------------------------------------------------------------
 set(ULYSSES_HAVE_TORCH OFF)
+set(ULYSSES_CUDA_ROOT "/usr/local/cuda" CACHE PATH "CUDA toolkit root (NVTX3, CUPTI, NCCL)")
 if(ULYSSES_BUILD_ENGINE)
+  # A CUDA libtorch's config enables CUDA and, unless told to use the toolkit's header-only
+  # NVTX3, looks for libnvToolsExt, which CUDA >= 12.9 no longer ships (some 2.x releases then
+  # fail). The toolkit's nvtx3 headers serve every version.
+  if(NOT DEFINED USE_SYSTEM_NVTX AND NOT ULYSSES_CUDA STREQUAL "off" AND EXISTS
+                                                                     "${ULYSSES_CUDA_ROOT}/include/nvtx3/nvToolsExt.h")
+    set(USE_SYSTEM_NVTX ON CACHE BOOL "libtorch's CUDA config: the toolkit's header-only NVTX3")
+  endif()
   find_package(Torch QUIET)
+  if(Torch_FOUND AND "${TORCH_CXX_FLAGS}" MATCHES "_GLIBCXX_USE_CXX11_ABI=0")
+    # Wheels before 2.7 are built with the pre-C++11 std::string; Debian's GoogleTest, Qt and
+    # every library here use the C++11 one, and the two do not link together.
+    message(FATAL_ERROR "libtorch at ${TORCH_INSTALL_PREFIX} (Torch ${Torch_VERSION}) uses the pre-C++11 ABI "
+                        "(_GLIBCXX_USE_CXX11_ABI=0), which Debian's libraries cannot link with. Use a libtorch built "
+                        "with the C++11 ABI: PyTorch 2.7 or later (pip), the cxx11-abi libtorch archive, or Debian's "
+                        "libtorch-dev.")
+  endif()
   if(Torch_FOUND)
     set(ULYSSES_HAVE_TORCH ON)
     ulysses_feature("engine (libtorch)" ON "Torch ${Torch_VERSION}")
@@ -32,11 +48,17 @@ endif()
 # --- CUDA parts -------------------------------------------------------------------
 set(ULYSSES_HAVE_NVTX OFF)
 set(ULYSSES_HAVE_CUPTI OFF)
-set(ULYSSES_CUDA_ROOT "/usr/local/cuda" CACHE PATH "CUDA toolkit root (NVTX3, CUPTI, NCCL)")
 if(NOT ULYSSES_CUDA STREQUAL "off")
   find_path(ULYSSES_NVTX3_INCLUDE nvtx3/nvToolsExt.h HINTS ${ULYSSES_CUDA_ROOT}/include)
-  find_path(ULYSSES_CUPTI_INCLUDE cupti.h HINTS ${ULYSSES_CUDA_ROOT}/include ${ULYSSES_CUDA_ROOT}/extras/CUPTI/include)
-  find_library(ULYSSES_CUPTI_LIB cupti HINTS ${ULYSSES_CUDA_ROOT}/lib64 ${ULYSSES_CUDA_ROOT}/extras/CUPTI/lib64)
+  # CUPTI as the toolkit ships it (lib64/libcupti.so) and as pip's nvidia-cuda-cupti-cu12 /
+  # nvidia-cuda-cupti (cu13) wheels do: only the soname (libcupti.so.12 / .so.13), no libcupti.so
+  # link, under site-packages/nvidia/cuda_cupti or nvidia/cu13 (give that folder as ULYSSES_CUPTI_ROOT).
+  set(ULYSSES_CUPTI_ROOT "" CACHE PATH "Folder holding CUPTI's include/ and lib/ when not in the toolkit (pip wheels)")
+  find_path(ULYSSES_CUPTI_INCLUDE cupti.h HINTS ${ULYSSES_CUPTI_ROOT}/include ${ULYSSES_CUDA_ROOT}/include
+            ${ULYSSES_CUDA_ROOT}/extras/CUPTI/include)
+  find_library(ULYSSES_CUPTI_LIB NAMES cupti libcupti.so.13 libcupti.so.12 NAMES_PER_DIR
+               HINTS ${ULYSSES_CUPTI_ROOT}/lib ${ULYSSES_CUPTI_ROOT}/lib64 ${ULYSSES_CUDA_ROOT}/lib64
+                     ${ULYSSES_CUDA_ROOT}/lib ${ULYSSES_CUDA_ROOT}/extras/CUPTI/lib64)
   if(ULYSSES_NVTX3_INCLUDE)
     set(ULYSSES_HAVE_NVTX ON)
   endif()

@@ -6,7 +6,7 @@
 #   fuzz/run_fuzz.sh 3600 build-fuzz config trace_loader   # only these targets
 # A finding stops the run with exit 1 and leaves the input in BUILD/artifacts/ (replay it:
 # BUILD/fuzz_TARGET BUILD/artifacts/crash-...). Exit 77 (CTest: skipped) without clang or
-# the fuzzer runtime (Debian: clang-14 libclang-rt-14-dev).
+# the fuzzer runtime (Debian: clang libclang-rt-dev).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SECONDS_PER_TARGET="${1:-20}"
@@ -17,11 +17,11 @@ TARGETS=("$@")
 ((${#TARGETS[@]})) || read -r -a TARGETS <<<"$(sed -n 's/^set(ULYSSES_FUZZ_TARGET_NAMES \(.*\))$/\1/p' "$HERE/targets.cmake")"
 ((${#TARGETS[@]})) || { echo "run_fuzz.sh: no target names in $HERE/targets.cmake" >&2; exit 1; }
 if [ "${ULYSSES_FUZZ_PREBUILT:-0}" != 1 ]; then
-  CXX="${ULYSSES_FUZZ_CXX:-$(command -v clang++-14 || command -v clang++ || true)}"
-  if [ -z "$CXX" ]; then echo "run_fuzz.sh: no clang++ (install clang-14 libclang-rt-14-dev); skipped" >&2; exit 77; fi
+  CXX="${ULYSSES_FUZZ_CXX:-$(command -v clang++ || command -v clang++-14 || true)}"
+  if [ -z "$CXX" ]; then echo "run_fuzz.sh: no clang++ (install clang libclang-rt-dev); skipped" >&2; exit 77; fi
   if ! echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' |
        "$CXX" -x c++ -fsanitize=fuzzer - -o /dev/null 2>/dev/null; then
-    echo "run_fuzz.sh: $CXX has no libFuzzer runtime (install libclang-rt-14-dev); skipped" >&2; exit 77
+    echo "run_fuzz.sh: $CXX has no libFuzzer runtime (install libclang-rt-dev); skipped" >&2; exit 77
   fi
   launcher=()
   command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)

@@ -1,11 +1,26 @@
 #!/usr/bin/env bash
-# Checks that the project's C++ sources match .clang-format (clang-format 14, Debian's
-# clang-format-14): CTest Format.SourcesMatchClangFormat. Exit 1 lists the files to fix
-# (fix them with: tools/check_format.sh --fix), 77 (skipped) without clang-format-14.
+# Checks that the project's C++ sources match .clang-format: CTest Format.SourcesMatchClangFormat.
+# Exit 1 lists the files to fix (fix them with: tools/check_format.sh --fix).
+# The tree is formatted with clang-format 14 (Debian 12's default, which ./ulysses setup
+# installs there). Other major versions lay out some constructs differently under the same
+# .clang-format, so the check runs only with 14 and says so elsewhere (exit 77, CTest: skipped);
+# CI's Debian 12 lane always runs it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-CF="$(command -v clang-format-14 || true)"
-if [ -z "$CF" ]; then echo "check_format.sh: no clang-format-14 (./ulysses setup installs it); skipped" >&2; exit 77; fi
+WANT=14
+CF=""
+for c in "clang-format-$WANT" clang-format; do
+  p="$(command -v "$c" || true)"
+  [ -n "$p" ] || continue
+  v="$("$p" --version 2>/dev/null | sed -n 's/.*clang-format version \([0-9]*\)\..*/\1/p')"
+  if [ "$v" = "$WANT" ]; then CF="$p"; break; fi
+  found="${found:-$p (version ${v:-unknown})}"
+done
+if [ -z "$CF" ]; then
+  echo "check_format.sh: skipped: the tree is formatted with clang-format $WANT, and this machine has" \
+       "${found:-no clang-format} (versions disagree on some layouts; Debian 12 has $WANT)" >&2
+  exit 77
+fi
 mapfile -t files < <(cd "$ROOT" && find app engine profiler ui tests bench fuzz tools testdata \
   \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \) -not -path 'tests/data/*' -print | sort)
 cd "$ROOT"

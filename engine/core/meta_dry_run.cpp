@@ -13,6 +13,7 @@
 #include <c10/core/Allocator.h>
 
 #include "comm.hpp"
+#include "torch_compat.hpp"
 #include "cost_model.hpp"
 #include "local_attention.hpp"
 #include "model.hpp"
@@ -27,8 +28,8 @@ std::atomic<int64_t> g_live{0}, g_peak{0};
 // deleter context so freeing a tensor's storage subtracts exactly what it added.
 void counted_free(void* ctx) { g_live.fetch_sub(static_cast<int64_t>(reinterpret_cast<uintptr_t>(ctx))); }
 
-struct CountingMetaAllocator final : public c10::Allocator {
-  c10::DataPtr allocate(size_t nbytes) const override {
+struct CountingMetaAllocator final : public compat::AllocatorBase {
+  c10::DataPtr allocate_bytes(size_t nbytes) override {
     const int64_t now = g_live.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
     int64_t p = g_peak.load();
     while (now > p && !g_peak.compare_exchange_weak(p, now)) {

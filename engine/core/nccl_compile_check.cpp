@@ -1,6 +1,6 @@
 // Compile-only check of the NCCL/CUDA path against a CPU libtorch's headers plus the CUDA
 // toolkit's (CI has no CUDA libtorch to link with): keeps torch_compat.hpp's CUDA branches
-// (NCCL group, error handling, shutdown/abort, set_device, memory stats) compiling; CMake
+// (NCCL group, error handling, shutdown/abort, set_device, memory stats, HostCopy) compiling; CMake
 // also compiles comm.cpp with the same definitions. Built as an object library, never linked.
 #include "torch_compat.hpp"
 
@@ -12,6 +12,10 @@ c10::intrusive_ptr<Backend> nccl_compile_check(c10::intrusive_ptr<c10d::Store> s
   int64_t a = 0, r = 0, p = 0;
   cuda_memory(torch::Device(torch::kCUDA, 0), &a, &r, &p);
   synchronize(torch::Device(torch::kCUDA, 0));
+  HostCopy h;  // activation offload's CUDA branch: pinned copy, side streams, events
+  h.offload(at::Tensor());
+  h.prefetch();
+  (void)h.restore();
   if (!shutdown_backend(pg)) abort_backend(pg);
   return pg;
 }

@@ -22,7 +22,10 @@
 #endif
 
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
 
 namespace ulysses::compat {
 
@@ -64,6 +67,82 @@ struct MemReportArgs<void (C::*)(void*, int64_t, T, T, c10::Device)> {
 }  // namespace detail
 using MemReportTotal = detail::MemReportArgs<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::Total;
 
+// c10::Allocator's interface changed in libtorch 2.x: allocate() lost its const and a pure
+// virtual copy_data() appeared. Both are detected from the base class itself (no version
+// numbers to get wrong), so an allocator written as
+//   struct A final : compat::AllocatorBase { c10::DataPtr allocate_bytes(size_t n) override; };
+// overrides the right allocate() on every version. copy_data is a plain memcpy, as
+// c10::Allocator::default_copy_data does.
+namespace detail {
+template <typename F>
+struct AllocateIsConst;
+template <typename C>
+struct AllocateIsConst<c10::DataPtr (C::*)(size_t) const> : std::true_type {};
+template <typename C>
+struct AllocateIsConst<c10::DataPtr (C::*)(size_t)> : std::false_type {};
+template <typename A, typename = void>
+struct HasCopyData : std::false_type {};
+template <typename A>
+struct HasCopyData<A, std::void_t<decltype(&A::copy_data)>> : std::true_type {};
+
+// Base is a template parameter so that each override is checked only in the version that is
+// instantiated.
+template <typename Base, bool ConstAllocate, bool CopyData>
+struct AllocatorShim;
+template <typename Base>
+struct AllocatorShim<Base, true, false> : Base {  // 1.13 .. 2.2
+  virtual c10::DataPtr allocate_bytes(size_t n) = 0;
+  c10::DataPtr allocate(size_t n) const override { return const_cast<AllocatorShim*>(this)->allocate_bytes(n); }
+};
+template <typename Base>
+struct AllocatorShim<Base, false, true> : Base {  // 2.3 and later
+  virtual c10::DataPtr allocate_bytes(size_t n) = 0;
+  c10::DataPtr allocate(size_t n) override { return allocate_bytes(n); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    if (count > 0) std::memcpy(dest, src, count);
+  }
+};
+template <typename Base>
+struct AllocatorShim<Base, false, false> : Base {
+  virtual c10::DataPtr allocate_bytes(size_t n) = 0;
+  c10::DataPtr allocate(size_t n) override { return allocate_bytes(n); }
+};
+template <typename Base>
+struct AllocatorShim<Base, true, true> : Base {
+  virtual c10::DataPtr allocate_bytes(size_t n) = 0;
+  c10::DataPtr allocate(size_t n) const override { return const_cast<AllocatorShim*>(this)->allocate_bytes(n); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    if (count > 0) std::memcpy(dest, src, count);
+  }
+};
+}  // namespace detail
+using AllocatorBase =
+    detail::AllocatorShim<c10::Allocator, detail::AllocateIsConst<decltype(&c10::Allocator::allocate)>::value,
+                          detail::HasCopyData<c10::Allocator>::value>;
+
+// libtorch 2.x's TCPStore asks for libuv by default (TCPStoreOptions::useLibUV), and a build
+// without it (Debian's 2.6) throws "use_libuv was requested but PyTorch was build without
+// libuv support" before it opens any socket. Whether the build has libuv is not in its
+// headers, so the store is made as the build prefers and, on that one refusal, again with
+// libtorch's own TCP server.
+namespace detail {
+template <typename O, typename = void>
+struct HasUseLibUV : std::false_type {};
+template <typename O>
+struct HasUseLibUV<O, std::void_t<decltype(std::declval<O&>().useLibUV)>> : std::true_type {};
+template <typename O>
+bool asks_for_libuv(const O& o) {
+  if constexpr (HasUseLibUV<O>::value)
+    return o.useLibUV;
+  else
+    return false;
+}
+template <typename O>
+void no_libuv(O& o) {
+  if constexpr (HasUseLibUV<O>::value) o.useLibUV = false;
+}
+}  // namespace detail
+
 inline c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, uint16_t port, bool is_server, int world,
                                                  std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions o;
@@ -76,7 +155,13 @@ inline c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, uint16
   // error, and the group's connection then waited the full timeout again.
   o.waitWorkers = false;
   o.timeout = timeout;
-  return c10::make_intrusive<c10d::TCPStore>(host, o);
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(host, o);
+  } catch (const std::exception& e) {
+    if (!detail::asks_for_libuv(o) || std::string(e.what()).find("libuv") == std::string::npos) throw;
+    detail::no_libuv(o);
+    return c10::make_intrusive<c10d::TCPStore>(host, o);
+  }
 }
 
 inline c10::intrusive_ptr<c10d::Store> prefix_store(const std::string& prefix, c10::intrusive_ptr<c10d::Store> s) {
@@ -165,7 +250,9 @@ inline bool cuda_memory(const torch::Device& d, int64_t* allocated, int64_t* res
 #if defined(ULYSSES_WITH_NCCL)
   if (!d.is_cuda()) return false;
   const auto st = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index());
-  const auto all = static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
+  // Index 0 is the aggregate of every pool in every version (StatType is no longer exported
+  // by current headers).
+  constexpr size_t all = 0;
   *allocated = st.allocated_bytes[all].current;
   *reserved = st.reserved_bytes[all].current;
   *peak = st.allocated_bytes[all].peak;

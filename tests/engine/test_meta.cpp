@@ -15,6 +15,7 @@
 #include "flash_shapes.hpp"
 #include "meta_dry_run.hpp"
 #include "model.hpp"
+#include "torch_compat.hpp"
 #include "trainer.hpp"
 
 using namespace ulysses;
@@ -210,7 +211,7 @@ namespace {
 
 // Live/peak bytes of CPU tensor storages: wraps libtorch's CPU allocator (tensor memory
 // only; kernels' private scratch from malloc is not seen, as on the meta side).
-struct CountingCpuAllocator final : public c10::Allocator {
+struct CountingCpuAllocator final : public ulysses::compat::AllocatorBase {
   c10::Allocator* base = nullptr;
   static std::atomic<int64_t> live, peak;
   struct Ctx {
@@ -222,7 +223,7 @@ struct CountingCpuAllocator final : public c10::Allocator {
     live.fetch_sub(c->n);
     delete c;
   }
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate_bytes(size_t n) override {
     auto* c = new Ctx{base->allocate(n), static_cast<int64_t>(n)};
     const int64_t now = live.fetch_add(c->n) + c->n;
     int64_t p = peak.load();
