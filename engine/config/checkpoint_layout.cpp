@@ -72,6 +72,7 @@ std::string step_dir_name(int64_t step) {
 }
 std::string tmp_dir_name(int64_t step) { return ".tmp-" + step_dir_name(step); }
 std::string rng_file_name(int64_t rank) { return "rng-rank" + std::to_string(rank) + ".bin"; }
+std::string zero_optimizer_file_name(int64_t rank) { return "optimizer-rank" + std::to_string(rank) + ".safetensors"; }
 
 bool parse_step_dir_name(const std::string& name, int64_t* step) {
   const std::string p = kStepPrefix;
@@ -318,16 +319,41 @@ std::vector<ConfigIssue> resume_issues(const RunConfig& cfg) {
     if (key.empty()) {
       const std::string why = checkpoint_mismatch(checkpoint_tensors(c.dir), cfg.model, c.dir);
       if (!why.empty()) out.push_back({"train.resume_from", why});
-      const std::string opt = (fs::path(c.dir) / kOptimizerFile).string();
       std::error_code ec;
-      const SafetensorsHeader oh = read_safetensors_header_file(opt);  // throws naming a missing file
+      if (cfg.train.zero_stage > 0) {
+        // Each rank's AdamW shard (train.zero_stage matches the checkpoint's: checked above).
+        const int64_t W = cfg.parallel.world_size(), numel = cfg.model.num_parameters();
+        const int64_t S = (numel + W - 1) / W;
+        for (int64_t r = 0; r < W && r < kMaxWorld; ++r) {
+          const std::string f = (fs::path(c.dir) / zero_optimizer_file_name(r)).string();
+          const SafetensorsHeader h = read_safetensors_header_file(f);  // throws naming a missing file
+          std::map<std::string, const SafetensorsEntry*> by;
+          for (const auto& e : h.tensors) by[e.name] = &e;
+          std::string why;
+          for (const char* k : {"exp_avg", "exp_avg_sq"})
+            if (!by.count(k) || by[k]->dtype != "F32" || by[k]->shape != std::vector<int64_t>{S})
+              why = std::string(k) + " is not " + std::to_string(S) + " F32 values (the shard of " +
+                    std::to_string(numel) + " parameters over " + std::to_string(W) + " ranks)";
+          if (!by.count("step") || by["step"]->dtype != "I64" || by["step"]->shape != std::vector<int64_t>{1})
+            why = "step is not one I64";
+          if (!why.empty()) {
+            out.push_back({"train.resume_from", f + ": " + why + " (a damaged checkpoint)"});
+            break;
+          }
+        }
+      }
+      const std::string opt = (fs::path(c.dir) / kOptimizerFile).string();
+      const SafetensorsHeader oh = cfg.train.zero_stage > 0
+                                       ? SafetensorsHeader{}
+                                       : read_safetensors_header_file(opt);  // throws naming a missing file
       const auto odd = std::find_if(oh.tensors.begin(), oh.tensors.end(), [](const SafetensorsEntry& e) {
         return !safetensors_float_dtype(e.dtype) && e.dtype != "I64";
       });
       if (odd != oh.tensors.end())
         out.push_back({"train.resume_from", opt + ": tensor " + odd->name + " has dtype " + odd->dtype +
                                                 ", which the optimizer state never holds (F32, BF16, F16, I64)"});
-      else if (const std::string why = optimizer_mismatch(oh, cfg.model, opt); !why.empty())
+      else if (const std::string why = cfg.train.zero_stage > 0 ? "" : optimizer_mismatch(oh, cfg.model, opt);
+               !why.empty())
         out.push_back({"train.resume_from", why});
       // Every rank's RNG state: present, and all of one size (one generator's state), so a lost
       // or cut file is named here instead of by one worker after launch. Whether the bytes are a

@@ -28,6 +28,9 @@ inline constexpr int64_t kFormatVersion = 1;
 std::string step_dir_name(int64_t step);  // "step-00000012"
 std::string tmp_dir_name(int64_t step);   // ".tmp-step-00000012"
 std::string rng_file_name(int64_t rank);  // "rng-rank0.bin"
+// train.zero_stage >= 1: rank r's shard of the AdamW state, "optimizer-rank0.safetensors":
+// exp_avg and exp_avg_sq (S) F32 and step (1) I64, S = ceil(parameters / world size).
+std::string zero_optimizer_file_name(int64_t rank);
 // True for "step-<digits>" (the step parsed into *step).
 bool parse_step_dir_name(const std::string& name, int64_t* step);
 

@@ -84,6 +84,10 @@ std::vector<ConfigField> build() {
   t.push_back(
       hidden(N("model", "rope_attention_factor", "RoPE attention factor", hf("yarn; 0 = Hugging Face's default"))));
   t.push_back(hidden(B("model", "rope_truncate", "RoPE truncate", hf("yarn: floor/ceil the correction range"))));
+  t.push_back(hidden(C("model", "rope_precision", "RoPE precision",
+                       "RoPE angles: hf = fp32 as Transformers (bit-compatible), fp64 = computed in fp64 then cast "
+                       "(docs/NUMERICS.md; no form field: set in a config file or with --set)",
+                       {"hf", "fp64"})));
   const std::vector<ConfigField> rest = {
       I("parallel", "sp_size", "Sequence parallel (sp)", "Ulysses ranks that split one sequence", 1, kMaxWorld),
       I("parallel", "dp_size", "Data parallel (dp)", "replicas; world size = sp x dp", 1, kMaxWorld),
@@ -122,6 +126,11 @@ std::vector<ConfigField> build() {
       C("train", "attention", "Attention kernel", "auto: block-causal on CPU, SDPA (flash) on GPU",
         {"auto", "sdpa", "blocked"}),
       I("train", "attention_block", "Attention block", "tokens per block of the block-causal attention", 1, kMaxTokens),
+      I("train", "zero_stage", "ZeRO stage",
+        "shard over all ranks: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters (DeepSpeed's stages)", 0, 3),
+      B("train", "offload_optimizer", "Offload optimizer",
+        "fp32 masters and AdamW state of each shard in CPU memory, stepped there (needs zero_stage >= 1)"),
+      B("train", "offload_params", "Offload parameters", "stage-3 parameter shards in CPU memory between uses"),
       P("train", "init_from", "Initialize from", "Hugging Face checkpoint directory (empty = random init)"),
       P("train", "save_to", "Save to", "Hugging Face checkpoint directory written at the end (empty = none)"),
       I("train", "save_shard_bytes", "Shard size (bytes)",

@@ -168,6 +168,7 @@ const std::vector<Field<ModelConfig>>& model_fields() {
       f("rope_beta_slow", &ModelConfig::rope_beta_slow),
       f("rope_attention_factor", &ModelConfig::rope_attention_factor),
       f("rope_truncate", &ModelConfig::rope_truncate),
+      f("rope_precision", &ModelConfig::rope_precision),
   };
   return t;
 }
@@ -210,6 +211,9 @@ const std::vector<Field<TrainConfig>>& train_fields() {
       f("mlp_chunk_tokens", &TrainConfig::mlp_chunk_tokens),
       f("attention", &TrainConfig::attention),
       f("attention_block", &TrainConfig::attention_block),
+      f("zero_stage", &TrainConfig::zero_stage),
+      f("offload_optimizer", &TrainConfig::offload_optimizer),
+      f("offload_params", &TrainConfig::offload_params),
   };
   return t;
 }
@@ -749,7 +753,7 @@ json model_to_hf_config(const ModelConfig& m, const std::string& torch_dtype) {
   json j = write_section(m, model_fields());
   for (const char* k : {"model_type", "head_dim", "attention_bias", "rope_type", "rope_factor", "rope_low_freq_factor",
                         "rope_high_freq_factor", "rope_original_max_position_embeddings", "rope_beta_fast",
-                        "rope_beta_slow", "rope_attention_factor", "rope_truncate"})
+                        "rope_beta_slow", "rope_attention_factor", "rope_truncate", "rope_precision"})
     j.erase(k);
   const char* arch = arch_of(m.model_type);
   j["architectures"] = json::array({arch ? arch : "LlamaForCausalLM"});
@@ -855,6 +859,7 @@ static void validate_model_family(const ModelConfig& m,
     bad("model.attention_bias",
         "model.attention_bias must be false for " + m.model_type +
             (m.model_type == "qwen2" ? " (it always has q/k/v biases and no o bias)" : " (it has no biases)"));
+  one_of("model.rope_precision", m.rope_precision);
   const std::string& t = m.rope_type;
   if (!one_of("model.rope_type", t)) return;
   auto finite = [](double x) { return std::isfinite(x); };
@@ -1048,6 +1053,14 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
     bad("train.offload_activations",
         "train.offload_activations needs train.activation_checkpointing=layer (only the kept layer inputs are "
         "offloaded)");
+  ranged("train.zero_stage", t.zero_stage);
+  if (t.offload_optimizer && t.zero_stage < 1)
+    bad("train.offload_optimizer",
+        "train.offload_optimizer needs train.zero_stage >= 1 (the offloaded AdamW state is each rank's shard)");
+  if (t.offload_params && t.zero_stage < 3)
+    bad("train.offload_params",
+        "train.offload_params needs train.zero_stage 3 (only stage 3 shards the parameters; got " + num(t.zero_stage) +
+            ")");
   ranged("train.loss_chunk_tokens", t.loss_chunk_tokens);
   ranged("train.mlp_chunk_tokens", t.mlp_chunk_tokens);
   one_of("train.attention", t.attention);

@@ -52,6 +52,9 @@ struct ModelConfig {
   double rope_beta_slow = 1.0;                        // yarn
   double rope_attention_factor = 0.0;                 // yarn; 0 = absent (HF default 0.1 ln(factor) + 1)
   bool rope_truncate = true;                          // yarn: floor/ceil the correction range
+  // RoPE angle precision (issue 41, docs/NUMERICS.md): hf = fp32 position x inverse frequency,
+  // bit-compatible with Transformers; fp64 = inverse frequencies and angles in fp64, then cos/sin cast.
+  std::string rope_precision = "hf";
 
   int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_attention_heads; }
   bool qkv_bias() const { return model_type == "qwen2" || attention_bias; }
@@ -112,6 +115,11 @@ struct TrainConfig {
   int64_t mlp_chunk_tokens = 0;      // TiledMLP over chunks of this many tokens; 0 = off
   std::string attention = "auto";    // auto | sdpa | blocked (block-causal online softmax; auto = blocked on CPU)
   int64_t attention_block = 256;     // key/query block of the blocked attention, tokens
+  // ZeRO over all sp_size x dp_size ranks (DeepSpeed's stages, docs/ZERO.md): 0 = everything
+  // replicated; 1 = AdamW state (and fp32 masters) sharded; 2 = + gradients; 3 = + parameters.
+  int64_t zero_stage = 0;
+  bool offload_optimizer = false;  // sharded fp32 masters + AdamW state in (pinned) CPU memory, stepped there
+  bool offload_params = false;     // stage 3: parameter shards in CPU memory between uses
 };
 
 struct DataConfig {

@@ -260,6 +260,73 @@ void Comm::all_reduce_sum(at::Tensor& t, prof::Tracer* tracer, const prof::Range
   world_->allreduce(v)->wait();
 }
 
+namespace {
+void check_shard_pair(const at::Tensor& shard, const at::Tensor& full, int world, const char* op) {
+  if (shard.dim() != 1 || full.dim() != 1 || !shard.is_contiguous() || !full.is_contiguous() ||
+      full.numel() != shard.numel() * world || shard.scalar_type() != full.scalar_type())
+    throw std::invalid_argument(
+        std::string("Comm::") + op + ": needs contiguous 1-D tensors of one dtype, full = " + std::to_string(world) +
+        " x shard elements (got " + std::to_string(full.numel()) + " and " + std::to_string(shard.numel()) + ")");
+}
+}  // namespace
+
+void Comm::reduce_scatter_sum(at::Tensor& shard, at::Tensor& full, prof::Tracer* tracer, const prof::RangeInfo* info) {
+  check_device(shard, "reduce_scatter_sum");
+  check_device(full, "reduce_scatter_sum");
+  check_shard_pair(shard, full, env_.world_size, "reduce_scatter_sum");
+  prof::RangeInfo ri = info ? *info : prof::RangeInfo{};
+  if (world_) {
+    fault_delay();
+    ri.pg = kWorldPg;
+    ri.seq = world_seq_++;
+  }
+  prof::ScopedRange range(info ? tracer : nullptr, ri);
+  if (shape_only_) return;  // shapes only: nothing moves
+  if (!world_) {
+    if (!shard.is_same(full)) shard.copy_(full);
+    return;
+  }
+  if (backend_ == "nccl") {
+    world_->_reduce_scatter_base(shard, full)->wait();
+    return;
+  }
+  // Gloo: all-to-all of the W slices, then the sum of what arrived, in rank order.
+  const int64_t W = env_.world_size, S = shard.numel();
+  at::Tensor recv = at::empty_like(full);  // (W*S): slice q = rank q's slice for this rank
+  std::vector<int64_t> splits;
+  world_->alltoall_base(recv, full, splits, splits)->wait();
+  at::sum_out(shard, recv.view({W, S}), {0});
+}
+
+void Comm::all_gather(at::Tensor& full, at::Tensor& shard, prof::Tracer* tracer, const prof::RangeInfo* info) {
+  check_device(shard, "all_gather");
+  check_device(full, "all_gather");
+  check_shard_pair(shard, full, env_.world_size, "all_gather");
+  prof::RangeInfo ri = info ? *info : prof::RangeInfo{};
+  if (world_) {
+    fault_delay();
+    ri.pg = kWorldPg;
+    ri.seq = world_seq_++;
+  }
+  prof::ScopedRange range(info ? tracer : nullptr, ri);
+  const int64_t S = shard.numel();
+  if (shape_only_) return;
+  if (!world_) {
+    if (!shard.is_same(full)) full.copy_(shard);
+    return;
+  }
+  // The input may be this rank's slice of `full` itself: send a copy.
+  at::Tensor in = shard.data_ptr() == full.narrow(0, env_.rank * S, S).data_ptr() ? shard.clone() : shard;
+  if (backend_ == "nccl") {
+    world_->_allgather_base(full, in)->wait();
+    return;
+  }
+  std::vector<std::vector<at::Tensor>> outs(1);
+  for (int q = 0; q < env_.world_size; ++q) outs[0].push_back(full.narrow(0, q * S, S));
+  std::vector<at::Tensor> ins{in};
+  world_->allgather(outs, ins)->wait();
+}
+
 void Comm::all_reduce_max(at::Tensor& t) {
   check_device(t, "all_reduce_max");
   if (!world_) return;

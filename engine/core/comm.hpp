@@ -111,6 +111,20 @@ class Comm {
   void all_reduce_max(at::Tensor& t);
   void barrier();
 
+  // ZeRO collectives over all ranks (SP x DP), traced like all_reduce_sum (with `info` and
+  // the world group's (pg, seq)). `full` is a contiguous 1-D tensor of world_size() x S
+  // elements, `shard` a contiguous 1-D tensor of S; rank r's shard is full[r*S, (r+1)*S).
+  //   reduce_scatter_sum: shard = the sum over ranks of their full[r*S, (r+1)*S).
+  //   all_gather:         full[q*S, (q+1)*S) = rank q's shard, for every q.
+  // NCCL runs its own reduce-scatter and all-gather. Gloo (libtorch 1.13 and 2.x) has no
+  // reduce-scatter: it is an equal-split all-to-all of `full` (rank r receives every rank's
+  // r-th slice) and a local sum in rank order: (W-1) x S elements sent and received per rank,
+  // the bytes of a ring reduce-scatter. Gloo's all-gather is its allgather (list outputs).
+  void reduce_scatter_sum(at::Tensor& shard, at::Tensor& full, prof::Tracer* tracer = nullptr,
+                          const prof::RangeInfo* info = nullptr);
+  void all_gather(at::Tensor& full, at::Tensor& shard, prof::Tracer* tracer = nullptr,
+                  const prof::RangeInfo* info = nullptr);
+
  private:
   DistEnv env_;
   int sp_size_ = 1, dp_size_ = 1;

@@ -80,16 +80,30 @@ std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg,
     err = std::make_exception_ptr(std::runtime_error(std::string(e.what()) + at_step));
   }
 
+  // ZeRO: every rank its shard of the AdamW state (the fp32 masters are the saved weights:
+  // after the all-gather every rank's parameters hold every shard's updated masters exactly).
+  if (trainer.zero_stage() > 0 && !err) {
+    try {
+      auto& z = trainer.zero_optimizer();
+      write_safetensors((tmp / ckpt::zero_optimizer_file_name(comm.rank())).string(),
+                        {{"exp_avg", z.exp_avg.to(torch::kCPU)},
+                         {"exp_avg_sq", z.exp_avg_sq.to(torch::kCPU)},
+                         {"step", torch::tensor({z.steps}, torch::kInt64)}});  // (S), (S), (1,)
+    } catch (const std::exception& e) {
+      err = std::make_exception_ptr(std::runtime_error(std::string(e.what()) + at_step));
+    }
+  }
+
   // Rank 0: the replicated state.
   if (comm.rank() == 0 && !err) {
     try {
       torch::NoGradGuard ng;
       auto& model = trainer.model();
       save_checkpoint(model, tmp.string(), torch::kFloat32);  // fp32 masters, bit-exact; a Hugging Face model
-      auto& opt = trainer.optimizer();
-      auto& state = opt.state();
       std::vector<std::pair<std::string, at::Tensor>> ts;
-      for (auto& [name, p] : model.named_parameters()) {
+      for (auto& [name, p] :
+           trainer.zero_stage() > 0 ? std::vector<std::pair<std::string, at::Tensor>>{} : model.named_parameters()) {
+        auto& state = trainer.optimizer().state();
         auto it = state.find(compat::optimizer_state_key(state, p));
         if (it == state.end())
           throw std::runtime_error("no AdamW state for " + name + " after " + std::to_string(steps_done) + " step(s)");
@@ -98,7 +112,7 @@ std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg,
         ts.emplace_back(kExpAvgSq + name, s.exp_avg_sq());  // same shape as the parameter, fp32
         ts.emplace_back(kStep + name, torch::tensor({static_cast<int64_t>(s.step())}, torch::kInt64));  // (1,)
       }
-      write_safetensors((tmp / ckpt::kOptimizerFile).string(), ts);
+      if (trainer.zero_stage() == 0) write_safetensors((tmp / ckpt::kOptimizerFile).string(), ts);
       const json st = {
           {"format", ckpt::kFormat},
           {"version", ckpt::kFormatVersion},
@@ -110,6 +124,7 @@ std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg,
           {"world_size", comm.world_size()},
           {"sp_size", comm.sp_size()},
           {"dp_size", comm.dp_size()},
+          {"zero_stage", trainer.zero_stage()},
           {"rng", "rng-rank{r}.bin: torch's default CPU generator state of rank r"}};
       write_text((tmp / ckpt::kStateFile).string(), st.dump(2) + "\n");
       write_text((tmp / ckpt::kRunConfigFile).string(), cfg.to_json().dump(2) + "\n");
@@ -179,12 +194,33 @@ ResumePoint restore_train_state(Trainer& trainer, Comm& comm, const RunConfig& c
   ResumePoint rp{c.dir, st["next_step"].get<int64_t>()};
 
   load_checkpoint(trainer.model(), c.dir);  // fp32 weights, copied into the parameters in place
+  if (trainer.zero_stage() > 0) {
+    // This rank's AdamW shard. A checkpoint of another world size has other shards: refused
+    // above (state.json's world_size; resume_issues refuses other sp_size / dp_size first).
+    const std::string zp = (dir / ckpt::zero_optimizer_file_name(comm.rank())).string();
+    auto zt = read_safetensors(zp);
+    auto& z = trainer.zero_optimizer();
+    torch::NoGradGuard ng;
+    for (auto* t : {&z.exp_avg, &z.exp_avg_sq}) {
+      const std::string key = t == &z.exp_avg ? "exp_avg" : "exp_avg_sq";
+      auto it = zt.find(key);
+      if (it == zt.end() || it->second.numel() != t->numel() || it->second.scalar_type() != torch::kFloat32)
+        throw ConfigError(zp + ": " + key + " is not " + std::to_string(t->numel()) +
+                          " F32 values (this rank's shard)");
+      t->copy_(it->second);
+    }
+    auto st_it = zt.find("step");
+    if (st_it == zt.end() || st_it->second.numel() != 1 || st_it->second.scalar_type() != torch::kInt64)
+      throw ConfigError(zp + ": step is not one int64");
+    z.steps = st_it->second.item<int64_t>();
+    trainer.zero_sync_masters_from_params();
+  }
   const std::string opt_path = (dir / ckpt::kOptimizerFile).string();
-  auto tensors = read_safetensors(opt_path);
-  auto& opt = trainer.optimizer();
-  auto& state = opt.state();
+  auto tensors = trainer.zero_stage() > 0 ? std::map<std::string, at::Tensor>{} : read_safetensors(opt_path);
   torch::NoGradGuard ng;
-  for (auto& [name, p] : trainer.model().named_parameters()) {
+  for (auto& [name, p] : trainer.zero_stage() > 0 ? std::vector<std::pair<std::string, at::Tensor>>{}
+                                                  : trainer.model().named_parameters()) {
+    auto& state = trainer.optimizer().state();
     auto get = [&, &name = name, &p = p](const std::string& key, bool like_param) {
       auto it = tensors.find(key + name);
       if (it == tensors.end()) throw ConfigError(opt_path + " lacks " + key + name);

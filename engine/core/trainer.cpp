@@ -53,6 +53,12 @@ Trainer::Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer)
   model_->set_attention_kernel(attention_kernel_for(cfg.train.attention, cfg.train.attention_block, device_.is_cuda()));
   model_->set_memory_options(MemoryOptions::from(cfg.train));
   for (auto& p : model_->parameters()) grad_numel_ += p.numel();
+  zero_stage_ = cfg.train.zero_stage;
+  tail_ = grad_numel_;
+  if (zero_stage_ > 0) {
+    setup_zero();
+    return;
+  }
   flat_ = torch::zeros({grad_numel_ + 2}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
   bind_grads();
   std::vector<at::Tensor> decay, no_decay;
@@ -70,6 +76,109 @@ Trainer::Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer)
 }
 
 Trainer::~Trainer() = default;
+
+torch::optim::AdamW& Trainer::optimizer() {
+  if (!opt_)
+    throw std::logic_error("Trainer::optimizer: train.zero_stage " + std::to_string(zero_stage_) +
+                           " steps a ShardedAdamW (zero_optimizer())");
+  return *opt_;
+}
+
+ShardedAdamW& Trainer::zero_optimizer() {
+  if (!zopt_) throw std::logic_error("Trainer::zero_optimizer: train.zero_stage is 0");
+  return *zopt_;
+}
+
+at::Tensor Trainer::zero_master() {
+  return master_.defined() ? master_ : pflat_.narrow(0, layout_.begin(), layout_.shard);
+}
+
+void Trainer::zero_sync_masters_from_params() {
+  torch::NoGradGuard ng;
+  if (master_.defined()) master_.copy_(pflat_.narrow(0, layout_.begin(), layout_.shard));
+}
+
+void Trainer::setup_zero() {
+  const auto& t = cfg_.train;
+  if (zero_stage_ >= 3)
+    throw ConfigError(
+        "train.zero_stage 3 (sharded parameters, gathered per layer) is planned by --plan but not yet trained by "
+        "this engine; use train.zero_stage 1 or 2 (docs/ZERO.md)");
+  layout_ = ZeroLayout(grad_numel_, comm_.world_size(), comm_.rank());
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
+  // The parameters move into one flat buffer (padding zero) and become views of it, so the
+  // all-gather after each step writes every rank's updated shard straight into them.
+  pflat_ = torch::zeros({layout_.padded()}, f32);  // (W*S)
+  {
+    torch::NoGradGuard ng;
+    int64_t off = 0;
+    for (auto& [name, p] : model_->named_parameters()) {
+      auto v = pflat_.narrow(0, off, p.numel());
+      v.copy_(p.reshape({-1}));
+      p = v.view(p.sizes()).detach().set_requires_grad(true);
+      off += p.numel();
+    }
+  }
+  tail_ = layout_.padded();
+  flat_ = torch::zeros({tail_ + 2}, f32);  // [gradients, padding, loss sum, token count]
+  bind_grads();
+  std::vector<std::pair<int64_t, bool>> sizes;
+  for (auto& [name, p] : model_->named_parameters()) sizes.emplace_back(p.numel(), p.dim() >= 2);
+  ZeroAdamWOptions o;
+  o.beta1 = t.adam_beta1;
+  o.beta2 = t.adam_beta2;
+  o.eps = t.adam_epsilon;
+  o.weight_decay = t.weight_decay;
+  // offload_optimizer: masters and AdamW state in CPU memory (pinned when the device is a GPU).
+  const bool off = t.offload_optimizer;
+  const torch::Device state_dev = off ? torch::Device(torch::kCPU) : device_;
+  zopt_ = std::make_unique<ShardedAdamW>(layout_, sizes, o, state_dev, off && device_.is_cuda());
+  if (off) {
+    auto h = torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(device_.is_cuda());
+    master_ = torch::empty({layout_.shard}, h);  // (S)
+    zero_sync_masters_from_params();
+  }
+  if (zero_stage_ >= 2) gshard_ = torch::zeros({layout_.shard}, f32);  // (S)
+}
+
+double Trainer::zero_optimizer_step(int64_t s, double* lr) {
+  torch::NoGradGuard ng;
+  const int64_t S = layout_.shard, b = layout_.begin();
+  // This rank's mean gradients: reduce-scattered (stage 2) or its slice of the all-reduced buffer.
+  at::Tensor g = zero_stage_ >= 2 ? gshard_ : flat_.narrow(0, b, S);  // (S)
+  double norm = 0;
+  if (zero_stage_ >= 2) {
+    // Global norm from the shards: each rank's fp64 sum of squares, all-reduced.
+    auto sq = g.to(torch::kFloat64).square().sum().reshape({1});  // (1,) fp64
+    comm_.all_reduce_sum(sq);
+    norm = std::sqrt(sq.item<double>());
+  } else {
+    norm = flat_.narrow(0, 0, grad_numel_).norm().item<double>();  // every rank holds all gradients
+  }
+  const double clip = cfg_.train.grad_clip;
+  if (clip > 0 && norm > clip) g.mul_(clip / (norm + 1e-6));
+  *lr = learning_rate(cfg_.train, s);
+  at::Tensor own = pflat_.narrow(0, b, S);  // (S) this rank's slice of the parameters
+  if (master_.defined()) {
+    zopt_->step(master_, g, *lr);  // on the CPU: the gradients go down, the weights come up
+    own.copy_(master_);
+  } else {
+    zopt_->step(own, g, *lr);
+  }
+  prof::RangeInfo r;
+  r.phase = Phase::Optimizer;
+  r.dir = Direction::None;
+  r.bytes_sent = S * 4 * (layout_.world - 1);
+  r.bytes_recv = r.bytes_sent;
+  comm_.all_gather(pflat_, own, tracer_, &r);  // every rank's updated shard into the parameters
+  if (zero_stage_ >= 2) {
+    // Stage 2 keeps only its gradient shard between steps: the full buffer is made again at
+    // the next backward (it exists from backward to the reduce-scatter).
+    for (auto& p : model_->parameters()) p.mutable_grad() = at::Tensor();
+    flat_ = at::Tensor();
+  }
+  return norm;
+}
 
 void Trainer::bind_grads() {
   // Parameters are fp32 (the masters in bf16 mode), so their gradients are fp32 views.
@@ -105,6 +214,8 @@ void Trainer::record_backward_marks() {
 double Trainer::loss_and_grads(int64_t s) {
   const auto& t = cfg_.train;
   const int64_t N = t.seq_length, P = comm_.sp_size(), n = N / P, B = t.micro_batch_size;
+  if (!flat_.defined())  // ZeRO stage 2 released it after the last step
+    flat_ = torch::zeros({tail_ + 2}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
   bind_grads();   // (again: a test or a checkpoint load may have replaced a .grad)
   flat_.zero_();  // autograd adds every parameter's gradient into its slice in place
 
@@ -136,9 +247,26 @@ double Trainer::loss_and_grads(int64_t s) {
   }
 
   // one all-reduce of the flat buffer: [every gradient, loss sum, valid-token count]
-  flat_.narrow(0, grad_numel_, 1).copy_(loss_acc.reshape({1}));
-  flat_.narrow(0, grad_numel_ + 1, 1).copy_(count_acc.reshape({1}));
+  flat_.narrow(0, tail_, 1).copy_(loss_acc.reshape({1}));
+  flat_.narrow(0, tail_ + 1, 1).copy_(count_acc.reshape({1}));
   at::Tensor& buf = flat_;
+  if (zero_stage_ >= 2) {
+    // Stage 2: each rank receives only its shard of the summed gradients, plus the loss sum
+    // and token count (a 2-element all-reduce).
+    prof::RangeInfo r;
+    r.phase = Phase::GradAllReduce;
+    r.dir = Direction::Backward;
+    r.bytes_sent = r.bytes_recv = layout_.shard * 4 * (layout_.world - 1);  // ring reduce-scatter volume
+    auto grads = flat_.narrow(0, 0, tail_);
+    comm_.reduce_scatter_sum(gshard_, grads, tracer_, &r);
+    auto tail2 = flat_.narrow(0, tail_, 2);
+    comm_.all_reduce_sum(tail2);
+    const auto tl = tail2.to(torch::kCPU);
+    const double cnt = tl[1].item<double>();
+    torch::NoGradGuard ng;
+    gshard_.div_(std::max(1.0, cnt));
+    return tl[0].item<double>() / std::max(1.0, cnt);
+  }
   {
     prof::RangeInfo r;
     r.phase = Phase::GradAllReduce;
@@ -148,7 +276,7 @@ double Trainer::loss_and_grads(int64_t s) {
     r.bytes_sent = r.bytes_recv = bytes;     // ring all-reduce volume
     comm_.all_reduce_sum(buf, tracer_, &r);  // traced by Comm with the collective's (pg, seq)
   }
-  const auto tail = buf.narrow(0, grad_numel_, 2).to(torch::kCPU);
+  const auto tail = buf.narrow(0, tail_, 2).to(torch::kCPU);
   const double count = tail[1].item<double>();
   const double loss = tail[0].item<double>() / std::max(1.0, count);
   torch::NoGradGuard ng;
@@ -165,17 +293,21 @@ StepMetrics Trainer::step(int64_t s) {
     m.loss = loss_and_grads(s);
     ULYSSES_RANGE(tracer_, Phase::Optimizer, Direction::None);
     torch::NoGradGuard ng;
-    // fp32 norm of the flat gradient buffer, one reduction and one host sync
-    m.grad_norm =
-        flat_.narrow(0, 0, grad_numel_).norm().item<double>();  // identical on every rank after the all-reduce
-    const double clip = cfg_.train.grad_clip;
-    if (clip > 0 && m.grad_norm > clip) {
-      const double scale = clip / (m.grad_norm + 1e-6);
-      flat_.narrow(0, 0, grad_numel_).mul_(scale);
+    if (zero_stage_ > 0) {
+      m.grad_norm = zero_optimizer_step(s, &m.lr);
+    } else {
+      // fp32 norm of the flat gradient buffer, one reduction and one host sync
+      m.grad_norm =
+          flat_.narrow(0, 0, grad_numel_).norm().item<double>();  // identical on every rank after the all-reduce
+      const double clip = cfg_.train.grad_clip;
+      if (clip > 0 && m.grad_norm > clip) {
+        const double scale = clip / (m.grad_norm + 1e-6);
+        flat_.narrow(0, 0, grad_numel_).mul_(scale);
+      }
+      m.lr = learning_rate(cfg_.train, s);
+      for (auto& g : opt_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(m.lr);
+      opt_->step();
     }
-    m.lr = learning_rate(cfg_.train, s);
-    for (auto& g : opt_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(m.lr);
-    opt_->step();
   }
   compat::synchronize(device_);
   const auto mem = memory_now(device_);

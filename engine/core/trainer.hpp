@@ -11,6 +11,7 @@
 #include "comm.hpp"
 #include "data.hpp"
 #include "model.hpp"
+#include "zero_optimizer.hpp"
 
 namespace ulysses {
 
@@ -39,8 +40,20 @@ class Trainer {
   LlamaModel& model() { return *model_; }
   // train.init_from's tensors the model has no parameter for (not loaded; empty without init_from).
   const std::vector<std::string>& unused_init_tensors() const { return unused_init_; }
-  torch::optim::AdamW& optimizer() { return *opt_; }  // for train_state (save / resume)
+  // AdamW over the whole parameters (train.zero_stage 0; throws otherwise), for train_state.
+  torch::optim::AdamW& optimizer();
   torch::Device device() const { return device_; }
+
+  // ZeRO (train.zero_stage >= 1, docs/ZERO.md): every parameter is a view into one flat fp32
+  // buffer, padded to world x S; this rank's AdamW steps its shard [rank*S, (rank+1)*S).
+  int64_t zero_stage() const { return zero_stage_; }
+  ShardedAdamW& zero_optimizer();  // throws at zero_stage 0
+  const ZeroLayout& zero_layout() const { return layout_; }
+  // This rank's fp32 master shard (S): a view of the flat parameters, or with
+  // offload_optimizer its CPU copy (the one AdamW steps).
+  at::Tensor zero_master();
+  // After the parameters changed outside a step (a resume): the offloaded masters take them.
+  void zero_sync_masters_from_params();
 
  private:
   RunConfig cfg_;
@@ -56,6 +69,16 @@ class Trainer {
   // that is all-reduced (no concatenate / split copies per step).
   at::Tensor flat_;
   int64_t grad_numel_ = 0;
+  int64_t tail_ = 0;  // offset of [loss sum, token count] in flat_: grad_numel_, or the padded size (ZeRO)
+  // ZeRO state (zero_stage_ >= 1).
+  int64_t zero_stage_ = 0;
+  ZeroLayout layout_;
+  at::Tensor pflat_;   // (W*S) fp32 on the device: every parameter is a view into it
+  at::Tensor gshard_;  // (S) stage 2: this rank's reduce-scattered gradients
+  at::Tensor master_;  // (S) fp32 on the CPU with offload_optimizer (else undefined)
+  std::unique_ptr<ShardedAdamW> zopt_;
+  void setup_zero();
+  double zero_optimizer_step(int64_t s, double* lr);  // returns the global gradient norm
   void bind_grads();
   void record_backward_marks();
 };

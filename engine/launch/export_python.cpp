@@ -104,9 +104,12 @@ json parallelism_config_json(const RunConfig& cfg) {
 json deepspeed_config_json(const RunConfig& cfg, ExportTarget target) {
   const TrainConfig& t = cfg.train;
   json d = json::object();
-  // ZeRO stage 2: the stage accelerate's ALST support is tested with; it shards gradients
-  // and AdamW state over the ranks but computes the same update as our replicated AdamW.
-  d["zero_optimization"] = {{"stage", 2}};
+  // train.zero_stage 1-3 map one to one onto DeepSpeed's stages (the same sharding, the same
+  // update); 0 (our replicated state) exports stage 2, the stage accelerate's ALST support is
+  // tested with: it computes the same update as a replicated AdamW.
+  d["zero_optimization"] = {{"stage", t.zero_stage > 0 ? t.zero_stage : 2}};
+  if (t.offload_optimizer) d["zero_optimization"]["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
+  if (t.offload_params) d["zero_optimization"]["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
   if (target == ExportTarget::Accelerate) {
     // HF Trainer fills "auto" from TrainingArguments; no optimizer/scheduler section, so
     // the Trainer's own AdamW and get_scheduler run (the same formulas as ours).
@@ -340,6 +343,13 @@ std::vector<ExportMapping> export_mappings(const RunConfig& cfg, ExportTarget ta
                                : "auto/sdpa: SDPA on both sides");
   add("train.attention_block", "", t.attention == "blocked",
       t.attention == "blocked" ? "block size of our kernel only" : "");
+  add("train.zero_stage", DS + "zero_optimization.stage", t.zero_stage == 0,
+      t.zero_stage == 0 ? "0 (replicated) is exported as stage 2: the same update, state sharded on their side"
+                        : "the same stage (DeepSpeed's names)");
+  add("train.offload_optimizer", DS + "zero_optimization.offload_optimizer", false,
+      t.offload_optimizer ? "device cpu, pin_memory true" : "off");
+  add("train.offload_params", DS + "zero_optimization.offload_param", false,
+      t.offload_params ? "device cpu, pin_memory true" : "off");
 
   // ---- data, profile, faults
   std::string data_note;

@@ -1,0 +1,229 @@
+// ZeRO stages 1 and 2 (and offload_optimizer) against the replicated run: the same losses
+// for 3 steps and the same weights after them (fp32, 1e-5 relative) at sp 2 x dp 2 and sp 4;
+// the sharded AdamW against torch::optim::AdamW; Gloo's reduce-scatter (built from an
+// all-to-all) and all-gather against sums computed here; the config's refusals.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+
+#include "rank_threads.hpp"
+#include "trainer.hpp"
+#include "zero_optimizer.hpp"
+
+using namespace ulysses;
+using ulysses::testing::run_ranks;
+
+namespace {
+
+RunConfig tiny(int64_t sp, int64_t dp, int64_t stage, bool offload) {
+  RunConfig c;
+  c.model.vocab_size = 64;
+  c.model.hidden_size = 32;
+  c.model.intermediate_size = 48;
+  c.model.num_hidden_layers = 2;
+  c.model.num_attention_heads = 4;
+  c.model.num_key_value_heads = 4;
+  c.parallel.sp_size = sp;
+  c.parallel.dp_size = dp;
+  c.parallel.timeout_s = 60;
+  c.train.seq_length = 32;
+  c.train.steps = 3;
+  c.train.lr = 1e-2;
+  c.train.warmup_steps = 1;
+  c.train.min_lr = 1e-3;
+  c.train.grad_clip = 0.5;  // clipping is active: the sharded norm matters
+  c.train.zero_stage = stage;
+  c.train.offload_optimizer = offload;
+  c.profile.enabled = false;
+  return c;
+}
+
+struct Run {
+  std::vector<double> losses, norms;
+  std::map<std::string, at::Tensor> weights;  // rank 0's parameters after the steps
+  std::vector<std::map<std::string, at::Tensor>> all_weights;
+};
+
+Run train(const RunConfig& cfg, int steps) {
+  Run res;
+  std::mutex mu;
+  const int W = static_cast<int>(cfg.parallel.world_size());
+  res.all_weights.resize(W);
+  run_ranks(W, [&](const DistEnv& env) {
+    at::set_num_threads(1);
+    Comm comm(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), "gloo",
+              std::chrono::milliseconds(60000));
+    Trainer tr(cfg, comm, nullptr);
+    std::vector<double> losses, norms;
+    for (int s = 0; s < steps; ++s) {
+      auto m = tr.step(s);
+      losses.push_back(m.loss);
+      norms.push_back(m.grad_norm);
+    }
+    std::map<std::string, at::Tensor> w;
+    for (auto& [n, p] : tr.model().named_parameters()) w[n] = p.detach().clone();
+    std::lock_guard<std::mutex> lk(mu);
+    res.all_weights[env.rank] = w;
+    if (env.rank == 0) {
+      res.losses = losses;
+      res.norms = norms;
+      res.weights = w;
+    }
+  });
+  return res;
+}
+
+void expect_same(const Run& ref, const Run& got, const std::string& what) {
+  ASSERT_EQ(got.losses.size(), ref.losses.size());
+  for (size_t s = 0; s < ref.losses.size(); ++s) {
+    EXPECT_NEAR(got.losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s])) << what << " loss of step " << s;
+    EXPECT_NEAR(got.norms[s], ref.norms[s], 1e-5 * std::abs(ref.norms[s])) << what << " grad norm of step " << s;
+  }
+  for (const auto& [n, w] : ref.weights) {
+    const double scale = w.abs().max().item<double>();
+    const double err = (got.weights.at(n) - w).abs().max().item<double>();
+    EXPECT_LE(err, 1e-5 * scale) << what << ": " << n << " differs by " << err << " (largest weight " << scale
+                                 << "); first values " << got.weights.at(n).flatten().slice(0, 0, 3) << " vs "
+                                 << w.flatten().slice(0, 0, 3);
+  }
+  // Every rank ends with the same (all-gathered) weights.
+  for (size_t r = 1; r < got.all_weights.size(); ++r)
+    for (const auto& [n, w] : got.weights)
+      EXPECT_TRUE(torch::equal(got.all_weights[r].at(n), w)) << what << ": rank " << r << " holds another " << n;
+}
+
+void stages_match_replicated(int64_t sp, int64_t dp) {
+  const Run ref = train(tiny(sp, dp, 0, false), 3);
+  ASSERT_GT(ref.losses.front(), ref.losses.back()) << "the reference must learn";
+  // The weights moved: a comparison with the initial weights would fail.
+  const Run fresh = train(tiny(sp, dp, 0, false), 0);
+  EXPECT_GT(
+      (fresh.weights.at("model.layers.0.mlp.up_proj.weight") - ref.weights.at("model.layers.0.mlp.up_proj.weight"))
+          .abs()
+          .max()
+          .item<double>(),
+      1e-3);
+  const std::string at = "sp " + std::to_string(sp) + " x dp " + std::to_string(dp);
+  expect_same(ref, train(tiny(sp, dp, 1, false), 3), "zero_stage 1, " + at);
+  expect_same(ref, train(tiny(sp, dp, 2, false), 3), "zero_stage 2, " + at);
+  expect_same(ref, train(tiny(sp, dp, 1, true), 3), "zero_stage 1 + offload_optimizer, " + at);
+  expect_same(ref, train(tiny(sp, dp, 2, true), 3), "zero_stage 2 + offload_optimizer, " + at);
+}
+
+}  // namespace
+
+TEST(Zero, StagesMatchTheReplicatedRunAtSp2Dp2) { stages_match_replicated(2, 2); }
+TEST(Zero, StagesMatchTheReplicatedRunAtSp4) { stages_match_replicated(4, 1); }
+
+TEST(Zero, ShardedAdamWMatchesTorchAdamW) {
+  // Three shards of a flat space over parameters of both groups (dim >= 2 decays), each
+  // stepped on its own, against torch::optim::AdamW on the whole parameters with the
+  // trainer's two groups. 37 + 5 + 6*7 + 3 = 87 elements over 4 ranks: shards of 22, padding 1.
+  torch::manual_seed(3);
+  std::vector<at::Tensor> ps = {torch::randn({37}), torch::randn({5}), torch::randn({6, 7}), torch::randn({3})};
+  // a (37) 1-D: no decay; the first 2-D one decays.
+  std::vector<at::Tensor> tp;
+  for (auto& p : ps) tp.push_back(p.clone().set_requires_grad(true));
+  std::vector<at::Tensor> decay, no_decay;
+  for (auto& p : tp) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  auto opts = torch::optim::AdamWOptions(0.05).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.3);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(opts));
+  auto nd = opts;
+  nd.weight_decay(0.0);
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(nd));
+  torch::optim::AdamW ref(groups, opts);
+
+  const int64_t numel = 87, W = 4;
+  std::vector<std::pair<int64_t, bool>> sizes;
+  for (auto& p : ps) sizes.emplace_back(p.numel(), p.dim() >= 2);
+  ZeroAdamWOptions zo;
+  zo.beta1 = 0.9;
+  zo.beta2 = 0.95;
+  zo.eps = 1e-8;
+  zo.weight_decay = 0.3;
+  std::vector<ShardedAdamW> shards;
+  for (int64_t r = 0; r < W; ++r) shards.emplace_back(ZeroLayout(numel, W, r), sizes, zo, torch::kCPU);
+  EXPECT_EQ(shards[0].layout().shard, 22);
+  EXPECT_EQ(shards[3].layout().valid(), 21);
+  EXPECT_EQ(shards[1].decay_runs(), (std::vector<std::pair<int64_t, int64_t>>{{20, 2}}));  // 42..43 of the 6x7
+  auto flat = torch::zeros({W * 22});
+  {
+    int64_t off = 0;
+    for (auto& p : ps) flat.narrow(0, off, p.numel()).copy_(p.flatten()), off += p.numel();
+  }
+  for (int step = 0; step < 3; ++step) {
+    const double lr = 0.05 * (step + 1);
+    auto g = torch::zeros({W * 22});
+    int64_t off = 0;
+    for (auto& p : tp) {
+      auto gp = torch::randn(p.sizes());
+      p.mutable_grad() = gp;
+      g.narrow(0, off, p.numel()).copy_(gp.flatten());
+      off += p.numel();
+    }
+    for (auto& grp : ref.param_groups()) static_cast<torch::optim::AdamWOptions&>(grp.options()).lr(lr);
+    ref.step();
+    for (int64_t r = 0; r < W; ++r) {
+      auto own = flat.narrow(0, r * 22, 22);
+      shards[r].step(own, g.narrow(0, r * 22, 22), lr);
+    }
+  }
+  int64_t off = 0;
+  for (auto& p : tp) {
+    auto got = flat.narrow(0, off, p.numel()).view(p.sizes());
+    const double err = (got - p.detach()).abs().max().item<double>();
+    EXPECT_LT(err, 1e-6) << "parameter at " << off << ": " << got.flatten().slice(0, 0, 3) << " vs "
+                         << p.detach().flatten().slice(0, 0, 3);
+    off += p.numel();
+  }
+  EXPECT_EQ(flat.narrow(0, numel, 1).item<float>(), 0.0f) << "padding must stay zero";
+  EXPECT_EQ(shards[2].steps, 3);
+}
+
+TEST(Zero, GlooReduceScatterAndAllGatherAtThreeRanks) {
+  // W = 3, S = 5: rank r's input is r + 1 times the ramp 0..14; the reduce-scatter gives rank r
+  // 6 x its slice of the ramp; the all-gather puts every rank's shard (r * 100 + 0..4) in place.
+  run_ranks(3, [&](const DistEnv& env) {
+    at::set_num_threads(1);
+    Comm comm(env, 3, 1, "gloo", std::chrono::milliseconds(60000));
+    auto ramp = torch::arange(15, torch::kFloat32);
+    auto full = ramp * static_cast<float>(env.rank + 1);
+    auto shard = torch::empty({5});
+    comm.reduce_scatter_sum(shard, full);
+    EXPECT_TRUE(torch::equal(shard, ramp.narrow(0, env.rank * 5, 5) * 6.0f)) << "rank " << env.rank << ": " << shard;
+    auto mine = torch::arange(5, torch::kFloat32) + 100.0f * static_cast<float>(env.rank);
+    auto out = torch::full({15}, -1.0f);
+    comm.all_gather(out, mine);
+    auto want = (torch::arange(5, torch::kFloat32).repeat({3}) +
+                 torch::arange(3, torch::kFloat32).repeat_interleave(5) * 100.0f);
+    EXPECT_TRUE(torch::equal(out, want)) << "rank " << env.rank << ": " << out;
+    // In place: the shard is this rank's slice of the output (the trainer's parameters).
+    auto inplace = torch::zeros({15});
+    inplace.narrow(0, env.rank * 5, 5).copy_(mine);
+    auto own = inplace.narrow(0, env.rank * 5, 5);
+    comm.all_gather(inplace, own);
+    EXPECT_TRUE(torch::equal(inplace, want)) << "rank " << env.rank << ": " << inplace;
+    auto bad = torch::empty({4});
+    EXPECT_THROW(comm.reduce_scatter_sum(bad, full), std::invalid_argument);
+  });
+}
+
+TEST(Zero, ConfigRefusesOffloadWithoutSharding) {
+  RunConfig c = tiny(1, 1, 0, true);
+  auto issues = validate(c);
+  ASSERT_FALSE(issues.empty());
+  EXPECT_EQ(issues[0].field, "train.offload_optimizer");
+  EXPECT_NE(issues[0].message.find("zero_stage >= 1"), std::string::npos) << issues[0].message;
+  c = tiny(1, 1, 2, false);
+  c.train.offload_params = true;
+  issues = validate(c);
+  ASSERT_FALSE(issues.empty());
+  EXPECT_EQ(issues[0].field, "train.offload_params");
+  c = tiny(1, 1, 4, false);
+  issues = validate(c);
+  ASSERT_FALSE(issues.empty());
+  EXPECT_EQ(issues[0].field, "train.zero_stage");
+  EXPECT_TRUE(validate(tiny(2, 2, 2, true)).empty());
+}
