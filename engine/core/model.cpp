@@ -40,16 +40,15 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
   return w * x32.to(x.scalar_type());
 }
 
-std::pair<at::Tensor, double> rope_inv_freq(const ModelConfig& c) {
+std::pair<at::Tensor, double> rope_inv_freq(const ModelConfig& c, torch::Dtype dtype) {
   // Hugging Face's modeling_rope_utils maths (Transformers >= 4.48 for yarn), fp32 tensors
   // with double scalars as in Python; formulas in docs/CONTRACTS.md. Returns the (dh/2)
   // inverse frequencies and the factor cos and sin are multiplied by ("attention_scaling").
   const int64_t dim = c.head_dim();
   const double base = c.rope_theta;
-  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
-  auto exponents =
-      torch::arange(0, dim, 2, f32.dtype(torch::kInt64)).to(torch::kFloat32) / static_cast<double>(dim);  // (dh/2)
-  auto inv_freq = 1.0 / torch::pow(base, exponents);                                                      // (dh/2)
+  const auto f32 = torch::TensorOptions().dtype(dtype);  // fp32 as Hugging Face, or fp64
+  auto exponents = torch::arange(0, dim, 2, f32.dtype(torch::kInt64)).to(dtype) / static_cast<double>(dim);  // (dh/2)
+  auto inv_freq = 1.0 / torch::pow(base, exponents);                                                         // (dh/2)
   if (c.rope_type == "default") return {inv_freq, 1.0};
   const double factor = c.rope_factor;
   if (c.rope_type == "linear") return {inv_freq / factor, 1.0};
@@ -92,11 +91,11 @@ std::pair<at::Tensor, double> rope_inv_freq(const ModelConfig& c) {
 
 std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, const at::Tensor& inv_freq, double scaling,
                                               const at::TensorOptions& out) {
-  // Angles in fp32 (as Hugging Face computes them), on the device the tables are used on,
-  // then cast once to the compute dtype: every layer shares the same two tables.
+  // Angles in inv_freq's dtype (fp32 as Hugging Face computes them, or fp64), on the device the
+  // tables are used on, then cast once to the compute dtype: every layer shares the same two tables.
   const auto f32 = out.dtype(torch::kFloat32);
   auto inv = inv_freq.to(f32.device());
-  auto pos = torch::arange(pos0, pos0 + n, f32.dtype(torch::kInt64)).to(torch::kFloat32);
+  auto pos = torch::arange(pos0, pos0 + n, f32.dtype(torch::kInt64)).to(inv.scalar_type());
   auto freqs = pos.unsqueeze(1) * inv.unsqueeze(0);  // (n, dh/2)
   auto emb = torch::cat({freqs, freqs}, -1);         // (n, dh)
   auto c = emb.cos(), s = emb.sin();
@@ -144,7 +143,8 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch:
   }
   recompute_opts_ = attn_opts_;
   ckpt_.resize(cfg.num_hidden_layers);
-  std::tie(inv_freq_, rope_scaling_) = rope_inv_freq(cfg);  // (dh/2) fp32 on the CPU
+  std::tie(inv_freq_, rope_scaling_) =
+      rope_inv_freq(cfg, cfg.rope_precision == "fp64" ? torch::kFloat64 : torch::kFloat32);  // (dh/2) on the CPU
   marks_.layers.resize(cfg.num_hidden_layers);
 }
 

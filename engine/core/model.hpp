@@ -112,7 +112,7 @@ class LlamaModel {
   std::unique_ptr<RecomputeTracer> recompute_tracer_;
   std::vector<CheckpointSlot> ckpt_;  // per layer, alive from forward to backward
   MemoryOptions mem_;
-  at::Tensor inv_freq_;        // (dh/2) fp32 RoPE inverse frequencies (rope_inv_freq)
+  at::Tensor inv_freq_;        // (dh/2) RoPE inverse frequencies (rope_inv_freq; fp64 with rope_precision fp64)
   double rope_scaling_ = 1.0;  // cos/sin factor (yarn's attention factor)
   BackwardMarks marks_;
 };
@@ -121,12 +121,13 @@ class LlamaModel {
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
 // Rotary embedding with rotate_half. x (B, n, h, dh), cos/sin (n, dh).
 at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
-// Hugging Face RoPE inverse frequencies (dh/2, fp32, CPU) for the config's rope_type
+// Hugging Face RoPE inverse frequencies (dh/2, CPU) for the config's rope_type
 // (default | linear | llama3 | yarn) and the factor cos/sin are scaled by (yarn: attention
-// factor, else 1). Formulas in docs/CONTRACTS.md.
-std::pair<at::Tensor, double> rope_inv_freq(const ModelConfig& cfg);
+// factor, else 1). Formulas in docs/CONTRACTS.md. dtype kFloat32: Hugging Face's tensors;
+// kFloat64: the same formulas in fp64 (model.rope_precision fp64, docs/NUMERICS.md).
+std::pair<at::Tensor, double> rope_inv_freq(const ModelConfig& cfg, torch::Dtype dtype = torch::kFloat32);
 // cos, sin (n, dh) = (cos, sin)(pos * inv_freq) * scaling for positions pos0..pos0+n-1, in
-// fp32 on out's device, returned in out's dtype.
+// inv_freq's dtype (fp32 as Hugging Face, or fp64) on out's device, returned in out's dtype.
 std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, const at::Tensor& inv_freq, double scaling,
                                               const at::TensorOptions& out);
 // Plain RoPE (rope_type default) tables: cos, sin (n, dh) for positions pos0..pos0+n-1: angles computed in fp32 on

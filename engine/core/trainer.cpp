@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "checkpoint.hpp"
+#include "reductions.hpp"
 
 namespace ulysses {
 
@@ -242,13 +243,15 @@ double Trainer::loss_and_grads(int64_t s) {
     if (tracer_ && tracer_->active() && cfg_.profile.memory)
       tracer_->sample_memory("after_backward", memory_now(device_));
     auto cnt = (labels != -100).sum();
-    loss_acc = a == 0 ? loss_sum.detach() : loss_acc + loss_sum.detach();
+    const auto l64 = loss_sum.detach().to(torch::kFloat64);  // micro-steps add up in fp64
+    loss_acc = a == 0 ? l64 : loss_acc + l64;
     count_acc = a == 0 ? cnt : count_acc + cnt;
   }
 
-  // one all-reduce of the flat buffer: [every gradient, loss sum, valid-token count]
-  flat_.narrow(0, tail_, 1).copy_(loss_acc.reshape({1}));
-  flat_.narrow(0, tail_ + 1, 1).copy_(count_acc.reshape({1}));
+  // The loss sum and valid-token count: an fp64 all-reduce of their own (reductions.hpp: exact
+  // counts, no fp32 rounding of the global sum); then one all-reduce of the gradients.
+  double count = 0;
+  const double loss = global_token_mean(loss_acc, count_acc, comm_, &count);
   at::Tensor& buf = flat_;
   if (zero_stage_ >= 2) {
     // Stage 2: each rank receives only its shard of the summed gradients, plus the loss sum
@@ -259,13 +262,9 @@ double Trainer::loss_and_grads(int64_t s) {
     r.bytes_sent = r.bytes_recv = layout_.shard * 4 * (layout_.world - 1);  // ring reduce-scatter volume
     auto grads = flat_.narrow(0, 0, tail_);
     comm_.reduce_scatter_sum(gshard_, grads, tracer_, &r);
-    auto tail2 = flat_.narrow(0, tail_, 2);
-    comm_.all_reduce_sum(tail2);
-    const auto tl = tail2.to(torch::kCPU);
-    const double cnt = tl[1].item<double>();
     torch::NoGradGuard ng;
-    gshard_.div_(std::max(1.0, cnt));
-    return tl[0].item<double>() / std::max(1.0, cnt);
+    gshard_.div_(std::max(1.0, count));
+    return loss;
   }
   {
     prof::RangeInfo r;
@@ -276,9 +275,6 @@ double Trainer::loss_and_grads(int64_t s) {
     r.bytes_sent = r.bytes_recv = bytes;     // ring all-reduce volume
     comm_.all_reduce_sum(buf, tracer_, &r);  // traced by Comm with the collective's (pg, seq)
   }
-  const auto tail = buf.narrow(0, tail_, 2).to(torch::kCPU);
-  const double count = tail[1].item<double>();
-  const double loss = tail[0].item<double>() / std::max(1.0, count);
   torch::NoGradGuard ng;
   buf.narrow(0, 0, grad_numel_).div_(std::max(1.0, count));  // every .grad sees it: they are views
   return loss;
@@ -296,11 +292,11 @@ StepMetrics Trainer::step(int64_t s) {
     if (zero_stage_ > 0) {
       m.grad_norm = zero_optimizer_step(s, &m.lr);
     } else {
-      // fp32 norm of the flat gradient buffer, one reduction and one host sync
-      m.grad_norm =
-          flat_.narrow(0, 0, grad_numel_).norm().item<double>();  // identical on every rank after the all-reduce
+      // Hugging Face's global norm (clip_grad_norm_): fp32 chunks combined in fp64 (reductions.hpp),
+      // identical on every rank after the all-reduce; clipped with clip_grad_norm_'s coefficient
+      m.grad_norm = l2_norm(flat_.narrow(0, 0, grad_numel_));
       const double clip = cfg_.train.grad_clip;
-      if (clip > 0 && m.grad_norm > clip) {
+      if (clip > 0 && clip / (m.grad_norm + 1e-6) < 1.0) {
         const double scale = clip / (m.grad_norm + 1e-6);
         flat_.narrow(0, 0, grad_numel_).mul_(scale);
       }
