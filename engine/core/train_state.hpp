@@ -6,8 +6,11 @@
 // with train.resume_from. Folder layout and rules: engine/config/checkpoint_layout.hpp
 // and docs/CONTRACTS.md ("Training-state checkpoints").
 //
-// Who writes: every rank holds the full (replicated) parameters and optimizer state, so
-// rank 0 writes them; every rank writes its own rng-rank{r}.bin. save_train_state is
+// Who writes: every rank holds the full parameters, so rank 0 writes them; at
+// train.zero_stage 0 it also writes the replicated AdamW state (optimizer.safetensors), at
+// stage >= 1 every rank writes its own shard (optimizer-rank{r}.safetensors), which resumes
+// only at the same world size (other sizes are refused, docs/ZERO.md); every rank writes its
+// own rng-rank{r}.bin. save_train_state is
 // collective (two barriers); save_to must be one file system that all ranks see.
 #pragma once
 

@@ -4,10 +4,16 @@
 // all-to-all) and all-gather against sums computed here; the config's refusals.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 
+#include "checkpoint_layout.hpp"
 #include "rank_threads.hpp"
+#include "train_state.hpp"
 #include "trainer.hpp"
 #include "zero_optimizer.hpp"
 
@@ -227,3 +233,90 @@ TEST(Zero, ConfigRefusesOffloadWithoutSharding) {
   EXPECT_EQ(issues[0].field, "train.zero_stage");
   EXPECT_TRUE(validate(tiny(2, 2, 2, true)).empty());
 }
+
+namespace {
+// Every rank trains steps [from, to) of cfg (resuming from cfg.train.resume_from when set),
+// saving when a checkpoint is due; rank 0's losses and every rank's final weights and AdamW shard.
+struct Span {
+  std::vector<double> losses;
+  std::vector<std::map<std::string, at::Tensor>> weights, state;
+};
+Span train_span(const RunConfig& cfg, int64_t from, int64_t to) {
+  Span res;
+  std::mutex mu;
+  const int W = static_cast<int>(cfg.parallel.world_size());
+  res.weights.resize(W);
+  res.state.resize(W);
+  run_ranks(W, [&](const DistEnv& env) {
+    at::set_num_threads(1);
+    Comm comm(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), "gloo",
+              std::chrono::milliseconds(60000));
+    if (env.rank != 0) torch::manual_seed(99 + env.rank);  // unlike the saved generator states
+    Trainer tr(cfg, comm, nullptr);
+    if (!cfg.train.resume_from.empty()) EXPECT_EQ(restore_train_state(tr, comm, cfg).next_step, from);
+    std::vector<double> losses;
+    for (int64_t s = from; s < to; ++s) {
+      losses.push_back(tr.step(s).loss);
+      if (checkpoint_due(cfg.train, s + 1)) save_train_state(tr, comm, cfg, s + 1);
+    }
+    std::map<std::string, at::Tensor> w, st;
+    for (auto& [n, p] : tr.model().named_parameters()) w[n] = p.detach().clone();
+    st["exp_avg"] = tr.zero_optimizer().exp_avg.clone();
+    st["exp_avg_sq"] = tr.zero_optimizer().exp_avg_sq.clone();
+    st["step"] = torch::tensor({tr.zero_optimizer().steps});
+    st["master"] = tr.zero_master().clone();
+    std::lock_guard<std::mutex> lk(mu);
+    res.weights[env.rank] = w;
+    res.state[env.rank] = st;
+    if (env.rank == 0) res.losses = losses;
+  });
+  return res;
+}
+
+void resume_is_bit_identical(int64_t stage, bool offload) {
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / ("ulysses_zero_resume_" + std::to_string(::getpid()) + "_" +
+                                                std::to_string(stage) + (offload ? "o" : ""));
+  fs::remove_all(dir);
+  RunConfig cfg = tiny(2, 2, stage, offload);
+  cfg.train.steps = 5;
+  cfg.train.save_to = dir.string();
+  cfg.train.save_every = 2;
+  const Span full = train_span(cfg, 0, 5);  // saves step-2 and step-4
+  ASSERT_TRUE(fs::exists(dir / "step-00000002" / ckpt::zero_optimizer_file_name(3)));
+  EXPECT_FALSE(fs::exists(dir / "step-00000002" / ckpt::kOptimizerFile)) << "the sharded state has no replicated file";
+
+  RunConfig rc = cfg;
+  rc.train.resume_from = (dir / "step-00000002").string();
+  rc.train.save_every = 0;
+  EXPECT_TRUE(ckpt::resume_issues(rc).empty());
+  const Span resumed = train_span(rc, 2, 5);
+  ASSERT_EQ(resumed.losses.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(resumed.losses[i], full.losses[2 + i]) << "step " << 2 + i;
+  for (int r = 0; r < 4; ++r) {
+    for (const auto& [n, w] : full.weights[r]) EXPECT_TRUE(torch::equal(resumed.weights[r].at(n), w)) << r << " " << n;
+    for (const auto& [n, t] : full.state[r]) EXPECT_TRUE(torch::equal(resumed.state[r].at(n), t)) << r << " " << n;
+  }
+
+  // Another world size (sp 2 x dp 1: other shards) is refused, naming the setting; so is another stage.
+  RunConfig other = rc;
+  other.parallel.dp_size = 1;
+  auto issues = ckpt::resume_issues(other);
+  ASSERT_FALSE(issues.empty());
+  EXPECT_EQ(issues[0].field, "parallel.dp_size") << issues[0].message;
+  other = rc;
+  other.train.zero_stage = stage == 1 ? 2 : 1;
+  issues = ckpt::resume_issues(other);
+  ASSERT_FALSE(issues.empty());
+  EXPECT_EQ(issues[0].field, "train.zero_stage") << issues[0].message;
+  // A shard file cut short is named before any worker starts.
+  fs::resize_file(dir / "step-00000002" / ckpt::zero_optimizer_file_name(1), 16);
+  issues = ckpt::resume_issues(rc);
+  ASSERT_FALSE(issues.empty());
+  EXPECT_NE(issues[0].message.find(ckpt::zero_optimizer_file_name(1)), std::string::npos) << issues[0].message;
+  fs::remove_all(dir);
+}
+}  // namespace
+
+TEST(Zero, Stage2ResumeIsBitIdenticalAndOtherWorldSizesAreRefused) { resume_is_bit_identical(2, false); }
+TEST(Zero, Stage1OffloadResumeIsBitIdentical) { resume_is_bit_identical(1, true); }
