@@ -824,9 +824,14 @@ Summary analyze(const TraceModel& m, const AnalysisOptions& o) {
   s.world_size = static_cast<int32_t>(m.rank_set().size());
   for_each_counted_lane(m, [&](const Lane& l) {
     for (int64_t k = 0; k < l.count; ++k) {
-      if (m.ranges[static_cast<size_t>(l.first + k)].is_kernel)
+      const TraceRange& r = m.ranges[static_cast<size_t>(l.first + k)];
+      if (r.is_kernel) {
         ++s.num_kernels;
-      else
+        if (m.attributed_by_time(static_cast<int32_t>(l.first + k)))
+          ++s.kernels_by_time;
+        else if (r.origin >= 0 || m.extra(r).external_id != 0)
+          ++s.kernels_by_launch;
+      } else
         ++s.num_ranges;
     }
   });

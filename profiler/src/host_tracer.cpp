@@ -376,6 +376,10 @@ class HostTracer final : public Tracer {
       window.emplace(open_window_, end);
       open_window_ = -1;
     }
+    // The GPU source stops first: its forced flush delivers every CUPTI buffer, complete or
+    // not, into gpu_buf_, so the last batch below carries them to the writer (stopped after it,
+    // the flush came once the writer had gone and the last records were dropped).
+    if (gpu_) gpu_->stop();
     std::string err;
     try {
       Batch b = take_batch(nullptr, end, window);
@@ -385,7 +389,6 @@ class HostTracer final : public Tracer {
       err = e.what();
     }
     stop_writer();  // drains the queue
-    if (gpu_) gpu_->stop();
     const std::string pending = take_pending_error();
     if (err.empty()) err = pending;
     try {

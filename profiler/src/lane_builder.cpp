@@ -617,4 +617,71 @@ void link_kernels_to_launchers(TraceModel& m, int threads) {
   });
 }
 
+// Kernels no launching range claims (no external id, or one no range carries: launched on a
+// thread that pushed nothing, e.g. autograd's backward thread) -> the innermost range of their
+// rank's stepping thread ("main") open at their launch (the API record of the same correlation
+// id; the kernel's own start when there is none), which then gives them its step, phase,
+// direction, layer, heads and chunk; listed in TraceModel::time_attributed. Ulysses traces only.
+void attribute_kernels_by_time(TraceModel& m) {
+  m.time_attributed.clear();
+  if (m.format != "ulysses") return;
+  std::map<std::pair<int32_t, int64_t>, int64_t> launch_of;  // (rank, correlation) -> launch time
+  for (const RuntimeCall& c : m.runtime) launch_of.emplace(std::make_pair(c.rank, c.correlation), c.start_ns);
+  std::map<int32_t, std::vector<size_t>> main_lanes;  // rank -> lanes of its stepping thread
+  std::map<int32_t, int64_t> main_tid;
+  for (const Lane& l : m.lanes)
+    if (l.kind == LaneKind::HostThread && l.name == "main") main_tid.emplace(l.rank, l.tid_or_stream);
+  for (size_t i = 0; i < m.lanes.size(); ++i) {
+    const Lane& l = m.lanes[i];
+    auto t = main_tid.find(l.rank);
+    if (l.kind == LaneKind::HostThread && t != main_tid.end() && t->second == l.tid_or_stream)
+      main_lanes[l.rank].push_back(i);
+  }
+  if (main_lanes.empty()) return;
+  auto& rows = m.ranges.rows();
+  // Innermost range of lane `li` holding time t (-1: none): the last range starting at or before
+  // t, then up its parents to the first that has not ended.
+  auto enclosing = [&](size_t li, int64_t t) -> int64_t {
+    const Lane& l = m.lanes[li];
+    const auto b = rows.begin() + l.first, e = b + l.count;
+    auto it = std::upper_bound(b, e, t, [](int64_t v, const TraceRange& r) { return v < r.start_ns; });
+    if (it == b) return -1;
+    int64_t k = (it - rows.begin()) - 1;
+    while (k >= 0 && rows[static_cast<size_t>(k)].end_ns < t) k = rows[static_cast<size_t>(k)].parent;
+    return k;
+  };
+  for (const Lane& kl : m.lanes) {
+    if (kl.kind != LaneKind::CudaStream) continue;
+    auto ml = main_lanes.find(kl.rank);
+    if (ml == main_lanes.end()) continue;
+    for (int64_t k = kl.first; k < kl.first + kl.count; ++k) {
+      TraceRange& r = rows[static_cast<size_t>(k)];
+      // (A kernel whose external id names its launcher keeps what that launcher row says.)
+      if (!r.is_kernel || r.origin >= 0 || m.extra(r).external_id != 0) continue;
+      int64_t t = r.start_ns;
+      auto li = launch_of.find({r.rank, static_cast<int64_t>(m.extra(r).correlation)});
+      if (m.extra(r).correlation != 0 && li != launch_of.end()) t = li->second;
+      int64_t best = -1;
+      for (size_t lane : ml->second) {
+        const int64_t c = enclosing(lane, t);
+        if (c >= 0 &&
+            (best < 0 || rows[static_cast<size_t>(c)].duration() < rows[static_cast<size_t>(best)].duration()))
+          best = c;
+      }
+      if (best < 0) continue;
+      const TraceRange& h = rows[static_cast<size_t>(best)];
+      r.origin = static_cast<int32_t>(best);
+      r.step = h.step;
+      r.phase = h.phase;
+      r.dir = h.dir;
+      r.layer = h.layer;
+      r.head_begin = h.head_begin;
+      r.head_end = h.head_end;
+      r.chunk = h.chunk;
+      m.time_attributed.push_back(static_cast<int32_t>(k));
+    }
+  }
+  std::sort(m.time_attributed.begin(), m.time_attributed.end());
+}
+
 }  // namespace ulysses::prof::detail

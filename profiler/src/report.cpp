@@ -112,6 +112,12 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
   j["dp_size"] = m.dp_size;
   j["num_ranges"] = s.num_ranges;
   j["num_kernels"] = s.num_kernels;
+  j["kernel_attribution"] = {
+      {"by_launch", s.kernels_by_launch},
+      {"by_time", s.kernels_by_time},
+      {"none", s.num_kernels - s.kernels_by_launch - s.kernels_by_time},
+      {"fraction",
+       s.num_kernels > 0 ? static_cast<double>(s.kernels_by_launch + s.kernels_by_time) / s.num_kernels : 0.0}};
   j["headline"] = {{"steps", s.headline.steps},
                    {"tokens_per_s", s.headline.tokens_per_s},
                    {"step_ms", s.headline.step_ms},

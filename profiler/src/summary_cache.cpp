@@ -4,6 +4,7 @@
 #include "ulysses/profiler/summary_cache.hpp"
 
 #include "cache_io.hpp"
+#include "cache_location.hpp"
 #include "trace_loading.hpp"
 #include "ulysses/profiler/atomic_file.hpp"
 
@@ -29,13 +30,13 @@ namespace fs = std::filesystem;
 // kSummaryCacheFormat.
 #if defined(__LP64__) && defined(__GLIBCXX__)
 static_assert(sizeof(RankInfo) == 88 && sizeof(StepInfo) == 88 && sizeof(MemoryPoint) == 56 &&
-                  sizeof(ClockInfo) == 64 && sizeof(TraceModel) == 920,
+                  sizeof(ClockInfo) == 64 && sizeof(TraceModel) == 944,
               "TraceModel changed: update summary_cache.cpp and bump kSummaryCacheFormat");
 static_assert(sizeof(Headline) == 48 && sizeof(StepBreakdown) == 96 && sizeof(RankTotals) == 64 &&
                   sizeof(OverlapResult) == 40 && sizeof(LayerRow) == 72 && sizeof(HeadRangeRow) == 48 &&
                   sizeof(SkewRow) == 40 && sizeof(PhaseMemoryRow) == 72 && sizeof(NameRow) == 64 &&
                   sizeof(CollectiveArrival) == 24 && sizeof(CollectiveInstance) == 88 && sizeof(RankWaitRow) == 40 &&
-                  sizeof(StepEndRow) == 24 && sizeof(WaitingAnalysis) == 96 && sizeof(Summary) == 384,
+                  sizeof(StepEndRow) == 24 && sizeof(WaitingAnalysis) == 96 && sizeof(Summary) == 400,
               "Summary changed: update summary_cache.cpp and bump kSummaryCacheFormat");
 #endif
 
@@ -172,12 +173,8 @@ bool summary_cache_disabled_by_env() {
 }
 
 std::string summary_cache_path(const std::string& trace_path) {
-  const std::vector<std::string> files = trace_input_files(trace_path);
-  if (files.empty()) return "";
-  std::error_code ec;
-  const fs::path first(files.front());
-  if (fs::is_directory(trace_path, ec)) return (first.parent_path() / ".ulysses-summary-cache").string();
-  return (first.parent_path() / ("." + first.filename().string() + ".ulysses-summary-cache")).string();
+  // Beside our own traces, in the user's cache folder for anyone else's (cache_location.hpp).
+  return cache_location::cache_file(trace_path, trace_input_files(trace_path), ".ulysses-summary-cache");
 }
 
 std::string encode_summary(const TraceModel& m, const Summary& s) {
@@ -203,6 +200,7 @@ std::string encode_summary(const TraceModel& m, const Summary& s) {
   o.i(h.steps), o.f(h.tokens_per_s), o.f(h.step_ms), o.i(h.a2a_bytes_per_step), o.i(h.allreduce_bytes_per_step);
   o.i(h.peak_memory_bytes);
   o.i(s.num_ranges), o.i(s.num_kernels);
+  o.i(s.kernels_by_launch), o.i(s.kernels_by_time);
   put_vec(o, s.steps, [&](const StepBreakdown& b) {
     o.i(b.rank), o.i(b.step), o.i(b.start_ns), o.i(b.end_ns), o.i(b.wall_ns), o.i(b.compute_ns), o.i(b.comm_ns);
     o.i(b.overlap_ns), o.i(b.idle_ns), o.i(b.exposed_comm_ns), o.f(b.overlap_ratio), o.u(b.gpu);
@@ -277,6 +275,7 @@ void decode_payload(const char* data, size_t size, TraceModel* mp, Summary* sp) 
   h.steps = in.i(), h.tokens_per_s = in.f(), h.step_ms = in.f(), h.a2a_bytes_per_step = in.i();
   h.allreduce_bytes_per_step = in.i(), h.peak_memory_bytes = in.i();
   s.num_ranges = in.i(), s.num_kernels = in.i();
+  s.kernels_by_launch = in.i(), s.kernels_by_time = in.i();
   get_vec(in, &s.steps, [&](StepBreakdown& b) {
     b.rank = in.i32(), b.step = in.i(), b.start_ns = in.i(), b.end_ns = in.i(), b.wall_ns = in.i();
     b.compute_ns = in.i(), b.comm_ns = in.i(), b.overlap_ns = in.i(), b.idle_ns = in.i();

@@ -319,5 +319,8 @@ void add_head_lanes(TraceModel& m, bool exact_reserve = true, int threads = 1);
 // Kernel -> the host range that launched it (TraceRange::origin).
 // Ranks are linked on up to `threads` threads (0 = one per core).
 void link_kernels_to_launchers(TraceModel& m, int threads = 1);
+// Then the kernels still without one: by launch time, to the innermost range of their rank's
+// stepping thread (TraceModel::time_attributed).
+void attribute_kernels_by_time(TraceModel& m);
 
 }  // namespace ulysses::prof::detail

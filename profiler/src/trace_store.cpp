@@ -494,6 +494,7 @@ void finish(Builder& b, const LoadOptions& opts) {
   label_foreign_phases(m);
   if (opts.head_lanes) add_head_lanes(m, !opts.legacy, opts.threads);
   link_kernels_to_launchers(m, opts.legacy ? 1 : opts.threads);
+  attribute_kernels_by_time(m);
   std::sort(m.runtime.begin(), m.runtime.end(), [](const RuntimeCall& x, const RuntimeCall& y) {
     return std::tie(x.rank, x.start_ns) < std::tie(y.rank, y.start_ns);
   });

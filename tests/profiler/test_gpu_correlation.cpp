@@ -10,10 +10,13 @@
 
 #include <map>
 #include <set>
+#include <thread>
 
 #include "fake_gpu.hpp"
 #include "test_util.hpp"
 #include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/cupti_setup.hpp"
+#include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 using namespace ut;
@@ -397,4 +400,270 @@ TEST(GpuCorrelation, ExportsWithoutCorrelationColumnsStillLoad) {
   ASSERT_EQ(k.size(), 1u);
   EXPECT_EQ(m.extra(*k[0]).correlation, 0u);
   EXPECT_TRUE(m.runtime.empty());
+}
+
+// ---- Records as a GPU gives them (issue 35): FakeCupti playing CUPTI 13.0 Update 1 ----------
+// Each test below fails with its fix reverted (checked by hand): system thread ids
+// (cupti_setup: system_thread_ids), the DRIVER kind (driver_api), calibration instead of the
+// timestamp callback before 13.1 (timestamp_callback), the forced flush before the last batch
+// (HostTracer::close), the time attribution (attribute_kernels_by_time).
+
+namespace {
+
+constexpr uint32_t kCuda130u1 = 130001;
+
+// Index of the kernel named `name` in m.ranges (-1: none, -2: several).
+int64_t kernel_index(const prof::TraceModel& m, const std::string& name) {
+  int64_t found = -1;
+  for (size_t i = 0; i < m.ranges.size(); ++i) {
+    const auto r = m.ranges[i];
+    if (r.is_kernel && m.strings[size_t(r.name_id)] == name) found = found == -1 ? int64_t(i) : -2;
+  }
+  return found;
+}
+
+// The host lane (thread row) of rank 0 named `name`.
+const prof::Lane* lane_named(const prof::TraceModel& m, const std::string& name) {
+  for (const auto& l : m.lanes)
+    if (l.kind == LaneKind::HostThread && l.name == name) return &l;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(GpuRecords, CuptiVersionsPickTheRecordLayoutsAndTheSetup) {
+  struct Row {
+    uint32_t api;
+    int kernel, memcpy, memset;
+    bool callback;
+  };
+  // 19 = 12.0, 24 = 12.6, 26 = 12.8, 28 = 12.9u1, 130000 = 13.0, 130001 = 13.0u1, 130100 = 13.1.
+  const Row rows[] = {{18, 0, 0, 0, true},       {19, 9, 5, 4, true},       {23, 9, 5, 4, true},
+                      {24, 9, 5, 4, false},      {26, 9, 6, 4, false},      {28, 9, 6, 4, false},
+                      {130000, 10, 6, 4, false}, {130001, 10, 6, 4, false}, {130100, 10, 6, 4, true},
+                      {130200, 10, 6, 4, true}};
+  for (const Row& r : rows) {
+    const auto v = prof::cupti_record_versions(r.api);
+    EXPECT_EQ(v.kernel, r.kernel) << r.api;
+    EXPECT_EQ(v.memcpy, r.memcpy) << r.api;
+    EXPECT_EQ(v.memset, r.memset) << r.api;
+    const auto s = prof::cupti_setup(r.api);
+    EXPECT_EQ(s.timestamp_callback, r.callback) << r.api;
+    EXPECT_TRUE(s.system_thread_ids && s.runtime_api && s.driver_api) << r.api;
+  }
+  // The macros the decoder's #if reads agree with the function.
+  static_assert(ULYSSES_CUPTI_KERNEL_RECORD(130001) == 10 && ULYSSES_CUPTI_MEMCPY_RECORD(26) == 6 &&
+                    ULYSSES_CUPTI_MEMCPY_RECORD(24) == 5 && ULYSSES_CUPTI_KERNEL_RECORD(28) == 9,
+                "record layouts by CUPTI_API_VERSION");
+}
+
+// Launch records carry the launching thread's OS id (gettid), the id of its row: the runtime
+// call of a kernel launched on a second thread (autograd's backward thread) sits on that
+// thread's row, the main thread's on "main".
+TEST(GpuRecords, LaunchRecordsCarryTheThreadIdsOfTheRangesRows) {
+  EnvVar e1("NSYS_PROFILING_SESSION_ID", nullptr), e2("CUDA_INJECTION64_PATH", nullptr);
+  TempDir tmp;
+  const std::string path = tmp.path + "/rank0.sqlite";
+  FakeCupti* fake = nullptr;
+  auto o = gpu_options(path, &fake);
+  o.gpu_source = fake_cupti_factory(&fake, kCuda130u1);
+  {
+    auto t = prof::Tracer::open(o);
+    t->begin_step(0);
+    const int64_t T = prof::Tracer::now_ns();
+    {
+      ULYSSES_RANGE(t.get(), Phase::Attention, Direction::Forward, 0);
+      fake->launch("k_main", T + 10 * kUs, T + 20 * kUs, 7);
+    }
+    std::thread bw([&] {
+      t->set_thread_name("autograd");
+      ULYSSES_RANGE(t.get(), Phase::Attention, Direction::Recompute, 0);
+      fake->launch("k_autograd", T + 30 * kUs, T + 40 * kUs, 7);
+    });
+    bw.join();
+    t->end_step(prof::StepRecord{0});
+  }
+  auto m = prof::load_trace(path);
+  const prof::Lane* main_lane = lane_named(m, "main");
+  const prof::Lane* bw_lane = lane_named(m, "autograd");
+  ASSERT_NE(main_lane, nullptr);
+  ASSERT_NE(bw_lane, nullptr);
+  ASSERT_EQ(m.runtime.size(), 2u);
+  std::map<int64_t, int64_t> tid_of_corr;
+  for (const auto& c : m.runtime) tid_of_corr[c.correlation] = c.tid;
+  const auto km = m.ranges[size_t(kernel_index(m, "k_main"))];
+  const auto ka = m.ranges[size_t(kernel_index(m, "k_autograd"))];
+  EXPECT_EQ(tid_of_corr[m.extra(km).correlation], main_lane->tid_or_stream) << "cudaLaunchKernel on main's row";
+  EXPECT_EQ(tid_of_corr[m.extra(ka).correlation], bw_lane->tid_or_stream) << "cudaLaunchKernel on autograd's row";
+  EXPECT_EQ(ka.dir, Direction::Recompute);
+  ASSERT_GE(ka.origin, 0);
+  EXPECT_EQ(m.lanes[size_t(m.ranges[size_t(ka.origin)].lane)].name, "autograd");
+}
+
+// A backward kernel autograd's thread launched with no range of its own open: tied by time to
+// the innermost range of the stepping thread open at its launch (the per-layer backward range
+// the engine records from its markers), marked as such; kernels with an external id are not.
+TEST(GpuRecords, AKernelWithNoLaunchingRangeGoesByTimeToTheSteppingThreadsRange) {
+  EnvVar e1("NSYS_PROFILING_SESSION_ID", nullptr), e2("CUDA_INJECTION64_PATH", nullptr);
+  TempDir tmp;
+  const std::string path = tmp.path + "/rank0.sqlite";
+  FakeCupti* fake = nullptr;
+  auto o = gpu_options(path, &fake);
+  o.gpu_source = fake_cupti_factory(&fake, kCuda130u1);
+  {
+    auto t = prof::Tracer::open(o);
+    t->begin_step(5);
+    const int64_t T = prof::Tracer::now_ns();
+    {
+      ULYSSES_RANGE(t.get(), Phase::Backward, Direction::Backward);
+      spin_ns(5 * kUs);
+      const int64_t mlp0 = prof::Tracer::now_ns();
+      std::thread bw([&] {
+        spin_ns(5 * kUs);
+        fake->launch("mlp_backward_gemm", T + 100 * kUs, T + 200 * kUs, 7);
+        spin_ns(5 * kUs);
+      });
+      bw.join();
+      const int64_t mlp1 = prof::Tracer::now_ns();
+      prof::RangeInfo r{Phase::Mlp, Direction::Backward, 3};
+      t->record_range(r, mlp0, mlp1, 0);  // the stepping thread's row, as Trainer::record_backward_marks
+      std::thread bw2([&] { fake->launch("loose_backward_kernel", T + 300 * kUs, T + 310 * kUs, 7); });
+      bw2.join();
+      {
+        ULYSSES_RANGE(t.get(), Phase::Attention, Direction::Forward, 3);
+        fake->launch("tied_kernel", T + 400 * kUs, T + 410 * kUs, 7);
+      }
+    }
+    t->end_step(prof::StepRecord{5});
+  }
+  auto m = prof::load_trace(path);
+  const int64_t g = kernel_index(m, "mlp_backward_gemm");
+  const int64_t l = kernel_index(m, "loose_backward_kernel");
+  const int64_t k = kernel_index(m, "tied_kernel");
+  ASSERT_GE(g, 0);
+  ASSERT_GE(l, 0);
+  ASSERT_GE(k, 0);
+  const auto gr = m.ranges[size_t(g)];
+  ASSERT_GE(gr.origin, 0) << "the backward kernel is attributed";
+  EXPECT_TRUE(m.attributed_by_time(int32_t(g)));
+  EXPECT_EQ(gr.phase, Phase::Mlp);
+  EXPECT_EQ(gr.dir, Direction::Backward);
+  EXPECT_EQ(gr.layer, 3);
+  EXPECT_EQ(gr.step, 5);
+  EXPECT_EQ(m.ranges[size_t(gr.origin)].phase, Phase::Mlp);
+  const auto lr = m.ranges[size_t(l)];
+  ASSERT_GE(lr.origin, 0);
+  EXPECT_TRUE(m.attributed_by_time(int32_t(l)));
+  EXPECT_EQ(lr.phase, Phase::Backward) << "after the layer's range: the enclosing backward range";
+  EXPECT_EQ(lr.layer, -1);
+  EXPECT_FALSE(m.attributed_by_time(int32_t(k)));
+  EXPECT_EQ(m.ranges[size_t(k)].phase, Phase::Attention);
+  auto s = prof::analyze(m);
+  EXPECT_EQ(s.num_kernels, 3);
+  EXPECT_EQ(s.kernels_by_launch, 1);
+  EXPECT_EQ(s.kernels_by_time, 2);
+  const auto j = prof::summary_to_json(m, s);
+  EXPECT_EQ(j["kernel_attribution"]["none"], 0);
+  EXPECT_DOUBLE_EQ(j["kernel_attribution"]["fraction"].get<double>(), 1.0);
+}
+
+// NCCL launches its kernels through the driver API (cuLaunchKernel): with the DRIVER kind on,
+// the launch has an API record and the kernel the external id of the all-to-all issue.
+TEST(GpuRecords, ADriverApiLaunchIsTiedToItsRangeByExternalId) {
+  EnvVar e1("NSYS_PROFILING_SESSION_ID", nullptr), e2("CUDA_INJECTION64_PATH", nullptr);
+  TempDir tmp;
+  const std::string path = tmp.path + "/rank0.sqlite";
+  FakeCupti* fake = nullptr;
+  auto o = gpu_options(path, &fake);
+  o.gpu_source = fake_cupti_factory(&fake, kCuda130u1);
+  const prof::RangeInfo a2a{Phase::A2ASeqToHead, Direction::Forward, 2, 0, 4, -1, 64, 64};
+  {
+    auto t = prof::Tracer::open(o);
+    t->begin_step(0);
+    const int64_t T = prof::Tracer::now_ns();
+    {
+      ULYSSES_RANGE(t.get(), Phase::Step);
+      const int64_t c0 = prof::Tracer::now_ns();
+      {
+        prof::ScopedCorrelation c(t.get(), a2a);
+        fake->launch_via(LaunchApi::Driver, "ncclDevKernel_SendRecv", T + 50 * kUs, T + 90 * kUs, 13);
+      }
+      t->record_range(a2a, c0, prof::Tracer::now_ns() + 1000);
+    }
+    t->end_step(prof::StepRecord{0});
+  }
+  auto m = prof::load_trace(path);
+  const int64_t k = kernel_index(m, "ncclDevKernel_SendRecv");
+  ASSERT_GE(k, 0);
+  const auto kr = m.ranges[size_t(k)];
+  EXPECT_NE(m.extra(kr).external_id, 0) << "the driver launch carries the issue's external id";
+  EXPECT_FALSE(m.attributed_by_time(int32_t(k)));
+  EXPECT_EQ(kr.phase, Phase::A2ASeqToHead);
+  EXPECT_EQ(kr.layer, 2);
+  const auto comm = host_ranges(m, Phase::A2ASeqToHead);
+  ASSERT_EQ(comm.size(), 1u);
+  EXPECT_EQ(kr.origin, comm[0]);
+  ASSERT_EQ(m.runtime.size(), 1u);
+  EXPECT_EQ(m.strings[size_t(m.runtime[0].name_id)], "cuLaunchKernel");
+}
+
+// CUPTI 13.0 with the timestamp callback registered may report zero kernel times: the source
+// calibrates CUPTI's clock instead, and kernels keep the times they ran (CUPTI's clock runs
+// 7 s ahead of the host's in the fake: only a calibration puts them back).
+TEST(GpuRecords, KernelTimesOnCupti130AreTheDevicesCalibratedOntoTheHostClock) {
+  EnvVar e1("NSYS_PROFILING_SESSION_ID", nullptr), e2("CUDA_INJECTION64_PATH", nullptr);
+  TempDir tmp;
+  const std::string path = tmp.path + "/rank0.sqlite";
+  FakeCupti* fake = nullptr;
+  auto o = gpu_options(path, &fake);
+  o.gpu_source = fake_cupti_factory(&fake, kCuda130u1);
+  int64_t T = 0;
+  {
+    auto t = prof::Tracer::open(o);
+    t->begin_step(0);
+    T = prof::Tracer::now_ns();
+    {
+      ULYSSES_RANGE(t.get(), Phase::Attention, Direction::Forward, 0);
+      fake->launch("flash_fwd_kernel", T + 100 * kUs, T + 350 * kUs, 7);
+    }
+    spin_ns(400 * kUs);
+    t->end_step(prof::StepRecord{0});
+  }
+  auto m = prof::load_trace(path);
+  const int64_t k = kernel_index(m, "flash_fwd_kernel");
+  ASSERT_GE(k, 0);
+  const auto kr = m.ranges[size_t(k)];
+  EXPECT_NE(kr.start_ns, 0);
+  EXPECT_EQ(kr.duration(), 250 * kUs);
+  EXPECT_NEAR(double(kr.start_ns), double(T + 100 * kUs), 50.0 * kUs) << "calibration error beyond 50 us";
+  auto s = prof::analyze(m);
+  ASSERT_EQ(s.layers.size(), 1u);
+  EXPECT_EQ(s.layers[0].attention_ns, 250 * kUs);
+}
+
+// The last step's records still in CUPTI's buffers at close (not yet complete: held back by
+// every plain flush) reach the file: the forced flush comes before the writer stops.
+TEST(GpuRecords, RecordsStillInCuptiBuffersAtCloseAreWritten) {
+  EnvVar e1("NSYS_PROFILING_SESSION_ID", nullptr), e2("CUDA_INJECTION64_PATH", nullptr);
+  TempDir tmp;
+  const std::string path = tmp.path + "/rank0.sqlite";
+  FakeCupti* fake = nullptr;
+  auto o = gpu_options(path, &fake);
+  o.gpu_source = fake_cupti_factory(&fake, kCuda130u1);
+  {
+    auto t = prof::Tracer::open(o);
+    t->begin_step(0);
+    const int64_t T = prof::Tracer::now_ns();
+    {
+      ULYSSES_RANGE(t.get(), Phase::Optimizer, Direction::None);
+      fake->launch("adamw_last_kernel", T + 10 * kUs, T + 20 * kUs, 7, /*hold=*/5);
+    }
+    t->end_step(prof::StepRecord{0});
+    t->close();
+  }
+  auto m = prof::load_trace(path);
+  const int64_t k = kernel_index(m, "adamw_last_kernel");
+  ASSERT_GE(k, 0) << "the kernel in the buffer CUPTI had not completed is in the file";
+  EXPECT_EQ(m.ranges[size_t(k)].phase, Phase::Optimizer);
+  EXPECT_EQ(count_rows(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME"), 1);
 }

@@ -1,20 +1,50 @@
-// CUPTI activity source (the only file that includes CUPTI). Kineto practice: the timestamp
-// and buffer callbacks registered before any kind is enabled; CONCURRENT_KERNEL, MEMCPY,
-// MEMSET, RUNTIME and EXTERNAL_CORRELATION; cuptiActivityFlushAll called without our own
-// locks held. Timestamps: CUPTI asks Tracer::now_ns (CLOCK_MONOTONIC) through
-// cuptiActivityRegisterTimestampCallback, so every record is on the host ranges' clock; if
-// that registration fails, a cuptiGetTimestamp calibration shifts CUPTI's clock instead.
+// CUPTI activity source (the only file that includes CUPTI). Kineto practice: system thread
+// ids, then the timestamp and buffer callbacks, all before any kind is enabled;
+// CONCURRENT_KERNEL, MEMCPY, MEMSET, RUNTIME, DRIVER and EXTERNAL_CORRELATION;
+// cuptiActivityFlushAll called without our own locks held. What is asked of CUPTI and which
+// record layouts are read follow cupti_setup.hpp (one place, also followed by the tests' fake).
+// Timestamps: with the timestamp callback (CUPTI >= 13.1) CUPTI reports Tracer::now_ns itself;
+// otherwise a cuptiGetTimestamp calibration shifts CUPTI's clock onto the host's.
 #include <cupti.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
 
+#include "ulysses/profiler/cupti_setup.hpp"
 #include "ulysses/profiler/gpu_activity.hpp"
+
+// ULYSSES_CUPTI_RECORDS_AS_API=N: read the record layouts of CUPTI API version N (a compile
+// check of older toolkits' layouts against a newer header, whose deprecated structs keep them).
+#if defined(ULYSSES_CUPTI_RECORDS_AS_API)
+#define ULYSSES_CUPTI_API ULYSSES_CUPTI_RECORDS_AS_API
+#else
+#define ULYSSES_CUPTI_API CUPTI_API_VERSION
+#endif
 
 namespace ulysses::prof {
 
 namespace {
+
+#if ULYSSES_CUPTI_KERNEL_RECORD(ULYSSES_CUPTI_API) == 10
+using KernelRec = CUpti_ActivityKernel10;
+#elif ULYSSES_CUPTI_KERNEL_RECORD(ULYSSES_CUPTI_API) == 9
+using KernelRec = CUpti_ActivityKernel9;
+#else
+#error "CUPTI before CUDA 12.0 (CUPTI_API_VERSION < 19) is not supported"
+#endif
+#if ULYSSES_CUPTI_MEMCPY_RECORD(ULYSSES_CUPTI_API) == 6
+using MemcpyRec = CUpti_ActivityMemcpy6;
+#elif ULYSSES_CUPTI_MEMCPY_RECORD(ULYSSES_CUPTI_API) == 5
+using MemcpyRec = CUpti_ActivityMemcpy5;
+#endif
+#if ULYSSES_CUPTI_MEMSET_RECORD(ULYSSES_CUPTI_API) == 4
+using MemsetRec = CUpti_ActivityMemset4;
+#endif
+
+constexpr CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 
 constexpr size_t kBufferSize = 8 * 1024 * 1024;
 constexpr size_t kAlign = 8;
@@ -40,19 +70,28 @@ class CuptiSource final : public GpuActivitySource {
       if (error) *error = "a CUPTI activity source is already running in this process";
       return false;
     }
+    uint32_t version = 0;
+    if (cuptiGetVersion(&version) != CUPTI_SUCCESS) version = 0;
+    const CuptiSetup setup = cupti_setup(version);
+    CUptiResult r = CUPTI_SUCCESS;
+    // Launch records' threadId = gettid(), the id of the host ranges' rows (not pthread_self()).
+    if (setup.system_thread_ids) r = cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
     // The timestamp callback must be in place before any kind is enabled.
-    if (cuptiActivityRegisterTimestampCallback(&CuptiSource::host_timestamp) == CUPTI_SUCCESS) {
-      offset_ = 0;
-    } else {
-      calibrate();
+    if (!(setup.timestamp_callback &&
+          cuptiActivityRegisterTimestampCallback(&CuptiSource::host_timestamp) == CUPTI_SUCCESS)) {
+      clock_ = GpuClock::calibrate(&Tracer::now_ns, [] {
+        uint64_t t = 0;
+        cuptiGetTimestamp(&t);
+        return t;
+      });
     }
-    CUptiResult r = cuptiActivityRegisterCallbacks(&CuptiSource::buffer_requested, &CuptiSource::buffer_completed);
-    const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
-                                        CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
-    for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof kinds / sizeof kinds[0]; ++i) {
-      r = cuptiActivityEnable(kinds[i]);
-      if (r == CUPTI_SUCCESS) enabled_ = i + 1;
+    if (r == CUPTI_SUCCESS)
+      r = cuptiActivityRegisterCallbacks(&CuptiSource::buffer_requested, &CuptiSource::buffer_completed);
+    for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof kKinds / sizeof kKinds[0]; ++i) {
+      if (kKinds[i] == CUPTI_ACTIVITY_KIND_RUNTIME && !setup.runtime_api) continue;
+      if (kKinds[i] == CUPTI_ACTIVITY_KIND_DRIVER && !setup.driver_api) continue;
+      r = cuptiActivityEnable(kKinds[i]);
+      if (r == CUPTI_SUCCESS) enabled_[i] = true;
     }
     if (r != CUPTI_SUCCESS) {
       if (error) *error = "CUPTI: " + cupti_error(r) + " (is a GPU and driver present?)";
@@ -67,14 +106,14 @@ class CuptiSource final : public GpuActivitySource {
     if (started_) cuptiActivityFlushAll(0);
   }
 
+  // Every buffer, complete or not, is delivered to the sink before this returns (forced flush).
   void stop() override {
     if (g_active.load() != this) return;
-    const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
-                                        CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
     if (started_) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    for (size_t i = 0; i < enabled_; ++i) cuptiActivityDisable(kinds[i]);
-    enabled_ = 0;
+    for (size_t i = 0; i < sizeof kKinds / sizeof kKinds[0]; ++i) {
+      if (enabled_[i]) cuptiActivityDisable(kKinds[i]);
+      enabled_[i] = false;
+    }
     started_ = false;
     g_active.store(nullptr);
   }
@@ -88,15 +127,7 @@ class CuptiSource final : public GpuActivitySource {
   }
 
  private:
-  // offset_ = host - cupti, measured as the midpoint of two host reads around one CUPTI read.
-  void calibrate() {
-    uint64_t gpu = 0;
-    int64_t h0 = Tracer::now_ns();
-    cuptiGetTimestamp(&gpu);
-    int64_t h1 = Tracer::now_ns();
-    offset_ = (h0 + (h1 - h0) / 2) - static_cast<int64_t>(gpu);
-  }
-  int64_t host(uint64_t t) const { return static_cast<int64_t>(t) + offset_; }
+  int64_t host(uint64_t t) const { return clock_.to_host(t); }
   static uint64_t CUPTIAPI host_timestamp() { return static_cast<uint64_t>(Tracer::now_ns()); }
 
   static void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -117,7 +148,7 @@ class CuptiSource final : public GpuActivitySource {
       switch (rec->kind) {
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-          auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(rec);
+          auto* k = reinterpret_cast<const KernelRec*>(rec);
           KernelRecord out;
           out.start_ns = host(k->start);
           out.end_ns = host(k->end);
@@ -139,7 +170,7 @@ class CuptiSource final : public GpuActivitySource {
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
-          auto* c = reinterpret_cast<CUpti_ActivityMemcpy6*>(rec);
+          auto* c = reinterpret_cast<const MemcpyRec*>(rec);
           MemcpyRecord out;
           out.start_ns = host(c->start);
           out.end_ns = host(c->end);
@@ -153,7 +184,7 @@ class CuptiSource final : public GpuActivitySource {
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
-          auto* s = reinterpret_cast<CUpti_ActivityMemset4*>(rec);
+          auto* s = reinterpret_cast<const MemsetRec*>(rec);
           MemcpyRecord out;
           out.start_ns = host(s->start);
           out.end_ns = host(s->end);
@@ -167,16 +198,18 @@ class CuptiSource final : public GpuActivitySource {
           sink_->on_memcpy(out);
           break;
         }
-        case CUPTI_ACTIVITY_KIND_RUNTIME: {
-          auto* a = reinterpret_cast<CUpti_ActivityAPI*>(rec);
+        case CUPTI_ACTIVITY_KIND_RUNTIME:
+        case CUPTI_ACTIVITY_KIND_DRIVER: {  // the same record: cudaLaunchKernel or cuLaunchKernel
+          const bool driver = rec->kind == CUPTI_ACTIVITY_KIND_DRIVER;
+          auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(rec);
           RuntimeRecord out;
           out.start_ns = host(a->start);
           out.end_ns = host(a->end);
           out.tid = a->threadId;
           out.correlation = a->correlationId;
           const char* name = nullptr;
-          cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid, &name);
-          out.name = name ? name : "cudaRuntime";
+          cuptiGetCallbackName(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid, &name);
+          out.name = name ? name : driver ? "cudaDriver" : "cudaRuntime";
           out.return_value = static_cast<int32_t>(a->returnValue);
           sink_->on_runtime(out);
           break;
@@ -193,8 +226,8 @@ class CuptiSource final : public GpuActivitySource {
   }
 
   GpuActivitySink* sink_;
-  int64_t offset_ = 0;
-  size_t enabled_ = 0;
+  GpuClock clock_;
+  bool enabled_[sizeof kKinds / sizeof kKinds[0]] = {};
   bool started_ = false;
 };
 

@@ -182,6 +182,9 @@ struct Summary {
   int32_t world_size = 0;
   Headline headline;
   int64_t num_ranges = 0, num_kernels = 0;
+  // Kernels tied to their launching range by external id, and by time only
+  // (TraceModel::time_attributed); the rest of num_kernels is attributed to nothing.
+  int64_t kernels_by_launch = 0, kernels_by_time = 0;
   std::vector<StepBreakdown> steps;  // sorted by (rank, step)
   std::vector<RankTotals> ranks;
   OverlapResult overall;               // summed over all ranks and steps

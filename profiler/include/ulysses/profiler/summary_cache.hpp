@@ -11,10 +11,15 @@
 // (integers and doubles are stored bit for bit). `source` is not stored: load_trace sets it to
 // the path as given, and so does the cache reader.
 //
-// Where: beside the trace files, never inside them (they belong to the tracer):
-//   run folder / folder of foreign traces  DIR/.ulysses-summary-cache   (DIR = the folder
+// Where: for our own traces (Ulysses rank files), beside the trace files, never inside them
+// (they belong to the tracer):
+//   run folder                             DIR/.ulysses-summary-cache   (DIR = the folder
 //                                          holding the rank files: RUN/trace or RUN)
-//   one file F                             dirname(F)/.F.ulysses-summary-cache
+//   one rank file F                        dirname(F)/.F.ulysses-summary-cache
+// For anything else (Nsight Systems exports, PyTorch profiler traces, folders of them: the
+// user's files, left exactly as they were) in the user's cache folder,
+// $XDG_CACHE_HOME/ulysses/traces/<hash of the absolute path>-<name>.ulysses-summary-cache
+// (src/cache_location.hpp).
 // Key (all must match, else the cache is ignored and rewritten): the cache format version,
 // the profiler build id (a hash of the profiler's sources, so any change to the loader or the
 // analysis invalidates), the options that change the Summary (LoadOptions gpu_activity,
@@ -43,7 +48,7 @@
 namespace ulysses::prof {
 
 // Bump when the encoding below changes (the build id covers changes to what is computed).
-constexpr uint32_t kSummaryCacheFormat = 2;  // 2: WaitingAnalysis::repeated
+constexpr uint32_t kSummaryCacheFormat = 3;  // 2: WaitingAnalysis::repeated; 3: Summary::kernels_by_*
 
 // A hash of the profiler library's sources, fixed at build time.
 const char* profiler_build_id();

@@ -104,7 +104,14 @@ struct TraceModel {
   std::vector<StepInfo> steps;
   std::vector<MemoryPoint> memory;   // sorted by (rank, t_ns)
   std::vector<RuntimeCall> runtime;  // sorted by (rank, start_ns)
-  std::vector<ClockInfo> clocks;     // ranks with a measured offset (none: one rank, old traces, nsys)
+  // Kernels (indices into ranges, ascending) whose launching range is known only by time: no
+  // external id ties them to one, so their origin is the innermost range of the rank's stepping
+  // thread open at their launch (e.g. kernels autograd's backward thread launched).
+  std::vector<int32_t> time_attributed;
+  bool attributed_by_time(int32_t i) const {
+    return std::binary_search(time_attributed.begin(), time_attributed.end(), i);
+  }
+  std::vector<ClockInfo> clocks;  // ranks with a measured offset (none: one rank, old traces, nsys)
   int64_t t_min = 0, t_max = 0;
   // Largest clock error bound over the ranks aligned to rank 0; -1 when no rank was aligned.
   int64_t clock_error_ns() const {
