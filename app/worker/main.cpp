@@ -7,7 +7,9 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
+#include <exception>
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
@@ -56,6 +58,23 @@ std::string explain_failure(const std::string& what) {
       return "a peer rank did not arrive within parallel.timeout_s (stopped, hung, or never started) [" + what + "]";
   return what;
 }
+// An exception that escapes a thread (c10d's and Gloo's background threads) ends in
+// std::terminate: said as a failure with its message, exit 1, never an abort (134).
+std::atomic<int> g_rank{0};
+[[noreturn]] void on_terminate() {
+  std::string what = "an unknown exception";
+  try {
+    if (auto e = std::current_exception()) std::rethrow_exception(e);
+    what = "std::terminate without an exception";
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  const std::string line = "ulysses-worker (rank " + std::to_string(g_rank.load()) +
+                           "): error: " + explain_failure(what) + " (in a background thread)\n";
+  [[maybe_unused]] const ssize_t n = ::write(2, line.data(), line.size());
+  std::_Exit(1);
+}
 void on_signal(int) {
   if (g_stop) std::_Exit(143);  // second signal: leave now; finished steps are committed
   g_stop = 1;
@@ -73,6 +92,8 @@ int plan_command(int argc, char** argv);  // plan_command.cpp: --plan, the memor
 
 int main(int argc, char** argv) {
   ulysses::cli::reopen_closed_std_fds();  // a closed stdout must not become a checkpoint file
+  std::set_terminate(on_terminate);
+  std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit: writes fail with EFBIG and a message, no silent kill
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--plan") return ulysses::plan_command(argc, argv);
   CLI::App app{
@@ -111,6 +132,7 @@ int main(int argc, char** argv) {
   try {
     const DistEnv env = DistEnv::from_environment();
     rank = env.rank;
+    g_rank = rank;
     RunConfig cfg = load_run_config(config_path, overrides);
     throw_if_invalid(validate(cfg));
     if (env.world_size != cfg.parallel.world_size())

@@ -1,4 +1,4 @@
-// c10d process groups: TCPStore rendezvous on MASTER_ADDR:MASTER_PORT, a world group and
+// c10d process groups: a rendezvous store (rendezvous.hpp), a world group and
 // an SP group of consecutive ranks created through a PrefixStore.
 #include "comm.hpp"
 
@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "rendezvous.hpp"
 #include "run_config.hpp"
 #include "ulysses/profiler/clock_sync.hpp"
 #include "ulysses/profiler/tracer.hpp"
@@ -120,8 +121,8 @@ Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const DeviceDecision& d
   device_ = decision.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(decision.device_index))
                           : torch::Device(torch::kCPU);
   if (env.world_size == 1 && !env.single_rank_groups) return;  // no collectives needed
-  store_ = compat::tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), env.rank == 0, env.world_size,
-                             timeout);
+  // A FileStore in the run folder for ulysses-run's local ranks, a probed TCPStore otherwise.
+  store_ = make_rendezvous_store(env, timeout);
   // Each RANK is claimed once: two workers given the same RANK (a launcher script's mistake)
   // got Gloo's message, which names neither, after the timeout. (Two rank 0s cannot both hold
   // the store's port: the second's error says so.)

@@ -168,6 +168,22 @@ inline c10::intrusive_ptr<c10d::Store> prefix_store(const std::string& prefix, c
   return c10::make_intrusive<c10d::PrefixStore>(prefix, std::move(s));
 }
 
+// The TCPStore wire format of this libtorch, for the worker's probe of MASTER_PORT
+// (launch::StoreWire, engine/launch/store_probe.hpp): 1.13's queries start at SET = 0;
+// 2.1 put VALIDATE (0, followed by a magic number) first, so SET = 1 and GET = 3.
+struct TcpStoreWire {
+  uint8_t set, get;
+  bool validate;
+  uint32_t magic;
+};
+inline TcpStoreWire tcp_store_wire() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  return {1, 3, true, 0x3C85F7CEu};
+#else
+  return {0, 2, false, 0u};
+#endif
+}
+
 #if defined(ULYSSES_WITH_GLOO)
 inline c10::intrusive_ptr<Backend> make_gloo(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                                              std::chrono::milliseconds timeout) {

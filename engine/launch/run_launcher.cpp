@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "heartbeat.hpp"
 #include "launch_error.hpp"
 #include "line_splitter.hpp"
+#include "store_probe.hpp"
 #include "watchdog.hpp"
 #include "worker_process.hpp"
 
@@ -654,6 +656,14 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
     if (ec) throw LaunchError("cannot create " + d.string() + ": " + ec.message());
   }
   const fs::path abs_dir = fs::absolute(dir).lexically_normal();
+  // The ranks meet through a FileStore in a folder only this user can enter: a local run opens
+  // no network port (c10d's TCPStore listened on every interface, open to anyone who reached
+  // the machine). Gloo's own connections bind 127.0.0.1.
+  const fs::path rendezvous = abs_dir / kRendezvousFolder;
+  if (::mkdir(rendezvous.c_str(), 0700) != 0 && errno != EEXIST)
+    throw LaunchError("cannot create " + rendezvous.string() + ": " + std::strerror(errno));
+  if (::chmod(rendezvous.c_str(), 0700) != 0)
+    throw LaunchError("cannot make " + rendezvous.string() + " private (chmod 0700): " + std::strerror(errno));
   const std::string config_path = (abs_dir / "config.json").string();
   write_json_file_atomic(config_path, with_absolute_paths(opt.config).to_json());
   // Test hook: hold the set-up here, between the run folder's first files and run.json (where
@@ -685,9 +695,13 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
     SpawnSpec spec;
     spec.executable = opt.worker;
     spec.args = {"--config", config_path, "--out", abs_dir.string()};
-    spec.env = {{"RANK", std::to_string(r)},       {"WORLD_SIZE", std::to_string(world)},
-                {"LOCAL_RANK", std::to_string(r)}, {"LOCAL_WORLD_SIZE", std::to_string(world)},
-                {"MASTER_ADDR", opt.master_addr},  {"MASTER_PORT", std::to_string(res.master_port)}};
+    spec.env = {{"RANK", std::to_string(r)},
+                {"WORLD_SIZE", std::to_string(world)},
+                {"LOCAL_RANK", std::to_string(r)},
+                {"LOCAL_WORLD_SIZE", std::to_string(world)},
+                {"MASTER_ADDR", opt.master_addr},
+                {"MASTER_PORT", std::to_string(res.master_port)},
+                {kRendezvousDirEnv, rendezvous.string()}};
     // Threads per rank as the worker sets them (train.threads_per_rank, else cores / ranks):
     // OpenMP and OpenBLAS pools start at that size, so P ranks never oversubscribe the cores.
     // A value the user exported is left as it is.

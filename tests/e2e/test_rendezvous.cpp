@@ -1,0 +1,300 @@
+// The rendezvous no stranger can reach or break (issue 39), with real workers:
+// - a local run (ulysses-run) listens on no address beyond loopback while it trains: its
+//   ranks meet through a FileStore in RUN/.rendezvous (mode 0700), and a stranger connecting
+//   to any port the workers listen on from this machine's non-loopback address is refused;
+// - a worker started with torchrun's variables whose MASTER_PORT is held by a foreign program
+//   (silent, garbage-sending, closing, SSH banner) names it as foreign within timeout_s + 2 s,
+//   exits 1 or 2, never aborts and never blames another worker of the run.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../common/e2e_util.hpp"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+const std::string kWorker = ULYSSES_WORKER_BIN;
+const std::string kRun = ULYSSES_RUN_BIN;
+
+std::string tmp(const std::string& name) { return ulysses::test::scratch_path("rendezvous", name); }
+
+struct Listen {
+  std::string local;  // "127.0.0.1:41234" or "[::]:29500"
+  bool loopback = false;
+  int port = 0;
+  uint64_t inode = 0;
+};
+
+// LISTEN sockets (state 0A) in /proc/net/tcp and tcp6, with their inode.
+std::vector<Listen> listening_sockets() {
+  std::vector<Listen> out;
+  for (const char* file : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(file);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string sl, local, remote, st, queues, tr, retr, uid, timeout, inode;
+      f >> sl >> local >> remote >> st >> queues >> tr >> retr >> uid >> timeout >> inode;
+      if (st != "0A") continue;
+      const auto colon = local.find(':');
+      const std::string addr = local.substr(0, colon);
+      Listen l;
+      l.port = std::stoi(local.substr(colon + 1), nullptr, 16);
+      l.inode = std::stoull(inode);
+      if (addr.size() == 8) {  // IPv4, little-endian hex
+        const uint32_t a = static_cast<uint32_t>(std::stoul(addr, nullptr, 16));
+        char buf[INET_ADDRSTRLEN];
+        in_addr ia{a};
+        inet_ntop(AF_INET, &ia, buf, sizeof buf);
+        l.local = std::string(buf) + ":" + std::to_string(l.port);
+        l.loopback = (a & 0xff) == 127;
+      } else {
+        l.loopback = addr == "00000000000000000000000001000000";  // ::1
+        l.local = "[" + addr + "]:" + std::to_string(l.port);
+      }
+      out.push_back(l);
+    }
+  }
+  return out;
+}
+
+// Socket inodes held open by a process.
+std::set<uint64_t> socket_inodes(int pid) {
+  std::set<uint64_t> out;
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string t = fs::read_symlink(it->path(), ec).string();
+    if (t.rfind("socket:[", 0) == 0) out.insert(std::stoull(t.substr(8)));
+  }
+  return out;
+}
+
+// Processes whose command line mentions `needle` (the run folder's name).
+std::vector<int> pids_mentioning(const std::string& needle) {
+  std::vector<int> out;
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    if (n.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(it->path() / "cmdline", std::ios::binary);
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (cmd.find(needle) != std::string::npos && std::stoi(n) != ::getpid()) out.push_back(std::stoi(n));
+  }
+  return out;
+}
+
+// This machine's first non-loopback IPv4 address, or "".
+std::string outside_address() {
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) != 0) return "";
+  std::string out;
+  for (ifaddrs* i = ifs; i && out.empty(); i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    const auto* sa = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+    if ((ntohl(sa->sin_addr.s_addr) >> 24) == 127) continue;
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &sa->sin_addr, buf, sizeof buf);
+    out = buf;
+  }
+  freeifaddrs(ifs);
+  return out;
+}
+
+bool can_connect(const std::string& addr, int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, addr.c_str(), &sa.sin_addr);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+  ::close(fd);
+  return ok;
+}
+}  // namespace
+
+TEST(Rendezvous, LocalRunListensOnNoAddressBeyondLoopback) {
+  json c = ulysses::test::tiny_config(2, 100000, ULYSSES_SOURCE_DIR);
+  const std::string cfg = ulysses::test::write_json(tmp("local.json"), c);
+  const std::string out = tmp("local-run");
+  fs::remove_all(out);
+  const std::string cmd =
+      kRun + " " + cfg + " --worker " + kWorker + " --out " + out + " > " + tmp("local.log") + " 2>&1";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait until rank 0 trains (metrics.jsonl has a line): the store and Gloo's pairs are up.
+  const auto t0 = Clock::now();
+  while (Clock::now() - t0 < std::chrono::seconds(60)) {
+    std::ifstream m(out + "/metrics.jsonl");
+    std::string line;
+    if (std::getline(m, line) && !line.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::vector<int> workers;
+  for (int p : pids_mentioning(fs::path(out).filename().string())) workers.push_back(p);
+  std::set<uint64_t> inodes;
+  for (int p : workers)
+    for (auto i : socket_inodes(p)) inodes.insert(i);
+  const auto listening = listening_sockets();
+  std::vector<Listen> ours;
+  for (const auto& l : listening)
+    if (inodes.count(l.inode)) ours.push_back(l);
+  struct stat st {};
+  const int stat_rc = ::stat((out + "/.rendezvous").c_str(), &st);
+  const std::string outside = outside_address();
+  std::vector<std::string> reached;
+  if (!outside.empty())
+    for (const auto& l : ours)
+      if (can_connect(outside, l.port)) reached.push_back(outside + ":" + std::to_string(l.port));
+  ::kill(-pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+
+  EXPECT_GE(workers.size(), 2u) << "the run's processes were not found; log:\n"
+                                << ulysses::test::slurp(tmp("local.log"));
+  for (const auto& l : ours) EXPECT_TRUE(l.loopback) << "a worker listens on " << l.local << " (beyond loopback)";
+  EXPECT_TRUE(reached.empty()) << "a stranger reached " << (reached.empty() ? "" : reached.front());
+  ASSERT_EQ(stat_rc, 0) << "no " << out << "/.rendezvous";
+  EXPECT_EQ(st.st_mode & 0777, 0700u) << "the rendezvous folder must be private";
+  std::printf(
+      "[ figures ] %zu worker process(es), %zu listening socket(s) of theirs, all on loopback; stranger "
+      "address %s\n",
+      workers.size(), ours.size(), outside.empty() ? "(none: only loopback here)" : outside.c_str());
+}
+
+namespace {
+enum class Kind { Silent, Garbage, Closing, SshBanner };
+const char* name(Kind k) {
+  switch (k) {
+    case Kind::Silent:
+      return "silent";
+    case Kind::Garbage:
+      return "garbage";
+    case Kind::Closing:
+      return "closing";
+    case Kind::SshBanner:
+      return "ssh-banner";
+  }
+  return "?";
+}
+
+// A foreign program on a loopback port, in a thread: accepts and behaves as `kind`.
+class ForeignListener {
+ public:
+  explicit ForeignListener(Kind kind) : kind_(kind) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+    ::listen(fd_, 16);
+    socklen_t len = sizeof sa;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
+    port_ = ntohs(sa.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~ForeignListener() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+    for (int c : held_) ::close(c);
+  }
+  int port() const { return port_; }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      if (kind_ == Kind::Closing) {
+        ::close(c);
+        continue;
+      }
+      if (kind_ == Kind::Garbage) {
+        const std::string junk(4000, '\xff');
+        [[maybe_unused]] auto n = ::send(c, junk.data(), junk.size(), MSG_NOSIGNAL);
+      }
+      if (kind_ == Kind::SshBanner) {
+        const std::string banner = "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n";
+        [[maybe_unused]] auto n = ::send(c, banner.data(), banner.size(), MSG_NOSIGNAL);
+      }
+      held_.push_back(c);  // silent (and the others after their bytes): kept open, nothing more
+    }
+  }
+  Kind kind_;
+  int fd_ = -1, port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::vector<int> held_;
+  std::thread thread_;
+};
+}  // namespace
+
+class ForeignOnMasterPort : public ::testing::TestWithParam<std::tuple<Kind, int>> {};
+
+TEST_P(ForeignOnMasterPort, NamedAsForeignWithinTheTimeout) {
+  const auto [kind, rank] = GetParam();
+  constexpr int kTimeoutS = 3;
+  json c = ulysses::test::tiny_config(2, 2, ULYSSES_SOURCE_DIR);
+  c["parallel"]["timeout_s"] = kTimeoutS;
+  const std::string cfg = ulysses::test::write_json(tmp("foreign.json"), c);
+  ForeignListener foreign(kind);
+  const std::string out = tmp(std::string("foreign-") + name(kind) + "-" + std::to_string(rank));
+  fs::remove_all(out);
+  const auto t0 = Clock::now();
+  const auto r =
+      ulysses::test::sh("env -u " + std::string("ULYSSES_RENDEZVOUS_DIR") + " RANK=" + std::to_string(rank) +
+                            " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(foreign.port()) + " " +
+                            kWorker + " --config " + cfg + " --out " + out,
+                        "", true);
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_TRUE(r.code == 1 || r.code == 2) << "exit " << r.code << ":\n" << r.out;
+  EXPECT_LE(took, kTimeoutS + 2.0) << r.out;
+  EXPECT_NE(
+      r.out.find("127.0.0.1:" + std::to_string(foreign.port()) + " answered with something that is not a c10d store"),
+      std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("another worker"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("terminate"), std::string::npos) << r.out;
+  std::printf("[ figures ] %s listener, rank %d: exit %d after %.2f s (timeout_s %d)\n", name(kind), rank, r.code, took,
+              kTimeoutS);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, ForeignOnMasterPort,
+                         ::testing::Combine(::testing::Values(Kind::Silent, Kind::Garbage, Kind::Closing,
+                                                              Kind::SshBanner),
+                                            ::testing::Values(0, 1)),
+                         [](const auto& info) {
+                           std::string n = name(std::get<0>(info.param));
+                           n.erase(std::remove(n.begin(), n.end(), '-'), n.end());
+                           return n + "Rank" + std::to_string(std::get<1>(info.param));
+                         });
