@@ -74,7 +74,8 @@ class TiledLossFn : public torch::autograd::Function<TiledLossFn> {
     auto l2 = labels.reshape({-1});
     auto dx = at::empty_like(x2);
     at::Tensor dnorm, dhead;
-    at::Tensor total = at::zeros({}, x.options().dtype(torch::kFloat32));
+    // tiles' fp32 loss sums added in fp64 (issue 41: no fp32 rounding growing with the tile count)
+    at::Tensor total = at::zeros({}, x.options().dtype(torch::kFloat64));
     auto nw = norm_w.detach().requires_grad_(true), hw = head_w.detach().requires_grad_(true);
     const bool need_w = norm_w.requires_grad() || head_w.requires_grad();
     torch::AutoGradMode on(grads);
@@ -108,7 +109,7 @@ class TiledLossFn : public torch::autograd::Function<TiledLossFn> {
         {dx.view(x.sizes()), dnorm.defined() ? dnorm : at::Tensor(), dhead.defined() ? dhead : at::Tensor()});
     ctx->saved_data["norm_dtype"] = static_cast<int64_t>(norm_w.scalar_type());
     ctx->saved_data["head_dtype"] = static_cast<int64_t>(head_w.scalar_type());
-    return total;
+    return total.to(torch::kFloat32);  // the loss sum in fp32, as the untiled cross-entropy's
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {

@@ -149,15 +149,16 @@ double Trainer::zero_optimizer_step(int64_t s, double* lr) {
   at::Tensor g = zero_stage_ >= 2 ? gshard_ : flat_.narrow(0, b, S);  // (S)
   double norm = 0;
   if (zero_stage_ >= 2) {
-    // Global norm from the shards: each rank's fp64 sum of squares, all-reduced.
-    auto sq = g.to(torch::kFloat64).square().sum().reshape({1});  // (1,) fp64
+    // Global norm from the shards: each rank's fp64 sum of squares (reductions.hpp: no fp64
+    // copy of the shard), all-reduced.
+    auto sq = sum_of_squares_fp64(g).reshape({1});  // (1,) fp64
     comm_.all_reduce_sum(sq);
     norm = std::sqrt(sq.item<double>());
   } else {
-    norm = flat_.narrow(0, 0, grad_numel_).norm().item<double>();  // every rank holds all gradients
+    norm = l2_norm(flat_.narrow(0, 0, grad_numel_));  // every rank holds all gradients
   }
   const double clip = cfg_.train.grad_clip;
-  if (clip > 0 && norm > clip) g.mul_(clip / (norm + 1e-6));
+  if (clip > 0 && clip / (norm + 1e-6) < 1.0) g.mul_(clip / (norm + 1e-6));  // clip_grad_norm_'s coefficient
   *lr = learning_rate(cfg_.train, s);
   at::Tensor own = pflat_.narrow(0, b, S);  // (S) this rank's slice of the parameters
   if (master_.defined()) {
