@@ -1,5 +1,5 @@
-// TimelineWidget input: wheel and +/- zoom around the cursor, drag-to-zoom, panning, click
-// selection and the hover tooltip (offscreen, with QTest events).
+// TimelineWidget input: Ctrl+wheel and +/- zoom around the cursor, drag-to-select, panning,
+// click selection and the hover tooltip (offscreen, with QTest events).
 #include <gtest/gtest.h>
 
 #include <QHelpEvent>
@@ -34,7 +34,7 @@ TEST(TimelineWidget, WheelAndKeysZoomAroundTheCursor) {
   const int x = w.gutterWidth() + 300;
   const int64_t t_under = before.t_of(300);
   QWheelEvent we(QPointF(x, 100), w.mapToGlobal(QPointF(x, 100)), QPoint(), QPoint(0, 120), Qt::NoButton,
-                 Qt::NoModifier, Qt::NoScrollPhase, false);
+                 Qt::ControlModifier, Qt::NoScrollPhase, false);
   QApplication::sendEvent(&w, &we);
   EXPECT_NEAR(w.viewport().ns_per_px, before.ns_per_px / 1.25, 1e-9);
   EXPECT_NEAR(double(w.viewport().t_of(300)), double(t_under), 2.0);
@@ -47,20 +47,34 @@ TEST(TimelineWidget, WheelAndKeysZoomAroundTheCursor) {
   EXPECT_NEAR(w.viewport().ns_per_px, before.ns_per_px, 1e-9);
 }
 
-TEST(TimelineWidget, DragWithRightButtonZoomsToTheRange) {
+// A right-drag selects a window without zooming (Perfetto); F then fits it, Esc-like
+// clearSelection drops it.
+TEST(TimelineWidget, DragWithRightButtonSelectsAWindowAndFFitsIt) {
   TimelineWidget w;
   w.resize(1150, 400);
   w.setIndex(uniform_index());
   const auto before = w.viewport();
   const int g = w.gutterWidth();
   const int64_t a = before.t_of(200), b = before.t_of(400);
+  std::pair<qint64, qint64> got{-1, -1};
+  QObject::connect(&w, &TimelineWidget::timeRangeSelected, [&](qint64 t0, qint64 t1) { got = {t0, t1}; });
   QTest::mousePress(&w, Qt::RightButton, Qt::NoModifier, QPoint(g + 200, 100));
   QMouseEvent move(QEvent::MouseMove, QPointF(g + 400, 100), w.mapToGlobal(QPointF(g + 400, 100)), Qt::NoButton,
                    Qt::RightButton, Qt::NoModifier);
   QApplication::sendEvent(&w, &move);
   QTest::mouseRelease(&w, Qt::RightButton, Qt::NoModifier, QPoint(g + 400, 100));
-  EXPECT_NEAR(double(w.viewport().t0_ns), double(a), before.ns_per_px);
-  EXPECT_NEAR(double(w.viewport().t1_ns()), double(b), before.ns_per_px);
+  EXPECT_EQ(w.viewport(), before);  // no zoom
+  EXPECT_EQ(got.first, a);
+  EXPECT_EQ(got.second, b);
+  EXPECT_EQ(w.selectedWindow(), std::make_pair(int64_t(a), int64_t(b)));
+  QTest::keyClick(&w, Qt::Key_F);
+  // fitted with a 2 % margin on each side
+  const double span = double(b - a);
+  EXPECT_NEAR(double(w.viewport().t0_ns), double(a) - 0.02 * span, before.ns_per_px);
+  EXPECT_NEAR(double(w.viewport().t1_ns()), double(b) + 0.02 * span, before.ns_per_px);
+  EXPECT_TRUE(w.clearSelection());
+  EXPECT_EQ(w.selectedWindow().second, -1);
+  EXPECT_FALSE(w.clearSelection());
 }
 
 TEST(TimelineWidget, ClickSelectsAndTooltipDescribesTheRange) {
@@ -183,9 +197,9 @@ TEST(TimelineWidget, PinnedRankStaysOnTopWhenScrolled) {
   QTest::mouseClick(&w, Qt::LeftButton, Qt::NoModifier, QPoint(w.gutterWidth() + 125, y4));
   EXPECT_EQ(rank_of(w, w.selectedRange()), 4);
   EXPECT_EQ(w.rankAt(QPoint(10, y4)), 4);
-  // Shift+wheel scrolls the rest; rank 4 stays.
+  // The plain wheel scrolls the rest; rank 4 stays.
   QWheelEvent we(QPointF(600, 150), w.mapToGlobal(QPointF(600, 150)), QPoint(), QPoint(0, -120), Qt::NoButton,
-                 Qt::ShiftModifier, Qt::NoScrollPhase, false);
+                 Qt::NoModifier, Qt::NoScrollPhase, false);
   QApplication::sendEvent(&w, &we);
   EXPECT_FLOAT_EQ(w.yScroll(), 160);
   EXPECT_EQ(lane_y(w, 4), y4);

@@ -6,12 +6,19 @@
 #include <QColor>
 #include <QDir>
 #include <QFont>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QJsonValue>
+#include <QMap>
 #include <QSet>
 #include <algorithm>
+#include <cmath>
 #include <exception>
+#include <functional>
 
 #include "cost_model.hpp"
+#include "run_config.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 namespace ulysses::ui {
@@ -28,9 +35,29 @@ QString jsonText(const QJsonValue& v) {
     case QJsonValue::Undefined:
     case QJsonValue::Null:
       return QString();
-    default:
-      return QStringLiteral("...");
+    default:  // arrays (objects are flattened before)
+      return QString::fromUtf8(QJsonDocument(v.isArray() ? v.toArray() : QJsonArray{v}).toJson(QJsonDocument::Compact));
   }
+}
+
+// Leaves of a config value under `prefix`: {"faults.slow_rank": 1, "faults.delay_ms": 50}.
+void flatten(const QJsonValue& v, const QString& prefix, QMap<QString, QJsonValue>* out) {
+  if (v.isUndefined() || v.isNull()) return;
+  if (!v.isObject()) {
+    out->insert(prefix, v);
+    return;
+  }
+  const QJsonObject o = v.toObject();
+  for (auto it = o.begin(); it != o.end(); ++it) flatten(it.value(), prefix + QLatin1Char('.') + it.key(), out);
+}
+
+// B - A and B / A of a row whose sides are both numbers (B / A when A != 0).
+void fill_diff(CompareModel::Row& r, const std::function<QString(double)>& fmt) {
+  if (!r.va.isValid() || !r.vb.isValid()) return;
+  const double a = r.va.toDouble(), b = r.vb.toDouble(), d = b - a;
+  r.diff = fmt ? (d > 0 ? QStringLiteral("+") : QString()) + fmt(d)
+               : (d > 0 ? QStringLiteral("+") : QString()) + QString::number(d, 'g', 6);
+  if (a != 0) r.ratio = QString::number(b / a, 'f', 3);
 }
 }  // namespace
 
@@ -50,42 +77,73 @@ void CompareModel::setRuns(const RunSummary& a, const RunSummary& b) {
   nameA_ = a.name;
   nameB_ = b.name;
   QString section = QStringLiteral("run");
-  auto add = [&](const QString& field, const QString& x, const QString& y) {
+  // A row; with both sides numeric (va, vb valid) it also gets B - A and B / A, in the
+  // row's unit (`fmt` writes a value and a difference).
+  auto add = [&](const QString& field, const QString& x, const QString& y, QVariant va = {}, QVariant vb = {},
+                 const std::function<QString(double)>& fmt = {}) {
     Row r;
     r.field = field;
     r.a = x;
     r.b = y;
     r.differs = x != y;
     r.section = section;
+    r.va = va;
+    r.vb = vb;
+    fill_diff(r, fmt);
     rows_.push_back(r);
   };
   const auto ma = measure(readMetricsFile(QDir(a.dir).filePath(QStringLiteral("metrics.jsonl"))));
   const auto mb = measure(readMetricsFile(QDir(b.dir).filePath(QStringLiteral("metrics.jsonl"))));
   auto secs = [](double s) { return s >= 0 ? QString::fromStdString(cost::format_seconds(s)) : QString(); };
+  auto num = [](bool ok, double v) { return ok ? QVariant(v) : QVariant(); };
+  auto ms = [](double v) { return QStringLiteral("%1 ms").arg(v, 0, 'f', 1); };
+  auto bytes = [](double v) {
+    return (v < 0 ? QStringLiteral("-") : QString()) + QString::fromStdString(cost::format_bytes(std::fabs(v)));
+  };
+  auto secsd = [](double v) {
+    return (v < 0 ? QStringLiteral("-") : QString()) + QString::fromStdString(cost::format_seconds(std::fabs(v)));
+  };
   add(QStringLiteral("status"), a.status, b.status);
   add(QStringLiteral("config"), a.configName, b.configName);
-  add(QStringLiteral("duration"), secs(a.durationS), secs(b.durationS));
-  add(QStringLiteral("steps done"), QString::number(a.stepsDone), QString::number(b.stepsDone));
+  add(QStringLiteral("duration"), secs(a.durationS), secs(b.durationS), num(a.durationS >= 0, a.durationS),
+      num(b.durationS >= 0, b.durationS), secsd);
+  add(QStringLiteral("steps done"), QString::number(a.stepsDone), QString::number(b.stepsDone),
+      num(a.stepsDone >= 0, a.stepsDone), num(b.stepsDone >= 0, b.stepsDone));
   add(QStringLiteral("final loss"), a.hasFinalLoss ? format_metric(a.finalLoss) : QString(),
-      b.hasFinalLoss ? format_metric(b.finalLoss) : QString());
-  add(QStringLiteral("median step"), ma.steps ? QStringLiteral("%1 ms").arg(ma.medianStepMs, 0, 'f', 1) : QString(),
-      mb.steps ? QStringLiteral("%1 ms").arg(mb.medianStepMs, 0, 'f', 1) : QString());
+      b.hasFinalLoss ? format_metric(b.finalLoss) : QString(), num(a.hasFinalLoss, a.finalLoss),
+      num(b.hasFinalLoss, b.finalLoss), [](double v) { return format_metric(v); });
+  add(QStringLiteral("median step"), ma.steps ? ms(ma.medianStepMs) : QString(),
+      mb.steps ? ms(mb.medianStepMs) : QString(), num(ma.steps, ma.medianStepMs), num(mb.steps, mb.medianStepMs), ms);
   add(QStringLiteral("tokens/s"), ma.steps ? QString::number(ma.tokensPerS, 'f', 0) : QString(),
-      mb.steps ? QString::number(mb.tokensPerS, 'f', 0) : QString());
-  add(QStringLiteral("max memory / rank"),
-      ma.steps ? QString::fromStdString(cost::format_bytes(double(ma.maxMemBytes))) : QString(),
-      mb.steps ? QString::fromStdString(cost::format_bytes(double(mb.maxMemBytes))) : QString());
-  add(QStringLiteral("ranks"), QString::number(a.worldSize), QString::number(b.worldSize));
-  // Every config key of either run, section by section.
+      mb.steps ? QString::number(mb.tokensPerS, 'f', 0) : QString(), num(ma.steps, ma.tokensPerS),
+      num(mb.steps, mb.tokensPerS), [](double v) { return QString::number(v, 'f', 0); });
+  add(QStringLiteral("max memory / rank"), ma.steps ? bytes(double(ma.maxMemBytes)) : QString(),
+      mb.steps ? bytes(double(mb.maxMemBytes)) : QString(), num(ma.steps, double(ma.maxMemBytes)),
+      num(mb.steps, double(mb.maxMemBytes)), bytes);
+  add(QStringLiteral("ranks"), QString::number(a.worldSize), QString::number(b.worldSize), num(true, a.worldSize),
+      num(true, b.worldSize));
+  // Every config key of either run, section by section: the sections a run config has
+  // (kRunConfigSections, `faults` included), then any other section either file holds; nested
+  // objects flattened ("faults.slow_rank"), lists as JSON.
   section = QStringLiteral("config");
-  const QStringList sections = {"model", "parallel", "train", "data", "profile"};
+  QStringList sections;
+  for (const char* sec : kRunConfigSections) sections << QString::fromLatin1(sec);
+  for (const auto& cfg : {a.config, b.config})
+    for (const auto& k : cfg.keys())
+      if (!sections.contains(k)) sections << k;
   for (const auto& sec : sections) {
-    const auto sa = a.config.value(sec).toObject();
-    const auto sb = b.config.value(sec).toObject();
-    QStringList keys = sa.keys();
-    for (const auto& k : sb.keys())
+    QMap<QString, QJsonValue> fa, fb;
+    flatten(a.config.value(sec), sec, &fa);
+    flatten(b.config.value(sec), sec, &fb);
+    QStringList keys = fa.keys();
+    for (const auto& k : fb.keys())
       if (!keys.contains(k)) keys.push_back(k);
-    for (const auto& k : keys) add(sec + QLatin1Char('.') + k, jsonText(sa.value(k)), jsonText(sb.value(k)));
+    std::sort(keys.begin(), keys.end());
+    for (const auto& k : keys) {
+      const QJsonValue x = fa.value(k), y = fb.value(k);
+      add(k, jsonText(x), jsonText(y), x.isDouble() ? QVariant(x.toDouble()) : QVariant(),
+          y.isDouble() ? QVariant(y.toDouble()) : QVariant());
+    }
   }
   endResetModel();
 }

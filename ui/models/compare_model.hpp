@@ -1,7 +1,8 @@
-// Two runs side by side: summary rows (status, duration, loss, throughput, memory) and
-// every config key, with rows that differ marked; when both runs have traces, the profiler's
-// run comparison (profiler/compare.hpp: headline, per phase, per layer, with B - A and B / A)
-// is appended, rows whose B / A is off 1 by more than the threshold marked.
+// Two runs side by side: summary rows (status, duration, loss, throughput, memory; each
+// numeric row with B - A and B / A) and every config key of every section (`faults` too,
+// nested keys flattened, numeric ones with B - A and B / A), with rows that differ marked; when both runs have traces,
+// the profiler's run comparison (profiler/compare.hpp: headline, per phase, per layer, with B - A and B / A) is
+// appended, rows whose B / A is off 1 by more than the threshold marked.
 #pragma once
 
 #include <QAbstractTableModel>
@@ -41,13 +42,15 @@ class CompareModel : public QAbstractTableModel {
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
 
- private:
+ public:  // the file's helpers fill rows
   struct Row {
     QString field, a, b, diff, ratio;
     bool differs = false;
     QString section;
     QVariant va, vb;
   };
+
+ private:
   QVector<Row> rows_;
   QString nameA_, nameB_;
 };

@@ -35,10 +35,12 @@
 #include "studio_paths.hpp"
 #include "theme.hpp"
 #include "trace/phase_style.hpp"
+#include "trace/shortcuts.hpp"
 #include "trace/timeline_index.hpp"
 #include "trace/timeline_widget.hpp"
 #include "run_dir_reader.hpp"
 #include "trace/trace_view.hpp"
+#include "wheel_guard.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_model.hpp"
 #include "ulysses/profiler/trace_store.hpp"
@@ -63,6 +65,7 @@ bool looksLikeHfConfig(const QString& path) {
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowTitle(QStringLiteral("Ulysses Studio"));
   setAcceptDrops(true);
+  WheelGuard::install();  // no form field changes on a wheel it was not focused for
   controller_ = new RunController(this);
   launcher_ = new LauncherPage(this);
   monitor_ = new MonitorPage(controller_, this);
@@ -212,9 +215,12 @@ MainWindow::~MainWindow() {
 
 void MainWindow::buildMenus() {
   auto* file = menuBar()->addMenu(QStringLiteral("&File"));
-  file->addAction(QStringLiteral("&Open Config…"), QKeySequence::Open, this, &MainWindow::openConfigDialog);
-  file->addAction(QStringLiteral("Open &Run or Trace…"), QKeySequence(QStringLiteral("Ctrl+Shift+O")), this,
-                  &MainWindow::openDialog);
+  // Files (traces, configs) and folders (runs, runs folders, folders of exports); both go
+  // through openPath, as a drop on the window does.
+  file->addAction(QStringLiteral("&Open…"), this, &MainWindow::openConfigDialog)
+      ->setShortcuts(key_sequences(Command::OpenFile));
+  file->addAction(QStringLiteral("Open &Folder…"), this, &MainWindow::openDialog)
+      ->setShortcuts(key_sequences(Command::OpenFolder));
   recentMenu_ = file->addMenu(QStringLiteral("Open R&ecent"));
   file->addAction(QStringLiteral("&Save Config As…"), QKeySequence::Save, this, &MainWindow::saveConfigDialog);
   file->addAction(QStringLiteral("&Import Hugging Face config.json…"), QKeySequence(QStringLiteral("Ctrl+I")), this,
@@ -256,7 +262,7 @@ void MainWindow::buildMenus() {
     auto* present = view->addAction(QStringLiteral("&Presentation Mode"));
     present->setObjectName(QStringLiteral("presentationMode"));
     present->setCheckable(true);
-    present->setShortcut(QKeySequence(QStringLiteral("F5")));
+    present->setShortcuts(key_sequences(Command::PresentationMode));
     connect(present, &QAction::toggled, this, [](bool on) {
       static const QFont normalFont = QApplication::font();
       static const QPalette normalPalette = QApplication::palette();
@@ -288,12 +294,34 @@ void MainWindow::buildMenus() {
     connect(cb, &QAction::toggled, this,
             [this](bool on) { setPhasePalette(on ? PhasePalette::ColorBlind : PhasePalette::Default); });
   }
+  {  // The plain wheel zooms the timelines (it scrolls their lanes by default, as in Perfetto).
+    auto* wz = view->addAction(QStringLiteral("&Wheel Zooms Timeline"));
+    wz->setObjectName(QStringLiteral("wheelZooms"));
+    wz->setCheckable(true);
+    const bool on = QSettings().value(QStringLiteral("wheelZooms"), false).toBool();
+    wz->setChecked(on);
+    auto apply = [this](bool z) {
+      trace_->timeline()->setWheelZooms(z);
+      trace_->loadingTimeline()->setWheelZooms(z);
+    };
+    apply(on);
+    connect(wz, &QAction::toggled, this, [apply](bool z) {
+      apply(z);
+      QSettings().setValue(QStringLiteral("wheelZooms"), z);
+    });
+  }
   darkAction_ = view->addAction(QStringLiteral("&Dark Theme"));
   darkAction_->setCheckable(true);
   darkAction_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+D")));
   connect(darkAction_, &QAction::toggled, this, [this](bool dark) { setDarkTheme(dark); });
 
   auto* help = menuBar()->addMenu(QStringLiteral("&Help"));
+  {  // The sheet is generated from the binding table that binds the keys (shortcuts.hpp).
+    auto* keys = help->addAction(QStringLiteral("&Keyboard Shortcuts"), this, &MainWindow::showShortcuts);
+    keys->setObjectName(QStringLiteral("keyboardShortcuts"));
+    keys->setShortcuts(key_sequences(Command::ShowShortcuts));
+    keys->setShortcutContext(Qt::ApplicationShortcut);
+  }
   help->addAction(QStringLiteral("&About Ulysses Studio"), this, [this] {
     QMessageBox::about(
         this, QStringLiteral("Ulysses Studio"),
@@ -302,6 +330,18 @@ void MainWindow::buildMenus() {
             .arg(program_.isEmpty() ? QStringLiteral("(ulysses-run not found)") : program_, runsDir()));
   });
   rebuildRecentMenu();
+}
+
+QWidget* MainWindow::showShortcuts() {
+  auto* sheet = findChild<QWidget*>(QStringLiteral("shortcutsSheet"));
+  if (!sheet) {
+    sheet = make_shortcuts_sheet(this);
+    sheet->setAttribute(Qt::WA_DeleteOnClose);
+  }
+  sheet->show();
+  sheet->raise();
+  sheet->activateWindow();
+  return sheet;
 }
 
 void MainWindow::setRunsDir(const QString& dir, bool remember) {
@@ -423,7 +463,11 @@ bool MainWindow::openPath(const QString& path, QString* error) {
   if (fi.fileName() == QLatin1String("run.json") && isRunDir(fi.absolutePath()))
     return openPath(fi.absolutePath(), error);
   const QString suffix = fi.suffix().toLower();
-  if (suffix == QLatin1String("sqlite") || suffix == QLatin1String("db") || suffix == QLatin1String("sqlite3")) {
+  // Compressed traces go to the loader too, which says how to unpack them.
+  const QString name = fi.fileName().toLower();
+  const bool compressed = name.endsWith(QLatin1String(".json.gz")) || name.endsWith(QLatin1String(".sqlite.gz"));
+  if (compressed || suffix == QLatin1String("sqlite") || suffix == QLatin1String("db") ||
+      suffix == QLatin1String("sqlite3")) {
     if (!trace_->openTrace(fi.absoluteFilePath(), error)) return false;
     tabs_->setCurrentWidget(trace_);
     addRecent(fi.absoluteFilePath());
@@ -564,15 +608,23 @@ bool MainWindow::resume(const QString& runDir, const QString& saveTo) {
 }
 
 void MainWindow::openDialog() {
-  const QString p = QFileDialog::getExistingDirectory(this, QStringLiteral("Open a run folder"), runsDir());
+  const QString p = QFileDialog::getExistingDirectory(
+      this, QStringLiteral("Open a run folder, a runs folder or a folder of traces"), runsDir());
   if (p.isEmpty()) return;
   QString err;
   if (!openPath(p, &err)) showError(QStringLiteral("Open"), err);
 }
 
+QString MainWindow::openFileFilters() {
+  return QStringLiteral(
+      "Traces, configs and runs (*.sqlite *.sqlite3 *.db *.json *.json.gz *.sqlite.gz);;"
+      "Traces: ours and Nsight Systems exports (*.sqlite *.sqlite3 *.db);;PyTorch profiler traces (*.json *.json.gz);;"
+      "Run configs and run.json (*.json);;All files (*)");
+}
+
 void MainWindow::openConfigDialog() {
-  const QString p = QFileDialog::getOpenFileName(this, QStringLiteral("Open a run config or trace"), QString(),
-                                                 QStringLiteral("Configs and traces (*.json *.sqlite);;All files (*)"));
+  const QString p =
+      QFileDialog::getOpenFileName(this, QStringLiteral("Open a trace, config or run"), runsDir(), openFileFilters());
   if (p.isEmpty()) return;
   QString err;
   if (!openPath(p, &err)) showError(QStringLiteral("Open"), err);

@@ -44,7 +44,9 @@ class MainWindow : public QMainWindow {
   void setLauncherProgram(const QString& path) { program_ = path; }
   QString launcherProgram() const { return program_; }
 
-  // Opens a run folder (monitor + runs list + trace), a trace .sqlite, or a config .json.
+  // Opens a run folder (monitor + runs list + trace), a trace .sqlite, a PyTorch profiler .json
+  // (.json.gz: the loader says to unpack it), a folder of exports, or a config .json.
+  // File ▸ Open (files), File ▸ Open Folder and a drop on the window all come here.
   bool openPath(const QString& path, QString* error);
   // Pages: launch, monitor, runs, trace; trace views: timeline, headmap, memory, report.
   bool setView(const QString& name);
@@ -59,6 +61,11 @@ class MainWindow : public QMainWindow {
   QStringList recentFiles() const;
   // File ▸ Export image: the current page as PNG or SVG by the suffix of `path`.
   bool exportCurrentView(const QString& path, QString* error);
+  // Help ▸ Keyboard Shortcuts ("?"): the sheet of the binding table (shortcuts.hpp), shown
+  // beside the window; returns it.
+  QWidget* showShortcuts();
+  // The name filters of File ▸ Open.
+  static QString openFileFilters();
   // Loads the trace and waits (screenshots).
   bool openTraceAndWait(const QString& path, QString* error);
 

@@ -14,6 +14,7 @@
 
 #include "trace/phase_style.hpp"
 #include "trace/qt_text.hpp"
+#include "trace/shortcuts.hpp"
 
 namespace ulysses::ui {
 
@@ -34,6 +35,7 @@ int TimelineWidget::timeWidth() const { return std::max(1, width() - gutter_); }
 void TimelineWidget::setIndex(std::shared_ptr<const TimelineIndex> index) {
   index_ = std::move(index);
   selected_ = -1;
+  window_ = {0, -1};
   flowFor_ = -1;
   y_scroll_ = 0;
   match_.clear();
@@ -407,13 +409,25 @@ void TimelineWidget::resizeEvent(QResizeEvent*) {
 }
 
 void TimelineWidget::wheelEvent(QWheelEvent* e) {
-  const double steps = e->angleDelta().y() / 120.0;
-  if (e->modifiers() & Qt::ShiftModifier) {
-    setYScroll(y_scroll_ - float(steps * 60));
-  } else {
+  // Perfetto / Nsight conventions (shortcuts.hpp): Ctrl+wheel zooms at the pointer, Shift+wheel
+  // (or a horizontal wheel) pans, the plain wheel scrolls the lanes; setWheelZooms(true) makes
+  // the plain wheel zoom as it used to.
+  const QPoint a = e->angleDelta();
+  const Qt::KeyboardModifiers mods = e->modifiers();
+  const bool zoom = (mods & Qt::ControlModifier) || (wheel_zooms_ && !(mods & Qt::ShiftModifier));
+  if (zoom) {
+    const double steps = (a.y() != 0 ? a.y() : a.x()) / 120.0;
     TimelineViewport v = vp_;
     v.zoom_at(e->position().x() - gutter_, std::pow(1.25, steps));
     changeViewport(v);
+  } else if ((mods & Qt::ShiftModifier) || (a.x() != 0 && a.y() == 0)) {
+    // Some platforms turn a shifted vertical wheel into a horizontal one: either pans.
+    const double steps = (a.y() != 0 ? a.y() : a.x()) / 120.0;
+    TimelineViewport v = vp_;
+    v.pan_px(-steps * vp_.width_px / 10.0);
+    changeViewport(v);
+  } else {
+    setYScroll(y_scroll_ - float(a.y() / 120.0 * 60));
   }
   e->accept();
 }
@@ -434,6 +448,7 @@ void TimelineWidget::mousePressEvent(QMouseEvent* e) {
 }
 
 void TimelineWidget::mouseMoveEvent(QMouseEvent* e) {
+  hover_x_ = e->pos().x();
   if (panning_) {
     const QPoint d = e->pos() - last_pos_;
     last_pos_ = e->pos();
@@ -454,11 +469,9 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent* e) {
     selecting_ = false;
     const int a = std::min(press_pos_.x(), e->pos().x()) - gutter_,
               b = std::max(press_pos_.x(), e->pos().x()) - gutter_;
-    if (b - a >= 3) {
-      emit timeRangeSelected(vp_.t_of(a), vp_.t_of(b));
-      TimelineViewport v = vp_;
-      v.fit(vp_.t_of(a), vp_.t_of(b));
-      changeViewport(v);
+    if (b - a >= 3) {  // a window selected (F fits it, Esc clears it); the zoom stays
+      window_ = {vp_.t_of(a), vp_.t_of(b)};
+      emit timeRangeSelected(window_.first, window_.second);
     }
     update();
     return;
@@ -480,44 +493,84 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent* e) {
   }
 }
 
-void TimelineWidget::keyPressEvent(QKeyEvent* e) {
+double TimelineWidget::zoomAnchorX() const {
+  // The mouse pointer's time when it is over the time area, else the centre.
+  if (hover_x_ >= gutter_ && hover_x_ < width()) return double(hover_x_ - gutter_);
+  return vp_.width_px / 2.0;
+}
+
+void TimelineWidget::leaveEvent(QEvent* e) {
+  hover_x_ = -1;
+  QWidget::leaveEvent(e);
+}
+
+void TimelineWidget::fitSelection() {
+  if (window_.second > window_.first) {
+    TimelineViewport v = vp_;
+    v.set_width(timeWidth());
+    v.fit(window_.first, window_.second, 0.02);
+    changeViewport(v);
+  } else if (index_ && selected_ >= 0 && size_t(selected_) < index_->model().ranges.size()) {
+    fitRange(selected_);
+  } else {
+    fitStep(int(std::max<int64_t>(0, currentStep())));
+  }
+}
+
+bool TimelineWidget::clearSelection() {
+  const bool any = selected_ >= 0 || window_.second > window_.first;
+  window_ = {0, -1};
+  selectRange(-1);
+  update();
+  return any;
+}
+
+bool TimelineWidget::runCommand(Command c) {
   TimelineViewport v = vp_;
-  const double cx = vp_.width_px / 2.0;
-  switch (e->key()) {
-    case Qt::Key_Plus:
-    case Qt::Key_Equal:
-      v.zoom_at(cx, 1.5);
+  switch (c) {
+    case Command::ZoomIn:
+      v.zoom_at(zoomAnchorX(), 1.5);
       changeViewport(v);
-      break;
-    case Qt::Key_Minus:
-      v.zoom_at(cx, 1 / 1.5);
+      return true;
+    case Command::ZoomOut:
+      v.zoom_at(zoomAnchorX(), 1 / 1.5);
       changeViewport(v);
-      break;
-    case Qt::Key_Left:
+      return true;
+    case Command::PanLeft:
       v.pan_px(-vp_.width_px / 8.0);
       changeViewport(v);
-      break;
-    case Qt::Key_Right:
+      return true;
+    case Command::PanRight:
       v.pan_px(vp_.width_px / 8.0);
       changeViewport(v);
-      break;
-    case Qt::Key_Home:
+      return true;
+    case Command::FitAll:
       fitAll();
-      break;
-    case Qt::Key_F:
-      fitStep(int(std::max<int64_t>(0, currentStep())));
-      break;
-    case Qt::Key_PageDown:
+      return true;
+    case Command::FitSelection:
+      fitSelection();
+      return true;
+    case Command::NextStep:
       nextStep();
-      break;
-    case Qt::Key_PageUp:
+      return true;
+    case Command::PrevStep:
       prevStep();
-      break;
+      return true;
     default:
-      QWidget::keyPressEvent(e);
-      return;
+      return false;
   }
-  e->accept();
+}
+
+void TimelineWidget::keyPressEvent(QKeyEvent* e) {
+  // The keys come from the binding table (shortcuts.hpp), as the shortcut sheet lists them.
+  for (const Binding& b : bindings()) {
+    if (b.scope != BindingScope::Timeline || b.mouse || !key_matches(b.cmd, e)) continue;
+    if (runCommand(b.cmd)) {
+      e->accept();
+      return;
+    }
+  }
+  QWidget::keyPressEvent(e);
 }
 
 void TimelineWidget::paintEvent(QPaintEvent*) {
@@ -632,6 +685,16 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     const double x = vp_.x_of(cursor_ns_);
     p.setPen(QPen(QColor(0xFF, 0xEB, 0x3B), 2));
     p.drawLine(QPointF(x, 0), QPointF(x, H));
+  }
+  if (!selecting_ && window_.second > window_.first) {  // the selected window, with its length
+    const double a = vp_.x_of(window_.first), b = vp_.x_of(window_.second);
+    p.fillRect(QRectF(a, 0, b - a, H), QColor(120, 170, 255, 45));
+    p.setPen(QColor(120, 170, 255));
+    p.drawLine(QPointF(a, 0), QPointF(a, H));
+    p.drawLine(QPointF(b, 0), QPointF(b, H));
+    p.setPen(Qt::white);
+    p.drawText(QPointF(std::max(a, 0.0) + 4, 14),
+               QString::fromStdString(format_duration_ns(double(window_.second - window_.first))));
   }
   if (selecting_) {
     const int a = std::min(press_pos_.x(), drag_x_) - gutter_, b = std::max(press_pos_.x(), drag_x_) - gutter_;

@@ -1,7 +1,8 @@
 // The timeline widget: paints TimelineIndex through compute_draw_list (custom QWidget
-// painting). Wheel / +,- zoom at the cursor, left-drag pans, right-drag (or shift+left-drag)
-// zooms to the dragged range, shift+wheel scrolls vertically, Home fits the whole trace,
-// F fits the step under the centre, PageUp/PageDown jump between steps. Right-click on a
+// painting). Keys and wheel as the binding table says (shortcuts.hpp: W/S zoom at the
+// pointer, A/D pan, Ctrl+wheel zooms, the wheel scrolls lanes, Shift+wheel pans, F fits the
+// selection); left-drag pans, right-drag (or shift+left-drag) selects a time window without
+// zooming. Right-click on a
 // rank's gutter (header or lane names) opens its menu: Pin (its lanes stay at the top while
 // the rest scrolls), Collapse (one summary row with its top-level ranges merged), Hide (with
 // an "N ranks hidden - show all" strip at the bottom of the gutter to bring them back).
@@ -10,8 +11,10 @@
 #include <QWidget>
 class QMenu;
 #include <memory>
+#include <utility>
 #include <vector>
 
+#include "trace/shortcuts.hpp"
 #include "trace/timeline_draw.hpp"
 #include "trace/viewport_metatype.hpp"
 
@@ -40,6 +43,15 @@ class TimelineWidget : public QWidget {
   bool jumpToMatch(bool forward);
 
   int64_t selectedRange() const { return selected_; }
+  // The time window selected by a right- or shift-drag, {0, -1} when none.
+  std::pair<int64_t, int64_t> selectedWindow() const { return window_; }
+  // Clears the selected range and window; false when there was none.
+  bool clearSelection();
+  // A timeline command of the binding table (zoom, pan, fit...); false for other commands.
+  bool runCommand(Command c);
+  // Plain wheel zooms (the old behaviour) instead of scrolling the lanes.
+  void setWheelZooms(bool on) { wheel_zooms_ = on; }
+  bool wheelZooms() const { return wheel_zooms_; }
   // Flow arrows for every collective in view (flows_in_view), beside the selected one's.
   void setAllFlowsInView(bool on);
   bool allFlowsInView() const { return all_flows_; }
@@ -77,6 +89,8 @@ class TimelineWidget : public QWidget {
   void nextStep();
   void prevStep();
   void fitRange(qint64 range_index);  // zoom to one range (with margins) and select it
+  // The selected window, else the selected range, else the step under the centre (F).
+  void fitSelection();
   void selectRange(qint64 range_index);
 
  signals:
@@ -92,6 +106,7 @@ class TimelineWidget : public QWidget {
   void mouseMoveEvent(QMouseEvent*) override;
   void mouseReleaseEvent(QMouseEvent*) override;
   void keyPressEvent(QKeyEvent*) override;
+  void leaveEvent(QEvent*) override;
   void contextMenuEvent(QContextMenuEvent*) override;
   bool event(QEvent* e) override;  // tooltips
 
@@ -101,6 +116,7 @@ class TimelineWidget : public QWidget {
   int timeWidth() const;
   QString describe(const DrawItem& it) const;
   void centreOn(int64_t t);
+  double zoomAnchorX() const;  // W/S/+/- zoom here: the pointer over the time area, else the centre
   void setRankFlag(int32_t rank, uint8_t flag, bool on);
   void relayout();
   float maxScroll() const;
@@ -126,6 +142,9 @@ class TimelineWidget : public QWidget {
   bool panning_ = false, selecting_ = false;
   QPoint press_pos_, last_pos_;
   int drag_x_ = -1;
+  int hover_x_ = -1;  // pointer x while over the widget, -1 outside
+  std::pair<int64_t, int64_t> window_{0, -1};
+  bool wheel_zooms_ = false;
 };
 
 }  // namespace ulysses::ui

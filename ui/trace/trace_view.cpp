@@ -1,6 +1,7 @@
 // TraceView: pages (message / loading / content), the four views and their synchronisation.
 #include "trace/trace_view.hpp"
 
+#include <QAction>
 #include <QApplication>
 #include <QButtonGroup>
 #include <QComboBox>
@@ -31,6 +32,7 @@
 #include "trace/histogram_delegate.hpp"
 #include "trace/memory_view.hpp"
 #include "trace/report_view.hpp"
+#include "trace/shortcuts.hpp"
 #include "trace/timeline_widget.hpp"
 #include "trace/trace_loader.hpp"
 #include "trace/trace_models.hpp"
@@ -81,7 +83,8 @@ class TraceViewPrivate {
   TableModel *details = nullptr, *kernels = nullptr, *steps = nullptr, *search = nullptr, *stats = nullptr;
   QTableView *steps_view = nullptr, *search_view = nullptr, *kernels_view = nullptr;
   QTabWidget* bottom = nullptr;
-  QComboBox* stats_group = nullptr;    // range statistics per name / per phase
+  QComboBox* stats_group = nullptr;  // range statistics per name / per phase
+  QLabel* stats_label = nullptr;
   qint64 stats_t0 = 0, stats_t1 = -1;  // the last dragged range (-1: none yet)
   HeadMapView* headmap = nullptr;
   MemoryView* memory = nullptr;
@@ -221,7 +224,8 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   auto* stats_lay = new QVBoxLayout(stats_page);
   stats_lay->setContentsMargins(0, 0, 0, 0);
   auto* stats_bar = new QHBoxLayout;
-  stats_bar->addWidget(new QLabel(tr("Drag with the right button (or shift) over the timeline; group by"), stats_page));
+  d->stats_label = new QLabel(tr("Drag with the right button (or shift) over the timeline; group by"), stats_page);
+  stats_bar->addWidget(d->stats_label);
   d->stats_group = new QComboBox(stats_page);
   d->stats_group->setObjectName(QStringLiteral("statsGroup"));
   d->stats_group->addItems({tr("name"), tr("phase")});
@@ -364,8 +368,43 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
         d->timeline->fitStep(int(i));
       }
   });
+  // Trace-page keys from the binding table (shortcuts.hpp): Ctrl+F focuses the filter, Esc
+  // clears the selection, then the filter.
+  auto* focus_filter = new QAction(tr("Focus the filter"), this);
+  focus_filter->setObjectName(QStringLiteral("focusFilter"));
+  focus_filter->setShortcuts(key_sequences(Command::FocusFilter));
+  focus_filter->setShortcutContext(Qt::WidgetWithChildrenShortcut);
+  connect(focus_filter, &QAction::triggered, this, [this] {
+    d->filter->setFocus(Qt::ShortcutFocusReason);
+    d->filter->selectAll();
+  });
+  addAction(focus_filter);
+  auto* clear = new QAction(tr("Clear the selection, then the filter"), this);
+  clear->setObjectName(QStringLiteral("clearSelection"));
+  clear->setShortcuts(key_sequences(Command::ClearSelection));
+  clear->setShortcutContext(Qt::WidgetWithChildrenShortcut);
+  connect(clear, &QAction::triggered, this, [this] { clearSelectionOrFilter(); });
+  addAction(clear);
   d->showMessage(tr("Open a run directory or a trace (.sqlite) to see its timeline."));
 }
+
+bool TraceView::clearSelectionOrFilter() {
+  if (d->timeline->clearSelection()) {
+    d->stats_t1 = -1;
+    d->stats->setTable({});
+    return true;
+  }
+  if (!d->filter->text().isEmpty()) {
+    d->filter->clear();
+    d->filter_timer->stop();
+    d->applyFilter();
+    d->timeline->setFocus(Qt::ShortcutFocusReason);
+    return true;
+  }
+  return false;
+}
+
+QLineEdit* TraceView::filterEdit() const { return d->filter; }
 
 TraceView::~TraceView() {
   d->loader->wait();
@@ -491,7 +530,12 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
     return;
   }
   current = t;
+  // Nothing of the previous trace stays: range statistics, details, kernels, matches and the
+  // comparison (a comparison run was chosen against the previous trace) are reset.
   stats_t1 = -1;
+  stats->setTable({});
+  compare = {};
+  bottom->setTabText(2, QObject::tr("Matches"));
   message_text.clear();
   syncing = true;
   timeline->setIndex(t.index);
@@ -505,7 +549,7 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
   headmap->setTrace(t.model, t.summary);
   const QString title = t.path.isEmpty() ? QObject::tr("run A") : QFileInfo(t.path).fileName();
   report->setSummary(t.summary, title);
-  updateCompare();  // a comparison run stays: compared again with the new trace
+  updateCompare();  // clears the report's comparison tab
   steps->setTable(steps_table(*t.model, t.index->steps()));
   details->setTable(range_details_table(*t.model, -1));
   kernels->setTable(range_kernels_table(*t.model, -1));

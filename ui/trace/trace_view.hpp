@@ -15,6 +15,8 @@ namespace ulysses::prof {
 struct TraceModel;
 }
 
+class QLineEdit;
+
 namespace ulysses::ui {
 
 class TraceViewPrivate;
@@ -39,6 +41,11 @@ class TraceView : public QWidget {
   // Second run shown side by side in the report (differences column). nullptr clears it.
   void setCompareModel(std::shared_ptr<const prof::TraceModel> model);
   bool openCompareTraceAndWait(const QString& path, QString* error, int timeout_ms = 120000);
+
+  // Esc: clears the timeline's selection (range and window, with its statistics) when there is
+  // one, else the filter; false when there was neither.
+  bool clearSelectionOrFilter();
+  QLineEdit* filterEdit() const;
 
   // Names: timeline, headmap, memory, report. false for an unknown name.
   bool setView(const QString& name);

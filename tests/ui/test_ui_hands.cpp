@@ -1,0 +1,673 @@
+// The studio as profiler users' hands expect it (issue 37), driven with QTest key, mouse and
+// wheel events on the real widgets (offscreen):
+//  - a wheel over any unfocused combo box, spin box or slider of the window changes nothing
+//    (and a focused one still takes it);
+//  - every binding of the shortcut sheet (shortcuts.hpp) does what the sheet says;
+//  - opening trace B after selecting, filtering and comparing in trace A leaves no figure of A;
+//  - the runs comparison lists every config section (`faults` too) with B - A and B / A;
+//  - File ▸ Open offers traces (.sqlite, .json, .json.gz), configs and folders, a drop opens;
+//  - opening an Nsight Systems export leaves its folder exactly as it was (studio and
+//    `ulysses-trace summary`), its caches going to the XDG cache folder;
+//  - presentation mode (F5) asks for no more than a 1280x720 screen.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <QAbstractItemView>
+#include <QAbstractSlider>
+#include <QAbstractSpinBox>
+#include <QAction>
+#include <QApplication>
+#include <QComboBox>
+#include <QDir>
+#include <QDirIterator>
+#include <QFileDialog>
+#include <QLineEdit>
+#include <QMimeData>
+#include <QProcess>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTextBrowser>
+#include <QTimer>
+#include <QWheelEvent>
+#include <QtTest/qtestspontaneevent.h>
+
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+
+#include "compare_model.hpp"
+#include "launcher_page.hpp"
+#include "main_window.hpp"
+#include "run_data.hpp"
+#include "run_fixture.hpp"
+#include "testdata/synthetic_trace.hpp"
+#include "trace/report_view.hpp"
+#include "trace/shortcuts.hpp"
+#include "trace/timeline_widget.hpp"
+#include "trace/trace_models.hpp"
+#include "trace/trace_view.hpp"
+
+using namespace ulysses;
+using namespace ulysses::ui;
+using ulysses::test::FixtureStep;
+using ulysses::test::write_fixture_run;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A wheel event as the window system delivers it (spontaneous: QApplication gives focus by
+// policy and passes an ignored wheel on to the parents).
+bool realWheel(QWidget* w, QPoint pos, int dy, Qt::KeyboardModifiers mods = Qt::NoModifier) {
+  QWheelEvent we(QPointF(pos), QPointF(w->mapToGlobal(pos)), QPoint(), QPoint(0, dy), Qt::NoButton, mods,
+                 Qt::NoScrollPhase, false);
+  QSpontaneKeyEvent::setSpontaneous(&we);
+  return QApplication::instance()->notify(w, &we);
+}
+void sentWheel(QWidget* w, QPoint pos, int dy, Qt::KeyboardModifiers mods = Qt::NoModifier) {
+  QWheelEvent we(QPointF(pos), QPointF(w->mapToGlobal(pos)), QPoint(), QPoint(0, dy), Qt::NoButton, mods,
+                 Qt::NoScrollPhase, false);
+  QApplication::sendEvent(w, &we);
+}
+
+QString valueOf(QWidget* w) {
+  if (auto* c = qobject_cast<QComboBox*>(w)) return QString::number(c->currentIndex()) + c->currentText();
+  if (auto* s = qobject_cast<QAbstractSpinBox*>(w)) return s->text();
+  if (auto* s = qobject_cast<QAbstractSlider*>(w)) return QString::number(s->value());
+  return {};
+}
+
+// A 4-rank synthetic trace (steps, collectives, kernels) whose names all start with `tag`.
+std::shared_ptr<prof::TraceModel> taggedTrace(const std::string& tag, uint64_t seed, int32_t ranks = 4) {
+  testdata::SyntheticOptions o;
+  o.ranks = ranks;
+  o.heads = 8;
+  o.layers = 2;
+  o.head_chunks = 2;
+  o.steps = 3;
+  o.seed = seed;
+  auto m = testdata::make_synthetic_trace(o);
+  for (auto& s : m->strings)
+    if (!s.empty()) s = tag + s;
+  return m;
+}
+
+class Hands : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    QSettings().clear();
+    w = std::make_unique<MainWindow>();
+    w->setQuiet(true);
+    w->setRunsDir(tmp.filePath(QStringLiteral("runs")));
+    w->resize(1400, 900);
+    w->show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(w.get()));
+    QApplication::setActiveWindow(w.get());
+  }
+  void TearDown() override { w.reset(); }
+  QTemporaryDir tmp;
+  std::unique_ptr<MainWindow> w;
+};
+
+}  // namespace
+
+// ---- 1. forms change only what the user changes ----------------------------------------
+
+TEST_F(Hands, AWheelOverAnyUnfocusedFieldChangesNothing) {
+  w->setView(QStringLiteral("launch"));
+  QApplication::processEvents();
+  QList<QWidget*> fields;
+  for (QWidget* x : w->findChildren<QWidget*>())
+    if (qobject_cast<QComboBox*>(x) || qobject_cast<QAbstractSpinBox*>(x) || qobject_cast<QAbstractSlider*>(x))
+      if (!qobject_cast<QScrollBar*>(x)) fields << x;
+  ASSERT_GE(fields.size(), 8) << "the launcher form has combo and spin boxes";
+  w->setFocus();
+  int combos = 0;
+  for (QWidget* f : fields) {
+    combos += qobject_cast<QComboBox*>(f) != nullptr;
+    ASSERT_FALSE(f->hasFocus());
+    const QString before = valueOf(f);
+    for (int dy : {120, -120, -120, 120 * 3}) sentWheel(f, f->rect().center(), dy);
+    EXPECT_EQ(valueOf(f), before) << f->metaObject()->className() << " " << f->objectName().toStdString();
+    EXPECT_FALSE(f->focusPolicy() & Qt::WheelFocus & ~Qt::StrongFocus) << "takes the focus by the wheel";
+  }
+  EXPECT_GE(combos, 3);
+
+  // As the window system delivers it, over the launcher's visible fields: nothing changes, no
+  // field takes the focus, and the wheel scrolls the form instead.
+  auto* scroll = w->launcher()->findChild<QScrollArea*>();
+  ASSERT_NE(scroll, nullptr);
+  w->resize(1400, 500);  // the form is taller than its area
+  QApplication::processEvents();
+  int visible = 0;
+  for (QWidget* f : fields) {
+    if (!f->isVisible() || !scroll->isAncestorOf(f)) continue;
+    scroll->ensureWidgetVisible(f, 0, 150);
+    QApplication::processEvents();
+    ++visible;
+    const QString before = valueOf(f);
+    const int sb = scroll->verticalScrollBar()->value();
+    realWheel(f, f->rect().center(), -120);
+    EXPECT_EQ(valueOf(f), before) << f->metaObject()->className();
+    EXPECT_FALSE(f->hasFocus());
+    if (sb < scroll->verticalScrollBar()->maximum())
+      EXPECT_GT(scroll->verticalScrollBar()->value(), sb) << "the wheel scrolls the form instead";
+  }
+  EXPECT_GE(visible, 3) << "fields " << fields.size() << ", scroll area " << scroll->viewport()->size().width() << "x"
+                        << scroll->viewport()->size().height();
+
+  // A focused field still takes the wheel (the guard is about focus, not a dead wheel).
+  QComboBox* combo = nullptr;
+  for (QWidget* f : fields)
+    if (auto* c = qobject_cast<QComboBox*>(f); c && c->isVisible() && c->isEnabled() && c->count() > 2) combo = c;
+  ASSERT_NE(combo, nullptr);
+  combo->setCurrentIndex(1);
+  combo->setFocus();
+  ASSERT_TRUE(combo->hasFocus());
+  sentWheel(combo, combo->rect().center(), -120);
+  EXPECT_EQ(combo->currentIndex(), 2);
+}
+
+// ---- 2. every binding of the sheet does what the sheet says -----------------------------
+
+TEST_F(Hands, EveryBindingOfTheShortcutSheetDoesWhatItSays) {
+  TraceView* tv = w->traceView();
+  tv->setModel(taggedTrace("", 7));
+  w->setView(QStringLiteral("timeline"));
+  QApplication::processEvents();
+  TimelineWidget* tl = tv->timeline();
+  ASSERT_NE(tl->index(), nullptr);
+  ASSERT_TRUE(tl->isVisible());
+  const int g = tl->gutterWidth();
+  const QPoint pointer(g + 250, tl->rulerHeight() + 40);
+  auto focusTimeline = [&] {
+    tl->setFocus();
+    QApplication::processEvents();
+    QTest::mouseMove(tl, pointer);  // the pointer over the time area (W/S/+/- zoom here)
+  };
+  auto startView = [&] {  // zoomed in around the middle so that pans and zooms have room
+    tl->fitAll();
+    TimelineViewport v = tl->viewport();
+    v.zoom_at(v.width_px / 2.0, 8);
+    tl->setViewport(v);
+  };
+  auto press = [&](const QKeySequence& k) {
+    QWidget* target = QApplication::focusWidget() ? QApplication::focusWidget() : tl;
+    QTest::keyClick(target, Qt::Key(k[0].key()), k[0].keyboardModifiers());
+    QApplication::processEvents();
+  };
+
+  using Check = std::function<void(const QKeySequence&)>;
+  std::map<Command, Check> checks;
+  auto zoomCheck = [&](double factor) {
+    return [&, factor](const QKeySequence& k) {
+      startView();
+      focusTimeline();
+      const auto before = tl->viewport();
+      const int64_t under = before.t_of(pointer.x() - g);
+      press(k);
+      EXPECT_NEAR(tl->viewport().ns_per_px, before.ns_per_px / factor, before.ns_per_px * 1e-6)
+          << k.toString().toStdString();
+      EXPECT_NEAR(double(tl->viewport().t_of(pointer.x() - g)), double(under), 2 * before.ns_per_px)
+          << "zooms at the pointer: " << k.toString().toStdString();
+    };
+  };
+  checks[Command::ZoomIn] = zoomCheck(1.5);
+  checks[Command::ZoomOut] = zoomCheck(1 / 1.5);
+  auto panCheck = [&](int sign) {
+    return [&, sign](const QKeySequence& k) {
+      startView();
+      focusTimeline();
+      const auto before = tl->viewport();
+      press(k);
+      EXPECT_DOUBLE_EQ(tl->viewport().ns_per_px, before.ns_per_px);
+      EXPECT_NEAR(double(tl->viewport().t0_ns - before.t0_ns), sign * before.width_px / 8.0 * before.ns_per_px,
+                  before.ns_per_px + 1)
+          << k.toString().toStdString();
+    };
+  };
+  checks[Command::PanLeft] = panCheck(-1);
+  checks[Command::PanRight] = panCheck(+1);
+  checks[Command::FitAll] = [&](const QKeySequence& k) {
+    tl->fitAll();
+    const auto all = tl->viewport();
+    startView();
+    focusTimeline();
+    press(k);
+    EXPECT_EQ(tl->viewport(), all);
+  };
+  checks[Command::FitSelection] = [&](const QKeySequence& k) {
+    startView();
+    focusTimeline();
+    tl->clearSelection();
+    const auto& m = tl->index()->model();
+    int64_t r = -1;
+    for (size_t i = 0; i < m.ranges.size() && r < 0; ++i)
+      if (m.ranges[i].duration() > 0) r = int64_t(i);
+    tl->selectRange(r);
+    press(k);
+    TimelineViewport want = tl->viewport();
+    want.fit(m.ranges[size_t(r)].start_ns, m.ranges[size_t(r)].end_ns, 0.25);
+    EXPECT_NEAR(double(tl->viewport().t0_ns), double(want.t0_ns), want.ns_per_px + 1);
+    EXPECT_NEAR(tl->viewport().ns_per_px, want.ns_per_px, want.ns_per_px * 1e-3);
+    tl->clearSelection();
+  };
+  checks[Command::NextStep] = [&](const QKeySequence& k) {
+    focusTimeline();
+    tl->fitStep(0);
+    press(k);
+    EXPECT_EQ(tl->currentStep(), 1);
+  };
+  checks[Command::PrevStep] = [&](const QKeySequence& k) {
+    focusTimeline();
+    tl->fitStep(2);
+    press(k);
+    EXPECT_EQ(tl->currentStep(), 1);
+  };
+  checks[Command::FocusFilter] = [&](const QKeySequence& k) {
+    startView();
+    focusTimeline();
+    const auto before = tl->viewport();
+    press(k);
+    EXPECT_TRUE(tv->filterEdit()->hasFocus()) << "Ctrl+F focuses the filter";
+    EXPECT_EQ(tl->viewport(), before) << "Ctrl+F is not F (fit)";
+  };
+  checks[Command::ClearSelection] = [&](const QKeySequence& k) {
+    focusTimeline();
+    tv->filterEdit()->setText(QStringLiteral("attention"));
+    tl->selectRange(0);
+    press(k);
+    EXPECT_EQ(tl->selectedRange(), -1) << "the first Esc clears the selection";
+    EXPECT_EQ(tv->filterEdit()->text(), QStringLiteral("attention")) << "...and keeps the filter";
+    press(k);
+    EXPECT_TRUE(tv->filterEdit()->text().isEmpty()) << "the second Esc clears the filter";
+  };
+  checks[Command::ShowShortcuts] = [&](const QKeySequence& k) {
+    focusTimeline();
+    press(k);
+    auto* sheet = w->findChild<QWidget*>(QStringLiteral("shortcutsSheet"));
+    ASSERT_NE(sheet, nullptr);
+    EXPECT_TRUE(sheet->isVisible());
+    const QString text = sheet->findChild<QTextBrowser*>()->toPlainText();
+    for (const auto& b : bindings()) {
+      EXPECT_TRUE(text.contains(keys_text(b))) << keys_text(b).toStdString();
+      EXPECT_TRUE(text.contains(QString::fromUtf8(b.what))) << b.what;
+    }
+    sheet->close();
+    QApplication::setActiveWindow(w.get());
+  };
+  auto dialogCheck = [&](QFileDialog::FileMode mode) {
+    return [&, mode](const QKeySequence& k) {
+      focusTimeline();
+      bool seen = false;
+      QFileDialog::FileMode got = QFileDialog::AnyFile;
+      QStringList filters;
+      QTimer::singleShot(200, [&] {
+        for (QWidget* x : QApplication::topLevelWidgets())
+          if (auto* d = qobject_cast<QFileDialog*>(x); d && d->isVisible()) {
+            seen = true;
+            got = d->fileMode();
+            filters = d->nameFilters();
+            d->reject();
+          }
+      });
+      press(k);
+      QTest::qWait(300);
+      ASSERT_TRUE(seen) << k.toString().toStdString();
+      EXPECT_EQ(got, mode);
+      if (mode == QFileDialog::ExistingFile) {
+        const QString all = filters.join(QLatin1Char(' '));
+        for (const char* pat : {"*.sqlite", "*.json", "*.json.gz"})
+          EXPECT_TRUE(all.contains(QLatin1String(pat))) << pat;
+      }
+      QApplication::setActiveWindow(w.get());
+      w->setView(QStringLiteral("timeline"));
+    };
+  };
+  checks[Command::OpenFile] = dialogCheck(QFileDialog::ExistingFile);
+  checks[Command::OpenFolder] = dialogCheck(QFileDialog::Directory);
+  checks[Command::PresentationMode] = [&](const QKeySequence& k) {
+    focusTimeline();
+    auto* a = w->findChild<QAction*>(QStringLiteral("presentationMode"));
+    ASSERT_NE(a, nullptr);
+    const double pt = QApplication::font().pointSizeF();
+    press(k);
+    EXPECT_TRUE(a->isChecked());
+    EXPECT_GT(QApplication::font().pointSizeF(), pt);
+    press(k);
+    EXPECT_FALSE(a->isChecked());
+    EXPECT_DOUBLE_EQ(QApplication::font().pointSizeF(), pt);
+  };
+  // Mouse: the wheel scrolls lanes, Ctrl zooms at the pointer, Shift pans; drags and clicks.
+  checks[Command::WheelScroll] = [&](const QKeySequence&) {
+    startView();
+    tl->setYScroll(0);
+    const auto before = tl->viewport();
+    sentWheel(tl, pointer, -120);
+    EXPECT_GT(tl->yScroll(), 0.f);
+    EXPECT_EQ(tl->viewport(), before);
+  };
+  checks[Command::WheelZoom] = [&](const QKeySequence&) {
+    startView();
+    const auto before = tl->viewport();
+    const int64_t under = before.t_of(pointer.x() - g);
+    sentWheel(tl, pointer, 120, Qt::ControlModifier);
+    EXPECT_NEAR(tl->viewport().ns_per_px, before.ns_per_px / 1.25, before.ns_per_px * 1e-6);
+    EXPECT_NEAR(double(tl->viewport().t_of(pointer.x() - g)), double(under), 2 * before.ns_per_px);
+  };
+  checks[Command::WheelPan] = [&](const QKeySequence&) {
+    startView();
+    const auto before = tl->viewport();
+    const float y = tl->yScroll();
+    sentWheel(tl, pointer, -120, Qt::ShiftModifier);
+    EXPECT_DOUBLE_EQ(tl->viewport().ns_per_px, before.ns_per_px);
+    EXPECT_GT(tl->viewport().t0_ns, before.t0_ns);
+    EXPECT_EQ(tl->yScroll(), y);
+  };
+  checks[Command::DragPan] = [&](const QKeySequence&) {
+    startView();
+    const auto before = tl->viewport();
+    QTest::mousePress(tl, Qt::LeftButton, Qt::NoModifier, pointer);
+    QMouseEvent move(QEvent::MouseMove, QPointF(pointer + QPoint(-100, 0)),
+                     QPointF(tl->mapToGlobal(pointer + QPoint(-100, 0))), Qt::NoButton, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(tl, &move);
+    QTest::mouseRelease(tl, Qt::LeftButton, Qt::NoModifier, pointer + QPoint(-100, 0));
+    EXPECT_NEAR(double(tl->viewport().t0_ns - before.t0_ns), 100 * before.ns_per_px, before.ns_per_px + 1);
+  };
+  checks[Command::DragSelect] = [&](const QKeySequence&) {
+    for (auto [button, mods] : {std::pair{Qt::RightButton, Qt::KeyboardModifiers(Qt::NoModifier)},
+                                std::pair{Qt::LeftButton, Qt::KeyboardModifiers(Qt::ShiftModifier)}}) {
+      startView();
+      tl->clearSelection();
+      const auto before = tl->viewport();
+      QTest::mousePress(tl, button, mods, pointer);
+      QMouseEvent move(QEvent::MouseMove, QPointF(pointer + QPoint(200, 0)),
+                       QPointF(tl->mapToGlobal(pointer + QPoint(200, 0))), Qt::NoButton, button, mods);
+      QApplication::sendEvent(tl, &move);
+      QTest::mouseRelease(tl, button, mods, pointer + QPoint(200, 0));
+      EXPECT_EQ(tl->viewport(), before) << "selecting does not zoom";
+      EXPECT_EQ(tl->selectedWindow().first, before.t_of(pointer.x() - g));
+      EXPECT_EQ(tl->selectedWindow().second, before.t_of(pointer.x() + 200 - g));
+    }
+    tl->clearSelection();
+  };
+  checks[Command::ClickSelect] = [&](const QKeySequence&) {
+    startView();
+    tl->setYScroll(0);
+    tl->clearSelection();
+    const auto& dl = tl->drawList();
+    const DrawItem* item = nullptr;
+    for (const auto& it : dl.items)
+      if (it.count == 1 && it.w > 6 && it.y > 0 && it.range >= 0) {
+        item = &it;
+        break;
+      }
+    ASSERT_NE(item, nullptr);
+    const int64_t want = item->range;
+    QTest::mouseClick(tl, Qt::LeftButton, Qt::NoModifier,
+                      QPoint(g + int(item->x + item->w / 2), tl->rulerHeight() + int(item->y + item->h / 2)));
+    EXPECT_EQ(tl->selectedRange(), want);
+    tl->clearSelection();
+  };
+
+  int keys = 0;
+  for (const Binding& b : bindings()) {
+    SCOPED_TRACE(std::string("binding: ") + b.keys + " — " + b.what);
+    ASSERT_TRUE(checks.count(b.cmd)) << "a binding without a check: add one here";
+    if (b.mouse) {
+      checks[b.cmd]({});
+      continue;
+    }
+    const auto seqs = key_sequences(b.cmd);
+    ASSERT_FALSE(seqs.isEmpty());
+    for (const QKeySequence& k : seqs) {
+      checks[b.cmd](k);
+      ++keys;
+    }
+  }
+  EXPECT_GE(keys, 18);
+}
+
+TEST_F(Hands, HelpMenuShowsTheSheetAndTheMarkdownListsEveryBinding) {
+  auto* a = w->findChild<QAction*>(QStringLiteral("keyboardShortcuts"));
+  ASSERT_NE(a, nullptr);
+  a->trigger();
+  auto* sheet = w->findChild<QWidget*>(QStringLiteral("shortcutsSheet"));
+  ASSERT_NE(sheet, nullptr);
+  EXPECT_TRUE(sheet->isVisible());
+  const QString md = shortcuts_markdown();
+  for (const auto& b : bindings()) EXPECT_TRUE(md.contains(QString::fromUtf8(b.what))) << b.what;
+  // docs/STUDIO.md carries the same table.
+  QFile doc(QStringLiteral(ULYSSES_SOURCE_DIR "/docs/STUDIO.md"));
+  ASSERT_TRUE(doc.open(QIODevice::ReadOnly));
+  const QString text = QString::fromUtf8(doc.readAll());
+  for (const auto& b : bindings())
+    EXPECT_TRUE(text.contains(QStringLiteral("`%1`").arg(keys_text(b)))) << "docs/STUDIO.md lacks " << b.keys;
+}
+
+// ---- 5. no stale state ------------------------------------------------------------------
+
+TEST_F(Hands, OpeningTraceBLeavesNoFigureOfTraceAInAnyPanel) {
+  TraceView* tv = w->traceView();
+  tv->setModel(taggedTrace("alphaA_", 3));
+  w->setView(QStringLiteral("timeline"));
+  QApplication::processEvents();
+  TimelineWidget* tl = tv->timeline();
+  // Everything A can put in a panel: a selected range (details, kernels), a dragged window
+  // (range statistics), a filter (matches), a comparison run (report's comparison tab).
+  const auto& ma = tl->index()->model();
+  int64_t sel = -1;
+  for (size_t i = 0; i < ma.ranges.size() && sel < 0; ++i)
+    if (ma.ranges[i].duration() > 0 && ma.ranges[i].rank == 0) sel = int64_t(i);
+  tl->selectRange(sel);
+  emit tl->timeRangeSelected(tl->index()->t_min(), tl->index()->t_max());
+  tv->filterEdit()->setText(QStringLiteral("alphaA_"));
+  QTest::keyClick(tv->filterEdit(), Qt::Key_Return);
+  tv->setCompareModel(taggedTrace("alphaA_", 4));
+  auto mentionsA = [&](QString* where) {
+    for (auto* m : tv->findChildren<QAbstractItemModel*>())
+      for (int r = 0; r < m->rowCount(); ++r)
+        for (int c = 0; c < m->columnCount(); ++c) {
+          const QString s = m->data(m->index(r, c)).toString();
+          if (s.contains(QLatin1String("alphaA_"))) {
+            *where = QStringLiteral("%1 (%2): %3").arg(m->metaObject()->className(), m->objectName(), s);
+            return true;
+          }
+        }
+    return false;
+  };
+  QString where;
+  ASSERT_TRUE(mentionsA(&where)) << "the set-up filled the panels with A";
+  int filled = 0;
+  for (auto* m : {tv->reportView()->compareModel()}) filled += m->rowCount() > 0;
+  ASSERT_EQ(filled, 1) << "the comparison is shown";
+
+  tv->setModel(taggedTrace("betaB_", 5));
+  QApplication::processEvents();
+  EXPECT_FALSE(mentionsA(&where)) << where.toStdString();
+  EXPECT_EQ(tv->reportView()->compareModel()->rowCount(), 0) << "the comparison of A is gone";
+  EXPECT_EQ(tl->selectedRange(), -1);
+  EXPECT_EQ(tl->selectedWindow().second, -1);
+  auto* stats = tv->findChild<QAbstractItemView*>(QStringLiteral("rangeStats"));
+  ASSERT_NE(stats, nullptr);
+  EXPECT_EQ(stats->model()->rowCount(), 0) << "the range statistics of A are gone";
+}
+
+// ---- 4. comparing runs ------------------------------------------------------------------
+
+TEST_F(Hands, CompareListsEveryConfigSectionWithFaultsAndFillsBMinusAAndBOverA) {
+  const std::string a = tmp.filePath(QStringLiteral("runs/a")).toStdString(),
+                    b = tmp.filePath(QStringLiteral("runs/b")).toStdString();
+  std::vector<FixtureStep> sa(4), sb(4);
+  for (int i = 0; i < 4; ++i) {
+    sa[size_t(i)] = {10.0 + i, 2.0 - 0.1 * i, 1 << 20};
+    sb[size_t(i)] = {69.0 + i, 2.0 - 0.1 * i, 3 << 20};
+  }
+  write_fixture_run(a, 2, sa);
+  write_fixture_run(b, 2, sb);
+  {  // B was run with a slow rank (the cause of its 6.9x slower step)
+    auto cfg = nlohmann::json::parse(std::ifstream(b + "/config.json"));
+    cfg["faults"] = {{"slow_rank", 1}, {"slow_ms", 50}};
+    std::ofstream(b + "/config.json") << cfg.dump(2);
+  }
+  CompareModel m;
+  m.setRuns(loadRunSummary(QString::fromStdString(a)), loadRunSummary(QString::fromStdString(b)));
+  const int slow = m.rowOfField(QStringLiteral("faults.slow_rank"));
+  ASSERT_GE(slow, 0) << "the faults section is compared";
+  EXPECT_TRUE(m.data(m.index(slow, CompareModel::RunA), CompareModel::DiffersRole).toBool());
+  EXPECT_EQ(m.data(m.index(slow, CompareModel::RunB)).toString(), QStringLiteral("1"));
+  EXPECT_GE(m.rowOfField(QStringLiteral("faults.slow_ms")), 0);
+  // Every section of either config shows up.
+  for (const char* sec : {"model.", "parallel.", "train.", "faults."}) {
+    bool any = false;
+    for (int r = 0; r < m.rowCount(); ++r) any = any || m.data(m.index(r, 0)).toString().startsWith(QLatin1String(sec));
+    EXPECT_TRUE(any) << sec;
+  }
+  // Every figure with numbers on both sides has B - A and B / A.
+  int numeric = 0;
+  for (int r = 0; r < m.rowCount(); ++r) {
+    const QVariant va = m.data(m.index(r, CompareModel::RunA), CompareModel::ValueRole),
+                   vb = m.data(m.index(r, CompareModel::RunB), CompareModel::ValueRole);
+    const QString field = m.data(m.index(r, 0)).toString();
+    if (!va.isValid() || !vb.isValid()) continue;
+    ++numeric;
+    EXPECT_FALSE(m.data(m.index(r, CompareModel::Diff)).toString().isEmpty()) << field.toStdString();
+    if (va.toDouble() != 0)
+      EXPECT_FALSE(m.data(m.index(r, CompareModel::Ratio)).toString().isEmpty()) << field.toStdString();
+  }
+  EXPECT_GE(numeric, 8);
+  for (const char* f : {"median step", "tokens/s", "duration", "max memory / rank", "final loss"}) {
+    const int r = m.rowOfField(QString::fromLatin1(f));
+    ASSERT_GE(r, 0) << f;
+    EXPECT_FALSE(m.data(m.index(r, CompareModel::Diff)).toString().isEmpty()) << f;
+    EXPECT_FALSE(m.data(m.index(r, CompareModel::Ratio)).toString().isEmpty()) << f;
+  }
+  // median step: B / A from the fixture's own figures (true median leaving out step 0).
+  const int ms = m.rowOfField(QStringLiteral("median step"));
+  EXPECT_EQ(m.data(m.index(ms, CompareModel::Ratio)).toString(), QString::number(71.0 / 12.0, 'f', 3));
+}
+
+// ---- 8. files -----------------------------------------------------------------------------
+
+TEST_F(Hands, OpenTakesTraceFilesConfigsAndFoldersAndADropOpensToo) {
+  const std::string run = tmp.filePath(QStringLiteral("runs/r1")).toStdString();
+  write_fixture_run(run, 2, std::vector<FixtureStep>(3, FixtureStep{10.0, 2.0, 1 << 20}));
+  QString err;
+  // A rank trace file (.sqlite) opens the trace page.
+  const QString rank0 = QString::fromStdString(run + "/trace/rank0.sqlite");
+  ASSERT_TRUE(w->openPath(rank0, &err)) << err.toStdString();
+  EXPECT_EQ(w->currentPage(), QStringLiteral("trace"));
+  // A compressed PyTorch trace goes to the loader, which says to unpack it.
+  const QString gz = tmp.filePath(QStringLiteral("trace.json.gz"));
+  {
+    QFile f(gz);
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write(QByteArray::fromHex("1f8b0800000000000003"));
+  }
+  QSignalSpy failed(w->traceView(), &TraceView::loadFailed);
+  ASSERT_TRUE(w->openPath(gz, &err)) << err.toStdString();
+  ASSERT_TRUE(failed.wait(20000) || failed.count() > 0);
+  EXPECT_TRUE(failed.front().front().toString().contains(QLatin1String("gunzip")))
+      << failed.front().front().toString().toStdString();
+  // A run folder, dropped on the window.
+  QMimeData mime;
+  mime.setUrls({QUrl::fromLocalFile(QString::fromStdString(run))});
+  w->setView(QStringLiteral("launch"));
+  QDragEnterEvent enter(QPoint(50, 50), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+  QApplication::sendEvent(w.get(), &enter);
+  EXPECT_TRUE(enter.isAccepted());
+  QDropEvent drop(QPointF(50, 50), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+  QApplication::sendEvent(w.get(), &drop);
+  EXPECT_EQ(w->currentPage(), QStringLiteral("monitor"));
+  EXPECT_TRUE(w->recentFiles().contains(QFileInfo(QString::fromStdString(run)).absoluteFilePath()));
+  // The name filters of File ▸ Open.
+  for (const char* pat : {"*.sqlite", "*.json", "*.json.gz"})
+    EXPECT_TRUE(MainWindow::openFileFilters().contains(QLatin1String(pat))) << pat;
+}
+
+namespace {
+// Every entry of a folder with its size and modification time (ns), recursively.
+std::map<std::string, std::pair<uintmax_t, int64_t>> snapshot(const fs::path& dir) {
+  std::map<std::string, std::pair<uintmax_t, int64_t>> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    struct stat st {};
+    ::lstat(e.path().c_str(), &st);
+    out[e.path().string()] = {uintmax_t(st.st_size), int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+  }
+  return out;
+}
+const char* kRealData = ULYSSES_SOURCE_DIR "/../shared/realdata/mfu_2gpu_before.sqlite";
+}  // namespace
+
+TEST_F(Hands, AnNsightExportsFolderIsLeftExactlyAsItWasItsCachesGoToTheUserCacheFolder) {
+  if (!fs::exists(kRealData)) GTEST_SKIP() << kRealData << " is absent (shared/realdata, see its README)";
+  QTemporaryDir cache;
+  qputenv("XDG_CACHE_HOME", cache.path().toUtf8());
+  unsetenv("ULYSSES_TRACE_NO_CACHE");
+  // The user's folder: a copy of the export, settled (an hour old: past the caches' racy window).
+  const fs::path user = fs::path(tmp.path().toStdString()) / "exports";
+  fs::create_directories(user);
+  const fs::path file = user / "mfu_2gpu_before.sqlite";
+  fs::copy_file(kRealData, file);
+  fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
+  const struct timespec ts[2] = {{::time(nullptr) - 3600, 0}, {::time(nullptr) - 3600, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, file.c_str(), ts, 0), 0);
+  const auto before = snapshot(user);
+
+  QString err;
+  ASSERT_TRUE(w->traceView()->openTraceAndWait(QString::fromStdString(file.string()), &err)) << err.toStdString();
+  EXPECT_EQ(snapshot(user), before) << "the studio wrote into the export's folder";
+  // Once more (a second open reads the caches) and the folder as a folder of exports.
+  ASSERT_TRUE(w->traceView()->openTraceAndWait(QString::fromStdString(file.string()), &err)) << err.toStdString();
+  const auto cached = snapshot(cache.path().toStdString());
+  EXPECT_FALSE(cached.empty()) << "the caches went to $XDG_CACHE_HOME/ulysses/traces";
+  EXPECT_TRUE(w->traceView()->summaryFromCache()) << "...and are read from there";
+  ASSERT_TRUE(w->traceView()->openTraceAndWait(QString::fromStdString(user.string()), &err)) << err.toStdString();
+  EXPECT_EQ(snapshot(user), before);
+
+#ifdef ULYSSES_TRACE_PATH
+  if (QFileInfo(QStringLiteral(ULYSSES_TRACE_PATH)).isExecutable()) {
+    for (const fs::path& p : {file, user}) {
+      QProcess pr;
+      pr.start(QStringLiteral(ULYSSES_TRACE_PATH), {QStringLiteral("summary"), QString::fromStdString(p.string())});
+      ASSERT_TRUE(pr.waitForFinished(120000));
+      EXPECT_EQ(pr.exitCode(), 0) << pr.readAllStandardError().toStdString();
+      EXPECT_EQ(snapshot(user), before) << "ulysses-trace summary wrote into the export's folder";
+    }
+  }
+#endif
+  qunsetenv("XDG_CACHE_HOME");
+}
+
+// ---- 9. projector -------------------------------------------------------------------------
+
+TEST_F(Hands, PresentationModeFitsA1280x720Screen) {
+  w->traceView()->setModel(taggedTrace("", 9, 4));
+  w->setView(QStringLiteral("timeline"));
+  auto* a = w->findChild<QAction*>(QStringLiteral("presentationMode"));
+  ASSERT_NE(a, nullptr);
+  a->setChecked(true);
+  QApplication::processEvents();
+  // Every page: the window's minimum size stays within the projector's screen.
+  for (const char* page : {"launch", "monitor", "runs", "explain", "timeline", "headmap", "memory", "report"}) {
+    w->setView(QString::fromLatin1(page));
+    QApplication::processEvents();
+    const QSize min = w->minimumSizeHint().expandedTo(w->minimumSize());
+    std::printf("presentation mode, %s: minimum %dx%d\n", page, min.width(), min.height());
+    EXPECT_LE(min.width(), 1280) << page;
+    EXPECT_LE(min.height(), 720) << page;
+  }
+  w->resize(1280, 720);
+  QApplication::processEvents();
+  EXPECT_LE(w->width(), 1280);
+  EXPECT_LE(w->height(), 720);
+  a->setChecked(false);
+}
