@@ -2,25 +2,43 @@
 # tools/gpu-check.sh: the one prepared check for a GPU machine (one H200, Ubuntu 24.04,
 # Python torch 2.x+cuXXX whose libtorch serves the C++ build), and its CPU twin for CI.
 #
-#   tools/gpu-check.sh --prepare   (on the dev machine) copy the header-only deps, sqlite3.h
-#                                  and GoogleTest that the GPU machine lacks into
-#                                  third_party_gpu/ (ignored by git; carry it along)
-#   tools/gpu-check.sh             (on the GPU machine, < 9 min) build engine + profiler + CLI
-#                                  programs + tests against Python's libtorch, run the tests,
-#                                  train bench-1b (bf16, sp 1) at 16K and 64K tokens with
-#                                  tracing on and off, a 1-rank NCCL group run, check the
-#                                  traces, run Hugging Face Transformers on the same config
-#                                  and tokens when importable, write OUT/report.json
-#   tools/gpu-check.sh --cpu       the same steps at tiny size on the CPU build in
-#                                  $ULYSSES_BUILD_DIR (CTest runs this; < 60 s on 2 cores)
+#   tools/gpu-check.sh --prepare     (on the dev machine) copy the header-only deps, sqlite3.h
+#                                    and GoogleTest that the GPU machine lacks into
+#                                    third_party_gpu/ (ignored by git; carry it along)
+#   tools/gpu-check.sh               (on the GPU machine, < 9 min) preflight, build engine +
+#                                    profiler + CLI programs + tests against Python's libtorch,
+#                                    run the tests, the memory plan and training of bench-1b
+#                                    (bf16, sp 1) at 16K and 64K tokens with tracing on and off,
+#                                    a 1-rank NCCL group run, trace checks, Hugging Face
+#                                    Transformers on the same config and tokens when importable
+#   tools/gpu-check.sh --cpu         the same steps at tiny size on the CPU build in
+#                                    $ULYSSES_BUILD_DIR (CTest runs this; a few seconds)
+#   tools/gpu-check.sh --preflight   only the GPU build preflight (what the build would use)
+# Options: --list-steps (the step names of the mode, one a line), --fail-step NAME (test hook:
+# that step fails at its start), --budget-s S (time budget of the whole check; default 540 on a
+# GPU, 240 with --cpu).
 #
-# Output folder: $OUT when set, else ./out/gpu-check-<mode>. Exit 0 when every check passed,
-# 1 when one failed (the report says which), 2 for bad usage.
+# Steps: each runs under its own timeout with its errors caught; a step whose expected time
+# exceeds what is left of the budget, or whose prerequisite failed, is skipped. The report
+# (OUT/report.json) is rewritten after every step and on every exit (also on SIGTERM/SIGINT,
+# e.g. an outer time limit): its `steps` list gives each step's name, status (passed, failed,
+# skipped, timeout, or pending if never reached), seconds and error.
+# Output folder: $OUT when set, else ./out/gpu-check-<mode>. Exit 0 when every step passed or
+# was skipped for a stated reason that is no failure (no transformers), 1 when one failed or
+# timed out, 2 for bad usage.
 #
-# Report (OUT/report.json): per run tokens/s, step ms (median of the steps after the first),
-# peak memory (max over ranks of the allocator peak on GPU, VmHWM on CPU), model TFLOP/s,
-# tracing overhead (median step ms with tracing on / off - 1), the trace checks and the
-# Hugging Face figures. Model FLOPs per step (no recompute counted, as MFU does):
+# Preflight (GPU mode, before anything compiles; each problem named in report.preflight):
+# torch importable, its version and C++ ABI (a wheel built with the old ABI is refused: our
+# libraries build with the new one), nvcc (CUDACXX, PATH, $CUDA_HOME/bin, /usr/local/cuda/bin),
+# nccl.h (pip's nvidia-nccl include folder, the toolkit, /usr/include), USE_SYSTEM_NVTX where
+# the CUDA version needs it (>= 12.9 ships NVTX3 headers only), and -DULYSSES_CUDA=on with the
+# toolkit root so CUPTI/NVTX never switch off silently.
+#
+# Report figures: per run tokens/s, step ms (median of the steps after the first), peak memory
+# (allocator peak allocated and reserved on GPU, VmHWM on CPU), the memory plan (`ulysses-run
+# --plan --json`) beside them, model TFLOP/s, tracing overhead (median step ms with tracing
+# on / off - 1), the trace checks (kernel attribution fraction from `ulysses-trace summary`)
+# and the Hugging Face figures. Model FLOPs per step (no recompute counted, as MFU does):
 #   6 * matmul_params * tokens + 6 * L * N^2 * d * b   (the second term is
 #   12 * L * N^2 * d * b halved for the causal mask; matmul_params = params - V*d when the
 #   embedding is untied, as engine/cost/cost_model.hpp counts)
@@ -28,13 +46,24 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TP="$ROOT/third_party_gpu"
 MODE=gpu
-case "${1:-}" in
-  --prepare) MODE=prepare ;;
-  --cpu) MODE=cpu ;;
-  "") ;;
-  -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}"; exit 0 ;;
-  *) echo "gpu-check: unknown option '$1' (use --prepare, --cpu or nothing)" >&2; exit 2 ;;
-esac
+LIST=0
+FAIL_STEP=""
+BUDGET=""
+usage() { echo "gpu-check: $*" >&2; echo "usage: tools/gpu-check.sh [--prepare | --cpu | --preflight] [--list-steps] [--fail-step NAME] [--budget-s S]" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prepare) MODE=prepare ;;
+    --cpu) MODE=cpu ;;
+    --preflight) MODE=preflight ;;
+    --list-steps) LIST=1 ;;
+    --fail-step) [ $# -ge 2 ] || usage "--fail-step needs a step name (see --list-steps)"; FAIL_STEP="$2"; shift ;;
+    --budget-s) [ $# -ge 2 ] || usage "--budget-s needs a number of seconds"; BUDGET="$2"; shift ;;
+    -h|--help) sed -n '2,46p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    *) usage "unknown option '$1'" ;;
+  esac
+  shift
+done
+if [ -n "$BUDGET" ] && ! [[ "$BUDGET" =~ ^[0-9]+([.][0-9]+)?$ ]]; then usage "--budget-s '$BUDGET' is not a number of seconds"; fi
 say() { printf '==> gpu-check: %s\n' "$*" >&2; }
 
 if [ "$MODE" = prepare ]; then
@@ -51,87 +80,60 @@ if [ "$MODE" = prepare ]; then
   exit 0
 fi
 
+command -v python3 >/dev/null || { say "python3 is needed to drive the check"; exit 2; }
 OUT_DIR="${OUT:-$ROOT/out/gpu-check-$MODE}"
-mkdir -p "$OUT_DIR"
-LOG="$OUT_DIR/gpu-check.log"
-: > "$LOG"
-T0=$(date +%s)
-
-if [ "$MODE" = cpu ]; then
-  BUILD="${ULYSSES_BUILD_DIR:?--cpu needs ULYSSES_BUILD_DIR (a configured and built CPU build directory)}"
-  BUILD_STATUS='"skipped: --cpu uses the CPU build in ULYSSES_BUILD_DIR"'
-else
-  BUILD="${ULYSSES_BUILD_DIR:-$ROOT/build-gpu}"
-  if [ -z "${ULYSSES_BUILD_DIR:-}" ]; then
-    [ -d "$TP/usr/include/nlohmann" ] || { say "third_party_gpu/ is missing: run tools/gpu-check.sh --prepare on the dev machine and carry it"; exit 2; }
-    TORCH_PREFIX="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>>"$LOG")" || { say "python3 cannot import torch"; exit 2; }
-    SQLITE_LIB=/lib/x86_64-linux-gnu/libsqlite3.so.0
-    [ -e /usr/lib/x86_64-linux-gnu/libsqlite3.so ] && SQLITE_LIB=/usr/lib/x86_64-linux-gnu/libsqlite3.so
-    say "configuring against $TORCH_PREFIX"
-    B0=$(date +%s)
-    if cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DULYSSES_BUILD_UI=OFF -DULYSSES_BUILD_BENCH=OFF \
-         -DULYSSES_TEST_DIRS="config;cost;profiler" -DCMAKE_PREFIX_PATH="$TORCH_PREFIX;$TP/usr" \
-         -DSQLite3_INCLUDE_DIR="$TP/usr/include" -DSQLite3_LIBRARY="$SQLITE_LIB" >>"$LOG" 2>&1 &&
-       say "building (log: $LOG)" &&
-       cmake --build "$BUILD" -j"$(nproc)" --target ulysses-worker ulysses-run ulysses-trace test_config test_device_decision \
-         test_cost >>"$LOG" 2>&1; then
-      BUILD_STATUS="{\"ok\": true, \"seconds\": $(( $(date +%s) - B0 ))}"
-    else
-      say "build failed; see $LOG"
-      tail -40 "$LOG" >&2
-      printf '{"mode": "gpu", "build": {"ok": false, "log_tail": %s}}\n' \
-        "$(tail -40 "$LOG" | python3 -c 'import json,sys;print(json.dumps(sys.stdin.read()))')" > "$OUT_DIR/report.json"
-      exit 1
-    fi
-  else
-    BUILD_STATUS='"skipped: ULYSSES_BUILD_DIR given"'
-  fi
-fi
-
-for b in app/run/ulysses-run app/worker/ulysses-worker app/trace/ulysses-trace; do
-  [ -x "$BUILD/$b" ] || { say "$BUILD/$b is missing (build the CLI programs first)"; exit 2; }
-done
-
-# Tests that make sense on this build (the CPU suite runs in CI through ctest already).
-if [ "$MODE" = gpu ]; then
-  say "running the tests"
-  (cd "$BUILD" && ctest --output-on-failure -j8 --timeout 120 -R "DeviceDecision|Config|CostModel") >"$OUT_DIR/ctest.log" 2>&1
-  TESTS_RC=$?
-else
-  "$BUILD/tests/config/test_device_decision" >"$OUT_DIR/ctest.log" 2>&1
-  TESTS_RC=$?
-fi
-
-export GPU_CHECK_MODE="$MODE" GPU_CHECK_ROOT="$ROOT" GPU_CHECK_BUILD="$BUILD" GPU_CHECK_OUT="$OUT_DIR" \
-       GPU_CHECK_BUILD_STATUS="$BUILD_STATUS" GPU_CHECK_TESTS_RC="$TESTS_RC" GPU_CHECK_T0="$T0"
-python3 - <<'PY'
-# Driver: runs, trace checks, Hugging Face comparison, report. Standard library only.
-import json, os, sqlite3, statistics, subprocess, sys, time, random, shutil, struct
+[ "$LIST" = 1 ] || mkdir -p "$OUT_DIR" || { say "cannot create the output folder $OUT_DIR"; exit 2; }
+export GPU_CHECK_MODE="$MODE" GPU_CHECK_ROOT="$ROOT" GPU_CHECK_OUT="$OUT_DIR" GPU_CHECK_LIST="$LIST" \
+       GPU_CHECK_FAIL_STEP="$FAIL_STEP" GPU_CHECK_BUDGET="$BUDGET" GPU_CHECK_TP="$TP" GPU_CHECK_T0="$(date +%s.%N)"
+exec python3 - <<'PY'
+# Driver: steps, report. Standard library only.
+import json, os, re, signal, sqlite3, statistics, subprocess, sys, time, random, shutil, struct, math, traceback
 
 mode = os.environ["GPU_CHECK_MODE"]
-root, build, out = os.environ["GPU_CHECK_ROOT"], os.environ["GPU_CHECK_BUILD"], os.environ["GPU_CHECK_OUT"]
-gpu = mode == "gpu"
-run_bin = os.path.join(build, "app/run/ulysses-run")
-worker_bin = os.path.join(build, "app/worker/ulysses-worker")
-trace_bin = os.path.join(build, "app/trace/ulysses-trace")
-failures = []
-T0 = int(os.environ["GPU_CHECK_T0"])
-BUDGET_S = 500 if gpu else 240     # stop starting new runs after this (the GPU call has 9 min)
-RUN_TIMEOUT_S = 120 if gpu else 90
-
-def out_of_time():
-    return time.time() - T0 > BUDGET_S
+root, out = os.environ["GPU_CHECK_ROOT"], os.environ["GPU_CHECK_OUT"]
+TP = os.environ["GPU_CHECK_TP"]
+gpu = mode in ("gpu", "preflight")
+T0 = float(os.environ["GPU_CHECK_T0"])
+BUDGET_S = float(os.environ["GPU_CHECK_BUDGET"] or (540 if gpu else 240))
+FAIL_STEP = os.environ["GPU_CHECK_FAIL_STEP"]
 
 def log(msg):
     print("==> gpu-check: " + msg, file=sys.stderr, flush=True)
+
+def remaining():
+    return BUDGET_S - (time.time() - T0)
+
+class StepTimeout(Exception):
+    pass
+
+children = []  # processes started (each leads its own process group), killed on a signal
+
+def run_cmd(args, timeout, env=None, cwd=None, log_path=None):
+    """Runs args in its own process group; on timeout the whole group is killed and
+    StepTimeout raised. Returns (returncode, stdout, stderr)."""
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
+                         start_new_session=True)
+    children.append(p)
+    try:
+        o, e = p.communicate(timeout=max(1.0, timeout))
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        o, e = p.communicate()
+        if log_path:
+            open(log_path, "w").write(e or "")
+        raise StepTimeout("%s did not finish within %.0f s" % (os.path.basename(args[0]), timeout))
+    if log_path:
+        open(log_path, "w").write(e or "")
+    return p.returncode, o, e
 
 # ---- config: bench-1b on the GPU, the same structure at tiny size on the CPU ---------
 cfg = json.load(open(os.path.join(root, "resources/configs/bench-1b.json")))
 if gpu:
     seqs = [16384, 65536]
     steps = 4
-    # layer activation checkpointing, like HF's gradient checkpointing below (an engine
-    # without it ignores the key and keeps every activation)
     cfg["train"].update({"dtype": "bfloat16", "device": "cuda", "activation_checkpointing": "layer"})
 else:
     cfg["model"].update({"vocab_size": 256, "hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2,
@@ -139,9 +141,238 @@ else:
     seqs = [128, 512]
     steps = 3
     cfg["train"].update({"dtype": "bfloat16", "device": "cpu", "threads_per_rank": 1})
+# Hugging Face's regime on our side too (the comparison is like for like): layer checkpointing,
+# no activation offload, no tiled loss or MLP; fp32 masters with bf16 compute on both sides.
+cfg["train"].update({"offload_activations": False, "loss_chunk_tokens": 0, "mlp_chunk_tokens": 0})
 cfg["parallel"].update({"sp_size": 1, "dp_size": 1, "backend": "auto"})
+HF_DIFFERS = ("same regime: fp32 weights, gradients and AdamW state with bf16 compute (ours: bf16 casts of the fp32 "
+              "masters; HF: torch.autocast bf16), layer activation checkpointing, no activation offload, no tiled "
+              "loss or MLP, full logits, SDPA, the same tokens (seeded 1234) and HF's torch.manual_seed(1234) vs our "
+              "train.seed; what differs: the engine (C++ libtorch vs Python Transformers) and its kernels")
 cfg["train"].update({"steps": steps, "warmup_steps": 1})
 m = cfg["model"]
+
+# ---- the steps: (name, expected s, timeout s, prerequisites) -----------------------------
+def exp(gpu_s, cpu_s):
+    return gpu_s if gpu else cpu_s
+
+STEPS = [("preflight", exp(20, 0), exp(60, 20), []),
+         ("build", exp(300, 0), exp(420, 20), ["preflight"]),
+         ("tests", exp(60, 2), exp(150, 60), ["build"]),
+         ("groups_1rank", exp(45, 2), exp(150, 60), ["build"])]
+for s in seqs:
+    big = s >= 65536
+    for tr in ("notrace", "trace"):
+        STEPS.append(("ours_%d_%s" % (s, tr), exp(110 if big else 45, 2), exp(240 if big else 150, 60), ["build"]))
+if not gpu:
+    STEPS.append(("kernel_check_selftest", 1, 30, ["ours_%d_trace" % seqs[0]]))
+for s in seqs:
+    STEPS.append(("hf_%d" % s, exp(150 if s >= 65536 else 70, 5), exp(300 if s >= 65536 else 180, 120), []))
+if mode == "preflight":
+    STEPS = STEPS[:1]
+NAMES = [s[0] for s in STEPS]
+
+if os.environ["GPU_CHECK_LIST"] == "1":
+    print("\n".join(NAMES))
+    sys.exit(0)
+
+report = {"mode": mode, "budget_s": BUDGET_S, "fail_step": FAIL_STEP or None,
+          "steps": [{"name": n, "status": "pending", "seconds": 0.0, "error": None} for n in NAMES],
+          "model": {"config": "resources/configs/bench-1b.json" + ("" if gpu else " structure at tiny size"), **m},
+          "runs": [], "plans": {}, "regime": {k: cfg["train"].get(k) for k in ("dtype", "activation_checkpointing",
+          "offload_activations", "loss_chunk_tokens", "mlp_chunk_tokens", "seed")}, "tracing_overhead": [], "trace_checks": {}, "hf": [], "failures": []}
+step_of = {s["name"]: s for s in report["steps"]}
+
+def write_report():
+    report["elapsed_s"] = round(time.time() - T0, 1)
+    report["failures"] = ["%s: %s%s" % (s["name"], s["status"], (" (" + s["error"].splitlines()[0][:300] + ")") if s["error"] else "")
+                          for s in report["steps"] if s["status"] in ("failed", "timeout")]
+    report["ok"] = not report["failures"] and all(s["status"] != "pending" for s in report["steps"])
+    tmp = os.path.join(out, ".report.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=2)
+    os.replace(tmp, os.path.join(out, "report.json"))
+
+if FAIL_STEP and FAIL_STEP not in NAMES:
+    report["usage_error"] = "--fail-step %s: no such step in %s mode (steps: %s)" % (FAIL_STEP, mode, ", ".join(NAMES))
+    for s in report["steps"]:
+        s["status"], s["error"] = "skipped", "not started: bad usage"
+    write_report()
+    log(report["usage_error"])
+    sys.exit(2)
+
+current = {"name": None, "t": 0.0}
+
+def on_signal(signum, frame):
+    name = current["name"]
+    why = "stopped by signal %d (an outer time limit?)" % signum
+    if name:
+        step_of[name].update({"status": "timeout", "seconds": round(time.time() - current["t"], 1), "error": why})
+    for s in report["steps"]:
+        if s["status"] == "pending" and s["name"] != name:
+            s.update({"status": "skipped", "error": "not started: " + why})
+    report["stopped_by_signal"] = signum
+    for p in children:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+    write_report()
+    log("stopped by signal %d; report written" % signum)
+    os._exit(1)
+
+signal.signal(signal.SIGTERM, on_signal)
+signal.signal(signal.SIGINT, on_signal)
+write_report()
+
+class Skip(Exception):
+    """A step that does not apply; ok=True: steps needing it may still run."""
+    def __init__(self, why, ok=False):
+        super().__init__(why)
+        self.ok = ok
+
+def satisfied(name):
+    s = step_of[name]
+    return s["status"] == "passed" or (s["status"] == "skipped" and s.get("satisfies_needs"))
+
+BUILD = os.environ.get("ULYSSES_BUILD_DIR") or os.path.join(root, "build-gpu" if gpu else "build")
+run_bin = os.path.join(BUILD, "app/run/ulysses-run")
+worker_bin = os.path.join(BUILD, "app/worker/ulysses-worker")
+trace_bin = os.path.join(BUILD, "app/trace/ulysses-trace")
+LOG = os.path.join(out, "gpu-check.log")
+preflight = {"problems": [], "cmake_args": [], "env": {}}
+
+# ---- preflight (GPU build): each problem named ---------------------------------------
+TORCH_PROBE = ("import json, torch; print(json.dumps({'version': torch.__version__, "
+               "'cxx11_abi': bool(getattr(torch._C, '_GLIBCXX_USE_CXX11_ABI', True)), "
+               "'cuda': getattr(torch.version, 'cuda', None), 'cmake_prefix': torch.utils.cmake_prefix_path}))")
+NCCL_PROBE = ("import os, nvidia.nccl as n; print([os.path.join(p, 'include') for p in n.__path__][0])")
+
+def version_tuple(s):
+    return tuple(int(x) for x in re.findall(r"\d+", s or "")[:2]) or (0,)
+
+def step_preflight(deadline):
+    report["preflight"] = preflight
+    probs = preflight["problems"]
+    if mode == "cpu":
+        for b in (run_bin, worker_bin, trace_bin):
+            if not os.access(b, os.X_OK):
+                probs.append("%s is missing: build the CLI programs in ULYSSES_BUILD_DIR first" % b)
+        if probs:
+            raise RuntimeError("; ".join(probs))
+        raise Skip("--cpu: the CPU build in %s, no GPU toolchain needed" % BUILD, ok=True)
+    cuda_default = os.environ.get("GPU_CHECK_CUDA_DEFAULT", "/usr/local/cuda")
+    sys_include = os.environ.get("GPU_CHECK_SYSTEM_INCLUDE", "/usr/include")
+    # torch: version and C++ ABI
+    rc, o, e = run_cmd([sys.executable, "-c", TORCH_PROBE], deadline - time.time())
+    torch_info = None
+    if rc != 0:
+        probs.append("python3 cannot import torch (%s): install the CUDA wheel whose libtorch serves the build"
+                     % ((e or "").strip().splitlines() or ["no message"])[-1])
+    else:
+        torch_info = json.loads(o.strip().splitlines()[-1])
+        preflight["torch"] = torch_info
+        if not torch_info["cxx11_abi"]:
+            probs.append("torch %s uses the old C++ ABI (_GLIBCXX_USE_CXX11_ABI=0): our libraries (SQLite, "
+                         "nlohmann, GoogleTest) build with the new one and would not link with its libtorch; install "
+                         "a torch wheel built with the new ABI (every wheel from 2.7 on)" % torch_info["version"])
+    # nvcc
+    nvcc, cudacxx = None, os.environ.get("CUDACXX")
+    if cudacxx:
+        if os.access(cudacxx, os.X_OK):
+            nvcc = cudacxx
+        else:
+            probs.append("CUDACXX=%s is not an executable nvcc" % cudacxx)
+    else:
+        cands = [shutil.which("nvcc")]
+        if os.environ.get("CUDA_HOME"):
+            cands.append(os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc"))
+        cands.append(os.path.join(cuda_default, "bin", "nvcc"))
+        nvcc = next((c for c in cands if c and os.access(c, os.X_OK)), None)
+        if not nvcc:
+            probs.append("nvcc not found (CUDACXX, PATH, $CUDA_HOME/bin, %s/bin): install the CUDA toolkit or set "
+                         "CUDACXX; without it CMake cannot enable CUDA for find_package(Torch)" % cuda_default)
+    cuda_root, cuda_version = None, None
+    if nvcc:
+        preflight["nvcc"] = nvcc
+        cuda_root = os.path.dirname(os.path.dirname(os.path.abspath(nvcc)))
+        try:
+            rc, o, e = run_cmd([nvcc, "--version"], 30)
+            mm = re.search(r"release (\d+\.\d+)", o or "")
+            cuda_version = mm.group(1) if mm else None
+        except (OSError, StepTimeout) as x:
+            probs.append("%s --version failed: %s" % (nvcc, x))
+        preflight["cuda_version"] = cuda_version
+        preflight["cuda_root"] = cuda_root
+    # nccl.h: pip's nvidia-nccl, the toolkit, the system
+    nccl_dirs = []
+    rc, o, e = run_cmd([sys.executable, "-c", NCCL_PROBE], 30)
+    if rc == 0 and o.strip():
+        nccl_dirs.append(o.strip().splitlines()[-1])
+    if cuda_root:
+        nccl_dirs.append(os.path.join(cuda_root, "include"))
+    nccl_dirs.append(sys_include)
+    nccl_inc = next((d for d in nccl_dirs if os.path.isfile(os.path.join(d, "nccl.h"))), None)
+    preflight["nccl_include_searched"] = nccl_dirs
+    if not nccl_inc:
+        probs.append("nccl.h not found (searched %s): pip install nvidia-nccl-cu%s, or install the system's "
+                     "libnccl-dev; ProcessGroupNCCL's header includes it" %
+                     (", ".join(nccl_dirs), (cuda_version or "13").split(".")[0]))
+    else:
+        preflight["nccl_include"] = nccl_inc
+    if gpu and mode == "gpu" and not os.environ.get("ULYSSES_BUILD_DIR") and not os.path.isdir(os.path.join(TP, "usr/include/nlohmann")):
+        probs.append("third_party_gpu/ is missing: run tools/gpu-check.sh --prepare on the dev machine and carry it")
+    args = []
+    if torch_info:
+        args.append("-DCMAKE_PREFIX_PATH=%s;%s/usr" % (torch_info["cmake_prefix"], TP))
+    if cuda_root:
+        args += ["-DULYSSES_CUDA=on", "-DULYSSES_CUDA_ROOT=" + cuda_root, "-DCMAKE_CUDA_COMPILER=" + nvcc]
+    v = version_tuple(cuda_version or (torch_info or {}).get("cuda"))
+    if v >= (12, 9):  # NVTX3 headers only: torch's cmake must not look for the old nvToolsExt target
+        args.append("-DUSE_SYSTEM_NVTX=ON")
+        preflight["nvtx"] = "CUDA %s ships NVTX3 headers only: USE_SYSTEM_NVTX=ON" % ".".join(map(str, v))
+    preflight["cmake_args"] = args
+    if nccl_inc:
+        preflight["env"]["CXXFLAGS"] = "-isystem " + nccl_inc
+    if probs:
+        raise RuntimeError("; ".join(probs))
+
+def step_build(deadline):
+    if mode == "cpu":
+        raise Skip("--cpu uses the CPU build in ULYSSES_BUILD_DIR", ok=True)
+    if os.environ.get("ULYSSES_BUILD_DIR"):
+        raise Skip("ULYSSES_BUILD_DIR given: built already", ok=True)
+    sqlite_lib = "/usr/lib/x86_64-linux-gnu/libsqlite3.so" if os.path.exists("/usr/lib/x86_64-linux-gnu/libsqlite3.so") \
+        else "/lib/x86_64-linux-gnu/libsqlite3.so.0"
+    env = dict(os.environ, **preflight["env"])
+    conf = ["cmake", "-S", root, "-B", BUILD, "-DCMAKE_BUILD_TYPE=Release", "-DULYSSES_BUILD_UI=OFF",
+            "-DULYSSES_BUILD_BENCH=OFF", "-DULYSSES_TEST_DIRS=config;cost;profiler",
+            "-DSQLite3_INCLUDE_DIR=%s/usr/include" % TP, "-DSQLite3_LIBRARY=" + sqlite_lib] + preflight["cmake_args"]
+    t = time.time()
+    rc, o, e = run_cmd(conf, deadline - time.time(), env=env)
+    open(LOG, "a").write(o + e)
+    if rc != 0:
+        raise RuntimeError("configure failed: " + (e or o)[-1500:])
+    feat = re.findall(r"\[(on |off)\] (CUPTI activity|NVTX ranges)", o)
+    report["build_features"] = {n: s.strip() for s, n in feat}
+    rc, o, e = run_cmd(["cmake", "--build", BUILD, "-j%d" % (os.cpu_count() or 4), "--target", "ulysses-worker",
+                        "ulysses-run", "ulysses-trace", "test_config", "test_device_decision", "test_cost", "test_profiler"],
+                       deadline - time.time(), env=env)
+    open(LOG, "a").write(o + e)
+    if rc != 0:
+        raise RuntimeError("build failed: " + (o + e)[-1500:])
+    report["build_seconds"] = round(time.time() - t, 1)
+
+def step_tests(deadline):
+    if gpu:
+        rc, o, e = run_cmd(["ctest", "--output-on-failure", "-j8", "--timeout", "120", "-R",
+                            "DeviceDecision|Config|CostModel|GpuRecords|GpuCorrelation"], deadline - time.time(), cwd=BUILD)
+    else:
+        rc, o, e = run_cmd([os.path.join(BUILD, "tests/config/test_device_decision")], deadline - time.time())
+    open(os.path.join(out, "ctest.log"), "w").write(o + e)
+    if rc != 0:
+        raise RuntimeError("tests failed (exit %d; see ctest.log)" % rc)
 
 # ---- the same tokens for us and for Hugging Face: one uint16 file --------------------
 tok_path = os.path.join(out, "tokens.u16")
@@ -163,62 +394,119 @@ def params_of(mm):
     return total, matmul
 
 PARAMS, MATMUL_PARAMS = params_of(m)
+report["model"].update({"params": PARAMS, "matmul_params": MATMUL_PARAMS})
 
 def model_flops(n, b=1):
     return 6.0 * MATMUL_PARAMS * n * b + 6.0 * m["num_hidden_layers"] * n * n * m["hidden_size"] * b
 
-FLOPS_FORMULA = "6*matmul_params*tokens + 6*L*N^2*d*b (causal attention, 12*L*N^2*d*b halved); no recompute counted"
+report["flops_formula"] = "6*matmul_params*tokens + 6*L*N^2*d*b (causal attention, 12*L*N^2*d*b halved); no recompute counted"
 
-def run_ours(name, seq, trace, extra_env=None, extra_set=()):
+def plan_for(seq, deadline):
+    """The memory plan of this run (ulysses-run --plan --json), once per sequence length."""
+    if seq in report["plans"]:
+        return report["plans"][seq]
+    rc, o, e = run_cmd([run_bin, cfg_path, "--plan", "--json", "--worker", worker_bin, "--set",
+                        "train.seq_length=%d" % seq], min(120, deadline - time.time()))
+    try:
+        p = json.loads(o.strip().splitlines()[-1]) if rc == 0 and o.strip() else None
+    except ValueError:
+        p = None
+    report["plans"][seq] = p if p is not None else {"error": "ulysses-run --plan exit %d: %s" % (rc, (e or "")[-500:])}
+    return report["plans"][seq]
+
+def plan_figure(plan, key):
+    if not isinstance(plan, dict):
+        return None
+    for k in (key, "plan", "ranks"):
+        if isinstance(plan.get(k), (int, float)):
+            return plan[k]
+    v = plan.get("peak_bytes")
+    if v is None and isinstance(plan.get("ranks"), list) and plan["ranks"]:
+        v = max(r.get("peak_bytes", 0) for r in plan["ranks"])
+    return v
+
+def run_ours(name, seq, trace, deadline, extra_env=None, extra_set=()):
     rdir = os.path.join(out, "runs", name)
     shutil.rmtree(rdir, ignore_errors=True)
     os.makedirs(os.path.dirname(rdir), exist_ok=True)
+    res = {"name": name, "seq_length": seq, "tracing": trace, "run_dir": rdir}
+    report["runs"].append(res)
+    plan = plan_for(seq, deadline)
     args = [run_bin, cfg_path, "--json", "--worker", worker_bin, "--out", rdir,
             "--set", "train.seq_length=%d" % seq, "--set", "profile.enabled=%s" % ("true" if trace else "false")]
     for s in extra_set:
         args += ["--set", s]
     env = dict(os.environ, **(extra_env or {}))
-    res = {"name": name, "seq_length": seq, "tracing": trace, "run_dir": rdir}
-    if out_of_time():
-        res["skipped"] = "time budget of %d s used up" % BUDGET_S
-        failures.append(name + ": skipped (time budget)")
-        return res
     t = time.time()
-    try:
-        p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=RUN_TIMEOUT_S)
-    except subprocess.TimeoutExpired as e:
-        res.update({"exit_code": None, "error": "timed out after %d s" % RUN_TIMEOUT_S})
-        failures.append(name + ": timed out")
-        with open(os.path.join(out, name + ".log"), "w") as f:
-            f.write(e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or ""))
-        return res
-    res.update({"exit_code": p.returncode, "wall_s": round(time.time() - t, 2)})
-    with open(os.path.join(out, name + ".log"), "w") as f:
-        f.write(p.stderr)
-    metrics = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
-    import re
-    dm = re.search(r"device (\S+) \(", p.stderr)
+    rc, o, e = run_cmd(args, deadline - time.time(), env=env, log_path=os.path.join(out, name + ".log"))
+    res.update({"exit_code": rc, "wall_s": round(time.time() - t, 2)})
+    metrics = [json.loads(l) for l in o.splitlines() if l.startswith("{")]
+    dm = re.search(r"device (\S+) \(", e)
     res["device"] = dm.group(1) if dm else None
+    if rc != 0 or not metrics:
+        res["error"] = e[-2000:]
+        raise RuntimeError("exit %d: %s" % (rc, (e.strip().splitlines() or [""])[-1][:300]))
     want_dev = "cuda:0" if gpu else "cpu"
-    if p.returncode == 0 and res["device"] != want_dev:
-        failures.append("%s: worker decided device %s, expected %s" % (name, res["device"], want_dev))
-    if p.returncode != 0 or not metrics:
-        res["error"] = p.stderr[-2000:]
-        failures.append("%s: exit %d" % (name, p.returncode))
-        return res
+    if res["device"] != want_dev:
+        raise RuntimeError("worker decided device %s, expected %s" % (res["device"], want_dev))
     tail = metrics[1:] or metrics  # first step warms up (allocator, kernels, autotuning)
     step_ms = statistics.median(x["step_ms"] for x in tail)
     tokens = metrics[-1]["tokens"]
+    peak = max(x["max_mem_bytes"] for x in metrics)
     res.update({"steps": len(metrics), "tokens_per_step": tokens, "step_ms": round(step_ms, 2),
-                "tokens_per_s": round(tokens / (step_ms / 1000.0), 1),
-                "peak_memory_bytes": max(x["max_mem_bytes"] for x in metrics),
+                "tokens_per_s": round(tokens / (step_ms / 1000.0), 1), "peak_memory_bytes": peak,
                 "model_tflops_per_s": float("%.4g" % (model_flops(seq) / (step_ms / 1000.0) / 1e12)),
                 "loss_first_last": [metrics[0]["loss"], metrics[-1]["loss"]]})
-    import math
+    if "max_reserved_bytes" in metrics[-1]:
+        res["peak_reserved_bytes"] = max(x.get("max_reserved_bytes", 0) for x in metrics)
+    planned = plan_figure(plan, "peak_bytes")
+    res["memory_vs_plan"] = {"planned_peak_bytes": planned, "allocated_peak_bytes": peak,
+                             "reserved_peak_bytes": res.get("peak_reserved_bytes"),
+                             "planned_device_bytes": plan.get("device_total_bytes") if isinstance(plan, dict) else None,
+                             "allocated_over_planned": round(peak / planned, 3) if planned else None}
     if not all(math.isfinite(x["loss"]) for x in metrics):
-        failures.append(name + ": non-finite loss")
+        raise RuntimeError("non-finite loss")
+    if trace:
+        c = check_trace(rdir, want_kernels=gpu)
+        report["trace_checks"][name] = c
+        if not c.get("ok"):
+            raise RuntimeError("trace checks failed: " + ", ".join(k for k, v in c.get("checks", {}).items() if not v)
+                               + (" " + c["error"] if c.get("error") else ""))
     return res
 
+def step_groups(deadline):
+    # One rank with its process groups made anyway (ULYSSES_SINGLE_RANK_GROUPS=1): on one GPU,
+    # the only way to run the NCCL path (peak-memory all-reduce on the GPU, shutdown at exit).
+    r = run_ours("groups_1rank", seqs[0], False, deadline, extra_env={"ULYSSES_SINGLE_RANK_GROUPS": "1"},
+                 extra_set=["train.steps=2"])
+    wlog = open(os.path.join(out, "groups_1rank.log")).read()
+    want = "backend %s (c10d groups made)" % ("nccl" if gpu else "gloo")
+    r["groups_check"] = {"want_in_worker_log": want, "ok": want in wlog}
+    if not r["groups_check"]["ok"]:
+        raise RuntimeError("expected '%s' in the worker log" % want)
+
+def make_run_step(seq, trace):
+    return lambda deadline: run_ours("ours_%d_%s" % (seq, "trace" if trace else "notrace"), seq, trace, deadline)
+
+def step_selftest(deadline):
+    traced = [x for x in report["runs"] if x["name"] == "ours_%d_trace" % seqs[0] and x.get("exit_code") == 0]
+    st = selftest_kernel_checks(traced[0]["run_dir"])
+    report["trace_checks"]["kernel_check_selftest"] = st
+    if not st["ok"]:
+        raise RuntimeError("kernel-check self-test failed: %s" % json.dumps(st["found"]))
+
+def make_hf_step(seq):
+    def f(deadline):
+        try:
+            import importlib.util
+            have = importlib.util.find_spec("transformers") is not None and importlib.util.find_spec("torch") is not None
+        except Exception:
+            have = False
+        if not have:
+            raise Skip("transformers (or torch) is not importable by %s" % sys.executable)
+        r = run_hf(seq, deadline)
+        report["hf"].append(r)
+    return f
 # ---- trace checks -------------------------------------------------------------------
 ATTN_KERNEL_WORDS = ("flash", "fmha", "cudnn", "sdpa", "attention")  # flash / mem-efficient / cuDNN SDPA kernels
 
@@ -235,13 +523,17 @@ def check_trace(rdir, want_kernels):
         return {"ok": False, "error": "ulysses-trace summary failed: " + s.stderr[-500:]}
     summ = json.loads(s.stdout)
     r["summary"] = {"num_ranges": summ["num_ranges"], "num_kernels": summ["num_kernels"], "headline": summ["headline"],
-                    "overall": summ["overall"]}
+                    "overall": summ["overall"], "kernel_attribution": summ.get("kernel_attribution")}
     r.update(kernel_attribution(path))
+    # The loader's attribution: by the launching range's external id, else by launch time to the
+    # stepping thread's innermost range (backward kernels of autograd's thread), else none.
+    ka = summ.get("kernel_attribution") or {}
+    r["attribution_fraction"] = ka.get("fraction")
     checks = {"ranges_present": summ["num_ranges"] > 0, "attention_ranges_present": r["attention_ranges"] > 0,
               "every_range_has_ulysses_row": r["ranges_without_row"] == 0}
     if want_kernels:
         checks.update({"kernels_present": r["kernels"] > 0 and summ["num_kernels"] > 0,
-                       "every_kernel_attributed": r["kernels"] > 0 and r["unattributed"] == 0,
+                       "every_kernel_attributed": r["kernels"] > 0 and ka.get("none", 1) == 0,
                        "attention_kernels_under_attention_ranges": r["attention_kernels_under_attention"] > 0,
                        "no_math_softmax_under_attention": r["softmax_kernels_under_attention"] == 0,
                        "summary_counts_the_same_kernels": summ["num_kernels"] == r["kernels"]})
@@ -350,8 +642,9 @@ hc = transformers.LlamaConfig(vocab_size=m["vocab_size"], hidden_size=m["hidden_
     num_key_value_heads=m["num_key_value_heads"], rms_norm_eps=m["rms_norm_eps"], rope_theta=m["rope_theta"],
     max_position_embeddings=max(m["max_position_embeddings"], seq), tie_word_embeddings=m["tie_word_embeddings"])
 torch.manual_seed(1234)
-dtype = torch.bfloat16 if cfg["train"]["dtype"] == "bfloat16" else torch.float32
-model = transformers.LlamaForCausalLM._from_config(hc, attn_implementation="sdpa", torch_dtype=dtype).to(dev)
+# Our regime: fp32 weights, gradients and AdamW state, bf16 compute (autocast here).
+bf16 = cfg["train"]["dtype"] == "bfloat16"
+model = transformers.LlamaForCausalLM._from_config(hc, attn_implementation="sdpa", torch_dtype=torch.float32).to(dev)
 model.gradient_checkpointing_enable()
 model.config.use_cache = False
 model.train()
@@ -364,7 +657,8 @@ times, losses = [], []
 for s in range(steps):
     if dev.startswith("cuda"): torch.cuda.synchronize()
     t = time.time()
-    logits = model(input_ids=x).logits
+    with torch.autocast(device_type=dev.split(":")[0], dtype=torch.bfloat16, enabled=bf16):
+        logits = model(input_ids=x).logits
     loss = torch.nn.functional.cross_entropy(logits.float().view(-1, logits.size(-1)), y.view(-1))
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["train"]["grad_clip"])
@@ -376,93 +670,82 @@ peak = torch.cuda.max_memory_allocated() if dev.startswith("cuda") else None
 print(json.dumps({"seq_length": seq, "steps": steps, "step_ms": round(ms, 2), "tokens_per_s": round(seq / (ms / 1000), 1),
                   "peak_memory_bytes": peak, "loss_first_last": [losses[0], losses[-1]],
                   "torch": torch.__version__, "transformers": transformers.__version__,
-                  "attention": "sdpa", "gradient_checkpointing": True}))
+                  "attention": "sdpa", "gradient_checkpointing": True, "weights": "float32",
+                  "compute": "bfloat16 autocast" if bf16 else "float32", "seed": 1234}))
 '''
 
-def run_hf(seq):
-    if out_of_time():
-        failures.append("hf %d: skipped (time budget)" % seq)
-        return {"seq_length": seq, "skipped": "time budget of %d s used up" % BUDGET_S}
-    try:
-        p = subprocess.run([sys.executable, "-c", HF_SCRIPT, cfg_path, str(seq), str(steps), "cuda:0" if gpu else "cpu"],
-                           capture_output=True, text=True, timeout=RUN_TIMEOUT_S + 60)
-    except subprocess.TimeoutExpired:
-        failures.append("hf %d: timed out" % seq)
-        return {"seq_length": seq, "error": "timed out"}
-    if p.returncode != 0:
-        failures.append("hf %d: exit %d" % (seq, p.returncode))
-        return {"seq_length": seq, "exit_code": p.returncode, "error": p.stderr[-2000:]}
-    r = json.loads(p.stdout.strip().splitlines()[-1])
+def run_hf(seq, deadline):
+    rc, o, e = run_cmd([sys.executable, "-c", HF_SCRIPT, cfg_path, str(seq), str(steps), "cuda:0" if gpu else "cpu"],
+                       deadline - time.time(), log_path=os.path.join(out, "hf_%d.log" % seq))
+    if rc != 0:
+        raise RuntimeError("exit %d: %s" % (rc, (e.strip().splitlines() or [""])[-1][:300]))
+    r = json.loads(o.strip().splitlines()[-1])
     r["model_tflops_per_s"] = float("%.4g" % (model_flops(seq) / (r["step_ms"] / 1000.0) / 1e12))
     return r
 
-# ---- the runs --------------------------------------------------------------------------
-report = {"mode": mode, "build": json.loads(os.environ["GPU_CHECK_BUILD_STATUS"]),
-          "tests": {"ok": os.environ["GPU_CHECK_TESTS_RC"] == "0", "log": os.path.join(out, "ctest.log")},
-          "model": {"config": "resources/configs/bench-1b.json" + ("" if gpu else " structure at tiny size"), **m,
-                    "params": PARAMS, "matmul_params": MATMUL_PARAMS},
-          "flops_formula": FLOPS_FORMULA, "runs": [], "tracing_overhead": [], "trace_checks": {}, "hf": []}
-if os.environ["GPU_CHECK_TESTS_RC"] != "0":
-    failures.append("tests failed (see ctest.log)")
 
-# One rank with its process groups made anyway (ULYSSES_SINGLE_RANK_GROUPS=1): on one GPU,
-# the only way to run the NCCL path (peak-memory all-reduce on the GPU, shutdown at exit).
-log("one rank with process groups (%s)" % ("NCCL" if gpu else "Gloo"))
-r = run_ours("groups_1rank", seqs[0], False, extra_env={"ULYSSES_SINGLE_RANK_GROUPS": "1"}, extra_set=["train.steps=2"])
-wlog = open(os.path.join(out, "groups_1rank.log")).read() if os.path.exists(os.path.join(out, "groups_1rank.log")) else ""
-want = "backend %s (c10d groups made)" % ("nccl" if gpu else "gloo")
-r["groups_check"] = {"want_in_worker_log": want, "ok": want in wlog and r.get("exit_code") == 0}
-if not r["groups_check"]["ok"]:
-    failures.append("groups_1rank: expected '%s' in the worker log and exit 0" % want)
-report["runs"].append(r)
+# ---- the step loop ----------------------------------------------------------------------
+FUNCS = {"preflight": step_preflight, "build": step_build, "tests": step_tests, "groups_1rank": step_groups,
+         "kernel_check_selftest": step_selftest}
+for s in seqs:
+    FUNCS["ours_%d_notrace" % s] = make_run_step(s, False)
+    FUNCS["ours_%d_trace" % s] = make_run_step(s, True)
+    FUNCS["hf_%d" % s] = make_hf_step(s)
 
-for seq in seqs:
-    pair = {}
-    for trace in (False, True):
-        name = "ours_%d_%s" % (seq, "trace" if trace else "notrace")
-        log("training %s" % name)
-        r = run_ours(name, seq, trace)
-        report["runs"].append(r)
-        pair[trace] = r
-        if trace and r.get("exit_code") == 0:
-            c = check_trace(r["run_dir"], want_kernels=gpu)
-            report["trace_checks"][name] = c
-            if not c.get("ok"):
-                failures.append(name + ": trace checks failed")
-    if all("step_ms" in pair[t] for t in (False, True)):
-        report["tracing_overhead"].append({"seq_length": seq, "step_ms_off": pair[False]["step_ms"], "step_ms_on": pair[True]["step_ms"],
-                                           "overhead": round(pair[True]["step_ms"] / pair[False]["step_ms"] - 1.0, 4)})
+for name, expected, timeout, needs in STEPS:
+    st = step_of[name]
+    left = remaining()
+    if left < expected:  # never start what cannot finish in the budget
+        st.update({"status": "skipped", "error": "not started: %.0f s of the %.0f s budget left, it takes about %d s"
+                   % (max(left, 0), BUDGET_S, expected)})
+        write_report()
+        continue
+    unmet = [n for n in needs if not satisfied(n)]
+    if unmet:
+        st.update({"status": "skipped", "error": "not started: needs %s, which %s" %
+                   (unmet[0], step_of[unmet[0]]["status"])})
+        write_report()
+        continue
+    log("%s (expected ~%d s, timeout %d s)" % (name, expected, min(timeout, left)))
+    current.update({"name": name, "t": time.time()})
+    deadline = time.time() + min(timeout, left)
+    try:
+        if name == FAIL_STEP:
+            raise RuntimeError("failed on purpose (--fail-step %s)" % name)
+        FUNCS[name](deadline)
+        st["status"] = "passed"
+    except Skip as x:
+        st.update({"status": "skipped", "error": str(x), "satisfies_needs": x.ok})
+    except StepTimeout as x:
+        st.update({"status": "timeout", "error": str(x)})
+    except Exception as x:
+        tb = traceback.format_exc().strip().splitlines()
+        st.update({"status": "failed", "error": "%s: %s" % (type(x).__name__, x) +
+                   ("" if isinstance(x, RuntimeError) else "\n" + "\n".join(tb[-4:]))})
+    st["seconds"] = round(time.time() - current["t"], 1)
+    current["name"] = None
+    if st["status"] != "passed":
+        log("%s: %s%s" % (name, st["status"], ": " + st["error"].splitlines()[0] if st["error"] else ""))
+    write_report()
 
-
-traced = [x for x in report["runs"] if x.get("tracing") and x.get("exit_code") == 0]
-if not gpu and traced:
-    st = selftest_kernel_checks(traced[0]["run_dir"])
-    report["trace_checks"]["kernel_check_selftest"] = st
-    if not st["ok"]:
-        failures.append("kernel-check self-test failed")
-
+# ---- figures across steps -----------------------------------------------------------------
 try:
-    import importlib.util
-    have_hf = importlib.util.find_spec("transformers") is not None and importlib.util.find_spec("torch") is not None
-except Exception:
-    have_hf = False
-if have_hf:
-    for seq in seqs:
-        log("Hugging Face Transformers at %d tokens" % seq)
-        report["hf"].append(run_hf(seq))
+    by_name = {r["name"]: r for r in report["runs"]}
+    for s in seqs:
+        a, b = by_name.get("ours_%d_notrace" % s, {}), by_name.get("ours_%d_trace" % s, {})
+        if "step_ms" in a and "step_ms" in b:
+            report["tracing_overhead"].append({"seq_length": s, "step_ms_off": a["step_ms"], "step_ms_on": b["step_ms"],
+                                               "overhead": round(b["step_ms"] / a["step_ms"] - 1.0, 4)})
     for h in report["hf"]:
-        ours = next((x for x in report["runs"] if x.get("seq_length") == h["seq_length"] and x["name"].endswith("notrace")), None)
+        ours = by_name.get("ours_%d_notrace" % h["seq_length"])
         if ours and "tokens_per_s" in ours and "tokens_per_s" in h:
             h["ours_over_hf_tokens_per_s"] = round(ours["tokens_per_s"] / h["tokens_per_s"], 3)
             if h.get("peak_memory_bytes") and ours.get("peak_memory_bytes"):
                 h["ours_over_hf_peak_memory"] = round(ours["peak_memory_bytes"] / h["peak_memory_bytes"], 3)
-else:
-    report["hf_note"] = "skipped: transformers (or torch) is not importable by %s" % sys.executable
-
-report["failures"] = failures
-report["ok"] = not failures
-report["elapsed_s"] = round(time.time() - T0, 1)
-json.dump(report, open(os.path.join(out, "report.json"), "w"), indent=2)
+            h["what_differs"] = HF_DIFFERS
+except Exception as x:
+    report["figures_error"] = "%s: %s" % (type(x).__name__, x)
+write_report()
 for r in report["runs"]:
     if "tokens_per_s" in r:
         log("%-22s %8.1f tok/s  %9.1f ms/step  peak %.2f GiB  %.4g TFLOP/s" % (r["name"], r["tokens_per_s"], r["step_ms"],
@@ -471,7 +754,9 @@ for h in report["hf"]:
     if "tokens_per_s" in h:
         log("hf_%-19d %8.1f tok/s  %9.1f ms/step  ours/hf %.2fx" % (h["seq_length"], h["tokens_per_s"], h["step_ms"],
             h.get("ours_over_hf_tokens_per_s", float("nan"))))
-log("report: %s (%s, %.0f s)" % (os.path.join(out, "report.json"), "ok" if report["ok"] else "FAILED: " + "; ".join(failures),
+for s in report["steps"]:
+    log("  %-24s %-8s %6.1f s%s" % (s["name"], s["status"], s["seconds"], ("  " + s["error"].splitlines()[0][:120]) if s["error"] else ""))
+log("report: %s (%s, %.0f s)" % (os.path.join(out, "report.json"), "ok" if report["ok"] else "FAILED: " + "; ".join(report["failures"]),
                                 report["elapsed_s"]))
 sys.exit(0 if report["ok"] else 1)
 PY
