@@ -21,7 +21,8 @@ double ref_sum_sq(const at::Tensor& x) { return x.to(torch::kFloat64).pow(2).sum
 
 TEST(Reductions, SumOfSquaresWithinBoundAtAwkwardSizes) {
   auto gen = at::detail::createCPUGenerator(7);
-  for (int64_t n : {int64_t{1}, int64_t{31}, int64_t{32}, int64_t{33}, int64_t{1000003}, kReductionPiece + 17}) {
+  const int64_t C = kReductionChunk;
+  for (int64_t n : {int64_t{1}, C - 1, C, C + 1, int64_t{1000003}, kReductionPiece + 17}) {
     auto x = at::normal(0.0, 1e-3, {n}, gen);  // (n) fp32
     const double want = ref_sum_sq(x);
     auto got = sum_of_squares_fp64(x);
@@ -47,10 +48,12 @@ TEST(Reductions, ShardsAddUpToTheWholeBuffer) {
   // ZeRO: each rank reduces its shard; the sum of the fp64 partials is the whole buffer's.
   auto x = torch::randn({5000001});
   const double whole = sum_of_squares_fp64(x).item<double>();
-  double parts = 0;
-  for (auto& s : x.split(1700000)) parts += sum_of_squares_fp64(s).item<double>();
-  EXPECT_LT(rel(parts, whole), 1e-12);
-  EXPECT_LT(rel(parts, ref_sum_sq(x)), 1e-6);
+  double aligned = 0, other = 0;  // shards of whole chunks: the same fp32 partials as the whole
+  for (auto& s : x.split(kReductionChunk * 26563)) aligned += sum_of_squares_fp64(s).item<double>();
+  for (auto& s : x.split(1700001)) other += sum_of_squares_fp64(s).item<double>();
+  EXPECT_LT(rel(aligned, whole), 1e-14);
+  EXPECT_LT(rel(other, ref_sum_sq(x)), 1e-6);
+  EXPECT_LT(rel(whole, ref_sum_sq(x)), 1e-6);
 }
 
 TEST(Reductions, OtherDtypesAndLayouts) {
