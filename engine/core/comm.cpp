@@ -316,8 +316,10 @@ void Comm::all_gather(at::Tensor& full, at::Tensor& shard, prof::Tracer* tracer,
     if (!shard.is_same(full)) full.copy_(shard);
     return;
   }
-  // The input may be this rank's slice of `full` itself: send a copy.
-  at::Tensor in = shard.data_ptr() == full.narrow(0, env_.rank * S, S).data_ptr() ? shard.clone() : shard;
+  // The input may be this rank's slice of `full` itself (the trainer's parameters): NCCL's
+  // all-gather is in place when sendbuff = recvbuff + rank x count, and Gloo copies the input
+  // into its own flat buffer before any output is written, so no copy is made here.
+  at::Tensor in = shard;
   if (backend_ == "nccl") {
     world_->_allgather_base(full, in)->wait();
     return;

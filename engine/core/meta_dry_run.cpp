@@ -17,6 +17,8 @@
 #include "cost_model.hpp"
 #include "local_attention.hpp"
 #include "model.hpp"
+#include "reductions.hpp"
+#include "zero_optimizer.hpp"
 
 namespace ulysses::plan {
 
@@ -43,7 +45,7 @@ CountingMetaAllocator g_counting;
 std::once_flag g_install;
 std::mutex g_dry_run;  // one dry run at a time: the counters are process-wide
 
-torch::optim::AdamW make_optimizer(LlamaModel& model, const TrainConfig& t) {  // as Trainer builds it
+std::unique_ptr<torch::optim::AdamW> make_optimizer(LlamaModel& model, const TrainConfig& t) {  // as Trainer builds it
   std::vector<at::Tensor> decay, no_decay;
   for (auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   auto opts = torch::optim::AdamWOptions(t.lr).betas({0.9, 0.95}).eps(1e-8).weight_decay(t.weight_decay);
@@ -52,7 +54,7 @@ torch::optim::AdamW make_optimizer(LlamaModel& model, const TrainConfig& t) {  /
   auto nd = opts;
   nd.weight_decay(0.0);
   groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(nd));
-  return torch::optim::AdamW(groups, opts);
+  return std::make_unique<torch::optim::AdamW>(groups, opts);
 }
 
 AttentionKernel plan_kernel(const RunConfig& cfg, bool cuda) {
@@ -109,24 +111,52 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
   auto labels = torch::empty({B, n}, torch::TensorOptions().dtype(torch::kInt64).device(meta));  // (B, n)
   m.inputs = 2 * B * n * 8 + 2 * 4;  // ids + labels, and the loss/count tail of the flat gradient buffer
   const int64_t pos0 = sp_rank * n;
-  auto opt = make_optimizer(model, t);
   auto params = model.parameters();
 
-  // Trainer: every parameter's .grad is a view into one flat fp32 buffer [gradients, loss,
-  // count] that autograd accumulates into and that is all-reduced in place.
   int64_t grad_numel = 0;
   for (const auto& p : params) grad_numel += p.numel();
-  auto flat = torch::zeros({grad_numel + 2}, torch::TensorOptions().dtype(torch::kFloat32).device(meta));
-  {
+
+  // Trainer::setup_zero (stages 1, 2): the parameters become views of one flat buffer padded to
+  // W x S; AdamW state of this rank's S elements (none on the device with offload_optimizer).
+  const int64_t Z = t.zero_stage;
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(meta);
+  std::unique_ptr<torch::optim::AdamW> opt;
+  std::unique_ptr<ShardedAdamW> zopt;
+  ZeroLayout layout(grad_numel, P * c.parallel.dp_size, sp_rank);
+  at::Tensor pflat, gshard;
+  int64_t tail = grad_numel;
+  if (Z == 0) {
+    opt = make_optimizer(model, t);
+  } else {
+    pflat = torch::empty({layout.padded()}, f32);
+    int64_t off = 0;
+    std::vector<std::pair<int64_t, bool>> sizes;
+    for (auto& [name, p] : model.named_parameters()) {
+      sizes.emplace_back(p.numel(), p.dim() >= 2);
+      p = pflat.narrow(0, off, p.numel()).view(p.sizes()).detach().set_requires_grad(true);
+      off += p.numel();
+    }
+    params = model.parameters();
+    if (!t.offload_optimizer) zopt = std::make_unique<ShardedAdamW>(layout, sizes, ZeroAdamWOptions{}, meta);
+    if (Z >= 2) gshard = torch::empty({layout.shard}, f32);
+    tail = layout.padded();
+  }
+  // Trainer: every parameter's .grad is a view into one flat fp32 buffer [gradients, loss,
+  // count] that autograd accumulates into and that is all-reduced in place.
+  at::Tensor flat;
+  auto bind = [&] {
+    flat = torch::zeros({tail + 2}, f32);
     int64_t off = 0;
     for (auto& p : params) {
       p.mutable_grad() = flat.narrow(0, off, p.numel()).view(p.sizes());
       off += p.numel();
     }
-  }
+  };
+  bind();
 
   for (int s = 0; s < steps; ++s) {
     flat.zero_();
+    if (!flat.defined()) bind();  // stage 2 freed it after the last step
     const int64_t start = MetaMemory::live();
     MetaMemory::reset_peak();
     torch::AutoGradMode on(true);
@@ -137,15 +167,36 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
       torch::NoGradGuard ng;
       // Trainer::loss_and_grads: loss and token count into the buffer's tail, one all-reduce,
       // gradients divided in place (the .grad views see it).
-      flat.narrow(0, grad_numel, 1).copy_(loss_sum.detach().reshape({1}));
+      flat.narrow(0, tail, 1).copy_(loss_sum.detach().reshape({1}));
       loss_sum = at::Tensor();
-      comm.all_reduce_sum(flat);
-      flat.narrow(0, 0, grad_numel).div_(1.0);
-      // Trainer::step: one fp32 norm over the buffer, clipping in place, then AdamW.
-      auto norm = flat.narrow(0, 0, grad_numel).norm();
-      norm = at::Tensor();
-      flat.narrow(0, 0, grad_numel).mul_(0.5);
-      opt.step();
+      if (Z >= 2) {
+        // Trainer (stage 2): reduce-scatter into the shard, fp64 partial norm, sharded AdamW,
+        // all-gather into the parameters, the full gradient buffer freed.
+        auto grads = flat.narrow(0, 0, tail);
+        comm.reduce_scatter_sum(gshard, grads);
+        gshard.div_(1.0);
+        auto sq = sum_of_squares_fp64(gshard);
+        sq = at::Tensor();
+        gshard.mul_(0.5);
+      } else {
+        comm.all_reduce_sum(flat);
+        flat.narrow(0, 0, grad_numel).div_(1.0);
+        // Trainer::step: one fp32 norm over the buffer, clipping in place, then AdamW.
+        auto norm = flat.narrow(0, 0, grad_numel).norm();
+        norm = at::Tensor();
+        flat.narrow(0, 0, grad_numel).mul_(0.5);
+      }
+      if (opt) opt->step();
+      if (Z >= 1) {
+        auto own = pflat.narrow(0, layout.begin(), layout.shard);
+        at::Tensor g = Z >= 2 ? gshard : flat.narrow(0, layout.begin(), layout.shard);
+        if (zopt) zopt->step(own, g, 1e-3);
+        comm.all_gather(pflat, own);
+      }
+      if (Z >= 2) {
+        for (auto& p : params) p.mutable_grad() = at::Tensor();
+        flat = at::Tensor();
+      }
     }
     m.peak = MetaMemory::peak();
     m.peak_above_start = m.peak - start;
@@ -190,18 +241,33 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
   p.master_bytes = est.master_bytes;
   p.optimizer_bytes = est.optimizer_bytes;
 
+  p.zero_stage = cfg.train.zero_stage;
+  p.gathered_param_bytes = est.gathered_param_bytes;
+  p.host_bytes = est.host_bytes;
   const int64_t L = cfg.model.num_hidden_layers;
-  const Measured full = dry_run(cfg, L, cuda, opt.sp_rank, 2, false);
+  // Stage 3 is not run by the trainer: dry-run the replicated step and swap its static state
+  // for the cost model's sharded one (header).
+  RunConfig run_cfg = cfg;
+  const bool zero3 = cfg.train.zero_stage >= 3;
+  if (zero3) {
+    run_cfg.train.zero_stage = 0;
+    run_cfg.train.offload_optimizer = run_cfg.train.offload_params = false;
+  }
+  const Measured full = dry_run(run_cfg, L, cuda, opt.sp_rank, 2, false);
   p.params = full.params;
   p.memory_techniques_applied = full.techniques;
   p.activation_bytes = full.after_forward;
   p.peak_bytes = full.peak - full.base;
   p.measured_static_bytes = full.after_step - full.base - full.inputs;
   if (opt.detail) {
-    const Measured one_less = dry_run(cfg, L - 1, cuda, opt.sp_rank, 1, true);
+  if (zero3) {
+    p.peak_bytes += p.static_bytes() + p.gathered_param_bytes - p.measured_static_bytes;
+    p.measured_static_bytes = -1;  // nothing measured: the trainer does not run stage 3
+  }
+    const Measured one_less = dry_run(run_cfg, L - 1, cuda, opt.sp_rank, 1, true);
     p.activation_per_layer_bytes = full.after_forward - one_less.after_forward;
     p.activation_other_bytes = full.after_forward - L * p.activation_per_layer_bytes;
-    const Measured head = dry_run(cfg, 0, cuda, opt.sp_rank, 1, false);
+    const Measured head = dry_run(run_cfg, 0, cuda, opt.sp_rank, 1, false);
     p.loss_peak_bytes = head.peak_above_start;
   }
   p.dry_run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -254,6 +320,9 @@ json plan_to_json(const MemoryPlan& p) {
               {"optimizer_bytes", p.optimizer_bytes},
               {"static_bytes", p.static_bytes()},
               {"measured_static_bytes", p.measured_static_bytes},
+              {"zero_stage", p.zero_stage},
+              {"gathered_param_bytes", p.gathered_param_bytes},
+              {"host_bytes", p.host_bytes},
               {"activation_bytes", p.activation_bytes},
               {"activation_per_layer_bytes", p.activation_per_layer_bytes},
               {"activation_other_bytes", p.activation_other_bytes},
@@ -280,7 +349,12 @@ std::string plan_to_text(const MemoryPlan& p) {
   line("gradients", format_bytes(double(p.grad_bytes)));
   if (p.master_bytes) line("fp32 master weights", format_bytes(double(p.master_bytes)));
   line("optimizer state (AdamW m, v)", format_bytes(double(p.optimizer_bytes)));
-  line("static total", format_bytes(double(p.static_bytes())));
+  line("static total", format_bytes(double(p.static_bytes())) +
+                           (p.zero_stage > 0 ? "  (ZeRO stage " + std::to_string(p.zero_stage) + ", sharded over " +
+                                                   std::to_string(p.sp_size * p.dp_size) + " ranks)"
+                                             : std::string()));
+  if (p.gathered_param_bytes) line("gathered weights (ZeRO-3)", format_bytes(double(p.gathered_param_bytes)));
+  if (p.host_bytes) line("offloaded to CPU memory", format_bytes(double(p.host_bytes)) + "  (not in the peak)");
   line("saved activations", format_bytes(double(p.activation_bytes)));
   if (p.activation_per_layer_bytes >= 0) {
     line("  per layer (x" + std::to_string(p.layers) + ")", format_bytes(double(p.activation_per_layer_bytes)));

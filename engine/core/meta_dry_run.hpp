@@ -47,6 +47,13 @@ struct MemoryPlan {
   // training dtype, fp32 master weights (bfloat16), AdamW m and v fp32.
   int64_t param_bytes = 0, grad_bytes = 0, master_bytes = 0, optimizer_bytes = 0;
   int64_t static_bytes() const { return param_bytes + grad_bytes + master_bytes + optimizer_bytes; }
+  // ZeRO (train.zero_stage, docs/ZERO.md). Stages 1 and 2 are dry-run as the trainer runs them
+  // (AdamW state of the shard; stage 2 frees the full gradient buffer between steps). Stage 3,
+  // which the trainer does not run yet, is planned from the replicated dry run: its peak minus
+  // the measured static state plus the cost model's sharded static state and gathered weights.
+  int64_t zero_stage = 0;
+  int64_t gathered_param_bytes = 0;  // stage 3: gathered units in flight (cost model)
+  int64_t host_bytes = 0;            // offloaded to CPU memory, not in peak_bytes (cost model)
   // Measured: live meta bytes after the optimizer step (fp32 weights, fp32 gradients and
   // AdamW m, v as the engine holds them), minus the step's input ids and labels.
   int64_t measured_static_bytes = 0;
@@ -58,7 +65,7 @@ struct MemoryPlan {
   int64_t loss_peak_bytes = -1;             // peak above the weights of the step of a model with no
                                             // decoder layers: embedding, final norm, lm_head, loss (fwd + bwd)
   int64_t peak_bytes = 0;                   // highest live bytes in a steady-state step (AdamW state held)
-  int64_t transient_bytes() const { return peak_bytes - static_bytes() - activation_bytes; }
+  int64_t transient_bytes() const { return peak_bytes - static_bytes() - gathered_param_bytes - activation_bytes; }
   bool memory_techniques_applied = false;  // the model took activation_checkpointing, offload,
                                            // loss_chunk_tokens, mlp_chunk_tokens (builds with them)
   double dry_run_s = 0;                    // wall time of the dry runs

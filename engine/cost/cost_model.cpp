@@ -37,11 +37,31 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   c.local_tokens = N / P;
   const int64_t n = c.local_tokens;
 
-  // Weights, gradients, master copy and AdamW state (16 B/param either way).
-  c.param_bytes = c.params * e;
-  c.grad_bytes = c.params * e;
-  c.master_bytes = bf16 ? c.params * 4 : 0;
-  c.optimizer_bytes = c.params * 8;
+  // Weights, gradients, master copy and AdamW state (16 B/param either way), sharded over the
+  // W ranks from the ZeRO stage on that shards each.
+  const int64_t Z = t.zero_stage, S = (c.params + W - 1) / W;
+  c.zero_stage = Z;
+  c.param_bytes = (Z >= 3 ? S : c.params) * e;
+  c.grad_bytes = (Z >= 2 ? S : c.params) * e;
+  c.master_bytes = bf16 ? (Z >= 1 ? S : c.params) * 4 : 0;
+  c.optimizer_bytes = (Z >= 1 ? S : c.params) * 8;
+  if (Z >= 1 && t.offload_optimizer) {
+    // The CPU holds the fp32 masters AdamW steps (also in float32 training, where the device's
+    // parameters are the masters) and m, v.
+    c.host_bytes += S * 4 + c.optimizer_bytes;
+    c.master_bytes = c.optimizer_bytes = 0;
+  }
+  if (Z >= 3) {
+    // Gather units in forward order: embedding, the layers, final norm + lm_head.
+    const int64_t embed = V * d, layer = (c.params - embed - (m.tie_word_embeddings ? 0 : V * d) - d) / L;
+    const int64_t head = d + (m.tie_word_embeddings ? embed : V * d);
+    const int64_t pair = std::max({embed + layer, L > 1 ? 2 * layer : layer, layer + head});
+    c.gathered_param_bytes = pair * e + std::max({embed, layer, head}) * e;
+    if (t.offload_params) {
+      c.host_bytes += c.param_bytes;
+      c.param_bytes = 0;
+    }
+  }
 
   // Activations.
   const int64_t hkv_sent = ulysses_geometry(H, Hkv, P).kv_heads_sent;  // Hkv, or P when replicated
@@ -82,8 +102,15 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   // Forward and backward per micro-batch, and the forward again when checkpointing recomputes it.
   c.a2a_bytes_per_step = (ckpt ? 3 : 2) * L * c.a2a_bytes_per_layer_fwd * G;
   // The gradients are one fp32 buffer whatever the dtype, with the loss sum and token count.
-  c.allreduce_bytes_per_step =
-      W > 1 ? static_cast<int64_t>(2.0 * double(W - 1) / double(W) * double((c.params + 2) * 4)) : 0;
+  // ZeRO: stage 1 all-reduces and then all-gathers the updated fp32 parameters; stage 2
+  // reduce-scatters and all-gathers (the all-reduce's bytes); stage 3 gathers each unit's
+  // weights for forward and again for backward and reduce-scatters its gradients, per micro-batch.
+  const double ring = W > 1 ? double(W - 1) / double(W) : 0.0;
+  const double grads4 = double((c.params + 2) * 4), params4 = double(c.params) * 4;
+  c.allreduce_bytes_per_step = static_cast<int64_t>(Z == 0   ? 2.0 * ring * grads4
+                                                    : Z == 1 ? 2.0 * ring * grads4 + ring * params4
+                                                    : Z == 2 ? ring * grads4 + ring * params4
+                                                             : double(G) * 3.0 * ring * double(c.params) * double(e));
 
   // FLOPs.
   // Checkpointing runs each layer's forward twice: 8 instead of 6 FLOPs per parameter and token

@@ -9,9 +9,17 @@
 // the attention output: d, or another width with an explicit head_dim), G =
 // gradient_accumulation_steps, e = bytes per activation element (4 float32, 2 bfloat16).
 //
-// Memory per rank (weights are replicated on every rank; no ZeRO sharding):
+// Memory per rank, replicated (train.zero_stage 0):
 //   float32:  params 4 + grads 4 + AdamW m 4 + v 4                    = 16 B / param
 //   bfloat16: params 2 + grads 2 + fp32 master 4 + AdamW m 4 + v 4     = 16 B / param
+// ZeRO over all W ranks (docs/ZERO.md), S = ceil(params / W) elements per rank:
+//   stage 1: master and m, v of S elements; stage 2: + gradients of S; stage 3: + params of S,
+//   plus the gathered weights (gathered_param_bytes): two consecutive gather units live at once
+//   (the one computing and the prefetched next; units = embedding, each decoder layer, final
+//   norm + lm_head) and one unit's full gradients before its reduce-scatter.
+//   offload_optimizer moves master, m and v to CPU memory (an fp32 master copy of S there in
+//   float32 training too: AdamW steps it on the CPU), offload_params the stage-3 param
+//   shard: they are counted in host_bytes, not in the device's total.
 // Activations per rank, per micro-batch:
 //   per layer per local token: 4d + 4qd + 4dkv + 3f elements, where dkv = Hkv_sent*dh
 //     4d   = layer input, attn-norm output, MLP input, MLP-norm output
@@ -38,6 +46,11 @@
 //   Hkv_sent = Hkv, or P when Hkv < P (kv heads replicated to one per rank before the a2a).
 // Gradient all-reduce over all W ranks (ring): 2*(W-1)/W * (params + 2) * 4 B per rank (the
 // gradients are one fp32 buffer in either dtype, with the loss sum and the token count).
+// ZeRO (allreduce_bytes_per_step holds all of a stage's gradient and parameter collectives):
+// stage 1 adds an all-gather of the fp32 parameters, (W-1)/W * params * 4; stage 2 is a
+// reduce-scatter plus that all-gather (the all-reduce's bytes); stage 3 is, per micro-batch,
+// an all-gather of the weights for forward and one for backward and a reduce-scatter of the
+// gradients, 3 * (W-1)/W * params * e.
 // FLOPs per step (all ranks together), T = b*N*D*G tokens per step:
 //   dense     = 6 * matmul_params * T   (matmul_params = params - V*d embedding table,
 //                                        unless tied, when lm_head uses it); 8 with
@@ -78,16 +91,20 @@ struct CostEstimate {
   int64_t tokens_per_step = 0;
   int64_t local_tokens = 0;  // n = N/P
   // Memory per rank, bytes
-  int64_t param_bytes = 0;            // model weights in the training dtype
-  int64_t grad_bytes = 0;             // gradients in the training dtype
-  int64_t master_bytes = 0;           // fp32 master weights (bfloat16 only)
-  int64_t optimizer_bytes = 0;        // AdamW m and v, fp32
+  int64_t param_bytes = 0;           // model weights in the training dtype
+  int64_t grad_bytes = 0;            // gradients in the training dtype
+  int64_t master_bytes = 0;          // fp32 master weights (bfloat16 only)
+  int64_t optimizer_bytes = 0;       // AdamW m and v, fp32
+  int64_t gathered_param_bytes = 0;  // ZeRO-3: gathered weights and one unit's gradients in flight
+  int64_t host_bytes = 0;            // offloaded state in CPU memory (per rank; not in total_bytes)
+  int64_t zero_stage = 0;
   int64_t activation_bytes = 0;       // saved activations, including logits and attention scores
   int64_t attention_score_bytes = 0;  // part of activation_bytes from math attention (N x N)
   int64_t attention_lse_bytes = 0;    // part of activation_bytes: log-sum-exp of flash / blocked
   std::string device;                 // decided device of rank 0 ("cpu", "cuda:0")
   bool flash_attention = false;       // attention counted as flash (no N x N scores kept)
-  int64_t total_bytes() const { return param_bytes + grad_bytes + master_bytes + optimizer_bytes + activation_bytes; }
+  int64_t static_bytes() const { return param_bytes + grad_bytes + master_bytes + optimizer_bytes; }
+  int64_t total_bytes() const { return static_bytes() + gathered_param_bytes + activation_bytes; }
   // Communication per rank, bytes sent
   int64_t a2a_elements_per_layer_fwd = 0;
   int64_t a2a_bytes_per_layer_fwd = 0;
