@@ -42,14 +42,12 @@ at::Tensor ungroup_q(const at::Tensor& x) {
   return x.permute({0, 1, 3, 2, 4}).reshape({B, Hkv * G, N, dh}).contiguous();
 }
 
-// Additive (block, 1, block) causal bias in dtype dt: 0 where the key (last index) is at
-// or before the query, -inf after it. Added to a diagonal score tile viewed as (bq, G, bk):
-// a broadcast add_ with a contiguous inner dimension is vectorised, where masked_fill_ with
-// a broadcast bool mask ran element by element (8% of the tiny demo's step).
-at::Tensor causal_block_bias(int64_t block, at::ScalarType dt) {
-  return at::full({block, block}, -std::numeric_limits<double>::infinity(), at::TensorOptions().dtype(dt))
-      .triu(1)
-      .unsqueeze(1);
+// Additive (block, 1, block) causal bias with `like`'s dtype and device (the scores'): 0 where the key (last index) is
+// at or before the query, -inf after it. Added to a diagonal score tile viewed as (bq, G, bk): a broadcast add_ with a
+// contiguous inner dimension is vectorised, where masked_fill_ with a broadcast bool mask ran element by element (8% of
+// the tiny demo's step).
+at::Tensor causal_block_bias(int64_t block, const at::TensorOptions& like) {
+  return at::full({block, block}, -std::numeric_limits<double>::infinity(), like).triu(1).unsqueeze(1);
 }
 
 using torch::autograd::AutogradContext;
@@ -62,12 +60,12 @@ class BlockedAttentionFn : public torch::autograd::Function<BlockedAttentionFn> 
     const auto acc = acc_type(q);
     const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
     const int64_t nb = (N + block - 1) / block;
-    auto qg = group_q(q, Hkv, acc);                      // (B, Hkv, N, G, dh)
-    auto kc = k.to(acc).contiguous();                    // (B, Hkv, N, dh)
-    auto vc = v.to(acc).contiguous();                    // (B, Hkv, N, dh)
-    auto out = at::empty_like(qg);                       // (B, Hkv, N, G, dh)
-    auto lse = at::empty({B, Hkv, N, G}, qg.options());  // (B, Hkv, N, G)
-    const auto bias = causal_block_bias(block, acc);     // (block, 1, block)
+    auto qg = group_q(q, Hkv, acc);                            // (B, Hkv, N, G, dh)
+    auto kc = k.to(acc).contiguous();                          // (B, Hkv, N, dh)
+    auto vc = v.to(acc).contiguous();                          // (B, Hkv, N, dh)
+    auto out = at::empty_like(qg);                             // (B, Hkv, N, G, dh)
+    auto lse = at::empty({B, Hkv, N, G}, qg.options());        // (B, Hkv, N, G)
+    const auto bias = causal_block_bias(block, qg.options());  // (block, 1, block)
     at::parallel_for(0, B * Hkv, 1, [&](int64_t begin, int64_t end) {
       at::NoGradGuard no_grad;
       for (int64_t bh = begin; bh < end; ++bh) {
@@ -125,7 +123,7 @@ class BlockedAttentionFn : public torch::autograd::Function<BlockedAttentionFn> 
     auto dq = at::zeros_like(qg);  // (B, Hkv, N, G, dh)
     auto dk = at::zeros_like(kc);  // (B, Hkv, N, dh)
     auto dv = at::zeros_like(vc);
-    const auto bias = causal_block_bias(block, acc);  // (block, 1, block)
+    const auto bias = causal_block_bias(block, qg.options());  // (block, 1, block)
     at::parallel_for(0, B * Hkv, 1, [&](int64_t begin, int64_t end) {
       at::NoGradGuard no_grad;
       for (int64_t bh = begin; bh < end; ++bh) {
@@ -166,12 +164,13 @@ void check_shapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v)
               ") must be a multiple of kv heads (", k.size(1), ")");
 }
 
+}  // namespace
+
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t block) {
   check_shapes(q, k, v);
   TORCH_CHECK(block > 0, "causal_attention: block must be positive, got ", block);
   return BlockedAttentionFn::apply(q, k, v, block);
 }
-}  // namespace
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const AttentionKernel& kernel) {

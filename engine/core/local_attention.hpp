@@ -26,6 +26,10 @@ struct AttentionKernel {
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const AttentionKernel& kernel);
 
+// The blocked kernel itself (what causal_attention runs for Kind::Blocked off the meta device,
+// where shapes stand in for it): q (B, H, N, dh); k, v (B, Hkv, N, dh) -> (B, H, N, dh).
+at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t block);
+
 // The kernel for a run: train.attention (auto | sdpa | blocked) on a device. auto means
 // Blocked on CPU and Sdpa on CUDA (flash).
 AttentionKernel attention_kernel_for(const std::string& setting, int64_t block, bool on_cuda);

@@ -10,6 +10,7 @@
 
 #include <c10/core/CPUAllocator.h>
 
+#include "local_attention.hpp"
 #include "comm.hpp"
 #include "cost_model.hpp"
 #include "flash_shapes.hpp"
@@ -319,4 +320,21 @@ TEST(MemoryPlan, PeakMatchesARealCpuRun) {
                 (long long)plan.peak_bytes, (long long)measured, ratio);
     EXPECT_NEAR(ratio, 1.0, 0.15) << "N=" << N;
   }
+}
+
+// attention=blocked builds its causal bias on the input's device (it was made on the CPU
+// whatever the device: a CUDA run added a CPU tile to GPU scores). The blocked kernel run on
+// meta tensors (causal_attention itself takes the shape path there) throws "Expected all
+// tensors to be on the same device" for any tensor it builds elsewhere.
+TEST(MetaDryRun, BlockedAttentionBuildsItsBiasOnTheInputsDevice) {
+  const auto o = torch::TensorOptions().dtype(torch::kFloat32).device(kMeta);
+  auto q = torch::empty({1, 4, 40, 8}, o).requires_grad_(true);  // (B, H, N, dh), N not a multiple of the block
+  auto k = torch::empty({1, 2, 40, 8}, o).requires_grad_(true);  // (B, Hkv, N, dh)
+  auto v = torch::empty({1, 2, 40, 8}, o).requires_grad_(true);
+  auto out = ulysses::blocked_causal_attention(q, k, v, 16);  // (B, H, N, dh)
+  EXPECT_EQ(out.device(), kMeta);
+  EXPECT_EQ(out.sizes(), q.sizes());
+  out.sum().backward();
+  EXPECT_EQ(q.grad().device(), kMeta);
+  EXPECT_EQ(k.grad().sizes(), k.sizes());
 }
