@@ -287,6 +287,10 @@ def main():
     clip = t.get("grad_clip", 0.0)
     sp, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     if sp > 1:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "python"))
+        import torch_store_compat  # torch 2.x built without libuv (Debian 13)
+
+        torch_store_compat.patch()
         dist.init_process_group("gloo", rank=rank, world_size=sp)
     n = N // sp
     names = list(P)

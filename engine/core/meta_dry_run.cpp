@@ -59,8 +59,9 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(LlamaModel& model, const Tra
 
 AttentionKernel plan_kernel(const RunConfig& cfg, bool cuda) {
   AttentionKernel k = attention_kernel_for(cfg.train.attention, cfg.train.attention_block, cuda);
-  if (cuda && k.kind == AttentionKernel::Kind::Sdpa)
-    k.kind = AttentionKernel::Kind::FlashShapes;  // SDPA picks flash on CUDA
+  // SDPA picks flash on CUDA, and on the CPU in libtorch 2.x
+  if ((cuda || compat::cpu_sdpa_is_flash()) && k.kind == AttentionKernel::Kind::Sdpa)
+    k.kind = AttentionKernel::Kind::FlashShapes;
   return k;
 }
 

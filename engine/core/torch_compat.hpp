@@ -43,6 +43,21 @@ inline at::Tensor sdpa_causal(const at::Tensor& q, const at::Tensor& k, const at
 }
 #endif
 
+// Whether SDPA on CPU tensors runs a fused flash kernel: libtorch 2.x has one, which saves q,
+// k, v, out and the log-sum-exp for backward, where 1.13's math path saves the N x N
+// probabilities. The memory planner counts attention accordingly. Probed once, by the
+// backward node autograd records for a tiny causal SDPA.
+inline bool cpu_sdpa_is_flash() {
+  static const bool flash = [] {
+    torch::AutoGradMode grad(true);
+    auto q = torch::zeros({1, 1, 4, 8}, torch::TensorOptions().dtype(torch::kFloat32)).requires_grad_(true);
+    const auto out = sdpa_causal(q, q, q);
+    const auto fn = out.grad_fn();
+    return fn != nullptr && fn->name().find("Flash") != std::string::npos;
+  }();
+  return flash;
+}
+
 // The key of a parameter in an optimizer's per-parameter state map (the TensorImpl's
 // address: as a string in 1.13, the pointer itself in 2.x). Used to save/restore AdamW state.
 template <class Map>

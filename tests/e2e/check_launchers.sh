@@ -30,7 +30,10 @@ case "$mode" in
     # (Std.NONE is not iterated in a Flag enum), so stdout is redirected to its log dir.
     # c10d rendezvous: the workers get their own MASTER_PORT (static rendezvous hands them
     # the agent's store port with TORCHELASTIC_USE_AGENT_STORE, which the worker does not use).
-    "$py" -m torch.distributed.run --redirects 1 --tee 1 --log_dir "$tmp/trlog" --nnodes 1 --nproc_per_node "$np" \
+    # torch_store_compat: torchrun's rendezvous stores on a torch 2.x without libuv (Debian 13).
+    "$py" -c 'import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); import torch_store_compat
+torch_store_compat.patch(); sys.argv[0] = "torchrun"; runpy.run_module("torch.distributed.run", run_name="__main__")' \
+      "$src/tools/python" --redirects 1 --tee 1 --log_dir "$tmp/trlog" --nnodes 1 --nproc_per_node "$np" \
       --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$(free_port)" --rdzv_id "ulysses$$" \
       --no_python "$worker" --config "$cfg" --out "$tmp/got" > "$tmp/log" 2>&1 || { cat "$tmp/log"; exit 1; }
     ;;
