@@ -9,7 +9,7 @@
 //     --max N      largest size (default 1e9: ~4 GB of fp32 plus 0.1 GB; 1e7 skips the 1e9 row)
 //     --threads T  intra-op threads (default 1; the machine is shared)
 //     --reps R     timed repetitions per cell, the median is printed (default 5; 3 at 1e9)
-//     --rope-steps S  training steps of the tiny demo before the RoPE shift check (default 40)
+//     --rope-steps S  training steps of the tiny demo before the RoPE shift check (default 300)
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
@@ -279,7 +279,7 @@ int main(int argc, char** argv) {
       "  loss change of the trained tiny demo when its positions are shifted there (hf vs fp64 angles)",
       argc, argv, [&] {
         double max_n = 1e9;
-        int threads = 1, reps = 5, rope_steps = 40;
+        int threads = 1, reps = 5, rope_steps = 300;
         for (int i = 1; i < argc; ++i) {
           const std::string a = argv[i];
           auto value = [&]() -> double {
