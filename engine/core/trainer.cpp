@@ -167,8 +167,10 @@ double Trainer::zero_optimizer_step(int64_t s, double* lr) {
   } else {
     zopt_->step(own, g, *lr);
   }
+  // Traced as a collective of the gradient-reduction phase (the trace format has no phase of
+  // its own for it): dir none, the world group's (pg, seq), the bytes of a ring all-gather.
   prof::RangeInfo r;
-  r.phase = Phase::Optimizer;
+  r.phase = Phase::GradAllReduce;
   r.dir = Direction::None;
   r.bytes_sent = S * 4 * (layout_.world - 1);
   r.bytes_recv = r.bytes_sent;
