@@ -38,6 +38,7 @@
 #include "device_decision.hpp"
 #include "checkpoint_layout.hpp"
 #include "export_python.hpp"
+#include "folder_claim.hpp"
 #include "launch_error.hpp"
 #include "run_config.hpp"
 #include "run_launcher.hpp"
@@ -584,6 +585,12 @@ int run_main(int argc, char** argv) {
   }
   // train.save_to: found unwritable now, not after the last step with the model in memory.
   if (!cfg.train.save_to.empty()) {
+    // A folder another run holds is said first, --force or not (folder_claim.hpp; taken below).
+    if (const auto o = L::live_owner(cfg.train.save_to)) {
+      say("train.save_to: " + cfg.train.save_to + " belongs to " + o->describe() +
+          ", which is still going; pick another train.save_to (a save folder holds one run's checkpoints)");
+      return 2;
+    }
     // The rules the studio's form shows too (ckpt::save_to_issues), then --out's own.
     const auto issues = ulysses::ckpt::save_to_issues(cfg, force);
     if (!issues.empty()) {
@@ -599,28 +606,74 @@ int run_main(int argc, char** argv) {
       return 2;
     }
   }
-  if (force && (out_state.state == L::RunDirState::OldRun || out_state.state == L::RunDirState::Foreign)) {
+  // Claims (folder_claim.hpp), held until this process ends: the save folder belongs to one run
+  // at a time (two runs on one train.save_to both reported their saves, and the folder ended
+  // with the second's), and so does the run folder; one atomic lock each, never a look at
+  // files another launcher may be writing (two launchers on one --out both refused, or with
+  // --force neither ran, when one read the other's probe file as foreign content).
+  const std::string run_id = std::filesystem::absolute(out_dir).lexically_normal().string();
+  const L::OwnerRecord me{run_id, ::getpid(), "ulysses-run"};
+  L::FolderClaim save_claim;
+  if (!cfg.train.save_to.empty()) {
+    L::ClaimAttempt a = L::claim_folder(cfg.train.save_to, me);
+    if (a.holder) {
+      say("train.save_to: " + cfg.train.save_to + " belongs to " + a.holder->describe() +
+          ", which is still going; pick another train.save_to (a save folder holds one run's checkpoints)");
+      return 2;
+    }
+    if (!a.error.empty()) {
+      say("train.save_to: " + a.error);
+      return 2;
+    }
+    save_claim = std::move(a.claim);
+  }
+  L::FolderClaim out_claim;
+  auto claim_out = [&]() -> bool {
+    L::ClaimAttempt a = L::claim_folder(out_dir, me);
+    if (a.holder) {
+      say(out_dir + " is being set up or run by another ulysses-run" +
+          (a.holder->pid > 0 ? " (pid " + std::to_string(a.holder->pid) + ")" : std::string()) +
+          "; pick another --out (--force never touches a live run)");
+      return false;
+    }
+    if (!a.error.empty()) {
+      say("--out: " + a.error);
+      return false;
+    }
+    out_claim = std::move(a.claim);
+    return true;
+  };
+  if (!claim_out()) return 2;
+  // What --out holds, looked at again now that no other launcher can change it.
+  const L::RunDirInfo claimed_state = L::inspect_run_dir(out_dir);
+  if (claimed_state.state == L::RunDirState::OldRun || claimed_state.state == L::RunDirState::Foreign) {
+    if (!force) {
+      say(claimed_state.detail + "; pick another --out or delete it, or pass --force to move it aside");
+      return 2;
+    }
     if (const std::string why = force_refusal(out_dir, cfg, config_path); !why.empty()) {
       say(why);
       return 2;
     }
     try {
+      // Moved with its lock, still held: a launcher that took the path's lock before the move
+      // finds it moved and takes the new path's; the fresh folder is then claimed again here.
       say("--force: moved the old " + out_dir + " aside to " + L::move_run_dir_aside(out_dir));
     } catch (const L::LaunchError& e) {
       say(e.what());
       return 2;
     }
-  }
-  if (const std::string why = L::claim_run_dir(out_dir); !why.empty()) {
-    say("--out: " + why);
+    out_claim.release();
+    if (!claim_out()) return 2;
+    if (const L::RunDirInfo fresh = L::inspect_run_dir(out_dir);
+        fresh.state != L::RunDirState::Absent && fresh.state != L::RunDirState::Empty) {
+      say(fresh.detail + "; pick another --out");
+      return 2;
+    }
+  } else if (claimed_state.state != L::RunDirState::Absent && claimed_state.state != L::RunDirState::Empty) {
+    say(claimed_state.detail + "; pick another --out");
     return 2;
   }
-  // The claim's probe file stays until launch_run has written run.json (it then removes it);
-  // any other way out removes it here.
-  struct ReleaseClaim {
-    std::string dir;
-    ~ReleaseClaim() { ulysses::launch::release_run_dir_claim(dir); }
-  } release_claim{out_dir};
 
   install_signal_handlers();
   L::LaunchOptions opt;

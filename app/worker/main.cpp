@@ -25,6 +25,7 @@
 #include "checkpoint.hpp"
 #include "comm.hpp"
 #include "device_decision.hpp"
+#include "folder_claim.hpp"
 #include "heartbeat.hpp"
 #include "line_appender.hpp"
 #include "run_config.hpp"
@@ -168,6 +169,36 @@ int main(int argc, char** argv) {
       if (::access(out_dir.c_str(), W_OK) != 0)
         throw ConfigError("--out " + out_dir + " is not writable: " + std::strerror(errno));
     }
+    // train.save_to belongs to one run at a time (engine/launch/folder_claim.hpp): ulysses-run
+    // claimed it and names this run in ULYSSES_SAVE_OWNER; started otherwise (torchrun, Slurm),
+    // rank 0 claims it here, before the first save. Every save checks that the owner record
+    // still names this run.
+    launch::FolderClaim save_claim;
+    std::string save_owner;
+    if (!cfg.train.save_to.empty()) {
+      if (const char* o = std::getenv(launch::kSaveOwnerEnv); o && *o) {
+        save_owner = o;
+      } else {
+        save_owner = fs::absolute(out_dir).lexically_normal().string();
+        if (env.rank == 0) {
+          launch::ClaimAttempt a =
+              launch::claim_folder(cfg.train.save_to, {save_owner, ::getpid(), "ulysses-worker rank 0"});
+          if (a.holder)
+            throw ConfigError("train.save_to " + cfg.train.save_to + " belongs to " + a.holder->describe() +
+                              ", which is still going; pick another train.save_to");
+          if (!a.error.empty()) throw ConfigError("train.save_to: " + a.error);
+          save_claim = std::move(a.claim);
+        }
+      }
+    }
+    auto check_save_owner = [&] {
+      const auto rec = launch::last_owner(cfg.train.save_to);
+      if (rec && rec->run == save_owner) return;
+      throw std::runtime_error("train.save_to " + cfg.train.save_to + " now belongs to " +
+                               (rec ? rec->describe() : std::string("no run (its owner record is gone)")) +
+                               ", not to this run (" + save_owner +
+                               "): nothing saved, so that the folder's checkpoints stay whole");
+    };
     heartbeat.set(Phase::Rendezvous);
     comm_holder =
         std::make_unique<Comm>(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), dev,
@@ -287,12 +318,14 @@ int main(int argc, char** argv) {
       if (checkpoint_due(cfg.train, s + 1)) {  // full training state into save_to/step-N (collective)
         if (tracer) tracer->flush();           // the trace holds every step up to the checkpoint
         heartbeat.set(Phase::Save, s);         // a failure or a stall here is the save's, not step s's
+        check_save_owner();
         const std::string dir = save_train_state(trainer, comm, cfg, s + 1);
         if (env.rank == 0) std::cerr << "ulysses-worker: saved training state to " << dir << std::endl;
       }
     }
     if (!cfg.train.save_to.empty() && env.rank == 0) {
       heartbeat.set(Phase::Save, cfg.train.steps - 1);  // the Hugging Face model after the last step
+      check_save_owner();
       save_checkpoint(trainer.model(), cfg.train.save_to,
                       cfg.train.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32, cfg.train.save_shard_bytes);
       std::cerr << "ulysses-worker: saved Hugging Face checkpoint to " << cfg.train.save_to << std::endl;

@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "folder_claim.hpp"
 #include "free_port.hpp"
 #include "heartbeat.hpp"
 #include "launch_error.hpp"
@@ -41,7 +42,7 @@ bool run_dir_in_use(const std::string& run_dir) {
 
 namespace {
 
-// The write probe of a launcher: kProbePrefix + its pid (probe_writable_dir, claim_run_dir).
+// The write probe of probe_writable_dir: kProbePrefix + its pid, removed at once.
 constexpr const char* kProbePrefix = ".ulysses-write-probe-";
 std::string own_probe_name() { return kProbePrefix + std::to_string(::getpid()); }
 
@@ -49,22 +50,12 @@ bool pid_alive(int64_t pid) {
   return pid > 0 && pid <= INT32_MAX && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
 }
 
-// The pid of a launcher setting up `dir` that has not written its run.json yet, seen by its
-// write probe (.ulysses-write-probe-PID) or its run.json temp file (run.json.tmpPID); 0 when
-// none is alive.
-int64_t launcher_setting_up(const fs::path& dir) {
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string n = it->path().filename().string();
-    for (const std::string prefix : {kProbePrefix, "run.json.tmp"}) {
-      if (n.rfind(prefix, 0) != 0 || n.size() == prefix.size() || n.size() > prefix.size() + 10) continue;
-      const std::string digits = n.substr(prefix.size());
-      if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
-      const int64_t pid = std::stoll(digits);
-      if (pid != ::getpid() && pid_alive(pid)) return pid;
-    }
-  }
-  return 0;
+// Another process's live claim on `dir` (folder_claim.hpp): a launcher setting it up or
+// running there. Its pid is 0 while its owner record is not written yet.
+std::optional<OwnerRecord> launcher_setting_up(const fs::path& dir) { return live_owner(dir.string()); }
+
+std::string claimed_by(const OwnerRecord& o) {
+  return o.pid > 0 ? " (pid " + std::to_string(o.pid) + ")" : " (its owner record is not written yet)";
 }
 
 }  // namespace
@@ -79,8 +70,8 @@ std::string live_run_within(const std::string& dir) {
     if (it.depth() >= 4) it.disable_recursion_pending();  // run folders sit near the top (runs/NAME)
     if (!it->is_directory(ec) || it->is_symlink(ec)) continue;
     const fs::path d = it->path();
-    if (const int64_t pid = launcher_setting_up(d))
-      return d.string() + " is being set up by ulysses-run pid " + std::to_string(pid);
+    if (const auto o = launcher_setting_up(d))
+      return d.string() + " is being set up or run by another ulysses-run" + claimed_by(*o);
     if (!fs::exists(d / "run.json", ec)) continue;
     try {
       const RunRecord r = read_run_record((d / "run.json").string());
@@ -103,11 +94,15 @@ RunDirInfo inspect_run_dir(const std::string& run_dir) {
     info.detail = run_dir + " exists and is not a directory";
     return info;
   }
+  if (const auto o = launcher_setting_up(dir)) {  // another launcher's claim: it sets up or runs there
+    info.state = RunDirState::LiveRun;
+    info.detail = run_dir + " is being set up or run by another ulysses-run" + claimed_by(*o);
+    return info;
+  }
   size_t entries = 0;
   std::string first;
-  const std::string own_probe = own_probe_name();  // claim_run_dir's
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->path().filename() == own_probe) continue;
+    if (is_claim_file(it->path().filename().string())) continue;
     if (entries++ == 0) first = it->path().filename().string();
   }
   if (ec) {
@@ -117,11 +112,6 @@ RunDirInfo inspect_run_dir(const std::string& run_dir) {
   }
   if (entries == 0) {
     info.state = RunDirState::Empty;
-    return info;
-  }
-  if (const int64_t pid = launcher_setting_up(dir)) {  // another launcher, before its run.json
-    info.state = RunDirState::LiveRun;
-    info.detail = run_dir + " is being set up by another ulysses-run (pid " + std::to_string(pid) + ")";
     return info;
   }
   if (fs::exists(dir / "run.json", ec)) {
@@ -180,8 +170,6 @@ std::string probe_dir(const std::string& dir, bool keep) {
 }  // namespace
 
 std::string probe_writable_dir(const std::string& dir) { return probe_dir(dir, false); }
-std::string claim_run_dir(const std::string& dir) { return probe_dir(dir, true); }
-void release_run_dir_claim(const std::string& dir) { ::unlink((fs::path(dir) / own_probe_name()).c_str()); }
 
 RunConfig with_absolute_paths(RunConfig cfg) {
   for (std::string* p : {&cfg.data.path, &cfg.train.init_from, &cfg.train.save_to, &cfg.train.resume_from}) {
@@ -646,6 +634,20 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
     throw RunDirRefused(before.detail + "; pick another --out");
   const int64_t world = opt.config.parallel.world_size();
   if (world < 1) throw LaunchError("world size sp_size x dp_size must be at least 1");
+  // The run folder's claim (folder_claim.hpp): the caller's (ulysses-run takes it before its
+  // checks) or, for a caller that took none, this one's, held until the run ends.
+  const fs::path abs_dir = fs::absolute(dir).lexically_normal();
+  FolderClaim claim;
+  {
+    ClaimAttempt a = claim_folder(opt.run_dir, OwnerRecord{abs_dir.string(), ::getpid(), "ulysses-run"});
+    if (a.claim.held())
+      claim = std::move(a.claim);
+    else if (a.holder && a.holder->pid != ::getpid())
+      throw RunDirRefused(opt.run_dir + " is being set up or run by another ulysses-run" + claimed_by(*a.holder) +
+                          "; pick another --out");
+    else if (!a.error.empty())
+      throw LaunchError(a.error);
+  }
 
   raise_fd_limit(static_cast<rlim_t>(3 * world + 64));  // two pipes and a log per rank
   LaunchResult res;
@@ -655,7 +657,6 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
     fs::create_directories(d, ec);
     if (ec) throw LaunchError("cannot create " + d.string() + ": " + ec.message());
   }
-  const fs::path abs_dir = fs::absolute(dir).lexically_normal();
   // The ranks meet through a FileStore in a folder only this user can enter: a local run opens
   // no network port (c10d's TCPStore listened on every interface, open to anyone who reached
   // the machine). Gloo's own connections bind 127.0.0.1.
@@ -688,7 +689,6 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
   rec.pid = ::getpid();
   const std::string run_json = (abs_dir / "run.json").string();
   write_run_record(run_json, rec);
-  release_run_dir_claim(abs_dir.string());  // run.json now says who runs here
 
   Session session(opt, cb, ranks, res);
   for (int r = 0; r < world; ++r) {
@@ -701,7 +701,8 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
                 {"LOCAL_WORLD_SIZE", std::to_string(world)},
                 {"MASTER_ADDR", opt.master_addr},
                 {"MASTER_PORT", std::to_string(res.master_port)},
-                {kRendezvousDirEnv, rendezvous.string()}};
+                {kRendezvousDirEnv, rendezvous.string()},
+                {kSaveOwnerEnv, abs_dir.string()}};
     // Threads per rank as the worker sets them (train.threads_per_rank, else cores / ranks):
     // OpenMP and OpenBLAS pools start at that size, so P ranks never oversubscribe the cores.
     // A value the user exported is left as it is.

@@ -83,7 +83,7 @@ RunDirInfo inspect_run_dir(const std::string& run_dir);
 bool run_record_launcher_alive(const RunRecord& r);
 
 // A live run in dir or in a folder below it (at most 4 levels down): its run.json "running"
-// with the launcher alive, or a launcher setting the folder up before its run.json exists.
+// with the launcher alive, or another process's claim on the folder (folder_claim.hpp).
 // What it is, for the user; empty when there is none. --force never moves such a folder.
 std::string live_run_within(const std::string& dir);
 
@@ -95,21 +95,15 @@ std::string move_run_dir_aside(const std::string& run_dir);
 // an empty string when that worked, else what went wrong (naming the path).
 std::string probe_writable_dir(const std::string& dir);
 
-// probe_writable_dir for the run directory, keeping the probe file (.ulysses-write-probe-PID):
-// from here until launch_run has written run.json, another launcher sees the folder as being
-// set up by this one (a `--force` from another launcher moved a folder aside in the gap after
-// the probe, while this one was still making it). launch_run removes it once run.json is
-// there; release_run_dir_claim removes it on any other way out. inspect_run_dir does not count
-// the caller's own probe as an entry.
-std::string claim_run_dir(const std::string& dir);
-void release_run_dir_claim(const std::string& dir);
-
 // Makes relative data.path / train.init_from / train.save_to absolute (against the
 // current directory), so that run_dir/config.json means the same from any directory.
 RunConfig with_absolute_paths(RunConfig cfg);
 
 // Runs the whole thing. Throws LaunchError before any worker starts when the run directory
-// is in use or cannot be written; afterwards every outcome is reported in the result.
+// is in use or cannot be written; afterwards every outcome is reported in the result. The run
+// folder is claimed (folder_claim.hpp) for the whole run: by the caller, or here when the
+// caller holds no claim. Workers get ULYSSES_RENDEZVOUS_DIR (RUN/.rendezvous, 0700: their
+// FileStore) and ULYSSES_SAVE_OWNER (the run id their save folder's owner record must name).
 LaunchResult launch_run(const LaunchOptions& options, const LaunchCallbacks& callbacks);
 
 }  // namespace ulysses::launch

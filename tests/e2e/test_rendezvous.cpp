@@ -4,7 +4,9 @@
 //   to any port the workers listen on from this machine's non-loopback address is refused;
 // - a worker started with torchrun's variables whose MASTER_PORT is held by a foreign program
 //   (silent, garbage-sending, closing, SSH banner) names it as foreign within timeout_s + 2 s,
-//   exits 1 or 2, never aborts and never blames another worker of the run.
+//   exits 1 or 2, never aborts and never blames another worker of the run;
+// - a save folder belongs to one run (engine/launch/folder_claim.hpp): a worker checks the
+//   owner record at every save, and a worker started without ulysses-run claims it on rank 0.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -298,3 +300,38 @@ INSTANTIATE_TEST_SUITE_P(Kinds, ForeignOnMasterPort,
                            n.erase(std::remove(n.begin(), n.end(), '-'), n.end());
                            return n + "Rank" + std::to_string(std::get<1>(info.param));
                          });
+
+// The owner record is checked at every save: a folder whose record names another run gets no
+// checkpoint from this one (exit 1, the folder as it was).
+TEST(SaveFolder, WorkerSavesOnlyIntoTheFolderItsRunOwns) {
+  json c = ulysses::test::tiny_config(1, 2, ULYSSES_SOURCE_DIR);
+  const std::string save = tmp("owned-save");
+  fs::remove_all(save);
+  fs::create_directories(save);
+  c["train"]["save_to"] = save;
+  c["train"]["save_every"] = 1;
+  const std::string cfg = ulysses::test::write_json(tmp("owned.json"), c);
+  const std::string other = "{\"run\": \"/elsewhere/runs/other\", \"pid\": 1, \"by\": \"ulysses-run\"}";
+  std::ofstream(save + "/.ulysses-owner.json") << other;
+  const std::string out = tmp("owned-run");
+  fs::remove_all(out);
+  auto r =
+      ulysses::test::sh("ULYSSES_SAVE_OWNER=" + out + " " + kWorker + " --config " + cfg + " --out " + out, "", true);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("train.save_to " + save +
+                       " now belongs to run /elsewhere/runs/other (ulysses-run pid 1), "
+                       "not to this run (" +
+                       out + "): nothing saved"),
+            std::string::npos)
+      << r.out;
+  size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(save)) entries += e.path().filename().string().rfind(".ulysses", 0) != 0;
+  EXPECT_EQ(entries, 0u) << "a checkpoint was written into a folder another run owns";
+  // Started without ulysses-run (no ULYSSES_SAVE_OWNER), rank 0 claims the folder and saves.
+  fs::remove(save + "/.ulysses-owner.json");
+  r = ulysses::test::sh("env -u ULYSSES_SAVE_OWNER " + kWorker + " --config " + cfg + " --out " + out, "", true);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(fs::is_directory(save + "/step-00000002")) << r.out;
+  EXPECT_NE(ulysses::test::slurp(save + "/.ulysses-owner.json").find(fs::absolute(out).lexically_normal().string()),
+            std::string::npos);
+}

@@ -27,6 +27,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "folder_claim.hpp"
 #include "free_port.hpp"
 #include "launch_error.hpp"
 #include "line_appender.hpp"
@@ -1152,14 +1153,17 @@ TEST(Reliability, OutNeverWritesIntoTheUsersFilesAndForceMovesThemAside) {
     EXPECT_TRUE(fs::exists(parent / "live" / "run.json"));
     const fs::path starting = tmp.path() / "starting";
     fs::create_directories(starting);
-    write_file(starting / ".ulysses-write-probe-1", "");
     write_file(starting / "config.json", "{}");
+    // Another launcher's claim on the folder (this test process holds it, as a launcher would).
+    auto held = ulysses::launch::claim_folder(starting.string(), {"elsewhere", ::getpid(), "ulysses-run"});
+    ASSERT_TRUE(held.claim.held()) << held.error;
+    const std::string holder = "(pid " + std::to_string(::getpid()) + ")";
     for (const bool with_force : {false, true}) {
       std::vector<std::string> args = {cfg.string(), "--out", starting.string(), "--worker", FAKE_WORKER_EXE};
       if (with_force) args.push_back("--force");
       Cli setting_up(args, {}, tmp.path());
       ASSERT_EQ(setting_up.wait(10), 2) << setting_up.err();
-      EXPECT_NE(setting_up.err().find("is being set up by another ulysses-run (pid 1)"), std::string::npos)
+      EXPECT_NE(setting_up.err().find("is being set up or run by another ulysses-run " + holder), std::string::npos)
           << setting_up.err();
     }
     EXPECT_TRUE(fs::exists(starting / "config.json"));
@@ -1285,7 +1289,7 @@ TEST(Reliability, ForceNeverMovesAFolderAnotherLauncherIsSettingUp) {
   fs::create_directories(b_io);
   Cli b({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE, "--force"}, {}, b_io);
   ASSERT_EQ(b.wait(10), 2) << b.err();
-  EXPECT_NE(b.err().find("is being set up by another ulysses-run (pid " + std::to_string(a.pid()) + ")"),
+  EXPECT_NE(b.err().find("is being set up or run by another ulysses-run (pid " + std::to_string(a.pid()) + ")"),
             std::string::npos)
       << b.err();
   ASSERT_EQ(a.wait(30), 0) << a.err();
@@ -1734,4 +1738,89 @@ TEST(Reliability, AFileSizeLimitEndsTheRunWithAFinalStatusAndNoTornLine) {
   EXPECT_LE(metrics.size(), 16384u);
   EXPECT_EQ(metrics.back(), '\n');
   for (const auto& l : lines_of(metrics)) EXPECT_TRUE(json::parse(l, nullptr, false).is_object()) << l;
+}
+
+// Issue 39: a save folder belongs to one run at a time. Two runs given one train.save_to both
+// exited 0 and both reported their saves; the folder ended with the second's checkpoints. The
+// second is now refused before launch, naming the first; once the first is over, the folder
+// can be used again.
+TEST(Claims, SecondRunOnOneSaveToIsRefusedBeforeLaunchNamingTheFirst) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 8));
+  const fs::path save = tmp.path() / "model";
+  const fs::path run_a = tmp.path() / "a", run_b = tmp.path() / "b";
+  fs::create_directories(tmp.path() / "io_a");
+  fs::create_directories(tmp.path() / "io_b");
+  Cli a({cfg.string(), "--set", "train.save_to=" + save.string(), "--out", run_a.string(), "--worker", FAKE_WORKER_EXE},
+        {{"FAKE_STEP_MS", "250"}}, tmp.path() / "io_a");
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  while (!fs::exists(run_a / "run.json") && Clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(fs::exists(run_a / "run.json")) << a.err();
+  write_file(save / "step-00000004.marker", "the first run's checkpoint");
+  Cli b({cfg.string(), "--set", "train.save_to=" + save.string(), "--out", run_b.string(), "--worker", FAKE_WORKER_EXE},
+        {}, tmp.path() / "io_b");
+  ASSERT_EQ(b.wait(10), 2) << b.err();
+  const std::string a_id = fs::absolute(run_a).lexically_normal().string();
+  EXPECT_NE(b.err().find("train.save_to: " + save.string() + " belongs to run " + a_id + " (ulysses-run pid " +
+                         std::to_string(a.pid()) + "), which is still going"),
+            std::string::npos)
+      << b.err();
+  EXPECT_FALSE(fs::exists(run_b)) << "refused before the run folder is made";
+  ASSERT_EQ(a.wait(30), 0) << a.err();
+  EXPECT_EQ(read_file(save / "step-00000004.marker"), "the first run's checkpoint");
+  // The first run is over: its claim went with it.
+  fs::remove(save / "step-00000004.marker");
+  Cli c({cfg.string(), "--set", "train.save_to=" + save.string(), "--out", run_b.string(), "--worker", FAKE_WORKER_EXE},
+        {}, tmp.path() / "io_b");
+  EXPECT_EQ(c.wait(30), 0) << c.err();
+  const auto owner = ulysses::launch::last_owner(save.string());
+  ASSERT_TRUE(owner.has_value());
+  EXPECT_EQ(owner->run, fs::absolute(run_b).lexically_normal().string());
+}
+
+// Issue 39: two launchers started together on one --out. One read the other's probe file as
+// foreign content and both refused (1 of 15 tries); with --force, 2 of 6 tries ran nothing.
+// One claim (an atomic lock) decides now: exactly one run each time, the other refused with
+// exit 2. ULYSSES_RACE_PAIRS sets the number of pairs of each kind (default 5 + 5).
+TEST(Claims, LaunchersRacingOnOneOutRunExactlyOnce) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 3));
+  int pairs = 5;
+  if (const char* p = std::getenv("ULYSSES_RACE_PAIRS")) pairs = std::max(1, std::atoi(p));
+  int runs_total = 0;
+  for (const bool force : {false, true}) {
+    for (int i = 0; i < pairs; ++i) {
+      const fs::path dir = tmp.path() / ((force ? "f" : "n") + std::to_string(i));
+      const fs::path run = dir / "run";
+      fs::create_directories(dir / "io0");
+      fs::create_directories(dir / "io1");
+      if (force) {  // an old run for both to move aside
+        fs::create_directories(run);
+        write_file(run / "run.json", R"({"status": "finished", "pid": 1, "world_size": 2, "exit_code": 0})");
+      }
+      std::vector<std::string> args{cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE};
+      if (force) args.push_back("--force");
+      const std::map<std::string, std::string> env{{"FAKE_STEP_MS", "150"}};
+      Cli l0(args, env, dir / "io0");
+      Cli l1(args, env, dir / "io1");
+      const int c0 = l0.wait(30), c1 = l1.wait(30);
+      const int ran = (c0 == 0) + (c1 == 0);
+      runs_total += ran;
+      EXPECT_EQ(ran, 1) << (force ? "--force " : "") << "pair " << i << ": exits " << c0 << ", " << c1 << "\nfirst:\n"
+                        << l0.err() << "\nsecond:\n"
+                        << l1.err();
+      EXPECT_TRUE((c0 == 0 && c1 == 2) || (c0 == 2 && c1 == 0)) << c0 << " " << c1;
+      const std::string loser = c0 == 0 ? l1.err() : l0.err();
+      EXPECT_TRUE(loser.find("is being set up or run by another ulysses-run") != std::string::npos ||
+                  loser.find("already holds a run") != std::string::npos)
+          << loser;
+      EXPECT_EQ(run_json_status(run), "finished");
+      size_t aside = 0;
+      for (const auto& e : fs::directory_iterator(dir)) aside += e.path().filename().string().rfind("run.old-", 0) == 0;
+      EXPECT_EQ(aside, force ? 1u : 0u) << "the old run moved aside once (and nothing else)";
+    }
+  }
+  std::printf("[ figures ] %d pairs of launchers on one --out (%d without, %d with --force): %d run(s)\n", 2 * pairs,
+              pairs, pairs, runs_total);
 }
