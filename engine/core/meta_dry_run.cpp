@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <mutex>
 #include <type_traits>
@@ -113,7 +114,6 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
   m.inputs = 2 * B * n * 8 + 2 * 4;  // ids + labels, and the loss/count tail of the flat gradient buffer
   const int64_t pos0 = sp_rank * n;
   auto params = model.parameters();
-
   int64_t grad_numel = 0;
   for (const auto& p : params) grad_numel += p.numel();
 
@@ -142,6 +142,7 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
     if (Z >= 2) gshard = torch::empty({layout.shard}, f32);
     tail = layout.padded();
   }
+
   // Trainer: every parameter's .grad is a view into one flat fp32 buffer [gradients, loss,
   // count] that autograd accumulates into and that is all-reduced in place.
   at::Tensor flat;
@@ -156,8 +157,8 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
   bind();
 
   for (int s = 0; s < steps; ++s) {
-    flat.zero_();
     if (!flat.defined()) bind();  // stage 2 freed it after the last step
+    flat.zero_();
     const int64_t start = MetaMemory::live();
     MetaMemory::reset_peak();
     torch::AutoGradMode on(true);
@@ -241,11 +242,10 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
   p.grad_bytes = est.grad_bytes;
   p.master_bytes = est.master_bytes;
   p.optimizer_bytes = est.optimizer_bytes;
-
   p.zero_stage = cfg.train.zero_stage;
   p.gathered_param_bytes = est.gathered_param_bytes;
   p.host_bytes = est.host_bytes;
-  const int64_t L = cfg.model.num_hidden_layers;
+
   // Stage 3 is not run by the trainer: dry-run the replicated step and swap its static state
   // for the cost model's sharded one (header).
   RunConfig run_cfg = cfg;
@@ -254,17 +254,18 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
     run_cfg.train.zero_stage = 0;
     run_cfg.train.offload_optimizer = run_cfg.train.offload_params = false;
   }
+  const int64_t L = cfg.model.num_hidden_layers;
   const Measured full = dry_run(run_cfg, L, cuda, opt.sp_rank, 2, false);
   p.params = full.params;
   p.memory_techniques_applied = full.techniques;
   p.activation_bytes = full.after_forward;
   p.peak_bytes = full.peak - full.base;
   p.measured_static_bytes = full.after_step - full.base - full.inputs;
-  if (opt.detail) {
   if (zero3) {
     p.peak_bytes += p.static_bytes() + p.gathered_param_bytes - p.measured_static_bytes;
     p.measured_static_bytes = -1;  // nothing measured: the trainer does not run stage 3
   }
+  if (opt.detail) {
     const Measured one_less = dry_run(run_cfg, L - 1, cuda, opt.sp_rank, 1, true);
     p.activation_per_layer_bytes = full.after_forward - one_less.after_forward;
     p.activation_other_bytes = full.after_forward - L * p.activation_per_layer_bytes;
@@ -320,10 +321,10 @@ json plan_to_json(const MemoryPlan& p) {
               {"master_bytes", p.master_bytes},
               {"optimizer_bytes", p.optimizer_bytes},
               {"static_bytes", p.static_bytes()},
-              {"measured_static_bytes", p.measured_static_bytes},
               {"zero_stage", p.zero_stage},
               {"gathered_param_bytes", p.gathered_param_bytes},
               {"host_bytes", p.host_bytes},
+              {"measured_static_bytes", p.measured_static_bytes},
               {"activation_bytes", p.activation_bytes},
               {"activation_per_layer_bytes", p.activation_per_layer_bytes},
               {"activation_other_bytes", p.activation_other_bytes},
@@ -354,6 +355,12 @@ std::string plan_to_text(const MemoryPlan& p) {
                            (p.zero_stage > 0 ? "  (ZeRO stage " + std::to_string(p.zero_stage) + ", sharded over " +
                                                    std::to_string(p.sp_size * p.dp_size) + " ranks)"
                                              : std::string()));
+  // The lines above are the cost model's layout (bf16 weights and gradients, fp32 masters); this
+  // engine keeps fp32 weights (the masters) and fp32 gradients, replicated below stage 3.
+  if (p.measured_static_bytes >= 0 &&
+      std::abs(double(p.measured_static_bytes - p.static_bytes())) > 0.01 * double(p.static_bytes()))
+    line("static held by this engine",
+         format_bytes(double(p.measured_static_bytes)) + "  (fp32 weights and gradients; in the peak below)");
   if (p.gathered_param_bytes) line("gathered weights (ZeRO-3)", format_bytes(double(p.gathered_param_bytes)));
   if (p.host_bytes) line("offloaded to CPU memory", format_bytes(double(p.host_bytes)) + "  (not in the peak)");
   line("saved activations", format_bytes(double(p.activation_bytes)));
