@@ -650,7 +650,14 @@ TEST_F(Hands, AnNsightExportsFolderIsLeftExactlyAsItWasItsCachesGoToTheUserCache
 // ---- 9. projector -------------------------------------------------------------------------
 
 TEST_F(Hands, PresentationModeFitsA1280x720Screen) {
-  w->traceView()->setModel(taggedTrace("", 9, 4));
+  // A 4-rank run in a folder with a long name (the status line names it).
+  const std::string run =
+      tmp.filePath(QStringLiteral("runs/a_rather_long_run_folder_name_as_the_launcher_makes_them_20261203-101010"))
+          .toStdString();
+  write_fixture_run(run, 4, std::vector<FixtureStep>(4, FixtureStep{10.0, 2.0, 1 << 20}));
+  QString err;
+  ASSERT_TRUE(w->openPath(QString::fromStdString(run), &err)) << err.toStdString();
+  ASSERT_TRUE(w->traceView()->openTraceAndWait(QString::fromStdString(run), &err)) << err.toStdString();
   w->setView(QStringLiteral("timeline"));
   auto* a = w->findChild<QAction*>(QStringLiteral("presentationMode"));
   ASSERT_NE(a, nullptr);
@@ -669,5 +676,15 @@ TEST_F(Hands, PresentationModeFitsA1280x720Screen) {
   QApplication::processEvents();
   EXPECT_LE(w->width(), 1280);
   EXPECT_LE(w->height(), 720);
+  // On a real screen of at least 1280x720 (Xvfb -screen 0 1280x720x24): the window, frame
+  // included, lies within it after F5.
+  const QRect avail = w->screen()->availableGeometry();
+  if (avail.width() >= 1280 && avail.height() >= 720) {
+    a->setChecked(false);
+    w->resize(avail.size());
+    a->setChecked(true);
+    QTest::qWait(500);
+    EXPECT_TRUE(avail.contains(w->frameGeometry())) << w->frameGeometry().width() << "x" << w->frameGeometry().height();
+  }
   a->setChecked(false);
 }

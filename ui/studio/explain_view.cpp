@@ -110,6 +110,8 @@ ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
   auto* lay = new QVBoxLayout(this);
   title_ = new QLabel(this);
   title_->setWordWrap(true);
+  title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // a path must not widen the window
+  title_->setMinimumWidth(1);
   title_->setTextFormat(Qt::RichText);
   problems_ = new QLabel(this);
   problems_->setWordWrap(true);
@@ -124,6 +126,11 @@ ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
   bar->addWidget(slider_, 1);
   bar->addWidget(next_);
   auto* legend = new QLabel(this);
+  // Wraps, and never widens the window past the screen (presentation mode on a 1280x720
+  // projector asked for 1802 px when a long text sat on one line).
+  legend->setWordWrap(true);
+  legend->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  legend->setMinimumWidth(1);
   legend->setTextFormat(Qt::RichText);
   legend->setText(
       QStringLiteral(

@@ -17,6 +17,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QProcess>
+#include <QScreen>
 #include <QSettings>
 #include <QSignalBlocker>
 #include <QStatusBar>
@@ -181,7 +182,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
                                ? scan.note
                                : QStringLiteral("%1 GPU(s): %2").arg(scan.gpus.size()).arg(scan.gpus.front().name),
                            8000);
-  if (!restoreGeometry(s.value(QStringLiteral("geometry")).toByteArray())) resize(1400, 900);
+  if (!restoreGeometry(s.value(QStringLiteral("geometry")).toByteArray())) {
+    // 1400x900, or the screen's available area when smaller (a 1280x720 projector).
+    const QRect avail = screen() ? screen()->availableGeometry() : QRect(0, 0, 1400, 900);
+    resize(QSize(1400, 900).boundedTo(avail.size()));
+  }
   restoreState(s.value(QStringLiteral("windowState")).toByteArray());
   const QString last = s.value(QStringLiteral("lastConfig")).toString();
   QString ignored;
@@ -263,9 +268,20 @@ void MainWindow::buildMenus() {
     present->setObjectName(QStringLiteral("presentationMode"));
     present->setCheckable(true);
     present->setShortcuts(key_sequences(Command::PresentationMode));
-    connect(present, &QAction::toggled, this, [](bool on) {
+    connect(present, &QAction::toggled, this, [this](bool on) {
       static const QFont normalFont = QApplication::font();
       static const QPalette normalPalette = QApplication::palette();
+      // The window stays within its screen: labels wrap (they widened it to 1802 px on a
+      // 1280x720 projector), and a window larger than the screen is brought back into it.
+      auto fitScreen = [this] {
+        QApplication::processEvents();
+        if (!screen() || isMaximized() || isFullScreen()) return;
+        const QRect avail = screen()->availableGeometry();
+        const QSize frameExtra = frameGeometry().size() - geometry().size();
+        const QSize most = avail.size() - frameExtra;
+        if (width() > most.width() || height() > most.height()) resize(size().boundedTo(most));
+        if (!avail.contains(frameGeometry())) move(avail.topLeft());
+      };
       if (!on) {
         QApplication::setFont(normalFont);
         QApplication::setPalette(normalPalette);
@@ -284,6 +300,7 @@ void MainWindow::buildMenus() {
       p.setColor(QPalette::Mid, Qt::black);
       p.setColor(QPalette::Highlight, QColor(0x00, 0x72, 0xB2));
       QApplication::setPalette(p);
+      fitScreen();
     });
   }
   {  // Colour-blind-safe phase colours (Okabe-Ito) in every trace view; remembered.

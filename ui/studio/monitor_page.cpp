@@ -29,6 +29,11 @@ MonitorPage::MonitorPage(RunController* controller, QWidget* parent) : QWidget(p
   diskRanks_ = new RankStatusModel(this);
   title_ = new QLabel(QStringLiteral("No run yet: fill the launcher and press Launch (Ctrl+R)"), this);
   title_->setObjectName(QStringLiteral("monitorTitle"));
+  // Wraps, and never widens the window past the screen (presentation mode on a 1280x720
+  // projector asked for 1802 px when a long text sat on one line).
+  title_->setWordWrap(true);
+  title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  title_->setMinimumWidth(1);
   title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   start_ = new QPushButton(QStringLiteral("Start"), this);
   start_->setObjectName(QStringLiteral("start"));

@@ -44,6 +44,8 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
   connect(view_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunsPage::updateButtons);
 
   folder_ = new QLabel(this);
+  folder_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // a long path must not widen the window
+  folder_->setMinimumWidth(1);
   folder_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   auto* change = new QPushButton(QStringLiteral("Change…"), this);
   connect(change, &QPushButton::clicked, this, &RunsPage::changeRunsDirRequested);
@@ -91,6 +93,9 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
   });
 
   compareTitle_ = new QLabel(QStringLiteral("Select two runs and press Compare"), this);
+  compareTitle_->setWordWrap(true);
+  compareTitle_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  compareTitle_->setMinimumWidth(1);
   compareView_ = new QTableView(this);
   compareView_->setObjectName(QStringLiteral("compare"));
   compareView_->setModel(compare_);

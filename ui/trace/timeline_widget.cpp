@@ -7,6 +7,7 @@
 #include <QMenu>
 #include <QMouseEvent>
 #include <QPainter>
+#include <QRegularExpression>
 #include <QToolTip>
 #include <QWheelEvent>
 #include <algorithm>
@@ -631,9 +632,16 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     if (it.w > 30 && it.name_id >= 0 && size_t(it.name_id) < m.strings.size()) {
       p.setPen(it.flags & kDimmed ? QColor(200, 200, 200, 90) : QColor(Qt::white));
       const QRectF tr2 = r.intersected(QRectF(0, r.y(), vp_.width_px, r.height())).adjusted(3, 0, -2, 0);
-      p.drawText(
-          tr2, Qt::AlignVCenter | Qt::AlignLeft,
-          fm.elidedText(QString::fromStdString(m.strings[size_t(it.name_id)]), Qt::ElideRight, int(tr2.width())));
+      // A label that would be only "…" (every all-to-all on a projector) gives way to the name's
+      // first word when that fits ("a2a"), else to nothing.
+      const QString name = QString::fromStdString(m.strings[size_t(it.name_id)]);
+      QString label = fm.elidedText(name, Qt::ElideRight, int(tr2.width()));
+      if (label.size() <= 2 && label != name) {
+        static const QRegularExpression sep(QStringLiteral("[\\s_:(/]"));
+        const QString word = name.section(sep, 0, 0, QString::SectionSkipEmpty);
+        label = fm.horizontalAdvance(word) <= int(tr2.width()) ? word : QString();
+      }
+      if (!label.isEmpty()) p.drawText(tr2, Qt::AlignVCenter | Qt::AlignLeft, label);
     }
   }
   // Every collective in view: thin arrows from each arrival to the last one (no labels).

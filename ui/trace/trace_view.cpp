@@ -22,6 +22,7 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QTimer>
+#include <QToolBar>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <cstdlib>
@@ -173,6 +174,7 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   d->filter = new QLineEdit(content);
   d->filter->setPlaceholderText(tr("Filter: name or phase (e.g. a2a, attention, nccl)"));
   d->filter->setClearButtonEnabled(true);
+  d->filter->setMinimumWidth(160);
   bar->addWidget(d->filter, 1);
   auto* prev_m = new QToolButton(content);
   prev_m->setText(tr("< match"));
@@ -197,7 +199,13 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   flows->setCheckable(true);
   flows->setToolTip(
       tr("Arrows for every collective in view: from each rank's arrival to the last one (the straggler)"));
-  for (auto* b : {prev_m, next_m, prev_s, next_s, fit, flows, cmp}) bar->addWidget(b);
+  // The buttons sit in a tool bar: on a narrow window (a 1280x720 projector in presentation
+  // mode) the ones that do not fit go to its » menu instead of widening the window.
+  auto* tools = new QToolBar(content);
+  tools->setObjectName(QStringLiteral("traceTools"));
+  tools->setToolButtonStyle(Qt::ToolButtonTextOnly);
+  for (auto* b : {prev_m, next_m, prev_s, next_s, fit, flows, cmp}) tools->addWidget(b);
+  bar->addWidget(tools);
   cl->addLayout(bar);
 
   d->views = new QStackedWidget(content);
@@ -253,6 +261,11 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   d->views->addWidget(d->report);
   cl->addWidget(d->views, 1);
   d->status = new QLabel(content);
+  // Wraps, and never widens the window past the screen (presentation mode on a 1280x720
+  // projector asked for 1802 px when a long text sat on one line).
+  d->status->setWordWrap(true);
+  d->status->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  d->status->setMinimumWidth(1);
   cl->addWidget(d->status);
   d->pages->addWidget(content);
 
