@@ -60,7 +60,7 @@ Trainer::Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer)
     setup_zero();
     return;
   }
-  flat_ = torch::zeros({grad_numel_ + 2}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+  flat_ = torch::zeros({grad_numel_}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
   bind_grads();
   std::vector<at::Tensor> decay, no_decay;
   for (auto& [name, p] : model_->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
@@ -121,7 +121,7 @@ void Trainer::setup_zero() {
     }
   }
   tail_ = layout_.padded();
-  flat_ = torch::zeros({tail_ + 2}, f32);  // [gradients, padding, loss sum, token count]
+  flat_ = torch::zeros({tail_}, f32);  // [gradients, padding]
   bind_grads();
   std::vector<std::pair<int64_t, bool>> sizes;
   for (auto& [name, p] : model_->named_parameters()) sizes.emplace_back(p.numel(), p.dim() >= 2);
@@ -219,14 +219,14 @@ double Trainer::loss_and_grads(int64_t s) {
   const auto& t = cfg_.train;
   const int64_t N = t.seq_length, P = comm_.sp_size(), n = N / P, B = t.micro_batch_size;
   if (!flat_.defined())  // ZeRO stage 2 released it after the last step
-    flat_ = torch::zeros({tail_ + 2}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+    flat_ = torch::zeros({tail_}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
   bind_grads();   // (again: a test or a checkpoint load may have replaced a .grad)
   flat_.zero_();  // autograd adds every parameter's gradient into its slice in place
 
   // global batch: B * A * dp_size sequences; this DP rank takes sequences
   // [(dp_rank * A + a) * B, +B) in micro-step a, this SP rank its shard of each. Gradients
-  // of the A backwards add up in flat_; the loss sum and token count too, so dividing by
-  // the global token count below gives the one-big-batch mean (token-weighted).
+  // of the A backwards add up in flat_, loss sums and token counts in loss_acc / count_acc,
+  // so dividing by the global token count below gives the one-big-batch mean (token-weighted).
   const int64_t A = std::max<int64_t>(1, t.gradient_accumulation_steps);
   const int64_t pos0 = comm_.sp_rank() * n;
   at::Tensor loss_acc, count_acc;
@@ -257,8 +257,8 @@ double Trainer::loss_and_grads(int64_t s) {
   const double loss = global_token_mean(loss_acc, count_acc, comm_, &count);
   at::Tensor& buf = flat_;
   if (zero_stage_ >= 2) {
-    // Stage 2: each rank receives only its shard of the summed gradients, plus the loss sum
-    // and token count (a 2-element all-reduce).
+    // Stage 2: each rank receives only its shard of the summed gradients (the loss sum and
+    // token count were all-reduced above).
     prof::RangeInfo r;
     r.phase = Phase::GradAllReduce;
     r.dir = Direction::Backward;

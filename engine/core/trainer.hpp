@@ -1,6 +1,7 @@
 // Training loop for one rank: deterministic batch -> sequence shard -> forward (Ulysses
-// attention) -> backward -> one coalesced all-reduce of gradients, loss sum and token
-// count over all SP x DP ranks -> global-norm clipping -> AdamW with warmup + cosine.
+// attention) -> backward -> one all-reduce of the gradients and one fp64 all-reduce of the
+// loss sum and token count over all SP x DP ranks -> global-norm clipping (Hugging Face's
+// norm, reductions.hpp) -> AdamW with warmup + cosine.
 #pragma once
 
 #include <functional>
@@ -64,12 +65,12 @@ class Trainer {
   std::unique_ptr<LlamaModel> model_;
   std::vector<std::string> unused_init_;
   std::unique_ptr<torch::optim::AdamW> opt_;
-  // fp32 [every parameter's gradient, loss sum, valid-token count] on the device: each
+  // fp32 [every parameter's gradient, ZeRO's padding] on the device: each
   // parameter's .grad is a view into it, so autograd accumulates straight into the buffer
   // that is all-reduced (no concatenate / split copies per step).
   at::Tensor flat_;
   int64_t grad_numel_ = 0;
-  int64_t tail_ = 0;  // offset of [loss sum, token count] in flat_: grad_numel_, or the padded size (ZeRO)
+  int64_t tail_ = 0;  // elements of flat_: grad_numel_, or the padded size (ZeRO)
   // ZeRO state (zero_stage_ >= 1).
   int64_t zero_stage_ = 0;
   ZeroLayout layout_;

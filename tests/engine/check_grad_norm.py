@@ -8,7 +8,7 @@ gradient within 2e-6 relative of clip_grad_norm_'s fp64 clipping of the same gra
 (clipping uses the accurate norm); the loss within 1e-6 of math.fsum(per-token losses) /
 tokens over all ranks. Also prints the old single-fp32-norm's error, for the record.
 
-  check_grad_norm.py NUMERICS_DUMP SOURCE_DIR [--model tiny|3m|50m]... [--sp N]...
+  check_grad_norm.py NUMERICS_DUMP SOURCE_DIR [--model tiny|3m|50m]... [--sp N]... [--dp N]...
 Exit 0 when every case passes, 1 on a mismatch, 2 on bad usage."""
 import argparse
 import json
@@ -41,10 +41,10 @@ def f32(path):
     return torch.from_numpy(np.fromfile(path, dtype=np.float32))
 
 
-def one_case(dump, src, model, sp, tmp):
-    out = os.path.join(tmp, "%s-sp%d" % (model, sp))
+def one_case(dump, src, model, sp, dp, tmp):
+    out = os.path.join(tmp, "%s-sp%d-dp%d" % (model, sp, dp))
     os.makedirs(out, exist_ok=True)
-    sets = MODELS[model] + ["parallel.sp_size=%d" % sp, "parallel.dp_size=1", "data.kind=synthetic",
+    sets = MODELS[model] + ["parallel.sp_size=%d" % sp, "parallel.dp_size=%d" % dp, "data.kind=synthetic",
                             "data.path=", "train.grad_clip=0.01", "train.micro_batch_size=1"]
     cmd = [dump, os.path.join(src, "resources", "configs", "tiny.json"), out]
     for s in sets:
@@ -77,9 +77,9 @@ def one_case(dump, src, model, sp, tmp):
     ref_loss = math.fsum(math.fsum(t) for t in tokens) / count
     loss_err = abs(res["loss"] - ref_loss) / ref_loss
     ok = norm_err < BOUND and clip_err < 2 * BOUND and loss_err < BOUND
-    print("%-5s sp %d  params %9d  grad_norm %.9g  clip_grad_norm_(fp64) %.9g  rel %.1e  "
+    print("%-5s sp %d dp %d  params %9d  grad_norm %.9g  clip_grad_norm_(fp64) %.9g  rel %.1e  "
           "(old fp32 norm: rel %.1e)  clipped max rel %.1e  loss %.9g vs %.9g rel %.1e  %s"
-          % (model, sp, g.numel(), res["grad_norm"], ref, norm_err, plain_err, clip_err, res["loss"], ref_loss,
+          % (model, sp, dp, g.numel(), res["grad_norm"], ref, norm_err, plain_err, clip_err, res["loss"], ref_loss,
              loss_err, "ok" if ok else "FAIL"))
     if not ok:
         worst = int((diff / ref_clipped.abs().clamp_min(1e-30)).argmax())
@@ -94,6 +94,7 @@ def main():
     ap.add_argument("source_dir")
     ap.add_argument("--model", action="append", choices=sorted(MODELS))
     ap.add_argument("--sp", action="append", type=int)
+    ap.add_argument("--dp", action="append", type=int)
     a = ap.parse_args()
     if not os.access(a.dump, os.X_OK):
         print("check_grad_norm.py: %s is not an executable (build numerics_dump)" % a.dump)
@@ -102,7 +103,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for model in dict.fromkeys(a.model or ["tiny", "3m"]):
             for sp in sorted(set(a.sp or [1, 2, 4])):
-                ok = one_case(a.dump, a.source_dir, model, sp, tmp) and ok
+                for dp in sorted(set(a.dp or [1])):
+                    ok = one_case(a.dump, a.source_dir, model, sp, dp, tmp) and ok
     print("all within %.0e" % BOUND if ok else "MISMATCH")
     return 0 if ok else 1
 
