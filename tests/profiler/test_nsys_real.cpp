@@ -13,9 +13,11 @@
 // Real exports: NsysReal.RealExportsInAFolder checks every *.sqlite in $ULYSSES_NSYS_EXPORTS
 // the same way (skipped when unset), so a real export can be checked without committing it.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -546,11 +548,122 @@ TEST(NsysReal, ExportWithCudaCallsButNoKernelTableOpensWithANote) {
             std::stoll(rows(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME")[0][0]));
 }
 
+namespace {
+// The real 2-GPU exports in ../shared/realdata (its README: MIT, read in place, never copied).
+const std::string kRealData = std::string(ULYSSES_SOURCE_DIR) + "/../shared/realdata";
+
+// Every NCCL kernel of each device of `path`, and the part of their time that other kernels of
+// the same device overlap, by SQL of this test's own (the importer is not used).
+struct DeviceNccl {
+  int64_t count = 0, sum_ns = 0, overlap_ns = 0;
+};
+std::map<int64_t, DeviceNccl> nccl_by_device(const std::string& path) {
+  std::map<int64_t, DeviceNccl> out;
+  for (const auto& r : rows(path,
+                            "SELECT k.deviceId, count(*), sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                            "JOIN StringIds s ON s.id = k.shortName WHERE s.value LIKE 'ncclDevKernel%' "
+                            "GROUP BY k.deviceId"))
+    out[std::stoll(r[0])] = {std::stoll(r[1]), std::stoll(r[2]), 0};
+  // Overlap: the union, over NCCL kernels, of their intersection with other kernels' spans.
+  for (auto& [dev, d] : out) {
+    const std::string where = "deviceId = " + std::to_string(dev);
+    auto ivs = [&](const std::string& cond) {
+      std::vector<Iv> v;
+      for (const auto& r : rows(path,
+                                "SELECT k.start, k.end FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON "
+                                "s.id = k.shortName WHERE k." +
+                                    where + " AND " + cond))
+        v.push_back({std::stoll(r[0]), std::stoll(r[1])});
+      return v;
+    };
+    auto comm = ivs("s.value LIKE 'ncclDevKernel%'");
+    auto other = ivs("s.value NOT LIKE 'ncclDevKernel%'");
+    d.overlap_ns = naive_measure(comm, &other);
+  }
+  return out;
+}
+
+std::string run_summary_json(const std::string& path, const std::string& cache_home) {
+  const std::string cmd = "XDG_CACHE_HOME='" + cache_home + "' '" + std::string(ULYSSES_TRACE_BIN) +
+                          "' summary --json '" + path + "' 2>/dev/null";
+  std::string out;
+  if (FILE* f = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    EXPECT_EQ(::pclose(f), 0) << cmd;
+  }
+  return out;
+}
+}  // namespace
+
+// Both real exports open as 2 ranks, each with its CUDA device, and the importer's kernels,
+// NCCL figures and breakdown equal the SQL reference of this file.
+TEST(NsysReal, SharedRealExportsOpenAsTwoRanksWithTheirDevices) {
+  for (const char* name : {"h100_2gpu_1s.sqlite", "mfu_2gpu_before.sqlite"}) {
+    const std::string path = kRealData + "/" + name;
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (../shared/realdata, see its README)";
+    SCOPED_TRACE(path);
+    auto ref = reference(path, false);
+    auto m = prof::load_trace(path);
+    ASSERT_EQ(m.ranks.size(), 2u) << all_notes(m);
+    std::set<std::string> devices;
+    for (const auto& r : m.ranks) {
+      EXPECT_EQ(r.device.rfind("cuda:", 0), 0u) << r.device;
+      devices.insert(r.device.substr(0, 6));
+    }
+    EXPECT_EQ(devices, (std::set<std::string>{"cuda:0", "cuda:1"}));
+    expect_matches_reference(m, ref);
+  }
+}
+
+// mfu_2gpu_before: each device's NCCL kernels (count, summed time, time overlapped by other
+// kernels) recounted by SQL equal the README's hand figures and `ulysses-trace summary --json`
+// (per rank: comm_ns, overlap_ns). The summary leaves the export's folder as it was.
+TEST(NsysReal, SharedMfuExportNcclFiguresEqualSummaryJson) {
+  const std::string path = kRealData + "/mfu_2gpu_before.sqlite";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent (../shared/realdata, see its README)";
+  const auto nccl = nccl_by_device(path);
+  ASSERT_EQ(nccl.size(), 2u);
+  // The README's figures: device 0 33 kernels, 17.17 ms; device 1 33 kernels, 8.23 ms; no overlap.
+  EXPECT_EQ(nccl.at(0).count, 33);
+  EXPECT_NEAR(nccl.at(0).sum_ns / 1e6, 17.17, 0.005);
+  EXPECT_EQ(nccl.at(1).count, 33);
+  EXPECT_NEAR(nccl.at(1).sum_ns / 1e6, 8.23, 0.005);
+  EXPECT_EQ(nccl.at(0).overlap_ns, 0);
+  EXPECT_EQ(nccl.at(1).overlap_ns, 0);
+
+  auto m = prof::load_trace(path);
+  ASSERT_EQ(m.ranks.size(), 2u);
+#ifdef ULYSSES_TRACE_BIN
+  std::set<std::string> before;
+  for (const auto& f : std::filesystem::directory_iterator(kRealData)) before.insert(f.path().filename().string());
+  TempDir cache;
+  const auto j = nlohmann::json::parse(run_summary_json(path, cache.path), nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  ASSERT_EQ(j["ranks"].size(), 2u);
+  for (const auto& jr : j["ranks"]) {
+    const int rank = jr["rank"].get<int>();
+    ASSERT_LT(static_cast<size_t>(rank), m.ranks.size());
+    const int64_t dev = std::stoll(m.ranks[static_cast<size_t>(rank)].device.substr(5));
+    SCOPED_TRACE("rank " + std::to_string(rank) + " device " + std::to_string(dev));
+    // Every NCCL kernel is communication and nothing else is (SendRecv kernels do not overlap
+    // each other here), so the rank's comm time is the summed NCCL time.
+    EXPECT_EQ(jr["comm_ns"].get<int64_t>(), nccl.at(dev).sum_ns);
+    EXPECT_EQ(jr["overlap_ns"].get<int64_t>(), nccl.at(dev).overlap_ns);
+  }
+  std::set<std::string> after;
+  for (const auto& f : std::filesystem::directory_iterator(kRealData)) after.insert(f.path().filename().string());
+  EXPECT_EQ(before, after) << "summary wrote next to a user's export";
+#endif
+}
+
 TEST(NsysReal, RealExportsInAFolder) {
-  // Point ULYSSES_NSYS_EXPORTS at a folder of real `nsys export --type sqlite` files (kept out
-  // of the repository unless their licence allows it) to check them against the same reference.
-  const char* dir = std::getenv("ULYSSES_NSYS_EXPORTS");
-  if (!dir || !*dir) GTEST_SKIP() << "ULYSSES_NSYS_EXPORTS not set";
+  // Every real `nsys export --type sqlite` file in ULYSSES_NSYS_EXPORTS (default: the shared
+  // ../shared/realdata) against the same reference; at least one must have been checked.
+  const char* env = std::getenv("ULYSSES_NSYS_EXPORTS");
+  const std::string dir = env && *env ? std::string(env) : kRealData;
+  if (!std::filesystem::is_directory(dir)) GTEST_SKIP() << dir << " is absent (set ULYSSES_NSYS_EXPORTS)";
   int checked = 0;
   for (const auto& f : std::filesystem::directory_iterator(dir)) {
     if (f.path().extension() != ".sqlite") continue;
@@ -566,5 +679,6 @@ TEST(NsysReal, RealExportsInAFolder) {
     expect_matches_reference(m, ref);
     ++checked;
   }
-  std::printf("checked %d real export(s) in %s\n", checked, dir);
+  EXPECT_GT(checked, 0) << "no export in " << dir << " had GPU kernels to compare";
+  std::printf("checked %d real export(s) in %s\n", checked, dir.c_str());
 }
