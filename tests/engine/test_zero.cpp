@@ -253,7 +253,9 @@ Span train_span(const RunConfig& cfg, int64_t from, int64_t to) {
               std::chrono::milliseconds(60000));
     if (env.rank != 0) torch::manual_seed(99 + env.rank);  // unlike the saved generator states
     Trainer tr(cfg, comm, nullptr);
-    if (!cfg.train.resume_from.empty()) EXPECT_EQ(restore_train_state(tr, comm, cfg).next_step, from);
+    if (!cfg.train.resume_from.empty()) {
+      EXPECT_EQ(restore_train_state(tr, comm, cfg).next_step, from);
+    }
     std::vector<double> losses;
     for (int64_t s = from; s < to; ++s) {
       losses.push_back(tr.step(s).loss);
