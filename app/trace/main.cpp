@@ -16,6 +16,7 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <fstream>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -143,6 +144,36 @@ static std::string output_clobbers_input(const std::string& run, const std::stri
 }
 
 // Step-window options that no trace can satisfy: "" when fine, else what is wrong.
+// What --force may replace: only a file that this command wrote before, known by its first
+// bytes (an HTML report of `report --html`, a Chrome trace of `export`). A run's own records
+// (run.json, config.json, metrics.jsonl, logs, traces, checkpoints) never are: `report RUN
+// --html RUN/run.json --force` turned run.json into HTML. "" when it may, else what the file is.
+enum class OwnOutput { HtmlReport, ChromeTrace };
+static std::string force_refusal(const std::string& path, OwnOutput kind) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
+  const bool ours = kind == OwnOutput::HtmlReport
+                        ? head.rfind("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">", 0) == 0 &&
+                              head.find("<title>Ulysses run report") != std::string::npos
+                        : head.rfind("{\n\"schemaVersion\": 1,\n\"displayTimeUnit\": \"ns\",\n", 0) == 0;
+  if (ours) return "";
+  const std::string name = std::filesystem::path(path).filename().string();
+  std::string what = "a file ulysses-trace did not write";
+  if (name == "run.json" || name == "config.json" || name == "metrics.jsonl")
+    what = "a run's own record (" + name + ")";
+  else if (head.rfind(std::string("SQLite format 3\0", 16), 0) == 0)
+    what = "an SQLite file (a trace?)";
+  else if (name.size() > 4 && name.substr(name.size() - 4) == ".log")
+    what = "a log";
+  else if (name.find(".safetensors") != std::string::npos)
+    what = "a checkpoint";
+  else if (kind == OwnOutput::ChromeTrace && head.find("\"traceEvents\"") != std::string::npos)
+    what = "a trace ulysses-trace did not write (a profiler's own JSON)";
+  return what;
+}
+
 static std::string step_window_error(int64_t begin, int64_t end) {
   if (begin < 0) return "--step-begin must be a step number (0 or more), got " + std::to_string(begin);
   if (end < -1) return "--step-end must be a step number (0 or more) or -1 for the last, got " + std::to_string(end);
@@ -340,6 +371,16 @@ static int run_command(int argc, char** argv) {
                 << " exists; pick another output file, or pass --force to overwrite it\n";
       return 2;
     }
+    if (!folder && force && std::filesystem::is_regular_file(*target, ec)) {
+      const OwnOutput kind = target == &html_out ? OwnOutput::HtmlReport : OwnOutput::ChromeTrace;
+      if (const std::string what = force_refusal(*target, kind); !what.empty()) {
+        std::cerr << "ulysses-trace: --force replaces only "
+                  << (kind == OwnOutput::HtmlReport ? "an HTML report" : "a Chrome trace")
+                  << " that ulysses-trace wrote before, and " << *target << " is " << what
+                  << "; nothing written: pick another output file\n";
+        return 2;
+      }
+    }
   }
   if (exp->parsed() && rank < -1) {
     std::cerr << "ulysses-trace: --rank must be a rank (0 or more), or -1 for every rank; got " << rank << "\n";
@@ -449,6 +490,12 @@ static int run_command(int argc, char** argv) {
           const auto r = static_cast<int32_t>(std::stol(digits));
           if (!ranks.count(r)) {
             stale.push_back(name);
+          } else if (force && std::filesystem::is_regular_file(e.path(), ec)) {
+            if (const std::string what = force_refusal(e.path().string(), OwnOutput::ChromeTrace); !what.empty()) {
+              std::cerr << "ulysses-trace: --force replaces only rank files that ulysses-trace wrote before, and "
+                        << e.path().string() << " is " << what << "; nothing written: pick another folder\n";
+              return 2;
+            }
           } else if (std::filesystem::status(e.path(), ec).type() != std::filesystem::file_type::regular &&
                      std::filesystem::status(e.path(), ec).type() != std::filesystem::file_type::not_found) {
             std::cerr << "ulysses-trace: " << e.path().string()

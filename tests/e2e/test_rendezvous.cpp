@@ -6,7 +6,8 @@
 //   (silent, garbage-sending, closing, SSH banner) names it as foreign within timeout_s + 2 s,
 //   exits 1 or 2, never aborts and never blames another worker of the run;
 // - a save folder belongs to one run (engine/launch/folder_claim.hpp): a worker checks the
-//   owner record at every save, and a worker started without ulysses-run claims it on rank 0.
+//   owner record at every save, and a worker started without ulysses-run claims it on rank 0;
+// - `ulysses-trace ... --force` replaces only a file it wrote before, never a run's own record.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -334,4 +335,44 @@ TEST(SaveFolder, WorkerSavesOnlyIntoTheFolderItsRunOwns) {
   EXPECT_TRUE(fs::is_directory(save + "/step-00000002")) << r.out;
   EXPECT_NE(ulysses::test::slurp(save + "/.ulysses-owner.json").find(fs::absolute(out).lexically_normal().string()),
             std::string::npos);
+}
+
+// `report RUN --html RUN/run.json --force` turned run.json into HTML, and `export ... RUN
+// RUN/metrics.jsonl --force` replaced the metrics: --force now replaces only an earlier output
+// of the same command (exit 2 otherwise, the file unchanged).
+TEST(Force, NeverReplacesARunsOwnRecords) {
+  const std::string trace_bin = ULYSSES_TRACE_BIN;
+  json c = ulysses::test::tiny_config(2, 2, ULYSSES_SOURCE_DIR);
+  const std::string cfg = ulysses::test::write_json(tmp("force.json"), c);
+  const std::string run = tmp("force-run");
+  fs::remove_all(run);
+  auto r = ulysses::test::sh(kRun + " " + cfg + " --worker " + kWorker + " --out " + run, "", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string copy = tmp("copied-rank0.sqlite");
+  fs::copy_file(run + "/trace/rank0.sqlite", copy, fs::copy_options::overwrite_existing);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"report " + run + " --html " + run + "/run.json --force", run + "/run.json"},
+      {"report " + run + " --html " + run + "/config.json --force", run + "/config.json"},
+      {"export --format chrome " + run + " " + run + "/metrics.jsonl --force", run + "/metrics.jsonl"},
+      {"export --format chrome " + run + " " + run + "/logs/rank0.log --force", run + "/logs/rank0.log"},
+      {"export --format chrome " + run + " " + copy + " --force", copy},
+      {"report " + run + " --html " + copy + " --force", copy},
+  };
+  for (const auto& [args, target] : cases) {
+    const std::string before = ulysses::test::slurp(target);
+    r = ulysses::test::sh(trace_bin + " " + args, "", true);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("--force replaces only"), std::string::npos) << args << "\n" << r.out;
+    EXPECT_EQ(ulysses::test::slurp(target), before) << target << " was changed by: " << args;
+  }
+  // Its own earlier outputs it does replace.
+  const std::string html = tmp("force-report.html"), chrome = tmp("force-trace.json");
+  fs::remove(html);
+  fs::remove(chrome);
+  for (int i = 0; i < 2; ++i) {
+    r = ulysses::test::sh(trace_bin + " report " + run + " --html " + html + " --force", "", true);
+    EXPECT_EQ(r.code, 0) << r.out;
+    r = ulysses::test::sh(trace_bin + " export --format chrome " + run + " " + chrome + " --force", "", true);
+    EXPECT_EQ(r.code, 0) << r.out;
+  }
 }

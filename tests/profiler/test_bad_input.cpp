@@ -869,12 +869,20 @@ TEST_F(BadInput, ExistingOutputsAreReplacedOnlyWithForce) {
   }
   EXPECT_NE(out.find(tmp.path + "/hta already holds rank0.json"), std::string::npos) << out;
   for (const auto& f : kept) EXPECT_EQ(bytes_of(f), "keep me") << f;
-  EXPECT_EQ(cli_output("export --force '" + run + "' '" + tmp.path + "/mine.json'", &out), 0) << out;
-  EXPECT_EQ(cli_output("report --force '" + run + "' --html '" + run + "/run.json'", &out), 0) << out;
-  EXPECT_EQ(cli_output("export --per-rank --force '" + run + "' '" + tmp.path + "/hta'", &out), 0) << out;
-  for (const std::string& f : {tmp.path + "/mine.json", run + "/run.json", tmp.path + "/hta/rank0.json"})
-    EXPECT_NE(bytes_of(f), "keep me") << f;
-  EXPECT_EQ(cli_output("export '" + run + "' '" + tmp.path + "/new.json'", &out), 0) << out;  // a new file: no flag
+  // --force replaces only what ulysses-trace wrote there before (issue 39: `report RUN --html
+  // RUN/run.json --force` turned run.json into HTML): a run's records and a user's files never.
+  EXPECT_EQ(cli_output("export --force '" + run + "' '" + tmp.path + "/mine.json'", &out), 2) << out;
+  EXPECT_EQ(cli_output("report --force '" + run + "' --html '" + run + "/run.json'", &out), 2) << out;
+  EXPECT_NE(out.find("is a run's own record (run.json)"), std::string::npos) << out;
+  EXPECT_EQ(cli_output("export --per-rank --force '" + run + "' '" + tmp.path + "/hta'", &out), 2) << out;
+  for (const auto& f : kept) EXPECT_EQ(bytes_of(f), "keep me") << f;
+  fs::remove(tmp.path + "/hta/rank0.json");
+  for (const std::string& args :
+       {"export '" + run + "' '" + tmp.path + "/new.json'", "report '" + run + "' --html '" + tmp.path + "/r.html'",
+        "export --per-rank '" + run + "' '" + tmp.path + "/hta'"}) {
+    EXPECT_EQ(cli_output(args, &out), 0) << args << ": " << out;               // a new file: no flag
+    EXPECT_EQ(cli_output(args + " --force", &out), 0) << args << ": " << out;  // its own output: replaced
+  }
   // Rank files of another export this one would not replace (rank3.json beside this 1-rank
   // trace: HTA read a mix of two runs), and a folder where a rank file goes (exit 1 after the
   // others were written): refused, also with --force, nothing written.
