@@ -769,6 +769,9 @@ int run_main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   g_closed_std_fds = ulysses::cli::reopen_closed_std_fds();
+  // A file-size limit (ulimit -f) makes writes fail with EFBIG, said with the file, from the
+  // start: --export was killed by SIGXFSZ (exit 153, no message, its temp file left behind).
+  std::signal(SIGXFSZ, SIG_IGN);
   // Every exception ends as a message and an exit code, never as an abort.
   try {
     return run_main(argc, argv);

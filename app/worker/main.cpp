@@ -30,6 +30,7 @@
 #include "line_appender.hpp"
 #include "run_config.hpp"
 #include "train_state.hpp"
+#include "write_error.hpp"
 #include "trainer.hpp"
 #include "ulysses/profiler/clock_sync.hpp"
 #include "ulysses/profiler/trace_model.hpp"
@@ -49,8 +50,14 @@ volatile std::sig_atomic_t g_stop = 0;
 // Gloo's and c10d's words for a peer that went away or never came, said plainly first (their
 // text follows in brackets): "[./gloo/transport/tcp/pair.cc:598] Connection closed by peer"
 // was all a user saw when another rank was killed or stopped.
+std::string g_trace_path;  // this rank's trace file, once known: SQLite's errors do not name it
 std::string explain_failure(const std::string& what) {
   if (g_stop) return "stopped by a signal while in a collective [" + what + "]";
+  if (const std::string hint = launch::file_size_limit_hint(what); !hint.empty()) {
+    const bool sqlite =
+        what.find("disk I/O error") != std::string::npos || what.find("disk is full") != std::string::npos;
+    return what + (sqlite && !g_trace_path.empty() ? " writing " + g_trace_path : std::string()) + hint;
+  }
   for (const char* k : {"Connection closed by peer", "Connection reset by peer", "Broken pipe"})
     if (what.find(k) != std::string::npos)
       return "a peer rank went away (it exited, failed or was stopped; ulysses-run names which) [" + what + "]";
@@ -119,7 +126,6 @@ int main(int argc, char** argv) {
   int rank = 0;
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
-  std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit: writes fail with EFBIG and a message, no silent kill
   // Outside the try block, so that the failure paths below can abort the process groups
   // before anything is destroyed.
   std::unique_ptr<Comm> comm_holder;
@@ -216,6 +222,7 @@ int main(int argc, char** argv) {
       fs::create_directories(fs::path(out_dir) / "trace");
       prof::TracerOptions to;
       to.path = (fs::path(out_dir) / "trace" / ("rank" + std::to_string(env.rank) + ".sqlite")).string();
+      g_trace_path = to.path;
       to.rank = env.rank;
       to.world_size = env.world_size;
       to.sp_rank = comm.sp_rank();

@@ -3,6 +3,7 @@
 
 #include "checkpoint_layout.hpp"
 #include "safetensors_header.hpp"
+#include "write_error.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -71,9 +72,10 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
     out.flush();
     out.close();
     if (!out) {
+      const std::string why = launch::write_failed(tmp, errno);  // a file-size limit said as one (EFBIG)
       std::error_code ec;
       fs::remove(tmp, ec);
-      throw std::runtime_error("writing " + tmp + " failed (disk full?)");
+      throw std::runtime_error(why);
     }
   }
   std::error_code ec;
@@ -143,9 +145,10 @@ void write_text_file(const std::string& path, const std::string& text) {
     out << text;
     out.close();
     if (!out) {
+      const std::string why = launch::write_failed(tmp, errno);
       std::error_code ec;
       fs::remove(tmp, ec);  // no empty config.json.tmp left behind
-      throw std::runtime_error("writing " + tmp + " failed (disk full?)");
+      throw std::runtime_error(why);
     }
   }
   std::error_code ec;

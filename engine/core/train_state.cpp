@@ -16,6 +16,7 @@
 #include "checkpoint.hpp"
 #include "checkpoint_layout.hpp"
 #include "torch_compat.hpp"
+#include "write_error.hpp"
 
 namespace ulysses {
 namespace fs = std::filesystem;
@@ -28,7 +29,7 @@ void write_file(const std::string& path, const void* data, size_t n) {
     if (!out) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
     out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
     out.close();
-    if (!out) throw std::runtime_error("writing " + path + " failed (disk full?)");
+    if (!out) throw std::runtime_error(launch::write_failed(path, errno));  // EFBIG said as the file-size limit
   }
   fsync_path(path, false);
 }

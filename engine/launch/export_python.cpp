@@ -1,6 +1,7 @@
 // Export of a run config to Hugging Face accelerate + TrainingArguments or to DeepSpeed
 // (issue 14 item 4). Sources of every key name: see export_python.hpp.
 #include "export_python.hpp"
+#include "write_error.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -543,7 +544,8 @@ void write_export(const std::vector<ExportFile>& files, const std::string& dir) 
         const int err = errno;
         ::close(fd);
         ::unlink(tmp.c_str());
-        throw std::runtime_error("cannot write " + final_path.string() + ": " + std::strerror(err));
+        throw std::runtime_error(err == EFBIG ? write_failed(final_path.string(), err)  // ulimit -f, said as such
+                                              : "cannot write " + final_path.string() + ": " + std::strerror(err));
       }
       done += static_cast<size_t>(w);
     }

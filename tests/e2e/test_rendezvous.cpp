@@ -376,3 +376,36 @@ TEST(Force, NeverReplacesARunsOwnRecords) {
     EXPECT_EQ(r.code, 0) << r.out;
   }
 }
+
+// Issue 39: a checkpoint write past the file-size limit said "disk full?" (73 GB were free), and
+// a trace write past it SQLite's "disk I/O error" naming neither file nor limit.
+TEST(FileSizeLimit, CheckpointAndTraceWritesNameTheLimitAndTheFile) {
+  json c = ulysses::test::tiny_config(2, 2, ULYSSES_SOURCE_DIR);
+  const std::string save = tmp("limit-save");
+  fs::remove_all(save);
+  c["train"]["save_to"] = save;
+  c["profile"] = {{"enabled", false}};
+  const std::string cfg = ulysses::test::write_json(tmp("limit.json"), c);
+  const std::string out = tmp("limit-run");
+  fs::remove_all(out);
+  // 80 blocks (40 or 80 KiB): the tiny model's safetensors file is ~140 KB.
+  auto r = ulysses::test::sh("ulimit -f 80 && exec " + kRun + " " + cfg + " --worker " + kWorker + " --out " + out, "",
+                             true);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("model.safetensors.tmp failed: it reached the file-size limit of this process (ulimit -f: "),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("disk full?"), std::string::npos) << r.out;
+  for (const auto& e : fs::recursive_directory_iterator(save))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  // The trace (SQLite) past the limit: its file and the limit named.
+  c["profile"] = {{"enabled", true}};
+  c["train"].erase("save_to");
+  ulysses::test::write_json(cfg, c);
+  fs::remove_all(out);
+  r = ulysses::test::sh("ulimit -f 40 && exec " + kRun + " " + cfg + " --worker " + kWorker + " --out " + out, "",
+                        true);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("trace/rank"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the file-size limit of this process (ulimit -f: "), std::string::npos) << r.out;
+}

@@ -500,3 +500,20 @@ TEST(Export, BadInputExitsTwoAndTrainsNothing) {
 }
 
 }  // namespace
+
+// Issue 39: under a file-size limit (ulimit -f), --export was killed by SIGXFSZ (exit 153, no
+// message) and left its temp file. Now: exit 1, the file and the limit named, no temp file.
+TEST(Export, FileSizeLimitIsNamedAndLeavesNoTempFile) {
+  ExportDir tmp;
+  write(tmp.path() / "c.json", R"({"data": {"kind": "synthetic"}, "parallel": {"sp_size": 2}})");
+  // 4 blocks (2 or 4 KiB): README.txt is larger.
+  const auto r =
+      ulysses::test::sh(std::string("ulimit -f 4 && exec ") + ULYSSES_RUN_EXE + " c.json --export accelerate d 2>&1",
+                        tmp.path().string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("README.txt failed: it reached the file-size limit of this process (ulimit -f: "),
+            std::string::npos)
+      << r.out;
+  for (const auto& e : fs::directory_iterator(tmp.path() / "d"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+}
