@@ -107,20 +107,24 @@ TEST(Resume, Sp2LossesBitIdenticalAfterResume) {
   EXPECT_EQ(hf.code, 0) << hf.out;
 }
 
+namespace {
+
 // (b) SIGKILL of the launcher between checkpoints (after at least one completed): its
 // workers die with it; resuming from the save_to folder finishes the run with the losses of
-// the uninterrupted run.
-TEST(Resume, AfterLauncherSigkillLossesBitIdentical) {
-  const int64_t steps = 40;
+// the uninterrupted run. `sets`: more --set options (both runs); `tag`: scratch names.
+void sigkill_then_resume(const std::string& tag, int64_t steps, const std::vector<std::string>& sets) {
   const auto cfg = config_file(steps);
-  auto plain = run(cfg, tmp("b-plain"), "");
+  std::string set_args;
+  for (const auto& s : sets) set_args += " --set " + s;
+  auto plain = run(cfg, tmp(tag + "-plain"), set_args);
   ASSERT_EQ(plain.code, 0) << plain.out;
   const auto ref = losses(plain.out);
   ASSERT_EQ(ref.size(), static_cast<size_t>(steps));
 
-  const auto save = tmp("b-save"), out = tmp("b-killed");
+  const auto save = tmp(tag + "-save"), out = tmp(tag + "-killed");
   std::vector<std::string> args{
       kRun, cfg, "--worker", kWorker, "--out", out, "--set", "train.save_to=" + save, "--set", "train.save_every=4"};
+  for (const auto& s : sets) args.insert(args.end(), {"--set", s});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -150,7 +154,7 @@ TEST(Resume, AfterLauncherSigkillLossesBitIdentical) {
   for (std::string l; std::getline(m, l);) ++done;
   ASSERT_LT(done, static_cast<size_t>(steps)) << "the run finished before the kill; the test proves nothing";
 
-  auto resumed = run(cfg, tmp("b-resumed"), "--set train.resume_from=" + save);
+  auto resumed = run(cfg, tmp(tag + "-resumed"), set_args + " --set train.resume_from=" + save);
   ASSERT_EQ(resumed.code, 0) << resumed.out;
   const auto got = losses(resumed.out);
   ASSERT_FALSE(got.empty());
@@ -158,6 +162,16 @@ TEST(Resume, AfterLauncherSigkillLossesBitIdentical) {
   EXPECT_GE(from, 4);
   EXPECT_EQ(from % 4, 0);
   expect_same_losses(ref, got, from, steps);
+}
+
+}  // namespace
+
+TEST(Resume, AfterLauncherSigkillLossesBitIdentical) { sigkill_then_resume("b", 40, {}); }
+
+// (b') the same with ZeRO stage 2 over sp 2 x dp 2 (issue 40): each rank's AdamW shard comes
+// back from its optimizer-rank{r}.safetensors.
+TEST(Resume, ZeroStage2Sp2Dp2AfterLauncherSigkillLossesBitIdentical) {
+  sigkill_then_resume("z", 16, {"parallel.dp_size=2", "train.zero_stage=2"});
 }
 
 // (c) resuming from the folder skips a half-written checkpoint (no `complete` marker), a
