@@ -101,12 +101,12 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   c.a2a_bytes_per_layer_fwd = c.a2a_elements_per_layer_fwd * e;
   // Forward and backward per micro-batch, and the forward again when checkpointing recomputes it.
   c.a2a_bytes_per_step = (ckpt ? 3 : 2) * L * c.a2a_bytes_per_layer_fwd * G;
-  // The gradients are one fp32 buffer whatever the dtype, with the loss sum and token count.
+  // The gradients are one fp32 buffer whatever the dtype (the loss sum and token count: 16 bytes, apart).
   // ZeRO: stage 1 all-reduces and then all-gathers the updated fp32 parameters; stage 2
   // reduce-scatters and all-gathers (the all-reduce's bytes); stage 3 gathers each unit's
   // weights for forward and again for backward and reduce-scatters its gradients, per micro-batch.
   const double ring = W > 1 ? double(W - 1) / double(W) : 0.0;
-  const double grads4 = double((c.params + 2) * 4), params4 = double(c.params) * 4;
+  const double grads4 = double(c.params) * 4, params4 = double(c.params) * 4;
   c.allreduce_bytes_per_step = static_cast<int64_t>(Z == 0   ? 2.0 * ring * grads4
                                                     : Z == 1 ? 2.0 * ring * grads4 + ring * params4
                                                     : Z == 2 ? ring * grads4 + ring * params4

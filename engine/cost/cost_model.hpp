@@ -44,8 +44,9 @@
 //   checkpointing the recomputed forward exchanges again (3x the forward per layer); every
 //   micro-batch of a step exchanges (x G).
 //   Hkv_sent = Hkv, or P when Hkv < P (kv heads replicated to one per rank before the a2a).
-// Gradient all-reduce over all W ranks (ring): 2*(W-1)/W * (params + 2) * 4 B per rank (the
-// gradients are one fp32 buffer in either dtype, with the loss sum and the token count).
+// Gradient all-reduce over all W ranks (ring): 2*(W-1)/W * params * 4 B per rank (the
+// gradients are one fp32 buffer in either dtype; the loss sum and token count are a separate
+// 16-byte fp64 all-reduce, not counted).
 // ZeRO (allreduce_bytes_per_step holds all of a stage's gradient and parameter collectives):
 // stage 1 adds an all-gather of the fp32 parameters, (W-1)/W * params * 4; stage 2 is a
 // reduce-scatter plus that all-gather (the all-reduce's bytes); stage 3 is, per micro-batch,
