@@ -76,6 +76,20 @@ c10::intrusive_ptr<c10d::Store> make_rendezvous_store(const DistEnv& env, std::c
   const launch::StoreWire wire{w.set, w.get, w.validate, w.magic};
   const auto t0 = Clock::now();
   const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  // torchrun 2.x hands its workers the agent's own store (TORCHELASTIC_USE_AGENT_STORE=True):
+  // MASTER_PORT is already served, every worker connects as a client, and the workers' keys
+  // live under /worker/attempt_<restart count>, as torch.distributed's env:// rendezvous does.
+  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  if (agent && std::string(agent) == "True") {
+    const auto probe = launch::probe_store(env.master_addr, env.master_port, wire, t0 + timeout, true);
+    if (probe.answer != launch::StoreAnswer::Store)
+      throw ConfigError(launch::foreign_store_message(env.master_addr, env.master_port, probe, seconds_since(t0)) +
+                        " (torchrun said its agent's store is there: TORCHELASTIC_USE_AGENT_STORE=True)");
+    const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+    return compat::prefix_store(
+        std::string("/worker/attempt_") + (attempt && *attempt ? attempt : "0"),
+        compat::tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), false, env.world_size, timeout));
+  }
   if (env.rank == 0) {
     // Rank 0's store does not exist yet: whatever answers on the port now is someone else's.
     const auto probe = launch::probe_store(env.master_addr, env.master_port, wire,
