@@ -30,6 +30,7 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QStatusBar>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTextBrowser>
@@ -45,6 +46,7 @@
 #include <map>
 
 #include "compare_model.hpp"
+#include "estimate_model.hpp"
 #include "launcher_page.hpp"
 #include "main_window.hpp"
 #include "run_data.hpp"
@@ -687,4 +689,31 @@ TEST_F(Hands, PresentationModeFitsA1280x720Screen) {
     EXPECT_TRUE(avail.contains(w->frameGeometry())) << w->frameGeometry().width() << "x" << w->frameGeometry().height();
   }
   a->setChecked(false);
+}
+
+// ---- 5. the launcher's Measured column: only against the run's own config ---------------
+
+TEST_F(Hands, MeasuredFiguresAreSetOnlyAgainstTheRunsOwnConfigAndCpuMemoryIsSaidToBeResident) {
+  const std::string run = tmp.filePath(QStringLiteral("runs/measured")).toStdString();
+  write_fixture_run(run, 2, std::vector<FixtureStep>(4, FixtureStep{10.0, 2.0, 1 << 20}));
+  EstimateModel* est = w->launcher()->estimateModel();
+  auto measuredStep = [&] {
+    return est->data(est->index(EstimateModel::StepTime, EstimateModel::Measured)).toString();
+  };
+  // The launcher holds the tiny preset (another config): nothing measured is set beside it.
+  QString err;
+  ASSERT_TRUE(w->openPath(QString::fromStdString(run), &err)) << err.toStdString();
+  EXPECT_TRUE(measuredStep().isEmpty()) << measuredStep().toStdString();
+  EXPECT_TRUE(w->statusBar()->currentMessage().contains(QLatin1String("another config")))
+      << w->statusBar()->currentMessage().toStdString();
+  // With the run's own config in the launcher, its figures are set.
+  ASSERT_TRUE(w->launcher()->loadConfigFile(QString::fromStdString(run + "/config.json"), &err)) << err.toStdString();
+  ASSERT_TRUE(w->openPath(QString::fromStdString(run), &err)) << err.toStdString();
+  EXPECT_FALSE(measuredStep().isEmpty());
+  if (!qEnvironmentVariableIsSet("ULYSSES_TEST_HAS_GPU")) {  // "auto" on a machine without GPUs: CPU
+    const QModelIndex mem = est->index(EstimateModel::TotalMem, EstimateModel::Measured);
+    EXPECT_TRUE(est->data(mem).toString().endsWith(QLatin1String("RSS"))) << est->data(mem).toString().toStdString();
+    EXPECT_EQ(est->data(est->index(EstimateModel::TotalMem, EstimateModel::Ratio)).toString(), QStringLiteral("(RSS)"));
+    EXPECT_TRUE(est->data(mem, Qt::ToolTipRole).toString().contains(QLatin1String("resident")));
+  }
 }

@@ -70,8 +70,9 @@ void EstimateModel::clearEstimate(const QString& why) {
   emit dataChanged(index(0, 0), index(RowCount - 1, ColumnCount - 1));
 }
 
-void EstimateModel::setMeasured(const MeasuredStats& m) {
+void EstimateModel::setMeasured(const MeasuredStats& m, bool residentMemory) {
   meas_ = m;
+  resident_ = residentMemory;
   emit dataChanged(index(0, 0), index(RowCount - 1, ColumnCount - 1));
 }
 
@@ -147,6 +148,10 @@ QVariant EstimateModel::data(const QModelIndex& index, int role) const {
         return {};
     }
   }
+  if (row == TotalMem && resident_ && meas_ && role == Qt::ToolTipRole && index.column() >= Measured)
+    return QStringLiteral(
+        "Peak resident memory of the rank's process (CPU run): the whole process (libtorch, allocator, buffers), "
+        "not the tensor bytes the estimate and the plan count, so no ratio is given");
   if (role != Qt::DisplayRole) return {};
   if (index.column() == Quantity) {
     static const char* names[] = {"Parameters",
@@ -210,7 +215,7 @@ QVariant EstimateModel::data(const QModelIndex& index, int role) const {
   if (index.column() == Measured) {
     switch (row) {
       case TotalMem:
-        return bytes(m);
+        return resident_ ? bytes(m) + QStringLiteral(" RSS") : bytes(m);
       case StepTime:
       case RunTime:
         return secs(m);
@@ -222,6 +227,7 @@ QVariant EstimateModel::data(const QModelIndex& index, int role) const {
   }
   const double p = predicted(row);
   if (std::isnan(p) || p <= 0) return QString();
+  if (row == TotalMem && resident_) return QStringLiteral("(RSS)");
   return QStringLiteral("%1x").arg(m / p, 0, 'f', 2);
 }
 

@@ -48,7 +48,9 @@ class EstimateModel : public QAbstractTableModel {
   void clearPlan(const QString& why);  // no plan (yet): the Plan column shows `why`
   bool hasPlan() const { return plan_.has_value(); }
   const PlanFigures& plan() const { return *plan_; }
-  void setMeasured(const MeasuredStats& m);
+  // `residentMemory`: the run's memory figure is the process's peak resident memory (a CPU
+  // run), not tensor bytes: shown as "... RSS", with no ratio against the plan's tensor bytes.
+  void setMeasured(const MeasuredStats& m, bool residentMemory = false);
   void clearMeasured();
   bool hasEstimate() const { return est_.has_value(); }
   const cost::CostEstimate& estimate() const { return *est_; }
@@ -63,6 +65,7 @@ class EstimateModel : public QAbstractTableModel {
   double measured(int row) const;   // numeric measured value, NaN when none
   std::optional<cost::CostEstimate> est_;
   std::optional<MeasuredStats> meas_;
+  bool resident_ = false;
   std::optional<PlanFigures> plan_;
   QString planWhy_;
   int steps_ = 0;

@@ -175,6 +175,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
       phase_palette_from_name(s.value(QStringLiteral("phasePalette")).toString().toStdString(), &pal))
     setPhasePalette(pal, false);
   const DeviceScan scan = discoverDevices(3000);
+  hasGpus_ = !scan.gpus.isEmpty();
   launcher_->setDevices(scan);
   launcher_->setThroughputTflops(
       s.value(QStringLiteral("throughputTflops"), scan.gpus.isEmpty() ? 0.02 : 400.0).toDouble());
@@ -468,8 +469,7 @@ bool MainWindow::openPath(const QString& path, QString* error) {
     }
     monitor_->showRun(dir);
     runs_->selectDir(dir);
-    launcher_->estimateModel()->setMeasured(
-        measure(readMetricsFile(QDir(dir).filePath(QStringLiteral("metrics.jsonl")))));
+    showMeasured(dir, readMetricsFile(QDir(dir).filePath(QStringLiteral("metrics.jsonl"))));
     if (QFileInfo::exists(QDir(dir).filePath(QStringLiteral("trace")))) openRunTrace(dir);
     tabs_->setCurrentWidget(monitor_);
     addRecent(dir);
@@ -583,10 +583,45 @@ void MainWindow::onFinished(const RunOutcome& o) {
   statusRun_->setText(QStringLiteral("%1: %2").arg(o.status, QFileInfo(o.runDir).fileName()));
   runs_->refresh();
   runs_->selectDir(o.runDir);
-  if (!controller_->metrics().isEmpty()) launcher_->estimateModel()->setMeasured(measure(controller_->metrics()));
+  if (!controller_->metrics().isEmpty()) showMeasured(o.runDir, controller_->metrics());
   statusBar()->showMessage(o.message.section(QLatin1Char('\n'), 0, 0), 15000);
   if (QFileInfo::exists(o.runDir)) addRecent(o.runDir);
   if (QFileInfo::exists(QDir(o.runDir).filePath(QStringLiteral("trace/rank0.sqlite")))) openRunTrace(o.runDir);
+}
+
+// A run's measured figures go in the launcher's Measured column only against that run's own
+// config: opened beside another config (a preset, a later edit) they compared two different
+// runs ("44.8x"). A CPU run's memory is the process's resident memory, said as such.
+bool MainWindow::showMeasured(const QString& runDir, const QVector<MetricPoint>& metrics) {
+  auto* est = launcher_->estimateModel();
+  const auto runCfg = launch::read_json_object_file(
+      QFile::encodeName(QDir(runDir).filePath(QStringLiteral("config.json"))).toStdString());
+  std::optional<RunConfig> a, b;
+  try {
+    if (runCfg) a = run_config_from_json(*runCfg);
+    b = run_config_from_json(launcher_->configJson());
+  } catch (const std::exception&) {
+  }
+  // The same run whatever its name and description.
+  auto settings = [](const RunConfig& c) {
+    nlohmann::json j = c.to_json();
+    j.erase("name");
+    j.erase("description");
+    return j;
+  };
+  if (!a || !b || settings(*a) != settings(*b)) {
+    est->clearMeasured();
+    statusBar()->showMessage(
+        QStringLiteral("%1's measured figures are not set beside the launcher's estimates: the launcher holds another "
+                       "config (Runs ▸ Launch Again loads the run's)")
+            .arg(QFileInfo(runDir).fileName()),
+        15000);
+    return false;
+  }
+  const QString device = QString::fromStdString(a->train.device);
+  const bool cpu = device == QLatin1String("cpu") || (device == QLatin1String("auto") && !hasGpus_);
+  est->setMeasured(measure(metrics), cpu);
+  return true;
 }
 
 // A run folder's trace opens beside its metrics; when it cannot be read the run still opens,

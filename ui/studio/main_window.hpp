@@ -4,6 +4,7 @@
 #pragma once
 
 #include <QMainWindow>
+#include <QVector>
 
 #include "trace/phase_style.hpp"
 
@@ -20,6 +21,7 @@ class RunsPage;
 class RunController;
 class TraceView;
 struct RunOutcome;
+struct MetricPoint;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -81,6 +83,7 @@ class MainWindow : public QMainWindow {
   void onFinished(const RunOutcome& o);
   void relaunch(const QString& runDir);
   void openRunTrace(const QString& runDir);
+  bool showMeasured(const QString& runDir, const QVector<MetricPoint>& metrics);
   void openDialog();
   void openConfigDialog();
   void saveConfigDialog();
@@ -102,6 +105,7 @@ class MainWindow : public QMainWindow {
   QLabel* statusRun_ = nullptr;
   QString program_;
   bool dark_ = false;
+  bool hasGpus_ = false;
   bool quiet_ = false;  // no modal dialogs (tests, screenshots)
 
  public:
