@@ -14,6 +14,8 @@
 #include "checkpoint_layout.hpp"
 #include "rank_threads.hpp"
 #include "train_state.hpp"
+#include "ulysses/profiler/trace_store.hpp"
+#include "ulysses/profiler/tracer.hpp"
 #include "trainer.hpp"
 #include "zero_optimizer.hpp"
 
@@ -322,3 +324,56 @@ void resume_is_bit_identical(int64_t stage, bool offload) {
 
 TEST(Zero, Stage2ResumeIsBitIdenticalAndOtherWorldSizesAreRefused) { resume_is_bit_identical(2, false); }
 TEST(Zero, Stage1OffloadResumeIsBitIdentical) { resume_is_bit_identical(1, true); }
+
+// The stage-2 collectives in the trace: per step and rank, the reduce-scatter (grad_allreduce,
+// bwd) and the parameter all-gather (grad_allreduce, none), each with the bytes of its ring form,
+// (W-1) x S x 4, and the world group's (pg, seq): the same identities on both ranks.
+TEST(Zero, Stage2CollectivesAreTracedWithBytesAndIdentity) {
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / ("ulysses_zero_trace_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  RunConfig cfg = tiny(2, 1, 2, false);
+  run_ranks(2, [&](const DistEnv& env) {
+    at::set_num_threads(1);
+    Comm comm(env, 2, 1, "gloo", std::chrono::milliseconds(60000));
+    prof::TracerOptions o;
+    o.path = (dir / ("rank" + std::to_string(env.rank) + ".sqlite")).string();
+    o.rank = env.rank;
+    o.world_size = 2;
+    o.sp_rank = env.rank;
+    o.sp_size = 2;
+    o.memory = false;
+    auto tracer = prof::Tracer::open(o);
+    Trainer tr(cfg, comm, tracer.get());
+    for (int64_t s = 0; s < 2; ++s) {
+      tracer->begin_step(s);
+      const auto m = tr.step(s);
+      prof::StepRecord rec;
+      rec.step = s;
+      rec.loss = m.loss;
+      tracer->end_step(rec);
+    }
+    tracer->close();
+  });
+  const int64_t numel = tiny(2, 1, 2, false).model.num_parameters(), S = (numel + 1) / 2;
+  std::vector<std::vector<std::tuple<int64_t, int, int32_t, int32_t>>> ids(2);  // step, dir, pg, seq
+  for (int r = 0; r < 2; ++r) {
+    const auto m = prof::load_trace((dir / ("rank" + std::to_string(r) + ".sqlite")).string());
+    for (const auto& x : m.ranges) {
+      if (x.phase != prof::Phase::GradAllReduce || x.is_kernel) continue;
+      const auto e = m.extra(x);
+      EXPECT_EQ(e.bytes_sent, S * 4) << "rank " << r << " step " << x.step;
+      EXPECT_EQ(e.bytes_recv, S * 4);
+      EXPECT_EQ(e.pg, 0);
+      ids[r].emplace_back(x.step, static_cast<int>(x.dir), e.pg, e.seq);
+    }
+    std::sort(ids[r].begin(), ids[r].end());
+    ASSERT_EQ(ids[r].size(), 4u) << "rank " << r << ": a reduce-scatter and an all-gather per step";
+    for (size_t i = 0; i < 4; ++i)
+      EXPECT_EQ(std::get<1>(ids[r][i]),
+                static_cast<int>(i % 2 == 0 ? prof::Direction::None : prof::Direction::Backward));
+  }
+  EXPECT_EQ(ids[0], ids[1]) << "the ranks disagree on the collectives' (pg, seq)";
+  fs::remove_all(dir);
+}
