@@ -12,6 +12,8 @@
 // old --out directory aside (never into it, never appending).
 // Exit codes: 0 finished, 2 bad input (config, --out in use, a rank exited 2), 1 failure
 // or stopped by SIGINT/SIGTERM/SIGHUP/SIGQUIT. No exception escapes main (no abort, 134).
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -120,6 +122,80 @@ int64_t machine_memory_bytes() {
 std::filesystem::path canonical_path(const std::filesystem::path& p) {
   std::error_code ec;
   return std::filesystem::weakly_canonical(std::filesystem::absolute(p, ec), ec);
+}
+
+// --plan: the worker's answer passed through (stdout, stderr, exit code). A worker that prints
+// no plan and exits 0 (`--plan --worker /bin/true` printed nothing, exit 0) or fails without a
+// word (`/bin/false`: exit 1, no message) is said to be no ulysses-worker of this build.
+int run_plan(const std::string& path, std::vector<std::string>& args) {
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    say(std::string("cannot start ") + path + ": " + std::strerror(errno));
+    return 1;
+  }
+  std::vector<char*> argv_exec;
+  for (auto& a : args) argv_exec.push_back(a.data());
+  argv_exec.push_back(nullptr);
+  std::fflush(stdout);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    say(std::string("cannot start ") + path + ": " + std::strerror(errno));
+    return 1;
+  }
+  if (pid == 0) {
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    ::execv(path.c_str(), argv_exec.data());
+    const std::string m = "ulysses-run: cannot start " + path + ": " + std::strerror(errno) + "\n";
+    [[maybe_unused]] const ssize_t n = ::write(2, m.data(), m.size());
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  size_t out_bytes = 0, err_bytes = 0;
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  int open_fds = 2;
+  while (open_fds > 0) {
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !fds[i].revents) continue;
+      char buf[8192];
+      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+        continue;
+      }
+      (i == 0 ? out_bytes : err_bytes) += static_cast<size_t>(n);
+      for (ssize_t done = 0; done < n;) {  // passed on as it comes (a closed stdout: dropped, counted)
+        const ssize_t w = ::write(i == 0 ? 1 : 2, buf + done, static_cast<size_t>(n - done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += w;
+      }
+    }
+  }
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  const int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  if (code == 0 && out_bytes == 0) {
+    say("--plan: " + path + " exited 0 without printing a plan; is --worker a ulysses-worker of this build?");
+    return 1;
+  }
+  if (code != 0 && err_bytes == 0 && out_bytes == 0) {
+    say("--plan: " + path + " " +
+        (WIFEXITED(st) ? "exited with code " + std::to_string(code)
+                       : "was killed by signal " + std::to_string(WTERMSIG(st))) +
+        " without a message; is --worker a ulysses-worker of this build?");
+    return code == 2 ? 2 : 1;
+  }
+  return code;
 }
 
 // A train.save_to that no --force allows because of --out, or "": the run directory --out or a
@@ -549,13 +625,7 @@ int run_main(int argc, char** argv) {
       std::snprintf(g, sizeof g, "%.17g", max_seq_gib);
       args.push_back(g);
     }
-    std::vector<char*> argv_exec;
-    for (auto& a : args) argv_exec.push_back(a.data());
-    argv_exec.push_back(nullptr);
-    std::fflush(stdout);
-    execv(where.path.c_str(), argv_exec.data());
-    say("cannot start " + where.path + ": " + std::strerror(errno));
-    return 1;
+    return run_plan(where.path, args);
   }
 
   // 3. Run directory.

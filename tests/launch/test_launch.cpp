@@ -1824,3 +1824,15 @@ TEST(Claims, LaunchersRacingOnOneOutRunExactlyOnce) {
   std::printf("[ figures ] %d pairs of launchers on one --out (%d without, %d with --force): %d run(s)\n", 2 * pairs,
               pairs, pairs, runs_total);
 }
+
+// Issue 39: `--plan --worker /bin/true` exited 0 printing nothing; `/bin/false` exit 1, no word.
+TEST(UlyssesRun, PlanFromSomethingThatIsNoWorkerIsSaid) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  for (const char* worker : {"/bin/true", "/bin/false"}) {
+    Cli cli({cfg.string(), "--plan", "--worker", worker}, {}, tmp.path());
+    EXPECT_EQ(cli.wait(10), 1) << worker << ": " << cli.err();
+    EXPECT_NE(cli.err().find(std::string("--plan: ") + worker), std::string::npos) << cli.err();
+    EXPECT_NE(cli.err().find("is --worker a ulysses-worker of this build?"), std::string::npos) << cli.err();
+  }
+}
