@@ -441,3 +441,47 @@ TEST(TraceModels, RangeStatisticsGroupedByPhase) {
   EXPECT_EQ(h[10].toLongLong(), 1);
   EXPECT_EQ(h[15].toLongLong(), 1);
 }
+
+// Area selection as in Perfetto (issue 37): every range overlapping the window counts, with the
+// part inside it. Hand-built: a [0, 10) and [5, 15) ms, b [8, 12) and [12, 30) ms, c [30, 40) ms,
+// a zero-length b at 19 ms; window [10, 20) ms. By hand: a: [5, 15) -> 5 ms ([0, 10) only touches
+// the edge: out); b: 2 + 8 + 0 = 10 ms over 3 ranges, p50 = 2nd smallest = 2 ms, max 8 ms; c: out.
+// Cut at an edge: [5, 15), [8, 12) and [12, 30): 3.
+TEST(TraceModels, AreaSelectionCountsOverlappingRangesWithTheirClippedDurations) {
+  prof::TraceModel m;
+  m.strings = {"a", "b", "c"};
+  const struct {
+    int32_t name;
+    int64_t a_ms, b_ms;
+  } spec[] = {{0, 0, 10}, {0, 5, 15}, {1, 8, 12}, {1, 12, 30}, {1, 19, 19}, {2, 30, 40}};
+  for (const auto& sp : spec) {
+    prof::TraceRange r;
+    r.name_id = sp.name;
+    r.start_ns = sp.a_ms * 1000000;
+    r.end_ns = sp.b_ms * 1000000;
+    m.ranges.push_back(r);
+  }
+  prof::Lane lane;
+  lane.count = int64_t(m.ranges.size());
+  m.lanes.push_back(lane);
+  int64_t clipped = -1;
+  const TableData t = range_stats_table(m, 10000000, 20000000, StatsGroup::Name, {}, &clipped);
+  EXPECT_EQ(clipped, 3);
+  ASSERT_EQ(t.rows.size(), 2);
+  // Longest total first: b (10 ms), then a (5 ms).
+  EXPECT_EQ(t.rows[0][0].toString(), QString("b"));
+  EXPECT_EQ(t.rows[0][2].toLongLong(), 3);
+  EXPECT_EQ(t.rows[0][3].toString(), QString("10.000"));
+  EXPECT_EQ(t.rows[0][5].toString(), QString("2.000"));  // p50
+  EXPECT_EQ(t.rows[0][7].toString(), QString("8.000"));  // max
+  EXPECT_EQ(t.rows[1][0].toString(), QString("a"));
+  EXPECT_EQ(t.rows[1][2].toLongLong(), 1);
+  EXPECT_EQ(t.rows[1][3].toString(), QString("5.000"));
+  // The sums equal a brute-force clip over every range.
+  int64_t total = 0;
+  for (const auto& r : m.ranges.rows()) {
+    const int64_t a = std::max<int64_t>(r.start_ns, 10000000), b = std::min<int64_t>(r.end_ns, 20000000);
+    if (b > a) total += b - a;
+  }
+  EXPECT_EQ(total, 15000000);
+}

@@ -182,7 +182,8 @@ std::vector<int64_t> log_histogram(const std::vector<int64_t>& d, int buckets) {
 }
 
 TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1, StatsGroup group,
-                            const std::vector<int32_t>& hidden_ranks) {
+                            const std::vector<int32_t>& hidden_ranks, int64_t* clipped) {
+  if (clipped) *clipped = 0;
   // key: (name id or phase, kernel)
   std::map<std::pair<int32_t, bool>, std::vector<int64_t>> by_key;
   const std::set<int32_t> hidden(hidden_ranks.begin(), hidden_ranks.end());
@@ -190,9 +191,13 @@ TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1, S
     if (lane.kind == prof::LaneKind::HeadRange || hidden.count(lane.rank)) continue;
     for (int64_t k = lane.first; k < lane.first + lane.count; ++k) {
       const prof::TraceRange& r = m.ranges[size_t(k)];
-      if (r.start_ns < t0 || r.start_ns >= t1) continue;
+      const bool overlaps =
+          r.end_ns > r.start_ns ? r.start_ns < t1 && r.end_ns > t0 : r.start_ns >= t0 && r.start_ns < t1;
+      if (!overlaps) continue;
+      const int64_t a = std::max(r.start_ns, t0), b = std::min(r.end_ns, t1);
+      if (clipped && (r.start_ns < t0 || r.end_ns > t1)) ++*clipped;
       const int32_t id = group == StatsGroup::Phase ? int32_t(r.phase) : r.name_id;
-      by_key[{id, r.is_kernel}].push_back(r.duration());
+      by_key[{id, r.is_kernel}].push_back(std::max<int64_t>(0, b - a));
     }
   }
   struct Row {

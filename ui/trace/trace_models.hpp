@@ -66,15 +66,17 @@ TableData skew_table(const prof::Summary& s);
 // is in bucket 0. Empty input: all zeros.
 std::vector<int64_t> log_histogram(const std::vector<int64_t>& d, int buckets);
 constexpr int kStatsHistogramBuckets = 16;
-// Statistics of a dragged time range (Tracy-style): every range (kernels included, head-lane
-// copies and ranks in `hidden_ranks` skipped) that starts in [t0, t1), counted whole (a range
-// that began before t0 is not in it, one that ends after t1 counts its full duration), per name (or per phase: kernels
-// carry the phase of the range that launched them): count, total, mean, p50, p95, max (ms; percentiles nearest-rank:
-// the ceil(p/100 * n)-th smallest) and a duration histogram (last column, log_histogram with kStatsHistogramBuckets;
-// counts in TableModel::HistogramRole, the column's text is the span "min .. max"). Longest total first.
+// Statistics of a selected time window (Perfetto's area selection): every range (kernels
+// included, head-lane copies and ranks in `hidden_ranks` skipped) that overlaps [t0, t1)
+// (start < t1 and end > t0; a zero-length one when it starts inside), each with its duration
+// clipped to the window (the part inside it; *clipped counts the ranges cut at an edge), per name (or per phase:
+// kernels carry the phase of the range that launched them): count, total, mean, p50, p95, max (ms; percentiles
+// nearest-rank: the ceil(p/100 * n)-th smallest) and a duration histogram (last column, log_histogram with
+// kStatsHistogramBuckets; counts in TableModel::HistogramRole, the column's text is the span "min .. max"). Longest
+// total first.
 enum class StatsGroup { Name, Phase };
 TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1, StatsGroup group = StatsGroup::Name,
-                            const std::vector<int32_t>& hidden_ranks = {});
+                            const std::vector<int32_t>& hidden_ranks = {}, int64_t* clipped = nullptr);
 // Waiting analysis per rank: collectives, last arrivals, wait caused / suffered (ms); key = rank.
 TableData straggler_table(const prof::Summary& s);
 TableData memory_phase_table(const prof::Summary& s);

@@ -32,6 +32,7 @@
 #include "trace/head_map.hpp"
 #include "trace/histogram_delegate.hpp"
 #include "trace/memory_view.hpp"
+#include "trace/qt_text.hpp"
 #include "trace/report_view.hpp"
 #include "trace/shortcuts.hpp"
 #include "trace/timeline_widget.hpp"
@@ -115,6 +116,23 @@ class TraceViewPrivate {
   void onSelected(qint64 r);
   void onViewport();
   void applyFilter();
+  // The range statistics of the selected window (stats_t0, stats_t1), or none; the label says
+  // what is counted.
+  void updateStats() {
+    if (!current.model || stats_t1 < 0) {
+      stats->setTable({});
+      stats_label->setText(QObject::tr("Drag with the right button (or shift) over the timeline; group by"));
+      return;
+    }
+    int64_t clipped = 0;
+    stats->setTable(range_stats_table(*current.model, stats_t0, stats_t1,
+                                      stats_group->currentIndex() == 1 ? StatsGroup::Phase : StatsGroup::Name,
+                                      hiddenRanks(), &clipped));
+    stats_label->setText(QObject::tr("Window of %1: every range overlapping it, with the part inside it (%n cut at "
+                                     "its edges); group by",
+                                     nullptr, int(clipped))
+                             .arg(duration_qs(double(stats_t1 - stats_t0))));
+  }
 };
 
 TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<TraceViewPrivate>()) {
@@ -245,8 +263,8 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   stats_view->setItemDelegateForColumn(8, new HistogramDelegate(stats_view));  // range_stats_table's histogram
   stats_view->sortByColumn(3, Qt::DescendingOrder);                            // longest total first
   stats_view->horizontalHeader()->setToolTip(
-      tr("Ranges that start in the dragged window, each counted with its whole duration; head-lane copies and "
-         "hidden ranks are left out"));
+      tr("Every range that overlaps the selected window, each with the part of it inside the window (ranges cut "
+         "at its edges count their clipped duration); head-lane copies and hidden ranks are left out"));
   stats_lay->addWidget(stats_view);
   d->bottom->addTab(stats_page, tr("Range statistics"));
   tsplit->addWidget(d->bottom);
@@ -336,15 +354,12 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
     if (!d->current.model) return;
     d->stats_t0 = t0;
     d->stats_t1 = t1;
-    d->stats->setTable(range_stats_table(*d->current.model, t0, t1,
-                                         d->stats_group->currentIndex() == 1 ? StatsGroup::Phase : StatsGroup::Name,
-                                         d->hiddenRanks()));
+    d->updateStats();
     d->bottom->setCurrentIndex(d->bottom->count() - 1);
   });
   connect(d->stats_group, qOverload<int>(&QComboBox::currentIndexChanged), this, [this](int i) {
-    if (!d->current.model || d->stats_t1 < 0) return;
-    d->stats->setTable(range_stats_table(*d->current.model, d->stats_t0, d->stats_t1,
-                                         i == 1 ? StatsGroup::Phase : StatsGroup::Name, d->hiddenRanks()));
+    Q_UNUSED(i);
+    d->updateStats();
   });
   connect(d->timeline, &TimelineWidget::viewportChanged, this, [this](const TimelineViewport&) { d->onViewport(); });
   connect(d->memory, &MemoryView::viewportChanged, d->timeline, &TimelineWidget::setViewport);
@@ -404,7 +419,7 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
 bool TraceView::clearSelectionOrFilter() {
   if (d->timeline->clearSelection()) {
     d->stats_t1 = -1;
-    d->stats->setTable({});
+    d->updateStats();
     return true;
   }
   if (!d->filter->text().isEmpty()) {
@@ -546,7 +561,7 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
   // Nothing of the previous trace stays: range statistics, details, kernels, matches and the
   // comparison (a comparison run was chosen against the previous trace) are reset.
   stats_t1 = -1;
-  stats->setTable({});
+  updateStats();
   compare = {};
   bottom->setTabText(2, QObject::tr("Matches"));
   message_text.clear();
