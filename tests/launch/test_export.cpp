@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/e2e_util.hpp"
+#include "export_python.hpp"
 #include "run_config.hpp"
 
 extern char** environ;
@@ -516,4 +517,30 @@ TEST(Export, FileSizeLimitIsNamedAndLeavesNoTempFile) {
       << r.out;
   for (const auto& e : fs::directory_iterator(tmp.path() / "d"))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+// train.zero_stage maps one to one onto ds_config.json's zero_optimization.stage (0, our
+// replicated default, exports 2), the offloads onto offload_optimizer / offload_param (issue 40).
+TEST(Export, ZeroStagesAndOffloadsMapOntoDeepSpeed) {
+  using ulysses::launch::ExportTarget;
+  ulysses::RunConfig c;
+  for (int64_t z : {0, 1, 2, 3}) {
+    c.train.zero_stage = z;
+    const json ds = ulysses::launch::deepspeed_config_json(c, ExportTarget::DeepSpeed);
+    EXPECT_EQ(ds["zero_optimization"]["stage"], z == 0 ? 2 : z) << z;
+    EXPECT_FALSE(ds["zero_optimization"].contains("offload_optimizer"));
+  }
+  c.train.offload_optimizer = c.train.offload_params = true;
+  for (auto target : {ExportTarget::DeepSpeed, ExportTarget::Accelerate}) {
+    const json ds = ulysses::launch::deepspeed_config_json(c, target);
+    EXPECT_EQ(ds["zero_optimization"], json::parse(R"({"stage": 3,
+      "offload_optimizer": {"device": "cpu", "pin_memory": true}, "offload_param": {"device": "cpu", "pin_memory": true}})"));
+  }
+  int rows = 0;
+  for (const auto& m : ulysses::launch::export_mappings(c, ExportTarget::DeepSpeed))
+    if (m.ours == "train.zero_stage" || m.ours == "train.offload_optimizer" || m.ours == "train.offload_params") {
+      ++rows;
+      EXPECT_NE(m.theirs.find("zero_optimization"), std::string::npos) << m.ours << ": " << m.theirs;
+    }
+  EXPECT_EQ(rows, 3);
 }
