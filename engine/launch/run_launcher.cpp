@@ -473,6 +473,9 @@ class Session {
   // that went quiet, and when a deadline passed blames the rank that stopped progressing.
   void watchdog() {
     if (seconds_since(last_watch_) < 0.2) return;
+    // Beats that came while this process was not scheduled (a loaded machine) are read before
+    // any silence is judged: a late launcher is no silent rank.
+    pump(0);
     last_watch_ = Clock::now();
     const double timeout_s = opt_.config.parallel.timeout_s;
     const double quiet_report_s = std::min(5.0, std::max(1.0, timeout_s / 2));

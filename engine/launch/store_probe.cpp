@@ -204,7 +204,8 @@ std::string foreign_store_message(const std::string& addr, int port, const Store
     case StoreAnswer::Store:
       return where + " is a c10d store";
     case StoreAnswer::Nothing:
-      return "no c10d store on " + where + " within " + secs + " s (" + p.detail +
+      return "a peer rank did not arrive within parallel.timeout_s: no c10d store on " + where + " within " + secs +
+             " s (" + p.detail +
              "): rank 0 did not start its store (is it running, with the same MASTER_ADDR and MASTER_PORT?)";
     case StoreAnswer::Silent:
       return where + " answered with something that is not a c10d store (" + p.detail + " for " + secs +
