@@ -61,7 +61,9 @@ std::string explain_failure(const std::string& what) {
   for (const char* k : {"Connection closed by peer", "Connection reset by peer", "Broken pipe"})
     if (what.find(k) != std::string::npos)
       return "a peer rank went away (it exited, failed or was stopped; ulysses-run names which) [" + what + "]";
-  for (const char* k : {"Timed out waiting", "Socket Timeout", "timed out after"})
+  // libtorch 1.13 and 2.x say a store's wait timed out in different words ("wait timeout
+  // after 6000ms, keys: ..." in 2.6).
+  for (const char* k : {"Timed out waiting", "Socket Timeout", "timed out after", "wait timeout after"})
     if (what.find(k) != std::string::npos)
       return "a peer rank did not arrive within parallel.timeout_s (stopped, hung, or never started) [" + what + "]";
   return what;
