@@ -111,7 +111,7 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
   for (const auto& p : model.parameters()) m.params += p.numel();
   auto ids = torch::empty({B, n}, torch::TensorOptions().dtype(torch::kInt64).device(meta));     // (B, n)
   auto labels = torch::empty({B, n}, torch::TensorOptions().dtype(torch::kInt64).device(meta));  // (B, n)
-  m.inputs = 2 * B * n * 8 + 2 * 4;  // ids + labels, and the loss/count tail of the flat gradient buffer
+  m.inputs = 2 * B * n * 8;                                                                      // ids + labels
   const int64_t pos0 = sp_rank * n;
   auto params = model.parameters();
   int64_t grad_numel = 0;
@@ -143,11 +143,11 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
     tail = layout.padded();
   }
 
-  // Trainer: every parameter's .grad is a view into one flat fp32 buffer [gradients, loss,
-  // count] that autograd accumulates into and that is all-reduced in place.
+  // Trainer: every parameter's .grad is a view into one flat fp32 gradient buffer (padded at
+  // ZeRO stages) that autograd accumulates into and that is all-reduced in place.
   at::Tensor flat;
   auto bind = [&] {
-    flat = torch::zeros({tail + 2}, f32);
+    flat = torch::zeros({tail}, f32);
     int64_t off = 0;
     for (auto& p : params) {
       p.mutable_grad() = flat.narrow(0, off, p.numel()).view(p.sizes());
@@ -167,9 +167,8 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
     if (!forward_only) {
       loss_sum.backward();
       torch::NoGradGuard ng;
-      // Trainer::loss_and_grads: loss and token count into the buffer's tail, one all-reduce,
-      // gradients divided in place (the .grad views see it).
-      flat.narrow(0, tail, 1).copy_(loss_sum.detach().reshape({1}));
+      // Trainer::loss_and_grads: the loss sum and token count in their own (tiny) all-reduce,
+      // one all-reduce of the gradients, divided in place (the .grad views see it).
       loss_sum = at::Tensor();
       if (Z >= 2) {
         // Trainer (stage 2): reduce-scatter into the shard, fp64 partial norm, sharded AdamW,
