@@ -834,11 +834,13 @@ RunConfig run_config_from_json(const json& j) {
       json mine = write_section(c.model, model_fields());
       json theirs = write_section(hf, model_fields());
       for (auto it = j["model"].begin(); it != j["model"].end(); ++it) {
+        if (it.key() == "rope_precision") continue;  // ours, not the checkpoint's (docs/NUMERICS.md)
         if (mine[it.key()] != theirs[it.key()])
           throw ConfigError("model." + it.key() + " = " + mine[it.key()].dump() + " differs from " + cj + " (" +
                             theirs[it.key()].dump() + "); remove it from the config or use a matching checkpoint");
       }
     }
+    hf.rope_precision = c.model.rope_precision;
     c.model = hf;
   }
   return c;

@@ -4,7 +4,11 @@
 // exact angles at positions near 1M (where hf's angles are off by ~0.03 rad).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "rank_threads.hpp"
 #include "reductions.hpp"
@@ -158,4 +162,21 @@ TEST(RopePrecision, ConfigFieldDefaultsToHfAndRefusesOtherValues) {
   EXPECT_EQ(RunConfig::from_json(c.to_json()).model.rope_precision, "fp64");
   for (const auto& i : validate(c)) EXPECT_NE(i.field, "model.rope_precision") << i.message;
   EXPECT_FALSE(model_to_hf_config(c.model).contains("rope_precision"));  // not a Transformers key
+}
+
+TEST(RopePrecision, KeptWhenTheModelComesFromACheckpoint) {
+  // train.init_from replaces the model section with the checkpoint's config.json, whose keys
+  // the config's own must equal; rope_precision is no checkpoint key: it is kept, not compared.
+  const auto dir = std::filesystem::temp_directory_path() / ("ulysses_rope_precision_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  ModelConfig m;
+  m.hidden_size = 128;
+  std::ofstream(dir / "config.json") << model_to_hf_config(m).dump();
+  json j = {{"model", {{"rope_precision", "fp64"}}}, {"train", {{"init_from", dir.string()}}}};
+  const RunConfig c = run_config_from_json(j);
+  EXPECT_EQ(c.model.rope_precision, "fp64");
+  EXPECT_EQ(c.model.hidden_size, 128);
+  j["model"] = json::object();
+  EXPECT_EQ(run_config_from_json(j).model.rope_precision, "hf");
+  std::filesystem::remove_all(dir);
 }
