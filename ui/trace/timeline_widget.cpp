@@ -2,6 +2,7 @@
 #include "trace/timeline_widget.hpp"
 
 #include <QContextMenuEvent>
+#include <QCursor>
 #include <QHelpEvent>
 #include <QKeyEvent>
 #include <QMenu>
@@ -496,7 +497,12 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent* e) {
 
 double TimelineWidget::zoomAnchorX() const {
   // The mouse pointer's time when it is over the time area, else the centre.
-  if (hover_x_ >= gutter_ && hover_x_ < width()) return double(hover_x_ - gutter_);
+  int x = hover_x_;
+  if (x < 0) {  // no move seen since the widget appeared under a still pointer
+    const QPoint p = mapFromGlobal(QCursor::pos());
+    if (rect().contains(p)) x = p.x();
+  }
+  if (x >= gutter_ && x < width()) return double(x - gutter_);
   return vp_.width_px / 2.0;
 }
 
