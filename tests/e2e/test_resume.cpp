@@ -64,9 +64,12 @@ void expect_same_losses(const std::map<int64_t, double>& ref, const std::map<int
   }
 }
 
+// The folder's entries, without the run's claim on it (.ulysses-lock, .ulysses-owner.json:
+// engine/launch/folder_claim.hpp): the files stay, the lock is dropped with its owner.
 std::vector<std::string> entries(const std::string& dir) {
   std::vector<std::string> v;
-  for (const auto& e : fs::directory_iterator(dir)) v.push_back(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind(".ulysses-", 0) != 0) v.push_back(e.path().filename().string());
   std::sort(v.begin(), v.end());
   return v;
 }
