@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "cuda_event_timer.hpp"
 #include "rendezvous.hpp"
 #include "run_config.hpp"
 #include "ulysses/profiler/clock_sync.hpp"
@@ -150,6 +151,9 @@ Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const DeviceDecision& d
     throw ConfigError("unknown backend " + backend_);
   };
   world_ = make("world", env.rank, env.world_size);
+#if defined(ULYSSES_WITH_NCCL)
+  if (backend_ == "nccl") timer_ = std::make_shared<CudaEventTimer>(device_.index());
+#endif
   const int group = env.rank / sp_size;
   if (sp_size > 1) sp_ = make("sp" + std::to_string(group), env.rank % sp_size, sp_size);
 }
@@ -230,6 +234,7 @@ Comm::Work Comm::all_to_all_async(at::Tensor& out, at::Tensor& in) {
   w.pg = sp_pg();
   w.seq = sp_seq_++;
   w.issued_ns = prof::Tracer::now_ns();
+  if (timer_) w.span = timer_->start();
   if (backend_ == "gloo" && in.scalar_type() == at::kBFloat16) {
     // Gloo (libtorch 1.13) has no bfloat16 all-to-all; an all-to-all only moves bytes, so
     // send the same 2-byte elements reinterpreted as float16.
@@ -238,6 +243,7 @@ Comm::Work Comm::all_to_all_async(at::Tensor& out, at::Tensor& in) {
   } else {
     w.work = sp_->alltoall_base(out, in, splits, splits);
   }
+  if (w.span) timer_->end(*w.span, *w.work);
   auto done = w.done_ns;
   auto fut = w.work->getFuture();
   if (fut) {
@@ -254,10 +260,18 @@ void Comm::all_reduce_sum(at::Tensor& t, prof::Tracer* tracer, const prof::Range
     ri.pg = kWorldPg;
     ri.seq = world_seq_++;
   }
+  std::vector<at::Tensor> v{t};
+  if (timer_ && world_ && info && tracer && tracer->active()) {  // GPU rank: the device's times
+    auto span = timer_->start();
+    auto work = world_->allreduce(v);
+    timer_->end(*span, *work);
+    work->wait();
+    tracer->record_range_later(ri, [span](int64_t* s, int64_t* e) { return span->times(s, e); });
+    return;
+  }
   // The range starts here, after the fault delay: the moment this rank arrives.
   prof::ScopedRange range(info ? tracer : nullptr, ri);
   if (!world_) return;
-  std::vector<at::Tensor> v{t};
   world_->allreduce(v)->wait();
 }
 

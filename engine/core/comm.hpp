@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "comm_timing.hpp"
 #include "device_decision.hpp"
 #include "torch_compat.hpp"
 
@@ -45,8 +46,17 @@ class Comm {
     int32_t pg = -1;
     int64_t seq = -1;
     int64_t issued_ns = 0;
+    // GPU ranks (a device timer): the collective's start and end as the device ran them;
+    // done_ns then says only when the host saw it enqueued.
+    std::shared_ptr<DeviceSpan> span;
     void wait();
   };
+
+  // Device timing of collectives (comm_timing.hpp): a CUDA event timer on NCCL groups, a test's
+  // fake, or none (host clocks: CPU ranks). Traced all-to-alls and all-reduces on a rank with
+  // one are timed by its marks.
+  void set_device_timer(std::shared_ptr<DeviceTimer> t) { timer_ = std::move(t); }
+  DeviceTimer* device_timer() const { return timer_.get(); }
 
   // Process group ids in traces: 0 = the world group, 1 + g = SP group g (ranks
   // g*sp_size .. g*sp_size + sp_size - 1).
@@ -137,6 +147,7 @@ class Comm {
   c10::intrusive_ptr<compat::Backend> world_, sp_;
   int64_t world_seq_ = 0, sp_seq_ = 0;  // collectives issued so far on each group
   int64_t fault_delay_us_ = 0;          // > 0 on the slow rank only
+  std::shared_ptr<DeviceTimer> timer_;
   void check_device(const at::Tensor& t, const char* op) const;
   void fault_delay() const;
 };

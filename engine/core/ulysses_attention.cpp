@@ -71,6 +71,7 @@ struct CommTimeline {
   // Waits for every work and records them in issue order; a run of joined messages becomes
   // one range from the first one's start to the last one's completion.
   void flush() {
+    if (!pending.empty() && pending.front().work.span) return flush_device();
     int64_t joined_start = -1, joined_first = -1;
     for (auto& p : pending) {
       p.work.wait();
@@ -93,6 +94,34 @@ struct CommTimeline {
         joined_first = -1;
       }
       if (tracer && tracer->active()) tracer->record_range(info, s, std::max(s, done));
+    }
+    pending.clear();
+  }
+  // GPU ranks: each range from its collectives' device marks (start of the first message,
+  // end of the last of a joined run), known at the end of the step (Tracer::record_range_later).
+  void flush_device() {
+    std::shared_ptr<DeviceSpan> first;
+    RangeInfo first_info;
+    for (auto& p : pending) {
+      p.work.wait();  // NCCL: the compute stream waits for the collective, the host does not
+      if (!first) {
+        first = p.work.span;
+        first_info = p.info;
+      }
+      if (p.joins_next) continue;
+      RangeInfo info = p.info;
+      info.pg = first_info.pg;
+      info.seq = first_info.seq;
+      auto a = first, b = p.work.span;
+      first.reset();
+      if (!tracer || !tracer->active() || !a || !b) continue;
+      tracer->record_range_later(info, [a, b](int64_t* s, int64_t* e) {
+        int64_t s1 = 0, e1 = 0, s2 = 0, e2 = 0;
+        if (!a->times(&s1, &e1) || !b->times(&s2, &e2)) return false;
+        *s = s1;
+        *e = std::max(s1, e2);
+        return true;
+      });
     }
     pending.clear();
   }

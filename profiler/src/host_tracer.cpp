@@ -267,6 +267,7 @@ class HostTracer final : public Tracer {
   }
 
   void end_step(const StepRecord& rec) override {
+    resolve_later();
     int64_t end = now_ns();
     std::lock_guard<std::mutex> lk(write_mu_);
     if (closed_) return;
@@ -335,6 +336,12 @@ class HostTracer final : public Tracer {
     b->append(Event{start_ns, end_ns, step_.load(std::memory_order_relaxed), info, lane == kCommLane, false});
   }
 
+  void record_range_later(const RangeInfo& info, std::function<bool(int64_t*, int64_t*)> times, int32_t lane) override {
+    if (!active() || !times) return;
+    std::lock_guard<std::mutex> lk(later_mu_);
+    later_.push_back({info, std::move(times), lane, step_.load(std::memory_order_relaxed)});
+  }
+
   void push_correlation(const RangeInfo& info) override {
     if (!gpu_) return;  // ScopedCorrelation checked active(); pushing here keeps pop balanced
     const uint64_t ext = next_ext_.fetch_add(1, std::memory_order_relaxed);
@@ -368,6 +375,7 @@ class HostTracer final : public Tracer {
   }
 
   void close() override {
+    if (!closed_) resolve_later();
     std::lock_guard<std::mutex> lk(write_mu_);
     if (closed_) return;
     const int64_t end = now_ns();
@@ -422,6 +430,25 @@ class HostTracer final : public Tracer {
     int64_t start_ns = 0, end_ns = 0;
     std::function<void(TraceWriter&)> op;  // a small write instead (metric, thread name, clock)
   };
+
+  // Stepping thread: the ranges given to record_range_later, with the times known now.
+  void resolve_later() {
+    std::vector<Later> v;
+    {
+      std::lock_guard<std::mutex> lk(later_mu_);
+      v.swap(later_);
+    }
+    for (auto& l : v) {
+      int64_t s = 0, e = 0;
+      bool ok = false;
+      try {
+        ok = l.times(&s, &e);
+      } catch (...) {
+        ok = false;
+      }
+      if (ok && e >= s) buffer()->append(Event{s, e, l.step, l.info, l.lane == kCommLane, false});
+    }
+  }
 
   bool in_window(int64_t step) const {
     return step >= opts_.step_begin && (opts_.step_end < 0 || step <= opts_.step_end);
@@ -687,6 +714,14 @@ class HostTracer final : public Tracer {
   std::mutex write_mu_, reg_mu_, mem_mu_;
   std::vector<std::unique_ptr<ThreadBuffer>> buffers_;
   std::vector<MemEntry> mem_;
+  struct Later {
+    RangeInfo info;
+    std::function<bool(int64_t*, int64_t*)> times;
+    int32_t lane;
+    int64_t step;
+  };
+  std::mutex later_mu_;
+  std::vector<Later> later_;  // record_range_later's ranges of this step (later_mu_)
   bool closed_ = false;
   int64_t end_step_ns_ = 0;   // stepping thread's time in end_step (write_mu_)
   int64_t open_window_ = -1;  // the open profiled step's begin (write_mu_)

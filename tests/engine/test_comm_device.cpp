@@ -8,6 +8,8 @@
 
 #include "comm.hpp"
 #include "rank_threads.hpp"
+#include "ulysses/profiler/trace_store.hpp"
+#include "ulysses/profiler/tracer.hpp"
 
 using namespace ulysses;
 
@@ -97,5 +99,91 @@ TEST(CommDevice, AbortReturnsAtOnceWhileThePeerIsGone) {
     EXPECT_LT(s, 2.0 + 3.0) << "rank 0 waited past the 2 s group timeout";
     EXPECT_FALSE(c.has_groups());
   });
+}
+#endif
+
+#if defined(ULYSSES_WITH_GLOO)
+namespace {
+// Device marks with known times (what CUDA events give on a GPU rank): span i runs over
+// [base + i ms, base + i ms + 0.7 ms); it has times only once end() saw its work.
+struct FakeSpan final : DeviceSpan {
+  int64_t s = 0, e = 0;
+  bool ended = false;
+  bool times(int64_t* a, int64_t* b) override {
+    if (!ended) return false;
+    *a = s;
+    *b = e;
+    return true;
+  }
+};
+struct FakeTimer final : DeviceTimer {
+  int64_t base = 0;
+  std::vector<std::shared_ptr<FakeSpan>> spans;
+  std::shared_ptr<DeviceSpan> start() override {
+    auto sp = std::make_shared<FakeSpan>();
+    sp->s = base + static_cast<int64_t>(spans.size()) * 1'000'000;
+    sp->e = sp->s + 700'000;
+    spans.push_back(sp);
+    return sp;
+  }
+  void end(DeviceSpan& s, c10d::Work& w) override {
+    (void)w;
+    static_cast<FakeSpan&>(s).ended = true;
+  }
+};
+}  // namespace
+
+// A GPU rank's gradient all-reduce range comes from the device's marks, not from the host's
+// clock around the (on NCCL: enqueue-only) wait: fake marks one second after the call are
+// what the trace holds. The all-to-all's work carries its span for the attention's timeline.
+TEST(CommDevice, CommunicationRangesOfAGpuRankComeFromDeviceMarks) {
+  char tmpl[] = "/tmp/ulysses-comm-marks-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/rank0.sqlite";
+  const int64_t base = prof::Tracer::now_ns() + 1'000'000'000;
+  ulysses::testing::run_ranks(2, [&](const DistEnv& e) {
+    DeviceDecision d;
+    d.device = "cpu";
+    d.backend = "gloo";
+    Comm c(e, 2, 1, d, std::chrono::milliseconds(20000));
+    auto timer = std::make_shared<FakeTimer>();
+    timer->base = base;
+    c.set_device_timer(timer);
+    std::unique_ptr<prof::Tracer> tr;
+    if (e.rank == 0) {
+      prof::TracerOptions o;
+      o.path = path;
+      o.world_size = 2;
+      o.sp_size = 2;
+      tr = prof::Tracer::open(o);
+      tr->begin_step(0);
+    }
+    prof::RangeInfo info;
+    info.phase = prof::Phase::GradAllReduce;
+    info.dir = prof::Direction::Backward;
+    auto t = torch::ones({8});
+    c.all_reduce_sum(t, tr.get(), &info);
+    EXPECT_EQ(t[0].item<float>(), 2.0f);
+    at::Tensor in = torch::ones({2, 4}), out = torch::zeros({2, 4});
+    Comm::Work w = c.all_to_all_async(out, in);
+    ASSERT_NE(w.span, nullptr);
+    w.wait();
+    int64_t s = 0, en = 0;
+    ASSERT_TRUE(w.span->times(&s, &en)) << "end() marked the all-to-all's work";
+    EXPECT_EQ(s, base + (e.rank == 0 ? 1 : 0) * 1'000'000) << "rank 1 traces nothing: its all-reduce took no mark";
+    if (tr) {
+      tr->end_step(prof::StepRecord{0});
+      tr->close();
+    }
+  });
+  auto m = prof::load_trace(path);
+  int found = 0;
+  for (const auto& r : m.ranges) {
+    if (r.phase != prof::Phase::GradAllReduce || r.is_kernel) continue;
+    ++found;
+    EXPECT_EQ(r.start_ns, base);
+    EXPECT_EQ(r.end_ns, base + 700'000);
+  }
+  EXPECT_EQ(found, 1);
 }
 #endif

@@ -154,6 +154,16 @@ class Tracer {
   // "communication" thread row, any other value is the calling thread's row.
   virtual void record_range(const RangeInfo& info, int64_t start_ns, int64_t end_ns, int32_t lane = kCommLane) = 0;
 
+  // A range whose times are known only later (a collective's device timestamps on a GPU rank,
+  // readable once the device has passed them): `times` is called at the end of this step
+  // (end_step, or close) on the stepping thread, and the range is recorded with the times it
+  // gives (none when it returns false or throws). Default: called at once.
+  virtual void record_range_later(const RangeInfo& info, std::function<bool(int64_t*, int64_t*)> times,
+                                  int32_t lane = kCommLane) {
+    int64_t s = 0, e = 0;
+    if (times && times(&s, &e)) record_range(info, s, e, lane);
+  }
+
   // Memory sample at a phase boundary; `label` names the boundary.
   virtual void sample_memory(const char* label, const MemorySample& m) = 0;
   // Process RSS and peak RSS from /proc/self/status (CPU ranks).
