@@ -628,6 +628,11 @@ int run_main(int argc, char** argv) {
     return run_plan(where.path, args);
   }
 
+  if (const std::string why = ulysses::not_yet_trained(cfg); !why.empty()) {  // --plan above answers it
+    say(why);
+    return 2;
+  }
+
   // 3. Run directory.
   if (out_dir.empty())
     out_dir = (std::filesystem::path("runs") /

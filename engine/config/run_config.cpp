@@ -1226,6 +1226,13 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c, FileChecks dept
   return out;
 }
 
+std::string not_yet_trained(const RunConfig& cfg) {
+  if (cfg.train.zero_stage >= 3)
+    return "train.zero_stage 3 (sharded parameters, gathered per layer) is planned by --plan but not yet trained by "
+           "this engine; use train.zero_stage 1 or 2 (docs/ZERO.md)";
+  return {};
+}
+
 void throw_if_invalid(const std::vector<ConfigIssue>& issues) {
   if (issues.empty()) return;
   std::string msg;

@@ -214,6 +214,10 @@ inline constexpr double kMaxLr = 10.0;  // train.lr (and lr x weight_decay < 1)
 // heads vs sp_size, kv heads, seq_length vs sp_size, head_chunks, dtype, backend, ranges.
 std::vector<ConfigIssue> validate(const RunConfig& cfg);
 
+// What this engine can plan (ulysses-run --plan) but not yet train; "" when it trains it.
+// ulysses-run says it before launch (exit 2), the Trainer again for other launchers.
+std::string not_yet_trained(const RunConfig& cfg);
+
 // validate() plus checks that touch the file system: data file present and large
 // enough, token ids below vocab_size, init_from directory present with a config.json
 // and model weights, resume_from a usable checkpoint. FileChecks::Quick skips what reads

@@ -101,10 +101,7 @@ void Trainer::zero_sync_masters_from_params() {
 
 void Trainer::setup_zero() {
   const auto& t = cfg_.train;
-  if (zero_stage_ >= 3)
-    throw ConfigError(
-        "train.zero_stage 3 (sharded parameters, gathered per layer) is planned by --plan but not yet trained by "
-        "this engine; use train.zero_stage 1 or 2 (docs/ZERO.md)");
+  if (const std::string why = not_yet_trained(cfg_); !why.empty()) throw ConfigError(why);
   layout_ = ZeroLayout(grad_numel_, comm_.world_size(), comm_.rank());
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
   // The parameters move into one flat buffer (padding zero) and become views of it, so the
