@@ -65,6 +65,14 @@ using ulysses::test::write_fixture_run;
 namespace fs = std::filesystem;
 
 namespace {
+// QApplication::setActiveWindow, deprecated from Qt 6.5 on (Debian 13's Qt 6.8 warns, and CI
+// builds with -Werror), does what these tests need on every version: the window is active at once.
+void make_active(QWidget* w) {
+  QT_WARNING_PUSH
+  QT_WARNING_DISABLE_DEPRECATED
+  QApplication::setActiveWindow(w);
+  QT_WARNING_POP
+}
 
 // A wheel event as the window system delivers it (spontaneous: QApplication gives focus by
 // policy and passes an ignored wheel on to the parents).
@@ -112,7 +120,7 @@ class Hands : public ::testing::Test {
     w->resize(1400, 900);
     w->show();
     ASSERT_TRUE(QTest::qWaitForWindowExposed(w.get()));
-    QApplication::setActiveWindow(w.get());
+    make_active(w.get());
   }
   void TearDown() override { w.reset(); }
   QTemporaryDir tmp;
@@ -160,8 +168,9 @@ TEST_F(Hands, AWheelOverAnyUnfocusedFieldChangesNothing) {
     realWheel(f, f->rect().center(), -120);
     EXPECT_EQ(valueOf(f), before) << f->metaObject()->className();
     EXPECT_FALSE(f->hasFocus());
-    if (sb < scroll->verticalScrollBar()->maximum())
+    if (sb < scroll->verticalScrollBar()->maximum()) {
       EXPECT_GT(scroll->verticalScrollBar()->value(), sb) << "the wheel scrolls the form instead";
+    }
   }
   EXPECT_GE(visible, 3) << "fields " << fields.size() << ", scroll area " << scroll->viewport()->size().width() << "x"
                         << scroll->viewport()->size().height();
@@ -305,7 +314,7 @@ TEST_F(Hands, EveryBindingOfTheShortcutSheetDoesWhatItSays) {
       EXPECT_TRUE(text.contains(QString::fromUtf8(b.what))) << b.what;
     }
     sheet->close();
-    QApplication::setActiveWindow(w.get());
+    make_active(w.get());
   };
   auto dialogCheck = [&](QFileDialog::FileMode mode) {
     return [&, mode](const QKeySequence& k) {
@@ -331,7 +340,7 @@ TEST_F(Hands, EveryBindingOfTheShortcutSheetDoesWhatItSays) {
         for (const char* pat : {"*.sqlite", "*.json", "*.json.gz"})
           EXPECT_TRUE(all.contains(QLatin1String(pat))) << pat;
       }
-      QApplication::setActiveWindow(w.get());
+      make_active(w.get());
       w->setView(QStringLiteral("timeline"));
     };
   };
@@ -543,8 +552,9 @@ TEST_F(Hands, CompareListsEveryConfigSectionWithFaultsAndFillsBMinusAAndBOverA) 
     if (!va.isValid() || !vb.isValid()) continue;
     ++numeric;
     EXPECT_FALSE(m.data(m.index(r, CompareModel::Diff)).toString().isEmpty()) << field.toStdString();
-    if (va.toDouble() != 0)
+    if (va.toDouble() != 0) {
       EXPECT_FALSE(m.data(m.index(r, CompareModel::Ratio)).toString().isEmpty()) << field.toStdString();
+    }
   }
   EXPECT_GE(numeric, 8);
   for (const char* f : {"median step", "tokens/s", "duration", "max memory / rank", "final loss"}) {
