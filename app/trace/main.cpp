@@ -37,6 +37,7 @@
 #include "ulysses/profiler/chrome_export.hpp"
 #include "ulysses/profiler/compare.hpp"
 #include "ulysses/profiler/html_report.hpp"
+#include "ulysses/profiler/rank_file_cache.hpp"
 #include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_overview.hpp"
@@ -234,6 +235,15 @@ std::string why_not_writable(const std::string& run) {
     return f + " was modified in the future (" + when +
            "; clock skew?), so it never counts as finished: fix the clock, or touch the file, and run prepare again";
   }
+  // A FIFO, device or folder where a cache goes (it was blamed on a read-only folder).
+  std::vector<std::string> caches = {ulysses::prof::summary_cache_path(run), ulysses::prof::overview_cache_path(run)};
+  for (const std::string& f : ulysses::prof::trace_input_files(run))
+    caches.push_back(ulysses::prof::rank_file_cache_path(f));
+  for (const std::string& c : caches)
+    if (struct stat st{}; ::lstat(c.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      return c + " exists and is not a regular file (" +
+             (S_ISDIR(st.st_mode) ? std::string("a folder") : std::string("a FIFO, socket, device or link")) +
+             "): remove it and run prepare again";
   std::error_code ec;
   const std::filesystem::path dir =
       std::filesystem::is_directory(run, ec) ? std::filesystem::path(run) : std::filesystem::path(run).parent_path();

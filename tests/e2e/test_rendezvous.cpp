@@ -409,3 +409,20 @@ TEST(FileSizeLimit, CheckpointAndTraceWritesNameTheLimitAndTheFile) {
   EXPECT_NE(r.out.find("trace/rank"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("the file-size limit of this process (ulimit -f: "), std::string::npos) << r.out;
 }
+
+// Issue 39: `ulysses-trace prepare` with FIFOs at the cache paths blamed a read-only folder.
+TEST(TracePrepare, AFifoAtACachePathIsNamed) {
+  json c = ulysses::test::tiny_config(2, 2, ULYSSES_SOURCE_DIR);
+  const std::string cfg = ulysses::test::write_json(tmp("prep.json"), c);
+  const std::string run = tmp("prep-run");
+  fs::remove_all(run);
+  auto r = ulysses::test::sh(kRun + " " + cfg + " --worker " + kWorker + " --out " + run, "", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string cache = run + "/trace/.ulysses-summary-cache";
+  fs::remove(cache);
+  ASSERT_EQ(::mkfifo(cache.c_str(), 0600), 0);
+  r = ulysses::test::sh("timeout 20 " + std::string(ULYSSES_TRACE_BIN) + " prepare " + run, "", true);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(cache + " exists and is not a regular file"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("read-only folder"), std::string::npos) << r.out;
+}
