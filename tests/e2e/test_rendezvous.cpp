@@ -176,9 +176,16 @@ TEST(Rendezvous, LocalRunListensOnNoAddressBeyondLoopback) {
   if (!outside.empty())
     for (const auto& l : ours)
       if (can_connect(outside, l.port)) reached.push_back(outside + ":" + std::to_string(l.port));
+  // Another user of this machine cannot reach the store file either (as root: runuser nobody).
+  std::string other_user = "(not tried: not root)";
+  if (::geteuid() == 0 && fs::exists("/usr/sbin/runuser")) {
+    const auto o = ulysses::test::sh("/usr/sbin/runuser -u nobody -- ls " + out + "/.rendezvous", "", true);
+    other_user = o.code == 0 ? "listed it: " + o.out : "refused";
+  }
   ::kill(-pid, SIGTERM);
   int status = 0;
   ::waitpid(pid, &status, 0);
+  EXPECT_NE(other_user.rfind("listed it", 0), 0u) << "user nobody " << other_user;
 
   EXPECT_GE(workers.size(), 2u) << "the run's processes were not found; log:\n"
                                 << ulysses::test::slurp(tmp("local.log"));
@@ -187,9 +194,10 @@ TEST(Rendezvous, LocalRunListensOnNoAddressBeyondLoopback) {
   ASSERT_EQ(stat_rc, 0) << "no " << out << "/.rendezvous";
   EXPECT_EQ(st.st_mode & 0777, 0700u) << "the rendezvous folder must be private";
   std::printf(
-      "[ figures ] %zu worker process(es), %zu listening socket(s) of theirs, all on loopback; stranger "
-      "address %s\n",
-      workers.size(), ours.size(), outside.empty() ? "(none: only loopback here)" : outside.c_str());
+      "[ figures ] %zu process(es) of the run, %zu listening socket(s) of theirs, all on loopback; stranger "
+      "address %s; user nobody on RUN/.rendezvous: %s\n",
+      workers.size(), ours.size(), outside.empty() ? "(none: only loopback here)" : outside.c_str(),
+      other_user.c_str());
 }
 
 namespace {
