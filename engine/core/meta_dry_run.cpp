@@ -271,6 +271,18 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
     const Measured head = dry_run(run_cfg, 0, cuda, opt.sp_rank, 1, false);
     p.loss_peak_bytes = head.peak_above_start;
   }
+  if (cuda) {  // what a GPU adds to the tensor storages counted above
+    cost::GpuPlanInput g;
+    g.peak_bytes = p.peak_bytes;
+    g.activation_per_layer_bytes = std::max<int64_t>(p.activation_per_layer_bytes, 0);
+    g.layers = L;
+    g.offload_activations = cfg.train.offload_activations && cfg.train.activation_checkpointing == "layer";
+    g.world_size = cfg.parallel.world_size();
+    g.sp_size = cfg.parallel.sp_size;
+    g.tracing = cfg.profile.enabled;
+    p.gpu = cost::gpu_reserve(g);
+    p.has_gpu_reserve = true;
+  }
   p.dry_run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return p;
 }
@@ -278,11 +290,16 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
 int64_t max_seq_length(const RunConfig& cfg, int64_t limit_bytes, int64_t upper_bound) {
   const int64_t P = cfg.parallel.sp_size;
   PlanOptions o;
-  o.detail = false;
+  // A GPU plan with offload needs the per-layer input (what moves to the host).
+  o.detail = cfg.train.offload_activations && plan_device(cfg) == "cuda";
   auto fits = [&](int64_t k) {
     RunConfig c = cfg;
     c.train.seq_length = k * P;
-    return plan_memory(c, o).peak_bytes <= limit_bytes;
+    const MemoryPlan q = plan_memory(c, o);
+    if (q.has_gpu_reserve)  // on a GPU: everything the device holds, with the stated headroom
+      return q.gpu.device_bytes() <=
+             static_cast<int64_t>(static_cast<double>(limit_bytes) * (1.0 - cost::kGpuHeadroom));
+    return q.peak_bytes <= limit_bytes;
   };
   // Largest k with fits(k): grow to a bracket, then bisect (peak is monotone in N).
   const int64_t kmax = std::max<int64_t>(1, upper_bound / P);
@@ -304,34 +321,49 @@ int64_t max_seq_length(const RunConfig& cfg, int64_t limit_bytes, int64_t upper_
 }
 
 json plan_to_json(const MemoryPlan& p) {
-  return json{{"device", p.device},
-              {"dtype", p.dtype},
-              {"attention", p.attention},
-              {"sp_size", p.sp_size},
-              {"dp_size", p.dp_size},
-              {"sp_rank", p.sp_rank},
-              {"seq_length", p.seq_length},
-              {"local_tokens", p.local_tokens},
-              {"micro_batch_size", p.micro_batch_size},
-              {"layers", p.layers},
-              {"params", p.params},
-              {"param_bytes", p.param_bytes},
-              {"grad_bytes", p.grad_bytes},
-              {"master_bytes", p.master_bytes},
-              {"optimizer_bytes", p.optimizer_bytes},
-              {"static_bytes", p.static_bytes()},
-              {"zero_stage", p.zero_stage},
-              {"gathered_param_bytes", p.gathered_param_bytes},
-              {"host_bytes", p.host_bytes},
-              {"measured_static_bytes", p.measured_static_bytes},
-              {"activation_bytes", p.activation_bytes},
-              {"activation_per_layer_bytes", p.activation_per_layer_bytes},
-              {"activation_other_bytes", p.activation_other_bytes},
-              {"loss_peak_bytes", p.loss_peak_bytes},
-              {"transient_bytes", p.transient_bytes()},
-              {"peak_bytes", p.peak_bytes},
-              {"memory_techniques_applied", p.memory_techniques_applied},
-              {"dry_run_s", p.dry_run_s}};
+  json j{{"device", p.device},
+         {"dtype", p.dtype},
+         {"attention", p.attention},
+         {"sp_size", p.sp_size},
+         {"dp_size", p.dp_size},
+         {"sp_rank", p.sp_rank},
+         {"seq_length", p.seq_length},
+         {"local_tokens", p.local_tokens},
+         {"micro_batch_size", p.micro_batch_size},
+         {"layers", p.layers},
+         {"params", p.params},
+         {"param_bytes", p.param_bytes},
+         {"grad_bytes", p.grad_bytes},
+         {"master_bytes", p.master_bytes},
+         {"optimizer_bytes", p.optimizer_bytes},
+         {"static_bytes", p.static_bytes()},
+         {"zero_stage", p.zero_stage},
+         {"gathered_param_bytes", p.gathered_param_bytes},
+         {"host_bytes", p.host_bytes},
+         {"measured_static_bytes", p.measured_static_bytes},
+         {"activation_bytes", p.activation_bytes},
+         {"activation_per_layer_bytes", p.activation_per_layer_bytes},
+         {"activation_other_bytes", p.activation_other_bytes},
+         {"loss_peak_bytes", p.loss_peak_bytes},
+         {"transient_bytes", p.transient_bytes()},
+         {"peak_bytes", p.peak_bytes},
+         {"memory_techniques_applied", p.memory_techniques_applied},
+         {"dry_run_s", p.dry_run_s}};
+  if (p.has_gpu_reserve) {
+    const cost::GpuReserve& g = p.gpu;
+    j["gpu"] = {{"allocator_peak_bytes", g.allocator_peak_bytes},
+                {"offloaded_host_bytes", g.offloaded_host_bytes},
+                {"prefetch_bytes", g.prefetch_bytes},
+                {"rounding_bytes", g.rounding_bytes},
+                {"context_bytes", g.context_bytes},
+                {"cublas_bytes", g.cublas_bytes},
+                {"nccl_bytes", g.nccl_bytes},
+                {"cupti_bytes", g.cupti_bytes},
+                {"reserve_bytes", g.reserve_bytes()},
+                {"device_bytes", g.device_bytes()},
+                {"max_seq_headroom", cost::kGpuHeadroom}};
+  }
+  return j;
 }
 
 std::string plan_to_text(const MemoryPlan& p) {
@@ -370,6 +402,19 @@ std::string plan_to_text(const MemoryPlan& p) {
   if (p.loss_peak_bytes >= 0) line("loss/logits peak", format_bytes(double(p.loss_peak_bytes)));
   line("transient at peak", format_bytes(double(p.transient_bytes())));
   line("peak total", format_bytes(double(p.peak_bytes)) + "  (" + std::to_string(p.peak_bytes) + " bytes)");
+  if (p.has_gpu_reserve) {  // cost/gpu_reserve.hpp
+    const cost::GpuReserve& g = p.gpu;
+    if (g.offloaded_host_bytes)
+      line("offloaded inputs (pinned host)", format_bytes(double(g.offloaded_host_bytes)) + "  (off the device)");
+    if (g.prefetch_bytes) line("offload prefetch (2 inputs)", format_bytes(double(g.prefetch_bytes)));
+    line("allocator peak on the GPU", format_bytes(double(g.allocator_peak_bytes)));
+    line("allocator rounding", format_bytes(double(g.rounding_bytes)));
+    line("CUDA context + modules", format_bytes(double(g.context_bytes)) + "  (ULYSSES_GPU_CONTEXT_MIB)");
+    line("cuBLAS, NCCL, CUPTI buffers", format_bytes(double(g.cublas_bytes)) + " + " +
+                                            format_bytes(double(g.nccl_bytes)) + " + " +
+                                            format_bytes(double(g.cupti_bytes)));
+    line("GPU total", format_bytes(double(g.device_bytes())) + "  (" + std::to_string(g.device_bytes()) + " bytes)");
+  }
   if (!p.memory_techniques_applied)
     s += "  (this build's model has no activation checkpointing / tiled loss / TiledMLP: those settings were not "
          "applied)\n";

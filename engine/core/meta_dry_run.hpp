@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "gpu_reserve.hpp"
 #include "run_config.hpp"
 
 namespace ulysses::plan {
@@ -69,6 +70,11 @@ struct MemoryPlan {
   bool memory_techniques_applied = false;  // the model took activation_checkpointing, offload,
                                            // loss_chunk_tokens, mlp_chunk_tokens (builds with them)
   double dry_run_s = 0;                    // wall time of the dry runs
+  // Plans for a GPU: what the device adds (context, workspaces, NCCL and CUPTI buffers,
+  // allocator rounding, offload prefetch) and the offloaded inputs as pinned host memory
+  // (cost/gpu_reserve.hpp); --max-seq compares gpu.device_bytes() with the limit less kGpuHeadroom.
+  bool has_gpu_reserve = false;
+  cost::GpuReserve gpu;
 };
 
 // The device a plan is for: train.device, with auto = cuda when this build sees a CUDA

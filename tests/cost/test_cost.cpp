@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include "cost_model.hpp"
+#include "gpu_reserve.hpp"
+
+#include <cmath>
+#include <cstdlib>
 
 namespace {
 using ulysses::RunConfig;
@@ -263,4 +267,57 @@ TEST(CostModel, AutoDeviceFollowsTheDeviceDecision) {
   c = estimate(cfg, o);
   EXPECT_EQ(c.device, "cpu");
   EXPECT_GT(c.attention_score_bytes, 0);
+}
+
+// The GPU plan's additions (gpu_reserve.hpp), hand-computed: 2 GiB planned peak of which 8
+// layers x 64 MiB are offloaded inputs; world 4 with sp 2 (two NCCL communicators), tracing on.
+TEST(GpuReserve, ColumnsAddUpToTheDeviceTotal) {
+  using ulysses::cost::GpuPlanInput;
+  using ulysses::cost::GpuReserveSettings;
+  const int64_t MiB = int64_t{1} << 20;
+  GpuPlanInput in;
+  in.peak_bytes = 2048 * MiB;
+  in.activation_per_layer_bytes = 64 * MiB;
+  in.layers = 8;
+  in.offload_activations = true;
+  in.world_size = 4;
+  in.sp_size = 2;
+  in.tracing = true;
+  GpuReserveSettings s;  // the documented defaults, not the environment's
+  const auto r = ulysses::cost::gpu_reserve(in, s);
+  EXPECT_EQ(r.offloaded_host_bytes, 512 * MiB);
+  EXPECT_EQ(r.prefetch_bytes, 128 * MiB);
+  EXPECT_EQ(r.allocator_peak_bytes, (2048 - 512 + 128) * MiB);
+  EXPECT_EQ(r.rounding_bytes, static_cast<int64_t>(std::ceil(0.10 * 1664.0 * MiB)));
+  EXPECT_EQ(r.context_bytes, 1024 * MiB);
+  EXPECT_EQ(r.cublas_bytes, 64 * MiB);
+  EXPECT_EQ(r.nccl_bytes, 512 * MiB);
+  EXPECT_EQ(r.cupti_bytes, 32 * MiB);
+  EXPECT_EQ(r.reserve_bytes(), r.rounding_bytes + (1024 + 64 + 512 + 32) * MiB);
+  EXPECT_EQ(r.device_bytes(), r.allocator_peak_bytes + r.reserve_bytes());
+  // No offload, one rank, no tracing: only context, cuBLAS and rounding on top of the peak.
+  GpuPlanInput one;
+  one.peak_bytes = 1000 * MiB;
+  one.activation_per_layer_bytes = 64 * MiB;
+  one.layers = 8;
+  const auto q = ulysses::cost::gpu_reserve(one, s);
+  EXPECT_EQ(q.offloaded_host_bytes, 0);
+  EXPECT_EQ(q.prefetch_bytes, 0);
+  EXPECT_EQ(q.nccl_bytes + q.cupti_bytes, 0);
+  EXPECT_EQ(q.device_bytes(), 1000 * MiB + 100 * MiB + 1024 * MiB + 64 * MiB);
+}
+
+TEST(GpuReserve, EnvironmentSetsTheContextAndFragmentation) {
+  setenv("ULYSSES_GPU_CONTEXT_MIB", "1536", 1);
+  setenv("ULYSSES_GPU_FRAGMENTATION", "0.2", 1);
+  auto s = ulysses::cost::GpuReserveSettings::from_environment();
+  EXPECT_EQ(s.context_bytes, int64_t{1536} << 20);
+  EXPECT_DOUBLE_EQ(s.fragmentation, 0.2);
+  setenv("ULYSSES_GPU_CONTEXT_MIB", "lots", 1);  // not a number: the default, not 0
+  setenv("ULYSSES_GPU_FRAGMENTATION", "3", 1);   // not a fraction: the default
+  s = ulysses::cost::GpuReserveSettings::from_environment();
+  EXPECT_EQ(s.context_bytes, int64_t{1} << 30);
+  EXPECT_DOUBLE_EQ(s.fragmentation, 0.10);
+  unsetenv("ULYSSES_GPU_CONTEXT_MIB");
+  unsetenv("ULYSSES_GPU_FRAGMENTATION");
 }

@@ -231,21 +231,24 @@ TEST(MemoryPlan, GpuPlanCountsFlashLinearInN) {
   EXPECT_GT(c1.activation_per_layer_bytes, a.activation_per_layer_bytes);
 }
 
-// --max-seq search: the answer fits, the next multiple of sp_size does not.
+// --max-seq search: the answer fits, the next multiple of sp_size does not. On a GPU "fits"
+// means the whole device total (gpu_reserve.hpp) within the limit less kGpuHeadroom.
 TEST(MemoryPlan, MaxSeqLengthIsTheLongestThatFits) {
   auto cfg = small_config();
   cfg.parallel.sp_size = 2;
   cfg.train.device = "cuda";
   cfg.train.seq_length = 256;
-  const int64_t limit = plan::plan_memory(cfg).peak_bytes + 100000;
+  const double room = 1.0 - cost::kGpuHeadroom;
+  const int64_t limit = static_cast<int64_t>(double(plan::plan_memory(cfg).gpu.device_bytes() + 100000) / room);
+  const int64_t usable = static_cast<int64_t>(double(limit) * room);
   const int64_t N = plan::max_seq_length(cfg, limit);
   ASSERT_GT(N, 256);
   EXPECT_EQ(N % 2, 0);
   auto c = cfg;
   c.train.seq_length = N;
-  EXPECT_LE(plan::plan_memory(c).peak_bytes, limit);
+  EXPECT_LE(plan::plan_memory(c).gpu.device_bytes(), usable);
   c.train.seq_length = N + 2;
-  EXPECT_GT(plan::plan_memory(c).peak_bytes, limit);
+  EXPECT_GT(plan::plan_memory(c).gpu.device_bytes(), usable);
   EXPECT_EQ(plan::max_seq_length(cfg, 1000), 0);
 }
 
@@ -337,4 +340,30 @@ TEST(MetaDryRun, BlockedAttentionBuildsItsBiasOnTheInputsDevice) {
   out.sum().backward();
   EXPECT_EQ(q.grad().device(), kMeta);
   EXPECT_EQ(k.grad().sizes(), k.sizes());
+}
+
+// A plan for a GPU carries what the device adds (cost/gpu_reserve.hpp) in --plan --json's
+// "gpu" object: offloaded layer inputs leave the device for a pinned-host column, two come
+// back as prefetch, and the columns add up to the device total; a CPU plan has no such object.
+TEST(MemoryPlan, GpuPlanColumnsAddUp) {
+  auto cfg = small_config();
+  cfg.train.device = "cuda";
+  cfg.train.dtype = "bfloat16";
+  cfg.train.activation_checkpointing = "layer";
+  cfg.train.offload_activations = true;
+  const auto p = ulysses::plan::plan_memory(cfg);
+  ASSERT_TRUE(p.has_gpu_reserve);
+  const auto j = ulysses::plan::plan_to_json(p)["gpu"];
+  const int64_t per_layer = p.activation_per_layer_bytes;
+  ASSERT_GT(per_layer, 0);
+  EXPECT_EQ(j["offloaded_host_bytes"].get<int64_t>(), p.layers * per_layer);
+  EXPECT_EQ(j["prefetch_bytes"].get<int64_t>(), 2 * per_layer);
+  EXPECT_EQ(j["allocator_peak_bytes"].get<int64_t>(), p.peak_bytes - p.layers * per_layer + 2 * per_layer);
+  EXPECT_EQ(j["reserve_bytes"].get<int64_t>(), j["rounding_bytes"].get<int64_t>() + j["context_bytes"].get<int64_t>() +
+                                                   j["cublas_bytes"].get<int64_t>() + j["nccl_bytes"].get<int64_t>() +
+                                                   j["cupti_bytes"].get<int64_t>());
+  EXPECT_EQ(j["device_bytes"].get<int64_t>(),
+            j["allocator_peak_bytes"].get<int64_t>() + j["reserve_bytes"].get<int64_t>());
+  cfg.train.device = "cpu";
+  EXPECT_FALSE(ulysses::plan::plan_to_json(ulysses::plan::plan_memory(cfg)).contains("gpu"));
 }
