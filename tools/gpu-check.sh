@@ -414,17 +414,6 @@ def plan_for(seq, deadline):
     report["plans"][seq] = p if p is not None else {"error": "ulysses-run --plan exit %d: %s" % (rc, (e or "")[-500:])}
     return report["plans"][seq]
 
-def plan_figure(plan, key):
-    if not isinstance(plan, dict):
-        return None
-    for k in (key, "plan", "ranks"):
-        if isinstance(plan.get(k), (int, float)):
-            return plan[k]
-    v = plan.get("peak_bytes")
-    if v is None and isinstance(plan.get("ranks"), list) and plan["ranks"]:
-        v = max(r.get("peak_bytes", 0) for r in plan["ranks"])
-    return v
-
 def run_ours(name, seq, trace, deadline, extra_env=None, extra_set=()):
     rdir = os.path.join(out, "runs", name)
     shutil.rmtree(rdir, ignore_errors=True)
@@ -457,12 +446,20 @@ def run_ours(name, seq, trace, deadline, extra_env=None, extra_set=()):
                 "tokens_per_s": round(tokens / (step_ms / 1000.0), 1), "peak_memory_bytes": peak,
                 "model_tflops_per_s": float("%.4g" % (model_flops(seq) / (step_ms / 1000.0) / 1e12)),
                 "loss_first_last": [metrics[0]["loss"], metrics[-1]["loss"]]})
-    if "max_reserved_bytes" in metrics[-1]:
-        res["peak_reserved_bytes"] = max(x.get("max_reserved_bytes", 0) for x in metrics)
-    planned = plan_figure(plan, "peak_bytes")
-    res["memory_vs_plan"] = {"planned_peak_bytes": planned, "allocated_peak_bytes": peak,
+    if trace:  # the allocator's reserved bytes, sampled at phase boundaries into the trace
+        try:
+            db = sqlite3.connect("file:%s?mode=ro" % os.path.join(rdir, "trace", "rank0.sqlite"), uri=True)
+            res["peak_reserved_bytes"] = db.execute("SELECT max(reserved) FROM ULYSSES_MEMORY").fetchone()[0]
+            db.close()
+        except sqlite3.Error as x:
+            res["peak_reserved_error"] = str(x)
+    g = plan.get("gpu", {}) if isinstance(plan, dict) else {}
+    planned = g.get("allocator_peak_bytes", plan.get("peak_bytes") if isinstance(plan, dict) else None)
+    res["memory_vs_plan"] = {"planned_allocator_peak_bytes": planned, "allocated_peak_bytes": peak,
+                             "planned_reserved_bytes": (g["allocator_peak_bytes"] + g["rounding_bytes"]) if g else None,
                              "reserved_peak_bytes": res.get("peak_reserved_bytes"),
-                             "planned_device_bytes": plan.get("device_total_bytes") if isinstance(plan, dict) else None,
+                             "planned_device_bytes": g.get("device_bytes"),
+                             "planned_pinned_host_bytes": g.get("offloaded_host_bytes"),
                              "allocated_over_planned": round(peak / planned, 3) if planned else None}
     if not all(math.isfinite(x["loss"]) for x in metrics):
         raise RuntimeError("non-finite loss")
