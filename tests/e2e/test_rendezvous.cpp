@@ -434,3 +434,43 @@ TEST(TracePrepare, AFifoAtACachePathIsNamed) {
   EXPECT_NE(r.out.find(cache + " exists and is not a regular file"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("read-only folder"), std::string::npos) << r.out;
 }
+
+// Issue 39, with real workers: two runs on one train.save_to both exited 0 and both reported
+// their saves; the folder ended with the second's. The second is refused before launch,
+// naming the first, and the first's checkpoints are all there, whole.
+TEST(SaveFolder, SecondRealRunIsRefusedAndTheFirstsCheckpointsStay) {
+  json c = ulysses::test::tiny_config(2, 400, ULYSSES_SOURCE_DIR);
+  const std::string save = tmp("shared-save");
+  fs::remove_all(save);
+  c["train"]["save_to"] = save;
+  c["train"]["save_every"] = 100;
+  c["train"]["save_keep"] = 4;
+  const std::string cfg = ulysses::test::write_json(tmp("shared.json"), c);
+  const std::string a = tmp("shared-a"), b = tmp("shared-b");
+  fs::remove_all(a);
+  fs::remove_all(b);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd =
+        kRun + " " + cfg + " --worker " + kWorker + " --out " + a + " > " + tmp("shared-a.log") + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto t0 = Clock::now();
+  while (!fs::exists(a + "/metrics.jsonl") && Clock::now() - t0 < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto r = ulysses::test::sh(kRun + " " + cfg + " --worker " + kWorker + " --out " + b, "", true);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const std::string a_log = ulysses::test::slurp(tmp("shared-a.log"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("train.save_to: " + save + " belongs to run " + fs::absolute(a).lexically_normal().string()),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(b)) << "refused before the run folder is made";
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << a_log;
+  for (const char* step : {"step-00000100", "step-00000200", "step-00000300", "step-00000400"})
+    EXPECT_TRUE(fs::exists(save + "/" + step + "/complete")) << step << "\n" << a_log;
+  EXPECT_TRUE(fs::exists(save + "/model.safetensors")) << a_log;
+}
