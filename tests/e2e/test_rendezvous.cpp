@@ -474,3 +474,13 @@ TEST(SaveFolder, SecondRealRunIsRefusedAndTheFirstsCheckpointsStay) {
     EXPECT_TRUE(fs::exists(save + "/" + step + "/complete")) << step << "\n" << a_log;
   EXPECT_TRUE(fs::exists(save + "/model.safetensors")) << a_log;
 }
+
+// Issue 39: `compare` of an empty Kineto file exited 0 with "0 of 0 rows differ".
+TEST(TraceCompare, AnEmptySideIsRefused) {
+  const std::string empty = tmp("empty-kineto.json");
+  std::ofstream(empty) << R"({"traceEvents": []})";
+  const auto r = ulysses::test::sh(std::string(ULYSSES_TRACE_BIN) + " compare " + empty + " " + empty, "", true);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("is empty"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("rows differ"), std::string::npos) << r.out;
+}
