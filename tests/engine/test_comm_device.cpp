@@ -8,6 +8,7 @@
 
 #include "comm.hpp"
 #include "rank_threads.hpp"
+#include "ulysses_attention.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 #include "ulysses/profiler/tracer.hpp"
 
@@ -185,5 +186,55 @@ TEST(CommDevice, CommunicationRangesOfAGpuRankComeFromDeviceMarks) {
     EXPECT_EQ(r.end_ns, base + 700'000);
   }
   EXPECT_EQ(found, 1);
+}
+
+// Ulysses attention's all-to-all ranges on such a rank: each from its messages' marks (start
+// of the first, end of the last of a joined q/k/v run), all on the fake marks' grid.
+TEST(CommDevice, AttentionAllToAllRangesOfAGpuRankComeFromDeviceMarks) {
+  char tmpl[] = "/tmp/ulysses-a2a-marks-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/rank0.sqlite";
+  const int64_t base = prof::Tracer::now_ns() + 1'000'000'000;
+  ulysses::testing::run_ranks(2, [&](const DistEnv& e) {
+    at::set_num_threads(1);
+    DeviceDecision d;
+    d.device = "cpu";
+    d.backend = "gloo";
+    Comm c(e, 2, 1, d, std::chrono::milliseconds(20000));
+    auto timer = std::make_shared<FakeTimer>();
+    timer->base = base;
+    c.set_device_timer(timer);
+    std::unique_ptr<prof::Tracer> tr;
+    if (e.rank == 0) {
+      prof::TracerOptions o;
+      o.path = path;
+      o.world_size = 2;
+      o.sp_size = 2;
+      tr = prof::Tracer::open(o);
+      tr->begin_step(0);
+    }
+    UlyssesOptions opt;
+    opt.comm = &c;
+    opt.tracer = tr.get();
+    opt.layer = 0;
+    opt.head_chunks = 2;
+    auto q = torch::randn({1, 4, 4, 8}), k = torch::randn({1, 4, 2, 8}), v = torch::randn({1, 4, 2, 8});
+    auto out = ulysses_attention(q, k, v, opt);  // (B, n, H, dh)
+    EXPECT_EQ(out.sizes(), q.sizes());
+    if (tr) {
+      tr->end_step(prof::StepRecord{0});
+      tr->close();
+    }
+  });
+  auto m = prof::load_trace(path);
+  int found = 0;
+  for (const auto& r : m.ranges) {
+    if (r.is_kernel || (r.phase != prof::Phase::A2ASeqToHead && r.phase != prof::Phase::A2AHeadToSeq)) continue;
+    ++found;
+    EXPECT_GE(r.start_ns, base);
+    EXPECT_EQ((r.start_ns - base) % 1'000'000, 0) << "starts at a start mark";
+    EXPECT_EQ((r.end_ns - base) % 1'000'000, 700'000) << "ends at an end mark";
+  }
+  EXPECT_GE(found, 4) << "seq->head and head->seq of 2 head chunks";
 }
 #endif
