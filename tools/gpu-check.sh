@@ -333,7 +333,8 @@ def step_preflight(deadline):
         args.append("-DUSE_SYSTEM_NVTX=ON")
         preflight["nvtx"] = "CUDA %s ships NVTX3 headers only: USE_SYSTEM_NVTX=ON" % ".".join(map(str, v))
     preflight["cmake_args"] = args
-    if nccl_inc:
+    if nccl_inc:  # engine/core/CMakeLists.txt's variable; CXXFLAGS for any other target that includes it
+        args.append("-DULYSSES_NCCL_INCLUDE=" + nccl_inc)
         preflight["env"]["CXXFLAGS"] = "-isystem " + nccl_inc
     if probs:
         raise RuntimeError("; ".join(probs))
