@@ -380,13 +380,17 @@ TEST(Watchdog, RealRankStoppedMidTrainingIsNamedNotTheRankThatTimedOut) {
 }
 
 // The pre-launch memory refusal uses the meta-device planner's figure when the real worker
-// is there (the cost model's only when it is not; tests/launch covers that case).
+// is there (the cost model's only when it is not; tests/launch covers that case). The model is
+// made wide enough that a million tokens cannot fit even with linear (flash) attention, which
+// libtorch 2.x's CPU SDPA has: 512K tokens a rank x 4096 wide is 8 GiB per fp32 activation.
 TEST(MemoryCheck, RefusalUsesThePlannersFigure) {
   const auto d = dir("plan-refusal");
   const auto cfg = write_config(d);
   const std::string cmd =
       std::string(ULYSSES_RUN_BIN) + " " + cfg +
       " --set train.seq_length=1048576 --set model.max_position_embeddings=1048576 --set train.attention=sdpa"
+      " --set model.hidden_size=4096 --set model.intermediate_size=11008 --set model.num_attention_heads=32"
+      " --set model.num_key_value_heads=8 --set train.steps=2"
       " --worker " +
       ULYSSES_WORKER_BIN + " --out " + d + "/run 2>&1";
   FILE* f = popen(cmd.c_str(), "r");
