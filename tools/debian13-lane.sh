@@ -108,12 +108,16 @@ in_root() {
 }
 
 make_root
+# The arguments quoted for the command line ("" when there are none: printf '%q ' with no
+# argument prints '' , an empty argument).
+args=""
+[ $# -eq 0 ] || args="$(printf '%q ' "$@")"
 case "$cmd" in
   root) say "root ready: $ROOTFS ($(chroot "$ROOTFS" cat /etc/debian_version))" ;;
   test)
     say "./ulysses test on Debian $(cat "$ROOTFS/etc/debian_version") (build folder build-debian13/)"
-    CMDLINE="./ulysses test $(printf '%q ' "$@")" in_root
+    CMDLINE="./ulysses test $args" in_root
     ;;
-  demo) CMDLINE="./ulysses demo $(printf '%q ' "$@")" in_root ;;
+  demo) CMDLINE="./ulysses demo $args" in_root ;;
   run) CMDLINE="$*" in_root ;;
 esac

@@ -252,27 +252,40 @@ Comm::Work Comm::all_to_all_async(at::Tensor& out, at::Tensor& in) {
   return w;
 }
 
-void Comm::all_reduce_sum(at::Tensor& t, prof::Tracer* tracer, const prof::RangeInfo* info) {
-  check_device(t, "all_reduce_sum");
-  prof::RangeInfo ri = info ? *info : prof::RangeInfo{};
-  if (world_) {
-    fault_delay();
-    ri.pg = kWorldPg;
-    ri.seq = world_seq_++;
-  }
-  std::vector<at::Tensor> v{t};
-  if (timer_ && world_ && info && tracer && tracer->active()) {  // GPU rank: the device's times
+// A world collective's range. On a rank with a DeviceTimer (GPU) and an active tracer, the
+// range is the device's: marks around the issued work, resolved at the end of the step
+// (ProcessGroupNCCL's futures complete at enqueue, so host clocks would time the issue). Else
+// the host's, from this rank's arrival (after the fault delay) to the work's completion.
+// `issue` issues the collective and returns its work; `after` runs once it is done.
+void Comm::traced_world_op(prof::Tracer* tracer, const prof::RangeInfo* info, const prof::RangeInfo& ri,
+                           const std::function<c10::intrusive_ptr<c10d::Work>()>& issue,
+                           const std::function<void()>& after) {
+  if (timer_ && info && tracer && tracer->active()) {
     auto span = timer_->start();
-    auto work = world_->allreduce(v);
+    auto work = issue();
     timer_->end(*span, *work);
     work->wait();
+    if (after) after();
     tracer->record_range_later(ri, [span](int64_t* s, int64_t* e) { return span->times(s, e); });
     return;
   }
-  // The range starts here, after the fault delay: the moment this rank arrives.
   prof::ScopedRange range(info ? tracer : nullptr, ri);
-  if (!world_) return;
-  world_->allreduce(v)->wait();
+  issue()->wait();
+  if (after) after();
+}
+
+void Comm::all_reduce_sum(at::Tensor& t, prof::Tracer* tracer, const prof::RangeInfo* info) {
+  check_device(t, "all_reduce_sum");
+  prof::RangeInfo ri = info ? *info : prof::RangeInfo{};
+  if (!world_) {
+    prof::ScopedRange range(info ? tracer : nullptr, ri);
+    return;
+  }
+  fault_delay();
+  ri.pg = kWorldPg;
+  ri.seq = world_seq_++;
+  std::vector<at::Tensor> v{t};
+  traced_world_op(tracer, info, ri, [&] { return world_->allreduce(v); }, nullptr);
 }
 
 namespace {
@@ -295,22 +308,22 @@ void Comm::reduce_scatter_sum(at::Tensor& shard, at::Tensor& full, prof::Tracer*
     ri.pg = kWorldPg;
     ri.seq = world_seq_++;
   }
-  prof::ScopedRange range(info ? tracer : nullptr, ri);
-  if (shape_only_) return;  // shapes only: nothing moves
-  if (!world_) {
-    if (!shard.is_same(full)) shard.copy_(full);
+  if (shape_only_ || !world_) {
+    prof::ScopedRange range(info ? tracer : nullptr, ri);
+    if (!shape_only_ && !shard.is_same(full)) shard.copy_(full);  // shapes only: nothing moves
     return;
   }
   if (backend_ == "nccl") {
-    world_->_reduce_scatter_base(shard, full)->wait();
+    traced_world_op(tracer, info, ri, [&] { return world_->_reduce_scatter_base(shard, full); }, nullptr);
     return;
   }
   // Gloo: all-to-all of the W slices, then the sum of what arrived, in rank order.
   const int64_t W = env_.world_size, S = shard.numel();
   at::Tensor recv = at::empty_like(full);  // (W*S): slice q = rank q's slice for this rank
   std::vector<int64_t> splits;
-  world_->alltoall_base(recv, full, splits, splits)->wait();
-  at::sum_out(shard, recv.view({W, S}), {0});
+  traced_world_op(
+      tracer, info, ri, [&] { return world_->alltoall_base(recv, full, splits, splits); },
+      [&] { at::sum_out(shard, recv.view({W, S}), {0}); });
 }
 
 void Comm::all_gather(at::Tensor& full, at::Tensor& shard, prof::Tracer* tracer, const prof::RangeInfo* info) {
@@ -323,11 +336,10 @@ void Comm::all_gather(at::Tensor& full, at::Tensor& shard, prof::Tracer* tracer,
     ri.pg = kWorldPg;
     ri.seq = world_seq_++;
   }
-  prof::ScopedRange range(info ? tracer : nullptr, ri);
   const int64_t S = shard.numel();
-  if (shape_only_) return;
-  if (!world_) {
-    if (!shard.is_same(full)) full.copy_(shard);
+  if (shape_only_ || !world_) {
+    prof::ScopedRange range(info ? tracer : nullptr, ri);
+    if (!shape_only_ && !shard.is_same(full)) full.copy_(shard);  // shapes only: nothing moves
     return;
   }
   // The input may be this rank's slice of `full` itself (the trainer's parameters): NCCL's
@@ -335,13 +347,13 @@ void Comm::all_gather(at::Tensor& full, at::Tensor& shard, prof::Tracer* tracer,
   // into its own flat buffer before any output is written, so no copy is made here.
   at::Tensor in = shard;
   if (backend_ == "nccl") {
-    world_->_allgather_base(full, in)->wait();
+    traced_world_op(tracer, info, ri, [&] { return world_->_allgather_base(full, in); }, nullptr);
     return;
   }
   std::vector<std::vector<at::Tensor>> outs(1);
   for (int q = 0; q < env_.world_size; ++q) outs[0].push_back(full.narrow(0, q * S, S));
   std::vector<at::Tensor> ins{in};
-  world_->allgather(outs, ins)->wait();
+  traced_world_op(tracer, info, ri, [&] { return world_->allgather(outs, ins); }, nullptr);
 }
 
 void Comm::all_reduce_max(at::Tensor& t) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -136,6 +137,9 @@ class Comm {
                   const prof::RangeInfo* info = nullptr);
 
  private:
+  void traced_world_op(prof::Tracer* tracer, const prof::RangeInfo* info, const prof::RangeInfo& ri,
+                       const std::function<c10::intrusive_ptr<c10d::Work>()>& issue,
+                       const std::function<void()>& after);
   DistEnv env_;
   int sp_size_ = 1, dp_size_ = 1;
   std::string backend_;

@@ -49,7 +49,10 @@ std::mutex g_dry_run;  // one dry run at a time: the counters are process-wide
 std::unique_ptr<torch::optim::AdamW> make_optimizer(LlamaModel& model, const TrainConfig& t) {  // as Trainer builds it
   std::vector<at::Tensor> decay, no_decay;
   for (auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  auto opts = torch::optim::AdamWOptions(t.lr).betas({0.9, 0.95}).eps(1e-8).weight_decay(t.weight_decay);
+  auto opts = torch::optim::AdamWOptions(t.lr)
+                  .betas({t.adam_beta1, t.adam_beta2})
+                  .eps(t.adam_epsilon)
+                  .weight_decay(t.weight_decay);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(opts));
   auto nd = opts;

@@ -188,6 +188,68 @@ TEST(CommDevice, CommunicationRangesOfAGpuRankComeFromDeviceMarks) {
   EXPECT_EQ(found, 1);
 }
 
+// ZeRO's collectives on such a rank: the reduce-scatter of stage 2's gradients and the
+// all-gather of the updated parameters are ranged by the device's marks too (their values
+// are still right: the Gloo reduce-scatter's sum runs after the work, inside the helper).
+TEST(CommDevice, ZeroCollectivesOfAGpuRankComeFromDeviceMarks) {
+  char tmpl[] = "/tmp/ulysses-zero-marks-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/rank0.sqlite";
+  const int64_t base = prof::Tracer::now_ns() + 1'000'000'000;
+  ulysses::testing::run_ranks(2, [&](const DistEnv& e) {
+    DeviceDecision d;
+    d.device = "cpu";
+    d.backend = "gloo";
+    Comm c(e, 2, 1, d, std::chrono::milliseconds(20000));
+    auto timer = std::make_shared<FakeTimer>();
+    timer->base = base;
+    c.set_device_timer(timer);
+    std::unique_ptr<prof::Tracer> tr;
+    if (e.rank == 0) {
+      prof::TracerOptions o;
+      o.path = path;
+      o.world_size = 2;
+      o.sp_size = 2;
+      tr = prof::Tracer::open(o);
+      tr->begin_step(0);
+    }
+    prof::RangeInfo info;
+    info.phase = prof::Phase::GradAllReduce;
+    info.dir = prof::Direction::Backward;
+    // full = [r+1, r+1, r+1, r+1] on rank r: each shard of the sum is 1 + 2 = 3
+    auto full = torch::full({4}, static_cast<float>(e.rank + 1));
+    auto shard = torch::zeros({2});
+    c.reduce_scatter_sum(shard, full, tr.get(), &info);
+    EXPECT_TRUE(torch::equal(shard, torch::full({2}, 3.0f))) << shard;
+    info.phase = prof::Phase::Optimizer;
+    auto mine = torch::full({2}, static_cast<float>(10 * (e.rank + 1)));
+    auto gathered = torch::zeros({4});
+    c.all_gather(gathered, mine, tr.get(), &info);
+    EXPECT_TRUE(torch::equal(gathered, torch::tensor({10.0f, 10.0f, 20.0f, 20.0f}))) << gathered;
+    EXPECT_EQ(timer->spans.size(), e.rank == 0 ? 2u : 0u) << "only the traced rank takes marks";
+    if (tr) {
+      tr->end_step(prof::StepRecord{0});
+      tr->close();
+    }
+  });
+  auto m = prof::load_trace(path);
+  int rs = 0, ag = 0;
+  for (const auto& r : m.ranges) {
+    if (r.is_kernel) continue;
+    if (r.phase == prof::Phase::GradAllReduce) {
+      ++rs;
+      EXPECT_EQ(r.start_ns, base);
+      EXPECT_EQ(r.end_ns, base + 700'000);
+    } else if (r.phase == prof::Phase::Optimizer) {
+      ++ag;
+      EXPECT_EQ(r.start_ns, base + 1'000'000);
+      EXPECT_EQ(r.end_ns, base + 1'700'000);
+    }
+  }
+  EXPECT_EQ(rs, 1);
+  EXPECT_EQ(ag, 1);
+}
+
 // Ulysses attention's all-to-all ranges on such a rank: each from its messages' marks (start
 // of the first, end of the last of a joined q/k/v run), all on the fake marks' grid.
 TEST(CommDevice, AttentionAllToAllRangesOfAGpuRankComeFromDeviceMarks) {
