@@ -716,7 +716,7 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
       if (!std::getenv(k)) spec.env.emplace_back(k, std::to_string(thr));
     // Idle OpenMP threads sleep instead of spinning: on a machine whose other processes take
     // cores, spinning threads hold the core a descheduled peer needs (3-13x slower steps at
-    // 2 threads per rank measured on a loaded 2-core VM; README "CPU speed").
+    // 2 threads per rank measured on a loaded 2-core VM; docs/LONG_SEQUENCES.md "CPU speed").
     if (!std::getenv("OMP_WAIT_POLICY")) spec.env.emplace_back("OMP_WAIT_POLICY", "PASSIVE");
     if (!opt.tokens_checked.empty()) spec.env.emplace_back(kTokensCheckedEnv, opt.tokens_checked);
     spec.heartbeat = true;
