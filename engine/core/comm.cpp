@@ -285,7 +285,8 @@ void Comm::all_reduce_sum(at::Tensor& t, prof::Tracer* tracer, const prof::Range
   ri.pg = kWorldPg;
   ri.seq = world_seq_++;
   std::vector<at::Tensor> v{t};
-  traced_world_op(tracer, info, ri, [&] { return world_->allreduce(v); }, nullptr);
+  traced_world_op(
+      tracer, info, ri, [&] { return world_->allreduce(v); }, nullptr);
 }
 
 namespace {
@@ -314,7 +315,8 @@ void Comm::reduce_scatter_sum(at::Tensor& shard, at::Tensor& full, prof::Tracer*
     return;
   }
   if (backend_ == "nccl") {
-    traced_world_op(tracer, info, ri, [&] { return world_->_reduce_scatter_base(shard, full); }, nullptr);
+    traced_world_op(
+        tracer, info, ri, [&] { return world_->_reduce_scatter_base(shard, full); }, nullptr);
     return;
   }
   // Gloo: all-to-all of the W slices, then the sum of what arrived, in rank order.
@@ -323,7 +325,9 @@ void Comm::reduce_scatter_sum(at::Tensor& shard, at::Tensor& full, prof::Tracer*
   std::vector<int64_t> splits;
   traced_world_op(
       tracer, info, ri, [&] { return world_->alltoall_base(recv, full, splits, splits); },
-      [&] { at::sum_out(shard, recv.view({W, S}), {0}); });
+      [&] {
+        at::sum_out(shard, recv.view({W, S}), {0});
+      });
 }
 
 void Comm::all_gather(at::Tensor& full, at::Tensor& shard, prof::Tracer* tracer, const prof::RangeInfo* info) {
@@ -347,13 +351,15 @@ void Comm::all_gather(at::Tensor& full, at::Tensor& shard, prof::Tracer* tracer,
   // into its own flat buffer before any output is written, so no copy is made here.
   at::Tensor in = shard;
   if (backend_ == "nccl") {
-    traced_world_op(tracer, info, ri, [&] { return world_->_allgather_base(full, in); }, nullptr);
+    traced_world_op(
+        tracer, info, ri, [&] { return world_->_allgather_base(full, in); }, nullptr);
     return;
   }
   std::vector<std::vector<at::Tensor>> outs(1);
   for (int q = 0; q < env_.world_size; ++q) outs[0].push_back(full.narrow(0, q * S, S));
   std::vector<at::Tensor> ins{in};
-  traced_world_op(tracer, info, ri, [&] { return world_->allgather(outs, ins); }, nullptr);
+  traced_world_op(
+      tracer, info, ri, [&] { return world_->allgather(outs, ins); }, nullptr);
 }
 
 void Comm::all_reduce_max(at::Tensor& t) {

@@ -16,9 +16,11 @@
 #include "comm.hpp"
 #include "torch_compat.hpp"
 #include "cost_model.hpp"
+#include "device_decision.hpp"
 #include "local_attention.hpp"
 #include "model.hpp"
 #include "reductions.hpp"
+#include "trainer.hpp"
 #include "zero_optimizer.hpp"
 
 namespace ulysses::plan {
@@ -45,21 +47,6 @@ struct CountingMetaAllocator final : public compat::AllocatorBase {
 CountingMetaAllocator g_counting;
 std::once_flag g_install;
 std::mutex g_dry_run;  // one dry run at a time: the counters are process-wide
-
-std::unique_ptr<torch::optim::AdamW> make_optimizer(LlamaModel& model, const TrainConfig& t) {  // as Trainer builds it
-  std::vector<at::Tensor> decay, no_decay;
-  for (auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  auto opts = torch::optim::AdamWOptions(t.lr)
-                  .betas({t.adam_beta1, t.adam_beta2})
-                  .eps(t.adam_epsilon)
-                  .weight_decay(t.weight_decay);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(opts));
-  auto nd = opts;
-  nd.weight_decay(0.0);
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(nd));
-  return std::make_unique<torch::optim::AdamW>(groups, opts);
-}
 
 AttentionKernel plan_kernel(const RunConfig& cfg, bool cuda) {
   AttentionKernel k = attention_kernel_for(cfg.train.attention, cfg.train.attention_block, cuda);
@@ -130,7 +117,7 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
   at::Tensor pflat, gshard;
   int64_t tail = grad_numel;
   if (Z == 0) {
-    opt = make_optimizer(model, t);
+    opt = make_adamw(model, t);  // the Trainer's own construction
   } else {
     pflat = torch::empty({layout.padded()}, f32);
     int64_t off = 0;
@@ -220,7 +207,10 @@ void MetaMemory::reset_peak() { g_peak.store(g_live.load()); }
 
 std::string plan_device(const RunConfig& cfg) {
   if (cfg.train.device == "cuda" || cfg.train.device == "cpu") return cfg.train.device;
-  return torch::cuda::is_available() ? "cuda" : "cpu";
+  // auto: as the workers decide it (every rank of a ulysses-run is local), so 2 ranks on 1 GPU
+  // plan for the CPU they will train on
+  DeviceFacts host = DeviceFacts::detect(0, static_cast<int>(cfg.parallel.world_size()));
+  return decide_device(cfg, host, nullptr).cuda ? "cuda" : "cpu";
 }
 
 MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {

@@ -77,8 +77,8 @@ struct MemoryPlan {
   cost::GpuReserve gpu;
 };
 
-// The device a plan is for: train.device, with auto = cuda when this build sees a CUDA
-// device, else cpu.
+// The device a plan is for: train.device, with auto decided as the workers decide it
+// (decide_device with this host's facts and every rank local).
 std::string plan_device(const RunConfig& cfg);
 
 // Dry-runs two steps of `cfg` (the first creates the AdamW state) and measures the second.

@@ -62,18 +62,22 @@ Trainer::Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer)
   }
   flat_ = torch::zeros({grad_numel_}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
   bind_grads();
+  opt_ = make_adamw(*model_, cfg.train);
+}
+
+std::unique_ptr<torch::optim::AdamW> make_adamw(LlamaModel& model, const TrainConfig& t) {
   std::vector<at::Tensor> decay, no_decay;
-  for (auto& [name, p] : model_->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  auto opts = torch::optim::AdamWOptions(cfg.train.lr)
-                  .betas({cfg.train.adam_beta1, cfg.train.adam_beta2})
-                  .eps(cfg.train.adam_epsilon)
-                  .weight_decay(cfg.train.weight_decay);
+  for (auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  auto opts = torch::optim::AdamWOptions(t.lr)
+                  .betas({t.adam_beta1, t.adam_beta2})
+                  .eps(t.adam_epsilon)
+                  .weight_decay(t.weight_decay);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(opts));
   auto nd = opts;
   nd.weight_decay(0.0);
   groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(nd));
-  opt_ = std::make_unique<torch::optim::AdamW>(groups, opts);
+  return std::make_unique<torch::optim::AdamW>(groups, opts);
 }
 
 Trainer::~Trainer() = default;

@@ -27,6 +27,10 @@ struct StepMetrics {
 // / linear decay over steps, or constant). Formulas in docs/CONTRACTS.md.
 double learning_rate(const TrainConfig& t, int64_t step);
 
+// AdamW as the Trainer builds it (Hugging Face's groups: weight decay on matrices only; betas
+// and epsilon from the config). The memory planner calls it too, so both count one optimizer.
+std::unique_ptr<torch::optim::AdamW> make_adamw(LlamaModel& model, const TrainConfig& t);
+
 class Trainer {
  public:
   Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer);
