@@ -120,13 +120,9 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
     opt = make_adamw(model, t);  // the Trainer's own construction
   } else {
     pflat = torch::empty({layout.padded()}, f32);
-    int64_t off = 0;
     std::vector<std::pair<int64_t, bool>> sizes;
-    for (auto& [name, p] : model.named_parameters()) {
-      sizes.emplace_back(p.numel(), p.dim() >= 2);
-      p = pflat.narrow(0, off, p.numel()).view(p.sizes()).detach().set_requires_grad(true);
-      off += p.numel();
-    }
+    for (auto& [name, p] : model.named_parameters()) sizes.emplace_back(p.numel(), p.dim() >= 2);
+    move_params_into(model, pflat, /*copy_values=*/false);  // the Trainer's own (meta: no values)
     params = model.parameters();
     if (!t.offload_optimizer) zopt = std::make_unique<ShardedAdamW>(layout, sizes, ZeroAdamWOptions{}, meta);
     if (Z >= 2) gshard = torch::empty({layout.shard}, f32);
@@ -138,11 +134,7 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
   at::Tensor flat;
   auto bind = [&] {
     flat = torch::zeros({tail}, f32);
-    int64_t off = 0;
-    for (auto& p : params) {
-      p.mutable_grad() = flat.narrow(0, off, p.numel()).view(p.sizes());
-      off += p.numel();
-    }
+    bind_flat_grads(params, flat);  // the Trainer's own
   };
   bind();
 

@@ -111,16 +111,7 @@ void Trainer::setup_zero() {
   // The parameters move into one flat buffer (padding zero) and become views of it, so the
   // all-gather after each step writes every rank's updated shard straight into them.
   pflat_ = torch::zeros({layout_.padded()}, f32);  // (W*S)
-  {
-    torch::NoGradGuard ng;
-    int64_t off = 0;
-    for (auto& [name, p] : model_->named_parameters()) {
-      auto v = pflat_.narrow(0, off, p.numel());
-      v.copy_(p.reshape({-1}));
-      p = v.view(p.sizes()).detach().set_requires_grad(true);
-      off += p.numel();
-    }
-  }
+  move_params_into(*model_, pflat_, /*copy_values=*/true);
   tail_ = layout_.padded();
   flat_ = torch::zeros({tail_}, f32);  // [gradients, padding]
   bind_grads();
@@ -185,12 +176,25 @@ double Trainer::zero_optimizer_step(int64_t s, double* lr) {
   return norm;
 }
 
-void Trainer::bind_grads() {
+void Trainer::bind_grads() { bind_flat_grads(model_->parameters(), flat_); }
+
+void bind_flat_grads(const std::vector<at::Tensor>& params, const at::Tensor& flat) {
   // Parameters are fp32 (the masters in bf16 mode), so their gradients are fp32 views.
   int64_t off = 0;
-  for (auto& p : model_->parameters()) {
-    auto g = flat_.narrow(0, off, p.numel()).view(p.sizes());
+  for (auto p : params) {
+    auto g = flat.narrow(0, off, p.numel()).view(p.sizes());
     if (!p.grad().defined() || !p.grad().is_same(g)) p.mutable_grad() = g;
+    off += p.numel();
+  }
+}
+
+void move_params_into(LlamaModel& model, const at::Tensor& pflat, bool copy_values) {
+  torch::NoGradGuard ng;
+  int64_t off = 0;
+  for (auto& [name, p] : model.named_parameters()) {
+    auto v = pflat.narrow(0, off, p.numel());
+    if (copy_values) v.copy_(p.reshape({-1}));
+    p = v.view(p.sizes()).detach().set_requires_grad(true);
     off += p.numel();
   }
 }

@@ -30,6 +30,12 @@ double learning_rate(const TrainConfig& t, int64_t step);
 // AdamW as the Trainer builds it (Hugging Face's groups: weight decay on matrices only; betas
 // and epsilon from the config). The memory planner calls it too, so both count one optimizer.
 std::unique_ptr<torch::optim::AdamW> make_adamw(LlamaModel& model, const TrainConfig& t);
+// The flat fp32 gradient buffer: every parameter's .grad becomes its slice of `flat` (model
+// order), which autograd accumulates into in place and which is all-reduced whole.
+void bind_flat_grads(const std::vector<at::Tensor>& params, const at::Tensor& flat);
+// ZeRO: the parameters become views of one flat buffer (model order; `copy_values` copies
+// their current values in), so the all-gather after each step writes straight into them.
+void move_params_into(LlamaModel& model, const at::Tensor& pflat, bool copy_values);
 
 class Trainer {
  public:
