@@ -4,6 +4,7 @@
 // and exits (works offscreen: QT_QPA_PLATFORM=offscreen). Exit 2 on bad arguments, 1 when
 // the file cannot be opened or the screenshot cannot be written.
 #include <QApplication>
+#include <QBuffer>
 #include <QCommandLineParser>
 #include <QDir>
 #include <QFile>
@@ -21,10 +22,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "../std_fds.hpp"
 #include "explain_view.hpp"
 #include "main_window.hpp"
+#include "native_path.hpp"
+#include "run_data.hpp"
 #include "ulysses/profiler/atomic_file.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 #include "monitor_page.hpp"
@@ -126,7 +131,11 @@ int studio_main(int argc, char** argv) {
       QStringLiteral("Phase colours of the trace views: default, or cb (colour-blind safe, Okabe-Ito)."),
       QStringLiteral("NAME"));
   cli.addOptions({shot, view, runsDir, size, dark, stage, replay, palette});
-  if (!cli.parse(QApplication::arguments())) {
+  // The arguments byte for byte: QApplication::arguments() decodes a file name that is not
+  // UTF-8 with U+FFFD, and that name then "does not exist" (native_path.hpp).
+  QStringList args;
+  for (int i = 0; i < argc; ++i) args << ulysses::ui::qs_from_native(argv[i]);
+  if (!cli.parse(args)) {
     std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(cli.errorText()));
     return 2;
   }
@@ -155,8 +164,13 @@ int studio_main(int argc, char** argv) {
   }
   if (screenshot) {  // an existing target that is no regular file (a FIFO, a device, a folder, a
                      // link to one): refused; the save renamed its file over it (/dev/full became a PNG)
-    const QFileInfo target(cli.value(shot));
-    if ((target.exists() || target.isSymLink()) && !target.isFile()) {
+    namespace fs = std::filesystem;
+    const QFileInfo target(cli.value(shot));  // string only; the file system is asked byte for byte
+    const fs::path tp = ulysses::ui::native_path(target.absoluteFilePath());
+    std::error_code ec;
+    const fs::file_status lst = fs::symlink_status(tp, ec), st = fs::status(tp, ec);
+    const bool exists = fs::exists(st), is_link = fs::is_symlink(lst), is_file = fs::is_regular_file(st);
+    if ((exists || is_link) && !is_file) {
       std::fprintf(stderr,
                    "ulysses-studio: --screenshot %s exists and is not a regular file (a folder, a FIFO, a device or a "
                    "link to one); give a new file name\n",
@@ -165,17 +179,21 @@ int studio_main(int argc, char** argv) {
     }
     // Never through a link, nor over a file that is not an image already (a link named shot.png
     // to someone's config.json, or to the rank file being drawn, was replaced by a PNG).
-    if (target.isSymLink()) {
+    if (is_link) {
       std::fprintf(stderr,
                    "ulysses-studio: --screenshot %s is a symbolic link (to %s); give the file itself or a new file "
                    "name\n",
-                   qPrintable(cli.value(shot)), qPrintable(target.symLinkTarget()));
+                   qPrintable(cli.value(shot)), fs::read_symlink(tp, ec).c_str());
       return 2;
     }
-    if (target.isFile() && target.size() > 0) {
-      QFile existing(target.absoluteFilePath());
-      const QByteArray head = existing.open(QIODevice::ReadOnly) ? existing.read(4096) : QByteArray();
-      const bool image = QImageReader(target.absoluteFilePath()).canRead() || head.contains("<svg");
+    if (is_file && fs::file_size(tp, ec) > 0) {
+      QByteArray head(4096, '\0');
+      std::ifstream existing(tp, std::ios::binary);
+      existing.read(head.data(), head.size());
+      head.truncate(int(existing.gcount()));
+      QBuffer buf(&head);
+      buf.open(QIODevice::ReadOnly);
+      const bool image = QImageReader(&buf).canRead() || head.contains("<svg");
       if (!image) {
         std::fprintf(stderr,
                      "ulysses-studio: --screenshot %s exists and is not an image; it is left as it is: give a new "
@@ -184,7 +202,7 @@ int studio_main(int argc, char** argv) {
         return 2;
       }
     }
-    if (!QFileInfo(target.absolutePath()).isDir()) {  // said only after drawing, with no reason
+    if (!ulysses::ui::path_is_dir(target.absolutePath())) {  // said only after drawing, with no reason
       std::fprintf(stderr, "ulysses-studio: --screenshot %s: the folder %s does not exist\n",
                    qPrintable(cli.value(shot)), qPrintable(target.absolutePath()));
       return 2;
@@ -227,8 +245,8 @@ int studio_main(int argc, char** argv) {
   w.setQuiet(screenshot);
   if (cli.isSet(palette)) w.setPhasePalette(phasePalette, /*remember=*/false);
   if (cli.isSet(runsDir)) {
-    const QFileInfo rd(cli.value(runsDir));
-    if (cli.value(runsDir).isEmpty() || (rd.exists() && !rd.isDir())) {
+    const QString rd = cli.value(runsDir);
+    if (rd.isEmpty() || (ulysses::ui::path_exists(rd) && !ulysses::ui::path_is_dir(rd))) {
       std::fprintf(stderr, "ulysses-studio: --runs-dir '%s' is not a folder\n", qPrintable(cli.value(runsDir)));
       return 2;
     }
@@ -238,29 +256,31 @@ int studio_main(int argc, char** argv) {
   if (screenshot) w.resize(winSize);
   if (!pos.isEmpty()) {
     QString err;
-    const QFileInfo fi(pos.front());
+    const QFileInfo fi(pos.front());  // string only; the file system is asked byte for byte
+    const bool exists = ulysses::ui::path_exists(pos.front()), is_dir = ulysses::ui::path_is_dir(pos.front()),
+               is_file = ulysses::ui::path_is_file(pos.front());
     // Only a folder or a regular file: a FIFO would block the studio before its window shows.
-    if (fi.exists() && !fi.isDir() && !fi.isFile()) {
+    if (exists && !is_dir && !is_file) {
       std::fprintf(stderr, "ulysses-studio: %s is not a regular file or a folder (a FIFO or a device?)\n",
                    qPrintable(pos.front()));
       return 2;
     }
-    bool isTrace = fi.isFile() && fi.suffix().toLower() == QLatin1String("sqlite");
+    bool isTrace = is_file && fi.suffix().toLower() == QLatin1String("sqlite");
     isTrace =
-        isTrace || ulysses::prof::is_foreign_trace(fi.absoluteFilePath().toStdString());  // nsys / PyTorch profiler
+        isTrace || ulysses::prof::is_foreign_trace(ulysses::ui::native_path(fi.absoluteFilePath()));  // nsys / PyTorch
     bool ok = screenshot && isTrace ? w.openTraceAndWait(fi.absoluteFilePath(), &err) : w.openPath(pos.front(), &err);
     // A path that cannot be opened (missing, unreadable, not a run or a trace) is bad input: 2,
     // as ulysses-trace says for the same files.
     if (!ok) {
       std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(err));
-      if (!fi.exists() || screenshot) return 2;
+      if (!exists || screenshot) return 2;
     }
     // A run folder asked for a trace view: its trace must load (rank0 missing, no rank file yet,
     // no trace/ folder at all or a file in its place gave a picture of an empty or error page and
     // exit 0).
     static const QStringList kTraceViews{QStringLiteral("trace"), QStringLiteral("timeline"), QStringLiteral("headmap"),
                                          QStringLiteral("memory"), QStringLiteral("report")};
-    if (ok && screenshot && fi.isDir() && cli.isSet(view) && kTraceViews.contains(cli.value(view).toLower())) {
+    if (ok && screenshot && is_dir && cli.isSet(view) && kTraceViews.contains(cli.value(view).toLower())) {
       QString terr;
       if (!w.openTraceAndWait(fi.absoluteFilePath(), &terr)) {
         std::fprintf(stderr, "ulysses-studio: %s\n", qPrintable(terr));
@@ -302,18 +322,22 @@ int studio_main(int argc, char** argv) {
     QString serr;
     const bool svg = QFileInfo(out).suffix().toLower() == QLatin1String("svg");
     const QPixmap pm = svg ? QPixmap() : w.grab();
-    // QSaveFile: written beside and renamed over OUT only when whole (a full disk leaves the
+    // Written beside and renamed over OUT only when whole (a full disk leaves the
     // old file as it was, not a truncated image under its name).
+    // Under the exact name asked for (QSaveFile wrote a name that is not UTF-8 as another one).
     auto save_image = [&] {
-      QSaveFile f(out);
-      return !pm.isNull() && f.open(QIODevice::WriteOnly) &&
-             pm.save(&f, QFileInfo(out).suffix().toLatin1().constData()) && f.commit();
+      QByteArray bytes;
+      QBuffer buf(&bytes);
+      QString werr;
+      return !pm.isNull() && buf.open(QIODevice::WriteOnly) &&
+             pm.save(&buf, QFileInfo(out).suffix().toLatin1().constData()) &&
+             ulysses::ui::writeFileWhole(out, bytes, &werr);
     };
     if (svg ? !ulysses::ui::exportWidgetSvg(&w, out, &serr) : !save_image()) {
       std::fprintf(stderr, "ulysses-studio: cannot write the screenshot to %s\n", qPrintable(out));
       rc = 1;
     } else {
-      std::printf("%s\n", qPrintable(QFileInfo(out).absoluteFilePath()));
+      std::printf("%s\n", ulysses::ui::native_path(QFileInfo(out).absoluteFilePath()).c_str());
       // The window cannot shrink below what its page needs (--size 200x200 gave 986x573 unsaid).
       if (cli.isSet(size) && w.size() != winSize)
         std::fprintf(

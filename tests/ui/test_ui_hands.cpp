@@ -38,6 +38,7 @@
 #include <QWheelEvent>
 #include <QtTest/qtestspontaneevent.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
@@ -54,6 +55,7 @@
 #include "testdata/synthetic_trace.hpp"
 #include "trace/report_view.hpp"
 #include "trace/shortcuts.hpp"
+#include "trace/timeline_draw.hpp"
 #include "trace/timeline_widget.hpp"
 #include "trace/trace_models.hpp"
 #include "trace/trace_view.hpp"
@@ -284,6 +286,43 @@ TEST_F(Hands, EveryBindingOfTheShortcutSheetDoesWhatItSays) {
     press(k);
     EXPECT_EQ(tl->currentStep(), 1);
   };
+  // ] / [: the next / previous instance of the selected collective on its rank, by brute force
+  // (same name, process group, phase, direction, layer and heads; nearest start that way).
+  auto instanceCheck = [&](bool forward) {
+    return [&, forward](const QKeySequence& k) {
+      const auto& m = tl->index()->model();
+      int64_t sel = -1;
+      for (size_t i = 0; i < m.ranges.size() && sel < 0; ++i)
+        if (!m.ranges[i].is_kernel && m.extra(m.ranges[i]).pg >= 0 && m.ranges[i].rank == 1 && m.ranges[i].step == 1 &&
+            m.lanes[size_t(m.ranges[i].lane)].kind != prof::LaneKind::HeadRange)
+          sel = int64_t(i);
+      ASSERT_GE(sel, 0);
+      const auto& s = m.ranges[size_t(sel)];
+      int64_t want = -1;
+      for (size_t i = 0; i < m.ranges.size(); ++i) {
+        const auto& r = m.ranges[i];
+        if (int64_t(i) == sel || r.is_kernel || r.rank != s.rank || r.name_id != s.name_id || r.phase != s.phase ||
+            r.dir != s.dir || r.layer != s.layer || r.head_begin != s.head_begin || m.extra(r).pg != m.extra(s).pg ||
+            m.extra(r).seq < 0 || m.lanes[size_t(r.lane)].kind == prof::LaneKind::HeadRange)
+          continue;
+        if (forward ? r.start_ns <= s.start_ns : r.start_ns >= s.start_ns) continue;
+        if (want < 0 ||
+            (forward ? r.start_ns < m.ranges[size_t(want)].start_ns : r.start_ns > m.ranges[size_t(want)].start_ns))
+          want = int64_t(i);
+      }
+      ASSERT_GE(want, 0) << "the synthetic trace repeats its collectives every step";
+      focusTimeline();
+      tl->selectRange(sel);
+      press(k);
+      EXPECT_EQ(tl->selectedRange(), want);
+      const auto& w = m.ranges[size_t(want)];
+      EXPECT_LE(tl->viewport().t0_ns, w.start_ns);
+      EXPECT_GE(tl->viewport().t1_ns(), w.end_ns);
+      tl->clearSelection();
+    };
+  };
+  checks[Command::NextCollective] = instanceCheck(true);
+  checks[Command::PrevCollective] = instanceCheck(false);
   checks[Command::FocusFilter] = [&](const QKeySequence& k) {
     startView();
     focusTimeline();
@@ -427,6 +466,54 @@ TEST_F(Hands, EveryBindingOfTheShortcutSheetDoesWhatItSays) {
     QTest::mouseClick(tl, Qt::LeftButton, Qt::NoModifier,
                       QPoint(g + int(item->x + item->w / 2), tl->rulerHeight() + int(item->y + item->h / 2)));
     EXPECT_EQ(tl->selectedRange(), want);
+    tl->clearSelection();
+  };
+
+  checks[Command::ClickArrow] = [&](const QKeySequence&) {
+    tl->clearSelection();
+    tl->setAllFlowsInView(true);
+    startView();
+    tl->setYScroll(0);
+    const auto groups = flows_in_view(*tl->index(), tl->drawList());
+    // A point on one arrow that no other arrow passes within 6 px of.
+    auto dist = [](QPointF p, const FlowPoint& a, const FlowPoint& b) {
+      const QPointF d(b.x - a.x, b.y - a.y);
+      const double len2 = d.x() * d.x() + d.y() * d.y();
+      const double t = len2 > 0 ? std::clamp(((p.x() - a.x) * d.x() + (p.y() - a.y) * d.y()) / len2, 0.0, 1.0) : 0.0;
+      return std::hypot(a.x + t * d.x() - p.x(), a.y + t * d.y() - p.y());
+    };
+    const FlowPoint* from = nullptr;
+    QPointF at;
+    for (size_t gi = 0; gi < groups.size() && !from; ++gi) {
+      const auto& grp = groups[gi];
+      for (size_t i = 0; i + 1 < grp.size() && !from; ++i)
+        for (double t : {0.2, 0.35, 0.5, 0.65, 0.8}) {
+          const QPointF p(grp[i].x + (grp.back().x - grp[i].x) * t, grp[i].y + (grp.back().y - grp[i].y) * t);
+          if (std::hypot(grp.back().x - grp[i].x, grp.back().y - grp[i].y) < 20) break;
+          bool alone = true;
+          for (size_t gj = 0; gj < groups.size() && alone; ++gj)
+            for (size_t j = 0; j + 1 < groups[gj].size() && alone; ++j)
+              if (!(gj == gi && j == i) && dist(p, groups[gj][j], groups[gj].back()) < 6) alone = false;
+          if (alone && p.x() > 0 && p.y() > 0) {
+            from = &grp[i];
+            at = p;
+            break;
+          }
+        }
+    }
+    ASSERT_NE(from, nullptr) << "no arrow clear of the others";
+    const FlowPoint& a = *from;
+    QTest::mouseClick(tl, Qt::LeftButton, Qt::NoModifier,
+                      QPoint(g + int(std::lround(at.x())), tl->rulerHeight() + int(std::lround(at.y()))));
+    const auto& m = tl->index()->model();
+    ASSERT_GE(tl->selectedRange(), 0);
+    const auto& want = m.extra(m.ranges[size_t(a.range)]);
+    const auto& got = m.extra(m.ranges[size_t(tl->selectedRange())]);
+    EXPECT_EQ(got.pg, want.pg);
+    EXPECT_EQ(got.seq, want.seq) << "the arrow's collective instance is selected";
+    EXPECT_EQ(tl->selectedRange(), a.range) << "the rank whose arrow it is";
+    EXPECT_LE(tl->viewport().t0_ns, m.ranges[size_t(a.range)].start_ns);
+    tl->setAllFlowsInView(false);
     tl->clearSelection();
   };
 

@@ -14,15 +14,19 @@
 #include <cerrno>
 #include <csignal>
 #include <limits>
+#include <vector>
 
 #include "checkpoint_layout.hpp"
+#include "native_path.hpp"
+#include "ulysses/profiler/atomic_file.hpp"
 #include "run_config.hpp"
 #include "run_dir_reader.hpp"
 
 namespace ulysses::ui {
 
 namespace {
-std::string local(const QString& path) { return QFile::encodeName(path).toStdString(); }
+// Every file name reaches the readers byte for byte (native_path.hpp).
+std::string local(const QString& path) { return native_path(path); }
 // config.json and the studio's launch record, read by the one reader and handed over as Qt
 // JSON (the reader checks size, file type and syntax).
 QJsonObject readJsonObject(const QString& path) {
@@ -95,11 +99,19 @@ bool parseRankLine(const QString& line, int* rank, QString* text) {
 }
 
 bool isRunDir(const QString& dir) {
-  const QDir d(dir);
-  return d.exists(QStringLiteral("run.json")) || d.exists(QStringLiteral("config.json")) ||
-         d.exists(QStringLiteral("metrics.jsonl")) ||
-         // a bare trace folder (e.g. copied from a cluster): RUN/trace/rank*.sqlite
-         !QDir(d.filePath(QStringLiteral("trace"))).entryList({QStringLiteral("rank*.sqlite")}, QDir::Files).isEmpty();
+  namespace fs = std::filesystem;
+  const fs::path d = native_path(dir);
+  std::error_code ec;
+  for (const char* f : {"run.json", "config.json", "metrics.jsonl"})
+    if (fs::exists(d / f, ec)) return true;
+  // a bare trace folder (e.g. copied from a cluster): RUN/trace/rank*.sqlite
+  for (fs::directory_iterator it(d / "trace", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().native();
+    if (name.size() > 11 && name.compare(0, 4, "rank") == 0 && name.compare(name.size() - 7, 7, ".sqlite") == 0 &&
+        it->is_regular_file(ec))
+      return true;
+  }
+  return false;
 }
 
 RunSummary loadRunSummary(const QString& dir) {
@@ -179,17 +191,30 @@ RunSummary loadRunSummary(const QString& dir) {
     s.configName = QString(s.name).remove(suffix).remove(prefix);
     if (s.configName.isEmpty()) s.configName = s.name;
   }
-  s.hasTrace = QFileInfo::exists(d.filePath(QStringLiteral("trace/rank0.sqlite")));
+  s.hasTrace = path_exists(d.filePath(QStringLiteral("trace/rank0.sqlite")));
   return s;
 }
 
 QVector<RunSummary> scanRunsDir(const QString& runsDir) {
+  namespace fs = std::filesystem;
   QVector<RunSummary> out;
-  const QDir d(runsDir);
-  if (!d.exists()) return out;
-  const auto entries = d.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Time);
-  for (const auto& e : entries)
-    if (isRunDir(e.absoluteFilePath())) out.push_back(loadRunSummary(e.absoluteFilePath()));
+  // Listed byte for byte (a QDir listing leaves out names that are not UTF-8), newest first.
+  std::error_code ec;
+  const fs::path top = fs::absolute(native_path(runsDir), ec);
+  if (ec) return out;
+  std::vector<std::pair<fs::file_time_type, fs::path>> dirs;
+  for (fs::directory_iterator it(top, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code e2;
+    if (!it->is_directory(e2)) continue;
+    dirs.emplace_back(it->last_write_time(e2), it->path());
+  }
+  std::stable_sort(dirs.begin(), dirs.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  for (const auto& [t, p] : dirs) {
+    const QString dir = qs_from_native(p.native());
+    if (isRunDir(dir)) out.push_back(loadRunSummary(dir));
+  }
   return out;
 }
 
@@ -219,9 +244,11 @@ QString slug(const QString& name) {
 }
 
 bool writeFileWhole(const QString& path, const QByteArray& bytes, QString* error) {
-  QSaveFile f(path);
-  if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit()) {
-    if (error) *error = QStringLiteral("cannot write %1: %2").arg(path, f.errorString());
+  // Written beside and renamed over `path` only when whole, under the exact name asked for.
+  try {
+    prof::write_file_atomically(native_path(path), [&](std::ostream& o) { o.write(bytes.constData(), bytes.size()); });
+  } catch (const std::exception& e) {
+    if (error) *error = QStringLiteral("cannot write %1: %2").arg(display_path(path), QString::fromUtf8(e.what()));
     return false;
   }
   return true;

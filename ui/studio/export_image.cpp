@@ -1,6 +1,7 @@
 // Image export of the studio's views (see export_image.hpp).
 #include "export_image.hpp"
 
+#include <QBuffer>
 #include <QFile>
 #include <QFileInfo>
 #include <QPixmap>
@@ -8,6 +9,8 @@
 
 #include "cost_model.hpp"
 #include "explain_model.hpp"
+#include "native_path.hpp"
+#include "run_data.hpp"
 #include "svg_export.hpp"
 
 namespace ulysses::ui {
@@ -18,9 +21,18 @@ bool exportWidgetImage(QWidget* w, const QString& path, QString* error) {
     return false;
   }
   if (QFileInfo(path).suffix().toLower() == QLatin1String("svg")) return exportWidgetSvg(w, path, error);
+  // Encoded in memory, then written whole under the exact name asked for (QPixmap::save(path)
+  // wrote a name that is not UTF-8 as another file, U+FFFD in place of its bytes).
   const QPixmap pm = w->grab();
-  if (pm.isNull() || !pm.save(path)) {
-    if (error) *error = QStringLiteral("cannot write %1 (use a .png or .jpg name in a writable folder)").arg(path);
+  QByteArray bytes;
+  QBuffer buf(&bytes);
+  const QByteArray format = QFileInfo(path).suffix().toLower().toLatin1();
+  QString why;
+  if (pm.isNull() || format.isEmpty() || !buf.open(QIODevice::WriteOnly) || !pm.save(&buf, format.constData()) ||
+      !writeFileWhole(path, bytes, &why)) {
+    if (error)
+      *error = QStringLiteral("cannot write %1 (use a .png or .jpg name in a writable folder)%2")
+                   .arg(display_path(path), why.isEmpty() ? QString() : QStringLiteral(": ") + why);
     return false;
   }
   return true;

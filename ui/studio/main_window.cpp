@@ -29,6 +29,7 @@
 #include "explain_view.hpp"
 #include "export_image.hpp"
 #include "launcher_page.hpp"
+#include "native_path.hpp"
 #include "monitor_page.hpp"
 #include "rank_status_model.hpp"
 #include "run_controller.hpp"
@@ -55,7 +56,7 @@ constexpr int kMaxRecent = 10;
 // "model_type" inside its model section (qwen3-tiny.json, every RUN/config.json) was taken
 // for a Hugging Face one and refused.
 bool looksLikeHfConfig(const QString& path) {
-  const auto j = launch::read_json_object_file(QFile::encodeName(path).toStdString());
+  const auto j = launch::read_json_object_file(native_path(path));
   if (!j) return false;
   for (const char* section : kRunConfigSections)
     if (j->contains(section)) return false;
@@ -397,10 +398,9 @@ bool MainWindow::exportCurrentView(const QString& path, QString* error) {
   auto* ex = qobject_cast<ExplainView*>(tabs_->currentWidget());
   if (ex && ex->explanation().ok && QFileInfo(path).suffix().toLower() == QLatin1String("svg")) {
     // The explainer's stage as vector shapes of its own (explainStageSvg).
-    QFile f(path);
-    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
-        f.write(explainStageSvg(ex->explanation(), ex->stage()).toUtf8()) < 0) {
-      if (error) *error = QStringLiteral("cannot write %1").arg(path);
+    QString why;
+    if (!writeFileWhole(path, explainStageSvg(ex->explanation(), ex->stage()).toUtf8(), &why)) {
+      if (error) *error = QStringLiteral("cannot write %1: %2").arg(display_path(path), why);
       return false;
     }
     return true;
@@ -429,7 +429,7 @@ void MainWindow::rebuildRecentMenu() {
       QString err;
       if (!openPath(p, &err)) showError(QStringLiteral("Open"), err);
     });
-    a->setEnabled(QFileInfo::exists(p));
+    a->setEnabled(path_exists(p));
   }
   if (r.isEmpty())
     recentMenu_->addAction(QStringLiteral("(none)"))->setEnabled(false);
@@ -443,15 +443,17 @@ void MainWindow::rebuildRecentMenu() {
 }
 
 bool MainWindow::openPath(const QString& path, QString* error) {
+  // The file system is asked through native_path (names that are not UTF-8 byte for byte);
+  // QFileInfo only takes the string apart.
   const QFileInfo fi(path);
-  if (!fi.exists()) {
-    if (error) *error = QStringLiteral("%1 does not exist").arg(path);
+  if (!path_exists(path)) {
+    if (error) *error = QStringLiteral("%1 does not exist").arg(display_path(path));
     return false;
   }
-  if (fi.isDir()) {
+  if (path_is_dir(path)) {
     const QString dir = fi.absoluteFilePath();
     // A folder of Nsight Systems exports or PyTorch profiler traces (one per rank).
-    if (!isRunDir(dir) && ulysses::prof::is_foreign_trace(dir.toStdString())) {
+    if (!isRunDir(dir) && ulysses::prof::is_foreign_trace(native_path(dir))) {
       if (!trace_->openTrace(dir, error)) return false;
       tabs_->setCurrentWidget(trace_);
       addRecent(dir);
@@ -470,7 +472,7 @@ bool MainWindow::openPath(const QString& path, QString* error) {
     monitor_->showRun(dir);
     runs_->selectDir(dir);
     showMeasured(dir, readMetricsFile(QDir(dir).filePath(QStringLiteral("metrics.jsonl"))));
-    if (QFileInfo::exists(QDir(dir).filePath(QStringLiteral("trace")))) openRunTrace(dir);
+    if (path_exists(QDir(dir).filePath(QStringLiteral("trace")))) openRunTrace(dir);
     tabs_->setCurrentWidget(monitor_);
     addRecent(dir);
     return true;
@@ -491,7 +493,7 @@ bool MainWindow::openPath(const QString& path, QString* error) {
     return true;
   }
   if (suffix == QLatin1String("json") &&
-      ulysses::prof::is_foreign_trace(fi.absoluteFilePath().toStdString())) {  // PyTorch profiler
+      ulysses::prof::is_foreign_trace(native_path(fi.absoluteFilePath()))) {  // PyTorch profiler
     if (!trace_->openTrace(fi.absoluteFilePath(), error)) return false;
     tabs_->setCurrentWidget(trace_);
     addRecent(fi.absoluteFilePath());
@@ -585,8 +587,8 @@ void MainWindow::onFinished(const RunOutcome& o) {
   runs_->selectDir(o.runDir);
   if (!controller_->metrics().isEmpty()) showMeasured(o.runDir, controller_->metrics());
   statusBar()->showMessage(o.message.section(QLatin1Char('\n'), 0, 0), 15000);
-  if (QFileInfo::exists(o.runDir)) addRecent(o.runDir);
-  if (QFileInfo::exists(QDir(o.runDir).filePath(QStringLiteral("trace/rank0.sqlite")))) openRunTrace(o.runDir);
+  if (path_exists(o.runDir)) addRecent(o.runDir);
+  if (path_exists(QDir(o.runDir).filePath(QStringLiteral("trace/rank0.sqlite")))) openRunTrace(o.runDir);
 }
 
 // A run's measured figures go in the launcher's Measured column only against that run's own
@@ -594,8 +596,7 @@ void MainWindow::onFinished(const RunOutcome& o) {
 // runs ("44.8x"). A CPU run's memory is the process's resident memory, said as such.
 bool MainWindow::showMeasured(const QString& runDir, const QVector<MetricPoint>& metrics) {
   auto* est = launcher_->estimateModel();
-  const auto runCfg = launch::read_json_object_file(
-      QFile::encodeName(QDir(runDir).filePath(QStringLiteral("config.json"))).toStdString());
+  const auto runCfg = launch::read_json_object_file(native_path(QDir(runDir).filePath(QStringLiteral("config.json"))));
   std::optional<RunConfig> a, b;
   try {
     if (runCfg) a = run_config_from_json(*runCfg);
@@ -745,7 +746,11 @@ void MainWindow::dropEvent(QDropEvent* e) {
   for (const auto& url : e->mimeData()->urls()) {
     if (!url.isLocalFile()) continue;
     QString err;
-    if (!openPath(url.toLocalFile(), &err)) showError(QStringLiteral("Open"), err);
+    // The path's bytes as the file manager percent-encoded them (toLocalFile decodes a name
+    // that is not UTF-8 with U+FFFD).
+    const QByteArray bytes = QByteArray::fromPercentEncoding(url.path(QUrl::FullyEncoded).toLatin1());
+    if (!openPath(qs_from_native(std::string_view(bytes.constData(), size_t(bytes.size()))), &err))
+      showError(QStringLiteral("Open"), err);
     e->acceptProposedAction();
     return;
   }

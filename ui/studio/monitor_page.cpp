@@ -17,10 +17,15 @@
 #include <QTableView>
 #include <QTimer>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <vector>
 
 #include "cost_model.hpp"
 #include "axis_ticks.hpp"
 #include "metric_chart.hpp"
+#include "native_path.hpp"
 #include "rank_status_model.hpp"
 
 namespace ulysses::ui {
@@ -204,8 +209,11 @@ void MonitorPage::stopReplay() {
 QString MonitorPage::followStampNow() const {
   QString out;
   for (const char* f : {"metrics.jsonl", "run.json"}) {
-    const QFileInfo fi(QDir(runDir_).filePath(QLatin1String(f)));
-    out += QStringLiteral("%1:%2;").arg(fi.size()).arg(fi.lastModified().toMSecsSinceEpoch());
+    const std::filesystem::path p = native_path(QDir(runDir_).filePath(QLatin1String(f)));
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(p, ec);
+    const auto mtime = std::filesystem::last_write_time(p, ec).time_since_epoch().count();
+    out += QStringLiteral("%1:%2;").arg(ec ? -1 : qint64(size)).arg(qint64(mtime));
   }
   return out;
 }
@@ -315,17 +323,32 @@ void MonitorPage::showRun(const QString& runDir) {
   progress_->setValue(0);
   addPoints(pts);
   diskRanks_->reset(std::max(0, s.worldSize));
-  const QDir logs(QDir(runDir_).filePath(QStringLiteral("logs")));
+  // RUN/logs/rank*.log, listed and read byte for byte (a run folder whose name is not UTF-8).
+  namespace fs = std::filesystem;
   static const QRegularExpression rankFile(QStringLiteral("^rank(\\d+)\\.log$"));
-  for (const auto& fi : logs.entryInfoList({QStringLiteral("rank*.log")}, QDir::Files, QDir::Name)) {
-    const auto m = rankFile.match(fi.fileName());
+  std::vector<fs::path> logFiles;
+  std::error_code ec;
+  for (fs::directory_iterator it(fs::path(native_path(runDir_)) / "logs", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::error_code e2;
+    if (it->is_regular_file(e2)) logFiles.push_back(it->path());
+  }
+  std::sort(logFiles.begin(), logFiles.end());
+  for (const auto& lf : logFiles) {
+    const auto m = rankFile.match(qs_from_native(lf.filename().native()));
     if (!m.hasMatch()) continue;
     const int r = m.captured(1).toInt();
-    QFile f(fi.absoluteFilePath());
-    if (!f.open(QIODevice::ReadOnly)) continue;
+    std::ifstream f(lf, std::ios::binary);
+    if (!f) continue;
     // Only the end of big logs.
-    if (f.size() > 256 * 1024) f.seek(f.size() - 256 * 1024);
-    const auto lines = QString::fromUtf8(f.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+    f.seekg(0, std::ios::end);
+    const std::streamoff size = f.tellg();
+    const std::streamoff from = size > 256 * 1024 ? size - 256 * 1024 : 0;
+    f.seekg(from);
+    QByteArray tail(int(size - from), '\0');
+    f.read(tail.data(), tail.size());
+    tail.truncate(int(f.gcount()));
+    const auto lines = QString::fromUtf8(tail).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
     for (const auto& l : lines) {
       if (l.startsWith(QLatin1String("METRIC "))) continue;  // charted, not logged
       diskRanks_->appendLine(r, l);
@@ -353,8 +376,7 @@ void MonitorPage::showRun(const QString& runDir) {
         msg += QStringLiteral("\nLast lines of rank %1:\n  ").arg(s.failedRank) + tail.join(QStringLiteral("\n  "));
     }
     setBanner(msg, true);
-  } else if (s.status == QLatin1String("unknown") &&
-             QFileInfo::exists(QDir(runDir_).filePath(QStringLiteral("run.json")))) {
+  } else if (s.status == QLatin1String("unknown") && path_exists(QDir(runDir_).filePath(QStringLiteral("run.json")))) {
     // A run.json that is damaged or says something ulysses-run never writes: no green "done".
     QString msg =
         QStringLiteral("The run's state is unknown: ") +

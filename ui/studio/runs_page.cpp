@@ -19,6 +19,7 @@
 #include <QVBoxLayout>
 
 #include "compare_model.hpp"
+#include "native_path.hpp"
 #include "runs_model.hpp"
 
 namespace ulysses::ui {
@@ -150,7 +151,7 @@ void RunsPage::setRunsDir(const QString& dir) {
   const QString abs = QFileInfo(dir).absoluteFilePath();
   folder_->setText(abs);
   model_->setRunsDir(abs);
-  if (QFileInfo(abs).isDir()) watcher_->addPath(abs);
+  if (path_is_dir(abs)) watcher_->addPath(abs);
   watchLiveRuns();
   updateButtons();
 }
@@ -158,7 +159,7 @@ void RunsPage::setRunsDir(const QString& dir) {
 QString RunsPage::runsDir() const { return model_->runsDir(); }
 
 void RunsPage::refresh() {
-  if (watcher_->directories().isEmpty() && QFileInfo(model_->runsDir()).isDir()) watcher_->addPath(model_->runsDir());
+  if (watcher_->directories().isEmpty() && path_is_dir(model_->runsDir())) watcher_->addPath(model_->runsDir());
   model_->refresh();
   watchLiveRuns();
   updateButtons();
@@ -258,7 +259,10 @@ bool RunsPage::deleteRun(const QString& dir, QString* error) {
     if (error) *error = QStringLiteral("%1 is a run still running; stop it first (not deleted)").arg(dir);
     return false;
   }
-  if (!QDir(dir).removeRecursively()) {
+  // The folder byte for byte: QDir would ask for a name that is not UTF-8 with other bytes.
+  std::error_code ec;
+  std::filesystem::remove_all(native_path(dir), ec);
+  if (ec) {
     if (error) *error = QStringLiteral("could not delete all of %1 (permissions?)").arg(dir);
     refresh();
     return false;

@@ -14,6 +14,9 @@
 #include <QTextItem>
 #include <QWidget>
 
+#include "native_path.hpp"
+#include "run_data.hpp"
+
 namespace ulysses::ui {
 
 namespace {
@@ -278,10 +281,11 @@ bool exportWidgetSvg(QWidget* w, const QString& path, QString* error) {
     return false;
   }
   const QString svg = widgetSvg(w);
-  QSaveFile f(path);  // renamed over `path` only when whole: a full disk keeps the old file
-  const QByteArray bytes = svg.toUtf8();
-  if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit()) {
-    if (error) *error = QStringLiteral("cannot write %1 (a writable folder?)").arg(path);
+  // Renamed over `path` only when whole (a full disk keeps the old file), under the exact name
+  // asked for, bytes that are not UTF-8 included (native_path.hpp).
+  QString why;
+  if (!writeFileWhole(path, svg.toUtf8(), &why)) {
+    if (error) *error = QStringLiteral("cannot write %1 (a writable folder?): %2").arg(display_path(path), why);
     return false;
   }
   return true;

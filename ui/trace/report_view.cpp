@@ -87,7 +87,20 @@ ReportView::ReportView(QWidget* parent) : QWidget(parent) {
   tabs_->addTab(make_sorted_table(layers_, this), tr("Per layer"));
   tabs_->addTab(make_sorted_table(heads_, this), tr("Head ranges"));
   tabs_->addTab(make_sorted_table(skew_, this), tr("Rank skew"));
-  tabs_->addTab(make_sorted_table(stragglers_, this), tr("Stragglers"));
+  stragglers_view_ = make_sorted_table(stragglers_, this);
+  stragglers_view_->setObjectName(QStringLiteral("stragglers"));
+  stragglers_view_->setToolTip(
+      tr("Click a rank: jump to the collective where it arrived last by the most (else "
+         "where it waited longest)"));
+  tabs_->addTab(stragglers_view_, tr("Stragglers"));
+  connect(stragglers_view_, &QTableView::clicked, this, [this](const QModelIndex& ix) {
+    if (!s_) return;
+    const auto rank = int32_t(stragglers_view_->model()->data(ix, TableModel::KeyRole).toLongLong());
+    const int64_t i = straggler_instance(s_->waiting, rank);
+    if (i < 0) return;
+    const auto& c = s_->waiting.instances[size_t(i)];
+    emit collectiveActivated(c.pg, c.seq, rank);
+  });
   tabs_->addTab(make_sorted_table(memory_, this), tr("Memory per phase"));
   tabs_->addTab(make_sorted_table(names_, this), tr("Top names"));
   connect(steps_view, &QTableView::activated, this, [this, steps_view](const QModelIndex& ix) {

@@ -28,11 +28,15 @@ class ReportView : public QWidget {
   TableModel* layersModel() const { return layers_; }
   TableModel* skewModel() const { return skew_; }
   TableModel* stragglersModel() const { return stragglers_; }
+  QTableView* stragglersView() const { return stragglers_view_; }
   TableModel* compareModel() const { return compare_; }
   QTabWidget* tabs() const { return tabs_; }
 
  signals:
   void stepActivated(qint64 step);  // a row of the per-step table was activated
+  // A Stragglers row was clicked: the instance (pg, seq) it stands for (straggler_instance)
+  // and the row's rank.
+  void collectiveActivated(int pg, qint64 seq, int rank);
 
  private:
   void rebuildChart();
@@ -45,6 +49,7 @@ class ReportView : public QWidget {
   QChartView* chart_;
   TableModel *ranks_, *steps_, *layers_, *heads_, *skew_, *stragglers_, *memory_, *names_, *compare_;
   int compare_tab_ = -1;
+  QTableView* stragglers_view_ = nullptr;
 };
 
 // One line: "overlap 43.1% of 12.3 ms communication; compute 80.2 ms, idle 3.1 ms".

@@ -23,6 +23,9 @@ const std::vector<Binding>& bindings() {
        "Fit the selection: the dragged window, else the selected range, else the step under the centre"},
       {C::NextStep, S::Timeline, "PgDown", "Next step"},
       {C::PrevStep, S::Timeline, "PgUp", "Previous step"},
+      {C::NextCollective, S::Timeline, "]",
+       "Next instance of the selected collective on its rank (selected and zoomed to, every rank's arrival)"},
+      {C::PrevCollective, S::Timeline, "[", "Previous instance of the selected collective on its rank"},
       {C::FocusFilter, S::TracePage, "Ctrl+F", "Focus the filter (name or phase)"},
       {C::ClearSelection, S::TracePage, "Esc", "Clear the selection; pressed again, clear the filter"},
       {C::ShowShortcuts, S::Window, "?", "Show this sheet (also Help ▸ Keyboard Shortcuts)"},
@@ -37,6 +40,8 @@ const std::vector<Binding>& bindings() {
       {C::DragSelect, S::Timeline, "Right drag | Shift + left drag",
        "Select a time window (range statistics; F fits it), without zooming", true},
       {C::ClickSelect, S::Timeline, "Click", "Select a range (its details, kernels and arrows); a fold zooms in", true},
+      {C::ClickArrow, S::Timeline, "Click an arrow",
+       "Jump to that collective instance (selected, zoomed to its arrivals); so does a Stragglers row", true},
   };
   return table;
 }

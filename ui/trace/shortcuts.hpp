@@ -24,6 +24,8 @@ enum class Command {
   FitSelection,
   NextStep,
   PrevStep,
+  NextCollective,
+  PrevCollective,
   // Trace page (anywhere on it)
   FocusFilter,
   ClearSelection,
@@ -39,6 +41,7 @@ enum class Command {
   DragPan,
   DragSelect,
   ClickSelect,
+  ClickArrow,
 };
 
 enum class BindingScope { Timeline, TracePage, Window };

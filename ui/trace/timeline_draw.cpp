@@ -269,19 +269,19 @@ int64_t hit_test(const DrawList& dl, float x, float y, float tol) {
   return best;
 }
 
-CollectiveInstanceRanges collective_instance(const TimelineIndex& ix, int64_t selected) {
-  CollectiveInstanceRanges out;
-  const auto& m = ix.model();
-  if (selected < 0 || size_t(selected) >= m.ranges.size()) return out;
-  const prof::TraceRange& sel = m.ranges[size_t(selected)];
+CollectiveArrivals collective_arrivals(const prof::TraceModel& m, int64_t range) {
+  CollectiveArrivals out;
+  if (range < 0 || size_t(range) >= m.ranges.size()) return out;
+  const prof::TraceRange& sel = m.ranges[size_t(range)];
+  if (sel.is_kernel || sel.extra < 0) return out;
   const prof::RangeExtra& id = m.extra(sel);
-  if (id.pg < 0 || id.seq < 0 || sel.is_kernel) return out;
-  // Per rank (a map: a rank id of 2e9 sized a vector of 16 GB, bad_alloc at each repaint).
-  std::map<int32_t, int64_t> best;
+  if (id.pg < 0 || id.seq < 0) return out;
+  std::map<int32_t, int64_t> best;  // rank -> range (a map: rank ids may be huge)
   std::set<int32_t> members;
   for (const auto& lane : m.lanes) {
     if (lane.kind == prof::LaneKind::HeadRange) continue;
-    for (int64_t k = lane.first; k < lane.first + lane.count; ++k) {
+    const int64_t end = std::min<int64_t>(lane.first + lane.count, int64_t(m.ranges.size()));
+    for (int64_t k = lane.first; k < end; ++k) {
       const prof::TraceRange& r = m.ranges[size_t(k)];
       if (r.extra < 0 || r.is_kernel) continue;
       const prof::RangeExtra& x = m.extra(r);
@@ -292,8 +292,80 @@ CollectiveInstanceRanges collective_instance(const TimelineIndex& ix, int64_t se
       if (!fresh && r.start_ns < m.ranges[size_t(it->second)].start_ns) it->second = k;
     }
   }
-  for (const auto& [rank, k] : best) out.ranges.push_back(k);
+  out.pg = id.pg;
+  out.seq = id.seq;
   out.group_ranks = int32_t(members.size());
+  bool first = true;
+  for (const auto& [rank, k] : best) {  // ascending rank: a tie for the last goes to the lowest
+    const int64_t t = m.ranges[size_t(k)].start_ns;
+    out.arrivals.push_back({rank, k, t, 0});
+    if (first || t < out.first_ns) out.first_ns = t;
+    if (first || t > out.last_ns) {
+      out.last_ns = t;
+      out.last_rank = rank;
+    }
+    first = false;
+  }
+  out.skew_ns = out.last_ns - out.first_ns;
+  for (auto& a : out.arrivals) a.wait_ns = out.last_ns - a.arrive_ns;
+  return out;
+}
+
+int64_t collective_range(const prof::TraceModel& m, int32_t pg, int64_t seq, int32_t rank) {
+  int64_t best = -1;
+  for (const auto& lane : m.lanes) {
+    if (lane.kind == prof::LaneKind::HeadRange || lane.rank != rank) continue;
+    const int64_t end = std::min<int64_t>(lane.first + lane.count, int64_t(m.ranges.size()));
+    for (int64_t k = lane.first; k < end; ++k) {
+      const prof::TraceRange& r = m.ranges[size_t(k)];
+      if (r.extra < 0 || r.is_kernel || r.rank != rank) continue;
+      const prof::RangeExtra& x = m.extra(r);
+      if (x.pg != pg || x.seq != seq) continue;
+      if (best < 0 || r.start_ns < m.ranges[size_t(best)].start_ns) best = k;
+    }
+  }
+  return best;
+}
+
+int64_t next_collective_instance(const prof::TraceModel& m, int64_t range, bool forward) {
+  if (range < 0 || size_t(range) >= m.ranges.size()) return -1;
+  const prof::TraceRange& sel = m.ranges[size_t(range)];
+  if (sel.is_kernel || sel.extra < 0 || m.extra(sel).pg < 0 || m.extra(sel).seq < 0) return -1;
+  const int32_t pg = m.extra(sel).pg;
+  int64_t best = -1;
+  for (const auto& lane : m.lanes) {
+    if (lane.kind == prof::LaneKind::HeadRange || lane.rank != sel.rank) continue;
+    const int64_t end = std::min<int64_t>(lane.first + lane.count, int64_t(m.ranges.size()));
+    for (int64_t k = lane.first; k < end; ++k) {
+      if (k == range) continue;
+      const prof::TraceRange& r = m.ranges[size_t(k)];
+      if (r.extra < 0 || r.is_kernel || r.name_id != sel.name_id || r.phase != sel.phase || r.dir != sel.dir ||
+          r.layer != sel.layer || r.head_begin != sel.head_begin)
+        continue;
+      const prof::RangeExtra& x = m.extra(r);
+      if (x.pg != pg || x.seq < 0) continue;
+      // Ordered by (start, index) so that equal starts still walk one by one.
+      const bool after = r.start_ns > sel.start_ns || (r.start_ns == sel.start_ns && k > range);
+      if (after != forward) continue;
+      if (best < 0) {
+        best = k;
+        continue;
+      }
+      const prof::TraceRange& b = m.ranges[size_t(best)];
+      const bool nearer = forward ? (r.start_ns < b.start_ns || (r.start_ns == b.start_ns && k < best))
+                                  : (r.start_ns > b.start_ns || (r.start_ns == b.start_ns && k > best));
+      if (nearer) best = k;
+    }
+  }
+  return best;
+}
+
+CollectiveInstanceRanges collective_instance(const TimelineIndex& ix, int64_t selected) {
+  // One definition of an instance: the details table's (collective_arrivals).
+  CollectiveInstanceRanges out;
+  const CollectiveArrivals c = collective_arrivals(ix.model(), selected);
+  for (const auto& a : c.arrivals) out.ranges.push_back(a.range);
+  out.group_ranks = c.group_ranks;
   return out;
 }
 
@@ -382,6 +454,28 @@ std::vector<std::vector<FlowPoint>> flows_in_view(const TimelineIndex& ix, const
   });
   if (out.size() > max_groups) out.resize(max_groups);
   return out;
+}
+
+int64_t hit_flow(const std::vector<std::vector<FlowPoint>>& groups, float x, float y, float tolerance_px) {
+  int64_t best = -1;
+  double best_d = double(tolerance_px);
+  for (const auto& g : groups) {
+    if (g.size() < 2) continue;
+    const FlowPoint& b = g.back();
+    for (size_t i = 0; i + 1 < g.size(); ++i) {
+      const FlowPoint& a = g[i];
+      // Distance from (x, y) to the segment a -> b.
+      const double dx = double(b.x) - a.x, dy = double(b.y) - a.y, len2 = dx * dx + dy * dy;
+      double t = len2 > 0 ? ((double(x) - a.x) * dx + (double(y) - a.y) * dy) / len2 : 0.0;
+      t = std::clamp(t, 0.0, 1.0);
+      const double px = a.x + t * dx - x, py = a.y + t * dy - y, d = std::sqrt(px * px + py * py);
+      if (d <= best_d) {
+        best_d = d;
+        best = a.range;
+      }
+    }
+  }
+  return best;
 }
 
 }  // namespace ulysses::ui

@@ -130,6 +130,33 @@ void compute_draw_list(const TimelineIndex& ix, const TimelineLayout& layout, co
 // Whether range r passes the filter of p.
 bool range_matches(const DrawParams& p, const prof::TraceRange& r);
 
+// One collective instance across ranks, as the waiting analysis pairs it (analysis.hpp): the
+// ranges (head-lane copies and kernels left out) carrying the selected range's (pg, seq), per
+// rank the earliest, ascending rank; the group's ranks are those with any range of that pg.
+// Arrival = the range's start; skew = last arrival - first arrival; a rank's wait = last
+// arrival - its arrival; the last arriver is the latest (ties: the lowest rank). Empty
+// (pg = -1) when the range is not a collective.
+struct RankArrival {
+  int32_t rank = 0;
+  int64_t range = -1;
+  int64_t arrive_ns = 0, wait_ns = 0;
+};
+struct CollectiveArrivals {
+  int32_t pg = -1;
+  int64_t seq = -1;
+  std::vector<RankArrival> arrivals;  // ascending rank
+  int32_t group_ranks = 0;
+  int64_t first_ns = 0, last_ns = 0, skew_ns = 0;
+  int32_t last_rank = -1;
+};
+CollectiveArrivals collective_arrivals(const prof::TraceModel& m, int64_t range);
+// The range of instance (pg, seq) on `rank` (its earliest, kernels and head-lane copies left
+// out), or -1.
+int64_t collective_range(const prof::TraceModel& m, int32_t pg, int64_t seq, int32_t rank);
+// The next (forward) or previous instance of the same collective on the same rank: the nearest
+// range by start time with the same name, process group, phase, direction, layer and heads
+// that carries a collective id; -1 when there is none that way.
+int64_t next_collective_instance(const prof::TraceModel& m, int64_t range, bool forward);
 // Flow arrows joining one collective's instances across ranks (Perfetto-style flows): for the
 // range `selected` that carries a collective identity (pg, seq), one point per rank whose
 // range has the same identity (HeadRange copies skipped; an earlier HeadRange copy selected
@@ -177,6 +204,12 @@ std::vector<FlowPoint> collective_flow(const TimelineIndex& ix, const TimelineLa
 // earliest first arrival first.
 std::vector<std::vector<FlowPoint>> flows_in_view(const TimelineIndex& ix, const DrawList& dl,
                                                   size_t max_groups = 2000);
+
+// The arrow under (x, y) among flow groups (each drawn from every point but the last to the
+// last one, as collective_flow / flows_in_view give them): the range of the point the arrow
+// starts at (the rank that waited), or -1 when no arrow passes within tolerance_px. Of arrows
+// within it, the nearest wins.
+int64_t hit_flow(const std::vector<std::vector<FlowPoint>>& groups, float x, float y, float tolerance_px = 3);
 
 // Index into out.items of the item under (x, y) (with a small horizontal tolerance), or -1.
 // Of items containing the point the last one (drawn on top) wins.

@@ -248,6 +248,13 @@ void TimelineWidget::fitRange(qint64 r) {
   v.set_width(timeWidth());
   v.fit(rg.start_ns, rg.end_ns, 0.25);
   changeViewport(v);
+  scrollToLaneOf(r);
+  selectRange(r);
+}
+
+void TimelineWidget::scrollToLaneOf(qint64 r) {
+  if (!index_ || r < 0 || size_t(r) >= index_->model().ranges.size()) return;
+  const auto& rg = index_->model().ranges[size_t(r)];
   // show its rank when hidden, and scroll the lane into view (pinned lanes always show)
   if (size_t(rg.lane) < layout_.lanes.size()) {
     if (layout_.lanes[size_t(rg.lane)].hidden) setRankHidden(layout_.lanes[size_t(rg.lane)].rank, false);
@@ -257,7 +264,51 @@ void TimelineWidget::fitRange(qint64 r) {
     if (ly >= layout_.pinned_h && (sy < layout_.pinned_h || sy > vis - layout_.opt.row_h))
       setYScroll(ly - layout_.pinned_h - (vis - layout_.pinned_h) / 3);
   }
+}
+
+void TimelineWidget::fitCollective(qint64 r) {
+  if (!index_ || r < 0 || size_t(r) >= index_->model().ranges.size()) return;
+  const auto& m = index_->model();
+  const CollectiveArrivals c = collective_arrivals(m, r);
+  if (c.arrivals.empty()) {
+    fitRange(r);
+    return;
+  }
+  int64_t end = c.last_ns;
+  for (const auto& a : c.arrivals) end = std::max(end, m.ranges[size_t(a.range)].end_ns);
+  TimelineViewport v = vp_;
+  v.set_width(timeWidth());
+  v.fit(c.first_ns, std::max(end, c.first_ns + 1), 0.25);
+  changeViewport(v);
+  scrollToLaneOf(r);
   selectRange(r);
+}
+
+bool TimelineWidget::nextCollective() {
+  if (!index_) return false;
+  const int64_t k = next_collective_instance(index_->model(), selected_, true);
+  if (k >= 0) fitCollective(k);
+  return k >= 0;
+}
+
+bool TimelineWidget::prevCollective() {
+  if (!index_) return false;
+  const int64_t k = next_collective_instance(index_->model(), selected_, false);
+  if (k >= 0) fitCollective(k);
+  return k >= 0;
+}
+
+std::vector<std::vector<FlowPoint>> TimelineWidget::flowsDrawn() {
+  std::vector<std::vector<FlowPoint>> out;
+  if (!index_) return out;
+  ensureDrawList();
+  if (selected_ >= 0) {
+    auto f = collective_flow(*index_, layout_, vp_, y_scroll_, selected_);
+    if (f.size() > 1) out.push_back(std::move(f));
+  }
+  if (all_flows_)
+    for (auto& g : flows_in_view(*index_, dl_)) out.push_back(std::move(g));
+  return out;
 }
 
 void TimelineWidget::centreOn(int64_t t) {
@@ -481,6 +532,12 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent* e) {
   if (panning_) {
     panning_ = false;
     if ((e->pos() - press_pos_).manhattanLength() < 4 && index_) {  // a click: select
+      // An arrow (drawn over the ranges) jumps to its collective instance.
+      const int64_t arrow = hit_flow(flowsDrawn(), float(e->pos().x() - gutter_), float(e->pos().y() - ruler_h_));
+      if (arrow >= 0) {
+        fitCollective(arrow);
+        return;
+      }
       ensureDrawList();
       const int64_t hit = hit_test(dl_, float(e->pos().x() - gutter_), float(e->pos().y() - ruler_h_));
       if (hit >= 0 && dl_.items[size_t(hit)].count > 1) {  // clicking a fold zooms into it
@@ -562,6 +619,12 @@ bool TimelineWidget::runCommand(Command c) {
       return true;
     case Command::PrevStep:
       prevStep();
+      return true;
+    case Command::NextCollective:
+      nextCollective();
+      return true;
+    case Command::PrevCollective:
+      prevCollective();
       return true;
     default:
       return false;

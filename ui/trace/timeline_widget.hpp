@@ -92,6 +92,14 @@ class TimelineWidget : public QWidget {
   // The selected window, else the selected range, else the step under the centre (F).
   void fitSelection();
   void selectRange(qint64 range_index);
+  // Jumps to the collective instance of `range_index` (a range carrying a (pg, seq)): zooms to
+  // its first arrival .. last end over every rank, scrolls the range's lane into view and
+  // selects it; a range of no collective is fitted as fitRange does.
+  void fitCollective(qint64 range_index);
+  // The next / previous instance of the selected collective on its rank
+  // (next_collective_instance), jumped to as fitCollective does; false when there is none.
+  bool nextCollective();
+  bool prevCollective();
 
  signals:
   void viewportChanged(const ulysses::ui::TimelineViewport& vp);
@@ -116,6 +124,9 @@ class TimelineWidget : public QWidget {
   int timeWidth() const;
   QString describe(const DrawItem& it) const;
   void centreOn(int64_t t);
+  void scrollToLaneOf(qint64 range_index);  // shows its rank when hidden, brings its lane into view
+  // The arrows drawn now: the selected collective's, then (all arrows on) every one in view.
+  std::vector<std::vector<FlowPoint>> flowsDrawn();
   double zoomAnchorX() const;  // W/S/+/- zoom here: the pointer over the time area, else the centre
   void setRankFlag(int32_t rank, uint8_t flag, bool on);
   void relayout();

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "models/native_path.hpp"
 #include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_overview.hpp"
@@ -23,7 +24,7 @@ LoadedTrace prepare_trace(std::shared_ptr<const prof::TraceModel> model,
     out.error = QObject::tr("No trace.");
     return out;
   }
-  out.path = QString::fromStdString(model->source);
+  out.path = qs_from_native(model->source);
   if (const std::string why =
           prof::empty_trace_reason(model->source, static_cast<int64_t>(model->ranges.size()), model->memory.size());
       !why.empty()) {
@@ -58,14 +59,14 @@ LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, 
                              const std::function<void(const LoadedTrace&)>& early) {
   LoadedTrace out;
   out.path = path;
-  if (!QFileInfo::exists(path)) {
-    out.error = QObject::tr("%1 does not exist.").arg(path);
+  if (!path_exists(path)) {
+    out.error = QObject::tr("%1 does not exist.").arg(display_path(path));
     return out;
   }
   if (progress) progress(0, QObject::tr("reading %1").arg(QFileInfo(path).fileName()));
   QElapsedTimer t;
   t.start();
-  const std::string p = path.toStdString();
+  const std::string p = native_path(path);  // byte for byte, names that are not UTF-8 included
   // The studio reads the trace with the default options, as `ulysses-trace summary` does, so
   // both share one cache record; rank files read from SQLite get a rank-file cache for the
   // next open (not while the run is still being written).

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "trace/phase_style.hpp"
+#include "trace/timeline_draw.hpp"
 #include "trace/timeline_index.hpp"
 #include "trace/qt_text.hpp"
 
@@ -263,6 +264,23 @@ TableData straggler_table(const prof::Summary& s) {
   return t;
 }
 
+int64_t straggler_instance(const prof::WaitingAnalysis& w, int32_t rank) {
+  int64_t last = -1, waited = -1, best_wait = -1;
+  for (size_t i = 0; i < w.instances.size(); ++i) {
+    const auto& c = w.instances[i];
+    if (c.last_arriver == rank) {
+      if (last < 0 || c.skew_ns > w.instances[size_t(last)].skew_ns) last = int64_t(i);
+      continue;
+    }
+    for (const auto& a : c.arrivals)
+      if (a.rank == rank && c.last_arrival_ns - a.arrive_ns > best_wait) {
+        best_wait = c.last_arrival_ns - a.arrive_ns;
+        waited = int64_t(i);
+      }
+  }
+  return last >= 0 ? last : waited;
+}
+
 TableData memory_phase_table(const prof::Summary& s) {
   TableData t;
   t.headers = {"label", "rank", "max allocated", "max reserved", "max peak", "samples"};
@@ -416,6 +434,25 @@ TableData range_details_table(const TraceModel& m, int64_t range) {
   kv("duration", duration_qs(double(r.duration())));
   kv("start (from trace start)", duration_qs(double(r.start_ns - m.t_min)));
   kv("kind", r.is_kernel ? QStringLiteral("GPU kernel") : QStringLiteral("host range"));
+  // A collective: every rank's arrival, the skew and each rank's wait (the straggler evidence).
+  const CollectiveArrivals c = collective_arrivals(m, range);
+  if (c.pg >= 0) {
+    auto ns_row = [&](const QString& k, const QString& text, int64_t ns) { t.add({k, text}, {k, qint64(ns)}); };
+    kv("collective", QObject::tr("process group %1, #%2: %3 of %4 ranks")
+                         .arg(c.pg)
+                         .arg(c.seq)
+                         .arg(qint64(c.arrivals.size()))
+                         .arg(c.group_ranks));
+    ns_row(QStringLiteral("skew"), duration_qs(double(c.skew_ns)), c.skew_ns);
+    kv("last arrival", QObject::tr("rank %1").arg(c.last_rank));
+    for (const auto& a : c.arrivals) {
+      ns_row(QObject::tr("rank %1 arrival").arg(a.rank),
+             QObject::tr("+%1 after the first (%2 from the trace start)")
+                 .arg(duration_qs(double(a.arrive_ns - c.first_ns)), duration_qs(double(a.arrive_ns - m.t_min))),
+             a.arrive_ns - c.first_ns);
+      ns_row(QObject::tr("rank %1 wait").arg(a.rank), duration_qs(double(a.wait_ns)), a.wait_ns);
+    }
+  }
   return t;
 }
 

@@ -79,6 +79,10 @@ TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1, S
                             const std::vector<int32_t>& hidden_ranks = {}, int64_t* clipped = nullptr);
 // Waiting analysis per rank: collectives, last arrivals, wait caused / suffered (ms); key = rank.
 TableData straggler_table(const prof::Summary& s);
+// The instance a Stragglers row (rank) jumps to: the one where the rank arrived last with the
+// largest skew, else (never last) the one where it waited longest; index into w.instances
+// (the first of equals), -1 when the rank took part in none.
+int64_t straggler_instance(const prof::WaitingAnalysis& w, int32_t rank);
 TableData memory_phase_table(const prof::Summary& s);
 TableData names_table(const prof::Summary& s);
 // Two runs side by side, as the profiler compares them (profiler/compare.hpp, the same rows
@@ -105,7 +109,10 @@ std::vector<HeadMapRow> head_map_rows(const prof::TraceModel& m);
 TableData head_map_table(const std::vector<HeadMapRow>& rows);
 
 // ---- inspection -------------------------------------------------------------------------
-// Field / value rows of one range (layer, direction, heads, bytes, duration, ...).
+// Field / value rows of one range (layer, direction, heads, bytes, duration, ...). A
+// collective adds its instance (collective_arrivals): "collective" (pg, seq, ranks that have
+// it), "skew", "last arrival" and per rank "rank R arrival" (after the first arrival, and from
+// the trace start) and "rank R wait"; the sort value of each duration row is its ns.
 TableData range_details_table(const prof::TraceModel& m, int64_t range);
 // Kernels launched by a host range or its nested ranges, at most `limit`, sorted by start.
 // Key = range index. Traces with CUPTI correlation use TraceRange::origin (exact); others

@@ -29,6 +29,7 @@
 #include <optional>
 #include <utility>
 
+#include "models/native_path.hpp"
 #include "trace/head_map.hpp"
 #include "trace/histogram_delegate.hpp"
 #include "trace/memory_view.hpp"
@@ -237,7 +238,9 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   d->steps = new TableModel(this);
   d->search = new TableModel(this);
   auto* dsplit = new QSplitter(Qt::Horizontal, d->bottom);
-  dsplit->addWidget(make_table(d->details, dsplit, false));
+  QTableView* details_view = make_table(d->details, dsplit, false);
+  details_view->setObjectName(QStringLiteral("rangeDetails"));
+  dsplit->addWidget(details_view);
   d->kernels_view = make_table(d->kernels, dsplit);
   dsplit->addWidget(d->kernels_view);
   d->bottom->addTab(dsplit, tr("Selected range"));
@@ -396,6 +399,14 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
         d->timeline->fitStep(int(i));
       }
   });
+  // A Stragglers row jumps to its collective instance on the timeline.
+  connect(d->report, &ReportView::collectiveActivated, this, [this](int pg, qint64 seq, int rank) {
+    if (!d->current.model) return;
+    const int64_t r = collective_range(*d->current.model, pg, seq, rank);
+    if (r < 0) return;
+    setView(QStringLiteral("timeline"));
+    d->timeline->fitCollective(r);
+  });
   // Trace-page keys from the binding table (shortcuts.hpp): Ctrl+F focuses the filter, Esc
   // clears the selection, then the filter.
   auto* focus_filter = new QAction(tr("Focus the filter"), this);
@@ -442,10 +453,10 @@ TraceView::~TraceView() {
 QStringList TraceView::viewNames() { return {"timeline", "headmap", "memory", "report"}; }
 
 bool TraceView::openTrace(const QString& path, QString* error) {
-  if (!QFileInfo::exists(path)) {
+  if (!path_exists(path)) {  // byte for byte: a name that is not UTF-8 exists too
     const QString msg =
         tr("%1 does not exist. Give a run directory (RUN/trace/rank*.sqlite), a rank trace or an nsys SQLite export.")
-            .arg(path);
+            .arg(display_path(path));
     if (error) *error = msg;
     d->showMessage(msg);
     emit loadFailed(msg);
