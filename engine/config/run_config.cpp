@@ -1053,6 +1053,10 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
                                   num(p.sp_size) + "); try " + num((t.seq_length / p.sp_size + 1) * p.sp_size));
   }
   validate_model_family(m, bad);
+  if (p.ring_size > 1 && (p.backend == "nccl" || t.device == "cuda"))
+    bad("parallel.ring_size", "parallel.ring_size " + num(p.ring_size) +
+                                  " runs on Gloo (CPU ranks) only: the ring's send/recv on NCCL is not implemented "
+                                  "yet; use train.device=cpu (parallel.backend gloo) or parallel.ring_size=1");
   one_of("parallel.backend", p.backend);
   one_of("train.dtype", t.dtype);
   one_of("train.device", t.device);

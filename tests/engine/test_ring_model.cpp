@@ -190,3 +190,30 @@ TEST(UlyssesRing, ConfigRefusalsNameTheNumbers) {
   ASSERT_FALSE(is.empty());
   EXPECT_NE(is[0].message.find("sp_size x ring_size x dp_size = 4096"), std::string::npos) << is[0].message;
 }
+
+// bf16 compute (fp32 master weights): K/V blocks of bf16 travel the ring through Gloo; the
+// sp 2 x ring 2 run follows the one-process bf16 run closely and learns.
+TEST(UlyssesRing, Bfloat16TracksOneProcess) {
+  RunConfig one = tiny(1, 1, 1, true);
+  one.train.dtype = "bfloat16";
+  const Result ref = train(one, 3);
+  RunConfig c = tiny(1, 2, 2, true);
+  c.train.dtype = "bfloat16";
+  const Result got = train(c, 3);
+  ASSERT_EQ(got.losses.size(), 3u);
+  for (size_t s = 0; s < 3; ++s) EXPECT_NEAR(got.losses[s], ref.losses[s], 2e-2 * ref.losses[s]) << "step " << s;
+  EXPECT_LT(got.losses.back(), got.losses.front());
+}
+
+// The ring runs on Gloo only for now: a config that asks for NCCL or CUDA is refused before launch.
+TEST(UlyssesRing, NcclIsRefusedBeforeLaunch) {
+  RunConfig c = tiny(1, 2, 2, true);
+  c.train.device = "cuda";
+  auto is = validate(c);
+  ASSERT_FALSE(is.empty());
+  EXPECT_EQ(is[0].field, "parallel.ring_size");
+  EXPECT_NE(is[0].message.find("parallel.ring_size 2 runs on Gloo"), std::string::npos) << is[0].message;
+  c.train.device = "auto";
+  c.parallel.backend = "nccl";
+  EXPECT_FALSE(validate(c).empty());
+}
