@@ -230,8 +230,11 @@ int main(int argc, char** argv) {
       to.world_size = env.world_size;
       to.sp_rank = comm.sp_rank();
       to.sp_size = comm.sp_size();
-      to.dp_rank = comm.dp_rank();
-      to.dp_size = comm.dp_size();
+      // The trace schema has no ring axis yet (docs/RING.md): with ring_size > 1 the ring ranks
+      // are recorded as a further data-parallel axis (rank = that dp_rank x sp + sp_rank holds),
+      // so worldSize = spSize x dpSize stays true; the stored config says ring_size.
+      to.dp_rank = comm.rank() / comm.sp_size();
+      to.dp_size = comm.dp_size() * comm.ring_size();
       to.device = dev.device;  // "cuda:N" starts CUPTI in the tracer
       to.hostname = host_name();
       to.run_config_json = cfg.to_json().dump();
