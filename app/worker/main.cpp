@@ -146,9 +146,9 @@ int main(int argc, char** argv) {
     throw_if_invalid(validate(cfg));
     if (env.world_size != cfg.parallel.world_size())
       throw ConfigError("WORLD_SIZE (" + std::to_string(env.world_size) +
-                        ") does not match parallel.sp_size x parallel.dp_size (" +
-                        std::to_string(cfg.parallel.sp_size) + " x " + std::to_string(cfg.parallel.dp_size) + " = " +
-                        std::to_string(cfg.parallel.world_size()) + ")");
+                        ") does not match parallel.sp_size x parallel.ring_size x parallel.dp_size (" +
+                        std::to_string(cfg.parallel.sp_size) + " x " + std::to_string(cfg.parallel.ring_size) + " x " +
+                        std::to_string(cfg.parallel.dp_size) + " = " + std::to_string(cfg.parallel.world_size()) + ")");
 
     // One decision for device and backend; a refusal (e.g. more local ranks than GPUs) is
     // bad input. The GPU is selected before the process groups are made.
@@ -210,7 +210,8 @@ int main(int argc, char** argv) {
     heartbeat.set(Phase::Rendezvous);
     comm_holder =
         std::make_unique<Comm>(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), dev,
-                               std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000)));
+                               std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000)),
+                               static_cast<int>(cfg.parallel.ring_size));
     Comm& comm = *comm_holder;
     heartbeat.set(Phase::Build);
     comm.set_fault_delay(static_cast<int>(cfg.faults.slow_rank),
@@ -229,8 +230,11 @@ int main(int argc, char** argv) {
       to.world_size = env.world_size;
       to.sp_rank = comm.sp_rank();
       to.sp_size = comm.sp_size();
-      to.dp_rank = comm.dp_rank();
-      to.dp_size = comm.dp_size();
+      // The trace schema has no ring axis yet (docs/RING.md): with ring_size > 1 the ring ranks
+      // are recorded as a further data-parallel axis (rank = that dp_rank x sp + sp_rank holds),
+      // so worldSize = spSize x dpSize stays true; the stored config says ring_size.
+      to.dp_rank = comm.rank() / comm.sp_size();
+      to.dp_size = comm.dp_size() * comm.ring_size();
       to.device = dev.device;  // "cuda:N" starts CUPTI in the tracer
       to.hostname = host_name();
       to.run_config_json = cfg.to_json().dump();
@@ -266,8 +270,9 @@ int main(int argc, char** argv) {
       }
     }
     if (env.rank == 0)
-      std::cerr << "ulysses-worker: " << env.world_size << " rank(s), sp_size " << comm.sp_size() << " x dp_size "
-                << comm.dp_size() << ", backend " << comm.backend_name()
+      std::cerr << "ulysses-worker: " << env.world_size << " rank(s), sp_size " << comm.sp_size()
+                << (comm.ring_size() > 1 ? " x ring_size " + std::to_string(comm.ring_size()) : std::string())
+                << " x dp_size " << comm.dp_size() << ", backend " << comm.backend_name()
                 << (comm.has_groups() ? " (c10d groups made)" : "") << ", device " << dev.device << " (" << dev.reason
                 << "), " << threads << " thread(s) per rank, " << cfg.model.num_parameters() << " parameters"
                 << std::endl;

@@ -90,12 +90,17 @@ std::vector<ConfigField> build() {
                        {"hf", "fp64"})));
   const std::vector<ConfigField> rest = {
       I("parallel", "sp_size", "Sequence parallel (sp)", "Ulysses ranks that split one sequence", 1, kMaxWorld),
-      I("parallel", "dp_size", "Data parallel (dp)", "replicas; world size = sp x dp", 1, kMaxWorld),
+      I("parallel", "dp_size", "Data parallel (dp)", "replicas; world size = sp x ring x dp", 1, kMaxWorld),
       I("parallel", "head_chunks", "Head chunks", "overlap the all-to-all of chunk i+1 with attention of chunk i", 1,
         kMaxHeads),
       C("parallel", "backend", "Backend", "collectives: gloo (CPU), nccl (GPU) or auto", {"auto", "gloo", "nccl"}),
       B("parallel", "fused_qkv", "Fused q/k/v all-to-all", "one all-to-all for q, k and v"),
       N("parallel", "timeout_s", "Collective timeout (s)", "timeout of every collective"),
+      I("parallel", "ring_size", "Ring attention (ring)",
+        "ranks of a ring that pass K/V blocks round; the sequence splits over sp x ring ranks, world = sp x ring x dp",
+        1, kMaxWorld),
+      B("parallel", "ring_zigzag", "Ring zigzag balance",
+        "ring rank r holds sequence chunks r and 2R-1-r so every rank has the same causal work (off: contiguous)"),
       I("train", "seq_length", "Sequence length", "tokens per sequence N (must divide by sp_size)", 1, kMaxTokens),
       I("train", "micro_batch_size", "Micro batch", "sequences per step per data-parallel rank", 1, kMaxMicroBatch),
       I("train", "steps", "Steps", "optimizer steps", 1, kMaxSteps),

@@ -5,6 +5,7 @@
 #include "safetensors_header.hpp"
 #include "config_fields.hpp"
 #include "json_checked.hpp"
+#include "ring_geometry.hpp"
 #include "ulysses_geometry.hpp"
 
 #include <sys/stat.h>
@@ -177,6 +178,7 @@ const std::vector<Field<ParallelConfig>>& parallel_fields() {
       f("sp_size", &ParallelConfig::sp_size),     f("dp_size", &ParallelConfig::dp_size),
       f("backend", &ParallelConfig::backend),     f("head_chunks", &ParallelConfig::head_chunks),
       f("fused_qkv", &ParallelConfig::fused_qkv), f("timeout_s", &ParallelConfig::timeout_s),
+      f("ring_size", &ParallelConfig::ring_size), f("ring_zigzag", &ParallelConfig::ring_zigzag),
   };
   return t;
 }
@@ -945,6 +947,7 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
   bool ok_par = ranged("parallel.sp_size", p.sp_size);
   ok_par &= ranged("parallel.dp_size", p.dp_size);
   ok_par &= ranged("parallel.head_chunks", p.head_chunks);
+  ok_par &= ranged("parallel.ring_size", p.ring_size);
   bool ok_train = ranged("train.seq_length", t.seq_length);
   ok_train &= ranged("train.micro_batch_size", t.micro_batch_size);
   ranged("train.steps", t.steps);
@@ -996,7 +999,8 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
                                   num(static_cast<int64_t>(kMaxTimeoutS)) + " (7 days), got " + buf);
   }
   if (ok_par && p.world_size() > kMaxWorld)
-    bad("parallel.sp_size", "sp_size x dp_size = " + num(p.world_size()) + " ranks is more than " + num(kMaxWorld));
+    bad("parallel.sp_size", (p.ring_size > 1 ? "sp_size x ring_size x dp_size = " : "sp_size x dp_size = ") +
+                                num(p.world_size()) + " ranks is more than " + num(kMaxWorld));
   // Byte counts of the step, in checked 64-bit arithmetic: the cost model and the engine
   // multiply these sizes, and a product past 2^63 wraps to nonsense (negative sizes).
   if (ok_model && ok_par && ok_train) {
@@ -1042,11 +1046,17 @@ std::vector<ConfigIssue> validate(const RunConfig& c) {
     for (auto& i : ulysses_geometry(c).issues)
       if (std::none_of(gqa.begin(), gqa.end(), [&](const ConfigIssue& x) { return x.message == i.message; }))
         out.push_back(i);
-    if (t.seq_length > 0 && t.seq_length % p.sp_size != 0)
+    if (p.ring_size > 1) {
+      for (auto& i : ring_issues(t.seq_length, p.sp_size, p.ring_size, p.ring_zigzag)) out.push_back(i);
+    } else if (t.seq_length > 0 && t.seq_length % p.sp_size != 0)
       bad("train.seq_length", "train.seq_length (" + num(t.seq_length) + ") must be divisible by parallel.sp_size (" +
                                   num(p.sp_size) + "); try " + num((t.seq_length / p.sp_size + 1) * p.sp_size));
   }
   validate_model_family(m, bad);
+  if (p.ring_size > 1 && (p.backend == "nccl" || t.device == "cuda"))
+    bad("parallel.ring_size", "parallel.ring_size " + num(p.ring_size) +
+                                  " runs on Gloo (CPU ranks) only: the ring's send/recv on NCCL is not implemented "
+                                  "yet; use train.device=cpu (parallel.backend gloo) or parallel.ring_size=1");
   one_of("parallel.backend", p.backend);
   one_of("train.dtype", t.dtype);
   one_of("train.device", t.device);

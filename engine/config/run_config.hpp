@@ -79,7 +79,12 @@ struct ParallelConfig {
   int64_t head_chunks = 1;       // pipeline the all-to-alls over this many head chunks
   bool fused_qkv = true;         // one all-to-all for q, k and v instead of three (issue 12: faster, bit-identical)
   double timeout_s = 120.0;      // every collective's timeout
-  int64_t world_size() const { return sp_size * dp_size; }
+  // Ring attention (issue 36, docs/RING.md): ring groups of ring_size ranks pass K/V blocks
+  // round the ring; the sequence is split over sp_size x ring_size ranks. 1 = Ulysses only.
+  int64_t ring_size = 1;
+  bool ring_zigzag = true;  // causal load balancing: ring rank r holds chunks r and 2R-1-r
+  int64_t seq_ranks() const { return sp_size * ring_size; }
+  int64_t world_size() const { return sp_size * ring_size * dp_size; }
 };
 
 struct TrainConfig {

@@ -76,14 +76,14 @@ DistEnv DistEnv::from_environment() {
 Comm::~Comm() = default;
 
 void Comm::shutdown() {
-  for (auto* pg : {&sp_, &world_}) {
+  for (auto* pg : {&ring_, &sp_, &world_}) {
     if (*pg) compat::shutdown_backend(*pg);
     pg->reset();
   }
 }
 
 void Comm::abort() {
-  for (auto* pg : {&sp_, &world_}) {
+  for (auto* pg : {&ring_, &sp_, &world_}) {
     if (!*pg) continue;
     compat::abort_backend(*pg);
     (void)pg->release();  // leaked on purpose: no destructor that could wait on a dead peer
@@ -106,19 +106,29 @@ DeviceDecision decision_for_backend(const DistEnv& env, const std::string& backe
 }
 }  // namespace
 
-Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const std::string& backend, std::chrono::milliseconds timeout)
-    : Comm(env, sp_size, dp_size, decision_for_backend(env, backend), timeout) {}
+Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const std::string& backend, std::chrono::milliseconds timeout,
+           int ring_size)
+    : Comm(env, sp_size, dp_size, decision_for_backend(env, backend), timeout, ring_size) {}
 
 Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const DeviceDecision& decision,
-           std::chrono::milliseconds timeout)
-    : env_(env), sp_size_(sp_size), dp_size_(dp_size), timeout_(timeout) {
-  if (env.world_size != sp_size * dp_size)
+           std::chrono::milliseconds timeout, int ring_size)
+    : env_(env), sp_size_(sp_size), dp_size_(dp_size), ring_size_(ring_size), timeout_(timeout) {
+  if (ring_size != 1 && env.world_size != sp_size * ring_size * dp_size)
+    throw ConfigError("WORLD_SIZE (" + std::to_string(env.world_size) +
+                      ") must equal parallel.sp_size x parallel.ring_size x parallel.dp_size (" +
+                      std::to_string(sp_size) + " x " + std::to_string(ring_size) + " x " + std::to_string(dp_size) +
+                      " = " + std::to_string(sp_size * ring_size * dp_size) + ")");
+  if (env.world_size != sp_size * ring_size * dp_size)
     throw ConfigError("WORLD_SIZE (" + std::to_string(env.world_size) +
                       ") must equal parallel.sp_size x parallel.dp_size (" + std::to_string(sp_size) + " x " +
                       std::to_string(dp_size) + " = " + std::to_string(sp_size * dp_size) + ")");
   backend_ = decision.backend;
   if (backend_ != "gloo" && backend_ != "nccl")
     throw ConfigError("unknown backend '" + backend_ + "' (decide_device gives gloo or nccl)");
+  if (ring_size > 1 && backend_ == "nccl")
+    throw ConfigError("parallel.ring_size " + std::to_string(ring_size) +
+                      " runs on Gloo (CPU ranks) only: the ring's send/recv on NCCL is not implemented yet "
+                      "(docs/RING.md); use train.device=cpu or parallel.ring_size=1");
   device_ = decision.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(decision.device_index))
                           : torch::Device(torch::kCPU);
   if (env.world_size == 1 && !env.single_rank_groups) return;  // no collectives needed
@@ -156,6 +166,11 @@ Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const DeviceDecision& d
 #endif
   const int group = env.rank / sp_size;
   if (sp_size > 1) sp_ = make("sp" + std::to_string(group), env.rank % sp_size, sp_size);
+  // Ring group j = dp_rank x sp + sp_rank: ranks dp_rank x sp x ring + i x sp + sp_rank, i < ring.
+  if (ring_size > 1) {
+    const int ring_group = dp_rank() * sp_size + sp_rank();
+    ring_ = make("ring" + std::to_string(ring_group), ring_rank(), ring_size);
+  }
 }
 
 void Comm::check_device(const at::Tensor& t, const char* op) const {

@@ -1,5 +1,9 @@
-// Process groups for one rank: the world group (gradient all-reduce over SP x DP ranks)
-// and this rank's SP group (consecutive ranks) for the Ulysses all-to-alls. Built on c10d
+// Process groups for one rank: the world group (gradient all-reduce over all ranks), this
+// rank's SP group (consecutive ranks) for the Ulysses all-to-alls and, with ring attention
+// (parallel.ring_size > 1), its ring group for the K/V block exchange. Rank layout:
+//   rank = dp_rank x (sp x ring) + ring_rank x sp + sp_rank
+// so an SP group is sp consecutive ranks (as without a ring) and a ring group is the ring
+// ranks of one (dp_rank, sp_rank), stride sp; all three groups are made in the constructor. Built on c10d
 // (Gloo on CPU, NCCL on GPU); every collective carries parallel.timeout_s. The device and
 // backend come from one DeviceDecision (engine/config/device_decision.hpp).
 #pragma once
@@ -60,9 +64,11 @@ class Comm {
   DeviceTimer* device_timer() const { return timer_.get(); }
 
   // Process group ids in traces: 0 = the world group, 1 + g = SP group g (ranks
-  // g*sp_size .. g*sp_size + sp_size - 1).
+  // g*sp_size .. g*sp_size + sp_size - 1), then 1 + world/sp + j = ring group j
+  // (j = dp_rank x sp + sp_rank).
   static constexpr int32_t kWorldPg = 0;
   int32_t sp_pg() const { return 1 + env_.rank / sp_size_; }
+  int32_t ring_pg() const { return 1 + env_.world_size / sp_size_ + dp_rank() * sp_size_ + sp_rank(); }
 
   // Fault injection (faults.slow_rank / faults.delay_ms): when this rank is `slow_rank`,
   // sleep `delay_ms` before issuing each collective (all-to-all, all-reduce, barrier).
@@ -75,10 +81,13 @@ class Comm {
 
   // Groups on the decided backend; device() is the decided device (where the model lives
   // and where tensors passed to collectives must be).
-  Comm(const DistEnv& env, int sp_size, int dp_size, const DeviceDecision& decision, std::chrono::milliseconds timeout);
+  // ring_size > 1: ring groups too (world = sp x ring x dp).
+  Comm(const DistEnv& env, int sp_size, int dp_size, const DeviceDecision& decision, std::chrono::milliseconds timeout,
+       int ring_size = 1);
   // Shorthand for tests: backend gloo = CPU; auto / nccl are decided with train.device auto /
   // cuda on this host (DeviceFacts::detect).
-  Comm(const DistEnv& env, int sp_size, int dp_size, const std::string& backend, std::chrono::milliseconds timeout);
+  Comm(const DistEnv& env, int sp_size, int dp_size, const std::string& backend, std::chrono::milliseconds timeout,
+       int ring_size = 1);
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
@@ -95,8 +104,14 @@ class Comm {
   int world_size() const { return env_.world_size; }
   int sp_rank() const { return env_.rank % sp_size_; }
   int sp_size() const { return sp_size_; }
-  int dp_rank() const { return env_.rank / sp_size_; }
+  int dp_rank() const { return env_.rank / (sp_size_ * ring_size_); }
   int dp_size() const { return dp_size_; }
+  int ring_rank() const { return (env_.rank / sp_size_) % ring_size_; }
+  int ring_size() const { return ring_size_; }
+  // The ring group (nullptr when ring_size is 1 or there are no groups) and the timeout every
+  // wait on it takes (ring_attention.hpp's transport).
+  const c10::intrusive_ptr<compat::Backend>& ring_group() const { return ring_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
   const std::string& backend_name() const { return backend_; }
   const torch::Device& device() const { return device_; }
   bool has_groups() const { return static_cast<bool>(world_); }  // false: one rank, no c10d groups
@@ -141,14 +156,14 @@ class Comm {
                        const std::function<c10::intrusive_ptr<c10d::Work>()>& issue,
                        const std::function<void()>& after);
   DistEnv env_;
-  int sp_size_ = 1, dp_size_ = 1;
+  int sp_size_ = 1, dp_size_ = 1, ring_size_ = 1;
   std::string backend_;
   torch::Device device_ = torch::kCPU;
   std::chrono::milliseconds timeout_;
   bool shape_only_ = false;
   Comm() = default;
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<compat::Backend> world_, sp_;
+  c10::intrusive_ptr<compat::Backend> world_, sp_, ring_;
   int64_t world_seq_ = 0, sp_seq_ = 0;  // collectives issued so far on each group
   int64_t fault_delay_us_ = 0;          // > 0 on the slow rank only
   std::shared_ptr<DeviceTimer> timer_;

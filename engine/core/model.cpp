@@ -91,11 +91,16 @@ std::pair<at::Tensor, double> rope_inv_freq(const ModelConfig& c, torch::Dtype d
 
 std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, const at::Tensor& inv_freq, double scaling,
                                               const at::TensorOptions& out) {
+  return rope_tables(torch::arange(pos0, pos0 + n, at::TensorOptions().dtype(torch::kInt64)), inv_freq, scaling, out);
+}
+
+std::pair<at::Tensor, at::Tensor> rope_tables(const at::Tensor& positions, const at::Tensor& inv_freq, double scaling,
+                                              const at::TensorOptions& out) {
   // Angles in inv_freq's dtype (fp32 as Hugging Face computes them, or fp64), on the device the
   // tables are used on, then cast once to the compute dtype: every layer shares the same two tables.
   const auto f32 = out.dtype(torch::kFloat32);
   auto inv = inv_freq.to(f32.device());
-  auto pos = torch::arange(pos0, pos0 + n, f32.dtype(torch::kInt64)).to(inv.scalar_type());
+  auto pos = positions.to(f32.device()).to(inv.scalar_type());
   auto freqs = pos.unsqueeze(1) * inv.unsqueeze(0);  // (n, dh/2)
   auto emb = torch::cat({freqs, freqs}, -1);         // (n, dh)
   auto c = emb.cos(), s = emb.sin();
@@ -139,6 +144,16 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch:
     o.head_chunks = par.head_chunks;
     o.fused_qkv = par.fused_qkv;
     o.layer = static_cast<int32_t>(l);
+    if (comm && comm->ring_size() > 1) {
+      if (!ring_) {
+        if (!comm->ring_group())
+          throw std::invalid_argument("parallel.ring_size " + std::to_string(comm->ring_size()) +
+                                      " needs a Comm with ring groups");
+        ring_ = make_group_ring_transport(comm->ring_group(), comm->timeout());
+      }
+      o.ring = ring_.get();
+      o.ring_layout = RingLayout{comm->ring_size(), par.ring_zigzag};
+    }
     attn_opts_.push_back(o);
   }
   recompute_opts_ = attn_opts_;
@@ -151,6 +166,11 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch:
 void LlamaModel::set_attention_kernel(const AttentionKernel& k) {
   for (auto& o : attn_opts_) o.kernel = k;
   for (auto& o : recompute_opts_) o.kernel = k;
+}
+
+void LlamaModel::set_ring_fault(RingFault f) {
+  for (auto& o : attn_opts_) o.ring_fault = f;
+  for (auto& o : recompute_opts_) o.ring_fault = f;
 }
 
 void LlamaModel::set_tracer(prof::Tracer* t) {
@@ -194,8 +214,7 @@ at::Tensor LlamaModel::w(const std::string& name) {
   return p.scalar_type() == dtype_ ? p : p.to(dtype_);
 }
 
-at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, int64_t pos0) {
-  const int64_t n = ids.size(1);
+at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, const at::Tensor& positions) {
   for (auto& l : marks_.layers) l = {};
   marks_.head_begin = marks_.head_end = 0;
 
@@ -206,8 +225,8 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, int64_t pos0) {
     x = ids.is_meta() ? embedding_shapes(table, ids)
                       : torch::embedding(table, ids);  // (B, n, d); meta: dry runs (flash_shapes.hpp)
   }
-  auto [cos, sin] =
-      rope_tables(pos0, n, inv_freq_, rope_scaling_, x.options());  // x: (B, n, d) on the model's device, compute dtype
+  auto [cos, sin] = rope_tables(positions, inv_freq_, rope_scaling_,
+                                x.options());  // x: (B, n, d) on the model's device, compute dtype
   const bool ckpt = mem_.checkpoint_layers && torch::GradMode::is_enabled();
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     if (!ckpt) {
@@ -273,8 +292,8 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
     a = ulysses_attention(q, k, v, aopt);  // (B, n, H, dh)
   } else {
     ULYSSES_RANGE(tracer_, Phase::Attention, dir, L, 0, static_cast<int32_t>(H));
-    a = causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), aopt.kernel)
-            .transpose(1, 2);  // (B, n, H, dh)
+    a = attention_core(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), aopt)
+            .transpose(1, 2);  // (B, n, H, dh); over the ring when ring_size > 1
   }
   {
     ULYSSES_RANGE(tracer_, Phase::OutProj, dir, L);
@@ -295,14 +314,19 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
 }
 
 at::Tensor LlamaModel::forward_logits(const at::Tensor& ids, int64_t pos0) {
-  auto x = hidden_states(ids, pos0);
+  auto x = hidden_states(ids, torch::arange(pos0, pos0 + ids.size(1), at::TensorOptions().dtype(torch::kInt64)));
   x = rms_norm(x, w("model.norm.weight"), cfg_.rms_norm_eps);
   return torch::linear(x, w(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"));
 }
 
 at::Tensor LlamaModel::forward_loss_sum(const at::Tensor& ids, const at::Tensor& labels, int64_t pos0) {
+  return forward_loss_sum(ids, labels,
+                          torch::arange(pos0, pos0 + ids.size(1), at::TensorOptions().dtype(torch::kInt64)));
+}
+
+at::Tensor LlamaModel::forward_loss_sum(const at::Tensor& ids, const at::Tensor& labels, const at::Tensor& positions) {
   const bool marks_on = tracer_ && tracer_->active() && torch::GradMode::is_enabled();
-  auto x = hidden_states(ids, pos0);
+  auto x = hidden_states(ids, positions);
   ULYSSES_RANGE(tracer_, Phase::Loss, Direction::Forward);
   const at::Tensor head = w(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
   if (mem_.loss_chunk_tokens > 0) {

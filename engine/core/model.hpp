@@ -77,6 +77,9 @@ class LlamaModel {
   // ids (B, n) local shard starting at global position `pos0`; labels (B, n) already
   // shifted (-100 = ignored). Returns the SUM of token losses of this shard (fp32 scalar).
   at::Tensor forward_loss_sum(const at::Tensor& ids, const at::Tensor& labels, int64_t pos0);
+  // The same for a shard whose tokens sit at the global positions `positions` (n, int64, CPU):
+  // ring attention's zigzag layout gives a rank non-adjacent pieces of the sequence.
+  at::Tensor forward_loss_sum(const at::Tensor& ids, const at::Tensor& labels, const at::Tensor& positions);
   // Logits (B, n, V) for a shard (no loss), for checks.
   at::Tensor forward_logits(const at::Tensor& ids, int64_t pos0);
 
@@ -91,9 +94,11 @@ class LlamaModel {
   void set_memory_options(const MemoryOptions& m) { mem_ = m; }
   const MemoryOptions& memory_options() const { return mem_; }
   BackwardMarks& marks() { return marks_; }
+  // Tests only: skip ring block `skip_step` in every ring attention's forward (-1: none).
+  void set_ring_fault(RingFault f);
 
  private:
-  at::Tensor hidden_states(const at::Tensor& ids, int64_t pos0);
+  at::Tensor hidden_states(const at::Tensor& ids, const at::Tensor& positions);
   // One decoder layer: x (B, n, d) -> (B, n, d). `dir` is Forward, or Recompute for the
   // re-run of a checkpointed layer inside backward.
   at::Tensor layer_forward(int64_t l, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
@@ -110,7 +115,8 @@ class LlamaModel {
   std::vector<UlyssesOptions> attn_opts_;       // per layer, must outlive autograd graphs
   std::vector<UlyssesOptions> recompute_opts_;  // the same, traced as Direction::Recompute
   std::unique_ptr<RecomputeTracer> recompute_tracer_;
-  std::vector<CheckpointSlot> ckpt_;  // per layer, alive from forward to backward
+  std::unique_ptr<RingTransport> ring_;  // parallel.ring_size > 1: over comm's ring group
+  std::vector<CheckpointSlot> ckpt_;     // per layer, alive from forward to backward
   MemoryOptions mem_;
   at::Tensor inv_freq_;        // (dh/2) RoPE inverse frequencies (rope_inv_freq; fp64 with rope_precision fp64)
   double rope_scaling_ = 1.0;  // cos/sin factor (yarn's attention factor)
@@ -129,6 +135,9 @@ std::pair<at::Tensor, double> rope_inv_freq(const ModelConfig& cfg, torch::Dtype
 // cos, sin (n, dh) = (cos, sin)(pos * inv_freq) * scaling for positions pos0..pos0+n-1, in
 // inv_freq's dtype (fp32 as Hugging Face, or fp64) on out's device, returned in out's dtype.
 std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, const at::Tensor& inv_freq, double scaling,
+                                              const at::TensorOptions& out);
+// The same for any global positions (n, int64).
+std::pair<at::Tensor, at::Tensor> rope_tables(const at::Tensor& positions, const at::Tensor& inv_freq, double scaling,
                                               const at::TensorOptions& out);
 // Plain RoPE (rope_type default) tables: cos, sin (n, dh) for positions pos0..pos0+n-1: angles computed in fp32 on
 // out's device, returned in out's dtype (the compute dtype), built once per forward and shared by all layers.

@@ -7,6 +7,7 @@
 
 #include "checkpoint.hpp"
 #include "reductions.hpp"
+#include "ring_geometry.hpp"
 
 namespace ulysses {
 
@@ -222,7 +223,7 @@ void Trainer::record_backward_marks() {
 
 double Trainer::loss_and_grads(int64_t s) {
   const auto& t = cfg_.train;
-  const int64_t N = t.seq_length, P = comm_.sp_size(), n = N / P, B = t.micro_batch_size;
+  const int64_t N = t.seq_length, B = t.micro_batch_size;
   if (!flat_.defined())  // ZeRO stage 2 released it after the last step
     flat_ = torch::zeros({tail_}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
   bind_grads();   // (again: a test or a checkpoint load may have replaced a .grad)
@@ -232,15 +233,27 @@ double Trainer::loss_and_grads(int64_t s) {
   // [(dp_rank * A + a) * B, +B) in micro-step a, this SP rank its shard of each. Gradients
   // of the A backwards add up in flat_, loss sums and token counts in loss_acc / count_acc,
   // so dividing by the global token count below gives the one-big-batch mean (token-weighted).
+  // The shard: N/P contiguous tokens at sp_rank x N/P; with a ring, the pieces of the ring
+  // layout that (ring_rank, sp_rank) holds (seq_shard_ranges, ring_geometry.hpp).
   const int64_t A = std::max<int64_t>(1, t.gradient_accumulation_steps);
-  const int64_t pos0 = comm_.sp_rank() * n;
+  const RingLayout ring{comm_.ring_size(), cfg_.parallel.ring_zigzag};
+  const auto ranges = seq_shard_ranges(N, comm_.sp_size(), ring, comm_.ring_rank(), comm_.sp_rank());
+  std::vector<at::Tensor> pos_parts;
+  for (const auto& r : ranges) pos_parts.push_back(torch::arange(r.begin, r.end, torch::kInt64));
+  const at::Tensor positions = pos_parts.size() == 1 ? pos_parts[0] : torch::cat(pos_parts);  // (n)
+  auto shard = [&](const at::Tensor& x) {                                                     // (B, N) -> (B, n)
+    if (ranges.size() == 1) return x.narrow(1, ranges[0].begin, ranges[0].end - ranges[0].begin).contiguous();
+    std::vector<at::Tensor> parts;
+    for (const auto& r : ranges) parts.push_back(x.narrow(1, r.begin, r.end - r.begin));
+    return torch::cat(parts, 1);
+  };
   at::Tensor loss_acc, count_acc;
   for (int64_t a = 0; a < A; ++a) {
     Batch batch = make_batch(*data_, N, s, (comm_.dp_rank() * A + a) * B, B, static_cast<uint64_t>(t.seed));
-    auto ids = batch.ids.narrow(1, pos0, n).contiguous().to(device_);        // (B, n)
-    auto labels = batch.labels.narrow(1, pos0, n).contiguous().to(device_);  // (B, n)
+    auto ids = shard(batch.ids).to(device_);        // (B, n)
+    auto labels = shard(batch.labels).to(device_);  // (B, n)
 
-    at::Tensor loss_sum = model_->forward_loss_sum(ids, labels, pos0);
+    at::Tensor loss_sum = model_->forward_loss_sum(ids, labels, positions);
     if (tracer_ && tracer_->active() && cfg_.profile.memory)
       tracer_->sample_memory("after_forward", memory_now(device_));
     {

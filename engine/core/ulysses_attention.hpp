@@ -14,6 +14,7 @@
 #include "a2a_volume.hpp"
 #include "comm.hpp"
 #include "local_attention.hpp"
+#include "ring_attention.hpp"
 #include "ulysses/profiler/tracer.hpp"
 
 namespace ulysses {
@@ -25,7 +26,17 @@ struct UlyssesOptions {
   bool fused_qkv = true;  // one seq->head message per chunk for q, k, v (as ParallelConfig)
   int32_t layer = -1;
   AttentionKernel kernel;  // the local attention each chunk runs
+  // Ring attention (parallel.ring_size > 1): each chunk's attention runs over the ring of
+  // ranks holding the other parts of the sequence, with K/V blocks passed round (the
+  // transport and layout must outlive the autograd graph). nullptr: local attention.
+  RingTransport* ring = nullptr;
+  RingLayout ring_layout;
+  RingFault ring_fault;  // tests only: skip one ring block
 };
+
+// The attention of one head chunk: q (B, h, N, dh), k and v (B, hk, N, dh) -> (B, h, N, dh);
+// ring attention over opt.ring when set, else causal attention with opt.kernel.
+at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const UlyssesOptions& opt);
 
 // q (B, n, H, dh), k and v (B, n, Hk, dh), RoPE already applied with global positions.
 // Returns (B, n, H, dh): causal attention over the whole sequence, heads split over ranks.

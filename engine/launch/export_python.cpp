@@ -203,7 +203,8 @@ std::vector<ExportMapping> export_mappings(const RunConfig& cfg, ExportTarget ta
       false, "");
   add("parallel.dp_size",
       acc ? PC + "dp_replicate_size" : "deepspeed's data-parallel size = --num_gpus / sequence_parallel_size", false,
-      "processes = sp_size x dp_size = " + n(p.world_size()) + " (launch.sh)");
+      (p.ring_size > 1 ? "processes = sp_size x ring_size x dp_size = " : "processes = sp_size x dp_size = ") +
+          n(p.world_size()) + " (launch.sh)");
   add("parallel.backend", "NCCL (DeepSpeed's default)", p.backend == "gloo" || t.device == "cpu",
       p.backend == "gloo" || t.device == "cpu"
           ? "Gloo / CPU ranks have no equivalent: accelerate's and DeepSpeed's Ulysses run on CUDA GPUs with NCCL"
@@ -214,6 +215,15 @@ std::vector<ExportMapping> export_mappings(const RunConfig& cfg, ExportTarget ta
           : "1 = no chunking, as DeepSpeed");
   add("parallel.fused_qkv", "", p.fused_qkv,
       p.fused_qkv ? "no setting: DeepSpeed's Ulysses attention chooses its own all-to-all layout (same maths)" : "");
+  add("parallel.ring_size", "", p.ring_size > 1,
+      p.ring_size > 1 ? "no equivalent in DeepSpeed-Ulysses or accelerate's sp_size: Ulysses x ring attention (ring " +
+                            n(p.ring_size) +
+                            ") has no counterpart there (accelerate's context parallelism is ring-only, on its "
+                            "FSDP/TransformerEngine path): the exported launch keeps every process, so its ring "
+                            "ranks become data-parallel replicas"
+                      : "1 = Ulysses only, as DeepSpeed");
+  add("parallel.ring_zigzag", "", p.ring_size > 1,
+      p.ring_size > 1 ? "no setting: the zigzag layout belongs to our ring attention" : "unused without a ring");
   add("parallel.timeout_s", acc ? TA + "ddp_timeout (whole seconds)" : "", !acc,
       acc ? "HF passes it to init_process_group, which applies it to every collective as ours"
           : "no ds_config key: pass timeout=datetime.timedelta(seconds=" +

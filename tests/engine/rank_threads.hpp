@@ -72,7 +72,7 @@ inline TrainResult train_on_ranks(const RunConfig& cfg, int steps) {
   run_ranks(static_cast<int>(cfg.parallel.world_size()), [&](const DistEnv& env) {
     at::set_num_threads(1);
     Comm comm(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), "gloo",
-              std::chrono::milliseconds(60000));
+              std::chrono::milliseconds(60000), static_cast<int>(cfg.parallel.ring_size));
     Trainer tr(cfg, comm, nullptr);
     const double l0 = tr.loss_and_grads(0);
     std::map<std::string, at::Tensor> g;

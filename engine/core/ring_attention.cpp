@@ -1,0 +1,210 @@
+#include "ring_attention.hpp"
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+namespace ulysses {
+namespace {
+
+constexpr int kTagKv = 36;
+constexpr int kTagDkv = 37;
+
+// Local q rows of chunk slot i: [i*c, (i+1)*c).
+at::Tensor slot(const at::Tensor& t, int64_t i, int64_t c) { return t.narrow(-2, i * c, c); }
+
+void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RingLayout& layout,
+                  const RingTransport& transport) {
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) throw std::invalid_argument("ring attention: q, k, v must be 4-D");
+  if (k.sizes() != v.sizes()) throw std::invalid_argument("ring attention: k and v shapes differ");
+  if (q.size(1) % k.size(1) != 0) throw std::invalid_argument("ring attention: q heads not a multiple of kv heads");
+  if (q.size(2) != k.size(2) || q.size(2) % layout.chunks_per_rank() != 0)
+    throw std::invalid_argument("ring attention: local tokens differ between q and k or do not split in chunks");
+  if (transport.size() != layout.ring) throw std::invalid_argument("ring attention: transport size != ring size");
+}
+
+class GroupRingTransport : public RingTransport {
+ public:
+  GroupRingTransport(c10::intrusive_ptr<compat::Backend> group, std::chrono::milliseconds timeout)
+      : group_(std::move(group)), timeout_(timeout) {}
+  int64_t rank() const override { return group_->getRank(); }
+  int64_t size() const override { return group_->getSize(); }
+  std::function<void()> exchange(const at::Tensor& send, at::Tensor& recv, int tag) override {
+    const int n = group_->getSize(), r = group_->getRank();
+    auto sends = std::make_shared<std::vector<at::Tensor>>(std::vector<at::Tensor>{send});
+    auto recvs = std::make_shared<std::vector<at::Tensor>>(std::vector<at::Tensor>{recv});
+    auto ws = group_->send(*sends, (r + 1) % n, tag);
+    auto wr = group_->recv(*recvs, (r - 1 + n) % n, tag);
+    const std::chrono::milliseconds timeout = timeout_;
+    return [ws, wr, sends, recvs, timeout] {
+      wr->wait(timeout);
+      ws->wait(timeout);
+    };
+  }
+
+ private:
+  c10::intrusive_ptr<compat::Backend> group_;
+  std::chrono::milliseconds timeout_;
+};
+
+class RingAttentionFn : public torch::autograd::Function<RingAttentionFn> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
+                            const RingLayout* layout, RingTransport* transport, int64_t skip_step) {
+    RingFault fault;
+    fault.skip_step = skip_step;
+    RingForward f = ring_attention_forward(q, k, v, *layout, *transport, fault);
+    ctx->saved_data["layout"] = reinterpret_cast<int64_t>(layout);
+    ctx->saved_data["transport"] = reinterpret_cast<int64_t>(transport);
+    ctx->save_for_backward({q, k, v, f.out, f.lse});
+    return f.out;
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto* layout = reinterpret_cast<const RingLayout*>(ctx->saved_data["layout"].toInt());
+    auto* transport = reinterpret_cast<RingTransport*>(ctx->saved_data["transport"].toInt());
+    auto saved = ctx->get_saved_variables();
+    RingForward f{saved[3], saved[4]};
+    RingGrads g = ring_attention_backward(saved[0], saved[1], saved[2], f, grads[0].contiguous(), *layout, *transport);
+    return {g.dq, g.dk, g.dv, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RingLayout& layout,
+                          RingTransport& transport, RingFault fault) {
+  return RingAttentionFn::apply(q, k, v, &layout, &transport, fault.skip_step);
+}
+
+std::unique_ptr<RingTransport> make_group_ring_transport(c10::intrusive_ptr<compat::Backend> group,
+                                                         std::chrono::milliseconds timeout) {
+  return std::make_unique<GroupRingTransport>(std::move(group), timeout);
+}
+
+at::Tensor ring_positions(const RingLayout& layout, int64_t r, int64_t n_total) {
+  const int64_t c = n_total / layout.chunks();
+  std::vector<at::Tensor> parts;
+  for (int64_t ch : layout.chunks_of_rank(r)) parts.push_back(torch::arange(ch * c, (ch + 1) * c, torch::kLong));
+  return torch::cat(parts);
+}
+
+RingForward ring_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const RingLayout& layout, RingTransport& transport, RingFault fault) {
+  check_inputs(q, k, v, layout, transport);
+  const int64_t B = q.size(0), H = q.size(1), n = q.size(2), dh = q.size(3), Hkv = k.size(1), G = H / Hkv;
+  const int64_t R = layout.ring, r = transport.rank(), slots = layout.chunks_per_rank(), c = n / slots;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(q.device());
+  at::Tensor q5 = q.to(torch::kFloat).reshape({B, Hkv, G, n, dh});
+  at::Tensor m = torch::full({B, Hkv, G, n}, -std::numeric_limits<float>::infinity(), f32);
+  at::Tensor l = torch::zeros({B, Hkv, G, n}, f32);
+  at::Tensor acc = torch::zeros({B, Hkv, G, n, dh}, f32);
+  at::Tensor cur = torch::stack({k, v}).contiguous();
+  at::Tensor nxt = torch::empty_like(cur);
+  const std::vector<int64_t> q_chunks = layout.chunks_of_rank(r);
+  at::Tensor diag_mask = torch::ones({c, c}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
+  int64_t blocks = 0;
+  for (int64_t s = 0; s < R; ++s) {
+    const int64_t src = ((r - s) % R + R) % R;
+    std::function<void()> wait;
+    if (s + 1 < R) wait = transport.exchange(cur, nxt, kTagKv);
+    if (s != fault.skip_step) {
+      const std::vector<int64_t> kv_chunks = layout.chunks_of_rank(src);
+      at::Tensor kf = cur[0].to(torch::kFloat).unsqueeze(2), vf = cur[1].to(torch::kFloat).unsqueeze(2);
+      for (int64_t a = 0; a < slots; ++a) {
+        for (int64_t b = 0; b < slots; ++b) {
+          if (kv_chunks[b] > q_chunks[a]) continue;  // masked block
+          ++blocks;
+          at::Tensor sc = torch::matmul(slot(q5, a, c), slot(kf, b, c).transpose(-1, -2)) * scale;
+          if (kv_chunks[b] == q_chunks[a]) sc = sc.masked_fill(diag_mask, -std::numeric_limits<float>::infinity());
+          at::Tensor ma = m.narrow(-1, a * c, c), la = l.narrow(-1, a * c, c), acca = acc.narrow(-2, a * c, c);
+          at::Tensor m_new = torch::maximum(ma, std::get<0>(sc.max(-1)));
+          at::Tensor m_safe = torch::where(torch::isinf(m_new), torch::zeros_like(m_new), m_new);
+          at::Tensor p = torch::exp(sc - m_safe.unsqueeze(-1));
+          at::Tensor alpha = torch::exp(ma - m_safe);
+          la.mul_(alpha).add_(p.sum(-1));
+          acca.mul_(alpha.unsqueeze(-1)).add_(torch::matmul(p, slot(vf, b, c)));
+          ma.copy_(m_new);
+        }
+      }
+    }
+    if (wait) {
+      wait();
+      std::swap(cur, nxt);
+    }
+  }
+  RingForward f;
+  f.out = (acc / l.unsqueeze(-1)).reshape({B, H, n, dh}).to(q.scalar_type());
+  f.lse = (m + torch::log(l)).reshape({B, H, n});
+  f.blocks = blocks;
+  return f;
+}
+
+RingGrads ring_attention_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RingForward& fwd,
+                                  const at::Tensor& dout, const RingLayout& layout, RingTransport& transport) {
+  check_inputs(q, k, v, layout, transport);
+  const int64_t B = q.size(0), H = q.size(1), n = q.size(2), dh = q.size(3), Hkv = k.size(1), G = H / Hkv;
+  const int64_t R = layout.ring, r = transport.rank(), slots = layout.chunks_per_rank(), c = n / slots;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  at::Tensor q5 = q.to(torch::kFloat).reshape({B, Hkv, G, n, dh});
+  at::Tensor do5 = dout.to(torch::kFloat).reshape({B, Hkv, G, n, dh});
+  at::Tensor lse = fwd.lse.reshape({B, Hkv, G, n});
+  at::Tensor D = (do5 * fwd.out.to(torch::kFloat).reshape({B, Hkv, G, n, dh})).sum(-1);
+  at::Tensor dq = torch::zeros_like(q5);
+  at::Tensor cur = torch::stack({k, v}).contiguous();
+  at::Tensor nxt = torch::empty_like(cur);
+  at::Tensor dkv = torch::zeros(cur.sizes(), cur.options().dtype(torch::kFloat));
+  at::Tensor dkv_nxt = torch::empty_like(dkv);
+  std::function<void()> dkv_wait;
+  const std::vector<int64_t> q_chunks = layout.chunks_of_rank(r);
+  at::Tensor diag_mask = torch::ones({c, c}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
+  for (int64_t s = 0; s < R; ++s) {
+    const int64_t src = ((r - s) % R + R) % R;
+    std::function<void()> wait;
+    if (s + 1 < R) wait = transport.exchange(cur, nxt, kTagKv);
+    at::Tensor kf = cur[0].to(torch::kFloat).unsqueeze(2), vf = cur[1].to(torch::kFloat).unsqueeze(2);
+    // This step's partial dK/dV (of block src), added to the accumulator arriving from r-1.
+    at::Tensor part = torch::zeros_like(dkv);
+    const std::vector<int64_t> kv_chunks = layout.chunks_of_rank(src);
+    for (int64_t a = 0; a < slots; ++a) {
+      for (int64_t b = 0; b < slots; ++b) {
+        if (kv_chunks[b] > q_chunks[a]) continue;
+        at::Tensor qa = slot(q5, a, c), kb = slot(kf, b, c), vb = slot(vf, b, c), doa = slot(do5, a, c);
+        at::Tensor sc = torch::matmul(qa, kb.transpose(-1, -2)) * scale;
+        if (kv_chunks[b] == q_chunks[a]) sc = sc.masked_fill(diag_mask, -std::numeric_limits<float>::infinity());
+        at::Tensor p = torch::exp(sc - lse.narrow(-1, a * c, c).unsqueeze(-1));
+        at::Tensor dp = torch::matmul(doa, vb.transpose(-1, -2));
+        at::Tensor ds = p * (dp - D.narrow(-1, a * c, c).unsqueeze(-1));
+        dq.narrow(-2, a * c, c).add_(torch::matmul(ds, kb) * scale);
+        part[0].narrow(-2, b * c, c).add_(torch::matmul(ds.transpose(-1, -2), qa).sum(2) * scale);
+        part[1].narrow(-2, b * c, c).add_(torch::matmul(p.transpose(-1, -2), doa).sum(2));
+      }
+    }
+    if (dkv_wait) {  // the accumulator of block src, from rank r-1
+      dkv_wait();
+      std::swap(dkv, dkv_nxt);
+    }
+    if (s > 0) part.add_(dkv);
+    dkv = part;
+    if (R > 1) dkv_wait = transport.exchange(dkv, dkv_nxt, kTagDkv);
+    if (wait) {
+      wait();
+      std::swap(cur, nxt);
+    }
+  }
+  if (dkv_wait) {  // the last hop: rank r-1 holds r's accumulator after R steps
+    dkv_wait();
+    std::swap(dkv, dkv_nxt);
+  }
+  RingGrads g;
+  g.dq = dq.reshape({B, H, n, dh}).to(q.scalar_type());
+  g.dk = dkv[0].to(k.scalar_type());
+  g.dv = dkv[1].to(v.scalar_type());
+  return g;
+}
+
+}  // namespace ulysses
