@@ -282,10 +282,10 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
         // q head gets its own kv head by index, and autograd sums the gradients back.
         const auto kv_index = g.chunk_kv_index(c);
         if (kv_index.empty()) {
-          oc = attention_core(qd, kd, vd, o);  // (B, hc, N, dh)
+          oc = attention_core(qd, kd, vd, o, &ai);  // (B, hc, N, dh)
         } else {
           const at::Tensor idx = at::tensor(kv_index, at::TensorOptions().dtype(at::kLong)).to(kd.device());
-          oc = attention_core(qd, kd.index_select(1, idx), vd.index_select(1, idx), o);
+          oc = attention_core(qd, kd.index_select(1, idx), vd.index_select(1, idx), o, &ai);
         }
       }
       saved.push_back(oc);
@@ -430,8 +430,15 @@ tensor_list SeqToHeadFn::backward(AutogradContext* ctx, tensor_list g) {
 
 }  // namespace
 
-at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const UlyssesOptions& opt) {
-  if (opt.ring) return ring_attention(q, k, v, opt.ring_layout, *opt.ring, opt.ring_fault);
+at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const UlyssesOptions& opt,
+                          const prof::RangeInfo* at) {
+  if (opt.ring) {
+    RingTrace trace;
+    trace.tracer = opt.tracer;
+    if (at) trace.info = *at;
+    trace.info.layer = opt.layer;
+    return ring_attention(q, k, v, opt.ring_layout, *opt.ring, opt.ring_fault, &trace);
+  }
   return causal_attention(q, k, v, opt.kernel);
 }
 

@@ -59,7 +59,7 @@ class HubTransport : public RingTransport {
   HubTransport(Hub& hub, int64_t rank, int64_t size) : hub_(hub), rank_(rank), size_(size) {}
   int64_t rank() const override { return rank_; }
   int64_t size() const override { return size_; }
-  std::function<void()> exchange(const at::Tensor& send, at::Tensor& recv, int tag) override {
+  std::function<void()> exchange(const at::Tensor& send, at::Tensor& recv, int tag, ExchangeStamp*) override {
     hub_.put((rank_ + 1) % size_, tag, send.clone());
     ++exchanges;
     bytes += send.numel() * static_cast<int64_t>(send.element_size());
