@@ -165,19 +165,6 @@ struct Geometry : UlyssesGeometry {
     hc = chunk_q_heads;
   }
   int64_t head0(int64_t c) const { return sp_rank * h + c * hc; }
-  // Chunk c's kv head for each of its q heads, relative to need_lo(c), when the kernels'
-  // grouping (q head i -> kv head i / (hc / nneed)) would pair them otherwise; empty when it
-  // pairs them right.
-  std::vector<int64_t> chunk_kv_index(int64_t c) const {
-    const int64_t lo = need_lo(c), nneed = need_hi(c) - lo;
-    std::vector<int64_t> idx(static_cast<size_t>(hc));
-    bool kernel_pairs_right = hc % nneed == 0;
-    for (int64_t i = 0; i < hc; ++i) {
-      idx[static_cast<size_t>(i)] = (c * hc + i) / G - lo;
-      kernel_pairs_right = kernel_pairs_right && idx[static_cast<size_t>(i)] == i / (hc / nneed);
-    }
-    return kernel_pairs_right ? std::vector<int64_t>{} : idx;
-  }
 };
 
 class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> {

@@ -20,6 +20,10 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/e2e_util.hpp"
+#include "cost_model.hpp"
+#include "run_config.hpp"
+#include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/trace_store.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -224,4 +228,54 @@ TEST(RingTrace, TwoByTwoRunTracesEveryRingStepAndTheSummaryCountsItsOverlap) {
   std::printf("ring_step over %d ranks x %d steps: comm %.3f ms, overlapped by block attention %.3f ms (%.1f%%)\n",
               sp * ring, steps, hand_comm / 1e6, hand_overlap / 1e6, 100.0 * hand_overlap / hand_comm);
   fs::remove_all(fs::path(out).parent_path());
+}
+
+// The cost model's communication for ring runs (what --plan and the launcher estimate) against
+// what traced runs sent, case by case: the ring's K/V and dK/dV bytes per rank and step
+// (summary's comm_phases), the all-to-alls over N/(sp x ring) local tokens and the all-reduce
+// over sp x ring ranks.
+TEST(RingTrace, CostModelRingBytesEqualTheTracedRuns) {
+  struct Case {
+    const char* what;
+    int sp, ring;
+    std::vector<std::string> sets;
+  };
+  const std::vector<Case> cases = {
+      {"2 x 2", 2, 2, {}},
+      {"1 x 4, head_chunks 2", 1, 4, {"parallel.head_chunks=2"}},
+      {"2 x 2 bf16", 2, 2, {"train.dtype=bfloat16"}},
+      {"2 x 2 checkpointing", 2, 2, {"train.activation_checkpointing=layer"}},
+      {"1 x 2, 2 q heads a kv head, head_chunks 2", 1, 2, {"model.num_key_value_heads=1", "parallel.head_chunks=2"}},
+  };
+  int i = 0;
+  for (const auto& c : cases) {
+    json cfg = ulysses::test::tiny_config(c.sp, 2, ULYSSES_SOURCE_DIR);
+    cfg["parallel"]["ring_size"] = c.ring;
+    cfg["profile"] = {{"enabled", true}};
+    const std::string out = ulysses::test::scratch_path("ring_cost", "run" + std::to_string(i));
+    const std::string cfg_path =
+        ulysses::test::write_json(ulysses::test::scratch_path("ring_cost", "cfg" + std::to_string(i++) + ".json"), cfg);
+    std::string cmd =
+        std::string(ULYSSES_RUN_BIN) + " " + cfg_path + " --worker " + ULYSSES_WORKER_BIN + " --out " + out;
+    for (const auto& s : c.sets) cmd += " --set " + s;
+    const auto r = ulysses::test::sh(cmd, "", true);
+    ASSERT_EQ(r.code, 0) << c.what << "\n" << r.out;
+    const ulysses::RunConfig rc = ulysses::load_run_config(out + "/config.json");
+    ulysses::cost::CostOptions o;
+    o.math_attention = 0;
+    const auto est = ulysses::cost::estimate(rc, o);
+    const auto t = ulysses::prof::load_trace(out);
+    const auto s = ulysses::prof::analyze(t);
+    int64_t ring_bytes = -1;
+    for (const auto& row : s.comm_phases)
+      if (row.phase == ulysses::prof::Phase::RingStep) ring_bytes = row.bytes_sent;
+    const int64_t rank_steps = int64_t(s.ranks.size()) * 2;
+    ASSERT_EQ(s.ranks.size(), size_t(c.sp * c.ring)) << c.what;
+    ASSERT_GT(ring_bytes, 0) << c.what;
+    EXPECT_EQ(est.ring_bytes_per_step * rank_steps, ring_bytes) << c.what;
+    EXPECT_EQ(est.a2a_bytes_per_step, s.headline.a2a_bytes_per_step) << c.what;
+    EXPECT_EQ(est.allreduce_bytes_per_step, s.headline.allreduce_bytes_per_step) << c.what;
+    EXPECT_EQ(est.local_tokens, 64 / (c.sp * c.ring)) << c.what;
+  }
+  fs::remove_all(fs::path(ulysses::test::scratch_path("ring_cost", "x")).parent_path());
 }
