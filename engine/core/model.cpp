@@ -145,6 +145,7 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch:
     o.fused_qkv = par.fused_qkv;
     o.layer = static_cast<int32_t>(l);
     if (comm && comm->ring_size() > 1) {
+      if (!ring_ && comm->is_shape_only()) ring_ = make_shape_only_ring_transport(comm->ring_size());
       if (!ring_) {
         if (!comm->ring_group())
           throw std::invalid_argument("parallel.ring_size " + std::to_string(comm->ring_size()) +

@@ -28,6 +28,29 @@ void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   if (transport.size() != layout.ring) throw std::invalid_argument("ring attention: transport size != ring size");
 }
 
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Calls f(i0, ti, j0, tj) for the score tiles of one c x c block, `tile` rows and columns at
+// most: every tile, or with `diag` (q chunk == kv chunk) only those with an entry on or below
+// the diagonal (column j0 + s <= row i0 + r for some entry).
+// On the meta device (the memory planner) only the first, largest tile runs: every tile
+// allocates the same, and a million-token plan would otherwise dispatch millions of tiles.
+template <class F>
+void for_each_tile(int64_t c, int64_t tile, bool diag, bool meta, F&& f) {
+  const int64_t t = std::max<int64_t>(1, std::min(tile, c));
+  if (meta) return f(0, t, 0, t);
+  for (int64_t i0 = 0; i0 < c; i0 += t) {
+    const int64_t ti = std::min(t, c - i0), jend = diag ? i0 + ti : c;
+    for (int64_t j0 = 0; j0 < jend; j0 += t) f(i0, ti, j0, std::min(t, jend - j0));
+  }
+}
+
+// The causal mask of tile (i0.., j0..) of a diagonal block: entry (r, s) is masked when
+// j0 + s > i0 + r, i.e. s - r >= i0 - j0 + 1.
+at::Tensor causal_mask(int64_t ti, int64_t tj, int64_t i0, int64_t j0, const c10::Device& dev) {
+  return torch::ones({ti, tj}, torch::TensorOptions().dtype(torch::kBool).device(dev)).triu(i0 - j0 + 1);
+}
+
 class GroupRingTransport : public RingTransport {
  public:
   GroupRingTransport(c10::intrusive_ptr<compat::Backend> group, std::chrono::milliseconds timeout, int32_t pg)
@@ -157,6 +180,22 @@ std::unique_ptr<RingTransport> make_group_ring_transport(c10::intrusive_ptr<comp
   return std::make_unique<GroupRingTransport>(std::move(group), timeout, pg);
 }
 
+std::unique_ptr<RingTransport> make_shape_only_ring_transport(int64_t size) {
+  class ShapeOnly : public RingTransport {
+   public:
+    explicit ShapeOnly(int64_t n) : n_(n) {}
+    int64_t rank() const override { return 0; }
+    int64_t size() const override { return n_; }
+    std::function<void()> exchange(const at::Tensor&, at::Tensor&, int, ExchangeStamp*) override {
+      return [] {};
+    }
+
+   private:
+    int64_t n_;
+  };
+  return std::make_unique<ShapeOnly>(size);
+}
+
 at::Tensor ring_positions(const RingLayout& layout, int64_t r, int64_t n_total) {
   const int64_t c = n_total / layout.chunks();
   std::vector<at::Tensor> parts;
@@ -179,7 +218,6 @@ RingForward ring_attention_forward(const at::Tensor& q, const at::Tensor& k, con
   at::Tensor cur = torch::stack({k, v}).contiguous();
   at::Tensor nxt = torch::empty_like(cur);
   const std::vector<int64_t> q_chunks = layout.chunks_of_rank(r);
-  at::Tensor diag_mask = torch::ones({c, c}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
   int64_t blocks = 0;
   for (int64_t s = 0; s < R; ++s) {
     const int64_t src = ((r - s) % R + R) % R;
@@ -193,16 +231,25 @@ RingForward ring_attention_forward(const at::Tensor& q, const at::Tensor& k, con
         for (int64_t b = 0; b < slots; ++b) {
           if (kv_chunks[b] > q_chunks[a]) continue;  // masked block
           ++blocks;
-          at::Tensor sc = torch::matmul(slot(q5, a, c), slot(kf, b, c).transpose(-1, -2)) * scale;
-          if (kv_chunks[b] == q_chunks[a]) sc = sc.masked_fill(diag_mask, -std::numeric_limits<float>::infinity());
-          at::Tensor ma = m.narrow(-1, a * c, c), la = l.narrow(-1, a * c, c), acca = acc.narrow(-2, a * c, c);
-          at::Tensor m_new = torch::maximum(ma, std::get<0>(sc.max(-1)));
-          at::Tensor m_safe = torch::where(torch::isinf(m_new), torch::zeros_like(m_new), m_new);
-          at::Tensor p = torch::exp(sc - m_safe.unsqueeze(-1));
-          at::Tensor alpha = torch::exp(ma - m_safe);
-          la.mul_(alpha).add_(p.sum(-1));
-          acca.mul_(alpha.unsqueeze(-1)).add_(torch::matmul(p, slot(vf, b, c)));
-          ma.copy_(m_new);
+          const bool diag = kv_chunks[b] == q_chunks[a];
+          for_each_tile(c, layout.tile, diag, q.is_meta(), [&](int64_t i0, int64_t ti, int64_t j0, int64_t tj) {
+            at::Tensor sc =
+                torch::matmul(slot(q5, a, c).narrow(-2, i0, ti), slot(kf, b, c).narrow(-2, j0, tj).transpose(-1, -2)) *
+                scale;
+            if (diag && j0 + tj > i0) sc = sc.masked_fill(causal_mask(ti, tj, i0, j0, q.device()), kNegInf);
+            at::Tensor ma = m.narrow(-1, a * c + i0, ti), la = l.narrow(-1, a * c + i0, ti);
+            at::Tensor acca = acc.narrow(-2, a * c + i0, ti);
+            at::Tensor m_new = torch::maximum(ma, std::get<0>(sc.max(-1)));
+            // A row with no unmasked score yet has max -inf; exp(-inf - 0) = 0 keeps it empty
+            // (eq and masked_fill, not isinf and where: libtorch 1.13 has no meta kernels for
+            // those, and the memory planner runs this on meta).
+            at::Tensor m_safe = m_new.masked_fill(m_new.eq(kNegInf), 0.0);
+            at::Tensor p = torch::exp(sc - m_safe.unsqueeze(-1));
+            at::Tensor alpha = torch::exp(ma - m_safe);
+            la.mul_(alpha).add_(p.sum(-1));
+            acca.mul_(alpha.unsqueeze(-1)).add_(torch::matmul(p, slot(vf, b, c).narrow(-2, j0, tj)));
+            ma.copy_(m_new);
+          });
         }
       }
     }
@@ -236,7 +283,6 @@ RingGrads ring_attention_backward(const at::Tensor& q, const at::Tensor& k, cons
   at::Tensor dkv_nxt = torch::empty_like(dkv);
   std::function<void()> dkv_wait;
   const std::vector<int64_t> q_chunks = layout.chunks_of_rank(r);
-  at::Tensor diag_mask = torch::ones({c, c}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
   for (int64_t s = 0; s < R; ++s) {
     const int64_t src = ((r - s) % R + R) % R;
     std::function<void()> wait;
@@ -249,15 +295,19 @@ RingGrads ring_attention_backward(const at::Tensor& q, const at::Tensor& k, cons
     for (int64_t a = 0; a < slots; ++a) {
       for (int64_t b = 0; b < slots; ++b) {
         if (kv_chunks[b] > q_chunks[a]) continue;
-        at::Tensor qa = slot(q5, a, c), kb = slot(kf, b, c), vb = slot(vf, b, c), doa = slot(do5, a, c);
-        at::Tensor sc = torch::matmul(qa, kb.transpose(-1, -2)) * scale;
-        if (kv_chunks[b] == q_chunks[a]) sc = sc.masked_fill(diag_mask, -std::numeric_limits<float>::infinity());
-        at::Tensor p = torch::exp(sc - lse.narrow(-1, a * c, c).unsqueeze(-1));
-        at::Tensor dp = torch::matmul(doa, vb.transpose(-1, -2));
-        at::Tensor ds = p * (dp - D.narrow(-1, a * c, c).unsqueeze(-1));
-        dq.narrow(-2, a * c, c).add_(torch::matmul(ds, kb) * scale);
-        part[0].narrow(-2, b * c, c).add_(torch::matmul(ds.transpose(-1, -2), qa).sum(2) * scale);
-        part[1].narrow(-2, b * c, c).add_(torch::matmul(p.transpose(-1, -2), doa).sum(2));
+        const bool diag = kv_chunks[b] == q_chunks[a];
+        for_each_tile(c, layout.tile, diag, q.is_meta(), [&](int64_t i0, int64_t ti, int64_t j0, int64_t tj) {
+          at::Tensor qa = slot(q5, a, c).narrow(-2, i0, ti), doa = slot(do5, a, c).narrow(-2, i0, ti);
+          at::Tensor kb = slot(kf, b, c).narrow(-2, j0, tj), vb = slot(vf, b, c).narrow(-2, j0, tj);
+          at::Tensor sc = torch::matmul(qa, kb.transpose(-1, -2)) * scale;
+          if (diag && j0 + tj > i0) sc = sc.masked_fill(causal_mask(ti, tj, i0, j0, q.device()), kNegInf);
+          at::Tensor p = torch::exp(sc - lse.narrow(-1, a * c + i0, ti).unsqueeze(-1));
+          at::Tensor dp = torch::matmul(doa, vb.transpose(-1, -2));
+          at::Tensor ds = p * (dp - D.narrow(-1, a * c + i0, ti).unsqueeze(-1));
+          dq.narrow(-2, a * c + i0, ti).add_(torch::matmul(ds, kb) * scale);
+          part[0].narrow(-2, b * c + j0, tj).add_(torch::matmul(ds.transpose(-1, -2), qa).sum(2) * scale);
+          part[1].narrow(-2, b * c + j0, tj).add_(torch::matmul(p.transpose(-1, -2), doa).sum(2));
+        });
       }
     }
     range.reset();   // the waits below are not compute

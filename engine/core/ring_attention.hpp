@@ -108,6 +108,10 @@ at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
 std::unique_ptr<RingTransport> make_group_ring_transport(c10::intrusive_ptr<compat::Backend> group,
                                                          std::chrono::milliseconds timeout, int32_t pg = -1);
 
+// Rank 0 of a ring of `size` for shape-only runs (the memory planner on the meta device):
+// exchanges move nothing and the received buffer keeps its shape; allocations are as in a run.
+std::unique_ptr<RingTransport> make_shape_only_ring_transport(int64_t size);
+
 // Global token positions rank r holds for a sequence of n_total tokens, in local order.
 at::Tensor ring_positions(const RingLayout& layout, int64_t r, int64_t n_total);
 
