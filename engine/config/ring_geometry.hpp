@@ -19,6 +19,10 @@ namespace ulysses {
 struct RingLayout {
   int64_t ring = 1;    // R
   bool zigzag = true;  // causal load balancing (no effect on a ring of 1)
+  // Rows and columns of the score tiles one (q chunk, kv chunk) block is computed in (the
+  // online softmax runs across tiles as across blocks), so memory per step is O(tile^2),
+  // not O((N/chunks)^2): as the blocked CPU kernel's 256.
+  int64_t tile = 256;
   bool balanced() const { return zigzag && ring > 1; }
   int64_t chunks() const { return balanced() ? 2 * ring : ring; }
   int64_t chunks_per_rank() const { return balanced() ? 2 : 1; }

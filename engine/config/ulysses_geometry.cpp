@@ -72,4 +72,15 @@ UlyssesGeometry ulysses_geometry(const RunConfig& cfg) {
                           cfg.parallel.head_chunks);
 }
 
+std::vector<int64_t> UlyssesGeometry::chunk_kv_index(int64_t c) const {
+  const int64_t lo = need_lo(c), nneed = need_hi(c) - lo, hc = chunk_q_heads;
+  std::vector<int64_t> idx(static_cast<size_t>(hc));
+  bool kernel_pairs_right = hc % nneed == 0;
+  for (int64_t i = 0; i < hc; ++i) {
+    idx[static_cast<size_t>(i)] = (c * hc + i) / q_per_kv - lo;
+    kernel_pairs_right = kernel_pairs_right && idx[static_cast<size_t>(i)] == i / (hc / nneed);
+  }
+  return kernel_pairs_right ? std::vector<int64_t>{} : idx;
+}
+
 }  // namespace ulysses

@@ -64,6 +64,15 @@ struct UlyssesGeometry {
   int64_t send_hi(int64_t c) const { return need_hi(c); }
   int64_t done_lo(int64_t c) const { return c * chunk_q_heads / q_per_kv; }
   int64_t done_hi(int64_t c) const { return (c + 1) * chunk_q_heads / q_per_kv; }
+  // Chunk c's kv head (relative to need_lo(c)) for each of its q heads, when the attention
+  // kernels' grouping (q head i -> kv head i / (hc / nneed)) would pair them wrongly; empty
+  // when it pairs them right (the chunk holds whole groups or lies inside one).
+  std::vector<int64_t> chunk_kv_index(int64_t c) const;
+  // The kv heads chunk c's attention runs with (what ring attention passes round): its
+  // need range, or one per q head when paired by index.
+  int64_t chunk_attention_kv_heads(int64_t c) const {
+    return chunk_kv_index(c).empty() ? need_hi(c) - need_lo(c) : chunk_q_heads;
+  }
 };
 
 // The geometry of H q heads, Hkv kv heads over P ranks in C head chunks. Never throws:

@@ -179,14 +179,16 @@ void Comm::check_device(const at::Tensor& t, const char* op) const {
                               ", but NCCL communicates on " + device_.str() + " (move it there first)");
 }
 
-Comm Comm::shape_only(int sp_rank, int sp_size, int dp_size) {
-  if (sp_size < 1 || dp_size < 1 || sp_rank < 0 || sp_rank >= sp_size)
+Comm Comm::shape_only(int sp_rank, int sp_size, int dp_size, int ring_size) {
+  if (sp_size < 1 || dp_size < 1 || ring_size < 1 || sp_rank < 0 || sp_rank >= sp_size)
     throw ConfigError("shape-only Comm: sp_rank " + std::to_string(sp_rank) + " out of sp_size " +
-                      std::to_string(sp_size) + " x dp_size " + std::to_string(dp_size));
+                      std::to_string(sp_size) + " x ring_size " + std::to_string(ring_size) + " x dp_size " +
+                      std::to_string(dp_size));
   Comm c;
   c.env_.rank = sp_rank;
-  c.env_.world_size = sp_size * dp_size;
+  c.env_.world_size = sp_size * ring_size * dp_size;
   c.sp_size_ = sp_size;
+  c.ring_size_ = ring_size;
   c.dp_size_ = dp_size;
   c.backend_ = "shape-only";
   c.shape_only_ = true;

@@ -93,11 +93,13 @@ class Comm {
   Comm& operator=(const Comm&) = delete;
   Comm(Comm&&) = default;  // shape_only() returns by value
 
-  // Shape-only stand-in for one rank of an sp_size x dp_size run (meta-device dry runs,
-  // the memory planner): no process group; all_to_all leaves the pre-allocated output as
-  // it is (shapes and allocations as in a real run, no data moved), all-reduces and
-  // barrier do nothing. rank = sp_rank (DP rank 0).
-  static Comm shape_only(int sp_rank, int sp_size, int dp_size);
+  // Shape-only stand-in for one rank of an sp_size x ring_size x dp_size run (meta-device dry
+  // runs, the memory planner): no process group; all_to_all leaves the pre-allocated output
+  // as it is (shapes and allocations as in a real run, no data moved), all-reduces and
+  // barrier do nothing; with ring_size > 1 the model passes its ring blocks through a
+  // transport that moves nothing (make_shape_only_ring_transport). rank = sp_rank (ring and
+  // DP rank 0).
+  static Comm shape_only(int sp_rank, int sp_size, int dp_size, int ring_size = 1);
   bool is_shape_only() const { return shape_only_; }
 
   int rank() const { return env_.rank; }

@@ -88,9 +88,11 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
   RunConfig c = cfg;
   c.model.num_hidden_layers = layers;
   const auto& t = c.train;
-  const int64_t P = c.parallel.sp_size, n = t.seq_length / P, B = t.micro_batch_size;
+  // With ring attention the sequence is split over sp x ring ranks (ring rank 0 planned: every
+  // ring rank holds the same shapes).
+  const int64_t P = c.parallel.sp_size, R = c.parallel.ring_size, n = t.seq_length / (P * R), B = t.micro_batch_size;
   const auto dtype = t.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
-  Comm comm = Comm::shape_only(sp_rank, static_cast<int>(P), static_cast<int>(c.parallel.dp_size));
+  Comm comm = Comm::shape_only(sp_rank, static_cast<int>(P), static_cast<int>(c.parallel.dp_size), static_cast<int>(R));
 
   Measured m;
   m.base = MetaMemory::live();
@@ -113,7 +115,7 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(meta);
   std::unique_ptr<torch::optim::AdamW> opt;
   std::unique_ptr<ShardedAdamW> zopt;
-  ZeroLayout layout(grad_numel, P * c.parallel.dp_size, sp_rank);
+  ZeroLayout layout(grad_numel, c.parallel.world_size(), sp_rank);
   at::Tensor pflat, gshard;
   int64_t tail = grad_numel;
   if (Z == 0) {
@@ -214,10 +216,11 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
   p.dtype = cfg.train.dtype;
   p.attention = kernel_name(plan_kernel(cfg, cuda));
   p.sp_size = cfg.parallel.sp_size;
+  p.ring_size = cfg.parallel.ring_size;
   p.dp_size = cfg.parallel.dp_size;
   p.sp_rank = opt.sp_rank;
   p.seq_length = cfg.train.seq_length;
-  p.local_tokens = cfg.train.seq_length / cfg.parallel.sp_size;
+  p.local_tokens = cfg.train.seq_length / cfg.parallel.seq_ranks();
   p.micro_batch_size = cfg.train.micro_batch_size;
   p.layers = cfg.model.num_hidden_layers;
 
@@ -273,7 +276,9 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
 }
 
 int64_t max_seq_length(const RunConfig& cfg, int64_t limit_bytes, int64_t upper_bound) {
-  const int64_t P = cfg.parallel.sp_size;
+  // Lengths validate() takes: multiples of the ranks the sequence is split over (twice that
+  // with the ring's zigzag chunks).
+  const int64_t P = cfg.parallel.seq_ranks() * (cfg.parallel.ring_size > 1 && cfg.parallel.ring_zigzag ? 2 : 1);
   PlanOptions o;
   // A GPU plan with offload needs the per-layer input (what moves to the host).
   o.detail = cfg.train.offload_activations && plan_device(cfg) == "cuda";
@@ -310,6 +315,7 @@ json plan_to_json(const MemoryPlan& p) {
          {"dtype", p.dtype},
          {"attention", p.attention},
          {"sp_size", p.sp_size},
+         {"ring_size", p.ring_size},
          {"dp_size", p.dp_size},
          {"sp_rank", p.sp_rank},
          {"seq_length", p.seq_length},
@@ -359,7 +365,7 @@ std::string plan_to_text(const MemoryPlan& p) {
     std::snprintf(buf, sizeof buf, "  %-30s %s\n", k.c_str(), v.c_str());
     s += buf;
   };
-  s += "Memory plan per rank (every one of the " + std::to_string(p.sp_size * p.dp_size) +
+  s += "Memory plan per rank (every one of the " + std::to_string(p.sp_size * p.ring_size * p.dp_size) +
        " rank(s) holds the same), " + p.device + ", " + p.dtype + ", attention " + p.attention + ", seq_length " +
        std::to_string(p.seq_length) + " (" + std::to_string(p.local_tokens) + " tokens per rank, micro batch " +
        std::to_string(p.micro_batch_size) + ")\n";
@@ -369,7 +375,7 @@ std::string plan_to_text(const MemoryPlan& p) {
   line("optimizer state (AdamW m, v)", format_bytes(double(p.optimizer_bytes)));
   line("static total", format_bytes(double(p.static_bytes())) +
                            (p.zero_stage > 0 ? "  (ZeRO stage " + std::to_string(p.zero_stage) + ", sharded over " +
-                                                   std::to_string(p.sp_size * p.dp_size) + " ranks)"
+                                                   std::to_string(p.sp_size * p.ring_size * p.dp_size) + " ranks)"
                                              : std::string()));
   // The lines above are the cost model's layout (bf16 weights and gradients, fp32 masters); this
   // engine keeps fp32 weights (the masters) and fp32 gradients, replicated below stage 3.

@@ -40,7 +40,7 @@ struct MemoryPlan {
   std::string device;     // cuda | cpu: what the plan is for
   std::string dtype;      // float32 | bfloat16
   std::string attention;  // the attention counted: flash | sdpa-math | blocked(256)
-  int64_t sp_size = 1, dp_size = 1, sp_rank = 0;
+  int64_t sp_size = 1, ring_size = 1, dp_size = 1, sp_rank = 0;
   int64_t seq_length = 0, local_tokens = 0, micro_batch_size = 1, layers = 0;
   int64_t params = 0;  // parameters the model built (= ModelConfig::num_parameters)
 
@@ -85,8 +85,9 @@ std::string plan_device(const RunConfig& cfg);
 // cfg must pass validate(). Throws ConfigError for settings the dry run cannot model.
 MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt = {});
 
-// Longest train.seq_length (a multiple of sp_size) whose planned peak fits in `limit_bytes`
-// per rank; 0 when not even sp_size tokens fit. Searches with dry runs (peak grows with N).
+// Longest train.seq_length (a multiple of sp_size x ring_size, twice that with the ring's
+// zigzag) whose planned peak fits in `limit_bytes` per rank; 0 when not even that fits. Searches with dry runs (peak
+// grows with N).
 int64_t max_seq_length(const RunConfig& cfg, int64_t limit_bytes, int64_t upper_bound = int64_t(1) << 24);
 
 json plan_to_json(const MemoryPlan& p);

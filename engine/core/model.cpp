@@ -145,11 +145,12 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch:
     o.fused_qkv = par.fused_qkv;
     o.layer = static_cast<int32_t>(l);
     if (comm && comm->ring_size() > 1) {
+      if (!ring_ && comm->is_shape_only()) ring_ = make_shape_only_ring_transport(comm->ring_size());
       if (!ring_) {
         if (!comm->ring_group())
           throw std::invalid_argument("parallel.ring_size " + std::to_string(comm->ring_size()) +
                                       " needs a Comm with ring groups");
-        ring_ = make_group_ring_transport(comm->ring_group(), comm->timeout());
+        ring_ = make_group_ring_transport(comm->ring_group(), comm->timeout(), comm->ring_pg());
       }
       o.ring = ring_.get();
       o.ring_layout = RingLayout{comm->ring_size(), par.ring_zigzag};
@@ -292,7 +293,10 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
     a = ulysses_attention(q, k, v, aopt);  // (B, n, H, dh)
   } else {
     ULYSSES_RANGE(tracer_, Phase::Attention, dir, L, 0, static_cast<int32_t>(H));
-    a = attention_core(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), aopt)
+    prof::RangeInfo at;  // the ring steps' fields (aopt.tracer marks a recompute's as such)
+    at.head_begin = 0;
+    at.head_end = static_cast<int32_t>(H);
+    a = attention_core(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), aopt, &at)
             .transpose(1, 2);  // (B, n, H, dh); over the ring when ring_size > 1
   }
   {

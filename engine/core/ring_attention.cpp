@@ -1,6 +1,8 @@
 #include "ring_attention.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -26,39 +28,122 @@ void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   if (transport.size() != layout.ring) throw std::invalid_argument("ring attention: transport size != ring size");
 }
 
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Calls f(i0, ti, j0, tj) for the score tiles of one c x c block, `tile` rows and columns at
+// most: every tile, or with `diag` (q chunk == kv chunk) only those with an entry on or below
+// the diagonal (column j0 + s <= row i0 + r for some entry).
+// On the meta device (the memory planner) only the first, largest tile runs: every tile
+// allocates the same, and a million-token plan would otherwise dispatch millions of tiles.
+template <class F>
+void for_each_tile(int64_t c, int64_t tile, bool diag, bool meta, F&& f) {
+  const int64_t t = std::max<int64_t>(1, std::min(tile, c));
+  if (meta) return f(0, t, 0, t);
+  for (int64_t i0 = 0; i0 < c; i0 += t) {
+    const int64_t ti = std::min(t, c - i0), jend = diag ? i0 + ti : c;
+    for (int64_t j0 = 0; j0 < jend; j0 += t) f(i0, ti, j0, std::min(t, jend - j0));
+  }
+}
+
+// The causal mask of tile (i0.., j0..) of a diagonal block: entry (r, s) is masked when
+// j0 + s > i0 + r, i.e. s - r >= i0 - j0 + 1.
+at::Tensor causal_mask(int64_t ti, int64_t tj, int64_t i0, int64_t j0, const c10::Device& dev) {
+  return torch::ones({ti, tj}, torch::TensorOptions().dtype(torch::kBool).device(dev)).triu(i0 - j0 + 1);
+}
+
 class GroupRingTransport : public RingTransport {
  public:
-  GroupRingTransport(c10::intrusive_ptr<compat::Backend> group, std::chrono::milliseconds timeout)
-      : group_(std::move(group)), timeout_(timeout) {}
+  GroupRingTransport(c10::intrusive_ptr<compat::Backend> group, std::chrono::milliseconds timeout, int32_t pg)
+      : group_(std::move(group)), timeout_(timeout), pg_(pg) {}
   int64_t rank() const override { return group_->getRank(); }
   int64_t size() const override { return group_->getSize(); }
-  std::function<void()> exchange(const at::Tensor& send, at::Tensor& recv, int tag) override {
+  std::function<void()> exchange(const at::Tensor& send, at::Tensor& recv, int tag, ExchangeStamp* stamp) override {
     const int n = group_->getSize(), r = group_->getRank();
+    const int64_t seq = seq_++;
+    const int64_t issued = prof::Tracer::now_ns();
     auto sends = std::make_shared<std::vector<at::Tensor>>(std::vector<at::Tensor>{send});
     auto recvs = std::make_shared<std::vector<at::Tensor>>(std::vector<at::Tensor>{recv});
     auto ws = group_->send(*sends, (r + 1) % n, tag);
     auto wr = group_->recv(*recvs, (r - 1 + n) % n, tag);
     const std::chrono::milliseconds timeout = timeout_;
-    return [ws, wr, sends, recvs, timeout] {
-      wr->wait(timeout);
-      ws->wait(timeout);
-    };
+    if (!stamp) {
+      return [ws, wr, sends, recvs, timeout] {
+        wr->wait(timeout);
+        ws->wait(timeout);
+      };
+    }
+    stamp->issued_ns = issued;
+    stamp->pg = pg_;
+    stamp->seq = seq;
+    stamp->done_ns = std::make_shared<std::atomic<int64_t>>(0);
+    auto done = std::make_shared<std::shared_future<void>>(
+        std::async(std::launch::async, [ws, wr, timeout, d = stamp->done_ns] {
+          wr->wait(timeout);
+          ws->wait(timeout);
+          d->store(prof::Tracer::now_ns());
+        }));
+    return [done, sends, recvs] { done->get(); };  // rethrows the waiting thread's timeout
   }
 
  private:
   c10::intrusive_ptr<compat::Backend> group_;
   std::chrono::milliseconds timeout_;
+  int32_t pg_;
+  int64_t seq_ = 0;
 };
+
+// Posts one exchange; traced (an active tracer), its wait also records it as a ring_step range.
+// K/V exchanges go on the "ring kv" row, dK/dV ones on "ring dkv": the two cross in time.
+std::function<void()> post(RingTransport& t, const at::Tensor& send, at::Tensor& recv, int tag, const RingTrace* trace,
+                           prof::Direction dir) {
+  if (!trace || !trace->tracer || !trace->tracer->active()) return t.exchange(send, recv, tag, nullptr);
+  auto stamp = std::make_shared<ExchangeStamp>();
+  std::function<void()> wait = t.exchange(send, recv, tag, stamp.get());
+  prof::RangeInfo info = trace->info;
+  info.phase = prof::Phase::RingStep;
+  info.dir = dir;
+  info.bytes_sent = info.bytes_recv = static_cast<int64_t>(send.nbytes());
+  info.pg = stamp->pg;
+  info.seq = stamp->seq;
+  prof::Tracer* tracer = trace->tracer;
+  const int32_t lane = tag == kTagDkv ? prof::Tracer::kRingGradLane : prof::Tracer::kRingLane;
+  return [wait, stamp, info, tracer, lane] {
+    wait();
+    const int64_t seen = stamp->done_ns ? stamp->done_ns->load() : 0;
+    const int64_t done = seen > 0 ? seen : prof::Tracer::now_ns();
+    tracer->record_range(info, stamp->issued_ns, std::max(stamp->issued_ns, done), lane);
+  };
+}
+
+// One ring step's block attention as a range of its own (phase attention, inside the caller's
+// attention range), so that the time spent waiting for the next K/V block, between these
+// ranges, is not counted as compute: the overlap analysis counts only leaf ranges as compute.
+std::unique_ptr<prof::ScopedRange> block_range(const RingTrace* trace, prof::Direction dir) {
+  if (!trace || !trace->tracer || !trace->tracer->active()) return nullptr;
+  prof::RangeInfo info = trace->info;
+  info.phase = prof::Phase::Attention;
+  info.dir = dir;
+  info.bytes_sent = info.bytes_recv = 0;
+  info.pg = -1;
+  info.seq = -1;
+  return std::make_unique<prof::ScopedRange>(trace->tracer, info);
+}
 
 class RingAttentionFn : public torch::autograd::Function<RingAttentionFn> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
-                            const RingLayout* layout, RingTransport* transport, int64_t skip_step) {
+                            const RingLayout* layout, RingTransport* transport, int64_t skip_step,
+                            const RingTrace* trace) {
     RingFault fault;
     fault.skip_step = skip_step;
-    RingForward f = ring_attention_forward(q, k, v, *layout, *transport, fault);
+    RingForward f = ring_attention_forward(q, k, v, *layout, *transport, fault, trace);
     ctx->saved_data["layout"] = reinterpret_cast<int64_t>(layout);
     ctx->saved_data["transport"] = reinterpret_cast<int64_t>(transport);
+    if (trace && trace->tracer) {  // the backward's exchanges: same tracer and attention fields
+      ctx->saved_data["tracer"] = reinterpret_cast<int64_t>(trace->tracer);
+      ctx->saved_data["trace_fields"] =
+          std::vector<int64_t>{trace->info.layer, trace->info.head_begin, trace->info.head_end, trace->info.chunk};
+    }
     ctx->save_for_backward({q, k, v, f.out, f.lse});
     return f.out;
   }
@@ -68,21 +153,47 @@ class RingAttentionFn : public torch::autograd::Function<RingAttentionFn> {
     auto* transport = reinterpret_cast<RingTransport*>(ctx->saved_data["transport"].toInt());
     auto saved = ctx->get_saved_variables();
     RingForward f{saved[3], saved[4]};
-    RingGrads g = ring_attention_backward(saved[0], saved[1], saved[2], f, grads[0].contiguous(), *layout, *transport);
-    return {g.dq, g.dk, g.dv, at::Tensor(), at::Tensor(), at::Tensor()};
+    RingTrace trace;
+    if (ctx->saved_data.count("tracer")) {
+      trace.tracer = reinterpret_cast<prof::Tracer*>(ctx->saved_data["tracer"].toInt());
+      const auto fields = ctx->saved_data["trace_fields"].toIntVector();
+      trace.info.layer = static_cast<int32_t>(fields[0]);
+      trace.info.head_begin = static_cast<int32_t>(fields[1]);
+      trace.info.head_end = static_cast<int32_t>(fields[2]);
+      trace.info.chunk = static_cast<int32_t>(fields[3]);
+    }
+    RingGrads g =
+        ring_attention_backward(saved[0], saved[1], saved[2], f, grads[0].contiguous(), *layout, *transport, &trace);
+    return {g.dq, g.dk, g.dv, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RingLayout& layout,
-                          RingTransport& transport, RingFault fault) {
-  return RingAttentionFn::apply(q, k, v, &layout, &transport, fault.skip_step);
+                          RingTransport& transport, RingFault fault, const RingTrace* trace) {
+  return RingAttentionFn::apply(q, k, v, &layout, &transport, fault.skip_step, trace);
 }
 
 std::unique_ptr<RingTransport> make_group_ring_transport(c10::intrusive_ptr<compat::Backend> group,
-                                                         std::chrono::milliseconds timeout) {
-  return std::make_unique<GroupRingTransport>(std::move(group), timeout);
+                                                         std::chrono::milliseconds timeout, int32_t pg) {
+  return std::make_unique<GroupRingTransport>(std::move(group), timeout, pg);
+}
+
+std::unique_ptr<RingTransport> make_shape_only_ring_transport(int64_t size) {
+  class ShapeOnly : public RingTransport {
+   public:
+    explicit ShapeOnly(int64_t n) : n_(n) {}
+    int64_t rank() const override { return 0; }
+    int64_t size() const override { return n_; }
+    std::function<void()> exchange(const at::Tensor&, at::Tensor&, int, ExchangeStamp*) override {
+      return [] {};
+    }
+
+   private:
+    int64_t n_;
+  };
+  return std::make_unique<ShapeOnly>(size);
 }
 
 at::Tensor ring_positions(const RingLayout& layout, int64_t r, int64_t n_total) {
@@ -93,7 +204,8 @@ at::Tensor ring_positions(const RingLayout& layout, int64_t r, int64_t n_total) 
 }
 
 RingForward ring_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   const RingLayout& layout, RingTransport& transport, RingFault fault) {
+                                   const RingLayout& layout, RingTransport& transport, RingFault fault,
+                                   const RingTrace* trace) {
   check_inputs(q, k, v, layout, transport);
   const int64_t B = q.size(0), H = q.size(1), n = q.size(2), dh = q.size(3), Hkv = k.size(1), G = H / Hkv;
   const int64_t R = layout.ring, r = transport.rank(), slots = layout.chunks_per_rank(), c = n / slots;
@@ -106,29 +218,38 @@ RingForward ring_attention_forward(const at::Tensor& q, const at::Tensor& k, con
   at::Tensor cur = torch::stack({k, v}).contiguous();
   at::Tensor nxt = torch::empty_like(cur);
   const std::vector<int64_t> q_chunks = layout.chunks_of_rank(r);
-  at::Tensor diag_mask = torch::ones({c, c}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
   int64_t blocks = 0;
   for (int64_t s = 0; s < R; ++s) {
     const int64_t src = ((r - s) % R + R) % R;
     std::function<void()> wait;
-    if (s + 1 < R) wait = transport.exchange(cur, nxt, kTagKv);
+    if (s + 1 < R) wait = post(transport, cur, nxt, kTagKv, trace, prof::Direction::Forward);
     if (s != fault.skip_step) {
+      auto range = block_range(trace, prof::Direction::Forward);
       const std::vector<int64_t> kv_chunks = layout.chunks_of_rank(src);
       at::Tensor kf = cur[0].to(torch::kFloat).unsqueeze(2), vf = cur[1].to(torch::kFloat).unsqueeze(2);
       for (int64_t a = 0; a < slots; ++a) {
         for (int64_t b = 0; b < slots; ++b) {
           if (kv_chunks[b] > q_chunks[a]) continue;  // masked block
           ++blocks;
-          at::Tensor sc = torch::matmul(slot(q5, a, c), slot(kf, b, c).transpose(-1, -2)) * scale;
-          if (kv_chunks[b] == q_chunks[a]) sc = sc.masked_fill(diag_mask, -std::numeric_limits<float>::infinity());
-          at::Tensor ma = m.narrow(-1, a * c, c), la = l.narrow(-1, a * c, c), acca = acc.narrow(-2, a * c, c);
-          at::Tensor m_new = torch::maximum(ma, std::get<0>(sc.max(-1)));
-          at::Tensor m_safe = torch::where(torch::isinf(m_new), torch::zeros_like(m_new), m_new);
-          at::Tensor p = torch::exp(sc - m_safe.unsqueeze(-1));
-          at::Tensor alpha = torch::exp(ma - m_safe);
-          la.mul_(alpha).add_(p.sum(-1));
-          acca.mul_(alpha.unsqueeze(-1)).add_(torch::matmul(p, slot(vf, b, c)));
-          ma.copy_(m_new);
+          const bool diag = kv_chunks[b] == q_chunks[a];
+          for_each_tile(c, layout.tile, diag, q.is_meta(), [&](int64_t i0, int64_t ti, int64_t j0, int64_t tj) {
+            at::Tensor sc =
+                torch::matmul(slot(q5, a, c).narrow(-2, i0, ti), slot(kf, b, c).narrow(-2, j0, tj).transpose(-1, -2)) *
+                scale;
+            if (diag && j0 + tj > i0) sc = sc.masked_fill(causal_mask(ti, tj, i0, j0, q.device()), kNegInf);
+            at::Tensor ma = m.narrow(-1, a * c + i0, ti), la = l.narrow(-1, a * c + i0, ti);
+            at::Tensor acca = acc.narrow(-2, a * c + i0, ti);
+            at::Tensor m_new = torch::maximum(ma, std::get<0>(sc.max(-1)));
+            // A row with no unmasked score yet has max -inf; exp(-inf - 0) = 0 keeps it empty
+            // (eq and masked_fill, not isinf and where: libtorch 1.13 has no meta kernels for
+            // those, and the memory planner runs this on meta).
+            at::Tensor m_safe = m_new.masked_fill(m_new.eq(kNegInf), 0.0);
+            at::Tensor p = torch::exp(sc - m_safe.unsqueeze(-1));
+            at::Tensor alpha = torch::exp(ma - m_safe);
+            la.mul_(alpha).add_(p.sum(-1));
+            acca.mul_(alpha.unsqueeze(-1)).add_(torch::matmul(p, slot(vf, b, c).narrow(-2, j0, tj)));
+            ma.copy_(m_new);
+          });
         }
       }
     }
@@ -145,7 +266,8 @@ RingForward ring_attention_forward(const at::Tensor& q, const at::Tensor& k, con
 }
 
 RingGrads ring_attention_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RingForward& fwd,
-                                  const at::Tensor& dout, const RingLayout& layout, RingTransport& transport) {
+                                  const at::Tensor& dout, const RingLayout& layout, RingTransport& transport,
+                                  const RingTrace* trace) {
   check_inputs(q, k, v, layout, transport);
   const int64_t B = q.size(0), H = q.size(1), n = q.size(2), dh = q.size(3), Hkv = k.size(1), G = H / Hkv;
   const int64_t R = layout.ring, r = transport.rank(), slots = layout.chunks_per_rank(), c = n / slots;
@@ -161,36 +283,41 @@ RingGrads ring_attention_backward(const at::Tensor& q, const at::Tensor& k, cons
   at::Tensor dkv_nxt = torch::empty_like(dkv);
   std::function<void()> dkv_wait;
   const std::vector<int64_t> q_chunks = layout.chunks_of_rank(r);
-  at::Tensor diag_mask = torch::ones({c, c}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
   for (int64_t s = 0; s < R; ++s) {
     const int64_t src = ((r - s) % R + R) % R;
     std::function<void()> wait;
-    if (s + 1 < R) wait = transport.exchange(cur, nxt, kTagKv);
+    if (s + 1 < R) wait = post(transport, cur, nxt, kTagKv, trace, prof::Direction::Backward);
     at::Tensor kf = cur[0].to(torch::kFloat).unsqueeze(2), vf = cur[1].to(torch::kFloat).unsqueeze(2);
     // This step's partial dK/dV (of block src), added to the accumulator arriving from r-1.
     at::Tensor part = torch::zeros_like(dkv);
     const std::vector<int64_t> kv_chunks = layout.chunks_of_rank(src);
+    auto range = block_range(trace, prof::Direction::Backward);
     for (int64_t a = 0; a < slots; ++a) {
       for (int64_t b = 0; b < slots; ++b) {
         if (kv_chunks[b] > q_chunks[a]) continue;
-        at::Tensor qa = slot(q5, a, c), kb = slot(kf, b, c), vb = slot(vf, b, c), doa = slot(do5, a, c);
-        at::Tensor sc = torch::matmul(qa, kb.transpose(-1, -2)) * scale;
-        if (kv_chunks[b] == q_chunks[a]) sc = sc.masked_fill(diag_mask, -std::numeric_limits<float>::infinity());
-        at::Tensor p = torch::exp(sc - lse.narrow(-1, a * c, c).unsqueeze(-1));
-        at::Tensor dp = torch::matmul(doa, vb.transpose(-1, -2));
-        at::Tensor ds = p * (dp - D.narrow(-1, a * c, c).unsqueeze(-1));
-        dq.narrow(-2, a * c, c).add_(torch::matmul(ds, kb) * scale);
-        part[0].narrow(-2, b * c, c).add_(torch::matmul(ds.transpose(-1, -2), qa).sum(2) * scale);
-        part[1].narrow(-2, b * c, c).add_(torch::matmul(p.transpose(-1, -2), doa).sum(2));
+        const bool diag = kv_chunks[b] == q_chunks[a];
+        for_each_tile(c, layout.tile, diag, q.is_meta(), [&](int64_t i0, int64_t ti, int64_t j0, int64_t tj) {
+          at::Tensor qa = slot(q5, a, c).narrow(-2, i0, ti), doa = slot(do5, a, c).narrow(-2, i0, ti);
+          at::Tensor kb = slot(kf, b, c).narrow(-2, j0, tj), vb = slot(vf, b, c).narrow(-2, j0, tj);
+          at::Tensor sc = torch::matmul(qa, kb.transpose(-1, -2)) * scale;
+          if (diag && j0 + tj > i0) sc = sc.masked_fill(causal_mask(ti, tj, i0, j0, q.device()), kNegInf);
+          at::Tensor p = torch::exp(sc - lse.narrow(-1, a * c + i0, ti).unsqueeze(-1));
+          at::Tensor dp = torch::matmul(doa, vb.transpose(-1, -2));
+          at::Tensor ds = p * (dp - D.narrow(-1, a * c + i0, ti).unsqueeze(-1));
+          dq.narrow(-2, a * c + i0, ti).add_(torch::matmul(ds, kb) * scale);
+          part[0].narrow(-2, b * c + j0, tj).add_(torch::matmul(ds.transpose(-1, -2), qa).sum(2) * scale);
+          part[1].narrow(-2, b * c + j0, tj).add_(torch::matmul(p.transpose(-1, -2), doa).sum(2));
+        });
       }
     }
+    range.reset();   // the waits below are not compute
     if (dkv_wait) {  // the accumulator of block src, from rank r-1
       dkv_wait();
       std::swap(dkv, dkv_nxt);
     }
     if (s > 0) part.add_(dkv);
     dkv = part;
-    if (R > 1) dkv_wait = transport.exchange(dkv, dkv_nxt, kTagDkv);
+    if (R > 1) dkv_wait = post(transport, dkv, dkv_nxt, kTagDkv, trace, prof::Direction::Backward);
     if (wait) {
       wait();
       std::swap(cur, nxt);

@@ -18,6 +18,7 @@
 // attention of each Ulysses head chunk (UlyssesOptions::ring).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -27,8 +28,19 @@
 
 #include "ring_geometry.hpp"
 #include "torch_compat.hpp"
+#include "ulysses/profiler/tracer.hpp"
 
 namespace ulysses {
+
+// What a trace needs of one exchange, filled by the transport when asked for (a traced step).
+struct ExchangeStamp {
+  int64_t issued_ns = 0;  // when this rank posted the send and the receive (prof::Tracer clock)
+  // When both had completed (prof::Tracer clock), stored by a thread that waits for them, so
+  // that it is the transfer's end and not when the computing thread came to wait; 0 = not known.
+  std::shared_ptr<std::atomic<int64_t>> done_ns;
+  int32_t pg = -1;   // the ring's process group id in traces (Comm::ring_pg); -1: none
+  int64_t seq = -1;  // the exchange's number on this ring, the same on every ring rank
+};
 
 class RingTransport {
  public:
@@ -37,8 +49,18 @@ class RingTransport {
   virtual int64_t size() const = 0;
   // Non-blocking: sends `send` to rank+1 and receives rank-1's tensor (same shape and dtype)
   // into `recv` under `tag`; the returned function waits for both. `send` must not be
-  // written and `recv` not read before the wait.
-  virtual std::function<void()> exchange(const at::Tensor& send, at::Tensor& recv, int tag) = 0;
+  // written and `recv` not read before the wait. `stamp` (nullptr: untraced) is filled for
+  // the trace; the exchanges are numbered whether traced or not.
+  virtual std::function<void()> exchange(const at::Tensor& send, at::Tensor& recv, int tag, ExchangeStamp* stamp) = 0;
+};
+
+// Tracing of ring steps (issue 36 item 3): every exchange becomes a `ring_step` range on the
+// comm lane, from its posting to its completion, with the attention's layer, head range and
+// chunk, the bytes this rank sent (= received) and the ring's collective identity (pg, seq),
+// so the overlap and waiting analyses count ring traffic as they count all-to-alls.
+struct RingTrace {
+  prof::Tracer* tracer = nullptr;  // nullptr or inactive: nothing recorded
+  prof::RangeInfo info;            // layer, head range, chunk of the attention served (phase, dir, bytes set here)
 };
 
 struct RingForward {
@@ -56,28 +78,39 @@ struct RingFault {
   int64_t skip_step = -1;
 };
 
+// `trace` (nullptr: untraced): forward exchanges recorded with Direction::Forward, backward
+// ones with Direction::Backward.
 RingForward ring_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   const RingLayout& layout, RingTransport& transport, RingFault fault = {});
+                                   const RingLayout& layout, RingTransport& transport, RingFault fault = {},
+                                   const RingTrace* trace = nullptr);
 
 RingGrads ring_attention_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RingForward& fwd,
-                                  const at::Tensor& dout, const RingLayout& layout, RingTransport& transport);
+                                  const at::Tensor& dout, const RingLayout& layout, RingTransport& transport,
+                                  const RingTrace* trace = nullptr);
 
 // Differentiable ring attention: forward as ring_attention_forward (out and the fp32
 // log-sum-exp saved), backward as ring_attention_backward. `layout` and `transport` must
 // outlive the backward; every ring rank must run the backward too (it talks to its peers).
-// `fault` (tests only) skips a K/V block in the forward.
+// `fault` (tests only) skips a K/V block in the forward. `trace` is copied: the backward's
+// exchanges are traced with the same tracer and attention fields.
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RingLayout& layout,
-                          RingTransport& transport, RingFault fault = {});
+                          RingTransport& transport, RingFault fault = {}, const RingTrace* trace = nullptr);
 
 // A transport over a process group whose ranks are the ring (group rank = ring rank):
 // non-blocking send to rank+1 and receive from rank-1 (c10d send/recv, in 1.13 and 2.x);
-// the wait waits for both, each at most `timeout` (then c10d throws).
+// the wait waits for both, each at most `timeout` (then c10d throws). `pg` is the ring's
+// process group id in traces (Comm::ring_pg). A traced exchange is waited for by a thread of
+// its own (std::async), which stamps the completion: c10d's send/recv works have no future.
 // Tested on Gloo only. On NCCL, separate send and recv calls make each rank create its
 // (r, r+1) pair communicator before its (r-1, r) one, which can deadlock on the first
 // exchange; the NCCL path needs the pair calls coalesced (batch_isend_irecv's
 // start/endCoalescing, whose API differs between 1.13 and 2.x: torch_compat.hpp) first.
 std::unique_ptr<RingTransport> make_group_ring_transport(c10::intrusive_ptr<compat::Backend> group,
-                                                         std::chrono::milliseconds timeout);
+                                                         std::chrono::milliseconds timeout, int32_t pg = -1);
+
+// Rank 0 of a ring of `size` for shape-only runs (the memory planner on the meta device):
+// exchanges move nothing and the received buffer keeps its shape; allocations are as in a run.
+std::unique_ptr<RingTransport> make_shape_only_ring_transport(int64_t size);
 
 // Global token positions rank r holds for a sequence of n_total tokens, in local order.
 at::Tensor ring_positions(const RingLayout& layout, int64_t r, int64_t n_total);

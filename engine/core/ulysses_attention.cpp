@@ -165,19 +165,6 @@ struct Geometry : UlyssesGeometry {
     hc = chunk_q_heads;
   }
   int64_t head0(int64_t c) const { return sp_rank * h + c * hc; }
-  // Chunk c's kv head for each of its q heads, relative to need_lo(c), when the kernels'
-  // grouping (q head i -> kv head i / (hc / nneed)) would pair them otherwise; empty when it
-  // pairs them right.
-  std::vector<int64_t> chunk_kv_index(int64_t c) const {
-    const int64_t lo = need_lo(c), nneed = need_hi(c) - lo;
-    std::vector<int64_t> idx(static_cast<size_t>(hc));
-    bool kernel_pairs_right = hc % nneed == 0;
-    for (int64_t i = 0; i < hc; ++i) {
-      idx[static_cast<size_t>(i)] = (c * hc + i) / G - lo;
-      kernel_pairs_right = kernel_pairs_right && idx[static_cast<size_t>(i)] == i / (hc / nneed);
-    }
-    return kernel_pairs_right ? std::vector<int64_t>{} : idx;
-  }
 };
 
 class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> {
@@ -282,10 +269,10 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
         // q head gets its own kv head by index, and autograd sums the gradients back.
         const auto kv_index = g.chunk_kv_index(c);
         if (kv_index.empty()) {
-          oc = attention_core(qd, kd, vd, o);  // (B, hc, N, dh)
+          oc = attention_core(qd, kd, vd, o, &ai);  // (B, hc, N, dh)
         } else {
           const at::Tensor idx = at::tensor(kv_index, at::TensorOptions().dtype(at::kLong)).to(kd.device());
-          oc = attention_core(qd, kd.index_select(1, idx), vd.index_select(1, idx), o);
+          oc = attention_core(qd, kd.index_select(1, idx), vd.index_select(1, idx), o, &ai);
         }
       }
       saved.push_back(oc);
@@ -430,8 +417,15 @@ tensor_list SeqToHeadFn::backward(AutogradContext* ctx, tensor_list g) {
 
 }  // namespace
 
-at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const UlyssesOptions& opt) {
-  if (opt.ring) return ring_attention(q, k, v, opt.ring_layout, *opt.ring, opt.ring_fault);
+at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const UlyssesOptions& opt,
+                          const prof::RangeInfo* at) {
+  if (opt.ring) {
+    RingTrace trace;
+    trace.tracer = opt.tracer;
+    if (at) trace.info = *at;
+    trace.info.layer = opt.layer;
+    return ring_attention(q, k, v, opt.ring_layout, *opt.ring, opt.ring_fault, &trace);
+  }
   return causal_attention(q, k, v, opt.kernel);
 }
 

@@ -35,8 +35,11 @@ struct UlyssesOptions {
 };
 
 // The attention of one head chunk: q (B, h, N, dh), k and v (B, hk, N, dh) -> (B, h, N, dh);
-// ring attention over opt.ring when set, else causal attention with opt.kernel.
-at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const UlyssesOptions& opt);
+// ring attention over opt.ring when set, else causal attention with opt.kernel. `at` (the
+// attention range's fields: layer, head range, chunk) labels the ring steps in the trace
+// (opt.tracer); nullptr: the layer only.
+at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const UlyssesOptions& opt,
+                          const prof::RangeInfo* at = nullptr);
 
 // q (B, n, H, dh), k and v (B, n, Hk, dh), RoPE already applied with global positions.
 // Returns (B, n, H, dh): causal attention over the whole sequence, heads split over ranks.

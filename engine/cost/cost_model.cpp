@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ring_geometry.hpp"
 #include "ulysses_geometry.hpp"
 #include <cstdio>
 
@@ -21,7 +22,9 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
       m.num_attention_heads % p.sp_size != 0)
     throw ConfigError("cost model: hidden_size must divide by num_attention_heads and heads by sp_size");
 
-  const int64_t b = t.micro_batch_size, N = t.seq_length, P = p.sp_size, D = p.dp_size, W = P * D;
+  // Ring attention splits the sequence over sp x ring ranks; the ring ranks are further ranks.
+  const int64_t R = std::max<int64_t>(1, p.ring_size);
+  const int64_t b = t.micro_batch_size, N = t.seq_length, P = p.sp_size, D = p.dp_size, W = P * R * D;
   const int64_t d = m.hidden_size, f = m.intermediate_size, L = m.num_hidden_layers, V = m.vocab_size;
   const int64_t H = m.num_attention_heads, Hkv = m.num_key_value_heads, dh = m.head_dim();
   const int64_t qd = H * dh;  // q and attention-output width: d, or H x an explicit head_dim (Qwen3)
@@ -34,7 +37,7 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   c.params = m.num_parameters();
   c.matmul_params = m.tie_word_embeddings ? c.params : c.params - V * d;
   c.tokens_per_step = b * N * D * G;
-  c.local_tokens = N / P;
+  c.local_tokens = N / (P * R);
   const int64_t n = c.local_tokens;
 
   // Weights, gradients, master copy and AdamW state (16 B/param either way), sharded over the
@@ -101,6 +104,16 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   c.a2a_bytes_per_layer_fwd = c.a2a_elements_per_layer_fwd * e;
   // Forward and backward per micro-batch, and the forward again when checkpointing recomputes it.
   c.a2a_bytes_per_step = (ckpt ? 3 : 2) * L * c.a2a_bytes_per_layer_fwd * G;
+  if (R > 1) {  // each head chunk's attention passes its kv heads round the ring (N/R tokens a block)
+    const UlyssesGeometry g = ulysses_geometry(H, hkv_sent, P, std::max<int64_t>(1, p.head_chunks));
+    int64_t fwd = 0, bwd = 0;
+    for (int64_t ch = 0; ch < g.C; ++ch) {
+      const RingBytes rb = ring_bytes_per_rank(R, b, N / R, g.chunk_attention_kv_heads(ch), dh, e);
+      fwd += rb.forward;
+      bwd += rb.backward;
+    }
+    c.ring_bytes_per_step = ((ckpt ? 2 : 1) * fwd + bwd) * L * G;
+  }
   // The gradients are one fp32 buffer whatever the dtype (the loss sum and token count: 16 bytes, apart).
   // ZeRO: stage 1 all-reduces and then all-gathers the updated fp32 parameters; stage 2
   // reduce-scatters and all-gathers (the all-reduce's bytes); stage 3 gathers each unit's
@@ -121,7 +134,8 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   c.flops_per_rank = c.flops_per_step() / double(W);
   c.compute_s = opt.tflops_per_rank > 0 ? c.flops_per_rank / (opt.tflops_per_rank * 1e12) : 0.0;
   c.comm_s = opt.link_gbytes_per_s > 0
-                 ? double(c.a2a_bytes_per_step + c.allreduce_bytes_per_step) / (opt.link_gbytes_per_s * 1e9)
+                 ? double(c.a2a_bytes_per_step + c.allreduce_bytes_per_step + c.ring_bytes_per_step) /
+                       (opt.link_gbytes_per_s * 1e9)
                  : 0.0;
   c.step_s = c.compute_s + c.comm_s;
   c.tokens_per_s = c.step_s > 0 ? double(c.tokens_per_step) / c.step_s : 0.0;

@@ -44,6 +44,11 @@
 //   checkpointing the recomputed forward exchanges again (3x the forward per layer); every
 //   micro-batch of a step exchanges (x G).
 //   Hkv_sent = Hkv, or P when Hkv < P (kv heads replicated to one per rank before the a2a).
+// Ring attention (parallel.ring_size R > 1; W = P*R*D, N/(P*R) local tokens): every head
+// chunk c passes its kv heads hk_c (ulysses_geometry's chunk_attention_kv_heads) over N/R
+// tokens round the ring: forward e*2*b*(N/R)*hk_c*dh*(R-1), backward the same plus the fp32
+// dK/dV, 4*2*b*(N/R)*hk_c*dh*R; per layer and micro-batch, the forward again when
+// checkpointing recomputes it (ring_bytes_per_rank, docs/RING.md).
 // Gradient all-reduce over all W ranks (ring): 2*(W-1)/W * params * 4 B per rank (the
 // gradients are one fp32 buffer in either dtype; the loss sum and token count are a separate
 // 16-byte fp64 all-reduce, not counted).
@@ -111,13 +116,16 @@ struct CostEstimate {
   int64_t a2a_bytes_per_layer_fwd = 0;
   int64_t a2a_bytes_per_step = 0;        // forward + backward, all layers
   int64_t allreduce_bytes_per_step = 0;  // gradient all-reduce (ring)
+  // Ring attention (parallel.ring_size > 1): the K/V and dK/dV exchanges of every layer, head
+  // chunk and micro-batch (ring_bytes_per_rank, docs/RING.md), the recompute's again.
+  int64_t ring_bytes_per_step = 0;
   // Compute
   double dense_flops_per_step = 0;      // all ranks
   double attention_flops_per_step = 0;  // all ranks
   double flops_per_step() const { return dense_flops_per_step + attention_flops_per_step; }
   double flops_per_rank = 0;
   double compute_s = 0;     // flops_per_rank / throughput
-  double comm_s = 0;        // (a2a + allreduce) bytes / bandwidth
+  double comm_s = 0;        // (a2a + allreduce + ring) bytes / bandwidth
   double step_s = 0;        // compute_s + comm_s
   double tokens_per_s = 0;  // tokens_per_step / step_s
 };

@@ -256,6 +256,65 @@ std::vector<StepBreakdown> breakdown_impl(const TraceModel& m, const AnalysisOpt
   return out;
 }
 
+// Summary::comm_phases over the windows of `steps` (breakdown_impl's).
+std::vector<CommPhaseRow> comm_phase_impl(const TraceModel& m, const Classified& c,
+                                          const std::vector<StepBreakdown>& steps) {
+  struct PerRank {
+    std::vector<Interval> compute;
+    std::map<Phase, std::vector<Interval>> comm;
+    std::map<Phase, std::vector<std::pair<int64_t, int64_t>>> outer;  // (start, bytes) of outermost ranges
+  };
+  std::map<int32_t, PerRank> per_rank;
+  auto comm_phase_of = [&](const TraceRange& r) {
+    if (r.is_kernel) return phase_is_comm(r.phase) ? r.phase : Phase::Other;
+    for (TraceRange a = r;; a = m.ranges[static_cast<size_t>(a.parent)]) {  // the range store gives copies
+      if (phase_is_comm(a.phase)) return a.phase;
+      if (a.parent < 0) return Phase::Other;
+    }
+  };
+  for_each_counted_lane(m, [&](const Lane& l) {
+    PerRank& pr = per_rank[l.rank];
+    const size_t b = static_cast<size_t>(l.first), e = b + static_cast<size_t>(l.count);
+    for (size_t i = b; i < e; ++i) {
+      const TraceRange& r = m.ranges[i];
+      if (c.flags[i] & kCompute) pr.compute.push_back({r.start_ns, r.end_ns});
+      if (!(c.flags[i] & kComm)) continue;
+      const Phase ph = comm_phase_of(r);
+      pr.comm[ph].push_back({r.start_ns, r.end_ns});
+      const bool outermost = r.is_kernel || r.parent < 0 || !(c.flags[static_cast<size_t>(r.parent)] & kComm);
+      if (outermost) pr.outer[ph].emplace_back(r.start_ns, m.extra(r).bytes_sent);
+    }
+  });
+  std::map<Phase, CommPhaseRow> rows;
+  for (auto& [rank, pr] : per_rank) {
+    const auto compute = merge_intervals(std::move(pr.compute));
+    std::map<Phase, std::vector<Interval>> comm;
+    for (auto& [ph, v] : pr.comm) comm[ph] = merge_intervals(std::move(v));
+    for (const StepBreakdown& sb : steps) {
+      if (sb.rank != rank) continue;
+      const auto cc = clip_intervals(compute, sb.start_ns, sb.end_ns);
+      for (const auto& [ph, merged] : comm) {
+        const auto mm = clip_intervals(merged, sb.start_ns, sb.end_ns);
+        CommPhaseRow& row = rows[ph];
+        row.phase = ph;
+        sat_add(row.comm_ns, total_length(mm));
+        sat_add(row.overlap_ns, intersection_length(cc, mm));
+        for (const auto& [start, bytes] : pr.outer[ph]) {
+          if (start < sb.start_ns || start >= sb.end_ns) continue;
+          ++row.ranges;
+          sat_add(row.bytes_sent, bytes);
+        }
+      }
+    }
+  }
+  std::vector<CommPhaseRow> out;
+  for (auto& [ph, row] : rows) {
+    row.ratio = row.comm_ns > 0 ? static_cast<double>(row.overlap_ns) / static_cast<double>(row.comm_ns) : 0.0;
+    out.push_back(row);
+  }
+  return out;
+}
+
 }  // namespace
 
 bool is_comm_range(const TraceModel& m, const TraceRange& r) {
@@ -857,6 +916,7 @@ Summary analyze(const TraceModel& m, const AnalysisOptions& o) {
   }
   s.overall.ratio =
       s.overall.comm_ns > 0 ? static_cast<double>(s.overall.overlap_ns) / static_cast<double>(s.overall.comm_ns) : 0.0;
+  s.comm_phases = comm_phase_impl(m, c, s.steps);
   s.heads = head_range_table(m, o);
   s.skew = rank_skew(m, o);
   s.memory = peak_memory(m, o);

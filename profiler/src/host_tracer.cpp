@@ -93,7 +93,7 @@ std::atomic<uint64_t> g_next_tracer_id{1};
 struct Event {
   int64_t start_ns, end_ns, step;
   RangeInfo info;
-  bool comm_lane;
+  int32_t lane;  // Tracer::kCommLane, kRingLane, kRingGradLane, or another value: the thread's row
   bool push_pop;
   uint64_t ext = 0;        // external correlation id pushed for it (0: none)
   bool corr_only = false;  // a push_correlation: no range, only an ULYSSES_EXTERNAL_IDS row
@@ -326,14 +326,14 @@ class HostTracer final : public Tracer {
 #endif
     const OpenRange& o = b->stack.back();
     if (o.ext) gpu_->pop_external_id();
-    b->append(Event{o.start_ns, end, o.step, o.info, false, true, o.ext, false});
+    b->append(Event{o.start_ns, end, o.step, o.info, 0, true, o.ext, false});
     b->stack.pop_back();
   }
 
   void record_range(const RangeInfo& info, int64_t start_ns, int64_t end_ns, int32_t lane) override {
     if (!active() || end_ns < start_ns) return;
     ThreadBuffer* b = buffer();
-    b->append(Event{start_ns, end_ns, step_.load(std::memory_order_relaxed), info, lane == kCommLane, false});
+    b->append(Event{start_ns, end_ns, step_.load(std::memory_order_relaxed), info, lane, false});
   }
 
   void record_range_later(const RangeInfo& info, std::function<bool(int64_t*, int64_t*)> times, int32_t lane) override {
@@ -347,7 +347,7 @@ class HostTracer final : public Tracer {
     const uint64_t ext = next_ext_.fetch_add(1, std::memory_order_relaxed);
     gpu_->push_external_id(ext);
     const int64_t t = now_ns();
-    buffer()->append(Event{t, t, step_.load(std::memory_order_relaxed), info, false, false, ext, true});
+    buffer()->append(Event{t, t, step_.load(std::memory_order_relaxed), info, 0, false, ext, true});
   }
   void pop_correlation() override {
     if (gpu_) gpu_->pop_external_id();
@@ -446,7 +446,7 @@ class HostTracer final : public Tracer {
       } catch (...) {
         ok = false;
       }
-      if (ok && e >= s) buffer()->append(Event{s, e, l.step, l.info, l.lane == kCommLane, false});
+      if (ok && e >= s) buffer()->append(Event{s, e, l.step, l.info, l.lane, false});
     }
   }
 
@@ -691,7 +691,10 @@ class HostTracer final : public Tracer {
         RangeRecord r;
         r.start_ns = e.start_ns;
         r.end_ns = e.end_ns;
-        r.tid = e.comm_lane ? kCommTid : s.tid;
+        r.tid = e.lane == kCommLane       ? kCommTid
+                : e.lane == kRingLane     ? kRingTid
+                : e.lane == kRingGradLane ? kRingGradTid
+                                          : s.tid;
         r.push_pop = e.push_pop;
         r.step = e.step;
         r.info = e.info;

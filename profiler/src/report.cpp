@@ -129,6 +129,15 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
                   {"overlap_ns", s.overall.overlap_ns},
                   {"busy_ns", s.overall.busy_ns},
                   {"overlap_ratio", s.overall.ratio}};
+  j["comm_phases"] = json::array();
+  for (const auto& c : s.comm_phases) {
+    j["comm_phases"].push_back({{"phase", phase_name(c.phase)},
+                                {"comm_ns", c.comm_ns},
+                                {"overlap_ns", c.overlap_ns},
+                                {"overlap_ratio", c.ratio},
+                                {"ranges", c.ranges},
+                                {"bytes_sent", c.bytes_sent}});
+  }
   j["steps"] = json::array();
   for (const auto& b : s.steps) {
     j["steps"].push_back({{"rank", b.rank},
@@ -242,6 +251,13 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
       "Overlap (HTA: comm time overlapped by compute / comm time): %.1f%%  "
       "(comm %.3f ms, overlapped %.3f ms)\n\n",
       100.0 * s.overall.ratio, ms(s.overall.comm_ns), ms(s.overall.overlap_ns));
+  if (s.comm_phases.size() > 1) {  // by kind when there is more than one (all-to-alls and ring steps, ...)
+    o.pop_back();
+    o += "  by kind:";
+    for (const auto& c : s.comm_phases)
+      o += strfmt("  %s %.1f%% of %.3f ms", phase_name(c.phase), 100.0 * c.ratio, ms(c.comm_ns));
+    o += "\n\n";
+  }
   if (s.headline.steps > 0)
     o += strfmt(
         "Per step (%lld %s): %.0f tokens/s, %.1f ms; per rank: all-to-all %.3f "

@@ -200,7 +200,7 @@ TraceOverview decode_overview(const std::string& bytes) {
   const size_t nlanes = in.count();
   const auto nstrings = static_cast<int64_t>(m.strings.size());
   auto phase_of = [&](uint64_t p) {
-    if (p > static_cast<uint64_t>(Phase::Other)) cache_io::In::fail();
+    if (p >= static_cast<uint64_t>(Phase::Count)) cache_io::In::fail();
     return static_cast<Phase>(p);
   };
   for (size_t li = 0; li < nlanes; ++li) {

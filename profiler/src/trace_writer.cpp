@@ -26,6 +26,8 @@ uint32_t phase_color(Phase p) {
       return 0xFFF3A712;
     case Phase::GradAllReduce:
       return 0xFFA8201A;
+    case Phase::RingStep:
+      return 0xFFD81B60;
     case Phase::Attention:
       return 0xFF29335C;
     case Phase::QkvProj:
@@ -84,6 +86,7 @@ std::string utc_now() {
 
 struct TraceWriter::Impl {
   sql::Db db;
+  bool ring_rows_named[2] = {false, false};  // "ring kv", "ring dkv": named when first used
   int64_t pid = 0;
   int32_t rank = 0;
   bool in_txn = false;
@@ -246,7 +249,7 @@ TraceWriter::TraceWriter(const TracerOptions& opts, int64_t pid) : impl_(std::ma
       st.run();
     }
   }
-  name_thread(kCommTid, "comm");
+  name_thread(kCommTid, "comm");  // the ring rows are named by their first range (write_range)
   d.db.exec("COMMIT");
 }
 
@@ -360,6 +363,10 @@ int64_t TraceWriter::write_range(const RangeRecord& r) {
   size_t pi = static_cast<size_t>(i.phase) < static_cast<size_t>(Phase::Count) ? static_cast<size_t>(i.phase)
                                                                                : static_cast<size_t>(Phase::Other);
   if (d.phase_string[pi] == 0) d.phase_string[pi] = string_id(phase_name(static_cast<Phase>(pi)));
+  if ((r.tid == kRingTid || r.tid == kRingGradTid) && !d.ring_rows_named[r.tid == kRingGradTid]) {
+    d.ring_rows_named[r.tid == kRingGradTid] = true;
+    name_thread(r.tid, r.tid == kRingTid ? "ring kv" : "ring dkv");
+  }
   const int64_t id = d.next_event_id++;
   d.pending.push_back(
       {{r.start_ns, r.end_ns, static_cast<int64_t>(r.push_pop ? kNvtxPushPopRange : kNvtxStartEndRange),

@@ -238,6 +238,33 @@ TEST(MemoryPlan, GpuPlanCountsFlashLinearInN) {
   }
 }
 
+// Ulysses x ring (issue 36): the plan splits the sequence over sp x ring ranks and runs the
+// ring attention in its dry run (a shape-only transport: without it the model refuses a ring
+// Comm that has no ring group). Halving the tokens per rank (ring 2) about halves the saved
+// activations of a layer (the blocked kernel keeps O(n) per layer), where planning the ring
+// as ring_size 1 kept them equal; --max-seq steps in multiples of 2 x sp x ring (zigzag).
+TEST(MemoryPlan, RingPlanSplitsTheSequenceOverSpTimesRing) {
+  auto cfg = small_config();
+  cfg.parallel.sp_size = 2;
+  cfg.train.seq_length = 512;
+  plan::PlanOptions detail;
+  detail.detail = true;
+  const auto ulysses = plan::plan_memory(cfg, detail);
+  cfg.parallel.ring_size = 2;
+  const auto ring = plan::plan_memory(cfg, detail);
+  EXPECT_EQ(ulysses.local_tokens, 256);
+  EXPECT_EQ(ring.local_tokens, 128);
+  EXPECT_EQ(ring.ring_size, 2);
+  EXPECT_EQ(plan::plan_to_json(ring)["ring_size"], 2);
+  EXPECT_NE(plan::plan_to_text(ring).find("every one of the 4 rank(s)"), std::string::npos) << plan::plan_to_text(ring);
+  const double ratio = double(ring.activation_per_layer_bytes) / double(ulysses.activation_per_layer_bytes);
+  EXPECT_GT(ratio, 0.4) << ring.activation_per_layer_bytes << " vs " << ulysses.activation_per_layer_bytes;
+  EXPECT_LT(ratio, 0.75) << ring.activation_per_layer_bytes << " vs " << ulysses.activation_per_layer_bytes;
+  const int64_t N = plan::max_seq_length(cfg, ring.peak_bytes * 4);
+  EXPECT_GT(N, 512);
+  EXPECT_EQ(N % (2 * 2 * 2), 0) << N;
+}
+
 // --max-seq search: the answer fits, the next multiple of sp_size does not. On a GPU "fits"
 // means the whole device total (gpu_reserve.hpp) within the limit less kGpuHeadroom.
 TEST(MemoryPlan, MaxSeqLengthIsTheLongestThatFits) {

@@ -44,6 +44,8 @@ uint32_t default_argb(Phase p) {
       return 0xFF90A4AE;
     case Phase::GradAllReduce:
       return 0xFF9C27B0;
+    case Phase::RingStep:
+      return 0xFF00ACC1;
     case Phase::Optimizer:
       return 0xFFFBC02D;
     default:
@@ -83,6 +85,8 @@ uint32_t color_blind_argb(Phase p) {
       return 0xFFC6C6C6;
     case Phase::GradAllReduce:
       return 0xFFCC79A7;
+    case Phase::RingStep:  // sky blue, lighter than qkv_proj's
+      return 0xFFA6D8F5;
     case Phase::Optimizer:
       return 0xFF9C9C9C;
     default:

@@ -3,8 +3,8 @@
 // per-head-range tables, rank skew per phase, peak memory per phase. No torch, no Qt.
 //
 // Definitions (see profiler/README.md):
-//   comm range     a range whose phase is a2a_seq_to_head, a2a_head_to_seq or
-//                  grad_allreduce, or any range nested inside one.
+//   comm range     a range whose phase is a2a_seq_to_head, a2a_head_to_seq,
+//                  grad_allreduce or ring_step, or any range nested inside one.
 //   compute range  a LEAF range (no child on its lane) that is not a comm range. Parents
 //                  (step, layer wrappers, ...) never count: only their leaves do.
 //   On a rank with GPU kernels (CUPTI / nsys), kernels replace host ranges: comm = NCCL
@@ -178,6 +178,19 @@ struct AnalysisOptions {
   size_t top_names = 20;                  // rows in Summary::names
 };
 
+// Communication by kind: each comm phase's time and the part of it that coincides with
+// compute, summed over ranks and step windows (the windows of Summary::steps), as
+// Summary::overall is for all communication together. A comm range's kind is its own phase
+// or, nested, that of the comm range it is in; a GPU rank's NCCL kernels take the phase of
+// the range that launched them (other phases: Phase::Other). bytes_sent and ranges count the
+// outermost comm ranges of that phase that start in a window.
+struct CommPhaseRow {
+  Phase phase = Phase::Other;
+  int64_t comm_ns = 0, overlap_ns = 0;
+  int64_t ranges = 0, bytes_sent = 0;
+  double ratio = 0;  // overlap_ns / comm_ns, 0 when comm_ns == 0
+};
+
 struct Summary {
   int32_t world_size = 0;
   Headline headline;
@@ -187,14 +200,15 @@ struct Summary {
   int64_t kernels_by_launch = 0, kernels_by_time = 0;
   std::vector<StepBreakdown> steps;  // sorted by (rank, step)
   std::vector<RankTotals> ranks;
-  OverlapResult overall;               // summed over all ranks and steps
-  std::vector<LayerRow> layers;        // sorted by (layer, dir)
-  std::vector<HeadRangeRow> heads;     // sorted by head_begin
-  std::vector<SkewRow> skew;           // phases present in the trace, Step first
-  std::vector<PhaseMemoryRow> memory;  // sorted by (label, rank)
-  std::vector<NameRow> names;          // longest total first, top_names rows
-  WaitingAnalysis waiting;             // collectives across ranks: who waits for whom
-  int64_t clock_error_ns = -1;         // TraceModel::clock_error_ns(): ranks aligned within +-this; -1 = not aligned
+  OverlapResult overall;                  // summed over all ranks and steps
+  std::vector<CommPhaseRow> comm_phases;  // the same by comm phase (all-to-alls, ring steps, ...), by phase
+  std::vector<LayerRow> layers;           // sorted by (layer, dir)
+  std::vector<HeadRangeRow> heads;        // sorted by head_begin
+  std::vector<SkewRow> skew;              // phases present in the trace, Step first
+  std::vector<PhaseMemoryRow> memory;     // sorted by (label, rank)
+  std::vector<NameRow> names;             // longest total first, top_names rows
+  WaitingAnalysis waiting;                // collectives across ranks: who waits for whom
+  int64_t clock_error_ns = -1;            // TraceModel::clock_error_ns(): ranks aligned within +-this; -1 = not aligned
 };
 
 // Whether a range counts as communication (kernel: name contains "nccl"; host: comm phase).

@@ -18,6 +18,11 @@ constexpr int kNvtxPushPopRange = 59;
 constexpr int kNvtxStartEndRange = 60;
 // Thread id of the synthetic "comm" row (no Linux tid reaches it: pid_max <= 2^22).
 constexpr int64_t kCommTid = 0xFFFFFE;
+// ... and of the ring attention rows (Tracer::kRingLane, kRingGradLane): "ring kv", "ring dkv".
+constexpr int64_t kRingTid = 0xFFFFFD;
+constexpr int64_t kRingGradTid = 0xFFFFFC;
+// Whether `tid` is one of the synthetic communication rows above.
+constexpr bool is_comm_row_tid(int64_t tid) { return tid == kCommTid || tid == kRingTid || tid == kRingGradTid; }
 
 // nsys serialization: globalPid = pid << 24, globalTid = globalPid + tid (the bits above 48
 // hold nsys' hardware/VM id, which the decoders drop). Encoders and decoders, one constant.

@@ -46,12 +46,16 @@ enum class Phase : uint8_t {
   GradAllReduce,
   Optimizer,
   Other,
+  // Ring attention (parallel.ring_size > 1): one K/V (forward) or K/V + dK/dV (backward)
+  // block exchange with the ring neighbours, on the comm lane. Appended after Other so the
+  // numbers of earlier phases, stored in traces, keep their meaning.
+  RingStep,
   Count
 };
 // Stable lower-case names used in the trace ("qkv_proj", "a2a_seq_to_head", ...).
 const char* phase_name(Phase p);
 bool phase_from_name(const std::string& s, Phase* out);
-bool phase_is_comm(Phase p);  // A2ASeqToHead, A2AHeadToSeq, GradAllReduce
+bool phase_is_comm(Phase p);  // A2ASeqToHead, A2AHeadToSeq, GradAllReduce, RingStep
 
 enum class Direction : uint8_t { None = 0, Forward, Backward, Recompute };
 const char* direction_name(Direction d);
@@ -125,6 +129,11 @@ class Tracer {
  public:
   // Lane id for ranges measured off the calling thread (async all-to-all completions).
   static constexpr int32_t kCommLane = -2;
+  // Ring attention's exchanges (parallel.ring_size > 1), rows of their own: a K/V exchange
+  // and the dK/dV one travelling beside it overlap each other and the all-to-alls in time, and
+  // a row holds ranges that nest or follow each other only.
+  static constexpr int32_t kRingLane = -3;
+  static constexpr int32_t kRingGradLane = -4;
 
   // Throws std::runtime_error with a message on failure to create the file.
   static std::unique_ptr<Tracer> open(const TracerOptions& opts);
@@ -151,7 +160,8 @@ class Tracer {
   virtual void push(const RangeInfo& info) = 0;
   virtual void pop() = 0;
   // A finished interval measured elsewhere; lane kCommLane puts it on the rank's
-  // "communication" thread row, any other value is the calling thread's row.
+  // "communication" thread row, kRingLane / kRingGradLane on the "ring kv" / "ring dkv" rows,
+  // any other value is the calling thread's row.
   virtual void record_range(const RangeInfo& info, int64_t start_ns, int64_t end_ns, int32_t lane = kCommLane) = 0;
 
   // A range whose times are known only later (a collective's device timestamps on a GPU rank,
