@@ -14,6 +14,7 @@
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QLineEdit>
+#include <QListWidget>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSortFilterProxyModel>
@@ -62,6 +63,15 @@ QTableView* make_table(QAbstractItemModel* m, QWidget* parent, bool sortable = t
   v->verticalHeader()->setDefaultSectionSize(20);
   return v;
 }
+// What the importer of a foreign trace could not read or read another way (TraceModel::notes),
+// one line each, where the user sees them (they used to be a tooltip of the status line).
+QListWidget* make_notes_list(QWidget* parent) {
+  auto* notes = new QListWidget(parent);
+  notes->setObjectName(QStringLiteral("importNotes"));
+  notes->setWordWrap(true);
+  notes->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  return notes;
+}
 qint64 key_of(QTableView* v, const QModelIndex& ix) { return v->model()->data(ix, TableModel::KeyRole).toLongLong(); }
 }  // namespace
 
@@ -86,6 +96,8 @@ class TraceViewPrivate {
   TableModel *details = nullptr, *kernels = nullptr, *steps = nullptr, *search = nullptr, *stats = nullptr;
   QTableView *steps_view = nullptr, *search_view = nullptr, *kernels_view = nullptr;
   QTabWidget* bottom = nullptr;
+  QListWidget* notes = nullptr;  // the importer's notes of a foreign trace (tab hidden when none)
+  int notes_tab = -1;
   QComboBox* stats_group = nullptr;  // range statistics per name / per phase
   QLabel* stats_label = nullptr;
   qint64 stats_t0 = 0, stats_t1 = -1;  // the last dragged range (-1: none yet)
@@ -270,6 +282,9 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
          "at its edges count their clipped duration); head-lane copies and hidden ranks are left out"));
   stats_lay->addWidget(stats_view);
   d->bottom->addTab(stats_page, tr("Range statistics"));
+  d->notes = make_notes_list(d->bottom);
+  d->notes_tab = d->bottom->addTab(d->notes, tr("Import notes"));
+  d->bottom->setTabVisible(d->notes_tab, false);
   tsplit->addWidget(d->bottom);
   tsplit->setStretchFactor(0, 3);
   tsplit->setStretchFactor(1, 1);
@@ -564,6 +579,8 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
   if (!t.error.isEmpty()) {
     current = {};
     timeline->setIndex(nullptr);
+    notes->clear();
+    bottom->setTabVisible(notes_tab, false);
     showMessage(QObject::tr("Could not open the trace.\n\n%1").arg(t.error));
     emit q->loadFailed(t.error);
     return;
@@ -618,13 +635,20 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
   if (t.rank_file_caches_written > 0)
     status->setText(status->text() +
                     QObject::tr("; %n rank-file cache(s) written for the next open", "", t.rank_file_caches_written));
-  // Foreign traces: what the file lacked and how it was read, on hover (and counted).
-  QStringList notes;
-  for (const auto& n : m.notes) notes << QString::fromStdString(n);
-  if (!notes.isEmpty())
-    status->setText(status->text() +
-                    QObject::tr("; %n note(s), hover to read", nullptr, static_cast<int>(notes.size())));
-  status->setToolTip(notes.join(QLatin1Char('\n')));
+  // Foreign traces: what the file lacked and how it was read, in the Import notes tab (shown
+  // first when there are any), counted in the status line.
+  QStringList note_lines;
+  for (const auto& n : m.notes) note_lines << QString::fromStdString(n);
+  notes->clear();
+  notes->addItems(note_lines);
+  bottom->setTabText(notes_tab, QObject::tr("Import notes (%1)").arg(note_lines.size()));
+  bottom->setTabVisible(notes_tab, !note_lines.isEmpty());
+  if (!note_lines.isEmpty()) {
+    status->setText(status->text() + QObject::tr("; %n import note(s), see the Import notes tab", nullptr,
+                                                 static_cast<int>(note_lines.size())));
+    bottom->setCurrentIndex(notes_tab);
+  }
+  status->setToolTip(note_lines.join(QLatin1Char('\n')));
   pages->setCurrentIndex(2);
   if (!filter->text().isEmpty()) applyFilter();
   emit q->loaded(t.path);
