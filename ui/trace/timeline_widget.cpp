@@ -373,7 +373,15 @@ std::vector<LaunchFlow> TimelineWidget::launchFlows() {
     launch_ = build_launch_index(index_->model());
     launchIndex_ = index_.get();
   }
-  return launch_flows(*index_, launch_, layout_, vp_, y_scroll_, selected_, window_.first, window_.second);
+  std::vector<LaunchFlow> out = launch_flows(*index_, launch_, layout_, vp_, y_scroll_, selected_, 0, -1);
+  // A dragged window's launches, when they are few enough to read (a busy window would bury the
+  // timeline under hundreds of arrows).
+  if (window_.second > window_.first) {
+    auto w =
+        launch_flows(*index_, launch_, layout_, vp_, y_scroll_, -1, window_.first, window_.second, kMaxWindowFlows + 1);
+    if (w.size() <= kMaxWindowFlows) out.insert(out.end(), w.begin(), w.end());
+  }
+  return out;
 }
 
 std::vector<std::vector<FlowPoint>> TimelineWidget::flowsDrawn() {

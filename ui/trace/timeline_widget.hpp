@@ -56,9 +56,11 @@ class TimelineWidget : public QWidget {
   // Flow arrows for every collective in view (flows_in_view), beside the selected one's.
   void setAllFlowsInView(bool on);
   bool allFlowsInView() const { return all_flows_; }
-  // Launch -> kernel arrows drawn now (launch_flows of the selected range and window; cyan,
-  // the head at the kernel). The correlation index is built on the first selection of a trace.
+  // Launch -> kernel arrows drawn now (cyan, the head at the kernel): launch_flows of the
+  // selected range, and of the dragged window when it holds at most kMaxWindowFlows launches.
+  // The correlation index is built on the first selection of a trace.
   std::vector<LaunchFlow> launchFlows();
+  static constexpr size_t kMaxWindowFlows = 64;
   int64_t stepCount() const;
   int64_t currentStep() const;  // step index (into index()->steps()) under the view centre, -1
   // Replay cursor: a vertical line at this trace time (ns); -1 hides it.

@@ -32,6 +32,7 @@
 
 #include "models/native_path.hpp"
 #include "trace/head_map.hpp"
+#include "trace/histogram_chart.hpp"
 #include "trace/histogram_delegate.hpp"
 #include "trace/memory_view.hpp"
 #include "trace/qt_text.hpp"
@@ -97,8 +98,10 @@ class TraceViewPrivate {
   QTableView *steps_view = nullptr, *search_view = nullptr, *kernels_view = nullptr;
   QTabWidget* bottom = nullptr;
   QListWidget* notes = nullptr;  // the importer's notes of a foreign trace (tab hidden when none)
-  int notes_tab = -1;
-  QComboBox* stats_group = nullptr;  // range statistics per name / per phase
+  int notes_tab = -1, stats_tab = -1;
+  QComboBox* stats_group = nullptr;  // range statistics per name / per phase, or a pivot
+  QTableView* stats_view = nullptr;
+  HistogramChart* stats_hist = nullptr;  // the selected (else first) row's histogram, with axes
   QLabel* stats_label = nullptr;
   qint64 stats_t0 = 0, stats_t1 = -1;  // the last dragged range (-1: none yet)
   HeadMapView* headmap = nullptr;
@@ -131,16 +134,78 @@ class TraceViewPrivate {
   void applyFilter();
   // The range statistics of the selected window (stats_t0, stats_t1), or none; the label says
   // what is counted.
+  // The Range statistics tab: group-by choice, the table and the selected row's histogram.
+  QWidget* buildStatsPage(QWidget* parent) {
+    stats = new TableModel(q);
+    auto* stats_page = new QWidget(parent);
+    auto* stats_lay = new QVBoxLayout(stats_page);
+    stats_lay->setContentsMargins(0, 0, 0, 0);
+    auto* stats_bar = new QHBoxLayout;
+    stats_label =
+        new QLabel(QObject::tr("Drag with the right button (or shift) over the timeline; group by"), stats_page);
+    stats_bar->addWidget(stats_label);
+    stats_group = new QComboBox(stats_page);
+    stats_group->setObjectName(QStringLiteral("statsGroup"));
+    stats_group->addItems({QObject::tr("name"), QObject::tr("phase"), QObject::tr("pivot: name, phase, rank"),
+                           QObject::tr("pivot: phase, rank"), QObject::tr("pivot: name, rank")});
+    stats_bar->addWidget(stats_group);
+    stats_bar->addStretch(1);
+    stats_lay->addLayout(stats_bar);
+    auto* stats_split = new QSplitter(Qt::Horizontal, stats_page);
+    stats_view = make_table(stats, stats_split);
+    stats_view->setObjectName(QStringLiteral("rangeStats"));
+    stats_view->setItemDelegateForColumn(8, new HistogramDelegate(stats_view));  // range_stats_table's histogram
+    stats_view->sortByColumn(3, Qt::DescendingOrder);                            // longest total first
+    stats_view->horizontalHeader()->setToolTip(QObject::tr(
+        "Every range that overlaps the selected window, each with the part of it inside the window (ranges cut "
+        "at its edges count their clipped duration); head-lane copies and hidden ranks are left out"));
+    stats_split->addWidget(stats_view);
+    stats_hist = new HistogramChart(stats_split);
+    stats_split->addWidget(stats_hist);
+    stats_split->setStretchFactor(0, 3);
+    stats_split->setStretchFactor(1, 2);
+    stats_lay->addWidget(stats_split);
+    QObject::connect(stats_view->selectionModel(), &QItemSelectionModel::currentRowChanged, q,
+                     [this] { showHistogram(); });
+    return stats_page;
+  }
+  // The histogram of the statistics' current row (else its first row in the shown order).
+  void showHistogram() {
+    const QAbstractItemModel* shown = stats_view->model();
+    QModelIndex at = stats_view->currentIndex();
+    if (!at.isValid() && shown->rowCount() > 0) at = shown->index(0, 0);
+    const auto* proxy = qobject_cast<const QSortFilterProxyModel*>(shown);
+    const int row = at.isValid() ? (proxy ? proxy->mapToSource(at).row() : at.row()) : -1;
+    const TableData& t = stats->table();
+    if (row < 0 || row >= t.histograms.size() || row >= t.histogram_spans.size()) {
+      stats_hist->setHistogram({}, {}, 0, 0);
+      return;
+    }
+    stats_hist->setHistogram(
+        t.rows[row][0].toString() + QStringLiteral(" (") + t.rows[row][1].toString() + QStringLiteral(")"),
+        t.histograms[row], t.histogram_spans[row].first, t.histogram_spans[row].second);
+  }
   void updateStats() {
     if (!current.model || stats_t1 < 0) {
       stats->setTable({});
+      showHistogram();
       stats_label->setText(QObject::tr("Drag with the right button (or shift) over the timeline; group by"));
       return;
     }
     int64_t clipped = 0;
-    stats->setTable(range_stats_table(*current.model, stats_t0, stats_t1,
-                                      stats_group->currentIndex() == 1 ? StatsGroup::Phase : StatsGroup::Name,
-                                      hiddenRanks(), &clipped));
+    const int g = stats_group->currentIndex();
+    if (g <= 1) {
+      stats->setTable(range_stats_table(*current.model, stats_t0, stats_t1,
+                                        g == 1 ? StatsGroup::Phase : StatsGroup::Name, hiddenRanks(), &clipped));
+    } else {  // pivots: name, phase, rank / phase, rank / name, rank
+      PivotKeys k;
+      k.name = g != 3;
+      k.phase = g != 4;
+      stats->setTable(range_pivot_table(*current.model, stats_t0, stats_t1, k, hiddenRanks(), &clipped));
+    }
+    // Longest total first, whichever columns the table has.
+    stats_view->sortByColumn(int(stats->table().headers.indexOf(QStringLiteral("total ms"))), Qt::DescendingOrder);
+    showHistogram();
     stats_label->setText(QObject::tr("Window of %1: every range overlapping it, with the part inside it (%n cut at "
                                      "its edges); group by",
                                      nullptr, int(clipped))
@@ -260,28 +325,8 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   d->bottom->addTab(d->steps_view, tr("Steps"));
   d->search_view = make_table(d->search, d->bottom, false);
   d->bottom->addTab(d->search_view, tr("Matches"));
-  d->stats = new TableModel(this);
-  auto* stats_page = new QWidget(d->bottom);
-  auto* stats_lay = new QVBoxLayout(stats_page);
-  stats_lay->setContentsMargins(0, 0, 0, 0);
-  auto* stats_bar = new QHBoxLayout;
-  d->stats_label = new QLabel(tr("Drag with the right button (or shift) over the timeline; group by"), stats_page);
-  stats_bar->addWidget(d->stats_label);
-  d->stats_group = new QComboBox(stats_page);
-  d->stats_group->setObjectName(QStringLiteral("statsGroup"));
-  d->stats_group->addItems({tr("name"), tr("phase")});
-  stats_bar->addWidget(d->stats_group);
-  stats_bar->addStretch(1);
-  stats_lay->addLayout(stats_bar);
-  QTableView* stats_view = make_table(d->stats, stats_page);
-  stats_view->setObjectName(QStringLiteral("rangeStats"));
-  stats_view->setItemDelegateForColumn(8, new HistogramDelegate(stats_view));  // range_stats_table's histogram
-  stats_view->sortByColumn(3, Qt::DescendingOrder);                            // longest total first
-  stats_view->horizontalHeader()->setToolTip(
-      tr("Every range that overlaps the selected window, each with the part of it inside the window (ranges cut "
-         "at its edges count their clipped duration); head-lane copies and hidden ranks are left out"));
-  stats_lay->addWidget(stats_view);
-  d->bottom->addTab(stats_page, tr("Range statistics"));
+  QWidget* stats_page = d->buildStatsPage(d->bottom);
+  d->stats_tab = d->bottom->addTab(stats_page, tr("Range statistics"));
   d->notes = make_notes_list(d->bottom);
   d->notes_tab = d->bottom->addTab(d->notes, tr("Import notes"));
   d->bottom->setTabVisible(d->notes_tab, false);
@@ -373,7 +418,7 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
     d->stats_t0 = t0;
     d->stats_t1 = t1;
     d->updateStats();
-    d->bottom->setCurrentIndex(d->bottom->count() - 1);
+    d->bottom->setCurrentIndex(d->stats_tab);
   });
   connect(d->stats_group, qOverload<int>(&QComboBox::currentIndexChanged), this, [this](int i) {
     Q_UNUSED(i);
