@@ -92,3 +92,46 @@ TEST(PhasePalette, CurrentPaletteAndNames) {
   EXPECT_EQ(p, PhasePalette::Default);
   EXPECT_FALSE(ui::phase_palette_from_name("rainbow", &p));
 }
+
+// Name families (issue 37 item 7): foreign ranges are coloured by a stable hash of their name's
+// family, so the same name has the same colour in every view and run.
+TEST(NameFamily, NormalisesKernelAndRangeNames) {
+  EXPECT_EQ(ui::name_family("void at::native::(anonymous namespace)::vectorized_elementwise_kernel<4, "
+                            "at::native::AddFunctor<float>>(int, float*)"),
+            "vectorized_elementwise_kernel");
+  EXPECT_EQ(ui::name_family("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"), "nccldevkernel_sendrecv");
+  EXPECT_EQ(ui::name_family("ProfilerStep#12"), "profilerstep");
+  EXPECT_EQ(ui::name_family("ProfilerStep#12"), ui::name_family("ProfilerStep#7"));
+  EXPECT_EQ(ui::name_family("Memcpy HtoD (Pageable -> Device)"), "memcpy htod");
+  EXPECT_EQ(ui::name_family("aten::mm"), "mm");
+  EXPECT_EQ(ui::name_family("sm90_gemm_128x64"), ui::name_family("sm90_gemm_256x128"));
+  EXPECT_NE(ui::name_family("aten::mm"), ui::name_family("aten::bmm"));
+  EXPECT_EQ(ui::name_family("1234"), "1234");  // nothing left: the name itself
+}
+
+TEST(NameFamily, ColourIsAStableHashNotTheOrderOfAppearance) {
+  // FNV-1a 32-bit test vectors (Fowler, Noll, Vo: the published reference values).
+  EXPECT_EQ(ui::fnv1a32(""), 0x811C9DC5u);
+  EXPECT_EQ(ui::fnv1a32("a"), 0xE40C292Cu);
+  EXPECT_EQ(ui::fnv1a32("foobar"), 0xBF9CF968u);
+  constexpr size_t n = sizeof(ui::kNameFamilyPalette) / sizeof(ui::kNameFamilyPalette[0]);
+  const char* names[] = {"aten::mm",
+                         "aten::bmm",
+                         "ncclDevKernel_SendRecv(x)",
+                         "void gemm<128>(float*)",
+                         "cudaLaunchKernel",
+                         "aten::add_",
+                         "Memcpy DtoH",
+                         "aten::softmax"};
+  std::set<uint32_t> colours;
+  for (const char* name : names) {
+    const uint32_t c = ui::name_family_argb(name);
+    EXPECT_EQ(c, ui::kNameFamilyPalette[ui::fnv1a32(ui::name_family(name)) % n]) << name;
+    EXPECT_EQ(c >> 24, 0xFFu) << name;
+    const uint32_t r = (c >> 16) & 0xFF, g = (c >> 8) & 0xFF, b = c & 0xFF;
+    EXPECT_FALSE(r == g && g == b) << name << ": a grey";
+    colours.insert(c);
+  }
+  EXPECT_GE(colours.size(), 5u) << "eight common names in fewer than five colours";
+  EXPECT_EQ(ui::name_family_argb("void gemm<64>(float*)"), ui::name_family_argb("void gemm<128>(double*)"));
+}

@@ -1,6 +1,7 @@
 // Runs folder as a table model.
 #include "axis_ticks.hpp"
 #include "runs_model.hpp"
+#include "run_lineage.hpp"
 
 #include <QBrush>
 #include <QColor>
@@ -53,6 +54,13 @@ void RunsModel::refresh() {
       endInsertRows();
     }
   }
+  // Resume lineage, over the whole folder (a run and the one it resumed sit side by side).
+  resumedFrom_ = QVector<QString>(runs_.size());
+  for (int i = 0; i < runs_.size(); ++i) {
+    const int k = resumedFromIndex(runs_, i);
+    resumedFrom_[i] = k >= 0 ? runs_[k].dir : QString();
+  }
+  if (!runs_.isEmpty()) emit dataChanged(index(0, ResumedFrom), index(runs_.size() - 1, ResumedFrom));
 }
 
 int RunsModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : runs_.size(); }
@@ -62,13 +70,18 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= runs_.size() || index.column() >= ColumnCount) return {};
   const auto& r = runs_[index.row()];
   if (role == DirRole) return r.dir;
+  const QString from = index.row() < resumedFrom_.size() ? resumedFrom_[index.row()] : QString();
+  if (role == ResumedFromRole) return from;
+  if (role == Qt::ToolTipRole && index.column() == ResumedFrom && !from.isEmpty())
+    return QStringLiteral("Resumed from %1 (its checkpoints in %2); double-click to go to it")
+        .arg(from, r.config.value(QStringLiteral("train")).toObject().value(QStringLiteral("resume_from")).toString());
   if (role == Qt::ToolTipRole) return r.message.isEmpty() ? r.dir : r.dir + QStringLiteral("\n") + r.message;
   if (role == Qt::ForegroundRole && index.column() == Status) {
     if (r.status == QLatin1String("failed")) return QBrush(QColor(0xd0, 0x30, 0x30));
     if (r.status == QLatin1String("finished")) return QBrush(QColor(0x20, 0x90, 0x40));
     return {};
   }
-  if (role == Qt::TextAlignmentRole && index.column() >= Duration)
+  if (role == Qt::TextAlignmentRole && index.column() >= Duration && index.column() != ResumedFrom)
     return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
   if (role == SortRole) {
     switch (index.column()) {
@@ -108,6 +121,8 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
       return r.hasFinalLoss ? format_metric(r.finalLoss) : QString();
     case World:
       return r.worldSize > 0 ? QString::number(r.worldSize) : QString();
+    case ResumedFrom:
+      return from.isEmpty() ? QString() : QFileInfo(from).fileName();
     default:
       return {};
   }
@@ -115,7 +130,8 @@ QVariant RunsModel::data(const QModelIndex& index, int role) const {
 
 QVariant RunsModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractTableModel::headerData(section, o, role);
-  static const char* names[] = {"Run", "Config", "Status", "Started", "Duration", "Steps", "Final loss", "Ranks"};
+  static const char* names[] = {"Run",   "Config",     "Status", "Started",     "Duration",
+                                "Steps", "Final loss", "Ranks",  "Resumed from"};
   return section >= 0 && section < ColumnCount ? QString::fromLatin1(names[section]) : QVariant();
 }
 

@@ -1,5 +1,6 @@
 // Table of the run directories under a runs folder: name, config, status, start, duration,
-// steps, final loss, ranks. Reads run.json/config.json/metrics.jsonl through run_data.hpp.
+// steps, final loss, ranks, and the run a resumed run continued. Reads run.json/config.json/metrics.jsonl through
+// run_data.hpp.
 #pragma once
 
 #include <QAbstractTableModel>
@@ -12,9 +13,11 @@ namespace ulysses::ui {
 class RunsModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  enum Column { Name, Config, Status, Started, Duration, Steps, FinalLoss, World, ColumnCount };
-  static constexpr int DirRole = Qt::UserRole + 1;   // absolute run directory
-  static constexpr int SortRole = Qt::UserRole + 2;  // numeric value for sorting
+  // ResumedFrom: the run a resumed run continued (run_lineage.hpp), by name.
+  enum Column { Name, Config, Status, Started, Duration, Steps, FinalLoss, World, ResumedFrom, ColumnCount };
+  static constexpr int DirRole = Qt::UserRole + 1;          // absolute run directory
+  static constexpr int SortRole = Qt::UserRole + 2;         // numeric value for sorting
+  static constexpr int ResumedFromRole = Qt::UserRole + 3;  // folder of the run it resumed ("" none)
 
   explicit RunsModel(QObject* parent = nullptr);
 
@@ -33,6 +36,7 @@ class RunsModel : public QAbstractTableModel {
  private:
   QString runsDir_;
   QVector<RunSummary> runs_;
+  QVector<QString> resumedFrom_;  // per row: the folder of the run it resumed, or ""
 };
 
 }  // namespace ulysses::ui

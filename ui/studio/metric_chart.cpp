@@ -5,6 +5,7 @@
 
 #include <QChart>
 #include <QEvent>
+#include <QPainter>
 #include <QPen>
 #include <QLineSeries>
 #include <QValueAxis>
@@ -108,7 +109,37 @@ QStringList MetricChart::tickLabels(Qt::Orientation o) const {
   return axis_tick_labels(t, a->min(), a->max());
 }
 
+void MetricChart::setMarkers(const QList<double>& xs, const QString& label) {
+  markers_ = xs;
+  markerLabel_ = label;
+  viewport()->update();
+}
+
+int MetricChart::markerPixelX(double x) const {
+  const QPointF scene = chart()->mapToScene(chart()->mapToPosition(QPointF(x, ay_->min()), series_));
+  return mapFromScene(scene).x();
+}
+
+void MetricChart::drawForeground(QPainter* p, const QRectF& rect) {
+  QChartView::drawForeground(p, rect);
+  if (markers_.isEmpty()) return;
+  p->save();
+  QPen pen(QColor(0xFF, 0x8F, 0x00));
+  pen.setWidthF(2.0);
+  pen.setStyle(Qt::DashLine);
+  p->setPen(pen);
+  for (double x : markers_) {
+    if (x < ax_->min() || x > ax_->max()) continue;
+    const QPointF top = chart()->mapToScene(chart()->mapToPosition(QPointF(x, ay_->max()), series_));
+    const QPointF bottom = chart()->mapToScene(chart()->mapToPosition(QPointF(x, ay_->min()), series_));
+    p->drawLine(top, bottom);
+    p->drawText(top + QPointF(4, 12), markerLabel_);
+  }
+  p->restore();
+}
+
 void MetricChart::clear() {
+  markers_.clear();
   series_->clear();
   data_.clear();
   minY_ = maxY_ = maxX_ = 0;

@@ -23,11 +23,18 @@ class MetricChart : public QChartView {
   QList<QPointF> points() const;  // those points
   int drawnPoints() const;        // points of the drawn line (at most about kMaxDrawn)
   static constexpr int kMaxDrawn = 2048;
+  // Vertical marks at these x (steps), each labelled (a resumed run: where it resumed); cleared
+  // by clear().
+  void setMarkers(const QList<double>& xs, const QString& label);
+  QList<double> markers() const { return markers_; }
+  // Where the mark at x is drawn, in the view's pixels (x), for tests.
+  int markerPixelX(double x) const;
   // The tick labels the axis shows now (Qt::Horizontal: steps), for tests.
   QStringList tickLabels(Qt::Orientation o) const;
 
  protected:
-  void changeEvent(QEvent* e) override;  // follows the dark/light palette
+  void changeEvent(QEvent* e) override;                           // follows the dark/light palette
+  void drawForeground(QPainter* p, const QRectF& rect) override;  // the markers
 
  private:
   void applyPalette();
@@ -36,6 +43,8 @@ class MetricChart : public QChartView {
   QValueAxis* ax_;
   QValueAxis* ay_;
   QList<QPointF> data_;  // every finite point appended
+  QList<double> markers_;
+  QString markerLabel_;
   double minY_ = 0, maxY_ = 0, maxX_ = 0;
 };
 

@@ -27,6 +27,7 @@
 #include "metric_chart.hpp"
 #include "native_path.hpp"
 #include "rank_status_model.hpp"
+#include "run_lineage.hpp"
 
 namespace ulysses::ui {
 
@@ -318,10 +319,16 @@ void MonitorPage::showRun(const QString& runDir) {
     follow_->stop();
   clearCharts();
   log_->clear();
-  const auto pts = readMetricsFile(QDir(runDir_).filePath(QStringLiteral("metrics.jsonl")));
+  // A resumed run's charts show its whole history: the earlier runs' steps before each resume
+  // (run_lineage.hpp), marked where it resumed.
+  const RunLineage lineage = runLineage(runDir_);
+  const auto& pts = lineage.points;
   progress_->setMaximum(std::max(1, s.steps > 0 ? s.steps : (pts.isEmpty() ? 1 : pts.back().steps)));
   progress_->setValue(0);
   addPoints(pts);
+  QList<double> resumes;
+  for (int step : lineage.resumeSteps) resumes << double(step);
+  for (MetricChart* c : {loss_, tps_, mem_}) c->setMarkers(resumes, QStringLiteral("resumed"));
   diskRanks_->reset(std::max(0, s.worldSize));
   // RUN/logs/rank*.log, listed and read byte for byte (a run folder whose name is not UTF-8).
   namespace fs = std::filesystem;

@@ -40,8 +40,14 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
   view_->verticalHeader()->hide();
   view_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   view_->horizontalHeader()->setStretchLastSection(true);
-  connect(view_, &QTableView::doubleClicked, this,
-          [this](const QModelIndex& i) { emit openRequested(i.data(RunsModel::DirRole).toString()); });
+  // A double-click opens the run; on its "Resumed from" cell, it goes to the run it resumed.
+  connect(view_, &QTableView::doubleClicked, this, [this](const QModelIndex& i) {
+    const QString from = i.data(RunsModel::ResumedFromRole).toString();
+    if (i.column() == RunsModel::ResumedFrom && !from.isEmpty())
+      selectDir(from);
+    else
+      emit openRequested(i.data(RunsModel::DirRole).toString());
+  });
   connect(view_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunsPage::updateButtons);
 
   folder_ = new QLabel(this);

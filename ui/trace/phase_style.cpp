@@ -1,6 +1,7 @@
 // Phase names and palette.
 #include "trace/phase_style.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -120,6 +121,58 @@ uint32_t phase_argb(Phase p, Direction d, PhasePalette palette) {
     c = 0xFF000000u | (r << 16) | (g << 8) | b;
   }
   return c;
+}
+
+std::string name_family(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  int angle = 0, paren = 0;
+  for (const char c : name) {
+    if (c == '<') {
+      ++angle;
+      continue;
+    }
+    if (c == '(') {
+      ++paren;
+      continue;
+    }
+    if (c == '>' && angle > 0) {
+      --angle;
+      continue;
+    }
+    if (c == ')' && paren > 0) {
+      --paren;
+      continue;
+    }
+    if (angle > 0 || paren > 0 || std::isdigit(static_cast<unsigned char>(c))) continue;
+    out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  if (out.rfind("void ", 0) == 0) out.erase(0, 5);
+  // The last "::" component that is not empty ("at::native::::kernel" -> "kernel").
+  const size_t last = out.rfind("::");
+  if (last != std::string::npos && last + 2 < out.size()) out.erase(0, last + 2);
+  const char* trim = " _#.:-\t";
+  const size_t a = out.find_first_not_of(trim);
+  if (a == std::string::npos) {
+    std::string raw(name);
+    for (char& c : raw) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return raw;
+  }
+  return out.substr(a, out.find_last_not_of(trim) - a + 1);
+}
+
+uint32_t fnv1a32(std::string_view s) {
+  uint32_t h = 2166136261u;
+  for (const char c : s) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 16777619u;
+  }
+  return h;
+}
+
+uint32_t name_family_argb(std::string_view name) {
+  constexpr size_t n = sizeof(kNameFamilyPalette) / sizeof(kNameFamilyPalette[0]);
+  return kNameFamilyPalette[fnv1a32(name_family(name)) % n];
 }
 
 std::string format_duration_ns(double ns) {

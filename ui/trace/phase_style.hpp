@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "ulysses/profiler/trace_model.hpp"
 
@@ -26,6 +27,25 @@ bool phase_palette_from_name(const std::string& name, PhasePalette* out);
 uint32_t phase_argb(prof::Phase p, prof::Direction d, PhasePalette palette);
 // The same in the current palette.
 uint32_t phase_argb(prof::Phase p, prof::Direction d = prof::Direction::Forward);
+// Name families (Perfetto colours slices by name the same way): ranges of no known phase
+// (foreign traces' kernels and NVTX ranges, mostly) take a colour from their name's family, so
+// the same name has the same colour in every view and every run, whatever order the names
+// appear in. The family: template arguments <...> and argument lists (...) removed, then the
+// last "::" component, digits dropped, lower case, spaces and _#.:- trimmed at the ends
+// ("void at::native::(anonymous namespace)::elementwise_kernel<4, ...>(int, ...)" ->
+// "elementwise_kernel", "ProfilerStep#12" -> "profilerstep", "ncclDevKernel_SendRecv(...)" ->
+// "ncclDevKernel_SendRecv" lowered). A name with nothing left is its own family, lowered.
+std::string name_family(std::string_view name);
+// FNV-1a, 32-bit (a hash that is the same on every machine and build, unlike std::hash).
+uint32_t fnv1a32(std::string_view s);
+// The family's colour: kNameFamilyPalette[fnv1a32(family) % size], 0xAARRGGBB.
+uint32_t name_family_argb(std::string_view name);
+// Mid-light hues that read on the timeline's dark background with white labels; no greys (grey
+// means folded or unknown).
+inline constexpr uint32_t kNameFamilyPalette[] = {
+    0xFFE57373, 0xFFF06292, 0xFFBA68C8, 0xFF9575CD, 0xFF7986CB, 0xFF64B5F6, 0xFF4FC3F7, 0xFF4DD0E1,
+    0xFF4DB6AC, 0xFF81C784, 0xFFAED581, 0xFFDCE775, 0xFFFFD54F, 0xFFFFB74D, 0xFFFF8A65, 0xFFA1887F,
+    0xFFD81B60, 0xFF3949AB, 0xFF00897B, 0xFF7CB342, 0xFFF4511E, 0xFF8E24AA, 0xFF1E88E5, 0xFFC0CA33};
 // "1.25 ms", "830 ns", "2.5 s": 3 significant digits.
 std::string format_duration_ns(double ns);
 // "1,234,567" style byte counts as "1.2 MiB".

@@ -39,7 +39,8 @@ const std::vector<Binding>& bindings() {
       {C::DragPan, S::Timeline, "Left drag", "Pan (time and lanes)", true},
       {C::DragSelect, S::Timeline, "Right drag | Shift + left drag",
        "Select a time window (range statistics; F fits it), without zooming", true},
-      {C::ClickSelect, S::Timeline, "Click", "Select a range (its details, kernels and arrows); a fold zooms in", true},
+      {C::ClickSelect, S::Timeline, "Click",
+       "Select a range (its details, kernels, arrows and launch → kernel flows); a fold zooms in", true},
       {C::ClickArrow, S::Timeline, "Click an arrow",
        "Jump to that collective instance (selected, zoomed to its arrivals); so does a Stragglers row", true},
   };

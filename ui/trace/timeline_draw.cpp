@@ -190,7 +190,7 @@ void compute_draw_list(const TimelineIndex& ix, const TimelineLayout& layout, co
       }
       it.flags = extra_flags;
       if (it.count == 1) {
-        it.argb = phase_argb(r.phase, r.dir);
+        it.argb = ix.range_argb(r);
         it.name_id = r.name_id;
         if (!range_matches(p, r)) it.flags |= kDimmed;
         if (it.range == p.selected) it.flags |= kSelected;

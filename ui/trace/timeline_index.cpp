@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "trace/phase_style.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/parallel.hpp"
 
@@ -48,6 +49,12 @@ IntervalList interval_intersection(const IntervalList& a, const IntervalList& b)
   return out;
 }
 
+uint32_t TimelineIndex::range_argb(const prof::TraceRange& r) const {
+  if (r.phase != prof::Phase::Other || r.name_id < 0 || size_t(r.name_id) >= name_argb_.size())
+    return phase_argb(r.phase, r.dir);
+  return name_argb_[size_t(r.name_id)];
+}
+
 std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceModel> model,
                                                     const std::function<void(int)>& progress,
                                                     std::vector<int64_t> weights) {
@@ -57,6 +64,8 @@ std::shared_ptr<TimelineIndex> TimelineIndex::build(std::shared_ptr<const TraceM
   if (!weights.empty() && weights.size() != m.ranges.size())
     throw std::invalid_argument("TimelineIndex::build: one weight per range expected");
   ix->weights_ = std::move(weights);
+  ix->name_argb_.reserve(m.strings.size());
+  for (const auto& name : m.strings) ix->name_argb_.push_back(name_family_argb(name));
   const int64_t total = std::max<int64_t>(1, int64_t(m.ranges.size()));
   int64_t done = 0;
   int last_pct = -1;

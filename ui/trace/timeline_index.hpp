@@ -103,6 +103,9 @@ class TimelineIndex {
   }
   // The range of the row containing t, or -1 (binary search).
   int64_t find_at(const TimelineRow& row, int64_t t) const;
+  // A range's colour: its phase's (phase_argb, current palette) when it has one, else its
+  // name family's (name_family_argb, computed once per name at build).
+  uint32_t range_argb(const prof::TraceRange& r) const;
 
  private:
   std::shared_ptr<const prof::TraceModel> model_;
@@ -111,6 +114,7 @@ class TimelineIndex {
   std::vector<TimelineLaneInfo> lanes_;
   std::vector<TimelineRankInfo> ranks_;
   std::vector<StepSpan> steps_;
+  std::vector<uint32_t> name_argb_;  // name_family_argb per model string
   int64_t t_min_ = 0, t_max_ = 0;
 };
 

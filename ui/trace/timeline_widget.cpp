@@ -9,6 +9,7 @@
 #include <QMouseEvent>
 #include <QPainter>
 #include <QRegularExpression>
+#include <QFontMetrics>
 #include <QToolTip>
 #include <QWheelEvent>
 #include <algorithm>
@@ -39,12 +40,80 @@ void TimelineWidget::setIndex(std::shared_ptr<const TimelineIndex> index) {
   selected_ = -1;
   window_ = {0, -1};
   flowFor_ = -1;
+  launchIndex_ = nullptr;
+  launch_ = {};
   y_scroll_ = 0;
   match_.clear();
   filter_on_ = false;
   rank_flags_.assign(index_ ? index_->ranks().size() : 0, 0);
   layout_ = index_ ? compute_layout(*index_, {}, rank_flags_) : TimelineLayout{};
+  updateGutter();
   fitAll();
+}
+
+QString TimelineWidget::rankLabel(int32_t rank) const {
+  QString label = tr("rank %1").arg(rank);
+  if (!index_) return label;
+  for (const auto& ri : index_->model().ranks)
+    if (ri.rank == rank && !ri.device.empty()) label += QStringLiteral(" (%1)").arg(QString::fromStdString(ri.device));
+  return label;
+}
+
+QString TimelineWidget::headerText(const RankLayout& rl, const QFontMetrics& bold) const {
+  const QString label = (rl.collapsed ? QStringLiteral("\u25B8 ") : QStringLiteral("\u25BE ")) + rankLabel(rl.rank) +
+                        (rl.pinned ? tr(" [pinned]") : QString());
+  return bold.elidedText(label, Qt::ElideMiddle, gutter_ - 8);
+}
+
+QString TimelineWidget::gutterText(int32_t rank) const {
+  const RankLayout* rl = layout_.find_rank(rank);
+  if (!rl) return {};
+  QFont f = font();
+  f.setBold(true);
+  return headerText(*rl, QFontMetrics(f));
+}
+
+QString TimelineWidget::gutterToolTip(const QPoint& pos) const {
+  const int32_t rank = rankAt(pos);
+  if (rank < 0 || !index_) return {};
+  QString s = rankLabel(rank);
+  for (const auto& ri : index_->model().ranks) {
+    if (ri.rank != rank) continue;
+    if (ri.pid > 0) s += tr("\npid %1").arg(ri.pid);
+    if (!ri.hostname.empty()) s += tr("\nhost %1").arg(QString::fromStdString(ri.hostname));
+  }
+  const auto [lane, depth] = layout_.row_at(*index_, layout_.layout_y(float(pos.y() - ruler_h_), y_scroll_));
+  (void)depth;
+  if (lane >= 0) s += tr("\nlane %1").arg(QString::fromStdString(index_->model().lanes[size_t(lane)].name));
+  return s;
+}
+
+void TimelineWidget::updateGutter() {
+  int want = 150;
+  if (index_) {
+    QFont bf = font();
+    bf.setBold(true);
+    const QFontMetrics bold(bf), plain(font());
+    const int arrow = bold.horizontalAdvance(QStringLiteral("\u25BE "));
+    for (const auto& rk : index_->ranks())
+      want = std::max(want, arrow + bold.horizontalAdvance(rankLabel(rk.rank)) + 12);
+    for (const auto& lane : index_->model().lanes)
+      want = std::max(want, plain.horizontalAdvance(QString::fromStdString(lane.name)) + 20);
+  }
+  const int g = std::clamp(want, 150, std::max(150, std::min(360, width() / 3)));
+  if (g == gutter_) return;
+  const int64_t a = vp_.t0_ns, b = vp_.t1_ns();
+  gutter_ = g;
+  TimelineViewport v = vp_;
+  v.set_width(timeWidth());
+  if (index_ && b > a) v.fit(a, b);
+  dirty_ = true;
+  changeViewport(v);
+}
+
+void TimelineWidget::changeEvent(QEvent* e) {
+  if (e->type() == QEvent::FontChange) updateGutter();
+  QWidget::changeEvent(e);
 }
 
 float TimelineWidget::maxScroll() const { return std::max(0.0f, layout_.total_h - float(height() - ruler_h_)); }
@@ -298,6 +367,23 @@ bool TimelineWidget::prevCollective() {
   return k >= 0;
 }
 
+std::vector<LaunchFlow> TimelineWidget::launchFlows() {
+  if (!index_ || (selected_ < 0 && window_.second <= window_.first)) return {};
+  if (launchIndex_ != index_.get()) {
+    launch_ = build_launch_index(index_->model());
+    launchIndex_ = index_.get();
+  }
+  std::vector<LaunchFlow> out = launch_flows(*index_, launch_, layout_, vp_, y_scroll_, selected_, 0, -1);
+  // A dragged window's launches, when they are few enough to read (a busy window would bury the
+  // timeline under hundreds of arrows).
+  if (window_.second > window_.first) {
+    auto w =
+        launch_flows(*index_, launch_, layout_, vp_, y_scroll_, -1, window_.first, window_.second, kMaxWindowFlows + 1);
+    if (w.size() <= kMaxWindowFlows) out.insert(out.end(), w.begin(), w.end());
+  }
+  return out;
+}
+
 std::vector<std::vector<FlowPoint>> TimelineWidget::flowsDrawn() {
   std::vector<std::vector<FlowPoint>> out;
   if (!index_) return out;
@@ -441,6 +527,14 @@ bool TimelineWidget::event(QEvent* e) {
   if (e->type() == QEvent::ToolTip && index_) {
     auto* he = static_cast<QHelpEvent*>(e);
     ensureDrawList();
+    if (he->pos().x() < gutter_) {  // the gutter: a rank's whole name
+      const QString tip = gutterToolTip(he->pos());
+      if (tip.isEmpty())
+        QToolTip::hideText();
+      else
+        QToolTip::showText(he->globalPos(), tip, this);
+      return true;
+    }
     const int64_t hit = hit_test(dl_, float(he->pos().x() - gutter_), float(he->pos().y() - ruler_h_));
     if (hit >= 0)
       QToolTip::showText(he->globalPos(), describe(dl_.items[size_t(hit)]), this);
@@ -453,6 +547,7 @@ bool TimelineWidget::event(QEvent* e) {
 
 void TimelineWidget::resizeEvent(QResizeEvent*) {
   // Keep the visible time range across resizes (the window opening, splitters moving).
+  updateGutter();
   TimelineViewport v = vp_;
   const int64_t a = vp_.t0_ns, b = vp_.t1_ns();
   v.set_width(timeWidth());
@@ -643,6 +738,23 @@ void TimelineWidget::keyPressEvent(QKeyEvent* e) {
   QWidget::keyPressEvent(e);
 }
 
+namespace {
+// Launch -> kernel flows of the selection (cyan): from the CUDA runtime call to the kernel,
+// the head at the kernel.
+void paint_launch_flows(QPainter& p, const std::vector<LaunchFlow>& flows) {
+  if (flows.empty()) return;
+  p.setRenderHint(QPainter::Antialiasing, true);
+  p.setPen(QPen(QColor(0x4D, 0xD0, 0xE1), 2.0));
+  for (const LaunchFlow& f : flows) {
+    const QPointF a(f.x0, f.y0), b(f.x1, f.y1);
+    p.drawLine(a, b);
+    const double ang = std::atan2(a.y() - b.y(), a.x() - b.x());
+    for (double s : {0.45, -0.45}) p.drawLine(b, b + QPointF(std::cos(ang + s) * 7, std::sin(ang + s) * 7));
+  }
+  p.setRenderHint(QPainter::Antialiasing, false);
+}
+}  // namespace
+
 void TimelineWidget::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.fillRect(rect(), QColor(0x1E, 0x1F, 0x24));
@@ -758,6 +870,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
       p.setRenderHint(QPainter::Antialiasing, false);
     }
   }
+  paint_launch_flows(p, launchFlows());
   if (cursor_ns_ >= 0) {  // replay cursor: a line over every lane, with the time in the ruler's colour
     const double x = vp_.x_of(cursor_ns_);
     p.setPen(QPen(QColor(0xFF, 0xEB, 0x3B), 2));
@@ -792,18 +905,12 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     if (!pinned_pass) p.setClipRect(QRectF(0, band + y_scroll_, gutter_, H), Qt::IntersectClip);
     for (const auto& rl : layout_.ranks) {
       if (rl.pinned != pinned_pass) continue;
-      QString label =
-          (rl.collapsed ? QStringLiteral("\u25B8 ") : QStringLiteral("\u25BE ")) + tr("rank %1").arg(rl.rank);
-      for (const auto& ri : m.ranks)
-        if (ri.rank == rl.rank && !ri.device.empty())
-          label += QStringLiteral(" (%1)").arg(QString::fromStdString(ri.device));
-      if (rl.pinned) label += tr(" [pinned]");
       QFont f = p.font();
       f.setBold(true);
       p.setFont(f);
       p.setPen(QColor(230, 230, 230));
       p.drawText(QRectF(4, rl.y, gutter_ - 6, layout_.opt.rank_header_h), Qt::AlignVCenter | Qt::AlignLeft,
-                 fm.elidedText(label, Qt::ElideRight, gutter_ - 8));
+                 headerText(rl, QFontMetrics(f)));
       f.setBold(false);
       p.setFont(f);
       if (rl.collapsed && size_t(rl.pos) < index_->ranks().size()) {
@@ -817,7 +924,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
       if (ll.hidden || ll.collapsed || (ll.y < band) != pinned_pass) continue;
       const auto& lane = m.lanes[size_t(ll.lane)];
       p.drawText(QRectF(12, ll.y, gutter_ - 14, layout_.opt.row_h), Qt::AlignVCenter | Qt::AlignLeft,
-                 fm.elidedText(QString::fromStdString(lane.name), Qt::ElideRight, gutter_ - 16));
+                 fm.elidedText(QString::fromStdString(lane.name), Qt::ElideMiddle, gutter_ - 16));
     }
     p.restore();
   }

@@ -14,6 +14,7 @@ class QMenu;
 #include <utility>
 #include <vector>
 
+#include "trace/launch_flows.hpp"
 #include "trace/shortcuts.hpp"
 #include "trace/timeline_draw.hpp"
 #include "trace/viewport_metatype.hpp"
@@ -55,6 +56,11 @@ class TimelineWidget : public QWidget {
   // Flow arrows for every collective in view (flows_in_view), beside the selected one's.
   void setAllFlowsInView(bool on);
   bool allFlowsInView() const { return all_flows_; }
+  // Launch -> kernel arrows drawn now (cyan, the head at the kernel): launch_flows of the
+  // selected range, and of the dragged window when it holds at most kMaxWindowFlows launches.
+  // The correlation index is built on the first selection of a trace.
+  std::vector<LaunchFlow> launchFlows();
+  static constexpr size_t kMaxWindowFlows = 64;
   int64_t stepCount() const;
   int64_t currentStep() const;  // step index (into index()->steps()) under the view centre, -1
   // Replay cursor: a vertical line at this trace time (ns); -1 hides it.
@@ -79,6 +85,14 @@ class TimelineWidget : public QWidget {
   QMenu* rankMenu(int32_t rank, QWidget* parent);
   // The "N ranks hidden - show all" strip (empty when nothing is hidden); a click shows all.
   QRect hiddenStripRect() const;
+  // A rank's whole name: "rank 0 (cuda:0 NVIDIA H100 (python3))" (its device and process).
+  QString rankLabel(int32_t rank) const;
+  // Its header as the gutter draws it: middle-elided to the gutter's width ("" when not shown).
+  // The gutter widens to the longest name, up to a third of the widget (and 360 px); the
+  // tooltip over a rank's header or lanes gives the whole name, pid and host.
+  QString gutterText(int32_t rank) const;
+  // The tooltip text of the gutter at widget position pos ("" over no rank).
+  QString gutterToolTip(const QPoint& pos) const;
   float yScroll() const { return y_scroll_; }
   void setYScroll(float y);  // clamped to [0, total height - visible height]
 
@@ -116,7 +130,8 @@ class TimelineWidget : public QWidget {
   void keyPressEvent(QKeyEvent*) override;
   void leaveEvent(QEvent*) override;
   void contextMenuEvent(QContextMenuEvent*) override;
-  bool event(QEvent* e) override;  // tooltips
+  bool event(QEvent* e) override;        // tooltips
+  void changeEvent(QEvent* e) override;  // a font change (presentation mode) re-sizes the gutter
 
  private:
   void changeViewport(TimelineViewport vp);
@@ -131,6 +146,9 @@ class TimelineWidget : public QWidget {
   void setRankFlag(int32_t rank, uint8_t flag, bool on);
   void relayout();
   float maxScroll() const;
+  // Fits the gutter to the longest rank or lane name (clamped); keeps the visible time range.
+  void updateGutter();
+  QString headerText(const RankLayout& rl, const QFontMetrics& bold) const;
 
   std::shared_ptr<const TimelineIndex> index_;
   TimelineLayout layout_;
@@ -148,6 +166,8 @@ class TimelineWidget : public QWidget {
   CollectiveInstanceRanges flowInstance_;
   int64_t flowFor_ = -1;
   const TimelineIndex* flowIndex_ = nullptr;
+  LaunchIndex launch_;  // for index_ when launchIndex_ == index_.get()
+  const TimelineIndex* launchIndex_ = nullptr;
   int64_t cursor_ns_ = -1;
   // mouse
   bool panning_ = false, selecting_ = false;

@@ -182,11 +182,12 @@ std::vector<int64_t> log_histogram(const std::vector<int64_t>& d, int buckets) {
   return h;
 }
 
-TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1, StatsGroup group,
-                            const std::vector<int32_t>& hidden_ranks, int64_t* clipped) {
+namespace {
+// Every range of [t0, t1) that range_stats_table counts, with its clipped duration.
+template <class F>
+void for_each_window_range(const prof::TraceModel& m, int64_t t0, int64_t t1, const std::vector<int32_t>& hidden_ranks,
+                           int64_t* clipped, F&& f) {
   if (clipped) *clipped = 0;
-  // key: (name id or phase, kernel)
-  std::map<std::pair<int32_t, bool>, std::vector<int64_t>> by_key;
   const std::set<int32_t> hidden(hidden_ranks.begin(), hidden_ranks.end());
   for (const auto& lane : m.lanes) {
     if (lane.kind == prof::LaneKind::HeadRange || hidden.count(lane.rank)) continue;
@@ -195,12 +196,20 @@ TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1, S
       const bool overlaps =
           r.end_ns > r.start_ns ? r.start_ns < t1 && r.end_ns > t0 : r.start_ns >= t0 && r.start_ns < t1;
       if (!overlaps) continue;
-      const int64_t a = std::max(r.start_ns, t0), b = std::min(r.end_ns, t1);
       if (clipped && (r.start_ns < t0 || r.end_ns > t1)) ++*clipped;
-      const int32_t id = group == StatsGroup::Phase ? int32_t(r.phase) : r.name_id;
-      by_key[{id, r.is_kernel}].push_back(std::max<int64_t>(0, b - a));
+      f(r, std::max<int64_t>(0, std::min(r.end_ns, t1) - std::max(r.start_ns, t0)));
     }
   }
+}
+}  // namespace
+
+TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1, StatsGroup group,
+                            const std::vector<int32_t>& hidden_ranks, int64_t* clipped) {
+  // key: (name id or phase, kernel)
+  std::map<std::pair<int32_t, bool>, std::vector<int64_t>> by_key;
+  for_each_window_range(m, t0, t1, hidden_ranks, clipped, [&](const prof::TraceRange& r, int64_t d) {
+    by_key[{group == StatsGroup::Phase ? int32_t(r.phase) : r.name_id, r.is_kernel}].push_back(d);
+  });
   struct Row {
     QString name;
     bool kernel;
@@ -246,6 +255,54 @@ TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1, S
            qint64(r.max), qint64(r.max - r.min)},
           key++);
     t.histograms.push_back(QVector<qint64>(r.hist.begin(), r.hist.end()));
+    t.histogram_spans.push_back({qint64(std::max<int64_t>(1, r.min)), qint64(r.max)});
+  }
+  return t;
+}
+
+TableData range_pivot_table(const prof::TraceModel& m, int64_t t0, int64_t t1, PivotKeys keys,
+                            const std::vector<int32_t>& hidden_ranks, int64_t* clipped) {
+  if (!keys.name && !keys.phase && !keys.rank) keys.name = true;
+  // (name id, phase, rank), -1 for a key left out -> (count, total ns)
+  std::map<std::tuple<int32_t, int32_t, int32_t>, std::pair<int64_t, int64_t>> groups;
+  for_each_window_range(m, t0, t1, hidden_ranks, clipped, [&](const prof::TraceRange& r, int64_t d) {
+    auto& g = groups[{keys.name ? r.name_id : -1, keys.phase ? int32_t(r.phase) : -1, keys.rank ? r.rank : -1}];
+    ++g.first;
+    g.second += d;
+  });
+  std::vector<std::pair<std::tuple<int32_t, int32_t, int32_t>, std::pair<int64_t, int64_t>>> rows(groups.begin(),
+                                                                                                  groups.end());
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  TableData t;
+  if (keys.name) t.headers << "name";
+  if (keys.phase) t.headers << "phase";
+  if (keys.rank) t.headers << "rank";
+  t.headers << "count"
+            << "total ms"
+            << "mean ms";
+  qint64 key = 0;
+  for (const auto& [k, g] : rows) {
+    const auto [name, phase, rank] = k;
+    QVector<QVariant> shown, sort;
+    if (keys.name) {
+      const QString n =
+          name >= 0 && size_t(name) < m.strings.size() ? to_qs(m.strings[size_t(name)]) : QStringLiteral("?");
+      shown << n;
+      sort << n;
+    }
+    if (keys.phase) {
+      shown << QString::fromLatin1(phase_label(Phase(phase)));
+      sort << QString::fromLatin1(phase_label(Phase(phase)));
+    }
+    if (keys.rank) {
+      shown << rank;
+      sort << rank;
+    }
+    const double mean = double(g.second) / double(g.first);
+    shown << qint64(g.first) << ms_fine(double(g.second)) << ms_fine(mean);
+    sort << qint64(g.first) << qint64(g.second) << mean;
+    t.add(shown, sort, key++);
   }
   return t;
 }

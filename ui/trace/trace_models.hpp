@@ -28,6 +28,8 @@ struct TableData {
   // HistogramDelegate; empty = none.
   QVector<QVector<qint64>> histograms;
   int histogram_column = -1;
+  // Per row with a histogram: the span its buckets cover, [lo, hi] in ns (log_histogram's).
+  QVector<QPair<qint64, qint64>> histogram_spans;
   // Appends a row; `sort_values` may be empty.
   void add(QVector<QVariant> display, QVector<QVariant> sort_values = {}, qint64 key = -1);
 };
@@ -76,6 +78,15 @@ constexpr int kStatsHistogramBuckets = 16;
 // total first.
 enum class StatsGroup { Name, Phase };
 TableData range_stats_table(const prof::TraceModel& m, int64_t t0, int64_t t1, StatsGroup group = StatsGroup::Name,
+                            const std::vector<int32_t>& hidden_ranks = {}, int64_t* clipped = nullptr);
+// A pivot of the same window (Perfetto's pivot table): the same ranges, each with its clipped
+// duration, grouped by the chosen keys of name, phase and rank (at least one), each key a
+// column (name, phase, rank, in that order), then count, total ms and mean ms. Longest total
+// first; key = row position.
+struct PivotKeys {
+  bool name = true, phase = true, rank = true;
+};
+TableData range_pivot_table(const prof::TraceModel& m, int64_t t0, int64_t t1, PivotKeys keys = {},
                             const std::vector<int32_t>& hidden_ranks = {}, int64_t* clipped = nullptr);
 // Waiting analysis per rank: collectives, last arrivals, wait caused / suffered (ms); key = rank.
 TableData straggler_table(const prof::Summary& s);

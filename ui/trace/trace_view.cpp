@@ -14,6 +14,7 @@
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QLineEdit>
+#include <QListWidget>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSortFilterProxyModel>
@@ -31,6 +32,7 @@
 
 #include "models/native_path.hpp"
 #include "trace/head_map.hpp"
+#include "trace/histogram_chart.hpp"
 #include "trace/histogram_delegate.hpp"
 #include "trace/memory_view.hpp"
 #include "trace/qt_text.hpp"
@@ -62,6 +64,15 @@ QTableView* make_table(QAbstractItemModel* m, QWidget* parent, bool sortable = t
   v->verticalHeader()->setDefaultSectionSize(20);
   return v;
 }
+// What the importer of a foreign trace could not read or read another way (TraceModel::notes),
+// one line each, where the user sees them (they used to be a tooltip of the status line).
+QListWidget* make_notes_list(QWidget* parent) {
+  auto* notes = new QListWidget(parent);
+  notes->setObjectName(QStringLiteral("importNotes"));
+  notes->setWordWrap(true);
+  notes->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  return notes;
+}
 qint64 key_of(QTableView* v, const QModelIndex& ix) { return v->model()->data(ix, TableModel::KeyRole).toLongLong(); }
 }  // namespace
 
@@ -86,7 +97,11 @@ class TraceViewPrivate {
   TableModel *details = nullptr, *kernels = nullptr, *steps = nullptr, *search = nullptr, *stats = nullptr;
   QTableView *steps_view = nullptr, *search_view = nullptr, *kernels_view = nullptr;
   QTabWidget* bottom = nullptr;
-  QComboBox* stats_group = nullptr;  // range statistics per name / per phase
+  QListWidget* notes = nullptr;  // the importer's notes of a foreign trace (tab hidden when none)
+  int notes_tab = -1, stats_tab = -1;
+  QComboBox* stats_group = nullptr;  // range statistics per name / per phase, or a pivot
+  QTableView* stats_view = nullptr;
+  HistogramChart* stats_hist = nullptr;  // the selected (else first) row's histogram, with axes
   QLabel* stats_label = nullptr;
   qint64 stats_t0 = 0, stats_t1 = -1;  // the last dragged range (-1: none yet)
   HeadMapView* headmap = nullptr;
@@ -119,16 +134,78 @@ class TraceViewPrivate {
   void applyFilter();
   // The range statistics of the selected window (stats_t0, stats_t1), or none; the label says
   // what is counted.
+  // The Range statistics tab: group-by choice, the table and the selected row's histogram.
+  QWidget* buildStatsPage(QWidget* parent) {
+    stats = new TableModel(q);
+    auto* stats_page = new QWidget(parent);
+    auto* stats_lay = new QVBoxLayout(stats_page);
+    stats_lay->setContentsMargins(0, 0, 0, 0);
+    auto* stats_bar = new QHBoxLayout;
+    stats_label =
+        new QLabel(QObject::tr("Drag with the right button (or shift) over the timeline; group by"), stats_page);
+    stats_bar->addWidget(stats_label);
+    stats_group = new QComboBox(stats_page);
+    stats_group->setObjectName(QStringLiteral("statsGroup"));
+    stats_group->addItems({QObject::tr("name"), QObject::tr("phase"), QObject::tr("pivot: name, phase, rank"),
+                           QObject::tr("pivot: phase, rank"), QObject::tr("pivot: name, rank")});
+    stats_bar->addWidget(stats_group);
+    stats_bar->addStretch(1);
+    stats_lay->addLayout(stats_bar);
+    auto* stats_split = new QSplitter(Qt::Horizontal, stats_page);
+    stats_view = make_table(stats, stats_split);
+    stats_view->setObjectName(QStringLiteral("rangeStats"));
+    stats_view->setItemDelegateForColumn(8, new HistogramDelegate(stats_view));  // range_stats_table's histogram
+    stats_view->sortByColumn(3, Qt::DescendingOrder);                            // longest total first
+    stats_view->horizontalHeader()->setToolTip(QObject::tr(
+        "Every range that overlaps the selected window, each with the part of it inside the window (ranges cut "
+        "at its edges count their clipped duration); head-lane copies and hidden ranks are left out"));
+    stats_split->addWidget(stats_view);
+    stats_hist = new HistogramChart(stats_split);
+    stats_split->addWidget(stats_hist);
+    stats_split->setStretchFactor(0, 3);
+    stats_split->setStretchFactor(1, 2);
+    stats_lay->addWidget(stats_split);
+    QObject::connect(stats_view->selectionModel(), &QItemSelectionModel::currentRowChanged, q,
+                     [this] { showHistogram(); });
+    return stats_page;
+  }
+  // The histogram of the statistics' current row (else its first row in the shown order).
+  void showHistogram() {
+    const QAbstractItemModel* shown = stats_view->model();
+    QModelIndex at = stats_view->currentIndex();
+    if (!at.isValid() && shown->rowCount() > 0) at = shown->index(0, 0);
+    const auto* proxy = qobject_cast<const QSortFilterProxyModel*>(shown);
+    const int row = at.isValid() ? (proxy ? proxy->mapToSource(at).row() : at.row()) : -1;
+    const TableData& t = stats->table();
+    if (row < 0 || row >= t.histograms.size() || row >= t.histogram_spans.size()) {
+      stats_hist->setHistogram({}, {}, 0, 0);
+      return;
+    }
+    stats_hist->setHistogram(
+        t.rows[row][0].toString() + QStringLiteral(" (") + t.rows[row][1].toString() + QStringLiteral(")"),
+        t.histograms[row], t.histogram_spans[row].first, t.histogram_spans[row].second);
+  }
   void updateStats() {
     if (!current.model || stats_t1 < 0) {
       stats->setTable({});
+      showHistogram();
       stats_label->setText(QObject::tr("Drag with the right button (or shift) over the timeline; group by"));
       return;
     }
     int64_t clipped = 0;
-    stats->setTable(range_stats_table(*current.model, stats_t0, stats_t1,
-                                      stats_group->currentIndex() == 1 ? StatsGroup::Phase : StatsGroup::Name,
-                                      hiddenRanks(), &clipped));
+    const int g = stats_group->currentIndex();
+    if (g <= 1) {
+      stats->setTable(range_stats_table(*current.model, stats_t0, stats_t1,
+                                        g == 1 ? StatsGroup::Phase : StatsGroup::Name, hiddenRanks(), &clipped));
+    } else {  // pivots: name, phase, rank / phase, rank / name, rank
+      PivotKeys k;
+      k.name = g != 3;
+      k.phase = g != 4;
+      stats->setTable(range_pivot_table(*current.model, stats_t0, stats_t1, k, hiddenRanks(), &clipped));
+    }
+    // Longest total first, whichever columns the table has.
+    stats_view->sortByColumn(int(stats->table().headers.indexOf(QStringLiteral("total ms"))), Qt::DescendingOrder);
+    showHistogram();
     stats_label->setText(QObject::tr("Window of %1: every range overlapping it, with the part inside it (%n cut at "
                                      "its edges); group by",
                                      nullptr, int(clipped))
@@ -248,28 +325,11 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   d->bottom->addTab(d->steps_view, tr("Steps"));
   d->search_view = make_table(d->search, d->bottom, false);
   d->bottom->addTab(d->search_view, tr("Matches"));
-  d->stats = new TableModel(this);
-  auto* stats_page = new QWidget(d->bottom);
-  auto* stats_lay = new QVBoxLayout(stats_page);
-  stats_lay->setContentsMargins(0, 0, 0, 0);
-  auto* stats_bar = new QHBoxLayout;
-  d->stats_label = new QLabel(tr("Drag with the right button (or shift) over the timeline; group by"), stats_page);
-  stats_bar->addWidget(d->stats_label);
-  d->stats_group = new QComboBox(stats_page);
-  d->stats_group->setObjectName(QStringLiteral("statsGroup"));
-  d->stats_group->addItems({tr("name"), tr("phase")});
-  stats_bar->addWidget(d->stats_group);
-  stats_bar->addStretch(1);
-  stats_lay->addLayout(stats_bar);
-  QTableView* stats_view = make_table(d->stats, stats_page);
-  stats_view->setObjectName(QStringLiteral("rangeStats"));
-  stats_view->setItemDelegateForColumn(8, new HistogramDelegate(stats_view));  // range_stats_table's histogram
-  stats_view->sortByColumn(3, Qt::DescendingOrder);                            // longest total first
-  stats_view->horizontalHeader()->setToolTip(
-      tr("Every range that overlaps the selected window, each with the part of it inside the window (ranges cut "
-         "at its edges count their clipped duration); head-lane copies and hidden ranks are left out"));
-  stats_lay->addWidget(stats_view);
-  d->bottom->addTab(stats_page, tr("Range statistics"));
+  QWidget* stats_page = d->buildStatsPage(d->bottom);
+  d->stats_tab = d->bottom->addTab(stats_page, tr("Range statistics"));
+  d->notes = make_notes_list(d->bottom);
+  d->notes_tab = d->bottom->addTab(d->notes, tr("Import notes"));
+  d->bottom->setTabVisible(d->notes_tab, false);
   tsplit->addWidget(d->bottom);
   tsplit->setStretchFactor(0, 3);
   tsplit->setStretchFactor(1, 1);
@@ -358,7 +418,7 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
     d->stats_t0 = t0;
     d->stats_t1 = t1;
     d->updateStats();
-    d->bottom->setCurrentIndex(d->bottom->count() - 1);
+    d->bottom->setCurrentIndex(d->stats_tab);
   });
   connect(d->stats_group, qOverload<int>(&QComboBox::currentIndexChanged), this, [this](int i) {
     Q_UNUSED(i);
@@ -564,6 +624,8 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
   if (!t.error.isEmpty()) {
     current = {};
     timeline->setIndex(nullptr);
+    notes->clear();
+    bottom->setTabVisible(notes_tab, false);
     showMessage(QObject::tr("Could not open the trace.\n\n%1").arg(t.error));
     emit q->loadFailed(t.error);
     return;
@@ -618,13 +680,20 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
   if (t.rank_file_caches_written > 0)
     status->setText(status->text() +
                     QObject::tr("; %n rank-file cache(s) written for the next open", "", t.rank_file_caches_written));
-  // Foreign traces: what the file lacked and how it was read, on hover (and counted).
-  QStringList notes;
-  for (const auto& n : m.notes) notes << QString::fromStdString(n);
-  if (!notes.isEmpty())
-    status->setText(status->text() +
-                    QObject::tr("; %n note(s), hover to read", nullptr, static_cast<int>(notes.size())));
-  status->setToolTip(notes.join(QLatin1Char('\n')));
+  // Foreign traces: what the file lacked and how it was read, in the Import notes tab (shown
+  // first when there are any), counted in the status line.
+  QStringList note_lines;
+  for (const auto& n : m.notes) note_lines << QString::fromStdString(n);
+  notes->clear();
+  notes->addItems(note_lines);
+  bottom->setTabText(notes_tab, QObject::tr("Import notes (%1)").arg(note_lines.size()));
+  bottom->setTabVisible(notes_tab, !note_lines.isEmpty());
+  if (!note_lines.isEmpty()) {
+    status->setText(status->text() + QObject::tr("; %n import note(s), see the Import notes tab", nullptr,
+                                                 static_cast<int>(note_lines.size())));
+    bottom->setCurrentIndex(notes_tab);
+  }
+  status->setToolTip(note_lines.join(QLatin1Char('\n')));
   pages->setCurrentIndex(2);
   if (!filter->text().isEmpty()) applyFilter();
   emit q->loaded(t.path);
