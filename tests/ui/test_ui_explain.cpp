@@ -203,3 +203,32 @@ TEST(ExplainTimes, RangeToStageByPhaseThenName) {
   EXPECT_EQ(ui::explain_stage_of_range(Phase::Other, "ncclDevKernel_AllReduce"), -1);
   EXPECT_EQ(ui::explain_stage_of_range(Phase::Other, ""), -1);
 }
+
+// Ulysses x ring (issue 36): the picture is ring rank 0's Ulysses group, N/R tokens over P
+// ranks; the attention stage is ring attention and its bytes are what the ring sends per rank
+// and layer forward, by hand: K and V of the rank's kv heads over N/R tokens, R-1 hops.
+TEST(Explain, RingAttentionStageByHand) {
+  RunConfig cfg = config(8, 4, 2, 1024, 256);  // dh 32, 2 kv heads per rank after the all-to-all
+  cfg.parallel.ring_size = 4;
+  const auto e = ui::explain(cfg);
+  ASSERT_TRUE(e.ok) << (e.problems.empty() ? "" : e.problems.front());
+  EXPECT_EQ(e.R, 4);
+  EXPECT_EQ(e.Ng, 256);
+  EXPECT_EQ(e.n, 128);
+  ASSERT_EQ(e.stages.size(), 6u);
+  EXPECT_EQ(e.stages[3].name, "ring attention");
+  const int64_t by_hand = 2 /* k, v */ * 256 /* N/R */ * 2 /* kv heads */ * 32 /* dh */ * 4 /* fp32 */ * 3 /* hops */;
+  EXPECT_EQ(e.stages[3].bytes_sent, by_hand);
+  EXPECT_EQ(e.ring_bytes_per_layer_fwd, by_hand);
+  // The all-to-alls of the group move its n = N/(P R) tokens per rank (the cost model's figure).
+  EXPECT_EQ(e.a2a_bytes_per_layer_fwd, cost::estimate(cfg).a2a_bytes_per_layer_fwd);
+  EXPECT_EQ(e.stages[2].ranks[1][0].tok_end, 256);  // the group's whole N/R after seq->head
+  EXPECT_EQ(e.stages[0].ranks[1][0].tok_begin, 128);
+  EXPECT_EQ(ui::explain_stage_of_phase(prof::Phase::RingStep), 3);  // a selected ring step names the stage
+  // Without a ring the same config draws plain attention over all N tokens.
+  cfg.parallel.ring_size = 1;
+  const auto u = ui::explain(cfg);
+  EXPECT_EQ(u.stages[3].name, "attention");
+  EXPECT_EQ(u.stages[3].bytes_sent, 0);
+  EXPECT_EQ(u.n, 512);
+}

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "a2a_volume.hpp"
+#include "ring_geometry.hpp"
 #include "ulysses_geometry.hpp"
 
 namespace ulysses::ui {
@@ -33,7 +34,7 @@ Explanation explain(const RunConfig& cfg) {
     // Only the rules that shape the picture refuse it (heads, kv heads, chunks, sizes).
     const auto& f = issue.field;
     if (f.rfind("model.", 0) == 0 || f == "parallel.sp_size" || f == "parallel.head_chunks" ||
-        f == "train.seq_length" || f == "train.micro_batch_size" || f == "train.dtype")
+        f == "parallel.ring_size" || f == "train.seq_length" || f == "train.micro_batch_size" || f == "train.dtype")
       e.problems.push_back(issue.message);
   }
   const auto& m = cfg.model;
@@ -44,13 +45,16 @@ Explanation explain(const RunConfig& cfg) {
   e.B = cfg.train.micro_batch_size;
   e.d = m.hidden_size;
   e.chunks = cfg.parallel.head_chunks;
+  e.R = std::max<int64_t>(1, cfg.parallel.ring_size);
   e.elem_bytes = cfg.train.dtype == "bfloat16" ? 2 : 4;
-  if (!e.problems.empty() || e.P < 1 || e.H < 1 || e.Hkv < 1 || e.H % e.P || e.N % e.P) {
+  if (!e.problems.empty() || e.P < 1 || e.H < 1 || e.Hkv < 1 || e.H % e.P || e.N % (e.P * e.R)) {
     if (e.problems.empty()) e.problems.push_back("these settings cannot be split over the ranks");
     return e;
   }
   e.ok = true;
-  const int64_t P = e.P, H = e.H, Hkv = e.Hkv, N = e.N, B = e.B, d = e.d, eb = e.elem_bytes;
+  // N below is the tokens of the Ulysses group drawn (ring rank 0's N/R; all of them without a ring).
+  e.Ng = e.N / e.R;
+  const int64_t P = e.P, H = e.H, Hkv = e.Hkv, N = e.Ng, B = e.B, d = e.d, eb = e.elem_bytes;
   e.dh = m.head_dim();  // an explicit head_dim (Qwen3) is not hidden_size / heads
   e.n = N / P;
   const UlyssesGeometry geo = ulysses_geometry(H, Hkv, P);
@@ -108,17 +112,40 @@ Explanation explain(const RunConfig& cfg) {
                         return std::vector<HeadBlock>{{HeadBlock::Q, 0, N, q0, q1, false}, kv_block(r, 0, N)};
                       }),
                       s2h, s2h});
-  // 3. attention over the whole sequence for the local heads.
-  e.stages.push_back({"attention",
-                      "causal attention over all N tokens for the rank's H/P heads" +
-                          (e.chunks > 1 ? " (in " + std::to_string(e.chunks) +
-                                              " head chunks, each overlapping the next chunk's exchange)"
-                                        : std::string()),
-                      "out (B, N, H/P, dh) = " + tuple({B, N, h, dh}), per_rank([&](int64_t r) {
-                        const auto [q0, q1] = q_heads_of_rank(r, H, P);
-                        return std::vector<HeadBlock>{{HeadBlock::Out, 0, N, q0, q1, false}};
-                      }),
-                      0, 0});
+  // 3. attention over the whole sequence for the local heads (ring attention with a ring).
+  if (e.R > 1) {
+    // The ring's bytes as the engine sends them: each head chunk passes its kv heads round.
+    const UlyssesGeometry cg = ulysses_geometry(H, e.Hkv_sent, P, std::max<int64_t>(1, e.chunks));
+    for (int64_t c = 0; c < cg.C; ++c)
+      e.ring_bytes_per_layer_fwd += ring_bytes_per_rank(e.R, B, N, cg.chunk_attention_kv_heads(c), e.dh, eb).forward;
+    e.stages.push_back(
+        {"ring attention",
+         "causal attention for the rank's H/P heads over all N tokens: the group holds N/R of them, the rest "
+         "live on the " +
+             std::to_string(e.R - 1) +
+             " other ring rank(s) with the same heads; their K/V blocks travel round the "
+             "ring (" +
+             std::to_string(e.R - 1) + " hop(s)) while each block is computed" +
+             (cfg.parallel.ring_zigzag ? " (zigzag: ring rank r holds chunks r and 2R-1-r)" : std::string()),
+         "out (B, N/R, H/P, dh) = " + tuple({B, N, h, dh}) + ";  K/V block (2, B, " + std::to_string(hk_sent) +
+             ", N/R, dh) = " + tuple({2, B, hk_sent, N, dh}),
+         per_rank([&](int64_t r) {
+           const auto [q0, q1] = q_heads_of_rank(r, H, P);
+           return std::vector<HeadBlock>{{HeadBlock::Out, 0, N, q0, q1, false}};
+         }),
+         e.ring_bytes_per_layer_fwd, e.ring_bytes_per_layer_fwd});
+  } else {
+    e.stages.push_back({"attention",
+                        "causal attention over all N tokens for the rank's H/P heads" +
+                            (e.chunks > 1 ? " (in " + std::to_string(e.chunks) +
+                                                " head chunks, each overlapping the next chunk's exchange)"
+                                          : std::string()),
+                        "out (B, N, H/P, dh) = " + tuple({B, N, h, dh}), per_rank([&](int64_t r) {
+                          const auto [q0, q1] = q_heads_of_rank(r, H, P);
+                          return std::vector<HeadBlock>{{HeadBlock::Out, 0, N, q0, q1, false}};
+                        }),
+                        0, 0});
+  }
   // 4. head->seq all-to-all: back to the sequence shard, all heads.
   const int64_t h2s = cost::a2a_bytes(B * n * H * dh, eb, P);
   e.stages.push_back({"all-to-all head→seq",

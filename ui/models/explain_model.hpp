@@ -37,6 +37,11 @@ struct Explanation {
   bool ok = false;
   std::vector<std::string> problems;  // why the settings are refused (engine's messages)
   int64_t P = 1, H = 0, Hkv = 0, Hkv_sent = 0, N = 0, n = 0, B = 1, d = 0, dh = 0, chunks = 1, elem_bytes = 4;
+  // Ulysses x ring (parallel.ring_size R > 1): the picture is one Ulysses group, that of ring
+  // rank 0, whose P ranks share Ng = N/R tokens (n = N/(P R) each); its attention stage is
+  // ring attention, the K/V of its heads travelling round the R ranks of each ring.
+  int64_t R = 1, Ng = 0;
+  int64_t ring_bytes_per_layer_fwd = 0;  // per rank, the attention stage's ring exchanges
   bool kv_replicated = false;
   std::vector<ExplainStage> stages;
   int64_t a2a_bytes_per_layer_fwd = 0;  // sum over the stages, per rank

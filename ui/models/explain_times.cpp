@@ -52,6 +52,7 @@ int explain_stage_of_phase(prof::Phase phase) {
     case prof::Phase::A2ASeqToHead:
       return 2;
     case prof::Phase::Attention:
+    case prof::Phase::RingStep:  // ring attention's block exchanges
       return 3;
     case prof::Phase::A2AHeadToSeq:
       return 4;

@@ -203,19 +203,28 @@ void ExplainView::refresh() {
   slider_->setEnabled(e_.ok);
   if (e_.ok) {
     const auto& st = e_.stages[static_cast<size_t>(stage_)];
-    QString head =
-        tr("<b>Ulysses attention, one layer forward</b>: P = %1 ranks, N = %2 tokens (N/P = %3), H = %4 heads, "
-           "Hkv = %5 kv heads%6, dh = %7, %8 per element")
-            .arg(e_.P)
-            .arg(e_.N)
-            .arg(e_.n)
-            .arg(e_.H)
-            .arg(e_.Hkv)
-            .arg(e_.kv_replicated ? tr(" (replicated: each rank gets one copy)")
-                 : e_.Hkv < e_.H  ? tr(" (split: %1 per rank)").arg(e_.Hkv / e_.P)
-                                  : QString())
-            .arg(e_.dh)
-            .arg(e_.elem_bytes == 2 ? QStringLiteral("2 B") : QStringLiteral("4 B"));
+    // The group drawn: all ranks, or with a ring the Ulysses group of ring rank 0 (explain_model.hpp).
+    const QString group = e_.R > 1 ? tr("<b>Ulysses × ring attention, one layer forward</b>: the Ulysses group of "
+                                        "ring rank 0 (of R = %1): P = %2 ranks sharing N/R = %3 of N = %4 tokens "
+                                        "(%5 each)")
+                                         .arg(e_.R)
+                                         .arg(e_.P)
+                                         .arg(e_.Ng)
+                                         .arg(e_.N)
+                                         .arg(e_.n)
+                                   : tr("<b>Ulysses attention, one layer forward</b>: P = %1 ranks, N = %2 tokens "
+                                        "(N/P = %3)")
+                                         .arg(e_.P)
+                                         .arg(e_.N)
+                                         .arg(e_.n);
+    QString head = group + tr(", H = %1 heads, Hkv = %2 kv heads%3, dh = %4, %5 per element")
+                               .arg(e_.H)
+                               .arg(e_.Hkv)
+                               .arg(e_.kv_replicated ? tr(" (replicated: each rank gets one copy)")
+                                    : e_.Hkv < e_.H  ? tr(" (split: %1 per rank)").arg(e_.Hkv / e_.P)
+                                                     : QString())
+                               .arg(e_.dh)
+                               .arg(e_.elem_bytes == 2 ? QStringLiteral("2 B") : QStringLiteral("4 B"));
     QString steps;
     auto measured = [this](int i) -> const StageTime* {
       return i < static_cast<int>(times_.size()) && times_[static_cast<size_t>(i)].measured
@@ -243,7 +252,11 @@ void ExplainView::refresh() {
     title_->setText(
         head + QStringLiteral("<br>") + steps + QStringLiteral("<br><i>") + to_qs(st.detail).toHtmlEscaped() +
         QStringLiteral("</i><br><tt>") + to_qs(st.shapes).toHtmlEscaped() + QStringLiteral("</tt>") +
-        (st.bytes_sent
+        (st.bytes_sent && stage_ == 3 && e_.R > 1
+             ? tr("<br>each rank sends %1 and receives %2 round its ring in this stage (K/V blocks, forward)")
+                   .arg(to_qs(cost::format_bytes(double(st.bytes_sent))),
+                        to_qs(cost::format_bytes(double(st.bytes_recv))))
+         : st.bytes_sent
              ? tr("<br>each rank sends %1 and receives %2 in this all-to-all; %3 per layer forward (both all-to-alls)")
                    .arg(to_qs(cost::format_bytes(double(st.bytes_sent))),
                         to_qs(cost::format_bytes(double(st.bytes_recv))),
