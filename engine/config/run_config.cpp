@@ -1237,9 +1237,9 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c, FileChecks dept
 }
 
 std::string not_yet_trained(const RunConfig& cfg) {
-  if (cfg.train.zero_stage >= 3)
-    return "train.zero_stage 3 (sharded parameters, gathered per layer) is planned by --plan but not yet trained by "
-           "this engine; use train.zero_stage 1 or 2 (docs/ZERO.md)";
+  if (cfg.train.offload_params)
+    return "train.offload_params (stage-3 parameter shards in CPU memory between uses) is planned by --plan but not "
+           "yet trained by this engine; train with train.zero_stage 3 without it (docs/ZERO.md)";
   return {};
 }
 

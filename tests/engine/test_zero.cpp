@@ -1,5 +1,7 @@
-// ZeRO stages 1 and 2 (and offload_optimizer) against the replicated run: the same losses
+// ZeRO stages 1, 2 and 3 (and offload_optimizer) against the replicated run: the same losses
 // for 3 steps and the same weights after them (fp32, 1e-5 relative) at sp 2 x dp 2 and sp 4;
+// stage 3 with the memory techniques, accumulation, tied embeddings and a ring too, and with
+// test faults (a skipped reduce-scatter, a prefetch of the wrong layer) that the checks catch;
 // the sharded AdamW against torch::optim::AdamW; Gloo's reduce-scatter (built from an
 // all-to-all) and all-gather against sums computed here; the config's refusals.
 #include <gtest/gtest.h>
@@ -47,30 +49,36 @@ RunConfig tiny(int64_t sp, int64_t dp, int64_t stage, bool offload) {
   return c;
 }
 
-struct Run {
+struct RunResult {
   std::vector<double> losses, norms;
   std::map<std::string, at::Tensor> weights;  // rank 0's parameters after the steps
   std::vector<std::map<std::string, at::Tensor>> all_weights;
 };
 
-Run train(const RunConfig& cfg, int steps) {
-  Run res;
+struct Gathers {
+  int64_t prefetches = 0, on_demand = 0;  // rank 0's stage-3 gathers
+};
+
+RunResult train(const RunConfig& cfg, int steps, Zero3Fault fault = Zero3Fault::None, Gathers* gathers = nullptr) {
+  RunResult res;
   std::mutex mu;
   const int W = static_cast<int>(cfg.parallel.world_size());
   res.all_weights.resize(W);
   run_ranks(W, [&](const DistEnv& env) {
     at::set_num_threads(1);
     Comm comm(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), "gloo",
-              std::chrono::milliseconds(60000));
+              std::chrono::milliseconds(60000), static_cast<int>(cfg.parallel.ring_size));
     Trainer tr(cfg, comm, nullptr);
+    if (tr.zero3()) tr.zero3()->set_fault(fault);
     std::vector<double> losses, norms;
     for (int s = 0; s < steps; ++s) {
       auto m = tr.step(s);
       losses.push_back(m.loss);
       norms.push_back(m.grad_norm);
     }
+    if (env.rank == 0 && gathers && tr.zero3()) *gathers = {tr.zero3()->prefetches(), tr.zero3()->on_demand()};
     std::map<std::string, at::Tensor> w;
-    for (auto& [n, p] : tr.model().named_parameters()) w[n] = p.detach().clone();
+    for (auto& [n, p] : tr.gathered_parameters()) w[n] = p;  // stage 3: gathered (every rank)
     std::lock_guard<std::mutex> lk(mu);
     res.all_weights[env.rank] = w;
     if (env.rank == 0) {
@@ -82,7 +90,20 @@ Run train(const RunConfig& cfg, int steps) {
   return res;
 }
 
-void expect_same(const Run& ref, const Run& got, const std::string& what) {
+// The largest relative difference of got from ref: losses, grad norms, and every weight against
+// the largest weight of its tensor (what expect_same holds to 1e-5).
+double worst(const RunResult& ref, const RunResult& got) {
+  double w = 0;
+  for (size_t s = 0; s < ref.losses.size() && s < got.losses.size(); ++s) {
+    w = std::max(w, std::abs(got.losses[s] - ref.losses[s]) / std::abs(ref.losses[s]));
+    w = std::max(w, std::abs(got.norms[s] - ref.norms[s]) / std::abs(ref.norms[s]));
+  }
+  for (const auto& [n, t] : ref.weights)
+    w = std::max(w, (got.weights.at(n) - t).abs().max().item<double>() / t.abs().max().item<double>());
+  return w;
+}
+
+void expect_same(const RunResult& ref, const RunResult& got, const std::string& what) {
   ASSERT_EQ(got.losses.size(), ref.losses.size());
   for (size_t s = 0; s < ref.losses.size(); ++s) {
     EXPECT_NEAR(got.losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s])) << what << " loss of step " << s;
@@ -102,10 +123,10 @@ void expect_same(const Run& ref, const Run& got, const std::string& what) {
 }
 
 void stages_match_replicated(int64_t sp, int64_t dp) {
-  const Run ref = train(tiny(sp, dp, 0, false), 3);
+  const RunResult ref = train(tiny(sp, dp, 0, false), 3);
   ASSERT_GT(ref.losses.front(), ref.losses.back()) << "the reference must learn";
   // The weights moved: a comparison with the initial weights would fail.
-  const Run fresh = train(tiny(sp, dp, 0, false), 0);
+  const RunResult fresh = train(tiny(sp, dp, 0, false), 0);
   EXPECT_GT(
       (fresh.weights.at("model.layers.0.mlp.up_proj.weight") - ref.weights.at("model.layers.0.mlp.up_proj.weight"))
           .abs()
@@ -117,12 +138,68 @@ void stages_match_replicated(int64_t sp, int64_t dp) {
   expect_same(ref, train(tiny(sp, dp, 2, false), 3), "zero_stage 2, " + at);
   expect_same(ref, train(tiny(sp, dp, 1, true), 3), "zero_stage 1 + offload_optimizer, " + at);
   expect_same(ref, train(tiny(sp, dp, 2, true), 3), "zero_stage 2 + offload_optimizer, " + at);
+  // Stage 3: every layer gathered before its forward and backward, prefetched while the one
+  // before computes (every gather but the first of each step's forward), gradients
+  // reduce-scattered per layer.
+  Gathers g;
+  expect_same(ref, train(tiny(sp, dp, 3, false), 3, Zero3Fault::None, &g), "zero_stage 3, " + at);
+  const int64_t L = tiny(sp, dp, 3, false).model.num_hidden_layers;
+  EXPECT_EQ(g.on_demand, 3) << "the embedding, once a step";
+  EXPECT_EQ(g.prefetches, 3 * (2 * L + 1)) << "forward: the layers and the head; backward: the layers";
+  expect_same(ref, train(tiny(sp, dp, 3, true), 3), "zero_stage 3 + offload_optimizer, " + at);
 }
 
 }  // namespace
 
 TEST(Zero, StagesMatchTheReplicatedRunAtSp2Dp2) { stages_match_replicated(2, 2); }
 TEST(Zero, StagesMatchTheReplicatedRunAtSp4) { stages_match_replicated(4, 1); }
+
+// Stage 3 under what else changes when a layer's weights are needed: activation checkpointing
+// (the recompute inside backward) with offloaded inputs, TiledMLP and the tiled loss (the
+// head's gradients made in forward), two micro-batches (a reduce-scatter per micro-batch,
+// summed), tied embeddings (the head's weight is the embedding's unit), and a ring.
+TEST(Zero, Stage3MatchesWithMemoryTechniquesAccumulationTiedEmbeddingsAndRing) {
+  auto with = [](RunConfig c) {
+    c.train.activation_checkpointing = "layer";
+    c.train.offload_activations = true;
+    c.train.loss_chunk_tokens = 5;
+    c.train.mlp_chunk_tokens = 6;
+    c.train.gradient_accumulation_steps = 2;
+    return c;
+  };
+  {
+    const RunResult ref = train(with(tiny(2, 2, 0, false)), 3);
+    expect_same(ref, train(with(tiny(2, 2, 3, false)), 3), "zero_stage 3, checkpointing, tiled, 2 micro-batches");
+  }
+  {
+    RunConfig c = tiny(2, 2, 0, false);
+    c.model.tie_word_embeddings = true;
+    const RunResult ref = train(c, 3);
+    c.train.zero_stage = 3;
+    expect_same(ref, train(c, 3), "zero_stage 3, tied embeddings");
+    c.train.activation_checkpointing = "layer";
+    c.train.loss_chunk_tokens = 5;
+    expect_same(ref, train(c, 3), "zero_stage 3, tied embeddings, checkpointing, tiled loss");
+  }
+  {
+    RunConfig c = tiny(2, 1, 0, false);
+    c.parallel.ring_size = 2;
+    const RunResult ref = train(c, 3);
+    c.train.zero_stage = 3;
+    expect_same(ref, train(c, 3), "zero_stage 3, sp 2 x ring 2");
+  }
+}
+
+// The checks above catch a stage-3 bug: a layer whose gradients are never reduce-scattered
+// (its update is weight decay alone), and a prefetch that gathers the next layer's shards.
+TEST(Zero, Stage3ChecksCatchASkippedReduceScatterAndAWrongPrefetch) {
+  const RunResult ref = train(tiny(2, 2, 0, false), 3);
+  ASSERT_LT(worst(ref, train(tiny(2, 2, 3, false), 3)), 1e-5);
+  const double skipped = worst(ref, train(tiny(2, 2, 3, false), 3, Zero3Fault::SkipReduceScatter));
+  EXPECT_GT(skipped, 1e-3) << "a skipped reduce-scatter went unnoticed";
+  const double wrong = worst(ref, train(tiny(2, 2, 3, false), 3, Zero3Fault::PrefetchWrongUnit));
+  EXPECT_GT(wrong, 1e-3) << "a prefetch of the wrong layer went unnoticed";
+}
 
 TEST(Zero, ShardedAdamWMatchesTorchAdamW) {
   // Three shards of a flat space over parameters of both groups (dim >= 2 decays), each
@@ -264,7 +341,7 @@ Span train_span(const RunConfig& cfg, int64_t from, int64_t to) {
       if (checkpoint_due(cfg.train, s + 1)) save_train_state(tr, comm, cfg, s + 1);
     }
     std::map<std::string, at::Tensor> w, st;
-    for (auto& [n, p] : tr.model().named_parameters()) w[n] = p.detach().clone();
+    for (auto& [n, p] : tr.gathered_parameters()) w[n] = p;
     st["exp_avg"] = tr.zero_optimizer().exp_avg.clone();
     st["exp_avg_sq"] = tr.zero_optimizer().exp_avg_sq.clone();
     st["step"] = torch::tensor({tr.zero_optimizer().steps});
@@ -323,6 +400,8 @@ void resume_is_bit_identical(int64_t stage, bool offload) {
 }  // namespace
 
 TEST(Zero, Stage2ResumeIsBitIdenticalAndOtherWorldSizesAreRefused) { resume_is_bit_identical(2, false); }
+TEST(Zero, Stage3ResumeIsBitIdenticalAndOtherWorldSizesAreRefused) { resume_is_bit_identical(3, false); }
+TEST(Zero, Stage3OffloadResumeIsBitIdentical) { resume_is_bit_identical(3, true); }
 TEST(Zero, Stage1OffloadResumeIsBitIdentical) { resume_is_bit_identical(1, true); }
 
 // The stage-2 collectives in the trace: per step and rank, the reduce-scatter (grad_allreduce,
