@@ -6,8 +6,10 @@
 // all-to-all) and all-gather against sums computed here; the config's refusals.
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,6 +18,7 @@
 #include "checkpoint_layout.hpp"
 #include "rank_threads.hpp"
 #include "train_state.hpp"
+#include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 #include "ulysses/profiler/tracer.hpp"
 #include "trainer.hpp"
@@ -455,4 +458,205 @@ TEST(Zero, Stage2CollectivesAreTracedWithBytesAndIdentity) {
   }
   EXPECT_EQ(ids[0], ids[1]) << "the ranks disagree on the collectives' (pg, seq)";
   fs::remove_all(dir);
+}
+
+namespace {
+// One rank file's ranges as the SQL gives them.
+struct RawRange {
+  int64_t start, end, tid;
+  int phase, dir, chunk, layer;
+  int64_t bytes;
+};
+std::vector<prof::Interval> merged(std::vector<prof::Interval> v) {
+  std::sort(v.begin(), v.end(), [](const prof::Interval& a, const prof::Interval& b) { return a.start < b.start; });
+  std::vector<prof::Interval> out;
+  for (const auto& x : v) {
+    if (x.end <= x.start) continue;
+    if (!out.empty() && x.start <= out.back().end)
+      out.back().end = std::max(out.back().end, x.end);
+    else
+      out.push_back(x);
+  }
+  return out;
+}
+int64_t length(const std::vector<prof::Interval>& v) {
+  int64_t n = 0;
+  for (const auto& x : v) n += x.end - x.start;
+  return n;
+}
+std::vector<prof::Interval> clip(const std::vector<prof::Interval>& v, int64_t lo, int64_t hi) {
+  std::vector<prof::Interval> out;
+  for (const auto& x : v)
+    if (std::min(x.end, hi) > std::max(x.start, lo)) out.push_back({std::max(x.start, lo), std::min(x.end, hi)});
+  return out;
+}
+int64_t common(const std::vector<prof::Interval>& a, const std::vector<prof::Interval>& b) {
+  int64_t n = 0;
+  for (const auto& x : a)
+    for (const auto& y : b) n += std::max<int64_t>(0, std::min(x.end, y.end) - std::max(x.start, y.start));
+  return n;
+}
+}  // namespace
+
+// A stage-3 run's trace: from its ranges (its own SQL, its own nesting and interval arithmetic),
+// how much of the parameter all-gathers' time is hidden behind compute, against `ulysses-trace
+// summary --json`. Compute = leaf ranges of a lane (no child on it) that are neither
+// communication (a2a / grad_allreduce, or inside one) nor a step; all-gathers = grad_allreduce
+// ranges with direction none; per rank and step window, summed (profiler/README.md).
+TEST(Zero, Stage3AllGatherHiddenTimeFromTheRangesEqualsTheSummary) {
+#ifndef ULYSSES_TRACE_BIN
+  GTEST_SKIP() << "built without ulysses-trace";
+#else
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / ("ulysses_zero3_trace_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "trace");
+  RunConfig cfg = tiny(2, 1, 3, false);
+  cfg.model.hidden_size = 128;
+  cfg.model.intermediate_size = 384;
+  cfg.model.num_hidden_layers = 4;
+  cfg.model.vocab_size = 256;
+  cfg.train.seq_length = 256;
+  const int64_t L = cfg.model.num_hidden_layers, steps = 3;
+  run_ranks(2, [&](const DistEnv& env) {
+    at::set_num_threads(1);
+    Comm comm(env, 2, 1, "gloo", std::chrono::milliseconds(60000));
+    prof::TracerOptions o;
+    o.path = (dir / "trace" / ("rank" + std::to_string(env.rank) + ".sqlite")).string();
+    o.rank = env.rank;
+    o.world_size = 2;
+    o.sp_rank = env.rank;
+    o.sp_size = 2;
+    o.memory = false;
+    o.run_config_json = cfg.to_json().dump();
+    auto tracer = prof::Tracer::open(o);
+    Trainer tr(cfg, comm, tracer.get());
+    for (int64_t s = 0; s < steps; ++s) {
+      tracer->begin_step(s);
+      const auto m = tr.step(s);
+      prof::StepRecord rec;
+      rec.step = s;
+      rec.loss = m.loss;
+      tracer->end_step(rec);
+    }
+    tracer->close();
+  });
+
+  // By hand, rank by rank.
+  const auto comm_phase = [](int p) {
+    return p == static_cast<int>(prof::Phase::A2ASeqToHead) || p == static_cast<int>(prof::Phase::A2AHeadToSeq) ||
+           p == static_cast<int>(prof::Phase::GradAllReduce);
+  };
+  int64_t total = 0, hidden = 0, prefetched = 0, on_demand = 0, reduce_scatters = 0;
+  const Zero3Layout layout(
+      [&] {
+        std::vector<int64_t> n;
+        for (const auto& p : cfg.model.parameters()) {
+          int64_t k = 1;
+          for (int64_t d : p.shape) k *= d;
+          n.push_back(k);
+        }
+        return n;
+      }(),
+      [&] {
+        std::vector<int> u;
+        for (const auto& p : cfg.model.parameters()) u.push_back(zero3_unit_of(p.name, L));
+        return u;
+      }(),
+      2, 0);
+  for (int r = 0; r < 2; ++r) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir / "trace" / ("rank" + std::to_string(r) + ".sqlite")).c_str(), &db), SQLITE_OK);
+    std::vector<RawRange> rs;
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db,
+                                 "SELECT start, end, globalTid, category, ulyssesDirection, ulyssesChunk, ulyssesLayer, "
+                                 "ulyssesBytesSent FROM NVTX_EVENTS WHERE ulyssesStep IS NOT NULL",
+                                 -1, &st, nullptr),
+              SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW)
+      rs.push_back({sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
+                    sqlite3_column_int(st, 3), sqlite3_column_int(st, 4), sqlite3_column_int(st, 5),
+                    sqlite3_column_int(st, 6), sqlite3_column_int64(st, 7)});
+    sqlite3_finalize(st);
+    std::vector<std::pair<int64_t, int64_t>> windows;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT start, end FROM ULYSSES_STEPS ORDER BY step", -1, &st, nullptr), SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) windows.emplace_back(sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    ASSERT_EQ(windows.size(), static_cast<size_t>(steps));
+
+    // Nesting per lane (thread): sorted by start, longer first; a range's parent is the
+    // innermost open range that contains it.
+    std::map<int64_t, std::vector<size_t>> lanes;
+    for (size_t i = 0; i < rs.size(); ++i) lanes[rs[i].tid].push_back(i);
+    std::vector<bool> has_child(rs.size(), false), in_comm(rs.size(), false);
+    for (auto& [tid, idx] : lanes) {
+      std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
+        return rs[a].start != rs[b].start ? rs[a].start < rs[b].start : rs[a].end > rs[b].end;
+      });
+      std::vector<size_t> open;
+      for (size_t i : idx) {
+        while (!open.empty() && rs[open.back()].end <= rs[i].start) open.pop_back();
+        const bool inside = !open.empty() && rs[open.back()].end >= rs[i].end;
+        if (!open.empty() && !inside) {
+          // Only the comm lane's async ranges overlap without nesting (the loader spreads them
+          // over sub-lanes); all of them are communication, none compute.
+          ASSERT_TRUE(comm_phase(rs[i].phase)) << "rank " << r << ": a compute range overlaps another";
+          in_comm[i] = true;
+          continue;
+        }
+        if (inside) has_child[open.back()] = true;
+        in_comm[i] = comm_phase(rs[i].phase) || (inside && in_comm[open.back()]);
+        open.push_back(i);
+      }
+    }
+    std::vector<prof::Interval> compute, gathers;
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const auto& x = rs[i];
+      if (!in_comm[i] && !has_child[i] && x.phase != static_cast<int>(prof::Phase::Step))
+        compute.push_back({x.start, x.end});
+      if (x.phase != static_cast<int>(prof::Phase::GradAllReduce)) continue;
+      if (x.dir == static_cast<int>(prof::Direction::None)) {
+        gathers.push_back({x.start, x.end});
+        (x.chunk == 1 ? prefetched : on_demand) += 1;
+        // Its bytes: the ring volume of its unit (a layer's, or the embedding's / head's).
+        if (x.layer >= 0) {
+          EXPECT_EQ(x.bytes, layout.units[static_cast<size_t>(x.layer) + 1].shard * 4) << "layer " << x.layer;
+        }
+      } else if (x.dir == static_cast<int>(prof::Direction::Backward) && x.chunk == -1) {
+        ++reduce_scatters;
+      }
+    }
+    const auto c = merged(compute), g = merged(gathers);
+    for (const auto& [lo, hi] : windows) {
+      const auto gw = clip(g, lo, hi);
+      total += length(gw);
+      hidden += common(clip(c, lo, hi), gw);
+    }
+  }
+  // Per step and rank: forward gathers L + 2 units (the embedding on demand, the rest
+  // prefetched), backward the L layers again (prefetched); L + 2 reduce-scatters.
+  EXPECT_EQ(on_demand, 2 * steps);
+  EXPECT_EQ(prefetched, 2 * steps * (2 * L + 1));
+  EXPECT_EQ(reduce_scatters, 2 * steps * (L + 2));
+  EXPECT_GT(hidden, 0) << "no all-gather time hidden behind compute: the prefetch overlaps nothing";
+
+  std::FILE* p = ::popen(("'" + std::string(ULYSSES_TRACE_BIN) + "' summary --json --no-cache '" + dir.string() + "'")
+                             .c_str(),
+                         "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  ASSERT_EQ(::pclose(p), 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["allgather"]["allgather_ns"].get<int64_t>(), total);
+  EXPECT_EQ(j["allgather"]["hidden_ns"].get<int64_t>(), hidden);
+  EXPECT_EQ(j["allgather"]["exposed_ns"].get<int64_t>(), total - hidden);
+  EXPECT_NEAR(j["allgather"]["hidden_ratio"].get<double>(), double(hidden) / double(total), 1e-12);
+  std::cout << "all-gathers: " << total / 1e6 << " ms over 2 ranks x " << steps << " steps, " << hidden / 1e6
+            << " ms hidden behind compute (" << 100.0 * double(hidden) / double(total) << "%)\n";
+  fs::remove_all(dir);
+#endif
 }
