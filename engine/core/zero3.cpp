@@ -131,6 +131,7 @@ void Zero3Params::issue_gather(size_t u, bool prefetch) {
   Unit& st = units_[u];
   const Zero3Unit& U = layout_.units[u];
   alloc_storage(st.full);
+  account(st.full.numel() * 4);
   size_t from = u;
   if (prefetch && fault_ == Zero3Fault::PrefetchWrongUnit && u + 1 < units_.size() &&
       layout_.units[u + 1].shard == U.shard)
@@ -168,7 +169,10 @@ void Zero3Params::release(size_t u) {
     record(*st.gather);
     st.gather.reset();
   }
-  if (st.gathered) free_storage(st.full);
+  if (st.gathered) {
+    free_storage(st.full);
+    account(-st.full.numel() * 4);
+  }
   st.gathered = false;
 }
 
@@ -183,6 +187,7 @@ void Zero3Params::bind_grads(size_t u) {
   if (st.grad.defined()) return;
   const Zero3Unit& U = layout_.units[u];
   st.grad = torch::zeros({layout_.world * U.shard}, shard_.options());  // (W*S_u)
+  account(st.grad.numel() * 4);
   auto& named = model_.named_parameters();
   int64_t off = 0;
   for (size_t i = U.first_param; i < U.end_param; ++i) {
@@ -199,6 +204,7 @@ void Zero3Params::finish_reduce() {
   const Zero3Unit& U = layout_.units[reduce_->unit];
   torch::NoGradGuard ng;
   gshard_.narrow(0, U.shard_offset, U.shard).add_(reduce_->sum);  // micro-batches add up
+  account(-(reduce_->grad.numel() + reduce_->sum.numel()) * 4);
   reduce_.reset();
 }
 
@@ -213,6 +219,7 @@ void Zero3Params::reduce_scatter(size_t u) {
   for (size_t i = U.first_param; i < U.end_param; ++i) named[i].second.mutable_grad() = at::Tensor();
   reduced_[u] = true;
   if (fault_ == Zero3Fault::SkipReduceScatter && st.layer == 0) {  // test fault: dropped
+    account(-st.grad.numel() * 4);
     st.grad = at::Tensor();
     return;
   }
@@ -221,6 +228,7 @@ void Zero3Params::reduce_scatter(size_t u) {
   pr.grad = st.grad;
   st.grad = at::Tensor();
   pr.sum = torch::empty({U.shard}, shard_.options());  // (S_u)
+  account(pr.sum.numel() * 4);
   pr.p.info = info_for(u, false, false);
   pr.p.prev_done = last_issued_done_;
   {

@@ -21,6 +21,7 @@
 // prefetch, 0 when gathered on demand; the reduce-scatter with direction bwd and chunk -1.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -81,6 +82,12 @@ class Zero3Params final : public ParamUnitHooks {
   // Gathers issued so far: as prefetches, and on demand (the unit was not in flight).
   int64_t prefetches() const { return prefetches_; }
   int64_t on_demand() const { return on_demand_; }
+  // Bytes of the gathered units' weights and gradient buffers (and reduce-scatter results) that
+  // exist now, and the most since reset_peak() (the memory planner's gathered bytes). Gloo's own
+  // receive buffers are not counted (NCCL's collectives need none).
+  int64_t gathered_bytes() const { return live_; }
+  int64_t peak_gathered_bytes() const { return peak_; }
+  void reset_peak() { peak_ = live_; }
 
   // ParamUnitHooks
   void forward_begin(int use) override;
@@ -119,6 +126,11 @@ class Zero3Params final : public ParamUnitHooks {
   std::shared_ptr<std::atomic<int64_t>> last_issued_done_;
   Zero3Fault fault_ = Zero3Fault::None;
   int64_t prefetches_ = 0, on_demand_ = 0;
+  int64_t live_ = 0, peak_ = 0;
+  void account(int64_t bytes) {
+    live_ += bytes;
+    peak_ = std::max(peak_, live_);
+  }
 
   prof::RangeInfo info_for(size_t u, bool gather, bool prefetch) const;
   void issue_gather(size_t u, bool prefetch);
