@@ -286,8 +286,8 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
   if (zero3) {
     p.gathered_param_bytes = full.gathered_peak;  // measured: this engine's fp32 units
     if (cfg.train.offload_params) {
-      // The parameter shard (S fp32) lives in CPU memory between uses: off the device. (The
-      // trainer does not run offload_params yet; the plan is what it will hold.)
+      // The parameter shard (S fp32) lives in CPU memory between uses (pinned): off the device.
+      // (The dry run keeps it on meta: a CPU shard of a real model's size would be allocated.)
       const int64_t W = cfg.parallel.world_size();
       int64_t shard = 0;
       {

@@ -154,7 +154,7 @@ void Trainer::setup_zero() {
 void Trainer::setup_zero3(const ZeroAdamWOptions& o) {
   // Stage 3 (zero3.hpp): this rank keeps its shard of every gather unit; the parameters are
   // views of per-unit buffers that exist only while gathered; no flat gradient buffer.
-  z3_ = std::make_unique<Zero3Params>(*model_, comm_, tracer_);
+  z3_ = std::make_unique<Zero3Params>(*model_, comm_, tracer_, cfg_.train.offload_params);
   std::vector<bool> decay;
   for (auto& [name, p] : model_->named_parameters()) decay.push_back(p.dim() >= 2);
   const int64_t S = z3_->layout().shard;
@@ -192,6 +192,10 @@ double Trainer::zero_optimizer_step(int64_t s, double* lr) {
     if (master_.defined()) {
       zopt_->step(master_, g, *lr);
       own.copy_(master_);
+    } else if (own.device() != zopt_->exp_avg.device()) {  // offload_params alone: step on the device
+      at::Tensor d = own.to(zopt_->exp_avg.device());
+      zopt_->step(d, g, *lr);
+      own.copy_(d);
     } else {
       zopt_->step(own, g, *lr);
     }

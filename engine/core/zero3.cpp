@@ -43,8 +43,8 @@ int zero3_unit_of(const std::string& name, int64_t layers) {
   return static_cast<int>(layers) + 1;
 }
 
-Zero3Params::Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer)
-    : model_(model), comm_(comm), tracer_(tracer) {
+Zero3Params::Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer, bool offload_params)
+    : model_(model), comm_(comm), tracer_(tracer), offload_(offload_params) {
   torch::NoGradGuard ng;
   auto& named = model.named_parameters();
   const int64_t L = model.config().num_hidden_layers;
@@ -59,8 +59,10 @@ Zero3Params::Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer)
     throw std::logic_error("ZeRO-3: " + std::to_string(layout_.units.size()) + " gather units for " +
                            std::to_string(L) + " layers (want embedding, layers, head)");
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(named.front().second.device());
-  shard_ = torch::zeros({layout_.shard}, f32);   // (S)
-  gshard_ = torch::zeros({layout_.shard}, f32);  // (S)
+  const bool cuda = f32.device().is_cuda();
+  shard_ = offload_ ? torch::zeros({layout_.shard}, torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(cuda))
+                    : torch::zeros({layout_.shard}, f32);  // (S)
+  gshard_ = torch::zeros({layout_.shard}, f32);            // (S) on the device
   const int64_t W = layout_.world, r = layout_.rank;
   units_.resize(layout_.units.size());
   for (size_t u = 0; u < units_.size(); ++u) {
@@ -138,6 +140,10 @@ void Zero3Params::issue_gather(size_t u, bool prefetch) {
     from = u + 1;  // test fault: the shards of the unit after it
   at::Tensor src = shard_.narrow(0, layout_.units[from].shard_offset, U.shard);  // (S_u)
   Pending p;
+  if (src.device() != st.full.device()) {  // offload_params on a GPU: the piece goes up first
+    src = src.to(st.full.device(), /*non_blocking=*/true);
+    p.source = src;
+  }
   p.info = info_for(u, true, prefetch);
   p.prev_done = last_issued_done_;
   {
@@ -186,7 +192,7 @@ void Zero3Params::bind_grads(size_t u) {
   Unit& st = units_[u];
   if (st.grad.defined()) return;
   const Zero3Unit& U = layout_.units[u];
-  st.grad = torch::zeros({layout_.world * U.shard}, shard_.options());  // (W*S_u)
+  st.grad = torch::zeros({layout_.world * U.shard}, gshard_.options());  // (W*S_u)
   account(st.grad.numel() * 4);
   auto& named = model_.named_parameters();
   int64_t off = 0;
@@ -227,7 +233,7 @@ void Zero3Params::reduce_scatter(size_t u) {
   pr.unit = u;
   pr.grad = st.grad;
   st.grad = at::Tensor();
-  pr.sum = torch::empty({U.shard}, shard_.options());  // (S_u)
+  pr.sum = torch::empty({U.shard}, gshard_.options());  // (S_u)
   account(pr.sum.numel() * 4);
   pr.p.info = info_for(u, false, false);
   pr.p.prev_done = last_issued_done_;

@@ -49,15 +49,18 @@ enum class Zero3Fault {
 class Zero3Params final : public ParamUnitHooks {
  public:
   // Takes the model's parameters (full, fp32, their current values) apart: this rank keeps its
-  // shard (shard(), S fp32 on the parameters' device) and every parameter becomes a view of
-  // its unit's buffer, released until gathered. Installs itself as the model's hooks.
-  Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer);
+  // shard (shard(), S fp32 on the parameters' device; with offload_params in CPU memory, pinned
+  // when the device is a GPU, and copied up piece by piece for each gather) and every parameter
+  // becomes a view of its unit's buffer, released until gathered. Installs itself as the
+  // model's hooks.
+  Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer, bool offload_params = false);
   ~Zero3Params() override;
   Zero3Params(const Zero3Params&) = delete;
   Zero3Params& operator=(const Zero3Params&) = delete;
 
   const Zero3Layout& layout() const { return layout_; }
   at::Tensor& shard() { return shard_; }        // (S) this rank's parameters, fp32
+  bool offloaded() const { return offload_; }   // shard() is in CPU memory (train.offload_params)
   at::Tensor& grad_shard() { return gshard_; }  // (S) this step's reduce-scattered gradient sums
   // Every parameter's numel, in model order.
   std::vector<int64_t> param_numel() const;
@@ -98,6 +101,7 @@ class Zero3Params final : public ParamUnitHooks {
  private:
   struct Pending {
     Comm::Work work;
+    at::Tensor source;  // offload_params on a GPU: the piece copied up, alive until sent
     prof::RangeInfo info;
     std::shared_ptr<std::atomic<int64_t>> prev_done;  // the world group's previous work (FIFO queue)
   };
@@ -125,6 +129,7 @@ class Zero3Params final : public ParamUnitHooks {
   std::vector<bool> reduced_;              // per unit: reduce-scattered in this backward
   std::shared_ptr<std::atomic<int64_t>> last_issued_done_;
   Zero3Fault fault_ = Zero3Fault::None;
+  bool offload_ = false;
   int64_t prefetches_ = 0, on_demand_ = 0;
   int64_t live_ = 0, peak_ = 0;
   void account(int64_t bytes) {

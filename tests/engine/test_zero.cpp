@@ -160,7 +160,7 @@ TEST(Zero, StagesMatchTheReplicatedRunAtSp4) { stages_match_replicated(4, 1); }
 // Stage 3 under what else changes when a layer's weights are needed: activation checkpointing
 // (the recompute inside backward) with offloaded inputs, TiledMLP and the tiled loss (the
 // head's gradients made in forward), two micro-batches (a reduce-scatter per micro-batch,
-// summed), tied embeddings (the head's weight is the embedding's unit), and a ring.
+// summed), tied embeddings (the head's weight is the embedding's unit), offload_params, a ring.
 TEST(Zero, Stage3MatchesWithMemoryTechniquesAccumulationTiedEmbeddingsAndRing) {
   auto with = [](RunConfig c) {
     c.train.activation_checkpointing = "layer";
@@ -183,6 +183,17 @@ TEST(Zero, Stage3MatchesWithMemoryTechniquesAccumulationTiedEmbeddingsAndRing) {
     c.train.activation_checkpointing = "layer";
     c.train.loss_chunk_tokens = 5;
     expect_same(ref, train(c, 3), "zero_stage 3, tied embeddings, checkpointing, tiled loss");
+  }
+  {
+    // offload_params: the shard in CPU memory between uses (on a CPU run the same memory; the
+    // branches that copy it up and step it run), alone and with offload_optimizer.
+    const RunConfig plain = tiny(2, 2, 0, false);
+    const RunResult ref = train(plain, 3);
+    RunConfig c = tiny(2, 2, 3, false);
+    c.train.offload_params = true;
+    expect_same(ref, train(c, 3), "zero_stage 3 + offload_params");
+    c.train.offload_optimizer = true;
+    expect_same(ref, train(c, 3), "zero_stage 3 + offload_params + offload_optimizer");
   }
   {
     RunConfig c = tiny(2, 1, 0, false);
