@@ -337,6 +337,9 @@ int main(int argc, char** argv) {
         if (env.rank == 0) std::cerr << "ulysses-worker: saved training state to " << dir << std::endl;
       }
     }
+    // ZeRO stage 3: every rank gathers every layer for rank 0's save (collective; nothing below stage 3).
+    std::unique_ptr<GatheredParameters> full;
+    if (!cfg.train.save_to.empty()) full = std::make_unique<GatheredParameters>(trainer);
     if (!cfg.train.save_to.empty() && env.rank == 0) {
       heartbeat.set(Phase::Save, cfg.train.steps - 1);  // the Hugging Face model after the last step
       check_save_owner();

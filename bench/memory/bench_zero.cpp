@@ -1,6 +1,6 @@
 // ZeRO static-state benchmark (prints figures; not a test): a ~50M-parameter Llama trained
 // for 2 steps at sp 2 x dp 2 (4 Gloo ranks as threads of this process, fp32, CPU) at each
-// train.zero_stage and with offload_optimizer. Per rank, measured: the CPU tensor bytes the rank
+// train.zero_stage (0-3) and with offload_optimizer. Per rank, measured: the CPU tensor bytes the rank
 // holds after its steps (MemoryTracker on the rank's thread, started before its Trainer:
 // parameters, gradients, masters, AdamW state, the small data tensors), in bytes per parameter,
 // beside the planner's static figure for the same config (cost model, engine/cost/cost_model.hpp:
@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
     int64_t stage;
     bool offload;
   };
-  for (const Cfg& k : {Cfg{0, false}, Cfg{1, false}, Cfg{2, false}, Cfg{1, true}, Cfg{2, true}}) {
+  for (const Cfg& k :
+       {Cfg{0, false}, Cfg{1, false}, Cfg{2, false}, Cfg{3, false}, Cfg{1, true}, Cfg{2, true}, Cfg{3, true}}) {
     const RunConfig cfg = model_config(k.stage, k.offload);
     const double P = static_cast<double>(cfg.model.num_parameters());
     std::vector<int64_t> held(4, 0);

@@ -323,7 +323,24 @@ std::vector<ConfigIssue> resume_issues(const RunConfig& cfg) {
       if (cfg.train.zero_stage > 0) {
         // Each rank's AdamW shard (train.zero_stage matches the checkpoint's: checked above).
         const int64_t W = cfg.parallel.world_size(), numel = cfg.model.num_parameters();
-        const int64_t S = (numel + W - 1) / W;
+        int64_t S = (numel + W - 1) / W;
+        if (cfg.train.zero_stage >= 3) {
+          // Stage 3 partitions each gather unit on its own (engine/core/zero3.hpp): the
+          // embedding, each decoder layer, the rest (final norm, lm_head); S = sum of ceil(n_u / W).
+          std::map<std::string, int64_t> unit;
+          std::vector<std::string> order;
+          for (const auto& prm : cfg.model.parameters()) {
+            std::string u = "head";
+            if (prm.name.rfind("model.embed_tokens.", 0) == 0) u = "embed";
+            else if (prm.name.rfind("model.layers.", 0) == 0) u = prm.name.substr(0, prm.name.find('.', 13));
+            int64_t n = 1;
+            for (int64_t d : prm.shape) n *= d;
+            if (!unit.count(u)) order.push_back(u);
+            unit[u] += n;
+          }
+          S = 0;
+          for (const auto& u : order) S += (unit[u] + W - 1) / W;
+        }
         for (int64_t r = 0; r < W && r < kMaxWorld; ++r) {
           const std::string f = (fs::path(c.dir) / zero_optimizer_file_name(r)).string();
           const SafetensorsHeader h = read_safetensors_header_file(f);  // throws naming a missing file

@@ -91,9 +91,15 @@ void Comm::abort() {
 }
 
 void Comm::Work::wait() {
-  if (!work) return;
-  work->wait();
-  if (done_ns && done_ns->load() == 0) done_ns->store(prof::Tracer::now_ns());
+  if (work) {
+    work->wait();
+    if (done_ns && done_ns->load() == 0) done_ns->store(prof::Tracer::now_ns());
+  }
+  if (after) {
+    auto f = std::move(after);
+    after = nullptr;
+    f();
+  }
 }
 
 namespace {
@@ -377,6 +383,80 @@ void Comm::all_gather(at::Tensor& full, at::Tensor& shard, prof::Tracer* tracer,
   std::vector<at::Tensor> ins{in};
   traced_world_op(
       tracer, info, ri, [&] { return world_->allgather(outs, ins); }, nullptr);
+}
+
+namespace {
+// A Work's completion time from its future (host clock), or at wait() when it has none.
+void watch_done(Comm::Work& w) {
+  auto done = w.done_ns;
+  auto fut = w.work ? w.work->getFuture() : c10::intrusive_ptr<c10::ivalue::Future>();
+  if (fut) fut->addCallback([done](c10::ivalue::Future&) { done->store(prof::Tracer::now_ns()); });
+}
+}  // namespace
+
+Comm::Work Comm::all_gather_async(at::Tensor& full, at::Tensor& shard) {
+  check_device(shard, "all_gather_async");
+  check_device(full, "all_gather_async");
+  check_shard_pair(shard, full, env_.world_size, "all_gather_async");
+  Work w;
+  w.done_ns = std::make_shared<std::atomic<int64_t>>(0);
+  w.issued_ns = prof::Tracer::now_ns();
+  if (shape_only_ || !world_) {  // one rank copies; shapes only: nothing moves
+    if (!shape_only_ && !shard.is_same(full)) full.copy_(shard);
+    w.done_ns->store(prof::Tracer::now_ns());
+    return w;
+  }
+  fault_delay();
+  w.pg = kWorldPg;
+  w.seq = world_seq_++;
+  w.issued_ns = prof::Tracer::now_ns();
+  const int64_t S = shard.numel();
+  if (timer_) w.span = timer_->start();
+  if (backend_ == "nccl") {
+    w.work = world_->_allgather_base(full, shard);
+  } else {
+    std::vector<std::vector<at::Tensor>> outs(1);
+    for (int q = 0; q < env_.world_size; ++q) outs[0].push_back(full.narrow(0, q * S, S));
+    std::vector<at::Tensor> ins{shard};
+    w.work = world_->allgather(outs, ins);
+  }
+  if (w.span) timer_->end(*w.span, *w.work);
+  watch_done(w);
+  return w;
+}
+
+Comm::Work Comm::reduce_scatter_sum_async(at::Tensor& shard, at::Tensor& full) {
+  check_device(shard, "reduce_scatter_sum_async");
+  check_device(full, "reduce_scatter_sum_async");
+  check_shard_pair(shard, full, env_.world_size, "reduce_scatter_sum_async");
+  Work w;
+  w.done_ns = std::make_shared<std::atomic<int64_t>>(0);
+  w.issued_ns = prof::Tracer::now_ns();
+  if (shape_only_ || !world_) {
+    if (!shape_only_ && !shard.is_same(full)) shard.copy_(full);
+    w.done_ns->store(prof::Tracer::now_ns());
+    return w;
+  }
+  fault_delay();
+  w.pg = kWorldPg;
+  w.seq = world_seq_++;
+  w.issued_ns = prof::Tracer::now_ns();
+  if (timer_) w.span = timer_->start();
+  if (backend_ == "nccl") {
+    w.work = world_->_reduce_scatter_base(shard, full);
+  } else {
+    // Gloo: all-to-all of the W slices (rank r receives every rank's r-th), summed in rank
+    // order by wait(): the bytes of a ring reduce-scatter, as reduce_scatter_sum.
+    const int64_t W = env_.world_size, S = shard.numel();
+    at::Tensor recv = at::empty_like(full);  // (W*S)
+    std::vector<int64_t> splits;
+    w.work = world_->alltoall_base(recv, full, splits, splits);
+    at::Tensor out = shard;
+    w.after = [recv, out, W, S]() mutable { at::sum_out(out, recv.view({W, S}), {0}); };
+  }
+  if (w.span) timer_->end(*w.span, *w.work);
+  watch_done(w);
+  return w;
 }
 
 void Comm::all_reduce_max(at::Tensor& t) {

@@ -54,6 +54,8 @@ class Comm {
     // GPU ranks (a device timer): the collective's start and end as the device ran them;
     // done_ns then says only when the host saw it enqueued.
     std::shared_ptr<DeviceSpan> span;
+    // Runs once, on the waiting thread, after the transfer (Gloo's reduce-scatter: the local sum).
+    std::function<void()> after;
     void wait();
   };
 
@@ -152,6 +154,12 @@ class Comm {
                           const prof::RangeInfo* info = nullptr);
   void all_gather(at::Tensor& full, at::Tensor& shard, prof::Tracer* tracer = nullptr,
                   const prof::RangeInfo* info = nullptr);
+  // The same two, asynchronous (ZeRO stage 3's per-layer gathers and reduce-scatters,
+  // engine/core/zero3.hpp): the result is valid after wait(), which takes the group timeout;
+  // the caller traces the range from the Work (issued_ns, done_ns or span, pg, seq). `full`
+  // and `shard` must stay alive until then (the Work holds Gloo's receive buffer itself).
+  Work all_gather_async(at::Tensor& full, at::Tensor& shard);
+  Work reduce_scatter_sum_async(at::Tensor& shard, at::Tensor& full);
 
  private:
   void traced_world_op(prof::Tracer* tracer, const prof::RangeInfo* info, const prof::RangeInfo& ri,

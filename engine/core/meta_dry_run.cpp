@@ -21,6 +21,7 @@
 #include "model.hpp"
 #include "reductions.hpp"
 #include "trainer.hpp"
+#include "zero3.hpp"
 #include "zero_optimizer.hpp"
 
 namespace ulysses::plan {
@@ -76,6 +77,7 @@ struct Measured {
   int64_t after_step = 0;        // live after the optimizer step
   int64_t base = 0;              // live before the model was built
   bool techniques = false;       // the model took the run's memory techniques
+  int64_t gathered_peak = 0;     // stage 3: most bytes of gathered units (weights + gradients) in the step
 };
 
 // Runs `steps` training steps of cfg (num_hidden_layers = layers) on meta and measures the
@@ -118,7 +120,19 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
   ZeroLayout layout(grad_numel, c.parallel.world_size(), sp_rank);
   at::Tensor pflat, gshard;
   int64_t tail = grad_numel;
-  if (Z == 0) {
+  std::unique_ptr<Zero3Params> z3;
+  if (Z >= 3) {
+    // Trainer::setup_zero3: the parameters become views of per-unit buffers that exist only
+    // while gathered (the trainer's own Zero3Params, over the shape-only Comm: gathers and
+    // reduce-scatters allocate what they allocate on a GPU rank and move nothing).
+    z3 = std::make_unique<Zero3Params>(model, comm, nullptr);
+    params = model.parameters();  // the views (the full tensors taken apart are freed)
+    std::vector<bool> decay;
+    for (auto& [name, p] : model.named_parameters()) decay.push_back(p.dim() >= 2);
+    if (!t.offload_optimizer)
+      zopt = std::make_unique<ShardedAdamW>(z3->layout().shard, z3->layout().decay_runs(z3->param_numel(), decay),
+                                            ZeroAdamWOptions{}, meta);
+  } else if (Z == 0) {
     opt = make_adamw(model, t);  // the Trainer's own construction
   } else {
     pflat = torch::empty({layout.padded()}, f32);
@@ -138,16 +152,43 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
     flat = torch::zeros({tail}, f32);
     bind_flat_grads(params, flat);  // the Trainer's own
   };
-  bind();
+  if (!z3) bind();
 
   for (int s = 0; s < steps; ++s) {
-    if (!flat.defined()) bind();  // stage 2 freed it after the last step
-    flat.zero_();
+    if (z3) {
+      z3->begin_step();
+    } else {
+      if (!flat.defined()) bind();  // stage 2 freed it after the last step
+      flat.zero_();
+    }
     const int64_t start = MetaMemory::live();
     MetaMemory::reset_peak();
+    if (z3) z3->reset_peak();
     torch::AutoGradMode on(true);
     at::Tensor loss_sum = model.forward_loss_sum(ids, labels, pos0);
-    m.after_forward = MetaMemory::live() - start;
+    // Stage 3 keeps the head's weights gathered for its backward: gathered, not activations.
+    m.after_forward = MetaMemory::live() - start - (z3 ? z3->gathered_bytes() : 0);
+    if (z3) {
+      if (!forward_only) {
+        // Trainer (stage 3): each unit's gradients reduce-scattered during backward, the
+        // fp64 partial norm, AdamW on the shard; no all-gather after the step.
+        loss_sum.backward();
+        z3->finish_backward();
+        torch::NoGradGuard ng;
+        loss_sum = at::Tensor();
+        at::Tensor& g = z3->grad_shard();
+        g.div_(1.0);
+        auto sq = sum_of_squares_fp64(g);
+        sq = at::Tensor();
+        g.mul_(0.5);
+        if (zopt) zopt->step(z3->shard(), g, 1e-3);
+      }
+      m.gathered_peak = z3->peak_gathered_bytes();
+      m.peak = MetaMemory::peak();
+      m.peak_above_start = m.peak - start;
+      m.after_step = MetaMemory::live();
+      continue;
+    }
     if (!forward_only) {
       loss_sum.backward();
       torch::NoGradGuard ng;
@@ -233,14 +274,11 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
   p.gathered_param_bytes = est.gathered_param_bytes;
   p.host_bytes = est.host_bytes;
 
-  // Stage 3 is not run by the trainer: dry-run the replicated step and swap its static state
-  // for the cost model's sharded one (header).
-  RunConfig run_cfg = cfg;
+  // Every stage is dry-run as the trainer runs it; stage 3 with the trainer's Zero3Params, so
+  // the peak holds the gathered unit and the prefetched next one (and the gradient buffers in
+  // flight) live together, as they are.
+  const RunConfig& run_cfg = cfg;
   const bool zero3 = cfg.train.zero_stage >= 3;
-  if (zero3) {
-    run_cfg.train.zero_stage = 0;
-    run_cfg.train.offload_optimizer = run_cfg.train.offload_params = false;
-  }
   const int64_t L = cfg.model.num_hidden_layers;
   const Measured full = dry_run(run_cfg, L, cuda, opt.sp_rank, 2, false);
   p.params = full.params;
@@ -249,8 +287,26 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
   p.peak_bytes = full.peak - full.base;
   p.measured_static_bytes = full.after_step - full.base - full.inputs;
   if (zero3) {
-    p.peak_bytes += p.static_bytes() + p.gathered_param_bytes - p.measured_static_bytes;
-    p.measured_static_bytes = -1;  // nothing measured: the trainer does not run stage 3
+    p.gathered_param_bytes = full.gathered_peak;  // measured: this engine's fp32 units
+    if (cfg.train.offload_params) {
+      // The parameter shard (S fp32) lives in CPU memory between uses (pinned): off the device.
+      // (The dry run keeps it on meta: a CPU shard of a real model's size would be allocated.)
+      const int64_t W = cfg.parallel.world_size();
+      int64_t shard = 0;
+      {
+        std::vector<int64_t> numel;
+        std::vector<int> unit_of;
+        for (const auto& prm : cfg.model.parameters()) {
+          int64_t n = 1;
+          for (int64_t d : prm.shape) n *= d;
+          numel.push_back(n);
+          unit_of.push_back(zero3_unit_of(prm.name, L));
+        }
+        shard = Zero3Layout(numel, unit_of, W, opt.sp_rank).shard;
+      }
+      p.peak_bytes -= shard * 4;
+      p.measured_static_bytes -= shard * 4;
+    }
   }
   if (opt.detail) {
     const Measured one_less = dry_run(run_cfg, L - 1, cuda, opt.sp_rank, 1, true);

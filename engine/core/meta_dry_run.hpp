@@ -48,12 +48,14 @@ struct MemoryPlan {
   // training dtype, fp32 master weights (bfloat16), AdamW m and v fp32.
   int64_t param_bytes = 0, grad_bytes = 0, master_bytes = 0, optimizer_bytes = 0;
   int64_t static_bytes() const { return param_bytes + grad_bytes + master_bytes + optimizer_bytes; }
-  // ZeRO (train.zero_stage, docs/ZERO.md). Stages 1 and 2 are dry-run as the trainer runs them
-  // (AdamW state of the shard; stage 2 frees the full gradient buffer between steps). Stage 3,
-  // which the trainer does not run yet, is planned from the replicated dry run: its peak minus
-  // the measured static state plus the cost model's sharded static state and gathered weights.
+  // ZeRO (train.zero_stage, docs/ZERO.md). Every stage is dry-run as the trainer runs it (AdamW
+  // state of the shard; stage 2 frees the full gradient buffer between steps; stage 3 gathers
+  // each unit before its forward and backward while the next one is prefetched, and keeps a
+  // unit's gradient buffer until its reduce-scatter, with the trainer's Zero3Params).
   int64_t zero_stage = 0;
-  int64_t gathered_param_bytes = 0;  // stage 3: gathered units in flight (cost model)
+  // Stage 3: the most bytes of gathered units live at once in the dry run (fp32 weights of the
+  // unit computing and of the prefetched next one, gradient buffers being filled or in flight).
+  int64_t gathered_param_bytes = 0;
   int64_t host_bytes = 0;            // offloaded to CPU memory, not in peak_bytes (cost model)
   // Measured: live meta bytes after the optimizer step (fp32 weights, fp32 gradients and
   // AdamW m, v as the engine holds them), minus the step's input ids and labels.

@@ -31,6 +31,29 @@ class MarkFn : public torch::autograd::Function<MarkFn> {
 
 at::Tensor mark(const at::Tensor& x, int64_t* slot, bool on) { return on ? MarkFn::apply(x, slot) : x; }
 
+// Identity in forward; its backward tells the ZeRO-3 hooks that a gather unit's backward
+// starts (put on the unit's output) or that its gradients are complete (on its input: every
+// node of the unit feeds it, so the engine runs it after them and after their AccumulateGrad
+// nodes, which it runs first whenever they are ready).
+class UnitBoundaryFn : public torch::autograd::Function<UnitBoundaryFn> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor x, ParamUnitHooks* hooks, int64_t use, bool begin) {
+    ctx->saved_data["hooks"] = reinterpret_cast<int64_t>(hooks);
+    ctx->saved_data["use"] = use;
+    ctx->saved_data["begin"] = begin;
+    return x;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list g) {
+    auto* hooks = reinterpret_cast<ParamUnitHooks*>(ctx->saved_data["hooks"].toInt());
+    const int use = static_cast<int>(ctx->saved_data["use"].toInt());
+    if (ctx->saved_data["begin"].toBool())
+      hooks->backward_begin(use);
+    else
+      hooks->backward_end(use);
+    return {g[0], at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 }  // namespace
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
@@ -212,7 +235,15 @@ std::vector<at::Tensor> LlamaModel::parameters() const {
 
 at::Tensor LlamaModel::w(const std::string& name) {
   auto& p = param(name);
+  // Stage 3: a released parameter has no storage; reading it would read freed memory.
+  if (units_ && p.numel() > 0 && p.storage().nbytes() == 0)
+    throw std::logic_error("ZeRO-3: parameter " + name + " used while its gather unit is released");
   return p.scalar_type() == dtype_ ? p : p.to(dtype_);
+}
+
+at::Tensor LlamaModel::unit_boundary(const at::Tensor& x, int use, bool begin) {
+  if (!units_ || !torch::GradMode::is_enabled() || !x.requires_grad()) return x;
+  return UnitBoundaryFn::apply(x, units_, static_cast<int64_t>(use), begin);
 }
 
 at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, const at::Tensor& positions) {
@@ -220,18 +251,24 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, const at::Tensor& po
   marks_.head_begin = marks_.head_end = 0;
 
   at::Tensor x;
+  if (units_) units_->forward_begin(0);
   {
     ULYSSES_RANGE(tracer_, Phase::Embedding, Direction::Forward);
     const auto& table = w("model.embed_tokens.weight");
     x = ids.is_meta() ? embedding_shapes(table, ids)
                       : torch::embedding(table, ids);  // (B, n, d); meta: dry runs (flash_shapes.hpp)
   }
+  if (units_) units_->forward_end(0);
+  x = unit_boundary(x, 0, /*begin=*/true);
   auto [cos, sin] = rope_tables(positions, inv_freq_, rope_scaling_,
                                 x.options());  // x: (B, n, d) on the model's device, compute dtype
   const bool ckpt = mem_.checkpoint_layers && torch::GradMode::is_enabled();
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+    const int use = static_cast<int>(l) + 1;
+    x = unit_boundary(x, use, /*begin=*/false);  // stage 3: its backward = the layer's gradients are done
     if (!ckpt) {
       x = layer_forward(l, x, cos, sin, Direction::Forward);
+      x = unit_boundary(x, use, /*begin=*/true);  // stage 3: its backward = the layer's backward starts
       continue;
     }
     // Only the layer input is kept (in CPU memory with offload); backward re-runs the layer.
@@ -246,6 +283,7 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, const at::Tensor& po
       if (l > 0 && ckpt_[l - 1].offload) ckpt_[l - 1].saved.prefetch();
     };
     x = checkpoint_block(x, &slot);  // (B, n, d)
+    x = unit_boundary(x, use, /*begin=*/true);
   }
   return x;
 }
@@ -259,6 +297,10 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
   const std::string p = "model.layers." + std::to_string(l) + ".";
   auto& mk = marks_.layers[l];
   const auto L = static_cast<int32_t>(l);
+  // Stage 3: the layer's weights gathered for its forward and released after (a recompute
+  // runs on the weights its backward gathered).
+  const bool hooks = units_ && dir == Direction::Forward;
+  if (hooks) units_->forward_begin(static_cast<int>(l) + 1);
   at::Tensor x = x_in;
   at::Tensor q, k, v;
   {
@@ -314,13 +356,19 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
                        mem_.mlp_chunk_tokens);
     x = x + mark(m, &mk.mlp_begin, marks_on);
   }
+  if (hooks) units_->forward_end(static_cast<int>(l) + 1);
   return x;
 }
 
 at::Tensor LlamaModel::forward_logits(const at::Tensor& ids, int64_t pos0) {
   auto x = hidden_states(ids, torch::arange(pos0, pos0 + ids.size(1), at::TensorOptions().dtype(torch::kInt64)));
+  const int head = static_cast<int>(cfg_.num_hidden_layers) + 1;
+  x = unit_boundary(x, head, /*begin=*/false);
+  if (units_) units_->forward_begin(head);
   x = rms_norm(x, w("model.norm.weight"), cfg_.rms_norm_eps);
-  return torch::linear(x, w(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"));
+  x = torch::linear(x, w(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"));
+  if (units_) units_->forward_end(head);
+  return unit_boundary(x, head, /*begin=*/true);
 }
 
 at::Tensor LlamaModel::forward_loss_sum(const at::Tensor& ids, const at::Tensor& labels, int64_t pos0) {
@@ -331,6 +379,17 @@ at::Tensor LlamaModel::forward_loss_sum(const at::Tensor& ids, const at::Tensor&
 at::Tensor LlamaModel::forward_loss_sum(const at::Tensor& ids, const at::Tensor& labels, const at::Tensor& positions) {
   const bool marks_on = tracer_ && tracer_->active() && torch::GradMode::is_enabled();
   auto x = hidden_states(ids, positions);
+  // Stage 3: the final norm + lm_head are one gather unit, after the layers.
+  const int head = static_cast<int>(cfg_.num_hidden_layers) + 1;
+  x = unit_boundary(x, head, /*begin=*/false);
+  if (units_) units_->forward_begin(head);
+  at::Tensor loss = head_loss_sum(x, labels, marks_on);
+  if (units_) units_->forward_end(head);
+  return unit_boundary(loss, head, /*begin=*/true);
+}
+
+at::Tensor LlamaModel::head_loss_sum(const at::Tensor& x_in, const at::Tensor& labels, bool marks_on) {
+  at::Tensor x = x_in;
   ULYSSES_RANGE(tracer_, Phase::Loss, Direction::Forward);
   const at::Tensor head = w(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
   if (mem_.loss_chunk_tokens > 0) {

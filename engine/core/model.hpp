@@ -64,6 +64,19 @@ class RecomputeTracer : public prof::Tracer {
   prof::Tracer* inner_;
 };
 
+// ZeRO stage 3 (engine/core/zero3.hpp): the model tells whoever owns its sharded parameters
+// when each gather unit's weights are needed. Uses, in forward order: 0 the embedding, 1 + l
+// decoder layer l, L + 1 the final norm + lm_head (with tied embeddings the lm_head weight is
+// the embedding's). Nothing is called without hooks (stages 0-2).
+class ParamUnitHooks {
+ public:
+  virtual ~ParamUnitHooks() = default;
+  virtual void forward_begin(int use) = 0;   // its forward is next (not a checkpoint's recompute)
+  virtual void forward_end(int use) = 0;     // its forward is done
+  virtual void backward_begin(int use) = 0;  // its backward (and recompute) is next
+  virtual void backward_end(int use) = 0;    // its parameters' gradients are complete
+};
+
 class LlamaModel {
  public:
   // Parameters are fp32 tensors on param_device (meta for dry runs and the memory planner).
@@ -94,6 +107,9 @@ class LlamaModel {
   void set_memory_options(const MemoryOptions& m) { mem_ = m; }
   const MemoryOptions& memory_options() const { return mem_; }
   BackwardMarks& marks() { return marks_; }
+  // Stage 3: the owner of the sharded parameters (nullptr: every parameter always present).
+  void set_param_hooks(ParamUnitHooks* h) { units_ = h; }
+  ParamUnitHooks* param_hooks() const { return units_; }
   // Tests only: skip ring block `skip_step` in every ring attention's forward (-1: none).
   void set_ring_fault(RingFault f);
 
@@ -104,6 +120,10 @@ class LlamaModel {
   at::Tensor layer_forward(int64_t l, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                            prof::Direction dir);
   at::Tensor w(const std::string& name);  // parameter cast to the compute dtype
+  // Stage 3: an identity on x whose backward calls the hooks' backward_begin (`begin`) or
+  // backward_end for `use`; x itself without hooks or autograd.
+  at::Tensor unit_boundary(const at::Tensor& x, int use, bool begin);
+  at::Tensor head_loss_sum(const at::Tensor& x, const at::Tensor& labels, bool marks_on);
 
   ModelConfig cfg_;
   ParallelConfig par_;
@@ -121,6 +141,7 @@ class LlamaModel {
   at::Tensor inv_freq_;        // (dh/2) RoPE inverse frequencies (rope_inv_freq; fp64 with rope_precision fp64)
   double rope_scaling_ = 1.0;  // cos/sin factor (yarn's attention factor)
   BackwardMarks marks_;
+  ParamUnitHooks* units_ = nullptr;
 };
 
 // RMSNorm in fp32 as Hugging Face computes it: w * (x / sqrt(mean(x^2) + eps)).to(dtype).

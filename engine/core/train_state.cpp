@@ -95,6 +95,9 @@ std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg,
     }
   }
 
+  // Stage 3: every rank gathers every unit (collective, whatever failed above) so that rank 0
+  // writes the whole model; released after the barrier.
+  auto full = std::make_unique<GatheredParameters>(trainer);
   // Rank 0: the replicated state.
   if (comm.rank() == 0 && !err) {
     try {
@@ -134,6 +137,7 @@ std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg,
     }
   }
   comm.barrier();  // every rank's RNG file is on disk
+  full.reset();
   if (err) std::rethrow_exception(err);
   if (comm.rank() != 0) return fin.string();
 
@@ -194,7 +198,13 @@ ResumePoint restore_train_state(Trainer& trainer, Comm& comm, const RunConfig& c
                       " rank(s), this run has " + std::to_string(comm.world_size()));
   ResumePoint rp{c.dir, st["next_step"].get<int64_t>()};
 
-  load_checkpoint(trainer.model(), c.dir);  // fp32 weights, copied into the parameters in place
+  {
+    // Stage 3: the parameters need their storage to be loaded into (every unit gathered,
+    // collective); this rank's shard then takes its pieces and the units are released.
+    GatheredParameters full(trainer);
+    load_checkpoint(trainer.model(), c.dir);  // fp32 weights, copied into the parameters in place
+    if (trainer.zero3()) trainer.zero3()->copy_full_into_shard();
+  }
   if (trainer.zero_stage() > 0) {
     // This rank's AdamW shard. A checkpoint of another world size has other shards: refused
     // above (state.json's world_size; resume_issues refuses other sp_size / dp_size first).

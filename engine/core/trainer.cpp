@@ -96,18 +96,39 @@ ShardedAdamW& Trainer::zero_optimizer() {
 }
 
 at::Tensor Trainer::zero_master() {
-  return master_.defined() ? master_ : pflat_.narrow(0, layout_.begin(), layout_.shard);
+  if (master_.defined()) return master_;
+  return z3_ ? z3_->shard() : pflat_.narrow(0, layout_.begin(), layout_.shard);
 }
 
 void Trainer::zero_sync_masters_from_params() {
   torch::NoGradGuard ng;
-  if (master_.defined()) master_.copy_(pflat_.narrow(0, layout_.begin(), layout_.shard));
+  if (master_.defined()) master_.copy_(z3_ ? z3_->shard() : pflat_.narrow(0, layout_.begin(), layout_.shard));
+}
+
+std::vector<std::pair<std::string, at::Tensor>> Trainer::gathered_parameters() {
+  GatheredParameters full(*this);
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (auto& [name, p] : model_->named_parameters()) out.emplace_back(name, p.detach().clone());
+  return out;
+}
+
+GatheredParameters::GatheredParameters(Trainer& t) : z3_(t.zero3()) {
+  if (z3_) z3_->gather_all();
+}
+GatheredParameters::~GatheredParameters() {
+  if (z3_) z3_->release_all();
 }
 
 void Trainer::setup_zero() {
   const auto& t = cfg_.train;
   if (const std::string why = not_yet_trained(cfg_); !why.empty()) throw ConfigError(why);
   layout_ = ZeroLayout(grad_numel_, comm_.world_size(), comm_.rank());
+  ZeroAdamWOptions o;
+  o.beta1 = t.adam_beta1;
+  o.beta2 = t.adam_beta2;
+  o.eps = t.adam_epsilon;
+  o.weight_decay = t.weight_decay;
+  if (zero_stage_ >= 3) return setup_zero3(o);
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
   // The parameters move into one flat buffer (padding zero) and become views of it, so the
   // all-gather after each step writes every rank's updated shard straight into them.
@@ -118,11 +139,6 @@ void Trainer::setup_zero() {
   bind_grads();
   std::vector<std::pair<int64_t, bool>> sizes;
   for (auto& [name, p] : model_->named_parameters()) sizes.emplace_back(p.numel(), p.dim() >= 2);
-  ZeroAdamWOptions o;
-  o.beta1 = t.adam_beta1;
-  o.beta2 = t.adam_beta2;
-  o.eps = t.adam_epsilon;
-  o.weight_decay = t.weight_decay;
   // offload_optimizer: masters and AdamW state in CPU memory (pinned when the device is a GPU).
   const bool off = t.offload_optimizer;
   const torch::Device state_dev = off ? torch::Device(torch::kCPU) : device_;
@@ -135,11 +151,29 @@ void Trainer::setup_zero() {
   if (zero_stage_ >= 2) gshard_ = torch::zeros({layout_.shard}, f32);  // (S)
 }
 
+void Trainer::setup_zero3(const ZeroAdamWOptions& o) {
+  // Stage 3 (zero3.hpp): this rank keeps its shard of every gather unit; the parameters are
+  // views of per-unit buffers that exist only while gathered; no flat gradient buffer.
+  z3_ = std::make_unique<Zero3Params>(*model_, comm_, tracer_, cfg_.train.offload_params);
+  std::vector<bool> decay;
+  for (auto& [name, p] : model_->named_parameters()) decay.push_back(p.dim() >= 2);
+  const int64_t S = z3_->layout().shard;
+  const bool off = cfg_.train.offload_optimizer;
+  const torch::Device state_dev = off ? torch::Device(torch::kCPU) : device_;
+  zopt_ = std::make_unique<ShardedAdamW>(S, z3_->layout().decay_runs(z3_->param_numel(), decay), o, state_dev,
+                                         off && device_.is_cuda());
+  if (off) {
+    auto h = torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(device_.is_cuda());
+    master_ = torch::empty({S}, h);  // (S)
+    zero_sync_masters_from_params();
+  }
+}
+
 double Trainer::zero_optimizer_step(int64_t s, double* lr) {
   torch::NoGradGuard ng;
   const int64_t S = layout_.shard, b = layout_.begin();
-  // This rank's mean gradients: reduce-scattered (stage 2) or its slice of the all-reduced buffer.
-  at::Tensor g = zero_stage_ >= 2 ? gshard_ : flat_.narrow(0, b, S);  // (S)
+  // This rank's mean gradients: reduce-scattered (stages 2, 3) or its slice of the all-reduced buffer.
+  at::Tensor g = z3_ ? z3_->grad_shard() : zero_stage_ >= 2 ? gshard_ : flat_.narrow(0, b, S);  // (S)
   double norm = 0;
   if (zero_stage_ >= 2) {
     // Global norm from the shards: each rank's fp64 sum of squares (reductions.hpp: no fp64
@@ -153,6 +187,20 @@ double Trainer::zero_optimizer_step(int64_t s, double* lr) {
   const double clip = cfg_.train.grad_clip;
   if (clip > 0 && clip / (norm + 1e-6) < 1.0) g.mul_(clip / (norm + 1e-6));  // clip_grad_norm_'s coefficient
   *lr = learning_rate(cfg_.train, s);
+  if (z3_) {  // stage 3: the shard is all this rank keeps; the next forward gathers it
+    at::Tensor& own = z3_->shard();
+    if (master_.defined()) {
+      zopt_->step(master_, g, *lr);
+      own.copy_(master_);
+    } else if (own.device() != zopt_->exp_avg.device()) {  // offload_params alone: step on the device
+      at::Tensor d = own.to(zopt_->exp_avg.device());
+      zopt_->step(d, g, *lr);
+      own.copy_(d);
+    } else {
+      zopt_->step(own, g, *lr);
+    }
+    return norm;
+  }
   at::Tensor own = pflat_.narrow(0, b, S);  // (S) this rank's slice of the parameters
   if (master_.defined()) {
     zopt_->step(master_, g, *lr);  // on the CPU: the gradients go down, the weights come up
@@ -224,10 +272,14 @@ void Trainer::record_backward_marks() {
 double Trainer::loss_and_grads(int64_t s) {
   const auto& t = cfg_.train;
   const int64_t N = t.seq_length, B = t.micro_batch_size;
-  if (!flat_.defined())  // ZeRO stage 2 released it after the last step
-    flat_ = torch::zeros({tail_}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
-  bind_grads();   // (again: a test or a checkpoint load may have replaced a .grad)
-  flat_.zero_();  // autograd adds every parameter's gradient into its slice in place
+  if (z3_) {
+    z3_->begin_step();  // stage 3: each unit's gradients are reduce-scattered during backward
+  } else {
+    if (!flat_.defined())  // ZeRO stage 2 released it after the last step
+      flat_ = torch::zeros({tail_}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+    bind_grads();   // (again: a test or a checkpoint load may have replaced a .grad)
+    flat_.zero_();  // autograd adds every parameter's gradient into its slice in place
+  }
 
   // global batch: B * A * dp_size sequences; this DP rank takes sequences
   // [(dp_rank * A + a) * B, +B) in micro-step a, this SP rank its shard of each. Gradients
@@ -259,6 +311,7 @@ double Trainer::loss_and_grads(int64_t s) {
     {
       ULYSSES_RANGE(tracer_, Phase::Backward, Direction::Backward);
       loss_sum.backward();
+      if (z3_) z3_->finish_backward();  // the embedding's reduce-scatter; every unit released
     }
     record_backward_marks();
     if (tracer_ && tracer_->active() && cfg_.profile.memory)
@@ -273,6 +326,11 @@ double Trainer::loss_and_grads(int64_t s) {
   // counts, no fp32 rounding of the global sum); then one all-reduce of the gradients.
   double count = 0;
   const double loss = global_token_mean(loss_acc, count_acc, comm_, &count);
+  if (z3_) {  // stage 3: the gradient shard holds this rank's sums already
+    torch::NoGradGuard ng;
+    z3_->grad_shard().div_(std::max(1.0, count));
+    return loss;
+  }
   at::Tensor& buf = flat_;
   if (zero_stage_ >= 2) {
     // Stage 2: each rank receives only its shard of the summed gradients (the loss sum and

@@ -12,6 +12,7 @@
 #include "comm.hpp"
 #include "data.hpp"
 #include "model.hpp"
+#include "zero3.hpp"
 #include "zero_optimizer.hpp"
 
 namespace ulysses {
@@ -36,6 +37,22 @@ void bind_flat_grads(const std::vector<at::Tensor>& params, const at::Tensor& fl
 // ZeRO: the parameters become views of one flat buffer (model order; `copy_values` copies
 // their current values in), so the all-gather after each step writes straight into them.
 void move_params_into(LlamaModel& model, const at::Tensor& pflat, bool copy_values);
+
+class Trainer;
+
+// Stage 3: the model's parameters hold their full values while one of these lives (every unit
+// gathered; collective: every rank makes one, e.g. around a checkpoint save). Below stage 3
+// nothing happens.
+class GatheredParameters {
+ public:
+  explicit GatheredParameters(Trainer& t);
+  ~GatheredParameters();
+  GatheredParameters(const GatheredParameters&) = delete;
+  GatheredParameters& operator=(const GatheredParameters&) = delete;
+
+ private:
+  Zero3Params* z3_;
+};
 
 class Trainer {
  public:
@@ -65,6 +82,10 @@ class Trainer {
   at::Tensor zero_master();
   // After the parameters changed outside a step (a resume): the offloaded masters take them.
   void zero_sync_masters_from_params();
+  // Stage 3 (zero3.hpp): the sharded parameters' owner (nullptr below stage 3).
+  Zero3Params* zero3() { return z3_.get(); }
+  // Every parameter's full value, copied (at stage 3 gathered: collective, every rank calls it).
+  std::vector<std::pair<std::string, at::Tensor>> gathered_parameters();
 
  private:
   RunConfig cfg_;
@@ -88,7 +109,9 @@ class Trainer {
   at::Tensor gshard_;  // (S) stage 2: this rank's reduce-scattered gradients
   at::Tensor master_;  // (S) fp32 on the CPU with offload_optimizer (else undefined)
   std::unique_ptr<ShardedAdamW> zopt_;
+  std::unique_ptr<Zero3Params> z3_;  // stage 3
   void setup_zero();
+  void setup_zero3(const ZeroAdamWOptions& o);
   double zero_optimizer_step(int64_t s, double* lr);  // returns the global gradient norm
   void bind_grads();
   void record_backward_marks();

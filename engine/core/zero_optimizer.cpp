@@ -42,6 +42,68 @@ ShardedAdamW::ShardedAdamW(const ZeroLayout& layout, const std::vector<std::pair
                                 std::to_string(layout.numel));
 }
 
+ShardedAdamW::ShardedAdamW(int64_t shard, std::vector<std::pair<int64_t, int64_t>> decay_runs,
+                           const ZeroAdamWOptions& opt, torch::Device state_device, bool pin)
+    : layout_(shard, 1, 0), opt_(opt), decay_runs_(std::move(decay_runs)) {
+  auto o = torch::TensorOptions().dtype(torch::kFloat32).device(state_device);
+  if (pin && state_device.is_cpu()) o = o.pinned_memory(true);
+  exp_avg = torch::zeros({shard}, o);     // (S)
+  exp_avg_sq = torch::zeros({shard}, o);  // (S)
+  for (const auto& [off, len] : decay_runs_)
+    if (off < 0 || len < 0 || off + len > shard)
+      throw std::invalid_argument("ShardedAdamW: decay run [" + std::to_string(off) + ", " + std::to_string(off + len) +
+                                  ") outside the shard of " + std::to_string(shard));
+}
+
+Zero3Layout::Zero3Layout(const std::vector<int64_t>& numel, const std::vector<int>& unit_of, int64_t world_,
+                         int64_t rank_)
+    : world(world_), rank(rank_) {
+  if (numel.size() != unit_of.size() || world_ < 1 || rank_ < 0 || rank_ >= world_)
+    throw std::invalid_argument("Zero3Layout: rank " + std::to_string(rank_) + " of " + std::to_string(world_) +
+                                " over " + std::to_string(numel.size()) + " parameters");
+  for (size_t i = 0; i < numel.size(); ++i) {
+    const int u = unit_of[i];
+    if (u == static_cast<int>(units.size())) {
+      Zero3Unit nu;
+      nu.first_param = nu.end_param = i;
+      units.push_back(nu);
+    } else if (u != static_cast<int>(units.size()) - 1) {
+      throw std::invalid_argument("Zero3Layout: parameter " + std::to_string(i) + " of unit " + std::to_string(u) +
+                                  " after unit " + std::to_string(units.size() - 1) +
+                                  " (each unit's parameters must be contiguous, units in order)");
+    }
+    units.back().end_param = i + 1;
+    units.back().numel += numel[i];
+  }
+  for (auto& u : units) {
+    u.shard = (u.numel + world - 1) / world;
+    u.shard_offset = shard;
+    shard += u.shard;
+  }
+}
+
+std::vector<std::pair<int64_t, int64_t>> Zero3Layout::decay_runs(const std::vector<int64_t>& numel,
+                                                                 const std::vector<bool>& decay) const {
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for (const auto& u : units) {
+    // This rank's piece of the unit: unit-local [b, e); the parameters of the unit in order.
+    const int64_t b = rank * u.shard, e = b + u.shard;
+    int64_t off = 0;
+    for (size_t i = u.first_param; i < u.end_param; ++i) {
+      const int64_t lo = std::max(off, b), hi = std::min(off + numel[i], e);
+      if (decay[i] && lo < hi) {
+        const int64_t at = u.shard_offset + (lo - b);
+        if (!runs.empty() && runs.back().first + runs.back().second == at)
+          runs.back().second += hi - lo;
+        else
+          runs.emplace_back(at, hi - lo);
+      }
+      off += numel[i];
+    }
+  }
+  return runs;
+}
+
 void ShardedAdamW::step(at::Tensor& p, const at::Tensor& grad_in, double lr) {
   torch::NoGradGuard ng;
   const at::Tensor grad = grad_in.device() == exp_avg.device() ? grad_in : grad_in.to(exp_avg.device());

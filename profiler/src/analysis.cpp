@@ -185,9 +185,15 @@ void for_each_counted_lane(const TraceModel& m, F&& f) {
   }
 }
 
-std::vector<StepBreakdown> breakdown_impl(const TraceModel& m, const AnalysisOptions& o, const Classified& c) {
+// Whether a range is one of ZeRO's parameter all-gathers: a communication range (or NCCL
+// kernel launched by one) of phase grad_allreduce with direction none (Summary::allgather).
+bool is_allgather(const TraceRange& r) { return r.phase == Phase::GradAllReduce && r.dir == Direction::None; }
+
+std::vector<StepBreakdown> breakdown_impl(const TraceModel& m, const AnalysisOptions& o, const Classified& c,
+                                          OverlapResult* allgather = nullptr) {
   std::vector<StepBreakdown> out;
   std::map<int32_t, std::pair<std::vector<Interval>, std::vector<Interval>>> per_rank;
+  std::map<int32_t, std::vector<Interval>> gathers;  // per rank: the all-gathers' intervals
   std::map<int32_t, std::pair<int64_t, int64_t>> extent;
   // No step records but a step window: each step's window is the extent of the rank's ranges
   // that carry it (the window was ignored: the whole trace shown as "step -1").
@@ -207,10 +213,12 @@ std::vector<StepBreakdown> breakdown_impl(const TraceModel& m, const AnalysisOpt
         auto [se, fresh] = step_extent.try_emplace({l.rank, r.step}, r.start_ns, r.end_ns);
         if (!fresh) se->second = {std::min(se->second.first, r.start_ns), std::max(se->second.second, r.end_ns)};
       }
-      if (c.flags[i] & kCompute)
+      if (c.flags[i] & kCompute) {
         pr.first.push_back({r.start_ns, r.end_ns});
-      else if (c.flags[i] & kComm)
+      } else if (c.flags[i] & kComm) {
         pr.second.push_back({r.start_ns, r.end_ns});
+        if (allgather && is_allgather(r)) gathers[l.rank].push_back({r.start_ns, r.end_ns});
+      }
     }
   });
   std::set<int32_t> ranks;
@@ -220,6 +228,7 @@ std::vector<StepBreakdown> breakdown_impl(const TraceModel& m, const AnalysisOpt
     auto& pr = per_rank[rank];
     auto compute = merge_intervals(std::move(pr.first));
     auto comm = merge_intervals(std::move(pr.second));
+    auto gathered = merge_intervals(std::move(gathers[rank]));
     std::vector<std::tuple<int64_t, int64_t, int64_t>> windows;  // step, start, end
     for (const auto& s : m.steps) {
       if (s.rank == rank && step_in(o, s.step)) windows.emplace_back(s.step, s.start_ns, s.end_ns);
@@ -251,6 +260,14 @@ std::vector<StepBreakdown> breakdown_impl(const TraceModel& m, const AnalysisOpt
       auto g = c.rank_gpu.find(rank);
       sb.gpu = g != c.rank_gpu.end() && g->second;
       out.push_back(sb);
+      if (allgather) {  // the all-gathers within the same window, against the same compute
+        auto ag = clip_intervals(gathered, lo, hi);
+        const int64_t ag_ns = total_length(ag), hidden = intersection_length(cc, ag);
+        sat_add(allgather->compute_ns, sb.compute_ns);
+        sat_add(allgather->comm_ns, ag_ns);
+        sat_add(allgather->overlap_ns, hidden);
+        sat_add(allgather->busy_ns, sb.compute_ns + (ag_ns - hidden));
+      }
     }
   }
   return out;
@@ -894,7 +911,10 @@ Summary analyze(const TraceModel& m, const AnalysisOptions& o) {
         ++s.num_ranges;
     }
   });
-  s.steps = breakdown_impl(m, o, c);
+  s.steps = breakdown_impl(m, o, c, &s.allgather);
+  s.allgather.ratio = s.allgather.comm_ns > 0
+                          ? static_cast<double>(s.allgather.overlap_ns) / static_cast<double>(s.allgather.comm_ns)
+                          : 0.0;
   std::map<int32_t, RankTotals> totals;
   for (const auto& sb : s.steps) {
     RankTotals& t = totals[sb.rank];

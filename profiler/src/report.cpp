@@ -138,6 +138,11 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
                                 {"ranges", c.ranges},
                                 {"bytes_sent", c.bytes_sent}});
   }
+  // ZeRO's parameter all-gathers (analysis.hpp, Summary::allgather): how much compute hides.
+  j["allgather"] = {{"allgather_ns", s.allgather.comm_ns},
+                    {"hidden_ns", s.allgather.overlap_ns},
+                    {"exposed_ns", s.allgather.comm_ns - s.allgather.overlap_ns},
+                    {"hidden_ratio", s.allgather.ratio}};
   j["steps"] = json::array();
   for (const auto& b : s.steps) {
     j["steps"].push_back({{"rank", b.rank},
@@ -258,6 +263,11 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
       o += strfmt("  %s %.1f%% of %.3f ms", phase_name(c.phase), 100.0 * c.ratio, ms(c.comm_ns));
     o += "\n\n";
   }
+  if (s.allgather.comm_ns > 0)  // ZeRO's parameter all-gathers (stage 3 gathers each layer)
+    o.insert(o.size() - 1, strfmt("Parameter all-gathers (ZeRO): %.3f ms, %.1f%% hidden behind compute (%.3f ms "
+                                  "exposed)\n",
+                                  ms(s.allgather.comm_ns), 100.0 * s.allgather.ratio,
+                                  ms(s.allgather.comm_ns - s.allgather.overlap_ns)));
   if (s.headline.steps > 0)
     o += strfmt(
         "Per step (%lld %s): %.0f tokens/s, %.1f ms; per rank: all-to-all %.3f "

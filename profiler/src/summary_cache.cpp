@@ -36,7 +36,7 @@ static_assert(sizeof(Headline) == 48 && sizeof(StepBreakdown) == 96 && sizeof(Ra
                   sizeof(OverlapResult) == 40 && sizeof(LayerRow) == 72 && sizeof(HeadRangeRow) == 48 &&
                   sizeof(SkewRow) == 40 && sizeof(PhaseMemoryRow) == 72 && sizeof(NameRow) == 64 &&
                   sizeof(CollectiveArrival) == 24 && sizeof(CollectiveInstance) == 88 && sizeof(RankWaitRow) == 40 &&
-                  sizeof(StepEndRow) == 24 && sizeof(WaitingAnalysis) == 96 && sizeof(Summary) == 424 &&
+                  sizeof(StepEndRow) == 24 && sizeof(WaitingAnalysis) == 96 && sizeof(Summary) == 464 &&
                   sizeof(CommPhaseRow) == 48,
               "Summary changed: update summary_cache.cpp and bump kSummaryCacheFormat");
 #endif
@@ -216,6 +216,8 @@ std::string encode_summary(const TraceModel& m, const Summary& s) {
     o.e(static_cast<uint8_t>(c.phase)), o.i(c.comm_ns), o.i(c.overlap_ns), o.i(c.ranges), o.i(c.bytes_sent);
     o.f(c.ratio);
   });
+  o.i(s.allgather.compute_ns), o.i(s.allgather.comm_ns), o.i(s.allgather.overlap_ns), o.i(s.allgather.busy_ns);
+  o.f(s.allgather.ratio);
   put_vec(o, s.layers, [&](const LayerRow& l) {
     o.i(l.layer), o.e(static_cast<uint8_t>(l.dir)), o.i(l.qkv_proj_ns), o.i(l.a2a_seq_to_head_ns), o.i(l.attention_ns);
     o.i(l.a2a_head_to_seq_ns), o.i(l.out_proj_ns), o.i(l.a2a_bytes_sent), o.i(l.a2a_bytes_recv), o.i(l.samples);
@@ -298,6 +300,8 @@ void decode_payload(const char* data, size_t size, TraceModel* mp, Summary* sp) 
     c.phase = static_cast<Phase>(ph), c.comm_ns = in.i(), c.overlap_ns = in.i(), c.ranges = in.i();
     c.bytes_sent = in.i(), c.ratio = in.f();
   });
+  s.allgather.compute_ns = in.i(), s.allgather.comm_ns = in.i(), s.allgather.overlap_ns = in.i();
+  s.allgather.busy_ns = in.i(), s.allgather.ratio = in.f();
   get_vec(in, &s.layers, [&](LayerRow& l) {
     l.layer = in.i32(), l.dir = static_cast<Direction>(in.u()), l.qkv_proj_ns = in.i();
     l.a2a_seq_to_head_ns = in.i(), l.attention_ns = in.i(), l.a2a_head_to_seq_ns = in.i(), l.out_proj_ns = in.i();

@@ -266,7 +266,7 @@ TEST(EndToEnd, BadInputIsRefusedBeforeAnythingStarts) {
         Case{"model.num_key_value_heads=3", "num_key_value_heads"}, Case{"data.path=/nonexistent.txt", "not found"},
         Case{"data.path=no/such/corpus.txt", "a relative path: looked for in the current folder"},
         Case{"model.vocab_size=100", "vocab_size (100)"}, Case{"train.stepz=1", "unknown"},
-        Case{"train.zero_stage=3", "not yet trained"}}) {
+        Case{"train.zero_stage=2 --set train.offload_params=true", "needs train.zero_stage 3"}}) {
     const auto out = tmp("bad");
     auto r = sh(kRun + " " + cfg + " --set " + c.set + " --worker " + kWorker + " --out " + out + " 2>&1");
     EXPECT_EQ(r.code, 2) << c.set << ": " << r.out;

@@ -177,6 +177,13 @@ TEST(Resume, ZeroStage2Sp2Dp2AfterLauncherSigkillLossesBitIdentical) {
   sigkill_then_resume("z", 16, {"parallel.dp_size=2", "train.zero_stage=2"});
 }
 
+// (b'') the same with ZeRO stage 3 over sp 2 x dp 2: every rank keeps only its shard of each
+// layer's weights; the save gathers them for the Hugging Face model and each rank's shard of
+// the weights comes back from it, its AdamW shard from its own file.
+TEST(Resume, ZeroStage3Sp2Dp2AfterLauncherSigkillLossesBitIdentical) {
+  sigkill_then_resume("z3", 16, {"parallel.dp_size=2", "train.zero_stage=3"});
+}
+
 // (c) resuming from the folder skips a half-written checkpoint (no `complete` marker), a
 // checkpoint whose file does not match its manifest, and a temp folder of a save in flight.
 TEST(Resume, HalfWrittenCheckpointIsSkipped) {

@@ -15,6 +15,7 @@
 #include "cost_model.hpp"
 #include "flash_shapes.hpp"
 #include "meta_dry_run.hpp"
+#include "zero3.hpp"
 #include "model.hpp"
 #include "torch_compat.hpp"
 #include "trainer.hpp"
@@ -171,8 +172,28 @@ TEST(MemoryPlan, ZeroStagesShardTheStaticState) {
     EXPECT_EQ(p.static_bytes(), want) << "stage " << stage;
     if (stage < 3)  // measured: the trainer's flat buffers are padded to 4 x S
       EXPECT_NEAR(double(p.measured_static_bytes), double(want), 8.0 * (4 * S - P) + 1) << "stage " << stage;
-    else
-      EXPECT_EQ(p.measured_static_bytes, -1);
+    else  // stage 3 pads each of the L + 2 units to 4 x S_u: the shard, gradient shard, m, v
+      EXPECT_NEAR(double(p.measured_static_bytes), double(16 * S), 16.0 * (cfg.model.num_hidden_layers + 2) + 1);
+    if (stage == 3) {
+      // The gathered unit and the prefetched next one live together (fp32, 4 x S_u each), with
+      // at least one unit's gradient buffer: at least two layers' weights and one's gradients.
+      std::vector<int64_t> numel;
+      std::vector<int> unit_of;
+      for (const auto& prm : cfg.model.parameters()) {
+        int64_t n = 1;
+        for (int64_t d : prm.shape) n *= d;
+        numel.push_back(n);
+        unit_of.push_back(zero3_unit_of(prm.name, cfg.model.num_hidden_layers));
+      }
+      const Zero3Layout z(numel, unit_of, 4, 0);
+      const int64_t layer = 4 * z.units[1].shard * 4, embed = 4 * z.units[0].shard * 4;
+      const int64_t head = 4 * z.units.back().shard * 4;
+      EXPECT_GE(p.gathered_param_bytes, 2 * layer + layer) << "two layers' weights and one's gradients";
+      // ... and no more than the two largest consecutive units with two gradient buffers and
+      // a reduce-scatter result each.
+      const int64_t most = std::max({embed + layer, 2 * layer, layer + head});
+      EXPECT_LE(p.gathered_param_bytes, most + 2 * std::max({embed, layer, head}) + 2 * std::max({embed, layer, head}) / 4);
+    }
     // Stage 2 holds the full fp32 gradient buffer during backward, as stage 1 does, plus the
     // kept gradient shard: its peak is stage 1's + 4 S (docs/ZERO.md); the others fall.
     if (stage == 2)
@@ -193,6 +214,7 @@ TEST(MemoryPlan, ZeroStagesShardTheStaticState) {
   const auto both = plan::plan_memory(cfg);
   EXPECT_EQ(both.static_bytes(), 4 * S);  // only the gradient shard stays on the device
   EXPECT_EQ(both.host_bytes, 16 * S);
+  EXPECT_NEAR(double(both.measured_static_bytes), double(4 * S), 4.0 * (cfg.model.num_hidden_layers + 2) + 1);
 }
 
 // Per-layer activations: exact multiple structure (full = L * per_layer + other) checked
@@ -330,8 +352,11 @@ TEST(MemoryPlan, PeakMatchesARealCpuRun) {
     g_cpu_counter.base = c10::GetCPUAllocator();
     c10::SetCPUAllocator(&g_cpu_counter, /*priority=*/1);
   });
-  for (int64_t N : {256, 512, 1024}) {
+  // ZeRO stage 3 at one rank too: gathers, releases, gradient buffers and reduce-scatters as the
+  // trainer runs them (at one rank a gather copies the shard into the unit's buffer).
+  for (const auto& [N, stage] : std::vector<std::pair<int64_t, int64_t>>{{256, 0}, {512, 0}, {1024, 0}, {512, 3}}) {
     auto cfg = small_config();
+    cfg.train.zero_stage = stage;
     cfg.model.vocab_size = 256;
     cfg.model.hidden_size = 64;
     cfg.model.intermediate_size = 176;
@@ -353,9 +378,9 @@ TEST(MemoryPlan, PeakMatchesARealCpuRun) {
       measured = CountingCpuAllocator::peak.load() - base;
     }
     const double ratio = double(plan.peak_bytes) / double(measured);
-    std::printf("N %5lld  planned peak %10lld B  measured peak %10lld B  planned/measured %.3f\n", (long long)N,
-                (long long)plan.peak_bytes, (long long)measured, ratio);
-    EXPECT_NEAR(ratio, 1.0, 0.15) << "N=" << N;
+    std::printf("N %5lld  zero_stage %lld  planned peak %10lld B  measured peak %10lld B  planned/measured %.3f\n",
+                (long long)N, (long long)stage, (long long)plan.peak_bytes, (long long)measured, ratio);
+    EXPECT_NEAR(ratio, 1.0, 0.15) << "N=" << N << " zero_stage " << stage;
   }
 }
 

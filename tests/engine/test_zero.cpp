@@ -1,11 +1,15 @@
-// ZeRO stages 1 and 2 (and offload_optimizer) against the replicated run: the same losses
+// ZeRO stages 1, 2 and 3 (and offload_optimizer) against the replicated run: the same losses
 // for 3 steps and the same weights after them (fp32, 1e-5 relative) at sp 2 x dp 2 and sp 4;
+// stage 3 with the memory techniques, accumulation, tied embeddings and a ring too, and with
+// test faults (a skipped reduce-scatter, a prefetch of the wrong layer) that the checks catch;
 // the sharded AdamW against torch::optim::AdamW; Gloo's reduce-scatter (built from an
 // all-to-all) and all-gather against sums computed here; the config's refusals.
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -14,6 +18,7 @@
 #include "checkpoint_layout.hpp"
 #include "rank_threads.hpp"
 #include "train_state.hpp"
+#include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 #include "ulysses/profiler/tracer.hpp"
 #include "trainer.hpp"
@@ -47,30 +52,36 @@ RunConfig tiny(int64_t sp, int64_t dp, int64_t stage, bool offload) {
   return c;
 }
 
-struct Run {
+struct RunResult {
   std::vector<double> losses, norms;
   std::map<std::string, at::Tensor> weights;  // rank 0's parameters after the steps
   std::vector<std::map<std::string, at::Tensor>> all_weights;
 };
 
-Run train(const RunConfig& cfg, int steps) {
-  Run res;
+struct Gathers {
+  int64_t prefetches = 0, on_demand = 0;  // rank 0's stage-3 gathers
+};
+
+RunResult train(const RunConfig& cfg, int steps, Zero3Fault fault = Zero3Fault::None, Gathers* gathers = nullptr) {
+  RunResult res;
   std::mutex mu;
   const int W = static_cast<int>(cfg.parallel.world_size());
   res.all_weights.resize(W);
   run_ranks(W, [&](const DistEnv& env) {
     at::set_num_threads(1);
     Comm comm(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), "gloo",
-              std::chrono::milliseconds(60000));
+              std::chrono::milliseconds(60000), static_cast<int>(cfg.parallel.ring_size));
     Trainer tr(cfg, comm, nullptr);
+    if (tr.zero3()) tr.zero3()->set_fault(fault);
     std::vector<double> losses, norms;
     for (int s = 0; s < steps; ++s) {
       auto m = tr.step(s);
       losses.push_back(m.loss);
       norms.push_back(m.grad_norm);
     }
+    if (env.rank == 0 && gathers && tr.zero3()) *gathers = {tr.zero3()->prefetches(), tr.zero3()->on_demand()};
     std::map<std::string, at::Tensor> w;
-    for (auto& [n, p] : tr.model().named_parameters()) w[n] = p.detach().clone();
+    for (auto& [n, p] : tr.gathered_parameters()) w[n] = p;  // stage 3: gathered (every rank)
     std::lock_guard<std::mutex> lk(mu);
     res.all_weights[env.rank] = w;
     if (env.rank == 0) {
@@ -82,7 +93,20 @@ Run train(const RunConfig& cfg, int steps) {
   return res;
 }
 
-void expect_same(const Run& ref, const Run& got, const std::string& what) {
+// The largest relative difference of got from ref: losses, grad norms, and every weight against
+// the largest weight of its tensor (what expect_same holds to 1e-5).
+double worst(const RunResult& ref, const RunResult& got) {
+  double w = 0;
+  for (size_t s = 0; s < ref.losses.size() && s < got.losses.size(); ++s) {
+    w = std::max(w, std::abs(got.losses[s] - ref.losses[s]) / std::abs(ref.losses[s]));
+    w = std::max(w, std::abs(got.norms[s] - ref.norms[s]) / std::abs(ref.norms[s]));
+  }
+  for (const auto& [n, t] : ref.weights)
+    w = std::max(w, (got.weights.at(n) - t).abs().max().item<double>() / t.abs().max().item<double>());
+  return w;
+}
+
+void expect_same(const RunResult& ref, const RunResult& got, const std::string& what) {
   ASSERT_EQ(got.losses.size(), ref.losses.size());
   for (size_t s = 0; s < ref.losses.size(); ++s) {
     EXPECT_NEAR(got.losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s])) << what << " loss of step " << s;
@@ -102,10 +126,10 @@ void expect_same(const Run& ref, const Run& got, const std::string& what) {
 }
 
 void stages_match_replicated(int64_t sp, int64_t dp) {
-  const Run ref = train(tiny(sp, dp, 0, false), 3);
+  const RunResult ref = train(tiny(sp, dp, 0, false), 3);
   ASSERT_GT(ref.losses.front(), ref.losses.back()) << "the reference must learn";
   // The weights moved: a comparison with the initial weights would fail.
-  const Run fresh = train(tiny(sp, dp, 0, false), 0);
+  const RunResult fresh = train(tiny(sp, dp, 0, false), 0);
   EXPECT_GT(
       (fresh.weights.at("model.layers.0.mlp.up_proj.weight") - ref.weights.at("model.layers.0.mlp.up_proj.weight"))
           .abs()
@@ -117,12 +141,79 @@ void stages_match_replicated(int64_t sp, int64_t dp) {
   expect_same(ref, train(tiny(sp, dp, 2, false), 3), "zero_stage 2, " + at);
   expect_same(ref, train(tiny(sp, dp, 1, true), 3), "zero_stage 1 + offload_optimizer, " + at);
   expect_same(ref, train(tiny(sp, dp, 2, true), 3), "zero_stage 2 + offload_optimizer, " + at);
+  // Stage 3: every layer gathered before its forward and backward, prefetched while the one
+  // before computes (every gather but the first of each step's forward), gradients
+  // reduce-scattered per layer.
+  Gathers g;
+  expect_same(ref, train(tiny(sp, dp, 3, false), 3, Zero3Fault::None, &g), "zero_stage 3, " + at);
+  const int64_t L = tiny(sp, dp, 3, false).model.num_hidden_layers;
+  EXPECT_EQ(g.on_demand, 3) << "the embedding, once a step";
+  EXPECT_EQ(g.prefetches, 3 * (2 * L + 1)) << "forward: the layers and the head; backward: the layers";
+  expect_same(ref, train(tiny(sp, dp, 3, true), 3), "zero_stage 3 + offload_optimizer, " + at);
 }
 
 }  // namespace
 
 TEST(Zero, StagesMatchTheReplicatedRunAtSp2Dp2) { stages_match_replicated(2, 2); }
 TEST(Zero, StagesMatchTheReplicatedRunAtSp4) { stages_match_replicated(4, 1); }
+
+// Stage 3 under what else changes when a layer's weights are needed: activation checkpointing
+// (the recompute inside backward) with offloaded inputs, TiledMLP and the tiled loss (the
+// head's gradients made in forward), two micro-batches (a reduce-scatter per micro-batch,
+// summed), tied embeddings (the head's weight is the embedding's unit), offload_params, a ring.
+TEST(Zero, Stage3MatchesWithMemoryTechniquesAccumulationTiedEmbeddingsAndRing) {
+  auto with = [](RunConfig c) {
+    c.train.activation_checkpointing = "layer";
+    c.train.offload_activations = true;
+    c.train.loss_chunk_tokens = 5;
+    c.train.mlp_chunk_tokens = 6;
+    c.train.gradient_accumulation_steps = 2;
+    return c;
+  };
+  {
+    const RunResult ref = train(with(tiny(2, 2, 0, false)), 3);
+    expect_same(ref, train(with(tiny(2, 2, 3, false)), 3), "zero_stage 3, checkpointing, tiled, 2 micro-batches");
+  }
+  {
+    RunConfig c = tiny(2, 2, 0, false);
+    c.model.tie_word_embeddings = true;
+    const RunResult ref = train(c, 3);
+    c.train.zero_stage = 3;
+    expect_same(ref, train(c, 3), "zero_stage 3, tied embeddings");
+    c.train.activation_checkpointing = "layer";
+    c.train.loss_chunk_tokens = 5;
+    expect_same(ref, train(c, 3), "zero_stage 3, tied embeddings, checkpointing, tiled loss");
+  }
+  {
+    // offload_params: the shard in CPU memory between uses (on a CPU run the same memory; the
+    // branches that copy it up and step it run), alone and with offload_optimizer.
+    const RunConfig plain = tiny(2, 2, 0, false);
+    const RunResult ref = train(plain, 3);
+    RunConfig c = tiny(2, 2, 3, false);
+    c.train.offload_params = true;
+    expect_same(ref, train(c, 3), "zero_stage 3 + offload_params");
+    c.train.offload_optimizer = true;
+    expect_same(ref, train(c, 3), "zero_stage 3 + offload_params + offload_optimizer");
+  }
+  {
+    RunConfig c = tiny(2, 1, 0, false);
+    c.parallel.ring_size = 2;
+    const RunResult ref = train(c, 3);
+    c.train.zero_stage = 3;
+    expect_same(ref, train(c, 3), "zero_stage 3, sp 2 x ring 2");
+  }
+}
+
+// The checks above catch a stage-3 bug: a layer whose gradients are never reduce-scattered
+// (its update is weight decay alone), and a prefetch that gathers the next layer's shards.
+TEST(Zero, Stage3ChecksCatchASkippedReduceScatterAndAWrongPrefetch) {
+  const RunResult ref = train(tiny(2, 2, 0, false), 3);
+  ASSERT_LT(worst(ref, train(tiny(2, 2, 3, false), 3)), 1e-5);
+  const double skipped = worst(ref, train(tiny(2, 2, 3, false), 3, Zero3Fault::SkipReduceScatter));
+  EXPECT_GT(skipped, 1e-3) << "a skipped reduce-scatter went unnoticed";
+  const double wrong = worst(ref, train(tiny(2, 2, 3, false), 3, Zero3Fault::PrefetchWrongUnit));
+  EXPECT_GT(wrong, 1e-3) << "a prefetch of the wrong layer went unnoticed";
+}
 
 TEST(Zero, ShardedAdamWMatchesTorchAdamW) {
   // Three shards of a flat space over parameters of both groups (dim >= 2 decays), each
@@ -264,7 +355,7 @@ Span train_span(const RunConfig& cfg, int64_t from, int64_t to) {
       if (checkpoint_due(cfg.train, s + 1)) save_train_state(tr, comm, cfg, s + 1);
     }
     std::map<std::string, at::Tensor> w, st;
-    for (auto& [n, p] : tr.model().named_parameters()) w[n] = p.detach().clone();
+    for (auto& [n, p] : tr.gathered_parameters()) w[n] = p;
     st["exp_avg"] = tr.zero_optimizer().exp_avg.clone();
     st["exp_avg_sq"] = tr.zero_optimizer().exp_avg_sq.clone();
     st["step"] = torch::tensor({tr.zero_optimizer().steps});
@@ -323,6 +414,8 @@ void resume_is_bit_identical(int64_t stage, bool offload) {
 }  // namespace
 
 TEST(Zero, Stage2ResumeIsBitIdenticalAndOtherWorldSizesAreRefused) { resume_is_bit_identical(2, false); }
+TEST(Zero, Stage3ResumeIsBitIdenticalAndOtherWorldSizesAreRefused) { resume_is_bit_identical(3, false); }
+TEST(Zero, Stage3OffloadResumeIsBitIdentical) { resume_is_bit_identical(3, true); }
 TEST(Zero, Stage1OffloadResumeIsBitIdentical) { resume_is_bit_identical(1, true); }
 
 // The stage-2 collectives in the trace: per step and rank, the reduce-scatter (grad_allreduce,
@@ -376,4 +469,205 @@ TEST(Zero, Stage2CollectivesAreTracedWithBytesAndIdentity) {
   }
   EXPECT_EQ(ids[0], ids[1]) << "the ranks disagree on the collectives' (pg, seq)";
   fs::remove_all(dir);
+}
+
+namespace {
+// One rank file's ranges as the SQL gives them.
+struct RawRange {
+  int64_t start, end, tid;
+  int phase, dir, chunk, layer;
+  int64_t bytes;
+};
+std::vector<prof::Interval> merged(std::vector<prof::Interval> v) {
+  std::sort(v.begin(), v.end(), [](const prof::Interval& a, const prof::Interval& b) { return a.start < b.start; });
+  std::vector<prof::Interval> out;
+  for (const auto& x : v) {
+    if (x.end <= x.start) continue;
+    if (!out.empty() && x.start <= out.back().end)
+      out.back().end = std::max(out.back().end, x.end);
+    else
+      out.push_back(x);
+  }
+  return out;
+}
+int64_t length(const std::vector<prof::Interval>& v) {
+  int64_t n = 0;
+  for (const auto& x : v) n += x.end - x.start;
+  return n;
+}
+std::vector<prof::Interval> clip(const std::vector<prof::Interval>& v, int64_t lo, int64_t hi) {
+  std::vector<prof::Interval> out;
+  for (const auto& x : v)
+    if (std::min(x.end, hi) > std::max(x.start, lo)) out.push_back({std::max(x.start, lo), std::min(x.end, hi)});
+  return out;
+}
+int64_t common(const std::vector<prof::Interval>& a, const std::vector<prof::Interval>& b) {
+  int64_t n = 0;
+  for (const auto& x : a)
+    for (const auto& y : b) n += std::max<int64_t>(0, std::min(x.end, y.end) - std::max(x.start, y.start));
+  return n;
+}
+}  // namespace
+
+// A stage-3 run's trace: from its ranges (its own SQL, its own nesting and interval arithmetic),
+// how much of the parameter all-gathers' time is hidden behind compute, against `ulysses-trace
+// summary --json`. Compute = leaf ranges of a lane (no child on it) that are neither
+// communication (a2a / grad_allreduce, or inside one) nor a step; all-gathers = grad_allreduce
+// ranges with direction none; per rank and step window, summed (profiler/README.md).
+TEST(Zero, Stage3AllGatherHiddenTimeFromTheRangesEqualsTheSummary) {
+#ifndef ULYSSES_TRACE_BIN
+  GTEST_SKIP() << "built without ulysses-trace";
+#else
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / ("ulysses_zero3_trace_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "trace");
+  RunConfig cfg = tiny(2, 1, 3, false);
+  cfg.model.hidden_size = 128;
+  cfg.model.intermediate_size = 384;
+  cfg.model.num_hidden_layers = 4;
+  cfg.model.vocab_size = 256;
+  cfg.train.seq_length = 256;
+  const int64_t L = cfg.model.num_hidden_layers, steps = 3;
+  run_ranks(2, [&](const DistEnv& env) {
+    at::set_num_threads(1);
+    Comm comm(env, 2, 1, "gloo", std::chrono::milliseconds(60000));
+    prof::TracerOptions o;
+    o.path = (dir / "trace" / ("rank" + std::to_string(env.rank) + ".sqlite")).string();
+    o.rank = env.rank;
+    o.world_size = 2;
+    o.sp_rank = env.rank;
+    o.sp_size = 2;
+    o.memory = false;
+    o.run_config_json = cfg.to_json().dump();
+    auto tracer = prof::Tracer::open(o);
+    Trainer tr(cfg, comm, tracer.get());
+    for (int64_t s = 0; s < steps; ++s) {
+      tracer->begin_step(s);
+      const auto m = tr.step(s);
+      prof::StepRecord rec;
+      rec.step = s;
+      rec.loss = m.loss;
+      tracer->end_step(rec);
+    }
+    tracer->close();
+  });
+
+  // By hand, rank by rank.
+  const auto comm_phase = [](int p) {
+    return p == static_cast<int>(prof::Phase::A2ASeqToHead) || p == static_cast<int>(prof::Phase::A2AHeadToSeq) ||
+           p == static_cast<int>(prof::Phase::GradAllReduce);
+  };
+  int64_t total = 0, hidden = 0, prefetched = 0, on_demand = 0, reduce_scatters = 0;
+  const Zero3Layout layout(
+      [&] {
+        std::vector<int64_t> n;
+        for (const auto& p : cfg.model.parameters()) {
+          int64_t k = 1;
+          for (int64_t d : p.shape) k *= d;
+          n.push_back(k);
+        }
+        return n;
+      }(),
+      [&] {
+        std::vector<int> u;
+        for (const auto& p : cfg.model.parameters()) u.push_back(zero3_unit_of(p.name, L));
+        return u;
+      }(),
+      2, 0);
+  for (int r = 0; r < 2; ++r) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir / "trace" / ("rank" + std::to_string(r) + ".sqlite")).c_str(), &db), SQLITE_OK);
+    std::vector<RawRange> rs;
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db,
+                                 "SELECT start, end, globalTid, category, ulyssesDirection, ulyssesChunk, ulyssesLayer, "
+                                 "ulyssesBytesSent FROM NVTX_EVENTS WHERE ulyssesStep IS NOT NULL",
+                                 -1, &st, nullptr),
+              SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW)
+      rs.push_back({sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
+                    sqlite3_column_int(st, 3), sqlite3_column_int(st, 4), sqlite3_column_int(st, 5),
+                    sqlite3_column_int(st, 6), sqlite3_column_int64(st, 7)});
+    sqlite3_finalize(st);
+    std::vector<std::pair<int64_t, int64_t>> windows;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT start, end FROM ULYSSES_STEPS ORDER BY step", -1, &st, nullptr), SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) windows.emplace_back(sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    ASSERT_EQ(windows.size(), static_cast<size_t>(steps));
+
+    // Nesting per lane (thread): sorted by start, longer first; a range's parent is the
+    // innermost open range that contains it.
+    std::map<int64_t, std::vector<size_t>> lanes;
+    for (size_t i = 0; i < rs.size(); ++i) lanes[rs[i].tid].push_back(i);
+    std::vector<bool> has_child(rs.size(), false), in_comm(rs.size(), false);
+    for (auto& [tid, idx] : lanes) {
+      std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
+        return rs[a].start != rs[b].start ? rs[a].start < rs[b].start : rs[a].end > rs[b].end;
+      });
+      std::vector<size_t> open;
+      for (size_t i : idx) {
+        while (!open.empty() && rs[open.back()].end <= rs[i].start) open.pop_back();
+        const bool inside = !open.empty() && rs[open.back()].end >= rs[i].end;
+        if (!open.empty() && !inside) {
+          // Only the comm lane's async ranges overlap without nesting (the loader spreads them
+          // over sub-lanes); all of them are communication, none compute.
+          ASSERT_TRUE(comm_phase(rs[i].phase)) << "rank " << r << ": a compute range overlaps another";
+          in_comm[i] = true;
+          continue;
+        }
+        if (inside) has_child[open.back()] = true;
+        in_comm[i] = comm_phase(rs[i].phase) || (inside && in_comm[open.back()]);
+        open.push_back(i);
+      }
+    }
+    std::vector<prof::Interval> compute, gathers;
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const auto& x = rs[i];
+      if (!in_comm[i] && !has_child[i] && x.phase != static_cast<int>(prof::Phase::Step))
+        compute.push_back({x.start, x.end});
+      if (x.phase != static_cast<int>(prof::Phase::GradAllReduce)) continue;
+      if (x.dir == static_cast<int>(prof::Direction::None)) {
+        gathers.push_back({x.start, x.end});
+        (x.chunk == 1 ? prefetched : on_demand) += 1;
+        // Its bytes: the ring volume of its unit (a layer's, or the embedding's / head's).
+        if (x.layer >= 0) {
+          EXPECT_EQ(x.bytes, layout.units[static_cast<size_t>(x.layer) + 1].shard * 4) << "layer " << x.layer;
+        }
+      } else if (x.dir == static_cast<int>(prof::Direction::Backward) && x.chunk == -1) {
+        ++reduce_scatters;
+      }
+    }
+    const auto c = merged(compute), g = merged(gathers);
+    for (const auto& [lo, hi] : windows) {
+      const auto gw = clip(g, lo, hi);
+      total += length(gw);
+      hidden += common(clip(c, lo, hi), gw);
+    }
+  }
+  // Per step and rank: forward gathers L + 2 units (the embedding on demand, the rest
+  // prefetched), backward the L layers again (prefetched); L + 2 reduce-scatters.
+  EXPECT_EQ(on_demand, 2 * steps);
+  EXPECT_EQ(prefetched, 2 * steps * (2 * L + 1));
+  EXPECT_EQ(reduce_scatters, 2 * steps * (L + 2));
+  EXPECT_GT(hidden, 0) << "no all-gather time hidden behind compute: the prefetch overlaps nothing";
+
+  std::FILE* p = ::popen(("'" + std::string(ULYSSES_TRACE_BIN) + "' summary --json --no-cache '" + dir.string() + "'")
+                             .c_str(),
+                         "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  ASSERT_EQ(::pclose(p), 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["allgather"]["allgather_ns"].get<int64_t>(), total);
+  EXPECT_EQ(j["allgather"]["hidden_ns"].get<int64_t>(), hidden);
+  EXPECT_EQ(j["allgather"]["exposed_ns"].get<int64_t>(), total - hidden);
+  EXPECT_NEAR(j["allgather"]["hidden_ratio"].get<double>(), double(hidden) / double(total), 1e-12);
+  std::cout << "all-gathers: " << total / 1e6 << " ms over 2 ranks x " << steps << " steps, " << hidden / 1e6
+            << " ms hidden behind compute (" << 100.0 * double(hidden) / double(total) << "%)\n";
+  fs::remove_all(dir);
+#endif
 }

@@ -202,6 +202,11 @@ struct Summary {
   std::vector<RankTotals> ranks;
   OverlapResult overall;                  // summed over all ranks and steps
   std::vector<CommPhaseRow> comm_phases;  // the same by comm phase (all-to-alls, ring steps, ...), by phase
+  // ZeRO's parameter all-gathers (comm ranges of phase grad_allreduce with direction none, or
+  // on a GPU rank the NCCL kernels they launched): comm_ns = |union(all-gathers)|, overlap_ns =
+  // |union(compute) ∩ union(all-gathers)| (the all-gather time hidden behind compute),
+  // compute_ns and busy_ns against them; per rank and step window as `steps`, summed.
+  OverlapResult allgather;
   std::vector<LayerRow> layers;           // sorted by (layer, dir)
   std::vector<HeadRangeRow> heads;        // sorted by head_begin
   std::vector<SkewRow> skew;              // phases present in the trace, Step first

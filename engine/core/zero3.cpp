@@ -1,0 +1,318 @@
+// ZeRO stage 3: sharded parameters gathered per unit, gradients reduce-scattered per unit
+// (see zero3.hpp).
+#include "zero3.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace ulysses {
+
+using prof::Direction;
+using prof::Phase;
+
+namespace {
+
+// A released unit keeps its tensors (the parameters and what autograd saved of them are views
+// of the unit's storage) but not its bytes: the storage's memory is freed and allocated again,
+// through the same allocator, by the next gather.
+void free_storage(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(at::DataPtr(nullptr, s->device()));
+  s->set_nbytes(0);
+}
+
+void alloc_storage(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  const size_t n = static_cast<size_t>(t.numel()) * t.element_size();
+  s->set_data_ptr_noswap(s->allocator()->allocate(n));
+  s->set_nbytes(n);
+}
+
+bool contains(const std::vector<size_t>& v, size_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+}  // namespace
+
+int zero3_unit_of(const std::string& name, int64_t layers) {
+  if (name.rfind("model.embed_tokens.", 0) == 0) return 0;
+  const std::string pre = "model.layers.";
+  if (name.rfind(pre, 0) == 0) {
+    const size_t dot = name.find('.', pre.size());
+    return 1 + std::stoi(name.substr(pre.size(), dot - pre.size()));
+  }
+  return static_cast<int>(layers) + 1;
+}
+
+Zero3Params::Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer, bool offload_params)
+    : model_(model), comm_(comm), tracer_(tracer), offload_(offload_params) {
+  torch::NoGradGuard ng;
+  auto& named = model.named_parameters();
+  const int64_t L = model.config().num_hidden_layers;
+  std::vector<int64_t> numel;
+  std::vector<int> unit_of;
+  for (auto& [name, p] : named) {
+    numel.push_back(p.numel());
+    unit_of.push_back(zero3_unit_of(name, L));
+  }
+  layout_ = Zero3Layout(numel, unit_of, comm.world_size(), comm.rank());
+  if (static_cast<int64_t>(layout_.units.size()) != L + 2)
+    throw std::logic_error("ZeRO-3: " + std::to_string(layout_.units.size()) + " gather units for " +
+                           std::to_string(L) + " layers (want embedding, layers, head)");
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(named.front().second.device());
+  const bool cuda = f32.device().is_cuda();
+  shard_ = offload_ ? torch::zeros({layout_.shard}, torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(cuda))
+                    : torch::zeros({layout_.shard}, f32);  // (S)
+  gshard_ = torch::zeros({layout_.shard}, f32);            // (S) on the device
+  const int64_t W = layout_.world, r = layout_.rank;
+  units_.resize(layout_.units.size());
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const Zero3Unit& U = layout_.units[u];
+    Unit& st = units_[u];
+    st.layer = u >= 1 && static_cast<int64_t>(u) <= L ? static_cast<int32_t>(u - 1) : -1;
+    st.full = torch::zeros({W * U.shard}, f32);  // (W*S_u), padding zero
+    int64_t off = 0;
+    for (size_t i = U.first_param; i < U.end_param; ++i) {
+      at::Tensor& p = named[i].second;
+      const int64_t n = p.numel();
+      st.full.narrow(0, off, n).copy_(p.reshape({-1}));
+      // A view of the unit's storage with a version counter of its own: the gathers write the
+      // buffer between a forward and its backward, which must not read as an in-place change
+      // of a tensor autograd saved.
+      at::Tensor v = st.full.narrow(0, off, n).view(p.sizes()).detach();
+      v.unsafeGetTensorImpl()->set_version_counter(c10::VariableVersion(0));
+      v.set_requires_grad(true);
+      p = v;
+      off += n;
+    }
+    shard_.narrow(0, U.shard_offset, U.shard).copy_(st.full.narrow(0, r * U.shard, U.shard));
+    free_storage(st.full);
+  }
+  uses_.resize(units_.size());
+  for (size_t u = 0; u < units_.size(); ++u) uses_[u] = {u};
+  if (model.config().tie_word_embeddings) uses_.back().push_back(0);  // lm_head = the embedding
+  reduced_.assign(units_.size(), false);
+  model.set_param_hooks(this);
+}
+
+Zero3Params::~Zero3Params() {
+  if (model_.param_hooks() == this) model_.set_param_hooks(nullptr);
+}
+
+std::vector<int64_t> Zero3Params::param_numel() const {
+  std::vector<int64_t> v;
+  for (const auto& [name, p] : model_.named_parameters()) v.push_back(p.numel());
+  return v;
+}
+
+prof::RangeInfo Zero3Params::info_for(size_t u, bool gather, bool prefetch) const {
+  prof::RangeInfo r;
+  r.phase = Phase::GradAllReduce;
+  r.dir = gather ? Direction::None : Direction::Backward;
+  r.layer = units_[u].layer;
+  r.chunk = gather ? (prefetch ? 1 : 0) : -1;
+  r.bytes_sent = r.bytes_recv = (layout_.world - 1) * layout_.units[u].shard * 4;  // ring volume
+  return r;
+}
+
+void Zero3Params::record(Pending& p) {
+  if (!tracer_ || !tracer_->active()) return;
+  if (p.work.span) {  // a GPU rank: the device's times, at the end of the step
+    auto span = p.work.span;
+    tracer_->record_range_later(p.info, [span](int64_t* s, int64_t* e) { return span->times(s, e); });
+    return;
+  }
+  // From when the world group's queue reached it (Gloo runs one collective at a time, in
+  // order) to its completion.
+  int64_t start = p.work.issued_ns;
+  if (p.prev_done) start = std::max(start, p.prev_done->load());
+  const int64_t done = p.work.done_ns && p.work.done_ns->load() > 0 ? p.work.done_ns->load() : prof::Tracer::now_ns();
+  tracer_->record_range(p.info, start, std::max(start, done), prof::Tracer::kCommLane);
+}
+
+void Zero3Params::issue_gather(size_t u, bool prefetch) {
+  Unit& st = units_[u];
+  const Zero3Unit& U = layout_.units[u];
+  alloc_storage(st.full);
+  account(st.full.numel() * 4);
+  size_t from = u;
+  if (prefetch && fault_ == Zero3Fault::PrefetchWrongUnit && u + 1 < units_.size() &&
+      layout_.units[u + 1].shard == U.shard)
+    from = u + 1;  // test fault: the shards of the unit after it
+  at::Tensor src = shard_.narrow(0, layout_.units[from].shard_offset, U.shard);  // (S_u)
+  Pending p;
+  if (src.device() != st.full.device()) {  // offload_params on a GPU: the piece goes up first
+    src = src.to(st.full.device(), /*non_blocking=*/true);
+    p.source = src;
+  }
+  p.info = info_for(u, true, prefetch);
+  p.prev_done = last_issued_done_;
+  {
+    prof::ScopedCorrelation corr(tracer_, p.info);  // GPU: its kernels carry the range
+    p.work = comm_.all_gather_async(st.full, src);
+  }
+  p.info.pg = p.work.pg;
+  p.info.seq = p.work.seq;
+  last_issued_done_ = p.work.done_ns;
+  st.gather = std::move(p);
+  st.gathered = true;
+  ++(prefetch ? prefetches_ : on_demand_);
+}
+
+void Zero3Params::ensure_gathered(size_t u) {
+  Unit& st = units_[u];
+  if (!st.gathered) issue_gather(u, /*prefetch=*/false);
+  if (st.gather) {
+    st.gather->work.wait();
+    record(*st.gather);
+    st.gather.reset();
+  }
+}
+
+void Zero3Params::release(size_t u) {
+  Unit& st = units_[u];
+  if (st.gather) {  // never free a buffer a transfer still writes into
+    st.gather->work.wait();
+    record(*st.gather);
+    st.gather.reset();
+  }
+  if (st.gathered) {
+    free_storage(st.full);
+    account(-st.full.numel() * 4);
+  }
+  st.gathered = false;
+}
+
+void Zero3Params::prefetch_use(int use) {
+  if (use < 0 || use >= static_cast<int>(uses_.size())) return;
+  for (size_t u : uses_[static_cast<size_t>(use)])
+    if (!units_[u].gathered) issue_gather(u, /*prefetch=*/true);
+}
+
+void Zero3Params::bind_grads(size_t u) {
+  Unit& st = units_[u];
+  if (st.grad.defined()) return;
+  const Zero3Unit& U = layout_.units[u];
+  st.grad = torch::zeros({layout_.world * U.shard}, gshard_.options());  // (W*S_u)
+  account(st.grad.numel() * 4);
+  auto& named = model_.named_parameters();
+  int64_t off = 0;
+  for (size_t i = U.first_param; i < U.end_param; ++i) {
+    at::Tensor& p = named[i].second;
+    p.mutable_grad() = st.grad.narrow(0, off, p.numel()).view(p.sizes());  // autograd adds into it in place
+    off += p.numel();
+  }
+}
+
+void Zero3Params::finish_reduce() {
+  if (!reduce_) return;
+  reduce_->p.work.wait();  // Gloo: the sum of what arrived, in rank order
+  record(reduce_->p);
+  const Zero3Unit& U = layout_.units[reduce_->unit];
+  torch::NoGradGuard ng;
+  gshard_.narrow(0, U.shard_offset, U.shard).add_(reduce_->sum);  // micro-batches add up
+  account(-(reduce_->grad.numel() + reduce_->sum.numel()) * 4);
+  reduce_.reset();
+}
+
+void Zero3Params::reduce_scatter(size_t u) {
+  finish_reduce();  // one in flight at a time: the one before is summed and its buffers freed
+  Unit& st = units_[u];
+  bind_grads(u);  // a unit no gradient reached still takes part, with zeros
+  const Zero3Unit& U = layout_.units[u];
+  auto& named = model_.named_parameters();
+  // The parameters let go of the buffer: a gradient arriving later makes a .grad of its own,
+  // which finish_backward reports.
+  for (size_t i = U.first_param; i < U.end_param; ++i) named[i].second.mutable_grad() = at::Tensor();
+  reduced_[u] = true;
+  if (fault_ == Zero3Fault::SkipReduceScatter && st.layer == 0) {  // test fault: dropped
+    account(-st.grad.numel() * 4);
+    st.grad = at::Tensor();
+    return;
+  }
+  PendingReduce pr;
+  pr.unit = u;
+  pr.grad = st.grad;
+  st.grad = at::Tensor();
+  pr.sum = torch::empty({U.shard}, gshard_.options());  // (S_u)
+  account(pr.sum.numel() * 4);
+  pr.p.info = info_for(u, false, false);
+  pr.p.prev_done = last_issued_done_;
+  {
+    prof::ScopedCorrelation corr(tracer_, pr.p.info);
+    pr.p.work = comm_.reduce_scatter_sum_async(pr.sum, pr.grad);
+  }
+  pr.p.info.pg = pr.p.work.pg;
+  pr.p.info.seq = pr.p.work.seq;
+  last_issued_done_ = pr.p.work.done_ns;
+  reduce_ = std::move(pr);
+}
+
+void Zero3Params::begin_step() {
+  torch::NoGradGuard ng;
+  gshard_.zero_();
+}
+
+void Zero3Params::forward_begin(int use) {
+  const auto& mine = uses_.at(static_cast<size_t>(use));
+  if (use == 0)  // a new pass: what an unfinished one left gathered goes (a forward without backward)
+    for (size_t u = 0; u < units_.size(); ++u)
+      if (!contains(mine, u)) release(u);
+  for (size_t u : mine) ensure_gathered(u);
+  prefetch_use(use + 1);  // while this unit computes
+}
+
+void Zero3Params::forward_end(int use) {
+  const size_t last = uses_.size() - 1;
+  // The head's backward comes right after its forward: it keeps its weights.
+  if (static_cast<size_t>(use) == last && torch::GradMode::is_enabled()) return;
+  const size_t next = static_cast<size_t>(use) + 1;
+  for (size_t u : uses_.at(static_cast<size_t>(use)))
+    if (next >= uses_.size() || !contains(uses_[next], u)) release(u);
+}
+
+void Zero3Params::backward_begin(int use) {
+  for (size_t u : uses_.at(static_cast<size_t>(use))) {
+    if (use != 0) ensure_gathered(u);  // the embedding's backward needs only the ids
+    bind_grads(u);
+  }
+  if (use - 1 >= 1) prefetch_use(use - 1);  // while this unit's backward runs
+}
+
+void Zero3Params::backward_end(int use) {
+  if (use <= 0) return;
+  reduce_scatter(static_cast<size_t>(use));
+  for (size_t u : uses_.at(static_cast<size_t>(use))) release(u);
+}
+
+void Zero3Params::finish_backward() {
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (!reduced_[u]) reduce_scatter(u);  // the embedding (its backward has no end boundary)
+  finish_reduce();
+  for (size_t u = 0; u < units_.size(); ++u) release(u);
+  reduced_.assign(units_.size(), false);
+  for (auto& [name, p] : model_.named_parameters())
+    if (p.grad().defined())
+      throw std::logic_error("ZeRO-3: a gradient of " + name +
+                             " arrived after its unit's reduce-scatter (a unit boundary out of order)");
+}
+
+void Zero3Params::gather_all() {
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (!units_[u].gathered) issue_gather(u, /*prefetch=*/false);
+  for (size_t u = 0; u < units_.size(); ++u) ensure_gathered(u);
+}
+
+void Zero3Params::release_all() {
+  for (size_t u = 0; u < units_.size(); ++u) release(u);
+}
+
+void Zero3Params::copy_full_into_shard() {
+  torch::NoGradGuard ng;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const Zero3Unit& U = layout_.units[u];
+    if (!units_[u].gathered) throw std::logic_error("ZeRO-3: copy_full_into_shard needs every unit gathered");
+    shard_.narrow(0, U.shard_offset, U.shard).copy_(units_[u].full.narrow(0, layout_.rank * U.shard, U.shard));
+  }
+}
+
+}  // namespace ulysses
