@@ -62,7 +62,8 @@ class Trainer {
   // One optimisation step; every rank returns the same loss / grad_norm.
   StepMetrics step(int64_t s);
   // Forward + backward + gradient all-reduce without the optimizer; gradients stay in
-  // the parameters' .grad (for tests). Returns the global mean loss.
+  // the parameters' .grad (for tests; at stage 2 in its shard, at stage 3 in
+  // zero3()->grad_shard()). Returns the global mean loss.
   double loss_and_grads(int64_t s);
 
   LlamaModel& model() { return *model_; }

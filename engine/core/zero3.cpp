@@ -96,6 +96,17 @@ Zero3Params::Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer, bo
 
 Zero3Params::~Zero3Params() {
   if (model_.param_hooks() == this) model_.set_param_hooks(nullptr);
+  // Gone with a collective still in flight (an exception mid-step, the run failing): its buffers
+  // are left allocated rather than freed under the transfer; waiting could take the whole
+  // timeout on a dead peer, and the process ends soon after.
+  auto keep = [](const Pending& p, std::initializer_list<at::Tensor> ts) {
+    if (!p.work.work || p.work.work->isCompleted()) return;
+    for (const auto& t : ts) (void)new at::Tensor(t);  // NOLINT: leaked on purpose
+    if (p.source.defined()) (void)new at::Tensor(p.source);
+  };
+  for (auto& st : units_)
+    if (st.gather) keep(*st.gather, {st.full});
+  if (reduce_) keep(reduce_->p, {reduce_->grad, reduce_->sum});
 }
 
 std::vector<int64_t> Zero3Params::param_numel() const {
