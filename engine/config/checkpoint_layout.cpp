@@ -331,8 +331,10 @@ std::vector<ConfigIssue> resume_issues(const RunConfig& cfg) {
           std::vector<std::string> order;
           for (const auto& prm : cfg.model.parameters()) {
             std::string u = "head";
-            if (prm.name.rfind("model.embed_tokens.", 0) == 0) u = "embed";
-            else if (prm.name.rfind("model.layers.", 0) == 0) u = prm.name.substr(0, prm.name.find('.', 13));
+            if (prm.name.rfind("model.embed_tokens.", 0) == 0)
+              u = "embed";
+            else if (prm.name.rfind("model.layers.", 0) == 0)
+              u = prm.name.substr(0, prm.name.find('.', 13));
             int64_t n = 1;
             for (int64_t d : prm.shape) n *= d;
             if (!unit.count(u)) order.push_back(u);

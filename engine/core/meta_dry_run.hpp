@@ -56,7 +56,7 @@ struct MemoryPlan {
   // Stage 3: the most bytes of gathered units live at once in the dry run (fp32 weights of the
   // unit computing and of the prefetched next one, gradient buffers being filled or in flight).
   int64_t gathered_param_bytes = 0;
-  int64_t host_bytes = 0;            // offloaded to CPU memory, not in peak_bytes (cost model)
+  int64_t host_bytes = 0;  // offloaded to CPU memory, not in peak_bytes (cost model)
   // Measured: live meta bytes after the optimizer step (fp32 weights, fp32 gradients and
   // AdamW m, v as the engine holds them), minus the step's input ids and labels.
   int64_t measured_static_bytes = 0;

@@ -192,7 +192,8 @@ TEST(MemoryPlan, ZeroStagesShardTheStaticState) {
       // ... and no more than the two largest consecutive units with two gradient buffers and
       // a reduce-scatter result each.
       const int64_t most = std::max({embed + layer, 2 * layer, layer + head});
-      EXPECT_LE(p.gathered_param_bytes, most + 2 * std::max({embed, layer, head}) + 2 * std::max({embed, layer, head}) / 4);
+      EXPECT_LE(p.gathered_param_bytes,
+                most + 2 * std::max({embed, layer, head}) + 2 * std::max({embed, layer, head}) / 4);
     }
     // Stage 2 holds the full fp32 gradient buffer during backward, as stage 1 does, plus the
     // kept gradient shard: its peak is stage 1's + 4 S (docs/ZERO.md); the others fall.

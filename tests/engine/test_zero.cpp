@@ -580,19 +580,22 @@ TEST(Zero, Stage3AllGatherHiddenTimeFromTheRangesEqualsTheSummary) {
     ASSERT_EQ(sqlite3_open((dir / "trace" / ("rank" + std::to_string(r) + ".sqlite")).c_str(), &db), SQLITE_OK);
     std::vector<RawRange> rs;
     sqlite3_stmt* st = nullptr;
-    ASSERT_EQ(sqlite3_prepare_v2(db,
-                                 "SELECT start, end, globalTid, category, ulyssesDirection, ulyssesChunk, ulyssesLayer, "
-                                 "ulyssesBytesSent FROM NVTX_EVENTS WHERE ulyssesStep IS NOT NULL",
-                                 -1, &st, nullptr),
-              SQLITE_OK);
+    ASSERT_EQ(
+        sqlite3_prepare_v2(db,
+                           "SELECT start, end, globalTid, category, ulyssesDirection, ulyssesChunk, ulyssesLayer, "
+                           "ulyssesBytesSent FROM NVTX_EVENTS WHERE ulyssesStep IS NOT NULL",
+                           -1, &st, nullptr),
+        SQLITE_OK);
     while (sqlite3_step(st) == SQLITE_ROW)
       rs.push_back({sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
                     sqlite3_column_int(st, 3), sqlite3_column_int(st, 4), sqlite3_column_int(st, 5),
                     sqlite3_column_int(st, 6), sqlite3_column_int64(st, 7)});
     sqlite3_finalize(st);
     std::vector<std::pair<int64_t, int64_t>> windows;
-    ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT start, end FROM ULYSSES_STEPS ORDER BY step", -1, &st, nullptr), SQLITE_OK);
-    while (sqlite3_step(st) == SQLITE_ROW) windows.emplace_back(sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1));
+    ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT start, end FROM ULYSSES_STEPS ORDER BY step", -1, &st, nullptr),
+              SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW)
+      windows.emplace_back(sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1));
     sqlite3_finalize(st);
     sqlite3_close(db);
     ASSERT_EQ(windows.size(), static_cast<size_t>(steps));
@@ -653,9 +656,8 @@ TEST(Zero, Stage3AllGatherHiddenTimeFromTheRangesEqualsTheSummary) {
   EXPECT_EQ(reduce_scatters, 2 * steps * (L + 2));
   EXPECT_GT(hidden, 0) << "no all-gather time hidden behind compute: the prefetch overlaps nothing";
 
-  std::FILE* p = ::popen(("'" + std::string(ULYSSES_TRACE_BIN) + "' summary --json --no-cache '" + dir.string() + "'")
-                             .c_str(),
-                         "r");
+  std::FILE* p = ::popen(
+      ("'" + std::string(ULYSSES_TRACE_BIN) + "' summary --json --no-cache '" + dir.string() + "'").c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
   char buf[4096];

@@ -48,7 +48,8 @@
 namespace ulysses::prof {
 
 // Bump when the encoding below changes (the build id covers changes to what is computed).
-constexpr uint32_t kSummaryCacheFormat = 5;  // 2: WaitingAnalysis::repeated; 3: Summary::kernels_by_*; 4: comm_phases; 5: allgather
+constexpr uint32_t kSummaryCacheFormat =
+    5;  // 2: WaitingAnalysis::repeated; 3: Summary::kernels_by_*; 4: comm_phases; 5: allgather
 
 // A hash of the profiler library's sources, fixed at build time.
 const char* profiler_build_id();
