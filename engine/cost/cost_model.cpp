@@ -123,7 +123,21 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   c.allreduce_bytes_per_step = static_cast<int64_t>(Z == 0   ? 2.0 * ring * grads4
                                                     : Z == 1 ? 2.0 * ring * grads4 + ring * params4
                                                     : Z == 2 ? ring * grads4 + ring * params4
-                                                             : double(G) * 3.0 * ring * double(c.params) * double(e));
+                                                             : 0.0);
+  if (Z >= 3) {
+    // As the engine runs stage 3 (docs/ZERO.md): fp32 pieces (its masters, in either dtype) of
+    // S_u = ceil(numel_u / W) elements per unit; per micro-batch every unit is gathered for its
+    // forward, the layers again for their backward (the head stays gathered, the embedding's
+    // backward needs no weights), and every unit reduce-scattered: (W-1) x S_u x 4 bytes each.
+    // Tied embeddings: the head also uses the embedding, gathered once more with the head (which
+    // then stays gathered for its backward).
+    const int64_t embed = V * d, head = d + (m.tie_word_embeddings ? 0 : V * d);
+    const int64_t layer = (c.params - embed - head) / L;
+    auto piece = [&](int64_t numel) { return (numel + W - 1) / W; };
+    const int64_t tied = m.tie_word_embeddings ? piece(embed) : 0;
+    const int64_t all = piece(embed) + L * piece(layer) + piece(head);
+    c.allreduce_bytes_per_step = G * 4 * (W - 1) * (2 * all + L * piece(layer) + tied);
+  }
 
   // FLOPs.
   // Checkpointing runs each layer's forward twice: 8 instead of 6 FLOPs per parameter and token

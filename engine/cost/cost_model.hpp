@@ -54,9 +54,11 @@
 // 16-byte fp64 all-reduce, not counted).
 // ZeRO (allreduce_bytes_per_step holds all of a stage's gradient and parameter collectives):
 // stage 1 adds an all-gather of the fp32 parameters, (W-1)/W * params * 4; stage 2 is a
-// reduce-scatter plus that all-gather (the all-reduce's bytes); stage 3 is, per micro-batch,
-// an all-gather of the weights for forward and one for backward and a reduce-scatter of the
-// gradients, 3 * (W-1)/W * params * e.
+// reduce-scatter plus that all-gather (the all-reduce's bytes); stage 3 is, per micro-batch, as
+// the engine runs it: every gather unit (embedding, each layer, norm + lm_head; S_u =
+// ceil(numel_u / W) elements per rank) all-gathered for its forward, the layers again for their
+// backward, every unit reduce-scattered, each (W-1) * S_u * 4 bytes (fp32 in either dtype); with
+// tied embeddings the embedding is gathered once more for the head.
 // FLOPs per step (all ranks together), T = b*N*D*G tokens per step:
 //   dense     = 6 * matmul_params * T   (matmul_params = params - V*d embedding table,
 //                                        unless tied, when lm_head uses it); 8 with

@@ -148,6 +148,12 @@ TEST(EndToEnd, CostModelCommunicationEqualsTheTracedRuns) {
       {"gradient accumulation 2", {"train.gradient_accumulation_steps=2"}},
       {"bf16", {"train.dtype=bfloat16"}},
       {"checkpointing", {"train.activation_checkpointing=layer"}},
+      {"zero 3", {"train.zero_stage=3"}},
+      {"zero 3 bf16", {"train.zero_stage=3", "train.dtype=bfloat16"}},
+      {"zero 2 bf16", {"train.zero_stage=2", "train.dtype=bfloat16"}},
+      {"zero 3 tied, 2 micro-batches",
+       {"train.zero_stage=3", "model.tie_word_embeddings=true", "train.gradient_accumulation_steps=2"}},
+      {"zero 3 checkpointing", {"train.zero_stage=3", "train.activation_checkpointing=layer"}},
   };
   const auto cfg = config_file();
   int i = 0;
