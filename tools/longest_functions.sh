@@ -25,7 +25,7 @@ done
 for v in "$top" "$max" "$allow"; do
   [[ "$v" =~ ^-?[0-9]+$ ]] || { echo "longest_functions: '$v' is not a whole number" >&2; exit 2; }
 done
-if ! ctags --version 2>/dev/null | grep -q "Universal Ctags"; then
+if [[ "$(ctags --version 2>/dev/null || true)" != *"Universal Ctags"* ]]; then
   echo "longest_functions: needs universal-ctags (apt-get install universal-ctags; ./ulysses setup installs it)" >&2
   exit 2
 fi

@@ -9,7 +9,10 @@ export ULYSSES_BUILD_DIR="$build"
 cd "$src"
 ./ulysses run resources/configs/tiny.json --set train.steps=2 --set train.seq_length=64 --json --out "$out/run" > "$out/metrics"
 test "$(wc -l < "$out/metrics")" -eq 2
-./ulysses trace summary "$out/run" | grep -q "tokens/s"
+# Into a file first: with pipefail, `| grep -q` can fail the pipeline when grep exits on
+# the first match and the summary's next write meets a closed pipe (SIGPIPE).
+./ulysses trace summary "$out/run" > "$out/summary"
+grep -q "tokens/s" "$out/summary"
 ./ulysses trace export --format chrome "$out/run" "$out/trace.json"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['traceEvents'], 'no events'" "$out/trace.json"
 if [ -x "$build/app/studio/ulysses-studio" ]; then
