@@ -49,6 +49,7 @@
 #include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"
+#include "ulysses/profiler/run_layout.hpp"
 
 namespace {
 
@@ -551,7 +552,7 @@ int run_main(int argc, char** argv) {
       for (const char* pt : {"pytorch_model.bin", "pytorch_model.bin.index.json"})
         if (model_file.empty() && fs::exists(fs::path(dir) / pt, ec)) model_file = pt;
       for (const std::string& kept :
-           {std::string("run.json"), std::string("metrics.jsonl"), std::string(ulysses::ckpt::kCompleteFile),
+           {std::string(ulysses::run_layout::kRunRecord), std::string(ulysses::run_layout::kMetrics), std::string(ulysses::ckpt::kCompleteFile),
             std::string(ulysses::ckpt::kStateFile), model_file}) {
         if (!kept.empty() && fs::exists(fs::path(dir) / kept, ec)) {
           say("--export: " + dir + " holds " + kept +

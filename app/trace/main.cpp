@@ -42,6 +42,7 @@
 #include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"
+#include "ulysses/profiler/run_layout.hpp"
 
 // An error as one line on stderr: SQLite's "malformed database schema" quotes schema text with its
 // newlines (a damaged file printed 28 lines). Each run of control characters (newline, tab, ESC)
@@ -136,10 +137,10 @@ static std::string output_clobbers_input(const std::string& run, const std::stri
     return out_is_folder && r.parent_path() == o && rank_json ? "the folder holds it, and rank files are written there"
                                                               : "";
   }
-  if (out_is_folder) return o == r / "trace" ? "it is the run's trace folder" : "";
-  if (o.parent_path() == r / "trace") return "it lies in the run's trace folder, beside the rank files";
+  if (out_is_folder) return o == ulysses::run_layout::trace_dir(r) ? "it is the run's trace folder" : "";
+  if (o.parent_path() == ulysses::run_layout::trace_dir(r)) return "it lies in the run's trace folder, beside the rank files";
   const std::string ext = o.extension().string();
-  if (o.parent_path() == r && (ext == ".sqlite" || ext == ".json") && fs::exists(o, ec) && !fs::exists(r / "trace", ec))
+  if (o.parent_path() == r && (ext == ".sqlite" || ext == ".json") && fs::exists(o, ec) && !fs::exists(ulysses::run_layout::trace_dir(r), ec))
     return "it is one of the traces of the folder read";
   return "";
 }
@@ -162,7 +163,7 @@ static std::string force_refusal(const std::string& path, OwnOutput kind) {
   if (ours) return "";
   const std::string name = std::filesystem::path(path).filename().string();
   std::string what = "a file ulysses-trace did not write";
-  if (name == "run.json" || name == "config.json" || name == "metrics.jsonl")
+  if (name == ulysses::run_layout::kRunRecord || name == ulysses::run_layout::kConfig || name == ulysses::run_layout::kMetrics)
     what = "a run's own record (" + name + ")";
   else if (head.rfind(std::string("SQLite format 3\0", 16), 0) == 0)
     what = "an SQLite file (a trace?)";

@@ -30,11 +30,12 @@
 #include "line_appender.hpp"
 #include "run_config.hpp"
 #include "train_state.hpp"
-#include "write_error.hpp"
+#include "ulysses/profiler/write_error.hpp"
 #include "trainer.hpp"
 #include "ulysses/profiler/clock_sync.hpp"
 #include "ulysses/profiler/trace_model.hpp"
 #include "ulysses/profiler/tracer.hpp"
+#include "ulysses/profiler/run_layout.hpp"
 
 namespace fs = std::filesystem;
 using namespace ulysses;
@@ -53,7 +54,7 @@ volatile std::sig_atomic_t g_stop = 0;
 std::string g_trace_path;  // this rank's trace file, once known: SQLite's errors do not name it
 std::string explain_failure(const std::string& what) {
   if (g_stop) return "stopped by a signal while in a collective [" + what + "]";
-  if (const std::string hint = launch::file_size_limit_hint(what); !hint.empty()) {
+  if (const std::string hint = prof::file_size_limit_hint(what); !hint.empty()) {
     const bool sqlite =
         what.find("disk I/O error") != std::string::npos || what.find("disk is full") != std::string::npos;
     return what + (sqlite && !g_trace_path.empty() ? " writing " + g_trace_path : std::string()) + hint;
@@ -222,9 +223,9 @@ int main(int argc, char** argv) {
 
     std::unique_ptr<prof::Tracer> tracer;
     if (cfg.profile.enabled) {
-      fs::create_directories(fs::path(out_dir) / "trace");
+      fs::create_directories(run_layout::trace_dir(out_dir));
       prof::TracerOptions to;
-      to.path = (fs::path(out_dir) / "trace" / ("rank" + std::to_string(env.rank) + ".sqlite")).string();
+      to.path = run_layout::rank_trace(out_dir, env.rank).string();
       g_trace_path = to.path;
       to.rank = env.rank;
       to.world_size = env.world_size;
@@ -280,7 +281,7 @@ int main(int argc, char** argv) {
     launch::LineAppender metrics;  // whole lines only: a full disk never leaves a torn step
     if (env.rank == 0) {
       fs::create_directories(out_dir);
-      if (const std::string why = metrics.open((fs::path(out_dir) / "metrics.jsonl").string()); !why.empty())
+      if (const std::string why = metrics.open(run_layout::metrics(out_dir).string()); !why.empty())
         throw std::runtime_error(why);
     }
     const auto t_start = std::chrono::steady_clock::now();

@@ -3,7 +3,7 @@
 
 #include "checkpoint_layout.hpp"
 #include "safetensors_header.hpp"
-#include "write_error.hpp"
+#include "ulysses/profiler/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -58,10 +58,9 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   }
   std::string h = header.dump();
   while (h.size() % 8 != 0) h.push_back(' ');  // align the data section as HF does
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+  // Whole or not at all (temp file, fsync, rename): never a half-written checkpoint under the
+  // final name; a file-size limit or a full disk said as such.
+  prof::write_file_atomically(path, [&](std::ostream& out) {
     uint64_t n = h.size();
     unsigned char le[8];
     for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(n >> (8 * i));
@@ -69,18 +68,7 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
     out.write(h.data(), static_cast<std::streamsize>(h.size()));
     for (const auto& t : data)
       out.write(static_cast<const char*>(t.data_ptr()), t.numel() * static_cast<int64_t>(t.element_size()));
-    out.flush();
-    out.close();
-    if (!out) {
-      const std::string why = launch::write_failed(tmp, errno);  // a file-size limit said as one (EFBIG)
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw std::runtime_error(why);
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);  // never leave a half-written checkpoint under the final name
-  if (ec) throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  });
 }
 
 namespace {
@@ -125,36 +113,10 @@ std::map<std::string, at::Tensor> read_safetensors(const std::string& path) {
   return out;
 }
 
-void fsync_path(const std::string& path, bool dir) {
-  const int fd = ::open(path.c_str(), dir ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) throw std::runtime_error("cannot open " + path + " to sync it: " + std::strerror(errno));
-  const int r = ::fsync(fd);
-  const int e = errno;
-  ::close(fd);
-  if (r != 0) throw std::runtime_error("fsync of " + path + " failed: " + std::strerror(e));
-}
-
 namespace {
 
-// Writes `text` to path atomically (tmp + rename).
-void write_text_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
-    out << text;
-    out.close();
-    if (!out) {
-      const std::string why = launch::write_failed(tmp, errno);
-      std::error_code ec;
-      fs::remove(tmp, ec);  // no empty config.json.tmp left behind
-      throw std::runtime_error(why);
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + ec.message());
-}
+// Writes `text` to path whole or not at all (atomic_file.hpp).
+void write_text_file(const std::string& path, const std::string& text) { prof::write_file_atomically(path, text); }
 
 const char* torch_dtype_name(torch::Dtype d) {
   return d == torch::kBFloat16 ? "bfloat16" : d == torch::kFloat16 ? "float16" : "float32";
@@ -260,8 +222,8 @@ void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dty
     fs::remove_all(stage, ec);
     throw;
   }
-  // The new files are whole and on disk before any of them replaces an earlier one.
-  for (const auto& n : names) fsync_path((stage / n).string(), false);
+  // The new files are whole and on disk (write_file_atomically syncs each) before any of them
+  // replaces an earlier one.
   // What is not moved in stays in the staging folder, and the message says so.
   auto kept_in_stage = [&](const std::string& what) {
     return std::runtime_error(what + "; the trained model's files not moved in are kept in " + stage.string());
@@ -281,7 +243,7 @@ void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dty
     fs::rename(stage / n, d / n, ec);
     if (ec) throw kept_in_stage("cannot move " + (stage / n).string() + " into " + dir + ": " + ec.message());
   }
-  fsync_path(dir, true);
+  prof::sync_path(dir, true);
   // The earlier index and shards the new files do not replace: the folder already loads the
   // new model (model.safetensors comes first; shards without their index are not read), yet a
   // file that cannot be removed is named, never left unsaid.

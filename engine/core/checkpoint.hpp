@@ -23,8 +23,6 @@ namespace ulysses {
 // removed, an earlier model.safetensors before a new index comes in. Throws naming the file
 // when a move or removal fails (and the staging folder holding what was not moved in).
 void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dtype, int64_t shard_bytes = 0);
-// fsync of a file (dir false) or a folder's entries (dir true); throws naming it on failure.
-void fsync_path(const std::string& path, bool dir);
 // Loads dir/model.safetensors, or the shards named by dir/model.safetensors.index.json,
 // into the model's parameters (any of F32/F16/BF16). Throws ConfigError on missing
 // tensors or shape mismatches, naming them. Returns the checkpoint's tensors the model has no

@@ -16,22 +16,16 @@
 #include "checkpoint.hpp"
 #include "checkpoint_layout.hpp"
 #include "torch_compat.hpp"
-#include "write_error.hpp"
+#include "ulysses/profiler/atomic_file.hpp"
 
 namespace ulysses {
 namespace fs = std::filesystem;
 
 namespace {
 
+// Whole and synced (atomic_file.hpp); the staging folder's rename makes the checkpoint appear.
 void write_file(const std::string& path, const void* data, size_t n) {
-  {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
-    out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
-    out.close();
-    if (!out) throw std::runtime_error(launch::write_failed(path, errno));  // EFBIG said as the file-size limit
-  }
-  fsync_path(path, false);
+  prof::write_file_atomically(path, std::string_view(static_cast<const char*>(data), n));
 }
 void write_text(const std::string& path, const std::string& s) { write_file(path, s.data(), s.size()); }
 
@@ -146,18 +140,17 @@ std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg,
     json files = json::object();
     for (const auto& e : fs::directory_iterator(tmp)) {
       const std::string name = e.path().filename().string();
-      fsync_path(e.path().string(), false);
       files[name] = static_cast<uint64_t>(fs::file_size(e.path()));
     }
     const json manifest = {
         {"format", ckpt::kFormat}, {"version", ckpt::kFormatVersion}, {"step", steps_done}, {"files", files}};
     write_text((tmp / ckpt::kCompleteFile).string(), manifest.dump(2) + "\n");
-    fsync_path(tmp.string(), true);
+    prof::sync_path(tmp.string(), true);
     std::error_code ec;
     fs::remove_all(fin, ec);  // an older run's checkpoint of the same step
     fs::rename(tmp, fin, ec);
     if (ec) throw std::runtime_error("cannot rename " + tmp.string() + " to " + fin.string() + ": " + ec.message());
-    fsync_path(root.string(), true);
+    prof::sync_path(root.string(), true);
     // Keep the last save_keep complete checkpoints; drop temp folders of interrupted saves.
     auto all = ckpt::complete_checkpoints(root.string());
     for (size_t i = 0; i + static_cast<size_t>(cfg.train.save_keep) < all.size(); ++i) fs::remove_all(all[i].dir, ec);

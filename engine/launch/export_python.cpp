@@ -1,7 +1,7 @@
 // Export of a run config to Hugging Face accelerate + TrainingArguments or to DeepSpeed
 // (issue 14 item 4). Sources of every key name: see export_python.hpp.
 #include "export_python.hpp"
-#include "write_error.hpp"
+#include "ulysses/profiler/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -541,31 +541,11 @@ std::string export_dir_problem(const std::string& dir, bool force) {
 }
 
 void write_export(const std::vector<ExportFile>& files, const std::string& dir) {
-  for (const auto& f : files) {
-    const fs::path final_path = fs::path(dir) / f.name;
-    const fs::path tmp = fs::path(dir) / ("." + f.name + ".tmp");
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, f.executable ? 0755 : 0644);
-    if (fd < 0) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
-    size_t done = 0;
-    while (done < f.text.size()) {
-      const ssize_t w = ::write(fd, f.text.data() + done, f.text.size() - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        const int err = errno;
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        throw std::runtime_error(err == EFBIG ? write_failed(final_path.string(), err)  // ulimit -f, said as such
-                                              : "cannot write " + final_path.string() + ": " + std::strerror(err));
-      }
-      done += static_cast<size_t>(w);
-    }
-    if (f.executable) ::fchmod(fd, 0755);  // the umask may have removed bits
-    if (::close(fd) != 0 || std::rename(tmp.c_str(), final_path.c_str()) != 0) {
-      const int err = errno;
-      ::unlink(tmp.c_str());
-      throw std::runtime_error("cannot write " + final_path.string() + ": " + std::strerror(err));
-    }
-  }
+  // Each file whole or not at all (temp file, fsync, rename); a script keeps its execute bits
+  // whatever the umask. A file-size limit or a full disk is said as such (write_error.hpp).
+  for (const auto& f : files)
+    prof::write_file_atomically((fs::path(dir) / f.name).string(), f.text,
+                                prof::AtomicWrite{true, static_cast<mode_t>(f.executable ? 0755 : 0644)});
 }
 
 }  // namespace ulysses::launch

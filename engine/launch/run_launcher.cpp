@@ -29,6 +29,7 @@
 #include "store_probe.hpp"
 #include "watchdog.hpp"
 #include "worker_process.hpp"
+#include "ulysses/profiler/run_layout.hpp"
 
 namespace ulysses::launch {
 
@@ -37,7 +38,7 @@ using Clock = std::chrono::steady_clock;
 
 bool run_dir_in_use(const std::string& run_dir) {
   std::error_code ec;
-  return fs::exists(fs::path(run_dir) / "run.json", ec);
+  return fs::exists(run_layout::run_record(run_dir), ec);
 }
 
 namespace {
@@ -72,9 +73,9 @@ std::string live_run_within(const std::string& dir) {
     const fs::path d = it->path();
     if (const auto o = launcher_setting_up(d))
       return d.string() + " is being set up or run by another ulysses-run" + claimed_by(*o);
-    if (!fs::exists(d / "run.json", ec)) continue;
+    if (!fs::exists(run_layout::run_record(d), ec)) continue;
     try {
-      const RunRecord r = read_run_record((d / "run.json").string());
+      const RunRecord r = read_run_record(run_layout::run_record(d).string());
       if (run_record_launcher_alive(r))
         return d.string() + " holds a run that is still going (ulysses-run pid " + std::to_string(r.pid) + ")";
     } catch (const std::exception&) {
@@ -114,9 +115,9 @@ RunDirInfo inspect_run_dir(const std::string& run_dir) {
     info.state = RunDirState::Empty;
     return info;
   }
-  if (fs::exists(dir / "run.json", ec)) {
+  if (fs::exists(run_layout::run_record(dir), ec)) {
     try {
-      const RunRecord r = read_run_record((dir / "run.json").string());
+      const RunRecord r = read_run_record(run_layout::run_record(dir).string());
       if (run_record_launcher_alive(r)) {
         info.state = RunDirState::LiveRun;
         info.detail = run_dir + " holds a run that is still going (ulysses-run pid " + std::to_string(r.pid) + ")";
@@ -629,7 +630,7 @@ class Session {
 LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
   const fs::path dir(opt.run_dir);
   if (run_dir_in_use(opt.run_dir))
-    throw RunDirRefused((dir / "run.json").string() + " exists: " + opt.run_dir +
+    throw RunDirRefused(run_layout::run_record(dir).string() + " exists: " + opt.run_dir +
                         " already holds a run; pick another --out or delete that directory");
   // Never write into someone's files or append to an old metrics.jsonl.
   const RunDirInfo before = inspect_run_dir(opt.run_dir);
@@ -656,7 +657,7 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
   LaunchResult res;
   res.master_port = find_free_port(opt.master_addr);
   std::error_code ec;
-  for (const fs::path& d : {dir, dir / "logs", dir / "trace"}) {
+  for (const fs::path& d : {dir, run_layout::logs_dir(dir), run_layout::trace_dir(dir)}) {
     fs::create_directories(d, ec);
     if (ec) throw LaunchError("cannot create " + d.string() + ": " + ec.message());
   }
@@ -668,7 +669,7 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
     throw LaunchError("cannot create " + rendezvous.string() + ": " + std::strerror(errno));
   if (::chmod(rendezvous.c_str(), 0700) != 0)
     throw LaunchError("cannot make " + rendezvous.string() + " private (chmod 0700): " + std::strerror(errno));
-  const std::string config_path = (abs_dir / "config.json").string();
+  const std::string config_path = run_layout::config(abs_dir).string();
   write_json_file_atomic(config_path, with_absolute_paths(opt.config).to_json());
   // Test hook: hold the set-up here, between the run folder's first files and run.json (where
   // another launcher's --force once moved the folder away), for this many ms.
@@ -678,7 +679,7 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
   std::vector<Rank> ranks(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
     ranks[r].rank = r;
-    const fs::path log = abs_dir / "logs" / ("rank" + std::to_string(r) + ".log");
+    const fs::path log = run_layout::rank_log(abs_dir, r);
     ranks[r].log.open(log, std::ios::trunc);
     if (!ranks[r].log) throw LaunchError("cannot write " + log.string() + ": " + std::strerror(errno));
   }
@@ -690,7 +691,7 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
   rec.started_at = iso8601_utc(wall0);
   rec.world_size = world;
   rec.pid = ::getpid();
-  const std::string run_json = (abs_dir / "run.json").string();
+  const std::string run_json = run_layout::run_record(abs_dir).string();
   write_run_record(run_json, rec);
 
   Session session(opt, cb, ranks, res);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "launch_error.hpp"
+#include "ulysses/profiler/atomic_file.hpp"
 #include "run_config.hpp"
 
 namespace ulysses::launch {
@@ -110,52 +111,11 @@ RunRecord RunRecord::from_json(const json& j) {
   return r;
 }
 
-namespace {
-// Writes text to a new file and fsyncs it; the reason on failure, else empty. With the
-// rename that follows, a crash leaves either the old file or the new one, never half of one.
-std::string write_synced(const std::string& path, const std::string& text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return std::strerror(errno);
-  size_t done = 0;
-  int err = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      err = n < 0 ? errno : ENOSPC;
-      break;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (err == 0 && ::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;
-  return err ? std::strerror(err) : std::string();
-}
-
-// rename(2) made durable: the directory entry is synced too (best effort).
-bool rename_synced(const std::string& from, const std::string& to) {
-  if (std::rename(from.c_str(), to.c_str()) != 0) return false;
-  const auto slash = to.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : to.substr(0, slash);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
-  return true;
-}
-}  // namespace
-
 void write_json_file_atomic(const std::string& path, const json& j) {
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  if (const std::string why = write_synced(tmp, j.dump(2) + "\n"); !why.empty()) {
-    std::remove(tmp.c_str());
-    throw LaunchError("cannot write " + path + " (through " + tmp + "): " + why);
-  }
-  if (!rename_synced(tmp, path)) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw LaunchError("cannot replace " + path + ": " + why);
+  try {
+    prof::write_file_atomically(path, j.dump(2) + "\n");  // temp file, fsync, rename, fsync folder
+  } catch (const std::runtime_error& e) {
+    throw LaunchError(e.what());
   }
 }
 
@@ -203,11 +163,13 @@ bool rewrite_in_place(const std::string& path, const std::string& text) {
 
 void write_run_record(const std::string& path, const RunRecord& r) {
   const std::string text = run_record_text(r);
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  std::string why = write_synced(tmp, text);
-  if (why.empty() && rename_synced(tmp, path)) return;
-  if (why.empty()) why = std::strerror(errno);
-  std::remove(tmp.c_str());
+  std::string why;
+  try {
+    prof::write_file_atomically(path, text);  // temp file, fsync, rename, fsync folder
+    return;
+  } catch (const std::runtime_error& e) {
+    why = e.what();
+  }
   // The disk may be full: the first write reserved kRunJsonReserve bytes; reuse them. One
   // pwrite of one page (4 KiB): a crash leaves the old record or the new one.
   if (rewrite_in_place(path, text)) return;

@@ -125,11 +125,15 @@ bool write_file(const std::string& path, const char (&magic)[8], uint32_t format
   o.s(key);
   o.u(payload.size());
   o.u(checksum(payload.data(), payload.size()));
-  try {  // temp file per writer + rename, as every output (atomic_file.hpp): never a torn cache
-    write_file_atomically(path, [&](std::ostream& f) {
-      f.write(o.b.data(), static_cast<std::streamsize>(o.b.size()));
-      f.write(payload.data(), static_cast<std::streamsize>(payload.size()));
-    });
+  try {  // temp file per writer + rename, as every output (atomic_file.hpp): never a torn cache;
+         // not fsync'ed (a cache lost in a crash is rebuilt)
+    write_file_atomically(
+        path,
+        [&](std::ostream& f) {
+          f.write(o.b.data(), static_cast<std::streamsize>(o.b.size()));
+          f.write(payload.data(), static_cast<std::streamsize>(payload.size()));
+        },
+        AtomicWrite{false, 0644});
     return true;
   } catch (const std::exception&) {  // a folder that cannot be written: no cache, as before
     return false;

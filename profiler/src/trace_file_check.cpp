@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "trace_loading.hpp"
+#include "ulysses/profiler/run_layout.hpp"
 
 namespace fs = std::filesystem;
 
@@ -20,7 +21,7 @@ namespace ulysses::prof {
 
 std::vector<std::string> find_rank_files(const std::string& run_dir) {
   std::vector<std::pair<int32_t, std::string>> found;
-  for (const fs::path& dir : {fs::path(run_dir) / "trace", fs::path(run_dir)}) {
+  for (const fs::path& dir : {run_layout::trace_dir(run_dir), fs::path(run_dir)}) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) continue;
     for (const auto& e : fs::directory_iterator(dir, ec))
@@ -135,7 +136,7 @@ bool looks_like_profiler_json(const std::string& path) {
 
 int32_t rank_in_file_name(const std::string& path) {
   const std::string name = fs::path(path).filename().string();
-  const std::string prefix = "rank", suffix = ".sqlite";
+  const std::string prefix = run_layout::kRankPrefix, suffix = run_layout::kTraceSuffix;
   if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
       name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
     return -1;

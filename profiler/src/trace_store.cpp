@@ -22,6 +22,7 @@
 
 #include "trace_loading.hpp"
 #include "ulysses/profiler/trace_writer.hpp"
+#include "ulysses/profiler/run_layout.hpp"
 
 namespace fs = std::filesystem;
 
@@ -744,7 +745,7 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
       // The *.json files that were passed over, and why: "nor PyTorch profiler traces" next to
       // an empty rank0.json left the user guessing.
       std::vector<std::pair<std::string, bool>> jsons;   // name, empty
-      if (!fs::exists(fs::path(path) / "run.json", ec))  // a run folder's config.json is no trace
+      if (!fs::exists(run_layout::run_record(path), ec))  // a run folder's config.json is no trace
         for (const auto& e : fs::directory_iterator(path, ec)) {
           const std::string name = e.path().filename().string();
           if (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0 && e.is_regular_file(ec))
@@ -768,14 +769,14 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
         nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
         return j.is_object() ? j : nlohmann::json();
       };
-      const nlohmann::json cfg = small_json("config.json"), rec = small_json("run.json");
+      const nlohmann::json cfg = small_json(run_layout::kConfig), rec = small_json(run_layout::kRunRecord);
       const nlohmann::json* prof = cfg.contains("profile") && cfg["profile"].is_object() ? &cfg["profile"] : nullptr;
       if (prof && prof->contains("enabled") && (*prof)["enabled"] == false)
         why = "profiling was off: profile.enabled = false in its config.json";
       else if (rec.contains("status") && rec["status"].is_string() && rec["status"] != "finished")
         why = "the run's status is " + rec["status"].get<std::string>() + ": it ended before a rank wrote its trace?";
       throw TraceError("'" + path + "' holds no trace files (expected " +
-                       (fs::path(path) / "trace" / "rank*.sqlite").string() + "; " + why +
+                       (run_layout::trace_dir(path) / "rank*.sqlite").string() + "; " + why +
                        "), nor Nsight Systems exports (*.sqlite) nor PyTorch profiler traces (*.json)" +
                        (passed_over.empty() ? std::string() : ": " + passed_over));
     }
@@ -823,10 +824,10 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
       throw TraceError(path + ": the trace of rank(s) " + missing +
                        (n_missing > 8 ? " and " + std::to_string(n_missing - 8) + " more" : "") +
                        " is missing (the run had " + std::to_string(world) + " ranks; expected " +
-                       (fs::path(path) / "trace" / "rank<r>.sqlite").string() + " for each)");
+                       (run_layout::trace_dir(path) / "rank<r>.sqlite").string() + " for each)");
     // The run folder's record of the run against its trace: a run.json of another world size
     // (another run's, or a trace copied in) was passed over unsaid.
-    const fs::path record = fs::path(path) / "run.json";
+    const fs::path record = run_layout::run_record(path);
     if (fs::is_regular_file(record, ec) && fs::file_size(record, ec) < (std::uintmax_t{1} << 24)) {
       std::ifstream f(record);
       const auto j = nlohmann::json::parse(f, nullptr, false);

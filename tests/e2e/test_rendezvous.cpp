@@ -400,7 +400,7 @@ TEST(FileSizeLimit, CheckpointAndTraceWritesNameTheLimitAndTheFile) {
   auto r = ulysses::test::sh("ulimit -f 80 && exec " + kRun + " " + cfg + " --worker " + kWorker + " --out " + out, "",
                              true);
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("model.safetensors.tmp failed: it reached the file-size limit of this process (ulimit -f: "),
+  EXPECT_NE(r.out.find("model.safetensors failed: it reached the file-size limit of this process (ulimit -f: "),
             std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("disk full?"), std::string::npos) << r.out;

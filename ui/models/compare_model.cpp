@@ -20,6 +20,7 @@
 #include "cost_model.hpp"
 #include "run_config.hpp"
 #include "ulysses/profiler/trace_store.hpp"
+#include "ulysses/profiler/run_layout.hpp"
 
 namespace ulysses::ui {
 
@@ -92,8 +93,8 @@ void CompareModel::setRuns(const RunSummary& a, const RunSummary& b) {
     fill_diff(r, fmt);
     rows_.push_back(r);
   };
-  const auto ma = measure(readMetricsFile(QDir(a.dir).filePath(QStringLiteral("metrics.jsonl"))));
-  const auto mb = measure(readMetricsFile(QDir(b.dir).filePath(QStringLiteral("metrics.jsonl"))));
+  const auto ma = measure(readMetricsFile(QDir(a.dir).filePath(QString::fromLatin1(run_layout::kMetrics))));
+  const auto mb = measure(readMetricsFile(QDir(b.dir).filePath(QString::fromLatin1(run_layout::kMetrics))));
   auto secs = [](double s) { return s >= 0 ? QString::fromStdString(cost::format_seconds(s)) : QString(); };
   auto num = [](bool ok, double v) { return ok ? QVariant(v) : QVariant(); };
   auto ms = [](double v) { return QStringLiteral("%1 ms").arg(v, 0, 'f', 1); };

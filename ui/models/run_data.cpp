@@ -21,6 +21,7 @@
 #include "ulysses/profiler/atomic_file.hpp"
 #include "run_config.hpp"
 #include "run_dir_reader.hpp"
+#include "ulysses/profiler/run_layout.hpp"
 
 namespace ulysses::ui {
 
@@ -102,10 +103,10 @@ bool isRunDir(const QString& dir) {
   namespace fs = std::filesystem;
   const fs::path d = native_path(dir);
   std::error_code ec;
-  for (const char* f : {"run.json", "config.json", "metrics.jsonl"})
+  for (const char* f : run_layout::kRecords)
     if (fs::exists(d / f, ec)) return true;
   // a bare trace folder (e.g. copied from a cluster): RUN/trace/rank*.sqlite
-  for (fs::directory_iterator it(d / "trace", ec), end; !ec && it != end; it.increment(ec)) {
+  for (fs::directory_iterator it(run_layout::trace_dir(d), ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().native();
     if (name.size() > 11 && name.compare(0, 4, "rank") == 0 && name.compare(name.size() - 7, 7, ".sqlite") == 0 &&
         it->is_regular_file(ec))
@@ -120,8 +121,8 @@ RunSummary loadRunSummary(const QString& dir) {
   s.dir = fi.absoluteFilePath();
   s.name = fi.fileName();
   const QDir d(s.dir);
-  const auto run = launch::read_run_json(local(d.filePath(QStringLiteral("run.json"))));
-  s.config = readJsonObject(d.filePath(QStringLiteral("config.json")));
+  const auto run = launch::read_run_json(local(d.filePath(QString::fromLatin1(run_layout::kRunRecord))));
+  s.config = readJsonObject(d.filePath(QString::fromLatin1(run_layout::kConfig)));
   s.status = QString::fromStdString(run.status);
   s.startedAt = QString::fromStdString(run.started_at);
   s.endedAt = QString::fromStdString(run.ended_at);
@@ -165,7 +166,7 @@ RunSummary loadRunSummary(const QString& dir) {
   if (live) s.hasFinalLoss = false;
   if (!s.hasFinalLoss || s.stepsDone < 0) {
     // The last METRIC alone, from the file's end (every file read whole: 10 s for 3000 runs).
-    if (const auto last = launch::read_last_metric(local(d.filePath(QStringLiteral("metrics.jsonl"))))) {
+    if (const auto last = launch::read_last_metric(local(d.filePath(QString::fromLatin1(run_layout::kMetrics))))) {
       if (!s.hasFinalLoss && !live) {
         s.hasFinalLoss = true;
         s.finalLoss = last->loss;
@@ -264,7 +265,7 @@ QString resumeFolderOf(const QString& runDir, QString* why) {
   if (s.status == QLatin1String("running")) return fail(QStringLiteral("the run is still running"));
   std::string saveTo;
   try {
-    const json cfg = load_json_file(QDir(runDir).filePath(QStringLiteral("config.json")).toStdString());
+    const json cfg = load_json_file(QDir(runDir).filePath(QString::fromLatin1(run_layout::kConfig)).toStdString());
     if (cfg.contains("train") && cfg["train"].is_object() && cfg["train"].contains("save_to") &&
         cfg["train"]["save_to"].is_string())
       saveTo = cfg["train"]["save_to"].get<std::string>();

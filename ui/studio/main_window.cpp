@@ -46,6 +46,7 @@
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_model.hpp"
 #include "ulysses/profiler/trace_store.hpp"
+#include "ulysses/profiler/run_layout.hpp"
 
 namespace ulysses::ui {
 
@@ -471,15 +472,15 @@ bool MainWindow::openPath(const QString& path, QString* error) {
     }
     monitor_->showRun(dir);
     runs_->selectDir(dir);
-    showMeasured(dir, readMetricsFile(QDir(dir).filePath(QStringLiteral("metrics.jsonl"))));
-    if (path_exists(QDir(dir).filePath(QStringLiteral("trace")))) openRunTrace(dir);
+    showMeasured(dir, readMetricsFile(QDir(dir).filePath(QString::fromLatin1(run_layout::kMetrics))));
+    if (path_exists(QDir(dir).filePath(QString::fromLatin1(run_layout::kTraceDir)))) openRunTrace(dir);
     tabs_->setCurrentWidget(monitor_);
     addRecent(dir);
     return true;
   }
   // A run's own record (RUN/run.json) opens its run: read as a run config it was refused with
   // "unknown config section 'duration_s'".
-  if (fi.fileName() == QLatin1String("run.json") && isRunDir(fi.absolutePath()))
+  if (fi.fileName() == QLatin1String(run_layout::kRunRecord) && isRunDir(fi.absolutePath()))
     return openPath(fi.absolutePath(), error);
   const QString suffix = fi.suffix().toLower();
   // Compressed traces go to the loader too, which says how to unpack them.
@@ -596,7 +597,7 @@ void MainWindow::onFinished(const RunOutcome& o) {
 // runs ("44.8x"). A CPU run's memory is the process's resident memory, said as such.
 bool MainWindow::showMeasured(const QString& runDir, const QVector<MetricPoint>& metrics) {
   auto* est = launcher_->estimateModel();
-  const auto runCfg = launch::read_json_object_file(native_path(QDir(runDir).filePath(QStringLiteral("config.json"))));
+  const auto runCfg = launch::read_json_object_file(native_path(QDir(runDir).filePath(QString::fromLatin1(run_layout::kConfig))));
   std::optional<RunConfig> a, b;
   try {
     if (runCfg) a = run_config_from_json(*runCfg);
@@ -637,7 +638,7 @@ void MainWindow::openRunTrace(const QString& runDir) {
 }
 
 void MainWindow::relaunch(const QString& runDir) {
-  const QString cfg = QDir(runDir).filePath(QStringLiteral("config.json"));
+  const QString cfg = QDir(runDir).filePath(QString::fromLatin1(run_layout::kConfig));
   QString err;
   if (!launcher_->loadConfigFile(cfg, &err)) {
     showError(QStringLiteral("Launch again"), err);
@@ -648,7 +649,7 @@ void MainWindow::relaunch(const QString& runDir) {
 
 bool MainWindow::resume(const QString& runDir, const QString& saveTo) {
   QString err;
-  if (!launcher_->loadConfigFile(QDir(runDir).filePath(QStringLiteral("config.json")), &err) ||
+  if (!launcher_->loadConfigFile(QDir(runDir).filePath(QString::fromLatin1(run_layout::kConfig)), &err) ||
       !launcher_->setFieldText(QStringLiteral("train.resume_from"), saveTo)) {
     showError(QStringLiteral("Resume"),
               err.isEmpty() ? QStringLiteral("the launcher has no train.resume_from field") : err);

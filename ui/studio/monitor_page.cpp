@@ -28,6 +28,7 @@
 #include "native_path.hpp"
 #include "rank_status_model.hpp"
 #include "run_lineage.hpp"
+#include "ulysses/profiler/run_layout.hpp"
 
 namespace ulysses::ui {
 
@@ -153,7 +154,7 @@ bool MonitorPage::replayRun(const QString& runDir, double speed, QString* error)
     if (error) *error = QStringLiteral("this run is live; replay it when it has finished");
     return false;
   }
-  const auto pts = readMetricsFile(QDir(runDir).filePath(QStringLiteral("metrics.jsonl")));
+  const auto pts = readMetricsFile(QDir(runDir).filePath(QString::fromLatin1(run_layout::kMetrics)));
   if (pts.isEmpty()) {
     if (error) *error = QStringLiteral("%1 has no recorded steps (metrics.jsonl)").arg(runDir);
     return false;
@@ -209,7 +210,7 @@ void MonitorPage::stopReplay() {
 
 QString MonitorPage::followStampNow() const {
   QString out;
-  for (const char* f : {"metrics.jsonl", "run.json"}) {
+  for (const char* f : {run_layout::kMetrics, run_layout::kRunRecord}) {
     const std::filesystem::path p = native_path(QDir(runDir_).filePath(QLatin1String(f)));
     std::error_code ec;
     const auto size = std::filesystem::file_size(p, ec);
@@ -335,7 +336,7 @@ void MonitorPage::showRun(const QString& runDir) {
   static const QRegularExpression rankFile(QStringLiteral("^rank(\\d+)\\.log$"));
   std::vector<fs::path> logFiles;
   std::error_code ec;
-  for (fs::directory_iterator it(fs::path(native_path(runDir_)) / "logs", ec), end; !ec && it != end;
+  for (fs::directory_iterator it(run_layout::logs_dir(native_path(runDir_)), ec), end; !ec && it != end;
        it.increment(ec)) {
     std::error_code e2;
     if (it->is_regular_file(e2)) logFiles.push_back(it->path());
@@ -383,7 +384,7 @@ void MonitorPage::showRun(const QString& runDir) {
         msg += QStringLiteral("\nLast lines of rank %1:\n  ").arg(s.failedRank) + tail.join(QStringLiteral("\n  "));
     }
     setBanner(msg, true);
-  } else if (s.status == QLatin1String("unknown") && path_exists(QDir(runDir_).filePath(QStringLiteral("run.json")))) {
+  } else if (s.status == QLatin1String("unknown") && path_exists(QDir(runDir_).filePath(QString::fromLatin1(run_layout::kRunRecord)))) {
     // A run.json that is damaged or says something ulysses-run never writes: no green "done".
     QString msg =
         QStringLiteral("The run's state is unknown: ") +

@@ -7,6 +7,7 @@
 #include <QTimer>
 
 #include "rank_status_model.hpp"
+#include "ulysses/profiler/run_layout.hpp"
 
 namespace ulysses::ui {
 
@@ -140,7 +141,7 @@ void RunController::onFinished(int exitCode, QProcess::ExitStatus st) {
   o.runDir = runDir_;
   o.exitCode = st == QProcess::NormalExit ? exitCode : -1;
   o.summary = loadRunSummary(runDir_);
-  const bool haveRunJson = QFileInfo::exists(QDir(runDir_).filePath(QStringLiteral("run.json")));
+  const bool haveRunJson = QFileInfo::exists(QDir(runDir_).filePath(QString::fromLatin1(run_layout::kRunRecord)));
   if (haveRunJson && o.summary.status != QLatin1String("running") && o.summary.status != QLatin1String("unknown"))
     o.status = o.summary.status;
   else if (stopRequested_)

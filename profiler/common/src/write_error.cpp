@@ -1,5 +1,5 @@
 // Failed writes named with their cause (see write_error.hpp).
-#include "write_error.hpp"
+#include "ulysses/profiler/write_error.hpp"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace ulysses::launch {
+namespace ulysses::prof {
 
 int64_t file_size_limit() {
   rlimit r{};
@@ -21,10 +21,11 @@ std::string limit_words(int64_t limit) {
 }
 }  // namespace
 
-std::string write_failed(const std::string& path, int err) {
+std::string write_failed(const std::string& path, int err, const std::string& written) {
   const int64_t limit = file_size_limit();
   struct stat st {};
-  const bool at_limit = limit >= 0 && ::stat(path.c_str(), &st) == 0 && st.st_size >= limit;
+  const std::string& file = written.empty() ? path : written;
+  const bool at_limit = limit >= 0 && ::stat(file.c_str(), &st) == 0 && st.st_size >= limit;
   if (err == EFBIG || (err == 0 && at_limit))
     return "writing " + path + " failed: it reached " +
            (limit >= 0 ? limit_words(limit) : std::string("the largest file size allowed")) +
@@ -44,4 +45,4 @@ std::string file_size_limit_hint(const std::string& message) {
   return "";
 }
 
-}  // namespace ulysses::launch
+}  // namespace ulysses::prof

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The house's "one place" rules, checked over the product's code (engine/, profiler/, ui/,
+# app/): the run folder's file names are spelled only in run_layout.hpp, and files are
+# written whole only through the one atomic writer (profiler/common/src/atomic_file.cpp).
+# Prints each offending line; exit 1 when there is one.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+bad=0
+# A run folder's records as string literals anywhere but the layout header.
+if hits=$(grep -rnE '"(run\.json|metrics\.jsonl)"' engine profiler ui app --include='*.cpp' --include='*.hpp' \
+            | grep -v '^profiler/common/include/ulysses/profiler/run_layout.hpp:'); then
+  echo "run folder file names spelled outside profiler/common/include/ulysses/profiler/run_layout.hpp:"
+  echo "$hits"
+  bad=1
+fi
+# rename(2) of a written file: only the atomic writer. Folders renamed whole (a checkpoint's
+# staging folder, a claimed run folder) are the listed exceptions.
+allowed='^(profiler/common/src/atomic_file\.cpp|engine/core/checkpoint\.cpp|engine/core/train_state\.cpp|engine/launch/run_launcher\.cpp):'
+if hits=$(grep -rnE '(std::|::|fs::)rename\(' engine profiler ui app --include='*.cpp' --include='*.hpp' \
+            | grep -vE "$allowed"); then
+  echo "files renamed into place outside the one atomic writer (use prof::write_file_atomically):"
+  echo "$hits"
+  bad=1
+fi
+if [ "$bad" -eq 0 ]; then echo "house rules hold: one run layout, one atomic writer"; fi
+exit "$bad"
