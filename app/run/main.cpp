@@ -552,8 +552,8 @@ int run_main(int argc, char** argv) {
       for (const char* pt : {"pytorch_model.bin", "pytorch_model.bin.index.json"})
         if (model_file.empty() && fs::exists(fs::path(dir) / pt, ec)) model_file = pt;
       for (const std::string& kept :
-           {std::string(ulysses::run_layout::kRunRecord), std::string(ulysses::run_layout::kMetrics), std::string(ulysses::ckpt::kCompleteFile),
-            std::string(ulysses::ckpt::kStateFile), model_file}) {
+           {std::string(ulysses::run_layout::kRunRecord), std::string(ulysses::run_layout::kMetrics),
+            std::string(ulysses::ckpt::kCompleteFile), std::string(ulysses::ckpt::kStateFile), model_file}) {
         if (!kept.empty() && fs::exists(fs::path(dir) / kept, ec)) {
           say("--export: " + dir + " holds " + kept +
               " (a run directory, a checkpoint or a model), whose files the export would replace; pick another "

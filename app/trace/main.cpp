@@ -138,9 +138,11 @@ static std::string output_clobbers_input(const std::string& run, const std::stri
                                                               : "";
   }
   if (out_is_folder) return o == ulysses::run_layout::trace_dir(r) ? "it is the run's trace folder" : "";
-  if (o.parent_path() == ulysses::run_layout::trace_dir(r)) return "it lies in the run's trace folder, beside the rank files";
+  if (o.parent_path() == ulysses::run_layout::trace_dir(r))
+    return "it lies in the run's trace folder, beside the rank files";
   const std::string ext = o.extension().string();
-  if (o.parent_path() == r && (ext == ".sqlite" || ext == ".json") && fs::exists(o, ec) && !fs::exists(ulysses::run_layout::trace_dir(r), ec))
+  if (o.parent_path() == r && (ext == ".sqlite" || ext == ".json") && fs::exists(o, ec) &&
+      !fs::exists(ulysses::run_layout::trace_dir(r), ec))
     return "it is one of the traces of the folder read";
   return "";
 }
@@ -163,7 +165,8 @@ static std::string force_refusal(const std::string& path, OwnOutput kind) {
   if (ours) return "";
   const std::string name = std::filesystem::path(path).filename().string();
   std::string what = "a file ulysses-trace did not write";
-  if (name == ulysses::run_layout::kRunRecord || name == ulysses::run_layout::kConfig || name == ulysses::run_layout::kMetrics)
+  if (name == ulysses::run_layout::kRunRecord || name == ulysses::run_layout::kConfig ||
+      name == ulysses::run_layout::kMetrics)
     what = "a run's own record (" + name + ")";
   else if (head.rfind(std::string("SQLite format 3\0", 16), 0) == 0)
     what = "an SQLite file (a trace?)";

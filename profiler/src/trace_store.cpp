@@ -744,7 +744,7 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
     if (files.empty()) {
       // The *.json files that were passed over, and why: "nor PyTorch profiler traces" next to
       // an empty rank0.json left the user guessing.
-      std::vector<std::pair<std::string, bool>> jsons;   // name, empty
+      std::vector<std::pair<std::string, bool>> jsons;    // name, empty
       if (!fs::exists(run_layout::run_record(path), ec))  // a run folder's config.json is no trace
         for (const auto& e : fs::directory_iterator(path, ec)) {
           const std::string name = e.path().filename().string();

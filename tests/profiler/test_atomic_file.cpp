@@ -94,7 +94,8 @@ TEST(AtomicFile, CacheWritesAreAtomicToo) {
   const std::string path = (d.path / "c.bin").string();
   prof::write_file_atomically(path, "one", prof::AtomicWrite{false, 0644});
   EXPECT_THROW(prof::write_file_atomically(
-                   path, [](std::ostream& o) {
+                   path,
+                   [](std::ostream& o) {
                      o << "half";
                      throw std::runtime_error("writer failed");
                    },

@@ -1,5 +1,4 @@
 // Resume lineage of a run folder (see run_lineage.hpp).
-#include "ulysses/profiler/run_layout.hpp"
 #include "run_lineage.hpp"
 
 #include <QDir>
@@ -7,6 +6,8 @@
 #include <QJsonObject>
 #include <QRegularExpression>
 #include <algorithm>
+
+#include "ulysses/profiler/run_layout.hpp"
 
 namespace ulysses::ui {
 
@@ -82,7 +83,9 @@ RunLineage runLineage(const QString& runDir) {
   int cur = -1;
   for (int i = 0; i < runs.size(); ++i)
     if (QFileInfo(runs[i].dir).absoluteFilePath() == dir) cur = i;
-  auto metrics = [](const QString& d) { return readMetricsFile(QDir(d).filePath(QString::fromLatin1(run_layout::kMetrics))); };
+  auto metrics = [](const QString& d) {
+    return readMetricsFile(QDir(d).filePath(QString::fromLatin1(run_layout::kMetrics)));
+  };
   out.points = metrics(dir);
   out.runs << dir;
   if (cur < 0) return out;

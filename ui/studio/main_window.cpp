@@ -597,7 +597,8 @@ void MainWindow::onFinished(const RunOutcome& o) {
 // runs ("44.8x"). A CPU run's memory is the process's resident memory, said as such.
 bool MainWindow::showMeasured(const QString& runDir, const QVector<MetricPoint>& metrics) {
   auto* est = launcher_->estimateModel();
-  const auto runCfg = launch::read_json_object_file(native_path(QDir(runDir).filePath(QString::fromLatin1(run_layout::kConfig))));
+  const auto runCfg =
+      launch::read_json_object_file(native_path(QDir(runDir).filePath(QString::fromLatin1(run_layout::kConfig))));
   std::optional<RunConfig> a, b;
   try {
     if (runCfg) a = run_config_from_json(*runCfg);

@@ -384,7 +384,8 @@ void MonitorPage::showRun(const QString& runDir) {
         msg += QStringLiteral("\nLast lines of rank %1:\n  ").arg(s.failedRank) + tail.join(QStringLiteral("\n  "));
     }
     setBanner(msg, true);
-  } else if (s.status == QLatin1String("unknown") && path_exists(QDir(runDir_).filePath(QString::fromLatin1(run_layout::kRunRecord)))) {
+  } else if (s.status == QLatin1String("unknown") &&
+             path_exists(QDir(runDir_).filePath(QString::fromLatin1(run_layout::kRunRecord)))) {
     // A run.json that is damaged or says something ulysses-run never writes: no green "done".
     QString msg =
         QStringLiteral("The run's state is unknown: ") +

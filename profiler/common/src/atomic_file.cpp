@@ -48,8 +48,8 @@ void write_file_atomically(const std::string& path, const std::function<void(std
   static std::atomic<uint64_t> writers{0};
   const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++writers);
   auto fail = [&](const std::string& what, int err) {
-    std::string why = err == EFBIG || err == ENOSPC || err == EDQUOT || err == 0 ? write_failed(path, err, tmp)
-                                                                                 : std::string();
+    std::string why =
+        err == EFBIG || err == ENOSPC || err == EDQUOT || err == 0 ? write_failed(path, err, tmp) : std::string();
     std::remove(tmp.c_str());
     if (why.empty()) why = "cannot write '" + path + "': " + what + (err ? std::string(": ") + std::strerror(err) : "");
     throw std::runtime_error(why);
@@ -58,8 +58,10 @@ void write_file_atomically(const std::string& path, const std::function<void(std
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, how.mode);
   if (fd < 0) {
     const int err = errno;
-    throw std::runtime_error("cannot write '" + path + "': cannot create a file beside it (does its folder exist, "
-                             "is it writable?): " + std::strerror(err));
+    throw std::runtime_error("cannot write '" + path +
+                             "': cannot create a file beside it (does its folder exist, "
+                             "is it writable?): " +
+                             std::strerror(err));
   }
   const bool mode_ok = ::fchmod(fd, how.mode) == 0;
   ::close(fd);

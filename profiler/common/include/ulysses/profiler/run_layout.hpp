@@ -21,7 +21,7 @@ inline constexpr const char* kConfig = "config.json";
 inline constexpr const char* kMetrics = "metrics.jsonl";
 inline constexpr const char* kLogsDir = "logs";
 inline constexpr const char* kTraceDir = "trace";
-inline constexpr const char* kRankPrefix = "rank";       // rank<r>.log, rank<r>.sqlite
+inline constexpr const char* kRankPrefix = "rank";      // rank<r>.log, rank<r>.sqlite
 inline constexpr const char* kTraceSuffix = ".sqlite";  // a rank's trace file
 inline constexpr const char* kLogSuffix = ".log";
 
