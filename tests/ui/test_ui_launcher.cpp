@@ -415,7 +415,10 @@ TEST_F(Studio, EngineRulesShowOnTheOffendingField) {
   EXPECT_FALSE(L->launchButton()->isEnabled());
 }
 
-// Nothing typed into any field crashes the form, and Launch is enabled exactly when valid.
+// Nothing typed into any field crashes the form; Launch is enabled exactly when the form is
+// valid; whatever the form accepts the engine's own rules accept too (RunConfig::from_json and
+// validate() on the form's JSON, an independent judge); and text that is no value at all is
+// refused in every numeric field.
 TEST_F(Studio, NoCrashOnAnyInput) {
   const QStringList nasty = {"1e999",
                              "-1e999",
@@ -438,16 +441,37 @@ TEST_F(Studio, NoCrashOnAnyInput) {
                              "-0",
                              "0.0",
                              "1e18"};
+  const QStringList never = {"{}", "4 4", "\\", "\"", "nan", "inf", "1e999"};  // no number, no path, no name
+  int numeric_fields = 0, accepted = 0;
   for (const auto& f : L->fieldNames()) {
     auto* e = qobject_cast<QLineEdit*>(L->fieldWidget(f));
     if (!e) continue;
     const QString keep = e->text();
+    bool number = false;
+    keep.toDouble(&number);
+    numeric_fields += number;
     for (const auto& v : nasty) {
       e->setText(v);
-      EXPECT_EQ(L->launchButton()->isEnabled(), L->isValid()) << f.toStdString() << "=" << v.left(20).toStdString();
+      const std::string where = f.toStdString() + "=" + v.left(20).toStdString();
+      EXPECT_EQ(L->launchButton()->isEnabled(), L->isValid()) << where;
+      if (number && never.contains(v)) {
+        EXPECT_FALSE(L->isValid()) << where << " was accepted in a numeric field";
+      }
+      if (!L->isValid()) continue;
+      ++accepted;
+      std::string refused;
+      try {
+        const auto cfg = ulysses::RunConfig::from_json(L->configJson());
+        for (const auto& issue : ulysses::validate(cfg)) refused += issue.field + ": " + issue.message + "; ";
+      } catch (const std::exception& ex) {
+        refused = ex.what();
+      }
+      EXPECT_TRUE(refused.empty()) << where << ": the form accepted what the engine refuses: " << refused;
     }
     e->setText(keep);
   }
+  EXPECT_GT(numeric_fields, 10);  // the form's numeric fields were all tried
+  EXPECT_GT(accepted, 0);         // and some inputs (" 4 ", "-0", ...) were accepted and judged
   EXPECT_TRUE(L->isValid());
 }
 
