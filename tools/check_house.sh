@@ -8,7 +8,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 bad=0
 # A run folder's records as string literals anywhere but the layout header.
-if hits=$(grep -rnE '"(run\.json|metrics\.jsonl)"' engine profiler ui app --include='*.cpp' --include='*.hpp' \
+if hits=$(grep -rnE '["/](run\.json|metrics\.jsonl)"' engine profiler ui app --include='*.cpp' --include='*.hpp' \
             | grep -v '^profiler/common/include/ulysses/profiler/run_layout.hpp:'); then
   echo "run folder file names spelled outside profiler/common/include/ulysses/profiler/run_layout.hpp:"
   echo "$hits"

@@ -396,35 +396,43 @@ void prepare_trace(const std::string& out_dir) {
 
 int g_closed_std_fds = 0;  // what ulysses::cli::reopen_closed_std_fds() found closed at start
 
-int run_main(int argc, char** argv) {
+// What the command line asked for (run_main's first part).
+struct RunArgs {
+  std::string config_path, out_dir, worker;
+  std::vector<std::string> overrides, export_args;
+  bool json_mode = false, force = false, plan_mode = false, export_mode = false;
+  bool out_given = false, max_seq_given = false;
+  double max_seq_gib = 0;
+  std::optional<ulysses::launch::ExportTarget> export_target;
+};
+
+// Parses and checks the command line; an exit code when the program should stop (--help: 0,
+// bad flags: 2), nothing when `a` is complete.
+std::optional<int> parse_run_args(int argc, char** argv, RunArgs& a) {
   namespace L = ulysses::launch;
   CLI::App app{
       "ulysses-run: launch a local multi-process Ulysses sequence-parallel training run.\n"
       "Starts parallel.sp_size x parallel.dp_size ulysses-worker processes and writes the run\n"
       "directory (config.json, run.json, logs/, trace/, metrics.jsonl).",
       "ulysses-run"};
-  std::string config_path, out_dir, worker;
-  std::vector<std::string> overrides;
-  bool json_mode = false, force = false, plan_mode = false;
-  double max_seq_gib = 0;
-  app.add_option("config", config_path, "Run config JSON (see resources/configs/)")->required();
-  app.add_option("--set", overrides, "Override a config field, e.g. --set parallel.sp_size=4 (repeatable)")
+  app.add_option("config", a.config_path, "Run config JSON (see resources/configs/)")->required();
+  app.add_option("--set", a.overrides, "Override a config field, e.g. --set parallel.sp_size=4 (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
-  app.add_flag("--json", json_mode, "Print each step's METRIC JSON object on stdout, one per line");
-  app.add_option("--out", out_dir, "Run directory (default runs/<YYYYmmdd-HHMMSS>-<config name>)");
-  app.add_option("--worker", worker, "ulysses-worker executable (default: $ULYSSES_WORKER, then next to ulysses-run)");
-  app.add_flag("--force", force,
+  app.add_flag("--json", a.json_mode, "Print each step's METRIC JSON object on stdout, one per line");
+  app.add_option("--out", a.out_dir, "Run directory (default runs/<YYYYmmdd-HHMMSS>-<config name>)");
+  app.add_option("--worker", a.worker,
+                 "ulysses-worker executable (default: $ULYSSES_WORKER, then next to ulysses-run)");
+  app.add_flag("--force", a.force,
                "Launch even when the estimated memory exceeds this machine's, and reuse a non-empty --out by moving "
                "the old directory aside to DIR.old-TIMESTAMP");
-  app.add_flag("--plan", plan_mode,
+  app.add_flag("--plan", a.plan_mode,
                "Print the memory plan per rank (meta-device dry run of one step) instead of training");
-  app.add_option("--max-seq", max_seq_gib,
+  app.add_option("--max-seq", a.max_seq_gib,
                  "With --plan: the longest seq_length whose planned peak fits in this many GiB per rank")
       ->check(ulysses::cli::kGiven);
-  std::vector<std::string> export_args;
   app.add_option(
-         "--export", export_args,
+         "--export", a.export_args,
          "Write the equivalent Hugging Face accelerate + TrainingArguments (accelerate) or DeepSpeed (deepspeed) "
          "configs, the model's config.json, README.txt and launch.sh into DIR instead of training")
       ->type_name("TARGET DIR")
@@ -439,60 +447,63 @@ int run_main(int argc, char** argv) {
         "| --plan | --export accelerate|deepspeed DIR; see --help");
     return 2;
   }
-
-  if (json_mode && (g_closed_std_fds & 2)) {  // the steps went nowhere, and it exited 0
+  a.out_given = app.count("--out") > 0;
+  a.max_seq_given = app.count("--max-seq") > 0;
+  a.export_mode = app.count("--export") > 0;
+  if (a.json_mode && (g_closed_std_fds & 2)) {  // the steps went nowhere, and it exited 0
     say("--json prints each step on stdout, which is closed (started with >&-); give it a file or a pipe");
     return 2;
   }
-  if (app.count("--out") && out_dir.empty()) {  // was: silently the default runs/<timestamp> folder
+  if (a.out_given && a.out_dir.empty()) {  // was: silently the default runs/<timestamp> folder
     say("--out needs a folder name, e.g. --out runs/mine");
     return 2;
   }
-  if (app.count("--max-seq") && !plan_mode) {
+  if (a.max_seq_given && !a.plan_mode) {
     say("--max-seq needs --plan");
     return 2;
   }
-  if (plan_mode && app.count("--out")) {  // was ignored without a word
+  if (a.plan_mode && a.out_given) {  // was ignored without a word
     say("--plan cannot be combined with --out (a plan is printed, nothing is written)");
     return 2;
   }
-  const bool export_mode = app.count("--export") > 0;
-  std::optional<L::ExportTarget> export_target;
-  if (export_mode) {
-    if (plan_mode || app.count("--out")) {
-      say(std::string("--export cannot be combined with ") + (plan_mode ? "--plan" : "--out") +
+  if (a.export_mode) {
+    if (a.plan_mode || a.out_given) {
+      say(std::string("--export cannot be combined with ") + (a.plan_mode ? "--plan" : "--out") +
           " (an export trains nothing)");
       return 2;
     }
-    export_target = L::parse_export_target(export_args.at(0));
-    if (!export_target) {
-      say("--export: unknown target '" + export_args[0] + "' (use accelerate or deepspeed)");
+    a.export_target = L::parse_export_target(a.export_args.at(0));
+    if (!a.export_target) {
+      say("--export: unknown target '" + a.export_args[0] + "' (use accelerate or deepspeed)");
       return 2;
     }
-    if (export_args.at(1).empty()) {
+    if (a.export_args.at(1).empty()) {
       say("--export: the directory name is empty");
       return 2;
     }
   }
-  // 1. Config and its files, before anything starts (a plan reads no data).
-  ulysses::RunConfig cfg;
-  std::string tokens_checked;  // the data file as its ids were checked here (taken before the check)
+  return std::nullopt;
+}
+
+// The config and its files, before anything starts (a plan or an export reads no data and is
+// not for this host's devices); exit code 2 with the reasons when it is refused.
+std::optional<int> load_checked_config(const RunArgs& a, ulysses::RunConfig& cfg, std::string& tokens_checked) {
+  const bool here = !a.plan_mode && !a.export_mode;  // a run on this host
   try {
-    cfg = ulysses::load_run_config(config_path, overrides);
-    if (!plan_mode && !export_mode)
-      tokens_checked = ulysses::tokens_file_identity(cfg.data.path, cfg.data, cfg.model.vocab_size);
-    // A plan or an export reads no data and is not for this host's devices. A large token file's
-    // id check reads it whole (about 0.4 GiB/s here): said first, not minutes of silence.
-    if (!plan_mode && !export_mode && cfg.data.kind == "tokens") {
+    cfg = ulysses::load_run_config(a.config_path, a.overrides);
+    if (here) tokens_checked = ulysses::tokens_file_identity(cfg.data.path, cfg.data, cfg.model.vocab_size);
+    // A large token file's id check reads it whole (about 0.4 GiB/s here): said first, not
+    // minutes of silence.
+    if (here && cfg.data.kind == "tokens") {
       std::error_code ec;
       const auto bytes = std::filesystem::file_size(cfg.data.path, ec);
       if (!ec && bytes >= (uintmax_t{1} << 30))
         say("checking the token ids of " + cfg.data.path + " (" + std::to_string(bytes >> 30) +
             " GiB) against model.vocab_size before anything starts; Ctrl-C stops it");
     }
-    auto issues = plan_mode || export_mode ? ulysses::validate(cfg) : ulysses::validate_with_files(cfg);
+    auto issues = here ? ulysses::validate_with_files(cfg) : ulysses::validate(cfg);
     // Device and backend, decided as each worker will: every rank runs on this host.
-    if (issues.empty() && !plan_mode && !export_mode)
+    if (issues.empty() && here)
       ulysses::decide_device(cfg, ulysses::DeviceFacts::detect(0, static_cast<int>(cfg.parallel.world_size())),
                              &issues);
     if (!issues.empty()) {
@@ -505,7 +516,7 @@ int run_main(int argc, char** argv) {
   }
   // Data with fewer windows of seq_length + 1 tokens than the run draws sequences: windows
   // repeat (a file of exactly seq_length + 1 tokens trained on one sequence every step, unsaid).
-  if (!plan_mode && !export_mode && (cfg.data.kind == "text" || cfg.data.kind == "tokens")) {
+  if (here && (cfg.data.kind == "text" || cfg.data.kind == "tokens")) {
     std::error_code ec;
     const auto bytes = std::filesystem::file_size(cfg.data.path, ec);
     const int64_t width = cfg.data.token_bytes();
@@ -520,60 +531,65 @@ int run_main(int argc, char** argv) {
             " sequences this run draws: sequences repeat (more data, or a shorter seq_length, gives more)");
     }
   }
-  if (export_mode) {  // nothing starts: the files are the answer
-    const std::string& dir = export_args[1];
-    // Hugging Face's set_seed seeds numpy, which takes 0..2^32-1 only: the Trainer would fail.
-    if (*export_target == L::ExportTarget::Accelerate && (cfg.train.seed < 0 || cfg.train.seed > 4294967295LL)) {
-      say("--export accelerate: train.seed " + std::to_string(cfg.train.seed) +
-          " is outside Hugging Face's seeds (0 to 4294967295: set_seed seeds numpy); export with another train.seed");
-      return 2;
-    }
-    if (const std::string why = L::export_dir_problem(dir, force); !why.empty()) {
-      say("--export: " + why);
-      return 2;
-    }
-    const auto files = L::build_export(cfg, *export_target, config_path);
-    // --force replaces an earlier export's files, never the config being exported, a run
-    // directory's records or a checkpoint's files (it replaced all three with the export's
-    // config.json: the checkpoint's manifest then no longer matched).
-    {
-      namespace fs = std::filesystem;
-      std::error_code ec;
-      for (const auto& f : files) {
-        if (fs::equivalent(fs::path(dir) / f.name, config_path, ec)) {
-          say("--export: " + (fs::path(dir) / f.name).string() + " is the config being exported (" + config_path +
-              "); pick another export directory");
-          return 2;
-        }
-      }
-      // A model in any of its layouts: ours (model_file_held: the single file, the index, or
-      // shards without it) and PyTorch's pickled weights.
-      std::string model_file = ulysses::ckpt::model_file_held(dir);
-      for (const char* pt : {"pytorch_model.bin", "pytorch_model.bin.index.json"})
-        if (model_file.empty() && fs::exists(fs::path(dir) / pt, ec)) model_file = pt;
-      for (const std::string& kept :
-           {std::string(ulysses::run_layout::kRunRecord), std::string(ulysses::run_layout::kMetrics),
-            std::string(ulysses::ckpt::kCompleteFile), std::string(ulysses::ckpt::kStateFile), model_file}) {
-        if (!kept.empty() && fs::exists(fs::path(dir) / kept, ec)) {
-          say("--export: " + dir + " holds " + kept +
-              " (a run directory, a checkpoint or a model), whose files the export would replace; pick another "
-              "export directory (--force replaces only an earlier export)");
-          return 2;
-        }
-      }
-    }
-    try {
-      L::write_export(files, dir);
-    } catch (const std::exception& e) {
-      say(std::string("--export: ") + e.what());
-      return 1;
-    }
-    say(std::string("wrote the ") + L::export_target_name(*export_target) + " export of " + config_path + " to " + dir +
-        " (README.txt lists the command and every difference); nothing was trained");
-    return 0;
+  return std::nullopt;
+}
+
+// --export: nothing starts, the files are the answer.
+int run_export(const RunArgs& a, const ulysses::RunConfig& cfg) {
+  namespace L = ulysses::launch;
+  namespace fs = std::filesystem;
+  const std::string& dir = a.export_args[1];
+  // Hugging Face's set_seed seeds numpy, which takes 0..2^32-1 only: the Trainer would fail.
+  if (*a.export_target == L::ExportTarget::Accelerate && (cfg.train.seed < 0 || cfg.train.seed > 4294967295LL)) {
+    say("--export accelerate: train.seed " + std::to_string(cfg.train.seed) +
+        " is outside Hugging Face's seeds (0 to 4294967295: set_seed seeds numpy); export with another train.seed");
+    return 2;
   }
-  // Thread counts the workers inherit: a value OpenMP or OpenBLAS cannot read (0, -1, abc, an
-  // empty string) only drew a libgomp warning per rank, and the run went on with 1 thread.
+  if (const std::string why = L::export_dir_problem(dir, a.force); !why.empty()) {
+    say("--export: " + why);
+    return 2;
+  }
+  const auto files = L::build_export(cfg, *a.export_target, a.config_path);
+  // --force replaces an earlier export's files, never the config being exported, a run
+  // directory's records or a checkpoint's files (it replaced all three with the export's
+  // config.json: the checkpoint's manifest then no longer matched).
+  std::error_code ec;
+  for (const auto& f : files) {
+    if (fs::equivalent(fs::path(dir) / f.name, a.config_path, ec)) {
+      say("--export: " + (fs::path(dir) / f.name).string() + " is the config being exported (" + a.config_path +
+          "); pick another export directory");
+      return 2;
+    }
+  }
+  // A model in any of its layouts: ours (model_file_held: the single file, the index, or
+  // shards without it) and PyTorch's pickled weights.
+  std::string model_file = ulysses::ckpt::model_file_held(dir);
+  for (const char* pt : {"pytorch_model.bin", "pytorch_model.bin.index.json"})
+    if (model_file.empty() && fs::exists(fs::path(dir) / pt, ec)) model_file = pt;
+  for (const std::string& kept :
+       {std::string(ulysses::run_layout::kRunRecord), std::string(ulysses::run_layout::kMetrics),
+        std::string(ulysses::ckpt::kCompleteFile), std::string(ulysses::ckpt::kStateFile), model_file}) {
+    if (!kept.empty() && fs::exists(fs::path(dir) / kept, ec)) {
+      say("--export: " + dir + " holds " + kept +
+          " (a run directory, a checkpoint or a model), whose files the export would replace; pick another "
+          "export directory (--force replaces only an earlier export)");
+      return 2;
+    }
+  }
+  try {
+    L::write_export(files, dir);
+  } catch (const std::exception& e) {
+    say(std::string("--export: ") + e.what());
+    return 1;
+  }
+  say(std::string("wrote the ") + L::export_target_name(*a.export_target) + " export of " + a.config_path + " to " +
+      dir + " (README.txt lists the command and every difference); nothing was trained");
+  return 0;
+}
+
+// Thread counts the workers inherit: a value OpenMP or OpenBLAS cannot read (0, -1, abc, an
+// empty string) only drew a libgomp warning per rank, and the run went on with 1 thread.
+std::optional<int> check_thread_env() {
   for (const char* k : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
     const char* v = std::getenv(k);
     if (!v) continue;
@@ -595,51 +611,126 @@ int run_main(int argc, char** argv) {
       return 2;
     }
   }
-  // 2. Worker binary.
-  const L::WorkerLocation where = L::locate_worker(worker, std::getenv("ULYSSES_WORKER"), L::self_executable());
-  // Memory: refuse what cannot fit before a worker builds it and the machine swaps (a plan
-  // is itself the answer to that question: --plan is never refused).
-  if (!plan_mode) {
-    if (const std::string why = memory_refusal(cfg, where.path, config_path, overrides); !why.empty()) {
-      if (!force) {
-        say(why);
-        return 2;
-      }
-      say("warning (--force): " + why);
-    }
-  }
-  if (where.path.empty()) {
-    say(where.error);
-    return where.exit_code;
-  }
+  return std::nullopt;
+}
 
-  if (plan_mode) {  // the worker answers; exec keeps its stdout, stderr and exit code
-    std::vector<std::string> args{where.path, "--plan", "--config", config_path};
-    for (const auto& o : overrides) {
-      args.push_back("--set");
-      args.push_back(o);
-    }
-    if (json_mode) args.push_back("--json");
-    if (app.count("--max-seq")) {
-      args.push_back("--max-seq");
-      char g[64];
-      std::snprintf(g, sizeof g, "%.17g", max_seq_gib);
-      args.push_back(g);
-    }
-    return run_plan(where.path, args);
+// --plan: the worker answers; exec keeps its stdout, stderr and exit code.
+int plan_through_worker(const RunArgs& a, const std::string& worker) {
+  std::vector<std::string> args{worker, "--plan", "--config", a.config_path};
+  for (const auto& o : a.overrides) {
+    args.push_back("--set");
+    args.push_back(o);
   }
+  if (a.json_mode) args.push_back("--json");
+  if (a.max_seq_given) {
+    args.push_back("--max-seq");
+    char g[64];
+    std::snprintf(g, sizeof g, "%.17g", a.max_seq_gib);
+    args.push_back(g);
+  }
+  return run_plan(worker, args);
+}
 
-  if (const std::string why = ulysses::not_yet_trained(cfg); !why.empty()) {  // --plan above answers it
+// The save folder's checks and claim (folder_claim.hpp): refused before launch when another
+// run holds it, it breaks save_to's rules, or it cannot be written.
+std::optional<int> claim_save_folder(const ulysses::RunConfig& cfg, const std::string& out_dir, bool force,
+                                     const ulysses::launch::OwnerRecord& me, ulysses::launch::FolderClaim& claim) {
+  namespace L = ulysses::launch;
+  if (cfg.train.save_to.empty()) return std::nullopt;
+  const std::string& save_to = cfg.train.save_to;
+  auto held = [&](const L::OwnerRecord& o) {
+    say("train.save_to: " + save_to + " belongs to " + o.describe() +
+        ", which is still going; pick another train.save_to (a save folder holds one run's checkpoints)");
+    return 2;
+  };
+  // A folder another run holds is said first, --force or not (taken below).
+  if (const auto o = L::live_owner(save_to)) return held(*o);
+  // The rules the studio's form shows too (ckpt::save_to_issues), then --out's own.
+  const auto issues = ulysses::ckpt::save_to_issues(cfg, force);
+  if (!issues.empty()) {
+    say(issues.front().message);
+    return 2;
+  }
+  if (const std::string why = save_to_refusal(save_to, out_dir); !why.empty()) {
     say(why);
     return 2;
   }
+  if (const std::string why = L::probe_writable_dir(save_to); !why.empty()) {
+    say("train.save_to: " + why + " (checked before launch, so the trained model is not lost at the end)");
+    return 2;
+  }
+  // Held until this process ends: the save folder belongs to one run at a time (two runs on one
+  // train.save_to both reported their saves, and the folder ended with the second's).
+  L::ClaimAttempt at = L::claim_folder(save_to, me);
+  if (at.holder) return held(*at.holder);
+  if (!at.error.empty()) {
+    say("train.save_to: " + at.error);
+    return 2;
+  }
+  claim = std::move(at.claim);
+  return std::nullopt;
+}
 
-  // 3. Run directory.
-  if (out_dir.empty())
-    out_dir = (std::filesystem::path("runs") /
-               (L::compact_local_timestamp(std::chrono::system_clock::now()) + "-" + config_name(config_path)))
-                  .string();
-  // A run directory is written fresh: never into the user's files, never appending.
+// The run folder: written fresh, never into the user's files, never appending; claimed by one
+// atomic lock (never a look at files another launcher may be writing: two launchers on one
+// --out both refused, or with --force neither ran, when one read the other's probe file as
+// foreign content); with --force an old run is moved aside. Exit code 2 when refused.
+std::optional<int> claim_run_folder(const RunArgs& a, const ulysses::RunConfig& cfg, const std::string& out_dir,
+                                    const ulysses::launch::OwnerRecord& me, ulysses::launch::FolderClaim& claim) {
+  namespace L = ulysses::launch;
+  auto claim_out = [&]() -> bool {
+    L::ClaimAttempt at = L::claim_folder(out_dir, me);
+    if (at.holder) {
+      say(out_dir + " is being set up or run by another ulysses-run" +
+          (at.holder->pid > 0 ? " (pid " + std::to_string(at.holder->pid) + ")" : std::string()) +
+          "; pick another --out (--force never touches a live run)");
+      return false;
+    }
+    if (!at.error.empty()) {
+      say("--out: " + at.error);
+      return false;
+    }
+    claim = std::move(at.claim);
+    return true;
+  };
+  if (!claim_out()) return 2;
+  // What --out holds, looked at again now that no other launcher can change it.
+  const L::RunDirInfo claimed_state = L::inspect_run_dir(out_dir);
+  const bool empty = claimed_state.state == L::RunDirState::Absent || claimed_state.state == L::RunDirState::Empty;
+  if (claimed_state.state != L::RunDirState::OldRun && claimed_state.state != L::RunDirState::Foreign) {
+    if (empty) return std::nullopt;
+    say(claimed_state.detail + "; pick another --out");
+    return 2;
+  }
+  if (!a.force) {
+    say(claimed_state.detail + "; pick another --out or delete it, or pass --force to move it aside");
+    return 2;
+  }
+  if (const std::string why = force_refusal(out_dir, cfg, a.config_path); !why.empty()) {
+    say(why);
+    return 2;
+  }
+  try {
+    // Moved with its lock, still held: a launcher that took the path's lock before the move
+    // finds it moved and takes the new path's; the fresh folder is then claimed again here.
+    say("--force: moved the old " + out_dir + " aside to " + L::move_run_dir_aside(out_dir));
+  } catch (const L::LaunchError& e) {
+    say(e.what());
+    return 2;
+  }
+  claim.release();
+  if (!claim_out()) return 2;
+  if (const L::RunDirInfo fresh = L::inspect_run_dir(out_dir);
+      fresh.state != L::RunDirState::Absent && fresh.state != L::RunDirState::Empty) {
+    say(fresh.detail + "; pick another --out");
+    return 2;
+  }
+  return std::nullopt;
+}
+
+// What --out holds before any claim: refused at once when it can never be used.
+std::optional<int> check_run_folder(const std::string& out_dir, bool force) {
+  namespace L = ulysses::launch;
   const L::RunDirInfo out_state = L::inspect_run_dir(out_dir);
   switch (out_state.state) {
     case L::RunDirState::Absent:
@@ -659,109 +750,19 @@ int run_main(int argc, char** argv) {
       }
       break;
   }
-  // train.save_to: found unwritable now, not after the last step with the model in memory.
-  if (!cfg.train.save_to.empty()) {
-    // A folder another run holds is said first, --force or not (folder_claim.hpp; taken below).
-    if (const auto o = L::live_owner(cfg.train.save_to)) {
-      say("train.save_to: " + cfg.train.save_to + " belongs to " + o->describe() +
-          ", which is still going; pick another train.save_to (a save folder holds one run's checkpoints)");
-      return 2;
-    }
-    // The rules the studio's form shows too (ckpt::save_to_issues), then --out's own.
-    const auto issues = ulysses::ckpt::save_to_issues(cfg, force);
-    if (!issues.empty()) {
-      say(issues.front().message);
-      return 2;
-    }
-    if (const std::string why = save_to_refusal(cfg.train.save_to, out_dir); !why.empty()) {
-      say(why);
-      return 2;
-    }
-    if (const std::string why = L::probe_writable_dir(cfg.train.save_to); !why.empty()) {
-      say("train.save_to: " + why + " (checked before launch, so the trained model is not lost at the end)");
-      return 2;
-    }
-  }
-  // Claims (folder_claim.hpp), held until this process ends: the save folder belongs to one run
-  // at a time (two runs on one train.save_to both reported their saves, and the folder ended
-  // with the second's), and so does the run folder; one atomic lock each, never a look at
-  // files another launcher may be writing (two launchers on one --out both refused, or with
-  // --force neither ran, when one read the other's probe file as foreign content).
-  const std::string run_id = std::filesystem::absolute(out_dir).lexically_normal().string();
-  const L::OwnerRecord me{run_id, ::getpid(), "ulysses-run"};
-  L::FolderClaim save_claim;
-  if (!cfg.train.save_to.empty()) {
-    L::ClaimAttempt a = L::claim_folder(cfg.train.save_to, me);
-    if (a.holder) {
-      say("train.save_to: " + cfg.train.save_to + " belongs to " + a.holder->describe() +
-          ", which is still going; pick another train.save_to (a save folder holds one run's checkpoints)");
-      return 2;
-    }
-    if (!a.error.empty()) {
-      say("train.save_to: " + a.error);
-      return 2;
-    }
-    save_claim = std::move(a.claim);
-  }
-  L::FolderClaim out_claim;
-  auto claim_out = [&]() -> bool {
-    L::ClaimAttempt a = L::claim_folder(out_dir, me);
-    if (a.holder) {
-      say(out_dir + " is being set up or run by another ulysses-run" +
-          (a.holder->pid > 0 ? " (pid " + std::to_string(a.holder->pid) + ")" : std::string()) +
-          "; pick another --out (--force never touches a live run)");
-      return false;
-    }
-    if (!a.error.empty()) {
-      say("--out: " + a.error);
-      return false;
-    }
-    out_claim = std::move(a.claim);
-    return true;
-  };
-  if (!claim_out()) return 2;
-  // What --out holds, looked at again now that no other launcher can change it.
-  const L::RunDirInfo claimed_state = L::inspect_run_dir(out_dir);
-  if (claimed_state.state == L::RunDirState::OldRun || claimed_state.state == L::RunDirState::Foreign) {
-    if (!force) {
-      say(claimed_state.detail + "; pick another --out or delete it, or pass --force to move it aside");
-      return 2;
-    }
-    if (const std::string why = force_refusal(out_dir, cfg, config_path); !why.empty()) {
-      say(why);
-      return 2;
-    }
-    try {
-      // Moved with its lock, still held: a launcher that took the path's lock before the move
-      // finds it moved and takes the new path's; the fresh folder is then claimed again here.
-      say("--force: moved the old " + out_dir + " aside to " + L::move_run_dir_aside(out_dir));
-    } catch (const L::LaunchError& e) {
-      say(e.what());
-      return 2;
-    }
-    out_claim.release();
-    if (!claim_out()) return 2;
-    if (const L::RunDirInfo fresh = L::inspect_run_dir(out_dir);
-        fresh.state != L::RunDirState::Absent && fresh.state != L::RunDirState::Empty) {
-      say(fresh.detail + "; pick another --out");
-      return 2;
-    }
-  } else if (claimed_state.state != L::RunDirState::Absent && claimed_state.state != L::RunDirState::Empty) {
-    say(claimed_state.detail + "; pick another --out");
-    return 2;
-  }
+  return std::nullopt;
+}
 
-  install_signal_handlers();
-  L::LaunchOptions opt;
-  opt.run_dir = out_dir;
-  opt.worker = where.path;
-  opt.config = cfg;
-  opt.tokens_checked = tokens_checked;
+// The launcher's callbacks: worker lines to stderr, METRIC lines as progress (or --json on
+// stdout), liveness from the workers' heartbeats.
+ulysses::launch::LaunchCallbacks make_callbacks(const RunArgs& a, const ulysses::RunConfig& cfg,
+                                                const std::string& out_dir, std::vector<int>& shown_phase) {
+  namespace L = ulysses::launch;
   L::LaunchCallbacks cb;
   cb.on_line = [](int rank, L::Stream, const std::string& line) {
     err_line("[rank " + std::to_string(rank) + "] " + line);
   };
-  cb.on_metric = [json_mode](const L::MetricLine& m) {
+  cb.on_metric = [json_mode = a.json_mode](const L::MetricLine& m) {
     if (json_mode) {
       std::fwrite(m.raw.data(), 1, m.raw.size(), stdout);
       std::fputc('\n', stdout);
@@ -772,10 +773,9 @@ int run_main(int argc, char** argv) {
   };
   cb.stop_requested = [] { return g_stop_signal != 0; };
   cb.on_warning = [](const std::string& m) { say("warning: " + m); };
-  // Liveness from the workers' heartbeats: one line per rank and phase (not per step), and
-  // when a rank goes quiet or comes back. The studio's rank table reads these lines
-  // ("ulysses-run: rank R: PHASE", docs/CONTRACTS.md).
-  std::vector<int> shown_phase(static_cast<size_t>(std::max<int64_t>(1, cfg.parallel.world_size())), -1);
+  // One line per rank and phase (not per step), and when a rank goes quiet or comes back. The
+  // studio's rank table reads these lines ("ulysses-run: rank R: PHASE", docs/CONTRACTS.md).
+  shown_phase.assign(static_cast<size_t>(std::max<int64_t>(1, cfg.parallel.world_size())), -1);
   cb.on_liveness = [&shown_phase](int rank, const L::Beat& b, bool responsive, double silent_s) {
     if (rank < 0 || static_cast<size_t>(rank) >= shown_phase.size()) return;
     int& shown = shown_phase[static_cast<size_t>(rank)];
@@ -794,22 +794,17 @@ int run_main(int argc, char** argv) {
         (b.phase == L::Phase::Step ? "training (step " + std::to_string(b.step) + ")"
                                    : L::describe_phase(b.phase, b.step)));
   };
-  cb.on_started = [&](const std::vector<int>& pids) {
+  cb.on_started = [&cfg, out_dir](const std::vector<int>& pids) {
     say("started " + std::to_string(pids.size()) + " worker(s) (sp_size " + std::to_string(cfg.parallel.sp_size) +
         " x dp_size " + std::to_string(cfg.parallel.dp_size) + "), run directory " + out_dir);
   };
+  return cb;
+}
 
-  L::LaunchResult res;
-  try {
-    res = L::launch_run(opt, cb);
-  } catch (const L::RunDirRefused& e) {  // found in the last moment by launch_run: still bad input
-    say(e.what());
-    return 2;
-  } catch (const L::LaunchError& e) {
-    say(e.what());
-    return 1;
-  }
-
+// The run's end said: the loss and the trace, the stop signal, or the failure with the failed
+// rank's last lines; the exit code.
+int report_run(const ulysses::launch::LaunchResult& res, const std::string& out_dir, bool json_mode) {
+  namespace L = ulysses::launch;
   const auto& rec = res.record;
   switch (rec.status) {
     case L::RunStatus::Finished:
@@ -829,7 +824,7 @@ int run_main(int argc, char** argv) {
       say(rec.message + (res.ended_short ? "" : "; the other workers were stopped"));
       if (!res.failed_tail.empty()) {
         say("last " + std::to_string(res.failed_tail.size()) + " lines of rank " + std::to_string(*rec.failed_rank) +
-            " (" + out_dir + "/logs/rank" + std::to_string(*rec.failed_rank) + ".log):");
+            " (" + ulysses::run_layout::rank_log(out_dir, *rec.failed_rank).string() + "):");
         for (const auto& l : res.failed_tail) err_line("  " + l);
       }
       break;
@@ -837,10 +832,78 @@ int run_main(int argc, char** argv) {
   // --json's lines go to stdout alone: lines that could not be written there (a full disk
   // under "> steps.jsonl", /dev/full) make a finished run exit 1, not 0 with a short file.
   if (json_mode && (std::fflush(stdout) != 0 || std::ferror(stdout))) {
-    say("--json: the METRIC lines could not all be written to stdout; every step is in " + out_dir + "/metrics.jsonl");
+    say("--json: the METRIC lines could not all be written to stdout; every step is in " +
+        ulysses::run_layout::metrics(out_dir).string());
     if (res.exit_code == 0) return 1;
   }
   return res.exit_code;
+}
+
+int run_main(int argc, char** argv) {
+  namespace L = ulysses::launch;
+  RunArgs a;
+  if (const auto code = parse_run_args(argc, argv, a)) return *code;
+  // 1. Config and its files, before anything starts.
+  ulysses::RunConfig cfg;
+  std::string tokens_checked;  // the data file as its ids were checked here (taken before the check)
+  if (const auto code = load_checked_config(a, cfg, tokens_checked)) return *code;
+  if (a.export_mode) return run_export(a, cfg);
+  if (const auto code = check_thread_env()) return *code;
+  // 2. Worker binary.
+  const L::WorkerLocation where = L::locate_worker(a.worker, std::getenv("ULYSSES_WORKER"), L::self_executable());
+  // Memory: refuse what cannot fit before a worker builds it and the machine swaps (a plan
+  // is itself the answer to that question: --plan is never refused).
+  if (!a.plan_mode) {
+    if (const std::string why = memory_refusal(cfg, where.path, a.config_path, a.overrides); !why.empty()) {
+      if (!a.force) {
+        say(why);
+        return 2;
+      }
+      say("warning (--force): " + why);
+    }
+  }
+  if (where.path.empty()) {
+    say(where.error);
+    return where.exit_code;
+  }
+  if (a.plan_mode) return plan_through_worker(a, where.path);
+  if (const std::string why = ulysses::not_yet_trained(cfg); !why.empty()) {  // --plan above answers it
+    say(why);
+    return 2;
+  }
+  // 3. Run directory and save folder, each claimed for this run until it ends.
+  const std::string out_dir =
+      a.out_dir.empty()
+          ? (std::filesystem::path("runs") /
+             (L::compact_local_timestamp(std::chrono::system_clock::now()) + "-" + config_name(a.config_path)))
+                .string()
+          : a.out_dir;
+  if (const auto code = check_run_folder(out_dir, a.force)) return *code;
+  const std::string run_id = std::filesystem::absolute(out_dir).lexically_normal().string();
+  const L::OwnerRecord me{run_id, ::getpid(), "ulysses-run"};
+  L::FolderClaim save_claim, out_claim;
+  if (const auto code = claim_save_folder(cfg, out_dir, a.force, me, save_claim)) return *code;
+  if (const auto code = claim_run_folder(a, cfg, out_dir, me, out_claim)) return *code;
+  // 4. Launch.
+  install_signal_handlers();
+  L::LaunchOptions opt;
+  opt.run_dir = out_dir;
+  opt.worker = where.path;
+  opt.config = cfg;
+  opt.tokens_checked = tokens_checked;
+  std::vector<int> shown_phase;
+  const L::LaunchCallbacks cb = make_callbacks(a, cfg, out_dir, shown_phase);
+  L::LaunchResult res;
+  try {
+    res = L::launch_run(opt, cb);
+  } catch (const L::RunDirRefused& e) {  // found in the last moment by launch_run: still bad input
+    say(e.what());
+    return 2;
+  } catch (const L::LaunchError& e) {
+    say(e.what());
+    return 1;
+  }
+  return report_run(res, out_dir, a.json_mode);
 }
 
 int main(int argc, char** argv) {
