@@ -272,7 +272,7 @@ TEST(PhaseStyle, AllToAllsAndAttentionAreDistinct) {
   EXPECT_NE(a, b);
   EXPECT_NE(phase_argb(prof::Phase::Attention, prof::Direction::Backward), c);
   EXPECT_EQ(format_duration_ns(1'250'000), "1.25 ms");
-  EXPECT_EQ(format_bytes(3 << 20), "3.0 MiB");
+  EXPECT_EQ(format_bytes(3 << 20), "3.00 MiB");
 }
 
 TEST(TraceModels, StragglerTableCarriesTheWaitingAnalysis) {
