@@ -36,34 +36,6 @@ QJsonObject readJsonObject(const QString& path) {
   const auto text = j->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object();
 }
-MetricPoint toPoint(const launch::MetricPoint& m) {
-  MetricPoint p;
-  p.step = static_cast<int>(std::clamp<int64_t>(m.step, -1, std::numeric_limits<int>::max()));
-  p.steps = static_cast<int>(std::clamp<int64_t>(m.steps, 0, std::numeric_limits<int>::max()));
-  p.loss = m.loss;
-  p.lr = m.lr;
-  p.grad_norm = m.grad_norm;
-  p.tokens_per_s = m.tokens_per_s;
-  p.step_ms = m.step_ms;
-  p.elapsed_s = m.elapsed_s;
-  p.tokens = m.tokens;
-  p.max_mem_bytes = m.max_mem_bytes;
-  return p;
-}
-launch::MetricPoint fromPoint(const MetricPoint& p) {
-  launch::MetricPoint m;
-  m.step = p.step;
-  m.steps = p.steps;
-  m.loss = p.loss;
-  m.lr = p.lr;
-  m.grad_norm = p.grad_norm;
-  m.tokens_per_s = p.tokens_per_s;
-  m.step_ms = p.step_ms;
-  m.elapsed_s = p.elapsed_s;
-  m.tokens = p.tokens;
-  m.max_mem_bytes = p.max_mem_bytes;
-  return m;
-}
 // True when `pid` is a live ulysses-run (a reused pid of another program does not count).
 bool launcherAlive(qint64 pid) {
   if (pid <= 0 || pid > std::numeric_limits<int>::max()) return false;
@@ -77,14 +49,13 @@ bool launcherAlive(qint64 pid) {
 bool parseMetricLine(const QByteArray& raw, MetricPoint* point) {
   const auto m = launch::parse_metric_text(raw.toStdString());
   if (!m) return false;
-  *point = toPoint(*m);
+  *point = *m;
   return true;
 }
 
 QVector<MetricPoint> readMetricsFile(const QString& path) {
-  QVector<MetricPoint> out;
-  for (const auto& m : launch::read_metrics_file(local(path))) out.push_back(toPoint(m));
-  return out;
+  const auto pts = launch::read_metrics_file(local(path));
+  return QVector<MetricPoint>(pts.begin(), pts.end());
 }
 
 bool parseRankLine(const QString& line, int* rank, QString* text) {
@@ -220,10 +191,7 @@ QVector<RunSummary> scanRunsDir(const QString& runsDir) {
 }
 
 MeasuredStats measure(const QVector<MetricPoint>& points) {
-  std::vector<launch::MetricPoint> pts;
-  pts.reserve(static_cast<size_t>(points.size()));
-  for (const auto& p : points) pts.push_back(fromPoint(p));
-  const launch::MetricStats st = launch::metric_stats(pts);
+  const launch::MetricStats st = launch::metric_stats(std::vector<MetricPoint>(points.begin(), points.end()));
   MeasuredStats m;
   m.steps = static_cast<int>(st.steps);
   m.medianStepMs = st.median_step_ms;

@@ -22,13 +22,9 @@ inline constexpr qint64 kMaxRunJsonBytes = launch::kMaxRunJsonBytes;
 inline constexpr qint64 kMaxMetricsBytes = launch::kMaxMetricsBytes;
 inline constexpr int kMaxMetricPoints = static_cast<int>(launch::kMaxMetricPoints);
 
-// One METRIC object (rank 0, one per finished step).
-struct MetricPoint {
-  int step = -1;
-  int steps = 0;
-  double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, step_ms = 0, elapsed_s = 0;
-  qint64 tokens = 0, max_mem_bytes = 0;
-};
+// One METRIC object (rank 0, one per finished step): the launcher's own type, read by the
+// launcher's reader (run_dir_reader.hpp); the studio keeps no copy of it.
+using MetricPoint = launch::MetricPoint;
 
 // Parses `{json}` or `METRIC {json}`; false (and *point untouched) for anything else.
 bool parseMetricLine(const QByteArray& line, MetricPoint* point);

@@ -13,15 +13,19 @@ class QMenu;
 class QAction;
 class QLabel;
 
+namespace ulysses::launch {
+struct MetricPoint;
+}  // namespace ulysses::launch
+
 namespace ulysses::ui {
 
+using MetricPoint = launch::MetricPoint;
 class LauncherPage;
 class MonitorPage;
 class RunsPage;
 class RunController;
 class TraceView;
 struct RunOutcome;
-struct MetricPoint;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT

@@ -18,6 +18,7 @@
 #include <QTimer>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -324,7 +325,8 @@ void MonitorPage::showRun(const QString& runDir) {
   // (run_lineage.hpp), marked where it resumed.
   const RunLineage lineage = runLineage(runDir_);
   const auto& pts = lineage.points;
-  progress_->setMaximum(std::max(1, s.steps > 0 ? s.steps : (pts.isEmpty() ? 1 : pts.back().steps)));
+  progress_->setMaximum(static_cast<int>(
+      std::clamp<int64_t>(s.steps > 0 ? s.steps : (pts.isEmpty() ? 1 : pts.back().steps), 1, INT_MAX)));
   progress_->setValue(0);
   addPoints(pts);
   QList<double> resumes;
