@@ -176,95 +176,108 @@ json ulysses_sp_registration_json(const RunConfig& cfg) {
           {"seq_length_is_variable", true}};
 }
 
-std::vector<ExportMapping> export_mappings(const RunConfig& cfg, ExportTarget target) {
-  const bool acc = target == ExportTarget::Accelerate;
-  const json j = cfg.to_json();
-  const TrainConfig& t = cfg.train;
-  const ParallelConfig& p = cfg.parallel;
+namespace {
+
+// The export's rows, in order; each row shows our value from the config's JSON.
+struct MappingRows {
+  json j;
   std::vector<ExportMapping> out;
-  auto add = [&](const std::string& key, const std::string& theirs, bool diff, const std::string& note) {
+  void add(const std::string& key, const std::string& theirs, bool diff, const std::string& note) {
     std::string value;
     const auto dot = key.find('.');
     if (dot != std::string::npos && j.contains(key.substr(0, dot)) &&
         j[key.substr(0, dot)].contains(key.substr(dot + 1)))
       value = j[key.substr(0, dot)][key.substr(dot + 1)].dump();
     out.push_back({key, value, theirs, diff, note});
-  };
-  const std::string TA = "training_args.json: ", DS = "ds_config.json: ", PC = "parallelism_config.json: ",
-                    REG = "ulysses_sp.json: ";
+  }
+};
 
-  add("model.*", "config.json (Hugging Face layout, " + std::string(torch_dtype_of(cfg)) + ")", false,
-      "AutoConfig / AutoModelForCausalLM.from_config read it; every model key is there");
-
+// The parallel section: sp, dp, backend, head chunks, ring, timeout.
+void map_parallel(const RunConfig& cfg, bool acc, MappingRows& r) {
+  const TrainConfig& t = cfg.train;
+  const ParallelConfig& p = cfg.parallel;
+  const std::string TA = "training_args.json: ";
+  const std::string DS = "ds_config.json: ";
+  const std::string PC = "parallelism_config.json: ";
+  const std::string REG = "ulysses_sp.json: ";
   // ---- parallel
-  add("parallel.sp_size",
-      acc ? PC + "sp_size (sp_backend \"deepspeed\")"
-          : DS + "sequence_parallel_size, " + REG + "sequence_parallel_size",
-      false, "");
-  add("parallel.dp_size",
-      acc ? PC + "dp_replicate_size" : "deepspeed's data-parallel size = --num_gpus / sequence_parallel_size", false,
-      (p.ring_size > 1 ? "processes = sp_size x ring_size x dp_size = " : "processes = sp_size x dp_size = ") +
-          n(p.world_size()) + " (launch.sh)");
-  add("parallel.backend", "NCCL (DeepSpeed's default)", p.backend == "gloo" || t.device == "cpu",
-      p.backend == "gloo" || t.device == "cpu"
-          ? "Gloo / CPU ranks have no equivalent: accelerate's and DeepSpeed's Ulysses run on CUDA GPUs with NCCL"
-          : "");
-  add("parallel.head_chunks", "", p.head_chunks > 1,
-      p.head_chunks > 1
-          ? "no equivalent: DeepSpeed's all-to-all moves all local heads at once (same maths; no head-chunk overlap)"
-          : "1 = no chunking, as DeepSpeed");
-  add("parallel.fused_qkv", "", p.fused_qkv,
-      p.fused_qkv ? "no setting: DeepSpeed's Ulysses attention chooses its own all-to-all layout (same maths)" : "");
-  add("parallel.ring_size", "", p.ring_size > 1,
-      p.ring_size > 1 ? "no equivalent in DeepSpeed-Ulysses or accelerate's sp_size: Ulysses x ring attention (ring " +
-                            n(p.ring_size) +
-                            ") has no counterpart there (accelerate's context parallelism is ring-only, on its "
-                            "FSDP/TransformerEngine path): the exported launch keeps every process, so its ring "
-                            "ranks become data-parallel replicas"
-                      : "1 = Ulysses only, as DeepSpeed");
-  add("parallel.ring_zigzag", "", p.ring_size > 1,
-      p.ring_size > 1 ? "no setting: the zigzag layout belongs to our ring attention" : "unused without a ring");
-  add("parallel.timeout_s", acc ? TA + "ddp_timeout (whole seconds)" : "", !acc,
-      acc ? "HF passes it to init_process_group, which applies it to every collective as ours"
-          : "no ds_config key: pass timeout=datetime.timedelta(seconds=" +
-                n(static_cast<int64_t>(std::ceil(p.timeout_s))) + ") to deepspeed.init_distributed in your script");
+  r.add("parallel.sp_size",
+        acc ? PC + "sp_size (sp_backend \"deepspeed\")"
+            : DS + "sequence_parallel_size, " + REG + "sequence_parallel_size",
+        false, "");
+  r.add("parallel.dp_size",
+        acc ? PC + "dp_replicate_size" : "deepspeed's data-parallel size = --num_gpus / sequence_parallel_size", false,
+        (p.ring_size > 1 ? "processes = sp_size x ring_size x dp_size = " : "processes = sp_size x dp_size = ") +
+            n(p.world_size()) + " (launch.sh)");
+  r.add("parallel.backend", "NCCL (DeepSpeed's default)", p.backend == "gloo" || t.device == "cpu",
+        p.backend == "gloo" || t.device == "cpu"
+            ? "Gloo / CPU ranks have no equivalent: accelerate's and DeepSpeed's Ulysses run on CUDA GPUs with NCCL"
+            : "");
+  r.add("parallel.head_chunks", "", p.head_chunks > 1,
+        p.head_chunks > 1
+            ? "no equivalent: DeepSpeed's all-to-all moves all local heads at once (same maths; no head-chunk overlap)"
+            : "1 = no chunking, as DeepSpeed");
+  r.add("parallel.fused_qkv", "", p.fused_qkv,
+        p.fused_qkv ? "no setting: DeepSpeed's Ulysses attention chooses its own all-to-all layout (same maths)" : "");
+  r.add("parallel.ring_size", "", p.ring_size > 1,
+        p.ring_size > 1
+            ? "no equivalent in DeepSpeed-Ulysses or accelerate's sp_size: Ulysses x ring attention (ring " +
+                  n(p.ring_size) +
+                  ") has no counterpart there (accelerate's context parallelism is ring-only, on its "
+                  "FSDP/TransformerEngine path): the exported launch keeps every process, so its ring "
+                  "ranks become data-parallel replicas"
+            : "1 = Ulysses only, as DeepSpeed");
+  r.add("parallel.ring_zigzag", "", p.ring_size > 1,
+        p.ring_size > 1 ? "no setting: the zigzag layout belongs to our ring attention" : "unused without a ring");
+  r.add("parallel.timeout_s", acc ? TA + "ddp_timeout (whole seconds)" : "", !acc,
+        acc ? "HF passes it to init_process_group, which applies it to every collective as ours"
+            : "no ds_config key: pass timeout=datetime.timedelta(seconds=" +
+                  n(static_cast<int64_t>(std::ceil(p.timeout_s))) + ") to deepspeed.init_distributed in your script");
+}
 
+// The train section's sequence, batch, steps and optimizer with its schedule.
+void map_train_schedule(const RunConfig& cfg, bool acc, MappingRows& r) {
+  const TrainConfig& t = cfg.train;
+  const std::string TA = "training_args.json: ";
+  const std::string DS = "ds_config.json: ";
+  const std::string PC = "parallelism_config.json: ";
+  const std::string REG = "ulysses_sp.json: ";
   // ---- train
-  add("train.seq_length", acc ? PC + "sp_handler.sp_seq_length" : REG + "seq_length", true,
-      "no " + std::string(acc ? "training argument" : "ds_config key") +
-          " holds it: your data must give sequences of exactly " + n(t.seq_length) +
-          " tokens (a multiple of sp_size), as ours");
-  add("train.micro_batch_size",
-      acc ? TA + "per_device_train_batch_size" : DS + "train_micro_batch_size_per_gpu, " + REG + "micro_batch_size",
-      false, "sequences per SP group per micro-step (each rank holds seq_length/sp_size tokens of each)");
-  add("train.steps",
-      acc ? TA + "max_steps" : DS + "scheduler.params.total_num_steps (your loop runs that many optimizer steps)",
-      false, "optimizer steps; there are no epochs");
-  add("train.lr", acc ? TA + "learning_rate" : DS + "optimizer.params.lr", false, "");
-  add("train.warmup_steps", acc ? TA + "warmup_steps" : DS + "scheduler.params.warmup_num_steps", !acc,
-      acc ? ""
-          : "DeepSpeed warms up over at least 2 steps (warmup_num_steps = max(2, W)); see the schedule note below");
-  add("train.min_lr", acc ? TA + "lr_scheduler_kwargs.min_lr" : DS + "scheduler.params.cos_min_ratio = min_lr / lr",
-      false,
-      t.lr_scheduler_type == "cosine_with_min_lr"
-          ? ""
-          : "only used by cosine_with_min_lr (not the scheduler here, on both sides)");
-  add("train.weight_decay", acc ? TA + "weight_decay" : DS + "optimizer.params.weight_decay", !acc,
-      acc ? "HF excludes biases and norm weights, as ours (decay on matrices only)"
-          : "DeepSpeed applies it to every parameter you pass: pass two groups, matrices and the rest with "
-            "weight_decay 0 (README snippet)");
-  add("train.grad_clip", acc ? TA + "max_grad_norm" : DS + "gradient_clipping", false,
-      "0 disables clipping on both sides");
-  add("train.gradient_accumulation_steps",
-      acc ? TA + "gradient_accumulation_steps" : DS + "gradient_accumulation_steps",
-      !acc && t.gradient_accumulation_steps > 1,
-      acc ? "HF averages over all micro-steps' tokens (average_tokens_across_devices=true), as ours"
-      : t.gradient_accumulation_steps == 1 ? ""
-                                           : "DeepSpeed scales each micro-step's loss by 1/accumulation; the "
-                                             "token-weighted loss over micro-steps is your loop's");
-  add("train.adam_beta1", acc ? TA + "adam_beta1" : DS + "optimizer.params.betas[0]", false, "");
-  add("train.adam_beta2", acc ? TA + "adam_beta2" : DS + "optimizer.params.betas[1]", false, "");
-  add("train.adam_epsilon", acc ? TA + "adam_epsilon" : DS + "optimizer.params.eps", false, "");
+  r.add("train.seq_length", acc ? PC + "sp_handler.sp_seq_length" : REG + "seq_length", true,
+        "no " + std::string(acc ? "training argument" : "ds_config key") +
+            " holds it: your data must give sequences of exactly " + n(t.seq_length) +
+            " tokens (a multiple of sp_size), as ours");
+  r.add("train.micro_batch_size",
+        acc ? TA + "per_device_train_batch_size" : DS + "train_micro_batch_size_per_gpu, " + REG + "micro_batch_size",
+        false, "sequences per SP group per micro-step (each rank holds seq_length/sp_size tokens of each)");
+  r.add("train.steps",
+        acc ? TA + "max_steps" : DS + "scheduler.params.total_num_steps (your loop runs that many optimizer steps)",
+        false, "optimizer steps; there are no epochs");
+  r.add("train.lr", acc ? TA + "learning_rate" : DS + "optimizer.params.lr", false, "");
+  r.add("train.warmup_steps", acc ? TA + "warmup_steps" : DS + "scheduler.params.warmup_num_steps", !acc,
+        acc ? ""
+            : "DeepSpeed warms up over at least 2 steps (warmup_num_steps = max(2, W)); see the schedule note below");
+  r.add("train.min_lr", acc ? TA + "lr_scheduler_kwargs.min_lr" : DS + "scheduler.params.cos_min_ratio = min_lr / lr",
+        false,
+        t.lr_scheduler_type == "cosine_with_min_lr"
+            ? ""
+            : "only used by cosine_with_min_lr (not the scheduler here, on both sides)");
+  r.add("train.weight_decay", acc ? TA + "weight_decay" : DS + "optimizer.params.weight_decay", !acc,
+        acc ? "HF excludes biases and norm weights, as ours (decay on matrices only)"
+            : "DeepSpeed applies it to every parameter you pass: pass two groups, matrices and the rest with "
+              "weight_decay 0 (README snippet)");
+  r.add("train.grad_clip", acc ? TA + "max_grad_norm" : DS + "gradient_clipping", false,
+        "0 disables clipping on both sides");
+  r.add("train.gradient_accumulation_steps",
+        acc ? TA + "gradient_accumulation_steps" : DS + "gradient_accumulation_steps",
+        !acc && t.gradient_accumulation_steps > 1,
+        acc ? "HF averages over all micro-steps' tokens (average_tokens_across_devices=true), as ours"
+        : t.gradient_accumulation_steps == 1 ? ""
+                                             : "DeepSpeed scales each micro-step's loss by 1/accumulation; the "
+                                               "token-weighted loss over micro-steps is your loop's");
+  r.add("train.adam_beta1", acc ? TA + "adam_beta1" : DS + "optimizer.params.betas[0]", false, "");
+  r.add("train.adam_beta2", acc ? TA + "adam_beta2" : DS + "optimizer.params.betas[1]", false, "");
+  r.add("train.adam_epsilon", acc ? TA + "adam_epsilon" : DS + "optimizer.params.eps", false, "");
   {
     const bool ours_default = t.lr_scheduler_type == "cosine_with_min_lr";
     std::string note =
@@ -288,80 +301,100 @@ std::vector<ExportMapping> export_mappings(const RunConfig& cfg, ExportTarget ta
                             "about 14% above ours): set train.warmup_steps to 2 or more for the same schedule")
                : "; the decay is one step later as well");
     }
-    add("train.lr_scheduler_type", acc ? TA + "lr_scheduler_type" : DS + "scheduler.type", ours_default || !acc, note);
+    r.add("train.lr_scheduler_type", acc ? TA + "lr_scheduler_type" : DS + "scheduler.type", ours_default || !acc,
+          note);
   }
-  add("train.seed", acc ? TA + "seed" : "", true,
-      "same seed, different numbers: our initialisation (normal(0, 0.02), biases 0, norms 1, as HF's _init_weights) "
-      "and data "
-      "order use our own generator; start both sides from one checkpoint (train.init_from) to compare losses step by "
-      "step" +
-          std::string(acc ? "" : "; call deepspeed.runtime.utils.set_random_seed(seed) in your script"));
-  add("train.dtype", acc ? TA + "bf16" : DS + "bf16.enabled", t.dtype == "bfloat16",
-      t.dtype == "bfloat16"
-          ? "both keep fp32 master weights and compute in bfloat16, but round in different places (HF autocast / "
-            "DeepSpeed bf16 weights vs our bf16 compute copies): losses agree to bf16 precision, not bit for bit"
-          : "fp32 on both sides");
-  add("train.init_from", t.init_from.empty() ? "" : "README: AutoModelForCausalLM.from_pretrained(init_from)", false,
-      t.init_from.empty() ? "random initialisation (see train.seed)"
-                          : "the same Hugging Face checkpoint loads on both sides");
-  add("train.save_to", acc ? TA + "output_dir" : "", !acc && !t.save_to.empty(),
-      acc ? "trainer.save_model() writes the final model there, as ours"
-          : (t.save_to.empty()
-                 ? ""
-                 : "no ds_config key: save with model.save_16bit_model(save_to) or save_pretrained in your script"));
-  add("train.save_every", acc ? TA + "save_strategy / save_steps" : "", t.save_every > 0,
-      t.save_every > 0
-          ? (acc ? "Trainer checkpoints (checkpoint-N/) are not our step-N/ training state: resume each run with its "
-                   "own tool"
-                 : "no ds_config key: call model.save_checkpoint(dir) every save_every steps; its format is not ours")
-          : "off");
-  add("train.save_keep", acc && t.save_every > 0 ? TA + "save_total_limit" : "", t.save_every > 0 && !acc,
-      t.save_every > 0 && !acc ? "no ds_config key" : "");
-  add("train.resume_from", "", !t.resume_from.empty(),
-      t.resume_from.empty() ? ""
-                            : "no equivalent: our training-state checkpoints are not read by the Trainer or DeepSpeed");
-  add("train.save_shard_bytes", "", t.save_shard_bytes > 0,
-      t.save_shard_bytes > 0
-          ? "no training argument: pass max_shard_size=" + n(t.save_shard_bytes) + " to save_pretrained yourself"
-          : "");
-  add("train.device", "CUDA", t.device == "cpu",
-      t.device == "cpu" ? "CPU runs have no equivalent (Ulysses in accelerate/DeepSpeed needs CUDA GPUs)" : "");
-  add("train.threads_per_rank", "", t.threads_per_rank > 0,
-      t.threads_per_rank > 0 ? "CPU threads: no equivalent (set OMP_NUM_THREADS)" : "");
-  add("train.activation_checkpointing", acc ? TA + "gradient_checkpointing" : "",
-      !acc && t.activation_checkpointing == "layer",
-      t.activation_checkpointing == "layer"
-          ? (acc ? "per decoder layer, as ours"
-                 : "no ds_config key for HF models: call model.gradient_checkpointing_enable() in your script")
-          : "off");
-  add("train.offload_activations", "", t.offload_activations,
-      t.offload_activations
-          ? "no equivalent in Transformers/accelerate (ALST's activation-checkpoint offload to CPU is a DeepSpeed "
-            "monkey patch, see the ALST tutorial)"
-          : "");
-  add("train.loss_chunk_tokens", "", t.loss_chunk_tokens > 0,
+}
+
+// The train section's seed, precision, checkpoints and device.
+void map_train_run(const RunConfig& cfg, bool acc, MappingRows& r) {
+  const TrainConfig& t = cfg.train;
+  const std::string TA = "training_args.json: ";
+  const std::string DS = "ds_config.json: ";
+  r.add("train.seed", acc ? TA + "seed" : "", true,
+        "same seed, different numbers: our initialisation (normal(0, 0.02), biases 0, norms 1, as HF's _init_weights) "
+        "and data "
+        "order use our own generator; start both sides from one checkpoint (train.init_from) to compare losses step by "
+        "step" +
+            std::string(acc ? "" : "; call deepspeed.runtime.utils.set_random_seed(seed) in your script"));
+  r.add("train.dtype", acc ? TA + "bf16" : DS + "bf16.enabled", t.dtype == "bfloat16",
+        t.dtype == "bfloat16"
+            ? "both keep fp32 master weights and compute in bfloat16, but round in different places (HF autocast / "
+              "DeepSpeed bf16 weights vs our bf16 compute copies): losses agree to bf16 precision, not bit for bit"
+            : "fp32 on both sides");
+  r.add("train.init_from", t.init_from.empty() ? "" : "README: AutoModelForCausalLM.from_pretrained(init_from)", false,
+        t.init_from.empty() ? "random initialisation (see train.seed)"
+                            : "the same Hugging Face checkpoint loads on both sides");
+  r.add("train.save_to", acc ? TA + "output_dir" : "", !acc && !t.save_to.empty(),
+        acc ? "trainer.save_model() writes the final model there, as ours"
+            : (t.save_to.empty()
+                   ? ""
+                   : "no ds_config key: save with model.save_16bit_model(save_to) or save_pretrained in your script"));
+  r.add("train.save_every", acc ? TA + "save_strategy / save_steps" : "", t.save_every > 0,
+        t.save_every > 0
+            ? (acc ? "Trainer checkpoints (checkpoint-N/) are not our step-N/ training state: resume each run with its "
+                     "own tool"
+                   : "no ds_config key: call model.save_checkpoint(dir) every save_every steps; its format is not ours")
+            : "off");
+  r.add("train.save_keep", acc && t.save_every > 0 ? TA + "save_total_limit" : "", t.save_every > 0 && !acc,
+        t.save_every > 0 && !acc ? "no ds_config key" : "");
+  r.add("train.resume_from", "", !t.resume_from.empty(),
+        t.resume_from.empty()
+            ? ""
+            : "no equivalent: our training-state checkpoints are not read by the Trainer or DeepSpeed");
+  r.add("train.save_shard_bytes", "", t.save_shard_bytes > 0,
+        t.save_shard_bytes > 0
+            ? "no training argument: pass max_shard_size=" + n(t.save_shard_bytes) + " to save_pretrained yourself"
+            : "");
+  r.add("train.device", "CUDA", t.device == "cpu",
+        t.device == "cpu" ? "CPU runs have no equivalent (Ulysses in accelerate/DeepSpeed needs CUDA GPUs)" : "");
+  r.add("train.threads_per_rank", "", t.threads_per_rank > 0,
+        t.threads_per_rank > 0 ? "CPU threads: no equivalent (set OMP_NUM_THREADS)" : "");
+}
+
+// The long-sequence memory techniques, attention kernel and ZeRO.
+void map_techniques(const RunConfig& cfg, bool acc, MappingRows& r) {
+  const TrainConfig& t = cfg.train;
+  const std::string TA = "training_args.json: ";
+  const std::string DS = "ds_config.json: ";
+  r.add("train.activation_checkpointing", acc ? TA + "gradient_checkpointing" : "",
+        !acc && t.activation_checkpointing == "layer",
+        t.activation_checkpointing == "layer"
+            ? (acc ? "per decoder layer, as ours"
+                   : "no ds_config key for HF models: call model.gradient_checkpointing_enable() in your script")
+            : "off");
+  r.add("train.offload_activations", "", t.offload_activations,
+        t.offload_activations
+            ? "no equivalent in Transformers/accelerate (ALST's activation-checkpoint offload to CPU is a DeepSpeed "
+              "monkey patch, see the ALST tutorial)"
+            : "");
+  r.add(
+      "train.loss_chunk_tokens", "", t.loss_chunk_tokens > 0,
       t.loss_chunk_tokens > 0
           ? "tiled loss: no setting; Liger-Kernel's fused linear cross-entropy (TrainingArguments use_liger_kernel) or "
             "DeepSpeed's sequence_tiled_compute do the same with other tiles (same maths)"
           : "");
-  add("train.mlp_chunk_tokens", "", t.mlp_chunk_tokens > 0,
-      t.mlp_chunk_tokens > 0
-          ? "TiledMLP: no setting in Transformers/accelerate; DeepSpeed's TiledMLP is a monkey patch (ALST tutorial)"
-          : "");
-  add("train.attention", "sp_attn_implementation \"sdpa\"", t.attention == "blocked",
-      t.attention == "blocked" ? "our block-causal online-softmax kernel has no equivalent; sdpa computes the same "
-                                 "attention (other rounding)"
-                               : "auto/sdpa: SDPA on both sides");
-  add("train.attention_block", "", t.attention == "blocked",
-      t.attention == "blocked" ? "block size of our kernel only" : "");
-  add("train.zero_stage", DS + "zero_optimization.stage", t.zero_stage == 0,
-      t.zero_stage == 0 ? "0 (replicated) is exported as stage 2: the same update, state sharded on their side"
-                        : "the same stage (DeepSpeed's names)");
-  add("train.offload_optimizer", DS + "zero_optimization.offload_optimizer", false,
-      t.offload_optimizer ? "device cpu, pin_memory true" : "off");
-  add("train.offload_params", DS + "zero_optimization.offload_param", false,
-      t.offload_params ? "device cpu, pin_memory true" : "off");
+  r.add("train.mlp_chunk_tokens", "", t.mlp_chunk_tokens > 0,
+        t.mlp_chunk_tokens > 0
+            ? "TiledMLP: no setting in Transformers/accelerate; DeepSpeed's TiledMLP is a monkey patch (ALST tutorial)"
+            : "");
+  r.add("train.attention", "sp_attn_implementation \"sdpa\"", t.attention == "blocked",
+        t.attention == "blocked" ? "our block-causal online-softmax kernel has no equivalent; sdpa computes the same "
+                                   "attention (other rounding)"
+                                 : "auto/sdpa: SDPA on both sides");
+  r.add("train.attention_block", "", t.attention == "blocked",
+        t.attention == "blocked" ? "block size of our kernel only" : "");
+  r.add("train.zero_stage", DS + "zero_optimization.stage", t.zero_stage == 0,
+        t.zero_stage == 0 ? "0 (replicated) is exported as stage 2: the same update, state sharded on their side"
+                          : "the same stage (DeepSpeed's names)");
+  r.add("train.offload_optimizer", DS + "zero_optimization.offload_optimizer", false,
+        t.offload_optimizer ? "device cpu, pin_memory true" : "off");
+  r.add("train.offload_params", DS + "zero_optimization.offload_param", false,
+        t.offload_params ? "device cpu, pin_memory true" : "off");
+}
 
+// Data, profile and fault injection.
+void map_data_profile_faults(const RunConfig& cfg, MappingRows& r) {
   // ---- data, profile, faults
   std::string data_note;
   if (cfg.data.kind == "synthetic")
@@ -375,18 +408,33 @@ std::vector<ExportMapping> export_mappings(const RunConfig& cfg, ExportTarget ta
       "A sample is seq_length + 1 consecutive tokens: input_ids the first seq_length, labels pre-shifted "
       "(shift_labels) the next "
       "seq_length; our windows are picked by (seed, step, sequence index), not by a shuffled DataLoader";
-  add("data.kind", "", true, data_note);
-  add("data.path", "", !cfg.data.path.empty(), cfg.data.path.empty() ? "" : "your dataset code reads it");
-  add("data.token_dtype", "", cfg.data.kind == "tokens", cfg.data.kind == "tokens" ? "see data.kind" : "");
+  r.add("data.kind", "", true, data_note);
+  r.add("data.path", "", !cfg.data.path.empty(), cfg.data.path.empty() ? "" : "your dataset code reads it");
+  r.add("data.token_dtype", "", cfg.data.kind == "tokens", cfg.data.kind == "tokens" ? "see data.kind" : "");
   for (const char* k : {"profile.enabled", "profile.memory", "profile.step_begin", "profile.step_end"})
-    add(k, "", cfg.profile.enabled && std::string(k) == "profile.enabled",
-        cfg.profile.enabled && std::string(k) == "profile.enabled"
-            ? "our trace store: use the PyTorch profiler or nsys there"
-            : "");
-  add("faults.slow_rank", "", cfg.faults.slow_rank >= 0,
-      cfg.faults.slow_rank >= 0 ? "fault injection: no equivalent" : "off");
-  add("faults.delay_ms", "", cfg.faults.slow_rank >= 0, cfg.faults.slow_rank >= 0 ? "see faults.slow_rank" : "");
-  return out;
+    r.add(k, "", cfg.profile.enabled && std::string(k) == "profile.enabled",
+          cfg.profile.enabled && std::string(k) == "profile.enabled"
+              ? "our trace store: use the PyTorch profiler or nsys there"
+              : "");
+  r.add("faults.slow_rank", "", cfg.faults.slow_rank >= 0,
+        cfg.faults.slow_rank >= 0 ? "fault injection: no equivalent" : "off");
+  r.add("faults.delay_ms", "", cfg.faults.slow_rank >= 0, cfg.faults.slow_rank >= 0 ? "see faults.slow_rank" : "");
+}
+
+}  // namespace
+
+std::vector<ExportMapping> export_mappings(const RunConfig& cfg, ExportTarget target) {
+  const bool acc = target == ExportTarget::Accelerate;
+  MappingRows r{cfg.to_json(), {}};
+  r.add("model.*", "config.json (Hugging Face layout, " + std::string(torch_dtype_of(cfg)) + ")", false,
+        "AutoConfig / AutoModelForCausalLM.from_config read it; every model key is there");
+
+  map_parallel(cfg, acc, r);
+  map_train_schedule(cfg, acc, r);
+  map_train_run(cfg, acc, r);
+  map_techniques(cfg, acc, r);
+  map_data_profile_faults(cfg, r);
+  return r.out;
 }
 
 namespace {
