@@ -627,7 +627,12 @@ class Session {
 
 }  // namespace
 
-LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
+namespace {
+
+// The run folder, refused when it holds anything or another launcher holds it, and claimed
+// (folder_claim.hpp): the caller's claim (ulysses-run takes it before its checks) or, for a
+// caller that took none, this one's, held until the run ends.
+FolderClaim claim_for_launch(const LaunchOptions& opt, const fs::path& abs_dir) {
   const fs::path dir(opt.run_dir);
   if (run_dir_in_use(opt.run_dir))
     throw RunDirRefused(run_layout::run_record(dir).string() + " exists: " + opt.run_dir +
@@ -636,104 +641,73 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
   const RunDirInfo before = inspect_run_dir(opt.run_dir);
   if (before.state != RunDirState::Absent && before.state != RunDirState::Empty)
     throw RunDirRefused(before.detail + "; pick another --out");
-  const int64_t world = opt.config.parallel.world_size();
-  if (world < 1) throw LaunchError("world size sp_size x dp_size must be at least 1");
-  // The run folder's claim (folder_claim.hpp): the caller's (ulysses-run takes it before its
-  // checks) or, for a caller that took none, this one's, held until the run ends.
-  const fs::path abs_dir = fs::absolute(dir).lexically_normal();
   FolderClaim claim;
-  {
-    ClaimAttempt a = claim_folder(opt.run_dir, OwnerRecord{abs_dir.string(), ::getpid(), "ulysses-run"});
-    if (a.claim.held())
-      claim = std::move(a.claim);
-    else if (a.holder && a.holder->pid != ::getpid())
-      throw RunDirRefused(opt.run_dir + " is being set up or run by another ulysses-run" + claimed_by(*a.holder) +
-                          "; pick another --out");
-    else if (!a.error.empty())
-      throw LaunchError(a.error);
-  }
+  ClaimAttempt a = claim_folder(opt.run_dir, OwnerRecord{abs_dir.string(), ::getpid(), "ulysses-run"});
+  if (a.claim.held())
+    claim = std::move(a.claim);
+  else if (a.holder && a.holder->pid != ::getpid())
+    throw RunDirRefused(opt.run_dir + " is being set up or run by another ulysses-run" + claimed_by(*a.holder) +
+                        "; pick another --out");
+  else if (!a.error.empty())
+    throw LaunchError(a.error);
+  return claim;
+}
 
-  raise_fd_limit(static_cast<rlim_t>(3 * world + 64));  // two pipes and a log per rank
-  LaunchResult res;
-  res.master_port = find_free_port(opt.master_addr);
+// The run folder's sub-folders and the rendezvous folder, which only this user can enter: a
+// local run opens no network port (c10d's TCPStore listened on every interface, open to
+// anyone who reached the machine). Gloo's own connections bind 127.0.0.1. Returns the
+// rendezvous folder.
+fs::path make_run_folders(const fs::path& dir, const fs::path& abs_dir) {
   std::error_code ec;
   for (const fs::path& d : {dir, run_layout::logs_dir(dir), run_layout::trace_dir(dir)}) {
     fs::create_directories(d, ec);
     if (ec) throw LaunchError("cannot create " + d.string() + ": " + ec.message());
   }
-  // The ranks meet through a FileStore in a folder only this user can enter: a local run opens
-  // no network port (c10d's TCPStore listened on every interface, open to anyone who reached
-  // the machine). Gloo's own connections bind 127.0.0.1.
   const fs::path rendezvous = abs_dir / kRendezvousFolder;
   if (::mkdir(rendezvous.c_str(), 0700) != 0 && errno != EEXIST)
     throw LaunchError("cannot create " + rendezvous.string() + ": " + std::strerror(errno));
   if (::chmod(rendezvous.c_str(), 0700) != 0)
     throw LaunchError("cannot make " + rendezvous.string() + " private (chmod 0700): " + std::strerror(errno));
-  const std::string config_path = run_layout::config(abs_dir).string();
-  write_json_file_atomic(config_path, with_absolute_paths(opt.config).to_json());
-  // Test hook: hold the set-up here, between the run folder's first files and run.json (where
-  // another launcher's --force once moved the folder away), for this many ms.
-  if (const char* ms = std::getenv("ULYSSES_TEST_SETUP_PAUSE_MS"))
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp(std::atoll(ms), 0LL, 60000LL)));
+  return rendezvous;
+}
 
-  std::vector<Rank> ranks(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) {
-    ranks[r].rank = r;
-    const fs::path log = run_layout::rank_log(abs_dir, r);
-    ranks[r].log.open(log, std::ios::trunc);
-    if (!ranks[r].log) throw LaunchError("cannot write " + log.string() + ": " + std::strerror(errno));
-  }
+// Rank r's worker: its arguments and environment (c10d's variables, the rendezvous folder,
+// thread counts).
+SpawnSpec worker_spec(const LaunchOptions& opt, int r, int64_t world, const std::string& config_path,
+                      const fs::path& abs_dir, const fs::path& rendezvous, int master_port) {
+  SpawnSpec spec;
+  spec.executable = opt.worker;
+  spec.args = {"--config", config_path, "--out", abs_dir.string()};
+  spec.env = {{"RANK", std::to_string(r)},
+              {"WORLD_SIZE", std::to_string(world)},
+              {"LOCAL_RANK", std::to_string(r)},
+              {"LOCAL_WORLD_SIZE", std::to_string(world)},
+              {"MASTER_ADDR", opt.master_addr},
+              {"MASTER_PORT", std::to_string(master_port)},
+              {kRendezvousDirEnv, rendezvous.string()},
+              {kSaveOwnerEnv, abs_dir.string()}};
+  // Threads per rank as the worker sets them (train.threads_per_rank, else cores / ranks):
+  // OpenMP and OpenBLAS pools start at that size, so P ranks never oversubscribe the cores.
+  // A value the user exported is left as it is.
+  const int64_t thr = opt.config.train.threads_per_rank > 0
+                          ? opt.config.train.threads_per_rank
+                          : std::max<int64_t>(1, int64_t(std::max(1u, std::thread::hardware_concurrency())) / world);
+  for (const char* k : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
+    if (!std::getenv(k)) spec.env.emplace_back(k, std::to_string(thr));
+  // Idle OpenMP threads sleep instead of spinning: on a machine whose other processes take
+  // cores, spinning threads hold the core a descheduled peer needs (3-13x slower steps at
+  // 2 threads per rank measured on a loaded 2-core VM; docs/LONG_SEQUENCES.md "CPU speed").
+  if (!std::getenv("OMP_WAIT_POLICY")) spec.env.emplace_back("OMP_WAIT_POLICY", "PASSIVE");
+  if (!opt.tokens_checked.empty()) spec.env.emplace_back(kTokensCheckedEnv, opt.tokens_checked);
+  spec.heartbeat = true;
+  return spec;
+}
 
+// The run's outcome in its record: failed (with the failed rank's own last words), stopped,
+// finished, or "finished" short of train.steps (a --worker that is no ulysses-worker).
+void settle_outcome(const LaunchOptions& opt, const Session& session, const std::vector<Rank>& ranks, int64_t world,
+                    LaunchResult& res) {
   RunRecord& rec = res.record;
-  const auto wall0 = std::chrono::system_clock::now();
-  const auto t0 = Clock::now();
-  rec.status = RunStatus::Running;
-  rec.started_at = iso8601_utc(wall0);
-  rec.world_size = world;
-  rec.pid = ::getpid();
-  const std::string run_json = run_layout::run_record(abs_dir).string();
-  write_run_record(run_json, rec);
-
-  Session session(opt, cb, ranks, res);
-  for (int r = 0; r < world; ++r) {
-    SpawnSpec spec;
-    spec.executable = opt.worker;
-    spec.args = {"--config", config_path, "--out", abs_dir.string()};
-    spec.env = {{"RANK", std::to_string(r)},
-                {"WORLD_SIZE", std::to_string(world)},
-                {"LOCAL_RANK", std::to_string(r)},
-                {"LOCAL_WORLD_SIZE", std::to_string(world)},
-                {"MASTER_ADDR", opt.master_addr},
-                {"MASTER_PORT", std::to_string(res.master_port)},
-                {kRendezvousDirEnv, rendezvous.string()},
-                {kSaveOwnerEnv, abs_dir.string()}};
-    // Threads per rank as the worker sets them (train.threads_per_rank, else cores / ranks):
-    // OpenMP and OpenBLAS pools start at that size, so P ranks never oversubscribe the cores.
-    // A value the user exported is left as it is.
-    const int64_t thr = opt.config.train.threads_per_rank > 0
-                            ? opt.config.train.threads_per_rank
-                            : std::max<int64_t>(1, int64_t(std::max(1u, std::thread::hardware_concurrency())) / world);
-    for (const char* k : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
-      if (!std::getenv(k)) spec.env.emplace_back(k, std::to_string(thr));
-    // Idle OpenMP threads sleep instead of spinning: on a machine whose other processes take
-    // cores, spinning threads hold the core a descheduled peer needs (3-13x slower steps at
-    // 2 threads per rank measured on a loaded 2-core VM; docs/LONG_SEQUENCES.md "CPU speed").
-    if (!std::getenv("OMP_WAIT_POLICY")) spec.env.emplace_back("OMP_WAIT_POLICY", "PASSIVE");
-    if (!opt.tokens_checked.empty()) spec.env.emplace_back(kTokensCheckedEnv, opt.tokens_checked);
-    spec.heartbeat = true;
-    try {
-      ranks[r].spawned = ranks[r].phase_since = ranks[r].last_beat = ranks[r].cpu_since = Clock::now();
-      ranks[r].proc = std::make_unique<WorkerProcess>(spec);
-      res.pids.push_back(ranks[r].proc->pid());
-    } catch (const LaunchError& e) {
-      session.fail_to_start(r, e.what());
-      break;
-    }
-  }
-  if (!session.spawn_failed_ && cb.on_started) cb.on_started(res.pids);
-  session.run();
-
-  // Outcome.
   if (session.failed_rank_) {
     const int fr = *session.failed_rank_;
     rec.status = RunStatus::Failed;
@@ -787,6 +761,63 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
   if (rec.status == RunStatus::Finished)
     rec.message = "finished " + std::to_string(rec.steps_done) + (rec.steps_done == 1 ? " step on " : " steps on ") +
                   std::to_string(world) + (world == 1 ? " rank" : " ranks");
+}
+
+}  // namespace
+
+LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
+  const fs::path dir(opt.run_dir);
+  const fs::path abs_dir = fs::absolute(dir).lexically_normal();
+  FolderClaim claim = claim_for_launch(opt, abs_dir);
+  const int64_t world = opt.config.parallel.world_size();
+  if (world < 1) throw LaunchError("world size sp_size x dp_size must be at least 1");
+
+  raise_fd_limit(static_cast<rlim_t>(3 * world + 64));  // two pipes and a log per rank
+  LaunchResult res;
+  res.master_port = find_free_port(opt.master_addr);
+  // The ranks meet through a FileStore in a folder only this user can enter.
+  const fs::path rendezvous = make_run_folders(dir, abs_dir);
+  const std::string config_path = run_layout::config(abs_dir).string();
+  write_json_file_atomic(config_path, with_absolute_paths(opt.config).to_json());
+  // Test hook: hold the set-up here, between the run folder's first files and run.json (where
+  // another launcher's --force once moved the folder away), for this many ms.
+  if (const char* ms = std::getenv("ULYSSES_TEST_SETUP_PAUSE_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp(std::atoll(ms), 0LL, 60000LL)));
+
+  std::vector<Rank> ranks(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    ranks[r].rank = r;
+    const fs::path log = run_layout::rank_log(abs_dir, r);
+    ranks[r].log.open(log, std::ios::trunc);
+    if (!ranks[r].log) throw LaunchError("cannot write " + log.string() + ": " + std::strerror(errno));
+  }
+
+  RunRecord& rec = res.record;
+  const auto wall0 = std::chrono::system_clock::now();
+  const auto t0 = Clock::now();
+  rec.status = RunStatus::Running;
+  rec.started_at = iso8601_utc(wall0);
+  rec.world_size = world;
+  rec.pid = ::getpid();
+  const std::string run_json = run_layout::run_record(abs_dir).string();
+  write_run_record(run_json, rec);
+
+  Session session(opt, cb, ranks, res);
+  for (int r = 0; r < world; ++r) {
+    SpawnSpec spec = worker_spec(opt, r, world, config_path, abs_dir, rendezvous, res.master_port);
+    try {
+      ranks[r].spawned = ranks[r].phase_since = ranks[r].last_beat = ranks[r].cpu_since = Clock::now();
+      ranks[r].proc = std::make_unique<WorkerProcess>(spec);
+      res.pids.push_back(ranks[r].proc->pid());
+    } catch (const LaunchError& e) {
+      session.fail_to_start(r, e.what());
+      break;
+    }
+  }
+  if (!session.spawn_failed_ && cb.on_started) cb.on_started(res.pids);
+  session.run();
+
+  settle_outcome(opt, session, ranks, world, res);
   rec.exit_code = res.exit_code;
   rec.ended_at = iso8601_utc(std::chrono::system_clock::now());
   rec.duration_s = seconds_since(t0);
