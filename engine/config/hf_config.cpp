@@ -119,10 +119,11 @@ void read_rope_dict(const json& r, const std::string& where, ModelConfig& m) {
 
 }  // namespace
 
-ModelConfig model_from_hf_config(const json& hf) {
-  if (!hf.is_object()) throw ConfigError("config.json must be a JSON object");
-  ModelConfig m;
-  // Family: architectures[0] and model_type must name the same supported family.
+namespace {
+
+// The family: architectures[0] and model_type must name the same supported family; llama
+// when neither is given.
+std::string hf_family(const json& hf) {
   std::string arch_type, model_type;
   if (hf.contains("architectures") && !hf["architectures"].is_null()) {
     const json& a = hf["architectures"];
@@ -144,13 +145,24 @@ ModelConfig model_from_hf_config(const json& hf) {
   if (!arch_type.empty() && !model_type.empty() && arch_type != model_type)
     throw ConfigError("config.json: architectures names " + std::string(arch_of(arch_type)) + " but model_type is '" +
                       model_type + "'");
-  m.model_type = !model_type.empty() ? model_type : !arch_type.empty() ? arch_type : "llama";
-  const bool qwen = m.model_type == "qwen2" || m.model_type == "qwen3";
+  return !model_type.empty() ? model_type : !arch_type.empty() ? arch_type : "llama";
+}
 
+// The keys of a Hugging Face config.json sorted: ours to read as the model section, the RoPE
+// dictionaries of either layout, and whether num_key_value_heads was given.
+struct HfKeys {
   json ours = json::object();
   bool kv_given = false;
   const json* rope_scaling = nullptr;
   const json* rope_parameters = nullptr;
+};
+
+// Every key checked: informational ones skipped, unsupported features refused with the key,
+// attention_bias set on m (its family is known).
+HfKeys sort_hf_keys(const json& hf, ModelConfig& m) {
+  const bool qwen = m.model_type == "qwen2" || m.model_type == "qwen3";
+  HfKeys keys;
+  json& ours = keys.ours;
   for (auto it = hf.begin(); it != hf.end(); ++it) {
     const std::string& k = it.key();
     const json& v = it.value();
@@ -183,11 +195,11 @@ ModelConfig model_from_hf_config(const json& hf) {
       continue;
     }
     if (k == "rope_scaling") {
-      rope_scaling = &v;
+      keys.rope_scaling = &v;
       continue;
     }
     if (k == "rope_parameters") {
-      rope_parameters = &v;
+      keys.rope_parameters = &v;
       continue;
     }
     if (k == "partial_rotary_factor") {
@@ -221,7 +233,7 @@ ModelConfig model_from_hf_config(const json& hf) {
       ours["head_dim"] = v;  // checked against hidden_size below
       continue;
     }
-    if (k == "num_key_value_heads") kv_given = !v.is_null();
+    if (k == "num_key_value_heads") keys.kv_given = !v.is_null();
     // null: num_key_value_heads means "as many as the query heads" (above); for any other key
     // there is no Hugging Face default to fall back on that this reader could be sure of (ours
     // differ: vocab_size 256, not 32000), so a null there is refused rather than guessed.
@@ -233,34 +245,15 @@ ModelConfig model_from_hf_config(const json& hf) {
     if (k == "model_type" || k == "attention_bias") continue;
     ours[k] = v;
   }
-  // Transformers' default for the four families, not the demo's 1e-5.
-  if (!ours.contains("rms_norm_eps")) ours["rms_norm_eps"] = 1e-6;
-  // A key the file leaves out means the family's Transformers default, not the demo's (a
-  // pure-Python reference of each family's math found these read otherwise):
-  // max_position_embeddings (yarn without original_max_position_embeddings scales by it: 4096
-  // was read for every family), Qwen3's head_dim (128: its checkpoints were refused), and
-  // num_key_value_heads when absent (Mistral and Qwen3 8, Qwen2 32; null or a Llama: as many as
-  // the query heads).
-  const bool mistral = m.model_type == "mistral";
-  if (!hf.contains("max_position_embeddings")) ours["max_position_embeddings"] = mistral ? 131072 : qwen ? 32768 : 2048;
-  if (m.model_type == "qwen3" && !hf.contains("head_dim")) ours["head_dim"] = 128;
-  // Mistral's sliding_window defaults to a 4096-token window, which this engine does not have:
-  // absent is refused like an explicit 4096 (it ran full attention, a different model past 4096
-  // tokens).
-  if (mistral && !hf.contains("sliding_window"))
-    throw ConfigError(
-        "config.json: no sliding_window key: Transformers' Mistral then uses a 4096-token sliding window, which is "
-        "not supported (full causal attention only); set \"sliding_window\": null if the model uses full attention");
-  config_detail::read_model_section(m, ours);
-  if (!kv_given)
-    m.num_key_value_heads = hf.contains("num_key_value_heads") || m.model_type == "llama" ? m.num_attention_heads
-                            : m.model_type == "qwen2"                                     ? 32
-                                                                                          : 8;
-  // head_dim equal to hidden_size / heads is the implicit one (kept 0, so configs compare equal).
-  if (m.explicit_head_dim > 0 && m.num_attention_heads > 0 && m.hidden_size % m.num_attention_heads == 0 &&
-      m.explicit_head_dim == m.hidden_size / m.num_attention_heads)
-    m.explicit_head_dim = 0;
-  // v5 rope_parameters (rope_theta inside) wins over v4 rope_scaling; both set must agree.
+  return keys;
+}
+
+// The RoPE settings: v5 rope_parameters (rope_theta inside) wins over v4 rope_scaling; both
+// set must agree.
+void read_hf_rope(const HfKeys& keys, ModelConfig& m) {
+  const json& ours = keys.ours;
+  const json* rope_scaling = keys.rope_scaling;
+  const json* rope_parameters = keys.rope_parameters;
   ModelConfig from_params = m, from_scaling = m;
   const bool has_params = rope_parameters && !rope_parameters->is_null();
   const bool has_scaling = rope_scaling && !rope_scaling->is_null();
@@ -281,6 +274,46 @@ ModelConfig model_from_hf_config(const json& hf) {
                         hf_show(*rope_parameters) + " disagree; keep one");
   }
   m = has_params ? from_params : from_scaling;
+}
+
+}  // namespace
+
+ModelConfig model_from_hf_config(const json& hf) {
+  if (!hf.is_object()) throw ConfigError("config.json must be a JSON object");
+  ModelConfig m;
+  m.model_type = hf_family(hf);
+  const bool qwen = m.model_type == "qwen2" || m.model_type == "qwen3";
+
+  HfKeys keys = sort_hf_keys(hf, m);
+  json& ours = keys.ours;
+  // Transformers' default for the four families, not the demo's 1e-5.
+  if (!ours.contains("rms_norm_eps")) ours["rms_norm_eps"] = 1e-6;
+  // A key the file leaves out means the family's Transformers default, not the demo's (a
+  // pure-Python reference of each family's math found these read otherwise):
+  // max_position_embeddings (yarn without original_max_position_embeddings scales by it: 4096
+  // was read for every family), Qwen3's head_dim (128: its checkpoints were refused), and
+  // num_key_value_heads when absent (Mistral and Qwen3 8, Qwen2 32; null or a Llama: as many as
+  // the query heads).
+  const bool mistral = m.model_type == "mistral";
+  if (!hf.contains("max_position_embeddings")) ours["max_position_embeddings"] = mistral ? 131072 : qwen ? 32768 : 2048;
+  if (m.model_type == "qwen3" && !hf.contains("head_dim")) ours["head_dim"] = 128;
+  // Mistral's sliding_window defaults to a 4096-token window, which this engine does not have:
+  // absent is refused like an explicit 4096 (it ran full attention, a different model past 4096
+  // tokens).
+  if (mistral && !hf.contains("sliding_window"))
+    throw ConfigError(
+        "config.json: no sliding_window key: Transformers' Mistral then uses a 4096-token sliding window, which is "
+        "not supported (full causal attention only); set \"sliding_window\": null if the model uses full attention");
+  config_detail::read_model_section(m, ours);
+  if (!keys.kv_given)
+    m.num_key_value_heads = hf.contains("num_key_value_heads") || m.model_type == "llama" ? m.num_attention_heads
+                            : m.model_type == "qwen2"                                     ? 32
+                                                                                          : 8;
+  // head_dim equal to hidden_size / heads is the implicit one (kept 0, so configs compare equal).
+  if (m.explicit_head_dim > 0 && m.num_attention_heads > 0 && m.hidden_size % m.num_attention_heads == 0 &&
+      m.explicit_head_dim == m.hidden_size / m.num_attention_heads)
+    m.explicit_head_dim = 0;
+  read_hf_rope(keys, m);
   return m;
 }
 
