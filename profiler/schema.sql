@@ -291,6 +291,25 @@ CREATE TABLE IF NOT EXISTS ULYSSES_CLOCK (
     rounds              INTEGER,
     measuredAt          INTEGER   NOT NULL
 );
+-- Live memory by category (memory_categories.hpp), bytes: at both edges of every range pushed
+-- on a thread (edge 0 begin, 1 end; phase and layer of the range), at each step's peak (edge 2,
+-- taken when it happened) and the planner's predicted peak (edge 3, step -1, rank 0 only).
+-- CPU ranks count tensor storage through the counting CPU allocator. Absent in older traces.
+CREATE TABLE IF NOT EXISTS ULYSSES_MEMORY_CATEGORIES (
+    rank                INTEGER   NOT NULL,
+    timestamp           INTEGER   NOT NULL,
+    step                INTEGER   NOT NULL,
+    edge                INTEGER   NOT NULL,
+    phase               INTEGER   NOT NULL,
+    layer               INTEGER   NOT NULL,
+    parameters          INTEGER   NOT NULL,
+    gradients           INTEGER   NOT NULL,
+    optimizer           INTEGER   NOT NULL,
+    activations         INTEGER   NOT NULL,
+    logits              INTEGER   NOT NULL,
+    communication       INTEGER   NOT NULL,
+    other               INTEGER   NOT NULL
+);
 -- Free-form run metrics (Tracer::set_metric); last value wins.
 CREATE TABLE IF NOT EXISTS ULYSSES_METRICS (
     name                TEXT      NOT NULL   PRIMARY KEY,

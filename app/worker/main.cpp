@@ -36,6 +36,8 @@
 #include "ulysses/profiler/trace_model.hpp"
 #include "ulysses/profiler/tracer.hpp"
 #include "ulysses/profiler/run_layout.hpp"
+#include "memory_categories.hpp"
+#include "meta_dry_run.hpp"
 
 namespace fs = std::filesystem;
 using namespace ulysses;
@@ -243,11 +245,26 @@ int main(int argc, char** argv) {
       to.step_begin = cfg.profile.step_begin;
       to.step_end = cfg.profile.step_end;
       to.memory = cfg.profile.memory;
+      // Memory by category (memory_categories.hpp) on CPU ranks: every CPU tensor storage from
+      // here on is counted under the scope it was made in, sampled at each range's edges.
+      if (cfg.profile.memory && dev.device == "cpu") {
+        mem::install_cpu_counting();
+        to.memory_probe = mem::cpu_probe();
+      }
       tracer = prof::Tracer::open(to);
       // One clock: this rank's offset to rank 0 (every rank measures, profile.enabled is the same everywhere).
       if (comm.has_groups()) tracer->record_clock("start", comm.sync_clock("start"));
     }
 
+    // The planner's prediction of the same step's peak by category, beside what is measured
+    // (rank 0, once; a config the dry run cannot model has none).
+    if (tracer && cfg.profile.memory && env.rank == 0 && dev.device == "cpu") {
+      try {
+        tracer->record_planned_memory(plan::plan_memory(cfg).peak_categories);
+      } catch (const std::exception& e) {
+        std::cerr << "ulysses-worker: note: no memory plan in the trace (" << e.what() << ")" << std::endl;
+      }
+    }
     Trainer trainer(cfg, comm, tracer.get());
     int64_t first_step = 0;  // train.resume_from: weights, AdamW state, RNG and the step to continue at
     if (!cfg.train.resume_from.empty()) {

@@ -1,5 +1,6 @@
 // Reentrant activation checkpointing of one block (see activation_checkpoint.hpp).
 #include "activation_checkpoint.hpp"
+#include "memory_categories.hpp"
 
 namespace ulysses {
 namespace {
@@ -35,6 +36,7 @@ class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
     at::Tensor y;
     {
       torch::AutoGradMode on(true);
+      mem::Scope act(mem::MemCategory::Activations);  // the recomputed forward
       y = slot->run(xd, /*recompute=*/true);
     }
     // Inner backward: parameter gradients accumulate into .grad, the input's lands in xd.

@@ -16,6 +16,7 @@
 #include "run_config.hpp"
 #include "ulysses/profiler/clock_sync.hpp"
 #include "ulysses/profiler/tracer.hpp"
+#include "memory_categories.hpp"
 
 namespace ulysses {
 
@@ -344,7 +345,7 @@ void Comm::reduce_scatter_sum(at::Tensor& shard, at::Tensor& full, prof::Tracer*
   }
   // Gloo: all-to-all of the W slices, then the sum of what arrived, in rank order.
   const int64_t W = env_.world_size, S = shard.numel();
-  at::Tensor recv = at::empty_like(full);  // (W*S): slice q = rank q's slice for this rank
+  at::Tensor recv = mem::comm_buffer_like(full);  // (W*S): slice q = rank q's slice for this rank
   std::vector<int64_t> splits;
   traced_world_op(
       tracer, info, ri, [&] { return world_->alltoall_base(recv, full, splits, splits); },
@@ -448,7 +449,7 @@ Comm::Work Comm::reduce_scatter_sum_async(at::Tensor& shard, at::Tensor& full) {
     // Gloo: all-to-all of the W slices (rank r receives every rank's r-th), summed in rank
     // order by wait(): the bytes of a ring reduce-scatter, as reduce_scatter_sum.
     const int64_t W = env_.world_size, S = shard.numel();
-    at::Tensor recv = at::empty_like(full);  // (W*S)
+    at::Tensor recv = mem::comm_buffer_like(full);  // (W*S)
     std::vector<int64_t> splits;
     w.work = world_->alltoall_base(recv, full, splits, splits);
     at::Tensor out = shard;

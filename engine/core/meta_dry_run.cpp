@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <type_traits>
 
 #include <c10/core/Allocator.h>
@@ -18,6 +19,7 @@
 #include "cost_model.hpp"
 #include "device_decision.hpp"
 #include "local_attention.hpp"
+#include "memory_categories.hpp"
 #include "model.hpp"
 #include "reductions.hpp"
 #include "trainer.hpp"
@@ -32,7 +34,14 @@ std::atomic<int64_t> g_live{0}, g_peak{0};
 
 // Returns no memory, like libtorch's own meta allocator; the size travels in the
 // deleter context so freeing a tensor's storage subtracts exactly what it added.
-void counted_free(void* ctx) { g_live.fetch_sub(static_cast<int64_t>(reinterpret_cast<uintptr_t>(ctx))); }
+// The context holds the bytes (low 56 bits) and the category they were charged to (high 8).
+constexpr int kCategoryShift = 56;
+void counted_free(void* ctx) {
+  const auto v = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ctx));
+  const auto n = static_cast<int64_t>(v & ((uint64_t{1} << kCategoryShift) - 1));
+  g_live.fetch_sub(n);
+  mem::meta().sub(static_cast<mem::MemCategory>(v >> kCategoryShift), n);
+}
 
 struct CountingMetaAllocator final : public compat::AllocatorBase {
   c10::DataPtr allocate_bytes(size_t nbytes) override {
@@ -40,7 +49,10 @@ struct CountingMetaAllocator final : public compat::AllocatorBase {
     int64_t p = g_peak.load();
     while (now > p && !g_peak.compare_exchange_weak(p, now)) {
     }
-    return {nullptr, reinterpret_cast<void*>(static_cast<uintptr_t>(nbytes)), &counted_free,
+    const mem::MemCategory cat = mem::current();
+    mem::meta().add(cat, static_cast<int64_t>(nbytes));
+    const uint64_t ctx = static_cast<uint64_t>(nbytes) | (static_cast<uint64_t>(cat) << kCategoryShift);
+    return {nullptr, reinterpret_cast<void*>(static_cast<uintptr_t>(ctx)), &counted_free,
             c10::Device(c10::DeviceType::Meta)};
   }
 };
@@ -78,6 +90,7 @@ struct Measured {
   int64_t base = 0;              // live before the model was built
   bool techniques = false;       // the model took the run's memory techniques
   int64_t gathered_peak = 0;     // stage 3: most bytes of gathered units (weights + gradients) in the step
+  prof::MemoryCategories at_peak;  // what was alive at the measured step's peak, by category
 };
 
 // Runs `steps` training steps of cfg (num_hidden_layers = layers) on meta and measures the
@@ -98,11 +111,13 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
 
   Measured m;
   m.base = MetaMemory::live();
+  std::optional<mem::Scope> built(mem::MemCategory::Parameters);  // as Trainer's constructor charges them
   LlamaModel model(c.model, c.parallel, dtype, &comm, meta);
   model.set_attention_kernel(plan_kernel(c, cuda));
   model.set_memory_options(MemoryOptions::from(c.train));  // the run's long-sequence techniques, as Trainer sets them
   m.techniques = true;
   for (const auto& p : model.parameters()) m.params += p.numel();
+  built.reset();
   auto ids = torch::empty({B, n}, torch::TensorOptions().dtype(torch::kInt64).device(meta));     // (B, n)
   auto labels = torch::empty({B, n}, torch::TensorOptions().dtype(torch::kInt64).device(meta));  // (B, n)
   m.inputs = 2 * B * n * 8;                                                                      // ids + labels
@@ -121,6 +136,8 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
   at::Tensor pflat, gshard;
   int64_t tail = grad_numel;
   std::unique_ptr<Zero3Params> z3;
+  std::optional<mem::Scope> zero_mem;
+  if (Z > 0) zero_mem.emplace(mem::MemCategory::Optimizer);  // Trainer::setup_zero's scope
   if (Z >= 3) {
     // Trainer::setup_zero3: the parameters become views of per-unit buffers that exist only
     // while gathered (the trainer's own Zero3Params, over the shape-only Comm: gathers and
@@ -145,10 +162,12 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
     tail = layout.padded();
   }
 
+  zero_mem.reset();
   // Trainer: every parameter's .grad is a view into one flat fp32 gradient buffer (padded at
   // ZeRO stages) that autograd accumulates into and that is all-reduced in place.
   at::Tensor flat;
   auto bind = [&] {
+    mem::Scope g(mem::MemCategory::Gradients);
     flat = torch::zeros({tail}, f32);
     bind_flat_grads(params, flat);  // the Trainer's own
   };
@@ -163,9 +182,14 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
     }
     const int64_t start = MetaMemory::live();
     MetaMemory::reset_peak();
+    mem::meta().reset_peak();
     if (z3) z3->reset_peak();
     torch::AutoGradMode on(true);
-    at::Tensor loss_sum = model.forward_loss_sum(ids, labels, pos0);
+    at::Tensor loss_sum;
+    {
+      mem::Scope act(mem::MemCategory::Activations);  // Trainer::loss_and_grads' scope
+      loss_sum = model.forward_loss_sum(ids, labels, pos0);
+    }
     // Stage 3 keeps the head's weights gathered for its backward: gathered, not activations.
     m.after_forward = MetaMemory::live() - start - (z3 ? z3->gathered_bytes() : 0);
     if (z3) {
@@ -181,10 +205,12 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
         auto sq = sum_of_squares_fp64(g);
         sq = at::Tensor();
         g.mul_(0.5);
+        mem::Scope o(mem::MemCategory::Optimizer);
         if (zopt) zopt->step(z3->shard(), g, 1e-3);
       }
       m.gathered_peak = z3->peak_gathered_bytes();
       m.peak = MetaMemory::peak();
+      m.at_peak = mem::meta().at_peak();
       m.peak_above_start = m.peak - start;
       m.after_step = MetaMemory::live();
       continue;
@@ -212,6 +238,7 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
         norm = at::Tensor();
         flat.narrow(0, 0, grad_numel).mul_(0.5);
       }
+      mem::Scope o(mem::MemCategory::Optimizer);  // Trainer::step's scope
       if (opt) opt->step();
       if (Z >= 1) {
         auto own = pflat.narrow(0, layout.begin(), layout.shard);
@@ -225,6 +252,7 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
       }
     }
     m.peak = MetaMemory::peak();
+    m.at_peak = mem::meta().at_peak();
     m.peak_above_start = m.peak - start;
     m.after_step = MetaMemory::live();
   }
@@ -285,6 +313,7 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
   p.memory_techniques_applied = full.techniques;
   p.activation_bytes = full.after_forward;
   p.peak_bytes = full.peak - full.base;
+  p.peak_categories = full.at_peak;
   p.measured_static_bytes = full.after_step - full.base - full.inputs;
   if (zero3) {
     p.gathered_param_bytes = full.gathered_peak;  // measured: this engine's fp32 units
@@ -410,6 +439,10 @@ json plan_to_json(const MemoryPlan& p) {
                 {"device_bytes", g.device_bytes()},
                 {"max_seq_headroom", cost::kGpuHeadroom}};
   }
+  // What is alive at the peak, by category (the same scopes as a real run's trace).
+  json cats = json::object();
+  for (int k = 0; k < prof::kMemCategories; ++k) cats[prof::kMemCategoryNames[k]] = p.peak_categories.bytes[k];
+  j["peak_categories"] = cats;
   return j;
 }
 

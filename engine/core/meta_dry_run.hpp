@@ -16,6 +16,7 @@
 #include <string>
 
 #include "gpu_reserve.hpp"
+#include "ulysses/profiler/memory_categories.hpp"
 #include "run_config.hpp"
 
 namespace ulysses::plan {
@@ -68,6 +69,9 @@ struct MemoryPlan {
   int64_t loss_peak_bytes = -1;             // peak above the weights of the step of a model with no
                                             // decoder layers: embedding, final norm, lm_head, loss (fwd + bwd)
   int64_t peak_bytes = 0;                   // highest live bytes in a steady-state step (AdamW state held)
+  // What was alive at that peak by category (memory_categories.hpp: the trainer's own scopes
+  // charge the dry run's meta tensors as they charge a real run's CPU tensors).
+  prof::MemoryCategories peak_categories;
   int64_t transient_bytes() const { return peak_bytes - static_bytes() - gathered_param_bytes - activation_bytes; }
   bool memory_techniques_applied = false;  // the model took activation_checkpointing, offload,
                                            // loss_chunk_tokens, mlp_chunk_tokens (builds with them)

@@ -4,6 +4,7 @@
 #include "tiled.hpp"
 #include "flash_shapes.hpp"
 #include "ulysses_geometry.hpp"
+#include "memory_categories.hpp"
 
 namespace ulysses {
 
@@ -391,6 +392,7 @@ at::Tensor LlamaModel::forward_loss_sum(const at::Tensor& ids, const at::Tensor&
 at::Tensor LlamaModel::head_loss_sum(const at::Tensor& x_in, const at::Tensor& labels, bool marks_on) {
   at::Tensor x = x_in;
   ULYSSES_RANGE(tracer_, Phase::Loss, Direction::Forward);
+  mem::Scope logits_mem(mem::MemCategory::Logits);  // final norm, lm_head, logits, loss
   const at::Tensor head = w(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
   if (mem_.loss_chunk_tokens > 0) {
     // lm_head + loss per tile of tokens, each tile's backward done now: no (B*n, V) tensor

@@ -1,4 +1,5 @@
 #include "ring_attention.hpp"
+#include "memory_categories.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -216,7 +217,7 @@ RingForward ring_attention_forward(const at::Tensor& q, const at::Tensor& k, con
   at::Tensor l = torch::zeros({B, Hkv, G, n}, f32);
   at::Tensor acc = torch::zeros({B, Hkv, G, n, dh}, f32);
   at::Tensor cur = torch::stack({k, v}).contiguous();
-  at::Tensor nxt = torch::empty_like(cur);
+  at::Tensor nxt = mem::comm_buffer_like(cur);
   const std::vector<int64_t> q_chunks = layout.chunks_of_rank(r);
   int64_t blocks = 0;
   for (int64_t s = 0; s < R; ++s) {
@@ -278,9 +279,9 @@ RingGrads ring_attention_backward(const at::Tensor& q, const at::Tensor& k, cons
   at::Tensor D = (do5 * fwd.out.to(torch::kFloat).reshape({B, Hkv, G, n, dh})).sum(-1);
   at::Tensor dq = torch::zeros_like(q5);
   at::Tensor cur = torch::stack({k, v}).contiguous();
-  at::Tensor nxt = torch::empty_like(cur);
+  at::Tensor nxt = mem::comm_buffer_like(cur);
   at::Tensor dkv = torch::zeros(cur.sizes(), cur.options().dtype(torch::kFloat));
-  at::Tensor dkv_nxt = torch::empty_like(dkv);
+  at::Tensor dkv_nxt = mem::comm_buffer_like(dkv);
   std::function<void()> dkv_wait;
   const std::vector<int64_t> q_chunks = layout.chunks_of_rank(r);
   for (int64_t s = 0; s < R; ++s) {

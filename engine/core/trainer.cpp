@@ -8,6 +8,7 @@
 #include "checkpoint.hpp"
 #include "reductions.hpp"
 #include "ring_geometry.hpp"
+#include "memory_categories.hpp"
 
 namespace ulysses {
 
@@ -44,6 +45,7 @@ Trainer::Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer)
     : cfg_(cfg), comm_(comm), tracer_(tracer), device_(comm.device()) {
   const auto dtype = cfg.train.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
   data_ = TokenSource::open(cfg.data, cfg.model, cfg.train.seq_length, static_cast<uint64_t>(cfg.train.seed));
+  std::optional<mem::Scope> built(mem::MemCategory::Parameters);  // the weights (memory_categories.hpp)
   model_ = std::make_unique<LlamaModel>(cfg.model, cfg.parallel, dtype, &comm);
   model_->init_parameters(static_cast<uint64_t>(cfg.train.seed));
   if (!cfg.train.init_from.empty()) unused_init_ = load_checkpoint(*model_, cfg.train.init_from);
@@ -57,11 +59,16 @@ Trainer::Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer)
   for (auto& p : model_->parameters()) grad_numel_ += p.numel();
   zero_stage_ = cfg.train.zero_stage;
   tail_ = grad_numel_;
+  built.reset();
   if (zero_stage_ > 0) {
+    mem::Scope s(mem::MemCategory::Optimizer);  // the shards of weights and AdamW state
     setup_zero();
     return;
   }
-  flat_ = torch::zeros({grad_numel_}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+  {
+    mem::Scope s(mem::MemCategory::Gradients);
+    flat_ = torch::zeros({grad_numel_}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+  }
   bind_grads();
   opt_ = make_adamw(*model_, cfg.train);
 }
@@ -275,8 +282,10 @@ double Trainer::loss_and_grads(int64_t s) {
   if (z3_) {
     z3_->begin_step();  // stage 3: each unit's gradients are reduce-scattered during backward
   } else {
-    if (!flat_.defined())  // ZeRO stage 2 released it after the last step
+    if (!flat_.defined()) {  // ZeRO stage 2 released it after the last step
+      mem::Scope g(mem::MemCategory::Gradients);
       flat_ = torch::zeros({tail_}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+    }
     bind_grads();   // (again: a test or a checkpoint load may have replaced a .grad)
     flat_.zero_();  // autograd adds every parameter's gradient into its slice in place
   }
@@ -305,7 +314,11 @@ double Trainer::loss_and_grads(int64_t s) {
     auto ids = shard(batch.ids).to(device_);        // (B, n)
     auto labels = shard(batch.labels).to(device_);  // (B, n)
 
-    at::Tensor loss_sum = model_->forward_loss_sum(ids, labels, positions);
+    at::Tensor loss_sum;
+    {
+      mem::Scope act(mem::MemCategory::Activations);  // the model's forward (its head: Logits)
+      loss_sum = model_->forward_loss_sum(ids, labels, positions);
+    }
     if (tracer_ && tracer_->active() && cfg_.profile.memory)
       tracer_->sample_memory("after_forward", memory_now(device_));
     {
@@ -368,6 +381,7 @@ StepMetrics Trainer::step(int64_t s) {
     m.loss = loss_and_grads(s);
     ULYSSES_RANGE(tracer_, Phase::Optimizer, Direction::None);
     torch::NoGradGuard ng;
+    mem::Scope opt_mem(mem::MemCategory::Optimizer);
     if (zero_stage_ > 0) {
       m.grad_norm = zero_optimizer_step(s, &m.lr);
     } else {

@@ -3,6 +3,7 @@
 
 #include "torch_compat.hpp"
 #include "ulysses_geometry.hpp"
+#include "memory_categories.hpp"
 
 namespace ulysses {
 namespace {
@@ -192,7 +193,7 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
       const int64_t h0 = g.head0(c), h1 = h0 + g.hc;
       if (o.fused_qkv || !sk.defined()) {
         at::Tensor send = sk.defined() ? at::cat({sq, sk, sv}, 3) : sq;
-        recv_qkv[c] = at::empty_like(send);
+        recv_qkv[c] = mem::comm_buffer_like(send);
         keep_alive.push_back(send);
         auto info = comm_info(Phase::A2ASeqToHead, Direction::Forward, o.layer, h0, h1, c,
                               a2a_bytes(send.numel(), elem_bytes(send), g.P));
@@ -200,9 +201,9 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
         work_of[c] = tl.pending.size() - 1;
       } else {
         // Three messages traced as one range: from the first's start to the last's end.
-        recv_q[c] = at::empty_like(sq);
-        recv_k[c] = at::empty_like(sk);
-        recv_v[c] = at::empty_like(sv);
+        recv_q[c] = mem::comm_buffer_like(sq);
+        recv_k[c] = mem::comm_buffer_like(sk);
+        recv_v[c] = mem::comm_buffer_like(sv);
         keep_alive.push_back(sq);
         keep_alive.push_back(sk);
         keep_alive.push_back(sv);
@@ -281,7 +282,7 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
       saved.push_back(vd);
       // head->seq for this chunk, in flight while the next chunk computes
       sends.push_back(pack_head_to_seq(oc.detach(), g.P));
-      out_recv[c] = at::empty_like(sends.back());
+      out_recv[c] = mem::comm_buffer_like(sends.back());
       auto info = comm_info(Phase::A2AHeadToSeq, Direction::Forward, o.layer, g.head0(c), g.head0(c) + g.hc, c,
                             a2a_bytes(sends.back().numel(), elem_bytes(oc), g.P));
       tl.issue(comm, out_recv[c], sends.back(), info);
@@ -307,7 +308,7 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
     std::vector<at::Tensor> sends, recv(g.C);
     for (int64_t c = 0; c < g.C; ++c) {
       sends.push_back(pack_seq_to_head(gout, g.P, c * g.hc, g.hc));
-      recv[c] = at::empty_like(sends.back());
+      recv[c] = mem::comm_buffer_like(sends.back());
       auto info = comm_info(Phase::A2AHeadToSeq, Direction::Backward, o.layer, g.head0(c), g.head0(c) + g.hc, c,
                             a2a_bytes(sends.back().numel(), elem_bytes(gout), g.P));
       tl.issue(comm, recv[c], sends.back(), info);
@@ -359,7 +360,7 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
       }
       at::Tensor send = parts.size() == 1 ? parts[0] : at::cat(parts, 3);
       dsends.push_back(send);
-      dqkv_recv[c] = at::empty_like(send);
+      dqkv_recv[c] = mem::comm_buffer_like(send);
       auto info = comm_info(Phase::A2ASeqToHead, Direction::Backward, o.layer, g.head0(c), g.head0(c) + g.hc, c,
                             a2a_bytes(send.numel(), elem_bytes(send), g.P));
       tl.issue(comm, dqkv_recv[c], dsends.back(), info);
@@ -387,7 +388,7 @@ class SeqToHeadFn : public torch::autograd::Function<SeqToHeadFn> {
     ctx->saved_data["comm"] = reinterpret_cast<int64_t>(comm);
     const int64_t P = comm->sp_size();
     auto send = pack_seq_to_head(x.contiguous(), P, 0, x.size(2) / P);
-    auto recv = at::empty_like(send);
+    auto recv = mem::comm_buffer_like(send);
     comm->all_to_all(recv, send);
     return unpack_seq_to_head(recv).transpose(1, 2).contiguous();  // (B, N, h, dh)
   }
@@ -400,7 +401,7 @@ class HeadToSeqFn : public torch::autograd::Function<HeadToSeqFn> {
     ctx->saved_data["comm"] = reinterpret_cast<int64_t>(comm);
     const int64_t P = comm->sp_size();
     auto send = pack_head_to_seq(y.transpose(1, 2).contiguous(), P);  // y (B, N, h, dh)
-    auto recv = at::empty_like(send);
+    auto recv = mem::comm_buffer_like(send);
     comm->all_to_all(recv, send);
     return assemble_head_to_seq({recv}).contiguous();  // (B, n, P*h, dh)
   }

@@ -940,11 +940,41 @@ Summary analyze(const TraceModel& m, const AnalysisOptions& o) {
   s.heads = head_range_table(m, o);
   s.skew = rank_skew(m, o);
   s.memory = peak_memory(m, o);
+  s.memory_by_rank = memory_by_category(m, o);
   s.names = name_totals(m, o);
   s.layers = layers.get();
   s.waiting = waiting.get();
   s.clock_error_ns = m.clock_error_ns();
   return s;
+}
+
+std::vector<RankMemoryRow> memory_by_category(const TraceModel& m, const AnalysisOptions& o) {
+  std::map<int32_t, RankMemoryRow> rows;
+  const MemoryCategorySample* planned = nullptr;
+  for (const auto& c : m.memory_categories) {
+    if (c.edge == MemEdge::Planned) {
+      planned = &c;
+      continue;
+    }
+    RankMemoryRow& r = rows[c.rank];
+    r.rank = c.rank;
+    if (c.edge != MemEdge::Peak || c.step < o.step_begin || (o.step_end >= 0 && c.step > o.step_end)) continue;
+    if (c.c.total() > r.peak_bytes) {
+      r.peak_bytes = c.c.total();
+      r.peak_t_ns = c.t_ns;
+      r.peak_step = c.step;
+      r.at_peak = c.c;
+    }
+  }
+  std::vector<RankMemoryRow> out;
+  for (auto& [rank, r] : rows) {
+    if (planned) {
+      r.planned = planned->c;
+      r.planned_peak_bytes = planned->c.total();
+    }
+    out.push_back(r);
+  }
+  return out;
 }
 
 }  // namespace ulysses::prof

@@ -149,6 +149,18 @@ inline void get_clock(In& in, ClockInfo& c) {
   c.start_error_ns = in.i(), c.start_at_ns = in.i(), c.close_offset_ns = in.i(), c.close_error_ns = in.i();
   c.close_at_ns = in.i(), c.applied = in.flag();
 }
+inline void put_memory_categories(Out& o, const MemoryCategorySample& x) {
+  o.i(x.rank), o.i(x.t_ns), o.i(x.step), o.i(static_cast<int64_t>(x.edge)), o.i(x.phase), o.i(x.layer);
+  for (int64_t b : x.c.bytes) o.i(b);
+}
+inline void get_memory_categories(In& in, MemoryCategorySample& x) {
+  x.rank = in.i32(), x.t_ns = in.i(), x.step = in.i();
+  const int64_t edge = in.i();
+  if (edge < 0 || edge > static_cast<int64_t>(MemEdge::Planned)) In::fail();
+  x.edge = static_cast<MemEdge>(edge);
+  x.phase = in.i32(), x.layer = in.i32();
+  for (int64_t& b : x.c.bytes) b = in.i();
+}
 
 // CLOCK_REALTIME in ns (file mtimes are on this clock).
 int64_t now_realtime_ns();

@@ -292,6 +292,20 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
     out += "}}";
     flush();
   }
+  // Memory by category (issue 42) as one counter track per rank ("ph": "C": Perfetto and
+  // chrome://tracing stack the args as areas), one point per sample, bytes.
+  for (const auto& c : m.memory_categories) {
+    if (c.edge == MemEdge::Planned || !wanted(c.rank)) continue;
+    sep();
+    out += "{\"ph\": \"C\", \"name\": \"memory by category\", \"pid\": " + std::to_string(c.rank) +
+           ", \"tid\": 0, \"ts\": ";
+    put_us(out, c.t_ns - base);
+    out += ", \"args\": {";
+    a = false;
+    for (int k = 0; k < kMemCategories; ++k) arg(kMemCategoryNames[k], c.c.bytes[k]);
+    out += "}}";
+    flush();
+  }
   out += "\n]\n}\n";
   os.write(out.data(), static_cast<std::streamsize>(out.size()));
 }

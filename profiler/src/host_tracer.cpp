@@ -258,6 +258,11 @@ class HostTracer final : public Tracer {
   void begin_step(int64_t step) override {
     step_.store(step, std::memory_order_relaxed);
     step_start_ = now_ns();
+    if (opts_.memory_probe) {  // the step's peak counts from here
+      MemoryCategories c;
+      int64_t t = 0;
+      opts_.memory_probe->take_peak(&c, &t);
+    }
     const bool on = in_window(step);
     if (gpu_) {
       std::lock_guard<std::mutex> lk(write_mu_);
@@ -306,6 +311,7 @@ class HostTracer final : public Tracer {
       gpu_->push_external_id(ext);
     }
     b->stack.push_back({info, now_ns(), step_.load(std::memory_order_relaxed), ext});
+    sample_categories(info, MemEdge::Begin);
 #if defined(ULYSSES_WITH_NVTX)
     nvtxEventAttributes_t a{};
     a.version = NVTX_VERSION;
@@ -325,6 +331,7 @@ class HostTracer final : public Tracer {
     nvtxRangePop();
 #endif
     const OpenRange& o = b->stack.back();
+    sample_categories(o.info, MemEdge::End);
     if (o.ext) gpu_->pop_external_id();
     b->append(Event{o.start_ns, end, o.step, o.info, 0, true, o.ext, false});
     b->stack.pop_back();
@@ -351,6 +358,22 @@ class HostTracer final : public Tracer {
   }
   void pop_correlation() override {
     if (gpu_) gpu_->pop_external_id();
+  }
+
+  // Live memory by category at a range's edge (TracerOptions::memory_probe).
+  void sample_categories(const RangeInfo& info, MemEdge edge) {
+    if (!opts_.memory_probe || !opts_.memory || !active()) return;
+    CategoryEntry e{now_ns(), step_.load(std::memory_order_relaxed), edge, static_cast<int32_t>(info.phase),
+                    info.layer, {}};
+    opts_.memory_probe->live(&e.c);
+    std::lock_guard<std::mutex> lk(mem_mu_);
+    cats_.push_back(e);
+  }
+
+  void record_planned_memory(const MemoryCategories& planned) override {
+    if (!opts_.memory) return;
+    std::lock_guard<std::mutex> lk(mem_mu_);
+    cats_.push_back({now_ns(), -1, MemEdge::Planned, -1, -1, planned});
   }
 
   void sample_memory(const char* label, const MemorySample& m) override {
@@ -415,6 +438,12 @@ class HostTracer final : public Tracer {
     std::string label;
     MemorySample m;
   };
+  struct CategoryEntry {
+    int64_t t, step;
+    MemEdge edge;
+    int32_t phase, layer;
+    MemoryCategories c;
+  };
 
   // What end_step (or close) hands to the writer: one transaction.
   struct Batch {
@@ -426,6 +455,7 @@ class HostTracer final : public Tracer {
     std::vector<ThreadBuffer::Segment> segs;
     std::vector<Chunk*> retired;  // freed once written
     std::vector<MemEntry> mem;
+    std::vector<CategoryEntry> cats;
     std::optional<StepRecord> rec;
     int64_t start_ns = 0, end_ns = 0;
     std::function<void(TraceWriter&)> op;  // a small write instead (metric, thread name, clock)
@@ -493,6 +523,12 @@ class HostTracer final : public Tracer {
     {
       std::lock_guard<std::mutex> lk(mem_mu_);
       b.mem.swap(mem_);
+      b.cats.swap(cats_);
+    }
+    // The step's peak by category, when it happened (the probe restarts its peak from now).
+    if (rec && opts_.memory_probe && opts_.memory) {
+      CategoryEntry e{0, b.step, MemEdge::Peak, -1, -1, {}};
+      if (opts_.memory_probe->take_peak(&e.c, &e.t)) b.cats.push_back(e);
     }
     if (rec) {
       b.rec = *rec;
@@ -703,6 +739,7 @@ class HostTracer final : public Tracer {
       }
     }
     for (const auto& m : b.mem) writer_.write_memory(m.t, m.step, m.label, m.m);
+    for (const auto& c : b.cats) writer_.write_memory_categories(c.t, c.step, c.edge, c.phase, c.layer, c.c);
     if (b.rec) writer_.write_step(*b.rec, b.start_ns, b.end_ns);
     writer_.commit();
   }
@@ -717,6 +754,7 @@ class HostTracer final : public Tracer {
   std::mutex write_mu_, reg_mu_, mem_mu_;
   std::vector<std::unique_ptr<ThreadBuffer>> buffers_;
   std::vector<MemEntry> mem_;
+  std::vector<CategoryEntry> cats_;
   struct Later {
     RangeInfo info;
     std::function<bool(int64_t*, int64_t*)> times;

@@ -30,13 +30,13 @@ namespace fs = std::filesystem;
 // kSummaryCacheFormat.
 #if defined(__LP64__) && defined(__GLIBCXX__)
 static_assert(sizeof(RankInfo) == 88 && sizeof(StepInfo) == 88 && sizeof(MemoryPoint) == 56 &&
-                  sizeof(ClockInfo) == 64 && sizeof(TraceModel) == 944,
+                  sizeof(ClockInfo) == 64 && sizeof(TraceModel) == 968 && sizeof(MemoryCategorySample) == 96,
               "TraceModel changed: update summary_cache.cpp and bump kSummaryCacheFormat");
 static_assert(sizeof(Headline) == 48 && sizeof(StepBreakdown) == 96 && sizeof(RankTotals) == 64 &&
                   sizeof(OverlapResult) == 40 && sizeof(LayerRow) == 72 && sizeof(HeadRangeRow) == 48 &&
                   sizeof(SkewRow) == 40 && sizeof(PhaseMemoryRow) == 72 && sizeof(NameRow) == 64 &&
                   sizeof(CollectiveArrival) == 24 && sizeof(CollectiveInstance) == 88 && sizeof(RankWaitRow) == 40 &&
-                  sizeof(StepEndRow) == 24 && sizeof(WaitingAnalysis) == 96 && sizeof(Summary) == 464 &&
+                  sizeof(StepEndRow) == 24 && sizeof(WaitingAnalysis) == 96 && sizeof(Summary) == 488 && sizeof(RankMemoryRow) == 152 &&
                   sizeof(CommPhaseRow) == 48,
               "Summary changed: update summary_cache.cpp and bump kSummaryCacheFormat");
 #endif
@@ -196,6 +196,7 @@ std::string encode_summary(const TraceModel& m, const Summary& s) {
   put_vec(o, m.memory, [&](const MemoryPoint& x) {
     o.i(x.rank), o.i(x.t_ns), o.i(x.allocated), o.i(x.reserved), o.i(x.peak), o.i(x.label_id), o.i(x.step);
   });
+  put_vec(o, m.memory_categories, [&](const MemoryCategorySample& x) { put_memory_categories(o, x); });
   put_vec(o, m.clocks, [&](const ClockInfo& c) { put_clock(o, c); });
   o.i(m.t_min), o.i(m.t_max);
 
@@ -236,6 +237,10 @@ std::string encode_summary(const TraceModel& m, const Summary& s) {
   });
   put_vec(o, s.memory, [&](const PhaseMemoryRow& p) {
     o.s(p.label), o.i(p.rank), o.i(p.max_allocated), o.i(p.max_reserved), o.i(p.max_peak), o.i(p.samples);
+  });
+  put_vec(o, s.memory_by_rank, [&](const RankMemoryRow& r) {
+    o.i(r.rank), o.i(r.peak_bytes), o.i(r.peak_t_ns), o.i(r.peak_step), o.i(r.planned_peak_bytes);
+    for (int k = 0; k < kMemCategories; ++k) o.i(r.at_peak.bytes[k]), o.i(r.planned.bytes[k]);
   });
   put_vec(o, s.names,
           [&](const NameRow& x) { o.s(x.name), o.u(x.is_kernel), o.i(x.count), o.i(x.total_ns), o.i(x.max_ns); });
@@ -278,6 +283,7 @@ void decode_payload(const char* data, size_t size, TraceModel* mp, Summary* sp) 
     x.rank = in.i32(), x.t_ns = in.i(), x.allocated = in.i(), x.reserved = in.i(), x.peak = in.i();
     x.label_id = in.i32(), x.step = in.i();
   });
+  get_vec(in, &m.memory_categories, [&](MemoryCategorySample& x) { get_memory_categories(in, x); });
   get_vec(in, &m.clocks, [&](ClockInfo& c) { get_clock(in, c); });
   m.t_min = in.i(), m.t_max = in.i();
 
@@ -322,6 +328,11 @@ void decode_payload(const char* data, size_t size, TraceModel* mp, Summary* sp) 
   get_vec(in, &s.memory, [&](PhaseMemoryRow& p) {
     p.label = in.s(), p.rank = in.i32(), p.max_allocated = in.i(), p.max_reserved = in.i(), p.max_peak = in.i();
     p.samples = in.i();
+  });
+  get_vec(in, &s.memory_by_rank, [&](RankMemoryRow& r) {
+    r.rank = in.i32(), r.peak_bytes = in.i(), r.peak_t_ns = in.i(), r.peak_step = in.i();
+    r.planned_peak_bytes = in.i();
+    for (int k = 0; k < kMemCategories; ++k) r.at_peak.bytes[k] = in.i(), r.planned.bytes[k] = in.i();
   });
   get_vec(in, &s.names, [&](NameRow& x) {
     x.name = in.s(), x.is_kernel = in.flag(), x.count = in.i(), x.total_ns = in.i(), x.max_ns = in.i();

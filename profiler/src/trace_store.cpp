@@ -56,6 +56,45 @@ int64_t attribute(TraceRange& r, uint32_t corr, const std::unordered_map<int64_t
   return xe->second;
 }
 
+// ULYSSES_MEMORY_CATEGORIES when the file has it (traces before issue 42 do not): rows with a
+// time out of range, a size below 0 or an unknown edge are counted in *bad, rows of another
+// rank than the file's in *foreign.
+void read_memory_categories(sql::Db& db, TraceModel& m, bool has_rank_row, int32_t file_rank, int64_t* bad,
+                            int64_t* foreign) {
+  if (db.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ULYSSES_MEMORY_CATEGORIES'") ==
+      0)
+    return;
+  sql::Stmt q(db,
+              "SELECT rank, timestamp, step, edge, phase, layer, parameters, gradients, optimizer, activations, "
+              "logits, communication, other FROM ULYSSES_MEMORY_CATEGORIES");
+  while (q.step()) {
+    MemoryCategorySample c;
+    c.rank = to_i32(q.i64(0));
+    c.t_ns = q.i64(1);
+    c.step = q.i64(2);
+    const int64_t edge = q.i64(3);
+    c.phase = to_i32(q.i64(4));
+    c.layer = to_i32(q.i64(5));
+    bool ok = sqlite3_column_type(q.get(), 1) == SQLITE_INTEGER && !time_out_of_range(c.t_ns) && edge >= 0 &&
+              edge <= static_cast<int64_t>(MemEdge::Planned);
+    for (int k = 0; k < kMemCategories; ++k) {
+      c.c.bytes[k] = q.i64(6 + k);
+      ok &= sqlite3_column_type(q.get(), 6 + k) == SQLITE_INTEGER && c.c.bytes[k] >= 0 &&
+            c.c.bytes[k] < (int64_t{1} << 58);
+    }
+    if (!ok) {
+      ++*bad;
+      continue;
+    }
+    c.edge = static_cast<MemEdge>(edge);
+    if (has_rank_row && c.rank != file_rank) {
+      ++*foreign;
+      continue;
+    }
+    m.memory_categories.push_back(c);
+  }
+}
+
 }  // namespace
 
 void detail::read_file(Builder& b, const std::string& path, int32_t file_index, const LoadOptions& opts) {
@@ -454,6 +493,7 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
         }
         m.memory.push_back(p);
       }
+      read_memory_categories(db, m, has_rank_row, file_rank, &bad_memory, &foreign_rows);
     }
   } catch (const TraceError&) {
     throw;
@@ -504,6 +544,10 @@ void finish(Builder& b, const LoadOptions& opts) {
   std::sort(m.memory.begin(), m.memory.end(), [](const MemoryPoint& x, const MemoryPoint& y) {
     return std::tie(x.rank, x.t_ns) < std::tie(y.rank, y.t_ns);
   });
+  std::stable_sort(m.memory_categories.begin(), m.memory_categories.end(),
+                   [](const MemoryCategorySample& x, const MemoryCategorySample& y) {
+                     return std::tie(x.rank, x.t_ns) < std::tie(y.rank, y.t_ns);
+                   });
   bool first = true;
   int32_t max_layer = -1;
   auto extend = [&](int64_t a, int64_t z) {
@@ -559,7 +603,8 @@ void finish(Builder& b, const LoadOptions& opts) {
 
 // Moves what one file added (entries from the given sizes on) onto rank 0's clock with the
 // offsets that file stored (ULYSSES_CLOCK): t -> t - offset_at(t).
-void align_to_rank0(TraceModel& m, size_t n_clocks, size_t n_ranges, size_t n_steps, size_t n_mem, size_t n_rt) {
+void align_to_rank0(TraceModel& m, size_t n_clocks, size_t n_ranges, size_t n_steps, size_t n_mem, size_t n_rt,
+                    size_t n_cat) {
   for (size_t c = n_clocks; c < m.clocks.size(); ++c) {
     ClockInfo& ck = m.clocks[c];
     if (ck.rank == 0 || (!ck.has_start && !ck.has_close)) continue;
@@ -614,6 +659,8 @@ void align_to_rank0(TraceModel& m, size_t n_clocks, size_t n_ranges, size_t n_st
       }
     for (size_t i = n_mem; i < m.memory.size(); ++i)
       if (m.memory[i].rank == ck.rank) shift(m.memory[i].t_ns);
+    for (size_t i = n_cat; i < m.memory_categories.size(); ++i)
+      if (m.memory_categories[i].rank == ck.rank) shift(m.memory_categories[i].t_ns);
     for (size_t i = n_rt; i < m.runtime.size(); ++i)
       if (m.runtime[i].rank == ck.rank) {
         shift(m.runtime[i].start_ns);
@@ -655,6 +702,7 @@ void merge_file(Builder& g, Builder& f) {
     p.label_id = sid[static_cast<size_t>(p.label_id)];
     m.memory.push_back(p);
   }
+  m.memory_categories.insert(m.memory_categories.end(), x.memory_categories.begin(), x.memory_categories.end());
   for (auto c : x.runtime) {
     c.name_id = sid[static_cast<size_t>(c.name_id)];
     m.runtime.push_back(c);
@@ -683,7 +731,7 @@ bool read_rank_files_parallel(Builder& b, const std::vector<std::string>& files,
         order_file_ranges(per[i].m.ranges.rows());
         if (opts.write_file_caches) written[i] = write_rank_file_cache(probe, files[i], opts, per[i]);
       }
-      if (opts.align_clocks) align_to_rank0(per[i].m, 0, 0, 0, 0, 0);
+      if (opts.align_clocks) align_to_rank0(per[i].m, 0, 0, 0, 0, 0, 0);
     } catch (...) {
       err[i] = std::current_exception();
     }
@@ -714,7 +762,7 @@ bool read_rank_files_parallel(Builder& b, const std::vector<std::string>& files,
 TraceModel detail::model_of_file_builders(const std::vector<Builder*>& files, const LoadOptions& opts) {
   Builder g;
   for (Builder* f : files) {
-    if (opts.align_clocks) align_to_rank0(f->m, 0, 0, 0, 0, 0);
+    if (opts.align_clocks) align_to_rank0(f->m, 0, 0, 0, 0, 0, 0);
     merge_file(g, *f);
   }
   finish(g, opts);
@@ -791,9 +839,9 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
   for (size_t i = 0; i < files.size() && !parallel; ++i) {
     const size_t before = b.m.ranks.size();
     const size_t n_ranges = b.m.ranges.rows().size(), n_steps = b.m.steps.size(), n_mem = b.m.memory.size(),
-                 n_rt = b.m.runtime.size(), n_clocks = b.m.clocks.size();
+                 n_rt = b.m.runtime.size(), n_clocks = b.m.clocks.size(), n_cat = b.m.memory_categories.size();
     read_file(b, files[i], static_cast<int32_t>(i), opts);
-    if (opts.align_clocks) align_to_rank0(b.m, n_clocks, n_ranges, n_steps, n_mem, n_rt);
+    if (opts.align_clocks) align_to_rank0(b.m, n_clocks, n_ranges, n_steps, n_mem, n_rt, n_cat);
     // A run folder must hold each rank once: two files claiming one rank, or a rank
     // without a file, is reported instead of read silently.
     if (b.m.format != "ulysses") continue;

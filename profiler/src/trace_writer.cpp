@@ -103,6 +103,7 @@ struct TraceWriter::Impl {
   bool format3 = false;       // also write ULYSSES_RANGES rows (format 3's layout)
   sql::Stmt ins_nvtx_batch, ins_range_batch;
   void flush_ranges();
+  sql::Stmt ins_mem_cat;
   sql::Stmt ins_string, ins_nvtx, ins_range, ins_step, ins_mem, ins_kernel, ins_memcpy, ins_memset, ins_runtime,
       ins_metric, ins_thread, ins_ext_corr, ins_ext_id;
 };
@@ -167,6 +168,10 @@ TraceWriter::TraceWriter(const TracerOptions& opts, int64_t pid) : impl_(std::ma
   d.ins_mem = sql::Stmt(d.db,
                         "INSERT INTO ULYSSES_MEMORY(rank, timestamp, step, labelId, allocated, reserved, peak) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?)");
+  d.ins_mem_cat = sql::Stmt(d.db,
+                            "INSERT INTO ULYSSES_MEMORY_CATEGORIES(rank, timestamp, step, edge, phase, layer, "
+                            "parameters, gradients, optimizer, activations, logits, communication, other) "
+                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   d.ins_kernel =
       sql::Stmt(d.db,
                 "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL(start, end, deviceId, contextId, streamId, correlationId, "
@@ -409,6 +414,19 @@ void TraceWriter::write_memory(int64_t t_ns, int64_t step, const std::string& la
   s.run();
 }
 
+void TraceWriter::write_memory_categories(int64_t t_ns, int64_t step, MemEdge edge, int32_t phase, int32_t layer,
+                                          const MemoryCategories& c) {
+  auto& s = impl_->ins_mem_cat;
+  s.bind(1, static_cast<int64_t>(impl_->rank));
+  s.bind(2, t_ns);
+  s.bind(3, step);
+  s.bind(4, static_cast<int64_t>(edge));
+  s.bind(5, static_cast<int64_t>(phase));
+  s.bind(6, static_cast<int64_t>(layer));
+  for (int k = 0; k < kMemCategories; ++k) s.bind(7 + k, c.bytes[k]);
+  s.run();
+}
+
 // Columns 1-7 shared by the kernel, memcpy and memset tables: start, end, deviceId,
 // contextId, streamId, correlationId, globalPid.
 template <class Record>
@@ -538,6 +556,7 @@ void TraceWriter::close() {
   d.ins_range_batch = {};
   d.ins_step = {};
   d.ins_mem = {};
+  d.ins_mem_cat = {};
   d.ins_kernel = {};
   d.ins_memcpy = {};
   d.ins_memset = {};

@@ -191,6 +191,18 @@ struct CommPhaseRow {
   double ratio = 0;  // overlap_ns / comm_ns, 0 when comm_ns == 0
 };
 
+// One rank's memory by category (issue 42, ULYSSES_MEMORY_CATEGORIES): the highest total of
+// the steps' peaks (within the step window) with what was alive then, and the planner's
+// prediction when the trace has one (rank 0 writes it; every rank's row shows it). -1: none.
+struct RankMemoryRow {
+  int32_t rank = 0;
+  int64_t peak_bytes = -1, peak_t_ns = 0, peak_step = -1;
+  MemoryCategories at_peak;
+  int64_t planned_peak_bytes = -1;
+  MemoryCategories planned;
+};
+std::vector<RankMemoryRow> memory_by_category(const TraceModel& m, const AnalysisOptions& o = {});
+
 struct Summary {
   int32_t world_size = 0;
   Headline headline;
@@ -211,6 +223,7 @@ struct Summary {
   std::vector<HeadRangeRow> heads;     // sorted by head_begin
   std::vector<SkewRow> skew;           // phases present in the trace, Step first
   std::vector<PhaseMemoryRow> memory;  // sorted by (label, rank)
+  std::vector<RankMemoryRow> memory_by_rank;  // ranks with category samples, ascending
   std::vector<NameRow> names;          // longest total first, top_names rows
   WaitingAnalysis waiting;             // collectives across ranks: who waits for whom
   int64_t clock_error_ns = -1;         // TraceModel::clock_error_ns(): ranks aligned within +-this; -1 = not aligned

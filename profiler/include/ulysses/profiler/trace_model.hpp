@@ -64,6 +64,16 @@ struct MemoryPoint {
   int64_t step = -1;     // step the sample was taken in
 };
 
+// Live memory by category at one instant (ULYSSES_MEMORY_CATEGORIES, memory_categories.hpp).
+struct MemoryCategorySample {
+  int32_t rank = 0;
+  int64_t t_ns = 0;
+  int64_t step = -1;
+  MemEdge edge = MemEdge::Begin;
+  int32_t phase = -1, layer = -1;  // the range's (edges 0 and 1), else -1
+  MemoryCategories c;
+};
+
 // A rank's clock against rank 0's, as measured at run start (and close) and stored in
 // ULYSSES_CLOCK. The loader subtracts offset_at(t) from every time of the rank when
 // `applied` (LoadOptions::align_clocks), so all ranks share rank 0's clock.
@@ -103,6 +113,7 @@ struct TraceModel {
   RangeStore ranges;
   std::vector<StepInfo> steps;
   std::vector<MemoryPoint> memory;   // sorted by (rank, t_ns)
+  std::vector<MemoryCategorySample> memory_categories;  // sorted by (rank, t_ns)
   std::vector<RuntimeCall> runtime;  // sorted by (rank, start_ns)
   // Kernels (indices into ranges, ascending) whose launching range is known only by time: no
   // external id ties them to one, so their origin is the innermost range of the rank's stepping

@@ -89,6 +89,9 @@ class TraceWriter {
   int64_t write_range(const RangeRecord& r);
   void write_step(const StepRecord& rec, int64_t start_ns, int64_t end_ns);
   void write_memory(int64_t t_ns, int64_t step, const std::string& label, const MemorySample& m);
+  // One ULYSSES_MEMORY_CATEGORIES row.
+  void write_memory_categories(int64_t t_ns, int64_t step, MemEdge edge, int32_t phase, int32_t layer,
+                               const MemoryCategories& c);
   void write_kernel(const KernelRecord& k);
   void write_memcpy(const MemcpyRecord& m);
   void write_runtime(const RuntimeRecord& r);

@@ -24,6 +24,8 @@
 #include <memory>
 #include <string>
 
+#include "ulysses/profiler/memory_categories.hpp"
+
 namespace ulysses::prof {
 
 class GpuActivitySource;
@@ -104,6 +106,9 @@ struct TracerOptions {
   std::string run_id;
   int64_t step_begin = 0, step_end = -1;  // only these steps are recorded
   bool memory = true;
+  // Live memory by category (memory_categories.hpp), sampled at both edges of every range
+  // pushed on a thread and at each step's peak, into ULYSSES_MEMORY_CATEGORIES. Null: none.
+  std::shared_ptr<MemoryProbe> memory_probe;
   // GPU activity (kernels, memcpy, memset, runtime API) written with each step. Unset: the
   // CUPTI source when `device` is "cuda:N" and the build has CUPTI, else none. Tests set a fake.
   std::function<std::unique_ptr<GpuActivitySource>(GpuActivitySink*)> gpu_source;
@@ -174,6 +179,8 @@ class Tracer {
     if (times && times(&s, &e)) record_range(info, s, e, lane);
   }
 
+  // The planner's predicted peak by category (MemEdge::Planned; rank 0 writes it once).
+  virtual void record_planned_memory(const MemoryCategories& planned) {}
   // Memory sample at a phase boundary; `label` names the boundary.
   virtual void sample_memory(const char* label, const MemorySample& m) = 0;
   // Process RSS and peak RSS from /proc/self/status (CPU ranks).

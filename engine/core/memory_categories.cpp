@@ -1,0 +1,136 @@
+// Memory by category (see memory_categories.hpp).
+#include "memory_categories.hpp"
+
+#include <atomic>
+
+#include <c10/core/Allocator.h>
+#include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
+
+#include "torch_compat.hpp"
+#include "ulysses/profiler/tracer.hpp"
+
+namespace ulysses::mem {
+
+namespace {
+thread_local MemCategory t_category = MemCategory::Other;
+}  // namespace
+
+Scope::Scope(MemCategory c) : prev_(t_category) { t_category = c; }
+Scope::~Scope() { t_category = prev_; }
+MemCategory current() { return t_category; }
+
+void Counters::add(MemCategory c, int64_t n) {
+  std::lock_guard<std::mutex> g(mu_);
+  live_.bytes[static_cast<int>(c)] += n;
+  total_ += n;
+  counted_ = true;
+  if (total_ > peak_) {
+    peak_ = total_;
+    at_peak_ = live_;
+    peak_t_ = prof::Tracer::now_ns();
+  }
+}
+
+void Counters::sub(MemCategory c, int64_t n) {
+  std::lock_guard<std::mutex> g(mu_);
+  live_.bytes[static_cast<int>(c)] -= n;
+  total_ -= n;
+}
+
+MemoryCategories Counters::live() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return live_;
+}
+int64_t Counters::peak() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return peak_;
+}
+MemoryCategories Counters::at_peak() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return at_peak_;
+}
+
+bool Counters::take_peak(MemoryCategories* out, int64_t* t_ns) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!counted_) return false;
+  *out = at_peak_;
+  *t_ns = peak_t_;
+  peak_ = total_;
+  at_peak_ = live_;
+  peak_t_ = prof::Tracer::now_ns();
+  return true;
+}
+
+void Counters::reset_peak() {
+  std::lock_guard<std::mutex> g(mu_);
+  peak_ = total_;
+  at_peak_ = live_;
+  peak_t_ = prof::Tracer::now_ns();
+}
+
+Counters& cpu() {
+  static Counters c;
+  return c;
+}
+Counters& meta() {
+  static Counters c;
+  return c;
+}
+
+namespace {
+
+// libtorch's CPU allocator with every storage counted in cpu() under the allocating thread's
+// category: the original DataPtr travels in the context, with the bytes and the category to
+// take back when it is freed.
+struct CategoryCpuAllocator final : public compat::AllocatorBase {
+  c10::Allocator* base = nullptr;
+  struct Ctx {
+    c10::DataPtr inner;
+    int64_t n;
+    MemCategory cat;
+  };
+  static void free_ctx(void* p) {
+    auto* c = static_cast<Ctx*>(p);
+    cpu().sub(c->cat, c->n);
+    delete c;
+  }
+  c10::DataPtr allocate_bytes(size_t n) override {
+    auto* c = new Ctx{base->allocate(n), static_cast<int64_t>(n), current()};
+    cpu().add(c->cat, c->n);
+    void* data = c->inner.get();
+    const auto dev = c->inner.device();
+    return {data, c, &free_ctx, dev};
+  }
+};
+
+CategoryCpuAllocator g_cpu_allocator;
+std::atomic<bool> g_installed{false};
+std::once_flag g_install_once;
+
+class CpuProbe final : public prof::MemoryProbe {
+ public:
+  void live(MemoryCategories* out) override { *out = cpu().live(); }
+  bool take_peak(MemoryCategories* out, int64_t* t_ns) override { return cpu().take_peak(out, t_ns); }
+};
+
+}  // namespace
+
+void install_cpu_counting() {
+  std::call_once(g_install_once, [] {
+    g_cpu_allocator.base = c10::GetCPUAllocator();
+    c10::SetCPUAllocator(&g_cpu_allocator, /*priority=*/1);
+    g_installed.store(true);
+  });
+}
+
+bool cpu_counting_installed() { return g_installed.load(); }
+
+at::Tensor comm_buffer_like(const at::Tensor& t) {
+  Scope s(MemCategory::Communication);
+  return at::empty_like(t);
+}
+
+std::shared_ptr<prof::MemoryProbe> cpu_probe() { return std::make_shared<CpuProbe>(); }
+
+}  // namespace ulysses::mem

@@ -1,0 +1,73 @@
+// Memory by category (issue 42) in the engine: the category new tensor storage is charged to
+// (a thread-local scope the trainer and the model set around what they build), and the live
+// bytes per category of the storage counted by the planner's meta allocator and, in real CPU
+// runs, by a counting wrapper around libtorch's CPU allocator. The same scopes run in the
+// planner's dry run and in a real step, so planned and measured categories are comparable.
+//
+//   mem::Scope s(MemCategory::Activations);  // what the forward makes from here
+//
+// A thread without a scope charges Other (backward's transients, OpenMP workers' scratch).
+// What is not seen: memory outside c10's allocator (malloc in kernels), CUDA memory (the
+// caching allocator keeps its own statistics).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include <ATen/core/Tensor.h>
+
+#include "ulysses/profiler/memory_categories.hpp"
+
+namespace ulysses::mem {
+
+using prof::MemCategory;
+using prof::MemoryCategories;
+
+class Scope {
+ public:
+  explicit Scope(MemCategory c);
+  ~Scope();
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  MemCategory prev_;
+};
+MemCategory current();
+
+// Live bytes by category of one kind of counted storage; thread-safe.
+class Counters {
+ public:
+  void add(MemCategory c, int64_t n);
+  void sub(MemCategory c, int64_t n);
+  MemoryCategories live() const;
+  int64_t peak() const;
+  MemoryCategories at_peak() const;  // what was alive when the peak was reached
+  // The highest total since the last call, with its categories and time (Tracer clock); the
+  // peak then restarts from the live bytes now. False when nothing was counted.
+  bool take_peak(MemoryCategories* out, int64_t* t_ns);
+  void reset_peak();  // peak := live now
+
+ private:
+  mutable std::mutex mu_;
+  MemoryCategories live_, at_peak_;
+  int64_t total_ = 0, peak_ = 0, peak_t_ = 0;
+  bool counted_ = false;
+};
+
+Counters& cpu();   // CPU tensor storage (install_cpu_counting)
+Counters& meta();  // the planner's meta tensors (meta_dry_run.cpp)
+
+// Wraps libtorch's CPU allocator so that every CPU tensor storage made from now on is counted
+// in cpu() under the category current() on the allocating thread. Idempotent; process-wide.
+void install_cpu_counting();
+bool cpu_counting_installed();
+
+// A receive buffer shaped like `t`, charged to Communication (all-to-all, ring, ZeRO).
+at::Tensor comm_buffer_like(const at::Tensor& t);
+
+// The profiler's view of cpu() (TracerOptions::memory_probe).
+std::shared_ptr<prof::MemoryProbe> cpu_probe();
+
+}  // namespace ulysses::mem

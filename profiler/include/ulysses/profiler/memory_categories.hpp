@@ -1,0 +1,47 @@
+// Live memory by what holds it (issue 42): the categories a run's memory is charged to, the
+// same in the engine's counting allocators (real CPU runs and the meta-device planner), the
+// trace (ULYSSES_MEMORY_CATEGORIES), `ulysses-trace summary --json` and the Chrome export.
+// No torch, no Qt.
+#pragma once
+
+#include <cstdint>
+
+namespace ulysses::prof {
+
+enum class MemCategory : int32_t {
+  Parameters = 0,     // the model's weights (and their bf16 compute copies)
+  Gradients = 1,      // the flat gradient buffer (ZeRO: its shard and the units' buffers)
+  Optimizer = 2,      // AdamW m, v, fp32 master shards and the step's own temporaries
+  Activations = 3,    // made by a layer's forward (saved for backward, or its temporaries)
+  Logits = 4,         // final norm, lm_head, logits and the loss
+  Communication = 5,  // all-to-all, ring and ZeRO collective buffers
+  Other = 6,          // everything else: backward's transients, inputs, scratch
+};
+inline constexpr int kMemCategories = 7;
+inline constexpr const char* kMemCategoryNames[kMemCategories] = {
+    "parameters", "gradients", "optimizer", "activations", "logits", "communication", "other"};
+
+struct MemoryCategories {
+  int64_t bytes[kMemCategories] = {};
+  int64_t total() const {
+    int64_t t = 0;
+    for (int64_t b : bytes) t += b;
+    return t;
+  }
+};
+
+// Which edge of a traced range a sample was taken at; Peak: the step's highest total (taken
+// when it happened, written at the step's end); Planned: the planner's prediction of the peak
+// (one row, step -1), written by rank 0 when the run starts.
+enum class MemEdge : int32_t { Begin = 0, End = 1, Peak = 2, Planned = 3 };
+
+// Supplied by the engine (Tracer options): live bytes by category now, and the highest total
+// since the last take_peak with its categories and time (then the peak restarts from now).
+class MemoryProbe {
+ public:
+  virtual ~MemoryProbe() = default;
+  virtual void live(MemoryCategories* out) = 0;
+  virtual bool take_peak(MemoryCategories* out, int64_t* t_ns) = 0;
+};
+
+}  // namespace ulysses::prof
