@@ -82,14 +82,14 @@ std::string kernel_name(const AttentionKernel& k) {
 
 struct Measured {
   int64_t params = 0;
-  int64_t inputs = 0;            // ids + labels
-  int64_t after_forward = 0;     // live - live before forward (steady-state step)
-  int64_t peak_above_start = 0;  // peak - live before forward
-  int64_t peak = 0;              // absolute peak of the measured step
-  int64_t after_step = 0;        // live after the optimizer step
-  int64_t base = 0;              // live before the model was built
-  bool techniques = false;       // the model took the run's memory techniques
-  int64_t gathered_peak = 0;     // stage 3: most bytes of gathered units (weights + gradients) in the step
+  int64_t inputs = 0;              // ids + labels
+  int64_t after_forward = 0;       // live - live before forward (steady-state step)
+  int64_t peak_above_start = 0;    // peak - live before forward
+  int64_t peak = 0;                // absolute peak of the measured step
+  int64_t after_step = 0;          // live after the optimizer step
+  int64_t base = 0;                // live before the model was built
+  bool techniques = false;         // the model took the run's memory techniques
+  int64_t gathered_peak = 0;       // stage 3: most bytes of gathered units (weights + gradients) in the step
   prof::MemoryCategories at_peak;  // what was alive at the measured step's peak, by category
 };
 

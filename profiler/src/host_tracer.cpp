@@ -363,8 +363,8 @@ class HostTracer final : public Tracer {
   // Live memory by category at a range's edge (TracerOptions::memory_probe).
   void sample_categories(const RangeInfo& info, MemEdge edge) {
     if (!opts_.memory_probe || !opts_.memory || !active()) return;
-    CategoryEntry e{now_ns(), step_.load(std::memory_order_relaxed), edge, static_cast<int32_t>(info.phase),
-                    info.layer, {}};
+    CategoryEntry e{now_ns(), step_.load(std::memory_order_relaxed), edge, static_cast<int32_t>(info.phase), info.layer,
+                    {}};
     opts_.memory_probe->live(&e.c);
     std::lock_guard<std::mutex> lk(mem_mu_);
     cats_.push_back(e);

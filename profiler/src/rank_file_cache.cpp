@@ -157,8 +157,7 @@ void decode(const std::string& bytes, detail::Builder* out) {
     if (label > INT32_MAX) In::fail();
     p.label_id = static_cast<int32_t>(label), p.step = in.i();
   });
-  cache_io::get_vec(in, &m.memory_categories,
-                    [&](MemoryCategorySample& x) { cache_io::get_memory_categories(in, x); });
+  cache_io::get_vec(in, &m.memory_categories, [&](MemoryCategorySample& x) { cache_io::get_memory_categories(in, x); });
   cache_io::get_vec(in, &m.runtime, [&](RuntimeCall& c) {
     c.rank = in.i32(), c.tid = in.i(), c.start_ns = in.i(), c.end_ns = in.i(), c.correlation = in.i();
     c.external_id = in.i();

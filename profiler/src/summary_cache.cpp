@@ -36,8 +36,8 @@ static_assert(sizeof(Headline) == 48 && sizeof(StepBreakdown) == 96 && sizeof(Ra
                   sizeof(OverlapResult) == 40 && sizeof(LayerRow) == 72 && sizeof(HeadRangeRow) == 48 &&
                   sizeof(SkewRow) == 40 && sizeof(PhaseMemoryRow) == 72 && sizeof(NameRow) == 64 &&
                   sizeof(CollectiveArrival) == 24 && sizeof(CollectiveInstance) == 88 && sizeof(RankWaitRow) == 40 &&
-                  sizeof(StepEndRow) == 24 && sizeof(WaitingAnalysis) == 96 && sizeof(Summary) == 488 && sizeof(RankMemoryRow) == 152 &&
-                  sizeof(CommPhaseRow) == 48,
+                  sizeof(StepEndRow) == 24 && sizeof(WaitingAnalysis) == 96 && sizeof(Summary) == 488 &&
+                  sizeof(RankMemoryRow) == 152 && sizeof(CommPhaseRow) == 48,
               "Summary changed: update summary_cache.cpp and bump kSummaryCacheFormat");
 #endif
 

@@ -219,14 +219,14 @@ struct Summary {
   // |union(compute) ∩ union(all-gathers)| (the all-gather time hidden behind compute),
   // compute_ns and busy_ns against them; per rank and step window as `steps`, summed.
   OverlapResult allgather;
-  std::vector<LayerRow> layers;        // sorted by (layer, dir)
-  std::vector<HeadRangeRow> heads;     // sorted by head_begin
-  std::vector<SkewRow> skew;           // phases present in the trace, Step first
-  std::vector<PhaseMemoryRow> memory;  // sorted by (label, rank)
+  std::vector<LayerRow> layers;               // sorted by (layer, dir)
+  std::vector<HeadRangeRow> heads;            // sorted by head_begin
+  std::vector<SkewRow> skew;                  // phases present in the trace, Step first
+  std::vector<PhaseMemoryRow> memory;         // sorted by (label, rank)
   std::vector<RankMemoryRow> memory_by_rank;  // ranks with category samples, ascending
-  std::vector<NameRow> names;          // longest total first, top_names rows
-  WaitingAnalysis waiting;             // collectives across ranks: who waits for whom
-  int64_t clock_error_ns = -1;         // TraceModel::clock_error_ns(): ranks aligned within +-this; -1 = not aligned
+  std::vector<NameRow> names;                 // longest total first, top_names rows
+  WaitingAnalysis waiting;                    // collectives across ranks: who waits for whom
+  int64_t clock_error_ns = -1;  // TraceModel::clock_error_ns(): ranks aligned within +-this; -1 = not aligned
 };
 
 // Whether a range counts as communication (kernel: name contains "nccl"; host: comm phase).

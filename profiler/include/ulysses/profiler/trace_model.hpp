@@ -112,9 +112,9 @@ struct TraceModel {
   // Grouped by lane (see Lane::first/count), with their extra records; sealed by load_trace.
   RangeStore ranges;
   std::vector<StepInfo> steps;
-  std::vector<MemoryPoint> memory;   // sorted by (rank, t_ns)
+  std::vector<MemoryPoint> memory;                      // sorted by (rank, t_ns)
   std::vector<MemoryCategorySample> memory_categories;  // sorted by (rank, t_ns)
-  std::vector<RuntimeCall> runtime;  // sorted by (rank, start_ns)
+  std::vector<RuntimeCall> runtime;                     // sorted by (rank, start_ns)
   // Kernels (indices into ranges, ascending) whose launching range is known only by time: no
   // external id ties them to one, so their origin is the innermost range of the rank's stepping
   // thread open at their launch (e.g. kernels autograd's backward thread launched).
