@@ -2,6 +2,7 @@
 #include "memory_categories.hpp"
 
 #include <atomic>
+#include <unordered_map>
 
 #include <c10/core/Allocator.h>
 #include <ATen/ATen.h>
@@ -81,27 +82,50 @@ Counters& meta() {
 namespace {
 
 // libtorch's CPU allocator with every storage counted in cpu() under the allocating thread's
-// category: the original DataPtr travels in the context, with the bytes and the category to
-// take back when it is freed.
+// category. The DataPtr keeps data == context (c10's raw_allocate asserts it: a context of our
+// own failed "dptr.get() == dptr.get_context()" in runs that reached it), so the original
+// DataPtr, the bytes and the category wait in a table keyed by the data pointer.
 struct CategoryCpuAllocator final : public compat::AllocatorBase {
   c10::Allocator* base = nullptr;
-  struct Ctx {
+  struct Rec {
     c10::DataPtr inner;
     int64_t n;
     MemCategory cat;
   };
-  static void free_ctx(void* p) {
-    auto* c = static_cast<Ctx*>(p);
-    cpu().sub(c->cat, c->n);
-    delete c;
+  static std::mutex& table_mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::unordered_map<void*, Rec>& table() {
+    static auto* t = new std::unordered_map<void*, Rec>();  // never destroyed: frees at exit still find it
+    return *t;
+  }
+  static void free_ptr(void* p) {
+    c10::DataPtr inner;  // destroyed (the memory freed) outside the lock
+    {
+      std::lock_guard<std::mutex> g(table_mu());
+      auto it = table().find(p);
+      if (it == table().end()) return;
+      cpu().sub(it->second.cat, it->second.n);
+      inner = std::move(it->second.inner);
+      table().erase(it);
+    }
   }
   c10::DataPtr allocate_bytes(size_t n) override {
-    auto* c = new Ctx{base->allocate(n), static_cast<int64_t>(n), current()};
-    cpu().add(c->cat, c->n);
-    void* data = c->inner.get();
-    const auto dev = c->inner.device();
-    return {data, c, &free_ctx, dev};
+    c10::DataPtr inner = base->allocate(n);
+    void* data = inner.get();
+    if (n == 0 || data == nullptr) return inner;  // nothing to count (and no unique key)
+    const auto dev = inner.device();
+    const MemCategory cat = current();
+    {
+      std::lock_guard<std::mutex> g(table_mu());
+      table().insert_or_assign(data, Rec{std::move(inner), static_cast<int64_t>(n), cat});
+    }
+    cpu().add(cat, static_cast<int64_t>(n));
+    return {data, data, &free_ptr, dev};
   }
+  // raw_allocate / raw_deallocate (used by some ATen kernels) free through this.
+  c10::DeleterFnPtr raw_deleter() const override { return &free_ptr; }
 };
 
 CategoryCpuAllocator g_cpu_allocator;
