@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <array>
 #include <cstdlib>
 #include <map>
 #include <vector>
 
 #include <QApplication>
+#include <QAreaSeries>
 #include <QChartView>
 #include <QLineSeries>
 #include <QComboBox>
@@ -523,4 +525,71 @@ TEST(MemoryViewSteps, StepMarkersAreThinnedToThePixels) {
       EXPECT_LE(markers, std::max(100, view->width()) / 4 + 1);
     }
   }
+}
+
+// Memory by category (issue 42): a trace with category samples opens on the stacked view of its
+// first rank: seven areas whose top edge at each sample is the sample's total, the planner's
+// peak as a line, and the peak table with each category's bytes and share worked out here.
+TEST(MemoryViewCategories, StacksTheSevenCategoriesAndTablesThePeak) {
+  namespace prof = ulysses::prof;
+  auto m = std::make_shared<prof::TraceModel>();
+  m->ranks.push_back({0, 0, 0, "cpu", "", 0});
+  prof::StepInfo st;
+  st.step = 0;
+  st.start_ns = 0;
+  st.end_ns = 10'000'000;
+  m->steps.push_back(st);
+  const int64_t MiB = int64_t(1) << 20;
+  auto sample = [&](int64_t t, prof::MemEdge e, std::array<int64_t, 7> mib) {
+    prof::MemoryCategorySample c;
+    c.rank = 0;
+    c.t_ns = t;
+    c.step = e == prof::MemEdge::Planned ? -1 : 0;
+    c.edge = e;
+    for (int k = 0; k < 7; ++k) c.c.bytes[k] = mib[size_t(k)] * MiB;
+    m->memory_categories.push_back(c);
+  };
+  sample(0, prof::MemEdge::Planned, {4, 4, 8, 20, 40, 2, 20});  // 98 MiB planned
+  sample(1'000'000, prof::MemEdge::Begin, {4, 4, 8, 0, 0, 0, 0});
+  sample(3'000'000, prof::MemEdge::End, {4, 4, 8, 20, 0, 2, 2});
+  sample(5'000'000, prof::MemEdge::Peak, {4, 4, 8, 20, 40, 2, 22});  // 100 MiB
+  sample(8'000'000, prof::MemEdge::End, {4, 4, 8, 0, 0, 0, 1});
+  m->t_min = 0;
+  m->t_max = 10'000'000;
+  MemoryView mv;
+  mv.resize(1000, 500);
+  mv.show();
+  mv.setIndex(TimelineIndex::build(m));
+  QApplication::processEvents();
+  EXPECT_EQ(mv.categoryRank(), 0);
+  auto* view = mv.findChild<QChartView*>();
+  ASSERT_NE(view, nullptr);
+  std::vector<QAreaSeries*> areas;
+  QLineSeries* planned = nullptr;
+  for (auto* sr : view->chart()->series()) {
+    if (auto* a = qobject_cast<QAreaSeries*>(sr)) areas.push_back(a);
+    if (auto* l = qobject_cast<QLineSeries*>(sr); l && l->name() == QStringLiteral("planned peak")) planned = l;
+  }
+  ASSERT_EQ(areas.size(), 7u);
+  EXPECT_EQ(areas.front()->name(), QStringLiteral("parameters"));
+  EXPECT_EQ(areas.front()->lowerSeries(), nullptr);
+  // The top edge is each sample's total in MiB: 16, 40, 100, 17.
+  const auto top = areas.back()->upperSeries()->points();
+  ASSERT_EQ(top.size(), 4);
+  EXPECT_DOUBLE_EQ(top[0].y(), 16);
+  EXPECT_DOUBLE_EQ(top[1].y(), 40);
+  EXPECT_DOUBLE_EQ(top[2].y(), 100);
+  EXPECT_DOUBLE_EQ(top[3].y(), 17);
+  EXPECT_DOUBLE_EQ(top[2].x(), 5.0);  // ms from the trace start
+  // The activations' band at the peak: from 16 MiB (params + grads + optimizer) to 36.
+  EXPECT_DOUBLE_EQ(areas[3]->upperSeries()->points()[2].y(), 36);
+  EXPECT_DOUBLE_EQ(areas[3]->lowerSeries()->points()[2].y(), 16);
+  ASSERT_NE(planned, nullptr);
+  EXPECT_DOUBLE_EQ(planned->points()[0].y(), 98);
+  // The peak table: 100 MiB; logits 40 MiB = 40.0%, other 22 MiB = 22.0%, planned beside.
+  const QString t = mv.peakTable();
+  EXPECT_TRUE(t.contains(QStringLiteral("100 MiB"))) << t.toStdString();
+  EXPECT_TRUE(t.contains(QStringLiteral("planned 98.0 MiB"))) << t.toStdString();
+  EXPECT_TRUE(t.contains(QStringLiteral("40.0%"))) << t.toStdString();
+  EXPECT_TRUE(t.contains(QStringLiteral("22.0%"))) << t.toStdString();
 }

@@ -1,6 +1,7 @@
 // Memory view (Qt Charts).
 #include "trace/memory_view.hpp"
 
+#include <QAreaSeries>
 #include <QChart>
 #include <QChartView>
 #include <QComboBox>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "trace/phase_style.hpp"
+#include "ulysses/profiler/analysis.hpp"
 
 namespace ulysses::ui {
 
@@ -62,6 +64,73 @@ std::vector<MemorySeriesPoint> memory_points(const prof::TraceModel& m, int32_t 
   return out;
 }
 
+namespace {
+// Combo box data of a "by category" entry: this offset plus the rank.
+constexpr int kCategoryItem = 1 << 20;
+// One colour per category (memory_categories.hpp order), distinct on the dark and light themes.
+const QColor kCategoryColours[prof::kMemCategories] = {
+    QColor(0x42, 0x85, 0xf4), QColor(0xab, 0x47, 0xbc), QColor(0xff, 0xa7, 0x26), QColor(0x66, 0xbb, 0x6a),
+    QColor(0xef, 0x53, 0x50), QColor(0x26, 0xc6, 0xda), QColor(0x9e, 0x9e, 0x9e)};
+}  // namespace
+
+std::vector<prof::MemoryCategorySample> category_points(const prof::TraceModel& m, int32_t rank, int64_t t0, int64_t t1,
+                                                        int columns) {
+  std::vector<prof::MemoryCategorySample> all;
+  for (const auto& c : m.memory_categories)
+    if (c.rank == rank && c.edge != prof::MemEdge::Planned) all.push_back(c);  // sorted by time already
+  auto lo = std::partition_point(all.begin(), all.end(), [&](const auto& c) { return c.t_ns < t0; });
+  auto hi = std::partition_point(lo, all.end(), [&](const auto& c) { return c.t_ns < t1; });
+  if (lo != all.begin()) --lo;
+  if (hi != all.end()) ++hi;
+  std::vector<prof::MemoryCategorySample> out;
+  columns = std::max(1, columns);
+  if (hi - lo <= 2 * columns) return {lo, hi};
+  const double span = double(std::max<int64_t>(1, t1 - t0)) / columns;
+  int64_t col = std::numeric_limits<int64_t>::min();
+  for (auto it = lo; it != hi; ++it) {
+    const int64_t c = int64_t(std::floor(double(it->t_ns - t0) / span));
+    if (c != col || out.empty()) {
+      out.push_back(*it);
+      col = c;
+    } else if (it->c.total() > out.back().c.total()) {
+      out.back() = *it;  // the column's largest total: peaks stay visible
+    }
+  }
+  return out;
+}
+
+QString peak_table_html(const prof::TraceModel& m, int32_t rank) {
+  for (const auto& r : prof::memory_by_category(m)) {
+    if (r.rank != rank || r.peak_bytes <= 0) continue;
+    QString h = QObject::tr("<b>Rank %1 at its peak</b> (step %2): %3")
+                    .arg(rank)
+                    .arg(r.peak_step)
+                    .arg(QString::fromStdString(format_bytes(double(r.peak_bytes))));
+    if (r.planned_peak_bytes >= 0)
+      h += QObject::tr(", planned %1").arg(QString::fromStdString(format_bytes(double(r.planned_peak_bytes))));
+    h += QStringLiteral(
+             "<table cellspacing='6'><tr><th align='left'>%1</th><th align='right'>%2</th>"
+             "<th align='right'>%3</th>%4</tr>")
+             .arg(QObject::tr("category"), QObject::tr("bytes"), QObject::tr("share"),
+                  r.planned_peak_bytes >= 0 ? QObject::tr("<th align='right'>planned</th>") : QString());
+    for (int k = 0; k < prof::kMemCategories; ++k) {
+      const int64_t b = r.at_peak.bytes[k];
+      h += QStringLiteral(
+               "<tr><td><span style='color:%1'>&#9632;</span> %2</td><td align='right'>%3</td>"
+               "<td align='right'>%4%</td>%5</tr>")
+               .arg(kCategoryColours[k].name(), QString::fromLatin1(prof::kMemCategoryNames[k]),
+                    QString::fromStdString(format_bytes(double(b))))
+               .arg(100.0 * double(b) / double(r.peak_bytes), 0, 'f', 1)
+               .arg(r.planned_peak_bytes >= 0
+                        ? QStringLiteral("<td align='right'>%1</td>")
+                              .arg(QString::fromStdString(format_bytes(double(r.planned.bytes[k]))))
+                        : QString());
+    }
+    return h + QStringLiteral("</table>");
+  }
+  return {};
+}
+
 MemoryView::MemoryView(QWidget* parent) : QWidget(parent) {
   auto* lay = new QVBoxLayout(this);
   auto* top = new QHBoxLayout;
@@ -79,12 +148,24 @@ MemoryView::MemoryView(QWidget* parent) : QWidget(parent) {
   view_ = new QChartView(chart_, this);
   view_->setRenderHint(QPainter::Antialiasing);
   view_->viewport()->installEventFilter(this);
-  lay->addWidget(view_, 1);
+  peak_table_ = new QLabel(this);
+  peak_table_->setTextFormat(Qt::RichText);
+  auto* below = new QHBoxLayout;
+  below->addWidget(view_, 1);
+  below->addWidget(peak_table_);
+  lay->addLayout(below, 1);
   lay->addWidget(legend_);
   connect(rank_box_, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
 }
 
 int MemoryView::seriesCount() const { return int(chart_->series().size()); }
+
+int MemoryView::categoryRank() const {
+  const int d = rank_box_->currentData().isValid() ? rank_box_->currentData().toInt() : -1;
+  return d >= kCategoryItem ? d - kCategoryItem : -1;
+}
+
+QString MemoryView::peakTable() const { return peak_table_->text(); }
 
 void MemoryView::setIndex(std::shared_ptr<const TimelineIndex> index) {
   index_ = std::move(index);
@@ -95,6 +176,12 @@ void MemoryView::setIndex(std::shared_ptr<const TimelineIndex> index) {
     for (const auto& p : index_->model().memory) ranks.insert(p.rank);
     rank_box_->addItem(tr("all ranks: allocated"), -1);
     for (int32_t r : ranks) rank_box_->addItem(tr("rank %1: allocated, reserved, peak").arg(r), r);
+    // Memory by category (issue 42), shown first when the trace has it.
+    std::set<int32_t> cat_ranks;
+    for (const auto& c : index_->model().memory_categories)
+      if (c.edge != prof::MemEdge::Planned) cat_ranks.insert(c.rank);
+    for (int32_t r : cat_ranks) rank_box_->addItem(tr("rank %1: by category (stacked)").arg(r), kCategoryItem + r);
+    if (!cat_ranks.empty()) rank_box_->setCurrentIndex(rank_box_->findData(kCategoryItem + *cat_ranks.begin()));
     vp_.fit(index_->t_min(), index_->t_max(), 0.01);
   }
   rank_box_->blockSignals(false);
@@ -130,9 +217,10 @@ void MemoryView::rebuild() {
     delete a;
   }
   legend_->clear();
+  peak_table_->clear();
   if (!index_) return;
   const auto& m = index_->model();
-  if (m.memory.empty()) {
+  if (m.memory.empty() && m.memory_categories.empty()) {
     info_->setText(tr("This trace has no memory samples."));
     return;
   }
@@ -142,6 +230,19 @@ void MemoryView::rebuild() {
   auto* ax = new QValueAxis;
   ax->setTitleText(tr("time from trace start (ms)"));
   ax->setRange(double(t0 - base) / 1e6, double(t1 - base) / 1e6);
+  {
+    // 1-2-5 ticks on the time axis too, anchored at the trace's start (the range itself follows
+    // the timeline's viewport, so it cannot be rounded as applyNiceNumbers would).
+    const double span = std::max(1e-6, double(t1 - t0) / 1e6), raw = span / 6;
+    const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+    const double step = raw / mag < 1.5 ? mag : raw / mag < 3.5 ? 2 * mag : raw / mag < 7.5 ? 5 * mag : 10 * mag;
+    ax->setTickType(QValueAxis::TicksDynamic);
+    ax->setTickAnchor(0);
+    ax->setTickInterval(step);
+    ax->setLabelFormat(step >= 1     ? QStringLiteral("%.0f")
+                       : step >= 0.1 ? QStringLiteral("%.1f")
+                                     : QStringLiteral("%.3f"));
+  }
   auto* ay = new QValueAxis;
   ay->setTitleText(tr("memory (MiB)"));
   chart_->addAxis(ax, Qt::AlignBottom);
@@ -168,12 +269,14 @@ void MemoryView::rebuild() {
     s->setPen(pen);
     return s;
   };
-  const int32_t sel = rank_box_->currentData().isValid() ? rank_box_->currentData().toInt() : -1;
+  const int32_t cat_rank = categoryRank();
+  const int32_t sel = cat_rank >= 0 ? -2 : rank_box_->currentData().isValid() ? rank_box_->currentData().toInt() : -1;
+  if (cat_rank >= 0) ymax = addCategoryAreas(cat_rank, t0, t1, cols, base, ax, ay, 1024.0 * 1024.0);
   std::set<int32_t> ranks;
   for (const auto& p : m.memory) ranks.insert(p.rank);
   int64_t peak = 0;
   for (int32_t r : ranks) {
-    if (sel >= 0 && r != sel) continue;
+    if ((sel >= 0 && r != sel) || sel == -2) continue;
     auto pts = memory_points(m, r, t0, t1, cols);
     for (const auto& p : pts) peak = std::max(peak, p.peak);
     if (sel < 0) {
@@ -238,6 +341,7 @@ void MemoryView::rebuild() {
     delete steps;
   }
   ay->setRange(0, ymax * 1.08);
+  ay->applyNiceNumbers();  // 1-2-5 ticks
   // Own legend line (QChart's legend loses its markers after removeAllSeries() here).
   QString legend;
   for (auto* sr : chart_->series()) {
@@ -246,8 +350,61 @@ void MemoryView::rebuild() {
     legend += QStringLiteral("<span style='color:%1'>&#9632;</span> %2&nbsp;&nbsp; ")
                   .arg(ls->pen().color().name(), ls->name().toHtmlEscaped());
   }
+  if (cat_rank >= 0) {
+    legend.clear();
+    for (int k = 0; k < prof::kMemCategories; ++k)
+      legend += QStringLiteral("<span style='color:%1'>&#9632;</span> %2&nbsp;&nbsp; ")
+                    .arg(kCategoryColours[k].name(), QString::fromLatin1(prof::kMemCategoryNames[k]));
+    peak_table_->setText(peak_table_html(m, cat_rank));
+  }
   legend_->setText(legend);
-  info_->setText(tr("peak in view: %1").arg(QString::fromStdString(format_bytes(peak))));
+  if (cat_rank < 0) info_->setText(tr("peak in view: %1").arg(QString::fromStdString(format_bytes(peak))));
+}
+
+// The seven categories of `rank` stacked as areas (parameters at the bottom), and the planner's
+// predicted peak as a dashed line; returns the largest stacked total in MiB.
+double MemoryView::addCategoryAreas(int32_t rank, int64_t t0, int64_t t1, int cols, int64_t base, QValueAxis* ax,
+                                    QValueAxis* ay, double unit) {
+  const auto& m = index_->model();
+  const auto pts = category_points(m, rank, t0, t1, cols);
+  double ymax = 1;
+  QLineSeries* lower = nullptr;
+  for (int k = 0; k < prof::kMemCategories; ++k) {
+    auto* upper = new QLineSeries;
+    QList<QPointF> list;
+    list.reserve(qsizetype(pts.size()));
+    for (const auto& p : pts) {
+      double y = 0;
+      for (int j = 0; j <= k; ++j) y += double(p.c.bytes[j]);
+      ymax = std::max(ymax, y / unit);
+      list.append(QPointF(double(p.t_ns - base) / 1e6, y / unit));
+    }
+    upper->replace(list);
+    auto* area = new QAreaSeries(upper, lower);
+    area->setName(QString::fromLatin1(prof::kMemCategoryNames[k]));
+    area->setColor(kCategoryColours[k]);
+    area->setBorderColor(kCategoryColours[k].darker(130));
+    chart_->addSeries(area);
+    area->attachAxis(ax);
+    area->attachAxis(ay);
+    lower = upper;
+  }
+  double planned = -1;
+  for (const auto& c : m.memory_categories)
+    if (c.edge == prof::MemEdge::Planned) planned = double(c.c.total()) / unit;
+  if (planned > 0) {
+    auto* line = new QLineSeries;
+    line->setName(tr("planned peak"));
+    line->append(double(t0 - base) / 1e6, planned);
+    line->append(double(t1 - base) / 1e6, planned);
+    line->setPen(QPen(QColor(230, 230, 230), 1.5, Qt::DashLine));
+    chart_->addSeries(line);
+    line->attachAxis(ax);
+    line->attachAxis(ay);
+    ymax = std::max(ymax, planned);
+  }
+  info_->setText(tr("rank %1 by category: %2 points in view").arg(rank).arg(pts.size()));
+  return ymax;
 }
 
 }  // namespace ulysses::ui

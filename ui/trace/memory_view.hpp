@@ -28,6 +28,15 @@ struct MemorySeriesPoint {
 std::vector<MemorySeriesPoint> memory_points(const prof::TraceModel& m, int32_t rank, int64_t t0, int64_t t1,
                                              int columns);
 
+// Memory by category (ULYSSES_MEMORY_CATEGORIES, issue 42) of one rank in [t0, t1): the range-
+// edge and peak samples, at most one per pixel column (the largest total), with one sample
+// before and after the window so the areas reach the edges.
+std::vector<prof::MemoryCategorySample> category_points(const prof::TraceModel& m, int32_t rank, int64_t t0, int64_t t1,
+                                                        int columns);
+// "What was alive at the peak" of one rank as an HTML table (category, bytes, share of the
+// peak), the planner's prediction beside it when the trace has one; empty without categories.
+QString peak_table_html(const prof::TraceModel& m, int32_t rank);
+
 class MemoryView : public QWidget {
   Q_OBJECT
  public:
@@ -35,6 +44,9 @@ class MemoryView : public QWidget {
   void setIndex(std::shared_ptr<const TimelineIndex> index);
   const TimelineViewport& viewport() const { return vp_; }
   int seriesCount() const;
+  // The rank whose categories are shown stacked, or -1 (the allocated/RSS lines instead).
+  int categoryRank() const;
+  QString peakTable() const;
 
  public slots:
   void setViewport(const ulysses::ui::TimelineViewport& vp);
@@ -47,11 +59,14 @@ class MemoryView : public QWidget {
 
  private:
   void rebuild();
+  double addCategoryAreas(int32_t rank, int64_t t0, int64_t t1, int cols, int64_t base, QValueAxis* ax, QValueAxis* ay,
+                          double unit);
   std::shared_ptr<const TimelineIndex> index_;
   TimelineViewport vp_;
   QComboBox* rank_box_;
   QLabel* info_;
   QLabel* legend_;
+  QLabel* peak_table_;
   QChartView* view_;
   QChart* chart_;
 };
