@@ -125,11 +125,18 @@ prof::RangeInfo Zero3Params::info_for(size_t u, bool gather, bool prefetch) cons
   return r;
 }
 
+// Gathers on the "zero gather" row, reduce-scatters on "zero reduce-scatter" (their own rows:
+// a prefetched gather runs beside the layer computing and beside the other kind).
+static int32_t lane_of(const prof::RangeInfo& r) {
+  return r.dir == Direction::None ? prof::Tracer::kZeroGatherLane : prof::Tracer::kZeroReduceLane;
+}
+
 void Zero3Params::record(Pending& p) {
   if (!tracer_ || !tracer_->active()) return;
   if (p.work.span) {  // a GPU rank: the device's times, at the end of the step
     auto span = p.work.span;
-    tracer_->record_range_later(p.info, [span](int64_t* s, int64_t* e) { return span->times(s, e); });
+    tracer_->record_range_later(
+        p.info, [span](int64_t* s, int64_t* e) { return span->times(s, e); }, lane_of(p.info));
     return;
   }
   // From when the world group's queue reached it (Gloo runs one collective at a time, in
@@ -137,7 +144,7 @@ void Zero3Params::record(Pending& p) {
   int64_t start = p.work.issued_ns;
   if (p.prev_done) start = std::max(start, p.prev_done->load());
   const int64_t done = p.work.done_ns && p.work.done_ns->load() > 0 ? p.work.done_ns->load() : prof::Tracer::now_ns();
-  tracer_->record_range(p.info, start, std::max(start, done), prof::Tracer::kCommLane);
+  tracer_->record_range(p.info, start, std::max(start, done), lane_of(p.info));
 }
 
 void Zero3Params::issue_gather(size_t u, bool prefetch) {

@@ -727,10 +727,12 @@ class HostTracer final : public Tracer {
         RangeRecord r;
         r.start_ns = e.start_ns;
         r.end_ns = e.end_ns;
-        r.tid = e.lane == kCommLane       ? kCommTid
-                : e.lane == kRingLane     ? kRingTid
-                : e.lane == kRingGradLane ? kRingGradTid
-                                          : s.tid;
+        r.tid = e.lane == kCommLane         ? kCommTid
+                : e.lane == kRingLane       ? kRingTid
+                : e.lane == kRingGradLane   ? kRingGradTid
+                : e.lane == kZeroGatherLane ? kZeroGatherTid
+                : e.lane == kZeroReduceLane ? kZeroReduceTid
+                                            : s.tid;
         r.push_pop = e.push_pop;
         r.step = e.step;
         r.info = e.info;

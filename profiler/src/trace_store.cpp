@@ -318,7 +318,12 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
             auto tn = thread_names.find(gtid);
             std::string name = tn != thread_names.end() ? tn->second : "thread " + std::to_string(tid);
             bool comm = ours && is_comm_row_tid(tid);
-            int order = comm ? (tid == kCommTid ? 2 : tid == kRingTid ? 3 : 4) : (name == "main" ? 0 : 1);
+            int order = comm ? (tid == kCommTid         ? 2
+                                : tid == kRingTid       ? 3
+                                : tid == kRingGradTid   ? 4
+                                : tid == kZeroGatherTid ? 5
+                                                        : 6)
+                             : (name == "main" ? 0 : 1);
             int32_t src = b.source(rank, comm ? LaneKind::Comm : LaneKind::HostThread, tid, name, order);
             it = lane_of_gtid.emplace(gtid, src).first;
           }

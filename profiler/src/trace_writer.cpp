@@ -87,6 +87,7 @@ std::string utc_now() {
 struct TraceWriter::Impl {
   sql::Db db;
   bool ring_rows_named[2] = {false, false};  // "ring kv", "ring dkv": named when first used
+  bool zero_rows_named[2] = {false, false};  // "zero gather", "zero reduce-scatter": the same
   int64_t pid = 0;
   int32_t rank = 0;
   bool in_txn = false;
@@ -371,6 +372,10 @@ int64_t TraceWriter::write_range(const RangeRecord& r) {
   if ((r.tid == kRingTid || r.tid == kRingGradTid) && !d.ring_rows_named[r.tid == kRingGradTid]) {
     d.ring_rows_named[r.tid == kRingGradTid] = true;
     name_thread(r.tid, r.tid == kRingTid ? "ring kv" : "ring dkv");
+  }
+  if ((r.tid == kZeroGatherTid || r.tid == kZeroReduceTid) && !d.zero_rows_named[r.tid == kZeroReduceTid]) {
+    d.zero_rows_named[r.tid == kZeroReduceTid] = true;
+    name_thread(r.tid, r.tid == kZeroGatherTid ? "zero gather" : "zero reduce-scatter");
   }
   const int64_t id = d.next_event_id++;
   d.pending.push_back(

@@ -632,6 +632,8 @@ TEST(Zero, Stage3AllGatherHiddenTimeFromTheRangesEqualsTheSummary) {
         compute.push_back({x.start, x.end});
       if (x.phase != static_cast<int>(prof::Phase::GradAllReduce)) continue;
       if (x.dir == static_cast<int>(prof::Direction::None)) {
+        // On the "zero gather" row of their own (issue 40), not the all-to-alls' comm row.
+        EXPECT_EQ(x.tid & 0xFFFFFF, 0xFFFFFB) << "an all-gather off the zero gather row";
         gathers.push_back({x.start, x.end});
         (x.chunk == 1 ? prefetched : on_demand) += 1;
         // Its bytes: the ring volume of its unit (a layer's, or the embedding's / head's).
@@ -639,6 +641,7 @@ TEST(Zero, Stage3AllGatherHiddenTimeFromTheRangesEqualsTheSummary) {
           EXPECT_EQ(x.bytes, layout.units[static_cast<size_t>(x.layer) + 1].shard * 4) << "layer " << x.layer;
         }
       } else if (x.dir == static_cast<int>(prof::Direction::Backward) && x.chunk == -1) {
+        EXPECT_EQ(x.tid & 0xFFFFFF, 0xFFFFFA) << "a reduce-scatter off the zero reduce-scatter row";
         ++reduce_scatters;
       }
     }

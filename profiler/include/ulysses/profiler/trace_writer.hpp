@@ -21,8 +21,13 @@ constexpr int64_t kCommTid = 0xFFFFFE;
 // ... and of the ring attention rows (Tracer::kRingLane, kRingGradLane): "ring kv", "ring dkv".
 constexpr int64_t kRingTid = 0xFFFFFD;
 constexpr int64_t kRingGradTid = 0xFFFFFC;
+// ... and of ZeRO stage 3's rows (Tracer::kZeroGatherLane, kZeroReduceLane).
+constexpr int64_t kZeroGatherTid = 0xFFFFFB;
+constexpr int64_t kZeroReduceTid = 0xFFFFFA;
 // Whether `tid` is one of the synthetic communication rows above.
-constexpr bool is_comm_row_tid(int64_t tid) { return tid == kCommTid || tid == kRingTid || tid == kRingGradTid; }
+constexpr bool is_comm_row_tid(int64_t tid) {
+  return tid == kCommTid || tid == kRingTid || tid == kRingGradTid || tid == kZeroGatherTid || tid == kZeroReduceTid;
+}
 
 // nsys serialization: globalPid = pid << 24, globalTid = globalPid + tid (the bits above 48
 // hold nsys' hardware/VM id, which the decoders drop). Encoders and decoders, one constant.

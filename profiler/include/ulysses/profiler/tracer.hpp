@@ -139,6 +139,10 @@ class Tracer {
   // a row holds ranges that nest or follow each other only.
   static constexpr int32_t kRingLane = -3;
   static constexpr int32_t kRingGradLane = -4;
+  // ZeRO stage 3's parameter all-gathers and gradient reduce-scatters (issue 40), rows of their
+  // own ("zero gather", "zero reduce-scatter"): a prefetched gather overlaps the layer computing.
+  static constexpr int32_t kZeroGatherLane = -5;
+  static constexpr int32_t kZeroReduceLane = -6;
 
   // Throws std::runtime_error with a message on failure to create the file.
   static std::unique_ptr<Tracer> open(const TracerOptions& opts);
