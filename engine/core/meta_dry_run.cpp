@@ -93,6 +93,58 @@ struct Measured {
   prof::MemoryCategories at_peak;  // what was alive at the measured step's peak, by category
 };
 
+// Trainer::setup_zero / the Trainer's constructor for the dry run: AdamW (stage 0), the flat
+// parameter buffer with the shard's state (stages 1, 2) or Zero3Params (stage 3), charged to the
+// optimizer category as the trainer charges them; `params` become the views the stage makes.
+struct PlanState {
+  std::unique_ptr<torch::optim::AdamW> opt;
+  std::unique_ptr<ShardedAdamW> zopt;
+  std::unique_ptr<Zero3Params> z3;
+  at::Tensor pflat, gshard;
+  int64_t tail = 0;
+};
+PlanState plan_state(LlamaModel& model, Comm& comm, const TrainConfig& t, const ZeroLayout& layout, int64_t grad_numel,
+                     const torch::Device& meta, std::vector<at::Tensor>& params) {
+  const int64_t Z = t.zero_stage;
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(meta);
+  PlanState ps;
+  auto& opt = ps.opt;
+  auto& zopt = ps.zopt;
+  auto& z3 = ps.z3;
+  at::Tensor& pflat = ps.pflat;
+  at::Tensor& gshard = ps.gshard;
+  int64_t tail = grad_numel;
+  std::optional<mem::Scope> zero_mem;
+  if (Z > 0) zero_mem.emplace(mem::MemCategory::Optimizer);  // Trainer::setup_zero's scope
+  if (Z >= 3) {
+    // Trainer::setup_zero3: the parameters become views of per-unit buffers that exist only
+    // while gathered (the trainer's own Zero3Params, over the shape-only Comm: gathers and
+    // reduce-scatters allocate what they allocate on a GPU rank and move nothing).
+    z3 = std::make_unique<Zero3Params>(model, comm, nullptr);
+    params = model.parameters();  // the views (the full tensors taken apart are freed)
+    std::vector<bool> decay;
+    for (auto& [name, p] : model.named_parameters()) decay.push_back(p.dim() >= 2);
+    if (!t.offload_optimizer)
+      zopt = std::make_unique<ShardedAdamW>(z3->layout().shard, z3->layout().decay_runs(z3->param_numel(), decay),
+                                            ZeroAdamWOptions{}, meta);
+  } else if (Z == 0) {
+    opt = make_adamw(model, t);  // the Trainer's own construction
+  } else {
+    pflat = torch::empty({layout.padded()}, f32);
+    std::vector<std::pair<int64_t, bool>> sizes;
+    for (auto& [name, p] : model.named_parameters()) sizes.emplace_back(p.numel(), p.dim() >= 2);
+    move_params_into(model, pflat, /*copy_values=*/false);  // the Trainer's own (meta: no values)
+    params = model.parameters();
+    if (!t.offload_optimizer) zopt = std::make_unique<ShardedAdamW>(layout, sizes, ZeroAdamWOptions{}, meta);
+    if (Z >= 2) gshard = torch::empty({layout.shard}, f32);
+    tail = layout.padded();
+  }
+
+  zero_mem.reset();
+  ps.tail = tail;
+  return ps;
+}
+
 // Runs `steps` training steps of cfg (num_hidden_layers = layers) on meta and measures the
 // last one. forward_only: one forward, no backward or optimizer.
 Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, int steps, bool forward_only) {
@@ -130,39 +182,14 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
   // W x S; AdamW state of this rank's S elements (none on the device with offload_optimizer).
   const int64_t Z = t.zero_stage;
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(meta);
-  std::unique_ptr<torch::optim::AdamW> opt;
-  std::unique_ptr<ShardedAdamW> zopt;
   ZeroLayout layout(grad_numel, c.parallel.world_size(), sp_rank);
-  at::Tensor pflat, gshard;
-  int64_t tail = grad_numel;
-  std::unique_ptr<Zero3Params> z3;
-  std::optional<mem::Scope> zero_mem;
-  if (Z > 0) zero_mem.emplace(mem::MemCategory::Optimizer);  // Trainer::setup_zero's scope
-  if (Z >= 3) {
-    // Trainer::setup_zero3: the parameters become views of per-unit buffers that exist only
-    // while gathered (the trainer's own Zero3Params, over the shape-only Comm: gathers and
-    // reduce-scatters allocate what they allocate on a GPU rank and move nothing).
-    z3 = std::make_unique<Zero3Params>(model, comm, nullptr);
-    params = model.parameters();  // the views (the full tensors taken apart are freed)
-    std::vector<bool> decay;
-    for (auto& [name, p] : model.named_parameters()) decay.push_back(p.dim() >= 2);
-    if (!t.offload_optimizer)
-      zopt = std::make_unique<ShardedAdamW>(z3->layout().shard, z3->layout().decay_runs(z3->param_numel(), decay),
-                                            ZeroAdamWOptions{}, meta);
-  } else if (Z == 0) {
-    opt = make_adamw(model, t);  // the Trainer's own construction
-  } else {
-    pflat = torch::empty({layout.padded()}, f32);
-    std::vector<std::pair<int64_t, bool>> sizes;
-    for (auto& [name, p] : model.named_parameters()) sizes.emplace_back(p.numel(), p.dim() >= 2);
-    move_params_into(model, pflat, /*copy_values=*/false);  // the Trainer's own (meta: no values)
-    params = model.parameters();
-    if (!t.offload_optimizer) zopt = std::make_unique<ShardedAdamW>(layout, sizes, ZeroAdamWOptions{}, meta);
-    if (Z >= 2) gshard = torch::empty({layout.shard}, f32);
-    tail = layout.padded();
-  }
-
-  zero_mem.reset();
+  PlanState st = plan_state(model, comm, t, layout, grad_numel, meta, params);
+  auto& opt = st.opt;
+  auto& zopt = st.zopt;
+  auto& z3 = st.z3;
+  at::Tensor& pflat = st.pflat;
+  at::Tensor& gshard = st.gshard;
+  const int64_t tail = st.tail;
   // Trainer: every parameter's .grad is a view into one flat fp32 gradient buffer (padded at
   // ZeRO stages) that autograd accumulates into and that is all-reduced in place.
   at::Tensor flat;

@@ -98,6 +98,29 @@ std::string empty_trace_reason(const std::string& source, int64_t ranges_and_ker
          "and did the run reach a traced step?";
 }
 
+namespace {
+// Memory by category (issue 42) of one rank: the peak and what was alive then, beside the plan;
+// null when the trace has no categories for it.
+nlohmann::json rank_memory_json(const Summary& s, int32_t rank) {
+  using nlohmann::json;
+  for (const auto& mr : s.memory_by_rank) {
+    if (mr.rank != rank || mr.peak_bytes < 0) continue;
+    json at = json::object(), planned = json::object();
+    for (int k = 0; k < kMemCategories; ++k) {
+      at[kMemCategoryNames[k]] = mr.at_peak.bytes[k];
+      planned[kMemCategoryNames[k]] = mr.planned.bytes[k];
+    }
+    json mem = {{"peak_bytes", mr.peak_bytes},
+                {"peak_step", mr.peak_step},
+                {"at_peak", at},
+                {"planned_peak_bytes", mr.planned_peak_bytes >= 0 ? json(mr.planned_peak_bytes) : json()}};
+    if (mr.planned_peak_bytes >= 0) mem["planned_at_peak"] = planned;
+    return mem;
+  }
+  return json();
+}
+}  // namespace
+
 nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
   using nlohmann::json;
   json j;
@@ -168,21 +191,7 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
                           {"overlap_ns", t.overlap_ns},
                           {"idle_ns", t.idle_ns},
                           {"overlap_ratio", t.overlap_ratio}});
-    // Memory by category (issue 42): the peak and what was alive then, beside the plan.
-    for (const auto& mr : s.memory_by_rank) {
-      if (mr.rank != t.rank || mr.peak_bytes < 0) continue;
-      json at = json::object(), planned = json::object();
-      for (int k = 0; k < kMemCategories; ++k) {
-        at[kMemCategoryNames[k]] = mr.at_peak.bytes[k];
-        planned[kMemCategoryNames[k]] = mr.planned.bytes[k];
-      }
-      json mem = {{"peak_bytes", mr.peak_bytes},
-                  {"peak_step", mr.peak_step},
-                  {"at_peak", at},
-                  {"planned_peak_bytes", mr.planned_peak_bytes >= 0 ? json(mr.planned_peak_bytes) : json()}};
-      if (mr.planned_peak_bytes >= 0) mem["planned_at_peak"] = planned;
-      j["ranks"].back()["memory"] = mem;
-    }
+    if (json mem = rank_memory_json(s, t.rank); !mem.is_null()) j["ranks"].back()["memory"] = std::move(mem);
   }
   j["layers"] = json::array();
   for (const auto& l : s.layers) {
