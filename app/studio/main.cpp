@@ -266,8 +266,8 @@ int studio_main(int argc, char** argv) {
       return 2;
     }
     bool isTrace = is_file && fi.suffix().toLower() == QLatin1String("sqlite");
-    isTrace =
-        isTrace || ulysses::prof::is_foreign_trace(ulysses::ui::native_path(fi.absoluteFilePath()));  // nsys / PyTorch
+    // By content, as ulysses-trace reads it: an Nsight export or a PyTorch profiler trace under any name.
+    isTrace = isTrace || ulysses::prof::is_trace_input(ulysses::ui::native_path(fi.absoluteFilePath()));
     bool ok = screenshot && isTrace ? w.openTraceAndWait(fi.absoluteFilePath(), &err) : w.openPath(pos.front(), &err);
     // A path that cannot be opened (missing, unreadable, not a run or a trace) is bad input: 2,
     // as ulysses-trace says for the same files.

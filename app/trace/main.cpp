@@ -67,7 +67,7 @@ static void print_error(const std::string& message) {
 // reason, for exit 2. `ranges_and_kernels` from the model or, when the model came from the
 // summary cache (no ranges), from its summary.
 static bool refuse_empty_trace(const ulysses::prof::TraceModel& m, int64_t ranges_and_kernels) {
-  const std::string why = ulysses::prof::empty_trace_reason(m.source, ranges_and_kernels, m.memory.size());
+  const std::string why = ulysses::prof::empty_trace_reason(m, ranges_and_kernels);
   if (!why.empty()) std::cerr << "ulysses-trace: " << why << "\n";
   return !why.empty();
 }

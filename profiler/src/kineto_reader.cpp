@@ -52,26 +52,46 @@ int64_t num_i64(const json& j, const char* key, int64_t dflt) {
   return dflt;
 }
 
-// Microseconds (a number, or a number as text) to ns; throws for what has no ns value within
-// +-2^62 (1e300, "-inf", 2^64 - 1): such events are left out and counted in a note.
-int64_t us_to_ns(const json& v) {
-  double us = 0;
-  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}) throw std::out_of_range("time");
+// Why a time could not be read (TimeFault::None: it could).
+enum class TimeFault { None, Text, NotANumber, OutOfRange };
+
+// Microseconds (a JSON number) to ns in *ns. Text ("12", "-inf", "abc") is no number, whatever
+// it spells: such a time was read as 0 or as much of it as parsed. Numbers without an ns value
+// within +-2^62 (1e300, 2^64 - 1) are out of range.
+TimeFault us_to_ns(const json& v, int64_t* ns) {
+  if (v.is_string()) return TimeFault::Text;
+  if (!v.is_number()) return TimeFault::NotANumber;  // true, null, an object: read as 0 before
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}) return TimeFault::OutOfRange;
   if (v.is_number_integer()) {
     const int64_t i = v.get<int64_t>();
-    if (i > kMaxForeignTimeNs / 1000 || i < -kMaxForeignTimeNs / 1000) throw std::out_of_range("time");
-    return i * 1000;
+    if (i > kMaxForeignTimeNs / 1000 || i < -kMaxForeignTimeNs / 1000) return TimeFault::OutOfRange;
+    *ns = i * 1000;
+    return TimeFault::None;
   }
-  if (v.is_number())
-    us = v.get<double>();
-  else if (v.is_string())
-    us = std::stod(v.get<std::string>());
-  else
-    return 0;
+  const double us = v.get<double>();
   if (!std::isfinite(us) || std::fabs(us) * 1000.0 > static_cast<double>(kMaxForeignTimeNs))
-    throw std::out_of_range("time");
-  return static_cast<int64_t>(std::llround(us * 1000.0));
+    return TimeFault::OutOfRange;
+  *ns = static_cast<int64_t>(std::llround(us * 1000.0));
+  return TimeFault::None;
 }
+
+// A value of a file as a note quotes it: JSON text, control characters as '?', at most 40 bytes.
+std::string quote_value(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return s.size() > 40 ? s.substr(0, 40) + "..." : s;
+}
+
+// Events left out or changed, per reason, for one note each: how many, and the first one's
+// category, name and value, so that the user can find it in the file.
+struct EventTally {
+  std::map<std::string, std::pair<int64_t, std::string>> by_reason;  // reason -> (events, first example)
+  void add(const std::string& reason, const std::string& example) {
+    auto& e = by_reason[reason];
+    if (e.first++ == 0) e.second = example;
+  }
+};
 
 // A string member of an event, "" when absent or not a string ({"ph": 5} threw type_error).
 std::string str_of(const json& e, const char* key) {
@@ -233,6 +253,7 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
   int64_t bad_mems = 0;
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names;  // (pid, tid) -> name
   size_t entries = 0, not_events = 0;
+  int64_t no_ts = 0;  // complete events without a time
   int64_t head_copies = 0;
   json doc;
   {
@@ -282,10 +303,14 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
         mems.push_back(std::move(me));
         return;
       }
-      if (ph != "X" || !e.contains("ts")) return;
+      if (ph != "X") return;
       Event k;
       k.cat = str_of(e, "cat");
       if (k.cat == "Trace" || k.cat == "gpu_user_annotation" || k.cat == "ac2g" || k.cat == "python_function") return;
+      if (!e.contains("ts")) {
+        ++no_ts;
+        return;
+      }
       // Our own export's display copies of ranges that carry heads ("heads a-b" lanes): the
       // ranges themselves are in the file too (read back, attention counted twice).
       if (k.cat == "ulysses_heads") {
@@ -343,7 +368,18 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
       }
       return true;
     };
-    doc = json::parse(f, cb, false);
+    try {
+      doc = json::parse(f, cb, true);
+    } catch (const json::parse_error& e) {
+      // Where it stops being JSON (not the parser's text, which quotes the file's bytes).
+      std::error_code ec;
+      const auto size = fs::file_size(path, ec);
+      // The parser counts end of file as one byte past the last.
+      const auto at = ec ? e.byte : std::min<std::uintmax_t>(e.byte, size);
+      throw TraceError(describe(path) + " is not valid JSON: it stops being JSON at byte " + std::to_string(at) +
+                       (ec ? std::string() : " of " + std::to_string(size)) +
+                       " (truncated, or not a PyTorch profiler trace?)");
+    }
   }
   if (doc.is_discarded())
     throw TraceError(describe(path) + " is not valid JSON (truncated or not a PyTorch profiler trace?)");
@@ -366,7 +402,13 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
       }
     }
   } else {
-    throw TraceError(describe(path) + " is JSON but not a PyTorch profiler trace (no traceEvents)");
+    // traceEvents present but not a list (an object, a number) says so, not "no traceEvents".
+    const auto te = doc.is_object() ? doc.find("traceEvents") : doc.end();
+    throw TraceError(describe(path) + " is JSON but not a PyTorch profiler trace (" +
+                     (doc.is_object() && te != doc.end()
+                          ? "traceEvents is " + std::string(te->type_name()) + ", not a list of events"
+                          : std::string("no traceEvents")) +
+                     ")");
   }
 
   const int32_t rank = static_cast<int32_t>(m.ranks.size());
@@ -379,25 +421,43 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
   fr.hint = hint;
   fr.name_hint = rank_from_file_name(fname);
 
-  int64_t device = -1, skipped_bad = 0, bad_steps = 0, bad_attrs = 0, repeated_steps = 0;
+  int64_t device = -1, bad_steps = 0, bad_attrs = 0, repeated_steps = 0;
+  EventTally dropped;  // events left out, per reason ("dur is text", "ts is out of range", "dur is negative")
   std::set<int64_t> seen_steps;
   const size_t first_range = m.ranges.rows().size();
   for (const Event& e : kept) {
     const std::string& cat = e.cat;
     const std::string& name = e.name;
-    int64_t start = 0, dur = 0;
-    try {
-      dur = !e.dur.is_null() ? us_to_ns(e.dur) : 0;
-      int64_t end = 0;
-      if (__builtin_add_overflow(base_ns, us_to_ns(e.ts), &start) || __builtin_add_overflow(start, dur, &end) ||
-          time_out_of_range(start) || time_out_of_range(end))
-        throw std::out_of_range("time");
-    } catch (const std::exception&) {
-      ++skipped_bad;
+    int64_t start = 0, dur = 0, ts = 0;
+    auto example = [&](const char* field, const json& v) {
+      std::string n = Builder::capped(name).substr(0, 40);
+      for (char& c : n)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+      return (cat.empty() ? std::string("event") : quote_value(json(cat))) + " '" + n + "' " + field + " " +
+             quote_value(v);
+    };
+    const TimeFault dur_fault = e.dur.is_null() ? TimeFault::None : us_to_ns(e.dur, &dur);
+    const TimeFault ts_fault = us_to_ns(e.ts, &ts);
+    const TimeFault fault = ts_fault != TimeFault::None ? ts_fault : dur_fault;
+    const char* field = ts_fault != TimeFault::None ? "ts" : "dur";
+    const json& value = ts_fault != TimeFault::None ? e.ts : e.dur;
+    int64_t end = 0;
+    if (fault == TimeFault::Text) {
+      dropped.add(std::string(field) + " is text", example(field, value));
+      continue;
+    }
+    if (fault == TimeFault::NotANumber) {
+      dropped.add(std::string(field) + " is no number (true, null, an object)", example(field, value));
+      continue;
+    }
+    if (fault == TimeFault::OutOfRange || __builtin_add_overflow(base_ns, ts, &start) ||
+        __builtin_add_overflow(start, dur, &end) || time_out_of_range(start) || time_out_of_range(end)) {
+      dropped.add(std::string(fault == TimeFault::OutOfRange ? field : "ts") + " is beyond +-2^62 ns (146 years)",
+                  fault == TimeFault::OutOfRange ? example(field, value) : example("ts", e.ts));
       continue;
     }
     if (dur < 0) {
-      ++skipped_bad;
+      dropped.add("dur is negative (an end before its start)", example("dur", e.dur));
       continue;
     }
     const int64_t pid = e.pid, tid = e.tid;
@@ -484,7 +544,12 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
     }
     m.ranges.rows().push_back(r);
   }
-  if (skipped_bad > 0) note(std::to_string(skipped_bad) + " events with unreadable times left out");
+  // One note per reason: how many events were left out, and the first one's category, name
+  // and value, so that the user can find it in the file (a ts "abc" was read at 0 ns before).
+  for (const auto& [reason, c] : dropped.by_reason)
+    note("traceEvents: " + std::to_string(c.first) + " rows dropped: " + reason + " (first: " + c.second + ")");
+  if (no_ts > 0)
+    note("traceEvents: " + std::to_string(no_ts) + " rows dropped: ts is missing (complete \"ph\": \"X\" events)");
   if (head_copies > 0)
     note(std::to_string(head_copies) +
          " display copies of ranges (cat \"ulysses_heads\", written by ulysses-trace export) left out: their "
@@ -505,6 +570,7 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
   // The profiler rounds times to whole µs, so a child can end up to 1 µs after its parent:
   // clamp such ends so the ops nest as they ran (else they would be split over lanes).
   {
+    int64_t clamped = 0;
     std::map<int32_t, std::vector<size_t>> by_lane;
     for (size_t i = first_range; i < m.ranges.rows().size(); ++i)
       if (!m.ranges.rows()[i].is_kernel) by_lane[m.ranges.rows()[i].lane].push_back(i);
@@ -517,20 +583,26 @@ void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, c
       for (size_t i : idx) {
         TraceRange& r = m.ranges.rows()[i];
         while (!ends.empty() && ends.back() <= r.start_ns) ends.pop_back();
-        if (!ends.empty() && r.end_ns > ends.back() && r.end_ns - ends.back() <= 1000) r.end_ns = ends.back();
+        if (!ends.empty() && r.end_ns > ends.back() && r.end_ns - ends.back() <= 1000) {
+          r.end_ns = ends.back();
+          ++clamped;
+        }
         ends.push_back(r.end_ns);
       }
     }
+    if (clamped > 0)
+      note("traceEvents: " + std::to_string(clamped) +
+           " rows clamped: end up to 1 us after the event that holds them, set to that event's end (the profiler "
+           "rounds times to whole us)");
   }
   {
     std::vector<MemSample> samples;
     samples.reserve(mems.size());
     for (const MemEvent& me : mems) {
       MemSample x;
-      try {
-        if (__builtin_add_overflow(base_ns, us_to_ns(me.ts), &x.t_ns) || time_out_of_range(x.t_ns))
-          throw std::out_of_range("time");
-      } catch (const std::exception&) {
+      int64_t ts = 0;
+      if (us_to_ns(me.ts, &ts) != TimeFault::None || __builtin_add_overflow(base_ns, ts, &x.t_ns) ||
+          time_out_of_range(x.t_ns)) {
         ++bad_mems;
         continue;
       }

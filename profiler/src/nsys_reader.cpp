@@ -14,6 +14,7 @@
 #include <cctype>
 #include <climits>
 #include <tuple>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -42,6 +43,56 @@ struct GpuRow {
   int64_t guess = -1;  // pid of the runtime call that most likely launched it (no globalPid)
   int32_t name_id = 0;
 };
+
+// Rows of the file's tables left out or changed, per (table, reason): how many, and the first
+// one's value, so that each gets one note naming the table, the reason and where to look.
+struct RowTally {
+  std::map<std::pair<std::string, std::string>, std::pair<int64_t, std::string>> rows;
+  void add(const std::string& table, const std::string& reason, const std::string& example = {}) {
+    auto& e = rows[{table, reason}];
+    if (e.first++ == 0) e.second = example;
+  }
+  template <typename Note>
+  void to_notes(const Note& note) const {
+    for (const auto& [key, v] : rows)
+      note(key.first + ": " + std::to_string(v.first) + " rows " + key.second +
+           (v.second.empty() ? std::string() : " (first: " + v.second + ")"));
+  }
+};
+
+// The whole number in column `col` of the statement's current row. SQLite keeps '12' written
+// to an INTEGER column as the number 12, so text there ('abc') is no number: it was read as 0
+// (a kernel at 0 ns). Returns false for NULL (*fault empty) and for text, a fraction or a blob
+// (*fault: the reason, *example: the column and its value for the note).
+bool int_cell(sqlite3_stmt* s, int col, int64_t* out, std::string* fault, std::string* example) {
+  fault->clear();
+  const int type = sqlite3_column_type(s, col);
+  if (type == SQLITE_INTEGER) {
+    *out = sqlite3_column_int64(s, col);
+    return true;
+  }
+  if (type == SQLITE_NULL) return false;
+  const char* column = sqlite3_column_name(s, col);  // before the fault, which names it
+  std::string value;
+  if (type == SQLITE_TEXT) {
+    *fault = std::string(column ? column : "?") + " is text";
+    const auto* t = reinterpret_cast<const char*>(sqlite3_column_text(s, col));
+    value.assign(t ? t : "", std::min<size_t>(40, static_cast<size_t>(sqlite3_column_bytes(s, col))));
+    for (char& c : value)
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+    value = "'" + value + "'";
+  } else if (type == SQLITE_FLOAT) {
+    *fault = std::string(column ? column : "?") + " is a fraction";
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", sqlite3_column_double(s, col));
+    value = buf;
+  } else {
+    *fault = std::string(column ? column : "?") + " is a blob";
+    value = "(" + std::to_string(sqlite3_column_bytes(s, col)) + " bytes)";
+  }
+  *example = std::string(column ? column : "?") + " " + value;
+  return false;
+}
 
 }  // namespace
 
@@ -113,9 +164,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
 
     // GPU activity rows: kernels, memcpy, memset.
     std::vector<GpuRow> rows;
-    int64_t extreme_times = 0;    // rows left out: times past +-2^62 ns
-    int64_t inverted = 0;         // rows left out: an end before their start
-    int64_t unknown_devices = 0;  // GPU rows whose deviceId is negative or past kMaxForeignDevice
+    RowTally tally;  // rows left out or changed, per table and reason
     std::vector<int32_t> row_table;
     if (opts.gpu_activity) {
       struct GpuTable {
@@ -166,28 +215,50 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
         sql::Stmt st(db, sql);
         sqlite3_stmt* s = st.get();
         const bool via_corr = pid_sql == "NULL" && corr_loaded;
+        std::string fault, example;
         while (st.step()) {
           GpuRow r;
-          r.start = sqlite3_column_int64(s, 0);
-          r.end = sqlite3_column_int64(s, 1);
-          if (r.end < r.start) {  // dropped unsaid, where our own format's reader notes it
-            ++inverted;
+          // Every number of the row is one, or the row is left out (counted per reason).
+          int64_t v[9] = {};
+          bool null[9] = {}, bad = false;
+          for (int c : {0, 1, 2, 3, 4, 5, 7, 8}) {
+            if (int_cell(s, c, &v[c], &fault, &example)) continue;
+            if (fault.empty()) {
+              null[c] = true;
+            } else {
+              tally.add(tn, "dropped: " + fault, example);
+              bad = true;
+              break;
+            }
+          }
+          if (bad) continue;
+          if (null[0] || null[1]) {
+            tally.add(tn, "dropped: start or end is NULL");
+            continue;
+          }
+          r.start = v[0];
+          r.end = v[1];
+          if (r.end < r.start) {
+            tally.add(tn, "dropped: end before start",
+                      "start " + std::to_string(r.start) + ", end " + std::to_string(r.end));
             continue;
           }
           if (time_out_of_range(r.start) || time_out_of_range(r.end)) {
-            ++extreme_times;
+            tally.add(tn, "dropped: time beyond +-2^62 ns (146 years)",
+                      "start " + std::to_string(r.start) + ", end " + std::to_string(r.end));
             continue;
           }
-          r.device = sqlite3_column_int64(s, 2);
+          r.device = null[2] ? int64_t{-1} : v[2];
           if (gpu_device_id(r.device) != r.device) {
+            tally.add(tn, "kept as device unknown (\"gpu ?\"): deviceId below 0, past 2^20 or NULL",
+                      null[2] ? std::string("deviceId NULL") : "deviceId " + std::to_string(r.device));
             r.device = kUnknownDevice;
-            ++unknown_devices;
           }
-          r.context = sqlite3_column_int64(s, 3);
-          r.stream = sqlite3_column_int64(s, 4);
-          r.correlation = sqlite3_column_int64(s, 8);
-          if (sqlite3_column_type(s, 5) != SQLITE_NULL) {
-            r.pid = pid_of_global_id(sqlite3_column_int64(s, 5));
+          r.context = v[3];
+          r.stream = v[4];
+          r.correlation = v[8];
+          if (!null[5]) {
+            r.pid = pid_of_global_id(v[5]);
           } else if (via_corr) {
             r.guess = launcher_pid(r.correlation, r.start);
           }
@@ -196,7 +267,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
                       : sqlite3_column_type(s, 6) == SQLITE_TEXT
                           ? b.intern(reinterpret_cast<const char*>(sqlite3_column_text(s, 6)))
                           : b.intern("kernel");
-          r.bytes = sqlite3_column_int64(s, 7);
+          r.bytes = v[7];
           rows.push_back(r);
         }
       }
@@ -399,25 +470,48 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
       if (!has_text && !has_text_id) note("NVTX_EVENTS has neither text nor textId: NVTX ranges are unnamed");
       sql::Stmt st(db, std::string("SELECT start, end, ") + (nvtx_gtid ? "globalTid" : "0") + ", " +
                            (has_text_id ? "textId" : "NULL") + ", " + (has_text ? "text" : "NULL") +
-                           " FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND end IS NOT NULL ORDER BY rowid");
+                           " FROM NVTX_EVENTS WHERE eventType IN (59, 60) ORDER BY rowid");
       sqlite3_stmt* s = st.get();
       std::unordered_map<int64_t, int32_t> lane_of_gtid;
       std::unordered_map<int64_t, std::string> grouped;  // raw name -> grouped, per distinct text
       std::set<int64_t> skipped_pids;
       int64_t skipped = 0;
+      const std::string tn = "NVTX_EVENTS";
+      std::string fault, example;
       while (st.step()) {
         TraceRange r;
-        r.start_ns = sqlite3_column_int64(s, 0);
-        r.end_ns = sqlite3_column_int64(s, 1);
+        int64_t v[3] = {};
+        bool null[3] = {}, bad = false;
+        for (int c = 0; c < 3 && !bad; ++c) {
+          if (int_cell(s, c, &v[c], &fault, &example)) continue;
+          null[c] = fault.empty();
+          if (!fault.empty()) {
+            tally.add(tn, "dropped: " + fault, example);
+            bad = true;
+          }
+        }
+        if (bad) continue;
+        if (null[0]) {
+          tally.add(tn, "dropped: start is NULL");
+          continue;
+        }
+        if (null[1]) {  // a push without its pop, a start without its end
+          tally.add(tn, "dropped: end is NULL (range still open when the capture stopped)");
+          continue;
+        }
+        r.start_ns = v[0];
+        r.end_ns = v[1];
         if (r.end_ns < r.start_ns) {
-          ++inverted;
+          tally.add(tn, "dropped: end before start",
+                    "start " + std::to_string(r.start_ns) + ", end " + std::to_string(r.end_ns));
           continue;
         }
         if (time_out_of_range(r.start_ns) || time_out_of_range(r.end_ns)) {
-          ++extreme_times;
+          tally.add(tn, "dropped: time beyond +-2^62 ns (146 years)",
+                    "start " + std::to_string(r.start_ns) + ", end " + std::to_string(r.end_ns));
           continue;
         }
-        const int64_t gtid = sqlite3_column_int64(s, 2);
+        const int64_t gtid = v[2];
         auto it = lane_of_gtid.find(gtid);
         if (it == lane_of_gtid.end()) {
           const int64_t pid = nvtx_gtid ? pid_of_global_id(gtid) : -1;
@@ -459,30 +553,49 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
     if (opts.gpu_activity && have_runtime && db.has_column("CUPTI_ACTIVITY_KIND_RUNTIME", "nameId") &&
         db.has_column("CUPTI_ACTIVITY_KIND_RUNTIME", "start") && db.has_column("CUPTI_ACTIVITY_KIND_RUNTIME", "end")) {
       sql::Stmt st(db, "SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME");
+      sqlite3_stmt* s = st.get();
+      const std::string tn = "CUPTI_ACTIVITY_KIND_RUNTIME";
+      std::string fault, example;
       while (st.step()) {
-        const int64_t gtid = st.i64(2);
+        int64_t v[5] = {};
+        bool null[5] = {}, bad = false;
+        for (int c = 0; c < 5 && !bad; ++c) {
+          if (int_cell(s, c, &v[c], &fault, &example)) continue;
+          null[c] = fault.empty();
+          if (!fault.empty()) {
+            tally.add(tn, "dropped: " + fault, example);
+            bad = true;
+          }
+        }
+        if (bad || null[2]) continue;  // no thread: no rank's call
+        const int64_t gtid = v[2];
         const int32_t rank = rank_of_pid(pid_of_global_id(gtid));
         if (rank < 0) continue;
         RuntimeCall c;
-        c.start_ns = st.i64(0);
-        c.end_ns = st.i64(1);
+        if (null[0] || null[1]) {
+          tally.add(tn, "dropped: start or end is NULL");
+          continue;
+        }
+        c.start_ns = v[0];
+        c.end_ns = v[1];
+        if (c.end_ns < c.start_ns) {
+          tally.add(tn, "dropped: end before start",
+                    "start " + std::to_string(c.start_ns) + ", end " + std::to_string(c.end_ns));
+          continue;
+        }
         if (time_out_of_range(c.start_ns) || time_out_of_range(c.end_ns)) {
-          ++extreme_times;
+          tally.add(tn, "dropped: time beyond +-2^62 ns (146 years)",
+                    "start " + std::to_string(c.start_ns) + ", end " + std::to_string(c.end_ns));
           continue;
         }
         c.rank = rank;
         c.tid = tid_of_global_tid(gtid);
-        c.correlation = st.i64(3);
-        c.name_id = str(st.i64(4));
+        c.correlation = v[3];
+        c.name_id = null[4] ? b.intern("?") : str(v[4]);
         m.runtime.push_back(c);
       }
     }
-    if (unknown_devices > 0)
-      note(std::to_string(unknown_devices) +
-           " GPU rows with a deviceId below 0 or past 2^20: shown as device unknown (\"gpu ?\")");
-    if (extreme_times > 0)
-      note(std::to_string(extreme_times) + " rows with times beyond +-2^62 ns (146 years) left out");
-    if (inverted > 0) note(std::to_string(inverted) + " rows with an end before their start left out");
+    tally.to_notes(note);
   } catch (const TraceError&) {
     throw;
   } catch (const std::exception& e) {

@@ -98,6 +98,18 @@ std::string empty_trace_reason(const std::string& source, int64_t ranges_and_ker
          "and did the run reach a traced step?";
 }
 
+std::string empty_trace_reason(const TraceModel& m, int64_t ranges_and_kernels) {
+  if (m.format == "ulysses" || m.format.empty())
+    return empty_trace_reason(m.source, ranges_and_kernels, m.memory.size());
+  if (ranges_and_kernels > 0 || !m.memory.empty()) return {};
+  const std::string kind = m.format == "nsys" ? "Nsight Systems export" : "PyTorch profiler trace";
+  std::string why;
+  for (const auto& n : m.notes) why += (why.empty() ? "" : "; ") + n;
+  return "the " + kind + " " + (m.source.empty() ? std::string("(in memory)") : m.source) +
+         " has nothing to show: no kernel, range or memory sample was read from it" +
+         (why.empty() ? std::string(" (it holds none)") : ". The importer's notes: " + with_valid_utf8(why));
+}
+
 namespace {
 // Memory by category (issue 42) of one rank: the peak and what was alive then, beside the plan;
 // null when the trace has no categories for it.

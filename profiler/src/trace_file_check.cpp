@@ -54,7 +54,9 @@ std::vector<std::string> find_foreign_files(const std::string& dir) {
     }
     // Profiler JSON only when it looks like one (a run folder's config.json does not);
     // compressed traces are listed so that loading says to unpack them.
-    if (trace_name && (!ends(".json") || detail::looks_like_profiler_json(e.path().string())))
+    // A .json that is in fact an SQLite database (an export renamed) is a trace, read by content.
+    if (trace_name && (!ends(".json") || detail::looks_like_profiler_json(e.path().string()) ||
+                       detail::has_sqlite_header(e.path().string())))
       out.push_back(e.path().string());
   }
   // Natural order: "rank2" before "rank10".
@@ -93,7 +95,33 @@ bool is_foreign_trace(const std::string& path) {
   return detail::looks_like_profiler_json(path);
 }
 
+bool is_trace_input(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    try {
+      return !trace_input_files(path).empty();
+    } catch (const TraceError&) {  // a rank file named past the largest rank: the loader says so
+      return true;
+    }
+  }
+  if (!fs::is_regular_file(path, ec)) return false;
+  std::ifstream f(path, std::ios::binary);
+  unsigned char hdr[4] = {};
+  f.read(reinterpret_cast<char*>(hdr), sizeof hdr);
+  const bool gzip = f.gcount() >= 2 && hdr[0] == 0x1f && hdr[1] == 0x8b;
+  return gzip || detail::has_sqlite_header(path) || detail::looks_like_profiler_json(path);
+}
+
 namespace detail {
+
+bool has_sqlite_header(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;  // a FIFO would block the open
+  std::ifstream f(path, std::ios::binary);
+  char hdr[16] = {};
+  f.read(hdr, sizeof hdr);
+  return f.gcount() == 16 && std::memcmp(hdr, "SQLite format 3", 16) == 0;
+}
 
 std::string sqlite_uri(const std::string& path) {
   static const char* hex = "0123456789ABCDEF";
@@ -108,6 +136,26 @@ std::string sqlite_uri(const std::string& path) {
     }
   }
   return out;
+}
+
+std::string describe_content(const std::string& head) {
+  if (head.empty()) return "no bytes";
+  size_t printable = 0;
+  for (const unsigned char c : head)
+    printable += (c >= 0x20 && c < 0x7f) || c == '\n' || c == '\r' || c == '\t' || c >= 0x80;
+  if (printable == head.size()) {
+    std::string start;
+    for (const unsigned char c : head.substr(0, 24))
+      start += c == '\n' || c == '\r' || c == '\t' ? ' ' : c >= 0x80 ? '?' : static_cast<char>(c);
+    return "a text file starting \"" + start + (head.size() > 24 ? "..." : "") + "\"";
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string bytes;
+  for (size_t i = 0; i < head.size() && i < 4; ++i) {
+    const auto c = static_cast<unsigned char>(head[i]);
+    bytes += std::string(i ? " " : "") + hex[c >> 4] + hex[c & 15];
+  }
+  return "binary data starting " + bytes;
 }
 
 size_t json_text_start(const std::string& head) {
@@ -166,12 +214,26 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
     unsigned char hdr[100] = {};
     f.read(reinterpret_cast<char*>(hdr), sizeof hdr);
     if (hdr[0] == 0x1f && hdr[1] == 0x8b) {
-      throw TraceError(describe(path) + " is gzip-compressed: unpack it first (gunzip -k '" + path + "')");
+      // By content: a gzip file named .json or .sqlite cannot be given to gunzip as it is.
+      const bool gz_name = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+      throw TraceError(describe(path) + " is gzip-compressed: unpack it first (" +
+                       (gz_name ? "gunzip -k '" + path + "'" : "gzip -dc '" + path + "' > '" + path + ".unpacked'") +
+                       ")");
     }
+    if (hdr[0] == 0x28 && hdr[1] == 0xb5 && hdr[2] == 0x2f && hdr[3] == 0xfd)
+      throw TraceError(describe(path) + " is zstd-compressed: unpack it first (zstd -d -k '" + path + "')");
     if (!f || std::memcmp(hdr, "SQLite format 3", 16) != 0) {
-      throw TraceError(describe(path) +
-                       " is not an SQLite database (wrong header); expected a "
-                       "RUN/trace/rank*.sqlite file or an 'nsys export --type sqlite' file");
+      // Said by what the file holds, not by its name: a text file was "not an SQLite
+      // database" whatever it was meant to be.
+      const std::string head(reinterpret_cast<const char*>(hdr), static_cast<size_t>(f.gcount()));
+      if (looks_like_json(path))
+        throw TraceError(
+            describe(path) + " is JSON, not an SQLite database" +
+            (looks_like_profiler_json(path) ? std::string(" (a PyTorch profiler trace?)") : std::string()) +
+            ": expected a RUN/trace/rank*.sqlite file or an 'nsys export --type sqlite' file");
+      throw TraceError(describe(path) + " is neither JSON nor an SQLite database (" + describe_content(head) +
+                       "): expected a PyTorch profiler trace (.json), an 'nsys export --type sqlite' file or a "
+                       "RUN/trace/rank*.sqlite file");
     }
     // Database header: page size (offset 16), size in pages (28) valid when the change
     // counter (24) equals version-valid-for (92). Without a WAL the file must hold them all.

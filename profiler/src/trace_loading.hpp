@@ -195,6 +195,11 @@ std::string group_pytorch_name(const std::string& s);
 void read_kineto_file(Builder& b, const std::string& path, int32_t file_index, const LoadOptions& opts);
 // Whether `path` starts like a JSON document ('{' or '[' after a UTF-8 byte order mark and blanks).
 bool looks_like_json(const std::string& path);
+// Whether `path` is a regular file that starts with SQLite's header ("SQLite format 3\0").
+bool has_sqlite_header(const std::string& path);
+// What a file that is neither JSON nor SQLite starts with, from its first bytes `head`, for a
+// message: "a text file starting \"hello\"", "binary data starting 00 01 02 03".
+std::string describe_content(const std::string& head);
 // Where a JSON text's first token starts in `head` (past a UTF-8 byte order mark and blanks);
 // npos when there is none.
 size_t json_text_start(const std::string& head);

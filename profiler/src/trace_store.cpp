@@ -98,9 +98,23 @@ void read_memory_categories(sql::Db& db, TraceModel& m, bool has_rank_row, int32
 }  // namespace
 
 void detail::read_file(Builder& b, const std::string& path, int32_t file_index, const LoadOptions& opts) {
-  if (looks_like_json(path)) return read_kineto_file(b, path, file_index, opts);
+  // The kind comes from the content (JSON or SQLite), whatever the name says; a name that says
+  // otherwise is noted, so that a renamed file is no surprise.
+  const std::string fname = fs::path(path).filename().string();
+  auto named = [&](const char* suffix) {
+    const size_t n = std::strlen(suffix);
+    return fname.size() >= n && fname.compare(fname.size() - n, n, suffix) == 0;
+  };
+  if (looks_like_json(path)) {
+    if (named(".sqlite") || named(".db") || named(".sqlite3"))
+      b.m.notes.push_back(fname + ": holds JSON, not SQLite: read as a PyTorch profiler trace");
+    return read_kineto_file(b, path, file_index, opts);
+  }
   sql::Db db;
   FileKind kind = validate_file(path, &db);
+  if (named(".json"))
+    b.m.notes.push_back(fname + ": is an SQLite database, not JSON: read as " +
+                        (kind == FileKind::Nsys ? "an Nsight Systems export" : "a Ulysses rank trace"));
   if (kind == FileKind::Nsys) return read_nsys_file(b, db, path, file_index, opts);
   TraceModel& m = b.m;
   // Rows whose times no clock gives (an end before its start, or beyond +-2^62 ns: INT64_MIN to
@@ -120,7 +134,6 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
     return -1;
   };
   auto bad_interval = [](int64_t a, int64_t z) { return z < a || time_out_of_range(a) || time_out_of_range(z); };
-  const std::string fname = fs::path(path).filename().string();
   try {
     // Strings used by this file, mapped into the model's table.
     // Ids are 0..n-1 in our files: looked up in a vector (one per range); a hash map for
@@ -775,6 +788,75 @@ TraceModel detail::model_of_file_builders(const std::vector<Builder*>& files, co
   return std::move(g.m);
 }
 
+namespace {
+
+// Whether two files hold the same bytes (the second of a pair of equal sizes: read only then).
+bool same_file_content(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (fs::equivalent(a, b, ec)) return true;  // a hard link or a symlink to the other
+  std::ifstream fa(a, std::ios::binary), fb(b, std::ios::binary);
+  std::vector<char> x(1 << 16), y(1 << 16);
+  while (fa && fb) {
+    fa.read(x.data(), static_cast<std::streamsize>(x.size()));
+    fb.read(y.data(), static_cast<std::streamsize>(y.size()));
+    if (fa.gcount() != fb.gcount() || std::memcmp(x.data(), y.data(), static_cast<size_t>(fa.gcount())) != 0)
+      return false;
+  }
+  return !fa && !fb;
+}
+
+std::string folder_file_name(const std::string& p) { return fs::path(p).filename().string(); }
+
+}  // namespace
+
+// A folder's inputs before any is read: the same trace twice (a copy counted its ranks twice)
+// and traces of two tools (a PyTorch profiler JSON beside an Nsight export: one of them was
+// passed over unsaid) are refused, naming the files; trace files a run folder's rank files
+// leave unread are named in a note.
+static void check_folder_inputs(const std::string& dir, const std::vector<std::string>& files,
+                                std::vector<std::string>* notes) {
+  std::error_code ec;
+  // Copies: files of one size compared byte for byte (distinct sizes cost nothing).
+  std::map<std::uintmax_t, std::vector<std::string>> by_size;
+  for (const auto& f : files)
+    if (fs::is_regular_file(f, ec)) by_size[fs::file_size(f, ec)].push_back(f);
+  for (const auto& [size, same] : by_size)
+    for (size_t i = 0; i < same.size() && size > 0; ++i)
+      for (size_t j = i + 1; j < same.size(); ++j)
+        if (same_file_content(same[i], same[j]))
+          throw TraceError("'" + dir + "' holds the same trace twice: " + folder_file_name(same[i]) + " and " +
+                           folder_file_name(same[j]) +
+                           " have the same content (a copy?); its ranks would count twice. Remove one of them");
+  // Two tools: JSON (PyTorch profiler) beside SQLite (Nsight Systems export, Ulysses trace).
+  std::string a_json, a_sqlite;
+  for (const auto& f : files) {
+    if (detail::looks_like_json(f)) {
+      if (a_json.empty()) a_json = f;
+    } else if (detail::has_sqlite_header(f) && a_sqlite.empty()) {
+      a_sqlite = f;
+    }
+  }
+  if (!a_json.empty() && !a_sqlite.empty())
+    throw TraceError("'" + dir + "' mixes a PyTorch profiler trace (" + folder_file_name(a_json) +
+                     ") and an SQLite trace (" + folder_file_name(a_sqlite) +
+                     "): they would be read as ranks of one run. Keep one tool's traces in the folder (move the others "
+                     "to a folder of their own)");
+  // Rank files beside foreign traces in the same folder: the rank files are read, the others named.
+  const std::vector<std::string> ranks = find_rank_files(dir);
+  if (!ranks.empty() && fs::path(ranks.front()).parent_path() == fs::path(dir)) {
+    std::string unread;
+    int n = 0;
+    for (const auto& f : find_foreign_files(dir))
+      if (std::find(files.begin(), files.end(), f) == files.end() && ++n <= 4)
+        unread += (unread.empty() ? "" : ", ") + folder_file_name(f);
+    if (n > 0)
+      notes->push_back(unread + (n > 4 ? " and " + std::to_string(n - 4) + " more" : std::string()) +
+                       (n == 1 ? " is" : " are") +
+                       " in the folder but not read: its trace is its rank<N>.sqlite files (open the other file on "
+                       "its own)");
+  }
+}
+
 std::vector<std::string> trace_input_files(const std::string& path) {
   std::error_code ec;
   if (path.empty() || !fs::exists(path, ec)) return {};
@@ -836,6 +918,7 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
   }
   Builder b;
   b.m.source = path;
+  if (fs::is_directory(path, ec)) check_folder_inputs(path, files, &b.m.notes);
   std::map<int32_t, std::string> claimed;  // rank -> the file that holds it
   const bool rank_folder = files.size() > 1 && fs::is_directory(path, ec) && !find_rank_files(path).empty();
   if (opts.stats) opts.stats->files += static_cast<int>(files.size());

@@ -96,7 +96,8 @@ class BadInput : public ::testing::Test {
     write_file(tmp.path + "/empty.sqlite", "");
     v.push_back({"empty", tmp.path + "/empty.sqlite", "empty"});
     write_file(tmp.path + "/text.sqlite", "this is not a database, just some text that is long enough\n");
-    v.push_back({"not sqlite", tmp.path + "/text.sqlite", "not an SQLite database"});
+    v.push_back({"not sqlite", tmp.path + "/text.sqlite",
+                 "neither JSON nor an SQLite database (a text file starting \"this is not a database, ...\")"});
     write_file(tmp.path + "/trunc.sqlite", bytes.substr(0, bytes.size() / 2));
     v.push_back({"truncated", tmp.path + "/trunc.sqlite", "truncated"});
     std::string corrupt = bytes;

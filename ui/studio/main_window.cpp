@@ -453,8 +453,9 @@ bool MainWindow::openPath(const QString& path, QString* error) {
   }
   if (path_is_dir(path)) {
     const QString dir = fi.absoluteFilePath();
-    // A folder of Nsight Systems exports or PyTorch profiler traces (one per rank).
-    if (!isRunDir(dir) && ulysses::prof::is_foreign_trace(native_path(dir))) {
+    // A folder of Nsight Systems exports or PyTorch profiler traces (one per rank), under any
+    // names (rank0.sqlite, rank1.sqlite too): what ulysses-trace reads (prof::is_trace_input).
+    if (!isRunDir(dir) && ulysses::prof::is_trace_input(native_path(dir))) {
       if (!trace_->openTrace(dir, error)) return false;
       tabs_->setCurrentWidget(trace_);
       addRecent(dir);
@@ -486,8 +487,10 @@ bool MainWindow::openPath(const QString& path, QString* error) {
   // Compressed traces go to the loader too, which says how to unpack them.
   const QString name = fi.fileName().toLower();
   const bool compressed = name.endsWith(QLatin1String(".json.gz")) || name.endsWith(QLatin1String(".sqlite.gz"));
+  // By content first (an Nsight export named .json, a trace named .sqlite that is JSON), as
+  // ulysses-trace reads it; by name for what is no trace, so that the loader says why.
   if (compressed || suffix == QLatin1String("sqlite") || suffix == QLatin1String("db") ||
-      suffix == QLatin1String("sqlite3")) {
+      suffix == QLatin1String("sqlite3") || ulysses::prof::is_trace_input(native_path(fi.absoluteFilePath()))) {
     if (!trace_->openTrace(fi.absoluteFilePath(), error)) return false;
     tabs_->setCurrentWidget(trace_);
     addRecent(fi.absoluteFilePath());

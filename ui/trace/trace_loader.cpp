@@ -25,8 +25,7 @@ LoadedTrace prepare_trace(std::shared_ptr<const prof::TraceModel> model,
     return out;
   }
   out.path = qs_from_native(model->source);
-  if (const std::string why =
-          prof::empty_trace_reason(model->source, static_cast<int64_t>(model->ranges.size()), model->memory.size());
+  if (const std::string why = prof::empty_trace_reason(*model, static_cast<int64_t>(model->ranges.size()));
       !why.empty()) {
     out.error = QString::fromStdString(why);
     out.error[0] = out.error[0].toUpper();

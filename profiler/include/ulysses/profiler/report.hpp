@@ -23,5 +23,8 @@ std::string with_valid_utf8(const std::string& s);
 // ulysses-trace's summary, report and export refuse such a trace with it (exit 2); they
 // disagreed (the studio refused, summary printed empty tables).
 std::string empty_trace_reason(const std::string& source, int64_t ranges_and_kernels, size_t memory_samples);
+// The same for a loaded model: a foreign trace (Nsight Systems, PyTorch profiler) is not asked
+// about our profile.* settings but told what its importer left out (the model's notes).
+std::string empty_trace_reason(const TraceModel& m, int64_t ranges_and_kernels);
 
 }  // namespace ulysses::prof

@@ -40,6 +40,13 @@ std::vector<std::string> trace_input_files(const std::string& path);
 // config), or a folder of such files / Nsight Systems exports without Ulysses rank files.
 bool is_foreign_trace(const std::string& path);
 
+// Whether load_trace(path) reads `path` as a trace, by content, not by name: a file that is an
+// SQLite database, a PyTorch profiler JSON or gzip-compressed (the loader says to unpack it),
+// or a folder with trace files (trace_input_files). The studio's test for "open as a trace",
+// so that it takes what ulysses-trace takes (a .json that is an Nsight export, a folder of
+// Nsight exports named rank0.sqlite, rank1.sqlite).
+bool is_trace_input(const std::string& path);
+
 struct LoadOptions {
   // Also build LaneKind::HeadRange lanes: copies of every host range that carries a head
   // range, one lane per global head range per rank (for per-head timelines). Analysis
