@@ -25,11 +25,13 @@
 #include "trace/head_map.hpp"
 #include "trace/histogram_delegate.hpp"
 #include "trace/memory_view.hpp"
+#include "trace/phase_style.hpp"
 #include "trace/report_view.hpp"
 #include "testdata/synthetic_trace.hpp"
 #include "trace/timeline_widget.hpp"
 #include "trace/trace_models.hpp"
 #include "trace/trace_view.hpp"
+#include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/trace_writer.hpp"
 
 using namespace ulysses::ui;
@@ -592,4 +594,30 @@ TEST(MemoryViewCategories, StacksTheSevenCategoriesAndTablesThePeak) {
   EXPECT_TRUE(t.contains(QStringLiteral("planned 98.0 MiB"))) << t.toStdString();
   EXPECT_TRUE(t.contains(QStringLiteral("40.0%"))) << t.toStdString();
   EXPECT_TRUE(t.contains(QStringLiteral("22.0%"))) << t.toStdString();
+
+// The report's headline shows the parameter all-gathers' hidden / exposed time (ZeRO, issue 40): the figures of
+// `ulysses-trace summary --json`'s "allgather" object (summary_to_json on the same trace), each as a duration.
+TEST(TraceView, ReportHeadlineShowsTheAllGathersHiddenAndExposedOfSummaryJson) {
+  SyntheticOptions o;
+  o.ranks = 2;
+  o.heads = 8;
+  o.layers = 2;
+  o.steps = 2;
+  TraceView v;
+  v.setModel(make_synthetic_trace(o));  // its gradient collectives: grad_allreduce, direction none (= all-gathers)
+  ASSERT_TRUE(v.setView("report"));
+  auto* label = v.reportView()->findChild<QLabel*>(QStringLiteral("headline"));
+  ASSERT_NE(label, nullptr);
+  const auto j = prof::summary_to_json(*v.model(), prof::analyze(*v.model()))["allgather"];
+  const int64_t all = j["allgather_ns"], hidden = j["hidden_ns"], exposed = j["exposed_ns"];
+  ASSERT_GT(all, 0);
+  EXPECT_EQ(hidden + exposed, all);
+  const QString text = label->text();
+  const QString want =
+      QStringLiteral("Parameter all-gathers (ZeRO): %1, %2% hidden behind compute (%3 hidden, %4 exposed).")
+          .arg(QString::fromStdString(format_duration_ns(double(all))))
+          .arg(double(j["hidden_ratio"]) * 100.0, 0, 'f', 1)
+          .arg(QString::fromStdString(format_duration_ns(double(hidden))),
+               QString::fromStdString(format_duration_ns(double(exposed))));
+  EXPECT_TRUE(text.contains(want)) << text.toStdString() << "\nwant: " << want.toStdString();
 }

@@ -48,6 +48,12 @@ QString summary_headline(const prof::Summary& s) {
   if (s.clock_error_ns >= 0)
     text += QObject::tr("\nClocks aligned to rank 0 by measured offsets, error bound \u00b1%1.")
                 .arg(duration_qs(double(s.clock_error_ns)));
+  const auto& g = s.allgather;
+  if (g.comm_ns > 0)  // ZeRO's parameter all-gathers: the figures of summary --json's "allgather"
+    text += QObject::tr("\nParameter all-gathers (ZeRO): %1, %2% hidden behind compute (%3 hidden, %4 exposed).")
+                .arg(duration_qs(double(g.comm_ns)))
+                .arg(g.ratio * 100.0, 0, 'f', 1)
+                .arg(duration_qs(double(g.overlap_ns)), duration_qs(double(g.comm_ns - g.overlap_ns)));
   const auto& h = s.headline;
   if (h.steps > 0)
     text += QObject::tr(
@@ -65,6 +71,7 @@ QString summary_headline(const prof::Summary& s) {
 ReportView::ReportView(QWidget* parent) : QWidget(parent) {
   auto* lay = new QVBoxLayout(this);
   headline_ = new QLabel(this);
+  headline_->setObjectName(QStringLiteral("headline"));
   headline_->setWordWrap(true);
   headline_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   lay->addWidget(headline_);
