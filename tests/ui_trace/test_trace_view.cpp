@@ -594,6 +594,7 @@ TEST(MemoryViewCategories, StacksTheSevenCategoriesAndTablesThePeak) {
   EXPECT_TRUE(t.contains(QStringLiteral("planned 98.0 MiB"))) << t.toStdString();
   EXPECT_TRUE(t.contains(QStringLiteral("40.0%"))) << t.toStdString();
   EXPECT_TRUE(t.contains(QStringLiteral("22.0%"))) << t.toStdString();
+}
 
 // The report's headline shows the parameter all-gathers' hidden / exposed time (ZeRO, issue 40): the figures of
 // `ulysses-trace summary --json`'s "allgather" object (summary_to_json on the same trace), each as a duration.
