@@ -267,7 +267,10 @@ int studio_main(int argc, char** argv) {
     }
     bool isTrace = is_file && fi.suffix().toLower() == QLatin1String("sqlite");
     // By content, as ulysses-trace reads it: an Nsight export or a PyTorch profiler trace under any name.
-    isTrace = isTrace || ulysses::prof::is_trace_input(ulysses::ui::native_path(fi.absoluteFilePath()));
+    // A folder: a run folder opens its run (its monitor needs no trace); a folder of foreign traces
+    // opens as a trace, as before.
+    const std::string native = ulysses::ui::native_path(fi.absoluteFilePath());
+    isTrace = isTrace || (is_file ? ulysses::prof::is_trace_input(native) : ulysses::prof::is_foreign_trace(native));
     bool ok = screenshot && isTrace ? w.openTraceAndWait(fi.absoluteFilePath(), &err) : w.openPath(pos.front(), &err);
     // A path that cannot be opened (missing, unreadable, not a run or a trace) is bad input: 2,
     // as ulysses-trace says for the same files.

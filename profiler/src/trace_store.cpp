@@ -816,10 +816,14 @@ std::string folder_file_name(const std::string& p) { return fs::path(p).filename
 static void check_folder_inputs(const std::string& dir, const std::vector<std::string>& files,
                                 std::vector<std::string>* notes) {
   std::error_code ec;
-  // Copies: files of one size compared byte for byte (distinct sizes cost nothing).
+  // Copies: files of one size compared byte for byte (distinct sizes cost nothing). A run's own
+  // rank<N>.sqlite files are left to the rank check ("two trace files claim rank N"): two ranks
+  // killed before their first step leave byte-identical files that are no copy.
+  const std::vector<std::string> own = find_rank_files(dir);
   std::map<std::uintmax_t, std::vector<std::string>> by_size;
   for (const auto& f : files)
-    if (fs::is_regular_file(f, ec)) by_size[fs::file_size(f, ec)].push_back(f);
+    if (fs::is_regular_file(f, ec) && std::find(own.begin(), own.end(), f) == own.end())
+      by_size[fs::file_size(f, ec)].push_back(f);
   for (const auto& [size, same] : by_size)
     for (size_t i = 0; i < same.size() && size > 0; ++i)
       for (size_t j = i + 1; j < same.size(); ++j)
