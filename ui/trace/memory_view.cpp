@@ -15,6 +15,7 @@
 #include <QWheelEvent>
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <set>
 #include <vector>
@@ -75,19 +76,38 @@ const QColor kCategoryColours[prof::kMemCategories] = {
 
 std::vector<prof::MemoryCategorySample> category_points(const prof::TraceModel& m, int32_t rank, int64_t t0, int64_t t1,
                                                         int columns) {
-  std::vector<prof::MemoryCategorySample> all;
-  for (const auto& c : m.memory_categories)
-    if (c.rank == rank && c.edge != prof::MemEdge::Planned) all.push_back(c);  // sorted by time already
-  auto lo = std::partition_point(all.begin(), all.end(), [&](const auto& c) { return c.t_ns < t0; });
-  auto hi = std::partition_point(lo, all.end(), [&](const auto& c) { return c.t_ns < t1; });
-  if (lo != all.begin()) --lo;
-  if (hi != all.end()) ++hi;
+  // The samples are sorted by (rank, time): the window is found by search, not by copying the
+  // rank's samples on every zoom. The planner's row (no place in time) is skipped.
+  const auto& all = m.memory_categories;
+  auto lo = std::partition_point(all.begin(), all.end(),
+                                 [&](const auto& c) { return c.rank < rank || (c.rank == rank && c.t_ns < t0); });
+  auto hi = std::partition_point(lo, all.end(),
+                                 [&](const auto& c) { return c.rank < rank || (c.rank == rank && c.t_ns < t1); });
+  auto drawn = [](const prof::MemoryCategorySample& c) { return c.edge != prof::MemEdge::Planned; };
+  // One drawn sample of the rank before and after the window so the areas reach the edges.
+  for (auto it = lo; it != all.begin();) {
+    --it;
+    if (it->rank != rank) break;
+    if (drawn(*it)) {
+      lo = it;
+      break;
+    }
+  }
+  for (auto it = hi; it != all.end() && it->rank == rank; ++it)
+    if (drawn(*it)) {
+      hi = std::next(it);
+      break;
+    }
   std::vector<prof::MemoryCategorySample> out;
   columns = std::max(1, columns);
-  if (hi - lo <= 2 * columns) return {lo, hi};
+  if (std::count_if(lo, hi, drawn) <= 2 * columns) {
+    std::copy_if(lo, hi, std::back_inserter(out), drawn);
+    return out;
+  }
   const double span = double(std::max<int64_t>(1, t1 - t0)) / columns;
   int64_t col = std::numeric_limits<int64_t>::min();
   for (auto it = lo; it != hi; ++it) {
+    if (!drawn(*it)) continue;
     const int64_t c = int64_t(std::floor(double(it->t_ns - t0) / span));
     if (c != col || out.empty()) {
       out.push_back(*it);
