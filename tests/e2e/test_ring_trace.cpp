@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/e2e_util.hpp"
+#include "../common/sqlite_rows.hpp"
 #include "cost_model.hpp"
 #include "run_config.hpp"
 #include "ulysses/profiler/analysis.hpp"
@@ -33,27 +34,7 @@ namespace {
 using Iv = std::pair<int64_t, int64_t>;
 
 std::vector<std::vector<int64_t>> rows(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  std::vector<std::vector<int64_t>> out;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-    ADD_FAILURE() << "cannot open " << path;
-    sqlite3_close(db);
-    return out;
-  }
-  sqlite3_stmt* st = nullptr;
-  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
-    ADD_FAILURE() << sqlite3_errmsg(db) << ": " << sql;
-    sqlite3_close(db);
-    return out;
-  }
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    std::vector<int64_t> r;
-    for (int c = 0; c < sqlite3_column_count(st); ++c) r.push_back(sqlite3_column_int64(st, c));
-    out.push_back(r);
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return out;
+  return ulysses::test::sql_rows(path, sql);
 }
 
 // Sorted, disjoint union of intervals.
