@@ -118,8 +118,9 @@ int studio_main(int argc, char** argv) {
   const QCommandLineOption dark(QStringLiteral("dark"), QStringLiteral("Use the dark theme."));
   const QCommandLineOption stage(
       QStringLiteral("stage"),
-      QStringLiteral("Explainer stage to show, 1-6 (shard, q/k/v projection, seq->head all-to-all, "
-                     "attention, head->seq all-to-all, output projection); implies --view explain."),
+      QStringLiteral("Explainer stage to show, 1-7 (shard, q/k/v projection, seq->head all-to-all, "
+                     "attention, head->seq all-to-all, output projection, where the weights are); implies "
+                     "--view explain."),
       QStringLiteral("N"));
   const QCommandLineOption replay(
       QStringLiteral("replay"),

@@ -9,6 +9,7 @@
 
 #include "cost_model.hpp"
 #include "explain_model.hpp"
+#include "weights_model.hpp"
 #include "ulysses_geometry.hpp"
 
 using namespace ulysses;
@@ -231,4 +232,85 @@ TEST(Explain, RingAttentionStageByHand) {
   EXPECT_EQ(u.stages[3].name, "attention");
   EXPECT_EQ(u.stages[3].bytes_sent, 0);
   EXPECT_EQ(u.n, 512);
+}
+
+// "Where the weights are" (issue 40): the units, pieces and bytes per rank of ZeRO stages 0-3,
+// worked out by hand from the Llama parameter formula (V 256, d 64, f 128, 2 layers, 4 heads,
+// 2 kv heads of 16): embedding 16384; a layer q 4096 + k 2048 + v 2048 + o 4096 + MLP 24576 +
+// two norms 128 = 36992; final norm 64 + lm_head 16384 = 16448; 106816 in all. W = sp 2 x dp 2.
+TEST(ExplainWeights, UnitsPiecesAndBytesPerRankByHand) {
+  RunConfig c = config(4, 2, 2, 512, 64);
+  c.model.intermediate_size = 128;
+  c.parallel.dp_size = 2;
+  const int64_t params = 106816, layer = 36992, W = 4;
+  for (int stage = 0; stage <= 3; ++stage) {
+    SCOPED_TRACE("zero_stage " + std::to_string(stage));
+    c.train.zero_stage = stage;
+    const auto w = ui::weight_placement(c);
+    ASSERT_TRUE(w.ok);
+    EXPECT_EQ(w.W, W);
+    EXPECT_EQ(w.params, params);
+    ASSERT_EQ(w.units.size(), 4u);  // embedding, 2 layers, norm + lm_head
+    EXPECT_EQ(w.units[0].numel, 16384);
+    EXPECT_EQ(w.units[1].numel, layer);
+    EXPECT_EQ(w.units[2].numel, layer);
+    EXPECT_EQ(w.units[3].numel, 16448);
+    EXPECT_EQ(w.units[1].piece, layer / W);  // 9248: divides evenly
+    EXPECT_EQ(w.params_sharded, stage >= 3);
+    EXPECT_EQ(w.grads_sharded, stage >= 2);
+    EXPECT_EQ(w.optimizer_sharded, stage >= 1);
+    const int64_t S = params / W;  // 26704, also the sum of the unit pieces
+    EXPECT_EQ(w.units[0].piece + w.units[1].piece + w.units[2].piece + w.units[3].piece, S);
+    // fp32: weights 4, gradients 4, AdamW m and v 8 B per parameter, each on a 1/W piece from
+    // its stage on (16, 10, 7 and 4 B per parameter).
+    EXPECT_EQ(w.param_bytes, (stage >= 3 ? S : params) * 4);
+    EXPECT_EQ(w.grad_bytes, (stage >= 2 ? S : params) * 4);
+    EXPECT_EQ(w.optimizer_bytes, (stage >= 1 ? S : params) * 8);
+    EXPECT_EQ(w.master_bytes, 0);
+    EXPECT_EQ(w.host_bytes, 0);
+    const int64_t per_param[] = {16, 10, 7, 4};  // B/param (params divides by 4 here)
+    EXPECT_EQ(w.device_static_bytes(), per_param[stage] * params);
+    // Stage 3 gathers a layer from 3 other ranks' pieces of 9248 fp32 elements.
+    EXPECT_EQ(w.gather_bytes_per_layer, stage >= 3 ? 3 * 9248 * 4 : 0);
+    EXPECT_EQ(w.reduce_scatter_bytes_per_layer, w.gather_bytes_per_layer);
+    if (stage == 3) {
+      // Per step: every unit gathered for the forward (26704 elements), the layers again for
+      // the backward (2 x 9248), every unit reduce-scattered (26704): x (W-1) x 4 B.
+      EXPECT_EQ(w.collective_bytes_per_step, (2 * S + 2 * 9248) * 3 * 4);
+      // Rank 3 holds the last piece of each layer.
+      EXPECT_EQ(w.piece_of(1, 3), std::make_pair(int64_t{3 * 9248}, int64_t{layer}));
+    }
+  }
+  // Over W = 3 (sp 1 x dp 3) a layer does not divide: pieces of ceil(36992 / 3) = 12331, the
+  // last rank's short (36992 - 2 x 12331 = 12330).
+  {
+    RunConfig c3 = c;
+    c3.parallel.sp_size = 1;
+    c3.parallel.dp_size = 3;
+    c3.train.zero_stage = 3;
+    const auto w3 = ui::weight_placement(c3);
+    EXPECT_EQ(w3.units[1].piece, 12331);
+    EXPECT_EQ(w3.piece_of(1, 2), std::make_pair(int64_t{24662}, int64_t{layer}));
+    EXPECT_EQ(w3.gather_bytes_per_layer, 2 * 12331 * 4);
+  }
+  // bf16 at stage 1 with the optimizer offloaded: bf16 weights and gradients of all
+  // parameters on the device, the fp32 master and m, v of the rank's piece in host memory.
+  c.train.dtype = "bfloat16";
+  c.train.zero_stage = 1;
+  c.train.offload_optimizer = true;
+  auto w = ui::weight_placement(c);
+  EXPECT_EQ(w.device_static_bytes(), params * 2 + params * 2);
+  EXPECT_EQ(w.host_bytes, (params / W) * (4 + 8));
+  // Stage 3 with both offloads: the bf16 weights piece leaves the device too.
+  c.train.zero_stage = 3;
+  c.train.offload_params = true;
+  w = ui::weight_placement(c);
+  EXPECT_EQ(w.param_bytes, 0);
+  EXPECT_EQ(w.grad_bytes, (params / W) * 2);
+  EXPECT_EQ(w.host_bytes, (params / W) * (4 + 8 + 2));
+  // Tied embeddings: the head unit is the final norm alone.
+  c.model.tie_word_embeddings = true;
+  w = ui::weight_placement(c);
+  EXPECT_EQ(w.params, params - 16384);
+  EXPECT_EQ(w.units.back().numel, 64);
 }

@@ -26,6 +26,7 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStatusBar>
+#include <QGroupBox>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -117,6 +118,25 @@ TEST_F(Studio, TinyConfigIsValid) {
   EXPECT_TRUE(QFileInfo(L->fieldText("data.path")).isAbsolute());
   EXPECT_TRUE(QFileInfo::exists(L->fieldText("data.path")));
   EXPECT_TRUE(L->estimateModel()->hasEstimate());
+}
+
+// The form's boxes: the memory techniques (ZeRO and offload with recompute and tiling), ring
+// attention and checkpoints each have a box of their own; the rest sit in their section's.
+TEST_F(Studio, ZeroRingAndCheckpointFieldsHaveGroupsOfTheirOwn) {
+  auto boxOf = [&](const char* dotted) -> QString {
+    for (QWidget* p = L->fieldWidget(QString::fromLatin1(dotted)); p; p = p->parentWidget())
+      if (auto* box = qobject_cast<QGroupBox*>(p)) return box->title();
+    return {};
+  };
+  for (const char* k : {"train.zero_stage", "train.offload_optimizer", "train.offload_params",
+                        "train.activation_checkpointing", "train.mlp_chunk_tokens"})
+    EXPECT_TRUE(boxOf(k).startsWith(QStringLiteral("Memory"))) << k << " in " << boxOf(k).toStdString();
+  EXPECT_TRUE(boxOf("parallel.ring_size").startsWith(QStringLiteral("Ring attention")));
+  EXPECT_TRUE(boxOf("parallel.ring_zigzag").startsWith(QStringLiteral("Ring attention")));
+  EXPECT_TRUE(boxOf("train.resume_from").startsWith(QStringLiteral("Checkpoints")));
+  EXPECT_EQ(boxOf("parallel.sp_size"), QStringLiteral("Parallelism"));
+  EXPECT_EQ(boxOf("train.seq_length"), QStringLiteral("Training"));
+  EXPECT_EQ(boxOf("data.kind"), QStringLiteral("Data"));
 }
 
 // Keys the form has no field for (Qwen3's head_dim, yarn RoPE, model_type) are kept from the

@@ -168,6 +168,9 @@ TEST_F(ReplayMonitor, RefusesARunWithoutMetrics) {
 // The explain view follows the launcher's form: a valid config draws 6 stages, an sp_size
 // that does not divide the heads shows the engine's reason instead. (Its numbers are
 // explain_model's, tested in test_ui_explain.)
+#include <QImage>
+
+#include "cost_model.hpp"
 #include "explain_view.hpp"
 #include "launcher_page.hpp"
 #include "main_window.hpp"
@@ -182,10 +185,10 @@ TEST(ExplainViewInStudio, FollowsTheLauncherAndShowsRefusals) {
   ASSERT_NE(ex, nullptr);
   ASSERT_TRUE(w.setView(QStringLiteral("explain")));
   EXPECT_TRUE(ex->explanation().ok);
-  EXPECT_EQ(ex->stageCount(), 6);
+  EXPECT_EQ(ex->stageCount(), 7);  // the layer's six, then where the weights are
   EXPECT_EQ(ex->explanation().P, 2);
   EXPECT_TRUE(ex->setStage(2));
-  EXPECT_FALSE(ex->setStage(6));
+  EXPECT_FALSE(ex->setStage(7));
   EXPECT_EQ(ex->stage(), 2);
   EXPECT_FALSE(ex->grab().isNull());
   ASSERT_TRUE(w.launcher()->setFieldText(QStringLiteral("parallel.sp_size"), QStringLiteral("3")));
@@ -197,6 +200,39 @@ TEST(ExplainViewInStudio, FollowsTheLauncherAndShowsRefusals) {
       w.launcher()->setFieldText(QStringLiteral("parallel.sp_size"), QStringLiteral("4")));  // 2 kv heads replicated
   EXPECT_TRUE(ex->explanation().ok);
   EXPECT_TRUE(ex->explanation().kv_replicated);
+}
+
+// The last stage follows the launcher's ZeRO fields: the caption names the stage and the
+// figures of weights_model (tested by hand in test_ui_explain), and the picture changes.
+TEST(ExplainViewInStudio, WhereTheWeightsAreFollowsTheZeroStage) {
+  MainWindow w;
+  w.setQuiet(true);
+  QString err;
+  ASSERT_TRUE(w.launcher()->loadConfigFile(QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs/tiny.json"), &err))
+      << err.toStdString();
+  auto* ex = w.findChild<ExplainView*>();
+  ASSERT_NE(ex, nullptr);
+  ASSERT_TRUE(w.setView(QStringLiteral("explain")));
+  ex->resize(900, 500);
+  ASSERT_TRUE(ex->setStage(6));
+  EXPECT_TRUE(ex->isWeightsStage(6));
+  EXPECT_FALSE(ex->isWeightsStage(5));
+  EXPECT_TRUE(ex->captionText().contains(QStringLiteral("every rank holds all of the training state")));
+  EXPECT_EQ(ex->weights().zero_stage, 0);
+  const QImage replicated = ex->grab().toImage();
+  ASSERT_TRUE(w.launcher()->setFieldText(QStringLiteral("train.zero_stage"), QStringLiteral("3")));
+  EXPECT_EQ(ex->weights().zero_stage, 3);
+  EXPECT_EQ(ex->stage(), 6);
+  EXPECT_GT(ex->weights().gather_bytes_per_layer, 0);
+  const QString cap = ex->captionText();
+  EXPECT_TRUE(cap.contains(QStringLiteral("ZeRO stage 3"))) << cap.toStdString();
+  EXPECT_TRUE(cap.contains(
+      QString::fromStdString(cost::format_bytes(double(ex->weights().gather_bytes_per_layer))).toHtmlEscaped()))
+      << cap.toStdString();
+  EXPECT_NE(ex->grab().toImage(), replicated);  // the bars now show pieces
+  // The explainer SVG export has no vector form of this stage: the image export takes it.
+  QTemporaryDir tmp;
+  ASSERT_TRUE(w.exportCurrentView(tmp.filePath(QStringLiteral("weights.svg")), &err)) << err.toStdString();
 }
 
 #include <QImage>

@@ -12,6 +12,8 @@
 #include "trace/phase_style.hpp"
 #include "trace/qt_text.hpp"
 
+#include <algorithm>
+
 namespace ulysses::ui {
 
 namespace {
@@ -27,6 +29,7 @@ class ExplainCanvas : public QWidget {
  public:
   explicit ExplainCanvas(QWidget* parent) : QWidget(parent) { setMinimumSize(600, 360); }
   const Explanation* e = nullptr;
+  const WeightPlacement* w = nullptr;
   int stage = 0;
 
  protected:
@@ -35,6 +38,10 @@ class ExplainCanvas : public QWidget {
     p.setRenderHint(QPainter::Antialiasing);
     const QColor fg = palette().color(QPalette::WindowText);
     if (!e || !e->ok || e->stages.empty()) return;
+    if (stage >= static_cast<int>(e->stages.size())) {
+      if (w && w->ok) paintWeights(p, fg);
+      return;
+    }
     const auto& st = e->stages[static_cast<size_t>(stage)];
     const int P = static_cast<int>(e->P), H = static_cast<int>(e->H), K = static_cast<int>(e->Hkv);
     const int margin = 16, gap = 18;
@@ -103,6 +110,88 @@ class ExplainCanvas : public QWidget {
                             to_qs(cost::format_bytes(double(st.bytes_recv)))));
     }
   }
+
+ private:
+  // "Where the weights are": one column per rank (the first kMaxRanks), one bar per kind of
+  // state over all of the model's parameters, cut into the gather units; filled where the rank
+  // holds that state (all of it, or its piece of every unit), hatched where it is in host memory.
+  void paintWeights(QPainter& p, const QColor& fg) {
+    constexpr int kMaxRanks = 8;
+    const WeightPlacement& wp = *w;
+    const int shown = static_cast<int>(std::min<int64_t>(wp.W, kMaxRanks));
+    const int margin = 16, gap = 14, gutter = 150, top = 28, barH = 26, rowGap = 18;
+    const int colW = std::max(40, (width() - 2 * margin - gutter - gap * (shown - 1)) / std::max(1, shown));
+    struct Row {
+      QString label;
+      QColor color;
+      bool sharded, host;
+      bool gathered;  // stage 3's gathered units, not a kind of state
+    };
+    std::vector<Row> rows = {
+        {QStringLiteral("weights (%1)").arg(wp.bf16 ? QStringLiteral("bf16") : QStringLiteral("fp32")), kQ,
+         wp.params_sharded, wp.offload_params, false},
+        {QStringLiteral("gradients"), kOut, wp.grads_sharded, false, false},
+        {wp.bf16 ? QStringLiteral("fp32 master, AdamW m, v") : QStringLiteral("AdamW m, v"), kKv, wp.optimizer_sharded,
+         wp.offload_optimizer, false}};
+    if (wp.zero_stage >= 3)
+      rows.push_back({QStringLiteral("gathered: layer 0 + next"), QColor(0xCC, 0x79, 0xA7), false, false, true});
+    const double total = double(std::max<int64_t>(1, wp.params));
+    QFont small = font();
+    small.setPointSizeF(std::max(7.0, font().pointSizeF() - 1));
+    const QColor mid = palette().color(QPalette::Mid);
+    for (size_t ri = 0; ri < rows.size(); ++ri) {
+      const Row& row = rows[ri];
+      const int y = top + static_cast<int>(ri) * (barH + rowGap);
+      p.setPen(fg);
+      p.setFont(small);
+      p.drawText(QRect(margin, y, gutter - 8, barH), Qt::AlignVCenter | Qt::AlignRight | Qt::TextWordWrap,
+                 row.label + (row.host ? QStringLiteral(" · host") : QString()));
+      for (int r = 0; r < shown; ++r) {
+        const double x0 = margin + gutter + r * (colW + gap);
+        if (ri == 0) {
+          p.setPen(fg);
+          p.setFont(font());
+          p.drawText(QRectF(x0, 0, colW, top - 6), Qt::AlignCenter, QStringLiteral("rank %1").arg(r));
+          p.setFont(small);
+        }
+        double off = 0;
+        for (size_t u = 0; u < wp.units.size(); ++u) {
+          const WeightUnit& U = wp.units[u];
+          const double ux = x0 + colW * off / total, uw = colW * double(U.numel) / total;
+          off += double(U.numel);
+          QRectF fill;
+          if (row.gathered) {
+            if (u == 1 || u == 2) fill = QRectF(ux, y, uw, barH);  // layer 0 computing, the next prefetched
+          } else if (!row.sharded) {
+            fill = QRectF(ux, y, uw, barH);
+          } else if (U.numel > 0) {
+            const auto [b, e2] = wp.piece_of(u, r);
+            if (e2 > b)
+              fill = QRectF(ux + uw * double(b) / double(U.numel), y, uw * double(e2 - b) / double(U.numel), barH);
+          }
+          if (!fill.isEmpty()) {
+            const QColor c = row.gathered && u == 2 ? row.color.lighter(140) : row.color;
+            p.fillRect(fill, c);
+            if (row.host) p.fillRect(fill, QBrush(c.darker(180), Qt::BDiagPattern));
+          }
+          p.setPen(QPen(mid, 1));  // unit boundary
+          p.drawLine(QPointF(ux, y), QPointF(ux, y + barH));
+        }
+        p.setPen(QPen(mid, 1));
+        p.setBrush(Qt::NoBrush);
+        p.drawRect(QRectF(x0, y, colW, barH));
+      }
+    }
+    const int yb = top + static_cast<int>(rows.size()) * (barH + rowGap);
+    p.setPen(fg);
+    p.setFont(small);
+    QString note = QStringLiteral("bars: all %1 parameters, cut into the gather units (embedding, %2 layer(s), %3)")
+                       .arg(wp.params)
+                       .arg(wp.units.size() - 2)
+                       .arg(to_qs(wp.units.back().name));
+    if (wp.W > shown) note += QStringLiteral("; ranks %1..%2 hold their pieces alike").arg(shown).arg(wp.W - 1);
+    p.drawText(QRect(margin, yb, width() - 2 * margin, 40), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, note);
+  }
 };
 
 ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
@@ -125,19 +214,25 @@ ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
   bar->addWidget(prev_);
   bar->addWidget(slider_, 1);
   bar->addWidget(next_);
-  auto* legend = new QLabel(this);
+  auto* legend = legend_ = new QLabel(this);
   // Wraps, and never widens the window past the screen (presentation mode on a 1280x720
   // projector asked for 1802 px when a long text sat on one line).
   legend->setWordWrap(true);
   legend->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   legend->setMinimumWidth(1);
   legend->setTextFormat(Qt::RichText);
-  legend->setText(
+  layerLegend_ =
       QStringLiteral(
           "<span style='color:%1'>■</span> hidden states &nbsp; <span style='color:%2'>■</span> q &nbsp; "
           "<span style='color:%3'>■</span> k, v (hatched: replicated copy) &nbsp; "
           "<span style='color:%4'>■</span> attention output &nbsp; rows: token shards of N/P; columns: heads")
-          .arg(kHidden.name(), kQ.name(), kKv.name(), kOut.name()));
+          .arg(kHidden.name(), kQ.name(), kKv.name(), kOut.name());
+  weightsLegend_ = tr("<span style='color:%1'>■</span> weights &nbsp; <span style='color:%2'>■</span> gradients "
+                      "&nbsp; <span style='color:%3'>■</span> optimizer state &nbsp; <span style='color:%4'>■</span> "
+                      "gathered for the layer computing (lighter: the next, prefetched) &nbsp; hatched: in host "
+                      "memory (offload) &nbsp; each bar: all parameters, thin lines between gather units")
+                       .arg(kQ.name(), kOut.name(), kKv.name(), QColor(0xCC, 0x79, 0xA7).name());
+  legend->setText(layerLegend_);
   lay->addWidget(title_);
   lay->addWidget(problems_);
   lay->addWidget(canvas_, 1);
@@ -151,11 +246,15 @@ ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
 
 void ExplainView::setConfigJson(const nlohmann::json& j) {
   Explanation e;
+  WeightPlacement w;
   try {
-    e = explain(RunConfig::from_json(j));
+    const RunConfig cfg = RunConfig::from_json(j);
+    e = explain(cfg);
+    if (e.ok) w = weight_placement(cfg);
   } catch (const std::exception& ex) {
     e.problems.push_back(ex.what());
   }
+  w_ = w;
   setExplanation(e);
 }
 
@@ -188,6 +287,7 @@ bool ExplainView::setStage(int stage) {
 
 void ExplainView::refresh() {
   canvas_->e = &e_;
+  canvas_->w = &w_;
   canvas_->stage = stage_;
   problems_->setVisible(!e_.problems.empty());
   QStringList why;
@@ -201,8 +301,10 @@ void ExplainView::refresh() {
   prev_->setEnabled(e_.ok && stage_ > 0);
   next_->setEnabled(e_.ok && stage_ + 1 < stageCount());
   slider_->setEnabled(e_.ok);
+  const bool weights = isWeightsStage(stage_);
+  legend_->setText(weights ? weightsLegend_ : layerLegend_);
   if (e_.ok) {
-    const auto& st = e_.stages[static_cast<size_t>(stage_)];
+    const auto& st = e_.stages[std::min(static_cast<size_t>(stage_), e_.stages.size() - 1)];
     // The group drawn: all ranks, or with a ring the Ulysses group of ring rank 0 (explain_model.hpp).
     const QString group = e_.R > 1 ? tr("<b>Ulysses × ring attention, one layer forward</b>: the Ulysses group of "
                                         "ring rank 0 (of R = %1): P = %2 ranks sharing N/R = %3 of N = %4 tokens "
@@ -232,7 +334,8 @@ void ExplainView::refresh() {
                  : nullptr;
     };
     for (int i = 0; i < stageCount(); ++i) {
-      QString n = QStringLiteral("%1. %2").arg(i + 1).arg(to_qs(e_.stages[static_cast<size_t>(i)].name));
+      QString n = QStringLiteral("%1. %2").arg(i + 1).arg(isWeightsStage(i) ? tr("where the weights are")
+                                                                            : to_qs(e_.stages[size_t(i)].name));
       if (const StageTime* t = measured(i)) n += QStringLiteral(" (%1)").arg(to_qs(format_duration_ns(t->median_ns)));
       n = n.toHtmlEscaped();
       if (i == highlight_) n = QStringLiteral("<span style='background:#ffd54f; color:#000'>%1</span>").arg(n);
@@ -249,6 +352,11 @@ void ExplainView::refresh() {
       steps += tr("<br>measured: <b>%1</b> per layer (median over %2 layer(s))")
                    .arg(to_qs(format_duration_ns(t->median_ns)))
                    .arg(t->layers);
+    if (weights) {
+      title_->setText(head + QStringLiteral("<br>") + steps + QStringLiteral("<br>") + weightsCaption());
+      canvas_->update();
+      return;
+    }
     title_->setText(
         head + QStringLiteral("<br>") + steps + QStringLiteral("<br><i>") + to_qs(st.detail).toHtmlEscaped() +
         QStringLiteral("</i><br><tt>") + to_qs(st.shapes).toHtmlEscaped() + QStringLiteral("</tt>") +
@@ -266,6 +374,42 @@ void ExplainView::refresh() {
     title_->setText(tr("<b>Ulysses attention explainer</b>"));
   }
   canvas_->update();
+}
+
+QString ExplainView::weightsCaption() const {
+  const WeightPlacement& w = w_;
+  auto B = [](int64_t b) { return to_qs(cost::format_bytes(double(b))).toHtmlEscaped(); };
+  QString held = w.zero_stage == 0 ? tr("every rank holds all of the training state (16 B per parameter)")
+                 : w.zero_stage == 1
+                     ? tr("ZeRO stage 1: each rank holds 1/%1 of the optimizer state, all weights and gradients")
+                 : w.zero_stage == 2 ? tr("ZeRO stage 2: each rank holds 1/%1 of the optimizer state and gradients, "
+                                          "all weights")
+                                     : tr("ZeRO stage 3: each rank holds 1/%1 of every gather unit's weights, "
+                                          "gradients and optimizer state");
+  if (w.zero_stage > 0) held = held.arg(w.W);
+  QString s =
+      tr("<i>%1, over W = sp × ring × dp = %2 rank(s); %3 parameters.</i><br>").arg(held).arg(w.W).arg(w.params);
+  s += tr("per rank on the device: weights %1, gradients %2%3, AdamW m, v %4 = <b>%5</b>")
+           .arg(B(w.param_bytes), B(w.grad_bytes),
+                w.master_bytes ? tr(", fp32 master %1").arg(B(w.master_bytes)) : QString(), B(w.optimizer_bytes),
+                B(w.device_static_bytes()));
+  if (w.host_bytes) s += tr("; in host memory (offloaded): <b>%1</b>").arg(B(w.host_bytes));
+  if (w.zero_stage >= 3)
+    s += tr("<br>each decoder layer is all-gathered before its forward and again before its backward (each rank "
+            "sends and receives %1 per gather), the next unit's gather prefetched while one computes; its gradients "
+            "are reduce-scattered as soon as its backward is done (%2); gathered units and one unit's gradients in "
+            "flight: %3 at most")
+             .arg(B(w.gather_bytes_per_layer), B(w.reduce_scatter_bytes_per_layer), B(w.gathered_bytes));
+  s += w.zero_stage >= 3
+           ? tr("<br>per step, each rank sends %1 in these gathers and reduce-scatters (the rows \"zero gather\" "
+                "and \"zero reduce-scatter\" of the run's trace)")
+                 .arg(B(w.collective_bytes_per_step))
+           : tr("<br>per step, each rank sends %1 in the gradient %2")
+                 .arg(B(w.collective_bytes_per_step),
+                      w.zero_stage == 0   ? tr("all-reduce")
+                      : w.zero_stage == 1 ? tr("all-reduce and the all-gather of the updated parameters")
+                                          : tr("reduce-scatter and the all-gather of the updated parameters"));
+  return s;
 }
 
 }  // namespace ulysses::ui

@@ -1,7 +1,8 @@
 // Explainer view (`ulysses-studio --view explain [--stage N]`): P rank columns, each a grid
 // of [token shards × heads], stepping through one Ulysses attention layer (shard → q/k/v
 // projection → seq→head all-to-all → attention → head→seq all-to-all → output projection)
-// for the launcher's current config, with shapes and the bytes each rank sends and receives.
+// for the launcher's current config, with shapes and the bytes each rank sends and receives;
+// a last stage shows where the weights, gradients and optimizer state are (ZeRO, offload).
 // All numbers come from ui/models/explain_model (tested there); this widget only draws.
 #pragma once
 
@@ -9,6 +10,7 @@
 
 #include "explain_model.hpp"
 #include "explain_times.hpp"
+#include "weights_model.hpp"
 
 class QLabel;
 class QPushButton;
@@ -26,10 +28,14 @@ class ExplainView : public QWidget {
   void setConfigJson(const nlohmann::json& j);
   void setExplanation(const Explanation& e);
   const Explanation& explanation() const { return e_; }
+  // The last stage, after the attention layer's six: where each rank's weights, gradients and
+  // optimizer state are (weights_model.hpp), under the config's ZeRO stage.
+  const WeightPlacement& weights() const { return w_; }
+  bool isWeightsStage(int stage) const { return w_.ok && stage == static_cast<int>(e_.stages.size()); }
   // 0-based stage; clamped. False when out of range.
   bool setStage(int stage);
   int stage() const { return stage_; }
-  int stageCount() const { return static_cast<int>(e_.stages.size()); }
+  int stageCount() const { return static_cast<int>(e_.stages.size()) + (e_.ok && w_.ok ? 1 : 0); }
   // With a run open: the run's measured time of each stage (explain_times.hpp), shown beside
   // the stage names; an empty vector clears them. `run` names the run in the caption.
   void setStageTimes(const std::vector<StageTime>& times, const QString& run);
@@ -43,7 +49,9 @@ class ExplainView : public QWidget {
 
  private:
   void refresh();
+  QString weightsCaption() const;
   Explanation e_;
+  WeightPlacement w_;
   int stage_ = 0;
   std::vector<StageTime> times_;
   QString timesRun_;
@@ -51,6 +59,8 @@ class ExplainView : public QWidget {
   ExplainCanvas* canvas_ = nullptr;
   QLabel* title_ = nullptr;
   QLabel* problems_ = nullptr;
+  QLabel* legend_ = nullptr;
+  QString layerLegend_, weightsLegend_;
   QSlider* slider_ = nullptr;
   QPushButton* prev_ = nullptr;
   QPushButton* next_ = nullptr;

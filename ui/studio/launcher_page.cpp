@@ -56,6 +56,17 @@ QString sectionTitle(const QString& s) {
   return QStringLiteral("Profiling");
 }
 
+// Groups inside a section, by the key that starts them (the table keeps each group's keys
+// together): the settings a long-sequence user weighs against each other sit in one box.
+QString groupStartingAt(const QString& dotted) {
+  if (dotted == QLatin1String("parallel.ring_size")) return QStringLiteral("Ring attention (Ulysses × ring)");
+  if (dotted == QLatin1String("train.activation_checkpointing"))
+    return QStringLiteral("Memory (recompute, tiling, attention kernel, ZeRO sharding, offload)");
+  if (dotted == QLatin1String("train.init_from"))
+    return QStringLiteral("Checkpoints (Hugging Face and training state)");
+  return {};
+}
+
 // Text shown in the form for a JSON value.
 QString valueText(const json& v) {
   if (v.is_string()) return to_qs(v.get<std::string>());
@@ -96,15 +107,17 @@ void LauncherPage::buildUi() {
   top->addWidget(new QLabel(QStringLiteral("Name:"), this));
   top->addWidget(name_, 1);
 
-  // Form, one group per section.
+  // Form, one group per section, and groups of their own for ring attention, memory and
+  // checkpoints (groupStartingAt).
   auto* formHost = new QWidget;
   auto* formCol = new QVBoxLayout(formHost);
   QString currentSection;
   QFormLayout* form = nullptr;
   for (const auto& spec : configFields()) {
-    if (spec.section != currentSection) {
+    const QString group = groupStartingAt(spec.dotted());
+    if (spec.section != currentSection || !group.isEmpty()) {
       currentSection = spec.section;
-      auto* box = new QGroupBox(sectionTitle(spec.section), formHost);
+      auto* box = new QGroupBox(group.isEmpty() ? sectionTitle(spec.section) : group, formHost);
       form = new QFormLayout(box);
       form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
       formCol->addWidget(box);

@@ -397,7 +397,8 @@ void MainWindow::setPhasePalette(PhasePalette p, bool remember) {
 
 bool MainWindow::exportCurrentView(const QString& path, QString* error) {
   auto* ex = qobject_cast<ExplainView*>(tabs_->currentWidget());
-  if (ex && ex->explanation().ok && QFileInfo(path).suffix().toLower() == QLatin1String("svg")) {
+  if (ex && ex->explanation().ok && !ex->isWeightsStage(ex->stage()) &&
+      QFileInfo(path).suffix().toLower() == QLatin1String("svg")) {
     // The explainer's stage as vector shapes of its own (explainStageSvg).
     QString why;
     if (!writeFileWhole(path, explainStageSvg(ex->explanation(), ex->stage()).toUtf8(), &why)) {

@@ -16,6 +16,7 @@
 #include <cmath>
 
 #include "trace/phase_style.hpp"
+#include "trace/range_label.hpp"
 #include "trace/qt_text.hpp"
 #include "trace/shortcuts.hpp"
 
@@ -815,7 +816,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
       const QRectF tr2 = r.intersected(QRectF(0, r.y(), vp_.width_px, r.height())).adjusted(3, 0, -2, 0);
       // A label that would be only "…" (every all-to-all on a projector) gives way to the name's
       // first word when that fits ("a2a"), else to nothing.
-      const QString name = QString::fromStdString(m.strings[size_t(it.name_id)]);
+      const QString name = QString::fromStdString(timeline_range_label(m, it.range));
       QString label = fm.elidedText(name, Qt::ElideRight, int(tr2.width()));
       if (label.size() <= 2 && label != name) {
         static const QRegularExpression sep(QStringLiteral("[\\s_:(/]"));
