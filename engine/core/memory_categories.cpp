@@ -25,6 +25,7 @@ void Counters::add(MemCategory c, int64_t n) {
   std::lock_guard<std::mutex> g(mu_);
   live_.bytes[static_cast<int>(c)] += n;
   total_ += n;
+  ++allocations_;
   counted_ = true;
   if (total_ > peak_) {
     peak_ = total_;
@@ -42,6 +43,10 @@ void Counters::sub(MemCategory c, int64_t n) {
 MemoryCategories Counters::live() const {
   std::lock_guard<std::mutex> g(mu_);
   return live_;
+}
+int64_t Counters::allocations() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return allocations_;
 }
 int64_t Counters::peak() const {
   std::lock_guard<std::mutex> g(mu_);
@@ -85,6 +90,9 @@ namespace {
 // category. The DataPtr keeps data == context (c10's raw_allocate asserts it: a context of our
 // own failed "dptr.get() == dptr.get_context()" in runs that reached it), so the original
 // DataPtr, the bytes and the category wait in a table keyed by the data pointer.
+std::atomic<c10::Allocator*> g_base{nullptr};
+std::atomic<bool> g_counting{true};
+
 struct CategoryCpuAllocator final : public compat::AllocatorBase {
   c10::Allocator* base = nullptr;
   struct Rec {
@@ -105,7 +113,11 @@ struct CategoryCpuAllocator final : public compat::AllocatorBase {
     {
       std::lock_guard<std::mutex> g(table_mu());
       auto it = table().find(p);
-      if (it == table().end()) return;
+      if (it == table().end()) {  // raw_allocate'd while counting was off: the base allocator's
+        auto* base = g_base.load();
+        if (c10::DeleterFnPtr del = base ? base->raw_deleter() : nullptr) del(p);
+        return;
+      }
       cpu().sub(it->second.cat, it->second.n);
       inner = std::move(it->second.inner);
       table().erase(it);
@@ -114,7 +126,8 @@ struct CategoryCpuAllocator final : public compat::AllocatorBase {
   c10::DataPtr allocate_bytes(size_t n) override {
     c10::DataPtr inner = base->allocate(n);
     void* data = inner.get();
-    if (n == 0 || data == nullptr) return inner;  // nothing to count (and no unique key)
+    // Nothing to count (and no unique key), or counting switched off (set_cpu_counting).
+    if (n == 0 || data == nullptr || !g_counting.load(std::memory_order_relaxed)) return inner;
     const auto dev = inner.device();
     const MemCategory cat = current();
     {
@@ -143,12 +156,15 @@ class CpuProbe final : public prof::MemoryProbe {
 void install_cpu_counting() {
   std::call_once(g_install_once, [] {
     g_cpu_allocator.base = c10::GetCPUAllocator();
+    g_base.store(g_cpu_allocator.base);
     c10::SetCPUAllocator(&g_cpu_allocator, /*priority=*/1);
     g_installed.store(true);
   });
 }
 
 bool cpu_counting_installed() { return g_installed.load(); }
+
+void set_cpu_counting(bool on) { g_counting.store(on); }
 
 at::Tensor comm_buffer_like(const at::Tensor& t) {
   Scope s(MemCategory::Communication);

@@ -43,6 +43,7 @@ class Counters {
   void sub(MemCategory c, int64_t n);
   MemoryCategories live() const;
   int64_t peak() const;
+  int64_t allocations() const;       // add() calls so far
   MemoryCategories at_peak() const;  // what was alive when the peak was reached
   // The highest total since the last call, with its categories and time (Tracer clock); the
   // peak then restarts from the live bytes now. False when nothing was counted.
@@ -52,7 +53,7 @@ class Counters {
  private:
   mutable std::mutex mu_;
   MemoryCategories live_, at_peak_;
-  int64_t total_ = 0, peak_ = 0, peak_t_ = 0;
+  int64_t total_ = 0, peak_ = 0, peak_t_ = 0, allocations_ = 0;
   bool counted_ = false;
 };
 
@@ -63,6 +64,10 @@ Counters& meta();  // the planner's meta tensors (meta_dry_run.cpp)
 // in cpu() under the category current() on the allocating thread. Idempotent; process-wide.
 void install_cpu_counting();
 bool cpu_counting_installed();
+// Counting on (the default once installed) or off: off, new storage goes to libtorch's
+// allocator uncounted (storage counted before is still subtracted when freed). For the cost
+// benchmark, which alternates both in one process; runs never switch it off.
+void set_cpu_counting(bool on);
 
 // A receive buffer shaped like `t`, charged to Communication (all-to-all, ring, ZeRO).
 at::Tensor comm_buffer_like(const at::Tensor& t);
