@@ -314,3 +314,74 @@ TEST(ExplainWeights, UnitsPiecesAndBytesPerRankByHand) {
   EXPECT_EQ(w.params, params - 16384);
   EXPECT_EQ(w.units.back().numel, 64);
 }
+
+// The ring stage hop by hop (issue 36 item 4): by hand for R = 2 with zigzag (chunks 0..3,
+// rank 0 holds 0 and 3, rank 1 holds 1 and 2), and for R = 4: every unmasked (q, kv) block of
+// the causal triangle is computed exactly once over all ranks and hops, zigzag gives every
+// rank 2R+1 blocks (the engine's RingAttention test's count), contiguous gives rank r r+1.
+TEST(ExplainRing, HopsByHandAndTheTriangleCoveredOnce) {
+  const auto h = ui::ring_hops(2, true);
+  ASSERT_EQ(h.chunks, 4);
+  EXPECT_EQ(h.q_chunks[0], (std::vector<int64_t>{0, 3}));
+  EXPECT_EQ(h.q_chunks[1], (std::vector<int64_t>{1, 2}));
+  ASSERT_EQ(h.hops.size(), 2u);
+  auto blocks = [](const std::vector<ui::RingBlock>& v) {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (const auto& b : v) out.push_back({b.q_chunk, b.kv_chunk});
+    return out;
+  };
+  using P = std::vector<std::pair<int64_t, int64_t>>;
+  EXPECT_EQ(blocks(h.hops[0].computed[0]), (P{{0, 0}, {3, 0}, {3, 3}}));
+  EXPECT_EQ(blocks(h.hops[0].computed[1]), (P{{1, 1}, {2, 1}, {2, 2}}));
+  EXPECT_EQ(h.hops[1].kv_chunks[0], (std::vector<int64_t>{1, 2}));  // rank 1's K/V reached rank 0
+  EXPECT_EQ(blocks(h.hops[1].computed[0]), (P{{3, 1}, {3, 2}}));
+  EXPECT_EQ(blocks(h.hops[1].computed[1]), (P{{1, 0}, {2, 0}}));
+  EXPECT_TRUE(h.hops[0].computed[0][0].diagonal);
+  EXPECT_FALSE(h.hops[0].computed[0][1].diagonal);
+  for (bool zigzag : {true, false}) {
+    const int64_t R = 4;
+    const auto g = ui::ring_hops(R, zigzag);
+    std::set<std::pair<int64_t, int64_t>> seen;
+    for (int64_t r = 0; r < R; ++r) {
+      size_t n = 0;
+      for (const auto& hop : g.hops) {
+        n += hop.computed[size_t(r)].size();
+        for (const auto& b : hop.computed[size_t(r)]) EXPECT_TRUE(seen.insert({b.q_chunk, b.kv_chunk}).second);
+      }
+      EXPECT_EQ(n, size_t(zigzag ? 2 * R + 1 : r + 1)) << "rank " << r << (zigzag ? " zigzag" : " contiguous");
+    }
+    EXPECT_EQ(seen.size(), size_t(g.chunks * (g.chunks + 1) / 2));
+  }
+}
+
+// The measured hop: the median of the forward ring exchanges, head-range copies and backward
+// exchanges left out (hand-built trace).
+TEST(ExplainRing, HopTimeIsTheMedianOfTheForwardExchanges) {
+  prof::TraceModel m;
+  m.strings = {"ring_step"};
+  prof::Lane ring, copy;
+  ring.name = "ring kv";
+  copy.name = "heads 0-1";
+  copy.kind = prof::LaneKind::HeadRange;
+  m.lanes = {ring, copy};
+  auto add = [&](int32_t lane, int64_t dur, prof::Direction dir) {
+    prof::TraceRange r;
+    r.lane = lane;
+    r.start_ns = 1000;
+    r.end_ns = 1000 + dur;
+    r.phase = prof::Phase::RingStep;
+    r.dir = dir;
+    m.ranges.push_back(r);
+  };
+  add(0, 10, prof::Direction::Forward);
+  add(0, 30, prof::Direction::Forward);
+  add(0, 20, prof::Direction::Forward);
+  add(0, 500, prof::Direction::Backward);
+  add(1, 1000, prof::Direction::Forward);
+  add(1, 1000, prof::Direction::Forward);
+  const auto t = ui::ring_hop_time(m);
+  EXPECT_TRUE(t.measured);
+  EXPECT_EQ(t.layers, 3);
+  EXPECT_DOUBLE_EQ(t.median_ns, 20.0);
+  EXPECT_FALSE(ui::ring_hop_time(prof::TraceModel{}).measured);
+}

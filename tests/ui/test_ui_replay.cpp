@@ -169,6 +169,7 @@ TEST_F(ReplayMonitor, RefusesARunWithoutMetrics) {
 // that does not divide the heads shows the engine's reason instead. (Its numbers are
 // explain_model's, tested in test_ui_explain.)
 #include <QImage>
+#include <QSlider>
 
 #include "cost_model.hpp"
 #include "explain_view.hpp"
@@ -200,6 +201,45 @@ TEST(ExplainViewInStudio, FollowsTheLauncherAndShowsRefusals) {
       w.launcher()->setFieldText(QStringLiteral("parallel.sp_size"), QStringLiteral("4")));  // 2 kv heads replicated
   EXPECT_TRUE(ex->explanation().ok);
   EXPECT_TRUE(ex->explanation().kv_replicated);
+}
+
+// Ring attention's stage hop by hop: the hop bar shows only there, each hop redraws the
+// picture and names the hop, Play steps through the hops on a timer.
+TEST(ExplainViewInStudio, RingStageStepsThroughTheHops) {
+  MainWindow w;
+  w.setQuiet(true);
+  QString err;
+  ASSERT_TRUE(w.launcher()->loadConfigFile(QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs/tiny.json"), &err))
+      << err.toStdString();
+  ASSERT_TRUE(w.launcher()->setFieldText(QStringLiteral("parallel.ring_size"), QStringLiteral("4")));
+  auto* ex = w.findChild<ExplainView*>();
+  ASSERT_NE(ex, nullptr);
+  ASSERT_TRUE(w.setView(QStringLiteral("explain")));
+  ex->resize(1000, 600);
+  ASSERT_TRUE(ex->explanation().ok) << (ex->explanation().problems.empty() ? "" : ex->explanation().problems[0]);
+  auto* hopBar = ex->findChild<QSlider*>(QStringLiteral("explainHop"));
+  ASSERT_NE(hopBar, nullptr);
+  ASSERT_TRUE(ex->setStage(2));
+  EXPECT_FALSE(hopBar->isVisibleTo(ex));
+  ASSERT_TRUE(ex->setStage(3));
+  EXPECT_TRUE(ex->isRingStage(3));
+  EXPECT_TRUE(hopBar->isVisibleTo(ex));
+  EXPECT_EQ(ex->ringHops().R, 4);
+  EXPECT_EQ(hopBar->maximum(), 3);
+  const QImage hop0 = ex->grab().toImage();
+  EXPECT_TRUE(ex->captionText().contains(QStringLiteral("hop 0")));
+  ASSERT_TRUE(ex->setHop(2));
+  EXPECT_TRUE(ex->captionText().contains(QStringLiteral("hop 2 of 3"))) << ex->captionText().toStdString();
+  EXPECT_NE(ex->grab().toImage(), hop0);
+  EXPECT_FALSE(ex->setHop(4));
+  ex->setPlaying(true);
+  EXPECT_TRUE(ex->playing());
+  for (int i = 0; i < 200 && ex->hop() == 2; ++i) QTest::qWait(50);  // a tick every 900 ms
+  EXPECT_EQ(ex->hop(), 3);
+  for (int i = 0; i < 200 && ex->hop() == 3; ++i) QTest::qWait(50);
+  EXPECT_EQ(ex->hop(), 0);       // wraps round
+  ASSERT_TRUE(ex->setStage(4));  // leaving the ring stage stops the play
+  EXPECT_FALSE(ex->playing());
 }
 
 // The last stage follows the launcher's ZeRO fields: the caption names the stage and the

@@ -46,6 +46,7 @@ Explanation explain(const RunConfig& cfg) {
   e.d = m.hidden_size;
   e.chunks = cfg.parallel.head_chunks;
   e.R = std::max<int64_t>(1, cfg.parallel.ring_size);
+  e.zigzag = cfg.parallel.ring_zigzag;
   e.elem_bytes = cfg.train.dtype == "bfloat16" ? 2 : 4;
   if (!e.problems.empty() || e.P < 1 || e.H < 1 || e.Hkv < 1 || e.H % e.P || e.N % (e.P * e.R)) {
     if (e.problems.empty()) e.problems.push_back("these settings cannot be split over the ranks");
@@ -162,6 +163,30 @@ Explanation explain(const RunConfig& cfg) {
                       0, 0});
   e.a2a_bytes_per_layer_fwd = s2h + h2s;
   return e;
+}
+
+RingHops ring_hops(int64_t R, bool zigzag) {
+  RingHops h;
+  RingLayout L;
+  L.ring = std::max<int64_t>(1, R);
+  L.zigzag = zigzag;
+  h.R = L.ring;
+  h.chunks = L.chunks();
+  for (int64_t r = 0; r < h.R; ++r) h.q_chunks.push_back(L.chunks_of_rank(r));
+  for (int64_t k = 0; k < h.R; ++k) {
+    RingHop hop;
+    for (int64_t r = 0; r < h.R; ++r) {
+      const int64_t from = ((r - k) % h.R + h.R) % h.R;  // K/V travel to the next ring rank
+      hop.kv_chunks.push_back(h.q_chunks[static_cast<size_t>(from)]);
+      std::vector<RingBlock> blocks;
+      for (int64_t a : h.q_chunks[static_cast<size_t>(r)])
+        for (int64_t b : hop.kv_chunks.back())
+          if (b <= a) blocks.push_back({a, b, a == b});
+      hop.computed.push_back(std::move(blocks));
+    }
+    h.hops.push_back(std::move(hop));
+  }
+  return h;
 }
 
 }  // namespace ulysses::ui

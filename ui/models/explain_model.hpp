@@ -41,6 +41,7 @@ struct Explanation {
   // rank 0, whose P ranks share Ng = N/R tokens (n = N/(P R) each); its attention stage is
   // ring attention, the K/V of its heads travelling round the R ranks of each ring.
   int64_t R = 1, Ng = 0;
+  bool zigzag = true;                    // parallel.ring_zigzag (ring_hops)
   int64_t ring_bytes_per_layer_fwd = 0;  // per rank, the attention stage's ring exchanges
   bool kv_replicated = false;
   std::vector<ExplainStage> stages;
@@ -48,6 +49,27 @@ struct Explanation {
 };
 
 Explanation explain(const RunConfig& cfg);
+
+// The ring attention stage hop by hop (parallel.ring_size R > 1), as the engine runs it
+// (engine/config/ring_geometry.hpp's RingLayout): the sequence held by the ring is cut into
+// R chunks (2R with zigzag, ring rank r holding chunks r and 2R-1-r); at hop k ring rank r
+// holds the K/V chunks of ring rank (r - k) mod R (blocks travel to the next rank) and
+// computes the (q chunk, kv chunk) blocks with unmasked entries: kv chunk <= q chunk, the
+// equal one a diagonal block under the causal mask.
+struct RingBlock {
+  int64_t q_chunk = 0, kv_chunk = 0;
+  bool diagonal = false;
+};
+struct RingHop {
+  std::vector<std::vector<int64_t>> kv_chunks;   // [ring rank] chunks of K/V it holds at this hop
+  std::vector<std::vector<RingBlock>> computed;  // [ring rank] blocks it computes at this hop
+};
+struct RingHops {
+  int64_t R = 1, chunks = 1;                   // chunks the ring's sequence is cut into
+  std::vector<std::vector<int64_t>> q_chunks;  // [ring rank] its own (query) chunks
+  std::vector<RingHop> hops;                   // hop 0 (own K/V) .. R-1
+};
+RingHops ring_hops(int64_t R, bool zigzag);
 
 // kv heads of rank r after the seq->head all-to-all, as the engine assigns them (original
 // kv head indices; one head when replicated).

@@ -45,6 +45,22 @@ std::vector<StageTime> stage_times(const std::vector<prof::LayerRow>& layers) {
   return out;
 }
 
+StageTime ring_hop_time(const prof::TraceModel& m) {
+  std::vector<double> d;
+  for (size_t i = 0; i < m.ranges.size(); ++i) {
+    const prof::TraceRange r = m.ranges[i];
+    const bool copy = r.lane >= 0 && static_cast<size_t>(r.lane) < m.lanes.size() &&
+                      m.lanes[static_cast<size_t>(r.lane)].kind == prof::LaneKind::HeadRange;
+    if (r.phase == prof::Phase::RingStep && r.dir == prof::Direction::Forward && !r.is_kernel && !copy)
+      d.push_back(static_cast<double>(r.duration()));
+  }
+  StageTime t;
+  t.measured = !d.empty();
+  t.layers = static_cast<int>(d.size());  // here: the exchanges the median is over
+  t.median_ns = prof::true_median(d);
+  return t;
+}
+
 int explain_stage_of_phase(prof::Phase phase) {
   switch (phase) {
     case prof::Phase::QkvProj:

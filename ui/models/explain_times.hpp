@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/trace_model.hpp"
 
 namespace ulysses::ui {
 
@@ -32,6 +33,10 @@ struct StageTime {
 
 // One entry per explainer stage (kExplainStageCount), from the analysis' layer table.
 std::vector<StageTime> stage_times(const std::vector<prof::LayerRow>& layers);
+
+// Ring attention (ring_size > 1): the median duration of the forward K/V exchanges (ring_step
+// ranges, direction forward, posting to completion), one per hop; measured = false without any.
+StageTime ring_hop_time(const prof::TraceModel& m);
 
 // The explainer stage a traced range belongs to: by its phase (any direction: a backward
 // range is the mirror of its forward stage), else by its name for foreign traces

@@ -6,6 +6,7 @@
 #include <QPainter>
 #include <QPushButton>
 #include <QSlider>
+#include <QTimer>
 #include <QVBoxLayout>
 
 #include "cost_model.hpp"
@@ -30,7 +31,8 @@ class ExplainCanvas : public QWidget {
   explicit ExplainCanvas(QWidget* parent) : QWidget(parent) { setMinimumSize(600, 360); }
   const Explanation* e = nullptr;
   const WeightPlacement* w = nullptr;
-  int stage = 0;
+  const RingHops* rh = nullptr;
+  int stage = 0, hop = 0;
 
  protected:
   void paintEvent(QPaintEvent*) override {
@@ -42,6 +44,7 @@ class ExplainCanvas : public QWidget {
       if (w && w->ok) paintWeights(p, fg);
       return;
     }
+    if (e->R > 1 && stage == 3 && rh && !rh->hops.empty()) return paintRing(p, fg);
     const auto& st = e->stages[static_cast<size_t>(stage)];
     const int P = static_cast<int>(e->P), H = static_cast<int>(e->H), K = static_cast<int>(e->Hkv);
     const int margin = 16, gap = 18;
@@ -108,6 +111,74 @@ class ExplainCanvas : public QWidget {
                    QStringLiteral("sends %1\nreceives %2")
                        .arg(to_qs(cost::format_bytes(double(st.bytes_sent))),
                             to_qs(cost::format_bytes(double(st.bytes_recv)))));
+    }
+  }
+
+  // Ring attention hop by hop: one column per ring rank (of Ulysses rank 0's ring), the ring's
+  // sequence cut into its chunks top to bottom; left, the rank's own query chunks; right, the
+  // K/V chunks it holds at this hop (arrived from the rank `hop` places before it); below, the
+  // (q, kv) blocks it computes now (diagonal: under the causal mask). Arrows: where each K/V
+  // goes next.
+  void paintRing(QPainter& p, const QColor& fg) {
+    const RingHops& h = *rh;
+    const int R = static_cast<int>(h.R), C = static_cast<int>(h.chunks);
+    const int k = std::clamp(hop, 0, R - 1);
+    const RingHop& now = h.hops[static_cast<size_t>(k)];
+    const int margin = 16, gap = 40, top = 54, textH = 70;
+    const int colW = std::max(60, (width() - 2 * margin - gap * (R - 1)) / std::max(1, R));
+    const int barH = std::max(80, height() - top - textH - 10);
+    const double chunkH = double(barH) / C;
+    const int half = (colW - 8) / 2;
+    QFont small = font();
+    small.setPointSizeF(std::max(7.0, font().pointSizeF() - 1));
+    for (int r = 0; r < R; ++r) {
+      const int x0 = margin + r * (colW + gap);
+      p.setPen(fg);
+      p.setFont(font());
+      p.drawText(QRect(x0, 0, colW, 18), Qt::AlignCenter, QStringLiteral("ring rank %1").arg(r));
+      p.setFont(small);
+      p.drawText(QRect(x0, 18, half, 18), Qt::AlignCenter, QStringLiteral("q"));
+      p.drawText(QRect(x0 + half + 8, 18, half, 18), Qt::AlignCenter, QStringLiteral("K/V held"));
+      auto fillChunks = [&](const std::vector<int64_t>& chunks, int x, const QColor& c) {
+        for (int64_t ch : chunks) {
+          const QRectF cell(x, top + chunkH * double(ch), half, chunkH);
+          p.setPen(QPen(c.darker(150), 1));
+          p.setBrush(c);
+          p.drawRect(cell.adjusted(1, 1, -1, -1));
+          p.setPen(Qt::white);
+          p.drawText(cell, Qt::AlignCenter, QString::number(ch));
+        }
+      };
+      p.setPen(QPen(palette().color(QPalette::Mid), 1));
+      p.setBrush(Qt::NoBrush);
+      p.drawRect(QRectF(x0, top, half, barH));
+      p.drawRect(QRectF(x0 + half + 8, top, half, barH));
+      fillChunks(h.q_chunks[static_cast<size_t>(r)], x0, kQ);
+      fillChunks(now.kv_chunks[static_cast<size_t>(r)], x0 + half + 8, kKv);
+      QStringList blocks;
+      for (const auto& b : now.computed[static_cast<size_t>(r)])
+        blocks << QStringLiteral("q%1×kv%2%3")
+                      .arg(b.q_chunk)
+                      .arg(b.kv_chunk)
+                      .arg(b.diagonal ? QStringLiteral(" (diag)") : QString());
+      p.setPen(fg);
+      p.drawText(QRect(x0, top + barH + 4, colW, textH), Qt::AlignHCenter | Qt::AlignTop | Qt::TextWordWrap,
+                 blocks.isEmpty() ? QStringLiteral("computes nothing (all masked)")
+                                  : QStringLiteral("computes ") + blocks.join(QStringLiteral(", ")));
+      if (R > 1 && k + 1 < R) {  // where this rank's K/V goes for the next hop
+        const int xn = margin + ((r + 1) % R) * (colW + gap);
+        const double y = top + barH / 2.0;
+        p.setPen(QPen(kKv.darker(130), 2));
+        if (r + 1 < R) {
+          p.drawLine(QPointF(x0 + colW, y), QPointF(xn - 4, y));
+          p.drawLine(QPointF(xn - 4, y), QPointF(xn - 10, y - 5));
+          p.drawLine(QPointF(xn - 4, y), QPointF(xn - 10, y + 5));
+        } else {  // the last rank's K/V goes round to rank 0: a line above the columns
+          p.drawLine(QPointF(x0 + colW - 10, top - 2), QPointF(x0 + colW - 10, top - 10));
+          p.drawLine(QPointF(x0 + colW - 10, top - 10), QPointF(xn + 10, top - 10));
+          p.drawLine(QPointF(xn + 10, top - 10), QPointF(xn + 10, top - 2));
+        }
+      }
     }
   }
 
@@ -214,6 +285,24 @@ ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
   bar->addWidget(prev_);
   bar->addWidget(slider_, 1);
   bar->addWidget(next_);
+  // Ring attention's hops (shown on the ring stage only).
+  hopBar_ = new QWidget(this);
+  auto* hb = new QHBoxLayout(hopBar_);
+  hb->setContentsMargins(0, 0, 0, 0);
+  hopLabel_ = new QLabel(hopBar_);
+  hopSlider_ = new QSlider(Qt::Horizontal, hopBar_);
+  hopSlider_->setObjectName(QStringLiteral("explainHop"));
+  play_ = new QPushButton(tr("▶ Play hops"), hopBar_);
+  play_->setObjectName(QStringLiteral("explainPlayHops"));
+  play_->setCheckable(true);
+  hb->addWidget(hopLabel_);
+  hb->addWidget(hopSlider_, 1);
+  hb->addWidget(play_);
+  timer_ = new QTimer(this);
+  timer_->setInterval(900);
+  connect(timer_, &QTimer::timeout, this, [this] { setHop(rh_.R > 0 ? (hop_ + 1) % int(rh_.R) : 0); });
+  connect(play_, &QPushButton::toggled, this, [this](bool on) { setPlaying(on); });
+  connect(hopSlider_, &QSlider::valueChanged, this, [this](int v) { setHop(v); });
   auto* legend = legend_ = new QLabel(this);
   // Wraps, and never widens the window past the screen (presentation mode on a 1280x720
   // projector asked for 1802 px when a long text sat on one line).
@@ -237,6 +326,7 @@ ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
   lay->addWidget(problems_);
   lay->addWidget(canvas_, 1);
   lay->addWidget(legend);
+  lay->addWidget(hopBar_);
   lay->addLayout(bar);
   connect(slider_, &QSlider::valueChanged, this, [this](int v) { setStage(v); });
   connect(prev_, &QPushButton::clicked, this, [this] { setStage(stage_ - 1); });
@@ -258,8 +348,37 @@ void ExplainView::setConfigJson(const nlohmann::json& j) {
   setExplanation(e);
 }
 
+void ExplainView::setConfig(const RunConfig& cfg) {
+  const Explanation e = explain(cfg);
+  w_ = e.ok ? weight_placement(cfg) : WeightPlacement{};
+  setExplanation(e);
+}
+
+bool ExplainView::setHop(int hop) {
+  if (hop < 0 || hop >= static_cast<int>(rh_.hops.size())) return false;
+  hop_ = hop;
+  refresh();
+  return true;
+}
+
+void ExplainView::setPlaying(bool on) {
+  if (on && isRingStage(stage_)) {
+    timer_->start();
+  } else {
+    timer_->stop();
+  }
+  play_->blockSignals(true);
+  play_->setChecked(timer_->isActive());
+  play_->setText(timer_->isActive() ? tr("❚❚ Pause") : tr("▶ Play hops"));
+  play_->blockSignals(false);
+}
+
+bool ExplainView::playing() const { return timer_->isActive(); }
+
 void ExplainView::setExplanation(const Explanation& e) {
   e_ = e;
+  rh_ = e_.ok && e_.R > 1 ? ring_hops(e_.R, e_.zigzag) : RingHops{};
+  hop_ = std::clamp(hop_, 0, std::max(0, static_cast<int>(rh_.hops.size()) - 1));
   stage_ = std::clamp(stage_, 0, std::max(0, stageCount() - 1));
   refresh();
 }
@@ -288,7 +407,19 @@ bool ExplainView::setStage(int stage) {
 void ExplainView::refresh() {
   canvas_->e = &e_;
   canvas_->w = &w_;
+  canvas_->rh = &rh_;
   canvas_->stage = stage_;
+  canvas_->hop = hop_;
+  const bool ring = isRingStage(stage_);
+  hopBar_->setVisible(ring);
+  if (!ring && timer_->isActive()) setPlaying(false);
+  if (ring) {
+    hopSlider_->blockSignals(true);
+    hopSlider_->setRange(0, static_cast<int>(rh_.R) - 1);
+    hopSlider_->setValue(hop_);
+    hopSlider_->blockSignals(false);
+    hopLabel_->setText(tr("hop %1 of %2").arg(hop_).arg(rh_.R - 1));
+  }
   problems_->setVisible(!e_.problems.empty());
   QStringList why;
   for (const auto& p : e_.problems) why << to_qs(p);
@@ -302,7 +433,13 @@ void ExplainView::refresh() {
   next_->setEnabled(e_.ok && stage_ + 1 < stageCount());
   slider_->setEnabled(e_.ok);
   const bool weights = isWeightsStage(stage_);
-  legend_->setText(weights ? weightsLegend_ : layerLegend_);
+  legend_->setText(weights               ? weightsLegend_
+                   : isRingStage(stage_) ? tr("<span style='color:%1'>■</span> the ring rank's own query chunks "
+                                              "&nbsp; <span style='color:%2'>■</span> the K/V chunks it holds at "
+                                              "this hop &nbsp; arrows: where each rank's K/V go for the next hop; "
+                                              "numbers: chunks of the ring's sequence, top to bottom")
+                                               .arg(kQ.name(), kKv.name())
+                                         : layerLegend_);
   if (e_.ok) {
     const auto& st = e_.stages[std::min(static_cast<size_t>(stage_), e_.stages.size() - 1)];
     // The group drawn: all ranks, or with a ring the Ulysses group of ring rank 0 (explain_model.hpp).
@@ -357,6 +494,7 @@ void ExplainView::refresh() {
       canvas_->update();
       return;
     }
+    if (ring) steps += QStringLiteral("<br>") + ringCaption();
     title_->setText(
         head + QStringLiteral("<br>") + steps + QStringLiteral("<br><i>") + to_qs(st.detail).toHtmlEscaped() +
         QStringLiteral("</i><br><tt>") + to_qs(st.shapes).toHtmlEscaped() + QStringLiteral("</tt>") +
@@ -374,6 +512,31 @@ void ExplainView::refresh() {
     title_->setText(tr("<b>Ulysses attention explainer</b>"));
   }
   canvas_->update();
+}
+
+QString ExplainView::ringCaption() const {
+  const RingHop& now = rh_.hops[static_cast<size_t>(hop_)];
+  int64_t blocks = 0;
+  for (const auto& b : now.computed) blocks += static_cast<int64_t>(b.size());
+  QString s = hop_ == 0 ? tr("<b>hop 0</b>: every ring rank computes its own K/V chunks (%1 blocks over the ring) "
+                             "while sending them to the next ring rank")
+                              .arg(blocks)
+                        : tr("<b>hop %1 of %2</b>: ring rank r holds the K/V chunks of ring rank r−%1 and computes "
+                             "%3 block(s) over the ring%4")
+                              .arg(hop_)
+                              .arg(rh_.R - 1)
+                              .arg(blocks)
+                              .arg(hop_ + 1 < rh_.R ? tr(", passing them on") : QString());
+  s += tr("; the sequence of the ring in %1 chunks%2; each hop sends %3 per rank (K and V of its heads)")
+           .arg(rh_.chunks)
+           .arg(e_.zigzag ? tr(" (zigzag: ring rank r holds chunks r and 2R−1−r)") : QString())
+           .arg(to_qs(
+               cost::format_bytes(double(e_.ring_bytes_per_layer_fwd) / double(std::max<int64_t>(1, rh_.R - 1)))));
+  if (ringHop_.measured)
+    s += tr("<br>measured in %1: a K/V hop took <b>%2</b> (median of %3 forward ring exchanges)")
+             .arg(timesRun_.toHtmlEscaped(), to_qs(format_duration_ns(ringHop_.median_ns)))
+             .arg(ringHop_.layers);
+  return s;
 }
 
 QString ExplainView::weightsCaption() const {

@@ -13,6 +13,7 @@
 #include "weights_model.hpp"
 
 class QLabel;
+class QTimer;
 class QPushButton;
 class QSlider;
 
@@ -27,6 +28,8 @@ class ExplainView : public QWidget {
   // The config to explain, as the launcher's form JSON (refusals are shown, not thrown).
   void setConfigJson(const nlohmann::json& j);
   void setExplanation(const Explanation& e);
+  // A run's config (an opened trace's): the explanation and the weights stage from it.
+  void setConfig(const RunConfig& cfg);
   const Explanation& explanation() const { return e_; }
   // The last stage, after the attention layer's six: where each rank's weights, gradients and
   // optimizer state are (weights_model.hpp), under the config's ZeRO stage.
@@ -44,14 +47,36 @@ class ExplainView : public QWidget {
   // marked; -1 clears the mark.
   void highlightStage(int stage);
   int highlightedStage() const { return highlight_; }
+  // Ring attention (ring_size > 1): the attention stage is drawn hop by hop (ring_hops): hop 0
+  // computes each ring rank's own K/V, hop k the K/V that travelled k ranks. Play steps through
+  // the hops on a timer. With a run open, the measured median K/V exchange (ring_hop_time).
+  bool isRingStage(int stage) const { return e_.ok && e_.R > 1 && stage == 3; }
+  const RingHops& ringHops() const { return rh_; }
+  int hop() const { return hop_; }
+  bool setHop(int hop);
+  void setRingHopTime(const StageTime& t) {
+    ringHop_ = t;
+    refresh();
+  }
+  void setPlaying(bool on);
+  bool playing() const;
   // The caption as shown (rich text): stage list with times, shapes, bytes.
   QString captionText() const;
 
  private:
   void refresh();
   QString weightsCaption() const;
+  QString ringCaption() const;
   Explanation e_;
   WeightPlacement w_;
+  RingHops rh_;
+  int hop_ = 0;
+  StageTime ringHop_;
+  QWidget* hopBar_ = nullptr;
+  QSlider* hopSlider_ = nullptr;
+  QLabel* hopLabel_ = nullptr;
+  QPushButton* play_ = nullptr;
+  QTimer* timer_ = nullptr;
   int stage_ = 0;
   std::vector<StageTime> times_;
   QString timesRun_;

@@ -119,13 +119,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
       if (!m) return;
       if (!m->config_json.empty()) {
         try {
-          const Explanation e = ulysses::ui::explain(RunConfig::from_json(nlohmann::json::parse(m->config_json)));
-          if (e.ok) explain->setExplanation(e);
+          const RunConfig cfg = RunConfig::from_json(nlohmann::json::parse(m->config_json));
+          if (ulysses::ui::explain(cfg).ok) explain->setConfig(cfg);
         } catch (const std::exception&) {  // a foreign or older config: keep the launcher's
         }
       }
       explain->highlightStage(-1);
       explain->setStageTimes(stage_times(prof::layer_table(*m)), QFileInfo(path).fileName());
+      explain->setRingHopTime(ring_hop_time(*m));
     });
     // A range selected in the timeline highlights its stage.
     connect(trace_->timeline(), &TimelineWidget::rangeSelected, explain, [this, explain](qint64 i) {
