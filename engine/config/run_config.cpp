@@ -181,6 +181,7 @@ const std::vector<Field<ParallelConfig>>& parallel_fields() {
       f("backend", &ParallelConfig::backend),     f("head_chunks", &ParallelConfig::head_chunks),
       f("fused_qkv", &ParallelConfig::fused_qkv), f("timeout_s", &ParallelConfig::timeout_s),
       f("ring_size", &ParallelConfig::ring_size), f("ring_zigzag", &ParallelConfig::ring_zigzag),
+      f("ring_transport", &ParallelConfig::ring_transport),
   };
   return t;
 }
