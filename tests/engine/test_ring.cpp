@@ -79,9 +79,9 @@ double rel(const at::Tensor& got, const at::Tensor& want) {
 
 struct Errors {
   double out = 0, dq = 0, dk = 0, dv = 0;
-  int64_t exchanges = 0;        // in-process transport: exchanges posted over all ranks
-  int64_t bytes = 0;            //   and the bytes they sent
-  std::vector<int64_t> blocks;  // per rank: unmasked blocks the kernel computed (not Autograd)
+  int64_t exchanges = 0;               // in-process transport: exchanges posted over all ranks
+  int64_t bytes = 0;                   //   and the bytes they sent
+  std::vector<int64_t> blocks;         // per rank: unmasked blocks the kernel computed (not Autograd)
   at::Tensor out_t, dq_t, dk_t, dv_t;  // the ring's results in sequence order (fp64)
 };
 
@@ -128,9 +128,9 @@ Errors run_ring(int64_t R, bool zigzag, int64_t H, int64_t Hkv, RingFault fault 
         if (wire == Wire::Gloo || wire == Wire::GlooAllToAll) {
           auto store =
               compat::tcp_store("127.0.0.1", static_cast<uint16_t>(port), r == 0, static_cast<int>(R), timeout);
-          owned = make_group_ring_transport(
-              compat::make_gloo(store, static_cast<int>(r), static_cast<int>(R), timeout), timeout, -1,
-              wire == Wire::Gloo ? RingTransportKind::P2P : RingTransportKind::AllToAll);
+          owned = make_group_ring_transport(compat::make_gloo(store, static_cast<int>(r), static_cast<int>(R), timeout),
+                                            timeout, -1,
+                                            wire == Wire::Gloo ? RingTransportKind::P2P : RingTransportKind::AllToAll);
         } else {
           owned = std::make_unique<HubTransport>(hub, r, R);
         }
@@ -168,8 +168,17 @@ Errors run_ring(int64_t R, bool zigzag, int64_t H, int64_t Hkv, RingFault fault 
   }
   for (auto& t : ts) t.join();
   if (err) std::rethrow_exception(err);
-  return {rel(out, ref.detach()), rel(dq, q.grad()), rel(dk, k.grad()), rel(dv, v.grad()), exchanges, bytes, blocks,
-          out, dq, dk, dv};
+  return {rel(out, ref.detach()),
+          rel(dq, q.grad()),
+          rel(dk, k.grad()),
+          rel(dv, v.grad()),
+          exchanges,
+          bytes,
+          blocks,
+          out,
+          dq,
+          dk,
+          dv};
 }
 
 TEST(RingAttention, MatchesOneProcessForwardAndBackward) {
