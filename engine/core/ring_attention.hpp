@@ -37,8 +37,9 @@ namespace ulysses {
 // What a trace needs of one exchange, filled by the transport when asked for (a traced step).
 struct ExchangeStamp {
   int64_t issued_ns = 0;  // when this rank posted the send and the receive (prof::Tracer clock)
-  // When both had completed (prof::Tracer clock), stored by a thread that waits for them, so
-  // that it is the transfer's end and not when the computing thread came to wait; 0 = not known.
+  // When both had completed (prof::Tracer clock), stored by a thread that waits for them (p2p)
+  // or by the collective's future (alltoall), so that it is the transfer's end and not when
+  // the computing thread came to wait; 0 = not known.
   std::shared_ptr<std::atomic<int64_t>> done_ns;
   int32_t pg = -1;   // the ring's process group id in traces (Comm::ring_pg); -1: none
   int64_t seq = -1;  // the exchange's number on this ring, the same on every ring rank
