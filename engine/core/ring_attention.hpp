@@ -15,8 +15,8 @@
 // The transport is an interface, with two c10d implementations over a ring group (Comm's
 // ring group, made from parallel.ring_size; parallel.ring_transport picks one): point-to-point
 // send/recv (p2p, Gloo) and one all-to-all with split sizes per exchange (alltoall: Gloo, and
-// NCCL, where it is the default); tests run both on Gloo and the kernel in-process. The model runs it as the local
-// attention of each Ulysses head chunk (UlyssesOptions::ring).
+// NCCL, where it is the default); tests run both on Gloo and the kernel in-process. The
+// model runs it as the local attention of each Ulysses head chunk (UlyssesOptions::ring).
 #pragma once
 
 #include <atomic>
