@@ -1,10 +1,13 @@
 // Ulysses x ring benchmark (prints figures; not a test; issue 36 item 5): one job on 4 CPU
 // ranks, the tiny demo model with 8 q heads and 4 kv heads, split as (sp, ring) = (4, 1),
-// (2, 2) and (1, 4): step time, bytes each rank sends per step (all-to-all, ring, gradient
-// all-reduce) and exposed communication, from the trace (analysis core, summary's
+// (2, 2) and (1, 4), the ring runs once with each transport (parallel.ring_transport p2p: send
+// + recv; alltoall: one all-to-all of the ring group per exchange, NCCL's): step time, bytes each rank sends per step
+// (all-to-all, ring, gradient all-reduce) and exposed communication, from the trace (analysis core, summary's
 // comm_phases), medians / means over the steps after warm-up, side by side in one run.
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "../common/run_helper.hpp"
 #include "ulysses/profiler/analysis.hpp"
@@ -19,15 +22,18 @@ static int bench_main(int argc, char** argv) {
   const std::string seq = argc > 2 ? argv[2] : "2048";
   std::printf("tiny demo with 8 heads (4 kv), seq %s, 4 ranks, %d steps; figures per rank and step, steps 2..\n\n",
               seq.c_str(), steps);
-  std::printf("%-10s %9s %11s %11s %11s %11s %12s %10s\n", "sp x ring", "step ms", "a2a KiB", "ring KiB", "allred KiB",
+  std::printf("%-16s %9s %11s %11s %11s %11s %12s %10s\n", "sp x ring", "step ms", "a2a KiB", "ring KiB", "allred KiB",
               "exposed ms", "ring exp ms", "ring ovl");
-  for (int ring : {1, 2, 4}) {
+  const std::vector<std::pair<int, std::string>> runs = {
+      {1, "auto"}, {2, "p2p"}, {2, "alltoall"}, {4, "p2p"}, {4, "alltoall"}};
+  for (const auto& [ring, transport] : runs) {
     const int sp = 4 / ring;
-    auto r = bench::run(cfg,
-                        {"model.num_attention_heads=8", "model.num_key_value_heads=4", "train.seq_length=" + seq,
-                         "train.steps=" + std::to_string(steps), "parallel.sp_size=" + std::to_string(sp),
-                         "parallel.ring_size=" + std::to_string(ring), "train.device=cpu"},
-                        bench::scratch("ring"));
+    auto r = bench::run(
+        cfg,
+        {"model.num_attention_heads=8", "model.num_key_value_heads=4", "train.seq_length=" + seq,
+         "train.steps=" + std::to_string(steps), "parallel.sp_size=" + std::to_string(sp),
+         "parallel.ring_size=" + std::to_string(ring), "parallel.ring_transport=" + transport, "train.device=cpu"},
+        bench::scratch("ring"));
     auto t = prof::load_trace(r.dir);
     prof::AnalysisOptions o;
     o.step_begin = 2;
@@ -45,10 +51,11 @@ static int bench_main(int argc, char** argv) {
     }
     char ratio[16] = "-";
     if (ring > 1) std::snprintf(ratio, sizeof ratio, "%.1f%%", 100.0 * ring_ratio);
-    std::printf("%-10s %9.1f %11.1f %11.1f %11.1f %11.2f %12.2f %10s\n",
-                (std::to_string(sp) + " x " + std::to_string(ring)).c_str(), r.median("step_ms"), a2a / per / 1024,
-                ring_b / per / 1024, ar / per / 1024, double(s.overall.comm_ns - s.overall.overlap_ns) / per / 1e6,
-                ring_exposed / per / 1e6, ratio);
+    const std::string label =
+        std::to_string(sp) + " x " + std::to_string(ring) + (ring > 1 ? " " + transport : std::string());
+    std::printf("%-16s %9.1f %11.1f %11.1f %11.1f %11.2f %12.2f %10s\n", label.c_str(), r.median("step_ms"),
+                a2a / per / 1024, ring_b / per / 1024, ar / per / 1024,
+                double(s.overall.comm_ns - s.overall.overlap_ns) / per / 1e6, ring_exposed / per / 1e6, ratio);
   }
   return 0;
 }
@@ -56,6 +63,7 @@ static int bench_main(int argc, char** argv) {
 int main(int argc, char** argv) {
   return ulysses::bench::guarded_main(
       "usage: bench_ring [steps] [seq_length]   (default 6 2048)\n  one job on 4 CPU ranks as Ulysses 4 x 1, 2 x 2 "
-      "and 1 x 4: step time, bytes per rank, exposed communication",
+      "and 1 x 4 (the ring with each transport, p2p and alltoall): step time, bytes per rank, exposed "
+      "communication",
       argc, argv, [&] { return bench_main(argc, argv); });
 }

@@ -101,6 +101,10 @@ std::vector<ConfigField> build() {
         1, kMaxWorld),
       B("parallel", "ring_zigzag", "Ring zigzag balance",
         "ring rank r holds sequence chunks r and 2R-1-r so every rank has the same causal work (off: contiguous)"),
+      C("parallel", "ring_transport", "Ring transport",
+        "how K/V blocks travel: auto (p2p on Gloo, alltoall on NCCL), p2p (send + recv; Gloo only) or alltoall "
+        "(one all-to-all of the ring group per step)",
+        {"auto", "p2p", "alltoall"}),
       I("train", "seq_length", "Sequence length", "tokens per sequence N (must divide by sp_size)", 1, kMaxTokens),
       I("train", "micro_batch_size", "Micro batch", "sequences per step per data-parallel rank", 1, kMaxMicroBatch),
       I("train", "steps", "Steps", "optimizer steps", 1, kMaxSteps),

@@ -288,10 +288,13 @@ void check_heads(const RunConfig& c, SectionsOk& ok, Checker& k) {
 void check_techniques(const RunConfig& c, Checker& k) {
   const auto& p = c.parallel;
   const auto& t = c.train;
-  if (p.ring_size > 1 && (p.backend == "nccl" || t.device == "cuda"))
-    k.bad("parallel.ring_size", "parallel.ring_size " + cv_num(p.ring_size) +
-                                    " runs on Gloo (CPU ranks) only: the ring's send/recv on NCCL is not implemented "
-                                    "yet; use train.device=cpu (parallel.backend gloo) or parallel.ring_size=1");
+  // The ring on NCCL exchanges by all-to-all (ring_transport_for): p2p's separate send and
+  // recv can deadlock there.
+  if (k.one_of("parallel.ring_transport", p.ring_transport) && p.ring_size > 1 && p.ring_transport == "p2p" &&
+      (p.backend == "nccl" || t.device == "cuda"))
+    k.bad("parallel.ring_transport",
+          "parallel.ring_transport p2p runs on Gloo only (train.device=cpu): separate send and recv calls can "
+          "deadlock on NCCL; use parallel.ring_transport=auto or alltoall");
   k.one_of("parallel.backend", p.backend);
   k.one_of("train.dtype", t.dtype);
   k.one_of("train.device", t.device);

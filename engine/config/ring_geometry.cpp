@@ -51,6 +51,17 @@ RingBytes ring_bytes_per_rank(int64_t ring, int64_t batch, int64_t tokens, int64
   return b;
 }
 
+std::string ring_transport_for(const std::string& setting, const std::string& backend) {
+  if (setting != "auto" && setting != "p2p" && setting != "alltoall")
+    throw ConfigError("parallel.ring_transport must be auto, p2p or alltoall, got '" + setting + "'");
+  if (setting == "p2p" && backend == "nccl")
+    throw ConfigError(
+        "parallel.ring_transport p2p runs on Gloo only: separate send and recv calls can deadlock on NCCL; use "
+        "auto or alltoall");
+  if (setting == "auto") return backend == "nccl" ? "alltoall" : "p2p";
+  return setting;
+}
+
 std::vector<ConfigIssue> ring_issues(int64_t seq_length, int64_t sp, int64_t ring, bool zigzag) {
   std::vector<ConfigIssue> out;
   if (ring < 1) {

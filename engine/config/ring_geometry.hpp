@@ -60,4 +60,12 @@ RingBytes ring_bytes_per_rank(int64_t ring, int64_t batch, int64_t tokens, int64
 // with zigzag). Messages name the numbers. Empty when fine.
 std::vector<ConfigIssue> ring_issues(int64_t seq_length, int64_t sp, int64_t ring, bool zigzag);
 
+// The ring transport (parallel.ring_transport) a run on collective backend `backend` ("gloo"
+// or "nccl", as Comm decided it) uses: "auto" gives "alltoall" on nccl and "p2p" elsewhere;
+// "p2p" and "alltoall" are kept. p2p posts a send and a receive per exchange, which on NCCL
+// makes each rank create its (r, r+1) pair communicator before its (r-1, r) one and can
+// deadlock; alltoall is one all-to-all with split sizes on the ring group's own
+// communicator. Throws ConfigError for p2p on nccl and for an unknown setting.
+std::string ring_transport_for(const std::string& setting, const std::string& backend);
+
 }  // namespace ulysses

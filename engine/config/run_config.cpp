@@ -177,10 +177,15 @@ const std::vector<Field<ModelConfig>>& model_fields() {
 }
 const std::vector<Field<ParallelConfig>>& parallel_fields() {
   static const std::vector<Field<ParallelConfig>> t = {
-      f("sp_size", &ParallelConfig::sp_size),     f("dp_size", &ParallelConfig::dp_size),
-      f("backend", &ParallelConfig::backend),     f("head_chunks", &ParallelConfig::head_chunks),
-      f("fused_qkv", &ParallelConfig::fused_qkv), f("timeout_s", &ParallelConfig::timeout_s),
-      f("ring_size", &ParallelConfig::ring_size), f("ring_zigzag", &ParallelConfig::ring_zigzag),
+      f("sp_size", &ParallelConfig::sp_size),
+      f("dp_size", &ParallelConfig::dp_size),
+      f("backend", &ParallelConfig::backend),
+      f("head_chunks", &ParallelConfig::head_chunks),
+      f("fused_qkv", &ParallelConfig::fused_qkv),
+      f("timeout_s", &ParallelConfig::timeout_s),
+      f("ring_size", &ParallelConfig::ring_size),
+      f("ring_zigzag", &ParallelConfig::ring_zigzag),
+      f("ring_transport", &ParallelConfig::ring_transport),
   };
   return t;
 }

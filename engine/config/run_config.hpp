@@ -83,6 +83,10 @@ struct ParallelConfig {
   // round the ring; the sequence is split over sp_size x ring_size ranks. 1 = Ulysses only.
   int64_t ring_size = 1;
   bool ring_zigzag = true;  // causal load balancing: ring rank r holds chunks r and 2R-1-r
+  // How a ring step's exchange travels (ring_transport_for, ring_geometry.hpp): "auto" (p2p
+  // on Gloo, alltoall on NCCL), "p2p" (send + recv; not on NCCL) or "alltoall" (one
+  // all-to-all with split sizes on the ring group).
+  std::string ring_transport = "auto";
   int64_t seq_ranks() const { return sp_size * ring_size; }
   int64_t world_size() const { return sp_size * ring_size * dp_size; }
 };

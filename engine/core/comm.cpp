@@ -132,10 +132,6 @@ Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const DeviceDecision& d
   backend_ = decision.backend;
   if (backend_ != "gloo" && backend_ != "nccl")
     throw ConfigError("unknown backend '" + backend_ + "' (decide_device gives gloo or nccl)");
-  if (ring_size > 1 && backend_ == "nccl")
-    throw ConfigError("parallel.ring_size " + std::to_string(ring_size) +
-                      " runs on Gloo (CPU ranks) only: the ring's send/recv on NCCL is not implemented yet "
-                      "(docs/RING.md); use train.device=cpu or parallel.ring_size=1");
   device_ = decision.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(decision.device_index))
                           : torch::Device(torch::kCPU);
   if (env.world_size == 1 && !env.single_rank_groups) return;  // no collectives needed

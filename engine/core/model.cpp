@@ -174,7 +174,8 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch:
         if (!comm->ring_group())
           throw std::invalid_argument("parallel.ring_size " + std::to_string(comm->ring_size()) +
                                       " needs a Comm with ring groups");
-        ring_ = make_group_ring_transport(comm->ring_group(), comm->timeout(), comm->ring_pg());
+        ring_ = make_group_ring_transport(comm->ring_group(), comm->timeout(), comm->ring_pg(),
+                                          ring_transport_kind(par.ring_transport, comm->backend_name()));
       }
       o.ring = ring_.get();
       o.ring_layout = RingLayout{comm->ring_size(), par.ring_zigzag};

@@ -93,6 +93,60 @@ class GroupRingTransport : public RingTransport {
   int64_t seq_ = 0;
 };
 
+// The same exchange as ONE collective of the ring group: an all-to-all with split sizes in
+// which this rank's whole buffer goes to rank+1 and rank-1's whole buffer comes in, every other
+// split 0. NCCL runs it as grouped send/recv on the ring group's single communicator (no pair
+// communicators, so none of p2p's cyclic lazy creation); Gloo runs it as alltoallv. The
+// exchange's (pg, seq) is the ring group's collective sequence: this transport is the only
+// user of the group and every ring rank posts the same exchanges in the same order. bfloat16
+// travels as float16 (same bytes; 1.13's Gloo has no bfloat16 all-to-all, as Comm::all_to_all).
+class AllToAllRingTransport : public RingTransport {
+ public:
+  AllToAllRingTransport(c10::intrusive_ptr<compat::Backend> group, std::chrono::milliseconds timeout, int32_t pg)
+      : group_(std::move(group)), timeout_(timeout), pg_(pg) {}
+  int64_t rank() const override { return group_->getRank(); }
+  int64_t size() const override { return group_->getSize(); }
+  std::function<void()> exchange(const at::Tensor& send, at::Tensor& recv, int, ExchangeStamp* stamp) override {
+    if (!send.is_contiguous() || !recv.is_contiguous() || send.numel() != recv.numel() ||
+        send.scalar_type() != recv.scalar_type())
+      throw std::invalid_argument("ring all-to-all: send and recv must be contiguous, of one size and dtype");
+    const int n = group_->getSize(), r = group_->getRank();
+    const int64_t seq = seq_++;
+    at::Tensor in = send.reshape({-1}), out = recv.view({-1});
+    if (in.scalar_type() == at::kBFloat16) {
+      in = in.view(at::kHalf);
+      out = out.view(at::kHalf);
+    }
+    std::vector<int64_t> in_splits(n, 0), out_splits(n, 0);
+    in_splits[(r + 1) % n] = in.numel();
+    out_splits[(r - 1 + n) % n] = out.numel();
+    auto done = std::make_shared<std::atomic<int64_t>>(0);
+    const int64_t issued = prof::Tracer::now_ns();
+    auto work = group_->alltoall_base(out, in, out_splits, in_splits);
+    if (stamp) {
+      stamp->issued_ns = issued;
+      stamp->pg = pg_;
+      stamp->seq = seq;
+      stamp->done_ns = done;
+      // Completion stamped by the work's own future where it has one (as Comm's all-to-alls).
+      if (auto fut = work->getFuture())
+        fut->addCallback([done](c10::ivalue::Future&) { done->store(prof::Tracer::now_ns()); });
+    }
+    const std::chrono::milliseconds timeout = timeout_;
+    return [work, in, out, done, timeout] {
+      work->wait(timeout);
+      int64_t zero = 0;
+      done->compare_exchange_strong(zero, prof::Tracer::now_ns());
+    };
+  }
+
+ private:
+  c10::intrusive_ptr<compat::Backend> group_;
+  std::chrono::milliseconds timeout_;
+  int32_t pg_;
+  int64_t seq_ = 0;
+};
+
 // Posts one exchange; traced (an active tracer), its wait also records it as a ring_step range.
 // K/V exchanges go on the "ring kv" row, dK/dV ones on "ring dkv": the two cross in time.
 std::function<void()> post(RingTransport& t, const at::Tensor& send, at::Tensor& recv, int tag, const RingTrace* trace,
@@ -177,8 +231,15 @@ at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
 }
 
 std::unique_ptr<RingTransport> make_group_ring_transport(c10::intrusive_ptr<compat::Backend> group,
-                                                         std::chrono::milliseconds timeout, int32_t pg) {
+                                                         std::chrono::milliseconds timeout, int32_t pg,
+                                                         RingTransportKind kind) {
+  if (kind == RingTransportKind::AllToAll)
+    return std::make_unique<AllToAllRingTransport>(std::move(group), timeout, pg);
   return std::make_unique<GroupRingTransport>(std::move(group), timeout, pg);
+}
+
+RingTransportKind ring_transport_kind(const std::string& setting, const std::string& backend) {
+  return ring_transport_for(setting, backend) == "alltoall" ? RingTransportKind::AllToAll : RingTransportKind::P2P;
 }
 
 std::unique_ptr<RingTransport> make_shape_only_ring_transport(int64_t size) {

@@ -12,10 +12,11 @@
 // Shapes: B batch, H q heads, Hkv kv heads, n = local tokens (chunks_per_rank x N/chunks),
 // dh head dim. q (B, H, n, dh); k, v (B, Hkv, n, dh); rows in the layout's local order.
 //
-// The transport is an interface, with a c10d implementation (Gloo on CPU; NCCL compiles the
-// same calls) over a ring group's point-to-point send/recv (Comm's ring group, made from
-// parallel.ring_size); tests run it on Gloo and in-process. The model runs it as the local
-// attention of each Ulysses head chunk (UlyssesOptions::ring).
+// The transport is an interface, with two c10d implementations over a ring group (Comm's
+// ring group, made from parallel.ring_size; parallel.ring_transport picks one): point-to-point
+// send/recv (p2p, Gloo) and one all-to-all with split sizes per exchange (alltoall: Gloo, and
+// NCCL, where it is the default); tests run both on Gloo and the kernel in-process. The
+// model runs it as the local attention of each Ulysses head chunk (UlyssesOptions::ring).
 #pragma once
 
 #include <atomic>
@@ -23,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include <torch/torch.h>
 
@@ -35,8 +37,9 @@ namespace ulysses {
 // What a trace needs of one exchange, filled by the transport when asked for (a traced step).
 struct ExchangeStamp {
   int64_t issued_ns = 0;  // when this rank posted the send and the receive (prof::Tracer clock)
-  // When both had completed (prof::Tracer clock), stored by a thread that waits for them, so
-  // that it is the transfer's end and not when the computing thread came to wait; 0 = not known.
+  // When both had completed (prof::Tracer clock), stored by a thread that waits for them (p2p)
+  // or by the collective's future (alltoall), so that it is the transfer's end and not when
+  // the computing thread came to wait; 0 = not known.
   std::shared_ptr<std::atomic<int64_t>> done_ns;
   int32_t pg = -1;   // the ring's process group id in traces (Comm::ring_pg); -1: none
   int64_t seq = -1;  // the exchange's number on this ring, the same on every ring rank
@@ -96,17 +99,33 @@ RingGrads ring_attention_backward(const at::Tensor& q, const at::Tensor& k, cons
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RingLayout& layout,
                           RingTransport& transport, RingFault fault = {}, const RingTrace* trace = nullptr);
 
-// A transport over a process group whose ranks are the ring (group rank = ring rank):
-// non-blocking send to rank+1 and receive from rank-1 (c10d send/recv, in 1.13 and 2.x);
-// the wait waits for both, each at most `timeout` (then c10d throws). `pg` is the ring's
-// process group id in traces (Comm::ring_pg). A traced exchange is waited for by a thread of
-// its own (std::async), which stamps the completion: c10d's send/recv works have no future.
-// Tested on Gloo only. On NCCL, separate send and recv calls make each rank create its
-// (r, r+1) pair communicator before its (r-1, r) one, which can deadlock on the first
-// exchange; the NCCL path needs the pair calls coalesced (batch_isend_irecv's
-// start/endCoalescing, whose API differs between 1.13 and 2.x: torch_compat.hpp) first.
+enum class RingTransportKind {
+  P2P,       // a send to rank+1 and a receive from rank-1 per exchange (Gloo only)
+  AllToAll,  // one all-to-all with split sizes on the ring group per exchange (Gloo, NCCL)
+};
+
+// parallel.ring_transport for the backend Comm decided ("gloo" or "nccl"): auto gives
+// AllToAll on nccl and P2P elsewhere (ring_transport_for, ring_geometry.hpp); throws
+// ConfigError for p2p on nccl and for an unknown setting.
+RingTransportKind ring_transport_kind(const std::string& setting, const std::string& backend);
+
+// A transport over a process group whose ranks are the ring (group rank = ring rank); the
+// wait it returns waits at most `timeout` for the exchange (then c10d throws). `pg` is the
+// ring's process group id in traces (Comm::ring_pg). Both kinds use c10d calls present in
+// 1.13 and 2.x (send/recv; alltoall_base with split sizes) and send the same bytes.
+//  * P2P: non-blocking send to rank+1 and receive from rank-1 (tags keep the K/V and dK/dV
+//    exchanges apart). A traced exchange is waited for by a thread of its own (std::async),
+//    which stamps the completion: c10d's send/recv works have no future. Not for NCCL:
+//    separate send and recv make each rank create its (r, r+1) pair communicator before its
+//    (r-1, r) one, which can deadlock on the first exchange.
+//  * AllToAll: one alltoall_base on the ring group, this rank's whole buffer to rank+1 and
+//    rank-1's into `recv`, every other split 0 (NCCL: grouped send/recv on the group's one
+//    communicator). The tag is unused: collectives of a group match by issue order, the same
+//    on every ring rank. Completion stamped by the work's future (as Comm's all-to-alls).
+//    Tested on Gloo; no GPU has run it yet (docs/RING.md).
 std::unique_ptr<RingTransport> make_group_ring_transport(c10::intrusive_ptr<compat::Backend> group,
-                                                         std::chrono::milliseconds timeout, int32_t pg = -1);
+                                                         std::chrono::milliseconds timeout, int32_t pg = -1,
+                                                         RingTransportKind kind = RingTransportKind::P2P);
 
 // Rank 0 of a ring of `size` for shape-only runs (the memory planner on the meta device):
 // exchanges move nothing and the received buffer keeps its shape; allocations are as in a run.

@@ -229,6 +229,9 @@ void map_parallel(const RunConfig& cfg, bool acc, MappingRows& r) {
             : "1 = Ulysses only, as DeepSpeed");
   r.add("parallel.ring_zigzag", "", p.ring_size > 1,
         p.ring_size > 1 ? "no setting: the zigzag layout belongs to our ring attention" : "unused without a ring");
+  r.add("parallel.ring_transport", "", p.ring_size > 1,
+        p.ring_size > 1 ? "no setting: how our ring passes its K/V blocks (send/recv or one all-to-all per step)"
+                        : "unused without a ring");
   r.add("parallel.timeout_s", acc ? TA + "ddp_timeout (whole seconds)" : "", !acc,
         acc ? "HF passes it to init_process_group, which applies it to every collective as ours"
             : "no ds_config key: pass timeout=datetime.timedelta(seconds=" +

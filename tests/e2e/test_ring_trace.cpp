@@ -1,9 +1,8 @@
 // Ring steps in the trace (issue 36 item 3): a real 2 x 2 (Ulysses x ring) run through
-// ulysses-run. Read from the rank files with this test's own SQL, every K/V (forward) and
-// K/V + dK/dV (backward) exchange is a ring_step range with the bytes of the formula and a
-// collective identity shared by the ring's two ranks; the ring's overlap with the block
-// attention, computed here by interval arithmetic from those rows, equals what
-// `ulysses-trace summary --json` reports for ring_step.
+// ulysses-run, with each ring transport (p2p and all-to-all). Read from the rank files with this test's own SQL, every
+// K/V (forward) and K/V + dK/dV (backward) exchange is a ring_step range with the bytes of the formula and a collective
+// identity shared by the ring's two ranks; the ring's overlap with the block attention, computed here by interval
+// arithmetic from those rows, equals what `ulysses-trace summary --json` reports for ring_step.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
@@ -116,17 +115,24 @@ Clock clock_of(const std::string& f) {
 
 }  // namespace
 
-TEST(RingTrace, TwoByTwoRunTracesEveryRingStepAndTheSummaryCountsItsOverlap) {
+namespace {
+
+// The 2 x 2 run through ulysses-run with parallel.ring_transport = `transport`, checked as
+// the tests below say.
+void check_two_by_two_trace(const std::string& transport) {
   const int sp = 2, ring = 2, steps = 2;
   json cfg = ulysses::test::tiny_config(sp, steps, ULYSSES_SOURCE_DIR);
   cfg["parallel"]["ring_size"] = ring;
+  cfg["parallel"]["ring_transport"] = transport;
   cfg["profile"] = {{"enabled", true}};
-  const std::string out = ulysses::test::scratch_path("ring_trace", "run");
-  const std::string cfg_path = ulysses::test::write_json(ulysses::test::scratch_path("ring_trace", "cfg.json"), cfg);
+  const std::string scratch = "ring_trace_" + transport;
+  const std::string out = ulysses::test::scratch_path(scratch, "run");
+  const std::string cfg_path = ulysses::test::write_json(ulysses::test::scratch_path(scratch, "cfg.json"), cfg);
   auto r = ulysses::test::sh(
       std::string(ULYSSES_RUN_BIN) + " " + cfg_path + " --json --worker " + ULYSSES_WORKER_BIN + " --out " + out, "",
       true);
   ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(ulysses::load_run_config(out + "/config.json").parallel.ring_transport, transport);
 
   // tiny: H 4, Hkv 2, dh 8, N 64, B 1, 2 layers. After the all-to-all a rank holds H/sp = 2
   // q heads and Hkv/sp = 1 kv head over its ring block of N/ring = 32 tokens; a K/V exchange
@@ -206,10 +212,21 @@ TEST(RingTrace, TwoByTwoRunTracesEveryRingStepAndTheSummaryCountsItsOverlap) {
   EXPECT_EQ((*row)["bytes_sent"].get<int64_t>(), (*row)["ranges"].get<int64_t>() * want_bytes);
   // Waiting for a block is not compute: some ring time is exposed (2 ranks per core here).
   EXPECT_LT(hand_overlap, hand_comm);
-  std::printf("ring_step over %d ranks x %d steps: comm %.3f ms, overlapped by block attention %.3f ms (%.1f%%)\n",
-              sp * ring, steps, hand_comm / 1e6, hand_overlap / 1e6, 100.0 * hand_overlap / hand_comm);
+  std::printf("%s: ring_step over %d ranks x %d steps: comm %.3f ms, overlapped by block attention %.3f ms (%.1f%%)\n",
+              transport.c_str(), sp * ring, steps, hand_comm / 1e6, hand_overlap / 1e6,
+              100.0 * hand_overlap / hand_comm);
   fs::remove_all(fs::path(out).parent_path());
 }
+
+}  // namespace
+
+// The default transport on Gloo (p2p: a send and a receive per exchange).
+TEST(RingTrace, TwoByTwoRunTracesEveryRingStepAndTheSummaryCountsItsOverlap) { check_two_by_two_trace("p2p"); }
+
+// The all-to-all transport (NCCL's, here on Gloo): each exchange is one collective of the ring
+// group, and the trace still pairs it by (pg, seq) on the ring's two ranks, with the same
+// bytes, counts and overlap arithmetic.
+TEST(RingTrace, TwoByTwoAllToAllTransportPairsEveryRingStepByPgAndSeq) { check_two_by_two_trace("alltoall"); }
 
 // The cost model's communication for ring runs (what --plan and the launcher estimate) against
 // what traced runs sent, case by case: the ring's K/V and dK/dV bytes per rank and step

@@ -79,12 +79,15 @@ double rel(const at::Tensor& got, const at::Tensor& want) {
 
 struct Errors {
   double out = 0, dq = 0, dk = 0, dv = 0;
-  int64_t exchanges = 0;        // in-process transport: exchanges posted over all ranks
-  int64_t bytes = 0;            //   and the bytes they sent
-  std::vector<int64_t> blocks;  // per rank: unmasked blocks the kernel computed (not Autograd)
+  int64_t exchanges = 0;               // in-process transport: exchanges posted over all ranks
+  int64_t bytes = 0;                   //   and the bytes they sent
+  std::vector<int64_t> blocks;         // per rank: unmasked blocks the kernel computed (not Autograd)
+  at::Tensor out_t, dq_t, dk_t, dv_t;  // the ring's results in sequence order (fp64)
 };
 
-enum class Wire { InProcess, Gloo, Autograd };  // Autograd: in-process, through ring_attention()
+// Autograd: in-process, through ring_attention(). Gloo: the p2p transport (send/recv);
+// GlooAllToAll: the all-to-all transport (one alltoall_base with split sizes per exchange).
+enum class Wire { InProcess, Gloo, GlooAllToAll, Autograd };
 
 Errors run_ring(int64_t R, bool zigzag, int64_t H, int64_t Hkv, RingFault fault = {}, Wire wire = Wire::InProcess,
                 int64_t tile = 256) {
@@ -122,11 +125,12 @@ Errors run_ring(int64_t R, bool zigzag, int64_t H, int64_t Hkv, RingFault fault 
           return t.detach().index_select(2, pos).to(torch::kFloat).contiguous();
         };
         std::unique_ptr<RingTransport> owned;
-        if (wire == Wire::Gloo) {
+        if (wire == Wire::Gloo || wire == Wire::GlooAllToAll) {
           auto store =
               compat::tcp_store("127.0.0.1", static_cast<uint16_t>(port), r == 0, static_cast<int>(R), timeout);
           owned = make_group_ring_transport(compat::make_gloo(store, static_cast<int>(r), static_cast<int>(R), timeout),
-                                            timeout);
+                                            timeout, -1,
+                                            wire == Wire::Gloo ? RingTransportKind::P2P : RingTransportKind::AllToAll);
         } else {
           owned = std::make_unique<HubTransport>(hub, r, R);
         }
@@ -164,7 +168,17 @@ Errors run_ring(int64_t R, bool zigzag, int64_t H, int64_t Hkv, RingFault fault 
   }
   for (auto& t : ts) t.join();
   if (err) std::rethrow_exception(err);
-  return {rel(out, ref.detach()), rel(dq, q.grad()), rel(dk, k.grad()), rel(dv, v.grad()), exchanges, bytes, blocks};
+  return {rel(out, ref.detach()),
+          rel(dq, q.grad()),
+          rel(dk, k.grad()),
+          rel(dv, v.grad()),
+          exchanges,
+          bytes,
+          blocks,
+          out,
+          dq,
+          dk,
+          dv};
 }
 
 TEST(RingAttention, MatchesOneProcessForwardAndBackward) {
@@ -191,24 +205,46 @@ TEST(RingAttention, MatchesOneProcessForwardAndBackward) {
   }
 }
 
-// The same on Gloo: K/V and dK/dV travel by c10d send/recv between thread ranks.
+// The same on Gloo: K/V and dK/dV travel by c10d send/recv between thread ranks (p2p) and by
+// one all-to-all of the ring group per exchange (the NCCL-safe transport); the two give the
+// same results bit for bit (the same blocks arrive at the same steps).
 TEST(RingAttention, MatchesOneProcessOnGloo) {
   for (int64_t R : {2, 4}) {
     for (bool zigzag : {true, false}) {
       for (auto [H, Hkv] : std::vector<std::pair<int64_t, int64_t>>{{2, 2}, {2, 1}}) {
-        const Errors e = run_ring(R, zigzag, H, Hkv, {}, Wire::Gloo);
-        std::printf("gloo ring R=%lld zigzag=%d H=%lld Hkv=%lld: out %.2e dq %.2e dk %.2e dv %.2e\n",
-                    static_cast<long long>(R), zigzag ? 1 : 0, static_cast<long long>(H), static_cast<long long>(Hkv),
-                    e.out, e.dq, e.dk, e.dv);
-        EXPECT_LT(e.out, 1e-5);
-        EXPECT_LT(e.dq, 1e-4);
-        EXPECT_LT(e.dk, 1e-4);
-        EXPECT_LT(e.dv, 1e-4);
+        const Errors p2p = run_ring(R, zigzag, H, Hkv, {}, Wire::Gloo);
+        for (Wire wire : {Wire::Gloo, Wire::GlooAllToAll}) {
+          const Errors e = wire == Wire::Gloo ? p2p : run_ring(R, zigzag, H, Hkv, {}, wire);
+          std::printf("gloo %s ring R=%lld zigzag=%d H=%lld Hkv=%lld: out %.2e dq %.2e dk %.2e dv %.2e\n",
+                      wire == Wire::Gloo ? "p2p" : "alltoall", static_cast<long long>(R), zigzag ? 1 : 0,
+                      static_cast<long long>(H), static_cast<long long>(Hkv), e.out, e.dq, e.dk, e.dv);
+          EXPECT_LT(e.out, 1e-5);
+          EXPECT_LT(e.dq, 1e-4);
+          EXPECT_LT(e.dk, 1e-4);
+          EXPECT_LT(e.dv, 1e-4);
+          EXPECT_TRUE(e.out_t.equal(p2p.out_t) && e.dq_t.equal(p2p.dq_t) && e.dk_t.equal(p2p.dk_t) &&
+                      e.dv_t.equal(p2p.dv_t))
+              << "all-to-all and p2p differ at R=" << R;
+        }
       }
     }
   }
-  const Errors skipped = run_ring(4, true, 2, 1, RingFault{2}, Wire::Gloo);
-  EXPECT_GT(skipped.out, 1e-2);
+  for (Wire wire : {Wire::Gloo, Wire::GlooAllToAll}) {
+    const Errors skipped = run_ring(4, true, 2, 1, RingFault{2}, wire);
+    EXPECT_GT(skipped.out, 1e-2);
+  }
+}
+
+// parallel.ring_transport per backend: auto is p2p on Gloo and the all-to-all on NCCL; p2p on
+// NCCL (separate send and recv can deadlock there) and unknown names are refused.
+TEST(RingAttention, TransportKindPerBackend) {
+  EXPECT_EQ(ring_transport_kind("auto", "gloo"), RingTransportKind::P2P);
+  EXPECT_EQ(ring_transport_kind("auto", "nccl"), RingTransportKind::AllToAll);
+  EXPECT_EQ(ring_transport_kind("alltoall", "gloo"), RingTransportKind::AllToAll);
+  EXPECT_EQ(ring_transport_kind("alltoall", "nccl"), RingTransportKind::AllToAll);
+  EXPECT_EQ(ring_transport_kind("p2p", "gloo"), RingTransportKind::P2P);
+  EXPECT_THROW(ring_transport_kind("p2p", "nccl"), ConfigError);
+  EXPECT_THROW(ring_transport_kind("ring", "gloo"), ConfigError);
 }
 
 // The differentiable wrapper (what a model calls): autograd's gradients equal the reference.

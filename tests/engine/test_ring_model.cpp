@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "rank_threads.hpp"
+#include "ring_attention.hpp"
 #include "trainer.hpp"
 
 using namespace ulysses;
@@ -205,15 +206,60 @@ TEST(UlyssesRing, Bfloat16TracksOneProcess) {
   EXPECT_LT(got.losses.back(), got.losses.front());
 }
 
-// The ring runs on Gloo only for now: a config that asks for NCCL or CUDA is refused before launch.
-TEST(UlyssesRing, NcclIsRefusedBeforeLaunch) {
+// The ring on NCCL / CUDA passes validation (it exchanges by all-to-all there: auto picks
+// it); p2p on NCCL and an unknown transport are refused before launch, naming the field.
+TEST(UlyssesRing, NcclRingIsAcceptedWithTheAllToAllTransport) {
   RunConfig c = tiny(1, 2, 2, true);
-  c.train.device = "cuda";
+  for (const char* transport : {"auto", "alltoall"}) {
+    c.parallel.ring_transport = transport;
+    c.train.device = "cuda";
+    c.parallel.backend = "auto";
+    EXPECT_TRUE(validate(c).empty()) << transport << ": " << validate(c)[0].message;
+    c.train.device = "auto";
+    c.parallel.backend = "nccl";
+    EXPECT_TRUE(validate(c).empty()) << transport << ": " << validate(c)[0].message;
+  }
+  EXPECT_EQ(ring_transport_kind("auto", "nccl"), RingTransportKind::AllToAll);
+  EXPECT_EQ(ring_transport_kind("auto", "gloo"), RingTransportKind::P2P);
+  c.parallel.ring_transport = "p2p";
   auto is = validate(c);
-  ASSERT_FALSE(is.empty());
-  EXPECT_EQ(is[0].field, "parallel.ring_size");
-  EXPECT_NE(is[0].message.find("parallel.ring_size 2 runs on Gloo"), std::string::npos) << is[0].message;
-  c.train.device = "auto";
-  c.parallel.backend = "nccl";
-  EXPECT_FALSE(validate(c).empty());
+  ASSERT_EQ(is.size(), 1u);
+  EXPECT_EQ(is[0].field, "parallel.ring_transport");
+  EXPECT_NE(is[0].message.find("parallel.ring_transport p2p runs on Gloo only"), std::string::npos) << is[0].message;
+  c.parallel.backend = "gloo";
+  c.train.device = "cpu";
+  EXPECT_TRUE(validate(c).empty());
+  c.parallel.ring_transport = "ring";
+  is = validate(c);
+  ASSERT_EQ(is.size(), 1u);
+  EXPECT_EQ(is[0].field, "parallel.ring_transport");
+  EXPECT_EQ(is[0].message, "parallel.ring_transport must be auto, p2p or alltoall, got 'ring'");
+}
+
+// The all-to-all transport (NCCL's; here on Gloo by parallel.ring_transport=alltoall) through
+// the model and trainer: the same losses and gradients as one process within the grid's
+// limits, and bit for bit those of the p2p transport (the same blocks meet in the same order).
+TEST(UlyssesRing, AllToAllTransportMatchesOneProcessAndP2pBitForBit) {
+  for (auto [sp, ring] : std::vector<std::pair<int64_t, int64_t>>{{1, 2}, {2, 2}, {1, 4}}) {
+    for (int64_t kv : {2, 1}) {
+      const Result ref = train(tiny(kv, 1, 1, true), 3);
+      RunConfig c = tiny(kv, sp, ring, true);
+      c.parallel.ring_transport = "p2p";
+      const Result p2p = train(c, 3);
+      c.parallel.ring_transport = "alltoall";
+      ASSERT_TRUE(validate(c).empty()) << validate(c)[0].message;
+      const Result a2a = train(c, 3);
+      const Diff d = diff(ref, a2a), between = diff(p2p, a2a);
+      const std::string what =
+          "sp " + std::to_string(sp) + " x ring " + std::to_string(ring) + (kv == 2 ? " MHA" : " GQA");
+      std::printf("%s alltoall: loss rel %.2e, worst gradient rel %.2e (%s); vs p2p: loss %.2e, gradient %.2e\n",
+                  what.c_str(), d.loss, d.grad, d.worst_grad.c_str(), between.loss, between.grad);
+      EXPECT_LT(d.loss, 1e-5) << what;
+      EXPECT_LT(d.grad, 1e-4) << what << ": " << d.worst_grad;
+      EXPECT_EQ(a2a.loss0, p2p.loss0) << what;
+      EXPECT_EQ(a2a.losses, p2p.losses) << what;
+      for (const auto& [n, g] : p2p.grads0)
+        EXPECT_TRUE(a2a.grads0.count(n) && a2a.grads0.at(n).equal(g)) << what << ": " << n;
+    }
+  }
 }
