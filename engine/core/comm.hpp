@@ -64,6 +64,7 @@ class Comm {
   // one are timed by its marks.
   void set_device_timer(std::shared_ptr<DeviceTimer> t) { timer_ = std::move(t); }
   DeviceTimer* device_timer() const { return timer_.get(); }
+  std::shared_ptr<DeviceTimer> device_timer_ptr() const { return timer_; }
 
   // Process group ids in traces: 0 = the world group, 1 + g = SP group g (ranks
   // g*sp_size .. g*sp_size + sp_size - 1), then 1 + world/sp + j = ring group j

@@ -175,7 +175,8 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch:
           throw std::invalid_argument("parallel.ring_size " + std::to_string(comm->ring_size()) +
                                       " needs a Comm with ring groups");
         ring_ = make_group_ring_transport(comm->ring_group(), comm->timeout(), comm->ring_pg(),
-                                          ring_transport_kind(par.ring_transport, comm->backend_name()));
+                                          ring_transport_kind(par.ring_transport, comm->backend_name()),
+                                          comm->device_timer_ptr());
       }
       o.ring = ring_.get();
       o.ring_layout = RingLayout{comm->ring_size(), par.ring_zigzag};

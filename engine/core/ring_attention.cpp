@@ -102,8 +102,9 @@ class GroupRingTransport : public RingTransport {
 // travels as float16 (same bytes; 1.13's Gloo has no bfloat16 all-to-all, as Comm::all_to_all).
 class AllToAllRingTransport : public RingTransport {
  public:
-  AllToAllRingTransport(c10::intrusive_ptr<compat::Backend> group, std::chrono::milliseconds timeout, int32_t pg)
-      : group_(std::move(group)), timeout_(timeout), pg_(pg) {}
+  AllToAllRingTransport(c10::intrusive_ptr<compat::Backend> group, std::chrono::milliseconds timeout, int32_t pg,
+                        std::shared_ptr<DeviceTimer> timer)
+      : group_(std::move(group)), timeout_(timeout), pg_(pg), timer_(std::move(timer)) {}
   int64_t rank() const override { return group_->getRank(); }
   int64_t size() const override { return group_->getSize(); }
   std::function<void()> exchange(const at::Tensor& send, at::Tensor& recv, int, ExchangeStamp* stamp) override {
@@ -122,8 +123,11 @@ class AllToAllRingTransport : public RingTransport {
     out_splits[(r - 1 + n) % n] = out.numel();
     auto done = std::make_shared<std::atomic<int64_t>>(0);
     const int64_t issued = prof::Tracer::now_ns();
+    std::shared_ptr<DeviceSpan> span = stamp && timer_ ? timer_->start() : nullptr;
     auto work = group_->alltoall_base(out, in, out_splits, in_splits);
+    if (span) timer_->end(*span, *work);
     if (stamp) {
+      stamp->span = span;
       stamp->issued_ns = issued;
       stamp->pg = pg_;
       stamp->seq = seq;
@@ -145,6 +149,7 @@ class AllToAllRingTransport : public RingTransport {
   std::chrono::milliseconds timeout_;
   int32_t pg_;
   int64_t seq_ = 0;
+  std::shared_ptr<DeviceTimer> timer_;
 };
 
 // Posts one exchange; traced (an active tracer), its wait also records it as a ring_step range.
@@ -164,6 +169,11 @@ std::function<void()> post(RingTransport& t, const at::Tensor& send, at::Tensor&
   const int32_t lane = tag == kTagDkv ? prof::Tracer::kRingGradLane : prof::Tracer::kRingLane;
   return [wait, stamp, info, tracer, lane] {
     wait();
+    if (auto span = stamp->span) {  // a GPU rank: the device's times, at the end of the step
+      tracer->record_range_later(
+          info, [span](int64_t* s, int64_t* e) { return span->times(s, e); }, lane);
+      return;
+    }
     const int64_t seen = stamp->done_ns ? stamp->done_ns->load() : 0;
     const int64_t done = seen > 0 ? seen : prof::Tracer::now_ns();
     tracer->record_range(info, stamp->issued_ns, std::max(stamp->issued_ns, done), lane);
@@ -232,9 +242,9 @@ at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
 
 std::unique_ptr<RingTransport> make_group_ring_transport(c10::intrusive_ptr<compat::Backend> group,
                                                          std::chrono::milliseconds timeout, int32_t pg,
-                                                         RingTransportKind kind) {
+                                                         RingTransportKind kind, std::shared_ptr<DeviceTimer> timer) {
   if (kind == RingTransportKind::AllToAll)
-    return std::make_unique<AllToAllRingTransport>(std::move(group), timeout, pg);
+    return std::make_unique<AllToAllRingTransport>(std::move(group), timeout, pg, std::move(timer));
   return std::make_unique<GroupRingTransport>(std::move(group), timeout, pg);
 }
 

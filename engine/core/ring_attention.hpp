@@ -29,6 +29,7 @@
 #include <torch/torch.h>
 
 #include "ring_geometry.hpp"
+#include "comm_timing.hpp"
 #include "torch_compat.hpp"
 #include "ulysses/profiler/tracer.hpp"
 
@@ -43,6 +44,10 @@ struct ExchangeStamp {
   std::shared_ptr<std::atomic<int64_t>> done_ns;
   int32_t pg = -1;   // the ring's process group id in traces (Comm::ring_pg); -1: none
   int64_t seq = -1;  // the exchange's number on this ring, the same on every ring rank
+  // A GPU rank (a transport with a DeviceTimer): the device's marks around the exchange, whose
+  // times the trace takes at the end of the step instead of issued_ns / done_ns (NCCL
+  // completes a work's future at enqueue, so host clocks would time the issue).
+  std::shared_ptr<DeviceSpan> span;
 };
 
 class RingTransport {
@@ -123,9 +128,12 @@ RingTransportKind ring_transport_kind(const std::string& setting, const std::str
 //    communicator). The tag is unused: collectives of a group match by issue order, the same
 //    on every ring rank. Completion stamped by the work's future (as Comm's all-to-alls).
 //    Tested on Gloo; no GPU has run it yet (docs/RING.md).
+//  `timer` (AllToAll only; Comm::device_timer_ptr on a GPU rank): device marks around each
+//    traced exchange (ExchangeStamp::span).
 std::unique_ptr<RingTransport> make_group_ring_transport(c10::intrusive_ptr<compat::Backend> group,
                                                          std::chrono::milliseconds timeout, int32_t pg = -1,
-                                                         RingTransportKind kind = RingTransportKind::P2P);
+                                                         RingTransportKind kind = RingTransportKind::P2P,
+                                                         std::shared_ptr<DeviceTimer> timer = nullptr);
 
 // Rank 0 of a ring of `size` for shape-only runs (the memory planner on the meta device):
 // exchanges move nothing and the received buffer keeps its shape; allocations are as in a run.

@@ -8,6 +8,7 @@
 
 #include "comm.hpp"
 #include "rank_threads.hpp"
+#include "ring_attention.hpp"
 #include "ulysses_attention.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 #include "ulysses/profiler/tracer.hpp"
@@ -298,5 +299,61 @@ TEST(CommDevice, AttentionAllToAllRangesOfAGpuRankComeFromDeviceMarks) {
     EXPECT_EQ((r.end_ns - base) % 1'000'000, 700'000) << "ends at an end mark";
   }
   EXPECT_GE(found, 4) << "seq->head and head->seq of 2 head chunks";
+}
+#endif
+
+#if defined(ULYSSES_WITH_GLOO)
+// Ring attention's exchanges on such a rank (the all-to-all transport, which NCCL ranks use):
+// each ring_step range from the device's marks around its all-to-all, on the fake grid, not
+// from the host clocks around the (on NCCL: enqueue-only) future; the rank's K/V still arrive.
+TEST(CommDevice, RingExchangesOfAGpuRankComeFromDeviceMarks) {
+  char tmpl[] = "/tmp/ulysses-ring-marks-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/rank0.sqlite";
+  const int64_t base = prof::Tracer::now_ns() + 1'000'000'000;
+  ulysses::testing::run_ranks(2, [&](const DistEnv& e) {
+    DeviceDecision d;
+    d.device = "cpu";
+    d.backend = "gloo";
+    Comm c(e, 1, 1, d, std::chrono::milliseconds(20000), /*ring_size=*/2);
+    ASSERT_TRUE(c.ring_group());
+    auto timer = std::make_shared<FakeTimer>();
+    timer->base = base;
+    auto transport =
+        make_group_ring_transport(c.ring_group(), c.timeout(), c.ring_pg(), RingTransportKind::AllToAll, timer);
+    std::unique_ptr<prof::Tracer> tr;
+    RingTrace trace;
+    if (e.rank == 0) {
+      prof::TracerOptions o;
+      o.path = path;
+      o.world_size = 2;
+      o.dp_size = 2;  // ring ranks are recorded as data-parallel ranks (the worker's rule)
+      tr = prof::Tracer::open(o);
+      tr->begin_step(0);
+      trace.tracer = tr.get();
+      trace.info.layer = 0;
+    }
+    RingLayout layout;
+    layout.ring = 2;
+    torch::manual_seed(7);
+    const auto q = torch::randn({1, 2, 8, 4}), k = torch::randn({1, 2, 8, 4}), v = torch::randn({1, 2, 8, 4});
+    const RingForward f = ring_attention_forward(q, k, v, layout, *transport, {}, e.rank == 0 ? &trace : nullptr);
+    EXPECT_TRUE(torch::isfinite(f.out).all().item<bool>());
+    EXPECT_EQ(timer->spans.size(), e.rank == 0 ? 1u : 0u) << "one forward exchange at ring 2, marked when traced";
+    if (tr) {
+      tr->end_step(prof::StepRecord{0});
+      tr->close();
+    }
+  });
+  auto m = prof::load_trace(path);
+  int found = 0;
+  for (const auto& r : m.ranges) {
+    if (r.phase != prof::Phase::RingStep || r.is_kernel || m.lanes[size_t(r.lane)].kind == prof::LaneKind::HeadRange)
+      continue;
+    ++found;
+    EXPECT_EQ(r.start_ns, base);
+    EXPECT_EQ(r.end_ns, base + 700'000);
+  }
+  EXPECT_EQ(found, 1);
 }
 #endif
