@@ -169,6 +169,7 @@ TEST_F(ReplayMonitor, RefusesARunWithoutMetrics) {
 // that does not divide the heads shows the engine's reason instead. (Its numbers are
 // explain_model's, tested in test_ui_explain.)
 #include <QImage>
+#include <QLabel>
 #include <QSlider>
 
 #include "cost_model.hpp"
@@ -273,6 +274,24 @@ TEST(ExplainViewInStudio, WhereTheWeightsAreFollowsTheZeroStage) {
   // The explainer SVG export has no vector form of this stage: the image export takes it.
   QTemporaryDir tmp;
   ASSERT_TRUE(w.exportCurrentView(tmp.filePath(QStringLiteral("weights.svg")), &err)) << err.toStdString();
+}
+
+// With a run open, the weights stage links to the run's measured memory by category (issue 42):
+// the link asks for the memory view; without a run there is no link.
+TEST(ExplainViewInStudio, WeightsStageLinksToTheRunsMemory) {
+  ExplainView ex;
+  RunConfig cfg;
+  cfg.train.zero_stage = 1;
+  ex.setConfig(cfg);
+  ASSERT_TRUE(ex.setStage(6));
+  EXPECT_FALSE(ex.captionText().contains(QStringLiteral("href=\"memory\"")));
+  ex.setStageTimes(std::vector<StageTime>(kExplainStageCount), QStringLiteral("run-7"));
+  EXPECT_TRUE(ex.captionText().contains(QStringLiteral("href=\"memory\""))) << ex.captionText().toStdString();
+  QSignalSpy asked(&ex, &ExplainView::memoryRequested);
+  auto* title = ex.findChildren<QLabel*>().value(0);
+  ASSERT_NE(title, nullptr);
+  emit title->linkActivated(QStringLiteral("memory"));
+  EXPECT_EQ(asked.count(), 1);
 }
 
 #include <QImage>

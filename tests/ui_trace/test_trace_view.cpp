@@ -622,3 +622,31 @@ TEST(TraceView, ReportHeadlineShowsTheAllGathersHiddenAndExposedOfSummaryJson) {
                QString::fromStdString(format_duration_ns(double(exposed))));
   EXPECT_TRUE(text.contains(want)) << text.toStdString() << "\nwant: " << want.toStdString();
 }
+
+// The head map links to the memory view when the trace has memory by category (issue 42): the
+// caption's link switches the trace view to it; a trace without categories has no link.
+TEST(TraceView, HeadMapLinksToTheMemoryViewWhenTheTraceHasCategories) {
+  SyntheticOptions o;
+  o.ranks = 2;
+  o.heads = 4;
+  o.layers = 1;
+  o.steps = 1;
+  for (bool with : {false, true}) {
+    auto m = make_synthetic_trace(o);
+    if (with) {
+      prof::MemoryCategorySample c;
+      c.t_ns = m->t_min;
+      c.c.bytes[0] = 1 << 20;
+      m->memory_categories.push_back(c);
+    }
+    TraceView v;
+    v.setModel(m);
+    ASSERT_TRUE(v.setView("headmap"));
+    auto* cap = v.findChild<QLabel*>(QStringLiteral("headMapCaption"));
+    ASSERT_NE(cap, nullptr);
+    EXPECT_EQ(cap->text().contains(QStringLiteral("href=\"memory\"")), with) << cap->text().toStdString();
+    if (!with) continue;
+    emit cap->linkActivated(QStringLiteral("memory"));
+    EXPECT_EQ(v.currentView(), QStringLiteral("memory"));
+  }
+}

@@ -273,6 +273,9 @@ ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
   title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // a path must not widen the window
   title_->setMinimumWidth(1);
   title_->setTextFormat(Qt::RichText);
+  connect(title_, &QLabel::linkActivated, this, [this](const QString& link) {
+    if (link == QLatin1String("memory")) emit memoryRequested();
+  });
   problems_ = new QLabel(this);
   problems_->setWordWrap(true);
   problems_->setStyleSheet(QStringLiteral("color: #c0392b; font-weight: bold"));
@@ -572,6 +575,9 @@ QString ExplainView::weightsCaption() const {
                       w.zero_stage == 0   ? tr("all-reduce")
                       : w.zero_stage == 1 ? tr("all-reduce and the all-gather of the updated parameters")
                                           : tr("reduce-scatter and the all-gather of the updated parameters"));
+  if (!timesRun_.isEmpty())
+    s += tr("<br><a href=\"memory\">%1's measured memory by category over the step ▸</a>")
+             .arg(timesRun_.toHtmlEscaped());
   return s;
 }
 

@@ -63,6 +63,10 @@ class ExplainView : public QWidget {
   // The caption as shown (rich text): stage list with times, shapes, bytes.
   QString captionText() const;
 
+ signals:
+  // The weights stage's link to the opened run's measured memory by category.
+  void memoryRequested();
+
  private:
   void refresh();
   QString weightsCaption() const;

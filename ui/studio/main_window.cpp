@@ -128,6 +128,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
       explain->setStageTimes(stage_times(prof::layer_table(*m)), QFileInfo(path).fileName());
       explain->setRingHopTime(ring_hop_time(*m));
     });
+    connect(explain, &ExplainView::memoryRequested, this, [this] { setView(QStringLiteral("memory")); });
     // A range selected in the timeline highlights its stage.
     connect(trace_->timeline(), &TimelineWidget::rangeSelected, explain, [this, explain](qint64 i) {
       const auto m = trace_->model();

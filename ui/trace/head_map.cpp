@@ -134,7 +134,12 @@ bool HeadGridWidget::event(QEvent* e) {
 HeadMapView::HeadMapView(QWidget* parent) : QWidget(parent) {
   auto* lay = new QVBoxLayout(this);
   caption_ = new QLabel(this);
+  caption_->setObjectName(QStringLiteral("headMapCaption"));
   caption_->setWordWrap(true);
+  caption_->setTextFormat(Qt::RichText);
+  connect(caption_, &QLabel::linkActivated, this, [this](const QString& link) {
+    if (link == QLatin1String("memory")) emit memoryRequested();
+  });
   grid_ = new HeadGridWidget(this);
   own_ = new TableModel(this);
   ranges_ = new TableModel(this);
@@ -187,6 +192,8 @@ void HeadMapView::setTrace(std::shared_ptr<const prof::TraceModel> model,
                    .arg(H)
                    .arg(grid_heads - 1)
                    .arg(H);
+  if (!model->memory_categories.empty())  // memory by category recorded: say where it is
+    caption += tr(" <a href=\"memory\">Memory by category over the step ▸</a>");
   caption_->setText(caption);
   grid_->setRows(rows, grid_heads, model->sp_size);
   own_->setTable(head_map_table(rows));

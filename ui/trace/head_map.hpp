@@ -44,6 +44,10 @@ class HeadMapView : public QWidget {
   TableModel* ownershipModel() const { return own_; }
   TableModel* headRangeModel() const { return ranges_; }
 
+ signals:
+  // The caption's link to the memory view (shown when the trace has memory by category).
+  void memoryRequested();
+
  private:
   HeadGridWidget* grid_;
   QLabel* caption_;

@@ -426,6 +426,7 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   });
   connect(d->timeline, &TimelineWidget::viewportChanged, this, [this](const TimelineViewport&) { d->onViewport(); });
   connect(d->memory, &MemoryView::viewportChanged, d->timeline, &TimelineWidget::setViewport);
+  connect(d->headmap, &HeadMapView::memoryRequested, this, [this] { setView(QStringLiteral("memory")); });
   connect(d->filter, &QLineEdit::textChanged, d->filter_timer, qOverload<>(&QTimer::start));
   connect(d->filter_timer, &QTimer::timeout, this, [this] { d->applyFilter(); });
   connect(d->filter, &QLineEdit::returnPressed, this, [this] {
