@@ -154,7 +154,7 @@ struct NsysFile {
 };
 
 // One GPU activity table: kernels (fixed_name -1: the kernel's own name), memcpy or memset.
-struct GpuTable {
+struct NsysTable {
   const char* table;
   int32_t fixed_name;  // -1: the kernel's own name
 };
@@ -181,7 +181,7 @@ void note_export_version(NsysFile& f) {
 
 // Strings used by this file, mapped into the model's table (ids are per file), and the
 // threads' names.
-void read_strings(NsysFile& f) {
+void read_nsys_strings(NsysFile& f) {
   if (f.db.has_table("StringIds")) {
     sql::Stmt st(f.db, "SELECT id, value FROM StringIds");
     while (st.step()) f.sid[st.i64(0)] = f.b.intern(st.text(1));
@@ -196,7 +196,7 @@ void read_strings(NsysFile& f) {
 }
 
 // The SELECT of one GPU table: the columns it lacks read as constants, each with its note.
-std::string gpu_table_sql(NsysFile& f, const GpuTable& t) {
+std::string gpu_table_sql(NsysFile& f, const NsysTable& t) {
   const std::string tn = t.table;
   auto has = [&](const char* c) { return f.db.has_column(tn, c); };
   std::string name_sql = "NULL";
@@ -233,7 +233,7 @@ std::string gpu_table_sql(NsysFile& f, const GpuTable& t) {
 }
 
 // One row of a GPU table into *out; false (the reason tallied) when the row is left out.
-bool gpu_row(NsysFile& f, const GpuTable& t, const std::string& tn, sqlite3_stmt* s, bool via_corr, GpuRow* out) {
+bool gpu_row(NsysFile& f, const NsysTable& t, const std::string& tn, sqlite3_stmt* s, bool via_corr, GpuRow* out) {
   GpuRow& r = *out;
   std::string fault, example;
   // Every number of the row is one, or the row is left out (counted per reason).
@@ -288,9 +288,9 @@ bool gpu_row(NsysFile& f, const GpuTable& t, const std::string& tn, sqlite3_stmt
 // GPU activity rows: kernels, memcpy, memset.
 void read_gpu_rows(NsysFile& f) {
   if (!f.opts.gpu_activity) return;
-  const GpuTable tables[] = {{"CUPTI_ACTIVITY_KIND_KERNEL", -1},
-                             {"CUPTI_ACTIVITY_KIND_MEMCPY", f.b.intern("[CUDA memcpy]")},
-                             {"CUPTI_ACTIVITY_KIND_MEMSET", f.b.intern("[CUDA memset]")}};
+  const NsysTable tables[] = {{"CUPTI_ACTIVITY_KIND_KERNEL", -1},
+                              {"CUPTI_ACTIVITY_KIND_MEMCPY", f.b.intern("[CUDA memcpy]")},
+                              {"CUPTI_ACTIVITY_KIND_MEMSET", f.b.intern("[CUDA memset]")}};
   for (const auto& t : tables) {
     if (!f.db.has_table(t.table)) continue;
     const std::string tn = t.table;
@@ -606,7 +606,7 @@ void read_nvtx_ranges(NsysFile& f) {
 }
 
 // CUDA runtime calls of the ranks' processes (the launches of the kernels above).
-void read_runtime_calls(NsysFile& f) {
+void read_nsys_runtime_calls(NsysFile& f) {
   const std::string tn = "CUPTI_ACTIVITY_KIND_RUNTIME";
   if (!f.opts.gpu_activity || !f.have_runtime || !f.db.has_column(tn, "nameId") || !f.db.has_column(tn, "start") ||
       !f.db.has_column(tn, "end"))
@@ -644,7 +644,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
   NsysFile f(b, db, path, file_index, opts);
   try {
     note_export_version(f);
-    read_strings(f);
+    read_nsys_strings(f);
     // Correlation id -> pid from the CUDA runtime calls, for GPU tables without globalPid.
     f.have_runtime = db.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") &&
                      db.has_column("CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId") &&
@@ -656,7 +656,7 @@ void read_nsys_file(Builder& b, sql::Db& db, const std::string& path, int32_t fi
     read_nccl_rank_hints(f);
     gpu_rows_to_ranges(f);
     read_nvtx_ranges(f);
-    read_runtime_calls(f);
+    read_nsys_runtime_calls(f);
     f.tally.to_notes([&](const std::string& s) { f.note(s); });
   } catch (const TraceError&) {
     throw;
