@@ -317,6 +317,67 @@ std::unique_ptr<GatheredParameters> save_final_model(WorkerRun& w, Trainer& trai
   }
   return full;
 }
+// The run config of --config and --set, valid, for the world this rank is part of.
+RunConfig load_checked_config(const std::string& config_path, const std::vector<std::string>& overrides,
+                              const DistEnv& env) {
+  RunConfig cfg = load_run_config(config_path, overrides);
+  throw_if_invalid(validate(cfg));
+  if (env.world_size != cfg.parallel.world_size())
+    throw ConfigError("WORLD_SIZE (" + std::to_string(env.world_size) +
+                      ") does not match parallel.sp_size x parallel.ring_size x parallel.dp_size (" +
+                      std::to_string(cfg.parallel.sp_size) + " x " + std::to_string(cfg.parallel.ring_size) + " x " +
+                      std::to_string(cfg.parallel.dp_size) + " = " + std::to_string(cfg.parallel.world_size()) + ")");
+  return cfg;
+}
+
+// The process groups (rendezvous with the other ranks).
+std::unique_ptr<Comm> make_comm(const WorkerRun& w) {
+  const RunConfig& cfg = w.cfg;
+  return std::make_unique<Comm>(w.env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size),
+                                w.dev, std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000)),
+                                static_cast<int>(cfg.parallel.ring_size));
+}
+
+// faults.*: a straggler on demand.
+void set_fault_delay(const WorkerRun& w) {
+  const RunConfig& cfg = w.cfg;
+  w.comm->set_fault_delay(static_cast<int>(cfg.faults.slow_rank), cfg.faults.delay_ms);
+  if (cfg.faults.slow_rank == w.env.rank)
+    std::cerr << "ulysses-worker (rank " << w.env.rank << "): faults.delay_ms: sleeping " << cfg.faults.delay_ms
+              << " ms before each collective" << std::endl;
+}
+
+// train.resume_from: weights, AdamW state, RNG and the step to continue at. Returns the first
+// step to run.
+int64_t resume_if_asked(WorkerRun& w, Trainer& trainer) {
+  if (w.cfg.train.resume_from.empty()) return 0;
+  const ResumePoint rp = restore_train_state(trainer, *w.comm, w.cfg);
+  if (w.env.rank == 0)
+    std::cerr << "ulysses-worker: resumed from " << rp.dir << " at step " << rp.next_step << std::endl;
+  return rp.next_step;
+}
+
+// The run's shape, backend, device, threads and size, said once (rank 0).
+void print_run_line(const WorkerRun& w, int threads) {
+  const Comm& comm = *w.comm;
+  std::cerr << "ulysses-worker: " << w.env.world_size << " rank(s), sp_size " << comm.sp_size()
+            << (comm.ring_size() > 1 ? " x ring_size " + std::to_string(comm.ring_size()) : std::string())
+            << " x dp_size " << comm.dp_size() << ", backend " << comm.backend_name()
+            << (comm.has_groups() ? " (c10d groups made)" : "") << ", device " << w.dev.device << " (" << w.dev.reason
+            << "), " << threads << " thread(s) per rank, " << w.cfg.model.num_parameters() << " parameters"
+            << std::endl;
+}
+
+// The end of a run that finished: every rank at the barrier, the clock measured again (drift
+// over the run), the groups shut down and the trace closed.
+void finish_run(WorkerRun& w) {
+  Comm& comm = *w.comm;
+  w.heartbeat.set(launch::Phase::Finish);
+  comm.barrier();
+  if (w.tracer && comm.has_groups()) w.tracer->record_clock("close", comm.sync_clock("close"));  // drift over the run
+  comm.shutdown();
+  if (w.tracer) w.tracer->close();
+}
 }  // namespace
 
 namespace ulysses {
@@ -365,14 +426,7 @@ int main(int argc, char** argv) {
     const DistEnv env = DistEnv::from_environment();
     rank = env.rank;
     g_rank = rank;
-    RunConfig cfg = load_run_config(config_path, overrides);
-    throw_if_invalid(validate(cfg));
-    if (env.world_size != cfg.parallel.world_size())
-      throw ConfigError("WORLD_SIZE (" + std::to_string(env.world_size) +
-                        ") does not match parallel.sp_size x parallel.ring_size x parallel.dp_size (" +
-                        std::to_string(cfg.parallel.sp_size) + " x " + std::to_string(cfg.parallel.ring_size) + " x " +
-                        std::to_string(cfg.parallel.dp_size) + " = " + std::to_string(cfg.parallel.world_size()) + ")");
-
+    RunConfig cfg = load_checked_config(config_path, overrides, env);
     // One decision for device and backend; a refusal (e.g. more local ranks than GPUs) is
     // bad input. The GPU is selected before the process groups are made.
     const DeviceDecision dev = decide_device_or_throw(cfg, DeviceFacts::detect(env.local_rank, env.local_world_size));
@@ -382,37 +436,16 @@ int main(int argc, char** argv) {
     WorkerRun w(env, cfg, out_dir, dev, heartbeat);
     claim_save_folder(w);
     heartbeat.set(Phase::Rendezvous);
-    comm_holder =
-        std::make_unique<Comm>(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), dev,
-                               std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000)),
-                               static_cast<int>(cfg.parallel.ring_size));
-    Comm& comm = *comm_holder;
-    w.comm = &comm;
+    comm_holder = make_comm(w);
+    w.comm = comm_holder.get();
     heartbeat.set(Phase::Build);
-    comm.set_fault_delay(static_cast<int>(cfg.faults.slow_rank),
-                         cfg.faults.delay_ms);  // faults.*: a straggler on demand
-    if (cfg.faults.slow_rank == env.rank)
-      std::cerr << "ulysses-worker (rank " << env.rank << "): faults.delay_ms: sleeping " << cfg.faults.delay_ms
-                << " ms before each collective" << std::endl;
+    set_fault_delay(w);
     open_tracer(w);
     record_planned_memory(w);
-    Trainer trainer(cfg, comm, w.tracer.get());
-    int64_t first_step = 0;  // train.resume_from: weights, AdamW state, RNG and the step to continue at
-    if (!cfg.train.resume_from.empty()) {
-      const ResumePoint rp = restore_train_state(trainer, comm, cfg);
-      first_step = rp.next_step;
-      if (env.rank == 0)
-        std::cerr << "ulysses-worker: resumed from " << rp.dir << " at step " << first_step << std::endl;
-    }
+    Trainer trainer(cfg, *w.comm, w.tracer.get());
+    const int64_t first_step = resume_if_asked(w, trainer);
     if (env.rank == 0) note_unused_init_tensors(trainer, cfg);
-    if (env.rank == 0)
-      std::cerr << "ulysses-worker: " << env.world_size << " rank(s), sp_size " << comm.sp_size()
-                << (comm.ring_size() > 1 ? " x ring_size " + std::to_string(comm.ring_size()) : std::string())
-                << " x dp_size " << comm.dp_size() << ", backend " << comm.backend_name()
-                << (comm.has_groups() ? " (c10d groups made)" : "") << ", device " << dev.device << " (" << dev.reason
-                << "), " << threads << " thread(s) per rank, " << cfg.model.num_parameters() << " parameters"
-                << std::endl;
-
+    if (env.rank == 0) print_run_line(w, threads);
     launch::LineAppender metrics;  // whole lines only: a full disk never leaves a torn step
     if (env.rank == 0) {
       fs::create_directories(out_dir);
@@ -427,11 +460,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     const std::unique_ptr<GatheredParameters> full = save_final_model(w, trainer);
-    heartbeat.set(Phase::Finish);
-    comm.barrier();
-    if (w.tracer && comm.has_groups()) w.tracer->record_clock("close", comm.sync_clock("close"));  // drift over the run
-    comm.shutdown();
-    if (w.tracer) w.tracer->close();
+    finish_run(w);
     return 0;
   } catch (const ConfigError& e) {
     std::cerr << "ulysses-worker (rank " << rank << "): " << e.what() << std::endl;
