@@ -265,99 +265,70 @@ std::string why_not_writable(const std::string& run) {
   return "a read-only folder, or a trace modified in the last 2 s: still being written?";
 }
 
-static int run_command(int argc, char** argv) {
-  namespace prof = ulysses::prof;
-  CLI::App app{"ulysses-trace: summaries and exports of Ulysses Studio traces"};
-  app.require_subcommand(1);
+namespace prof = ulysses::prof;
 
-  std::string run;
-  bool as_json = false, no_cache = false;
+// The command line: each subcommand and the values its options fill.
+struct TraceArgs {
+  std::string run, run_b, format = "chrome", out, html_out;
+  bool as_json = false, no_cache = false, per_rank = false, force = false;
   int64_t step_begin = 0, step_end = -1;
-  auto* summary = app.add_subcommand("summary", "Per rank/step compute, communication, idle, overlap and tables");
-  summary
-      ->add_option("RUN", run,
+  int32_t rank = -1;
+  double threshold = 0.10;
+  CLI::App *summary = nullptr, *exp = nullptr, *report = nullptr, *cmp = nullptr, *prep = nullptr;
+};
+
+// The subcommands and their options (summary, export, report, compare, prepare).
+static void add_subcommands(CLI::App& app, TraceArgs& a) {
+  a.summary = app.add_subcommand("summary", "Per rank/step compute, communication, idle, overlap and tables");
+  a.summary
+      ->add_option("RUN", a.run,
                    "run directory (RUN/trace/rank*.sqlite), rank .sqlite, nsys export .sqlite, PyTorch profiler .json, "
                    "or a folder of nsys exports / profiler traces (one per rank)")
       ->required();
-  summary->add_flag("--json", as_json, "print JSON instead of tables");
-  summary->add_option("--step-begin", step_begin, "first step to include")->check(ulysses::cli::kGiven);
-  summary->add_option("--step-end", step_end, "last step to include (-1 = all)")->check(ulysses::cli::kGiven);
-  summary->add_flag(
-      "--no-cache", no_cache,
+  a.summary->add_flag("--json", a.as_json, "print JSON instead of tables");
+  a.summary->add_option("--step-begin", a.step_begin, "first step to include")->check(ulysses::cli::kGiven);
+  a.summary->add_option("--step-end", a.step_end, "last step to include (-1 = all)")->check(ulysses::cli::kGiven);
+  a.summary->add_flag(
+      "--no-cache", a.no_cache,
       "read no cache beside the trace (summary, rank files) and write none (also: ULYSSES_TRACE_NO_CACHE=1)");
 
-  std::string format = "chrome", out;
-  int32_t rank = -1;
-  bool per_rank = false, force = false;
-  auto* exp = app.add_subcommand("export", "Export a trace (Chrome trace JSON for Perfetto / HTA)");
-  exp->add_option("--format", format, "output format")->check(CLI::IsMember({"chrome"}));
-  exp->add_option("--rank", rank, "export only this rank (HTA reads one file per rank)")->check(ulysses::cli::kGiven);
-  exp->add_flag("--per-rank", per_rank, "write OUT/rank{r}.json, one file per rank (OUT is a folder)");
-  exp->add_option("RUN", run, "run directory or .sqlite trace")->required();
-  exp->add_option("OUT", out, "output .json file (a folder with --per-rank)")->required();
-  exp->add_flag("--force", force, "overwrite OUT (with --per-rank: the folder's rank{r}.json) when it exists");
+  CLI::App* exp = a.exp = app.add_subcommand("export", "Export a trace (Chrome trace JSON for Perfetto / HTA)");
+  exp->add_option("--format", a.format, "output format")->check(CLI::IsMember({"chrome"}));
+  exp->add_option("--rank", a.rank, "export only this rank (HTA reads one file per rank)")->check(ulysses::cli::kGiven);
+  exp->add_flag("--per-rank", a.per_rank, "write OUT/rank{r}.json, one file per rank (OUT is a folder)");
+  exp->add_option("RUN", a.run, "run directory or .sqlite trace")->required();
+  exp->add_option("OUT", a.out, "output .json file (a folder with --per-rank)")->required();
+  exp->add_flag("--force", a.force, "overwrite OUT (with --per-rank: the folder's rank{r}.json) when it exists");
 
-  std::string html_out;
-  auto* report = app.add_subcommand("report", "Write a self-contained one-page HTML report of a run");
-  report->add_option("RUN", run, "run directory or .sqlite trace")->required();
-  report->add_option("--html", html_out, "output .html file")->required();
-  report->add_flag("--force", force, "overwrite the --html file when it exists");
+  CLI::App* report = a.report = app.add_subcommand("report", "Write a self-contained one-page HTML report of a run");
+  report->add_option("RUN", a.run, "run directory or .sqlite trace")->required();
+  report->add_option("--html", a.html_out, "output .html file")->required();
+  report->add_flag("--force", a.force, "overwrite the --html file when it exists");
   report->add_flag(
-      "--no-cache", no_cache,
+      "--no-cache", a.no_cache,
       "read no cache beside the trace (summary, rank files) and write none (also: ULYSSES_TRACE_NO_CACHE=1)");
 
-  std::string run_b;
-  double threshold = 0.10;
-  auto* cmp = app.add_subcommand("compare", "Two runs side by side: headline, per phase and per layer, B-A and B/A");
-  cmp->add_option("RUN_A", run, "run directory or trace file of run A")->required();
-  cmp->add_option("RUN_B", run_b, "run directory or trace file of run B")->required();
-  cmp->add_flag("--json", as_json, "print JSON instead of a table");
-  cmp->add_option("--threshold", threshold, "flag rows whose B/A differs from 1 by more than this (default 0.10)")
+  CLI::App* cmp = a.cmp =
+      app.add_subcommand("compare", "Two runs side by side: headline, per phase and per layer, B-A and B/A");
+  cmp->add_option("RUN_A", a.run, "run directory or trace file of run A")->required();
+  cmp->add_option("RUN_B", a.run_b, "run directory or trace file of run B")->required();
+  cmp->add_flag("--json", a.as_json, "print JSON instead of a table");
+  cmp->add_option("--threshold", a.threshold, "flag rows whose B/A differs from 1 by more than this (default 0.10)")
       ->check(ulysses::cli::kGiven);  // range checked below (CLI11's message printed DBL_MAX in full)
 
-  auto* prep = app.add_subcommand(
+  a.prep = app.add_subcommand(
       "prepare",
       "Write the summary, the studio's overview and the rank-file caches beside a finished run's trace, so the "
       "report and the first paint open at once and a full load reads no SQLite rows");
-  prep->add_option("RUN", run, "run directory or .sqlite trace")->required();
+  a.prep->add_option("RUN", a.run, "run directory or .sqlite trace")->required();
+}
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
-
-  if (summary->parsed()) {
-    if (const std::string e = step_window_error(step_begin, step_end); !e.empty()) {
-      std::cerr << "ulysses-trace: " << e << "\n";
-      return 2;
-    }
-  }
-  if (report->parsed() && html_out.empty()) {
-    std::cerr << "ulysses-trace: --html needs a file name, e.g. --html report.html\n";
-    return 2;
-  }
-  if (exp->parsed() && out.empty()) {
-    std::cerr << "ulysses-trace: OUT is empty; give "
-              << (per_rank ? "a folder, e.g. hta/" : "a file name, e.g. out.json") << "\n";
-    return 2;
-  }
-  if (cmp->parsed()) {
-    const CLI::Option* topt = cmp->get_option("--threshold");
-    const std::string text = topt->count() > 0 ? topt->results().front() : std::string("0.10");
-    // Hexadecimal ("0x10" was read as 16) is no threshold a user means; -0 is 0.
-    if (text.find_first_of("xXpP") != std::string::npos || !(std::isfinite(threshold) && threshold >= 0)) {
-      std::cerr << "ulysses-trace: --threshold must be a decimal number of 0 or more such as 0.10, got '" << text
-                << "'\n";
-      return 2;
-    }
-    if (threshold == 0) threshold = 0.0;
-  }
+// The output files of export and report: a regular file (or folder with --per-rank) that is
+// not the trace read, replaced only with --force and only when ulysses-trace wrote it. Returns
+// 2 (said on stderr) for one that is not, else 0.
+static int check_outputs(TraceArgs& a) {
   for (const auto& [parsed, target, folder] :
-       {std::tuple{exp->parsed(), &out, per_rank}, std::tuple{report->parsed(), &html_out, false}}) {
+       {std::tuple{a.exp->parsed(), &a.out, a.per_rank}, std::tuple{a.report->parsed(), &a.html_out, false}}) {
     if (!parsed) continue;
     // A device, FIFO or socket is no output file: it was replaced by one (`export RUN /dev/full`).
     if (struct stat st{};
@@ -372,21 +343,21 @@ static int run_command(int argc, char** argv) {
                 << " exists and is a file; --per-rank writes rank{r}.json into a folder: give a folder path\n";
       return 2;
     }
-    if (const std::string why = output_clobbers_input(run, *target, folder); !why.empty()) {
+    if (const std::string why = output_clobbers_input(a.run, *target, folder); !why.empty()) {
       std::cerr << "ulysses-trace: writing " << *target << " would overwrite the trace it reads (" << why
                 << "); give another output path\n";
       return 2;
     }
     // An existing file is replaced only when asked: `export RUN RUN/run.json` replaced the run's record.
     std::error_code ec;
-    if (!folder && !force &&
+    if (!folder && !a.force &&
         std::filesystem::symlink_status(*target, ec).type() != std::filesystem::file_type::not_found) {
       std::cerr << "ulysses-trace: " << *target
                 << " exists; pick another output file, or pass --force to overwrite it\n";
       return 2;
     }
-    if (!folder && force && std::filesystem::is_regular_file(*target, ec)) {
-      const OwnOutput kind = target == &html_out ? OwnOutput::HtmlReport : OwnOutput::ChromeTrace;
+    if (!folder && a.force && std::filesystem::is_regular_file(*target, ec)) {
+      const OwnOutput kind = target == &a.html_out ? OwnOutput::HtmlReport : OwnOutput::ChromeTrace;
       if (const std::string what = force_refusal(*target, kind); !what.empty()) {
         std::cerr << "ulysses-trace: --force replaces only "
                   << (kind == OwnOutput::HtmlReport ? "an HTML report" : "a Chrome trace")
@@ -396,11 +367,45 @@ static int run_command(int argc, char** argv) {
       }
     }
   }
-  if (exp->parsed() && rank < -1) {
-    std::cerr << "ulysses-trace: --rank must be a rank (0 or more), or -1 for every rank; got " << rank << "\n";
+  return 0;
+}
+
+// The arguments CLI11 cannot check: the step window, empty names, the threshold, the output
+// files, --rank and the inputs (a folder or a regular file). Returns 2 (said on stderr) for
+// bad input, else 0.
+static int check_arguments(TraceArgs& a) {
+  if (a.summary->parsed()) {
+    if (const std::string e = step_window_error(a.step_begin, a.step_end); !e.empty()) {
+      std::cerr << "ulysses-trace: " << e << "\n";
+      return 2;
+    }
+  }
+  if (a.report->parsed() && a.html_out.empty()) {
+    std::cerr << "ulysses-trace: --html needs a file name, e.g. --html report.html\n";
     return 2;
   }
-  for (const std::string* path : {&run, &run_b}) {
+  if (a.exp->parsed() && a.out.empty()) {
+    std::cerr << "ulysses-trace: OUT is empty; give "
+              << (a.per_rank ? "a folder, e.g. hta/" : "a file name, e.g. out.json") << "\n";
+    return 2;
+  }
+  if (a.cmp->parsed()) {
+    const CLI::Option* topt = a.cmp->get_option("--threshold");
+    const std::string text = topt->count() > 0 ? topt->results().front() : std::string("0.10");
+    // Hexadecimal ("0x10" was read as 16) is no threshold a user means; -0 is 0.
+    if (text.find_first_of("xXpP") != std::string::npos || !(std::isfinite(a.threshold) && a.threshold >= 0)) {
+      std::cerr << "ulysses-trace: --threshold must be a decimal number of 0 or more such as 0.10, got '" << text
+                << "'\n";
+      return 2;
+    }
+    if (a.threshold == 0) a.threshold = 0.0;
+  }
+  if (check_outputs(a) != 0) return 2;
+  if (a.exp->parsed() && a.rank < -1) {
+    std::cerr << "ulysses-trace: --rank must be a rank (0 or more), or -1 for every rank; got " << a.rank << "\n";
+    return 2;
+  }
+  for (const std::string* path : {&a.run, &a.run_b}) {
     if (path->empty()) continue;
     // Only a folder or a regular file: SQLite would block forever on a FIFO.
     struct stat st {};
@@ -410,154 +415,194 @@ static int run_command(int argc, char** argv) {
       return 2;
     }
   }
+  return 0;
+}
+
+// prepare: the summary, overview and rank-file caches beside the trace.
+static int run_prepare(const TraceArgs& a) {
+  const std::string& run = a.run;
+  if (prof::summary_cache_disabled_by_env()) {
+    std::cerr << "ulysses-trace: ULYSSES_TRACE_NO_CACHE is set: nothing to prepare\n";
+    return 2;
+  }
+  const prof::PreparedCaches p = prof::prepare_trace_caches(run, prof::SummaryCacheOptions{}.racy_window_ns);
+  const std::string files = p.rank_files > 0 ? "; rank-file caches " + std::to_string(p.rank_files_cached) + " of " +
+                                                   std::to_string(p.rank_files)
+                                             : "";
+  if (!p.loaded) {
+    std::cerr << "already prepared: " << run << " (summary, overview" << (p.rank_files > 0 ? " and rank files" : "")
+              << " cached beside the trace)\n";
+    return 0;
+  }
+  std::fprintf(stderr, "prepared %s in %.2f s: %lld ranges; summary %s, overview %s%s\n", run.c_str(), p.seconds,
+               static_cast<long long>(p.ranges), p.summary_cached ? "cached" : "NOT cached",
+               p.overview_cached ? ("cached (" + std::to_string(p.overview_ranges) + " ranges)").c_str() : "NOT cached",
+               files.c_str());
+  if (p.summary_cached && p.overview_cached && p.rank_files_cached == p.rank_files) return 0;
+  std::cerr << "ulysses-trace: could not write the caches beside " << run << ": " << why_not_writable(run) << "\n";
+  return 1;
+}
+
+// compare: two runs side by side.
+static int run_compare(const TraceArgs& a, prof::LoadOptions lo) {
+  lo.head_lanes = false;
+  const prof::TraceModel ma = prof::load_trace(a.run, lo), mb = prof::load_trace(a.run_b, lo);
+  prof::CompareOptions co;
+  co.threshold = a.threshold;
+  const prof::Summary sa = prof::analyze(ma), sb = prof::analyze(mb);
+  // An empty side (an empty Kineto file) compared as "0 of 0 rows differ", exit 0.
+  if (refuse_empty_trace(ma, sa.num_ranges + sa.num_kernels) || refuse_empty_trace(mb, sb.num_ranges + sb.num_kernels))
+    return 2;
+  const prof::Comparison c = prof::compare_summaries(ma, sa, mb, sb, co);
+  if (a.as_json)
+    std::cout << prof::comparison_to_json(c).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  else
+    std::cout << terminal_safe(prof::comparison_to_text(c));
+  return 0;
+}
+
+// summary: the analysis tables (from the summary cache when it matches).
+static int run_summary(const TraceArgs& a, prof::LoadOptions lo) {
+  lo.head_lanes = false;  // not needed for analysis
+  prof::AnalysisOptions ao;
+  ao.step_begin = a.step_begin;
+  ao.step_end = a.step_end;
+  prof::SummaryCacheOptions co;
+  co.enabled = !a.no_cache;
+  lo.file_caches = !a.no_cache;
+  const prof::CachedSummary cs = prof::load_summary(a.run, lo, ao, co);
+  const prof::TraceModel& m = cs.model;
+  const prof::Summary& s = cs.summary;
+  if (refuse_empty_trace(m, s.num_ranges + s.num_kernels)) return 2;
+  if (const std::string e = step_window_misses(m, s, a.step_begin, a.step_end); !e.empty()) {
+    std::cerr << "ulysses-trace: " << e << "\n";
+    return 2;
+  }
+  if (a.as_json) {
+    // Names from foreign traces may hold invalid UTF-8: replaced (U+FFFD), never a failed output.
+    std::cout << prof::summary_to_json(m, s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    std::cout << terminal_safe(prof::summary_to_text(m, s));
+  }
+  return 0;
+}
+
+// A folder (or device) where a rank file goes is bad input (it was exit 1 after writing
+// the others), and rank files of another export this one would not replace would be read
+// by HTA as ranks of this run (a 4-rank export left under a 2-rank one): both refused,
+// also with --force. Returns 2 (said on stderr) for such a folder, else 0.
+static int check_per_rank_folder(const TraceArgs& a, const prof::TraceModel& m) {
+  const std::string& out = a.out;
+  std::error_code ec;
+  const std::set<int32_t> ranks = m.rank_set();
+  std::vector<std::string> stale;
+  for (const auto& e : std::filesystem::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    // rank<N>.json, as export_chrome_trace_per_rank names its files
+    if (name.size() < 10 || name.rfind("rank", 0) != 0 || name.substr(name.size() - 5) != ".json") continue;
+    const std::string digits = name.substr(4, name.size() - 9);
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto r = static_cast<int32_t>(std::stol(digits));
+    if (!ranks.count(r)) {
+      stale.push_back(name);
+    } else if (a.force && std::filesystem::is_regular_file(e.path(), ec)) {
+      if (const std::string what = force_refusal(e.path().string(), OwnOutput::ChromeTrace); !what.empty()) {
+        std::cerr << "ulysses-trace: --force replaces only rank files that ulysses-trace wrote before, and "
+                  << e.path().string() << " is " << what << "; nothing written: pick another folder\n";
+        return 2;
+      }
+    } else if (std::filesystem::status(e.path(), ec).type() != std::filesystem::file_type::regular &&
+               std::filesystem::status(e.path(), ec).type() != std::filesystem::file_type::not_found) {
+      std::cerr << "ulysses-trace: " << e.path().string()
+                << " exists and is not a regular file; remove it or pick another folder\n";
+      return 2;
+    }
+  }
+  if (!stale.empty()) {
+    std::sort(stale.begin(), stale.end());
+    std::cerr << "ulysses-trace: " << out << " holds " << stale.front()
+              << (stale.size() > 1 ? " and " + std::to_string(stale.size() - 1) + " more" : "")
+              << " of ranks this trace does not have (it holds " << ranks_text(m)
+              << "): HTA would read them as ranks of this run; remove them or pick another folder\n";
+    return 2;
+  }
+  return 0;
+}
+
+// The rank files a --per-rank export would write that exist already (without --force: refused,
+// 2 said on stderr; else 0).
+static int refuse_existing_rank_files(const TraceArgs& a, const prof::TraceModel& m) {
+  std::vector<std::string> existing;
+  std::error_code ec;
+  for (int32_t r : m.rank_set())
+    if (const auto p = std::filesystem::path(a.out) / ("rank" + std::to_string(r) + ".json");
+        std::filesystem::symlink_status(p, ec).type() != std::filesystem::file_type::not_found)
+      existing.push_back(p.filename().string());
+  if (existing.empty()) return 0;
+  std::cerr << "ulysses-trace: " << a.out << " already holds " << existing.front()
+            << (existing.size() > 1 ? " and " + std::to_string(existing.size() - 1) + " more rank file(s)" : "")
+            << "; pick another folder, or pass --force to overwrite them\n";
+  return 2;
+}
+
+// export: a Chrome trace, one file or one per rank.
+static int run_export(const TraceArgs& a, const prof::LoadOptions& lo) {
+  const std::string& out = a.out;
+  const int32_t rank = a.rank;
+  prof::TraceModel m = prof::load_trace(a.run, lo);
+  if (refuse_empty_trace(m, static_cast<int64_t>(m.ranges.size()))) return 2;
+  prof::ChromeExportOptions co;
+  co.rank = rank;
+  if (a.per_rank && rank >= 0) {
+    std::cerr << "ulysses-trace: --per-rank writes every rank; drop --rank " << rank << "\n";
+    return 2;
+  }
+  bool has_rank = false;
+  const std::string held = ranks_text(m, &has_rank, rank);
+  if (rank >= 0 && !has_rank) {
+    std::cerr << "ulysses-trace: rank " << rank << " is not in " << a.run << " (it holds rank(s) " << held
+              << "); nothing written\n";
+    return 2;
+  }
+  if (a.per_rank && check_per_rank_folder(a, m) != 0) return 2;
+  // the files it would write, known once the ranks are read
+  if (a.per_rank && !a.force && refuse_existing_rank_files(a, m) != 0) return 2;
+  if (a.per_rank) {
+    auto files = prof::export_chrome_trace_per_rank(m, out, co);
+    std::cerr << "wrote " << files.size() << " files rank*.json into " << out << " (" << m.ranges.size()
+              << " events)\n";
+  } else {
+    prof::export_chrome_trace(m, out, co);
+    int64_t n_ranges = 0, n_lanes = 0;  // what was written: this rank's only with --rank
+    for (const auto& l : m.lanes)
+      if (rank < 0 || l.rank == rank) n_ranges += l.count, ++n_lanes;
+    std::cerr << "wrote " << out << " (" << n_ranges << " ranges on " << n_lanes << " lanes"
+              << (rank >= 0 ? " of rank " + std::to_string(rank) : std::string()) << ")\n";
+  }
+  return 0;
+}
+
+static int run_command(int argc, char** argv) {
+  CLI::App app{"ulysses-trace: summaries and exports of Ulysses Studio traces"};
+  app.require_subcommand(1);
+  TraceArgs a;
+  add_subcommands(app, a);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  if (check_arguments(a) != 0) return 2;
   try {
     prof::LoadOptions lo;
-    if (report->parsed()) return write_html_report(run, html_out, !no_cache);
-    if (prep->parsed()) {
-      if (prof::summary_cache_disabled_by_env()) {
-        std::cerr << "ulysses-trace: ULYSSES_TRACE_NO_CACHE is set: nothing to prepare\n";
-        return 2;
-      }
-      const prof::PreparedCaches p = prof::prepare_trace_caches(run, prof::SummaryCacheOptions{}.racy_window_ns);
-      const std::string files = p.rank_files > 0 ? "; rank-file caches " + std::to_string(p.rank_files_cached) +
-                                                       " of " + std::to_string(p.rank_files)
-                                                 : "";
-      if (!p.loaded) {
-        std::cerr << "already prepared: " << run << " (summary, overview" << (p.rank_files > 0 ? " and rank files" : "")
-                  << " cached beside the trace)\n";
-        return 0;
-      }
-      std::fprintf(
-          stderr, "prepared %s in %.2f s: %lld ranges; summary %s, overview %s%s\n", run.c_str(), p.seconds,
-          static_cast<long long>(p.ranges), p.summary_cached ? "cached" : "NOT cached",
-          p.overview_cached ? ("cached (" + std::to_string(p.overview_ranges) + " ranges)").c_str() : "NOT cached",
-          files.c_str());
-      if (p.summary_cached && p.overview_cached && p.rank_files_cached == p.rank_files) return 0;
-      std::cerr << "ulysses-trace: could not write the caches beside " << run << ": " << why_not_writable(run) << "\n";
-      return 1;
-    }
-    if (cmp->parsed()) {
-      lo.head_lanes = false;
-      const prof::TraceModel ma = prof::load_trace(run, lo), mb = prof::load_trace(run_b, lo);
-      prof::CompareOptions co;
-      co.threshold = threshold;
-      const prof::Summary sa = prof::analyze(ma), sb = prof::analyze(mb);
-      // An empty side (an empty Kineto file) compared as "0 of 0 rows differ", exit 0.
-      if (refuse_empty_trace(ma, sa.num_ranges + sa.num_kernels) ||
-          refuse_empty_trace(mb, sb.num_ranges + sb.num_kernels))
-        return 2;
-      const prof::Comparison c = prof::compare_summaries(ma, sa, mb, sb, co);
-      if (as_json)
-        std::cout << prof::comparison_to_json(c).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-      else
-        std::cout << terminal_safe(prof::comparison_to_text(c));
-      return 0;
-    }
-    if (summary->parsed()) {
-      lo.head_lanes = false;  // not needed for analysis
-      prof::AnalysisOptions ao;
-      ao.step_begin = step_begin;
-      ao.step_end = step_end;
-      prof::SummaryCacheOptions co;
-      co.enabled = !no_cache;
-      lo.file_caches = !no_cache;
-      const prof::CachedSummary cs = prof::load_summary(run, lo, ao, co);
-      const prof::TraceModel& m = cs.model;
-      const prof::Summary& s = cs.summary;
-      if (refuse_empty_trace(m, s.num_ranges + s.num_kernels)) return 2;
-      if (const std::string e = step_window_misses(m, s, step_begin, step_end); !e.empty()) {
-        std::cerr << "ulysses-trace: " << e << "\n";
-        return 2;
-      }
-      if (as_json) {
-        // Names from foreign traces may hold invalid UTF-8: replaced (U+FFFD), never a failed output.
-        std::cout << prof::summary_to_json(m, s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-      } else {
-        std::cout << terminal_safe(prof::summary_to_text(m, s));
-      }
-    } else {
-      prof::TraceModel m = prof::load_trace(run, lo);
-      if (refuse_empty_trace(m, static_cast<int64_t>(m.ranges.size()))) return 2;
-      prof::ChromeExportOptions co;
-      co.rank = rank;
-      if (per_rank && rank >= 0) {
-        std::cerr << "ulysses-trace: --per-rank writes every rank; drop --rank " << rank << "\n";
-        return 2;
-      }
-      bool has_rank = false;
-      const std::string held = ranks_text(m, &has_rank, rank);
-      if (rank >= 0 && !has_rank) {
-        std::cerr << "ulysses-trace: rank " << rank << " is not in " << run << " (it holds rank(s) " << held
-                  << "); nothing written\n";
-        return 2;
-      }
-      if (per_rank) {
-        // A folder (or device) where a rank file goes is bad input (it was exit 1 after writing
-        // the others), and rank files of another export this one would not replace would be read
-        // by HTA as ranks of this run (a 4-rank export left under a 2-rank one): both refused,
-        // also with --force.
-        std::error_code ec;
-        const std::set<int32_t> ranks = m.rank_set();
-        std::vector<std::string> stale;
-        for (const auto& e : std::filesystem::directory_iterator(out, ec)) {
-          const std::string name = e.path().filename().string();
-          // rank<N>.json, as export_chrome_trace_per_rank names its files
-          if (name.size() < 10 || name.rfind("rank", 0) != 0 || name.substr(name.size() - 5) != ".json") continue;
-          const std::string digits = name.substr(4, name.size() - 9);
-          if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
-            continue;
-          const auto r = static_cast<int32_t>(std::stol(digits));
-          if (!ranks.count(r)) {
-            stale.push_back(name);
-          } else if (force && std::filesystem::is_regular_file(e.path(), ec)) {
-            if (const std::string what = force_refusal(e.path().string(), OwnOutput::ChromeTrace); !what.empty()) {
-              std::cerr << "ulysses-trace: --force replaces only rank files that ulysses-trace wrote before, and "
-                        << e.path().string() << " is " << what << "; nothing written: pick another folder\n";
-              return 2;
-            }
-          } else if (std::filesystem::status(e.path(), ec).type() != std::filesystem::file_type::regular &&
-                     std::filesystem::status(e.path(), ec).type() != std::filesystem::file_type::not_found) {
-            std::cerr << "ulysses-trace: " << e.path().string()
-                      << " exists and is not a regular file; remove it or pick another folder\n";
-            return 2;
-          }
-        }
-        if (!stale.empty()) {
-          std::sort(stale.begin(), stale.end());
-          std::cerr << "ulysses-trace: " << out << " holds " << stale.front()
-                    << (stale.size() > 1 ? " and " + std::to_string(stale.size() - 1) + " more" : "")
-                    << " of ranks this trace does not have (it holds " << ranks_text(m)
-                    << "): HTA would read them as ranks of this run; remove them or pick another folder\n";
-          return 2;
-        }
-      }
-      if (per_rank && !force) {  // the files it would write, known once the ranks are read
-        std::vector<std::string> existing;
-        std::error_code ec;
-        for (int32_t r : m.rank_set())
-          if (const auto p = std::filesystem::path(out) / ("rank" + std::to_string(r) + ".json");
-              std::filesystem::symlink_status(p, ec).type() != std::filesystem::file_type::not_found)
-            existing.push_back(p.filename().string());
-        if (!existing.empty()) {
-          std::cerr << "ulysses-trace: " << out << " already holds " << existing.front()
-                    << (existing.size() > 1 ? " and " + std::to_string(existing.size() - 1) + " more rank file(s)" : "")
-                    << "; pick another folder, or pass --force to overwrite them\n";
-          return 2;
-        }
-      }
-      if (per_rank) {
-        auto files = prof::export_chrome_trace_per_rank(m, out, co);
-        std::cerr << "wrote " << files.size() << " files rank*.json into " << out << " (" << m.ranges.size()
-                  << " events)\n";
-      } else {
-        prof::export_chrome_trace(m, out, co);
-        int64_t n_ranges = 0, n_lanes = 0;  // what was written: this rank's only with --rank
-        for (const auto& l : m.lanes)
-          if (rank < 0 || l.rank == rank) n_ranges += l.count, ++n_lanes;
-        std::cerr << "wrote " << out << " (" << n_ranges << " ranges on " << n_lanes << " lanes"
-                  << (rank >= 0 ? " of rank " + std::to_string(rank) : std::string()) << ")\n";
-      }
-    }
+    if (a.report->parsed()) return write_html_report(a.run, a.html_out, !a.no_cache);
+    if (a.prep->parsed()) return run_prepare(a);
+    if (a.cmp->parsed()) return run_compare(a, lo);
+    if (a.summary->parsed()) return run_summary(a, lo);
+    return run_export(a, lo);
   } catch (const prof::TraceError& e) {
     print_error(e.what());
     return 2;
@@ -568,7 +613,6 @@ static int run_command(int argc, char** argv) {
     std::cerr << "ulysses-trace: error: unknown exception\n";
     return 1;
   }
-  return 0;
 }
 
 int main(int argc, char** argv) {

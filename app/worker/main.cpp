@@ -97,6 +97,287 @@ std::string host_name() {
   gethostname(buf, sizeof buf - 1);
   return buf;
 }
+// What the steps of one rank's run share: its environment, config and device, the liveness
+// beat, the save folder's owner, the process groups and the tracer.
+struct WorkerRun {
+  const DistEnv& env;
+  RunConfig& cfg;
+  const std::string& out_dir;
+  const DeviceDecision& dev;
+  launch::Heartbeat& heartbeat;
+  launch::FolderClaim save_claim;
+  std::string save_owner;
+  Comm* comm = nullptr;
+  std::unique_ptr<prof::Tracer> tracer;
+
+  WorkerRun(const DistEnv& env_, RunConfig& cfg_, const std::string& out_dir_, const DeviceDecision& dev_,
+            launch::Heartbeat& heartbeat_)
+      : env(env_), cfg(cfg_), out_dir(out_dir_), dev(dev_), heartbeat(heartbeat_) {}
+};
+
+// P ranks x threads never exceed the cores: intra-op threads, one inter-op thread, and
+// OpenBLAS's own pool (the -pthread build ignores at::set_num_threads; the launcher also
+// sets OPENBLAS_NUM_THREADS / OMP_NUM_THREADS so no pool is sized to all cores at load).
+// Returns the intra-op threads.
+int set_thread_counts(const RunConfig& cfg, const DistEnv& env) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const int threads = cfg.train.threads_per_rank > 0
+                          ? static_cast<int>(cfg.train.threads_per_rank)
+                          : std::max(1, static_cast<int>(cores) / std::max(1, env.local_world_size));
+  at::set_num_threads(threads);
+  at::set_num_interop_threads(1);
+  if (auto set_blas = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+    set_blas(threads);
+  return threads;
+}
+
+// --out must be a folder this rank can write, checked before rendezvous (it was found only
+// after the model build, as a bare filesystem error)
+void check_out_folder(const std::string& out_dir) {
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec || !fs::is_directory(out_dir))
+    throw ConfigError("--out " + out_dir + " cannot be made a run folder" +
+                      (ec ? ": " + ec.message() : std::string(": it is not a folder")));
+  if (::access(out_dir.c_str(), W_OK) != 0)
+    throw ConfigError("--out " + out_dir + " is not writable: " + std::strerror(errno));
+}
+
+// train.save_to belongs to one run at a time (engine/launch/folder_claim.hpp): ulysses-run
+// claimed it and names this run in ULYSSES_SAVE_OWNER; started otherwise (torchrun, Slurm),
+// rank 0 claims it here, before the first save. Every save checks that the owner record
+// still names this run.
+void claim_save_folder(WorkerRun& w) {
+  const RunConfig& cfg = w.cfg;
+  if (cfg.train.save_to.empty()) return;
+  if (const char* o = std::getenv(launch::kSaveOwnerEnv); o && *o) {
+    w.save_owner = o;
+    return;
+  }
+  w.save_owner = fs::absolute(w.out_dir).lexically_normal().string();
+  if (w.env.rank != 0) return;
+  launch::ClaimAttempt a = launch::claim_folder(cfg.train.save_to, {w.save_owner, ::getpid(), "ulysses-worker rank 0"});
+  if (a.holder)
+    throw ConfigError("train.save_to " + cfg.train.save_to + " belongs to " + a.holder->describe() +
+                      ", which is still going; pick another train.save_to");
+  if (!a.error.empty()) throw ConfigError("train.save_to: " + a.error);
+  w.save_claim = std::move(a.claim);
+}
+
+void check_save_owner(const WorkerRun& w) {
+  const RunConfig& cfg = w.cfg;
+  const auto rec = launch::last_owner(cfg.train.save_to);
+  if (rec && rec->run == w.save_owner) return;
+  throw std::runtime_error("train.save_to " + cfg.train.save_to + " now belongs to " +
+                           (rec ? rec->describe() : std::string("no run (its owner record is gone)")) +
+                           ", not to this run (" + w.save_owner +
+                           "): nothing saved, so that the folder's checkpoints stay whole");
+}
+
+// The rank's tracer (profile.enabled): its trace file, the run's shape and config, memory
+// sampling, and the clock offset to rank 0.
+void open_tracer(WorkerRun& w) {
+  const RunConfig& cfg = w.cfg;
+  Comm& comm = *w.comm;
+  const std::string& out_dir = w.out_dir;
+  if (!cfg.profile.enabled) return;
+  fs::create_directories(run_layout::trace_dir(out_dir));
+  prof::TracerOptions to;
+  to.path = run_layout::rank_trace(out_dir, w.env.rank).string();
+  g_trace_path = to.path;
+  to.rank = w.env.rank;
+  to.world_size = w.env.world_size;
+  to.sp_rank = comm.sp_rank();
+  to.sp_size = comm.sp_size();
+  // The trace schema has no ring axis yet (docs/RING.md): with ring_size > 1 the ring ranks
+  // are recorded as a further data-parallel axis (rank = that dp_rank x sp + sp_rank holds),
+  // so worldSize = spSize x dpSize stays true; the stored config says ring_size.
+  to.dp_rank = comm.rank() / comm.sp_size();
+  to.dp_size = comm.dp_size() * comm.ring_size();
+  to.device = w.dev.device;  // "cuda:N" starts CUPTI in the tracer
+  to.hostname = host_name();
+  to.run_config_json = cfg.to_json().dump();
+  to.run_id = fs::path(out_dir).filename().string();
+  to.step_begin = cfg.profile.step_begin;
+  to.step_end = cfg.profile.step_end;
+  to.memory = cfg.profile.memory;
+  // Memory by category (memory_categories.hpp) on CPU ranks: every CPU tensor storage from
+  // here on is counted under the scope it was made in, sampled at each range's edges.
+  if (cfg.profile.memory && w.dev.device == "cpu") {
+    mem::install_cpu_counting();
+    to.memory_probe = mem::cpu_probe();
+  }
+  w.tracer = prof::Tracer::open(to);
+  // One clock: this rank's offset to rank 0 (every rank measures, profile.enabled is the same everywhere).
+  if (comm.has_groups()) w.tracer->record_clock("start", comm.sync_clock("start"));
+}
+
+// The planner's prediction of the same step's peak by category, beside what is measured
+// (rank 0, once; a config the dry run cannot model has none).
+void record_planned_memory(WorkerRun& w) {
+  if (!w.tracer || !w.cfg.profile.memory || w.env.rank != 0 || w.dev.device != "cpu") return;
+  try {
+    w.tracer->record_planned_memory(plan::plan_memory(w.cfg).peak_categories);
+  } catch (const std::exception& e) {
+    std::cerr << "ulysses-worker: note: no memory plan in the trace (" << e.what() << ")" << std::endl;
+  }
+}
+
+// What the load of train.init_from left unread (rank 0).
+void note_unused_init_tensors(const Trainer& trainer, const RunConfig& cfg) {
+  const auto& unused = trainer.unused_init_tensors();
+  if (unused.empty()) return;
+  std::cerr << "ulysses-worker: note: " << cfg.train.init_from << " holds " << unused.size()
+            << " tensor(s) the model has no parameter for, not loaded (more layers than model.num_hidden_layers, "
+               "or another model?): ";
+  // Quoted and escaped: a name with a newline or an escape sequence split the note or
+  // coloured the terminal.
+  for (size_t i = 0; i < unused.size() && i < 8; ++i)
+    std::cerr << (i ? ", " : "") << ulysses::json_for_message(nlohmann::json(unused[i]));
+  if (unused.size() > 8) std::cerr << ", and " << unused.size() - 8 << " more";
+  std::cerr << std::endl;
+}
+
+// One step's figures: into the trace, and (rank 0) a whole line of metrics.jsonl and a
+// METRIC line on stdout.
+void record_step_metrics(WorkerRun& w, launch::LineAppender& metrics, int64_t s, const StepMetrics& m,
+                         std::chrono::steady_clock::time_point t_start) {
+  if (w.tracer) {
+    prof::StepRecord r;
+    r.step = s;
+    r.loss = m.loss;
+    r.lr = m.lr;
+    r.grad_norm = m.grad_norm;
+    r.tokens = m.tokens;
+    r.tokens_per_s = m.tokens_per_s;
+    r.step_ms = m.step_ms;
+    r.max_mem_bytes = m.max_mem_bytes;
+    w.tracer->end_step(r);
+  }
+  if (w.env.rank != 0) return;
+  json j = {{"step", s},
+            {"steps", w.cfg.train.steps},
+            {"loss", m.loss},
+            {"lr", m.lr},
+            {"grad_norm", m.grad_norm},
+            {"tokens", m.tokens},
+            {"tokens_per_s", m.tokens_per_s},
+            {"step_ms", m.step_ms},
+            {"max_mem_bytes", m.max_mem_bytes},
+            {"elapsed_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count()}};
+  const std::string line = j.dump();
+  if (const std::string why = metrics.append(line, "step " + std::to_string(s)); !why.empty())
+    throw std::runtime_error(why);
+  std::cout << "METRIC " << line << std::endl;
+}
+
+// The training steps from first_step, each recorded, with the checkpoints due. Returns the
+// number of the step a signal stopped the run before, or -1 when every step ran.
+int64_t run_steps(WorkerRun& w, Trainer& trainer, launch::LineAppender& metrics, int64_t first_step) {
+  using launch::Phase;
+  const RunConfig& cfg = w.cfg;
+  const auto t_start = std::chrono::steady_clock::now();
+  for (int64_t s = first_step; s < cfg.train.steps; ++s) {
+    if (g_stop) return s;
+    w.heartbeat.set(Phase::Step, s);
+    if (w.tracer) w.tracer->begin_step(s);
+    StepMetrics m = trainer.step(s);
+    if (!std::isfinite(m.loss))  // the first step's loss comes before any update: no learning rate made it
+      throw std::runtime_error(
+          "loss is " + std::to_string(m.loss) + " at step " + std::to_string(s) +
+          (s == first_step ? ", before any update by this run: the weights or the model settings give a non-finite "
+                             "loss (check train.init_from / train.resume_from's weights and the model section, "
+                             "e.g. rope_*)"
+                           : "; lower train.lr"));
+    record_step_metrics(w, metrics, s, m, t_start);
+    if (checkpoint_due(cfg.train, s + 1)) {  // full training state into save_to/step-N (collective)
+      if (w.tracer) w.tracer->flush();       // the trace holds every step up to the checkpoint
+      w.heartbeat.set(Phase::Save, s);       // a failure or a stall here is the save's, not step s's
+      check_save_owner(w);
+      const std::string dir = save_train_state(trainer, *w.comm, w.cfg, s + 1);
+      if (w.env.rank == 0) std::cerr << "ulysses-worker: saved training state to " << dir << std::endl;
+    }
+  }
+  return -1;
+}
+
+// The Hugging Face model after the last step, into train.save_to (rank 0 writes it). Returns
+// the gathered parameters (ZeRO stage 3), held until the run is finished.
+std::unique_ptr<GatheredParameters> save_final_model(WorkerRun& w, Trainer& trainer) {
+  const RunConfig& cfg = w.cfg;
+  // ZeRO stage 3: every rank gathers every layer for rank 0's save (collective; nothing below stage 3).
+  std::unique_ptr<GatheredParameters> full;
+  if (!cfg.train.save_to.empty()) full = std::make_unique<GatheredParameters>(trainer);
+  if (!cfg.train.save_to.empty() && w.env.rank == 0) {
+    w.heartbeat.set(launch::Phase::Save, cfg.train.steps - 1);  // the Hugging Face model after the last step
+    check_save_owner(w);
+    save_checkpoint(trainer.model(), cfg.train.save_to,
+                    cfg.train.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32, cfg.train.save_shard_bytes);
+    std::cerr << "ulysses-worker: saved Hugging Face checkpoint to " << cfg.train.save_to << std::endl;
+  }
+  return full;
+}
+// The run config of --config and --set, valid, for the world this rank is part of.
+RunConfig load_checked_config(const std::string& config_path, const std::vector<std::string>& overrides,
+                              const DistEnv& env) {
+  RunConfig cfg = load_run_config(config_path, overrides);
+  throw_if_invalid(validate(cfg));
+  if (env.world_size != cfg.parallel.world_size())
+    throw ConfigError("WORLD_SIZE (" + std::to_string(env.world_size) +
+                      ") does not match parallel.sp_size x parallel.ring_size x parallel.dp_size (" +
+                      std::to_string(cfg.parallel.sp_size) + " x " + std::to_string(cfg.parallel.ring_size) + " x " +
+                      std::to_string(cfg.parallel.dp_size) + " = " + std::to_string(cfg.parallel.world_size()) + ")");
+  return cfg;
+}
+
+// The process groups (rendezvous with the other ranks).
+std::unique_ptr<Comm> make_comm(const WorkerRun& w) {
+  const RunConfig& cfg = w.cfg;
+  return std::make_unique<Comm>(w.env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size),
+                                w.dev, std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000)),
+                                static_cast<int>(cfg.parallel.ring_size));
+}
+
+// faults.*: a straggler on demand.
+void set_fault_delay(const WorkerRun& w) {
+  const RunConfig& cfg = w.cfg;
+  w.comm->set_fault_delay(static_cast<int>(cfg.faults.slow_rank), cfg.faults.delay_ms);
+  if (cfg.faults.slow_rank == w.env.rank)
+    std::cerr << "ulysses-worker (rank " << w.env.rank << "): faults.delay_ms: sleeping " << cfg.faults.delay_ms
+              << " ms before each collective" << std::endl;
+}
+
+// train.resume_from: weights, AdamW state, RNG and the step to continue at. Returns the first
+// step to run.
+int64_t resume_if_asked(WorkerRun& w, Trainer& trainer) {
+  if (w.cfg.train.resume_from.empty()) return 0;
+  const ResumePoint rp = restore_train_state(trainer, *w.comm, w.cfg);
+  if (w.env.rank == 0)
+    std::cerr << "ulysses-worker: resumed from " << rp.dir << " at step " << rp.next_step << std::endl;
+  return rp.next_step;
+}
+
+// The run's shape, backend, device, threads and size, said once (rank 0).
+void print_run_line(const WorkerRun& w, int threads) {
+  const Comm& comm = *w.comm;
+  std::cerr << "ulysses-worker: " << w.env.world_size << " rank(s), sp_size " << comm.sp_size()
+            << (comm.ring_size() > 1 ? " x ring_size " + std::to_string(comm.ring_size()) : std::string())
+            << " x dp_size " << comm.dp_size() << ", backend " << comm.backend_name()
+            << (comm.has_groups() ? " (c10d groups made)" : "") << ", device " << w.dev.device << " (" << w.dev.reason
+            << "), " << threads << " thread(s) per rank, " << w.cfg.model.num_parameters() << " parameters"
+            << std::endl;
+}
+
+// The end of a run that finished: every rank at the barrier, the clock measured again (drift
+// over the run), the groups shut down and the trace closed.
+void finish_run(WorkerRun& w) {
+  Comm& comm = *w.comm;
+  w.heartbeat.set(launch::Phase::Finish);
+  comm.barrier();
+  if (w.tracer && comm.has_groups()) w.tracer->record_clock("close", comm.sync_clock("close"));  // drift over the run
+  comm.shutdown();
+  if (w.tracer) w.tracer->close();
+}
 }  // namespace
 
 namespace ulysses {
@@ -145,231 +426,41 @@ int main(int argc, char** argv) {
     const DistEnv env = DistEnv::from_environment();
     rank = env.rank;
     g_rank = rank;
-    RunConfig cfg = load_run_config(config_path, overrides);
-    throw_if_invalid(validate(cfg));
-    if (env.world_size != cfg.parallel.world_size())
-      throw ConfigError("WORLD_SIZE (" + std::to_string(env.world_size) +
-                        ") does not match parallel.sp_size x parallel.ring_size x parallel.dp_size (" +
-                        std::to_string(cfg.parallel.sp_size) + " x " + std::to_string(cfg.parallel.ring_size) + " x " +
-                        std::to_string(cfg.parallel.dp_size) + " = " + std::to_string(cfg.parallel.world_size()) + ")");
-
+    RunConfig cfg = load_checked_config(config_path, overrides, env);
     // One decision for device and backend; a refusal (e.g. more local ranks than GPUs) is
     // bad input. The GPU is selected before the process groups are made.
     const DeviceDecision dev = decide_device_or_throw(cfg, DeviceFacts::detect(env.local_rank, env.local_world_size));
     if (dev.cuda) compat::set_cuda_device(dev.device_index);
-
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    const int threads = cfg.train.threads_per_rank > 0
-                            ? static_cast<int>(cfg.train.threads_per_rank)
-                            : std::max(1, static_cast<int>(cores) / std::max(1, env.local_world_size));
-    // P ranks x threads never exceed the cores: intra-op threads, one inter-op thread, and
-    // OpenBLAS's own pool (the -pthread build ignores at::set_num_threads; the launcher also
-    // sets OPENBLAS_NUM_THREADS / OMP_NUM_THREADS so no pool is sized to all cores at load).
-    at::set_num_threads(threads);
-    at::set_num_interop_threads(1);
-    if (auto set_blas = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
-      set_blas(threads);
-
-    {  // --out must be a folder this rank can write, checked before rendezvous (it was found only
-       // after the model build, as a bare filesystem error)
-      std::error_code ec;
-      fs::create_directories(out_dir, ec);
-      if (ec || !fs::is_directory(out_dir))
-        throw ConfigError("--out " + out_dir + " cannot be made a run folder" +
-                          (ec ? ": " + ec.message() : std::string(": it is not a folder")));
-      if (::access(out_dir.c_str(), W_OK) != 0)
-        throw ConfigError("--out " + out_dir + " is not writable: " + std::strerror(errno));
-    }
-    // train.save_to belongs to one run at a time (engine/launch/folder_claim.hpp): ulysses-run
-    // claimed it and names this run in ULYSSES_SAVE_OWNER; started otherwise (torchrun, Slurm),
-    // rank 0 claims it here, before the first save. Every save checks that the owner record
-    // still names this run.
-    launch::FolderClaim save_claim;
-    std::string save_owner;
-    if (!cfg.train.save_to.empty()) {
-      if (const char* o = std::getenv(launch::kSaveOwnerEnv); o && *o) {
-        save_owner = o;
-      } else {
-        save_owner = fs::absolute(out_dir).lexically_normal().string();
-        if (env.rank == 0) {
-          launch::ClaimAttempt a =
-              launch::claim_folder(cfg.train.save_to, {save_owner, ::getpid(), "ulysses-worker rank 0"});
-          if (a.holder)
-            throw ConfigError("train.save_to " + cfg.train.save_to + " belongs to " + a.holder->describe() +
-                              ", which is still going; pick another train.save_to");
-          if (!a.error.empty()) throw ConfigError("train.save_to: " + a.error);
-          save_claim = std::move(a.claim);
-        }
-      }
-    }
-    auto check_save_owner = [&] {
-      const auto rec = launch::last_owner(cfg.train.save_to);
-      if (rec && rec->run == save_owner) return;
-      throw std::runtime_error("train.save_to " + cfg.train.save_to + " now belongs to " +
-                               (rec ? rec->describe() : std::string("no run (its owner record is gone)")) +
-                               ", not to this run (" + save_owner +
-                               "): nothing saved, so that the folder's checkpoints stay whole");
-    };
+    const int threads = set_thread_counts(cfg, env);
+    check_out_folder(out_dir);
+    WorkerRun w(env, cfg, out_dir, dev, heartbeat);
+    claim_save_folder(w);
     heartbeat.set(Phase::Rendezvous);
-    comm_holder =
-        std::make_unique<Comm>(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), dev,
-                               std::chrono::milliseconds(static_cast<int64_t>(cfg.parallel.timeout_s * 1000)),
-                               static_cast<int>(cfg.parallel.ring_size));
-    Comm& comm = *comm_holder;
+    comm_holder = make_comm(w);
+    w.comm = comm_holder.get();
     heartbeat.set(Phase::Build);
-    comm.set_fault_delay(static_cast<int>(cfg.faults.slow_rank),
-                         cfg.faults.delay_ms);  // faults.*: a straggler on demand
-    if (cfg.faults.slow_rank == env.rank)
-      std::cerr << "ulysses-worker (rank " << env.rank << "): faults.delay_ms: sleeping " << cfg.faults.delay_ms
-                << " ms before each collective" << std::endl;
-
-    std::unique_ptr<prof::Tracer> tracer;
-    if (cfg.profile.enabled) {
-      fs::create_directories(run_layout::trace_dir(out_dir));
-      prof::TracerOptions to;
-      to.path = run_layout::rank_trace(out_dir, env.rank).string();
-      g_trace_path = to.path;
-      to.rank = env.rank;
-      to.world_size = env.world_size;
-      to.sp_rank = comm.sp_rank();
-      to.sp_size = comm.sp_size();
-      // The trace schema has no ring axis yet (docs/RING.md): with ring_size > 1 the ring ranks
-      // are recorded as a further data-parallel axis (rank = that dp_rank x sp + sp_rank holds),
-      // so worldSize = spSize x dpSize stays true; the stored config says ring_size.
-      to.dp_rank = comm.rank() / comm.sp_size();
-      to.dp_size = comm.dp_size() * comm.ring_size();
-      to.device = dev.device;  // "cuda:N" starts CUPTI in the tracer
-      to.hostname = host_name();
-      to.run_config_json = cfg.to_json().dump();
-      to.run_id = fs::path(out_dir).filename().string();
-      to.step_begin = cfg.profile.step_begin;
-      to.step_end = cfg.profile.step_end;
-      to.memory = cfg.profile.memory;
-      // Memory by category (memory_categories.hpp) on CPU ranks: every CPU tensor storage from
-      // here on is counted under the scope it was made in, sampled at each range's edges.
-      if (cfg.profile.memory && dev.device == "cpu") {
-        mem::install_cpu_counting();
-        to.memory_probe = mem::cpu_probe();
-      }
-      tracer = prof::Tracer::open(to);
-      // One clock: this rank's offset to rank 0 (every rank measures, profile.enabled is the same everywhere).
-      if (comm.has_groups()) tracer->record_clock("start", comm.sync_clock("start"));
-    }
-
-    // The planner's prediction of the same step's peak by category, beside what is measured
-    // (rank 0, once; a config the dry run cannot model has none).
-    if (tracer && cfg.profile.memory && env.rank == 0 && dev.device == "cpu") {
-      try {
-        tracer->record_planned_memory(plan::plan_memory(cfg).peak_categories);
-      } catch (const std::exception& e) {
-        std::cerr << "ulysses-worker: note: no memory plan in the trace (" << e.what() << ")" << std::endl;
-      }
-    }
-    Trainer trainer(cfg, comm, tracer.get());
-    int64_t first_step = 0;  // train.resume_from: weights, AdamW state, RNG and the step to continue at
-    if (!cfg.train.resume_from.empty()) {
-      const ResumePoint rp = restore_train_state(trainer, comm, cfg);
-      first_step = rp.next_step;
-      if (env.rank == 0)
-        std::cerr << "ulysses-worker: resumed from " << rp.dir << " at step " << first_step << std::endl;
-    }
-    if (env.rank == 0) {  // what the load of train.init_from left unread
-      const auto& unused = trainer.unused_init_tensors();
-      if (!unused.empty()) {
-        std::cerr << "ulysses-worker: note: " << cfg.train.init_from << " holds " << unused.size()
-                  << " tensor(s) the model has no parameter for, not loaded (more layers than model.num_hidden_layers, "
-                     "or another model?): ";
-        // Quoted and escaped: a name with a newline or an escape sequence split the note or
-        // coloured the terminal.
-        for (size_t i = 0; i < unused.size() && i < 8; ++i)
-          std::cerr << (i ? ", " : "") << ulysses::json_for_message(nlohmann::json(unused[i]));
-        if (unused.size() > 8) std::cerr << ", and " << unused.size() - 8 << " more";
-        std::cerr << std::endl;
-      }
-    }
-    if (env.rank == 0)
-      std::cerr << "ulysses-worker: " << env.world_size << " rank(s), sp_size " << comm.sp_size()
-                << (comm.ring_size() > 1 ? " x ring_size " + std::to_string(comm.ring_size()) : std::string())
-                << " x dp_size " << comm.dp_size() << ", backend " << comm.backend_name()
-                << (comm.has_groups() ? " (c10d groups made)" : "") << ", device " << dev.device << " (" << dev.reason
-                << "), " << threads << " thread(s) per rank, " << cfg.model.num_parameters() << " parameters"
-                << std::endl;
-
+    set_fault_delay(w);
+    open_tracer(w);
+    record_planned_memory(w);
+    Trainer trainer(cfg, *w.comm, w.tracer.get());
+    const int64_t first_step = resume_if_asked(w, trainer);
+    if (env.rank == 0) note_unused_init_tensors(trainer, cfg);
+    if (env.rank == 0) print_run_line(w, threads);
     launch::LineAppender metrics;  // whole lines only: a full disk never leaves a torn step
     if (env.rank == 0) {
       fs::create_directories(out_dir);
       if (const std::string why = metrics.open(run_layout::metrics(out_dir).string()); !why.empty())
         throw std::runtime_error(why);
     }
-    const auto t_start = std::chrono::steady_clock::now();
-    for (int64_t s = first_step; s < cfg.train.steps; ++s) {
-      if (g_stop) {
-        abort_comm();  // the other ranks are being stopped too: wait for none of them
-        if (tracer) tracer->close();
-        std::cerr << "ulysses-worker (rank " << rank << "): stopped by a signal after " << s << " step(s)" << std::endl;
-        return 1;
-      }
-      heartbeat.set(Phase::Step, s);
-      if (tracer) tracer->begin_step(s);
-      StepMetrics m = trainer.step(s);
-      if (!std::isfinite(m.loss))  // the first step's loss comes before any update: no learning rate made it
-        throw std::runtime_error(
-            "loss is " + std::to_string(m.loss) + " at step " + std::to_string(s) +
-            (s == first_step ? ", before any update by this run: the weights or the model settings give a non-finite "
-                               "loss (check train.init_from / train.resume_from's weights and the model section, "
-                               "e.g. rope_*)"
-                             : "; lower train.lr"));
-      if (tracer) {
-        prof::StepRecord r;
-        r.step = s;
-        r.loss = m.loss;
-        r.lr = m.lr;
-        r.grad_norm = m.grad_norm;
-        r.tokens = m.tokens;
-        r.tokens_per_s = m.tokens_per_s;
-        r.step_ms = m.step_ms;
-        r.max_mem_bytes = m.max_mem_bytes;
-        tracer->end_step(r);
-      }
-      if (env.rank == 0) {
-        json j = {{"step", s},
-                  {"steps", cfg.train.steps},
-                  {"loss", m.loss},
-                  {"lr", m.lr},
-                  {"grad_norm", m.grad_norm},
-                  {"tokens", m.tokens},
-                  {"tokens_per_s", m.tokens_per_s},
-                  {"step_ms", m.step_ms},
-                  {"max_mem_bytes", m.max_mem_bytes},
-                  {"elapsed_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count()}};
-        const std::string line = j.dump();
-        if (const std::string why = metrics.append(line, "step " + std::to_string(s)); !why.empty())
-          throw std::runtime_error(why);
-        std::cout << "METRIC " << line << std::endl;
-      }
-      if (checkpoint_due(cfg.train, s + 1)) {  // full training state into save_to/step-N (collective)
-        if (tracer) tracer->flush();           // the trace holds every step up to the checkpoint
-        heartbeat.set(Phase::Save, s);         // a failure or a stall here is the save's, not step s's
-        check_save_owner();
-        const std::string dir = save_train_state(trainer, comm, cfg, s + 1);
-        if (env.rank == 0) std::cerr << "ulysses-worker: saved training state to " << dir << std::endl;
-      }
+    if (const int64_t stopped = run_steps(w, trainer, metrics, first_step); stopped >= 0) {
+      abort_comm();  // the other ranks are being stopped too: wait for none of them
+      if (w.tracer) w.tracer->close();
+      std::cerr << "ulysses-worker (rank " << rank << "): stopped by a signal after " << stopped << " step(s)"
+                << std::endl;
+      return 1;
     }
-    // ZeRO stage 3: every rank gathers every layer for rank 0's save (collective; nothing below stage 3).
-    std::unique_ptr<GatheredParameters> full;
-    if (!cfg.train.save_to.empty()) full = std::make_unique<GatheredParameters>(trainer);
-    if (!cfg.train.save_to.empty() && env.rank == 0) {
-      heartbeat.set(Phase::Save, cfg.train.steps - 1);  // the Hugging Face model after the last step
-      check_save_owner();
-      save_checkpoint(trainer.model(), cfg.train.save_to,
-                      cfg.train.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32, cfg.train.save_shard_bytes);
-      std::cerr << "ulysses-worker: saved Hugging Face checkpoint to " << cfg.train.save_to << std::endl;
-    }
-    heartbeat.set(Phase::Finish);
-    comm.barrier();
-    if (tracer && comm.has_groups()) tracer->record_clock("close", comm.sync_clock("close"));  // drift over the run
-    comm.shutdown();
-    if (tracer) tracer->close();
+    const std::unique_ptr<GatheredParameters> full = save_final_model(w, trainer);
+    finish_run(w);
     return 0;
   } catch (const ConfigError& e) {
     std::cerr << "ulysses-worker (rank " << rank << "): " << e.what() << std::endl;

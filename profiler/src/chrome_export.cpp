@@ -76,14 +76,77 @@ nlohmann::json pg_config(int32_t world, int32_t sp, int32_t dp, int32_t rank, co
 
 bool is_copy_name(const std::string& s, const char* what) { return s.rfind(what, 0) == 0; }
 
-}  // namespace
+// The streamed writer of one export: the JSON text so far (written out each MiB), the rank
+// set, the exported tid of each lane and OS thread, and the quoted names.
+struct ChromeWriter {
+  const TraceModel& m;
+  std::ostream& os;
+  const ChromeExportOptions& o;
+  std::string out;
+  bool first = true;  // no event written yet
+  bool a = false;     // an arg written in the current args object
+  int64_t base = 0;
+  std::set<int32_t> ranks, gpu_ranks;
+  std::map<int32_t, int> next_tid;
+  std::vector<int> lane_tid;
+  std::map<std::pair<int32_t, int64_t>, int> os_tid;  // (rank, OS tid) -> exported tid of its first lane
+  std::vector<std::string> names;
 
-void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExportOptions& o) {
-  const std::set<int32_t> ranks = m.rank_set();
-  std::set<int32_t> gpu_ranks;
+  ChromeWriter(const TraceModel& m_, std::ostream& os_, const ChromeExportOptions& o_) : m(m_), os(os_), o(o_) {}
+
+  void sep() {
+    if (!first) out += ",\n";
+    first = false;
+  }
+  void flush() {
+    if (out.size() > (1 << 20)) {
+      os.write(out.data(), static_cast<std::streamsize>(out.size()));
+      out.clear();
+    }
+  }
+  bool wanted(int32_t rank) const { return o.rank < 0 || rank == o.rank; }
+  void thread_meta(int32_t rank, int tid, const std::string& name) {
+    std::string pid = std::to_string(rank), t = std::to_string(tid);
+    sep();
+    out += "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " + pid + ", \"tid\": " + t +
+           ", \"args\": {\"name\": " + quote(name) + "}}";
+    sep();
+    out += "{\"ph\": \"M\", \"name\": \"thread_sort_index\", \"pid\": " + pid + ", \"tid\": " + t +
+           ", \"args\": {\"sort_index\": " + t + "}}";
+  }
+  void arg(const char* k2, int64_t v) {
+    if (a) out += ", ";
+    a = true;
+    out += "\"";
+    out += k2;
+    out += "\": ";
+    out += std::to_string(v);
+  }
+  void times(int64_t start, int64_t end) {
+    out += ", \"ts\": ";
+    put_us(out, start - base);
+    out += ", \"dur\": ";
+    put_us(out, end - start);
+  }
+  const std::string& quoted_name(int32_t id, const std::string& unknown) const {
+    return static_cast<size_t>(id) < names.size() ? names[static_cast<size_t>(id)] : unknown;
+  }
+
+  void write_header();
+  void write_metadata();
+  void write_range_name(const Lane& l, bool gpu_lane, const TraceRange& r);
+  void write_range_args(bool gpu_lane, int64_t device, int64_t stream, const TraceRange& r);
+  void write_lane_ranges();
+  void write_runtime_calls();
+  void write_memory_samples();
+  void write_memory_categories();
+};
+
+// The file's head: schema, base time, and distributedInfo (the run's world, this file's rank,
+// its process groups) before the events.
+void ChromeWriter::write_header() {
   for (const auto& l : m.lanes)
     if (l.kind == LaneKind::CudaStream && l.count > 0) gpu_ranks.insert(l.rank);
-  const int64_t base = m.t_min;
   // One rank's file of a larger run (rank1.sqlite alone): the run's world and that rank, as its
   // ULYSSES_RUN says (it read rank 0 of a world of 1, beside events of pid 1).
   int32_t world = static_cast<int32_t>(ranks.size());
@@ -93,7 +156,6 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
   const int32_t file_rank = o.rank >= 0 ? o.rank : ranks.size() == 1 ? *ranks.begin() : -1;
   const std::string backend = gpu_ranks.empty() ? "gloo" : "nccl";
   const auto pgs = pg_config(world, std::max(1, m.sp_size), std::max(1, m.dp_size), file_rank, backend);
-  std::string out;
   out.reserve(1 << 20);
   out += "{\n\"schemaVersion\": 1,\n\"displayTimeUnit\": \"ns\",\n";
   out += "\"baseTimeNanoseconds\": " + std::to_string(base) + ",\n";
@@ -104,31 +166,11 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
          ", \"pg_count\": " + std::to_string(pgs.size()) +
          ", \"pg_config\": " + pgs.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "},\n";
   out += "\"traceEvents\": [\n";
-  bool first = true;
-  auto sep = [&] {
-    if (!first) out += ",\n";
-    first = false;
-  };
-  auto flush = [&] {
-    if (out.size() > (1 << 20)) {
-      os.write(out.data(), static_cast<std::streamsize>(out.size()));
-      out.clear();
-    }
-  };
-  auto wanted = [&](int32_t rank) { return o.rank < 0 || rank == o.rank; };
-  auto thread_meta = [&](int32_t rank, int tid, const std::string& name) {
-    std::string pid = std::to_string(rank), t = std::to_string(tid);
-    sep();
-    out += "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " + pid + ", \"tid\": " + t +
-           ", \"args\": {\"name\": " + quote(name) + "}}";
-    sep();
-    out += "{\"ph\": \"M\", \"name\": \"thread_sort_index\", \"pid\": " + pid + ", \"tid\": " + t +
-           ", \"args\": {\"sort_index\": " + t + "}}";
-  };
-  // Metadata: process per rank, thread per lane (tid = lane index within the rank).
-  std::map<int32_t, int> next_tid;
-  std::vector<int> lane_tid(m.lanes.size(), 0);
-  std::map<std::pair<int32_t, int64_t>, int> os_tid;  // (rank, OS tid) -> exported tid of its first lane
+}
+
+// Metadata: process per rank, thread per lane (tid = lane index within the rank).
+void ChromeWriter::write_metadata() {
+  lane_tid.assign(m.lanes.size(), 0);
   for (size_t li = 0; li < m.lanes.size(); ++li) {
     const Lane& l = m.lanes[li];
     lane_tid[li] = next_tid[l.rank]++;
@@ -155,24 +197,75 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
     os_tid.emplace(std::make_pair(c.rank, c.tid), t);
     thread_meta(c.rank, t, "thread " + std::to_string(c.tid) + " (CUDA API)");
   }
+}
 
-  std::vector<std::string> names(m.strings.size());
-  for (size_t i = 0; i < m.strings.size(); ++i) names[i] = quote(m.strings[i]);
-  bool a = false;
-  auto arg = [&](const char* k2, int64_t v) {
+// A range's category and name: kernels, copies and sets as Kineto names them, head-lane
+// copies, else a user annotation (steps as ProfilerStep#N).
+void ChromeWriter::write_range_name(const Lane& l, bool gpu_lane, const TraceRange& r) {
+  const std::string& sname =
+      static_cast<size_t>(r.name_id) < m.strings.size() ? m.strings[static_cast<size_t>(r.name_id)] : std::string("?");
+  if (gpu_lane || r.is_kernel) {
+    const bool memcpy = is_copy_name(sname, "[CUDA memcpy"), memset = is_copy_name(sname, "[CUDA memset");
+    out += memcpy ? "gpu_memcpy" : memset ? "gpu_memset" : "kernel";
+    out += "\", \"name\": ";
+    out += memcpy ? quote("Memcpy " + sname) : memset ? quote("Memset " + sname) : quote(sname);
+  } else if (l.kind == LaneKind::HeadRange) {
+    out += "ulysses_heads\", \"name\": ";
+    out += quoted_name(r.name_id, "\"?\"");
+  } else {
+    out += "user_annotation\", \"name\": ";
+    if (r.phase == Phase::Step && r.step >= 0)
+      out += quote("ProfilerStep#" + std::to_string(r.step));
+    else
+      out += quoted_name(r.name_id, "\"?\"");
+  }
+}
+
+// A range's args: device, stream and correlation of GPU work, then our own attributes.
+void ChromeWriter::write_range_args(bool gpu_lane, int64_t device, int64_t stream, const TraceRange& r) {
+  out += ", \"args\": {";
+  a = false;
+  const RangeExtra& x = m.extra(r);
+  if (gpu_lane || r.is_kernel) {
+    arg("device", device);
+    arg("stream", stream);
+    arg("correlation", x.correlation);
+    if (x.external_id) arg("External id", x.external_id);
+  } else if (x.external_id) {
+    arg("External id", x.external_id);
+  }
+  if (r.step >= 0) arg("step", r.step);
+  if (r.layer >= 0) arg("layer", r.layer);
+  if (r.dir != Direction::None) {
     if (a) out += ", ";
     a = true;
+    out += "\"direction\": \"";
+    out += direction_name(r.dir);
     out += "\"";
-    out += k2;
-    out += "\": ";
-    out += std::to_string(v);
-  };
-  auto times = [&](int64_t start, int64_t end) {
-    out += ", \"ts\": ";
-    put_us(out, start - base);
-    out += ", \"dur\": ";
-    put_us(out, end - start);
-  };
+  }
+  if (r.phase != Phase::Other && (r.is_kernel || r.phase == Phase::Step)) {
+    if (a) out += ", ";
+    a = true;
+    out += "\"phase\": \"";
+    out += phase_name(r.phase);
+    out += "\"";
+  }
+  if (r.head_begin >= 0) {
+    arg("head_begin", r.head_begin);
+    arg("head_end", r.head_end);
+  }
+  if (r.chunk >= 0) arg("chunk", r.chunk);
+  if (x.bytes_sent) arg(r.is_kernel ? "bytes" : "bytes_sent", x.bytes_sent);
+  if (x.bytes_recv) arg("bytes_recv", x.bytes_recv);
+  if (x.pg >= 0 && x.seq >= 0 && !r.is_kernel) {  // collective identity: one (pg, seq) on every member rank
+    arg("pg", x.pg);
+    arg("seq", x.seq);
+  }
+  out += "}}";
+}
+
+// The ranges, lane by lane: one complete ("X") event each.
+void ChromeWriter::write_lane_ranges() {
   for (size_t li = 0; li < m.lanes.size(); ++li) {
     const Lane& l = m.lanes[li];
     if (!wanted(l.rank) || (!o.head_lanes && l.kind == LaneKind::HeadRange)) continue;
@@ -182,75 +275,24 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
     const int64_t stream = l.tid_or_stream & 0xFFFFFFFFLL, device = l.tid_or_stream >> 32;
     for (int64_t k = 0; k < l.count; ++k) {
       const TraceRange& r = m.ranges[static_cast<size_t>(l.first + k)];
-      const std::string& sname = static_cast<size_t>(r.name_id) < m.strings.size()
-                                     ? m.strings[static_cast<size_t>(r.name_id)]
-                                     : std::string("?");
       sep();
       out += head;
-      if (gpu_lane || r.is_kernel) {
-        const bool memcpy = is_copy_name(sname, "[CUDA memcpy"), memset = is_copy_name(sname, "[CUDA memset");
-        out += memcpy ? "gpu_memcpy" : memset ? "gpu_memset" : "kernel";
-        out += "\", \"name\": ";
-        out += memcpy ? quote("Memcpy " + sname) : memset ? quote("Memset " + sname) : quote(sname);
-      } else if (l.kind == LaneKind::HeadRange) {
-        out += "ulysses_heads\", \"name\": ";
-        out += static_cast<size_t>(r.name_id) < names.size() ? names[static_cast<size_t>(r.name_id)] : "\"?\"";
-      } else {
-        out += "user_annotation\", \"name\": ";
-        if (r.phase == Phase::Step && r.step >= 0)
-          out += quote("ProfilerStep#" + std::to_string(r.step));
-        else
-          out += static_cast<size_t>(r.name_id) < names.size() ? names[static_cast<size_t>(r.name_id)] : "\"?\"";
-      }
+      write_range_name(l, gpu_lane, r);
       times(r.start_ns, r.end_ns);
-      out += ", \"args\": {";
-      a = false;
-      const RangeExtra& x = m.extra(r);
-      if (gpu_lane || r.is_kernel) {
-        arg("device", device);
-        arg("stream", stream);
-        arg("correlation", x.correlation);
-        if (x.external_id) arg("External id", x.external_id);
-      } else if (x.external_id) {
-        arg("External id", x.external_id);
-      }
-      if (r.step >= 0) arg("step", r.step);
-      if (r.layer >= 0) arg("layer", r.layer);
-      if (r.dir != Direction::None) {
-        if (a) out += ", ";
-        a = true;
-        out += "\"direction\": \"";
-        out += direction_name(r.dir);
-        out += "\"";
-      }
-      if (r.phase != Phase::Other && (r.is_kernel || r.phase == Phase::Step)) {
-        if (a) out += ", ";
-        a = true;
-        out += "\"phase\": \"";
-        out += phase_name(r.phase);
-        out += "\"";
-      }
-      if (r.head_begin >= 0) {
-        arg("head_begin", r.head_begin);
-        arg("head_end", r.head_end);
-      }
-      if (r.chunk >= 0) arg("chunk", r.chunk);
-      if (x.bytes_sent) arg(r.is_kernel ? "bytes" : "bytes_sent", x.bytes_sent);
-      if (x.bytes_recv) arg("bytes_recv", x.bytes_recv);
-      if (x.pg >= 0 && x.seq >= 0 && !r.is_kernel) {  // collective identity: one (pg, seq) on every member rank
-        arg("pg", x.pg);
-        arg("seq", x.seq);
-      }
-      out += "}}";
+      write_range_args(gpu_lane, device, stream, r);
       flush();
     }
   }
+}
+
+// CUDA runtime calls, on their thread's lane.
+void ChromeWriter::write_runtime_calls() {
   for (const auto& c : m.runtime) {
     if (!wanted(c.rank)) continue;
     sep();
     out += "{\"ph\": \"X\", \"pid\": " + std::to_string(c.rank) +
            ", \"tid\": " + std::to_string(os_tid[{c.rank, c.tid}]) + ", \"cat\": \"cuda_runtime\", \"name\": ";
-    out += static_cast<size_t>(c.name_id) < names.size() ? names[static_cast<size_t>(c.name_id)] : "\"?\"";
+    out += quoted_name(c.name_id, "\"?\"");
     times(c.start_ns, c.end_ns);
     out += ", \"args\": {";
     a = false;
@@ -259,9 +301,12 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
     out += "}}";
     flush();
   }
-  // Memory samples as torch.profiler(profile_memory=True) writes them: one "[memory]" instant
-  // event each, with the allocator's totals and the change since the rank's previous sample;
-  // the sample's label, step and peak as our own args (the Kineto reader takes them back).
+}
+
+// Memory samples as torch.profiler(profile_memory=True) writes them: one "[memory]" instant
+// event each, with the allocator's totals and the change since the rank's previous sample;
+// the sample's label, step and peak as our own args (the Kineto reader takes them back).
+void ChromeWriter::write_memory_samples() {
   std::map<int32_t, int64_t> rank_device;  // GPU ranks: the CUDA device of "cuda:N"
   for (const auto& ri : m.ranks)
     if (gpu_ranks.count(ri.rank) && ri.device.rfind("cuda:", 0) == 0)
@@ -292,8 +337,11 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
     out += "}}";
     flush();
   }
-  // Memory by category (issue 42) as one counter track per rank ("ph": "C": Perfetto and
-  // chrome://tracing stack the args as areas), one point per sample, bytes.
+}
+
+// Memory by category (issue 42) as one counter track per rank ("ph": "C": Perfetto and
+// chrome://tracing stack the args as areas), one point per sample, bytes.
+void ChromeWriter::write_memory_categories() {
   for (const auto& c : m.memory_categories) {
     if (c.edge == MemEdge::Planned || !wanted(c.rank)) continue;
     sep();
@@ -306,8 +354,24 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
     out += "}}";
     flush();
   }
-  out += "\n]\n}\n";
-  os.write(out.data(), static_cast<std::streamsize>(out.size()));
+}
+
+}  // namespace
+
+void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExportOptions& o) {
+  ChromeWriter w(m, os, o);
+  w.ranks = m.rank_set();
+  w.base = m.t_min;
+  w.write_header();
+  w.write_metadata();
+  w.names.resize(m.strings.size());
+  for (size_t i = 0; i < m.strings.size(); ++i) w.names[i] = quote(m.strings[i]);
+  w.write_lane_ranges();
+  w.write_runtime_calls();
+  w.write_memory_samples();
+  w.write_memory_categories();
+  w.out += "\n]\n}\n";
+  os.write(w.out.data(), static_cast<std::streamsize>(w.out.size()));
 }
 
 void export_chrome_trace(const TraceModel& m, const std::string& path, const ChromeExportOptions& o) {

@@ -156,9 +156,9 @@ std::string breakdown_chart(const std::vector<RankTotals>& ranks) {
         L + k * 150.0, H - 18, colors[k], L + k * 150.0 + 16, H - 8, names[k]);
   return o + "</svg>";
 }
-}  // namespace
 
-std::string summary_to_html(const TraceModel& m, const Summary& s, const std::string& title) {
+// The page's head (title, style) and its title line: source, ranks, shape, counts.
+std::string html_head(const TraceModel& m, const Summary& s, const std::string& title) {
   std::string o;
   o += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src "
@@ -179,7 +179,12 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
        strfmt(" &middot; %lld ranges, %lld kernels", static_cast<long long>(s.num_ranges),
               static_cast<long long>(s.num_kernels)) +
        "</p>\n";
+  return o;
+}
 
+// Headline: steps, median step time and tokens/s, bytes sent, peak memory, overlap.
+std::string html_headline(const Summary& s) {
+  std::string o;
   const Headline& h = s.headline;
   o += "<h2>Headline</h2>\n<table id=\"headline\">\n";
   o += "<tr><th class=\"l\">steps</th>" + figure_i("headline.steps", h.steps, std::to_string(h.steps)) + "</tr>\n";
@@ -197,30 +202,35 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
   o += "<tr><th class=\"l\">overlap (comm hidden behind compute)</th>" +
        figure("overall.overlap_ratio", s.overall.ratio, strfmt("%.1f %%", 100.0 * s.overall.ratio)) + "</tr>\n";
   o += "</table>\n";
+  return o;
+}
 
-  // Step time and loss of the lowest rank (the run's own figures), one series per rank for time.
-  {
-    std::map<int32_t, Series> per_rank;
-    Series loss{"loss", kSeries[3], {}};
-    int32_t first = INT32_MAX;
-    for (const auto& st : m.steps) first = std::min(first, st.rank);
-    for (const auto& st : m.steps) {
-      auto& ser = per_rank[st.rank];
-      ser.name = strfmt("rank %d", st.rank);
-      ser.pts.emplace_back(static_cast<double>(st.step), html_ms(st.end_ns - st.start_ns));
-      if (st.rank == first) loss.pts.emplace_back(static_cast<double>(st.step), st.loss);
-    }
-    if (!per_rank.empty()) {
-      std::vector<Series> v;
-      for (auto& [r, ser] : per_rank) {
-        ser.color = kSeries[static_cast<size_t>(r) % 8];
-        v.push_back(ser);
-      }
-      o += "<h2>Steps</h2>\n" + line_chart("step-chart", v, "step", "step wall time (ms)") + "\n";
-      o += line_chart("loss-chart", {loss}, "step", "loss") + "\n";
-    }
+// Step time and loss of the lowest rank (the run's own figures), one series per rank for time.
+std::string html_steps(const TraceModel& m) {
+  std::map<int32_t, Series> per_rank;
+  Series loss{"loss", kSeries[3], {}};
+  int32_t first = INT32_MAX;
+  for (const auto& st : m.steps) first = std::min(first, st.rank);
+  for (const auto& st : m.steps) {
+    auto& ser = per_rank[st.rank];
+    ser.name = strfmt("rank %d", st.rank);
+    ser.pts.emplace_back(static_cast<double>(st.step), html_ms(st.end_ns - st.start_ns));
+    if (st.rank == first) loss.pts.emplace_back(static_cast<double>(st.step), st.loss);
   }
+  if (per_rank.empty()) return {};
+  std::vector<Series> v;
+  for (auto& [r, ser] : per_rank) {
+    ser.color = kSeries[static_cast<size_t>(r) % 8];
+    v.push_back(ser);
+  }
+  std::string o = "<h2>Steps</h2>\n" + line_chart("step-chart", v, "step", "step wall time (ms)") + "\n";
+  o += line_chart("loss-chart", {loss}, "step", "loss") + "\n";
+  return o;
+}
 
+// Time breakdown per rank (ms per step): chart, table and the overall overlap.
+std::string html_rank_breakdown(const Summary& s) {
+  std::string o;
   o += "<h2>Time breakdown per rank (ms per step)</h2>\n" + breakdown_chart(s.ranks) + "\n";
   o += "<table id=\"ranks\"><tr><th>rank</th><th>steps</th><th>wall</th><th>compute</th><th>comm</th><th>overlap</th>"
        "<th>idle</th><th>overlap ratio</th></tr>\n";
@@ -238,7 +248,12 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
       "<p>Overlap, as Holistic Trace Analysis defines it: time when communication and computation run at once / "
       "communication time = %.3f ms / %.3f ms over all ranks and steps.</p>\n",
       html_ms(s.overall.overlap_ns), html_ms(s.overall.comm_ns));
+  return o;
+}
 
+// Per layer (ms per rank per step), when the trace has layers.
+std::string html_layers(const Summary& s) {
+  std::string o;
   if (!s.layers.empty()) {
     o += "<h2>Per layer (ms per rank per step)</h2>\n<table id=\"layers\"><tr><th>layer</th><th "
          "class=\"l\">direction</th>"
@@ -255,10 +270,14 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
     }
     o += "</table>\n";
   }
+  return o;
+}
 
-  // Who waits for whom (the text summary's Stragglers table): the last arriver makes the others
-  // wait. The phase-duration table below was headed "Stragglers", though the slowest rank in a
-  // collective is usually the one that waited, not the one that arrived last.
+// Who waits for whom (the text summary's Stragglers table): the last arriver makes the others
+// wait. The phase-duration table below was headed "Stragglers", though the slowest rank in a
+// collective is usually the one that waited, not the one that arrived last.
+std::string html_waiting(const Summary& s) {
+  std::string o;
   if (!s.waiting.instances.empty()) {
     const WaitingAnalysis& w = s.waiting;
     o += strfmt(
@@ -276,7 +295,12 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
                   r.wait_caused_ns / 1e6, r.wait_suffered_ns / 1e6);
     o += "</table>\n";
   }
+  return o;
+}
 
+// Rank skew: slowest and fastest rank per phase, for more than one rank.
+std::string html_skew(const Summary& s) {
+  std::string o;
   if (s.world_size > 1 && !s.skew.empty()) {
     o += "<h2>Rank skew: slowest and fastest rank per phase (ms per step)</h2>\n<p class=\"note\">Durations, not "
          "arrivals: in a collective the slowest rank is usually the one that waited longest.</p>\n<table "
@@ -288,7 +312,12 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
                   phase_name(k.phase), k.slowest_rank, k.slowest_ns / 1e6, k.fastest_rank, k.fastest_ns / 1e6, k.ratio);
     o += "</table>\n";
   }
+  return o;
+}
 
+// Memory: peak per rank over time, and the table of samples.
+std::string html_memory(const TraceModel& m, const Summary& s) {
+  std::string o;
   if (!m.memory.empty()) {
     o += "<h2>Memory</h2>\n";
     std::map<int32_t, Series> per_rank;
@@ -312,6 +341,20 @@ std::string summary_to_html(const TraceModel& m, const Summary& s, const std::st
            "</td></tr>\n";
     o += "</table>\n";
   }
+  return o;
+}
+
+}  // namespace
+
+std::string summary_to_html(const TraceModel& m, const Summary& s, const std::string& title) {
+  std::string o = html_head(m, s, title);
+  o += html_headline(s);
+  o += html_steps(m);
+  o += html_rank_breakdown(s);
+  o += html_layers(s);
+  o += html_waiting(s);
+  o += html_skew(s);
+  o += html_memory(m, s);
   o += "<p class=\"note\">Written by ulysses-trace report; the figures are those of <code>ulysses-trace summary "
        "--json</code>.</p>\n";
   o += "</body></html>\n";

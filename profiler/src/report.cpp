@@ -133,9 +133,11 @@ nlohmann::json rank_memory_json(const Summary& s, int32_t rank) {
 }
 }  // namespace
 
-nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
+namespace {
+// The run: source, notes, shape, counts, kernel attribution, headline, overall overlap, the
+// communication kinds and ZeRO's all-gathers.
+void json_run_part(nlohmann::json& j, const TraceModel& m, const Summary& s) {
   using nlohmann::json;
-  json j;
   j["source"] = m.source;
   j["from_nsys"] = m.from_nsys;
   j["format"] = m.format;
@@ -178,6 +180,11 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
                     {"hidden_ns", s.allgather.overlap_ns},
                     {"exposed_ns", s.allgather.comm_ns - s.allgather.overlap_ns},
                     {"hidden_ratio", s.allgather.ratio}};
+}
+
+// Per rank and step, and per rank (with its memory by category).
+void json_steps_ranks(nlohmann::json& j, const Summary& s) {
+  using nlohmann::json;
   j["steps"] = json::array();
   for (const auto& b : s.steps) {
     j["steps"].push_back({{"rank", b.rank},
@@ -205,6 +212,11 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
                           {"overlap_ratio", t.overlap_ratio}});
     if (json mem = rank_memory_json(s, t.rank); !mem.is_null()) j["ranks"].back()["memory"] = std::move(mem);
   }
+}
+
+// Per layer and per head range.
+void json_layers_heads(nlohmann::json& j, const Summary& s) {
+  using nlohmann::json;
   j["layers"] = json::array();
   for (const auto& l : s.layers) {
     j["layers"].push_back({{"layer", l.layer},
@@ -228,6 +240,11 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
                           {"count", h.count},
                           {"bytes_sent", h.bytes_sent}});
   }
+}
+
+// Rank skew, peak memory per label, and the top names.
+void json_skew_memory_names(nlohmann::json& j, const Summary& s) {
+  using nlohmann::json;
   j["skew"] = json::array();
   for (const auto& k : s.skew) {
     j["skew"].push_back({{"phase", phase_name(k.phase)},
@@ -254,7 +271,11 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
                           {"total_ns", n.total_ns},
                           {"max_ns", n.max_ns}});
   }
-  // Waiting analysis: per rank, keyed by the rank number as a string.
+}
+
+// Waiting analysis: per rank, keyed by the rank number as a string.
+void json_waiting(nlohmann::json& j, const Summary& s) {
+  using nlohmann::json;
   const WaitingAnalysis& w = s.waiting;
   json last = json::object(), caused = json::object(), suffered = json::object();
   for (const auto& r : w.ranks) {
@@ -268,10 +289,11 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
                       {"last_arriver", last},
                       {"wait_caused_ms", caused},
                       {"wait_suffered_ms", suffered}};
-  return j;
 }
 
-std::string summary_to_text(const TraceModel& m, const Summary& s) {
+// The trace, its notes and ranks, clocks, overlap (by kind), ZeRO's all-gathers and the
+// per-step headline.
+std::string text_header(const TraceModel& m, const Summary& s) {
   std::string o;
   o += strfmt("Trace: %s%s\n", m.source.c_str(),
               m.format == "nsys"     ? "  (Nsight Systems export)"
@@ -322,7 +344,12 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
                                                           "included; --plan counts tensors only)"
                                                         : "")
                                .c_str());
+  return o;
+}
 
+// Per rank and step (ms).
+std::string text_steps(const Summary& s) {
+  std::string o;
   o += "Per rank and step (ms)\n";
   o += strfmt("%5s %6s %10s %10s %10s %10s %10s %8s\n", "rank", "step", "wall", "compute", "comm", "exposed", "idle",
               "overlap");
@@ -331,6 +358,12 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
                 ms(b.wall_ns), ms(b.compute_ns), ms(b.comm_ns), ms(b.exposed_comm_ns), ms(b.idle_ns),
                 100.0 * b.overlap_ratio, b.gpu ? " gpu" : "");
   }
+  return o;
+}
+
+// Per layer, per head range and rank skew.
+std::string text_layers_heads_skew(const Summary& s) {
+  std::string o;
   if (!s.layers.empty()) {
     o += "\nPer layer (ms, summed over ranks and steps)\n";
     o += strfmt("%5s %9s %9s %9s %9s %9s %9s %12s\n", "layer", "dir", "qkv", "a2a_s2h", "attn", "a2a_h2s", "out",
@@ -359,6 +392,12 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
       o += strfmt("%16s %14s %14s %7.2f\n", phase_name(k.phase), sl.c_str(), fa.c_str(), k.ratio);
     }
   }
+  return o;
+}
+
+// Stragglers: who arrived last at each collective, and who set each step's end.
+std::string text_waiting(const Summary& s) {
+  std::string o;
   if (!s.waiting.instances.empty()) {
     const WaitingAnalysis& w = s.waiting;
     o += strfmt(
@@ -385,6 +424,12 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
       if (!line.empty()) o += line + "\n";
     }
   }
+  return o;
+}
+
+// Peak memory per phase label, and the top ranges and kernels by total time.
+std::string text_memory_names(const Summary& s) {
+  std::string o;
   if (!s.memory.empty()) {
     o += "\nPeak memory per phase label (MiB)\n";
     o += strfmt("%20s %5s %10s %10s %10s\n", "label", "rank", "allocated", "reserved", "peak");
@@ -404,6 +449,27 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
                   ms(n.total_ns), ms(n.max_ns), name.c_str());
     }
   }
+  return o;
+}
+
+}  // namespace
+
+nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
+  nlohmann::json j;
+  json_run_part(j, m, s);
+  json_steps_ranks(j, s);
+  json_layers_heads(j, s);
+  json_skew_memory_names(j, s);
+  json_waiting(j, s);
+  return j;
+}
+
+std::string summary_to_text(const TraceModel& m, const Summary& s) {
+  std::string o = text_header(m, s);
+  o += text_steps(s);
+  o += text_layers_heads_skew(s);
+  o += text_waiting(s);
+  o += text_memory_names(s);
   return o;
 }
 

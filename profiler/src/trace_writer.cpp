@@ -104,10 +104,134 @@ struct TraceWriter::Impl {
   bool format3 = false;       // also write ULYSSES_RANGES rows (format 3's layout)
   sql::Stmt ins_nvtx_batch, ins_range_batch;
   void flush_ranges();
+  void prepare_inserts();
+  void write_run_rows(const TracerOptions& opts);
   sql::Stmt ins_mem_cat;
   sql::Stmt ins_string, ins_nvtx, ins_range, ins_step, ins_mem, ins_kernel, ins_memcpy, ins_memset, ins_runtime,
       ins_metric, ins_thread, ins_ext_corr, ins_ext_id;
 };
+
+// The prepared INSERTs of every table the writer fills (format 3 or 4 layouts of NVTX_EVENTS).
+void TraceWriter::Impl::prepare_inserts() {
+  ins_string = sql::Stmt(db, "INSERT INTO StringIds(id, value) VALUES (?, ?)");
+  // Format 4: one NVTX_EVENTS row per range, its Ulysses attributes in the ulysses* columns
+  // (phase is `category`). Format 3: NVTX_EVENTS' nsys columns, then a ULYSSES_RANGES row.
+  const std::string nvtx_head = format3 ? "INSERT INTO NVTX_EVENTS(start, end, eventType, category, color, globalTid, "
+                                          "textId, domainId) VALUES "
+                                        : "INSERT INTO NVTX_EVENTS(start, end, eventType, category, color, globalTid, "
+                                          "textId, domainId, ulyssesStep, ulyssesDirection, ulyssesLayer, "
+                                          "ulyssesHeadBegin, ulyssesHeadEnd, ulyssesChunk, ulyssesBytesSent, "
+                                          "ulyssesBytesRecv, ulyssesPgId, ulyssesSeq) VALUES ";
+  const char* nvtx_row = format3 ? "(?,?,?,?,?,?,?,0)" : "(?,?,?,?,?,?,?,0,?,?,?,?,?,?,?,?,?,?)";
+  ins_nvtx = sql::Stmt(db, multi_row(nvtx_head, nvtx_row, 1));
+  ins_nvtx_batch = sql::Stmt(db, multi_row(nvtx_head, nvtx_row, kBatch));
+  if (format3) {
+    const std::string range_head =
+        "INSERT INTO ULYSSES_RANGES(eventId, step, phase, direction, layer, headBegin, headEnd, chunk, "
+        "bytesSent, bytesRecv, pgId, seq) VALUES ";
+    const char* range_row = "(NULL,?,?,?,?,?,?,?,?,?,?,?)";
+    ins_range = sql::Stmt(db, multi_row(range_head, range_row, 1));
+    ins_range_batch = sql::Stmt(db, multi_row(range_head, range_row, kBatch));
+  }
+  pending.reserve(kBatch);
+  next_event_id = db.query_int("SELECT coalesce(max(rowid), 0) + 1 FROM NVTX_EVENTS");
+  ins_step = sql::Stmt(db,
+                       "INSERT OR REPLACE INTO ULYSSES_STEPS(rank, step, start, end, loss, lr, gradNorm, tokens, "
+                       "tokensPerS, stepMs, maxMemBytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  ins_mem = sql::Stmt(db,
+                      "INSERT INTO ULYSSES_MEMORY(rank, timestamp, step, labelId, allocated, reserved, peak) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?)");
+  ins_mem_cat = sql::Stmt(db,
+                          "INSERT INTO ULYSSES_MEMORY_CATEGORIES(rank, timestamp, step, edge, phase, layer, "
+                          "parameters, gradients, optimizer, activations, logits, communication, other) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  ins_kernel =
+      sql::Stmt(db,
+                "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL(start, end, deviceId, contextId, streamId, correlationId, "
+                "globalPid, demangledName, shortName, registersPerThread, gridX, gridY, gridZ, blockX, blockY, "
+                "blockZ, staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, gridId) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0)");
+  ins_memcpy =
+      sql::Stmt(db,
+                "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY(start, end, deviceId, contextId, streamId, correlationId, "
+                "globalPid, bytes, copyKind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  ins_memset =
+      sql::Stmt(db,
+                "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET(start, end, deviceId, contextId, streamId, correlationId, "
+                "globalPid, value, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  ins_runtime =
+      sql::Stmt(db,
+                "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME(start, end, eventClass, globalTid, correlationId, nameId, "
+                "returnValue) VALUES (?, ?, 0, ?, ?, ?, ?)");
+  ins_metric = sql::Stmt(db, "INSERT OR REPLACE INTO ULYSSES_METRICS(name, value) VALUES (?, ?)");
+  ins_ext_corr = sql::Stmt(
+      db,
+      "INSERT INTO CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION(correlationId, externalKind, externalId, globalPid) "
+      "VALUES (?, 3, ?, ?)");
+  ins_ext_id = sql::Stmt(
+      db,
+      "INSERT OR REPLACE INTO ULYSSES_EXTERNAL_IDS(externalId, eventId, step, phase, direction, layer, headBegin, "
+      "headEnd, chunk) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  ins_thread = sql::Stmt(db, "INSERT INTO ThreadNames(nameId, priority, globalTid) VALUES (?, 0, ?)");
+}
+
+// The run's own rows, written once: ULYSSES_RUN, ULYSSES_RANKS, ULYSSES_PHASES, PROCESSES and
+// META_DATA_EXPORT.
+void TraceWriter::Impl::write_run_rows(const TracerOptions& opts) {
+  {
+    sql::Stmt st(db,
+                 "INSERT INTO ULYSSES_RUN(runId, configJson, worldSize, spSize, dpSize, clock, createdUtc) "
+                 "VALUES (?, ?, ?, ?, ?, 'CLOCK_MONOTONIC', ?)");
+    st.bind(1, opts.run_id);
+    st.bind(2, opts.run_config_json);
+    st.bind(3, static_cast<int64_t>(opts.world_size));
+    st.bind(4, static_cast<int64_t>(opts.sp_size));
+    st.bind(5, static_cast<int64_t>(opts.dp_size));
+    st.bind(6, utc_now());
+    st.run();
+  }
+  {
+    sql::Stmt st(db,
+                 "INSERT INTO ULYSSES_RANKS(rank, spRank, dpRank, device, hostname, pid, globalPid) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?)");
+    st.bind(1, static_cast<int64_t>(opts.rank));
+    st.bind(2, static_cast<int64_t>(opts.sp_rank));
+    st.bind(3, static_cast<int64_t>(opts.dp_rank));
+    st.bind(4, opts.device);
+    st.bind(5, opts.hostname);
+    st.bind(6, pid);
+    st.bind(7, make_global_pid(pid));
+    st.run();
+  }
+  {
+    sql::Stmt st(db, "INSERT INTO ULYSSES_PHASES(id, name, isComm) VALUES (?, ?, ?)");
+    for (int p = 0; p < static_cast<int>(Phase::Count); ++p) {
+      st.bind(1, static_cast<int64_t>(p));
+      st.bind(2, std::string(phase_name(static_cast<Phase>(p))));
+      st.bind(3, static_cast<int64_t>(phase_is_comm(static_cast<Phase>(p)) ? 1 : 0));
+      st.run();
+    }
+  }
+  {
+    sql::Stmt st(db, "INSERT INTO PROCESSES(globalPid, pid, name) VALUES (?, ?, ?)");
+    st.bind(1, make_global_pid(pid));
+    st.bind(2, pid);
+    st.bind(3, "rank " + std::to_string(opts.rank));
+    st.run();
+  }
+  {
+    sql::Stmt st(db, "INSERT INTO META_DATA_EXPORT(name, value) VALUES (?, ?)");
+    const std::pair<const char*, std::string> meta[] = {
+        {"EXPORT_PRODUCER", "ulysses-studio"},
+        {"ULYSSES_SCHEMA_VERSION", std::to_string(trace_schema_version())},
+        {"TIMESTAMP_CLOCK", "CLOCK_MONOTONIC"}};
+    for (const auto& [k, v] : meta) {
+      st.bind(1, std::string(k));
+      st.bind(2, v);
+      st.run();
+    }
+  }
+}
 
 TraceWriter::TraceWriter(const TracerOptions& opts, int64_t pid) : impl_(std::make_unique<Impl>()) {
   if (opts.trace_format != 0 && opts.trace_format != 3 && opts.trace_format != trace_schema_version()) {
@@ -140,121 +264,8 @@ TraceWriter::TraceWriter(const TracerOptions& opts, int64_t pid) : impl_(std::ma
   d.format3 = opts.trace_format == 3;
   if (d.format3) d.db.exec(kFormat3Sql);
 
-  d.ins_string = sql::Stmt(d.db, "INSERT INTO StringIds(id, value) VALUES (?, ?)");
-  // Format 4: one NVTX_EVENTS row per range, its Ulysses attributes in the ulysses* columns
-  // (phase is `category`). Format 3: NVTX_EVENTS' nsys columns, then a ULYSSES_RANGES row.
-  const std::string nvtx_head = d.format3
-                                    ? "INSERT INTO NVTX_EVENTS(start, end, eventType, category, color, globalTid, "
-                                      "textId, domainId) VALUES "
-                                    : "INSERT INTO NVTX_EVENTS(start, end, eventType, category, color, globalTid, "
-                                      "textId, domainId, ulyssesStep, ulyssesDirection, ulyssesLayer, "
-                                      "ulyssesHeadBegin, ulyssesHeadEnd, ulyssesChunk, ulyssesBytesSent, "
-                                      "ulyssesBytesRecv, ulyssesPgId, ulyssesSeq) VALUES ";
-  const char* nvtx_row = d.format3 ? "(?,?,?,?,?,?,?,0)" : "(?,?,?,?,?,?,?,0,?,?,?,?,?,?,?,?,?,?)";
-  d.ins_nvtx = sql::Stmt(d.db, multi_row(nvtx_head, nvtx_row, 1));
-  d.ins_nvtx_batch = sql::Stmt(d.db, multi_row(nvtx_head, nvtx_row, kBatch));
-  if (d.format3) {
-    const std::string range_head =
-        "INSERT INTO ULYSSES_RANGES(eventId, step, phase, direction, layer, headBegin, headEnd, chunk, "
-        "bytesSent, bytesRecv, pgId, seq) VALUES ";
-    const char* range_row = "(NULL,?,?,?,?,?,?,?,?,?,?,?)";
-    d.ins_range = sql::Stmt(d.db, multi_row(range_head, range_row, 1));
-    d.ins_range_batch = sql::Stmt(d.db, multi_row(range_head, range_row, kBatch));
-  }
-  d.pending.reserve(kBatch);
-  d.next_event_id = d.db.query_int("SELECT coalesce(max(rowid), 0) + 1 FROM NVTX_EVENTS");
-  d.ins_step = sql::Stmt(d.db,
-                         "INSERT OR REPLACE INTO ULYSSES_STEPS(rank, step, start, end, loss, lr, gradNorm, tokens, "
-                         "tokensPerS, stepMs, maxMemBytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  d.ins_mem = sql::Stmt(d.db,
-                        "INSERT INTO ULYSSES_MEMORY(rank, timestamp, step, labelId, allocated, reserved, peak) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?)");
-  d.ins_mem_cat = sql::Stmt(d.db,
-                            "INSERT INTO ULYSSES_MEMORY_CATEGORIES(rank, timestamp, step, edge, phase, layer, "
-                            "parameters, gradients, optimizer, activations, logits, communication, other) "
-                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  d.ins_kernel =
-      sql::Stmt(d.db,
-                "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL(start, end, deviceId, contextId, streamId, correlationId, "
-                "globalPid, demangledName, shortName, registersPerThread, gridX, gridY, gridZ, blockX, blockY, "
-                "blockZ, staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, gridId) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0)");
-  d.ins_memcpy =
-      sql::Stmt(d.db,
-                "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY(start, end, deviceId, contextId, streamId, correlationId, "
-                "globalPid, bytes, copyKind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  d.ins_memset =
-      sql::Stmt(d.db,
-                "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET(start, end, deviceId, contextId, streamId, correlationId, "
-                "globalPid, value, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  d.ins_runtime =
-      sql::Stmt(d.db,
-                "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME(start, end, eventClass, globalTid, correlationId, nameId, "
-                "returnValue) VALUES (?, ?, 0, ?, ?, ?, ?)");
-  d.ins_metric = sql::Stmt(d.db, "INSERT OR REPLACE INTO ULYSSES_METRICS(name, value) VALUES (?, ?)");
-  d.ins_ext_corr = sql::Stmt(
-      d.db,
-      "INSERT INTO CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION(correlationId, externalKind, externalId, globalPid) "
-      "VALUES (?, 3, ?, ?)");
-  d.ins_ext_id = sql::Stmt(
-      d.db,
-      "INSERT OR REPLACE INTO ULYSSES_EXTERNAL_IDS(externalId, eventId, step, phase, direction, layer, headBegin, "
-      "headEnd, chunk) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  d.ins_thread = sql::Stmt(d.db, "INSERT INTO ThreadNames(nameId, priority, globalTid) VALUES (?, 0, ?)");
-
-  {
-    sql::Stmt st(d.db,
-                 "INSERT INTO ULYSSES_RUN(runId, configJson, worldSize, spSize, dpSize, clock, createdUtc) "
-                 "VALUES (?, ?, ?, ?, ?, 'CLOCK_MONOTONIC', ?)");
-    st.bind(1, opts.run_id);
-    st.bind(2, opts.run_config_json);
-    st.bind(3, static_cast<int64_t>(opts.world_size));
-    st.bind(4, static_cast<int64_t>(opts.sp_size));
-    st.bind(5, static_cast<int64_t>(opts.dp_size));
-    st.bind(6, utc_now());
-    st.run();
-  }
-  {
-    sql::Stmt st(d.db,
-                 "INSERT INTO ULYSSES_RANKS(rank, spRank, dpRank, device, hostname, pid, globalPid) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?)");
-    st.bind(1, static_cast<int64_t>(opts.rank));
-    st.bind(2, static_cast<int64_t>(opts.sp_rank));
-    st.bind(3, static_cast<int64_t>(opts.dp_rank));
-    st.bind(4, opts.device);
-    st.bind(5, opts.hostname);
-    st.bind(6, d.pid);
-    st.bind(7, make_global_pid(d.pid));
-    st.run();
-  }
-  {
-    sql::Stmt st(d.db, "INSERT INTO ULYSSES_PHASES(id, name, isComm) VALUES (?, ?, ?)");
-    for (int p = 0; p < static_cast<int>(Phase::Count); ++p) {
-      st.bind(1, static_cast<int64_t>(p));
-      st.bind(2, std::string(phase_name(static_cast<Phase>(p))));
-      st.bind(3, static_cast<int64_t>(phase_is_comm(static_cast<Phase>(p)) ? 1 : 0));
-      st.run();
-    }
-  }
-  {
-    sql::Stmt st(d.db, "INSERT INTO PROCESSES(globalPid, pid, name) VALUES (?, ?, ?)");
-    st.bind(1, make_global_pid(d.pid));
-    st.bind(2, d.pid);
-    st.bind(3, "rank " + std::to_string(opts.rank));
-    st.run();
-  }
-  {
-    sql::Stmt st(d.db, "INSERT INTO META_DATA_EXPORT(name, value) VALUES (?, ?)");
-    const std::pair<const char*, std::string> meta[] = {
-        {"EXPORT_PRODUCER", "ulysses-studio"},
-        {"ULYSSES_SCHEMA_VERSION", std::to_string(trace_schema_version())},
-        {"TIMESTAMP_CLOCK", "CLOCK_MONOTONIC"}};
-    for (const auto& [k, v] : meta) {
-      st.bind(1, std::string(k));
-      st.bind(2, v);
-      st.run();
-    }
-  }
+  d.prepare_inserts();
+  d.write_run_rows(opts);
   name_thread(kCommTid, "comm");  // the ring rows are named by their first range (write_range)
   d.db.exec("COMMIT");
 }

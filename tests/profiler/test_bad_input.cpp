@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/trace_test_files.hpp"
 #include "test_util.hpp"
 #include "cache_io.hpp"
 #include "trace_loading.hpp"
@@ -22,6 +23,9 @@
 #include "ulysses/profiler/trace_store.hpp"
 
 using namespace ut;
+using ulysses::test::load_error;
+using ulysses::test::trace_cli;
+using ulysses::test::write_file;
 
 namespace {
 
@@ -36,15 +40,6 @@ std::string good_trace(const std::string& dir) {
   return path;
 }
 
-std::string load_error(const std::string& path) {
-  try {
-    prof::load_trace(path);
-  } catch (const prof::TraceError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 int bad_input_cli(const std::string& args) {
 #ifdef ULYSSES_TRACE_BIN
   int st = std::system((std::string(ULYSSES_TRACE_BIN) + " " + args + " >/dev/null 2>&1").c_str());
@@ -52,28 +47,6 @@ int bad_input_cli(const std::string& args) {
 #else
   return -2;
 #endif
-}
-
-// ulysses-trace ARGS run by /bin/sh after SHELL_PREFIX (e.g. "ulimit -f 0;"): its exit code (-1
-// for a signal death), stdout and stderr together in *out (a pipe: no file-size limit applies).
-int cli_output(const std::string& args, std::string* out, const std::string& shell_prefix = "") {
-#ifdef ULYSSES_TRACE_BIN
-  out->clear();
-  std::FILE* p = ::popen(("(" + shell_prefix + " exec " + ULYSSES_TRACE_BIN + " " + args + ") 2>&1").c_str(), "r");
-  if (!p) return -2;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out->append(buf, n);
-  const int st = ::pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-#else
-  (void)args, (void)out, (void)shell_prefix;
-  return -2;
-#endif
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f << bytes;
 }
 
 }  // namespace
@@ -554,7 +527,7 @@ TEST_F(BadInput, CliEmptyTracesAndNamesThatAreNoUtf8) {
   for (const std::string& args : {"summary '" + empty + "' --no-cache", "summary --json '" + empty + "' --no-cache",
                                   "report --html '" + tmp.path + "/e.html' '" + empty + "' --no-cache",
                                   "export '" + empty + "' '" + tmp.path + "/e.json'"}) {
-    EXPECT_EQ(cli_output(args, &out), 2) << args << ": " << out;
+    EXPECT_EQ(trace_cli(args, &out), 2) << args << ": " << out;
     EXPECT_NE(out.find("is empty: it has no ranges and no memory samples"), std::string::npos) << args << ": " << out;
   }
   EXPECT_FALSE(fs::exists(tmp.path + "/e.html"));
@@ -566,7 +539,7 @@ TEST_F(BadInput, CliEmptyTracesAndNamesThatAreNoUtf8) {
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(db);
-  ASSERT_EQ(cli_output("summary '" + odd + "' --no-cache", &out), 0) << out;
+  ASSERT_EQ(trace_cli("summary '" + odd + "' --no-cache", &out), 0) << out;
   EXPECT_EQ(out.find('\xFF'), std::string::npos);
   EXPECT_EQ(out.find('\xC0'), std::string::npos);
   EXPECT_NE(out.find("a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"), std::string::npos) << out;
@@ -744,21 +717,21 @@ TEST_F(BadInput, AFileSizeLimitSkipsCachesAndRefusesOutputsWithAMessage) {
   fs::last_write_time(run + "/trace/rank0.sqlite", fs::file_time_type::clock::now() - std::chrono::hours(1));
   const std::string limit = "ulimit -f 0;";
   std::string out;
-  EXPECT_EQ(cli_output("summary '" + run + "'", &out, limit), 0) << out;
+  EXPECT_EQ(trace_cli("summary '" + run + "'", &out, limit), 0) << out;
   EXPECT_NE(out.find("rank"), std::string::npos) << out;
-  EXPECT_EQ(cli_output("export '" + run + "' '" + tmp.path + "/out.json'", &out, limit), 1) << out;
+  EXPECT_EQ(trace_cli("export '" + run + "' '" + tmp.path + "/out.json'", &out, limit), 1) << out;
   EXPECT_NE(out.find("ulimit -f"), std::string::npos) << out;
   EXPECT_EQ(out.find('\n'), out.size() - 1) << out;
-  EXPECT_EQ(cli_output("report '" + run + "' --html '" + tmp.path + "/r.html'", &out, limit), 1) << out;
+  EXPECT_EQ(trace_cli("report '" + run + "' --html '" + tmp.path + "/r.html'", &out, limit), 1) << out;
   EXPECT_NE(out.find("ulimit -f"), std::string::npos) << out;
-  EXPECT_EQ(cli_output("prepare '" + run + "'", &out, limit), 1) << out;
+  EXPECT_EQ(trace_cli("prepare '" + run + "'", &out, limit), 1) << out;
   EXPECT_NE(out.find("ulimit -f"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(tmp.path + "/out.json"));
   EXPECT_FALSE(fs::exists(tmp.path + "/r.html"));
   for (const std::string& dir : {tmp.path, run, run + "/trace"})
     for (const auto& e : fs::directory_iterator(dir))
       EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
-  EXPECT_EQ(cli_output("summary '" + run + "'", &out), 0) << out;  // without the limit: the cache is written
+  EXPECT_EQ(trace_cli("summary '" + run + "'", &out), 0) << out;  // without the limit: the cache is written
   EXPECT_TRUE(fs::exists(run + "/trace/.ulysses-summary-cache"));
 #endif
 }
@@ -864,7 +837,7 @@ TEST_F(BadInput, ExistingOutputsAreReplacedOnlyWithForce) {
         "export --format chrome '" + run + "' '" + run + "/metrics.jsonl'",
         "export '" + run + "' '" + run + "/logs/rank0.log'", "report '" + run + "' --html '" + tmp.path + "/mine.json'",
         "export --per-rank '" + run + "' '" + tmp.path + "/hta'"}) {
-    EXPECT_EQ(cli_output(args, &out), 2) << args << ": " << out;
+    EXPECT_EQ(trace_cli(args, &out), 2) << args << ": " << out;
     EXPECT_NE(out.find("--force"), std::string::npos) << out;
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
   }
@@ -872,32 +845,32 @@ TEST_F(BadInput, ExistingOutputsAreReplacedOnlyWithForce) {
   for (const auto& f : kept) EXPECT_EQ(bytes_of(f), "keep me") << f;
   // --force replaces only what ulysses-trace wrote there before (issue 39: `report RUN --html
   // RUN/run.json --force` turned run.json into HTML): a run's records and a user's files never.
-  EXPECT_EQ(cli_output("export --force '" + run + "' '" + tmp.path + "/mine.json'", &out), 2) << out;
-  EXPECT_EQ(cli_output("report --force '" + run + "' --html '" + run + "/run.json'", &out), 2) << out;
+  EXPECT_EQ(trace_cli("export --force '" + run + "' '" + tmp.path + "/mine.json'", &out), 2) << out;
+  EXPECT_EQ(trace_cli("report --force '" + run + "' --html '" + run + "/run.json'", &out), 2) << out;
   EXPECT_NE(out.find("is a run's own record (run.json)"), std::string::npos) << out;
-  EXPECT_EQ(cli_output("export --per-rank --force '" + run + "' '" + tmp.path + "/hta'", &out), 2) << out;
+  EXPECT_EQ(trace_cli("export --per-rank --force '" + run + "' '" + tmp.path + "/hta'", &out), 2) << out;
   for (const auto& f : kept) EXPECT_EQ(bytes_of(f), "keep me") << f;
   fs::remove(tmp.path + "/hta/rank0.json");
   for (const std::string& args :
        {"export '" + run + "' '" + tmp.path + "/new.json'", "report '" + run + "' --html '" + tmp.path + "/r.html'",
         "export --per-rank '" + run + "' '" + tmp.path + "/hta'"}) {
-    EXPECT_EQ(cli_output(args, &out), 0) << args << ": " << out;               // a new file: no flag
-    EXPECT_EQ(cli_output(args + " --force", &out), 0) << args << ": " << out;  // its own output: replaced
+    EXPECT_EQ(trace_cli(args, &out), 0) << args << ": " << out;               // a new file: no flag
+    EXPECT_EQ(trace_cli(args + " --force", &out), 0) << args << ": " << out;  // its own output: replaced
   }
   // Rank files of another export this one would not replace (rank3.json beside this 1-rank
   // trace: HTA read a mix of two runs), and a folder where a rank file goes (exit 1 after the
   // others were written): refused, also with --force, nothing written.
   write_file(tmp.path + "/hta/rank3.json", "keep me");
-  EXPECT_EQ(cli_output("export --per-rank --force '" + run + "' '" + tmp.path + "/hta'", &out), 2) << out;
+  EXPECT_EQ(trace_cli("export --per-rank --force '" + run + "' '" + tmp.path + "/hta'", &out), 2) << out;
   EXPECT_NE(out.find("holds rank3.json of ranks this trace does not have"), std::string::npos) << out;
   EXPECT_EQ(bytes_of(tmp.path + "/hta/rank3.json"), "keep me");
   fs::remove(tmp.path + "/hta/rank3.json");
   fs::remove(tmp.path + "/hta/rank0.json");
   fs::create_directories(tmp.path + "/hta/rank0.json");
-  EXPECT_EQ(cli_output("export --per-rank --force '" + run + "' '" + tmp.path + "/hta'", &out), 2) << out;
+  EXPECT_EQ(trace_cli("export --per-rank --force '" + run + "' '" + tmp.path + "/hta'", &out), 2) << out;
   EXPECT_NE(out.find("rank0.json exists and is not a regular file"), std::string::npos) << out;
   // A folder given as the output file is called a folder (it read "a device, FIFO or socket?").
-  EXPECT_EQ(cli_output("export '" + run + "' '" + tmp.path + "/hta'", &out), 2) << out;
+  EXPECT_EQ(trace_cli("export '" + run + "' '" + tmp.path + "/hta'", &out), 2) << out;
   EXPECT_NE(out.find("(it is a folder)"), std::string::npos) << out;
 #endif
 }
@@ -917,7 +890,7 @@ TEST_F(BadInput, ErrorsFromADamagedSchemaArePrintedOnOneLine) {
             SQLITE_OK);
   sqlite3_close(db);
   std::string out;
-  EXPECT_EQ(cli_output("summary --no-cache '" + f + "'", &out), 2) << out;
+  EXPECT_EQ(trace_cli("summary --no-cache '" + f + "'", &out), 2) << out;
   EXPECT_NE(out.find("malformed database schema"), std::string::npos) << out;
   EXPECT_NE(out.find("\"oops, busLocation TEXT )"), std::string::npos) << out;
   EXPECT_EQ(out.find('\n'), out.size() - 1) << out;
@@ -934,12 +907,12 @@ TEST_F(BadInput, OutputPathsThatCannotBeOneAreBadInput) {
   const std::string good = good_trace(tmp.path), file = tmp.path + "/notes.txt";
   write_file(file, "mine");
   std::string out;
-  EXPECT_EQ(cli_output("export --per-rank '" + good + "' '" + file + "'", &out), 2) << out;
+  EXPECT_EQ(trace_cli("export --per-rank '" + good + "' '" + file + "'", &out), 2) << out;
   EXPECT_NE(out.find(file + " exists and is a file"), std::string::npos) << out;
-  EXPECT_EQ(cli_output("export --per-rank --force '" + good + "' '" + file + "'", &out), 2) << out;
-  EXPECT_EQ(cli_output("export '" + good + "' ''", &out), 2) << out;
+  EXPECT_EQ(trace_cli("export --per-rank --force '" + good + "' '" + file + "'", &out), 2) << out;
+  EXPECT_EQ(trace_cli("export '" + good + "' ''", &out), 2) << out;
   EXPECT_NE(out.find("OUT is empty"), std::string::npos) << out;
-  EXPECT_EQ(cli_output("export --per-rank '" + good + "' ''", &out), 2) << out;
+  EXPECT_EQ(trace_cli("export --per-rank '" + good + "' ''", &out), 2) << out;
   std::ifstream in(file);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), "mine");
 #endif
@@ -954,9 +927,9 @@ TEST_F(BadInput, AClosedStdoutNeverBecomesAnOutputFile) {
 #else
   const std::string good = good_trace(tmp.path), json_out = tmp.path + "/out.json";
   std::string out;
-  EXPECT_EQ(cli_output("summary --no-cache '" + good + "' >&-", &out), 2) << out;
+  EXPECT_EQ(trace_cli("summary --no-cache '" + good + "' >&-", &out), 2) << out;
   EXPECT_NE(out.find("summary prints on stdout, which is closed"), std::string::npos) << out;
-  ASSERT_EQ(cli_output("export '" + good + "' '" + json_out + "' >&-", &out), 0) << out;
+  ASSERT_EQ(trace_cli("export '" + good + "' '" + json_out + "' >&-", &out), 0) << out;
   std::ifstream in(json_out);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_FALSE(text.empty());

@@ -15,11 +15,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/trace_test_files.hpp"
 #include "test_util.hpp"
 #include "testdata/nsys_export.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 using namespace ut;
+using ulysses::test::load_error;
+using ulysses::test::trace_cli;
+using ulysses::test::write_file;
 using ulysses::testdata::TinyKernel;
 using ulysses::testdata::write_tiny_nsys;
 
@@ -35,37 +39,6 @@ bool has_line(const prof::TraceModel& m, const std::string& line) {
   for (const auto& n : m.notes)
     if (n == line) return true;
   return false;
-}
-
-std::string error_of(const std::string& path) {
-  try {
-    prof::load_trace(path);
-  } catch (const prof::TraceError& e) {
-    return e.what();
-  }
-  return "(loaded)";
-}
-
-// ulysses-trace ARGS: exit code, stdout and stderr together in *out.
-int cli(const std::string& args, std::string* out) {
-#ifdef ULYSSES_TRACE_BIN
-  out->clear();
-  std::FILE* p = ::popen(("exec " + std::string(ULYSSES_TRACE_BIN) + " " + args + " 2>&1").c_str(), "r");
-  if (!p) return -2;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out->append(buf, n);
-  const int st = ::pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-#else
-  (void)args;
-  *out = "ulysses-trace not built";
-  return -2;
-#endif
-}
-
-void write_text(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << bytes;
 }
 
 const std::vector<TinyKernel> kThree = {{1000, 2000, 0, 7, "sm90_gemm"},
@@ -122,7 +95,7 @@ TEST(ForeignImport, NsysRowsLeftOutAreCountedPerTableAndReason) {
   EXPECT_EQ(m.runtime.size(), 3u);
   // The CLI reads the same and says the same (exit 0: the file is readable, rows are noted).
   std::string out;
-  ASSERT_EQ(cli("summary --json --no-cache '" + f + "'", &out), 0) << out;
+  ASSERT_EQ(trace_cli("summary --json --no-cache '" + f + "'", &out), 0) << out;
   const auto j = nlohmann::json::parse(out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << out;
   bool said = false;
@@ -138,7 +111,7 @@ TEST(ForeignImport, AnExportWithOnlyRefusedRowsSaysWhatWasLeftOutExit2) {
   const std::string f = tmp.path + "/inverted.sqlite";
   write_tiny_nsys(f, 42, {}, "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (500, 400, 0, 1, 7, 1, 704643072, 1, 1);");
   std::string out;
-  EXPECT_EQ(cli("summary --no-cache '" + f + "'", &out), 2) << out;
+  EXPECT_EQ(trace_cli("summary --no-cache '" + f + "'", &out), 2) << out;
   EXPECT_NE(out.find("has nothing to show: no kernel, range or memory sample was read from it. The importer's notes:"),
             std::string::npos)
       << out;
@@ -151,7 +124,7 @@ TEST(ForeignImport, AnExportWithOnlyRefusedRowsSaysWhatWasLeftOutExit2) {
 TEST(ForeignImport, KinetoTimesThatAreNoNumbersAreRefusedPerEventWithANote) {
   TempDir tmp;
   const std::string f = tmp.path + "/rank0.json";
-  write_text(
+  write_file(
       f,
       R"({"traceEvents": [)"
       R"({"ph": "X", "cat": "kernel", "name": "gemm", "ts": "abc", "dur": 5, "pid": 0, "tid": 7},)"
@@ -203,14 +176,14 @@ TEST(ForeignImport, TheFileKindIsTakenFromTheContentNotTheName) {
   EXPECT_TRUE(has_line(a, "export.json: is an SQLite database, not JSON: read as an Nsight Systems export"))
       << notes_of(a);
   EXPECT_TRUE(prof::is_trace_input(as_json));
-  EXPECT_EQ(cli("summary --no-cache '" + as_json + "'", &out), 0) << out;
+  EXPECT_EQ(trace_cli("summary --no-cache '" + as_json + "'", &out), 0) << out;
 
   const std::string as_sqlite = tmp.path + "/trace.sqlite";
-  write_text(as_sqlite, R"({"traceEvents": [{"ph": "X", "name": "op", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]})");
+  write_file(as_sqlite, R"({"traceEvents": [{"ph": "X", "name": "op", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]})");
   const auto b = prof::load_trace(as_sqlite);
   EXPECT_EQ(b.format, "kineto");
   EXPECT_TRUE(has_line(b, "trace.sqlite: holds JSON, not SQLite: read as a PyTorch profiler trace")) << notes_of(b);
-  EXPECT_EQ(cli("summary --no-cache '" + as_sqlite + "'", &out), 0) << out;
+  EXPECT_EQ(trace_cli("summary --no-cache '" + as_sqlite + "'", &out), 0) << out;
 
   struct Bad {
     std::string name, bytes, said;
@@ -230,9 +203,9 @@ TEST(ForeignImport, TheFileKindIsTakenFromTheContentNotTheName) {
   };
   for (const auto& c : bad) {
     const std::string p = tmp.path + "/" + c.name;
-    write_text(p, c.bytes);
-    EXPECT_NE(error_of(p).find(c.said), std::string::npos) << c.name << ": " << error_of(p);
-    EXPECT_EQ(cli("summary --no-cache '" + p + "'", &out), 2) << c.name << ": " << out;
+    write_file(p, c.bytes);
+    EXPECT_NE(load_error(p).find(c.said), std::string::npos) << c.name << ": " << load_error(p);
+    EXPECT_EQ(trace_cli("summary --no-cache '" + p + "'", &out), 2) << c.name << ": " << out;
     EXPECT_NE(out.find(c.said), std::string::npos) << c.name << ": " << out;
   }
   EXPECT_FALSE(prof::is_trace_input(tmp.path + "/notes.json"));
@@ -251,8 +224,8 @@ TEST(ForeignImport, CopiesAndMixedToolsInAFolderAreNamed) {
   fs::copy_file(dup + "/report.sqlite", dup + "/report (copy).sqlite");
   const std::string said_dup =
       "holds the same trace twice: report (copy).sqlite and report.sqlite have the same content";
-  EXPECT_NE(error_of(dup).find(said_dup), std::string::npos) << error_of(dup);
-  EXPECT_EQ(cli("summary --no-cache '" + dup + "'", &out), 2) << out;
+  EXPECT_NE(load_error(dup).find(said_dup), std::string::npos) << load_error(dup);
+  EXPECT_EQ(trace_cli("summary --no-cache '" + dup + "'", &out), 2) << out;
   EXPECT_NE(out.find(said_dup), std::string::npos) << out;
   // Not a copy: another process's export of the same shape reads as 2 ranks.
   fs::remove(dup + "/report (copy).sqlite");
@@ -262,17 +235,17 @@ TEST(ForeignImport, CopiesAndMixedToolsInAFolderAreNamed) {
   const std::string mixed = tmp.path + "/mixed";
   fs::create_directories(mixed);
   write_tiny_nsys(mixed + "/a.sqlite", 42, kThree);
-  write_text(mixed + "/b.json", R"({"traceEvents": [{"ph": "X", "name": "op", "ts": 1, "dur": 2}]})");
+  write_file(mixed + "/b.json", R"({"traceEvents": [{"ph": "X", "name": "op", "ts": 1, "dur": 2}]})");
   const std::string said_mixed = "mixes a PyTorch profiler trace (b.json) and an SQLite trace (a.sqlite)";
-  EXPECT_NE(error_of(mixed).find(said_mixed), std::string::npos) << error_of(mixed);
-  EXPECT_EQ(cli("summary --no-cache '" + mixed + "'", &out), 2) << out;
+  EXPECT_NE(load_error(mixed).find(said_mixed), std::string::npos) << load_error(mixed);
+  EXPECT_EQ(trace_cli("summary --no-cache '" + mixed + "'", &out), 2) << out;
   EXPECT_NE(out.find(said_mixed), std::string::npos) << out;
 
   const std::string ranks = tmp.path + "/ranks";
   fs::create_directories(ranks);
   write_tiny_nsys(ranks + "/rank0.sqlite", 42, kThree);
   write_tiny_nsys(ranks + "/rank1.sqlite", 43, kThree);
-  write_text(ranks + "/extra.json", R"({"traceEvents": [{"ph": "X", "name": "op", "ts": 1, "dur": 2}]})");
+  write_file(ranks + "/extra.json", R"({"traceEvents": [{"ph": "X", "name": "op", "ts": 1, "dur": 2}]})");
   const auto m = prof::load_trace(ranks);
   EXPECT_EQ(m.ranks.size(), 2u);
   EXPECT_TRUE(has_line(m,
@@ -291,14 +264,14 @@ TEST(ForeignImport, StudioAndCliTakeTheSameInputs) {
   write_tiny_nsys(dir + "/rank1.sqlite", 43, kThree);
   EXPECT_TRUE(prof::is_trace_input(dir));
   std::string out;
-  EXPECT_EQ(cli("summary --no-cache '" + dir + "'", &out), 0) << out;
+  EXPECT_EQ(trace_cli("summary --no-cache '" + dir + "'", &out), 0) << out;
   EXPECT_EQ(prof::load_trace(dir).ranks.size(), 2u);
   // A run's config .json and an empty folder are no trace for either.
-  write_text(tmp.path + "/config.json", R"({"model": {"hidden_size": 64}})");
+  write_file(tmp.path + "/config.json", R"({"model": {"hidden_size": 64}})");
   EXPECT_FALSE(prof::is_trace_input(tmp.path + "/config.json"));
   fs::create_directories(tmp.path + "/none");
   EXPECT_FALSE(prof::is_trace_input(tmp.path + "/none"));
-  EXPECT_EQ(cli("summary --no-cache '" + tmp.path + "/none'", &out), 2) << out;
+  EXPECT_EQ(trace_cli("summary --no-cache '" + tmp.path + "/none'", &out), 2) << out;
 }
 
 // Hostile files never crash either tool: each is refused with exit 2 naming the file and what
@@ -307,23 +280,23 @@ TEST(ForeignImport, HostileFilesAreRefusedNamingTheFile) {
   TempDir tmp;
   std::string out;
   const std::string deep = tmp.path + "/deep.json";
-  write_text(deep, std::string(10 << 20, '['));
+  write_file(deep, std::string(10 << 20, '['));
   const std::string object = tmp.path + "/object.json";
-  write_text(object, R"({"traceEvents": {"ph": "X", "name": "op", "ts": 1, "dur": 2}})");
+  write_file(object, R"({"traceEvents": {"ph": "X", "name": "op", "ts": 1, "dur": 2}})");
   const std::string whole = tmp.path + "/whole.sqlite", cut = tmp.path + "/cut.sqlite";
   write_tiny_nsys(whole, 42, kThree);
   {
     std::ifstream f(whole, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    write_text(cut, bytes.substr(0, bytes.size() / 2));
+    write_file(cut, bytes.substr(0, bytes.size() / 2));
   }
   for (const std::string& p : {deep, object, cut}) {
-    const std::string why = error_of(p);
+    const std::string why = load_error(p);
     EXPECT_NE(why.find(p), std::string::npos) << why;
-    EXPECT_EQ(cli("summary --no-cache '" + p + "'", &out), 2) << out;
+    EXPECT_EQ(trace_cli("summary --no-cache '" + p + "'", &out), 2) << out;
     EXPECT_NE(out.find(p), std::string::npos) << out;
   }
-  EXPECT_NE(error_of(object).find("traceEvents is object, not a list of events"), std::string::npos)
-      << error_of(object);
-  EXPECT_NE(error_of(cut).find("truncated"), std::string::npos) << error_of(cut);
+  EXPECT_NE(load_error(object).find("traceEvents is object, not a list of events"), std::string::npos)
+      << load_error(object);
+  EXPECT_NE(load_error(cut).find("truncated"), std::string::npos) << load_error(cut);
 }
