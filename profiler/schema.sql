@@ -293,7 +293,8 @@ CREATE TABLE IF NOT EXISTS ULYSSES_CLOCK (
 );
 -- Live memory by category (memory_categories.hpp), bytes: at both edges of every range pushed
 -- on a thread (edge 0 begin, 1 end; phase and layer of the range), at each step's peak (edge 2,
--- taken when it happened) and the planner's predicted peak (edge 3, step -1, rank 0 only).
+-- taken when it happened), the planner's predicted peak (edge 3, step -1, rank 0 only) and the
+-- planner's curve (edges 4 begin, 5 end of the model's ranges in its dry run, in order; step -1).
 -- CPU ranks count tensor storage through the counting CPU allocator. Absent in older traces.
 CREATE TABLE IF NOT EXISTS ULYSSES_MEMORY_CATEGORIES (
     rank                INTEGER   NOT NULL,

@@ -217,7 +217,9 @@ void open_tracer(WorkerRun& w) {
 void record_planned_memory(WorkerRun& w) {
   if (!w.tracer || !w.cfg.profile.memory || w.env.rank != 0 || w.dev.device != "cpu") return;
   try {
-    w.tracer->record_planned_memory(plan::plan_memory(w.cfg).peak_categories);
+    const plan::MemoryPlan p = plan::plan_memory(w.cfg);
+    w.tracer->record_planned_memory(p.peak_categories);
+    w.tracer->record_planned_curve(p.curve);
   } catch (const std::exception& e) {
     std::cerr << "ulysses-worker: note: no memory plan in the trace (" << e.what() << ")" << std::endl;
   }

@@ -91,6 +91,44 @@ struct Measured {
   bool techniques = false;         // the model took the run's memory techniques
   int64_t gathered_peak = 0;       // stage 3: most bytes of gathered units (weights + gradients) in the step
   prof::MemoryCategories at_peak;  // what was alive at the measured step's peak, by category
+  std::vector<prof::PlannedMemoryPoint> curve;  // the last step's, at the model's range edges
+};
+
+// The dry run's tracer: records nothing but the meta categories at both edges of every range the
+// model pushes, while `on` (the steady-state step). Ranges recorded whole (record_range: comm
+// rows) take no sample, as in a real run.
+class CurveTracer final : public prof::Tracer {
+ public:
+  bool on = false;
+  std::vector<prof::PlannedMemoryPoint> points;
+  void begin_step(int64_t) override {}
+  void end_step(const prof::StepRecord&) override {}
+  bool active() const override { return on; }
+  void push(const prof::RangeInfo& info) override {
+    stack_.push_back(info);
+    sample(info, true);
+  }
+  void pop() override {
+    if (stack_.empty()) return;
+    sample(stack_.back(), false);
+    stack_.pop_back();
+  }
+  void record_range(const prof::RangeInfo&, int64_t, int64_t, int32_t) override {}
+  void record_range_later(const prof::RangeInfo&, std::function<bool(int64_t*, int64_t*)>, int32_t) override {}
+  void sample_memory(const char*, const prof::MemorySample&) override {}
+  void set_metric(const std::string&, double) override {}
+  void close() override {}
+
+ private:
+  void sample(const prof::RangeInfo& info, bool begin) {
+    prof::PlannedMemoryPoint p;
+    p.phase = static_cast<int32_t>(info.phase);
+    p.layer = info.layer;
+    p.begin = begin;
+    p.c = mem::meta().live();
+    points.push_back(p);
+  }
+  std::vector<prof::RangeInfo> stack_;
 };
 
 // Trainer::setup_zero / the Trainer's constructor for the dry run: AdamW (stage 0), the flat
@@ -165,6 +203,8 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
   m.base = MetaMemory::live();
   std::optional<mem::Scope> built(mem::MemCategory::Parameters);  // as Trainer's constructor charges them
   LlamaModel model(c.model, c.parallel, dtype, &comm, meta);
+  CurveTracer curve;  // the last step's categories at the model's range edges
+  model.set_tracer(&curve);
   model.set_attention_kernel(plan_kernel(c, cuda));
   model.set_memory_options(MemoryOptions::from(c.train));  // the run's long-sequence techniques, as Trainer sets them
   m.techniques = true;
@@ -207,6 +247,8 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
       if (!flat.defined()) bind();  // stage 2 freed it after the last step
       flat.zero_();
     }
+    curve.on = s + 1 == steps;
+    curve.points.clear();
     const int64_t start = MetaMemory::live();
     MetaMemory::reset_peak();
     mem::meta().reset_peak();
@@ -235,6 +277,7 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
         mem::Scope o(mem::MemCategory::Optimizer);
         if (zopt) zopt->step(z3->shard(), g, 1e-3);
       }
+      m.curve = curve.points;
       m.gathered_peak = z3->peak_gathered_bytes();
       m.peak = MetaMemory::peak();
       m.at_peak = mem::meta().at_peak();
@@ -282,7 +325,9 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
     m.at_peak = mem::meta().at_peak();
     m.peak_above_start = m.peak - start;
     m.after_step = MetaMemory::live();
+    m.curve = curve.points;
   }
+  model.set_tracer(nullptr);
   return m;
 }
 
@@ -341,6 +386,7 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
   p.activation_bytes = full.after_forward;
   p.peak_bytes = full.peak - full.base;
   p.peak_categories = full.at_peak;
+  p.curve = full.curve;
   p.measured_static_bytes = full.after_step - full.base - full.inputs;
   if (zero3) {
     p.gathered_param_bytes = full.gathered_peak;  // measured: this engine's fp32 units

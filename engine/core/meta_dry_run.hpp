@@ -72,6 +72,12 @@ struct MemoryPlan {
   // What was alive at that peak by category (memory_categories.hpp: the trainer's own scopes
   // charge the dry run's meta tensors as they charge a real run's CPU tensors).
   prof::MemoryCategories peak_categories;
+  // The planner's curve: the categories at both edges of every range the model pushes in the
+  // dry run's steady-state step (layers, attention, all-to-alls, MLP, loss; the trainer's own
+  // step, backward and optimizer ranges are not run there), in order. A traced run records it
+  // (MemEdge::PlannedBegin / PlannedEnd) and the studio draws it against the measured samples
+  // of the same ranges.
+  std::vector<prof::PlannedMemoryPoint> curve;
   int64_t transient_bytes() const { return peak_bytes - static_bytes() - gathered_param_bytes - activation_bytes; }
   bool memory_techniques_applied = false;  // the model took activation_checkpointing, offload,
                                            // loss_chunk_tokens, mlp_chunk_tokens (builds with them)

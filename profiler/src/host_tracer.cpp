@@ -370,6 +370,17 @@ class HostTracer final : public Tracer {
     cats_.push_back(e);
   }
 
+  void record_planned_curve(const std::vector<PlannedMemoryPoint>& curve) override {
+    if (!opts_.memory) return;
+    const int64_t t0 = now_ns();
+    std::lock_guard<std::mutex> lk(mem_mu_);
+    for (size_t i = 0; i < curve.size(); ++i) {
+      const auto& p = curve[i];
+      cats_.push_back({t0 + static_cast<int64_t>(i), -1, p.begin ? MemEdge::PlannedBegin : MemEdge::PlannedEnd, p.phase,
+                       p.layer, p.c});
+    }
+  }
+
   void record_planned_memory(const MemoryCategories& planned) override {
     if (!opts_.memory) return;
     std::lock_guard<std::mutex> lk(mem_mu_);

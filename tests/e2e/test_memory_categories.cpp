@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -191,5 +192,48 @@ TEST(MemoryCategories, RisesThroughTheForwardAndFallsThroughTheBackward) {
                         "SELECT count(*) FROM ULYSSES_MEMORY_CATEGORIES WHERE edge < 3");
     ASSERT_EQ(n.size(), 1u);
     EXPECT_EQ(counters[rank], n[0][0]) << "rank " << rank;
+  }
+}
+
+// The planner's curve (issue 42 item 2): rank 0's trace holds the dry run's categories at both
+// edges of every model range (PlannedBegin 4 / PlannedEnd 5, in order); this test's own SQL and
+// matching put each planned point on the same range edge of the last step (the k-th of its
+// (phase, layer, edge) there) and finds every planned point measured, the totals within 5% (or
+// 1% of the step's peak), techniques off and on.
+TEST(MemoryCategories, PlannedCurveFollowsTheMeasuredOneRangeByRange) {
+  const std::string total = "parameters + gradients + optimizer + activations + logits + communication + other";
+  for (const std::string run : {"curve-off", "curve-on"}) {
+    SCOPED_TRACE(run);
+    const std::string dir = run_big_vocab(run, run == "curve-on");
+    const std::string f = dir + "/trace/rank0.sqlite";
+    const auto planned = rows(f, "SELECT edge, phase, layer, " + total +
+                                     " FROM ULYSSES_MEMORY_CATEGORIES WHERE edge IN (4, 5) ORDER BY timestamp");
+    const int64_t last = rows(f, "SELECT max(step) FROM ULYSSES_MEMORY_CATEGORIES")[0][0];
+    const auto measured =
+        rows(f, "SELECT edge + 4, phase, layer, " + total +
+                    " FROM ULYSSES_MEMORY_CATEGORIES WHERE edge IN (0, 1) AND step = " + std::to_string(last) +
+                    " ORDER BY timestamp");
+    const int64_t peak = rows(f, "SELECT max(" + total + ") FROM ULYSSES_MEMORY_CATEGORIES WHERE edge = 2 AND step = " +
+                                     std::to_string(last))[0][0];
+    ASSERT_GE(planned.size(), 20u) << "a point at both edges of every model range";
+    double worst = 0;
+    for (size_t i = 0; i < planned.size(); ++i) {
+      size_t k = 0;  // planned[i] is the k-th of its key in the plan
+      for (size_t j = 0; j < i; ++j)
+        k += planned[j][0] == planned[i][0] && planned[j][1] == planned[i][1] && planned[j][2] == planned[i][2];
+      const std::vector<int64_t>* m = nullptr;
+      for (const auto& row : measured)
+        if (row[0] == planned[i][0] && row[1] == planned[i][1] && row[2] == planned[i][2] && k-- == 0) {
+          m = &row;
+          break;
+        }
+      ASSERT_NE(m, nullptr) << "planned point " << i << " (phase " << planned[i][1] << ", layer " << planned[i][2]
+                            << ") has no measured edge";
+      const double got = double((*m)[3]), want = double(planned[i][3]);
+      EXPECT_NEAR(got, want, std::max(0.05 * got, 0.01 * double(peak))) << "point " << i;
+      worst = std::max(worst, std::abs(got - want) / got);
+    }
+    std::printf("%s: %zu planned points, all on measured edges; worst |measured - planned| / measured %.4f\n",
+                run.c_str(), planned.size(), worst);
   }
 }

@@ -650,3 +650,52 @@ TEST(TraceView, HeadMapLinksToTheMemoryViewWhenTheTraceHasCategories) {
     EXPECT_EQ(v.currentView(), QStringLiteral("memory"));
   }
 }
+
+// The planner's curve on the measured samples (issue 42 item 2): each range edge of a step gets
+// the planned point of the same (phase, layer, edge) and occurrence; edges the dry run has no
+// point for (the trainer's step) get none; occurrences restart each step. By hand.
+TEST(MemoryViewCategories, PlannedCurveSitsOnTheSameRangeEdges) {
+  namespace prof = ulysses::prof;
+  prof::TraceModel m;
+  const int64_t MiB = int64_t(1) << 20;
+  auto add = [&](int64_t t, int64_t step, prof::MemEdge e, int32_t phase, int32_t layer, int64_t mib) {
+    prof::MemoryCategorySample c;
+    c.t_ns = t;
+    c.step = step;
+    c.edge = e;
+    c.phase = phase;
+    c.layer = layer;
+    c.c.bytes[3] = mib * MiB;
+    m.memory_categories.push_back(c);
+  };
+  using E = prof::MemEdge;
+  // The dry run: attention (phase 4) of layer 0 twice (forward, recompute), begin and end.
+  add(10, -1, E::PlannedBegin, 4, 0, 100);
+  add(11, -1, E::PlannedEnd, 4, 0, 110);
+  add(12, -1, E::PlannedBegin, 4, 0, 120);
+  add(13, -1, E::PlannedEnd, 4, 0, 130);
+  // Two measured steps: a step range (phase 9, no planned point) around the attention twice.
+  for (int64_t s = 0; s < 2; ++s) {
+    const int64_t t = 1000 + s * 1000;
+    add(t + 0, s, E::Begin, 9, -1, 50);
+    add(t + 100, s, E::Begin, 4, 0, 101);
+    add(t + 200, s, E::End, 4, 0, 111);
+    add(t + 300, s, E::Begin, 4, 0, 121);
+    add(t + 400, s, E::End, 4, 0, 131);
+    add(t + 500, s, E::End, 9, -1, 60);
+  }
+  const auto all = ulysses::ui::planned_curve_points(m, 0, 0, 10'000);
+  ASSERT_EQ(all.size(), 8u);
+  const int64_t want[] = {100, 110, 120, 130};
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].first, 1000 + int64_t(i / 4) * 1000 + 100 * int64_t(i % 4 + 1));
+    EXPECT_EQ(all[i].second, want[i % 4] * MiB) << i;
+  }
+  // A window starting inside step 1 after its first attention: occurrences still count from the
+  // step's start (the second attention is the planned recompute, 120 / 130).
+  const auto late = ulysses::ui::planned_curve_points(m, 0, 2250, 10'000);
+  ASSERT_EQ(late.size(), 2u);
+  EXPECT_EQ(late[0].second, 120 * MiB);
+  EXPECT_EQ(late[1].second, 130 * MiB);
+  EXPECT_TRUE(ulysses::ui::planned_curve_points(m, 1, 0, 10'000).empty());  // another rank: no samples
+}

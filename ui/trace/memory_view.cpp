@@ -17,7 +17,9 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "trace/phase_style.hpp"
@@ -74,6 +76,50 @@ const QColor kCategoryColours[prof::kMemCategories] = {
     QColor(0xef, 0x53, 0x50), QColor(0x26, 0xc6, 0xda), QColor(0x9e, 0x9e, 0x9e)};
 }  // namespace
 
+std::vector<std::pair<int64_t, int64_t>> planned_curve_points(const prof::TraceModel& m, int32_t rank, int64_t t0,
+                                                              int64_t t1) {
+  using Key = std::tuple<int32_t, int32_t, bool>;  // phase, layer, begin
+  std::map<Key, std::vector<int64_t>> planned;     // totals in the dry run's order
+  for (const auto& c : m.memory_categories)
+    if (c.edge == prof::MemEdge::PlannedBegin || c.edge == prof::MemEdge::PlannedEnd)
+      planned[Key{c.phase, c.layer, c.edge == prof::MemEdge::PlannedBegin}].push_back(c.c.total());
+  std::vector<std::pair<int64_t, int64_t>> out;
+  if (planned.empty()) return out;
+  const auto& all = m.memory_categories;
+  auto edge_sample = [&](const prof::MemoryCategorySample& c) {
+    return c.rank == rank && c.step >= 0 && (c.edge == prof::MemEdge::Begin || c.edge == prof::MemEdge::End);
+  };
+  auto lo = std::partition_point(all.begin(), all.end(),
+                                 [&](const auto& c) { return c.rank < rank || (c.rank == rank && c.t_ns < t0); });
+  // Back to the first sample of the step the window starts in, so occurrences count from there.
+  int64_t first_step = -1;
+  for (auto it = lo; it != all.end() && it->rank == rank; ++it)
+    if (edge_sample(*it)) {
+      first_step = it->step;
+      break;
+    }
+  while (lo != all.begin()) {
+    auto prev = std::prev(lo);
+    if (prev->rank != rank || (edge_sample(*prev) && prev->step != first_step)) break;
+    lo = prev;
+  }
+  std::map<Key, size_t> seen;
+  int64_t step = first_step;
+  for (auto it = lo; it != all.end() && it->rank == rank && it->t_ns < t1; ++it) {
+    if (!edge_sample(*it)) continue;
+    if (it->step != step) {
+      step = it->step;
+      seen.clear();
+    }
+    const Key k{it->phase, it->layer, it->edge == prof::MemEdge::Begin};
+    const size_t n = seen[k]++;
+    const auto p = planned.find(k);
+    if (p == planned.end() || n >= p->second.size() || it->t_ns < t0) continue;
+    out.emplace_back(it->t_ns, p->second[n]);
+  }
+  return out;
+}
+
 std::vector<prof::MemoryCategorySample> category_points(const prof::TraceModel& m, int32_t rank, int64_t t0, int64_t t1,
                                                         int columns) {
   // The samples are sorted by (rank, time): the window is found by search, not by copying the
@@ -83,7 +129,7 @@ std::vector<prof::MemoryCategorySample> category_points(const prof::TraceModel& 
                                  [&](const auto& c) { return c.rank < rank || (c.rank == rank && c.t_ns < t0); });
   auto hi = std::partition_point(lo, all.end(),
                                  [&](const auto& c) { return c.rank < rank || (c.rank == rank && c.t_ns < t1); });
-  auto drawn = [](const prof::MemoryCategorySample& c) { return c.edge != prof::MemEdge::Planned; };
+  auto drawn = [](const prof::MemoryCategorySample& c) { return !prof::is_planned(c.edge); };
   // One drawn sample of the rank before and after the window so the areas reach the edges.
   for (auto it = lo; it != all.begin();) {
     --it;
@@ -199,7 +245,7 @@ void MemoryView::setIndex(std::shared_ptr<const TimelineIndex> index) {
     // Memory by category (issue 42), shown first when the trace has it.
     std::set<int32_t> cat_ranks;
     for (const auto& c : index_->model().memory_categories)
-      if (c.edge != prof::MemEdge::Planned) cat_ranks.insert(c.rank);
+      if (!prof::is_planned(c.edge)) cat_ranks.insert(c.rank);
     for (int32_t r : cat_ranks) rank_box_->addItem(tr("rank %1: by category (stacked)").arg(r), kCategoryItem + r);
     if (!cat_ranks.empty()) rank_box_->setCurrentIndex(rank_box_->findData(kCategoryItem + *cat_ranks.begin()));
     vp_.fit(index_->t_min(), index_->t_max(), 0.01);
@@ -417,13 +463,33 @@ double MemoryView::addCategoryAreas(int32_t rank, int64_t t0, int64_t t1, int co
     line->setName(tr("planned peak"));
     line->append(double(t0 - base) / 1e6, planned);
     line->append(double(t1 - base) / 1e6, planned);
-    line->setPen(QPen(QColor(230, 230, 230), 1.5, Qt::DashLine));
+    line->setPen(QPen(QColor(110, 110, 110), 1.5, Qt::DashLine));
     chart_->addSeries(line);
     line->attachAxis(ax);
     line->attachAxis(ay);
     ymax = std::max(ymax, planned);
   }
-  info_->setText(tr("rank %1 by category: %2 points in view").arg(rank).arg(pts.size()));
+  // The planner's curve on the same ranges' edges (planned_curve_points).
+  const auto curve = planned_curve_points(m, rank, t0, t1);
+  if (!curve.empty()) {
+    auto* line = new QLineSeries;
+    line->setName(tr("planned (same ranges)"));
+    QList<QPointF> list;
+    list.reserve(qsizetype(curve.size()));
+    for (const auto& [t, b] : curve) {
+      list.append(QPointF(double(t - base) / 1e6, double(b) / unit));
+      ymax = std::max(ymax, double(b) / unit);
+    }
+    line->replace(list);
+    line->setPen(QPen(QColor(20, 20, 20), 1.5, Qt::DotLine));
+    chart_->addSeries(line);
+    line->attachAxis(ax);
+    line->attachAxis(ay);
+  }
+  info_->setText(tr("rank %1 by category: %2 points in view%3")
+                     .arg(rank)
+                     .arg(pts.size())
+                     .arg(curve.empty() ? QString() : tr("; dotted: the planner's curve at the same ranges' edges")));
   return ymax;
 }
 

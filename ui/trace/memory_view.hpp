@@ -33,6 +33,14 @@ std::vector<MemorySeriesPoint> memory_points(const prof::TraceModel& m, int32_t 
 // before and after the window so the areas reach the edges.
 std::vector<prof::MemoryCategorySample> category_points(const prof::TraceModel& m, int32_t rank, int64_t t0, int64_t t1,
                                                         int columns);
+// The planner's curve (MemEdge::PlannedBegin / PlannedEnd rows) placed on one rank's measured
+// samples in [t0, t1): each range-edge sample of a step gets the planned point of the same range
+// edge (phase, layer, begin or end) and the same occurrence in its step (the k-th begin of layer
+// 3's attention in the step against the dry run's k-th), as (time, planned total bytes). Samples
+// of ranges the dry run does not run (the trainer's step, backward, optimizer) get none. Empty
+// without a planned curve.
+std::vector<std::pair<int64_t, int64_t>> planned_curve_points(const prof::TraceModel& m, int32_t rank, int64_t t0,
+                                                              int64_t t1);
 // "What was alive at the peak" of one rank as an HTML table (category, bytes, share of the
 // peak), the planner's prediction beside it when the trace has one; empty without categories.
 QString peak_table_html(const prof::TraceModel& m, int32_t rank);

@@ -32,8 +32,21 @@ struct MemoryCategories {
 
 // Which edge of a traced range a sample was taken at; Peak: the step's highest total (taken
 // when it happened, written at the step's end); Planned: the planner's prediction of the peak
-// (one row, step -1), written by rank 0 when the run starts.
-enum class MemEdge : int32_t { Begin = 0, End = 1, Peak = 2, Planned = 3 };
+// (one row, step -1), written by rank 0 when the run starts; PlannedBegin / PlannedEnd: the
+// planner's curve, its categories at both edges of every range its dry run pushed (the model's
+// ranges: layers, attention, all-to-alls, MLP, loss), in the dry run's order (step -1, the
+// sample's time its position in that order after the run's start; phase and layer the range's).
+enum class MemEdge : int32_t { Begin = 0, End = 1, Peak = 2, Planned = 3, PlannedBegin = 4, PlannedEnd = 5 };
+inline bool is_planned(MemEdge e) {
+  return e == MemEdge::Planned || e == MemEdge::PlannedBegin || e == MemEdge::PlannedEnd;
+}
+
+// One point of the planner's curve (PlannedBegin / PlannedEnd rows).
+struct PlannedMemoryPoint {
+  int32_t phase = -1, layer = -1;
+  bool begin = true;
+  MemoryCategories c;
+};
 
 // Supplied by the engine (Tracer options): live bytes by category now, and the highest total
 // since the last take_peak with its categories and time (then the peak restarts from now).

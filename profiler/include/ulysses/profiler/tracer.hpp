@@ -185,6 +185,8 @@ class Tracer {
 
   // The planner's predicted peak by category (MemEdge::Planned; rank 0 writes it once).
   virtual void record_planned_memory(const MemoryCategories& planned) {}
+  // The planner's curve (MemEdge::PlannedBegin / PlannedEnd rows, in order; rank 0 writes it once).
+  virtual void record_planned_curve(const std::vector<PlannedMemoryPoint>& curve) {}
   // Memory sample at a phase boundary; `label` names the boundary.
   virtual void sample_memory(const char* label, const MemorySample& m) = 0;
   // Process RSS and peak RSS from /proc/self/status (CPU ranks).
