@@ -206,6 +206,10 @@ void open_tracer(WorkerRun& w) {
   if (cfg.profile.memory && w.dev.device == "cpu") {
     mem::install_cpu_counting();
     to.memory_probe = mem::cpu_probe();
+  } else if (cfg.profile.memory && w.dev.device.rfind("cuda:", 0) == 0 &&
+             mem::install_cuda_counting(std::stoi(w.dev.device.substr(5)))) {
+    // GPU ranks: the caching allocator's blocks, through its trace hook (libtorch >= 2.1).
+    to.memory_probe = mem::cuda_probe();
   }
   w.tracer = prof::Tracer::open(to);
   // One clock: this rank's offset to rank 0 (every rank measures, profile.enabled is the same everywhere).

@@ -83,6 +83,10 @@ Counters& meta() {
   static Counters c;
   return c;
 }
+Counters& cuda() {
+  static Counters c;
+  return c;
+}
 
 namespace {
 
@@ -151,6 +155,23 @@ class CpuProbe final : public prof::MemoryProbe {
   bool take_peak(MemoryCategories* out, int64_t* t_ns) override { return cpu().take_peak(out, t_ns); }
 };
 
+class CudaProbe final : public prof::MemoryProbe {
+ public:
+  void live(MemoryCategories* out) override { *out = cuda().live(); }
+  bool take_peak(MemoryCategories* out, int64_t* t_ns) override { return cuda().take_peak(out, t_ns); }
+};
+
+// The CUDA blocks counted (install_cuda_counting): address -> bytes and category.
+struct CudaBlocks {
+  std::mutex mu;
+  std::unordered_map<uintptr_t, std::pair<int64_t, MemCategory>> live;
+  int device = -1;
+};
+CudaBlocks& cuda_blocks() {
+  static auto* b = new CudaBlocks();  // never destroyed: the allocator may call back at exit
+  return *b;
+}
+
 }  // namespace
 
 void install_cpu_counting() {
@@ -172,5 +193,32 @@ at::Tensor comm_buffer_like(const at::Tensor& t) {
 }
 
 std::shared_ptr<prof::MemoryProbe> cpu_probe() { return std::make_shared<CpuProbe>(); }
+std::shared_ptr<prof::MemoryProbe> cuda_probe() { return std::make_shared<CudaProbe>(); }
+
+void count_cuda_block(int device, uintptr_t addr, int64_t bytes, bool alloc) {
+  CudaBlocks& b = cuda_blocks();
+  std::lock_guard<std::mutex> g(b.mu);
+  if (device != b.device) return;
+  if (alloc) {
+    const MemCategory cat = current();
+    b.live[addr] = {bytes, cat};
+    cuda().add(cat, bytes);
+    return;
+  }
+  auto it = b.live.find(addr);
+  if (it == b.live.end()) return;  // given out before counting began
+  cuda().sub(it->second.second, it->second.first);
+  b.live.erase(it);
+}
+
+bool install_cuda_counting(int device) {
+  static std::once_flag once;
+  static bool ok = false;
+  std::call_once(once, [device] {
+    cuda_blocks().device = device;
+    ok = compat::attach_cuda_block_tracker(&count_cuda_block);
+  });
+  return ok;
+}
 
 }  // namespace ulysses::mem

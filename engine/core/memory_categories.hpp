@@ -59,6 +59,7 @@ class Counters {
 
 Counters& cpu();   // CPU tensor storage (install_cpu_counting)
 Counters& meta();  // the planner's meta tensors (meta_dry_run.cpp)
+Counters& cuda();  // CUDA caching-allocator blocks of this process's device (install_cuda_counting)
 
 // Wraps libtorch's CPU allocator so that every CPU tensor storage made from now on is counted
 // in cpu() under the category current() on the allocating thread. Idempotent; process-wide.
@@ -68,6 +69,18 @@ bool cpu_counting_installed();
 // allocator uncounted (storage counted before is still subtracted when freed). For the cost
 // benchmark, which alternates both in one process; runs never switch it off.
 void set_cpu_counting(bool on);
+
+// GPU ranks: every block the CUDA caching allocator gives out on `device` from now on is counted
+// in cuda() under the category current() on the allocating thread, and given back when its free
+// completes (the allocator's trace hook, torch_compat.hpp: libtorch >= 2.1 CUDA builds). Blocks
+// are the allocator's rounded sizes (what it holds for the tensor). False where the hook does not
+// exist: the rank then has no categories (its ULYSSES_MEMORY samples remain). Idempotent.
+bool install_cuda_counting(int device);
+// The hook's handler: a block of `bytes` at `addr` on `device` given out (alloc) or freed; blocks
+// of other devices than install_cuda_counting's, and frees of blocks given out before, are not
+// counted. Tests call it with fake blocks (no GPU here).
+void count_cuda_block(int device, uintptr_t addr, int64_t bytes, bool alloc);
+std::shared_ptr<prof::MemoryProbe> cuda_probe();
 
 // A receive buffer shaped like `t`, charged to Communication (all-to-all, ring, ZeRO).
 at::Tensor comm_buffer_like(const at::Tensor& t);

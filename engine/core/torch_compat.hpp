@@ -21,7 +21,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <cstring>
 #include <stdexcept>
 #include <type_traits>
@@ -272,6 +274,27 @@ inline void set_cuda_device(int index) {
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
 #else
   throw std::runtime_error("cuda:" + std::to_string(index) + " requested but this engine was built without CUDA");
+#endif
+}
+
+// Every block the CUDA caching allocator hands out or takes back, as it happens, on the thread
+// that asked (libtorch >= 2.1: attachAllocatorTraceTracker; its callbacks run under the
+// allocator's lock and must not call into PyTorch). `on_block(device, addr, bytes, alloc)`:
+// alloc = true for a block given out (TraceEntry ALLOC), false when its free completes
+// (FREE_COMPLETED: a block still used by another stream is freed later than requested).
+// Returns false where the hook does not exist (CPU builds, libtorch 1.13): no categories there.
+inline bool attach_cuda_block_tracker(std::function<void(int, uintptr_t, int64_t, bool)> on_block) {
+#if defined(ULYSSES_WITH_NCCL) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1))
+  namespace cca = c10::cuda::CUDACachingAllocator;
+  cca::attachAllocatorTraceTracker([on_block](const cca::TraceEntry& te) {
+    if (te.action_ == cca::TraceEntry::ALLOC || te.action_ == cca::TraceEntry::FREE_COMPLETED)
+      on_block(static_cast<int>(te.device_), static_cast<uintptr_t>(te.addr_), static_cast<int64_t>(te.size_),
+               te.action_ == cca::TraceEntry::ALLOC);
+  });
+  return true;
+#else
+  (void)on_block;
+  return false;
 #endif
 }
 

@@ -66,3 +66,41 @@ TEST(CpuCategoryCounting, ChargesTheScopeFreesGiveBackAndOffChargesNothing) {
   }
   EXPECT_EQ(live(MemCategory::Activations), act0);
 }
+
+// GPU ranks' categories (the CUDA caching allocator's trace hook, libtorch >= 2.1): fed here with
+// fake blocks as the hook gives them (no GPU on this machine). A block is charged to the scope
+// of the thread that asked for it and given back when its free completes; other devices' blocks
+// and frees of blocks given out before counting are left out.
+TEST(CudaCategoryCounting, BlocksFromTheAllocatorHookAreChargedToTheScope) {
+  const bool hooked = mem::install_cuda_counting(0);  // false on CPU or 1.13 builds: the handler still counts
+  (void)hooked;
+  auto live_cuda = [](MemCategory c) { return mem::cuda().live().bytes[static_cast<int>(c)]; };
+  const int64_t act0 = live_cuda(MemCategory::Activations), com0 = live_cuda(MemCategory::Communication);
+  {
+    mem::Scope s(MemCategory::Activations);
+    mem::count_cuda_block(0, 0x1000, 2 << 20, true);  // a 2 MiB block
+    mem::count_cuda_block(1, 0x9000, 4 << 20, true);  // another device: not this rank's
+    {
+      mem::Scope c(MemCategory::Communication);
+      mem::count_cuda_block(0, 0x3000, 512, true);
+    }
+  }
+  EXPECT_EQ(live_cuda(MemCategory::Activations) - act0, 2 << 20);
+  EXPECT_EQ(live_cuda(MemCategory::Communication) - com0, 512);
+  mem::count_cuda_block(0, 0x7777, 1 << 20, false);  // never seen given out: nothing to give back
+  mem::count_cuda_block(0, 0x1000, 2 << 20, false);  // freed (on any thread, any scope)
+  EXPECT_EQ(live_cuda(MemCategory::Activations), act0);
+  EXPECT_EQ(live_cuda(MemCategory::Communication) - com0, 512);
+  mem::count_cuda_block(0, 0x3000, 512, false);
+  EXPECT_EQ(live_cuda(MemCategory::Communication), com0);
+  // The probe the tracer samples reads these counters.
+  {
+    mem::Scope s(MemCategory::Logits);
+    mem::count_cuda_block(0, 0x5000, 1000, true);
+  }
+  prof::MemoryCategories seen;
+  mem::cuda_probe()->live(&seen);
+  EXPECT_EQ(seen.bytes[static_cast<int>(MemCategory::Logits)],
+            mem::cuda().live().bytes[static_cast<int>(MemCategory::Logits)]);
+  mem::count_cuda_block(0, 0x5000, 1000, false);
+}
