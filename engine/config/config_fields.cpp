@@ -15,45 +15,53 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
-std::vector<ConfigField> build() {
-  using K = FieldKind;
-  using L = std::optional<int64_t>;
-  const L none;
-  auto make = [](const char* s, const char* k, K kind, const char* label, const std::string& doc) {
-    ConfigField f;
-    f.section = s;
-    f.key = k;
-    f.kind = kind;
-    f.label = label;
-    f.doc = doc;
-    return f;
-  };
-  auto I = [&](const char* s, const char* k, const char* label, const std::string& doc, L lo, L hi) {
-    ConfigField f = make(s, k, K::Integer, label, doc);
-    f.min = lo;
-    f.max = hi;
-    return f;
-  };
-  auto N = [&](const char* s, const char* k, const char* label, const std::string& doc) {
-    return make(s, k, K::Number, label, doc);
-  };
-  auto B = [&](const char* s, const char* k, const char* label, const std::string& doc) {
-    return make(s, k, K::Check, label, doc);
-  };
-  auto P = [&](const char* s, const char* k, const char* label, const std::string& doc) {
-    return make(s, k, K::Path, label, doc);
-  };
-  auto C = [&](const char* s, const char* k, const char* label, const std::string& doc, std::vector<std::string> ch) {
-    ConfigField f = make(s, k, K::Choice, label, doc);
-    f.choices = std::move(ch);
-    return f;
-  };
-  auto hidden = [](ConfigField f) {
-    f.in_form = false;
-    return f;
-  };
-  const char* kHfOnly = " (no form field: set by a Hugging Face config.json import or a config file)";
-  auto hf = [&](const std::string& doc) { return doc + kHfOnly; };
+// The table's shorthands (a namespace of their own: the library is a unity build).
+namespace field_table {
+using K = FieldKind;
+using L = std::optional<int64_t>;
+const L none;
+
+ConfigField make(const char* s, const char* k, K kind, const char* label, const std::string& doc) {
+  ConfigField f;
+  f.section = s;
+  f.key = k;
+  f.kind = kind;
+  f.label = label;
+  f.doc = doc;
+  return f;
+}
+ConfigField I(const char* s, const char* k, const char* label, const std::string& doc, L lo, L hi) {
+  ConfigField f = make(s, k, K::Integer, label, doc);
+  f.min = lo;
+  f.max = hi;
+  return f;
+}
+ConfigField N(const char* s, const char* k, const char* label, const std::string& doc) {
+  return make(s, k, K::Number, label, doc);
+}
+ConfigField B(const char* s, const char* k, const char* label, const std::string& doc) {
+  return make(s, k, K::Check, label, doc);
+}
+ConfigField P(const char* s, const char* k, const char* label, const std::string& doc) {
+  return make(s, k, K::Path, label, doc);
+}
+ConfigField C(const char* s, const char* k, const char* label, const std::string& doc, std::vector<std::string> ch) {
+  ConfigField f = make(s, k, K::Choice, label, doc);
+  f.choices = std::move(ch);
+  return f;
+}
+ConfigField hidden(ConfigField f) {
+  f.in_form = false;
+  return f;
+}
+std::string hf(const std::string& doc) {
+  return doc + " (no form field: set by a Hugging Face config.json import or a config file)";
+}
+}  // namespace field_table
+
+// The model section (Hugging Face LlamaConfig's keys; those only an import sets have no field).
+std::vector<ConfigField> model_field_table() {
+  using namespace field_table;
   std::vector<ConfigField> t = {
       I("model", "vocab_size", "Vocabulary", "vocab_size: token ids 0..V-1 (256 for byte-level text)", 1, kMaxVocab),
       I("model", "hidden_size", "Hidden size", "hidden_size d", 1, kMaxHidden),
@@ -88,7 +96,13 @@ std::vector<ConfigField> build() {
                        "RoPE angles: hf = fp32 as Transformers (bit-compatible), fp64 = computed in fp64 then cast "
                        "(docs/NUMERICS.md; no form field: set in a config file or with --set)",
                        {"hf", "fp64"})));
-  const std::vector<ConfigField> rest = {
+  return t;
+}
+
+// parallel, train, data, profile and faults.
+std::vector<ConfigField> run_field_table() {
+  using namespace field_table;
+  return {
       I("parallel", "sp_size", "Sequence parallel (sp)", "Ulysses ranks that split one sequence", 1, kMaxWorld),
       I("parallel", "dp_size", "Data parallel (dp)", "replicas; world size = sp x ring x dp", 1, kMaxWorld),
       I("parallel", "head_chunks", "Head chunks", "overlap the all-to-all of chunk i+1 with attention of chunk i", 1,
@@ -161,6 +175,11 @@ std::vector<ConfigField> build() {
         "this rank sleeps before each collective: a straggler on demand; -1 = off (below the world size)", -1, none),
       N("faults", "delay_ms", "Delay (ms)", "sleep of the slow rank before each collective"),
   };
+}
+
+std::vector<ConfigField> build() {
+  std::vector<ConfigField> t = model_field_table();
+  const std::vector<ConfigField> rest = run_field_table();
   t.insert(t.end(), rest.begin(), rest.end());
   // Defaults: the structs' initializers, through the parser's own writer.
   const json defaults = RunConfig{}.to_json();
