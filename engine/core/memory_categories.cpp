@@ -21,23 +21,45 @@ Scope::Scope(MemCategory c) : prev_(t_category) { t_category = c; }
 Scope::~Scope() { t_category = prev_; }
 MemCategory current() { return t_category; }
 
-void Counters::add(MemCategory c, int64_t n) {
+thread_local int32_t t_layer = -1;
+LayerScope::LayerScope(int32_t layer) : prev_(t_layer) { t_layer = layer; }
+LayerScope::~LayerScope() { t_layer = prev_; }
+int32_t current_layer() { return t_layer; }
+
+namespace {
+// A layer index worth a slot (the trace readers keep layers below kMaxTraceLayers too).
+bool per_layer(MemCategory c, int32_t layer) { return c == MemCategory::Activations && layer >= 0 && layer < 4096; }
+}  // namespace
+
+void Counters::add(MemCategory c, int64_t n, int32_t layer) {
   std::lock_guard<std::mutex> g(mu_);
   live_.bytes[static_cast<int>(c)] += n;
+  if (per_layer(c, layer)) {
+    if (layers_live_.size() <= static_cast<size_t>(layer)) layers_live_.resize(static_cast<size_t>(layer) + 1, 0);
+    layers_live_[static_cast<size_t>(layer)] += n;
+  }
   total_ += n;
   ++allocations_;
   counted_ = true;
   if (total_ > peak_) {
     peak_ = total_;
     at_peak_ = live_;
+    layers_at_peak_ = layers_live_;
     peak_t_ = prof::Tracer::now_ns();
   }
 }
 
-void Counters::sub(MemCategory c, int64_t n) {
+void Counters::sub(MemCategory c, int64_t n, int32_t layer) {
   std::lock_guard<std::mutex> g(mu_);
   live_.bytes[static_cast<int>(c)] -= n;
+  if (per_layer(c, layer) && static_cast<size_t>(layer) < layers_live_.size())
+    layers_live_[static_cast<size_t>(layer)] -= n;
   total_ -= n;
+}
+
+std::vector<int64_t> Counters::taken_peak_layers() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return layers_taken_;
 }
 
 MemoryCategories Counters::live() const {
@@ -61,9 +83,11 @@ bool Counters::take_peak(MemoryCategories* out, int64_t* t_ns) {
   std::lock_guard<std::mutex> g(mu_);
   if (!counted_) return false;
   *out = at_peak_;
+  layers_taken_ = layers_at_peak_;
   *t_ns = peak_t_;
   peak_ = total_;
   at_peak_ = live_;
+  layers_at_peak_ = layers_live_;
   peak_t_ = prof::Tracer::now_ns();
   return true;
 }
@@ -72,6 +96,7 @@ void Counters::reset_peak() {
   std::lock_guard<std::mutex> g(mu_);
   peak_ = total_;
   at_peak_ = live_;
+  layers_at_peak_ = layers_live_;
   peak_t_ = prof::Tracer::now_ns();
 }
 
@@ -103,6 +128,7 @@ struct CategoryCpuAllocator final : public compat::AllocatorBase {
     c10::DataPtr inner;
     int64_t n;
     MemCategory cat;
+    int32_t layer;
   };
   static std::mutex& table_mu() {
     static std::mutex m;
@@ -122,7 +148,7 @@ struct CategoryCpuAllocator final : public compat::AllocatorBase {
         if (c10::DeleterFnPtr del = base ? base->raw_deleter() : nullptr) del(p);
         return;
       }
-      cpu().sub(it->second.cat, it->second.n);
+      cpu().sub(it->second.cat, it->second.n, it->second.layer);
       inner = std::move(it->second.inner);
       table().erase(it);
     }
@@ -134,11 +160,12 @@ struct CategoryCpuAllocator final : public compat::AllocatorBase {
     if (n == 0 || data == nullptr || !g_counting.load(std::memory_order_relaxed)) return inner;
     const auto dev = inner.device();
     const MemCategory cat = current();
+    const int32_t layer = current_layer();
     {
       std::lock_guard<std::mutex> g(table_mu());
-      table().insert_or_assign(data, Rec{std::move(inner), static_cast<int64_t>(n), cat});
+      table().insert_or_assign(data, Rec{std::move(inner), static_cast<int64_t>(n), cat, layer});
     }
-    cpu().add(cat, static_cast<int64_t>(n));
+    cpu().add(cat, static_cast<int64_t>(n), layer);
     return {data, data, &free_ptr, dev};
   }
   // raw_allocate / raw_deallocate (used by some ATen kernels) free through this.
@@ -153,18 +180,25 @@ class CpuProbe final : public prof::MemoryProbe {
  public:
   void live(MemoryCategories* out) override { *out = cpu().live(); }
   bool take_peak(MemoryCategories* out, int64_t* t_ns) override { return cpu().take_peak(out, t_ns); }
+  std::vector<int64_t> taken_peak_layers() override { return cpu().taken_peak_layers(); }
 };
 
 class CudaProbe final : public prof::MemoryProbe {
  public:
   void live(MemoryCategories* out) override { *out = cuda().live(); }
   bool take_peak(MemoryCategories* out, int64_t* t_ns) override { return cuda().take_peak(out, t_ns); }
+  std::vector<int64_t> taken_peak_layers() override { return cuda().taken_peak_layers(); }
 };
 
 // The CUDA blocks counted (install_cuda_counting): address -> bytes and category.
 struct CudaBlocks {
   std::mutex mu;
-  std::unordered_map<uintptr_t, std::pair<int64_t, MemCategory>> live;
+  struct Block {
+    int64_t bytes;
+    MemCategory cat;
+    int32_t layer;
+  };
+  std::unordered_map<uintptr_t, Block> live;
   int device = -1;
 };
 CudaBlocks& cuda_blocks() {
@@ -201,13 +235,14 @@ void count_cuda_block(int device, uintptr_t addr, int64_t bytes, bool alloc) {
   if (device != b.device) return;
   if (alloc) {
     const MemCategory cat = current();
-    b.live[addr] = {bytes, cat};
-    cuda().add(cat, bytes);
+    const int32_t layer = current_layer();
+    b.live[addr] = {bytes, cat, layer};
+    cuda().add(cat, bytes, layer);
     return;
   }
   auto it = b.live.find(addr);
   if (it == b.live.end()) return;  // given out before counting began
-  cuda().sub(it->second.second, it->second.first);
+  cuda().sub(it->second.cat, it->second.bytes, it->second.layer);
   b.live.erase(it);
 }
 

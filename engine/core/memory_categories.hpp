@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -36,11 +37,26 @@ class Scope {
 };
 MemCategory current();
 
+// The decoder layer whose forward (or recompute) runs on this thread (-1: none): what it makes
+// under the Activations scope is also counted per layer (Counters::at_peak_layers).
+class LayerScope {
+ public:
+  explicit LayerScope(int32_t layer);
+  ~LayerScope();
+  LayerScope(const LayerScope&) = delete;
+  LayerScope& operator=(const LayerScope&) = delete;
+
+ private:
+  int32_t prev_;
+};
+int32_t current_layer();
+
 // Live bytes by category of one kind of counted storage; thread-safe.
 class Counters {
  public:
-  void add(MemCategory c, int64_t n);
-  void sub(MemCategory c, int64_t n);
+  // `layer` >= 0 with Activations: counted for that decoder layer too.
+  void add(MemCategory c, int64_t n, int32_t layer = -1);
+  void sub(MemCategory c, int64_t n, int32_t layer = -1);
   MemoryCategories live() const;
   int64_t peak() const;
   int64_t allocations() const;       // add() calls so far
@@ -48,11 +64,14 @@ class Counters {
   // The highest total since the last call, with its categories and time (Tracer clock); the
   // peak then restarts from the live bytes now. False when nothing was counted.
   bool take_peak(MemoryCategories* out, int64_t* t_ns);
+  // The activations of each decoder layer (index = layer) alive at the peak take_peak returned last.
+  std::vector<int64_t> taken_peak_layers() const;
   void reset_peak();  // peak := live now
 
  private:
   mutable std::mutex mu_;
   MemoryCategories live_, at_peak_;
+  std::vector<int64_t> layers_live_, layers_at_peak_, layers_taken_;  // activations per decoder layer
   int64_t total_ = 0, peak_ = 0, peak_t_ = 0, allocations_ = 0;
   bool counted_ = false;
 };

@@ -293,6 +293,7 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, const at::Tensor& po
 
 at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at::Tensor& cos, const at::Tensor& sin,
                                      Direction dir) {
+  mem::LayerScope layer_scope(static_cast<int32_t>(l));  // its activations are counted per layer too
   const int64_t B = x_in.size(0), n = x_in.size(1);
   const int64_t H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, dh = cfg_.head_dim();
   const int64_t P = comm_ ? comm_->sp_size() : 1;

@@ -966,6 +966,12 @@ std::vector<RankMemoryRow> memory_by_category(const TraceModel& m, const Analysi
       r.at_peak = c.c;
     }
   }
+  for (const auto& c : m.memory_categories) {  // the layers of each rank's chosen peak
+    if (c.edge != MemEdge::PeakLayer) continue;
+    auto it = rows.find(c.rank);
+    if (it != rows.end() && it->second.peak_step == c.step && it->second.peak_t_ns == c.t_ns)
+      it->second.at_peak_layers.emplace_back(c.layer, c.c.bytes[static_cast<int>(MemCategory::Activations)]);
+  }
   std::vector<RankMemoryRow> out;
   for (auto& [rank, r] : rows) {
     if (planned) {

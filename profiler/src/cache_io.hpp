@@ -156,7 +156,7 @@ inline void put_memory_categories(Out& o, const MemoryCategorySample& x) {
 inline void get_memory_categories(In& in, MemoryCategorySample& x) {
   x.rank = in.i32(), x.t_ns = in.i(), x.step = in.i();
   const int64_t edge = in.i();
-  if (edge < 0 || edge > static_cast<int64_t>(MemEdge::PlannedEnd)) In::fail();
+  if (edge < 0 || edge > static_cast<int64_t>(MemEdge::PeakLayer)) In::fail();
   x.edge = static_cast<MemEdge>(edge);
   x.phase = in.i32(), x.layer = in.i32();
   for (int64_t& b : x.c.bytes) b = in.i();

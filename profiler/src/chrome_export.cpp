@@ -343,7 +343,7 @@ void ChromeWriter::write_memory_samples() {
 // chrome://tracing stack the args as areas), one point per sample, bytes.
 void ChromeWriter::write_memory_categories() {
   for (const auto& c : m.memory_categories) {
-    if (is_planned(c.edge) || !wanted(c.rank)) continue;
+    if (!is_curve_sample(c.edge) || !wanted(c.rank)) continue;
     sep();
     out += "{\"ph\": \"C\", \"name\": \"memory by category\", \"pid\": " + std::to_string(c.rank) +
            ", \"tid\": 0, \"ts\": ";

@@ -539,7 +539,16 @@ class HostTracer final : public Tracer {
     // The step's peak by category, when it happened (the probe restarts its peak from now).
     if (rec && opts_.memory_probe && opts_.memory) {
       CategoryEntry e{0, b.step, MemEdge::Peak, -1, -1, {}};
-      if (opts_.memory_probe->take_peak(&e.c, &e.t)) b.cats.push_back(e);
+      if (opts_.memory_probe->take_peak(&e.c, &e.t)) {
+        b.cats.push_back(e);
+        const std::vector<int64_t> layers = opts_.memory_probe->taken_peak_layers();
+        for (size_t l = 0; l < layers.size(); ++l) {
+          if (layers[l] <= 0) continue;
+          CategoryEntry le{e.t, b.step, MemEdge::PeakLayer, -1, static_cast<int32_t>(l), {}};
+          le.c.bytes[static_cast<int>(MemCategory::Activations)] = layers[l];
+          b.cats.push_back(le);
+        }
+      }
     }
     if (rec) {
       b.rec = *rec;

@@ -127,6 +127,9 @@ nlohmann::json rank_memory_json(const Summary& s, int32_t rank) {
                 {"at_peak", at},
                 {"planned_peak_bytes", mr.planned_peak_bytes >= 0 ? json(mr.planned_peak_bytes) : json()}};
     if (mr.planned_peak_bytes >= 0) mem["planned_at_peak"] = planned;
+    json layers = json::array();  // each decoder layer's activations at that peak
+    for (const auto& [layer, bytes] : mr.at_peak_layers) layers.push_back({{"layer", layer}, {"activations", bytes}});
+    mem["at_peak_layers"] = layers;
     return mem;
   }
   return json();

@@ -37,7 +37,7 @@ static_assert(sizeof(Headline) == 48 && sizeof(StepBreakdown) == 96 && sizeof(Ra
                   sizeof(SkewRow) == 40 && sizeof(PhaseMemoryRow) == 72 && sizeof(NameRow) == 64 &&
                   sizeof(CollectiveArrival) == 24 && sizeof(CollectiveInstance) == 88 && sizeof(RankWaitRow) == 40 &&
                   sizeof(StepEndRow) == 24 && sizeof(WaitingAnalysis) == 96 && sizeof(Summary) == 488 &&
-                  sizeof(RankMemoryRow) == 152 && sizeof(CommPhaseRow) == 48,
+                  sizeof(RankMemoryRow) == 176 && sizeof(CommPhaseRow) == 48,
               "Summary changed: update summary_cache.cpp and bump kSummaryCacheFormat");
 #endif
 
@@ -241,6 +241,7 @@ std::string encode_summary(const TraceModel& m, const Summary& s) {
   put_vec(o, s.memory_by_rank, [&](const RankMemoryRow& r) {
     o.i(r.rank), o.i(r.peak_bytes), o.i(r.peak_t_ns), o.i(r.peak_step), o.i(r.planned_peak_bytes);
     for (int k = 0; k < kMemCategories; ++k) o.i(r.at_peak.bytes[k]), o.i(r.planned.bytes[k]);
+    put_vec(o, r.at_peak_layers, [&](const std::pair<int32_t, int64_t>& l) { o.i(l.first), o.i(l.second); });
   });
   put_vec(o, s.names,
           [&](const NameRow& x) { o.s(x.name), o.u(x.is_kernel), o.i(x.count), o.i(x.total_ns), o.i(x.max_ns); });
@@ -333,6 +334,7 @@ void decode_payload(const char* data, size_t size, TraceModel* mp, Summary* sp) 
     r.rank = in.i32(), r.peak_bytes = in.i(), r.peak_t_ns = in.i(), r.peak_step = in.i();
     r.planned_peak_bytes = in.i();
     for (int k = 0; k < kMemCategories; ++k) r.at_peak.bytes[k] = in.i(), r.planned.bytes[k] = in.i();
+    get_vec(in, &r.at_peak_layers, [&](std::pair<int32_t, int64_t>& l) { l.first = in.i32(), l.second = in.i(); });
   });
   get_vec(in, &s.names, [&](NameRow& x) {
     x.name = in.s(), x.is_kernel = in.flag(), x.count = in.i(), x.total_ns = in.i(), x.max_ns = in.i();

@@ -76,7 +76,7 @@ void read_memory_categories(sql::Db& db, TraceModel& m, bool has_rank_row, int32
     c.phase = to_i32(q.i64(4));
     c.layer = to_i32(q.i64(5));
     bool ok = sqlite3_column_type(q.get(), 1) == SQLITE_INTEGER && !time_out_of_range(c.t_ns) && edge >= 0 &&
-              edge <= static_cast<int64_t>(MemEdge::PlannedEnd);
+              edge <= static_cast<int64_t>(MemEdge::PeakLayer);
     for (int k = 0; k < kMemCategories; ++k) {
       c.c.bytes[k] = q.i64(6 + k);
       ok &= sqlite3_column_type(q.get(), 6 + k) == SQLITE_INTEGER && c.c.bytes[k] >= 0 &&

@@ -235,5 +235,20 @@ TEST(MemoryCategories, PlannedCurveFollowsTheMeasuredOneRangeByRange) {
     }
     std::printf("%s: %zu planned points, all on measured edges; worst |measured - planned| / measured %.4f\n",
                 run.c_str(), planned.size(), worst);
+    // Each decoder layer's activations at the peak (summary --json at_peak_layers): both layers
+    // of this model hold the same (same shapes), and together no more than the activations.
+    const json summary = summary_of(dir);
+    ASSERT_EQ(summary["ranks"].size(), 2u);
+    for (const auto& r : summary["ranks"]) {
+      const json& m = r["memory"];
+      const json& layers = m["at_peak_layers"];
+      ASSERT_EQ(layers.size(), 2u) << m.dump();
+      int64_t sum = 0;
+      for (const auto& l : layers) sum += l["activations"].get<int64_t>();
+      EXPECT_EQ(layers[0]["activations"], layers[1]["activations"]) << layers.dump();
+      EXPECT_LE(sum, m["at_peak"]["activations"].get<int64_t>());
+      std::printf("  rank %d: layers %s of activations %lld\n", r["rank"].get<int>(), layers.dump().c_str(),
+                  static_cast<long long>(m["at_peak"]["activations"].get<int64_t>()));
+    }
   }
 }

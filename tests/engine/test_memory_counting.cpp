@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "memory_categories.hpp"
+#include "ulysses/profiler/memory_categories.hpp"
 
 using namespace ulysses;
 using mem::MemCategory;
@@ -103,4 +104,40 @@ TEST(CudaCategoryCounting, BlocksFromTheAllocatorHookAreChargedToTheScope) {
   EXPECT_EQ(seen.bytes[static_cast<int>(MemCategory::Logits)],
             mem::cuda().live().bytes[static_cast<int>(MemCategory::Logits)]);
   mem::count_cuda_block(0, 0x5000, 1000, false);
+}
+
+// Activations are also counted per decoder layer (LayerScope, set by the model around each
+// layer's forward and recompute), and the layers alive at a peak come with it.
+TEST(CpuCategoryCounting, ActivationsPerLayerAtThePeak) {
+  mem::Counters c;
+  c.add(MemCategory::Parameters, 100);
+  c.add(MemCategory::Activations, 1000, 0);
+  c.add(MemCategory::Activations, 3000, 2);
+  c.add(MemCategory::Other, 50, 2);  // only activations are counted per layer
+  prof::MemoryCategories at;
+  int64_t t = 0;
+  ASSERT_TRUE(c.take_peak(&at, &t));
+  EXPECT_EQ(c.taken_peak_layers(), (std::vector<int64_t>{1000, 0, 3000}));
+  // The next peak starts from the live bytes at the take (4150); a layer's activations going
+  // over it make the new peak, with the layers alive then.
+  c.sub(MemCategory::Activations, 3000, 2);
+  c.add(MemCategory::Activations, 5000, 1);
+  ASSERT_TRUE(c.take_peak(&at, &t));
+  EXPECT_EQ(at.total(), 100 + 1000 + 50 + 5000);
+  EXPECT_EQ(c.taken_peak_layers(), (std::vector<int64_t>{1000, 5000, 0}));
+  // Through the counting allocator: what layer 1's forward makes under Activations.
+  mem::install_cpu_counting();
+  mem::cpu().reset_peak();
+  torch::Tensor a;
+  {
+    mem::Scope s(MemCategory::Activations);
+    mem::LayerScope l(1);
+    EXPECT_EQ(mem::current_layer(), 1);
+    a = torch::empty({1 << 20}, torch::kFloat32);  // 4 MiB: this test's peak
+  }
+  EXPECT_EQ(mem::current_layer(), -1);
+  ASSERT_TRUE(mem::cpu().take_peak(&at, &t));
+  const auto layers = mem::cpu().taken_peak_layers();
+  ASSERT_GE(layers.size(), 2u);
+  EXPECT_GE(layers[1], int64_t{4} << 20);
 }

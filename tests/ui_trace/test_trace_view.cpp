@@ -556,6 +556,18 @@ TEST(MemoryViewCategories, StacksTheSevenCategoriesAndTablesThePeak) {
   sample(3'000'000, prof::MemEdge::End, {4, 4, 8, 20, 0, 2, 2});
   sample(5'000'000, prof::MemEdge::Peak, {4, 4, 8, 20, 40, 2, 22});  // 100 MiB
   sample(8'000'000, prof::MemEdge::End, {4, 4, 8, 0, 0, 0, 1});
+  // Layers 0 and 1's activations at that peak (12 and 8 of its 20 MiB): rows under activations.
+  for (int l = 0; l < 2; ++l) {
+    prof::MemoryCategorySample c;
+    c.t_ns = 5'000'000;
+    c.step = 0;
+    c.edge = prof::MemEdge::PeakLayer;
+    c.layer = l;
+    c.c.bytes[3] = (l == 0 ? 12 : 8) * MiB;
+    m->memory_categories.push_back(c);
+  }
+  std::sort(m->memory_categories.begin(), m->memory_categories.end(),
+            [](const auto& a, const auto& b) { return a.t_ns < b.t_ns; });
   m->t_min = 0;
   m->t_max = 10'000'000;
   MemoryView mv;
@@ -594,6 +606,12 @@ TEST(MemoryViewCategories, StacksTheSevenCategoriesAndTablesThePeak) {
   EXPECT_TRUE(t.contains(QStringLiteral("planned 98.0 MiB"))) << t.toStdString();
   EXPECT_TRUE(t.contains(QStringLiteral("40.0%"))) << t.toStdString();
   EXPECT_TRUE(t.contains(QStringLiteral("22.0%"))) << t.toStdString();
+  // The layers, largest first, with their share of the peak; the curve draws no layer rows.
+  const int l0 = int(t.indexOf(QStringLiteral("layer 0"))), l1 = int(t.indexOf(QStringLiteral("layer 1")));
+  EXPECT_GT(l1, l0);
+  EXPECT_GT(l0, int(t.indexOf(QStringLiteral("activations"))));
+  EXPECT_TRUE(t.contains(QStringLiteral("12.0 MiB"))) << t.toStdString();
+  EXPECT_TRUE(t.contains(QStringLiteral("8.0%"))) << t.toStdString();
 }
 
 // The report's headline shows the parameter all-gathers' hidden / exposed time (ZeRO, issue 40): the figures of

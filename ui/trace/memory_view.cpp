@@ -129,7 +129,7 @@ std::vector<prof::MemoryCategorySample> category_points(const prof::TraceModel& 
                                  [&](const auto& c) { return c.rank < rank || (c.rank == rank && c.t_ns < t0); });
   auto hi = std::partition_point(lo, all.end(),
                                  [&](const auto& c) { return c.rank < rank || (c.rank == rank && c.t_ns < t1); });
-  auto drawn = [](const prof::MemoryCategorySample& c) { return !prof::is_planned(c.edge); };
+  auto drawn = [](const prof::MemoryCategorySample& c) { return prof::is_curve_sample(c.edge); };
   // One drawn sample of the rank before and after the window so the areas reach the edges.
   for (auto it = lo; it != all.begin();) {
     --it;
@@ -165,6 +165,32 @@ std::vector<prof::MemoryCategorySample> category_points(const prof::TraceModel& 
   return out;
 }
 
+// Under the activations row: each decoder layer's activations at the peak, largest first (at most
+// 8 rows; the rest summed in one).
+static QString layer_rows_html(const prof::RankMemoryRow& r) {
+  auto layers = r.at_peak_layers;
+  std::stable_sort(layers.begin(), layers.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  QString h;
+  int64_t rest = 0;
+  size_t rest_n = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (i >= 8) {
+      rest += layers[i].second;
+      ++rest_n;
+      continue;
+    }
+    h += QStringLiteral("<tr><td>&nbsp;&nbsp;&nbsp;%1</td><td align='right'>%2</td><td align='right'>%3%</td></tr>")
+             .arg(QObject::tr("layer %1").arg(layers[i].first),
+                  QString::fromStdString(format_bytes(double(layers[i].second))))
+             .arg(100.0 * double(layers[i].second) / double(r.peak_bytes), 0, 'f', 1);
+  }
+  if (rest_n > 0)
+    h += QStringLiteral("<tr><td>&nbsp;&nbsp;&nbsp;%1</td><td align='right'>%2</td><td align='right'>%3%</td></tr>")
+             .arg(QObject::tr("%1 other layers").arg(rest_n), QString::fromStdString(format_bytes(double(rest))))
+             .arg(100.0 * double(rest) / double(r.peak_bytes), 0, 'f', 1);
+  return h;
+}
+
 QString peak_table_html(const prof::TraceModel& m, int32_t rank) {
   for (const auto& r : prof::memory_by_category(m)) {
     if (r.rank != rank || r.peak_bytes <= 0) continue;
@@ -191,6 +217,7 @@ QString peak_table_html(const prof::TraceModel& m, int32_t rank) {
                         ? QStringLiteral("<td align='right'>%1</td>")
                               .arg(QString::fromStdString(format_bytes(double(r.planned.bytes[k]))))
                         : QString());
+      if (k == static_cast<int>(prof::MemCategory::Activations)) h += layer_rows_html(r);
     }
     return h + QStringLiteral("</table>");
   }
@@ -245,7 +272,7 @@ void MemoryView::setIndex(std::shared_ptr<const TimelineIndex> index) {
     // Memory by category (issue 42), shown first when the trace has it.
     std::set<int32_t> cat_ranks;
     for (const auto& c : index_->model().memory_categories)
-      if (!prof::is_planned(c.edge)) cat_ranks.insert(c.rank);
+      if (prof::is_curve_sample(c.edge)) cat_ranks.insert(c.rank);
     for (int32_t r : cat_ranks) rank_box_->addItem(tr("rank %1: by category (stacked)").arg(r), kCategoryItem + r);
     if (!cat_ranks.empty()) rank_box_->setCurrentIndex(rank_box_->findData(kCategoryItem + *cat_ranks.begin()));
     vp_.fit(index_->t_min(), index_->t_max(), 0.01);

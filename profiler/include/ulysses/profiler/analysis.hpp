@@ -198,6 +198,7 @@ struct RankMemoryRow {
   int32_t rank = 0;
   int64_t peak_bytes = -1, peak_t_ns = 0, peak_step = -1;
   MemoryCategories at_peak;
+  std::vector<std::pair<int32_t, int64_t>> at_peak_layers;  // (decoder layer, its activations) at that peak
   int64_t planned_peak_bytes = -1;
   MemoryCategories planned;
 };

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace ulysses::prof {
 
@@ -36,7 +37,19 @@ struct MemoryCategories {
 // planner's curve, its categories at both edges of every range its dry run pushed (the model's
 // ranges: layers, attention, all-to-alls, MLP, loss), in the dry run's order (step -1, the
 // sample's time its position in that order after the run's start; phase and layer the range's).
-enum class MemEdge : int32_t { Begin = 0, End = 1, Peak = 2, Planned = 3, PlannedBegin = 4, PlannedEnd = 5 };
+// PeakLayer: one decoder layer's activations alive at the step's peak (layer = the layer; only
+// the activations column is set; written beside the Peak row).
+enum class MemEdge : int32_t {
+  Begin = 0,
+  End = 1,
+  Peak = 2,
+  Planned = 3,
+  PlannedBegin = 4,
+  PlannedEnd = 5,
+  PeakLayer = 6
+};
+// The samples of the measured curve (a range's edges and the step's peak).
+inline bool is_curve_sample(MemEdge e) { return e == MemEdge::Begin || e == MemEdge::End || e == MemEdge::Peak; }
 inline bool is_planned(MemEdge e) {
   return e == MemEdge::Planned || e == MemEdge::PlannedBegin || e == MemEdge::PlannedEnd;
 }
@@ -55,6 +68,8 @@ class MemoryProbe {
   virtual ~MemoryProbe() = default;
   virtual void live(MemoryCategories* out) = 0;
   virtual bool take_peak(MemoryCategories* out, int64_t* t_ns) = 0;
+  // The activations of each decoder layer (index = layer) alive at the peak take_peak returned last.
+  virtual std::vector<int64_t> taken_peak_layers() { return {}; }
 };
 
 }  // namespace ulysses::prof

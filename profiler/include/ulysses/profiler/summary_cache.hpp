@@ -48,8 +48,8 @@
 namespace ulysses::prof {
 
 // Bump when the encoding below changes (the build id covers changes to what is computed).
-constexpr uint32_t kSummaryCacheFormat = 6;  // 2: WaitingAnalysis::repeated; 3: Summary::kernels_by_*; 4: comm_phases;
-                                             // 5: allgather; 6: memory by category
+constexpr uint32_t kSummaryCacheFormat = 7;  // 2: WaitingAnalysis::repeated; 3: Summary::kernels_by_*; 4: comm_phases;
+                                             // 7: RankMemoryRow::at_peak_layers; 5: allgather; 6: memory by category
 
 // A hash of the profiler library's sources, fixed at build time.
 const char* profiler_build_id();
