@@ -86,6 +86,21 @@ LauncherPage::LauncherPage(QWidget* parent) : QWidget(parent) {
 }
 
 void LauncherPage::buildUi() {
+  QHBoxLayout* top = buildTopRow();
+  QScrollArea* scroll = buildForm();
+  QWidget* side = buildSidePanel();
+  auto* split = new QSplitter(Qt::Horizontal, this);
+  split->addWidget(scroll);
+  split->addWidget(side);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
+  auto* col = new QVBoxLayout(this);
+  col->addLayout(top);
+  col->addWidget(split, 1);
+}
+
+// Top row: preset chooser and run name.
+QHBoxLayout* LauncherPage::buildTopRow() {
   auto* top = new QHBoxLayout;
   presets_ = new QComboBox(this);
   presets_->setObjectName(QStringLiteral("presets"));
@@ -107,8 +122,12 @@ void LauncherPage::buildUi() {
   top->addWidget(new QLabel(QStringLiteral("Name:"), this));
   top->addWidget(name_, 1);
 
-  // Form, one group per section, and groups of their own for ring attention, memory and
-  // checkpoints (groupStartingAt).
+  return top;
+}
+
+// Form, one group per section, and groups of their own for ring attention, memory and
+// checkpoints (groupStartingAt).
+QScrollArea* LauncherPage::buildForm() {
   auto* formHost = new QWidget;
   auto* formCol = new QVBoxLayout(formHost);
   QString currentSection;
@@ -123,76 +142,86 @@ void LauncherPage::buildUi() {
       formCol->addWidget(box);
     }
     const QString dotted = spec.dotted();
-    auto* cell = new QWidget;
-    auto* cellLayout = new QVBoxLayout(cell);
-    cellLayout->setContentsMargins(0, 0, 0, 0);
-    cellLayout->setSpacing(1);
-    FieldUi ui;
-    switch (spec.kind) {
-      case FieldKind::Integer:
-      case FieldKind::Number:
-      case FieldKind::Text: {
-        auto* e = new QLineEdit(cell);
-        connect(e, &QLineEdit::textChanged, this, &LauncherPage::revalidate);
-        cellLayout->addWidget(e);
-        ui.editor = e;
-        break;
-      }
-      case FieldKind::Path: {
-        auto* row = new QHBoxLayout;
-        auto* e = new QLineEdit(cell);
-        connect(e, &QLineEdit::textChanged, this, &LauncherPage::revalidate);
-        auto* browse = new QToolButton(cell);
-        browse->setText(QStringLiteral("…"));
-        browse->setToolTip(QStringLiteral("Choose"));
-        const bool isDir = spec.key != QLatin1String("path");
-        connect(browse, &QToolButton::clicked, this, [this, e, isDir] {
-          const QString p =
-              isDir ? QFileDialog::getExistingDirectory(this, QStringLiteral("Choose a checkpoint folder"), e->text())
-                    : QFileDialog::getOpenFileName(this, QStringLiteral("Choose a data file"), e->text());
-          if (!p.isEmpty()) e->setText(p);
-        });
-        row->addWidget(e, 1);
-        row->addWidget(browse);
-        cellLayout->addLayout(row);
-        ui.editor = e;
-        break;
-      }
-      case FieldKind::Choice: {
-        auto* c = new QComboBox(cell);
-        c->addItems(spec.choices);
-        connect(c, &QComboBox::currentTextChanged, this, &LauncherPage::revalidate);
-        cellLayout->addWidget(c);
-        ui.editor = c;
-        break;
-      }
-      case FieldKind::Check: {
-        auto* c = new QCheckBox(cell);
-        connect(c, &QCheckBox::toggled, this, &LauncherPage::revalidate);
-        cellLayout->addWidget(c);
-        ui.editor = c;
-        break;
-      }
-    }
-    ui.editor->setObjectName(dotted);
-    ui.editor->setToolTip(spec.help + QStringLiteral(" (") + dotted + QLatin1Char(')'));
-    ui.error = new QLabel(cell);
-    ui.error->setObjectName(QStringLiteral("error:") + dotted);
-    ui.error->setStyleSheet(QLatin1String(kErrorStyle));
-    ui.error->setWordWrap(true);
-    ui.error->setVisible(false);
-    cellLayout->addWidget(ui.error);
+    QWidget* cell = buildFieldCell(spec);
     auto* label = new QLabel(spec.label, formHost);
     label->setToolTip(dotted);
     form->addRow(label, cell);
-    fields_.insert(dotted, ui);
   }
   formCol->addStretch(1);
   auto* scroll = new QScrollArea(this);
   scroll->setWidgetResizable(true);
   scroll->setWidget(formHost);
+  return scroll;
+}
 
-  // Right side: devices, estimates, issues, Launch.
+// One field's cell: its editor (by kind) and, under it, its error label; recorded in fields_.
+QWidget* LauncherPage::buildFieldCell(const FieldSpec& spec) {
+  const QString dotted = spec.dotted();
+  auto* cell = new QWidget;
+  auto* cellLayout = new QVBoxLayout(cell);
+  cellLayout->setContentsMargins(0, 0, 0, 0);
+  cellLayout->setSpacing(1);
+  FieldUi ui;
+  switch (spec.kind) {
+    case FieldKind::Integer:
+    case FieldKind::Number:
+    case FieldKind::Text: {
+      auto* e = new QLineEdit(cell);
+      connect(e, &QLineEdit::textChanged, this, &LauncherPage::revalidate);
+      cellLayout->addWidget(e);
+      ui.editor = e;
+      break;
+    }
+    case FieldKind::Path: {
+      auto* row = new QHBoxLayout;
+      auto* e = new QLineEdit(cell);
+      connect(e, &QLineEdit::textChanged, this, &LauncherPage::revalidate);
+      auto* browse = new QToolButton(cell);
+      browse->setText(QStringLiteral("…"));
+      browse->setToolTip(QStringLiteral("Choose"));
+      const bool isDir = spec.key != QLatin1String("path");
+      connect(browse, &QToolButton::clicked, this, [this, e, isDir] {
+        const QString p =
+            isDir ? QFileDialog::getExistingDirectory(this, QStringLiteral("Choose a checkpoint folder"), e->text())
+                  : QFileDialog::getOpenFileName(this, QStringLiteral("Choose a data file"), e->text());
+        if (!p.isEmpty()) e->setText(p);
+      });
+      row->addWidget(e, 1);
+      row->addWidget(browse);
+      cellLayout->addLayout(row);
+      ui.editor = e;
+      break;
+    }
+    case FieldKind::Choice: {
+      auto* c = new QComboBox(cell);
+      c->addItems(spec.choices);
+      connect(c, &QComboBox::currentTextChanged, this, &LauncherPage::revalidate);
+      cellLayout->addWidget(c);
+      ui.editor = c;
+      break;
+    }
+    case FieldKind::Check: {
+      auto* c = new QCheckBox(cell);
+      connect(c, &QCheckBox::toggled, this, &LauncherPage::revalidate);
+      cellLayout->addWidget(c);
+      ui.editor = c;
+      break;
+    }
+  }
+  ui.editor->setObjectName(dotted);
+  ui.editor->setToolTip(spec.help + QStringLiteral(" (") + dotted + QLatin1Char(')'));
+  ui.error = new QLabel(cell);
+  ui.error->setObjectName(QStringLiteral("error:") + dotted);
+  ui.error->setStyleSheet(QLatin1String(kErrorStyle));
+  ui.error->setWordWrap(true);
+  ui.error->setVisible(false);
+  cellLayout->addWidget(ui.error);
+  fields_.insert(dotted, ui);
+  return cell;
+}
+
+// Right side: devices, estimates, issues, Launch.
+QWidget* LauncherPage::buildSidePanel() {
   auto* side = new QWidget(this);
   auto* sideCol = new QVBoxLayout(side);
   auto* devBox = new QGroupBox(QStringLiteral("Devices"), side);
@@ -203,6 +232,39 @@ void LauncherPage::buildUi() {
   devCol->addWidget(deviceNote_);
   sideCol->addWidget(devBox);
 
+  sideCol->addWidget(buildEstimatesBox(side), 1);
+
+  general_ = new QLabel(side);
+  general_->setObjectName(QStringLiteral("generalIssues"));
+  general_->setStyleSheet(QLatin1String(kErrorStyle));
+  general_->setWordWrap(true);
+  sideCol->addWidget(general_);
+  status_ = new QLabel(side);
+  status_->setObjectName(QStringLiteral("launchStatus"));
+  status_->setWordWrap(true);
+  sideCol->addWidget(status_);
+  planNote_ = new QLabel(side);
+  planNote_->setObjectName(QStringLiteral("planWarning"));
+  planNote_->setStyleSheet(QLatin1String(kWarnStyle));
+  planNote_->setWordWrap(true);
+  planNote_->hide();
+  sideCol->addWidget(planNote_);
+  planTimer_ = new QTimer(this);
+  planTimer_->setSingleShot(true);
+  planTimer_->setInterval(400);  // plan once the user pauses typing
+  connect(planTimer_, &QTimer::timeout, this, &LauncherPage::runPlan);
+  launch_ = new QPushButton(QStringLiteral("Launch"), side);
+  launch_->setObjectName(QStringLiteral("launch"));
+  launch_->setToolTip(QStringLiteral("Start ulysses-run with this config (Ctrl+R)"));
+  connect(launch_, &QPushButton::clicked, this, [this] {
+    if (isValid() && !running_) emit launchRequested();
+  });
+  sideCol->addWidget(launch_);
+  return side;
+}
+
+// Estimates (cost model): throughput and bandwidth knobs over the estimate table.
+QWidget* LauncherPage::buildEstimatesBox(QWidget* side) {
   auto* estBox = new QGroupBox(QStringLiteral("Estimates (cost model)"), side);
   auto* estCol = new QVBoxLayout(estBox);
   auto* knobs = new QFormLayout;
@@ -232,43 +294,7 @@ void LauncherPage::buildUi() {
   estimateView_->horizontalHeader()->setStretchLastSection(true);
   estimateView_->setSelectionMode(QAbstractItemView::NoSelection);
   estCol->addWidget(estimateView_);
-  sideCol->addWidget(estBox, 1);
-
-  general_ = new QLabel(side);
-  general_->setObjectName(QStringLiteral("generalIssues"));
-  general_->setStyleSheet(QLatin1String(kErrorStyle));
-  general_->setWordWrap(true);
-  sideCol->addWidget(general_);
-  status_ = new QLabel(side);
-  status_->setObjectName(QStringLiteral("launchStatus"));
-  status_->setWordWrap(true);
-  sideCol->addWidget(status_);
-  planNote_ = new QLabel(side);
-  planNote_->setObjectName(QStringLiteral("planWarning"));
-  planNote_->setStyleSheet(QLatin1String(kWarnStyle));
-  planNote_->setWordWrap(true);
-  planNote_->hide();
-  sideCol->addWidget(planNote_);
-  planTimer_ = new QTimer(this);
-  planTimer_->setSingleShot(true);
-  planTimer_->setInterval(400);  // plan once the user pauses typing
-  connect(planTimer_, &QTimer::timeout, this, &LauncherPage::runPlan);
-  launch_ = new QPushButton(QStringLiteral("Launch"), side);
-  launch_->setObjectName(QStringLiteral("launch"));
-  launch_->setToolTip(QStringLiteral("Start ulysses-run with this config (Ctrl+R)"));
-  connect(launch_, &QPushButton::clicked, this, [this] {
-    if (isValid() && !running_) emit launchRequested();
-  });
-  sideCol->addWidget(launch_);
-
-  auto* split = new QSplitter(Qt::Horizontal, this);
-  split->addWidget(scroll);
-  split->addWidget(side);
-  split->setStretchFactor(0, 3);
-  split->setStretchFactor(1, 2);
-  auto* col = new QVBoxLayout(this);
-  col->addLayout(top);
-  col->addWidget(split, 1);
+  return estBox;
 }
 
 QStringList LauncherPage::presetNames() const {

@@ -22,10 +22,13 @@ class QDoubleSpinBox;
 class QTableView;
 class QProcess;
 class QTimer;
+class QHBoxLayout;
+class QScrollArea;
 
 namespace ulysses::ui {
 
 class EstimateModel;
+struct FieldSpec;
 
 class LauncherPage : public QWidget {
   Q_OBJECT
@@ -86,6 +89,11 @@ class LauncherPage : public QWidget {
     QLabel* error = nullptr;
   };
   void buildUi();
+  QHBoxLayout* buildTopRow();
+  QScrollArea* buildForm();
+  QWidget* buildFieldCell(const FieldSpec& spec);
+  QWidget* buildSidePanel();
+  QWidget* buildEstimatesBox(QWidget* side);
   void setFieldError(const QString& dotted, const QString& msg);
   void updateEstimates();
   void updateDeviceNote();

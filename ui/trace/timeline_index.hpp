@@ -11,7 +11,9 @@
 
 #include <cstdint>
 #include <algorithm>
+#include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -108,6 +110,14 @@ class TimelineIndex {
   uint32_t range_argb(const prof::TraceRange& r) const;
 
  private:
+  struct LaneRows;  // one lane's rows, built apart (timeline_index.cpp)
+  size_t slot_of(std::map<int32_t, size_t>& rank_slot, int32_t rank);
+  void build_lane_rows(size_t li, LaneRows& out, std::atomic<int64_t>& ranges_done) const;
+  bool append_lanes(std::vector<LaneRows>& built, std::map<int32_t, size_t>& rank_slot, int64_t& t_min, int64_t& t_max);
+  void build_overlap(int64_t t_min, int64_t t_max);
+  void build_steps();
+  void set_extent(bool have_t, int64_t t_min, int64_t t_max);
+
   std::shared_ptr<const prof::TraceModel> model_;
   std::vector<int64_t> weights_;
   std::vector<TimelineRow> rows_;

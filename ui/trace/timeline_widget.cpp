@@ -765,7 +765,6 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     return;
   }
   ensureDrawList();
-  const auto& m = index_->model();
   const int W = width(), H = height();
   const QFontMetrics fm = p.fontMetrics();
 
@@ -773,7 +772,21 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   p.save();
   p.setClipRect(gutter_, ruler_h_, W - gutter_, H - ruler_h_);
   p.translate(gutter_, ruler_h_);
-  // Rank group backgrounds: scrolled ranks cut off under the pinned band, then pinned ones.
+  paintBackgrounds(p, W, H);
+  paintShades(p);
+  paintItems(p, fm);
+  paintAllFlows(p);
+  paintSelectedFlow(p);
+  paint_launch_flows(p, launchFlows());
+  paintWindow(p, H);
+  p.restore();
+
+  paintGutter(p, fm, H);
+  paintRuler(p, W);
+}
+
+// Rank group backgrounds: scrolled ranks cut off under the pinned band, then pinned ones.
+void TimelineWidget::paintBackgrounds(QPainter& p, int W, int H) {
   const float band = layout_.pinned_h;
   p.save();
   p.setClipRect(QRectF(0, band, W, H), Qt::IntersectClip);
@@ -786,12 +799,21 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     p.setPen(QColor(0x90, 0x90, 0xA0));
     p.drawLine(QPointF(0, band - 1), QPointF(W, band - 1));
   }
-  // Communication overlapping computation: translucent band over the rank's lanes and a
-  // solid marker under the rank header.
+}
+
+// Communication overlapping computation: translucent band over the rank's lanes and a
+// solid marker under the rank header.
+void TimelineWidget::paintShades(QPainter& p) {
   for (const auto& s : dl_.shades) {
     p.fillRect(QRectF(s.x, s.y, s.w, s.h), argb(kOverlapShadeArgb));
     p.fillRect(QRectF(s.x, s.y - 4, s.w, 3), QColor(0x00, 0xC8, 0x53));
   }
+}
+
+// The draw list's items: folds hatched with their count, ranges with their selection frame
+// and label.
+void TimelineWidget::paintItems(QPainter& p, const QFontMetrics& fm) {
+  const auto& m = index_->model();
   for (const auto& it : dl_.items) {
     QColor c = argb(it.argb);
     if (it.flags & kDimmed) c.setAlpha(60);
@@ -826,7 +848,10 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
       if (!label.isEmpty()) p.drawText(tr2, Qt::AlignVCenter | Qt::AlignLeft, label);
     }
   }
-  // Every collective in view: thin arrows from each arrival to the last one (no labels).
+}
+
+// Every collective in view: thin arrows from each arrival to the last one (no labels).
+void TimelineWidget::paintAllFlows(QPainter& p) {
   if (all_flows_) {
     p.setRenderHint(QPainter::Antialiasing, true);
     p.setPen(QPen(QColor(255, 235, 59, 140), 1.0));
@@ -836,8 +861,11 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     }
     p.setRenderHint(QPainter::Antialiasing, false);
   }
-  // Flow arrows: the selected collective's instances on every rank, each arrival -> the last
-  // arrival (the straggler); an arrow's length is the time that rank waited.
+}
+
+// Flow arrows: the selected collective's instances on every rank, each arrival -> the last
+// arrival (the straggler); an arrow's length is the time that rank waited.
+void TimelineWidget::paintSelectedFlow(QPainter& p) {
   if (selected_ >= 0) {
     // The instance's ranges are found once per selection (a pass over every range per repaint).
     if (flowFor_ != selected_ || flowIndex_ != index_.get()) {
@@ -871,7 +899,10 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
       p.setRenderHint(QPainter::Antialiasing, false);
     }
   }
-  paint_launch_flows(p, launchFlows());
+}
+
+// The replay cursor, the selected window and the window being selected.
+void TimelineWidget::paintWindow(QPainter& p, int H) {
   if (cursor_ns_ >= 0) {  // replay cursor: a line over every lane, with the time in the ruler's colour
     const double x = vp_.x_of(cursor_ns_);
     p.setPen(QPen(QColor(0xFF, 0xEB, 0x3B), 2));
@@ -894,9 +925,12 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     p.drawText(QRect(a, 4, std::max(b - a, 120), 16), Qt::AlignLeft,
                QString::fromStdString(format_duration_ns(double(b - a) * vp_.ns_per_px)));
   }
-  p.restore();
+}
 
-  // Gutter: rank headers and lane names.
+// Gutter: rank headers and lane names.
+void TimelineWidget::paintGutter(QPainter& p, const QFontMetrics& fm, int H) {
+  const auto& m = index_->model();
+  const float band = layout_.pinned_h;
   p.fillRect(QRect(0, ruler_h_, gutter_, H - ruler_h_), QColor(0x2B, 0x2D, 0x33));
   // Two passes: the scrolled ranks (cut off under the pinned band), then the pinned ones.
   for (const bool pinned_pass : {false, true}) {
@@ -943,8 +977,10 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
                                  QStringLiteral(" \u2014 ") + tr("show all"),
                              Qt::ElideRight, strip.width() - 6));
   }
+}
 
-  // Ruler: ticks every 1/2/5 x 10^k ns, at least ~90 px apart; times from the trace start.
+// Ruler: ticks every 1/2/5 x 10^k ns, at least ~90 px apart; times from the trace start.
+void TimelineWidget::paintRuler(QPainter& p, int W) {
   p.fillRect(QRect(0, 0, W, ruler_h_), QColor(0x33, 0x35, 0x3B));
   const double min_ns = 90 * vp_.ns_per_px;
   double tick = 1;

@@ -10,6 +10,8 @@
 
 #include <QWidget>
 class QMenu;
+class QPainter;
+class QFontMetrics;
 #include <memory>
 #include <utility>
 #include <vector>
@@ -149,6 +151,16 @@ class TimelineWidget : public QWidget {
   // Fits the gutter to the longest rank or lane name (clamped); keeps the visible time range.
   void updateGutter();
   QString headerText(const RankLayout& rl, const QFontMetrics& bold) const;
+  // paintEvent's layers, in drawing order; all but the gutter and ruler are drawn translated
+  // to the time area.
+  void paintBackgrounds(QPainter& p, int W, int H);
+  void paintShades(QPainter& p);
+  void paintItems(QPainter& p, const QFontMetrics& fm);
+  void paintAllFlows(QPainter& p);
+  void paintSelectedFlow(QPainter& p);
+  void paintWindow(QPainter& p, int H);
+  void paintGutter(QPainter& p, const QFontMetrics& fm, int H);
+  void paintRuler(QPainter& p, int W);
 
   std::shared_ptr<const TimelineIndex> index_;
   TimelineLayout layout_;

@@ -213,6 +213,11 @@ class TraceViewPrivate {
   }
 };
 
+struct TraceView::ToolButtons {
+  QToolButton *prev_m, *next_m, *prev_s, *next_s, *fit, *flows;
+  QMenu* cmp_menu;
+};
+
 TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<TraceViewPrivate>()) {
   d->q = this;
   auto* lay = new QVBoxLayout(this);
@@ -226,8 +231,23 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   d->message->setWordWrap(true);
   d->message->setTextInteractionFlags(Qt::TextSelectableByMouse);
   d->pages->addWidget(d->message);
+  buildLoadingPage();                            // page 1
+  const ToolButtons tools = buildContentPage();  // page 2
 
-  // page 1: loading
+  d->loader = new TraceLoader(this);
+  d->compare_loader = new TraceLoader(this);
+  d->filter_timer = new QTimer(this);
+  d->filter_timer->setSingleShot(true);
+  d->filter_timer->setInterval(250);
+
+  connectLoaders(tools.cmp_menu);
+  connectViews(tools);
+  addShortcutActions();
+  d->showMessage(tr("Open a run directory or a trace (.sqlite) to see its timeline."));
+}
+
+// page 1: loading
+void TraceView::buildLoadingPage() {
   auto* lp = new QWidget(this);
   auto* ll = new QVBoxLayout(lp);
   ll->addStretch();
@@ -249,11 +269,38 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   ll->addWidget(d->loading_report, 2);
   ll->addStretch();
   d->pages->addWidget(lp);
+}
 
-  // page 2: content
+// page 2: content
+TraceView::ToolButtons TraceView::buildContentPage() {
   auto* content = new QWidget(this);
   auto* cl = new QVBoxLayout(content);
   cl->setContentsMargins(4, 4, 4, 4);
+  const ToolButtons tools = buildToolBar(content, cl);
+
+  d->views = new QStackedWidget(content);
+  d->views->addWidget(buildTimelinePage(content));
+  d->headmap = new HeadMapView(content);
+  d->views->addWidget(d->headmap);
+  d->memory = new MemoryView(content);
+  d->views->addWidget(d->memory);
+  d->report = new ReportView(content);
+  d->views->addWidget(d->report);
+  cl->addWidget(d->views, 1);
+  d->status = new QLabel(content);
+  // Wraps, and never widens the window past the screen (presentation mode on a 1280x720
+  // projector asked for 1802 px when a long text sat on one line).
+  d->status->setWordWrap(true);
+  d->status->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  d->status->setMinimumWidth(1);
+  cl->addWidget(d->status);
+  d->pages->addWidget(content);
+  return tools;
+}
+
+// The tool bar over the views: view buttons, filter, match / step / fit buttons, all arrows
+// and Compare.
+TraceView::ToolButtons TraceView::buildToolBar(QWidget* content, QVBoxLayout* cl) {
   auto* bar = new QHBoxLayout;
   d->view_buttons = new QButtonGroup(this);
   d->view_buttons->setExclusive(true);
@@ -303,9 +350,12 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   for (auto* b : {prev_m, next_m, prev_s, next_s, fit, flows, cmp}) tools->addWidget(b);
   bar->addWidget(tools);
   cl->addLayout(bar);
+  return {prev_m, next_m, prev_s, next_s, fit, flows, cmp_menu};
+}
 
-  d->views = new QStackedWidget(content);
-  // timeline page
+// timeline page: the timeline over the bottom tabs (selected range, steps, matches, range
+// statistics, import notes).
+QWidget* TraceView::buildTimelinePage(QWidget* content) {
   auto* tsplit = new QSplitter(Qt::Vertical, content);
   d->timeline = new TimelineWidget(tsplit);
   tsplit->addWidget(d->timeline);
@@ -333,29 +383,11 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   tsplit->addWidget(d->bottom);
   tsplit->setStretchFactor(0, 3);
   tsplit->setStretchFactor(1, 1);
-  d->views->addWidget(tsplit);
-  d->headmap = new HeadMapView(content);
-  d->views->addWidget(d->headmap);
-  d->memory = new MemoryView(content);
-  d->views->addWidget(d->memory);
-  d->report = new ReportView(content);
-  d->views->addWidget(d->report);
-  cl->addWidget(d->views, 1);
-  d->status = new QLabel(content);
-  // Wraps, and never widens the window past the screen (presentation mode on a 1280x720
-  // projector asked for 1802 px when a long text sat on one line).
-  d->status->setWordWrap(true);
-  d->status->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
-  d->status->setMinimumWidth(1);
-  cl->addWidget(d->status);
-  d->pages->addWidget(content);
+  return tsplit;
+}
 
-  d->loader = new TraceLoader(this);
-  d->compare_loader = new TraceLoader(this);
-  d->filter_timer = new QTimer(this);
-  d->filter_timer->setSingleShot(true);
-  d->filter_timer->setInterval(250);
-
+// The comparison menu, the view buttons and the loaders.
+void TraceView::connectLoaders(QMenu* cmp_menu) {
   connect(cmp_menu->addAction(tr("Run directory...")), &QAction::triggered, this, [this] {
     const QString dir = QFileDialog::getExistingDirectory(this, tr("Run directory to compare with"));
     if (!dir.isEmpty()) d->compare_loader->start(dir);
@@ -412,6 +444,10 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
     d->updateCompare();
     setView(QStringLiteral("report"));
   });
+}
+
+// The timeline, the tool bar's buttons, the filter, the tables and the report.
+void TraceView::connectViews(const ToolButtons& tools) {
   connect(d->timeline, &TimelineWidget::rangeSelected, this, [this](qint64 r) { d->onSelected(r); });
   connect(d->timeline, &TimelineWidget::timeRangeSelected, this, [this](qint64 t0, qint64 t1) {
     if (!d->current.model) return;
@@ -434,12 +470,12 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
     d->applyFilter();
     d->timeline->jumpToMatch(true);
   });
-  connect(prev_m, &QToolButton::clicked, this, [this] { d->timeline->jumpToMatch(false); });
-  connect(next_m, &QToolButton::clicked, this, [this] { d->timeline->jumpToMatch(true); });
-  connect(prev_s, &QToolButton::clicked, d->timeline, &TimelineWidget::prevStep);
-  connect(next_s, &QToolButton::clicked, d->timeline, &TimelineWidget::nextStep);
-  connect(fit, &QToolButton::clicked, d->timeline, &TimelineWidget::fitAll);
-  connect(flows, &QToolButton::toggled, d->timeline, &TimelineWidget::setAllFlowsInView);
+  connect(tools.prev_m, &QToolButton::clicked, this, [this] { d->timeline->jumpToMatch(false); });
+  connect(tools.next_m, &QToolButton::clicked, this, [this] { d->timeline->jumpToMatch(true); });
+  connect(tools.prev_s, &QToolButton::clicked, d->timeline, &TimelineWidget::prevStep);
+  connect(tools.next_s, &QToolButton::clicked, d->timeline, &TimelineWidget::nextStep);
+  connect(tools.fit, &QToolButton::clicked, d->timeline, &TimelineWidget::fitAll);
+  connect(tools.flows, &QToolButton::toggled, d->timeline, &TimelineWidget::setAllFlowsInView);
   connect(d->steps_view, &QTableView::clicked, this, [this](const QModelIndex& ix) {
     if (!d->syncing) d->timeline->fitStep(int(key_of(d->steps_view, ix)));
   });
@@ -468,8 +504,11 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
     setView(QStringLiteral("timeline"));
     d->timeline->fitCollective(r);
   });
-  // Trace-page keys from the binding table (shortcuts.hpp): Ctrl+F focuses the filter, Esc
-  // clears the selection, then the filter.
+}
+
+// Trace-page keys from the binding table (shortcuts.hpp): Ctrl+F focuses the filter, Esc
+// clears the selection, then the filter.
+void TraceView::addShortcutActions() {
   auto* focus_filter = new QAction(tr("Focus the filter"), this);
   focus_filter->setObjectName(QStringLiteral("focusFilter"));
   focus_filter->setShortcuts(key_sequences(Command::FocusFilter));
@@ -485,7 +524,6 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent), d(std::make_unique<Trac
   clear->setShortcutContext(Qt::WidgetWithChildrenShortcut);
   connect(clear, &QAction::triggered, this, [this] { clearSelectionOrFilter(); });
   addAction(clear);
-  d->showMessage(tr("Open a run directory or a trace (.sqlite) to see its timeline."));
 }
 
 bool TraceView::clearSelectionOrFilter() {

@@ -16,6 +16,8 @@ struct TraceModel;
 }
 
 class QLineEdit;
+class QMenu;
+class QVBoxLayout;
 
 namespace ulysses::ui {
 
@@ -83,6 +85,15 @@ class TraceView : public QWidget {
   void loadFailed(const QString& message);
 
  private:
+  struct ToolButtons;  // the tool bar's buttons the constructor connects (trace_view.cpp)
+  void buildLoadingPage();
+  ToolButtons buildContentPage();
+  ToolButtons buildToolBar(QWidget* content, QVBoxLayout* cl);
+  QWidget* buildTimelinePage(QWidget* content);
+  void connectLoaders(QMenu* cmp_menu);
+  void connectViews(const ToolButtons& tools);
+  void addShortcutActions();
+
   std::unique_ptr<TraceViewPrivate> d;
 };
 
