@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The house's "one place" rules, checked over the product's code (engine/, profiler/, ui/,
 # app/): the run folder's file names are spelled only in run_layout.hpp, and files are
-# written whole only through the one atomic writer (profiler/common/src/atomic_file.cpp).
+# written whole only through the one atomic writer (profiler/common/src/atomic_file.cpp); and
+# no tracked file keeps merge-conflict markers.
 # Prints each offending line; exit 1 when there is one.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -23,5 +24,11 @@ if hits=$(grep -rnE '(std::|::|fs::)rename\(' engine profiler ui app --include='
   echo "$hits"
   bad=1
 fi
-if [ "$bad" -eq 0 ]; then echo "house rules hold: one run layout, one atomic writer"; fi
+# Merge-conflict markers left in any tracked text file (a merge committed half-resolved).
+if hits=$(git grep -nIE '^(<<<<<<< |>>>>>>> )' -- . 2>/dev/null); then
+  echo "merge-conflict markers left in tracked files:"
+  echo "$hits"
+  bad=1
+fi
+if [ "$bad" -eq 0 ]; then echo "house rules hold: one run layout, one atomic writer, no conflict markers"; fi
 exit "$bad"
