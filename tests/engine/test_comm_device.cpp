@@ -133,6 +133,25 @@ struct FakeTimer final : DeviceTimer {
     static_cast<FakeSpan&>(s).ended = true;
   }
 };
+
+DeviceDecision cpu_gloo() {
+  DeviceDecision d;
+  d.device = "cpu";
+  d.backend = "gloo";
+  return d;
+}
+
+// Rank 0's tracer of a 2-rank run, step 0 begun (sp x dp as the worker records them).
+std::unique_ptr<prof::Tracer> open_rank0_tracer(const std::string& path, int32_t sp, int32_t dp) {
+  prof::TracerOptions o;
+  o.path = path;
+  o.world_size = 2;
+  o.sp_size = sp;
+  o.dp_size = dp;
+  auto tr = prof::Tracer::open(o);
+  tr->begin_step(0);
+  return tr;
+}
 }  // namespace
 
 // A GPU rank's gradient all-reduce range comes from the device's marks, not from the host's
@@ -144,21 +163,14 @@ TEST(CommDevice, CommunicationRangesOfAGpuRankComeFromDeviceMarks) {
   const std::string path = std::string(tmpl) + "/rank0.sqlite";
   const int64_t base = prof::Tracer::now_ns() + 1'000'000'000;
   ulysses::testing::run_ranks(2, [&](const DistEnv& e) {
-    DeviceDecision d;
-    d.device = "cpu";
-    d.backend = "gloo";
+    const DeviceDecision d = cpu_gloo();
     Comm c(e, 2, 1, d, std::chrono::milliseconds(20000));
     auto timer = std::make_shared<FakeTimer>();
     timer->base = base;
     c.set_device_timer(timer);
     std::unique_ptr<prof::Tracer> tr;
     if (e.rank == 0) {
-      prof::TracerOptions o;
-      o.path = path;
-      o.world_size = 2;
-      o.sp_size = 2;
-      tr = prof::Tracer::open(o);
-      tr->begin_step(0);
+      tr = open_rank0_tracer(path, 2, 1);
     }
     prof::RangeInfo info;
     info.phase = prof::Phase::GradAllReduce;
@@ -198,21 +210,14 @@ TEST(CommDevice, ZeroCollectivesOfAGpuRankComeFromDeviceMarks) {
   const std::string path = std::string(tmpl) + "/rank0.sqlite";
   const int64_t base = prof::Tracer::now_ns() + 1'000'000'000;
   ulysses::testing::run_ranks(2, [&](const DistEnv& e) {
-    DeviceDecision d;
-    d.device = "cpu";
-    d.backend = "gloo";
+    const DeviceDecision d = cpu_gloo();
     Comm c(e, 2, 1, d, std::chrono::milliseconds(20000));
     auto timer = std::make_shared<FakeTimer>();
     timer->base = base;
     c.set_device_timer(timer);
     std::unique_ptr<prof::Tracer> tr;
     if (e.rank == 0) {
-      prof::TracerOptions o;
-      o.path = path;
-      o.world_size = 2;
-      o.sp_size = 2;
-      tr = prof::Tracer::open(o);
-      tr->begin_step(0);
+      tr = open_rank0_tracer(path, 2, 1);
     }
     prof::RangeInfo info;
     info.phase = prof::Phase::GradAllReduce;
@@ -260,21 +265,14 @@ TEST(CommDevice, AttentionAllToAllRangesOfAGpuRankComeFromDeviceMarks) {
   const int64_t base = prof::Tracer::now_ns() + 1'000'000'000;
   ulysses::testing::run_ranks(2, [&](const DistEnv& e) {
     at::set_num_threads(1);
-    DeviceDecision d;
-    d.device = "cpu";
-    d.backend = "gloo";
+    const DeviceDecision d = cpu_gloo();
     Comm c(e, 2, 1, d, std::chrono::milliseconds(20000));
     auto timer = std::make_shared<FakeTimer>();
     timer->base = base;
     c.set_device_timer(timer);
     std::unique_ptr<prof::Tracer> tr;
     if (e.rank == 0) {
-      prof::TracerOptions o;
-      o.path = path;
-      o.world_size = 2;
-      o.sp_size = 2;
-      tr = prof::Tracer::open(o);
-      tr->begin_step(0);
+      tr = open_rank0_tracer(path, 2, 1);
     }
     UlyssesOptions opt;
     opt.comm = &c;
@@ -312,9 +310,7 @@ TEST(CommDevice, RingExchangesOfAGpuRankComeFromDeviceMarks) {
   const std::string path = std::string(tmpl) + "/rank0.sqlite";
   const int64_t base = prof::Tracer::now_ns() + 1'000'000'000;
   ulysses::testing::run_ranks(2, [&](const DistEnv& e) {
-    DeviceDecision d;
-    d.device = "cpu";
-    d.backend = "gloo";
+    const DeviceDecision d = cpu_gloo();
     Comm c(e, 1, 1, d, std::chrono::milliseconds(20000), /*ring_size=*/2);
     ASSERT_TRUE(c.ring_group());
     auto timer = std::make_shared<FakeTimer>();
@@ -324,12 +320,7 @@ TEST(CommDevice, RingExchangesOfAGpuRankComeFromDeviceMarks) {
     std::unique_ptr<prof::Tracer> tr;
     RingTrace trace;
     if (e.rank == 0) {
-      prof::TracerOptions o;
-      o.path = path;
-      o.world_size = 2;
-      o.dp_size = 2;  // ring ranks are recorded as data-parallel ranks (the worker's rule)
-      tr = prof::Tracer::open(o);
-      tr->begin_step(0);
+      tr = open_rank0_tracer(path, 1, 2);  // ring ranks are recorded as data-parallel ranks
       trace.tracer = tr.get();
       trace.info.layer = 0;
     }
