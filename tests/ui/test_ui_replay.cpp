@@ -177,15 +177,23 @@ TEST_F(ReplayMonitor, RefusesARunWithoutMetrics) {
 #include "launcher_page.hpp"
 #include "main_window.hpp"
 
-TEST(ExplainViewInStudio, FollowsTheLauncherAndShowsRefusals) {
+// The studio with the tiny demo's config in the launcher, on the Explain page.
+class ExplainViewInStudio : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    w.setQuiet(true);
+    ASSERT_TRUE(w.launcher()->loadConfigFile(QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs/tiny.json"), &err))
+        << err.toStdString();
+    ex = w.findChild<ExplainView*>();
+    ASSERT_NE(ex, nullptr);
+    ASSERT_TRUE(w.setView(QStringLiteral("explain")));
+  }
   MainWindow w;
-  w.setQuiet(true);
   QString err;
-  ASSERT_TRUE(w.launcher()->loadConfigFile(QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs/tiny.json"), &err))
-      << err.toStdString();
-  auto* ex = w.findChild<ExplainView*>();
-  ASSERT_NE(ex, nullptr);
-  ASSERT_TRUE(w.setView(QStringLiteral("explain")));
+  ExplainView* ex = nullptr;
+};
+
+TEST_F(ExplainViewInStudio, FollowsTheLauncherAndShowsRefusals) {
   EXPECT_TRUE(ex->explanation().ok);
   EXPECT_EQ(ex->stageCount(), 7);  // the layer's six, then where the weights are
   EXPECT_EQ(ex->explanation().P, 2);
@@ -206,16 +214,8 @@ TEST(ExplainViewInStudio, FollowsTheLauncherAndShowsRefusals) {
 
 // Ring attention's stage hop by hop: the hop bar shows only there, each hop redraws the
 // picture and names the hop, Play steps through the hops on a timer.
-TEST(ExplainViewInStudio, RingStageStepsThroughTheHops) {
-  MainWindow w;
-  w.setQuiet(true);
-  QString err;
-  ASSERT_TRUE(w.launcher()->loadConfigFile(QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs/tiny.json"), &err))
-      << err.toStdString();
+TEST_F(ExplainViewInStudio, RingStageStepsThroughTheHops) {
   ASSERT_TRUE(w.launcher()->setFieldText(QStringLiteral("parallel.ring_size"), QStringLiteral("4")));
-  auto* ex = w.findChild<ExplainView*>();
-  ASSERT_NE(ex, nullptr);
-  ASSERT_TRUE(w.setView(QStringLiteral("explain")));
   ex->resize(1000, 600);
   ASSERT_TRUE(ex->explanation().ok) << (ex->explanation().problems.empty() ? "" : ex->explanation().problems[0]);
   auto* hopBar = ex->findChild<QSlider*>(QStringLiteral("explainHop"));
@@ -245,15 +245,7 @@ TEST(ExplainViewInStudio, RingStageStepsThroughTheHops) {
 
 // The last stage follows the launcher's ZeRO fields: the caption names the stage and the
 // figures of weights_model (tested by hand in test_ui_explain), and the picture changes.
-TEST(ExplainViewInStudio, WhereTheWeightsAreFollowsTheZeroStage) {
-  MainWindow w;
-  w.setQuiet(true);
-  QString err;
-  ASSERT_TRUE(w.launcher()->loadConfigFile(QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs/tiny.json"), &err))
-      << err.toStdString();
-  auto* ex = w.findChild<ExplainView*>();
-  ASSERT_NE(ex, nullptr);
-  ASSERT_TRUE(w.setView(QStringLiteral("explain")));
+TEST_F(ExplainViewInStudio, WhereTheWeightsAreFollowsTheZeroStage) {
   ex->resize(900, 500);
   ASSERT_TRUE(ex->setStage(6));
   EXPECT_TRUE(ex->isWeightsStage(6));
@@ -278,17 +270,17 @@ TEST(ExplainViewInStudio, WhereTheWeightsAreFollowsTheZeroStage) {
 
 // With a run open, the weights stage links to the run's measured memory by category (issue 42):
 // the link asks for the memory view; without a run there is no link.
-TEST(ExplainViewInStudio, WeightsStageLinksToTheRunsMemory) {
-  ExplainView ex;
+TEST_F(ExplainViewInStudio, WeightsStageLinksToTheRunsMemory) {
+  ExplainView view;  // a view of its own: no run is open in the fixture's window
   RunConfig cfg;
   cfg.train.zero_stage = 1;
-  ex.setConfig(cfg);
-  ASSERT_TRUE(ex.setStage(6));
-  EXPECT_FALSE(ex.captionText().contains(QStringLiteral("href=\"memory\"")));
-  ex.setStageTimes(std::vector<StageTime>(kExplainStageCount), QStringLiteral("run-7"));
-  EXPECT_TRUE(ex.captionText().contains(QStringLiteral("href=\"memory\""))) << ex.captionText().toStdString();
-  QSignalSpy asked(&ex, &ExplainView::memoryRequested);
-  auto* title = ex.findChildren<QLabel*>().value(0);
+  view.setConfig(cfg);
+  ASSERT_TRUE(view.setStage(6));
+  EXPECT_FALSE(view.captionText().contains(QStringLiteral("href=\"memory\"")));
+  view.setStageTimes(std::vector<StageTime>(kExplainStageCount), QStringLiteral("run-7"));
+  EXPECT_TRUE(view.captionText().contains(QStringLiteral("href=\"memory\""))) << view.captionText().toStdString();
+  QSignalSpy asked(&view, &ExplainView::memoryRequested);
+  auto* title = view.findChildren<QLabel*>().value(0);
   ASSERT_NE(title, nullptr);
   emit title->linkActivated(QStringLiteral("memory"));
   EXPECT_EQ(asked.count(), 1);
