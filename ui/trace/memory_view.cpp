@@ -76,13 +76,22 @@ const QColor kCategoryColours[prof::kMemCategories] = {
     QColor(0xef, 0x53, 0x50), QColor(0x26, 0xc6, 0xda), QColor(0x9e, 0x9e, 0x9e)};
 }  // namespace
 
-std::vector<std::pair<int64_t, int64_t>> planned_curve_points(const prof::TraceModel& m, int32_t rank, int64_t t0,
-                                                              int64_t t1) {
-  using Key = std::tuple<int32_t, int32_t, bool>;  // phase, layer, begin
-  std::map<Key, std::vector<int64_t>> planned;     // totals in the dry run's order
+PlannedCurve planned_curve(const prof::TraceModel& m) {
+  PlannedCurve planned;  // totals in the dry run's order
   for (const auto& c : m.memory_categories)
     if (c.edge == prof::MemEdge::PlannedBegin || c.edge == prof::MemEdge::PlannedEnd)
-      planned[Key{c.phase, c.layer, c.edge == prof::MemEdge::PlannedBegin}].push_back(c.c.total());
+      planned[{c.phase, c.layer, c.edge == prof::MemEdge::PlannedBegin}].push_back(c.c.total());
+  return planned;
+}
+
+std::vector<std::pair<int64_t, int64_t>> planned_curve_points(const prof::TraceModel& m, int32_t rank, int64_t t0,
+                                                              int64_t t1) {
+  return planned_curve_points(m, planned_curve(m), rank, t0, t1);
+}
+
+std::vector<std::pair<int64_t, int64_t>> planned_curve_points(const prof::TraceModel& m, const PlannedCurve& planned,
+                                                              int32_t rank, int64_t t0, int64_t t1) {
+  using Key = PlannedCurve::key_type;  // phase, layer, begin
   std::vector<std::pair<int64_t, int64_t>> out;
   if (planned.empty()) return out;
   const auto& all = m.memory_categories;
@@ -262,6 +271,7 @@ QString MemoryView::peakTable() const { return peak_table_->text(); }
 
 void MemoryView::setIndex(std::shared_ptr<const TimelineIndex> index) {
   index_ = std::move(index);
+  planned_ = index_ ? planned_curve(index_->model()) : PlannedCurve{};
   rank_box_->blockSignals(true);
   rank_box_->clear();
   if (index_) {
@@ -497,7 +507,7 @@ double MemoryView::addCategoryAreas(int32_t rank, int64_t t0, int64_t t1, int co
     ymax = std::max(ymax, planned);
   }
   // The planner's curve on the same ranges' edges (planned_curve_points).
-  const auto curve = planned_curve_points(m, rank, t0, t1);
+  const auto curve = planned_curve_points(m, planned_, rank, t0, t1);
   if (!curve.empty()) {
     auto* line = new QLineSeries;
     line->setName(tr("planned (same ranges)"));

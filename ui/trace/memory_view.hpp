@@ -6,6 +6,8 @@
 
 #include <QWidget>
 #include <memory>
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include "trace/timeline_index.hpp"
@@ -39,6 +41,12 @@ std::vector<prof::MemoryCategorySample> category_points(const prof::TraceModel& 
 // 3's attention in the step against the dry run's k-th), as (time, planned total bytes). Samples
 // of ranges the dry run does not run (the trainer's step, backward, optimizer) get none. Empty
 // without a planned curve.
+// The planned points of a trace by range edge (phase, layer, begin), in the dry run's order:
+// read once per trace (planned_curve), placed per window (planned_curve_points).
+using PlannedCurve = std::map<std::tuple<int32_t, int32_t, bool>, std::vector<int64_t>>;
+PlannedCurve planned_curve(const prof::TraceModel& m);
+std::vector<std::pair<int64_t, int64_t>> planned_curve_points(const prof::TraceModel& m, const PlannedCurve& planned,
+                                                              int32_t rank, int64_t t0, int64_t t1);
 std::vector<std::pair<int64_t, int64_t>> planned_curve_points(const prof::TraceModel& m, int32_t rank, int64_t t0,
                                                               int64_t t1);
 // "What was alive at the peak" of one rank as an HTML table (category, bytes, share of the
@@ -70,6 +78,7 @@ class MemoryView : public QWidget {
   double addCategoryAreas(int32_t rank, int64_t t0, int64_t t1, int cols, int64_t base, QValueAxis* ax, QValueAxis* ay,
                           double unit);
   std::shared_ptr<const TimelineIndex> index_;
+  PlannedCurve planned_;  // index_'s planned curve (planned_curve), read in setIndex
   TimelineViewport vp_;
   QComboBox* rank_box_;
   QLabel* info_;
