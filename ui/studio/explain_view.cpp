@@ -414,6 +414,11 @@ void ExplainView::refresh() {
   canvas_->stage = stage_;
   canvas_->hop = hop_;
   const bool ring = isRingStage(stage_);
+  // With a ring the hop bar keeps its place on the other stages, so Previous / Next do not move
+  // under the pointer when the ring stage shows it.
+  QSizePolicy keep = hopBar_->sizePolicy();
+  keep.setRetainSizeWhenHidden(e_.ok && e_.R > 1);
+  hopBar_->setSizePolicy(keep);
   hopBar_->setVisible(ring);
   if (!ring && timer_->isActive()) setPlaying(false);
   if (ring) {
