@@ -1,12 +1,14 @@
-// The run config's field table: every key of every section with its kind, choices, integer
-// limits, default, label and documentation. The single source for the launcher form (the
-// studio generates its fields from it), for validate()'s choice and range checks, and for
-// docs. Keys the form does not offer are listed here too, with in_form = false and the
-// reason in `doc`. tests/config/test_config_fields.cpp checks that the key set equals the
-// parser's (RunConfig::to_json()). Torch-free and Qt-free.
+// The run config's field table: every key of every section with the struct member it binds,
+// its kind, choices, integer limits, default, label and documentation. The one table of
+// config keys: the JSON parser and writer (RunConfig::from_json / to_json) read and write
+// through its bindings, the launcher form (the studio generates its fields from it) and
+// validate()'s choice and range checks use its rows, and so do the docs. Keys the form does
+// not offer are listed too, with in_form = false and the reason in `doc`. Torch-free and
+// Qt-free.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +29,10 @@ struct ConfigField {
   std::optional<int64_t> min, max;   // FieldKind::Integer: the range validate() enforces
   bool in_form = true;               // false: no launcher field (doc says why)
   json default_value;                // RunConfig{}'s value (filled from the structs' initializers)
+  // The row's binding to its RunConfig member: `read` stores a JSON value (refusing a value of
+  // the wrong type with a ConfigError naming `path`), `write` gives the member as JSON.
+  std::function<void(RunConfig&, const json&, const std::string& path)> read;
+  std::function<json(const RunConfig&)> write;
 
   std::string dotted() const { return section + "." + key; }
 };

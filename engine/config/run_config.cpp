@@ -1,5 +1,5 @@
-// Run configuration: JSON reflection (one table of fields per section), files, overrides and
-// train.init_from. The Hugging Face mapping is hf_config.cpp, the validation config_validate.cpp.
+// Run configuration: JSON reading and writing through the field table (config_fields.cpp), files,
+// overrides and train.init_from. The Hugging Face mapping is hf_config.cpp, the validation config_validate.cpp.
 #include "run_config.hpp"
 
 #include "config_reflection.hpp"
@@ -21,22 +21,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <sstream>
 
 namespace ulysses {
 namespace fs = std::filesystem;
 
 namespace {
-
-// ---- field tables: one place lists every key of every section ---------------------
-
-template <class S>
-struct Field {
-  const char* name;
-  std::function<void(S&, const json&, const std::string&)> set;
-  std::function<json(const S&)> get;
-};
 
 std::string type_name(const json& v) { return v.type_name(); }
 
@@ -63,199 +53,11 @@ int64_t json_int64(const json& v, const std::string& path) {
 
 namespace {
 
-// True when s is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
-bool valid_utf8(const std::string& s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned c = p[i];
-    size_t len = 0;
-    unsigned cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    } else
-      return false;
-    if (i + len > n) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
-      return false;
-    i += len;
-  }
-  return true;
-}
-
-template <class S>
-Field<S> f(const char* name, int64_t S::*m) {
-  return {name, [m](S& s, const json& v, const std::string& path) { s.*m = json_int64(v, path); },
-          [m](const S& s) { return json(s.*m); }};
-}
-template <class S>
-Field<S> f(const char* name, double S::*m) {
-  return {name,
-          [m](S& s, const json& v, const std::string& path) {
-            if (!v.is_number()) throw ConfigError(path + " must be a number, got " + show(v));
-            const double x = v.get<double>();
-            if (!std::isfinite(x)) throw ConfigError(path + " must be a finite number, got " + show(v));
-            s.*m = x;
-          },
-          [m](const S& s) { return json(s.*m); }};
-}
-template <class S>
-Field<S> f(const char* name, bool S::*m) {
-  return {name,
-          [m](S& s, const json& v, const std::string& path) {
-            if (!v.is_boolean()) throw ConfigError(path + " must be true or false, got " + show(v));
-            s.*m = v.get<bool>();
-          },
-          [m](const S& s) { return json(s.*m); }};
-}
-template <class S>
-Field<S> f(const char* name, std::string S::*m) {
-  return {name,
-          [m](S& s, const json& v, const std::string& path) {
-            if (v.is_null()) {
-              s.*m = "";
-              return;
-            }
-            if (!v.is_string()) throw ConfigError(path + " must be a string, got " + show(v));
-            const std::string& x = v.get_ref<const std::string&>();
-            if (!valid_utf8(x))
-              throw ConfigError(path + " is not valid UTF-8 (" + show(v) +
-                                "); rename the file or directory to a UTF-8 name");
-            if (x.size() > 4096) throw ConfigError(path + " is longer than 4096 bytes");
-            // A NUL cut the path short where the system read it (data.path trained on a
-            // prefix of the name; save_to made a folder of the prefix).
-            if (x.find('\0') != std::string::npos)
-              throw ConfigError(path + " holds a NUL character (\\u0000), which no file name can; remove it");
-            s.*m = x;
-          },
-          [m](const S& s) { return json(s.*m); }};
-}
-
-const std::vector<Field<ModelConfig>>& model_fields() {
-  static const std::vector<Field<ModelConfig>> t = {
-      f("vocab_size", &ModelConfig::vocab_size),
-      f("hidden_size", &ModelConfig::hidden_size),
-      f("intermediate_size", &ModelConfig::intermediate_size),
-      f("num_hidden_layers", &ModelConfig::num_hidden_layers),
-      f("num_attention_heads", &ModelConfig::num_attention_heads),
-      f("num_key_value_heads", &ModelConfig::num_key_value_heads),
-      f("rms_norm_eps", &ModelConfig::rms_norm_eps),
-      f("rope_theta", &ModelConfig::rope_theta),
-      f("max_position_embeddings", &ModelConfig::max_position_embeddings),
-      f("tie_word_embeddings", &ModelConfig::tie_word_embeddings),
-      f("model_type", &ModelConfig::model_type),
-      f("head_dim", &ModelConfig::explicit_head_dim),
-      f("attention_bias", &ModelConfig::attention_bias),
-      f("rope_type", &ModelConfig::rope_type),
-      f("rope_factor", &ModelConfig::rope_factor),
-      f("rope_low_freq_factor", &ModelConfig::rope_low_freq_factor),
-      f("rope_high_freq_factor", &ModelConfig::rope_high_freq_factor),
-      f("rope_original_max_position_embeddings", &ModelConfig::rope_original_max_position_embeddings),
-      f("rope_beta_fast", &ModelConfig::rope_beta_fast),
-      f("rope_beta_slow", &ModelConfig::rope_beta_slow),
-      f("rope_attention_factor", &ModelConfig::rope_attention_factor),
-      f("rope_truncate", &ModelConfig::rope_truncate),
-      f("rope_precision", &ModelConfig::rope_precision),
-  };
-  return t;
-}
-const std::vector<Field<ParallelConfig>>& parallel_fields() {
-  static const std::vector<Field<ParallelConfig>> t = {
-      f("sp_size", &ParallelConfig::sp_size),
-      f("dp_size", &ParallelConfig::dp_size),
-      f("backend", &ParallelConfig::backend),
-      f("head_chunks", &ParallelConfig::head_chunks),
-      f("fused_qkv", &ParallelConfig::fused_qkv),
-      f("timeout_s", &ParallelConfig::timeout_s),
-      f("ring_size", &ParallelConfig::ring_size),
-      f("ring_zigzag", &ParallelConfig::ring_zigzag),
-      f("ring_transport", &ParallelConfig::ring_transport),
-  };
-  return t;
-}
-const std::vector<Field<TrainConfig>>& train_fields() {
-  static const std::vector<Field<TrainConfig>> t = {
-      f("seq_length", &TrainConfig::seq_length),
-      f("micro_batch_size", &TrainConfig::micro_batch_size),
-      f("steps", &TrainConfig::steps),
-      f("lr", &TrainConfig::lr),
-      f("warmup_steps", &TrainConfig::warmup_steps),
-      f("min_lr", &TrainConfig::min_lr),
-      f("weight_decay", &TrainConfig::weight_decay),
-      f("grad_clip", &TrainConfig::grad_clip),
-      f("gradient_accumulation_steps", &TrainConfig::gradient_accumulation_steps),
-      f("adam_beta1", &TrainConfig::adam_beta1),
-      f("adam_beta2", &TrainConfig::adam_beta2),
-      f("adam_epsilon", &TrainConfig::adam_epsilon),
-      f("lr_scheduler_type", &TrainConfig::lr_scheduler_type),
-      f("seed", &TrainConfig::seed),
-      f("dtype", &TrainConfig::dtype),
-      f("init_from", &TrainConfig::init_from),
-      f("save_to", &TrainConfig::save_to),
-      f("save_every", &TrainConfig::save_every),
-      f("save_keep", &TrainConfig::save_keep),
-      f("resume_from", &TrainConfig::resume_from),
-      f("save_shard_bytes", &TrainConfig::save_shard_bytes),
-      f("device", &TrainConfig::device),
-      f("threads_per_rank", &TrainConfig::threads_per_rank),
-      f("activation_checkpointing", &TrainConfig::activation_checkpointing),
-      f("offload_activations", &TrainConfig::offload_activations),
-      f("loss_chunk_tokens", &TrainConfig::loss_chunk_tokens),
-      f("mlp_chunk_tokens", &TrainConfig::mlp_chunk_tokens),
-      f("attention", &TrainConfig::attention),
-      f("attention_block", &TrainConfig::attention_block),
-      f("zero_stage", &TrainConfig::zero_stage),
-      f("offload_optimizer", &TrainConfig::offload_optimizer),
-      f("offload_params", &TrainConfig::offload_params),
-  };
-  return t;
-}
-const std::vector<Field<DataConfig>>& data_fields() {
-  static const std::vector<Field<DataConfig>> t = {
-      f("kind", &DataConfig::kind),
-      f("path", &DataConfig::path),
-      f("token_dtype", &DataConfig::token_dtype),
-  };
-  return t;
-}
-const std::vector<Field<ProfileConfig>>& profile_fields() {
-  static const std::vector<Field<ProfileConfig>> t = {
-      f("enabled", &ProfileConfig::enabled),
-      f("memory", &ProfileConfig::memory),
-      f("step_begin", &ProfileConfig::step_begin),
-      f("step_end", &ProfileConfig::step_end),
-  };
-  return t;
-}
-
-const std::vector<Field<FaultsConfig>>& faults_fields() {
-  static const std::vector<Field<FaultsConfig>> t = {
-      f("slow_rank", &FaultsConfig::slow_rank),
-      f("delay_ms", &FaultsConfig::delay_ms),
-  };
-  return t;
-}
-
-template <class S>
-std::string key_list(const std::vector<Field<S>>& fields) {
+// "a, b, c": the keys of one section, in the table's order.
+std::string key_list(const std::string& section) {
   std::string out;
-  for (const auto& fd : fields) out += (out.empty() ? "" : ", ") + std::string(fd.name);
+  for (const auto& f : config_fields())
+    if (f.section == section) out += (out.empty() ? "" : ", ") + f.key;
   return out;
 }
 
@@ -275,25 +77,28 @@ std::string canonical_key(const std::string& dotted) {
   return dotted;
 }
 
-template <class S>
-void read_section(S& s, const json& j, const std::string& section, const std::vector<Field<S>>& fields) {
+// One section of `j` read into `c` through the field table's bindings; unknown keys refused.
+void read_section(RunConfig& c, const json& j, const std::string& section) {
   if (!j.is_object()) throw ConfigError(section + " must be a JSON object");
+  const auto& table = config_fields();
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string ours = canonical_key(section + "." + it.key()).substr(section.size() + 1);
     if (ours != it.key() && j.contains(ours))
       throw ConfigError(section + "." + it.key() + " and " + section + "." + ours + " name the same setting; keep one");
-    auto fd = std::find_if(fields.begin(), fields.end(), [&](const Field<S>& x) { return ours == x.name; });
-    if (fd == fields.end())
+    auto fd = std::find_if(table.begin(), table.end(),
+                           [&](const ConfigField& x) { return x.section == section && x.key == ours; });
+    if (fd == table.end())
       throw ConfigError("unknown config key '" + section + "." + it.key() + "' (valid keys in " + section + ": " +
-                        key_list(fields) + ")");
-    fd->set(s, it.value(), section + "." + it.key());
+                        key_list(section) + ")");
+    fd->read(c, it.value(), section + "." + it.key());
   }
 }
 
-template <class S>
-json write_section(const S& s, const std::vector<Field<S>>& fields) {
+// One section of `c` as JSON, every key of the table.
+json write_section(const RunConfig& c, const std::string& section) {
   json j = json::object();
-  for (const auto& fd : fields) j[fd.name] = fd.get(s);
+  for (const auto& f : config_fields())
+    if (f.section == section) j[f.key] = f.write(c);
   return j;
 }
 
@@ -357,12 +162,7 @@ json RunConfig::to_json() const {
   json j;
   if (!name.empty()) j["name"] = name;
   if (!description.empty()) j["description"] = description;
-  j["model"] = write_section(model, model_fields());
-  j["parallel"] = write_section(parallel, parallel_fields());
-  j["train"] = write_section(train, train_fields());
-  j["data"] = write_section(data, data_fields());
-  j["profile"] = write_section(profile, profile_fields());
-  j["faults"] = write_section(faults, faults_fields());
+  for (const char* section : kRunConfigSections) j[section] = write_section(*this, section);
   return j;
 }
 
@@ -371,21 +171,13 @@ RunConfig RunConfig::from_json(const json& j) {
   RunConfig c;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
-    if (k == "model")
-      read_section(c.model, it.value(), k, model_fields());
-    else if (k == "parallel")
-      read_section(c.parallel, it.value(), k, parallel_fields());
-    else if (k == "train")
-      read_section(c.train, it.value(), k, train_fields());
-    else if (k == "data")
-      read_section(c.data, it.value(), k, data_fields());
-    else if (k == "profile")
-      read_section(c.profile, it.value(), k, profile_fields());
-    else if (k == "faults")
-      read_section(c.faults, it.value(), k, faults_fields());
+    if (std::find_if(kRunConfigSections.begin(), kRunConfigSections.end(), [&](const char* sec) { return k == sec; }) !=
+        kRunConfigSections.end())
+      read_section(c, it.value(), k);
     else if (k == "name" || k == "description") {
       if (!it.value().is_string()) throw ConfigError(k + " must be a string");
-      if (!valid_utf8(it.value().get_ref<const std::string&>())) throw ConfigError(k + " is not valid UTF-8");
+      if (!config_detail::valid_utf8(it.value().get_ref<const std::string&>()))
+        throw ConfigError(k + " is not valid UTF-8");
       (k == "name" ? c.name : c.description) = it.value().get<std::string>();
     } else
       throw ConfigError("unknown config section '" + k + "' (valid: " + kSections + ", name, description)");
@@ -520,8 +312,8 @@ RunConfig run_config_from_json(const json& j) {
     }
     // Keys the user set explicitly must agree with the checkpoint.
     if (j.contains("model")) {
-      json mine = write_section(c.model, model_fields());
-      json theirs = write_section(hf, model_fields());
+      json mine = config_detail::write_model_section(c.model);
+      json theirs = config_detail::write_model_section(hf);
       for (auto it = j["model"].begin(); it != j["model"].end(); ++it) {
         if (it.key() == "rope_precision") continue;  // ours, not the checkpoint's (docs/NUMERICS.md)
         if (mine[it.key()] != theirs[it.key()])
@@ -537,8 +329,17 @@ RunConfig run_config_from_json(const json& j) {
 
 namespace config_detail {
 
-void read_model_section(ModelConfig& m, const json& j) { read_section(m, j, "model", model_fields()); }
-json write_model_section(const ModelConfig& m) { return write_section(m, model_fields()); }
+void read_model_section(ModelConfig& m, const json& j) {
+  RunConfig c;
+  c.model = m;
+  read_section(c, j, "model");
+  m = c.model;
+}
+json write_model_section(const ModelConfig& m) {
+  RunConfig c;
+  c.model = m;
+  return write_section(c, "model");
+}
 
 }  // namespace config_detail
 

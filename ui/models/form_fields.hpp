@@ -1,8 +1,8 @@
 // The launcher form's fields, generated from the config's own field table
 // (engine/config/config_fields.hpp): one row per key the table marks in_form, as Qt
-// strings, in the table's order. No field is written here: a key added to the config
-// without a row there fails tests/config/test_config_fields; one without in_form has no
-// widget (tests/ui/test_ui_launcher checks the form against the table).
+// strings, in the table's order. No field is written here: the parser knows only the keys with
+// a row there; one without in_form has no widget (tests/ui/test_ui_launcher checks the form
+// against the table).
 #pragma once
 
 #include <QString>
