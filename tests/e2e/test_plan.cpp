@@ -27,17 +27,10 @@ std::string scratch() {
   return d.string();
 }
 
+// The shared tiny model (e2e_util.hpp) on CPU; its data path names no file: a plan reads no data.
 std::string tiny_config() {
-  json c = {{"model",
-             {{"vocab_size", 256},
-              {"hidden_size", 32},
-              {"intermediate_size", 64},
-              {"num_hidden_layers", 2},
-              {"num_attention_heads", 4},
-              {"num_key_value_heads", 2}}},
-            {"parallel", {{"sp_size", 2}, {"dp_size", 1}}},
-            {"train", {{"seq_length", 64}, {"steps", 2}, {"device", "cpu"}}},
-            {"data", {{"kind", "text"}, {"path", "/nonexistent/corpus.txt"}}}};  // a plan reads no data
+  json c = ulysses::test::tiny_config(2, 2, "/nonexistent");
+  c["train"]["device"] = "cpu";
   const auto p = scratch() + "/tiny.json";
   std::ofstream(p) << c.dump(2);
   return p;
