@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The house's "one place" rules, checked over the product's code (engine/, profiler/, ui/,
 # app/): the run folder's file names are spelled only in run_layout.hpp, and files are
-# written whole only through the one atomic writer (profiler/common/src/atomic_file.cpp); and
-# no tracked file keeps merge-conflict markers.
+# written whole only through the one atomic writer (profiler/common/src/atomic_file.cpp); no
+# tracked file keeps merge-conflict markers; no include climbs out of its folder with ../.
 # Prints each offending line; exit 1 when there is one.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -30,5 +30,14 @@ if hits=$(git grep -nIE '^(<<<<<<< |>>>>>>> )' -- . 2>/dev/null); then
   echo "$hits"
   bad=1
 fi
-if [ "$bad" -eq 0 ]; then echo "house rules hold: one run layout, one atomic writer, no conflict markers"; fi
+# One include style (docs/CODING.md): a project header is named from its library's include
+# root, never by climbing out of the including file's folder.
+if hits=$(git grep -nE '^#include "\.\./' -- '*.cpp' '*.hpp' '*.h' 2>/dev/null); then
+  echo "includes that climb with ../ (name the header from its include root):"
+  echo "$hits"
+  bad=1
+fi
+if [ "$bad" -eq 0 ]; then
+  echo "house rules hold: one run layout, one atomic writer, no conflict markers, one include style"
+fi
 exit "$bad"

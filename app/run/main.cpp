@@ -34,8 +34,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "../cli_number.hpp"
-#include "../std_fds.hpp"
+#include "cli_number.hpp"
+#include "std_fds.hpp"
 #include "cost_model.hpp"
 #include "device_decision.hpp"
 #include "checkpoint_layout.hpp"

@@ -25,7 +25,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "../std_fds.hpp"
+#include "std_fds.hpp"
 #include "explain_view.hpp"
 #include "main_window.hpp"
 #include "native_path.hpp"

@@ -30,8 +30,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "../std_fds.hpp"
-#include "../cli_number.hpp"
+#include "std_fds.hpp"
+#include "cli_number.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/atomic_file.hpp"
 #include "ulysses/profiler/chrome_export.hpp"

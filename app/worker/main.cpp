@@ -20,7 +20,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "../std_fds.hpp"
+#include "std_fds.hpp"
 #include "json_checked.hpp"
 #include "checkpoint.hpp"
 #include "comm.hpp"

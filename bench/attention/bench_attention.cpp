@@ -25,7 +25,7 @@
 #include <torch/torch.h>
 
 #include "local_attention.hpp"
-#include "../common/bench_main.hpp"
+#include "common/bench_main.hpp"
 
 using namespace ulysses;
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "blas_info.hpp"
-#include "../common/bench_main.hpp"
+#include "common/bench_main.hpp"
 
 namespace {
 

@@ -3,11 +3,11 @@
 // tracing overhead (traced vs untraced, interleaved in one run).
 #include <cstdio>
 
-#include "../common/run_helper.hpp"
+#include "common/run_helper.hpp"
 #include "run_config.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_store.hpp"
-#include "../common/bench_main.hpp"
+#include "common/bench_main.hpp"
 
 using namespace ulysses;
 

@@ -21,7 +21,7 @@
 #include "meta_dry_run.hpp"
 #include "memory_tracker.hpp"
 #include "trainer.hpp"
-#include "../common/bench_main.hpp"
+#include "common/bench_main.hpp"
 
 using namespace ulysses;
 

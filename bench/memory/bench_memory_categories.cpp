@@ -26,7 +26,7 @@
 #include "comm.hpp"
 #include "memory_categories.hpp"
 #include "trainer.hpp"
-#include "../common/bench_main.hpp"
+#include "common/bench_main.hpp"
 
 using namespace ulysses;
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "../../tests/engine/rank_threads.hpp"
+#include "engine/rank_threads.hpp"  // tests/engine
 #include "cost_model.hpp"
 #include "memory_tracker.hpp"
 #include "meta_dry_run.hpp"

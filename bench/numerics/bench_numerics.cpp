@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "../common/bench_main.hpp"
+#include "common/bench_main.hpp"
 #include "model.hpp"
 #include "reductions.hpp"
 #include "trainer.hpp"

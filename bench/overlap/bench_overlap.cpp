@@ -3,10 +3,10 @@
 // overlap ratio from the analysis core (HTA definition, host ranges).
 #include <cstdio>
 
-#include "../common/run_helper.hpp"
+#include "common/run_helper.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_store.hpp"
-#include "../common/bench_main.hpp"
+#include "common/bench_main.hpp"
 
 using namespace ulysses;
 

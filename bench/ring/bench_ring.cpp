@@ -10,12 +10,12 @@
 #include <utility>
 #include <vector>
 
-#include "../common/run_helper.hpp"
+#include "common/run_helper.hpp"
 #include "cost_model.hpp"
 #include "run_config.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_store.hpp"
-#include "../common/bench_main.hpp"
+#include "common/bench_main.hpp"
 
 using namespace ulysses;
 

@@ -29,8 +29,8 @@
 #include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"
-#include "../common/e2e_util.hpp"
-#include "../common/model_compare.hpp"
+#include "common/e2e_util.hpp"
+#include "common/model_compare.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;

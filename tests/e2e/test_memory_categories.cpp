@@ -17,8 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../common/e2e_util.hpp"
-#include "../common/sqlite_rows.hpp"
+#include "common/e2e_util.hpp"
+#include "common/sqlite_rows.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;

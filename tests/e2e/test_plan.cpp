@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../common/e2e_util.hpp"
+#include "common/e2e_util.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;

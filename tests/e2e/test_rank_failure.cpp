@@ -23,7 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../common/e2e_util.hpp"
+#include "common/e2e_util.hpp"
 
 extern char** environ;
 

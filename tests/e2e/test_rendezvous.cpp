@@ -31,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-#include "../common/e2e_util.hpp"
+#include "common/e2e_util.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;

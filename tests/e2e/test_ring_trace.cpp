@@ -18,8 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../common/e2e_util.hpp"
-#include "../common/sqlite_rows.hpp"
+#include "common/e2e_util.hpp"
+#include "common/sqlite_rows.hpp"
 #include "cost_model.hpp"
 #include "run_config.hpp"
 #include "ulysses/profiler/analysis.hpp"

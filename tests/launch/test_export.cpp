@@ -22,7 +22,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "../common/e2e_util.hpp"
+#include "common/e2e_util.hpp"
 #include "export_python.hpp"
 #include "run_config.hpp"
 

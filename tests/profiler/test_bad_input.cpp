@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "../common/trace_test_files.hpp"
+#include "common/trace_test_files.hpp"
 #include "test_util.hpp"
 #include "cache_io.hpp"
 #include "trace_loading.hpp"

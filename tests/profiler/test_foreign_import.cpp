@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../common/trace_test_files.hpp"
+#include "common/trace_test_files.hpp"
 #include "test_util.hpp"
 #include "testdata/nsys_export.hpp"
 #include "ulysses/profiler/trace_store.hpp"

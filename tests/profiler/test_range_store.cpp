@@ -9,7 +9,7 @@
 #include <limits>
 #include <random>
 
-#include "../common/model_compare.hpp"
+#include "common/model_compare.hpp"
 #include "testdata/rank_files.hpp"
 #include "test_util.hpp"
 #include "ulysses/profiler/analysis.hpp"

@@ -17,7 +17,7 @@
 
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_store.hpp"
-#include "../common/e2e_util.hpp"
+#include "common/e2e_util.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;

@@ -19,7 +19,7 @@
 #include <set>
 #include <string>
 
-#include "../common/model_compare.hpp"
+#include "common/model_compare.hpp"
 #include "test_util.hpp"
 #include "trace_loading.hpp"
 #include "ulysses/profiler/analysis.hpp"

@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "../common/model_compare.hpp"
+#include "common/model_compare.hpp"
 #include "test_util.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/gpu_activity.hpp"

@@ -8,7 +8,7 @@
 #include <map>
 #include <set>
 
-#include "../profiler/test_util.hpp"
+#include "profiler/test_util.hpp"
 #include "testdata/synthetic_trace.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "trace/timeline_draw.hpp"

@@ -8,7 +8,7 @@
 #include <map>
 #include <set>
 
-#include "../profiler/fake_gpu.hpp"
+#include "profiler/fake_gpu.hpp"
 
 #include "trace/phase_style.hpp"
 #include "testdata/synthetic_trace.hpp"
