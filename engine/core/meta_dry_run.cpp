@@ -141,14 +141,12 @@ class CurveTracer final : public prof::Tracer {
   std::vector<prof::RangeInfo> stack_;
 };
 
-// The run the dry run makes of cfg: num_hidden_layers = layers; synthetic tokens of the same
-// shapes (the user's data file is not read) and no init_from (no values to load on meta); the
-// trainer's memory samples on (CurveTracer's after_forward).
+// The run the dry run makes of cfg: num_hidden_layers = layers; no init_from (no values to load
+// on meta); the trainer's memory samples on (CurveTracer's after_forward). Its tokens are
+// TokenSource::zeros (dry_run): the user's data file is not read.
 RunConfig dry_run_config(const RunConfig& cfg, int64_t layers) {
   RunConfig c = cfg;
   c.model.num_hidden_layers = layers;
-  c.data = DataConfig{};
-  c.data.kind = "synthetic";
   c.train.init_from.clear();
   c.profile.memory = true;
   return c;
@@ -191,6 +189,7 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
   CurveTracer curve;  // the last step's categories at the model's range edges
   TrainerOptions o;
   o.plan_for_cuda = cuda;
+  o.data = TokenSource::zeros(c.train.seq_length + 1);  // one sequence's shapes; make_batch picks offset 0
   Trainer tr(c, comm, &curve, o);  // the model, its gradient buffer, ZeRO state and optimizer, as a run builds them
   curve.z3 = tr.zero3();
   m.techniques = true;  // the Trainer gives the model the run's memory options

@@ -57,7 +57,9 @@ Trainer::Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer, const T
       device_(comm.device()),
       host_(device_.is_meta() ? device_ : torch::Device(torch::kCPU)) {
   const auto dtype = cfg.train.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
-  data_ = TokenSource::open(cfg.data, cfg.model, cfg.train.seq_length, static_cast<uint64_t>(cfg.train.seed));
+  data_ = opt.data
+              ? opt.data
+              : TokenSource::open(cfg.data, cfg.model, cfg.train.seq_length, static_cast<uint64_t>(cfg.train.seed));
   std::optional<mem::Scope> built(mem::MemCategory::Parameters);  // the weights (memory_categories.hpp)
   // Built and initialised on the CPU (the same values whatever the device), then moved to a GPU;
   // a meta Trainer builds on meta (no values to initialise).

@@ -43,6 +43,8 @@ struct TrainerOptions {
   // The memory planner (meta_dry_run.hpp) runs the step on meta over Comm::shape_only for a run
   // on a GPU: the device-dependent choices (the attention kernel) are then a CUDA run's.
   bool plan_for_cuda = false;
+  // The tokens to train on instead of cfg.data's (the planner: TokenSource::zeros, shapes only).
+  std::shared_ptr<const TokenSource> data;
 };
 
 // The attention kernel a Trainer runs: train.attention for a CUDA or CPU run (attention_kernel_for);
@@ -109,7 +111,7 @@ class Trainer {
   torch::Device device_;
   // Where offloaded state lives (offload_optimizer, offload_params): the CPU; a meta Trainer's on meta.
   torch::Device host_;
-  std::unique_ptr<TokenSource> data_;
+  std::shared_ptr<const TokenSource> data_;
   std::unique_ptr<LlamaModel> model_;
   std::vector<std::string> unused_init_;
   std::unique_ptr<torch::optim::AdamW> opt_;
