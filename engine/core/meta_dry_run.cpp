@@ -100,6 +100,8 @@ class CurveTracer final : public prof::Tracer {
   std::vector<prof::PlannedMemoryPoint> points;
   Zero3Params* z3 = nullptr;
   struct AfterForward {
+    bool taken = false;                             // the step's first micro-batch's (accumulation: the others hold
+                                                    // the micro-steps' loss sums too)
     int64_t live = 0, gradients = 0, gathered = 0;  // bytes: all, the Gradients category, stage 3's gathered units
   } after_forward;
   void begin_step(int64_t) override {}
@@ -117,7 +119,8 @@ class CurveTracer final : public prof::Tracer {
   void record_range(const prof::RangeInfo&, int64_t, int64_t, int32_t) override {}
   void record_range_later(const prof::RangeInfo&, std::function<bool(int64_t*, int64_t*)>, int32_t) override {}
   void sample_memory(const char* label, const prof::MemorySample&) override {
-    if (std::string(label) != "after_forward") return;
+    if (std::string(label) != "after_forward" || after_forward.taken) return;
+    after_forward.taken = true;
     after_forward.live = MetaMemory::live();
     after_forward.gradients = mem::meta().live().bytes[static_cast<int>(prof::MemCategory::Gradients)];
     after_forward.gathered = z3 ? z3->gathered_bytes() : 0;
