@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The house's "one place" rules, checked over the product's code (engine/, profiler/, ui/,
 # app/): the run folder's file names are spelled only in run_layout.hpp, and files are
-# written whole only through the one atomic writer (profiler/common/src/atomic_file.cpp); no
-# tracked file keeps merge-conflict markers; no include climbs out of its folder with ../.
+# written whole only through the one atomic writer (profiler/common/src/atomic_file.cpp); the
+# memory planner's step is the Trainer's; no tracked file keeps merge-conflict markers; no
+# include climbs out of its folder with ../.
 # Prints each offending line; exit 1 when there is one.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -24,6 +25,14 @@ if hits=$(grep -rnE '(std::|::|fs::)rename\(' engine profiler ui app --include='
   echo "$hits"
   bad=1
 fi
+# The memory planner builds no optimizer, gradient buffer or parameter buffer of its own: it
+# runs a Trainer (issue 38), whose construction and step are the only ones.
+if hits=$(grep -nE 'ShardedAdamW|make_adamw|optim::AdamW|torch::zeros|bind_flat_grads|move_params_into' \
+            engine/core/meta_dry_run.cpp); then
+  echo "the memory planner constructs training state of its own (build a Trainer instead):"
+  echo "$hits"
+  bad=1
+fi
 # Merge-conflict markers left in any tracked text file (a merge committed half-resolved).
 if hits=$(git grep -nIE '^(<<<<<<< |>>>>>>> )' -- . 2>/dev/null); then
   echo "merge-conflict markers left in tracked files:"
@@ -38,6 +47,6 @@ if hits=$(git grep -nE '^#include "\.\./' -- '*.cpp' '*.hpp' '*.h' 2>/dev/null);
   bad=1
 fi
 if [ "$bad" -eq 0 ]; then
-  echo "house rules hold: one run layout, one atomic writer, no conflict markers, one include style"
+  echo "house rules hold: one run layout, one atomic writer, one training step, no conflict markers, one include style"
 fi
 exit "$bad"

@@ -194,6 +194,7 @@ Comm Comm::shape_only(int sp_rank, int sp_size, int dp_size, int ring_size) {
   c.ring_size_ = ring_size;
   c.dp_size_ = dp_size;
   c.backend_ = "shape-only";
+  c.device_ = torch::kMeta;  // a dry run's tensors (a Trainer over it builds on meta)
   c.shape_only_ = true;
   return c;
 }

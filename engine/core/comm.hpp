@@ -101,7 +101,7 @@ class Comm {
   // as it is (shapes and allocations as in a real run, no data moved), all-reduces and
   // barrier do nothing; with ring_size > 1 the model passes its ring blocks through a
   // transport that moves nothing (make_shape_only_ring_transport). rank = sp_rank (ring and
-  // DP rank 0).
+  // DP rank 0); device() is meta.
   static Comm shape_only(int sp_rank, int sp_size, int dp_size, int ring_size = 1);
   bool is_shape_only() const { return shape_only_; }
 

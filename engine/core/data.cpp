@@ -145,7 +145,21 @@ class SyntheticTokens : public TokenSource {
   std::vector<int32_t> tokens_;
 };
 
+// Token 0 everywhere (TokenSource::zeros).
+class ZeroTokens : public TokenSource {
+ public:
+  explicit ZeroTokens(int64_t n) : n_(n) {}
+  int64_t size() const override { return n_; }
+  int64_t at(int64_t) const override { return 0; }
+  void read(int64_t, int64_t n, int64_t* out) const override { std::fill(out, out + n, int64_t{0}); }
+
+ private:
+  int64_t n_;
+};
+
 }  // namespace
+
+std::unique_ptr<TokenSource> TokenSource::zeros(int64_t size) { return std::make_unique<ZeroTokens>(size); }
 
 std::unique_ptr<TokenSource> TokenSource::open(const DataConfig& d, const ModelConfig& m, int64_t seq_length,
                                                uint64_t seed) {

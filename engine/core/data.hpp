@@ -25,6 +25,9 @@ class TokenSource {
   // Throws ConfigError (missing file, too small, ids >= vocab_size).
   static std::unique_ptr<TokenSource> open(const DataConfig& d, const ModelConfig& m, int64_t seq_length,
                                            uint64_t seed);
+  // `size` tokens of id 0: data of the right shapes where no values matter (the memory planner's
+  // dry run on meta), made at once whatever the size.
+  static std::unique_ptr<TokenSource> zeros(int64_t size);
 };
 
 struct Batch {

@@ -26,6 +26,11 @@ LayerScope::LayerScope(int32_t layer) : prev_(t_layer) { t_layer = layer; }
 LayerScope::~LayerScope() { t_layer = prev_; }
 int32_t current_layer() { return t_layer; }
 
+thread_local bool t_host = false;
+HostScope::HostScope() : prev_(t_host) { t_host = true; }
+HostScope::~HostScope() { t_host = prev_; }
+bool in_host_scope() { return t_host; }
+
 namespace {
 // A layer index worth a slot (the trace readers keep layers below kMaxTraceLayers too).
 bool per_layer(MemCategory c, int32_t layer) { return c == MemCategory::Activations && layer >= 0 && layer < 4096; }

@@ -51,6 +51,22 @@ class LayerScope {
 };
 int32_t current_layer();
 
+// Host memory that a run on a device keeps off it (train.offload_optimizer's masters and AdamW
+// state, train.offload_params' shards), made or stepped on this thread: the planner's meta
+// allocator does not count meta storage made in this scope (a meta Trainer keeps its host memory
+// on meta too), as a GPU rank's device does not hold it. CPU and CUDA counting ignore it.
+class HostScope {
+ public:
+  HostScope();
+  ~HostScope();
+  HostScope(const HostScope&) = delete;
+  HostScope& operator=(const HostScope&) = delete;
+
+ private:
+  bool prev_;
+};
+bool in_host_scope();
+
 // Live bytes by category of one kind of counted storage; thread-safe.
 class Counters {
  public:

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <type_traits>
 
 #include <c10/core/Allocator.h>
@@ -43,8 +44,10 @@ void counted_free(void* ctx) {
   mem::meta().sub(static_cast<mem::MemCategory>(v >> kCategoryShift), n);
 }
 
+// Storage made in a mem::HostScope (a meta Trainer's offloaded state) is host memory: not counted.
 struct CountingMetaAllocator final : public compat::AllocatorBase {
-  c10::DataPtr allocate_bytes(size_t nbytes) override {
+  c10::DataPtr allocate_bytes(size_t size) override {
+    const size_t nbytes = mem::in_host_scope() ? 0 : size;
     const int64_t now = g_live.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
     int64_t p = g_peak.load();
     while (now > p && !g_peak.compare_exchange_weak(p, now)) {
@@ -60,14 +63,6 @@ struct CountingMetaAllocator final : public compat::AllocatorBase {
 CountingMetaAllocator g_counting;
 std::once_flag g_install;
 std::mutex g_dry_run;  // one dry run at a time: the counters are process-wide
-
-AttentionKernel plan_kernel(const RunConfig& cfg, bool cuda) {
-  AttentionKernel k = attention_kernel_for(cfg.train.attention, cfg.train.attention_block, cuda);
-  // SDPA picks flash on CUDA, and on the CPU in libtorch 2.x
-  if ((cuda || compat::cpu_sdpa_is_flash()) && k.kind == AttentionKernel::Kind::Sdpa)
-    k.kind = AttentionKernel::Kind::FlashShapes;
-  return k;
-}
 
 std::string kernel_name(const AttentionKernel& k) {
   switch (k.kind) {
@@ -94,13 +89,21 @@ struct Measured {
   std::vector<prof::PlannedMemoryPoint> curve;  // the last step's, at the model's range edges
 };
 
-// The dry run's tracer: records nothing but the meta categories at both edges of every range the
-// model pushes, while `on` (the steady-state step). Ranges recorded whole (record_range: comm
-// rows) take no sample, as in a real run.
+// The dry run's tracer (the planner's Trainer's): while `on` (the steady-state step) it records
+// the meta categories at both edges of every range the model pushes; the trainer's own ranges
+// (step, backward, gradient reduction, optimizer) take no point, as a planned curve is the model's.
+// Ranges recorded whole (record_range: comm rows) take no sample, as in a real run. The trainer's
+// "after_forward" memory sample (profile.memory) records the live bytes there.
 class CurveTracer final : public prof::Tracer {
  public:
   bool on = false;
   std::vector<prof::PlannedMemoryPoint> points;
+  Zero3Params* z3 = nullptr;
+  struct AfterForward {
+    bool taken = false;                             // the step's first micro-batch's (accumulation: the others hold
+                                                    // the micro-steps' loss sums too)
+    int64_t live = 0, gradients = 0, gathered = 0;  // bytes: all, the Gradients category, stage 3's gathered units
+  } after_forward;
   void begin_step(int64_t) override {}
   void end_step(const prof::StepRecord&) override {}
   bool active() const override { return on; }
@@ -115,12 +118,22 @@ class CurveTracer final : public prof::Tracer {
   }
   void record_range(const prof::RangeInfo&, int64_t, int64_t, int32_t) override {}
   void record_range_later(const prof::RangeInfo&, std::function<bool(int64_t*, int64_t*)>, int32_t) override {}
-  void sample_memory(const char*, const prof::MemorySample&) override {}
+  void sample_memory(const char* label, const prof::MemorySample&) override {
+    if (std::string(label) != "after_forward" || after_forward.taken) return;
+    after_forward.taken = true;
+    after_forward.live = MetaMemory::live();
+    after_forward.gradients = mem::meta().live().bytes[static_cast<int>(prof::MemCategory::Gradients)];
+    after_forward.gathered = z3 ? z3->gathered_bytes() : 0;
+  }
   void set_metric(const std::string&, double) override {}
   void close() override {}
 
  private:
   void sample(const prof::RangeInfo& info, bool begin) {
+    using prof::Phase;
+    if (info.phase == Phase::Step || info.phase == Phase::Backward || info.phase == Phase::GradAllReduce ||
+        info.phase == Phase::Optimizer)
+      return;  // the trainer's
     prof::PlannedMemoryPoint p;
     p.phase = static_cast<int32_t>(info.phase);
     p.layer = info.layer;
@@ -131,203 +144,86 @@ class CurveTracer final : public prof::Tracer {
   std::vector<prof::RangeInfo> stack_;
 };
 
-// Trainer::setup_zero / the Trainer's constructor for the dry run: AdamW (stage 0), the flat
-// parameter buffer with the shard's state (stages 1, 2) or Zero3Params (stage 3), charged to the
-// optimizer category as the trainer charges them; `params` become the views the stage makes.
-struct PlanState {
-  std::unique_ptr<torch::optim::AdamW> opt;
-  std::unique_ptr<ShardedAdamW> zopt;
-  std::unique_ptr<Zero3Params> z3;
-  at::Tensor pflat, gshard;
-  int64_t tail = 0;
-};
-PlanState plan_state(LlamaModel& model, Comm& comm, const TrainConfig& t, const ZeroLayout& layout, int64_t grad_numel,
-                     const torch::Device& meta, std::vector<at::Tensor>& params) {
-  const int64_t Z = t.zero_stage;
-  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(meta);
-  PlanState ps;
-  auto& opt = ps.opt;
-  auto& zopt = ps.zopt;
-  auto& z3 = ps.z3;
-  at::Tensor& pflat = ps.pflat;
-  at::Tensor& gshard = ps.gshard;
-  int64_t tail = grad_numel;
-  std::optional<mem::Scope> zero_mem;
-  if (Z > 0) zero_mem.emplace(mem::MemCategory::Optimizer);  // Trainer::setup_zero's scope
-  if (Z >= 3) {
-    // Trainer::setup_zero3: the parameters become views of per-unit buffers that exist only
-    // while gathered (the trainer's own Zero3Params, over the shape-only Comm: gathers and
-    // reduce-scatters allocate what they allocate on a GPU rank and move nothing).
-    z3 = std::make_unique<Zero3Params>(model, comm, nullptr);
-    params = model.parameters();  // the views (the full tensors taken apart are freed)
-    std::vector<bool> decay;
-    for (auto& [name, p] : model.named_parameters()) decay.push_back(p.dim() >= 2);
-    if (!t.offload_optimizer)
-      zopt = std::make_unique<ShardedAdamW>(z3->layout().shard, z3->layout().decay_runs(z3->param_numel(), decay),
-                                            ZeroAdamWOptions{}, meta);
-  } else if (Z == 0) {
-    opt = make_adamw(model, t);  // the Trainer's own construction
-  } else {
-    pflat = torch::empty({layout.padded()}, f32);
-    std::vector<std::pair<int64_t, bool>> sizes;
-    for (auto& [name, p] : model.named_parameters()) sizes.emplace_back(p.numel(), p.dim() >= 2);
-    move_params_into(model, pflat, /*copy_values=*/false);  // the Trainer's own (meta: no values)
-    params = model.parameters();
-    if (!t.offload_optimizer) zopt = std::make_unique<ShardedAdamW>(layout, sizes, ZeroAdamWOptions{}, meta);
-    if (Z >= 2) gshard = torch::empty({layout.shard}, f32);
-    tail = layout.padded();
-  }
-
-  zero_mem.reset();
-  ps.tail = tail;
-  return ps;
+// The run the dry run makes of cfg: num_hidden_layers = layers; no init_from (no values to load
+// on meta); the trainer's memory samples on (CurveTracer's after_forward). Its tokens are
+// TokenSource::zeros (dry_run): the user's data file is not read.
+RunConfig dry_run_config(const RunConfig& cfg, int64_t layers) {
+  RunConfig c = cfg;
+  c.model.num_hidden_layers = layers;
+  c.train.init_from.clear();
+  c.profile.memory = true;
+  return c;
 }
 
-// Runs `steps` training steps of cfg (num_hidden_layers = layers) on meta and measures the
-// last one. forward_only: one forward, no backward or optimizer.
+// The model's forward alone (the per-layer extrapolation): after_forward of the Trainer's model
+// on inputs of the step's shapes.
+void dry_forward(Trainer& tr, const RunConfig& c, int sp_rank, Measured& m) {
+  const int64_t n = c.train.seq_length / c.parallel.seq_ranks(), B = c.train.micro_batch_size;
+  const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(torch::kMeta);
+  auto ids = torch::empty({B, n}, i64);     // (B, n)
+  auto labels = torch::empty({B, n}, i64);  // (B, n)
+  Zero3Params* z3 = tr.zero3();
+  if (z3) z3->begin_step();
+  const int64_t start = MetaMemory::live();
+  torch::AutoGradMode on(true);
+  at::Tensor loss_sum;
+  {
+    mem::Scope act(mem::MemCategory::Activations);  // Trainer::loss_and_grads' scope
+    loss_sum = tr.model().forward_loss_sum(ids, labels, sp_rank * n);
+  }
+  // Stage 3 keeps the head's weights gathered for its backward: gathered, not activations.
+  m.after_forward = MetaMemory::live() - start - (z3 ? z3->gathered_bytes() : 0);
+}
+
+// Runs `steps` training steps of cfg (num_hidden_layers = layers) on meta with the Trainer (its
+// construction, its step with the accumulation loop) and measures the last one. forward_only:
+// one forward of its model, no backward or optimizer.
 Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, int steps, bool forward_only) {
   MetaMemory::install();
   std::lock_guard<std::mutex> lock(g_dry_run);
-  torch::NoGradGuard outer_off;  // building the model and inputs records nothing
-  const torch::Device meta(torch::kMeta);
-  RunConfig c = cfg;
-  c.model.num_hidden_layers = layers;
-  const auto& t = c.train;
+  const RunConfig c = dry_run_config(cfg, layers);
   // With ring attention the sequence is split over sp x ring ranks (ring rank 0 planned: every
   // ring rank holds the same shapes).
-  const int64_t P = c.parallel.sp_size, R = c.parallel.ring_size, n = t.seq_length / (P * R), B = t.micro_batch_size;
-  const auto dtype = t.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
+  const int64_t P = c.parallel.sp_size, R = c.parallel.ring_size;
   Comm comm = Comm::shape_only(sp_rank, static_cast<int>(P), static_cast<int>(c.parallel.dp_size), static_cast<int>(R));
 
   Measured m;
   m.base = MetaMemory::live();
-  std::optional<mem::Scope> built(mem::MemCategory::Parameters);  // as Trainer's constructor charges them
-  LlamaModel model(c.model, c.parallel, dtype, &comm, meta);
   CurveTracer curve;  // the last step's categories at the model's range edges
-  model.set_tracer(&curve);
-  model.set_attention_kernel(plan_kernel(c, cuda));
-  model.set_memory_options(MemoryOptions::from(c.train));  // the run's long-sequence techniques, as Trainer sets them
-  m.techniques = true;
-  for (const auto& p : model.parameters()) m.params += p.numel();
-  built.reset();
-  auto ids = torch::empty({B, n}, torch::TensorOptions().dtype(torch::kInt64).device(meta));     // (B, n)
-  auto labels = torch::empty({B, n}, torch::TensorOptions().dtype(torch::kInt64).device(meta));  // (B, n)
-  m.inputs = 2 * B * n * 8;                                                                      // ids + labels
-  const int64_t pos0 = sp_rank * n;
-  auto params = model.parameters();
-  int64_t grad_numel = 0;
-  for (const auto& p : params) grad_numel += p.numel();
-
-  // Trainer::setup_zero (stages 1, 2): the parameters become views of one flat buffer padded to
-  // W x S; AdamW state of this rank's S elements (none on the device with offload_optimizer).
-  const int64_t Z = t.zero_stage;
-  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(meta);
-  ZeroLayout layout(grad_numel, c.parallel.world_size(), sp_rank);
-  PlanState st = plan_state(model, comm, t, layout, grad_numel, meta, params);
-  auto& opt = st.opt;
-  auto& zopt = st.zopt;
-  auto& z3 = st.z3;
-  at::Tensor& pflat = st.pflat;
-  at::Tensor& gshard = st.gshard;
-  const int64_t tail = st.tail;
-  // Trainer: every parameter's .grad is a view into one flat fp32 gradient buffer (padded at
-  // ZeRO stages) that autograd accumulates into and that is all-reduced in place.
-  at::Tensor flat;
-  auto bind = [&] {
-    mem::Scope g(mem::MemCategory::Gradients);
-    flat = torch::zeros({tail}, f32);
-    bind_flat_grads(params, flat);  // the Trainer's own
-  };
-  if (!z3) bind();
-
+  TrainerOptions o;
+  o.plan_for_cuda = cuda;
+  o.data = TokenSource::zeros(c.train.seq_length + 1);  // one sequence's shapes; make_batch picks offset 0
+  Trainer tr(c, comm, &curve, o);  // the model, its gradient buffer, ZeRO state and optimizer, as a run builds them
+  curve.z3 = tr.zero3();
+  m.techniques = true;  // the Trainer gives the model the run's memory options
+  for (const auto& p : tr.model().parameters()) m.params += p.numel();
+  m.inputs = 2 * c.train.micro_batch_size * (c.train.seq_length / (P * R)) * 8;  // ids + labels (B, n) int64
+  if (forward_only) {
+    dry_forward(tr, c, sp_rank, m);
+    return m;
+  }
+  int64_t start = 0, start_gradients = 0;
   for (int s = 0; s < steps; ++s) {
-    if (z3) {
-      z3->begin_step();
-    } else {
-      if (!flat.defined()) bind();  // stage 2 freed it after the last step
-      flat.zero_();
-    }
     curve.on = s + 1 == steps;
     curve.points.clear();
-    const int64_t start = MetaMemory::live();
+    start = MetaMemory::live();
+    start_gradients = mem::meta().live().bytes[static_cast<int>(prof::MemCategory::Gradients)];
     MetaMemory::reset_peak();
     mem::meta().reset_peak();
-    if (z3) z3->reset_peak();
-    torch::AutoGradMode on(true);
-    at::Tensor loss_sum;
-    {
-      mem::Scope act(mem::MemCategory::Activations);  // Trainer::loss_and_grads' scope
-      loss_sum = model.forward_loss_sum(ids, labels, pos0);
-    }
-    // Stage 3 keeps the head's weights gathered for its backward: gathered, not activations.
-    m.after_forward = MetaMemory::live() - start - (z3 ? z3->gathered_bytes() : 0);
-    if (z3) {
-      if (!forward_only) {
-        // Trainer (stage 3): each unit's gradients reduce-scattered during backward, the
-        // fp64 partial norm, AdamW on the shard; no all-gather after the step.
-        loss_sum.backward();
-        z3->finish_backward();
-        torch::NoGradGuard ng;
-        loss_sum = at::Tensor();
-        at::Tensor& g = z3->grad_shard();
-        g.div_(1.0);
-        auto sq = sum_of_squares_fp64(g);
-        sq = at::Tensor();
-        g.mul_(0.5);
-        mem::Scope o(mem::MemCategory::Optimizer);
-        if (zopt) zopt->step(z3->shard(), g, 1e-3);
-      }
-      m.curve = curve.points;
-      m.gathered_peak = z3->peak_gathered_bytes();
-      m.peak = MetaMemory::peak();
-      m.at_peak = mem::meta().at_peak();
-      m.peak_above_start = m.peak - start;
-      m.after_step = MetaMemory::live();
-      continue;
-    }
-    if (!forward_only) {
-      loss_sum.backward();
-      torch::NoGradGuard ng;
-      // Trainer::loss_and_grads: the loss sum and token count in their own (tiny) all-reduce,
-      // one all-reduce of the gradients, divided in place (the .grad views see it).
-      loss_sum = at::Tensor();
-      if (Z >= 2) {
-        // Trainer (stage 2): reduce-scatter into the shard, fp64 partial norm, sharded AdamW,
-        // all-gather into the parameters, the full gradient buffer freed.
-        auto grads = flat.narrow(0, 0, tail);
-        comm.reduce_scatter_sum(gshard, grads);
-        gshard.div_(1.0);
-        auto sq = sum_of_squares_fp64(gshard);
-        sq = at::Tensor();
-        gshard.mul_(0.5);
-      } else {
-        comm.all_reduce_sum(flat);
-        flat.narrow(0, 0, grad_numel).div_(1.0);
-        // Trainer::step: one fp32 norm over the buffer, clipping in place, then AdamW.
-        auto norm = flat.narrow(0, 0, grad_numel).norm();
-        norm = at::Tensor();
-        flat.narrow(0, 0, grad_numel).mul_(0.5);
-      }
-      mem::Scope o(mem::MemCategory::Optimizer);  // Trainer::step's scope
-      if (opt) opt->step();
-      if (Z >= 1) {
-        auto own = pflat.narrow(0, layout.begin(), layout.shard);
-        at::Tensor g = Z >= 2 ? gshard : flat.narrow(0, layout.begin(), layout.shard);
-        if (zopt) zopt->step(own, g, 1e-3);
-        comm.all_gather(pflat, own);
-      }
-      if (Z >= 2) {
-        for (auto& p : params) p.mutable_grad() = at::Tensor();
-        flat = at::Tensor();
-      }
-    }
-    m.peak = MetaMemory::peak();
-    m.at_peak = mem::meta().at_peak();
-    m.peak_above_start = m.peak - start;
-    m.after_step = MetaMemory::live();
-    m.curve = curve.points;
+    if (curve.z3) curve.z3->reset_peak();
+    tr.step(s);
   }
-  model.set_tracer(nullptr);
+  // Measured from before the forward: without the step's inputs and without the gradient buffer
+  // that stage 2 makes again at the start of each step (it is not the forward's).
+  const CurveTracer::AfterForward& af = curve.after_forward;
+  const int64_t remade = af.gradients - start_gradients;
+  m.after_forward = af.live - start - remade - m.inputs - af.gathered;
+  m.peak = MetaMemory::peak();
+  m.at_peak = mem::meta().at_peak();
+  m.peak_above_start = m.peak - start - remade - m.inputs;
+  m.after_step = MetaMemory::live();
+  m.curve = curve.points;
+  m.gathered_peak = curve.z3 ? curve.z3->peak_gathered_bytes() : 0;
   return m;
 }
 
@@ -355,7 +251,7 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
   p.device = plan_device(cfg);
   const bool cuda = p.device == "cuda";
   p.dtype = cfg.train.dtype;
-  p.attention = kernel_name(plan_kernel(cfg, cuda));
+  p.attention = kernel_name(trainer_attention_kernel(cfg.train, cuda, torch::kMeta));
   p.sp_size = cfg.parallel.sp_size;
   p.ring_size = cfg.parallel.ring_size;
   p.dp_size = cfg.parallel.dp_size;
@@ -387,29 +283,9 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
   p.peak_bytes = full.peak - full.base;
   p.peak_categories = full.at_peak;
   p.curve = full.curve;
-  p.measured_static_bytes = full.after_step - full.base - full.inputs;
-  if (zero3) {
-    p.gathered_param_bytes = full.gathered_peak;  // measured: this engine's fp32 units
-    if (cfg.train.offload_params) {
-      // The parameter shard (S fp32) lives in CPU memory between uses (pinned): off the device.
-      // (The dry run keeps it on meta: a CPU shard of a real model's size would be allocated.)
-      const int64_t W = cfg.parallel.world_size();
-      int64_t shard = 0;
-      {
-        std::vector<int64_t> numel;
-        std::vector<int> unit_of;
-        for (const auto& prm : cfg.model.parameters()) {
-          int64_t n = 1;
-          for (int64_t d : prm.shape) n *= d;
-          numel.push_back(n);
-          unit_of.push_back(zero3_unit_of(prm.name, L));
-        }
-        shard = Zero3Layout(numel, unit_of, W, opt.sp_rank).shard;
-      }
-      p.peak_bytes -= shard * 4;
-      p.measured_static_bytes -= shard * 4;
-    }
-  }
+  // After the step: its inputs are freed; offloaded state (mem::HostScope) was never counted.
+  p.measured_static_bytes = full.after_step - full.base;
+  if (zero3) p.gathered_param_bytes = full.gathered_peak;  // measured: this engine's fp32 units
   if (opt.detail) {
     const Measured one_less = dry_run(run_cfg, L - 1, cuda, opt.sp_rank, 1, true);
     p.activation_per_layer_bytes = full.after_forward - one_less.after_forward;

@@ -1,15 +1,18 @@
-// Memory planner: a dry run of one rank's real training step (the actual LlamaModel
-// forward + backward, the trainer's gradient all-reduce buffer, AdamW) on libtorch's
-// `meta` device, where tensors have shapes and dtypes but no storage. A counting
-// allocator registered for DeviceType::Meta sees every tensor the step creates and frees,
-// so the live-byte peak is that of the real code path with the run's settings, for a
+// Memory planner: a dry run of one rank's real training step on libtorch's `meta` device,
+// where tensors have shapes and dtypes but no storage: a Trainer over Comm::shape_only, so the
+// construction (model, flat gradient buffer, ZeRO state, AdamW) and Trainer::step (gradient
+// accumulation, all-reduce or reduce-scatter, norm and clipping, AdamW, all-gather) are the
+// trainer's own; its scalars (norms, token counts) are reductions.hpp's meta stand-ins. A
+// counting allocator registered for DeviceType::Meta sees every tensor the step creates and
+// frees, so the live-byte peak is that of the real code path with the run's settings, for a
 // device and a sequence length this machine may not have.
 //
 // How the run's device is honoured: parameters are fp32 (as the trainer keeps them) with
-// the compute dtype the config names; SP > 1 uses Comm::shape_only (all-to-alls allocate
-// their receive buffers, move nothing); attention is counted as the target runs it: a
-// CUDA plan counts flash (flash_shapes.hpp: q, k, v, out, log-sum-exp), a CPU plan runs
-// the kernel attention_kernel_for picks on CPU.
+// the compute dtype the config names; Comm::shape_only's collectives allocate their receive
+// buffers and move nothing; offloaded state is host memory (mem::HostScope, not counted);
+// attention is counted as the target runs it (trainer_attention_kernel with
+// TrainerOptions::plan_for_cuda): a CUDA plan counts flash (flash_shapes.hpp: q, k, v, out,
+// log-sum-exp), a CPU plan runs the kernel attention_kernel_for picks on CPU.
 #pragma once
 
 #include <cstdint>
@@ -74,7 +77,7 @@ struct MemoryPlan {
   prof::MemoryCategories peak_categories;
   // The planner's curve: the categories at both edges of every range the model pushes in the
   // dry run's steady-state step (layers, attention, all-to-alls, MLP, loss; the trainer's own
-  // step, backward and optimizer ranges are not run there), in order. A traced run records it
+  // step, backward, gradient-reduction and optimizer ranges take no point), in order. A traced run records it
   // (MemEdge::PlannedBegin / PlannedEnd) and the studio draws it against the measured samples
   // of the same ranges.
   std::vector<prof::PlannedMemoryPoint> curve;
@@ -93,7 +96,7 @@ struct MemoryPlan {
 // (decide_device with this host's facts and every rank local).
 std::string plan_device(const RunConfig& cfg);
 
-// Dry-runs two steps of `cfg` (the first creates the AdamW state) and measures the second.
+// Dry-runs two Trainer steps of `cfg` (the first creates the AdamW state) and measures the second.
 // cfg must pass validate(). Throws ConfigError for settings the dry run cannot model.
 MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt = {});
 

@@ -51,15 +51,23 @@ at::Tensor sum_fp64(const at::Tensor& x) {
   return acc;
 }
 
-double l2_norm(const at::Tensor& x) { return std::sqrt(sum_of_squares_fp64(x).item<double>()); }
+double l2_norm(const at::Tensor& x) { return std::sqrt(scalar_value(sum_of_squares_fp64(x))); }
+
+std::vector<double> host_values(const at::Tensor& t) {
+  if (t.is_meta()) return std::vector<double>(static_cast<size_t>(t.numel()), kMetaStandIn);
+  const auto h = t.detach().to(at::kCPU, at::kDouble).contiguous().reshape({-1});
+  return {h.data_ptr<double>(), h.data_ptr<double>() + h.numel()};
+}
+
+double scalar_value(const at::Tensor& t) { return t.is_meta() ? kMetaStandIn : t.item<double>(); }
 
 double global_token_mean(const at::Tensor& loss_sum, const at::Tensor& count, Comm& comm, double* global_count) {
   // [loss sum, valid tokens] (2,) fp64 on the communication device
   auto both = at::stack({loss_sum.detach().reshape({}).to(comm.device(), at::kDouble),
                          count.detach().reshape({}).to(comm.device(), at::kDouble)});
   comm.all_reduce_sum(both);
-  const auto host = both.to(at::kCPU);
-  const double total = host[0].item<double>(), tokens = host[1].item<double>();
+  const std::vector<double> host = host_values(both);
+  const double total = host[0], tokens = host[1];
   if (global_count) *global_count = tokens;
   return total / std::max(1.0, tokens);
 }

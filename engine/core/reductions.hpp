@@ -11,6 +11,8 @@
 // whole buffer with the same bound, and no host sync happens before the all-reduce.
 #pragma once
 
+#include <vector>
+
 #include <torch/torch.h>
 
 namespace ulysses {
@@ -43,5 +45,12 @@ double l2_norm(const at::Tensor& x);
 // rank's valid tokens. Writes the global count into *global_count when given.
 double global_token_mean(const at::Tensor& loss_sum, const at::Tensor& count, Comm& comm,
                          double* global_count = nullptr);
+
+// A reduction's value on the host: t's values in order (one copy), or its one value. A meta
+// tensor (a dry run of the step: shapes, no values) has none; it gives kMetaStandIn for each,
+// so the step runs on as it would (a norm of 1, a token count of 1, a peak of 1 byte).
+constexpr double kMetaStandIn = 1.0;
+std::vector<double> host_values(const at::Tensor& t);
+double scalar_value(const at::Tensor& t);
 
 }  // namespace ulysses

@@ -9,6 +9,7 @@
 #include "reductions.hpp"
 #include "ring_geometry.hpp"
 #include "memory_categories.hpp"
+#include "torch_compat.hpp"
 
 namespace ulysses {
 
@@ -41,20 +42,36 @@ prof::MemorySample memory_now(const torch::Device& d) {
 }
 }  // namespace
 
-Trainer::Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer)
-    : cfg_(cfg), comm_(comm), tracer_(tracer), device_(comm.device()) {
+AttentionKernel trainer_attention_kernel(const TrainConfig& t, bool cuda, const torch::Device& runs_on) {
+  AttentionKernel k = attention_kernel_for(t.attention, t.attention_block, cuda);
+  // SDPA picks flash on CUDA, and on the CPU in libtorch 2.x
+  if (runs_on.is_meta() && (cuda || compat::cpu_sdpa_is_flash()) && k.kind == AttentionKernel::Kind::Sdpa)
+    k.kind = AttentionKernel::Kind::FlashShapes;
+  return k;
+}
+
+Trainer::Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer, const TrainerOptions& opt)
+    : cfg_(cfg),
+      comm_(comm),
+      tracer_(tracer),
+      device_(comm.device()),
+      host_(device_.is_meta() ? device_ : torch::Device(torch::kCPU)) {
   const auto dtype = cfg.train.dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
-  data_ = TokenSource::open(cfg.data, cfg.model, cfg.train.seq_length, static_cast<uint64_t>(cfg.train.seed));
+  data_ = opt.data
+              ? opt.data
+              : TokenSource::open(cfg.data, cfg.model, cfg.train.seq_length, static_cast<uint64_t>(cfg.train.seed));
   std::optional<mem::Scope> built(mem::MemCategory::Parameters);  // the weights (memory_categories.hpp)
-  model_ = std::make_unique<LlamaModel>(cfg.model, cfg.parallel, dtype, &comm);
-  model_->init_parameters(static_cast<uint64_t>(cfg.train.seed));
+  // Built and initialised on the CPU (the same values whatever the device), then moved to a GPU;
+  // a meta Trainer builds on meta (no values to initialise).
+  model_ = std::make_unique<LlamaModel>(cfg.model, cfg.parallel, dtype, &comm, host_);
+  if (!device_.is_meta()) model_->init_parameters(static_cast<uint64_t>(cfg.train.seed));
   if (!cfg.train.init_from.empty()) unused_init_ = load_checkpoint(*model_, cfg.train.init_from);
   if (device_.is_cuda()) {
     torch::NoGradGuard ng;
     for (auto& [name, p] : model_->named_parameters()) p = p.to(device_).detach().set_requires_grad(true);
   }
   model_->set_tracer(tracer);
-  model_->set_attention_kernel(attention_kernel_for(cfg.train.attention, cfg.train.attention_block, device_.is_cuda()));
+  model_->set_attention_kernel(trainer_attention_kernel(cfg.train, device_.is_cuda() || opt.plan_for_cuda, device_));
   model_->set_memory_options(MemoryOptions::from(cfg.train));
   for (auto& p : model_->parameters()) grad_numel_ += p.numel();
   zero_stage_ = cfg.train.zero_stage;
@@ -148,12 +165,16 @@ void Trainer::setup_zero() {
   for (auto& [name, p] : model_->named_parameters()) sizes.emplace_back(p.numel(), p.dim() >= 2);
   // offload_optimizer: masters and AdamW state in CPU memory (pinned when the device is a GPU).
   const bool off = t.offload_optimizer;
-  const torch::Device state_dev = off ? torch::Device(torch::kCPU) : device_;
-  zopt_ = std::make_unique<ShardedAdamW>(layout_, sizes, o, state_dev, off && device_.is_cuda());
-  if (off) {
-    auto h = torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(device_.is_cuda());
-    master_ = torch::empty({layout_.shard}, h);  // (S)
-    zero_sync_masters_from_params();
+  const torch::Device state_dev = off ? host_ : device_;
+  {
+    std::optional<mem::HostScope> host;
+    if (off) host.emplace();
+    zopt_ = std::make_unique<ShardedAdamW>(layout_, sizes, o, state_dev, off && device_.is_cuda());
+    if (off) {
+      auto h = torch::TensorOptions().dtype(torch::kFloat32).device(host_).pinned_memory(device_.is_cuda());
+      master_ = torch::empty({layout_.shard}, h);  // (S)
+      zero_sync_masters_from_params();
+    }
   }
   if (zero_stage_ >= 2) gshard_ = torch::zeros({layout_.shard}, f32);  // (S)
 }
@@ -161,16 +182,18 @@ void Trainer::setup_zero() {
 void Trainer::setup_zero3(const ZeroAdamWOptions& o) {
   // Stage 3 (zero3.hpp): this rank keeps its shard of every gather unit; the parameters are
   // views of per-unit buffers that exist only while gathered; no flat gradient buffer.
-  z3_ = std::make_unique<Zero3Params>(*model_, comm_, tracer_, cfg_.train.offload_params);
+  z3_ = std::make_unique<Zero3Params>(*model_, comm_, tracer_, cfg_.train.offload_params, host_);
   std::vector<bool> decay;
   for (auto& [name, p] : model_->named_parameters()) decay.push_back(p.dim() >= 2);
   const int64_t S = z3_->layout().shard;
   const bool off = cfg_.train.offload_optimizer;
-  const torch::Device state_dev = off ? torch::Device(torch::kCPU) : device_;
+  const torch::Device state_dev = off ? host_ : device_;
+  std::optional<mem::HostScope> host;
+  if (off) host.emplace();
   zopt_ = std::make_unique<ShardedAdamW>(S, z3_->layout().decay_runs(z3_->param_numel(), decay), o, state_dev,
                                          off && device_.is_cuda());
   if (off) {
-    auto h = torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(device_.is_cuda());
+    auto h = torch::TensorOptions().dtype(torch::kFloat32).device(host_).pinned_memory(device_.is_cuda());
     master_ = torch::empty({S}, h);  // (S)
     zero_sync_masters_from_params();
   }
@@ -187,7 +210,7 @@ double Trainer::zero_optimizer_step(int64_t s, double* lr) {
     // copy of the shard), all-reduced.
     auto sq = sum_of_squares_fp64(g).reshape({1});  // (1,) fp64
     comm_.all_reduce_sum(sq);
-    norm = std::sqrt(sq.item<double>());
+    norm = std::sqrt(scalar_value(sq));
   } else {
     norm = l2_norm(flat_.narrow(0, 0, grad_numel_));  // every rank holds all gradients
   }
@@ -197,6 +220,7 @@ double Trainer::zero_optimizer_step(int64_t s, double* lr) {
   if (z3_) {  // stage 3: the shard is all this rank keeps; the next forward gathers it
     at::Tensor& own = z3_->shard();
     if (master_.defined()) {
+      mem::HostScope host;  // the step runs in CPU memory
       zopt_->step(master_, g, *lr);
       own.copy_(master_);
     } else if (own.device() != zopt_->exp_avg.device()) {  // offload_params alone: step on the device
@@ -210,6 +234,7 @@ double Trainer::zero_optimizer_step(int64_t s, double* lr) {
   }
   at::Tensor own = pflat_.narrow(0, b, S);  // (S) this rank's slice of the parameters
   if (master_.defined()) {
+    mem::HostScope host;           // the step runs in CPU memory
     zopt_->step(master_, g, *lr);  // on the CPU: the gradients go down, the weights come up
     own.copy_(master_);
   } else {
@@ -405,7 +430,7 @@ StepMetrics Trainer::step(int64_t s) {
   auto peak = torch::tensor({static_cast<int64_t>(mem.peak)}, torch::TensorOptions().dtype(torch::kInt64))
                   .to(comm_.device());  // (1,)
   comm_.all_reduce_max(peak);
-  m.max_mem_bytes = peak.item<int64_t>();
+  m.max_mem_bytes = static_cast<int64_t>(scalar_value(peak));
   m.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   m.tokens = cfg_.train.seq_length * cfg_.train.micro_batch_size * cfg_.train.gradient_accumulation_steps *
              cfg_.parallel.dp_size;

@@ -38,6 +38,20 @@ void bind_flat_grads(const std::vector<at::Tensor>& params, const at::Tensor& fl
 // their current values in), so the all-gather after each step writes straight into them.
 void move_params_into(LlamaModel& model, const at::Tensor& pflat, bool copy_values);
 
+// How a Trainer runs beyond its config and Comm.
+struct TrainerOptions {
+  // The memory planner (meta_dry_run.hpp) runs the step on meta over Comm::shape_only for a run
+  // on a GPU: the device-dependent choices (the attention kernel) are then a CUDA run's.
+  bool plan_for_cuda = false;
+  // The tokens to train on instead of cfg.data's (the planner: TokenSource::zeros, shapes only).
+  std::shared_ptr<const TokenSource> data;
+};
+
+// The attention kernel a Trainer runs: train.attention for a CUDA or CPU run (attention_kernel_for);
+// on meta (a dry run) SDPA is counted as the kernel the target runs: flash (FlashShapes) on
+// CUDA, and on the CPU where libtorch's CPU SDPA is flash (2.x).
+AttentionKernel trainer_attention_kernel(const TrainConfig& t, bool cuda, const torch::Device& runs_on);
+
 class Trainer;
 
 // Stage 3: the model's parameters hold their full values while one of these lives (every unit
@@ -56,7 +70,9 @@ class GatheredParameters {
 
 class Trainer {
  public:
-  Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer);
+  // On comm.device(); a meta Comm (Comm::shape_only) gives the memory planner's dry run: shapes
+  // and allocations of the real step, no values (reductions.hpp's stand-ins for its scalars).
+  Trainer(const RunConfig& cfg, Comm& comm, prof::Tracer* tracer, const TrainerOptions& opt = {});
   ~Trainer();
 
   // One optimisation step; every rank returns the same loss / grad_norm.
@@ -93,7 +109,9 @@ class Trainer {
   Comm& comm_;
   prof::Tracer* tracer_;
   torch::Device device_;
-  std::unique_ptr<TokenSource> data_;
+  // Where offloaded state lives (offload_optimizer, offload_params): the CPU; a meta Trainer's on meta.
+  torch::Device host_;
+  std::shared_ptr<const TokenSource> data_;
   std::unique_ptr<LlamaModel> model_;
   std::vector<std::string> unused_init_;
   std::unique_ptr<torch::optim::AdamW> opt_;

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "memory_categories.hpp"
+
 namespace ulysses {
 
 using prof::Direction;
@@ -43,7 +45,7 @@ int zero3_unit_of(const std::string& name, int64_t layers) {
   return static_cast<int>(layers) + 1;
 }
 
-Zero3Params::Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer, bool offload_params)
+Zero3Params::Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer, bool offload_params, torch::Device host)
     : model_(model), comm_(comm), tracer_(tracer), offload_(offload_params) {
   torch::NoGradGuard ng;
   auto& named = model.named_parameters();
@@ -60,9 +62,14 @@ Zero3Params::Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer, bo
                            std::to_string(L) + " layers (want embedding, layers, head)");
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(named.front().second.device());
   const bool cuda = f32.device().is_cuda();
-  shard_ = offload_ ? torch::zeros({layout_.shard}, torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(cuda))
-                    : torch::zeros({layout_.shard}, f32);  // (S)
-  gshard_ = torch::zeros({layout_.shard}, f32);            // (S) on the device
+  if (offload_) {
+    mem::HostScope in_host;  // CPU memory, off the device
+    shard_ =
+        torch::zeros({layout_.shard}, torch::TensorOptions().dtype(torch::kFloat32).device(host).pinned_memory(cuda));
+  } else {
+    shard_ = torch::zeros({layout_.shard}, f32);  // (S)
+  }
+  gshard_ = torch::zeros({layout_.shard}, f32);  // (S) on the device
   const int64_t W = layout_.world, r = layout_.rank;
   units_.resize(layout_.units.size());
   for (size_t u = 0; u < units_.size(); ++u) {

@@ -52,8 +52,9 @@ class Zero3Params final : public ParamUnitHooks {
   // shard (shard(), S fp32 on the parameters' device; with offload_params in CPU memory, pinned
   // when the device is a GPU, and copied up piece by piece for each gather) and every parameter
   // becomes a view of its unit's buffer, released until gathered. Installs itself as the
-  // model's hooks.
-  Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer, bool offload_params = false);
+  // model's hooks. `host`: the CPU (a meta Trainer's host memory is meta, mem::HostScope).
+  Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer, bool offload_params = false,
+              torch::Device host = torch::kCPU);
   ~Zero3Params() override;
   Zero3Params(const Zero3Params&) = delete;
   Zero3Params& operator=(const Zero3Params&) = delete;

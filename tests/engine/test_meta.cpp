@@ -227,6 +227,27 @@ TEST(MemoryPlan, ZeroStagesShardTheStaticState) {
   EXPECT_NEAR(double(both.measured_static_bytes), double(4 * S), 4.0 * (cfg.model.num_hidden_layers + 2) + 1);
 }
 
+// The plan is the Trainer's step (issue 38): with gradient_accumulation_steps 2 the measured
+// step runs two micro-batches (the model's range edges twice on the planned curve) over the
+// same training state; the activations are one micro-batch's and the peak grows by no more than
+// the micro-steps' loss sums and token counts.
+TEST(MemoryPlan, PlansTheTrainersStepWithItsAccumulation) {
+  for (int64_t stage : {0, 2, 3}) {
+    auto cfg = small_config();
+    cfg.parallel.sp_size = 2;
+    cfg.train.zero_stage = stage;
+    const auto one = plan::plan_memory(cfg);
+    cfg.train.gradient_accumulation_steps = 2;
+    const auto two = plan::plan_memory(cfg);
+    ASSERT_FALSE(one.curve.empty());
+    EXPECT_EQ(two.curve.size(), 2 * one.curve.size()) << "stage " << stage;
+    EXPECT_EQ(two.measured_static_bytes, one.measured_static_bytes) << "stage " << stage;
+    EXPECT_EQ(two.activation_bytes, one.activation_bytes) << "stage " << stage;
+    EXPECT_GE(two.peak_bytes, one.peak_bytes) << "stage " << stage;
+    EXPECT_LE(two.peak_bytes, one.peak_bytes + 1024) << "stage " << stage;
+  }
+}
+
 // Per-layer activations: exact multiple structure (full = L * per_layer + other) checked
 // against a model with one more layer.
 TEST(MemoryPlan, PerLayerActivationsAddUp) {
