@@ -6,8 +6,10 @@
 (configures SOURCE_DIR once more in a temporary folder, so a build folder in use is left alone)
 
 Each ulysses_* library has a floor; a library may link only libraries on lower floors. In
-particular engine/launch links the profiler's common room, never the profiler, and the
-common room links nothing of ours. Exit 1 naming each edge that points up or sideways."""
+particular engine/launch links the profiler's common room, never the profiler; the engine
+links the profiler's record room (and what it stands on), never the loader, the analysis or
+the exports; the common and base rooms link nothing of ours. ulysses_profiler is an interface
+library of every room, above them all. Exit 1 naming each edge that points up or sideways."""
 import os
 import re
 import subprocess
@@ -17,17 +19,24 @@ import tempfile
 FLOORS = {
     "ulysses_warnings": 0,
     "ulysses_prof_common": 1,
+    "ulysses_prof_base": 1,
     "ulysses_config": 1,
+    "ulysses_prof_record": 2,
+    "ulysses_prof_model": 2,
     "ulysses_cost": 2,
-    "ulysses_profiler": 2,
     "ulysses_launch": 2,
-    "ulysses_testdata": 3,
+    "ulysses_prof_load": 3,
+    "ulysses_prof_analysis": 3,
     "ulysses_engine": 3,
+    "ulysses_prof_cache": 4,
+    "ulysses_prof_export": 4,
     "ulysses_nccl_compile_check": 4,
-    "ulysses_timeline_core": 3,
-    "ulysses_ui_trace": 4,
-    "ulysses_ui_models": 4,
-    "ulysses_ui": 5,
+    "ulysses_profiler": 5,
+    "ulysses_testdata": 6,
+    "ulysses_timeline_core": 6,
+    "ulysses_ui_trace": 7,
+    "ulysses_ui_models": 7,
+    "ulysses_ui": 8,
 }
 
 
