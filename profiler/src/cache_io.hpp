@@ -1,5 +1,7 @@
 // Internal to the profiler: the binary encoding and the file framing shared by the trace
-// caches kept beside a trace (summary_cache.hpp, trace_overview.hpp). Varints (zigzag for
+// caches kept beside a trace (rank_file_cache.hpp, summary_cache.hpp, trace_overview.hpp). In
+// the load room, whose rank-file caches use it (cache_io.cpp); the caches of the cache room add
+// their analysis options to the key (cache_key.hpp). Varints (zigzag for
 // signed), doubles bit for bit, length-prefixed strings; a file is
 //   magic[8] format key payload_size checksum payload
 // and is read only when magic, format and key match and the checksum of the whole payload does.
@@ -11,9 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/load_options.hpp"
 #include "ulysses/profiler/trace_model.hpp"
-#include "ulysses/profiler/trace_store.hpp"
 
 namespace ulysses::prof::cache_io {
 
@@ -164,13 +165,14 @@ inline void get_memory_categories(In& in, MemoryCategorySample& x) {
 
 // CLOCK_REALTIME in ns (file mtimes are on this clock).
 int64_t now_realtime_ns();
-// The cache key of the inputs and options (profiler build id, options, each file's and its
-// -wal file's name, size, mtime, inode); *newest_ns = the newest input mtime. LoadOptions::
+// The cache key of the inputs and options (the cache's format, profiler build id, load
+// options, then `options`, the cache's own, one line each ending in '\n', then each file's and
+// its -wal file's name, size, mtime, inode); *newest_ns = the newest input mtime. LoadOptions::
 // head_lanes is part of it only with `lanes_matter`: head-range lanes are display copies the
 // analysis skips, so the summary is the same with or without them (the CLI loads without,
 // the studio with, and both share one summary record), while an overview holds the lanes.
-std::string make_key(const std::vector<std::string>& files, const LoadOptions& lo, const AnalysisOptions& ao,
-                     bool lanes_matter, int64_t* newest_ns);
+std::string make_key(const std::vector<std::string>& files, const LoadOptions& lo, uint32_t format,
+                     const std::string& options, bool lanes_matter, int64_t* newest_ns);
 // The payload of cache file `path` when its magic, format, key and checksum match; false
 // otherwise (missing, foreign, stale, torn). Never throws.
 bool read_file(const std::string& path, const char (&magic)[8], uint32_t format, const std::string& key,

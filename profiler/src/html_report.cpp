@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "ulysses/profiler/report.hpp"
-#include "ulysses/profiler/tracer.hpp"
+#include "ulysses/profiler/phase.hpp"
 
 namespace ulysses::prof {
 

@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trace_loading.hpp"
-#include "ulysses/profiler/trace_writer.hpp"
+#include "ulysses/profiler/nsys_ids.hpp"
 
 namespace ulysses::prof::detail {
 

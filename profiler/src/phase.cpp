@@ -1,7 +1,7 @@
 // Stable names of phases and directions as they appear in traces and reports.
 #include <cstring>
 
-#include "ulysses/profiler/tracer.hpp"
+#include "ulysses/profiler/phase.hpp"
 
 namespace ulysses::prof {
 

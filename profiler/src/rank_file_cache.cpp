@@ -8,7 +8,7 @@
 
 #include "cache_io.hpp"
 #include "trace_loading.hpp"
-#include "ulysses/profiler/summary_cache.hpp"
+#include "ulysses/profiler/trace_cache_key.hpp"
 
 namespace ulysses::prof {
 
@@ -189,7 +189,7 @@ std::string key_of(const std::string& file, int32_t file_index, const LoadOption
   LoadOptions k;  // only what changes what read_file reads
   k.gpu_activity = lo.gpu_activity;
   return "rank-file-cache format=" + std::to_string(kRankFileCacheFormat) + " index=" + std::to_string(file_index) +
-         "\n" + cache_io::make_key({file}, k, AnalysisOptions{}, false, newest_ns);
+         "\n" + cache_io::make_key({file}, k, kRankFileCacheFormat, "", false, newest_ns);
 }
 
 }  // namespace

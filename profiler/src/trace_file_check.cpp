@@ -14,6 +14,7 @@
 
 #include "trace_loading.hpp"
 #include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/profiler/trace_store.hpp"
 
 namespace fs = std::filesystem;
 

@@ -27,8 +27,8 @@
 
 #include "sqlite_db.hpp"
 #include "ulysses/profiler/parallel.hpp"
+#include "ulysses/profiler/load_options.hpp"
 #include "ulysses/profiler/trace_model.hpp"
-#include "ulysses/profiler/trace_store.hpp"
 
 namespace ulysses::prof::detail {
 

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "cache_io.hpp"
+#include "cache_key.hpp"
 #include "trace_loading.hpp"
 
 namespace ulysses::prof {

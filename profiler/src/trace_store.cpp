@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trace_loading.hpp"
-#include "ulysses/profiler/trace_writer.hpp"
+#include "ulysses/profiler/nsys_ids.hpp"
 #include "ulysses/profiler/run_layout.hpp"
 
 namespace fs = std::filesystem;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "sqlite_db.hpp"
-#include "ulysses/profiler/trace_store.hpp"
+#include "ulysses/profiler/schema.hpp"
 
 namespace ulysses::prof {
 

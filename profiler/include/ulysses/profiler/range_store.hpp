@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "ulysses/profiler/tracer.hpp"
+#include "ulysses/profiler/phase.hpp"
 
 namespace ulysses::prof {
 

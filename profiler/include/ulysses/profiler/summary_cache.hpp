@@ -42,6 +42,7 @@
 #include <string>
 
 #include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/trace_cache_key.hpp"
 #include "ulysses/profiler/trace_model.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
@@ -51,18 +52,12 @@ namespace ulysses::prof {
 constexpr uint32_t kSummaryCacheFormat = 7;  // 2: WaitingAnalysis::repeated; 3: Summary::kernels_by_*; 4: comm_phases;
                                              // 7: RankMemoryRow::at_peak_layers; 5: allgather; 6: memory by category
 
-// A hash of the profiler library's sources, fixed at build time.
-const char* profiler_build_id();
-
 struct SummaryCacheOptions {
   bool enabled = true;  // false: neither read nor write (ANDed with the environment variable)
   // Inputs modified less than this before the summary started are treated as still being
   // written: the summary is computed but not cached.
   int64_t racy_window_ns = 2'000'000'000;
 };
-
-// Whether ULYSSES_TRACE_NO_CACHE disables the cache.
-bool summary_cache_disabled_by_env();
 
 // The cache file for a trace path ("" when the path names no trace files).
 std::string summary_cache_path(const std::string& trace_path);

@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "ulysses/profiler/memory_categories.hpp"
+#include "ulysses/profiler/phase.hpp"
 #include "ulysses/profiler/range_store.hpp"
-#include "ulysses/profiler/tracer.hpp"
 
 namespace ulysses::prof {
 

@@ -25,42 +25,13 @@
 #include <string>
 
 #include "ulysses/profiler/memory_categories.hpp"
+#include "ulysses/profiler/phase.hpp"
 
 namespace ulysses::prof {
 
 class GpuActivitySource;
 class GpuActivitySink;
 struct ClockOffset;
-
-enum class Phase : uint8_t {
-  Step = 0,
-  Embedding,
-  QkvProj,
-  A2ASeqToHead,
-  Attention,
-  A2AHeadToSeq,
-  OutProj,
-  Mlp,
-  Norm,
-  LmHead,
-  Loss,
-  Backward,
-  GradAllReduce,
-  Optimizer,
-  Other,
-  // Ring attention (parallel.ring_size > 1): one K/V (forward) or K/V + dK/dV (backward)
-  // block exchange with the ring neighbours, on the comm lane. Appended after Other so the
-  // numbers of earlier phases, stored in traces, keep their meaning.
-  RingStep,
-  Count
-};
-// Stable lower-case names used in the trace ("qkv_proj", "a2a_seq_to_head", ...).
-const char* phase_name(Phase p);
-bool phase_from_name(const std::string& s, Phase* out);
-bool phase_is_comm(Phase p);  // A2ASeqToHead, A2AHeadToSeq, GradAllReduce, RingStep
-
-enum class Direction : uint8_t { None = 0, Forward, Backward, Recompute };
-const char* direction_name(Direction d);
 
 struct RangeInfo {
   Phase phase = Phase::Other;
