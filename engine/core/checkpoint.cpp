@@ -174,7 +174,7 @@ void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dty
   const auto shards = plan_shards(sizes, shard_bytes);
   // Every new file is written whole into a staging folder first; only then are they moved in
   // and the earlier weights they do not replace removed. A save that fails (a full disk, a
-  // file size limit) leaves the earlier model in dir as it was: it used to be deleted first.
+  // file size limit) leaves the earlier model in dir as it was.
   const fs::path stage = d / (".tmp-save-" + std::to_string(::getpid()));
   fs::remove_all(stage, ec);
   // Staging folders of saves whose process is gone (killed mid-save) go too: they were never
@@ -230,8 +230,8 @@ void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dty
   };
   const std::vector<fs::path> stale = stale_weights(d, names);
   // A sharded save: an earlier model.safetensors goes before the new index comes in, since a
-  // loader reads model.safetensors first (left beside the index, it made the folder load the
-  // old weights under the new config.json).
+  // loader reads model.safetensors first (left beside the index, it would make the folder load
+  // the old weights under the new config.json).
   const bool sharded = std::find(names.begin(), names.end(), ckpt::kWeightsIndexFile) != names.end();
   if (sharded && std::find(stale.begin(), stale.end(), d / ckpt::kWeightsFile) != stale.end()) {
     fs::remove(d / ckpt::kWeightsFile, ec);

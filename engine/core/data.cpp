@@ -39,8 +39,8 @@ std::string relative_note(const std::string& path) {
 class FileTokens : public TokenSource {
  public:
   FileTokens(const std::string& path, int width, int64_t vocab) : path_(path), width_(width), vocab_(vocab) {
-    // O_NONBLOCK: a FIFO named as the data file made a worker started without ulysses-run
-    // (torchrun, Slurm) wait in open() forever, silent; it is refused below like any non-file.
+    // O_NONBLOCK: a FIFO named as the data file would keep a worker started without ulysses-run
+    // (torchrun, Slurm) waiting in open() forever, silent; it is refused below like any non-file.
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd_ < 0) throw ConfigError("data file " + path + " not found or not readable" + relative_note(path));
     struct stat st {};

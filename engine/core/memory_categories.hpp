@@ -1,4 +1,4 @@
-// Memory by category (issue 42) in the engine: the category new tensor storage is charged to
+// Memory by category (docs/LONG_SEQUENCES.md) in the engine: the category new tensor storage is charged to
 // (a thread-local scope the trainer and the model set around what they build), and the live
 // bytes per category of the storage counted by the planner's meta allocator and, in real CPU
 // runs, by a counting wrapper around libtorch's CPU allocator. The same scopes run in the

@@ -1,4 +1,4 @@
-// Long reductions with a stated error (issue 41): the global gradient norm and the
+// Long reductions with a stated error (docs/NUMERICS.md): the global gradient norm and the
 // token-weighted loss, accurate at billions of elements. Each is a set of fp32 partial
 // reductions over chunks of kReductionChunk elements (one ATen kernel per piece, no copy of
 // the input), combined in fp64. The rounding of each partial is relative to its own chunk, so

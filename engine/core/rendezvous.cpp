@@ -21,7 +21,7 @@ namespace ulysses {
 namespace {
 using Clock = std::chrono::steady_clock;
 
-// c10d's FileStore polls for a key every 10 ms, which made the clock ping-pong through the
+// c10d's FileStore polls for a key every 10 ms, which makes the clock ping-pong through the
 // store (Comm::sync_clock) 20 ms a round trip and the ranks' clock offsets +-10 ms. This one
 // looks again after 50 us, doubling to 2 ms, and ends at the store's timeout with a message.
 class PollingFileStore final : public c10d::FileStore {

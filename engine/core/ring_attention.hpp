@@ -1,4 +1,4 @@
-// Ring attention (issue 36), one rank's part: causal attention of this rank's q chunks over
+// Ring attention (docs/RING.md), one rank's part: causal attention of this rank's q chunks over
 // the whole ring's K/V, with the K/V blocks travelling round the ring (rank r sends to r+1
 // and receives from r-1) while the current block is computed (double-buffered exchanges
 // posted before the compute, waited after). Softmax statistics in fp32: a running max and
@@ -62,7 +62,7 @@ class RingTransport {
   virtual std::function<void()> exchange(const at::Tensor& send, at::Tensor& recv, int tag, ExchangeStamp* stamp) = 0;
 };
 
-// Tracing of ring steps (issue 36 item 3): every exchange becomes a `ring_step` range on the
+// Tracing of ring steps (docs/RING.md): every exchange becomes a `ring_step` range on the
 // comm lane, from its posting to its completion, with the attention's layer, head range and
 // chunk, the bytes this rank sent (= received) and the ring's collective identity (pg, seq),
 // so the overlap and waiting analyses count ring traffic as they count all-to-alls.

@@ -74,7 +74,7 @@ class TiledLossFn : public torch::autograd::Function<TiledLossFn> {
     auto l2 = labels.reshape({-1});
     auto dx = at::empty_like(x2);
     at::Tensor dnorm, dhead;
-    // tiles' fp32 loss sums added in fp64 (issue 41: no fp32 rounding growing with the tile count)
+    // tiles' fp32 loss sums added in fp64 (docs/NUMERICS.md: no fp32 rounding growing with the tile count)
     at::Tensor total = at::zeros({}, x.options().dtype(torch::kFloat64));
     auto nw = norm_w.detach().requires_grad_(true), hw = head_w.detach().requires_grad_(true);
     const bool need_w = norm_w.requires_grad() || head_w.requires_grad();

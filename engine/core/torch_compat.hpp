@@ -304,8 +304,8 @@ inline bool cuda_memory(const torch::Device& d, int64_t* allocated, int64_t* res
 #if defined(ULYSSES_WITH_NCCL)
   if (!d.is_cuda()) return false;
   const auto st = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index());
-  // Index 0 is the aggregate of every pool in every version (StatType is no longer exported
-  // by current headers).
+  // Index 0 is the aggregate of every pool in every version (StatType is not exported
+  // by libtorch 2.x headers).
   constexpr size_t all = 0;
   *allocated = st.allocated_bytes[all].current;
   *reserved = st.reserved_bytes[all].current;

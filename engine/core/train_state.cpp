@@ -169,8 +169,8 @@ ResumePoint restore_train_state(Trainer& trainer, Comm& comm, const RunConfig& c
   throw_if_invalid(ckpt::resume_issues(cfg));  // complete checkpoint, matching config, steps left
   const ckpt::Checkpoint c = ckpt::resolve_resume(cfg.train.resume_from);
   // Every rank picks the latest complete checkpoint itself; they must have picked the same
-  // one. A run still writing into resume_from (a save between two ranks' looks) made ranks
-  // load different steps and train on, out of step with each other, until the run hung.
+  // one. A run still writing into resume_from (a save between two ranks' looks) would have ranks
+  // load different steps and train on, out of step with each other, until the run hangs.
   {
     auto t = torch::tensor({c.step, -c.step}, torch::kInt64).to(comm.device());
     comm.all_reduce_max(t);

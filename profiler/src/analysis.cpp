@@ -143,7 +143,7 @@ Classified classify(const TraceModel& m) {
       comm[i] = phase_is_comm(r.phase) || (r.parent >= 0 && comm[static_cast<size_t>(r.parent)]);
       if (gpu) continue;  // host ranges don't count on a rank with GPU activity
       // A step range never counts itself, even with no child on its lane (its work traced on
-      // the comm lane or another thread): it made that rank's comm read 100% hidden.
+      // the comm lane or another thread): counted, it would make that rank's comm read 100% hidden.
       if (comm[i])
         c.flags[i] = kComm;
       else if (!has_child[i] && r.phase != Phase::Step)
@@ -586,8 +586,8 @@ std::vector<SkewRow> rank_skew(const TraceModel& m, const AnalysisOptions& o) {
   }
   std::vector<SkewRow> out;
   for (auto& [phase, per_rank] : total) {
-    // A rank that ran the step but never this phase took 0 ns of it (it was left out: the
-    // slowest and fastest rank of a phase only rank 0 ran were both rank 0, ratio 1.00).
+    // A rank that ran the step but never this phase took 0 ns of it (left out, the slowest and
+    // fastest rank of a phase only rank 0 ran would both be rank 0, ratio 1.00).
     if (phase != static_cast<int>(Phase::Step))
       for (int32_t rank : ranks) per_rank.emplace(rank, 0.0);
     SkewRow row;

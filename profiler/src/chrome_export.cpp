@@ -339,7 +339,7 @@ void ChromeWriter::write_memory_samples() {
   }
 }
 
-// Memory by category (issue 42) as one counter track per rank ("ph": "C": Perfetto and
+// Memory by category (docs/LONG_SEQUENCES.md) as one counter track per rank ("ph": "C": Perfetto and
 // chrome://tracing stack the args as areas), one point per sample, bytes.
 void ChromeWriter::write_memory_categories() {
   for (const auto& c : m.memory_categories) {
@@ -375,7 +375,7 @@ void write_chrome_trace(const TraceModel& m, std::ostream& os, const ChromeExpor
 }
 
 void export_chrome_trace(const TraceModel& m, const std::string& path, const ChromeExportOptions& o) {
-  // Whole or not at all: a full disk used to leave a truncated JSON in place of the old one.
+  // Whole or not at all: a full disk must not leave a truncated JSON in place of the old one.
   write_file_atomically(path, [&](std::ostream& f) { write_chrome_trace(m, f, o); });
 }
 

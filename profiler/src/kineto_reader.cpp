@@ -56,11 +56,11 @@ int64_t num_i64(const json& j, const char* key, int64_t dflt) {
 enum class TimeFault { None, Text, NotANumber, OutOfRange };
 
 // Microseconds (a JSON number) to ns in *ns. Text ("12", "-inf", "abc") is no number, whatever
-// it spells: such a time was read as 0 or as much of it as parsed. Numbers without an ns value
+// it spells: reading it as a number would give 0 or as much of it as parses. Numbers without an ns value
 // within +-2^62 (1e300, 2^64 - 1) are out of range.
 TimeFault us_to_ns(const json& v, int64_t* ns) {
   if (v.is_string()) return TimeFault::Text;
-  if (!v.is_number()) return TimeFault::NotANumber;  // true, null, an object: read as 0 before
+  if (!v.is_number()) return TimeFault::NotANumber;  // true, null, an object: no time at all
   if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}) return TimeFault::OutOfRange;
   if (v.is_number_integer()) {
     const int64_t i = v.get<int64_t>();
@@ -222,7 +222,7 @@ void memory_samples_to_model(Builder& b, int32_t rank, int64_t device, std::vect
 
 // The events are taken out of the document as the parser completes each one, keeping only
 // what is read below in a compact record (Kineto's args of a CPU op, its input shapes and
-// types, are most of a trace): a 139 MB trace took 1.1 GB as one document.
+// types, are most of a trace): a 139 MB trace takes 1.1 GB as one document.
 struct KinetoEvent {
   std::string cat, name;
   json ts, dur;  // µs as written (a number, or a number as text); dur null when absent
@@ -524,14 +524,14 @@ void set_annotation_attributes(KinetoFile& f, const KinetoEvent& e, TraceRange& 
 
 // A ProfilerStep#N range: one step record of the rank, unless its number is none or repeated.
 void record_step(KinetoFile& f, const std::string& name, int64_t dur, TraceRange& r) {
-  // A step number must be 0..2^31-1 digits: "ProfilerStep#-3" made a step -3 (and a summary
-  // saying "no traced step in --step-begin 0"), a huge one was cut to int32.
+  // A step number must be 0..2^31-1 digits: "ProfilerStep#-3" would be a step -3 (and a summary
+  // saying "no traced step in --step-begin 0"), a huge one would be cut to int32.
   const std::string step_digits = starts_with(name, "ProfilerStep#") ? name.substr(13) : std::string();
   const bool step_ok = !step_digits.empty() && step_digits.size() <= 9 &&
                        step_digits.find_first_not_of("0123456789") == std::string::npos;
   if (!step_digits.empty() && !step_ok) ++f.bad_steps;
   // A step this rank already has (two ProfilerStep#1 events) is one step record, as in our own
-  // format (the second made every table count step 1 twice); the repeat stays a plain range.
+  // format (a second one would make every table count step 1 twice); the repeat stays a plain range.
   if (step_ok && !f.seen_steps.insert(std::stoll(step_digits)).second) {
     ++f.repeated_steps;
   } else if (step_ok) {
@@ -594,7 +594,7 @@ void events_to_model(KinetoFile& f) {
 }
 
 // One note per reason: how many events were left out, and the first one's category, name
-// and value, so that the user can find it in the file (a ts "abc" was read at 0 ns before).
+// and value, so that the user can find it in the file.
 void note_dropped_events(KinetoFile& f) {
   for (const auto& [reason, c] : f.dropped.by_reason)
     f.note("traceEvents: " + std::to_string(c.first) + " rows dropped: " + reason + " (first: " + c.second + ")");

@@ -61,8 +61,8 @@ struct RowTally {
 };
 
 // The whole number in column `col` of the statement's current row. SQLite keeps '12' written
-// to an INTEGER column as the number 12, so text there ('abc') is no number: it was read as 0
-// (a kernel at 0 ns). Returns false for NULL (*fault empty) and for text, a fraction or a blob
+// to an INTEGER column as the number 12, so text there ('abc') is no number: read as one it
+// would be 0 (a kernel at 0 ns). Returns false for NULL (*fault empty) and for text, a fraction or a blob
 // (*fault: the reason, *example: the column and its value for the note).
 bool int_cell(sqlite3_stmt* s, int col, int64_t* out, std::string* fault, std::string* example) {
   fault->clear();

@@ -111,7 +111,7 @@ std::string empty_trace_reason(const TraceModel& m, int64_t ranges_and_kernels) 
 }
 
 namespace {
-// Memory by category (issue 42) of one rank: the peak and what was alive then, beside the plan;
+// Memory by category (docs/LONG_SEQUENCES.md) of one rank: the peak and what was alive then, beside the plan;
 // null when the trace has no categories for it.
 nlohmann::json rank_memory_json(const Summary& s, int32_t rank) {
   using nlohmann::json;
@@ -446,7 +446,7 @@ std::string text_memory_names(const Summary& s) {
     o += strfmt("%-5s %10s %12s %10s  %s\n", "kind", "count", "total ms", "max ms", "name");
     for (const auto& n : s.names) {
       std::string name = n.name.size() > 80 ? n.name.substr(0, 77) + "..." : n.name;
-      for (char& c : name)  // one row per name: a newline or tab in a name broke the table
+      for (char& c : name)  // one row per name: a newline or tab in a name would break the table
         if (c == '\n' || c == '\r' || c == '\t') c = ' ';
       o += strfmt("%-5s %10lld %12.3f %10.3f  %s\n", n.is_kernel ? "gpu" : "nvtx", static_cast<long long>(n.count),
                   ms(n.total_ns), ms(n.max_ns), name.c_str());

@@ -173,8 +173,8 @@ bool looks_like_profiler_json(const std::string& path) {
   head.resize(static_cast<size_t>(f.gcount()));
   const size_t first = json_text_start(head);
   if (first != std::string::npos && head[first] == '[') {  // legacy profiler: an array of event objects
-    // ...not any array: a run folder's run.json or config.json holding [1, 2] made the folder a
-    // "profiler trace folder" and hid the run.
+    // ...not any array: a run folder's run.json or config.json holding [1, 2] would make the
+    // folder a "profiler trace folder" and hide the run.
     const size_t next = head.find_first_not_of(" \t\r\n", first + 1);
     return next == std::string::npos || head[next] == '{' || head[next] == ']';
   }
@@ -260,7 +260,7 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
     } catch (const std::exception& first) {
       // A hot rollback journal (a writer killed mid-transaction, its uncommitted pages already in
       // the file): SQLite rolls it back only on a connection that may write, so the read-only
-      // open fails. Read as immutable, the file gave the uncommitted data: refused instead (a
+      // open fails. Read as immutable, the file would give the uncommitted data: refused instead (a
       // reader never writes a trace, so it does not roll back itself).
       if (const auto journal = fs::file_size(path + "-journal", ec); !ec && journal > 0)
         throw TraceError(describe(path) + " has an unfinished transaction (" +
@@ -289,9 +289,10 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
     if (db.has_table("ULYSSES_RANGES") || db.has_table("ULYSSES_RUN") || db.has_table("ULYSSES_RANKS") ||
         db.has_table("ULYSSES_STEPS")) {
       kind = FileKind::Ulysses;
-      // Every table the reader reads: without one a rank lost its ranges (NVTX_EVENTS renamed),
-      // the file passed for an Nsight Systems export (ULYSSES_RANGES and ULYSSES_STEPS dropped)
-      // or its clock went unaligned (ULYSSES_CLOCK, format 3 on), each without a word.
+      // Every table the reader reads: without one a rank would lose its ranges (NVTX_EVENTS
+      // renamed), the file would pass for an Nsight Systems export (ULYSSES_RANGES and
+      // ULYSSES_STEPS dropped) or its clock would go unaligned (ULYSSES_CLOCK, format 3 on), each
+      // without a word.
       std::vector<std::string> missing;
       for (const char* t : {"NVTX_EVENTS", "ULYSSES_RUN", "ULYSSES_RANKS", "ULYSSES_STEPS", "ULYSSES_MEMORY"})
         if (!db.has_table(t)) missing.emplace_back(t);

@@ -207,7 +207,7 @@ size_t json_text_start(const std::string& head);
 // name traceEvents / schemaVersion / distributedInfo (trace_file_check.cpp).
 bool looks_like_profiler_json(const std::string& path);
 // Times a trace may hold: strictly within +-2^62 ns (146 years) of its clock's zero, so that
-// any difference of two fits in int64. Rows outside it (INT64_MIN..INT64_MAX kernels) made
+// any difference of two fits in int64. Rows outside it (INT64_MIN..INT64_MAX kernels) would make
 // durations overflow into negative step times (and [-2^62, 2^62] itself a duration of 2^63);
 // the readers leave them out with a note.
 inline constexpr int64_t kMaxForeignTimeNs = int64_t{1} << 62;

@@ -56,7 +56,7 @@ int64_t attribute(TraceRange& r, uint32_t corr, const std::unordered_map<int64_t
   return xe->second;
 }
 
-// ULYSSES_MEMORY_CATEGORIES when the file has it (traces before issue 42 do not): rows with a
+// ULYSSES_MEMORY_CATEGORIES when the file has it (older traces do not): rows with a
 // time out of range, a size below 0 or an unknown edge are counted in *bad, rows of another
 // rank than the file's in *foreign.
 void read_memory_categories(sql::Db& db, TraceModel& m, bool has_rank_row, int32_t file_rank, int64_t* bad,
@@ -106,11 +106,11 @@ struct StoreFile {
   TraceModel& m;
   const std::string& fname;
   // Rows whose times no clock gives (an end before its start, or beyond +-2^62 ns: INT64_MIN to
-  // INT64_MAX set the trace's time origin, and every export time came out near -9.2e15 µs).
+  // INT64_MAX would set the trace's time origin, and every export time would be near -9.2e15 µs).
   int64_t bad_times = 0, bad_steps = 0, repeated_steps = 0, bad_attrs = 0, wide_ids = 0;
   // Ranges with no start or end (NULL: never ended, or a hand-edited file; a NULL start read as
-  // time 0 made a 673 s range), step rows with a step time or tokens/s no step has (1e308, -inf,
-  // NULL), memory rows with a time or size no allocator reports (INT64_MIN blanked every view)
+  // time 0 would make a 673 s range), step rows with a step time or tokens/s no step has (1e308, -inf,
+  // NULL), memory rows with a time or size no allocator reports (INT64_MIN blanks every view)
   // and step or memory rows of another rank than the file's.
   int64_t null_times = 0, bad_figures = 0, bad_memory = 0, foreign_rows = 0;
   bool has_rank_row = false;

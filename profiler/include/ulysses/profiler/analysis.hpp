@@ -191,7 +191,7 @@ struct CommPhaseRow {
   double ratio = 0;  // overlap_ns / comm_ns, 0 when comm_ns == 0
 };
 
-// One rank's memory by category (issue 42, ULYSSES_MEMORY_CATEGORIES): the highest total of
+// One rank's memory by category (ULYSSES_MEMORY_CATEGORIES, docs/LONG_SEQUENCES.md): the highest total of
 // the steps' peaks (within the step window) with what was alive then, and the planner's
 // prediction when the trace has one (rank 0 writes it; every rank's row shows it). -1: none.
 struct RankMemoryRow {

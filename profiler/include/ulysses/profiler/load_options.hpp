@@ -25,7 +25,7 @@ struct LoadOptions {
   // Rank files read at once, one per thread (Ulysses run folders; foreign traces are read one
   // file after another). 0 = one per core, never more than files.
   int threads = 0;
-  // The loader as it was before the parallel one (issue 13 item 6): files one after another and
+  // The sequential loader: files one after another and
   // one sort of the whole range vector. Same model (ranges equal in lane, start and end may
   // come in another order); kept as the benchmark's baseline and the tests' reference.
   bool legacy = false;

@@ -1,4 +1,4 @@
-// Live memory by what holds it (issue 42): the categories a run's memory is charged to, the
+// Live memory by what holds it (docs/LONG_SEQUENCES.md): the categories a run's memory is charged to, the
 // same in the engine's counting allocators (real CPU runs and the meta-device planner), the
 // trace (ULYSSES_MEMORY_CATEGORIES), `ulysses-trace summary --json` and the Chrome export.
 // No torch, no Qt.

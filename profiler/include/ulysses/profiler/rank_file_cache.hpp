@@ -1,4 +1,4 @@
-// Rank-file caches (issue 13 item 6): what the loader read from one Ulysses rank file, kept
+// Rank-file caches: what the loader read from one Ulysses rank file, kept
 // beside it in a compact binary form, so that a run folder opened again is read without
 // stepping through SQLite's rows (about 0.9 µs of CPU per range: most of a load's time).
 //
@@ -11,7 +11,7 @@
 //
 // Where: RUN/trace/.rank{r}.sqlite.ulysses-read-cache, one per rank file; used only for run
 // folders of several Ulysses rank files (the parallel reader; one file, nsys exports and
-// PyTorch traces are read as before). Keyed like the summary cache (profiler build id,
+// PyTorch traces are read without one). Keyed like the summary cache (profiler build id,
 // LoadOptions::gpu_activity, the file's place in its folder, and the file's and its -wal's
 // name, size, mtime and inode): a
 // rank file that changes, or a new build, makes its cache stale and it is read from SQLite

@@ -1,4 +1,4 @@
-// Summary cache (issue 13 item 6): the analysis Summary of a trace, built once and kept beside
+// Summary cache: the analysis Summary of a trace, built once and kept beside
 // the trace files, so `ulysses-trace summary`, `ulysses-trace report --html` and the studio's
 // report answer without loading every range again. No torch, no Qt.
 //

@@ -1,4 +1,4 @@
-// Trace overview (issue 13 item 6): a level-of-detail copy of a trace's lanes for the
+// Trace overview: a level-of-detail copy of a trace's lanes for the
 // timeline's first paint, built once from the full model and kept beside the trace, so that
 // the studio draws the whole run before its ranges are read again. No torch, no Qt.
 //

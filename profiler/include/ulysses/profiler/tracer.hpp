@@ -110,7 +110,7 @@ class Tracer {
   // a row holds ranges that nest or follow each other only.
   static constexpr int32_t kRingLane = -3;
   static constexpr int32_t kRingGradLane = -4;
-  // ZeRO stage 3's parameter all-gathers and gradient reduce-scatters (issue 40), rows of their
+  // ZeRO stage 3's parameter all-gathers and gradient reduce-scatters (docs/ZERO.md), rows of their
   // own ("zero gather", "zero reduce-scatter"): a prefetched gather overlaps the layer computing.
   static constexpr int32_t kZeroGatherLane = -5;
   static constexpr int32_t kZeroReduceLane = -6;
