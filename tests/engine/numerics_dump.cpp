@@ -1,4 +1,4 @@
-// Issue 41's reference check, C++ half: trains step 0 of a config with every rank as a thread
+// The numerics reference check (docs/NUMERICS.md), C++ half: trains step 0 of a config with every rank as a thread
 // (Gloo) and writes what check_grad_norm.py compares against torch.nn.utils.clip_grad_norm_
 // in fp64: rank 0's all-reduced gradients before clipping (grads.f32, parameters in model
 // order), the same gradients after step 0's clipping (clipped.f32), each rank's per-token
