@@ -487,9 +487,9 @@ static int run_summary(const TraceArgs& a, prof::LoadOptions lo) {
   return 0;
 }
 
-// A folder (or device) where a rank file goes is bad input, found before writing
-// the others (not exit 1 halfway), and rank files of another export this one would not replace would be read
-// by HTA as ranks of this run (a 4-rank export left under a 2-rank one): both refused,
+// A folder (or device) where a rank file goes is bad input, found before writing the others
+// (not exit 1 halfway), and rank files of another export this one would not replace would be
+// read by HTA as ranks of this run (a 4-rank export left under a 2-rank one): both refused,
 // also with --force. Returns 2 (said on stderr) for such a folder, else 0.
 static int check_per_rank_folder(const TraceArgs& a, const prof::TraceModel& m) {
   const std::string& out = a.out;

@@ -353,7 +353,7 @@ TEST(ConfigReliability, StringsMustBeUtf8AndMessagesNeverThrow) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("not valid UTF-8"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(apply_override(j, std::string("train.steps=\xc3\x28")), ConfigError);  // dump() of it would throw later
+  EXPECT_THROW(apply_override(j, std::string("train.steps=\xc3\x28")), ConfigError);  // dump() of it would throw
   EXPECT_NO_THROW(apply_override(j, "data.path=/tmp/caf\xc3\xa9.txt"));               // valid UTF-8 is fine
   // A NUL inside a string (JSON \u0000) is refused: paths would be cut short at it.
   try {

@@ -1369,7 +1369,8 @@ TEST(Reliability, RanksExitingZeroBeforeTheLastStepAreAFailure) {
 
 // Started with stdout or stderr closed (`>&-`), ulysses-run's next open() would get that
 // descriptor: its own progress lines would go into RUN/logs/rank0.log, and `--json >&-` would
-// exit 0 with every step gone. Closed descriptors are opened on /dev/null first; --json refuses a closed stdout.
+// exit 0 with every step gone. Closed descriptors are opened on /dev/null first; --json
+// refuses a closed stdout.
 TEST(Reliability, ClosedStdoutOrStderrNeverSendsOutputIntoTheRunFiles) {
   TempDir tmp;
   const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
