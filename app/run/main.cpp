@@ -126,7 +126,7 @@ std::filesystem::path canonical_path(const std::filesystem::path& p) {
 }
 
 // --plan: the worker's answer passed through (stdout, stderr, exit code). A worker that prints
-// no plan and exits 0 (`--plan --worker /bin/true` printed nothing, exit 0) or fails without a
+// no plan and exits 0 (`--plan --worker /bin/true` prints nothing, exit 0) or fails without a
 // word (`/bin/false`: exit 1, no message) is said to be no ulysses-worker of this build.
 int run_plan(const std::string& path, std::vector<std::string>& args) {
   int out_pipe[2], err_pipe[2];
@@ -200,9 +200,9 @@ int run_plan(const std::string& path, std::vector<std::string>& args) {
 }
 
 // A train.save_to that no --force allows because of --out, or "": the run directory --out or a
-// folder inside it (saving into --out replaced the run's own config.json with the model's; a
-// folder inside it was made before the run directory and then refused it as "not a run
-// directory of ulysses-run"). The rest of save_to's rules: ckpt::save_to_issues.
+// folder inside it (saving into --out would replace the run's own config.json with the model's;
+// a folder inside it would be made before the run directory, which would then be refused as
+// "not a run directory of ulysses-run"). The rest of save_to's rules: ckpt::save_to_issues.
 std::string save_to_refusal(const std::string& save_to, const std::string& out_dir) {
   const std::filesystem::path st = canonical_path(save_to);
   const std::filesystem::path rel = st.lexically_relative(canonical_path(out_dir));
@@ -450,11 +450,11 @@ std::optional<int> parse_run_args(int argc, char** argv, RunArgs& a) {
   a.out_given = app.count("--out") > 0;
   a.max_seq_given = app.count("--max-seq") > 0;
   a.export_mode = app.count("--export") > 0;
-  if (a.json_mode && (g_closed_std_fds & 2)) {  // the steps went nowhere, and it exited 0
+  if (a.json_mode && (g_closed_std_fds & 2)) {  // the steps would go nowhere, exit 0
     say("--json prints each step on stdout, which is closed (started with >&-); give it a file or a pipe");
     return 2;
   }
-  if (a.out_given && a.out_dir.empty()) {  // was: silently the default runs/<timestamp> folder
+  if (a.out_given && a.out_dir.empty()) {  // not the default runs/<timestamp> folder unsaid
     say("--out needs a folder name, e.g. --out runs/mine");
     return 2;
   }
@@ -462,7 +462,7 @@ std::optional<int> parse_run_args(int argc, char** argv, RunArgs& a) {
     say("--max-seq needs --plan");
     return 2;
   }
-  if (a.plan_mode && a.out_given) {  // was ignored without a word
+  if (a.plan_mode && a.out_given) {  // not ignored without a word
     say("--plan cannot be combined with --out (a plan is printed, nothing is written)");
     return 2;
   }
@@ -551,8 +551,8 @@ int run_export(const RunArgs& a, const ulysses::RunConfig& cfg) {
   }
   const auto files = L::build_export(cfg, *a.export_target, a.config_path);
   // --force replaces an earlier export's files, never the config being exported, a run
-  // directory's records or a checkpoint's files (it replaced all three with the export's
-  // config.json: the checkpoint's manifest then no longer matched).
+  // directory's records or a checkpoint's files (the export's config.json over them would
+  // leave a checkpoint whose manifest no longer matches).
   std::error_code ec;
   for (const auto& f : files) {
     if (fs::equivalent(fs::path(dir) / f.name, a.config_path, ec)) {
@@ -588,7 +588,7 @@ int run_export(const RunArgs& a, const ulysses::RunConfig& cfg) {
 }
 
 // Thread counts the workers inherit: a value OpenMP or OpenBLAS cannot read (0, -1, abc, an
-// empty string) only drew a libgomp warning per rank, and the run went on with 1 thread.
+// empty string) only draws a libgomp warning per rank, and the run goes on with 1 thread.
 std::optional<int> check_thread_env() {
   for (const char* k : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
     const char* v = std::getenv(k);
@@ -660,7 +660,7 @@ std::optional<int> claim_save_folder(const ulysses::RunConfig& cfg, const std::s
     return 2;
   }
   // Held until this process ends: the save folder belongs to one run at a time (two runs on one
-  // train.save_to both reported their saves, and the folder ended with the second's).
+  // train.save_to would both report their saves, and the folder end with the second's).
   L::ClaimAttempt at = L::claim_folder(save_to, me);
   if (at.holder) return held(*at.holder);
   if (!at.error.empty()) {
@@ -673,8 +673,8 @@ std::optional<int> claim_save_folder(const ulysses::RunConfig& cfg, const std::s
 
 // The run folder: written fresh, never into the user's files, never appending; claimed by one
 // atomic lock (never a look at files another launcher may be writing: two launchers on one
-// --out both refused, or with --force neither ran, when one read the other's probe file as
-// foreign content); with --force an old run is moved aside. Exit code 2 when refused.
+// --out would both refuse, or with --force neither run, when one read the other's probe file
+// as foreign content); with --force an old run is moved aside. Exit code 2 when refused.
 std::optional<int> claim_run_folder(const RunArgs& a, const ulysses::RunConfig& cfg, const std::string& out_dir,
                                     const ulysses::launch::OwnerRecord& me, ulysses::launch::FolderClaim& claim) {
   namespace L = ulysses::launch;
@@ -909,7 +909,7 @@ int run_main(int argc, char** argv) {
 int main(int argc, char** argv) {
   g_closed_std_fds = ulysses::cli::reopen_closed_std_fds();
   // A file-size limit (ulimit -f) makes writes fail with EFBIG, said with the file, from the
-  // start: --export was killed by SIGXFSZ (exit 153, no message, its temp file left behind).
+  // start: otherwise SIGXFSZ kills --export (exit 153, no message, its temp file left behind).
   std::signal(SIGXFSZ, SIG_IGN);
   // Every exception ends as a message and an exit code, never as an abort.
   try {

@@ -159,7 +159,7 @@ bool screenshot_format_ok(const QString& file) {
 }
 
 // --screenshot FILE: an existing target that is no regular file (a FIFO, a device, a folder, a
-// link to one) is refused; the save renamed its file over it (/dev/full became a PNG). False: exit 2.
+// link to one) is refused; the save would rename its file over it (/dev/full would become a PNG). False: exit 2.
 bool screenshot_file_ok(const QString& file) {
   namespace fs = std::filesystem;
   const QFileInfo target(file);  // string only; the file system is asked byte for byte
@@ -175,7 +175,7 @@ bool screenshot_file_ok(const QString& file) {
     return false;
   }
   // Never through a link, nor over a file that is not an image already (a link named shot.png
-  // to someone's config.json, or to the rank file being drawn, was replaced by a PNG).
+  // to someone's config.json, or to the rank file being drawn, would be replaced by a PNG).
   if (is_link) {
     std::fprintf(stderr,
                  "ulysses-studio: --screenshot %s is a symbolic link (to %s); give the file itself or a new file "
@@ -212,7 +212,7 @@ bool parse_window_size(const QString& value, QSize* winSize) {
   const auto parts = value.split(QLatin1Char('x'));
   bool okW = false, okH = false;
   if (parts.size() == 2) *winSize = QSize(parts[0].toInt(&okW), parts[1].toInt(&okH));
-  // At most 16384 a side: a 20000x20000 window took 50 s and 3 GB, 32768 ran past minutes.
+  // At most 16384 a side: a 20000x20000 window takes 50 s and 3 GB, 32768 runs past minutes.
   constexpr int kMinSide = 200, kMaxSide = 16384;
   if (!okW || !okH || winSize->width() < kMinSide || winSize->height() < kMinSide || winSize->width() > kMaxSide ||
       winSize->height() > kMaxSide) {
@@ -261,8 +261,8 @@ bool open_path(ulysses::ui::MainWindow& w, const QString& path, bool screenshot,
     if (!exists || screenshot) return false;
   }
   // A run folder asked for a trace view: its trace must load (rank0 missing, no rank file yet,
-  // no trace/ folder at all or a file in its place gave a picture of an empty or error page and
-  // exit 0).
+  // no trace/ folder at all or a file in its place would give a picture of an empty or error page
+  // and exit 0).
   static const QStringList kTraceViews{QStringLiteral("trace"), QStringLiteral("timeline"), QStringLiteral("headmap"),
                                        QStringLiteral("memory"), QStringLiteral("report")};
   if (ok && screenshot && is_dir && cli.isSet(view) && kTraceViews.contains(cli.value(view).toLower())) {
@@ -304,7 +304,7 @@ int take_screenshot(QApplication& app, ulysses::ui::MainWindow& w, const QString
     const QPixmap pm = svg ? QPixmap() : w.grab();
     // Written beside and renamed over OUT only when whole (a full disk leaves the
     // old file as it was, not a truncated image under its name).
-    // Under the exact name asked for (QSaveFile wrote a name that is not UTF-8 as another one).
+    // Under the exact name asked for (QSaveFile writes a name that is not UTF-8 as another one).
     auto save_image = [&] {
       QByteArray bytes;
       QBuffer buf(&bytes);
@@ -318,7 +318,7 @@ int take_screenshot(QApplication& app, ulysses::ui::MainWindow& w, const QString
       rc = 1;
     } else {
       std::printf("%s\n", ulysses::ui::native_path(QFileInfo(out).absoluteFilePath()).c_str());
-      // The window cannot shrink below what its page needs (--size 200x200 gave 986x573 unsaid).
+      // The window cannot shrink below what its page needs (--size 200x200 gives 986x573, said in a note).
       if (sizeAsked && w.size() != winSize)
         std::fprintf(
             stderr, "ulysses-studio: note: the screenshot is %dx%d, not the %dx%d asked for%s\n", w.width(), w.height(),

@@ -45,7 +45,7 @@
 #include "ulysses/profiler/run_layout.hpp"
 
 // An error as one line on stderr: SQLite's "malformed database schema" quotes schema text with its
-// newlines (a damaged file printed 28 lines). Each run of control characters (newline, tab, ESC)
+// newlines (28 lines for one damaged file). Each run of control characters (newline, tab, ESC)
 // and the blanks after it becomes one space.
 static void print_error(const std::string& message) {
   std::string line = "ulysses-trace: ";
@@ -119,7 +119,7 @@ static std::string ranks_text(const ulysses::prof::TraceModel& m, bool* has_rank
 // Why writing `out` would overwrite a trace read from `run` ("" when it would not): `out` is
 // `run` itself, a file in a run folder's trace/ (or, for a folder of foreign traces, one of its
 // .sqlite / .json files that exists); with --per-rank, `out` is `run` or its trace folder.
-// `export run/trace/rank0.sqlite run/trace/rank0.sqlite` replaced the trace by its own export.
+// `export run/trace/rank0.sqlite run/trace/rank0.sqlite` would replace the trace by its own export.
 static std::string output_clobbers_input(const std::string& run, const std::string& out, bool out_is_folder) {
   namespace fs = std::filesystem;
   auto canon = [](const std::string& p) {
@@ -151,7 +151,7 @@ static std::string output_clobbers_input(const std::string& run, const std::stri
 // What --force may replace: only a file that this command wrote before, known by its first
 // bytes (an HTML report of `report --html`, a Chrome trace of `export`). A run's own records
 // (run.json, config.json, metrics.jsonl, logs, traces, checkpoints) never are: `report RUN
-// --html RUN/run.json --force` turned run.json into HTML. "" when it may, else what the file is.
+// --html RUN/run.json --force` would turn run.json into HTML. "" when it may, else what the file is.
 enum class OwnOutput { HtmlReport, ChromeTrace };
 static std::string force_refusal(const std::string& path, OwnOutput kind) {
   std::ifstream in(path, std::ios::binary);
@@ -194,7 +194,7 @@ static std::string step_window_misses(const ulysses::prof::TraceModel& m, const 
   if (m.steps.empty()) {
     // No step records (an nsys or PyTorch profiler trace, a rank cut before its first step):
     // the window applies to the steps ranges carry, and none of them in it is the same miss
-    // (it exited 0 showing the whole trace).
+    // (not exit 0 showing the whole trace).
     if ((begin == 0 && end < 0) || !s.steps.empty()) return "";
     return "no traced step in --step-begin " + std::to_string(begin) +
            (end >= 0 ? " --step-end " + std::to_string(end) : std::string()) +
@@ -214,7 +214,7 @@ static std::string step_window_misses(const ulysses::prof::TraceModel& m, const 
 // Text tables for a terminal: control characters of names from foreign traces (ESC, BEL: a
 // name "nccl\x1b]0;TITLE\x07" set the terminal's title) shown as '?'; newlines and tabs kept;
 // bytes that are no UTF-8 (a hand-edited StringIds) as U+FFFD, as in the JSON and HTML outputs
-// (the text summary was the one output that was not valid UTF-8).
+// (so that the text summary is valid UTF-8 like them).
 static std::string terminal_safe(const std::string& text) {
   std::string out = ulysses::prof::with_valid_utf8(text);
   for (char& c : out) {
@@ -239,7 +239,7 @@ std::string why_not_writable(const std::string& run) {
     return f + " was modified in the future (" + when +
            "; clock skew?), so it never counts as finished: fix the clock, or touch the file, and run prepare again";
   }
-  // A FIFO, device or folder where a cache goes (it was blamed on a read-only folder).
+  // A FIFO, device or folder where a cache goes, said as such (not blamed on a read-only folder).
   std::vector<std::string> caches = {ulysses::prof::summary_cache_path(run), ulysses::prof::overview_cache_path(run)};
   for (const std::string& f : ulysses::prof::trace_input_files(run))
     caches.push_back(ulysses::prof::rank_file_cache_path(f));
@@ -314,7 +314,7 @@ static void add_subcommands(CLI::App& app, TraceArgs& a) {
   cmp->add_option("RUN_B", a.run_b, "run directory or trace file of run B")->required();
   cmp->add_flag("--json", a.as_json, "print JSON instead of a table");
   cmp->add_option("--threshold", a.threshold, "flag rows whose B/A differs from 1 by more than this (default 0.10)")
-      ->check(ulysses::cli::kGiven);  // range checked below (CLI11's message printed DBL_MAX in full)
+      ->check(ulysses::cli::kGiven);  // range checked below (CLI11's message prints DBL_MAX in full)
 
   a.prep = app.add_subcommand(
       "prepare",
@@ -330,7 +330,7 @@ static int check_outputs(TraceArgs& a) {
   for (const auto& [parsed, target, folder] :
        {std::tuple{a.exp->parsed(), &a.out, a.per_rank}, std::tuple{a.report->parsed(), &a.html_out, false}}) {
     if (!parsed) continue;
-    // A device, FIFO or socket is no output file: it was replaced by one (`export RUN /dev/full`).
+    // A device, FIFO or socket is no output file: the write would replace it (`export RUN /dev/full`).
     if (struct stat st{};
         ::stat(target->c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !(folder && S_ISDIR(st.st_mode))) {
       std::cerr << "ulysses-trace: " << *target << " exists and is not " << (folder ? "a folder" : "a regular file")
@@ -487,9 +487,9 @@ static int run_summary(const TraceArgs& a, prof::LoadOptions lo) {
   return 0;
 }
 
-// A folder (or device) where a rank file goes is bad input (it was exit 1 after writing
-// the others), and rank files of another export this one would not replace would be read
-// by HTA as ranks of this run (a 4-rank export left under a 2-rank one): both refused,
+// A folder (or device) where a rank file goes is bad input, found before writing the others
+// (not exit 1 halfway), and rank files of another export this one would not replace would be
+// read by HTA as ranks of this run (a 4-rank export left under a 2-rank one): both refused,
 // also with --force. Returns 2 (said on stderr) for such a folder, else 0.
 static int check_per_rank_folder(const TraceArgs& a, const prof::TraceModel& m) {
   const std::string& out = a.out;
@@ -618,7 +618,7 @@ static int run_command(int argc, char** argv) {
 int main(int argc, char** argv) {
   ulysses::prof::ignore_file_size_signal();  // ulimit -f: a cache skipped, an output refused (exit 1), no SIGXFSZ
   // A closed stdout must not become a cache or output file; summary and compare answer on
-  // stdout, so with it closed (`>&-`) they have nowhere to go (they failed on EBADF before).
+  // stdout, so with it closed (`>&-`) they have nowhere to go (they would fail on EBADF).
   if ((ulysses::cli::reopen_closed_std_fds() & 2) && argc > 1 &&
       (std::string(argv[1]) == "summary" || std::string(argv[1]) == "compare")) {
     std::cerr << "ulysses-trace: " << argv[1] << " prints on stdout, which is closed; give it a file or a pipe\n";

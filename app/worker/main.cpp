@@ -52,7 +52,7 @@ volatile std::sig_atomic_t g_stop = 0;
 
 // Gloo's and c10d's words for a peer that went away or never came, said plainly first (their
 // text follows in brackets): "[./gloo/transport/tcp/pair.cc:598] Connection closed by peer"
-// was all a user saw when another rank was killed or stopped.
+// alone does not tell a user that another rank was killed or stopped.
 std::string g_trace_path;  // this rank's trace file, once known: SQLite's errors do not name it
 std::string explain_failure(const std::string& what) {
   if (g_stop) return "stopped by a signal while in a collective [" + what + "]";
@@ -131,8 +131,8 @@ int set_thread_counts(const RunConfig& cfg, const DistEnv& env) {
   return threads;
 }
 
-// --out must be a folder this rank can write, checked before rendezvous (it was found only
-// after the model build, as a bare filesystem error)
+// --out must be a folder this rank can write, checked before rendezvous (otherwise it is found
+// only after the model build, as a bare filesystem error)
 void check_out_folder(const std::string& out_dir) {
   std::error_code ec;
   fs::create_directories(out_dir, ec);

@@ -32,8 +32,8 @@ std::string show(const json& v) { return v.is_null() ? "(absent)" : json_for_mes
 // What keeps optimizer.safetensors (header `h`, at `path`) from loading into AdamW state for
 // these parameters, as engine/core/train_state.cpp reads it: per parameter NAME, exp_avg/NAME
 // and exp_avg_sq/NAME of its shape in F32, BF16 or F16, and step/NAME one I64. "" when it
-// loads. The workers found a lacking or misshapen tensor only after launch (3-4 s, a run
-// folder made).
+// loads. Checked before launch: the workers would find a lacking or misshapen tensor only after
+// launch (3-4 s, a run folder made).
 std::string optimizer_mismatch(const SafetensorsHeader& h, const ModelConfig& model, const std::string& path) {
   std::map<std::string, const SafetensorsEntry*> by_name;
   for (const auto& e : h.tensors) by_name[e.name] = &e;
@@ -304,7 +304,7 @@ std::vector<ConfigIssue> resume_issues(const RunConfig& cfg) {
                "); resume with the checkpoint's settings, only train.steps, train.save_* and the like may change"});
     // state.json's next_step is where the ranks resume; it must be the step of the checkpoint's
     // name and manifest (what train.steps is checked against below). One saying 9 in
-    // step-00000002 resumed "at step 9", trained nothing and exited 0.
+    // step-00000002 would resume "at step 9", train nothing and exit 0.
     const std::string state_path = (fs::path(c.dir) / kStateFile).string();
     const json st = load_json_file(state_path);
     if (!st.is_object() || !st.contains("next_step") || !st["next_step"].is_number_integer())

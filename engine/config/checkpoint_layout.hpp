@@ -49,7 +49,7 @@ std::string model_file_held(const std::string& dir);
 // launcher form (one rule set): a training checkpoint itself (step-N, .tmp-step-N, a folder
 // holding `complete` or state.json: the final model would leave it disagreeing with its own
 // optimizer state); a folder where a name the save writes (model.safetensors, the index,
-// config.json) is a folder or other non-file (the save failed after training); and, unless
+// config.json) is a folder or other non-file (the save would fail after training); and, unless
 // `force` (the studio never passes it), one holding a model, training checkpoints or a lone
 // config.json that the save would overwrite (a run resuming from that folder may). The field of
 // each issue is train.save_to. Nothing is created or written.

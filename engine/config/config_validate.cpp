@@ -36,7 +36,7 @@ int64_t cv_file_size(const std::string& p) {
 
 }  // namespace
 
-// Family and RoPE rules of the model section (issue 14); formulas in docs/CONTRACTS.md.
+// Family and RoPE rules of the model section; formulas in docs/CONTRACTS.md.
 static void validate_model_family(const ModelConfig& m,
                                   const std::function<void(const std::string&, const std::string&)>& bad) {
   // Choices from the field table (config_fields.cpp).
@@ -163,8 +163,8 @@ SectionsOk check_sizes(const RunConfig& c, Checker& k) {
 
 // Learning rate, AdamW, clipping, threads, accumulation, schedule, save shards.
 void check_optimizer(const TrainConfig& t, Checker& k) {
-  // At most 10: no AdamW run trains above it, and 1e300 (finite, so accepted) turned the weights
-  // into inf at the first update, a NaN loss after launch.
+  // At most 10: no AdamW run trains above it, and 1e300 (finite, so a finiteness check
+  // passes it) turns the weights into inf at the first update, a NaN loss after launch.
   const bool lr_ok = k.finite("train.lr", t.lr) && t.lr > 0 && t.lr <= kMaxLr;
   if (std::isfinite(t.lr) && !lr_ok)
     k.bad("train.lr",
@@ -172,7 +172,7 @@ void check_optimizer(const TrainConfig& t, Checker& k) {
   if (k.finite("train.min_lr", t.min_lr) && (t.min_lr < 0 || t.min_lr > t.lr))
     k.bad("train.min_lr", "train.min_lr must be between 0 and train.lr");
   // AdamW multiplies every weight by 1 - lr x weight_decay each step: at 1 and above it zeroes or
-  // flips the weights (1e300 was accepted and gave a NaN loss after launch).
+  // flips the weights (1e300 gives a NaN loss after launch).
   if (k.finite("train.weight_decay", t.weight_decay) && t.weight_decay < 0)
     k.bad("train.weight_decay", "train.weight_decay must be >= 0");
   else if (lr_ok && std::isfinite(t.weight_decay) && !(t.lr * t.weight_decay < 1))
@@ -202,11 +202,11 @@ void check_numerics(const RunConfig& c, const SectionsOk& ok, Checker& k) {
   if (k.finite("model.rms_norm_eps", m.rms_norm_eps) && !(m.rms_norm_eps > 0 && m.rms_norm_eps <= 1))
     k.bad("model.rms_norm_eps", "model.rms_norm_eps must be positive and at most 1");
   // At least 1: below it RoPE's frequencies theta^(-2i/d) grow past what fp32 holds (1e-50
-  // gave a NaN loss at step 0, after launch); real models use 1e4 and more.
+  // gives a NaN loss at step 0, after launch); real models use 1e4 and more.
   if (k.finite("model.rope_theta", m.rope_theta) && !(m.rope_theta >= 1 && m.rope_theta <= 1e15))
     k.bad("model.rope_theta", "model.rope_theta must be between 1 and 1e15 (Llama uses 10000 or 500000)");
-  // At least 1 s: with less (0.001 was accepted) the launcher's liveness check declared a
-  // healthy rank dead after launch and c10d timed out before the ranks had met.
+  // At least 1 s: with less (0.001) the launcher's liveness check declares a healthy rank dead
+  // after launch and c10d times out before the ranks have met.
   if (k.finite("parallel.timeout_s", p.timeout_s) && !(p.timeout_s >= kMinTimeoutS && p.timeout_s <= kMaxTimeoutS)) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%g", p.timeout_s);
@@ -350,8 +350,8 @@ void check_data_profile_faults(const RunConfig& c, const SectionsOk& ok, Checker
                                     cv_num(c.train.steps - 1) + ", train.steps " + cv_num(c.train.steps) +
                                     "): nothing would be traced; lower it or set profile.enabled = false");
   const auto& fl = c.faults;
-  // Against the world size only when that is valid (sp_size -2 gave "slow_rank (-1) must be
-  // below the world size (-2)", though slow_rank was off).
+  // Against the world size only when that is valid (with sp_size -2 this check would say
+  // "slow_rank (-1) must be below the world size (-2)", though slow_rank -1 is off).
   if (fl.slow_rank < -1 || (ok_par && fl.slow_rank >= p.world_size()))
     k.bad("faults.slow_rank", "faults.slow_rank (" + cv_num(fl.slow_rank) +
                                   ") must be -1 (off) or a rank below the world size (" + cv_num(p.world_size()) +
@@ -431,8 +431,8 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c, FileChecks dept
       bad("data.path", "data file " + d.path + " not found");
       return out;
     }
-    // Readable by this user: an unreadable file was found by every worker after launch (and the
-    // token-id scan below read nothing from it, silently).
+    // Readable by this user: otherwise every worker finds it only after launch, and the token-id
+    // scan below reads nothing from it without a word.
     if (::access(d.path.c_str(), R_OK) != 0) {
       bad("data.path", "data file " + d.path + " cannot be read: " + std::strerror(errno));
       return out;

@@ -261,8 +261,8 @@ void read_hf_rope(const HfKeys& keys, ModelConfig& m) {
   if (has_scaling) read_rope_dict(*rope_scaling, "rope_scaling", from_scaling);
   // Both layouts present: Transformers v4 reads rope_theta and rope_scaling (null: no scaling),
   // v5 rope_parameters; they must build the same model (a top-level rope_theta 10000 beside
-  // rope_parameters' 500000, or rope_scaling null beside a yarn rope_parameters, was read as v5
-  // says, silently, while v4 builds the other model).
+  // rope_parameters' 500000, or rope_scaling null beside a yarn rope_parameters, builds one model
+  // in v5 and another in v4, and taking either one unsaid would be a guess).
   if (has_params && ours.contains("rope_theta") && m.rope_theta != from_params.rope_theta)
     throw ConfigError("config.json: rope_theta " + hf_show(ours["rope_theta"]) + " (Transformers v4's key) and " +
                       "rope_parameters' rope_theta " + hf_show(json(from_params.rope_theta)) +
@@ -288,18 +288,18 @@ ModelConfig model_from_hf_config(const json& hf) {
   json& ours = keys.ours;
   // Transformers' default for the four families, not the demo's 1e-5.
   if (!ours.contains("rms_norm_eps")) ours["rms_norm_eps"] = 1e-6;
-  // A key the file leaves out means the family's Transformers default, not the demo's (a
-  // pure-Python reference of each family's math found these read otherwise):
-  // max_position_embeddings (yarn without original_max_position_embeddings scales by it: 4096
-  // was read for every family), Qwen3's head_dim (128: its checkpoints were refused), and
+  // A key the file leaves out means the family's Transformers default, not the demo's (checked
+  // against a pure-Python reference of each family's math): max_position_embeddings (yarn
+  // without original_max_position_embeddings scales by it, and it differs per family), Qwen3's
+  // head_dim (128, not hidden_size / heads, or its checkpoints' shapes do not match), and
   // num_key_value_heads when absent (Mistral and Qwen3 8, Qwen2 32; null or a Llama: as many as
   // the query heads).
   const bool mistral = m.model_type == "mistral";
   if (!hf.contains("max_position_embeddings")) ours["max_position_embeddings"] = mistral ? 131072 : qwen ? 32768 : 2048;
   if (m.model_type == "qwen3" && !hf.contains("head_dim")) ours["head_dim"] = 128;
   // Mistral's sliding_window defaults to a 4096-token window, which this engine does not have:
-  // absent is refused like an explicit 4096 (it ran full attention, a different model past 4096
-  // tokens).
+  // absent is refused like an explicit 4096 (this engine runs full attention, a different model past
+  // 4096 tokens).
   if (mistral && !hf.contains("sliding_window"))
     throw ConfigError(
         "config.json: no sliding_window key: Transformers' Mistral then uses a 4096-token sliding window, which is "

@@ -1,9 +1,9 @@
 // Parsing JSON that users and other tools hand us (configs, --set values, the launcher form,
 // safetensors headers) with two rules nlohmann's parser does not keep by itself:
 // - nesting at most kMaxJsonDepth deep: printing or comparing a value nested 80 000 deep
-//   recurses once per level and ended the launcher with SIGSEGV;
+//   recurses once per level and ends the launcher with SIGSEGV;
 // - no key twice in one object: the parser keeps the last one silently, so a config saying
-//   "sp_size": 2 and, further down, "sp_size": 3 ran with 3 and nothing said so.
+//   "sp_size": 2 and, further down, "sp_size": 3 would run with 3 and nothing would say so.
 // Torch-free.
 #pragma once
 

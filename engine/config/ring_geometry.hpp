@@ -1,4 +1,4 @@
-// Ring attention geometry (issue 36): how a ring of R ranks splits the sequence and which
+// Ring attention geometry (docs/RING.md): how a ring of R ranks splits the sequence and which
 // attention blocks each rank computes. Torch-free, like ulysses_geometry.hpp.
 //
 // Layout (N = sequence tokens held by the ring, R = ring_size):

@@ -61,7 +61,7 @@ std::string key_list(const std::string& section) {
   return out;
 }
 
-// Hugging Face TrainingArguments names read as our train keys (issue 14). Files we write
+// Hugging Face TrainingArguments names read as our train keys (docs/CONTRACTS.md). Files we write
 // keep our names (the studio's forms and existing configs use them).
 const std::vector<std::pair<std::string, std::string>>& key_aliases() {
   static const std::vector<std::pair<std::string, std::string>> t = {
@@ -297,8 +297,8 @@ RunConfig run_config_from_json(const json& j) {
     ModelConfig hf;
     try {
       const json hj = load_json_file(cj);
-      // A checkpoint's sizes have no default worth guessing: ours (the 2-layer demo's) read a
-      // 4-layer checkpoint lacking num_hidden_layers as a 2-layer model, silently, and
+      // A checkpoint's sizes have no default worth guessing: ours (the 2-layer demo's) would read
+      // a 4-layer checkpoint lacking num_hidden_layers as a 2-layer model without a word, and
       // Transformers would take 32.
       for (const char* k :
            {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"})

@@ -34,7 +34,7 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   int64_t max_position_embeddings = 4096;
   bool tie_word_embeddings = false;
-  // Family, as Hugging Face's model_type: llama | mistral | qwen2 | qwen3 (issue 14).
+  // Family, as Hugging Face's model_type: llama | mistral | qwen2 | qwen3 (docs/CONTRACTS.md).
   //   llama:   LlamaForCausalLM, q/k/v/o biases when attention_bias
   //   mistral: MistralForCausalLM, no biases, no sliding window
   //   qwen2:   Qwen2ForCausalLM, q/k/v biases always, no o bias
@@ -52,7 +52,7 @@ struct ModelConfig {
   double rope_beta_slow = 1.0;                        // yarn
   double rope_attention_factor = 0.0;                 // yarn; 0 = absent (HF default 0.1 ln(factor) + 1)
   bool rope_truncate = true;                          // yarn: floor/ceil the correction range
-  // RoPE angle precision (issue 41, docs/NUMERICS.md): hf = fp32 position x inverse frequency,
+  // RoPE angle precision (docs/NUMERICS.md): hf = fp32 position x inverse frequency,
   // bit-compatible with Transformers; fp64 = inverse frequencies and angles in fp64, then cos/sin cast.
   std::string rope_precision = "hf";
 
@@ -77,9 +77,9 @@ struct ParallelConfig {
   int64_t dp_size = 1;
   std::string backend = "auto";  // auto | gloo | nccl
   int64_t head_chunks = 1;       // pipeline the all-to-alls over this many head chunks
-  bool fused_qkv = true;         // one all-to-all for q, k and v instead of three (issue 12: faster, bit-identical)
+  bool fused_qkv = true;         // one all-to-all for q, k and v instead of three (faster, bit-identical)
   double timeout_s = 120.0;      // every collective's timeout
-  // Ring attention (issue 36, docs/RING.md): ring groups of ring_size ranks pass K/V blocks
+  // Ring attention (docs/RING.md): ring groups of ring_size ranks pass K/V blocks
   // round the ring; the sequence is split over sp_size x ring_size ranks. 1 = Ulysses only.
   int64_t ring_size = 1;
   bool ring_zigzag = true;  // causal load balancing: ring rank r holds chunks r and 2R-1-r
@@ -100,7 +100,7 @@ struct TrainConfig {
   double min_lr = 3e-4;
   double weight_decay = 0.1;
   double grad_clip = 1.0;
-  // Hugging Face TrainingArguments conventions (issue 14); the names above are also read
+  // Hugging Face TrainingArguments conventions (docs/CONTRACTS.md); the names above are also read
   // under HF's names (learning_rate, max_steps, per_device_train_batch_size, max_grad_norm).
   int64_t gradient_accumulation_steps = 1;  // micro-batches per optimizer step, token-weighted
   double adam_beta1 = 0.9;

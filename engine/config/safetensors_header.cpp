@@ -158,8 +158,8 @@ std::map<std::string, CheckpointTensor> checkpoint_tensors(const std::string& di
     if (!it.value().is_string()) throw ConfigError(index_path + ": weight_map." + it.key() + " must be a file name");
     const std::string f = it.value().get<std::string>();
     // A shard is a plain file next to the index: no directories, no way out of dir.
-    // A NUL inside cut the name short at open() ("model-00004-of-00004.safetensors\0junk" read
-    // the shard without "junk"), as it did data.path and save_to: refused like the others.
+    // A NUL inside cuts the name short at open() ("model-00004-of-00004.safetensors\0junk" would
+    // open the shard without "junk"), as it would data.path and save_to: refused like the others.
     if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == ".." ||
         f.find('\0') != std::string::npos)
       throw ConfigError(index_path + ": shard file name '" + json_for_message(it.value()) +
@@ -209,8 +209,8 @@ std::string checkpoint_mismatch(const std::map<std::string, CheckpointTensor>& t
            (sharded ? " (model.safetensors.index.json's weight_map does not list them)" : "");
   }
   // A tied model's head is its embedding; a stored lm_head.weight of another shape is no copy of
-  // it (Transformers refuses the size mismatch too): a damaged or mislabelled checkpoint. It was
-  // dropped unsaid.
+  // it (Transformers refuses the size mismatch too): a damaged or mislabelled checkpoint,
+  // refused rather than dropped unsaid.
   if (auto head = tensors.find("lm_head.weight"); model.tie_word_embeddings && head != tensors.end()) {
     const auto emb = tensors.find("model.embed_tokens.weight");
     if (emb != tensors.end() && head->second.entry.shape != emb->second.entry.shape)

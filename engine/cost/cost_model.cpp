@@ -178,7 +178,7 @@ std::string format_seconds(double s) {
     std::snprintf(buf, sizeof buf, "%.1f s", s);
   else if (s < 3600.0)
     std::snprintf(buf, sizeof buf, "%d min %02d s", int(s) / 60, int(s) % 60);
-  else if (s < 1e9)  // int(s) of more than 2^31 was undefined ("-596523 h" for a run.json's 1e20)
+  else if (s < 1e9)  // int(s) of more than 2^31 is undefined ("-596523 h" for a run.json's 1e20)
     std::snprintf(buf, sizeof buf, "%d h %02d min", int(s) / 3600, (int(s) % 3600) / 60);
   else
     std::snprintf(buf, sizeof buf, "%.3g h", s / 3600.0);

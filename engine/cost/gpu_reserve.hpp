@@ -1,4 +1,4 @@
-// What a GPU adds to the memory plan (issue 35): the meta-device dry run counts tensor
+// What a GPU adds to the memory plan (docs/GPU.md): the meta-device dry run counts tensor
 // storages only, and counts offloaded layer inputs on the device. On a GPU a rank also holds:
 //   context    the CUDA context and loaded modules (cuBLAS, cuDNN, NCCL, flash kernels):
 //              about 0.5-1.5 GiB; default 1 GiB (ULYSSES_GPU_CONTEXT_MIB sets it; gpu-check

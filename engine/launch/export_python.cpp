@@ -1,5 +1,5 @@
 // Export of a run config to Hugging Face accelerate + TrainingArguments or to DeepSpeed
-// (issue 14 item 4). Sources of every key name: see export_python.hpp.
+// (docs/CONTRACTS.md). Sources of every key name: see export_python.hpp.
 #include "export_python.hpp"
 #include "ulysses/profiler/atomic_file.hpp"
 
@@ -540,8 +540,8 @@ std::string readme_text(const RunConfig& cfg, ExportTarget target, const std::st
 
 std::string launch_text(const RunConfig& cfg, ExportTarget target, const std::string& raw_label) {
   const int64_t P = cfg.parallel.world_size();
-  // The config's path as a JSON string: a newline in it made the rest of the comment line a
-  // command of the script.
+  // The config's path as a JSON string: a newline in it would make the rest of the comment
+  // line a command of the script.
   const std::string label = json(raw_label).dump(-1, ' ', false, json::error_handler_t::replace);
   std::ostringstream s;
   s << "#!/bin/sh\n"

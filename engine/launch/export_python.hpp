@@ -1,4 +1,4 @@
-// Export of a run config to the Python stack (issue 14 item 4): `ulysses-run CONFIG --export
+// Export of a run config to the Python stack (docs/CONTRACTS.md): `ulysses-run CONFIG --export
 // accelerate|deepspeed DIR` writes the Hugging Face accelerate (ParallelismConfig sp_size,
 // sp_backend "deepspeed") + TrainingArguments files, or the DeepSpeed ds_config.json with
 // Ulysses sequence_parallel_size, plus the model's config.json, a README.txt (mapping of every

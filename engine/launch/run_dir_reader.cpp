@@ -122,7 +122,7 @@ std::optional<json> read_json_object_file(const std::string& path, int64_t max_b
   if (!in) return std::nullopt;
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // Nesting at most 64 deep, no key twice (json_checked.hpp): a config.json nested 100 000
-  // deep parsed fine and then crashed the studio (SIGSEGV) in the recursive dump().
+  // deep parses fine and then crashes the studio (SIGSEGV) in the recursive dump().
   json j;
   try {
     j = parse_checked_json(text);
@@ -155,7 +155,7 @@ RunJson read_run_json(const std::string& path) {
     return it->get<double>();
   };
   // Only the four statuses ulysses-run writes (run_record.hpp); anything else is no status a
-  // reader can act on (it was shown raw, control characters and all, as the run's state).
+  // reader can act on (shown raw, its control characters and all would stand as the run's state).
   if (!str("status").empty()) {
     try {
       r.status = to_string(run_status_from_string(str("status")));
@@ -172,7 +172,7 @@ RunJson read_run_json(const std::string& path) {
   if (auto v = opt_num("pid")) r.pid = to_i64(*v);
   if (auto v = opt_num("exit_code")) r.exit_code = static_cast<int>(std::clamp(*v, -1e6, 1e6));
   r.message = str("message");
-  // Claims are bounded: a run.json saying 2e9 ranks made the studio allocate 2e9 rows.
+  // Claims are bounded: a run.json may say 2e9 ranks, and a row per rank would exhaust memory.
   const double world = num(*j, "world_size");
   if (world >= 0 && world <= static_cast<double>(kMaxRunRanks)) {
     r.world_size = static_cast<int64_t>(world);

@@ -36,7 +36,7 @@ std::optional<MetricPoint> parse_metric_text(const std::string& line);
 // over 64 KiB; empty when the file is missing, not a regular file or over kMaxMetricsBytes.
 std::vector<MetricPoint> read_metrics_file(const std::string& path);
 // The last METRIC object of a metrics.jsonl file (the last line that parses), reading only
-// the file's end: a runs list of 3000 live or failed runs read every file whole (10 s).
+// the file's end: reading every file whole takes 10 s for a runs list of 3000 live or failed runs.
 // nullopt when there is none, or as read_metrics_file would find none.
 std::optional<MetricPoint> read_last_metric(const std::string& path);
 

@@ -713,9 +713,9 @@ void settle_outcome(const LaunchOptions& opt, const Session& session, const std:
     rec.status = RunStatus::Failed;
     rec.failed_rank = fr;
     rec.message = session.failure_;
-    // The cause, as the rank said it (its last line that is no METRIC): run.json and the
-    // studio's banner read "rank 0 exited with code 1 in step 7" while only stderr and the log
-    // said "database or disk is full".
+    // The cause, as the rank said it (its last line that is no METRIC): otherwise run.json and
+    // the studio's banner read "rank 0 exited with code 1 in step 7" while only stderr and the
+    // log say "database or disk is full".
     for (auto it = ranks[fr].tail.rbegin(); it != ranks[fr].tail.rend(); ++it) {
       std::string line = *it;
       while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
@@ -780,7 +780,7 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
   const std::string config_path = run_layout::config(abs_dir).string();
   write_json_file_atomic(config_path, with_absolute_paths(opt.config).to_json());
   // Test hook: hold the set-up here, between the run folder's first files and run.json (where
-  // another launcher's --force once moved the folder away), for this many ms.
+  // another launcher's --force could move the folder away), for this many ms.
   if (const char* ms = std::getenv("ULYSSES_TEST_SETUP_PAUSE_MS"))
     std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp(std::atoll(ms), 0LL, 60000LL)));
 

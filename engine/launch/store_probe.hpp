@@ -1,5 +1,5 @@
 // Who answers on MASTER_ADDR:MASTER_PORT, asked before c10d's own TCPStore client touches it.
-// c10d's client trusts the first bytes it reads: a foreign program on the port made the worker
+// c10d's client trusts the first bytes it reads: a foreign program on the port makes the worker
 // abort (64 bytes of 0xff read as a vector length: std::length_error in a background thread),
 // wait past parallel.timeout_s (a listener that accepts and stays silent), or blame "another
 // worker of this run" (an SSH banner read as a counter). The probe speaks the store's own wire

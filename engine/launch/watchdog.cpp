@@ -23,8 +23,8 @@ bool frozen(const RankLiveness& r, const WatchdogLimits& l, double* silent) {
     return true;
   }
   // After the final barrier's beat the worker tears down and exits: its heartbeat thread ends
-  // before the process does, and under load that took over 2 s (healthy runs at timeout_s 1
-  // and 2 were failed "in the final barrier"). Only a stopped process is frozen there; a hang
+  // before the process does, and under load that takes over 2 s (enough to fail healthy runs
+  // at timeout_s 1 and 2 "in the final barrier"). Only a stopped process is frozen there; a hang
   // in that barrier is a stall (no CPU use for T + 2 s).
   if (r.beating && r.beat.phase != Phase::Finish && r.since_beat_s >= l.timeout_s) {
     *silent = r.since_beat_s;

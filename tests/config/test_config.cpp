@@ -204,7 +204,7 @@ TEST(Config, HfConfigRoundTripAndRefusals) {
   gelu["hidden_act"] = "gelu";
   EXPECT_THROW(model_from_hf_config(gelu), ConfigError);
   json scaled = hf;
-  scaled["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};  // linear/llama3/yarn are supported (issue 14)
+  scaled["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};  // linear/llama3/yarn are supported, dynamic is not
   EXPECT_THROW(model_from_hf_config(scaled), ConfigError);
 }
 
@@ -272,7 +272,7 @@ TEST(Config, ExampleConfigsAreValid) {
   }
 }
 
-// ---- reliability (issue 11): bounds, overflow, numbers beyond a double, files ------------
+// ---- reliability (docs/RELIABILITY.md): bounds, overflow, numbers beyond a double, files ---
 
 TEST(ConfigReliability, EveryIntegerHasAnUpperBound) {
   struct Case {
@@ -304,7 +304,7 @@ TEST(ConfigReliability, DoublesMustBeFiniteAndTimeoutBounded) {
   RunConfig c = base();
   c.parallel.timeout_s = 1e300;
   EXPECT_TRUE(has(validate(c), "parallel.timeout_s", "at most 604800 (7 days), got 1e+300"));
-  c.parallel.timeout_s = 0.001;  // was accepted, then a healthy rank was declared dead after launch
+  c.parallel.timeout_s = 0.001;  // would get a healthy rank declared dead after launch
   EXPECT_TRUE(has(validate(c), "parallel.timeout_s", "at least 1 s"));
   c.parallel.timeout_s = 1;
   EXPECT_FALSE(has(validate(c), "parallel.timeout_s", ""));
@@ -353,9 +353,9 @@ TEST(ConfigReliability, StringsMustBeUtf8AndMessagesNeverThrow) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("not valid UTF-8"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(apply_override(j, std::string("train.steps=\xc3\x28")), ConfigError);  // dump() of it used to throw
+  EXPECT_THROW(apply_override(j, std::string("train.steps=\xc3\x28")), ConfigError);  // dump() of it would throw
   EXPECT_NO_THROW(apply_override(j, "data.path=/tmp/caf\xc3\xa9.txt"));               // valid UTF-8 is fine
-  // A NUL inside a string (JSON \u0000) is refused: paths were cut short at it.
+  // A NUL inside a string (JSON \u0000) is refused: paths would be cut short at it.
   try {
     RunConfig::from_json(json{{"data", {{"path", std::string("/tmp/a.txt\0xyz", 14)}}}});
     FAIL() << "expected ConfigError";
@@ -364,7 +364,7 @@ TEST(ConfigReliability, StringsMustBeUtf8AndMessagesNeverThrow) {
   }
 }
 
-// RoPE values that gave a NaN loss at step 0, after launch, are refused by validation.
+// RoPE values that give a NaN loss at step 0, after launch, are refused by validation.
 TEST(ConfigReliability, RopeValuesThatOverflowAreRefused) {
   RunConfig c = base();
   c.model.rope_theta = 1e-50;
@@ -380,8 +380,8 @@ TEST(ConfigReliability, RopeValuesThatOverflowAreRefused) {
   EXPECT_FALSE(has(validate(c), "model.rope_attention_factor", ""));
 }
 
-// A finite but absurd learning rate (1e300) or weight decay turned the weights into inf or
-// flipped them at the first AdamW update: a NaN loss after launch. Refused by validation.
+// A finite but absurd learning rate (1e300) or weight decay turns the weights into inf or
+// flips them at the first AdamW update: a NaN loss after launch. Refused by validation.
 TEST(ConfigReliability, LearningRateAndWeightDecayAreBounded) {
   RunConfig c = base();
   c.train.lr = 1e300;
@@ -401,11 +401,11 @@ TEST(ConfigReliability, LearningRateAndWeightDecayAreBounded) {
   EXPECT_FALSE(has(validate(c), "train.weight_decay", ""));
 }
 
-// A Hugging Face config.json with null for a size, or mlp_bias that is not a boolean, was read
-// with this reader's own defaults (vocab_size 256) or taken as false.
-// A checkpoint's config.json lacking a model size: it was read with the demo's default (a 4-layer
-// checkpoint without num_hidden_layers trained as a 2-layer model, exit 0; Transformers would
-// take 32). train.init_from refuses it, naming the key and the file.
+// A Hugging Face config.json with null for a size, or mlp_bias that is not a boolean, must not
+// be read with this reader's own defaults (vocab_size 256) or taken as false.
+// A checkpoint's config.json lacking a model size: read with the demo's default, a 4-layer
+// checkpoint without num_hidden_layers would train as a 2-layer model, exit 0 (Transformers
+// would take 32). train.init_from refuses it, naming the key and the file.
 TEST(ConfigReliability, InitFromConfigLackingAModelSizeIsRefused) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("ulysses_init_sizes_" + std::to_string(::getpid()));
@@ -467,8 +467,8 @@ TEST(ConfigReliability, OnlyRegularFilesAreRead) {
   const std::string d = tmpdir();
   const std::string fifo = d + "/cfg.fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_THROW(load_json_file(fifo), ConfigError);         // used to block forever
-  EXPECT_THROW(load_json_file("/dev/zero"), ConfigError);  // used to read until memory ran out
+  EXPECT_THROW(load_json_file(fifo), ConfigError);         // would block forever
+  EXPECT_THROW(load_json_file("/dev/zero"), ConfigError);  // would read until memory runs out
   EXPECT_THROW(load_json_file(d), ConfigError);
   EXPECT_NE(regular_file_problem(fifo).find("FIFO"), std::string::npos);
   {
@@ -493,7 +493,7 @@ TEST(Config, FaultsSlowRankAndDelayAreValidated) {
   const RunConfig d = RunConfig::from_json(c.to_json());
   EXPECT_EQ(d.faults.slow_rank, 1);
   EXPECT_EQ(d.faults.delay_ms, 50);
-  RunConfig late = base();  // a profile window past the last step traced nothing, silently
+  RunConfig late = base();  // a profile window past the last step would trace nothing, unsaid
   late.train.steps = 2;
   late.profile.step_begin = 2;
   EXPECT_TRUE(has(validate(late), "profile.step_begin", "is past the last step (1, train.steps 2)"));
@@ -526,7 +526,7 @@ TEST(Config, FaultsSlowRankAndDelayAreValidated) {
 
 // Nesting past kMaxJsonDepth and a key twice in one object are refused with a message, in a
 // config file, a --set value, the launcher form's text and a safetensors header. A value
-// nested 80 000 deep used to end ulysses-run with SIGSEGV (printed recursively for the error).
+// nested 80 000 deep would end ulysses-run with SIGSEGV (printed recursively for the error).
 TEST(ConfigReliability, DeepNestingAndRepeatedKeysAreConfigErrors) {
   const std::string d = tmpdir();
   const std::string deep = std::string(80000, '[') + std::string(80000, ']');
@@ -574,7 +574,7 @@ TEST(ConfigReliability, DeepNestingAndRepeatedKeysAreConfigErrors) {
 }
 
 // Two tensors sharing bytes are refused (a header pointing one tensor at another's bytes
-// loaded a different model silently); adjacent and zero-size tensors are fine.
+// would load a different model without a word); adjacent and zero-size tensors are fine.
 TEST(ConfigReliability, SafetensorsTensorsMayNotShareBytes) {
   auto header = [](const std::string& b_offsets) {
     return R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "b": {"dtype": "F32", "shape": [2], )"

@@ -50,7 +50,7 @@ TEST(DeviceDecision, WholeInputTable) {
       {"auto", "nccl", false, 0, 0, 1, "", "", "parallel.backend", "CPU-only"},
       // device cpu
       {"cpu", "auto", false, 0, 0, 2, "cpu", "gloo", "", ""},
-      {"cpu", "auto", true, 8, 5, 8, "cpu", "gloo", "", ""},  // the bug: auto must not pick NCCL on cpu
+      {"cpu", "auto", true, 8, 5, 8, "cpu", "gloo", "", ""},  // auto must not pick NCCL on cpu
       {"cpu", "gloo", true, 8, 0, 1, "cpu", "gloo", "", ""},
       {"cpu", "nccl", true, 8, 0, 1, "", "", "parallel.backend", "train.device is cpu"},
       {"cpu", "nccl", false, 0, 0, 1, "", "", "parallel.backend", "CPU-only"},

@@ -234,13 +234,13 @@ TEST(CostModel, Formatting) {
   EXPECT_EQ(ulysses::cost::format_seconds(0.25), "250 ms");
   EXPECT_EQ(ulysses::cost::format_seconds(200), "3 min 20 s");
   EXPECT_EQ(ulysses::cost::format_seconds(7260), "2 h 01 min");
-  EXPECT_EQ(ulysses::cost::format_seconds(1e20), "2.78e+16 h");  // was int(1e20): "-596523 h"
+  EXPECT_EQ(ulysses::cost::format_seconds(1e20), "2.78e+16 h");  // int(1e20) would give "-596523 h"
 }
 
 }  // namespace
 
 // train.device=auto: flash vs math attention follows the device decision for the host
-// facts (the bug was: auto always counted as math, though a GPU host trains on CUDA).
+// facts (auto is not always math: a GPU host trains on CUDA).
 TEST(CostModel, AutoDeviceFollowsTheDeviceDecision) {
   auto cfg = plain(load("bench-1b.json"));
   cfg.train.device = "auto";

@@ -181,9 +181,9 @@ TEST(EndToEnd, WorkerRefusesAWorldSizeMismatch) {
 }
 
 // torchrun-style environments a worker cannot run with: refused (exit 2) before any process
-// group, naming the variable. RANK=2147483648 ran as rank -2147483648 (wrapped), an
-// unresolvable MASTER_ADDR was retried once a second for timeout_s, and an --out that cannot be
-// a folder was found after the model was built.
+// group, naming the variable. RANK=2147483648 would run as rank -2147483648 (wrapped), an
+// unresolvable MASTER_ADDR would be retried once a second for timeout_s, and an --out that
+// cannot be a folder would be found only after the model was built.
 TEST(EndToEnd, WorkerRefusesEnvironmentsItCannotRunWith) {
   const auto cfg = config_file();
   struct Case {
@@ -215,7 +215,7 @@ TEST(EndToEnd, TwoWorkersWithOneRankAreRefusedNamingIt) {
   const std::string dir = tmp("duprank");
   fs::create_directories(dir);
   // A world of 3 (dp 3) where rank 2 never comes: rank 0's store stays up for the whole timeout,
-  // however slowly the two rank 1s start (under load one came after the others had finished).
+  // however slowly the two rank 1s start (under load one can come after the others have finished).
   const std::string common = " WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 " + kWorker + " --config " + cfg +
                              " --set parallel.sp_size=1 --set parallel.dp_size=3 --set parallel.timeout_s=15 --out ";
   const auto t0 = std::chrono::steady_clock::now();
@@ -233,9 +233,9 @@ TEST(EndToEnd, TwoWorkersWithOneRankAreRefusedNamingIt) {
 }
 
 // A worker started without ulysses-run (torchrun, Slurm) checks its data file itself: a FIFO
-// named as data.path held it in open() forever, silent (and one SIGTERM did not end it); a
-// tokens file of an odd number of bytes was read with the last byte dropped, unsaid; a
-// relative path not found now says which folder it was looked for in.
+// named as data.path would hold it in open() forever, silent (and one SIGTERM would not end
+// it); a tokens file of an odd number of bytes would be read with the last byte dropped,
+// unsaid; a relative path not found says which folder it was looked for in.
 TEST(EndToEnd, WorkerStartedDirectlyRefusesDataFilesItCannotRead) {
   const auto cfg = config_file();
   const std::string dir = tmp("data");
@@ -323,7 +323,7 @@ TEST(EndToEnd, WorkersKilledWithSigkillLeaveReadableTraces) {
   EXPECT_GE(rank0_steps, static_cast<int64_t>(lines));
 }
 
-// ---- reliability (issue 11) ----------------------------------------------------------------
+// ---- reliability (docs/RELIABILITY.md) -----------------------------------------------------
 
 namespace {
 using ulysses::test::edit_safetensors_header;
@@ -332,8 +332,9 @@ void spit(const std::string& p, const std::string& s) { std::ofstream(p, std::io
 
 }  // namespace
 
-// Memory safety: a model.safetensors whose data_offsets wrap around (a negative entry) was
-// accepted, the failed seek unchecked, tensors left uninitialised and the run exited 0.
+// Memory safety: a model.safetensors whose data_offsets wrap around (a negative entry) is
+// refused: accepted, its seek fails and, unchecked, leaves tensors uninitialised in a run that
+// exits 0.
 // Truncated files, bad shapes and numbers beyond a double in config.json: exit 2 naming the file.
 TEST(EndToEndReliability, CorruptCheckpointsAreRefusedNamingTheFile) {
   const auto cfg = config_file();

@@ -1,4 +1,4 @@
-// Memory by category (issue 42) in real CPU runs through ulysses-run: what was alive at each
+// Memory by category (docs/CONTRACTS.md) in real CPU runs through ulysses-run: what was alive at each
 // rank's peak, measured through the counting CPU allocator, against the planner's prediction
 // for the same config (a meta-device dry run: no kernel of the real run) at a vocabulary of
 // 32000 and 4096 tokens, with the memory techniques off and on; the curve's shape read with
@@ -195,7 +195,7 @@ TEST(MemoryCategories, RisesThroughTheForwardAndFallsThroughTheBackward) {
   }
 }
 
-// The planner's curve (issue 42 item 2): rank 0's trace holds the dry run's categories at both
+// The planner's curve (docs/STUDIO.md): rank 0's trace holds the dry run's categories at both
 // edges of every model range (PlannedBegin 4 / PlannedEnd 5, in order); this test's own SQL and
 // matching put each planned point on the same range edge of the last step (the k-th of its
 // (phase, layer, edge) there) and finds every planned point measured, the totals within 5% (or
@@ -254,7 +254,7 @@ TEST(MemoryCategories, PlannedCurveFollowsTheMeasuredOneRangeByRange) {
 }
 
 // The planner against a measured CPU run for every long-sequence technique and combination at
-// 512 and 2048 tokens (issue 38): layer checkpointing (with and without its offload), the tiled
+// 512 and 2048 tokens (docs/LONG_SEQUENCES.md): layer checkpointing (with and without its offload), the tiled
 // loss and TiledMLP, 12 combinations x 2 lengths, the vocab-32000 model on 2 ranks. Each rank's
 // measured peak (counting allocator, summary --json memory.peak_bytes) within 2% of the plan the
 // run wrote at its start (planned_peak_bytes: the meta-device dry run of the same config).

@@ -131,7 +131,7 @@ TEST(PlanCli, BadInputExits2) {
   EXPECT_EQ(huge.code, 2) << huge.out;
   EXPECT_NE(huge.out.find("between 0 and 1048576"), std::string::npos) << huge.out;
   const auto with_out = sh(kRun + cfg + " --plan --out " + scratch() + "/plan-out" + kWorker + " 2>&1", scratch());
-  EXPECT_EQ(with_out.code, 2) << with_out.out;  // --out was ignored without a word
+  EXPECT_EQ(with_out.code, 2) << with_out.out;  // --out is not ignored without a word
   EXPECT_NE(with_out.out.find("--plan cannot be combined with --out"), std::string::npos) << with_out.out;
   EXPECT_EQ(sh(kRun + cfg + " --max-seq 4" + kWorker, scratch()).code, 2);  // --max-seq without --plan
   EXPECT_EQ(sh(kRun + cfg + " --plan --set parallel.sp_size=3" + kWorker, scratch()).code, 2);

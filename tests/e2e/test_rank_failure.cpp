@@ -317,7 +317,7 @@ TEST(Watchdog, ARankWhosePeerNeverStartsGivesUpWithinTheTimeout) {
 }
 
 // Hang class: rank 0 (the TCPStore host) stops during rendezvous (the fault hook raises
-// SIGSTOP once it reported the phase). It used to hang the run forever.
+// SIGSTOP once it reported the phase), which could hang the run forever.
 TEST(Watchdog, RealRank0FrozenInRendezvousIsNamedWithinTheTimeout) {
   const auto d = dir("wd-rendezvous");
   const auto cfg = write_config(d);

@@ -1,4 +1,4 @@
-// The rendezvous no stranger can reach or break (issue 39), with real workers:
+// The rendezvous no stranger can reach or break (docs/RELIABILITY.md), with real workers:
 // - a local run (ulysses-run) listens on no address beyond loopback while it trains: its
 //   ranks meet through a FileStore in RUN/.rendezvous (mode 0700), and a stranger connecting
 //   to any port the workers listen on from this machine's non-loopback address is refused;
@@ -345,8 +345,8 @@ TEST(SaveFolder, WorkerSavesOnlyIntoTheFolderItsRunOwns) {
             std::string::npos);
 }
 
-// `report RUN --html RUN/run.json --force` turned run.json into HTML, and `export ... RUN
-// RUN/metrics.jsonl --force` replaced the metrics: --force now replaces only an earlier output
+// `report RUN --html RUN/run.json --force` must not turn run.json into HTML, nor `export ...
+// RUN RUN/metrics.jsonl --force` replace the metrics: --force replaces only an earlier output
 // of the same command (exit 2 otherwise, the file unchanged).
 TEST(Force, NeverReplacesARunsOwnRecords) {
   const std::string trace_bin = ULYSSES_TRACE_BIN;
@@ -385,8 +385,8 @@ TEST(Force, NeverReplacesARunsOwnRecords) {
   }
 }
 
-// Issue 39: a checkpoint write past the file-size limit said "disk full?" (73 GB were free), and
-// a trace write past it SQLite's "disk I/O error" naming neither file nor limit.
+// A checkpoint write past the file-size limit is not "disk full?" (with 73 GB free), nor a trace
+// write past it SQLite's "disk I/O error" naming neither file nor limit.
 TEST(FileSizeLimit, CheckpointAndTraceWritesNameTheLimitAndTheFile) {
   json c = ulysses::test::tiny_config(2, 2, ULYSSES_SOURCE_DIR);
   const std::string save = tmp("limit-save");
@@ -418,7 +418,7 @@ TEST(FileSizeLimit, CheckpointAndTraceWritesNameTheLimitAndTheFile) {
   EXPECT_NE(r.out.find("the file-size limit of this process (ulimit -f: "), std::string::npos) << r.out;
 }
 
-// Issue 39: `ulysses-trace prepare` with FIFOs at the cache paths blamed a read-only folder.
+// `ulysses-trace prepare` with FIFOs at the cache paths names them, not a read-only folder.
 TEST(TracePrepare, AFifoAtACachePathIsNamed) {
   json c = ulysses::test::tiny_config(2, 2, ULYSSES_SOURCE_DIR);
   const std::string cfg = ulysses::test::write_json(tmp("prep.json"), c);
@@ -435,8 +435,8 @@ TEST(TracePrepare, AFifoAtACachePathIsNamed) {
   EXPECT_EQ(r.out.find("read-only folder"), std::string::npos) << r.out;
 }
 
-// Issue 39, with real workers: two runs on one train.save_to both exited 0 and both reported
-// their saves; the folder ended with the second's. The second is refused before launch,
+// With real workers: two runs on one train.save_to would both exit 0 and both report their
+// saves, the folder ending with the second's. The second is refused before launch,
 // naming the first, and the first's checkpoints are all there, whole.
 TEST(SaveFolder, SecondRealRunIsRefusedAndTheFirstsCheckpointsStay) {
   json c = ulysses::test::tiny_config(2, 400, ULYSSES_SOURCE_DIR);
@@ -475,13 +475,13 @@ TEST(SaveFolder, SecondRealRunIsRefusedAndTheFirstsCheckpointsStay) {
   EXPECT_TRUE(fs::exists(save + "/model.safetensors")) << a_log;
 }
 
-// Issue 39: `compare` of an empty Kineto file exited 0 with "0 of 0 rows differ".
+// `compare` of an empty Kineto file is refused, not exit 0 with "0 of 0 rows differ".
 TEST(TraceCompare, AnEmptySideIsRefused) {
   const std::string empty = tmp("empty-kineto.json");
   std::ofstream(empty) << R"({"traceEvents": []})";
   const auto r = ulysses::test::sh(std::string(ULYSSES_TRACE_BIN) + " compare " + empty + " " + empty, "", true);
   EXPECT_EQ(r.code, 2) << r.out;
-  // Said as the importer saw it (issue 39 item 6): nothing read from it, and why.
+  // Said as the importer saw it (docs/TRACES.md): nothing read from it, and why.
   EXPECT_NE(r.out.find("has nothing to show"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("no complete (\"ph\": \"X\") events"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("rows differ"), std::string::npos) << r.out;

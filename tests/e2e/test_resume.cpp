@@ -171,7 +171,7 @@ void sigkill_then_resume(const std::string& tag, int64_t steps, const std::vecto
 
 TEST(Resume, AfterLauncherSigkillLossesBitIdentical) { sigkill_then_resume("b", 40, {}); }
 
-// (b') the same with ZeRO stage 2 over sp 2 x dp 2 (issue 40): each rank's AdamW shard comes
+// (b') the same with ZeRO stage 2 over sp 2 x dp 2 (docs/ZERO.md): each rank's AdamW shard comes
 // back from its optimizer-rank{r}.safetensors.
 TEST(Resume, ZeroStage2Sp2Dp2AfterLauncherSigkillLossesBitIdentical) {
   sigkill_then_resume("z", 16, {"parallel.dp_size=2", "train.zero_stage=2"});
@@ -219,8 +219,8 @@ TEST(Resume, BadInputsExit2WithAMessage) {
   auto full = run(cfg, tmp("d-full"), "--set train.save_to=" + save + " --set train.save_every=2");
   ASSERT_EQ(full.code, 0) << full.out;
   fs::create_directories(tmp("d-empty"));
-  // A hand-edited state.json whose next_step is not the checkpoint's step (it resumed "at step
-  // 9", trained nothing and exited 0).
+  // A hand-edited state.json whose next_step is not the checkpoint's step (it would resume "at
+  // step 9", train nothing and exit 0).
   fs::create_directories(tmp("d-edited"));
   fs::copy(save + "/step-00000002", tmp("d-edited") + "/step-00000002", fs::copy_options::recursive);
   {
@@ -234,7 +234,7 @@ TEST(Resume, BadInputsExit2WithAMessage) {
     std::ofstream(tmp("d-edited") + "/step-00000002/complete") << man.dump();
   }
   // A model.safetensors without one tensor, its manifest byte count made right: refused before
-  // any worker starts (it was found only inside the workers, after launch).
+  // any worker starts (not found only inside the workers, after launch).
   fs::create_directories(tmp("d-tensor"));
   fs::copy(save + "/step-00000002", tmp("d-tensor") + "/step-00000002", fs::copy_options::recursive);
   {

@@ -1,4 +1,4 @@
-// Ring steps in the trace (issue 36 item 3): a real 2 x 2 (Ulysses x ring) run through
+// Ring steps in the trace (docs/RING.md): a real 2 x 2 (Ulysses x ring) run through
 // ulysses-run, with each ring transport (p2p and all-to-all). Read from the rank files with this test's own SQL, every
 // K/V (forward) and K/V + dK/dV (backward) exchange is a ring_step range with the bytes of the formula and a collective
 // identity shared by the ring's two ranks; the ring's overlap with the block attention, computed here by interval

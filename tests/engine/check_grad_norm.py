@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Issue 41's reference check, Python half: the engine's grad_norm, clipping and loss against
-torch.nn.utils.clip_grad_norm_ and an exact sum, computed in fp64 from the engine's own
-gradients and per-token losses (numerics_dump writes them; see numerics_dump.cpp).
+"""The numerics reference check (docs/NUMERICS.md), Python half: the engine's grad_norm,
+clipping and loss against torch.nn.utils.clip_grad_norm_ and an exact sum, computed in fp64
+from the engine's own gradients and per-token losses (numerics_dump writes them; see
+numerics_dump.cpp).
 
 For each model and sp: |grad_norm - clip_grad_norm_(fp64)| / ref < 1e-6; every clipped
 gradient within 2e-6 relative of clip_grad_norm_'s fp64 clipping of the same gradients
@@ -21,8 +22,8 @@ import tempfile
 import numpy as np
 import torch
 
-# Model shapes (Llama; synthetic tokens). "3m" is the 3.2M-parameter shape of issue 41's
-# report, "50m" a 50.2M one (vocab 32000 as Llama 2).
+# Model shapes (Llama; synthetic tokens). "3m" is the 3.2M-parameter shape of
+# docs/NUMERICS.md, "50m" a 50.2M one (vocab 32000 as Llama 2).
 MODELS = {
     "tiny": ["model.vocab_size=256", "model.hidden_size=64", "model.intermediate_size=176",
              "model.num_hidden_layers=2", "model.num_attention_heads=4", "model.num_key_value_heads=2",

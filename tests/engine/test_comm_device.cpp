@@ -55,7 +55,7 @@ TEST(CommDevice, GlooShorthandIsCpuAndAutoFollowsTheDecision) {
   EXPECT_EQ(t.item<int64_t>(), 5);
   if (!build_has_cuda()) {
     Comm a(env, 1, 1, "auto", std::chrono::milliseconds(1000));
-    EXPECT_EQ(a.backend_name(), "gloo");  // the bug: auto picked NCCL whenever CUDA existed
+    EXPECT_EQ(a.backend_name(), "gloo");  // auto must not pick NCCL merely because CUDA exists
     EXPECT_EQ(a.device(), torch::Device(torch::kCPU));
   }
 }

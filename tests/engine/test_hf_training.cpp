@@ -1,4 +1,4 @@
-// Issue 14, Hugging Face training conventions: the learning-rate schedules against
+// Hugging Face training conventions (docs/CONTRACTS.md): the learning-rate schedules against
 // transformers' get_scheduler lambdas (transcribed here from optimization.py, not from the
 // engine) at steps 0, the end of warmup and the last steps; gradient accumulation 4 x
 // micro-batch 1 against micro-batch 4 at sp 2 over 5 steps (fp32, 1e-5 relative);

@@ -63,7 +63,7 @@ void run_meta_step(const RunConfig& cfg, int sp_rank, torch::Dtype dtype) {
 }  // namespace
 
 // The whole model at sp 1 on meta. Fails when any tensor of the forward or backward is
-// built on another device (the RoPE tables once were: CPU tables times meta activations).
+// built on another device (RoPE tables on the CPU, say, times meta activations).
 TEST(MetaDryRun, ModelForwardBackwardSp1) {
   auto cfg = small_config();
   run_meta_step(cfg, 0, torch::kFloat32);
@@ -162,7 +162,7 @@ TEST(MemoryPlan, StaticPartAgreesWithCostModel) {
   }
 }
 
-// ZeRO (issue 40): the dry run holds what the trainer holds at stages 1 and 2 (AdamW state of
+// ZeRO (docs/ZERO.md): the dry run holds what the trainer holds at stages 1 and 2 (AdamW state of
 // the shard, stage 2 the gradient shard only), equal to the cost model's sharded figures up to
 // the shard padding; offloaded state leaves the device; stage 3 is planned (not dry-run) from
 // the sharded static state plus two gathered units, and its peak is the lowest.
@@ -291,7 +291,7 @@ TEST(MemoryPlan, GpuPlanCountsFlashLinearInN) {
   }
 }
 
-// Ulysses x ring (issue 36): the plan splits the sequence over sp x ring ranks and runs the
+// Ulysses x ring (docs/RING.md): the plan splits the sequence over sp x ring ranks and runs the
 // ring attention in its dry run (a shape-only transport: without it the model refuses a ring
 // Comm that has no ring group). Halving the tokens per rank (ring 2) about halves the saved
 // activations of a layer (the blocked kernel keeps O(n) per layer), where planning the ring
@@ -415,8 +415,8 @@ TEST(MemoryPlan, PeakMatchesARealCpuRun) {
   }
 }
 
-// attention=blocked builds its causal bias on the input's device (it was made on the CPU
-// whatever the device: a CUDA run added a CPU tile to GPU scores). The blocked kernel run on
+// attention=blocked builds its causal bias on the input's device (one made on the CPU
+// whatever the device would add a CPU tile to GPU scores in a CUDA run). The blocked kernel run on
 // meta tensors (causal_attention itself takes the shape path there) throws "Expected all
 // tensors to be on the same device" for any tensor it builds elsewhere.
 TEST(MetaDryRun, BlockedAttentionBuildsItsBiasOnTheInputsDevice) {

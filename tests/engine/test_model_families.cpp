@@ -1,4 +1,4 @@
-// Issue 14, model families and checkpoints: Hugging Face config.json in Transformers v4
+// Model families and checkpoints (docs/CONTRACTS.md): Hugging Face config.json in Transformers v4
 // (rope_theta + rope_scaling) and v5 (rope_parameters) layouts for Llama, Mistral, Qwen2
 // and Qwen3, with their refusals; checkpoints in HF names saved and reloaded bit-identical,
 // single file and sharded (model.safetensors.index.json), fp32/bf16/fp16; Ulysses sp 2
@@ -163,11 +163,12 @@ TEST(HfConfig, FamiliesV4AndV5Layouts) {
     EXPECT_TRUE(same_model(model_from_hf_config(model_to_hf_config(m)), m)) << model_to_hf_config(m).dump();
 }
 
-// Keys a config.json leaves out mean the family's Transformers default (found by a pure-Python
-// reference of each family's math): max_position_embeddings Llama 2048, Mistral 131072,
-// Qwen2/Qwen3 32768 (4096 for all: yarn without original_max_position_embeddings scaled by it);
-// Qwen3's head_dim 128 and Mistral's 8 kv heads (both checkpoints refused by the shape check);
-// Mistral without sliding_window has a 4096-token window, refused (full attention ran).
+// Keys a config.json leaves out mean the family's Transformers default (checked against a
+// pure-Python reference of each family's math): max_position_embeddings Llama 2048, Mistral
+// 131072, Qwen2/Qwen3 32768 (not 4096 for all: yarn without original_max_position_embeddings
+// scales by it); Qwen3's head_dim 128 and Mistral's 8 kv heads (otherwise the shape check
+// refuses both checkpoints); Mistral without sliding_window has a 4096-token window, refused
+// (this engine runs full attention).
 TEST(HfConfig, AbsentKeysTakeTheFamilysTransformersDefault) {
   auto base = [](const std::string& type, const std::string& arch) {
     return json{{"architectures", {arch}},  {"model_type", type},     {"vocab_size", 256},       {"hidden_size", 64},
@@ -247,7 +248,7 @@ TEST(HfConfig, RefusalsNameTheSetting) {
        {"rope_parameters", {{"rope_type", "linear"}, {"factor", 4.0}}}};
   EXPECT_NE(error_of(l).find("disagree"), std::string::npos) << error_of(l);
   // Transformers v4 reads rope_theta and rope_scaling (null: none), v5 rope_parameters: where
-  // both layouts are given they must build one model (each was read as v5 says, silently).
+  // both layouts are given they must build one model (not read as v5 says, unsaid).
   l = {{"hidden_size", 64},
        {"num_attention_heads", 4},
        {"rope_theta", 10000.0},
@@ -265,7 +266,7 @@ TEST(HfConfig, RefusalsNameTheSetting) {
   EXPECT_EQ(error_of(l), "");
   l.erase("rope_scaling");  // v5 alone: read
   EXPECT_EQ(error_of(l), "");
-  // torch_dtype / dtype: only what Transformers writes (it was never checked: 5, "int8" loaded).
+  // torch_dtype / dtype: only what Transformers writes (5 or "int8" must not load).
   for (const json& dt : {json(5), json("int8"), json("torch.float16"), json("auto")}) {
     json d = {{"hidden_size", 64}, {"num_attention_heads", 4}, {"torch_dtype", dt}};
     EXPECT_NE(error_of(d).find("is not a dtype Transformers writes"), std::string::npos) << dt.dump();
@@ -465,9 +466,9 @@ TEST(Data, ATokensFileTheLauncherCheckedIsNotReadWholeAgain) {
   fs::remove_all(dir);
 }
 
-// A data file shortened while a run reads it killed the rank with SIGBUS (it was mapped), and
-// one rewritten in place with ids past vocab_size reached the embedding ("index out of range
-// in self"). Each batch is now read with pread and checked: a message naming the file.
+// A data file shortened while a run reads it would kill the rank with SIGBUS if mapped, and
+// one rewritten in place with ids past vocab_size would reach the embedding ("index out of range
+// in self"). Each batch is read with pread and checked: a message naming the file.
 TEST(Data, AFileChangedDuringTheRunIsNamed) {
   const auto dir = temp_dir("data");
   const DataConfig d = write_u16_tokens(dir);
@@ -497,7 +498,7 @@ TEST(Data, AFileChangedDuringTheRunIsNamed) {
     }
   };
   expect_named(1, "changed during the run: token");
-  fs::resize_file(path, 10);  // shortened: was SIGBUS
+  fs::resize_file(path, 10);  // shortened: SIGBUS if it were mapped
   expect_named(2, "changed during the run: it now ends before token");
   fs::remove_all(dir);
 }
@@ -529,8 +530,8 @@ TEST(Checkpoint, TensorsTheModelLacksAreNamed) {
 }
 
 // A save that fails part-way (here the file size limit, as a full disk would) leaves the
-// earlier model in the folder whole and loadable, and no temp files: the earlier weights were
-// deleted before the new ones were written. A later save in the other layout leaves only it.
+// earlier model in the folder whole and loadable, and no temp files: the earlier weights are not
+// deleted before the new ones are written. A later save in the other layout leaves only it.
 TEST(Checkpoint, AFailedSaveLeavesTheEarlierModel) {
   ModelConfig c;
   c.num_hidden_layers = 1;
@@ -570,10 +571,10 @@ TEST(Checkpoint, AFailedSaveLeavesTheEarlierModel) {
 }
 
 // A save removes only the earlier weights of a Hugging Face layout: the single file, an index,
-// shards named model-DDDDD-of-DDDDD.safetensors. It deleted every model-*-of-*.safetensors
-// (the user's model-best-of-run3.safetensors). A removal that fails is an error naming the
-// file: an earlier model.safetensors left beside a new index made the folder load the old
-// weights (read first) under the new config.json, with exit 0.
+// shards named model-DDDDD-of-DDDDD.safetensors, not every model-*-of-*.safetensors (the
+// user's model-best-of-run3.safetensors). A removal that fails is an error naming the file: an
+// earlier model.safetensors left beside a new index would make the folder load the old weights
+// (read first) under the new config.json, with exit 0.
 TEST(Checkpoint, ASaveRemovesOnlyHuggingFaceWeightFilesAndSaysWhatItCannotRemove) {
   ModelConfig c;
   c.num_hidden_layers = 1;
@@ -651,8 +652,8 @@ TEST(Checkpoint, ASaveRemovesOnlyHuggingFaceWeightFilesAndSaysWhatItCannotRemove
 }
 
 // Weights that are no numbers are refused at load, naming the tensor and the file: a NaN in an
-// embedding row the data never uses trained with exit 0 and was saved back; elsewhere it was a
-// NaN loss after launch.
+// embedding row the data never uses would train with exit 0 and be saved back; elsewhere it
+// would be a NaN loss after launch.
 TEST(Checkpoint, NanOrInfiniteWeightsAreRefusedAtLoad) {
   ModelConfig c;
   c.num_hidden_layers = 1;
@@ -682,7 +683,7 @@ TEST(Checkpoint, NanOrInfiniteWeightsAreRefusedAtLoad) {
 }
 
 // A tied model's checkpoint holding an lm_head.weight of another shape than the embedding it is
-// tied to: damaged or mislabelled, refused naming both shapes (it was dropped unsaid). One of
+// tied to: damaged or mislabelled, refused naming both shapes (not dropped unsaid). One of
 // the same shape is a copy some tied checkpoints store, and loads.
 TEST(Checkpoint, ATiedHeadOfAnotherShapeIsRefused) {
   ModelConfig c;

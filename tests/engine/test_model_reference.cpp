@@ -205,7 +205,7 @@ TEST(ModelReference, ParameterNamesAreHuggingFaces) {
   EXPECT_EQ(total, c.num_parameters());
 }
 
-// ---- families x RoPE types (issue 14) ------------------------------------------------
+// ---- families x RoPE types (docs/CONTRACTS.md) ---------------------------------------
 
 namespace {
 

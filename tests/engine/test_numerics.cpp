@@ -1,4 +1,4 @@
-// Issue 41: the long reductions (reductions.hpp) against fp64 references at awkward sizes,
+// Numerics (docs/NUMERICS.md): the long reductions (reductions.hpp) against fp64 references at awkward sizes,
 // on inputs that round the same way in every chunk, on shards and across ranks; RoPE tables:
 // rope_precision hf bit-equal to Hugging Face's fp32 formula, fp64 within fp32 rounding of
 // exact angles at positions near 1M (where hf's angles are off by ~0.03 rad).

@@ -1,4 +1,4 @@
-// Ring attention (issue 36) against one process: every rank of a ring of R threads runs
+// Ring attention (docs/RING.md) against one process: every rank of a ring of R threads runs
 // ring_attention_forward/backward on its zigzag (or contiguous) share of the sequence, K/V
 // and dK/dV travelling through an in-process transport; outputs and the gradients of q, k
 // and v, put back in sequence order, are compared with plain causal attention in fp64 with

@@ -1,4 +1,4 @@
-// Ulysses x ring attention (issue 36) against one process, through the whole model and
+// Ulysses x ring attention (docs/RING.md) against one process, through the whole model and
 // trainer: every rank a thread with its own Gloo groups (world = sp x ring x dp), the
 // sequence over sp x ring ranks (zigzag or contiguous), ring attention as the local
 // attention of each Ulysses head chunk. On a model with 2 q heads (MHA: 2 kv heads, GQA: 1)

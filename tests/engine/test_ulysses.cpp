@@ -132,17 +132,18 @@ TEST(Ulysses, HeadChunksGqaKvDivisibleBySp) {
 }
 
 // Chunks whose q heads and the GQA groups divide neither way (an engine sweep): 12 q / 4 kv
-// heads at sp 1, chunks of 4 q heads over groups of 3, paired heads 2 and 3 with kv head 1
-// instead of 0 and trained to other losses without a word (2.5% off at H 24, kv 8, sp 2); 12 q
-// / 6 kv at sp 2, chunks of 3 over groups of 2, threw "q heads (3) must be a multiple of kv
-// heads (2)" in step 0. Each q head now gets its kv head by index (chunk_kv_index).
+// heads at sp 1, chunks of 4 q heads over groups of 3, where pairing per chunk would give heads
+// 2 and 3 kv head 1 instead of 0 and train to other losses without a word (2.5% off at H 24,
+// kv 8, sp 2); 12 q / 6 kv at sp 2, chunks of 3 over groups of 2, where it would throw "q heads
+// (3) must be a multiple of kv heads (2)" in step 0. Each q head gets its kv head by index
+// (chunk_kv_index).
 TEST(Ulysses, HeadChunksGqaChunksAndGroupsDividingNeitherWay) {
   head_chunks_at_every_divisor(12, 4, {1});
   head_chunks_at_every_divisor(12, 6, {2});
   head_chunks_at_every_divisor(12, 3, {1});  // groups of 4, chunks of 6 and 3
 }
 
-// parallel.fused_qkv (the default since issue 12: one seq->head all-to-all per layer instead
+// parallel.fused_qkv (the default: one seq->head all-to-all per layer instead
 // of three) only moves the same bytes in one message: the losses of 3 steps and every step-0
 // gradient are bit for bit those of separate q/k/v messages (MHA, GQA with kv heads
 // divisible by sp, and kv heads fewer than sp, replicated).
@@ -245,7 +246,7 @@ TEST(Schedule, WarmupThenCosine) {
   t.min_lr = 0.1;
   t.warmup_steps = 2;
   t.steps = 6;
-  EXPECT_DOUBLE_EQ(learning_rate(t, 0), 0.0);  // HF warmup starts at 0 (issue 14)
+  EXPECT_DOUBLE_EQ(learning_rate(t, 0), 0.0);  // HF warmup starts at 0
   EXPECT_DOUBLE_EQ(learning_rate(t, 1), 0.5);
   EXPECT_DOUBLE_EQ(learning_rate(t, 2), 1.0);                // cosine starts at lr
   EXPECT_NEAR(learning_rate(t, 4), 0.1 + 0.9 * 0.5, 1e-12);  // halfway

@@ -632,7 +632,7 @@ TEST(Zero, Stage3AllGatherHiddenTimeFromTheRangesEqualsTheSummary) {
         compute.push_back({x.start, x.end});
       if (x.phase != static_cast<int>(prof::Phase::GradAllReduce)) continue;
       if (x.dir == static_cast<int>(prof::Direction::None)) {
-        // On the "zero gather" row of their own (issue 40), not the all-to-alls' comm row.
+        // On the "zero gather" row of their own (docs/ZERO.md), not the all-to-alls' comm row.
         EXPECT_EQ(x.tid & 0xFFFFFF, 0xFFFFFB) << "an all-gather off the zero gather row";
         gathers.push_back({x.start, x.end});
         (x.chunk == 1 ? prefetched : on_demand) += 1;

@@ -1,4 +1,4 @@
-// Tests of `ulysses-run CONFIG --export accelerate|deepspeed DIR` (issue 14 item 4): the
+// Tests of `ulysses-run CONFIG --export accelerate|deepspeed DIR` (docs/CONTRACTS.md): the
 // exported JSON files hold the expected values key by key (written out by hand here), the
 // model config.json reads back to the same model, TrainingArguments keys are real field
 // names, every config key is accounted for in README.txt, and bad input exits 2.
@@ -434,7 +434,7 @@ TEST(Export, BadInputExitsTwoAndTrainsNothing) {
   EXPECT_EQ(slurp(tmp.path() / "full" / "mine.txt"), "keep");
 
   // --force replaces an earlier export, never the config being exported, a run directory's
-  // records or a checkpoint's files (it replaced each with the export's config.json).
+  // records or a checkpoint's files (the export's config.json would replace each).
   fs::create_directories(tmp.path() / "self");
   write(tmp.path() / "self" / "config.json", R"({"data": {"kind": "synthetic"}, "parallel": {"sp_size": 2}})");
   const std::string self_before = slurp(tmp.path() / "self" / "config.json");
@@ -466,7 +466,7 @@ TEST(Export, BadInputExitsTwoAndTrainsNothing) {
             0);
 
   // A newline in the config's path is no command of launch.sh: the path is quoted as a JSON
-  // string in its comment (the line after the newline ran).
+  // string in its comment (else the line after the newline runs).
   const std::string evil = "evil\ntouch PWNED\n#.json";
   write(tmp.path() / evil, R"({"data": {"kind": "synthetic"}, "parallel": {"sp_size": 2}})");
   ASSERT_EQ(run_cli({evil, "--export", "deepspeed", "nl"}, tmp.path()).code, 0);
@@ -502,8 +502,8 @@ TEST(Export, BadInputExitsTwoAndTrainsNothing) {
 
 }  // namespace
 
-// Issue 39: under a file-size limit (ulimit -f), --export was killed by SIGXFSZ (exit 153, no
-// message) and left its temp file. Now: exit 1, the file and the limit named, no temp file.
+// Under a file-size limit (ulimit -f), SIGXFSZ would kill --export (exit 153, no message) and
+// leave its temp file. Instead: exit 1, the file and the limit named, no temp file.
 TEST(Export, FileSizeLimitIsNamedAndLeavesNoTempFile) {
   ExportDir tmp;
   write(tmp.path() / "c.json", R"({"data": {"kind": "synthetic"}, "parallel": {"sp_size": 2}})");
@@ -520,7 +520,7 @@ TEST(Export, FileSizeLimitIsNamedAndLeavesNoTempFile) {
 }
 
 // train.zero_stage maps one to one onto ds_config.json's zero_optimization.stage (0, our
-// replicated default, exports 2), the offloads onto offload_optimizer / offload_param (issue 40).
+// replicated default, exports 2), the offloads onto offload_optimizer / offload_param (docs/ZERO.md).
 TEST(Export, ZeroStagesAndOffloadsMapOntoDeepSpeed) {
   using ulysses::launch::ExportTarget;
   ulysses::RunConfig c;

@@ -274,8 +274,8 @@ TEST(Progress, FormatsAllFieldsWithOneBasedStepAndEta) {
   EXPECT_EQ(format_progress(json{{"loss", 1.0}}), "loss 1.0000");
 }
 
-// Found by fuzz_metric_line: a step count beyond int64 was cast to long long (undefined
-// behaviour; on x86 it printed -9223372036854775808). Such numbers are printed as they are.
+// A step count beyond int64 cast to long long is undefined behaviour (on x86 it prints
+// -9223372036854775808; fuzz_metric_line finds it). Such numbers are printed as they are.
 TEST(Progress, StepCountsBeyondInt64ArePrintedNotCast) {
   json m{{"step", 3}, {"steps", 3e29}, {"step_ms", 45.2}};
   EXPECT_EQ(format_progress(m), "step 4/3e+29  45 ms/step  ETA ?");
@@ -531,8 +531,8 @@ TEST(LaunchRun, CallbacksSeeLinesAndMetricsAndAStopRequestStopsTheRun) {
   EXPECT_NE(std::find(seen.begin(), seen.end(), "0o fake worker: 2 ranks met"), seen.end());
   EXPECT_NE(std::find(seen.begin(), seen.end(), "1e rank 1: waiting forever"), seen.end());
   // The run directory is in use now; a second launch into it is refused before starting.
-  // (RunDirRefused: ulysses-run exits 2 for it, as when it finds the same before launch_run; a
-  // launcher losing that race exited 1.)
+  // (RunDirRefused: ulysses-run exits 2 for it, as when it finds the same before launch_run, so
+  // a launcher losing that race does not exit 1.)
   EXPECT_TRUE(run_dir_in_use(opt.run_dir));
   EXPECT_THROW(launch_run(opt, cb), RunDirRefused);
 }
@@ -567,7 +567,7 @@ TEST(UlyssesRun, SuccessfulRunWithJsonOutput) {
   EXPECT_GE(rec["duration_s"].get<double>(), 0.0);
 
   // A stdout that cannot take the lines (/dev/full: a full disk under "> steps.jsonl") makes
-  // the finished run exit 1, pointing at metrics.jsonl; it exited 0 with nothing written.
+  // the finished run exit 1, pointing at metrics.jsonl, not exit 0 with nothing written.
   {
     const fs::path io = tmp.path() / "full-io";
     fs::create_directories(io);
@@ -686,7 +686,7 @@ TEST(UlyssesRun, WorkersAreToldTheTokensFileWasChecked) {
 }
 
 // A thread count the workers' OpenMP or OpenBLAS cannot read is refused before anything
-// starts (it drew one libgomp warning per rank and ran on 1 thread); OpenMP's nested form
+// starts (it would draw one libgomp warning per rank and run on 1 thread); OpenMP's nested form
 // "2,1" is one it can.
 TEST(UlyssesRun, UnreadableThreadCountsInTheEnvironmentAreRefused) {
   TempDir tmp;
@@ -974,15 +974,15 @@ TEST(UlyssesRun, HelpExitsZero) {
   EXPECT_NE(cli.out().find("--set"), std::string::npos);
 }
 
-// ------------------------------------------------------------------ reliability (issue 11)
-// Each test below failed before its fix; README "Reliability" lists them by class.
+// ------------------------------------------------------------ reliability (docs/RELIABILITY.md)
+// Each test below guards one hazard; docs/RELIABILITY.md lists them by class.
 
 namespace {
 std::string run_json_status(const fs::path& run) { return read_json(run / "run.json")["status"].get<std::string>(); }
 }  // namespace
 
 // Crash class: a number beyond a double (in --set or in the config file) or a path that is not
-// UTF-8 used to abort ulysses-run with an uncaught exception (exit 134).
+// UTF-8 is exit 2, not an abort of ulysses-run with an uncaught exception (exit 134).
 TEST(Reliability, NumbersBeyondADoubleAndNonUtf8PathsExit2) {
   TempDir tmp;
   const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
@@ -1013,8 +1013,8 @@ TEST(Reliability, NumbersBeyondADoubleAndNonUtf8PathsExit2) {
   }
 }
 
-// Hang class: a FIFO or /dev/zero as the config (or a FIFO as data) used to block forever or
-// read until memory ran out. Only regular files are read, checked with stat before opening.
+// Hang class: a FIFO or /dev/zero as the config (or a FIFO as data) would block forever or
+// read until memory runs out. Only regular files are read, checked with stat before opening.
 TEST(Reliability, FifoAndDevicesAsInputsAreRefusedAtOnce) {
   TempDir tmp;
   const fs::path fifo = tmp.path() / "config.fifo";
@@ -1042,7 +1042,7 @@ TEST(Reliability, FifoAndDevicesAsInputsAreRefusedAtOnce) {
   EXPECT_NE(fifo_cli.err().find("not a regular file (a FIFO)"), std::string::npos) << fifo_cli.err();
 }
 
-// Runaway class: num_hidden_layers=1e9 used to be accepted and eat memory; a config whose
+// Runaway class: num_hidden_layers=1e9 would eat memory; a config whose
 // estimated memory exceeds the machine is refused with the numbers unless --force.
 TEST(Reliability, OversizedModelsAreRefusedBeforeLaunchUnlessForced) {
   TempDir tmp;
@@ -1088,7 +1088,7 @@ TEST(Reliability, OversizedModelsAreRefusedBeforeLaunchUnlessForced) {
   EXPECT_NE(cli.err().find("warning (--force)"), std::string::npos) << cli.err();
 }
 
-// Data loss class: --out onto a folder with the user's files used to overwrite config.json
+// Data loss class: --out onto a folder with the user's files would overwrite config.json
 // and append to an old metrics.jsonl. Refused; --force moves the folder aside.
 TEST(Reliability, OutNeverWritesIntoTheUsersFilesAndForceMovesThemAside) {
   TempDir tmp;
@@ -1120,7 +1120,7 @@ TEST(Reliability, OutNeverWritesIntoTheUsersFilesAndForceMovesThemAside) {
   ASSERT_EQ(again.wait(10), 2) << again.err();
   EXPECT_NE(again.err().find("already holds a run"), std::string::npos) << again.err();
   // --force never moves aside the folder the user stands in, or one holding the run's inputs
-  // (it used to: the working folder renamed, then "not empty"; the config gone from under the ranks).
+  // (else the working folder is renamed, then "not empty"; the config gone from under the ranks).
   {
     Cli here({cfg.string(), "--out", ".", "--worker", FAKE_WORKER_EXE, "--force"}, {}, tmp.path(), run);
     ASSERT_EQ(here.wait(10), 2) << here.err();
@@ -1142,8 +1142,8 @@ TEST(Reliability, OutNeverWritesIntoTheUsersFilesAndForceMovesThemAside) {
       moved += e.path().filename().string().rfind("mine.old-", 0) == 0;
     EXPECT_EQ(moved, 1u);  // only the one --force moved above
     // Nor a folder holding a live run further down (its launcher, pid 1 here, alive), nor one
-    // another launcher is setting up before its run.json exists: they used to be moved aside,
-    // and the live run then failed at its end writing run.json.
+    // another launcher is setting up before its run.json exists: moved aside, the live run
+    // would fail at its end writing run.json.
     const fs::path parent = tmp.path() / "parent";
     fs::create_directories(parent / "live");
     write_file(parent / "live" / "run.json", R"({"status": "running", "pid": 1, "world_size": 2})");
@@ -1167,15 +1167,15 @@ TEST(Reliability, OutNeverWritesIntoTheUsersFilesAndForceMovesThemAside) {
           << setting_up.err();
     }
     EXPECT_TRUE(fs::exists(starting / "config.json"));
-    Cli empty({cfg.string(), "--out", "", "--worker", FAKE_WORKER_EXE}, {}, tmp.path());  // was: runs/<timestamp>
+    Cli empty({cfg.string(), "--out", "", "--worker", FAKE_WORKER_EXE}, {}, tmp.path());  // not runs/<timestamp>
     ASSERT_EQ(empty.wait(10), 2) << empty.err();
     EXPECT_NE(empty.err().find("--out needs a folder name"), std::string::npos) << empty.err();
     EXPECT_FALSE(fs::exists(tmp.path() / "runs"));
   }
 }
 
-// Data loss class: a train.save_to that cannot be written used to be found after the last
-// step, losing the trained model. It is probed before launch.
+// Data loss class: a train.save_to that cannot be written, found only after the last step,
+// loses the trained model. It is probed before launch.
 TEST(Reliability, UnwritableSaveToIsRefusedBeforeLaunch) {
   TempDir tmp;
   const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
@@ -1196,13 +1196,13 @@ TEST(Reliability, UnwritableSaveToIsRefusedBeforeLaunch) {
   ASSERT_EQ(cli2.wait(10), 2) << cli2.err();
   EXPECT_EQ(read_file(tmp.path() / "proj" / "config.json"), "mine");
   // A folder that already holds a model (someone's checkpoint, the init_from model) or training
-  // checkpoints: saving would overwrite them (it did, silently). Refused unless --force.
+  // checkpoints: saving would overwrite them without a word. Refused unless --force.
   fs::create_directories(tmp.path() / "hf");
   write_file(tmp.path() / "hf" / "config.json", "{}");
   write_file(tmp.path() / "hf" / "model.safetensors", "their weights");
   fs::create_directories(tmp.path() / "old_ckpt" / "step-00000004");
-  // A sharded model (it was refused as "config.json ... is not part of a checkpoint"), and shards
-  // whose index is gone (a save deleted them without --force).
+  // A sharded model (a model, not "config.json ... is not part of a checkpoint"), and shards
+  // whose index is gone (a save would delete them without --force).
   fs::create_directories(tmp.path() / "sharded");
   write_file(tmp.path() / "sharded" / "config.json", "{}");
   write_file(tmp.path() / "sharded" / "model.safetensors.index.json", "{}");
@@ -1228,10 +1228,10 @@ TEST(Reliability, UnwritableSaveToIsRefusedBeforeLaunch) {
 }
 
 // Data loss class, refused even with --force: train.save_to a training checkpoint (the final
-// model replaced the checkpoint's model while its optimizer state and step stayed: resuming
-// from it trained on from the wrong weights, silently), the run directory itself (the model's
-// config.json replaced the run's) or a folder inside it (made before the run directory, which
-// was then refused as "not a run directory of ulysses-run", exit 1).
+// model would replace the checkpoint's model while its optimizer state and step stay: resuming
+// from it would train on from the wrong weights, unsaid), the run directory itself (the model's
+// config.json would replace the run's) or a folder inside it (made before the run directory,
+// which would then be refused as "not a run directory of ulysses-run", exit 1).
 TEST(Reliability, SaveToNeverACheckpointOrTheRunDirectory) {
   TempDir tmp;
   const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
@@ -1240,8 +1240,8 @@ TEST(Reliability, SaveToNeverACheckpointOrTheRunDirectory) {
   write_file(tmp.path() / "ck" / "step-00000002" / "model.safetensors", "weights of step 2");
   fs::create_directories(tmp.path() / "renamed");
   write_file(tmp.path() / "renamed" / "state.json", "{}");
-  // A name the save writes that is a folder: the save failed after training, the old model half
-  // replaced.
+  // A name the save writes that is a folder: the save would fail after training, the old model
+  // half replaced.
   fs::create_directories(tmp.path() / "cfgdir" / "config.json");
   const std::pair<std::string, std::string> cases[] = {
       {(tmp.path() / "cfgdir").string(), "config.json is a folder, and the save writes a file of that name"},
@@ -1271,9 +1271,9 @@ TEST(Reliability, SaveToNeverACheckpointOrTheRunDirectory) {
   EXPECT_EQ(ok.wait(), 0) << ok.err();
 }
 
-// A launcher's --force moved aside a folder another launcher was still setting up (after its
-// write probe, before its run.json: config.json, logs/ and trace/ were there, nothing named
-// the live launcher), which then failed. The probe now stays until run.json is written.
+// A launcher's --force must not move aside a folder another launcher is still setting up
+// (after its write probe, before its run.json: config.json, logs/ and trace/ are there, nothing
+// names the live launcher), which would then fail. The probe stays until run.json is written.
 TEST(Reliability, ForceNeverMovesAFolderAnotherLauncherIsSettingUp) {
   TempDir tmp;
   const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
@@ -1301,10 +1301,10 @@ TEST(Reliability, ForceNeverMovesAFolderAnotherLauncherIsSettingUp) {
     EXPECT_EQ(e.path().filename().string().find(".ulysses-write-probe-"), std::string::npos) << e.path();
 }
 
-// Ctrl-Z (SIGTSTP) stopped the launcher but not the ranks, each in its own process group: their
-// output filled the pipes, blocked their training, and the run timed out when it came back.
-// The launcher now says so and goes on; and a launcher stopped from outside (SIGSTOP) no longer
-// blocks a rank's training after 64 KiB of output (~200 steps) but after 256 KiB.
+// Ctrl-Z (SIGTSTP) would stop the launcher but not the ranks, each in its own process group:
+// their output would fill the pipes, block their training, and the run would time out when it
+// came back. The launcher says so and goes on; and a launcher stopped from outside (SIGSTOP)
+// blocks a rank's training only after 256 KiB of output, not 64 KiB (~200 steps).
 TEST(Reliability, CtrlZNeverStallsTheRanks) {
   TempDir tmp;
   auto proc_state = [](pid_t pid) {
@@ -1349,7 +1349,7 @@ TEST(Reliability, CtrlZNeverStallsTheRanks) {
 }
 
 // Ranks that all exit 0 before the last step is reported did not finish the run: `--worker
-// /bin/true` was "finished 0 steps on 2 ranks", exit 0.
+// /bin/true` is a failure, not "finished 0 steps on 2 ranks", exit 0.
 TEST(Reliability, RanksExitingZeroBeforeTheLastStepAreAFailure) {
   TempDir tmp;
   const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 3));
@@ -1367,9 +1367,10 @@ TEST(Reliability, RanksExitingZeroBeforeTheLastStepAreAFailure) {
   EXPECT_NE(ok.err().find("finished 3 steps on 2 ranks"), std::string::npos) << ok.err();
 }
 
-// Started with stdout or stderr closed (`>&-`), ulysses-run's next open() got that descriptor:
-// its own progress lines went into RUN/logs/rank0.log, and `--json >&-` exited 0 with every
-// step gone. Closed descriptors are opened on /dev/null first; --json refuses a closed stdout.
+// Started with stdout or stderr closed (`>&-`), ulysses-run's next open() would get that
+// descriptor: its own progress lines would go into RUN/logs/rank0.log, and `--json >&-` would
+// exit 0 with every step gone. Closed descriptors are opened on /dev/null first; --json
+// refuses a closed stdout.
 TEST(Reliability, ClosedStdoutOrStderrNeverSendsOutputIntoTheRunFiles) {
   TempDir tmp;
   const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
@@ -1458,7 +1459,7 @@ TEST(Reliability, FullDiskStillEndsWithAFinalStatus) {
 }
 
 // Blame class: a rank that stops (SIGSTOP: frozen, swapped out, debugger) makes the others
-// time out and exit first; the launcher used to name the first to exit.
+// time out and exit first; the launcher names the stopped rank, not the first to exit.
 TEST(Reliability, BlamesTheStoppedRankNotTheFirstToTimeOut) {
   TempDir tmp;
   const fs::path cfg = write_config(tmp.path(), small_config(2, 2, 20));
@@ -1561,8 +1562,8 @@ std::string msg(const WatchdogCase& c) {
 
 }  // namespace
 
-// Hang class: a rank 0 that stops answering during rendezvous (frozen: SIGSTOP) used to hang
-// the run forever. Now: exit 1 within timeout_s + a few seconds, naming rank 0 and the phase.
+// Hang class: a rank 0 that stops answering during rendezvous (frozen: SIGSTOP) could hang
+// the run forever. Exit 1 within timeout_s + a few seconds, naming rank 0 and the phase.
 TEST(Watchdog, FrozenStoreHostInRendezvousIsNamedWithinTheTimeout) {
   TempDir tmp;
   const double timeout_s = 2;
@@ -1740,9 +1741,9 @@ TEST(Reliability, AFileSizeLimitEndsTheRunWithAFinalStatusAndNoTornLine) {
   for (const auto& l : lines_of(metrics)) EXPECT_TRUE(json::parse(l, nullptr, false).is_object()) << l;
 }
 
-// Issue 39: a save folder belongs to one run at a time. Two runs given one train.save_to both
-// exited 0 and both reported their saves; the folder ended with the second's checkpoints. The
-// second is now refused before launch, naming the first; once the first is over, the folder
+// A save folder belongs to one run at a time. Two runs given one train.save_to would both
+// exit 0 and both report their saves, the folder ending with the second's checkpoints. The
+// second is refused before launch, naming the first; once the first is over, the folder
 // can be used again.
 TEST(Claims, SecondRunOnOneSaveToIsRefusedBeforeLaunchNamingTheFirst) {
   TempDir tmp;
@@ -1779,9 +1780,9 @@ TEST(Claims, SecondRunOnOneSaveToIsRefusedBeforeLaunchNamingTheFirst) {
   EXPECT_EQ(owner->run, fs::absolute(run_b).lexically_normal().string());
 }
 
-// Issue 39: two launchers started together on one --out. One read the other's probe file as
-// foreign content and both refused (1 of 15 tries); with --force, 2 of 6 tries ran nothing.
-// One claim (an atomic lock) decides now: exactly one run each time, the other refused with
+// Two launchers started together on one --out. Judged by files, one reads the other's probe
+// file as foreign content and both refuse (1 of 15 tries); with --force, 2 of 6 tries run
+// nothing. One claim (an atomic lock) decides: exactly one run each time, the other refused with
 // exit 2. ULYSSES_RACE_PAIRS sets the number of pairs of each kind (default 5 + 5).
 TEST(Claims, LaunchersRacingOnOneOutRunExactlyOnce) {
   TempDir tmp;
@@ -1825,7 +1826,7 @@ TEST(Claims, LaunchersRacingOnOneOutRunExactlyOnce) {
               pairs, pairs, runs_total);
 }
 
-// Issue 39: `--plan --worker /bin/true` exited 0 printing nothing; `/bin/false` exit 1, no word.
+// `--plan --worker /bin/true` must not exit 0 printing nothing, nor `/bin/false` exit 1, no word.
 TEST(UlyssesRun, PlanFromSomethingThatIsNoWorkerIsSaid) {
   TempDir tmp;
   const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));

@@ -109,9 +109,9 @@ TEST(Watchdog, HealthyRanksAndLongComputingStepsPassNoMatterHowLong) {
   EXPECT_FALSE(check_watchdog(ranks, limits(10)));
 }
 
-// Issue 39: after its final barrier a worker tears down and exits, its heartbeat thread gone
-// first; under load that silence passed 1 and 2 s, and healthy runs at timeout_s 1 and 2 were
-// failed "in the final barrier". Silence there is no freeze; a stopped process still is.
+// After its final barrier a worker tears down and exits, its heartbeat thread gone first;
+// under load that silence passes 1 and 2 s, enough to fail healthy runs at timeout_s 1 and 2
+// "in the final barrier". Silence there is no freeze; a stopped process still is.
 TEST(Watchdog, SilenceAfterTheFinalBarrierIsNoFreeze) {
   std::vector<RankLiveness> ranks{alive(0, {Phase::Finish, -1}), alive(1, {Phase::Finish, -1})};
   ranks[0].since_beat_s = ranks[1].since_beat_s = 2.5;

@@ -322,7 +322,7 @@ TEST(StepBreakdown, AStepRangeWithoutChildrenIsNeverCompute) {
 
 // No step records (a rank file cut before its first step record, a foreign trace), ranges that
 // carry steps 0 and 1: per rank qkv [0,4) + a2a [4,6) in step 0, qkv [10,14) + a2a [14,16) in
-// step 1. A window of step 1 gives step 1 alone: wall [10,16) = 6, compute 4, comm 2 (it gave
+// step 1. A window of step 1 gives step 1 alone: wall [10,16) = 6, compute 4, comm 2 (not
 // the whole trace, compute 8, as "step -1"); all steps keep the whole-trace row; a window no
 // range carries gives no row.
 TEST(StepBreakdown, AStepWindowWithoutStepRecordsUsesTheStepsTheRangesCarry) {
@@ -434,7 +434,7 @@ TEST(StepBreakdown, SumsPastInt64SaturateInsteadOfWrapping) {
 }
 
 // Rank skew: a phase only rank 0 ran (rank 1 trained the step too) has rank 1 as the fastest
-// at 0 ns (both ends were rank 0, ratio 1.00); on a GPU rank a phase's time is its kernels'
+// at 0 ns (not rank 0 at both ends, ratio 1.00); on a GPU rank a phase's time is its kernels'
 // union, 3 ns here, not the 10 ns host range that launched them (as in the layer table).
 TEST(Tables, SkewCountsEveryTrainingRankAndKernelTimeOnGpuRanks) {
   auto m = make_model({{0, LaneKind::HostThread, "main", {R(0, 10, Phase::OutProj), R(10, 20, Phase::Mlp)}},

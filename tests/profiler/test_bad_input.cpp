@@ -202,7 +202,7 @@ TEST_F(BadInput, CliRefusesStepWindowsAndRanksTheTraceDoesNotHold) {
   EXPECT_NE(err.find("of rank 0"), std::string::npos) << err;
   EXPECT_TRUE(fs::exists(tmp.path + "/r0.json"));
   // Without step records the window goes by the steps the ranges carry: one none of them is in
-  // is the same miss (it exited 0 with the whole trace shown as "step -1").
+  // is the same miss (not exit 0 with the whole trace shown as "step -1").
   const std::string nosteps = tmp.path + "/nosteps.sqlite";
   fs::copy_file(good, nosteps);
   sqlite3* db = nullptr;
@@ -218,8 +218,8 @@ TEST_F(BadInput, CliRefusesStepWindowsAndRanksTheTraceDoesNotHold) {
 }
 
 // A trace another process holds locked for a moment (a second tool opening it, a checkpoint)
-// is waited for (sql::kBusyTimeoutMs), not reported as corrupt: before, two tools opening one
-// run at once failed with "corrupt or unreadable: database is locked".
+// is waited for (sql::kBusyTimeoutMs), not reported as corrupt: two tools opening one run at
+// once must not fail with "corrupt or unreadable: database is locked".
 TEST_F(BadInput, ATraceLockedForAMomentIsWaitedFor) {
   const std::string good = good_trace(tmp.path);
   const size_t ranges = prof::load_trace(good).ranges.size();
@@ -291,7 +291,7 @@ TEST_F(BadInput, OutputsNeverOverwriteTheTraceReadAndAreWrittenWhole) {
   EXPECT_EQ(bad_input_cli("export '" + run + "' '" + run + "/trace/rank0.sqlite'"), 2);
   EXPECT_EQ(bad_input_cli("export '" + run + "' '" + run + "/trace/new.json'"), 2);
   EXPECT_EQ(bad_input_cli("export --per-rank '" + run + "' '" + run + "/trace'"), 2);
-  {  // a profiler trace named rank0.json, exported per rank into its own folder: rank0.json replaced
+  {  // a profiler trace named rank0.json, exported per rank into its own folder: rank0.json would be replaced
     const std::string kin = tmp.path + "/kin";
     fs::create_directories(kin);
     fs::copy_file(ULYSSES_TEST_DATA_DIR "/foreign/kineto_2rank/rank0.json", kin + "/rank0.json");
@@ -302,7 +302,7 @@ TEST_F(BadInput, OutputsNeverOverwriteTheTraceReadAndAreWrittenWhole) {
   }
   EXPECT_EQ(bad_input_cli("report '" + good + "' --html '" + good + "'"), 2);
   EXPECT_EQ(bad_input_cli("report '" + run + "' --html ''"), 2);
-  {  // a FIFO (or /dev/full) as the output: it was renamed over, a regular file where the node was
+  {  // a FIFO (or /dev/full) as the output: not renamed over, a regular file where the node was
     const std::string fifo = tmp.path + "/out.fifo";
     ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
     EXPECT_EQ(bad_input_cli("export '" + run + "' '" + fifo + "'"), 2);
@@ -349,8 +349,8 @@ TEST_F(BadInput, OutputsNeverOverwriteTheTraceReadAndAreWrittenWhole) {
 }
 
 // Step rows a rank file cannot hold (a step twice, an end before its start, INT64_MIN..MAX) and a
-// range from INT64_MIN to INT64_MAX: left out with a note. The repeated step was counted three
-// times (the per-step bytes inflated), the extreme range set the trace's time origin.
+// range from INT64_MIN to INT64_MAX: left out with a note. Kept, the repeated step would be counted
+// three times (the per-step bytes inflated), the extreme range would set the trace's time origin.
 TEST_F(BadInput, ImpossibleStepsAndRangeTimesAreLeftOutWithANote) {
   const std::string good = good_trace(tmp.path);
   const auto clean = prof::load_trace(good);
@@ -365,7 +365,7 @@ TEST_F(BadInput, ImpossibleStepsAndRangeTimesAreLeftOutWithANote) {
       "UPDATE ULYSSES_STEPS SET start = end + 100 WHERE step = (SELECT max(step) FROM ULYSSES_STEPS); "
       "UPDATE NVTX_EVENTS SET start = -9223372036854775808, end = 9223372036854775807 "
       "WHERE rowid = (SELECT max(rowid) FROM NVTX_EVENTS); "
-      // a layer no model has (every per-layer table was sized by it) and heads 4..2 ("4-1")
+      // a layer no model has (every per-layer table would be sized by it) and heads 4..2 ("4-1")
       "UPDATE NVTX_EVENTS SET ulyssesLayer = 1000000, ulyssesHeadBegin = 4, ulyssesHeadEnd = 2 "
       "WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE ulyssesStep IS NOT NULL); "
       // heads and a chunk past what the model's 16-bit fields hold (they must not wrap around)
@@ -397,9 +397,9 @@ TEST_F(BadInput, ImpossibleStepsAndRangeTimesAreLeftOutWithANote) {
   for (const auto& st : m.steps) EXPECT_GE(st.end_ns, st.start_ns);
 }
 
-// Times at the bound itself and ids past 32 bits (analysis sweep): a range [-2^62, 2^62] was
-// kept, its duration 2^63 wrapped to INT64_MIN in every wall; a collective seq 2^32 + 5 was cut
-// to 5 (paired with seq 5) and a step 2^31 turned negative, both unsaid.
+// Times at the bound itself and ids past 32 bits (analysis sweep): a range [-2^62, 2^62], if
+// kept, has a duration 2^63 that wraps to INT64_MIN in every wall; a collective seq 2^32 + 5 cut
+// to 32 bits is 5 (paired with seq 5) and a step 2^31 turns negative, both unsaid.
 TEST_F(BadInput, TimesAtTheBoundAndIdsPast32BitsAreLeftOutWithANote) {
   const std::string good = good_trace(tmp.path);
   sqlite3* db = nullptr;
@@ -432,12 +432,12 @@ TEST_F(BadInput, TimesAtTheBoundAndIdsPast32BitsAreLeftOutWithANote) {
   }
 }
 
-// Rows a studio sweep found trusted as written: a memory sample at INT64_MIN (it blanked the
-// timeline, the memory view and the report's chart) or of INT64_MAX bytes, a memory row of a
-// rank the run has not, a step time of 1e308 and tokens/s of -inf (the headline printed 309
-// digits and "-inf tokens/s"), NULL range and step starts (read as time 0: a 673 s range),
-// NULL range ends (dropped unsaid), an spRank outside the run's shape (a head map owning
-// heads 10-11 of 4).
+// Rows no tracer writes, which a studio sweep finds dangerous to trust as written: a memory
+// sample at INT64_MIN (it blanks the timeline, the memory view and the report's chart) or of
+// INT64_MAX bytes, a memory row of a rank the run has not, a step time of 1e308 and tokens/s of
+// -inf (a headline of 309 digits and "-inf tokens/s"), NULL range and step starts (read as time
+// 0: a 673 s range), NULL range ends (dropped unsaid), an spRank outside the run's shape (a head
+// map owning heads 10-11 of 4).
 TEST_F(BadInput, RowsNoTracerWritesAreLeftOutWithANote) {
   const std::string good = good_trace(tmp.path);
   const auto clean = prof::load_trace(good);
@@ -506,9 +506,9 @@ TEST_F(BadInput, RowsNoTracerWritesAreLeftOutWithANote) {
 }
 
 // An empty trace (every range and memory sample deleted): ulysses-trace's summary, report and
-// export refuse it with the studio's reason, exit 2 (they printed empty tables, exit 0, where
-// the studio refused). Names that are no UTF-8 reach the text summary as U+FFFD (the raw bytes
-// made it the one output that was not valid UTF-8), and a trace without memory samples says
+// export refuse it with the studio's reason, exit 2 (not empty tables, exit 0, where the
+// studio refuses). Names that are no UTF-8 reach the text summary as U+FFFD (raw bytes would
+// make it the one output that is not valid UTF-8), and a trace without memory samples says
 // so instead of "peak memory 0.0 MiB".
 TEST_F(BadInput, CliEmptyTracesAndNamesThatAreNoUtf8) {
 #ifndef ULYSSES_TRACE_BIN
@@ -549,7 +549,7 @@ TEST_F(BadInput, CliEmptyTracesAndNamesThatAreNoUtf8) {
 }
 
 // A FIFO where a rank file or a cache should be: refused or ignored at once, never waited on
-// (summary, export and prepare used to block forever opening it).
+// (summary, export and prepare would block forever opening it).
 TEST_F(BadInput, AFifoInARunFolderIsRefusedOrIgnoredNotWaitedOn) {
   const std::string good = good_trace(tmp.path);
   const std::string run = tmp.path + "/fiforun";
@@ -568,8 +568,8 @@ TEST_F(BadInput, AFifoInARunFolderIsRefusedOrIgnoredNotWaitedOn) {
   EXPECT_EQ(load_error(run), "");
   EXPECT_FALSE(prof::detail::looks_like_json(run + "/trace/.ulysses-summary-cache"));
 
-  // A folder of profiler traces, one per rank, with a FIFO as rank1.json: refused by name (it
-  // was skipped without a word and the folder loaded as one rank).
+  // A folder of profiler traces, one per rank, with a FIFO as rank1.json: refused by name (not
+  // skipped without a word, the folder loaded as one rank).
   const std::string kin = tmp.path + "/kineto";
   fs::create_directories(kin);
   fs::copy_file(ULYSSES_TEST_DATA_DIR "/foreign/kineto_2rank/rank0.json", kin + "/rank0.json");
@@ -581,7 +581,7 @@ TEST_F(BadInput, AFifoInARunFolderIsRefusedOrIgnoredNotWaitedOn) {
 }
 
 // A run folder whose run.json gives another world size than its trace files (another run's
-// record, or a trace copied in) is said in a note (it was passed over); a matching one is not.
+// record, or a trace copied in) is said in a note (not passed over); a matching one is not.
 TEST_F(BadInput, ARunJsonOfAnotherWorldSizeIsSaid) {
   const std::string run = tmp.path + "/contradicts";
   Synth s;
@@ -602,8 +602,8 @@ TEST_F(BadInput, ARunJsonOfAnotherWorldSizeIsSaid) {
 }
 
 // Rank files of two runs in one folder (a stray copy, a rank file from another run) are
-// refused naming both runs, from the rows and from the rank-file caches alike; they used to
-// be merged silently into one picture. Files of one run load.
+// refused naming both runs, from the rows and from the rank-file caches alike, not merged
+// into one picture without a word. Files of one run load.
 TEST_F(BadInput, RankFilesOfTwoRunsAreRefusedNotMerged) {
   auto make_run = [&](const std::string& name, const std::string& id1, int world1) {
     const std::string run = tmp.path + "/" + name;
@@ -642,7 +642,7 @@ TEST_F(BadInput, RankFilesOfTwoRunsAreRefusedNotMerged) {
   }
   EXPECT_TRUE(fs::exists(same + "/trace/.rank1.sqlite.ulysses-read-cache"));  // the second pass read caches
   // rank1.sqlite claiming rank 5 ("ranks 1-4 missing, the run had 6"), and two files that
-  // swapped their claims (read silently): the file and both numbers are named.
+  // swapped their claims (not read unsaid): the file and both numbers are named.
   lo.file_caches = false;
   lo.write_file_caches = false;
   auto set_rank = [](const std::string& file, int rank) {
@@ -666,7 +666,7 @@ TEST_F(BadInput, RankFilesOfTwoRunsAreRefusedNotMerged) {
 // A trace where SQLite cannot create the -shm beside it (a read-only mount, a full disk; here a
 // folder stands in that place, which even root cannot open as a file). A finished trace needs
 // none (the writer leaves it in rollback mode); a WAL-mode file of an earlier build is read as
-// immutable when its -wal holds no frames. Both were "corrupt or unreadable: unable to open
+// immutable when its -wal holds no frames. Neither is "corrupt or unreadable: unable to open
 // database file". One with -wal frames is not read without them.
 TEST_F(BadInput, ATraceThatCannotGetAShmFileBesideItStillOpens) {
   const std::string good = good_trace(tmp.path);
@@ -737,8 +737,8 @@ TEST_F(BadInput, AFileSizeLimitSkipsCachesAndRefusesOutputsWithAMessage) {
 }
 
 // A hot rollback journal: a writer killed mid-transaction left rank0.sqlite-journal and part of
-// its uncommitted pages in the file. The read-only open fails and the immutable fallback read
-// the uncommitted data (exit 0); refused now, naming the journal and how to roll it back.
+// its uncommitted pages in the file. The read-only open fails and the immutable fallback would
+// read the uncommitted data (exit 0); refused, naming the journal and how to roll it back.
 TEST_F(BadInput, ATraceWithAHotJournalIsRefusedNotReadHalfWritten) {
   const std::string good = good_trace(tmp.path);
   const std::string live = tmp.path + "/live.sqlite", hot = tmp.path + "/hot.sqlite";
@@ -774,9 +774,9 @@ TEST_F(BadInput, ATraceWithAHotJournalIsRefusedNotReadHalfWritten) {
   EXPECT_EQ(prof::load_trace(hot).ranges.size(), prof::load_trace(good).ranges.size());
 }
 
-// Rank file names with a number past the largest rank: rank2147483648.sqlite threw std::stoi's
-// "stoi" (exit 1), and rank2147483647.sqlite holding rank 1 passed (the name check read at most
-// 9 digits). One parser now: refused with the file named (exit 2), checked for every name.
+// Rank file names with a number past the largest rank: std::stoi throws "stoi" (exit 1) on
+// rank2147483648.sqlite, and a name check reading at most 9 digits passes rank2147483647.sqlite
+// holding rank 1. One parser: refused with the file named (exit 2), checked for every name.
 TEST_F(BadInput, RankFileNamesPastTheLargestRankAreRefusedNamingTheFile) {
   const std::string run = tmp.path + "/run";
   Synth s;
@@ -812,9 +812,9 @@ TEST_F(BadInput, RankFileNamesPastTheLargestRankAreRefusedNamingTheFile) {
   EXPECT_EQ(prof::detail::rank_in_file_name("/x/rank1.sqlite-journal"), -1);
 }
 
-// `export` and `report --html` replaced any existing file without a word: a run's own run.json,
-// metrics.jsonl or logs/rank0.log, a user's file, DIR/rank0.json with --per-rank. Refused now
-// (exit 2 naming the path and --force); --force overwrites.
+// `export` and `report --html` must not replace an existing file without a word: a run's own
+// run.json, metrics.jsonl or logs/rank0.log, a user's file, DIR/rank0.json with --per-rank.
+// Refused (exit 2 naming the path and --force); --force overwrites.
 TEST_F(BadInput, ExistingOutputsAreReplacedOnlyWithForce) {
 #ifndef ULYSSES_TRACE_BIN
   GTEST_SKIP() << "ulysses-trace not built";
@@ -843,8 +843,8 @@ TEST_F(BadInput, ExistingOutputsAreReplacedOnlyWithForce) {
   }
   EXPECT_NE(out.find(tmp.path + "/hta already holds rank0.json"), std::string::npos) << out;
   for (const auto& f : kept) EXPECT_EQ(bytes_of(f), "keep me") << f;
-  // --force replaces only what ulysses-trace wrote there before (issue 39: `report RUN --html
-  // RUN/run.json --force` turned run.json into HTML): a run's records and a user's files never.
+  // --force replaces only what ulysses-trace wrote there before (`report RUN --html
+  // RUN/run.json --force` must not turn run.json into HTML): a run's records and a user's files never.
   EXPECT_EQ(trace_cli("export --force '" + run + "' '" + tmp.path + "/mine.json'", &out), 2) << out;
   EXPECT_EQ(trace_cli("report --force '" + run + "' --html '" + run + "/run.json'", &out), 2) << out;
   EXPECT_NE(out.find("is a run's own record (run.json)"), std::string::npos) << out;
@@ -876,7 +876,7 @@ TEST_F(BadInput, ExistingOutputsAreReplacedOnlyWithForce) {
 }
 
 // A damaged schema: SQLite's "malformed database schema" error quotes the schema text with its
-// newlines, and the CLI printed it over several lines. One line now, exit 2.
+// newlines; the CLI prints it on one line, exit 2.
 TEST_F(BadInput, ErrorsFromADamagedSchemaArePrintedOnOneLine) {
   const std::string f = tmp.path + "/schema.sqlite";
   fs::copy_file(good_trace(tmp.path), f);
@@ -897,9 +897,9 @@ TEST_F(BadInput, ErrorsFromADamagedSchemaArePrintedOnOneLine) {
   EXPECT_EQ(out.find('\t'), std::string::npos) << out;
 }
 
-// Output paths that cannot be one are bad input (exit 2), as `report --html ''` already was:
-// `export --per-rank RUN FILE` ("cannot create folder", exit 1), `export RUN ''` and
-// `export --per-rank RUN ''` (exit 1 after reading the whole trace).
+// Output paths that cannot be one are bad input (exit 2), as `report --html ''` is:
+// `export --per-rank RUN FILE` (not "cannot create folder", exit 1), `export RUN ''` and
+// `export --per-rank RUN ''` (not exit 1 after reading the whole trace).
 TEST_F(BadInput, OutputPathsThatCannotBeOneAreBadInput) {
 #ifndef ULYSSES_TRACE_BIN
   GTEST_SKIP() << "ulysses-trace not built";
@@ -918,8 +918,8 @@ TEST_F(BadInput, OutputPathsThatCannotBeOneAreBadInput) {
 #endif
 }
 
-// Started with stdout closed (`>&-`), the next file ulysses-trace opened (a cache, the export)
-// got descriptor 1, so what it printed could land in that file. Descriptors 0-2 are opened on
+// Started with stdout closed (`>&-`), the next file ulysses-trace opens (a cache, the export)
+// would get descriptor 1, so what it prints could land in that file. Descriptors 0-2 are opened on
 // /dev/null first; summary and compare, which answer on stdout, refuse a closed one.
 TEST_F(BadInput, AClosedStdoutNeverBecomesAnOutputFile) {
 #ifndef ULYSSES_TRACE_BIN

@@ -132,9 +132,9 @@ TEST(ClockAlign, LoaderShiftsRanksOntoRankZerosClockWithDrift) {
   EXPECT_EQ(r.clock_error_ns(), -1);
 }
 
-// With drift, one offset per range (its start's) moved a child's end past its parent's end: in
-// a plain 2-rank run the optimizer ranges left their step's lane for a "main #2". Each time is
-// now moved by the offset at that time, which keeps nesting.
+// With drift, one offset per range (its start's) would move a child's end past its parent's
+// end: in a plain 2-rank run the optimizer ranges would leave their step's lane for a "main #2".
+// Each time is moved by the offset at that time, which keeps nesting.
 TEST(ClockAlign, DriftKeepsNestedRangesNested) {
   TempDir d;
   fs::create_directories(fs::path(d.path) / "trace");
@@ -168,8 +168,8 @@ TEST(ClockAlign, DriftKeepsNestedRangesNested) {
   }
 }
 
-// Offsets no clock has (INT64_MAX, text, a drift of 9e18 ns over the run) overflowed every
-// shifted time ("median arrival skew -9223372036853 ms") or read as a perfect 0 +- 0; now the
+// Offsets no clock has (INT64_MAX, text, a drift of 9e18 ns over the run) would overflow every
+// shifted time ("median arrival skew -9223372036853 ms") or read as a perfect 0 +- 0; the
 // measurement is left out with a note and the rank stays on its own clock.
 TEST(ClockAlign, OffsetsNoClockHasAreLeftOutWithANote) {
   const std::vector<std::string> damage = {

@@ -362,7 +362,7 @@ TEST(CompareCli, ExitsTwoOnBadInputAndPrintsJsonKeys) {
   EXPECT_EQ(run_cli("compare '" + a + "'"), 2);  // RUN_B missing
   EXPECT_EQ(run_cli("compare '" + a + "' '" + b + "' --threshold -1"), 2);
   EXPECT_EQ(run_cli("compare '" + a + "' '" + b + "' --threshold 0x10"), 2);  // read as 16
-  {  // the threshold printed as given (0.125 read "12%")
+  {  // the threshold printed as given (0.125 is not "12%")
     std::string t;
     ASSERT_EQ(run_cli("compare '" + a + "' '" + b + "' --threshold 0.125", &t), 0);
     EXPECT_NE(t.find("more than 12.5%"), std::string::npos) << t;

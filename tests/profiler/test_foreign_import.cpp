@@ -1,4 +1,4 @@
-// Foreign traces read as precisely as our own (issue 39, item 6): hostile hand-made files
+// Foreign traces read as precisely as our own (docs/TRACES.md): hostile hand-made files
 // (small Nsight exports written with SQLite, PyTorch profiler JSON written as text, in a temp
 // folder) and the exact notes and exit codes they get: rows left out or clamped counted per
 // table and reason, text where a number belongs refused per row, the file kind taken from the
@@ -54,7 +54,7 @@ int kernels_of(const prof::TraceModel& m) {
 }  // namespace
 
 // Each hostile row is refused with its table and reason, counted, and the first one quoted; the
-// good rows are read as written (a start 'abc' was a kernel at 0 ns).
+// good rows are read as written (a start 'abc' is no kernel at 0 ns).
 TEST(ForeignImport, NsysRowsLeftOutAreCountedPerTableAndReason) {
   TempDir tmp;
   const std::string f = tmp.path + "/x.sqlite";
@@ -212,8 +212,8 @@ TEST(ForeignImport, TheFileKindIsTakenFromTheContentNotTheName) {
   EXPECT_TRUE(prof::is_trace_input(tmp.path + "/packed.json"));  // the loader says to unpack it
 }
 
-// One export copied twice counted its ranks twice (4 of 2); a PyTorch JSON beside an export was
-// passed over unsaid. Both are refused naming the files (exit 2); trace files beside rank<N>.sqlite
+// One export copied twice would count its ranks twice (4 of 2); a PyTorch JSON beside an export
+// would be passed over unsaid. Both are refused naming the files (exit 2); trace files beside rank<N>.sqlite
 // files are named in a note.
 TEST(ForeignImport, CopiesAndMixedToolsInAFolderAreNamed) {
   TempDir tmp;
@@ -255,7 +255,7 @@ TEST(ForeignImport, CopiesAndMixedToolsInAFolderAreNamed) {
 }
 
 // What the studio opens as a trace (prof::is_trace_input) is what ulysses-trace reads: a folder
-// of Nsight exports named rank0.sqlite, rank1.sqlite was refused by the studio, read by the CLI.
+// of Nsight exports named rank0.sqlite, rank1.sqlite is read by both, not by the CLI alone.
 TEST(ForeignImport, StudioAndCliTakeTheSameInputs) {
   TempDir tmp;
   const std::string dir = tmp.path + "/exports";

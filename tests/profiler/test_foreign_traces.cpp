@@ -545,8 +545,8 @@ TEST(ForeignKineto, BrokenJsonIsATraceErrorNamingTheFile) {
   }
 }
 
-// A trace saved by an editor that writes a UTF-8 byte order mark first: it was refused as "not
-// an SQLite database" (the sniffers looked for '{' or '[' at the first byte).
+// A trace saved by an editor that writes a UTF-8 byte order mark first is JSON, not "not an
+// SQLite database" (a sniffer looking for '{' or '[' at the first byte would say that).
 TEST(ForeignKineto, AByteOrderMarkBeforeTheJsonIsSkipped) {
   TempDir tmp;
   const std::string bom = "\xEF\xBB\xBF";
@@ -709,8 +709,8 @@ TEST(ForeignKineto, EntriesThatAreNotEventsAreNamedInANote) {
   EXPECT_EQ(m.ranges[0].start_ns, 1000 + 1000);  // baseTimeNanoseconds, written after the events, applies
 }
 
-// Hostile values in foreign traces (helper sweep): each used to end in exit 1 with a bare
-// library message, in wrapped numbers, or in one rank's data lost.
+// Hostile values in foreign traces (helper sweep): each must not end in exit 1 with a
+// bare library message, in wrapped numbers, or in one rank's data lost.
 TEST(ForeignHostile, OutOfRangeRanksTimesAndTypesLoadWithNotes) {
   TempDir tmp;
   auto write = [&](const std::string& name, const std::string& text) {
@@ -724,7 +724,7 @@ TEST(ForeignHostile, OutOfRangeRanksTimesAndTypesLoadWithNotes) {
   };
   const std::string ev =
       R"("traceEvents": [{"ph": "X", "name": "op", "cat": "cpu_op", "ts": 10, "dur": 5, "pid": 1, "tid": 1}])";
-  // A rank of 2^32 was cut to int32 0: two "rank 0"s, and a per-rank export lost one.
+  // A rank of 2^32 cut to int32 would be 0: two "rank 0"s, and a per-rank export losing one.
   fs::create_directories(tmp.path + "/big");
   write("big/a.json", "{\"distributedInfo\": {\"rank\": 4294967296}, " + ev + "}");
   write("big/b.json", "{\"distributedInfo\": {\"rank\": 0}, " + ev + "}");
@@ -739,7 +739,7 @@ TEST(ForeignHostile, OutOfRangeRanksTimesAndTypesLoadWithNotes) {
   EXPECT_NO_THROW(prof::load_trace(write("types.json", R"({"traceEvents": [{"ph": 5, "ts": 1}, )"
                                                        R"({"ph": "X", "cat": 7, "name": "op", "ts": 1, "dur": 1}]})")));
   // Times past +-2^62 ns (1e300 us, "-inf", 2^64 - 1, a base of INT64_MAX) are left out with a
-  // note; they came out as INT64_MIN or wrapped.
+  // note, not turned into INT64_MIN or wrapped.
   const auto times = prof::load_trace(
       write("times.json", R"({"baseTimeNanoseconds": 9223372036854775807, "traceEvents": [)"
                           R"({"ph": "X", "name": "a", "ts": 1e300, "dur": 1, "pid": 1, "tid": 1},)"
@@ -777,7 +777,7 @@ TEST(ForeignHostile, OutOfRangeRanksTimesAndTypesLoadWithNotes) {
     EXPECT_GE(st.idle_ns, 0);
   }
   // Kernels with deviceId -1 (CUPTI did not say) or 2^40: a GPU rank "cuda (device id unknown)",
-  // with a note; -1 was labelled "cpu" and shifted negative into its lane key.
+  // with a note; -1 is not labelled "cpu" nor shifted negative into its lane key.
   const std::string devs = tmp.path + "/dev.sqlite";
   write_nsys(devs, Schema::Modern, {0}, {{0, 0}});
   ASSERT_EQ(sqlite3_open(devs.c_str(), &db), SQLITE_OK);
@@ -806,7 +806,7 @@ TEST(ForeignHostile, OutOfRangeRanksTimesAndTypesLoadWithNotes) {
   const auto exported = nlohmann::json::parse(in, nullptr, false);
   EXPECT_FALSE(exported.is_discarded()) << "the export is not valid JSON";
 #ifdef ULYSSES_TRACE_BIN
-  // summary --json of it: exit 0 and valid JSON (was exit 1, "invalid UTF-8 byte", no output).
+  // summary --json of it: exit 0 and valid JSON (not exit 1, "invalid UTF-8 byte", no output).
   const int st = std::system((std::string(ULYSSES_TRACE_BIN) + " summary --json --no-cache '" + nsys + "' > '" +
                               tmp.path + "/s.json' 2>/dev/null")
                                  .c_str());
@@ -815,7 +815,7 @@ TEST(ForeignHostile, OutOfRangeRanksTimesAndTypesLoadWithNotes) {
   EXPECT_FALSE(nlohmann::json::parse(sj, nullptr, false).is_discarded());
   // The text summary shows a name's control characters as '?': "\x1b]0;T\x07" set the
   // terminal's title.
-  // A newline in a name broke the names table over two lines: one row per name now.
+  // A newline in a name must not break the names table over two lines: one row per name.
   write("esc.json", R"({"traceEvents": [{"ph": "X", "name": "op\u001b]0;T\u0007", "cat": "cpu_op", "ts": 1, )"
                     R"("dur": 5, "pid": 1, "tid": 1}, {"ph": "X", "name": "two\nlines", "cat": "cpu_op", "ts": 10, )"
                     R"("dur": 5, "pid": 1, "tid": 1}]})");

@@ -402,8 +402,8 @@ TEST(GpuCorrelation, ExportsWithoutCorrelationColumnsStillLoad) {
   EXPECT_TRUE(m.runtime.empty());
 }
 
-// ---- Records as a GPU gives them (issue 35): FakeCupti playing CUPTI 13.0 Update 1 ----------
-// Each test below fails with its fix reverted (checked by hand): system thread ids
+// ---- Records as a GPU gives them (docs/GPU.md): FakeCupti playing CUPTI 13.0 Update 1 -------
+// Each test below fails without the code it guards (checked by hand): system thread ids
 // (cupti_setup: system_thread_ids), the DRIVER kind (driver_api), calibration instead of the
 // timestamp callback before 13.1 (timestamp_callback), the forced flush before the last batch
 // (HostTracer::close), the time attribution (attribute_kernels_by_time).

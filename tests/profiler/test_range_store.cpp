@@ -207,7 +207,7 @@ TEST(RangeStore, ALoadedRunIsSealedEqualAndStaysSealedThroughTheAnalysis) {
   std::printf("[ figures ] %zu ranges (with head-range copies): %.1f B/range as rows, %.1f B/range sealed\n",
               sealed.ranges.size(), static_cast<double>(rows.ranges.heap_bytes()) / n,
               static_cast<double>(sealed.ranges.heap_bytes()) / n);
-  // Issue 13's aim: 24 bytes per range (the columns: 16 B for every range, the rest for those
+  // The aim (docs/PERFORMANCE.md): 24 bytes per range (the columns: 16 B for every range, the rest for those
   // with an origin or an extra record).
   EXPECT_LE(static_cast<double>(sealed.ranges.heap_bytes()) / n, 24.0);
 }

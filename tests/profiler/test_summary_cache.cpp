@@ -453,8 +453,8 @@ TEST(SummaryCache, CliPrepareWritesTheSummaryAndTheOverview) {
 }
 
 // A rank file dated in the future (clock skew) is "modified in the last 2 s" forever: prepare
-// said "a read-only folder, or a trace modified in the last 2 s" of a writable folder, run after
-// run. It names the file and its date now.
+// names the file and its date, not "a read-only folder, or a trace modified in the last 2 s" of
+// a writable folder, run after run.
 TEST(SummaryCache, CliPrepareNamesARankFileModifiedInTheFuture) {
   CacheRun r;
   set_mtime(r.files[1], 1893456000, 0);  // 2030-01-01
@@ -474,7 +474,7 @@ TEST(SummaryCache, CliPrepareNamesARankFileModifiedInTheFuture) {
 
 // Caches written at once by several threads of one process (the studio's loads of one run):
 // each writer has its own temp file, so the file left is one writer's whole payload, never a
-// mix of two. (With one temp name per process, interleaved writes were renamed into place.)
+// mix of two. (With one temp name per process, interleaved writes would be renamed into place.)
 TEST(CacheFiles, WritersOfOneProcessAtOnceLeaveOneWholeFile) {
   namespace cio = ulysses::prof::cache_io;
   ut::TempDir tmp;

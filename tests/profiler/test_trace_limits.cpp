@@ -102,8 +102,8 @@ TEST(TraceLimits, ShortStringsAreKeptExactly) {
   EXPECT_EQ(m.ranks[0].hostname, exact);
 }
 
-// The text summary's printf-style lines had a fixed 512-byte buffer: a trace source (or a
-// device name, up to the loader's 4 KiB cap) longer than that was cut silently. A
+// A fixed 512-byte buffer for the text summary's printf-style lines would cut a trace source
+// (or a device name, up to the loader's 4 KiB cap) longer than that, unsaid. A
 // 3000-character source must come out whole. (Set on the loaded model: SQLite itself opens
 // no path over 512 bytes.)
 TEST(TraceLimits, ReportsKeepLongSourcesWhole) {
@@ -115,8 +115,8 @@ TEST(TraceLimits, ReportsKeepLongSourcesWhole) {
   EXPECT_NE(text.find("Trace: " + m.source + "\n"), std::string::npos) << text.substr(0, 200);
 }
 
-// Names that are no UTF-8 (a hand-edited StringIds) reached the HTML report as raw bytes,
-// though the page declares charset=utf-8; they are U+FFFD there now, as in the JSON.
+// Names that are no UTF-8 (a hand-edited StringIds) must not reach the HTML report as raw
+// bytes, since the page declares charset=utf-8; they are U+FFFD there, as in the JSON.
 TEST(TraceLimits, HtmlReportIsValidUtf8) {
   TempDir tmp;
   const std::string path = small_trace(tmp.path);

@@ -1,4 +1,4 @@
-// The parallel trace loader (issue 13 item 6: rank files read at once, lanes sorted apart)
+// The parallel trace loader (docs/PERFORMANCE.md: rank files read at once, lanes sorted apart)
 // against the legacy one (LoadOptions::legacy: files one after another, one global sort) on
 // the same files: every field of every range, lane, string, rank, step, memory sample,
 // runtime call and clock, and the summary JSON, must be equal. The files are written with

@@ -112,8 +112,8 @@ TEST(Waiting, HandComputedArrivalsSkewAndWaits) {
   EXPECT_FALSE(w.steps[2].from_collective);
 }
 
-// The HTML report has the waiting analysis (it had only the phase-duration table, headed
-// "Stragglers", which names the ranks that waited longest): the hand-computed rows above.
+// The HTML report's "Stragglers" section is the waiting analysis, which names the ranks that
+// waited longest (not the phase-duration table under that heading): the hand-computed rows above.
 TEST(Waiting, HtmlReportHasTheStragglerTable) {
   const auto m = three_ranks();
   const std::string html = prof::summary_to_html(m, prof::analyze(m), "t");

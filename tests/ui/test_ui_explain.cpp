@@ -205,7 +205,7 @@ TEST(ExplainTimes, RangeToStageByPhaseThenName) {
   EXPECT_EQ(ui::explain_stage_of_range(Phase::Other, ""), -1);
 }
 
-// Ulysses x ring (issue 36): the picture is ring rank 0's Ulysses group, N/R tokens over P
+// Ulysses x ring (docs/RING.md): the picture is ring rank 0's Ulysses group, N/R tokens over P
 // ranks; the attention stage is ring attention and its bytes are what the ring sends per rank
 // and layer forward, by hand: K and V of the rank's kv heads over N/R tokens, R-1 hops.
 TEST(Explain, RingAttentionStageByHand) {
@@ -234,7 +234,7 @@ TEST(Explain, RingAttentionStageByHand) {
   EXPECT_EQ(u.n, 512);
 }
 
-// "Where the weights are" (issue 40): the units, pieces and bytes per rank of ZeRO stages 0-3,
+// "Where the weights are" (docs/ZERO.md): the units, pieces and bytes per rank of ZeRO stages 0-3,
 // worked out by hand from the Llama parameter formula (V 256, d 64, f 128, 2 layers, 4 heads,
 // 2 kv heads of 16): embedding 16384; a layer q 4096 + k 2048 + v 2048 + o 4096 + MLP 24576 +
 // two norms 128 = 36992; final norm 64 + lm_head 16384 = 16448; 106816 in all. W = sp 2 x dp 2.
@@ -315,7 +315,7 @@ TEST(ExplainWeights, UnitsPiecesAndBytesPerRankByHand) {
   EXPECT_EQ(w.units.back().numel, 64);
 }
 
-// The ring stage hop by hop (issue 36 item 4): by hand for R = 2 with zigzag (chunks 0..3,
+// The ring stage hop by hop (docs/RING.md): by hand for R = 2 with zigzag (chunks 0..3,
 // rank 0 holds 0 and 3, rank 1 holds 1 and 2), and for R = 4: every unmasked (q, kv) block of
 // the causal triangle is computed exactly once over all ranks and hops, zigzag gives every
 // rank 2R+1 blocks (the engine's RingAttention test's count), contiguous gives rank r r+1.

@@ -1,4 +1,4 @@
-// Foreign traces readable (issue 37 item 7), on the real trace page driven with QTest:
+// Foreign traces readable (docs/TRACES.md), on the real trace page driven with QTest:
 //  - ranges of no known phase take their name family's colour (a stable hash, not the order of
 //    appearance), our own phases keep theirs;
 //  - the gutter shows whole process names, middle-elided to its width, the whole name in the
@@ -206,7 +206,7 @@ TEST_F(ForeignTrace, GutterShowsWholeNamesMiddleElidedWithTheWholeNameInTheToolt
   QFont bold = tl->font();
   bold.setBold(true);
   const QFontMetrics fm(bold);
-  // A short process name is shown whole ("rank 1 (cuda:1 (pyt." was cut at 150 px before).
+  // A short process name is shown whole (not cut at a fixed 150 px to "rank 1 (cuda:1 (pyt.").
   EXPECT_TRUE(tl->gutterText(1).endsWith(QStringLiteral("rank 1 (cuda:1 (python3))")))
       << tl->gutterText(1).toStdString();
   EXPECT_GE(tl->gutterWidth(), fm.horizontalAdvance(QStringLiteral("\u25BE rank 1 (cuda:1 (python3))")) + 8);

@@ -1,4 +1,4 @@
-// The studio as profiler users' hands expect it (issue 37), driven with QTest key, mouse and
+// The studio as profiler users' hands expect it (docs/STUDIO.md), driven with QTest key, mouse and
 // wheel events on the real widgets (offscreen):
 //  - a wheel over any unfocused combo box, spin box or slider of the window changes nothing
 //    (and a focused one still takes it);

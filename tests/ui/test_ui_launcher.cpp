@@ -303,8 +303,8 @@ TEST_F(Studio, NonNumbersGetInlineMessageInEveryField) {
 }
 
 // Values of the right type that the engine's rules refuse: the message sits on that field.
-// train.save_to as ulysses-run refuses it before launch shows on the form's field (it read
-// "Ready" and the launch was refused): a folder holding a model or a lone config.json, and a
+// train.save_to as ulysses-run refuses it before launch shows on the form's field (not "Ready"
+// for a launch that will be refused): a folder holding a model or a lone config.json, and a
 // config.json that is a folder. The messages are ckpt::save_to_issues', which ulysses-run prints.
 TEST_F(Studio, SaveToRefusalsOfTheLauncherShowOnTheForm) {
   const DeviceScan noGpu;
@@ -338,9 +338,9 @@ TEST_F(Studio, SaveToRefusalsOfTheLauncherShowOnTheForm) {
 }
 
 // A fine-tune config (train.init_from, no model section) loads with the checkpoint's model, as
-// ulysses-run reads it (the form showed our defaults and a shape mismatch); a model key that
-// differs from the checkpoint's is the error ulysses-run gives, on that key's field (the form
-// read "Ready" and the launch was refused).
+// ulysses-run reads it (not our defaults and a shape mismatch); a model key that differs
+// from the checkpoint's is the error ulysses-run gives, on that key's field (not "Ready" for a
+// launch that will be refused).
 TEST_F(Studio, AFineTuneConfigTakesTheCheckpointsModel) {
   SKIP_WITHOUT_ULYSSES_RUN();
   const QString ckpt = tmp.filePath("ckpt");
@@ -549,15 +549,16 @@ TEST_F(Studio, ImportsHuggingFaceConfig) {
   ASSERT_TRUE(w->openPath(tmp.filePath("hf/config.json"), &err)) << err.toStdString();
   EXPECT_EQ(L->fieldText("model.hidden_size"), "2048");
   // A run config naming its model_type inside the model section (qwen3-tiny.json, every
-  // RUN/config.json) is a run config: it was taken for a Hugging Face one and refused.
+  // RUN/config.json) is a run config, not a Hugging Face one to refuse.
   ASSERT_TRUE(w->openPath(QStringLiteral(ULYSSES_SOURCE_DIR "/resources/configs/qwen3-tiny.json"), &err))
       << err.toStdString();
   EXPECT_EQ(L->configJson()["model"]["model_type"], "qwen3");
 }
 
-// A run folder whose config.json nests 100 000 deep opens (the config read as absent); the
-// studio crashed (SIGSEGV) showing it, and on every start once it sat in the runs folder. A
-// monitor of 20 000 steps opens at once: points went in one at a time (a minute for 10 000).
+// A run folder whose config.json nests 100 000 deep opens (the config read as absent)
+// instead of crashing the studio (SIGSEGV) when shown, and on every start while it sits in the
+// runs folder. A monitor of 20 000 steps opens at once: points go in together (one at a time
+// takes a minute for 10 000).
 TEST_F(Studio, HostileRunFoldersOpen) {
   const QString run = tmp.filePath("runs/deep");
   writeFile(run + "/config.json", QByteArray(100000, '[') + QByteArray(100000, ']'));
@@ -575,8 +576,8 @@ TEST_F(Studio, HostileRunFoldersOpen) {
   EXPECT_GE(w->runsPage()->model()->rowOfDir(run), 0);
 }
 
-// The monitor's charts labelled steps 0..1 "0 0 0 1 1" and a loss between 5.527 and 5.535
-// "5.53" five times (a fixed tick count with "%d" and "%.3g"). Every axis's labels must now be
+// A fixed tick count with "%d" and "%.3g" labels steps 0..1 "0 0 0 1 1" and a loss between
+// 5.527 and 5.535 "5.53" five times. Every axis's labels of the monitor's charts must be
 // distinct, at least two, and in order, whatever the data: few steps, a narrow band, a flat
 // line, tiny values, large ones, a NaN among them.
 TEST(MetricChartTicks, LabelsAreDistinctForAnyData) {
@@ -627,9 +628,9 @@ TEST(MetricChartTicks, LabelsAreDistinctForAnyData) {
   EXPECT_EQ(steps.tickLabels(Qt::Horizontal), QStringList({"0", "1"}));
 }
 
-// A torn run.json (its writer cut off) beside a metrics.jsonl showed a green "unknown after 2
-// step(s), final loss ..." banner and ranks "running"; a status ulysses-run never writes was
-// shown raw. Both are now an error banner saying the run's state is unknown.
+// A torn run.json (its writer cut off) beside a metrics.jsonl, and a status ulysses-run never
+// writes, are an error banner saying the run's state is unknown: not a green "unknown after 2
+// step(s), final loss ..." banner with ranks "running", nor the status shown raw.
 TEST_F(Studio, UnreadableRunJsonIsNoGreenBanner) {
   const QString run = tmp.filePath("runs/torn");
   writeFile(run + "/config.json", R"({"parallel":{"sp_size":2,"dp_size":1},"train":{"steps":10}})");
@@ -650,9 +651,9 @@ TEST_F(Studio, UnreadableRunJsonIsNoGreenBanner) {
 }
 
 // A live run this window did not launch (started from a terminal, opened from the Runs list):
-// the monitor follows its files as they grow (it froze at the first read and said "running
+// the monitor follows its files as they grow (not frozen at the first read saying "running
 // after 0 step(s), final loss ..."), says how it ended once run.json does, and the Runs page
-// refuses to delete it under its ranks (it did, and ulysses-run then reported success).
+// refuses to delete it under its ranks (ulysses-run would then report success into no folder).
 TEST_F(Studio, ALiveRunFromDiskIsFollowedAndNeverDeleted) {
   const QString run = tmp.filePath("runs/live");
   auto metric = [](int step, double loss) {
@@ -936,8 +937,8 @@ TEST(StudioCli, ScreenshotAndBadArguments) {
   QImage img(png);
   ASSERT_FALSE(img.isNull());
   EXPECT_GE(img.width(), 1000);
-  // A screenshot leaves the user's settings as they were (it saved the config it drew as
-  // lastConfig, which the next start then opened), yet reads them.
+  // A screenshot leaves the user's settings as they were (saving the config it draws as
+  // lastConfig would make the next start open it), yet reads them.
   {
     const QString conf = tmp.filePath("config/Ulysses/Ulysses Studio.conf");
     ASSERT_TRUE(QDir().mkpath(QFileInfo(conf).absolutePath()));
@@ -971,7 +972,7 @@ TEST(StudioCli, ScreenshotAndBadArguments) {
   EXPECT_EQ(runStudio({broken, "--view", "timeline", "--screenshot", png2}, &out), 2) << out.toStdString();
   EXPECT_TRUE(out.contains("rank0.sqlite")) << out.toStdString();
   EXPECT_FALSE(QFileInfo::exists(png2));
-  // The same with rank0.sqlite missing (trace/ holds only rank1): it gave the error page, exit 0.
+  // The same with rank0.sqlite missing (trace/ holds only rank1): exit 2, not the error page and exit 0.
   ASSERT_TRUE(QFile::rename(broken + "/trace/rank0.sqlite", broken + "/trace/rank1.sqlite"));
   EXPECT_EQ(runStudio({broken, "--view", "timeline", "--screenshot", png2}, &out), 2) << out.toStdString();
   EXPECT_FALSE(QFileInfo::exists(png2));
@@ -998,7 +999,7 @@ TEST(StudioCli, ScreenshotAndBadArguments) {
       << out.toStdString();
   QFile::remove(png2);
   // A target that is no regular file (a FIFO; a link to a device) is refused before drawing:
-  // the save renamed a PNG over it (/dev/full became a PNG).
+  // the save would rename a PNG over it (/dev/full would become a PNG).
   const QString fifo = tmp.filePath("fifo.png");
   ASSERT_EQ(::mkfifo(QFile::encodeName(fifo).constData(), 0600), 0);
   EXPECT_EQ(runStudio({"--screenshot", fifo}, &out), 2) << out.toStdString();
@@ -1009,7 +1010,7 @@ TEST(StudioCli, ScreenshotAndBadArguments) {
   EXPECT_EQ(runStudio({"--screenshot", link}, &out), 2) << out.toStdString();
   EXPECT_TRUE(QFileInfo(QStringLiteral("/dev/null")).exists() && !QFileInfo(QStringLiteral("/dev/null")).isFile());
   // A suffix no image writer has is refused before anything is drawn, and the file of that
-  // name is left as it was (it used to be emptied); sizes past 16384 a side are refused.
+  // name is left as it was (not emptied); sizes past 16384 a side are refused.
   const QString notes = tmp.filePath("notes.txt");
   {
     QFile n(notes);
@@ -1037,7 +1038,7 @@ TEST(StudioCli, ScreenshotAndBadArguments) {
   EXPECT_FALSE(conf.value(QStringLiteral("darkTheme"), false).toBool());
   EXPECT_NE(conf.value(QStringLiteral("runsDir")).toString(), tmp.filePath("elsewhere"));
   // Never through a link to a regular file, nor over a file that is not an image (a link named
-  // shot.png to someone's config.json, or to the rank file being drawn, became a PNG); an
+  // shot.png to someone's config.json, or to the rank file being drawn, would become a PNG); an
   // earlier screenshot is replaced as before.
   const QString victim = tmp.filePath("victim.json");
   {
@@ -1063,16 +1064,16 @@ TEST(StudioCli, ScreenshotAndBadArguments) {
     EXPECT_FALSE(r.readAll().startsWith("\x89PNG")) << f.toStdString();
   }
   EXPECT_EQ(runStudio({"--screenshot", png}, &out), 0) << out.toStdString();  // png holds an earlier shot
-  // A stray file named for a rank past 2^31-1 beside a run's trace: the monitor still opens (it
-  // was exit 1 for every view), the trace views refuse with exit 2.
+  // A stray file named for a rank past 2^31-1 beside a run's trace: the monitor still opens (not
+  // exit 1 for every view), the trace views refuse with exit 2.
   const QString stray = tmp.filePath("stray run");
   ASSERT_TRUE(QDir().mkpath(stray + "/trace"));
   ASSERT_TRUE(QFile::copy(kTiny, stray + "/config.json"));
   {
     QFile r(stray + "/run.json");
     ASSERT_TRUE(r.open(QIODevice::WriteOnly));
-    // A message of 100 000 characters without a space: the banner widened the window to a
-    // million pixels past --size, and the screenshot failed.
+    // A message of 100 000 characters without a space: the banner must not widen the window to
+    // a million pixels past --size and fail the screenshot.
     r.write("{\"status\":\"failed\",\"world_size\":2,\"steps_done\":1,\"final_loss\":-1e308,\"message\":\"" +
             QByteArray(100000, 'M') + "\"}");
     QFile z(stray + "/trace/rank99999999999.sqlite");

@@ -1,4 +1,4 @@
-// Resume lineage (issue 37 item 10), on run folders written by this test: a resumed run links to
+// Resume lineage (docs/STUDIO.md), on run folders written by this test: a resumed run links to
 // the run it resumed on the Runs page (a "Resumed from" column; a double-click on it goes to that
 // run), and its monitor charts show the whole history, the earlier runs' steps before each
 // resume, marked where it resumed.

@@ -431,9 +431,9 @@ TEST_F(ModelTest, EstimateModelComparesMeasured) {
 
 }  // namespace
 
-// ---- reliability (issue 11): the studio bounds what a run folder claims -------------------
+// ---- reliability (docs/RELIABILITY.md): the studio bounds what a run folder claims ---------
 
-// A run.json saying "running" whose ulysses-run is gone used to be shown as running forever.
+// A run.json saying "running" whose ulysses-run is gone is not shown as running forever.
 TEST(RunDataReliability, DeadRunsAreNotShownAsRunning) {
   QTemporaryDir tmp;
   const QString dir = tmp.filePath("dead");
@@ -493,8 +493,8 @@ TEST(RunDataReliability, ALiveRunsProgressComesFromItsMetrics) {
   EXPECT_EQ(s.steps, 400);
 }
 
-// Run folder names: never hidden (a leading '.' kept the run out of the runs list), never
-// longer than 80 characters (300 failed at launch: "File name too long").
+// Run folder names: never hidden (a leading '.' keeps the run out of the runs list), never
+// longer than 80 characters (300 can fail at launch: "File name too long").
 TEST(RunDataReliability, SlugsAreNeitherHiddenNorTooLong) {
   EXPECT_EQ(slug(".hidden run"), "hidden-run");
   EXPECT_EQ(slug("..x"), "x");
@@ -503,7 +503,7 @@ TEST(RunDataReliability, SlugsAreNeitherHiddenNorTooLong) {
   EXPECT_EQ(slug(QString(300, QChar('n'))).size(), 80);
 }
 
-// A run.json claiming 2e9 ranks used to make the studio allocate 2e9 rows and abort.
+// A run.json may claim 2e9 ranks: a row per rank would exhaust memory and abort the studio.
 TEST(RunDataReliability, ImpossibleRankCountsAreRefused) {
   QTemporaryDir tmp;
   const QString dir = tmp.filePath("huge");
@@ -520,7 +520,7 @@ TEST(RunDataReliability, ImpossibleRankCountsAreRefused) {
   EXPECT_LE(ranks.rowCount(), kMaxRanks);
 }
 
-// A FIFO named run.json or metrics.jsonl used to block the studio forever.
+// A FIFO named run.json or metrics.jsonl must not block the studio forever.
 TEST(RunDataReliability, FifosInARunFolderDoNotBlock) {
   QTemporaryDir tmp;
   const QString dir = tmp.filePath("fifo");

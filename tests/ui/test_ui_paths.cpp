@@ -1,4 +1,4 @@
-// File names that are not UTF-8 in the studio as in the CLI (issue 39 item 7): a runs folder
+// File names that are not UTF-8 in the studio as in the CLI (docs/RELIABILITY.md): a runs folder
 // "runs-\xfe" holding a run "run-\xff" is listed, opened (monitor, trace folder, rank file) and
 // a screenshot / export asked for as "shot-\xfd.png" is written under exactly that name, through
 // the studio's own code paths (MainWindow, RunsPage, TraceView, exportCurrentView, and the

@@ -1,4 +1,4 @@
-// Range statistics (issue 37 item 6, rest): the histogram of a row has axes with units (a log
+// Range statistics (docs/STUDIO.md): the histogram of a row has axes with units (a log
 // duration axis with 1-2-5 ticks in ms, a count axis) and the window can be pivoted by name,
 // phase and rank (count, total, mean), on a hand-built 2-rank trace, the window dragged with
 // QTest on the real trace page and every figure computed by hand from the window's ends.

@@ -1,4 +1,4 @@
-// Replay (issue 15): a recorded run plays back in the monitor at 10× and step by step with
+// Replay (docs/STUDIO.md): a recorded run plays back in the monitor at 10× and step by step with
 // no training; the charts' final values equal the run's metrics and the cursor reaches the
 // last step. ReplayModel's clock is checked with synthetic wall time.
 #include <gtest/gtest.h>
@@ -268,7 +268,7 @@ TEST_F(ExplainViewInStudio, WhereTheWeightsAreFollowsTheZeroStage) {
   ASSERT_TRUE(w.exportCurrentView(tmp.filePath(QStringLiteral("weights.svg")), &err)) << err.toStdString();
 }
 
-// With a run open, the weights stage links to the run's measured memory by category (issue 42):
+// With a run open, the weights stage links to the run's measured memory by category (docs/STUDIO.md):
 // the link asks for the memory view; without a run there is no link.
 TEST_F(ExplainViewInStudio, WeightsStageLinksToTheRunsMemory) {
   ExplainView view;  // a view of its own: no run is open in the fixture's window

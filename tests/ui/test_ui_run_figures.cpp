@@ -1,4 +1,4 @@
-// One run, one set of figures (issue 16 item 1): `ulysses-trace summary --json` and the
+// One run, one set of figures (docs/CONTRACTS.md, Median step time): `ulysses-trace summary --json` and the
 // studio's model of a run (ui/models/run_data: measure(), the estimate panel's "measured"
 // column, the compare view) quote the same median step time and tokens/s for the same run,
 // because both use step_stats.hpp's steady-state definition. The fixture's step times are

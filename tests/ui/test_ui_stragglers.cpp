@@ -1,4 +1,4 @@
-// Straggler evidence you can walk (issue 37 item 3), on a hand-built 3-rank trace whose
+// Straggler evidence you can walk (docs/TRACES.md), on a hand-built 3-rank trace whose
 // arrivals are chosen by hand, driven with QTest mouse and key events on the real trace page:
 //  - a selected collective's details list every rank's arrival, the skew and each rank's wait;
 //  - "]" / "[" go to the next / previous instance of the same collective on the rank;

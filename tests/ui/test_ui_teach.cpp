@@ -1,4 +1,4 @@
-// Teaching and demos in the studio (issue 15), on the demo-like fixture run
+// Teaching and demos in the studio (docs/STUDIO.md), on the demo-like fixture run
 // (run_fixture.hpp: 2 ranks, 5 steps, 3 traced layers with projections):
 //  - the explainer's measured stage times equal the figures computed from the same trace by
 //    `ulysses-trace summary --json` (its `layers` table, reduced naively here) and a hand

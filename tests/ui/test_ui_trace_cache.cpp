@@ -1,4 +1,4 @@
-// The studio's trace page and the caches beside a trace (issue 13 item 6): the report of a
+// The studio's trace page and the caches beside a trace (docs/PERFORMANCE.md): the report of a
 // trace whose summary is cached beside it is shown before the ranges are read, it is the same
 // summary the loader computes, and the first open writes the cache that `ulysses-trace
 // summary` reads; likewise the overview (level-of-detail lanes) is drawn on the loading page
@@ -143,7 +143,7 @@ TEST(StudioSummaryCache, TraceViewShowsTheCachedReportWhileTheRangesLoad) {
   EXPECT_EQ(v.model()->ranks.size(), 4u);
 }
 
-// The trace overview (issue 13 item 6, first paint): written beside the trace by the first
+// The trace overview (first paint, docs/PERFORMANCE.md): written beside the trace by the first
 // open, drawn by the second before its ranges are read; at full view it covers the same
 // pixels as the whole trace.
 TEST(StudioOverview, FirstOpenWritesItTheSecondGetsItBeforeTheRanges) {

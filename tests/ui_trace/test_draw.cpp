@@ -627,8 +627,8 @@ TEST(TimelineRanks, FlowSkipsHiddenRanksAndLandsOnSummaryAndPinnedRows) {
   EXPECT_EQ(ranks, (std::set<int32_t>{0, 2, 3}));
 }
 
-// The arrows' label is over every rank of the instance: a hidden last arriver is named (the
-// last visible one was), a tie goes to the lowest rank (as the Stragglers table), an instance
+// The arrows' label is over every rank of the instance: a hidden last arriver is named (not
+// the last visible one), a tie goes to the lowest rank (as the Stragglers table), an instance
 // a member rank lacks is said, and a rank id of 2e9 is no 16 GB vector (bad_alloc at each
 // repaint). The brute-force answer comes from the model's own ranges.
 TEST(TimelineRanks, FlowLabelCoversHiddenRanksTiesAndIncompleteInstances) {

@@ -442,7 +442,7 @@ TEST(TraceModels, RangeStatisticsGroupedByPhase) {
   EXPECT_EQ(h[15].toLongLong(), 1);
 }
 
-// Area selection as in Perfetto (issue 37): every range overlapping the window counts, with the
+// Area selection as in Perfetto (docs/STUDIO.md): every range overlapping the window counts, with the
 // part inside it. Hand-built: a [0, 10) and [5, 15) ms, b [8, 12) and [12, 30) ms, c [30, 40) ms,
 // a zero-length b at 19 ms; window [10, 20) ms. By hand: a: [5, 15) -> 5 ms ([0, 10) only touches
 // the edge: out); b: 2 + 8 + 0 = 10 ms over 3 ranges, p50 = 2nd smallest = 2 ms, max 8 ms; c: out.

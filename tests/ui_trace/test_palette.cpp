@@ -93,7 +93,7 @@ TEST(PhasePalette, CurrentPaletteAndNames) {
   EXPECT_FALSE(ui::phase_palette_from_name("rainbow", &p));
 }
 
-// Name families (issue 37 item 7): foreign ranges are coloured by a stable hash of their name's
+// Name families (docs/STUDIO.md): foreign ranges are coloured by a stable hash of their name's
 // family, so the same name has the same colour in every view and run.
 TEST(NameFamily, NormalisesKernelAndRangeNames) {
   EXPECT_EQ(ui::name_family("void at::native::(anonymous namespace)::vectorized_elementwise_kernel<4, "

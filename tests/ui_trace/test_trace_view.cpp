@@ -393,8 +393,8 @@ TEST(TraceView, OpensNsightSystemsExport) {
   EXPECT_FALSE(tl->index()->ranks()[0].overlap.empty());
 }
 
-// Reliability (issue 11): a trace claiming 2e9 heads used to make the head map loop over
-// billions of cells (and overflow the owned-range products); it is refused with a message.
+// Reliability (docs/RELIABILITY.md): a trace claiming 2e9 heads would make the head map loop
+// over billions of cells (and overflow the owned-range products); it is refused with a message.
 TEST(TraceViewReliability, HeadMapRefusesImpossibleHeadCounts) {
   SyntheticOptions o;
   o.ranks = 2;
@@ -417,7 +417,7 @@ TEST(TraceViewReliability, HeadMapRefusesImpossibleHeadCounts) {
   v.setTrace(m, nullptr);
   EXPECT_GT(v.ownershipModel()->rowCount(), 0);
   // Ranges naming heads past the model's (8 measured, 4 in the model): columns of their own and
-  // the caption says so (they were drawn off the grid, nothing red).
+  // the caption says so (not drawn off the grid, nothing red).
   m->num_heads = 4;
   v.setTrace(m, nullptr);
   QString caption;
@@ -485,7 +485,7 @@ TEST(TraceView, DraggedRangeStatisticsWithHistogramsPerNameOrPhase) {
 }
 
 // 20 000 step starts in view: the memory view draws at most one marker per 4 px (one dashed
-// line per step drew a solid grey block; 200 000 took 7.5 s), and with few steps every one.
+// line per step draws a solid grey block; 200 000 take 7.5 s), and with few steps every one.
 TEST(MemoryViewSteps, StepMarkersAreThinnedToThePixels) {
   for (const int nsteps : {20000, 5}) {
     auto m = std::make_shared<ulysses::prof::TraceModel>();
@@ -529,7 +529,7 @@ TEST(MemoryViewSteps, StepMarkersAreThinnedToThePixels) {
   }
 }
 
-// Memory by category (issue 42): a trace with category samples opens on the stacked view of its
+// Memory by category (docs/STUDIO.md): a trace with category samples opens on the stacked view of its
 // first rank: seven areas whose top edge at each sample is the sample's total, the planner's
 // peak as a line, and the peak table with each category's bytes and share worked out here.
 TEST(MemoryViewCategories, StacksTheSevenCategoriesAndTablesThePeak) {
@@ -614,7 +614,7 @@ TEST(MemoryViewCategories, StacksTheSevenCategoriesAndTablesThePeak) {
   EXPECT_TRUE(t.contains(QStringLiteral("8.0%"))) << t.toStdString();
 }
 
-// The report's headline shows the parameter all-gathers' hidden / exposed time (ZeRO, issue 40): the figures of
+// The report's headline shows the parameter all-gathers' hidden / exposed time (docs/ZERO.md): the figures of
 // `ulysses-trace summary --json`'s "allgather" object (summary_to_json on the same trace), each as a duration.
 TEST(TraceView, ReportHeadlineShowsTheAllGathersHiddenAndExposedOfSummaryJson) {
   SyntheticOptions o;
@@ -641,7 +641,7 @@ TEST(TraceView, ReportHeadlineShowsTheAllGathersHiddenAndExposedOfSummaryJson) {
   EXPECT_TRUE(text.contains(want)) << text.toStdString() << "\nwant: " << want.toStdString();
 }
 
-// The head map links to the memory view when the trace has memory by category (issue 42): the
+// The head map links to the memory view when the trace has memory by category (docs/STUDIO.md): the
 // caption's link switches the trace view to it; a trace without categories has no link.
 TEST(TraceView, HeadMapLinksToTheMemoryViewWhenTheTraceHasCategories) {
   SyntheticOptions o;
@@ -669,7 +669,7 @@ TEST(TraceView, HeadMapLinksToTheMemoryViewWhenTheTraceHasCategories) {
   }
 }
 
-// The planner's curve on the measured samples (issue 42 item 2): each range edge of a step gets
+// The planner's curve on the measured samples (docs/STUDIO.md): each range edge of a step gets
 // the planned point of the same (phase, layer, edge) and occurrence; edges the dry run has no
 // point for (the trainer's step) get none; occurrences restart each step. By hand.
 TEST(MemoryViewCategories, PlannedCurveSitsOnTheSameRangeEdges) {

@@ -27,7 +27,7 @@ AxisTicks nice_axis_ticks(double lo, double hi, int max_ticks, bool integers) {
   t.anchor = std::isfinite(lo) ? std::floor(lo / t.interval) * t.interval : 0;
   if (!std::isfinite(t.anchor)) t.anchor = 0;
   t.format = QStringLiteral("%.") + QString::number(t.decimals) + QStringLiteral("f");
-  // Huge values in the shortest form: a loss of 1e308 had 309-digit tick labels.
+  // Huge values in the shortest form: a loss of 1e308 would get 309-digit tick labels.
   if (std::isfinite(lo) && std::isfinite(hi) && std::max(std::fabs(lo), std::fabs(hi)) >= 1e9)
     t.format = QStringLiteral("%.4g");
   return t;

@@ -1,4 +1,4 @@
-// The explainer's model (issue 15): for a run config, what each of the P ranks holds at
+// The explainer's model (docs/STUDIO.md): for a run config, what each of the P ranks holds at
 // each stage of one Ulysses attention layer (forward), as blocks [tokens × heads], with the
 // tensor shapes and the bytes each rank sends and receives. Qt-free and widget-free: the
 // explain view only draws this. Head ownership follows the engine (rank r owns q heads

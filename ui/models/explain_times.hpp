@@ -1,4 +1,4 @@
-// The explainer with a run open (issue 15): each stage of one Ulysses attention layer carries
+// The explainer with a run open (docs/STUDIO.md): each stage of one Ulysses attention layer carries
 // the run's measured time, and a range selected in the timeline names its stage. Widget-free
 // and Qt-free; the figures come from the profiler's analysis core (prof::layer_table, the
 // `layers` table of `ulysses-trace summary --json`), never from a second reading of the trace.

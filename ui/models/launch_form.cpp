@@ -56,8 +56,8 @@ LaunchFormCheck checkLaunchForm(const json& base, const QString& name,
         if (field != "train.init_from" || !said) issues.push_back({field, m});
       }
     }
-    // train.save_to as ulysses-run refuses it before launch (the studio never passes --force):
-    // the form read "Ready" and the launch was refused.
+    // train.save_to as ulysses-run refuses it before launch (the studio never passes --force),
+    // so the form does not read "Ready" for a launch that will be refused.
     for (auto& i : ckpt::save_to_issues(cfg, /*force=*/false)) issues.push_back(std::move(i));
     // Devices as ulysses-run decides them, with the GPUs this machine's scan found.
     DeviceFacts facts;

@@ -1,7 +1,7 @@
 // File names as the studio carries them: a QString that holds any Linux file name byte for byte.
 // Qt 6 decodes a name that is not UTF-8 with U+FFFD (QFile::decodeName, QDir listings skip such
-// entries altogether) and encodes it back as other bytes, so "run-\xff" read "does not exist",
-// vanished from the runs list and a screenshot asked for as "shot-\xfe.png" was written as
+// entries altogether) and encodes it back as other bytes, so "run-\xff" would read "does not exist",
+// vanish from the runs list, and a screenshot asked for as "shot-\xfe.png" would be written as
 // "shot-\xef\xbf\xbd.png". Here a byte that is not part of valid UTF-8 becomes the lone low
 // surrogate U+DC00 + byte (Python's "surrogateescape", PEP 383) and comes back as that byte.
 //

@@ -1,4 +1,4 @@
-// Replay of a recorded run (issue 15): plays RUN/metrics.jsonl back at 1×, 10× (any speed)
+// Replay of a recorded run (docs/STUDIO.md): plays RUN/metrics.jsonl back at 1×, 10× (any speed)
 // or step by step, with no training running. Widget-free: the monitor asks it which points
 // are due as wall time passes and charts them; the replay cursor (run time and step) is
 // what a timeline marks. Point i is due when the replay clock reaches its elapsed_s (the

@@ -77,7 +77,7 @@ MeasuredStats measure(const QVector<MetricPoint>& points);
 
 // Directory-name friendly form of a config name: "tiny CPU demo" -> "tiny-CPU-demo"; never
 // starting with '.' (a hidden folder the runs list would not show) and at most 80 characters
-// (a longer name failed at launch with "File name too long").
+// (a longer name can fail at launch with "File name too long").
 QString slug(const QString& name);
 // Writes `bytes` to `path` whole or not at all (QSaveFile: a temp file renamed over `path`);
 // false with the reason in *error ("cannot write X: No space left on device").

@@ -1,4 +1,4 @@
-// The explainer's "where the weights are" stage (issue 40): for a run config, which part of the
+// The explainer's "where the weights are" stage (docs/ZERO.md): for a run config, which part of the
 // training state every rank holds (weights, gradients, fp32 master and AdamW m, v), on the
 // device or in host memory, under ZeRO stage 0-3 over all W = sp x ring x dp ranks, and what
 // stage 3 gathers for one decoder layer. Qt-free and widget-free; the explain view draws it.

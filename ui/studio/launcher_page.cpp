@@ -390,8 +390,8 @@ bool LauncherPage::setConfigJson(const json& j, QString* error) {
     if (error) *error = to_qs(e.what());
     return false;
   }
-  // With train.init_from, the model is the checkpoint's (as ulysses-run reads the config): the
-  // form showed defaults and a shape mismatch for a fine-tune config without a model section.
+  // With train.init_from, the model is the checkpoint's (as ulysses-run reads the config), not
+  // defaults and a shape mismatch for a fine-tune config without a model section.
   // When the checkpoint cannot be read or disagrees, the form shows why (checkLaunchForm).
   try {
     if (full.contains("train") && full["train"].value("init_from", std::string()) != "") {

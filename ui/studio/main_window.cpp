@@ -54,8 +54,8 @@ namespace {
 constexpr int kMaxRecent = 10;
 // A Hugging Face config.json names the model at its top level (model_type, architectures,
 // hidden_size); a run config has sections. Decided on the parsed object: a run config with
-// "model_type" inside its model section (qwen3-tiny.json, every RUN/config.json) was taken
-// for a Hugging Face one and refused.
+// "model_type" inside its model section (qwen3-tiny.json, every RUN/config.json) is no
+// Hugging Face one, though its text holds the key.
 bool looksLikeHfConfig(const QString& path) {
   const auto j = launch::read_json_object_file(native_path(path));
   if (!j) return false;
@@ -196,7 +196,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   const QString last = s.value(QStringLiteral("lastConfig")).toString();
   QString ignored;
   // The last config, else the tiny preset; a last config that no longer loads is said, and the
-  // preset opens instead (the form fell back to bare defaults, unsaid).
+  // preset opens instead (not bare defaults, unsaid).
   bool loaded = false;
   if (!last.isEmpty() && QFileInfo::exists(last)) {
     loaded = launcher_->loadConfigFile(last, &ignored);
@@ -482,7 +482,7 @@ bool MainWindow::openPath(const QString& path, QString* error) {
     addRecent(dir);
     return true;
   }
-  // A run's own record (RUN/run.json) opens its run: read as a run config it was refused with
+  // A run's own record (RUN/run.json) opens its run: read as a run config it would be refused with
   // "unknown config section 'duration_s'".
   if (fi.fileName() == QLatin1String(run_layout::kRunRecord) && isRunDir(fi.absolutePath()))
     return openPath(fi.absolutePath(), error);

@@ -87,7 +87,7 @@ void MetricChart::setRanges(double x0, double x1, double y0, double y1) {
   y1 += pad;
   // Ticks 1, 2 or 5 x 10^k apart, labelled with the decimals that tell them apart. The axis
   // lays its ticks out on every change: with the old interval still dynamic, a range a
-  // million intervals wide made a million tick items (the test hung in Qt). So: fixed ticks
+  // million intervals wide makes a million tick items (and hangs in Qt). So: fixed ticks
   // while range, anchor and interval change, dynamic again once all three agree.
   const AxisTicks tx = nice_axis_ticks(x0, x1, 6, true), ty = nice_axis_ticks(y0, y1, 6, false);
   for (auto [a, lo, hi, t] : {std::tuple{ax_, x0, x1, &tx}, std::tuple{ay_, y0, y1, &ty}}) {

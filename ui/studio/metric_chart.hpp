@@ -15,8 +15,8 @@ class MetricChart : public QChartView {
  public:
   MetricChart(const QString& title, const QString& unit, QWidget* parent = nullptr);
   void append(double x, double y);
-  // Many points at once, the axes set once: a point at a time redrew the whole line each
-  // time (10 000 steps took a minute to open).
+  // Many points at once, the axes set once: a point at a time redraws the whole line each
+  // time (10 000 steps would take a minute to open).
   void appendMany(const QList<QPointF>& points);
   void clear();
   int count() const;              // points appended (finite ones)

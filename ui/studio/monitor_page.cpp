@@ -234,7 +234,7 @@ bool MonitorPage::replaying() const { return replay_ && !replay_->finished(); }
 void MonitorPage::setBanner(const QString& text, bool error, bool stopped) {
   banner_->setText(label_safe(text));
   banner_->setToolTip(text.size() > 600 ? text.left(4000) : QString());
-  // Red: failed or unknown; amber: stopped before its last step (it was the finished run's green).
+  // Red: failed or unknown; amber: stopped before its last step (not the finished run's green).
   bannerTone_ = error ? 2 : stopped ? 1 : 0;
   banner_->setStyleSheet(error ? QStringLiteral("background:#5a1d1d; color:#ffdede; padding:6px; border-radius:4px;")
                          : stopped

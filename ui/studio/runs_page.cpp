@@ -260,7 +260,7 @@ bool RunsPage::deleteRun(const QString& dir, QString* error) {
     return false;
   }
   // A live run (its ulysses-run alive: loadRunSummary says "failed" once it is gone) is never
-  // deleted under its ranks: it was, and ulysses-run then reported success into no folder.
+  // deleted under its ranks: ulysses-run would then report success into no folder.
   if (loadRunSummary(dir).status == QLatin1String("running")) {
     if (error) *error = QStringLiteral("%1 is a run still running; stop it first (not deleted)").arg(dir);
     return false;

@@ -30,7 +30,7 @@ HeadGridWidget::HeadGridWidget(QWidget* parent) : QWidget(parent) {
 QSize HeadGridWidget::sizeHint() const { return QSize(800, kTop + 28 * std::max<int>(1, int(ranks_.size())) + 10); }
 
 void HeadGridWidget::setRows(std::vector<HeadMapRow> rows, int num_heads, int sp_size) {
-  // A trace's claims are bounded before anything loops over them (2e9 heads used to hang).
+  // A trace's claims are bounded before anything loops over them (2e9 heads would hang the loop).
   if (num_heads > kMaxHeadMapHeads || rows.size() > size_t(kMaxHeadMapRanks) * 64) {
     rows.clear();
     num_heads = 0;
@@ -179,7 +179,7 @@ void HeadMapView::setTrace(std::shared_ptr<const prof::TraceModel> model,
   }
   auto rows = head_map_rows(*model);
   // Heads the ranges name past the model's count get columns of their own, red (measured where
-  // no rank owns heads): they were drawn off the grid, nothing red, the rank's row blank.
+  // no rank owns heads): without them such heads fall off the grid and the rank's row looks blank.
   int grid_heads = H;
   for (const auto& r : rows) grid_heads = std::max(grid_heads, std::min<int>(r.head_end, kMaxHeadMapHeads));
   QString caption =

@@ -279,7 +279,7 @@ void MemoryView::setIndex(std::shared_ptr<const TimelineIndex> index) {
     for (const auto& p : index_->model().memory) ranks.insert(p.rank);
     rank_box_->addItem(tr("all ranks: allocated"), -1);
     for (int32_t r : ranks) rank_box_->addItem(tr("rank %1: allocated, reserved, peak").arg(r), r);
-    // Memory by category (issue 42), shown first when the trace has it.
+    // Memory by category (docs/STUDIO.md), shown first when the trace has it.
     std::set<int32_t> cat_ranks;
     for (const auto& c : index_->model().memory_categories)
       if (prof::is_curve_sample(c.edge)) cat_ranks.insert(c.rank);
@@ -418,7 +418,7 @@ void MemoryView::rebuild() {
   }
   // Step boundaries as vertical markers: one series going up and down at each step start
   // (the joins run along the x axis), so the legend has a single entry.
-  // At most one marker per 4 px: 200 000 steps drew a solid grey block and took 7.5 s.
+  // At most one marker per 4 px: 200 000 steps would draw a solid grey block and take 7.5 s.
   auto* steps = new QLineSeries;
   steps->setName(tr("step start"));
   const double min_gap_ms = double(t1 - t0) / 1e6 / double(cols) * 4;

@@ -30,7 +30,7 @@ struct MemorySeriesPoint {
 std::vector<MemorySeriesPoint> memory_points(const prof::TraceModel& m, int32_t rank, int64_t t0, int64_t t1,
                                              int columns);
 
-// Memory by category (ULYSSES_MEMORY_CATEGORIES, issue 42) of one rank in [t0, t1): the range-
+// Memory by category (ULYSSES_MEMORY_CATEGORIES, docs/STUDIO.md) of one rank in [t0, t1): the range-
 // edge and peak samples, at most one per pixel column (the largest total), with one sample
 // before and after the window so the areas reach the edges.
 std::vector<prof::MemoryCategorySample> category_points(const prof::TraceModel& m, int32_t rank, int64_t t0, int64_t t1,

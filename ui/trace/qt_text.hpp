@@ -1,5 +1,5 @@
-// Qt text of the profiler's strings and durations: one definition for every view (they were
-// file-local copies, renamed apart when unity builds put them in one batch).
+// Qt text of the profiler's strings and durations: one definition for every view (file-local
+// copies in each view would clash when unity builds put them in one batch).
 #pragma once
 
 #include <QString>

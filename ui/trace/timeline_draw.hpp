@@ -184,7 +184,7 @@ struct CollectiveInstanceRanges {
 };
 CollectiveInstanceRanges collective_instance(const TimelineIndex& ix, int64_t selected);
 // What the arrows' label says, over every rank of the instance, hidden ones included (a hidden
-// last arriver was replaced by the last visible one): the last arriver (on a tie the lowest
+// last arriver is named, not the last visible one): the last arriver (on a tie the lowest
 // rank, as the Stragglers table), its skew over the first arrival, and whether a member rank
 // lacks the instance (the analysis leaves such an instance out).
 struct FlowSummary {

@@ -13,9 +13,9 @@ struct TimelineViewport {
 
   static constexpr double kMinNsPerPx = 0.01;  // 100 px per ns: deepest zoom
   // Widest zoom: any trace's whole extent (under 2^63 ns, the loaders' bound) fits in 2 px, so
-  // "fit all" shows a far-off range beside the rest, whatever the width when it was asked (at
-  // 1e12 ns/px it centred an empty 250 000 s window between them; a fit at the widget's first,
-  // small width kept a clamped middle after the resize). Times from it saturate (sat_ns).
+  // "fit all" shows a far-off range beside the rest, whatever the width when it was asked (a
+  // 1e12 ns/px cap would centre an empty 250 000 s window between them, and a fit at the widget's
+  // first, small width would keep a clamped middle after the resize). Times from it saturate (sat_ns).
   static constexpr double kMaxNsPerPx = 4.6e18;
 
   // A time in ns from a double, saturated just inside +-2^62 (a wide view times its width

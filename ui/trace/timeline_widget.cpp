@@ -560,7 +560,7 @@ void TimelineWidget::resizeEvent(QResizeEvent*) {
 void TimelineWidget::wheelEvent(QWheelEvent* e) {
   // Perfetto / Nsight conventions (shortcuts.hpp): Ctrl+wheel zooms at the pointer, Shift+wheel
   // (or a horizontal wheel) pans, the plain wheel scrolls the lanes; setWheelZooms(true) makes
-  // the plain wheel zoom as it used to.
+  // the plain wheel zoom instead.
   const QPoint a = e->angleDelta();
   const Qt::KeyboardModifiers mods = e->modifiers();
   const bool zoom = (mods & Qt::ControlModifier) || (wheel_zooms_ && !(mods & Qt::ShiftModifier));

@@ -65,7 +65,7 @@ QTableView* make_table(QAbstractItemModel* m, QWidget* parent, bool sortable = t
   return v;
 }
 // What the importer of a foreign trace could not read or read another way (TraceModel::notes),
-// one line each, where the user sees them (they used to be a tooltip of the status line).
+// one line each, where the user sees them (not a tooltip that one must hover to find).
 QListWidget* make_notes_list(QWidget* parent) {
   auto* notes = new QListWidget(parent);
   notes->setObjectName(QStringLiteral("importNotes"));
