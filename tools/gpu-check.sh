@@ -358,7 +358,7 @@ def step_build(deadline):
     feat = re.findall(r"\[(on |off)\] (CUPTI activity|NVTX ranges)", o)
     report["build_features"] = {n: s.strip() for s, n in feat}
     rc, o, e = run_cmd(["cmake", "--build", BUILD, "-j%d" % (os.cpu_count() or 4), "--target", "ulysses-worker",
-                        "ulysses-run", "ulysses-trace", "test_config", "test_device_decision", "test_cost", "test_profiler"],
+                        "ulysses-run", "ulysses-trace", "test_run_config", "test_device_decision", "test_cost_model", "test_profiler"],
                        deadline - time.time(), env=env)
     open(LOG, "a").write(o + e)
     if rc != 0:
