@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CTest checks of tools/gpu-check.sh (issue 35) in --cpu mode on this build, and of its GPU
+# CTest checks of tools/gpu-check.sh (docs/GPU.md) in --cpu mode on this build, and of its GPU
 # build preflight on fake Python/torch/toolkit layouts. Usage:
 #   check_gpu_check.sh BUILD_DIR failstep STEP   that step fails; the steps not needing it run
 #   check_gpu_check.sh BUILD_DIR budget          --budget-s 1: no run starts, each says why

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 14 launchers: ulysses-worker started by torchrun (Debian's python3-torch
+# Launchers: ulysses-worker started by torchrun (Debian's python3-torch
 # torch.distributed.run, --no_python) and by examples/slurm/ulysses.sbatch (Slurm's
 # variables faked: fake srun and scontrol on PATH) give the same per-step losses as
 # ulysses-run on the same config (1e-6 relative: same math, same data, same rank layout).

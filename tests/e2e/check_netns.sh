@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 14: two "machines" = two network namespaces joined by a veth pair. Rank 0 runs in
+# Two "machines" = two network namespaces joined by a veth pair. Rank 0 runs in
 # namespace A (10.213.0.1), rank 1 in B (10.213.0.2) with MASTER_ADDR = A's address and
 # GLOO_SOCKET_IFNAME = its veth end, so every byte between the ranks crosses the veth
 # link. Losses must equal ulysses-run's on one machine (1e-6 relative).

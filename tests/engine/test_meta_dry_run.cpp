@@ -227,7 +227,7 @@ TEST(MemoryPlan, ZeroStagesShardTheStaticState) {
   EXPECT_NEAR(double(both.measured_static_bytes), double(4 * S), 4.0 * (cfg.model.num_hidden_layers + 2) + 1);
 }
 
-// The plan is the Trainer's step (issue 38): with gradient_accumulation_steps 2 the measured
+// The plan is the Trainer's step: with gradient_accumulation_steps 2 the measured
 // step runs two micro-batches (the model's range edges twice on the planned curve) over the
 // same training state; the activations are one micro-batch's and the peak grows by no more than
 // the micro-steps' loss sums and token counts.
