@@ -6,12 +6,9 @@
 #include <atomic>
 #include <cstdint>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <mutex>
-#include <optional>
 #include <string>
-#include <type_traits>
 
 #include <c10/core/Allocator.h>
 
@@ -25,7 +22,6 @@
 #include "reductions.hpp"
 #include "trainer.hpp"
 #include "zero3.hpp"
-#include "zero_optimizer.hpp"
 
 namespace ulysses::plan {
 
