@@ -313,6 +313,7 @@ void check_techniques(const RunConfig& c, Checker& k) {
               cv_num(t.zero_stage) + ")");
   k.ranged("train.loss_chunk_tokens", t.loss_chunk_tokens);
   k.ranged("train.mlp_chunk_tokens", t.mlp_chunk_tokens);
+  k.ranged("train.proj_chunk_tokens", t.proj_chunk_tokens);
   k.one_of("train.attention", t.attention);
   k.ranged("train.attention_block", t.attention_block);
   k.ranged("train.save_every", t.save_every);

@@ -122,13 +122,18 @@ struct TrainConfig {
   bool offload_activations = false;  // kept layer inputs live in CPU memory (with activation_checkpointing=layer)
   int64_t loss_chunk_tokens = 0;     // tiled lm_head + loss over chunks of this many tokens; 0 = off
   int64_t mlp_chunk_tokens = 0;      // TiledMLP over chunks of this many tokens; 0 = off
-  std::string attention = "auto";    // auto | sdpa | blocked (block-causal online softmax; auto = blocked on CPU)
-  int64_t attention_block = 256;     // key/query block of the blocked attention, tokens
+  // Norms, q/k/v/o projections, RoPE, residual adds and the MLP of each layer over chunks of this
+  // many tokens, recomputed per chunk in backward (around attention, as TiledMLP); 0 = off
+  int64_t proj_chunk_tokens = 0;
+  std::string attention = "auto";  // auto | sdpa | blocked (block-causal online softmax; auto = blocked on CPU)
+  int64_t attention_block = 256;   // key/query block of the blocked attention, tokens
   // ZeRO over all sp_size x dp_size ranks (DeepSpeed's stages, docs/ZERO.md): 0 = everything
   // replicated; 1 = AdamW state (and fp32 masters) sharded; 2 = + gradients; 3 = + parameters.
   int64_t zero_stage = 0;
   bool offload_optimizer = false;  // sharded fp32 masters + AdamW state in (pinned) CPU memory, stepped there
   bool offload_params = false;     // stage 3: parameter shards in CPU memory between uses
+  // Stage 3 with offload_optimizer: the fp32 gradient shard in CPU memory too (DeepSpeed's place for it)
+  bool offload_gradients = true;
 };
 
 struct DataConfig {

@@ -188,6 +188,10 @@ LlamaModel::LlamaModel(const ModelConfig& cfg, const ParallelConfig& par, torch:
   std::tie(inv_freq_, rope_scaling_) =
       rope_inv_freq(cfg, cfg.rope_precision == "fp64" ? torch::kFloat64 : torch::kFloat32);  // (dh/2) on the CPU
   marks_.layers.resize(cfg.num_hidden_layers);
+  qkv_tile_fn_ = [this](const std::vector<at::Tensor>& t, const std::vector<at::Tensor>& w) { return qkv_tile(t, w); };
+  post_tile_fn_ = [this](const std::vector<at::Tensor>& t, const std::vector<at::Tensor>& w) {
+    return post_attention_tile(t, w);
+  };
 }
 
 void LlamaModel::set_attention_kernel(const AttentionKernel& k) {
@@ -304,6 +308,12 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
   // Stage 3: the layer's weights gathered for its forward and released after (a recompute
   // runs on the weights its backward gathered).
   const bool hooks = units_ && dir == Direction::Forward;
+  if (mem_.proj_chunk_tokens > 0) {
+    if (hooks) units_->forward_begin(static_cast<int>(l) + 1);
+    at::Tensor y = layer_forward_tiled(l, x_in, cos, sin, dir);
+    if (hooks) units_->forward_end(static_cast<int>(l) + 1);
+    return y;
+  }
   if (hooks) units_->forward_begin(static_cast<int>(l) + 1);
   at::Tensor x = x_in;
   at::Tensor q, k, v;
@@ -362,6 +372,96 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
   }
   if (hooks) units_->forward_end(static_cast<int>(l) + 1);
   return x;
+}
+
+std::vector<at::Tensor> LlamaModel::qkv_tile(const std::vector<at::Tensor>& t, const std::vector<at::Tensor>& w) const {
+  // t: x (B, T, d), cos, sin (1, T, dh); w: input norm, q, k, v [, q, k, v biases] [, q, k norms]
+  const at::Tensor& x = t[0];
+  const int64_t B = x.size(0), T = x.size(1);
+  const int64_t H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, dh = cfg_.head_dim();
+  const bool qb = cfg_.qkv_bias();
+  auto h = rms_norm(x, w[0], cfg_.rms_norm_eps);
+  auto q = torch::linear(h, w[1], qb ? w[4] : at::Tensor()).view({B, T, H, dh});    // (B, T, H, dh)
+  auto k = torch::linear(h, w[2], qb ? w[5] : at::Tensor()).view({B, T, Hkv, dh});  // (B, T, Hkv, dh)
+  auto v = torch::linear(h, w[3], qb ? w[6] : at::Tensor()).view({B, T, Hkv, dh});
+  h = at::Tensor();  // freed as soon as the projections have read it
+  if (cfg_.qk_norm()) {
+    const size_t i = qb ? 7 : 4;
+    q = rms_norm(q, w[i], cfg_.rms_norm_eps);
+    k = rms_norm(k, w[i + 1], cfg_.rms_norm_eps);
+  }
+  const at::Tensor c = t[1].select(0, 0), s = t[2].select(0, 0);  // (T, dh)
+  return {apply_rope(q, c, s), apply_rope(k, c, s), v};
+}
+
+std::vector<at::Tensor> LlamaModel::post_attention_tile(const std::vector<at::Tensor>& t,
+                                                        const std::vector<at::Tensor>& w) const {
+  // t: attention output (B, T, H, dh) as attention left it, x the layer input (B, T, d);
+  // w: o, post norm, gate, up, down [, o bias]
+  const at::Tensor& x = t[1];
+  const int64_t B = x.size(0), T = x.size(1);
+  auto o = torch::linear(t[0].reshape({B, T, -1}), w[0], cfg_.o_bias() ? w[5] : at::Tensor());  // (B, T, d)
+  auto x1 = x + o;
+  o = at::Tensor();
+  auto h2 = rms_norm(x1, w[1], cfg_.rms_norm_eps);
+  return {x1 + tiled_mlp(h2, w[2], w[3], w[4], 0)};  // the MLP over this tile, untiled inside it
+}
+
+at::Tensor LlamaModel::layer_forward_tiled(int64_t l, const at::Tensor& x_in, const at::Tensor& cos,
+                                           const at::Tensor& sin, Direction dir) {
+  // proj_chunk_tokens: the layer holds its input, q, k, v and the attention output; the norms,
+  // projections, RoPE, residual adds and the MLP exist one token tile at a time, in forward and
+  // in backward (tiled_tokens). The backward marks time the q/k/v and attention-output edges
+  // only (no separate o-projection and MLP backward ranges).
+  const int64_t B = x_in.size(0), n = x_in.size(1);
+  const int64_t H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, dh = cfg_.head_dim();
+  const int64_t P = comm_ ? comm_->sp_size() : 1;
+  const int64_t tile = mem_.proj_chunk_tokens;
+  const bool marks_on = tracer_ && tracer_->active() && torch::GradMode::is_enabled();
+  const std::string p = "model.layers." + std::to_string(l) + ".";
+  auto& mk = marks_.layers[l];
+  const auto L = static_cast<int32_t>(l);
+  at::Tensor q, k, v;
+  {
+    ULYSSES_RANGE(tracer_, Phase::QkvProj, dir, L);
+    std::vector<at::Tensor> w_in = {w(p + "input_layernorm.weight"), w(p + "self_attn.q_proj.weight"),
+                                    w(p + "self_attn.k_proj.weight"), w(p + "self_attn.v_proj.weight")};
+    if (cfg_.qkv_bias())
+      for (const char* b : {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"})
+        w_in.push_back(w(p + b));
+    if (cfg_.qk_norm())
+      for (const char* b : {"self_attn.q_norm.weight", "self_attn.k_norm.weight"}) w_in.push_back(w(p + b));
+    auto qkv = tiled_tokens(&qkv_tile_fn_, {mark(x_in, &mk.qkv_end, marks_on), cos.unsqueeze(0), sin.unsqueeze(0)},
+                            w_in, tile);
+    q = mark(qkv[0], &mk.qkv_begin, marks_on);  // (B, n, H, dh)
+    k = mark(qkv[1], &mk.qkv_begin, marks_on);  // (B, n, Hkv, dh)
+    v = mark(qkv[2], &mk.qkv_begin, marks_on);
+    const int64_t R = ulysses_geometry(H, Hkv, P).replication;  // as layer_forward
+    if (R > 1) {
+      k = k.unsqueeze(3).expand({B, n, Hkv, R, dh}).reshape({B, n, Hkv * R, dh});  // (B, n, P, dh)
+      v = v.unsqueeze(3).expand({B, n, Hkv, R, dh}).reshape({B, n, Hkv * R, dh});
+    }
+  }
+  at::Tensor a;
+  const auto& aopt = dir == Direction::Recompute ? recompute_opts_[l] : attn_opts_[l];
+  if (P > 1 || par_.head_chunks > 1) {
+    a = ulysses_attention(q, k, v, aopt);  // (B, n, H, dh)
+  } else {
+    ULYSSES_RANGE(tracer_, Phase::Attention, dir, L, 0, static_cast<int32_t>(H));
+    prof::RangeInfo at;
+    at.head_begin = 0;
+    at.head_end = static_cast<int32_t>(H);
+    // (B, n, H, dh), a view of what attention wrote: each tile below is reshaped, no whole copy
+    a = attention_core(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), aopt, &at).transpose(1, 2);
+  }
+  q = k = v = at::Tensor();
+  ULYSSES_RANGE(tracer_, Phase::OutProj, dir, L);
+  std::vector<at::Tensor> w_out = {w(p + "self_attn.o_proj.weight"), w(p + "post_attention_layernorm.weight"),
+                                   w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight"),
+                                   w(p + "mlp.down_proj.weight")};
+  if (cfg_.o_bias()) w_out.push_back(w(p + "self_attn.o_proj.bias"));
+  auto y = tiled_tokens(&post_tile_fn_, {mark(a, &mk.o_end, marks_on), x_in}, w_out, tile)[0];  // (B, n, d)
+  return mark(y, &mk.mlp_begin, marks_on);
 }
 
 at::Tensor LlamaModel::forward_logits(const at::Tensor& ids, int64_t pos0) {

@@ -12,6 +12,7 @@
 #include "activation_checkpoint.hpp"
 #include "comm.hpp"
 #include "run_config.hpp"
+#include "tiled.hpp"
 #include "ulysses_attention.hpp"
 
 namespace ulysses {
@@ -31,8 +32,10 @@ struct MemoryOptions {
   bool offload_activations = false;
   int64_t loss_chunk_tokens = 0;  // 0 = one (B*n, V) logits tensor
   int64_t mlp_chunk_tokens = 0;   // 0 = untiled MLP
+  int64_t proj_chunk_tokens = 0;  // 0 = untiled norms, projections, RoPE and residual adds around attention
   static MemoryOptions from(const TrainConfig& t) {
-    return {t.activation_checkpointing == "layer", t.offload_activations, t.loss_chunk_tokens, t.mlp_chunk_tokens};
+    return {t.activation_checkpointing == "layer", t.offload_activations, t.loss_chunk_tokens, t.mlp_chunk_tokens,
+            t.proj_chunk_tokens};
   }
 };
 
@@ -124,6 +127,14 @@ class LlamaModel {
   // backward_end for `use`; x itself without hooks or autograd.
   at::Tensor unit_boundary(const at::Tensor& x, int use, bool begin);
   at::Tensor head_loss_sum(const at::Tensor& x, const at::Tensor& labels, bool marks_on);
+  // proj_chunk_tokens: one token tile of the computation before attention (input norm, q/k/v
+  // projections, qk-norm, RoPE) and after it (o projection, residual, post norm, MLP, residual);
+  // tiled_tokens (tiled.hpp) runs them tile by tile in forward and in backward.
+  std::vector<at::Tensor> qkv_tile(const std::vector<at::Tensor>& tiles, const std::vector<at::Tensor>& w) const;
+  std::vector<at::Tensor> post_attention_tile(const std::vector<at::Tensor>& tiles,
+                                              const std::vector<at::Tensor>& w) const;
+  at::Tensor layer_forward_tiled(int64_t l, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                                 prof::Direction dir);
 
   ModelConfig cfg_;
   ParallelConfig par_;
@@ -142,6 +153,8 @@ class LlamaModel {
   double rope_scaling_ = 1.0;  // cos/sin factor (yarn's attention factor)
   BackwardMarks marks_;
   ParamUnitHooks* units_ = nullptr;
+  // The tile functions handed to tiled_tokens: they must outlive the autograd graphs.
+  TileFn qkv_tile_fn_, post_tile_fn_;
 };
 
 // RMSNorm in fp32 as Hugging Face computes it: w * (x / sqrt(mean(x^2) + eps)).to(dtype).

@@ -127,7 +127,109 @@ class TiledLossFn : public torch::autograd::Function<TiledLossFn> {
   }
 };
 
+// tiled_tokens' autograd function: the tiled inputs, then the weights, as inputs of their own.
+class TiledTokensFn : public torch::autograd::Function<TiledTokensFn> {
+ public:
+  static tensor_list forward(AutogradContext* ctx, at::TensorList tiled, at::TensorList weights, const TileFn* fn,
+                             int64_t tile) {
+    const int64_t n = tiled[0].size(1);
+    const std::vector<at::Tensor> ws(weights.begin(), weights.end());
+    int64_t needs = 0;  // bit i: input i (the tiled ones, then the weights) takes a gradient
+    for (size_t i = 0; i < tiled.size() + weights.size(); ++i)
+      if ((i < tiled.size() ? tiled[i] : weights[i - tiled.size()]).requires_grad()) needs |= int64_t{1} << i;
+    std::vector<at::Tensor> outs;  // (B, n, ...) each, written tile by tile
+    for (int64_t s = 0; s < n; s += tile) {
+      const int64_t len = std::min(tile, n - s);
+      std::vector<at::Tensor> tiles;
+      for (const auto& t : tiled) tiles.push_back(t.narrow(1, s, len));
+      const auto o = (*fn)(tiles, ws);  // one tile's working set
+      if (outs.empty())
+        for (const auto& t : o) {
+          auto shape = t.sizes().vec();
+          shape[1] = n;
+          outs.push_back(at::empty(shape, t.options()));
+        }
+      for (size_t j = 0; j < o.size(); ++j) outs[j].narrow(1, s, len).copy_(o[j]);
+    }
+    std::vector<at::Tensor> saved(tiled.begin(), tiled.end());
+    saved.insert(saved.end(), weights.begin(), weights.end());
+    ctx->save_for_backward(saved);
+    ctx->saved_data["fn"] = reinterpret_cast<int64_t>(fn);
+    ctx->saved_data["tile"] = tile;
+    ctx->saved_data["tiled"] = static_cast<int64_t>(tiled.size());
+    ctx->saved_data["needs"] = needs;
+    return outs;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    const auto sv = ctx->get_saved_variables();
+    const auto* fn = reinterpret_cast<const TileFn*>(ctx->saved_data["fn"].toInt());
+    const int64_t tile = ctx->saved_data["tile"].toInt(), needs = ctx->saved_data["needs"].toInt();
+    const auto nt = static_cast<size_t>(ctx->saved_data["tiled"].toInt());
+    const size_t nw = sv.size() - nt;
+    auto takes = [&](size_t i) { return ((needs >> i) & 1) != 0; };
+    std::vector<at::Tensor> ws;
+    for (size_t i = 0; i < nw; ++i) {
+      auto w = sv[nt + i].detach();
+      ws.push_back(takes(nt + i) ? w.requires_grad_(true) : w);
+    }
+    tensor_list out(nt + nw + 2);  // + fn and tile: no gradient
+    std::vector<at::Tensor> wsum(nw);
+    const int64_t n = sv[0].size(1);
+    torch::AutoGradMode on(true);
+    for (int64_t s = 0; s < n; s += tile) {
+      const int64_t len = std::min(tile, n - s);
+      std::vector<at::Tensor> tiles, wrt;
+      std::vector<size_t> wrt_index;
+      for (size_t i = 0; i < nt; ++i) {
+        auto t = sv[i].narrow(1, s, len).detach();
+        if (takes(i)) {
+          t.requires_grad_(true);
+          wrt.push_back(t);
+          wrt_index.push_back(i);
+        }
+        tiles.push_back(t);
+      }
+      for (size_t i = 0; i < nw; ++i)
+        if (takes(nt + i)) {
+          wrt.push_back(ws[i]);
+          wrt_index.push_back(nt + i);
+        }
+      const auto o = (*fn)(tiles, ws);  // recompute this tile only
+      std::vector<at::Tensor> ys, gys;
+      for (size_t j = 0; j < o.size(); ++j)
+        if (grads[j].defined() && o[j].requires_grad()) {
+          ys.push_back(o[j]);
+          gys.push_back(grads[j].narrow(1, s, len));
+        }
+      if (ys.empty() || wrt.empty()) continue;
+      const auto g = torch::autograd::grad(ys, wrt, gys, /*retain_graph=*/false, /*create_graph=*/false,
+                                           /*allow_unused=*/true);
+      for (size_t k = 0; k < g.size(); ++k) {
+        if (!g[k].defined()) continue;
+        const size_t i = wrt_index[k];
+        if (i >= nt) {
+          acc(wsum[i - nt], g[k]);
+          continue;
+        }
+        if (!out[i].defined()) out[i] = at::zeros_like(sv[i]);
+        out[i].narrow(1, s, len).copy_(g[k]);
+      }
+    }
+    for (size_t i = 0; i < nw; ++i)
+      if (wsum[i].defined()) out[nt + i] = wsum[i].to(sv[nt + i].scalar_type());
+    return out;
+  }
+};
+
 }  // namespace
+
+std::vector<at::Tensor> tiled_tokens(const TileFn* fn, const std::vector<at::Tensor>& tiled,
+                                     const std::vector<at::Tensor>& weights, int64_t tile) {
+  if (tile <= 0) return (*fn)(tiled, weights);
+  if (tiled.size() + weights.size() > 63) throw std::invalid_argument("tiled_tokens: more than 63 inputs");
+  return TiledTokensFn::apply(at::TensorList(tiled), at::TensorList(weights), fn, tile);
+}
 
 at::Tensor tiled_mlp(const at::Tensor& h, const at::Tensor& gate, const at::Tensor& up, const at::Tensor& down,
                      int64_t tile) {

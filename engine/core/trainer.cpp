@@ -182,7 +182,8 @@ void Trainer::setup_zero() {
 void Trainer::setup_zero3(const ZeroAdamWOptions& o) {
   // Stage 3 (zero3.hpp): this rank keeps its shard of every gather unit; the parameters are
   // views of per-unit buffers that exist only while gathered; no flat gradient buffer.
-  z3_ = std::make_unique<Zero3Params>(*model_, comm_, tracer_, cfg_.train.offload_params, host_);
+  z3_ = std::make_unique<Zero3Params>(*model_, comm_, tracer_, cfg_.train.offload_params, host_,
+                                      cfg_.train.offload_optimizer && cfg_.train.offload_gradients);
   std::vector<bool> decay;
   for (auto& [name, p] : model_->named_parameters()) decay.push_back(p.dim() >= 2);
   const int64_t S = z3_->layout().shard;
@@ -208,7 +209,10 @@ double Trainer::zero_optimizer_step(int64_t s, double* lr) {
   if (zero_stage_ >= 2) {
     // Global norm from the shards: each rank's fp64 sum of squares (reductions.hpp: no fp64
     // copy of the shard), all-reduced.
-    auto sq = sum_of_squares_fp64(g).reshape({1});  // (1,) fp64
+    std::optional<mem::HostScope> host;  // stage 3 with offload_gradients: the shard is in CPU memory
+    if (z3_ && z3_->grads_on_host()) host.emplace();
+    auto sq = sum_of_squares_fp64(g).reshape({1}).to(comm_.device());  // (1,) fp64
+    host.reset();
     comm_.all_reduce_sum(sq);
     norm = std::sqrt(scalar_value(sq));
   } else {

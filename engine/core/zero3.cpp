@@ -45,8 +45,9 @@ int zero3_unit_of(const std::string& name, int64_t layers) {
   return static_cast<int>(layers) + 1;
 }
 
-Zero3Params::Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer, bool offload_params, torch::Device host)
-    : model_(model), comm_(comm), tracer_(tracer), offload_(offload_params) {
+Zero3Params::Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer, bool offload_params, torch::Device host,
+                         bool grads_on_host)
+    : model_(model), comm_(comm), tracer_(tracer), offload_(offload_params), grads_on_host_(grads_on_host) {
   torch::NoGradGuard ng;
   auto& named = model.named_parameters();
   const int64_t L = model.config().num_hidden_layers;
@@ -69,7 +70,13 @@ Zero3Params::Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer, bo
   } else {
     shard_ = torch::zeros({layout_.shard}, f32);  // (S)
   }
-  gshard_ = torch::zeros({layout_.shard}, f32);  // (S) on the device
+  if (grads_on_host_) {
+    mem::HostScope in_host;
+    gshard_ = torch::zeros({layout_.shard},
+                           torch::TensorOptions().dtype(torch::kFloat32).device(host).pinned_memory(cuda));  // (S)
+  } else {
+    gshard_ = torch::zeros({layout_.shard}, f32);  // (S) on the device
+  }
   const int64_t W = layout_.world, r = layout_.rank;
   units_.resize(layout_.units.size());
   for (size_t u = 0; u < units_.size(); ++u) {
@@ -234,7 +241,8 @@ void Zero3Params::finish_reduce() {
   record(reduce_->p);
   const Zero3Unit& U = layout_.units[reduce_->unit];
   torch::NoGradGuard ng;
-  gshard_.narrow(0, U.shard_offset, U.shard).add_(reduce_->sum);  // micro-batches add up
+  // micro-batches add up; with the shard in CPU memory the (S_u) sums go down first
+  gshard_.narrow(0, U.shard_offset, U.shard).add_(reduce_->sum.to(gshard_.device()));
   account(-(reduce_->grad.numel() + reduce_->sum.numel()) * 4);
   reduce_.reset();
 }

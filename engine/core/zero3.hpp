@@ -53,8 +53,11 @@ class Zero3Params final : public ParamUnitHooks {
   // when the device is a GPU, and copied up piece by piece for each gather) and every parameter
   // becomes a view of its unit's buffer, released until gathered. Installs itself as the
   // model's hooks. `host`: the CPU (a meta Trainer's host memory is meta, mem::HostScope).
+  // grads_on_host: the gradient shard lives in CPU memory too (train.offload_gradients with
+  // offload_optimizer): each reduce-scatter's sums are added into it there, so no fp32 gradient
+  // of the model's size stays on the device.
   Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer, bool offload_params = false,
-              torch::Device host = torch::kCPU);
+              torch::Device host = torch::kCPU, bool grads_on_host = false);
   ~Zero3Params() override;
   Zero3Params(const Zero3Params&) = delete;
   Zero3Params& operator=(const Zero3Params&) = delete;
@@ -63,6 +66,7 @@ class Zero3Params final : public ParamUnitHooks {
   at::Tensor& shard() { return shard_; }        // (S) this rank's parameters, fp32
   bool offloaded() const { return offload_; }   // shard() is in CPU memory (train.offload_params)
   at::Tensor& grad_shard() { return gshard_; }  // (S) this step's reduce-scattered gradient sums
+  bool grads_on_host() const { return grads_on_host_; }
   // Every parameter's numel, in model order.
   std::vector<int64_t> param_numel() const;
 
@@ -131,6 +135,7 @@ class Zero3Params final : public ParamUnitHooks {
   std::shared_ptr<std::atomic<int64_t>> last_issued_done_;
   Zero3Fault fault_ = Zero3Fault::None;
   bool offload_ = false;
+  bool grads_on_host_ = false;
   int64_t prefetches_ = 0, on_demand_ = 0;
   int64_t live_ = 0, peak_ = 0;
   void account(int64_t bytes) {

@@ -64,6 +64,10 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
       c.host_bytes += c.param_bytes;
       c.param_bytes = 0;
     }
+    if (t.offload_optimizer && t.offload_gradients) {  // the gradient shard beside the optimizer, in CPU memory
+      c.host_bytes += c.grad_bytes;
+      c.grad_bytes = 0;
+    }
   }
 
   // Activations.

@@ -381,6 +381,10 @@ void map_techniques(const RunConfig& cfg, bool acc, MappingRows& r) {
         t.mlp_chunk_tokens > 0
             ? "TiledMLP: no setting in Transformers/accelerate; DeepSpeed's TiledMLP is a monkey patch (ALST tutorial)"
             : "");
+  r.add("train.proj_chunk_tokens", "", t.proj_chunk_tokens > 0,
+        t.proj_chunk_tokens > 0 ? "tiled projections, norms and RoPE around attention: no setting in "
+                                  "Transformers/accelerate or DeepSpeed (same maths)"
+                                : "");
   r.add("train.attention", "sp_attn_implementation \"sdpa\"", t.attention == "blocked",
         t.attention == "blocked" ? "our block-causal online-softmax kernel has no equivalent; sdpa computes the same "
                                    "attention (other rounding)"
@@ -394,6 +398,10 @@ void map_techniques(const RunConfig& cfg, bool acc, MappingRows& r) {
         t.offload_optimizer ? "device cpu, pin_memory true" : "off");
   r.add("train.offload_params", DS + "zero_optimization.offload_param", false,
         t.offload_params ? "device cpu, pin_memory true" : "off");
+  r.add("train.offload_gradients", DS + "zero_optimization.offload_optimizer", false,
+        t.offload_gradients && t.offload_optimizer && t.zero_stage >= 3
+            ? "DeepSpeed keeps the fp32 gradient partition with the offloaded optimizer, in CPU memory"
+            : "on the device");
 }
 
 // Data, profile and fault injection.

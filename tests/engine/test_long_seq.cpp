@@ -99,6 +99,17 @@ const Technique kTechniques[] = {
        t.loss_chunk_tokens = 5;
        t.mlp_chunk_tokens = 7;
      }},
+    // Cuts of the transient (docs/LONG_SEQUENCES.md): norms, projections, RoPE, residual adds
+    // and MLP around attention over 5-token tiles (the last tile shorter), alone and with the rest.
+    {"tiled projections (5-token tiles)", [](TrainConfig& t) { t.proj_chunk_tokens = 5; }},
+    {"all + tiled projections",
+     [](TrainConfig& t) {
+       t.activation_checkpointing = "layer";
+       t.offload_activations = true;
+       t.loss_chunk_tokens = 5;
+       t.mlp_chunk_tokens = 7;
+       t.proj_chunk_tokens = 5;
+     }},
 };
 
 void each_technique_matches(int64_t H, int64_t Hkv, int64_t sp) {
@@ -132,6 +143,36 @@ TEST(LongSeq, EachTechniqueMatchesOffSp1Gqa) { each_technique_matches(4, 2, 1); 
 TEST(LongSeq, EachTechniqueMatchesOffSp2Mha) { each_technique_matches(4, 4, 2); }
 TEST(LongSeq, EachTechniqueMatchesOffSp2Gqa) { each_technique_matches(4, 2, 2); }
 TEST(LongSeq, EachTechniqueMatchesOffSp2GqaKvReplicated) { each_technique_matches(4, 1, 2); }
+TEST(LongSeq, EachTechniqueMatchesOffSp4Gqa) { each_technique_matches(4, 2, 4); }
+
+// Tiled projections against the untiled layer at sp 1, 2 and 4 and at sp 1 x ring 2, with
+// checkpointing and offload, one tile holding the whole shard, and the qkv biases (qwen2) and
+// q/k norms (qwen3) that the tile function takes as extra weights.
+TEST(LongSeq, TiledProjectionsMatchOffAtSp124Ring2AndWithBiasesAndQkNorm) {
+  struct Case {
+    int64_t sp, ring;
+    const char* model_type;
+    int64_t tile;
+  };
+  for (const Case& k : {Case{1, 1, "llama", 5}, Case{2, 1, "llama", 3}, Case{4, 1, "llama", 3}, Case{1, 2, "llama", 5},
+                        Case{2, 1, "qwen2", 5}, Case{1, 1, "qwen3", 5}, Case{1, 1, "llama", 1000}}) {
+    auto base = small(4, 2, k.sp);
+    base.parallel.ring_size = k.ring;
+    base.model.model_type = k.model_type;
+    const auto ref = run_cfg(base);
+    for (bool ckpt : {false, true}) {
+      auto c = base;
+      c.train.proj_chunk_tokens = k.tile;
+      if (ckpt) {
+        c.train.activation_checkpointing = "layer";
+        c.train.offload_activations = true;
+      }
+      expect_close(ref, run_cfg(c),
+                   std::string("proj tiles ") + std::to_string(k.tile) + " sp" + std::to_string(k.sp) + " ring" +
+                       std::to_string(k.ring) + " " + k.model_type + (ckpt ? " + checkpointing" : ""));
+    }
+  }
+}
 
 TEST(LongSeq, AllTechniquesWithHeadChunksTrainLikeOffAndLikeSp1) {
   // checkpointed layers re-run the pipelined, head-chunked exchange in backward; three
@@ -216,6 +257,25 @@ TEST(LongSeq, CheckpointingAndTiledMlpLowerThePeak) {
   std::cout << "peak bytes: off " << off << ", checkpointing " << ckpt << ", TiledMLP " << tiled << "\n";
   EXPECT_LT(ckpt, off * 6 / 10);
   EXPECT_LT(tiled, off * 9 / 10);
+}
+
+TEST(LongSeq, TiledProjectionsLowerTheCheckpointedPeak) {
+  // With checkpointing, one layer's recompute and backward is the transient: tiling the norms,
+  // projections, RoPE and residual adds leaves q, k, v and the attention output whole.
+  auto c = small(4, 4, 1);
+  c.model.num_hidden_layers = 4;
+  c.model.intermediate_size = 512;
+  c.train.seq_length = 1024;
+  c.train.micro_batch_size = 1;
+  c.train.activation_checkpointing = "layer";
+  c.train.mlp_chunk_tokens = 64;
+  c.train.loss_chunk_tokens = 64;
+  const int64_t off = step_peak(c);
+  c.train.proj_chunk_tokens = 64;
+  const int64_t tiled = step_peak(c);
+  std::cout << "peak bytes with checkpointing, TiledMLP and tiled loss: untiled projections " << off
+            << ", proj_chunk_tokens=64 " << tiled << "\n";
+  EXPECT_LT(tiled, off * 8 / 10);
 }
 
 TEST(LongSeq, RecomputeIsTracedAsItsOwnDirectionInsideBackward) {

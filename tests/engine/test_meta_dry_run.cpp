@@ -221,10 +221,19 @@ TEST(MemoryPlan, ZeroStagesShardTheStaticState) {
   EXPECT_NEAR(double(off.measured_static_bytes), double(4 * P + 4 * S), 8.0 * (4 * S - P) + 1);
   cfg.train.zero_stage = 3;
   cfg.train.offload_params = true;
+  cfg.train.offload_gradients = false;
   const auto both = plan::plan_memory(cfg);
   EXPECT_EQ(both.static_bytes(), 4 * S);  // only the gradient shard stays on the device
   EXPECT_EQ(both.host_bytes, 16 * S);
   EXPECT_NEAR(double(both.measured_static_bytes), double(4 * S), 4.0 * (cfg.model.num_hidden_layers + 2) + 1);
+  // offload_gradients (the default): the gradient shard goes to CPU memory with the optimizer,
+  // nothing of the training state stays on the device between steps, and the peak falls by it.
+  cfg.train.offload_gradients = true;
+  const auto all = plan::plan_memory(cfg);
+  EXPECT_EQ(all.static_bytes(), 0);
+  EXPECT_EQ(all.host_bytes, 20 * S);
+  EXPECT_NEAR(double(all.measured_static_bytes), 0.0, 4.0 * (cfg.model.num_hidden_layers + 2) + 1);
+  EXPECT_NEAR(double(both.peak_bytes - all.peak_bytes), double(4 * S), 4.0 * (cfg.model.num_hidden_layers + 2) + 1);
 }
 
 // The plan is the Trainer's step: with gradient_accumulation_steps 2 the measured

@@ -150,6 +150,12 @@ void stages_match_replicated(int64_t sp, int64_t dp) {
   EXPECT_EQ(g.on_demand, 3) << "the embedding, once a step";
   EXPECT_EQ(g.prefetches, 3 * (2 * L + 1)) << "forward: the layers and the head; backward: the layers";
   expect_same(ref, train(tiny(sp, dp, 3, true), 3), "zero_stage 3 + offload_optimizer, " + at);
+  // train.offload_gradients (default on): with offload_optimizer the gradient shard lives in CPU
+  // memory (on a CPU run the same memory: the branches that add each reduce-scatter into it and
+  // take the norm there run); off keeps it on the device as before.
+  RunConfig on_device = tiny(sp, dp, 3, true);
+  on_device.train.offload_gradients = false;
+  expect_same(ref, train(on_device, 3), "zero_stage 3 + offload_optimizer, gradient shard on the device, " + at);
 }
 
 }  // namespace
@@ -201,6 +207,16 @@ TEST(Zero, Stage3MatchesWithMemoryTechniquesAccumulationTiedEmbeddingsAndRing) {
     const RunResult ref = train(c, 3);
     c.train.zero_stage = 3;
     expect_same(ref, train(c, 3), "zero_stage 3, sp 2 x ring 2");
+  }
+  {
+    // Tiled projections (proj_chunk_tokens): the tile functions read the gathered weights in
+    // forward, in the recompute and in each tile's backward.
+    RunConfig c = with(tiny(2, 2, 0, false));
+    const RunResult ref = train(c, 3);
+    c.train.zero_stage = 3;
+    c.train.offload_optimizer = true;
+    c.train.proj_chunk_tokens = 3;
+    expect_same(ref, train(c, 3), "zero_stage 3 + offload_optimizer, checkpointing, tiled projections");
   }
 }
 
