@@ -1,5 +1,8 @@
 // Reentrant activation checkpointing of one block (see activation_checkpoint.hpp).
 #include "activation_checkpoint.hpp"
+
+#include <torch/csrc/autograd/engine.h>
+
 #include "memory_categories.hpp"
 
 namespace ulysses {
@@ -39,8 +42,13 @@ class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
       mem::Scope act(mem::MemCategory::Activations);  // the recomputed forward
       y = slot->run(xd, /*recompute=*/true);
     }
-    // Inner backward: parameter gradients accumulate into .grad, the input's lands in xd.
-    torch::autograd::backward({y}, {grads[0]});
+    // Inner backward: parameter gradients accumulate into .grad, the input's lands in xd. As
+    // torch::autograd::backward, from y's gradient edge, but without y: the recomputed output's
+    // bytes (B, n, d) go before the backward starts (only its graph is needed).
+    const torch::autograd::Edge root = torch::autograd::impl::gradient_edge(y);
+    y = at::Tensor();
+    torch::autograd::Engine::get_default_engine().execute({root}, {grads[0]}, /*keep_graph=*/false,
+                                                          /*create_graph=*/false, /*accumulate_grad=*/true);
     // The block's backward has run once and for all: drop what its closure holds (the RoPE
     // tables of the step), so nothing of this step stays alive until the next forward.
     slot->run = nullptr;

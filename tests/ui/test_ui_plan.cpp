@@ -87,6 +87,7 @@ TEST(LauncherPlan, WarnsInlineWhenThePlannedPeakExceedsTheGpu) {
   ASSERT_TRUE(L.setFieldText(QStringLiteral("train.offload_activations"), QStringLiteral("false")));
   ASSERT_TRUE(L.setFieldText(QStringLiteral("train.loss_chunk_tokens"), QStringLiteral("0")));
   ASSERT_TRUE(L.setFieldText(QStringLiteral("train.mlp_chunk_tokens"), QStringLiteral("0")));
+  ASSERT_TRUE(L.setFieldText(QStringLiteral("train.proj_chunk_tokens"), QStringLiteral("0")));
   ASSERT_TRUE(L.setFieldText(QStringLiteral("train.seq_length"), QStringLiteral("524288")));
   ASSERT_TRUE(L.isValid()) << L.generalIssues().toStdString();
   ASSERT_TRUE(waitForPlan(L));
