@@ -192,8 +192,10 @@ std::vector<std::string> sample_documents(const SampleTextOptions& options) {
         default:
           if (options.invalid_utf8 && r.below(2))
             sample_invalid(d, r);
-          else
+          else if (options.added_tokens)
             sample_added(d, r);
+          else
+            sample_words(d, r, 3);
       }
     }
     total += d.size();

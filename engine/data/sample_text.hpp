@@ -14,6 +14,7 @@ struct SampleTextOptions {
   uint64_t seed = 1;
   size_t total_bytes = 1 << 20;  // at least this many bytes over all documents
   bool invalid_utf8 = true;      // mix in ill-formed sequences
+  bool added_tokens = true;      // spell special tokens (<|endoftext|>, </s>, ...) inside the text
 };
 
 // Documents of 100 B to ~20 KB each, the same for the same options on every machine. Leaves
