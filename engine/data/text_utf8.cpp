@@ -114,13 +114,16 @@ namespace {
 
 struct ByteTables {
   std::array<uint32_t, 256> to_char{};
+  std::array<int16_t, 512> to_byte{};  // code point < 512 -> byte, or -1
   ByteTables() {
+    to_byte.fill(-1);
     // bytes_to_unicode(): '!'..'~', '¡'..'¬', '®'..'ÿ' stand for themselves; the other 68
     // bytes, in order, for U+0100, U+0101, ...
     uint32_t next = 256;
     for (uint32_t b = 0; b < 256; ++b) {
       const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       to_char[b] = printable ? b : next++;
+      to_byte[to_char[b]] = static_cast<int16_t>(b);
     }
   }
 };
@@ -134,18 +137,7 @@ const ByteTables& byte_tables() {
 
 uint32_t byte_char(uint8_t b) { return byte_tables().to_char[b]; }
 
-int char_byte(uint32_t cp) {
-  if (cp < 256) {
-    const bool printable = (cp >= 0x21 && cp <= 0x7E) || (cp >= 0xA1 && cp <= 0xAC) || (cp >= 0xAE && cp <= 0xFF);
-    return printable ? static_cast<int>(cp) : -1;
-  }
-  if (cp < 256 + 68) {
-    const auto& t = byte_tables().to_char;
-    for (int b = 0; b < 256; ++b)
-      if (t[static_cast<size_t>(b)] == cp) return b;
-  }
-  return -1;
-}
+int char_byte(uint32_t cp) { return cp < 512 ? byte_tables().to_byte[cp] : -1; }
 
 bool is_unicode_space(uint32_t cp) {
   return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
