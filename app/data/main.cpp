@@ -180,9 +180,11 @@ int main(int argc, char** argv) {
       ->required();
   prep->add_option("--out", a.prep.out, "dataset folder to write")->required();
   prep->add_option("--text-field", a.prep.text_field, "JSON lines: the field holding the text (default text)");
-  prep->add_option("--separator", a.prep.separator, "text file: the line that separates documents (default <|endoftext|>)");
+  prep->add_option("--separator", a.prep.separator,
+                   "text file: the line that separates documents (default <|endoftext|>)");
   prep->add_option("--format", a.format, "auto (default), jsonl, text or folder");
-  prep->add_option("--eos", a.prep.eos_token, "the token that ends each document (default: tokenizer_config's eos_token)");
+  prep->add_option("--eos", a.prep.eos_token,
+                   "the token that ends each document (default: tokenizer_config's eos_token)");
   prep->add_option("--threads", a.prep.threads, "tokenizing threads (default: every core)");
   prep->add_flag("--force", a.prep.force, "replace an existing dataset folder at --out");
   prep->add_flag("--quiet", a.quiet, "no progress bar");

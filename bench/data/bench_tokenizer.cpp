@@ -80,8 +80,8 @@ int main(int argc, char** argv) {
           if (a == "--prepare-mb") prepare_mb = std::atof(argv[i + 1]);
           if (a == "--threads") threads = static_cast<unsigned>(std::atoi(argv[i + 1]));
         }
-        const std::string modules = std::getenv("ULYSSES_NPM_MODULES") ? std::getenv("ULYSSES_NPM_MODULES")
-                                                                         : ULYSSES_NPM_MODULES;
+        const std::string modules =
+            std::getenv("ULYSSES_NPM_MODULES") ? std::getenv("ULYSSES_NPM_MODULES") : ULYSSES_NPM_MODULES;
         const fs::path tmp = fs::temp_directory_path() / ("ulysses_bench_tokenizer_" + std::to_string(::getpid()));
         fs::create_directories(tmp);
         ulysses::data::SampleTextOptions opt;
@@ -91,11 +91,13 @@ int main(int argc, char** argv) {
         opt.total_bytes = static_cast<size_t>(ref_mb * (1 << 20));
         const auto ref_docs = ulysses::data::sample_documents(opt);  // a prefix of `docs`, same seed
         std::string ref_bytes;
-        for (size_t i = 0; i < ref_docs.size(); ++i) ref_bytes += (i ? std::string("\x00\xFFSEP\xFF\x00", 7) : "") + ref_docs[i];
+        for (size_t i = 0; i < ref_docs.size(); ++i)
+          ref_bytes += (i ? std::string("\x00\xFFSEP\xFF\x00", 7) : "") + ref_docs[i];
         const std::string ref_file = (tmp / "ref.bin").string();
         std::ofstream(ref_file, std::ios::binary) << ref_bytes;
-        std::printf("mixed text (English, code, CJK, emoji, white space runs, controls, ill-formed UTF-8); %u threads\n",
-                    threads);
+        std::printf(
+            "mixed text (English, code, CJK, emoji, white space runs, controls, ill-formed UTF-8); %u threads\n",
+            threads);
         std::printf("%-8s %22s %22s %22s %9s\n", "", "transformers.js (node)", "ours, 1 thread", "ours, all threads",
                     "load (s)");
         std::string last_model;
@@ -113,7 +115,8 @@ int main(int argc, char** argv) {
           ours_tok_s(*tok, ref_docs, 1, nref_ours);  // warm-up, and the reference's token count
           const double one = ours_tok_s(*tok, docs, 1, n1);
           const double all = ours_tok_s(*tok, docs, threads, nn);
-          const std::string r = bench_sh("node '" REFERENCE_SCRIPT "' '" + modules + "' " + name + " '" + ref_file + "' --time");
+          const std::string r =
+              bench_sh("node '" REFERENCE_SCRIPT "' '" + modules + "' " + name + " '" + ref_file + "' --time");
           double ref = 0;
           size_t ref_tokens = 0;
           try {
@@ -124,8 +127,8 @@ int main(int argc, char** argv) {
           }
           char refcol[64];
           std::snprintf(refcol, sizeof refcol, ref > 0 ? "%.0f tok/s" : "(node failed)", ref);
-          std::printf("%-8s %22s %16.0f tok/s %16.0f tok/s %9.2f   (%.1fx / %.1fx the reference%s)\n", name, refcol, one,
-                      all, load, ref > 0 ? one / ref : 0.0, ref > 0 ? all / ref : 0.0,
+          std::printf("%-8s %22s %16.0f tok/s %16.0f tok/s %9.2f   (%.1fx / %.1fx the reference%s)\n", name, refcol,
+                      one, all, load, ref > 0 ? one / ref : 0.0, ref > 0 ? all / ref : 0.0,
                       ref_tokens == nref_ours ? "" : "; token counts differ!");
         }
         if (!last_model.empty() && prepare_mb > 0) {
@@ -145,11 +148,12 @@ int main(int argc, char** argv) {
           po.threads = threads;
           const auto r = ulysses::data::prepare_dataset(po);
           const double in_mb = double(fs::file_size(in)) / 1e6;
-          std::printf("prepare (%s, %u threads): %.1f MB of JSON lines, %llu documents, %llu tokens in %.2f s: %.1f MB/s, "
-                      "%.0f tok/s (1 GB in ~%.0f s)\n",
-                      fs::path(last_model).parent_path().filename().c_str(), threads, in_mb,
-                      static_cast<unsigned long long>(r.documents), static_cast<unsigned long long>(r.tokens), r.seconds,
-                      in_mb / r.seconds, double(r.tokens) / r.seconds, 1000.0 / (in_mb / r.seconds));
+          std::printf(
+              "prepare (%s, %u threads): %.1f MB of JSON lines, %llu documents, %llu tokens in %.2f s: %.1f MB/s, "
+              "%.0f tok/s (1 GB in ~%.0f s)\n",
+              fs::path(last_model).parent_path().filename().c_str(), threads, in_mb,
+              static_cast<unsigned long long>(r.documents), static_cast<unsigned long long>(r.tokens), r.seconds,
+              in_mb / r.seconds, double(r.tokens) / r.seconds, 1000.0 / (in_mb / r.seconds));
         }
         fs::remove_all(tmp);
         return 0;

@@ -202,7 +202,8 @@ void BpeModel::emit_symbols(std::string_view piece, std::vector<uint32_t>& out, 
     for (uint32_t i = 0; all && i < sy.len; ++i)
       all = fallback_ids_[static_cast<unsigned char>(piece[sy.start + i])] != kNoToken;
     if (all) {
-      for (uint32_t i = 0; i < sy.len; ++i) out.push_back(fallback_ids_[static_cast<unsigned char>(piece[sy.start + i])]);
+      for (uint32_t i = 0; i < sy.len; ++i)
+        out.push_back(fallback_ids_[static_cast<unsigned char>(piece[sy.start + i])]);
       last_unk = false;
     } else if (unk_id_ != kNoToken) {
       if (!(fuse_unk_ && last_unk)) out.push_back(unk_id_);
@@ -231,7 +232,8 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<uint32_t>& out, 
   emit_symbols(piece, out, s);
   if (cacheable) {
     if (s.cache.size() >= BpeScratch::kCacheMaxEntries) s.cache.clear();
-    s.cache.emplace(std::string(piece), std::vector<uint32_t>(out.begin() + static_cast<std::ptrdiff_t>(first), out.end()));
+    s.cache.emplace(std::string(piece),
+                    std::vector<uint32_t>(out.begin() + static_cast<std::ptrdiff_t>(first), out.end()));
   }
 }
 

@@ -13,7 +13,8 @@ DatasetInfo read_dataset_info(const std::string& dir) {
   namespace fs = std::filesystem;
   const std::string manifest = (fs::path(dir) / kManifestFile).string();
   std::ifstream f(manifest);
-  if (!f) throw std::runtime_error(manifest + ": cannot be read (is " + dir + " a dataset made by `ulysses data prepare`?)");
+  if (!f)
+    throw std::runtime_error(manifest + ": cannot be read (is " + dir + " a dataset made by `ulysses data prepare`?)");
   nlohmann::json m;
   try {
     m = nlohmann::json::parse(f);
@@ -32,7 +33,8 @@ DatasetInfo read_dataset_info(const std::string& dir) {
     info.num_tokens = m.at("num_tokens").get<uint64_t>();
     info.num_documents = m.at("num_documents").get<uint64_t>();
     const std::string dtype = m.at("dtype").get<std::string>();
-    if (dtype != "uint16" && dtype != "uint32") throw std::runtime_error("dtype \"" + dtype + "\" is not uint16 or uint32");
+    if (dtype != "uint16" && dtype != "uint32")
+      throw std::runtime_error("dtype \"" + dtype + "\" is not uint16 or uint32");
     info.token_bytes = dtype == "uint16" ? 2 : 4;
   } catch (const std::exception& e) {
     throw std::runtime_error(manifest + ": " + e.what());
@@ -42,12 +44,13 @@ DatasetInfo read_dataset_info(const std::string& dir) {
   const std::string docs = (fs::path(dir) / kDocumentsFile).string();
   const auto tsize = fs::file_size(tokens, ec);
   if (ec || tsize != info.num_tokens * static_cast<uint64_t>(info.token_bytes))
-    throw std::runtime_error(tokens + ": " + (ec ? ec.message() : std::to_string(tsize) + " bytes") + ", the manifest says " +
-                             std::to_string(info.num_tokens) + " tokens of " + std::to_string(info.token_bytes) + " bytes");
+    throw std::runtime_error(tokens + ": " + (ec ? ec.message() : std::to_string(tsize) + " bytes") +
+                             ", the manifest says " + std::to_string(info.num_tokens) + " tokens of " +
+                             std::to_string(info.token_bytes) + " bytes");
   const auto dsize = fs::file_size(docs, ec);
   if (ec || dsize != (info.num_documents + 1) * 8)
-    throw std::runtime_error(docs + ": " + (ec ? ec.message() : std::to_string(dsize) + " bytes") + ", the manifest says " +
-                             std::to_string(info.num_documents) + " documents (" +
+    throw std::runtime_error(docs + ": " + (ec ? ec.message() : std::to_string(dsize) + " bytes") +
+                             ", the manifest says " + std::to_string(info.num_documents) + " documents (" +
                              std::to_string((info.num_documents + 1) * 8) + " bytes of offsets)");
   return info;
 }

@@ -135,7 +135,8 @@ class TokenizerPool {
     if (it == j.end()) {
       std::string keys;
       for (auto k = j.begin(); k != j.end() && keys.size() < 200; ++k) keys += (keys.empty() ? "" : ", ") + k.key();
-      b.error = prep_where(src_, d) + ": no field \"" + field_ + "\" (the object has: " + (keys.empty() ? "nothing" : keys) +
+      b.error = prep_where(src_, d) + ": no field \"" + field_ +
+                "\" (the object has: " + (keys.empty() ? "nothing" : keys) +
                 "); name the text's field with --text-field";
       return false;
     }
@@ -158,7 +159,9 @@ class TokenizerPool {
     }
     if (doc->empty()) {
       b.error = prep_where(src_, d) + ": empty document" +
-                (jsonl_ ? " (\"" + field_ + "\" is \"\")" : d.line ? "" : " (an empty file)") +
+                (jsonl_   ? " (\"" + field_ + "\" is \"\")"
+                 : d.line ? ""
+                          : " (an empty file)") +
                 "; remove it from the input";
       return false;
     }
@@ -200,11 +203,11 @@ bool prep_replaceable(const std::string& dir) {
 void prep_check_out(const std::string& out, bool force) {
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(out, ec))) return;
-  if (!force)
-    throw DataInputError(out + " exists; choose another --out, or pass --force to replace the dataset there");
+  if (!force) throw DataInputError(out + " exists; choose another --out, or pass --force to replace the dataset there");
   if (!prep_replaceable(out))
-    throw DataInputError(out + " exists and is not a dataset made by `ulysses data prepare` (nor an empty folder); "
-                               "--force replaces only those. Remove it yourself or choose another --out");
+    throw DataInputError(out +
+                         " exists and is not a dataset made by `ulysses data prepare` (nor an empty folder); "
+                         "--force replaces only those. Remove it yourself or choose another --out");
 }
 
 // The dataset being written: OUT.partial-XXXXXX until finish() renames it to OUT; removed when
@@ -216,7 +219,8 @@ class PartialDataset {
     std::error_code ec;
     fs::create_directories(parent, ec);
     std::string tmpl = (parent / (fs::path(out).filename().string() + ".partial-XXXXXX")).string();
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a folder beside " + out + ": " + std::strerror(errno));
+    if (!::mkdtemp(tmpl.data()))
+      throw std::runtime_error("cannot create a folder beside " + out + ": " + std::strerror(errno));
     dir_ = tmpl;
     tokens_ = open_file(kTokensFile);
     docs_ = open_file(kDocumentsFile);
@@ -285,7 +289,8 @@ class PartialDataset {
     while (n > 0) {
       const ssize_t w = ::write(fd, p, n);
       if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) throw std::runtime_error(prof::write_failed((fs::path(out_) / name).string(), w < 0 ? errno : ENOSPC));
+      if (w <= 0)
+        throw std::runtime_error(prof::write_failed((fs::path(out_) / name).string(), w < 0 ? errno : ENOSPC));
       p += w;
       n -= static_cast<size_t>(w);
     }
@@ -306,8 +311,9 @@ DocumentFrame prep_frame(const Tokenizer& tok, const PrepareOptions& o) {
   if (sp.add_bos) f.bos = sp.bos_id;
   const std::string eos = o.eos_token.empty() ? sp.eos_token : o.eos_token;
   if (eos.empty())
-    throw DataInputError(tok.json_path() + ": tokenizer_config.json names no eos_token; name the token that ends each "
-                                           "document with --eos");
+    throw DataInputError(tok.json_path() +
+                         ": tokenizer_config.json names no eos_token; name the token that ends each "
+                         "document with --eos");
   const auto id = tok.token_id(eos);
   if (!id) throw DataInputError(tok.json_path() + ": the EOS token \"" + eos + "\" is not in the vocabulary");
   f.eos = *id;
@@ -338,7 +344,8 @@ nlohmann::json prep_manifest(const Tokenizer& tok, const PrepareOptions& o, Inpu
   m["source"] = src;
   nlohmann::json h = nlohmann::json::array();
   for (size_t i = 0; i < histogram.size(); ++i)
-    h.push_back({{"min_tokens", uint64_t(1) << i}, {"max_tokens", (uint64_t(2) << i) - 1}, {"documents", histogram[i]}});
+    h.push_back(
+        {{"min_tokens", uint64_t(1) << i}, {"max_tokens", (uint64_t(2) << i) - 1}, {"documents", histogram[i]}});
   m["document_length_histogram"] = h;
   return m;
 }
@@ -374,8 +381,12 @@ PrepareResult prepare_dataset(const PrepareOptions& o, const std::function<void(
         ++histogram[k];
       }
       if (progress) {
-        PrepareProgress p{src->bytes_read(), src->bytes_total(), r.documents, r.tokens,
-                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), false};
+        PrepareProgress p{src->bytes_read(),
+                          src->bytes_total(),
+                          r.documents,
+                          r.tokens,
+                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                          false};
         progress(p);
       }
     };

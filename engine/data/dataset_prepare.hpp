@@ -21,12 +21,12 @@ struct PrepareOptions {
   std::string tokenizer;  // a model folder or its tokenizer.json
   std::string input;
   std::string out;
-  std::string text_field = "text";        // JSON lines
+  std::string text_field = "text";          // JSON lines
   std::string separator = "<|endoftext|>";  // one text file
   InputFormat format = InputFormat::kAuto;
-  std::string eos_token;  // "" = tokenizer_config.json's eos_token
-  unsigned threads = 0;   // 0 = every core
-  bool force = false;     // replace an existing dataset at `out`
+  std::string eos_token;                      // "" = tokenizer_config.json's eos_token
+  unsigned threads = 0;                       // 0 = every core
+  bool force = false;                         // replace an existing dataset at `out`
   const std::atomic<bool>* cancel = nullptr;  // set (by a signal handler) to stop; OUT is left as it was
 };
 

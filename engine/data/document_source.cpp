@@ -23,10 +23,14 @@ InputFormat parse_input_format(const std::string& name) {
 
 const char* input_format_name(InputFormat f) {
   switch (f) {
-    case InputFormat::kJsonl: return "jsonl";
-    case InputFormat::kText: return "text";
-    case InputFormat::kFolder: return "folder";
-    default: return "auto";
+    case InputFormat::kJsonl:
+      return "jsonl";
+    case InputFormat::kText:
+      return "text";
+    case InputFormat::kFolder:
+      return "folder";
+    default:
+      return "auto";
   }
 }
 
@@ -187,7 +191,8 @@ void source_require_file(const std::string& path) {
 
 class JsonlSource : public DocumentSource {
  public:
-  explicit JsonlSource(const std::string& path) : lines_((source_require_file(path), path)), total_(source_file_size(path)) {
+  explicit JsonlSource(const std::string& path)
+      : lines_((source_require_file(path), path)), total_(source_file_size(path)) {
     files_.push_back(path);
   }
   bool next_batch(std::vector<RawDocument>& out, size_t max_bytes) override {
@@ -222,8 +227,9 @@ class SeparatedTextSource : public DocumentSource {
       if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
       if (l == separator_) {
         if (doc_start_ == 0)
-          throw DataInputError(files_[0] + ":" + std::to_string(lines_.line_no()) + ": empty document (the separator line \"" +
-                               separator_ + "\" follows another separator line or starts the file)");
+          throw DataInputError(files_[0] + ":" + std::to_string(lines_.line_no()) +
+                               ": empty document (the separator line \"" + separator_ +
+                               "\" follows another separator line or starts the file)");
         bytes += doc_.size();
         out.push_back({std::move(doc_), doc_start_, 0});
         doc_.clear();
@@ -306,7 +312,8 @@ std::unique_ptr<DocumentSource> open_documents(const std::string& path, InputFor
     case InputFormat::kFolder:
       if (!std::filesystem::is_directory(path, ec)) throw DataInputError(path + ": --format folder needs a folder");
       return std::make_unique<FolderSource>(path);
-    case InputFormat::kJsonl: return std::make_unique<JsonlSource>(path);
+    case InputFormat::kJsonl:
+      return std::make_unique<JsonlSource>(path);
     default:
       if (separator.empty()) throw DataInputError("--separator must not be empty");
       return std::make_unique<SeparatedTextSource>(path, separator);

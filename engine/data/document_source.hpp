@@ -32,8 +32,8 @@ InputFormat resolve_input_format(const std::string& path, InputFormat f);
 // One document, or (JSON lines) the raw line that holds it.
 struct RawDocument {
   std::string payload;
-  uint64_t line = 0;    // first line of the document in its file (0 for a whole file)
-  uint32_t file = 0;    // index into DocumentSource::files()
+  uint64_t line = 0;  // first line of the document in its file (0 for a whole file)
+  uint32_t file = 0;  // index into DocumentSource::files()
 };
 
 class DocumentSource {

@@ -22,10 +22,10 @@ struct SampleRng {
 };
 
 const std::array<const char*, 40> kSampleWords = {
-    "the",     "of",    "and",      "to",       "in",     "is",       "that",    "it",     "was",    "for",
-    "tokenizer", "sequence", "parallel", "attention", "Ulysses", "training", "GPU",   "memory", "long",   "context",
-    "don't",   "it's",  "WE'RE",    "they've",  "I'm",    "you'll",   "she'd",   "John's", "O'Neil", "naïve",
-    "café",    "résumé", "coöperate", "Zürich",  "façade", "œuvre",    "straße",  "HTTP",   "JSON",   "v2.0"};
+    "the",       "of",       "and",       "to",        "in",      "is",       "that",   "it",     "was",    "for",
+    "tokenizer", "sequence", "parallel",  "attention", "Ulysses", "training", "GPU",    "memory", "long",   "context",
+    "don't",     "it's",     "WE'RE",     "they've",   "I'm",     "you'll",   "she'd",  "John's", "O'Neil", "naïve",
+    "café",      "résumé",   "coöperate", "Zürich",    "façade",  "œuvre",    "straße", "HTTP",   "JSON",   "v2.0"};
 
 const std::array<const char*, 14> kSampleCode = {
     "int main(int argc, char** argv) {\n    return 0;\n}\n",
@@ -93,8 +93,12 @@ void sample_script(std::string& out, SampleRng& r, size_t n) {
 void sample_emoji(std::string& out, SampleRng& r, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     switch (r.below(6)) {
-      case 0: append_utf8(out, r.in(0x1F600, 0x1F64F)); break;
-      case 1: append_utf8(out, r.in(0x1F300, 0x1F5FF)); break;
+      case 0:
+        append_utf8(out, r.in(0x1F600, 0x1F64F));
+        break;
+      case 1:
+        append_utf8(out, r.in(0x1F300, 0x1F5FF));
+        break;
       case 2:  // skin tone
         append_utf8(out, r.in(0x1F466, 0x1F469));
         append_utf8(out, r.in(0x1F3FB, 0x1F3FF));
@@ -106,7 +110,8 @@ void sample_emoji(std::string& out, SampleRng& r, size_t n) {
         append_utf8(out, r.in(0x1F1E6, 0x1F1FF));
         append_utf8(out, r.in(0x1F1E6, 0x1F1FF));
         break;
-      default: out += "\xE2\x9D\xA4\xEF\xB8\x8F";  // ❤️ (variation selector)
+      default:
+        out += "\xE2\x9D\xA4\xEF\xB8\x8F";  // ❤️ (variation selector)
     }
     if (r.below(4) == 0) out += ' ';
   }
@@ -153,14 +158,16 @@ void sample_digits(std::string& out, SampleRng& r) {
 }
 
 void sample_invalid(std::string& out, SampleRng& r) {
-  const std::array<const char*, 9> bad = {"\x80", "\xBF\xBF", "\xC0\x80", "\xE0\x80\x80", "\xED\xA0\x80",
-                                          "\xF5\x80\x80\x80", "\xFF", "\xE6\x97", "\xF0\x9F\x98"};
+  const std::array<const char*, 9> bad = {"\x80",         "\xBF\xBF",     "\xC0\x80",
+                                          "\xE0\x80\x80", "\xED\xA0\x80", "\xF5\x80\x80\x80",
+                                          "\xFF",         "\xE6\x97",     "\xF0\x9F\x98"};
   out += bad[r.below(bad.size())];
 }
 
 void sample_added(std::string& out, SampleRng& r) {
-  const std::array<const char*, 9> spelled = {"<|endoftext|>", "<|begin_of_text|>", "</s>",     "<s>",   "<|im_start|>",
-                                              "<|end",         "<|eot_id|>",        "<unk>",    "<|im_end|>"};
+  const std::array<const char*, 9> spelled = {
+      "<|endoftext|>", "<|begin_of_text|>", "</s>",  "<s>",       "<|im_start|>",
+      "<|end",         "<|eot_id|>",        "<unk>", "<|im_end|>"};
   out += spelled[r.below(spelled.size())];
 }
 
@@ -177,18 +184,30 @@ std::vector<std::string> sample_documents(const SampleTextOptions& options) {
       switch (r.below(10)) {
         case 0:
         case 1:
-        case 2: sample_words(d, r, r.in(5, 60)); break;
-        case 3: d += kSampleCode[r.below(kSampleCode.size())]; break;
-        case 4: sample_script(d, r, r.in(3, 80)); break;
-        case 5: sample_emoji(d, r, r.in(1, 12)); break;
-        case 6: sample_space(d, r); break;
+        case 2:
+          sample_words(d, r, r.in(5, 60));
+          break;
+        case 3:
+          d += kSampleCode[r.below(kSampleCode.size())];
+          break;
+        case 4:
+          sample_script(d, r, r.in(3, 80));
+          break;
+        case 5:
+          sample_emoji(d, r, r.in(1, 12));
+          break;
+        case 6:
+          sample_space(d, r);
+          break;
         case 7:
           if (r.below(2))
             sample_controls(d, r, r.in(1, 6));
           else
             sample_marks(d, r, r.in(1, 20));
           break;
-        case 8: sample_digits(d, r); break;
+        case 8:
+          sample_digits(d, r);
+          break;
         default:
           if (options.invalid_utf8 && r.below(2))
             sample_invalid(d, r);

@@ -79,9 +79,9 @@ class UnicodeForm : public Normalizer {
     for (char c : text) ascii = ascii && static_cast<unsigned char>(c) < 0x80;
     if (ascii) return;  // every form leaves ASCII as it is
     utf8proc_uint8_t* out = nullptr;
-    const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                                            static_cast<utf8proc_ssize_t>(text.size()), &out,
-                                            static_cast<utf8proc_option_t>(options_));
+    const utf8proc_ssize_t n =
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                     &out, static_cast<utf8proc_option_t>(options_));
     if (n < 0) throw std::runtime_error(std::string("Unicode normalization failed: ") + utf8proc_errmsg(n));
     text.assign(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
     std::free(out);
@@ -119,7 +119,8 @@ class Lowercase : public Normalizer {
     std::string out;
     out.reserve(text.size());
     for (size_t i = 0; i < text.size();)
-      append_utf8(out, static_cast<uint32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(next_code_point(text, i)))));
+      append_utf8(out,
+                  static_cast<uint32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(next_code_point(text, i)))));
     text.swap(out);
   }
 };
@@ -165,7 +166,8 @@ SplitBehavior split_behavior(const std::string& b) {
   if (b == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
   if (b == "MergedWithNext") return SplitBehavior::kMergedWithNext;
   if (b == "Contiguous") return SplitBehavior::kContiguous;
-  throw std::invalid_argument("Split behavior \"" + b + "\" is not one of Removed, Isolated, MergedWithPrevious, "
+  throw std::invalid_argument("Split behavior \"" + b +
+                              "\" is not one of Removed, Isolated, MergedWithPrevious, "
                               "MergedWithNext, Contiguous");
 }
 
@@ -296,7 +298,8 @@ class MetaspacePre : public PreTokenizer {
         continue;
       }
       s.matches.clear();
-      for (size_t at = p.find(replacement_); at != std::string::npos; at = p.find(replacement_, at + replacement_.size()))
+      for (size_t at = p.find(replacement_); at != std::string::npos;
+           at = p.find(replacement_, at + replacement_.size()))
         s.matches.emplace_back(at, at + replacement_.size());
       split_piece(p, SplitBehavior::kMergedWithNext, false, s, s.next_pieces);
     }
@@ -384,7 +387,8 @@ class ByteFallbackDecoder : public Decoder {
     };
     for (auto& t : tokens) {
       unsigned value = 0;
-      if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && std::sscanf(t.c_str() + 3, "%2x", &value) == 1) {
+      if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' &&
+          std::sscanf(t.c_str() + 3, "%2x", &value) == 1) {
         bytes += static_cast<char>(value);
         ++count;
         continue;
@@ -409,14 +413,13 @@ class FuseDecoder : public Decoder {
 class StripDecoder : public Decoder {
  public:
   explicit StripDecoder(const nlohmann::json& j)
-      : content_(steps_string(j, "content", " ")),
-        start_(j.value("start", 0)),
-        stop_(j.value("stop", 0)) {}
+      : content_(steps_string(j, "content", " ")), start_(j.value("start", 0)), stop_(j.value("stop", 0)) {}
   void apply(std::vector<std::string>& tokens) const override {
     for (auto& t : tokens) {
       size_t b = 0, e = t.size();
       for (int k = 0; k < start_ && t.compare(b, content_.size(), content_) == 0 && b < e; ++k) b += content_.size();
-      for (int k = 0; k < stop_ && e >= b + content_.size() && t.compare(e - content_.size(), content_.size(), content_) == 0; ++k)
+      for (int k = 0;
+           k < stop_ && e >= b + content_.size() && t.compare(e - content_.size(), content_.size(), content_) == 0; ++k)
         e -= content_.size();
       t = t.substr(b, e - b);
     }
@@ -430,7 +433,8 @@ class StripDecoder : public Decoder {
 class MetaspaceDecoder : public Decoder {
  public:
   explicit MetaspaceDecoder(const nlohmann::json& j) : replacement_(steps_string(j, "replacement", "\xE2\x96\x81")) {
-    strip_first_ = steps_string(j, "prepend_scheme", steps_bool(j, "add_prefix_space", true) ? "always" : "never") != "never";
+    strip_first_ =
+        steps_string(j, "prepend_scheme", steps_bool(j, "add_prefix_space", true) ? "always" : "never") != "never";
   }
   void apply(std::vector<std::string>& tokens) const override {
     for (size_t i = 0; i < tokens.size(); ++i) {

@@ -27,7 +27,9 @@ struct AddedEntry {
 
 std::string tok_read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw TokenizerError(path + ": cannot be read (" + (std::filesystem::exists(path) ? "no permission?" : "no such file") + ")");
+  if (!f)
+    throw TokenizerError(path + ": cannot be read (" +
+                         (std::filesystem::exists(path) ? "no permission?" : "no such file") + ")");
   std::ostringstream ss;
   ss << f.rdbuf();
   return ss.str();
@@ -51,7 +53,8 @@ std::string tok_template_bos(const nlohmann::json& pp) {
       if (auto b = tok_template_bos(p); !b.empty()) return b;
     return "";
   }
-  if (step_type(pp) != "TemplateProcessing" || !pp.contains("single") || !pp["single"].is_array() || pp["single"].empty())
+  if (step_type(pp) != "TemplateProcessing" || !pp.contains("single") || !pp["single"].is_array() ||
+      pp["single"].empty())
     return "";
   const auto& first = pp["single"][0];
   if (first.contains("SpecialToken") && first["SpecialToken"].contains("id") && first["SpecialToken"]["id"].is_string())
@@ -107,7 +110,8 @@ void Tokenizer::Impl::load_added(const nlohmann::json& tj) {
       added.push_back(std::move(e));
     }
   }
-  for (uint32_t i = 0; i < added.size(); ++i) added_by_first[static_cast<unsigned char>(added[i].content[0])].push_back(i);
+  for (uint32_t i = 0; i < added.size(); ++i)
+    added_by_first[static_cast<unsigned char>(added[i].content[0])].push_back(i);
   for (auto& bucket : added_by_first)
     std::stable_sort(bucket.begin(), bucket.end(),
                      [&](uint32_t a, uint32_t b) { return added[a].content.size() > added[b].content.size(); });
@@ -116,7 +120,8 @@ void Tokenizer::Impl::load_added(const nlohmann::json& tj) {
 void Tokenizer::Impl::load_special(const nlohmann::json& tj, const nlohmann::json& cfg) {
   special.bos_token = tok_config_token(cfg, "bos_token");
   special.eos_token = tok_config_token(cfg, "eos_token");
-  const std::string template_bos = tok_template_bos(tj.contains("post_processor") ? tj["post_processor"] : nlohmann::json());
+  const std::string template_bos =
+      tok_template_bos(tj.contains("post_processor") ? tj["post_processor"] : nlohmann::json());
   if (cfg.is_object() && cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean()) {
     special.add_bos = cfg["add_bos_token"].get<bool>();
   } else if (!template_bos.empty()) {
@@ -156,8 +161,8 @@ std::shared_ptr<const Tokenizer> Tokenizer::from_json(const std::string& tokeniz
   // Older files leave the type out of a BPE model; they are the only ones with "merges".
   const auto& m = tj["model"];
   impl->model_type = m.contains("type") && m["type"].is_string() ? m["type"].get<std::string>()
-                     : m.contains("merges")                       ? "BPE"
-                                                                  : "(no type)";
+                     : m.contains("merges")                      ? "BPE"
+                                                                 : "(no type)";
   if (impl->model_type != "BPE")
     throw TokenizerError(name + ": model type \"" + impl->model_type +
                          "\" is not supported (only BPE: byte-level as Llama 3 and Qwen, or with byte fallback as "
@@ -181,11 +186,13 @@ std::shared_ptr<const Tokenizer> Tokenizer::from_json(const std::string& tokeniz
 std::shared_ptr<const Tokenizer> Tokenizer::load(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::exists(path, ec)) throw TokenizerError(path + ": no such file or folder (give a model folder or its tokenizer.json)");
+  if (!fs::exists(path, ec))
+    throw TokenizerError(path + ": no such file or folder (give a model folder or its tokenizer.json)");
   const fs::path file = fs::is_directory(path, ec) ? fs::path(path) / "tokenizer.json" : fs::path(path);
   if (!fs::exists(file, ec))
-    throw TokenizerError(path + ": the folder has no tokenizer.json (the Hugging Face fast-tokenizer file; a model "
-                                "with only tokenizer.model, the SentencePiece file, is not supported)");
+    throw TokenizerError(path +
+                         ": the folder has no tokenizer.json (the Hugging Face fast-tokenizer file; a model "
+                         "with only tokenizer.model, the SentencePiece file, is not supported)");
   const fs::path config = file.parent_path() / "tokenizer_config.json";
   const std::string config_text = fs::exists(config, ec) ? tok_read_file(config.string()) : std::string();
   auto t = from_json(tok_read_file(file.string()), config_text, file.string());

@@ -47,8 +47,7 @@ Regex::Regex(const std::string& pattern) : pattern_(pattern) {
 
 Regex::~Regex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
 
-void Regex::find_all(std::string_view text, RegexScratch& scratch,
-                     std::vector<std::pair<size_t, size_t>>& out) const {
+void Regex::find_all(std::string_view text, RegexScratch& scratch, std::vector<std::pair<size_t, size_t>>& out) const {
   out.clear();
   auto* code = static_cast<pcre2_code*>(code_);
   auto& s = scratch.impl();

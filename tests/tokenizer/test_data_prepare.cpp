@@ -78,8 +78,8 @@ std::string jsonl(const std::vector<std::string>& docs) {
   return s;
 }
 
-const std::vector<std::string> kDocs = {"the theory in the thin", "first\nsecond line\n\n  indented", "<|endoftext|> inside",
-                                        "日本語 and emoji 😀"};
+const std::vector<std::string> kDocs = {"the theory in the thin", "first\nsecond line\n\n  indented",
+                                        "<|endoftext|> inside", "日本語 and emoji 😀"};
 
 void expect_dataset(const std::string& out, const std::vector<std::string>& docs) {
   ASSERT_TRUE(fs::exists(out + "/manifest.json")) << out;
@@ -123,8 +123,9 @@ TEST(DataPrepare, JsonLinesPlainGzipAndZstd) {
   std::ofstream(zst, std::ios::binary) << z;
   for (const auto& in : {plain, gz, zst}) {
     const std::string out = scratch("ds_" + fs::path(in).filename().string());
-    const auto p = sh(data_cmd("prepare --tokenizer '" + tiny_dir() + "' --input '" + in + "' --out '" + out + "' --threads 2"),
-                      "", true);
+    const auto p =
+        sh(data_cmd("prepare --tokenizer '" + tiny_dir() + "' --input '" + in + "' --out '" + out + "' --threads 2"),
+           "", true);
     ASSERT_EQ(p.code, 0) << p.out;
     expect_dataset(out, kDocs);
     EXPECT_EQ(read_dataset(out).manifest["source"]["format"], "jsonl");
@@ -140,13 +141,16 @@ TEST(DataPrepare, FolderOfTextFilesAndSeparatedTextFile) {
   std::ofstream(folder + "/.git/HEAD") << "ignored";
   std::ofstream(folder + "/.hidden") << "ignored";
   const std::string out1 = scratch("ds_folder");
-  auto p = sh(data_cmd("prepare --tokenizer '" + tiny_dir() + "' --input '" + folder + "' --out '" + out1 + "'"), "", true);
+  auto p =
+      sh(data_cmd("prepare --tokenizer '" + tiny_dir() + "' --input '" + folder + "' --out '" + out1 + "'"), "", true);
   ASSERT_EQ(p.code, 0) << p.out;
   expect_dataset(out1, {kDocs[0], kDocs[1]});
   // One text file: a line holding only the separator ends a document (its line break with it);
   // a separator at the very end is fine.
   const std::string txt = scratch("docs.txt");
-  std::ofstream(txt) << kDocs[0] << "\n<|endoftext|>\n" << kDocs[1] << "\n<|endoftext|>\r\n" << kDocs[2] << "\n<|endoftext|>\n";
+  std::ofstream(txt) << kDocs[0] << "\n<|endoftext|>\n"
+                     << kDocs[1] << "\n<|endoftext|>\r\n"
+                     << kDocs[2] << "\n<|endoftext|>\n";
   const std::string out2 = scratch("ds_text");
   p = sh(data_cmd("prepare --tokenizer '" + tiny_dir() + "' --input '" + txt + "' --out '" + out2 + "'"), "", true);
   ASSERT_EQ(p.code, 0) << p.out;
@@ -154,8 +158,9 @@ TEST(DataPrepare, FolderOfTextFilesAndSeparatedTextFile) {
   const std::string txt2 = scratch("docs2.txt");
   std::ofstream(txt2) << "one\n===\ntwo";
   const std::string out3 = scratch("ds_text2");
-  p = sh(data_cmd("prepare --tokenizer '" + tiny_dir() + "' --input '" + txt2 + "' --out '" + out3 + "' --separator ==="),
-         "", true);
+  p = sh(
+      data_cmd("prepare --tokenizer '" + tiny_dir() + "' --input '" + txt2 + "' --out '" + out3 + "' --separator ==="),
+      "", true);
   ASSERT_EQ(p.code, 0) << p.out;
   expect_dataset(out3, {"one", "two"});
 }
@@ -177,7 +182,8 @@ TEST(DataPrepare, BadInputExitsTwoNamingTheFileAndLine) {
     const std::string in = scratch(c.name);
     std::ofstream(in, std::ios::binary) << c.content;
     const std::string out = scratch("ds_bad");
-    const auto p = sh(data_cmd("prepare --tokenizer '" + tiny_dir() + "' --input '" + in + "' --out '" + out + "'"), "", true);
+    const auto p =
+        sh(data_cmd("prepare --tokenizer '" + tiny_dir() + "' --input '" + in + "' --out '" + out + "'"), "", true);
     EXPECT_EQ(p.code, 2) << c.name << ": " << p.out;
     EXPECT_NE(p.out.find(c.message), std::string::npos) << c.name << ": " << p.out;
     EXPECT_FALSE(fs::exists(out)) << c.name;
@@ -191,7 +197,8 @@ TEST(DataPrepare, BadInputExitsTwoNamingTheFileAndLine) {
   std::ofstream(tdir + "/tokenizer.json") << unigram.dump();
   const std::string in = scratch("ok.jsonl");
   std::ofstream(in) << jsonl(kDocs);
-  auto p = sh(data_cmd("prepare --tokenizer '" + tdir + "' --input '" + in + "' --out '" + scratch("ds_u") + "'"), "", true);
+  auto p =
+      sh(data_cmd("prepare --tokenizer '" + tdir + "' --input '" + in + "' --out '" + scratch("ds_u") + "'"), "", true);
   EXPECT_EQ(p.code, 2) << p.out;
   EXPECT_NE(p.out.find(tdir + "/tokenizer.json: model type \"Unigram\" is not supported"), std::string::npos) << p.out;
   p = sh(data_cmd("tokenize --tokenizer '" + tdir + "' /dev/null"), "", true);
@@ -220,7 +227,8 @@ TEST(DataPrepare, ExistingOutputNeedsForceAndForceReplacesOnlyDatasets) {
   const std::string other = scratch("not_a_dataset");
   fs::create_directories(other);
   std::ofstream(other + "/precious.txt") << "keep me";
-  p = sh(data_cmd("prepare --tokenizer '" + tiny_dir() + "' --input '" + in + "' --out '" + other + "' --force"), "", true);
+  p = sh(data_cmd("prepare --tokenizer '" + tiny_dir() + "' --input '" + in + "' --out '" + other + "' --force"), "",
+         true);
   EXPECT_EQ(p.code, 2) << p.out;
   EXPECT_EQ(slurp(other + "/precious.txt"), "keep me");
 }
@@ -237,8 +245,8 @@ TEST(DataPrepare, KilledPrepareLeavesNothingUnderTheFinalName) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    execl(ULYSSES_DATA_EXE, ULYSSES_DATA_EXE, "prepare", "--tokenizer", tiny_dir().c_str(), "--input", in.c_str(), "--out",
-          out.c_str(), "--threads", "1", "--quiet", static_cast<char*>(nullptr));
+    execl(ULYSSES_DATA_EXE, ULYSSES_DATA_EXE, "prepare", "--tokenizer", tiny_dir().c_str(), "--input", in.c_str(),
+          "--out", out.c_str(), "--threads", "1", "--quiet", static_cast<char*>(nullptr));
     _exit(127);
   }
   // Kill it once tokens.bin in its partial folder has grown.
@@ -255,7 +263,8 @@ TEST(DataPrepare, KilledPrepareLeavesNothingUnderTheFinalName) {
   int st = 0;
   ::waitpid(pid, &st, 0);
   ASSERT_TRUE(writing) << "the prepare never started writing";
-  ASSERT_TRUE(WIFSIGNALED(st)) << "the prepare finished before it was killed: the test proves nothing; make the input larger";
+  ASSERT_TRUE(WIFSIGNALED(st))
+      << "the prepare finished before it was killed: the test proves nothing; make the input larger";
   EXPECT_FALSE(fs::exists(out)) << "a killed prepare left " << out;
 }
 

