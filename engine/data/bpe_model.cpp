@@ -93,6 +93,13 @@ BpeModel::BpeModel(const nlohmann::json& model, bool byte_level) : byte_level_(b
       vocab_.emplace(tok, id);
     }
   }
+  if (!byte_level_) {
+    for (const auto& [tok, id] : vocab_) {
+      size_t i = 0;
+      const uint32_t cp = tok.empty() ? 0 : next_code_point(tok, i);
+      if (!tok.empty() && i == tok.size()) char_ids_.emplace(cp, id);
+    }
+  }
   byte_ids_.fill(kNoToken);
   fallback_ids_.fill(kNoToken);
   for (int b = 0; b < 256; ++b) {
@@ -143,8 +150,9 @@ void BpeModel::merge_symbols(std::string_view piece, BpeScratch& s) const {
     uint32_t id = kNoToken;
     if (byte_level_) {
       id = byte_ids_[static_cast<unsigned char>(piece[i])];
-    } else if (auto it = vocab_.find(std::string(piece.substr(i, n))); it != vocab_.end()) {
-      id = it->second;
+    } else {
+      size_t at = i;
+      if (auto it = char_ids_.find(next_code_point(piece, at)); it != char_ids_.end() && at == i + n) id = it->second;
     }
     const auto k = static_cast<int32_t>(sym.size());
     sym.push_back({id, static_cast<uint32_t>(i), static_cast<uint32_t>(n), k - 1, k + 1});
@@ -214,20 +222,24 @@ void BpeModel::emit_symbols(std::string_view piece, std::vector<uint32_t>& out, 
 
 void BpeModel::encode_piece(std::string_view piece, std::vector<uint32_t>& out, BpeScratch& s) const {
   if (piece.empty()) return;
-  if (ignore_merges_) {
-    if (auto it = vocab_.find(std::string(piece)); it != vocab_.end()) {
-      out.push_back(it->second);
-      return;
-    }
-  }
+  // The cache first: it also holds the pieces ignore_merges finds whole in the vocabulary.
   const bool cacheable = piece.size() < BpeScratch::kCacheMaxBytes;
   if (cacheable) {
-    if (auto it = s.cache.find(std::string(piece)); it != s.cache.end()) {
+    s.key.assign(piece);
+    if (auto it = s.cache.find(s.key); it != s.cache.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;
     }
   }
   const size_t first = out.size();
+  if (ignore_merges_) {
+    s.key.assign(piece);
+    if (auto it = vocab_.find(s.key); it != vocab_.end()) {
+      out.push_back(it->second);
+      if (cacheable) s.cache.emplace(s.key, std::vector<uint32_t>{it->second});
+      return;
+    }
+  }
   merge_symbols(piece, s);
   emit_symbols(piece, out, s);
   if (cacheable) {

@@ -73,6 +73,7 @@ struct BpeScratch {
   std::vector<Candidate> heap;
   // Pieces shorter than kCacheMaxBytes and their ids; cleared when it holds kCacheMaxEntries.
   std::unordered_map<std::string, std::vector<uint32_t>> cache;
+  std::string key;  // the piece being looked up (reused: no allocation per lookup)
   static constexpr size_t kCacheMaxBytes = 256;
   static constexpr size_t kCacheMaxEntries = 1 << 18;
 };
@@ -106,6 +107,7 @@ class BpeModel {
   std::vector<std::string> id_to_token_;             // as spelt in the file
   std::array<uint32_t, 256> byte_ids_{};             // byte-level: the token of each single byte
   std::array<uint32_t, 256> fallback_ids_{};         // byte fallback: the token <0xXX>
+  std::unordered_map<uint32_t, uint32_t> char_ids_;  // not byte-level: the token of each one-character entry
   MergeTable merges_;
 };
 
