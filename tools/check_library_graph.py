@@ -32,6 +32,7 @@ FLOORS = {
     "ulysses_prof_model": 2,
     "ulysses_cost": 2,
     "ulysses_launch": 2,
+    "ulysses_data": 2,
     "ulysses_prof_load": 3,
     "ulysses_prof_analysis": 3,
     "ulysses_engine": 3,
@@ -65,6 +66,7 @@ FOLDER_LIBRARIES = {
     "engine/core": "ulysses_engine",
     "engine/launch": "ulysses_launch",
     "engine/cost": "ulysses_cost",
+    "engine/data": "ulysses_data",
 }
 
 
