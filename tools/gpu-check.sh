@@ -564,7 +564,7 @@ def run_ours(name, seq, trace, deadline, extra_env=None, extra_set=()):
     if not all(math.isfinite(x["loss"]) for x in metrics):
         raise RuntimeError("non-finite loss")
     if trace:
-        c = check_trace(rdir, want_kernels=gpu)
+        c = check_trace(rdir, want_kernels=gpu, deadline=deadline)
         report["trace_checks"][name] = c
         if not c.get("ok"):
             raise RuntimeError("trace checks failed: " + ", ".join(k for k, v in c.get("checks", {}).items() if not v)
@@ -607,7 +607,7 @@ def make_hf_step(seq):
 # ---- trace checks -------------------------------------------------------------------
 ATTN_KERNEL_WORDS = ("flash", "fmha", "cudnn", "sdpa", "attention")  # flash / mem-efficient / cuDNN SDPA kernels
 
-def check_trace(rdir, want_kernels):
+def check_trace(rdir, want_kernels, deadline=None):
     """Every kernel attributed to the innermost host range around its launch (kernel ->
     CUPTI runtime record by correlationId -> NVTX range on the launching thread), attention
     kernels under attention ranges, and the summary tool's view of the same file."""
@@ -615,7 +615,11 @@ def check_trace(rdir, want_kernels):
     path = os.path.join(rdir, "trace", "rank0.sqlite")
     if not os.path.exists(path):
         return {"ok": False, "error": "no trace file " + path}
-    s = subprocess.run([trace_bin, "summary", rdir, "--json"], capture_output=True, text=True, timeout=120)
+    try:  # bounded by the step's deadline (the self-test has none of its own: 120 s)
+        s = subprocess.run([trace_bin, "summary", rdir, "--json"], capture_output=True, text=True,
+                           timeout=max(1.0, min(120.0, (deadline or time.time() + 120) - time.time())))
+    except subprocess.TimeoutExpired:
+        raise StepTimeout("ulysses-trace summary did not finish before the step's deadline")
     if s.returncode != 0:
         return {"ok": False, "error": "ulysses-trace summary failed: " + s.stderr[-500:]}
     summ = json.loads(s.stdout)
