@@ -808,8 +808,9 @@ for name, expected, timeout, needs in STEPS:
         continue
     unmet = [n for n in needs if not satisfied(n)]
     if unmet:
-        st.update({"status": "skipped", "error": "not started: needs %s, which %s" %
-                   (unmet[0], step_of[unmet[0]]["status"]), "unfinished": bool(step_of[unmet[0]].get("unfinished"))})
+        behind = bool(step_of[unmet[0]].get("unfinished"))  # behind a step the budget (or a signal) left out
+        st.update({"status": "skipped", "error": "not started: needs %s, which %s" % (unmet[0], "was skipped for the "
+                   "budget" if behind else step_of[unmet[0]]["status"]), "unfinished": behind})
         write_report()
         continue
     left = remaining()
