@@ -206,10 +206,14 @@ void open_tracer(WorkerRun& w) {
   if (cfg.profile.memory && w.dev.device == "cpu") {
     mem::install_cpu_counting();
     to.memory_probe = mem::cpu_probe();
-  } else if (cfg.profile.memory && w.dev.device.rfind("cuda:", 0) == 0 &&
-             mem::install_cuda_counting(std::stoi(w.dev.device.substr(5)))) {
-    // GPU ranks: the caching allocator's blocks, through its trace hook (libtorch >= 2.1).
-    to.memory_probe = mem::cuda_probe();
+  } else if (cfg.profile.memory && w.dev.device.rfind("cuda:", 0) == 0) {
+    // GPU ranks: the caching allocator's blocks, through its trace hook (libtorch >= 2.1), after
+    // CUDA's lazy init; an allocator still missing then throws (the rank fails, saying why).
+    const mem::CudaCounting c = mem::install_cuda_counting(std::stoi(w.dev.device.substr(5)));
+    if (c.counting)
+      to.memory_probe = mem::cuda_probe();
+    else
+      std::fprintf(stderr, "ulysses-worker: rank %d: memory categories off: %s\n", w.env.rank, c.why_not.c_str());
   }
   w.tracer = prof::Tracer::open(to);
   // One clock: this rank's offset to rank 0 (every rank measures, profile.enabled is the same everywhere).

@@ -2,6 +2,8 @@
 #include "memory_categories.hpp"
 
 #include <atomic>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 
 #include <c10/core/Allocator.h>
@@ -251,14 +253,44 @@ void count_cuda_block(int device, uintptr_t addr, int64_t bytes, bool alloc) {
   b.live.erase(it);
 }
 
-bool install_cuda_counting(int device) {
-  static std::once_flag once;
-  static bool ok = false;
-  std::call_once(once, [device] {
+CudaCounting install_cuda_counting_with(int device, const CudaAllocatorAccess& cuda) {
+  CudaCounting r;
+  cuda.lazy_init(device);
+  if (!cuda.initialized())
+    throw std::runtime_error("memory categories on cuda:" + std::to_string(device) +
+                             ": CUDA's caching allocator is not initialised after CUDA's lazy initialisation, so its "
+                             "trace hook would count nothing; set profile.memory=false to train without categories");
+  r.backend = cuda.name();
+  if (r.backend == "cudaMallocAsync") {
+    r.why_not =
+        "the cudaMallocAsync allocator backend (PYTORCH_CUDA_ALLOC_CONF backend:cudaMallocAsync) has no "
+        "trace hook: no memory categories on this rank (allocated/reserved samples remain)";
+    return r;
+  }
+  {
+    std::lock_guard<std::mutex> g(cuda_blocks().mu);
     cuda_blocks().device = device;
-    ok = compat::attach_cuda_block_tracker(&count_cuda_block);
+  }
+  if (!cuda.attach(&count_cuda_block)) {
+    r.why_not = "this libtorch has no caching-allocator trace hook (libtorch >= 2.1 CUDA builds have one)";
+    return r;
+  }
+  r.counting = true;
+  return r;
+}
+
+CudaCounting install_cuda_counting(int device) {
+  static std::once_flag once;
+  static CudaCounting result;
+  std::call_once(once, [device] {
+    if (!compat::cuda_block_tracker_exists()) {  // CPU builds, libtorch 1.13: nothing to initialise
+      result.why_not = "this libtorch has no caching-allocator trace hook (libtorch >= 2.1 CUDA builds have one)";
+      return;
+    }
+    result = install_cuda_counting_with(device, {&compat::cuda_lazy_init, &compat::cuda_allocator_initialized,
+                                                 &compat::cuda_allocator_name, &compat::attach_cuda_block_tracker});
   });
-  return ok;
+  return result;
 }
 
 }  // namespace ulysses::mem

@@ -12,8 +12,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -108,9 +110,26 @@ void set_cpu_counting(bool on);
 // GPU ranks: every block the CUDA caching allocator gives out on `device` from now on is counted
 // in cuda() under the category current() on the allocating thread, and given back when its free
 // completes (the allocator's trace hook, torch_compat.hpp: libtorch >= 2.1 CUDA builds). Blocks
-// are the allocator's rounded sizes (what it holds for the tensor). False where the hook does not
-// exist: the rank then has no categories (its ULYSSES_MEMORY samples remain). Idempotent.
-bool install_cuda_counting(int device);
+// are the allocator's rounded sizes (what it holds for the tensor). CUDA is initialised first
+// (the hook attaches to the per-device allocators that exist, none before CUDA's lazy init).
+// Not counting (the rank then has no categories; its ULYSSES_MEMORY samples remain), with the
+// reason: the cudaMallocAsync backend (no trace hook), or a libtorch without the hook. Throws
+// when the allocator is still uninitialised after the lazy init: a hook attached then would
+// count nothing. Idempotent (the first call's result).
+struct CudaCounting {
+  bool counting = false;
+  std::string backend;  // the allocator's: "native", "cudaMallocAsync", ... ("" unknown)
+  std::string why_not;  // when not counting
+};
+CudaCounting install_cuda_counting(int device);
+// What install_cuda_counting asks of CUDA (compat's functions; fakes in tests, no GPU here).
+struct CudaAllocatorAccess {
+  std::function<void(int)> lazy_init;
+  std::function<bool()> initialized;
+  std::function<std::string()> name;
+  std::function<bool(std::function<void(int, uintptr_t, int64_t, bool)>)> attach;  // false: no hook
+};
+CudaCounting install_cuda_counting_with(int device, const CudaAllocatorAccess& cuda);
 // The hook's handler: a block of `bytes` at `addr` on `device` given out (alloc) or freed; blocks
 // of other devices than install_cuda_counting's, and frees of blocks given out before, are not
 // counted. Tests call it with fake blocks (no GPU here).

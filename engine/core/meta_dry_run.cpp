@@ -297,6 +297,7 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
     g.offload_activations = cfg.train.offload_activations && cfg.train.activation_checkpointing == "layer";
     g.world_size = cfg.parallel.world_size();
     g.sp_size = cfg.parallel.sp_size;
+    g.ring_size = cfg.parallel.ring_size;
     g.tracing = cfg.profile.enabled;
     p.gpu = cost::gpu_reserve(g);
     p.has_gpu_reserve = true;

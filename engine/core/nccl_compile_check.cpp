@@ -1,7 +1,9 @@
 // Compile-only check of the NCCL/CUDA path against a CPU libtorch's headers plus the CUDA
 // toolkit's (CI has no CUDA libtorch to link with): keeps torch_compat.hpp's CUDA branches
-// (NCCL group, error handling, shutdown/abort, set_device, memory stats, HostCopy) compiling; CMake
-// also compiles comm.cpp with the same definitions. Built as an object library, never linked.
+// (NCCL group, error handling, shutdown/abort, set_device, memory stats, the allocator's lazy init,
+// name and trace hook, HostCopy's CUDA copies) compiling; CMake also compiles the engine sources
+// with a CUDA branch (comm, memory_categories, activation_checkpoint, model, trainer) with the same
+// definitions. Built as an object library, never linked.
 #include "torch_compat.hpp"
 
 namespace ulysses::compat {
@@ -12,7 +14,10 @@ c10::intrusive_ptr<Backend> nccl_compile_check(c10::intrusive_ptr<c10d::Store> s
   int64_t a = 0, r = 0, p = 0;
   cuda_memory(torch::Device(torch::kCUDA, 0), &a, &r, &p);
   synchronize(torch::Device(torch::kCUDA, 0));
-  HostCopy h;  // activation offload's CUDA branch: pinned copy, side streams, events
+  cuda_lazy_init(0);
+  if (cuda_allocator_initialized() && cuda_allocator_name() == "native")
+    (void)attach_cuda_block_tracker([](int, uintptr_t, int64_t, bool) {});
+  HostCopy h;  // activation offload's CUDA branch: pinned copy, one side stream, events
   h.offload(at::Tensor());
   h.prefetch();
   (void)h.restore();

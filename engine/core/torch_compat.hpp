@@ -15,6 +15,7 @@
 #if defined(ULYSSES_WITH_NCCL)
 #include <c10/core/Event.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -25,9 +26,13 @@
 #include <cstdlib>
 #include <functional>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <utility>
+
+#include "host_copy.hpp"
 
 namespace ulysses::compat {
 
@@ -277,12 +282,52 @@ inline void set_cuda_device(int index) {
 #endif
 }
 
+// CUDA's caching allocator as memory counting needs it (memory_categories.cpp). Its trace hook
+// attaches to the per-device allocators that exist when it is called, and those exist only
+// once CUDA is initialised (lazily, at the first CUDA tensor): cuda_lazy_init first.
+// libtorch >= 2.1 CUDA builds; elsewhere no hook (false, "").
+inline constexpr bool cuda_block_tracker_exists() {
+#if defined(ULYSSES_WITH_NCCL) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1))
+  return true;
+#else
+  return false;
+#endif
+}
+// Initialises CUDA and its caching allocator for cuda:`device` (a 1-byte tensor made there).
+inline void cuda_lazy_init(int device) {
+#if defined(ULYSSES_WITH_NCCL)
+  (void)at::empty({1}, at::TensorOptions().dtype(at::kByte).device(
+                           torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device))));
+#else
+  (void)device;
+#endif
+}
+// Whether the caching allocator has been initialised, and its backend's name ("native",
+// "cudaMallocAsync", "pluggable"); "" where there is none.
+inline bool cuda_allocator_initialized() {
+#if defined(ULYSSES_WITH_NCCL) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1))
+  auto* a = c10::cuda::CUDACachingAllocator::get();
+  return a != nullptr && a->initialized();
+#else
+  return false;
+#endif
+}
+inline std::string cuda_allocator_name() {
+#if defined(ULYSSES_WITH_NCCL) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1))
+  auto* a = c10::cuda::CUDACachingAllocator::get();
+  return a ? a->name() : std::string();
+#else
+  return std::string();
+#endif
+}
+
 // Every block the CUDA caching allocator hands out or takes back, as it happens, on the thread
 // that asked (libtorch >= 2.1: attachAllocatorTraceTracker; its callbacks run under the
 // allocator's lock and must not call into PyTorch). `on_block(device, addr, bytes, alloc)`:
 // alloc = true for a block given out (TraceEntry ALLOC), false when its free completes
 // (FREE_COMPLETED: a block still used by another stream is freed later than requested).
 // Returns false where the hook does not exist (CPU builds, libtorch 1.13): no categories there.
+// Only for the native backend, after cuda_lazy_init (the cudaMallocAsync backend throws).
 inline bool attach_cuda_block_tracker(std::function<void(int, uintptr_t, int64_t, bool)> on_block) {
 #if defined(ULYSSES_WITH_NCCL) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1))
   namespace cca = c10::cuda::CUDACachingAllocator;
@@ -320,77 +365,49 @@ inline bool cuda_memory(const torch::Device& d, int64_t* allocated, int64_t* res
 #endif
 }
 
-// A tensor parked in CPU memory until it is needed again (activation offload). On CUDA the
-// copy goes to pinned memory on a side stream that first waits for the producer, and the
-// way back waits for that copy; the device block is kept from reuse until the copy is done
-// (record_stream). On CPU the tensor already lives in host memory and is kept as is.
-class HostCopy {
- public:
-  void offload(const at::Tensor& x) {
-    device_ = x.device();
+// Activation offload's copies (host_copy.hpp): CUDA's streams and events on CUDA builds.
 #if defined(ULYSSES_WITH_NCCL)
-    if (x.is_cuda()) {
-      const auto idx = x.device().index();
-      auto producer = c10::cuda::getCurrentCUDAStream(idx);
-      auto side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, idx);
-      c10::Event ready(c10::DeviceType::CUDA);
-      ready.record(producer);
-      ready.block(side);
-      host_ = at::empty(x.sizes(), x.options().device(torch::kCPU).pinned_memory(true));
-      {
-        c10::cuda::CUDAStreamGuard g(side);
-        host_.copy_(x, /*non_blocking=*/true);
-      }
-      x.record_stream(side);
-      copied_ = std::make_shared<c10::Event>(c10::DeviceType::CUDA);
-      copied_->record(side);
-      return;
-    }
-#endif
-    host_ = x.detach();
+struct CudaCopyOps {
+  static constexpr bool kDevice = true;
+  using Stream = c10::cuda::CUDAStream;
+  using Event = std::shared_ptr<c10::Event>;
+  static bool on_device(const at::Tensor& x) { return x.is_cuda(); }
+  static int device_of(const at::Tensor& x) { return x.device().index(); }
+  static Stream current(int dev) { return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(dev)); }
+  // A stream of its own (not one of the pool's, which NCCL's and other side work share round robin).
+  static Stream new_side_stream(int dev) {
+    c10::cuda::CUDAGuard g(static_cast<c10::DeviceIndex>(dev));
+    cudaStream_t s = nullptr;
+    C10_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return c10::cuda::getStreamFromExternal(s, static_cast<c10::DeviceIndex>(dev));  // kept for the process
   }
-  // Starts the copy back to the device on a side stream (after the offload copy), so that
-  // it overlaps whatever the current stream is doing. No-op on CPU or when already started.
-  void prefetch() {
-#if defined(ULYSSES_WITH_NCCL)
-    if (device_.is_cuda() && host_.defined() && !dev_.defined()) {
-      auto side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
-      copied_->block(side);
-      {
-        c10::cuda::CUDAStreamGuard g(side);
-        dev_ = host_.to(device_, /*non_blocking=*/true);
-      }
-      fetched_ = std::make_shared<c10::Event>(c10::DeviceType::CUDA);
-      fetched_->record(side);
-    }
-#endif
+  static Event record(const Stream& s) {
+    auto e = std::make_shared<c10::Event>(c10::DeviceType::CUDA);
+    e->record(s);
+    return e;
   }
-  // The tensor on its original device, ordered (on the current stream) after the copies.
-  at::Tensor restore() {
-#if defined(ULYSSES_WITH_NCCL)
-    if (device_.is_cuda()) {
-      prefetch();
-      auto cur = c10::cuda::getCurrentCUDAStream(device_.index());
-      fetched_->block(cur);
-      dev_.record_stream(cur);  // allocated on the side stream, used on this one
-      return dev_;
-    }
-#endif
-    return host_;
+  static void wait(const Event& e, const Stream& s) { e->block(s); }
+  static at::Tensor to_host(const Stream& s, const at::Tensor& x) {
+    auto h = at::empty(x.sizes(), x.options().device(torch::kCPU).pinned_memory(true));
+    c10::cuda::CUDAStreamGuard g(s);
+    h.copy_(x, /*non_blocking=*/true);
+    return h;
   }
-  bool defined() const { return host_.defined(); }
-  void reset() {
-    host_ = at::Tensor();
-    dev_ = at::Tensor();
-    copied_.reset();
-    fetched_.reset();
+  static at::Tensor empty_on_device(const at::Tensor& host, int dev) {
+    // allocated on the current stream (the consumer's pool)
+    return at::empty(host.sizes(),
+                     host.options().device(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(dev))));
   }
-
- private:
-  at::Tensor host_, dev_;
-  torch::Device device_ = torch::kCPU;
-  std::shared_ptr<c10::Event> copied_, fetched_;
+  static void copy(const Stream& s, at::Tensor& dst, const at::Tensor& src) {
+    c10::cuda::CUDAStreamGuard g(s);
+    dst.copy_(src, /*non_blocking=*/true);
+  }
+  static void record_stream(const at::Tensor& t, const Stream& s) { t.record_stream(s); }
 };
+using HostCopy = HostCopyOn<CudaCopyOps>;
+#else
+using HostCopy = HostCopyOn<HostOnlyCopyOps>;
+#endif
 
 inline void synchronize(const torch::Device& d) {
 #if defined(ULYSSES_WITH_NCCL)

@@ -284,16 +284,17 @@ void move_params_into(LlamaModel& model, const at::Tensor& pflat, bool copy_valu
   }
 }
 
-void Trainer::record_backward_marks() {
-  if (!tracer_ || !tracer_->active()) return;
-  auto& m = model_->marks();
-  auto rec = [&](Phase ph, int32_t layer, int64_t s, int64_t e) {
+void record_backward_mark_ranges(prof::Tracer* tracer, const BackwardMarks& m, bool attention_window, int32_t heads) {
+  if (!tracer || !tracer->active()) return;
+  auto rec = [&](Phase ph, int32_t layer, int64_t s, int64_t e, int32_t h0 = -1, int32_t h1 = -1) {
     if (s <= 0 || e <= 0 || e < s) return;
     prof::RangeInfo r;
     r.phase = ph;
     r.dir = Direction::Backward;
     r.layer = layer;
-    tracer_->record_range(r, s, e, 0);
+    r.head_begin = h0;
+    r.head_end = h1;
+    tracer->record_range(r, s, e, 0);
   };
   rec(Phase::LmHead, -1, m.head_begin, m.head_end);
   for (size_t l = 0; l < m.layers.size(); ++l) {
@@ -301,8 +302,15 @@ void Trainer::record_backward_marks() {
     const auto li = static_cast<int32_t>(l);
     rec(Phase::Mlp, li, L.mlp_begin, L.mlp_end);
     rec(Phase::OutProj, li, L.o_begin, L.o_end);
+    if (attention_window) rec(Phase::Attention, li, L.o_end, L.qkv_begin, 0, heads);
     rec(Phase::QkvProj, li, L.qkv_begin, L.qkv_end);
   }
+}
+
+void Trainer::record_backward_marks() {
+  // sp 1, one head chunk, no ring: attention_core runs plainly, with no backward range of its own
+  const bool window = comm_.sp_size() == 1 && cfg_.parallel.head_chunks <= 1 && comm_.ring_size() <= 1;
+  record_backward_mark_ranges(tracer_, model_->marks(), window, static_cast<int32_t>(cfg_.model.num_attention_heads));
 }
 
 double Trainer::loss_and_grads(int64_t s) {

@@ -54,6 +54,15 @@ AttentionKernel trainer_attention_kernel(const TrainConfig& t, bool cuda, const 
 
 class Trainer;
 
+// The backward ranges the markers timed (model.hpp's BackwardMarks), recorded on the stepping
+// thread's row: per layer MLP, out-proj, QKV, and the head. With attention_window, also the
+// attention's backward: the window from the out-proj's backward to the qkv projection's, where
+// autograd launches the flash-backward kernels. Only where the attention has no backward range
+// of its own (sp 1, one head chunk, no ring: the Ulysses and ring paths record theirs); `heads`
+// = num_attention_heads, the head range of that window.
+void record_backward_mark_ranges(prof::Tracer* tracer, const BackwardMarks& marks, bool attention_window,
+                                 int32_t heads);
+
 // Stage 3: the model's parameters hold their full values while one of these lives (every unit
 // gathered; collective: every rank makes one, e.g. around a checkpoint save). Below stage 3
 // nothing happens.

@@ -35,7 +35,7 @@ GpuReserve gpu_reserve(const GpuPlanInput& in, const GpuReserveSettings& s) {
   r.rounding_bytes = static_cast<int64_t>(std::ceil(s.fragmentation * static_cast<double>(r.allocator_peak_bytes)));
   r.context_bytes = s.context_bytes;
   r.cublas_bytes = s.cublas_bytes_per_stream * s.streams;
-  const int64_t comms = (in.world_size > 1 ? 1 : 0) + (in.sp_size > 1 ? 1 : 0);
+  const int64_t comms = (in.world_size > 1 ? 1 : 0) + (in.sp_size > 1 ? 1 : 0) + (in.ring_size > 1 ? 1 : 0);
   r.nccl_bytes = comms * s.nccl_bytes_per_communicator;
   r.cupti_bytes = in.tracing ? s.cupti_bytes : 0;
   return r;

@@ -6,7 +6,8 @@
 //   cublas     cuBLAS workspaces: 32 MiB per (handle, stream) on Hopper (PyTorch's default
 //              CUBLAS_WORKSPACE_CONFIG :4096:8), for the compute and the side stream
 //   nccl       NCCL's buffers: 256 MiB per communicator of more than one rank (NCCL_BUFFSIZE
-//              4 MiB x 2 directions x up to 32 channels), the world and the SP group
+//              4 MiB x 2 directions x up to 32 channels), the world, the SP group and the
+//              ring group (ring attention's K/V exchange, parallel.ring_size > 1)
 //   cupti      CUPTI's device activity buffers when tracing: 4 x 8 MiB
 //   rounding   the caching allocator's block rounding and fragmentation: reserved above
 //              allocated, default 10% of the allocator's peak (ULYSSES_GPU_FRAGMENTATION)
@@ -42,7 +43,7 @@ struct GpuPlanInput {
   int64_t activation_per_layer_bytes = 0;  // one layer's kept input (layer checkpointing)
   int64_t layers = 0;
   bool offload_activations = false;
-  int64_t world_size = 1, sp_size = 1;
+  int64_t world_size = 1, sp_size = 1, ring_size = 1;
   bool tracing = false;
 };
 

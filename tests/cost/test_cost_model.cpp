@@ -295,6 +295,11 @@ TEST(GpuReserve, ColumnsAddUpToTheDeviceTotal) {
   EXPECT_EQ(r.cupti_bytes, 32 * MiB);
   EXPECT_EQ(r.reserve_bytes(), r.rounding_bytes + (1024 + 64 + 512 + 32) * MiB);
   EXPECT_EQ(r.device_bytes(), r.allocator_peak_bytes + r.reserve_bytes());
+  // Ring attention's group is a third communicator: world 8 = sp 2 x ring 2 x dp 2.
+  GpuPlanInput ring = in;
+  ring.world_size = 8;
+  ring.ring_size = 2;
+  EXPECT_EQ(ulysses::cost::gpu_reserve(ring, s).nccl_bytes, 768 * MiB);
   // No offload, one rank, no tracing: only context, cuBLAS and rounding on top of the peak.
   GpuPlanInput one;
   one.peak_bytes = 1000 * MiB;

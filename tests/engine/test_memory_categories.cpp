@@ -73,8 +73,11 @@ TEST(CpuCategoryCounting, ChargesTheScopeFreesGiveBackAndOffChargesNothing) {
 // of the thread that asked for it and given back when its free completes; other devices' blocks
 // and frees of blocks given out before counting are left out.
 TEST(CudaCategoryCounting, BlocksFromTheAllocatorHookAreChargedToTheScope) {
-  const bool hooked = mem::install_cuda_counting(0);  // false on CPU or 1.13 builds: the handler still counts
-  (void)hooked;
+  // this rank's device is 0: installed through a fake native allocator (the real one needs a GPU)
+  const auto installed =
+      mem::install_cuda_counting_with(0, {[](int) {}, [] { return true; }, [] { return std::string("native"); },
+                                          [](std::function<void(int, uintptr_t, int64_t, bool)>) { return true; }});
+  ASSERT_TRUE(installed.counting);
   auto live_cuda = [](MemCategory c) { return mem::cuda().live().bytes[static_cast<int>(c)]; };
   const int64_t act0 = live_cuda(MemCategory::Activations), com0 = live_cuda(MemCategory::Communication);
   {
