@@ -272,6 +272,10 @@ std::vector<ConfigField> run_field_table() {
         "fp32 masters and AdamW state of each shard in CPU memory, stepped there (needs zero_stage >= 1)"),
       B(kTrain, "offload_params", &TrainConfig::offload_params, "Offload parameters",
         "stage-3 parameter shards in CPU memory between uses"),
+      C(kTrain, "allocator", &TrainConfig::allocator, "CUDA allocator",
+        "GPU ranks: caching (PyTorch's default) or expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
+        "as ALST runs); the memory plan replays its allocations through the one chosen",
+        {"caching", "expandable"}),
       P(kTrain, "init_from", &TrainConfig::init_from, "Initialize from",
         "Hugging Face checkpoint directory (empty = random init)"),
       P(kTrain, "save_to", &TrainConfig::save_to, "Save to",

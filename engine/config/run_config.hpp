@@ -129,6 +129,7 @@ struct TrainConfig {
   int64_t zero_stage = 0;
   bool offload_optimizer = false;  // sharded fp32 masters + AdamW state in (pinned) CPU memory, stepped there
   bool offload_params = false;     // stage 3: parameter shards in CPU memory between uses
+  std::string allocator = "caching";  // GPU ranks' CUDA allocator: caching | expandable (expandable_segments)
 };
 
 struct DataConfig {

@@ -1,6 +1,7 @@
 // Reentrant activation checkpointing of one block (see activation_checkpoint.hpp).
 #include "activation_checkpoint.hpp"
 #include "memory_categories.hpp"
+#include "memory_labels.hpp"
 
 namespace ulysses {
 namespace {
@@ -37,6 +38,7 @@ class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
     {
       torch::AutoGradMode on(true);
       mem::Scope act(mem::MemCategory::Activations);  // the recomputed forward
+      mem::Label recompute("recompute");               // memory_labels.hpp: names the peak table's rows
       y = slot->run(xd, /*recompute=*/true);
     }
     // Inner backward: parameter gradients accumulate into .grad, the input's lands in xd.
