@@ -164,7 +164,8 @@ std::string group_name(const LabelKey& k) {
   }
   std::string labels;
   for (const char* l : {k.outer, k.inner, k.op}) {
-    if (!l || (dir_in_head && std::strcmp(l, dir_name) == 0)) continue;  // "recompute" said in the head
+    // "recompute" said in the head, "forward" implied by a range of the forward
+    if (!l || ((dir_in_head || k.phase >= 0) && dir_name && std::strcmp(l, dir_name) == 0)) continue;
     if (!labels.empty()) labels += ": ";
     labels += l;
   }

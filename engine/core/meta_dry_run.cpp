@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -416,7 +417,9 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
     // The CUDA allocator's rounding and fragmentation, replayed on the dry run's allocations.
     p.allocator = cfg.train.allocator;
     p.allocator_replay = cost::replay_allocator(full.events, cost::allocator_kind(cfg.train.allocator));
-    g.allocator_overhead_bytes = p.allocator_replay.overhead();
+    // ULYSSES_GPU_ALLOCATOR_REPLAY=0: the flat share instead (to compare with plans before the replay)
+    const char* replay = std::getenv("ULYSSES_GPU_ALLOCATOR_REPLAY");
+    if (!replay || std::string(replay) != "0") g.allocator_overhead_bytes = p.allocator_replay.overhead();
     p.gpu = cost::gpu_reserve(g);
     p.has_gpu_reserve = true;
   }
