@@ -278,6 +278,10 @@ std::vector<ConfigField> run_field_table() {
         "stage-3 parameter shards in CPU memory between uses"),
       B(kTrain, "offload_gradients", &TrainConfig::offload_gradients, "Offload gradients",
         "stage 3 with offload_optimizer: the fp32 gradient shard in CPU memory too (false: on the device)"),
+      C(kTrain, "allocator", &TrainConfig::allocator, "CUDA allocator",
+        "GPU ranks: caching (PyTorch's default) or expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
+        "as ALST runs); the memory plan replays its allocations through the one chosen",
+        {"caching", "expandable"}),
       P(kTrain, "init_from", &TrainConfig::init_from, "Initialize from",
         "Hugging Face checkpoint directory (empty = random init)"),
       P(kTrain, "save_to", &TrainConfig::save_to, "Save to",

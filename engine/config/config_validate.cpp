@@ -315,6 +315,7 @@ void check_techniques(const RunConfig& c, Checker& k) {
   k.ranged("train.mlp_chunk_tokens", t.mlp_chunk_tokens);
   k.ranged("train.proj_chunk_tokens", t.proj_chunk_tokens);
   k.one_of("train.attention", t.attention);
+  k.one_of("train.allocator", t.allocator);
   k.ranged("train.attention_block", t.attention_block);
   k.ranged("train.save_every", t.save_every);
   k.ranged("train.save_keep", t.save_keep);

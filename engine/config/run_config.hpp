@@ -134,6 +134,7 @@ struct TrainConfig {
   bool offload_params = false;     // stage 3: parameter shards in CPU memory between uses
   // Stage 3 with offload_optimizer: the fp32 gradient shard in CPU memory too (DeepSpeed's place for it)
   bool offload_gradients = true;
+  std::string allocator = "caching";  // GPU ranks' CUDA allocator: caching | expandable (expandable_segments)
 };
 
 struct DataConfig {

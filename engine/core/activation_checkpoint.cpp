@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/engine.h>
 
 #include "memory_categories.hpp"
+#include "memory_labels.hpp"
 
 namespace ulysses {
 namespace {
@@ -40,6 +41,7 @@ class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
     {
       torch::AutoGradMode on(true);
       mem::Scope act(mem::MemCategory::Activations);  // the recomputed forward
+      mem::Label recompute("recompute");               // memory_labels.hpp: names the peak table's rows
       y = slot->run(xd, /*recompute=*/true);
     }
     // Inner backward: parameter gradients accumulate into .grad, the input's lands in xd. As

@@ -38,9 +38,14 @@ namespace {
 bool per_layer(MemCategory c, int32_t layer) { return c == MemCategory::Activations && layer >= 0 && layer < 4096; }
 }  // namespace
 
-void Counters::add(MemCategory c, int64_t n, int32_t layer) {
+void Counters::add(MemCategory c, int64_t n, int32_t layer, int32_t group) {
   std::lock_guard<std::mutex> g(mu_);
   live_.bytes[static_cast<int>(c)] += n;
+  if (group >= 0) {
+    if (groups_live_.size() <= static_cast<size_t>(group)) groups_live_.resize(static_cast<size_t>(group) + 1);
+    groups_live_[static_cast<size_t>(group)].bytes += n;
+    ++groups_live_[static_cast<size_t>(group)].blocks;
+  }
   if (per_layer(c, layer)) {
     if (layers_live_.size() <= static_cast<size_t>(layer)) layers_live_.resize(static_cast<size_t>(layer) + 1, 0);
     layers_live_[static_cast<size_t>(layer)] += n;
@@ -52,13 +57,18 @@ void Counters::add(MemCategory c, int64_t n, int32_t layer) {
     peak_ = total_;
     at_peak_ = live_;
     layers_at_peak_ = layers_live_;
+    groups_at_peak_ = groups_live_;
     peak_t_ = prof::Tracer::now_ns();
   }
 }
 
-void Counters::sub(MemCategory c, int64_t n, int32_t layer) {
+void Counters::sub(MemCategory c, int64_t n, int32_t layer, int32_t group) {
   std::lock_guard<std::mutex> g(mu_);
   live_.bytes[static_cast<int>(c)] -= n;
+  if (group >= 0 && static_cast<size_t>(group) < groups_live_.size()) {
+    groups_live_[static_cast<size_t>(group)].bytes -= n;
+    --groups_live_[static_cast<size_t>(group)].blocks;
+  }
   if (per_layer(c, layer) && static_cast<size_t>(layer) < layers_live_.size())
     layers_live_[static_cast<size_t>(layer)] -= n;
   total_ -= n;
@@ -67,6 +77,14 @@ void Counters::sub(MemCategory c, int64_t n, int32_t layer) {
 std::vector<int64_t> Counters::taken_peak_layers() const {
   std::lock_guard<std::mutex> g(mu_);
   return layers_taken_;
+}
+std::vector<GroupLive> Counters::at_peak_groups() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return groups_at_peak_;
+}
+std::vector<GroupLive> Counters::taken_peak_groups() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return groups_taken_;
 }
 
 MemoryCategories Counters::live() const {
@@ -91,10 +109,12 @@ bool Counters::take_peak(MemoryCategories* out, int64_t* t_ns) {
   if (!counted_) return false;
   *out = at_peak_;
   layers_taken_ = layers_at_peak_;
+  groups_taken_ = groups_at_peak_;
   *t_ns = peak_t_;
   peak_ = total_;
   at_peak_ = live_;
   layers_at_peak_ = layers_live_;
+  groups_at_peak_ = groups_live_;
   peak_t_ = prof::Tracer::now_ns();
   return true;
 }
@@ -104,6 +124,7 @@ void Counters::reset_peak() {
   peak_ = total_;
   at_peak_ = live_;
   layers_at_peak_ = layers_live_;
+  groups_at_peak_ = groups_live_;
   peak_t_ = prof::Tracer::now_ns();
 }
 
@@ -136,6 +157,7 @@ struct CategoryCpuAllocator final : public compat::AllocatorBase {
     int64_t n;
     MemCategory cat;
     int32_t layer;
+    int32_t group;
   };
   static std::mutex& table_mu() {
     static std::mutex m;
@@ -155,7 +177,7 @@ struct CategoryCpuAllocator final : public compat::AllocatorBase {
         if (c10::DeleterFnPtr del = base ? base->raw_deleter() : nullptr) del(p);
         return;
       }
-      cpu().sub(it->second.cat, it->second.n, it->second.layer);
+      cpu().sub(it->second.cat, it->second.n, it->second.layer, it->second.group);
       inner = std::move(it->second.inner);
       table().erase(it);
     }
@@ -168,11 +190,12 @@ struct CategoryCpuAllocator final : public compat::AllocatorBase {
     const auto dev = inner.device();
     const MemCategory cat = current();
     const int32_t layer = current_layer();
+    const int32_t group = current_group(cat);
     {
       std::lock_guard<std::mutex> g(table_mu());
-      table().insert_or_assign(data, Rec{std::move(inner), static_cast<int64_t>(n), cat, layer});
+      table().insert_or_assign(data, Rec{std::move(inner), static_cast<int64_t>(n), cat, layer, group});
     }
-    cpu().add(cat, static_cast<int64_t>(n), layer);
+    cpu().add(cat, static_cast<int64_t>(n), layer, group);
     return {data, data, &free_ptr, dev};
   }
   // raw_allocate / raw_deallocate (used by some ATen kernels) free through this.
@@ -204,6 +227,7 @@ struct CudaBlocks {
     int64_t bytes;
     MemCategory cat;
     int32_t layer;
+    int32_t group;
   };
   std::unordered_map<uintptr_t, Block> live;
   int device = -1;
@@ -230,6 +254,7 @@ void set_cpu_counting(bool on) { g_counting.store(on); }
 
 at::Tensor comm_buffer_like(const at::Tensor& t) {
   Scope s(MemCategory::Communication);
+  Label l("receive buffer");
   return at::empty_like(t);
 }
 
@@ -243,13 +268,14 @@ void count_cuda_block(int device, uintptr_t addr, int64_t bytes, bool alloc) {
   if (alloc) {
     const MemCategory cat = current();
     const int32_t layer = current_layer();
-    b.live[addr] = {bytes, cat, layer};
-    cuda().add(cat, bytes, layer);
+    const int32_t group = current_group(cat);
+    b.live[addr] = {bytes, cat, layer, group};
+    cuda().add(cat, bytes, layer, group);
     return;
   }
   auto it = b.live.find(addr);
   if (it == b.live.end()) return;  // given out before counting began
-  cuda().sub(it->second.cat, it->second.bytes, it->second.layer);
+  cuda().sub(it->second.cat, it->second.bytes, it->second.layer, it->second.group);
   b.live.erase(it);
 }
 

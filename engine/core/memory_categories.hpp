@@ -20,6 +20,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "memory_labels.hpp"
 #include "ulysses/profiler/memory_categories.hpp"
 
 namespace ulysses::mem {
@@ -72,9 +73,10 @@ bool in_host_scope();
 // Live bytes by category of one kind of counted storage; thread-safe.
 class Counters {
  public:
-  // `layer` >= 0 with Activations: counted for that decoder layer too.
-  void add(MemCategory c, int64_t n, int32_t layer = -1);
-  void sub(MemCategory c, int64_t n, int32_t layer = -1);
+  // `layer` >= 0 with Activations: counted for that decoder layer too; `group` >= 0: counted for
+  // that named group (memory_labels.hpp) too.
+  void add(MemCategory c, int64_t n, int32_t layer = -1, int32_t group = -1);
+  void sub(MemCategory c, int64_t n, int32_t layer = -1, int32_t group = -1);
   MemoryCategories live() const;
   int64_t peak() const;
   int64_t allocations() const;       // add() calls so far
@@ -84,12 +86,17 @@ class Counters {
   bool take_peak(MemoryCategories* out, int64_t* t_ns);
   // The activations of each decoder layer (index = layer) alive at the peak take_peak returned last.
   std::vector<int64_t> taken_peak_layers() const;
+  // The named groups (index = group id, memory_labels.hpp) alive at the peak: at_peak()'s, and
+  // the one take_peak returned last.
+  std::vector<GroupLive> at_peak_groups() const;
+  std::vector<GroupLive> taken_peak_groups() const;
   void reset_peak();  // peak := live now
 
  private:
   mutable std::mutex mu_;
   MemoryCategories live_, at_peak_;
   std::vector<int64_t> layers_live_, layers_at_peak_, layers_taken_;  // activations per decoder layer
+  std::vector<GroupLive> groups_live_, groups_at_peak_, groups_taken_;  // per named group
   int64_t total_ = 0, peak_ = 0, peak_t_ = 0, allocations_ = 0;
   bool counted_ = false;
 };

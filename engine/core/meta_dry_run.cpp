@@ -7,17 +7,21 @@
 #include <cstdint>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 
+#include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
 
+#include "allocator_model.hpp"
 #include "comm.hpp"
 #include "torch_compat.hpp"
 #include "cost_model.hpp"
 #include "device_decision.hpp"
 #include "local_attention.hpp"
 #include "memory_categories.hpp"
+#include "memory_labels.hpp"
 #include "model.hpp"
 #include "reductions.hpp"
 #include "trainer.hpp"
@@ -29,15 +33,33 @@ namespace {
 
 std::atomic<int64_t> g_live{0}, g_peak{0};
 
-// Returns no memory, like libtorch's own meta allocator; the size travels in the
-// deleter context so freeing a tensor's storage subtracts exactly what it added.
-// The context holds the bytes (low 56 bits) and the category they were charged to (high 8).
-constexpr int kCategoryShift = 56;
+// One meta storage: its bytes, category and named group (memory_labels.hpp), and its number in
+// the allocation stream the allocator model replays. The allocator returns no memory, like
+// libtorch's own meta allocator; the record travels as the DataPtr's context, so freeing a
+// tensor's storage subtracts exactly what it added.
+struct MetaBlock {
+  int64_t bytes;
+  mem::MemCategory cat;
+  int32_t group;
+  uint64_t id;
+  bool described;
+};
+
+// The allocation stream of the dry run being recorded (record_events), for the allocator model.
+std::mutex g_events_mu;
+std::vector<cost::AllocEvent> g_events;
+std::atomic<bool> g_recording{false};
+std::atomic<uint64_t> g_next_id{1};
+
 void counted_free(void* ctx) {
-  const auto v = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ctx));
-  const auto n = static_cast<int64_t>(v & ((uint64_t{1} << kCategoryShift) - 1));
-  g_live.fetch_sub(n);
-  mem::meta().sub(static_cast<mem::MemCategory>(v >> kCategoryShift), n);
+  auto* b = static_cast<MetaBlock*>(ctx);
+  g_live.fetch_sub(b->bytes);
+  mem::meta().sub(b->cat, b->bytes, -1, b->bytes > 0 ? b->group : -1);
+  if (b->bytes > 0 && g_recording.load()) {
+    std::lock_guard<std::mutex> g(g_events_mu);
+    g_events.push_back({b->id, b->bytes, false});
+  }
+  delete b;
 }
 
 // Storage made in a mem::HostScope (a meta Trainer's offloaded state) is host memory: not counted.
@@ -49,11 +71,94 @@ struct CountingMetaAllocator final : public compat::AllocatorBase {
     while (now > p && !g_peak.compare_exchange_weak(p, now)) {
     }
     const mem::MemCategory cat = mem::current();
-    mem::meta().add(cat, static_cast<int64_t>(nbytes));
-    const uint64_t ctx = static_cast<uint64_t>(nbytes) | (static_cast<uint64_t>(cat) << kCategoryShift);
-    return {nullptr, reinterpret_cast<void*>(static_cast<uintptr_t>(ctx)), &counted_free,
-            c10::Device(c10::DeviceType::Meta)};
+    const int32_t group = nbytes > 0 ? mem::current_group(cat) : -1;
+    auto* b = new MetaBlock{static_cast<int64_t>(nbytes), cat, group, g_next_id.fetch_add(1), false};
+    mem::meta().add(cat, b->bytes, -1, group);
+    if (nbytes > 0 && g_recording.load()) {
+      std::lock_guard<std::mutex> g(g_events_mu);
+      g_events.push_back({b->id, b->bytes, true});
+    }
+    return {nullptr, b, &counted_free, c10::Device(c10::DeviceType::Meta)};
   }
+};
+
+const char* dtype_words(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float:
+      return "fp32";
+    case c10::ScalarType::BFloat16:
+      return "bf16";
+    case c10::ScalarType::Half:
+      return "fp16";
+    case c10::ScalarType::Double:
+      return "fp64";
+    case c10::ScalarType::Long:
+      return "int64";
+    case c10::ScalarType::Int:
+      return "int32";
+    case c10::ScalarType::Bool:
+      return "bool";
+    default:
+      return c10::toString(t);
+  }
+}
+
+// Gives a meta storage's group the dtype and shape of the tensor the op that made it returned:
+// a RecordFunction observer of every op's outputs, on while a dry run records (RecordEvents).
+void describe_tensor(const at::Tensor& t) {
+  if (!t.defined() || !t.device().is_meta() || !t.has_storage()) return;
+  const c10::DataPtr& dp = t.storage().data_ptr();
+  if (dp.get_deleter() != &counted_free) return;
+  auto* b = static_cast<MetaBlock*>(dp.get_context());
+  if (!b || b->described || b->bytes <= 0) return;
+  b->described = true;
+  mem::describe_block(b->group, b->bytes, dtype_words(t.scalar_type()), t.sizes().vec());
+}
+// A backward node's name names what its backward makes (mem::push_op), from its start to its end.
+struct PushedOp final : at::ObserverContext {};
+std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
+  if (fn.scope() != at::RecordScope::BACKWARD_FUNCTION) return nullptr;
+  mem::push_op(fn.name());
+  return std::make_unique<PushedOp>();
+}
+void on_op_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
+  if (ctx) mem::pop_op();
+  for (const c10::IValue& v : fn.outputs()) {
+    if (v.isTensor()) {
+      describe_tensor(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorVector()) describe_tensor(t);
+    }
+  }
+}
+
+// Records the allocation stream and describes the blocks' tensors while alive.
+class RecordEvents {
+ public:
+  explicit RecordEvents(bool on) : on_(on) {
+    if (!on_) return;
+    {
+      std::lock_guard<std::mutex> g(g_events_mu);
+      g_events.clear();
+    }
+    g_recording.store(true);
+    handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&on_op_start, &on_op_end).needsOutputs(true));
+  }
+  ~RecordEvents() {
+    if (!on_) return;
+    at::removeCallback(handle_);
+    g_recording.store(false);
+  }
+  RecordEvents(const RecordEvents&) = delete;
+  RecordEvents& operator=(const RecordEvents&) = delete;
+  std::vector<cost::AllocEvent> take() {
+    std::lock_guard<std::mutex> g(g_events_mu);
+    return std::move(g_events);
+  }
+
+ private:
+  bool on_;
+  at::CallbackHandle handle_ = 0;
 };
 
 CountingMetaAllocator g_counting;
@@ -82,6 +187,8 @@ struct Measured {
   bool techniques = false;         // the model took the run's memory techniques
   int64_t gathered_peak = 0;       // stage 3: most bytes of gathered units (weights + gradients) in the step
   prof::MemoryCategories at_peak;  // what was alive at the measured step's peak, by category
+  std::vector<mem::GroupLive> at_peak_groups;   // and by named group (memory_labels.hpp)
+  std::vector<cost::AllocEvent> events;         // the allocation stream (record_events)
   std::vector<prof::PlannedMemoryPoint> curve;  // the last step's, at the model's range edges
 };
 
@@ -105,12 +212,14 @@ class CurveTracer final : public prof::Tracer {
   bool active() const override { return on; }
   void push(const prof::RangeInfo& info) override {
     stack_.push_back(info);
+    mem::push_range(info.phase, info.dir, info.layer);  // names what the range makes
     sample(info, true);
   }
   void pop() override {
     if (stack_.empty()) return;
     sample(stack_.back(), false);
     stack_.pop_back();
+    mem::pop_range();
   }
   void record_range(const prof::RangeInfo&, int64_t, int64_t, int32_t) override {}
   void record_range_later(const prof::RangeInfo&, std::function<bool(int64_t*, int64_t*)>, int32_t) override {}
@@ -173,10 +282,13 @@ void dry_forward(Trainer& tr, const RunConfig& c, int sp_rank, Measured& m) {
 
 // Runs `steps` training steps of cfg (num_hidden_layers = layers) on meta with the Trainer (its
 // construction, its step with the accumulation loop) and measures the last one. forward_only:
-// one forward of its model, no backward or optimizer.
-Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, int steps, bool forward_only) {
+// one forward of its model, no backward or optimizer. record_events: keeps the allocation stream
+// from the model's construction on (Measured::events) and describes the blocks' tensors.
+Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, int steps, bool forward_only,
+                 bool record_events = false) {
   MetaMemory::install();
   std::lock_guard<std::mutex> lock(g_dry_run);
+  RecordEvents recording(record_events);
   const RunConfig c = dry_run_config(cfg, layers);
   // With ring attention the sequence is split over sp x ring ranks (ring rank 0 planned: every
   // ring rank holds the same shapes).
@@ -216,6 +328,8 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
   m.after_forward = af.live - start - remade - m.inputs - af.gathered;
   m.peak = MetaMemory::peak();
   m.at_peak = mem::meta().at_peak();
+  m.at_peak_groups = mem::meta().at_peak_groups();
+  m.events = recording.take();
   m.peak_above_start = m.peak - start - remade - m.inputs;
   m.after_step = MetaMemory::live();
   m.curve = curve.points;
@@ -272,12 +386,13 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
   const RunConfig& run_cfg = cfg;
   const bool zero3 = cfg.train.zero_stage >= 3;
   const int64_t L = cfg.model.num_hidden_layers;
-  const Measured full = dry_run(run_cfg, L, cuda, opt.sp_rank, 2, false);
+  const Measured full = dry_run(run_cfg, L, cuda, opt.sp_rank, 2, false, /*record_events=*/true);
   p.params = full.params;
   p.memory_techniques_applied = full.techniques;
   p.activation_bytes = full.after_forward;
   p.peak_bytes = full.peak - full.base;
   p.peak_categories = full.at_peak;
+  p.peak_tensors = mem::name_groups(full.at_peak_groups);
   p.curve = full.curve;
   // After the step: its inputs are freed; offloaded state (mem::HostScope) was never counted.
   p.measured_static_bytes = full.after_step - full.base;
@@ -299,6 +414,13 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
     g.sp_size = cfg.parallel.sp_size;
     g.ring_size = cfg.parallel.ring_size;
     g.tracing = cfg.profile.enabled;
+    p.gpu_flat = cost::gpu_reserve(g);  // the flat share, for comparison
+    // The CUDA allocator's rounding and fragmentation, replayed on the dry run's allocations.
+    p.allocator = cfg.train.allocator;
+    p.allocator_replay = cost::replay_allocator(full.events, cost::allocator_kind(cfg.train.allocator));
+    // ULYSSES_GPU_ALLOCATOR_REPLAY=0: the flat share instead (to compare with plans before the replay)
+    const char* replay = std::getenv("ULYSSES_GPU_ALLOCATOR_REPLAY");
+    if (!replay || std::string(replay) != "0") g.allocator_overhead_bytes = p.allocator_replay.overhead();
     p.gpu = cost::gpu_reserve(g);
     p.has_gpu_reserve = true;
   }
@@ -368,6 +490,7 @@ json plan_to_json(const MemoryPlan& p) {
          {"activation_other_bytes", p.activation_other_bytes},
          {"loss_peak_bytes", p.loss_peak_bytes},
          {"transient_bytes", p.transient_bytes()},
+         {"transient_bytes_per_token", p.transient_bytes_per_token()},
          {"peak_bytes", p.peak_bytes},
          {"memory_techniques_applied", p.memory_techniques_applied},
          {"dry_run_s", p.dry_run_s}};
@@ -383,13 +506,49 @@ json plan_to_json(const MemoryPlan& p) {
                 {"cupti_bytes", g.cupti_bytes},
                 {"reserve_bytes", g.reserve_bytes()},
                 {"device_bytes", g.device_bytes()},
-                {"max_seq_headroom", cost::kGpuHeadroom}};
+                {"max_seq_headroom", cost::kGpuHeadroom},
+                {"allocator", p.allocator},
+                {"rounding_replayed", g.rounding_replayed},
+                {"allocator_requested_peak_bytes", p.allocator_replay.requested_peak},
+                {"allocator_allocated_peak_bytes", p.allocator_replay.allocated_peak},
+                {"allocator_reserved_peak_bytes", p.allocator_replay.reserved_peak},
+                {"allocator_segments", p.allocator_replay.segments},
+                {"rounding_flat_bytes", p.gpu_flat.rounding_bytes},
+                {"device_bytes_flat", p.gpu_flat.device_bytes()}};
   }
+  // What is alive at the peak, by name: every group, largest first.
+  json rows = json::array();
+  for (const mem::TensorGroup& t : p.peak_tensors)
+    rows.push_back({{"name", t.name},
+                    {"category", t.category},
+                    {"dtype", t.dtype},
+                    {"shape", t.shape},
+                    {"bytes", t.bytes},
+                    {"blocks", t.blocks}});
+  j["peak_tensors"] = rows;
   // What is alive at the peak, by category (the same scopes as a real run's trace).
   json cats = json::object();
   for (int k = 0; k < prof::kMemCategories; ++k) cats[prof::kMemCategoryNames[k]] = p.peak_categories.bytes[k];
   j["peak_categories"] = cats;
   return j;
+}
+
+std::string peak_table_text(const std::vector<mem::TensorGroup>& rows, size_t limit) {
+  using cost::format_bytes;
+  std::string s = "  Alive at the peak (largest " + std::to_string(std::min(limit, rows.size())) + " of " +
+                  std::to_string(rows.size()) + " groups; --json lists all):\n";
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "    %12s  %-13s  %-32s  %s\n", "bytes", "category", "dtype (shape)", "what");
+  s += buf;
+  for (size_t i = 0; i < rows.size() && i < limit; ++i) {
+    const mem::TensorGroup& t = rows[i];
+    std::string what = t.name;
+    if (t.blocks > 1) what += "  (" + std::to_string(t.blocks) + " blocks)";
+    std::snprintf(buf, sizeof buf, "    %12s  %-13s  %-32s  %s\n", format_bytes(double(t.bytes)).c_str(),
+                  t.category.c_str(), mem::dtype_shape(t).c_str(), what.c_str());
+    s += buf;
+  }
+  return s;
 }
 
 std::string plan_to_text(const MemoryPlan& p) {
@@ -426,7 +585,8 @@ std::string plan_to_text(const MemoryPlan& p) {
     line("  embedding, head, loss", format_bytes(double(p.activation_other_bytes)));
   }
   if (p.loss_peak_bytes >= 0) line("loss/logits peak", format_bytes(double(p.loss_peak_bytes)));
-  line("transient at peak", format_bytes(double(p.transient_bytes())));
+  line("transient at peak", format_bytes(double(p.transient_bytes())) + "  (" +
+                                 format_bytes(p.transient_bytes_per_token()) + " per token)");
   line("peak total", format_bytes(double(p.peak_bytes)) + "  (" + std::to_string(p.peak_bytes) + " bytes)");
   if (p.has_gpu_reserve) {  // cost/gpu_reserve.hpp
     const cost::GpuReserve& g = p.gpu;
@@ -434,13 +594,17 @@ std::string plan_to_text(const MemoryPlan& p) {
       line("offloaded inputs (pinned host)", format_bytes(double(g.offloaded_host_bytes)) + "  (off the device)");
     if (g.prefetch_bytes) line("offload prefetch (2 inputs)", format_bytes(double(g.prefetch_bytes)));
     line("allocator peak on the GPU", format_bytes(double(g.allocator_peak_bytes)));
-    line("allocator rounding", format_bytes(double(g.rounding_bytes)));
+    line("allocator rounding", format_bytes(double(g.rounding_bytes)) +
+                                   (g.rounding_replayed ? "  (" + p.allocator + " allocator replayed; flat " +
+                                                              format_bytes(double(p.gpu_flat.rounding_bytes)) + ")"
+                                                        : std::string()));
     line("CUDA context + modules", format_bytes(double(g.context_bytes)) + "  (ULYSSES_GPU_CONTEXT_MIB)");
     line("cuBLAS, NCCL, CUPTI buffers", format_bytes(double(g.cublas_bytes)) + " + " +
                                             format_bytes(double(g.nccl_bytes)) + " + " +
                                             format_bytes(double(g.cupti_bytes)));
     line("GPU total", format_bytes(double(g.device_bytes())) + "  (" + std::to_string(g.device_bytes()) + " bytes)");
   }
+  s += peak_table_text(p.peak_tensors, kPeakTableRows);
   if (!p.memory_techniques_applied)
     s += "  (this build's model has no activation checkpointing / tiled loss / TiledMLP: those settings were not "
          "applied)\n";

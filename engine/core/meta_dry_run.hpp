@@ -18,7 +18,9 @@
 #include <cstdint>
 #include <string>
 
+#include "allocator_model.hpp"
 #include "gpu_reserve.hpp"
+#include "memory_labels.hpp"
 #include "ulysses/profiler/memory_categories.hpp"
 #include "run_config.hpp"
 
@@ -75,6 +77,9 @@ struct MemoryPlan {
   // What was alive at that peak by category (memory_categories.hpp: the trainer's own scopes
   // charge the dry run's meta tensors as they charge a real run's CPU tensors).
   prof::MemoryCategories peak_categories;
+  // And by name (memory_labels.hpp): every group of tensors alive at that peak, largest first,
+  // with the dtype and shape of its largest block. --plan prints the largest kPeakTableRows.
+  std::vector<mem::TensorGroup> peak_tensors;
   // The planner's curve: the categories at both edges of every range the model pushes in the
   // dry run's steady-state step (layers, attention, all-to-alls, MLP, loss; the trainer's own
   // step, backward, gradient-reduction and optimizer ranges take no point), in order. A traced run records it
@@ -82,6 +87,11 @@ struct MemoryPlan {
   // of the same ranges.
   std::vector<prof::PlannedMemoryPoint> curve;
   int64_t transient_bytes() const { return peak_bytes - static_bytes() - gathered_param_bytes - activation_bytes; }
+  // The headline of a long-sequence plan: transient bytes per token of this rank.
+  double transient_bytes_per_token() const {
+    const int64_t tokens = local_tokens * micro_batch_size;
+    return tokens > 0 ? double(transient_bytes()) / double(tokens) : 0.0;
+  }
   bool memory_techniques_applied = false;  // the model took activation_checkpointing, offload,
                                            // loss_chunk_tokens, mlp_chunk_tokens (builds with them)
   double dry_run_s = 0;                    // wall time of the dry runs
@@ -90,7 +100,16 @@ struct MemoryPlan {
   // (cost/gpu_reserve.hpp); --max-seq compares gpu.device_bytes() with the limit less kGpuHeadroom.
   bool has_gpu_reserve = false;
   cost::GpuReserve gpu;
+  // GPU plans: train.allocator, and the dry run's allocations replayed through it
+  // (allocator_model.hpp); gpu.rounding_bytes is its overhead. gpu_flat: the same plan with the
+  // flat fragmentation share instead (what plans said before the replay).
+  std::string allocator;
+  cost::AllocatorReplay allocator_replay;
+  cost::GpuReserve gpu_flat;
 };
+
+// Rows of the peak table plan_to_text prints (plan_to_json has them all).
+inline constexpr size_t kPeakTableRows = 15;
 
 // The device a plan is for: train.device, with auto decided as the workers decide it
 // (decide_device with this host's facts and every rank local).
@@ -107,5 +126,7 @@ int64_t max_seq_length(const RunConfig& cfg, int64_t limit_bytes, int64_t upper_
 
 json plan_to_json(const MemoryPlan& p);
 std::string plan_to_text(const MemoryPlan& p);
+// The peak table's first `limit` rows as plan_to_text prints them.
+std::string peak_table_text(const std::vector<mem::TensorGroup>& rows, size_t limit);
 
 }  // namespace ulysses::plan

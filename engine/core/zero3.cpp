@@ -164,6 +164,7 @@ void Zero3Params::record(Pending& p) {
 void Zero3Params::issue_gather(size_t u, bool prefetch) {
   Unit& st = units_[u];
   const Zero3Unit& U = layout_.units[u];
+  mem::Label unit_label(prefetch ? "gathered unit, prefetched" : "gathered unit", st.layer >= 0 ? st.layer : mem::kNoLayer);
   alloc_storage(st.full);
   account(st.full.numel() * 4);
   size_t from = u;
@@ -224,6 +225,7 @@ void Zero3Params::bind_grads(size_t u) {
   Unit& st = units_[u];
   if (st.grad.defined()) return;
   const Zero3Unit& U = layout_.units[u];
+  mem::Label unit_label("unit's gradient buffer", st.layer >= 0 ? st.layer : mem::kNoLayer);
   st.grad = torch::zeros({layout_.world * U.shard}, gshard_.options());  // (W*S_u)
   account(st.grad.numel() * 4);
   auto& named = model_.named_parameters();
@@ -266,6 +268,7 @@ void Zero3Params::reduce_scatter(size_t u) {
   pr.unit = u;
   pr.grad = st.grad;
   st.grad = at::Tensor();
+  mem::Label unit_label("reduce-scatter result", st.layer >= 0 ? st.layer : mem::kNoLayer);
   pr.sum = torch::empty({U.shard}, gshard_.options());  // (S_u)
   account(pr.sum.numel() * 4);
   pr.p.info = info_for(u, false, false);

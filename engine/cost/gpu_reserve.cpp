@@ -32,7 +32,11 @@ GpuReserve gpu_reserve(const GpuPlanInput& in, const GpuReserveSettings& s) {
     r.prefetch_bytes = 2 * in.activation_per_layer_bytes;
   }
   r.allocator_peak_bytes = in.peak_bytes - r.offloaded_host_bytes + r.prefetch_bytes;
-  r.rounding_bytes = static_cast<int64_t>(std::ceil(s.fragmentation * static_cast<double>(r.allocator_peak_bytes)));
+  r.rounding_replayed = in.allocator_overhead_bytes >= 0;
+  r.rounding_bytes =
+      r.rounding_replayed
+          ? in.allocator_overhead_bytes
+          : static_cast<int64_t>(std::ceil(s.fragmentation * static_cast<double>(r.allocator_peak_bytes)));
   r.context_bytes = s.context_bytes;
   r.cublas_bytes = s.cublas_bytes_per_stream * s.streams;
   const int64_t comms = (in.world_size > 1 ? 1 : 0) + (in.sp_size > 1 ? 1 : 0) + (in.ring_size > 1 ? 1 : 0);

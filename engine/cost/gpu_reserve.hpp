@@ -10,7 +10,9 @@
 //              ring group (ring attention's K/V exchange, parallel.ring_size > 1)
 //   cupti      CUPTI's device activity buffers when tracing: 4 x 8 MiB
 //   rounding   the caching allocator's block rounding and fragmentation: reserved above
-//              allocated, default 10% of the allocator's peak (ULYSSES_GPU_FRAGMENTATION)
+//              allocated. The planner replays its dry run's allocations through the
+//              allocator's rules (allocator_model.hpp, train.allocator) and passes what that
+//              adds; without a replay, 10% of the allocator's peak (ULYSSES_GPU_FRAGMENTATION)
 //   prefetch   with activation offload: two layer inputs alive at once on the device (the one
 //              recomputed and the one prefetched), while the other offloaded inputs move to
 //              a column of their own, pinned host memory
@@ -45,6 +47,9 @@ struct GpuPlanInput {
   bool offload_activations = false;
   int64_t world_size = 1, sp_size = 1, ring_size = 1;
   bool tracing = false;
+  // Reserved above requested at the replayed allocator's peak (AllocatorReplay::overhead());
+  // -1: not replayed, the flat GpuReserveSettings::fragmentation share is taken.
+  int64_t allocator_overhead_bytes = -1;
 };
 
 struct GpuReserve {
@@ -52,6 +57,7 @@ struct GpuReserve {
   int64_t prefetch_bytes = 0;
   int64_t allocator_peak_bytes = 0;  // peak - offloaded + prefetch: what the allocator hands out
   int64_t rounding_bytes = 0;
+  bool rounding_replayed = false;  // rounding_bytes from the allocator replay, not the flat share
   int64_t context_bytes = 0, cublas_bytes = 0, nccl_bytes = 0, cupti_bytes = 0;
   int64_t reserve_bytes() const { return rounding_bytes + context_bytes + cublas_bytes + nccl_bytes + cupti_bytes; }
   int64_t device_bytes() const { return allocator_peak_bytes + reserve_bytes(); }

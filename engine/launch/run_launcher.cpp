@@ -698,6 +698,9 @@ SpawnSpec worker_spec(const LaunchOptions& opt, int r, int64_t world, const std:
   // cores, spinning threads hold the core a descheduled peer needs (3-13x slower steps at
   // 2 threads per rank measured on a loaded 2-core VM; docs/LONG_SEQUENCES.md "CPU speed").
   if (!std::getenv("OMP_WAIT_POLICY")) spec.env.emplace_back("OMP_WAIT_POLICY", "PASSIVE");
+  // train.allocator: GPU ranks' caching allocator with expandable segments (unless the user set it).
+  if (opt.config.train.allocator == "expandable" && !std::getenv("PYTORCH_CUDA_ALLOC_CONF"))
+    spec.env.emplace_back("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True");
   if (!opt.tokens_checked.empty()) spec.env.emplace_back(kTokensCheckedEnv, opt.tokens_checked);
   spec.heartbeat = true;
   return spec;

@@ -420,7 +420,7 @@ TEST(MemoryPlan, PeakMatchesARealCpuRun) {
     const double ratio = double(plan.peak_bytes) / double(measured);
     std::printf("N %5lld  zero_stage %lld  planned peak %10lld B  measured peak %10lld B  planned/measured %.3f\n",
                 (long long)N, (long long)stage, (long long)plan.peak_bytes, (long long)measured, ratio);
-    EXPECT_NEAR(ratio, 1.0, 0.15) << "N=" << N << " zero_stage " << stage;
+    EXPECT_NEAR(ratio, 1.0, 0.02) << "N=" << N << " zero_stage " << stage;  // issue 48: within 2%
   }
 }
 
@@ -465,4 +465,86 @@ TEST(MemoryPlan, GpuPlanColumnsAddUp) {
             j["allocator_peak_bytes"].get<int64_t>() + j["reserve_bytes"].get<int64_t>());
   cfg.train.device = "cpu";
   EXPECT_FALSE(ulysses::plan::plan_to_json(ulysses::plan::plan_memory(cfg)).contains("gpu"));
+}
+
+// The peak table names what is alive at the peak (memory_labels.hpp). One decoder layer with a
+// 4096-wide MLP over 512 tokens, a 96-token vocabulary: the MLP's forward keeps four (n, ffn) fp32
+// tensors for its backward (gate, up, silu(gate), their product) while no backward op holds more
+// than two at once, so the first row must be that layer's MLP forward, with its dtype and shape;
+// the rows add up to the peak, and the text plan prints the table and the bytes per token.
+RunConfig mlp_dominated_config() {
+  auto cfg = small_config();
+  cfg.model.num_hidden_layers = 1;
+  cfg.model.intermediate_size = 4096;
+  cfg.train.seq_length = 512;
+  return cfg;
+}
+
+TEST(MemoryPlan, PeakTableNamesTheDominantTensorFirst) {
+  const auto p = plan::plan_memory(mlp_dominated_config());
+  ASSERT_FALSE(p.peak_tensors.empty());
+  for (size_t i = 0; i < p.peak_tensors.size() && i < 6; ++i)
+    std::printf("%12lld  %-13s  %-24s  %s\n", (long long)p.peak_tensors[i].bytes, p.peak_tensors[i].category.c_str(),
+                mem::dtype_shape(p.peak_tensors[i]).c_str(), p.peak_tensors[i].name.c_str());
+  const mem::TensorGroup& top = p.peak_tensors.front();
+  EXPECT_EQ(top.name, "layer 0 forward, MLP");
+  EXPECT_EQ(top.category, "activations");
+  EXPECT_EQ(top.dtype, "fp32");
+  int64_t elements = 1;
+  for (int64_t d : top.shape) elements *= d;
+  EXPECT_EQ(elements, 512 * 4096) << mem::dtype_shape(top);
+  EXPECT_GE(top.bytes, 3 * int64_t{512} * 4096 * 4);
+  int64_t sum = 0;
+  for (const auto& t : p.peak_tensors) {
+    EXPECT_GT(t.bytes, 0) << t.name;
+    EXPECT_LE(t.bytes, top.bytes) << t.name;  // largest first
+    sum += t.bytes;
+  }
+  EXPECT_EQ(sum, p.peak_bytes);  // every counted byte alive at the peak is in some row
+  const std::string text = plan::plan_to_text(p);
+  EXPECT_NE(text.find("Alive at the peak"), std::string::npos);
+  EXPECT_NE(text.find(top.name), std::string::npos);
+  EXPECT_NE(text.find("per token"), std::string::npos);
+  const auto j = plan::plan_to_json(p);
+  ASSERT_EQ(j["peak_tensors"].size(), p.peak_tensors.size());
+  EXPECT_EQ(j["peak_tensors"][0]["name"], top.name);
+  EXPECT_DOUBLE_EQ(j["transient_bytes_per_token"].get<double>(), double(p.transient_bytes()) / 512.0);
+}
+
+// The same model with a 32000-token vocabulary and no tiled loss: the logits and their gradients
+// (512 x 32000 fp32 each) now outweigh the MLP, and the table's first row is no longer the MLP's
+// (the test above would pass with a table whose first row is always the MLP's).
+TEST(MemoryPlan, PeakTableFollowsWhatDominates) {
+  auto cfg = mlp_dominated_config();
+  cfg.model.vocab_size = 32000;
+  const auto p = plan::plan_memory(cfg);
+  ASSERT_FALSE(p.peak_tensors.empty());
+  const mem::TensorGroup& top = p.peak_tensors.front();
+  EXPECT_NE(top.name, "layer 0 forward, MLP");
+  int64_t elements = 1;
+  for (int64_t d : top.shape) elements *= d;
+  EXPECT_EQ(elements, 512 * 32000) << top.name << " " << mem::dtype_shape(top);
+}
+
+// A GPU plan replays its dry run's allocations through the chosen CUDA allocator: the replay
+// saw the dry run's peak, reserves at least that, and its overhead is the plan's rounding.
+TEST(MemoryPlan, GpuPlanReplaysTheAllocator) {
+  auto cfg = small_config();
+  cfg.train.device = "cuda";
+  cfg.train.dtype = "bfloat16";
+  for (const char* kind : {"caching", "expandable"}) {
+    cfg.train.allocator = kind;
+    const auto p = plan::plan_memory(cfg);
+    ASSERT_TRUE(p.has_gpu_reserve);
+    EXPECT_EQ(p.allocator, kind);
+    EXPECT_TRUE(p.gpu.rounding_replayed);
+    EXPECT_EQ(p.allocator_replay.requested_peak, p.peak_bytes) << kind;
+    EXPECT_GE(p.allocator_replay.reserved_peak, p.allocator_replay.requested_peak) << kind;
+    EXPECT_EQ(p.gpu.rounding_bytes, p.allocator_replay.overhead()) << kind;
+    // a tiny model's blocks are small: each takes at least 512 B and small segments are 2 MiB
+    EXPECT_GE(p.allocator_replay.reserved_peak, int64_t{2} << 20) << kind;
+    const auto j = plan::plan_to_json(p)["gpu"];
+    EXPECT_EQ(j["allocator"], kind);
+    EXPECT_EQ(j["allocator_reserved_peak_bytes"].get<int64_t>(), p.allocator_replay.reserved_peak);
+  }
 }
