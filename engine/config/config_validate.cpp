@@ -16,6 +16,7 @@
 
 #include "checkpoint_layout.hpp"
 #include "config_fields.hpp"
+#include "documents_manifest.hpp"
 #include "json_checked.hpp"
 #include "ring_geometry.hpp"
 #include "ulysses_geometry.hpp"
@@ -331,7 +332,7 @@ void check_data_profile_faults(const RunConfig& c, const SectionsOk& ok, Checker
   const bool ok_par = ok.par;
   const auto& d = c.data;
   k.one_of("data.kind", d.kind);
-  if ((d.kind == "text" || d.kind == "tokens") && d.path.empty())
+  if ((d.kind == "text" || d.kind == "tokens" || d.kind == "documents") && d.path.empty())
     k.bad("data.path", "data.kind=" + d.kind + " needs data.path");
   if (d.kind == "text" && m.vocab_size < 256)
     k.bad("model.vocab_size", "model.vocab_size (" + cv_num(m.vocab_size) +
@@ -467,6 +468,15 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c, FileChecks dept
       if (static_cast<int64_t>(max_id) >= c.model.vocab_size)
         bad("model.vocab_size", "model.vocab_size (" + cv_num(c.model.vocab_size) + ") is too small for " + d.path +
                                     ", whose largest token id is " + cv_num(static_cast<int64_t>(max_id)));
+    }
+  }
+  if (d.kind == "documents") {  // the prepared folder (documents_manifest.hpp): manifest, sizes, vocabulary
+    try {
+      const DocumentsManifest dm = read_documents_manifest(d.path);
+      const std::string why = documents_vocab_problem(dm, c.model.vocab_size, depth == FileChecks::Full);
+      if (!why.empty()) bad(why.rfind("model.", 0) == 0 ? "model.vocab_size" : "data.path", why);
+    } catch (const ConfigError& e) {
+      bad("data.path", e.what());
     }
   }
   for (auto& i : ckpt::resume_issues(c)) out.push_back(std::move(i));  // train.resume_from

@@ -14,6 +14,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "documents.hpp"
+
 namespace ulysses {
 namespace {
 
@@ -161,6 +163,10 @@ class ZeroTokens : public TokenSource {
 
 std::unique_ptr<TokenSource> TokenSource::zeros(int64_t size) { return std::make_unique<ZeroTokens>(size); }
 
+std::unique_ptr<TokenSource> TokenSource::file(const std::string& path, int width, int64_t vocab) {
+  return std::make_unique<FileTokens>(path, width, vocab);
+}
+
 std::unique_ptr<TokenSource> TokenSource::open(const DataConfig& d, const ModelConfig& m, int64_t seq_length,
                                                uint64_t seed) {
   std::unique_ptr<TokenSource> src;
@@ -182,8 +188,10 @@ std::unique_ptr<TokenSource> TokenSource::open(const DataConfig& d, const ModelC
     if (max_id >= m.vocab_size)
       throw ConfigError("model.vocab_size (" + std::to_string(m.vocab_size) + ") is too small for " + d.path +
                         ", whose largest token id is " + std::to_string(max_id));
+  } else if (d.kind == "documents") {
+    return open_documents(d.path, seq_length, m.vocab_size);  // packed: any length fills sequences
   } else {
-    throw ConfigError("data.kind must be synthetic, text or tokens, got '" + d.kind + "'");
+    throw ConfigError("data.kind must be synthetic, text, tokens or documents, got '" + d.kind + "'");
   }
   if (src->size() < seq_length + 1)
     throw ConfigError("data " + d.path + " holds " + std::to_string(src->size()) +
@@ -196,10 +204,17 @@ Batch make_batch(const TokenSource& src, int64_t N, int64_t step, int64_t first,
   auto labels = torch::empty({count, N}, torch::kInt64);
   auto pi = ids.accessor<int64_t, 2>();
   auto pl = labels.accessor<int64_t, 2>();
+  const auto* docs = dynamic_cast<const DocumentTokens*>(&src);
+  at::Tensor starts = docs ? torch::empty({count, N}, torch::kInt64) : at::Tensor();  // (B, N)
   const int64_t span = src.size() - (N + 1) + 1;
   for (int64_t b = 0; b < count; ++b) {
     const uint64_t key =
         splitmix64(seed * 0x100000001b3ULL ^ splitmix64(static_cast<uint64_t>(step) * 1000003ULL + (first + b)));
+    if (docs) {  // packed sequence key mod count (documents.hpp)
+      const int64_t k = static_cast<int64_t>(key % static_cast<uint64_t>(docs->sequences()));
+      docs->fill(k, ids[b].data_ptr<int64_t>(), labels[b].data_ptr<int64_t>(), starts[b].data_ptr<int64_t>());
+      continue;
+    }
     const int64_t off = static_cast<int64_t>(key % static_cast<uint64_t>(span));
     std::vector<int64_t> tokens(static_cast<size_t>(N + 1));
     src.read(off, N + 1, tokens.data());
@@ -208,7 +223,7 @@ Batch make_batch(const TokenSource& src, int64_t N, int64_t step, int64_t first,
       pl[b][t] = tokens[static_cast<size_t>(t + 1)];  // shifted before sharding: the shard boundary keeps its target
     }
   }
-  return {ids, labels};
+  return {ids, labels, starts};
 }
 
 }  // namespace ulysses

@@ -1,6 +1,6 @@
-// Training data: byte-level text, flat uint16/uint32 token files (nanoGPT / llm.c layout)
-// or a synthetic learnable stream. Batches are fixed by (seed, step, sequence index), so
-// any sp_size / dp_size split of the same run sees the same tokens.
+// Training data: byte-level text, flat uint16/uint32 token files (nanoGPT / llm.c layout),
+// packed documents of a prepared folder (documents.hpp) or a synthetic learnable stream. Batches are fixed by (seed,
+// step, sequence index), so any sp_size / dp_size split of the same run sees the same tokens.
 #pragma once
 
 #include <memory>
@@ -28,11 +28,16 @@ class TokenSource {
   // `size` tokens of id 0: data of the right shapes where no values matter (the memory planner's
   // dry run on meta), made at once whatever the size.
   static std::unique_ptr<TokenSource> zeros(int64_t size);
+  // A token file of `width`-byte little-endian ids, each read checked below `vocab`.
+  static std::unique_ptr<TokenSource> file(const std::string& path, int width, int64_t vocab);
 };
 
 struct Batch {
   at::Tensor ids;     // (B, N) int64
   at::Tensor labels;  // (B, N) int64, already shifted: labels[:, t] = token t+1
+  // data.kind = "documents" only (else undefined): (B, N) int64, the index of the first token
+  // of each token's document in its sequence (DocumentMask, document_mask.hpp).
+  at::Tensor doc_start;
 };
 
 // Sequences [first, first+count) of the global batch of `step`.

@@ -11,6 +11,11 @@
 // (N, G, dh), so a query block of that group is one (bq*G, dh) tile whose rows are
 // (token, head) pairs; row r belongs to token i0 + r / G. Head h uses kv head h / G.
 // Everything accumulates in fp32 (fp64 for double inputs) and returns the input dtype.
+// Packed documents (DocumentMask): the forward runs each query block's key blocks from the
+// diagonal down (its first tile gives every row a finite max: a query sees itself) and stops
+// at the first block before the block's documents start; the backward stops each key
+// block's query blocks at the first that starts in a later document. Tiles crossing a
+// document border get the document mask, whole ones none.
 #include "local_attention.hpp"
 
 #include <cmath>
@@ -53,9 +58,20 @@ at::Tensor causal_block_bias(int64_t block, const at::TensorOptions& like) {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
+// Additive (bq, 1, bk) bias of row b's document mask for the tile of queries [i0, i0+bq) and
+// keys [j0, j0+bk); undefined when no entry is masked.
+at::Tensor document_tile_bias(const DocumentMask& d, int64_t b, int64_t i0, int64_t bq, int64_t j0, int64_t bk,
+                              const at::TensorOptions& like) {
+  if (d.full(b, i0, i0 + bq, j0, j0 + bk)) return {};
+  return at::zeros({bq, bk}, like)
+      .masked_fill_(d.masked(b, i0, bq, j0, bk, like.device()), -std::numeric_limits<double>::infinity())
+      .unsqueeze(1);
+}
+
 class BlockedAttentionFn : public torch::autograd::Function<BlockedAttentionFn> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v, int64_t block) {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v, int64_t block,
+                            const DocumentMask* docs) {
     const auto B = q.size(0), H = q.size(1), N = q.size(2), dh = q.size(3), Hkv = k.size(1), G = H / Hkv;
     const auto acc = acc_type(q);
     const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
@@ -78,10 +94,17 @@ class BlockedAttentionFn : public torch::autograd::Function<BlockedAttentionFn> 
           auto m = at::full({bq * G, 1}, -std::numeric_limits<double>::infinity(), qt.options());
           auto l = at::zeros({bq * G, 1}, qt.options());
           auto o = at::zeros({bq * G, dh}, qt.options());
-          for (int64_t kb = 0; kb <= i; ++kb) {  // key blocks after the query block are fully masked
+          for (int64_t step = 0; step <= i; ++step) {   // key blocks after the query block are fully masked
+            const int64_t kb = docs ? i - step : step;  // documents: from the diagonal down
             const int64_t j0 = kb * block, bk = std::min(block, N - j0);
-            auto s = at::mm(qt, kh.narrow(0, j0, bk).t());                                  // (bq*G, bk)
-            if (kb == i) s.view({bq, G, bk}).add_(bias.narrow(0, 0, bq).narrow(2, 0, bk));  // diagonal tile: bk == bq
+            if (docs && !docs->live(b, i0, i0 + bq, j0, j0 + bk)) break;  // before the block's documents
+            auto s = at::mm(qt, kh.narrow(0, j0, bk).t());                // (bq*G, bk)
+            if (docs) {
+              const auto db = document_tile_bias(*docs, b, i0, bq, j0, bk, qt.options());
+              if (db.defined()) s.view({bq, G, bk}).add_(db);
+            } else if (kb == i) {
+              s.view({bq, G, bk}).add_(bias.narrow(0, 0, bq).narrow(2, 0, bk));  // diagonal tile: bk == bq
+            }
             auto m_new =
                 at::maximum(m, s.amax(1, /*keepdim=*/true));  // finite: each row sees its own token (amax: no indices)
             s.sub_(m_new).exp_();                             // P~ = exp(S - m_new)
@@ -98,6 +121,7 @@ class BlockedAttentionFn : public torch::autograd::Function<BlockedAttentionFn> 
     auto result = ungroup_q(out).to(q.scalar_type());  // (B, H, N, dh)
     ctx->save_for_backward({q, k, v, result, lse});
     ctx->saved_data["block"] = block;
+    ctx->saved_data["docs"] = reinterpret_cast<int64_t>(docs);
     return result;
   }
 
@@ -105,11 +129,12 @@ class BlockedAttentionFn : public torch::autograd::Function<BlockedAttentionFn> 
     const auto sv = ctx->get_saved_variables();
     const at::Tensor &q = sv[0], &k = sv[1], &v = sv[2], &o = sv[3], &lse = sv[4];
     const int64_t block = ctx->saved_data["block"].toInt();
+    const auto* docs = reinterpret_cast<const DocumentMask*>(ctx->saved_data["docs"].toInt());
     const auto B = q.size(0), N = q.size(2), dh = q.size(3), Hkv = k.size(1), G = q.size(1) / Hkv;
     const auto acc = acc_type(q);
     const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
     const int64_t nb = (N + block - 1) / block;
-    if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     at::Tensor qg, qs, dog, Dg, kc, vc;
     {
       at::NoGradGuard no_grad;
@@ -137,10 +162,16 @@ class BlockedAttentionFn : public torch::autograd::Function<BlockedAttentionFn> 
           auto dkt = dkh.narrow(0, j0, bk), dvt = dvh.narrow(0, j0, bk);
           for (int64_t i = kb; i < nb; ++i) {  // query blocks before the key block see none of it
             const int64_t i0 = i * block, bq = std::min(block, N - i0);
+            if (docs && !docs->live(b, i0, i0 + bq, j0, j0 + bk)) break;        // later blocks: later documents
             auto qt = qh.narrow(0, i0, bq).view({bq * G, dh});                  // (bq*G, dh)
             auto dot = doh.narrow(0, i0, bq).view({bq * G, dh});                // (bq*G, dh)
             auto p = at::mm(qsh.narrow(0, i0, bq).view({bq * G, dh}), kt.t());  // (bq*G, bk) = S, the forward's scores
-            if (kb == i) p.view({bq, G, bk}).add_(bias.narrow(0, 0, bq).narrow(2, 0, bk));
+            if (docs) {
+              const auto db = document_tile_bias(*docs, b, i0, bq, j0, bk, qt.options());
+              if (db.defined()) p.view({bq, G, bk}).add_(db);
+            } else if (kb == i) {
+              p.view({bq, G, bk}).add_(bias.narrow(0, 0, bq).narrow(2, 0, bk));
+            }
             p.sub_(lh.narrow(0, i0, bq).reshape({bq * G, 1})).exp_();    // P = exp(S - lse)
             dvt.addmm_(p.t(), dot);                                      // dV += P^T dO
             auto ds = at::mm(dot, vt.t());                               // dP (bq*G, bk)
@@ -151,7 +182,8 @@ class BlockedAttentionFn : public torch::autograd::Function<BlockedAttentionFn> 
         }
       }
     });
-    return {ungroup_q(dq).to(q.scalar_type()), dk.to(k.scalar_type()), dv.to(v.scalar_type()), at::Tensor()};
+    return {ungroup_q(dq).to(q.scalar_type()), dk.to(k.scalar_type()), dv.to(v.scalar_type()), at::Tensor(),
+            at::Tensor()};
   }
 };
 
@@ -164,23 +196,37 @@ void check_shapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v)
               ") must be a multiple of kv heads (", k.size(1), ")");
 }
 
+void check_documents(const at::Tensor& q, const DocumentMask* docs) {
+  TORCH_CHECK(!docs || (docs->batch() == q.size(0) && docs->tokens() == q.size(2)), "causal_attention: the document ",
+              "mask covers (", docs ? docs->batch() : 0, ", ", docs ? docs->tokens() : 0, ") tokens, q ", q.sizes());
+}
+
 }  // namespace
 
-at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t block) {
+at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t block,
+                                    const DocumentMask* docs) {
   check_shapes(q, k, v);
   TORCH_CHECK(block > 0, "causal_attention: block must be positive, got ", block);
-  return BlockedAttentionFn::apply(q, k, v, block);
+  check_documents(q, docs);
+  return BlockedAttentionFn::apply(q, k, v, block, docs);
 }
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            const AttentionKernel& kernel) {
+                            const AttentionKernel& kernel, const DocumentMask* docs) {
   if (kernel.kind == AttentionKernel::Kind::FlashShapes || q.is_meta())
     return shape_attention(q, k, v, static_cast<int>(kernel.kind), kernel.block);
   switch (kernel.kind) {
     case AttentionKernel::Kind::Blocked:
-      return blocked_causal_attention(q, k, v, kernel.block);
+      return blocked_causal_attention(q, k, v, kernel.block, docs);
     case AttentionKernel::Kind::Sdpa:
     default:
+      if (docs) {  // the document mask as an additive bias (B, 1, N, N) (no varlen kernel here)
+        check_documents(q, docs);
+        const auto bias = at::zeros({q.size(0), 1, q.size(2), q.size(2)}, q.options())
+                              .masked_fill_(docs->masked(0, q.size(2), 0, q.size(2), q.device()).unsqueeze(1),
+                                            -std::numeric_limits<double>::infinity());
+        return compat::sdpa_masked(q, expand_kv(k, q.size(1)), expand_kv(v, q.size(1)), bias);
+      }
       return compat::sdpa_causal(q, expand_kv(k, q.size(1)), expand_kv(v, q.size(1)));
   }
 }

@@ -12,6 +12,8 @@
 
 #include <torch/torch.h>
 
+#include "document_mask.hpp"
+
 namespace ulysses {
 
 struct AttentionKernel {
@@ -22,13 +24,16 @@ struct AttentionKernel {
   int64_t block = 256;  // tokens per query/key block (Blocked only)
 };
 
-// q (B, H, N, dh); k, v (B, Hkv, N, dh) -> (B, H, N, dh), causal. Differentiable.
+// q (B, H, N, dh); k, v (B, Hkv, N, dh) -> (B, H, N, dh), causal. Differentiable. `docs`
+// (packed documents, document_mask.hpp; nullptr: one document): causal within each document
+// only, over (B, N) global positions 0..N-1; it must outlive the backward.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            const AttentionKernel& kernel);
+                            const AttentionKernel& kernel, const DocumentMask* docs = nullptr);
 
 // The blocked kernel itself (what causal_attention runs for Kind::Blocked off the meta device,
 // where shapes stand in for it): q (B, H, N, dh); k, v (B, Hkv, N, dh) -> (B, H, N, dh).
-at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t block);
+at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t block,
+                                    const DocumentMask* docs = nullptr);
 
 // The kernel for a run: train.attention (auto | sdpa | blocked) on a device. auto means
 // Blocked on CPU and Sdpa on CUDA (flash).

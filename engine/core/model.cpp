@@ -125,8 +125,8 @@ std::pair<at::Tensor, at::Tensor> rope_tables(const at::Tensor& positions, const
   const auto f32 = out.dtype(torch::kFloat32);
   auto inv = inv_freq.to(f32.device());
   auto pos = positions.to(f32.device()).to(inv.scalar_type());
-  auto freqs = pos.unsqueeze(1) * inv.unsqueeze(0);  // (n, dh/2)
-  auto emb = torch::cat({freqs, freqs}, -1);         // (n, dh)
+  auto freqs = pos.unsqueeze(-1) * inv.unsqueeze(0);  // (n, dh/2), or (B, n, dh/2) for per-row positions
+  auto emb = torch::cat({freqs, freqs}, -1);          // (n, dh)
   auto c = emb.cos(), s = emb.sin();
   if (scaling != 1.0) {
     c = c * scaling;
@@ -148,8 +148,8 @@ at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tens
   const auto half = x.size(-1) / 2;
   auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
   auto rot = torch::cat({-x2, x1}, -1);
-  auto c = cos.unsqueeze(0).unsqueeze(2);  // (1, n, 1, dh), already x's device and dtype
-  auto s = sin.unsqueeze(0).unsqueeze(2);
+  auto c = cos.dim() == 3 ? cos.unsqueeze(2) : cos.unsqueeze(0).unsqueeze(2);  // (1 or B, n, 1, dh), x's dtype
+  auto s = sin.dim() == 3 ? sin.unsqueeze(2) : sin.unsqueeze(0).unsqueeze(2);
   return x * c + rot * s;
 }
 
@@ -465,6 +465,7 @@ at::Tensor LlamaModel::layer_forward_tiled(int64_t l, const at::Tensor& x_in, co
 }
 
 at::Tensor LlamaModel::forward_logits(const at::Tensor& ids, int64_t pos0) {
+  set_documents(nullptr);
   auto x = hidden_states(ids, torch::arange(pos0, pos0 + ids.size(1), at::TensorOptions().dtype(torch::kInt64)));
   const int head = static_cast<int>(cfg_.num_hidden_layers) + 1;
   x = unit_boundary(x, head, /*begin=*/false);
@@ -480,9 +481,18 @@ at::Tensor LlamaModel::forward_loss_sum(const at::Tensor& ids, const at::Tensor&
                           torch::arange(pos0, pos0 + ids.size(1), at::TensorOptions().dtype(torch::kInt64)));
 }
 
-at::Tensor LlamaModel::forward_loss_sum(const at::Tensor& ids, const at::Tensor& labels, const at::Tensor& positions) {
+void LlamaModel::set_documents(const DocumentMask* docs) {
+  docs_ = docs ? *docs : DocumentMask();
+  for (auto& o : attn_opts_) o.docs = docs ? &docs_ : nullptr;
+  for (auto& o : recompute_opts_) o.docs = docs ? &docs_ : nullptr;
+}
+
+at::Tensor LlamaModel::forward_loss_sum(const at::Tensor& ids, const at::Tensor& labels, const at::Tensor& positions,
+                                        const DocumentMask* docs) {
   const bool marks_on = tracer_ && tracer_->active() && torch::GradMode::is_enabled();
-  auto x = hidden_states(ids, positions);
+  set_documents(docs);
+  // Packed documents: RoPE positions restart at every document, (B, n) (document_mask.hpp).
+  auto x = hidden_states(ids, docs ? docs->positions(positions) : positions);
   // Stage 3: the final norm + lm_head are one gather unit, after the layers.
   const int head = static_cast<int>(cfg_.num_hidden_layers) + 1;
   x = unit_boundary(x, head, /*begin=*/false);

@@ -95,7 +95,11 @@ class LlamaModel {
   at::Tensor forward_loss_sum(const at::Tensor& ids, const at::Tensor& labels, int64_t pos0);
   // The same for a shard whose tokens sit at the global positions `positions` (n, int64, CPU):
   // ring attention's zigzag layout gives a rank non-adjacent pieces of the sequence.
-  at::Tensor forward_loss_sum(const at::Tensor& ids, const at::Tensor& labels, const at::Tensor& positions);
+  // `docs` (packed documents, document_mask.hpp; nullptr: one document): the mask of the whole
+  // sequences (B, N); RoPE then takes each token's position in its document and attention is
+  // causal within documents (copied: it lives until the next forward, past this backward).
+  at::Tensor forward_loss_sum(const at::Tensor& ids, const at::Tensor& labels, const at::Tensor& positions,
+                              const DocumentMask* docs = nullptr);
   // Logits (B, n, V) for a shard (no loss), for checks.
   at::Tensor forward_logits(const at::Tensor& ids, int64_t pos0);
 
@@ -155,11 +159,13 @@ class LlamaModel {
   ParamUnitHooks* units_ = nullptr;
   // The tile functions handed to tiled_tokens: they must outlive the autograd graphs.
   TileFn qkv_tile_fn_, post_tile_fn_;
+  DocumentMask docs_;  // the forward's packed documents (undefined: none); attn options point here
+  void set_documents(const DocumentMask* docs);
 };
 
 // RMSNorm in fp32 as Hugging Face computes it: w * (x / sqrt(mean(x^2) + eps)).to(dtype).
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
-// Rotary embedding with rotate_half. x (B, n, h, dh), cos/sin (n, dh).
+// Rotary embedding with rotate_half. x (B, n, h, dh), cos/sin (n, dh) or per row (B, n, dh).
 at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 // Hugging Face RoPE inverse frequencies (dh/2, CPU) for the config's rope_type
 // (default | linear | llama3 | yarn) and the factor cos/sin are scaled by (yarn: attention
@@ -170,7 +176,7 @@ std::pair<at::Tensor, double> rope_inv_freq(const ModelConfig& cfg, torch::Dtype
 // inv_freq's dtype (fp32 as Hugging Face, or fp64) on out's device, returned in out's dtype.
 std::pair<at::Tensor, at::Tensor> rope_tables(int64_t pos0, int64_t n, const at::Tensor& inv_freq, double scaling,
                                               const at::TensorOptions& out);
-// The same for any global positions (n, int64).
+// The same for any global positions (n) int64, or per row (B, n) -> cos, sin (B, n, dh).
 std::pair<at::Tensor, at::Tensor> rope_tables(const at::Tensor& positions, const at::Tensor& inv_freq, double scaling,
                                               const at::TensorOptions& out);
 // Plain RoPE (rope_type default) tables: cos, sin (n, dh) for positions pos0..pos0+n-1: angles computed in fp32 on

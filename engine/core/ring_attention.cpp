@@ -29,6 +29,12 @@ void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   if (transport.size() != layout.ring) throw std::invalid_argument("ring attention: transport size != ring size");
 }
 
+void check_ring_documents(const at::Tensor& q, const RingLayout& layout, const DocumentMask* docs) {
+  if (docs && (docs->batch() != q.size(0) || docs->tokens() != q.size(2) * layout.ring))
+    throw std::invalid_argument("ring attention: the document mask covers " + std::to_string(docs->tokens()) +
+                                " tokens, the ring " + std::to_string(q.size(2) * layout.ring));
+}
+
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Calls f(i0, ti, j0, tj) for the score tiles of one c x c block, `tile` rows and columns at
@@ -50,6 +56,31 @@ void for_each_tile(int64_t c, int64_t tile, bool diag, bool meta, F&& f) {
 // j0 + s > i0 + r, i.e. s - r >= i0 - j0 + 1.
 at::Tensor causal_mask(int64_t ti, int64_t tj, int64_t i0, int64_t j0, const c10::Device& dev) {
   return torch::ones({ti, tj}, torch::TensorOptions().dtype(torch::kBool).device(dev)).triu(i0 - j0 + 1);
+}
+
+// Whether the (q chunk, kv chunk) block of chunk size c has an unmasked entry: causal (kv
+// chunk not after the q chunk), and with packed documents some key in a query's document.
+bool block_live(const DocumentMask* docs, int64_t q_chunk, int64_t kv_chunk, int64_t c) {
+  if (!docs) return kv_chunk <= q_chunk;
+  return docs->live(q_chunk * c, (q_chunk + 1) * c, kv_chunk * c, (kv_chunk + 1) * c);
+}
+
+// Packed documents: a score tile of queries [q0, q0+ti) x keys [k0, k0+tj) (global positions)
+// is skipped (fully masked), computed whole, or masked with (B, 1, 1, ti, tj). Without
+// documents: never skipped, no mask here (the causal mask of diagonal tiles applies).
+struct TileMask {
+  bool skip = false;
+  at::Tensor mask;
+};
+TileMask tile_mask(const DocumentMask* docs, int64_t q0, int64_t ti, int64_t k0, int64_t tj, const c10::Device& dev) {
+  TileMask t;
+  if (!docs) return t;
+  if (!docs->live(q0, q0 + ti, k0, k0 + tj)) {
+    t.skip = true;
+    return t;
+  }
+  if (!docs->full(q0, q0 + ti, k0, k0 + tj)) t.mask = docs->masked(q0, ti, k0, tj, dev).view({-1, 1, 1, ti, tj});
+  return t;
 }
 
 class GroupRingTransport : public RingTransport {
@@ -198,11 +229,12 @@ class RingAttentionFn : public torch::autograd::Function<RingAttentionFn> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
                             const RingLayout* layout, RingTransport* transport, int64_t skip_step,
-                            const RingTrace* trace) {
+                            const RingTrace* trace, const DocumentMask* docs) {
     RingFault fault;
     fault.skip_step = skip_step;
-    RingForward f = ring_attention_forward(q, k, v, *layout, *transport, fault, trace);
+    RingForward f = ring_attention_forward(q, k, v, *layout, *transport, fault, trace, docs);
     ctx->saved_data["layout"] = reinterpret_cast<int64_t>(layout);
+    ctx->saved_data["docs"] = reinterpret_cast<int64_t>(docs);
     ctx->saved_data["transport"] = reinterpret_cast<int64_t>(transport);
     if (trace && trace->tracer) {  // the backward's exchanges: same tracer and attention fields
       ctx->saved_data["tracer"] = reinterpret_cast<int64_t>(trace->tracer);
@@ -227,17 +259,18 @@ class RingAttentionFn : public torch::autograd::Function<RingAttentionFn> {
       trace.info.head_end = static_cast<int32_t>(fields[2]);
       trace.info.chunk = static_cast<int32_t>(fields[3]);
     }
-    RingGrads g =
-        ring_attention_backward(saved[0], saved[1], saved[2], f, grads[0].contiguous(), *layout, *transport, &trace);
-    return {g.dq, g.dk, g.dv, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    const auto* docs = reinterpret_cast<const DocumentMask*>(ctx->saved_data["docs"].toInt());
+    RingGrads g = ring_attention_backward(saved[0], saved[1], saved[2], f, grads[0].contiguous(), *layout, *transport,
+                                          &trace, docs);
+    return {g.dq, g.dk, g.dv, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RingLayout& layout,
-                          RingTransport& transport, RingFault fault, const RingTrace* trace) {
-  return RingAttentionFn::apply(q, k, v, &layout, &transport, fault.skip_step, trace);
+                          RingTransport& transport, RingFault fault, const RingTrace* trace, const DocumentMask* docs) {
+  return RingAttentionFn::apply(q, k, v, &layout, &transport, fault.skip_step, trace, docs);
 }
 
 std::unique_ptr<RingTransport> make_group_ring_transport(c10::intrusive_ptr<compat::Backend> group,
@@ -277,8 +310,9 @@ at::Tensor ring_positions(const RingLayout& layout, int64_t r, int64_t n_total) 
 
 RingForward ring_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    const RingLayout& layout, RingTransport& transport, RingFault fault,
-                                   const RingTrace* trace) {
+                                   const RingTrace* trace, const DocumentMask* docs) {
   check_inputs(q, k, v, layout, transport);
+  check_ring_documents(q, layout, docs);
   const int64_t B = q.size(0), H = q.size(1), n = q.size(2), dh = q.size(3), Hkv = k.size(1), G = H / Hkv;
   const int64_t R = layout.ring, r = transport.rank(), slots = layout.chunks_per_rank(), c = n / slots;
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
@@ -301,14 +335,19 @@ RingForward ring_attention_forward(const at::Tensor& q, const at::Tensor& k, con
       at::Tensor kf = cur[0].to(torch::kFloat).unsqueeze(2), vf = cur[1].to(torch::kFloat).unsqueeze(2);
       for (int64_t a = 0; a < slots; ++a) {
         for (int64_t b = 0; b < slots; ++b) {
-          if (kv_chunks[b] > q_chunks[a]) continue;  // masked block
+          if (!block_live(docs, q_chunks[a], kv_chunks[b], c)) continue;  // masked block
           ++blocks;
           const bool diag = kv_chunks[b] == q_chunks[a];
           for_each_tile(c, layout.tile, diag, q.is_meta(), [&](int64_t i0, int64_t ti, int64_t j0, int64_t tj) {
+            const TileMask tm = tile_mask(docs, q_chunks[a] * c + i0, ti, kv_chunks[b] * c + j0, tj, q.device());
+            if (tm.skip) return;  // before the documents of these queries
             at::Tensor sc =
                 torch::matmul(slot(q5, a, c).narrow(-2, i0, ti), slot(kf, b, c).narrow(-2, j0, tj).transpose(-1, -2)) *
                 scale;
-            if (diag && j0 + tj > i0) sc = sc.masked_fill(causal_mask(ti, tj, i0, j0, q.device()), kNegInf);
+            if (tm.mask.defined())
+              sc = sc.masked_fill(tm.mask, kNegInf);
+            else if (!docs && diag && j0 + tj > i0)
+              sc = sc.masked_fill(causal_mask(ti, tj, i0, j0, q.device()), kNegInf);
             at::Tensor ma = m.narrow(-1, a * c + i0, ti), la = l.narrow(-1, a * c + i0, ti);
             at::Tensor acca = acc.narrow(-2, a * c + i0, ti);
             at::Tensor m_new = torch::maximum(ma, std::get<0>(sc.max(-1)));
@@ -339,8 +378,9 @@ RingForward ring_attention_forward(const at::Tensor& q, const at::Tensor& k, con
 
 RingGrads ring_attention_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RingForward& fwd,
                                   const at::Tensor& dout, const RingLayout& layout, RingTransport& transport,
-                                  const RingTrace* trace) {
+                                  const RingTrace* trace, const DocumentMask* docs) {
   check_inputs(q, k, v, layout, transport);
+  check_ring_documents(q, layout, docs);
   const int64_t B = q.size(0), H = q.size(1), n = q.size(2), dh = q.size(3), Hkv = k.size(1), G = H / Hkv;
   const int64_t R = layout.ring, r = transport.rank(), slots = layout.chunks_per_rank(), c = n / slots;
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
@@ -366,13 +406,18 @@ RingGrads ring_attention_backward(const at::Tensor& q, const at::Tensor& k, cons
     auto range = block_range(trace, prof::Direction::Backward);
     for (int64_t a = 0; a < slots; ++a) {
       for (int64_t b = 0; b < slots; ++b) {
-        if (kv_chunks[b] > q_chunks[a]) continue;
+        if (!block_live(docs, q_chunks[a], kv_chunks[b], c)) continue;
         const bool diag = kv_chunks[b] == q_chunks[a];
         for_each_tile(c, layout.tile, diag, q.is_meta(), [&](int64_t i0, int64_t ti, int64_t j0, int64_t tj) {
+          const TileMask tm = tile_mask(docs, q_chunks[a] * c + i0, ti, kv_chunks[b] * c + j0, tj, q.device());
+          if (tm.skip) return;
           at::Tensor qa = slot(q5, a, c).narrow(-2, i0, ti), doa = slot(do5, a, c).narrow(-2, i0, ti);
           at::Tensor kb = slot(kf, b, c).narrow(-2, j0, tj), vb = slot(vf, b, c).narrow(-2, j0, tj);
           at::Tensor sc = torch::matmul(qa, kb.transpose(-1, -2)) * scale;
-          if (diag && j0 + tj > i0) sc = sc.masked_fill(causal_mask(ti, tj, i0, j0, q.device()), kNegInf);
+          if (tm.mask.defined())
+            sc = sc.masked_fill(tm.mask, kNegInf);
+          else if (!docs && diag && j0 + tj > i0)
+            sc = sc.masked_fill(causal_mask(ti, tj, i0, j0, q.device()), kNegInf);
           at::Tensor p = torch::exp(sc - lse.narrow(-1, a * c + i0, ti).unsqueeze(-1));
           at::Tensor dp = torch::matmul(doa, vb.transpose(-1, -2));
           at::Tensor ds = p * (dp - D.narrow(-1, a * c + i0, ti).unsqueeze(-1));

@@ -28,6 +28,7 @@
 
 #include <torch/torch.h>
 
+#include "document_mask.hpp"
 #include "ring_geometry.hpp"
 #include "comm_timing.hpp"
 #include "torch_compat.hpp"
@@ -87,14 +88,17 @@ struct RingFault {
 };
 
 // `trace` (nullptr: untraced): forward exchanges recorded with Direction::Forward, backward
-// ones with Direction::Backward.
+// ones with Direction::Backward. `docs` (packed documents, document_mask.hpp; nullptr: one
+// causal sequence): the mask of the whole ring's sequence, (B, n x ring) global positions;
+// blocks and score tiles with no unmasked entry are skipped, tiles crossing a document border
+// masked (per hop: the kv chunks that arrived against this rank's q chunks).
 RingForward ring_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    const RingLayout& layout, RingTransport& transport, RingFault fault = {},
-                                   const RingTrace* trace = nullptr);
+                                   const RingTrace* trace = nullptr, const DocumentMask* docs = nullptr);
 
 RingGrads ring_attention_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RingForward& fwd,
                                   const at::Tensor& dout, const RingLayout& layout, RingTransport& transport,
-                                  const RingTrace* trace = nullptr);
+                                  const RingTrace* trace = nullptr, const DocumentMask* docs = nullptr);
 
 // Differentiable ring attention: forward as ring_attention_forward (out and the fp32
 // log-sum-exp saved), backward as ring_attention_backward. `layout` and `transport` must
@@ -102,7 +106,8 @@ RingGrads ring_attention_backward(const at::Tensor& q, const at::Tensor& k, cons
 // `fault` (tests only) skips a K/V block in the forward. `trace` is copied: the backward's
 // exchanges are traced with the same tracer and attention fields.
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RingLayout& layout,
-                          RingTransport& transport, RingFault fault = {}, const RingTrace* trace = nullptr);
+                          RingTransport& transport, RingFault fault = {}, const RingTrace* trace = nullptr,
+                          const DocumentMask* docs = nullptr);
 
 enum class RingTransportKind {
   P2P,       // a send to rank+1 and a receive from rank-1 per exchange (Gloo only)

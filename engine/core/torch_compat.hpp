@@ -42,11 +42,18 @@ using Backend = c10d::Backend;
 inline at::Tensor sdpa_causal(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
 }
+// SDPA with an additive float mask (B or 1, 1, N, N): packed documents (document_mask.hpp).
+inline at::Tensor sdpa_masked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias) {
+  return at::scaled_dot_product_attention(q, k, v, bias, 0.0, /*is_causal=*/false);
+}
 #else
 // 1.13: ProcessGroupGloo derives from ProcessGroup; SDPA is the private math kernel.
 using Backend = c10d::ProcessGroup;
 inline at::Tensor sdpa_causal(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   return std::get<0>(at::_scaled_dot_product_attention(q, k, v, {}, 0.0, false, /*is_causal=*/true));
+}
+inline at::Tensor sdpa_masked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias) {
+  return std::get<0>(at::_scaled_dot_product_attention(q, k, v, bias, 0.0, false, /*is_causal=*/false));
 }
 #endif
 

@@ -355,7 +355,9 @@ double Trainer::loss_and_grads(int64_t s) {
     {
       mem::Scope act(mem::MemCategory::Activations);  // the model's forward (its head: Logits)
       mem::Label forward("forward");                   // memory_labels.hpp: names the peak table's rows
-      loss_sum = model_->forward_loss_sum(ids, labels, positions);
+      // data.kind = documents: the whole sequences' document mask (the model keeps a copy)
+      const DocumentMask docs = batch.doc_start.defined() ? DocumentMask(batch.doc_start) : DocumentMask();
+      loss_sum = model_->forward_loss_sum(ids, labels, positions, docs.defined() ? &docs : nullptr);
     }
     if (tracer_ && tracer_->active() && cfg_.profile.memory)
       tracer_->sample_memory("after_forward", memory_now(device_));

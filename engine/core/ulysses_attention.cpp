@@ -425,9 +425,9 @@ at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Te
     trace.tracer = opt.tracer;
     if (at) trace.info = *at;
     trace.info.layer = opt.layer;
-    return ring_attention(q, k, v, opt.ring_layout, *opt.ring, opt.ring_fault, &trace);
+    return ring_attention(q, k, v, opt.ring_layout, *opt.ring, opt.ring_fault, &trace, opt.docs);
   }
-  return causal_attention(q, k, v, opt.kernel);
+  return causal_attention(q, k, v, opt.kernel, opt.docs);
 }
 
 at::Tensor ulysses_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const UlyssesOptions& opt) {

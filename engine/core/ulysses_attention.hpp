@@ -32,6 +32,10 @@ struct UlyssesOptions {
   RingTransport* ring = nullptr;
   RingLayout ring_layout;
   RingFault ring_fault;  // tests only: skip one ring block
+  // Packed documents (document_mask.hpp; nullptr: one causal sequence): the mask of the whole
+  // sequence. After the seq->head all-to-all every rank holds the whole sequence (or its ring
+  // rank's chunks), so each chunk's attention takes it as is. Must outlive the backward.
+  const DocumentMask* docs = nullptr;
 };
 
 // The attention of one head chunk: q (B, h, N, dh), k and v (B, hk, N, dh) -> (B, h, N, dh);

@@ -65,6 +65,8 @@
 //                                        checkpointing (the forward runs twice)
 //   attention = 12 * L * N^2 * qd * b*D*G  (QK^T and AV: 2 * 2*N^2*qd forward, x3 with
 //                                        backward; 16 with checkpointing), halved for causal
+//                                        and times CostOptions::attention_fraction (packed
+//                                        documents: the pairs the document mask keeps)
 // Predicted step time = FLOPs per rank / throughput + comm bytes / bandwidth (no overlap;
 // bandwidth 0 = communication ignored). `ulysses-run --plan` measures one step's memory on
 // the meta device; this is the formula that explains it.
@@ -83,6 +85,11 @@ struct CostOptions {
   double tflops_per_rank = 100.0;  // sustained TFLOP/s a rank achieves (editable)
   double link_gbytes_per_s = 0.0;  // all-to-all bandwidth per rank, GB/s; 0 = ignore comm
   bool causal = true;              // Llama attention is causal
+  // The share of causal attention's (query, key) pairs computed: data.kind = documents masks
+  // attention at document borders, and the kernels skip fully masked blocks. -1 = from the
+  // config's prepared folder (packed_attention_fraction, documents_manifest.hpp; 1 when the
+  // kind is another or the folder cannot be read).
+  double attention_fraction = -1;
   // Whether attention materializes the N x N scores (math SDPA). -1 = from the device the
   // run will use (decide_device, as the workers decide it) and train.attention: yes only for
   // train.attention = sdpa on a CPU rank; auto and blocked on CPU run the block-causal kernel
@@ -124,7 +131,8 @@ struct CostEstimate {
   int64_t ring_bytes_per_step = 0;
   // Compute
   double dense_flops_per_step = 0;      // all ranks
-  double attention_flops_per_step = 0;  // all ranks
+  double attention_flops_per_step = 0;  // all ranks (after the document mask's saving)
+  double attention_fraction = 1;        // the share of causal attention counted (CostOptions)
   double flops_per_step() const { return dense_flops_per_step + attention_flops_per_step; }
   double flops_per_rank = 0;
   double compute_s = 0;     // flops_per_rank / throughput

@@ -412,6 +412,11 @@ void map_data_profile_faults(const RunConfig& cfg, MappingRows& r) {
     data_note = "our synthetic learnable stream has no Python equivalent: compare on text or tokens data. ";
   else if (cfg.data.kind == "text")
     data_note = "byte-level: each byte of the file is one token id (list(open(path, 'rb').read())). ";
+  else if (cfg.data.kind == "documents")
+    data_note =
+        "documents of a prepared folder (tokens.bin, documents.bin offsets) packed whole into seq_length tokens: "
+        "DataCollatorWithFlattening (position_ids restart per document, the first label of each document -100) "
+        "with attn_implementation='flash_attention_2'. ";
   else
     data_note =
         "flat " + cfg.data.token_dtype + " token ids (numpy.memmap(path, dtype='" + cfg.data.token_dtype + "')). ";

@@ -29,6 +29,7 @@
 #include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"
+#include "common/documents_fixture.hpp"
 #include "common/e2e_util.hpp"
 #include "common/model_compare.hpp"
 
@@ -279,6 +280,36 @@ TEST(EndToEnd, BadInputIsRefusedBeforeAnythingStarts) {
     EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.set << ": " << r.out;
     EXPECT_FALSE(fs::exists(out + "/logs")) << c.set;
   }
+}
+
+// data.kind = documents (docs/LONG_SEQUENCES.md#packed-documents): a prepared folder trains,
+// packed and masked, at sp 2 (exit 0, a finite loss); the same folder with one token id at or
+// above the vocabulary is refused before anything starts, by ulysses-run and by a worker
+// started directly, exit 2 naming tokens.bin.
+TEST(EndToEnd, DocumentsTrainAndATokenAboveTheVocabularyIsRefused) {
+  const auto cfg = config_file();
+  std::vector<std::vector<int64_t>> docs;
+  for (int64_t d = 0; d < 12; ++d) {
+    std::vector<int64_t> doc;
+    for (int64_t i = 0; i < 10 + 7 * d; ++i) doc.push_back((d * 31 + i * 7) % 256);
+    docs.push_back(doc);
+  }
+  const std::string good = tmp("documents_good"), bad = tmp("documents_bad");
+  ulysses::test::write_documents_folder(good, docs, 256);
+  docs[3][5] = 300;
+  ulysses::test::write_documents_folder(bad, docs, 256);
+  const std::string set = " --set data.kind=documents --set train.steps=1 --set data.path=";
+  auto ok = sh(kRun + " " + cfg + set + good + " --worker " + kWorker + " --out " + tmp("docs_run") + " 2>&1");
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  const std::string needle = bad + "/tokens.bin: token 56 is 300";  // 10 + 17 + 24 + 5
+  auto r = sh(kRun + " " + cfg + set + bad + " --worker " + kWorker + " --out " + tmp("docs_bad") + " 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(needle), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(tmp("docs_bad") + "/logs"));
+  r = sh("RANK=0 WORLD_SIZE=1 timeout 60 " + kWorker + " --config " + cfg + " --out " + tmp("docs_wd") + set + bad +
+         " --set parallel.sp_size=1 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(needle), std::string::npos) << r.out;
 }
 
 TEST(EndToEnd, WorkersKilledWithSigkillLeaveReadableTraces) {
