@@ -36,6 +36,7 @@ FLOORS = {
     "ulysses_prof_analysis": 3,
     "ulysses_engine": 3,
     "ulysses_prof_cache": 4,
+    "ulysses_sim": 4,
     "ulysses_prof_export": 4,
     "ulysses_nccl_compile_check": 4,
     "ulysses_profiler": 5,
@@ -65,6 +66,7 @@ FOLDER_LIBRARIES = {
     "engine/core": "ulysses_engine",
     "engine/launch": "ulysses_launch",
     "engine/cost": "ulysses_cost",
+    "engine/sim": "ulysses_sim",
 }
 
 
