@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <thread>
@@ -114,6 +115,20 @@ void write_rank(const std::string& dir, int64_t r, const SimulatedRun& run, cons
 }
 
 }  // namespace
+
+std::string simulated_banner(const std::string& run_dir) {
+  std::error_code ec;
+  const fs::path rec = run_layout::run_record(run_dir);
+  if (!fs::is_regular_file(rec, ec) || fs::file_size(rec, ec) > (1u << 20)) return {};
+  std::ifstream in(rec);
+  const json j = json::parse(in, nullptr, false);
+  if (!j.is_object() || !j.contains("simulated") || !j["simulated"].is_object()) return {};
+  const json& s = j["simulated"];
+  std::string line = "SIMULATED on " + s.value("hardware", std::string("?"));
+  const std::string from = s.value("calibrated_from", std::string());
+  if (!from.empty()) line += " (calibrated to " + from + ")";
+  return line + ": no training ran; the timeline is the step simulator's (docs/PERFORMANCE.md, \"What if\")";
+}
 
 WriteStats write_simulated_run(const std::string& dir, const SimulatedRun& run, int steps) {
   std::error_code ec;

@@ -36,6 +36,10 @@ struct WriteStats {
   SimResult result;
 };
 
+// The line every view shows above a simulated run ("SIMULATED on h200-x8: ..."), from its
+// run.json's "simulated" record; "" for a measured run, a trace file or a folder without one.
+std::string simulated_banner(const std::string& run_dir);
+
 // Simulates run.program on run.hw and writes `steps` identical steps into the folder `dir`
 // (created; refused with std::invalid_argument when it exists and is not empty).
 WriteStats write_simulated_run(const std::string& dir, const SimulatedRun& run, int steps = 3);
