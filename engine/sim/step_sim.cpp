@@ -183,19 +183,41 @@ std::vector<double> own_seconds(const StepProgram& prog, const StepShape& s, con
     ++leaves[t];
   }
   std::vector<double> own(n, 0);
+  // A phase whose backward runs inside autograd without a range of its own (attention at sp 1,
+  // where no Ulysses function pushes one): its backward work goes to the backward ranges.
+  std::map<int, int64_t> fwd_count, bwd_count;
+  std::vector<size_t> backward_ops;
+  for (size_t i = 0; i < n; ++i) {
+    const Op& o = prog.ops[i];
+    if (o.comm || same_phase_parent(i)) continue;
+    if (o.info.phase == Phase::Backward) backward_ops.push_back(i);
+    if (o.info.layer < 0 && o.info.phase != Phase::LmHead) continue;
+    if (o.info.dir == Direction::Forward) ++fwd_count[static_cast<int>(o.info.phase)];
+    if (o.info.dir == Direction::Backward) ++bwd_count[static_cast<int>(o.info.phase)];
+  }
+  double unranged = 0;
+  for (const auto& [ph, f] : fwd_count) {
+    const int64_t missing = f - bwd_count[ph];
+    if (missing <= 0 || prof::phase_is_comm(static_cast<Phase>(ph))) continue;
+    Op b;
+    b.info.phase = static_cast<Phase>(ph);
+    b.info.dir = Direction::Backward;
+    unranged += double(missing) * compute_seconds(nominal_work(b, s, false), s, hw);
+  }
+  for (size_t i : backward_ops) own[i] += unranged / double(backward_ops.size());
   for (size_t i = 0; i < n; ++i) {
     const Op& o = prog.ops[i];
     if (o.comm) {
       own[i] = comm_seconds(o, s, hw);
     } else if (same_children[i] > 0) {
-      own[i] = compute_seconds(nominal_work(o, s, true), s, hw);
+      own[i] += compute_seconds(nominal_work(o, s, true), s, hw);
     } else {
       const auto t = static_cast<size_t>(top[i]);
       Work w = nominal_work(prog.ops[t], s, false);
       w.flops /= leaves[t];
       w.bytes /= leaves[t];
       w.kind = nominal_work(o, s, false).kind;
-      own[i] = compute_seconds(w, s, hw);
+      own[i] += compute_seconds(w, s, hw);
     }
   }
   return own;
