@@ -75,23 +75,32 @@ TEST(SimulateCli, AllToAllNeverBeforeItsInputs) {
   for (int32_t rank : {0, 1}) {
     const auto rs = ranges_of(m, rank, 1);
     for (const auto& a : rs) {
-      if (a.phase != Phase::A2ASeqToHead && !(a.phase == Phase::A2AHeadToSeq && a.dir == Direction::Backward))
-        continue;
-      // its input: the q/k/v projection (forward), the output projection's backward (grad of the output)
-      const Phase input = a.phase == Phase::A2ASeqToHead ? Phase::QkvProj : Phase::OutProj;
+      if (a.phase != Phase::A2ASeqToHead && a.phase != Phase::A2AHeadToSeq) continue;
+      const bool fwd = a.dir == Direction::Forward;
+      // What makes its input: forward seq->head the q/k/v projection, forward head->seq the
+      // chunk's attention; backward head->seq (grad of the output) the output projection's
+      // backward, backward seq->head (dq, dk, dv) the chunk's attention backward.
+      const Phase input = a.phase == Phase::A2ASeqToHead ? (fwd ? Phase::QkvProj : Phase::Attention)
+                                                         : (fwd ? Phase::Attention : Phase::OutProj);
       for (const auto& c : rs) {
         if (c.phase != input || c.layer != a.layer || c.dir != a.dir) continue;
-        EXPECT_GE(a.start_ns, c.end_ns) << prof::phase_name(a.phase) << " layer " << a.layer << " rank " << rank;
+        if (input == Phase::Attention && !(is_leaf_attention(m, c) && c.chunk == a.chunk)) continue;
+        EXPECT_GE(a.start_ns, c.end_ns) << prof::phase_name(a.phase) << " " << prof::direction_name(a.dir)
+                                        << " layer " << a.layer << " rank " << rank;
         ++checked;
       }
-      for (const auto& c : rs) {  // the attention that consumes it starts after it arrived
-        if (!is_leaf_attention(m, c) || c.layer != a.layer || c.dir != a.dir || c.chunk != a.chunk) continue;
+      // The attention that consumes it starts after it arrived.
+      const bool feeds_attention = a.phase == (fwd ? Phase::A2ASeqToHead : Phase::A2AHeadToSeq);
+      for (const auto& c : rs) {
+        if (!feeds_attention || !is_leaf_attention(m, c) || c.layer != a.layer || c.dir != a.dir ||
+            c.chunk != a.chunk)
+          continue;
         EXPECT_GE(c.start_ns, a.end_ns) << "attention before its all-to-all, layer " << a.layer;
         ++checked;
       }
     }
   }
-  EXPECT_GE(checked, 8);  // 2 ranks x 2 layers x (forward + backward) x (input, consumer) at least
+  EXPECT_EQ(checked, 2 * 2 * 6);  // 2 ranks x 2 layers x (4 exchanges' inputs + 2 consumers)
 }
 
 TEST(SimulateCli, HeadChunksOverlapTheNextChunksExchange) {
@@ -105,7 +114,8 @@ TEST(SimulateCli, HeadChunksOverlapTheNextChunksExchange) {
   for (const auto& att : rs) {
     if (!is_leaf_attention(m, att) || att.dir != Direction::Forward || att.chunk != 0) continue;
     for (const auto& x : rs) {
-      if (x.phase != Phase::A2ASeqToHead || x.layer != att.layer || x.chunk != 1) continue;
+      if (x.phase != Phase::A2ASeqToHead || x.dir != Direction::Forward || x.layer != att.layer || x.chunk != 1)
+        continue;
       EXPECT_LT(x.start_ns, att.end_ns) << "layer " << att.layer;
       EXPECT_GT(x.end_ns, att.start_ns) << "layer " << att.layer;
       ++pairs;
