@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "simulated_run.hpp"
 #include "ulysses/profiler/nsys_ids.hpp"
@@ -87,10 +88,14 @@ int32_t lane_of_tid(int64_t tid) {
   return 0;
 }
 
-// Least squares of duration = a x steps + b x bytes over the measured collectives; the link's
-// latency a and bandwidth 1/b (b alone through the origin when the pair is not both positive).
-bool fit_link(const prof::TraceModel& m, const StepShape& s, const Hardware& hw, Link* link, std::string* report) {
-  double sxx = 0, sxy = 0, syy = 0, sxt = 0, syt = 0;
+// The link's latency a and bandwidth 1/b from the measured collectives, so that the simulated
+// total time of each class (the SP group's and the ring's exchanges; the world group's
+// collectives) is the measured one: sum(a x steps + b x bytes) = sum(duration) for both classes,
+// two equations in (a, b). When that has no positive solution (one class only, or the classes
+// disagree), a = 0 and b from the world's collectives (else from all); what a class's total then
+// still misses becomes its factor ("comm_sp", "comm_world").
+bool fit_link(const prof::TraceModel& m, const StepShape& s, Hardware& hw, Link* link, std::string* report) {
+  double steps[2] = {0, 0}, bytes[2] = {0, 0}, secs[2] = {0, 0};
   int64_t count = 0;
   const int32_t first_step = m.steps.size() > 1 ? 1 : 0;
   for (size_t i = 0; i < m.ranges.size(); ++i) {
@@ -99,35 +104,50 @@ bool fit_link(const prof::TraceModel& m, const StepShape& s, const Hardware& hw,
     if (r.is_kernel || r.step < first_step || !prof::phase_is_comm(r.phase)) continue;
     if (lane.kind != prof::LaneKind::HostThread && lane.kind != prof::LaneKind::Comm) continue;
     const prof::RangeExtra e = m.extra(r);
-    const double bytes = double(std::max(e.bytes_sent, e.bytes_recv));
-    if (bytes <= 0) continue;
+    const double b = double(std::max(e.bytes_sent, e.bytes_recv));
+    if (b <= 0) continue;
     Op o;
     o.info.phase = r.phase;
     o.info.dir = r.dir;
     o.comm = true;
     o.lane = lane.kind == prof::LaneKind::HostThread ? 0 : lane_of_tid(lane.tid_or_stream);
-    const double x = double(collective_cost(o, s, hw).steps), y = bytes, t = double(r.duration()) / 1e9;
-    sxx += x * x, sxy += x * y, syy += y * y, sxt += x * t, syt += y * t;
+    const CollectiveCost c = collective_cost(o, s, hw);
+    const int k = c.group == "world" ? 1 : 0;
+    steps[k] += double(c.steps), bytes[k] += b, secs[k] += double(r.duration()) / 1e9;
     ++count;
   }
   if (count == 0) return false;
-  const double det = sxx * syy - sxy * sxy;
-  double a = 0, b = 0;
-  if (std::abs(det) > 1e-30 * std::max(1.0, sxx * syy)) {
-    a = (sxt * syy - syt * sxy) / det;
-    b = (sxx * syt - sxy * sxt) / det;
+  const double det = steps[0] * bytes[1] - steps[1] * bytes[0];
+  double a = -1, b = -1;
+  if (std::abs(det) > 0) {
+    a = (secs[0] * bytes[1] - secs[1] * bytes[0]) / det;
+    b = (steps[0] * secs[1] - steps[1] * secs[0]) / det;
   }
-  if (!(a >= 0 && b > 0)) {
+  if (!(a >= 0 && b > 0)) {  // the bandwidth from the world's (large) collectives, if any
     a = 0;
-    b = syt / syy;
+    b = bytes[1] > 0 && secs[1] > 0 ? secs[1] / bytes[1] : (secs[0] + secs[1]) / (bytes[0] + bytes[1]);
   }
   if (!(b > 0)) return false;
   link->latency = a;
   link->bandwidth = 1.0 / b;
   link->efficiency = 1.0;
-  char line[200];
-  std::snprintf(line, sizeof line, "  link: %lld collectives fitted: latency %.1f us per step, bandwidth %.3f GB/s\n",
-                static_cast<long long>(count), a * 1e6, 1e-9 / b);
+  // What the link leaves over, per class (on CPU ranks mostly the peers' arrival: a collective
+  // waits for the slowest member): each class's total made the measured one.
+  for (int k = 0; k < 2; ++k) {
+    const double predicted = a * steps[k] + b * bytes[k];
+    if (predicted <= 0 || secs[k] <= 0) continue;
+    const double eff = std::clamp(predicted / secs[k], 1e-4, 1e4);
+    for (const char* g : k == 0 ? std::vector<const char*>{"comm_sp", "comm_ring", "comm_ring_grad"}
+                                : std::vector<const char*>{"comm_world"})
+      hw.efficiency[g] = eff;
+  }
+  char line[240];
+  std::snprintf(line, sizeof line,
+                "  link: %lld collectives (exchanges %.1f ms, world %.1f ms per rank-step x ranks) fitted: latency "
+                "%.1f us per step, bandwidth %.3f GB/s; efficiency exchanges %.3f, world %.3f\n",
+                static_cast<long long>(count), secs[0] * 1e3, secs[1] * 1e3, a * 1e6, 1e-9 / b,
+                hw.efficiency.count("comm_sp") ? hw.efficiency["comm_sp"] : 1.0,
+                hw.efficiency.count("comm_world") ? hw.efficiency["comm_world"] : 1.0);
   if (report) *report += line;
   return true;
 }
@@ -141,6 +161,8 @@ Hardware calibrate(const SimulatedRun& run, const std::string& measured_run_dir,
   // The link first (the waits the kinds' exclusive times hold depend on it).
   Link fitted;
   const bool network = s.world > hw.gpus_per_node;
+  hw.efficiency.erase("comm_sp"), hw.efficiency.erase("comm_ring"), hw.efficiency.erase("comm_ring_grad");
+  hw.efficiency.erase("comm_world");
   if (fit_link(m, s, hw, &fitted, report)) (network ? hw.network : hw.node) = fitted;
   int64_t rank_steps = 0;
   const std::map<std::string, double> meas = measured_kinds(m, s, &rank_steps);

@@ -162,7 +162,11 @@ double comm_seconds(const Op& op, const StepShape& s, const Hardware& hw) {
   const Link& l = c.network ? hw.network : hw.node;
   const double bytes = double(std::max(op.info.bytes_sent, op.info.bytes_recv));
   if (bytes <= 0 && c.steps == 0) return 0;
-  return double(c.steps) * l.latency + bytes / (l.bandwidth * l.efficiency);
+  // A calibrated description may scale a group's collectives ("comm_sp", "comm_world"); only
+  // an exact key counts (the compute kinds' fallbacks do not apply to links).
+  const auto g = hw.efficiency.find("comm_" + c.group);
+  const double eff = g == hw.efficiency.end() ? 1.0 : g->second;
+  return (double(c.steps) * l.latency + bytes / (l.bandwidth * l.efficiency)) / eff;
 }
 
 std::vector<double> own_seconds(const StepProgram& prog, const StepShape& s, const Hardware& hw) {
