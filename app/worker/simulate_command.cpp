@@ -90,13 +90,14 @@ int simulate_command(int argc, char** argv) {
   std::string hw_name, config_path, out, calibrate_run;
   std::vector<std::string> overrides;
   bool as_json = false, no_plan = false;
-  int steps = 3;
+  int steps = 0;  // 0: 3 steps, 1 above 64 ranks (every rank file holds each step)
   app.add_option("--simulate", hw_name, "hardware: a shipped name (list: --simulate list) or a JSON file")->required();
   app.add_option("--config", config_path, "run config JSON");
   app.add_option("--set", overrides, "override a config key, e.g. --set train.seq_length=65536");
   app.add_option("--out", out, "run folder to write (with --calibrate: the hardware JSON file to write)");
   app.add_option("--calibrate", calibrate_run, "fit the hardware's efficiencies and link to this measured run");
-  app.add_option("--steps", steps, "simulated steps written (identical)")->check(CLI::Range(1, 100));
+  app.add_option("--steps", steps, "simulated steps written (identical; default 3, 1 above 64 ranks)")
+      ->check(CLI::Range(1, 100));
   app.add_flag("--json", as_json, "print the result as one JSON object");
   app.add_flag("--no-plan", no_plan, "leave the memory planner's figures out of the simulated run");
   try {
@@ -130,6 +131,7 @@ int simulate_command(int argc, char** argv) {
     throw_if_invalid(validate(cfg));
     double record_s = 0;
     const sim::SimulatedRun run = prepare(cfg, hw, !no_plan, &record_s);
+    if (steps == 0) steps = cfg.parallel.world_size() > 64 ? 1 : 3;
     const sim::WriteStats st = sim::write_simulated_run(out, run, steps);
     const double step_ms = double(st.result.step_ns) / 1e6;
     const int64_t tokens = cfg.train.seq_length * cfg.train.micro_batch_size *

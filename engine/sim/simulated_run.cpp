@@ -61,8 +61,9 @@ void write_rank(const std::string& dir, int64_t r, const SimulatedRun& run, cons
   o.world_size = static_cast<int32_t>(s.world);
   o.sp_rank = static_cast<int32_t>(r % s.P);
   o.sp_size = static_cast<int32_t>(s.P);
-  o.dp_rank = static_cast<int32_t>(r / (s.P * s.R));
-  o.dp_size = static_cast<int32_t>(s.dp);
+  // As the worker records them: the ring's ranks are a further data-parallel axis.
+  o.dp_rank = static_cast<int32_t>(r / s.P);
+  o.dp_size = static_cast<int32_t>(s.dp * s.R);
   o.device = run.hw.shared_compute ? "cpu" : "cuda:" + std::to_string(r % gpn);
   o.hostname = "simulated-node" + std::to_string(r / gpn);
   o.run_config_json = config_json;
@@ -72,7 +73,7 @@ void write_rank(const std::string& dir, int64_t r, const SimulatedRun& run, cons
   w.name_thread(pid, "main");
   w.begin();
   // Each group's collectives numbered in issue order, step after step (the same on every member).
-  std::map<std::string, int64_t> seq;
+  std::map<int32_t, int64_t> seq;  // by process group
   const int64_t tokens = s.N * s.B * std::max<int64_t>(1, run.cfg.train.gradient_accumulation_steps) * s.dp;
   for (int st = 0; st < steps; ++st) {
     const int64_t base = kSimT0 + st * res.step_ns;
@@ -88,7 +89,7 @@ void write_rank(const std::string& dir, int64_t r, const SimulatedRun& run, cons
       if (op.comm) {
         const std::string g = collective_cost(op, s, run.hw).group;
         rr.info.pg = group_pg(g, r, s);
-        rr.info.seq = seq[g]++;
+        rr.info.seq = seq[rr.info.pg]++;
       }
       w.write_range(rr);
     }
