@@ -389,7 +389,7 @@ void finish_run(WorkerRun& w) {
 namespace ulysses {
 int plan_command(int argc, char** argv);      // plan_command.cpp: --plan, the memory planner
 int simulate_command(int argc, char** argv);  // simulate_command.cpp: --simulate, --calibrate
-}
+}  // namespace ulysses
 
 int main(int argc, char** argv) {
   ulysses::cli::reopen_closed_std_fds();  // a closed stdout must not become a checkpoint file

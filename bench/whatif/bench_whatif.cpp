@@ -55,19 +55,20 @@ static int bench_main(int argc, char** argv) {
   const int steps = argc > 1 ? std::atoi(argv[1]) : 5;
   const int S = argc > 2 ? std::atoi(argv[2]) : 1024;
   const std::string cfg = std::string(ULYSSES_SOURCE_DIR) + "/resources/configs/tiny.json";
-  const std::vector<std::string> model = {
-      "model.hidden_size=256", "model.intermediate_size=704", "model.num_hidden_layers=4",
-      "model.num_attention_heads=8", "model.num_key_value_heads=4", "train.steps=" + std::to_string(steps),
-      "profile.enabled=true"};
+  const std::vector<std::string> model = {"model.hidden_size=256",       "model.intermediate_size=704",
+                                          "model.num_hidden_layers=4",   "model.num_attention_heads=8",
+                                          "model.num_key_value_heads=4", "train.steps=" + std::to_string(steps),
+                                          "profile.enabled=true"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> v = model;
     v.insert(v.end(), extra.begin(), extra.end());
     return v;
   };
   const std::string seq = "train.seq_length=" + std::to_string(S), seq2 = "train.seq_length=" + std::to_string(2 * S);
-  std::printf("what-if on this machine's CPU ranks: Llama hidden 256, 4 layers, 8 heads (4 kv), ffn 704 (~3.6M "
-              "parameters), fp32; calibrated on sp 2 at S = %d; %d steps per run, medians over steps 1..\n\n",
-              S, steps);
+  std::printf(
+      "what-if on this machine's CPU ranks: Llama hidden 256, 4 layers, 8 heads (4 kv), ffn 704 (~3.6M "
+      "parameters), fp32; calibrated on sp 2 at S = %d; %d steps per run, medians over steps 1..\n\n",
+      S, steps);
   // 1. The measured run the simulator is calibrated to.
   const std::string base_dir = bench::scratch("whatif_base");
   bench::run(cfg, with({"parallel.sp_size=2", seq}), base_dir);
@@ -88,8 +89,8 @@ static int bench_main(int argc, char** argv) {
       {"sp 2 x ring 2", {"parallel.sp_size=2", "parallel.ring_size=2", seq}},
       {"ZeRO-3, sp 2 x dp 2", {"parallel.sp_size=2", "parallel.dp_size=2", "train.zero_stage=3", seq}},
   };
-  std::printf("%-28s | %9s %9s %7s | %11s %11s %7s | %9s %9s\n", "what if", "pred ms", "meas ms", "err",
-              "pred exp ms", "meas exp ms", "err", "pred comm", "meas comm");
+  std::printf("%-28s | %9s %9s %7s | %11s %11s %7s | %9s %9s\n", "what if", "pred ms", "meas ms", "err", "pred exp ms",
+              "meas exp ms", "err", "pred comm", "meas comm");
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     const std::string sim = bench::scratch("whatif_sim");
@@ -99,8 +100,7 @@ static int bench_main(int argc, char** argv) {
     for (const auto& s : with(c.sets)) cmd += " --set " + s;
     sh_out(cmd);
     const Figures p = figures_of(sim);
-    const Figures m =
-        figures_of(i == 0 ? base_dir : bench::run(cfg, with(c.sets), bench::scratch("whatif_meas")).dir);
+    const Figures m = figures_of(i == 0 ? base_dir : bench::run(cfg, with(c.sets), bench::scratch("whatif_meas")).dir);
     std::printf("%-28s | %9.1f %9.1f %+6.1f%% | %11.2f %11.2f %+6.1f%% | %9.2f %9.2f\n", c.name, p.step_ms, m.step_ms,
                 err(p.step_ms, m.step_ms), p.exposed_ms, m.exposed_ms, err(p.exposed_ms, m.exposed_ms), p.comm_ms,
                 m.comm_ms);

@@ -125,8 +125,7 @@ Hardware load_hardware(const std::string& name_or_path) {
       std::string names;
       for (const auto& n : shipped_hardware()) names += (names.empty() ? "" : ", ") + n;
       throw std::invalid_argument("hardware '" + name_or_path + "' is neither a shipped name (" +
-                                  (names.empty() ? "none found in " + hardware_dir() : names) +
-                                  ") nor a JSON file");
+                                  (names.empty() ? "none found in " + hardware_dir() : names) + ") nor a JSON file");
     }
     p = shipped;
   }

@@ -141,7 +141,8 @@ StepProgram RecordingTracer::build() const {
       }
     }
   }
-  if (!stack.empty()) throw std::runtime_error("step recording: " + std::to_string(stack.size()) + " range(s) not popped");
+  if (!stack.empty())
+    throw std::runtime_error("step recording: " + std::to_string(stack.size()) + " range(s) not popped");
   // The marks' enclosing range: the innermost pushed range whose interval holds theirs.
   for (int32_t m : marks) {
     const auto [s, e] = span[static_cast<size_t>(m)];

@@ -65,10 +65,10 @@ class RecordingTracer final : public prof::Tracer {
   struct Raw {
     enum Kind : uint8_t { Push, Pop, Record, Corr };
     Kind kind = Push;
-    int64_t t = 0;             // host clock at the call
-    int64_t s = 0, e = 0;      // Record: the range's own times
-    int32_t lane = 0;          // Record
-    prof::RangeInfo info;      // Push, Record, Corr
+    int64_t t = 0;         // host clock at the call
+    int64_t s = 0, e = 0;  // Record: the range's own times
+    int32_t lane = 0;      // Record
+    prof::RangeInfo info;  // Push, Record, Corr
   };
   const std::vector<Raw>& raw() const { return raw_; }
 

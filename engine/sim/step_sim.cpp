@@ -287,8 +287,8 @@ SimResult simulate(const StepProgram& prog, const StepShape& s, const Hardware& 
   res.step_ns = std::llround(last * 1e9);
   res.ranges.reserve(order.size());
   for (int32_t i : order)
-    res.ranges.push_back({i, std::llround(start[static_cast<size_t>(i)] * 1e9),
-                          std::llround(end[static_cast<size_t>(i)] * 1e9)});
+    res.ranges.push_back(
+        {i, std::llround(start[static_cast<size_t>(i)] * 1e9), std::llround(end[static_cast<size_t>(i)] * 1e9)});
   return res;
 }
 

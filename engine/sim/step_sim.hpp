@@ -5,9 +5,9 @@
 // (the SP group's all-to-alls, the ring's K/V and dK/dV exchanges, the world group's ZeRO and
 // gradient collectives; one collective at a time per group, in issue order) from when the
 // compute stream issued it, taking latency x steps + bytes / (bandwidth x efficiency) of its
-// link level (divided by the calibrated factor of its group, "comm_sp" / "comm_world", if any) (inside a node when every rank of its group is, else the network). The compute
-// stream waits where the engine waits: at the points the program records, and before a head
-// chunk's attention for that chunk's all-to-all. Torch-free.
+// link level (divided by the calibrated factor of its group, "comm_sp" / "comm_world", if any) (inside a node when
+// every rank of its group is, else the network). The compute stream waits where the engine waits: at the points the
+// program records, and before a head chunk's attention for that chunk's all-to-all. Torch-free.
 #pragma once
 
 #include <cstdint>

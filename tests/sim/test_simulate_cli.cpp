@@ -45,7 +45,9 @@ std::vector<prof::TraceRange> ranges_of(const prof::TraceModel& m, int32_t rank,
   return out;
 }
 
-bool is_leaf_attention(const prof::TraceModel& m, const prof::TraceRange& r) { return r.phase == Phase::Attention && r.chunk >= 0; }
+bool is_leaf_attention(const prof::TraceModel& m, const prof::TraceRange& r) {
+  return r.phase == Phase::Attention && r.chunk >= 0;
+}
 
 TEST(SimulateCli, ListAndBadInput) {
   const std::string run = ULYSSES_RUN_BIN, worker = std::string(" --worker ") + ULYSSES_WORKER_BIN;
@@ -53,8 +55,10 @@ TEST(SimulateCli, ListAndBadInput) {
   EXPECT_EQ(p.code, 0) << p.out;
   for (const char* n : {"h100-sxm-x8", "h200-x8", "a100-sxm-x8", "h100-ib-cluster", "cpu-ranks"})
     EXPECT_NE(p.out.find(n), std::string::npos) << p.out;
-  const std::string cfg = test::write_json(test::scratch_path("sim", "bad.json"), test::tiny_config(2, 2, ULYSSES_SOURCE_DIR));
-  p = sh(run + " " + q(cfg) + " --simulate no-such-gpu --out " + q(test::scratch_path("sim", "bad")) + worker, "", true);
+  const std::string cfg =
+      test::write_json(test::scratch_path("sim", "bad.json"), test::tiny_config(2, 2, ULYSSES_SOURCE_DIR));
+  p = sh(run + " " + q(cfg) + " --simulate no-such-gpu --out " + q(test::scratch_path("sim", "bad")) + worker, "",
+         true);
   EXPECT_EQ(p.code, 2) << p.out;
   EXPECT_NE(p.out.find("h200-x8"), std::string::npos) << "names what exists: " << p.out;
   p = sh(run + " " + q(cfg) + " --simulate h200-x8" + worker, "", true);
@@ -85,15 +89,14 @@ TEST(SimulateCli, AllToAllNeverBeforeItsInputs) {
       for (const auto& c : rs) {
         if (c.phase != input || c.layer != a.layer || c.dir != a.dir) continue;
         if (input == Phase::Attention && !(is_leaf_attention(m, c) && c.chunk == a.chunk)) continue;
-        EXPECT_GE(a.start_ns, c.end_ns) << prof::phase_name(a.phase) << " " << prof::direction_name(a.dir)
-                                        << " layer " << a.layer << " rank " << rank;
+        EXPECT_GE(a.start_ns, c.end_ns) << prof::phase_name(a.phase) << " " << prof::direction_name(a.dir) << " layer "
+                                        << a.layer << " rank " << rank;
         ++checked;
       }
       // The attention that consumes it starts after it arrived.
       const bool feeds_attention = a.phase == (fwd ? Phase::A2ASeqToHead : Phase::A2AHeadToSeq);
       for (const auto& c : rs) {
-        if (!feeds_attention || !is_leaf_attention(m, c) || c.layer != a.layer || c.dir != a.dir ||
-            c.chunk != a.chunk)
+        if (!feeds_attention || !is_leaf_attention(m, c) || c.layer != a.layer || c.dir != a.dir || c.chunk != a.chunk)
           continue;
         EXPECT_GE(c.start_ns, a.end_ns) << "attention before its all-to-all, layer " << a.layer;
         ++checked;
@@ -152,9 +155,9 @@ TEST(SimulateCli, OpensInEveryTraceCommandAndComparesWithAMeasuredRun) {
   const std::string measured = test::scratch_path("sim", "measured");
   std::filesystem::remove_all(measured);
   const std::string cfg_path = test::write_json(measured + ".json", cfg);
-  auto p = sh(std::string(ULYSSES_RUN_BIN) + " " + q(cfg_path) + " --out " + q(measured) + " --worker " +
-                  ULYSSES_WORKER_BIN,
-              "", true);
+  auto p =
+      sh(std::string(ULYSSES_RUN_BIN) + " " + q(cfg_path) + " --out " + q(measured) + " --worker " + ULYSSES_WORKER_BIN,
+         "", true);
   ASSERT_EQ(p.code, 0) << p.out;
   const std::string tr = ULYSSES_TRACE_BIN;
   p = sh(tr + " summary " + q(sim), "", true);

@@ -38,7 +38,8 @@ TEST(Hardware, ShippedDescriptionsLoadWithTheirDataSheetFigures) {
   EXPECT_DOUBLE_EQ(sim::load_hardware("a100-sxm-x8").peak_bf16, 312e12);
   EXPECT_DOUBLE_EQ(sim::load_hardware("h100-ib-cluster").network.bandwidth, 50e9);
   EXPECT_TRUE(sim::load_hardware("cpu-ranks").shared_compute);
-  for (const auto& n : names) EXPECT_FALSE(sim::load_hardware(n).source.empty()) << n << " says where its figures come from";
+  for (const auto& n : names)
+    EXPECT_FALSE(sim::load_hardware(n).source.empty()) << n << " says where its figures come from";
 }
 
 TEST(Hardware, JsonRoundTripAndEfficiencyByPrefix) {
@@ -67,8 +68,7 @@ TEST(Hardware, BadNamesAndFilesSayWhatExists) {
   EXPECT_THROW(sim::Hardware::from_json(j), std::runtime_error);
 }
 
-prof::RangeInfo info(Phase ph, int32_t layer, int32_t chunk = -1, int32_t h0 = -1, int32_t h1 = -1,
-                     int64_t bytes = 0) {
+prof::RangeInfo info(Phase ph, int32_t layer, int32_t chunk = -1, int32_t h0 = -1, int32_t h1 = -1, int64_t bytes = 0) {
   prof::RangeInfo r;
   r.phase = ph;
   r.dir = Direction::Forward;
@@ -204,8 +204,8 @@ TEST(StepSim, LinkLevelFollowsTheGroupSpan) {
   ar.info = info(Phase::GradAllReduce, -1, -1, -1, -1, 1000);
   ar.info.dir = Direction::Backward;
   const sim::StepShape s = sim::StepShape::of(cfg);
-  EXPECT_FALSE(sim::collective_cost(a2a, s, hw).network);  // 4 consecutive ranks: one node
-  EXPECT_TRUE(sim::collective_cost(ar, s, hw).network);    // 16 ranks: two nodes
+  EXPECT_FALSE(sim::collective_cost(a2a, s, hw).network);    // 4 consecutive ranks: one node
+  EXPECT_TRUE(sim::collective_cost(ar, s, hw).network);      // 16 ranks: two nodes
   EXPECT_EQ(sim::collective_cost(ar, s, hw).steps, 2 * 15);  // ring all-reduce
   EXPECT_EQ(sim::collective_cost(a2a, s, hw).steps, 3);
 }

@@ -695,7 +695,8 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
   memory->setIndex(t.index);
   memory->setViewport(timeline->viewport());
   headmap->setTrace(t.model, t.summary);
-  const QString title = t.path.isEmpty() ? QObject::tr("run A") : QFileInfo(t.path).fileName() + simulated_suffix(t.path);
+  const QString title =
+      t.path.isEmpty() ? QObject::tr("run A") : QFileInfo(t.path).fileName() + simulated_suffix(t.path);
   report->setSummary(t.summary, title);
   updateCompare();  // clears the report's comparison tab
   steps->setTable(steps_table(*t.model, t.index->steps()));
