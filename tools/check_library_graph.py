@@ -37,6 +37,7 @@ FLOORS = {
     "ulysses_prof_analysis": 3,
     "ulysses_engine": 3,
     "ulysses_prof_cache": 4,
+    "ulysses_sim": 4,
     "ulysses_prof_export": 4,
     "ulysses_nccl_compile_check": 4,
     "ulysses_profiler": 5,
@@ -67,6 +68,7 @@ FOLDER_LIBRARIES = {
     "engine/launch": "ulysses_launch",
     "engine/cost": "ulysses_cost",
     "engine/data": "ulysses_data",
+    "engine/sim": "ulysses_sim",
 }
 
 

@@ -5,6 +5,10 @@
 // ulysses-run CONFIG.json --plan [--json] [--max-seq GIB]: the memory plan per rank,
 // computed by `ulysses-worker --plan` (a meta-device dry run; this program stays
 // torch-free and execs the worker, whose output and exit code are the answer).
+// ulysses-run CONFIG.json --simulate HW --out DIR: one step simulated on hardware HW (engine/sim,
+// through `ulysses-worker --simulate`), written as a run folder marked as simulated;
+// --simulate list names the shipped hardware; --calibrate RUN --simulate HW --out FILE.json fits HW
+// to a measured run.
 // Validates the run config (and its files) before starting anything, then runs
 // sp_size x dp_size ulysses-worker processes through ulysses::launch and reports.
 // Before launch: the estimated memory must fit the machine, --out must be absent or empty,
@@ -444,7 +448,7 @@ std::optional<int> parse_run_args(int argc, char** argv, RunArgs& a) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     say(e.what());
     say("usage: ulysses-run CONFIG.json [--set key=value]... [--json] [--out DIR] [--worker PATH] [--force] "
-        "| --plan | --export accelerate|deepspeed DIR; see --help");
+        "| --plan | --export accelerate|deepspeed DIR | --simulate HW --out DIR; see --help");
     return 2;
   }
   a.out_given = app.count("--out") > 0;
@@ -839,8 +843,70 @@ int report_run(const ulysses::launch::LaunchResult& res, const std::string& out_
   return res.exit_code;
 }
 
+// --simulate HW / --calibrate RUN (docs/PERFORMANCE.md, "What if"): the worker answers, as for
+// --plan (its stdout, stderr and exit code): it records the step on the meta device and the
+// simulator (engine/sim) replays it. Nothing trains.
+int simulate_through_worker(int argc, char** argv) {
+  namespace L = ulysses::launch;
+  CLI::App app{
+      "ulysses-run --simulate: one training step of CONFIG simulated on hardware HW, written as a run folder that "
+      "every view opens (ulysses-trace, the studio), marked as simulated.\n"
+      "  ulysses-run CONFIG --simulate HW --out DIR      HW: a shipped name or a JSON file\n"
+      "  ulysses-run --simulate list                     the shipped names\n"
+      "  ulysses-run --calibrate RUN --simulate HW --out FILE.json   fit HW to a measured run",
+      "ulysses-run"};
+  std::string config, hw, out, calibrate, worker;
+  std::vector<std::string> overrides;
+  bool json = false, no_plan = false;
+  int steps = 3;
+  app.add_option("config", config, "Run config JSON");
+  app.add_option("--simulate", hw, "Hardware: a shipped name (list: --simulate list) or a JSON file")->required();
+  app.add_option("--calibrate", calibrate, "Fit HW's efficiencies and link to this measured run folder");
+  app.add_option("--set", overrides, "Override a config field (repeatable)")->type_name("KEY=VALUE");
+  app.add_option("--out", out, "Run folder to write (with --calibrate: the hardware JSON file)");
+  app.add_option("--steps", steps, "Identical simulated steps written (default 3)");
+  app.add_option("--worker", worker, "ulysses-worker executable (default: $ULYSSES_WORKER, then next to ulysses-run)");
+  app.add_flag("--json", json, "Print the result as one JSON object");
+  app.add_flag("--no-plan", no_plan, "Leave the memory planner's figures out of the simulated run");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    say(e.what());
+    say("usage: ulysses-run CONFIG --simulate HW --out DIR | --simulate list | --calibrate RUN --simulate HW --out "
+        "FILE.json; see --simulate x --help");
+    return 2;
+  }
+  if (hw != "list" && out.empty()) {
+    say(calibrate.empty() ? "--simulate needs --out DIR (the simulated run folder to write)"
+                          : "--calibrate needs --out FILE.json (the calibrated hardware description to write)");
+    return 2;
+  }
+  if (hw != "list" && calibrate.empty() && config.empty()) {
+    say("--simulate needs a run config: ulysses-run CONFIG --simulate " + hw + " --out DIR");
+    return 2;
+  }
+  const L::WorkerLocation where = L::locate_worker(worker, std::getenv("ULYSSES_WORKER"), L::self_executable());
+  if (where.path.empty()) {
+    say(where.error);
+    return where.exit_code;
+  }
+  std::vector<std::string> args{where.path, "--simulate", hw};
+  if (!config.empty()) args.insert(args.end(), {"--config", config});
+  for (const auto& o : overrides) args.insert(args.end(), {"--set", o});
+  if (!out.empty()) args.insert(args.end(), {"--out", out});
+  if (!calibrate.empty()) args.insert(args.end(), {"--calibrate", calibrate});
+  if (app.count("--steps")) args.insert(args.end(), {"--steps", std::to_string(steps)});
+  if (json) args.push_back("--json");
+  if (no_plan) args.push_back("--no-plan");
+  return run_plan(where.path, args);
+}
+
 int run_main(int argc, char** argv) {
   namespace L = ulysses::launch;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--simulate" || std::string(argv[i]) == "--calibrate")
+      return simulate_through_worker(argc, argv);
   RunArgs a;
   if (const auto code = parse_run_args(argc, argv, a)) return *code;
   // 1. Config and its files, before anything starts.

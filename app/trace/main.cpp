@@ -32,6 +32,7 @@
 
 #include "std_fds.hpp"
 #include "cli_number.hpp"
+#include "simulated_run.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/atomic_file.hpp"
 #include "ulysses/profiler/chrome_export.hpp"
@@ -478,10 +479,14 @@ static int run_summary(const TraceArgs& a, prof::LoadOptions lo) {
     std::cerr << "ulysses-trace: " << e << "\n";
     return 2;
   }
+  const std::string simulated = ulysses::sim::simulated_banner(a.run);  // "" for a measured run
   if (a.as_json) {
     // Names from foreign traces may hold invalid UTF-8: replaced (U+FFFD), never a failed output.
-    std::cout << prof::summary_to_json(m, s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    nlohmann::json j = prof::summary_to_json(m, s);
+    if (!simulated.empty()) j["simulated"] = simulated;
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
+    if (!simulated.empty()) std::cout << simulated << "\n";
     std::cout << terminal_safe(prof::summary_to_text(m, s));
   }
   return 0;

@@ -391,8 +391,9 @@ void finish_run(WorkerRun& w) {
 }  // namespace
 
 namespace ulysses {
-int plan_command(int argc, char** argv);  // plan_command.cpp: --plan, the memory planner
-}
+int plan_command(int argc, char** argv);      // plan_command.cpp: --plan, the memory planner
+int simulate_command(int argc, char** argv);  // simulate_command.cpp: --simulate, --calibrate
+}  // namespace ulysses
 
 int main(int argc, char** argv) {
   ulysses::cli::reopen_closed_std_fds();  // a closed stdout must not become a checkpoint file
@@ -400,11 +401,14 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit: writes fail with EFBIG and a message, no silent kill
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--plan") return ulysses::plan_command(argc, argv);
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--simulate") return ulysses::simulate_command(argc, argv);
   CLI::App app{
       "ulysses-worker: one rank of a Ulysses sequence-parallel run (environment: RANK, WORLD_SIZE, LOCAL_RANK, "
       "LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT).\n"
       "Also: ulysses-worker --plan --config CONFIG [--set k=v]... [--json] [--max-seq GIB] prints the memory plan "
-      "(what ulysses-run --plan runs)"};
+      "(what ulysses-run --plan runs); ulysses-worker --simulate HW --config CONFIG --out DIR simulates a step "
+      "(ulysses-run --simulate)"};
   std::string config_path, out_dir;
   std::vector<std::string> overrides;
   app.add_option("--config", config_path, "run config JSON (ulysses-run writes RUN/config.json)")->required();

@@ -35,6 +35,7 @@
 #include "run_controller.hpp"
 #include "runs_page.hpp"
 #include "studio_paths.hpp"
+#include "simulated_run.hpp"
 #include "theme.hpp"
 #include "trace/phase_style.hpp"
 #include "trace/shortcuts.hpp"
@@ -637,6 +638,13 @@ bool MainWindow::showMeasured(const QString& runDir, const QVector<MetricPoint>&
 // and the reason is shown instead of being dropped.
 void MainWindow::openRunTrace(const QString& runDir) {
   QString terr;
+  // A simulated run (engine/sim) says so in the title and the status bar, whatever view is on.
+  const std::string simulated = ulysses::sim::simulated_banner(native_path(runDir));
+  setWindowTitle(simulated.empty() ? QStringLiteral("Ulysses Studio")
+                                   : QStringLiteral("Ulysses Studio — %1 — %2")
+                                         .arg(QFileInfo(runDir).fileName(),
+                                              QString::fromStdString(simulated.substr(0, simulated.find(':')))));
+  if (!simulated.empty()) statusBar()->showMessage(QString::fromStdString(simulated));
   if (trace_->openTrace(runDir, &terr)) return;
   const QString msg = QStringLiteral("trace of %1 not opened: %2").arg(QFileInfo(runDir).fileName(), terr);
   lastTraceError_ = msg;

@@ -31,6 +31,7 @@
 #include <utility>
 
 #include "models/native_path.hpp"
+#include "simulated_run.hpp"
 #include "trace/head_map.hpp"
 #include "trace/histogram_chart.hpp"
 #include "trace/histogram_delegate.hpp"
@@ -45,6 +46,13 @@
 namespace ulysses::ui {
 
 namespace {
+
+// " — SIMULATED on h200-x8" after the name of a simulated run folder (engine/sim), else "".
+QString simulated_suffix(const QString& path) {
+  const std::string b = sim::simulated_banner(native_path(path));
+  return b.empty() ? QString() : QStringLiteral(" — ") + QString::fromStdString(b.substr(0, b.find(':')));
+}
+
 QTableView* make_table(QAbstractItemModel* m, QWidget* parent, bool sortable = true) {
   auto* v = new QTableView(parent);
   if (sortable) {
@@ -421,7 +429,7 @@ void TraceView::connectLoaders(QMenu* cmp_menu) {
                               .arg(t.overview_s, 0, 'f', 2);
     }
     if (t.summary) {
-      d->loading_report->setSummary(t.summary, QFileInfo(t.path).fileName());
+      d->loading_report->setSummary(t.summary, QFileInfo(t.path).fileName() + simulated_suffix(t.path));
       d->loading_report->show();
       d->early_notes[1] = tr("report from the summary cache (%1 s)").arg(t.summary_s, 0, 'f', 2);
     }
@@ -687,7 +695,8 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
   memory->setIndex(t.index);
   memory->setViewport(timeline->viewport());
   headmap->setTrace(t.model, t.summary);
-  const QString title = t.path.isEmpty() ? QObject::tr("run A") : QFileInfo(t.path).fileName();
+  const QString title =
+      t.path.isEmpty() ? QObject::tr("run A") : QFileInfo(t.path).fileName() + simulated_suffix(t.path);
   report->setSummary(t.summary, title);
   updateCompare();  // clears the report's comparison tab
   steps->setTable(steps_table(*t.model, t.index->steps()));

@@ -1,0 +1,118 @@
+// What-if benchmark (prints figures; not a test): on this machine's CPU ranks, calibrates the
+// step simulator (engine/sim) to one measured run (a ~3.6M-parameter Llama, sp 2, sequence S),
+// then for each what-if (sp 4; sequence 2S; head_chunks 2; ring 2; ZeRO-3 at sp 2 x dp 2)
+// predicts the step with ulysses-run --simulate and measures it with ulysses-run, both read by
+// the same analysis core: step time (median over the steps after the first) and exposed
+// communication (communication not under compute, per rank and step), side by side.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/bench_main.hpp"
+#include "common/run_helper.hpp"
+#include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/trace_store.hpp"
+
+using namespace ulysses;
+
+namespace {
+
+struct Figures {
+  double step_ms = 0, exposed_ms = 0, comm_ms = 0;
+};
+
+Figures figures_of(const std::string& dir) {
+  const prof::TraceModel m = prof::load_trace(dir);
+  prof::AnalysisOptions o;
+  o.step_begin = 1;  // the first step warms up (a simulated run's steps are all alike)
+  const prof::Summary s = prof::analyze(m, o);
+  Figures f;
+  f.step_ms = s.headline.step_ms;
+  const double rank_steps = double(std::max<size_t>(1, s.steps.size()));
+  f.exposed_ms = double(s.overall.comm_ns - s.overall.overlap_ns) / rank_steps / 1e6;
+  f.comm_ms = double(s.overall.comm_ns) / rank_steps / 1e6;
+  return f;
+}
+
+std::string sh_out(const std::string& cmd) {
+  std::string out;
+  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  if (pclose(f) != 0) throw std::runtime_error("failed: " + cmd + "\n" + out);
+  return out;
+}
+
+double err(double pred, double meas) { return meas > 0 ? 100.0 * (pred - meas) / meas : 0; }
+
+}  // namespace
+
+static int bench_main(int argc, char** argv) {
+  const int steps = argc > 1 ? std::atoi(argv[1]) : 5;
+  const int S = argc > 2 ? std::atoi(argv[2]) : 1024;
+  const std::string cfg = std::string(ULYSSES_SOURCE_DIR) + "/resources/configs/tiny.json";
+  const std::vector<std::string> model = {"model.hidden_size=256",       "model.intermediate_size=704",
+                                          "model.num_hidden_layers=4",   "model.num_attention_heads=8",
+                                          "model.num_key_value_heads=4", "train.steps=" + std::to_string(steps),
+                                          "profile.enabled=true"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> v = model;
+    v.insert(v.end(), extra.begin(), extra.end());
+    return v;
+  };
+  const std::string seq = "train.seq_length=" + std::to_string(S), seq2 = "train.seq_length=" + std::to_string(2 * S);
+  std::printf(
+      "what-if on this machine's CPU ranks: Llama hidden 256, 4 layers, 8 heads (4 kv), ffn 704 (~3.6M "
+      "parameters), fp32; calibrated on sp 2 at S = %d; %d steps per run, medians over steps 1..\n\n",
+      S, steps);
+  // 1. The measured run the simulator is calibrated to.
+  const std::string base_dir = bench::scratch("whatif_base");
+  bench::run(cfg, with({"parallel.sp_size=2", seq}), base_dir);
+  const std::string hw = bench::scratch("whatif_cpu_calibrated.json");
+  std::filesystem::remove(hw);
+  const std::string cal = sh_out(std::string(ULYSSES_RUN_BIN) + " --calibrate " + base_dir +
+                                 " --simulate cpu-ranks --out " + hw + " --worker " + ULYSSES_WORKER_BIN);
+  std::printf("%s\n", cal.c_str());
+  struct Case {
+    const char* name;
+    std::vector<std::string> sets;
+  };
+  const std::vector<Case> cases = {
+      {"sp 2, S (calibration run)", {"parallel.sp_size=2", seq}},
+      {"sp 4, S", {"parallel.sp_size=4", seq}},
+      {"sp 2, 2S", {"parallel.sp_size=2", seq2}},
+      {"sp 2, head_chunks 2", {"parallel.sp_size=2", "parallel.head_chunks=2", seq}},
+      {"sp 2 x ring 2", {"parallel.sp_size=2", "parallel.ring_size=2", seq}},
+      {"ZeRO-3, sp 2 x dp 2", {"parallel.sp_size=2", "parallel.dp_size=2", "train.zero_stage=3", seq}},
+  };
+  std::printf("%-28s | %9s %9s %7s | %11s %11s %7s | %9s %9s\n", "what if", "pred ms", "meas ms", "err", "pred exp ms",
+              "meas exp ms", "err", "pred comm", "meas comm");
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const std::string sim = bench::scratch("whatif_sim");
+    std::filesystem::remove_all(sim);
+    std::string cmd = std::string(ULYSSES_RUN_BIN) + " " + cfg + " --simulate " + hw + " --out " + sim + " --worker " +
+                      ULYSSES_WORKER_BIN;
+    for (const auto& s : with(c.sets)) cmd += " --set " + s;
+    sh_out(cmd);
+    const Figures p = figures_of(sim);
+    const Figures m = figures_of(i == 0 ? base_dir : bench::run(cfg, with(c.sets), bench::scratch("whatif_meas")).dir);
+    std::printf("%-28s | %9.1f %9.1f %+6.1f%% | %11.2f %11.2f %+6.1f%% | %9.2f %9.2f\n", c.name, p.step_ms, m.step_ms,
+                err(p.step_ms, m.step_ms), p.exposed_ms, m.exposed_ms, err(p.exposed_ms, m.exposed_ms), p.comm_ms,
+                m.comm_ms);
+    std::fflush(stdout);
+  }
+  std::printf("\ntargets: step time within 15%%, exposed communication within 25%% (per rank and step)\n");
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  return ulysses::bench::guarded_main(
+      "usage: bench_whatif [steps] [S]   (default 5 1024)\n  calibrates the step simulator to a measured sp 2 run "
+      "and predicts, then measures: sp 4, 2S, head_chunks 2, ring 2, ZeRO-3 at sp 2 x dp 2",
+      argc, argv, [&] { return bench_main(argc, argv); });
+}

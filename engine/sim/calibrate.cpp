@@ -1,0 +1,201 @@
+// Calibration of a hardware description to a measured run (see simulated_run.hpp).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "simulated_run.hpp"
+#include "ulysses/profiler/nsys_ids.hpp"
+#include "ulysses/profiler/trace_model.hpp"
+#include "ulysses/profiler/trace_store.hpp"
+
+namespace ulysses::sim {
+
+namespace {
+
+struct KindTime {
+  double seconds = 0;  // exclusive time, per rank and step
+  double own = 0;      // simulated: the ranges' own work (what the efficiency scales), s
+};
+
+// Simulated: exclusive time of each kind on the compute stream (range minus its children).
+std::map<std::string, KindTime> simulated_kinds(const StepProgram& prog, const SimResult& res, const StepShape& s,
+                                                const Hardware& hw) {
+  const size_t n = prog.ops.size();
+  const std::vector<double> own = own_seconds(prog, s, hw);
+  std::vector<double> dur(n, 0), child(n, 0);
+  std::vector<bool> outer(n, false);
+  for (const SimRange& r : res.ranges) dur[static_cast<size_t>(r.op)] = double(r.end_ns - r.start_ns) / 1e9;
+  for (size_t i = 0; i < n; ++i) {
+    const Op& o = prog.ops[i];
+    if (o.lane != 0 || o.parent < 0) continue;
+    const auto p = static_cast<size_t>(o.parent);
+    child[p] += dur[i];
+    if (!o.comm && prog.ops[p].info.phase == o.info.phase) outer[p] = true;
+  }
+  std::map<std::string, KindTime> out;
+  for (size_t i = 0; i < n; ++i) {
+    const Op& o = prog.ops[i];
+    if (o.lane != 0 || o.comm) continue;
+    const Work w = nominal_work(o, s, outer[i]);
+    KindTime& k = out[w.kind];
+    k.seconds += std::max(0.0, dur[i] - child[i]);
+    k.own += std::max(0.0, own[i] - hw.overhead_s);
+  }
+  return out;
+}
+
+// Measured: the same on each rank's main thread, per rank and step (steps after the first).
+std::map<std::string, double> measured_kinds(const prof::TraceModel& m, const StepShape& s, int64_t* rank_steps) {
+  std::set<std::pair<int32_t, int32_t>> seen;
+  const int32_t first_step = m.steps.size() > 1 ? 1 : 0;
+  std::vector<double> child(m.ranges.size(), 0);
+  std::vector<bool> outer(m.ranges.size(), false);
+  auto counted = [&](const prof::TraceRange& r) {
+    const prof::Lane& lane = m.lanes[static_cast<size_t>(r.lane)];
+    return lane.kind == prof::LaneKind::HostThread && !r.is_kernel && r.step >= first_step;
+  };
+  for (size_t i = 0; i < m.ranges.size(); ++i) {
+    const prof::TraceRange r = m.ranges[i];
+    if (!counted(r) || r.parent < 0) continue;
+    const auto p = static_cast<size_t>(r.parent);
+    child[p] += double(r.duration()) / 1e9;
+    if (!prof::phase_is_comm(r.phase) && m.ranges[p].phase == r.phase) outer[p] = true;
+  }
+  std::map<std::string, double> out;
+  for (size_t i = 0; i < m.ranges.size(); ++i) {
+    const prof::TraceRange r = m.ranges[i];
+    if (!counted(r) || prof::phase_is_comm(r.phase)) continue;
+    seen.insert({r.rank, r.step});
+    Op o;
+    o.info.phase = r.phase;
+    o.info.dir = r.dir;
+    out[nominal_work(o, s, outer[i]).kind] += std::max(0.0, double(r.duration()) / 1e9 - child[i]);
+  }
+  *rank_steps = std::max<int64_t>(1, static_cast<int64_t>(seen.size()));
+  for (auto& [k, v] : out) v /= double(*rank_steps);
+  return out;
+}
+
+int32_t lane_of_tid(int64_t tid) {
+  if (tid == prof::kRingTid) return prof::Tracer::kRingLane;
+  if (tid == prof::kRingGradTid) return prof::Tracer::kRingGradLane;
+  if (tid == prof::kZeroGatherTid) return prof::Tracer::kZeroGatherLane;
+  if (tid == prof::kZeroReduceTid) return prof::Tracer::kZeroReduceLane;
+  if (tid == prof::kCommTid) return prof::Tracer::kCommLane;
+  return 0;
+}
+
+// The link's latency a and bandwidth 1/b from the measured collectives, so that the simulated
+// total time of each class (the SP group's and the ring's exchanges; the world group's
+// collectives) is the measured one: sum(a x steps + b x bytes) = sum(duration) for both classes,
+// two equations in (a, b). When that has no positive solution (one class only, or the classes
+// disagree), a = 0 and b from the world's collectives (else from all); what a class's total then
+// still misses becomes its factor ("comm_sp", "comm_world").
+bool fit_link(const prof::TraceModel& m, const StepShape& s, Hardware& hw, Link* link, std::string* report) {
+  double steps[2] = {0, 0}, bytes[2] = {0, 0}, secs[2] = {0, 0};
+  int64_t count = 0;
+  const int32_t first_step = m.steps.size() > 1 ? 1 : 0;
+  for (size_t i = 0; i < m.ranges.size(); ++i) {
+    const prof::TraceRange r = m.ranges[i];
+    const prof::Lane& lane = m.lanes[static_cast<size_t>(r.lane)];
+    if (r.is_kernel || r.step < first_step || !prof::phase_is_comm(r.phase)) continue;
+    if (lane.kind != prof::LaneKind::HostThread && lane.kind != prof::LaneKind::Comm) continue;
+    const prof::RangeExtra e = m.extra(r);
+    const double b = double(std::max(e.bytes_sent, e.bytes_recv));
+    if (b <= 0) continue;
+    Op o;
+    o.info.phase = r.phase;
+    o.info.dir = r.dir;
+    o.comm = true;
+    o.lane = lane.kind == prof::LaneKind::HostThread ? 0 : lane_of_tid(lane.tid_or_stream);
+    const CollectiveCost c = collective_cost(o, s, hw);
+    const int k = c.group == "world" ? 1 : 0;
+    steps[k] += double(c.steps), bytes[k] += b, secs[k] += double(r.duration()) / 1e9;
+    ++count;
+  }
+  if (count == 0) return false;
+  const double det = steps[0] * bytes[1] - steps[1] * bytes[0];
+  double a = -1, b = -1;
+  if (std::abs(det) > 0) {
+    a = (secs[0] * bytes[1] - secs[1] * bytes[0]) / det;
+    b = (steps[0] * secs[1] - steps[1] * secs[0]) / det;
+  }
+  if (!(a >= 0 && b > 0)) {  // the bandwidth from the world's (large) collectives, if any
+    a = 0;
+    b = bytes[1] > 0 && secs[1] > 0 ? secs[1] / bytes[1] : (secs[0] + secs[1]) / (bytes[0] + bytes[1]);
+  }
+  if (!(b > 0)) return false;
+  link->latency = a;
+  link->bandwidth = 1.0 / b;
+  link->efficiency = 1.0;
+  // What the link leaves over, per class (on CPU ranks mostly the peers' arrival: a collective
+  // waits for the slowest member): each class's total made the measured one.
+  for (int k = 0; k < 2; ++k) {
+    const double predicted = a * steps[k] + b * bytes[k];
+    if (predicted <= 0 || secs[k] <= 0) continue;
+    const double eff = std::clamp(predicted / secs[k], 1e-4, 1e4);
+    for (const char* g : k == 0 ? std::vector<const char*>{"comm_sp", "comm_ring", "comm_ring_grad"}
+                                : std::vector<const char*>{"comm_world"})
+      hw.efficiency[g] = eff;
+  }
+  char line[240];
+  std::snprintf(line, sizeof line,
+                "  link: %lld collectives (exchanges %.1f ms, world %.1f ms per rank-step x ranks) fitted: latency "
+                "%.1f us per step, bandwidth %.3f GB/s; efficiency exchanges %.3f, world %.3f\n",
+                static_cast<long long>(count), secs[0] * 1e3, secs[1] * 1e3, a * 1e6, 1e-9 / b,
+                hw.efficiency.count("comm_sp") ? hw.efficiency["comm_sp"] : 1.0,
+                hw.efficiency.count("comm_world") ? hw.efficiency["comm_world"] : 1.0);
+  if (report) *report += line;
+  return true;
+}
+
+}  // namespace
+
+Hardware calibrate(const SimulatedRun& run, const std::string& measured_run_dir, std::string* report) {
+  const prof::TraceModel m = prof::load_trace(measured_run_dir);
+  const StepShape s = StepShape::of(run.cfg);
+  Hardware hw = run.hw;
+  // The link first (the waits the kinds' exclusive times hold depend on it).
+  Link fitted;
+  const bool network = s.world > hw.gpus_per_node;
+  hw.efficiency.erase("comm_sp"), hw.efficiency.erase("comm_ring"), hw.efficiency.erase("comm_ring_grad");
+  hw.efficiency.erase("comm_world");
+  if (fit_link(m, s, hw, &fitted, report)) (network ? hw.network : hw.node) = fitted;
+  int64_t rank_steps = 0;
+  const std::map<std::string, double> meas = measured_kinds(m, s, &rank_steps);
+  for (int it = 0; it < 4; ++it) {
+    const SimResult res = simulate(run.program, s, hw);
+    const auto sim = simulated_kinds(run.program, res, s, hw);
+    for (const auto& [kind, kt] : sim) {
+      const auto mk = meas.find(kind);
+      if (kt.own <= 0 || mk == meas.end() || mk->second <= 0) continue;
+      // Move the kind's own work by what the simulation misses, its waits kept as they are.
+      const double target = std::max(0.05 * kt.own, kt.own + (mk->second - kt.seconds));
+      hw.efficiency[kind] = std::clamp(hw.efficiency_of(kind) * kt.own / target, 1e-4, 10.0);
+    }
+  }
+  const SimResult res = simulate(run.program, s, hw);
+  const auto sim = simulated_kinds(run.program, res, s, hw);
+  if (report) {
+    char line[200];
+    std::snprintf(line, sizeof line, "  %-26s %12s %12s %10s\n", "kind", "measured ms", "simulated ms", "efficiency");
+    *report = line + *report;
+    for (const auto& [kind, v] : meas) {
+      const auto sk = sim.find(kind);
+      std::snprintf(line, sizeof line, "  %-26s %12.3f %12.3f %10.4f\n", kind.c_str(), v * 1e3,
+                    sk == sim.end() ? 0.0 : sk->second.seconds * 1e3, hw.efficiency_of(kind));
+      *report += line;
+    }
+  }
+  hw.calibrated_from = measured_run_dir;
+  hw.name = run.hw.name + "-calibrated";
+  hw.description = "calibrated to the measured run " + measured_run_dir + " from " + run.hw.name;
+  hw.source = "fitted by ulysses-run --calibrate " + measured_run_dir + " (" + std::to_string(rank_steps) +
+              " rank-steps) over " + run.hw.name + ": " + run.hw.source;
+  return hw;
+}
+
+}  // namespace ulysses::sim

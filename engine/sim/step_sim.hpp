@@ -1,0 +1,72 @@
+// The step simulator: replays a StepProgram (step_program.hpp) for one rank on a Hardware
+// description. The compute stream runs the ranges in program order, each taking
+//   overhead + max(FLOPs / peak, bytes / (memory bandwidth x memory efficiency)) / efficiency(kind)
+// (a roofline with an efficiency per kind); each collective runs on its communication stream
+// (the SP group's all-to-alls, the ring's K/V and dK/dV exchanges, the world group's ZeRO and
+// gradient collectives; one collective at a time per group, in issue order) from when the
+// compute stream issued it, taking latency x steps + bytes / (bandwidth x efficiency) of its
+// link level (divided by the calibrated factor of its group, "comm_sp" / "comm_world", if any) (inside a node when
+// every rank of its group is, else the network). The compute stream waits where the engine waits: at the points the
+// program records, and before a head chunk's attention for that chunk's all-to-all. Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hardware.hpp"
+#include "run_config.hpp"
+#include "step_program.hpp"
+
+namespace ulysses::sim {
+
+// The sizes the costs are computed from (one rank of the run).
+struct StepShape {
+  int64_t B = 1, N = 0, n = 0;  // micro batch, sequence, tokens per rank
+  int64_t P = 1, R = 1, dp = 1, world = 1;
+  int64_t d = 0, H = 0, Hkv = 0, dh = 0, F = 0, V = 0, L = 0;
+  int64_t params = 0, zero_stage = 0;
+  double elem = 2;  // bytes per activation element (bf16 2, fp32 4)
+  bool bf16 = true;
+  static StepShape of(const RunConfig& cfg);
+};
+
+// A range's nominal work: FLOPs and bytes moved, and the kind whose efficiency applies
+// ("qkv_proj_fwd", "attention_bwd", "backward_bwd", ...). `outer`: the range holds ranges of its
+// own phase (head chunks, ring blocks, MLP tiles), which then carry the phase's work.
+struct Work {
+  double flops = 0, bytes = 0;
+  std::string kind;
+};
+Work nominal_work(const Op& op, const StepShape& s, bool outer);
+
+// A collective's model: how many latency steps, over which link level.
+struct CollectiveCost {
+  int64_t steps = 1;
+  bool network = false;  // between nodes
+  std::string group;     // "sp", "ring", "ring_grad", "world": one stream each
+};
+CollectiveCost collective_cost(const Op& op, const StepShape& s, const Hardware& hw);
+
+struct SimRange {
+  int32_t op = 0;
+  int64_t start_ns = 0, end_ns = 0;
+};
+
+struct SimResult {
+  std::vector<SimRange> ranges;  // one per op, in program order of their begin / issue
+  int64_t step_ns = 0;
+  double own_compute_s = 0, comm_s = 0;  // sums of the compute ranges' own time and of the collectives'
+};
+
+// Seconds of one compute op's own work on `hw` (0 for a range with no work of its own).
+double compute_seconds(const Work& w, const StepShape& s, const Hardware& hw);
+double comm_seconds(const Op& op, const StepShape& s, const Hardware& hw);
+
+// Own seconds of every op: a collective its transfer; a compute range its work (an outer range
+// its own, e.g. packing; a range sharing its phase's work with its siblings an equal share).
+std::vector<double> own_seconds(const StepProgram& prog, const StepShape& s, const Hardware& hw);
+
+SimResult simulate(const StepProgram& prog, const StepShape& s, const Hardware& hw);
+
+}  // namespace ulysses::sim
