@@ -195,7 +195,9 @@ TEST(Straggler, DpBySpEveryBlockingCallIsARangeAndTheWaitIsAttributed) {
         t.rank, t.wall_ns / 1e6, t.compute_ns / 1e6, t.idle_ns / 1e6, 100 * idle, suffered[t.rank] / 1e6,
         100 * covered);
     EXPECT_LT(idle, 0.03) << "rank " << t.rank << ": time in no range";
-    if (t.rank >= 2) EXPECT_GE(covered, 0.75) << "rank " << t.rank << ": its wait for rank 1 is attributed";
+    if (t.rank >= 2) {
+      EXPECT_GE(covered, 0.75) << "rank " << t.rank << ": its wait for rank 1 is attributed";
+    }
   }
 
   // The same figure through `ulysses-trace summary --json`: ranks[].idle_ns.

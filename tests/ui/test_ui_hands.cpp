@@ -1005,6 +1005,12 @@ TEST_F(Hands, PresentationModeFitsEveryPageAndExplainerStageWithoutOverlaps) {
         const std::string where = "stage " + std::to_string(st) + ", " + at;
         expect_laid_out(w->centralWidget(), w.get(), where);
         expect_texts_apart(ex, where);
+        // ULYSSES_SCREENSHOT_DIR=docs/images: the ring and ZeRO stages as a projector shows them
+        // (docs/STUDIO.md), with the run open at 1280x720.
+        const QString shots = qEnvironmentVariable("ULYSSES_SCREENSHOT_DIR");
+        if (!shots.isEmpty() && run && screen == QSize(1280, 720) && (ex->isRingStage(st) || ex->isWeightsStage(st)))
+          EXPECT_TRUE(w->grab().save(QDir(shots).filePath(ex->isRingStage(st) ? "explain-ring-f5-1280x720.png"
+                                                                              : "explain-zero-f5-1280x720.png")));
       }
     }
   }

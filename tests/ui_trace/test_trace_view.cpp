@@ -336,7 +336,7 @@ TEST(TraceView, CompareSortsByTheSizeOfTheChangeAndShowsDifferencesOnly) {
   for (int r = 0; r < shown->rowCount(); ++r) {
     const double va = shown->data(shown->index(r, 1), TableModel::SortRole).toDouble();
     const double vb = shown->data(shown->index(r, 2), TableModel::SortRole).toDouble();
-    const bool has = shown->data(shown->index(r, 4), TableModel::SortRole).isValid();
+    const bool has = shown->data(shown->index(r, 4), TableModel::SortRole).toDouble() >= 0;
     if (!has) {
       past_ratios = true;
       continue;

@@ -379,11 +379,12 @@ TableData compare_table(const prof::Comparison& c) {
                               ? QString::number(r.ratio, 'f', 3) + (r.flagged ? QStringLiteral(" *") : QString())
                               : QStringLiteral("-");
     // B / A sorts by how far it is from 1 either way (|ln B/A|: x2 and x0.5 alike), so the
-    // largest changes come first; a row without a ratio last.
+    // largest changes come first; a row without a ratio sorts as -1, last (an invalid value
+    // would sort first: QSortFilterProxyModel puts it above every number).
     const bool ratio_ok = r.has_ratio && r.ratio > 0 && std::isfinite(r.ratio);
     t.add({label, text(r.has_a, r.a), text(r.has_b, r.b), text(both, r.diff), ratio},
           {label, r.has_a ? QVariant(r.a) : QVariant(), r.has_b ? QVariant(r.b) : QVariant(),
-           both ? QVariant(r.diff) : QVariant(), ratio_ok ? QVariant(std::fabs(std::log(r.ratio))) : QVariant()});
+           both ? QVariant(r.diff) : QVariant(), QVariant(ratio_ok ? std::fabs(std::log(r.ratio)) : -1.0)});
     t.differs.push_back(r.flagged || (r.has_a != r.has_b));
   }
   t.sort_column = 4;
