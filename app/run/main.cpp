@@ -30,6 +30,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -780,8 +781,32 @@ ulysses::launch::LaunchCallbacks make_callbacks(const RunArgs& a, const ulysses:
   // One line per rank and phase (not per step), and when a rank goes quiet or comes back. The
   // studio's rank table reads these lines ("ulysses-run: rank R: PHASE", docs/CONTRACTS.md).
   shown_phase.assign(static_cast<size_t>(std::max<int64_t>(1, cfg.parallel.world_size())), -1);
-  cb.on_liveness = [&shown_phase](int rank, const L::Beat& b, bool responsive, double silent_s) {
+  // With --json (the studio), each rank's step time as its heartbeat shows it: "rank R: step K
+  // took X ms" when the rank leaves step K (the launcher's clock; the Monitor's rank table).
+  struct StepMark {
+    int64_t step = -1;
+    std::chrono::steady_clock::time_point since;
+  };
+  auto marks = std::make_shared<std::vector<StepMark>>(shown_phase.size());
+  cb.on_liveness = [&shown_phase, marks, json_mode = a.json_mode](int rank, const L::Beat& b, bool responsive,
+                                                                  double silent_s) {
     if (rank < 0 || static_cast<size_t>(rank) >= shown_phase.size()) return;
+    if (responsive && json_mode) {
+      StepMark& mk = (*marks)[static_cast<size_t>(rank)];
+      const auto now = std::chrono::steady_clock::now();
+      const bool in_step = b.phase == L::Phase::Step;
+      if (mk.step >= 0 && !(in_step && b.step == mk.step)) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "step %lld took %.1f ms", static_cast<long long>(mk.step),
+                      std::chrono::duration<double, std::milli>(now - mk.since).count());
+        say("rank " + std::to_string(rank) + ": " + buf);
+        mk.step = -1;
+      }
+      if (in_step && mk.step < 0) {
+        mk.step = b.step;
+        mk.since = now;
+      }
+    }
     int& shown = shown_phase[static_cast<size_t>(rank)];
     if (!responsive) {
       char buf[64];

@@ -455,6 +455,7 @@ int main(int argc, char** argv) {
     heartbeat.set(Phase::Build);
     set_fault_delay(w);
     open_tracer(w);
+    w.comm->set_tracer(w.tracer.get());  // the loss all-reduce, barriers and the fault delay as ranges
     record_planned_memory(w);
     Trainer trainer(cfg, *w.comm, w.tracer.get());
     const int64_t first_step = resume_if_asked(w, trainer);

@@ -204,8 +204,24 @@ void Comm::set_fault_delay(int slow_rank, double delay_ms) {
 }
 
 void Comm::fault_delay() const {
-  if (fault_delay_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(fault_delay_us_));
+  if (fault_delay_us_ <= 0) return;
+  prof::RangeInfo ri;
+  ri.phase = prof::Phase::FaultDelay;
+  prof::ScopedRange range(tracer_, ri);  // the straggler's sleep, on the calling thread's row
+  std::this_thread::sleep_for(std::chrono::microseconds(fault_delay_us_));
 }
+
+namespace {
+// A world collective that its caller does not trace (set_tracer): phase collective, the bytes
+// of a ring all-reduce of `t` (2 (W-1)/W of it each way; 0 for a barrier).
+prof::RangeInfo untraced_collective(const at::Tensor* t, int world) {
+  prof::RangeInfo ri;
+  ri.phase = prof::Phase::Collective;
+  if (t && world > 1)
+    ri.bytes_sent = ri.bytes_recv = t->numel() * static_cast<int64_t>(t->element_size()) * 2 * (world - 1) / world;
+  return ri;
+}
+}  // namespace
 
 namespace {
 // prof::ClockStore over the c10d store (get waits for the key, with the store's timeout).
@@ -297,6 +313,11 @@ void Comm::traced_world_op(prof::Tracer* tracer, const prof::RangeInfo* info, co
 
 void Comm::all_reduce_sum(at::Tensor& t, prof::Tracer* tracer, const prof::RangeInfo* info) {
   check_device(t, "all_reduce_sum");
+  const prof::RangeInfo own = untraced_collective(&t, env_.world_size);
+  if (!info && !tracer && tracer_ && world_) {  // the caller traces nothing: a collective range
+    tracer = tracer_;
+    info = &own;
+  }
   prof::RangeInfo ri = info ? *info : prof::RangeInfo{};
   if (!world_) {
     prof::ScopedRange range(info ? tracer : nullptr, ri);
@@ -461,18 +482,24 @@ void Comm::all_reduce_max(at::Tensor& t) {
   check_device(t, "all_reduce_max");
   if (!world_) return;
   fault_delay();
-  ++world_seq_;
+  prof::RangeInfo ri = untraced_collective(&t, env_.world_size);
+  ri.pg = kWorldPg;
+  ri.seq = world_seq_++;
   std::vector<at::Tensor> v{t};
   c10d::AllreduceOptions o;
   o.reduceOp = c10d::ReduceOp::MAX;
-  world_->allreduce(v, o)->wait();
+  traced_world_op(
+      tracer_, tracer_ ? &ri : nullptr, ri, [&] { return world_->allreduce(v, o); }, nullptr);
 }
 
 void Comm::barrier() {
   if (!world_) return;
   fault_delay();
-  ++world_seq_;
-  world_->barrier()->wait();
+  prof::RangeInfo ri = untraced_collective(nullptr, env_.world_size);
+  ri.pg = kWorldPg;
+  ri.seq = world_seq_++;
+  traced_world_op(
+      tracer_, tracer_ ? &ri : nullptr, ri, [&] { return world_->barrier(); }, nullptr);
 }
 
 }  // namespace ulysses

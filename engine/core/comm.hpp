@@ -77,6 +77,12 @@ class Comm {
   // sleep `delay_ms` before issuing each collective (all-to-all, all-reduce, barrier).
   void set_fault_delay(int slow_rank, double delay_ms);
 
+  // The tracer of what this rank blocks in that no caller traces: all_reduce_sum without a
+  // range of its own (the loss sum and token count, ZeRO's norm), all_reduce_max and barrier
+  // (phase collective, with the world group's (pg, seq)), and the injected fault delay (phase
+  // fault_delay, a range of its own). Null (the default): none of these is traced.
+  void set_tracer(prof::Tracer* t) { tracer_ = t; }
+
   // This rank's trace clock (prof::Tracer::now_ns) against rank 0's, by ping-pong through
   // the c10d store (prof::sync_clock, `rounds` rounds, best round trip). Every rank calls it
   // with the same tag; rank 0 and a run without groups get a zero offset.
@@ -178,6 +184,7 @@ class Comm {
   int64_t world_seq_ = 0, sp_seq_ = 0;  // collectives issued so far on each group
   int64_t fault_delay_us_ = 0;          // > 0 on the slow rank only
   std::shared_ptr<DeviceTimer> timer_;
+  prof::Tracer* tracer_ = nullptr;  // set_tracer
   void check_device(const at::Tensor& t, const char* op) const;
   void fault_delay() const;
 };

@@ -257,18 +257,18 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, const at::Tensor& po
   for (auto& l : marks_.layers) l = {};
   marks_.head_begin = marks_.head_end = 0;
 
-  at::Tensor x;
+  at::Tensor x, cos, sin;
   if (units_) units_->forward_begin(0);
   {
-    ULYSSES_RANGE(tracer_, Phase::Embedding, Direction::Forward);
+    ULYSSES_RANGE(tracer_, Phase::Embedding, Direction::Forward);  // tokens and positions (RoPE tables)
     const auto& table = w("model.embed_tokens.weight");
     x = ids.is_meta() ? embedding_shapes(table, ids)
                       : torch::embedding(table, ids);  // (B, n, d); meta: dry runs (flash_shapes.hpp)
+    if (units_) units_->forward_end(0);
+    x = unit_boundary(x, 0, /*begin=*/true);
+    std::tie(cos, sin) = rope_tables(positions, inv_freq_, rope_scaling_,
+                                     x.options());  // x: (B, n, d) on the model's device, compute dtype
   }
-  if (units_) units_->forward_end(0);
-  x = unit_boundary(x, 0, /*begin=*/true);
-  auto [cos, sin] = rope_tables(positions, inv_freq_, rope_scaling_,
-                                x.options());  // x: (B, n, d) on the model's device, compute dtype
   const bool ckpt = mem_.checkpoint_layers && torch::GradMode::is_enabled();
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     const int use = static_cast<int>(l) + 1;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "checkpoint.hpp"
 #include "reductions.hpp"
@@ -206,6 +207,10 @@ double Trainer::zero_optimizer_step(int64_t s, double* lr) {
   // This rank's mean gradients: reduce-scattered (stages 2, 3) or its slice of the all-reduced buffer.
   at::Tensor g = z3_ ? z3_->grad_shard() : zero_stage_ >= 2 ? gshard_ : flat_.narrow(0, b, S);  // (S)
   double norm = 0;
+  // The optimizer's own work is a range of its own (a leaf beside the collectives inside the
+  // step's optimizer range): otherwise its time, on the CPU with offloading, is nobody's.
+  std::optional<prof::ScopedRange> work;
+  work.emplace(tracer_, prof::RangeInfo{Phase::Optimizer, Direction::None});
   if (zero_stage_ >= 2) {
     // Global norm from the shards: each rank's fp64 sum of squares (reductions.hpp: no fp64
     // copy of the shard), all-reduced.
@@ -213,7 +218,9 @@ double Trainer::zero_optimizer_step(int64_t s, double* lr) {
     if (z3_ && z3_->grads_on_host()) host.emplace();
     auto sq = sum_of_squares_fp64(g).reshape({1}).to(comm_.device());  // (1,) fp64
     host.reset();
-    comm_.all_reduce_sum(sq);
+    work.reset();
+    comm_.all_reduce_sum(sq);  // traced by Comm (phase collective)
+    work.emplace(tracer_, prof::RangeInfo{Phase::Optimizer, Direction::None});
     norm = std::sqrt(scalar_value(sq));
   } else {
     norm = l2_norm(flat_.narrow(0, 0, grad_numel_));  // every rank holds all gradients
@@ -244,6 +251,7 @@ double Trainer::zero_optimizer_step(int64_t s, double* lr) {
   } else {
     zopt_->step(own, g, *lr);
   }
+  work.reset();
   // Traced as a collective of the gradient-reduction phase (the trace format has no phase of
   // its own for it): dir none, the world group's (pg, seq), the bytes of a ring all-gather.
   prof::RangeInfo r;
@@ -347,9 +355,13 @@ double Trainer::loss_and_grads(int64_t s) {
   };
   at::Tensor loss_acc, count_acc;
   for (int64_t a = 0; a < A; ++a) {
-    Batch batch = make_batch(*data_, N, s, (comm_.dp_rank() * A + a) * B, B, static_cast<uint64_t>(t.seed));
-    auto ids = shard(batch.ids).to(device_);        // (B, n)
-    auto labels = shard(batch.labels).to(device_);  // (B, n)
+    at::Tensor ids, labels;
+    {
+      ULYSSES_RANGE(tracer_, Phase::Data, Direction::None);  // the host builds this micro-step's batch
+      Batch batch = make_batch(*data_, N, s, (comm_.dp_rank() * A + a) * B, B, static_cast<uint64_t>(t.seed));
+      ids = shard(batch.ids).to(device_);        // (B, n)
+      labels = shard(batch.labels).to(device_);  // (B, n)
+    }
 
     at::Tensor loss_sum;
     {

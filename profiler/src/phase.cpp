@@ -7,8 +7,10 @@ namespace ulysses::prof {
 
 namespace {
 const char* const kPhaseNames[] = {
-    "step", "embedding", "qkv_proj", "a2a_seq_to_head", "attention",      "a2a_head_to_seq", "out_proj", "mlp",
-    "norm", "lm_head",   "loss",     "backward",        "grad_allreduce", "optimizer",       "other",    "ring_step"};
+    "step",           "embedding", "qkv_proj", "a2a_seq_to_head", "attention",  "a2a_head_to_seq",
+    "out_proj",       "mlp",       "norm",     "lm_head",         "loss",       "backward",
+    "grad_allreduce", "optimizer", "other",    "ring_step",       "collective", "data",
+    "fault_delay"};
 static_assert(sizeof(kPhaseNames) / sizeof(kPhaseNames[0]) == static_cast<size_t>(Phase::Count), "one name per Phase");
 }  // namespace
 
@@ -28,7 +30,8 @@ bool phase_from_name(const std::string& s, Phase* out) {
 }
 
 bool phase_is_comm(Phase p) {
-  return p == Phase::A2ASeqToHead || p == Phase::A2AHeadToSeq || p == Phase::GradAllReduce || p == Phase::RingStep;
+  return p == Phase::A2ASeqToHead || p == Phase::A2AHeadToSeq || p == Phase::GradAllReduce || p == Phase::RingStep ||
+         p == Phase::Collective;
 }
 
 const char* direction_name(Direction d) {

@@ -212,6 +212,7 @@ void json_steps_ranks(nlohmann::json& j, const Summary& s) {
                           {"comm_ns", t.comm_ns},
                           {"overlap_ns", t.overlap_ns},
                           {"idle_ns", t.idle_ns},
+                          {"idle_share", t.wall_ns > 0 ? double(t.idle_ns) / double(t.wall_ns) : 0.0},
                           {"overlap_ratio", t.overlap_ratio}});
     if (json mem = rank_memory_json(s, t.rank); !mem.is_null()) j["ranks"].back()["memory"] = std::move(mem);
   }
@@ -294,6 +295,22 @@ void json_waiting(nlohmann::json& j, const Summary& s) {
                       {"wait_suffered_ms", suffered}};
 }
 
+// The time of the step windows that no range explains (idle: in no compute or communication
+// range), over all ranks, and the rank with the largest share of its wall time.
+std::string untraced_line(const Summary& s) {
+  int64_t idle = 0, wall = 0;
+  const RankTotals* worst = nullptr;
+  auto share = [](const RankTotals& t) { return t.wall_ns > 0 ? double(t.idle_ns) / double(t.wall_ns) : 0.0; };
+  for (const auto& t : s.ranks) {
+    idle += t.idle_ns;
+    wall += t.wall_ns;
+    if (!worst || share(t) > share(*worst)) worst = &t;
+  }
+  if (!worst || wall <= 0) return {};
+  return strfmt("Untraced (idle: in no range): %.3f ms, %.1f%% of the ranks' wall time (most: rank %d, %.1f%%)\n",
+                ms(idle), 100.0 * double(idle) / double(wall), worst->rank, 100.0 * share(*worst));
+}
+
 // The trace, its notes and ranks, clocks, overlap (by kind), ZeRO's all-gathers and the
 // per-step headline.
 std::string text_header(const TraceModel& m, const Summary& s) {
@@ -313,10 +330,13 @@ std::string text_header(const TraceModel& m, const Summary& s) {
   if (s.clock_error_ns >= 0)
     o += strfmt("Clocks: every rank aligned to rank 0 by measured offsets, error bound +-%.1f us\n",
                 static_cast<double>(s.clock_error_ns) / 1e3);
-  o += strfmt(
-      "Overlap (HTA: comm time overlapped by compute / comm time): %.1f%%  "
-      "(comm %.3f ms, overlapped %.3f ms)\n\n",
-      100.0 * s.overall.ratio, ms(s.overall.comm_ns), ms(s.overall.overlap_ns));
+  if (s.overall.comm_ns > 0)
+    o += strfmt(
+        "Overlap (HTA: comm time overlapped by compute / comm time): %.1f%%  "
+        "(comm %.3f ms, overlapped %.3f ms)\n\n",
+        100.0 * s.overall.ratio, ms(s.overall.comm_ns), ms(s.overall.overlap_ns));
+  else  // a trace without communication (a foreign one, or one rank) has no overlap to speak of
+    o += strfmt("Overlap: no communication traced, nothing to overlap (compute %.3f ms)\n\n", ms(s.overall.compute_ns));
   if (s.comm_phases.size() > 1) {  // by kind when there is more than one (all-to-alls and ring steps, ...)
     o.pop_back();
     o += "  by kind:";
@@ -324,6 +344,19 @@ std::string text_header(const TraceModel& m, const Summary& s) {
       o += strfmt("  %s %.1f%% of %.3f ms", phase_name(c.phase), 100.0 * c.ratio, ms(c.comm_ns));
     o += "\n\n";
   }
+  if (s.num_kernels > 0 && s.overall.busy_ns > 0) {  // the GPUs' figures (kernels: ours, Nsight's, PyTorch's)
+    int64_t wall = 0;
+    for (const auto& b : s.steps)
+      if (b.gpu) wall += b.wall_ns;
+    if (wall > 0)
+      o.insert(o.size() - 1,
+               strfmt("GPU: busy %.3f ms of %.3f ms (%.1f%%); NCCL kernels %.3f ms (%.1f%% of the busy "
+                      "time); %lld kernels\n",
+                      ms(s.overall.busy_ns), ms(wall), 100.0 * double(s.overall.busy_ns) / double(wall),
+                      ms(s.overall.comm_ns), 100.0 * double(s.overall.comm_ns) / double(s.overall.busy_ns),
+                      static_cast<long long>(s.num_kernels)));
+  }
+  if (const std::string u = untraced_line(s); !u.empty()) o.insert(o.size() - 1, u);
   if (s.allgather.comm_ns > 0)  // ZeRO's parameter all-gathers (stage 3 gathers each layer)
     o.insert(o.size() - 1, strfmt("Parameter all-gathers (ZeRO): %.3f ms, %.1f%% hidden behind compute (%.3f ms "
                                   "exposed)\n",

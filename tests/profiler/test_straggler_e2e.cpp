@@ -3,6 +3,9 @@
 // clock is also moved 1000 s ahead (ULYSSES_TEST_CLOCK_OFFSET), so the analysis only finds
 // the straggler if the measured clock offsets align the ranks: checked against the injected
 // offset and the reported error bound. Without faults the median arrival skew is small.
+// With dp 2 x sp 2 and a straggler, the ranks of the other SP group wait for it only at the
+// world collectives (the loss and token all-reduce first): every blocking call is a range, so
+// the waiting analysis sees their wait and no rank's time goes unexplained.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -145,4 +149,61 @@ TEST(Straggler, WithoutFaultsTheMedianSkewIsSmall) {
   // Small next to the 50 ms straggler: under a quarter of it even with 4 ranks sharing 2 cores
   // (measured 5.6 ms for tiny.json at seq 512 on the loaded VM).
   EXPECT_LT(med, kDelayMs / 4);
+}
+
+// dp 2 x sp 2, rank 1 slow by 40 ms before each collective. Ranks 2 and 3 share no SP group
+// with it: they wait at the world collectives, above all the loss / valid-token all-reduce
+// (global_token_mean), which the engine's Comm traces with its (pg, seq). Without that range
+// their wait was "idle" (14.3 s of 16.3 s in the run) and the waiting analysis
+// attributed 11% of their non-compute time.
+TEST(Straggler, DpBySpEveryBlockingCallIsARangeAndTheWaitIsAttributed) {
+  json cfg = ulysses::test::tiny_config(2, 3, ULYSSES_SOURCE_DIR);
+  cfg["parallel"]["dp_size"] = 2;
+  cfg["profile"] = {{"memory", false}};
+  cfg["faults"] = {{"slow_rank", 1}, {"delay_ms", 40}};
+  const std::string out = tmp("dpsp");
+  fs::remove_all(out);
+  auto r = sh(std::string(ULYSSES_RUN_BIN) + " " + ulysses::test::write_json(tmp("dpsp.json"), cfg) + " --worker " +
+              ULYSSES_WORKER_BIN + " --out " + out + " 2>&1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const prof::TraceModel m = prof::load_trace(out);
+  const prof::Summary s = prof::analyze(m);
+
+  // The loss all-reduce is a collective range on every rank, paired across the world group:
+  // one per step before the gradient all-reduce, and the straggler's sleeps are ranges too.
+  int64_t loss_reduces = 0, delays = 0;
+  for (const auto& c : s.waiting.instances)
+    if (c.phase == prof::Phase::Collective && c.pg == 0 && c.arrivals.size() == 4u) ++loss_reduces;
+  for (const auto& x : m.ranges)
+    if (x.phase == prof::Phase::FaultDelay) {
+      EXPECT_EQ(x.rank, 1) << "only the slow rank sleeps";
+      EXPECT_GE(x.end_ns - x.start_ns, 39000000) << "the injected 40 ms";
+      ++delays;
+    }
+  EXPECT_GE(loss_reduces, 2 * 3) << "the loss / token all-reduce and the peak-memory max of each of 3 steps";
+  EXPECT_GT(delays, 0);
+
+  ASSERT_EQ(s.ranks.size(), 4u);
+  std::map<int32_t, int64_t> suffered;
+  for (const auto& w : s.waiting.ranks) suffered[w.rank] = w.wait_suffered_ns;
+  for (const auto& t : s.ranks) {
+    const double idle = double(t.idle_ns) / double(t.wall_ns), other = double(t.wall_ns - t.compute_ns);
+    const double covered = double(suffered[t.rank]) / std::max(1.0, other);
+    std::printf(
+        "[ figures ] dp 2 x sp 2, rank 1 slow by 40 ms: rank %d wall %.1f ms, compute %.1f ms, untraced (idle) %.1f ms "
+        "(%.2f%%), wait suffered %.1f ms = %.0f%% of its non-compute time\n",
+        t.rank, t.wall_ns / 1e6, t.compute_ns / 1e6, t.idle_ns / 1e6, 100 * idle, suffered[t.rank] / 1e6,
+        100 * covered);
+    EXPECT_LT(idle, 0.03) << "rank " << t.rank << ": time in no range";
+    if (t.rank >= 2) {
+      EXPECT_GE(covered, 0.75) << "rank " << t.rank << ": its wait for rank 1 is attributed";
+    }
+  }
+
+  // The same figure through `ulysses-trace summary --json`: ranks[].idle_ns.
+  auto j = sh(std::string(ULYSSES_TRACE_BIN) + " summary --json " + out);
+  ASSERT_EQ(j.code, 0) << j.out;
+  const json sj = json::parse(j.out);
+  ASSERT_EQ(sj.at("ranks").size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(sj["ranks"][i].at("idle_ns").get<int64_t>(), s.ranks[i].idle_ns);
 }

@@ -13,7 +13,9 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <QAbstractButton>
 #include <QAbstractItemView>
+#include <QAbstractScrollArea>
 #include <QAbstractSlider>
 #include <QAbstractSpinBox>
 #include <QAction>
@@ -22,19 +24,24 @@
 #include <QDir>
 #include <QDirIterator>
 #include <QFileDialog>
+#include <QLabel>
 #include <QLineEdit>
 #include <QMimeData>
 #include <QProcess>
+#include <QPushButton>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QStatusBar>
+#include <QTabBar>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTextBrowser>
 #include <QTimer>
+#include <QToolBar>
+#include <QToolButton>
 #include <QWheelEvent>
 #include <QtTest/qtestspontaneevent.h>
 
@@ -47,6 +54,7 @@
 #include <map>
 
 #include "compare_model.hpp"
+#include "explain_view.hpp"
 #include "estimate_model.hpp"
 #include "launcher_page.hpp"
 #include "main_window.hpp"
@@ -323,6 +331,28 @@ TEST_F(Hands, EveryBindingOfTheShortcutSheetDoesWhatItSays) {
   };
   checks[Command::NextCollective] = instanceCheck(true);
   checks[Command::PrevCollective] = instanceCheck(false);
+  // The explainer's keys, sent to its picture (they step the stages whatever holds the focus:
+  // ClickerStepsTheExplainer below tries the slider and the buttons too).
+  auto explainCheck = [&](Command c) {
+    return [&, c](const QKeySequence& k) {
+      w->setView(QStringLiteral("explain"));
+      QApplication::processEvents();
+      auto* ex = w->findChild<ExplainView*>();
+      ASSERT_NE(ex, nullptr);
+      ASSERT_GE(ex->stageCount(), 4);
+      ex->setStage(1);
+      QTest::keyClick(ex->canvas(), Qt::Key(k[0].key()), k[0].keyboardModifiers());
+      const int want = c == Command::ExplainNext    ? 2
+                       : c == Command::ExplainPrev  ? 0
+                       : c == Command::ExplainFirst ? 0
+                                                    : ex->stageCount() - 1;
+      EXPECT_EQ(ex->stage(), want) << k.toString().toStdString();
+      w->setView(QStringLiteral("timeline"));
+      QApplication::processEvents();
+    };
+  };
+  for (Command c : {Command::ExplainNext, Command::ExplainPrev, Command::ExplainFirst, Command::ExplainLast})
+    checks[c] = explainCheck(c);
   checks[Command::FocusFilter] = [&](const QKeySequence& k) {
     startView();
     focusTimeline();
@@ -533,6 +563,80 @@ TEST_F(Hands, EveryBindingOfTheShortcutSheetDoesWhatItSays) {
     }
   }
   EXPECT_GE(keys, 18);
+}
+
+// A presenter's clicker sends PgDn / PgUp (some Right / Left, Space, Home, End): the explainer
+// steps whatever in it holds the focus, the picture, the stage slider (whose own arrow keys
+// would move it too) or a button; and the timeline takes W/A/S/D after a click on a tool button.
+TEST_F(Hands, ClickerStepsTheExplainerAndWasdWorksAfterAToolbarClick) {
+  w->setView(QStringLiteral("explain"));
+  QApplication::processEvents();
+  auto* ex = w->findChild<ExplainView*>();
+  ASSERT_NE(ex, nullptr);
+  const int n = ex->stageCount();
+  ASSERT_GE(n, 4);
+  EXPECT_TRUE(ex->isAncestorOf(QApplication::focusWidget()) || QApplication::focusWidget() == nullptr)
+      << "showing the page gives the picture the focus";
+  auto* slider = ex->findChild<QAbstractSlider*>(QStringLiteral("explainStage"));
+  ASSERT_NE(slider, nullptr);
+  QList<QWidget*> holders{ex->canvas(), slider};
+  for (auto* b : ex->findChildren<QPushButton*>())
+    if (b->isVisible()) holders << b;
+  ASSERT_GE(holders.size(), 3);
+  for (QWidget* h : holders) {
+    SCOPED_TRACE(h->metaObject()->className());
+    h->setFocus();
+    ex->setStage(0);
+    QTest::keyClick(h, Qt::Key_PageDown);
+    EXPECT_EQ(ex->stage(), 1);
+    QTest::keyClick(h, Qt::Key_Right);
+    EXPECT_EQ(ex->stage(), 2) << "one stage per press, not the slider's step as well";
+    QTest::keyClick(h, Qt::Key_Space);
+    EXPECT_EQ(ex->stage(), 3);
+    QTest::keyClick(h, Qt::Key_PageUp);
+    EXPECT_EQ(ex->stage(), 2);
+    QTest::keyClick(h, Qt::Key_Left);
+    EXPECT_EQ(ex->stage(), 1);
+    QTest::keyClick(h, Qt::Key_End);
+    EXPECT_EQ(ex->stage(), n - 1);
+    QTest::keyClick(h, Qt::Key_PageDown);
+    EXPECT_EQ(ex->stage(), n - 1) << "the last stage stays";
+    QTest::keyClick(h, Qt::Key_Home);
+    EXPECT_EQ(ex->stage(), 0);
+  }
+
+  TraceView* tv = w->traceView();
+  tv->setModel(taggedTrace("", 7));
+  w->setView(QStringLiteral("timeline"));
+  QApplication::processEvents();
+  TimelineWidget* tl = tv->timeline();
+  auto* bar = tv->findChild<QToolBar*>(QStringLiteral("traceTools"));
+  ASSERT_NE(bar, nullptr);
+  QToolButton* fit = nullptr;
+  for (auto* b : bar->findChildren<QToolButton*>())
+    if (b->text() == QStringLiteral("Fit all")) fit = b;
+  ASSERT_NE(fit, nullptr);
+  for (Qt::Key key : {Qt::Key_W, Qt::Key_S, Qt::Key_A, Qt::Key_D}) {
+    tv->filterEdit()->setFocus();  // the focus somewhere else first, as after typing a filter
+    QTest::mouseClick(fit, Qt::LeftButton);
+    QApplication::processEvents();
+    TimelineViewport v = tl->viewport();
+    v.zoom_at(v.width_px / 2.0, 8);  // room to pan
+    tl->setViewport(v);
+    const TimelineViewport before = tl->viewport();
+    QWidget* target = QApplication::focusWidget() ? QApplication::focusWidget() : fit;
+    QTest::keyClick(target, key);
+    QApplication::processEvents();
+    const TimelineViewport after = tl->viewport();
+    if (key == Qt::Key_W) EXPECT_LT(after.ns_per_px, before.ns_per_px) << "W zooms in";
+    if (key == Qt::Key_S) EXPECT_GT(after.ns_per_px, before.ns_per_px) << "S zooms out";
+    if (key == Qt::Key_A) EXPECT_LT(after.t0_ns, before.t0_ns) << "A pans left";
+    if (key == Qt::Key_D) EXPECT_GT(after.t0_ns, before.t0_ns) << "D pans right";
+    // Sent to the tool button itself (a button that kept the focus): the trace page passes it on.
+    const TimelineViewport again = tl->viewport();
+    QTest::keyClick(fit, key);
+    EXPECT_NE(tl->viewport(), again) << "key " << int(key) << " on the button";
+  }
 }
 
 TEST_F(Hands, HelpMenuShowsTheSheetAndTheMarkdownListsEveryBinding) {
@@ -787,6 +891,130 @@ TEST_F(Hands, PresentationModeFitsA1280x720Screen) {
     EXPECT_TRUE(avail.contains(w->frameGeometry())) << w->frameGeometry().width() << "x" << w->frameGeometry().height();
   }
   a->setChecked(false);
+}
+
+// Presentation mode (F5) on a 1280x720 projector and a 1024x768 one, with and without a run
+// open (a ring run, so the ring stage is shown): every page and every explainer stage lies
+// within the window, no widget over another, no wrapped label cut, and every text the
+// explainer's picture writes inside its box, inside the picture and over no other text.
+namespace {
+// Visible widgets of `page` that show something (text, a control, a picture), outside scroll
+// areas and item views (whose contents scroll), in window coordinates.
+std::vector<std::pair<QWidget*, QRect>> shown_leaves(QWidget* page, QWidget* window) {
+  std::vector<std::pair<QWidget*, QRect>> out;
+  for (QWidget* c : page->findChildren<QWidget*>()) {
+    if (!c->isVisibleTo(window) || c->width() <= 0 || c->height() <= 0) continue;
+    bool inside_scroller = false;
+    for (QWidget* a = c->parentWidget(); a && a != page; a = a->parentWidget())
+      if (qobject_cast<QAbstractScrollArea*>(a) || qobject_cast<QToolBar*>(a) || qobject_cast<QTabBar*>(a))
+        inside_scroller = true;
+    if (inside_scroller) continue;
+    const bool leaf = qobject_cast<QLabel*>(c) || qobject_cast<QAbstractButton*>(c) || qobject_cast<QLineEdit*>(c) ||
+                      qobject_cast<QComboBox*>(c) || qobject_cast<QAbstractSpinBox*>(c) ||
+                      qobject_cast<QAbstractSlider*>(c) || c->objectName() == QLatin1String("explainCanvas");
+    if (!leaf) continue;
+    out.push_back({c, QRect(c->mapTo(window, QPoint(0, 0)), c->size())});
+  }
+  return out;
+}
+
+void expect_laid_out(QWidget* page, QWidget* window, const std::string& where) {
+  const auto leaves = shown_leaves(page, window);
+  const QRect inside = window->rect();
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const auto& [wi, ri] = leaves[i];
+    const std::string name = std::string(wi->metaObject()->className()) + " '" + wi->objectName().toStdString() + "'";
+    EXPECT_TRUE(inside.contains(ri)) << where << ": " << name << " leaves the window";
+    if (auto* l = qobject_cast<QLabel*>(wi); l && l->wordWrap() && !l->text().isEmpty())
+      EXPECT_LE(l->heightForWidth(l->width()), l->height() + 2) << where << ": " << name << " is cut";
+    for (size_t j = i + 1; j < leaves.size(); ++j) {
+      const auto& [wj, rj] = leaves[j];
+      if (wi->isAncestorOf(wj) || wj->isAncestorOf(wi)) continue;
+      const QRect both = ri.intersected(rj);
+      EXPECT_TRUE(both.isEmpty() || both.width() * both.height() <= 1)
+          << where << ": " << name << " and " << wj->metaObject()->className() << " '" << wj->objectName().toStdString()
+          << "' overlap";
+    }
+  }
+}
+
+void expect_texts_apart(const ExplainView* ex, const std::string& where) {
+  const auto& t = ex->drawnTexts();
+  const QRectF pic(QPointF(0, 0), QSizeF(ex->canvas()->size()));
+  EXPECT_FALSE(t.empty()) << where;
+  for (size_t i = 0; i < t.size(); ++i) {
+    EXPECT_TRUE(pic.adjusted(-1, -1, 1, 1).contains(t[i].needed))
+        << where << ": '" << t[i].text.toStdString() << "' leaves the picture";
+    EXPECT_TRUE(t[i].given.adjusted(-1, -1, 1, 1).contains(t[i].needed))
+        << where << ": '" << t[i].text.toStdString() << "' overflows its box";
+    for (size_t j = i + 1; j < t.size(); ++j) {
+      const QRectF both = t[i].needed.intersected(t[j].needed);
+      EXPECT_TRUE(both.isEmpty() || both.width() * both.height() <= 1)
+          << where << ": '" << t[i].text.toStdString() << "' over '" << t[j].text.toStdString() << "'";
+    }
+  }
+}
+}  // namespace
+
+TEST_F(Hands, PresentationModeFitsEveryPageAndExplainerStageWithoutOverlaps) {
+  auto* present = w->findChild<QAction*>(QStringLiteral("presentationMode"));
+  ASSERT_NE(present, nullptr);
+  auto* ex = w->findChild<ExplainView*>();
+  ASSERT_NE(ex, nullptr);
+  // Without a run: the launcher's config with a ring (the ring stage), ZeRO 3 (the weights stage).
+  ASSERT_TRUE(w->launcher()->setFieldText(QStringLiteral("parallel.ring_size"), QStringLiteral("2")));
+  EXPECT_TRUE(w->launcher()->setFieldText(QStringLiteral("train.zero_stage"), QStringLiteral("3")));
+  QApplication::processEvents();
+  present->setChecked(true);
+  for (bool run : {false, true}) {
+    if (run) {  // a 4-rank ring run (sp 2 x ring 2) opened: its config and measured stage times
+      const std::string dir =
+          tmp.filePath(QStringLiteral("runs/ring_run_with_a_long_folder_name_20261207-101010")).toStdString();
+      write_fixture_run(dir, 4, std::vector<FixtureStep>(4, FixtureStep{10.0, 2.0, 1 << 20}));
+      auto cfg = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+      cfg["parallel"] = {{"sp_size", 2}, {"ring_size", 2}, {"dp_size", 1}};
+      cfg["train"]["zero_stage"] = 3;
+      std::ofstream(dir + "/config.json") << cfg.dump(2);
+      QString err;
+      ASSERT_TRUE(w->openPath(QString::fromStdString(dir), &err)) << err.toStdString();
+      ASSERT_TRUE(w->traceView()->openTraceAndWait(QString::fromStdString(dir), &err)) << err.toStdString();
+      QApplication::processEvents();
+    }
+    for (const QSize screen : {QSize(1280, 720), QSize(1024, 768)}) {
+      w->resize(screen);
+      QApplication::processEvents();
+      const std::string at =
+          std::to_string(screen.width()) + "x" + std::to_string(screen.height()) + (run ? ", a run open" : ", no run");
+      for (const char* page : {"launch", "monitor", "runs", "explain", "timeline", "headmap", "memory", "report"}) {
+        ASSERT_TRUE(w->setView(QString::fromLatin1(page)));
+        QApplication::processEvents();
+        const QSize min = w->minimumSizeHint().expandedTo(w->minimumSize());
+        EXPECT_LE(min.width(), screen.width()) << page << ", " << at;
+        EXPECT_LE(min.height(), screen.height()) << page << ", " << at;
+        EXPECT_LE(w->width(), screen.width()) << page << ", " << at;
+        EXPECT_LE(w->height(), screen.height()) << page << ", " << at;
+        expect_laid_out(w->centralWidget(), w.get(), std::string(page) + ", " + at);
+      }
+      ASSERT_TRUE(w->setView(QStringLiteral("explain")));
+      QApplication::processEvents();
+      EXPECT_TRUE(ex->isRingStage(3)) << at;
+      for (int st = 0; st < ex->stageCount(); ++st) {
+        ex->setStage(st);
+        QApplication::processEvents();
+        (void)ex->canvas()->grab();  // paints: the texts it writes
+        const std::string where = "stage " + std::to_string(st) + ", " + at;
+        expect_laid_out(w->centralWidget(), w.get(), where);
+        expect_texts_apart(ex, where);
+        // ULYSSES_SCREENSHOT_DIR=docs/images: the ring and ZeRO stages as a projector shows them
+        // (docs/STUDIO.md), with the run open at 1280x720.
+        const QString shots = qEnvironmentVariable("ULYSSES_SCREENSHOT_DIR");
+        if (!shots.isEmpty() && run && screen == QSize(1280, 720) && (ex->isRingStage(st) || ex->isWeightsStage(st)))
+          EXPECT_TRUE(w->grab().save(QDir(shots).filePath(ex->isRingStage(st) ? "explain-ring-f5-1280x720.png"
+                                                                              : "explain-zero-f5-1280x720.png")));
+      }
+    }
+  }
+  present->setChecked(false);
 }
 
 // ---- 5. the launcher's Measured column: only against the run's own config ---------------

@@ -45,6 +45,7 @@
 #include "run_controller.hpp"
 #include "runs_model.hpp"
 #include "runs_page.hpp"
+#include "run_data.hpp"
 #include "run_fixture.hpp"
 
 using namespace ulysses::ui;
@@ -1111,6 +1112,27 @@ double referenceFinalLoss(const QString& exe, const QString& config, const QStri
   return loss;
 }
 
+// The launcher's output folder is the runs folder (both ways), and the Ready line says the
+// whole layout and where the run lands.
+TEST_F(Studio, ReadyLineNamesTheLayoutAndTheOutputFolder) {
+  auto* out = L->findChild<QLineEdit*>("outputFolder");
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(L->outputFolder(), QFileInfo(tmp.filePath("runs")).absoluteFilePath());
+  ASSERT_TRUE(L->setFieldText("parallel.dp_size", "2"));
+  EXPECT_TRUE(L->statusText().startsWith("Ready: 4 rank(s) = sp 2 x ring 1 x dp 2,")) << L->statusText().toStdString();
+  EXPECT_TRUE(L->statusText().contains(QDir(L->outputFolder()).filePath(slug(L->configName()) + "_<date-time>")))
+      << L->statusText().toStdString();
+  const QString elsewhere = tmp.filePath("elsewhere");
+  out->setFocus();
+  out->selectAll();
+  QTest::keyClicks(out, elsewhere);
+  QTest::keyClick(out, Qt::Key_Return);  // editingFinished: the runs folder follows
+  EXPECT_EQ(w->runsDir(), elsewhere);
+  EXPECT_TRUE(L->statusText().contains(elsewhere)) << L->statusText().toStdString();
+  w->setRunsDir(tmp.filePath("runs"));  // and the other way
+  EXPECT_EQ(L->outputFolder(), QFileInfo(tmp.filePath("runs")).absoluteFilePath());
+}
+
 TEST_F(Studio, LaunchTinyRunAndFindItInRunsList) {
   SKIP_WITHOUT_ULYSSES_RUN();
   w->setLauncherProgram(runExe);
@@ -1127,6 +1149,12 @@ TEST_F(Studio, LaunchTinyRunAndFindItInRunsList) {
   EXPECT_EQ(metrics.count(), 3);
   EXPECT_EQ(w->monitor()->progressValue(), 3);
   EXPECT_EQ(w->monitor()->chartPoints(), 3);
+  EXPECT_TRUE(o.runDir.startsWith(L->outputFolder())) << o.runDir.toStdString();
+  // Each rank's step time, live from ulysses-run --json's liveness lines (steps 0 and 1 at least).
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_GT(w->controller()->ranks()->stepMs(r), 0.0) << "rank " << r;
+    EXPECT_GE(w->controller()->ranks()->timedStep(r), 1) << "rank " << r;
+  }
 
   // Reference: ulysses-run directly on the same config (same seed -> same loss).
   QString err, log;

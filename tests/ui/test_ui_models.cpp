@@ -378,6 +378,30 @@ TEST_F(ModelTest, RankStatusModelFollowsTheLaunchersLivenessLines) {
   EXPECT_EQ(m.rowCount(), 2);
 }
 
+// Each rank's step time, live: ulysses-run --json says "rank R: step K took X ms" as the rank
+// leaves step K; the table shows the latest per rank and the phase line stays as it was.
+TEST_F(ModelTest, RankStatusModelShowsEachRanksStepTime) {
+  RankStatusModel m;
+  tester(&m);
+  m.reset(2);
+  EXPECT_EQ(m.stepMs(0), -1);
+  EXPECT_EQ(m.index(0, RankStatusModel::StepTime).data().toString(), "");
+  EXPECT_TRUE(m.applyLauncherLine("ulysses-run: rank 0: training (step 0)"));
+  EXPECT_TRUE(m.applyLauncherLine("ulysses-run: rank 1: training (step 0)"));
+  EXPECT_TRUE(m.applyLauncherLine("ulysses-run: rank 0: step 0 took 812.5 ms"));
+  EXPECT_TRUE(m.applyLauncherLine("ulysses-run: rank 1: step 0 took 1640 ms"));
+  EXPECT_TRUE(m.applyLauncherLine("ulysses-run: rank 0: step 1 took 97.26 ms"));
+  EXPECT_DOUBLE_EQ(m.stepMs(0), 97.26);
+  EXPECT_EQ(m.timedStep(0), 1);
+  EXPECT_DOUBLE_EQ(m.stepMs(1), 1640);
+  EXPECT_EQ(m.index(0, RankStatusModel::StepTime).data().toString(), "97.3 (step 1)");
+  EXPECT_EQ(m.index(1, RankStatusModel::StepTime).data().toString(), "1640.0 (step 0)");
+  EXPECT_EQ(m.phase(0), "training (step 0)") << "a step time is not a phase";
+  EXPECT_EQ(m.headerData(RankStatusModel::StepTime, Qt::Horizontal).toString(), "Step ms");
+  EXPECT_TRUE(m.applyLauncherLine("ulysses-run: rank 1: step 0 took lots ms"));  // a phase text, as any other
+  EXPECT_DOUBLE_EQ(m.stepMs(1), 1640);
+}
+
 TEST_F(ModelTest, RankStatusModelKeepsTails) {
   RankStatusModel m;
   tester(&m);

@@ -5,6 +5,7 @@
 
 #include <QAbstractItemModelTester>
 #include <QTemporaryDir>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -250,7 +251,11 @@ TEST(TraceModels, CompareTableShowsTheProfilersComparison) {
   EXPECT_EQ(t.rows[1][3].toString(), QString("-"));
   EXPECT_EQ(t.rows[1][4].toString(), QString("-"));
   EXPECT_FALSE(t.sort[1][2].isValid());
-  EXPECT_FALSE(t.sort[1][4].isValid());
+  // B / A sorts by |ln B/A|, largest first; without a ratio -1 (last).
+  EXPECT_DOUBLE_EQ(t.sort[0][4].toDouble(), std::log(1.5));
+  EXPECT_DOUBLE_EQ(t.sort[1][4].toDouble(), -1.0);
+  EXPECT_EQ(t.sort_column, 4);
+  EXPECT_EQ(t.sort_order, Qt::DescendingOrder);
 }
 
 TEST(TraceModels, SearchFindsByNameAndPhase) {

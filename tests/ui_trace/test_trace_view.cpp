@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <vector>
@@ -13,7 +14,10 @@
 #include <QAreaSeries>
 #include <QChartView>
 #include <QLineSeries>
+#include <QCheckBox>
 #include <QComboBox>
+#include <QHeaderView>
+#include <QTabWidget>
 #include <QLabel>
 #include <QTableView>
 #include <QToolButton>
@@ -304,6 +308,79 @@ TEST(TraceView, CorruptEmptyAndMissingTracesShowAMessage) {
     delete w;
   }
   QApplication::processEvents();
+}
+
+// The comparison answers "what changed most": rows by |ln(B / A)| (x2 and x0.5 alike, from the
+// shown A and B values, not the column's own sort key), rows without a ratio last; "Differences
+// only" leaves the flagged rows and those one run lacks. Top names: longest total first. Columns
+// fit their contents, none stretched, long names elided in the middle.
+TEST(TraceView, CompareSortsByTheSizeOfTheChangeAndShowsDifferencesOnly) {
+  SyntheticOptions a, b;
+  a.ranks = b.ranks = 2;
+  a.heads = b.heads = 8;
+  a.layers = b.layers = 2;
+  a.steps = b.steps = 2;
+  b.head_chunks = 1;
+  TraceView v;
+  v.setModel(make_synthetic_trace(a));
+  v.setCompareModel(make_synthetic_trace(b));
+  ASSERT_TRUE(v.setView("report"));
+  ReportView* report = v.reportView();
+  QTableView* view = report->compareView();
+  ASSERT_NE(view, nullptr);
+  QAbstractItemModel* shown = view->model();
+  ASSERT_GT(shown->rowCount(), 4);
+  double prev = 1e300;
+  bool past_ratios = false;
+  int with_ratio = 0;
+  for (int r = 0; r < shown->rowCount(); ++r) {
+    const double va = shown->data(shown->index(r, 1), TableModel::SortRole).toDouble();
+    const double vb = shown->data(shown->index(r, 2), TableModel::SortRole).toDouble();
+    const bool has = shown->data(shown->index(r, 4), TableModel::SortRole).toDouble() >= 0;
+    if (!has) {
+      past_ratios = true;
+      continue;
+    }
+    EXPECT_FALSE(past_ratios) << "a row with B / A after one without, row " << r;
+    ASSERT_GT(va, 0);
+    const double dev = std::fabs(std::log(vb / va));
+    EXPECT_LE(dev, prev + 1e-12) << "row " << r << " (" << shown->data(shown->index(r, 0)).toString().toStdString()
+                                 << ")";
+    prev = dev;
+    ++with_ratio;
+  }
+  EXPECT_GT(with_ratio, 2);
+
+  const prof::Comparison want = prof::compare_summaries(*v.model(), prof::analyze(*v.model()), *make_synthetic_trace(b),
+                                                        prof::analyze(*make_synthetic_trace(b)));
+  int differing = 0;
+  for (const auto& row : want.rows) differing += row.flagged || row.has_a != row.has_b;
+  ASSERT_NE(report->differencesOnly(), nullptr);
+  report->differencesOnly()->setChecked(true);
+  EXPECT_EQ(shown->rowCount(), differing);
+  EXPECT_GT(differing, 0) << "run B has no head-chunk overlap: something differs";
+  EXPECT_LT(differing, int(want.rows.size()));
+  for (int r = 0; r < shown->rowCount(); ++r) {
+    const QString ratio = shown->data(shown->index(r, 4)).toString();
+    EXPECT_TRUE(ratio.endsWith("*") || ratio == "-") << ratio.toStdString();
+  }
+  report->differencesOnly()->setChecked(false);
+  EXPECT_EQ(shown->rowCount(), int(want.rows.size()));
+
+  // Top names: by total, longest first; sized to their contents, elided in the middle.
+  QTableView* names = nullptr;
+  for (int i = 0; i < report->tabs()->count(); ++i)
+    if (report->tabs()->tabText(i) == "Top names") names = qobject_cast<QTableView*>(report->tabs()->widget(i));
+  ASSERT_NE(names, nullptr);
+  ASSERT_GT(names->model()->rowCount(), 2);
+  for (int r = 1; r < names->model()->rowCount(); ++r)
+    EXPECT_GE(names->model()->data(names->model()->index(r - 1, 3), TableModel::SortRole).toDouble(),
+              names->model()->data(names->model()->index(r, 3), TableModel::SortRole).toDouble());
+  EXPECT_FALSE(names->horizontalHeader()->stretchLastSection());
+  EXPECT_EQ(names->textElideMode(), Qt::ElideMiddle);
+  for (int c = 0; c < names->model()->columnCount(); ++c) EXPECT_LE(names->columnWidth(c), kMaxTableColumnPx);
+  EXPECT_EQ(names->model()->data(names->model()->index(0, 0), Qt::ToolTipRole),
+            names->model()->data(names->model()->index(0, 0)));
 }
 
 TEST(TraceView, ComparesTwoRunsInTheReport) {

@@ -1,9 +1,13 @@
 // TimelineViewport: time<->pixel mapping, fit, zoom at cursor, pan, clamping.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 #include "trace/timeline_viewport.hpp"
 
 using ulysses::ui::TimelineViewport;
+namespace ui = ulysses::ui;
 
 TEST(Viewport, MapsTimeToPixelAndBack) {
   TimelineViewport v;
@@ -104,4 +108,36 @@ TEST(Viewport, FitAllShowsAFarOffRangeAndTimesNeverOverflow) {
       EXPECT_GT(t, -(int64_t{1} << 62));
     }
   }
+}
+
+// The ruler's labels differ from each other at every zoom, from a 1 ns window to a 1 h one,
+// near the trace start and far from it (the issue: "711 ms" on every tick of a 110 us view).
+TEST(Viewport, RulerTickLabelsAreDistinctFromNanosecondsToHours) {
+  const double width = 1200;
+  for (double window : {1.0, 1e3, 1e6, 1e9, 3600e9, 110e3}) {
+    for (double start : {0.0, 711.0e6 + 17, 2.5e9 + 3, 3 * 3600e9 + 11}) {
+      const double npp = window / width;
+      const auto ticks = ui::ruler_ticks(start, start + window, npp, 90, 7);
+      ASSERT_GE(ticks.size(), 2u) << "window " << window << " ns at " << start;
+      std::set<std::string> labels;
+      for (size_t i = 0; i < ticks.size(); ++i) {
+        EXPECT_TRUE(labels.insert(ticks[i].label).second)
+            << "label '" << ticks[i].label << "' repeats in a " << window << " ns window at " << start << " ns";
+        EXPECT_GE(ticks[i].t_ns, start);
+        EXPECT_LE(ticks[i].t_ns, start + window);
+        if (i > 0) {  // far enough apart for the labels to fit
+          const double gap_px = (ticks[i].t_ns - ticks[i - 1].t_ns) / npp;
+          EXPECT_GE(gap_px, 90.0);
+          EXPECT_GE(gap_px, double(ticks[i - 1].label.size()) * 7);
+        }
+      }
+    }
+  }
+  // What a reader sees at the issue's zoom: 110 us at 711 ms reads in ms with the digits for microseconds.
+  const auto t = ui::ruler_ticks(711.0e6, 711.11e6, 110e3 / 1200, 90, 7);
+  ASSERT_FALSE(t.empty());
+  ASSERT_GE(t.size(), 2u);
+  EXPECT_EQ(t[0].label, "711.00 ms");
+  EXPECT_EQ(t[1].label, "711.01 ms");
+  EXPECT_EQ(ui::ruler_ticks(0, 1e9, 1e9 / 1200, 90, 7).front().label, "0.0 s");
 }

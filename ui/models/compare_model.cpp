@@ -52,9 +52,13 @@ void flatten(const QJsonValue& v, const QString& prefix, QMap<QString, QJsonValu
   for (auto it = o.begin(); it != o.end(); ++it) flatten(it.value(), prefix + QLatin1Char('.') + it.key(), out);
 }
 
+// Whether a field holds a rank's number (faults.slow_rank): an identity, not a quantity, so it
+// has no B - A or B / A ("ranks", a count, has both).
+bool names_a_rank(const QString& field) { return field.endsWith(QLatin1String("_rank")); }
+
 // B - A and B / A of a row whose sides are both numbers (B / A when A != 0).
 void fill_diff(CompareModel::Row& r, const std::function<QString(double)>& fmt) {
-  if (!r.va.isValid() || !r.vb.isValid()) return;
+  if (!r.va.isValid() || !r.vb.isValid() || names_a_rank(r.field)) return;
   const double a = r.va.toDouble(), b = r.vb.toDouble(), d = b - a;
   r.diff = fmt ? (d > 0 ? QStringLiteral("+") : QString()) + fmt(d)
                : (d > 0 ? QStringLiteral("+") : QString()) + QString::number(d, 'g', 6);

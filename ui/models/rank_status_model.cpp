@@ -51,11 +51,24 @@ bool RankStatusModel::applyLauncherLine(const QString& line) {
   ensure(rank);
   auto& r = ranks_[rank];
   const QString text = m.captured(2);
+  static const QRegularExpression took(QStringLiteral("^step (\\d{1,18}) took ([0-9]{1,12}(?:\\.[0-9]+)?) ms$"));
+  if (const auto t = took.match(text); t.hasMatch()) {  // a step time: the phase line stays
+    r.timed_step = t.captured(1).toLongLong();
+    r.step_ms = t.captured(2).toDouble();
+    emit dataChanged(index(rank, StepTime), index(rank, StepTime));
+    return true;
+  }
   if (r.state == State::Starting || r.state == State::Running || r.state == State::Unresponsive)
     r.state = text.startsWith(QLatin1String("no heartbeat")) ? State::Unresponsive : State::Running;
   r.phase = text;
   emit dataChanged(index(rank, StateColumn), index(rank, StateColumn));
   return true;
+}
+
+double RankStatusModel::stepMs(int rank) const { return rank >= 0 && rank < ranks_.size() ? ranks_[rank].step_ms : -1; }
+
+qint64 RankStatusModel::timedStep(int rank) const {
+  return rank >= 0 && rank < ranks_.size() ? ranks_[rank].timed_step : -1;
 }
 
 QString RankStatusModel::phase(int rank) const {
@@ -116,6 +129,8 @@ QVariant RankStatusModel::data(const QModelIndex& index, int role) const {
       if (r.state == State::Running && !r.phase.isEmpty()) return stateName(r.state) + QStringLiteral(": ") + r.phase;
       if (r.state == State::Unresponsive) return r.phase;  // "no heartbeat for 5.0 s (in step 2)"
       return stateName(r.state);
+    case StepTime:
+      return r.step_ms < 0 ? QString() : QStringLiteral("%1 (step %2)").arg(r.step_ms, 0, 'f', 1).arg(r.timed_step);
     case Lines:
       return r.lines;
     case LastLine:
@@ -127,7 +142,7 @@ QVariant RankStatusModel::data(const QModelIndex& index, int role) const {
 
 QVariant RankStatusModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return QAbstractTableModel::headerData(section, o, role);
-  static const char* names[] = {"Rank", "State", "Lines", "Last log line"};
+  static const char* names[] = {"Rank", "State", "Step ms", "Lines", "Last log line"};
   return section >= 0 && section < ColumnCount ? QString::fromLatin1(names[section]) : QVariant();
 }
 

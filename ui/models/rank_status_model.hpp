@@ -15,7 +15,7 @@ class RankStatusModel : public QAbstractTableModel {
   Q_OBJECT
  public:
   enum class State { Starting, Running, Finished, Failed, Stopped, Unresponsive };
-  enum Column { Rank, StateColumn, Lines, LastLine, ColumnCount };
+  enum Column { Rank, StateColumn, StepTime, Lines, LastLine, ColumnCount };
   static constexpr int kKeepLines = 20;
 
   explicit RankStatusModel(QObject* parent = nullptr);
@@ -27,6 +27,10 @@ class RankStatusModel : public QAbstractTableModel {
   // (true when the line was one of them; other lines are left alone).
   bool applyLauncherLine(const QString& line);
   QString phase(int rank) const;  // last phase reported, e.g. "model build"
+  // The rank's last step time ("ulysses-run: rank R: step K took X ms", with --json), -1 if none
+  // yet; and that step.
+  double stepMs(int rank) const;
+  qint64 timedStep(int rank) const;
   State state(int rank) const;
   QStringList lastLines(int rank, int n) const;
   static QString stateName(State s);
@@ -40,6 +44,8 @@ class RankStatusModel : public QAbstractTableModel {
   struct RankRow {
     State state = State::Starting;
     QString phase;  // from the liveness lines
+    double step_ms = -1;
+    qint64 timed_step = -1;
     int lines = 0;
     QStringList tail;
   };

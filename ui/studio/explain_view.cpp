@@ -1,8 +1,11 @@
 // Explainer view: controls and painting (see explain_view.hpp).
 #include "explain_view.hpp"
 
+#include <QApplication>
 #include <QHBoxLayout>
+#include <QKeyEvent>
 #include <QLabel>
+#include <QFontMetrics>
 #include <QPainter>
 #include <QPushButton>
 #include <QSlider>
@@ -12,6 +15,7 @@
 #include "cost_model.hpp"
 #include "trace/phase_style.hpp"
 #include "trace/qt_text.hpp"
+#include "trace/shortcuts.hpp"
 
 #include <algorithm>
 
@@ -28,14 +32,32 @@ const QColor kOut(0x00, 0x9E, 0x73);
 // columns (plus Hkv kv-head columns), filled where the rank holds data.
 class ExplainCanvas : public QWidget {
  public:
-  explicit ExplainCanvas(QWidget* parent) : QWidget(parent) { setMinimumSize(600, 360); }
+  explicit ExplainCanvas(QWidget* parent) : QWidget(parent) { setMinimumSize(480, 240); }
   const Explanation* e = nullptr;
   const WeightPlacement* w = nullptr;
   const RingHops* rh = nullptr;
   int stage = 0, hop = 0;
+  std::vector<ExplainText> texts;  // what the last paint wrote (ExplainView::drawnTexts)
 
  protected:
+  // Writes `s` in `r`; a text its rectangle cannot hold is written smaller (down to 6 pt), never
+  // over its neighbours (presentation mode's 1.5x bold fonts overflowed the fixed boxes).
+  void text(QPainter& p, const QRectF& r, int flags, const QString& s) {
+    const QFont saved = p.font();
+    QFont f = saved;
+    QRectF need = p.boundingRect(r, flags, s);
+    while ((need.width() > r.width() + 0.5 || need.height() > r.height() + 0.5) && f.pointSizeF() > 6.0) {
+      f.setPointSizeF(std::max(6.0, f.pointSizeF() - 0.5));
+      p.setFont(f);
+      need = p.boundingRect(r, flags, s);
+    }
+    texts.push_back({r, need, s});
+    p.drawText(r, flags, s);
+    p.setFont(saved);
+  }
+
   void paintEvent(QPaintEvent*) override {
+    texts.clear();
     QPainter p(this);
     p.setRenderHint(QPainter::Antialiasing);
     const QColor fg = palette().color(QPalette::WindowText);
@@ -49,19 +71,21 @@ class ExplainCanvas : public QWidget {
     const int P = static_cast<int>(e->P), H = static_cast<int>(e->H), K = static_cast<int>(e->Hkv);
     const int margin = 16, gap = 18;
     const int colW = (width() - 2 * margin - gap * (P - 1)) / std::max(1, P);
-    const int top = 28, bottom = 64;
+    QFont small = font();
+    small.setPointSizeF(std::max(7.0, font().pointSizeF() - 1));
+    const int line = QFontMetrics(font()).height(), sline = QFontMetrics(small).height();
+    // Rows of text from the fonts' heights: the rank over the grid, the heads under it, the bytes below.
+    const int top = line + 8, bottom = sline * (st.bytes_sent > 0 ? 3 : 1) + 12;
     const int gridH = std::max(60, height() - top - bottom);
     const double rowH = double(gridH) / P;  // one row per token shard of N/P tokens
     const int kvW = std::max(18, colW * K / (H + K + 1));
     const int qW = colW - kvW - 6;
     const double cellQ = double(qW) / H, cellK = double(kvW) / K;
-    QFont small = font();
-    small.setPointSizeF(std::max(7.0, font().pointSizeF() - 1));
     for (int r = 0; r < P; ++r) {
       const int x0 = margin + r * (colW + gap);
       p.setPen(fg);
       p.setFont(font());
-      p.drawText(QRect(x0, 0, colW, top - 6), Qt::AlignCenter, QStringLiteral("rank %1").arg(r));
+      text(p, QRectF(x0, 0, colW, top - 4), Qt::AlignCenter, QStringLiteral("rank %1").arg(r));
       // grid outlines
       p.setPen(QPen(palette().color(QPalette::Mid), 1));
       p.setBrush(Qt::NoBrush);
@@ -104,13 +128,16 @@ class ExplainCanvas : public QWidget {
       // heads axis labels
       p.setPen(fg);
       p.setFont(small);
-      p.drawText(QRectF(x0, top + gridH + 2, qW, 16), Qt::AlignCenter, QStringLiteral("q heads 0..%1").arg(H - 1));
-      p.drawText(QRectF(x0 + qW + 6, top + gridH + 2, kvW, 16), Qt::AlignCenter, QStringLiteral("kv"));
+      const QString heads = QFontMetrics(small).horizontalAdvance(QStringLiteral("q heads 0..%1").arg(H - 1)) < qW
+                                ? QStringLiteral("q heads 0..%1").arg(H - 1)
+                                : QStringLiteral("q 0..%1").arg(H - 1);
+      text(p, QRectF(x0, top + gridH + 2, qW, sline + 2), Qt::AlignCenter, heads);
+      text(p, QRectF(x0 + qW + 6, top + gridH + 2, kvW, sline + 2), Qt::AlignCenter, QStringLiteral("kv"));
       if (st.bytes_sent > 0)
-        p.drawText(QRectF(x0, top + gridH + 20, colW, 36), Qt::AlignHCenter | Qt::AlignTop | Qt::TextWordWrap,
-                   QStringLiteral("sends %1\nreceives %2")
-                       .arg(to_qs(cost::format_bytes(double(st.bytes_sent))),
-                            to_qs(cost::format_bytes(double(st.bytes_recv)))));
+        text(p, QRectF(x0, top + gridH + sline + 6, colW, 2 * sline + 4), Qt::AlignHCenter | Qt::AlignTop,
+             QStringLiteral("sends %1\nreceives %2")
+                 .arg(to_qs(cost::format_bytes(double(st.bytes_sent))),
+                      to_qs(cost::format_bytes(double(st.bytes_recv)))));
     }
   }
 
@@ -124,21 +151,24 @@ class ExplainCanvas : public QWidget {
     const int R = static_cast<int>(h.R), C = static_cast<int>(h.chunks);
     const int k = std::clamp(hop, 0, R - 1);
     const RingHop& now = h.hops[static_cast<size_t>(k)];
-    const int margin = 16, gap = 40, top = 54, textH = 70;
+    QFont small = font();
+    small.setPointSizeF(std::max(7.0, font().pointSizeF() - 1));
+    const int line = QFontMetrics(font()).height(), sline = QFontMetrics(small).height();
+    // From the fonts' heights: the rank, the column names, room for the wrap-around arrow; the
+    // blocks computed below the bars in up to three lines.
+    const int margin = 16, gap = 40, top = line + sline + 16, textH = 3 * sline + 4;
     const int colW = std::max(60, (width() - 2 * margin - gap * (R - 1)) / std::max(1, R));
     const int barH = std::max(80, height() - top - textH - 10);
     const double chunkH = double(barH) / C;
     const int half = (colW - 8) / 2;
-    QFont small = font();
-    small.setPointSizeF(std::max(7.0, font().pointSizeF() - 1));
     for (int r = 0; r < R; ++r) {
       const int x0 = margin + r * (colW + gap);
       p.setPen(fg);
       p.setFont(font());
-      p.drawText(QRect(x0, 0, colW, 18), Qt::AlignCenter, QStringLiteral("ring rank %1").arg(r));
+      text(p, QRectF(x0, 0, colW, line + 2), Qt::AlignCenter, QStringLiteral("ring rank %1").arg(r));
       p.setFont(small);
-      p.drawText(QRect(x0, 18, half, 18), Qt::AlignCenter, QStringLiteral("q"));
-      p.drawText(QRect(x0 + half + 8, 18, half, 18), Qt::AlignCenter, QStringLiteral("K/V held"));
+      text(p, QRectF(x0, line + 2, half, sline + 2), Qt::AlignCenter, QStringLiteral("q"));
+      text(p, QRectF(x0 + half + 8, line + 2, half, sline + 2), Qt::AlignCenter, QStringLiteral("K/V held"));
       auto fillChunks = [&](const std::vector<int64_t>& chunks, int x, const QColor& c) {
         for (int64_t ch : chunks) {
           const QRectF cell(x, top + chunkH * double(ch), half, chunkH);
@@ -146,7 +176,7 @@ class ExplainCanvas : public QWidget {
           p.setBrush(c);
           p.drawRect(cell.adjusted(1, 1, -1, -1));
           p.setPen(Qt::white);
-          p.drawText(cell, Qt::AlignCenter, QString::number(ch));
+          text(p, cell.adjusted(1, 1, -1, -1), Qt::AlignCenter, QString::number(ch));
         }
       };
       p.setPen(QPen(palette().color(QPalette::Mid), 1));
@@ -162,9 +192,9 @@ class ExplainCanvas : public QWidget {
                       .arg(b.kv_chunk)
                       .arg(b.diagonal ? QStringLiteral(" (diag)") : QString());
       p.setPen(fg);
-      p.drawText(QRect(x0, top + barH + 4, colW, textH), Qt::AlignHCenter | Qt::AlignTop | Qt::TextWordWrap,
-                 blocks.isEmpty() ? QStringLiteral("computes nothing (all masked)")
-                                  : QStringLiteral("computes ") + blocks.join(QStringLiteral(", ")));
+      text(p, QRectF(x0, top + barH + 4, colW, textH), Qt::AlignHCenter | Qt::AlignTop | Qt::TextWordWrap,
+           blocks.isEmpty() ? QStringLiteral("computes nothing (all masked)")
+                            : QStringLiteral("computes ") + blocks.join(QStringLiteral(", ")));
       if (R > 1 && k + 1 < R) {  // where this rank's K/V goes for the next hop
         const int xn = margin + ((r + 1) % R) * (colW + gap);
         const double y = top + barH / 2.0;
@@ -190,7 +220,14 @@ class ExplainCanvas : public QWidget {
     constexpr int kMaxRanks = 8;
     const WeightPlacement& wp = *w;
     const int shown = static_cast<int>(std::min<int64_t>(wp.W, kMaxRanks));
-    const int margin = 16, gap = 14, gutter = 150, top = 28, barH = 26, rowGap = 18;
+    QFont small = font();
+    small.setPointSizeF(std::max(7.0, font().pointSizeF() - 1));
+    const int line = QFontMetrics(font()).height(), sline = QFontMetrics(small).height();
+    // From the fonts: the rank names' row, bars two small lines high (a label may wrap), the gutter
+    // as wide as the widest label needs (at most a quarter of the picture).
+    const int margin = 16, gap = 14, top = line + 8, barH = std::max(26, 2 * sline + 4), rowGap = 12;
+    const int gutter = std::clamp(QFontMetrics(small).horizontalAdvance(QStringLiteral("fp32 master, AdamW m, v")) + 12,
+                                  110, std::max(110, width() / 4));
     const int colW = std::max(40, (width() - 2 * margin - gutter - gap * (shown - 1)) / std::max(1, shown));
     struct Row {
       QString label;
@@ -207,22 +244,20 @@ class ExplainCanvas : public QWidget {
     if (wp.zero_stage >= 3)
       rows.push_back({QStringLiteral("gathered: layer 0 + next"), QColor(0xCC, 0x79, 0xA7), false, false, true});
     const double total = double(std::max<int64_t>(1, wp.params));
-    QFont small = font();
-    small.setPointSizeF(std::max(7.0, font().pointSizeF() - 1));
     const QColor mid = palette().color(QPalette::Mid);
     for (size_t ri = 0; ri < rows.size(); ++ri) {
       const Row& row = rows[ri];
       const int y = top + static_cast<int>(ri) * (barH + rowGap);
       p.setPen(fg);
       p.setFont(small);
-      p.drawText(QRect(margin, y, gutter - 8, barH), Qt::AlignVCenter | Qt::AlignRight | Qt::TextWordWrap,
-                 row.label + (row.host ? QStringLiteral(" · host") : QString()));
+      text(p, QRectF(margin, y, gutter - 8, barH), Qt::AlignVCenter | Qt::AlignRight | Qt::TextWordWrap,
+           row.label + (row.host ? QStringLiteral(" · host") : QString()));
       for (int r = 0; r < shown; ++r) {
         const double x0 = margin + gutter + r * (colW + gap);
         if (ri == 0) {
           p.setPen(fg);
           p.setFont(font());
-          p.drawText(QRectF(x0, 0, colW, top - 6), Qt::AlignCenter, QStringLiteral("rank %1").arg(r));
+          text(p, QRectF(x0, 0, colW, top - 4), Qt::AlignCenter, QStringLiteral("rank %1").arg(r));
           p.setFont(small);
         }
         double off = 0;
@@ -261,7 +296,8 @@ class ExplainCanvas : public QWidget {
                        .arg(wp.units.size() - 2)
                        .arg(to_qs(wp.units.back().name));
     if (wp.W > shown) note += QStringLiteral("; ranks %1..%2 hold their pieces alike").arg(shown).arg(wp.W - 1);
-    p.drawText(QRect(margin, yb, width() - 2 * margin, 40), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, note);
+    text(p, QRectF(margin, yb, width() - 2 * margin, 3 * sline + 4), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap,
+         note);
   }
 };
 
@@ -334,7 +370,47 @@ ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
   connect(slider_, &QSlider::valueChanged, this, [this](int v) { setStage(v); });
   connect(prev_, &QPushButton::clicked, this, [this] { setStage(stage_ - 1); });
   connect(next_, &QPushButton::clicked, this, [this] { setStage(stage_ + 1); });
+  canvas_->setObjectName(QStringLiteral("explainCanvas"));
+  canvas_->setFocusPolicy(Qt::StrongFocus);
+  setFocusPolicy(Qt::StrongFocus);
+  for (QWidget* c : findChildren<QWidget*>()) c->installEventFilter(this);  // the keys before the slider's own
   refresh();
+}
+
+QWidget* ExplainView::canvas() const { return canvas_; }
+
+const std::vector<ExplainText>& ExplainView::drawnTexts() const { return canvas_->texts; }
+
+bool ExplainView::stepByKey(const QKeyEvent* k) {
+  if (!e_.ok) return false;
+  if (key_matches(Command::ExplainNext, k))
+    setStage(stage_ + 1);
+  else if (key_matches(Command::ExplainPrev, k))
+    setStage(stage_ - 1);
+  else if (key_matches(Command::ExplainFirst, k))
+    setStage(0);
+  else if (key_matches(Command::ExplainLast, k))
+    setStage(stageCount() - 1);
+  else
+    return false;
+  return true;  // taken at either end too: a clicker's extra press does nothing else
+}
+
+bool ExplainView::eventFilter(QObject* o, QEvent* ev) {
+  if (ev->type() == QEvent::KeyPress && stepByKey(static_cast<QKeyEvent*>(ev))) return true;
+  return QWidget::eventFilter(o, ev);
+}
+
+void ExplainView::keyPressEvent(QKeyEvent* e) {
+  if (stepByKey(e))
+    e->accept();
+  else
+    QWidget::keyPressEvent(e);
+}
+
+void ExplainView::showEvent(QShowEvent* e) {
+  QWidget::showEvent(e);
+  if (!isAncestorOf(QApplication::focusWidget())) canvas_->setFocus(Qt::OtherFocusReason);
 }
 
 void ExplainView::setConfigJson(const nlohmann::json& j) {

@@ -6,7 +6,10 @@
 // All numbers come from ui/models/explain_model (tested there); this widget only draws.
 #pragma once
 
+#include <QRectF>
+#include <QString>
 #include <QWidget>
+#include <vector>
 
 #include "explain_model.hpp"
 #include "explain_times.hpp"
@@ -20,6 +23,14 @@ class QSlider;
 namespace ulysses::ui {
 
 class ExplainCanvas;
+
+// A text the explainer's picture wrote: the rectangle it was given, the one its words took (at
+// the size it was written in) and the text (the layout check: within the picture, inside its
+// rectangle, over no other text).
+struct ExplainText {
+  QRectF given, needed;
+  QString text;
+};
 
 class ExplainView : public QWidget {
   Q_OBJECT
@@ -63,11 +74,24 @@ class ExplainView : public QWidget {
   // The caption as shown (rich text): stage list with times, shapes, bytes.
   QString captionText() const;
 
+  // The picture (it takes the focus when the page is shown, so a presenter's clicker works at once).
+  QWidget* canvas() const;
+  // What the picture's last paint wrote (paint it first: canvas()->grab()).
+  const std::vector<ExplainText>& drawnTexts() const;
+
  signals:
   // The weights stage's link to the opened run's measured memory by category.
   void memoryRequested();
 
+ protected:
+  // The explainer's keys (shortcuts.hpp, scope Explainer: Right/PgDn/Space, Left/PgUp, Home,
+  // End) step the stages whatever in the view holds the focus: the picture, the slider, a button.
+  bool eventFilter(QObject* o, QEvent* ev) override;
+  void keyPressEvent(QKeyEvent* e) override;
+  void showEvent(QShowEvent* e) override;
+
  private:
+  bool stepByKey(const QKeyEvent* e);
   void refresh();
   QString weightsCaption() const;
   QString ringCaption() const;

@@ -29,6 +29,7 @@
 #include "cost_model.hpp"
 #include "estimate_model.hpp"
 #include "launch_form.hpp"
+#include "run_data.hpp"
 #include "studio_paths.hpp"
 #include "trace/qt_text.hpp"
 
@@ -121,6 +122,29 @@ QHBoxLayout* LauncherPage::buildTopRow() {
   top->addSpacing(12);
   top->addWidget(new QLabel(QStringLiteral("Name:"), this));
   top->addWidget(name_, 1);
+  // Where the run goes (the Runs page's folder); the Ready line names the run folder in it.
+  output_ = new QLineEdit(this);
+  output_->setObjectName(QStringLiteral("outputFolder"));
+  output_->setPlaceholderText(QStringLiteral("output folder"));
+  output_->setToolTip(QStringLiteral("Each launch makes its run folder NAME_yyyyMMdd-hhmmss in this folder"));
+  connect(output_, &QLineEdit::editingFinished, this, [this] {
+    if (!output_->text().trimmed().isEmpty()) emit outputFolderChosen(output_->text().trimmed());
+  });
+  connect(output_, &QLineEdit::textChanged, this, &LauncherPage::revalidate);
+  auto* browse = new QToolButton(this);
+  browse->setObjectName(QStringLiteral("outputBrowse"));
+  browse->setText(QStringLiteral("…"));
+  browse->setToolTip(QStringLiteral("Choose the output folder"));
+  connect(browse, &QToolButton::clicked, this, [this] {
+    const QString d = QFileDialog::getExistingDirectory(this, QStringLiteral("Output folder"), output_->text());
+    if (d.isEmpty()) return;
+    output_->setText(d);
+    emit outputFolderChosen(d);
+  });
+  top->addSpacing(12);
+  top->addWidget(new QLabel(QStringLiteral("Output:"), this));
+  top->addWidget(output_, 1);
+  top->addWidget(browse);
 
   return top;
 }
@@ -420,6 +444,15 @@ bool LauncherPage::setConfigJson(const json& j, QString* error) {
   return true;
 }
 
+QString LauncherPage::outputFolder() const { return output_ ? output_->text().trimmed() : QString(); }
+
+void LauncherPage::setOutputFolder(const QString& dir) {
+  if (!output_ || output_->text() == dir) return;
+  output_->setText(dir);  // revalidates: the Ready line names it
+}
+
+QString LauncherPage::statusText() const { return status_ ? status_->text() : QString(); }
+
 QString LauncherPage::configName() const {
   const QString n = name_->text().trimmed();
   return n.isEmpty() ? QStringLiteral("run") : n;
@@ -495,12 +528,17 @@ void LauncherPage::revalidate() {
   const int problems = check.problems();
   if (config_) {
     status_->setStyleSheet(QString());
-    status_->setText(QStringLiteral("Ready: %1 rank(s) (sp %2 x dp %3), %4 steps of %5 tokens")
+    // The whole layout (sp x ring x dp) and where the run lands.
+    const QString folder = outputFolder().isEmpty() ? QStringLiteral("(no output folder)") : outputFolder();
+    status_->setText(QStringLiteral("Ready: %1 rank(s) = sp %2 x ring %3 x dp %4, %5 steps of %6 tokens; the run goes "
+                                    "to %7")
                          .arg(config_->parallel.world_size())
                          .arg(config_->parallel.sp_size)
+                         .arg(config_->parallel.ring_size)
                          .arg(config_->parallel.dp_size)
                          .arg(config_->train.steps)
-                         .arg(config_->train.seq_length));
+                         .arg(config_->train.seq_length)
+                         .arg(QDir(folder).filePath(slug(configName()) + QStringLiteral("_<date-time>"))));
   } else {
     status_->setStyleSheet(QLatin1String(kErrorStyle));
     status_->setText(

@@ -63,6 +63,14 @@ class LauncherPage : public QWidget {
   QString fieldText(const QString& dotted) const;
   QString generalIssues() const;  // issues not tied to a field in the form
 
+  // Where a launch puts its run: the folder in which it makes NAME_yyyyMMdd-hhmmss (the runs
+  // folder of the Runs page). setOutputFolder says nothing back; an edit or Browse by the user
+  // emits outputFolderChosen.
+  QString outputFolder() const;
+  void setOutputFolder(const QString& dir);
+  // The status line under the form ("Ready: ... into FOLDER/NAME_<date-time>", or the problems).
+  QString statusText() const;
+
   QPushButton* launchButton() const { return launch_; }
   EstimateModel* estimateModel() const { return estimates_; }
   void setRunning(bool running);  // Launch stays disabled while a run is in progress
@@ -79,6 +87,7 @@ class LauncherPage : public QWidget {
   void validityChanged(bool valid);
   void configEdited();
   void planUpdated();  // a plan finished (or failed): estimateModel()->hasPlan() tells
+  void outputFolderChosen(const QString& dir);
 
  public slots:
   void revalidate();
@@ -104,6 +113,7 @@ class LauncherPage : public QWidget {
 
   QHash<QString, FieldUi> fields_;
   QLineEdit* name_ = nullptr;
+  QLineEdit* output_ = nullptr;
   QComboBox* presets_ = nullptr;
   QLabel* general_ = nullptr;
   QLabel* deviceNote_ = nullptr;

@@ -145,6 +145,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   statusRun_ = new QLabel(this);
   statusBar()->addPermanentWidget(statusRun_);
 
+  connect(launcher_, &LauncherPage::outputFolderChosen, this, [this](const QString& d) { setRunsDir(d); });
   connect(launcher_, &LauncherPage::launchRequested, this, [this] {
     QString err;
     if (!launch(&err)) showError(QStringLiteral("Launch"), err);
@@ -369,6 +370,7 @@ QWidget* MainWindow::showShortcuts() {
 
 void MainWindow::setRunsDir(const QString& dir, bool remember) {
   runs_->setRunsDir(dir);
+  launcher_->setOutputFolder(runs_->runsDir());  // the launcher's output folder is the runs folder
   if (remember) QSettings().setValue(QStringLiteral("runsDir"), runs_->runsDir());
 }
 

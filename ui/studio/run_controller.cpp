@@ -112,7 +112,11 @@ void RunController::readStderr() {
       ranks_->appendLine(rank, text);
       emit logLine(rank, text);
     } else {
-      ranks_->applyLauncherLine(line);  // liveness: "ulysses-run: rank R: PHASE"
+      // liveness: "ulysses-run: rank R: PHASE"; a step time goes to the rank table only (one a
+      // rank and step would flood the log)
+      if (ranks_->applyLauncherLine(line) && line.endsWith(QLatin1String(" ms")) &&
+          line.contains(QLatin1String(" took ")))
+        continue;
       launcherTail_.push_back(line);
       while (launcherTail_.size() > 40) launcherTail_.pop_front();
       emit logLine(-1, line);

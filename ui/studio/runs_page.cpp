@@ -5,6 +5,7 @@
 
 #include <QDir>
 #include <QFileInfo>
+#include <QCheckBox>
 #include <QFileSystemWatcher>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -17,6 +18,7 @@
 #include <QTableView>
 #include <QTimer>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "compare_model.hpp"
 #include "native_path.hpp"
@@ -105,9 +107,26 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
   compareTitle_->setMinimumWidth(1);
   compareView_ = new QTableView(this);
   compareView_->setObjectName(QStringLiteral("compare"));
-  compareView_->setModel(compare_);
+  // "Differences only" filters the rows through a proxy (CompareModel::DiffersRole); columns are
+  // sized to their contents, long fields elided in the middle (the tooltip has all of it).
+  auto* compareProxy = new QSortFilterProxyModel(this);
+  compareProxy->setSourceModel(compare_);
+  compareProxy->setFilterRole(CompareModel::DiffersRole);
+  compareProxy->setFilterKeyColumn(CompareModel::Field);
+  compareView_->setModel(compareProxy);
   compareView_->verticalHeader()->hide();
-  compareView_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  compareView_->setTextElideMode(Qt::ElideMiddle);
+  compareView_->horizontalHeader()->setStretchLastSection(false);
+  auto fitCompare = [this] {
+    compareView_->resizeColumnsToContents();
+    for (int c = 0; c < CompareModel::ColumnCount; ++c)
+      compareView_->setColumnWidth(c, std::min(compareView_->columnWidth(c), 360));
+  };
+  connect(compare_, &QAbstractItemModel::modelReset, this, fitCompare);
+  differencesOnly_ = new QCheckBox(QStringLiteral("Differences only"), this);
+  differencesOnly_->setObjectName(QStringLiteral("differencesOnly"));
+  connect(differencesOnly_, &QCheckBox::toggled, compareProxy,
+          [compareProxy](bool on) { compareProxy->setFilterFixedString(on ? QStringLiteral("true") : QString()); });
 
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel(QStringLiteral("Runs folder:"), this));
@@ -124,7 +143,10 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
   auto* lower = new QWidget(this);
   auto* lowerCol = new QVBoxLayout(lower);
   lowerCol->setContentsMargins(0, 0, 0, 0);
-  lowerCol->addWidget(compareTitle_);
+  auto* compareHead = new QHBoxLayout;
+  compareHead->addWidget(compareTitle_, 1);
+  compareHead->addWidget(differencesOnly_);
+  lowerCol->addLayout(compareHead);
   lowerCol->addWidget(compareView_);
   auto* split = new QSplitter(Qt::Vertical, this);
   auto* upper = new QWidget(this);

@@ -9,6 +9,7 @@
 #include <QThread>
 #include <QWidget>
 
+class QCheckBox;
 class QLabel;
 class QTableView;
 class QSortFilterProxyModel;
@@ -30,6 +31,8 @@ class RunsPage : public QWidget {
   QString runsDir() const;
   RunsModel* model() const { return model_; }
   CompareModel* compareModel() const { return compare_; }
+  QTableView* compareView() const { return compareView_; }
+  QCheckBox* differencesOnly() const { return differencesOnly_; }
   QStringList selectedDirs() const;
   void selectDir(const QString& dir);
   // Compares two runs (their directories); false when either is not a run. When both have a
@@ -62,6 +65,7 @@ class RunsPage : public QWidget {
   QSortFilterProxyModel* proxy_;
   QTableView* view_;
   QTableView* compareView_;
+  QCheckBox* differencesOnly_;
   QLabel* folder_;
   QLabel* compareTitle_;
   QFileSystemWatcher* watcher_;

@@ -47,6 +47,12 @@ uint32_t default_argb(Phase p) {
       return 0xFF9C27B0;
     case Phase::RingStep:
       return 0xFF00ACC1;
+    case Phase::Collective:
+      return 0xFF6A1B9A;
+    case Phase::Data:
+      return 0xFF8D6E63;
+    case Phase::FaultDelay:
+      return 0xFFE53935;
     case Phase::Optimizer:
       return 0xFFFBC02D;
     default:
@@ -88,6 +94,12 @@ uint32_t color_blind_argb(Phase p) {
       return 0xFFCC79A7;
     case Phase::RingStep:  // sky blue, lighter than qkv_proj's
       return 0xFFA6D8F5;
+    case Phase::Collective:  // reddish purple, lighter than grad_allreduce's
+      return 0xFFE8B4D0;
+    case Phase::Data:
+      return 0xFF6B6B6B;
+    case Phase::FaultDelay:  // vermillion, darker than a2a_head_to_seq's
+      return 0xFF8F3E00;
     case Phase::Optimizer:
       return 0xFF9C9C9C;
     default:

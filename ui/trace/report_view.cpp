@@ -5,6 +5,7 @@
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QCheckBox>
 #include <QHeaderView>
 #include <QHorizontalStackedBarSeries>
 #include <QLabel>
@@ -20,15 +21,34 @@
 
 namespace ulysses::ui {
 
+namespace {
+// The GPU's figures of a trace with kernels (an Nsight or PyTorch profiler trace, or our GPU
+// ranks): how busy the GPUs were over the ranks' wall time, and NCCL's share of that.
+QString gpu_headline(const prof::Summary& s) {
+  int64_t wall = 0;
+  for (const auto& b : s.steps)
+    if (b.gpu) wall += b.wall_ns;
+  if (s.num_kernels == 0 || wall <= 0) return {};
+  const auto& o = s.overall;
+  return QObject::tr(" GPU busy %1 of %2 (%3%); NCCL kernels %4 (%5% of the busy time).")
+      .arg(duration_qs(double(o.busy_ns)), duration_qs(double(wall)))
+      .arg(100.0 * double(o.busy_ns) / double(wall), 0, 'f', 1)
+      .arg(duration_qs(double(o.comm_ns)))
+      .arg(o.busy_ns > 0 ? 100.0 * double(o.comm_ns) / double(o.busy_ns) : 0.0, 0, 'f', 1);
+}
+}  // namespace
+
 QString summary_headline(const prof::Summary& s) {
-  QString text =
-      QObject::tr("%1 ranks, %2 ranges, %3 kernels. Overlap %4% of %5 communication; compute %6, overlapped %7.")
-          .arg(s.world_size)
-          .arg(s.num_ranges)
-          .arg(s.num_kernels)
-          .arg(s.overall.ratio * 100.0, 0, 'f', 1)
-          .arg(duration_qs(double(s.overall.comm_ns)), duration_qs(double(s.overall.compute_ns)),
-               duration_qs(double(s.overall.overlap_ns)));
+  QString text = QObject::tr("%1 ranks, %2 ranges, %3 kernels.").arg(s.world_size).arg(s.num_ranges).arg(s.num_kernels);
+  if (s.overall.comm_ns > 0)  // overlap means something only where there is communication
+    text += QObject::tr(" Overlap %1% of %2 communication; compute %3, overlapped %4.")
+                .arg(s.overall.ratio * 100.0, 0, 'f', 1)
+                .arg(duration_qs(double(s.overall.comm_ns)), duration_qs(double(s.overall.compute_ns)),
+                     duration_qs(double(s.overall.overlap_ns)));
+  else
+    text += QObject::tr(" No communication traced (no overlap to measure); compute %1.")
+                .arg(duration_qs(double(s.overall.compute_ns)));
+  text += gpu_headline(s);
   const auto& w = s.waiting;
   if (!w.instances.empty()) {
     int32_t worst = -1;
@@ -45,6 +65,22 @@ QString summary_headline(const prof::Summary& s) {
                 .arg(worst)
                 .arg(duration_qs(double(caused)));
   }
+  int64_t idle = 0, wall = 0;
+  const prof::RankTotals* worst_idle = nullptr;
+  auto idle_share = [](const prof::RankTotals& t) {
+    return t.wall_ns > 0 ? double(t.idle_ns) / double(t.wall_ns) : 0.0;
+  };
+  for (const auto& t : s.ranks) {
+    idle += t.idle_ns;
+    wall += t.wall_ns;
+    if (!worst_idle || idle_share(t) > idle_share(*worst_idle)) worst_idle = &t;
+  }
+  if (worst_idle && wall > 0)  // summary's "Untraced" line: time of the steps in no range
+    text += QObject::tr("\nUntraced (in no range): %1, %2% of the ranks' wall time (most: rank %3, %4%).")
+                .arg(duration_qs(double(idle)))
+                .arg(100.0 * double(idle) / double(wall), 0, 'f', 1)
+                .arg(worst_idle->rank)
+                .arg(100.0 * idle_share(*worst_idle), 0, 'f', 1);
   if (s.clock_error_ns >= 0)
     text += QObject::tr("\nClocks aligned to rank 0 by measured offsets, error bound \u00b1%1.")
                 .arg(duration_qs(double(s.clock_error_ns)));
@@ -148,13 +184,38 @@ void ReportView::rebuildCompare() {
   if (!s_ || !compare_data_) {
     compare_->setTable({});
     if (compare_tab_ >= 0) {
+      QWidget* page = tabs_->widget(compare_tab_);
       tabs_->removeTab(compare_tab_);
+      if (page) page->deleteLater();
+      compare_view_ = nullptr;
+      differences_only_ = nullptr;
       compare_tab_ = -1;
     }
     return;
   }
+  if (compare_tab_ < 0) {
+    // The table and a "differences only" box: the rows flagged (B / A off 1 by more than the
+    // threshold) or present on one side only.
+    auto* page = new QWidget(this);
+    auto* v = new QVBoxLayout(page);
+    v->setContentsMargins(0, 0, 0, 0);
+    differences_only_ = new QCheckBox(tr("Differences only"), page);
+    differences_only_->setObjectName(QStringLiteral("differencesOnly"));
+    differences_only_->setToolTip(
+        tr("Show only the rows whose B / A is off 1 by more than the threshold (*) or "
+           "that one run lacks"));
+    compare_view_ = make_sorted_table(compare_, page);
+    compare_view_->setObjectName(QStringLiteral("compare"));
+    v->addWidget(differences_only_);
+    v->addWidget(compare_view_, 1);
+    auto* proxy = qobject_cast<QSortFilterProxyModel*>(compare_view_->model());
+    proxy->setFilterRole(TableModel::DiffersRole);
+    proxy->setFilterKeyColumn(0);
+    connect(differences_only_, &QCheckBox::toggled, proxy,
+            [proxy](bool on) { proxy->setFilterFixedString(on ? QStringLiteral("true") : QString()); });
+    compare_tab_ = tabs_->addTab(page, QString());
+  }
   compare_->setTable(compare_table(*compare_data_));
-  if (compare_tab_ < 0) compare_tab_ = tabs_->addTab(make_sorted_table(compare_, this), QString());
   tabs_->setTabText(compare_tab_, tr("Compare: A = %1, B = %2").arg(title_, other_title_));
   tabs_->setCurrentIndex(compare_tab_);
 }

@@ -10,6 +10,7 @@
 
 #include "trace/trace_models.hpp"
 
+class QCheckBox;
 class QLabel;
 class QTabWidget;
 class QChartView;
@@ -30,6 +31,9 @@ class ReportView : public QWidget {
   TableModel* stragglersModel() const { return stragglers_; }
   QTableView* stragglersView() const { return stragglers_view_; }
   TableModel* compareModel() const { return compare_; }
+  // The comparison's table (nullptr until a comparison is shown) and its "differences only" box.
+  QTableView* compareView() const { return compare_view_; }
+  QCheckBox* differencesOnly() const { return differences_only_; }
   QTabWidget* tabs() const { return tabs_; }
 
  signals:
@@ -50,6 +54,8 @@ class ReportView : public QWidget {
   TableModel *ranks_, *steps_, *layers_, *heads_, *skew_, *stragglers_, *memory_, *names_, *compare_;
   int compare_tab_ = -1;
   QTableView* stragglers_view_ = nullptr;
+  QTableView* compare_view_ = nullptr;
+  QCheckBox* differences_only_ = nullptr;
 };
 
 // One line: "overlap 43.1% of 12.3 ms communication; compute 80.2 ms, idle 3.1 ms".

@@ -28,6 +28,10 @@ const std::vector<Binding>& bindings() {
       {C::PrevCollective, S::Timeline, "[", "Previous instance of the selected collective on its rank"},
       {C::FocusFilter, S::TracePage, "Ctrl+F", "Focus the filter (name or phase)"},
       {C::ClearSelection, S::TracePage, "Esc", "Clear the selection; pressed again, clear the filter"},
+      {C::ExplainNext, S::Explainer, "Right|PgDown|Space", "Next stage (a presenter's clicker sends these)"},
+      {C::ExplainPrev, S::Explainer, "Left|PgUp", "Previous stage"},
+      {C::ExplainFirst, S::Explainer, "Home", "First stage"},
+      {C::ExplainLast, S::Explainer, "End", "Last stage"},
       {C::ShowShortcuts, S::Window, "?", "Show this sheet (also Help ▸ Keyboard Shortcuts)"},
       {C::OpenFile, S::Window, "Ctrl+O", "Open a trace (.sqlite, .json, .json.gz), run config or run.json"},
       {C::OpenFolder, S::Window, "Ctrl+Shift+O", "Open a run folder, a runs folder or a folder of exports"},
@@ -59,6 +63,8 @@ QString scope_name(BindingScope s) {
       return QObject::tr("Timeline");
     case BindingScope::TracePage:
       return QObject::tr("Trace page");
+    case BindingScope::Explainer:
+      return QObject::tr("Explainer");
     default:
       return QObject::tr("Window");
   }
@@ -93,7 +99,8 @@ bool key_matches(Command c, const QKeyEvent* e) {
 
 QString shortcuts_html() {
   QString h = QStringLiteral("<h3>%1</h3>").arg(QObject::tr("Keyboard and mouse"));
-  for (BindingScope s : {BindingScope::Timeline, BindingScope::TracePage, BindingScope::Window}) {
+  for (BindingScope s :
+       {BindingScope::Timeline, BindingScope::TracePage, BindingScope::Explainer, BindingScope::Window}) {
     h += QStringLiteral("<p><b>%1</b></p><table cellspacing=\"0\" cellpadding=\"3\">").arg(scope_name(s));
     for (const auto& b : bindings()) {
       if (b.scope != s) continue;
@@ -107,7 +114,8 @@ QString shortcuts_html() {
 
 QString shortcuts_markdown() {
   QString m;
-  for (BindingScope s : {BindingScope::Timeline, BindingScope::TracePage, BindingScope::Window}) {
+  for (BindingScope s :
+       {BindingScope::Timeline, BindingScope::TracePage, BindingScope::Explainer, BindingScope::Window}) {
     m += QStringLiteral("| %1 | |\n|---|---|\n").arg(scope_name(s));
     for (const auto& b : bindings())
       if (b.scope == s) m += QStringLiteral("| `%1` | %2 |\n").arg(keys_text(b), QString::fromUtf8(b.what));

@@ -29,6 +29,11 @@ enum class Command {
   // Trace page (anywhere on it)
   FocusFilter,
   ClearSelection,
+  // Explainer (whatever in it holds the focus: the picture, the slider, a button)
+  ExplainNext,
+  ExplainPrev,
+  ExplainFirst,
+  ExplainLast,
   // Window
   ShowShortcuts,
   OpenFile,
@@ -44,7 +49,7 @@ enum class Command {
   ClickArrow,
 };
 
-enum class BindingScope { Timeline, TracePage, Window };
+enum class BindingScope { Timeline, TracePage, Explainer, Window };
 
 struct Binding {
   Command cmd;
@@ -56,7 +61,7 @@ struct Binding {
 
 const std::vector<Binding>& bindings();
 const Binding& binding(Command c);
-QString scope_name(BindingScope s);  // "Timeline", "Trace page", "Window"
+QString scope_name(BindingScope s);  // "Timeline", "Trace page", "Explainer", "Window"
 // The key sequences of a (keyboard) binding.
 QList<QKeySequence> key_sequences(Command c);
 // How the sheet shows a binding's keys ("W or +", "Ctrl+F", "Ctrl + wheel").

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace ulysses::ui {
 
@@ -56,6 +57,52 @@ void TimelineViewport::clamp_to(int64_t t_min, int64_t t_max) {
   } else {
     t0_ns = sat_ns(std::clamp(double(t0_ns), lo, hi));
   }
+}
+
+namespace {
+// The next interval of the 1, 2, 5 x 10^k series after `t`.
+double next_125(double t) {
+  const double p = std::pow(10.0, std::floor(std::log10(t) + 1e-9));
+  const double m = t / p;
+  return m < 1.5 ? 2 * p : m < 3.5 ? 5 * p : 10 * p;
+}
+}  // namespace
+
+std::vector<RulerTick> ruler_ticks(double from_ns, double to_ns, double ns_per_px, double min_px, double char_px) {
+  std::vector<RulerTick> out;
+  if (!(ns_per_px > 0) || !std::isfinite(from_ns) || !std::isfinite(to_ns) || to_ns < from_ns) return out;
+  // One unit for the whole ruler: the largest that the farther edge reaches.
+  const double far = std::max(std::fabs(from_ns), std::fabs(to_ns));
+  static const struct {
+    double ns;
+    const char* name;
+  } kUnits[] = {{1e9, "s"}, {1e6, "ms"}, {1e3, "us"}, {1, "ns"}};
+  const auto* unit = &kUnits[3];
+  for (const auto& u : kUnits)
+    if (far >= u.ns) {
+      unit = &u;
+      break;
+    }
+  double tick = 1;  // the smallest 1/2/5 x 10^k ns at least min_px wide
+  while (tick < min_px * ns_per_px) tick = next_125(tick);
+  for (int tries = 0; tries < 64; ++tries, tick = next_125(tick)) {
+    // Digits after the point that tell multiples of `tick` apart in `unit`.
+    const int decimals = std::clamp(static_cast<int>(std::ceil(std::log10(unit->ns / tick) - 1e-9)), 0, 12);
+    out.clear();
+    size_t widest = 0;
+    const double first = std::ceil(from_ns / tick);
+    for (double k = first; out.size() < 4096; k += 1) {
+      const double t = k * tick;
+      if (t > to_ns) break;
+      char buf[64];
+      const double v = t / unit->ns;
+      std::snprintf(buf, sizeof buf, "%.*f %s", decimals, std::fabs(v) < 0.5 * tick / unit->ns ? 0.0 : v, unit->name);
+      out.push_back({t, buf});
+      widest = std::max(widest, out.back().label.size());
+    }
+    if (tick / ns_per_px >= double(widest) * char_px + 8) break;  // the labels fit between the ticks
+  }
+  return out;
 }
 
 }  // namespace ulysses::ui

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace ulysses::ui {
 
@@ -43,5 +45,17 @@ struct TimelineViewport {
   }
   bool operator!=(const TimelineViewport& o) const { return !(*this == o); }
 };
+
+// The ruler's ticks over the times [from_ns, to_ns] (from the trace start) at ns_per_px: every
+// 1, 2 or 5 x 10^k ns, labelled in one unit (ns, us, ms or s: the largest that the farther edge
+// of the view reaches) with as many decimals as the interval needs, so that no two labels read
+// the same at any zoom ("711.02 ms", "711.04 ms", not "711 ms" twice). Ticks are at least
+// min_px apart and at least a label's width (char_px per character, plus a gap) apart.
+struct RulerTick {
+  double t_ns = 0;  // from the trace start
+  std::string label;
+};
+std::vector<RulerTick> ruler_ticks(double from_ns, double to_ns, double ns_per_px, double min_px = 90,
+                                   double char_px = 7);
 
 }  // namespace ulysses::ui

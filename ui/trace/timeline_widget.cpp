@@ -979,31 +979,19 @@ void TimelineWidget::paintGutter(QPainter& p, const QFontMetrics& fm, int H) {
   }
 }
 
-// Ruler: ticks every 1/2/5 x 10^k ns, at least ~90 px apart; times from the trace start.
+// Ruler: ticks every 1/2/5 x 10^k ns, at least ~90 px and a label apart, labels that differ at
+// every zoom (ruler_ticks); times from the trace start.
 void TimelineWidget::paintRuler(QPainter& p, int W) {
   p.fillRect(QRect(0, 0, W, ruler_h_), QColor(0x33, 0x35, 0x3B));
-  const double min_ns = 90 * vp_.ns_per_px;
-  double tick = 1;
-  while (tick < min_ns) {
-    if (tick * 2 >= min_ns) {
-      tick *= 2;
-      break;
-    }
-    if (tick * 5 >= min_ns) {
-      tick *= 5;
-      break;
-    }
-    tick *= 10;
-  }
   const int64_t base = index_->t_min();
-  const double first = std::ceil(double(vp_.t0_ns - base) / tick) * tick;
   p.setPen(QColor(210, 210, 210));
-  for (double t = first; t <= double(vp_.t1_ns() - base); t += tick) {
-    const double x = gutter_ + vp_.x_of(base + int64_t(t));
+  const double char_px = p.fontMetrics().horizontalAdvance(QStringLiteral("0000000000")) / 10.0;
+  for (const RulerTick& tk :
+       ruler_ticks(double(vp_.t0_ns - base), double(vp_.t1_ns() - base), vp_.ns_per_px, 90, char_px)) {
+    const double x = gutter_ + vp_.x_of(base + int64_t(tk.t_ns));
     if (x < gutter_) continue;
     p.drawLine(QPointF(x, ruler_h_ - 8), QPointF(x, ruler_h_));
-    const double shown = std::fabs(t) < tick * 1e-6 ? 0.0 : t;  // no "-0.00 ns"
-    p.drawText(QPointF(x + 3, ruler_h_ - 10), QString::fromStdString(format_duration_ns(shown)));
+    p.drawText(QPointF(x + 3, ruler_h_ - 10), QString::fromStdString(tk.label));
   }
   p.drawText(QRect(4, 0, gutter_ - 8, ruler_h_), Qt::AlignVCenter | Qt::AlignLeft,
              tr("view %1").arg(QString::fromStdString(format_duration_ns(vp_.duration_ns()))));

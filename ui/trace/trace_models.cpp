@@ -45,6 +45,7 @@ void TableModel::setTable(TableData t) {
   while (t_.sort.size() < t_.rows.size()) t_.sort.push_back({});
   while (t_.keys.size() < t_.rows.size()) t_.keys.push_back(-1);
   endResetModel();
+  if (t_.sort_column >= 0 && t_.sort_column < t_.headers.size()) emit sortWanted(t_.sort_column, t_.sort_order);
 }
 
 int TableModel::rowOfKey(qint64 key) const {
@@ -70,6 +71,8 @@ QVariant TableModel::data(const QModelIndex& index, int role) const {
     }
     case KeyRole:
       return t_.keys[index.row()];
+    case DiffersRole:
+      return index.row() < t_.differs.size() && t_.differs[index.row()];
     case HistogramRole: {
       if (index.row() >= t_.histograms.size()) return {};
       QVariantList l;
@@ -358,6 +361,8 @@ TableData names_table(const prof::Summary& s) {
            ms(double(r.total_ns)), ms(double(r.max_ns))},
           {to_qs(r.name), r.is_kernel ? 1 : 0, qint64(r.count), double(r.total_ns), double(r.max_ns)});
   }
+  t.sort_column = 3;  // the top names: longest total first
+  t.sort_order = Qt::DescendingOrder;
   return t;
 }
 
@@ -373,10 +378,17 @@ TableData compare_table(const prof::Comparison& c) {
     const QString ratio = r.has_ratio
                               ? QString::number(r.ratio, 'f', 3) + (r.flagged ? QStringLiteral(" *") : QString())
                               : QStringLiteral("-");
+    // B / A sorts by how far it is from 1 either way (|ln B/A|: x2 and x0.5 alike), so the
+    // largest changes come first; a row without a ratio sorts as -1, last (an invalid value
+    // would sort first: QSortFilterProxyModel puts it above every number).
+    const bool ratio_ok = r.has_ratio && r.ratio > 0 && std::isfinite(r.ratio);
     t.add({label, text(r.has_a, r.a), text(r.has_b, r.b), text(both, r.diff), ratio},
           {label, r.has_a ? QVariant(r.a) : QVariant(), r.has_b ? QVariant(r.b) : QVariant(),
-           both ? QVariant(r.diff) : QVariant(), r.has_ratio ? QVariant(r.ratio) : QVariant()});
+           both ? QVariant(r.diff) : QVariant(), QVariant(ratio_ok ? std::fabs(std::log(r.ratio)) : -1.0)});
+    t.differs.push_back(r.flagged || (r.has_a != r.has_b));
   }
+  t.sort_column = 4;
+  t.sort_order = Qt::DescendingOrder;
   return t;
 }
 
@@ -632,9 +644,20 @@ QTableView* make_sorted_table(QAbstractItemModel* m, QWidget* parent) {
   v->setSortingEnabled(true);
   v->sortByColumn(0, Qt::AscendingOrder);
   v->setSelectionBehavior(QAbstractItemView::SelectRows);
-  v->horizontalHeader()->setStretchLastSection(true);
+  v->horizontalHeader()->setStretchLastSection(false);
+  v->setTextElideMode(Qt::ElideMiddle);  // "model.layers.1…self_attn.q_proj": both ends tell (tooltip: all)
   v->verticalHeader()->setVisible(false);
+  QObject::connect(m, &QAbstractItemModel::modelReset, v, [v] { fit_columns(v); });
+  if (auto* tm = qobject_cast<TableModel*>(m))
+    QObject::connect(tm, &TableModel::sortWanted, v, [v](int c, Qt::SortOrder o) { v->sortByColumn(c, o); });
   return v;
+}
+
+void fit_columns(QTableView* v, int max_px) {
+  v->resizeColumnsToContents();
+  const int n = v->model() ? v->model()->columnCount() : 0;
+  for (int c = 0; c < n; ++c)
+    if (v->columnWidth(c) > max_px) v->setColumnWidth(c, max_px);
 }
 
 }  // namespace ulysses::ui

@@ -30,6 +30,12 @@ struct TableData {
   int histogram_column = -1;
   // Per row with a histogram: the span its buckets cover, [lo, hi] in ns (log_histogram's).
   QVector<QPair<qint64, qint64>> histogram_spans;
+  // The order the table answers its question in (Top names: longest total first; a comparison:
+  // largest |B / A| first): the view sorts by it whenever the table is set. -1: as it is.
+  int sort_column = -1;
+  Qt::SortOrder sort_order = Qt::AscendingOrder;
+  // Per row: whether it differs (a comparison's flagged rows; TableModel::DiffersRole). Empty: none.
+  QVector<bool> differs;
   // Appends a row; `sort_values` may be empty.
   void add(QVector<QVariant> display, QVector<QVariant> sort_values = {}, qint64 key = -1);
 };
@@ -41,6 +47,8 @@ class TableModel : public QAbstractTableModel {
   static constexpr int KeyRole = Qt::UserRole + 1;
   // The row's histogram bucket counts (QVariantList of qint64), any column; invalid if none.
   static constexpr int HistogramRole = Qt::UserRole + 2;
+  // bool: the row differs (TableData::differs); a proxy filtered on it shows differences only.
+  static constexpr int DiffersRole = Qt::UserRole + 3;
   explicit TableModel(QObject* parent = nullptr);
   void setTable(TableData t);
   const TableData& table() const { return t_; }
@@ -51,6 +59,10 @@ class TableModel : public QAbstractTableModel {
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation o, int role = Qt::DisplayRole) const override;
+
+ signals:
+  // setTable with a TableData::sort_column: the order its views should sort in.
+  void sortWanted(int column, Qt::SortOrder order);
 
  private:
   TableData t_;
@@ -135,7 +147,12 @@ TableData steps_table(const prof::TraceModel& m, const std::vector<StepSpan>& st
 // Ranges whose name contains `needle` (or whose phase name does), first `limit` by start.
 TableData search_table(const prof::TraceModel& m, const QString& needle, int limit = 1000, int64_t* total = nullptr);
 
-// A read-only table view over `m`, sortable through a proxy by TableModel::SortRole.
+// A read-only table view over `m`, sortable through a proxy by TableModel::SortRole. Columns
+// are sized to their contents (at most kMaxTableColumnPx wide, none stretched), long text is
+// elided in the middle with the whole of it on hover; a TableModel's sortWanted sorts it.
+constexpr int kMaxTableColumnPx = 420;
 QTableView* make_sorted_table(QAbstractItemModel* m, QWidget* parent);
+// Fits the columns of `v` to their contents, at most max_px each.
+void fit_columns(QTableView* v, int max_px = kMaxTableColumnPx);
 
 }  // namespace ulysses::ui

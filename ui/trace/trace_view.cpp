@@ -12,6 +12,7 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
+#include <QKeyEvent>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
@@ -484,6 +485,13 @@ void TraceView::connectViews(const ToolButtons& tools) {
   connect(tools.next_s, &QToolButton::clicked, d->timeline, &TimelineWidget::nextStep);
   connect(tools.fit, &QToolButton::clicked, d->timeline, &TimelineWidget::fitAll);
   connect(tools.flows, &QToolButton::toggled, d->timeline, &TimelineWidget::setAllFlowsInView);
+  // After a click on a tool button the keys are the timeline's again (W/A/S/D after "Fit all").
+  auto keys_to_timeline = [this] {
+    if (d->timeline->isVisible()) d->timeline->setFocus(Qt::OtherFocusReason);
+  };
+  for (QToolButton* b : {tools.prev_m, tools.next_m, tools.prev_s, tools.next_s, tools.fit, tools.flows})
+    connect(b, &QToolButton::clicked, this, keys_to_timeline);
+  connect(d->view_buttons, &QButtonGroup::idClicked, this, keys_to_timeline);
   connect(d->steps_view, &QTableView::clicked, this, [this](const QModelIndex& ix) {
     if (!d->syncing) d->timeline->fitStep(int(key_of(d->steps_view, ix)));
   });
@@ -705,14 +713,24 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
   search->setTable({});
   syncing = false;
   const auto& m = *t.model;
-  status->setText(QObject::tr("%1%2: %3 ranks, %4 lanes, %5 ranges, %6 memory samples; read %7 s, index %8 s, %9")
+  // Ranges and kernels counted as the report counts them (Summary::num_ranges / num_kernels: the
+  // head-range rows' copies left out), so the status bar and the report say the same number.
+  int64_t ranges = 0, kernels = 0;
+  if (t.summary) {
+    ranges = t.summary->num_ranges;
+    kernels = t.summary->num_kernels;
+  } else {
+    for (const auto& r : m.ranges) ++(r.is_kernel ? kernels : ranges);
+  }
+  status->setText(QObject::tr("%1%2: %3 ranks, %4 lanes, %5, %6 memory samples; read %7 s, index %8 s, %9")
                       .arg(t.path.isEmpty() ? QObject::tr("(generated)") : t.path,
                            m.format == "nsys"     ? QObject::tr(" (Nsight Systems export)")
                            : m.format == "kineto" ? QObject::tr(" (PyTorch profiler trace)")
                                                   : QString())
                       .arg(m.ranks.size())
                       .arg(m.lanes.size())
-                      .arg(m.ranges.size())
+                      .arg(kernels > 0 ? QObject::tr("%1 ranges and %2 kernels").arg(ranges).arg(kernels)
+                                       : QObject::tr("%1 ranges").arg(ranges))
                       .arg(m.memory.size())
                       .arg(t.load_s, 0, 'f', 2)
                       .arg(t.index_s, 0, 'f', 2)
@@ -813,6 +831,16 @@ QImage TraceView::renderToImage(const QSize& size) {
     setAttribute(Qt::WA_DontShowOnScreen, false);
   }
   return img;
+}
+
+void TraceView::keyPressEvent(QKeyEvent* e) {
+  if (d->timeline && d->timeline->isVisible())
+    for (const Binding& b : bindings())
+      if (b.scope == BindingScope::Timeline && !b.mouse && key_matches(b.cmd, e) && d->timeline->runCommand(b.cmd)) {
+        e->accept();
+        return;
+      }
+  QWidget::keyPressEvent(e);
 }
 
 }  // namespace ulysses::ui

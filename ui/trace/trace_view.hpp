@@ -84,6 +84,11 @@ class TraceView : public QWidget {
   void loaded(const QString& path);
   void loadFailed(const QString& message);
 
+ protected:
+  // Timeline keys (W/A/S/D, arrows, PgUp/PgDn, ...) that a tool button or table with the focus
+  // let through go to the timeline while it is shown.
+  void keyPressEvent(QKeyEvent* e) override;
+
  private:
   struct ToolButtons;  // the tool bar's buttons the constructor connects (trace_view.cpp)
   void buildLoadingPage();
