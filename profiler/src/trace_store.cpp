@@ -955,6 +955,44 @@ static void check_folder_inputs(const std::string& dir, const std::vector<std::s
   }
 }
 
+// Rank files that are one Nsight Systems export copied under several names (rank0.sqlite and
+// rank1.sqlite of one profile read as two ranks, issue 54): each copy is left out with a note.
+// Ulysses rank files are not compared here: ranks killed before their first step leave
+// byte-identical files that are no copy, and the rank check names real duplicates.
+// (Copies under other names are refused by check_folder_inputs.)
+static void drop_copied_exports(const std::string& dir, std::vector<std::string>& files,
+                                std::vector<std::string>* notes) {
+  if (files.size() < 2) return;
+  const std::vector<std::string> own = find_rank_files(dir);
+  std::error_code ec;
+  auto is_ulysses = [](const std::string& f) {
+    try {
+      sql::Db db(sqlite_uri(f) + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI);
+      return db.has_table("ULYSSES_RUN") || db.has_table("ULYSSES_RANKS");
+    } catch (const std::exception&) {
+      return true;  // unreadable: left to the reader, which names it
+    }
+  };
+  std::vector<std::string> kept;
+  for (const auto& f : files) {
+    const std::string* original = nullptr;
+    if (std::find(own.begin(), own.end(), f) != own.end() && detail::has_sqlite_header(f) && !is_ulysses(f))
+      for (const auto& k : kept)
+        if (fs::file_size(k, ec) == fs::file_size(f, ec) && same_file_content(k, f)) {
+          original = &k;
+          break;
+        }
+    if (!original) {
+      kept.push_back(f);
+      continue;
+    }
+    notes->push_back(folder_file_name(f) + " is a byte-for-byte copy of " + folder_file_name(*original) +
+                     " (one Nsight Systems export under two names): left out, its processes would count as "
+                     "another rank's");
+  }
+  files = kept;
+}
+
 std::vector<std::string> trace_input_files(const std::string& path) {
   std::error_code ec;
   if (path.empty() || !fs::exists(path, ec)) return {};
@@ -1016,7 +1054,10 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
   }
   Builder b;
   b.m.source = path;
-  if (fs::is_directory(path, ec)) check_folder_inputs(path, files, &b.m.notes);
+  if (fs::is_directory(path, ec)) {
+    drop_copied_exports(path, files, &b.m.notes);
+    check_folder_inputs(path, files, &b.m.notes);
+  }
   std::map<int32_t, std::string> claimed;  // rank -> the file that holds it
   const bool rank_folder = files.size() > 1 && fs::is_directory(path, ec) && !find_rank_files(path).empty();
   if (opts.stats) opts.stats->files += static_cast<int>(files.size());

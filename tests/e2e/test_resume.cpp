@@ -81,9 +81,11 @@ void reseal(const std::string& ck) {
   const json man = json::parse(std::ifstream(ck + "/complete"));
   ulysses::ckpt::Layout l;
   const json& j = man.at("layout");
-  l.sp_size = j.at("sp_size"), l.ring_size = j.at("ring_size"), l.dp_size = j.at("dp_size");
-  l.world_size = j.at("world_size"), l.zero_stage = j.at("zero_stage");
-  const json fresh = ulysses::ckpt::make_manifest(ck, man.at("step"), man.at("run_id"), l);
+  l.sp_size = j.at("sp_size").get<int64_t>(), l.ring_size = j.at("ring_size").get<int64_t>();
+  l.dp_size = j.at("dp_size").get<int64_t>(), l.world_size = j.at("world_size").get<int64_t>();
+  l.zero_stage = j.at("zero_stage").get<int64_t>();
+  const json fresh =
+      ulysses::ckpt::make_manifest(ck, man.at("step").get<int64_t>(), man.at("run_id").get<std::string>(), l);
   std::ofstream(ck + "/complete") << fresh.dump();
 }
 
