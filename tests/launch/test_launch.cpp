@@ -1136,7 +1136,7 @@ TEST(Reliability, SigtermWhileSpawningIsObeyed) {
 TEST(Reliability, OutNamesThatAreNotUtf8AreRefusedQuoted) {
   TempDir tmp;
   const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
-  for (const std::string name : {std::string("run\xff"), std::string("run\nnext")}) {
+  for (const std::string& name : {std::string("run\xff"), std::string("run\nnext")}) {
     const fs::path run = tmp.path() / name;
     Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {}, tmp.path());
     ASSERT_EQ(cli.wait(10), 2) << cli.err();
