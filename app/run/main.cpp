@@ -17,9 +17,11 @@
 // Exit codes: 0 finished, 2 bad input (config, --out in use, a rank exited 2), 1 failure
 // or stopped by SIGINT/SIGTERM/SIGHUP/SIGQUIT. No exception escapes main (no abort, 134).
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <csignal>
@@ -33,6 +35,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <poll.h>
@@ -46,6 +49,7 @@
 #include "checkpoint_layout.hpp"
 #include "export_python.hpp"
 #include "folder_claim.hpp"
+#include "json_checked.hpp"
 #include "launch_error.hpp"
 #include "run_config.hpp"
 #include "run_launcher.hpp"
@@ -122,6 +126,42 @@ int64_t machine_memory_bytes() {
     }
   }
   return bytes;
+}
+
+// What one CPU rank's process holds before the model (libtorch, OpenBLAS, Gloo, the tracer):
+// a tiny run's worker measured at ~175 MiB resident here; counted per rank in the memory check,
+// so that 1024 tiny ranks are refused on a 24 GiB machine instead of swapping it to a halt.
+constexpr int64_t kRankProcessBytes = int64_t{160} << 20;
+// CPU ranks per core beyond which a run is refused without --force: each rank needs at least
+// one thread, and past this many the ranks spend their time descheduled (and rendezvous and the
+// watchdog's timeouts with them).
+constexpr int64_t kMaxRanksPerCore = 8;
+
+// Cores this process may run on (its affinity mask, e.g. taskset or a container's cpuset).
+int64_t usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// True when the run's ranks live in host memory (train.device cpu, or auto without a GPU).
+bool host_run(const ulysses::RunConfig& cfg) {
+  std::error_code ec;
+  return cfg.train.device == "cpu" || (cfg.train.device == "auto" && !std::filesystem::exists("/dev/nvidia0", ec));
+}
+
+// Empty when the run's CPU ranks fit this machine's cores (kMaxRanksPerCore), else the refusal
+// with the figures.
+std::string cores_refusal(const ulysses::RunConfig& cfg) {
+  if (!host_run(cfg)) return {};
+  const int64_t world = cfg.parallel.world_size(), cores = usable_cores();
+  if (world <= cores * kMaxRanksPerCore) return {};
+  return std::to_string(world) + " CPU ranks (parallel.sp_size " + std::to_string(cfg.parallel.sp_size) +
+         " x ring_size " + std::to_string(cfg.parallel.ring_size) + " x dp_size " +
+         std::to_string(cfg.parallel.dp_size) + ") on " + std::to_string(cores) + " core(s) is " +
+         std::to_string((world + cores - 1) / cores) + " per core, more than the " + std::to_string(kMaxRanksPerCore) +
+         " this machine can keep progressing; use fewer ranks, or pass --force to launch anyway";
 }
 
 // `p` absolute, without symlinks, "." or ".." (as far as it exists), for comparing paths.
@@ -322,10 +362,7 @@ std::optional<nlohmann::json> run_planner(const std::string& worker, const std::
 std::string memory_refusal(const ulysses::RunConfig& cfg, const std::string& worker, const std::string& config_path,
                            const std::vector<std::string>& overrides) {
   namespace C = ulysses::cost;
-  std::error_code ec;
-  const bool host =
-      cfg.train.device == "cpu" || (cfg.train.device == "auto" && !std::filesystem::exists("/dev/nvidia0", ec));
-  if (!host) return {};
+  if (!host_run(cfg)) return {};
   C::CostOptions o;
   // The engine's default attention on CPU is blocked (no N x N scores); sdpa's math path keeps them.
   o.math_attention = cfg.train.attention == "sdpa" ? 1 : 0;
@@ -334,6 +371,7 @@ std::string memory_refusal(const ulysses::RunConfig& cfg, const std::string& wor
   const double have = static_cast<double>(machine_memory_bytes());
   if (have <= 0) return {};
   const double static_per_rank = static_cast<double>(e.param_bytes + e.grad_bytes + e.master_bytes + e.optimizer_bytes);
+  const double process = static_cast<double>(kRankProcessBytes);
   double per_rank = static_cast<double>(e.total_bytes());
   double activations = static_cast<double>(e.activation_bytes);
   std::string source = "estimated memory (cost model)";
@@ -349,11 +387,12 @@ std::string memory_refusal(const ulysses::RunConfig& cfg, const std::string& wor
       planner_note = " (the memory planner was not used: " + why + ")";
     }
   }
-  const double total = per_rank * static_cast<double>(world);
+  const double total = (per_rank + process) * static_cast<double>(world);
   if (total <= have) return {};
   return source + " " + C::format_bytes(total) + " (" + std::to_string(world) + " rank(s) x " +
-         C::format_bytes(per_rank) + ": weights, gradients and AdamW state " + C::format_bytes(static_per_rank) +
-         ", activations and the rest " + C::format_bytes(std::max(0.0, activations)) +
+         C::format_bytes(per_rank + process) + ": weights, gradients and AdamW state " +
+         C::format_bytes(static_per_rank) + ", activations and the rest " +
+         C::format_bytes(std::max(0.0, activations)) + ", the rank's process itself " + C::format_bytes(process) +
          ") exceeds this machine's memory of " + C::format_bytes(have) + planner_note +
          "; make the model, train.seq_length or the number of ranks smaller, or pass --force to launch anyway";
 }
@@ -945,6 +984,13 @@ int run_main(int argc, char** argv) {
   // Memory: refuse what cannot fit before a worker builds it and the machine swaps (a plan
   // is itself the answer to that question: --plan is never refused).
   if (!a.plan_mode) {
+    if (const std::string why = cores_refusal(cfg); !why.empty()) {
+      if (!a.force) {
+        say(why);
+        return 2;
+      }
+      say("warning (--force): " + why);
+    }
     if (const std::string why = memory_refusal(cfg, where.path, a.config_path, a.overrides); !why.empty()) {
       if (!a.force) {
         say(why);
@@ -969,6 +1015,13 @@ int run_main(int argc, char** argv) {
              (L::compact_local_timestamp(std::chrono::system_clock::now()) + "-" + config_name(a.config_path)))
                 .string()
           : a.out_dir;
+  // Run records are JSON, whose strings are UTF-8: a folder name that is not would make the
+  // owner record and run.json unwritable after the folder was claimed.
+  if (ulysses::name_for_message(out_dir) != out_dir) {
+    say("--out " + ulysses::name_for_message(out_dir) +
+        " holds control characters or bytes that are not UTF-8; pick a plain folder name");
+    return 2;
+  }
   if (const auto code = check_run_folder(out_dir, a.force)) return *code;
   const std::string run_id = std::filesystem::absolute(out_dir).lexically_normal().string();
   const L::OwnerRecord me{run_id, ::getpid(), "ulysses-run"};

@@ -28,7 +28,9 @@
 #include "folder_claim.hpp"
 #include "heartbeat.hpp"
 #include "line_appender.hpp"
+#include "rendezvous.hpp"
 #include "run_config.hpp"
+#include "run_identity.hpp"
 #include "train_state.hpp"
 #include "ulysses/profiler/write_error.hpp"
 #include "trainer.hpp"
@@ -107,6 +109,7 @@ struct WorkerRun {
   launch::Heartbeat& heartbeat;
   launch::FolderClaim save_claim;
   std::string save_owner;
+  std::string run_id;  // rank 0's (run_identity.hpp), agreed after rendezvous: in every checkpoint file
   Comm* comm = nullptr;
   std::unique_ptr<prof::Tracer> tracer;
 
@@ -304,7 +307,7 @@ int64_t run_steps(WorkerRun& w, Trainer& trainer, launch::LineAppender& metrics,
       if (w.tracer) w.tracer->flush();       // the trace holds every step up to the checkpoint
       w.heartbeat.set(Phase::Save, s);       // a failure or a stall here is the save's, not step s's
       check_save_owner(w);
-      const std::string dir = save_train_state(trainer, *w.comm, w.cfg, s + 1);
+      const std::string dir = save_train_state(trainer, *w.comm, w.cfg, s + 1, w.run_id);
       if (w.env.rank == 0) std::cerr << "ulysses-worker: saved training state to " << dir << std::endl;
     }
   }
@@ -338,6 +341,14 @@ RunConfig load_checked_config(const std::string& config_path, const std::vector<
                       std::to_string(cfg.parallel.sp_size) + " x " + std::to_string(cfg.parallel.ring_size) + " x " +
                       std::to_string(cfg.parallel.dp_size) + " = " + std::to_string(cfg.parallel.world_size()) + ")");
   return cfg;
+}
+
+// What the ranks of one run share beyond their config: ulysses-run's run id, torchrun's, else
+// (ranks started by hand on one machine) the run folder.
+std::string run_identity_of_worker(const std::string& out_dir) {
+  for (const char* k : {kRunIdEnv, "TORCHELASTIC_RUN_ID"})
+    if (const char* v = std::getenv(k); v && *v) return std::string(k) + "=" + v;
+  return "--out " + fs::absolute(out_dir).lexically_normal().string();
 }
 
 // The process groups (rendezvous with the other ranks).
@@ -452,6 +463,10 @@ int main(int argc, char** argv) {
     heartbeat.set(Phase::Rendezvous);
     comm_holder = make_comm(w);
     w.comm = comm_holder.get();
+    // One run: the same config on every rank (named key by key otherwise), one run id.
+    check_same_config(*w.comm, cfg, run_identity_of_worker(out_dir));
+    const char* run_id = std::getenv(kRunIdEnv);
+    w.run_id = agree_run_id(*w.comm, run_id ? run_id : "");
     heartbeat.set(Phase::Build);
     set_fault_delay(w);
     open_tracer(w);

@@ -3,6 +3,7 @@
 
 #include "json_checked.hpp"
 #include "safetensors_header.hpp"
+#include "xxh64.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -189,10 +190,18 @@ std::string checkpoint_problem(const std::string& dir) {
   if (m["version"].get<int64_t>() > kFormatVersion)
     return marker + " has format version " + std::to_string(m["version"].get<int64_t>()) +
            ", newer than this build reads (" + std::to_string(kFormatVersion) + ")";
+  if (m["version"].get<int64_t>() >= 2) {
+    if (!m.contains("run_id") || !m["run_id"].is_string() || m["run_id"].get<std::string>().empty() ||
+        !m.contains("layout") || !m["layout"].is_object() || !m.contains("xxh64") || !m["xxh64"].is_object())
+      return marker + " lacks the run's identity (run_id, layout, xxh64): a damaged or hand-made manifest";
+    for (auto it = m["files"].begin(); it != m["files"].end(); ++it)
+      if (!m["xxh64"].contains(it.key()) || !m["xxh64"][it.key()].is_string())
+        return marker + " has no checksum for " + json_for_message(json(it.key()));
+  }
   for (auto it = m["files"].begin(); it != m["files"].end(); ++it) {
     const std::string name = it.key();
     if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
-      return marker + " lists an invalid file name '" + name + "'";
+      return marker + " lists an invalid file name " + json_for_message(json(name));
     if (!it.value().is_number_unsigned()) return marker + ": the size of " + name + " is not a non-negative integer";
     const std::string f = (d / name).string();
     const std::string fw = regular_file_problem(f);
@@ -202,6 +211,155 @@ std::string checkpoint_problem(const std::string& dir) {
     if (ec || size != it.value().get<uint64_t>())
       return f + " has " + std::to_string(ec ? 0 : size) + " bytes, the manifest says " +
              std::to_string(it.value().get<uint64_t>());
+  }
+  return {};
+}
+
+Layout layout_of(const RunConfig& cfg) {
+  Layout l;
+  l.sp_size = cfg.parallel.sp_size;
+  l.ring_size = cfg.parallel.ring_size;
+  l.dp_size = cfg.parallel.dp_size;
+  l.world_size = cfg.parallel.world_size();
+  l.zero_stage = cfg.train.zero_stage;
+  return l;
+}
+
+json layout_json(const Layout& l) {
+  return {{"sp_size", l.sp_size},
+          {"ring_size", l.ring_size},
+          {"dp_size", l.dp_size},
+          {"world_size", l.world_size},
+          {"zero_stage", l.zero_stage}};
+}
+
+std::string layout_mismatch(const Layout& saved, const Layout& now) {
+  auto say = [](const char* key, int64_t a, int64_t b) {
+    return std::string(key) + " " + std::to_string(a) + " in the checkpoint, " + std::to_string(b) + " now";
+  };
+  if (saved.world_size != now.world_size) {
+    if (saved.sp_size != now.sp_size) return say("parallel.sp_size", saved.sp_size, now.sp_size);
+    if (saved.ring_size != now.ring_size) return say("parallel.ring_size", saved.ring_size, now.ring_size);
+    if (saved.dp_size != now.dp_size) return say("parallel.dp_size", saved.dp_size, now.dp_size);
+    return say("world size", saved.world_size, now.world_size);
+  }
+  if (saved.zero_stage != now.zero_stage) return say("train.zero_stage", saved.zero_stage, now.zero_stage);
+  return {};
+}
+
+std::map<std::string, std::string> file_identity(const std::string& run_id, int64_t step, const std::string& file,
+                                                 const Layout& layout) {
+  return {{kMetaRunId, run_id},
+          {kMetaStep, std::to_string(step)},
+          {kMetaFile, file},
+          {kMetaZeroStage, std::to_string(layout.zero_stage)},
+          {kMetaWorldSize, std::to_string(layout.world_size)}};
+}
+
+json make_manifest(const std::string& dir, int64_t step, const std::string& run_id, const Layout& layout) {
+  json files = json::object(), sums = json::object();
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name == kCompleteFile) continue;
+    files[name] = static_cast<uint64_t>(fs::file_size(it->path()));
+    sums[name] = xxh64_file(it->path().string());
+  }
+  if (ec) throw ConfigError("cannot list " + dir + ": " + ec.message());
+  return {{"format", kFormat}, {"version", kFormatVersion},     {"step", step},
+          {"run_id", run_id},  {"layout", layout_json(layout)}, {"files", files},
+          {"xxh64", sums}};
+}
+
+namespace {
+// The layout a checkpoint was written for: the manifest's (version 2), else state.json's
+// world_size, sp_size, dp_size and zero_stage (version 1; ring_size = the rest of the world).
+Layout saved_layout(const json& manifest, const json& state) {
+  Layout l;
+  const json& src = manifest.contains("layout") && manifest["layout"].is_object() ? manifest["layout"] : state;
+  auto get = [&](const char* k, int64_t dflt) {
+    return src.is_object() && src.contains(k) && src[k].is_number_integer() ? src[k].get<int64_t>() : dflt;
+  };
+  l.sp_size = get("sp_size", 1);
+  l.dp_size = get("dp_size", 1);
+  l.world_size = get("world_size", 1);
+  l.zero_stage = get("zero_stage", 0);
+  const int64_t sd = l.sp_size * l.dp_size;
+  l.ring_size = get("ring_size", sd > 0 && l.world_size % sd == 0 ? l.world_size / sd : 1);
+  return l;
+}
+
+// The identity a file says it has against the manifest's; "" when they agree.
+std::string identity_problem(const std::string& path, const std::string& name,
+                             const std::map<std::string, std::string>& meta, const json& m) {
+  auto said = [&](const char* k) {
+    auto it = meta.find(k);
+    return it == meta.end() ? std::string() : it->second;
+  };
+  const std::string run = m["run_id"].get<std::string>(), step = std::to_string(m["step"].get<int64_t>());
+  const std::string q = json_for_message(json(said(kMetaFile)));
+  if (said(kMetaRunId).empty())
+    return path + " carries no run identity (" + kMetaRunId + "): not a file this checkpoint's run wrote";
+  // A shard cut for another ZeRO stage or world size first: the most telling difference.
+  if (name.rfind("optimizer-rank", 0) == 0) {
+    const json& l = m["layout"];
+    const std::string zs = l.contains("zero_stage") ? l["zero_stage"].dump() : "?";
+    const std::string ws = l.contains("world_size") ? l["world_size"].dump() : "?";
+    if (said(kMetaZeroStage) != zs || said(kMetaWorldSize) != ws)
+      return path + " is a shard of train.zero_stage " + name_for_message(said(kMetaZeroStage)) + " over " +
+             name_for_message(said(kMetaWorldSize)) + " rank(s), the checkpoint is of zero_stage " + zs + " over " + ws;
+  }
+  if (said(kMetaRunId) != run || said(kMetaStep) != step)
+    return path + " is of run " + json_for_message(json(said(kMetaRunId))) + " step " +
+           json_for_message(json(said(kMetaStep))) + ", the checkpoint of run \"" + run + "\" step " + step +
+           ": a file from another run or step";
+  if (said(kMetaFile) != name)
+    return path + " is " + q + " of its checkpoint, not " + json_for_message(json(name)) +
+           (name.rfind("optimizer-rank", 0) == 0 ? ": a shard in another rank's place" : ": a file in another's place");
+  return {};
+}
+}  // namespace
+
+std::string checkpoint_contents_problem(const std::string& dir) {
+  const fs::path d(dir);
+  json m;
+  try {
+    m = load_json_file((d / kCompleteFile).string());
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  if (!m.is_object() || !m.contains("version") || !m["version"].is_number_integer() ||
+      m["version"].get<int64_t>() < 2 || !m.contains("files") || !m["files"].is_object())
+    return {};  // version 1: sizes only (checkpoint_problem)
+  try {
+    // Identity first: it names what a checksum can only call different.
+    for (auto it = m["files"].begin(); it != m["files"].end(); ++it) {
+      const std::string name = it.key(), path = (d / name).string();
+      const bool st = name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0;
+      if (st) {
+        const std::string why = identity_problem(path, name, read_safetensors_header_file(path).metadata, m);
+        if (!why.empty()) return why;
+      } else if (name == kStateFile) {
+        const json state = load_json_file(path);
+        std::map<std::string, std::string> meta;
+        if (state.is_object() && state.contains("run_id") && state["run_id"].is_string())
+          meta[kMetaRunId] = state["run_id"].get<std::string>();
+        if (state.is_object() && state.contains("step") && state["step"].is_number_integer())
+          meta[kMetaStep] = std::to_string(state["step"].get<int64_t>());
+        meta[kMetaFile] = name;
+        const std::string why = identity_problem(path, name, meta, m);
+        if (!why.empty()) return why;
+      }
+    }
+    for (auto it = m["files"].begin(); it != m["files"].end(); ++it) {
+      const std::string path = (d / it.key()).string();
+      const std::string want = m["xxh64"][it.key()].get<std::string>(), got = xxh64_file(path);
+      if (got != want)
+        return path + " is not the file its checkpoint saved (XXH64 " + got + ", the manifest says " + want +
+               "): a file from another run or step, another rank's, or damaged";
+    }
+  } catch (const ConfigError& e) {
+    return e.what();
   }
   return {};
 }
@@ -296,12 +454,32 @@ std::vector<ConfigIssue> resume_issues(const RunConfig& cfg) {
         if (!ec) (*j)["data"]["path"] = a.lexically_normal().string();
       }
     std::string what;
-    const std::string key = resume_mismatch(saved, now, &what);
+    std::string key = resume_mismatch(saved, now, &what);
     if (!key.empty())
       out.push_back(
           {key,
            "train.resume_from: " + what + " (" + saved_path +
                "); resume with the checkpoint's settings, only train.steps, train.save_* and the like may change"});
+    // The ranks the checkpoint's files were cut for (a ring of 2 resumed at ring 1 has other
+    // RNG files and ZeRO shards), then every file against the manifest: before any rank trains.
+    if (key.empty()) {
+      const std::string state_file = (fs::path(c.dir) / kStateFile).string();
+      const std::string lm = layout_mismatch(
+          saved_layout(load_json_file((fs::path(c.dir) / kCompleteFile).string()), load_json_file(state_file)),
+          layout_of(cfg));
+      if (!lm.empty()) {
+        key = lm.substr(0, lm.find(' '));
+        out.push_back({key, "train.resume_from: " + lm + " (" + c.dir +
+                                "); a checkpoint resumes only with the ranks it was saved by"});
+      }
+    }
+    if (key.empty()) {
+      const std::string why = checkpoint_contents_problem(c.dir);
+      if (!why.empty()) {
+        key = "train.resume_from";
+        out.push_back({key, "train.resume_from: " + why});
+      }
+    }
     // state.json's next_step is where the ranks resume; it must be the step of the checkpoint's
     // name and manifest (what train.steps is checked against below). One saying 9 in
     // step-00000002 would resume "at step 9", train nothing and exit 0.

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,44 @@ inline constexpr const char* kRunConfigFile = "run_config.json";
 inline constexpr const char* kStateFile = "state.json";
 inline constexpr const char* kOptimizerFile = "optimizer.safetensors";
 inline constexpr const char* kFormat = "ulysses-train-state";
-inline constexpr int64_t kFormatVersion = 1;
+// Version 2 adds the run's identity: the manifest's run_id, layout and xxh64 per file, and the
+// same run id, step and file name in every safetensors file's __metadata__ and in state.json.
+// Version 1 checkpoints (sizes only) are still read.
+inline constexpr int64_t kFormatVersion = 2;
+
+// What the ranks of a run are, as far as a checkpoint's files depend on it: one RNG state per
+// world rank, ZeRO shards of the flat parameters over world_size ranks.
+struct Layout {
+  int64_t sp_size = 1, ring_size = 1, dp_size = 1, world_size = 1, zero_stage = 0;
+};
+Layout layout_of(const RunConfig& cfg);
+json layout_json(const Layout& l);
+// Where the files of a checkpoint of another layout cannot go: the key that differs, said as
+// "parallel.ring_size 2 in the checkpoint, 1 now" (world size first, then the ZeRO stage).
+// Empty when the checkpoint's RNG states and shards fit this run.
+std::string layout_mismatch(const Layout& saved, const Layout& now);
+
+// The identity every safetensors file of a checkpoint carries in its __metadata__ (string
+// values, as the format asks): the run, the step, the file's own name (a shard moved into
+// another rank's place says whose it is), the ZeRO stage and world size it was cut for.
+inline constexpr const char* kMetaRunId = "ulysses.run_id";
+inline constexpr const char* kMetaStep = "ulysses.step";
+inline constexpr const char* kMetaFile = "ulysses.file";
+inline constexpr const char* kMetaZeroStage = "ulysses.zero_stage";
+inline constexpr const char* kMetaWorldSize = "ulysses.world_size";
+std::map<std::string, std::string> file_identity(const std::string& run_id, int64_t step, const std::string& file,
+                                                 const Layout& layout);
+
+// The `complete` manifest of the checkpoint folder `dir` whose files are all written: the name,
+// size and XXH64 of each (read back), the run id, the step and the layout.
+json make_manifest(const std::string& dir, int64_t step, const std::string& run_id, const Layout& layout);
+
+// Empty when every file of a complete checkpoint (checkpoint_problem is empty) is the one its
+// manifest lists: for version 2, each safetensors file and state.json carry the manifest's run
+// id and step and their own name (and a ZeRO shard the manifest's stage and world size), and
+// each file's XXH64 is the manifest's. Else the first difference, naming the file ("is
+// optimizer-rank1.safetensors of its checkpoint: a shard in another rank's place").
+std::string checkpoint_contents_problem(const std::string& dir);
 
 std::string step_dir_name(int64_t step);  // "step-00000012"
 std::string tmp_dir_name(int64_t step);   // ".tmp-step-00000012"

@@ -232,13 +232,16 @@ void check_step_bytes(const RunConfig& c, Checker& k) {
   const int64_t V = m.vocab_size, H = m.num_attention_heads;
   int64_t per_token = 0, act = 0, logits = 0, scores = 0, tokens = 0, x = 0;
   // activations ~ b*N*(L*(12d + 3f) + d)*4 bytes; logits b*N*V*8; math attention 2*b*H*N^2*L*4
-  const bool fits =
-      mul(d, 12, &x) && mul(f, 3, &per_token) && add(x, per_token, &per_token) && mul(per_token, L, &per_token) &&
-      add(per_token, d, &per_token) && mul(b, N, &tokens) && mul(tokens, per_token, &act) && mul(act, 4, &act) &&
-      mul(tokens, V, &logits) && mul(logits, 8, &logits) && add(act, logits, &x) && mul(tokens, p.dp_size, &x) &&
-      // N x N scores only where attention may materialize them (not on cuda: flash)
-      (t.device == "cuda" || (mul(tokens, N, &scores) && mul(scores, H, &scores) && mul(scores, L, &scores) &&
-                              mul(scores, 8, &scores) && add(act + logits, scores, &x)));
+  // (train.attention sdpa off cuda only)
+  const bool fits = mul(d, 12, &x) && mul(f, 3, &per_token) && add(x, per_token, &per_token) &&
+                    mul(per_token, L, &per_token) && add(per_token, d, &per_token) && mul(b, N, &tokens) &&
+                    mul(tokens, per_token, &act) && mul(act, 4, &act) && mul(tokens, V, &logits) &&
+                    mul(logits, 8, &logits) && add(act, logits, &x) && mul(tokens, p.dp_size, &x) &&
+                    // N x N scores only where the kernel that runs materializes them: sdpa off cuda (its math
+                    // path); not flash on cuda, not the blocked kernel CPU runs by default (attention auto)
+                    (t.device == "cuda" || t.attention != "sdpa" ||
+                     (mul(tokens, N, &scores) && mul(scores, H, &scores) && mul(scores, L, &scores) &&
+                      mul(scores, 8, &scores) && add(act + logits, scores, &x)));
   if (!fits)
     k.bad("train.seq_length",
           "train.seq_length (" + cv_num(N) + ") x train.micro_batch_size (" + cv_num(b) +

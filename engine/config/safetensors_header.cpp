@@ -43,10 +43,21 @@ SafetensorsHeader parse_safetensors_header(std::string_view text, uint64_t fsize
     throw ConfigError(path + ": safetensors header of " + std::to_string(h.header_bytes) + " bytes in a file of " +
                       std::to_string(fsize) + " bytes");
   h.data_offset = 8 + h.header_bytes;
+  // Every tensor entry names "data_offsets": counted at memory speed, so a header past the limit
+  // is refused before any of it is parsed (the parse below refuses it too, in ~1 s).
+  size_t entries = 0;
+  for (size_t at = text.find("\"data_offsets\""); at != std::string_view::npos;
+       at = text.find("\"data_offsets\"", at + 14))
+    if (++entries > kSafetensorsMaxTensors)
+      throw ConfigError(path + ": safetensors header names more than " + std::to_string(kSafetensorsMaxTensors) +
+                        " tensors, the most this reader takes from one file (a model's file holds a few thousand)");
   json header;
   try {
-    header = parse_checked_json(text);
+    header = parse_checked_json(text, JsonLimits{kSafetensorsMaxTensors + 1});  // + __metadata__
   } catch (const JsonShapeError& e) {
+    if (std::string(e.what()).find("entries") != std::string::npos && text.size() > 0 && text.front() == '{')
+      throw ConfigError(path + ": safetensors header names more than " + std::to_string(kSafetensorsMaxTensors) +
+                        " tensors, the most this reader takes from one file (a model's file holds a few thousand)");
     throw ConfigError(path + ": corrupt safetensors header: it " + std::string(e.what()));
   } catch (const json::exception& e) {
     throw ConfigError(path + ": corrupt safetensors header: " + e.what());
@@ -54,8 +65,13 @@ SafetensorsHeader parse_safetensors_header(std::string_view text, uint64_t fsize
   if (!header.is_object()) throw ConfigError(path + ": corrupt safetensors header (not a JSON object)");
   const uint64_t data_size = fsize - h.data_offset;
   for (auto it = header.begin(); it != header.end(); ++it) {
-    if (it.key() == "__metadata__") continue;
-    const std::string where = path + ": tensor " + it.key();
+    if (it.key() == "__metadata__") {
+      if (it.value().is_object())
+        for (auto m = it.value().begin(); m != it.value().end(); ++m)
+          if (m.value().is_string()) h.metadata[m.key()] = m.value().get<std::string>();
+      continue;
+    }
+    const std::string where = name_for_message(path) + ": tensor " + name_for_message(it.key());
     const auto& e = it.value();
     if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") ||
         !e["shape"].is_array() || !e.contains("data_offsets") || !e["data_offsets"].is_array())
@@ -155,7 +171,9 @@ std::map<std::string, CheckpointTensor> checkpoint_tensors(const std::string& di
   std::map<std::string, std::string> owner;  // tensor -> shard file
   std::vector<std::string> files;
   for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
-    if (!it.value().is_string()) throw ConfigError(index_path + ": weight_map." + it.key() + " must be a file name");
+    if (!it.value().is_string())
+      throw ConfigError(name_for_message(index_path) + ": weight_map." + name_for_message(it.key()) +
+                        " must be a file name");
     const std::string f = it.value().get<std::string>();
     // A shard is a plain file next to the index: no directories, no way out of dir.
     // A NUL inside cuts the name short at open() ("model-00004-of-00004.safetensors\0junk" would
@@ -169,7 +187,9 @@ std::map<std::string, CheckpointTensor> checkpoint_tensors(const std::string& di
   }
   for (const auto& f : files) add_file((d / f).string(), &owner);
   for (const auto& [name, f] : owner)
-    if (!out.count(name)) throw ConfigError(index_path + ": tensor " + name + " is not in its shard " + f);
+    if (!out.count(name))
+      throw ConfigError(name_for_message(index_path) + ": tensor " + name_for_message(name) + " is not in its shard " +
+                        name_for_message(f));
   return out;
 }
 
@@ -192,7 +212,7 @@ std::string checkpoint_mismatch(const std::map<std::string, CheckpointTensor>& t
     const std::string& dt = it->second.entry.dtype;
     if (!safetensors_float_dtype(dt))  // what the loader reads into a weight
       return "checkpoint " + dir + ": " + p.name + " has dtype " + dt + "; a model weight must be F32, BF16 or F16 (" +
-             it->second.file + ")";
+             name_for_message(it->second.file) + ")";
     if (it->second.entry.shape != p.shape)
       return "checkpoint " + dir + ": " + p.name + " has shape " + shape_text(it->second.entry.shape) +
              ", the model expects " + shape_text(p.shape) +

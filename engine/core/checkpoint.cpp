@@ -43,9 +43,11 @@ torch::Dtype from_st(const std::string& s, const std::string& path) {
 }
 }  // namespace
 
-void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
   json header = json::object();
   header["__metadata__"] = {{"format", "pt"}};
+  for (const auto& [k, v] : metadata) header["__metadata__"][k] = v;
   int64_t off = 0;
   std::vector<at::Tensor> data;
   for (const auto& [name, t0] : tensors) {
@@ -156,7 +158,13 @@ std::vector<std::vector<size_t>> plan_shards(const std::vector<int64_t>& nbytes,
   return shards;
 }
 
-void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dtype, int64_t shard_bytes) {
+void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dtype, int64_t shard_bytes,
+                     const std::map<std::string, std::string>& metadata) {
+  auto meta_for = [&](const std::string& file) {
+    auto m = metadata;
+    if (m.count(ckpt::kMetaFile)) m[ckpt::kMetaFile] = file;
+    return m;
+  };
   if (dtype != torch::kFloat32 && dtype != torch::kBFloat16 && dtype != torch::kFloat16)
     throw std::invalid_argument("save_checkpoint: dtype must be float32, bfloat16 or float16");
   std::error_code ec;
@@ -196,7 +204,7 @@ void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dty
   std::vector<std::string> names;  // the new files, in the order they are moved in
   try {
     if (shards.size() <= 1) {
-      write_safetensors((stage / "model.safetensors").string(), ts);
+      write_safetensors((stage / "model.safetensors").string(), ts, meta_for("model.safetensors"));
       names.push_back("model.safetensors");
     } else {
       // HF layout: model-00001-of-0000N.safetensors + model.safetensors.index.json
@@ -209,7 +217,7 @@ void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dty
           part.push_back(ts[i]);
           index["weight_map"][ts[i].first] = name;
         }
-        write_safetensors((stage / name).string(), part);
+        write_safetensors((stage / name).string(), part, meta_for(name));
         names.push_back(name);
       }
       write_text_file((stage / "model.safetensors.index.json").string(), index.dump(2) + "\n");

@@ -22,7 +22,10 @@ namespace ulysses {
 // single file, an index, shards named model-DDDDD-of-DDDDD.safetensors; no other file) are
 // removed, an earlier model.safetensors before a new index comes in. Throws naming the file
 // when a move or removal fails (and the staging folder holding what was not moved in).
-void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dtype, int64_t shard_bytes = 0);
+// `metadata` goes into each weights file's __metadata__ (beside "format": "pt"), with
+// ckpt::kMetaFile set to that file's name when it is given (a training checkpoint's identity).
+void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dtype, int64_t shard_bytes = 0,
+                     const std::map<std::string, std::string>& metadata = {});
 // Loads dir/model.safetensors, or the shards named by dir/model.safetensors.index.json,
 // into the model's parameters (any of F32/F16/BF16). Throws ConfigError on missing
 // tensors or shape mismatches, naming them. Returns the checkpoint's tensors the model has no
@@ -35,6 +38,8 @@ std::vector<std::vector<size_t>> plan_shards(const std::vector<int64_t>& nbytes,
 
 // Low-level: read every tensor of a .safetensors file; write a map of tensors.
 std::map<std::string, at::Tensor> read_safetensors(const std::string& path);
-void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors);
+// `metadata`: string pairs for __metadata__ beside "format": "pt".
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace ulysses

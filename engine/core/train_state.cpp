@@ -15,6 +15,7 @@
 
 #include "checkpoint.hpp"
 #include "checkpoint_layout.hpp"
+#include "run_identity.hpp"
 #include "torch_compat.hpp"
 #include "ulysses/profiler/atomic_file.hpp"
 
@@ -39,7 +40,19 @@ bool checkpoint_due(const TrainConfig& t, int64_t steps_done) {
   return t.save_every > 0 && !t.save_to.empty() && steps_done > 0 && steps_done % t.save_every == 0;
 }
 
-std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg, int64_t steps_done) {
+std::string agree_run_id(Comm& comm, const std::string& proposal) {
+  int64_t hi = -1, lo = -1;
+  if (comm.rank() == 0) run_id_halves(is_run_id(proposal) ? proposal : new_run_id(), &hi, &lo);
+  auto t = torch::tensor({hi, lo}, torch::kInt64).to(comm.device());  // (2,): rank 0's halves, -1 elsewhere
+  comm.all_reduce_max(t);
+  t = t.cpu();
+  return run_id_from_halves(t[0].item<int64_t>(), t[1].item<int64_t>());
+}
+
+std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg, int64_t steps_done,
+                             const std::string& run_id_proposal) {
+  const std::string run_id = agree_run_id(comm, run_id_proposal);
+  const ckpt::Layout layout = ckpt::layout_of(cfg);
   const fs::path root(cfg.train.save_to);
   const fs::path tmp = root / ckpt::tmp_dir_name(steps_done);
   const fs::path fin = root / ckpt::step_dir_name(steps_done);
@@ -80,10 +93,12 @@ std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg,
   if (trainer.zero_stage() > 0 && !err) {
     try {
       auto& z = trainer.zero_optimizer();
-      write_safetensors((tmp / ckpt::zero_optimizer_file_name(comm.rank())).string(),
+      const std::string name = ckpt::zero_optimizer_file_name(comm.rank());
+      write_safetensors((tmp / name).string(),
                         {{"exp_avg", z.exp_avg.to(torch::kCPU)},
                          {"exp_avg_sq", z.exp_avg_sq.to(torch::kCPU)},
-                         {"step", torch::tensor({z.steps}, torch::kInt64)}});  // (S), (S), (1,)
+                         {"step", torch::tensor({z.steps}, torch::kInt64)}},  // (S), (S), (1,)
+                        ckpt::file_identity(run_id, steps_done, name, layout));
     } catch (const std::exception& e) {
       err = std::make_exception_ptr(std::runtime_error(std::string(e.what()) + at_step));
     }
@@ -97,7 +112,9 @@ std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg,
     try {
       torch::NoGradGuard ng;
       auto& model = trainer.model();
-      save_checkpoint(model, tmp.string(), torch::kFloat32);  // fp32 masters, bit-exact; a Hugging Face model
+      // fp32 masters, bit-exact; a Hugging Face model that says which run and step it is of
+      save_checkpoint(model, tmp.string(), torch::kFloat32, 0,
+                      ckpt::file_identity(run_id, steps_done, ckpt::kWeightsFile, layout));
       std::vector<std::pair<std::string, at::Tensor>> ts;
       for (auto& [name, p] :
            trainer.zero_stage() > 0 ? std::vector<std::pair<std::string, at::Tensor>>{} : model.named_parameters()) {
@@ -110,10 +127,13 @@ std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg,
         ts.emplace_back(kExpAvgSq + name, s.exp_avg_sq());  // same shape as the parameter, fp32
         ts.emplace_back(kStep + name, torch::tensor({static_cast<int64_t>(s.step())}, torch::kInt64));  // (1,)
       }
-      if (trainer.zero_stage() == 0) write_safetensors((tmp / ckpt::kOptimizerFile).string(), ts);
+      if (trainer.zero_stage() == 0)
+        write_safetensors((tmp / ckpt::kOptimizerFile).string(), ts,
+                          ckpt::file_identity(run_id, steps_done, ckpt::kOptimizerFile, layout));
       const json st = {
           {"format", ckpt::kFormat},
           {"version", ckpt::kFormatVersion},
+          {"run_id", run_id},
           {"step", steps_done},
           {"next_step", steps_done},
           {"schedule_step", steps_done},
@@ -122,6 +142,7 @@ std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg,
           {"world_size", comm.world_size()},
           {"sp_size", comm.sp_size()},
           {"dp_size", comm.dp_size()},
+          {"ring_size", comm.ring_size()},
           {"zero_stage", trainer.zero_stage()},
           {"rng", "rng-rank{r}.bin: torch's default CPU generator state of rank r"}};
       write_text((tmp / ckpt::kStateFile).string(), st.dump(2) + "\n");
@@ -136,14 +157,9 @@ std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg,
   if (comm.rank() != 0) return fin.string();
 
   try {
-    // Manifest last: the names and sizes of every file, each synced first.
-    json files = json::object();
-    for (const auto& e : fs::directory_iterator(tmp)) {
-      const std::string name = e.path().filename().string();
-      files[name] = static_cast<uint64_t>(fs::file_size(e.path()));
-    }
-    const json manifest = {
-        {"format", ckpt::kFormat}, {"version", ckpt::kFormatVersion}, {"step", steps_done}, {"files", files}};
+    // Manifest last: the name, size and XXH64 of every file (each synced first), the run id
+    // and the layout.
+    const json manifest = ckpt::make_manifest(tmp.string(), steps_done, run_id, layout);
     write_text((tmp / ckpt::kCompleteFile).string(), manifest.dump(2) + "\n");
     prof::sync_path(tmp.string(), true);
     std::error_code ec;

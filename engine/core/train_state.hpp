@@ -26,8 +26,14 @@ namespace ulysses {
 bool checkpoint_due(const TrainConfig& t, int64_t steps_done);
 
 // Every rank calls it after its step `steps_done - 1`. Returns the checkpoint folder.
-// Throws std::runtime_error naming the file and the step when a write fails.
-std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg, int64_t steps_done);
+// Throws std::runtime_error naming the file and the step when a write fails. `run_id`: the
+// run's identity (run_identity.hpp), rank 0's is the one written (a fresh one when it is
+// not a run id); every file of the checkpoint carries it (checkpoint_layout.hpp, version 2).
+std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg, int64_t steps_done,
+                             const std::string& run_id = "");
+
+// Rank 0's run id for every rank (collective): `proposal` when it is a run id, else a fresh one.
+std::string agree_run_id(Comm& comm, const std::string& proposal);
 
 struct ResumePoint {
   std::string dir;        // the checkpoint folder restored

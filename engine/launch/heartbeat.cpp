@@ -192,8 +192,11 @@ void Heartbeat::loop() {
 }
 
 void Heartbeat::set(Phase p, int64_t step) {
+  // A save keeps its step too (the checkpoint after step s): stored as -1, the launcher read
+  // "checkpoint save" without its step and ULYSSES_FAULT=R:save@S:... never fired.
+  const int64_t kept = p == Phase::Step || p == Phase::Save ? step : -1;
   phase_.store(static_cast<int>(p));
-  step_.store(p == Phase::Step ? step : -1);
+  step_.store(kept);
   {
     // beat() from this thread too, at once: the launcher sees each phase change.
     std::lock_guard<std::mutex> lock(mu_);
@@ -204,7 +207,7 @@ void Heartbeat::set(Phase p, int64_t step) {
   int64_t rank = 0;
   if (!spec || !*spec || !rank_s || !parse_int64(rank_s, &rank)) return;
   std::string action;
-  if (!fault_matches(spec, static_cast<int>(rank), Beat{p, p == Phase::Step ? step : -1}, &action)) return;
+  if (!fault_matches(spec, static_cast<int>(rank), Beat{p, kept}, &action)) return;
   std::cerr << "ulysses fault hook (ULYSSES_FAULT): rank " << rank << " " << action << " in " << describe_phase(p, step)
             << std::endl;
   if (action == "stop") {

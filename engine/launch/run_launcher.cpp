@@ -26,6 +26,7 @@
 #include "heartbeat.hpp"
 #include "launch_error.hpp"
 #include "line_splitter.hpp"
+#include "run_identity.hpp"
 #include "store_probe.hpp"
 #include "watchdog.hpp"
 #include "worker_process.hpp"
@@ -598,6 +599,8 @@ class Session {
       }
   }
 
+  void stop() { stopping_ = true; }
+
   void fail_to_start(int rank, const std::string& why) {
     failed_rank_ = rank;
     failure_ = "rank " + std::to_string(rank) + " could not start: " + why;
@@ -674,7 +677,7 @@ fs::path make_run_folders(const fs::path& dir, const fs::path& abs_dir) {
 // Rank r's worker: its arguments and environment (c10d's variables, the rendezvous folder,
 // thread counts).
 SpawnSpec worker_spec(const LaunchOptions& opt, int r, int64_t world, const std::string& config_path,
-                      const fs::path& abs_dir, const fs::path& rendezvous, int master_port) {
+                      const fs::path& abs_dir, const fs::path& rendezvous, int master_port, const std::string& run_id) {
   SpawnSpec spec;
   spec.executable = opt.worker;
   spec.args = {"--config", config_path, "--out", abs_dir.string()};
@@ -685,7 +688,8 @@ SpawnSpec worker_spec(const LaunchOptions& opt, int r, int64_t world, const std:
               {"MASTER_ADDR", opt.master_addr},
               {"MASTER_PORT", std::to_string(master_port)},
               {kRendezvousDirEnv, rendezvous.string()},
-              {kSaveOwnerEnv, abs_dir.string()}};
+              {kSaveOwnerEnv, abs_dir.string()},
+              {kRunIdEnv, run_id}};  // the run's identity (run_identity.hpp): in every checkpoint file
   // Threads per rank as the worker sets them (train.threads_per_rank, else cores / ranks):
   // OpenMP and OpenBLAS pools start at that size, so P ranks never oversubscribe the cores.
   // A value the user exported is left as it is.
@@ -806,8 +810,15 @@ LaunchResult launch_run(const LaunchOptions& opt, const LaunchCallbacks& cb) {
   write_run_record(run_json, rec);
 
   Session session(opt, cb, ranks, res);
+  const std::string run_id = new_run_id();
   for (int r = 0; r < world; ++r) {
-    SpawnSpec spec = worker_spec(opt, r, world, config_path, abs_dir, rendezvous, res.master_port);
+    // A stop asked for while the ranks start (SIGTERM, Ctrl-C) is obeyed now: starting
+    // hundreds of workers takes longer than the 2 s a stop may take.
+    if (cb.stop_requested && cb.stop_requested()) {
+      session.stop();
+      break;
+    }
+    SpawnSpec spec = worker_spec(opt, r, world, config_path, abs_dir, rendezvous, res.master_port, run_id);
     try {
       ranks[r].spawned = ranks[r].phase_since = ranks[r].last_beat = ranks[r].cpu_since = Clock::now();
       ranks[r].proc = std::make_unique<WorkerProcess>(spec);

@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -56,14 +57,26 @@ int64_t attribute(TraceRange& r, uint32_t corr, const std::unordered_map<int64_t
   return xe->second;
 }
 
+// What the contract of ULYSSES_MEMORY_CATEGORIES rules out beyond a bad value (docs/CONTRACTS.md):
+// the planner's row comes from rank 0 alone (one on rank 1 replaced rank 0's plan for every
+// rank, unsaid); a measured row belongs to a step of the run (one at step 2^40 became the
+// run's peak step). Counted, noted and left out.
+struct CategoryRowsOut {
+  int64_t plan_elsewhere = 0, steps_outside = 0;
+  int64_t last_step = INT32_MAX;  // the file's last step row, or 2^31 - 1 without step rows
+};
+
 // ULYSSES_MEMORY_CATEGORIES when the file has it (older traces do not): rows with a
 // time out of range, a size below 0 or an unknown edge are counted in *bad, rows of another
-// rank than the file's in *foreign.
+// rank than the file's in *foreign, rows the contract rules out in *out.
 void read_memory_categories(sql::Db& db, TraceModel& m, bool has_rank_row, int32_t file_rank, int64_t* bad,
-                            int64_t* foreign) {
+                            int64_t* foreign, CategoryRowsOut* out) {
   if (db.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ULYSSES_MEMORY_CATEGORIES'") ==
       0)
     return;
+  if (db.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ULYSSES_STEPS'") > 0 &&
+      db.query_int("SELECT count(*) FROM ULYSSES_STEPS") > 0)
+    out->last_step = std::min<int64_t>(out->last_step, db.query_int("SELECT max(step) FROM ULYSSES_STEPS"));
   sql::Stmt q(db,
               "SELECT rank, timestamp, step, edge, phase, layer, parameters, gradients, optimizer, activations, "
               "logits, communication, other FROM ULYSSES_MEMORY_CATEGORIES");
@@ -91,6 +104,15 @@ void read_memory_categories(sql::Db& db, TraceModel& m, bool has_rank_row, int32
       ++*foreign;
       continue;
     }
+    if (c.edge == MemEdge::Planned && (c.rank != 0 || (has_rank_row && file_rank != 0))) {
+      ++out->plan_elsewhere;
+      continue;
+    }
+    // A peak may be sampled in the step whose row was not yet written (a run stopped there).
+    if (c.edge != MemEdge::Planned && (c.step < -1 || c.step > out->last_step + 1)) {
+      ++out->steps_outside;
+      continue;
+    }
     m.memory_categories.push_back(c);
   }
 }
@@ -113,6 +135,7 @@ struct StoreFile {
   // NULL), memory rows with a time or size no allocator reports (INT64_MIN blanks every view)
   // and step or memory rows of another rank than the file's.
   int64_t null_times = 0, bad_figures = 0, bad_memory = 0, foreign_rows = 0;
+  CategoryRowsOut category_rows;
   bool has_rank_row = false;
   // Strings used by this file, mapped into the model's table.
   // Ids are 0..n-1 in our files: looked up in a vector (one per range); a hash map for
@@ -540,7 +563,7 @@ void read_memory(StoreFile& f) {
     }
     f.m.memory.push_back(p);
   }
-  read_memory_categories(f.db, f.m, f.has_rank_row, f.file_rank, &f.bad_memory, &f.foreign_rows);
+  read_memory_categories(f.db, f.m, f.has_rank_row, f.file_rank, &f.bad_memory, &f.foreign_rows, &f.category_rows);
 }
 
 // One note per kind of row left out or read as absent, with its count.
@@ -567,6 +590,9 @@ void note_left_out_rows(const StoreFile& f) {
              " step or collective ids past 32 bits (beyond 2147483647) shown as absent: those ranges are "
              "in no step and pair with no other rank");
   count_note(f.repeated_steps, " step rows repeating a step of the same rank left out (the first one is kept)");
+  count_note(f.category_rows.plan_elsewhere,
+             " memory-plan rows on a rank other than 0 left out (the planner's figures are rank 0's alone)");
+  count_note(f.category_rows.steps_outside, " memory-category rows of a step outside the run's steps left out");
 }
 
 }  // namespace
@@ -929,6 +955,44 @@ static void check_folder_inputs(const std::string& dir, const std::vector<std::s
   }
 }
 
+// Rank files that are one Nsight Systems export copied under several names (rank0.sqlite and
+// rank1.sqlite of one profile read as two ranks, issue 54): each copy is left out with a note.
+// Ulysses rank files are not compared here: ranks killed before their first step leave
+// byte-identical files that are no copy, and the rank check names real duplicates.
+// (Copies under other names are refused by check_folder_inputs.)
+static void drop_copied_exports(const std::string& dir, std::vector<std::string>& files,
+                                std::vector<std::string>* notes) {
+  if (files.size() < 2) return;
+  const std::vector<std::string> own = find_rank_files(dir);
+  std::error_code ec;
+  auto is_ulysses = [](const std::string& f) {
+    try {
+      sql::Db db(sqlite_uri(f) + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI);
+      return db.has_table("ULYSSES_RUN") || db.has_table("ULYSSES_RANKS");
+    } catch (const std::exception&) {
+      return true;  // unreadable: left to the reader, which names it
+    }
+  };
+  std::vector<std::string> kept;
+  for (const auto& f : files) {
+    const std::string* original = nullptr;
+    if (std::find(own.begin(), own.end(), f) != own.end() && detail::has_sqlite_header(f) && !is_ulysses(f))
+      for (const auto& k : kept)
+        if (fs::file_size(k, ec) == fs::file_size(f, ec) && same_file_content(k, f)) {
+          original = &k;
+          break;
+        }
+    if (!original) {
+      kept.push_back(f);
+      continue;
+    }
+    notes->push_back(folder_file_name(f) + " is a byte-for-byte copy of " + folder_file_name(*original) +
+                     " (one Nsight Systems export under two names): left out, its processes would count as "
+                     "another rank's");
+  }
+  files = kept;
+}
+
 std::vector<std::string> trace_input_files(const std::string& path) {
   std::error_code ec;
   if (path.empty() || !fs::exists(path, ec)) return {};
@@ -990,7 +1054,10 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
   }
   Builder b;
   b.m.source = path;
-  if (fs::is_directory(path, ec)) check_folder_inputs(path, files, &b.m.notes);
+  if (fs::is_directory(path, ec)) {
+    drop_copied_exports(path, files, &b.m.notes);
+    check_folder_inputs(path, files, &b.m.notes);
+  }
   std::map<int32_t, std::string> claimed;  // rank -> the file that holds it
   const bool rank_folder = files.size() > 1 && fs::is_directory(path, ec) && !find_rank_files(path).empty();
   if (opts.stats) opts.stats->files += static_cast<int>(files.size());

@@ -1,13 +1,23 @@
 // Training-state checkpoint folders without torch: step folder names, the `complete`
 // manifest (missing, torn file, wrong format), the latest complete checkpoint of a save_to
-// folder, and which config keys must match on a resume (named in the message).
+// folder, and which config keys must match on a resume (named in the message); the run's
+// identity in a version 2 checkpoint (swapped, foreign and wrong-stage shards named, the
+// layout's key named), XXH64 against its reference values, and headers and JSON parsed in
+// linear time (100 000 tensors refused in well under a second).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "checkpoint_layout.hpp"
+#include "json_checked.hpp"
+#include "safetensors_header.hpp"
+#include "xxh64.hpp"
 
 namespace fs = std::filesystem;
 using namespace ulysses;
@@ -21,14 +31,14 @@ std::string scratch(const std::string& name) {
   return d.string();
 }
 
-// A checkpoint folder with two files and a manifest listing their sizes.
+// A version 1 checkpoint folder (sizes only) with two files and a manifest listing their sizes.
 void make_checkpoint(const std::string& dir, int64_t step, bool marker = true) {
   fs::create_directories(dir);
   std::ofstream(dir + "/model.safetensors") << "0123456789";
   std::ofstream(dir + "/state.json") << "{}";
   if (!marker) return;
   json m = {{"format", ckpt::kFormat},
-            {"version", ckpt::kFormatVersion},
+            {"version", 1},
             {"step", step},
             {"files", {{"model.safetensors", 10}, {"state.json", 2}}}};
   std::ofstream(dir + "/" + ckpt::kCompleteFile) << m.dump();
@@ -141,4 +151,202 @@ TEST(CheckpointLayout, ResumeMismatchNamesTheKey) {
   extra["train"]["grad_accum_steps"] = 4;
   EXPECT_EQ(ckpt::resume_mismatch(saved, extra, &what), "train.grad_accum_steps");
   EXPECT_EQ(what, "train.grad_accum_steps = 4, the checkpoint has (absent)");
+}
+
+namespace {
+
+// A one-tensor safetensors file whose __metadata__ is `meta`, its 4 data bytes `payload`.
+void write_tensor_file(const std::string& path, const std::map<std::string, std::string>& meta,
+                       const std::string& payload) {
+  json h = {{"__metadata__", meta}, {"x", {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {0, 4}}}}};
+  std::string hs = h.dump();
+  std::string le(8, '\0');
+  for (int i = 0; i < 8; ++i) le[static_cast<size_t>(i)] = static_cast<char>((hs.size() >> (8 * i)) & 0xff);
+  std::ofstream(path, std::ios::binary) << le << hs << payload.substr(0, 4);
+}
+
+// A version 2 checkpoint of run `run` at step 4, ZeRO stage 2 over 2 ranks, as train_state.cpp
+// writes one: every safetensors file says its run, step and name; state.json its run and step.
+const std::string kRun = "0123456789abcdef0123456789abcd";
+ckpt::Layout layout2() {
+  ckpt::Layout l;
+  l.sp_size = 2, l.world_size = 2, l.zero_stage = 2;
+  return l;
+}
+void make_v2_checkpoint(const std::string& dir) {
+  fs::create_directories(dir);
+  const auto l = layout2();
+  write_tensor_file(dir + "/model.safetensors", ckpt::file_identity(kRun, 4, "model.safetensors", l), "mmmm");
+  for (int r = 0; r < 2; ++r) {
+    const std::string n = ckpt::zero_optimizer_file_name(r);
+    write_tensor_file(dir + "/" + n, ckpt::file_identity(kRun, 4, n, l), r ? "bbbb" : "aaaa");
+    std::ofstream(dir + "/" + ckpt::rng_file_name(r)) << (r ? "rng-of-rank-1" : "rng-of-rank-0");
+  }
+  std::ofstream(dir + "/state.json") << json({{"run_id", kRun}, {"step", 4}, {"next_step", 4}}).dump();
+  std::ofstream(dir + "/" + ckpt::kCompleteFile) << ckpt::make_manifest(dir, 4, kRun, l).dump();
+}
+void swap_files(const std::string& a, const std::string& b) {
+  fs::rename(a, a + ".x");
+  fs::rename(b, a);
+  fs::rename(a + ".x", b);
+}
+void reseal(const std::string& dir) {  // the manifest rewritten to agree with the files
+  std::ofstream(dir + "/" + ckpt::kCompleteFile) << ckpt::make_manifest(dir, 4, kRun, layout2()).dump();
+}
+void expect_problem(const std::string& dir, const std::string& want) {
+  EXPECT_EQ(ckpt::checkpoint_problem(dir), "") << dir;
+  const std::string why = ckpt::checkpoint_contents_problem(dir);
+  EXPECT_NE(why.find(want), std::string::npos) << dir << ": " << why;
+}
+
+}  // namespace
+
+TEST(CheckpointIdentity, Xxh64MatchesTheReferenceValues) {
+  // xxHash's published values (seed 0), and the same digest when fed in odd pieces.
+  EXPECT_EQ(xxh64_hex(xxh64("", 0)), "ef46db3751d8e999");
+  EXPECT_EQ(xxh64_hex(xxh64("a", 1)), "d24ec4f1a98c6e5b");
+  EXPECT_EQ(xxh64_hex(xxh64("abc", 3)), "44bc2cf5ad770999");
+  const std::string s = "Nobody inspects the spammish repetition";
+  EXPECT_EQ(xxh64_hex(xxh64(s.data(), s.size())), "fbcea83c8a378bf1");
+  std::string big;
+  for (int i = 0; i < 1000; ++i) big.push_back(static_cast<char>(i * 7));
+  Xxh64 x;
+  for (size_t at = 0, k = 1; at < big.size(); k = k * 3 % 37 + 1) {
+    const size_t n = std::min(k, big.size() - at);
+    x.update(big.data() + at, n);
+    at += n;
+  }
+  EXPECT_EQ(x.digest(), xxh64(big.data(), big.size()));
+}
+
+TEST(CheckpointIdentity, LayoutMismatchNamesTheKey) {
+  ckpt::Layout ring2;
+  ring2.ring_size = 2, ring2.world_size = 2, ring2.zero_stage = 2;
+  ckpt::Layout ring1 = ring2;
+  ring1.ring_size = 1, ring1.world_size = 1;
+  EXPECT_EQ(ckpt::layout_mismatch(ring2, ring1), "parallel.ring_size 2 in the checkpoint, 1 now");
+  ckpt::Layout ring4 = ring2;
+  ring4.ring_size = 4, ring4.world_size = 4;
+  EXPECT_EQ(ckpt::layout_mismatch(ring2, ring4), "parallel.ring_size 2 in the checkpoint, 4 now");
+  ckpt::Layout stage3 = ring2;
+  stage3.zero_stage = 3;
+  EXPECT_EQ(ckpt::layout_mismatch(ring2, stage3), "train.zero_stage 2 in the checkpoint, 3 now");
+  // the same world cut otherwise: RNG files and shards are per world rank, so it fits
+  ckpt::Layout sp2 = ring2;
+  sp2.ring_size = 1, sp2.sp_size = 2;
+  EXPECT_EQ(ckpt::layout_mismatch(ring2, sp2), "");
+}
+
+TEST(CheckpointIdentity, FilesThatDoNotBelongAreNamed) {
+  const auto root = scratch("identity");
+  make_v2_checkpoint(root + "/good");
+  EXPECT_EQ(ckpt::checkpoint_problem(root + "/good"), "");
+  EXPECT_EQ(ckpt::checkpoint_contents_problem(root + "/good"), "");
+  const json m = json::parse(std::ifstream(root + "/good/complete"));
+  EXPECT_EQ(m["version"], 2);
+  EXPECT_EQ(m["run_id"], kRun);
+  EXPECT_EQ(m["layout"]["zero_stage"], 2);
+  EXPECT_EQ(m["xxh64"]["rng-rank1.bin"], xxh64_file(root + "/good/rng-rank1.bin"));
+
+  // optimizer shards swapped between ranks: the manifest as it was, and rewritten to agree
+  for (const bool resealed : {false, true}) {
+    const std::string d = root + (resealed ? "/swapped-resealed" : "/swapped");
+    make_v2_checkpoint(d);
+    swap_files(d + "/optimizer-rank0.safetensors", d + "/optimizer-rank1.safetensors");
+    if (resealed) reseal(d);
+    expect_problem(d,
+                   "optimizer-rank0.safetensors is \"optimizer-rank1.safetensors\" of its checkpoint, not "
+                   "\"optimizer-rank0.safetensors\": a shard in another rank's place");
+  }
+  // a shard of another run (same size), manifest rewritten
+  make_v2_checkpoint(root + "/foreign");
+  write_tensor_file(root + "/foreign/optimizer-rank1.safetensors",
+                    ckpt::file_identity("ffffffffffffffffffffffffffffff", 4, "optimizer-rank1.safetensors", layout2()),
+                    "bbbb");
+  reseal(root + "/foreign");
+  expect_problem(root + "/foreign",
+                 "optimizer-rank1.safetensors is of run \"ffffffffffffffffffffffffffffff\" step "
+                 "\"4\", the checkpoint of run \"" +
+                     kRun + "\" step 4: a file from another run or step");
+  // a stage-3 shard inside this stage-2 checkpoint, manifest rewritten
+  make_v2_checkpoint(root + "/stage3");
+  ckpt::Layout l3 = layout2();
+  l3.zero_stage = 3;
+  write_tensor_file(root + "/stage3/optimizer-rank0.safetensors",
+                    ckpt::file_identity(kRun, 4, "optimizer-rank0.safetensors", l3), "aaaa");
+  reseal(root + "/stage3");
+  expect_problem(root + "/stage3",
+                 "optimizer-rank0.safetensors is a shard of train.zero_stage 3 over 2 rank(s), the checkpoint is "
+                 "of zero_stage 2 over 2");
+  // model.safetensors of another step, with the manifest untouched (its size agrees)
+  make_v2_checkpoint(root + "/model");
+  write_tensor_file(root + "/model/model.safetensors", ckpt::file_identity(kRun, 6, "model.safetensors", layout2()),
+                    "mmmm");
+  expect_problem(root + "/model", "a file from another run or step");
+  // RNG states swapped (no identity inside): the checksum
+  make_v2_checkpoint(root + "/rng");
+  swap_files(root + "/rng/rng-rank0.bin", root + "/rng/rng-rank1.bin");
+  expect_problem(root + "/rng", "rng-rank0.bin is not the file its checkpoint saved (XXH64 ");
+  // a file without any identity (an older build's, or hand-made), manifest rewritten
+  make_v2_checkpoint(root + "/anonymous");
+  write_tensor_file(root + "/anonymous/model.safetensors", {{"format", "pt"}}, "mmmm");
+  reseal(root + "/anonymous");
+  expect_problem(root + "/anonymous", "model.safetensors carries no run identity");
+  // damaged bytes, same size
+  make_v2_checkpoint(root + "/damaged");
+  std::ofstream(root + "/damaged/rng-rank1.bin") << "rng-of-rank-X";
+  expect_problem(root + "/damaged", "rng-rank1.bin is not the file its checkpoint saved");
+  // a version 2 manifest without its identity is not complete
+  make_v2_checkpoint(root + "/bare");
+  json bare = json::parse(std::ifstream(root + "/bare/complete"));
+  bare.erase("xxh64");
+  std::ofstream(root + "/bare/complete") << bare.dump();
+  EXPECT_NE(ckpt::checkpoint_problem(root + "/bare").find("lacks the run's identity"), std::string::npos);
+}
+
+// nlohmann's callback parser rescans the enclosing object at the end of each child object:
+// 100 000 tensors took 79 s to refuse. Parsed in linear time, and refused past the limit.
+TEST(CheckpointIdentity, HugeHeadersAreParsedInLinearTime) {
+  auto header = [](size_t n) {
+    std::string h = "{";
+    for (size_t i = 0; i < n; ++i)
+      h += (i ? "," : "") + std::string("\"t") + std::to_string(i) +
+           "\":{\"dtype\":\"F32\",\"shape\":[1],"
+           "\"data_offsets\":[" +
+           std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]}";
+    return h + "}";
+  };
+  const std::string big = header(100000);
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    parse_safetensors_header(big, 8 + big.size() + 400000, "big.safetensors");
+    FAIL() << "100 000 tensors accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 65536 tensors"), std::string::npos) << e.what();
+  }
+  const double refuse_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(refuse_s, 1.0);
+  // Just under the limit: every tensor read, in a time linear in the header (a quadratic
+  // parser needs minutes here).
+  const std::string most = header(60000);
+  t0 = std::chrono::steady_clock::now();
+  const auto h = parse_safetensors_header(most, 8 + most.size() + 240000, "most.safetensors");
+  const double parse_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(h.tensors.size(), 60000u);
+  EXPECT_LT(parse_s, 5.0);
+  std::printf("[ figures ] 100 000-tensor header refused in %.3f s; 60 000 tensors parsed in %.3f s\n", refuse_s,
+              parse_s);
+  // The checked parser keeps its other rules: entries per object, depth, a key twice.
+  EXPECT_THROW(parse_checked_json("[1,2,3]", JsonLimits{2}), JsonShapeError);
+  EXPECT_EQ(parse_checked_json("[1,2]", JsonLimits{2}).size(), 2u);
+  EXPECT_THROW(parse_checked_json(R"({"a":1,"a":2})"), JsonShapeError);
+  EXPECT_THROW(parse_checked_json(std::string(65, '[') + std::string(65, ']') + "x"), nlohmann::json::exception);
+  EXPECT_EQ(parse_checked_json(R"({"a":[1,{"b":null}],"c":"d"})"), json::parse(R"({"a":[1,{"b":null}],"c":"d"})"));
+}
+
+TEST(CheckpointIdentity, NamesWithControlCharactersAreQuoted) {
+  EXPECT_EQ(name_for_message("model-00001-of-00002.safetensors"), "model-00001-of-00002.safetensors");
+  EXPECT_EQ(name_for_message("shard\n.safetensors"), "\"shard\\n.safetensors\"");
+  EXPECT_EQ(name_for_message("a\x1b[31mred"), "\"a\\u001b[31mred\"");
+  EXPECT_EQ(name_for_message(std::string("caf\xe9")), "\"caf\xef\xbf\xbd\"");  // U+FFFD for the bad byte
 }

@@ -327,6 +327,20 @@ TEST(ConfigReliability, ProductsThatOverflowInt64AreRefusedWithTheirValues) {
     EXPECT_EQ(i.message.find("-"), std::string::npos) << "a wrapped negative number: " << i.message;
 }
 
+// --plan at 2^29 tokens on CPU claimed "more than 2^63 bytes": the check counted N x N scores
+// for the blocked kernel CPU runs by default, which keeps none (issue 54).
+TEST(ConfigReliability, NxNScoresAreCountedOnlyForTheKernelThatKeepsThem) {
+  RunConfig c = base();
+  c.train.seq_length = int64_t{1} << 29;
+  c.train.device = "cpu";
+  c.train.attention = "auto";  // blocked on CPU
+  EXPECT_FALSE(has(validate(c), "train.seq_length", "more than 2^63 bytes"));
+  c.train.attention = "blocked";
+  EXPECT_FALSE(has(validate(c), "train.seq_length", "more than 2^63 bytes"));
+  c.train.attention = "sdpa";  // the math path keeps the 2^58 x H x L scores
+  EXPECT_TRUE(has(validate(c), "train.seq_length", "more than 2^63 bytes"));
+}
+
 TEST(ConfigReliability, NumbersBeyondTheirTypeAreConfigErrors) {
   json j = base().to_json();
   EXPECT_THROW(apply_override(j, "train.lr=1e999"), ConfigError);

@@ -270,6 +270,49 @@ class ForeignListener {
 };
 }  // namespace
 
+// Two runs started by hand on one MASTER_PORT (issue 54: in 1 of 3 tries rank 0 of one and rank
+// 1 of the other trained together). Here rank 0 of run A and rank 1 of run B meet on purpose
+// (the other two are never started): both refuse at rendezvous, exit 2, naming what differs and
+// both values, and neither trains (no metrics.jsonl).
+TEST(Rendezvous, RanksOfTwoRunsOnOnePortNeverTrainTogether) {
+  json c = ulysses::test::tiny_config(2, 2, ULYSSES_SOURCE_DIR);
+  c["parallel"]["timeout_s"] = 20;
+  c["profile"] = {{"enabled", false}};
+  const std::string cfg = ulysses::test::write_json(tmp("two-runs.json"), c);
+  const std::string a = tmp("two-runs-a"), b = tmp("two-runs-b");
+  fs::remove_all(a);
+  fs::remove_all(b);
+  const int port = [] {
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+    socklen_t len = sizeof sa;
+    ::getsockname(s, reinterpret_cast<sockaddr*>(&sa), &len);
+    ::close(s);
+    return static_cast<int>(ntohs(sa.sin_port));
+  }();
+  const std::string env =
+      "env -u ULYSSES_RENDEZVOUS_DIR -u ULYSSES_RUN_ID -u TORCHELASTIC_RUN_ID WORLD_SIZE=2 "
+      "MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+      std::to_string(port) + " ";
+  const auto r = ulysses::test::sh("(" + env + "RANK=0 " + kWorker + " --config " + cfg + " --out " + a + " > " +
+                                       tmp("two-a.log") + " 2>&1; echo $? > " + tmp("two-a.rc") + ") & " + env +
+                                       "RANK=1 " + kWorker + " --config " + cfg + " --out " + b + "; wait",
+                                   "", true);
+  const std::string a_log = ulysses::test::slurp(tmp("two-a.log"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(ulysses::test::slurp(tmp("two-a.rc")), "2\n") << a_log;
+  EXPECT_NE(r.out.find("the ranks do not belong to one run: the run's identity is \"--out " + a +
+                       "\" on rank 0, \"--out " + b + "\" on rank 1"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(a_log.find("do not belong to one run"), std::string::npos) << a_log;
+  EXPECT_FALSE(fs::exists(a + "/metrics.jsonl"));
+  EXPECT_FALSE(fs::exists(b + "/metrics.jsonl"));
+}
+
 class ForeignOnMasterPort : public ::testing::TestWithParam<std::tuple<Kind, int>> {};
 
 TEST_P(ForeignOnMasterPort, NamedAsForeignWithinTheTimeout) {

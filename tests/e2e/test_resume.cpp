@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint_layout.hpp"
 #include "common/e2e_util.hpp"
 
 namespace fs = std::filesystem;
@@ -72,6 +73,26 @@ std::vector<std::string> entries(const std::string& dir) {
     if (e.path().filename().string().rfind(".ulysses-", 0) != 0) v.push_back(e.path().filename().string());
   std::sort(v.begin(), v.end());
   return v;
+}
+
+// The manifest rewritten to agree with the folder's files, as a hand edit that also fixes the
+// manifest would: the size and XXH64 of what is there now, the run id, step and layout kept.
+void reseal(const std::string& ck) {
+  const json man = json::parse(std::ifstream(ck + "/complete"));
+  ulysses::ckpt::Layout l;
+  const json& j = man.at("layout");
+  l.sp_size = j.at("sp_size").get<int64_t>(), l.ring_size = j.at("ring_size").get<int64_t>();
+  l.dp_size = j.at("dp_size").get<int64_t>(), l.world_size = j.at("world_size").get<int64_t>();
+  l.zero_stage = j.at("zero_stage").get<int64_t>();
+  const json fresh =
+      ulysses::ckpt::make_manifest(ck, man.at("step").get<int64_t>(), man.at("run_id").get<std::string>(), l);
+  std::ofstream(ck + "/complete") << fresh.dump();
+}
+
+void swap_files(const std::string& a, const std::string& b) {
+  fs::rename(a, a + ".x");
+  fs::rename(b, a);
+  fs::rename(a + ".x", b);
 }
 
 }  // namespace
@@ -228,10 +249,7 @@ TEST(Resume, BadInputsExit2WithAMessage) {
     st["next_step"] = 9;
     const std::string text = st.dump();
     std::ofstream(tmp("d-edited") + "/step-00000002/state.json") << text;
-    // keep the manifest's byte count of state.json right, so only next_step is wrong
-    json man = json::parse(std::ifstream(tmp("d-edited") + "/step-00000002/complete"));
-    man["files"]["state.json"] = text.size();
-    std::ofstream(tmp("d-edited") + "/step-00000002/complete") << man.dump();
+    reseal(tmp("d-edited") + "/step-00000002");  // the manifest made to agree, so only next_step is wrong
   }
   // A model.safetensors without one tensor, its manifest byte count made right: refused before
   // any worker starts (not found only inside the workers, after launch).
@@ -239,11 +257,8 @@ TEST(Resume, BadInputsExit2WithAMessage) {
   fs::copy(save + "/step-00000002", tmp("d-tensor") + "/step-00000002", fs::copy_options::recursive);
   {
     const std::string st = tmp("d-tensor") + "/step-00000002/model.safetensors";
-    const uint64_t size =
-        ulysses::test::edit_safetensors_header(st, [](json& h) { h.erase("model.layers.1.mlp.up_proj.weight"); });
-    json man = json::parse(std::ifstream(tmp("d-tensor") + "/step-00000002/complete"));
-    man["files"]["model.safetensors"] = size;
-    std::ofstream(tmp("d-tensor") + "/step-00000002/complete") << man.dump();
+    ulysses::test::edit_safetensors_header(st, [](json& h) { h.erase("model.layers.1.mlp.up_proj.weight"); });
+    reseal(tmp("d-tensor") + "/step-00000002");
   }
   // optimizer.safetensors lost, lacking one tensor, or with one shape transposed, the manifest
   // made to agree each time: refused before any worker starts (found by the workers, 3-4 s
@@ -252,12 +267,10 @@ TEST(Resume, BadInputsExit2WithAMessage) {
     fs::create_directories(tmp(d));
     fs::copy(save + "/step-00000002", tmp(d) + "/step-00000002", fs::copy_options::recursive);
     const std::string opt = tmp(d) + "/step-00000002/optimizer.safetensors";
-    json man = json::parse(std::ifstream(tmp(d) + "/step-00000002/complete"));
     if (d == "d-opt-lost") {
       fs::remove(opt);
-      man["files"].erase("optimizer.safetensors");
     } else {
-      man["files"]["optimizer.safetensors"] = ulysses::test::edit_safetensors_header(opt, [&](json& h) {
+      ulysses::test::edit_safetensors_header(opt, [&](json& h) {
         if (d == "d-opt-tensor") {
           h["exp_avg/renamed"] = h["exp_avg/model.norm.weight"];
           h.erase("exp_avg/model.norm.weight");
@@ -267,7 +280,7 @@ TEST(Resume, BadInputsExit2WithAMessage) {
         }
       });
     }
-    std::ofstream(tmp(d) + "/step-00000002/complete") << man.dump();
+    reseal(tmp(d) + "/step-00000002");
   }
   // Rank 1's RNG state cut to half, and in another copy lost, the manifest made to agree each
   // time: refused before any worker starts (only the worker of rank 1 found it, after launch).
@@ -275,15 +288,11 @@ TEST(Resume, BadInputsExit2WithAMessage) {
     fs::create_directories(tmp(d));
     fs::copy(save + "/step-00000002", tmp(d) + "/step-00000002", fs::copy_options::recursive);
     const std::string rng = tmp(d) + "/step-00000002/rng-rank1.bin";
-    json man = json::parse(std::ifstream(tmp(d) + "/step-00000002/complete"));
-    if (d == "d-rng-cut") {
+    if (d == "d-rng-cut")
       fs::resize_file(rng, fs::file_size(rng) / 2);
-      man["files"]["rng-rank1.bin"] = fs::file_size(rng);
-    } else {
+    else
       fs::remove(rng);
-      man["files"].erase("rng-rank1.bin");
-    }
-    std::ofstream(tmp(d) + "/step-00000002/complete") << man.dump();
+    reseal(tmp(d) + "/step-00000002");
   }
   std::ofstream(tmp("d-file")) << "x";
   const std::string ck = "train.resume_from=" + save + "/step-00000002";
@@ -318,4 +327,75 @@ TEST(Resume, BadInputsExit2WithAMessage) {
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0) << c.sets;
     EXPECT_FALSE(fs::exists(tmp("d-out") + "/run.json")) << "a worker was started for " << c.sets;
   }
+}
+
+// (e) Checkpoints prove they belong together (docs/RELIABILITY.md, issue 54): at ZeRO stage 2,
+// optimizer shards swapped between ranks, a shard of another run of the same size, a stage-3
+// shard inside a stage-2 checkpoint (manifest rewritten), model.safetensors of another run and
+// RNG states swapped all resumed, exit 0, and trained on with losses that were not the run's;
+// a ring-2 checkpoint resumed at ring 1 was called damaged. Each is now refused before any
+// worker starts (exit 2, no run.json), naming the file and the mismatch.
+TEST(Resume, FilesOfAnotherRunStepOrRankAreRefused) {
+  const auto cfg = config_file(3);
+  const std::string z2 = " --set train.zero_stage=2", every = " --set train.save_every=2";
+  const auto a = tmp("e-a"), b = tmp("e-b"), c = tmp("e-c"), ring = tmp("e-ring");
+  auto ra = run(cfg, tmp("e-a-run"), z2 + every + " --set train.save_to=" + a);
+  ASSERT_EQ(ra.code, 0) << ra.out;
+  auto rb = run(cfg, tmp("e-b-run"), z2 + every + " --set train.seed=7 --set train.save_to=" + b);  // another run
+  ASSERT_EQ(rb.code, 0) << rb.out;
+  auto rc = run(cfg, tmp("e-c-run"), " --set train.zero_stage=3" + every + " --set train.save_to=" + c);
+  ASSERT_EQ(rc.code, 0) << rc.out;
+  auto rr = run(cfg, tmp("e-ring-run"),
+                every + " --set parallel.sp_size=1 --set parallel.ring_size=2 --set train.save_to=" + ring);
+  ASSERT_EQ(rr.code, 0) << rr.out;
+  const std::string ck = "/step-00000002";
+  auto copy = [&](const std::string& name) {
+    const std::string d = tmp("e-" + name);
+    fs::remove_all(d);
+    fs::copy(a, d, fs::copy_options::recursive);
+    return d + ck;
+  };
+  const std::string swapped = copy("swapped");
+  swap_files(swapped + "/optimizer-rank0.safetensors", swapped + "/optimizer-rank1.safetensors");
+  const std::string swapped_resealed = copy("swapped-resealed");
+  swap_files(swapped_resealed + "/optimizer-rank0.safetensors", swapped_resealed + "/optimizer-rank1.safetensors");
+  reseal(swapped_resealed);
+  const std::string foreign = copy("foreign");
+  fs::copy_file(b + ck + "/optimizer-rank1.safetensors", foreign + "/optimizer-rank1.safetensors",
+                fs::copy_options::overwrite_existing);
+  const std::string stage3 = copy("stage3");
+  fs::copy_file(c + ck + "/optimizer-rank0.safetensors", stage3 + "/optimizer-rank0.safetensors",
+                fs::copy_options::overwrite_existing);
+  reseal(stage3);
+  const std::string model = copy("model");
+  fs::copy_file(b + ck + "/model.safetensors", model + "/model.safetensors", fs::copy_options::overwrite_existing);
+  const std::string rng = copy("rng");
+  swap_files(rng + "/rng-rank0.bin", rng + "/rng-rank1.bin");
+  struct Case {
+    std::string dir, sets, want;
+  } cases[] = {
+      {swapped, z2, "optimizer-rank0.safetensors is \"optimizer-rank1.safetensors\" of its checkpoint"},
+      {swapped_resealed, z2, "a shard in another rank's place"},
+      {foreign, z2, "optimizer-rank1.safetensors is of run "},
+      {stage3, z2, "optimizer-rank0.safetensors is a shard of train.zero_stage 3 over 2 rank(s)"},
+      {model, z2, "model.safetensors is of run "},
+      {rng, z2, "rng-rank0.bin is not the file its checkpoint saved"},
+      // a ring of 2 resumed at ring 1 (sp 1): was "exp_avg_sq is not ... a damaged checkpoint" of an intact one
+      {ring + ck, " --set parallel.sp_size=1", "parallel.ring_size 2 in the checkpoint, 1 now"},
+  };
+  for (const auto& k : cases) {
+    const auto out = tmp("e-out");
+    fs::remove_all(out);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = sh(kRun + " " + cfg + " --worker " + kWorker + " --out " + out + k.sets +
+                    " --set train.steps=4 --set train.resume_from=" + k.dir,
+                "", true);
+    EXPECT_EQ(r.code, 2) << k.dir << "\n" << r.out;
+    EXPECT_NE(r.out.find(k.want), std::string::npos) << k.dir << "\n" << r.out;
+    EXPECT_FALSE(fs::exists(out + "/run.json")) << "a worker was started for " << k.dir;
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0) << k.dir;
+  }
+  // the intact checkpoint still resumes
+  auto ok = run(cfg, tmp("e-ok"), z2 + " --set train.steps=4 --set train.resume_from=" + a + ck);
+  EXPECT_EQ(ok.code, 0) << ok.out;
 }

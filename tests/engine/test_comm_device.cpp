@@ -1,13 +1,23 @@
 // Comm and the device decision: the group's device is the decided one, a host tensor given
 // to an NCCL group is refused with a message (the peak-memory bug: a CPU float64 scalar
 // all-reduced over NCCL), the int64 peak-memory max over 2 Gloo ranks is exact, and
-// shutdown/abort end the groups (abort never waits on a peer).
+// shutdown/abort end the groups (abort never waits on a peer). The rendezvous: ranks started
+// with different configs refuse together naming the key and both values; a FileStore with
+// foreign bytes appended is an error within the timeout, not a spin (issue 54).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
 
 #include "comm.hpp"
 #include "rank_threads.hpp"
+#include "rendezvous.hpp"
 #include "ring_attention.hpp"
 #include "ulysses_attention.hpp"
 #include "ulysses/profiler/trace_store.hpp"
@@ -348,3 +358,82 @@ TEST(CommDevice, RingExchangesOfAGpuRankComeFromDeviceMarks) {
   EXPECT_EQ(found, 1);
 }
 #endif
+
+// Two ranks whose configs differ in one key (two hand-started runs on one MASTER_PORT, or one
+// run started with another --set on one rank) died inside Gloo without naming the difference.
+// Both now refuse at rendezvous, before any model is built, naming the key and both values.
+TEST(Rendezvous, RanksWithDifferentConfigsAreRefusedNamingTheKey) {
+  std::vector<std::string> said(2), runs(2);
+  ulysses::testing::run_ranks(2, [&](const DistEnv& e) {
+    DeviceDecision d;
+    d.device = "cpu";
+    d.backend = "gloo";
+    Comm c(e, 2, 1, d, std::chrono::milliseconds(20000));
+    RunConfig cfg;
+    cfg.parallel.sp_size = 2;
+    check_same_config(c, cfg);  // the same config: admitted
+    if (e.rank == 1) cfg.model.hidden_size = 128;
+    try {
+      check_same_config(c, cfg);
+      said[static_cast<size_t>(e.rank)] = "admitted";
+    } catch (const ConfigError& err) {
+      said[static_cast<size_t>(e.rank)] = err.what();
+    }
+    // Same config, two runs (hand-started on one MASTER_PORT, each with its own --out)
+    cfg.model.hidden_size = 64;
+    try {
+      check_same_config(c, cfg, "--out /runs/" + std::string(e.rank ? "b" : "a"));
+      runs[static_cast<size_t>(e.rank)] = "admitted";
+    } catch (const ConfigError& err) {
+      runs[static_cast<size_t>(e.rank)] = err.what();
+    }
+    c.shutdown();
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(said[static_cast<size_t>(r)].find("model.hidden_size is \"64\" on rank 0"), std::string::npos)
+        << said[static_cast<size_t>(r)];
+  }
+  EXPECT_NE(said[1].find("\"128\" on rank 1"), std::string::npos) << said[1];
+  EXPECT_NE(runs[1].find("the run's identity is \"--out /runs/a\" on rank 0, \"--out /runs/b\" on rank 1"),
+            std::string::npos)
+      << runs[1];
+  EXPECT_NE(runs[0].find("do not belong to one run"), std::string::npos) << runs[0];
+}
+
+// Random bytes appended to ulysses-run's rendezvous FileStore: c10d reads a length past the end
+// of the file by calling read() until it has the bytes, forever at 99% CPU. Refused at the next
+// store operation instead, naming the file.
+TEST(Rendezvous, ACorruptFileStoreIsAnErrorNotASpin) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("ulysses_store_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  ::setenv("ULYSSES_RENDEZVOUS_DIR", dir.c_str(), 1);
+  DistEnv env;
+  auto store = make_rendezvous_store(env, std::chrono::milliseconds(3000));
+  ::unsetenv("ULYSSES_RENDEZVOUS_DIR");
+  // A healthy store's records pass the check (keys, values, counters)
+  store->set("a", {1, 2, 3});
+  store->set("b", {4});
+  EXPECT_EQ(store->get("a"), (std::vector<uint8_t>{1, 2, 3}));
+  EXPECT_EQ(store->add("n", 5), 5);
+  EXPECT_EQ(store->add("n", 2), 7);
+  EXPECT_TRUE(store->check({"a", "b"}));
+  std::mt19937 gen(54);
+  std::string junk(37, '\0');
+  for (auto& ch : junk) ch = static_cast<char>(gen());
+  std::ofstream(dir / "store", std::ios::binary | std::ios::app) << junk;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    store->get("b");
+    FAIL() << "a corrupt store was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("is corrupt"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find((dir / "store").string()), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
+  EXPECT_TRUE(fs::exists(dir / "store.corrupt"));  // kept aside, so that c10d's destructor does not spin on it
+  store.reset();
+  fs::remove_all(dir);
+}

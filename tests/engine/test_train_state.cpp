@@ -14,6 +14,7 @@
 #include "checkpoint.hpp"
 #include "comm.hpp"
 #include "rank_threads.hpp"
+#include "checkpoint_layout.hpp"
 #include "train_state.hpp"
 #include "trainer.hpp"
 
@@ -129,6 +130,19 @@ TEST(TrainState, RestoreRefusesAMismatchedOrIncompleteCheckpoint) {
     std::string bytes(static_cast<size_t>(fs::file_size(rng)), '\0');
     for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
     std::ofstream(rng, std::ios::binary | std::ios::trunc) << bytes;
+    try {  // the manifest's XXH64 names the changed file first (issue 54)
+      restore_train_state(b, comm, rc);
+      FAIL() << "a changed RNG state was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("rng-rank0.bin is not the file its checkpoint saved"), std::string::npos)
+          << e.what();
+    }
+    {  // the manifest rewritten to agree: libtorch itself refuses the bytes
+      const fs::path ck = dir / "step-00000003";
+      const json man = json::parse(std::ifstream(ck / "complete"));
+      std::ofstream(ck / "complete")
+          << ckpt::make_manifest(ck.string(), 3, man["run_id"].get<std::string>(), ckpt::layout_of(cfg)).dump();
+    }
     try {
       restore_train_state(b, comm, rc);
       FAIL() << "a random RNG state was accepted";

@@ -21,6 +21,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <cstdio>
 #include <thread>
 #include <vector>
 
@@ -1086,6 +1087,64 @@ TEST(Reliability, OversizedModelsAreRefusedBeforeLaunchUnlessForced) {
   Cli cli(forced, {}, tmp.path());
   ASSERT_EQ(cli.wait(), 0) << cli.err();  // the fake worker builds nothing
   EXPECT_NE(cli.err().find("warning (--force)"), std::string::npos) << cli.err();
+}
+
+// Issue 54: sp 2 x 512 = 1024 CPU ranks of ~175 MiB each were accepted on a 24 GiB, 2-core
+// machine (nothing printed in 30 s, SIGTERM not obeyed within 5 s, run.json left "running").
+// Refused before anything is made, naming the figures (cores, then memory per rank).
+TEST(Reliability, RanksBeyondTheMachineAreRefusedBeforeSpawning) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  const fs::path run = tmp.path() / "run";
+  const auto t0 = Clock::now();
+  Cli cli({cfg.string(), "--set", "parallel.dp_size=512", "--set", "train.device=cpu", "--out", run.string(),
+           "--worker", FAKE_WORKER_EXE},
+          {}, tmp.path());
+  ASSERT_EQ(cli.wait(10), 2) << cli.err();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0);
+  EXPECT_NE(cli.err().find("1024 CPU ranks (parallel.sp_size 2 x ring_size 1 x dp_size 512) on "), std::string::npos)
+      << cli.err();
+  EXPECT_NE(cli.err().find("or pass --force"), std::string::npos) << cli.err();
+  EXPECT_FALSE(fs::exists(run));
+}
+
+// A stop asked for while the ranks are being started is obeyed within 2 s, and run.json ends
+// "stopped" (the spawn loop did not look: 1024 workers were started first).
+TEST(Reliability, SigtermWhileSpawningIsObeyed) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  const fs::path run = tmp.path() / "run";
+  Cli cli({cfg.string(), "--set", "parallel.dp_size=200", "--set", "train.device=cpu", "--force", "--out", run.string(),
+           "--worker", FAKE_WORKER_EXE},
+          {{"FAKE_MODE", "hang"}}, tmp.path());
+  // run.json says "running" before the first worker starts; stop the launcher right then
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (Clock::now() < deadline && !fs::exists(run / "run.json"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_TRUE(fs::exists(run / "run.json")) << cli.err();
+  ::kill(cli.pid(), SIGTERM);
+  const auto t0 = Clock::now();
+  EXPECT_EQ(cli.wait(20), 1) << cli.err();
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_LT(took, 2.0) << cli.err();
+  EXPECT_EQ(read_json(run / "run.json")["status"], "stopped");
+  std::printf("[ figures ] SIGTERM while starting 400 ranks: exit after %.2f s\n", took);
+}
+
+// --out with a byte that is not UTF-8 (or a control character) threw a JSON library's exception
+// and left the folder holding .ulysses-lock: refused before anything is made, the name quoted.
+TEST(Reliability, OutNamesThatAreNotUtf8AreRefusedQuoted) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  for (const std::string& name : {std::string("run\xff"), std::string("run\nnext")}) {
+    const fs::path run = tmp.path() / name;
+    Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {}, tmp.path());
+    ASSERT_EQ(cli.wait(10), 2) << cli.err();
+    EXPECT_NE(cli.err().find("holds control characters or bytes that are not UTF-8"), std::string::npos) << cli.err();
+    EXPECT_EQ(cli.err().find("run\nnext"), std::string::npos) << "printed raw: " << cli.err();
+    EXPECT_EQ(cli.err().find("json.exception"), std::string::npos) << cli.err();
+    EXPECT_FALSE(fs::exists(run));
+  }
 }
 
 // Data loss class: --out onto a folder with the user's files would overwrite config.json

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -78,6 +79,34 @@ TEST(Heartbeat, FaultHookMatchesRankPhaseAndStep) {
   EXPECT_TRUE(fault_matches("2:step:hang", 2, {Phase::Step, 0}, &a));  // any step
   EXPECT_FALSE(fault_matches("x:step:hang", 2, {Phase::Step, 0}, &a));
   EXPECT_FALSE(fault_matches("", 0, {Phase::Init, -1}, &a));
+}
+
+// The documented save hook fires (issue 54): Heartbeat::set stored a save's step as -1, so
+// "0:save@3:exit" never matched and the launcher's beat said "checkpoint save" without its step.
+TEST(Heartbeat, TheSaveHookFiresAtItsStepAndTheBeatCarriesIt) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  {
+    Heartbeat hb(fds[1], 60.0);
+    hb.set(Phase::Save, 3);
+    char buf[64] = {};
+    const ssize_t n = ::read(fds[0], buf, sizeof buf - 1);
+    ASSERT_GT(n, 0);
+    EXPECT_NE(std::string(buf, static_cast<size_t>(n)).find("HB save 3\n"), std::string::npos) << buf;
+  }
+  ::close(fds[0]);  // the Heartbeat closed fds[1]
+  ::setenv("RANK", "0", 1);
+  ::setenv("ULYSSES_FAULT", "0:save@3:exit", 1);
+  EXPECT_EXIT(
+      {
+        Heartbeat hb(-1);
+        hb.set(Phase::Save, 2);  // another step: nothing
+        hb.set(Phase::Save, 3);
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(1), "rank 0 exit in checkpoint save after step 3");
+  ::unsetenv("ULYSSES_FAULT");
+  ::unsetenv("RANK");
 }
 
 // ------------------------------------------------------------------ rules

@@ -19,6 +19,7 @@
 #include "test_util.hpp"
 #include "cache_io.hpp"
 #include "trace_loading.hpp"
+#include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/atomic_file.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
@@ -503,6 +504,46 @@ TEST_F(BadInput, RowsNoTracerWritesAreLeftOutWithANote) {
   } catch (const prof::TraceError& e) {
     EXPECT_NE(std::string(e.what()).find("spRank 5"), std::string::npos) << e.what();
   }
+}
+
+// Memory-category rows the contract rules out (issue 54): the planner's row on a rank other than
+// 0 (it replaced rank 0's plan for every rank, unsaid) and a row at step 2^40 (it became the
+// run's peak step). Left out, each kind with a note.
+TEST_F(BadInput, CategoryRowsAgainstTheContractAreLeftOutWithANote) {
+  const std::string path = tmp.path + "/rank1.sqlite";
+  {
+    auto t = prof::Tracer::open(options_for(path, 1, 2));
+    Synth s;
+    s.ranks = 2;
+    s.layers = 2;
+    for (int step = 0; step < 3; ++step) record_step(t.get(), 1, step, s);
+    t->close();
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const std::string cols =
+      "INSERT INTO ULYSSES_MEMORY_CATEGORIES(rank, timestamp, step, edge, phase, layer, parameters, gradients, "
+      "optimizer, activations, logits, communication, other) VALUES ";
+  const std::string sql = cols + "(1, 1000, 1, 2, -1, -1, 10, 10, 10, 10, 10, 10, 10); " +  // a peak of step 1
+                          cols + "(1, 2000, 1099511627776, 2, -1, -1, 90, 90, 90, 90, 90, 90, 90); " +  // step 2^40
+                          cols + "(1, 3000, -1, 3, -1, -1, 5, 5, 5, 5, 5, 5, 5)";  // a plan row on rank 1
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_close(db);
+  prof::LoadOptions lo;
+  lo.file_caches = false;
+  const auto m = prof::load_trace(path, lo);
+  std::string notes;
+  for (const auto& n : m.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("1 memory-plan rows on a rank other than 0 left out"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("1 memory-category rows of a step outside the run's steps left out"), std::string::npos)
+      << notes;
+  ASSERT_EQ(m.memory_categories.size(), 1u);
+  EXPECT_EQ(m.memory_categories[0].step, 1);
+  const auto rows = prof::memory_by_category(m, prof::AnalysisOptions{});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].peak_step, 1);
+  EXPECT_LT(rows[0].planned_peak_bytes, 0) << "rank 1's plan row was believed";
 }
 
 // An empty trace (every range and memory sample deleted): ulysses-trace's summary, report and

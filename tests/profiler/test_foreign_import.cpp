@@ -232,6 +232,18 @@ TEST(ForeignImport, CopiesAndMixedToolsInAFolderAreNamed) {
   write_tiny_nsys(dup + "/other.sqlite", 43, kThree);
   EXPECT_EQ(prof::load_trace(dup).ranks.size(), 2u);
 
+  // One export copied as rank0.sqlite and rank1.sqlite (issue 54: read as two ranks): the copy
+  // is left out with a note, the export reads as the one process it holds.
+  const std::string ranks = tmp.path + "/ranks";
+  fs::create_directories(ranks);
+  write_tiny_nsys(ranks + "/rank0.sqlite", 42, kThree);
+  fs::copy_file(ranks + "/rank0.sqlite", ranks + "/rank1.sqlite");
+  const auto m = prof::load_trace(ranks);
+  EXPECT_EQ(m.ranks.size(), 1u);
+  std::string notes;
+  for (const auto& n : m.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("rank1.sqlite is a byte-for-byte copy of rank0.sqlite"), std::string::npos) << notes;
+
   const std::string mixed = tmp.path + "/mixed";
   fs::create_directories(mixed);
   write_tiny_nsys(mixed + "/a.sqlite", 42, kThree);
