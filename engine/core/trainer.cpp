@@ -356,19 +356,19 @@ double Trainer::loss_and_grads(int64_t s) {
   at::Tensor loss_acc, count_acc;
   for (int64_t a = 0; a < A; ++a) {
     at::Tensor ids, labels;
+    DocumentMask docs;  // data.kind = documents: the whole sequences' document mask (the model keeps a copy)
     {
       ULYSSES_RANGE(tracer_, Phase::Data, Direction::None);  // the host builds this micro-step's batch
       Batch batch = make_batch(*data_, N, s, (comm_.dp_rank() * A + a) * B, B, static_cast<uint64_t>(t.seed));
       ids = shard(batch.ids).to(device_);        // (B, n)
       labels = shard(batch.labels).to(device_);  // (B, n)
+      if (batch.doc_start.defined()) docs = DocumentMask(batch.doc_start);
     }
 
     at::Tensor loss_sum;
     {
       mem::Scope act(mem::MemCategory::Activations);  // the model's forward (its head: Logits)
       mem::Label forward("forward");                   // memory_labels.hpp: names the peak table's rows
-      // data.kind = documents: the whole sequences' document mask (the model keeps a copy)
-      const DocumentMask docs = batch.doc_start.defined() ? DocumentMask(batch.doc_start) : DocumentMask();
       loss_sum = model_->forward_loss_sum(ids, labels, positions, docs.defined() ? &docs : nullptr);
     }
     if (tracer_ && tracer_->active() && cfg_.profile.memory)
