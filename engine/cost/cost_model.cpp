@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "documents_manifest.hpp"
 #include "ring_geometry.hpp"
@@ -78,10 +79,8 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
       c.host_bytes += c.param_bytes;
       c.param_bytes = 0;
     }
-    if (t.offload_optimizer && t.offload_gradients) {  // the gradient shard beside the optimizer, in CPU memory
-      c.host_bytes += c.grad_bytes;
-      c.grad_bytes = 0;
-    }
+    // offload_gradients: the gradient shard beside the offloaded optimizer, in CPU memory
+    if (t.offload_optimizer && t.offload_gradients) c.host_bytes += std::exchange(c.grad_bytes, 0);
   }
 
   // Activations.

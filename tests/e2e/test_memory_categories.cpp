@@ -295,8 +295,7 @@ json combo_config(int64_t seq) {
 // The planner against a measured CPU run for every long-sequence technique and combination at
 // 512 and 2048 tokens (docs/LONG_SEQUENCES.md): layer checkpointing (with and without its offload), the tiled
 // loss and TiledMLP, 12 combinations x 2 lengths, the vocab-32000 model on 2 ranks; then the cuts
-// of the transient: tiled projections (with everything else, and alone) and ZeRO stage 3 with
-// both offloads and the gradient shard in CPU memory. Each rank's
+// of the transient: tiled projections (with everything else, alone, and at ZeRO stage 3). Each rank's
 // measured peak (counting allocator, summary --json memory.peak_bytes) within 2% of the plan the
 // run wrote at its start (planned_peak_bytes: the meta-device dry run of the same config).
 TEST(MemoryPlan, PlanEqualsTheMeasuredPeakForEveryTechniqueWithinTwoPercent) {
@@ -316,7 +315,7 @@ TEST(MemoryPlan, PlanEqualsTheMeasuredPeakForEveryTechniqueWithinTwoPercent) {
               cfg, &worst, &worst_case);
         }
   for (int64_t seq : {512, 2048})
-    for (int cut = 0; cut < 3; ++cut) {  // proj tiles + everything; proj tiles alone; + stage 3, both offloads
+    for (int cut = 0; cut < 3; ++cut) {  // proj tiles + everything; proj tiles alone; + ZeRO stage 3
       json cfg = combo_config(seq);
       cfg["train"]["proj_chunk_tokens"] = 128;
       if (cut != 1) {
@@ -325,11 +324,10 @@ TEST(MemoryPlan, PlanEqualsTheMeasuredPeakForEveryTechniqueWithinTwoPercent) {
         cfg["train"]["loss_chunk_tokens"] = 128;
         cfg["train"]["mlp_chunk_tokens"] = 128;
       }
-      if (cut == 2) {
-        cfg["train"]["zero_stage"] = 3;
-        cfg["train"]["offload_optimizer"] = true;
-        cfg["train"]["offload_params"] = true;
-      }
+      // (not with offload_optimizer / offload_params: on a CPU run the offloaded state is in the
+      // memory measured, while the plan is for a device that does not hold it; the planner's
+      // offload_gradients is held by MemoryPlan.ZeroStagesShardTheStaticState)
+      if (cut == 2) cfg["train"]["zero_stage"] = 3;
       expect_plan_equals_measured("cut-" + std::to_string(seq) + "-" + std::to_string(cut), cfg, &worst, &worst_case);
     }
   std::printf("every combination: worst |measured / planned - 1| = %.4f (%s)\n", worst, worst_case.c_str());

@@ -207,6 +207,16 @@ TEST(Zero, Stage3MatchesWithMemoryTechniquesAccumulationTiedEmbeddingsAndRing) {
     const RunResult ref = train(c, 3);
     c.train.zero_stage = 3;
     expect_same(ref, train(c, 3), "zero_stage 3, sp 2 x ring 2");
+    c.train.offload_optimizer = true;  // with offload_gradients (the default): the gradient shard in CPU memory
+    expect_same(ref, train(c, 3), "zero_stage 3 + offload_optimizer, sp 2 x ring 2");
+  }
+  {
+    // One rank (sp 1): the gradient shard in CPU memory and on the device against stage 0.
+    const RunResult ref = train(tiny(1, 1, 0, false), 3);
+    expect_same(ref, train(tiny(1, 1, 3, true), 3), "zero_stage 3 + offload_optimizer, sp 1");
+    RunConfig c = tiny(1, 1, 3, true);
+    c.train.offload_gradients = false;
+    expect_same(ref, train(c, 3), "zero_stage 3 + offload_optimizer, gradient shard on the device, sp 1");
   }
   {
     // Tiled projections (proj_chunk_tokens): the tile functions read the gathered weights in
