@@ -280,4 +280,10 @@ TEST(DataTokenize, PrintsIdsPerLineAsJsonArrays) {
   EXPECT_EQ(p.out, "[261,257,260]\n");
   p = sh("printf '[257,32,256,259]\\n' | " + data_cmd("decode --tokenizer '" + tiny_dir() + "'"));
   EXPECT_EQ(p.out, "the thin\n");
+  // The front door: `./ulysses data ...` runs this program.
+  p = sh("printf 'the' | ULYSSES_BUILD_DIR='" ULYSSES_BINARY_DIR "' '" ULYSSES_SOURCE_DIR
+         "/ulysses' data tokenize --tokenizer '" +
+         tiny_dir() + "'");
+  EXPECT_EQ(p.code, 0);
+  EXPECT_EQ(p.out, "[257]\n");
 }
