@@ -82,11 +82,14 @@ BpeModel::BpeModel(const nlohmann::json& model, bool byte_level) : byte_level_(b
     throw std::invalid_argument("model.vocab is missing or not an object");
   // Vocabulary: id -> spelling, spelling (bytes for byte-level models) -> id.
   vocab_.reserve(model["vocab"].size() * 2);
+  std::unordered_map<std::string, uint32_t> spelled;  // as in the file, for the merges below
+  spelled.reserve(model["vocab"].size() * 2);
   for (const auto& [tok, idv] : model["vocab"].items()) {
     if (!idv.is_number_unsigned()) throw std::invalid_argument("model.vocab[\"" + tok + "\"] is not a token id");
     const auto id = idv.get<uint32_t>();
     if (id >= id_to_token_.size()) id_to_token_.resize(id + 1);
     id_to_token_[id] = tok;
+    spelled.emplace(tok, id);
     if (byte_level_) {
       if (auto bytes = bpe_bytes_of(tok)) vocab_.emplace(std::move(*bytes), id);
     } else {
@@ -119,11 +122,11 @@ BpeModel::BpeModel(const nlohmann::json& model, bool byte_level) : byte_level_(b
   merges_.reserve(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     auto [a, b] = bpe_merge_halves(merges[rank], rank);
-    const auto ia = id_of(a), ib = id_of(b), im = id_of(a + b);
-    if (!ia || !ib || !im)
+    const auto ia = spelled.find(a), ib = spelled.find(b), im = spelled.find(a + b);
+    if (ia == spelled.end() || ib == spelled.end() || im == spelled.end())
       throw std::invalid_argument("model.merges[" + std::to_string(rank) + "] (\"" + a + " " + b +
                                   "\") names a token missing from model.vocab");
-    merges_.insert(*ia, *ib, static_cast<uint32_t>(rank), *im);
+    merges_.insert(ia->second, ib->second, static_cast<uint32_t>(rank), im->second);
   }
 }
 

@@ -75,7 +75,7 @@ struct BpeScratch {
   std::unordered_map<std::string, std::vector<uint32_t>> cache;
   std::string key;  // the piece being looked up (reused: no allocation per lookup)
   static constexpr size_t kCacheMaxBytes = 256;
-  static constexpr size_t kCacheMaxEntries = 1 << 18;
+  static constexpr size_t kCacheMaxEntries = 1 << 17;  // tens of MB per thread at most
 };
 
 class BpeModel {

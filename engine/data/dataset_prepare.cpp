@@ -352,9 +352,15 @@ nlohmann::json prep_manifest(const Tokenizer& tok, const PrepareOptions& o, Inpu
 
 }  // namespace
 
-PrepareResult prepare_dataset(const PrepareOptions& o, const std::function<void(const PrepareProgress&)>& progress) {
+PrepareResult prepare_dataset(const PrepareOptions& options,
+                              const std::function<void(const PrepareProgress&)>& progress) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (o.out.empty()) throw DataInputError("--out is required");
+  // "data/mine/" is "data/mine"; ".", ".." and "/" name no folder to create.
+  PrepareOptions o = options;
+  while (o.out.size() > 1 && o.out.back() == '/') o.out.pop_back();
+  const std::string leaf = fs::path(o.out).filename().string();
+  if (o.out.empty() || leaf.empty() || leaf == "." || leaf == "..")
+    throw DataInputError("--out '" + options.out + "' must name the dataset folder to create (e.g. data/mine)");
   prep_check_out(o.out, o.force);
   const auto tok = Tokenizer::load(o.tokenizer);
   const DocumentFrame frame = prep_frame(*tok, o);

@@ -36,6 +36,8 @@ std::string scratch(const std::string& name) {
   return p;
 }
 
+std::string scratch_keep(const std::string& name) { return ulysses::test::scratch_path("data_prepare", name); }
+
 std::string tiny_dir() {
   static const std::string dir = ulysses::test::write_tiny_tokenizer(scratch("tiny_tokenizer"));
   return dir;
@@ -203,6 +205,14 @@ TEST(DataPrepare, BadInputExitsTwoNamingTheFileAndLine) {
   EXPECT_NE(p.out.find(tdir + "/tokenizer.json: model type \"Unigram\" is not supported"), std::string::npos) << p.out;
   p = sh(data_cmd("tokenize --tokenizer '" + tdir + "' /dev/null"), "", true);
   EXPECT_EQ(p.code, 2) << p.out;
+  // --out must name a folder to create; a trailing slash is fine.
+  p = sh(data_cmd("prepare --tokenizer '" + tiny_dir() + "' --input '" + in + "' --out ."), "", true);
+  EXPECT_EQ(p.code, 2) << p.out;
+  EXPECT_NE(p.out.find("must name the dataset folder"), std::string::npos) << p.out;
+  p = sh(data_cmd("prepare --tokenizer '" + tiny_dir() + "' --input '" + in + "' --out '" + scratch("ds_slash") + "/'"),
+         "", true);
+  EXPECT_EQ(p.code, 0) << p.out;
+  EXPECT_TRUE(fs::exists(scratch_keep("ds_slash") + "/manifest.json"));
   // A custom field name.
   std::ofstream(in) << "{\"body\": \"the\"}\n";
   p = sh(data_cmd("prepare --tokenizer '" + tiny_dir() + "' --input '" + in + "' --out '" + scratch("ds_f") +
@@ -280,4 +290,10 @@ TEST(DataTokenize, PrintsIdsPerLineAsJsonArrays) {
   EXPECT_EQ(p.out, "[261,257,260]\n");
   p = sh("printf '[257,32,256,259]\\n' | " + data_cmd("decode --tokenizer '" + tiny_dir() + "'"));
   EXPECT_EQ(p.out, "the thin\n");
+  // The front door: `./ulysses data ...` runs this program.
+  p = sh("printf 'the' | ULYSSES_BUILD_DIR='" ULYSSES_BINARY_DIR "' '" ULYSSES_SOURCE_DIR
+         "/ulysses' data tokenize --tokenizer '" +
+         tiny_dir() + "'");
+  EXPECT_EQ(p.code, 0);
+  EXPECT_EQ(p.out, "[257]\n");
 }
