@@ -322,6 +322,7 @@ def step_preflight(deadline):
                 probs.append("%s is missing: build the CLI programs in ULYSSES_BUILD_DIR first" % b)
         if probs:
             raise RuntimeError("; ".join(probs))
+        report["libraries"] = worker_libraries()
         raise Skip("--cpu: the CPU build in %s, no GPU toolchain needed" % BUILD, ok=True)
     cuda_default = os.environ.get("GPU_CHECK_CUDA_DEFAULT", "/usr/local/cuda")
     sys_include = os.environ.get("GPU_CHECK_SYSTEM_INCLUDE", "/usr/include")

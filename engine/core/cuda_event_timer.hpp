@@ -6,9 +6,11 @@
 // records an event, which therefore completes when the collective does. Host times: an
 // anchor event whose completion the host waited for (host time read just after), plus the
 // device time between the anchor and each mark (cudaEventElapsedTime, ~0.5 us resolution).
-// The anchor is renewed at a start() once it is older than kAnchorAge_ns, bounding the drift
-// between the GPU's and the host's clocks; renewing waits for the side stream (earlier end
-// marks) once.
+// The anchor is renewed once it is older than kAnchorAge_ns, bounding the drift between the
+// GPU's and the host's clocks. Renewing waits for the side stream, so it is never done at a
+// start() in the middle of a step: a start() that finds the anchor old only asks for it, and
+// the next span's times() renews it, at the end of the step where the marks are read (the host
+// waits for them there anyway). Only the very first anchor is made at a start().
 #pragma once
 
 #if defined(ULYSSES_WITH_NCCL)
@@ -17,6 +19,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <memory>
 #include <mutex>
 
 #include "comm_timing.hpp"
@@ -28,21 +31,23 @@ class CudaEventTimer final : public DeviceTimer {
  public:
   static constexpr int64_t kAnchorAge_ns = 5'000'000'000;
   explicit CudaEventTimer(c10::DeviceIndex device)
-      : device_(device), side_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device)) {}
+      : device_(device),
+        clock_(std::make_shared<Clock>(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device))) {}
 
   std::shared_ptr<DeviceSpan> start() override {
     auto span = std::make_shared<Span>();
-    span->anchor = anchor();
+    span->clock = clock_;
+    span->anchor = clock_->anchor();
     span->a.record(c10::cuda::getCurrentCUDAStream(device_));
     return span;
   }
   void end(DeviceSpan& span, c10d::Work& work) override {
     auto& s = static_cast<Span&>(span);
     {
-      c10::cuda::CUDAStreamGuard g(side_);
+      c10::cuda::CUDAStreamGuard g(clock_->side);
       work.wait();  // NCCL: the side stream waits for the collective's end event
     }
-    s.b.record(side_);
+    s.b.record(clock_->side);
     s.ended = true;
   }
 
@@ -51,7 +56,40 @@ class CudaEventTimer final : public DeviceTimer {
     at::cuda::CUDAEvent ev{cudaEventDefault};
     int64_t host_ns = 0;
   };
+  // The side stream and the anchor, shared with the spans (which renew it when asked).
+  struct Clock {
+    explicit Clock(c10::cuda::CUDAStream s) : side(s) {}
+    c10::cuda::CUDAStream side;
+    std::mutex mu;
+    std::shared_ptr<Anchor> current;
+    bool renew = false;
+    // The anchor for a new span: the first is made here, an old one is only marked for renewal.
+    std::shared_ptr<Anchor> anchor() {
+      std::lock_guard<std::mutex> lk(mu);
+      if (!current) {
+        current = make();
+      } else if (prof::Tracer::now_ns() - current->host_ns > kAnchorAge_ns) {
+        renew = true;
+      }
+      return current;
+    }
+    // At the end of a step (a span's times()): a new anchor when one was asked for.
+    void renew_if_asked() {
+      std::lock_guard<std::mutex> lk(mu);
+      if (!renew) return;
+      current = make();
+      renew = false;
+    }
+    std::shared_ptr<Anchor> make() {
+      auto a = std::make_shared<Anchor>();
+      a->ev.record(side);
+      a->ev.synchronize();
+      a->host_ns = prof::Tracer::now_ns();
+      return a;
+    }
+  };
   struct Span final : DeviceSpan {
+    std::shared_ptr<Clock> clock;
     std::shared_ptr<Anchor> anchor;
     at::cuda::CUDAEvent a{cudaEventDefault}, b{cudaEventDefault};
     bool ended = false;
@@ -60,25 +98,12 @@ class CudaEventTimer final : public DeviceTimer {
       b.synchronize();
       *start_ns = anchor->host_ns + static_cast<int64_t>(static_cast<double>(anchor->ev.elapsed_time(a)) * 1e6);
       *end_ns = anchor->host_ns + static_cast<int64_t>(static_cast<double>(anchor->ev.elapsed_time(b)) * 1e6);
+      clock->renew_if_asked();  // the marks are read: the step has ended
       return *end_ns >= *start_ns;
     }
   };
-  std::shared_ptr<Anchor> anchor() {
-    std::lock_guard<std::mutex> lk(mu_);
-    const int64_t now = prof::Tracer::now_ns();
-    if (!anchor_ || now - anchor_->host_ns > kAnchorAge_ns) {
-      auto a = std::make_shared<Anchor>();
-      a->ev.record(side_);
-      a->ev.synchronize();
-      a->host_ns = prof::Tracer::now_ns();
-      anchor_ = a;
-    }
-    return anchor_;
-  }
   c10::DeviceIndex device_;
-  c10::cuda::CUDAStream side_;
-  std::mutex mu_;
-  std::shared_ptr<Anchor> anchor_;
+  std::shared_ptr<Clock> clock_;
 };
 
 }  // namespace ulysses

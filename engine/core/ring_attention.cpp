@@ -86,7 +86,7 @@ TileMask tile_mask(const DocumentMask* docs, int64_t q0, int64_t ti, int64_t k0,
 class GroupRingTransport : public RingTransport {
  public:
   GroupRingTransport(c10::intrusive_ptr<compat::Backend> group, std::chrono::milliseconds timeout, int32_t pg)
-      : group_(std::move(group)), timeout_(timeout), pg_(pg) {}
+      : group_(std::move(group)), timeout_(ring_wait_timeout(group_->getBackendName(), timeout)), pg_(pg) {}
   int64_t rank() const override { return group_->getRank(); }
   int64_t size() const override { return group_->getSize(); }
   std::function<void()> exchange(const at::Tensor& send, at::Tensor& recv, int tag, ExchangeStamp* stamp) override {
@@ -135,7 +135,10 @@ class AllToAllRingTransport : public RingTransport {
  public:
   AllToAllRingTransport(c10::intrusive_ptr<compat::Backend> group, std::chrono::milliseconds timeout, int32_t pg,
                         std::shared_ptr<DeviceTimer> timer)
-      : group_(std::move(group)), timeout_(timeout), pg_(pg), timer_(std::move(timer)) {}
+      : group_(std::move(group)),
+        timeout_(ring_wait_timeout(group_->getBackendName(), timeout)),
+        pg_(pg),
+        timer_(std::move(timer)) {}
   int64_t rank() const override { return group_->getRank(); }
   int64_t size() const override { return group_->getSize(); }
   std::function<void()> exchange(const at::Tensor& send, at::Tensor& recv, int, ExchangeStamp* stamp) override {
@@ -283,6 +286,10 @@ std::unique_ptr<RingTransport> make_group_ring_transport(c10::intrusive_ptr<comp
 
 RingTransportKind ring_transport_kind(const std::string& setting, const std::string& backend) {
   return ring_transport_for(setting, backend) == "alltoall" ? RingTransportKind::AllToAll : RingTransportKind::P2P;
+}
+
+std::chrono::milliseconds ring_wait_timeout(const std::string& backend, std::chrono::milliseconds timeout) {
+  return backend == "nccl" ? std::chrono::milliseconds(0) : timeout;  // 0: c10d's kNoTimeout
 }
 
 std::unique_ptr<RingTransport> make_shape_only_ring_transport(int64_t size) {

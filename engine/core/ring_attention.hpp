@@ -140,6 +140,12 @@ std::unique_ptr<RingTransport> make_group_ring_transport(c10::intrusive_ptr<comp
                                                          RingTransportKind kind = RingTransportKind::P2P,
                                                          std::shared_ptr<DeviceTimer> timer = nullptr);
 
+// What a ring exchange's wait passes to c10d's Work::wait: on NCCL no timeout (0, kNoTimeout),
+// which only makes the current stream wait for the collective (NCCL's watchdog enforces the
+// group timeout); a timeout there makes ProcessGroupNCCL poll on the host until the collective
+// is done, blocking the host. Elsewhere (Gloo) the timeout.
+std::chrono::milliseconds ring_wait_timeout(const std::string& backend, std::chrono::milliseconds timeout);
+
 // Rank 0 of a ring of `size` for shape-only runs (the memory planner on the meta device):
 // exchanges move nothing and the received buffer keeps its shape; allocations are as in a run.
 std::unique_ptr<RingTransport> make_shape_only_ring_transport(int64_t size);

@@ -109,6 +109,7 @@ for n in rerun:
 for n in ("ours_512_notrace", "hf_512", "ours_128_notrace", "hf_128"):
     assert st[n]["status"] == "skipped" and st[n]["error"] == "not selected (--steps)", st[n]
 assert rep["selected"] == ["preflight", "build"] + rerun, rep["selected"]
+assert any(k.startswith("libtorch") and v.startswith("/") for k, v in rep["libraries"].items()), rep["libraries"]
 print("first call: headline, then incomplete (exit 3); second call --steps %s: complete" % ",".join(rerun))
 PY
     ;;

@@ -6,7 +6,8 @@
 //   backward is an Attention range, so a flash-backward kernel that autograd's thread launches
 //   there is attributed to it (trainer.cpp's record_backward_mark_ranges, with a fake CUPTI);
 // - activation offload: one side stream per device, the restored input allocated on the
-//   consumer stream, the side stream ordered after the consumer (host_copy.hpp, fake streams).
+//   consumer stream, the side stream ordered after the consumer (host_copy.hpp, fake streams);
+// - ring exchanges on NCCL waited for without a host-side timeout (ring_attention.cpp).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -20,6 +21,7 @@
 #include "host_copy.hpp"
 #include "memory_categories.hpp"
 #include "profiler/fake_gpu.hpp"
+#include "ring_attention.hpp"
 #include "profiler/test_util.hpp"
 #include "trainer.hpp"
 #include "ulysses/profiler/trace_store.hpp"
@@ -250,6 +252,16 @@ TEST(GpuPaths, OffloadCopiesUseOneSideStreamAndRestoreOnTheConsumer) {
   }
   EXPECT_EQ(allocs, kLayers);
   EXPECT_EQ(copies, 2 * kLayers);
+}
+
+// ---- ring exchanges on NCCL ------------------------------------------------------------
+
+// A ring exchange on NCCL is waited for with no timeout (the stream waits, the host does not);
+// on Gloo with the group timeout (the host waits, bounded).
+TEST(GpuPaths, RingWaitsOnNcclDoNotBlockTheHost) {
+  const std::chrono::milliseconds t(30000);
+  EXPECT_EQ(ring_wait_timeout("nccl", t), std::chrono::milliseconds(0)) << "c10d's kNoTimeout";
+  EXPECT_EQ(ring_wait_timeout("gloo", t), t);
 }
 
 }  // namespace
