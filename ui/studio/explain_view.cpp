@@ -311,6 +311,7 @@ ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
   setObjectName(QStringLiteral("explainView"));
   auto* lay = new QVBoxLayout(this);
   title_ = new QLabel(this);
+  title_->setObjectName(QStringLiteral("explainTitle"));
   title_->setWordWrap(true);
   title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // a path must not widen the window
   title_->setMinimumWidth(1);
