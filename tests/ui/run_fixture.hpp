@@ -32,6 +32,9 @@ inline constexpr int64_t kFixtureTokensPerStep = 1024;
 struct FixtureOptions {
   int layers = 1;
   bool projections = false;  // qkv_proj at 0-5 % and out_proj at 65-70 % of each slice
+  // Merged into the run's config (RUN/config.json and the trace's) as a JSON merge patch
+  // (e.g. a ring layout: {"parallel": {"sp_size": 2, "ring_size": 2}}).
+  nlohmann::json config_patch = nlohmann::json::object();
 };
 
 // Writes a finished run of steps.size() steps on `world` ranks into dir (created).
@@ -40,11 +43,12 @@ inline void write_fixture_run(const std::string& dir, int world, const std::vect
   namespace fs = std::filesystem;
   namespace prof = ulysses::prof;
   fs::create_directories(fs::path(dir) / "trace");
-  const nlohmann::json cfg = {
+  nlohmann::json cfg = {
       {"model",
        {{"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"hidden_size", 64}, {"num_hidden_layers", 2}}},
       {"parallel", {{"sp_size", world}, {"dp_size", 1}}},
       {"train", {{"steps", steps.size()}, {"seq_length", kFixtureTokensPerStep}}}};
+  cfg.merge_patch(opt.config_patch);
   std::ofstream(fs::path(dir) / "config.json") << cfg.dump(2) << "\n";
   double elapsed = 0;
   std::ofstream metrics(fs::path(dir) / "metrics.jsonl");

@@ -628,10 +628,18 @@ TEST_F(Hands, ClickerStepsTheExplainerAndWasdWorksAfterAToolbarClick) {
     QTest::keyClick(target, key);
     QApplication::processEvents();
     const TimelineViewport after = tl->viewport();
-    if (key == Qt::Key_W) EXPECT_LT(after.ns_per_px, before.ns_per_px) << "W zooms in";
-    if (key == Qt::Key_S) EXPECT_GT(after.ns_per_px, before.ns_per_px) << "S zooms out";
-    if (key == Qt::Key_A) EXPECT_LT(after.t0_ns, before.t0_ns) << "A pans left";
-    if (key == Qt::Key_D) EXPECT_GT(after.t0_ns, before.t0_ns) << "D pans right";
+    if (key == Qt::Key_W) {
+      EXPECT_LT(after.ns_per_px, before.ns_per_px) << "W zooms in";
+    }
+    if (key == Qt::Key_S) {
+      EXPECT_GT(after.ns_per_px, before.ns_per_px) << "S zooms out";
+    }
+    if (key == Qt::Key_A) {
+      EXPECT_LT(after.t0_ns, before.t0_ns) << "A pans left";
+    }
+    if (key == Qt::Key_D) {
+      EXPECT_GT(after.t0_ns, before.t0_ns) << "D pans right";
+    }
     // Sent to the tool button itself (a button that kept the focus): the trace page passes it on.
     const TimelineViewport again = tl->viewport();
     QTest::keyClick(fit, key);
@@ -925,8 +933,10 @@ void expect_laid_out(QWidget* page, QWidget* window, const std::string& where) {
     const auto& [wi, ri] = leaves[i];
     const std::string name = std::string(wi->metaObject()->className()) + " '" + wi->objectName().toStdString() + "'";
     EXPECT_TRUE(inside.contains(ri)) << where << ": " << name << " leaves the window";
-    if (auto* l = qobject_cast<QLabel*>(wi); l && l->wordWrap() && !l->text().isEmpty())
-      EXPECT_LE(l->heightForWidth(l->width()), l->height() + 2) << where << ": " << name << " is cut";
+    if (auto* l = qobject_cast<QLabel*>(wi); l && l->wordWrap() && !l->text().isEmpty()) {
+      EXPECT_LE(l->heightForWidth(l->width()), l->height() + 2)
+          << where << ": " << name << " is cut: " << l->text().left(60).toStdString();
+    }
     for (size_t j = i + 1; j < leaves.size(); ++j) {
       const auto& [wj, rj] = leaves[j];
       if (wi->isAncestorOf(wj) || wj->isAncestorOf(wi)) continue;
@@ -970,11 +980,10 @@ TEST_F(Hands, PresentationModeFitsEveryPageAndExplainerStageWithoutOverlaps) {
     if (run) {  // a 4-rank ring run (sp 2 x ring 2) opened: its config and measured stage times
       const std::string dir =
           tmp.filePath(QStringLiteral("runs/ring_run_with_a_long_folder_name_20261207-101010")).toStdString();
-      write_fixture_run(dir, 4, std::vector<FixtureStep>(4, FixtureStep{10.0, 2.0, 1 << 20}));
-      auto cfg = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
-      cfg["parallel"] = {{"sp_size", 2}, {"ring_size", 2}, {"dp_size", 1}};
-      cfg["train"]["zero_stage"] = 3;
-      std::ofstream(dir + "/config.json") << cfg.dump(2);
+      ulysses::test::FixtureOptions fo;
+      fo.config_patch = {{"parallel", {{"sp_size", 2}, {"ring_size", 2}, {"dp_size", 1}}},
+                         {"train", {{"zero_stage", 3}}}};
+      write_fixture_run(dir, 4, std::vector<FixtureStep>(4, FixtureStep{10.0, 2.0, 1 << 20}), fo);
       QString err;
       ASSERT_TRUE(w->openPath(QString::fromStdString(dir), &err)) << err.toStdString();
       ASSERT_TRUE(w->traceView()->openTraceAndWait(QString::fromStdString(dir), &err)) << err.toStdString();
@@ -1008,9 +1017,10 @@ TEST_F(Hands, PresentationModeFitsEveryPageAndExplainerStageWithoutOverlaps) {
         // ULYSSES_SCREENSHOT_DIR=docs/images: the ring and ZeRO stages as a projector shows them
         // (docs/STUDIO.md), with the run open at 1280x720.
         const QString shots = qEnvironmentVariable("ULYSSES_SCREENSHOT_DIR");
-        if (!shots.isEmpty() && run && screen == QSize(1280, 720) && (ex->isRingStage(st) || ex->isWeightsStage(st)))
+        if (!shots.isEmpty() && run && screen == QSize(1280, 720) && (ex->isRingStage(st) || ex->isWeightsStage(st))) {
           EXPECT_TRUE(w->grab().save(QDir(shots).filePath(ex->isRingStage(st) ? "explain-ring-f5-1280x720.png"
                                                                               : "explain-zero-f5-1280x720.png")));
+        }
       }
     }
   }

@@ -383,6 +383,36 @@ TEST(TraceView, CompareSortsByTheSizeOfTheChangeAndShowsDifferencesOnly) {
             names->model()->data(names->model()->index(0, 0)));
 }
 
+// A trace without communication (a foreign one: kernels only, no NCCL) gets the GPU's figures
+// in its headline, not "Overlap 0.0% of 0 communication"; one with communication keeps the
+// overlap, and every headline says the untraced share of the ranks' wall time.
+TEST(TraceView, HeadlineFitsTheTrace) {
+  prof::Summary s;
+  s.world_size = 1;
+  s.num_kernels = 120;
+  prof::StepBreakdown b;
+  b.wall_ns = 10'000'000;
+  b.gpu = true;
+  s.steps = {b};
+  prof::RankTotals t;
+  t.wall_ns = 10'000'000;
+  t.idle_ns = 2'000'000;
+  s.ranks = {t};
+  s.overall.compute_ns = s.overall.busy_ns = 6'000'000;
+  const QString foreign = summary_headline(s);
+  EXPECT_FALSE(foreign.contains("Overlap")) << foreign.toStdString();
+  EXPECT_TRUE(foreign.contains("GPU busy 6.00 ms of 10.0 ms (60.0%)")) << foreign.toStdString();
+  EXPECT_TRUE(foreign.contains("NCCL kernels 0 (0.0% of the busy time)")) << foreign.toStdString();
+  EXPECT_TRUE(foreign.contains("Untraced (in no range): 2.00 ms, 20.0%")) << foreign.toStdString();
+  s.overall.comm_ns = 3'000'000;
+  s.overall.overlap_ns = 1'500'000;
+  s.overall.ratio = 0.5;
+  s.overall.busy_ns = 7'500'000;
+  const QString ours = summary_headline(s);
+  EXPECT_TRUE(ours.contains("Overlap 50.0% of 3.00 ms communication")) << ours.toStdString();
+  EXPECT_TRUE(ours.contains("NCCL kernels 3.00 ms (40.0% of the busy time)")) << ours.toStdString();
+}
+
 TEST(TraceView, ComparesTwoRunsInTheReport) {
   SyntheticOptions a, b;
   a.ranks = b.ranks = 2;

@@ -2,12 +2,14 @@
 #include "explain_view.hpp"
 
 #include <QApplication>
+#include <QFrame>
 #include <QHBoxLayout>
 #include <QKeyEvent>
 #include <QLabel>
 #include <QFontMetrics>
 #include <QPainter>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSlider>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -32,7 +34,7 @@ const QColor kOut(0x00, 0x9E, 0x73);
 // columns (plus Hkv kv-head columns), filled where the rank holds data.
 class ExplainCanvas : public QWidget {
  public:
-  explicit ExplainCanvas(QWidget* parent) : QWidget(parent) { setMinimumSize(480, 240); }
+  explicit ExplainCanvas(QWidget* parent) : QWidget(parent) { setMinimumSize(480, 200); }
   const Explanation* e = nullptr;
   const WeightPlacement* w = nullptr;
   const RingHops* rh = nullptr;
@@ -225,7 +227,7 @@ class ExplainCanvas : public QWidget {
     const int line = QFontMetrics(font()).height(), sline = QFontMetrics(small).height();
     // From the fonts: the rank names' row, bars two small lines high (a label may wrap), the gutter
     // as wide as the widest label needs (at most a quarter of the picture).
-    const int margin = 16, gap = 14, top = line + 8, barH = std::max(26, 2 * sline + 4), rowGap = 12;
+    const int margin = 16, gap = 14, top = line + 8, rowGap = 12, noteH = 3 * sline + 4;
     const int gutter = std::clamp(QFontMetrics(small).horizontalAdvance(QStringLiteral("fp32 master, AdamW m, v")) + 12,
                                   110, std::max(110, width() / 4));
     const int colW = std::max(40, (width() - 2 * margin - gutter - gap * (shown - 1)) / std::max(1, shown));
@@ -243,6 +245,10 @@ class ExplainCanvas : public QWidget {
          wp.offload_optimizer, false}};
     if (wp.zero_stage >= 3)
       rows.push_back({QStringLiteral("gathered: layer 0 + next"), QColor(0xCC, 0x79, 0xA7), false, false, true});
+    // Bars two small lines high (a label may wrap), less where the picture is short: the note
+    // under them stays inside it.
+    const int nrows = static_cast<int>(rows.size());
+    const int barH = std::max(12, std::min(std::max(26, 2 * sline + 4), (height() - top - noteH) / nrows - rowGap));
     const double total = double(std::max<int64_t>(1, wp.params));
     const QColor mid = palette().color(QPalette::Mid);
     for (size_t ri = 0; ri < rows.size(); ++ri) {
@@ -296,8 +302,8 @@ class ExplainCanvas : public QWidget {
                        .arg(wp.units.size() - 2)
                        .arg(to_qs(wp.units.back().name));
     if (wp.W > shown) note += QStringLiteral("; ranks %1..%2 hold their pieces alike").arg(shown).arg(wp.W - 1);
-    text(p, QRectF(margin, yb, width() - 2 * margin, 3 * sline + 4), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap,
-         note);
+    text(p, QRectF(margin, yb, width() - 2 * margin, std::max(noteH, height() - yb)),
+         Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, note);
   }
 };
 
@@ -305,6 +311,7 @@ ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
   setObjectName(QStringLiteral("explainView"));
   auto* lay = new QVBoxLayout(this);
   title_ = new QLabel(this);
+  title_->setObjectName(QStringLiteral("explainTitle"));
   title_->setWordWrap(true);
   title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // a path must not widen the window
   title_->setMinimumWidth(1);
@@ -361,7 +368,16 @@ ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
                       "memory (offload) &nbsp; each bar: all parameters, thin lines between gather units")
                        .arg(kQ.name(), kOut.name(), kKv.name(), QColor(0xCC, 0x79, 0xA7).name());
   legend->setText(layerLegend_);
-  lay->addWidget(title_);
+  // The caption scrolls when it is longer than the room left beside the picture (presentation
+  // mode on a 1280x720 projector cut its last lines), never under two lines high.
+  auto* captionScroll = new QScrollArea(this);
+  captionScroll->setObjectName(QStringLiteral("explainCaption"));
+  captionScroll->setWidget(title_);
+  captionScroll->setWidgetResizable(true);
+  captionScroll->setFrameShape(QFrame::NoFrame);
+  captionScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  captionScroll->setMinimumHeight(2 * QFontMetrics(title_->font()).lineSpacing() + 4);
+  lay->addWidget(captionScroll);
   lay->addWidget(problems_);
   lay->addWidget(canvas_, 1);
   lay->addWidget(legend);
