@@ -17,6 +17,7 @@ class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
     at::Tensor y = slot->run(x, /*recompute=*/false);
     if (slot->offload) {
       slot->saved.offload(x);
+      mem::note_offload(x, /*off=*/true);  // the planner's allocator model: a GPU frees the block
     } else {
       ctx->save_for_backward({x});
     }
@@ -29,6 +30,7 @@ class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
     at::Tensor x;
     if (slot->offload) {
       x = slot->saved.restore();
+      mem::note_offload(x, /*off=*/false);  // and makes it again
       slot->saved.reset();
     } else {
       x = ctx->get_saved_variables()[0];

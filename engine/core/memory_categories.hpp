@@ -124,6 +124,10 @@ bool install_cuda_counting(int device);
 void count_cuda_block(int device, uintptr_t addr, int64_t bytes, bool alloc);
 std::shared_ptr<prof::MemoryProbe> cuda_probe();
 
+// Activation offload moved `t` off the device (off) or brought it back (memory_labels.hpp's
+// offload hook: the planner's allocator model frees and re-makes its block).
+void note_offload(const at::Tensor& t, bool off);
+
 // A receive buffer shaped like `t`, charged to Communication (all-to-all, ring, ZeRO).
 at::Tensor comm_buffer_like(const at::Tensor& t);
 

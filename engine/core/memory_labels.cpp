@@ -3,6 +3,7 @@
 #include "memory_labels.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -186,6 +187,15 @@ Label::Label(const char* name, int32_t layer) {
   ++t_label_depth;
 }
 Label::~Label() { --t_label_depth; }
+
+namespace {
+std::atomic<OffloadHook> g_offload_hook{nullptr};
+}  // namespace
+
+void set_offload_hook(OffloadHook hook) { g_offload_hook.store(hook); }
+void note_offload_storage(void* storage_context, void* deleter, bool off) {
+  if (OffloadHook h = g_offload_hook.load()) h(storage_context, deleter, off);
+}
 
 void push_op(const char* name) {
   const char* interned = nullptr;

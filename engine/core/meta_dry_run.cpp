@@ -62,6 +62,22 @@ void counted_free(void* ctx) {
   delete b;
 }
 
+// Activation offload on a GPU frees a layer input's block and makes it again for the backward;
+// the dry run keeps it on meta (the plan takes offloaded inputs off afterwards), so the recorded
+// stream frees it here and gives it out again, under a new number, when it comes back.
+void offload_hook(void* ctx, void* deleter, bool off) {
+  if (deleter != reinterpret_cast<void*>(&counted_free) || !ctx || !g_recording.load()) return;
+  auto* b = static_cast<MetaBlock*>(ctx);
+  if (b->bytes <= 0) return;
+  std::lock_guard<std::mutex> g(g_events_mu);
+  if (off) {
+    g_events.push_back({b->id, b->bytes, false});
+  } else {
+    b->id = g_next_id.fetch_add(1);
+    g_events.push_back({b->id, b->bytes, true});
+  }
+}
+
 // Storage made in a mem::HostScope (a meta Trainer's offloaded state) is host memory: not counted.
 struct CountingMetaAllocator final : public compat::AllocatorBase {
   c10::DataPtr allocate_bytes(size_t size) override {
@@ -340,7 +356,10 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
 }  // namespace
 
 void MetaMemory::install() {
-  std::call_once(g_install, [] { c10::SetAllocator(c10::DeviceType::Meta, &g_counting, /*priority=*/1); });
+  std::call_once(g_install, [] {
+    c10::SetAllocator(c10::DeviceType::Meta, &g_counting, /*priority=*/1);
+    mem::set_offload_hook(&offload_hook);
+  });
 }
 int64_t MetaMemory::live() { return g_live.load(); }
 int64_t MetaMemory::peak() { return g_peak.load(); }
