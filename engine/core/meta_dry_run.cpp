@@ -435,7 +435,14 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
     p.gpu_flat = cost::gpu_reserve(g);  // the flat share, for comparison
     // The CUDA allocator's rounding and fragmentation, replayed on the dry run's allocations.
     p.allocator = cfg.train.allocator;
-    p.allocator_replay = cost::replay_allocator(full.events, cost::allocator_kind(cfg.train.allocator));
+    // The allocator's own share of the device: the limit with its headroom, less what is not its own.
+    const cost::GpuReserve& f = p.gpu_flat;
+    const int64_t own = f.context_bytes + f.cublas_bytes + f.nccl_bytes + f.cupti_bytes;
+    const int64_t limit =
+        opt.gpu_limit_bytes > 0
+            ? std::max<int64_t>(1, static_cast<int64_t>(double(opt.gpu_limit_bytes) * (1.0 - cost::kGpuHeadroom)) - own)
+            : 0;
+    p.allocator_replay = cost::replay_allocator(full.events, cost::allocator_kind(cfg.train.allocator), limit);
     // ULYSSES_GPU_ALLOCATOR_REPLAY=0: the flat share instead (to compare with plans before the replay)
     const char* replay = std::getenv("ULYSSES_GPU_ALLOCATOR_REPLAY");
     if (!replay || std::string(replay) != "0") g.allocator_overhead_bytes = p.allocator_replay.overhead();
@@ -453,6 +460,7 @@ int64_t max_seq_length(const RunConfig& cfg, int64_t limit_bytes, int64_t upper_
   PlanOptions o;
   // A GPU plan with offload needs the per-layer input (what moves to the host).
   o.detail = cfg.train.offload_activations && plan_device(cfg) == "cuda";
+  o.gpu_limit_bytes = limit_bytes;  // the allocator replay frees its cache where the device is full
   auto fits = [&](int64_t k) {
     RunConfig c = cfg;
     c.train.seq_length = k * P;
@@ -531,6 +539,7 @@ json plan_to_json(const MemoryPlan& p) {
                 {"allocator_allocated_peak_bytes", p.allocator_replay.allocated_peak},
                 {"allocator_reserved_peak_bytes", p.allocator_replay.reserved_peak},
                 {"allocator_segments", p.allocator_replay.segments},
+                {"allocator_cache_releases", p.allocator_replay.cache_releases},
                 {"rounding_flat_bytes", p.gpu_flat.rounding_bytes},
                 {"device_bytes_flat", p.gpu_flat.device_bytes()}};
   }
