@@ -127,8 +127,8 @@ struct TrainConfig {
   // ZeRO over all sp_size x dp_size ranks (DeepSpeed's stages, docs/ZERO.md): 0 = everything
   // replicated; 1 = AdamW state (and fp32 masters) sharded; 2 = + gradients; 3 = + parameters.
   int64_t zero_stage = 0;
-  bool offload_optimizer = false;  // sharded fp32 masters + AdamW state in (pinned) CPU memory, stepped there
-  bool offload_params = false;     // stage 3: parameter shards in CPU memory between uses
+  bool offload_optimizer = false;     // sharded fp32 masters + AdamW state in (pinned) CPU memory, stepped there
+  bool offload_params = false;        // stage 3: parameter shards in CPU memory between uses
   std::string allocator = "caching";  // GPU ranks' CUDA allocator: caching | expandable (expandable_segments)
 };
 

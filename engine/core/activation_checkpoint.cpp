@@ -40,7 +40,7 @@ class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
     {
       torch::AutoGradMode on(true);
       mem::Scope act(mem::MemCategory::Activations);  // the recomputed forward
-      mem::Label recompute("recompute");               // memory_labels.hpp: names the peak table's rows
+      mem::Label recompute("recompute");              // memory_labels.hpp: names the peak table's rows
       y = slot->run(xd, /*recompute=*/true);
     }
     // Inner backward: parameter gradients accumulate into .grad, the input's lands in xd.

@@ -93,7 +93,7 @@ class Counters {
  private:
   mutable std::mutex mu_;
   MemoryCategories live_, at_peak_;
-  std::vector<int64_t> layers_live_, layers_at_peak_, layers_taken_;  // activations per decoder layer
+  std::vector<int64_t> layers_live_, layers_at_peak_, layers_taken_;    // activations per decoder layer
   std::vector<GroupLive> groups_live_, groups_at_peak_, groups_taken_;  // per named group
   int64_t total_ = 0, peak_ = 0, peak_t_ = 0, allocations_ = 0;
   bool counted_ = false;

@@ -612,8 +612,8 @@ std::string plan_to_text(const MemoryPlan& p) {
     line("  embedding, head, loss", format_bytes(double(p.activation_other_bytes)));
   }
   if (p.loss_peak_bytes >= 0) line("loss/logits peak", format_bytes(double(p.loss_peak_bytes)));
-  line("transient at peak", format_bytes(double(p.transient_bytes())) + "  (" +
-                                 format_bytes(p.transient_bytes_per_token()) + " per token)");
+  line("transient at peak",
+       format_bytes(double(p.transient_bytes())) + "  (" + format_bytes(p.transient_bytes_per_token()) + " per token)");
   line("peak total", format_bytes(double(p.peak_bytes)) + "  (" + std::to_string(p.peak_bytes) + " bytes)");
   if (p.has_gpu_reserve) {  // cost/gpu_reserve.hpp
     const cost::GpuReserve& g = p.gpu;

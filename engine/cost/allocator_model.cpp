@@ -15,9 +15,9 @@ namespace ulysses::cost {
 namespace {
 
 // c10/cuda/CUDACachingAllocator.cpp's constants.
-constexpr int64_t kMinBlockSize = 512;             // every size rounded to a multiple of this
-constexpr int64_t kSmallSize = int64_t{1} << 20;   // largest "small" request
-constexpr int64_t kSmallBuffer = int64_t{2} << 20;  // small requests packed in 2 MiB segments
+constexpr int64_t kMinBlockSize = 512;                 // every size rounded to a multiple of this
+constexpr int64_t kSmallSize = int64_t{1} << 20;       // largest "small" request
+constexpr int64_t kSmallBuffer = int64_t{2} << 20;     // small requests packed in 2 MiB segments
 constexpr int64_t kMinLargeAlloc = int64_t{10} << 20;  // 1-10 MiB requests take a kLargeBuffer segment
 constexpr int64_t kLargeBuffer = int64_t{20} << 20;
 constexpr int64_t kRoundLarge = int64_t{2} << 20;  // larger segments rounded up to 2 MiB
@@ -182,7 +182,7 @@ class Pool {
   bool small_, expandable_;
   std::map<int64_t, Block> blocks_;
   std::set<std::pair<int64_t, int64_t>> free_;  // (size, address)
-  std::map<int64_t, int64_t> segment_size_;      // caching: segment -> its size
+  std::map<int64_t, int64_t> segment_size_;     // caching: segment -> its size
   int64_t next_base_ = 0, segments_made_ = 0, mapped_end_ = 0;
 };
 
