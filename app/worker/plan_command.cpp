@@ -51,7 +51,9 @@ int plan_command(int argc, char** argv) {
           "longest train.seq_length whose planned peak fits in " + cost::format_bytes(double(limit)) + " per rank: ";
       if (N > 0) {
         cfg.train.seq_length = N;
-        const auto p = plan::plan_memory(cfg);
+        plan::PlanOptions po;
+        po.gpu_limit_bytes = limit;  // the allocator replay at this device's size, as the search ran it
+        const auto p = plan::plan_memory(cfg, po);
         j["plan"] = plan::plan_to_json(p);
         j["peak_bytes"] = p.peak_bytes;
         j["activation_bytes"] = p.activation_bytes;

@@ -113,7 +113,8 @@ Row measure(const std::string& name, const RunConfig& cfg, Comm& comm) {
 }
 
 void print_row(const Row& r, const Row& first) {
-  const double mt = double(r.measured_transient) / double(r.tokens), pt = double(r.planned_transient) / double(r.tokens);
+  const double mt = double(r.measured_transient) / double(r.tokens),
+               pt = double(r.planned_transient) / double(r.tokens);
   std::printf("%-28s %10.0f %8.2f %10.0f %9.3f %11.1f %11.1f %8.2f\n", r.name.c_str(), mt,
               mt / (double(first.measured_transient) / double(first.tokens)), pt, pt / std::max(1.0, mt),
               double(r.measured_peak) / 1048576.0, double(r.planned_peak) / 1048576.0, r.step_s);
@@ -149,7 +150,8 @@ int bench_main(int argc, char** argv) {
   for (auto& [name, c] : rows) throw_if_invalid(validate(c));
   const RunConfig& b = rows.front().second;
   std::printf(
-      "Transient per token on one CPU rank: Llama hidden %lld, %lld layers, %lld heads (%lld kv), ffn %lld, vocab %lld, "
+      "Transient per token on one CPU rank: Llama hidden %lld, %lld layers, %lld heads (%lld kv), ffn %lld, vocab "
+      "%lld, "
       "%lld tokens, %s, attention %s; each row adds its cut to the rows above. transient = step peak - live after "
       "forward.\n\n",
       (long long)b.model.hidden_size, (long long)b.model.num_hidden_layers, (long long)b.model.num_attention_heads,

@@ -20,6 +20,7 @@ class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
     at::Tensor y = slot->run(x, /*recompute=*/false);
     if (slot->offload) {
       slot->saved.offload(x);
+      mem::note_offload(x, /*off=*/true);  // the planner's allocator model: a GPU frees the block
     } else {
       ctx->save_for_backward({x});
     }
@@ -32,6 +33,7 @@ class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
     at::Tensor x;
     if (slot->offload) {
       x = slot->saved.restore();
+      mem::note_offload(x, /*off=*/false);  // and makes it again
       slot->saved.reset();
     } else {
       x = ctx->get_saved_variables()[0];
@@ -41,7 +43,7 @@ class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
     {
       torch::AutoGradMode on(true);
       mem::Scope act(mem::MemCategory::Activations);  // the recomputed forward
-      mem::Label recompute("recompute");               // memory_labels.hpp: names the peak table's rows
+      mem::Label recompute("recompute");              // memory_labels.hpp: names the peak table's rows
       y = slot->run(xd, /*recompute=*/true);
     }
     // Inner backward: parameter gradients accumulate into .grad, the input's lands in xd. As

@@ -252,6 +252,12 @@ bool cpu_counting_installed() { return g_installed.load(); }
 
 void set_cpu_counting(bool on) { g_counting.store(on); }
 
+void note_offload(const at::Tensor& t, bool off) {
+  if (!t.defined() || !t.has_storage()) return;
+  const c10::DataPtr& dp = t.storage().data_ptr();
+  note_offload_storage(dp.get_context(), reinterpret_cast<void*>(dp.get_deleter()), off);
+}
+
 at::Tensor comm_buffer_like(const at::Tensor& t) {
   Scope s(MemCategory::Communication);
   Label l("receive buffer");

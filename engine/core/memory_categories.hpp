@@ -95,7 +95,7 @@ class Counters {
  private:
   mutable std::mutex mu_;
   MemoryCategories live_, at_peak_;
-  std::vector<int64_t> layers_live_, layers_at_peak_, layers_taken_;  // activations per decoder layer
+  std::vector<int64_t> layers_live_, layers_at_peak_, layers_taken_;    // activations per decoder layer
   std::vector<GroupLive> groups_live_, groups_at_peak_, groups_taken_;  // per named group
   int64_t total_ = 0, peak_ = 0, peak_t_ = 0, allocations_ = 0;
   bool counted_ = false;
@@ -142,6 +142,10 @@ CudaCounting install_cuda_counting_with(int device, const CudaAllocatorAccess& c
 // counted. Tests call it with fake blocks (no GPU here).
 void count_cuda_block(int device, uintptr_t addr, int64_t bytes, bool alloc);
 std::shared_ptr<prof::MemoryProbe> cuda_probe();
+
+// Activation offload moved `t` off the device (off) or brought it back (memory_labels.hpp's
+// offload hook: the planner's allocator model frees and re-makes its block).
+void note_offload(const at::Tensor& t, bool off);
 
 // A receive buffer shaped like `t`, charged to Communication (all-to-all, ring, ZeRO).
 at::Tensor comm_buffer_like(const at::Tensor& t);

@@ -3,6 +3,7 @@
 #include "memory_labels.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -40,7 +41,7 @@ struct LabelKey {
   const char* outer = nullptr;
   const char* inner = nullptr;
   const char* op = nullptr;  // the backward node, where no label names the storage
-  int32_t phase = -1;  // -1: no range
+  int32_t phase = -1;        // -1: no range
   int32_t dir = 0;
   int32_t layer = -1;
   int32_t category = 0;
@@ -49,8 +50,8 @@ struct LabelKey {
            std::tie(o.outer, o.inner, o.op, o.phase, o.dir, o.layer, o.category);
   }
   bool operator==(const LabelKey& o) const {
-    return outer == o.outer && inner == o.inner && op == o.op && phase == o.phase && dir == o.dir &&
-           layer == o.layer && category == o.category;
+    return outer == o.outer && inner == o.inner && op == o.op && phase == o.phase && dir == o.dir && layer == o.layer &&
+           category == o.category;
   }
 };
 
@@ -148,8 +149,8 @@ std::string group_name(const LabelKey& k) {
   std::string head;
   if (k.layer >= 0) head = "layer " + std::to_string(k.layer);
   const auto dir = static_cast<prof::Direction>(k.dir);
-  const char* dir_name = dir == prof::Direction::Forward    ? "forward"
-                         : dir == prof::Direction::Backward ? "backward"
+  const char* dir_name = dir == prof::Direction::Forward     ? "forward"
+                         : dir == prof::Direction::Backward  ? "backward"
                          : dir == prof::Direction::Recompute ? "recompute"
                                                              : nullptr;
   for (const char* l : {k.outer, k.inner})  // a "forward" / "recompute" label outside any range says the direction
@@ -171,8 +172,9 @@ std::string group_name(const LabelKey& k) {
   }
   if (head.empty() && labels.empty()) {  // nothing in scope named it: what its category holds
     static const char* const kWhat[prof::kMemCategories] = {
-        "weights", "gradient buffer", "optimizer state (AdamW m, v, fp32 shards)", "activations", "logits",
-        "communication buffers", "(unlabelled)"};
+        "weights",     "gradient buffer", "optimizer state (AdamW m, v, fp32 shards)",
+        "activations", "logits",          "communication buffers",
+        "(unlabelled)"};
     return kWhat[k.category];
   }
   if (head.empty()) return labels;
@@ -186,6 +188,15 @@ Label::Label(const char* name, int32_t layer) {
   ++t_label_depth;
 }
 Label::~Label() { --t_label_depth; }
+
+namespace {
+std::atomic<OffloadHook> g_offload_hook{nullptr};
+}  // namespace
+
+void set_offload_hook(OffloadHook hook) { g_offload_hook.store(hook); }
+void note_offload_storage(void* storage_context, void* deleter, bool off) {
+  if (OffloadHook h = g_offload_hook.load()) h(storage_context, deleter, off);
+}
 
 void push_op(const char* name) {
   const char* interned = nullptr;
@@ -253,7 +264,8 @@ std::vector<TensorGroup> name_groups(const std::vector<GroupLive>& live) {
       out.push_back(std::move(t));
     }
   }
-  std::stable_sort(out.begin(), out.end(), [](const TensorGroup& a, const TensorGroup& b) { return a.bytes > b.bytes; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const TensorGroup& a, const TensorGroup& b) { return a.bytes > b.bytes; });
   return out;
 }
 

@@ -59,6 +59,14 @@ struct GroupLive {
 // describes every block it can): the group keeps the dtype and shape of its largest one.
 void describe_block(int32_t group, int64_t bytes, const std::string& dtype, const std::vector<int64_t>& shape);
 
+// Activation offload moved `storage` (a tensor's storage context) off the device (off = true) or
+// brought it back (false): the planner's dry run keeps offloaded inputs on meta, and the hook it
+// sets tells its allocator model that a GPU would have freed and re-made the block. No-op
+// without a hook (real runs).
+using OffloadHook = void (*)(void* storage_context, void* deleter, bool off);
+void set_offload_hook(OffloadHook hook);
+void note_offload_storage(void* storage_context, void* deleter, bool off);  // calls the hook
+
 // One row of a peak table: a group alive at the peak, by name.
 struct TensorGroup {
   std::string name;      // "layer 17 recompute, attention: receive buffer"

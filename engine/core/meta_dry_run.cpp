@@ -62,6 +62,22 @@ void counted_free(void* ctx) {
   delete b;
 }
 
+// Activation offload on a GPU frees a layer input's block and makes it again for the backward;
+// the dry run keeps it on meta (the plan takes offloaded inputs off afterwards), so the recorded
+// stream frees it here and gives it out again, under a new number, when it comes back.
+void offload_hook(void* ctx, void* deleter, bool off) {
+  if (deleter != reinterpret_cast<void*>(&counted_free) || !ctx || !g_recording.load()) return;
+  auto* b = static_cast<MetaBlock*>(ctx);
+  if (b->bytes <= 0) return;
+  std::lock_guard<std::mutex> g(g_events_mu);
+  if (off) {
+    g_events.push_back({b->id, b->bytes, false});
+  } else {
+    b->id = g_next_id.fetch_add(1);
+    g_events.push_back({b->id, b->bytes, true});
+  }
+}
+
 // Storage made in a mem::HostScope (a meta Trainer's offloaded state) is host memory: not counted.
 struct CountingMetaAllocator final : public compat::AllocatorBase {
   c10::DataPtr allocate_bytes(size_t size) override {
@@ -340,7 +356,10 @@ Measured dry_run(const RunConfig& cfg, int64_t layers, bool cuda, int sp_rank, i
 }  // namespace
 
 void MetaMemory::install() {
-  std::call_once(g_install, [] { c10::SetAllocator(c10::DeviceType::Meta, &g_counting, /*priority=*/1); });
+  std::call_once(g_install, [] {
+    c10::SetAllocator(c10::DeviceType::Meta, &g_counting, /*priority=*/1);
+    mem::set_offload_hook(&offload_hook);
+  });
 }
 int64_t MetaMemory::live() { return g_live.load(); }
 int64_t MetaMemory::peak() { return g_peak.load(); }
@@ -417,7 +436,14 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
     p.gpu_flat = cost::gpu_reserve(g);  // the flat share, for comparison
     // The CUDA allocator's rounding and fragmentation, replayed on the dry run's allocations.
     p.allocator = cfg.train.allocator;
-    p.allocator_replay = cost::replay_allocator(full.events, cost::allocator_kind(cfg.train.allocator));
+    // The allocator's own share of the device: the limit with its headroom, less what is not its own.
+    const cost::GpuReserve& f = p.gpu_flat;
+    const int64_t own = f.context_bytes + f.cublas_bytes + f.nccl_bytes + f.cupti_bytes;
+    const int64_t limit =
+        opt.gpu_limit_bytes > 0
+            ? std::max<int64_t>(1, static_cast<int64_t>(double(opt.gpu_limit_bytes) * (1.0 - cost::kGpuHeadroom)) - own)
+            : 0;
+    p.allocator_replay = cost::replay_allocator(full.events, cost::allocator_kind(cfg.train.allocator), limit);
     // ULYSSES_GPU_ALLOCATOR_REPLAY=0: the flat share instead (to compare with plans before the replay)
     const char* replay = std::getenv("ULYSSES_GPU_ALLOCATOR_REPLAY");
     if (!replay || std::string(replay) != "0") g.allocator_overhead_bytes = p.allocator_replay.overhead();
@@ -435,6 +461,7 @@ int64_t max_seq_length(const RunConfig& cfg, int64_t limit_bytes, int64_t upper_
   PlanOptions o;
   // A GPU plan with offload needs the per-layer input (what moves to the host).
   o.detail = cfg.train.offload_activations && plan_device(cfg) == "cuda";
+  o.gpu_limit_bytes = limit_bytes;  // the allocator replay frees its cache where the device is full
   auto fits = [&](int64_t k) {
     RunConfig c = cfg;
     c.train.seq_length = k * P;
@@ -513,6 +540,7 @@ json plan_to_json(const MemoryPlan& p) {
                 {"allocator_allocated_peak_bytes", p.allocator_replay.allocated_peak},
                 {"allocator_reserved_peak_bytes", p.allocator_replay.reserved_peak},
                 {"allocator_segments", p.allocator_replay.segments},
+                {"allocator_cache_releases", p.allocator_replay.cache_releases},
                 {"rounding_flat_bytes", p.gpu_flat.rounding_bytes},
                 {"device_bytes_flat", p.gpu_flat.device_bytes()}};
   }
@@ -585,8 +613,8 @@ std::string plan_to_text(const MemoryPlan& p) {
     line("  embedding, head, loss", format_bytes(double(p.activation_other_bytes)));
   }
   if (p.loss_peak_bytes >= 0) line("loss/logits peak", format_bytes(double(p.loss_peak_bytes)));
-  line("transient at peak", format_bytes(double(p.transient_bytes())) + "  (" +
-                                 format_bytes(p.transient_bytes_per_token()) + " per token)");
+  line("transient at peak",
+       format_bytes(double(p.transient_bytes())) + "  (" + format_bytes(p.transient_bytes_per_token()) + " per token)");
   line("peak total", format_bytes(double(p.peak_bytes)) + "  (" + std::to_string(p.peak_bytes) + " bytes)");
   if (p.has_gpu_reserve) {  // cost/gpu_reserve.hpp
     const cost::GpuReserve& g = p.gpu;

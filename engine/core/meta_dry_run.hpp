@@ -39,6 +39,9 @@ struct MetaMemory {
 struct PlanOptions {
   int sp_rank = 0;     // which SP rank to dry-run (every rank holds the same shapes)
   bool detail = true;  // also measure per-layer activations and the loss/logits peak
+  // A GPU plan for a device of this many bytes (0: unknown): the allocator replay gives cached
+  // segments back when a new one would not fit, as the CUDA allocator does (allocator_model.hpp).
+  int64_t gpu_limit_bytes = 0;
 };
 
 // One rank's memory for one training step, bytes.

@@ -368,7 +368,7 @@ double Trainer::loss_and_grads(int64_t s) {
     at::Tensor loss_sum;
     {
       mem::Scope act(mem::MemCategory::Activations);  // the model's forward (its head: Logits)
-      mem::Label forward("forward");                   // memory_labels.hpp: names the peak table's rows
+      mem::Label forward("forward");                  // memory_labels.hpp: names the peak table's rows
       loss_sum = model_->forward_loss_sum(ids, labels, positions, docs.defined() ? &docs : nullptr);
     }
     if (tracer_ && tracer_->active() && cfg_.profile.memory)

@@ -164,7 +164,8 @@ void Zero3Params::record(Pending& p) {
 void Zero3Params::issue_gather(size_t u, bool prefetch) {
   Unit& st = units_[u];
   const Zero3Unit& U = layout_.units[u];
-  mem::Label unit_label(prefetch ? "gathered unit, prefetched" : "gathered unit", st.layer >= 0 ? st.layer : mem::kNoLayer);
+  mem::Label unit_label(prefetch ? "gathered unit, prefetched" : "gathered unit",
+                        st.layer >= 0 ? st.layer : mem::kNoLayer);
   alloc_storage(st.full);
   account(st.full.numel() * 4);
   size_t from = u;

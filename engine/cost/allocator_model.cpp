@@ -15,9 +15,9 @@ namespace ulysses::cost {
 namespace {
 
 // c10/cuda/CUDACachingAllocator.cpp's constants.
-constexpr int64_t kMinBlockSize = 512;             // every size rounded to a multiple of this
-constexpr int64_t kSmallSize = int64_t{1} << 20;   // largest "small" request
-constexpr int64_t kSmallBuffer = int64_t{2} << 20;  // small requests packed in 2 MiB segments
+constexpr int64_t kMinBlockSize = 512;                 // every size rounded to a multiple of this
+constexpr int64_t kSmallSize = int64_t{1} << 20;       // largest "small" request
+constexpr int64_t kSmallBuffer = int64_t{2} << 20;     // small requests packed in 2 MiB segments
 constexpr int64_t kMinLargeAlloc = int64_t{10} << 20;  // 1-10 MiB requests take a kLargeBuffer segment
 constexpr int64_t kLargeBuffer = int64_t{20} << 20;
 constexpr int64_t kRoundLarge = int64_t{2} << 20;  // larger segments rounded up to 2 MiB
@@ -48,6 +48,7 @@ class Pool {
         const int64_t seg = allocator_segment_size(size);
         addr = next_base_;
         next_base_ += seg + kRoundLarge;  // a gap: segments never merge
+        segment_size_[segments_made_] = seg;
         blocks_[addr] = Block{seg, segments_made_++, false};
         *reserved += seg;
         ++*segments;
@@ -62,6 +63,57 @@ class Pool {
     }
     b.allocated = true;
     return {addr, b.size};
+  }
+
+  // Bytes a request of `size` would add to the reserved memory (0: a cached block fits).
+  int64_t growth(int64_t size) const {
+    for (auto it = free_.lower_bound({size, -1}); it != free_.end(); ++it)
+      if (!expandable_ || it->second + it->first != mapped_end_) return 0;
+    if (!expandable_) return allocator_segment_size(size);
+    const int64_t page = small_ ? kSmallBuffer : kLargeBuffer;
+    int64_t have = 0;
+    if (!blocks_.empty()) {
+      auto last = std::prev(blocks_.end());
+      if (!last->second.allocated && last->first + last->second.size == mapped_end_) have = last->second.size;
+    }
+    return have >= size ? 0 : (size - have + page - 1) / page * page;
+  }
+
+  // What the allocator does when the device is full (release_cached_blocks): gives back every
+  // cached segment that is entirely free (caching) or the free pages at the segment's end
+  // (expandable). Returns the bytes given back.
+  int64_t release_cached() {
+    int64_t freed = 0;
+    if (!expandable_) {
+      for (auto it = free_.begin(); it != free_.end();) {
+        const int64_t addr = it->second;
+        const Block& b = blocks_.at(addr);
+        if (b.size == segment_size_.at(b.segment)) {
+          freed += b.size;
+          segment_size_.erase(b.segment);
+          blocks_.erase(addr);
+          it = free_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      return freed;
+    }
+    if (blocks_.empty()) return 0;
+    const int64_t page = small_ ? kSmallBuffer : kLargeBuffer;
+    auto last = std::prev(blocks_.end());
+    if (last->second.allocated || last->first + last->second.size != mapped_end_) return 0;
+    const int64_t unmap = last->second.size / page * page;
+    if (unmap == 0) return 0;
+    free_.erase({last->second.size, last->first});
+    last->second.size -= unmap;
+    mapped_end_ -= unmap;
+    if (last->second.size == 0) {
+      blocks_.erase(last);
+    } else {
+      free_.insert({last->second.size, last->first});
+    }
+    return unmap;
   }
 
   // Frees the block at `addr` and merges it with its free neighbours.
@@ -130,6 +182,7 @@ class Pool {
   bool small_, expandable_;
   std::map<int64_t, Block> blocks_;
   std::set<std::pair<int64_t, int64_t>> free_;  // (size, address)
+  std::map<int64_t, int64_t> segment_size_;     // caching: segment -> its size
   int64_t next_base_ = 0, segments_made_ = 0, mapped_end_ = 0;
 };
 
@@ -152,7 +205,7 @@ int64_t allocator_segment_size(int64_t block_bytes) {
   return kRoundLarge * ((block_bytes + kRoundLarge - 1) / kRoundLarge);
 }
 
-AllocatorReplay replay_allocator(const std::vector<AllocEvent>& events, AllocatorKind kind) {
+AllocatorReplay replay_allocator(const std::vector<AllocEvent>& events, AllocatorKind kind, int64_t limit_bytes) {
   const bool expandable = kind == AllocatorKind::Expandable;
   Pool small(true, expandable), large(false, expandable);
   struct Live {
@@ -167,6 +220,11 @@ AllocatorReplay replay_allocator(const std::vector<AllocEvent>& events, Allocato
       if (e.bytes <= 0) continue;  // a zero-byte storage takes no block
       const int64_t size = allocator_block_size(e.bytes);
       const bool is_small = size <= kSmallSize;
+      Pool& pool = is_small ? small : large;
+      if (limit_bytes > 0 && reserved + pool.growth(size) > limit_bytes) {  // out of memory: give cache back, retry
+        reserved -= small.release_cached() + large.release_cached();
+        ++r.cache_releases;
+      }
       const auto [addr, block] = (is_small ? small : large).alloc(size, &reserved, &r.segments);
       live[e.id] = Live{is_small, addr, e.bytes, block};
       requested += e.bytes;

@@ -125,3 +125,25 @@ TEST(AllocatorModel, UnknownFreesAreIgnored) {
   EXPECT_EQ(r.reserved_peak, 20 * MiB);
   EXPECT_EQ(r.requested_peak, 4 * MiB);
 }
+
+// At the device's limit the allocator gives back its entirely free cached segments and retries:
+// a 100 MiB segment freed whole makes room for a 120 MiB one under a 150 MiB limit; a split one
+// cannot be given back.
+TEST(AllocatorModel, AtTheLimitFreeCachedSegmentsAreGivenBack) {
+  Stream s;
+  s.a(1, 100 * MiB).f(1).a(2, 120 * MiB);
+  const AllocatorReplay unlimited = replay_allocator(s.e, AllocatorKind::Caching);
+  EXPECT_EQ(unlimited.reserved_peak, 220 * MiB);  // the free 100 MiB segment stays cached
+  EXPECT_EQ(unlimited.cache_releases, 0);
+  const AllocatorReplay limited = replay_allocator(s.e, AllocatorKind::Caching, 150 * MiB);
+  EXPECT_EQ(limited.reserved_peak, 120 * MiB);  // given back before the 120 MiB segment is made
+  EXPECT_EQ(limited.cache_releases, 1);
+  // A split segment is not free as a whole: it stays, and the limit is passed.
+  Stream t;
+  t.a(1, 100 * MiB).f(1).a(2, 60 * MiB).a(3, 60 * MiB);
+  EXPECT_EQ(replay_allocator(t.e, AllocatorKind::Caching, 150 * MiB).reserved_peak, 160 * MiB);
+  // Expandable: the free pages at the end are unmapped.
+  Stream x;
+  x.a(1, 100 * MiB).a(2, 20 * MiB).f(1).f(2).a(3, 140 * MiB);
+  EXPECT_EQ(replay_allocator(x.e, AllocatorKind::Expandable).reserved_peak, 140 * MiB);  // grows by one page
+}
