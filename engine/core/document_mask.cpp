@@ -55,10 +55,4 @@ int64_t DocumentMask::unmasked_pairs() const {
   return n;
 }
 
-int64_t document_attention_pairs(const std::vector<int64_t>& lengths) {
-  int64_t n = 0;
-  for (const int64_t L : lengths) n += L * (L + 1) / 2;
-  return n;
-}
-
 }  // namespace ulysses

@@ -54,8 +54,8 @@ class DocumentMask {
   // Position ids that restart at every document, for the tokens at global positions
   // `positions` (n) int64: (B, n) = positions - start[:, positions].
   at::Tensor positions(const at::Tensor& positions) const;
-  // Unmasked (query, key) pairs over the whole mask (every row) and what causal attention of
-  // the same rows would have: their ratio is the fraction of attention FLOPs a packed run does.
+  // Unmasked (query, key) pairs over the whole mask (every row); over B x N(N+1)/2 (causal)
+  // it is the share of attention FLOPs a packed run does (bench_documents prints it).
   int64_t unmasked_pairs() const;
 
  private:
@@ -63,9 +63,5 @@ class DocumentMask {
   const int64_t* start_ptr_ = nullptr;
   std::vector<int64_t> min_start_, max_start_;  // (N): over the rows
 };
-
-// Unmasked (query, key) pairs of causal attention over documents of the given lengths (each
-// L(L+1)/2), and of one causal sequence of their total length: the cost model's figure.
-int64_t document_attention_pairs(const std::vector<int64_t>& lengths);
 
 }  // namespace ulysses

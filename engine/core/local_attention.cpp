@@ -59,10 +59,12 @@ using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
 // Additive (bq, 1, bk) bias of row b's document mask for the tile of queries [i0, i0+bq) and
-// keys [j0, j0+bk); undefined when no entry is masked.
+// keys [j0, j0+bk); undefined when no entry is masked. A diagonal tile inside one document
+// takes the precomputed causal bias (block, 1, block).
 at::Tensor document_tile_bias(const DocumentMask& d, int64_t b, int64_t i0, int64_t bq, int64_t j0, int64_t bk,
-                              const at::TensorOptions& like) {
+                              const at::TensorOptions& like, const at::Tensor& causal) {
   if (d.full(b, i0, i0 + bq, j0, j0 + bk)) return {};
+  if (i0 == j0 && bq == bk && j0 >= d.at(b, i0 + bq - 1)) return causal.narrow(0, 0, bq).narrow(2, 0, bk);
   return at::zeros({bq, bk}, like)
       .masked_fill_(d.masked(b, i0, bq, j0, bk, like.device()), -std::numeric_limits<double>::infinity())
       .unsqueeze(1);
@@ -100,7 +102,7 @@ class BlockedAttentionFn : public torch::autograd::Function<BlockedAttentionFn> 
             if (docs && !docs->live(b, i0, i0 + bq, j0, j0 + bk)) break;  // before the block's documents
             auto s = at::mm(qt, kh.narrow(0, j0, bk).t());                // (bq*G, bk)
             if (docs) {
-              const auto db = document_tile_bias(*docs, b, i0, bq, j0, bk, qt.options());
+              const auto db = document_tile_bias(*docs, b, i0, bq, j0, bk, qt.options(), bias);
               if (db.defined()) s.view({bq, G, bk}).add_(db);
             } else if (kb == i) {
               s.view({bq, G, bk}).add_(bias.narrow(0, 0, bq).narrow(2, 0, bk));  // diagonal tile: bk == bq
@@ -167,7 +169,7 @@ class BlockedAttentionFn : public torch::autograd::Function<BlockedAttentionFn> 
             auto dot = doh.narrow(0, i0, bq).view({bq * G, dh});                // (bq*G, dh)
             auto p = at::mm(qsh.narrow(0, i0, bq).view({bq * G, dh}), kt.t());  // (bq*G, bk) = S, the forward's scores
             if (docs) {
-              const auto db = document_tile_bias(*docs, b, i0, bq, j0, bk, qt.options());
+              const auto db = document_tile_bias(*docs, b, i0, bq, j0, bk, qt.options(), bias);
               if (db.defined()) p.view({bq, G, bk}).add_(db);
             } else if (kb == i) {
               p.view({bq, G, bk}).add_(bias.narrow(0, 0, bq).narrow(2, 0, bk));

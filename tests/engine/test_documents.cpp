@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/documents_fixture.hpp"
+#include "cost_model.hpp"
 #include "data.hpp"
 #include "document_mask.hpp"
 #include "documents.hpp"
@@ -149,6 +150,25 @@ TEST(Documents, RefusesVocabularyMismatch) {
   issues = validate_with_files(c);
   ASSERT_FALSE(issues.empty());
   EXPECT_NE(issues[0].message.find("is not a folder"), std::string::npos) << issues[0].message;
+}
+
+// The cost model counts attention FLOPs times the share of causal pairs the packing keeps.
+TEST(Documents, CostModelCountsTheMaskSaving) {
+  TempDir dir;
+  test::write_documents_folder(dir.path, make_docs({5, 3, 20, 4, 7}, 50), 50);
+  RunConfig c;
+  c.model.vocab_size = 64;
+  c.train.seq_length = 8;
+  const cost::CostEstimate whole = cost::estimate(c);
+  c.data.kind = "documents";
+  c.data.path = dir.path;
+  const cost::CostEstimate packed = cost::estimate(c);
+  // sequences [5 3] [8] [8] [4 4] [7 + 1 padding]: (15+6 + 36 + 36 + 10+10 + 28+1) / (5 x 36)
+  const double kept = (15.0 + 6 + 36 + 36 + 10 + 10 + 28 + 1) / (5 * 36.0);
+  EXPECT_NEAR(packed.attention_fraction, kept, 1e-12);
+  EXPECT_NEAR(packed.attention_flops_per_step, whole.attention_flops_per_step * kept,
+              1e-9 * whole.attention_flops_per_step);
+  EXPECT_EQ(packed.dense_flops_per_step, whole.dense_flops_per_step);
 }
 
 namespace {
