@@ -298,9 +298,8 @@ TEST(Rendezvous, RanksOfTwoRunsOnOnePortNeverTrainTogether) {
       "MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
       std::to_string(port) + " ";
   const auto r = ulysses::test::sh("(" + env + "RANK=0 " + kWorker + " --config " + cfg + " --out " + a + " > " +
-                                       tmp("two-a.log") + " 2>&1; echo $? > " + tmp("two-a.rc") + ") & " + env +
-                                       "RANK=1 " + kWorker + " --config " + cfg + " --out " + b + "; wait",
-                                   "", true);
+                                   tmp("two-a.log") + " 2>&1; echo $? > " + tmp("two-a.rc") + ") & " + env + "RANK=1 " +
+                                   kWorker + " --config " + cfg + " --out " + b + " 2>&1; rc=$?; wait; exit $rc");
   const std::string a_log = ulysses::test::slurp(tmp("two-a.log"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_EQ(ulysses::test::slurp(tmp("two-a.rc")), "2\n") << a_log;
