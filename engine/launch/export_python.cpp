@@ -402,6 +402,9 @@ void map_techniques(const RunConfig& cfg, bool acc, MappingRows& r) {
         t.offload_gradients && t.offload_optimizer && t.zero_stage >= 3
             ? "DeepSpeed keeps the fp32 gradient partition with the offloaded optimizer, in CPU memory"
             : "on the device");
+  r.add("train.allocator", "PYTORCH_CUDA_ALLOC_CONF", t.allocator == "expandable",
+        t.allocator == "expandable" ? "expandable_segments:True (set it in the environment, as ALST does)"
+                                    : "PyTorch's caching allocator, its default");
 }
 
 // Data, profile and fault injection.

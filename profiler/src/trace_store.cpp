@@ -966,6 +966,10 @@ static void drop_copied_exports(const std::string& dir, std::vector<std::string>
   const std::vector<std::string> own = find_rank_files(dir);
   std::error_code ec;
   auto is_ulysses = [](const std::string& f) {
+    // A rank killed mid-run leaves its pages in the write-ahead log, which immutable=1 does not
+    // read: its main file can then equal another rank's byte for byte without being a copy.
+    std::error_code wal_ec;
+    if (fs::file_size(f + "-wal", wal_ec) > 0 && !wal_ec) return true;
     try {
       sql::Db db(sqlite_uri(f) + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI);
       return db.has_table("ULYSSES_RUN") || db.has_table("ULYSSES_RANKS");

@@ -301,13 +301,19 @@ TEST(ExplainWeights, UnitsPiecesAndBytesPerRankByHand) {
   auto w = ui::weight_placement(c);
   EXPECT_EQ(w.device_static_bytes(), params * 2 + params * 2);
   EXPECT_EQ(w.host_bytes, (params / W) * (4 + 8));
-  // Stage 3 with both offloads: the bf16 weights piece leaves the device too.
+  // Stage 3 with both offloads: the bf16 weights piece leaves the device too, and (with
+  // train.offload_gradients, the default) the gradient piece beside the offloaded optimizer.
   c.train.zero_stage = 3;
   c.train.offload_params = true;
+  c.train.offload_gradients = false;
   w = ui::weight_placement(c);
   EXPECT_EQ(w.param_bytes, 0);
   EXPECT_EQ(w.grad_bytes, (params / W) * 2);
   EXPECT_EQ(w.host_bytes, (params / W) * (4 + 8 + 2));
+  c.train.offload_gradients = true;
+  w = ui::weight_placement(c);
+  EXPECT_EQ(w.grad_bytes, 0);
+  EXPECT_EQ(w.host_bytes, (params / W) * (4 + 8 + 2 + 2));
   // Tied embeddings: the head unit is the final norm alone.
   c.model.tie_word_embeddings = true;
   w = ui::weight_placement(c);
