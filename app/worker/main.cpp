@@ -344,11 +344,15 @@ RunConfig load_checked_config(const std::string& config_path, const std::vector<
 }
 
 // What the ranks of one run share beyond their config: ulysses-run's run id, torchrun's, else
-// (ranks started by hand on one machine) the run folder.
+// (ranks started by hand on one machine: MASTER_ADDR on loopback) the run folder. Ranks started
+// by hand on several machines each write their own folder, so there the config alone is compared.
 std::string run_identity_of_worker(const std::string& out_dir) {
   for (const char* k : {kRunIdEnv, "TORCHELASTIC_RUN_ID"})
     if (const char* v = std::getenv(k); v && *v) return std::string(k) + "=" + v;
-  return "--out " + fs::absolute(out_dir).lexically_normal().string();
+  const char* addr = std::getenv("MASTER_ADDR");
+  const std::string a = addr ? addr : "127.0.0.1";
+  const bool loopback = a.rfind("127.", 0) == 0 || a == "::1" || a == "localhost";
+  return loopback ? "--out " + fs::absolute(out_dir).lexically_normal().string() : std::string();
 }
 
 // The process groups (rendezvous with the other ranks).
