@@ -414,8 +414,8 @@ TEST(Rendezvous, ACorruptFileStoreIsAnErrorNotASpin) {
   auto store = make_rendezvous_store(env, std::chrono::milliseconds(3000));
   ::unsetenv("ULYSSES_RENDEZVOUS_DIR");
   // A healthy store's records pass the check (keys, values, counters)
-  store->set("a", {1, 2, 3});
-  store->set("b", {4});
+  store->set("a", std::vector<uint8_t>{1, 2, 3});  // (libtorch 2.x also has set(key, string))
+  store->set("b", std::vector<uint8_t>{4});
   EXPECT_EQ(store->get("a"), (std::vector<uint8_t>{1, 2, 3}));
   EXPECT_EQ(store->add("n", 5), 5);
   EXPECT_EQ(store->add("n", 2), 7);
