@@ -295,12 +295,38 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& ids, const at::Tensor& po
   return x;
 }
 
+// GQA with fewer kv heads than ranks: each kv head replicated so every rank gets one (the rule
+// in ulysses_geometry.hpp). (B, n, Hkv, dh) -> (B, n, Hkv * R, dh); repeat_interleave(R, 2) as
+// expand + reshape (libtorch 1.13 has no meta kernel for it).
+void LlamaModel::replicate_kv(at::Tensor& k, at::Tensor& v) const {
+  const int64_t P = comm_ ? comm_->sp_size() : 1;
+  const int64_t B = k.size(0), n = k.size(1), Hkv = k.size(2), dh = k.size(3);
+  const int64_t R = ulysses_geometry(cfg_.num_attention_heads, Hkv, P).replication;
+  if (R <= 1) return;
+  k = k.unsqueeze(3).expand({B, n, Hkv, R, dh}).reshape({B, n, Hkv * R, dh});  // (B, n, P, dh)
+  v = v.unsqueeze(3).expand({B, n, Hkv, R, dh}).reshape({B, n, Hkv * R, dh});
+}
+
+// Layer l's attention over q (B, n, H, dh), k, v: Ulysses' all-to-alls when sp > 1 or the heads
+// are chunked, else the kernel directly (over the ring when ring_size > 1). Returns (B, n, H, dh),
+// a transposed view of what attention wrote.
+at::Tensor LlamaModel::attend(int64_t l, Direction dir, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t P = comm_ ? comm_->sp_size() : 1;
+  const auto& aopt = dir == Direction::Recompute ? recompute_opts_[l] : attn_opts_[l];
+  if (P > 1 || par_.head_chunks > 1) return ulysses_attention(q, k, v, aopt);
+  const auto H = static_cast<int32_t>(cfg_.num_attention_heads);
+  ULYSSES_RANGE(tracer_, Phase::Attention, dir, static_cast<int32_t>(l), 0, H);
+  prof::RangeInfo at;  // the ring steps' fields (aopt.tracer marks a recompute's as such)
+  at.head_begin = 0;
+  at.head_end = H;
+  return attention_core(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), aopt, &at).transpose(1, 2);
+}
+
 at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at::Tensor& cos, const at::Tensor& sin,
                                      Direction dir) {
   mem::LayerScope layer_scope(static_cast<int32_t>(l));  // its activations are counted per layer too
   const int64_t B = x_in.size(0), n = x_in.size(1);
   const int64_t H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, dh = cfg_.head_dim();
-  const int64_t P = comm_ ? comm_->sp_size() : 1;
   const bool marks_on = tracer_ && tracer_->active() && torch::GradMode::is_enabled();
   const std::string p = "model.layers." + std::to_string(l) + ".";
   auto& mk = marks_.layers[l];
@@ -336,25 +362,9 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
     }
     q = apply_rope(q, cos, sin);
     k = apply_rope(k, cos, sin);
-    const int64_t R = ulysses_geometry(H, Hkv, P).replication;  // kv copies, rule in ulysses_geometry.hpp
-    if (R > 1) {  // GQA with fewer kv heads than ranks: replicate so each rank gets one
-      // repeat_interleave(R, 2) as expand + reshape (libtorch 1.13 has no meta kernel for it)
-      k = k.unsqueeze(3).expand({B, n, Hkv, R, dh}).reshape({B, n, Hkv * R, dh});  // (B, n, P, dh)
-      v = v.unsqueeze(3).expand({B, n, Hkv, R, dh}).reshape({B, n, Hkv * R, dh});
-    }
+    replicate_kv(k, v);
   }
-  at::Tensor a;
-  const auto& aopt = dir == Direction::Recompute ? recompute_opts_[l] : attn_opts_[l];
-  if (P > 1 || par_.head_chunks > 1) {
-    a = ulysses_attention(q, k, v, aopt);  // (B, n, H, dh)
-  } else {
-    ULYSSES_RANGE(tracer_, Phase::Attention, dir, L, 0, static_cast<int32_t>(H));
-    prof::RangeInfo at;  // the ring steps' fields (aopt.tracer marks a recompute's as such)
-    at.head_begin = 0;
-    at.head_end = static_cast<int32_t>(H);
-    a = attention_core(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), aopt, &at)
-            .transpose(1, 2);  // (B, n, H, dh); over the ring when ring_size > 1
-  }
+  at::Tensor a = attend(l, dir, q, k, v);  // (B, n, H, dh)
   {
     ULYSSES_RANGE(tracer_, Phase::OutProj, dir, L);
     a = mark(a.reshape({B, n, H * dh}), &mk.o_end, marks_on);
@@ -413,9 +423,6 @@ at::Tensor LlamaModel::layer_forward_tiled(int64_t l, const at::Tensor& x_in, co
   // projections, RoPE, residual adds and the MLP exist one token tile at a time, in forward and
   // in backward (tiled_tokens). The backward marks time the q/k/v and attention-output edges
   // only (no separate o-projection and MLP backward ranges).
-  const int64_t B = x_in.size(0), n = x_in.size(1);
-  const int64_t H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, dh = cfg_.head_dim();
-  const int64_t P = comm_ ? comm_->sp_size() : 1;
   const int64_t tile = mem_.proj_chunk_tokens;
   const bool marks_on = tracer_ && tracer_->active() && torch::GradMode::is_enabled();
   const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -436,24 +443,10 @@ at::Tensor LlamaModel::layer_forward_tiled(int64_t l, const at::Tensor& x_in, co
     q = mark(qkv[0], &mk.qkv_begin, marks_on);  // (B, n, H, dh)
     k = mark(qkv[1], &mk.qkv_begin, marks_on);  // (B, n, Hkv, dh)
     v = mark(qkv[2], &mk.qkv_begin, marks_on);
-    const int64_t R = ulysses_geometry(H, Hkv, P).replication;  // as layer_forward
-    if (R > 1) {
-      k = k.unsqueeze(3).expand({B, n, Hkv, R, dh}).reshape({B, n, Hkv * R, dh});  // (B, n, P, dh)
-      v = v.unsqueeze(3).expand({B, n, Hkv, R, dh}).reshape({B, n, Hkv * R, dh});
-    }
+    replicate_kv(k, v);
   }
-  at::Tensor a;
-  const auto& aopt = dir == Direction::Recompute ? recompute_opts_[l] : attn_opts_[l];
-  if (P > 1 || par_.head_chunks > 1) {
-    a = ulysses_attention(q, k, v, aopt);  // (B, n, H, dh)
-  } else {
-    ULYSSES_RANGE(tracer_, Phase::Attention, dir, L, 0, static_cast<int32_t>(H));
-    prof::RangeInfo at;
-    at.head_begin = 0;
-    at.head_end = static_cast<int32_t>(H);
-    // (B, n, H, dh), a view of what attention wrote: each tile below is reshaped, no whole copy
-    a = attention_core(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), aopt, &at).transpose(1, 2);
-  }
+  // (B, n, H, dh), a view of what attention wrote: each tile below is reshaped, no whole copy
+  at::Tensor a = attend(l, dir, q, k, v);
   q = k = v = at::Tensor();
   ULYSSES_RANGE(tracer_, Phase::OutProj, dir, L);
   std::vector<at::Tensor> w_out = {w(p + "self_attn.o_proj.weight"), w(p + "post_attention_layernorm.weight"),

@@ -126,7 +126,9 @@ class LlamaModel {
   // re-run of a checkpointed layer inside backward.
   at::Tensor layer_forward(int64_t l, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                            prof::Direction dir);
-  at::Tensor w(const std::string& name);  // parameter cast to the compute dtype
+  at::Tensor w(const std::string& name);                  // parameter cast to the compute dtype
+  void replicate_kv(at::Tensor& k, at::Tensor& v) const;  // GQA kv heads for sp > Hkv
+  at::Tensor attend(int64_t l, prof::Direction dir, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
   // Stage 3: an identity on x whose backward calls the hooks' backward_begin (`begin`) or
   // backward_end for `use`; x itself without hooks or autograd.
   at::Tensor unit_boundary(const at::Tensor& x, int use, bool begin);
