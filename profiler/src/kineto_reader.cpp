@@ -362,6 +362,8 @@ void reduce_event(KinetoFile& f, json& e) {
 
 // The document, its events reduced as the parser completes each one (the document keeps
 // the rest: distributedInfo, baseTimeNanoseconds).
+constexpr int kMaxKinetoDepth = 64;
+
 json parse_events(KinetoFile& f) {
   const std::string& path = f.path;
   require_regular_file(path);
@@ -371,6 +373,11 @@ json parse_events(KinetoFile& f) {
   bool events_key = false, in_events = false;  // in_events: inside that array (not another top-level one)
   const json::parser_callback_t cb = [&](int depth, json::parse_event_t ev, json& parsed) {
     using E = json::parse_event_t;
+    // A profiler trace nests a few levels (document, events, args, a list in args): refuse a
+    // deeper one at once instead of reading megabytes of '[' to the end of the file.
+    if (depth >= kMaxKinetoDepth && (ev == E::array_start || ev == E::object_start))
+      throw TraceError(describe(path) + " nests deeper than " + std::to_string(kMaxKinetoDepth) +
+                       " levels: not a PyTorch profiler trace");
     if (depth == 0 && ev == E::array_start) {  // the legacy plain array
       events_depth = 1;
       in_events = true;
