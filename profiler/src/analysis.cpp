@@ -185,6 +185,18 @@ void for_each_counted_lane(const TraceModel& m, F&& f) {
   }
 }
 
+}  // namespace
+
+std::pair<int64_t, int64_t> count_ranges_and_kernels(const TraceModel& m) {
+  std::pair<int64_t, int64_t> n{0, 0};
+  for_each_counted_lane(m, [&](const Lane& l) {
+    for (int64_t k = 0; k < l.count; ++k) ++(m.ranges[static_cast<size_t>(l.first + k)].is_kernel ? n.second : n.first);
+  });
+  return n;
+}
+
+namespace {
+
 // Whether a range is one of ZeRO's parameter all-gathers: a communication range (or NCCL
 // kernel launched by one) of phase grad_allreduce with direction none (Summary::allgather).
 bool is_allgather(const TraceRange& r) { return r.phase == Phase::GradAllReduce && r.dir == Direction::None; }

@@ -330,7 +330,7 @@ PreparedCaches prepare_trace_caches(const std::string& trace_path, int64_t racy_
       model = cs.from_cache ? load_trace(trace_path, lo) : std::move(cs.model);
     }
     out.loaded = true;
-    out.ranges = static_cast<int64_t>(model.ranges.size());
+    out.ranges = count_ranges_and_kernels(model).first;  // as the summary and the studio count them
     if (!out.overview_cached) {
       const TraceOverview ov = build_overview(model);
       out.overview_ranges = static_cast<int64_t>(ov.model.ranges.size());

@@ -578,6 +578,8 @@ TEST(TraceScale, PrepareWritesRankFileCachesOnlyWhereTheLoaderReadsThem) {
   EXPECT_TRUE(p.loaded);
   EXPECT_EQ(p.rank_files, 3);
   EXPECT_EQ(p.rank_files_cached, 3);
+  // The ranges it reports are those the summary (and the studio's status bar) counts.
+  EXPECT_EQ(p.ranges, prof::analyze(prof::load_trace(run)).num_ranges);
   for (const auto& f : prof::find_rank_files(run)) EXPECT_TRUE(fs::exists(prof::rank_file_cache_path(f))) << f;
   EXPECT_FALSE(prof::prepare_trace_caches(run, 0).loaded);
   fs::remove(prof::rank_file_cache_path(prof::find_rank_files(run)[1]));

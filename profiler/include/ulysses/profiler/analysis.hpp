@@ -276,5 +276,9 @@ std::vector<PhaseTime> phase_times(const TraceModel& m, const AnalysisOptions& o
 
 Headline headline(const TraceModel& m, const AnalysisOptions& o = {});
 Summary analyze(const TraceModel& m, const AnalysisOptions& o = {});
+// The host ranges and device activities the summary counts (Summary::num_ranges, num_kernels):
+// every lane but the head-range lanes, which repeat the attention and all-to-all ranges per
+// head range. The one count that ulysses-run, ulysses-trace and the studio print.
+std::pair<int64_t, int64_t> count_ranges_and_kernels(const TraceModel& m);
 
 }  // namespace ulysses::prof

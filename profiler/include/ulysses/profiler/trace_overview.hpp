@@ -95,7 +95,7 @@ struct PreparedCaches {
   bool summary_cached = false;   // the summary cache holds this trace's summary (now or before)
   bool overview_cached = false;  // likewise the overview
   bool loaded = false;           // the ranges had to be read (something was missing or stale)
-  int64_t ranges = 0;            // ranges of the trace (when loaded)
+  int64_t ranges = 0;            // host ranges as the summary counts them (when loaded)
   int64_t overview_ranges = 0;   // ranges of the overview written
   // Rank files that rank-file caches apply to (a run folder of several Ulysses rank files:
   // rank_file_cache.hpp), and how many of them have a current cache after the call.
