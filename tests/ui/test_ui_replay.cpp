@@ -6,6 +6,9 @@
 #include <algorithm>
 
 #include <QDir>
+#include <QFile>
+#include <QPlainTextEdit>
+#include <QScrollBar>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -163,6 +166,28 @@ TEST_F(ReplayMonitor, RefusesARunWithoutMetrics) {
   QString err;
   EXPECT_FALSE(page.replayRun(tmp_.filePath(QStringLiteral("empty")), 1.0, &err));
   EXPECT_TRUE(err.contains(QLatin1String("no recorded steps"))) << err.toStdString();
+}
+
+// A finished run opened from disk: its log shows every line from its first column, however
+// long the longest line (appending to a no-wrap log scrolled it to that line's end).
+TEST_F(ReplayMonitor, LogOfARunFromDiskStartsAtTheFirstColumn) {
+  QDir(run_).mkpath(QStringLiteral("logs"));
+  QFile f(QDir(run_).filePath(QStringLiteral("logs/rank0.log")));
+  ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+  f.write("rank 0: first line\nrank 0: last line, a long one " + QByteArray(3000, 'x') + "\n");
+  f.close();
+  RunController ctl;
+  MonitorPage page(&ctl);
+  page.resize(800, 600);
+  page.showRun(run_);  // loaded first, then shown: as the studio opens a run given to it
+  page.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
+  QCoreApplication::processEvents();
+  auto* log = page.findChild<QPlainTextEdit*>(QStringLiteral("log"));
+  ASSERT_NE(log, nullptr);
+  EXPECT_TRUE(log->toPlainText().contains(QLatin1String("last line, a long one")));
+  EXPECT_GT(log->horizontalScrollBar()->maximum(), 0);  // the long line does not fit
+  EXPECT_EQ(log->horizontalScrollBar()->value(), 0);
 }
 
 // The explain view follows the launcher's form: a valid config draws 6 stages, an sp_size

@@ -10,6 +10,8 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPlainTextEdit>
+#include <QScrollBar>
+#include <QTextCursor>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRegularExpression>
@@ -296,7 +298,17 @@ void MonitorPage::onMetric(const MetricPoint& p) {
 
 void MonitorPage::onLog(int rank, const QString& text) {
   if (text.startsWith(QLatin1String("METRIC "))) return;  // charted, not logged
-  log_->appendPlainText(rank >= 0 ? QStringLiteral("[rank %1] %2").arg(rank).arg(text) : text);
+  appendLog(rank >= 0 ? QStringLiteral("[rank %1] %2").arg(rank).arg(text) : text);
+}
+
+// A line at the end of the log, the view staying at the column the reader is at: appending
+// scrolls a no-wrap log to the end of its longest line, so a finished run opened from disk
+// showed every line from its middle.
+void MonitorPage::appendLog(const QString& line) {
+  QScrollBar* h = log_->horizontalScrollBar();
+  const int x = h->value();
+  log_->appendPlainText(line);
+  h->setValue(x);
 }
 
 void MonitorPage::onFinished(const RunOutcome& o) {
@@ -362,9 +374,16 @@ void MonitorPage::showRun(const QString& runDir) {
     for (const auto& l : lines) {
       if (l.startsWith(QLatin1String("METRIC "))) continue;  // charted, not logged
       diskRanks_->appendLine(r, l);
-      log_->appendPlainText(QStringLiteral("[rank %1] %2").arg(r).arg(l));
+      appendLog(QStringLiteral("[rank %1] %2").arg(r).arg(l));
     }
   }
+  // The view opens on the last line from its first column (the first show scrolls to the
+  // text cursor; left at the end of the longest line it showed every line from its middle).
+  QTextCursor end(log_->document());
+  end.movePosition(QTextCursor::End);
+  end.movePosition(QTextCursor::StartOfBlock);
+  log_->setTextCursor(end);
+  log_->horizontalScrollBar()->setValue(0);
   using St = RankStatusModel::State;
   const St st = s.status == QLatin1String("finished")  ? St::Finished
                 : s.status == QLatin1String("failed")  ? St::Stopped

@@ -60,6 +60,7 @@ class MonitorPage : public QWidget {
   void onStarted();
   void onMetric(const MetricPoint& p);
   void onLog(int rank, const QString& text);
+  void appendLog(const QString& line);  // keeps the horizontal scroll where it is
   void onFinished(const RunOutcome& o);
   void clearCharts();
   void addPoint(const MetricPoint& p);
