@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
 #if defined(ULYSSES_WITH_NCCL)
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/core/Event.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
