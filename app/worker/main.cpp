@@ -421,7 +421,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "ulysses-worker: one rank of a Ulysses sequence-parallel run (environment: RANK, WORLD_SIZE, LOCAL_RANK, "
       "LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT).\n"
-      "Also: ulysses-worker --plan --config CONFIG [--set k=v]... [--json] [--max-seq GIB] prints the memory plan "
+      "Also: ulysses-worker --plan --config CONFIG [--set k=v]... [--json] [--max-seq GIB] [--tflops T] prints the "
+      "memory plan "
       "(what ulysses-run --plan runs); ulysses-worker --simulate HW --config CONFIG --out DIR simulates a step "
       "(ulysses-run --simulate)"};
   std::string config_path, out_dir;

@@ -1,6 +1,6 @@
 // ulysses-worker --plan: the memory planner (engine/core/meta_dry_run.hpp) as a command.
 // Dry-runs one rank's training step on the meta device; starts no process group.
-//   ulysses-worker --plan --config CONFIG [--set key=value]... [--json] [--max-seq GIB]
+//   ulysses-worker --plan --config CONFIG [--set key=value]... [--json] [--max-seq GIB] [--tflops T]
 // Exit codes: 0 done, 2 bad input, 1 failure.
 #include <cmath>
 #include <cstdio>
@@ -23,13 +23,15 @@ int plan_command(int argc, char** argv) {
   std::string config_path;
   std::vector<std::string> overrides;
   bool plan = false, as_json = false;
-  double max_seq_gib = 0;
+  double max_seq_gib = 0, tflops = 0;
   app.add_flag("--plan", plan, "print the memory plan instead of training");
   app.add_option("--config", config_path, "run config JSON")->required();
   app.add_option("--set", overrides, "override a config key, e.g. --set train.seq_length=65536");
   app.add_flag("--json", as_json, "print the plan as one JSON object");
   app.add_option("--max-seq", max_seq_gib,
                  "answer the longest seq_length whose planned peak fits in this many GiB per rank");
+  app.add_option("--tflops", tflops,
+                 "sustained TFLOP/s of one rank: also print the step's compute time (FLOPs as the cost model counts)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -43,6 +45,8 @@ int plan_command(int argc, char** argv) {
     if (app.count("--max-seq") && !(max_seq_gib > 0 && max_seq_gib <= 1048576.0))
       throw ConfigError("--max-seq must be a number of GiB per rank between 0 and 1048576 (1 PiB), got " +
                         std::to_string(max_seq_gib));
+    if (!(tflops >= 0 && tflops <= 1e9))
+      throw ConfigError("--tflops must be a throughput per rank in TFLOP/s (0 to 1e9), got " + std::to_string(tflops));
     if (app.count("--max-seq")) {
       const auto limit = static_cast<int64_t>(max_seq_gib * 1024.0 * 1024.0 * 1024.0);
       const int64_t N = plan::max_seq_length(cfg, limit);
@@ -53,6 +57,7 @@ int plan_command(int argc, char** argv) {
         cfg.train.seq_length = N;
         plan::PlanOptions po;
         po.gpu_limit_bytes = limit;  // the allocator replay at this device's size, as the search ran it
+        po.tflops_per_rank = tflops;
         const auto p = plan::plan_memory(cfg, po);
         j["plan"] = plan::plan_to_json(p);
         j["peak_bytes"] = p.peak_bytes;
@@ -65,7 +70,9 @@ int plan_command(int argc, char** argv) {
       std::cout << (as_json ? j.dump() + "\n" : text) << std::flush;
       return 0;
     }
-    const auto p = plan::plan_memory(cfg);
+    plan::PlanOptions po;
+    po.tflops_per_rank = tflops;
+    const auto p = plan::plan_memory(cfg, po);
     std::cout << (as_json ? plan::plan_to_json(p).dump() + "\n" : plan::plan_to_text(p)) << std::flush;
     return 0;
   } catch (const ConfigError& e) {

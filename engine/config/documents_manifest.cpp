@@ -170,4 +170,14 @@ double packed_attention_fraction(const std::vector<int64_t>& off, int64_t N) {
   return all > 0 ? kept / all : 1.0;
 }
 
+double documents_attention_fraction(const RunConfig& cfg) {
+  if (cfg.data.kind != "documents" || cfg.train.seq_length <= 0) return 1.0;
+  try {
+    return packed_attention_fraction(read_document_offsets(read_documents_manifest(cfg.data.path)),
+                                     cfg.train.seq_length);
+  } catch (const std::exception&) {
+    return 1.0;
+  }
+}
+
 }  // namespace ulysses

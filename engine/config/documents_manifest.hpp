@@ -55,4 +55,11 @@ void pack_documents(const std::vector<int64_t>& off, int64_t N, std::vector<int6
 // CostOptions::attention_fraction.
 double packed_attention_fraction(const std::vector<int64_t>& off, int64_t N);
 
+// That fraction for a run: packed_attention_fraction of data.path's documents at
+// train.seq_length with data.kind = documents; 1 for other kinds or a folder that cannot be read
+// (validate_with_files says why before a run). The cost model, the planner and the step
+// simulator count attention with it.
+struct RunConfig;
+double documents_attention_fraction(const RunConfig& cfg);
+
 }  // namespace ulysses

@@ -1,6 +1,9 @@
-// DeviceTimer on CUDA events (GPU builds: ULYSSES_WITH_NCCL). Start mark: an event on the
-// current (compute) stream just before the collective is issued, which ProcessGroupNCCL's
-// stream waits for, so the collective starts no earlier. End mark: a side stream from the
+// DeviceTimer on CUDA events (GPU builds: ULYSSES_WITH_NCCL). Start mark: the event
+// ProcessGroupNCCL records on its own stream just before the collective (compat::nccl_start_event,
+// libtorch >= 2.3 with TORCH_NCCL_ENABLE_TIMING), i.e. when NCCL starts; where there is none, an
+// event on the current (compute) stream just before the collective is issued, which
+// ProcessGroupNCCL's stream waits for, so the collective starts no earlier (but later when
+// NCCL's stream is still busy with an earlier collective). End mark: a side stream from the
 // pool, otherwise idle, is made to wait for the work (WorkNCCL::wait blocks the current
 // stream, here the side stream, on the collective's end event, without a host wait) and
 // records an event, which therefore completes when the collective does. Host times: an
@@ -23,6 +26,7 @@
 #include <mutex>
 
 #include "comm_timing.hpp"
+#include "torch_compat.hpp"
 #include "ulysses/profiler/tracer.hpp"
 
 namespace ulysses {
@@ -48,6 +52,7 @@ class CudaEventTimer final : public DeviceTimer {
       work.wait();  // NCCL: the side stream waits for the collective's end event
     }
     s.b.record(clock_->side);
+    s.nccl_start = compat::nccl_start_event(work);  // recorded at enqueue, before the collective
     s.ended = true;
   }
 
@@ -92,11 +97,13 @@ class CudaEventTimer final : public DeviceTimer {
     std::shared_ptr<Clock> clock;
     std::shared_ptr<Anchor> anchor;
     at::cuda::CUDAEvent a{cudaEventDefault}, b{cudaEventDefault};
+    std::shared_ptr<at::cuda::CUDAEvent> nccl_start;  // NCCL's own start event, when it has one
     bool ended = false;
     bool times(int64_t* start_ns, int64_t* end_ns) override {
       if (!ended || !anchor) return false;
-      b.synchronize();
-      *start_ns = anchor->host_ns + static_cast<int64_t>(static_cast<double>(anchor->ev.elapsed_time(a)) * 1e6);
+      b.synchronize();  // after the collective, so after its start event too
+      const at::cuda::CUDAEvent& start = nccl_start ? *nccl_start : a;
+      *start_ns = anchor->host_ns + static_cast<int64_t>(static_cast<double>(anchor->ev.elapsed_time(start)) * 1e6);
       *end_ns = anchor->host_ns + static_cast<int64_t>(static_cast<double>(anchor->ev.elapsed_time(b)) * 1e6);
       clock->renew_if_asked();  // the marks are read: the step has ended
       return *end_ns >= *start_ns;

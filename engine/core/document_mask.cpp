@@ -21,6 +21,21 @@ DocumentMask::DocumentMask(const at::Tensor& start) : start_(start.to(torch::kCP
       max_start_[static_cast<size_t>(t)] = std::max(max_start_[static_cast<size_t>(t)], s);
     }
   }
+  // Varlen: a document begins where start[] changes along a row (and at every row's first
+  // token); it must begin at its own start, or the causal runs would not be the mask.
+  TORCH_CHECK(B * N < std::numeric_limits<int32_t>::max(), "DocumentMask: ", B, " x ", N,
+              " tokens exceed the varlen kernel's int32 offsets");
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t < N; ++t) {
+      const int64_t s = start_ptr_[b * N + t];
+      if (t > 0 && s == start_ptr_[b * N + t - 1]) continue;
+      TORCH_CHECK(s == t, "DocumentMask: row ", b, " has a document starting at ", t, " whose start is ", s);
+      varlen_.cu_seqlens.push_back(static_cast<int32_t>(b * N + t));
+    }
+  }
+  varlen_.cu_seqlens.push_back(static_cast<int32_t>(B * N));
+  for (size_t i = 0; i + 1 < varlen_.cu_seqlens.size(); ++i)
+    varlen_.max_seqlen = std::max<int64_t>(varlen_.max_seqlen, varlen_.cu_seqlens[i + 1] - varlen_.cu_seqlens[i]);
 }
 
 at::Tensor DocumentMask::masked(const at::Tensor& qpos, const at::Tensor& kpos, const c10::Device& dev) const {

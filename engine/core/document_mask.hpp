@@ -19,6 +19,15 @@
 
 namespace ulysses {
 
+// Flash-attention's varlen layout of a document mask: the B rows laid end to end (B*N tokens,
+// row b's token t at b*N + t), each document (padding is one of its own) a causal sequence.
+// cu_seqlens: where each document begins, then B*N (int32, as the kernel takes it);
+// max_seqlen: the longest document.
+struct VarlenLayout {
+  std::vector<int32_t> cu_seqlens;
+  int64_t max_seqlen = 0;
+};
+
 class DocumentMask {
  public:
   DocumentMask() = default;
@@ -57,11 +66,14 @@ class DocumentMask {
   // Unmasked (query, key) pairs over the whole mask (every row); over B x N(N+1)/2 (causal)
   // it is the share of attention FLOPs a packed run does (bench_documents prints it).
   int64_t unmasked_pairs() const;
+  // The varlen layout of this mask (computed once, at construction).
+  const VarlenLayout& varlen() const { return varlen_; }
 
  private:
   at::Tensor start_;  // (B, N) int64 contiguous CPU
   const int64_t* start_ptr_ = nullptr;
   std::vector<int64_t> min_start_, max_start_;  // (N): over the rows
+  VarlenLayout varlen_;
 };
 
 }  // namespace ulysses

@@ -213,6 +213,22 @@ at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, co
   return BlockedAttentionFn::apply(q, k, v, block, docs);
 }
 
+at::Tensor varlen_document_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                     const DocumentMask& docs, const VarlenKernel& kernel) {
+  check_shapes(q, k, v);
+  check_documents(q, &docs);
+  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), dh = q.size(3);
+  const VarlenLayout& l = docs.varlen();
+  const auto cu = torch::tensor(l.cu_seqlens, torch::kInt32).to(q.device());
+  // (B, H, N, dh) -> (B, N, H, dh) -> (B*N, H, dh): the rows end to end, token-major.
+  auto tokens = [&](const at::Tensor& x) { return x.transpose(1, 2).reshape({B * N, x.size(1), dh}); };
+  // kv heads repeated as the SDPA path does (flash takes GQA itself; kept to one code path).
+  const auto out = kernel(tokens(q), tokens(expand_kv(k, H)), tokens(expand_kv(v, H)), cu, l.max_seqlen);
+  TORCH_CHECK(out.dim() == 3 && out.size(0) == B * N && out.size(1) == H && out.size(2) == dh,
+              "varlen attention: the kernel returned ", out.sizes(), " for (", B * N, ", ", H, ", ", dh, ")");
+  return out.view({B, N, H, dh}).transpose(1, 2);  // (B, H, N, dh)
+}
+
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const AttentionKernel& kernel, const DocumentMask* docs) {
   if (kernel.kind == AttentionKernel::Kind::FlashShapes || q.is_meta())
@@ -222,8 +238,12 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
       return blocked_causal_attention(q, k, v, kernel.block, docs);
     case AttentionKernel::Kind::Sdpa:
     default:
-      if (docs) {  // the document mask as an additive bias (B, 1, N, N) (no varlen kernel here)
+      if (docs) {
         check_documents(q, docs);
+        // CUDA libtorch 2.x, fp16/bf16: flash attention's varlen kernel, no N x N anywhere.
+        if (compat::flash_varlen_supports(q))
+          return varlen_document_attention(q, k, v, *docs, compat::flash_varlen_causal);
+        // Elsewhere (CPU, float32, libtorch 1.13): the document mask as an additive bias (B, 1, N, N).
         const auto bias = at::zeros({q.size(0), 1, q.size(2), q.size(2)}, q.options())
                               .masked_fill_(docs->masked(0, q.size(2), 0, q.size(2), q.device()).unsqueeze(1),
                                             -std::numeric_limits<double>::infinity());

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <torch/torch.h>
@@ -34,6 +35,18 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
 // where shapes stand in for it): q (B, H, N, dh); k, v (B, Hkv, N, dh) -> (B, H, N, dh).
 at::Tensor blocked_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t block,
                                     const DocumentMask* docs = nullptr);
+
+// A varlen causal kernel: q, k, v (T, H, dh) over documents laid end to end, cu_seqlens
+// (documents + 1) int32 on q's device, the longest document -> (T, H, dh).
+using VarlenKernel = std::function<at::Tensor(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                              const at::Tensor& cu_seqlens, int64_t max_seqlen)>;
+
+// Packed documents through a varlen kernel (on CUDA libtorch 2.x, causal_attention's Sdpa
+// kind runs compat::flash_varlen_causal here instead of SDPA with an N x N bias):
+// q (B, H, N, dh); k, v (B, Hkv, N, dh) -> (B, H, N, dh), causal within each document of `docs`
+// (its varlen layout: the B rows end to end).
+at::Tensor varlen_document_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                     const DocumentMask& docs, const VarlenKernel& kernel);
 
 // The kernel for a run: train.attention (auto | sdpa | blocked) on a device. auto means
 // Blocked on CPU and Sdpa on CUDA (flash).

@@ -391,6 +391,18 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
   p.layers = cfg.model.num_hidden_layers;
 
   const cost::CostEstimate est = cost::estimate(cfg);
+  // Compute per rank: the cost model's FLOPs (with the document mask's saving) and, for
+  // comparison, the same step with every sequence one document.
+  cost::CostOptions whole_opt;
+  whole_opt.attention_fraction = 1;
+  const cost::CostEstimate whole = cost::estimate(cfg, whole_opt);
+  const double W = double(cfg.parallel.world_size());
+  p.dense_flops_per_rank = est.dense_flops_per_step / W;
+  p.attention_flops_per_rank = est.attention_flops_per_step / W;
+  p.attention_flops_unmasked_per_rank = whole.attention_flops_per_step / W;
+  p.attention_fraction = est.attention_fraction;
+  p.tflops_per_rank = opt.tflops_per_rank;
+  p.compute_s = opt.tflops_per_rank > 0 ? p.flops_per_rank() / (opt.tflops_per_rank * 1e12) : 0.0;
   p.param_bytes = est.param_bytes;
   p.grad_bytes = est.grad_bytes;
   p.master_bytes = est.master_bytes;
@@ -520,7 +532,14 @@ json plan_to_json(const MemoryPlan& p) {
          {"transient_bytes_per_token", p.transient_bytes_per_token()},
          {"peak_bytes", p.peak_bytes},
          {"memory_techniques_applied", p.memory_techniques_applied},
-         {"dry_run_s", p.dry_run_s}};
+         {"dry_run_s", p.dry_run_s},
+         {"dense_flops_per_rank", p.dense_flops_per_rank},
+         {"attention_flops_per_rank", p.attention_flops_per_rank},
+         {"attention_flops_unmasked_per_rank", p.attention_flops_unmasked_per_rank},
+         {"attention_fraction", p.attention_fraction},
+         {"flops_per_rank", p.flops_per_rank()},
+         {"tflops_per_rank", p.tflops_per_rank},
+         {"compute_s", p.compute_s}};
   if (p.has_gpu_reserve) {
     const cost::GpuReserve& g = p.gpu;
     j["gpu"] = {{"allocator_peak_bytes", g.allocator_peak_bytes},
@@ -579,6 +598,30 @@ std::string peak_table_text(const std::vector<mem::TensorGroup>& rows, size_t li
   return s;
 }
 
+// The compute lines of plan_to_text: the cost model's FLOPs per rank and step, the document
+// mask's saving, and the time at the throughput asked for.
+std::string plan_compute_text(const MemoryPlan& p) {
+  using cost::format_flops;
+  std::string v = format_flops(p.flops_per_rank()) + "  (dense " + format_flops(p.dense_flops_per_rank) +
+                  " + attention " + format_flops(p.attention_flops_per_rank) + ")";
+  if (p.tflops_per_rank > 0) {
+    char t[96];
+    std::snprintf(t, sizeof t, ", %s at %g TFLOP/s", cost::format_seconds(p.compute_s).c_str(), p.tflops_per_rank);
+    v += t;
+  }
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "  %-30s %s\n", "compute per step", v.c_str());
+  std::string s = buf;
+  if (p.attention_fraction < 1) {
+    std::snprintf(buf, sizeof buf,
+                  "  %-30s attention %s of %s: the document mask keeps %.1f%% of causal (query, key) pairs\n",
+                  "  packed documents", format_flops(p.attention_flops_per_rank).c_str(),
+                  format_flops(p.attention_flops_unmasked_per_rank).c_str(), 100.0 * p.attention_fraction);
+    s += buf;
+  }
+  return s;
+}
+
 std::string plan_to_text(const MemoryPlan& p) {
   using cost::format_bytes;
   std::string s;
@@ -632,6 +675,7 @@ std::string plan_to_text(const MemoryPlan& p) {
                                             format_bytes(double(g.cupti_bytes)));
     line("GPU total", format_bytes(double(g.device_bytes())) + "  (" + std::to_string(g.device_bytes()) + " bytes)");
   }
+  s += plan_compute_text(p);
   s += peak_table_text(p.peak_tensors, kPeakTableRows);
   if (!p.memory_techniques_applied)
     s += "  (this build's model has no activation checkpointing / tiled loss / TiledMLP: those settings were not "

@@ -42,6 +42,8 @@ struct PlanOptions {
   // A GPU plan for a device of this many bytes (0: unknown): the allocator replay gives cached
   // segments back when a new one would not fit, as the CUDA allocator does (allocator_model.hpp).
   int64_t gpu_limit_bytes = 0;
+  // Sustained TFLOP/s of one rank for the plan's compute time (0: FLOPs only, no time).
+  double tflops_per_rank = 0;
 };
 
 // One rank's memory for one training step, bytes.
@@ -98,6 +100,15 @@ struct MemoryPlan {
   bool memory_techniques_applied = false;  // the model took activation_checkpointing, offload,
                                            // loss_chunk_tokens, mlp_chunk_tokens (builds with them)
   double dry_run_s = 0;                    // wall time of the dry runs
+  // Compute of one rank's step: the cost model's count (cost_model.hpp), so --plan and the
+  // launcher's estimate say the same. data.kind = documents: attention is counted for the
+  // causal (query, key) pairs the document mask keeps (attention_fraction, from the prepared
+  // folder's packing); attention_flops_unmasked_per_rank is what one document per sequence costs.
+  double dense_flops_per_rank = 0, attention_flops_per_rank = 0, attention_flops_unmasked_per_rank = 0;
+  double attention_fraction = 1;
+  double flops_per_rank() const { return dense_flops_per_rank + attention_flops_per_rank; }
+  double tflops_per_rank = 0;  // PlanOptions::tflops_per_rank; 0: no compute time
+  double compute_s = 0;        // flops_per_rank() at tflops_per_rank
   // Plans for a GPU: what the device adds (context, workspaces, NCCL and CUPTI buffers,
   // allocator rounding, offload prefetch) and the offloaded inputs as pinned host memory
   // (cost/gpu_reserve.hpp); --max-seq compares gpu.device_bytes() with the limit less kGpuHeadroom.
@@ -131,5 +142,7 @@ json plan_to_json(const MemoryPlan& p);
 std::string plan_to_text(const MemoryPlan& p);
 // The peak table's first `limit` rows as plan_to_text prints them.
 std::string peak_table_text(const std::vector<mem::TensorGroup>& rows, size_t limit);
+// The compute lines plan_to_text prints: FLOPs per rank and step, the document mask's saving.
+std::string plan_compute_text(const MemoryPlan& p);
 
 }  // namespace ulysses::plan

@@ -2,7 +2,7 @@
 // toolkit's (CI has no CUDA libtorch to link with): keeps torch_compat.hpp's CUDA branches
 // (NCCL group, error handling, shutdown/abort, set_device, memory stats, the allocator's lazy init,
 // name and trace hook, HostCopy's CUDA copies) compiling; CMake also compiles the engine sources
-// with a CUDA branch (comm, memory_categories, activation_checkpoint, model, trainer) with the same
+// with a CUDA branch (comm, memory_categories, activation_checkpoint, model, trainer, local_attention) with the same
 // definitions. Built as an object library, never linked.
 #include "torch_compat.hpp"
 
@@ -21,6 +21,9 @@ c10::intrusive_ptr<Backend> nccl_compile_check(c10::intrusive_ptr<c10d::Store> s
   h.offload(at::Tensor());
   h.prefetch();
   (void)h.restore();
+  // Packed documents on CUDA: flash's varlen entry (libtorch 2.x; 1.13's branch refuses).
+  if (flash_varlen_supports(at::Tensor()))
+    (void)flash_varlen_causal(at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), 0);
   if (!shutdown_backend(pg)) abort_backend(pg);
   return pg;
 }

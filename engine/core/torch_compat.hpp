@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
 #if defined(ULYSSES_WITH_NCCL)
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/core/Event.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
@@ -56,6 +57,34 @@ inline at::Tensor sdpa_masked(const at::Tensor& q, const at::Tensor& k, const at
   return std::get<0>(at::_scaled_dot_product_attention(q, k, v, bias, 0.0, false, /*is_causal=*/false));
 }
 #endif
+
+// Flash attention's varlen entry for packed documents: q, k, v (T, H, dh) with the documents
+// laid end to end, cu_seqlens (documents + 1) int32 on their device, causal within each
+// document -> (T, H, dh); differentiable (autograd's FlashAttentionBackward0 runs
+// _flash_attention_backward with the same offsets). CUDA libtorch 2.x only, fp16/bf16, head
+// dim a multiple of 8 up to 256 (flash_varlen_supports); elsewhere the caller keeps SDPA with
+// an N x N bias. libtorch 1.13 has no flash kernel at all.
+#if TORCH_VERSION_MAJOR >= 2
+inline constexpr bool kHasFlashVarlen = true;
+inline at::Tensor flash_varlen_causal(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const at::Tensor& cu_seqlens, int64_t max_seqlen) {
+  // (query, key, value, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, return_debug_mask):
+  // the positional prefix every 2.x release shares; the first result is the output.
+  return std::get<0>(at::_flash_attention_forward(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, 0.0,
+                                                  /*is_causal=*/true, /*return_debug_mask=*/false));
+}
+#else
+inline constexpr bool kHasFlashVarlen = false;
+inline at::Tensor flash_varlen_causal(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                      int64_t) {
+  throw std::logic_error("flash_varlen_causal: libtorch 1.13 has no flash attention (check flash_varlen_supports)");
+}
+#endif
+inline bool flash_varlen_supports(const at::Tensor& q) {
+  const auto dt = q.scalar_type();
+  return kHasFlashVarlen && q.is_cuda() && (dt == at::kHalf || dt == at::kBFloat16) && q.size(-1) % 8 == 0 &&
+         q.size(-1) <= 256;
+}
 
 // Whether SDPA on CPU tensors runs a fused flash kernel: libtorch 2.x has one, which saves q,
 // k, v, out and the log-sum-exp for backward, where 1.13's math path saves the N x N
@@ -244,10 +273,39 @@ inline void enable_nccl_error_handling() {
 inline c10::intrusive_ptr<Backend> make_nccl(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                                              std::chrono::milliseconds timeout) {
   enable_nccl_error_handling();
+  // A start event on the NCCL stream for every collective (nccl_start_event: the traced
+  // range's device start mark), unless the user set it: one cudaEventRecord per collective.
+  ::setenv("TORCH_NCCL_ENABLE_TIMING", "1", /*overwrite=*/0);
   auto o = c10d::ProcessGroupNCCL::Options::create();
   o->timeout = timeout;
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, o);
 }
+#endif
+
+#if defined(ULYSSES_WITH_NCCL)
+// The event ProcessGroupNCCL records on its NCCL stream just before it launches the collective
+// (libtorch >= 2.3, with TORCH_NCCL_ENABLE_TIMING=1, which make_nccl sets: WorkNCCL's protected
+// ncclStartEvent_, read through a derived class's member pointer), so a traced range starts
+// when NCCL does rather than when the compute stream issued it (NCCL's stream may still be
+// busy with the previous collective). nullptr for other work, older libtorch or timing off:
+// the caller keeps its own mark at issue.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+namespace detail {
+struct WorkNcclStart : c10d::ProcessGroupNCCL::WorkNCCL {
+  static std::shared_ptr<at::cuda::CUDAEvent> of(const c10d::ProcessGroupNCCL::WorkNCCL& w) {
+    return w.*(&WorkNcclStart::ncclStartEvent_);
+  }
+};
+}  // namespace detail
+inline std::shared_ptr<at::cuda::CUDAEvent> nccl_start_event(c10d::Work& work) {
+  const auto* w = dynamic_cast<const c10d::ProcessGroupNCCL::WorkNCCL*>(&work);
+  if (!w) return nullptr;
+  auto ev = detail::WorkNcclStart::of(*w);
+  return ev && ev->isCreated() ? ev : nullptr;
+}
+#else
+inline std::shared_ptr<at::cuda::CUDAEvent> nccl_start_event(c10d::Work&) { return nullptr; }
+#endif
 #endif
 
 // End of a process group's life. shutdown: clean exit after the last collective (NCCL

@@ -166,7 +166,12 @@ void Zero3Params::issue_gather(size_t u, bool prefetch) {
   const Zero3Unit& U = layout_.units[u];
   mem::Label unit_label(prefetch ? "gathered unit, prefetched" : "gathered unit",
                         st.layer >= 0 ? st.layer : mem::kNoLayer);
-  alloc_storage(st.full);
+  {
+    // Weights, wherever the gather is issued: in the forward the caller's scope is the layer's
+    // activations (or the head's logits), in the backward none.
+    mem::Scope weights(prof::MemCategory::Parameters);
+    alloc_storage(st.full);
+  }
   account(st.full.numel() * 4);
   size_t from = u;
   if (prefetch && fault_ == Zero3Fault::PrefetchWrongUnit && u + 1 < units_.size() &&
@@ -175,6 +180,7 @@ void Zero3Params::issue_gather(size_t u, bool prefetch) {
   at::Tensor src = shard_.narrow(0, layout_.units[from].shard_offset, U.shard);  // (S_u)
   Pending p;
   if (src.device() != st.full.device()) {  // offload_params on a GPU: the piece goes up first
+    mem::Scope piece(prof::MemCategory::Communication);
     src = src.to(st.full.device(), /*non_blocking=*/true);
     p.source = src;
   }
@@ -227,6 +233,7 @@ void Zero3Params::bind_grads(size_t u) {
   if (st.grad.defined()) return;
   const Zero3Unit& U = layout_.units[u];
   mem::Label unit_label("unit's gradient buffer", st.layer >= 0 ? st.layer : mem::kNoLayer);
+  mem::Scope grads(prof::MemCategory::Gradients);
   st.grad = torch::zeros({layout_.world * U.shard}, gshard_.options());  // (W*S_u)
   account(st.grad.numel() * 4);
   auto& named = model_.named_parameters();
@@ -270,7 +277,10 @@ void Zero3Params::reduce_scatter(size_t u) {
   pr.grad = st.grad;
   st.grad = at::Tensor();
   mem::Label unit_label("reduce-scatter result", st.layer >= 0 ? st.layer : mem::kNoLayer);
-  pr.sum = torch::empty({U.shard}, gshard_.options());  // (S_u)
+  {
+    mem::Scope grads(prof::MemCategory::Gradients);
+    pr.sum = torch::empty({U.shard}, gshard_.options());  // (S_u)
+  }
   account(pr.sum.numel() * 4);
   pr.p.info = info_for(u, false, false);
   pr.p.prev_done = last_issued_done_;

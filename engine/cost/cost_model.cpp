@@ -11,20 +11,6 @@
 #include <cstdio>
 
 namespace ulysses::cost {
-namespace {
-// data.kind = documents: the share of causal attention pairs the packed sequences keep; 1 for
-// other kinds or a folder that cannot be read (validate_with_files says why before a run).
-double data_attention_fraction(const RunConfig& cfg) {
-  if (cfg.data.kind != "documents" || cfg.train.seq_length <= 0) return 1.0;
-  try {
-    return packed_attention_fraction(read_document_offsets(read_documents_manifest(cfg.data.path)),
-                                     cfg.train.seq_length);
-  } catch (const std::exception&) {
-    return 1.0;
-  }
-}
-}  // namespace
-
 CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   const auto& m = cfg.model;
   const auto& p = cfg.parallel;
@@ -160,7 +146,7 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   // Checkpointing runs each layer's forward twice: 8 instead of 6 FLOPs per parameter and token
   // (the lm_head is not recomputed; counted with the layers, a small over-estimate).
   c.dense_flops_per_step = (ckpt ? 8.0 : 6.0) * double(c.matmul_params) * double(c.tokens_per_step);
-  c.attention_fraction = opt.attention_fraction >= 0 ? opt.attention_fraction : data_attention_fraction(cfg);
+  c.attention_fraction = opt.attention_fraction >= 0 ? opt.attention_fraction : documents_attention_fraction(cfg);
   c.attention_flops_per_step = (ckpt ? 16.0 : 12.0) * double(L) * double(N) * double(N) * double(qd) *
                                double(b * D * G) * (opt.causal ? 0.5 : 1.0) * c.attention_fraction;
   c.flops_per_rank = c.flops_per_step() / double(W);

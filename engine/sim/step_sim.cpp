@@ -6,6 +6,8 @@
 #include <map>
 #include <tuple>
 
+#include "documents_manifest.hpp"
+
 namespace ulysses::sim {
 
 using prof::Direction;
@@ -31,6 +33,7 @@ StepShape StepShape::of(const RunConfig& cfg) {
   s.zero_stage = cfg.train.zero_stage;
   s.bf16 = cfg.train.dtype == "bfloat16";
   s.elem = s.bf16 ? 2 : 4;
+  s.attention_fraction = documents_attention_fraction(cfg);
   return s;
 }
 
@@ -79,9 +82,10 @@ Work nominal_work(const Op& op, const StepShape& s, bool outer) {
       const double local = H / double(std::max<int64_t>(1, s.P));
       const double span = op.info.head_end - op.info.head_begin;
       const double heads = op.info.head_begin >= 0 && span > 0 && span <= local ? span : local;
-      // causal: 4 N^2 dh per head halved, this rank's share of the ring's N^2; backward 2.5x (flash)
+      // causal: 4 N^2 dh per head halved, this rank's share of the ring's N^2; backward 2.5x
+      // (flash); packed documents: the share of pairs the document mask keeps
       const double N = double(s.N);
-      const double per_head = 2 * B * N * N * dh / double(std::max<int64_t>(1, s.R));
+      const double per_head = 2 * B * N * N * dh / double(std::max<int64_t>(1, s.R)) * s.attention_fraction;
       w.flops = heads * per_head * (op.info.dir == Direction::Backward ? 2.5 : 1.0);
       w.bytes = 4 * B * tokens * heads * dh * e * m;
       break;

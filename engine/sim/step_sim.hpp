@@ -28,6 +28,9 @@ struct StepShape {
   int64_t params = 0, zero_stage = 0;
   double elem = 2;  // bytes per activation element (bf16 2, fp32 4)
   bool bf16 = true;
+  // The share of causal attention's (query, key) pairs computed: packed documents
+  // (documents_attention_fraction, as the cost model counts them); 1 otherwise.
+  double attention_fraction = 1;
   static StepShape of(const RunConfig& cfg);
 };
 

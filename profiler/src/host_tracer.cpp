@@ -265,6 +265,7 @@ class HostTracer final : public Tracer {
     }
     const bool on = in_window(step);
     if (gpu_) {
+      gpu_->recalibrate();  // the GPU clock drifts: a calibration point per step (GpuClock)
       std::lock_guard<std::mutex> lk(write_mu_);
       open_window_ = on ? step_start_ : -1;
     }

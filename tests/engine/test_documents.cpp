@@ -27,6 +27,8 @@
 #include "document_mask.hpp"
 #include "documents.hpp"
 #include "local_attention.hpp"
+#include "meta_dry_run.hpp"
+#include "torch_compat.hpp"
 #include "rank_threads.hpp"
 #include "trainer.hpp"
 
@@ -337,4 +339,115 @@ TEST(Documents, PackedSequenceEqualsSeparateDocuments) {
     EXPECT_LT(loss_rel, 1e-5) << what;
     EXPECT_LT(worst, 1e-5) << what << ": " << worst_name;
   }
+}
+
+// The memory planner's compute figures count the mask's saving as the cost model does, checked
+// against a count by hand. Documents 5, 3, 20, 4, 7 at N = 8 pack as [5 3] [8] [8] [4 4]
+// [7 + 1 padding]; the causal (query, key) pairs kept, diagonal included, are 15+6, 36, 36,
+// 10+10, 28+1 = 142 of 5 x 36 = 180. Per kept pair, head and layer, attention costs 4 dh FLOPs
+// forward (QK^T, AV) and 8 dh backward; a causal sequence counts N^2 / 2 pairs (the cost
+// model's convention), times the share kept.
+TEST(Documents, PlannerCountsTheMaskSaving) {
+  TempDir dir;
+  test::write_documents_folder(dir.path, make_docs({5, 3, 20, 4, 7}, 50), 50);
+  RunConfig c = packed_config(dir.path, /*sp=*/2, /*ring=*/1, false, 1);
+  c.train.seq_length = 8;
+  c.train.activation_checkpointing = "none";
+  // L = 2 layers, H = 4 heads of dh = 8, micro batch 2, one micro-batch, 2 ranks.
+  const double pair = 12.0 * 8 * 4 * 2 * 2;  // 12 dh x H x L x micro batch
+  const double unmasked = pair * (8.0 * 8 / 2) / 2;
+  const double masked = pair * (8.0 * 8 / 2) * (142.0 / 180.0) / 2;
+  plan::PlanOptions o;
+  o.detail = false;
+  o.tflops_per_rank = 1e-9;  // 1 kFLOP/s: the time is the FLOP count in ms
+  const plan::MemoryPlan p = plan::plan_memory(c, o);
+  EXPECT_NEAR(p.attention_fraction, 142.0 / 180.0, 1e-12);
+  EXPECT_NEAR(p.attention_flops_unmasked_per_rank, unmasked, 1e-9 * unmasked);
+  EXPECT_NEAR(p.attention_flops_per_rank, masked, 1e-9 * masked);
+  // Dense work is not masked: 6 FLOPs per matmul parameter and token, 16 tokens per step over 2 ranks.
+  const double matmul_params = double(c.model.num_parameters() - (c.model.tie_word_embeddings ? 0 : 64 * 32));
+  EXPECT_NEAR(p.dense_flops_per_rank, 6.0 * matmul_params * 16 / 2, 1e-6);
+  EXPECT_NEAR(p.compute_s, (p.dense_flops_per_rank + masked) / 1e3, 1e-9 * p.compute_s);
+  // The cost model (the launcher's estimate) says the same.
+  const cost::CostEstimate est = cost::estimate(c);
+  EXPECT_NEAR(p.flops_per_rank(), est.flops_per_rank, 1e-9 * est.flops_per_rank);
+  // --plan prints it; --json carries it.
+  const std::string text = plan::plan_to_text(p);
+  EXPECT_NE(text.find("the document mask keeps 78.9% of causal (query, key) pairs"), std::string::npos) << text;
+  EXPECT_NEAR(plan::plan_to_json(p).at("attention_flops_per_rank").get<double>(), masked, 1e-9 * masked);
+  // One document per sequence: nothing saved, nothing said.
+  c.data.kind = "synthetic";
+  c.data.path.clear();
+  const plan::MemoryPlan whole = plan::plan_memory(c, o);
+  EXPECT_NEAR(whole.attention_flops_per_rank, unmasked, 1e-9 * unmasked);
+  EXPECT_EQ(plan::plan_to_text(whole).find("document mask keeps"), std::string::npos);
+}
+
+// Flash-attention's varlen layout of a mask (the cu_seqlens the CUDA kernel takes), by hand:
+// row 0 holds documents at 0, 7, 19, 21 of N = 24; row 1 at 0, 2 (the rows end to end: 24, 26).
+TEST(Documents, VarlenLayoutFromTheMask) {
+  auto start = torch::tensor({0, 0, 0, 0, 0, 0, 0, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 19, 19, 21, 21, 21,  //
+                              0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,  2,  2,  2,  2},
+                             torch::kLong)
+                   .view({2, 24});
+  const DocumentMask m(start);
+  EXPECT_EQ(m.varlen().cu_seqlens, (std::vector<int32_t>{0, 7, 19, 21, 24, 26, 48}));
+  EXPECT_EQ(m.varlen().max_seqlen, 22);
+  // A packed batch as data.kind = documents makes it: documents 5, 3 | 4, 4 | 7 + 1 padding at N = 8.
+  TempDir dir;
+  test::write_documents_folder(dir.path, make_docs({5, 3, 20, 4, 7}, 50), 50);
+  DocumentTokens src(read_documents_manifest(dir.path), 8, 64);
+  std::vector<int64_t> ids(24), labels(24), st(24);
+  for (int64_t r = 0; r < 3; ++r)
+    src.fill(r == 0 ? 0 : r + 2, ids.data() + 8 * r, labels.data() + 8 * r, st.data() + 8 * r);
+  const DocumentMask p(torch::tensor(st, torch::kLong).view({3, 8}));
+  EXPECT_EQ(p.varlen().cu_seqlens, (std::vector<int32_t>{0, 5, 8, 12, 16, 23, 24}));
+  EXPECT_EQ(p.varlen().max_seqlen, 7);
+  // A run whose start is not its own first token is not a document layout.
+  EXPECT_THROW(DocumentMask(torch::tensor({0, 0, 1, 1}, torch::kLong).view({1, 4})), c10::Error);
+}
+
+// The varlen path's layout and reshapes (what CUDA libtorch 2.x runs with flash's varlen kernel)
+// with a CPU stand-in for the kernel: causal SDPA over each document's slice of the (T, H, dh)
+// tokens. Forward and gradients equal the naive masked reference.
+TEST(Documents, VarlenPathMatchesNaiveReference) {
+  torch::manual_seed(5);
+  const int64_t B = 2, H = 4, Hkv = 2, N = 24, dh = 8;
+  auto start = torch::tensor({0, 0, 0, 0, 0, 0, 0, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 19, 19, 21, 21, 21,  //
+                              0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,  2,  2,  2,  2},
+                             torch::kLong)
+                   .view({B, N});
+  const DocumentMask m(start);
+  int calls = 0;
+  const VarlenKernel per_document = [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                        const at::Tensor& cu, int64_t max_seqlen) {
+    ++calls;
+    EXPECT_EQ(cu.scalar_type(), torch::kInt32);
+    EXPECT_EQ(max_seqlen, 22);
+    std::vector<at::Tensor> outs;
+    for (int64_t i = 0; i + 1 < cu.size(0); ++i) {
+      const int64_t a = cu[i].item<int64_t>(), n = cu[i + 1].item<int64_t>() - a;
+      auto slice = [&](const at::Tensor& x) {
+        return x.narrow(0, a, n).transpose(0, 1).unsqueeze(0);
+      };                                                                                             // (1, H, n, dh)
+      outs.push_back(compat::sdpa_causal(slice(q), slice(k), slice(v)).squeeze(0).transpose(0, 1));  // (n, H, dh)
+    }
+    return at::cat(outs, 0);
+  };
+  auto q = torch::randn({B, H, N, dh}, torch::kDouble), k = torch::randn({B, Hkv, N, dh}, torch::kDouble);
+  auto v = torch::randn({B, Hkv, N, dh}, torch::kDouble), go = torch::randn({B, H, N, dh}, torch::kDouble);
+  auto grads = [&](const std::function<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>& f) {
+    auto qq = q.clone().requires_grad_(true), kk = k.clone().requires_grad_(true), vv = v.clone().requires_grad_(true);
+    auto o = f(qq, kk, vv);
+    o.backward(go);
+    return std::vector<at::Tensor>{o.detach(), qq.grad(), kk.grad(), vv.grad()};
+  };
+  const auto ref = grads([&](auto& a, auto& b, auto& c) { return naive_attention(a, b, c, m); });
+  const auto got =
+      grads([&](auto& a, auto& b, auto& c) { return varlen_document_attention(a, b, c, m, per_document); });
+  EXPECT_EQ(calls, 1);
+  for (size_t i = 0; i < ref.size(); ++i)
+    EXPECT_LT((got[i] - ref[i]).abs().max().item<double>(), 1e-10) << "varlen output/grad " << i;
+  // On CPU tensors causal_attention never takes the varlen path (flash is CUDA only).
+  EXPECT_FALSE(compat::flash_varlen_supports(q.to(torch::kBFloat16)));
 }

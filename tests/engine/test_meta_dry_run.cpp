@@ -236,6 +236,42 @@ TEST(MemoryPlan, ZeroStagesShardTheStaticState) {
   EXPECT_NEAR(double(both.peak_bytes - all.peak_bytes), double(4 * S), 4.0 * (cfg.model.num_hidden_layers + 2) + 1);
 }
 
+// ZeRO-3's gathered weights are parameters wherever the gather is issued (in the forward the
+// caller's scope is the layer's activations, or the head's logits), its gradient buffers and
+// reduce-scatter results gradients: the planner's curve (the same scopes a traced run
+// charges) shows the same activations at every forward edge at stage 3 as at stage 2, and every
+// named group of those tensors alive at the peak is in its category.
+TEST(MemoryPlan, Zero3GathersAreChargedToParametersNotActivations) {
+  auto cfg = small_config();
+  cfg.parallel.dp_size = 2;
+  cfg.train.zero_stage = 2;
+  const auto two = plan::plan_memory(cfg);
+  cfg.train.zero_stage = 3;
+  const auto three = plan::plan_memory(cfg);
+  ASSERT_EQ(two.curve.size(), three.curve.size());
+  const int A = int(prof::MemCategory::Activations), Lg = int(prof::MemCategory::Logits);
+  for (size_t i = 0; i < three.curve.size(); ++i) {
+    const auto &a = two.curve[i], &b = three.curve[i];
+    ASSERT_EQ(a.phase, b.phase);
+    ASSERT_EQ(a.layer, b.layer);
+    EXPECT_EQ(b.c.bytes[A], a.c.bytes[A]) << "point " << i << " (phase " << b.phase << ", layer " << b.layer << ")";
+    EXPECT_EQ(b.c.bytes[Lg], a.c.bytes[Lg]) << "point " << i << " (phase " << b.phase << ", layer " << b.layer << ")";
+  }
+  int gathered = 0;
+  for (const auto& g : three.peak_tensors) {
+    if (g.name.find("gathered unit") != std::string::npos) {
+      ++gathered;
+      EXPECT_EQ(g.category, "parameters") << g.name;
+    }
+    const bool grad = g.name.find("gradient buffer") != std::string::npos ||
+                      g.name.find("reduce-scatter result") != std::string::npos;
+    if (grad) {
+      EXPECT_EQ(g.category, "gradients") << g.name;
+    }
+  }
+  EXPECT_GT(gathered, 0) << "no gathered unit alive at the stage-3 peak";
+}
+
 // The plan is the Trainer's step: with gradient_accumulation_steps 2 the measured
 // step runs two micro-batches (the model's range edges twice on the planned curve) over the
 // same training state; the activations are one micro-batch's and the peak grows by no more than

@@ -9,8 +9,10 @@
 //   - thread ids are pthread_self() values unless system thread ids were asked for;
 //   - a driver-API launch has an API record, and so an external correlation record, only when
 //     the DRIVER kind is on;
-//   - its clock runs kCuptiAhead ahead of the host's: records are on the host clock only
-//     through the timestamp callback or the source's calibration (GpuClock);
+//   - its clock runs kCuptiAhead ahead of the host's, and `drift` faster (0: not): records are
+//     on the host clock only through the timestamp callback or the source's calibration
+//     (GpuClock, at start and at each recalibrate(); records convert when delivered, as
+//     CUPTI's buffers do);
 //   - with the timestamp callback registered, CUPTI 12.6 through 13.0 report zero kernel times;
 //   - stop() delivers every record, held ones too (a forced flush); flush() holds back
 //     launches given hold > 0 (buffers not yet complete).
@@ -46,10 +48,17 @@ class FakeCupti final : public ulysses::prof::GpuActivitySource {
       : sink_(s), api_version_(api_version) {}
   bool start(std::string*) override {
     setup = ulysses::prof::cupti_setup(api_version_);
+    origin_ = ulysses::prof::Tracer::now_ns();
+    std::lock_guard<std::mutex> lk(mu_);
     clock_ = setup.timestamp_callback
                  ? ulysses::prof::GpuClock{}
-                 : ulysses::prof::GpuClock::calibrate(&ulysses::prof::Tracer::now_ns, [] { return cupti_now(); });
+                 : ulysses::prof::GpuClock::calibrate(&ulysses::prof::Tracer::now_ns, [this] { return cupti_now(); });
     return started = true;
+  }
+  void recalibrate() override {
+    ++recalibrations;
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!setup.timestamp_callback) clock_.recalibrate(&ulysses::prof::Tracer::now_ns, [this] { return cupti_now(); });
   }
   void stop() override {
     if (!started) return;
@@ -83,7 +92,15 @@ class FakeCupti final : public ulysses::prof::GpuActivitySource {
       pending_.swap(held_);
       held_.clear();
     }
-    for (const auto& l : ready) {  // CUPTI order: external correlation, API record, kernel
+    ulysses::prof::GpuClock clock;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      clock = clock_;
+    }
+    for (auto l : ready) {  // CUPTI order: external correlation, API record, kernel
+      // CUPTI's raw times, converted as the source converts them on delivery.
+      for (int64_t* t : {&l.kernel.start_ns, &l.kernel.end_ns, &l.api.start_ns, &l.api.end_ns})
+        *t = clock.to_host(static_cast<uint64_t>(*t));
       if (l.ext) sink_->on_external_correlation(l.kernel.correlation, static_cast<int64_t>(l.ext));
       if (l.has_api) sink_->on_runtime(l.api);
       sink_->on_kernel(l.kernel);
@@ -105,18 +122,18 @@ class FakeCupti final : public ulysses::prof::GpuActivitySource {
     // has that bug), else its own clock.
     const bool zero = setup.timestamp_callback && api_version_ >= kCuptiZeroTimestampsFrom &&
                       api_version_ < kCuptiZeroTimestampsFixed;
-    auto raw = [&](int64_t host_t) {
-      return static_cast<uint64_t>(setup.timestamp_callback ? host_t : host_t + kCuptiAhead);
+    auto raw = [&](int64_t host_t) {  // kept raw until delivery
+      return setup.timestamp_callback ? host_t : static_cast<int64_t>(cupti_at(host_t));
     };
     l.kernel.correlation = next_corr_++;
-    l.kernel.start_ns = clock_.to_host(zero ? 0 : raw(t0));
-    l.kernel.end_ns = clock_.to_host(zero ? 0 : raw(t1));
+    l.kernel.start_ns = zero ? 0 : raw(t0);
+    l.kernel.end_ns = zero ? 0 : raw(t1);
     l.kernel.stream = stream;
     l.kernel.name = name;
     const int64_t launch_t = ulysses::prof::Tracer::now_ns();
     l.api.correlation = l.kernel.correlation;
-    l.api.start_ns = clock_.to_host(raw(launch_t));
-    l.api.end_ns = clock_.to_host(raw(launch_t + 1));
+    l.api.start_ns = raw(launch_t);
+    l.api.end_ns = raw(launch_t + 1);
     l.api.tid =
         setup.system_thread_ids ? static_cast<int64_t>(::syscall(SYS_gettid)) : static_cast<int64_t>(::pthread_self());
     l.api.name = how == LaunchApi::Driver ? "cuLaunchKernel" : "cudaLaunchKernel";
@@ -138,9 +155,15 @@ class FakeCupti final : public ulysses::prof::GpuActivitySource {
 
   bool started = false;
   ulysses::prof::CuptiSetup setup;
+  double drift = 0;        // CUPTI's clock runs (1 + drift) times as fast as the host's (set before start)
+  int recalibrations = 0;  // recalibrate() calls
 
  private:
-  static uint64_t cupti_now() { return static_cast<uint64_t>(ulysses::prof::Tracer::now_ns() + kCuptiAhead); }
+  // CUPTI's clock at host time h.
+  uint64_t cupti_at(int64_t h) const {
+    return static_cast<uint64_t>(h + kCuptiAhead + static_cast<int64_t>(drift * static_cast<double>(h - origin_)));
+  }
+  uint64_t cupti_now() const { return cupti_at(ulysses::prof::Tracer::now_ns()); }
   struct Launch {
     ulysses::prof::KernelRecord kernel;
     ulysses::prof::RuntimeRecord api;
@@ -150,6 +173,7 @@ class FakeCupti final : public ulysses::prof::GpuActivitySource {
   };
   ulysses::prof::GpuActivitySink* sink_;
   uint32_t api_version_;
+  int64_t origin_ = 0;  // host time at start (drift counts from it)
   ulysses::prof::GpuClock clock_;
   std::mutex mu_;
   std::map<std::thread::id, std::vector<uint64_t>> stacks_;

@@ -641,6 +641,57 @@ TEST(GpuRecords, KernelTimesOnCupti130AreTheDevicesCalibratedOntoTheHostClock) {
   EXPECT_EQ(s.layers[0].attention_ns, 250 * kUs);
 }
 
+// The GPU clock drifts against the host's: CUPTI's clock is calibrated again at every step, and
+// a record takes the offset of when it ran, interpolated between calibrations, even when it is
+// delivered steps later. The fake's clock runs 1% fast (exaggerated: real drift is tens of ppm)
+// and 40 ms pass between the tracer's start and step 1: one calibration at start would put
+// step 1's kernel 400 us late; per step, a few us.
+TEST(GpuRecords, CuptiClockIsRecalibratedEveryStep) {
+  EnvVar e1("NSYS_PROFILING_SESSION_ID", nullptr), e2("CUDA_INJECTION64_PATH", nullptr);
+  TempDir tmp;
+  const std::string path = tmp.path + "/rank0.sqlite";
+  FakeCupti* fake = nullptr;
+  auto o = gpu_options(path, &fake);
+  auto factory = fake_cupti_factory(&fake, kCuda130u1);  // no timestamp callback: calibration
+  o.gpu_source = [&](prof::GpuActivitySink* s) {
+    auto g = factory(s);
+    fake->drift = 0.01;
+    return g;
+  };
+  int64_t T0 = 0, T1 = 0;
+  {
+    auto t = prof::Tracer::open(o);
+    spin_ns(20'000 * kUs);
+    t->begin_step(0);
+    T0 = prof::Tracer::now_ns();
+    {
+      ULYSSES_RANGE(t.get(), Phase::Attention, Direction::Forward, 0);
+      // Still in CUPTI's buffers after step 0's flush and step 1's calibration.
+      fake->launch("held_kernel", T0 + 100 * kUs, T0 + 200 * kUs, 7, /*hold=*/1);
+    }
+    spin_ns(300 * kUs);
+    t->end_step(prof::StepRecord{0});
+    spin_ns(20'000 * kUs);
+    t->begin_step(1);
+    T1 = prof::Tracer::now_ns();
+    {
+      ULYSSES_RANGE(t.get(), Phase::Attention, Direction::Forward, 0);
+      fake->launch("flash_fwd_kernel", T1 + 100 * kUs, T1 + 350 * kUs, 7);
+    }
+    spin_ns(400 * kUs);
+    t->end_step(prof::StepRecord{1});
+  }
+  EXPECT_EQ(fake->recalibrations, 2);  // one per begin_step
+  auto m = prof::load_trace(path);
+  const int64_t k = kernel_index(m, "flash_fwd_kernel"), h = kernel_index(m, "held_kernel");
+  ASSERT_GE(k, 0);
+  ASSERT_GE(h, 0);
+  EXPECT_NEAR(double(m.ranges[size_t(k)].start_ns), double(T1 + 100 * kUs), 20.0 * kUs)
+      << "step 1's kernel converted with a stale calibration";
+  EXPECT_NEAR(double(m.ranges[size_t(h)].start_ns), double(T0 + 100 * kUs), 20.0 * kUs)
+      << "a record delivered a step late converted with the newer calibration";
+}
+
 // The last step's records still in CUPTI's buffers at close (not yet complete: held back by
 // every plain flush) reach the file: the forced flush comes before the writer stops.
 TEST(GpuRecords, RecordsStillInCuptiBuffersAtCloseAreWritten) {

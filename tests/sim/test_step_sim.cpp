@@ -6,7 +6,9 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include "common/documents_fixture.hpp"
 #include "hardware.hpp"
 #include "run_config.hpp"
 #include "step_program.hpp"
@@ -211,3 +213,34 @@ TEST(StepSim, LinkLevelFollowsTheGroupSpan) {
 }
 
 }  // namespace
+
+// Packed documents: the simulator counts attention's work for the (query, key) pairs the
+// document mask keeps, as the cost model does. Documents 5, 3, 20, 4, 7 at N = 8 pack as
+// [5 3] [8] [8] [4 4] [7 + padding]: 142 of 180 causal pairs (diagonal included) are kept.
+TEST(StepSim, PackedDocumentsScaleAttentionWork) {
+  char tmpl[] = "/tmp/ulysses_sim_docs_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::vector<std::vector<int64_t>> docs;
+  for (const int64_t n : {5, 3, 20, 4, 7}) docs.push_back(std::vector<int64_t>(static_cast<size_t>(n), 1));
+  test::write_documents_folder(dir, docs, 64);
+  RunConfig cfg = tiny_cfg();
+  cfg.train.seq_length = 8;
+  const sim::StepShape whole = sim::StepShape::of(cfg);
+  cfg.data.kind = "documents";
+  cfg.data.path = dir;
+  const sim::StepShape packed = sim::StepShape::of(cfg);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(whole.attention_fraction, 1.0);
+  EXPECT_NEAR(packed.attention_fraction, 142.0 / 180.0, 1e-12);
+  for (const Direction dir_ : {Direction::Forward, Direction::Backward}) {
+    sim::Op op;
+    op.info.phase = Phase::Attention;
+    op.info.dir = dir_;
+    const double a = sim::nominal_work(op, whole, false).flops, b = sim::nominal_work(op, packed, false).flops;
+    EXPECT_GT(a, 0);
+    EXPECT_NEAR(b, a * 142.0 / 180.0, 1e-9 * a);
+    op.info.phase = Phase::QkvProj;  // dense work is not masked
+    EXPECT_EQ(sim::nominal_work(op, packed, false).flops, sim::nominal_work(op, whole, false).flops);
+  }
+}

