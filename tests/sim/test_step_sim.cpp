@@ -1,16 +1,23 @@
 // The step simulator without the engine: hardware descriptions (the shipped files, JSON round
 // trip, bad input) and the replay of a step program recorded by hand in the engine's order
 // (one layer, two head chunks), its times checked against values computed by hand.
+#include <sqlite3.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "hardware.hpp"
 #include "run_config.hpp"
+#include "simulated_run.hpp"
 #include "step_program.hpp"
 #include "step_sim.hpp"
+#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/profiler/trace_store.hpp"
+#include "ulysses/profiler/trace_writer.hpp"
 
 namespace {
 
@@ -331,6 +338,75 @@ TEST(StepSim, ASkewedRankDelaysItsGroupsCollectives) {
   EXPECT_FALSE(sim::is_slow_rank(0, s));
   EXPECT_TRUE(sim::is_slow_rank(1, s));  // the last of each SP pair
   EXPECT_TRUE(sim::is_slow_rank(3, s));
+}
+
+std::string query_text(const std::string& file, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* st = nullptr;
+  std::string out;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK) {
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      const unsigned char* t = sqlite3_column_text(st, 0);
+      out += (t ? reinterpret_cast<const char*>(t) : "NULL");
+      out += '\n';
+    }
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
+// The simulated run folder of 16 ranks (sp 2 x dp 8, rank skew 0.5): every rank file written
+// without WAL or fsync is the ordinary schema (the same tables and indexes, in rollback mode, as
+// a file the tracer writes), holds its rank's ids and every step's ranges, and loads as one
+// run; the slow member of each SP pair has the slow timeline.
+TEST(SimulatedRun, EveryRankFileIsAnOrdinaryTrace) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "ulysses_sim_written";
+  fs::remove_all(dir);
+  sim::SimulatedRun run;
+  run.cfg = tiny_cfg();
+  run.cfg.parallel.dp_size = 8;
+  run.hw = simple_hw();
+  run.hw.rank_skew = 0.5;
+  run.program = chunked_layer();
+  const sim::WriteStats st = sim::write_simulated_run(dir.string(), run, 2);
+  EXPECT_EQ(st.rank_files, 16);
+  // A trace written the ordinary way (WAL while written, rollback mode once closed).
+  const fs::path ref = dir.parent_path() / "ulysses_sim_reference.sqlite";
+  {
+    prof::TracerOptions o;
+    o.path = ref.string();
+    prof::TraceWriter w(o, 1);
+    w.close();
+  }
+  const std::string schema_sql =
+      "SELECT type || ' ' || name || ': ' || coalesce(sql, '') FROM sqlite_master ORDER BY 1";
+  const std::string ref_schema = query_text(ref.string(), schema_sql);
+  ASSERT_FALSE(ref_schema.empty());
+  for (int r = 0; r < 16; ++r) {
+    const std::string f = run_layout::rank_trace(dir.string(), r).string();
+    ASSERT_TRUE(fs::is_regular_file(f)) << f;
+    for (const char* side : {"-wal", "-shm", "-journal"}) EXPECT_FALSE(fs::exists(f + side)) << f << side;
+    EXPECT_EQ(query_text(f, "PRAGMA journal_mode"), "delete\n") << f;
+    EXPECT_EQ(query_text(f, schema_sql), ref_schema) << f;
+    EXPECT_EQ(query_text(f, "SELECT rank FROM ULYSSES_RANKS"), std::to_string(r) + "\n");
+    EXPECT_EQ(query_text(f, "SELECT count(*) FROM NVTX_EVENTS"), std::to_string(2 * run.program.ops.size()) + "\n");
+  }
+  const prof::TraceModel m = prof::load_trace(dir.string());
+  EXPECT_EQ(m.ranks.size(), 16u);
+  // Chunk 0's seq->head exchange, step 0, on ranks 0 (typical) and 1 (the slow member).
+  int64_t start[2] = {-1, -1}, end[2] = {-1, -1};
+  for (const auto& x : m.ranges) {
+    if (x.rank > 1 || x.step != 0 || x.phase != Phase::A2ASeqToHead || x.chunk != 0) continue;
+    start[x.rank] = x.start_ns, end[x.rank] = x.end_ns;
+  }
+  EXPECT_GT(start[0], 0);
+  EXPECT_GT(start[1], start[0]) << "the slow member enters the exchange later";
+  EXPECT_EQ(end[0], end[1]) << "both leave it together";
+  fs::remove_all(dir);
+  fs::remove(ref);
 }
 
 }  // namespace
