@@ -49,6 +49,18 @@ std::string sh_out(const std::string& cmd) {
 
 double err(double pred, double meas) { return meas > 0 ? 100.0 * (pred - meas) / meas : 0; }
 
+// The machine's 1-minute load average: the measured side moves with what else runs on the
+// shared cores (the simulator knows only the calibration run), so each row shows it.
+double load_average() {
+  std::FILE* f = std::fopen("/proc/loadavg", "r");
+  double l = -1;
+  if (f) {
+    if (std::fscanf(f, "%lf", &l) != 1) l = -1;
+    std::fclose(f);
+  }
+  return l;
+}
+
 }  // namespace
 
 static int bench_main(int argc, char** argv) {
@@ -71,6 +83,7 @@ static int bench_main(int argc, char** argv) {
       S, steps);
   // 1. The measured run the simulator is calibrated to.
   const std::string base_dir = bench::scratch("whatif_base");
+  const double base_load = load_average();
   bench::run(cfg, with({"parallel.sp_size=2", seq}), base_dir);
   const std::string hw = bench::scratch("whatif_cpu_calibrated.json");
   std::filesystem::remove(hw);
@@ -89,8 +102,8 @@ static int bench_main(int argc, char** argv) {
       {"sp 2 x ring 2", {"parallel.sp_size=2", "parallel.ring_size=2", seq}},
       {"ZeRO-3, sp 2 x dp 2", {"parallel.sp_size=2", "parallel.dp_size=2", "train.zero_stage=3", seq}},
   };
-  std::printf("%-28s | %9s %9s %7s | %11s %11s %7s | %9s %9s\n", "what if", "pred ms", "meas ms", "err", "pred exp ms",
-              "meas exp ms", "err", "pred comm", "meas comm");
+  std::printf("%-28s | %9s %9s %7s | %11s %11s %7s | %9s %9s | %s\n", "what if", "pred ms", "meas ms", "err",
+              "pred exp ms", "meas exp ms", "err", "pred comm", "meas comm", "load");
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     const std::string sim = bench::scratch("whatif_sim");
@@ -100,13 +113,16 @@ static int bench_main(int argc, char** argv) {
     for (const auto& s : with(c.sets)) cmd += " --set " + s;
     sh_out(cmd);
     const Figures p = figures_of(sim);
+    const double load = load_average();
     const Figures m = figures_of(i == 0 ? base_dir : bench::run(cfg, with(c.sets), bench::scratch("whatif_meas")).dir);
-    std::printf("%-28s | %9.1f %9.1f %+6.1f%% | %11.2f %11.2f %+6.1f%% | %9.2f %9.2f\n", c.name, p.step_ms, m.step_ms,
-                err(p.step_ms, m.step_ms), p.exposed_ms, m.exposed_ms, err(p.exposed_ms, m.exposed_ms), p.comm_ms,
-                m.comm_ms);
+    std::printf("%-28s | %9.1f %9.1f %+6.1f%% | %11.2f %11.2f %+6.1f%% | %9.2f %9.2f | %.1f-%.1f\n", c.name, p.step_ms,
+                m.step_ms, err(p.step_ms, m.step_ms), p.exposed_ms, m.exposed_ms, err(p.exposed_ms, m.exposed_ms),
+                p.comm_ms, m.comm_ms, i == 0 ? base_load : load, load_average());
     std::fflush(stdout);
   }
-  std::printf("\ntargets: step time within 15%%, exposed communication within 25%% (per rank and step)\n");
+  std::printf(
+      "\ntargets: step time within 15%%, exposed communication within 25%% (per rank and step); load: the machine's "
+      "1-minute load average before and after the measured run (the calibration run's row: before it, and now)\n");
   return 0;
 }
 

@@ -52,15 +52,35 @@ std::map<std::string, KindTime> simulated_kinds(const StepProgram& prog, const S
   return out;
 }
 
+// The step the fit reads: of the steps after the first, the one whose step time (mean over the
+// ranks) is the median, so that the fit matches the median step time every view reports and a
+// step slowed by something else on the machine does not move it. -1: no step rows (then every
+// step after the first).
+int32_t median_step(const prof::TraceModel& m) {
+  std::map<int64_t, std::pair<double, int64_t>> per;  // step -> (sum of step_ms, ranks)
+  for (const prof::StepInfo& st : m.steps) {
+    auto& p = per[st.step];
+    p.first += st.step_ms, ++p.second;
+  }
+  std::vector<std::pair<double, int64_t>> v;  // (mean step ms, step)
+  for (const auto& [step, p] : per)
+    if (step >= 1 || per.size() == 1) v.push_back({p.first / double(p.second), step});
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  return static_cast<int32_t>(v[(v.size() - 1) / 2].second);
+}
+
+bool fitted_step(int32_t step, int32_t chosen) { return chosen >= 0 ? step == chosen : step >= 1; }
+
 // Measured: the same on each rank's main thread, per rank and step (steps after the first).
-std::map<std::string, double> measured_kinds(const prof::TraceModel& m, const StepShape& s, int64_t* rank_steps) {
+std::map<std::string, double> measured_kinds(const prof::TraceModel& m, const StepShape& s, int32_t step,
+                                             int64_t* rank_steps) {
   std::set<std::pair<int32_t, int32_t>> seen;
-  const int32_t first_step = m.steps.size() > 1 ? 1 : 0;
   std::vector<double> child(m.ranges.size(), 0);
   std::vector<bool> outer(m.ranges.size(), false);
   auto counted = [&](const prof::TraceRange& r) {
     const prof::Lane& lane = m.lanes[static_cast<size_t>(r.lane)];
-    return lane.kind == prof::LaneKind::HostThread && !r.is_kernel && r.step >= first_step;
+    return lane.kind == prof::LaneKind::HostThread && !r.is_kernel && fitted_step(r.step, step);
   };
   for (size_t i = 0; i < m.ranges.size(); ++i) {
     const prof::TraceRange r = m.ranges[i];
@@ -109,17 +129,16 @@ using InstanceKey = std::tuple<int32_t, int32_t, int32_t, int32_t>;  // pg, seq,
 // that has no positive solution (one class only, or the classes disagree), a = 0 and b from the
 // world's collectives (else from all); what a class's total then still misses becomes its
 // factor ("comm_sp", "comm_world"). *wait_s: the measured waiting, per rank and step.
-bool fit_link(const prof::TraceModel& m, const StepShape& s, Hardware& hw, Link* link, double* wait_s,
+bool fit_link(const prof::TraceModel& m, const StepShape& s, int32_t step, Hardware& hw, Link* link, double* wait_s,
               std::string* report) {
   double steps[2] = {0, 0}, bytes[2] = {0, 0}, secs[2] = {0, 0};
   int64_t count = 0;
-  const int32_t first_step = m.steps.size() > 1 ? 1 : 0;
   std::map<InstanceKey, Instance> inst;
   std::set<std::pair<int32_t, int32_t>> rank_steps;
   for (size_t i = 0; i < m.ranges.size(); ++i) {
     const prof::TraceRange r = m.ranges[i];
     const prof::Lane& lane = m.lanes[static_cast<size_t>(r.lane)];
-    if (r.is_kernel || r.step < first_step) continue;
+    if (r.is_kernel || !fitted_step(r.step, step)) continue;
     if (lane.kind == prof::LaneKind::HostThread) rank_steps.insert({r.rank, r.step});
     if (!prof::phase_is_comm(r.phase)) continue;
     if (lane.kind != prof::LaneKind::HostThread && lane.kind != prof::LaneKind::Comm) continue;
@@ -198,12 +217,13 @@ Hardware calibrate(const SimulatedRun& run, const std::string& measured_run_dir,
   hw.efficiency.erase("comm_sp"), hw.efficiency.erase("comm_ring"), hw.efficiency.erase("comm_ring_grad");
   hw.efficiency.erase("comm_world");
   double wait_meas = 0;
-  if (fit_link(m, s, hw, &fitted, &wait_meas, report)) (network ? hw.network : hw.node) = fitted;
+  const int32_t step = median_step(m);
+  if (fit_link(m, s, step, hw, &fitted, &wait_meas, report)) (network ? hw.network : hw.node) = fitted;
   // The waiting inside collectives becomes rank skew (its members arrive apart because one is
   // slower), fitted with the efficiencies: the simulated waiting per rank made the measured one.
   hw.rank_skew = wait_meas > 0 && s.world > 1 ? 0.1 : 0.0;
   int64_t rank_steps = 0;
-  const std::map<std::string, double> meas = measured_kinds(m, s, &rank_steps);
+  const std::map<std::string, double> meas = measured_kinds(m, s, step, &rank_steps);
   double wait_sim = 0;
   for (int it = 0; it < 8; ++it) {
     const SimResult res = simulate(run.program, s, hw);

@@ -238,11 +238,10 @@ namespace {
 
 using A2AKey = std::tuple<int, int, int32_t, int32_t>;  // phase, dir, layer, chunk
 
-// A collective's group holds ranks of both classes (see is_slow_rank): the SP group (its last
-// member), the world group; a ring group only when sp is 1 (at sp > 1 its members share sp_rank).
+// A collective's group has a slowest member (rank skew) when it has more than one member.
 bool mixed_group(const std::string& g, const StepShape& s) {
   if (g == "sp") return s.P > 1;
-  if (g == "ring" || g == "ring_grad") return s.P == 1 && s.R > 1;
+  if (g == "ring" || g == "ring_grad") return s.R > 1;
   return s.world > 1;
 }
 
