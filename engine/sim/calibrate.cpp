@@ -52,11 +52,12 @@ std::map<std::string, KindTime> simulated_kinds(const StepProgram& prog, const S
   return out;
 }
 
-// The step the fit reads: of the steps after the first, the one whose step time (mean over the
-// ranks) is the median, so that the fit matches the median step time every view reports and a
-// step slowed by something else on the machine does not move it. -1: no step rows (then every
-// step after the first).
-int32_t median_step(const prof::TraceModel& m) {
+// The steps the fit reads: of the steps after the first, the middle one by step time (mean over
+// the ranks), or the middle two for an even count, as the median step time every view reports
+// is made; a step slowed by something else on the machine then does not move the fit. Empty:
+// no step rows (then every step after the first).
+using StepSet = std::set<int64_t>;
+StepSet median_steps(const prof::TraceModel& m) {
   std::map<int64_t, std::pair<double, int64_t>> per;  // step -> (sum of step_ms, ranks)
   for (const prof::StepInfo& st : m.steps) {
     auto& p = per[st.step];
@@ -65,15 +66,15 @@ int32_t median_step(const prof::TraceModel& m) {
   std::vector<std::pair<double, int64_t>> v;  // (mean step ms, step)
   for (const auto& [step, p] : per)
     if (step >= 1 || per.size() == 1) v.push_back({p.first / double(p.second), step});
-  if (v.empty()) return -1;
+  if (v.empty()) return {};
   std::sort(v.begin(), v.end());
-  return static_cast<int32_t>(v[(v.size() - 1) / 2].second);
+  return {v[(v.size() - 1) / 2].second, v[v.size() / 2].second};
 }
 
-bool fitted_step(int32_t step, int32_t chosen) { return chosen >= 0 ? step == chosen : step >= 1; }
+bool fitted_step(int64_t step, const StepSet& chosen) { return chosen.empty() ? step >= 1 : chosen.count(step) > 0; }
 
 // Measured: the same on each rank's main thread, per rank and step (steps after the first).
-std::map<std::string, double> measured_kinds(const prof::TraceModel& m, const StepShape& s, int32_t step,
+std::map<std::string, double> measured_kinds(const prof::TraceModel& m, const StepShape& s, const StepSet& step,
                                              int64_t* rank_steps) {
   std::set<std::pair<int32_t, int32_t>> seen;
   std::vector<double> child(m.ranges.size(), 0);
@@ -129,8 +130,8 @@ using InstanceKey = std::tuple<int32_t, int32_t, int32_t, int32_t>;  // pg, seq,
 // that has no positive solution (one class only, or the classes disagree), a = 0 and b from the
 // world's collectives (else from all); what a class's total then still misses becomes its
 // factor ("comm_sp", "comm_world"). *wait_s: the measured waiting, per rank and step.
-bool fit_link(const prof::TraceModel& m, const StepShape& s, int32_t step, Hardware& hw, Link* link, double* wait_s,
-              std::string* report) {
+bool fit_link(const prof::TraceModel& m, const StepShape& s, const StepSet& step, Hardware& hw, Link* link,
+              double* wait_s, std::string* report) {
   double steps[2] = {0, 0}, bytes[2] = {0, 0}, secs[2] = {0, 0};
   int64_t count = 0;
   std::map<InstanceKey, Instance> inst;
@@ -217,7 +218,7 @@ Hardware calibrate(const SimulatedRun& run, const std::string& measured_run_dir,
   hw.efficiency.erase("comm_sp"), hw.efficiency.erase("comm_ring"), hw.efficiency.erase("comm_ring_grad");
   hw.efficiency.erase("comm_world");
   double wait_meas = 0;
-  const int32_t step = median_step(m);
+  const StepSet step = median_steps(m);
   if (fit_link(m, s, step, hw, &fitted, &wait_meas, report)) (network ? hw.network : hw.node) = fitted;
   // The waiting inside collectives becomes rank skew (its members arrive apart because one is
   // slower), fitted with the efficiencies: the simulated waiting per rank made the measured one.
