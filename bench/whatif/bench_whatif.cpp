@@ -4,6 +4,7 @@
 // predicts the step with ulysses-run --simulate and measures it with ulysses-run, both read by
 // the same analysis core: step time (median over the steps after the first) and exposed
 // communication (communication not under compute, per rank and step), side by side.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -87,8 +88,14 @@ static int bench_main(int argc, char** argv) {
   bench::run(cfg, with({"parallel.sp_size=2", seq}), base_dir);
   const std::string hw = bench::scratch("whatif_cpu_calibrated.json");
   std::filesystem::remove(hw);
-  const std::string cal = sh_out(std::string(ULYSSES_RUN_BIN) + " --calibrate " + base_dir +
-                                 " --simulate cpu-ranks --out " + hw + " --worker " + ULYSSES_WORKER_BIN);
+  // The machine's other load while the calibration run ran (its load average just before it):
+  // the cores the ranks got were shared with it, and the predictions assume it stays.
+  char bg[32];
+  std::snprintf(bg, sizeof bg, "%.2f", std::max(0.0, base_load));
+  const std::string cal =
+      sh_out(std::string(ULYSSES_RUN_BIN) + " --calibrate " + base_dir + " --simulate cpu-ranks --background-load " +
+             bg + " --out " + hw + " --worker " + ULYSSES_WORKER_BIN);
+  std::printf("background load during the calibration run: %s runnable processes besides its ranks\n", bg);
   std::printf("%s\n", cal.c_str());
   struct Case {
     const char* name;

@@ -148,7 +148,8 @@ double compute_seconds(const Work& w, const StepShape& s, const Hardware& hw) {
   if (w.flops <= 0 && w.bytes <= 0) return 0;
   double peak = s.bf16 ? hw.peak_bf16 : hw.peak_fp32, bw = hw.memory_bandwidth;
   if (hw.shared_compute) {  // the node's cores, shared by the ranks on it
-    const double share = double(std::max<int64_t>(1, std::min(s.world, hw.gpus_per_node)));
+    // ... and by the machine's other runnable processes (background_load): fair shares of the cores
+    const double share = double(std::max<int64_t>(1, std::min(s.world, hw.gpus_per_node))) + hw.background_load;
     peak /= share;
     bw /= share;
   }

@@ -409,4 +409,24 @@ TEST(SimulatedRun, EveryRankFileIsAnOrdinaryTrace) {
   fs::remove(ref);
 }
 
+// CPU ranks share the node's cores with each other and with the machine's other runnable
+// processes: 2 ranks alone get half the node each; beside 2 background processes, a quarter.
+TEST(StepSim, CpuRanksShareTheCoresWithTheBackgroundLoad) {
+  sim::Hardware hw = simple_hw();
+  hw.shared_compute = true;
+  hw.gpus_per_node = 64;
+  hw.memory_bandwidth = 1e18;
+  sim::StepShape s = sim::StepShape::of(tiny_cfg());  // sp 2: 2 ranks
+  sim::Work w;
+  w.flops = 1e9;
+  w.kind = "mlp_fwd";
+  EXPECT_NEAR(sim::compute_seconds(w, s, hw), 2e-3, 1e-12);  // 1 GFLOP at 1/2 of 1 TFLOP/s
+  hw.background_load = 2;
+  EXPECT_NEAR(sim::compute_seconds(w, s, hw), 4e-3, 1e-12);  // at 1/4
+  s.world = 4;
+  EXPECT_NEAR(sim::compute_seconds(w, s, hw), 6e-3, 1e-12);  // 4 ranks + 2: at 1/6
+  hw.shared_compute = false;
+  EXPECT_NEAR(sim::compute_seconds(w, s, hw), 1e-3, 1e-12) << "a GPU is its rank's own";
+}
+
 }  // namespace
