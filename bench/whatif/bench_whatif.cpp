@@ -5,11 +5,13 @@
 // the same analysis core: step time (median over the steps after the first) and exposed
 // communication (communication not under compute, per rank and step), side by side.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/bench_main.hpp"
@@ -85,17 +87,29 @@ static int bench_main(int argc, char** argv) {
   // 1. The measured run the simulator is calibrated to.
   const std::string base_dir = bench::scratch("whatif_base");
   const double base_load = load_average();
-  bench::run(cfg, with({"parallel.sp_size=2", seq}), base_dir);
+  const auto t0 = std::chrono::steady_clock::now();
+  const double base_cpu = bench::run(cfg, with({"parallel.sp_size=2", seq}), base_dir).cpu_s;
+  const double base_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string hw = bench::scratch("whatif_cpu_calibrated.json");
   std::filesystem::remove(hw);
-  // The machine's other load while the calibration run ran (its load average just before it):
-  // the cores the ranks got were shared with it, and the predictions assume it stays.
+  // The machine's other load while the calibration run ran, from that run alone: the CPU its 2
+  // ranks got (user + system of the run) over the time they were runnable (its wall time less
+  // the share of the step they waited in collectives) is each rank's share of the cores; fair
+  // sharing of C cores among 2 ranks and X other runnable processes gives C / (2 + X) each.
+  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  const Figures bf = figures_of(base_dir);
+  const double busy = base_wall * std::max(0.1, 1.0 - bf.comm_ms / std::max(1e-9, bf.step_ms));
+  const double share = base_cpu / (2.0 * busy);
+  const double background = std::max(0.0, cores / std::max(1e-9, share) - 2.0);
   char bg[32];
-  std::snprintf(bg, sizeof bg, "%.2f", std::max(0.0, base_load));
+  std::snprintf(bg, sizeof bg, "%.2f", background);
   const std::string cal =
       sh_out(std::string(ULYSSES_RUN_BIN) + " --calibrate " + base_dir + " --simulate cpu-ranks --background-load " +
              bg + " --out " + hw + " --worker " + ULYSSES_WORKER_BIN);
-  std::printf("background load during the calibration run: %s runnable processes besides its ranks\n", bg);
+  std::printf(
+      "calibration run: %.1f s wall, %.1f s CPU, %.0f%% of its steps in collectives: %.2f cores per rank of %.0f, "
+      "background load %s (load average before it: %.1f)\n",
+      base_wall, base_cpu, 100.0 * bf.comm_ms / std::max(1e-9, bf.step_ms), share, cores, bg, base_load);
   std::printf("%s\n", cal.c_str());
   struct Case {
     const char* name;
