@@ -937,6 +937,7 @@ int simulate_through_worker(int argc, char** argv) {
   std::vector<std::string> overrides;
   bool json = false, no_plan = false;
   int steps = 3;
+  std::string background;
   app.add_option("config", config, "Run config JSON");
   app.add_option("--simulate", hw, "Hardware: a shipped name (list: --simulate list) or a JSON file")->required();
   app.add_option("--calibrate", calibrate, "Fit HW's efficiencies and link to this measured run folder");
@@ -946,6 +947,8 @@ int simulate_through_worker(int argc, char** argv) {
   app.add_option("--worker", worker, "ulysses-worker executable (default: $ULYSSES_WORKER, then next to ulysses-run)");
   app.add_flag("--json", json, "Print the result as one JSON object");
   app.add_flag("--no-plan", no_plan, "Leave the memory planner's figures out of the simulated run");
+  app.add_option("--background-load", background,
+                 "CPU ranks: other runnable processes sharing the cores (with --calibrate: during the measured run)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -977,6 +980,7 @@ int simulate_through_worker(int argc, char** argv) {
   if (app.count("--steps")) args.insert(args.end(), {"--steps", std::to_string(steps)});
   if (json) args.push_back("--json");
   if (no_plan) args.push_back("--no-plan");
+  if (!background.empty()) args.insert(args.end(), {"--background-load", background});
   return run_plan(where.path, args);
 }
 

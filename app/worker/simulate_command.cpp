@@ -90,7 +90,8 @@ int simulate_command(int argc, char** argv) {
   std::string hw_name, config_path, out, calibrate_run;
   std::vector<std::string> overrides;
   bool as_json = false, no_plan = false;
-  int steps = 0;  // 0: 3 steps, 1 above 64 ranks (every rank file holds each step)
+  double background = -1;  // < 0: the description's own background_load
+  int steps = 0;           // 0: 3 steps, 1 above 64 ranks (every rank file holds each step)
   app.add_option("--simulate", hw_name, "hardware: a shipped name (list: --simulate list) or a JSON file")->required();
   app.add_option("--config", config_path, "run config JSON");
   app.add_option("--set", overrides, "override a config key, e.g. --set train.seq_length=65536");
@@ -100,6 +101,10 @@ int simulate_command(int argc, char** argv) {
       ->check(CLI::Range(1, 100));
   app.add_flag("--json", as_json, "print the result as one JSON object");
   app.add_flag("--no-plan", no_plan, "leave the memory planner's figures out of the simulated run");
+  app.add_option("--background-load", background,
+                 "CPU ranks: other runnable processes sharing the cores (the machine's load besides the run; with "
+                 "--calibrate: during the measured run)")
+      ->check(CLI::Range(0.0, 1e4));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -107,7 +112,8 @@ int simulate_command(int argc, char** argv) {
   }
   try {
     if (hw_name == "list") return list_hardware();
-    const sim::Hardware hw = sim::load_hardware(hw_name);
+    sim::Hardware hw = sim::load_hardware(hw_name);
+    if (background >= 0) hw.background_load = background;
     if (out.empty()) throw ConfigError("--simulate needs --out (the run folder, or with --calibrate the JSON file)");
     if (!calibrate_run.empty()) {
       if (!config_path.empty() || !overrides.empty())

@@ -4,11 +4,14 @@
 // predicts the step with ulysses-run --simulate and measures it with ulysses-run, both read by
 // the same analysis core: step time (median over the steps after the first) and exposed
 // communication (communication not under compute, per rank and step), side by side.
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/bench_main.hpp"
@@ -49,6 +52,18 @@ std::string sh_out(const std::string& cmd) {
 
 double err(double pred, double meas) { return meas > 0 ? 100.0 * (pred - meas) / meas : 0; }
 
+// The machine's 1-minute load average: the measured side moves with what else runs on the
+// shared cores (the simulator knows only the calibration run), so each row shows it.
+double load_average() {
+  std::FILE* f = std::fopen("/proc/loadavg", "r");
+  double l = -1;
+  if (f) {
+    if (std::fscanf(f, "%lf", &l) != 1) l = -1;
+    std::fclose(f);
+  }
+  return l;
+}
+
 }  // namespace
 
 static int bench_main(int argc, char** argv) {
@@ -71,11 +86,30 @@ static int bench_main(int argc, char** argv) {
       S, steps);
   // 1. The measured run the simulator is calibrated to.
   const std::string base_dir = bench::scratch("whatif_base");
-  bench::run(cfg, with({"parallel.sp_size=2", seq}), base_dir);
+  const double base_load = load_average();
+  const auto t0 = std::chrono::steady_clock::now();
+  const double base_cpu = bench::run(cfg, with({"parallel.sp_size=2", seq}), base_dir).cpu_s;
+  const double base_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string hw = bench::scratch("whatif_cpu_calibrated.json");
   std::filesystem::remove(hw);
-  const std::string cal = sh_out(std::string(ULYSSES_RUN_BIN) + " --calibrate " + base_dir +
-                                 " --simulate cpu-ranks --out " + hw + " --worker " + ULYSSES_WORKER_BIN);
+  // The machine's other load while the calibration run ran, from that run alone: the CPU its 2
+  // ranks got (user + system of the run) over the time they were runnable (its wall time less
+  // the share of the step they waited in collectives) is each rank's share of the cores; fair
+  // sharing of C cores among 2 ranks and X other runnable processes gives C / (2 + X) each.
+  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  const Figures bf = figures_of(base_dir);
+  const double busy = base_wall * std::max(0.1, 1.0 - bf.comm_ms / std::max(1e-9, bf.step_ms));
+  const double share = base_cpu / (2.0 * busy);
+  const double background = std::max(0.0, cores / std::max(1e-9, share) - 2.0);
+  char bg[32];
+  std::snprintf(bg, sizeof bg, "%.2f", background);
+  const std::string cal =
+      sh_out(std::string(ULYSSES_RUN_BIN) + " --calibrate " + base_dir + " --simulate cpu-ranks --background-load " +
+             bg + " --out " + hw + " --worker " + ULYSSES_WORKER_BIN);
+  std::printf(
+      "calibration run: %.1f s wall, %.1f s CPU, %.0f%% of its steps in collectives: %.2f cores per rank of %.0f, "
+      "background load %s (load average before it: %.1f)\n",
+      base_wall, base_cpu, 100.0 * bf.comm_ms / std::max(1e-9, bf.step_ms), share, cores, bg, base_load);
   std::printf("%s\n", cal.c_str());
   struct Case {
     const char* name;
@@ -89,8 +123,8 @@ static int bench_main(int argc, char** argv) {
       {"sp 2 x ring 2", {"parallel.sp_size=2", "parallel.ring_size=2", seq}},
       {"ZeRO-3, sp 2 x dp 2", {"parallel.sp_size=2", "parallel.dp_size=2", "train.zero_stage=3", seq}},
   };
-  std::printf("%-28s | %9s %9s %7s | %11s %11s %7s | %9s %9s\n", "what if", "pred ms", "meas ms", "err", "pred exp ms",
-              "meas exp ms", "err", "pred comm", "meas comm");
+  std::printf("%-28s | %9s %9s %7s | %11s %11s %7s | %9s %9s | %s\n", "what if", "pred ms", "meas ms", "err",
+              "pred exp ms", "meas exp ms", "err", "pred comm", "meas comm", "load");
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     const std::string sim = bench::scratch("whatif_sim");
@@ -100,13 +134,16 @@ static int bench_main(int argc, char** argv) {
     for (const auto& s : with(c.sets)) cmd += " --set " + s;
     sh_out(cmd);
     const Figures p = figures_of(sim);
+    const double load = load_average();
     const Figures m = figures_of(i == 0 ? base_dir : bench::run(cfg, with(c.sets), bench::scratch("whatif_meas")).dir);
-    std::printf("%-28s | %9.1f %9.1f %+6.1f%% | %11.2f %11.2f %+6.1f%% | %9.2f %9.2f\n", c.name, p.step_ms, m.step_ms,
-                err(p.step_ms, m.step_ms), p.exposed_ms, m.exposed_ms, err(p.exposed_ms, m.exposed_ms), p.comm_ms,
-                m.comm_ms);
+    std::printf("%-28s | %9.1f %9.1f %+6.1f%% | %11.2f %11.2f %+6.1f%% | %9.2f %9.2f | %.1f-%.1f\n", c.name, p.step_ms,
+                m.step_ms, err(p.step_ms, m.step_ms), p.exposed_ms, m.exposed_ms, err(p.exposed_ms, m.exposed_ms),
+                p.comm_ms, m.comm_ms, i == 0 ? base_load : load, load_average());
     std::fflush(stdout);
   }
-  std::printf("\ntargets: step time within 15%%, exposed communication within 25%% (per rank and step)\n");
+  std::printf(
+      "\ntargets: step time within 15%%, exposed communication within 25%% (per rank and step); load: the machine's "
+      "1-minute load average before and after the measured run (the calibration run's row: before it, and now)\n");
   return 0;
 }
 

@@ -56,7 +56,9 @@ json Hardware::to_json() const {
          {"memory_bytes", memory_bytes},
          {"shared_compute", shared_compute},
          {"overhead_s", overhead_s},
-         {"links", {{"node", link_json(node)}, {"network", link_json(network)}}},
+         {"rank_skew", rank_skew},
+         {"background_load", background_load},
+         {"links", {{"node", link_json(node)}, {"network", link_json(network)}, {"host", link_json(host)}}},
          {"efficiency", efficiency}};
   if (!calibrated_from.empty()) j["calibrated_from"] = calibrated_from;
   return j;
@@ -82,6 +84,12 @@ Hardware Hardware::from_json(const json& j) {
     throw std::runtime_error("\"links\" is missing ({\"node\": {...}, \"network\": {...}})");
   h.node = link_from(j["links"], "node");
   h.network = link_from(j["links"], "network");
+  if (j["links"].contains("host")) h.host = link_from(j["links"], "host");  // else PCIe-like defaults
+  h.rank_skew = j.value("rank_skew", 0.0);
+  h.background_load = j.value("background_load", 0.0);
+  if (!(h.background_load >= 0 && h.background_load < 1e4))
+    throw std::runtime_error("background_load must be a number of runnable processes >= 0");
+  if (!(h.rank_skew >= 0 && h.rank_skew < 100)) throw std::runtime_error("rank_skew must be a number in [0, 100)");
   if (j.contains("efficiency")) {
     if (!j["efficiency"].is_object()) throw std::runtime_error("\"efficiency\" must be an object of kind: number");
     for (const auto& [k, v] : j["efficiency"].items()) {

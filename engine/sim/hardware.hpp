@@ -30,6 +30,13 @@ struct Hardware {
   bool shared_compute = false;
   double overhead_s = 0;  // fixed cost of every compute range (launch, host work)
   Link node, network;
+  Link host{25e9, 10e-6, 1.0};  // device <-> host copies (PCIe; offload), one direction
+  // The slowest member of a group computes this fraction slower than the others (noise,
+  // clocks, a shared core); its collectives' other members wait for it. 0: ranks alike.
+  double rank_skew = 0;
+  // CPU ranks (shared_compute): other runnable processes sharing the node's cores with the ranks
+  // (the machine's load besides the run), so each rank gets cores / (ranks + background_load).
+  double background_load = 0;
   // Efficiency per kind: "attention_fwd", "mlp_bwd", ... then the phase ("attention"), then
   // "default"; "memory" scales the memory-bandwidth side of the roofline.
   std::map<std::string, double> efficiency;

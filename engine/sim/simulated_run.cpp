@@ -68,6 +68,7 @@ void write_rank(const std::string& dir, int64_t r, const SimulatedRun& run, cons
   o.hostname = "simulated-node" + std::to_string(r / gpn);
   o.run_config_json = config_json;
   o.run_id = "simulated:" + run.hw.name;
+  o.write_once = true;  // no WAL, no fsync: 1024 rank files in seconds (docs/PERFORMANCE.md)
   const int64_t pid = kSimPid + r;
   prof::TraceWriter w(o, pid);
   w.name_thread(pid, "main");
@@ -75,9 +76,11 @@ void write_rank(const std::string& dir, int64_t r, const SimulatedRun& run, cons
   // Each group's collectives numbered in issue order, step after step (the same on every member).
   std::map<int32_t, int64_t> seq;  // by process group
   const int64_t tokens = s.N * s.B * std::max<int64_t>(1, run.cfg.train.gradient_accumulation_steps) * s.dp;
+  // The slowest member of each group (rank skew) runs its own timeline; the others the typical one.
+  const std::vector<SimRange>& ranges = !res.slow_ranges.empty() && is_slow_rank(r, s) ? res.slow_ranges : res.ranges;
   for (int st = 0; st < steps; ++st) {
     const int64_t base = kSimT0 + st * res.step_ns;
-    for (const SimRange& sr : res.ranges) {
+    for (const SimRange& sr : ranges) {
       const Op& op = run.program.ops[static_cast<size_t>(sr.op)];
       prof::RangeRecord rr;
       rr.start_ns = base + sr.start_ns;

@@ -34,6 +34,7 @@ StepShape StepShape::of(const RunConfig& cfg) {
   s.bf16 = cfg.train.dtype == "bfloat16";
   s.elem = s.bf16 ? 2 : 4;
   s.attention_fraction = documents_attention_fraction(cfg);
+  s.offload = cfg.train.offload_activations && cfg.train.activation_checkpointing == "layer";
   return s;
 }
 
@@ -151,7 +152,8 @@ double compute_seconds(const Work& w, const StepShape& s, const Hardware& hw) {
   if (w.flops <= 0 && w.bytes <= 0) return 0;
   double peak = s.bf16 ? hw.peak_bf16 : hw.peak_fp32, bw = hw.memory_bandwidth;
   if (hw.shared_compute) {  // the node's cores, shared by the ranks on it
-    const double share = double(std::max<int64_t>(1, std::min(s.world, hw.gpus_per_node)));
+    // ... and by the machine's other runnable processes (background_load): fair shares of the cores
+    const double share = double(std::max<int64_t>(1, std::min(s.world, hw.gpus_per_node))) + hw.background_load;
     peak /= share;
     bw /= share;
   }
@@ -231,69 +233,240 @@ std::vector<double> own_seconds(const StepProgram& prog, const StepShape& s, con
   return own;
 }
 
+bool is_slow_rank(int64_t r, const StepShape& s) { return s.P > 1 ? r % s.P == s.P - 1 : r == s.world - 1; }
+
+double slow_share(const StepShape& s) {
+  return s.P > 1 ? 1.0 / double(s.P) : 1.0 / double(std::max<int64_t>(1, s.world));
+}
+
 namespace {
 
 using A2AKey = std::tuple<int, int, int32_t, int32_t>;  // phase, dir, layer, chunk
 
+// A collective's group has a slowest member (rank skew) when it has more than one member.
+bool mixed_group(const std::string& g, const StepShape& s) {
+  if (g == "sp") return s.P > 1;
+  if (g == "ring" || g == "ring_grad") return s.R > 1;
+  return s.world > 1;
+}
+
+// The replay (step_sim.hpp): one compute-stream clock per rank class (0 the typical rank, 1 the
+// slowest member when hw.rank_skew > 0), the groups' streams, the links' transfers in flight
+// and the offload copies, advanced point by point in program order.
+class Replay {
+ public:
+  Replay(const StepProgram& prog, const StepShape& s, const Hardware& hw)
+      : prog_(prog), s_(s), hw_(hw), own_(own_seconds(prog, s, hw)) {
+    const size_t n = prog.ops.size();
+    const int classes = hw.rank_skew > 0 && s.world > 1 ? 2 : 1;
+    k_.resize(static_cast<size_t>(classes));
+    for (int c = 0; c < classes; ++c) {
+      k_[static_cast<size_t>(c)].speed = c == 0 ? 1.0 : 1.0 + hw.rank_skew;
+      k_[static_cast<size_t>(c)].start.assign(n, 0);
+      k_[static_cast<size_t>(c)].end.assign(n, 0);
+    }
+    cost_.resize(n);
+    xfer_.assign(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      const Op& o = prog.ops[i];
+      if (!o.comm) continue;
+      cost_[i] = collective_cost(o, s, hw);
+      const Link& l = cost_[i].network ? hw.network : hw.node;
+      const auto g = hw.efficiency.find("comm_" + cost_[i].group);
+      const double eff = g == hw.efficiency.end() ? 1.0 : g->second;
+      xfer_[i] = double(std::max(o.info.bytes_sent, o.info.bytes_recv)) / (l.bandwidth * l.efficiency) / eff;
+    }
+    find_layers();
+  }
+
+  SimResult run() {
+    for (const Point& p : prog_.points) {
+      const auto i = static_cast<size_t>(p.op);
+      switch (p.kind) {
+        case Point::Begin:
+          begin(i);
+          break;
+        case Point::End:
+          for (Klass& k : k_) {
+            if (!prog_.ops[i].comm) k.end[i] = k.T + own_[i] * k.speed;
+            k.T = k.end[i];
+          }
+          res_.own_compute_s += prog_.ops[i].comm ? 0.0 : own_[i];
+          break;
+        case Point::Issue:
+          collective(i, false);
+          order_.push_back(p.op);
+          break;
+        case Point::Wait:
+          for (Klass& k : k_) k.T = std::max(k.T, k.end[i]);
+          break;
+      }
+    }
+    return finish();
+  }
+
+ private:
+  struct Klass {
+    double speed = 1, T = 0;
+    std::vector<double> start, end;
+    std::map<std::string, double> free;                // each group's stream: its last collective's end
+    std::map<std::string, std::vector<size_t>> queue;  // each group's collectives, in issue order
+    std::vector<size_t> inflight[2];                   // collectives on the node / network link
+    std::map<int32_t, double> d2h_end, h2d_end;        // offload copies by layer
+    double d2h_free = 0, h2d_free = 0;
+  };
+  const StepProgram& prog_;
+  const StepShape& s_;
+  const Hardware& hw_;
+  std::vector<double> own_, xfer_;
+  std::vector<CollectiveCost> cost_;
+  std::vector<Klass> k_;
+  std::map<A2AKey, size_t> issued_;                  // the latest all-to-all of each (phase, dir, layer, chunk)
+  std::map<size_t, int32_t> fwd_first_, rec_first_;  // first forward / recompute range -> layer
+  std::vector<int32_t> order_;
+  SimResult res_;
+
+  // Offload copies (s.offload): the layer input leaves for host memory when its forward begins,
+  // and comes back when the next layer's backward begins (the engine's prefetch) or, for the
+  // last layer, when its own recompute begins; the recompute waits for it.
+  void find_layers() {
+    if (!s_.offload) return;
+    std::map<int32_t, size_t> f, r;
+    for (const Point& p : prog_.points) {
+      const Op& o = prog_.ops[static_cast<size_t>(p.op)];
+      if (p.kind != Point::Begin || o.comm || o.lane != 0 || o.info.layer < 0) continue;
+      if (o.info.dir == Direction::Forward) f.emplace(o.info.layer, static_cast<size_t>(p.op));
+      if (o.info.dir == Direction::Recompute) r.emplace(o.info.layer, static_cast<size_t>(p.op));
+    }
+    for (const auto& [l, i] : f) fwd_first_[i] = l;
+    for (const auto& [l, i] : r) rec_first_[i] = l;
+  }
+
+  double copy_seconds() const {
+    return hw_.host.latency + double(s_.B * s_.n * s_.d) * s_.elem / (hw_.host.bandwidth * hw_.host.efficiency);
+  }
+
+  void fetch(Klass& k, int32_t layer, bool record) {
+    if (layer < 0 || k.h2d_end.count(layer)) return;
+    const double t = std::max({k.T, k.h2d_free, k.d2h_end.count(layer) ? k.d2h_end[layer] : 0.0});
+    k.h2d_free = k.h2d_end[layer] = t + copy_seconds();
+    if (record) res_.copies.push_back({layer, false, std::llround(t * 1e9), std::llround(k.h2d_free * 1e9)});
+  }
+
+  void offload(size_t i) {
+    if (auto f = fwd_first_.find(i); f != fwd_first_.end()) {
+      for (size_t c = 0; c < k_.size(); ++c) {
+        Klass& k = k_[c];
+        const double t = std::max(k.T, k.d2h_free);
+        k.d2h_free = k.d2h_end[f->second] = t + copy_seconds();
+        if (c == 0) res_.copies.push_back({f->second, true, std::llround(t * 1e9), std::llround(k.d2h_free * 1e9)});
+      }
+    }
+    if (auto r = rec_first_.find(i); r != rec_first_.end()) {
+      for (size_t c = 0; c < k_.size(); ++c) {
+        Klass& k = k_[c];
+        fetch(k, r->second, c == 0);      // not prefetched (the last layer): fetched now
+        fetch(k, r->second - 1, c == 0);  // the engine's prefetch of the layer below
+        k.T = std::max(k.T, k.h2d_end[r->second]);
+      }
+    }
+  }
+
+  void begin(size_t i) {
+    const Op& o = prog_.ops[i];
+    order_.push_back(static_cast<int32_t>(i));
+    if (o.comm) {  // blocking collective on the compute stream
+      collective(i, true);
+      return;
+    }
+    offload(i);
+    for (Klass& k : k_) {
+      if (o.info.phase == Phase::Attention && o.info.chunk >= 0) {
+        // a head chunk's attention waits for its own all-to-all (chunk c+1 keeps travelling)
+        const bool bwd = o.info.dir == Direction::Backward;
+        const A2AKey key{static_cast<int>(bwd ? Phase::A2AHeadToSeq : Phase::A2ASeqToHead),
+                         static_cast<int>(o.info.dir), o.info.layer, o.info.chunk};
+        if (auto it = issued_.find(key); it != issued_.end()) k.T = std::max(k.T, k.end[it->second]);
+      }
+      k.start[i] = k.T;
+    }
+  }
+
+  // Two transfers of different groups on one link share its bandwidth: while both move, each
+  // gets half, so both take `overlap` longer (the later ones queued on that group follow).
+  double contend(Klass& k, size_t i, double start) {
+    const int link = cost_[i].network ? 1 : 0;
+    auto& fl = k.inflight[link];
+    fl.erase(std::remove_if(fl.begin(), fl.end(), [&](size_t j) { return k.end[j] <= start; }), fl.end());
+    double extra = 0;
+    for (size_t j : fl) {
+      if (cost_[j].group == cost_[i].group) continue;
+      const double overlap = std::min(k.end[j] - start, xfer_[i]);
+      if (overlap <= 0) continue;
+      extra += overlap;
+      for (size_t q : k.queue[cost_[j].group]) {  // j and what queued behind it on its stream
+        if (q != j && k.start[q] < k.end[j]) continue;
+        k.start[q] += q == j ? 0.0 : overlap;
+        k.end[q] += overlap;
+      }
+      k.free[cost_[j].group] += overlap;
+    }
+    fl.push_back(i);
+    return extra;
+  }
+
+  void collective(size_t i, bool blocking) {
+    const std::string& g = cost_[i].group;
+    std::vector<double> ready(k_.size());
+    double latest = 0;
+    for (size_t c = 0; c < k_.size(); ++c) {
+      ready[c] = std::max(k_[c].T, k_[c].free[g]);
+      latest = std::max(latest, ready[c]);
+    }
+    const bool mixed = mixed_group(g, s_);
+    double end = 0;
+    for (size_t c = 0; c < k_.size(); ++c) {
+      Klass& k = k_[c];
+      const double begin = mixed ? latest : ready[c];  // a collective starts when all its members are in
+      k.start[i] = ready[c];
+      k.end[i] = begin + own_[i];
+      k.end[i] += contend(k, i, begin);
+      end = std::max(end, k.end[i]);
+      if (c == 0) res_.wait_s += begin - ready[c];
+    }
+    for (Klass& k : k_) {
+      if (mixed) k.end[i] = end;  // the members finish together
+      k.free[g] = k.end[i];
+      k.queue[g].push_back(i);
+    }
+    res_.comm_s += own_[i];
+    const Op& o = prog_.ops[i];
+    if (!blocking && (o.info.phase == Phase::A2ASeqToHead || o.info.phase == Phase::A2AHeadToSeq))
+      issued_[{static_cast<int>(o.info.phase), static_cast<int>(o.info.dir), o.info.layer, o.info.chunk}] = i;
+  }
+
+  SimResult finish() {
+    double last = 0;
+    for (const Klass& k : k_) {
+      last = std::max(last, k.T);
+      for (double e : k.end) last = std::max(last, e);
+    }
+    res_.step_ns = std::llround(last * 1e9);
+    for (size_t c = 0; c < k_.size(); ++c) {
+      auto& out = c == 0 ? res_.ranges : res_.slow_ranges;
+      out.reserve(order_.size());
+      for (int32_t i : order_)
+        out.push_back({i, std::llround(k_[c].start[static_cast<size_t>(i)] * 1e9),
+                       std::llround(k_[c].end[static_cast<size_t>(i)] * 1e9)});
+    }
+    return std::move(res_);
+  }
+};
+
 }  // namespace
 
 SimResult simulate(const StepProgram& prog, const StepShape& s, const Hardware& hw) {
-  const std::vector<double> own = own_seconds(prog, s, hw);
-  const size_t n = prog.ops.size();
-  std::vector<double> start(n, 0), end(n, 0);
-  std::map<std::string, double> free;  // each group's stream: when its last collective ends
-  std::map<A2AKey, int32_t> issued;    // the latest all-to-all of each (phase, dir, layer, chunk)
-  SimResult res;
-  double T = 0;  // the compute stream's clock
-  std::vector<int32_t> order;
-  order.reserve(n);
-  for (const Point& p : prog.points) {
-    const auto i = static_cast<size_t>(p.op);
-    const Op& o = prog.ops[i];
-    switch (p.kind) {
-      case Point::Begin:
-        if (o.comm) {  // blocking collective on the compute stream: after the group's queue
-          T = std::max(T, free[collective_cost(o, s, hw).group]);
-        } else if (o.info.phase == Phase::Attention && o.info.chunk >= 0) {
-          // a head chunk's attention waits for its own all-to-all (chunk c+1 keeps travelling)
-          const bool bwd = o.info.dir == Direction::Backward;
-          const A2AKey k{static_cast<int>(bwd ? Phase::A2AHeadToSeq : Phase::A2ASeqToHead),
-                         static_cast<int>(o.info.dir), o.info.layer, o.info.chunk};
-          if (auto it = issued.find(k); it != issued.end()) T = std::max(T, end[static_cast<size_t>(it->second)]);
-        }
-        start[i] = T;
-        order.push_back(p.op);
-        break;
-      case Point::End:
-        T += own[i];
-        end[i] = T;
-        if (o.comm) free[collective_cost(o, s, hw).group] = T;
-        (o.comm ? res.comm_s : res.own_compute_s) += own[i];
-        break;
-      case Point::Issue: {
-        double& f = free[collective_cost(o, s, hw).group];
-        start[i] = std::max(T, f);
-        end[i] = start[i] + own[i];
-        f = end[i];
-        res.comm_s += own[i];
-        if (o.info.phase == Phase::A2ASeqToHead || o.info.phase == Phase::A2AHeadToSeq)
-          issued[{static_cast<int>(o.info.phase), static_cast<int>(o.info.dir), o.info.layer, o.info.chunk}] = p.op;
-        order.push_back(p.op);
-        break;
-      }
-      case Point::Wait:
-        T = std::max(T, end[i]);
-        break;
-    }
-  }
-  double last = T;
-  for (size_t i = 0; i < n; ++i) last = std::max(last, end[i]);
-  res.step_ns = std::llround(last * 1e9);
-  res.ranges.reserve(order.size());
-  for (int32_t i : order)
-    res.ranges.push_back(
-        {i, std::llround(start[static_cast<size_t>(i)] * 1e9), std::llround(end[static_cast<size_t>(i)] * 1e9)});
-  return res;
+  return Replay(prog, s, hw).run();
 }
 
 }  // namespace ulysses::sim

@@ -102,6 +102,7 @@ struct TraceWriter::Impl {
   std::vector<Pending> pending;
   int64_t next_event_id = 1;  // NVTX_EVENTS rowid given explicitly (we are the only writer)
   bool format3 = false;       // also write ULYSSES_RANGES rows (format 3's layout)
+  bool write_once = false;    // TracerOptions::write_once: rollback journal in memory, no fsync
   sql::Stmt ins_nvtx_batch, ins_range_batch;
   void flush_ranges();
   void prepare_inserts();
@@ -255,10 +256,17 @@ TraceWriter::TraceWriter(const TracerOptions& opts, int64_t pid) : impl_(std::ma
   // WAL: readers (the studio) see every committed step while the run goes on; a killed
   // process keeps every committed transaction. synchronous=NORMAL: no fsync per commit
   // (durable against process death, which is what a crashing rank is).
-  d.db.exec("PRAGMA journal_mode=WAL");
-  d.db.exec("PRAGMA synchronous=NORMAL");
+  // write_once (simulated runs): neither, and no fsync at all (TracerOptions::write_once).
+  d.write_once = opts.write_once;
+  if (d.write_once) {
+    d.db.exec("PRAGMA journal_mode=MEMORY");
+    d.db.exec("PRAGMA synchronous=OFF");
+  } else {
+    d.db.exec("PRAGMA journal_mode=WAL");
+    d.db.exec("PRAGMA synchronous=NORMAL");
+    d.db.exec("PRAGMA wal_autocheckpoint=16384");  // checkpoint (and fsync) every ~64 MiB, not 4 MiB
+  }
   d.db.exec("PRAGMA cache_size=-16384");
-  d.db.exec("PRAGMA wal_autocheckpoint=16384");  // checkpoint (and fsync) every ~64 MiB, not 4 MiB
   d.db.exec("BEGIN");
   d.db.exec(trace_schema_sql());
   d.format3 = opts.trace_format == 3;
@@ -581,6 +589,10 @@ void TraceWriter::close() {
   d.ins_thread = {};
   d.ins_ext_corr = {};
   d.ins_ext_id = {};
+  if (d.write_once) {  // never in WAL mode: the file is already the finished rollback-mode file
+    d.db.close();
+    return;
+  }
   try {
     d.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
   } catch (...) {

@@ -94,6 +94,11 @@ struct TracerOptions {
   // (Ulysses attributes in a ULYSSES_RANGES table beside NVTX_EVENTS), kept to make reference
   // files for the format-3 reader's tests and the benchmarks' baseline. Anything else throws.
   int32_t trace_format = 0;
+  // A file written in one go and then closed, never read while written (simulated runs,
+  // engine/sim): no WAL and no fsync (the rollback journal kept in memory, synchronous=OFF).
+  // The closed file is the same rollback-mode file in the same schema; only a crash mid-write
+  // differs (the file is then unreadable, and its run folder has no run.json).
+  bool write_once = false;
   // Test hooks. writer_test_before_commit: called on the thread that writes, before each
   // ended step's batch is written (a slow or failing sink: what it throws is a write error).
   // writer_test_on_full: called on the end_step thread just before it waits for the writer.
