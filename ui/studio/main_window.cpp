@@ -121,7 +121,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
       if (!m->config_json.empty()) {
         try {
           const RunConfig cfg = RunConfig::from_json(nlohmann::json::parse(m->config_json));
-          if (ulysses::ui::explain(cfg).ok) explain->setConfig(cfg);
+          // The explainer's own settings are replaced only when the presenter says so.
+          if (ulysses::ui::explain(cfg).ok && !explain->offerConfig(cfg, QFileInfo(path).fileName(), !quiet_)) {
+            explain->setStageTimes({}, QString());  // the run's times are not of the config drawn
+            explain->setRingHopTime({});
+            return;
+          }
         } catch (const std::exception&) {  // a foreign or older config: keep the launcher's
         }
       }
