@@ -11,8 +11,8 @@
 namespace ulysses::ui {
 
 ExplainSettings explain_settings_of(const RunConfig& cfg) {
-  return {cfg.parallel.sp_size, cfg.model.num_attention_heads, cfg.model.num_key_value_heads,
-          cfg.parallel.ring_size, cfg.train.zero_stage};
+  return {cfg.parallel.sp_size, cfg.model.num_attention_heads, cfg.model.num_key_value_heads, cfg.parallel.ring_size,
+          cfg.train.zero_stage};
 }
 
 RunConfig with_explain_settings(RunConfig cfg, const ExplainSettings& s) {

@@ -23,6 +23,7 @@
 #include "trace/shortcuts.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace ulysses::ui {
 
@@ -42,7 +43,7 @@ class ExplainCanvas : public QWidget {
   const WeightPlacement* w = nullptr;
   const RingHops* rh = nullptr;
   int stage = 0, hop = 0;
-  double motion = 1.0;  // the all-to-all stages' movement, 0 (before) .. 1 (after)
+  double motion = 1.0;             // the all-to-all stages' movement, 0 (before) .. 1 (after)
   std::vector<ExplainText> texts;  // what the last paint wrote (ExplainView::drawnTexts)
 
  protected:
@@ -113,8 +114,8 @@ class ExplainCanvas : public QWidget {
     const std::vector<MovedPiece> pieces = stage_pieces(*e, before_a2a ? stage + 1 : stage);
     const double t = a2a ? std::clamp(motion, 0.0, 1.0) : before_a2a ? 0.0 : 1.0;
     const double k = t * t * (3 - 2 * t);  // eased: starts and lands gently
-    std::vector<QRectF> drawn;  // copies of a replicated kv head that start at one place: drawn once
-    for (int pass = 0; pass < 2; ++pass)  // the pieces that stay, then those moving (over them)
+    std::vector<QRectF> drawn;             // copies of a replicated kv head that start at one place: drawn once
+    for (int pass = 0; pass < 2; ++pass)   // the pieces that stay, then those moving (over them)
       for (const MovedPiece& m : pieces) {
         const int64_t from = m.from < 0 ? m.to : m.from;
         if ((from != m.to) != (pass == 1)) continue;
@@ -552,16 +553,20 @@ void ExplainView::applySettings() {
 bool ExplainView::offerConfig(const RunConfig& cfg, const QString& run, bool mayAsk) {
   const ExplainSettings now = settings_->settings(), theirs = explain_settings_of(cfg);
   const Explanation a = explain(cfg);
-  const bool same = baseOk_ && e_.ok && now == theirs && a.N == e_.N && a.B == e_.B && a.d == e_.d &&
-                    a.dh == e_.dh && a.elem_bytes == e_.elem_bytes && a.chunks == e_.chunks && a.zigzag == e_.zigzag;
+  const bool same = baseOk_ && e_.ok && now == theirs && a.N == e_.N && a.B == e_.B && a.d == e_.d && a.dh == e_.dh &&
+                    a.elem_bytes == e_.elem_bytes && a.chunks == e_.chunks && a.zigzag == e_.zigzag;
   if (!same) {
     const QString q = tr("Show %1's settings in the explainer (%2) in place of the ones it draws now (%3)?")
                           .arg(run, describe(theirs), baseOk_ ? describe(now) : tr("none"));
-    const bool yes = asker_    ? asker_(q)
-                     : mayAsk ? QMessageBox::question(this, tr("Explainer"), q,
-                                                      QMessageBox::Yes | QMessageBox::No) == QMessageBox::Yes
+    const bool yes = asker_   ? asker_(q)
+                     : mayAsk ? QMessageBox::question(this, tr("Explainer"), q, QMessageBox::Yes | QMessageBox::No) ==
+                                    QMessageBox::Yes
                               : true;
-    if (!yes) return false;
+    if (!yes) {  // the run's measured times are not of the config drawn
+      setStageTimes({}, QString());
+      setRingHopTime({});
+      return false;
+    }
   }
   setConfig(cfg);
   settings_->setSource(tr("over %1's config").arg(run));
@@ -577,7 +582,8 @@ void ExplainView::setNotesShown(bool on) {
 }
 
 void ExplainView::setMotion(double progress) {
-  motion_ = progress > 1.0 - 1e-9 ? 1.0 : std::clamp(progress, 0.0, 1.0);
+  // In thousandths: the same progress, however reached (ticks or the slider), the same picture.
+  motion_ = std::round(std::clamp(progress, 0.0, 1.0) * 1000.0) / 1000.0;
   refresh();
 }
 
@@ -815,7 +821,8 @@ QString ExplainView::slideCaption() const {
     line = tr("the output goes back to the rank of its tokens: %1 out of every rank").arg(B(e_.stages[4].bytes_sent));
   else
     line = tr("o_proj mixes the heads back into the hidden size, still sequence-sharded");
-  QString s = QStringLiteral("<big><b>%1 / %2 · %3</b></big> &nbsp; %4").arg(stage_ + 1).arg(stageCount()).arg(name, line);
+  QString s =
+      QStringLiteral("<big><b>%1 / %2 · %3</b></big> &nbsp; %4").arg(stage_ + 1).arg(stageCount()).arg(name, line);
   if (stage_ < static_cast<int>(times_.size()) && times_[size_t(stage_)].measured)
     s += tr(" &nbsp; <b>measured %1</b>").arg(to_qs(format_duration_ns(times_[size_t(stage_)].median_ns)));
   return s;

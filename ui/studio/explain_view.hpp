@@ -48,9 +48,7 @@ class ExplainView : public QWidget {
   // The last stage, after the attention layer's six: where each rank's weights, gradients and
   // optimizer state are (weights_model.hpp), under the config's ZeRO stage.
   const WeightPlacement& weights() const { return w_; }
-  bool isWeightsStage(int stage) const {
-    return e_.ok && w_.ok && stage == static_cast<int>(e_.stages.size());
-  }
+  bool isWeightsStage(int stage) const { return e_.ok && w_.ok && stage == static_cast<int>(e_.stages.size()); }
   // 0-based stage; clamped. False when out of range.
   bool setStage(int stage);
   int stage() const { return stage_; }
@@ -103,7 +101,8 @@ class ExplainView : public QWidget {
   ExplainSettingsBar* settingsBar() const { return settings_; }
   // An opened run's config. When it draws what the explainer draws now it is shown at once;
   // otherwise the presenter is asked first (a dialog; the asker's answer where one is set; with
-  // `mayAsk` false and no asker, replaced: scripted screenshots). True when it is shown.
+  // `mayAsk` false and no asker, replaced: scripted screenshots). True when it is shown; when the
+  // presenter says no, the run's measured times are cleared too (they are not of this config).
   bool offerConfig(const RunConfig& cfg, const QString& run, bool mayAsk = true);
   // The answer to "replace the explainer's settings with the run's?" (tests inject it; null:
   // the dialog).
