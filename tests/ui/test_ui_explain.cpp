@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 
 #include "cost_model.hpp"
 #include "explain_model.hpp"
@@ -390,4 +391,67 @@ TEST(ExplainRing, HopTimeIsTheMedianOfTheForwardExchanges) {
   EXPECT_EQ(t.layers, 3);
   EXPECT_DOUBLE_EQ(t.median_ns, 20.0);
   EXPECT_FALSE(ui::ring_hop_time(prof::TraceModel{}).measured);
+}
+
+// The all-to-all stages as movement (the explainer's animation): every piece of a stage's blocks
+// comes from a rank that held it (same tensor, token shard and heads) in the stage before; the
+// pieces' origins are exactly what the stage before holds and their destinations exactly what the
+// stage holds (per rank, tensor, token shard and head); and the pieces that change rank carry, per
+// rank, the bytes the stage says it sends and receives (cost::a2a_bytes, the engine's labels), by
+// hand: q and the output one tensor, k and v two.
+TEST(Explain, AllToAllPiecesMoveWhatTheStageBeforeHeldToWhatTheStageHolds) {
+  const Case cases[] = {{4, 4, 1}, {4, 4, 2}, {8, 8, 4}, {8, 2, 4}, {16, 2, 8}, {8, 1, 8}, {16, 8, 4}, {32, 8, 8}};
+  using Unit = std::tuple<int64_t, int, int64_t, int64_t>;  // rank, kind, token shard, head
+  for (const auto& k : cases) {
+    SCOPED_TRACE("H=" + std::to_string(k.H) + " Hkv=" + std::to_string(k.Hkv) + " P=" + std::to_string(k.P));
+    const auto e = ui::explain(config(k.H, k.Hkv, k.P));
+    ASSERT_TRUE(e.ok);
+    auto held = [&](int stage) {
+      std::set<Unit> u;
+      for (int64_t r = 0; r < e.P; ++r)
+        for (const auto& b : e.stages[size_t(stage)].ranks[size_t(r)])
+          for (int64_t t = b.tok_begin / e.n; t * e.n < b.tok_end; ++t)
+            for (int64_t h = b.head_begin; h < b.head_end; ++h) u.insert({r, int(b.kind), t, h});
+      return u;
+    };
+    for (int s = 0; s < 6; ++s) {
+      SCOPED_TRACE("stage " + std::to_string(s));
+      const auto pieces = ui::stage_pieces(e, s);
+      ASSERT_FALSE(pieces.empty());
+      const bool a2a = ui::is_all_to_all_stage(e, s);
+      EXPECT_EQ(a2a, s == 2 || s == 4);
+      std::set<Unit> from, to;
+      std::vector<int64_t> sent(size_t(e.P), 0), recv(size_t(e.P), 0);
+      for (const auto& p : pieces) {
+        ASSERT_GE(p.from, 0) << "a piece no rank held before";
+        ASSERT_LT(p.head_begin, p.head_end);
+        if (!a2a) {
+          EXPECT_EQ(p.from, p.to);
+        }
+        for (int64_t h = p.head_begin; h < p.head_end; ++h) {
+          from.insert({p.from, int(p.kind), p.shard, h});
+          to.insert({p.to, int(p.kind), p.shard, h});
+        }
+        if (p.from != p.to) {
+          const int64_t tensors = p.kind == HeadBlock::KV ? 2 : 1;
+          const int64_t bytes = tensors * e.B * e.n * (p.head_end - p.head_begin) * e.dh * e.elem_bytes;
+          sent[size_t(p.from)] += bytes;
+          recv[size_t(p.to)] += bytes;
+        }
+      }
+      EXPECT_EQ(to, held(s)) << "the pieces land on what the stage holds";
+      EXPECT_EQ(from, held(a2a ? s - 1 : s)) << "the pieces start from what the stage before held";
+      for (int64_t r = 0; r < e.P; ++r) {
+        EXPECT_EQ(sent[size_t(r)], a2a ? e.stages[size_t(s)].bytes_sent : 0) << "rank " << r;
+        EXPECT_EQ(recv[size_t(r)], a2a ? e.stages[size_t(s)].bytes_recv : 0) << "rank " << r;
+      }
+      for (const auto& p : pieces) {
+        if (s == 2) {  // seq->head: token shard t comes from rank t
+          EXPECT_EQ(p.from, p.shard);
+        } else if (s == 4) {  // head->seq: the output goes back to the rank of its token shard
+          EXPECT_EQ(p.to, p.shard);
+        }
+      }
+    }
+  }
 }

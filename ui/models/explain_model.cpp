@@ -165,6 +165,46 @@ Explanation explain(const RunConfig& cfg) {
   return e;
 }
 
+bool is_all_to_all_stage(const Explanation& e, int stage) {
+  return e.ok && (stage == 2 || stage == 4) && static_cast<size_t>(stage) < e.stages.size();
+}
+
+std::vector<MovedPiece> stage_pieces(const Explanation& e, int stage) {
+  std::vector<MovedPiece> out;
+  if (!e.ok || stage < 0 || static_cast<size_t>(stage) >= e.stages.size() || e.n <= 0) return out;
+  const bool a2a = is_all_to_all_stage(e, stage);
+  const auto& after = e.stages[static_cast<size_t>(stage)].ranks;
+  const auto& before = e.stages[static_cast<size_t>(a2a ? stage - 1 : stage)].ranks;
+  // The rank that held head h of token shard t before (r itself first: what a rank keeps does not
+  // move), and the end of the heads that block covers.
+  auto source = [&](HeadBlock::Kind kind, int64_t r, int64_t t, int64_t h) -> std::pair<int64_t, int64_t> {
+    for (int64_t i = -1; i < e.P; ++i) {
+      const int64_t q = i < 0 ? r : i;
+      if (i == r) continue;
+      for (const auto& b : before[static_cast<size_t>(q)])
+        if (b.kind == kind && b.tok_begin <= t * e.n && (t + 1) * e.n <= b.tok_end && b.head_begin <= h &&
+            h < b.head_end)
+          return {q, b.head_end};
+    }
+    return {-1, h + 1};
+  };
+  for (int64_t r = 0; r < static_cast<int64_t>(after.size()); ++r)
+    for (const auto& b : after[static_cast<size_t>(r)])
+      for (int64_t t = b.tok_begin / e.n; t * e.n < b.tok_end; ++t) {
+        if (!a2a) {
+          out.push_back({b.kind, t, b.head_begin, b.head_end, b.replicated, r, r});
+          continue;
+        }
+        for (int64_t h = b.head_begin; h < b.head_end;) {
+          const auto [q, end] = source(b.kind, r, t, h);
+          const int64_t stop = std::min(end, b.head_end);
+          out.push_back({b.kind, t, h, stop, b.replicated, q, r});
+          h = stop;
+        }
+      }
+  return out;
+}
+
 RingHops ring_hops(int64_t R, bool zigzag) {
   RingHops h;
   RingLayout L;

@@ -71,6 +71,22 @@ struct RingHops {
 };
 RingHops ring_hops(int64_t R, bool zigzag);
 
+// The all-to-all stages as movement (the explainer animates them): the blocks a stage holds cut
+// into pieces, one token shard of N/P × a head range each, with the rank that held the piece in
+// the stage before (`from`) and the rank that holds it after (`to`). A piece keeps its token
+// shard and its heads, so its place in a rank's grid; only its rank changes. The pieces of a
+// stage that is no all-to-all stay where they are (from == to).
+struct MovedPiece {
+  HeadBlock::Kind kind = HeadBlock::Q;
+  int64_t shard = 0;                     // token shard (rows of the picture)
+  int64_t head_begin = 0, head_end = 0;  // as HeadBlock's
+  bool replicated = false;
+  int64_t from = 0, to = 0;  // ranks; from = -1 if no rank held it before (a model error)
+};
+// Stages 2 (seq→head) and 4 (head→seq) of a valid explanation.
+bool is_all_to_all_stage(const Explanation& e, int stage);
+std::vector<MovedPiece> stage_pieces(const Explanation& e, int stage);
+
 // kv heads of rank r after the seq->head all-to-all, as the engine assigns them (original
 // kv head indices; one head when replicated).
 std::pair<int64_t, int64_t> kv_heads_of_rank(int64_t r, int64_t Hkv, int64_t P);

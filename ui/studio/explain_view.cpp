@@ -10,16 +10,20 @@
 #include <QPainter>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QSettings>
+#include <QMessageBox>
 #include <QSlider>
 #include <QTimer>
 #include <QVBoxLayout>
 
 #include "cost_model.hpp"
+#include "explain_controls.hpp"
 #include "trace/phase_style.hpp"
 #include "trace/qt_text.hpp"
 #include "trace/shortcuts.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace ulysses::ui {
 
@@ -39,6 +43,7 @@ class ExplainCanvas : public QWidget {
   const WeightPlacement* w = nullptr;
   const RingHops* rh = nullptr;
   int stage = 0, hop = 0;
+  double motion = 1.0;             // the all-to-all stages' movement, 0 (before) .. 1 (after)
   std::vector<ExplainText> texts;  // what the last paint wrote (ExplainView::drawnTexts)
 
  protected:
@@ -69,6 +74,15 @@ class ExplainCanvas : public QWidget {
       return;
     }
     if (e->R > 1 && stage == 3 && rh && !rh->hops.empty()) return paintRing(p, fg);
+    paintLayer(p, fg);
+  }
+
+  // One stage of the layer: one column per rank, each a grid of token-shard rows and q-head
+  // columns (plus kv-head columns), filled with the pieces the rank holds (stage_pieces). On an
+  // all-to-all stage the pieces move from the rank that held them to the rank that holds them as
+  // `motion` goes 0 -> 1 (a piece keeps its row and heads, so only its column changes); the stage
+  // before an all-to-all is that all-to-all at 0, so its pieces are the ones about to move.
+  void paintLayer(QPainter& p, const QColor& fg) {
     const auto& st = e->stages[static_cast<size_t>(stage)];
     const int P = static_cast<int>(e->P), H = static_cast<int>(e->H), K = static_cast<int>(e->Hkv);
     const int margin = 16, gap = 18;
@@ -76,58 +90,61 @@ class ExplainCanvas : public QWidget {
     QFont small = font();
     small.setPointSizeF(std::max(7.0, font().pointSizeF() - 1));
     const int line = QFontMetrics(font()).height(), sline = QFontMetrics(small).height();
-    // Rows of text from the fonts' heights: the rank over the grid, the heads under it, the bytes below.
-    const int top = line + 8, bottom = sline * (st.bytes_sent > 0 ? 3 : 1) + 12;
+    // Rows of text from the fonts' heights: the rank over the grid, the heads under it, the bytes
+    // below (room kept on every stage, so the grids stay in place from stage to stage).
+    const int top = line + 8, bottom = sline * 3 + 12;
     const int gridH = std::max(60, height() - top - bottom);
     const double rowH = double(gridH) / P;  // one row per token shard of N/P tokens
     const int kvW = std::max(18, colW * K / (H + K + 1));
     const int qW = colW - kvW - 6;
     const double cellQ = double(qW) / H, cellK = double(kvW) / K;
+    auto colX = [&](int64_t r) { return double(margin + r * (colW + gap)); };
     for (int r = 0; r < P; ++r) {
-      const int x0 = margin + r * (colW + gap);
+      const double x0 = colX(r);
       p.setPen(fg);
       p.setFont(font());
       text(p, QRectF(x0, 0, colW, top - 4), Qt::AlignCenter, QStringLiteral("rank %1").arg(r));
-      // grid outlines
       p.setPen(QPen(palette().color(QPalette::Mid), 1));
       p.setBrush(Qt::NoBrush);
       p.drawRect(QRectF(x0, top, qW, gridH));
       p.drawRect(QRectF(x0 + qW + 6, top, kvW, gridH));
-      for (const auto& b : st.ranks[static_cast<size_t>(r)]) {
-        const double y = top + rowH * double(b.tok_begin) / double(e->n);
-        const double h = rowH * double(b.tok_end - b.tok_begin) / double(e->n);
-        QRectF rect;
-        QColor c;
-        if (b.kind == HeadBlock::KV) {
-          rect = QRectF(x0 + qW + 6 + cellK * double(b.head_begin), y, cellK * double(b.head_end - b.head_begin), h);
-          c = kKv;
-        } else {
-          rect = QRectF(x0 + cellQ * double(b.head_begin), y, cellQ * double(b.head_end - b.head_begin), h);
-          c = b.kind == HeadBlock::Hidden ? kHidden : b.kind == HeadBlock::Q ? kQ : kOut;
-        }
+    }
+    const bool a2a = is_all_to_all_stage(*e, stage);
+    const bool before_a2a = !a2a && is_all_to_all_stage(*e, stage + 1);
+    const std::vector<MovedPiece> pieces = stage_pieces(*e, before_a2a ? stage + 1 : stage);
+    const double t = a2a ? std::clamp(motion, 0.0, 1.0) : before_a2a ? 0.0 : 1.0;
+    const double k = t * t * (3 - 2 * t);  // eased: starts and lands gently
+    std::vector<QRectF> drawn;             // copies of a replicated kv head that start at one place: drawn once
+    for (int pass = 0; pass < 2; ++pass)   // the pieces that stay, then those moving (over them)
+      for (const MovedPiece& m : pieces) {
+        const int64_t from = m.from < 0 ? m.to : m.from;
+        if ((from != m.to) != (pass == 1)) continue;
+        const double x = colX(from) + (colX(m.to) - colX(from)) * k;
+        const double y = top + rowH * double(m.shard);
+        const bool kv = m.kind == HeadBlock::KV;
+        const double cw = kv ? cellK : cellQ;
+        const QRectF rect(x + (kv ? qW + 6 : 0) + cw * double(m.head_begin), y, cw * double(m.head_end - m.head_begin),
+                          rowH);
+        if (std::find(drawn.begin(), drawn.end(), rect) != drawn.end()) continue;
+        drawn.push_back(rect);
+        const QColor c = kv ? kKv : m.kind == HeadBlock::Hidden ? kHidden : m.kind == HeadBlock::Q ? kQ : kOut;
         // one shade per token shard of origin, so the shards can be followed through the exchange
-        for (int64_t t = b.tok_begin; t < b.tok_end; t += e->n) {
-          const int shard = static_cast<int>(t / e->n);
-          const double sy = top + rowH * double(t) / double(e->n);
-          const QRectF cell(rect.left(), sy, rect.width(), rowH);
-          p.setPen(QPen(c.darker(150), 1));
-          p.setBrush(c.lighter(100 + 25 * (shard % 3)));
-          p.drawRect(cell.adjusted(1, 1, -1, -1));
-        }
-        // head boundaries
-        const double cw = b.kind == HeadBlock::KV ? cellK : cellQ;
-        p.setPen(QPen(c.darker(130), 1, Qt::DotLine));
-        for (int64_t hd = b.head_begin + 1; hd < b.head_end; ++hd) {
-          const double hx = rect.left() + cw * double(hd - b.head_begin);
+        p.setPen(QPen(c.darker(150), 1));
+        p.setBrush(c.lighter(100 + 25 * static_cast<int>(m.shard % 3)));
+        p.drawRect(rect.adjusted(1, 1, -1, -1));
+        p.setPen(QPen(c.darker(130), 1, Qt::DotLine));  // head boundaries
+        for (int64_t hd = m.head_begin + 1; hd < m.head_end; ++hd) {
+          const double hx = rect.left() + cw * double(hd - m.head_begin);
           p.drawLine(QPointF(hx, rect.top() + 1), QPointF(hx, rect.bottom() - 1));
         }
         p.setBrush(Qt::NoBrush);
-        if (b.replicated) {  // a copy of a kv head: hatched
+        if (m.replicated) {  // a copy of a kv head: hatched
           p.setBrush(QBrush(c.darker(170), Qt::BDiagPattern));
           p.drawRect(rect.adjusted(1, 1, -1, -1));
         }
       }
-      // heads axis labels
+    for (int r = 0; r < P; ++r) {
+      const double x0 = colX(r);
       p.setPen(fg);
       p.setFont(small);
       const QString heads = QFontMetrics(small).horizontalAdvance(QStringLiteral("q heads 0..%1").arg(H - 1)) < qW
@@ -135,7 +152,7 @@ class ExplainCanvas : public QWidget {
                                 : QStringLiteral("q 0..%1").arg(H - 1);
       text(p, QRectF(x0, top + gridH + 2, qW, sline + 2), Qt::AlignCenter, heads);
       text(p, QRectF(x0 + qW + 6, top + gridH + 2, kvW, sline + 2), Qt::AlignCenter, QStringLiteral("kv"));
-      if (st.bytes_sent > 0)
+      if (st.bytes_sent > 0 && t > 0)  // from the start of the exchange on
         text(p, QRectF(x0, top + gridH + sline + 6, colW, 2 * sline + 4), Qt::AlignHCenter | Qt::AlignTop,
              QStringLiteral("sends %1\nreceives %2")
                  .arg(to_qs(cost::format_bytes(double(st.bytes_sent))),
@@ -316,6 +333,7 @@ ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
   title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // a path must not widen the window
   title_->setMinimumWidth(1);
   title_->setTextFormat(Qt::RichText);
+  title_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
   connect(title_, &QLabel::linkActivated, this, [this](const QString& link) {
     if (link == QLatin1String("memory")) emit memoryRequested();
   });
@@ -323,6 +341,17 @@ ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
   problems_->setWordWrap(true);
   problems_->setStyleSheet(QStringLiteral("color: #c0392b; font-weight: bold"));
   canvas_ = new ExplainCanvas(this);
+  // The explainer's own settings, and the button that hides and shows the notes.
+  auto* top = new QHBoxLayout;
+  settings_ = new ExplainSettingsBar(this);
+  connect(settings_, &ExplainSettingsBar::edited, this, [this] { applySettings(); });
+  notesButton_ = new QPushButton(tr("&Notes"), this);
+  notesButton_->setObjectName(QStringLiteral("explainNotesButton"));
+  notesButton_->setCheckable(true);
+  notesButton_->setToolTip(tr("Show or hide the notes: the stage's detail, shapes and bytes (N)"));
+  connect(notesButton_, &QPushButton::toggled, this, [this](bool on) { setNotesShown(on); });
+  top->addWidget(settings_, 1);
+  top->addWidget(notesButton_);
   auto* bar = new QHBoxLayout;
   prev_ = new QPushButton(tr("◀ Previous"), this);
   next_ = new QPushButton(tr("Next ▶"), this);
@@ -331,24 +360,15 @@ ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
   bar->addWidget(prev_);
   bar->addWidget(slider_, 1);
   bar->addWidget(next_);
-  // Ring attention's hops (shown on the ring stage only).
-  hopBar_ = new QWidget(this);
-  auto* hb = new QHBoxLayout(hopBar_);
-  hb->setContentsMargins(0, 0, 0, 0);
-  hopLabel_ = new QLabel(hopBar_);
-  hopSlider_ = new QSlider(Qt::Horizontal, hopBar_);
-  hopSlider_->setObjectName(QStringLiteral("explainHop"));
-  play_ = new QPushButton(tr("▶ Play hops"), hopBar_);
-  play_->setObjectName(QStringLiteral("explainPlayHops"));
-  play_->setCheckable(true);
-  hb->addWidget(hopLabel_);
-  hb->addWidget(hopSlider_, 1);
-  hb->addWidget(play_);
-  timer_ = new QTimer(this);
-  timer_->setInterval(900);
-  connect(timer_, &QTimer::timeout, this, [this] { setHop(rh_.R > 0 ? (hop_ + 1) % int(rh_.R) : 0); });
-  connect(play_, &QPushButton::toggled, this, [this](bool on) { setPlaying(on); });
-  connect(hopSlider_, &QSlider::valueChanged, this, [this](int v) { setHop(v); });
+  playBar_ = makePlayBar();
+  // The slide: its short caption over the picture, the picture, the legend; beside it the notes,
+  // which scroll when longer than the picture is high.
+  slide_ = new QLabel(this);
+  slide_->setObjectName(QStringLiteral("explainSlideCaption"));
+  slide_->setWordWrap(true);
+  slide_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  slide_->setMinimumWidth(1);
+  slide_->setTextFormat(Qt::RichText);
   auto* legend = legend_ = new QLabel(this);
   // Wraps, and never widens the window past the screen (presentation mode on a 1280x720
   // projector asked for 1802 px when a long text sat on one line).
@@ -368,20 +388,24 @@ ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
                       "memory (offload) &nbsp; each bar: all parameters, thin lines between gather units")
                        .arg(kQ.name(), kOut.name(), kKv.name(), QColor(0xCC, 0x79, 0xA7).name());
   legend->setText(layerLegend_);
-  // The caption scrolls when it is longer than the room left beside the picture (presentation
-  // mode on a 1280x720 projector cut its last lines), never under two lines high.
-  auto* captionScroll = new QScrollArea(this);
-  captionScroll->setObjectName(QStringLiteral("explainCaption"));
-  captionScroll->setWidget(title_);
-  captionScroll->setWidgetResizable(true);
-  captionScroll->setFrameShape(QFrame::NoFrame);
-  captionScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-  captionScroll->setMinimumHeight(2 * QFontMetrics(title_->font()).lineSpacing() + 4);
-  lay->addWidget(captionScroll);
+  notes_ = new QScrollArea(this);
+  notes_->setObjectName(QStringLiteral("explainCaption"));
+  notes_->setWidget(title_);
+  notes_->setWidgetResizable(true);
+  notes_->setFrameShape(QFrame::StyledPanel);
+  notes_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  notes_->setMinimumWidth(1);
+  auto* slideCol = new QVBoxLayout;
+  slideCol->addWidget(slide_);
+  slideCol->addWidget(canvas_, 1);
+  slideCol->addWidget(legend);
+  auto* body = new QHBoxLayout;
+  body->addLayout(slideCol, 5);
+  body->addWidget(notes_, 3);
+  lay->addLayout(top);
   lay->addWidget(problems_);
-  lay->addWidget(canvas_, 1);
-  lay->addWidget(legend);
-  lay->addWidget(hopBar_);
+  lay->addLayout(body, 1);
+  lay->addWidget(playBar_);
   lay->addLayout(bar);
   connect(slider_, &QSlider::valueChanged, this, [this](int v) { setStage(v); });
   connect(prev_, &QPushButton::clicked, this, [this] { setStage(stage_ - 1); });
@@ -390,14 +414,71 @@ ExplainView::ExplainView(QWidget* parent) : QWidget(parent) {
   canvas_->setFocusPolicy(Qt::StrongFocus);
   setFocusPolicy(Qt::StrongFocus);
   for (QWidget* c : findChildren<QWidget*>()) c->installEventFilter(this);  // the keys before the slider's own
+  setNotesShown(QSettings().value(QStringLiteral("explainer/notes"), true).toBool());
   refresh();
+}
+
+// Under the slide, one row: ring attention's hops on the ring stage, the all-to-all's movement
+// on the all-to-all stages.
+QWidget* ExplainView::makePlayBar() {
+  auto* row = new QWidget(this);
+  auto* rl = new QHBoxLayout(row);
+  rl->setContentsMargins(0, 0, 0, 0);
+  hopBar_ = new QWidget(row);
+  auto* hb = new QHBoxLayout(hopBar_);
+  hb->setContentsMargins(0, 0, 0, 0);
+  hopLabel_ = new QLabel(hopBar_);
+  hopSlider_ = new QSlider(Qt::Horizontal, hopBar_);
+  hopSlider_->setObjectName(QStringLiteral("explainHop"));
+  play_ = new QPushButton(tr("▶ Play hops"), hopBar_);
+  play_->setObjectName(QStringLiteral("explainPlayHops"));
+  play_->setCheckable(true);
+  hb->addWidget(hopLabel_);
+  hb->addWidget(hopSlider_, 1);
+  hb->addWidget(play_);
+  timer_ = new QTimer(this);
+  timer_->setInterval(900);
+  connect(timer_, &QTimer::timeout, this, [this] { setHop(rh_.R > 0 ? (hop_ + 1) % int(rh_.R) : 0); });
+  connect(play_, &QPushButton::toggled, this, [this](bool on) { setPlaying(on); });
+  connect(hopSlider_, &QSlider::valueChanged, this, [this](int v) { setHop(v); });
+  motionBar_ = new QWidget(row);
+  auto* mb = new QHBoxLayout(motionBar_);
+  mb->setContentsMargins(0, 0, 0, 0);
+  motionLabel_ = new QLabel(motionBar_);
+  motionSlider_ = new QSlider(Qt::Horizontal, motionBar_);
+  motionSlider_->setObjectName(QStringLiteral("explainMotion"));
+  motionSlider_->setRange(0, 100);
+  playMotion_ = new QPushButton(tr("▶ Play"), motionBar_);
+  playMotion_->setObjectName(QStringLiteral("explainPlayMotion"));
+  playMotion_->setCheckable(true);
+  mb->addWidget(motionLabel_);
+  mb->addWidget(motionSlider_, 1);
+  mb->addWidget(playMotion_);
+  motionTimer_ = new QTimer(this);
+  motionTimer_->setInterval(kMotionTickMs);
+  connect(motionTimer_, &QTimer::timeout, this, [this] { stepMotion(); });
+  connect(playMotion_, &QPushButton::toggled, this, [this](bool on) { setMotionPlaying(on); });
+  connect(motionSlider_, &QSlider::valueChanged, this, [this](int v) {
+    setMotionPlaying(false);
+    setMotion(v / 100.0);
+  });
+  rl->addWidget(hopBar_, 1);
+  rl->addWidget(motionBar_, 1);
+  return row;
 }
 
 QWidget* ExplainView::canvas() const { return canvas_; }
 
 const std::vector<ExplainText>& ExplainView::drawnTexts() const { return canvas_->texts; }
 
-bool ExplainView::stepByKey(const QKeyEvent* k) {
+bool ExplainView::stepByKey(const QObject* o, const QKeyEvent* k) {
+  // In the settings' fields the arrows, Home, End and letters edit; a clicker's PgDn / PgUp step.
+  const auto* w = qobject_cast<const QWidget*>(o);
+  if (w && settings_->isAncestorOf(w) && k->key() != Qt::Key_PageDown && k->key() != Qt::Key_PageUp) return false;
+  if (key_matches(Command::ExplainNotes, k)) {
+    setNotesShown(!notesShown_);
+    return true;
+  }
   if (!e_.ok) return false;
   if (key_matches(Command::ExplainNext, k))
     setStage(stage_ + 1);
@@ -413,12 +494,12 @@ bool ExplainView::stepByKey(const QKeyEvent* k) {
 }
 
 bool ExplainView::eventFilter(QObject* o, QEvent* ev) {
-  if (ev->type() == QEvent::KeyPress && stepByKey(static_cast<QKeyEvent*>(ev))) return true;
+  if (ev->type() == QEvent::KeyPress && stepByKey(o, static_cast<QKeyEvent*>(ev))) return true;
   return QWidget::eventFilter(o, ev);
 }
 
 void ExplainView::keyPressEvent(QKeyEvent* e) {
-  if (stepByKey(e))
+  if (stepByKey(this, e))
     e->accept();
   else
     QWidget::keyPressEvent(e);
@@ -430,24 +511,100 @@ void ExplainView::showEvent(QShowEvent* e) {
 }
 
 void ExplainView::setConfigJson(const nlohmann::json& j) {
+  try {
+    base_ = RunConfig::from_json(j);
+    baseOk_ = true;
+    settings_->setSettings(explain_settings_of(base_));
+  } catch (const std::exception& ex) {
+    baseOk_ = false;
+    baseProblem_ = QString::fromUtf8(ex.what());
+  }
+  settings_->setSource(tr("over the launcher's config"));
+  applySettings();
+}
+
+void ExplainView::setConfig(const RunConfig& cfg) {
+  base_ = cfg;
+  baseOk_ = true;
+  settings_->setSettings(explain_settings_of(cfg));
+  applySettings();
+}
+
+// The settings' fields over the config set last: the explanation and the weights stage.
+void ExplainView::applySettings() {
   Explanation e;
   WeightPlacement w;
-  try {
-    const RunConfig cfg = RunConfig::from_json(j);
-    e = explain(cfg);
-    if (e.ok) w = weight_placement(cfg);
-  } catch (const std::exception& ex) {
-    e.problems.push_back(ex.what());
+  if (!baseOk_) {
+    e.problems.push_back(baseProblem_.toStdString());
+  } else {
+    try {
+      const RunConfig cfg = with_explain_settings(base_, settings_->settings());
+      e = explain(cfg);
+      if (e.ok) w = weight_placement(cfg);
+    } catch (const std::exception& ex) {
+      e = Explanation{};
+      e.problems.push_back(ex.what());
+    }
   }
   w_ = w;
   setExplanation(e);
 }
 
-void ExplainView::setConfig(const RunConfig& cfg) {
-  const Explanation e = explain(cfg);
-  w_ = e.ok ? weight_placement(cfg) : WeightPlacement{};
-  setExplanation(e);
+bool ExplainView::offerConfig(const RunConfig& cfg, const QString& run, bool mayAsk) {
+  const ExplainSettings now = settings_->settings(), theirs = explain_settings_of(cfg);
+  const Explanation a = explain(cfg);
+  const bool same = baseOk_ && e_.ok && now == theirs && a.N == e_.N && a.B == e_.B && a.d == e_.d && a.dh == e_.dh &&
+                    a.elem_bytes == e_.elem_bytes && a.chunks == e_.chunks && a.zigzag == e_.zigzag;
+  if (!same) {
+    const QString q = tr("Show %1's settings in the explainer (%2) in place of the ones it draws now (%3)?")
+                          .arg(run, describe(theirs), baseOk_ ? describe(now) : tr("none"));
+    const bool yes = asker_   ? asker_(q)
+                     : mayAsk ? QMessageBox::question(this, tr("Explainer"), q, QMessageBox::Yes | QMessageBox::No) ==
+                                    QMessageBox::Yes
+                              : true;
+    if (!yes) {  // the run's measured times are not of the config drawn
+      setStageTimes({}, QString());
+      setRingHopTime({});
+      return false;
+    }
+  }
+  setConfig(cfg);
+  settings_->setSource(tr("over %1's config").arg(run));
+  return true;
 }
+
+void ExplainView::setNotesShown(bool on) {
+  notesShown_ = on;
+  notes_->setVisible(on);
+  const QSignalBlocker b(notesButton_);
+  notesButton_->setChecked(on);
+  QSettings().setValue(QStringLiteral("explainer/notes"), on);
+}
+
+void ExplainView::setMotion(double progress) {
+  // In thousandths: the same progress, however reached (ticks or the slider), the same picture.
+  motion_ = std::round(std::clamp(progress, 0.0, 1.0) * 1000.0) / 1000.0;
+  refresh();
+}
+
+void ExplainView::stepMotion() {
+  setMotion(motion_ + kMotionStep);
+  if (motion_ >= 1.0) setMotionPlaying(false);
+}
+
+void ExplainView::setMotionPlaying(bool on) {
+  if (on && isAllToAllStage(stage_)) {
+    if (motion_ >= 1.0) motion_ = 0.0;  // played again from the start
+    motionTimer_->start();
+  } else {
+    motionTimer_->stop();
+  }
+  refreshBars();
+  canvas_->motion = motion_;
+  canvas_->update();
+}
+
+bool ExplainView::motionPlaying() const { return motionTimer_->isActive(); }
 
 bool ExplainView::setHop(int hop) {
   if (hop < 0 || hop >= static_cast<int>(rh_.hops.size())) return false;
@@ -494,7 +651,14 @@ QString ExplainView::captionText() const { return title_->text(); }
 
 bool ExplainView::setStage(int stage) {
   if (stage < 0 || stage >= stageCount()) return false;
+  // Next into an all-to-all stage plays its movement; any other way there shows where it ends.
+  const bool forward = isAllToAllStage(stage) && stage == stage_ + 1;
   stage_ = stage;
+  motion_ = forward ? 0.0 : 1.0;
+  if (forward)
+    motionTimer_->start();
+  else
+    motionTimer_->stop();
   refresh();
   return true;
 }
@@ -505,21 +669,9 @@ void ExplainView::refresh() {
   canvas_->rh = &rh_;
   canvas_->stage = stage_;
   canvas_->hop = hop_;
+  canvas_->motion = motion_;
   const bool ring = isRingStage(stage_);
-  // With a ring the hop bar keeps its place on the other stages, so Previous / Next do not move
-  // under the pointer when the ring stage shows it.
-  QSizePolicy keep = hopBar_->sizePolicy();
-  keep.setRetainSizeWhenHidden(e_.ok && e_.R > 1);
-  hopBar_->setSizePolicy(keep);
-  hopBar_->setVisible(ring);
-  if (!ring && timer_->isActive()) setPlaying(false);
-  if (ring) {
-    hopSlider_->blockSignals(true);
-    hopSlider_->setRange(0, static_cast<int>(rh_.R) - 1);
-    hopSlider_->setValue(hop_);
-    hopSlider_->blockSignals(false);
-    hopLabel_->setText(tr("hop %1 of %2").arg(hop_).arg(rh_.R - 1));
-  }
+  refreshBars();
   problems_->setVisible(!e_.problems.empty());
   QStringList why;
   for (const auto& p : e_.problems) why << to_qs(p);
@@ -540,6 +692,8 @@ void ExplainView::refresh() {
                                               "numbers: chunks of the ring's sequence, top to bottom")
                                                .arg(kQ.name(), kKv.name())
                                          : layerLegend_);
+  slide_->setText(slideCaption());
+  slide_->setVisible(e_.ok);
   if (e_.ok) {
     const auto& st = e_.stages[std::min(static_cast<size_t>(stage_), e_.stages.size() - 1)];
     // The group drawn: all ranks, or with a ring the Ulysses group of ring rank 0 (explain_model.hpp).
@@ -612,6 +766,66 @@ void ExplainView::refresh() {
     title_->setText(tr("<b>Ulysses attention explainer</b>"));
   }
   canvas_->update();
+}
+
+// The row under the slide: the hops on the ring stage, the movement on the all-to-all stages;
+// it keeps its place on the other stages, so Previous / Next do not move under the pointer.
+void ExplainView::refreshBars() {
+  const bool ring = isRingStage(stage_), a2a = isAllToAllStage(stage_);
+  QSizePolicy keep = playBar_->sizePolicy();
+  keep.setRetainSizeWhenHidden(e_.ok);
+  playBar_->setSizePolicy(keep);
+  playBar_->setVisible(ring || a2a);
+  hopBar_->setVisible(ring);
+  motionBar_->setVisible(a2a);
+  if (!ring && timer_->isActive()) setPlaying(false);
+  if (!a2a && motionTimer_->isActive()) motionTimer_->stop();
+  if (ring) {
+    hopSlider_->blockSignals(true);
+    hopSlider_->setRange(0, static_cast<int>(rh_.R) - 1);
+    hopSlider_->setValue(hop_);
+    hopSlider_->blockSignals(false);
+    hopLabel_->setText(tr("hop %1 of %2").arg(hop_).arg(rh_.R - 1));
+  }
+  if (a2a) {
+    const QSignalBlocker b(motionSlider_), b2(playMotion_);
+    motionSlider_->setValue(static_cast<int>(std::lround(motion_ * 100)));
+    motionLabel_->setText(stage_ == 2 ? tr("sequence layout → head layout") : tr("head layout → sequence layout"));
+    playMotion_->setChecked(motionTimer_->isActive());
+    playMotion_->setText(motionTimer_->isActive() ? tr("❚❚ Pause") : tr("▶ Play"));
+  }
+}
+
+QString ExplainView::slideCaption() const {
+  if (!e_.ok) return {};
+  auto B = [](int64_t b) { return to_qs(cost::format_bytes(double(b))).toHtmlEscaped(); };
+  const bool weights = isWeightsStage(stage_);
+  const QString name = weights ? tr("where the weights are") : to_qs(e_.stages[size_t(stage_)].name).toHtmlEscaped();
+  QString line;
+  if (weights)
+    line = tr("ZeRO stage %1 over %2 rank(s): %3 of training state on each device")
+               .arg(w_.zero_stage)
+               .arg(w_.W)
+               .arg(B(w_.device_static_bytes()));
+  else if (stage_ == 0)
+    line = tr("each rank holds %1 of the %2 tokens, every feature").arg(e_.n).arg(e_.Ng);
+  else if (stage_ == 1)
+    line = tr("each rank computes q, k, v for every head of its own tokens");
+  else if (stage_ == 2)
+    line = tr("each piece moves to the rank that owns its heads: %1 out of every rank").arg(B(e_.stages[2].bytes_sent));
+  else if (isRingStage(stage_))
+    line = tr("hop %1 of %2: K/V blocks travel round the ring while each is computed").arg(hop_).arg(rh_.R - 1);
+  else if (stage_ == 3)
+    line = tr("each rank attends over all %1 tokens for its %2 heads").arg(e_.Ng).arg(e_.H / e_.P);
+  else if (stage_ == 4)
+    line = tr("the output goes back to the rank of its tokens: %1 out of every rank").arg(B(e_.stages[4].bytes_sent));
+  else
+    line = tr("o_proj mixes the heads back into the hidden size, still sequence-sharded");
+  QString s =
+      QStringLiteral("<big><b>%1 / %2 · %3</b></big> &nbsp; %4").arg(stage_ + 1).arg(stageCount()).arg(name, line);
+  if (stage_ < static_cast<int>(times_.size()) && times_[size_t(stage_)].measured)
+    s += tr(" &nbsp; <b>measured %1</b>").arg(to_qs(format_duration_ns(times_[size_t(stage_)].median_ns)));
+  return s;
 }
 
 QString ExplainView::ringCaption() const {

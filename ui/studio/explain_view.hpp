@@ -9,6 +9,7 @@
 #include <QRectF>
 #include <QString>
 #include <QWidget>
+#include <functional>
 #include <vector>
 
 #include "explain_model.hpp"
@@ -19,10 +20,12 @@ class QLabel;
 class QTimer;
 class QPushButton;
 class QSlider;
+class QScrollArea;
 
 namespace ulysses::ui {
 
 class ExplainCanvas;
+class ExplainSettingsBar;
 
 // A text the explainer's picture wrote: the rectangle it was given, the one its words took (at
 // the size it was written in) and the text (the layout check: within the picture, inside its
@@ -45,7 +48,7 @@ class ExplainView : public QWidget {
   // The last stage, after the attention layer's six: where each rank's weights, gradients and
   // optimizer state are (weights_model.hpp), under the config's ZeRO stage.
   const WeightPlacement& weights() const { return w_; }
-  bool isWeightsStage(int stage) const { return w_.ok && stage == static_cast<int>(e_.stages.size()); }
+  bool isWeightsStage(int stage) const { return e_.ok && w_.ok && stage == static_cast<int>(e_.stages.size()); }
   // 0-based stage; clamped. False when out of range.
   bool setStage(int stage);
   int stage() const { return stage_; }
@@ -71,8 +74,39 @@ class ExplainView : public QWidget {
   }
   void setPlaying(bool on);
   bool playing() const;
-  // The caption as shown (rich text): stage list with times, shapes, bytes.
+  // The notes (rich text): the config, the stage list with times, the stage's detail, shapes and
+  // bytes. Shown beside the picture in a panel the presenter hides and shows (N, the Notes button);
+  // whether it is shown is remembered (QSettings "explainer/notes").
   QString captionText() const;
+  void setNotesShown(bool on);
+  bool notesShown() const { return notesShown_; }
+  // The slide's short caption, over the picture: the stage and one line on what happens in it.
+  QString slideCaption() const;
+
+  // The all-to-all stages (2 and 4) animate the movement of the pieces from the rank that held
+  // them to the rank that holds them (stage_pieces): `motion` 0 draws the stage before, 1 the
+  // stage; Next into an all-to-all stage plays it, a timer (kMotionTickMs) stepping kMotionStep a
+  // tick; the Play button plays it again, the slider scrubs it. Tests set it or step it.
+  bool isAllToAllStage(int stage) const { return is_all_to_all_stage(e_, stage); }
+  void setMotion(double progress);  // clamped to [0, 1]
+  double motion() const { return motion_; }
+  void stepMotion();  // one tick of the timer: kMotionStep on; at 1 the play stops
+  void setMotionPlaying(bool on);
+  bool motionPlaying() const;
+  static constexpr double kMotionStep = 0.05;
+  static constexpr int kMotionTickMs = 40;
+
+  // The explainer's own settings (sp, heads, kv heads, ring, ZeRO stage), over the config set
+  // last (the launcher's, or a run's).
+  ExplainSettingsBar* settingsBar() const { return settings_; }
+  // An opened run's config. When it draws what the explainer draws now it is shown at once;
+  // otherwise the presenter is asked first (a dialog; the asker's answer where one is set; with
+  // `mayAsk` false and no asker, replaced: scripted screenshots). True when it is shown; when the
+  // presenter says no, the run's measured times are cleared too (they are not of this config).
+  bool offerConfig(const RunConfig& cfg, const QString& run, bool mayAsk = true);
+  // The answer to "replace the explainer's settings with the run's?" (tests inject it; null:
+  // the dialog).
+  void setReplaceAsker(std::function<bool(const QString& question)> asker) { asker_ = std::move(asker); }
 
   // The picture (it takes the focus when the page is shown, so a presenter's clicker works at once).
   QWidget* canvas() const;
@@ -91,8 +125,11 @@ class ExplainView : public QWidget {
   void showEvent(QShowEvent* e) override;
 
  private:
-  bool stepByKey(const QKeyEvent* e);
+  bool stepByKey(const QObject* o, const QKeyEvent* e);
   void refresh();
+  void refreshBars();
+  QWidget* makePlayBar();
+  void applySettings();
   QString weightsCaption() const;
   QString ringCaption() const;
   Explanation e_;
@@ -110,6 +147,22 @@ class ExplainView : public QWidget {
   QString timesRun_;
   int highlight_ = -1;
   ExplainCanvas* canvas_ = nullptr;
+  ExplainSettingsBar* settings_ = nullptr;
+  RunConfig base_;  // the config set last; the settings bar's fields over it are drawn
+  bool baseOk_ = false;
+  QString baseProblem_;
+  QLabel* slide_ = nullptr;
+  QScrollArea* notes_ = nullptr;
+  QPushButton* notesButton_ = nullptr;
+  bool notesShown_ = true;
+  std::function<bool(const QString&)> asker_;
+  double motion_ = 1.0;
+  QTimer* motionTimer_ = nullptr;
+  QWidget* motionBar_ = nullptr;
+  QSlider* motionSlider_ = nullptr;
+  QLabel* motionLabel_ = nullptr;
+  QPushButton* playMotion_ = nullptr;
+  QWidget* playBar_ = nullptr;
   QLabel* title_ = nullptr;
   QLabel* problems_ = nullptr;
   QLabel* legend_ = nullptr;

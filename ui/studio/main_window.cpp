@@ -27,6 +27,7 @@
 #include "estimate_model.hpp"
 #include "explain_times.hpp"
 #include "explain_view.hpp"
+#include "status_line.hpp"
 #include "export_image.hpp"
 #include "launcher_page.hpp"
 #include "native_path.hpp"
@@ -121,7 +122,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
       if (!m->config_json.empty()) {
         try {
           const RunConfig cfg = RunConfig::from_json(nlohmann::json::parse(m->config_json));
-          if (ulysses::ui::explain(cfg).ok) explain->setConfig(cfg);
+          // Its own settings are replaced when the presenter says so (else no times of the run).
+          if (ulysses::ui::explain(cfg).ok && !explain->offerConfig(cfg, QFileInfo(path).fileName(), !quiet_)) return;
         } catch (const std::exception&) {  // a foreign or older config: keep the launcher's
         }
       }
@@ -142,8 +144,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     });
   }
   setCentralWidget(tabs_);
-  statusRun_ = new QLabel(this);
-  statusBar()->addPermanentWidget(statusRun_);
+  setStatusBar(new StatusLine(this));  // elides: no message widens the window
+  statusRun_ = static_cast<StatusLine*>(statusBar())->runLabel();
 
   connect(launcher_, &LauncherPage::outputFolderChosen, this, [this](const QString& d) { setRunsDir(d); });
   connect(launcher_, &LauncherPage::launchRequested, this, [this] {
@@ -158,7 +160,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     launcher_->setRunning(true);
     stopAction_->setEnabled(true);
     launcher_->estimateModel()->clearMeasured();
-    statusRun_->setText(QStringLiteral("running: ") + QFileInfo(controller_->runDir()).fileName());
+    static_cast<StatusLine*>(statusBar())
+        ->setRunText(QStringLiteral("running: ") + QFileInfo(controller_->runDir()).fileName());
     tabs_->setCurrentWidget(monitor_);
     runs_->refresh();
   });
@@ -592,7 +595,8 @@ bool MainWindow::launch(QString* error) {
 void MainWindow::onFinished(const RunOutcome& o) {
   launcher_->setRunning(false);
   stopAction_->setEnabled(false);
-  statusRun_->setText(QStringLiteral("%1: %2").arg(o.status, QFileInfo(o.runDir).fileName()));
+  static_cast<StatusLine*>(statusBar())
+      ->setRunText(QStringLiteral("%1: %2").arg(o.status, QFileInfo(o.runDir).fileName()));
   runs_->refresh();
   runs_->selectDir(o.runDir);
   if (!controller_->metrics().isEmpty()) showMeasured(o.runDir, controller_->metrics());

@@ -34,6 +34,7 @@ MetricChart::MetricChart(const QString& title, const QString& unit, QWidget* par
   setRenderHint(QPainter::Antialiasing);
   setMinimumHeight(160);
   applyPalette();
+  applyFonts();
   clear();
 }
 
@@ -45,12 +46,27 @@ void MetricChart::applyPalette() {
     QPen pen(dark ? QColor(0x5a, 0xb0, 0xff) : QColor(0x20, 0x7a, 0xd0));
     pen.setWidthF(2.0);
     series_->setPen(pen);
+    applyFonts();  // a theme brings its own fonts
   }
 }
 
 void MetricChart::changeEvent(QEvent* e) {
   QChartView::changeEvent(e);
   if (e->type() == QEvent::PaletteChange) applyPalette();
+  if (e->type() == QEvent::FontChange) applyFonts();
+}
+
+// Qt Charts keeps fonts of its own (its theme's): the title, axis labels and axis titles follow
+// the widget's font instead, so presentation mode's 1.5x bold font enlarges them too.
+void MetricChart::applyFonts() {
+  const QFont f = font();
+  QFont title = f;
+  title.setBold(true);
+  chart()->setTitleFont(title);
+  for (QValueAxis* a : {ax_, ay_}) {
+    a->setLabelsFont(f);
+    a->setTitleFont(f);
+  }
 }
 
 void MetricChart::append(double x, double y) { appendMany({QPointF(x, y)}); }
@@ -149,5 +165,9 @@ void MetricChart::clear() {
 int MetricChart::count() const { return int(data_.size()); }
 QList<QPointF> MetricChart::points() const { return data_; }
 int MetricChart::drawnPoints() const { return series_->count(); }
+
+QFont MetricChart::axisLabelFont() const { return ax_->labelsFont(); }
+
+QFont MetricChart::titleFont() const { return chart()->titleFont(); }
 
 }  // namespace ulysses::ui

@@ -31,6 +31,9 @@ class MetricChart : public QChartView {
   int markerPixelX(double x) const;
   // The tick labels the axis shows now (Qt::Horizontal: steps), for tests.
   QStringList tickLabels(Qt::Orientation o) const;
+  // The fonts the chart draws its axis labels and title in (they follow the widget's font).
+  QFont axisLabelFont() const;
+  QFont titleFont() const;
 
  protected:
   void changeEvent(QEvent* e) override;                           // follows the dark/light palette
@@ -38,6 +41,7 @@ class MetricChart : public QChartView {
 
  private:
   void applyPalette();
+  void applyFonts();
   void setRanges(double x0, double x1, double y0, double y1);
   QLineSeries* series_;
   QValueAxis* ax_;

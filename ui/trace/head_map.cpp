@@ -11,23 +11,32 @@
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "trace/phase_style.hpp"
 
 namespace ulysses::ui {
 
-namespace {
-constexpr int kLeft = 90, kTop = 28, kRight = 110;
-
-}  // namespace
+// The margins come from the font (presentation mode's 1.5x bold font): the head numbers' row over
+// the grid, the rank names at the left, each rank's attention time at the right.
+int HeadGridWidget::headerHeight() const { return fontMetrics().height() + 10; }
+int HeadGridWidget::rankColumnWidth() const {
+  return fontMetrics().horizontalAdvance(tr("rank %1").arg(ranks_.empty() ? 0 : ranks_.back())) + 16;
+}
+int HeadGridWidget::timeColumnWidth() const {
+  return fontMetrics().horizontalAdvance(QStringLiteral("000.00 ms")) + 16;
+}
+int HeadGridWidget::rowHeight() const { return std::max(28, fontMetrics().height() + 8); }
 
 HeadGridWidget::HeadGridWidget(QWidget* parent) : QWidget(parent) {
   setMinimumHeight(120);
   setMouseTracking(true);
 }
 
-QSize HeadGridWidget::sizeHint() const { return QSize(800, kTop + 28 * std::max<int>(1, int(ranks_.size())) + 10); }
+QSize HeadGridWidget::sizeHint() const {
+  return QSize(800, headerHeight() + rowHeight() * std::max<int>(1, int(ranks_.size())) + 10);
+}
 
 void HeadGridWidget::setRows(std::vector<HeadMapRow> rows, int num_heads, int sp_size) {
   // A trace's claims are bounded before anything loops over them (2e9 heads would hang the loop).
@@ -46,9 +55,11 @@ void HeadGridWidget::setRows(std::vector<HeadMapRow> rows, int num_heads, int sp
 }
 
 QRectF HeadGridWidget::cellRect(int row, int head) const {
-  const double w = std::max(1.0, double(width() - kLeft - kRight) / std::max(1, heads_));
-  const double h = std::min(28.0, std::max(8.0, double(height() - kTop - 6) / std::max<size_t>(1, ranks_.size())));
-  return QRectF(kLeft + head * w, kTop + row * h, w, h);
+  const int left = rankColumnWidth(), top = headerHeight();
+  const double w = std::max(1.0, double(width() - left - timeColumnWidth()) / std::max(1, heads_));
+  const double h =
+      std::min(double(rowHeight()), std::max(8.0, double(height() - top - 6) / std::max<size_t>(1, ranks_.size())));
+  return QRectF(left + head * w, top + row * h, w, h);
 }
 
 void HeadGridWidget::paintEvent(QPaintEvent*) {
@@ -61,12 +72,13 @@ void HeadGridWidget::paintEvent(QPaintEvent*) {
   int64_t max_att = 1;
   for (const auto& r : rows_) max_att = std::max(max_att, r.attention_ns);
   const QColor att = QColor::fromRgba(phase_argb(prof::Phase::Attention));
-  // header: head numbers (every k-th when narrow)
+  // header: head numbers (every k-th when narrow: a number's width apart, at any font)
   const double cw = cellRect(0, 1).x() - cellRect(0, 0).x();
-  const int every = std::max(1, int(std::ceil(24.0 / std::max(1.0, cw))));
+  const int numW = fontMetrics().horizontalAdvance(QString::number(std::max(0, heads_ - 1))) + 8;
+  const int every = std::max(1, int(std::ceil(double(numW) / std::max(1.0, cw))));
   p.setPen(palette().text().color());
   for (int h = 0; h < heads_; h += every)
-    p.drawText(cellRect(0, h).translated(0, -kTop + 4).adjusted(0, 0, 20, 0), Qt::AlignLeft | Qt::AlignTop,
+    p.drawText(QRectF(cellRect(0, h).x(), 4, numW, headerHeight() - 6), Qt::AlignLeft | Qt::AlignTop,
                QString::number(h));
   for (size_t ri = 0; ri < ranks_.size(); ++ri) {
     const int32_t rank = ranks_[ri];
@@ -96,9 +108,18 @@ void HeadGridWidget::paintEvent(QPaintEvent*) {
     }
     p.setPen(palette().text().color());
     const QRectF c0 = cellRect(int(ri), 0);
-    p.drawText(QRectF(4, c0.y(), kLeft - 8, c0.height()), Qt::AlignVCenter | Qt::AlignLeft, tr("rank %1").arg(rank));
-    p.drawText(QRectF(width() - kRight + 6, c0.y(), kRight - 8, c0.height()), Qt::AlignVCenter | Qt::AlignLeft,
-               QString::fromStdString(format_duration_ns(double(total))));
+    p.drawText(QRectF(4, c0.y(), rankColumnWidth() - 8, c0.height()), Qt::AlignVCenter | Qt::AlignLeft,
+               tr("rank %1").arg(rank));
+    p.drawText(QRectF(width() - timeColumnWidth() + 6, c0.y(), timeColumnWidth() - 8, c0.height()),
+               Qt::AlignVCenter | Qt::AlignLeft, QString::fromStdString(format_duration_ns(double(total))));
+  }
+}
+
+void HeadGridWidget::changeEvent(QEvent* e) {
+  QWidget::changeEvent(e);
+  if (e->type() == QEvent::FontChange) {
+    updateGeometry();
+    update();
   }
 }
 

@@ -24,10 +24,17 @@ class HeadGridWidget : public QWidget {
   explicit HeadGridWidget(QWidget* parent = nullptr);
   void setRows(std::vector<HeadMapRow> rows, int num_heads, int sp_size);
   QSize sizeHint() const override;
+  // The header row, the rank and time columns and a row's height (at most), from the font:
+  // they grow with presentation mode's font.
+  int headerHeight() const;
+  int rankColumnWidth() const;
+  int timeColumnWidth() const;
+  int rowHeight() const;
 
  protected:
   void paintEvent(QPaintEvent*) override;
   bool event(QEvent* e) override;
+  void changeEvent(QEvent* e) override;  // a font change (presentation mode) re-sizes the margins
 
  private:
   QRectF cellRect(int row, int head) const;

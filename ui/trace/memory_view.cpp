@@ -22,6 +22,7 @@
 #include <tuple>
 #include <vector>
 
+#include "trace/chart_fonts.hpp"
 #include "trace/phase_style.hpp"
 #include "ulysses/profiler/analysis.hpp"
 
@@ -250,6 +251,7 @@ MemoryView::MemoryView(QWidget* parent) : QWidget(parent) {
   view_ = new QChartView(chart_, this);
   view_->setRenderHint(QPainter::Antialiasing);
   view_->viewport()->installEventFilter(this);
+  follow_widget_font(view_);  // presentation mode's font enlarges the chart too
   peak_table_ = new QLabel(this);
   peak_table_->setTextFormat(Qt::RichText);
   auto* below = new QHBoxLayout;

@@ -16,6 +16,7 @@
 #include <QValueAxis>
 #include <QVBoxLayout>
 
+#include "trace/chart_fonts.hpp"
 #include "trace/phase_style.hpp"
 #include "trace/qt_text.hpp"
 
@@ -114,6 +115,7 @@ ReportView::ReportView(QWidget* parent) : QWidget(parent) {
   auto* split = new QSplitter(Qt::Vertical, this);
   chart_ = new QChartView(new QChart, this);
   chart_->setMinimumHeight(240);
+  follow_widget_font(chart_);  // presentation mode's font enlarges the chart too
   tabs_ = new QTabWidget(this);
   ranks_ = new TableModel(this);
   steps_ = new TableModel(this);

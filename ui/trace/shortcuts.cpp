@@ -32,6 +32,7 @@ const std::vector<Binding>& bindings() {
       {C::ExplainPrev, S::Explainer, "Left|PgUp", "Previous stage"},
       {C::ExplainFirst, S::Explainer, "Home", "First stage"},
       {C::ExplainLast, S::Explainer, "End", "Last stage"},
+      {C::ExplainNotes, S::Explainer, "N", "Hide or show the notes beside the picture (remembered)"},
       {C::ShowShortcuts, S::Window, "?", "Show this sheet (also Help ▸ Keyboard Shortcuts)"},
       {C::OpenFile, S::Window, "Ctrl+O", "Open a trace (.sqlite, .json, .json.gz), run config or run.json"},
       {C::OpenFolder, S::Window, "Ctrl+Shift+O", "Open a run folder, a runs folder or a folder of exports"},

@@ -34,6 +34,7 @@ enum class Command {
   ExplainPrev,
   ExplainFirst,
   ExplainLast,
+  ExplainNotes,
   // Window
   ShowShortcuts,
   OpenFile,
