@@ -17,6 +17,7 @@
 #include "cost_model.hpp"
 #include "trace/phase_style.hpp"
 #include "trace/qt_text.hpp"
+#include "mask_stage.hpp"
 #include "trace/shortcuts.hpp"
 
 #include <algorithm>
@@ -38,6 +39,8 @@ class ExplainCanvas : public QWidget {
   const Explanation* e = nullptr;
   const WeightPlacement* w = nullptr;
   const RingHops* rh = nullptr;
+  const DocumentMaskPicture* mask = nullptr;
+  bool mask_stage = false;
   int stage = 0, hop = 0;
   std::vector<ExplainText> texts;  // what the last paint wrote (ExplainView::drawnTexts)
 
@@ -64,6 +67,9 @@ class ExplainCanvas : public QWidget {
     p.setRenderHint(QPainter::Antialiasing);
     const QColor fg = palette().color(QPalette::WindowText);
     if (!e || !e->ok || e->stages.empty()) return;
+    if (mask_stage && mask)
+      return paint_document_mask(p, QRectF(rect()).adjusted(8, 4, -8, -4), *mask, palette(),
+                                 [this](QPainter& q, const QRectF& r, int f, const QString& s) { text(q, r, f, s); });
     if (stage >= static_cast<int>(e->stages.size())) {
       if (w && w->ok) paintWeights(p, fg);
       return;
@@ -436,6 +442,7 @@ void ExplainView::setConfigJson(const nlohmann::json& j) {
     const RunConfig cfg = RunConfig::from_json(j);
     e = explain(cfg);
     if (e.ok) w = weight_placement(cfg);
+    mask_ = e.ok ? document_mask_picture(cfg) : DocumentMaskPicture{};
   } catch (const std::exception& ex) {
     e.problems.push_back(ex.what());
   }
@@ -446,6 +453,7 @@ void ExplainView::setConfigJson(const nlohmann::json& j) {
 void ExplainView::setConfig(const RunConfig& cfg) {
   const Explanation e = explain(cfg);
   w_ = e.ok ? weight_placement(cfg) : WeightPlacement{};
+  mask_ = e.ok ? document_mask_picture(cfg) : DocumentMaskPicture{};
   setExplanation(e);
 }
 
@@ -503,6 +511,8 @@ void ExplainView::refresh() {
   canvas_->e = &e_;
   canvas_->w = &w_;
   canvas_->rh = &rh_;
+  canvas_->mask = &mask_;
+  canvas_->mask_stage = isMaskStage(stage_);
   canvas_->stage = stage_;
   canvas_->hop = hop_;
   const bool ring = isRingStage(stage_);
@@ -533,7 +543,11 @@ void ExplainView::refresh() {
   next_->setEnabled(e_.ok && stage_ + 1 < stageCount());
   slider_->setEnabled(e_.ok);
   const bool weights = isWeightsStage(stage_);
-  legend_->setText(weights               ? weightsLegend_
+  legend_->setText(weights ? weightsLegend_
+                   : isMaskStage(stage_)
+                       ? tr("<span style='color:%1'>■</span> blocks computed (paler: partly masked) &nbsp; ╲ "
+                            "skipped: no unmasked pair &nbsp; <span style='color:%2'>■</span> the documents")
+                             .arg(QColor(0x00, 0x72, 0xB2).name(), QColor(0xE6, 0x9F, 0x00).name())
                    : isRingStage(stage_) ? tr("<span style='color:%1'>■</span> the ring rank's own query chunks "
                                               "&nbsp; <span style='color:%2'>■</span> the K/V chunks it holds at "
                                               "this hop &nbsp; arrows: where each rank's K/V go for the next hop; "
@@ -572,6 +586,7 @@ void ExplainView::refresh() {
     };
     for (int i = 0; i < stageCount(); ++i) {
       QString n = QStringLiteral("%1. %2").arg(i + 1).arg(isWeightsStage(i) ? tr("where the weights are")
+                                                          : isMaskStage(i)  ? tr("document mask")
                                                                             : to_qs(e_.stages[size_t(i)].name));
       if (const StageTime* t = measured(i)) n += QStringLiteral(" (%1)").arg(to_qs(format_duration_ns(t->median_ns)));
       n = n.toHtmlEscaped();
@@ -589,6 +604,11 @@ void ExplainView::refresh() {
       steps += tr("<br>measured: <b>%1</b> per layer (median over %2 layer(s))")
                    .arg(to_qs(format_duration_ns(t->median_ns)))
                    .arg(t->layers);
+    if (isMaskStage(stage_)) {
+      title_->setText(head + QStringLiteral("<br>") + steps + QStringLiteral("<br>") + document_mask_caption(mask_));
+      canvas_->update();
+      return;
+    }
     if (weights) {
       title_->setText(head + QStringLiteral("<br>") + steps + QStringLiteral("<br>") + weightsCaption());
       canvas_->update();
