@@ -12,6 +12,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QProgressBar>
+#include <QScrollArea>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -208,6 +209,12 @@ TEST(DocumentsInStudio, PrepareDialogPreparesAndOffersTheResultToTheLauncher) {
   w.setView(QStringLiteral("launch"));
   w.show();
   QTest::qWait(50);
+  auto* info_label = w.launcher()->findChild<QLabel*>(QStringLiteral("datasetInfo"));
+  ASSERT_NE(info_label, nullptr);
+  EXPECT_TRUE(info_label->isVisible());
+  for (QWidget* p = info_label; p; p = p->parentWidget())
+    if (auto* scroll = qobject_cast<QScrollArea*>(p)) scroll->ensureWidgetVisible(info_label, 0, 200);
+  QTest::qWait(50);
   screenshot(&w, "studio-launcher-dataset.png");
   // Bad input: exit 2 and the CLI's message (the file and the line) in the status line.
   const std::string bad = scratch("bad.jsonl");
@@ -244,6 +251,9 @@ TEST(DocumentsInStudio, CancelledPrepareLeavesNothingUnderTheOutputName) {
   // Cancel once the first progress line has come (the prepare is under way).
   QTRY_VERIFY_WITH_TIMEOUT(d.progressBar()->value() > 0 || !d.running(), 60000);
   ASSERT_TRUE(d.running()) << "finished before it could be cancelled: " << d.statusLabel()->text().toStdString();
+  EXPECT_TRUE(d.statusLabel()->text().contains(QStringLiteral("ETA"))) << d.statusLabel()->text().toStdString();
+  d.show();
+  screenshot(&d, "studio-prepare-progress.png");
   QTest::mouseClick(d.cancelButton(), Qt::LeftButton);
   ASSERT_TRUE(done.wait(30000));
   EXPECT_FALSE(done.at(0).at(0).toBool());

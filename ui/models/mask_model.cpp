@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <fstream>
 
 #include "documents_manifest.hpp"
 #include "explain_model.hpp"
@@ -15,8 +16,21 @@ namespace {
 std::vector<int64_t> first_sequence_documents(const std::string& dir, int64_t N) {
   try {
     const auto m = read_documents_manifest(dir);
+    // Only the offsets up to the first one past N: the first sequence is packed from them (the
+    // launcher redraws on every edit; a big folder's index is not read whole for it).
+    std::vector<int64_t> off;
+    std::ifstream f(m.offsets_path, std::ios::binary);
+    unsigned char b[8];
+    while (f.read(reinterpret_cast<char*>(b), 8)) {
+      uint64_t v = 0;
+      for (int i = 7; i >= 0; --i) v = (v << 8) | b[i];
+      if (!off.empty() && int64_t(v) < off.back()) return {};  // not an index: no picture from it
+      off.push_back(int64_t(v));
+      if (int64_t(v) > N) break;
+    }
+    if (off.size() < 2 || off.front() != 0) return {};
     std::vector<int64_t> seqs, borders;
-    pack_documents(read_document_offsets(m), N, &seqs, &borders);
+    pack_documents(off, N, &seqs, &borders);
     if (seqs.size() < 2) return {};
     std::vector<int64_t> docs;
     for (size_t i = 0; i + 1 < borders.size() && borders[i] < seqs[1]; ++i)

@@ -585,6 +585,12 @@ bool LauncherPage::useDataset(const QString& dir, QString* error) {
   setFieldText(QStringLiteral("data.path"), dir);
   datasetShownFor_.clear();
   updateDatasetInfo();
+  // The statistics in view: the form scrolls to them.
+  for (QWidget* w = datasetInfo_; w; w = w->parentWidget())
+    if (auto* scroll = qobject_cast<QScrollArea*>(w)) {
+      scroll->ensureWidgetVisible(datasetInfo_, 0, 200);
+      break;
+    }
   return true;
 }
 

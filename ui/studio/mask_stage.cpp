@@ -31,14 +31,19 @@ void paint_document_mask(QPainter& p, const QRectF& area, const DocumentMaskPict
                          const MaskText& text) {
   if (!m.ok || m.G <= 0) return;
   const QColor fg = pal.color(QPalette::WindowText);
+  // Every label in the text colour, whatever the last drawing's pen was.
+  const auto say = [&](const QRectF& r, int flags, const QString& s) {
+    p.setPen(fg);
+    text(p, r, flags, s);
+  };
   const double line = QFontMetrics(p.font()).height();
   const bool ring = m.R > 1 && !m.ring.empty();
   // Left: the mask; right (a ring): the hops.
   const double leftW = ring ? area.width() * 0.5 : area.width();
   const double side = std::max(40.0, std::min(leftW - 40, area.height() - 2 * line - 24));
   const QRectF grid(area.left() + 28, area.top() + line + 14, side, side);
-  text(p, QRectF(area.left(), area.top(), leftW, line + 4), Qt::AlignCenter,
-       QStringLiteral("mask of one sequence (queries down, keys across), %1 x %1 blocks").arg(m.G));
+  say(QRectF(area.left(), area.top(), leftW, line + 4), Qt::AlignCenter,
+      QStringLiteral("mask of one sequence (queries down, keys across), %1 x %1 blocks").arg(m.G));
   document_axis(p, QRectF(grid.left(), grid.top() - 8, grid.width(), 6), true, m);
   document_axis(p, QRectF(grid.left() - 8, grid.top(), 6, grid.height()), false, m);
   const double cw = grid.width() / double(m.G);
@@ -61,28 +66,27 @@ void paint_document_mask(QPainter& p, const QRectF& area, const DocumentMaskPict
     p.setBrush(fill);
     p.drawRect(r);
   }
-  text(p, QRectF(area.left(), grid.bottom() + 6, leftW, line + 4), Qt::AlignCenter,
-       QStringLiteral("%1 of %2 causal blocks skipped; %3% of the causal pairs kept")
-           .arg(skipped)
-           .arg(causal_blocks)
-           .arg(100.0 * m.kept(), 0, 'f', 1));
+  say(QRectF(area.left(), grid.bottom() + 6, leftW, line + 4), Qt::AlignCenter,
+      QStringLiteral("%1 of %2 causal blocks skipped; %3% of the causal pairs kept")
+          .arg(skipped)
+          .arg(causal_blocks)
+          .arg(100.0 * m.kept(), 0, 'f', 1));
   if (!ring) return;
   // Right: one row per ring rank, one column per hop; in each cell the (q, kv) chunk blocks it
   // computes, crossed out where the mask empties them.
   const QRectF hops(area.left() + leftW + 16, grid.top(), area.width() - leftW - 24, grid.height());
-  text(p, QRectF(hops.left(), area.top(), hops.width(), line + 4), Qt::AlignCenter,
-       QStringLiteral("ring of %1%2: blocks per rank and hop")
-           .arg(m.R)
-           .arg(m.zigzag ? QStringLiteral(", zigzag") : QString()));
+  say(QRectF(hops.left(), area.top(), hops.width(), line + 4), Qt::AlignCenter,
+      QStringLiteral("ring of %1%2: blocks per rank and hop")
+          .arg(m.R)
+          .arg(m.zigzag ? QStringLiteral(", zigzag") : QString()));
   const double labelW = 56, rowH = (hops.height() - line - 4) / double(m.R),
                colW = (hops.width() - labelW) / double(m.R);
   for (int64_t h = 0; h < m.R; ++h)
-    text(p, QRectF(hops.left() + labelW + double(h) * colW, hops.top(), colW, line + 2), Qt::AlignCenter,
-         QStringLiteral("hop %1").arg(h));
+    say(QRectF(hops.left() + labelW + double(h) * colW, hops.top(), colW, line + 2), Qt::AlignCenter,
+        QStringLiteral("hop %1").arg(h));
   for (int64_t r = 0; r < m.R; ++r) {
     const double y = hops.top() + line + 4 + double(r) * rowH;
-    text(p, QRectF(hops.left(), y, labelW - 4, rowH), Qt::AlignRight | Qt::AlignVCenter,
-         QStringLiteral("rank %1").arg(r));
+    say(QRectF(hops.left(), y, labelW - 4, rowH), Qt::AlignRight | Qt::AlignVCenter, QStringLiteral("rank %1").arg(r));
     for (int64_t h = 0; h < m.R; ++h) {
       std::vector<const MaskRingCell*> cells;
       for (const auto& c : m.ring)
@@ -98,18 +102,23 @@ void paint_document_mask(QPainter& p, const QRectF& area, const DocumentMaskPict
           p.setPen(QPen(fg, 1));
           p.drawLine(b.topLeft(), b.bottomRight());
           p.drawLine(b.bottomLeft(), b.topRight());
-          continue;
+        } else {
+          QColor fill = kMaskLive;
+          fill.setAlpha(int(60 + 160 * double(cells[i]->live) / double(std::max<int64_t>(1, cells[i]->causal))));
+          p.setPen(QPen(kMaskLive.darker(150), 1));
+          p.setBrush(fill);
+          p.drawRect(b);
         }
-        QColor fill = kMaskLive;
-        fill.setAlpha(int(60 + 160 * double(cells[i]->live) / double(std::max<int64_t>(1, cells[i]->causal))));
-        p.setPen(QPen(kMaskLive.darker(150), 1));
-        p.setBrush(fill);
-        p.drawRect(b);
+        // Which block: query chunk and K/V chunk, where the words fit.
+        const QString name = QStringLiteral("q%1 kv%2").arg(cells[i]->q_chunk).arg(cells[i]->kv_chunk);
+        const QFontMetrics fm(p.font());
+        if (fm.horizontalAdvance(name) + 6 < b.width() && fm.height() + 4 < b.height())
+          say(QRectF(b.left(), b.bottom() - fm.height() - 2, b.width(), fm.height() + 2), Qt::AlignCenter, name);
       }
     }
   }
-  text(p, QRectF(hops.left(), grid.bottom() + 6, hops.width(), line + 4), Qt::AlignCenter,
-       QStringLiteral("%1 of %2 hop blocks skipped (crossed)").arg(m.ring_skipped).arg(m.ring_blocks));
+  say(QRectF(hops.left(), grid.bottom() + 6, hops.width(), line + 4), Qt::AlignCenter,
+      QStringLiteral("%1 of %2 hop blocks skipped (crossed)").arg(m.ring_skipped).arg(m.ring_blocks));
 }
 
 QString document_mask_caption(const DocumentMaskPicture& m) {

@@ -81,6 +81,7 @@ PrepareDialog::PrepareDialog(QWidget* parent) : QDialog(parent) {
   status_->setObjectName(QStringLiteral("prepareStatus"));
   status_->setWordWrap(true);
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  status_->setMinimumHeight(3 * status_->fontMetrics().height());  // a wrapped message keeps its lines
   lay->addWidget(status_);
   auto* buttons = new QHBoxLayout;
   start_ = new QPushButton(tr("Prepare"), this);
@@ -208,7 +209,7 @@ void PrepareDialog::finished(int code, bool crashed) {
   if (ok) {
     result_ = QFileInfo(out_).absoluteFilePath();
     bar_->setValue(1000);
-    status_->setText(tr("Done. %1").arg(last));
+    status_->setText(tr("Done. %1\n\"Use in launcher\" trains on it (data.kind = documents).").arg(last));
     use_->setEnabled(true);
   } else if (cancelled_) {
     status_->setText(QFileInfo::exists(out_) ? tr("Cancelled, but %1 exists (it existed before?).").arg(out_)
