@@ -311,6 +311,27 @@ CREATE TABLE IF NOT EXISTS ULYSSES_MEMORY_CATEGORIES (
     communication       INTEGER   NOT NULL,
     other               INTEGER   NOT NULL
 );
+-- data.kind = "documents": the documents each rank's sequence shard holds, one row per (step,
+-- sequence, piece, document) the piece overlaps (document_shard.hpp). Positions are token indices
+-- of the packed sequence: the rank's piece is [shardBegin, shardEnd) (piece 0, or 0 and 1 with a
+-- ring: the pieces of seq_shard_ranges), the document's part in the sequence is [begin, end), the
+-- rank holds their intersection. document: index in the prepared folder (-1: padding); docTokens:
+-- its whole length; docOffset: where in the document the sequence's part starts (a document longer
+-- than seq_length is cut). packed: the packed sequence (documents.hpp). Absent in older traces.
+CREATE TABLE IF NOT EXISTS ULYSSES_DOCUMENTS (
+    rank                INTEGER   NOT NULL,
+    step                INTEGER   NOT NULL,
+    sequence            INTEGER   NOT NULL,
+    packed              INTEGER   NOT NULL,
+    piece               INTEGER   NOT NULL,
+    shardBegin          INTEGER   NOT NULL,
+    shardEnd            INTEGER   NOT NULL,
+    document            INTEGER   NOT NULL,
+    docTokens           INTEGER   NOT NULL,
+    docOffset           INTEGER   NOT NULL,
+    begin               INTEGER   NOT NULL,
+    end                 INTEGER   NOT NULL
+);
 -- Free-form run metrics (Tracer::set_metric); last value wins.
 CREATE TABLE IF NOT EXISTS ULYSSES_METRICS (
     name                TEXT      NOT NULL   PRIMARY KEY,

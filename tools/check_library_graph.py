@@ -52,7 +52,8 @@ FLOORS = {
 # the public ones (profiler/include, profiler/common/include) and those internal to profiler/src.
 HEADER_ROOMS = {
     "ulysses_prof_common": ["atomic_file", "run_layout", "step_stats", "units", "write_error"],
-    "ulysses_prof_base": ["phase", "nsys_ids", "schema", "memory_categories", "parallel", "sqlite_db", "strfmt"],
+    "ulysses_prof_base": ["phase", "nsys_ids", "schema", "memory_categories", "document_shard", "parallel", "sqlite_db",
+                          "strfmt"],
     "ulysses_prof_record": ["tracer", "trace_writer", "clock_sync", "gpu_activity", "cupti_setup"],
     "ulysses_prof_model": ["trace_model", "range_store"],
     "ulysses_prof_load": ["trace_store", "load_options", "rank_file_cache", "trace_cache_key", "trace_loading",

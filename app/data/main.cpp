@@ -42,6 +42,7 @@ struct DataArgs {
   ulysses::data::PrepareOptions prep;
   std::string format = "auto";
   bool quiet = false;
+  bool progress_json = false;  // prepare: progress as JSON lines on stdout (the studio's dialog)
   std::string tokenizer, file;
   bool lines = false, framed = false;
 };
@@ -87,6 +88,24 @@ void data_progress(const ulysses::data::PrepareProgress& p, bool quiet) {
                frac > 0 ? data_hms(eta).c_str() : "?", tty ? "" : "\n");
 }
 
+// --progress-json: one JSON object per line on stdout, at most 5 a second and one when done, for
+// a program that shows the progress itself (the studio's Prepare data dialog): {"fraction",
+// "bytes_read", "bytes_total", "documents", "tokens", "seconds", "eta_s" (-1: not known yet), "done"}.
+void data_progress_json(const ulysses::data::PrepareProgress& p) {
+  static double last = -1;
+  if (!p.done && p.seconds - last < 0.2) return;
+  last = p.seconds;
+  const double frac = p.bytes_total ? std::min(1.0, double(p.bytes_read) / double(p.bytes_total)) : 0.0;
+  const double eta = p.done ? 0.0 : frac > 0 ? p.seconds * (1 - frac) / frac : -1.0;
+  std::printf(
+      "{\"fraction\": %.4f, \"bytes_read\": %llu, \"bytes_total\": %llu, \"documents\": %llu, \"tokens\": %llu, "
+      "\"seconds\": %.3f, \"eta_s\": %.1f, \"done\": %s}\n",
+      frac, static_cast<unsigned long long>(p.bytes_read), static_cast<unsigned long long>(p.bytes_total),
+      static_cast<unsigned long long>(p.documents), static_cast<unsigned long long>(p.tokens), p.seconds, eta,
+      p.done ? "true" : "false");
+  std::fflush(stdout);
+}
+
 int data_prepare(DataArgs& a) {
   a.prep.format = ulysses::data::parse_input_format(a.format);
   a.prep.cancel = &g_data_cancel;
@@ -94,9 +113,11 @@ int data_prepare(DataArgs& a) {
   sa.sa_handler = on_data_signal;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
-  const bool quiet = a.quiet;
-  const auto r = ulysses::data::prepare_dataset(
-      a.prep, [quiet](const ulysses::data::PrepareProgress& p) { data_progress(p, quiet); });
+  const bool quiet = a.quiet || a.progress_json, as_json = a.progress_json;
+  const auto r = ulysses::data::prepare_dataset(a.prep, [quiet, as_json](const ulysses::data::PrepareProgress& p) {
+    if (as_json) data_progress_json(p);
+    data_progress(p, quiet);
+  });
   std::fprintf(stderr, "ulysses data prepare: %s: %llu documents, %llu tokens in %.1f s (%.2fM tok/s)%s\n",
                a.prep.out.c_str(), static_cast<unsigned long long>(r.documents),
                static_cast<unsigned long long>(r.tokens), r.seconds, double(r.tokens) / std::max(r.seconds, 1e-9) / 1e6,
@@ -188,6 +209,8 @@ int main(int argc, char** argv) {
   prep->add_option("--threads", a.prep.threads, "tokenizing threads (default: every core)");
   prep->add_flag("--force", a.prep.force, "replace an existing dataset folder at --out");
   prep->add_flag("--quiet", a.quiet, "no progress bar");
+  prep->add_flag("--progress-json", a.progress_json,
+                 "progress as JSON lines on stdout, at most 5 a second, instead of the bar (for programs)");
   CLI::App* tk = app.add_subcommand("tokenize", "Print the token ids of a text as a JSON array");
   tk->add_option("--tokenizer", a.tokenizer, "model folder or tokenizer.json")->required();
   tk->add_flag("--lines", a.lines, "one array per input line");

@@ -206,6 +206,7 @@ Batch make_batch(const TokenSource& src, int64_t N, int64_t step, int64_t first,
   auto pl = labels.accessor<int64_t, 2>();
   const auto* docs = dynamic_cast<const DocumentTokens*>(&src);
   at::Tensor starts = docs ? torch::empty({count, N}, torch::kInt64) : at::Tensor();  // (B, N)
+  std::vector<int64_t> packed;
   const int64_t span = src.size() - (N + 1) + 1;
   for (int64_t b = 0; b < count; ++b) {
     const uint64_t key =
@@ -213,6 +214,7 @@ Batch make_batch(const TokenSource& src, int64_t N, int64_t step, int64_t first,
     if (docs) {  // packed sequence key mod count (documents.hpp)
       const int64_t k = static_cast<int64_t>(key % static_cast<uint64_t>(docs->sequences()));
       docs->fill(k, ids[b].data_ptr<int64_t>(), labels[b].data_ptr<int64_t>(), starts[b].data_ptr<int64_t>());
+      packed.push_back(k);
       continue;
     }
     const int64_t off = static_cast<int64_t>(key % static_cast<uint64_t>(span));
@@ -223,7 +225,7 @@ Batch make_batch(const TokenSource& src, int64_t N, int64_t step, int64_t first,
       pl[b][t] = tokens[static_cast<size_t>(t + 1)];  // shifted before sharding: the shard boundary keeps its target
     }
   }
-  return {ids, labels, starts};
+  return {ids, labels, starts, packed};
 }
 
 }  // namespace ulysses

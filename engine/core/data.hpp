@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -38,6 +39,8 @@ struct Batch {
   // data.kind = "documents" only (else undefined): (B, N) int64, the index of the first token
   // of each token's document in its sequence (DocumentMask, document_mask.hpp).
   at::Tensor doc_start;
+  // data.kind = "documents" only: the packed sequence (DocumentTokens) each row is.
+  std::vector<int64_t> packed;
 };
 
 // Sequences [first, first+count) of the global batch of `step`.

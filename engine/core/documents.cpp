@@ -12,7 +12,50 @@ DocumentTokens::DocumentTokens(const DocumentsManifest& m, int64_t seq_length, i
     throw ConfigError(m.tokens_path + " holds " + std::to_string(m.num_tokens) +
                       " tokens: nothing to train on (a document needs 2 tokens for one prediction)");
   tokens_ = TokenSource::file(m.tokens_path, static_cast<int>(m.width), model_vocab);
-  pack_documents(read_document_offsets(m), seq_length, &seqs_, &borders_);
+  offsets_ = read_document_offsets(m);
+  pack_documents(offsets_, seq_length, &seqs_, &borders_);
+}
+
+std::vector<DocumentTokens::Part> DocumentTokens::parts(int64_t k) const {
+  const int64_t s = sequence_begin(k), e = sequence_end(k);
+  std::vector<Part> out;
+  // The sequence starts on a border; each border inside it starts a part.
+  for (auto b = std::lower_bound(borders_.begin(), borders_.end(), s); b != borders_.end() && *b < e; ++b) {
+    const int64_t stop = std::min(e, std::next(b) == borders_.end() ? e : *std::next(b));
+    // The document holding token *b: the last one starting at or before it (empty ones skipped).
+    const auto d = std::upper_bound(offsets_.begin(), offsets_.end(), *b) - offsets_.begin() - 1;
+    const auto du = static_cast<size_t>(d);
+    out.push_back({d, offsets_[du + 1] - offsets_[du], *b - offsets_[du], *b - s, stop - s});
+  }
+  if (e - s < N_) out.push_back({-1, N_ - (e - s), 0, e - s, N_});
+  return out;
+}
+
+std::vector<prof::DocumentShard> document_shards(const DocumentTokens& docs, const std::vector<int64_t>& packed,
+                                                 int64_t first_sequence, int64_t step,
+                                                 const std::vector<TokenRange>& pieces) {
+  std::vector<prof::DocumentShard> rows;
+  for (size_t b = 0; b < packed.size(); ++b) {
+    const auto parts = docs.parts(packed[b]);
+    for (size_t p = 0; p < pieces.size(); ++p)
+      for (const auto& part : parts) {
+        if (part.end <= pieces[p].begin || part.begin >= pieces[p].end) continue;
+        prof::DocumentShard d;
+        d.piece = static_cast<int32_t>(p);
+        d.step = step;
+        d.sequence = first_sequence + static_cast<int64_t>(b);
+        d.packed = packed[b];
+        d.shard_begin = pieces[p].begin;
+        d.shard_end = pieces[p].end;
+        d.document = part.document;
+        d.doc_tokens = part.doc_tokens;
+        d.doc_offset = part.doc_offset;
+        d.begin = part.begin;
+        d.end = part.end;
+        rows.push_back(d);
+      }
+  }
+  return rows;
 }
 
 void DocumentTokens::fill(int64_t k, int64_t* ids, int64_t* labels, int64_t* start) const {

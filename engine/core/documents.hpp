@@ -20,6 +20,8 @@
 
 #include "data.hpp"
 #include "documents_manifest.hpp"
+#include "ring_geometry.hpp"
+#include "ulysses/profiler/document_shard.hpp"
 
 namespace ulysses {
 
@@ -40,12 +42,29 @@ class DocumentTokens : public TokenSource {
   // and on padding) and, per token, the index of its document's first token in the sequence.
   void fill(int64_t k, int64_t* ids, int64_t* labels, int64_t* start) const;
 
+  // What sequence k holds, in order: each document (or piece of a cut one) and the padding.
+  struct Part {
+    int64_t document = -1;       // index in the folder; -1: padding
+    int64_t doc_tokens = 0;      // the document's whole length (padding: its own)
+    int64_t doc_offset = 0;      // where in the document the part starts
+    int64_t begin = 0, end = 0;  // positions in the sequence
+  };
+  std::vector<Part> parts(int64_t k) const;
+
  private:
   int64_t N_;
+  std::vector<int64_t> offsets_;  // document d = stream [offsets_[d], offsets_[d+1])
   std::unique_ptr<TokenSource> tokens_;
   std::vector<int64_t> borders_;  // stream indices where a document (or a piece) starts, sorted
   std::vector<int64_t> seqs_;     // packed sequence k = stream [seqs_[k], seqs_[k+1])
 };
+
+// The trace's rows (ULYSSES_DOCUMENTS, document_shard.hpp) for one micro-batch: sequence
+// first_sequence + b is packed sequence packed[b]; the rank holds `pieces` of every sequence
+// (seq_shard_ranges). One row per (sequence, piece, part) the piece overlaps.
+std::vector<prof::DocumentShard> document_shards(const DocumentTokens& docs, const std::vector<int64_t>& packed,
+                                                 int64_t first_sequence, int64_t step,
+                                                 const std::vector<TokenRange>& pieces);
 
 // TokenSource::open's branch for data.kind = "documents".
 std::unique_ptr<TokenSource> open_documents(const std::string& dir, int64_t seq_length, int64_t model_vocab);

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "checkpoint.hpp"
+#include "documents.hpp"
 #include "reductions.hpp"
 #include "ring_geometry.hpp"
 #include "memory_categories.hpp"
@@ -363,6 +364,9 @@ double Trainer::loss_and_grads(int64_t s) {
       ids = shard(batch.ids).to(device_);        // (B, n)
       labels = shard(batch.labels).to(device_);  // (B, n)
       if (batch.doc_start.defined()) docs = DocumentMask(batch.doc_start);
+      // Which documents this rank's shard holds (ULYSSES_DOCUMENTS; the studio's Documents tab).
+      if (const auto* dt = dynamic_cast<const DocumentTokens*>(data_.get()); dt && tracer_ && tracer_->active())
+        tracer_->record_documents(document_shards(*dt, batch.packed, (comm_.dp_rank() * A + a) * B, s, ranges));
     }
 
     at::Tensor loss_sum;

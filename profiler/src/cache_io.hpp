@@ -163,6 +163,16 @@ inline void get_memory_categories(In& in, MemoryCategorySample& x) {
   for (int64_t& b : x.c.bytes) b = in.i();
 }
 
+inline void put_document(Out& o, const DocumentShard& d) {
+  o.i(d.rank), o.i(d.piece), o.i(d.step), o.i(d.sequence), o.i(d.packed), o.i(d.shard_begin), o.i(d.shard_end);
+  o.i(d.document), o.i(d.doc_tokens), o.i(d.doc_offset), o.i(d.begin), o.i(d.end);
+}
+inline void get_document(In& in, DocumentShard& d) {
+  d.rank = in.i32(), d.piece = in.i32(), d.step = in.i(), d.sequence = in.i(), d.packed = in.i();
+  d.shard_begin = in.i(), d.shard_end = in.i(), d.document = in.i(), d.doc_tokens = in.i(), d.doc_offset = in.i();
+  d.begin = in.i(), d.end = in.i();
+}
+
 // CLOCK_REALTIME in ns (file mtimes are on this clock).
 int64_t now_realtime_ns();
 // The cache key of the inputs and options (the cache's format, profiler build id, load

@@ -405,6 +405,11 @@ class HostTracer final : public Tracer {
     submit_op([tid, name](TraceWriter& w) { w.name_thread(tid, name); });
   }
 
+  void record_documents(const std::vector<DocumentShard>& rows) override {
+    if (!active() || rows.empty()) return;
+    submit_op([rows](TraceWriter& w) { w.write_documents(rows); });
+  }
+
   void record_clock(const std::string& kind, const ClockOffset& c) override {
     submit_op([kind, c](TraceWriter& w) { w.write_clock(kind, c); });
   }

@@ -63,6 +63,7 @@ void encode(Out& o, const detail::Builder& b) {
     o.u(static_cast<uint32_t>(c.name_id));
   });
   cache_io::put_vec(o, m.clocks, [&](const ClockInfo& c) { cache_io::put_clock(o, c); });
+  cache_io::put_vec(o, m.documents, [&](const DocumentShard& d) { cache_io::put_document(o, d); });
 }
 
 // What the SQLite reader guarantees of a Builder and the rest of the loader relies on: names
@@ -169,6 +170,7 @@ void decode(const std::string& bytes, detail::Builder* out) {
     cache_io::get_clock(in, c);
     c.applied = false;  // alignment is done after reading, as for the rows
   });
+  cache_io::get_vec(in, &m.documents, [&](DocumentShard& d) { cache_io::get_document(in, d); });
   if (!in.done() || !reader_invariants_hold(b)) In::fail();
   *out = std::move(b);
 }

@@ -488,6 +488,53 @@ std::string text_memory_names(const Summary& s) {
   return o;
 }
 
+// data.kind = "documents": every row of TraceModel::documents (document_shard.hpp).
+void json_documents(nlohmann::json& j, const TraceModel& m) {
+  if (m.documents.empty()) return;
+  nlohmann::json a = nlohmann::json::array();
+  for (const DocumentShard& d : m.documents)
+    a.push_back({{"step", d.step},
+                 {"sequence", d.sequence},
+                 {"packed", d.packed},
+                 {"rank", d.rank},
+                 {"piece", d.piece},
+                 {"shard", {d.shard_begin, d.shard_end}},
+                 {"document", d.document},
+                 {"doc_tokens", d.doc_tokens},
+                 {"doc_offset", d.doc_offset},
+                 {"range", {d.begin, d.end}},
+                 {"held", {d.held_begin(), d.held_end()}}});
+  j["documents"] = std::move(a);
+}
+
+// The first recorded step's documents, one line per (sequence, rank, piece).
+std::string text_documents(const TraceModel& m) {
+  if (m.documents.empty()) return {};
+  const int64_t step = m.documents.front().step;
+  std::set<int64_t> steps;
+  for (const auto& d : m.documents) steps.insert(d.step);
+  std::string o = strfmt(
+      "\nDocuments per rank shard, step %lld (%zu step(s) recorded; --json has them all). Positions in the packed "
+      "sequence; \"holds\": the part in this rank's shard\n",
+      static_cast<long long>(step), steps.size());
+  o += strfmt("%5s %7s %5s %5s %13s  %s\n", "seq", "packed", "rank", "piece", "shard", "documents");
+  for (size_t i = 0; i < m.documents.size() && m.documents[i].step == step;) {
+    const DocumentShard& h = m.documents[i];
+    std::string docs;
+    size_t k = i;
+    for (; k < m.documents.size() && m.documents[k].step == step && m.documents[k].sequence == h.sequence &&
+           m.documents[k].rank == h.rank && m.documents[k].piece == h.piece;
+         ++k)
+      docs += (k == i ? "" : "; ") + document_part_text(m.documents[k]);
+    const std::string shard =
+        strfmt("[%lld, %lld)", static_cast<long long>(h.shard_begin), static_cast<long long>(h.shard_end));
+    o += strfmt("%5lld %7lld %5d %5d %13s  %s\n", static_cast<long long>(h.sequence), static_cast<long long>(h.packed),
+                h.rank, h.piece, shard.c_str(), docs.c_str());
+    i = k;
+  }
+  return o;
+}
+
 }  // namespace
 
 nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
@@ -497,7 +544,24 @@ nlohmann::json summary_to_json(const TraceModel& m, const Summary& s) {
   json_layers_heads(j, s);
   json_skew_memory_names(j, s);
   json_waiting(j, s);
+  json_documents(j, m);
   return j;
+}
+
+// One document part as the text table and the studio write it: "#7 [20, 50) 30 tok, holds
+// [32, 50)"; a part of a cut document says where it starts in the document ("#9 @128"); padding
+// is "padding [60, 64)".
+std::string document_part_text(const DocumentShard& d) {
+  std::string o = d.document < 0
+                      ? std::string("padding")
+                      : "#" + std::to_string(d.document) +
+                            (d.doc_offset > 0 || d.end - d.begin < d.doc_tokens
+                                 ? " @" + std::to_string(d.doc_offset) + " of " + std::to_string(d.doc_tokens) + " tok"
+                                 : "");
+  o += strfmt(" [%lld, %lld)", static_cast<long long>(d.begin), static_cast<long long>(d.end));
+  if (d.held_begin() != d.begin || d.held_end() != d.end)
+    o += strfmt(" holds [%lld, %lld)", static_cast<long long>(d.held_begin()), static_cast<long long>(d.held_end()));
+  return o;
 }
 
 std::string summary_to_text(const TraceModel& m, const Summary& s) {
@@ -506,6 +570,7 @@ std::string summary_to_text(const TraceModel& m, const Summary& s) {
   o += text_layers_heads_skew(s);
   o += text_waiting(s);
   o += text_memory_names(s);
+  o += text_documents(m);
   return o;
 }
 

@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 // kSummaryCacheFormat.
 #if defined(__LP64__) && defined(__GLIBCXX__)
 static_assert(sizeof(RankInfo) == 88 && sizeof(StepInfo) == 88 && sizeof(MemoryPoint) == 56 &&
-                  sizeof(ClockInfo) == 64 && sizeof(TraceModel) == 968 && sizeof(MemoryCategorySample) == 96,
+                  sizeof(ClockInfo) == 64 && sizeof(TraceModel) == 992 && sizeof(MemoryCategorySample) == 96,
               "TraceModel changed: update summary_cache.cpp and bump kSummaryCacheFormat");
 static_assert(sizeof(Headline) == 48 && sizeof(StepBreakdown) == 96 && sizeof(RankTotals) == 64 &&
                   sizeof(OverlapResult) == 40 && sizeof(LayerRow) == 72 && sizeof(HeadRangeRow) == 48 &&
@@ -92,6 +92,7 @@ std::string encode_summary(const TraceModel& m, const Summary& s) {
   });
   put_vec(o, m.memory_categories, [&](const MemoryCategorySample& x) { put_memory_categories(o, x); });
   put_vec(o, m.clocks, [&](const ClockInfo& c) { put_clock(o, c); });
+  put_vec(o, m.documents, [&](const DocumentShard& d) { cache_io::put_document(o, d); });
   o.i(m.t_min), o.i(m.t_max);
 
   // The Summary, every field.
@@ -180,6 +181,7 @@ void decode_payload(const char* data, size_t size, TraceModel* mp, Summary* sp) 
   });
   get_vec(in, &m.memory_categories, [&](MemoryCategorySample& x) { get_memory_categories(in, x); });
   get_vec(in, &m.clocks, [&](ClockInfo& c) { get_clock(in, c); });
+  get_vec(in, &m.documents, [&](DocumentShard& d) { cache_io::get_document(in, d); });
   m.t_min = in.i(), m.t_max = in.i();
 
   s.world_size = in.i32();

@@ -135,6 +135,7 @@ struct StoreFile {
   // NULL), memory rows with a time or size no allocator reports (INT64_MIN blanks every view)
   // and step or memory rows of another rank than the file's.
   int64_t null_times = 0, bad_figures = 0, bad_memory = 0, foreign_rows = 0;
+  int64_t bad_documents = 0;  // ULYSSES_DOCUMENTS rows whose ranges contradict each other
   CategoryRowsOut category_rows;
   bool has_rank_row = false;
   // Strings used by this file, mapped into the model's table.
@@ -539,6 +540,41 @@ void read_clocks(StoreFile& f) {
   }
 }
 
+// The documents of each shard (ULYSSES_DOCUMENTS, absent in older traces and without
+// data.kind = documents). A row of another rank than the file's, or whose positions contradict
+// each other (an empty or reversed range, a document part outside its piece), is left out.
+void read_documents(StoreFile& f) {
+  if (!f.db.has_table("ULYSSES_DOCUMENTS")) return;
+  sql::Stmt q(f.db,
+              "SELECT rank, step, sequence, packed, piece, shardBegin, shardEnd, document, docTokens, docOffset, "
+              "begin, end FROM ULYSSES_DOCUMENTS");
+  while (q.step()) {
+    DocumentShard d;
+    d.rank = to_i32(q.i64(0));
+    d.step = q.i64(1);
+    d.sequence = q.i64(2);
+    d.packed = q.i64(3);
+    d.piece = to_i32(q.i64(4));
+    d.shard_begin = q.i64(5);
+    d.shard_end = q.i64(6);
+    d.document = q.i64(7);
+    d.doc_tokens = q.i64(8);
+    d.doc_offset = q.i64(9);
+    d.begin = q.i64(10);
+    d.end = q.i64(11);
+    if (f.has_rank_row && d.rank != f.file_rank) {
+      ++f.foreign_rows;
+      continue;
+    }
+    if (d.shard_begin < 0 || d.shard_end <= d.shard_begin || d.begin < 0 || d.end <= d.begin ||
+        d.held_end() <= d.held_begin() || d.doc_tokens < d.end - d.begin || d.document < -1) {
+      ++f.bad_documents;
+      continue;
+    }
+    f.m.documents.push_back(d);
+  }
+}
+
 // Memory samples (ULYSSES_MEMORY), then the per-category ones.
 void read_memory(StoreFile& f) {
   sql::Stmt mem(f.db, "SELECT rank, timestamp, labelId, allocated, reserved, peak, step FROM ULYSSES_MEMORY");
@@ -593,6 +629,9 @@ void note_left_out_rows(const StoreFile& f) {
   count_note(f.category_rows.plan_elsewhere,
              " memory-plan rows on a rank other than 0 left out (the planner's figures are rank 0's alone)");
   count_note(f.category_rows.steps_outside, " memory-category rows of a step outside the run's steps left out");
+  count_note(f.bad_documents,
+             " document rows whose ranges contradict each other (empty, reversed or outside the rank's piece) "
+             "left out");
 }
 
 }  // namespace
@@ -628,6 +667,7 @@ void detail::read_file(Builder& b, const std::string& path, int32_t file_index, 
       read_steps(f);
       read_clocks(f);
       read_memory(f);
+      read_documents(f);
     }
   } catch (const TraceError&) {
     throw;
@@ -660,6 +700,10 @@ void finish(Builder& b, const LoadOptions& opts) {
                    [](const MemoryCategorySample& x, const MemoryCategorySample& y) {
                      return std::tie(x.rank, x.t_ns) < std::tie(y.rank, y.t_ns);
                    });
+  std::sort(m.documents.begin(), m.documents.end(), [](const DocumentShard& x, const DocumentShard& y) {
+    return std::tie(x.step, x.sequence, x.rank, x.piece, x.begin) <
+           std::tie(y.step, y.sequence, y.rank, y.piece, y.begin);
+  });
   bool first = true;
   int32_t max_layer = -1;
   auto extend = [&](int64_t a, int64_t z) {
@@ -820,6 +864,7 @@ void merge_file(Builder& g, Builder& f) {
     m.runtime.push_back(c);
   }
   m.clocks.insert(m.clocks.end(), x.clocks.begin(), x.clocks.end());
+  m.documents.insert(m.documents.end(), x.documents.begin(), x.documents.end());
 }
 
 // The rank files of a Ulysses run folder read at once, one Builder per file on up to

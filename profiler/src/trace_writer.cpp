@@ -555,6 +555,27 @@ void TraceWriter::set_metric(const std::string& name, double value) {
   s.run();
 }
 
+void TraceWriter::write_documents(const std::vector<DocumentShard>& rows) {
+  sql::Stmt st(impl_->db,
+               "INSERT INTO ULYSSES_DOCUMENTS(rank, step, sequence, packed, piece, shardBegin, shardEnd, document, "
+               "docTokens, docOffset, begin, end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  for (const DocumentShard& d : rows) {
+    st.bind(1, static_cast<int64_t>(impl_->rank));
+    st.bind(2, d.step);
+    st.bind(3, d.sequence);
+    st.bind(4, d.packed);
+    st.bind(5, static_cast<int64_t>(d.piece));
+    st.bind(6, d.shard_begin);
+    st.bind(7, d.shard_end);
+    st.bind(8, d.document);
+    st.bind(9, d.doc_tokens);
+    st.bind(10, d.doc_offset);
+    st.bind(11, d.begin);
+    st.bind(12, d.end);
+    st.run();
+  }
+}
+
 void TraceWriter::write_clock(const std::string& kind, const ClockOffset& c) {
   sql::Stmt st(impl_->db,
                "INSERT INTO ULYSSES_CLOCK(rank, kind, offsetNs, errorNs, rttNs, rounds, measuredAt) VALUES (?, ?, ?, "

@@ -1,6 +1,6 @@
 // expect_same_model: two trace models are equal in every field a loader sets (strings, run
 // shell, ranks, lanes, every field of every range, steps, memory samples, runtime calls,
-// clocks), reporting the first few differing ranges. Shared by the tests that hold one loader
+// clocks, documents per shard), reporting the first few differing ranges. Shared by the tests that hold one loader
 // against another (parallel vs legacy, rank-file caches vs SQLite rows, format 4 vs format 3).
 // Header-only, gtest and the profiler's model only.
 #pragma once
@@ -76,6 +76,15 @@ inline void expect_same_model(const ulysses::prof::TraceModel& a, const ulysses:
     EXPECT_EQ(
         std::tie(a.clocks[i].rank, a.clocks[i].start_offset_ns, a.clocks[i].close_offset_ns, a.clocks[i].applied),
         std::tie(b.clocks[i].rank, b.clocks[i].start_offset_ns, b.clocks[i].close_offset_ns, b.clocks[i].applied));
+  ASSERT_EQ(a.documents.size(), b.documents.size());
+  for (size_t i = 0; i < a.documents.size(); ++i) {
+    const auto &x = a.documents[i], &y = b.documents[i];
+    EXPECT_EQ(std::tie(x.rank, x.piece, x.step, x.sequence, x.packed, x.shard_begin, x.shard_end, x.document,
+                       x.doc_tokens, x.doc_offset, x.begin, x.end),
+              std::tie(y.rank, y.piece, y.step, y.sequence, y.packed, y.shard_begin, y.shard_end, y.document,
+                       y.doc_tokens, y.doc_offset, y.begin, y.end))
+        << "documents row " << i;
+  }
 }
 
 }  // namespace ulysses::test

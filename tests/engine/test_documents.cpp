@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/documents_fixture.hpp"
@@ -115,6 +116,37 @@ TEST(Documents, BatchLabelsAndStarts) {
 }
 
 // Refused before training: a model vocabulary below the data's, a token id at or above it.
+// What the trace records per shard (ULYSSES_DOCUMENTS, document_shards), by hand: documents of
+// 5, 0 (empty), 3, 20, 4 and 7 tokens at N = 8 pack as [0,5)+[5,8) | 20 cut into 8, 8, 4 (+4) |
+// 7 + padding; an empty document is never named, a cut one says where its part starts.
+TEST(Documents, ShardRowsNameTheDocumentsByHand) {
+  TempDir dir;
+  test::write_documents_folder(dir.path, make_docs({5, 0, 3, 20, 4, 7}, 50), 50);
+  DocumentTokens src(read_documents_manifest(dir.path), 8, 64);
+  ASSERT_EQ(src.sequences(), 5);
+  using P = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>;  // document, length, offset, begin, end
+  auto parts = [&](int64_t k) {
+    std::vector<P> v;
+    for (const auto& p : src.parts(k)) v.emplace_back(p.document, p.doc_tokens, p.doc_offset, p.begin, p.end);
+    return v;
+  };
+  EXPECT_EQ(parts(0), (std::vector<P>{{0, 5, 0, 0, 5}, {2, 3, 0, 5, 8}}));
+  EXPECT_EQ(parts(1), (std::vector<P>{{3, 20, 0, 0, 8}}));
+  EXPECT_EQ(parts(3), (std::vector<P>{{3, 20, 16, 0, 4}, {4, 4, 0, 4, 8}}));
+  EXPECT_EQ(parts(4), (std::vector<P>{{5, 7, 0, 0, 7}, {-1, 1, 0, 7, 8}}));
+  // Sequences 0 and 3 for a rank holding [2, 6): the parts its piece overlaps.
+  const auto rows = document_shards(src, {0, 3}, 10, 6, {{2, 6}});
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(std::tie(rows[0].sequence, rows[0].packed, rows[0].step, rows[0].document, rows[0].begin, rows[0].end),
+            std::make_tuple(int64_t{10}, int64_t{0}, int64_t{6}, int64_t{0}, int64_t{0}, int64_t{5}));
+  EXPECT_EQ(rows[0].held_begin(), 2);
+  EXPECT_EQ(rows[1].document, 2);
+  EXPECT_EQ(std::tie(rows[2].sequence, rows[2].document, rows[2].doc_offset, rows[2].begin, rows[2].end),
+            std::make_tuple(int64_t{11}, int64_t{3}, int64_t{16}, int64_t{0}, int64_t{4}));
+  EXPECT_EQ(rows[2].held_end(), 4);
+  EXPECT_EQ(rows[3].document, 4);
+}
+
 TEST(Documents, RefusesVocabularyMismatch) {
   TempDir dir;
   test::write_documents_folder(dir.path, make_docs({12, 30}, 64), 64);

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <thread>
 #include <vector>
 
@@ -114,6 +115,11 @@ TEST(SummaryCache, EncodingRoundTripsEveryFieldBitForBit) {
   m->notes = {"a note", "another"};
   m->config_json = R"({"x":1})";
   m->clocks.push_back({1, true, true, 5, 6, 7, 8, 9, 10, true});
+  prof::DocumentShard doc;  // every field distinct (ULYSSES_DOCUMENTS, data.kind = documents)
+  doc.rank = 3, doc.piece = 1, doc.step = 1LL << 40, doc.sequence = 5, doc.packed = 6, doc.shard_begin = 48;
+  doc.shard_end = 64, doc.document = -1, doc.doc_tokens = 38, doc.doc_offset = 9, doc.begin = 26, doc.end = 64;
+  m->documents = {doc, doc};
+  m->documents[0].document = 123456789012;
   prof::Summary s = prof::analyze(*m);
   // Values no analysis of this trace produces, to see that nothing is rounded or dropped.
   s.headline.tokens_per_s = std::numeric_limits<double>::quiet_NaN();
@@ -165,6 +171,14 @@ TEST(SummaryCache, EncodingRoundTripsEveryFieldBitForBit) {
   EXPECT_EQ(d.strings, m->strings);
   EXPECT_EQ(d.config_json, m->config_json);
   EXPECT_EQ(d.notes, m->notes);
+  ASSERT_EQ(d.documents.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto &a = d.documents[i], &b = m->documents[i];
+    EXPECT_EQ(std::tie(a.rank, a.piece, a.step, a.sequence, a.packed, a.shard_begin, a.shard_end, a.document,
+                       a.doc_tokens, a.doc_offset, a.begin, a.end),
+              std::tie(b.rank, b.piece, b.step, b.sequence, b.packed, b.shard_begin, b.shard_end, b.document,
+                       b.doc_tokens, b.doc_offset, b.begin, b.end));
+  }
   ASSERT_EQ(d.clocks.size(), m->clocks.size());
   EXPECT_EQ(d.clocks.back().close_at_ns, 10);
   EXPECT_TRUE(d.clocks.back().applied);

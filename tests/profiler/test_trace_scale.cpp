@@ -536,7 +536,18 @@ TEST(TraceScale, RankFileCacheDecoderRoundTripsAndRefusesMalformedPayloads) {
   ut::TempDir tmp;
   const std::string run = make_run(tmp.path, 2, 3);
   const std::string f = prof::find_rank_files(run)[1];
+  {  // documents per shard (ULYSSES_DOCUMENTS) travel through the cache too
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(f.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "INSERT INTO ULYSSES_DOCUMENTS VALUES (1, 0, 0, 7, 0, 32, 64, 4, 30, 0, 20, 50), "
+                           "(1, 0, 0, 7, 1, 96, 128, -1, 12, 0, 116, 128)",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
   const std::string payload = prof::encode_rank_file(f);
+  ASSERT_EQ(prof::load_trace(f).documents.size(), 2u);
   ASSERT_GT(payload.size(), 1000u);
   ulysses::test::expect_same_model(prof::load_trace(f), prof::model_from_rank_file_cache(payload));
   for (size_t n = 0; n < payload.size(); n += 1 + n / 16)

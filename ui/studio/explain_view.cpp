@@ -20,6 +20,7 @@
 #include "explain_controls.hpp"
 #include "trace/phase_style.hpp"
 #include "trace/qt_text.hpp"
+#include "mask_stage.hpp"
 #include "trace/shortcuts.hpp"
 
 #include <algorithm>
@@ -42,6 +43,8 @@ class ExplainCanvas : public QWidget {
   const Explanation* e = nullptr;
   const WeightPlacement* w = nullptr;
   const RingHops* rh = nullptr;
+  const DocumentMaskPicture* mask = nullptr;
+  bool mask_stage = false;
   int stage = 0, hop = 0;
   double motion = 1.0;             // the all-to-all stages' movement, 0 (before) .. 1 (after)
   std::vector<ExplainText> texts;  // what the last paint wrote (ExplainView::drawnTexts)
@@ -69,6 +72,9 @@ class ExplainCanvas : public QWidget {
     p.setRenderHint(QPainter::Antialiasing);
     const QColor fg = palette().color(QPalette::WindowText);
     if (!e || !e->ok || e->stages.empty()) return;
+    if (mask_stage && mask)
+      return paint_document_mask(p, QRectF(rect()).adjusted(8, 4, -8, -4), *mask, palette(),
+                                 [this](QPainter& q, const QRectF& r, int f, const QString& s) { text(q, r, f, s); });
     if (stage >= static_cast<int>(e->stages.size())) {
       if (w && w->ok) paintWeights(p, fg);
       return;
@@ -534,6 +540,7 @@ void ExplainView::setConfig(const RunConfig& cfg) {
 void ExplainView::applySettings() {
   Explanation e;
   WeightPlacement w;
+  mask_ = DocumentMaskPicture{};
   if (!baseOk_) {
     e.problems.push_back(baseProblem_.toStdString());
   } else {
@@ -541,6 +548,7 @@ void ExplainView::applySettings() {
       const RunConfig cfg = with_explain_settings(base_, settings_->settings());
       e = explain(cfg);
       if (e.ok) w = weight_placement(cfg);
+      mask_ = e.ok ? document_mask_picture(cfg) : DocumentMaskPicture{};
     } catch (const std::exception& ex) {
       e = Explanation{};
       e.problems.push_back(ex.what());
@@ -667,6 +675,8 @@ void ExplainView::refresh() {
   canvas_->e = &e_;
   canvas_->w = &w_;
   canvas_->rh = &rh_;
+  canvas_->mask = &mask_;
+  canvas_->mask_stage = isMaskStage(stage_);
   canvas_->stage = stage_;
   canvas_->hop = hop_;
   canvas_->motion = motion_;
@@ -685,7 +695,11 @@ void ExplainView::refresh() {
   next_->setEnabled(e_.ok && stage_ + 1 < stageCount());
   slider_->setEnabled(e_.ok);
   const bool weights = isWeightsStage(stage_);
-  legend_->setText(weights               ? weightsLegend_
+  legend_->setText(weights ? weightsLegend_
+                   : isMaskStage(stage_)
+                       ? tr("<span style='color:%1'>■</span> blocks computed (paler: partly masked) &nbsp; ╲ "
+                            "skipped: no unmasked pair &nbsp; <span style='color:%2'>■</span> the documents")
+                             .arg(QColor(0x00, 0x72, 0xB2).name(), QColor(0xE6, 0x9F, 0x00).name())
                    : isRingStage(stage_) ? tr("<span style='color:%1'>■</span> the ring rank's own query chunks "
                                               "&nbsp; <span style='color:%2'>■</span> the K/V chunks it holds at "
                                               "this hop &nbsp; arrows: where each rank's K/V go for the next hop; "
@@ -726,6 +740,7 @@ void ExplainView::refresh() {
     };
     for (int i = 0; i < stageCount(); ++i) {
       QString n = QStringLiteral("%1. %2").arg(i + 1).arg(isWeightsStage(i) ? tr("where the weights are")
+                                                          : isMaskStage(i)  ? tr("document mask")
                                                                             : to_qs(e_.stages[size_t(i)].name));
       if (const StageTime* t = measured(i)) n += QStringLiteral(" (%1)").arg(to_qs(format_duration_ns(t->median_ns)));
       n = n.toHtmlEscaped();
@@ -743,6 +758,11 @@ void ExplainView::refresh() {
       steps += tr("<br>measured: <b>%1</b> per layer (median over %2 layer(s))")
                    .arg(to_qs(format_duration_ns(t->median_ns)))
                    .arg(t->layers);
+    if (isMaskStage(stage_)) {
+      title_->setText(head + QStringLiteral("<br>") + steps + QStringLiteral("<br>") + document_mask_caption(mask_));
+      canvas_->update();
+      return;
+    }
     if (weights) {
       title_->setText(head + QStringLiteral("<br>") + steps + QStringLiteral("<br>") + weightsCaption());
       canvas_->update();
@@ -799,10 +819,16 @@ void ExplainView::refreshBars() {
 QString ExplainView::slideCaption() const {
   if (!e_.ok) return {};
   auto B = [](int64_t b) { return to_qs(cost::format_bytes(double(b))).toHtmlEscaped(); };
-  const bool weights = isWeightsStage(stage_);
-  const QString name = weights ? tr("where the weights are") : to_qs(e_.stages[size_t(stage_)].name).toHtmlEscaped();
+  const bool weights = isWeightsStage(stage_), mask = isMaskStage(stage_);
+  const QString name = weights ? tr("where the weights are")
+                       : mask  ? tr("document mask")
+                               : to_qs(e_.stages[size_t(stage_)].name).toHtmlEscaped();
   QString line;
-  if (weights)
+  if (mask)
+    line = mask_.ok ? tr("each token attends only within its own document: %1% of the causal pairs computed")
+                          .arg(100.0 * mask_.kept(), 0, 'f', 1)
+                    : tr("packed documents: attention within each document only");
+  else if (weights)
     line = tr("ZeRO stage %1 over %2 rank(s): %3 of training state on each device")
                .arg(w_.zero_stage)
                .arg(w_.W)

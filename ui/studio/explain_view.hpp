@@ -14,6 +14,7 @@
 
 #include "explain_model.hpp"
 #include "explain_times.hpp"
+#include "mask_model.hpp"
 #include "weights_model.hpp"
 
 class QLabel;
@@ -52,7 +53,13 @@ class ExplainView : public QWidget {
   // 0-based stage; clamped. False when out of range.
   bool setStage(int stage);
   int stage() const { return stage_; }
-  int stageCount() const { return static_cast<int>(e_.stages.size()) + (e_.ok && w_.ok ? 1 : 0); }
+  int stageCount() const {
+    return static_cast<int>(e_.stages.size()) + (e_.ok && w_.ok ? 1 : 0) + (e_.ok && mask_.ok ? 1 : 0);
+  }
+  // The last stage: the document mask of a packed sequence and the work it saves, for Ulysses
+  // and the ring (mask_model.hpp, mask_stage.hpp).
+  bool isMaskStage(int stage) const { return e_.ok && mask_.ok && stage == stageCount() - 1; }
+  const DocumentMaskPicture& documentMask() const { return mask_; }
   // With a run open: the run's measured time of each stage (explain_times.hpp), shown beside
   // the stage names; an empty vector clears them. `run` names the run in the caption.
   void setStageTimes(const std::vector<StageTime>& times, const QString& run);
@@ -134,6 +141,7 @@ class ExplainView : public QWidget {
   QString ringCaption() const;
   Explanation e_;
   WeightPlacement w_;
+  DocumentMaskPicture mask_;
   RingHops rh_;
   int hop_ = 0;
   StageTime ringHop_;

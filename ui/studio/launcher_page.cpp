@@ -29,6 +29,7 @@
 #include "cost_model.hpp"
 #include "estimate_model.hpp"
 #include "launch_form.hpp"
+#include "dataset_info.hpp"
 #include "run_data.hpp"
 #include "studio_paths.hpp"
 #include "trace/qt_text.hpp"
@@ -212,7 +213,29 @@ QWidget* LauncherPage::buildFieldCell(const FieldSpec& spec) {
       });
       row->addWidget(e, 1);
       row->addWidget(browse);
+      if (dotted == QLatin1String("data.path")) {  // a prepared dataset: kind, path and its statistics
+        auto* dataset = new QToolButton(cell);
+        dataset->setObjectName(QStringLiteral("datasetBrowse"));
+        dataset->setText(QStringLiteral("Dataset…"));
+        dataset->setToolTip(
+            QStringLiteral("Choose a folder made by `ulysses data prepare` (sets data.kind=documents)"));
+        connect(dataset, &QToolButton::clicked, this, [this, e] {
+          const QString d =
+              QFileDialog::getExistingDirectory(this, QStringLiteral("Choose a prepared dataset"), e->text());
+          QString why;
+          if (d.isEmpty() || useDataset(d, &why)) return;
+          datasetInfo_->setText(QStringLiteral("Not a prepared dataset: ") + why);
+          datasetInfo_->setVisible(true);
+        });
+        row->addWidget(dataset);
+        datasetInfo_ = new QLabel(cell);
+        datasetInfo_->setObjectName(QStringLiteral("datasetInfo"));
+        datasetInfo_->setWordWrap(true);
+        datasetInfo_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        datasetInfo_->setVisible(false);
+      }
       cellLayout->addLayout(row);
+      if (datasetInfo_ && datasetInfo_->parent() == cell) cellLayout->addWidget(datasetInfo_);
       ui.editor = e;
       break;
     }
@@ -545,6 +568,7 @@ void LauncherPage::revalidate() {
         QStringLiteral("%1 problem(s): fix the fields marked in red to launch").arg(std::max(1, problems)));
   }
   launch_->setEnabled(config_.has_value() && !running_);
+  updateDatasetInfo();
   updateEstimates();
   updateDeviceNote();
   if (lastValid_ != config_.has_value()) {
@@ -552,6 +576,44 @@ void LauncherPage::revalidate() {
     emit validityChanged(lastValid_);
   }
   emit configEdited();
+}
+
+bool LauncherPage::useDataset(const QString& dir, QString* error) {
+  DatasetInfo info;
+  if (!read_dataset_info(dir, &info, error)) return false;
+  setFieldText(QStringLiteral("data.kind"), QStringLiteral("documents"));
+  setFieldText(QStringLiteral("data.path"), dir);
+  datasetShownFor_.clear();
+  updateDatasetInfo();
+  // The statistics in view: the form scrolls to them.
+  for (QWidget* w = datasetInfo_; w; w = w->parentWidget())
+    if (auto* scroll = qobject_cast<QScrollArea*>(w)) {
+      scroll->ensureWidgetVisible(datasetInfo_, 0, 200);
+      break;
+    }
+  return true;
+}
+
+QString LauncherPage::datasetInfoText() const { return datasetInfo_ ? datasetInfo_->text() : QString(); }
+
+// data.kind = documents: the folder's statistics (or why it is not a prepared dataset) under
+// data.path; read again only when the folder changes.
+void LauncherPage::updateDatasetInfo() {
+  if (!datasetInfo_) return;
+  const QString dir = fieldText(QStringLiteral("data.path"));
+  if (fieldText(QStringLiteral("data.kind")) != QLatin1String("documents") || dir.isEmpty()) {
+    datasetInfo_->clear();
+    datasetInfo_->setVisible(false);
+    datasetShownFor_.clear();
+    return;
+  }
+  if (dir == datasetShownFor_) return;
+  datasetShownFor_ = dir;
+  DatasetInfo info;
+  QString why;
+  datasetInfo_->setText(read_dataset_info(dir, &info, &why) ? dataset_info_text(info)
+                                                            : QStringLiteral("Not a prepared dataset: ") + why);
+  datasetInfo_->setVisible(true);
 }
 
 void LauncherPage::updateEstimates() {

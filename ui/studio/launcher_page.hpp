@@ -71,6 +71,14 @@ class LauncherPage : public QWidget {
   // The status line under the form ("Ready: ... into FOLDER/NAME_<date-time>", or the problems).
   QString statusText() const;
 
+  // Takes a prepared dataset (`ulysses data prepare`): data.kind = documents, data.path = dir,
+  // and shows its statistics under the field. False with *error the reason (the engine's) when
+  // dir is not one; the form is then left as it was.
+  bool useDataset(const QString& dir, QString* error);
+  // The statistics shown under data.path (data.kind = documents), or the reason the folder is
+  // not a prepared dataset; empty for other data kinds.
+  QString datasetInfoText() const;
+
   QPushButton* launchButton() const { return launch_; }
   EstimateModel* estimateModel() const { return estimates_; }
   void setRunning(bool running);  // Launch stays disabled while a run is in progress
@@ -110,6 +118,7 @@ class LauncherPage : public QWidget {
   void schedulePlan();
   void runPlan();
   void updatePlanWarning();
+  void updateDatasetInfo();
 
   QHash<QString, FieldUi> fields_;
   QLineEdit* name_ = nullptr;
@@ -118,6 +127,8 @@ class LauncherPage : public QWidget {
   QLabel* general_ = nullptr;
   QLabel* deviceNote_ = nullptr;
   QLabel* status_ = nullptr;
+  QLabel* datasetInfo_ = nullptr;  // under data.path: the prepared dataset's statistics
+  QString datasetShownFor_;        // the folder datasetInfo_ describes
   QPushButton* launch_ = nullptr;
   QDoubleSpinBox* tflops_ = nullptr;
   QDoubleSpinBox* bandwidth_ = nullptr;

@@ -1,5 +1,6 @@
 // Main window of the studio.
 #include "main_window.hpp"
+#include "prepare_dialog.hpp"
 
 #include <QAction>
 #include <QApplication>
@@ -240,6 +241,10 @@ void MainWindow::buildMenus() {
   file->addAction(QStringLiteral("&Save Config As…"), QKeySequence::Save, this, &MainWindow::saveConfigDialog);
   file->addAction(QStringLiteral("&Import Hugging Face config.json…"), QKeySequence(QStringLiteral("Ctrl+I")), this,
                   &MainWindow::importHfDialog);
+  file->addAction(QStringLiteral("&Prepare Data…"), this, [this] {
+    prepareDialog()->show();
+    prepare_->raise();
+  });
   file->addSeparator();
   file->addAction(QStringLiteral("Runs &Folder…"), this, &MainWindow::chooseRunsDir);
   file->addAction(QStringLiteral("Export &Image…"), QKeySequence(QStringLiteral("Ctrl+E")), this, [this] {
@@ -776,6 +781,20 @@ void MainWindow::dropEvent(QDropEvent* e) {
     e->acceptProposedAction();
     return;
   }
+}
+
+PrepareDialog* MainWindow::prepareDialog() {
+  if (!prepare_) {
+    prepare_ = new PrepareDialog(this);
+    connect(prepare_, &PrepareDialog::datasetReady, this, [this](const QString& dir) {
+      QString why;
+      if (launcher_->useDataset(dir, &why))
+        setView(QStringLiteral("launch"));
+      else
+        statusBar()->showMessage(why, 8000);
+    });
+  }
+  return prepare_;
 }
 
 }  // namespace ulysses::ui

@@ -21,6 +21,7 @@ namespace ulysses::ui {
 
 using MetricPoint = launch::MetricPoint;
 class LauncherPage;
+class PrepareDialog;
 class MonitorPage;
 class RunsPage;
 class RunController;
@@ -34,6 +35,8 @@ class MainWindow : public QMainWindow {
   ~MainWindow() override;
 
   LauncherPage* launcher() const { return launcher_; }
+  // File ▸ Prepare Data…: the dialog (made on first use; its "Use in launcher" fills the launcher).
+  PrepareDialog* prepareDialog();
   MonitorPage* monitor() const { return monitor_; }
   RunsPage* runsPage() const { return runs_; }
   RunController* controller() const { return controller_; }
@@ -97,6 +100,7 @@ class MainWindow : public QMainWindow {
 
   QTabWidget* tabs_ = nullptr;
   LauncherPage* launcher_ = nullptr;
+  PrepareDialog* prepare_ = nullptr;
   MonitorPage* monitor_ = nullptr;
   RunsPage* runs_ = nullptr;
   QString lastConfigProblem_;  // why the last config did not load at start ("" when it did)

@@ -29,6 +29,18 @@ QString findUlyssesRun() {
   return QStandardPaths::findExecutable(QStringLiteral("ulysses-run"));
 }
 
+QString findUlyssesData() {
+  const QString env = qEnvironmentVariable("ULYSSES_DATA");
+  if (!env.isEmpty()) return executable(env) ? QFileInfo(env).absoluteFilePath() : QString();
+  if (QCoreApplication::instance()) {
+    const QDir app(QCoreApplication::applicationDirPath());
+    for (const QString& c :
+         {app.filePath(QStringLiteral("ulysses-data")), app.filePath(QStringLiteral("../data/ulysses-data"))})
+      if (executable(c)) return QFileInfo(c).absoluteFilePath();
+  }
+  return QStandardPaths::findExecutable(QStringLiteral("ulysses-data"));
+}
+
 QString findConfigsDir() {
   const QString env = qEnvironmentVariable("ULYSSES_CONFIGS");
   if (!env.isEmpty()) return env;

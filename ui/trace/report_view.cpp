@@ -17,6 +17,7 @@
 #include <QVBoxLayout>
 
 #include "trace/chart_fonts.hpp"
+#include "trace/documents_view.hpp"
 #include "trace/phase_style.hpp"
 #include "trace/qt_text.hpp"
 
@@ -180,6 +181,19 @@ void ReportView::setCompare(std::shared_ptr<const prof::Comparison> c, const QSt
   compare_data_ = std::move(c);
   other_title_ = title;
   rebuildCompare();
+}
+
+void ReportView::setDocuments(std::vector<prof::DocumentShard> d) {
+  if (d.empty() && documents_) {
+    tabs_->removeTab(tabs_->indexOf(documents_));
+    documents_->deleteLater();
+    documents_ = nullptr;
+  } else if (!d.empty() && !documents_) {
+    documents_ = new DocumentsView(this);
+    tabs_->insertTab(1, documents_, tr("Documents"));  // beside Per rank: it is about the ranks
+  }
+  if (compare_tab_ >= 0 && compare_view_) compare_tab_ = tabs_->indexOf(compare_view_->parentWidget());
+  if (documents_) documents_->setDocuments(std::move(d));
 }
 
 void ReportView::rebuildCompare() {

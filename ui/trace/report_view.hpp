@@ -17,6 +17,8 @@ class QChartView;
 
 namespace ulysses::ui {
 
+class DocumentsView;
+
 class ReportView : public QWidget {
   Q_OBJECT
  public:
@@ -24,6 +26,10 @@ class ReportView : public QWidget {
   void setSummary(std::shared_ptr<const prof::Summary> s, const QString& title);
   // The comparison of this run (A) with another (B), titled by B's name; nullptr clears.
   void setCompare(std::shared_ptr<const prof::Comparison> c, const QString& title);
+  // data.kind = "documents": the documents of each rank's shard (TraceModel::documents) in a
+  // "Documents" tab, there only when the trace has some.
+  void setDocuments(std::vector<prof::DocumentShard> d);
+  DocumentsView* documentsView() const { return documents_; }
   TableModel* ranksModel() const { return ranks_; }
   TableModel* stepsModel() const { return steps_; }
   TableModel* layersModel() const { return layers_; }
@@ -53,6 +59,7 @@ class ReportView : public QWidget {
   QChartView* chart_;
   TableModel *ranks_, *steps_, *layers_, *heads_, *skew_, *stragglers_, *memory_, *names_, *compare_;
   int compare_tab_ = -1;
+  DocumentsView* documents_ = nullptr;
   QTableView* stragglers_view_ = nullptr;
   QTableView* compare_view_ = nullptr;
   QCheckBox* differences_only_ = nullptr;

@@ -706,6 +706,7 @@ void TraceViewPrivate::apply(const LoadedTrace& t) {
   const QString title =
       t.path.isEmpty() ? QObject::tr("run A") : QFileInfo(t.path).fileName() + simulated_suffix(t.path);
   report->setSummary(t.summary, title);
+  report->setDocuments(t.model->documents);
   updateCompare();  // clears the report's comparison tab
   steps->setTable(steps_table(*t.model, t.index->steps()));
   details->setTable(range_details_table(*t.model, -1));

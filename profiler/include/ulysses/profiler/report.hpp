@@ -12,6 +12,9 @@ namespace ulysses::prof {
 
 nlohmann::json summary_to_json(const TraceModel& m, const Summary& s);
 std::string summary_to_text(const TraceModel& m, const Summary& s);
+// One document part of a rank's shard (TraceModel::documents) as the text summary and the
+// studio write it: "#7 [20, 50) holds [32, 50)", "#9 @128 of 300 tok [0, 64)", "padding [60, 64)".
+std::string document_part_text(const DocumentShard& d);
 
 // `s` with every byte that starts no well-formed UTF-8 sequence (RFC 3629) replaced by U+FFFD:
 // names from hand-edited or foreign traces, for outputs that must be valid UTF-8 (the HTML

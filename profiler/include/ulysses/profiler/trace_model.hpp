@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ulysses/profiler/document_shard.hpp"
 #include "ulysses/profiler/memory_categories.hpp"
 #include "ulysses/profiler/phase.hpp"
 #include "ulysses/profiler/range_store.hpp"
@@ -116,6 +117,9 @@ struct TraceModel {
   std::vector<MemoryPoint> memory;                      // sorted by (rank, t_ns)
   std::vector<MemoryCategorySample> memory_categories;  // sorted by (rank, t_ns)
   std::vector<RuntimeCall> runtime;                     // sorted by (rank, start_ns)
+  // data.kind = "documents": the documents each rank's shard held (ULYSSES_DOCUMENTS), sorted by
+  // (step, sequence, rank, piece, begin). Empty for other data and older traces.
+  std::vector<DocumentShard> documents;
   // Kernels (indices into ranges, ascending) whose launching range is known only by time: no
   // external id ties them to one, so their origin is the innermost range of the rank's stepping
   // thread open at their launch (e.g. kernels autograd's backward thread launched).

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ulysses/profiler/clock_sync.hpp"
 #include "ulysses/profiler/nsys_ids.hpp"
@@ -72,6 +73,8 @@ class TraceWriter {
   // One ULYSSES_MEMORY_CATEGORIES row.
   void write_memory_categories(int64_t t_ns, int64_t step, MemEdge edge, int32_t phase, int32_t layer,
                                const MemoryCategories& c);
+  // ULYSSES_DOCUMENTS rows (document_shard.hpp).
+  void write_documents(const std::vector<DocumentShard>& rows);
   void write_kernel(const KernelRecord& k);
   void write_memcpy(const MemcpyRecord& m);
   void write_runtime(const RuntimeRecord& r);

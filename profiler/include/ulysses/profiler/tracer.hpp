@@ -23,7 +23,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "ulysses/profiler/document_shard.hpp"
 #include "ulysses/profiler/memory_categories.hpp"
 #include "ulysses/profiler/phase.hpp"
 
@@ -163,6 +165,9 @@ class Tracer {
   virtual void record_planned_memory(const MemoryCategories& planned) {}
   // The planner's curve (MemEdge::PlannedBegin / PlannedEnd rows, in order; rank 0 writes it once).
   virtual void record_planned_curve(const std::vector<PlannedMemoryPoint>& curve) {}
+  // The documents this rank's sequence shard holds in the current step (data.kind = "documents";
+  // document_shard.hpp), into ULYSSES_DOCUMENTS. Ignored outside the profiled steps.
+  virtual void record_documents(const std::vector<DocumentShard>& rows) {}
   // Memory sample at a phase boundary; `label` names the boundary.
   virtual void sample_memory(const char* label, const MemorySample& m) = 0;
   // Process RSS and peak RSS from /proc/self/status (CPU ranks).
