@@ -72,6 +72,8 @@ class TraceWriter {
   // One ULYSSES_MEMORY_CATEGORIES row.
   void write_memory_categories(int64_t t_ns, int64_t step, MemEdge edge, int32_t phase, int32_t layer,
                                const MemoryCategories& c);
+  // The ULYSSES_PEAK_TENSORS rows of one step's peak (rows in order, ord 0 first).
+  void write_peak_tensors(int64_t step, const std::vector<PeakTensor>& rows);
   void write_kernel(const KernelRecord& k);
   void write_memcpy(const MemcpyRecord& m);
   void write_runtime(const RuntimeRecord& r);

@@ -158,6 +158,9 @@ class Tracer {
   virtual void record_planned_memory(const MemoryCategories& planned) {}
   // The planner's curve (MemEdge::PlannedBegin / PlannedEnd rows, in order; rank 0 writes it once).
   virtual void record_planned_curve(const std::vector<PlannedMemoryPoint>& curve) {}
+  // The planner's named groups alive at its peak (ULYSSES_PEAK_TENSORS rows of step -1; rank 0
+  // writes them once), largest first.
+  virtual void record_planned_tensors(const std::vector<PeakTensor>& rows) {}
   // Memory sample at a phase boundary; `label` names the boundary.
   virtual void sample_memory(const char* label, const MemorySample& m) = 0;
   // Process RSS and peak RSS from /proc/self/status (CPU ranks).
