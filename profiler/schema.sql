@@ -332,6 +332,22 @@ CREATE TABLE IF NOT EXISTS ULYSSES_DOCUMENTS (
     begin               INTEGER   NOT NULL,
     end                 INTEGER   NOT NULL
 );
+-- The named tensors or groups of tensors alive at each step's peak (the edge-2 row of
+-- ULYSSES_MEMORY_CATEGORIES of the same rank and step; CPU ranks; docs/LONG_SEQUENCES.md "What is
+-- alive at the peak"): ord 0 the largest; name as the engine names it, category as above, dtype
+-- and shape of the group's largest tensor ('' unknown), its live bytes and blocks. The largest 63
+-- groups, then one row for the rest, so a step's rows add up to its peak. Absent in older traces.
+CREATE TABLE IF NOT EXISTS ULYSSES_PEAK_TENSORS (
+    rank                INTEGER   NOT NULL,
+    step                INTEGER   NOT NULL,
+    ord                 INTEGER   NOT NULL,
+    name                TEXT      NOT NULL,
+    category            TEXT      NOT NULL,
+    dtype               TEXT      NOT NULL,
+    shape               TEXT      NOT NULL,
+    bytes               INTEGER   NOT NULL,
+    blocks              INTEGER   NOT NULL
+);
 -- Free-form run metrics (Tracer::set_metric); last value wins.
 CREATE TABLE IF NOT EXISTS ULYSSES_METRICS (
     name                TEXT      NOT NULL   PRIMARY KEY,

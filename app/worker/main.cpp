@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -231,6 +232,9 @@ void record_planned_memory(WorkerRun& w) {
     const plan::MemoryPlan p = plan::plan_memory(w.cfg);
     w.tracer->record_planned_memory(p.peak_categories);
     w.tracer->record_planned_curve(p.curve);
+    std::vector<prof::PeakTensor> named;  // what the plan names alive at its peak
+    for (const auto& g : p.peak_tensors) named.push_back(mem::peak_tensor(g));
+    w.tracer->record_planned_tensors(named);
   } catch (const std::exception& e) {
     std::cerr << "ulysses-worker: note: no memory plan in the trace (" << e.what() << ")" << std::endl;
   }
@@ -294,7 +298,13 @@ int64_t run_steps(WorkerRun& w, Trainer& trainer, launch::LineAppender& metrics,
     if (g_stop) return s;
     w.heartbeat.set(Phase::Step, s);
     if (w.tracer) w.tracer->begin_step(s);
-    StepMetrics m = trainer.step(s);
+    StepMetrics m;
+    {
+      // The first step's tensors give the peak table's groups their dtype and shape (CPU ranks).
+      std::optional<mem::DescribeCpuTensors> describe;
+      if (s == first_step && w.tracer && w.cfg.profile.memory && mem::cpu_counting_installed()) describe.emplace();
+      m = trainer.step(s);
+    }
     if (!std::isfinite(m.loss))  // the first step's loss comes before any update: no learning rate made it
       throw std::runtime_error(
           "loss is " + std::to_string(m.loss) + " at step " + std::to_string(s) +

@@ -8,6 +8,7 @@
 
 #include <c10/core/Allocator.h>
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
 
 #include "torch_compat.hpp"
@@ -158,6 +159,7 @@ struct CategoryCpuAllocator final : public compat::AllocatorBase {
     MemCategory cat;
     int32_t layer;
     int32_t group;
+    bool described = false;  // DescribeCpuTensors gave its group a dtype and shape from it
   };
   static std::mutex& table_mu() {
     static std::mutex m;
@@ -211,13 +213,50 @@ class CpuProbe final : public prof::MemoryProbe {
   void live(MemoryCategories* out) override { *out = cpu().live(); }
   bool take_peak(MemoryCategories* out, int64_t* t_ns) override { return cpu().take_peak(out, t_ns); }
   std::vector<int64_t> taken_peak_layers() override { return cpu().taken_peak_layers(); }
+  void enter_range(prof::Phase phase, prof::Direction dir, int32_t layer) override { push_range(phase, dir, layer); }
+  void leave_range() override { pop_range(); }
+  std::vector<prof::PeakTensor> taken_peak_tensors() override {
+    std::vector<prof::PeakTensor> out;
+    for (const TensorGroup& g : name_groups(cpu().taken_peak_groups())) out.push_back(peak_tensor(g));
+    return out;
+  }
 };
+
+// A CPU tensor an op returned: its counted block's group takes its dtype and shape (once per block).
+void describe_cpu_tensor(const at::Tensor& t) {
+  if (!t.defined() || !t.device().is_cpu() || !t.has_storage()) return;
+  const c10::DataPtr& dp = t.storage().data_ptr();
+  if (dp.get_deleter() != &CategoryCpuAllocator::free_ptr) return;
+  int32_t group = -1;
+  int64_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> g(CategoryCpuAllocator::table_mu());
+    auto it = CategoryCpuAllocator::table().find(dp.get());
+    if (it == CategoryCpuAllocator::table().end() || it->second.described) return;
+    it->second.described = true;
+    group = it->second.group;
+    bytes = it->second.n;
+  }
+  describe_block(group, bytes, dtype_words(t.scalar_type()), t.sizes().vec());
+}
+std::unique_ptr<at::ObserverContext> describe_nothing_at_start(const at::RecordFunction&) { return nullptr; }
+void describe_op_outputs(const at::RecordFunction& fn, at::ObserverContext*) {
+  for (const c10::IValue& v : fn.outputs()) {
+    if (v.isTensor()) {
+      describe_cpu_tensor(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorVector()) describe_cpu_tensor(t);
+    }
+  }
+}
 
 class CudaProbe final : public prof::MemoryProbe {
  public:
   void live(MemoryCategories* out) override { *out = cuda().live(); }
   bool take_peak(MemoryCategories* out, int64_t* t_ns) override { return cuda().take_peak(out, t_ns); }
   std::vector<int64_t> taken_peak_layers() override { return cuda().taken_peak_layers(); }
+  void enter_range(prof::Phase phase, prof::Direction dir, int32_t layer) override { push_range(phase, dir, layer); }
+  void leave_range() override { pop_range(); }
 };
 
 // The CUDA blocks counted (install_cuda_counting): address -> bytes and category.
@@ -265,6 +304,33 @@ at::Tensor comm_buffer_like(const at::Tensor& t) {
 }
 
 std::shared_ptr<prof::MemoryProbe> cpu_probe() { return std::make_shared<CpuProbe>(); }
+
+std::string dtype_words(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float:
+      return "fp32";
+    case c10::ScalarType::BFloat16:
+      return "bf16";
+    case c10::ScalarType::Half:
+      return "fp16";
+    case c10::ScalarType::Double:
+      return "fp64";
+    case c10::ScalarType::Long:
+      return "int64";
+    case c10::ScalarType::Int:
+      return "int32";
+    case c10::ScalarType::Bool:
+      return "bool";
+    default:
+      return c10::toString(t);
+  }
+}
+
+DescribeCpuTensors::DescribeCpuTensors()
+    : handle_(at::addGlobalCallback(at::RecordFunctionCallback(&describe_nothing_at_start, &describe_op_outputs)
+                                        .needsOutputs(true)
+                                        .scopes({at::RecordScope::FUNCTION}))) {}
+DescribeCpuTensors::~DescribeCpuTensors() { at::removeCallback(handle_); }
 std::shared_ptr<prof::MemoryProbe> cuda_probe() { return std::make_shared<CudaProbe>(); }
 
 void count_cuda_block(int device, uintptr_t addr, int64_t bytes, bool alloc) {

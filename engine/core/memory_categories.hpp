@@ -150,7 +150,26 @@ void note_offload(const at::Tensor& t, bool off);
 // A receive buffer shaped like `t`, charged to Communication (all-to-all, ring, ZeRO).
 at::Tensor comm_buffer_like(const at::Tensor& t);
 
-// The profiler's view of cpu() (TracerOptions::memory_probe).
+// The profiler's view of cpu() (TracerOptions::memory_probe): categories, layers and the named
+// groups alive at each step's peak (memory_labels.hpp).
 std::shared_ptr<prof::MemoryProbe> cpu_probe();
+
+// "fp32", "bf16", ...: a dtype as the peak tables print it.
+std::string dtype_words(c10::ScalarType t);
+
+// While alive, every CPU tensor an op returns describes the counted block it lives in
+// (memory_labels.hpp describe_block: its group then has a dtype and a shape). A RecordFunction
+// observer of every op's outputs: a worker keeps one for its first step (the groups of later
+// steps are the same ones). Process-wide; nests.
+class DescribeCpuTensors {
+ public:
+  DescribeCpuTensors();
+  ~DescribeCpuTensors();
+  DescribeCpuTensors(const DescribeCpuTensors&) = delete;
+  DescribeCpuTensors& operator=(const DescribeCpuTensors&) = delete;
+
+ private:
+  uint64_t handle_ = 0;
+};
 
 }  // namespace ulysses::mem

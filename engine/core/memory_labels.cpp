@@ -276,4 +276,15 @@ std::string dtype_shape(const TensorGroup& g) {
   return s + ")";
 }
 
+prof::PeakTensor peak_tensor(const TensorGroup& g) {
+  prof::PeakTensor t;
+  t.name = g.name;
+  t.category = g.category;
+  t.dtype = g.dtype;
+  if (!g.dtype.empty()) t.shape = dtype_shape(g).substr(g.dtype.size() + 1);  // "fp32 (8, 4096)" -> "(8, 4096)"
+  t.bytes = g.bytes;
+  t.blocks = g.blocks;
+  return t;
+}
+
 }  // namespace ulysses::mem

@@ -82,4 +82,7 @@ std::vector<TensorGroup> name_groups(const std::vector<GroupLive>& live);
 // "fp32 (8, 4096)" / "-": a row's dtype and shape as the plan prints them.
 std::string dtype_shape(const TensorGroup& g);
 
+// The row as the trace keeps it (ULYSSES_PEAK_TENSORS: shape "(8, 4096)", "" when undescribed).
+prof::PeakTensor peak_tensor(const TensorGroup& g);
+
 }  // namespace ulysses::mem

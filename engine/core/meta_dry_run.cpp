@@ -98,27 +98,6 @@ struct CountingMetaAllocator final : public compat::AllocatorBase {
   }
 };
 
-const char* dtype_words(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Float:
-      return "fp32";
-    case c10::ScalarType::BFloat16:
-      return "bf16";
-    case c10::ScalarType::Half:
-      return "fp16";
-    case c10::ScalarType::Double:
-      return "fp64";
-    case c10::ScalarType::Long:
-      return "int64";
-    case c10::ScalarType::Int:
-      return "int32";
-    case c10::ScalarType::Bool:
-      return "bool";
-    default:
-      return c10::toString(t);
-  }
-}
-
 // Gives a meta storage's group the dtype and shape of the tensor the op that made it returned:
 // a RecordFunction observer of every op's outputs, on while a dry run records (RecordEvents).
 void describe_tensor(const at::Tensor& t) {
@@ -128,7 +107,7 @@ void describe_tensor(const at::Tensor& t) {
   auto* b = static_cast<MetaBlock*>(dp.get_context());
   if (!b || b->described || b->bytes <= 0) return;
   b->described = true;
-  mem::describe_block(b->group, b->bytes, dtype_words(t.scalar_type()), t.sizes().vec());
+  mem::describe_block(b->group, b->bytes, mem::dtype_words(t.scalar_type()), t.sizes().vec());
 }
 // A backward node's name names what its backward makes (mem::push_op), from its start to its end.
 struct PushedOp final : at::ObserverContext {};

@@ -984,12 +984,22 @@ std::vector<RankMemoryRow> memory_by_category(const TraceModel& m, const Analysi
     if (it != rows.end() && it->second.peak_step == c.step && it->second.peak_t_ns == c.t_ns)
       it->second.at_peak_layers.emplace_back(c.layer, c.c.bytes[static_cast<int>(MemCategory::Activations)]);
   }
+  std::vector<PeakTensor> planned_tensors;  // step -1: the plan's, rank 0's (every rank's row shows them)
+  for (const auto& t : m.peak_tensors) {    // the named groups of each rank's chosen peak (sorted by ord)
+    if (t.step == -1) {
+      if (t.rank == 0) planned_tensors.push_back(t.t);
+      continue;
+    }
+    auto it = rows.find(t.rank);
+    if (it != rows.end() && it->second.peak_step == t.step) it->second.at_peak_tensors.push_back(t.t);
+  }
   std::vector<RankMemoryRow> out;
   for (auto& [rank, r] : rows) {
     if (planned) {
       r.planned = planned->c;
       r.planned_peak_bytes = planned->c.total();
     }
+    r.planned_tensors = planned_tensors;
     out.push_back(r);
   }
   return out;

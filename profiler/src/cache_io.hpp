@@ -154,6 +154,14 @@ inline void put_memory_categories(Out& o, const MemoryCategorySample& x) {
   o.i(x.rank), o.i(x.t_ns), o.i(x.step), o.i(static_cast<int64_t>(x.edge)), o.i(x.phase), o.i(x.layer);
   for (int64_t b : x.c.bytes) o.i(b);
 }
+inline void put_peak_tensor(Out& o, const PeakTensorSample& x) {
+  o.i(x.rank), o.i(x.step), o.i(x.ord), o.s(x.t.name), o.s(x.t.category), o.s(x.t.dtype), o.s(x.t.shape);
+  o.i(x.t.bytes), o.i(x.t.blocks);
+}
+inline void get_peak_tensor(In& in, PeakTensorSample& x) {
+  x.rank = in.i32(), x.step = in.i(), x.ord = in.i32(), x.t.name = in.s(), x.t.category = in.s(), x.t.dtype = in.s();
+  x.t.shape = in.s(), x.t.bytes = in.i(), x.t.blocks = in.i();
+}
 inline void get_memory_categories(In& in, MemoryCategorySample& x) {
   x.rank = in.i32(), x.t_ns = in.i(), x.step = in.i();
   const int64_t edge = in.i();

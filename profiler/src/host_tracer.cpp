@@ -57,6 +57,25 @@ int64_t injected_clock_offset() {
   if (std::sscanf(v, "%lld:%lld", &r, &ns) != 2) return 0;
   return std::to_string(r) == (rank && *rank ? rank : "0") ? static_cast<int64_t>(ns) : 0;
 }
+
+// A step's peak table as the trace keeps it (kPeakTableRows): the largest groups, then one row
+// for the rest, so the rows still add up to the peak.
+std::vector<PeakTensor> peak_table(std::vector<PeakTensor> rows) {
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const PeakTensor& a, const PeakTensor& b) { return a.bytes > b.bytes; });
+  if (rows.size() <= static_cast<size_t>(kPeakTableRows)) return rows;
+  PeakTensor rest;
+  rest.category = "several";
+  const size_t keep = kPeakTableRows - 1;
+  for (size_t i = keep; i < rows.size(); ++i) {
+    rest.bytes += rows[i].bytes;
+    rest.blocks += rows[i].blocks;
+  }
+  rest.name = "(" + std::to_string(rows.size() - keep) + " smaller groups)";
+  rows.resize(keep);
+  rows.push_back(std::move(rest));
+  return rows;
+}
 }  // namespace
 
 int64_t Tracer::now_ns() {
@@ -313,6 +332,7 @@ class HostTracer final : public Tracer {
     }
     b->stack.push_back({info, now_ns(), step_.load(std::memory_order_relaxed), ext});
     sample_categories(info, MemEdge::Begin);
+    if (opts_.memory_probe) opts_.memory_probe->enter_range(info.phase, info.dir, info.layer);
 #if defined(ULYSSES_WITH_NVTX)
     nvtxEventAttributes_t a{};
     a.version = NVTX_VERSION;
@@ -333,6 +353,7 @@ class HostTracer final : public Tracer {
 #endif
     const OpenRange& o = b->stack.back();
     sample_categories(o.info, MemEdge::End);
+    if (opts_.memory_probe) opts_.memory_probe->leave_range();
     if (o.ext) gpu_->pop_external_id();
     b->append(Event{o.start_ns, end, o.step, o.info, 0, true, o.ext, false});
     b->stack.pop_back();
@@ -380,6 +401,11 @@ class HostTracer final : public Tracer {
       cats_.push_back({t0 + static_cast<int64_t>(i), -1, p.begin ? MemEdge::PlannedBegin : MemEdge::PlannedEnd, p.phase,
                        p.layer, p.c});
     }
+  }
+
+  void record_planned_tensors(const std::vector<PeakTensor>& rows) override {
+    if (!opts_.memory || rows.empty()) return;
+    submit_op([t = peak_table(rows)](TraceWriter& w) { w.write_peak_tensors(-1, t); });
   }
 
   void record_planned_memory(const MemoryCategories& planned) override {
@@ -473,6 +499,7 @@ class HostTracer final : public Tracer {
     std::vector<Chunk*> retired;  // freed once written
     std::vector<MemEntry> mem;
     std::vector<CategoryEntry> cats;
+    std::vector<PeakTensor> peak_tensors;  // the step's peak table (MemoryProbe::taken_peak_tensors)
     std::optional<StepRecord> rec;
     int64_t start_ns = 0, end_ns = 0;
     std::function<void(TraceWriter&)> op;  // a small write instead (metric, thread name, clock)
@@ -554,6 +581,7 @@ class HostTracer final : public Tracer {
           le.c.bytes[static_cast<int>(MemCategory::Activations)] = layers[l];
           b.cats.push_back(le);
         }
+        b.peak_tensors = peak_table(opts_.memory_probe->taken_peak_tensors());
       }
     }
     if (rec) {
@@ -768,6 +796,7 @@ class HostTracer final : public Tracer {
     }
     for (const auto& m : b.mem) writer_.write_memory(m.t, m.step, m.label, m.m);
     for (const auto& c : b.cats) writer_.write_memory_categories(c.t, c.step, c.edge, c.phase, c.layer, c.c);
+    if (!b.peak_tensors.empty()) writer_.write_peak_tensors(b.step, b.peak_tensors);
     if (b.rec) writer_.write_step(*b.rec, b.start_ns, b.end_ns);
     writer_.commit();
   }

@@ -58,6 +58,7 @@ void encode(Out& o, const detail::Builder& b) {
   });
   cache_io::put_vec(o, m.memory_categories,
                     [&](const MemoryCategorySample& x) { cache_io::put_memory_categories(o, x); });
+  cache_io::put_vec(o, m.peak_tensors, [&](const PeakTensorSample& x) { cache_io::put_peak_tensor(o, x); });
   cache_io::put_vec(o, m.runtime, [&](const RuntimeCall& c) {
     o.i(c.rank), o.i(c.tid), o.i(c.start_ns), o.i(c.end_ns), o.i(c.correlation), o.i(c.external_id);
     o.u(static_cast<uint32_t>(c.name_id));
@@ -159,6 +160,7 @@ void decode(const std::string& bytes, detail::Builder* out) {
     p.label_id = static_cast<int32_t>(label), p.step = in.i();
   });
   cache_io::get_vec(in, &m.memory_categories, [&](MemoryCategorySample& x) { cache_io::get_memory_categories(in, x); });
+  cache_io::get_vec(in, &m.peak_tensors, [&](PeakTensorSample& x) { cache_io::get_peak_tensor(in, x); });
   cache_io::get_vec(in, &m.runtime, [&](RuntimeCall& c) {
     c.rank = in.i32(), c.tid = in.i(), c.start_ns = in.i(), c.end_ns = in.i(), c.correlation = in.i();
     c.external_id = in.i();

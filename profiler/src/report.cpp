@@ -130,6 +130,19 @@ nlohmann::json rank_memory_json(const Summary& s, int32_t rank) {
     json layers = json::array();  // each decoder layer's activations at that peak
     for (const auto& [layer, bytes] : mr.at_peak_layers) layers.push_back({{"layer", layer}, {"activations", bytes}});
     mem["at_peak_layers"] = layers;
+    auto tensors = [](const std::vector<PeakTensor>& v) {
+      json a = json::array();
+      for (const auto& t : v)
+        a.push_back({{"name", t.name},
+                     {"category", t.category},
+                     {"dtype", t.dtype},
+                     {"shape", t.shape},
+                     {"bytes", t.bytes},
+                     {"blocks", t.blocks}});
+      return a;
+    };
+    mem["at_peak_tensors"] = tensors(mr.at_peak_tensors);  // named groups alive at that peak, largest first
+    mem["planned_tensors"] = tensors(mr.planned_tensors);  // the planner's, at its peak (rank 0's plan)
     return mem;
   }
   return json();
@@ -463,9 +476,31 @@ std::string text_waiting(const Summary& s) {
   return o;
 }
 
+// What was alive at each rank's measured peak, by name (the largest kPeakTextRows of each rank's
+// peak table, as `ulysses-run --plan` prints the planned one).
+constexpr size_t kPeakTextRows = 15;
+std::string text_peak_tensors(const Summary& s) {
+  std::string o;
+  for (const auto& mr : s.memory_by_rank) {
+    if (mr.at_peak_tensors.empty()) continue;
+    o += strfmt("\nAlive at rank %d's measured peak (step %lld, %s MiB), largest first\n", mr.rank,
+                static_cast<long long>(mr.peak_step), mib(mr.peak_bytes).c_str());
+    o += strfmt("%10s  %-13s  %-28s  %s\n", "MiB", "category", "dtype (shape)", "name");
+    for (size_t i = 0; i < mr.at_peak_tensors.size() && i < kPeakTextRows; ++i) {
+      const PeakTensor& t = mr.at_peak_tensors[i];
+      const std::string ds = t.dtype.empty() ? "-" : t.dtype + " " + t.shape;
+      o += strfmt("%10s  %-13s  %-28s  %s\n", mib(t.bytes).c_str(), t.category.c_str(), ds.c_str(),
+                  with_valid_utf8(t.name).c_str());
+    }
+    if (mr.at_peak_tensors.size() > kPeakTextRows)
+      o += strfmt("%10s  (%zu more rows in summary --json)\n", "", mr.at_peak_tensors.size() - kPeakTextRows);
+  }
+  return o;
+}
+
 // Peak memory per phase label, and the top ranges and kernels by total time.
 std::string text_memory_names(const Summary& s) {
-  std::string o;
+  std::string o = text_peak_tensors(s);
   if (!s.memory.empty()) {
     o += "\nPeak memory per phase label (MiB)\n";
     o += strfmt("%20s %5s %10s %10s %10s\n", "label", "rank", "allocated", "reserved", "peak");

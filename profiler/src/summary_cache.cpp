@@ -30,14 +30,14 @@ namespace fs = std::filesystem;
 // kSummaryCacheFormat.
 #if defined(__LP64__) && defined(__GLIBCXX__)
 static_assert(sizeof(RankInfo) == 88 && sizeof(StepInfo) == 88 && sizeof(MemoryPoint) == 56 &&
-                  sizeof(ClockInfo) == 64 && sizeof(TraceModel) == 992 && sizeof(MemoryCategorySample) == 96,
+                  sizeof(ClockInfo) == 64 && sizeof(TraceModel) == 1016 && sizeof(MemoryCategorySample) == 96,
               "TraceModel changed: update summary_cache.cpp and bump kSummaryCacheFormat");
 static_assert(sizeof(Headline) == 48 && sizeof(StepBreakdown) == 96 && sizeof(RankTotals) == 64 &&
                   sizeof(OverlapResult) == 40 && sizeof(LayerRow) == 72 && sizeof(HeadRangeRow) == 48 &&
                   sizeof(SkewRow) == 40 && sizeof(PhaseMemoryRow) == 72 && sizeof(NameRow) == 64 &&
                   sizeof(CollectiveArrival) == 24 && sizeof(CollectiveInstance) == 88 && sizeof(RankWaitRow) == 40 &&
                   sizeof(StepEndRow) == 24 && sizeof(WaitingAnalysis) == 96 && sizeof(Summary) == 488 &&
-                  sizeof(RankMemoryRow) == 176 && sizeof(CommPhaseRow) == 48,
+                  sizeof(RankMemoryRow) == 224 && sizeof(CommPhaseRow) == 48,
               "Summary changed: update summary_cache.cpp and bump kSummaryCacheFormat");
 #endif
 
@@ -91,6 +91,7 @@ std::string encode_summary(const TraceModel& m, const Summary& s) {
     o.i(x.rank), o.i(x.t_ns), o.i(x.allocated), o.i(x.reserved), o.i(x.peak), o.i(x.label_id), o.i(x.step);
   });
   put_vec(o, m.memory_categories, [&](const MemoryCategorySample& x) { put_memory_categories(o, x); });
+  put_vec(o, m.peak_tensors, [&](const PeakTensorSample& x) { cache_io::put_peak_tensor(o, x); });
   put_vec(o, m.clocks, [&](const ClockInfo& c) { put_clock(o, c); });
   put_vec(o, m.documents, [&](const DocumentShard& d) { cache_io::put_document(o, d); });
   o.i(m.t_min), o.i(m.t_max);
@@ -137,6 +138,10 @@ std::string encode_summary(const TraceModel& m, const Summary& s) {
     o.i(r.rank), o.i(r.peak_bytes), o.i(r.peak_t_ns), o.i(r.peak_step), o.i(r.planned_peak_bytes);
     for (int k = 0; k < kMemCategories; ++k) o.i(r.at_peak.bytes[k]), o.i(r.planned.bytes[k]);
     put_vec(o, r.at_peak_layers, [&](const std::pair<int32_t, int64_t>& l) { o.i(l.first), o.i(l.second); });
+    for (const auto* v : {&r.at_peak_tensors, &r.planned_tensors})
+      put_vec(o, *v, [&](const PeakTensor& t) {
+        o.s(t.name), o.s(t.category), o.s(t.dtype), o.s(t.shape), o.i(t.bytes), o.i(t.blocks);
+      });
   });
   put_vec(o, s.names,
           [&](const NameRow& x) { o.s(x.name), o.u(x.is_kernel), o.i(x.count), o.i(x.total_ns), o.i(x.max_ns); });
@@ -180,6 +185,7 @@ void decode_payload(const char* data, size_t size, TraceModel* mp, Summary* sp) 
     x.label_id = in.i32(), x.step = in.i();
   });
   get_vec(in, &m.memory_categories, [&](MemoryCategorySample& x) { get_memory_categories(in, x); });
+  get_vec(in, &m.peak_tensors, [&](PeakTensorSample& x) { cache_io::get_peak_tensor(in, x); });
   get_vec(in, &m.clocks, [&](ClockInfo& c) { get_clock(in, c); });
   get_vec(in, &m.documents, [&](DocumentShard& d) { cache_io::get_document(in, d); });
   m.t_min = in.i(), m.t_max = in.i();
@@ -231,6 +237,10 @@ void decode_payload(const char* data, size_t size, TraceModel* mp, Summary* sp) 
     r.planned_peak_bytes = in.i();
     for (int k = 0; k < kMemCategories; ++k) r.at_peak.bytes[k] = in.i(), r.planned.bytes[k] = in.i();
     get_vec(in, &r.at_peak_layers, [&](std::pair<int32_t, int64_t>& l) { l.first = in.i32(), l.second = in.i(); });
+    for (auto* v : {&r.at_peak_tensors, &r.planned_tensors})
+      get_vec(in, v, [&](PeakTensor& t) {
+        t.name = in.s(), t.category = in.s(), t.dtype = in.s(), t.shape = in.s(), t.bytes = in.i(), t.blocks = in.i();
+      });
   });
   get_vec(in, &s.names, [&](NameRow& x) {
     x.name = in.s(), x.is_kernel = in.flag(), x.count = in.i(), x.total_ns = in.i(), x.max_ns = in.i();

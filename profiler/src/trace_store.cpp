@@ -117,6 +117,36 @@ void read_memory_categories(sql::Db& db, TraceModel& m, bool has_rank_row, int32
   }
 }
 
+// ULYSSES_PEAK_TENSORS when the file has it (older traces do not): a row with a byte count
+// outside [0, 2^58) is counted in *bad, one of another rank than the file's in *foreign.
+void read_peak_tensors(sql::Db& db, TraceModel& m, bool has_rank_row, int32_t file_rank, int64_t* bad,
+                       int64_t* foreign) {
+  if (db.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ULYSSES_PEAK_TENSORS'") == 0)
+    return;
+  sql::Stmt q(db, "SELECT rank, step, ord, name, category, dtype, shape, bytes, blocks FROM ULYSSES_PEAK_TENSORS");
+  while (q.step()) {
+    PeakTensorSample p;
+    p.rank = to_i32(q.i64(0));
+    p.step = q.i64(1);
+    p.ord = to_i32(q.i64(2));
+    p.t.name = q.text(3);
+    p.t.category = q.text(4);
+    p.t.dtype = q.text(5);
+    p.t.shape = q.text(6);
+    p.t.bytes = q.i64(7);
+    p.t.blocks = q.i64(8);
+    if (p.t.bytes < 0 || p.t.bytes >= (int64_t{1} << 58) || p.ord < 0 || p.t.blocks < 0) {
+      ++*bad;
+      continue;
+    }
+    if (has_rank_row && p.rank != file_rank) {
+      ++*foreign;
+      continue;
+    }
+    m.peak_tensors.push_back(std::move(p));
+  }
+}
+
 // What read_file reads from one SQLite trace (a Ulysses rank file, or an nsys export in the
 // old layout), shared by its steps, and the rows it left out or read as absent, per kind.
 struct StoreFile {
@@ -600,6 +630,7 @@ void read_memory(StoreFile& f) {
     f.m.memory.push_back(p);
   }
   read_memory_categories(f.db, f.m, f.has_rank_row, f.file_rank, &f.bad_memory, &f.foreign_rows, &f.category_rows);
+  read_peak_tensors(f.db, f.m, f.has_rank_row, f.file_rank, &f.bad_memory, &f.foreign_rows);
 }
 
 // One note per kind of row left out or read as absent, with its count.
@@ -704,6 +735,10 @@ void finish(Builder& b, const LoadOptions& opts) {
     return std::tie(x.step, x.sequence, x.rank, x.piece, x.begin) <
            std::tie(y.step, y.sequence, y.rank, y.piece, y.begin);
   });
+  std::stable_sort(m.peak_tensors.begin(), m.peak_tensors.end(),
+                   [](const PeakTensorSample& x, const PeakTensorSample& y) {
+                     return std::tie(x.rank, x.step, x.ord) < std::tie(y.rank, y.step, y.ord);
+                   });
   bool first = true;
   int32_t max_layer = -1;
   auto extend = [&](int64_t a, int64_t z) {
@@ -859,6 +894,7 @@ void merge_file(Builder& g, Builder& f) {
     m.memory.push_back(p);
   }
   m.memory_categories.insert(m.memory_categories.end(), x.memory_categories.begin(), x.memory_categories.end());
+  m.peak_tensors.insert(m.peak_tensors.end(), x.peak_tensors.begin(), x.peak_tensors.end());
   for (auto c : x.runtime) {
     c.name_id = sid[static_cast<size_t>(c.name_id)];
     m.runtime.push_back(c);

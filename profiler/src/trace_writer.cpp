@@ -107,7 +107,7 @@ struct TraceWriter::Impl {
   void flush_ranges();
   void prepare_inserts();
   void write_run_rows(const TracerOptions& opts);
-  sql::Stmt ins_mem_cat;
+  sql::Stmt ins_mem_cat, ins_peak_tensor;
   sql::Stmt ins_string, ins_nvtx, ins_range, ins_step, ins_mem, ins_kernel, ins_memcpy, ins_memset, ins_runtime,
       ins_metric, ins_thread, ins_ext_corr, ins_ext_id;
 };
@@ -146,6 +146,9 @@ void TraceWriter::Impl::prepare_inserts() {
                           "INSERT INTO ULYSSES_MEMORY_CATEGORIES(rank, timestamp, step, edge, phase, layer, "
                           "parameters, gradients, optimizer, activations, logits, communication, other) "
                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  ins_peak_tensor = sql::Stmt(db,
+                              "INSERT INTO ULYSSES_PEAK_TENSORS(rank, step, ord, name, category, dtype, shape, bytes, "
+                              "blocks) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
   ins_kernel =
       sql::Stmt(db,
                 "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL(start, end, deviceId, contextId, streamId, correlationId, "
@@ -449,6 +452,23 @@ void TraceWriter::write_memory_categories(int64_t t_ns, int64_t step, MemEdge ed
   s.bind(6, static_cast<int64_t>(layer));
   for (int k = 0; k < kMemCategories; ++k) s.bind(7 + k, c.bytes[k]);
   s.run();
+}
+
+void TraceWriter::write_peak_tensors(int64_t step, const std::vector<PeakTensor>& rows) {
+  auto& s = impl_->ins_peak_tensor;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const PeakTensor& t = rows[i];
+    s.bind(1, static_cast<int64_t>(impl_->rank));
+    s.bind(2, step);
+    s.bind(3, static_cast<int64_t>(i));
+    s.bind(4, t.name);
+    s.bind(5, t.category);
+    s.bind(6, t.dtype);
+    s.bind(7, t.shape);
+    s.bind(8, t.bytes);
+    s.bind(9, t.blocks);
+    s.run();
+  }
 }
 
 // Columns 1-7 shared by the kernel, memcpy and memset tables: start, end, deviceId,

@@ -46,6 +46,7 @@
 #include "run_dir_reader.hpp"
 #include "trace/trace_view.hpp"
 #include "wheel_guard.hpp"
+#include "whatif_page.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_model.hpp"
 #include "ulysses/profiler/trace_store.hpp"
@@ -65,6 +66,36 @@ bool looksLikeHfConfig(const QString& path) {
   for (const char* section : kRunConfigSections)
     if (j->contains(section)) return false;
   return j->contains("model_type") || j->contains("architectures") || j->contains("hidden_size");
+}
+}  // namespace
+
+namespace {
+// The What-if page follows the launcher's config and plan, and takes a measured run whose trace
+// opens; it opens simulated runs and hands a comparison to the Runs page. Returns it.
+WhatIfPage* wire_whatif(MainWindow* w, WhatIfPage* whatif) {
+  LauncherPage* launcher = w->launcher();
+  auto follow = [launcher, whatif] {
+    const EstimateModel* e = launcher->estimateModel();
+    whatif->setLauncherConfig(launcher->configJson(),
+                              e->hasEstimate() ? std::optional<cost::CostEstimate>(e->estimate()) : std::nullopt,
+                              e->hasPlan() ? std::optional<PlanFigures>(e->plan()) : std::nullopt);
+  };
+  QObject::connect(launcher, &LauncherPage::configEdited, whatif, follow);
+  QObject::connect(launcher, &LauncherPage::planUpdated, whatif, follow);
+  follow();
+  QObject::connect(w->traceView(), &TraceView::loaded, whatif, [whatif](const QString& path) {
+    if (QFileInfo(path).isDir() && sim::simulated_banner(native_path(path)).empty())
+      whatif->setMeasuredRun(path, nullptr);  // not a run folder (an nsys export folder): left as it was
+  });
+  QObject::connect(whatif, &WhatIfPage::openRunRequested, w, [w](const QString& d) {
+    QString err;
+    if (!w->openPath(d, &err)) w->statusBar()->showMessage(QStringLiteral("Not opened: %1").arg(err), 30000);
+  });
+  QObject::connect(whatif, &WhatIfPage::compareRequested, w, [w](const QString& measured, const QString& simulated) {
+    w->runsPage()->compare(measured, simulated);
+    w->setView(QStringLiteral("runs"));
+  });
+  return whatif;
 }
 }  // namespace
 
@@ -144,6 +175,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
       explain->highlightStage(explain_stage_of_range(r.phase, name));
     });
   }
+  tabs_->addTab(wire_whatif(this, new WhatIfPage(this)), QStringLiteral("What if"));  // docs/STUDIO.md
   setCentralWidget(tabs_);
   setStatusBar(new StatusLine(this));  // elides: no message widens the window
   statusRun_ = static_cast<StatusLine*>(statusBar())->runLabel();
@@ -379,6 +411,7 @@ QWidget* MainWindow::showShortcuts() {
 void MainWindow::setRunsDir(const QString& dir, bool remember) {
   runs_->setRunsDir(dir);
   launcher_->setOutputFolder(runs_->runsDir());  // the launcher's output folder is the runs folder
+  if (auto* w = findChild<WhatIfPage*>()) w->setOutputFolder(runs_->runsDir());  // and the simulated runs'
   if (remember) QSettings().setValue(QStringLiteral("runsDir"), runs_->runsDir());
 }
 
@@ -556,6 +589,8 @@ bool MainWindow::setView(const QString& name) {
     tabs_->setCurrentWidget(runs_);
   else if (n == QLatin1String("explain"))
     tabs_->setCurrentWidget(findChild<ExplainView*>());
+  else if (n == QLatin1String("whatif") || n == QLatin1String("what-if"))
+    tabs_->setCurrentWidget(findChild<WhatIfPage*>());
   else if (n == QLatin1String("trace"))
     tabs_->setCurrentWidget(trace_);
   else if (trace_->setView(n))

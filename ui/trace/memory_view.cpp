@@ -5,7 +5,11 @@
 #include <QChart>
 #include <QChartView>
 #include <QComboBox>
+#include <QGroupBox>
 #include <QHBoxLayout>
+#include <QHeaderView>
+#include <QSplitter>
+#include <QTableView>
 #include <QLabel>
 #include <QLegend>
 #include <QLineSeries>
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "trace/chart_fonts.hpp"
+#include "trace/peak_tensor_table.hpp"
 #include "trace/phase_style.hpp"
 #include "ulysses/profiler/analysis.hpp"
 
@@ -254,12 +259,52 @@ MemoryView::MemoryView(QWidget* parent) : QWidget(parent) {
   follow_widget_font(view_);  // presentation mode's font enlarges the chart too
   peak_table_ = new QLabel(this);
   peak_table_->setTextFormat(Qt::RichText);
-  auto* below = new QHBoxLayout;
+  auto* chart_row = new QWidget(this);
+  auto* below = new QHBoxLayout(chart_row);
+  below->setContentsMargins(0, 0, 0, 0);
   below->addWidget(view_, 1);
   below->addWidget(peak_table_);
-  lay->addLayout(below, 1);
+  // Under the chart: what was alive at the measured peak by name, beside what the plan names
+  // (docs/STUDIO.md); shown when the trace has them.
+  named_ = new TableModel(this);
+  planned_named_ = new TableModel(this);
+  named_row_ = new QWidget(this);
+  auto* named_lay = new QHBoxLayout(named_row_);
+  named_lay->setContentsMargins(0, 0, 0, 0);
+  auto table_box = [&](const QString& title, TableModel* model, const char* name) {
+    auto* box = new QGroupBox(title, named_row_);
+    auto* col = new QVBoxLayout(box);
+    auto* view = new QTableView(box);
+    view->setObjectName(QString::fromLatin1(name));
+    view->setModel(model);
+    view->verticalHeader()->hide();
+    view->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    connect(model, &QAbstractItemModel::modelReset, view, [view] {  // the name takes the room left
+      if (view->horizontalHeader()->count() > 0)
+        view->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+    });
+    view->setTextElideMode(Qt::ElideMiddle);
+    view->setSelectionBehavior(QAbstractItemView::SelectRows);
+    view->setWordWrap(false);
+    col->addWidget(view);
+    named_lay->addWidget(box, 1);
+    return box;
+  };
+  named_box_ = table_box(tr("Alive at the measured peak"), named_, "namedPeakTable");
+  planned_box_ = table_box(tr("Planned (dry run)"), planned_named_, "plannedPeakTable");
+  named_row_->hide();
+  auto* split = new QSplitter(Qt::Vertical, this);
+  split->addWidget(chart_row);
+  split->addWidget(named_row_);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
+  split->setChildrenCollapsible(false);
+  lay->addWidget(split, 1);
   lay->addWidget(legend_);
-  connect(rank_box_, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
+  connect(rank_box_, &QComboBox::currentIndexChanged, this, [this](int) {
+    rebuild();
+    showNamedTables(categoryRank());
+  });
 }
 
 int MemoryView::seriesCount() const { return int(chart_->series().size()); }
@@ -274,6 +319,7 @@ QString MemoryView::peakTable() const { return peak_table_->text(); }
 void MemoryView::setIndex(std::shared_ptr<const TimelineIndex> index) {
   index_ = std::move(index);
   planned_ = index_ ? planned_curve(index_->model()) : PlannedCurve{};
+  named_rank_ = -2;
   rank_box_->blockSignals(true);
   rank_box_->clear();
   if (index_) {
@@ -291,6 +337,7 @@ void MemoryView::setIndex(std::shared_ptr<const TimelineIndex> index) {
   }
   rank_box_->blockSignals(false);
   rebuild();
+  showNamedTables(categoryRank());
 }
 
 void MemoryView::setViewport(const TimelineViewport& vp) {
@@ -464,6 +511,27 @@ void MemoryView::rebuild() {
   }
   legend_->setText(legend);
   if (cat_rank < 0) info_->setText(tr("peak in view: %1").arg(QString::fromStdString(format_bytes(peak))));
+}
+
+// The named tables of `rank` (-1: none shown), filled when the rank or the trace changed.
+void MemoryView::showNamedTables(int32_t rank) {
+  if (rank == named_rank_) return;
+  named_rank_ = rank;
+  named_->setTable({});
+  planned_named_->setTable({});
+  bool any = false;
+  if (index_ && rank >= 0 && !index_->model().peak_tensors.empty()) {
+    for (const auto& r : prof::memory_by_category(index_->model())) {
+      if (r.rank != rank) continue;
+      named_->setTable(peak_tensor_table(r.at_peak_tensors, r.peak_bytes));
+      planned_named_->setTable(peak_tensor_table(r.planned_tensors, r.planned_peak_bytes));
+      named_box_->setTitle(tr("Alive at rank %1's measured peak (step %2)").arg(rank).arg(r.peak_step));
+      planned_box_->setVisible(!r.planned_tensors.empty());
+      any = !r.at_peak_tensors.empty() || !r.planned_tensors.empty();
+      break;
+    }
+  }
+  named_row_->setVisible(any);
 }
 
 // The seven categories of `rank` stacked as areas (parameters at the bottom), and the planner's

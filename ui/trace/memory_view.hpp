@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "trace/timeline_index.hpp"
+#include "trace/trace_models.hpp"
 #include "trace/viewport_metatype.hpp"
 
 class QComboBox;
@@ -18,6 +19,8 @@ class QLabel;
 class QChart;
 class QChartView;
 class QValueAxis;
+class QGroupBox;
+class QTableView;
 
 namespace ulysses::ui {
 
@@ -63,6 +66,10 @@ class MemoryView : public QWidget {
   // The rank whose categories are shown stacked, or -1 (the allocated/RSS lines instead).
   int categoryRank() const;
   QString peakTable() const;
+  // The named tensor groups alive at the shown rank's measured peak, and the plan's beside them
+  // (ULYSSES_PEAK_TENSORS; CPU ranks); empty tables when the trace has none.
+  TableModel* namedPeakTable() const { return named_; }
+  TableModel* plannedPeakTable() const { return planned_named_; }
 
  public slots:
   void setViewport(const ulysses::ui::TimelineViewport& vp);
@@ -84,6 +91,13 @@ class MemoryView : public QWidget {
   QLabel* info_;
   QLabel* legend_;
   QLabel* peak_table_;
+  TableModel* named_;
+  TableModel* planned_named_;
+  QGroupBox* named_box_;
+  QGroupBox* planned_box_;
+  QWidget* named_row_;
+  int32_t named_rank_ = -2;  // the rank whose named tables are shown (set per index and rank, not per viewport)
+  void showNamedTables(int32_t rank);
   QChartView* view_;
   QChart* chart_;
 };

@@ -199,6 +199,8 @@ struct RankMemoryRow {
   int64_t peak_bytes = -1, peak_t_ns = 0, peak_step = -1;
   MemoryCategories at_peak;
   std::vector<std::pair<int32_t, int64_t>> at_peak_layers;  // (decoder layer, its activations) at that peak
+  std::vector<PeakTensor> at_peak_tensors;  // the named groups alive at that peak, largest first (CPU ranks)
+  std::vector<PeakTensor> planned_tensors;  // the planner's named groups at its peak (rank 0 writes them)
   int64_t planned_peak_bytes = -1;
   MemoryCategories planned;
 };

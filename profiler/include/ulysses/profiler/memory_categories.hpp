@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "ulysses/profiler/phase.hpp"
 
 namespace ulysses::prof {
 
@@ -61,6 +64,18 @@ struct PlannedMemoryPoint {
   MemoryCategories c;
 };
 
+// One named tensor or group of tensors alive at a step's peak (docs/LONG_SEQUENCES.md "What is
+// alive at the peak"): the engine's name for it ("layer 0 forward, MLP"), its category, the dtype
+// and shape of its largest tensor ("" when unknown) and the group's live bytes and blocks.
+struct PeakTensor {
+  std::string name, category, dtype;
+  std::string shape;  // "(512, 4096)"; "" unknown
+  int64_t bytes = 0, blocks = 0;
+};
+// Rows of a step's peak table the trace keeps: the largest kPeakTableRows - 1 groups, then one
+// row for the rest (named "(N smaller groups)"), so a step's rows always add up to its peak.
+inline constexpr int kPeakTableRows = 64;
+
 // Supplied by the engine (Tracer options): live bytes by category now, and the highest total
 // since the last take_peak with its categories and time (then the peak restarts from now).
 class MemoryProbe {
@@ -70,6 +85,12 @@ class MemoryProbe {
   virtual bool take_peak(MemoryCategories* out, int64_t* t_ns) = 0;
   // The activations of each decoder layer (index = layer) alive at the peak take_peak returned last.
   virtual std::vector<int64_t> taken_peak_layers() { return {}; }
+  // The named groups alive at the peak take_peak returned last, largest first (none: no names).
+  virtual std::vector<PeakTensor> taken_peak_tensors() { return {}; }
+  // The tracer entered (left) a range on the calling thread: what is made inside it is named by
+  // it (the engine's memory labels, as the planner's dry run names it).
+  virtual void enter_range(Phase phase, Direction dir, int32_t layer) {}
+  virtual void leave_range() {}
 };
 
 }  // namespace ulysses::prof

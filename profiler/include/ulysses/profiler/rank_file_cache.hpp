@@ -32,7 +32,7 @@ namespace ulysses::prof {
 
 // 2: ranges by source and start; 3: the run id and world size; 4: a range's extra fields
 // (TraceModel::ranges.extras()) only when it has them.
-constexpr uint32_t kRankFileCacheFormat = 6;  // 5: memory by category; 6: documents per shard
+constexpr uint32_t kRankFileCacheFormat = 7;  // 5: memory by category; 6: documents per shard; 7: peak tensors
 
 // The cache file of a rank file: dirname(F)/.F.ulysses-read-cache.
 std::string rank_file_cache_path(const std::string& rank_file);

@@ -49,9 +49,10 @@
 namespace ulysses::prof {
 
 // Bump when the encoding below changes (the build id covers changes to what is computed).
-constexpr uint32_t kSummaryCacheFormat = 8;  // 2: WaitingAnalysis::repeated; 3: Summary::kernels_by_*; 4: comm_phases;
+constexpr uint32_t kSummaryCacheFormat = 9;  // 2: WaitingAnalysis::repeated; 3: Summary::kernels_by_*; 4: comm_phases;
                                              // 7: RankMemoryRow::at_peak_layers; 5: allgather; 6: memory by category;
-                                             // 8: TraceModel::documents
+                                             // 8: TraceModel::documents; 9: peak tensors (TraceModel::peak_tensors,
+                                             // RankMemoryRow::at_peak_tensors)
 
 struct SummaryCacheOptions {
   bool enabled = true;  // false: neither read nor write (ANDed with the environment variable)

@@ -76,6 +76,15 @@ struct MemoryCategorySample {
   MemoryCategories c;
 };
 
+// One row of a step's peak table (ULYSSES_PEAK_TENSORS): a named tensor group alive at the peak
+// of `step` on `rank`, `ord` its place (0 the largest).
+struct PeakTensorSample {
+  int32_t rank = 0;
+  int64_t step = -1;
+  int32_t ord = 0;
+  PeakTensor t;
+};
+
 // A rank's clock against rank 0's, as measured at run start (and close) and stored in
 // ULYSSES_CLOCK. The loader subtracts offset_at(t) from every time of the rank when
 // `applied` (LoadOptions::align_clocks), so all ranks share rank 0's clock.
@@ -116,6 +125,7 @@ struct TraceModel {
   std::vector<StepInfo> steps;
   std::vector<MemoryPoint> memory;                      // sorted by (rank, t_ns)
   std::vector<MemoryCategorySample> memory_categories;  // sorted by (rank, t_ns)
+  std::vector<PeakTensorSample> peak_tensors;           // sorted by (rank, step, ord)
   std::vector<RuntimeCall> runtime;                     // sorted by (rank, start_ns)
   // data.kind = "documents": the documents each rank's shard held (ULYSSES_DOCUMENTS), sorted by
   // (step, sequence, rank, piece, begin). Empty for other data and older traces.

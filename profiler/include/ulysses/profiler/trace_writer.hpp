@@ -75,6 +75,8 @@ class TraceWriter {
                                const MemoryCategories& c);
   // ULYSSES_DOCUMENTS rows (document_shard.hpp).
   void write_documents(const std::vector<DocumentShard>& rows);
+  // The ULYSSES_PEAK_TENSORS rows of one step's peak (rows in order, ord 0 first).
+  void write_peak_tensors(int64_t step, const std::vector<PeakTensor>& rows);
   void write_kernel(const KernelRecord& k);
   void write_memcpy(const MemcpyRecord& m);
   void write_runtime(const RuntimeRecord& r);

@@ -168,6 +168,9 @@ class Tracer {
   // The documents this rank's sequence shard holds in the current step (data.kind = "documents";
   // document_shard.hpp), into ULYSSES_DOCUMENTS. Ignored outside the profiled steps.
   virtual void record_documents(const std::vector<DocumentShard>& rows) {}
+  // The planner's named groups alive at its peak (ULYSSES_PEAK_TENSORS rows of step -1; rank 0
+  // writes them once), largest first.
+  virtual void record_planned_tensors(const std::vector<PeakTensor>& rows) {}
   // Memory sample at a phase boundary; `label` names the boundary.
   virtual void sample_memory(const char* label, const MemorySample& m) = 0;
   // Process RSS and peak RSS from /proc/self/status (CPU ranks).
