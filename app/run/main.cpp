@@ -51,6 +51,7 @@
 #include "folder_claim.hpp"
 #include "json_checked.hpp"
 #include "launch_error.hpp"
+#include "machine_memory.hpp"
 #include "run_config.hpp"
 #include "run_launcher.hpp"
 #include "worker_locator.hpp"
@@ -65,6 +66,13 @@ namespace {
 volatile std::sig_atomic_t g_stop_signal = 0;
 
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+const char* stop_signal_name() {
+  return g_stop_signal == SIGINT    ? "SIGINT"
+         : g_stop_signal == SIGHUP  ? "SIGHUP"
+         : g_stop_signal == SIGQUIT ? "SIGQUIT"
+                                    : "SIGTERM";
+}
 
 void on_terminal_stop(int) {
   static const char kMsg[] =
@@ -112,20 +120,20 @@ void say_each_line(const std::string& msg) {
   }
 }
 
-// Memory this machine can give the run: physical memory, or the cgroup's limit if lower.
+// Memory this machine can give the run now: MemAvailable (what the kernel can hand out without
+// swapping, /proc/meminfo), or what is left under the cgroup's limit if less
+// (launch::available_memory_bytes).
 int64_t machine_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  int64_t bytes = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
-  std::ifstream cg("/sys/fs/cgroup/memory.max");
-  std::string limit;
-  if (cg >> limit && !limit.empty() && std::isdigit(static_cast<unsigned char>(limit[0]))) {
-    try {
-      const int64_t c = std::stoll(limit);
-      if (c > 0 && (bytes == 0 || c < bytes)) bytes = c;
-    } catch (const std::exception&) {
-    }
-  }
-  return bytes;
+  const int64_t physical = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+  auto slurp = [](const char* path) {
+    std::ifstream f(path);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    return text.substr(0, 1 << 16);
+  };
+  return ulysses::launch::available_memory_bytes(slurp("/proc/meminfo"), slurp("/sys/fs/cgroup/memory.max"),
+                                                 slurp("/sys/fs/cgroup/memory.current"),
+                                                 slurp("/sys/fs/cgroup/memory.stat"), physical);
 }
 
 // What one CPU rank's process holds before the model (libtorch, OpenBLAS, Gloo, the tracer):
@@ -310,6 +318,10 @@ std::optional<nlohmann::json> run_planner(const std::string& worker, const std::
         *why = "ulysses-worker --plan took longer than " + std::to_string(static_cast<int>(time_s)) + " s";
         return std::nullopt;  // the destructor kills it
       }
+      if (g_stop_signal != 0) {  // SIGINT/SIGTERM while planning: obeyed at once (run_main says so)
+        *why = "stopped";
+        return std::nullopt;  // the destructor kills it
+      }
       pollfd fds[2] = {{proc.stdout_fd(), POLLIN, 0}, {proc.stderr_fd(), POLLIN, 0}};
       if (::poll(fds, 2, 100) <= 0) continue;
       for (int i = 0; i < 2; ++i) {
@@ -393,7 +405,7 @@ std::string memory_refusal(const ulysses::RunConfig& cfg, const std::string& wor
          C::format_bytes(per_rank + process) + ": weights, gradients and AdamW state " +
          C::format_bytes(static_per_rank) + ", activations and the rest " +
          C::format_bytes(std::max(0.0, activations)) + ", the rank's process itself " + C::format_bytes(process) +
-         ") exceeds this machine's memory of " + C::format_bytes(have) + planner_note +
+         ") exceeds the memory this machine has available (MemAvailable) of " + C::format_bytes(have) + planner_note +
          "; make the model, train.seq_length or the number of ranks smaller, or pass --force to launch anyway";
 }
 
@@ -895,12 +907,8 @@ int report_run(const ulysses::launch::LaunchResult& res, const std::string& out_
       prepare_trace(out_dir);
       break;
     case L::RunStatus::Stopped:
-      say(std::string("stopped by ") +
-          (g_stop_signal == SIGINT    ? "SIGINT"
-           : g_stop_signal == SIGHUP  ? "SIGHUP"
-           : g_stop_signal == SIGQUIT ? "SIGQUIT"
-                                      : "SIGTERM") +
-          " after " + std::to_string(rec.steps_done) + " steps; every worker was terminated; run directory " + out_dir);
+      say(std::string("stopped by ") + stop_signal_name() + " after " + std::to_string(rec.steps_done) +
+          " steps; every worker was terminated; run directory " + out_dir);
       break;
     default:
       say(rec.message + (res.ended_short ? "" : "; the other workers were stopped"));
@@ -1000,8 +1008,10 @@ int run_main(int argc, char** argv) {
   // 2. Worker binary.
   const L::WorkerLocation where = L::locate_worker(a.worker, std::getenv("ULYSSES_WORKER"), L::self_executable());
   // Memory: refuse what cannot fit before a worker builds it and the machine swaps (a plan
-  // is itself the answer to that question: --plan is never refused).
+  // is itself the answer to that question: --plan is never refused). A stop from here on is
+  // obeyed: the planner is killed, and from the launch on run.json ends "stopped".
   if (!a.plan_mode) {
+    install_signal_handlers();
     if (const std::string why = cores_refusal(cfg); !why.empty()) {
       if (!a.force) {
         say(why);
@@ -1009,7 +1019,12 @@ int run_main(int argc, char** argv) {
       }
       say("warning (--force): " + why);
     }
-    if (const std::string why = memory_refusal(cfg, where.path, a.config_path, a.overrides); !why.empty()) {
+    const std::string why = memory_refusal(cfg, where.path, a.config_path, a.overrides);
+    if (g_stop_signal != 0) {
+      say(std::string("stopped by ") + stop_signal_name() + " before launch (while checking the run's memory)");
+      return 1;
+    }
+    if (!why.empty()) {
       if (!a.force) {
         say(why);
         return 2;
@@ -1047,7 +1062,6 @@ int run_main(int argc, char** argv) {
   if (const auto code = claim_save_folder(cfg, out_dir, a.force, me, save_claim)) return *code;
   if (const auto code = claim_run_folder(a, cfg, out_dir, me, out_claim)) return *code;
   // 4. Launch.
-  install_signal_handlers();
   L::LaunchOptions opt;
   opt.run_dir = out_dir;
   opt.worker = where.path;

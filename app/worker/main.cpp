@@ -56,7 +56,8 @@ volatile std::sig_atomic_t g_stop = 0;
 // Gloo's and c10d's words for a peer that went away or never came, said plainly first (their
 // text follows in brackets): "[./gloo/transport/tcp/pair.cc:598] Connection closed by peer"
 // alone does not tell a user that another rank was killed or stopped.
-std::string g_trace_path;  // this rank's trace file, once known: SQLite's errors do not name it
+std::string g_trace_path;                  // this rank's trace file, once known: SQLite's errors do not name it
+std::atomic<bool> g_making_groups{false};  // between the rendezvous and the groups' first collectives
 std::string explain_failure(const std::string& what) {
   if (g_stop) return "stopped by a signal while in a collective [" + what + "]";
   if (const std::string hint = prof::file_size_limit_hint(what); !hint.empty()) {
@@ -64,14 +65,29 @@ std::string explain_failure(const std::string& what) {
         what.find("disk I/O error") != std::string::npos || what.find("disk is full") != std::string::npos;
     return what + (sqlite && !g_trace_path.empty() ? " writing " + g_trace_path : std::string()) + hint;
   }
-  for (const char* k : {"Connection closed by peer", "Connection reset by peer", "Broken pipe"})
-    if (what.find(k) != std::string::npos)
-      return "a peer rank went away (it exited, failed or was stopped; ulysses-run names which) [" + what + "]";
+  for (const char* k : {"Connection closed by peer", "Connection reset by peer", "Broken pipe", "Connection refused"})
+    if (what.find(k) != std::string::npos) {
+      // While the groups are made, Gloo takes the first connection to a pair's port for the
+      // peer's (the libgloo of libtorch 1.13 cannot refuse another): a local program that
+      // connects there then breaks the pair on both sides, and is named as the other cause.
+      if (g_making_groups)
+        return "the ranks' Gloo connections broke while the process groups were being made: a peer rank went "
+               "away, or another program on this machine connected to a rank's Gloo port during rendezvous "
+               "(Gloo takes the first connection to a pair's port for the peer's and cannot refuse it); start "
+               "the run again [" +
+               what + "]";
+      if (k != std::string("Connection refused"))
+        return "a peer rank went away (it exited, failed or was stopped; ulysses-run names which) [" + what + "]";
+    }
   // libtorch 1.13 and 2.x say a store's wait timed out in different words ("wait timeout
   // after 6000ms, keys: ..." in 2.6).
   for (const char* k : {"Timed out waiting", "Socket Timeout", "timed out after", "wait timeout after"})
     if (what.find(k) != std::string::npos)
-      return "a peer rank did not arrive within parallel.timeout_s (stopped, hung, or never started) [" + what + "]";
+      return "a peer rank did not arrive within parallel.timeout_s (stopped, hung, or never started)" +
+             std::string(g_making_groups ? ", or another program on this machine connected to a rank's Gloo port "
+                                           "during rendezvous and Gloo took it for the peer"
+                                         : "") +
+             " [" + what + "]";
   return what;
 }
 // An exception that escapes a thread (c10d's and Gloo's background threads) ends in
@@ -201,7 +217,9 @@ void open_tracer(WorkerRun& w) {
   to.device = w.dev.device;  // "cuda:N" starts CUPTI in the tracer
   to.hostname = host_name();
   to.run_config_json = cfg.to_json().dump();
-  to.run_id = fs::path(out_dir).filename().string();
+  // The run's id (agreed by every rank after rendezvous): the trace loader leaves out a rank file
+  // of another run found in the same folder.
+  to.run_id = w.run_id;
   to.step_begin = cfg.profile.step_begin;
   to.step_end = cfg.profile.step_end;
   to.memory = cfg.profile.memory;
@@ -476,12 +494,14 @@ int main(int argc, char** argv) {
     WorkerRun w(env, cfg, out_dir, dev, heartbeat);
     claim_save_folder(w);
     heartbeat.set(Phase::Rendezvous);
+    g_making_groups = true;
     comm_holder = make_comm(w);
     w.comm = comm_holder.get();
     // One run: the same config on every rank (named key by key otherwise), one run id.
     check_same_config(*w.comm, cfg, run_identity_of_worker(out_dir));
     const char* run_id = std::getenv(kRunIdEnv);
     w.run_id = agree_run_id(*w.comm, run_id ? run_id : "");
+    g_making_groups = false;
     heartbeat.set(Phase::Build);
     set_fault_delay(w);
     open_tracer(w);

@@ -8,10 +8,13 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
 #include "cuda_event_timer.hpp"
+#include "listen_address.hpp"
+#include "store_probe.hpp"
 #include "rendezvous.hpp"
 #include "run_config.hpp"
 #include "ulysses/profiler/clock_sync.hpp"
@@ -145,11 +148,22 @@ Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const DeviceDecision& d
                       env.master_addr + ":" + std::to_string(env.master_port) +
                       "): every worker needs its own RANK, 0 to WORLD_SIZE-1 (" + std::to_string(env.world_size) +
                       " workers)");
+#if defined(ULYSSES_WITH_GLOO)
+  // Gloo's listening sockets: loopback for ulysses-run's ranks and a loopback MASTER_ADDR, else
+  // the interface that reaches MASTER_ADDR (said once per rank).
+  std::string gloo_why;
+  const std::string gloo_address = std::getenv(launch::kRendezvousDirEnv) && *std::getenv(launch::kRendezvousDirEnv)
+                                       ? std::string("127.0.0.1")
+                                       : gloo_listen_address(env.master_addr, &gloo_why);
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  if (backend_ == "gloo" && !gloo_why.empty() && !(ifname && *ifname))
+    std::fprintf(stderr, "rendezvous: rank %d: %s\n", env.rank, gloo_why.c_str());
+#endif
   auto make = [&](const std::string& prefix, int rank, int size) -> c10::intrusive_ptr<compat::Backend> {
     auto s = compat::prefix_store(prefix, store_);
     if (backend_ == "gloo") {
 #if defined(ULYSSES_WITH_GLOO)
-      return compat::make_gloo(s, rank, size, timeout);
+      return compat::make_gloo(s, rank, size, timeout, gloo_address);
 #else
       throw ConfigError("parallel.backend gloo is not available in this build (libtorch without Gloo headers)");
 #endif

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -16,6 +17,7 @@
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 
 #include "json_checked.hpp"
+#include "listen_address.hpp"
 #include "run_config.hpp"
 #include "xxh64.hpp"
 #include "store_probe.hpp"
@@ -168,8 +170,13 @@ c10::intrusive_ptr<c10d::Store> make_rendezvous_store(const DistEnv& env, std::c
                         "second RANK 0 of this run; pick a free MASTER_PORT");
     if (probe.answer != launch::StoreAnswer::Nothing)
       throw ConfigError(launch::foreign_store_message(env.master_addr, env.master_port, probe, seconds_since(t0)));
+    // Listening where MASTER_ADDR says (loopback for 127.0.0.0/8 and ::1), not on every interface.
+    std::string why;
+    const auto listen_on = store_listen_address(env.master_addr, env.master_port, &why);
+    if (!why.empty()) std::fprintf(stderr, "rendezvous: %s\n", why.c_str());
     try {
-      return compat::tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), true, env.world_size, timeout);
+      return compat::tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), true, env.world_size, timeout,
+                               listen_on ? &*listen_on : nullptr);
     } catch (const std::exception& e) {
       const std::string what = e.what();
       if (what.find("in use") != std::string::npos || what.find("EADDRINUSE") != std::string::npos)

@@ -33,7 +33,10 @@
 #include <type_traits>
 #include <utility>
 
+#include <unistd.h>
+
 #include "host_copy.hpp"
+#include "listen_address.hpp"
 
 namespace ulysses::compat {
 
@@ -199,10 +202,48 @@ template <typename O>
 void no_libuv(O& o) {
   if constexpr (HasUseLibUV<O>::value) o.useLibUV = false;
 }
+
+// libtorch >= 2.3's TCPStoreOptions::masterListenFd: the server takes a socket already bound
+// and listening. 1.13 has no such option and listens on every interface.
+template <typename O, typename = void>
+struct HasMasterListenFd : std::false_type {};
+template <typename O>
+struct HasMasterListenFd<O, std::void_t<decltype(std::declval<O&>().masterListenFd)>> : std::true_type {};
+
+// A store made with options `o`, its server (if any) listening on `listen_on` only when given.
+// A template so that only the branch of this libtorch's options is compiled.
+template <typename Options>
+c10::intrusive_ptr<c10d::Store> tcp_store_as_asked(const std::string& host, Options o, const ListenAddress* listen_on) {
+  if (!listen_on || !o.isServer) return c10::make_intrusive<c10d::TCPStore>(host, o);
+  if constexpr (HasMasterListenFd<Options>::value) {
+    std::string error;
+    const int fd = listen_socket(*listen_on, &error);
+    if (fd < 0) throw std::runtime_error(error);
+    o.masterListenFd = fd;
+    try {
+      return c10::make_intrusive<c10d::TCPStore>(host, o);
+    } catch (...) {
+      if (is_listening_on(fd, *listen_on)) ::close(fd);  // still ours: the store never took it
+      throw;
+    }
+  } else {
+    BindRedirect redirect(*listen_on);
+    auto s = c10::make_intrusive<c10d::TCPStore>(host, o);
+    if (redirect.redirected() == 0)
+      throw std::runtime_error("rank 0's store did not bind through bind() on this thread, so it cannot be kept to " +
+                               listen_on->text + " (a libtorch this build does not know)");
+    return s;
+  }
+}
 }  // namespace detail
 
+// Rank 0's store listens on `listen_on` only when given (listen_address.hpp): where the options
+// take a listening socket (masterListenFd), one bound there is handed over; otherwise (1.13)
+// the store's own wildcard bind is steered there by BindRedirect. A store that took neither
+// throws, so it never listens wider than asked without saying so.
 inline c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, uint16_t port, bool is_server, int world,
-                                                 std::chrono::milliseconds timeout) {
+                                                 std::chrono::milliseconds timeout,
+                                                 const ListenAddress* listen_on = nullptr) {
   c10d::TCPStoreOptions o;
   o.port = port;
   o.isServer = is_server;
@@ -214,11 +255,11 @@ inline c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, uint16
   o.waitWorkers = false;
   o.timeout = timeout;
   try {
-    return c10::make_intrusive<c10d::TCPStore>(host, o);
+    return detail::tcp_store_as_asked(host, o, listen_on);
   } catch (const std::exception& e) {
     if (!detail::asks_for_libuv(o) || std::string(e.what()).find("libuv") == std::string::npos) throw;
     detail::no_libuv(o);
-    return c10::make_intrusive<c10d::TCPStore>(host, o);
+    return detail::tcp_store_as_asked(host, o, listen_on);
   }
 }
 
@@ -243,14 +284,15 @@ inline TcpStoreWire tcp_store_wire() {
 }
 
 #if defined(ULYSSES_WITH_GLOO)
+// `address`: the numeric address the device binds (listen_address.hpp: loopback for one
+// machine, the interface that reaches MASTER_ADDR across machines); GLOO_SOCKET_IFNAME
+// (PyTorch's variable), when set, names the interface instead.
 inline c10::intrusive_ptr<Backend> make_gloo(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                             std::chrono::milliseconds timeout) {
+                                             std::chrono::milliseconds timeout, const std::string& address) {
   auto o = c10d::ProcessGroupGloo::Options::create(timeout);
-  // GLOO_SOCKET_IFNAME (PyTorch's variable) names the interface of a multi-machine run;
-  // without it Gloo stays on loopback (all ranks on one machine).
   const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
   o->devices.push_back(ifname && *ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
-                                         : c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+                                         : c10d::ProcessGroupGloo::createDeviceForHostname(address));
   o->threads = 1;  // one worker thread: collectives run in issue order (FIFO), as on one NCCL stream
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o);
 }

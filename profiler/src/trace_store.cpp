@@ -903,6 +903,29 @@ void merge_file(Builder& g, Builder& f) {
   m.documents.insert(m.documents.end(), x.documents.begin(), x.documents.end());
 }
 
+constexpr const char* kLeftOutOfAnotherRun = "left out (a rank file of another run in this folder)";
+
+// Which rank files belong to the folder's run (every worker writes its run's id into
+// ULYSSES_RUN.runId): the id most files carry, ties going to the lowest file (rank 0's). A file
+// of another run (a copy, a rank of an earlier run left behind) is left out with a note instead
+// of failing the whole folder. Files without an id (older traces) are kept.
+std::vector<char> files_of_one_run(const std::vector<Builder>& per, const std::vector<std::string>& files,
+                                   std::vector<std::string>* notes) {
+  std::map<std::string, size_t> count;
+  std::string run;
+  size_t best = 0;
+  for (const Builder& f : per)
+    if (!f.run_id.empty() && ++count[f.run_id] > best) best = count[f.run_id], run = f.run_id;
+  std::vector<char> keep(per.size(), 1);
+  for (size_t i = 0; i < per.size(); ++i) {
+    if (per[i].run_id.empty() || per[i].run_id == run) continue;
+    keep[i] = 0;
+    notes->push_back(describe(files[i]) + " is of run '" + per[i].run_id + "', " + std::to_string(best) +
+                     " other rank file(s) of the folder of run '" + run + "': " + kLeftOutOfAnotherRun);
+  }
+  return keep;
+}
+
 // The rank files of a Ulysses run folder read at once, one Builder per file on up to
 // opts.threads threads, then merged in file order. Returns false (b untouched) when a file
 // turned out not to be a plain Ulysses rank file (an nsys export named rank0.sqlite, ...):
@@ -939,14 +962,17 @@ bool read_rank_files_parallel(Builder& b, const std::vector<std::string>& files,
       opts.stats->file_caches_written += written[i];
     }
   }
+  const std::vector<char> keep = files_of_one_run(per, files, &b.m.notes);
   for (size_t i = 0; i < files.size(); ++i)
     for (const auto& rk : per[i].m.ranks) {
+      if (!keep[i]) break;
       auto [it, fresh] = claimed.emplace(rk.rank, files[i]);
       if (!fresh)
         throw TraceError("two trace files claim rank " + std::to_string(rk.rank) + ": " + it->second + " and " +
                          files[i] + "; remove the stray copy");
     }
-  for (auto& f : per) merge_file(b, f);
+  for (size_t i = 0; i < files.size(); ++i)
+    if (keep[i]) merge_file(b, per[i]);
   return true;
 }
 
@@ -1180,11 +1206,15 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
     for (int64_t r = 0; r < world && r < (int64_t{1} << 20); ++r)
       if (!claimed.count(static_cast<int32_t>(r)) && ++n_missing <= 8)
         missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    if (n_missing > 0)
+    if (n_missing > 0) {
+      std::string left_out;  // files of another run, left out above: often the missing rank's
+      for (const std::string& n : b.m.notes)
+        if (n.find(kLeftOutOfAnotherRun) != std::string::npos) left_out += "; " + n;
       throw TraceError(path + ": the trace of rank(s) " + missing +
                        (n_missing > 8 ? " and " + std::to_string(n_missing - 8) + " more" : "") +
                        " is missing (the run had " + std::to_string(world) + " ranks; expected " +
-                       (run_layout::trace_dir(path) / "rank<r>.sqlite").string() + " for each)");
+                       (run_layout::trace_dir(path) / "rank<r>.sqlite").string() + " for each)" + left_out);
+    }
     // The run folder's record of the run against its trace: a run.json of another world size
     // (another run's, or a trace copied in) was passed over unsaid.
     const fs::path record = run_layout::run_record(path);

@@ -25,6 +25,7 @@
 
 #include "cost_model.hpp"
 #include "run_config.hpp"
+#include "run_identity.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_overview.hpp"
@@ -72,6 +73,22 @@ TEST(EndToEnd, TwoRanksMatchOneProcessAndTraceIsComplete) {
 
   TraceModel t = load_trace(out2);
   ASSERT_EQ(t.ranks.size(), 2u);
+  // Every rank file carries the run's id, the one the ranks agreed on (ulysses-run's), not the
+  // folder's name: the loader leaves out a rank file of another run by it.
+  std::string ids[2];
+  for (int r = 0; r < 2; ++r) {
+    sqlite3* db = nullptr;
+    const std::string file = out2 + "/trace/rank" + std::to_string(r) + ".sqlite";
+    ASSERT_EQ(sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT runId FROM ULYSSES_RUN", -1, &st, nullptr), SQLITE_OK);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+      ids[r] = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+  }
+  EXPECT_EQ(ids[0], ids[1]);
+  EXPECT_TRUE(ulysses::is_run_id(ids[0])) << "runId '" << ids[0] << "'";
   // (rank, step, layer, dir, phase) -> count, and bytes per (rank, step, layer, dir)
   std::map<std::tuple<int, int, int, int, int>, int> seen;
   std::map<std::tuple<int, int, int, int>, int64_t> bytes;

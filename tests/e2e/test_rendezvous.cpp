@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -25,6 +26,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -75,7 +77,9 @@ std::vector<Listen> listening_sockets() {
         l.local = std::string(buf) + ":" + std::to_string(l.port);
         l.loopback = (a & 0xff) == 127;
       } else {
-        l.loopback = addr == "00000000000000000000000001000000";  // ::1
+        // ::1, or an IPv4 loopback address mapped into IPv6 (::ffff:127.x.y.z)
+        l.loopback = addr == "00000000000000000000000001000000" ||
+                     (addr.rfind("0000000000000000FFFF0000", 0) == 0 && addr.substr(30, 2) == "7F");
         l.local = "[" + addr + "]:" + std::to_string(l.port);
       }
       out.push_back(l);
@@ -201,6 +205,234 @@ TEST(Rendezvous, LocalRunListensOnNoAddressBeyondLoopback) {
 }
 
 namespace {
+// A free loopback port (bound, read back, closed).
+int free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+  socklen_t len = sizeof sa;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&sa), &len);
+  ::close(s);
+  return static_cast<int>(ntohs(sa.sin_port));
+}
+
+// One worker started by hand as torchrun or Slurm would (no ulysses-run, so no FileStore):
+// its pid is the worker's own (env execs it), its output goes to `log`.
+pid_t start_worker(const std::vector<std::string>& env, const std::string& cfg, const std::string& out,
+                   const std::string& log) {
+  std::vector<std::string> args = {"env",
+                                   "-u",
+                                   "ULYSSES_RENDEZVOUS_DIR",
+                                   "-u",
+                                   "ULYSSES_RUN_ID",
+                                   "-u",
+                                   "TORCHELASTIC_RUN_ID",
+                                   "-u",
+                                   "TORCHELASTIC_USE_AGENT_STORE"};
+  args.insert(args.end(), env.begin(), env.end());
+  for (const std::string& a : {kWorker, std::string("--config"), cfg, std::string("--out"), out}) args.push_back(a);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv("/usr/bin/env", argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+}  // namespace
+
+// Issue 54 item 3: rank 0 started by hand with a loopback MASTER_ADDR hosts the run's c10d
+// TCPStore; libtorch listened on every interface ([::]:PORT, dual stack) for the whole run.
+// Both ranks are sampled from their start to their end: every socket either listens on (the
+// store on MASTER_PORT and Gloo's devices) is on loopback, and the store was seen.
+class LoopbackMasterAddr : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LoopbackMasterAddr, AHandStartedStoreListensOnLoopbackOnly) {
+  const std::string master = GetParam();
+  json c = ulysses::test::tiny_config(2, 6, ULYSSES_SOURCE_DIR);
+  c["parallel"]["timeout_s"] = 20;
+  c["profile"] = {{"enabled", false}};
+  const std::string tag = master == "127.0.0.1" ? "v4" : "name";
+  const std::string cfg = ulysses::test::write_json(tmp("loopback-" + tag + ".json"), c);
+  const std::string out = tmp("loopback-" + tag);
+  fs::remove_all(out);
+  const int port = free_port();
+  const std::vector<std::string> env = {"WORLD_SIZE=2", "MASTER_ADDR=" + master, "MASTER_PORT=" + std::to_string(port)};
+  auto with = [&](const std::string& v) {
+    auto e = env;
+    e.push_back(v);
+    return e;
+  };
+  const pid_t p0 = start_worker(with("RANK=0"), cfg, out, tmp("loopback-" + tag + "-0.log"));
+  const pid_t p1 = start_worker(with("RANK=1"), cfg, out, tmp("loopback-" + tag + "-1.log"));
+  ASSERT_GT(p0, 0);
+  ASSERT_GT(p1, 0);
+  std::vector<Listen> seen;
+  std::set<std::string> seen_text;
+  bool store_seen = false;
+  int status0 = 0, status1 = 0;
+  bool done0 = false, done1 = false;
+  const auto t0 = Clock::now();
+  while (!(done0 && done1) && Clock::now() - t0 < std::chrono::seconds(90)) {
+    std::set<uint64_t> inodes;
+    for (pid_t p : {p0, p1})
+      for (auto i : socket_inodes(p)) inodes.insert(i);
+    for (const auto& l : listening_sockets())
+      if (inodes.count(l.inode) && seen_text.insert(l.local).second) seen.push_back(l);
+    for (const auto& l : seen) store_seen = store_seen || l.port == port;
+    if (!done0) done0 = ::waitpid(p0, &status0, WNOHANG) == p0;
+    if (!done1) done1 = ::waitpid(p1, &status1, WNOHANG) == p1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!done0) ::kill(p0, SIGKILL), ::waitpid(p0, &status0, 0);
+  if (!done1) ::kill(p1, SIGKILL), ::waitpid(p1, &status1, 0);
+  const std::string logs =
+      ulysses::test::slurp(tmp("loopback-" + tag + "-0.log")) + ulysses::test::slurp(tmp("loopback-" + tag + "-1.log"));
+  EXPECT_TRUE(WIFEXITED(status0) && WEXITSTATUS(status0) == 0) << logs;
+  EXPECT_TRUE(WIFEXITED(status1) && WEXITSTATUS(status1) == 0) << logs;
+  EXPECT_TRUE(store_seen) << "rank 0's store was never seen listening on port " << port << "; logs:\n" << logs;
+  std::string where;
+  for (const auto& l : seen) {
+    EXPECT_TRUE(l.loopback) << "a worker listens on " << l.local << " (beyond loopback) with MASTER_ADDR=" << master;
+    where += " " + l.local;
+  }
+  std::printf("[ figures ] MASTER_ADDR=%s: %zu listening socket(s) of the two workers:%s\n", master.c_str(),
+              seen.size(), where.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Addresses, LoopbackMasterAddr, ::testing::Values("127.0.0.1", "localhost"),
+                         [](const auto& info) { return info.param == "127.0.0.1" ? "Ipv4" : "Localhost"; });
+
+namespace {
+// A local stranger's connection to a worker's port: closed at once, kept open and silent, or
+// 64 bytes of 0xff (read by the store as a query and by Gloo as a pair's sequence number).
+enum class Stranger { Closes, Silent, Garbage };
+const char* name(Stranger k) { return k == Stranger::Closes ? "Closes" : k == Stranger::Silent ? "Silent" : "Garbage"; }
+
+int connect_loopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+}  // namespace
+
+// Issue 54: a local process that connects to a worker's ports during rendezvous failed the run.
+// The stranger connects as soon as a port listens: rank 0's c10d store on MASTER_PORT (before
+// rank 1 starts), or every other listening socket of either rank (Gloo's pairs). The store
+// drops a stranger's connection and the run trains. Gloo (libtorch 1.13's libgloo) takes the
+// first connection to a pair's port for the peer's and cannot refuse one: when the stranger
+// got there first the run fails, and every failing rank names the stranger as the cause.
+class StrangerOnAWorkersPort : public ::testing::TestWithParam<std::tuple<bool, Stranger>> {};
+
+TEST_P(StrangerOnAWorkersPort, DuringRendezvousIsRefusedOrNamed) {
+  const bool on_store = std::get<0>(GetParam());
+  const Stranger kind = std::get<1>(GetParam());
+  json c = ulysses::test::tiny_config(2, 2, ULYSSES_SOURCE_DIR);
+  c["parallel"]["timeout_s"] = 10;
+  c["profile"] = {{"enabled", false}};
+  const std::string tag = std::string("stranger-") + (on_store ? "store-" : "gloo-") + name(kind);
+  const std::string cfg = ulysses::test::write_json(tmp(tag + ".json"), c);
+  const std::string out = tmp(tag);
+  fs::remove_all(out);
+  const int port = free_port();
+  const std::vector<std::string> env = {"WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)};
+  auto with = [&](const std::string& v) {
+    auto e = env;
+    e.push_back(v);
+    return e;
+  };
+  std::vector<int> held;
+  std::set<int> seen, visited;
+  auto visit = [&](int p) {
+    if (!seen.insert(p).second || (p == port) != on_store) return;
+    const int fd = connect_loopback(p);
+    if (fd < 0) return;
+    visited.insert(p);
+    if (kind == Stranger::Closes) {
+      ::close(fd);
+      return;
+    }
+    if (kind == Stranger::Garbage) {
+      const std::string junk(64, '\xff');
+      [[maybe_unused]] auto n = ::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
+    }
+    held.push_back(fd);
+  };
+  auto listening_of = [&](std::initializer_list<pid_t> pids) {
+    std::set<uint64_t> inodes;
+    for (pid_t p : pids)
+      for (auto i : socket_inodes(p)) inodes.insert(i);
+    std::vector<int> ports;
+    for (const auto& l : listening_sockets())
+      if (inodes.count(l.inode)) ports.push_back(l.port);
+    return ports;
+  };
+  // Rank 0 first, and rank 1 once its store listens (the stranger on it first, if that is its target).
+  const pid_t p0 = start_worker(with("RANK=0"), cfg, out, tmp(tag + "-0.log"));
+  const auto t0 = Clock::now();
+  while (!seen.count(port) && Clock::now() - t0 < std::chrono::seconds(60)) {
+    for (int p : listening_of({p0})) visit(p);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const pid_t p1 = start_worker(with("RANK=1"), cfg, out, tmp(tag + "-1.log"));
+  int status[2] = {0, 0};
+  bool done[2] = {false, false};
+  while (!(done[0] && done[1]) && Clock::now() - t0 < std::chrono::seconds(120)) {
+    for (int p : listening_of({p0, p1})) visit(p);
+    for (int r = 0; r < 2; ++r)
+      if (!done[r]) done[r] = ::waitpid(r == 0 ? p0 : p1, &status[r], WNOHANG) == (r == 0 ? p0 : p1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (int r = 0; r < 2; ++r)
+    if (!done[r]) ::kill(r == 0 ? p0 : p1, SIGKILL), ::waitpid(r == 0 ? p0 : p1, &status[r], 0);
+  for (int fd : held) ::close(fd);
+  std::string logs[2];
+  for (int r = 0; r < 2; ++r) logs[r] = ulysses::test::slurp(tmp(tag + "-" + std::to_string(r) + ".log"));
+  const std::string both = "--- rank 0\n" + logs[0] + "--- rank 1\n" + logs[1];
+  const bool trained =
+      WIFEXITED(status[0]) && WEXITSTATUS(status[0]) == 0 && WIFEXITED(status[1]) && WEXITSTATUS(status[1]) == 0;
+  if (on_store) {
+    EXPECT_TRUE(visited.count(port)) << "the stranger never reached the store";
+    EXPECT_TRUE(trained) << both;
+    EXPECT_TRUE(fs::exists(out + "/metrics.jsonl")) << both;
+  } else if (!trained) {
+    for (int r = 0; r < 2; ++r) {
+      if (WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0) continue;
+      EXPECT_TRUE(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 1) << both;
+      // Every failing rank names the stranger: the one whose pair took it (a closed or broken
+      // connection) and one left waiting for data or a peer that never comes (a timeout).
+      EXPECT_NE(logs[r].find("another program on this machine connected to a rank's Gloo port"), std::string::npos)
+          << both;
+    }
+  }
+  std::printf("[ figures ] stranger %s on %s: %zu port(s) reached; the run %s\n", name(kind),
+              on_store ? "the store" : "Gloo's ports", visited.size(),
+              trained ? "trained" : "failed, the stranger named");
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, StrangerOnAWorkersPort,
+                         ::testing::Combine(::testing::Bool(),
+                                            ::testing::Values(Stranger::Closes, Stranger::Silent, Stranger::Garbage)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "Store" : "Gloo") +
+                                  name(std::get<1>(info.param));
+                         });
+
+namespace {
 enum class Kind { Silent, Garbage, Closing, SshBanner };
 const char* name(Kind k) {
   switch (k) {
@@ -310,6 +542,102 @@ TEST(Rendezvous, RanksOfTwoRunsOnOnePortNeverTrainTogether) {
   EXPECT_NE(a_log.find("do not belong to one run"), std::string::npos) << a_log;
   EXPECT_FALSE(fs::exists(a + "/metrics.jsonl"));
   EXPECT_FALSE(fs::exists(b + "/metrics.jsonl"));
+}
+
+// Issue 54's race, 20 tries (ULYSSES_RACE_TRIES for more): two pairs of workers started by hand
+// at once, torchrun/Slurm style, on one MASTER_PORT, the four in a different order each try
+// (up to 5 tries at once, each on its own port). Before the run-identity check, 1 of 3 tries
+// trained rank 0 of one run with rank 1 of the other. Each try: a run whose two ranks both
+// exit 0 trained alone (the other run's ranks were refused); every other worker exits 2
+// naming why (another store on the port, RANK 1 taken, or the two runs' difference); no worker
+// exits 0 beside a partner of the other run.
+TEST(Rendezvous, TwoHandStartedRunsOnOnePortNeverTrainTogether) {
+  const char* tries_env = std::getenv("ULYSSES_RACE_TRIES");
+  const int tries = tries_env && *tries_env ? std::max(1, std::atoi(tries_env)) : 20;
+  constexpr int kAtOnce = 5;
+  json c = ulysses::test::tiny_config(2, 1, ULYSSES_SOURCE_DIR);
+  c["parallel"]["timeout_s"] = 8;
+  c["train"]["threads_per_rank"] = 1;
+  c["profile"] = {{"enabled", false}};
+  const std::string cfg = ulysses::test::write_json(tmp("race.json"), c);
+  const auto t_all = Clock::now();
+  int alone = 0, refused_both = 0;
+  std::map<std::string, int> reasons;
+  for (int first = 0; first < tries; first += kAtOnce) {
+    struct Try {
+      int port = 0;
+      std::string out[2];
+      pid_t pid[4] = {};  // A0, A1, B0, B1
+      int status[4] = {};
+    };
+    std::vector<Try> batch(static_cast<size_t>(std::min(kAtOnce, tries - first)));
+    for (size_t k = 0; k < batch.size(); ++k) {
+      Try& t = batch[k];
+      const int i = first + static_cast<int>(k);
+      t.port = free_port();
+      for (int run = 0; run < 2; ++run) {
+        t.out[run] = tmp("race-" + std::to_string(i) + (run == 0 ? "-a" : "-b"));
+        fs::remove_all(t.out[run]);
+      }
+      // The i-th of the 24 orders in which the four can start (i = 0: A0, A1, B0, B1).
+      std::vector<int> order = {0, 1, 2, 3};
+      for (int n = 0; n < i % 24; ++n) std::next_permutation(order.begin(), order.end());
+      for (int w : order) {
+        const int run = w / 2, rank = w % 2;
+        t.pid[w] = start_worker({"WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(t.port),
+                                 "RANK=" + std::to_string(rank)},
+                                cfg, t.out[run], tmp("race-" + std::to_string(i) + "-" + std::to_string(w) + ".log"));
+      }
+    }
+    for (auto& t : batch)
+      for (int w = 0; w < 4; ++w) ::waitpid(t.pid[w], &t.status[w], 0);
+    for (size_t k = 0; k < batch.size(); ++k) {
+      const Try& t = batch[k];
+      const int i = first + static_cast<int>(k);
+      std::string logs[4], all;
+      int code[4];
+      for (int w = 0; w < 4; ++w) {
+        logs[w] = ulysses::test::slurp(tmp("race-" + std::to_string(i) + "-" + std::to_string(w) + ".log"));
+        code[w] = WIFEXITED(t.status[w]) ? WEXITSTATUS(t.status[w]) : 128 + WTERMSIG(t.status[w]);
+        all += "--- " + std::string(w < 2 ? "A" : "B") + std::to_string(w % 2) + " (exit " + std::to_string(code[w]) +
+               ")\n" + logs[w];
+      }
+      const bool a_trained = code[0] == 0 && code[1] == 0, b_trained = code[2] == 0 && code[3] == 0;
+      EXPECT_FALSE(a_trained && b_trained) << "try " << i << ": two runs cannot both hold one port\n" << all;
+      alone += a_trained || b_trained;
+      refused_both += !a_trained && !b_trained;
+      for (int w = 0; w < 4; ++w) {
+        const bool partner_trained = w < 2 ? a_trained : b_trained;
+        if (code[w] == 0) {
+          EXPECT_TRUE(partner_trained) << "try " << i << ": a worker of one run exited 0 without its own partner "
+                                       << "(it trained with the other run's rank)\n"
+                                       << all;
+          continue;
+        }
+        // 2: refused. 1 only for a rank whose rank 0 was refused and gone before it came, and
+        // that then waited out timeout_s for a store (said so).
+        EXPECT_TRUE(code[w] == 2 || (code[w] == 1 && logs[w].find("did not arrive within") != std::string::npos))
+            << "try " << i << "\n"
+            << all;
+        const char* why[] = {"do not belong to one run", "already holds a c10d store", "is taken on this machine",
+                             "is taken by another worker of this run", "did not arrive within"};
+        bool named = false;
+        for (const char* r : why)
+          if (logs[w].find(r) != std::string::npos) named = true, ++reasons[r];
+        EXPECT_TRUE(named) << "try " << i << ": worker " << w << " was refused without saying why\n" << all;
+      }
+      // The run that trained has its metrics; the other has none.
+      EXPECT_EQ(fs::exists(t.out[0] + "/metrics.jsonl") && a_trained, a_trained) << all;
+      EXPECT_FALSE(!b_trained && fs::exists(t.out[1] + "/metrics.jsonl") &&
+                   !ulysses::test::slurp(t.out[1] + "/metrics.jsonl").empty())
+          << "try " << i << ": run B wrote metrics without both its ranks\n"
+          << all;
+    }
+  }
+  std::string why;
+  for (const auto& [r, n] : reasons) why += " \"" + r + "\" x" + std::to_string(n) + ";";
+  std::printf("[ figures ] %d tries in %.1f s: %d trained one run alone, %d refused both;%s\n", tries,
+              std::chrono::duration<double>(Clock::now() - t_all).count(), alone, refused_both, why.c_str());
 }
 
 class ForeignOnMasterPort : public ::testing::TestWithParam<std::tuple<Kind, int>> {};

@@ -33,6 +33,7 @@
 #include "launch_error.hpp"
 #include "line_appender.hpp"
 #include "line_splitter.hpp"
+#include "machine_memory.hpp"
 #include "metric_line.hpp"
 #include "run_launcher.hpp"
 #include "run_record.hpp"
@@ -1077,7 +1078,8 @@ TEST(Reliability, OversizedModelsAreRefusedBeforeLaunchUnlessForced) {
   {
     Cli cli(big, {}, tmp.path());
     ASSERT_EQ(cli.wait(10), 2) << cli.err();
-    EXPECT_NE(cli.err().find("exceeds this machine's memory"), std::string::npos) << cli.err();
+    EXPECT_NE(cli.err().find("exceeds the memory this machine has available (MemAvailable)"), std::string::npos)
+        << cli.err();
     EXPECT_NE(cli.err().find("PiB"), std::string::npos) << cli.err();
     EXPECT_NE(cli.err().find("--force"), std::string::npos) << cli.err();
     EXPECT_FALSE(fs::exists(run));
@@ -1106,6 +1108,131 @@ TEST(Reliability, RanksBeyondTheMachineAreRefusedBeforeSpawning) {
       << cli.err();
   EXPECT_NE(cli.err().find("or pass --force"), std::string::npos) << cli.err();
   EXPECT_FALSE(fs::exists(run));
+}
+
+// The memory check counts on what the machine can give now (MemAvailable), not its physical
+// size, and on what is left under a cgroup v2 limit (its reclaimable file cache counted free).
+TEST(MachineMemory, AvailableIsMemAvailableOrWhatTheCgroupLimitLeaves) {
+  const std::string meminfo =
+      "MemTotal:       24683772 kB\nMemFree:         1000000 kB\n"
+      "MemAvailable:   15307636 kB\nBuffers:          100 kB\n";
+  const int64_t physical = int64_t{24683772} * 1024;
+  EXPECT_EQ(available_memory_bytes(meminfo, "", "", "", physical), int64_t{15307636} * 1024);
+  EXPECT_EQ(available_memory_bytes(meminfo, "max\n", "123\n", "", physical), int64_t{15307636} * 1024);
+  // 8 GiB limit, 6 GiB used of which 1 GiB is inactive file cache: 3 GiB left.
+  EXPECT_EQ(available_memory_bytes(meminfo, "8589934592\n", "6442450944\n",
+                                   "anon 5368709120\ninactive_file 1073741824\nactive_file 0\n", physical),
+            int64_t{3} << 30);
+  // A limit far above MemAvailable changes nothing; one used up leaves 0.
+  EXPECT_EQ(available_memory_bytes(meminfo, "1099511627776", "0", "", physical), int64_t{15307636} * 1024);
+  EXPECT_EQ(available_memory_bytes(meminfo, "1048576", "2097152", "", physical), 0);
+  // No MemAvailable (old kernels), or text that is not a number: the physical size.
+  EXPECT_EQ(available_memory_bytes("MemTotal: 1 kB\n", "", "", "", physical), physical);
+  EXPECT_EQ(available_memory_bytes("MemAvailable: lots kB\n", "max", "", "", physical), physical);
+  EXPECT_EQ(available_memory_bytes("MemAvailable: 99999999999999999999999 kB\n", "", "", "", physical), physical);
+  EXPECT_EQ(available_memory_bytes("", "", "", "", 0), 0);
+}
+
+namespace {
+// A worker whose --plan prints `plan` (a JSON line) or, with plan "sleep", sleeps 30 s after
+// writing its pid; every other call goes to the fake worker.
+fs::path planning_worker(const fs::path& dir, const std::string& plan) {
+  const fs::path w = dir / "planning-worker.sh";
+  write_file(w, "#!/bin/sh\ncase \"$*\" in *--plan*)\n  echo $$ > '" + (dir / "planner.pid").string() + "'\n" +
+                    (plan == "sleep" ? std::string("  exec sleep 30;;\n") : "  echo '" + plan + "'; exit 0;;\n") +
+                    "esac\nexec '" + FAKE_WORKER_EXE + "' \"$@\"\n");
+  fs::permissions(w, fs::perms::owner_all);
+  return w;
+}
+int64_t mem_available_now() {
+  std::ifstream f("/proc/meminfo");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return available_memory_bytes(text, "", "", "", 0);
+}
+}  // namespace
+
+// Issue 54 item 4: ranks whose planned per-rank peak cannot fit what the machine has available
+// are refused before launch (exit 2) with the planner's figures; a plan that fits launches.
+TEST(Reliability, RanksBeyondMemAvailableByThePlannersFigureAreRefused) {
+  TempDir tmp;
+  const int64_t avail = mem_available_now();
+  ASSERT_GT(avail, 0) << "no MemAvailable in /proc/meminfo";
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  // 1M tokens with the math attention: the cost model puts the run far above half the machine,
+  // so the planner is asked; its answer decides.
+  auto args = [&](const fs::path& worker, const fs::path& out) {
+    return std::vector<std::string>{cfg.string(),
+                                    "--set",
+                                    "train.seq_length=1048576",
+                                    "--set",
+                                    "model.max_position_embeddings=1048576",
+                                    "--set",
+                                    "train.attention=sdpa",
+                                    "--set",
+                                    "train.device=cpu",
+                                    "--out",
+                                    out.string(),
+                                    "--worker",
+                                    worker.string()};
+  };
+  {  // each of the 2 ranks plans MemAvailable / 2 + 1 GiB: together more than there is
+    const int64_t per_rank = avail / 2 + (int64_t{1} << 30);
+    const fs::path w = planning_worker(tmp.path(), "{\"peak_bytes\": " + std::to_string(per_rank) + "}");
+    Cli cli(args(w, tmp.path() / "big"), {}, tmp.path());
+    ASSERT_EQ(cli.wait(30), 2) << cli.err();
+    EXPECT_NE(cli.err().find("planned peak memory (meta-device dry run of one step"), std::string::npos) << cli.err();
+    EXPECT_NE(cli.err().find("(2 rank(s) x "), std::string::npos) << cli.err();
+    EXPECT_NE(cli.err().find("exceeds the memory this machine has available (MemAvailable) of "), std::string::npos)
+        << cli.err();
+    EXPECT_FALSE(fs::exists(tmp.path() / "big"));
+  }
+  {  // 1 MiB per rank fits: launched (the fake worker trains)
+    const fs::path w = planning_worker(tmp.path(), "{\"peak_bytes\": 1048576}");
+    Cli cli(args(w, tmp.path() / "small"), {}, tmp.path());
+    EXPECT_EQ(cli.wait(30), 0) << cli.err();
+    EXPECT_EQ(read_json(tmp.path() / "small" / "run.json")["status"], "finished");
+  }
+}
+
+// SIGTERM (or SIGINT) while the planner runs, before anything is launched: obeyed within 2 s,
+// the planner killed, nothing made (the launcher used to die by the signal's default action).
+TEST(Reliability, SigtermWhilePlanningIsObeyed) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 2));
+  const fs::path w = planning_worker(tmp.path(), "sleep");
+  for (int sig : {SIGTERM, SIGINT}) {
+    const fs::path run = tmp.path() / ("run" + std::to_string(sig));
+    fs::remove(tmp.path() / "planner.pid");
+    Cli cli(
+        {cfg.string(), "--set", "train.seq_length=1048576", "--set", "model.max_position_embeddings=1048576", "--set",
+         "train.attention=sdpa", "--set", "train.device=cpu", "--out", run.string(), "--worker", w.string()},
+        {}, tmp.path());
+    const auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (Clock::now() < deadline && read_file(tmp.path() / "planner.pid").empty())
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const std::string pid_text = read_file(tmp.path() / "planner.pid");
+    ASSERT_FALSE(pid_text.empty()) << "the planner was never started: " << cli.err();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the shell become `sleep`
+    ::kill(cli.pid(), sig);
+    const auto t0 = Clock::now();
+    EXPECT_EQ(cli.wait(20), 1) << cli.err();
+    const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_LT(took, 2.0) << cli.err();
+    EXPECT_NE(cli.err().find(std::string("stopped by ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") + " before launch"),
+              std::string::npos)
+        << cli.err();
+    EXPECT_FALSE(fs::exists(run));
+    const pid_t planner = static_cast<pid_t>(std::stol(pid_text));
+    bool gone = false;
+    for (int i = 0; i < 200 && !gone; ++i) {
+      std::ifstream st("/proc/" + std::to_string(planner) + "/stat");
+      std::string pid_field, comm, state;
+      gone = !(st >> pid_field >> comm >> state) || state == "Z";  // gone, or dead and not yet reaped
+      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(gone) << "the planner (pid " << planner << ") outlived the launcher";
+    std::printf("[ figures ] signal %d while planning: exit after %.2f s\n", sig, took);
+  }
 }
 
 // A stop asked for while the ranks are being started is obeyed within 2 s, and run.json ends
@@ -1724,7 +1851,8 @@ TEST(Reliability, MemoryCheckAsksThePlannerOnlyWhenItMatters) {
   EXPECT_NE(read_file(calls).find("--plan --json --config"), std::string::npos) << read_file(calls);
   EXPECT_NE(cli.err().find("(cost model)"), std::string::npos) << cli.err();
   EXPECT_NE(cli.err().find("the memory planner was not used"), std::string::npos) << cli.err();
-  EXPECT_NE(cli.err().find("exceeds this machine's memory"), std::string::npos) << cli.err();
+  EXPECT_NE(cli.err().find("exceeds the memory this machine has available (MemAvailable)"), std::string::npos)
+      << cli.err();
   EXPECT_FALSE(fs::exists(tmp.path() / "huge"));
 }
 

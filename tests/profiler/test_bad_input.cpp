@@ -643,8 +643,10 @@ TEST_F(BadInput, ARunJsonOfAnotherWorldSizeIsSaid) {
 }
 
 // Rank files of two runs in one folder (a stray copy, a rank file from another run) are
-// refused naming both runs, from the rows and from the rank-file caches alike, not merged
-// into one picture without a word. Files of one run load.
+// never merged into one picture without a word: here rank 1 of run B beside rank 0 of run A
+// is left out (ARankFileOfAnotherRunIsLeftOutWithANote), and the missing rank 1 is named with
+// the file left out and both runs, from the rows and from the rank-file caches alike. Files of
+// one run load.
 TEST_F(BadInput, RankFilesOfTwoRunsAreRefusedNotMerged) {
   auto make_run = [&](const std::string& name, const std::string& id1, int world1) {
     const std::string run = tmp.path + "/" + name;
@@ -702,6 +704,43 @@ TEST_F(BadInput, RankFilesOfTwoRunsAreRefusedNotMerged) {
   set_rank(swapped + "/trace/rank1.sqlite", 0);
   const std::string es = error_of(swapped);
   EXPECT_NE(es.find("is named for rank"), std::string::npos) << es;
+}
+
+// Issue 54: a rank file of another run in a run's folder (an earlier 4-rank run's rank2 and
+// rank3 left behind under a 2-rank run) is left out with a note naming the file and both
+// runs; the folder's own ranks load (it used to refuse the whole folder). Each worker writes
+// its run's id into ULYSSES_RUN.runId (EndToEnd checks that on real workers).
+TEST_F(BadInput, ARankFileOfAnotherRunIsLeftOutWithANote) {
+  const std::string run = tmp.path + "/left-out";
+  fs::create_directories(run + "/trace");
+  for (int r = 0; r < 4; ++r) {
+    const bool other = r >= 2;
+    auto o = options_for(run + "/trace/rank" + std::to_string(r) + ".sqlite", r, other ? 4 : 2);
+    o.run_id = other ? "run-B" : "run-A";
+    auto t = prof::Tracer::open(o);
+    Synth s;
+    s.ranks = other ? 4 : 2;
+    s.layers = 2;
+    for (int step = 0; step < 2; ++step) record_step(t.get(), r, step, s);
+    t->close();
+  }
+  for (bool caches : {false, true}) {  // the rows, then the rank-file caches the first pass wrote
+    prof::LoadOptions lo;
+    lo.file_caches = caches;
+    lo.write_file_caches = true;
+    lo.file_cache_racy_window_ns = 0;
+    const prof::TraceModel m = prof::load_trace(run, lo);
+    ASSERT_EQ(m.ranks.size(), 2u);
+    EXPECT_EQ(m.ranks[0].rank, 0);
+    EXPECT_EQ(m.ranks[1].rank, 1);
+    std::string notes;
+    for (const auto& n : m.notes) notes += n + "\n";
+    for (const char* f : {"rank2.sqlite' is of run 'run-B'", "rank3.sqlite' is of run 'run-B'"})
+      EXPECT_NE(notes.find(f), std::string::npos) << notes;
+    EXPECT_NE(notes.find("of the folder of run 'run-A': left out"), std::string::npos) << notes;
+    for (size_t i = 0; i < m.ranges.size(); ++i)
+      EXPECT_LT(m.ranges[i].rank, 2) << "a range of the other run was merged";
+  }
 }
 
 // A trace where SQLite cannot create the -shm beside it (a read-only mount, a full disk; here a

@@ -7,6 +7,9 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
+#include <memory>
+#include <tuple>
 #include <map>
 #include <vector>
 
@@ -823,4 +826,99 @@ TEST(MemoryViewCategories, PlannedCurveSitsOnTheSameRangeEdges) {
   EXPECT_EQ(late[0].second, 120 * MiB);
   EXPECT_EQ(late[1].second, 130 * MiB);
   EXPECT_TRUE(ulysses::ui::planned_curve_points(m, 1, 0, 10'000).empty());  // another rank: no samples
+}
+
+namespace {
+// `rows` measured category rows per rank over `ranks` ranks and 10 steps (range edges of 6
+// phases x 16 layers, a peak and its 16 layer rows every 1000 rows), the planner's peak and
+// curve (one step's edges) on rank 0: the shape of a traced run's categories.
+std::shared_ptr<prof::TraceModel> category_trace(int64_t rows, int ranks) {
+  auto m = std::make_shared<prof::TraceModel>();
+  using E = prof::MemEdge;
+  auto add = [&](int32_t rank, int64_t t, int64_t step, E e, int32_t phase, int32_t layer, int64_t salt) {
+    prof::MemoryCategorySample c;
+    c.rank = rank;
+    c.t_ns = t;
+    c.step = step;
+    c.edge = e;
+    c.phase = phase;
+    c.layer = layer;
+    for (int k = 0; k < prof::kMemCategories; ++k) c.c.bytes[k] = ((salt * 7919 + k * 104729) % 4096) << 12;
+    m->memory_categories.push_back(c);
+  };
+  const int64_t per_step = std::max<int64_t>(1, rows / 10);
+  add(0, 0, -1, E::Planned, -1, -1, 1);
+  for (int64_t i = 0; i < per_step; ++i)  // one step's edges: every measured edge gets a planned point
+    add(0, 1 + i % 999, -1, i % 2 ? E::PlannedEnd : E::PlannedBegin, int32_t((i / 2) % 6), int32_t((i / 12) % 16), i);
+  for (int32_t r = 0; r < ranks; ++r) {
+    m->ranks.push_back({r, r, 0, "cpu", "", 0});
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t t = 1000 * (i + 1);
+      if (i % 1000 == 999) {
+        add(r, t, i / per_step, E::Peak, -1, -1, i);
+        for (int32_t l = 0; l < 16; ++l) add(r, t, i / per_step, E::PeakLayer, -1, l, i + l);
+        i += 16;
+        continue;
+      }
+      add(r, t, i / per_step, i % 2 ? E::End : E::Begin, int32_t((i / 2) % 6), int32_t((i / 12) % 16), i);
+    }
+    for (int64_t s = 0; s < 10; ++s) {
+      prof::StepInfo st;
+      st.rank = r;
+      st.step = s;
+      st.start_ns = 1000 * (s * per_step + 1);
+      st.end_ns = 1000 * ((s + 1) * per_step);
+      m->steps.push_back(st);
+    }
+  }
+  std::stable_sort(m->memory_categories.begin(), m->memory_categories.end(),
+                   [](const auto& a, const auto& b) { return std::tie(a.rank, a.t_ns) < std::tie(b.rank, b.t_ns); });
+  m->sp_size = ranks;
+  m->t_min = 0;
+  m->t_max = 1000 * (rows + 1);
+  return m;
+}
+
+double process_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+}  // namespace
+
+// Issue 54: a million category rows per rank took the memory view 31-35 s. The summary's
+// memory by category, the memory view's open (rank list, planned curve, first chart with the
+// planner's curve placed on every edge in view, peak table) and a zoom cost linear CPU time:
+// 4x the rows costs at most 8x the CPU time (linear 4x, quadratic 16x; the best of 3 runs
+// each, CPU time of the whole process so that a loaded machine's waits do not count). The
+// budget at a million rows per rank is in docs/STUDIO.md (build/bench/ui/bench_memory_view).
+TEST(MemoryViewCategories, ManyRowsScaleLinearly) {
+  auto cost = [](int64_t rows) {
+    auto m = category_trace(rows, 2);
+    const auto ix = TimelineIndex::build(m);
+    double best = 1e30;
+    size_t drawn = 0;
+    for (int rep = 0; rep < 3; ++rep) {
+      MemoryView mv;
+      mv.resize(1200, 500);
+      mv.show();  // painted too: a line of a million points was drawn point by point
+      const double c0 = process_cpu_s();
+      const auto rows_by_rank = prof::memory_by_category(*m);
+      mv.setIndex(ix);
+      TimelineViewport vp;
+      vp.width_px = 1200;
+      vp.fit(m->t_min + (m->t_max - m->t_min) / 4, m->t_max);  // a zoom: the chart again
+      mv.setViewport(vp);
+      QApplication::processEvents();
+      best = std::min(best, process_cpu_s() - c0);
+      EXPECT_EQ(rows_by_rank.size(), 2u);
+      drawn = size_t(mv.seriesCount());
+    }
+    EXPECT_GE(drawn, 8u) << "seven areas and the planner's curve";
+    return best;
+  };
+  const double small = cost(50'000), large = cost(200'000);
+  std::printf("[ figures ] summary + memory view: 50k rows/rank %.3f s CPU, 200k %.3f s CPU: %.2fx\n", small, large,
+              large / small);
+  EXPECT_LT(large, 8 * small) << "4x the rows cost " << large / small << "x the CPU time";
 }

@@ -96,7 +96,7 @@ std::vector<std::pair<int64_t, int64_t>> planned_curve_points(const prof::TraceM
 }
 
 std::vector<std::pair<int64_t, int64_t>> planned_curve_points(const prof::TraceModel& m, const PlannedCurve& planned,
-                                                              int32_t rank, int64_t t0, int64_t t1) {
+                                                              int32_t rank, int64_t t0, int64_t t1, int columns) {
   using Key = PlannedCurve::key_type;  // phase, layer, begin
   std::vector<std::pair<int64_t, int64_t>> out;
   if (planned.empty()) return out;
@@ -132,6 +132,21 @@ std::vector<std::pair<int64_t, int64_t>> planned_curve_points(const prof::TraceM
     if (p == planned.end() || n >= p->second.size() || it->t_ns < t0) continue;
     out.emplace_back(it->t_ns, p->second[n]);
   }
+  if (columns <= 0 || out.size() <= 2 * static_cast<size_t>(columns)) return out;
+  // Folded in place to one point per pixel column, the column's largest (time order kept).
+  const double span = double(std::max<int64_t>(1, t1 - t0)) / columns;
+  size_t kept = 0;
+  int64_t col = std::numeric_limits<int64_t>::min();
+  for (const auto& pt : out) {
+    const int64_t c = int64_t(std::floor(double(pt.first - t0) / span));
+    if (kept == 0 || c != col) {
+      out[kept++] = pt;
+      col = c;
+    } else if (pt.second > out[kept - 1].second) {
+      out[kept - 1] = pt;
+    }
+  }
+  out.resize(kept);
   return out;
 }
 
@@ -577,7 +592,7 @@ double MemoryView::addCategoryAreas(int32_t rank, int64_t t0, int64_t t1, int co
     ymax = std::max(ymax, planned);
   }
   // The planner's curve on the same ranges' edges (planned_curve_points).
-  const auto curve = planned_curve_points(m, planned_, rank, t0, t1);
+  const auto curve = planned_curve_points(m, planned_, rank, t0, t1, cols);
   if (!curve.empty()) {
     auto* line = new QLineSeries;
     line->setName(tr("planned (same ranges)"));

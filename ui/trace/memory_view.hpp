@@ -48,8 +48,11 @@ std::vector<prof::MemoryCategorySample> category_points(const prof::TraceModel& 
 // read once per trace (planned_curve), placed per window (planned_curve_points).
 using PlannedCurve = std::map<std::tuple<int32_t, int32_t, bool>, std::vector<int64_t>>;
 PlannedCurve planned_curve(const prof::TraceModel& m);
+// columns > 0: at most ~2 points per pixel column (the column's largest planned total), as
+// category_points draws the measured areas; a million range edges in view stay a few thousand
+// points (issue 54).
 std::vector<std::pair<int64_t, int64_t>> planned_curve_points(const prof::TraceModel& m, const PlannedCurve& planned,
-                                                              int32_t rank, int64_t t0, int64_t t1);
+                                                              int32_t rank, int64_t t0, int64_t t1, int columns = 0);
 std::vector<std::pair<int64_t, int64_t>> planned_curve_points(const prof::TraceModel& m, int32_t rank, int64_t t0,
                                                               int64_t t1);
 // "What was alive at the peak" of one rank as an HTML table (category, bytes, share of the
