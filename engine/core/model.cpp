@@ -345,15 +345,16 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
   at::Tensor q, k, v;
   {
     ULYSSES_RANGE(tracer_, Phase::QkvProj, dir, L);
-    auto h = rms_norm(x, w(p + "input_layernorm.weight"), cfg_.rms_norm_eps);
-    h = mark(h, &mk.qkv_end, marks_on);
+    // Backward: the QKV range runs from q, k, v entering attention to the input norm's input, so
+    // RoPE's and the norm's backward are in it as their forward is (docs/TRACES.md).
+    auto h = rms_norm(mark(x, &mk.qkv_end, marks_on), w(p + "input_layernorm.weight"), cfg_.rms_norm_eps);
     const bool qb = cfg_.qkv_bias();
     q = torch::linear(h, w(p + "self_attn.q_proj.weight"), qb ? w(p + "self_attn.q_proj.bias") : at::Tensor());
     k = torch::linear(h, w(p + "self_attn.k_proj.weight"), qb ? w(p + "self_attn.k_proj.bias") : at::Tensor());
     v = torch::linear(h, w(p + "self_attn.v_proj.weight"), qb ? w(p + "self_attn.v_proj.bias") : at::Tensor());
-    q = mark(q, &mk.qkv_begin, marks_on).view({B, n, H, dh});    // (B, n, H, dh)
-    k = mark(k, &mk.qkv_begin, marks_on).view({B, n, Hkv, dh});  // (B, n, Hkv, dh)
-    v = mark(v, &mk.qkv_begin, marks_on).view({B, n, Hkv, dh});
+    q = q.view({B, n, H, dh});    // (B, n, H, dh)
+    k = k.view({B, n, Hkv, dh});  // (B, n, Hkv, dh)
+    v = v.view({B, n, Hkv, dh});
     if (cfg_.qk_norm()) {
       // Qwen3: RMSNorm over each head's dh before RoPE. Per head, so it runs on this rank's
       // sequence shard before the all-to-all, like the projections.
@@ -363,8 +364,12 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
     q = apply_rope(q, cos, sin);
     k = apply_rope(k, cos, sin);
     replicate_kv(k, v);
+    q = mark(q, &mk.qkv_begin, marks_on);
+    k = mark(k, &mk.qkv_begin, marks_on);
+    v = mark(v, &mk.qkv_begin, marks_on);
   }
   at::Tensor a = attend(l, dir, q, k, v);  // (B, n, H, dh)
+  q = k = v = at::Tensor();                // read by the exchange or the kernel only: freed before the MLP
   {
     ULYSSES_RANGE(tracer_, Phase::OutProj, dir, L);
     a = mark(a.reshape({B, n, H * dh}), &mk.o_end, marks_on);
@@ -374,7 +379,8 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
   }
   {
     ULYSSES_RANGE(tracer_, Phase::Mlp, dir, L);
-    auto h2 = mark(rms_norm(x, w(p + "post_attention_layernorm.weight"), cfg_.rms_norm_eps), &mk.mlp_end, marks_on);
+    // backward: the MLP range ends at the post-attention norm's input (its backward included)
+    auto h2 = rms_norm(mark(x, &mk.mlp_end, marks_on), w(p + "post_attention_layernorm.weight"), cfg_.rms_norm_eps);
     // SwiGLU, over token tiles of mlp_chunk_tokens when set (TiledMLP: one tile's (T, f) alive)
     auto m = tiled_mlp(h2, w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight"), w(p + "mlp.down_proj.weight"),
                        mem_.mlp_chunk_tokens);
