@@ -69,7 +69,7 @@ struct CommTimeline {
     Comm::Work work;
     RangeInfo info;
     int64_t issued_ns;
-    bool joins_next;  // part of one traced range with the next message (q, k, v sent apart)
+    bool joins_next;      // part of one traced range with the next message (q, k, v sent apart)
     int64_t woke_ns = 0;  // when a wait that found the transfer unfinished returned (0: none did)
   };
   std::vector<Pending> pending;
@@ -226,38 +226,38 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
     // what attention reads is the receive buffer, viewed in head layout (a view for B = 1).
     std::vector<std::vector<at::Tensor>> send_of(g.C);
     for (int64_t c = 0; c < g.C; ++c) {
-      std::optional<prof::ScopedRange> packing(std::in_place, o.tracer, layout_info(Direction::Forward, o.layer));
-      mem::Label send_label("all-to-all send buffer");
       const int64_t nkv = g.send_hi(c) - g.send_lo(c);
       const int64_t h0 = g.head0(c), h1 = h0 + g.hc;
+      const bool one_message = o.fused_qkv || nkv == 0;
       auto& snd = send_of[static_cast<size_t>(c)];
-      if (o.fused_qkv || nkv == 0) {
-        // One message (P, B, n, hc + 2 nkv, dh): q, k and v packed straight into it.
-        snd.push_back(at::empty({g.P, q.size(0), q.size(1), g.hc + 2 * nkv, q.size(3)}, q.options()));
-        pack_seq_to_head_into(snd[0].narrow(3, 0, g.hc), q, g.P, g.hc * c, g.hc);
-        if (nkv > 0) {
-          pack_seq_to_head_into(snd[0].narrow(3, g.hc, nkv), k, g.P, g.send_lo(c), nkv);
-          pack_seq_to_head_into(snd[0].narrow(3, g.hc + nkv, nkv), v, g.P, g.send_lo(c), nkv);
+      {
+        prof::ScopedRange packing(o.tracer, layout_info(Direction::Forward, o.layer));
+        mem::Label send_label("all-to-all send buffer");
+        if (one_message) {
+          // One message (P, B, n, hc + 2 nkv, dh): q, k and v packed straight into it.
+          snd.push_back(at::empty({g.P, q.size(0), q.size(1), g.hc + 2 * nkv, q.size(3)}, q.options()));
+          pack_seq_to_head_into(snd[0].narrow(3, 0, g.hc), q, g.P, g.hc * c, g.hc);
+          if (nkv > 0) {
+            pack_seq_to_head_into(snd[0].narrow(3, g.hc, nkv), k, g.P, g.send_lo(c), nkv);
+            pack_seq_to_head_into(snd[0].narrow(3, g.hc + nkv, nkv), v, g.P, g.send_lo(c), nkv);
+          }
+        } else {  // (B, n, H, dh) -> (P, B, n, hc, dh) per tensor
+          snd = {pack_seq_to_head(q, g.P, g.hc * c, g.hc), pack_seq_to_head(k, g.P, g.send_lo(c), nkv),
+                 pack_seq_to_head(v, g.P, g.send_lo(c), nkv)};
         }
+      }
+      if (one_message) {
         recv_qkv[c] = mem::comm_buffer_like(snd[0]);
-        packing.reset();
         auto info = comm_info(Phase::A2ASeqToHead, Direction::Forward, o.layer, h0, h1, c,
                               a2a_bytes(snd[0].numel(), elem_bytes(snd[0]), g.P));
         tl.issue(comm, recv_qkv[c], snd[0], info);
         work_of[c] = tl.pending.size() - 1;
       } else {
         // Three messages traced as one range: from the first's start to the last's end.
-        // (B, n, H, dh) -> (P, B, n, hc, dh) per tensor
-        auto sq = pack_seq_to_head(q, g.P, g.hc * c, g.hc);
-        auto sk = pack_seq_to_head(k, g.P, g.send_lo(c), nkv);
-        auto sv = pack_seq_to_head(v, g.P, g.send_lo(c), nkv);
-        recv_q[c] = mem::comm_buffer_like(sq);
-        recv_k[c] = mem::comm_buffer_like(sk);
-        recv_v[c] = mem::comm_buffer_like(sv);
-        snd = {sq, sk, sv};
-        const int64_t bytes = a2a_bytes(sq.numel() + sk.numel() + sv.numel(), elem_bytes(sq), g.P);
-        sq = sk = sv = at::Tensor();
-        packing.reset();
+        recv_q[c] = mem::comm_buffer_like(snd[0]);
+        recv_k[c] = mem::comm_buffer_like(snd[1]);
+        recv_v[c] = mem::comm_buffer_like(snd[2]);
+        const int64_t bytes = a2a_bytes(snd[0].numel() + snd[1].numel() + snd[2].numel(), elem_bytes(snd[0]), g.P);
         auto info = comm_info(Phase::A2ASeqToHead, Direction::Forward, o.layer, h0, h1, c, bytes);
         const size_t first = tl.pending.size();
         tl.issue(comm, recv_q[c], snd[0], info, /*joins_next=*/true);
@@ -349,7 +349,8 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
     at::Tensor out;
     {
       prof::ScopedRange assembling(o.tracer, layout_info(Direction::Forward, o.layer));
-      out = assemble_head_to_seq(out_recv);  // (B, n, H, dh)
+      mem::Label out_label("attention output");  // memory_labels.hpp: the peak table's name
+      out = assemble_head_to_seq(out_recv);      // (B, n, H, dh)
       out_recv.clear();
     }
     ctx->saved_data["opt"] = reinterpret_cast<int64_t>(optp);
@@ -386,7 +387,7 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
     for (int64_t c = 0; c < g.C; ++c) {
       tl.release(static_cast<size_t>(c));
       sends[static_cast<size_t>(c)] = at::Tensor();  // sent: freed before this chunk's attention backward
-      at::Tensor go = unpack_seq_to_head(recv[c]);  // (B, hc, N, dh)
+      at::Tensor go = unpack_seq_to_head(recv[c]);   // (B, hc, N, dh)
       at::Tensor oc = saved[4 * c], qd = saved[4 * c + 1], kd = saved[4 * c + 2], vd = saved[4 * c + 3];
       tensor_list d;
       {
@@ -444,6 +445,7 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
     tl.flush();
     dsends.clear();  // sent: freed before the gradients are assembled
     prof::ScopedRange assembling(o.tracer, layout_info(Direction::Backward, o.layer));
+    mem::Label grad_label("dq, dk, dv");
     std::vector<at::Tensor> qparts, kparts, vparts;
     for (int64_t c = 0; c < g.C; ++c) {
       auto r = dqkv_recv[c];
