@@ -20,8 +20,12 @@ class SiluMulFn : public torch::autograd::Function<SiluMulFn> {
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     const auto sv = ctx->get_saved_variables();
     const at::Tensor &g = sv[0], &u = sv[1], &gp = grads[0];
-    at::Tensor du = ctx->needs_input_grad(1) ? gp * torch::silu(g) : at::Tensor();
-    at::Tensor dg = ctx->needs_input_grad(0) ? at::silu_backward(gp * u, g) : at::Tensor();
+    at::Tensor du, dg;
+    if (ctx->needs_input_grad(1)) du = torch::silu(g).mul_(gp);  // MulBackward's grad * silu(g)
+    if (ctx->needs_input_grad(0)) {
+      dg = gp * u;                       // MulBackward's grad * u ...
+      at::silu_backward_out(dg, dg, g);  // ... through SiluBackward, in place: two (T, f) made, not three
+    }
     return {dg, du};
   }
 };
