@@ -13,7 +13,8 @@
 //
 // --set before any --variant changes the base; each --variant adds a row whose --set values apply
 // on top of the base and of every variant before it (a cut's config fields). Without --variant
-// the rows are the cuts this build has: activation checkpointing, tiled loss, TiledMLP.
+// the rows are the cuts this build has: activation checkpointing, tiled loss, TiledMLP, and the
+// all-to-all exchange of two head chunks (sp 1: a copy), the path whose buffers issue 48 cut.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -137,7 +138,10 @@ int bench_main(int argc, char** argv) {
   if (variants.empty())
     variants = {{"+activation checkpointing", {"train.activation_checkpointing=layer"}},
                 {"+tiled loss (512)", {"train.loss_chunk_tokens=512"}},
-                {"+TiledMLP (512)", {"train.mlp_chunk_tokens=512"}}};
+                {"+TiledMLP (512)", {"train.mlp_chunk_tokens=512"}},
+                // the all-to-all path at sp 1 (each head chunk's exchange is a copy): what its
+                // buffers add per token now that each send buffer is freed once it is sent
+                {"+head chunks 2 (exchange)", {"parallel.head_chunks=2"}}};
   at::set_num_threads(1);
   mem::install_cpu_counting();
   json cfg = base_config();
@@ -181,6 +185,7 @@ int main(int argc, char** argv) {
   return ulysses::bench::guarded_main(
       "usage: bench_transient [--set k=v]... [--variant NAME [--set k=v]...]...\n"
       "  transient bytes per token (step peak - live after forward) measured on one CPU rank and planned, for a base\n"
-      "  config and each variant applied on top of the ones before it (default: checkpointing, tiled loss, TiledMLP)",
+      "  config and each variant applied on top of the ones before it (default: checkpointing, tiled loss, TiledMLP,\n"
+      "  two head chunks)",
       argc, argv, [&] { return bench_main(argc, argv); });
 }

@@ -232,8 +232,8 @@ class CurveTracer final : public prof::Tracer {
   void sample(const prof::RangeInfo& info, bool begin) {
     using prof::Phase;
     if (info.phase == Phase::Step || info.phase == Phase::Backward || info.phase == Phase::GradAllReduce ||
-        info.phase == Phase::Optimizer)
-      return;  // the trainer's
+        info.phase == Phase::Optimizer || (info.phase == Phase::Other && info.dir == prof::Direction::None))
+      return;  // the trainer's (its own host work: `other` with no direction)
     prof::PlannedMemoryPoint p;
     p.phase = static_cast<int32_t>(info.phase);
     p.layer = info.layer;

@@ -55,14 +55,45 @@ class UnitBoundaryFn : public torch::autograd::Function<UnitBoundaryFn> {
   }
 };
 
+// RMSNorm as Hugging Face's LlamaRMSNorm computes it (fp32 statistics, the normalized input cast
+// back, then the weight), saving only its input, the weight and the (..., 1) fp32 rstd: autograd
+// over the same ops kept the fp32 copy of the input and the normalized input for backward
+// (6 bytes per element in bf16, 4 in fp32). The backward is the one autograd ran, op for op
+// (the same kernels in the same order: equal gradients), from the input and rstd.
+class RmsNormFn : public torch::autograd::Function<RmsNormFn> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor x, at::Tensor w, double eps) {
+    const auto x32 = x.to(torch::kFloat32);
+    const auto rstd = torch::rsqrt(x32.pow(2).mean(-1, true) + eps);  // (..., 1)
+    ctx->save_for_backward({x, w, rstd});
+    return w * (x32 * rstd).to(x.scalar_type());
+  }
+  // Autograd's values, op for op: ToCopy, w * xc (MulBackward), x32 * rstd (MulBackward, rstd's
+  // grad summed over the row), RsqrtBackward (-0.5 g r^3), MeanBackward (g / d), PowBackward
+  // (g * 2 x32), the two grads of x32 added; products in place where autograd made a new tensor
+  // of the same values, so at most three fp32 (..., d) temporaries live at once.
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    const auto sv = ctx->get_saved_variables();
+    const at::Tensor &x = sv[0], &w = sv[1], &rstd = sv[2];
+    const at::Tensor& gy = grads[0];
+    at::Tensor x32 = x.to(torch::kFloat32);
+    at::Tensor gw;
+    if (ctx->needs_input_grad(1)) gw = (gy * (x32 * rstd).to(x.scalar_type())).sum_to_size(w.sizes());
+    at::Tensor gxh = (gy * w).to(torch::kFloat32);                                       // of x32 * rstd
+    const at::Tensor gvar = -0.5 * (gxh * x32).sum_to_size(rstd.sizes()) * rstd.pow(3);  // of rstd, then rsqrt's
+    at::Tensor gpow = x32.mul(2);                                                        // pow's 2 * x32 ...
+    x32 = at::Tensor();
+    gpow.mul_(gvar / x.size(-1));  // ... times mean's g / d
+    gxh.mul_(rstd);                // mul's grad of x32
+    gxh.add_(gpow);
+    gpow = at::Tensor();
+    return {gxh.to(x.scalar_type()), gw, at::Tensor()};
+  }
+};
+
 }  // namespace
 
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
-  auto x32 = x.to(torch::kFloat32);
-  auto var = x32.pow(2).mean(-1, true);
-  x32 = x32 * torch::rsqrt(var + eps);
-  return w * x32.to(x.scalar_type());
-}
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) { return RmsNormFn::apply(x, w, eps); }
 
 std::pair<at::Tensor, double> rope_inv_freq(const ModelConfig& c, torch::Dtype dtype) {
   // Hugging Face's modeling_rope_utils maths (Transformers >= 4.48 for yarn), fp32 tensors
@@ -345,15 +376,16 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
   at::Tensor q, k, v;
   {
     ULYSSES_RANGE(tracer_, Phase::QkvProj, dir, L);
-    auto h = rms_norm(x, w(p + "input_layernorm.weight"), cfg_.rms_norm_eps);
-    h = mark(h, &mk.qkv_end, marks_on);
+    // Backward: the QKV range runs from q, k, v entering attention to the input norm's input, so
+    // RoPE's and the norm's backward are in it as their forward is (docs/TRACES.md).
+    auto h = rms_norm(mark(x, &mk.qkv_end, marks_on), w(p + "input_layernorm.weight"), cfg_.rms_norm_eps);
     const bool qb = cfg_.qkv_bias();
     q = torch::linear(h, w(p + "self_attn.q_proj.weight"), qb ? w(p + "self_attn.q_proj.bias") : at::Tensor());
     k = torch::linear(h, w(p + "self_attn.k_proj.weight"), qb ? w(p + "self_attn.k_proj.bias") : at::Tensor());
     v = torch::linear(h, w(p + "self_attn.v_proj.weight"), qb ? w(p + "self_attn.v_proj.bias") : at::Tensor());
-    q = mark(q, &mk.qkv_begin, marks_on).view({B, n, H, dh});    // (B, n, H, dh)
-    k = mark(k, &mk.qkv_begin, marks_on).view({B, n, Hkv, dh});  // (B, n, Hkv, dh)
-    v = mark(v, &mk.qkv_begin, marks_on).view({B, n, Hkv, dh});
+    q = q.view({B, n, H, dh});    // (B, n, H, dh)
+    k = k.view({B, n, Hkv, dh});  // (B, n, Hkv, dh)
+    v = v.view({B, n, Hkv, dh});
     if (cfg_.qk_norm()) {
       // Qwen3: RMSNorm over each head's dh before RoPE. Per head, so it runs on this rank's
       // sequence shard before the all-to-all, like the projections.
@@ -363,8 +395,12 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
     q = apply_rope(q, cos, sin);
     k = apply_rope(k, cos, sin);
     replicate_kv(k, v);
+    q = mark(q, &mk.qkv_begin, marks_on);
+    k = mark(k, &mk.qkv_begin, marks_on);
+    v = mark(v, &mk.qkv_begin, marks_on);
   }
   at::Tensor a = attend(l, dir, q, k, v);  // (B, n, H, dh)
+  q = k = v = at::Tensor();                // read by the exchange or the kernel only: freed before the MLP
   {
     ULYSSES_RANGE(tracer_, Phase::OutProj, dir, L);
     a = mark(a.reshape({B, n, H * dh}), &mk.o_end, marks_on);
@@ -374,7 +410,8 @@ at::Tensor LlamaModel::layer_forward(int64_t l, const at::Tensor& x_in, const at
   }
   {
     ULYSSES_RANGE(tracer_, Phase::Mlp, dir, L);
-    auto h2 = mark(rms_norm(x, w(p + "post_attention_layernorm.weight"), cfg_.rms_norm_eps), &mk.mlp_end, marks_on);
+    // backward: the MLP range ends at the post-attention norm's input (its backward included)
+    auto h2 = rms_norm(mark(x, &mk.mlp_end, marks_on), w(p + "post_attention_layernorm.weight"), cfg_.rms_norm_eps);
     // SwiGLU, over token tiles of mlp_chunk_tokens when set (TiledMLP: one tile's (T, f) alive)
     auto m = tiled_mlp(h2, w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight"), w(p + "mlp.down_proj.weight"),
                        mem_.mlp_chunk_tokens);

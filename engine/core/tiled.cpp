@@ -9,8 +9,29 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
+// silu(g) * u saving only g and u (autograd kept silu(g) too: one more (T, f) tensor per MLP);
+// the backward is autograd's, kernel for kernel (equal gradients).
+class SiluMulFn : public torch::autograd::Function<SiluMulFn> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor g, at::Tensor u) {
+    ctx->save_for_backward({g, u});
+    return torch::silu(g) * u;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    const auto sv = ctx->get_saved_variables();
+    const at::Tensor &g = sv[0], &u = sv[1], &gp = grads[0];
+    at::Tensor du, dg;
+    if (ctx->needs_input_grad(1)) du = torch::silu(g).mul_(gp);  // MulBackward's grad * silu(g)
+    if (ctx->needs_input_grad(0)) {
+      dg = gp * u;                       // MulBackward's grad * u ...
+      at::silu_backward_out(dg, dg, g);  // ... through SiluBackward, in place: two (T, f) made, not three
+    }
+    return {dg, du};
+  }
+};
+
 at::Tensor swiglu(const at::Tensor& h, const at::Tensor& gate, const at::Tensor& up, const at::Tensor& down) {
-  return torch::linear(torch::silu(torch::linear(h, gate)) * torch::linear(h, up), down);
+  return torch::linear(SiluMulFn::apply(torch::linear(h, gate), torch::linear(h, up)), down);
 }
 
 // Accumulates a weight gradient over tiles in fp32 (bf16 compute sums many tiles).

@@ -316,6 +316,24 @@ void record_backward_mark_ranges(prof::Tracer* tracer, const BackwardMarks& m, b
   }
 }
 
+namespace {
+// The backward's ends, which no marker sees: the loss's backward (from the start of backward to
+// the logits' marker) and the embedding's (from layer 0's input-norm marker, where the layers'
+// gradient reaches the embedding output, to the end of backward). CPU ranks: else untraced.
+void record_backward_edge_ranges(prof::Tracer* tracer, const BackwardMarks& m, int64_t begin, int64_t end) {
+  if (!tracer || !tracer->active()) return;
+  auto rec = [&](Phase ph, int64_t s, int64_t e) {
+    if (s <= 0 || e <= 0 || e < s) return;
+    prof::RangeInfo r;
+    r.phase = ph;
+    r.dir = Direction::Backward;
+    tracer->record_range(r, s, e, 0);
+  };
+  rec(Phase::Loss, begin, m.head_begin);
+  if (!m.layers.empty()) rec(Phase::Embedding, m.layers.front().qkv_end, end);
+}
+}  // namespace
+
 void Trainer::record_backward_marks() {
   // sp 1, one head chunk, no ring: attention_core runs plainly, with no backward range of its own
   const bool window = comm_.sp_size() == 1 && cfg_.parallel.head_chunks <= 1 && comm_.ring_size() <= 1;
@@ -332,6 +350,7 @@ double Trainer::loss_and_grads(int64_t s) {
       mem::Scope g(mem::MemCategory::Gradients);
       flat_ = torch::zeros({tail_}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
     }
+    ULYSSES_RANGE(tracer_, Phase::Other, Direction::None);  // host work between ranges is traced too
     bind_grads();   // (again: a test or a checkpoint load may have replaced a .grad)
     flat_.zero_();  // autograd adds every parameter's gradient into its slice in place
   }
@@ -370,25 +389,34 @@ double Trainer::loss_and_grads(int64_t s) {
     }
 
     at::Tensor loss_sum;
+    int64_t backward_begin = 0, backward_end = 0;
     {
       mem::Scope act(mem::MemCategory::Activations);  // the model's forward (its head: Logits)
       mem::Label forward("forward");                  // memory_labels.hpp: names the peak table's rows
       loss_sum = model_->forward_loss_sum(ids, labels, positions, docs.defined() ? &docs : nullptr);
     }
-    if (tracer_ && tracer_->active() && cfg_.profile.memory)
+    if (tracer_ && tracer_->active() && cfg_.profile.memory) {
+      ULYSSES_RANGE(tracer_, Phase::Other, Direction::None);  // the memory sample: the rank's own work
       tracer_->sample_memory("after_forward", memory_now(device_));
+    }
     {
       ULYSSES_RANGE(tracer_, Phase::Backward, Direction::Backward);
+      backward_begin = prof::Tracer::now_ns();
       loss_sum.backward();
+      backward_end = prof::Tracer::now_ns();
       if (z3_) z3_->finish_backward();  // the embedding's reduce-scatter; every unit released
     }
     record_backward_marks();
-    if (tracer_ && tracer_->active() && cfg_.profile.memory)
-      tracer_->sample_memory("after_backward", memory_now(device_));
-    auto cnt = (labels != -100).sum();
-    const auto l64 = loss_sum.detach().to(torch::kFloat64);  // micro-steps add up in fp64
-    loss_acc = a == 0 ? l64 : loss_acc + l64;
-    count_acc = a == 0 ? cnt : count_acc + cnt;
+    record_backward_edge_ranges(tracer_, model_->marks(), backward_begin, backward_end);
+    {
+      ULYSSES_RANGE(tracer_, Phase::Other, Direction::None);  // the memory sample, the loss and token sums
+      if (tracer_ && tracer_->active() && cfg_.profile.memory)
+        tracer_->sample_memory("after_backward", memory_now(device_));
+      auto cnt = (labels != -100).sum();
+      const auto l64 = loss_sum.detach().to(torch::kFloat64);  // micro-steps add up in fp64
+      loss_acc = a == 0 ? l64 : loss_acc + l64;
+      count_acc = a == 0 ? cnt : count_acc + cnt;
+    }
   }
 
   // The loss sum and valid-token count: an fp64 all-reduce of their own (reductions.hpp: exact
@@ -424,6 +452,7 @@ double Trainer::loss_and_grads(int64_t s) {
     comm_.all_reduce_sum(buf, tracer_, &r);  // traced by Comm with the collective's (pg, seq)
   }
   torch::NoGradGuard ng;
+  ULYSSES_RANGE(tracer_, Phase::Other, Direction::None);
   buf.narrow(0, 0, grad_numel_).div_(std::max(1.0, count));  // every .grad sees it: they are views
   return loss;
 }
@@ -455,11 +484,16 @@ StepMetrics Trainer::step(int64_t s) {
     }
   }
   compat::synchronize(device_);
-  const auto mem = memory_now(device_);
-  if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_optimizer", mem);
-  // Max over ranks, as an int64 on the communication device (NCCL takes CUDA tensors only).
-  auto peak = torch::tensor({static_cast<int64_t>(mem.peak)}, torch::TensorOptions().dtype(torch::kInt64))
-                  .to(comm_.device());  // (1,)
+  prof::MemorySample mem;
+  at::Tensor peak;
+  {
+    ULYSSES_RANGE(tracer_, Phase::Other, Direction::None);
+    mem = memory_now(device_);
+    if (tracer_ && tracer_->active() && cfg_.profile.memory) tracer_->sample_memory("after_optimizer", mem);
+    // Max over ranks, as an int64 on the communication device (NCCL takes CUDA tensors only).
+    peak = torch::tensor({static_cast<int64_t>(mem.peak)}, torch::TensorOptions().dtype(torch::kInt64))
+               .to(comm_.device());  // (1,)
+  }
   comm_.all_reduce_max(peak);
   m.max_mem_bytes = static_cast<int64_t>(scalar_value(peak));
   m.step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -1,9 +1,12 @@
 // Ulysses attention: head-chunked, pipelined all-to-alls around causal SDPA.
 #include "ulysses_attention.hpp"
 
+#include <optional>
+
 #include "torch_compat.hpp"
 #include "ulysses_geometry.hpp"
 #include "memory_categories.hpp"
+#include "memory_labels.hpp"
 
 namespace ulysses {
 namespace {
@@ -23,6 +26,13 @@ at::Tensor pack_seq_to_head(const at::Tensor& x, int64_t P, int64_t h0, int64_t 
   const auto hx = x.size(2) / P;
   return x.view({B, n, P, hx, dh}).narrow(3, h0, len).permute({2, 0, 1, 3, 4}).contiguous();
 }
+// The same written into dst (P, B, n, len, dh), a slice of a send buffer: no packed copy of
+// its own before the message is put together.
+void pack_seq_to_head_into(const at::Tensor& dst, const at::Tensor& x, int64_t P, int64_t h0, int64_t len) {
+  const auto B = x.size(0), n = x.size(1), dh = x.size(3);
+  const auto hx = x.size(2) / P;
+  dst.copy_(x.view({B, n, P, hx, dh}).narrow(3, h0, len).permute({2, 0, 1, 3, 4}));
+}
 // recv (P, B, n, hc, dh) -> (B, hc, N, dh): the whole sequence for this rank's heads.
 at::Tensor unpack_seq_to_head(const at::Tensor& r) {
   const auto P = r.size(0), B = r.size(1), n = r.size(2), hc = r.size(3), dh = r.size(4);
@@ -32,6 +42,11 @@ at::Tensor unpack_seq_to_head(const at::Tensor& r) {
 at::Tensor pack_head_to_seq(const at::Tensor& y, int64_t P) {
   const auto B = y.size(0), hc = y.size(1), N = y.size(2), dh = y.size(3);
   return y.view({B, hc, P, N / P, dh}).permute({2, 0, 3, 1, 4}).contiguous();
+}
+// The same written into dst (P, B, n, hc, dh), a slice of a send buffer.
+void pack_head_to_seq_into(const at::Tensor& dst, const at::Tensor& y, int64_t P) {
+  const auto B = y.size(0), hc = y.size(1), N = y.size(2), dh = y.size(3);
+  dst.copy_(y.view({B, hc, P, N / P, dh}).permute({2, 0, 3, 1, 4}));
 }
 // chunks of recv (P, B, n, hc, dh), chunk c holding heads [c*hc, (c+1)*hc) of every
 // rank's group -> (B, n, P*h, dh) with h = sum of hc.
@@ -54,7 +69,8 @@ struct CommTimeline {
     Comm::Work work;
     RangeInfo info;
     int64_t issued_ns;
-    bool joins_next;  // part of one traced range with the next message (q, k, v sent apart)
+    bool joins_next;      // part of one traced range with the next message (q, k, v sent apart)
+    int64_t woke_ns = 0;  // when a wait that found the transfer unfinished returned (0: none did)
   };
   std::vector<Pending> pending;
 
@@ -67,7 +83,22 @@ struct CommTimeline {
     ri.pg = w.pg;
     ri.seq = w.seq;
     const int64_t t = w.issued_ns;
-    pending.push_back({std::move(w), ri, t, joins_next});
+    pending.push_back({std::move(w), ri, t, joins_next, 0});
+  }
+  // Waits for p; when the transfer was still running, the rank was blocked in it until the wait
+  // returned (the thread's wake-up included), and its range ends then, not at the completion
+  // the transport's thread saw: no untraced gap after each blocking wait.
+  static void wait_blocked(Pending& p) {
+    const bool running = !p.work.done_ns || p.work.done_ns->load() == 0;
+    p.work.wait();
+    if (running && p.work.work) p.woke_ns = prof::Tracer::now_ns();
+  }
+  // Waits for work i and drops the process group's references to its tensors (Gloo's work holds
+  // its send and receive buffers until it is destroyed), so the caller can free the send buffer
+  // now rather than at flush(); the completion time stays for the range.
+  void release(size_t i) {
+    wait_blocked(pending[i]);
+    pending[i].work.work.reset();
   }
   // Waits for every work and records them in issue order; a run of joined messages becomes
   // one range from the first one's start to the last one's completion.
@@ -75,8 +106,8 @@ struct CommTimeline {
     if (!pending.empty() && pending.front().work.span) return flush_device();
     int64_t joined_start = -1, joined_first = -1;
     for (auto& p : pending) {
-      p.work.wait();
-      const int64_t done = p.work.done_ns ? p.work.done_ns->load() : prof::Tracer::now_ns();
+      wait_blocked(p);
+      const int64_t done = std::max(p.woke_ns, p.work.done_ns ? p.work.done_ns->load() : prof::Tracer::now_ns());
       const int64_t start = std::max(p.issued_ns, last_done);
       last_done = std::max(last_done, done);
       if (p.joins_next) {
@@ -141,6 +172,17 @@ RangeInfo comm_info(Phase ph, Direction d, int32_t layer, int64_t h0, int64_t h1
   return r;
 }
 
+// The layout work on the rank's own thread around the exchanges (packing a send buffer,
+// assembling what arrived): a compute range of phase `other` (docs/TRACES.md), so that the
+// time is neither untraced nor counted as communication or as the attention kernel.
+RangeInfo layout_info(Direction d, int32_t layer) {
+  RangeInfo r;
+  r.phase = Phase::Other;
+  r.dir = d;
+  r.layer = layer;
+  return r;
+}
+
 // Geometry shared by forward and backward: ulysses_geometry.hpp (torch-free, the same rules
 // validate() checks) on the tensors' head counts. Local heads: h = H/P q heads, hk = Hk/P kv
 // heads, G = h/hk q heads per kv head (local q head i uses local kv head i / G, as
@@ -180,39 +222,47 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
     // seq->head for every chunk, issued up front: chunk c+1 travels while c computes.
     std::vector<at::Tensor> recv_q(g.C), recv_k(g.C), recv_v(g.C), recv_qkv(g.C);
     std::vector<size_t> work_of(g.C);
-    std::vector<at::Tensor> keep_alive;
+    // Each chunk's send buffers, freed as soon as its exchange is done (before its attention):
+    // what attention reads is the receive buffer, viewed in head layout (a view for B = 1).
+    std::vector<std::vector<at::Tensor>> send_of(g.C);
     for (int64_t c = 0; c < g.C; ++c) {
-      // (B, n, H, dh) -> (P, B, n, hc, dh) per tensor
-      auto sq = pack_seq_to_head(q, g.P, g.hc * c, g.hc);
-      at::Tensor sk, sv;
       const int64_t nkv = g.send_hi(c) - g.send_lo(c);
-      if (nkv > 0) {  // (P, B, n, nkv, dh)
-        sk = pack_seq_to_head(k, g.P, g.send_lo(c), nkv);
-        sv = pack_seq_to_head(v, g.P, g.send_lo(c), nkv);
-      }
       const int64_t h0 = g.head0(c), h1 = h0 + g.hc;
-      if (o.fused_qkv || !sk.defined()) {
-        at::Tensor send = sk.defined() ? at::cat({sq, sk, sv}, 3) : sq;
-        recv_qkv[c] = mem::comm_buffer_like(send);
-        keep_alive.push_back(send);
+      const bool one_message = o.fused_qkv || nkv == 0;
+      auto& snd = send_of[static_cast<size_t>(c)];
+      {
+        prof::ScopedRange packing(o.tracer, layout_info(Direction::Forward, o.layer));
+        mem::Label send_label("all-to-all send buffer");
+        if (one_message) {
+          // One message (P, B, n, hc + 2 nkv, dh): q, k and v packed straight into it.
+          snd.push_back(at::empty({g.P, q.size(0), q.size(1), g.hc + 2 * nkv, q.size(3)}, q.options()));
+          pack_seq_to_head_into(snd[0].narrow(3, 0, g.hc), q, g.P, g.hc * c, g.hc);
+          if (nkv > 0) {
+            pack_seq_to_head_into(snd[0].narrow(3, g.hc, nkv), k, g.P, g.send_lo(c), nkv);
+            pack_seq_to_head_into(snd[0].narrow(3, g.hc + nkv, nkv), v, g.P, g.send_lo(c), nkv);
+          }
+        } else {  // (B, n, H, dh) -> (P, B, n, hc, dh) per tensor
+          snd = {pack_seq_to_head(q, g.P, g.hc * c, g.hc), pack_seq_to_head(k, g.P, g.send_lo(c), nkv),
+                 pack_seq_to_head(v, g.P, g.send_lo(c), nkv)};
+        }
+      }
+      if (one_message) {
+        recv_qkv[c] = mem::comm_buffer_like(snd[0]);
         auto info = comm_info(Phase::A2ASeqToHead, Direction::Forward, o.layer, h0, h1, c,
-                              a2a_bytes(send.numel(), elem_bytes(send), g.P));
-        tl.issue(comm, recv_qkv[c], keep_alive.back(), info);
+                              a2a_bytes(snd[0].numel(), elem_bytes(snd[0]), g.P));
+        tl.issue(comm, recv_qkv[c], snd[0], info);
         work_of[c] = tl.pending.size() - 1;
       } else {
         // Three messages traced as one range: from the first's start to the last's end.
-        recv_q[c] = mem::comm_buffer_like(sq);
-        recv_k[c] = mem::comm_buffer_like(sk);
-        recv_v[c] = mem::comm_buffer_like(sv);
-        keep_alive.push_back(sq);
-        keep_alive.push_back(sk);
-        keep_alive.push_back(sv);
-        const int64_t bytes = a2a_bytes(sq.numel() + sk.numel() + sv.numel(), elem_bytes(sq), g.P);
+        recv_q[c] = mem::comm_buffer_like(snd[0]);
+        recv_k[c] = mem::comm_buffer_like(snd[1]);
+        recv_v[c] = mem::comm_buffer_like(snd[2]);
+        const int64_t bytes = a2a_bytes(snd[0].numel() + snd[1].numel() + snd[2].numel(), elem_bytes(snd[0]), g.P);
         auto info = comm_info(Phase::A2ASeqToHead, Direction::Forward, o.layer, h0, h1, c, bytes);
         const size_t first = tl.pending.size();
-        tl.issue(comm, recv_q[c], keep_alive[keep_alive.size() - 3], info, /*joins_next=*/true);
-        tl.issue(comm, recv_k[c], keep_alive[keep_alive.size() - 2], info, /*joins_next=*/true);
-        tl.issue(comm, recv_v[c], keep_alive[keep_alive.size() - 1], info);
+        tl.issue(comm, recv_q[c], snd[0], info, /*joins_next=*/true);
+        tl.issue(comm, recv_k[c], snd[1], info, /*joins_next=*/true);
+        tl.issue(comm, recv_v[c], snd[2], info);
         work_of[c] = first;
       }
     }
@@ -225,7 +275,9 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
       // wait for this chunk's q (and k, v) to arrive
       const size_t w0 = work_of[c];
       const size_t nw = recv_q[c].defined() ? 3 : 1;
-      for (size_t i = 0; i < nw; ++i) tl.pending[w0 + i].work.wait();
+      for (size_t i = 0; i < nw; ++i) tl.release(w0 + i);
+      send_of[static_cast<size_t>(c)].clear();  // sent: freed before this chunk's attention
+      std::optional<prof::ScopedRange> unpacking(std::in_place, o.tracer, layout_info(Direction::Forward, o.layer));
       at::Tensor qc;
       const int64_t nkv = g.send_hi(c) - g.send_lo(c);
       if (recv_qkv[c].defined()) {
@@ -252,6 +304,7 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
       at::Tensor qd = qc.detach().requires_grad_(true);
       at::Tensor kd = gather(k_got).detach().requires_grad_(true);
       at::Tensor vd = gather(v_got).detach().requires_grad_(true);
+      unpacking.reset();
       at::Tensor oc;
       {
         const int64_t h0 = g.head0(c);
@@ -281,14 +334,25 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
       saved.push_back(kd);
       saved.push_back(vd);
       // head->seq for this chunk, in flight while the next chunk computes
-      sends.push_back(pack_head_to_seq(oc.detach(), g.P));
+      {
+        prof::ScopedRange packing(o.tracer, layout_info(Direction::Forward, o.layer));
+        mem::Label send_label("all-to-all send buffer");
+        sends.push_back(pack_head_to_seq(oc.detach(), g.P));
+      }
       out_recv[c] = mem::comm_buffer_like(sends.back());
       auto info = comm_info(Phase::A2AHeadToSeq, Direction::Forward, o.layer, g.head0(c), g.head0(c) + g.hc, c,
                             a2a_bytes(sends.back().numel(), elem_bytes(oc), g.P));
       tl.issue(comm, out_recv[c], sends.back(), info);
     }
     tl.flush();
-    auto out = assemble_head_to_seq(out_recv);  // (B, n, H, dh)
+    sends.clear();  // sent: freed before the output is assembled
+    at::Tensor out;
+    {
+      prof::ScopedRange assembling(o.tracer, layout_info(Direction::Forward, o.layer));
+      mem::Label out_label("attention output");  // memory_labels.hpp: the peak table's name
+      out = assemble_head_to_seq(out_recv);      // (B, n, H, dh)
+      out_recv.clear();
+    }
     ctx->saved_data["opt"] = reinterpret_cast<int64_t>(optp);
     ctx->saved_data["saved"] = saved;
     ctx->saved_data["kshape"] = k.sizes().vec();
@@ -307,7 +371,11 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
     // grad of the output: seq->head for every chunk, issued up front
     std::vector<at::Tensor> sends, recv(g.C);
     for (int64_t c = 0; c < g.C; ++c) {
-      sends.push_back(pack_seq_to_head(gout, g.P, c * g.hc, g.hc));
+      {
+        prof::ScopedRange packing(o.tracer, layout_info(Direction::Backward, o.layer));
+        mem::Label send_label("all-to-all send buffer");
+        sends.push_back(pack_seq_to_head(gout, g.P, c * g.hc, g.hc));
+      }
       recv[c] = mem::comm_buffer_like(sends.back());
       auto info = comm_info(Phase::A2AHeadToSeq, Direction::Backward, o.layer, g.head0(c), g.head0(c) + g.hc, c,
                             a2a_bytes(sends.back().numel(), elem_bytes(gout), g.P));
@@ -317,8 +385,9 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
     std::vector<at::Tensor> dsends;
     at::Tensor dk_acc, dv_acc;  // (B, hk, N, dh) in fp32 (fp64 for double): kv grads summed over chunks
     for (int64_t c = 0; c < g.C; ++c) {
-      tl.pending[c].work.wait();
-      at::Tensor go = unpack_seq_to_head(recv[c]);  // (B, hc, N, dh)
+      tl.release(static_cast<size_t>(c));
+      sends[static_cast<size_t>(c)] = at::Tensor();  // sent: freed before this chunk's attention backward
+      at::Tensor go = unpack_seq_to_head(recv[c]);   // (B, hc, N, dh)
       at::Tensor oc = saved[4 * c], qd = saved[4 * c + 1], kd = saved[4 * c + 2], vd = saved[4 * c + 3];
       tensor_list d;
       {
@@ -353,12 +422,20 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
         }
       }
       // head->seq of dq (and the finished dk, dv), in flight while the next chunk computes
-      std::vector<at::Tensor> parts{pack_head_to_seq(d[0], g.P)};
-      if (ndone > 0) {
-        parts.push_back(pack_head_to_seq(dk.contiguous(), g.P));
-        parts.push_back(pack_head_to_seq(dv.contiguous(), g.P));
+      // One message (P, B, n, hc + 2 ndone, dh), dq, dk and dv packed straight into it.
+      at::Tensor send;
+      {
+        prof::ScopedRange packing(o.tracer, layout_info(Direction::Backward, o.layer));
+        mem::Label send_label("all-to-all send buffer");
+        send = at::empty({g.P, d[0].size(0), d[0].size(2) / g.P, g.hc + 2 * ndone, d[0].size(3)}, d[0].options());
+        pack_head_to_seq_into(send.narrow(3, 0, g.hc), d[0], g.P);
+        if (ndone > 0) {
+          pack_head_to_seq_into(send.narrow(3, g.hc, ndone), dk, g.P);
+          pack_head_to_seq_into(send.narrow(3, g.hc + ndone, ndone), dv, g.P);
+        }
       }
-      at::Tensor send = parts.size() == 1 ? parts[0] : at::cat(parts, 3);
+      d.clear();
+      dk = dv = at::Tensor();
       dsends.push_back(send);
       dqkv_recv[c] = mem::comm_buffer_like(send);
       auto info = comm_info(Phase::A2ASeqToHead, Direction::Backward, o.layer, g.head0(c), g.head0(c) + g.hc, c,
@@ -366,6 +443,9 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
       tl.issue(comm, dqkv_recv[c], dsends.back(), info);
     }
     tl.flush();
+    dsends.clear();  // sent: freed before the gradients are assembled
+    prof::ScopedRange assembling(o.tracer, layout_info(Direction::Backward, o.layer));
+    mem::Label grad_label("dq, dk, dv");
     std::vector<at::Tensor> qparts, kparts, vparts;
     for (int64_t c = 0; c < g.C; ++c) {
       auto r = dqkv_recv[c];

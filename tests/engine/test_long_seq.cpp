@@ -275,7 +275,9 @@ TEST(LongSeq, TiledProjectionsLowerTheCheckpointedPeak) {
   const int64_t tiled = step_peak(c);
   std::cout << "peak bytes with checkpointing, TiledMLP and tiled loss: untiled projections " << off
             << ", proj_chunk_tokens=64 " << tiled << "\n";
-  EXPECT_LT(tiled, off * 9 / 10);  // measured 0.86 (3.27 vs 3.80 MB)
+  // measured 0.925 (3.27 vs 3.53 MB); 0.86 (3.27 vs 3.80 MB) before RMSNorm saved only its
+  // input and rstd, which took part of the untiled layer's norms out of the peak
+  EXPECT_LT(tiled, off * 95 / 100);
 }
 
 TEST(LongSeq, RecomputeIsTracedAsItsOwnDirectionInsideBackward) {

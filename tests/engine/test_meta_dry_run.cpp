@@ -505,14 +505,15 @@ TEST(MemoryPlan, GpuPlanColumnsAddUp) {
   EXPECT_FALSE(ulysses::plan::plan_to_json(ulysses::plan::plan_memory(cfg)).contains("gpu"));
 }
 
-// The peak table names what is alive at the peak (memory_labels.hpp). One decoder layer with a
-// 4096-wide MLP over 512 tokens, a 96-token vocabulary: the MLP's forward keeps four (n, ffn) fp32
-// tensors for its backward (gate, up, silu(gate), their product) while no backward op holds more
-// than two at once, so the first row must be that layer's MLP forward, with its dtype and shape;
+// The peak table names what is alive at the peak (memory_labels.hpp). Two decoder layers with a
+// 4096-wide MLP over 512 tokens, a 96-token vocabulary: each MLP's forward keeps three (n, ffn)
+// fp32 tensors for its backward (gate, up, their SwiGLU product) and no backward op holds more
+// than two at once; at the peak, in layer 1's MLP backward (its product already released), layer
+// 0's three are whole, so the first row must be layer 0's MLP forward, with its dtype and shape;
 // the rows add up to the peak, and the text plan prints the table and the bytes per token.
 RunConfig mlp_dominated_config() {
   auto cfg = small_config();
-  cfg.model.num_hidden_layers = 1;
+  cfg.model.num_hidden_layers = 2;
   cfg.model.intermediate_size = 4096;
   cfg.train.seq_length = 512;
   return cfg;

@@ -207,3 +207,39 @@ TEST(Straggler, DpBySpEveryBlockingCallIsARangeAndTheWaitIsAttributed) {
   ASSERT_EQ(sj.at("ranks").size(), 4u);
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(sj["ranks"][i].at("idle_ns").get<int64_t>(), s.ranks[i].idle_ns);
 }
+
+// The demo run itself (`./ulysses demo`: resources/configs/tiny.json, sp 2, 20 steps, memory
+// sampling on) leaves under 3% of every rank's wall time in no range. Before, 7.5-8.6% was
+// untraced: the all-to-alls' packing and assembling on the rank's own thread, the thread's
+// wake-up after a blocking wait, and the backward of the norms, RoPE, the loss and the embedding,
+// which lay between the backward markers' ranges (docs/TRACES.md "Every blocking call is a range").
+// A timing figure on a shared machine: a run whose worst rank is at or over 3% is run once more
+// (the 2-core VM under a parallel ctest measured up to 3.3% once; alone 0.8-2.5%); the worker
+// without these ranges measured 5.4% and 10.4%.
+TEST(Untraced, DemoRunLeavesUnderThreePercentOfEveryRankInNoRange) {
+  json cfg = json::parse(ulysses::test::slurp(std::string(ULYSSES_SOURCE_DIR) + "/resources/configs/tiny.json"));
+  cfg["data"]["path"] = std::string(ULYSSES_SOURCE_DIR) + "/" + cfg["data"]["path"].get<std::string>();
+  double worst = 1;
+  for (int attempt = 0; attempt < 2 && worst >= 0.03; ++attempt) {
+    const std::string out = tmp("demo");
+    fs::remove_all(out);
+    auto r = sh(std::string(ULYSSES_RUN_BIN) + " " + ulysses::test::write_json(tmp("demo.json"), cfg) + " --worker " +
+                ULYSSES_WORKER_BIN + " --out " + out + " 2>&1");
+    ASSERT_EQ(r.code, 0) << r.out;
+    auto j = sh(std::string(ULYSSES_TRACE_BIN) + " summary --json " + out);
+    ASSERT_EQ(j.code, 0) << j.out;
+    const json sj = json::parse(j.out);
+    ASSERT_EQ(sj.at("ranks").size(), 2u);
+    worst = 0;
+    for (const auto& t : sj["ranks"]) {
+      const double share = t.at("idle_share").get<double>();
+      std::printf(
+          "[ figures ] demo (tiny.json, sp 2, 20 steps), run %d: rank %d wall %.1f ms, untraced %.1f ms (%.2f%%)\n",
+          attempt + 1, t.at("rank").get<int>(), t.at("wall_ns").get<double>() / 1e6,
+          t.at("idle_ns").get<double>() / 1e6, 100 * share);
+      EXPECT_GT(t.at("wall_ns").get<int64_t>(), 0);
+      worst = std::max(worst, share);
+    }
+  }
+  EXPECT_LT(worst, 0.03) << "time in no range, worst rank";
+}
