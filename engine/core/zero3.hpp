@@ -126,11 +126,11 @@ class Zero3Params final : public ParamUnitHooks {
     std::shared_ptr<std::atomic<int64_t>> prev_done;  // the world group's previous work (FIFO queue)
   };
   struct Unit {
-    at::Tensor full;  // (W*S_u) fp32: the parameters are views; storage only while gathered
-    at::Tensor half;  // (W*S_u) gather_dtype_ (bf16 gathers): the compute weights' storage
+    at::Tensor full;                     // (W*S_u) fp32: the parameters are views; storage only while gathered
+    at::Tensor half;                     // (W*S_u) gather_dtype_ (bf16 gathers): the compute weights' storage
     std::vector<at::Tensor> half_views;  // per parameter of the unit: its view of `half`
     bool in_half = false;                // gathered into `half` (else into `full`)
-    at::Tensor grad;  // (W*S_u) grad_dtype_ while its gradients accumulate
+    at::Tensor grad;                     // (W*S_u) grad_dtype_ while its gradients accumulate
     bool gathered = false;
     std::optional<Pending> gather;  // in flight
     int32_t layer = -1;             // decoder layer, -1 for the embedding and head units

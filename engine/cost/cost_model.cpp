@@ -47,6 +47,9 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   const bool ckpt = t.activation_checkpointing == "layer";
   const bool bf16 = t.dtype == "bfloat16";
   const int64_t e = bf16 ? 2 : 4;
+  // Stage 3's bytes per element: gathers, unit gradients, reduce-scatters (train.*_dtype, resolved)
+  const int64_t ge = t.bf16_gathers() ? 2 : 4, ae = t.bf16_unit_grads() ? 2 : 4;
+  const int64_t re = t.bf16_unit_grads() && t.grad_reduce_dtype == "bfloat16" ? 2 : 4;
 
   CostEstimate c;
   c.params = m.num_parameters();
@@ -74,9 +77,6 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
     const int64_t embed = V * d, layer = (c.params - embed - (m.tie_word_embeddings ? 0 : V * d) - d) / L;
     const int64_t head = d + (m.tie_word_embeddings ? embed : V * d);
     const int64_t pair = std::max({embed + layer, L > 1 ? 2 * layer : layer, layer + head});
-    // The weights in train.gather_dtype's bytes (bf16 gathers in bf16 training), one unit's
-    // gradient buffer in train.grad_accum_dtype's (bf16 in bf16 training).
-    const int64_t ge = t.bf16_gathers() ? 2 : 4, ae = t.bf16_unit_grads() ? 2 : 4;
     c.gathered_param_bytes = pair * ge + std::max({embed, layer, head}) * ae;
     if (t.offload_params) {
       c.host_bytes += c.param_bytes;
@@ -147,18 +147,13 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   if (Z >= 3) {
     // As the engine runs stage 3 (docs/ZERO.md): pieces of S_u = ceil(numel_u / W) elements per
     // unit; per micro-batch every unit is gathered for its forward, the layers again for their
-    // backward (the head stays gathered, the embedding's backward needs no weights), and every
-    // unit reduce-scattered: (W-1) x S_u elements each, gathers in train.gather_dtype (bf16 in
-    // bf16 training: 2 bytes, else the fp32 masters' 4), reduce-scatters in grad_reduce_dtype.
-    // Tied embeddings: the head also uses the embedding, gathered once more with the head (which
-    // then stays gathered for its backward).
+    // backward (head stays gathered, embedding needs none), every unit reduce-scattered: (W-1) x S_u
+    // elements each, in ge and re bytes. Tied embeddings: the head's use gathers the embedding too.
     const int64_t embed = V * d, head = d + (m.tie_word_embeddings ? 0 : V * d);
     const int64_t layer = (c.params - embed - head) / L;
     auto piece = [&](int64_t numel) { return (numel + W - 1) / W; };
     const int64_t tied = m.tie_word_embeddings ? piece(embed) : 0;
     const int64_t all = piece(embed) + L * piece(layer) + piece(head);
-    const int64_t ge = t.bf16_gathers() ? 2 : 4;
-    const int64_t re = t.bf16_unit_grads() && t.grad_reduce_dtype == "bfloat16" ? 2 : 4;
     c.allreduce_bytes_per_step = G * (W - 1) * (ge * (all + L * piece(layer) + tied) + re * all);
   }
 
