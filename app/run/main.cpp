@@ -2,7 +2,7 @@
 // ulysses-run CONFIG.json --export accelerate|deepspeed DIR [--force]: writes the equivalent
 // Hugging Face accelerate + TrainingArguments or DeepSpeed configs (engine/launch/
 // export_python.hpp) after the config validation; nothing is trained.
-// ulysses-run CONFIG.json --plan [--json] [--max-seq GIB] [--tflops T]: the memory plan per rank,
+// ulysses-run CONFIG.json --plan [--json] [--max-seq GIB | --gpu-gib GIB] [--tflops T]: the memory plan per rank,
 // computed by `ulysses-worker --plan` (a meta-device dry run; this program stays
 // torch-free and execs the worker, whose output and exit code are the answer).
 // ulysses-run CONFIG.json --simulate HW --out DIR: one step simulated on hardware HW (engine/sim,
@@ -457,8 +457,8 @@ struct RunArgs {
   std::string config_path, out_dir, worker;
   std::vector<std::string> overrides, export_args;
   bool json_mode = false, force = false, plan_mode = false, export_mode = false;
-  bool out_given = false, max_seq_given = false, tflops_given = false;
-  double max_seq_gib = 0, tflops = 0;
+  bool out_given = false, max_seq_given = false, tflops_given = false, gpu_gib_given = false;
+  double max_seq_gib = 0, tflops = 0, gpu_gib = 0;
   std::optional<ulysses::launch::ExportTarget> export_target;
 };
 
@@ -488,7 +488,10 @@ std::optional<int> parse_run_args(int argc, char** argv, RunArgs& a) {
                  "With --plan: the longest seq_length whose planned peak fits in this many GiB per rank")
       ->check(ulysses::cli::kGiven);
   app.add_option("--tflops", a.tflops,
-                 "With --plan: sustained TFLOP/s of one rank, to print the step's compute time beside its FLOPs")
+                 "With --plan: sustained TFLOP/s of one rank, to print the step's compute time beside its FLOPs");
+  app.add_option("--gpu-gib", a.gpu_gib,
+                 "With --plan: whether the plan fits a GPU of this many GiB per rank, the allocator replayed at that "
+                 "limit (the rule --max-seq searches with)")
       ->check(ulysses::cli::kGiven);
   app.add_option(
          "--export", a.export_args,
@@ -509,6 +512,7 @@ std::optional<int> parse_run_args(int argc, char** argv, RunArgs& a) {
   a.out_given = app.count("--out") > 0;
   a.max_seq_given = app.count("--max-seq") > 0;
   a.tflops_given = app.count("--tflops") > 0;
+  a.gpu_gib_given = app.count("--gpu-gib") > 0;
   a.export_mode = app.count("--export") > 0;
   if (a.json_mode && (g_closed_std_fds & 2)) {  // the steps would go nowhere, exit 0
     say("--json prints each step on stdout, which is closed (started with >&-); give it a file or a pipe");
@@ -524,6 +528,10 @@ std::optional<int> parse_run_args(int argc, char** argv, RunArgs& a) {
   }
   if (a.tflops_given && !a.plan_mode) {
     say("--tflops needs --plan");
+    return 2;
+  }
+  if (a.gpu_gib_given && !a.plan_mode) {
+    say("--gpu-gib needs --plan");
     return 2;
   }
   if (a.plan_mode && a.out_given) {  // not ignored without a word
@@ -697,6 +705,12 @@ int plan_through_worker(const RunArgs& a, const std::string& worker) {
     char t[64];
     std::snprintf(t, sizeof t, "%.17g", a.tflops);
     args.push_back(t);
+  }
+  if (a.gpu_gib_given) {
+    args.push_back("--gpu-gib");
+    char g[64];
+    std::snprintf(g, sizeof g, "%.17g", a.gpu_gib);
+    args.push_back(g);
   }
   return run_plan(worker, args);
 }

@@ -282,6 +282,18 @@ std::vector<ConfigField> run_field_table() {
         "GPU ranks: caching (PyTorch's default) or expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
         "as ALST runs); the memory plan replays its allocations through the one chosen",
         {"caching", "expandable"}),
+      C(kTrain, "grad_accum_dtype", &TrainConfig::grad_accum_dtype, "Gradient accumulation dtype",
+        "stage 3: each layer's gradient buffer during backward, reduce-scattered into the fp32 gradient shard and "
+        "freed; auto = the compute dtype (bfloat16 in bf16 training: half the bytes)",
+        {"auto", "float32", "bfloat16"}),
+      C(kTrain, "gather_dtype", &TrainConfig::gather_dtype, "Gather dtype",
+        "stage 3: the weights gathered for each layer; auto = the compute dtype (bfloat16 in bf16 training: half the "
+        "bytes in memory and on the wire, the same values), float32 = the fp32 masters",
+        {"auto", "float32"}),
+      C(kTrain, "grad_reduce_dtype", &TrainConfig::grad_reduce_dtype, "Gradient reduce dtype",
+        "stage 3 with bf16 layer gradients: the reduce-scatter's wire dtype; float32 (default) sums over ranks in "
+        "fp32, bfloat16 halves the bytes",
+        {"float32", "bfloat16"}),
       P(kTrain, "init_from", &TrainConfig::init_from, "Initialize from",
         "Hugging Face checkpoint directory (empty = random init)"),
       P(kTrain, "save_to", &TrainConfig::save_to, "Save to",

@@ -320,6 +320,20 @@ void check_techniques(const RunConfig& c, Checker& k) {
   k.ranged("train.proj_chunk_tokens", t.proj_chunk_tokens);
   k.one_of("train.attention", t.attention);
   k.one_of("train.allocator", t.allocator);
+  if (k.one_of("train.grad_accum_dtype", t.grad_accum_dtype) && t.grad_accum_dtype == "bfloat16") {
+    if (t.dtype != "bfloat16")
+      k.bad("train.grad_accum_dtype",
+            "train.grad_accum_dtype=bfloat16 needs train.dtype=bfloat16 (a float32 run's gradients are float32)");
+    else if (t.zero_stage < 3)
+      k.bad("train.grad_accum_dtype", "train.grad_accum_dtype=bfloat16 needs train.zero_stage 3 (got " +
+                                          cv_num(t.zero_stage) + "; stages 0-2 accumulate in float32)");
+  }
+  k.one_of("train.gather_dtype", t.gather_dtype);
+  if (k.one_of("train.grad_reduce_dtype", t.grad_reduce_dtype) && t.grad_reduce_dtype == "bfloat16" &&
+      !t.bf16_unit_grads())
+    k.bad("train.grad_reduce_dtype",
+          "train.grad_reduce_dtype=bfloat16 needs bf16 layer gradients: train.zero_stage 3, train.dtype=bfloat16 and "
+          "train.grad_accum_dtype auto or bfloat16");
   k.ranged("train.attention_block", t.attention_block);
   k.ranged("train.save_every", t.save_every);
   k.ranged("train.save_keep", t.save_keep);

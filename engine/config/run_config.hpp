@@ -135,6 +135,22 @@ struct TrainConfig {
   // Stage 3 with offload_optimizer: the fp32 gradient shard in CPU memory too (DeepSpeed's place for it)
   bool offload_gradients = true;
   std::string allocator = "caching";  // GPU ranks' CUDA allocator: caching | expandable (expandable_segments)
+  // Stage 3: the dtype each gather unit's gradient buffer accumulates in during backward, before
+  // it is reduce-scattered into the fp32 gradient shard: auto = the compute dtype (bfloat16 in
+  // bf16 training, half the bytes of fp32) | float32 | bfloat16 (needs train.dtype=bfloat16).
+  std::string grad_accum_dtype = "auto";
+  // The wire dtype of those reduce-scatters: float32 (default: the sums over ranks are made in
+  // fp32, as the shard keeps them) | bfloat16 (half the bytes; needs bf16 unit gradients).
+  std::string grad_reduce_dtype = "float32";
+  // Stage 3: the dtype of the weights gathered for forward and backward: auto = the compute
+  // dtype (bf16 in bf16 training: half the bytes in memory and on the wire, the same values as
+  // the fp32 weights cast) | float32 (the fp32 masters, cast after the gather; before the cut).
+  std::string gather_dtype = "auto";
+  bool bf16_gathers() const { return zero_stage >= 3 && dtype == "bfloat16" && gather_dtype == "auto"; }
+  // Stage 3: whether unit gradients accumulate in bfloat16 (grad_accum_dtype, resolved).
+  bool bf16_unit_grads() const {
+    return zero_stage >= 3 && (grad_accum_dtype == "bfloat16" || (grad_accum_dtype == "auto" && dtype == "bfloat16"));
+  }
 };
 
 struct DataConfig {

@@ -448,9 +448,13 @@ Comm::Work Comm::all_gather_async(at::Tensor& full, at::Tensor& shard) {
   if (backend_ == "nccl") {
     w.work = world_->_allgather_base(full, shard);
   } else {
+    // bf16 (ZeRO-3's gathers in bf16 training) moves as bytes, as in reduce_scatter_sum_async
+    const bool bf16 = full.scalar_type() == at::kBFloat16;
+    const at::Tensor wire = bf16 ? full.view(at::kByte) : full;
+    const int64_t Sw = bf16 ? 2 * S : S;  // the slice in wire elements
     std::vector<std::vector<at::Tensor>> outs(1);
-    for (int q = 0; q < env_.world_size; ++q) outs[0].push_back(full.narrow(0, q * S, S));
-    std::vector<at::Tensor> ins{shard};
+    for (int q = 0; q < env_.world_size; ++q) outs[0].push_back(wire.narrow(0, q * Sw, Sw));
+    std::vector<at::Tensor> ins{bf16 ? shard.view(at::kByte) : shard};
     w.work = world_->allgather(outs, ins);
   }
   if (w.span) timer_->end(*w.span, *w.work);
@@ -483,7 +487,11 @@ Comm::Work Comm::reduce_scatter_sum_async(at::Tensor& shard, at::Tensor& full) {
     const int64_t W = env_.world_size, S = shard.numel();
     at::Tensor recv = mem::comm_buffer_like(full);  // (W*S)
     std::vector<int64_t> splits;
-    w.work = world_->alltoall_base(recv, full, splits, splits);
+    // bf16 (train.grad_reduce_dtype) moves as bytes: the all-to-all only moves them, and Gloo
+    // has no bf16 (nor int16) kernels in libtorch 1.13; the W equal slices stay W equal slices.
+    const bool bf16 = full.scalar_type() == at::kBFloat16;
+    at::Tensor recv_wire = bf16 ? recv.view(at::kByte) : recv, send_wire = bf16 ? full.view(at::kByte) : full;
+    w.work = world_->alltoall_base(recv_wire, send_wire, splits, splits);
     at::Tensor out = shard;
     w.after = [recv, out, W, S]() mutable { at::sum_out(out, recv.view({W, S}), {0}); };
   }

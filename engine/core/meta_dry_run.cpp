@@ -406,7 +406,7 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
   p.curve = full.curve;
   // After the step: its inputs are freed; offloaded state (mem::HostScope) was never counted.
   p.measured_static_bytes = full.after_step - full.base;
-  if (zero3) p.gathered_param_bytes = full.gathered_peak;  // measured: this engine's fp32 units
+  if (zero3) p.gathered_param_bytes = full.gathered_peak;  // measured: the units as this engine gathers them
   if (opt.detail) {
     const Measured one_less = dry_run(run_cfg, L - 1, cuda, opt.sp_rank, 1, true);
     p.activation_per_layer_bytes = full.after_forward - one_less.after_forward;
@@ -445,6 +445,17 @@ MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt) {
   return p;
 }
 
+bool fits_device(const RunConfig& cfg, int64_t limit_bytes, PlanOptions opt, MemoryPlan* plan) {
+  opt.gpu_limit_bytes = limit_bytes;  // the allocator replay frees its cache where the device is full
+  MemoryPlan q = plan_memory(cfg, opt);
+  const bool fits =
+      q.has_gpu_reserve  // on a GPU: everything the device holds, with the stated headroom
+          ? q.gpu.device_bytes() <= static_cast<int64_t>(static_cast<double>(limit_bytes) * (1.0 - cost::kGpuHeadroom))
+          : q.peak_bytes <= limit_bytes;
+  if (plan) *plan = std::move(q);
+  return fits;
+}
+
 int64_t max_seq_length(const RunConfig& cfg, int64_t limit_bytes, int64_t upper_bound) {
   // Lengths validate() takes: multiples of the ranks the sequence is split over (twice that
   // with the ring's zigzag chunks).
@@ -452,15 +463,10 @@ int64_t max_seq_length(const RunConfig& cfg, int64_t limit_bytes, int64_t upper_
   PlanOptions o;
   // A GPU plan with offload needs the per-layer input (what moves to the host).
   o.detail = cfg.train.offload_activations && plan_device(cfg) == "cuda";
-  o.gpu_limit_bytes = limit_bytes;  // the allocator replay frees its cache where the device is full
   auto fits = [&](int64_t k) {
     RunConfig c = cfg;
     c.train.seq_length = k * P;
-    const MemoryPlan q = plan_memory(c, o);
-    if (q.has_gpu_reserve)  // on a GPU: everything the device holds, with the stated headroom
-      return q.gpu.device_bytes() <=
-             static_cast<int64_t>(static_cast<double>(limit_bytes) * (1.0 - cost::kGpuHeadroom));
-    return q.peak_bytes <= limit_bytes;
+    return fits_device(c, limit_bytes, o);
   };
   // Largest k with fits(k): grow to a bracket, then bisect (peak is monotone in N).
   const int64_t kmax = std::max<int64_t>(1, upper_bound / P);

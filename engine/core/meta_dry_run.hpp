@@ -133,6 +133,13 @@ std::string plan_device(const RunConfig& cfg);
 // cfg must pass validate(). Throws ConfigError for settings the dry run cannot model.
 MemoryPlan plan_memory(const RunConfig& cfg, const PlanOptions& opt = {});
 
+// Whether cfg fits a device of `limit_bytes` per rank: one rule for a plan at a fixed length and
+// for --max-seq's search. The plan replays the allocator at that limit (a cached segment is
+// given back where a new one would pass it, as the caching allocator does before it fails);
+// on a GPU its total (gpu.device_bytes(), reserve included) must be within the limit less
+// kGpuHeadroom, on a CPU its peak within the limit. `plan`: the plan it decided on (optional).
+bool fits_device(const RunConfig& cfg, int64_t limit_bytes, PlanOptions opt = {}, MemoryPlan* plan = nullptr);
+
 // Longest train.seq_length (a multiple of sp_size x ring_size, twice that with the ring's
 // zigzag) whose planned peak fits in `limit_bytes` per rank; 0 when not even that fits. Searches with dry runs (peak
 // grows with N).

@@ -273,6 +273,8 @@ std::vector<at::Tensor> LlamaModel::parameters() const {
 
 at::Tensor LlamaModel::w(const std::string& name) {
   auto& p = param(name);
+  if (units_)  // stage 3 in bf16 training: the unit's gathered bf16 weight (zero3.hpp)
+    if (at::Tensor g = units_->compute_weight(p); g.defined()) return g;
   // Stage 3: a released parameter has no storage; reading it would read freed memory.
   if (units_ && p.numel() > 0 && p.storage().nbytes() == 0)
     throw std::logic_error("ZeRO-3: parameter " + name + " used while its gather unit is released");

@@ -78,6 +78,12 @@ class ParamUnitHooks {
   virtual void forward_end(int use) = 0;     // its forward is done
   virtual void backward_begin(int use) = 0;  // its backward (and recompute) is next
   virtual void backward_end(int use) = 0;    // its parameters' gradients are complete
+  // Parameter p in the compute dtype when it was gathered so (ZeRO-3 gathers bf16 weights in
+  // bf16 training; its gradient flows to p); undefined: read p itself.
+  virtual at::Tensor compute_weight(const at::Tensor& p) {
+    (void)p;
+    return {};
+  }
 };
 
 class LlamaModel {

@@ -184,8 +184,14 @@ void Trainer::setup_zero() {
 void Trainer::setup_zero3(const ZeroAdamWOptions& o) {
   // Stage 3 (zero3.hpp): this rank keeps its shard of every gather unit; the parameters are
   // views of per-unit buffers that exist only while gathered; no flat gradient buffer.
+  // train.grad_accum_dtype / grad_reduce_dtype: bf16 unit gradients in bf16 training (the
+  // fp32 shard is what they are reduced into), the wire as set.
+  const auto bf16 = [](bool b) { return b ? torch::kBFloat16 : torch::kFloat32; };
   z3_ = std::make_unique<Zero3Params>(*model_, comm_, tracer_, cfg_.train.offload_params, host_,
-                                      cfg_.train.offload_optimizer && cfg_.train.offload_gradients);
+                                      cfg_.train.offload_optimizer && cfg_.train.offload_gradients,
+                                      bf16(cfg_.train.bf16_unit_grads()),
+                                      bf16(cfg_.train.bf16_unit_grads() && cfg_.train.grad_reduce_dtype == "bfloat16"),
+                                      bf16(cfg_.train.bf16_gathers()));
   std::vector<bool> decay;
   for (auto& [name, p] : model_->named_parameters()) decay.push_back(p.dim() >= 2);
   const int64_t S = z3_->layout().shard;

@@ -33,6 +33,28 @@ void alloc_storage(const at::Tensor& t) {
 
 bool contains(const std::vector<size_t>& v, size_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
+// A view of a unit's bf16 buffer with a version counter of its own (the gathers write the
+// buffer between a forward and its backward) and no autograd history.
+at::Tensor fresh_alias(const at::Tensor& view) {
+  at::Tensor a = view.detach();
+  a.unsafeGetTensorImpl()->set_version_counter(c10::VariableVersion(0));
+  return a;
+}
+
+// The gathered bf16 weight as the model's weight: forward hands out the unit's bf16 view (no
+// copy), backward takes its gradient to the fp32 parameter (cast as the .to's backward did).
+struct GatheredWeight : public torch::autograd::Function<GatheredWeight> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& param, const at::Tensor& view) {
+    ctx->saved_data["dtype"] = static_cast<int64_t>(param.scalar_type());
+    return fresh_alias(view);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list g) {
+    const auto dt = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
+    return {g[0].defined() ? g[0].to(dt) : g[0], at::Tensor()};
+  }
+};
+
 }  // namespace
 
 int zero3_unit_of(const std::string& name, int64_t layers) {
@@ -46,8 +68,17 @@ int zero3_unit_of(const std::string& name, int64_t layers) {
 }
 
 Zero3Params::Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer, bool offload_params, torch::Device host,
-                         bool grads_on_host)
-    : model_(model), comm_(comm), tracer_(tracer), offload_(offload_params), grads_on_host_(grads_on_host) {
+                         bool grads_on_host, torch::Dtype grad_dtype, torch::Dtype reduce_dtype,
+                         torch::Dtype gather_dtype)
+    : model_(model),
+      comm_(comm),
+      tracer_(tracer),
+      offload_(offload_params),
+      grads_on_host_(grads_on_host),
+      grad_dtype_(grad_dtype),
+      reduce_dtype_(reduce_dtype),
+      gather_dtype_(gather_dtype),
+      half_(gather_dtype != torch::kFloat32) {
   torch::NoGradGuard ng;
   auto& named = model.named_parameters();
   const int64_t L = model.config().num_hidden_layers;
@@ -96,7 +127,17 @@ Zero3Params::Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer, bo
       v.unsafeGetTensorImpl()->set_version_counter(c10::VariableVersion(0));
       v.set_requires_grad(true);
       p = v;
+      where_[p.unsafeGetTensorImpl()] = {u, i - U.first_param};
       off += n;
+    }
+    if (half_) {  // the bf16 gathers' buffer and each parameter's view of it
+      st.half = torch::empty({W * U.shard}, f32.dtype(gather_dtype_));  // (W*S_u)
+      int64_t o = 0;
+      for (size_t i = U.first_param; i < U.end_param; ++i) {
+        st.half_views.push_back(st.half.narrow(0, o, named[i].second.numel()).view(named[i].second.sizes()));
+        o += named[i].second.numel();
+      }
+      free_storage(st.half);
     }
     shard_.narrow(0, U.shard_offset, U.shard).copy_(st.full.narrow(0, r * U.shard, U.shard));
     free_storage(st.full);
@@ -135,7 +176,9 @@ prof::RangeInfo Zero3Params::info_for(size_t u, bool gather, bool prefetch) cons
   r.dir = gather ? Direction::None : Direction::Backward;
   r.layer = units_[u].layer;
   r.chunk = gather ? (prefetch ? 1 : 0) : -1;
-  r.bytes_sent = r.bytes_recv = (layout_.world - 1) * layout_.units[u].shard * 4;  // ring volume
+  // the wire dtype: bf16 gathers in bf16 training (gather_all's fp32 ones are not traced apart)
+  const int64_t elem = c10::elementSize(gather ? gather_dtype_ : reduce_dtype_);
+  r.bytes_sent = r.bytes_recv = (layout_.world - 1) * layout_.units[u].shard * elem;  // ring volume
   return r;
 }
 
@@ -161,34 +204,42 @@ void Zero3Params::record(Pending& p) {
   tracer_->record_range(p.info, start, std::max(start, done), lane_of(p.info));
 }
 
-void Zero3Params::issue_gather(size_t u, bool prefetch) {
+void Zero3Params::issue_gather(size_t u, bool prefetch, bool fp32) {
   Unit& st = units_[u];
   const Zero3Unit& U = layout_.units[u];
   mem::Label unit_label(prefetch ? "gathered unit, prefetched" : "gathered unit",
                         st.layer >= 0 ? st.layer : mem::kNoLayer);
+  st.in_half = half_ && !fp32;
+  at::Tensor& buf = st.in_half ? st.half : st.full;
   {
     // Weights, wherever the gather is issued: in the forward the caller's scope is the layer's
     // activations (or the head's logits), in the backward none.
     mem::Scope weights(prof::MemCategory::Parameters);
-    alloc_storage(st.full);
+    alloc_storage(buf);
   }
-  account(st.full.numel() * 4);
+  account(buf.numel() * buf.element_size());
   size_t from = u;
   if (prefetch && fault_ == Zero3Fault::PrefetchWrongUnit && u + 1 < units_.size() &&
       layout_.units[u + 1].shard == U.shard)
     from = u + 1;  // test fault: the shards of the unit after it
   at::Tensor src = shard_.narrow(0, layout_.units[from].shard_offset, U.shard);  // (S_u)
   Pending p;
-  if (src.device() != st.full.device()) {  // offload_params on a GPU: the piece goes up first
+  if (src.device() != buf.device()) {  // offload_params on a GPU: the piece goes up first
     mem::Scope piece(prof::MemCategory::Communication);
-    src = src.to(st.full.device(), /*non_blocking=*/true);
+    src = src.to(buf.device(), /*non_blocking=*/true);
+    p.source = src;
+  }
+  if (st.in_half) {  // bf16: the piece is cast before it goes (alive until sent)
+    torch::NoGradGuard ng;
+    mem::Scope piece(prof::MemCategory::Communication);
+    src = src.to(gather_dtype_);
     p.source = src;
   }
   p.info = info_for(u, true, prefetch);
   p.prev_done = last_issued_done_;
   {
     prof::ScopedCorrelation corr(tracer_, p.info);  // GPU: its kernels carry the range
-    p.work = comm_.all_gather_async(st.full, src);
+    p.work = comm_.all_gather_async(buf, src);
   }
   p.info.pg = p.work.pg;
   p.info.seq = p.work.seq;
@@ -200,6 +251,7 @@ void Zero3Params::issue_gather(size_t u, bool prefetch) {
 
 void Zero3Params::ensure_gathered(size_t u) {
   Unit& st = units_[u];
+  if (st.gathered && st.in_half != half_) release(u);  // gathered in fp32 by gather_all: again in bf16
   if (!st.gathered) issue_gather(u, /*prefetch=*/false);
   if (st.gather) {
     st.gather->work.wait();
@@ -216,10 +268,12 @@ void Zero3Params::release(size_t u) {
     st.gather.reset();
   }
   if (st.gathered) {
-    free_storage(st.full);
-    account(-st.full.numel() * 4);
+    at::Tensor& buf = st.in_half ? st.half : st.full;
+    account(-buf.numel() * buf.element_size());
+    free_storage(buf);
   }
   st.gathered = false;
+  st.in_half = false;
 }
 
 void Zero3Params::prefetch_use(int use) {
@@ -234,8 +288,10 @@ void Zero3Params::bind_grads(size_t u) {
   const Zero3Unit& U = layout_.units[u];
   mem::Label unit_label("unit's gradient buffer", st.layer >= 0 ? st.layer : mem::kNoLayer);
   mem::Scope grads(prof::MemCategory::Gradients);
-  st.grad = torch::zeros({layout_.world * U.shard}, gshard_.options());  // (W*S_u)
-  account(st.grad.numel() * 4);
+  // (W*S_u) on the device, grad_dtype_ (the fp32 gradient of each use, cast by its .to's
+  // backward, is added into the bf16 view in place: one rounding per use)
+  st.grad = torch::zeros({layout_.world * U.shard}, gshard_.options().device(st.full.device()).dtype(grad_dtype_));
+  account(st.grad.nbytes());
   auto& named = model_.named_parameters();
   int64_t off = 0;
   for (size_t i = U.first_param; i < U.end_param; ++i) {
@@ -253,7 +309,7 @@ void Zero3Params::finish_reduce() {
   torch::NoGradGuard ng;
   // micro-batches add up; with the shard in CPU memory the (S_u) sums go down first
   gshard_.narrow(0, U.shard_offset, U.shard).add_(reduce_->sum.to(gshard_.device()));
-  account(-(reduce_->grad.numel() + reduce_->sum.numel()) * 4);
+  account(-static_cast<int64_t>(reduce_->grad.nbytes() + reduce_->sum.nbytes()));
   reduce_.reset();
 }
 
@@ -268,20 +324,28 @@ void Zero3Params::reduce_scatter(size_t u) {
   for (size_t i = U.first_param; i < U.end_param; ++i) named[i].second.mutable_grad() = at::Tensor();
   reduced_[u] = true;
   if (fault_ == Zero3Fault::SkipReduceScatter && st.layer == 0) {  // test fault: dropped
-    account(-st.grad.numel() * 4);
+    account(-static_cast<int64_t>(st.grad.nbytes()));
     st.grad = at::Tensor();
     return;
   }
   PendingReduce pr;
   pr.unit = u;
-  pr.grad = st.grad;
+  if (st.grad.scalar_type() != reduce_dtype_) {  // bf16 gradients, an fp32 wire: cast, then the bf16 buffer goes
+    mem::Label cast_label("unit's gradient buffer, cast for the wire", st.layer >= 0 ? st.layer : mem::kNoLayer);
+    torch::NoGradGuard ng;
+    pr.grad = st.grad.to(reduce_dtype_);
+    account(pr.grad.nbytes());
+    account(-static_cast<int64_t>(st.grad.nbytes()));
+  } else {
+    pr.grad = st.grad;
+  }
   st.grad = at::Tensor();
   mem::Label unit_label("reduce-scatter result", st.layer >= 0 ? st.layer : mem::kNoLayer);
   {
     mem::Scope grads(prof::MemCategory::Gradients);
-    pr.sum = torch::empty({U.shard}, gshard_.options());  // (S_u)
+    pr.sum = torch::empty({U.shard}, pr.grad.options());  // (S_u), the wire dtype
   }
-  account(pr.sum.numel() * 4);
+  account(pr.sum.nbytes());
   pr.p.info = info_for(u, false, false);
   pr.p.prev_done = last_issued_done_;
   {
@@ -343,10 +407,26 @@ void Zero3Params::finish_backward() {
                              " arrived after its unit's reduce-scatter (a unit boundary out of order)");
 }
 
+at::Tensor Zero3Params::compute_weight(const at::Tensor& p) {
+  if (!half_) return {};
+  const auto it = where_.find(p.unsafeGetTensorImpl());
+  if (it == where_.end()) return {};
+  const Unit& st = units_[it->second.first];
+  if (!st.gathered || !st.in_half) return {};  // gather_all's fp32 weights, or released: the model decides
+  return GatheredWeight::apply(p, st.half_views[it->second.second]);
+}
+
 void Zero3Params::gather_all() {
   for (size_t u = 0; u < units_.size(); ++u)
-    if (!units_[u].gathered) issue_gather(u, /*prefetch=*/false);
-  for (size_t u = 0; u < units_.size(); ++u) ensure_gathered(u);
+    if (units_[u].gathered && units_[u].in_half) release(u);  // the full fp32 weights, not the bf16 ones
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (!units_[u].gathered) issue_gather(u, /*prefetch=*/false, /*fp32=*/true);
+  for (auto& st : units_)
+    if (st.gather) {  // (not ensure_gathered: that would gather in bf16 again)
+      st.gather->work.wait();
+      record(*st.gather);
+      st.gather.reset();
+    }
 }
 
 void Zero3Params::release_all() {
@@ -357,7 +437,8 @@ void Zero3Params::copy_full_into_shard() {
   torch::NoGradGuard ng;
   for (size_t u = 0; u < units_.size(); ++u) {
     const Zero3Unit& U = layout_.units[u];
-    if (!units_[u].gathered) throw std::logic_error("ZeRO-3: copy_full_into_shard needs every unit gathered");
+    if (!units_[u].gathered || units_[u].in_half)
+      throw std::logic_error("ZeRO-3: copy_full_into_shard needs every unit gathered in fp32 (gather_all)");
     shard_.narrow(0, U.shard_offset, U.shard).copy_(units_[u].full.narrow(0, layout_.rank * U.shard, U.shard));
   }
 }

@@ -13,10 +13,14 @@
 //             the buffer released. The embedding needs no weights for its backward; its
 //             reduce-scatter is the last one (finish_backward).
 // Released weights keep their tensors (autograd's saved references stay valid) but not their
-// storage: the unit's buffer is freed and allocated again by the next gather.
+// storage: the unit's buffer is freed and allocated again by the next gather. In bf16 training
+// (train.gather_dtype auto) the forward and backward gathers move bf16 weights into a bf16
+// buffer of their own: the same values the model's cast of the fp32 weights gave (rounding the
+// piece before or after the gather is the same rounding), half the bytes.
 //
 // Every collective is Comm's (world group, its timeout), async, traced on the comm lane as
-// phase grad_allreduce with its (pg, seq) and ring bytes (W-1) x S_u x 4: the all-gather with
+// phase grad_allreduce with its (pg, seq) and ring bytes (W-1) x S_u x 4 (the reduce-scatter:
+// x its wire dtype's size, train.grad_reduce_dtype): the all-gather with
 // direction none, layer (-1 for the embedding and head units) and chunk 1 when it was a
 // prefetch, 0 when gathered on demand; the reduce-scatter with direction bwd and chunk -1.
 #pragma once
@@ -25,6 +29,8 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -56,8 +62,16 @@ class Zero3Params final : public ParamUnitHooks {
   // grads_on_host: the gradient shard lives in CPU memory too (train.offload_gradients with
   // offload_optimizer): each reduce-scatter's sums are added into it there, so no fp32 gradient
   // of the model's size stays on the device.
+  // grad_dtype: each unit's gradient buffer (train.grad_accum_dtype: bfloat16 in bf16 training,
+  // half the bytes; the parameters' .grad are views of it, autograd adds into it in place);
+  // reduce_dtype: the reduce-scatter's wire and result (train.grad_reduce_dtype; a bf16 buffer
+  // reduced in float32 is cast first). The gradient shard stays fp32 either way.
+  // gather_dtype (train.gather_dtype): bfloat16 in bf16 training gathers each unit's weights in
+  // bf16 (the fp32 pieces cast before they go: half the bytes on the wire and in memory) into a
+  // bf16 buffer the model reads through compute_weight(); gather_all() still gathers fp32.
   Zero3Params(LlamaModel& model, Comm& comm, prof::Tracer* tracer, bool offload_params = false,
-              torch::Device host = torch::kCPU, bool grads_on_host = false);
+              torch::Device host = torch::kCPU, bool grads_on_host = false, torch::Dtype grad_dtype = torch::kFloat32,
+              torch::Dtype reduce_dtype = torch::kFloat32, torch::Dtype gather_dtype = torch::kFloat32);
   ~Zero3Params() override;
   Zero3Params(const Zero3Params&) = delete;
   Zero3Params& operator=(const Zero3Params&) = delete;
@@ -102,6 +116,7 @@ class Zero3Params final : public ParamUnitHooks {
   void forward_end(int use) override;
   void backward_begin(int use) override;
   void backward_end(int use) override;
+  at::Tensor compute_weight(const at::Tensor& p) override;
 
  private:
   struct Pending {
@@ -111,8 +126,11 @@ class Zero3Params final : public ParamUnitHooks {
     std::shared_ptr<std::atomic<int64_t>> prev_done;  // the world group's previous work (FIFO queue)
   };
   struct Unit {
-    at::Tensor full;  // (W*S_u) fp32: the parameters are views; storage only while gathered
-    at::Tensor grad;  // (W*S_u) fp32 while its gradients accumulate
+    at::Tensor full;                     // (W*S_u) fp32: the parameters are views; storage only while gathered
+    at::Tensor half;                     // (W*S_u) gather_dtype_ (bf16 gathers): the compute weights' storage
+    std::vector<at::Tensor> half_views;  // per parameter of the unit: its view of `half`
+    bool in_half = false;                // gathered into `half` (else into `full`)
+    at::Tensor grad;                     // (W*S_u) grad_dtype_ while its gradients accumulate
     bool gathered = false;
     std::optional<Pending> gather;  // in flight
     int32_t layer = -1;             // decoder layer, -1 for the embedding and head units
@@ -136,6 +154,9 @@ class Zero3Params final : public ParamUnitHooks {
   Zero3Fault fault_ = Zero3Fault::None;
   bool offload_ = false;
   bool grads_on_host_ = false;
+  torch::Dtype grad_dtype_ = torch::kFloat32, reduce_dtype_ = torch::kFloat32, gather_dtype_ = torch::kFloat32;
+  bool half_ = false;  // gather_dtype_ is not fp32: forward and backward gather into `half`
+  std::unordered_map<const c10::TensorImpl*, std::pair<size_t, size_t>> where_;  // parameter -> (unit, index)
   int64_t prefetches_ = 0, on_demand_ = 0;
   int64_t live_ = 0, peak_ = 0;
   void account(int64_t bytes) {
@@ -144,7 +165,7 @@ class Zero3Params final : public ParamUnitHooks {
   }
 
   prof::RangeInfo info_for(size_t u, bool gather, bool prefetch) const;
-  void issue_gather(size_t u, bool prefetch);
+  void issue_gather(size_t u, bool prefetch, bool fp32 = false);
   void ensure_gathered(size_t u);
   void release(size_t u);
   void prefetch_use(int use);

@@ -33,6 +33,9 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
   const bool ckpt = t.activation_checkpointing == "layer";
   const bool bf16 = t.dtype == "bfloat16";
   const int64_t e = bf16 ? 2 : 4;
+  // Stage 3's bytes per element: gathers, unit gradients, reduce-scatters (train.*_dtype, resolved)
+  const int64_t ge = t.bf16_gathers() ? 2 : 4, ae = t.bf16_unit_grads() ? 2 : 4;
+  const int64_t re = t.bf16_unit_grads() && t.grad_reduce_dtype == "bfloat16" ? 2 : 4;
 
   CostEstimate c;
   c.params = m.num_parameters();
@@ -60,7 +63,7 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
     const int64_t embed = V * d, layer = (c.params - embed - (m.tie_word_embeddings ? 0 : V * d) - d) / L;
     const int64_t head = d + (m.tie_word_embeddings ? embed : V * d);
     const int64_t pair = std::max({embed + layer, L > 1 ? 2 * layer : layer, layer + head});
-    c.gathered_param_bytes = pair * e + std::max({embed, layer, head}) * e;
+    c.gathered_param_bytes = pair * ge + std::max({embed, layer, head}) * ae;
     if (t.offload_params) {
       c.host_bytes += c.param_bytes;
       c.param_bytes = 0;
@@ -128,18 +131,16 @@ CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt) {
                                                     : Z == 2 ? ring * grads4 + ring * params4
                                                              : 0.0);
   if (Z >= 3) {
-    // As the engine runs stage 3 (docs/ZERO.md): fp32 pieces (its masters, in either dtype) of
-    // S_u = ceil(numel_u / W) elements per unit; per micro-batch every unit is gathered for its
-    // forward, the layers again for their backward (the head stays gathered, the embedding's
-    // backward needs no weights), and every unit reduce-scattered: (W-1) x S_u x 4 bytes each.
-    // Tied embeddings: the head also uses the embedding, gathered once more with the head (which
-    // then stays gathered for its backward).
+    // As the engine runs stage 3 (docs/ZERO.md): pieces of S_u = ceil(numel_u / W) elements per
+    // unit; per micro-batch every unit is gathered for its forward, the layers again for their
+    // backward (head stays gathered, embedding needs none), every unit reduce-scattered: (W-1) x S_u
+    // elements each, in ge and re bytes. Tied embeddings: the head's use gathers the embedding too.
     const int64_t embed = V * d, head = d + (m.tie_word_embeddings ? 0 : V * d);
     const int64_t layer = (c.params - embed - head) / L;
     auto piece = [&](int64_t numel) { return (numel + W - 1) / W; };
     const int64_t tied = m.tie_word_embeddings ? piece(embed) : 0;
     const int64_t all = piece(embed) + L * piece(layer) + piece(head);
-    c.allreduce_bytes_per_step = G * 4 * (W - 1) * (2 * all + L * piece(layer) + tied);
+    c.allreduce_bytes_per_step = G * (W - 1) * (ge * (all + L * piece(layer) + tied) + re * all);
   }
 
   // FLOPs.

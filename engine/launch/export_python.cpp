@@ -111,6 +111,14 @@ json deepspeed_config_json(const RunConfig& cfg, ExportTarget target) {
   d["zero_optimization"] = {{"stage", t.zero_stage > 0 ? t.zero_stage : 2}};
   if (t.offload_optimizer) d["zero_optimization"]["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
   if (t.offload_params) d["zero_optimization"]["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
+  if (t.dtype == "bfloat16" && t.zero_stage >= 3) {
+    // train.grad_accum_dtype / grad_reduce_dtype: the dtype each layer's gradient accumulates in
+    // before its reduce-scatter, and the reduce's wire (DeepSpeed's data_types.grad_accum_dtype
+    // and communication_data_type; below stage 3 neither is a setting of ours: nothing written).
+    const bool bf16_grads = t.bf16_unit_grads();
+    d["data_types"] = {{"grad_accum_dtype", bf16_grads ? "bf16" : "fp32"}};
+    d["communication_data_type"] = bf16_grads && t.grad_reduce_dtype == "bfloat16" ? "bf16" : "fp32";
+  }
   if (target == ExportTarget::Accelerate) {
     // HF Trainer fills "auto" from TrainingArguments; no optimizer/scheduler section, so
     // the Trainer's own AdamW and get_scheduler run (the same formulas as ours).
@@ -402,6 +410,22 @@ void map_techniques(const RunConfig& cfg, bool acc, MappingRows& r) {
         t.offload_gradients && t.offload_optimizer && t.zero_stage >= 3
             ? "DeepSpeed keeps the fp32 gradient partition with the offloaded optimizer, in CPU memory"
             : "on the device");
+  const bool bf16_grads = t.bf16_unit_grads();
+  const bool ds_keys = t.dtype == "bfloat16" && t.zero_stage >= 3;  // written only then (deepspeed_config_json)
+  r.add("train.grad_accum_dtype", ds_keys ? DS + "data_types.grad_accum_dtype" : "", false,
+        t.dtype != "bfloat16" ? "float32 training: float32 gradients on both sides"
+        : bf16_grads          ? "bf16: each layer's gradient in bf16 until its reduce-scatter into the fp32 shard"
+                              : "below stage 3 ours are fp32; no key written");
+  r.add("train.gather_dtype", "", t.zero_stage >= 3 && t.dtype == "bfloat16" && t.gather_dtype == "float32",
+        t.zero_stage < 3              ? "below stage 3 nothing is gathered"
+        : t.dtype != "bfloat16"       ? "float32 training: fp32 gathers on both sides"
+        : t.gather_dtype == "float32" ? "DeepSpeed gathers the bf16 weights; ours gather the fp32 masters (same values "
+                                        "after the cast, twice the bytes)"
+                                      : "both gather the bf16 weights");
+  r.add("train.grad_reduce_dtype", ds_keys ? DS + "communication_data_type" : "", false,
+        t.dtype != "bfloat16"                             ? "float32 training: float32 on the wire"
+        : bf16_grads && t.grad_reduce_dtype == "bfloat16" ? "bf16 on the wire (sums over ranks rounded to bf16)"
+                                                          : "fp32 on the wire");
   r.add("train.allocator", "PYTORCH_CUDA_ALLOC_CONF", t.allocator == "expandable",
         t.allocator == "expandable" ? "expandable_segments:True (set it in the environment, as ALST does)"
                                     : "PyTorch's caching allocator, its default");

@@ -295,40 +295,79 @@ json combo_config(int64_t seq) {
 // The planner against a measured CPU run for every long-sequence technique and combination at
 // 512 and 2048 tokens (docs/LONG_SEQUENCES.md): layer checkpointing (with and without its offload), the tiled
 // loss and TiledMLP, 12 combinations x 2 lengths, the vocab-32000 model on 2 ranks; then the cuts
-// of the transient: tiled projections (with everything else, alone, and at ZeRO stage 3). Each rank's
-// measured peak (counting allocator, summary --json memory.peak_bytes) within 2% of the plan the
-// run wrote at its start (planned_peak_bytes: the meta-device dry run of the same config).
-TEST(MemoryPlan, PlanEqualsTheMeasuredPeakForEveryTechniqueWithinTwoPercent) {
+// of the transient: tiled projections (with everything else, alone, and at ZeRO stage 3), and bf16
+// unit gradients at stage 3 (train.grad_accum_dtype, both wires). Each rank's measured peak
+// (counting allocator, summary --json memory.peak_bytes) within 2% of the plan the run wrote at its
+// start (planned_peak_bytes: the meta-device dry run of the same config). One CTest per length and
+// checkpointing mode, one per length for the cuts (each under ~25 s: CI runs them in parallel).
+namespace {
+void every_combination(int64_t seq, int ckpt) {  // ckpt: none, layer, layer + offload
   double worst = 0;
   std::string worst_case;
-  for (int64_t seq : {512, 2048})
-    for (int ckpt = 0; ckpt < 3; ++ckpt)  // none, layer, layer + offload
-      for (int loss = 0; loss < 2; ++loss)
-        for (int mlp = 0; mlp < 2; ++mlp) {
-          json cfg = combo_config(seq);
-          cfg["train"]["activation_checkpointing"] = ckpt > 0 ? "layer" : "none";
-          cfg["train"]["offload_activations"] = ckpt == 2;
-          cfg["train"]["loss_chunk_tokens"] = loss ? 128 : 0;
-          cfg["train"]["mlp_chunk_tokens"] = mlp ? 128 : 0;
-          expect_plan_equals_measured(
-              "combo-" + std::to_string(seq) + "-" + std::to_string(ckpt) + std::to_string(loss) + std::to_string(mlp),
-              cfg, &worst, &worst_case);
-        }
-  for (int64_t seq : {512, 2048})
-    for (int cut = 0; cut < 3; ++cut) {  // proj tiles + everything; proj tiles alone; + ZeRO stage 3
+  for (int loss = 0; loss < 2; ++loss)
+    for (int mlp = 0; mlp < 2; ++mlp) {
       json cfg = combo_config(seq);
-      cfg["train"]["proj_chunk_tokens"] = 128;
-      if (cut != 1) {
-        cfg["train"]["activation_checkpointing"] = "layer";
-        cfg["train"]["offload_activations"] = true;
-        cfg["train"]["loss_chunk_tokens"] = 128;
-        cfg["train"]["mlp_chunk_tokens"] = 128;
-      }
-      // (not with offload_optimizer / offload_params: on a CPU run the offloaded state is in the
-      // memory measured, while the plan is for a device that does not hold it; the planner's
-      // offload_gradients is held by MemoryPlan.ZeroStagesShardTheStaticState)
-      if (cut == 2) cfg["train"]["zero_stage"] = 3;
-      expect_plan_equals_measured("cut-" + std::to_string(seq) + "-" + std::to_string(cut), cfg, &worst, &worst_case);
+      cfg["train"]["activation_checkpointing"] = ckpt > 0 ? "layer" : "none";
+      cfg["train"]["offload_activations"] = ckpt == 2;
+      cfg["train"]["loss_chunk_tokens"] = loss ? 128 : 0;
+      cfg["train"]["mlp_chunk_tokens"] = mlp ? 128 : 0;
+      expect_plan_equals_measured(
+          "combo-" + std::to_string(seq) + "-" + std::to_string(ckpt) + std::to_string(loss) + std::to_string(mlp), cfg,
+          &worst, &worst_case);
     }
-  std::printf("every combination: worst |measured / planned - 1| = %.4f (%s)\n", worst, worst_case.c_str());
+  std::printf("worst |measured / planned - 1| = %.4f (%s)\n", worst, worst_case.c_str());
+}
+
+// Everything on (layer checkpointing with offload, tiled loss and MLP) and tiled projections.
+json with_every_technique(json cfg) {
+  cfg["train"]["proj_chunk_tokens"] = 128;
+  cfg["train"]["activation_checkpointing"] = "layer";
+  cfg["train"]["offload_activations"] = true;
+  cfg["train"]["loss_chunk_tokens"] = 128;
+  cfg["train"]["mlp_chunk_tokens"] = 128;
+  return cfg;
+}
+
+void every_cut(int64_t seq) {
+  double worst = 0;
+  std::string worst_case;
+  for (int cut = 0; cut < 3; ++cut) {  // proj tiles + everything; proj tiles alone; + ZeRO stage 3
+    json cfg = combo_config(seq);
+    if (cut != 1) cfg = with_every_technique(cfg);
+    cfg["train"]["proj_chunk_tokens"] = 128;
+    // (not with offload_optimizer / offload_params: on a CPU run the offloaded state is in the
+    // memory measured, while the plan is for a device that does not hold it; the planner's
+    // offload_gradients is held by MemoryPlan.ZeroStagesShardTheStaticState)
+    if (cut == 2) cfg["train"]["zero_stage"] = 3;
+    expect_plan_equals_measured("cut-" + std::to_string(seq) + "-" + std::to_string(cut), cfg, &worst, &worst_case);
+  }
+  std::printf("worst |measured / planned - 1| = %.4f (%s)\n", worst, worst_case.c_str());
+}
+}  // namespace
+
+TEST(MemoryPlan, PlanEqualsTheMeasuredPeakAt512WithoutCheckpointing) { every_combination(512, 0); }
+TEST(MemoryPlan, PlanEqualsTheMeasuredPeakAt512WithLayerCheckpointing) { every_combination(512, 1); }
+TEST(MemoryPlan, PlanEqualsTheMeasuredPeakAt512WithOffloadedCheckpoints) { every_combination(512, 2); }
+TEST(MemoryPlan, PlanEqualsTheMeasuredPeakAt2048WithoutCheckpointing) { every_combination(2048, 0); }
+TEST(MemoryPlan, PlanEqualsTheMeasuredPeakAt2048WithLayerCheckpointing) { every_combination(2048, 1); }
+TEST(MemoryPlan, PlanEqualsTheMeasuredPeakAt2048WithOffloadedCheckpoints) { every_combination(2048, 2); }
+TEST(MemoryPlan, PlanEqualsTheMeasuredPeakForTheTransientCutsAt512) { every_cut(512); }
+TEST(MemoryPlan, PlanEqualsTheMeasuredPeakForTheTransientCutsAt2048) { every_cut(2048); }
+
+// bf16 training at ZeRO stage 3 with every technique: bf16 unit gradients (grad_accum_dtype auto)
+// reduced in fp32 and in bf16, and the fp32 unit gradients of before (grad_accum_dtype float32).
+TEST(MemoryPlan, PlanEqualsTheMeasuredPeakWithBf16UnitGradients) {
+  double worst = 0;
+  std::string worst_case;
+  for (const char* accum : {"auto", "float32"})
+    for (const char* wire : {"float32", "bfloat16"}) {
+      if (std::string(accum) == "float32" && std::string(wire) == "bfloat16") continue;  // refused
+      json cfg = with_every_technique(combo_config(1024));
+      cfg["train"]["zero_stage"] = 3;
+      cfg["train"]["dtype"] = "bfloat16";
+      cfg["train"]["grad_accum_dtype"] = accum;
+      cfg["train"]["grad_reduce_dtype"] = wire;
+      expect_plan_equals_measured(std::string("bf16-grads-") + accum + "-" + wire, cfg, &worst, &worst_case);
+    }
+  std::printf("worst |measured / planned - 1| = %.4f (%s)\n", worst, worst_case.c_str());
 }

@@ -1,7 +1,7 @@
 // The memory planner through the front door: `ulysses-run CONFIG --plan [--json]
-// [--max-seq G]` execs `ulysses-worker --plan`, starts no training worker and writes no
+// [--max-seq G | --gpu-gib G]` execs `ulysses-worker --plan`, starts no training worker and writes no
 // run directory; a GPU plan on this CPU-only machine; bench-1b at 512K tokens on one H200
-// with and without the long-sequence techniques; --max-seq; bad input exits 2.
+// with and without the long-sequence techniques; --max-seq and --gpu-gib (one rule); bad input exits 2.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -120,6 +120,19 @@ TEST(PlanCli, MaxSeqIsTheLongestThatFits) {
   auto t = sh(kRun + cfg + " --plan --max-seq " + g + kWorker, scratch());
   EXPECT_EQ(t.code, 0);
   EXPECT_NE(t.out.find(std::to_string(N) + " tokens"), std::string::npos) << t.out;
+  // --gpu-gib: a plan at a fixed length decided by the rule --max-seq searched with (plan::fits_device):
+  // N fits, N + 2 does not.
+  for (const int64_t n : {N, N + 2}) {
+    auto f = sh(kRun + cfg + " --set train.seq_length=" + std::to_string(n) + " --plan --json --gpu-gib " + g + kWorker,
+                scratch());
+    ASSERT_EQ(f.code, 0) << f.out;
+    const auto fj = json::parse(f.out);
+    EXPECT_EQ(fj["fits"].get<bool>(), n == N) << n;
+    EXPECT_EQ(fj["gpu_limit_bytes"].get<int64_t>(), limit);
+  }
+  auto ft =
+      sh(kRun + cfg + " --set train.seq_length=" + std::to_string(N) + " --plan --gpu-gib " + g + kWorker, scratch());
+  EXPECT_NE(ft.out.find("% headroom): yes"), std::string::npos) << ft.out;
 }
 
 TEST(PlanCli, BadInputExits2) {
@@ -134,6 +147,11 @@ TEST(PlanCli, BadInputExits2) {
   EXPECT_EQ(with_out.code, 2) << with_out.out;  // --out is not ignored without a word
   EXPECT_NE(with_out.out.find("--plan cannot be combined with --out"), std::string::npos) << with_out.out;
   EXPECT_EQ(sh(kRun + cfg + " --max-seq 4" + kWorker, scratch()).code, 2);  // --max-seq without --plan
+  EXPECT_EQ(sh(kRun + cfg + " --gpu-gib 4" + kWorker, scratch()).code, 2);  // --gpu-gib without --plan
+  EXPECT_EQ(sh(kRun + cfg + " --plan --gpu-gib 0" + kWorker, scratch()).code, 2);
+  const auto both = sh(kRun + cfg + " --plan --gpu-gib 4 --max-seq 4" + kWorker + " 2>&1", scratch());
+  EXPECT_EQ(both.code, 2) << both.out;
+  EXPECT_NE(both.out.find("both name the device"), std::string::npos) << both.out;
   EXPECT_EQ(sh(kRun + cfg + " --plan --set parallel.sp_size=3" + kWorker, scratch()).code, 2);
   EXPECT_EQ(sh(std::string("'") + ULYSSES_WORKER_BIN + "' --plan --config /nonexistent.json", scratch()).code, 2);
 }

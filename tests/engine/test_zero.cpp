@@ -230,6 +230,116 @@ TEST(Zero, Stage3MatchesWithMemoryTechniquesAccumulationTiedEmbeddingsAndRing) {
   }
 }
 
+namespace {
+// One stage-3 run's figures: rank r's gradient shard after the first backward (fp32, divided by
+// the token count: what AdamW steps), the losses of `steps` steps, and rank 0's largest
+// gathered + gradient-buffer bytes (Zero3Params::peak_gathered_bytes) over the first step.
+struct GradRun {
+  std::vector<at::Tensor> shards;
+  std::vector<double> losses;
+  int64_t peak_gathered = 0;
+};
+
+GradRun grad_run(const RunConfig& cfg, int steps) {
+  GradRun res;
+  std::mutex mu;
+  const int W = static_cast<int>(cfg.parallel.world_size());
+  res.shards.resize(W);
+  run_ranks(W, [&](const DistEnv& env) {
+    at::set_num_threads(1);
+    Comm comm(env, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size), "gloo",
+              std::chrono::milliseconds(60000), static_cast<int>(cfg.parallel.ring_size));
+    Trainer tr(cfg, comm, nullptr);
+    tr.zero3()->reset_peak();
+    tr.loss_and_grads(0);
+    const at::Tensor g = tr.zero3()->grad_shard().clone();
+    const int64_t peak = tr.zero3()->peak_gathered_bytes();
+    std::vector<double> losses;
+    for (int s = 0; s < steps; ++s) losses.push_back(tr.step(s).loss);
+    std::lock_guard<std::mutex> lk(mu);
+    res.shards[env.rank] = g;
+    if (env.rank == 0) {
+      res.losses = losses;
+      res.peak_gathered = peak;
+    }
+  });
+  return res;
+}
+
+double rel_norm(const GradRun& ref, const GradRun& got) {
+  const at::Tensor a = torch::cat(ref.shards), b = torch::cat(got.shards);
+  return (b - a).norm().item<double>() / a.norm().item<double>();
+}
+}  // namespace
+
+// train.grad_accum_dtype (auto: bf16 unit gradients in bf16 training) and grad_reduce_dtype:
+// the cut exists only in bf16 training, so it is held against the same bf16 run with fp32 unit
+// gradients (grad_accum_dtype=float32, the engine before the cut), at sp 1, 2, 4 and sp 2 x
+// ring 2. In bf16 training each weight's gradient arrives as a bf16 value (the cast's backward
+// widens it exactly), so a buffer that takes one gradient per weight and backward holds it
+// exactly: with the fp32 wire the gradients and losses equal the fp32 buffers' (1e-5; with tiled
+// projections too: a tiled weight's gradient arrives summed). What rounds: two uses of a weight
+// in one backward (tied embeddings: the head's gradient is added to the embedding's in bf16),
+// and a bf16 wire at W > 1 (the sum over ranks in bf16): there the
+// tolerance is bf16's, 2^-9 relative per rounding: the gradient shard's difference within 1e-2
+// of its norm, and not zero (the cut ran), the losses of 3 steps within 1e-3. Both wires lower
+// the gathered bytes' peak. A float32 run: auto keeps fp32, bit for bit.
+TEST(Zero, Bf16UnitGradientsMatchFloat32OnesAtSp124AndRing2) {
+  struct Case {
+    int64_t sp, ring;
+    bool tiled, tied;
+  };
+  for (const Case k : {Case{1, 1, false, false}, Case{2, 1, false, false}, Case{4, 1, false, false},
+                       Case{2, 2, false, false}, Case{2, 1, true, false}, Case{2, 1, false, true}}) {
+    const std::string at = "sp " + std::to_string(k.sp) + " x ring " + std::to_string(k.ring) +
+                           (k.tiled ? ", tiled projections" : "") + (k.tied ? ", tied embeddings" : "");
+    SCOPED_TRACE(at);
+    RunConfig c = tiny(k.sp, 1, 3, false);
+    c.parallel.ring_size = k.ring;
+    c.model.tie_word_embeddings = k.tied;
+    if (k.tiled) {
+      c.train.activation_checkpointing = "layer";
+      c.train.proj_chunk_tokens = 3;
+    }
+    c.train.dtype = "bfloat16";
+    c.train.grad_accum_dtype = "float32";
+    const GradRun off = grad_run(c, 3);
+    c.train.grad_accum_dtype = "auto";
+    const GradRun on = grad_run(c, 3);
+    c.train.grad_reduce_dtype = "bfloat16";
+    const GradRun wire = grad_run(c, 3);
+    const bool W1 = k.sp * k.ring == 1;
+    for (const GradRun* r : {&on, &wire}) {
+      const bool rounds = k.tied || (r == &wire && !W1);
+      const double d = rel_norm(off, *r);
+      EXPECT_EQ(r->losses.front(), off.losses.front()) << "the forward is untouched";
+      if (rounds) {
+        EXPECT_GT(d, 0.0) << "nothing was rounded: the cut did not run";
+        EXPECT_LE(d, 1e-2);
+      } else {
+        EXPECT_LE(d, 1e-5);
+      }
+      for (size_t s = 0; s < off.losses.size(); ++s)
+        EXPECT_NEAR(r->losses[s], off.losses[s], (rounds ? 1e-3 : 1e-5) * std::abs(off.losses[s])) << "step " << s;
+      EXPECT_LT(r->peak_gathered, off.peak_gathered) << "the gradient buffers did not shrink";
+      std::printf(
+          "%s, %s wire: |g - g_fp32| / |g_fp32| = %.2e, losses %.6f %.6f %.6f (fp32 buffers: %.6f %.6f "
+          "%.6f), peak gathered %lld B (fp32 buffers: %lld B)\n",
+          at.c_str(), r == &wire ? "bf16" : "fp32", d, r->losses[0], r->losses[1], r->losses[2], off.losses[0],
+          off.losses[1], off.losses[2], static_cast<long long>(r->peak_gathered),
+          static_cast<long long>(off.peak_gathered));
+    }
+  }
+  RunConfig f = tiny(2, 1, 3, false);
+  f.train.grad_accum_dtype = "float32";
+  const GradRun f_off = grad_run(f, 3);
+  f.train.grad_accum_dtype = "auto";
+  const GradRun f_on = grad_run(f, 3);
+  EXPECT_EQ(rel_norm(f_off, f_on), 0.0) << "float32 training: auto must keep float32 unit gradients";
+  EXPECT_EQ(f_on.losses, f_off.losses);
+  EXPECT_EQ(f_on.peak_gathered, f_off.peak_gathered);
+}
+
 // The checks above catch a stage-3 bug: a layer whose gradients are never reduce-scattered
 // (its update is weight decay alone), and a prefetch that gathers the next layer's shards.
 TEST(Zero, Stage3ChecksCatchASkippedReduceScatterAndAWrongPrefetch) {
@@ -351,6 +461,72 @@ TEST(Zero, ConfigRefusesOffloadWithoutSharding) {
   ASSERT_FALSE(issues.empty());
   EXPECT_EQ(issues[0].field, "train.zero_stage");
   EXPECT_TRUE(validate(tiny(2, 2, 2, true)).empty());
+}
+
+// train.gather_dtype (auto: ZeRO-3 gathers bf16 weights in bf16 training) against the fp32
+// gathers of before (gather_dtype=float32), with fp32 unit gradients on both sides, at sp 1, 2, 4
+// and sp 2 x ring 2: the bf16 piece cast before the gather is the value the model's cast of the
+// gathered fp32 weight gave, and the gradient reaches the fp32 parameter cast as before, so
+// losses and gradients agree to 1e-5 relative (they are equal here); the gathered bytes' peak
+// falls (the weights' half of it); with tied embeddings and layer checkpointing too.
+TEST(Zero, Bf16GathersMatchFloat32GathersAtSp124AndRing2) {
+  struct Case {
+    int64_t sp, ring;
+    bool tied;
+  };
+  for (const Case k : {Case{1, 1, false}, Case{2, 1, false}, Case{4, 1, false}, Case{2, 2, false}, Case{2, 1, true}}) {
+    const std::string at =
+        "sp " + std::to_string(k.sp) + " x ring " + std::to_string(k.ring) + (k.tied ? ", tied, checkpointing" : "");
+    SCOPED_TRACE(at);
+    RunConfig c = tiny(k.sp, 1, 3, false);
+    c.parallel.ring_size = k.ring;
+    c.model.tie_word_embeddings = k.tied;
+    if (k.tied) c.train.activation_checkpointing = "layer";
+    c.train.dtype = "bfloat16";
+    c.train.grad_accum_dtype = "float32";
+    c.train.gather_dtype = "float32";
+    const GradRun off = grad_run(c, 3);
+    c.train.gather_dtype = "auto";
+    const GradRun on = grad_run(c, 3);
+    const double d = rel_norm(off, on);
+    EXPECT_LE(d, 1e-5);
+    for (size_t s = 0; s < off.losses.size(); ++s)
+      EXPECT_NEAR(on.losses[s], off.losses[s], 1e-5 * std::abs(off.losses[s])) << "step " << s;
+    EXPECT_LT(on.peak_gathered, off.peak_gathered) << "the gathered weights did not shrink";
+    std::printf(
+        "%s: |g - g_fp32 gathers| / |g| = %.2e, losses %.6f %.6f %.6f, peak gathered %lld B (fp32 gathers: "
+        "%lld B)\n",
+        at.c_str(), d, on.losses[0], on.losses[1], on.losses[2], static_cast<long long>(on.peak_gathered),
+        static_cast<long long>(off.peak_gathered));
+  }
+}
+
+// train.grad_accum_dtype / grad_reduce_dtype: unknown values, and bf16 where the run has no bf16
+// unit gradients (a float32 run, stage < 3), are refused naming the field.
+TEST(Zero, ConfigRefusesGradientDtypesThatCannotRun) {
+  auto first_field = [](const RunConfig& c) {
+    const auto issues = validate(c);
+    return issues.empty() ? std::string() : issues[0].field + ": " + issues[0].message;
+  };
+  RunConfig c = tiny(2, 1, 3, false);
+  c.train.dtype = "bfloat16";
+  EXPECT_EQ(first_field(c), "");
+  c.train.grad_reduce_dtype = "bfloat16";
+  EXPECT_EQ(first_field(c), "");
+  c.train.grad_reduce_dtype = "float16";
+  EXPECT_EQ(first_field(c).rfind("train.grad_reduce_dtype: train.grad_reduce_dtype must be", 0), 0u) << first_field(c);
+  c.train.grad_reduce_dtype = "bfloat16";
+  c.train.grad_accum_dtype = "float32";  // fp32 unit gradients: nothing to send in bf16
+  EXPECT_EQ(first_field(c).rfind("train.grad_reduce_dtype: ", 0), 0u) << first_field(c);
+  c.train.grad_reduce_dtype = "float32";
+  c.train.grad_accum_dtype = "fp16";
+  EXPECT_EQ(first_field(c).rfind("train.grad_accum_dtype: ", 0), 0u) << first_field(c);
+  c.train.grad_accum_dtype = "bfloat16";
+  c.train.zero_stage = 2;
+  EXPECT_NE(first_field(c).find("needs train.zero_stage 3"), std::string::npos) << first_field(c);
+  c.train.zero_stage = 3;
+  c.train.dtype = "float32";
+  EXPECT_NE(first_field(c).find("needs train.dtype=bfloat16"), std::string::npos) << first_field(c);
 }
 
 namespace {

@@ -543,4 +543,30 @@ TEST(Export, ZeroStagesAndOffloadsMapOntoDeepSpeed) {
       EXPECT_NE(m.theirs.find("zero_optimization"), std::string::npos) << m.ours << ": " << m.theirs;
     }
   EXPECT_EQ(rows, 3);
+  // bf16 training: train.grad_accum_dtype -> data_types.grad_accum_dtype, train.grad_reduce_dtype
+  // -> communication_data_type (stage 3 with bf16 layer gradients; fp32 otherwise); none in fp32.
+  EXPECT_FALSE(ulysses::launch::deepspeed_config_json(c, ExportTarget::DeepSpeed).contains("communication_data_type"));
+  c.train.dtype = "bfloat16";
+  for (auto target : {ExportTarget::DeepSpeed, ExportTarget::Accelerate}) {
+    c.train.grad_reduce_dtype = "float32";
+    json ds = ulysses::launch::deepspeed_config_json(c, target);
+    EXPECT_EQ(ds["data_types"]["grad_accum_dtype"], "bf16");
+    EXPECT_EQ(ds["communication_data_type"], "fp32");
+    c.train.grad_reduce_dtype = "bfloat16";
+    EXPECT_EQ(ulysses::launch::deepspeed_config_json(c, target)["communication_data_type"], "bf16");
+    c.train.grad_accum_dtype = "float32";
+    c.train.grad_reduce_dtype = "float32";
+    ds = ulysses::launch::deepspeed_config_json(c, target);
+    EXPECT_EQ(ds["data_types"]["grad_accum_dtype"], "fp32");
+    EXPECT_EQ(ds["communication_data_type"], "fp32");
+    c.train.grad_accum_dtype = "auto";
+  }
+  rows = 0;
+  for (const auto& m : ulysses::launch::export_mappings(c, ExportTarget::DeepSpeed))
+    rows += (m.ours == "train.grad_accum_dtype" && m.theirs.find("data_types.grad_accum_dtype") != std::string::npos) +
+            (m.ours == "train.grad_reduce_dtype" && m.theirs.find("communication_data_type") != std::string::npos);
+  EXPECT_EQ(rows, 2);
+  c.train.zero_stage = 2;  // below stage 3 neither is a setting of ours: DeepSpeed's defaults stay
+  EXPECT_FALSE(ulysses::launch::deepspeed_config_json(c, ExportTarget::DeepSpeed).contains("data_types"));
+  EXPECT_FALSE(ulysses::launch::deepspeed_config_json(c, ExportTarget::DeepSpeed).contains("communication_data_type"));
 }

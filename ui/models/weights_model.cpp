@@ -60,7 +60,11 @@ WeightPlacement weight_placement(const RunConfig& cfg) {
   w.collective_bytes_per_step = c.allreduce_bytes_per_step;
   if (w.zero_stage >= 3 && w.units.size() > 2) {
     const int64_t piece = w.units[1].piece;  // every decoder layer has the same size
-    w.gather_bytes_per_layer = w.reduce_scatter_bytes_per_layer = (w.W - 1) * piece * 4;
+    // bf16 training gathers bf16 weights (train.gather_dtype auto); the reduce-scatter's wire
+    // is train.grad_reduce_dtype (bf16 only with bf16 unit gradients), as the engine runs them
+    w.gather_bytes_per_layer = (w.W - 1) * piece * (t.bf16_gathers() ? 2 : 4);
+    w.reduce_scatter_bytes_per_layer =
+        (w.W - 1) * piece * (t.bf16_unit_grads() && t.grad_reduce_dtype == "bfloat16" ? 2 : 4);
   }
   w.ok = true;
   return w;
