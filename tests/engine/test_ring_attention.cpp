@@ -128,9 +128,9 @@ Errors run_ring(int64_t R, bool zigzag, int64_t H, int64_t Hkv, RingFault fault 
         if (wire == Wire::Gloo || wire == Wire::GlooAllToAll) {
           auto store =
               compat::tcp_store("127.0.0.1", static_cast<uint16_t>(port), r == 0, static_cast<int>(R), timeout);
-          owned = make_group_ring_transport(compat::make_gloo(store, static_cast<int>(r), static_cast<int>(R), timeout),
-                                            timeout, -1,
-                                            wire == Wire::Gloo ? RingTransportKind::P2P : RingTransportKind::AllToAll);
+          owned = make_group_ring_transport(
+              compat::make_gloo(store, static_cast<int>(r), static_cast<int>(R), timeout, "127.0.0.1"), timeout, -1,
+              wire == Wire::Gloo ? RingTransportKind::P2P : RingTransportKind::AllToAll);
         } else {
           owned = std::make_unique<HubTransport>(hub, r, R);
         }
