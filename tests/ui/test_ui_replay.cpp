@@ -220,10 +220,10 @@ class ExplainViewInStudio : public ::testing::Test {
 
 TEST_F(ExplainViewInStudio, FollowsTheLauncherAndShowsRefusals) {
   EXPECT_TRUE(ex->explanation().ok);
-  EXPECT_EQ(ex->stageCount(), 7);  // the layer's six, then where the weights are
+  EXPECT_EQ(ex->stageCount(), 8);  // the layer's six, where the weights are, the document mask
   EXPECT_EQ(ex->explanation().P, 2);
   EXPECT_TRUE(ex->setStage(2));
-  EXPECT_FALSE(ex->setStage(7));
+  EXPECT_FALSE(ex->setStage(8));
   EXPECT_EQ(ex->stage(), 2);
   EXPECT_FALSE(ex->grab().isNull());
   ASSERT_TRUE(w.launcher()->setFieldText(QStringLiteral("parallel.sp_size"), QStringLiteral("3")));
