@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include <c10/core/CPUAllocator.h>
+#include <torch/version.h>
 
 #include "local_attention.hpp"
 #include "comm.hpp"
@@ -456,9 +457,15 @@ TEST(MemoryPlan, PeakMatchesARealCpuRun) {
     const double ratio = double(plan.peak_bytes) / double(measured);
     std::printf("N %5lld  zero_stage %lld  planned peak %10lld B  measured peak %10lld B  planned/measured %.3f\n",
                 (long long)N, (long long)stage, (long long)plan.peak_bytes, (long long)measured, ratio);
-    // 1.000 with libtorch 1.13; 1.022-1.030 with libtorch 2.6 (Debian 13), whose CPU SDPA keeps
-    // less than the math path the meta dry run counts.
-    EXPECT_NEAR(ratio, 1.0, 0.035) << "N=" << N << " zero_stage " << stage;
+    // 1.000 with libtorch 1.13. With libtorch 2.x (Debian 13's 2.6: 1.025-1.036) the CPU SDPA
+    // keeps less than the math path the meta dry run counts, growing with N (about 500 B per
+    // token here): there the plan may be above the measured peak, never below it.
+#if TORCH_VERSION_MAJOR >= 2
+    EXPECT_GE(ratio, 0.995) << "N=" << N << " zero_stage " << stage;
+    EXPECT_LE(ratio, 1.05) << "N=" << N << " zero_stage " << stage;
+#else
+    EXPECT_NEAR(ratio, 1.0, 0.02) << "N=" << N << " zero_stage " << stage;
+#endif
   }
 }
 
