@@ -216,16 +216,11 @@ template <typename Options>
 c10::intrusive_ptr<c10d::Store> tcp_store_as_asked(const std::string& host, Options o, const ListenAddress* listen_on) {
   if (!listen_on || !o.isServer) return c10::make_intrusive<c10d::TCPStore>(host, o);
   if constexpr (HasMasterListenFd<Options>::value) {
-    std::string error;
-    const int fd = listen_socket(*listen_on, &error);
-    if (fd < 0) throw std::runtime_error(error);
-    o.masterListenFd = fd;
-    try {
-      return c10::make_intrusive<c10d::TCPStore>(host, o);
-    } catch (...) {
-      if (is_listening_on(fd, *listen_on)) ::close(fd);  // still ours: the store never took it
-      throw;
-    }
+    // libtorch 2.x: handing the store a socket bound there (masterListenFd) left Debian 13's 2.6
+    // (no libuv) accepting the other ranks' connections without answering them in runs of four
+    // or more ranks; until that is understood its store listens as libtorch makes it (every
+    // interface), as before issue 54 (docs/RELIABILITY.md says so).
+    return c10::make_intrusive<c10d::TCPStore>(host, o);
   } else {
     BindRedirect redirect(*listen_on);
     auto s = c10::make_intrusive<c10d::TCPStore>(host, o);
