@@ -438,141 +438,170 @@ std::string resume_mismatch(const json& saved, const json& now, std::string* wha
   return {};
 }
 
+namespace {
+// data.path as an absolute path (ulysses-run makes RUN/config.json's absolute)
+void absolute_data_path(json& j) {
+  if (j.is_object() && j.contains("data") && j["data"].is_object() && j["data"].contains("path") &&
+      j["data"]["path"].is_string() && !j["data"]["path"].get<std::string>().empty()) {
+    std::error_code ec;
+    const fs::path a = fs::absolute(j["data"]["path"].get<std::string>(), ec);
+    if (!ec) j["data"]["path"] = a.lexically_normal().string();
+  }
+}
+
+// The saved config against the run's, then the ranks the checkpoint's files were cut for (a ring
+// of 2 resumed at ring 1 has other RNG files and ZeRO shards), then every file against the
+// manifest: before any rank trains. Returns the key of the first issue ("" when none).
+std::string check_config_and_layout(const RunConfig& cfg, const Checkpoint& c, std::vector<ConfigIssue>& out) {
+  const std::string saved_path = (fs::path(c.dir) / kRunConfigFile).string();
+  json saved = load_json_file(saved_path), now = cfg.to_json();
+  absolute_data_path(saved);
+  absolute_data_path(now);
+  std::string what;
+  std::string key = resume_mismatch(saved, now, &what);
+  if (!key.empty()) {
+    out.push_back(
+        {key, "train.resume_from: " + what + " (" + saved_path +
+                  "); resume with the checkpoint's settings, only train.steps, train.save_* and the like may change"});
+    return key;
+  }
+  const std::string state_file = (fs::path(c.dir) / kStateFile).string();
+  const std::string lm = layout_mismatch(
+      saved_layout(load_json_file((fs::path(c.dir) / kCompleteFile).string()), load_json_file(state_file)),
+      layout_of(cfg));
+  if (!lm.empty()) {
+    key = lm.substr(0, lm.find(' '));
+    out.push_back({key, "train.resume_from: " + lm + " (" + c.dir +
+                            "); a checkpoint resumes only with the ranks it was saved by"});
+    return key;
+  }
+  const std::string why = checkpoint_contents_problem(c.dir);
+  if (!why.empty()) {
+    key = "train.resume_from";
+    out.push_back({key, "train.resume_from: " + why});
+  }
+  return key;
+}
+
+// state.json's next_step is where the ranks resume; it must be the step of the checkpoint's
+// name and manifest (what train.steps is checked against). One saying 9 in step-00000002 would
+// resume "at step 9", train nothing and exit 0.
+void check_next_step(const Checkpoint& c, std::vector<ConfigIssue>& out) {
+  const std::string state_path = (fs::path(c.dir) / kStateFile).string();
+  const json st = load_json_file(state_path);
+  if (!st.is_object() || !st.contains("next_step") || !st["next_step"].is_number_integer())
+    out.push_back({"train.resume_from", state_path + " lacks next_step (a damaged checkpoint)"});
+  else if (st["next_step"].get<int64_t>() != c.step)
+    out.push_back({"train.resume_from", state_path + " says next_step " +
+                                            std::to_string(st["next_step"].get<int64_t>()) +
+                                            " but the checkpoint is of step " + std::to_string(c.step) +
+                                            " (its folder name and manifest): a damaged or hand-edited checkpoint"});
+}
+
+// The elements of one rank's AdamW shard: ceil(params / W); stage 3 partitions each gather unit
+// on its own (engine/core/zero3.hpp): the embedding, each decoder layer, the rest (final norm,
+// lm_head); S = sum of ceil(n_u / W).
+int64_t zero_shard_elements(const RunConfig& cfg) {
+  const int64_t W = cfg.parallel.world_size(), numel = cfg.model.num_parameters();
+  if (cfg.train.zero_stage < 3) return (numel + W - 1) / W;
+  std::map<std::string, int64_t> unit;
+  std::vector<std::string> order;
+  for (const auto& prm : cfg.model.parameters()) {
+    std::string u = "head";
+    if (prm.name.rfind("model.embed_tokens.", 0) == 0)
+      u = "embed";
+    else if (prm.name.rfind("model.layers.", 0) == 0)
+      u = prm.name.substr(0, prm.name.find('.', 13));
+    int64_t n = 1;
+    for (int64_t d : prm.shape) n *= d;
+    if (!unit.count(u)) order.push_back(u);
+    unit[u] += n;
+  }
+  int64_t S = 0;
+  for (const auto& u : order) S += (unit[u] + W - 1) / W;
+  return S;
+}
+
+// Each rank's AdamW shard (train.zero_stage matches the checkpoint's: checked before).
+void check_zero_shards(const RunConfig& cfg, const Checkpoint& c, std::vector<ConfigIssue>& out) {
+  const int64_t W = cfg.parallel.world_size(), numel = cfg.model.num_parameters();
+  const int64_t S = zero_shard_elements(cfg);
+  for (int64_t r = 0; r < W && r < kMaxWorld; ++r) {
+    const std::string f = (fs::path(c.dir) / zero_optimizer_file_name(r)).string();
+    const SafetensorsHeader h = read_safetensors_header_file(f);  // throws naming a missing file
+    std::map<std::string, const SafetensorsEntry*> by;
+    for (const auto& e : h.tensors) by[e.name] = &e;
+    std::string why;
+    for (const char* k : {"exp_avg", "exp_avg_sq"})
+      if (!by.count(k) || by[k]->dtype != "F32" || by[k]->shape != std::vector<int64_t>{S})
+        why = std::string(k) + " is not " + std::to_string(S) + " F32 values (the shard of " + std::to_string(numel) +
+              " parameters over " + std::to_string(W) + " ranks)";
+    if (!by.count("step") || by["step"]->dtype != "I64" || by["step"]->shape != std::vector<int64_t>{1})
+      why = "step is not one I64";
+    if (!why.empty()) {
+      out.push_back({"train.resume_from", f + ": " + why + " (a damaged checkpoint)"});
+      break;
+    }
+  }
+}
+
+// The replicated run's optimizer file: its tensors' dtypes and shapes against the model.
+void check_optimizer_file(const RunConfig& cfg, const Checkpoint& c, std::vector<ConfigIssue>& out) {
+  const std::string opt = (fs::path(c.dir) / kOptimizerFile).string();
+  const SafetensorsHeader oh = cfg.train.zero_stage > 0
+                                   ? SafetensorsHeader{}
+                                   : read_safetensors_header_file(opt);  // throws naming a missing file
+  const auto odd = std::find_if(oh.tensors.begin(), oh.tensors.end(), [](const SafetensorsEntry& e) {
+    return !safetensors_float_dtype(e.dtype) && e.dtype != "I64";
+  });
+  if (odd != oh.tensors.end())
+    out.push_back({"train.resume_from", opt + ": tensor " + odd->name + " has dtype " + odd->dtype +
+                                            ", which the optimizer state never holds (F32, BF16, F16, I64)"});
+  else if (const std::string why = cfg.train.zero_stage > 0 ? "" : optimizer_mismatch(oh, cfg.model, opt); !why.empty())
+    out.push_back({"train.resume_from", why});
+}
+
+// Every rank's RNG state: present, and all of one size (one generator's state), so a lost or cut
+// file is named here instead of by one worker after launch. Whether the bytes are a generator
+// state only libtorch can tell (the workers do).
+void check_rng_files(const RunConfig& cfg, const Checkpoint& c, std::vector<ConfigIssue>& out) {
+  std::error_code ec;
+  uintmax_t rng0 = 0;
+  for (int64_t r = 0; r < cfg.parallel.world_size() && r < kMaxWorld; ++r) {
+    const std::string f = (fs::path(c.dir) / rng_file_name(r)).string();
+    const std::string fw = regular_file_problem(f, int64_t{1} << 20);
+    if (!fw.empty()) {
+      out.push_back({"train.resume_from", f + ": " + fw + " (rank " + std::to_string(r) + "'s RNG state)"});
+      break;
+    }
+    const uintmax_t n = fs::file_size(f, ec);
+    if (ec || n == 0 || (r > 0 && n != rng0)) {
+      out.push_back(
+          {"train.resume_from", f + " has " + std::to_string(ec ? 0 : n) + " bytes" +
+                                    (r > 0 ? ", " + rng_file_name(0) + " " + std::to_string(rng0) : std::string()) +
+                                    ": not rank " + std::to_string(r) + "'s RNG state"});
+      break;
+    }
+    if (r == 0) rng0 = n;
+  }
+}
+}  // namespace
+
 std::vector<ConfigIssue> resume_issues(const RunConfig& cfg) {
   std::vector<ConfigIssue> out;
   if (cfg.train.resume_from.empty()) return out;
   try {
     const Checkpoint c = resolve_resume(cfg.train.resume_from);
-    const std::string saved_path = (fs::path(c.dir) / kRunConfigFile).string();
-    json saved = load_json_file(saved_path), now = cfg.to_json();
-    // data.path as an absolute path on both sides (ulysses-run makes RUN/config.json's absolute)
-    for (json* j : {&saved, &now})
-      if (j->is_object() && j->contains("data") && (*j)["data"].is_object() && (*j)["data"].contains("path") &&
-          (*j)["data"]["path"].is_string() && !(*j)["data"]["path"].get<std::string>().empty()) {
-        std::error_code ec;
-        const fs::path a = fs::absolute((*j)["data"]["path"].get<std::string>(), ec);
-        if (!ec) (*j)["data"]["path"] = a.lexically_normal().string();
-      }
-    std::string what;
-    std::string key = resume_mismatch(saved, now, &what);
-    if (!key.empty())
-      out.push_back(
-          {key,
-           "train.resume_from: " + what + " (" + saved_path +
-               "); resume with the checkpoint's settings, only train.steps, train.save_* and the like may change"});
-    // The ranks the checkpoint's files were cut for (a ring of 2 resumed at ring 1 has other
-    // RNG files and ZeRO shards), then every file against the manifest: before any rank trains.
-    if (key.empty()) {
-      const std::string state_file = (fs::path(c.dir) / kStateFile).string();
-      const std::string lm = layout_mismatch(
-          saved_layout(load_json_file((fs::path(c.dir) / kCompleteFile).string()), load_json_file(state_file)),
-          layout_of(cfg));
-      if (!lm.empty()) {
-        key = lm.substr(0, lm.find(' '));
-        out.push_back({key, "train.resume_from: " + lm + " (" + c.dir +
-                                "); a checkpoint resumes only with the ranks it was saved by"});
-      }
-    }
-    if (key.empty()) {
-      const std::string why = checkpoint_contents_problem(c.dir);
-      if (!why.empty()) {
-        key = "train.resume_from";
-        out.push_back({key, "train.resume_from: " + why});
-      }
-    }
-    // state.json's next_step is where the ranks resume; it must be the step of the checkpoint's
-    // name and manifest (what train.steps is checked against below). One saying 9 in
-    // step-00000002 would resume "at step 9", train nothing and exit 0.
-    const std::string state_path = (fs::path(c.dir) / kStateFile).string();
-    const json st = load_json_file(state_path);
-    if (!st.is_object() || !st.contains("next_step") || !st["next_step"].is_number_integer())
-      out.push_back({"train.resume_from", state_path + " lacks next_step (a damaged checkpoint)"});
-    else if (st["next_step"].get<int64_t>() != c.step)
-      out.push_back({"train.resume_from", state_path + " says next_step " +
-                                              std::to_string(st["next_step"].get<int64_t>()) +
-                                              " but the checkpoint is of step " + std::to_string(c.step) +
-                                              " (its folder name and manifest): a damaged or hand-edited checkpoint"});
+    const std::string key = check_config_and_layout(cfg, c, out);
+    check_next_step(c, out);
     // The model and optimizer files' headers, and the model's tensors against the run's
     // parameters, before any worker starts (the workers read what was checked here).
     if (key.empty()) {
       const std::string why = checkpoint_mismatch(checkpoint_tensors(c.dir), cfg.model, c.dir);
       if (!why.empty()) out.push_back({"train.resume_from", why});
-      std::error_code ec;
-      if (cfg.train.zero_stage > 0) {
-        // Each rank's AdamW shard (train.zero_stage matches the checkpoint's: checked above).
-        const int64_t W = cfg.parallel.world_size(), numel = cfg.model.num_parameters();
-        int64_t S = (numel + W - 1) / W;
-        if (cfg.train.zero_stage >= 3) {
-          // Stage 3 partitions each gather unit on its own (engine/core/zero3.hpp): the
-          // embedding, each decoder layer, the rest (final norm, lm_head); S = sum of ceil(n_u / W).
-          std::map<std::string, int64_t> unit;
-          std::vector<std::string> order;
-          for (const auto& prm : cfg.model.parameters()) {
-            std::string u = "head";
-            if (prm.name.rfind("model.embed_tokens.", 0) == 0)
-              u = "embed";
-            else if (prm.name.rfind("model.layers.", 0) == 0)
-              u = prm.name.substr(0, prm.name.find('.', 13));
-            int64_t n = 1;
-            for (int64_t d : prm.shape) n *= d;
-            if (!unit.count(u)) order.push_back(u);
-            unit[u] += n;
-          }
-          S = 0;
-          for (const auto& u : order) S += (unit[u] + W - 1) / W;
-        }
-        for (int64_t r = 0; r < W && r < kMaxWorld; ++r) {
-          const std::string f = (fs::path(c.dir) / zero_optimizer_file_name(r)).string();
-          const SafetensorsHeader h = read_safetensors_header_file(f);  // throws naming a missing file
-          std::map<std::string, const SafetensorsEntry*> by;
-          for (const auto& e : h.tensors) by[e.name] = &e;
-          std::string why;
-          for (const char* k : {"exp_avg", "exp_avg_sq"})
-            if (!by.count(k) || by[k]->dtype != "F32" || by[k]->shape != std::vector<int64_t>{S})
-              why = std::string(k) + " is not " + std::to_string(S) + " F32 values (the shard of " +
-                    std::to_string(numel) + " parameters over " + std::to_string(W) + " ranks)";
-          if (!by.count("step") || by["step"]->dtype != "I64" || by["step"]->shape != std::vector<int64_t>{1})
-            why = "step is not one I64";
-          if (!why.empty()) {
-            out.push_back({"train.resume_from", f + ": " + why + " (a damaged checkpoint)"});
-            break;
-          }
-        }
-      }
-      const std::string opt = (fs::path(c.dir) / kOptimizerFile).string();
-      const SafetensorsHeader oh = cfg.train.zero_stage > 0
-                                       ? SafetensorsHeader{}
-                                       : read_safetensors_header_file(opt);  // throws naming a missing file
-      const auto odd = std::find_if(oh.tensors.begin(), oh.tensors.end(), [](const SafetensorsEntry& e) {
-        return !safetensors_float_dtype(e.dtype) && e.dtype != "I64";
-      });
-      if (odd != oh.tensors.end())
-        out.push_back({"train.resume_from", opt + ": tensor " + odd->name + " has dtype " + odd->dtype +
-                                                ", which the optimizer state never holds (F32, BF16, F16, I64)"});
-      else if (const std::string why = cfg.train.zero_stage > 0 ? "" : optimizer_mismatch(oh, cfg.model, opt);
-               !why.empty())
-        out.push_back({"train.resume_from", why});
-      // Every rank's RNG state: present, and all of one size (one generator's state), so a lost
-      // or cut file is named here instead of by one worker after launch. Whether the bytes are a
-      // generator state only libtorch can tell (the workers do).
-      uintmax_t rng0 = 0;
-      for (int64_t r = 0; r < cfg.parallel.world_size() && r < kMaxWorld; ++r) {
-        const std::string f = (fs::path(c.dir) / rng_file_name(r)).string();
-        const std::string fw = regular_file_problem(f, int64_t{1} << 20);
-        if (!fw.empty()) {
-          out.push_back({"train.resume_from", f + ": " + fw + " (rank " + std::to_string(r) + "'s RNG state)"});
-          break;
-        }
-        const uintmax_t n = fs::file_size(f, ec);
-        if (ec || n == 0 || (r > 0 && n != rng0)) {
-          out.push_back(
-              {"train.resume_from", f + " has " + std::to_string(ec ? 0 : n) + " bytes" +
-                                        (r > 0 ? ", " + rng_file_name(0) + " " + std::to_string(rng0) : std::string()) +
-                                        ": not rank " + std::to_string(r) + "'s RNG state"});
-          break;
-        }
-        if (r == 0) rng0 = n;
-      }
+      if (cfg.train.zero_stage > 0) check_zero_shards(cfg, c, out);
+      check_optimizer_file(cfg, c, out);
+      check_rng_files(cfg, c, out);
     }
     if (cfg.train.steps <= c.step)
       out.push_back({"train.steps", "train.steps (" + std::to_string(cfg.train.steps) +

@@ -49,6 +49,105 @@ std::string agree_run_id(Comm& comm, const std::string& proposal) {
   return run_id_from_halves(t[0].item<int64_t>(), t[1].item<int64_t>());
 }
 
+namespace {
+// Every rank: its RNG state (the default CPU generator; nothing in a CPU step draws from
+// it today, kept so that a future dropout or sampler resumes exactly too).
+void save_rng_state(const fs::path& tmp, int rank) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  at::Tensor st;
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    st = gen.get_state().contiguous();  // (S,) uint8
+  }
+  write_file((tmp / ckpt::rng_file_name(rank)).string(), st.data_ptr(), static_cast<size_t>(st.numel()));
+}
+
+// ZeRO: every rank its shard of the AdamW state (the fp32 masters are the saved weights:
+// after the all-gather every rank's parameters hold every shard's updated masters exactly).
+void save_zero_shard(Trainer& trainer, int rank, const fs::path& tmp, int64_t steps_done, const std::string& run_id,
+                     const ckpt::Layout& layout) {
+  auto& z = trainer.zero_optimizer();
+  const std::string name = ckpt::zero_optimizer_file_name(rank);
+  write_safetensors((tmp / name).string(),
+                    {{"exp_avg", z.exp_avg.to(torch::kCPU)},
+                     {"exp_avg_sq", z.exp_avg_sq.to(torch::kCPU)},
+                     {"step", torch::tensor({z.steps}, torch::kInt64)}},  // (S), (S), (1,)
+                    ckpt::file_identity(run_id, steps_done, name, layout));
+}
+
+// The replicated run's AdamW state, per parameter: m, v (its shape, fp32) and the step count.
+std::vector<std::pair<std::string, at::Tensor>> adamw_state_tensors(Trainer& trainer, int64_t steps_done) {
+  std::vector<std::pair<std::string, at::Tensor>> ts;
+  for (auto& [name, p] : trainer.model().named_parameters()) {
+    auto& state = trainer.optimizer().state();
+    auto it = state.find(compat::optimizer_state_key(state, p));
+    if (it == state.end())
+      throw std::runtime_error("no AdamW state for " + name + " after " + std::to_string(steps_done) + " step(s)");
+    auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
+    ts.emplace_back(kExpAvg + name, s.exp_avg());       // same shape as the parameter, fp32
+    ts.emplace_back(kExpAvgSq + name, s.exp_avg_sq());  // same shape as the parameter, fp32
+    ts.emplace_back(kStep + name, torch::tensor({static_cast<int64_t>(s.step())}, torch::kInt64));  // (1,)
+  }
+  return ts;
+}
+
+json train_state_json(const Trainer& trainer, const Comm& comm, const RunConfig& cfg, int64_t steps_done,
+                      const std::string& run_id) {
+  return {{"format", ckpt::kFormat},
+          {"version", ckpt::kFormatVersion},
+          {"run_id", run_id},
+          {"step", steps_done},
+          {"next_step", steps_done},
+          {"schedule_step", steps_done},
+          {"data_cursor",
+           {{"next_step", steps_done}, {"seed", cfg.train.seed}, {"kind", cfg.data.kind}, {"path", cfg.data.path}}},
+          {"world_size", comm.world_size()},
+          {"sp_size", comm.sp_size()},
+          {"dp_size", comm.dp_size()},
+          {"ring_size", comm.ring_size()},
+          {"zero_stage", trainer.zero_stage()},
+          {"rng", "rng-rank{r}.bin: torch's default CPU generator state of rank r"}};
+}
+
+// Rank 0: the replicated state.
+void save_replicated_state(Trainer& trainer, const Comm& comm, const RunConfig& cfg, const fs::path& tmp,
+                           int64_t steps_done, const std::string& run_id, const ckpt::Layout& layout) {
+  torch::NoGradGuard ng;
+  // fp32 masters, bit-exact; a Hugging Face model that says which run and step it is of
+  save_checkpoint(trainer.model(), tmp.string(), torch::kFloat32, 0,
+                  ckpt::file_identity(run_id, steps_done, ckpt::kWeightsFile, layout));
+  if (trainer.zero_stage() == 0)
+    write_safetensors((tmp / ckpt::kOptimizerFile).string(), adamw_state_tensors(trainer, steps_done),
+                      ckpt::file_identity(run_id, steps_done, ckpt::kOptimizerFile, layout));
+  write_text((tmp / ckpt::kStateFile).string(),
+             train_state_json(trainer, comm, cfg, steps_done, run_id).dump(2) + "\n");
+  write_text((tmp / ckpt::kRunConfigFile).string(), cfg.to_json().dump(2) + "\n");
+}
+
+// Rank 0, after every rank's files are in: the manifest last (the name, size and XXH64 of every
+// file, each synced first, the run id and the layout), the rename that makes the checkpoint
+// appear, and the pruning of older ones.
+void publish_checkpoint(const fs::path& root, const fs::path& tmp, const fs::path& fin, int64_t steps_done,
+                        const std::string& run_id, const ckpt::Layout& layout, int64_t save_keep) {
+  const json manifest = ckpt::make_manifest(tmp.string(), steps_done, run_id, layout);
+  write_text((tmp / ckpt::kCompleteFile).string(), manifest.dump(2) + "\n");
+  prof::sync_path(tmp.string(), true);
+  std::error_code ec;
+  fs::remove_all(fin, ec);  // an older run's checkpoint of the same step
+  fs::rename(tmp, fin, ec);
+  if (ec) throw std::runtime_error("cannot rename " + tmp.string() + " to " + fin.string() + ": " + ec.message());
+  prof::sync_path(root.string(), true);
+  // Keep the last save_keep complete checkpoints; drop temp folders of interrupted saves.
+  auto all = ckpt::complete_checkpoints(root.string());
+  for (size_t i = 0; i + static_cast<size_t>(save_keep) < all.size(); ++i) fs::remove_all(all[i].dir, ec);
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    int64_t s = 0;
+    if (name.rfind(".tmp-", 0) == 0 && ckpt::parse_step_dir_name(name.substr(5), &s)) fs::remove_all(e.path(), ec);
+  }
+}
+}  // namespace
+
 std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg, int64_t steps_done,
                              const std::string& run_id_proposal) {
   const std::string run_id = agree_run_id(comm, run_id_proposal);
@@ -73,108 +172,27 @@ std::string save_train_state(Trainer& trainer, Comm& comm, const RunConfig& cfg,
   }
   comm.barrier();
   if (err) std::rethrow_exception(err);
-
-  // Every rank: its RNG state (the default CPU generator; nothing in a CPU step draws from
-  // it today, kept so that a future dropout or sampler resumes exactly too).
-  try {
-    auto gen = at::detail::getDefaultCPUGenerator();
-    at::Tensor st;
-    {
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      st = gen.get_state().contiguous();  // (S,) uint8
-    }
-    write_file((tmp / ckpt::rng_file_name(comm.rank())).string(), st.data_ptr(), static_cast<size_t>(st.numel()));
-  } catch (const std::exception& e) {
-    err = std::make_exception_ptr(std::runtime_error(std::string(e.what()) + at_step));
-  }
-
-  // ZeRO: every rank its shard of the AdamW state (the fp32 masters are the saved weights:
-  // after the all-gather every rank's parameters hold every shard's updated masters exactly).
-  if (trainer.zero_stage() > 0 && !err) {
+  auto carry = [&](auto&& save) {
     try {
-      auto& z = trainer.zero_optimizer();
-      const std::string name = ckpt::zero_optimizer_file_name(comm.rank());
-      write_safetensors((tmp / name).string(),
-                        {{"exp_avg", z.exp_avg.to(torch::kCPU)},
-                         {"exp_avg_sq", z.exp_avg_sq.to(torch::kCPU)},
-                         {"step", torch::tensor({z.steps}, torch::kInt64)}},  // (S), (S), (1,)
-                        ckpt::file_identity(run_id, steps_done, name, layout));
+      save();
     } catch (const std::exception& e) {
       err = std::make_exception_ptr(std::runtime_error(std::string(e.what()) + at_step));
     }
-  }
-
+  };
+  carry([&] { save_rng_state(tmp, comm.rank()); });
+  if (trainer.zero_stage() > 0 && !err)
+    carry([&] { save_zero_shard(trainer, comm.rank(), tmp, steps_done, run_id, layout); });
   // Stage 3: every rank gathers every unit (collective, whatever failed above) so that rank 0
   // writes the whole model; released after the barrier.
   auto full = std::make_unique<GatheredParameters>(trainer);
-  // Rank 0: the replicated state.
-  if (comm.rank() == 0 && !err) {
-    try {
-      torch::NoGradGuard ng;
-      auto& model = trainer.model();
-      // fp32 masters, bit-exact; a Hugging Face model that says which run and step it is of
-      save_checkpoint(model, tmp.string(), torch::kFloat32, 0,
-                      ckpt::file_identity(run_id, steps_done, ckpt::kWeightsFile, layout));
-      std::vector<std::pair<std::string, at::Tensor>> ts;
-      for (auto& [name, p] :
-           trainer.zero_stage() > 0 ? std::vector<std::pair<std::string, at::Tensor>>{} : model.named_parameters()) {
-        auto& state = trainer.optimizer().state();
-        auto it = state.find(compat::optimizer_state_key(state, p));
-        if (it == state.end())
-          throw std::runtime_error("no AdamW state for " + name + " after " + std::to_string(steps_done) + " step(s)");
-        auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
-        ts.emplace_back(kExpAvg + name, s.exp_avg());       // same shape as the parameter, fp32
-        ts.emplace_back(kExpAvgSq + name, s.exp_avg_sq());  // same shape as the parameter, fp32
-        ts.emplace_back(kStep + name, torch::tensor({static_cast<int64_t>(s.step())}, torch::kInt64));  // (1,)
-      }
-      if (trainer.zero_stage() == 0)
-        write_safetensors((tmp / ckpt::kOptimizerFile).string(), ts,
-                          ckpt::file_identity(run_id, steps_done, ckpt::kOptimizerFile, layout));
-      const json st = {
-          {"format", ckpt::kFormat},
-          {"version", ckpt::kFormatVersion},
-          {"run_id", run_id},
-          {"step", steps_done},
-          {"next_step", steps_done},
-          {"schedule_step", steps_done},
-          {"data_cursor",
-           {{"next_step", steps_done}, {"seed", cfg.train.seed}, {"kind", cfg.data.kind}, {"path", cfg.data.path}}},
-          {"world_size", comm.world_size()},
-          {"sp_size", comm.sp_size()},
-          {"dp_size", comm.dp_size()},
-          {"ring_size", comm.ring_size()},
-          {"zero_stage", trainer.zero_stage()},
-          {"rng", "rng-rank{r}.bin: torch's default CPU generator state of rank r"}};
-      write_text((tmp / ckpt::kStateFile).string(), st.dump(2) + "\n");
-      write_text((tmp / ckpt::kRunConfigFile).string(), cfg.to_json().dump(2) + "\n");
-    } catch (const std::exception& e) {
-      err = std::make_exception_ptr(std::runtime_error(std::string(e.what()) + at_step));
-    }
-  }
+  if (comm.rank() == 0 && !err)
+    carry([&] { save_replicated_state(trainer, comm, cfg, tmp, steps_done, run_id, layout); });
   comm.barrier();  // every rank's RNG file is on disk
   full.reset();
   if (err) std::rethrow_exception(err);
   if (comm.rank() != 0) return fin.string();
-
   try {
-    // Manifest last: the name, size and XXH64 of every file (each synced first), the run id
-    // and the layout.
-    const json manifest = ckpt::make_manifest(tmp.string(), steps_done, run_id, layout);
-    write_text((tmp / ckpt::kCompleteFile).string(), manifest.dump(2) + "\n");
-    prof::sync_path(tmp.string(), true);
-    std::error_code ec;
-    fs::remove_all(fin, ec);  // an older run's checkpoint of the same step
-    fs::rename(tmp, fin, ec);
-    if (ec) throw std::runtime_error("cannot rename " + tmp.string() + " to " + fin.string() + ": " + ec.message());
-    prof::sync_path(root.string(), true);
-    // Keep the last save_keep complete checkpoints; drop temp folders of interrupted saves.
-    auto all = ckpt::complete_checkpoints(root.string());
-    for (size_t i = 0; i + static_cast<size_t>(cfg.train.save_keep) < all.size(); ++i) fs::remove_all(all[i].dir, ec);
-    for (const auto& e : fs::directory_iterator(root, ec)) {
-      const std::string name = e.path().filename().string();
-      int64_t s = 0;
-      if (name.rfind(".tmp-", 0) == 0 && ckpt::parse_step_dir_name(name.substr(5), &s)) fs::remove_all(e.path(), ec);
-    }
+    publish_checkpoint(root, tmp, fin, steps_done, run_id, layout, cfg.train.save_keep);
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string(e.what()) + at_step);
   }

@@ -1,6 +1,7 @@
 // Ulysses attention: head-chunked, pipelined all-to-alls around causal SDPA.
 #include "ulysses_attention.hpp"
 
+#include <array>
 #include <optional>
 
 #include "torch_compat.hpp"
@@ -211,25 +212,29 @@ struct Geometry : UlyssesGeometry {
 };
 
 class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> {
- public:
-  static tensor_list forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
-                             const UlyssesOptions* optp) {
-    const UlyssesOptions& o = *optp;
-    Comm& comm = *o.comm;
-    Geometry g(q.size(2), k.size(2), o);
-    CommTimeline tl{o.tracer};
+  // Forward's seq->head exchanges, one per chunk: the send buffers (freed once sent), the
+  // receive buffers (one packed message, or q, k and v apart), the index of the chunk's first
+  // pending message, and the kv heads each chunk brought, (B, nkv, N, dh): [send_lo, send_hi).
+  struct SeqToHeadChunks {
+    explicit SeqToHeadChunks(int64_t C)
+        : recv_q(C), recv_k(C), recv_v(C), recv_qkv(C), work_of(C), send_of(C), k_got(C), v_got(C) {}
+    std::vector<at::Tensor> recv_q, recv_k, recv_v, recv_qkv;
+    std::vector<size_t> work_of;
+    std::vector<std::vector<at::Tensor>> send_of;
+    std::vector<at::Tensor> k_got, v_got;
+  };
 
-    // seq->head for every chunk, issued up front: chunk c+1 travels while c computes.
-    std::vector<at::Tensor> recv_q(g.C), recv_k(g.C), recv_v(g.C), recv_qkv(g.C);
-    std::vector<size_t> work_of(g.C);
-    // Each chunk's send buffers, freed as soon as its exchange is done (before its attention):
-    // what attention reads is the receive buffer, viewed in head layout (a view for B = 1).
-    std::vector<std::vector<at::Tensor>> send_of(g.C);
+  // seq->head for every chunk, issued up front: chunk c+1 travels while c computes.
+  static void issue_seq_to_head(const UlyssesOptions& o, const Geometry& g, CommTimeline& tl, const at::Tensor& q,
+                                const at::Tensor& k, const at::Tensor& v, SeqToHeadChunks& x) {
+    Comm& comm = *o.comm;
     for (int64_t c = 0; c < g.C; ++c) {
       const int64_t nkv = g.send_hi(c) - g.send_lo(c);
       const int64_t h0 = g.head0(c), h1 = h0 + g.hc;
       const bool one_message = o.fused_qkv || nkv == 0;
-      auto& snd = send_of[static_cast<size_t>(c)];
+      // Each chunk's send buffers, freed as soon as its exchange is done (before its attention):
+      // what attention reads is the receive buffer, viewed in head layout (a view for B = 1).
+      auto& snd = x.send_of[static_cast<size_t>(c)];
       {
         prof::ScopedRange packing(o.tracer, layout_info(Direction::Forward, o.layer));
         mem::Label send_label("all-to-all send buffer");
@@ -247,88 +252,102 @@ class UlyssesAttentionFn : public torch::autograd::Function<UlyssesAttentionFn> 
         }
       }
       if (one_message) {
-        recv_qkv[c] = mem::comm_buffer_like(snd[0]);
+        x.recv_qkv[c] = mem::comm_buffer_like(snd[0]);
         auto info = comm_info(Phase::A2ASeqToHead, Direction::Forward, o.layer, h0, h1, c,
                               a2a_bytes(snd[0].numel(), elem_bytes(snd[0]), g.P));
-        tl.issue(comm, recv_qkv[c], snd[0], info);
-        work_of[c] = tl.pending.size() - 1;
+        tl.issue(comm, x.recv_qkv[c], snd[0], info);
+        x.work_of[c] = tl.pending.size() - 1;
       } else {
         // Three messages traced as one range: from the first's start to the last's end.
-        recv_q[c] = mem::comm_buffer_like(snd[0]);
-        recv_k[c] = mem::comm_buffer_like(snd[1]);
-        recv_v[c] = mem::comm_buffer_like(snd[2]);
+        x.recv_q[c] = mem::comm_buffer_like(snd[0]);
+        x.recv_k[c] = mem::comm_buffer_like(snd[1]);
+        x.recv_v[c] = mem::comm_buffer_like(snd[2]);
         const int64_t bytes = a2a_bytes(snd[0].numel() + snd[1].numel() + snd[2].numel(), elem_bytes(snd[0]), g.P);
         auto info = comm_info(Phase::A2ASeqToHead, Direction::Forward, o.layer, h0, h1, c, bytes);
         const size_t first = tl.pending.size();
-        tl.issue(comm, recv_q[c], snd[0], info, /*joins_next=*/true);
-        tl.issue(comm, recv_k[c], snd[1], info, /*joins_next=*/true);
-        tl.issue(comm, recv_v[c], snd[2], info);
-        work_of[c] = first;
+        tl.issue(comm, x.recv_q[c], snd[0], info, /*joins_next=*/true);
+        tl.issue(comm, x.recv_k[c], snd[1], info, /*joins_next=*/true);
+        tl.issue(comm, x.recv_v[c], snd[2], info);
+        x.work_of[c] = first;
       }
     }
+  }
+
+  // Waits for chunk c's q (and k, v), frees its send buffers and returns its attention's
+  // inputs, detached leaves: q (B, hc, N, dh) and its kv heads [need_lo, need_hi), gathered
+  // from the chunks that brought them.
+  static std::array<at::Tensor, 3> arrived_chunk(const UlyssesOptions& o, const Geometry& g, CommTimeline& tl,
+                                                 SeqToHeadChunks& x, int64_t c) {
+    const size_t w0 = x.work_of[c];
+    const size_t nw = x.recv_q[c].defined() ? 3 : 1;
+    for (size_t i = 0; i < nw; ++i) tl.release(w0 + i);
+    x.send_of[static_cast<size_t>(c)].clear();  // sent: freed before this chunk's attention
+    prof::ScopedRange unpacking(o.tracer, layout_info(Direction::Forward, o.layer));
+    at::Tensor qc;
+    const int64_t nkv = g.send_hi(c) - g.send_lo(c);
+    if (x.recv_qkv[c].defined()) {
+      auto r = x.recv_qkv[c];
+      qc = unpack_seq_to_head(r.narrow(3, 0, g.hc));  // (B, hc, N, dh)
+      if (nkv > 0) {
+        x.k_got[c] = unpack_seq_to_head(r.narrow(3, g.hc, nkv));  // (B, nkv, N, dh)
+        x.v_got[c] = unpack_seq_to_head(r.narrow(3, g.hc + nkv, nkv));
+      }
+    } else {
+      qc = unpack_seq_to_head(x.recv_q[c]);
+      x.k_got[c] = unpack_seq_to_head(x.recv_k[c]);
+      x.v_got[c] = unpack_seq_to_head(x.recv_v[c]);
+    }
+    auto gather = [&](const std::vector<at::Tensor>& got) {
+      std::vector<at::Tensor> parts;
+      for (int64_t c2 = 0; c2 <= c; ++c2) {
+        const int64_t lo = std::max(g.need_lo(c), g.send_lo(c2)), hi = std::min(g.need_hi(c), g.send_hi(c2));
+        if (hi > lo) parts.push_back(got[c2].narrow(1, lo - g.send_lo(c2), hi - lo));
+      }
+      return parts.size() == 1 ? parts[0] : at::cat(parts, 1);  // (B, need_hi - need_lo, N, dh)
+    };
+    return {qc.detach().requires_grad_(true), gather(x.k_got).detach().requires_grad_(true),
+            gather(x.v_got).detach().requires_grad_(true)};
+  }
+
+  // Chunk c's attention, traced as its heads' attention range: (B, hc, N, dh).
+  static at::Tensor chunk_attention(const UlyssesOptions& o, const Geometry& g, int64_t c, const at::Tensor& qd,
+                                    const at::Tensor& kd, const at::Tensor& vd) {
+    const int64_t h0 = g.head0(c);
+    prof::RangeInfo ai;
+    ai.phase = Phase::Attention;
+    ai.dir = Direction::Forward;
+    ai.layer = o.layer;
+    ai.head_begin = static_cast<int32_t>(h0);
+    ai.head_end = static_cast<int32_t>(h0 + g.hc);
+    ai.chunk = static_cast<int32_t>(c);
+    prof::ScopedRange r(o.tracer, ai);
+    torch::AutoGradMode grad_on(true);
+    // The kernels pair q head i with kv head i / (hc / nneed): right only when the chunk
+    // holds whole groups or lies inside one. Otherwise (hc and G dividing neither way:
+    // H 12, kv 4, hc 4 paired heads 3 and 7 with the wrong kv head; kv 6, hc 3 threw) each
+    // q head gets its own kv head by index, and autograd sums the gradients back.
+    const auto kv_index = g.chunk_kv_index(c);
+    if (kv_index.empty()) return attention_core(qd, kd, vd, o, &ai);  // (B, hc, N, dh)
+    const at::Tensor idx = at::tensor(kv_index, at::TensorOptions().dtype(at::kLong)).to(kd.device());
+    return attention_core(qd, kd.index_select(1, idx), vd.index_select(1, idx), o, &ai);
+  }
+
+ public:
+  static tensor_list forward(AutogradContext* ctx, at::Tensor q, at::Tensor k, at::Tensor v,
+                             const UlyssesOptions* optp) {
+    const UlyssesOptions& o = *optp;
+    Comm& comm = *o.comm;
+    Geometry g(q.size(2), k.size(2), o);
+    CommTimeline tl{o.tracer};
+    SeqToHeadChunks arriving(g.C);
+    issue_seq_to_head(o, g, tl, q, k, v, arriving);
 
     std::vector<at::Tensor> out_recv(g.C);
     std::vector<at::Tensor> sends;
     tensor_list saved;  // per chunk: out, q, k, v of its attention (k, v: kv heads [need_lo, need_hi))
-    std::vector<at::Tensor> k_got(g.C), v_got(g.C);  // (B, nkv, N, dh): kv heads [send_lo(c), send_hi(c))
     for (int64_t c = 0; c < g.C; ++c) {
-      // wait for this chunk's q (and k, v) to arrive
-      const size_t w0 = work_of[c];
-      const size_t nw = recv_q[c].defined() ? 3 : 1;
-      for (size_t i = 0; i < nw; ++i) tl.release(w0 + i);
-      send_of[static_cast<size_t>(c)].clear();  // sent: freed before this chunk's attention
-      std::optional<prof::ScopedRange> unpacking(std::in_place, o.tracer, layout_info(Direction::Forward, o.layer));
-      at::Tensor qc;
-      const int64_t nkv = g.send_hi(c) - g.send_lo(c);
-      if (recv_qkv[c].defined()) {
-        auto r = recv_qkv[c];
-        qc = unpack_seq_to_head(r.narrow(3, 0, g.hc));  // (B, hc, N, dh)
-        if (nkv > 0) {
-          k_got[c] = unpack_seq_to_head(r.narrow(3, g.hc, nkv));  // (B, nkv, N, dh)
-          v_got[c] = unpack_seq_to_head(r.narrow(3, g.hc + nkv, nkv));
-        }
-      } else {
-        qc = unpack_seq_to_head(recv_q[c]);
-        k_got[c] = unpack_seq_to_head(recv_k[c]);
-        v_got[c] = unpack_seq_to_head(recv_v[c]);
-      }
-      // This chunk's kv heads [need_lo, need_hi), gathered from the chunks that brought them.
-      auto gather = [&](const std::vector<at::Tensor>& got) {
-        std::vector<at::Tensor> parts;
-        for (int64_t c2 = 0; c2 <= c; ++c2) {
-          const int64_t lo = std::max(g.need_lo(c), g.send_lo(c2)), hi = std::min(g.need_hi(c), g.send_hi(c2));
-          if (hi > lo) parts.push_back(got[c2].narrow(1, lo - g.send_lo(c2), hi - lo));
-        }
-        return parts.size() == 1 ? parts[0] : at::cat(parts, 1);  // (B, need_hi - need_lo, N, dh)
-      };
-      at::Tensor qd = qc.detach().requires_grad_(true);
-      at::Tensor kd = gather(k_got).detach().requires_grad_(true);
-      at::Tensor vd = gather(v_got).detach().requires_grad_(true);
-      unpacking.reset();
-      at::Tensor oc;
-      {
-        const int64_t h0 = g.head0(c);
-        prof::RangeInfo ai;
-        ai.phase = Phase::Attention;
-        ai.dir = Direction::Forward;
-        ai.layer = o.layer;
-        ai.head_begin = static_cast<int32_t>(h0);
-        ai.head_end = static_cast<int32_t>(h0 + g.hc);
-        ai.chunk = static_cast<int32_t>(c);
-        prof::ScopedRange r(o.tracer, ai);
-        torch::AutoGradMode grad_on(true);
-        // The kernels pair q head i with kv head i / (hc / nneed): right only when the chunk
-        // holds whole groups or lies inside one. Otherwise (hc and G dividing neither way:
-        // H 12, kv 4, hc 4 paired heads 3 and 7 with the wrong kv head; kv 6, hc 3 threw) each
-        // q head gets its own kv head by index, and autograd sums the gradients back.
-        const auto kv_index = g.chunk_kv_index(c);
-        if (kv_index.empty()) {
-          oc = attention_core(qd, kd, vd, o, &ai);  // (B, hc, N, dh)
-        } else {
-          const at::Tensor idx = at::tensor(kv_index, at::TensorOptions().dtype(at::kLong)).to(kd.device());
-          oc = attention_core(qd, kd.index_select(1, idx), vd.index_select(1, idx), o, &ai);
-        }
-      }
+      const auto [qd, kd, vd] = arrived_chunk(o, g, tl, arriving, c);
+      at::Tensor oc = chunk_attention(o, g, c, qd, kd, vd);
       saved.push_back(oc);
       saved.push_back(qd);
       saved.push_back(kd);

@@ -679,10 +679,19 @@ std::vector<NameRow> name_totals(const TraceModel& m, const AnalysisOptions& o) 
   return out;
 }
 
-WaitingAnalysis waiting_analysis(const TraceModel& m, const AnalysisOptions& o) {
-  WaitingAnalysis w;
-  // Every collective range counted, as flat entries sorted once (no tree per range): per
-  // (pg, seq), per rank, the earliest range (the first met among equal starts) stands for it.
+namespace {
+// The collectives met in the window, by id: (pg, seq) -> its ranges, at most one per rank,
+// ascending rank; and per process group how many ranks were seen with it (in or out of the steps).
+struct CollectiveIds {
+  std::vector<std::pair<std::pair<int32_t, int64_t>, std::vector<std::pair<int32_t, size_t>>>>
+      by_id;                          // (rank, index into m.ranges)
+  std::map<int32_t, size_t> members;  // pg -> ranks
+};
+
+// Every collective range counted, as flat entries sorted once (no tree per range): per
+// (pg, seq), per rank, the earliest range (the first met among equal starts) stands for it;
+// the others are counted in `repeated`.
+CollectiveIds collectives_by_id(const TraceModel& m, const AnalysisOptions& o, int64_t& repeated) {
   struct Entry {
     int32_t pg, seq, rank;
     int64_t start;
@@ -702,58 +711,99 @@ WaitingAnalysis waiting_analysis(const TraceModel& m, const AnalysisOptions& o) 
       entries.push_back({x.pg, x.seq, r.rank, r.start_ns, i});
     }
   });
+  CollectiveIds ids;
   std::sort(pg_ranks.begin(), pg_ranks.end());
   pg_ranks.erase(std::unique(pg_ranks.begin(), pg_ranks.end()), pg_ranks.end());
-  std::map<int32_t, size_t> members;  // pg -> how many ranks were seen with that group
-  for (const auto& [pg, rank] : pg_ranks) members[pg] += 1;
+  for (const auto& [pg, rank] : pg_ranks) ids.members[pg] += 1;
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return std::tie(a.pg, a.seq, a.rank, a.start, a.at) < std::tie(b.pg, b.seq, b.rank, b.start, b.at);
   });
-  // (pg, seq) -> its ranges, at most one per rank, ascending rank.
-  std::vector<std::pair<std::pair<int32_t, int64_t>, std::vector<std::pair<int32_t, size_t>>>>
-      by_id;  // (rank, index into m.ranges)
   for (size_t k = 0; k < entries.size(); ++k) {
     const Entry& e = entries[k];
     if (k > 0 && entries[k - 1].pg == e.pg && entries[k - 1].seq == e.seq && entries[k - 1].rank == e.rank) {
-      ++w.repeated;  // no collective runs twice under one id on a rank: a broken or merged trace
+      ++repeated;  // no collective runs twice under one id on a rank: a broken or merged trace
       continue;
     }
-    if (by_id.empty() || by_id.back().first != std::make_pair(e.pg, int64_t{e.seq}))
-      by_id.push_back({{e.pg, int64_t{e.seq}}, {}});
-    by_id.back().second.emplace_back(e.rank, e.at);
+    if (ids.by_id.empty() || ids.by_id.back().first != std::make_pair(e.pg, int64_t{e.seq}))
+      ids.by_id.push_back({{e.pg, int64_t{e.seq}}, {}});
+    ids.by_id.back().second.emplace_back(e.rank, e.at);
   }
-  std::vector<Entry>().swap(entries);
+  return ids;
+}
+
+// One collective's arrivals (ascending rank: ties go to the lowest rank), first and last.
+CollectiveInstance collective_instance(const TraceModel& m, std::pair<int32_t, int64_t> id,
+                                       const std::vector<std::pair<int32_t, size_t>>& per_rank) {
+  CollectiveInstance ci;
+  ci.pg = id.first;
+  ci.seq = id.second;
+  const TraceRange r0 = m.ranges[per_rank.front().second];
+  ci.step = r0.step;
+  ci.phase = r0.phase;
+  ci.dir = r0.dir;
+  ci.layer = r0.layer;
+  bool first = true;
+  for (const auto& [rank, at] : per_rank) {
+    const TraceRange r = m.ranges[at];
+    ci.arrivals.push_back({rank, r.start_ns, r.end_ns});
+    if (first || r.start_ns < ci.first_arrival_ns) ci.first_arrival_ns = r.start_ns;
+    if (first || r.start_ns > ci.last_arrival_ns) {
+      ci.last_arrival_ns = r.start_ns;
+      ci.last_arriver = rank;
+    }
+    first = false;
+  }
+  ci.skew_ns = ci.last_arrival_ns - ci.first_arrival_ns;
+  return ci;
+}
+
+// Per step: the last arriver at the step's last collective, else the rank that ended last.
+std::vector<StepEndRow> step_end_rows(const TraceModel& m, const AnalysisOptions& o,
+                                      const std::vector<CollectiveInstance>& instances) {
+  std::map<int64_t, const CollectiveInstance*> last_of_step;
+  for (const auto& ci : instances) {
+    if (ci.step < 0) continue;
+    auto& slot = last_of_step[ci.step];
+    if (!slot || ci.last_arrival_ns >= slot->last_arrival_ns) slot = &ci;
+  }
+  std::map<int64_t, std::pair<int64_t, int32_t>> latest_end;  // step -> (end, rank)
+  for (const auto& st : m.steps) {
+    if (!step_in(o, st.step)) continue;
+    auto [it, fresh] = latest_end.emplace(st.step, std::make_pair(st.end_ns, st.rank));
+    if (!fresh && st.end_ns > it->second.first) it->second = {st.end_ns, st.rank};
+  }
+  std::vector<StepEndRow> out;
+  for (const auto& [step, end] : latest_end) {
+    StepEndRow row;
+    row.step = step;
+    row.rank = end.second;
+    auto it = last_of_step.find(step);
+    if (it != last_of_step.end()) {
+      row.rank = it->second->last_arriver;
+      row.from_collective = true;
+      row.skew_ns = it->second->skew_ns;
+    }
+    out.push_back(row);
+  }
+  return out;
+}
+}  // namespace
+
+WaitingAnalysis waiting_analysis(const TraceModel& m, const AnalysisOptions& o) {
+  WaitingAnalysis w;
+  CollectiveIds ids = collectives_by_id(m, o, w.repeated);
   std::set<int32_t> all_ranks;
   for (const auto& ri : m.ranks) all_ranks.insert(ri.rank);
   for (const auto& l : m.lanes) all_ranks.insert(l.rank);
   std::map<int32_t, RankWaitRow> rows;
   for (int32_t r : all_ranks) rows[r].rank = r;
   std::vector<int64_t> skews;
-  for (const auto& [id, per_rank] : by_id) {
-    if (per_rank.size() != members[id.first] || per_rank.size() < 2) {
+  for (const auto& [id, per_rank] : ids.by_id) {
+    if (per_rank.size() != ids.members[id.first] || per_rank.size() < 2) {
       ++w.incomplete;
       continue;
     }
-    CollectiveInstance ci;
-    ci.pg = id.first;
-    ci.seq = id.second;
-    const TraceRange r0 = m.ranges[per_rank.front().second];
-    ci.step = r0.step;
-    ci.phase = r0.phase;
-    ci.dir = r0.dir;
-    ci.layer = r0.layer;
-    bool first = true;
-    for (const auto& [rank, at] : per_rank) {  // ascending rank: ties go to the lowest rank
-      const TraceRange r = m.ranges[at];
-      ci.arrivals.push_back({rank, r.start_ns, r.end_ns});
-      if (first || r.start_ns < ci.first_arrival_ns) ci.first_arrival_ns = r.start_ns;
-      if (first || r.start_ns > ci.last_arrival_ns) {
-        ci.last_arrival_ns = r.start_ns;
-        ci.last_arriver = rank;
-      }
-      first = false;
-    }
-    ci.skew_ns = ci.last_arrival_ns - ci.first_arrival_ns;
+    CollectiveInstance ci = collective_instance(m, id, per_rank);
     skews.push_back(ci.skew_ns);
     int64_t caused = 0;
     for (const auto& a : ci.arrivals) {
@@ -775,32 +825,7 @@ WaitingAnalysis waiting_analysis(const TraceModel& m, const AnalysisOptions& o) 
     w.median_skew_ns = static_cast<double>(skews[skews.size() / 2]);
   }
   for (auto& [rank, row] : rows) w.ranks.push_back(row);
-
-  // Per step: the last arriver at the step's last collective, else the rank that ended last.
-  std::map<int64_t, const CollectiveInstance*> last_of_step;
-  for (const auto& ci : w.instances) {
-    if (ci.step < 0) continue;
-    auto& slot = last_of_step[ci.step];
-    if (!slot || ci.last_arrival_ns >= slot->last_arrival_ns) slot = &ci;
-  }
-  std::map<int64_t, std::pair<int64_t, int32_t>> latest_end;  // step -> (end, rank)
-  for (const auto& st : m.steps) {
-    if (!step_in(o, st.step)) continue;
-    auto [it, fresh] = latest_end.emplace(st.step, std::make_pair(st.end_ns, st.rank));
-    if (!fresh && st.end_ns > it->second.first) it->second = {st.end_ns, st.rank};
-  }
-  for (const auto& [step, end] : latest_end) {
-    StepEndRow row;
-    row.step = step;
-    row.rank = end.second;
-    auto it = last_of_step.find(step);
-    if (it != last_of_step.end()) {
-      row.rank = it->second->last_arriver;
-      row.from_collective = true;
-      row.skew_ns = it->second->skew_ns;
-    }
-    w.steps.push_back(row);
-  }
+  w.steps = step_end_rows(m, o, w.instances);
   return w;
 }
 

@@ -230,126 +230,145 @@ void order_file_ranges(std::vector<TraceRange>& ranges) {
   }
 }
 
-// Splits sources into final lanes (rank-grouped) and orders ranges by lane.
-void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
-  TraceModel& m = b.m;
-  // Order sources: rank, order, id.
-  std::vector<int32_t> order(b.sources.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
-  std::sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+namespace {
+// Sources in lane order (rank, order, id), and each source's place in it.
+struct SourceOrder {
+  std::vector<int32_t> order;           // lane -> source
+  std::vector<int32_t> rank_of_source;  // source -> lane
+};
+SourceOrder order_sources(const Builder& b) {
+  SourceOrder so;
+  so.order.resize(b.sources.size());
+  for (size_t i = 0; i < so.order.size(); ++i) so.order[i] = static_cast<int32_t>(i);
+  std::sort(so.order.begin(), so.order.end(), [&](int32_t x, int32_t y) {
     const auto &a = b.sources[x], &c = b.sources[y];
     return std::tie(a.rank, a.order, a.id) < std::tie(c.rank, c.order, c.id);
   });
-  std::vector<int32_t> rank_of_source(b.sources.size());
-  for (size_t i = 0; i < order.size(); ++i) rank_of_source[order[i]] = static_cast<int32_t>(i);
-  if (threads < 0) {  // legacy: one sort of the whole vector (moves 56-byte ranges n log n times)
-    for (auto& v : b.pending_ranges) m.ranges.rows().insert(m.ranges.rows().end(), v.begin(), v.end());
-    b.pending_ranges.clear();
-    for (auto& r : m.ranges.rows()) r.lane = rank_of_source[r.lane];
-    std::sort(m.ranges.rows().begin(), m.ranges.rows().end(), [](const TraceRange& x, const TraceRange& y) {
-      return x.lane != y.lane ? x.lane < y.lane : by_start(x, y);
-    });
-  }
-  // Each source's ranges: [src_begin[l], src_begin[l] + src_count[l]) of m.ranges.rows().
-  std::vector<int64_t> src_begin(order.size(), 0), src_count(order.size(), 0);
-  if (threads < 0) {
-    size_t i = 0;
-    for (size_t l = 0; l < order.size(); ++l) {
-      size_t e = i;
-      while (e < m.ranges.rows().size() && m.ranges.rows()[e].lane == static_cast<int32_t>(l)) ++e;
-      src_begin[l] = static_cast<int64_t>(i);
-      src_count[l] = static_cast<int64_t>(e - i);
-      i = e;
-    }
-  } else {
-    // Every range is copied once, into its lane's slice; the parts (m.ranges.rows(), then the
-    // parallel reader's per-file vectors) are counted and copied on up to `threads` threads,
-    // each part into places of its own, so the lanes come out as one pass in part order would
-    // give them. With room_for_head_lanes the vector's capacity also holds the head-range
-    // copies, so add_head_lanes does not move it to a bigger one; that room is not touched
-    // here (no memory for it while the parts are still held).
-    std::vector<std::vector<TraceRange>> parts;
-    parts.reserve(b.pending_ranges.size() + 1);
-    parts.push_back(std::move(m.ranges.rows()));
-    for (auto& v : b.pending_ranges) parts.push_back(std::move(v));
-    b.pending_ranges.clear();
-    struct PartLanes {  // the lanes one part's ranges go to: [lo, lo + n.size())
-      int32_t lo = 0;
-      std::vector<int64_t> n, at;  // per lane: ranges, where the part's first goes
-      int64_t heads = 0;           // head-range copies its ranges will have
-    };
-    std::vector<PartLanes> pl(parts.size());
-    parallel_for(parts.size(), threads, [&](size_t p) {
-      const std::vector<TraceRange>& v = parts[p];
-      if (v.empty()) return;
-      int32_t lo = INT32_MAX, hi = INT32_MIN;
-      for (const TraceRange& r : v) {
-        lo = std::min(lo, rank_of_source[static_cast<size_t>(r.lane)]);
-        hi = std::max(hi, rank_of_source[static_cast<size_t>(r.lane)]);
-      }
-      PartLanes& x = pl[p];
-      x.lo = lo;
-      x.n.assign(static_cast<size_t>(hi - lo) + 1, 0);
-      for (const TraceRange& r : v) {
-        ++x.n[static_cast<size_t>(rank_of_source[static_cast<size_t>(r.lane)] - lo)];
-        x.heads += room_for_head_lanes && copied_to_head_lane(r);
-      }
-    });
-    int64_t head_copies = 0;
-    for (const PartLanes& x : pl) {
-      for (size_t k = 0; k < x.n.size(); ++k) src_count[static_cast<size_t>(x.lo) + k] += x.n[k];
-      head_copies += x.heads;
-    }
-    int64_t total = 0;
-    for (size_t l = 0; l < order.size(); ++l) {
-      src_begin[l] = total;
-      total += src_count[l];
-    }
-    std::vector<int64_t> pos(src_begin);
-    for (PartLanes& x : pl) {
-      x.at.assign(pos.begin() + x.lo, pos.begin() + x.lo + static_cast<std::ptrdiff_t>(x.n.size()));
-      for (size_t k = 0; k < x.n.size(); ++k) pos[static_cast<size_t>(x.lo) + k] += x.n[k];
-    }
-    std::vector<TraceRange> out;
-    out.reserve(static_cast<size_t>(total + head_copies));
-    prepare_capacity(out, static_cast<size_t>(total), threads);
-    out.resize(static_cast<size_t>(total));
-    parallel_for(parts.size(), threads, [&](size_t p) {
-      PartLanes& x = pl[p];
-      for (const TraceRange& r : parts[p]) {
-        const int32_t l = rank_of_source[static_cast<size_t>(r.lane)];
-        TraceRange& o = out[static_cast<size_t>(x.at[static_cast<size_t>(l - x.lo)]++)];
-        o = r;
-        o.lane = l;
-      }
-      std::vector<TraceRange>().swap(parts[p]);  // peak: the output + the parts not yet copied
-    });
-    m.ranges.rows() = std::move(out);
-    // Largest lanes first, so one big lane does not start last.
-    std::vector<size_t> by_size(order.size());
-    for (size_t l = 0; l < by_size.size(); ++l) by_size[l] = l;
-    std::sort(by_size.begin(), by_size.end(), [&](size_t x, size_t y) { return src_count[x] > src_count[y]; });
-    parallel_for(by_size.size(), threads, [&](size_t k) {
-      const size_t l = by_size[k];
-      sort_by_start(m.ranges.rows(), static_cast<size_t>(src_begin[l]),
-                    static_cast<size_t>(src_begin[l] + src_count[l]));
-    });
-  }
+  so.rank_of_source.resize(b.sources.size());
+  for (size_t i = 0; i < so.order.size(); ++i) so.rank_of_source[so.order[i]] = static_cast<int32_t>(i);
+  return so;
+}
 
-  // Sub-lanes of every source (in parallel), then lane ids in source order, then each final
-  // lane's ids, parents and depths (in parallel).
-  const int work_threads = threads < 0 ? 1 : threads;
+// Each source's ranges: [begin[l], begin[l] + count[l]) of m.ranges.rows().
+struct SourceSlices {
+  std::vector<int64_t> begin, count;
+};
+
+// Legacy: one sort of the whole vector (moves 56-byte ranges n log n times).
+SourceSlices gather_sources_by_sorting(Builder& b, const SourceOrder& so) {
+  TraceModel& m = b.m;
+  for (auto& v : b.pending_ranges) m.ranges.rows().insert(m.ranges.rows().end(), v.begin(), v.end());
+  b.pending_ranges.clear();
+  for (auto& r : m.ranges.rows()) r.lane = so.rank_of_source[r.lane];
+  std::sort(m.ranges.rows().begin(), m.ranges.rows().end(), [](const TraceRange& x, const TraceRange& y) {
+    return x.lane != y.lane ? x.lane < y.lane : by_start(x, y);
+  });
+  SourceSlices sl{std::vector<int64_t>(so.order.size(), 0), std::vector<int64_t>(so.order.size(), 0)};
+  size_t i = 0;
+  for (size_t l = 0; l < so.order.size(); ++l) {
+    size_t e = i;
+    while (e < m.ranges.rows().size() && m.ranges.rows()[e].lane == static_cast<int32_t>(l)) ++e;
+    sl.begin[l] = static_cast<int64_t>(i);
+    sl.count[l] = static_cast<int64_t>(e - i);
+    i = e;
+  }
+  return sl;
+}
+
+// Every range is copied once, into its lane's slice; the parts (m.ranges.rows(), then the
+// parallel reader's per-file vectors) are counted and copied on up to `threads` threads,
+// each part into places of its own, so the lanes come out as one pass in part order would
+// give them. With room_for_head_lanes the vector's capacity also holds the head-range
+// copies, so add_head_lanes does not move it to a bigger one; that room is not touched
+// here (no memory for it while the parts are still held).
+SourceSlices gather_sources_in_parallel(Builder& b, const SourceOrder& so, int threads, bool room_for_head_lanes) {
+  TraceModel& m = b.m;
+  const std::vector<int32_t>& rank_of_source = so.rank_of_source;
+  SourceSlices sl{std::vector<int64_t>(so.order.size(), 0), std::vector<int64_t>(so.order.size(), 0)};
+  std::vector<std::vector<TraceRange>> parts;
+  parts.reserve(b.pending_ranges.size() + 1);
+  parts.push_back(std::move(m.ranges.rows()));
+  for (auto& v : b.pending_ranges) parts.push_back(std::move(v));
+  b.pending_ranges.clear();
+  struct PartLanes {  // the lanes one part's ranges go to: [lo, lo + n.size())
+    int32_t lo = 0;
+    std::vector<int64_t> n, at;  // per lane: ranges, where the part's first goes
+    int64_t heads = 0;           // head-range copies its ranges will have
+  };
+  std::vector<PartLanes> pl(parts.size());
+  parallel_for(parts.size(), threads, [&](size_t p) {
+    const std::vector<TraceRange>& v = parts[p];
+    if (v.empty()) return;
+    int32_t lo = INT32_MAX, hi = INT32_MIN;
+    for (const TraceRange& r : v) {
+      lo = std::min(lo, rank_of_source[static_cast<size_t>(r.lane)]);
+      hi = std::max(hi, rank_of_source[static_cast<size_t>(r.lane)]);
+    }
+    PartLanes& x = pl[p];
+    x.lo = lo;
+    x.n.assign(static_cast<size_t>(hi - lo) + 1, 0);
+    for (const TraceRange& r : v) {
+      ++x.n[static_cast<size_t>(rank_of_source[static_cast<size_t>(r.lane)] - lo)];
+      x.heads += room_for_head_lanes && copied_to_head_lane(r);
+    }
+  });
+  int64_t head_copies = 0;
+  for (const PartLanes& x : pl) {
+    for (size_t k = 0; k < x.n.size(); ++k) sl.count[static_cast<size_t>(x.lo) + k] += x.n[k];
+    head_copies += x.heads;
+  }
+  int64_t total = 0;
+  for (size_t l = 0; l < so.order.size(); ++l) {
+    sl.begin[l] = total;
+    total += sl.count[l];
+  }
+  std::vector<int64_t> pos(sl.begin);
+  for (PartLanes& x : pl) {
+    x.at.assign(pos.begin() + x.lo, pos.begin() + x.lo + static_cast<std::ptrdiff_t>(x.n.size()));
+    for (size_t k = 0; k < x.n.size(); ++k) pos[static_cast<size_t>(x.lo) + k] += x.n[k];
+  }
+  std::vector<TraceRange> out;
+  out.reserve(static_cast<size_t>(total + head_copies));
+  prepare_capacity(out, static_cast<size_t>(total), threads);
+  out.resize(static_cast<size_t>(total));
+  parallel_for(parts.size(), threads, [&](size_t p) {
+    PartLanes& x = pl[p];
+    for (const TraceRange& r : parts[p]) {
+      const int32_t l = rank_of_source[static_cast<size_t>(r.lane)];
+      TraceRange& o = out[static_cast<size_t>(x.at[static_cast<size_t>(l - x.lo)]++)];
+      o = r;
+      o.lane = l;
+    }
+    std::vector<TraceRange>().swap(parts[p]);  // peak: the output + the parts not yet copied
+  });
+  m.ranges.rows() = std::move(out);
+  // Largest lanes first, so one big lane does not start last.
+  std::vector<size_t> by_size(so.order.size());
+  for (size_t l = 0; l < by_size.size(); ++l) by_size[l] = l;
+  std::sort(by_size.begin(), by_size.end(), [&](size_t x, size_t y) { return sl.count[x] > sl.count[y]; });
+  parallel_for(by_size.size(), threads, [&](size_t k) {
+    const size_t l = by_size[k];
+    sort_by_start(m.ranges.rows(), static_cast<size_t>(sl.begin[l]), static_cast<size_t>(sl.begin[l] + sl.count[l]));
+  });
+  return sl;
+}
+
+// Sub-lanes of every source (in parallel), then lane ids in source order, then each final
+// lane's ids, parents and depths (in parallel).
+void make_source_lanes(Builder& b, const SourceOrder& so, const SourceSlices& sl, int work_threads) {
+  TraceModel& m = b.m;
+  const std::vector<int32_t>& order = so.order;
   std::vector<std::vector<int64_t>> counts(order.size());
   parallel_for(order.size(), work_threads, [&](size_t l) {
-    const size_t i = static_cast<size_t>(src_begin[l]);
-    counts[l] = split_into_sublanes(m.ranges.rows(), i, i + static_cast<size_t>(src_count[l]));
+    const size_t i = static_cast<size_t>(sl.begin[l]);
+    counts[l] = split_into_sublanes(m.ranges.rows(), i, i + static_cast<size_t>(sl.count[l]));
   });
   std::vector<Lane> lanes;
   std::vector<int32_t> first_lane(order.size());
   for (size_t si = 0; si < order.size(); ++si) {
     const SourceLane& src = b.sources[order[si]];
     first_lane[si] = static_cast<int32_t>(lanes.size());
-    int64_t k = src_begin[si];
+    int64_t k = sl.begin[si];
     for (size_t s = 0; s < counts[si].size(); ++s) {
       Lane l;
       l.rank = src.rank;
@@ -373,46 +392,45 @@ void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
   });
   m.lanes = std::move(lanes);
 }
+}  // namespace
 
-// Appends per-rank HeadRange lanes (copies), keeping lanes grouped by rank.
-//
-// In place: each rank's block of ranges moves up (once, as one block) by the number of head
-// copies of the ranks before it, and its copies are written into the room left after it; ranks
-// are worked on in parallel. The same model as the legacy way (add_head_lanes_by_copying),
-// which copies every range into a new vector and keeps a map of copies per head range.
-void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
-  if (!exact_reserve) {
-    add_head_lanes_by_copying(m, false);
-    return;
-  }
-  // One rank's lanes [li, lend), holding ranges [rb, re); lanes are grouped by rank and their
-  // ranges follow lane order (build_lanes). Anything else: the legacy way, which assumes less.
-  struct Group {
-    int32_t head_begin, head_end;
-    std::vector<int64_t> originals;  // indices before the move, in lane order
-    std::vector<int64_t> sublanes;   // ranges per sub-lane
-  };
-  struct Block {
-    int32_t rank = 0;
-    size_t li = 0, lend = 0;
-    int64_t rb = 0, re = 0;
-    std::vector<Group> groups;
-    int64_t copies = 0, shift = 0;  // ranges before it move up by `shift`
-    int32_t lane_shift = 0;         // head lanes of the ranks before it
-    int32_t first_head_lane = 0;    // lane id of its first head lane
-  };
-  std::vector<Block> blocks;
+// Splits sources into final lanes (rank-grouped) and orders ranges by lane.
+void build_lanes(Builder& b, int threads, bool room_for_head_lanes) {
+  const SourceOrder so = order_sources(b);
+  const SourceSlices sl =
+      threads < 0 ? gather_sources_by_sorting(b, so) : gather_sources_in_parallel(b, so, threads, room_for_head_lanes);
+  make_source_lanes(b, so, sl, threads < 0 ? 1 : threads);
+}
+
+namespace {
+// One rank's head-range copies of one head range.
+struct HeadGroup {
+  int32_t head_begin, head_end;
+  std::vector<int64_t> originals;  // indices before the move, in lane order
+  std::vector<int64_t> sublanes;   // ranges per sub-lane
+};
+// One rank's lanes [li, lend), holding ranges [rb, re).
+struct RankBlock {
+  int32_t rank = 0;
+  size_t li = 0, lend = 0;
+  int64_t rb = 0, re = 0;
+  std::vector<HeadGroup> groups;
+  int64_t copies = 0, shift = 0;  // ranges before it move up by `shift`
+  int32_t lane_shift = 0;         // head lanes of the ranks before it
+  int32_t first_head_lane = 0;    // lane id of its first head lane
+};
+
+// The ranks' blocks; false when the lanes are not grouped by rank with their ranges in lane
+// order (build_lanes), which the in-place way needs.
+bool rank_blocks(const TraceModel& m, std::vector<RankBlock>& blocks) {
   int64_t next = 0;
   for (size_t li = 0; li < m.lanes.size();) {
-    Block bl;
+    RankBlock bl;
     bl.rank = m.lanes[li].rank;
     bl.li = li;
     bl.rb = next;
     while (li < m.lanes.size() && m.lanes[li].rank == bl.rank) {
-      if (m.lanes[li].first != next || m.lanes[li].count < 0) {
-        add_head_lanes_by_copying(m, true);
-        return;
-      }
+      if (m.lanes[li].first != next || m.lanes[li].count < 0) return false;
       next += m.lanes[li].count;
       ++li;
     }
@@ -420,13 +438,14 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
     bl.re = next;
     blocks.push_back(std::move(bl));
   }
-  if (next != static_cast<int64_t>(m.ranges.rows().size())) {
-    add_head_lanes_by_copying(m, true);
-    return;
-  }
-  // Which ranges each rank copies, per head range (ascending, as the legacy map).
+  return next == static_cast<int64_t>(m.ranges.rows().size());
+}
+
+// Which ranges each rank copies, per head range (ascending, as the legacy map), and how far
+// each block moves up; returns all the copies.
+int64_t collect_head_copies(const TraceModel& m, std::vector<RankBlock>& blocks, int threads) {
   parallel_for(blocks.size(), threads, [&](size_t k) {
-    Block& bl = blocks[k];
+    RankBlock& bl = blocks[k];
     std::map<std::pair<int32_t, int32_t>, std::vector<int64_t>> heads;
     for (int64_t i = bl.rb; i < bl.re; ++i) {
       const TraceRange& r = m.ranges.rows()[static_cast<size_t>(i)];
@@ -434,21 +453,25 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
     }
     for (auto& [hr, v] : heads) {
       bl.copies += static_cast<int64_t>(v.size());
-      bl.groups.push_back(Group{hr.first, hr.second, std::move(v), {}});
+      bl.groups.push_back(HeadGroup{hr.first, hr.second, std::move(v), {}});
     }
   });
   int64_t copies = 0;
-  for (Block& bl : blocks) {
+  for (RankBlock& bl : blocks) {
     bl.shift = copies;
     copies += bl.copies;
   }
-  if (copies == 0) return;
+  return copies;
+}
+
+// Grows the ranges by the copies and moves each rank's block up by its shift.
+void move_blocks_up(TraceModel& m, const std::vector<RankBlock>& blocks, int64_t copies, int threads) {
   const size_t n = m.ranges.rows().size(), end = n + static_cast<size_t>(copies);
   m.ranges.rows().reserve(end);  // exact (build_lanes usually left the room)
   prepare_capacity(m.ranges.rows(), end - n, threads);
   m.ranges.rows().resize(end);
   for (size_t k = blocks.size(); k-- > 0;) {
-    const Block& bl = blocks[k];
+    const RankBlock& bl = blocks[k];
     if (bl.shift == 0 || bl.rb == bl.re) continue;
     // From the end, `shift` ranges at a time: each wave's ranges go to places the waves before
     // it have emptied (or past the block), so a wave's pieces do not overlap and are copied in
@@ -464,12 +487,15 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
       hi = lo;
     }
   }
-  // Each rank writes its copies after its own ranges, grouped by head range, sorted and split
-  // into nesting sub-lanes.
+}
+
+// Each rank writes its copies after its own ranges, grouped by head range, sorted and split
+// into nesting sub-lanes.
+void write_head_copies(TraceModel& m, std::vector<RankBlock>& blocks, int threads) {
   parallel_for(blocks.size(), threads, [&](size_t k) {
-    Block& bl = blocks[k];
+    RankBlock& bl = blocks[k];
     size_t pos = static_cast<size_t>(bl.re + bl.shift);
-    for (Group& g : bl.groups) {
+    for (HeadGroup& g : bl.groups) {
       const size_t first = pos;
       for (int64_t i : g.originals) {
         TraceRange& r = m.ranges.rows()[pos++];
@@ -481,10 +507,13 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
       g.sublanes = split_into_sublanes(m.ranges.rows(), first, pos);
     }
   });
-  // Lanes: each rank's own (moved up), then its head lanes.
+}
+
+// Lanes: each rank's own (moved up), then its head lanes.
+std::vector<Lane> lanes_with_head_lanes(TraceModel& m, std::vector<RankBlock>& blocks) {
   std::vector<Lane> lanes;
   int32_t head_lanes = 0;
-  for (Block& bl : blocks) {
+  for (RankBlock& bl : blocks) {
     bl.lane_shift = head_lanes;
     for (size_t l = bl.li; l < bl.lend; ++l) {
       lanes.push_back(std::move(m.lanes[l]));
@@ -492,7 +521,7 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
     }
     bl.first_head_lane = static_cast<int32_t>(lanes.size());
     int64_t first = bl.re + bl.shift;
-    for (const Group& g : bl.groups) {
+    for (const HeadGroup& g : bl.groups) {
       for (size_t s = 0; s < g.sublanes.size(); ++s) {
         Lane l;
         l.rank = bl.rank;
@@ -508,16 +537,21 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
       }
     }
   }
-  // Lane ids and parents of the moved ranges; lane ids, parents and depths of the copies.
+  return lanes;
+}
+
+// Lane ids and parents of the moved ranges; lane ids, parents and depths of the copies.
+void relink_rank_blocks(TraceModel& m, const std::vector<RankBlock>& blocks, const std::vector<Lane>& lanes,
+                        int threads) {
   parallel_for(blocks.size(), threads, [&](size_t k) {
-    const Block& bl = blocks[k];
+    const RankBlock& bl = blocks[k];
     for (int64_t i = bl.rb + bl.shift; i < bl.re + bl.shift; ++i) {
       TraceRange& r = m.ranges.rows()[static_cast<size_t>(i)];
       r.lane += bl.lane_shift;
       if (r.parent >= 0) r.parent = static_cast<int32_t>(r.parent + bl.shift);
     }
     int32_t lane_id = bl.first_head_lane;
-    for (const Group& g : bl.groups) {
+    for (const HeadGroup& g : bl.groups) {
       for (int64_t count : g.sublanes) {
         const Lane& l = lanes[static_cast<size_t>(lane_id)];
         for (int64_t i = l.first; i < l.first + count; ++i) m.ranges.rows()[static_cast<size_t>(i)].lane = lane_id;
@@ -526,6 +560,32 @@ void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
       }
     }
   });
+}
+}  // namespace
+
+// Appends per-rank HeadRange lanes (copies), keeping lanes grouped by rank.
+//
+// In place: each rank's block of ranges moves up (once, as one block) by the number of head
+// copies of the ranks before it, and its copies are written into the room left after it; ranks
+// are worked on in parallel. The same model as the legacy way (add_head_lanes_by_copying),
+// which copies every range into a new vector and keeps a map of copies per head range.
+void add_head_lanes(TraceModel& m, bool exact_reserve, int threads) {
+  if (!exact_reserve) {
+    add_head_lanes_by_copying(m, false);
+    return;
+  }
+  // Lanes not grouped by rank with their ranges in lane order: the legacy way, which assumes less.
+  std::vector<RankBlock> blocks;
+  if (!rank_blocks(m, blocks)) {
+    add_head_lanes_by_copying(m, true);
+    return;
+  }
+  const int64_t copies = collect_head_copies(m, blocks, threads);
+  if (copies == 0) return;
+  move_blocks_up(m, blocks, copies, threads);
+  write_head_copies(m, blocks, threads);
+  std::vector<Lane> lanes = lanes_with_head_lanes(m, blocks);
+  relink_rank_blocks(m, blocks, lanes, threads);
   m.lanes = std::move(lanes);
 }
 

@@ -181,6 +181,52 @@ void RangeStore::seal(int threads) {
   sealed_ = true;
 }
 
+// Each block's starts in [lo, hi) (whole blocks): as 32-bit offsets from the block's smallest,
+// or, where they span more, in full into `wide` (the part's; made global by build_columns).
+void RangeStore::encode_block_starts(size_t lo, size_t hi, std::vector<int64_t>& wide) {
+  for (size_t b0 = lo; b0 < hi; b0 += kBlock) {
+    const size_t b1 = std::min(hi, b0 + kBlock);
+    int64_t mn = rows_[b0].start_ns, mx = mn;
+    for (size_t i = b0 + 1; i < b1; ++i) {
+      mn = std::min(mn, rows_[i].start_ns);
+      mx = std::max(mx, rows_[i].start_ns);
+    }
+    Block& blk = blocks_[b0 / kBlock];
+    blk.base = mn;
+    if (static_cast<uint64_t>(mx) - static_cast<uint64_t>(mn) > uint64_t{0xFFFFFFFFu}) {
+      blk.wide = static_cast<int64_t>(wide.size());  // made global by build_columns
+      for (size_t i = b0; i < b1; ++i) wide.push_back(rows_[i].start_ns);
+    } else {
+      for (size_t i = b0; i < b1; ++i)
+        start_off_[i] = static_cast<uint32_t>(static_cast<uint64_t>(rows_[i].start_ns) - static_cast<uint64_t>(mn));
+    }
+  }
+}
+
+// Extra records: their bytes as an index into the distinct (sent, received) pairs, GPU ids
+// only where set.
+void RangeStore::build_extra_columns() {
+  KeyTable pairs;
+  cx_.assign(extras_.size(), CompactExtra{});
+  const size_t gpu_words = (extras_.size() + 63) / 64;
+  cx_gpu_.bits.assign(gpu_words, 0);
+  std::vector<std::vector<GpuIds>> gpu(1);
+  for (size_t e = 0; e < extras_.size(); ++e) {
+    const RangeExtra& x = extras_[e];
+    const uint32_t bytes =
+        pairs.id(KeyTable::Key{{static_cast<uint64_t>(x.bytes_sent), static_cast<uint64_t>(x.bytes_recv), 0}});
+    cx_[e] = CompactExtra{bytes, x.pg, x.seq};
+    if (x.external_id != 0 || x.correlation != 0) {
+      cx_gpu_.bits[e >> 6] |= uint64_t{1} << (e & 63);
+      gpu[0].push_back(GpuIds{x.external_id, x.correlation});
+    }
+  }
+  finish_sparse(cx_gpu_, gpu, {{0, gpu_words}});
+  byte_pairs_.resize(pairs.keys.size());
+  for (size_t k = 0; k < byte_pairs_.size(); ++k)
+    byte_pairs_[k] = {static_cast<int64_t>(pairs.keys[k].w[0]), static_cast<int64_t>(pairs.keys[k].w[1])};
+}
+
 void RangeStore::build_columns(int threads) {
   const size_t n = rows_.size();
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -215,23 +261,7 @@ void RangeStore::build_columns(int threads) {
   parallel_for(parts, threads, [&](size_t p) {
     Part& q = part[p];
     const auto [lo, hi] = part_range[p];
-    for (size_t b0 = lo; b0 < hi; b0 += kBlock) {
-      const size_t b1 = std::min(hi, b0 + kBlock);
-      int64_t mn = rows_[b0].start_ns, mx = mn;
-      for (size_t i = b0 + 1; i < b1; ++i) {
-        mn = std::min(mn, rows_[i].start_ns);
-        mx = std::max(mx, rows_[i].start_ns);
-      }
-      Block& blk = blocks_[b0 / kBlock];
-      blk.base = mn;
-      if (static_cast<uint64_t>(mx) - static_cast<uint64_t>(mn) > uint64_t{0xFFFFFFFFu}) {
-        blk.wide = static_cast<int64_t>(q.wide.size());  // made global below
-        for (size_t i = b0; i < b1; ++i) q.wide.push_back(rows_[i].start_ns);
-      } else {
-        for (size_t i = b0; i < b1; ++i)
-          start_off_[i] = static_cast<uint32_t>(static_cast<uint64_t>(rows_[i].start_ns) - static_cast<uint64_t>(mn));
-      }
-    }
+    encode_block_starts(lo, hi, q.wide);
     for (size_t i = lo; i < hi; ++i) {
       const TraceRange& r = rows_[i];
       const uint32_t idx = static_cast<uint32_t>(i);
@@ -299,27 +329,7 @@ void RangeStore::build_columns(int threads) {
   finish_sparse(origin_, origins, part_words);
   finish_sparse(extra_, extras, part_words);
 
-  // Extra records: their bytes as an index into the distinct (sent, received) pairs, GPU ids
-  // only where set.
-  KeyTable pairs;
-  cx_.assign(extras_.size(), CompactExtra{});
-  const size_t gpu_words = (extras_.size() + 63) / 64;
-  cx_gpu_.bits.assign(gpu_words, 0);
-  std::vector<std::vector<GpuIds>> gpu(1);
-  for (size_t e = 0; e < extras_.size(); ++e) {
-    const RangeExtra& x = extras_[e];
-    const uint32_t bytes =
-        pairs.id(KeyTable::Key{{static_cast<uint64_t>(x.bytes_sent), static_cast<uint64_t>(x.bytes_recv), 0}});
-    cx_[e] = CompactExtra{bytes, x.pg, x.seq};
-    if (x.external_id != 0 || x.correlation != 0) {
-      cx_gpu_.bits[e >> 6] |= uint64_t{1} << (e & 63);
-      gpu[0].push_back(GpuIds{x.external_id, x.correlation});
-    }
-  }
-  finish_sparse(cx_gpu_, gpu, {{0, gpu_words}});
-  byte_pairs_.resize(pairs.keys.size());
-  for (size_t k = 0; k < byte_pairs_.size(); ++k)
-    byte_pairs_[k] = {static_cast<int64_t>(pairs.keys[k].w[0]), static_cast<int64_t>(pairs.keys[k].w[1])};
+  build_extra_columns();
   long_dur_.shrink_to_fit(), far_parent_.shrink_to_fit(), big_step_.shrink_to_fit(), wide_starts_.shrink_to_fit();
   n_ = n;
 }

@@ -201,6 +201,122 @@ int32_t rank_in_file_name(const std::string& path) {
   return static_cast<int32_t>(n);
 }
 
+namespace {
+// The file's first 100 bytes: not compressed, an SQLite database (else what it is said by what
+// it holds), and as long as its header says (without a WAL). Throws TraceError.
+void check_sqlite_header(const std::string& path, uintmax_t size) {
+  std::error_code ec;
+  std::ifstream f(path, std::ios::binary);
+  unsigned char hdr[100] = {};
+  f.read(reinterpret_cast<char*>(hdr), sizeof hdr);
+  if (hdr[0] == 0x1f && hdr[1] == 0x8b) {
+    // By content: a gzip file named .json or .sqlite cannot be given to gunzip as it is.
+    const bool gz_name = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+    throw TraceError(describe(path) + " is gzip-compressed: unpack it first (" +
+                     (gz_name ? "gunzip -k '" + path + "'" : "gzip -dc '" + path + "' > '" + path + ".unpacked'") +
+                     ")");
+  }
+  if (hdr[0] == 0x28 && hdr[1] == 0xb5 && hdr[2] == 0x2f && hdr[3] == 0xfd)
+    throw TraceError(describe(path) + " is zstd-compressed: unpack it first (zstd -d -k '" + path + "')");
+  if (!f || std::memcmp(hdr, "SQLite format 3", 16) != 0) {
+    // Said by what the file holds, not by its name: a text file was "not an SQLite
+    // database" whatever it was meant to be.
+    const std::string head(reinterpret_cast<const char*>(hdr), static_cast<size_t>(f.gcount()));
+    if (looks_like_json(path))
+      throw TraceError(describe(path) + " is JSON, not an SQLite database" +
+                       (looks_like_profiler_json(path) ? std::string(" (a PyTorch profiler trace?)") : std::string()) +
+                       ": expected a RUN/trace/rank*.sqlite file or an 'nsys export --type sqlite' file");
+    throw TraceError(describe(path) + " is neither JSON nor an SQLite database (" + describe_content(head) +
+                     "): expected a PyTorch profiler trace (.json), an 'nsys export --type sqlite' file or a "
+                     "RUN/trace/rank*.sqlite file");
+  }
+  // Database header: page size (offset 16), size in pages (28) valid when the change
+  // counter (24) equals version-valid-for (92). Without a WAL the file must hold them all.
+  auto be32 = [&](int o) {
+    return (uint32_t(hdr[o]) << 24) | (uint32_t(hdr[o + 1]) << 16) | (uint32_t(hdr[o + 2]) << 8) | hdr[o + 3];
+  };
+  uint64_t page_size = (uint32_t(hdr[16]) << 8) | hdr[17];
+  if (page_size == 1) page_size = 65536;
+  uint64_t pages = be32(28);
+  if (be32(24) == be32(92) && !fs::exists(path + "-wal", ec) && page_size * pages > size) {
+    throw TraceError(describe(path) + " is truncated (" + std::to_string(size) + " of " +
+                     std::to_string(page_size * pages) + " bytes); it was cut short while copying or writing");
+  }
+}
+
+// Opens the database read-only; a file whose -wal holds nothing is read as immutable. Sets *uv
+// to its user_version.
+sql::Db open_trace_db(const std::string& path, int64_t* uv) {
+  std::error_code ec;
+  sql::Db db;
+  try {
+    db = sql::Db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
+    *uv = db.query_int("PRAGMA user_version");
+  } catch (const sql::Busy&) {
+    throw;
+  } catch (const std::exception& first) {
+    // A hot rollback journal (a writer killed mid-transaction, its uncommitted pages already in
+    // the file): SQLite rolls it back only on a connection that may write, so the read-only
+    // open fails. Read as immutable, the file would give the uncommitted data: refused instead (a
+    // reader never writes a trace, so it does not roll back itself).
+    if (const auto journal = fs::file_size(path + "-journal", ec); !ec && journal > 0)
+      throw TraceError(describe(path) + " has an unfinished transaction (" +
+                       fs::path(path + "-journal").filename().string() +
+                       ", left by a writer that stopped mid-write): open it once with sqlite3 in a writable folder "
+                       "to roll it back (sqlite3 '" +
+                       path + "' 'PRAGMA quick_check'), then read it again");
+    // A WAL-mode file (a trace of an earlier build, an nsys export) needs its -shm created
+    // even to be read; on a read-only mount or a full disk that fails ("unable to open
+    // database file", "disk I/O error"). With no -wal frames there is nothing such a file
+    // could be missing, and it is read as immutable: SQLite then creates nothing beside it.
+    const auto wal = fs::file_size(path + "-wal", ec);
+    if (!ec && wal > 0)
+      throw std::runtime_error(std::string(first.what()) + "; its -wal holds " + std::to_string(wal) +
+                               " bytes not yet in the file, which SQLite reads only where it can write beside "
+                               "the trace: copy the .sqlite and its -wal to a writable folder");
+    db = sql::Db(sqlite_uri(path) + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI);
+    *uv = db.query_int("PRAGMA user_version");
+  }
+  return db;
+}
+
+// Which trace the database is, by its tables; a Ulysses trace must have every table its reader
+// reads. Throws TraceError.
+FileKind trace_db_kind(sql::Db& db, const std::string& path, int64_t uv) {
+  FileKind kind;
+  if (db.has_table("ULYSSES_RANGES") || db.has_table("ULYSSES_RUN") || db.has_table("ULYSSES_RANKS") ||
+      db.has_table("ULYSSES_STEPS")) {
+    kind = FileKind::Ulysses;
+    // Every table the reader reads: without one a rank would lose its ranges (NVTX_EVENTS
+    // renamed), the file would pass for an Nsight Systems export (ULYSSES_RANGES and
+    // ULYSSES_STEPS dropped) or its clock would go unaligned (ULYSSES_CLOCK, format 3 on), each
+    // without a word.
+    std::vector<std::string> missing;
+    for (const char* t : {"NVTX_EVENTS", "ULYSSES_RUN", "ULYSSES_RANKS", "ULYSSES_STEPS", "ULYSSES_MEMORY"})
+      if (!db.has_table(t)) missing.emplace_back(t);
+    if (uv >= 3 && !db.has_table("ULYSSES_CLOCK")) missing.emplace_back("ULYSSES_CLOCK");
+    if (uv < 4 && !db.has_table("ULYSSES_RANGES")) missing.emplace_back("ULYSSES_RANGES");
+    if (!missing.empty()) {
+      std::string list;
+      for (const auto& t : missing) list += (list.empty() ? "" : ", ") + t;
+      throw TraceError(describe(path) + " is a Ulysses trace without the table(s) " + list + " (trace format " +
+                       std::to_string(uv) +
+                       "): it was edited or damaged; use the rank file "
+                       "as ulysses-run wrote it");
+    }
+  } else if (db.has_table("NVTX_EVENTS") || db.has_table("CUPTI_ACTIVITY_KIND_KERNEL") ||
+             db.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") || db.has_table("META_DATA_EXPORT") ||
+             db.has_table("EXPORT_META_DATA")) {  // an export without kernels or NVTX is still one
+    kind = FileKind::Nsys;
+  } else {
+    throw TraceError(describe(path) +
+                     " is an SQLite database but not a Ulysses trace or an Nsight Systems "
+                     "export (it has neither ULYSSES_RANGES nor NVTX_EVENTS nor CUPTI_ACTIVITY_KIND_KERNEL)");
+  }
+  return kind;
+}
+}  // namespace
+
 // Checks a file before SQLite reads it; returns its kind. Throws TraceError.
 FileKind validate_file(const std::string& path, sql::Db* out_db) {
   std::error_code ec;
@@ -210,111 +326,16 @@ FileKind validate_file(const std::string& path, sql::Db* out_db) {
   auto size = fs::file_size(path, ec);
   if (ec) throw TraceError("cannot read " + describe(path) + ": " + ec.message());
   if (size == 0) throw TraceError(describe(path) + " is empty (the rank may have died before writing anything)");
-  {
-    std::ifstream f(path, std::ios::binary);
-    unsigned char hdr[100] = {};
-    f.read(reinterpret_cast<char*>(hdr), sizeof hdr);
-    if (hdr[0] == 0x1f && hdr[1] == 0x8b) {
-      // By content: a gzip file named .json or .sqlite cannot be given to gunzip as it is.
-      const bool gz_name = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
-      throw TraceError(describe(path) + " is gzip-compressed: unpack it first (" +
-                       (gz_name ? "gunzip -k '" + path + "'" : "gzip -dc '" + path + "' > '" + path + ".unpacked'") +
-                       ")");
-    }
-    if (hdr[0] == 0x28 && hdr[1] == 0xb5 && hdr[2] == 0x2f && hdr[3] == 0xfd)
-      throw TraceError(describe(path) + " is zstd-compressed: unpack it first (zstd -d -k '" + path + "')");
-    if (!f || std::memcmp(hdr, "SQLite format 3", 16) != 0) {
-      // Said by what the file holds, not by its name: a text file was "not an SQLite
-      // database" whatever it was meant to be.
-      const std::string head(reinterpret_cast<const char*>(hdr), static_cast<size_t>(f.gcount()));
-      if (looks_like_json(path))
-        throw TraceError(
-            describe(path) + " is JSON, not an SQLite database" +
-            (looks_like_profiler_json(path) ? std::string(" (a PyTorch profiler trace?)") : std::string()) +
-            ": expected a RUN/trace/rank*.sqlite file or an 'nsys export --type sqlite' file");
-      throw TraceError(describe(path) + " is neither JSON nor an SQLite database (" + describe_content(head) +
-                       "): expected a PyTorch profiler trace (.json), an 'nsys export --type sqlite' file or a "
-                       "RUN/trace/rank*.sqlite file");
-    }
-    // Database header: page size (offset 16), size in pages (28) valid when the change
-    // counter (24) equals version-valid-for (92). Without a WAL the file must hold them all.
-    auto be32 = [&](int o) {
-      return (uint32_t(hdr[o]) << 24) | (uint32_t(hdr[o + 1]) << 16) | (uint32_t(hdr[o + 2]) << 8) | hdr[o + 3];
-    };
-    uint64_t page_size = (uint32_t(hdr[16]) << 8) | hdr[17];
-    if (page_size == 1) page_size = 65536;
-    uint64_t pages = be32(28);
-    if (be32(24) == be32(92) && !fs::exists(path + "-wal", ec) && page_size * pages > size) {
-      throw TraceError(describe(path) + " is truncated (" + std::to_string(size) + " of " +
-                       std::to_string(page_size * pages) + " bytes); it was cut short while copying or writing");
-    }
-  }
-  sql::Db db;
+  check_sqlite_header(path, size);
   try {
     int64_t uv = 0;
-    try {
-      db = sql::Db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
-      uv = db.query_int("PRAGMA user_version");
-    } catch (const sql::Busy&) {
-      throw;
-    } catch (const std::exception& first) {
-      // A hot rollback journal (a writer killed mid-transaction, its uncommitted pages already in
-      // the file): SQLite rolls it back only on a connection that may write, so the read-only
-      // open fails. Read as immutable, the file would give the uncommitted data: refused instead (a
-      // reader never writes a trace, so it does not roll back itself).
-      if (const auto journal = fs::file_size(path + "-journal", ec); !ec && journal > 0)
-        throw TraceError(describe(path) + " has an unfinished transaction (" +
-                         fs::path(path + "-journal").filename().string() +
-                         ", left by a writer that stopped mid-write): open it once with sqlite3 in a writable folder "
-                         "to roll it back (sqlite3 '" +
-                         path + "' 'PRAGMA quick_check'), then read it again");
-      // A WAL-mode file (a trace of an earlier build, an nsys export) needs its -shm created
-      // even to be read; on a read-only mount or a full disk that fails ("unable to open
-      // database file", "disk I/O error"). With no -wal frames there is nothing such a file
-      // could be missing, and it is read as immutable: SQLite then creates nothing beside it.
-      const auto wal = fs::file_size(path + "-wal", ec);
-      if (!ec && wal > 0)
-        throw std::runtime_error(std::string(first.what()) + "; its -wal holds " + std::to_string(wal) +
-                                 " bytes not yet in the file, which SQLite reads only where it can write beside "
-                                 "the trace: copy the .sqlite and its -wal to a writable folder");
-      db = sql::Db(sqlite_uri(path) + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI);
-      uv = db.query_int("PRAGMA user_version");
-    }
+    sql::Db db = open_trace_db(path, &uv);
     if (uv > trace_schema_version()) {
       throw TraceError(describe(path) + " was written by a newer Ulysses Studio (trace format " + std::to_string(uv) +
                        "; this build reads up to format " + std::to_string(trace_schema_version()) +
                        "): update ulysses-trace / ulysses-studio");
     }
-    FileKind kind;
-    if (db.has_table("ULYSSES_RANGES") || db.has_table("ULYSSES_RUN") || db.has_table("ULYSSES_RANKS") ||
-        db.has_table("ULYSSES_STEPS")) {
-      kind = FileKind::Ulysses;
-      // Every table the reader reads: without one a rank would lose its ranges (NVTX_EVENTS
-      // renamed), the file would pass for an Nsight Systems export (ULYSSES_RANGES and
-      // ULYSSES_STEPS dropped) or its clock would go unaligned (ULYSSES_CLOCK, format 3 on), each
-      // without a word.
-      std::vector<std::string> missing;
-      for (const char* t : {"NVTX_EVENTS", "ULYSSES_RUN", "ULYSSES_RANKS", "ULYSSES_STEPS", "ULYSSES_MEMORY"})
-        if (!db.has_table(t)) missing.emplace_back(t);
-      if (uv >= 3 && !db.has_table("ULYSSES_CLOCK")) missing.emplace_back("ULYSSES_CLOCK");
-      if (uv < 4 && !db.has_table("ULYSSES_RANGES")) missing.emplace_back("ULYSSES_RANGES");
-      if (!missing.empty()) {
-        std::string list;
-        for (const auto& t : missing) list += (list.empty() ? "" : ", ") + t;
-        throw TraceError(describe(path) + " is a Ulysses trace without the table(s) " + list + " (trace format " +
-                         std::to_string(uv) +
-                         "): it was edited or damaged; use the rank file "
-                         "as ulysses-run wrote it");
-      }
-    } else if (db.has_table("NVTX_EVENTS") || db.has_table("CUPTI_ACTIVITY_KIND_KERNEL") ||
-               db.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") || db.has_table("META_DATA_EXPORT") ||
-               db.has_table("EXPORT_META_DATA")) {  // an export without kernels or NVTX is still one
-      kind = FileKind::Nsys;
-    } else {
-      throw TraceError(describe(path) +
-                       " is an SQLite database but not a Ulysses trace or an Nsight Systems "
-                       "export (it has neither ULYSSES_RANGES nor NVTX_EVENTS nor CUPTI_ACTIVITY_KIND_KERNEL)");
-    }
+    const FileKind kind = trace_db_kind(db, path, uv);
     *out_db = std::move(db);
     return kind;
   } catch (const TraceError&) {

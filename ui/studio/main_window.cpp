@@ -115,6 +115,20 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_->addTab(runs_, QStringLiteral("Runs"));
   trace_ = new TraceView(this);
   tabs_->addTab(trace_, QStringLiteral("Trace"));
+  wireTraceView();
+  addExplainTab();
+  tabs_->addTab(wire_whatif(this, new WhatIfPage(this)), QStringLiteral("What if"));  // docs/STUDIO.md
+  setCentralWidget(tabs_);
+  setStatusBar(new StatusLine(this));  // elides: no message widens the window
+  statusRun_ = static_cast<StatusLine*>(statusBar())->runLabel();
+
+  wireRunSignals();
+  buildMenus();
+  restoreSettings();
+}
+
+// A trace that fails to load reports in the status bar; replay moves the timeline step by step.
+void MainWindow::wireTraceView() {
   // Loading is asynchronous: a trace that turns out unreadable reports here, in the status bar.
   connect(trace_, &TraceView::loadFailed, this, [this](const QString& m) {
     lastTraceError_ = m;
@@ -140,46 +154,47 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
         break;
       }
   });
-  {  // Explainer: follows the launcher's config as it is edited.
-    auto* explain = new ExplainView(this);
-    tabs_->addTab(explain, QStringLiteral("Explain"));
-    connect(launcher_, &LauncherPage::configEdited, explain,
-            [this, explain] { explain->setConfigJson(launcher_->configJson()); });
-    explain->setConfigJson(launcher_->configJson());
-    // With a run open: the run's own config and its measured stage times (explain_times.hpp,
-    // from the analysis core's layer table, as `ulysses-trace summary` computes it).
-    connect(trace_, &TraceView::loaded, explain, [this, explain](const QString& path) {
-      const auto m = trace_->model();
-      if (!m) return;
-      if (!m->config_json.empty()) {
-        try {
-          const RunConfig cfg = RunConfig::from_json(nlohmann::json::parse(m->config_json));
-          // Its own settings are replaced when the presenter says so (else no times of the run).
-          if (ulysses::ui::explain(cfg).ok && !explain->offerConfig(cfg, QFileInfo(path).fileName(), !quiet_)) return;
-        } catch (const std::exception&) {  // a foreign or older config: keep the launcher's
-        }
-      }
-      explain->highlightStage(-1);
-      explain->setStageTimes(stage_times(prof::layer_table(*m)), QFileInfo(path).fileName());
-      explain->setRingHopTime(ring_hop_time(*m));
-    });
-    connect(explain, &ExplainView::memoryRequested, this, [this] { setView(QStringLiteral("memory")); });
-    // A range selected in the timeline highlights its stage.
-    connect(trace_->timeline(), &TimelineWidget::rangeSelected, explain, [this, explain](qint64 i) {
-      const auto m = trace_->model();
-      if (!m || i < 0 || static_cast<size_t>(i) >= m->ranges.size()) return explain->highlightStage(-1);
-      const auto& r = m->ranges[static_cast<size_t>(i)];
-      const std::string name = r.name_id >= 0 && static_cast<size_t>(r.name_id) < m->strings.size()
-                                   ? m->strings[static_cast<size_t>(r.name_id)]
-                                   : std::string();
-      explain->highlightStage(explain_stage_of_range(r.phase, name));
-    });
-  }
-  tabs_->addTab(wire_whatif(this, new WhatIfPage(this)), QStringLiteral("What if"));  // docs/STUDIO.md
-  setCentralWidget(tabs_);
-  setStatusBar(new StatusLine(this));  // elides: no message widens the window
-  statusRun_ = static_cast<StatusLine*>(statusBar())->runLabel();
+}
 
+// Explainer: follows the launcher's config as it is edited.
+void MainWindow::addExplainTab() {
+  auto* explain = new ExplainView(this);
+  tabs_->addTab(explain, QStringLiteral("Explain"));
+  connect(launcher_, &LauncherPage::configEdited, explain,
+          [this, explain] { explain->setConfigJson(launcher_->configJson()); });
+  explain->setConfigJson(launcher_->configJson());
+  // With a run open: the run's own config and its measured stage times (explain_times.hpp,
+  // from the analysis core's layer table, as `ulysses-trace summary` computes it).
+  connect(trace_, &TraceView::loaded, explain, [this, explain](const QString& path) {
+    const auto m = trace_->model();
+    if (!m) return;
+    if (!m->config_json.empty()) {
+      try {
+        const RunConfig cfg = RunConfig::from_json(nlohmann::json::parse(m->config_json));
+        // Its own settings are replaced when the presenter says so (else no times of the run).
+        if (ulysses::ui::explain(cfg).ok && !explain->offerConfig(cfg, QFileInfo(path).fileName(), !quiet_)) return;
+      } catch (const std::exception&) {  // a foreign or older config: keep the launcher's
+      }
+    }
+    explain->highlightStage(-1);
+    explain->setStageTimes(stage_times(prof::layer_table(*m)), QFileInfo(path).fileName());
+    explain->setRingHopTime(ring_hop_time(*m));
+  });
+  connect(explain, &ExplainView::memoryRequested, this, [this] { setView(QStringLiteral("memory")); });
+  // A range selected in the timeline highlights its stage.
+  connect(trace_->timeline(), &TimelineWidget::rangeSelected, explain, [this, explain](qint64 i) {
+    const auto m = trace_->model();
+    if (!m || i < 0 || static_cast<size_t>(i) >= m->ranges.size()) return explain->highlightStage(-1);
+    const auto& r = m->ranges[static_cast<size_t>(i)];
+    const std::string name = r.name_id >= 0 && static_cast<size_t>(r.name_id) < m->strings.size()
+                                 ? m->strings[static_cast<size_t>(r.name_id)]
+                                 : std::string();
+    explain->highlightStage(explain_stage_of_range(r.phase, name));
+  });
+}
+
+// Launch, stop, finish and the runs page's requests.
+void MainWindow::wireRunSignals() {
   connect(launcher_, &LauncherPage::outputFolderChosen, this, [this](const QString& d) { setRunsDir(d); });
   connect(launcher_, &LauncherPage::launchRequested, this, [this] {
     QString err;
@@ -207,9 +222,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(runs_, &RunsPage::resumeRequested, this,
           [this](const QString& dir, const QString& saveTo) { resume(dir, saveTo); });
   connect(runs_, &RunsPage::changeRunsDirRequested, this, &MainWindow::chooseRunsDir);
+}
 
-  buildMenus();
-
+// What the last session left (runs folder, theme, palette, throughput, geometry, config), the
+// devices found, and the ulysses-run to launch with.
+void MainWindow::restoreSettings() {
   QSettings s;
   setRunsDir(s.value(QStringLiteral("runsDir"), QDir::current().filePath(QStringLiteral("runs"))).toString());
   setDarkTheme(s.value(QStringLiteral("darkTheme"), false).toBool(), /*remember=*/false);
@@ -262,6 +279,14 @@ MainWindow::~MainWindow() {
 }
 
 void MainWindow::buildMenus() {
+  buildFileMenu();
+  buildRunMenu();
+  buildViewMenu();
+  buildHelpMenu();
+  rebuildRecentMenu();
+}
+
+void MainWindow::buildFileMenu() {
   auto* file = menuBar()->addMenu(QStringLiteral("&File"));
   // Files (traces, configs) and folders (runs, runs folders, folders of exports); both go
   // through openPath, as a drop on the window does.
@@ -290,7 +315,9 @@ void MainWindow::buildMenus() {
   });
   file->addSeparator();
   file->addAction(QStringLiteral("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+}
 
+void MainWindow::buildRunMenu() {
   auto* run = menuBar()->addMenu(QStringLiteral("&Run"));
   run->addAction(QStringLiteral("&Launch"), QKeySequence(QStringLiteral("Ctrl+R")), this, [this] {
     QString err;
@@ -303,7 +330,9 @@ void MainWindow::buildMenus() {
   // actions share runs neither ("Ambiguous shortcut overload").
   run->addAction(QStringLiteral("&Refresh Runs"), QKeySequence(QStringLiteral("Ctrl+Shift+R")), runs_,
                  &RunsPage::refresh);
+}
 
+void MainWindow::buildViewMenu() {
   auto* view = menuBar()->addMenu(QStringLiteral("&View"));
   const QStringList pages = {"Launch", "Monitor", "Runs", "Trace"};
   for (int i = 0; i < tabs_->count(); ++i)
@@ -315,40 +344,7 @@ void MainWindow::buildMenus() {
     present->setObjectName(QStringLiteral("presentationMode"));
     present->setCheckable(true);
     present->setShortcuts(key_sequences(Command::PresentationMode));
-    connect(present, &QAction::toggled, this, [this](bool on) {
-      static const QFont normalFont = QApplication::font();
-      static const QPalette normalPalette = QApplication::palette();
-      // The window stays within its screen: labels wrap (they widened it to 1802 px on a
-      // 1280x720 projector), and a window larger than the screen is brought back into it.
-      auto fitScreen = [this] {
-        QApplication::processEvents();
-        if (!screen() || isMaximized() || isFullScreen()) return;
-        const QRect avail = screen()->availableGeometry();
-        const QSize frameExtra = frameGeometry().size() - geometry().size();
-        const QSize most = avail.size() - frameExtra;
-        if (width() > most.width() || height() > most.height()) resize(size().boundedTo(most));
-        if (!avail.contains(frameGeometry())) move(avail.topLeft());
-      };
-      if (!on) {
-        QApplication::setFont(normalFont);
-        QApplication::setPalette(normalPalette);
-        return;
-      }
-      QFont f = normalFont;
-      f.setPointSizeF(normalFont.pointSizeF() * 1.5);
-      f.setBold(true);
-      QApplication::setFont(f);
-      QPalette p = normalPalette;
-      p.setColor(QPalette::Window, Qt::white);
-      p.setColor(QPalette::Base, Qt::white);
-      p.setColor(QPalette::WindowText, Qt::black);
-      p.setColor(QPalette::Text, Qt::black);
-      p.setColor(QPalette::ButtonText, Qt::black);
-      p.setColor(QPalette::Mid, Qt::black);
-      p.setColor(QPalette::Highlight, QColor(0x00, 0x72, 0xB2));
-      QApplication::setPalette(p);
-      fitScreen();
-    });
+    connect(present, &QAction::toggled, this, &MainWindow::applyPresentationMode);
   }
   {  // Colour-blind-safe phase colours (Okabe-Ito) in every trace view; remembered.
     auto* cb = view->addAction(QStringLiteral("&Colour-blind-safe Phase Colours"));
@@ -378,7 +374,45 @@ void MainWindow::buildMenus() {
   darkAction_->setCheckable(true);
   darkAction_->setShortcut(QKeySequence(QStringLiteral("Ctrl+Shift+D")));
   connect(darkAction_, &QAction::toggled, this, [this](bool dark) { setDarkTheme(dark); });
+}
 
+// Presentation mode: fonts 1.5x and a high-contrast palette that survives a projector.
+void MainWindow::applyPresentationMode(bool on) {
+  static const QFont normalFont = QApplication::font();
+  static const QPalette normalPalette = QApplication::palette();
+  // The window stays within its screen: labels wrap (they widened it to 1802 px on a
+  // 1280x720 projector), and a window larger than the screen is brought back into it.
+  auto fitScreen = [this] {
+    QApplication::processEvents();
+    if (!screen() || isMaximized() || isFullScreen()) return;
+    const QRect avail = screen()->availableGeometry();
+    const QSize frameExtra = frameGeometry().size() - geometry().size();
+    const QSize most = avail.size() - frameExtra;
+    if (width() > most.width() || height() > most.height()) resize(size().boundedTo(most));
+    if (!avail.contains(frameGeometry())) move(avail.topLeft());
+  };
+  if (!on) {
+    QApplication::setFont(normalFont);
+    QApplication::setPalette(normalPalette);
+    return;
+  }
+  QFont f = normalFont;
+  f.setPointSizeF(normalFont.pointSizeF() * 1.5);
+  f.setBold(true);
+  QApplication::setFont(f);
+  QPalette p = normalPalette;
+  p.setColor(QPalette::Window, Qt::white);
+  p.setColor(QPalette::Base, Qt::white);
+  p.setColor(QPalette::WindowText, Qt::black);
+  p.setColor(QPalette::Text, Qt::black);
+  p.setColor(QPalette::ButtonText, Qt::black);
+  p.setColor(QPalette::Mid, Qt::black);
+  p.setColor(QPalette::Highlight, QColor(0x00, 0x72, 0xB2));
+  QApplication::setPalette(p);
+  fitScreen();
+}
+
+void MainWindow::buildHelpMenu() {
   auto* help = menuBar()->addMenu(QStringLiteral("&Help"));
   {  // The sheet is generated from the binding table that binds the keys (shortcuts.hpp).
     auto* keys = help->addAction(QStringLiteral("&Keyboard Shortcuts"), this, &MainWindow::showShortcuts);
@@ -393,7 +427,6 @@ void MainWindow::buildMenus() {
                        "parallelism.\nLauncher: %1\nRuns folder: %2")
             .arg(program_.isEmpty() ? QStringLiteral("(ulysses-run not found)") : program_, runsDir()));
   });
-  rebuildRecentMenu();
 }
 
 QWidget* MainWindow::showShortcuts() {

@@ -84,7 +84,16 @@ class MainWindow : public QMainWindow {
   void dropEvent(QDropEvent* e) override;
 
  private:
+  void wireTraceView();
+  void addExplainTab();
+  void wireRunSignals();
+  void restoreSettings();
   void buildMenus();
+  void buildFileMenu();
+  void buildRunMenu();
+  void buildViewMenu();
+  void applyPresentationMode(bool on);
+  void buildHelpMenu();
   void addRecent(const QString& path);
   void rebuildRecentMenu();
   void onFinished(const RunOutcome& o);

@@ -32,6 +32,33 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
   proxy_ = new QSortFilterProxyModel(this);
   proxy_->setSourceModel(model_);
   proxy_->setSortRole(RunsModel::SortRole);
+  buildRunsTable();
+  QHBoxLayout* top = buildFolderRow();
+  QHBoxLayout* buttons = buildRunButtons();
+  QWidget* lower = buildComparePane();
+  auto* split = new QSplitter(Qt::Vertical, this);
+  auto* upper = new QWidget(this);
+  auto* upperCol = new QVBoxLayout(upper);
+  upperCol->setContentsMargins(0, 0, 0, 0);
+  upperCol->addWidget(view_);
+  upperCol->addLayout(buttons);
+  split->addWidget(upper);
+  split->addWidget(lower);
+  auto* col = new QVBoxLayout(this);
+  col->addLayout(top);
+  col->addWidget(split, 1);
+
+  watcher_ = new QFileSystemWatcher(this);
+  debounce_ = new QTimer(this);
+  debounce_->setSingleShot(true);
+  debounce_->setInterval(500);
+  connect(debounce_, &QTimer::timeout, this, &RunsPage::refresh);
+  connect(watcher_, &QFileSystemWatcher::directoryChanged, debounce_, qOverload<>(&QTimer::start));
+  updateButtons();
+}
+
+// The runs, sortable, several selectable.
+void RunsPage::buildRunsTable() {
   view_ = new QTableView(this);
   view_->setObjectName(QStringLiteral("runs"));
   view_->setModel(proxy_);
@@ -51,7 +78,10 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
       emit openRequested(i.data(RunsModel::DirRole).toString());
   });
   connect(view_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunsPage::updateButtons);
+}
 
+// The runs folder, with Change… and Refresh.
+QHBoxLayout* RunsPage::buildFolderRow() {
   folder_ = new QLabel(this);
   folder_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // a long path must not widen the window
   folder_->setMinimumWidth(1);
@@ -60,6 +90,16 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
   connect(change, &QPushButton::clicked, this, &RunsPage::changeRunsDirRequested);
   auto* refreshBtn = new QPushButton(QStringLiteral("Refresh"), this);
   connect(refreshBtn, &QPushButton::clicked, this, &RunsPage::refresh);
+  auto* top = new QHBoxLayout;
+  top->addWidget(new QLabel(QStringLiteral("Runs folder:"), this));
+  top->addWidget(folder_, 1);
+  top->addWidget(change);
+  top->addWidget(refreshBtn);
+  return top;
+}
+
+// Open, Launch again, Resume, Compare and Delete… of the selected runs.
+QHBoxLayout* RunsPage::buildRunButtons() {
   open_ = new QPushButton(QStringLiteral("Open"), this);
   relaunch_ = new QPushButton(QStringLiteral("Launch again"), this);
   resume_ = new QPushButton(QStringLiteral("Resume"), this);
@@ -100,7 +140,18 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
     const auto d = selectedDirs();
     if (d.size() == 2) compare(d[0], d[1]);
   });
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(open_);
+  buttons->addWidget(relaunch_);
+  buttons->addWidget(resume_);
+  buttons->addWidget(compareBtn_);
+  buttons->addWidget(delete_);
+  buttons->addStretch(1);
+  return buttons;
+}
 
+// Two runs' configs and figures side by side, optionally only where they differ.
+QWidget* RunsPage::buildComparePane() {
   compareTitle_ = new QLabel(QStringLiteral("Select two runs and press Compare"), this);
   compareTitle_->setWordWrap(true);
   compareTitle_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
@@ -127,19 +178,6 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
   differencesOnly_->setObjectName(QStringLiteral("differencesOnly"));
   connect(differencesOnly_, &QCheckBox::toggled, compareProxy,
           [compareProxy](bool on) { compareProxy->setFilterFixedString(on ? QStringLiteral("true") : QString()); });
-
-  auto* top = new QHBoxLayout;
-  top->addWidget(new QLabel(QStringLiteral("Runs folder:"), this));
-  top->addWidget(folder_, 1);
-  top->addWidget(change);
-  top->addWidget(refreshBtn);
-  auto* buttons = new QHBoxLayout;
-  buttons->addWidget(open_);
-  buttons->addWidget(relaunch_);
-  buttons->addWidget(resume_);
-  buttons->addWidget(compareBtn_);
-  buttons->addWidget(delete_);
-  buttons->addStretch(1);
   auto* lower = new QWidget(this);
   auto* lowerCol = new QVBoxLayout(lower);
   lowerCol->setContentsMargins(0, 0, 0, 0);
@@ -148,25 +186,7 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
   compareHead->addWidget(differencesOnly_);
   lowerCol->addLayout(compareHead);
   lowerCol->addWidget(compareView_);
-  auto* split = new QSplitter(Qt::Vertical, this);
-  auto* upper = new QWidget(this);
-  auto* upperCol = new QVBoxLayout(upper);
-  upperCol->setContentsMargins(0, 0, 0, 0);
-  upperCol->addWidget(view_);
-  upperCol->addLayout(buttons);
-  split->addWidget(upper);
-  split->addWidget(lower);
-  auto* col = new QVBoxLayout(this);
-  col->addLayout(top);
-  col->addWidget(split, 1);
-
-  watcher_ = new QFileSystemWatcher(this);
-  debounce_ = new QTimer(this);
-  debounce_->setSingleShot(true);
-  debounce_->setInterval(500);
-  connect(debounce_, &QTimer::timeout, this, &RunsPage::refresh);
-  connect(watcher_, &QFileSystemWatcher::directoryChanged, debounce_, qOverload<>(&QTimer::start));
-  updateButtons();
+  return lower;
 }
 
 RunsPage::~RunsPage() {

@@ -10,6 +10,7 @@
 #include <QWidget>
 
 class QCheckBox;
+class QHBoxLayout;
 class QLabel;
 class QTableView;
 class QSortFilterProxyModel;
@@ -57,6 +58,10 @@ class RunsPage : public QWidget {
   void traceCompareFinished(bool ok);
 
  private:
+  void buildRunsTable();
+  QHBoxLayout* buildFolderRow();
+  QHBoxLayout* buildRunButtons();
+  QWidget* buildComparePane();
   void watchLiveRuns();
   void updateButtons();
   void updateCompareTitle();

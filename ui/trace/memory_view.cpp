@@ -377,6 +377,107 @@ bool MemoryView::eventFilter(QObject* o, QEvent* e) {
   return QWidget::eventFilter(o, e);
 }
 
+namespace {
+// The time axis over [t0, t1] in ms from the trace's start, with 1-2-5 ticks anchored there (the
+// range itself follows the timeline's viewport, so it cannot be rounded as applyNiceNumbers would).
+QValueAxis* memory_time_axis(int64_t base, int64_t t0, int64_t t1) {
+  auto* ax = new QValueAxis;
+  ax->setTitleText(MemoryView::tr("time from trace start (ms)"));
+  ax->setRange(double(t0 - base) / 1e6, double(t1 - base) / 1e6);
+  const double span = std::max(1e-6, double(t1 - t0) / 1e6), raw = span / 6;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double step = raw / mag < 1.5 ? mag : raw / mag < 3.5 ? 2 * mag : raw / mag < 7.5 ? 5 * mag : 10 * mag;
+  ax->setTickType(QValueAxis::TicksDynamic);
+  ax->setTickAnchor(0);
+  ax->setTickInterval(step);
+  ax->setLabelFormat(step >= 1     ? QStringLiteral("%.0f")
+                     : step >= 0.1 ? QStringLiteral("%.1f")
+                                   : QStringLiteral("%.3f"));
+  return ax;
+}
+}  // namespace
+
+// Phase markers: the labelled samples (phase boundaries) of one rank, each naming itself when hovered.
+void MemoryView::addPhaseMarkers(const std::vector<MemorySeriesPoint>& pts, int64_t base, QValueAxis* ax,
+                                 QValueAxis* ay) {
+  auto* mk = new QScatterSeries;
+  mk->setName(tr("phase boundaries"));
+  mk->setMarkerSize(6);
+  for (const auto& p : pts) mk->append(double(p.t_ns - base) / 1e6, double(p.allocated) / (1024.0 * 1024.0));
+  chart_->addSeries(mk);
+  mk->attachAxis(ax);
+  mk->attachAxis(ay);
+  connect(mk, &QScatterSeries::hovered, this, [this, pts, base](const QPointF& pt, bool on) {
+    if (!on || !index_) return;
+    const auto& mm = index_->model();
+    for (const auto& p : pts) {
+      if (std::fabs(double(p.t_ns - base) / 1e6 - pt.x()) < 1e-9) {
+        const QString lab = p.label_id >= 0 && size_t(p.label_id) < mm.strings.size()
+                                ? QString::fromStdString(mm.strings[size_t(p.label_id)])
+                                : QString();
+        info_->setText(tr("%1 at %2 ms: allocated %3, reserved %4, peak %5")
+                           .arg(lab)
+                           .arg(pt.x(), 0, 'f', 3)
+                           .arg(QString::fromStdString(format_bytes(p.allocated)),
+                                QString::fromStdString(format_bytes(p.reserved)),
+                                QString::fromStdString(format_bytes(p.peak))));
+        break;
+      }
+    }
+  });
+}
+
+// Step boundaries as vertical markers: one series going up and down at each step start
+// (the joins run along the x axis), so the legend has a single entry.
+// At most one marker per 4 px: 200 000 steps would draw a solid grey block and take 7.5 s.
+void MemoryView::addStepMarkers(int64_t t0, int64_t t1, int cols, int64_t base, double ymax, QValueAxis* ax,
+                                QValueAxis* ay) {
+  auto* steps = new QLineSeries;
+  steps->setName(tr("step start"));
+  const double min_gap_ms = double(t1 - t0) / 1e6 / double(cols) * 4;
+  double last_x = -std::numeric_limits<double>::infinity();
+  std::vector<int64_t> starts;
+  for (const auto& st : index_->steps())
+    if (st.start_ns >= t0 && st.start_ns <= t1) starts.push_back(st.start_ns);
+  std::sort(starts.begin(), starts.end());
+  for (const int64_t start : starts) {
+    const double x = double(start - base) / 1e6;
+    if (x - last_x < min_gap_ms) continue;
+    last_x = x;
+    steps->append(x, 0);
+    steps->append(x, ymax * 1.05);
+    steps->append(x, 0);
+  }
+  if (steps->count() > 0) {
+    chart_->addSeries(steps);
+    steps->attachAxis(ax);
+    steps->attachAxis(ay);
+    steps->setPen(QPen(QColor(150, 150, 150), 1, Qt::DashDotLine));
+  } else {
+    delete steps;
+  }
+}
+
+// Own legend line (QChart's legend loses its markers after removeAllSeries() here); the
+// categories' colours, and the peak table, when a rank's categories are drawn.
+void MemoryView::updateLegend(int32_t cat_rank) {
+  QString legend;
+  for (auto* sr : chart_->series()) {
+    auto* ls = qobject_cast<QLineSeries*>(sr);
+    if (!ls || ls->name().isEmpty()) continue;
+    legend += QStringLiteral("<span style='color:%1'>&#9632;</span> %2&nbsp;&nbsp; ")
+                  .arg(ls->pen().color().name(), ls->name().toHtmlEscaped());
+  }
+  if (cat_rank >= 0) {
+    legend.clear();
+    for (int k = 0; k < prof::kMemCategories; ++k)
+      legend += QStringLiteral("<span style='color:%1'>&#9632;</span> %2&nbsp;&nbsp; ")
+                    .arg(kCategoryColours[k].name(), QString::fromLatin1(prof::kMemCategoryNames[k]));
+    peak_table_->setText(peak_table_html(index_->model(), cat_rank));
+  }
+  legend_->setText(legend);
+}
+
 void MemoryView::rebuild() {
   chart_->removeAllSeries();
   for (auto* a : chart_->axes()) {
@@ -394,22 +495,7 @@ void MemoryView::rebuild() {
   const int64_t base = index_->t_min();
   const int64_t t0 = vp_.t0_ns, t1 = vp_.t1_ns();
   const int cols = std::max(100, int(view_->width()));
-  auto* ax = new QValueAxis;
-  ax->setTitleText(tr("time from trace start (ms)"));
-  ax->setRange(double(t0 - base) / 1e6, double(t1 - base) / 1e6);
-  {
-    // 1-2-5 ticks on the time axis too, anchored at the trace's start (the range itself follows
-    // the timeline's viewport, so it cannot be rounded as applyNiceNumbers would).
-    const double span = std::max(1e-6, double(t1 - t0) / 1e6), raw = span / 6;
-    const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-    const double step = raw / mag < 1.5 ? mag : raw / mag < 3.5 ? 2 * mag : raw / mag < 7.5 ? 5 * mag : 10 * mag;
-    ax->setTickType(QValueAxis::TicksDynamic);
-    ax->setTickAnchor(0);
-    ax->setTickInterval(step);
-    ax->setLabelFormat(step >= 1     ? QStringLiteral("%.0f")
-                       : step >= 0.1 ? QStringLiteral("%.1f")
-                                     : QStringLiteral("%.3f"));
-  }
+  QValueAxis* ax = memory_time_axis(base, t0, t1);
   auto* ay = new QValueAxis;
   ay->setTitleText(tr("memory (MiB)"));
   chart_->addAxis(ax, Qt::AlignBottom);
@@ -452,79 +538,13 @@ void MemoryView::rebuild() {
       add_line(tr("allocated"), pts, &MemorySeriesPoint::allocated, Qt::SolidLine);
       add_line(tr("reserved / RSS"), pts, &MemorySeriesPoint::reserved, Qt::DashLine);
       add_line(tr("peak"), pts, &MemorySeriesPoint::peak, Qt::DotLine);
-      // Phase markers: the labelled samples (phase boundaries) of this rank.
-      auto* mk = new QScatterSeries;
-      mk->setName(tr("phase boundaries"));
-      mk->setMarkerSize(6);
-      for (const auto& p : pts) mk->append(double(p.t_ns - base) / 1e6, double(p.allocated) / (1024.0 * 1024.0));
-      chart_->addSeries(mk);
-      mk->attachAxis(ax);
-      mk->attachAxis(ay);
-      connect(mk, &QScatterSeries::hovered, this, [this, pts, base](const QPointF& pt, bool on) {
-        if (!on || !index_) return;
-        const auto& mm = index_->model();
-        for (const auto& p : pts) {
-          if (std::fabs(double(p.t_ns - base) / 1e6 - pt.x()) < 1e-9) {
-            const QString lab = p.label_id >= 0 && size_t(p.label_id) < mm.strings.size()
-                                    ? QString::fromStdString(mm.strings[size_t(p.label_id)])
-                                    : QString();
-            info_->setText(tr("%1 at %2 ms: allocated %3, reserved %4, peak %5")
-                               .arg(lab)
-                               .arg(pt.x(), 0, 'f', 3)
-                               .arg(QString::fromStdString(format_bytes(p.allocated)),
-                                    QString::fromStdString(format_bytes(p.reserved)),
-                                    QString::fromStdString(format_bytes(p.peak))));
-            break;
-          }
-        }
-      });
+      addPhaseMarkers(pts, base, ax, ay);
     }
   }
-  // Step boundaries as vertical markers: one series going up and down at each step start
-  // (the joins run along the x axis), so the legend has a single entry.
-  // At most one marker per 4 px: 200 000 steps would draw a solid grey block and take 7.5 s.
-  auto* steps = new QLineSeries;
-  steps->setName(tr("step start"));
-  const double min_gap_ms = double(t1 - t0) / 1e6 / double(cols) * 4;
-  double last_x = -std::numeric_limits<double>::infinity();
-  std::vector<int64_t> starts;
-  for (const auto& st : index_->steps())
-    if (st.start_ns >= t0 && st.start_ns <= t1) starts.push_back(st.start_ns);
-  std::sort(starts.begin(), starts.end());
-  for (const int64_t start : starts) {
-    const double x = double(start - base) / 1e6;
-    if (x - last_x < min_gap_ms) continue;
-    last_x = x;
-    steps->append(x, 0);
-    steps->append(x, ymax * 1.05);
-    steps->append(x, 0);
-  }
-  if (steps->count() > 0) {
-    chart_->addSeries(steps);
-    steps->attachAxis(ax);
-    steps->attachAxis(ay);
-    steps->setPen(QPen(QColor(150, 150, 150), 1, Qt::DashDotLine));
-  } else {
-    delete steps;
-  }
+  addStepMarkers(t0, t1, cols, base, ymax, ax, ay);
   ay->setRange(0, ymax * 1.08);
   ay->applyNiceNumbers();  // 1-2-5 ticks
-  // Own legend line (QChart's legend loses its markers after removeAllSeries() here).
-  QString legend;
-  for (auto* sr : chart_->series()) {
-    auto* ls = qobject_cast<QLineSeries*>(sr);
-    if (!ls || ls->name().isEmpty()) continue;
-    legend += QStringLiteral("<span style='color:%1'>&#9632;</span> %2&nbsp;&nbsp; ")
-                  .arg(ls->pen().color().name(), ls->name().toHtmlEscaped());
-  }
-  if (cat_rank >= 0) {
-    legend.clear();
-    for (int k = 0; k < prof::kMemCategories; ++k)
-      legend += QStringLiteral("<span style='color:%1'>&#9632;</span> %2&nbsp;&nbsp; ")
-                    .arg(kCategoryColours[k].name(), QString::fromLatin1(prof::kMemCategoryNames[k]));
-    peak_table_->setText(peak_table_html(m, cat_rank));
-  }
-  legend_->setText(legend);
+  updateLegend(cat_rank);
   if (cat_rank < 0) info_->setText(tr("peak in view: %1").arg(QString::fromStdString(format_bytes(peak))));
 }
 

@@ -85,6 +85,9 @@ class MemoryView : public QWidget {
 
  private:
   void rebuild();
+  void addPhaseMarkers(const std::vector<MemorySeriesPoint>& pts, int64_t base, QValueAxis* ax, QValueAxis* ay);
+  void addStepMarkers(int64_t t0, int64_t t1, int cols, int64_t base, double ymax, QValueAxis* ax, QValueAxis* ay);
+  void updateLegend(int32_t cat_rank);
   double addCategoryAreas(int32_t rank, int64_t t0, int64_t t1, int cols, int64_t base, QValueAxis* ax, QValueAxis* ay,
                           double unit);
   std::shared_ptr<const TimelineIndex> index_;

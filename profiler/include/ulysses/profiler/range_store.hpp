@@ -215,6 +215,8 @@ class RangeStore {
 
   TraceRange decode(size_t i) const;
   void build_columns(int threads);  // seal() but for freeing the rows and saying so
+  void encode_block_starts(size_t lo, size_t hi, std::vector<int64_t>& wide);  // part of build_columns
+  void build_extra_columns();                                                  // part of build_columns
   void unseal();
   template <class T>
   static T side(const std::vector<std::pair<uint32_t, T>>& v, size_t i);
