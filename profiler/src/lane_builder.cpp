@@ -422,7 +422,7 @@ struct RankBlock {
 
 // The ranks' blocks; false when the lanes are not grouped by rank with their ranges in lane
 // order (build_lanes), which the in-place way needs.
-bool rank_blocks(const TraceModel& m, std::vector<RankBlock>& blocks) {
+bool rank_blocks(TraceModel& m, std::vector<RankBlock>& blocks) {
   int64_t next = 0;
   for (size_t li = 0; li < m.lanes.size();) {
     RankBlock bl;
@@ -443,7 +443,7 @@ bool rank_blocks(const TraceModel& m, std::vector<RankBlock>& blocks) {
 
 // Which ranges each rank copies, per head range (ascending, as the legacy map), and how far
 // each block moves up; returns all the copies.
-int64_t collect_head_copies(const TraceModel& m, std::vector<RankBlock>& blocks, int threads) {
+int64_t collect_head_copies(TraceModel& m, std::vector<RankBlock>& blocks, int threads) {
   parallel_for(blocks.size(), threads, [&](size_t k) {
     RankBlock& bl = blocks[k];
     std::map<std::pair<int32_t, int32_t>, std::vector<int64_t>> heads;

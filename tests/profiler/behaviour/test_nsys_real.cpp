@@ -28,7 +28,7 @@
 #include <tuple>
 #include <vector>
 
-#include "test_util.hpp"
+#include "profiler/test_util.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 

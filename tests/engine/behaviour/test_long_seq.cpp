@@ -16,7 +16,7 @@
 #include <tuple>
 
 #include "memory_tracker.hpp"
-#include "rank_threads.hpp"
+#include "engine/rank_threads.hpp"
 #include "trainer.hpp"
 #include "ulysses/profiler/trace_model.hpp"
 #include "ulysses/profiler/trace_store.hpp"

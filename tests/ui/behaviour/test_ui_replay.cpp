@@ -16,7 +16,7 @@
 #include "monitor_page.hpp"
 #include "replay_model.hpp"
 #include "run_controller.hpp"
-#include "run_fixture.hpp"
+#include "ui/run_fixture.hpp"
 
 using namespace ulysses;
 using namespace ulysses::ui;

@@ -46,7 +46,7 @@
 #include "runs_model.hpp"
 #include "runs_page.hpp"
 #include "run_data.hpp"
-#include "run_fixture.hpp"
+#include "ui/run_fixture.hpp"
 
 using namespace ulysses::ui;
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "rank_threads.hpp"
+#include "engine/rank_threads.hpp"
 #include "ring_attention.hpp"
 #include "trainer.hpp"
 

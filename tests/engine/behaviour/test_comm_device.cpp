@@ -16,7 +16,7 @@
 #include <random>
 
 #include "comm.hpp"
-#include "rank_threads.hpp"
+#include "engine/rank_threads.hpp"
 #include "rendezvous.hpp"
 #include "ring_attention.hpp"
 #include "ulysses_attention.hpp"

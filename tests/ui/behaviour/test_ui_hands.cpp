@@ -66,7 +66,7 @@
 #include "launcher_page.hpp"
 #include "main_window.hpp"
 #include "run_data.hpp"
-#include "run_fixture.hpp"
+#include "ui/run_fixture.hpp"
 #include "testdata/synthetic_trace.hpp"
 #include "trace/report_view.hpp"
 #include "trace/shortcuts.hpp"

@@ -18,7 +18,7 @@
 
 #include "checkpoint.hpp"
 #include "data.hpp"
-#include "rank_threads.hpp"
+#include "engine/rank_threads.hpp"
 #include "safetensors_header.hpp"
 #include "trainer.hpp"
 

@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "rank_threads.hpp"
+#include "engine/rank_threads.hpp"
 #include "trainer.hpp"
 
 using namespace ulysses;

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "common/model_compare.hpp"
-#include "test_util.hpp"
+#include "profiler/test_util.hpp"
 #include "trace_loading.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/rank_file_cache.hpp"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/trace_test_files.hpp"
-#include "test_util.hpp"
+#include "profiler/test_util.hpp"
 #include "cache_io.hpp"
 #include "trace_loading.hpp"
 #include "ulysses/profiler/analysis.hpp"

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "test_util.hpp"
+#include "profiler/test_util.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/chrome_export.hpp"
 #include "ulysses/profiler/trace_store.hpp"

@@ -28,7 +28,7 @@
 #include "monitor_page.hpp"
 #include "native_path.hpp"
 #include "run_data.hpp"
-#include "run_fixture.hpp"
+#include "ui/run_fixture.hpp"
 #include "runs_model.hpp"
 #include "runs_page.hpp"
 #include "trace/trace_view.hpp"

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "common/model_compare.hpp"
-#include "test_util.hpp"
+#include "profiler/test_util.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/gpu_activity.hpp"
 #include "ulysses/profiler/trace_store.hpp"

@@ -17,7 +17,7 @@
 #include "explain_times.hpp"
 #include "explain_view.hpp"
 #include "main_window.hpp"
-#include "run_fixture.hpp"
+#include "ui/run_fixture.hpp"
 #include "trace/phase_style.hpp"
 #include "trace/timeline_widget.hpp"
 #include "trace/trace_view.hpp"

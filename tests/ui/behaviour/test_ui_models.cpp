@@ -19,7 +19,7 @@
 #include "rank_status_model.hpp"
 #include "run_data.hpp"
 #include "runs_model.hpp"
-#include "run_fixture.hpp"
+#include "ui/run_fixture.hpp"
 
 using namespace ulysses::ui;
 

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "test_util.hpp"
+#include "profiler/test_util.hpp"
 #include "ulysses/profiler/html_report.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/report.hpp"

@@ -16,7 +16,7 @@
 #include <mutex>
 
 #include "checkpoint_layout.hpp"
-#include "rank_threads.hpp"
+#include "engine/rank_threads.hpp"
 #include "train_state.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_store.hpp"

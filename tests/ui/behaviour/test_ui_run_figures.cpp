@@ -21,7 +21,7 @@
 
 #include "run_data.hpp"
 #include "run_dir_reader.hpp"
-#include "run_fixture.hpp"
+#include "ui/run_fixture.hpp"
 #include "ulysses/profiler/step_stats.hpp"
 
 using namespace ulysses;

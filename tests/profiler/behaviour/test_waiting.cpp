@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "test_util.hpp"
+#include "profiler/test_util.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/html_report.hpp"
 #include "ulysses/profiler/report.hpp"

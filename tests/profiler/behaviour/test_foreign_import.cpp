@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/trace_test_files.hpp"
-#include "test_util.hpp"
+#include "profiler/test_util.hpp"
 #include "testdata/nsys_export.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
