@@ -32,6 +32,42 @@
 
 namespace ulysses::prof::detail {
 
+// The model's timed tables and the time fields of their rows: the one list a new timed field
+// joins (docs/CODING.md, "Adding a timed field to the trace"). Calls f(rows, times) per table,
+// in this order, where times(row, t) calls t(field) on each time of a row. The clock
+// conversion at import (align_to_rank0) shifts exactly these; clocks themselves are not in it.
+template <class F>
+void for_each_timed_table(TraceModel& m, F&& f) {
+  f(m.ranges.rows(), [](TraceRange& r, auto&& t) {
+    t(r.start_ns);
+    t(r.end_ns);
+  });
+  f(m.steps, [](StepInfo& x, auto&& t) {
+    t(x.start_ns);
+    t(x.end_ns);
+  });
+  f(m.memory, [](auto& x, auto&& t) { t(x.t_ns); });
+  f(m.memory_categories, [](auto& x, auto&& t) { t(x.t_ns); });
+  f(m.runtime, [](auto& x, auto&& t) {
+    t(x.start_ns);
+    t(x.end_ns);
+  });
+}
+
+// How far each timed table (and the clocks) of a model reached: the rows a file adds after it
+// are that file's, converted to rank 0's clock at its import.
+struct TimedMarks {
+  size_t clocks = 0;
+  std::vector<size_t> rows;  // per table of for_each_timed_table; none: from the first row
+  size_t from(size_t table) const { return table < rows.size() ? rows[table] : 0; }
+  static TimedMarks of(TraceModel& m) {
+    TimedMarks t;
+    t.clocks = m.clocks.size();
+    for_each_timed_table(m, [&](auto& rows, auto) { t.rows.push_back(rows.size()); });
+    return t;
+  }
+};
+
 // Source of raw ranges before lanes are final: (rank, kind, id) -> lane.
 struct SourceLane {
   int32_t rank = 0;

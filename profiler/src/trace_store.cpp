@@ -24,6 +24,7 @@
 #include "trace_loading.hpp"
 #include "ulysses/profiler/nsys_ids.hpp"
 #include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/profiler/trace_path.hpp"
 
 namespace fs = std::filesystem;
 
@@ -792,11 +793,11 @@ void finish(Builder& b, const LoadOptions& opts) {
   }
 }
 
-// Moves what one file added (entries from the given sizes on) onto rank 0's clock with the
-// offsets that file stored (ULYSSES_CLOCK): t -> t - offset_at(t).
-void align_to_rank0(TraceModel& m, size_t n_clocks, size_t n_ranges, size_t n_steps, size_t n_mem, size_t n_rt,
-                    size_t n_cat) {
-  for (size_t c = n_clocks; c < m.clocks.size(); ++c) {
+// Moves what one file added (the rows from `since` on) onto rank 0's clock with the offsets
+// that file stored (ULYSSES_CLOCK): t -> t - offset_at(t), for every time of every timed table
+// (detail::for_each_timed_table).
+void align_to_rank0(TraceModel& m, const detail::TimedMarks& since = {}) {
+  for (size_t c = since.clocks; c < m.clocks.size(); ++c) {
     ClockInfo& ck = m.clocks[c];
     if (ck.rank == 0 || (!ck.has_start && !ck.has_close)) continue;
     // Measurements no clock gives are left out with a note rather than applied: offsets past
@@ -837,26 +838,12 @@ void align_to_rank0(TraceModel& m, size_t n_clocks, size_t n_ranges, size_t n_st
       if (__builtin_sub_overflow(t, ck.offset_at(t), &out)) out = t < 0 ? INT64_MIN : INT64_MAX;
       t = out;
     };
-    for (size_t i = n_ranges; i < m.ranges.rows().size(); ++i) {
-      TraceRange& r = m.ranges.rows()[i];
-      if (r.rank != ck.rank) continue;
-      shift(r.start_ns);
-      shift(r.end_ns);
-    }
-    for (size_t i = n_steps; i < m.steps.size(); ++i)
-      if (m.steps[i].rank == ck.rank) {
-        shift(m.steps[i].start_ns);
-        shift(m.steps[i].end_ns);
-      }
-    for (size_t i = n_mem; i < m.memory.size(); ++i)
-      if (m.memory[i].rank == ck.rank) shift(m.memory[i].t_ns);
-    for (size_t i = n_cat; i < m.memory_categories.size(); ++i)
-      if (m.memory_categories[i].rank == ck.rank) shift(m.memory_categories[i].t_ns);
-    for (size_t i = n_rt; i < m.runtime.size(); ++i)
-      if (m.runtime[i].rank == ck.rank) {
-        shift(m.runtime[i].start_ns);
-        shift(m.runtime[i].end_ns);
-      }
+    size_t table = 0;
+    detail::for_each_timed_table(m, [&](auto& rows, auto times) {
+      for (size_t i = since.from(table); i < rows.size(); ++i)
+        if (rows[i].rank == ck.rank) times(rows[i], shift);
+      ++table;
+    });
   }
 }
 
@@ -947,7 +934,7 @@ bool read_rank_files_parallel(Builder& b, const std::vector<std::string>& files,
         order_file_ranges(per[i].m.ranges.rows());
         if (opts.write_file_caches) written[i] = write_rank_file_cache(probe, files[i], opts, per[i]);
       }
-      if (opts.align_clocks) align_to_rank0(per[i].m, 0, 0, 0, 0, 0, 0);
+      if (opts.align_clocks) align_to_rank0(per[i].m);
     } catch (...) {
       err[i] = std::current_exception();
     }
@@ -981,7 +968,7 @@ bool read_rank_files_parallel(Builder& b, const std::vector<std::string>& files,
 TraceModel detail::model_of_file_builders(const std::vector<Builder*>& files, const LoadOptions& opts) {
   Builder g;
   for (Builder* f : files) {
-    if (opts.align_clocks) align_to_rank0(f->m, 0, 0, 0, 0, 0, 0);
+    if (opts.align_clocks) align_to_rank0(f->m);
     merge_file(g, *f);
   }
   finish(g, opts);
@@ -1118,11 +1105,14 @@ TraceModel load_trace(const std::string& path) { return load_trace(path, LoadOpt
 TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
   std::error_code ec;
   if (path.empty()) throw TraceError("no trace path given");
-  if (!fs::exists(path, ec)) {
+  const TracePath tp = classify_trace_path(path);  // its existence and kind, checked once
+  if (tp.kind == TracePathKind::Missing) {
     throw TraceError("'" + path + "' does not exist (expected a run directory or a .sqlite trace)");
   }
-  std::vector<std::string> files = trace_input_files(path);
-  if (fs::is_directory(path, ec)) {
+  if (tp.kind == TracePathKind::RunFolder && tp.files.empty()) throw TraceError(tp.why);  // a rank past the largest
+  std::vector<std::string> files = tp.files;
+  const bool folder = tp.folder();
+  if (folder) {
     if (files.empty()) {
       // The *.json files that were passed over, and why: "nor PyTorch profiler traces" next to
       // an empty rank0.json left the user guessing.
@@ -1165,21 +1155,20 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
   }
   Builder b;
   b.m.source = path;
-  if (fs::is_directory(path, ec)) {
+  if (folder) {
     drop_copied_exports(path, files, &b.m.notes);
     check_folder_inputs(path, files, &b.m.notes);
   }
   std::map<int32_t, std::string> claimed;  // rank -> the file that holds it
-  const bool rank_folder = files.size() > 1 && fs::is_directory(path, ec) && !find_rank_files(path).empty();
+  const bool rank_folder = files.size() > 1 && tp.kind == TracePathKind::RunFolder;
   if (opts.stats) opts.stats->files += static_cast<int>(files.size());
   const bool parallel = !opts.legacy && rank_folder && read_rank_files_parallel(b, files, opts, claimed);
   if (!parallel) claimed.clear();
   for (size_t i = 0; i < files.size() && !parallel; ++i) {
     const size_t before = b.m.ranks.size();
-    const size_t n_ranges = b.m.ranges.rows().size(), n_steps = b.m.steps.size(), n_mem = b.m.memory.size(),
-                 n_rt = b.m.runtime.size(), n_clocks = b.m.clocks.size(), n_cat = b.m.memory_categories.size();
+    const detail::TimedMarks since = detail::TimedMarks::of(b.m);  // what this file adds is converted at import
     read_file(b, files[i], static_cast<int32_t>(i), opts);
-    if (opts.align_clocks) align_to_rank0(b.m, n_clocks, n_ranges, n_steps, n_mem, n_rt, n_cat);
+    if (opts.align_clocks) align_to_rank0(b.m, since);
     // A run folder must hold each rank once: two files claiming one rank, or a rank
     // without a file, is reported instead of read silently.
     if (b.m.format != "ulysses") continue;
@@ -1191,7 +1180,7 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
                          "; remove the stray copy");
     }
   }
-  if (b.m.format == "ulysses" && fs::is_directory(path, ec) && !claimed.empty()) {
+  if (b.m.format == "ulysses" && folder && !claimed.empty()) {
     // A file named rank<N>.sqlite holds rank N: one claiming rank 5 was reported as "ranks 1-4
     // missing" (of 6), two that swapped their claims passed unnoticed.
     for (const auto& [r, file] : claimed) {
