@@ -45,7 +45,7 @@ TraceOpen::Ranges TraceOpen::ranges() {
 }
 
 bool TraceOpen::write_overview(const TraceModel& m, int64_t* overview_ranges) {
-  if (overview_cached_ || !probe_.writable()) return false;
+  if (!overview_writable()) return false;
   try {
     const TraceOverview ov = build_overview(m);
     if (overview_ranges) *overview_ranges = static_cast<int64_t>(ov.model.ranges.size());

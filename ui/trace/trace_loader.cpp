@@ -129,7 +129,8 @@ LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, 
   r.summary_s = summary_s;
   r.rank_files_from_cache = open.file_stats().from_file_cache;
   r.rank_file_caches_written = open.file_stats().file_caches_written;
-  if (r.error.isEmpty()) {  // for the next open's first paint (not written for a run still being written)
+  if (r.error.isEmpty() &&
+      open.overview_writable()) {  // for the next open's first paint (not for a run still being written)
     QElapsedTimer b;
     b.start();
     r.overview_written = open.write_overview(*r.model);

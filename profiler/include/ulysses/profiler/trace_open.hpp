@@ -61,6 +61,8 @@ class TraceOpen {
   // written. true when written; `overview_ranges` gets the overview's range count when built.
   // Never throws.
   bool write_overview(const TraceModel& m, int64_t* overview_ranges = nullptr);
+  // Whether stage 4 would build and write the overview (not cached, inputs settled at the probe).
+  bool overview_writable() const { return !overview_cached_ && probe_.writable(); }
 
  private:
   std::string path_;
