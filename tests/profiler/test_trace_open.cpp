@@ -100,3 +100,24 @@ TEST(TraceOpen, ARunStillBeingWrittenGetsNoCache) {
   EXPECT_TRUE(now.summary_cached());
   EXPECT_TRUE(now.write_overview(r0.model));
 }
+
+// The summary cache written by another process between stages 2 and 3 (another studio, a
+// `ulysses-trace summary`): stage 3 takes that summary and still reads the ranges (the cache's
+// model is a shell without them); the studio showed an empty trace there before.
+TEST(TraceOpen, ASummaryCachedMeanwhileStillGivesTheRanges) {
+  ut::TempDir tmp;
+  const std::string run = three_rank_run(tmp.path, true);
+  const prof::TraceModel truth = prof::load_trace(run);
+  prof::TraceOpen open(run);
+  EXPECT_FALSE(open.summary());
+  prof::LoadOptions other = open.load_options();
+  other.stats = nullptr;
+  const prof::CachedSummary elsewhere = prof::load_summary(run, other, prof::AnalysisOptions{});
+  ASSERT_TRUE(elsewhere.written);
+  prof::TraceOpen::Ranges r = open.ranges();
+  ASSERT_TRUE(r.summary);
+  EXPECT_EQ(json_of(truth, *r.summary), json_of(truth, elsewhere.summary));
+  EXPECT_EQ(r.model.ranges.size(), truth.ranges.size());
+  EXPECT_GT(r.model.ranges.size(), 0u);
+  EXPECT_TRUE(open.summary_cached());
+}
