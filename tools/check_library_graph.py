@@ -56,10 +56,10 @@ HEADER_ROOMS = {
                           "strfmt"],
     "ulysses_prof_record": ["tracer", "trace_writer", "clock_sync", "gpu_activity", "cupti_setup"],
     "ulysses_prof_model": ["trace_model", "range_store"],
-    "ulysses_prof_load": ["trace_store", "load_options", "rank_file_cache", "trace_cache_key", "trace_loading",
+    "ulysses_prof_load": ["trace_store", "trace_path", "load_options", "rank_file_cache", "trace_cache_key", "trace_loading",
                           "cache_io"],
     "ulysses_prof_analysis": ["analysis", "compare"],
-    "ulysses_prof_cache": ["summary_cache", "trace_overview", "cache_location", "cache_key"],
+    "ulysses_prof_cache": ["summary_cache", "trace_overview", "trace_open", "cache_location", "cache_key"],
     "ulysses_prof_export": ["report", "html_report", "chrome_export"],
 }
 # Folders whose files all belong to one library, besides the profiler's source lists.

@@ -181,6 +181,53 @@ inline void get_document(In& in, DocumentShard& d) {
   d.begin = in.i(), d.end = in.i();
 }
 
+inline void put_memory_point(Out& o, const MemoryPoint& p) {
+  o.i(p.rank), o.i(p.t_ns), o.i(p.allocated), o.i(p.reserved), o.i(p.peak), o.i(p.label_id), o.i(p.step);
+}
+// A 32-bit field stored as a varint: anything wider is corrupt.
+inline int32_t get_int32(In& in) {
+  const int64_t v = in.i();
+  if (v < INT32_MIN || v > INT32_MAX) In::fail();
+  return static_cast<int32_t>(v);
+}
+inline void get_memory_point(In& in, MemoryPoint& p) {
+  p.rank = get_int32(in), p.t_ns = in.i(), p.allocated = in.i(), p.reserved = in.i(), p.peak = in.i();
+  p.label_id = get_int32(in), p.step = in.i();
+}
+inline void put_runtime_call(Out& o, const RuntimeCall& c) {
+  o.i(c.rank), o.i(c.tid), o.i(c.start_ns), o.i(c.end_ns), o.i(c.correlation), o.i(c.external_id), o.i(c.name_id);
+}
+inline void get_runtime_call(In& in, RuntimeCall& c) {
+  c.rank = get_int32(in), c.tid = in.i(), c.start_ns = in.i(), c.end_ns = in.i(), c.correlation = in.i();
+  c.external_id = in.i(), c.name_id = get_int32(in);
+}
+
+// The one codec of a model's timed tables besides its ranges (steps, memory, memory by
+// category, runtime calls) and the records kept with them (peak tensors, clocks, documents),
+// shared by the rank-file cache and the summary cache's shell model: a field added to one of
+// these tables is encoded here once (docs/CODING.md, "Adding a timed field to the trace").
+// Runtime calls only `with_runtime` (the summary's shell has none). Ranges have a codec per
+// cache (every field and link in the rank-file cache, the reduced ranges in the overview).
+inline void put_timed_tables(Out& o, const TraceModel& m, bool with_runtime) {
+  put_vec(o, m.steps, [&](const StepInfo& x) { put_step(o, x); });
+  put_vec(o, m.memory, [&](const MemoryPoint& x) { put_memory_point(o, x); });
+  put_vec(o, m.memory_categories, [&](const MemoryCategorySample& x) { put_memory_categories(o, x); });
+  put_vec(o, m.peak_tensors, [&](const PeakTensorSample& x) { put_peak_tensor(o, x); });
+  if (with_runtime) put_vec(o, m.runtime, [&](const RuntimeCall& c) { put_runtime_call(o, c); });
+  put_vec(o, m.clocks, [&](const ClockInfo& c) { put_clock(o, c); });
+  put_vec(o, m.documents, [&](const DocumentShard& d) { put_document(o, d); });
+}
+// Inverse of put_timed_tables; throws std::runtime_error (In::fail) on malformed input.
+inline void get_timed_tables(In& in, TraceModel& m, bool with_runtime) {
+  get_vec(in, &m.steps, [&](StepInfo& x) { get_step(in, x); });
+  get_vec(in, &m.memory, [&](MemoryPoint& x) { get_memory_point(in, x); });
+  get_vec(in, &m.memory_categories, [&](MemoryCategorySample& x) { get_memory_categories(in, x); });
+  get_vec(in, &m.peak_tensors, [&](PeakTensorSample& x) { get_peak_tensor(in, x); });
+  if (with_runtime) get_vec(in, &m.runtime, [&](RuntimeCall& c) { get_runtime_call(in, c); });
+  get_vec(in, &m.clocks, [&](ClockInfo& c) { get_clock(in, c); });
+  get_vec(in, &m.documents, [&](DocumentShard& d) { get_document(in, d); });
+}
+
 // CLOCK_REALTIME in ns (file mtimes are on this clock).
 int64_t now_realtime_ns();
 // The cache key of the inputs and options (the cache's format, profiler build id, load

@@ -51,20 +51,7 @@ void encode(Out& o, const detail::Builder& b) {
       o.i(x.bytes_sent), o.i(x.bytes_recv), o.i(x.pg), o.i(x.seq), o.u(x.correlation), o.i(x.external_id);
     }
   }
-  cache_io::put_vec(o, m.steps, [&](const StepInfo& x) { cache_io::put_step(o, x); });
-  cache_io::put_vec(o, m.memory, [&](const MemoryPoint& p) {
-    o.i(p.rank), o.i(p.t_ns), o.i(p.allocated), o.i(p.reserved), o.i(p.peak), o.u(static_cast<uint32_t>(p.label_id));
-    o.i(p.step);
-  });
-  cache_io::put_vec(o, m.memory_categories,
-                    [&](const MemoryCategorySample& x) { cache_io::put_memory_categories(o, x); });
-  cache_io::put_vec(o, m.peak_tensors, [&](const PeakTensorSample& x) { cache_io::put_peak_tensor(o, x); });
-  cache_io::put_vec(o, m.runtime, [&](const RuntimeCall& c) {
-    o.i(c.rank), o.i(c.tid), o.i(c.start_ns), o.i(c.end_ns), o.i(c.correlation), o.i(c.external_id);
-    o.u(static_cast<uint32_t>(c.name_id));
-  });
-  cache_io::put_vec(o, m.clocks, [&](const ClockInfo& c) { cache_io::put_clock(o, c); });
-  cache_io::put_vec(o, m.documents, [&](const DocumentShard& d) { cache_io::put_document(o, d); });
+  cache_io::put_timed_tables(o, m, true);
 }
 
 // What the SQLite reader guarantees of a Builder and the rest of the loader relies on: names
@@ -152,27 +139,8 @@ void decode(const std::string& bytes, detail::Builder* out) {
     }
     m.ranges.rows().push_back(r);
   }
-  cache_io::get_vec(in, &m.steps, [&](StepInfo& x) { cache_io::get_step(in, x); });
-  cache_io::get_vec(in, &m.memory, [&](MemoryPoint& p) {
-    p.rank = in.i32(), p.t_ns = in.i(), p.allocated = in.i(), p.reserved = in.i(), p.peak = in.i();
-    const uint64_t label = in.u();
-    if (label > INT32_MAX) In::fail();
-    p.label_id = static_cast<int32_t>(label), p.step = in.i();
-  });
-  cache_io::get_vec(in, &m.memory_categories, [&](MemoryCategorySample& x) { cache_io::get_memory_categories(in, x); });
-  cache_io::get_vec(in, &m.peak_tensors, [&](PeakTensorSample& x) { cache_io::get_peak_tensor(in, x); });
-  cache_io::get_vec(in, &m.runtime, [&](RuntimeCall& c) {
-    c.rank = in.i32(), c.tid = in.i(), c.start_ns = in.i(), c.end_ns = in.i(), c.correlation = in.i();
-    c.external_id = in.i();
-    const uint64_t name = in.u();
-    if (name > INT32_MAX) In::fail();
-    c.name_id = static_cast<int32_t>(name);
-  });
-  cache_io::get_vec(in, &m.clocks, [&](ClockInfo& c) {
-    cache_io::get_clock(in, c);
-    c.applied = false;  // alignment is done after reading, as for the rows
-  });
-  cache_io::get_vec(in, &m.documents, [&](DocumentShard& d) { cache_io::get_document(in, d); });
+  cache_io::get_timed_tables(in, m, true);
+  for (ClockInfo& c : m.clocks) c.applied = false;  // alignment is done after reading, as for the rows
   if (!in.done() || !reader_invariants_hold(b)) In::fail();
   *out = std::move(b);
 }

@@ -86,14 +86,7 @@ std::string encode_summary(const TraceModel& m, const Summary& s) {
   o.i(m.sp_size), o.i(m.dp_size), o.i(m.num_heads), o.i(m.num_layers);
   put_vec(o, m.strings, [&](const std::string& x) { o.s(x); });
   put_vec(o, m.ranks, [&](const RankInfo& r) { put_rank(o, r); });
-  put_vec(o, m.steps, [&](const StepInfo& x) { put_step(o, x); });
-  put_vec(o, m.memory, [&](const MemoryPoint& x) {
-    o.i(x.rank), o.i(x.t_ns), o.i(x.allocated), o.i(x.reserved), o.i(x.peak), o.i(x.label_id), o.i(x.step);
-  });
-  put_vec(o, m.memory_categories, [&](const MemoryCategorySample& x) { put_memory_categories(o, x); });
-  put_vec(o, m.peak_tensors, [&](const PeakTensorSample& x) { cache_io::put_peak_tensor(o, x); });
-  put_vec(o, m.clocks, [&](const ClockInfo& c) { put_clock(o, c); });
-  put_vec(o, m.documents, [&](const DocumentShard& d) { cache_io::put_document(o, d); });
+  cache_io::put_timed_tables(o, m, false);
   o.i(m.t_min), o.i(m.t_max);
 
   // The Summary, every field.
@@ -179,15 +172,7 @@ void decode_payload(const char* data, size_t size, TraceModel* mp, Summary* sp) 
   m.sp_size = in.i32(), m.dp_size = in.i32(), m.num_heads = in.i32(), m.num_layers = in.i32();
   get_vec(in, &m.strings, [&](std::string& x) { x = in.s(); });
   get_vec(in, &m.ranks, [&](RankInfo& r) { get_rank(in, r); });
-  get_vec(in, &m.steps, [&](StepInfo& x) { get_step(in, x); });
-  get_vec(in, &m.memory, [&](MemoryPoint& x) {
-    x.rank = in.i32(), x.t_ns = in.i(), x.allocated = in.i(), x.reserved = in.i(), x.peak = in.i();
-    x.label_id = in.i32(), x.step = in.i();
-  });
-  get_vec(in, &m.memory_categories, [&](MemoryCategorySample& x) { get_memory_categories(in, x); });
-  get_vec(in, &m.peak_tensors, [&](PeakTensorSample& x) { cache_io::get_peak_tensor(in, x); });
-  get_vec(in, &m.clocks, [&](ClockInfo& c) { get_clock(in, c); });
-  get_vec(in, &m.documents, [&](DocumentShard& d) { cache_io::get_document(in, d); });
+  cache_io::get_timed_tables(in, m, false);
   m.t_min = in.i(), m.t_max = in.i();
 
   s.world_size = in.i32();

@@ -14,6 +14,7 @@
 
 #include "trace_loading.hpp"
 #include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/profiler/trace_path.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 namespace fs = std::filesystem;
@@ -85,33 +86,11 @@ std::vector<std::string> find_foreign_files(const std::string& dir) {
 }
 
 bool is_foreign_trace(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    try {
-      return find_rank_files(path).empty() && !find_foreign_files(path).empty();
-    } catch (const TraceError&) {  // a rank file named past the largest rank: ours, refused when read
-      return false;
-    }
-  }
-  return detail::looks_like_profiler_json(path);
+  const TracePathKind k = classify_trace_path(path).kind;
+  return k == TracePathKind::ExportFolder || k == TracePathKind::KinetoJson;
 }
 
-bool is_trace_input(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    try {
-      return !trace_input_files(path).empty();
-    } catch (const TraceError&) {  // a rank file named past the largest rank: the loader says so
-      return true;
-    }
-  }
-  if (!fs::is_regular_file(path, ec)) return false;
-  std::ifstream f(path, std::ios::binary);
-  unsigned char hdr[4] = {};
-  f.read(reinterpret_cast<char*>(hdr), sizeof hdr);
-  const bool gzip = f.gcount() >= 2 && hdr[0] == 0x1f && hdr[1] == 0x8b;
-  return gzip || detail::has_sqlite_header(path) || detail::looks_like_profiler_json(path);
-}
+bool is_trace_input(const std::string& path) { return classify_trace_path(path).trace_input(); }
 
 namespace detail {
 

@@ -32,6 +32,42 @@
 
 namespace ulysses::prof::detail {
 
+// The model's timed tables and the time fields of their rows: the one list a new timed field
+// joins (docs/CODING.md, "Adding a timed field to the trace"). Calls f(rows, times) per table,
+// in this order, where times(row, t) calls t(field) on each time of a row. The clock
+// conversion at import (align_to_rank0) shifts exactly these; clocks themselves are not in it.
+template <class F>
+void for_each_timed_table(TraceModel& m, F&& f) {
+  f(m.ranges.rows(), [](TraceRange& r, auto&& t) {
+    t(r.start_ns);
+    t(r.end_ns);
+  });
+  f(m.steps, [](StepInfo& x, auto&& t) {
+    t(x.start_ns);
+    t(x.end_ns);
+  });
+  f(m.memory, [](auto& x, auto&& t) { t(x.t_ns); });
+  f(m.memory_categories, [](auto& x, auto&& t) { t(x.t_ns); });
+  f(m.runtime, [](auto& x, auto&& t) {
+    t(x.start_ns);
+    t(x.end_ns);
+  });
+}
+
+// How far each timed table (and the clocks) of a model reached: the rows a file adds after it
+// are that file's, converted to rank 0's clock at its import.
+struct TimedMarks {
+  size_t clocks = 0;
+  std::vector<size_t> rows;  // per table of for_each_timed_table; none: from the first row
+  size_t from(size_t table) const { return table < rows.size() ? rows[table] : 0; }
+  static TimedMarks of(TraceModel& m) {
+    TimedMarks t;
+    t.clocks = m.clocks.size();
+    for_each_timed_table(m, [&](auto& rows, auto) { t.rows.push_back(rows.size()); });
+    return t;
+  }
+};
+
 // Source of raw ranges before lanes are final: (rank, kind, id) -> lane.
 struct SourceLane {
   int32_t rank = 0;
@@ -162,6 +198,21 @@ void read_file(Builder& b, const std::string& path, int32_t file_index, const Lo
 // The model of files read into their own builders (file order), as load_trace builds a run
 // folder's: each aligned to rank 0 (opts.align_clocks), merged, lanes built (trace_store.cpp).
 TraceModel model_of_file_builders(const std::vector<Builder*>& files, const LoadOptions& opts);
+// The native reader (native_reader.cpp): a Ulysses rank file (or an old-layout export) whose
+// kind validate_file decided, opened as `db`, into b.
+void read_native_file(Builder& b, sql::Db& db, const std::string& path, int32_t file_index, const LoadOptions& opts,
+                      FileKind kind, const std::string& fname);
+// Post-processing (trace_assembly.cpp). Moves what one file added (the rows from `since` on) onto
+// rank 0's clock with the offsets it stored: the clock conversion at import.
+void align_to_rank0(TraceModel& m, const TimedMarks& since = {});
+// Foreign ranks renumbered, lanes built, the time span set: the model as load_trace returns it.
+void finish_model(Builder& b, const LoadOptions& opts);
+// The rank files of a Ulysses run folder read at once and merged in file order; false (b
+// untouched) when a file is not a plain Ulysses rank file (the caller reads them one by one).
+bool read_rank_files_parallel(Builder& b, const std::vector<std::string>& files, const LoadOptions& opts,
+                              std::map<int32_t, std::string>& claimed);
+// The note of a rank file left out of a folder as another run's.
+inline constexpr const char* kLeftOutOfAnotherRun = "left out (a rank file of another run in this folder)";
 
 // Rank-file caches (rank_file_cache.cpp; rank_file_cache.hpp). Probe before reading the file.
 struct RankFileCacheProbe {

@@ -12,6 +12,7 @@
 #include "cache_io.hpp"
 #include "cache_key.hpp"
 #include "trace_loading.hpp"
+#include "ulysses/profiler/trace_open.hpp"
 
 namespace ulysses::prof {
 
@@ -304,39 +305,23 @@ bool write_overview_cache(const OverviewCacheProbe& p, const std::string& trace_
 PreparedCaches prepare_trace_caches(const std::string& trace_path, int64_t racy_window_ns) {
   const auto t0 = std::chrono::steady_clock::now();
   PreparedCaches out;
-  SummaryCacheOptions co;
-  co.racy_window_ns = racy_window_ns;
-  LoadOptions lo;               // as the studio loads (head lanes on; the summary key ignores them)
-  lo.write_file_caches = true;  // and the rank-file caches of the files read from SQLite
-  lo.file_cache_racy_window_ns = racy_window_ns;
-  LoadOptions::Stats files;  // how the load below read the rank files
-  lo.stats = &files;
-  const AnalysisOptions ao;  // as `ulysses-trace summary` and the studio analyse
-  const OverviewCacheProbe op = probe_overview_cache(trace_path, lo, co);
-  out.overview_cached = read_overview_cache(op, trace_path).has_value();
-  out.summary_cached = read_summary_cache(trace_path, lo, ao, co).has_value();
+  TraceOpen open(trace_path, racy_window_ns);  // as the studio opens it
+  out.overview_cached = open.overview().has_value();
+  out.summary_cached = open.summary().has_value();
   const std::vector<std::string> rank_files = detail::rank_files_for_caches(trace_path);
   out.rank_files = static_cast<int>(rank_files.size());
   for (size_t k = 0; k < rank_files.size(); ++k)
-    out.rank_files_cached += detail::rank_file_cache_current(rank_files[k], static_cast<int32_t>(k), lo);
+    out.rank_files_cached +=
+        detail::rank_file_cache_current(rank_files[k], static_cast<int32_t>(k), open.load_options());
   if (!out.summary_cached || !out.overview_cached || out.rank_files_cached < out.rank_files) {
-    TraceModel model;
-    if (out.summary_cached) {  // the overview or rank-file caches: they need the ranges, not the analysis
-      model = load_trace(trace_path, lo);
-    } else {
-      CachedSummary cs = load_summary(trace_path, lo, ao, co);  // computes it and writes the cache
-      out.summary_cached = cs.from_cache || cs.written;
-      // Written meanwhile by another process: the cache's model has no ranges.
-      model = cs.from_cache ? load_trace(trace_path, lo) : std::move(cs.model);
-    }
+    const TraceModel model = open.ranges().model;  // the overview or rank-file caches need the ranges
+    out.summary_cached = open.summary_cached();
     out.loaded = true;
     out.ranges = count_ranges_and_kernels(model).first;  // as the summary and the studio count them
-    if (!out.overview_cached) {
-      const TraceOverview ov = build_overview(model);
-      out.overview_ranges = static_cast<int64_t>(ov.model.ranges.size());
-      out.overview_cached = write_overview_cache(op, trace_path, lo, ov);
-    }
+    open.write_overview(model, &out.overview_ranges);
+    out.overview_cached = open.overview_cached();
     // Current now: the caches the load read and those it wrote (not read back from disk again).
+    const LoadOptions::Stats& files = open.file_stats();
     out.rank_files_cached = out.rank_files > 0 ? files.from_file_cache + files.file_caches_written : 0;
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

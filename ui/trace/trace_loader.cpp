@@ -10,7 +10,8 @@
 #include "models/native_path.hpp"
 #include "ulysses/profiler/report.hpp"
 #include "ulysses/profiler/summary_cache.hpp"
-#include "ulysses/profiler/trace_overview.hpp"
+#include "ulysses/profiler/trace_open.hpp"
+#include "ulysses/profiler/trace_path.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 namespace ulysses::ui {
@@ -58,7 +59,7 @@ LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, 
                              const std::function<void(const LoadedTrace&)>& early) {
   LoadedTrace out;
   out.path = path;
-  if (!path_exists(path)) {
+  if (prof::classify_trace_path(native_path(path)).kind == prof::TracePathKind::Missing) {
     out.error = QObject::tr("%1 does not exist.").arg(display_path(path));
     return out;
   }
@@ -66,27 +67,18 @@ LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, 
   QElapsedTimer t;
   t.start();
   const std::string p = native_path(path);  // byte for byte, names that are not UTF-8 included
-  // The studio reads the trace with the default options, as `ulysses-trace summary` does, so
-  // both share one cache record; rank files read from SQLite get a rank-file cache for the
-  // next open (not while the run is still being written).
-  prof::LoadOptions lo;
-  lo.write_file_caches = true;
-  prof::LoadOptions::Stats file_stats;
-  lo.stats = &file_stats;
-  const prof::AnalysisOptions ao;
+  // The profiler's staged open (trace_open.hpp), as `ulysses-trace prepare` does: the overview,
+  // then the summary from their caches, then the ranges; rank files read from SQLite get a
+  // rank-file cache for the next open (not while the run is still being written).
+  prof::TraceOpen open(p);
   std::shared_ptr<prof::TraceModel> model;
   std::shared_ptr<const prof::Summary> summary;
   double summary_s = 0, analyze_s = 0;
-  bool from_cache = false;
-  // The overview cache is probed before the load, so that writing it afterwards can tell
-  // whether an input changed meanwhile.
-  const prof::OverviewCacheProbe op = prof::probe_overview_cache(p, lo);
-  bool overview_cached = false;
+  bool from_cache = false;  // the summary came from its cache before the ranges were read
   try {
     // The overview first: it is small (the summary of a big trace holds every collective
     // instance), so the timeline's first frame does not wait for the report.
-    std::optional<prof::TraceOverview> ov = prof::read_overview_cache(op, p);
-    overview_cached = ov.has_value();
+    std::optional<prof::TraceOverview> ov = open.overview();
     if (early && ov) {
       LoadedTrace e;
       e.path = path;
@@ -97,11 +89,9 @@ LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, 
       ov.reset();
       early(e);
     }
-    std::optional<prof::CachedSummary> hit = prof::read_summary_cache(p, lo, ao);
-    if (hit) {
+    if (std::optional<prof::CachedSummary> hit = open.summary()) {
       summary = std::make_shared<const prof::Summary>(std::move(hit->summary));
       summary_s = t.nsecsElapsed() / 1e9;
-      from_cache = true;
       if (early) {
         LoadedTrace e;
         e.path = path;
@@ -111,16 +101,14 @@ LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, 
         e.summary_s = summary_s;
         early(e);
       }
-    }
-    if (hit) {
       if (progress) progress(0, QObject::tr("reading the ranges of %1").arg(QFileInfo(path).fileName()));
-      model = std::make_shared<prof::TraceModel>(prof::load_trace(p, lo));
-    } else {
-      // Computed here, and written to the cache for the next open (and for the CLI).
-      prof::CachedSummary cs = prof::load_summary(p, lo, ao);
-      model = std::make_shared<prof::TraceModel>(std::move(cs.model));
-      summary = std::make_shared<const prof::Summary>(std::move(cs.summary));
-      analyze_s = cs.analyze_s;
+    }
+    from_cache = summary != nullptr;
+    prof::TraceOpen::Ranges ranges = open.ranges();  // computes the summary when it was not cached
+    model = std::make_shared<prof::TraceModel>(std::move(ranges.model));
+    if (!from_cache) {
+      summary = std::make_shared<const prof::Summary>(std::move(ranges.summary.value()));
+      analyze_s = ranges.analyze_s;
       summary_s = t.nsecsElapsed() / 1e9;
     }
   } catch (const prof::TraceError& e) {
@@ -139,16 +127,13 @@ LoadedTrace load_and_prepare(const QString& path, const std::function<void(int, 
   r.analyze_s = analyze_s;
   r.summary_from_cache = from_cache;
   r.summary_s = summary_s;
-  r.rank_files_from_cache = file_stats.from_file_cache;
-  r.rank_file_caches_written = file_stats.file_caches_written;
-  if (r.error.isEmpty() && !overview_cached && op.writable()) {
-    // For the next open's first paint (not written for a run still being written).
+  r.rank_files_from_cache = open.file_stats().from_file_cache;
+  r.rank_file_caches_written = open.file_stats().file_caches_written;
+  if (r.error.isEmpty() &&
+      open.overview_writable()) {  // for the next open's first paint (not for a run still being written)
     QElapsedTimer b;
     b.start();
-    try {
-      r.overview_written = prof::write_overview_cache(op, p, lo, prof::build_overview(*r.model));
-    } catch (const std::exception&) {  // e.g. out of memory: the next open just loads in full
-    }
+    r.overview_written = open.write_overview(*r.model);
     r.overview_build_s = b.nsecsElapsed() / 1e9;
   }
   return r;

@@ -32,7 +32,8 @@ namespace ulysses::prof {
 
 // 2: ranges by source and start; 3: the run id and world size; 4: a range's extra fields
 // (TraceModel::ranges.extras()) only when it has them.
-constexpr uint32_t kRankFileCacheFormat = 7;  // 5: memory by category; 6: documents per shard; 7: peak tensors
+constexpr uint32_t kRankFileCacheFormat = 8;  // 5: memory by category; 6: documents per shard; 7: peak tensors;
+                                              // 8: the timed tables in cache_io's one codec
 
 // The cache file of a rank file: dirname(F)/.F.ulysses-read-cache.
 std::string rank_file_cache_path(const std::string& rank_file);
