@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -17,6 +19,7 @@
 #include "common/bench_main.hpp"
 #include "common/run_helper.hpp"
 #include "ulysses/profiler/analysis.hpp"
+#include "ulysses/profiler/nsys_ids.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 using namespace ulysses;
@@ -27,8 +30,7 @@ struct Figures {
   double step_ms = 0, exposed_ms = 0, comm_ms = 0;
 };
 
-Figures figures_of(const std::string& dir) {
-  const prof::TraceModel m = prof::load_trace(dir);
+Figures figures_of(const prof::TraceModel& m) {
   prof::AnalysisOptions o;
   o.step_begin = 1;  // the first step warms up (a simulated run's steps are all alike)
   const prof::Summary s = prof::analyze(m, o);
@@ -51,6 +53,98 @@ std::string sh_out(const std::string& cmd) {
 }
 
 double err(double pred, double meas) { return meas > 0 ? 100.0 * (pred - meas) / meas : 0; }
+
+// The kind a range is counted under in the per-kind breakdown: compute by phase and direction
+// (its exclusive time on its host thread; "_outer": a range holding ranges of its own phase, e.g.
+// the ring's attention around its blocks, whose own time is packing and waiting for the hops),
+// communication by what it is (its whole duration,
+// waiting included, on whichever lane carries it): the SP all-to-alls, the ring's K/V and dK/dV
+// hops, ZeRO-3's gathers and reduce-scatters, the gradient reduction, the loss all-reduce.
+std::string breakdown_kind(const prof::TraceRange& r, const prof::Lane& lane) {
+  const char* dir = r.dir == prof::Direction::Backward    ? "_bwd"
+                    : r.dir == prof::Direction::Forward   ? "_fwd"
+                    : r.dir == prof::Direction::Recompute ? "_rec"
+                                                          : "";
+  const int64_t tid = lane.tid_or_stream;
+  switch (r.phase) {
+    case prof::Phase::A2ASeqToHead:
+    case prof::Phase::A2AHeadToSeq:
+      return std::string("[c] all_to_all") + dir;
+    case prof::Phase::RingStep:
+      return tid == prof::kRingGradTid ? "[c] ring_dkv_hop" : "[c] ring_kv_hop";
+    case prof::Phase::GradAllReduce:
+      if (tid == prof::kZeroGatherTid || r.dir == prof::Direction::None) return "[c] zero_gather";
+      if (tid == prof::kZeroReduceTid) return "[c] reduce_scatter";
+      return "[c] grad_reduce";
+    case prof::Phase::Collective:
+      return "[c] loss_allreduce";
+    case prof::Phase::Step:
+    case prof::Phase::Backward:
+    case prof::Phase::Optimizer:
+      return prof::phase_name(r.phase);
+    default:
+      return std::string(prof::phase_name(r.phase)) + dir;
+  }
+}
+
+// Milliseconds per rank and step (steps after the first) of each breakdown kind.
+std::map<std::string, double> kind_ms(const prof::TraceModel& m) {
+  std::vector<double> child(m.ranges.size(), 0);
+  std::vector<bool> outer(m.ranges.size(), false);  // holds ranges of its own phase (chunks, ring blocks)
+  std::set<std::pair<int32_t, int64_t>> rank_steps;
+  for (const prof::StepInfo& st : m.steps)
+    if (st.step >= 1) rank_steps.insert({st.rank, st.step});
+  auto counted = [&](const prof::TraceRange& r) {
+    const prof::LaneKind k = m.lanes[static_cast<size_t>(r.lane)].kind;
+    return !r.is_kernel && r.step >= 1 && (k == prof::LaneKind::HostThread || k == prof::LaneKind::Comm);
+  };
+  for (size_t i = 0; i < m.ranges.size(); ++i) {
+    const prof::TraceRange r = m.ranges[i];
+    if (!counted(r) || r.parent < 0) continue;
+    const auto up = static_cast<size_t>(r.parent);
+    child[up] += double(r.duration());
+    if (m.ranges[up].phase == r.phase && !prof::phase_is_comm(r.phase)) outer[up] = true;
+  }
+  std::map<std::string, double> out;
+  for (size_t i = 0; i < m.ranges.size(); ++i) {
+    const prof::TraceRange r = m.ranges[i];
+    if (!counted(r)) continue;
+    const bool comm = prof::phase_is_comm(r.phase);
+    if (!comm && m.lanes[static_cast<size_t>(r.lane)].kind != prof::LaneKind::HostThread) continue;
+    if (comm && r.parent >= 0 && prof::phase_is_comm(m.ranges[static_cast<size_t>(r.parent)].phase)) continue;
+    const double ns = comm ? double(r.duration()) : std::max(0.0, double(r.duration()) - child[i]);
+    out[breakdown_kind(r, m.lanes[static_cast<size_t>(r.lane)]) + (outer[i] ? "_outer" : "")] += ns;
+  }
+  for (auto& kv : out) kv.second /= 1e6 * double(std::max<size_t>(1, rank_steps.size()));
+  return out;
+}
+
+// The per-kind comparison of one what-if: every kind over 1% of the measured step, the largest
+// absolute error first, and the sums of compute and of communication.
+void print_breakdown(const prof::TraceModel& pred, const prof::TraceModel& meas, double step_ms) {
+  const auto p = kind_ms(pred), q = kind_ms(meas);
+  std::set<std::string> kinds;
+  for (const auto& kv : p) kinds.insert(kv.first);
+  for (const auto& kv : q) kinds.insert(kv.first);
+  std::vector<std::pair<double, std::string>> rows;
+  double sums[2][2] = {{0, 0}, {0, 0}};  // [compute, comm][pred, meas]
+  for (const std::string& k : kinds) {
+    const double a = p.count(k) ? p.at(k) : 0.0, b = q.count(k) ? q.at(k) : 0.0;
+    const int c = k.rfind("[c]", 0) == 0 ? 1 : 0;
+    sums[c][0] += a, sums[c][1] += b;
+    if (std::max(a, b) >= 0.01 * step_ms) rows.push_back({-std::abs(a - b), k});
+  }
+  std::sort(rows.begin(), rows.end());
+  std::printf("    %-26s %9s %9s %9s %7s\n", "kind ([c] communication)", "pred ms", "meas ms", "diff ms", "err");
+  for (const auto& [neg, k] : rows) {
+    const double a = p.count(k) ? p.at(k) : 0.0, b = q.count(k) ? q.at(k) : 0.0;
+    std::printf("    %-26s %9.2f %9.2f %+9.2f %+6.0f%%\n", k.c_str(), a, b, a - b, err(a, b));
+  }
+  const char* names[2] = {"all compute (exclusive)", "all communication"};
+  for (int c = 0; c < 2; ++c)
+    std::printf("    %-26s %9.2f %9.2f %+9.2f %+6.0f%%\n", names[c], sums[c][0], sums[c][1], sums[c][0] - sums[c][1],
+                err(sums[c][0], sums[c][1]));
+}
 
 // The machine's 1-minute load average: the measured side moves with what else runs on the
 // shared cores (the simulator knows only the calibration run), so each row shows it.
@@ -97,7 +191,8 @@ static int bench_main(int argc, char** argv) {
   // the share of the step they waited in collectives) is each rank's share of the cores; fair
   // sharing of C cores among 2 ranks and X other runnable processes gives C / (2 + X) each.
   const double cores = std::max(1u, std::thread::hardware_concurrency());
-  const Figures bf = figures_of(base_dir);
+  const prof::TraceModel base_model = prof::load_trace(base_dir);
+  const Figures bf = figures_of(base_model);
   const double busy = base_wall * std::max(0.1, 1.0 - bf.comm_ms / std::max(1e-9, bf.step_ms));
   const double share = base_cpu / (2.0 * busy);
   const double background = std::max(0.0, cores / std::max(1e-9, share) - 2.0);
@@ -133,12 +228,16 @@ static int bench_main(int argc, char** argv) {
                       ULYSSES_WORKER_BIN;
     for (const auto& s : with(c.sets)) cmd += " --set " + s;
     sh_out(cmd);
-    const Figures p = figures_of(sim);
+    const prof::TraceModel pm = prof::load_trace(sim);
+    const Figures p = figures_of(pm);
     const double load = load_average();
-    const Figures m = figures_of(i == 0 ? base_dir : bench::run(cfg, with(c.sets), bench::scratch("whatif_meas")).dir);
+    const prof::TraceModel mm =
+        i == 0 ? base_model : prof::load_trace(bench::run(cfg, with(c.sets), bench::scratch("whatif_meas")).dir);
+    const Figures m = figures_of(mm);
     std::printf("%-28s | %9.1f %9.1f %+6.1f%% | %11.2f %11.2f %+6.1f%% | %9.2f %9.2f | %.1f-%.1f\n", c.name, p.step_ms,
                 m.step_ms, err(p.step_ms, m.step_ms), p.exposed_ms, m.exposed_ms, err(p.exposed_ms, m.exposed_ms),
                 p.comm_ms, m.comm_ms, i == 0 ? base_load : load, load_average());
+    print_breakdown(pm, mm, m.step_ms);
     std::fflush(stdout);
   }
   std::printf(
