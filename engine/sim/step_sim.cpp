@@ -127,7 +127,10 @@ CollectiveCost collective_cost(const Op& op, const StepShape& s, const Hardware&
     case Phase::A2ASeqToHead:
     case Phase::A2AHeadToSeq:
       c.group = "sp";
-      c.steps = std::max<int64_t>(1, s.P - 1);
+      // One latency, not P - 1: the P - 1 pairwise exchanges are posted together (Gloo's and
+      // NCCL's all-to-all), unlike a ring all-reduce's 2 (W - 1) dependent steps. A latency
+      // fitted at sp 2 (bench_whatif) scaled by P - 1 tripled sp 4's exchanges.
+      c.steps = 1;
       c.network = s.P > gpn;
       break;
     case Phase::RingStep:
