@@ -44,6 +44,7 @@ sim::StepProgram record_step(const RunConfig& cfg) {
   Comm comm = Comm::shape_only(0, static_cast<int>(cfg.parallel.sp_size), static_cast<int>(cfg.parallel.dp_size),
                                static_cast<int>(cfg.parallel.ring_size));
   sim::RecordingTracer rec;
+  comm.set_tracer(&rec);  // the untraced scalar collectives (loss sum, peak memory), where the ranks wait
   TrainerOptions o;
   o.plan_for_cuda = cfg.train.device == "cuda";
   o.data = TokenSource::zeros(cfg.train.seq_length + 1);

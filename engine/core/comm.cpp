@@ -328,7 +328,10 @@ void Comm::traced_world_op(prof::Tracer* tracer, const prof::RangeInfo* info, co
 void Comm::all_reduce_sum(at::Tensor& t, prof::Tracer* tracer, const prof::RangeInfo* info) {
   check_device(t, "all_reduce_sum");
   const prof::RangeInfo own = untraced_collective(&t, env_.world_size);
-  if (!info && !tracer && tracer_ && world_) {  // the caller traces nothing: a collective range
+  // A shape-only Comm (the step simulator's dry run) records the collective where the real run
+  // traces it and waits in it; nothing moves.
+  const bool traced_here = world_ || (shape_only_ && env_.world_size > 1);
+  if (!info && !tracer && tracer_ && traced_here) {  // the caller traces nothing: a collective range
     tracer = tracer_;
     info = &own;
   }
@@ -502,7 +505,13 @@ Comm::Work Comm::reduce_scatter_sum_async(at::Tensor& shard, at::Tensor& full) {
 
 void Comm::all_reduce_max(at::Tensor& t) {
   check_device(t, "all_reduce_max");
-  if (!world_) return;
+  if (!world_) {
+    if (shape_only_ && tracer_ && env_.world_size > 1) {  // the dry run records where the real run waits
+      const prof::RangeInfo ri = untraced_collective(&t, env_.world_size);
+      prof::ScopedRange range(tracer_, ri);
+    }
+    return;
+  }
   fault_delay();
   prof::RangeInfo ri = untraced_collective(&t, env_.world_size);
   ri.pg = kWorldPg;

@@ -57,6 +57,7 @@ json Hardware::to_json() const {
          {"shared_compute", shared_compute},
          {"overhead_s", overhead_s},
          {"rank_skew", rank_skew},
+         {"arrival_jitter_s", arrival_jitter_s},
          {"background_load", background_load},
          {"links", {{"node", link_json(node)}, {"network", link_json(network)}, {"host", link_json(host)}}},
          {"efficiency", efficiency}};
@@ -86,6 +87,9 @@ Hardware Hardware::from_json(const json& j) {
   h.network = link_from(j["links"], "network");
   if (j["links"].contains("host")) h.host = link_from(j["links"], "host");  // else PCIe-like defaults
   h.rank_skew = j.value("rank_skew", 0.0);
+  h.arrival_jitter_s = j.value("arrival_jitter_s", 0.0);
+  if (!(h.arrival_jitter_s >= 0 && h.arrival_jitter_s < 10))
+    throw std::runtime_error("arrival_jitter_s must be seconds in [0, 10)");
   h.background_load = j.value("background_load", 0.0);
   if (!(h.background_load >= 0 && h.background_load < 1e4))
     throw std::runtime_error("background_load must be a number of runnable processes >= 0");

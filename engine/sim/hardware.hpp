@@ -34,6 +34,10 @@ struct Hardware {
   // The slowest member of a group computes this fraction slower than the others (noise,
   // clocks, a shared core); its collectives' other members wait for it. 0: ranks alike.
   double rank_skew = 0;
+  // CPU ranks on shared cores: a group's last member reaches each collective this many seconds
+  // after the others (the scheduler ran something else on its core meanwhile), however long the
+  // compute before it; the others wait inside the collective. 0: none.
+  double arrival_jitter_s = 0;
   // CPU ranks (shared_compute): other runnable processes sharing the node's cores with the ranks
   // (the machine's load besides the run), so each rank gets cores / (ranks + background_load).
   double background_load = 0;

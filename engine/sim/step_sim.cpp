@@ -127,7 +127,10 @@ CollectiveCost collective_cost(const Op& op, const StepShape& s, const Hardware&
     case Phase::A2ASeqToHead:
     case Phase::A2AHeadToSeq:
       c.group = "sp";
-      c.steps = std::max<int64_t>(1, s.P - 1);
+      // One latency, not P - 1: the P - 1 pairwise exchanges are posted together (Gloo's and
+      // NCCL's all-to-all), unlike a ring all-reduce's 2 (W - 1) dependent steps. A latency
+      // fitted at sp 2 (bench_whatif) scaled by P - 1 tripled sp 4's exchanges.
+      c.steps = 1;
       c.network = s.P > gpn;
       break;
     case Phase::RingStep:
@@ -258,7 +261,7 @@ class Replay {
   Replay(const StepProgram& prog, const StepShape& s, const Hardware& hw)
       : prog_(prog), s_(s), hw_(hw), own_(own_seconds(prog, s, hw)) {
     const size_t n = prog.ops.size();
-    const int classes = hw.rank_skew > 0 && s.world > 1 ? 2 : 1;
+    const int classes = (hw.rank_skew > 0 || hw.arrival_jitter_s > 0) && s.world > 1 ? 2 : 1;
     k_.resize(static_cast<size_t>(classes));
     for (int c = 0; c < classes; ++c) {
       k_[static_cast<size_t>(c)].speed = c == 0 ? 1.0 : 1.0 + hw.rank_skew;
@@ -419,11 +422,12 @@ class Replay {
     const std::string& g = cost_[i].group;
     std::vector<double> ready(k_.size());
     double latest = 0;
+    const bool mixed = mixed_group(g, s_);
     for (size_t c = 0; c < k_.size(); ++c) {
       ready[c] = std::max(k_[c].T, k_[c].free[g]);
+      if (c == 1 && mixed) ready[c] = std::max(k_[c].T + hw_.arrival_jitter_s, k_[c].free[g]);  // arrives late
       latest = std::max(latest, ready[c]);
     }
-    const bool mixed = mixed_group(g, s_);
     double end = 0;
     for (size_t c = 0; c < k_.size(); ++c) {
       Klass& k = k_[c];

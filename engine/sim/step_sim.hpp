@@ -18,6 +18,9 @@
 //                    computes (1 + rank_skew) x slower; a collective starts when its last
 //                    member arrives, so the others wait inside it. Both rank classes are
 //                    replayed; every other rank runs the typical rank's timeline.
+//   arrival jitter   with hw.arrival_jitter_s > 0 (CPU ranks on shared cores) that member
+//                    reaches each collective of its groups that many seconds late, whatever the
+//                    compute before it (scheduling, not slower work): the others wait for it.
 // Torch-free.
 #pragma once
 

@@ -216,7 +216,7 @@ TEST(StepSim, LinkLevelFollowsTheGroupSpan) {
   EXPECT_FALSE(sim::collective_cost(a2a, s, hw).network);    // 4 consecutive ranks: one node
   EXPECT_TRUE(sim::collective_cost(ar, s, hw).network);      // 16 ranks: two nodes
   EXPECT_EQ(sim::collective_cost(ar, s, hw).steps, 2 * 15);  // ring all-reduce
-  EXPECT_EQ(sim::collective_cost(a2a, s, hw).steps, 3);
+  EXPECT_EQ(sim::collective_cost(a2a, s, hw).steps, 1);      // its 3 pairwise exchanges posted together
 }
 
 // A program built op by op: `ops` in order, then the points.
@@ -340,6 +340,43 @@ TEST(StepSim, ASkewedRankDelaysItsGroupsCollectives) {
   EXPECT_FALSE(sim::is_slow_rank(0, s));
   EXPECT_TRUE(sim::is_slow_rank(1, s));  // the last of each SP pair
   EXPECT_TRUE(sim::is_slow_rank(3, s));
+}
+
+// Arrival jitter (CPU ranks on shared cores): the late SP member reaches the all-to-all 2 ms
+// after it is ready, whatever the compute before it; the typical rank waits those 2 ms inside
+// it. With twice the sequence (twice the QKV work) the wait stays 2 ms, where a rank skew would
+// grow it with the compute.
+TEST(StepSim, ArrivalJitterIsTheSameWaitWhateverTheCompute) {
+  auto program = [] {
+    Builder b;
+    b.compute(Phase::QkvProj, Direction::Forward, 0);
+    const int32_t a2a = b.op(Phase::A2ASeqToHead, Direction::Forward, 0, true, prof::Tracer::kCommLane, 1'000'000);
+    b.at(sim::Point::Issue, a2a);
+    b.at(sim::Point::Wait, a2a);
+    b.compute(Phase::OutProj, Direction::Forward, 0);
+    return b.p;
+  };
+  sim::Hardware hw = simple_hw();
+  hw.arrival_jitter_s = 2e-3;
+  const sim::StepShape s = sim::StepShape::of(tiny_cfg());
+  const sim::SimResult r = sim::simulate(program(), s, hw);
+  ASSERT_EQ(r.slow_ranges.size(), r.ranges.size());
+  const int64_t qkv = 4194, x = 1'001'000;  // as in ASkewedRankDelaysItsGroupsCollectives
+  EXPECT_NEAR(double(range_of(r, 1).start_ns), qkv, 1) << "the typical rank enters when it is ready";
+  EXPECT_NEAR(double(range_of(r, 1, true).start_ns), qkv + 2e6, 1) << "the late member 2 ms after";
+  EXPECT_NEAR(double(range_of(r, 1).end_ns), qkv + 2e6 + x, 1);
+  EXPECT_NEAR(r.wait_s, 2e-3, 1e-9);
+  EXPECT_EQ(range_of(r, 1, true).end_ns - range_of(r, 1, true).start_ns, x) << "the late member does not wait";
+  RunConfig longer = tiny_cfg();
+  longer.train.seq_length *= 2;
+  const sim::SimResult r2 = sim::simulate(program(), sim::StepShape::of(longer), hw);
+  EXPECT_GT(range_of(r2, 0).end_ns, range_of(r, 0).end_ns + qkv / 2) << "the compute grew";
+  EXPECT_NEAR(r2.wait_s, 2e-3, 1e-9) << "the wait did not";
+  const sim::Hardware back = sim::Hardware::from_json(hw.to_json());
+  EXPECT_DOUBLE_EQ(back.arrival_jitter_s, 2e-3);
+  nlohmann::json bad = hw.to_json();
+  bad["arrival_jitter_s"] = -1;
+  EXPECT_THROW(sim::Hardware::from_json(bad), std::runtime_error);
 }
 
 std::string query_text(const std::string& file, const std::string& sql) {
