@@ -145,7 +145,11 @@ bool names_ok(const AdmissionRequest& req) {
 AdmissionFacts gather_admission_facts(const AdmissionRequest& req, const RunConfig& cfg) {
   AdmissionFacts f;
   if (!names_ok(req)) return f;  // refused by name: nothing is read or made
-  for (const auto& i : ckpt::resume_issues(cfg)) f.resume_issues.push_back(i.message);
+  try {                          // a checkpoint that cannot be read is said as its issue
+    for (const auto& i : ckpt::resume_issues(cfg)) f.resume_issues.push_back(i.message);
+  } catch (const ConfigError& e) {
+    f.resume_issues.push_back(e.what());
+  }
   if (!f.resume_issues.empty()) return f;
   if (req.program == Program::Worker) {
     f.out_unusable = worker_out_problem(req.out_dir);
