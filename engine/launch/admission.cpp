@@ -63,7 +63,13 @@ Admission admit_save_to(const AdmissionRequest& req, const AdmissionFacts& facts
     return refused("train.save_to: " + save_to + " belongs to " + facts.save_to_owner->describe() +
                    ", which is still going; pick another train.save_to (a save folder holds one run's checkpoints)");
   // The rules the studio's form shows too (ckpt::save_to_issues), then --out's own.
-  if (!facts.save_to_issues.empty()) return refused(facts.save_to_issues.front());
+  if (!facts.save_to_issues.empty()) {
+    const std::string& first = facts.save_to_issues.front();
+    const bool names_force = first.find("--force") != std::string::npos;
+    return refused(req.program == Program::Worker && names_force
+                       ? first + " (--force is ulysses-run's: a worker started directly has none)"
+                       : first);
+  }
   if (path_within(save_to, req.out_dir)) {
     // Saving into --out would replace the run's own config.json with the model's; a folder
     // inside it would be made before the run directory, which would then be refused as "not a

@@ -1,11 +1,15 @@
 // engine/launch/admission: every rule and refusal of --out, --force, train.save_to and
 // train.resume_from, for ulysses-run and ulysses-worker, decided from a request and the facts
-// (written by hand here, or gathered from temporary folders). No worker and no program runs.
+// (written by hand here, or gathered from temporary folders): no program runs, except in the
+// last test, which starts ulysses-worker directly to see it refuse what the rules refuse.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "admission.hpp"
@@ -196,6 +200,13 @@ TEST(Admission, AWorkerStartedByHandFollowsTheSameSaveRulesOnRankZero) {
   f.save_to_owner.reset();
   f.save_to_issues = {"train.save_to: /r/model already holds a model (model.safetensors); saving would overwrite it"};
   EXPECT_EQ(refusal_text(admit(r, f)), f.save_to_issues.front());
+  // The worker has no --force: a rule that offers it says whose it is.
+  f.save_to_issues = {"train.save_to: /r/model already holds a model; ... or pass --force)"};
+  EXPECT_EQ(refusal_text(admit(r, f)),
+            f.save_to_issues.front() + " (--force is ulysses-run's: a worker started directly has none)");
+  AdmissionRequest by_run = run_req("/r/out");
+  by_run.save_to = "/r/model";
+  EXPECT_EQ(refusal_text(admit(by_run, f)), f.save_to_issues.front()) << "ulysses-run has --force: said as it is";
   f.save_to_issues.clear();
   const Admission ok = admit(r, f);
   EXPECT_TRUE(ok.claim_save_to) << refusal_text(ok);
@@ -303,3 +314,38 @@ TEST(Admission, GatheredFactsFromFoldersOnDisk) {
   r = worker_request(cfg, (d / "file" / "run").string(), 0, false);
   EXPECT_TRUE(says(admit(r, gather_admission_facts(r, cfg)), "cannot be made a run folder"));
 }
+
+#ifdef ULYSSES_WORKER_EXE
+// The same rules in ulysses-worker started without ulysses-run (torchrun, Slurm): rank 0 refuses
+// a save folder holding another model, or one inside --out, before rendezvous (exit 2), where
+// it used to take the folder and overwrite the model.
+TEST(Admission, AWorkerStartedDirectlyRefusesWhatUlyssesRunRefuses) {
+  AdmissionDir d;
+  const fs::path cfg = d / "cfg.json";
+  std::ofstream(cfg) << R"({"model": {"num_attention_heads": 4, "num_key_value_heads": 2}, "parallel": {"sp_size": 1},
+                           "train": {"steps": 1, "seq_length": 64}, "data": {"kind": "synthetic"}})";
+  fs::create_directories(d / "model");
+  std::ofstream(d / "model" / "model.safetensors") << "someone's weights";
+  struct Case {
+    std::string save_to, needle;
+  };
+  for (const Case& c : {Case{(d / "model").string(), "already holds a model (model.safetensors)"},
+                        Case{(d / "run" / "model").string(), "lies inside the run directory --out"}}) {
+    const fs::path log = d / "worker.log";
+    const std::string cmd =
+        "env -u ULYSSES_SAVE_OWNER -u ULYSSES_RUN_ID RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 "
+        "LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 '" ULYSSES_WORKER_EXE "' --config '" +
+        cfg.string() + "' --out '" + (d / "run").string() + "' --set 'train.save_to=" + c.save_to + "' > '" +
+        log.string() + "' 2>&1";
+    const int st = std::system(cmd.c_str());
+    std::ifstream in(log);
+    const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_TRUE(WIFEXITED(st)) << out;
+    EXPECT_EQ(WEXITSTATUS(st), 2) << out;
+    EXPECT_NE(out.find(c.needle), std::string::npos) << out;
+  }
+  std::ifstream kept(d / "model" / "model.safetensors");
+  const std::string weights((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(weights, "someone's weights");
+}
+#endif
