@@ -1,9 +1,15 @@
 // Memory a run may count on before launch (machine_memory.hpp).
 #include "machine_memory.hpp"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <fstream>
+#include <iterator>
 #include <limits>
+#include <thread>
 
 namespace ulysses::launch {
 
@@ -46,6 +52,25 @@ int64_t available_memory_bytes(const std::string& meminfo, const std::string& cg
     if (bytes == 0 || left < bytes) bytes = left;
   }
   return bytes;
+}
+
+int64_t machine_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const int64_t physical = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+  auto slurp = [](const char* path) {
+    std::ifstream f(path);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    return text.substr(0, 1 << 16);
+  };
+  return available_memory_bytes(slurp("/proc/meminfo"), slurp("/sys/fs/cgroup/memory.max"),
+                                slurp("/sys/fs/cgroup/memory.current"), slurp("/sys/fs/cgroup/memory.stat"), physical);
+}
+
+int64_t usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 }  // namespace ulysses::launch

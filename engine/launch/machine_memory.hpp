@@ -16,3 +16,13 @@ int64_t available_memory_bytes(const std::string& meminfo, const std::string& cg
                                const std::string& cgroup_current, const std::string& cgroup_stat, int64_t physical);
 
 }  // namespace ulysses::launch
+
+namespace ulysses::launch {
+
+// available_memory_bytes for this machine now (/proc/meminfo, the cgroup's memory files).
+int64_t machine_memory_bytes();
+
+// Cores this process may run on (its affinity mask: taskset, a container's cpuset), at least 1.
+int64_t usable_cores();
+
+}  // namespace ulysses::launch

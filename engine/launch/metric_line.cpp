@@ -9,7 +9,7 @@ namespace ulysses::launch {
 namespace {
 const char kPrefix[] = "METRIC ";
 
-std::string trim(const std::string& s) {
+std::string trim_metric_text(const std::string& s) {
   const auto b = s.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return {};
   const auto e = s.find_last_not_of(" \t\r\n");
@@ -27,7 +27,7 @@ bool number(const nlohmann::json& j, const char* key, double& out) {
 std::optional<MetricLine> parse_metric_line(const std::string& line) {
   if (line.compare(0, sizeof(kPrefix) - 1, kPrefix) != 0) return std::nullopt;
   MetricLine m;
-  m.raw = trim(line.substr(sizeof(kPrefix) - 1));
+  m.raw = trim_metric_text(line.substr(sizeof(kPrefix) - 1));
   m.value = nlohmann::json::parse(m.raw, nullptr, /*allow_exceptions=*/false);
   if (!m.value.is_object()) return std::nullopt;
   return m;

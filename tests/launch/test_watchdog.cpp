@@ -23,6 +23,7 @@
 #include "heartbeat.hpp"
 #include "run_launcher.hpp"
 #include "watchdog.hpp"
+#include "launch_test_util.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -232,3 +233,130 @@ TEST(Watchdog, LeastProgressingPrefersAStoppedRank) {
 }
 
 }  // namespace
+
+using namespace ulysses::launch_test;
+
+// watchdog end to end
+// (rules: test_watchdog.cpp). The fake workers beat like the real one and obey the same
+// fault hook (ULYSSES_FAULT=RANK:PHASE[@STEP]:ACTION).
+
+namespace {
+
+struct WatchdogCase {
+  int code = -1;
+  double took_s = 0;
+  json rec;
+  std::string err;
+};
+
+// Runs ulysses-run with timeout_s and the given environment; `during` runs once the
+// workers are up (it may signal them).
+WatchdogCase run_watchdog_case(const TempDir& tmp, const std::string& name, int sp, int dp, double timeout_s,
+                               const std::map<std::string, std::string>& env,
+                               const std::function<void(const fs::path& run)>& during = {}) {
+  json c = small_config(sp, dp, 400);
+  c["parallel"]["timeout_s"] = timeout_s;
+  const fs::path cfg = write_config(tmp.path(), c, name + ".json");
+  const fs::path run = tmp.path() / name;
+  fs::create_directories(tmp.path() / (name + "-io"));
+  const auto t0 = Clock::now();
+  Cli cli({cfg.string(), "--json", "--out", run.string(), "--worker", FAKE_WORKER_EXE}, env,
+          tmp.path() / (name + "-io"));
+  if (during) during(run);
+  WatchdogCase out;
+  out.code = cli.wait(timeout_s + 20);
+  out.took_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  out.err = cli.err();
+  if (fs::exists(run / "run.json")) out.rec = read_json(run / "run.json");
+  for (int r = 0; r < sp * dp; ++r)
+    if (fs::exists(run / "fake" / ("rank" + std::to_string(r) + ".json"))) {
+      const json f = read_json(run / "fake" / ("rank" + std::to_string(r) + ".json"));
+      EXPECT_TRUE(wait_gone(f["pid"], 5)) << name << ": worker " << f["pid"] << " still runs";
+    }
+  return out;
+}
+
+std::string msg(const WatchdogCase& c) {
+  return c.rec.is_object() ? c.rec.value("message", std::string()) : std::string();
+}
+
+}  // namespace
+
+// Hang class: a rank 0 that stops answering during rendezvous (frozen: SIGSTOP) could hang
+// the run forever. Exit 1 within timeout_s + a few seconds, naming rank 0 and the phase.
+TEST(Watchdog, FrozenStoreHostInRendezvousIsNamedWithinTheTimeout) {
+  TempDir tmp;
+  const double timeout_s = 2;
+  const auto c = run_watchdog_case(tmp, "frozen0", 2, 1, timeout_s, {{"ULYSSES_FAULT", "0:rendezvous:stop"}});
+  ASSERT_EQ(c.code, 1) << c.err;
+  EXPECT_LT(c.took_s, timeout_s + 4) << c.err;
+  EXPECT_EQ(c.rec["failed_rank"], 0) << c.rec;
+  EXPECT_EQ(c.rec["status"], "failed");
+  EXPECT_NE(msg(c).find("rendezvous"), std::string::npos) << c.rec;
+  EXPECT_NE(msg(c).find("no heartbeat"), std::string::npos) << c.rec;
+  EXPECT_NE(c.err.find("lines of rank 0"), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("fault hook"), std::string::npos) << "the last log lines of rank 0 are shown\n" << c.err;
+}
+
+// The same rank 0 alive (its heartbeat thread beats) but its main thread blocked: no
+// progress and no CPU for timeout_s + 2 s; rank 1 waits in rendezvous too, rank 0 is named.
+TEST(Watchdog, HungStoreHostInRendezvousIsNamedWithinTheTimeout) {
+  TempDir tmp;
+  const double timeout_s = 2;
+  const auto c = run_watchdog_case(tmp, "hung0", 2, 1, timeout_s, {{"ULYSSES_FAULT", "0:rendezvous:hang"}});
+  ASSERT_EQ(c.code, 1) << c.err;
+  EXPECT_LT(c.took_s, timeout_s + 2 + 4) << c.err;
+  EXPECT_EQ(c.rec["failed_rank"], 0) << c.rec;
+  EXPECT_NE(msg(c).find("in rendezvous"), std::string::npos) << c.rec;
+}
+
+// A rank that hangs while building its model; the others went on to step 0 and wait for it.
+TEST(Watchdog, HungRankInModelBuildIsNamedNotTheRanksWaitingForIt) {
+  TempDir tmp;
+  const double timeout_s = 1.5;
+  const auto c = run_watchdog_case(tmp, "hung-build", 2, 2, timeout_s, {{"ULYSSES_FAULT", "2:build:hang"}});
+  ASSERT_EQ(c.code, 1) << c.err;
+  EXPECT_LT(c.took_s, timeout_s + 2 + 4) << c.err;
+  EXPECT_EQ(c.rec["failed_rank"], 2) << c.rec;
+  EXPECT_NE(msg(c).find("model build"), std::string::npos) << c.rec;
+}
+
+// Blame class: a rank SIGSTOPped from outside mid-training. With peers that block forever (a
+// collective without a timeout) and with peers that time out and exit first, the stopped
+// rank is named with its step — never a healthy rank that timed out.
+TEST(Watchdog, RankStoppedFromOutsideMidTrainingIsNamed) {
+  TempDir tmp;
+  const double timeout_s = 2;
+  for (const char* peer_timeout_ms : {"0", "1500"}) {
+    const std::string name = std::string("stopped-") + peer_timeout_ms;
+    long victim = 0;
+    const auto c =
+        run_watchdog_case(tmp, name, 2, 2, timeout_s, {{"FAKE_STEP_MS", "40"}, {"FAKE_TIMEOUT_MS", peer_timeout_ms}},
+                          [&](const fs::path& run) {
+                            ASSERT_TRUE(wait_for_workers(run, 4));
+                            ASSERT_TRUE(wait_for_text(run / "logs" / "rank1.log", "step 3 done"));
+                            victim = read_json(run / "fake" / "rank1.json")["pid"];
+                            ::kill(static_cast<pid_t>(victim), SIGSTOP);
+                          });
+    ASSERT_EQ(c.code, 1) << name << "\n" << c.err;
+    EXPECT_LT(c.took_s, timeout_s + 8) << name;  // start-up and 3 steps included
+    EXPECT_EQ(c.rec["failed_rank"], 1) << name << ": " << c.rec;
+    EXPECT_NE(msg(c).find("in step "), std::string::npos) << name << ": " << c.rec;
+    EXPECT_NE(c.err.find("lines of rank 1"), std::string::npos) << c.err;
+  }
+}
+
+// The liveness the studio's rank table shows: a line per rank and phase from ulysses-run,
+// even for ranks that log nothing themselves.
+TEST(Watchdog, LivenessLinesNameEachRanksPhase) {
+  TempDir tmp;
+  const fs::path cfg = write_config(tmp.path(), small_config(2, 1, 3));
+  const fs::path run = tmp.path() / "run";
+  Cli cli({cfg.string(), "--out", run.string(), "--worker", FAKE_WORKER_EXE}, {}, tmp.path());
+  ASSERT_EQ(cli.wait(), 0) << cli.err();
+  for (const char* line : {"ulysses-run: rank 0: rendezvous", "ulysses-run: rank 1: rendezvous",
+                           "ulysses-run: rank 1: model build", "ulysses-run: rank 1: training (step 0)"})
+    EXPECT_NE(cli.err().find(line), std::string::npos) << line << "\n" << cli.err();
+  EXPECT_EQ(cli.err().find("ulysses-run: rank 1: training (step 1)"), std::string::npos)
+      << "one line per phase, not per step";
+}
