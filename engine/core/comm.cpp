@@ -107,6 +107,20 @@ void Comm::Work::wait() {
 }
 
 namespace {
+// A rank whose store connection closed while it joined (compat::store_connection_closed): rank
+// 0's store went away under it. Said in our words, with libtorch's first line for reference.
+std::string store_closed_message(const DistEnv& env, const std::string& what) {
+  const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  return "rank " + std::to_string(env.rank) + " lost the c10d store on " + where +
+         " while joining the run: the store closed the connection (" + what.substr(0, what.find('\n')) +
+         "). The store's rank 0 is gone: another run's rank 0 on this port that finished or was refused as this "
+         "rank connected (two runs sharing MASTER_PORT " +
+         std::to_string(env.master_port) +
+         "), or this run's rank 0 stopped (see its log). Give each run its own MASTER_PORT and start the ranks "
+         "again";
+}
+
+namespace {
 DeviceDecision decision_for_backend(const DistEnv& env, const std::string& backend) {
   const std::string device = backend == "gloo" ? "cpu" : backend == "nccl" ? "cuda" : "auto";
   std::vector<ConfigIssue> issues;
@@ -138,6 +152,19 @@ Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const DeviceDecision& d
   device_ = decision.cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(decision.device_index))
                           : torch::Device(torch::kCPU);
   if (env.world_size == 1 && !env.single_rank_groups) return;  // no collectives needed
+  try {
+    join(timeout);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    const char* dir = std::getenv(launch::kRendezvousDirEnv);
+    if ((dir && *dir) || !compat::store_connection_closed(e)) throw;
+    throw std::runtime_error(store_closed_message(env, e.what()));
+  }
+}
+
+void Comm::join(std::chrono::milliseconds timeout) {
+  const DistEnv& env = env_;
   // A FileStore in the run folder for ulysses-run's local ranks, a probed TCPStore otherwise.
   store_ = make_rendezvous_store(env, timeout);
   // Each RANK is claimed once: two workers given the same RANK (a launcher script's mistake)
@@ -181,12 +208,12 @@ Comm::Comm(const DistEnv& env, int sp_size, int dp_size, const DeviceDecision& d
 #if defined(ULYSSES_WITH_NCCL)
   if (backend_ == "nccl") timer_ = std::make_shared<CudaEventTimer>(device_.index());
 #endif
-  const int group = env.rank / sp_size;
-  if (sp_size > 1) sp_ = make("sp" + std::to_string(group), env.rank % sp_size, sp_size);
+  const int group = env.rank / sp_size_;
+  if (sp_size_ > 1) sp_ = make("sp" + std::to_string(group), env.rank % sp_size_, sp_size_);
   // Ring group j = dp_rank x sp + sp_rank: ranks dp_rank x sp x ring + i x sp + sp_rank, i < ring.
-  if (ring_size > 1) {
-    const int ring_group = dp_rank() * sp_size + sp_rank();
-    ring_ = make("ring" + std::to_string(ring_group), ring_rank(), ring_size);
+  if (ring_size_ > 1) {
+    const int ring_group = dp_rank() * sp_size_ + sp_rank();
+    ring_ = make("ring" + std::to_string(ring_group), ring_rank(), ring_size_);
   }
 }
 

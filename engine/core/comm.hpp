@@ -179,6 +179,8 @@ class Comm {
   std::chrono::milliseconds timeout_;
   bool shape_only_ = false;
   Comm() = default;
+  // The constructor's rendezvous: the store, this rank's claim on RANK, the groups.
+  void join(std::chrono::milliseconds timeout);
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<compat::Backend> world_, sp_, ring_;
   int64_t world_seq_ = 0, sp_seq_ = 0;  // collectives issued so far on each group
