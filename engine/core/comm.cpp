@@ -120,7 +120,6 @@ std::string store_closed_message(const DistEnv& env, const std::string& what) {
          "again";
 }
 
-namespace {
 DeviceDecision decision_for_backend(const DistEnv& env, const std::string& backend) {
   const std::string device = backend == "gloo" ? "cpu" : backend == "nccl" ? "cuda" : "auto";
   std::vector<ConfigIssue> issues;
