@@ -27,6 +27,7 @@
 #include "comm.hpp"
 #include "rank_threads.hpp"
 #include "rendezvous.hpp"
+#include "rendezvous_store.hpp"
 #include "ring_attention.hpp"
 #include "ulysses_attention.hpp"
 #include "ulysses/profiler/trace_store.hpp"
