@@ -18,8 +18,8 @@ if hits=$(grep -rnE '["/](run\.json|metrics\.jsonl)"' engine profiler ui app --i
 fi
 # rename(2) of a written file: only the atomic writer. Folders renamed whole (a checkpoint's
 # staging folder, a claimed run folder, a prepared dataset folder) and a corrupt rendezvous store
-# moved aside (rendezvous.cpp) are the listed exceptions.
-allowed='^(profiler/common/src/atomic_file\.cpp|engine/core/checkpoint\.cpp|engine/core/train_state\.cpp|engine/launch/run_launcher\.cpp|engine/data/dataset_prepare\.cpp|engine/core/rendezvous\.cpp):'
+# moved aside (rendezvous_store.cpp) are the listed exceptions.
+allowed='^(profiler/common/src/atomic_file\.cpp|engine/core/checkpoint\.cpp|engine/core/train_state\.cpp|engine/launch/run_launcher\.cpp|engine/data/dataset_prepare\.cpp|engine/core/rendezvous_store\.cpp):'
 if hits=$(grep -rnE '(std::|::|fs::)rename\(' engine profiler ui app --include='*.cpp' --include='*.hpp' \
             | grep -vE "$allowed"); then
   echo "files renamed into place outside the one atomic writer (use prof::write_file_atomically):"

@@ -4,8 +4,9 @@
 //   rank = dp_rank x (sp x ring) + ring_rank x sp + sp_rank
 // so an SP group is sp consecutive ranks (as without a ring) and a ring group is the ring
 // ranks of one (dp_rank, sp_rank), stride sp; all three groups are made in the constructor. Built on c10d
-// (Gloo on CPU, NCCL on GPU); every collective carries parallel.timeout_s. The device and
-// backend come from one DeviceDecision (engine/config/device_decision.hpp).
+// (Gloo on CPU, NCCL on GPU; one CommBackend each, comm_backend.hpp); every collective carries
+// parallel.timeout_s. The device and backend come from one DeviceDecision
+// (engine/config/device_decision.hpp).
 #pragma once
 
 #include <chrono>
@@ -13,8 +14,10 @@
 #include <memory>
 #include <string>
 
+#include "comm_backend.hpp"
 #include "comm_timing.hpp"
 #include "device_decision.hpp"
+#include "dist_env.hpp"
 #include "torch_compat.hpp"
 
 namespace ulysses::prof {
@@ -24,19 +27,6 @@ struct ClockOffset;
 }  // namespace ulysses::prof
 
 namespace ulysses {
-
-struct DistEnv {
-  int rank = 0, world_size = 1, local_rank = 0, local_world_size = 1;
-  std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
-  // ULYSSES_SINGLE_RANK_GROUPS=1: make the c10d groups (and the rendezvous on MASTER_PORT)
-  // even when WORLD_SIZE is 1, so a one-GPU machine exercises the NCCL path
-  // (tools/gpu-check.sh). Off by default: one rank needs no collectives.
-  bool single_rank_groups = false;
-  // Reads torchrun's variables; single-process defaults when RANK is unset.
-  // Throws ConfigError for malformed values.
-  static DistEnv from_environment();
-};
 
 class Comm {
  public:
@@ -109,7 +99,7 @@ class Comm {
   // transport that moves nothing (make_shape_only_ring_transport). rank = sp_rank (ring and
   // DP rank 0); device() is meta.
   static Comm shape_only(int sp_rank, int sp_size, int dp_size, int ring_size = 1);
-  bool is_shape_only() const { return shape_only_; }
+  bool is_shape_only() const { return !backend_->moves_data(); }
 
   int rank() const { return env_.rank; }
   int world_size() const { return env_.world_size; }
@@ -123,7 +113,7 @@ class Comm {
   // wait on it takes (ring_attention.hpp's transport).
   const c10::intrusive_ptr<compat::Backend>& ring_group() const { return ring_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
-  const std::string& backend_name() const { return backend_; }
+  const std::string& backend_name() const { return backend_->name(); }
   const torch::Device& device() const { return device_; }
   bool has_groups() const { return static_cast<bool>(world_); }  // false: one rank, no c10d groups
 
@@ -169,15 +159,27 @@ class Comm {
   Work reduce_scatter_sum_async(at::Tensor& shard, at::Tensor& full);
 
  private:
-  void traced_world_op(prof::Tracer* tracer, const prof::RangeInfo* info, const prof::RangeInfo& ri,
-                       const std::function<c10::intrusive_ptr<c10d::Work>()>& issue,
-                       const std::function<void()>& after);
+  // The prologue of every collective on a group, once: the fault delay, then the group's
+  // identity (pg, the group's next seq) and the issue time, and with `device_span` and a device
+  // timer the device's start mark.
+  Work begin_collective(int32_t pg, int64_t& seq, bool device_span);
+  // An asynchronous collective as issued: its work, the device's end mark, the completion stamp.
+  Work issued(Work w, IssuedCollective c);
+  // A collective without a group (one rank; sp 1): dst = src as the backend copies, done now.
+  Work without_group(at::Tensor& dst, const at::Tensor& src) const;
+  // A blocking collective on the world group, traced as `info` (when given) with its (pg, seq):
+  // on a rank with a DeviceTimer and an active tracer by the device's marks, resolved at the
+  // end of the step (ProcessGroupNCCL's futures complete at enqueue, so host clocks would time
+  // the issue); else by the host's clock, from this rank's arrival (after the fault delay) to
+  // the work's completion and what the backend runs after it.
+  void world_op(prof::Tracer* tracer, const prof::RangeInfo* info, const std::function<IssuedCollective()>& issue);
+  // The constructor's rendezvous: the store, this rank's claim on RANK, the groups.
+  void join(std::chrono::milliseconds timeout);
   DistEnv env_;
   int sp_size_ = 1, dp_size_ = 1, ring_size_ = 1;
-  std::string backend_;
+  std::unique_ptr<CommBackend> backend_;
   torch::Device device_ = torch::kCPU;
   std::chrono::milliseconds timeout_;
-  bool shape_only_ = false;
   Comm() = default;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<compat::Backend> world_, sp_, ring_;
@@ -185,7 +187,7 @@ class Comm {
   int64_t fault_delay_us_ = 0;          // > 0 on the slow rank only
   std::shared_ptr<DeviceTimer> timer_;
   prof::Tracer* tracer_ = nullptr;  // set_tracer
-  void check_device(const at::Tensor& t, const char* op) const;
+  void check_device(const at::Tensor& t, const char* op) const { backend_->check_device(t, device_, op); }
   void fault_delay() const;
 };
 

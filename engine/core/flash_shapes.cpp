@@ -4,8 +4,6 @@
 #include <cmath>
 #include <limits>
 
-#include "local_attention.hpp"
-
 namespace ulysses {
 namespace {
 
@@ -73,10 +71,10 @@ at::Tensor flash_shapes_attention(const at::Tensor& q, const at::Tensor& k, cons
   return FlashShapesFn::apply(q, expand_heads(k, q.size(1)), expand_heads(v, q.size(1)));
 }
 
-at::Tensor shape_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int kind, int64_t block) {
-  const auto K = static_cast<AttentionKernel::Kind>(kind);
-  if (K == AttentionKernel::Kind::FlashShapes) return flash_shapes_attention(q, k, v);
-  if (K == AttentionKernel::Kind::Blocked) {
+at::Tensor shape_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, ShapeKernel kind,
+                           int64_t block) {
+  if (kind == ShapeKernel::FlashShapes) return flash_shapes_attention(q, k, v);
+  if (kind == ShapeKernel::Blocked) {
     const int64_t b = std::min<int64_t>(std::max<int64_t>(1, block), q.size(2));
     auto tile =
         at::empty({q.size(0), q.size(1), b, b}, q.options().dtype(at::kFloat));  // one score tile, freed at once

@@ -18,6 +18,10 @@ namespace ulysses {
 // q (B, H, N, dh); k, v (B, Hkv, N, dh) with H % Hkv == 0 -> (B, H, N, dh), values undefined.
 at::Tensor flash_shapes_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
+// The kernels shape_attention stands in for (causal_attention maps its AttentionKernel::Kind,
+// local_attention.hpp, onto these).
+enum class ShapeKernel { Sdpa, Blocked, FlashShapes };
+
 // Attention on meta tensors, counted as each kernel holds memory (libtorch 1.13's C++ has no
 // meta kernels for the math SDPA's logical_not / where, nor repeat_interleave):
 //   FlashShapes: flash_shapes_attention above;
@@ -26,7 +30,8 @@ at::Tensor flash_shapes_attention(const at::Tensor& q, const at::Tensor& k, cons
 //   Blocked: the block-causal online softmax keeps what flash keeps (q, k, v, out, fp32
 //     log-sum-exp) plus one (B, H, block, block) fp32 score tile at a time.
 // k and v are expanded to H heads first in every case, as expand_kv materializes them.
-at::Tensor shape_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int kind, int64_t block);
+at::Tensor shape_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, ShapeKernel kind,
+                           int64_t block);
 
 // Embedding lookup for meta tensors (libtorch's C++ has no meta kernel for index_select):
 // weight (V, d), ids (B, n) -> (B, n, d) in weight's dtype, values undefined; saves nothing

@@ -229,10 +229,25 @@ at::Tensor varlen_document_attention(const at::Tensor& q, const at::Tensor& k, c
   return out.view({B, N, H, dh}).transpose(1, 2);  // (B, H, N, dh)
 }
 
+namespace {
+// The allocations of `kind` without its math (flash_shapes.hpp).
+ShapeKernel shapes_of(AttentionKernel::Kind kind) {
+  switch (kind) {
+    case AttentionKernel::Kind::FlashShapes:
+      return ShapeKernel::FlashShapes;
+    case AttentionKernel::Kind::Blocked:
+      return ShapeKernel::Blocked;
+    case AttentionKernel::Kind::Sdpa:
+    default:
+      return ShapeKernel::Sdpa;
+  }
+}
+}  // namespace
+
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const AttentionKernel& kernel, const DocumentMask* docs) {
   if (kernel.kind == AttentionKernel::Kind::FlashShapes || q.is_meta())
-    return shape_attention(q, k, v, static_cast<int>(kernel.kind), kernel.block);
+    return shape_attention(q, k, v, shapes_of(kernel.kind), kernel.block);
   switch (kernel.kind) {
     case AttentionKernel::Kind::Blocked:
       return blocked_causal_attention(q, k, v, kernel.block, docs);

@@ -11,6 +11,7 @@
 
 #include "activation_checkpoint.hpp"
 #include "comm.hpp"
+#include "rms_norm.hpp"
 #include "run_config.hpp"
 #include "tiled.hpp"
 #include "ulysses_attention.hpp"
@@ -171,8 +172,6 @@ class LlamaModel {
   void set_documents(const DocumentMask* docs);
 };
 
-// RMSNorm in fp32 as Hugging Face computes it: w * (x / sqrt(mean(x^2) + eps)).to(dtype).
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
 // Rotary embedding with rotate_half. x (B, n, h, dh), cos/sin (n, dh) or per row (B, n, dh).
 at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 // Hugging Face RoPE inverse frequencies (dh/2, CPU) for the config's rope_type

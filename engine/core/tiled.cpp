@@ -1,7 +1,7 @@
 // TiledMLP and tiled logits + loss as autograd functions (see tiled.hpp).
 #include "tiled.hpp"
 
-#include "model.hpp"
+#include "rms_norm.hpp"
 
 namespace ulysses {
 namespace {

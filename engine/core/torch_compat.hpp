@@ -23,6 +23,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -30,6 +31,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 
@@ -216,10 +218,19 @@ template <typename Options>
 c10::intrusive_ptr<c10d::Store> tcp_store_as_asked(const std::string& host, Options o, const ListenAddress* listen_on) {
   if (!listen_on || !o.isServer) return c10::make_intrusive<c10d::TCPStore>(host, o);
   if constexpr (HasMasterListenFd<Options>::value) {
-    // libtorch 2.x: handing the store a socket bound there (masterListenFd) left Debian 13's 2.6
-    // (no libuv) accepting the other ranks' connections without answering them in runs of four
-    // or more ranks; until that is understood its store listens as libtorch makes it (every
-    // interface), as before issue 54 (docs/RELIABILITY.md says so).
+    // libtorch 2.x: the store takes a socket bound there (masterListenFd). Only its own TCP
+    // server takes one (the libuv server refuses it, and a build without libuv refuses libuv),
+    // so that server is asked for before the socket exists: a socket opened for a store that
+    // then refused it listened, was closed, and reset the connection of any rank that reached
+    // it meanwhile (rank threads in one process at 4+ ranks: "it reset the connection
+    // without answering", then the others waited out the timeout).
+    no_libuv(o);
+    std::string error;
+    const int fd = listen_socket(*listen_on, &error);
+    if (fd < 0) throw std::runtime_error(error);
+    o.masterListenFd = fd;
+    // From here the store owns fd: its listening Socket closes it on every path, a thrown one
+    // included, so it is never closed here (a second close could end another thread's socket).
     return c10::make_intrusive<c10d::TCPStore>(host, o);
   } else {
     BindRedirect redirect(*listen_on);
@@ -256,6 +267,16 @@ inline c10::intrusive_ptr<c10d::Store> tcp_store(const std::string& host, uint16
     detail::no_libuv(o);
     return detail::tcp_store_as_asked(host, o, listen_on);
   }
+}
+
+// Whether `e` is a TCPStore client's "the store closed this connection": libtorch 2.x throws
+// DistNetworkError "failed to recv, got 0 bytes"; 1.13 a std::system_error ECONNRESET (or a
+// failed send's EPIPE). Used where a rank joins the store, to say what happened in our words.
+inline bool store_connection_closed(const std::exception& e) {
+  if (const auto* se = dynamic_cast<const std::system_error*>(&e))
+    return se->code().value() == ECONNRESET || se->code().value() == EPIPE;
+  const std::string what = e.what();
+  return what.find("failed to recv") != std::string::npos || what.find("Connection reset by peer") != std::string::npos;
 }
 
 inline c10::intrusive_ptr<c10d::Store> prefix_store(const std::string& prefix, c10::intrusive_ptr<c10d::Store> s) {

@@ -255,10 +255,6 @@ pid_t start_worker(const std::vector<std::string>& env, const std::string& cfg, 
 class LoopbackMasterAddr : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LoopbackMasterAddr, AHandStartedStoreListensOnLoopbackOnly) {
-  // libtorch 2.x's store listens where libtorch puts it (engine/core/torch_compat.hpp:
-  // tcp_store_as_asked; docs/RELIABILITY.md): the promise is kept on libtorch 1.13 only.
-  if (std::string(ULYSSES_TORCH_VERSION).rfind("1.", 0) != 0)
-    GTEST_SKIP() << "libtorch " << ULYSSES_TORCH_VERSION << ": the store is not kept to loopback yet";
   const std::string master = GetParam();
   json c = ulysses::test::tiny_config(2, 6, ULYSSES_SOURCE_DIR);
   c["parallel"]["timeout_s"] = 20;
@@ -628,17 +624,20 @@ TEST(Rendezvous, TwoHandStartedRunsOnOnePortNeverTrainTogether) {
           continue;
         }
         // 2: refused. 1 only for a rank whose rank 0 was refused and gone before it came, and
-        // that then waited out timeout_s for a store (said so).
-        // Or 1 with libtorch's own "failed to recv" (2.6: the other run's store closed as this
-        // rank joined it; not yet put in our words, closing note of stop 56).
-        EXPECT_TRUE(code[w] == 2 || (code[w] == 1 && (logs[w].find("did not arrive within") != std::string::npos ||
-                                                      logs[w].find("failed to recv") != std::string::npos)))
+        // that then waited out timeout_s for a store, or whose store closed under it as it
+        // joined (seen 1 in 20 on libtorch 2.6: the other run's rank 0 ending); both said in
+        // our words, never libtorch's alone ("failed to recv").
+        const bool store_lost = logs[w].find("lost the c10d store on 127.0.0.1:" + std::to_string(t.port) +
+                                             " while joining the run") != std::string::npos &&
+                                logs[w].find("Give each run its own MASTER_PORT") != std::string::npos;
+        EXPECT_TRUE(code[w] == 2 ||
+                    (code[w] == 1 && (logs[w].find("did not arrive within") != std::string::npos || store_lost)))
             << "try " << i << "\n"
             << all;
         const char* why[] = {"do not belong to one run", "already holds a c10d store", "is taken on this machine",
                              "is taken by another worker of this run", "did not arrive within",
                              // the other run's store closing as this rank connected (it reset the connection)
-                             "answered with something that is not a c10d store", "failed to recv"};
+                             "answered with something that is not a c10d store", "lost the c10d store on"};
         bool named = false;
         for (const char* r : why)
           if (logs[w].find(r) != std::string::npos) named = true, ++reasons[r];

@@ -3,21 +3,31 @@
 // all-reduced over NCCL), the int64 peak-memory max over 2 Gloo ranks is exact, and
 // shutdown/abort end the groups (abort never waits on a peer). The rendezvous: ranks started
 // with different configs refuse together naming the key and both values; a FileStore with
-// foreign bytes appended is an error within the timeout, not a spin (issue 54).
+// foreign bytes appended is an error within the timeout, not a spin; a store that closes while
+// a rank joins it is named in our words (issue 54).
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <string>
+#include <thread>
 
 #include "comm.hpp"
 #include "engine/rank_threads.hpp"
 #include "rendezvous.hpp"
+#include "rendezvous_store.hpp"
 #include "ring_attention.hpp"
 #include "ulysses_attention.hpp"
 #include "ulysses/profiler/trace_store.hpp"
@@ -436,4 +446,107 @@ TEST(Rendezvous, ACorruptFileStoreIsAnErrorNotASpin) {
   EXPECT_TRUE(fs::exists(dir / "store.corrupt"));  // kept aside, so that c10d's destructor does not spin on it
   store.reset();
   fs::remove_all(dir);
+}
+
+namespace {
+// A store that answers the worker's probe (one SET/GET round trip: the GET's key is
+// "ulysses/probe/NONCE", the answer the nonce) and closes every other connection after reading
+// what came: rank 0's store going away under a rank that had found it there (the port race of
+// issue 54: the other run's rank 0 ending as this rank joined).
+class ClosingStore {
+ public:
+  ClosingStore() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 16) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("ClosingStore: cannot listen");
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~ClosingStore() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+  ClosingStore(const ClosingStore&) = delete;
+  ClosingStore& operator=(const ClosingStore&) = delete;
+  int port() const { return port_; }
+  int closed() const { return closed_; }
+
+ private:
+  // What a connection sends until it pauses for 100 ms.
+  static std::string read_burst(int c) {
+    std::string got;
+    char buf[512];
+    for (pollfd p{c, POLLIN, 0}; ::poll(&p, 1, 100) > 0; p.revents = 0) {
+      const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    return got;
+  }
+  void serve() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      const std::string got = read_burst(c);
+      const std::string tag = "ulysses/probe/";
+      const size_t at = got.rfind(tag);  // the GET's key: (u64 length, key) at the end
+      if (at != std::string::npos && at >= 8) {
+        uint64_t key_len = 0;
+        std::memcpy(&key_len, got.data() + at - 8, 8);
+        const std::string nonce = got.substr(at + tag.size(), key_len - tag.size());
+        const uint64_t n = nonce.size();
+        std::string answer(reinterpret_cast<const char*>(&n), 8);
+        answer += nonce;
+        (void)!::send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
+        read_burst(c);  // until the probe hangs up
+      } else {
+        ++closed_;
+      }
+      ::close(c);
+    }
+  }
+  int fd_ = -1, port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> closed_{0};
+  std::thread thread_;
+};
+}  // namespace
+
+// A rank that found a store on MASTER_PORT (the probe's round trip answered) and lost it while
+// joining: libtorch says only "failed to recv, got 0 bytes" (2.x) or "Connection reset by peer"
+// (1.13), and the worker exited 1 with that. Said in our words: the port, what likely happened,
+// what to do; a failure (exit 1: std::runtime_error), not bad input.
+TEST(Rendezvous, AStoreThatClosesWhileARankJoinsIsNamed) {
+  ClosingStore store;
+  DistEnv env;
+  env.rank = 1;
+  env.world_size = 2;
+  env.local_rank = 1;
+  env.local_world_size = 2;
+  env.master_port = store.port();
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    Comm comm(env, 2, 1, "gloo", std::chrono::milliseconds(2000));
+    FAIL() << "joined a store that closed every connection";
+  } catch (const ConfigError& e) {
+    FAIL() << "a store that went away is not bad input: " << e.what();
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rank 1 lost the c10d store on 127.0.0.1:" + std::to_string(store.port()) +
+                        " while joining the run: the store closed the connection"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("two runs sharing MASTER_PORT " + std::to_string(store.port())), std::string::npos) << what;
+    EXPECT_NE(what.find("Give each run its own MASTER_PORT"), std::string::npos) << what;
+  }
+  EXPECT_GE(store.closed(), 1) << "the rank never connected past the probe";
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
 }
