@@ -17,8 +17,8 @@
 
 #include "common/trace_test_files.hpp"
 #include "test_util.hpp"
-#include "cache_io.hpp"
-#include "trace_loading.hpp"
+#include "ulysses/profiler/cache_io.hpp"
+#include "ulysses/profiler/trace_loading.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/atomic_file.hpp"
 #include "ulysses/profiler/trace_store.hpp"
