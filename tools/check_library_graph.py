@@ -26,7 +26,7 @@ import tempfile
 
 FLOORS = {
     "ulysses_warnings": 0,
-    "ulysses_prof_common": 1,
+    "ulysses_common": 1,
     "ulysses_prof_base": 1,
     "ulysses_config": 1,
     "ulysses_prof_record": 2,

@@ -33,12 +33,12 @@
 #include "run_config.hpp"
 #include "run_identity.hpp"
 #include "train_state.hpp"
-#include "ulysses/profiler/write_error.hpp"
+#include "ulysses/common/write_error.hpp"
 #include "trainer.hpp"
 #include "ulysses/profiler/clock_sync.hpp"
 #include "ulysses/profiler/trace_model.hpp"
 #include "ulysses/profiler/tracer.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 #include "memory_categories.hpp"
 #include "meta_dry_run.hpp"
 
@@ -60,7 +60,7 @@ std::string g_trace_path;                  // this rank's trace file, once known
 std::atomic<bool> g_making_groups{false};  // between the rendezvous and the groups' first collectives
 std::string explain_failure(const std::string& what) {
   if (g_stop) return "stopped by a signal while in a collective [" + what + "]";
-  if (const std::string hint = prof::file_size_limit_hint(what); !hint.empty()) {
+  if (const std::string hint = ulysses::file_size_limit_hint(what); !hint.empty()) {
     const bool sqlite =
         what.find("disk I/O error") != std::string::npos || what.find("disk is full") != std::string::npos;
     return what + (sqlite && !g_trace_path.empty() ? " writing " + g_trace_path : std::string()) + hint;

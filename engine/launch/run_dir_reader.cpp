@@ -11,7 +11,7 @@
 #include "json_checked.hpp"
 #include "metric_line.hpp"
 #include "run_record.hpp"
-#include "ulysses/profiler/step_stats.hpp"
+#include "ulysses/common/step_stats.hpp"
 
 namespace ulysses::launch {
 
@@ -189,12 +189,12 @@ MetricStats metric_stats(const std::vector<MetricPoint>& points) {
   MetricStats m;
   m.steps = static_cast<int64_t>(points.size());
   if (points.empty()) return m;
-  std::vector<prof::StepFigure> figures;
+  std::vector<ulysses::StepFigure> figures;
   for (const auto& p : points) {
     m.max_mem_bytes = std::max(m.max_mem_bytes, p.max_mem_bytes);
     figures.push_back({p.step, p.step_ms, p.tokens_per_s});
   }
-  const prof::SteadyState s = prof::steady_state(figures);
+  const ulysses::SteadyState s = ulysses::steady_state(figures);
   m.median_step_ms = s.median_step_ms;
   m.median_tokens_per_s = s.median_tokens_per_s;
   m.final_loss = points.back().loss;

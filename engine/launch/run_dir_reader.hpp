@@ -1,6 +1,6 @@
 // The one reader of a run directory's files (docs/CONTRACTS.md, "Run directory"):
 // RUN/metrics.jsonl and METRIC lines, RUN/run.json, RUN/config.json, and the figures the
-// front ends quote from them (steady-state medians: ulysses/profiler/step_stats.hpp).
+// front ends quote from them (steady-state medians: ulysses/common/step_stats.hpp).
 // Qt-free and torch-free: ulysses-run, ulysses-trace and the studio (ui/models/run_data)
 // all read through here. Only regular files of bounded size are read (a FIFO named
 // run.json would block a reader forever); claims beyond the limits are refused.

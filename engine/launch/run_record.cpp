@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "launch_error.hpp"
-#include "ulysses/profiler/atomic_file.hpp"
+#include "ulysses/common/atomic_file.hpp"
 #include "run_config.hpp"
 
 namespace ulysses::launch {
@@ -113,7 +113,7 @@ RunRecord RunRecord::from_json(const json& j) {
 
 void write_json_file_atomic(const std::string& path, const json& j) {
   try {
-    prof::write_file_atomically(path, j.dump(2) + "\n");  // temp file, fsync, rename, fsync folder
+    ulysses::write_file_atomically(path, j.dump(2) + "\n");  // temp file, fsync, rename, fsync folder
   } catch (const std::runtime_error& e) {
     throw LaunchError(e.what());
   }
@@ -165,7 +165,7 @@ void write_run_record(const std::string& path, const RunRecord& r) {
   const std::string text = run_record_text(r);
   std::string why;
   try {
-    prof::write_file_atomically(path, text);  // temp file, fsync, rename, fsync folder
+    ulysses::write_file_atomically(path, text);  // temp file, fsync, rename, fsync folder
     return;
   } catch (const std::runtime_error& e) {
     why = e.what();

@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "run_record.hpp"
-#include "ulysses/profiler/atomic_file.hpp"
+#include "ulysses/common/atomic_file.hpp"
 #include "ulysses/profiler/nsys_ids.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 #include "ulysses/profiler/trace_writer.hpp"
 
 namespace ulysses::sim {
@@ -182,8 +182,8 @@ WriteStats write_simulated_run(const std::string& dir, const SimulatedRun& run, 
                     {"simulated", true}}
                    .dump() +
                "\n";
-  prof::write_file_atomically(run_layout::metrics(dir).string(), metrics);
-  prof::write_file_atomically(run_layout::config(dir).string(), run.cfg.to_json().dump(2) + "\n");
+  ulysses::write_file_atomically(run_layout::metrics(dir).string(), metrics);
+  ulysses::write_file_atomically(run_layout::config(dir).string(), run.cfg.to_json().dump(2) + "\n");
   launch::RunRecord rec;
   rec.status = launch::RunStatus::Finished;
   rec.started_at = rec.ended_at = launch::iso8601_utc(std::chrono::system_clock::now());
@@ -200,7 +200,7 @@ WriteStats write_simulated_run(const std::string& dir, const SimulatedRun& run, 
                     {"step_ms", step_s * 1e3},
                     {"simulated_ranks", 1},
                     {"note", "every rank runs the same program: one rank simulated, its timeline written for each"}};
-  prof::write_file_atomically(run_layout::run_record(dir).string(), j.dump(2) + "\n");
+  ulysses::write_file_atomically(run_layout::run_record(dir).string(), j.dump(2) + "\n");
   const auto t2 = std::chrono::steady_clock::now();
   stats.write_s = std::chrono::duration<double>(t2 - t1).count();
   stats.rank_files = world;

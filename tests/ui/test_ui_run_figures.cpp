@@ -22,7 +22,7 @@
 #include "run_data.hpp"
 #include "run_dir_reader.hpp"
 #include "run_fixture.hpp"
-#include "ulysses/profiler/step_stats.hpp"
+#include "ulysses/common/step_stats.hpp"
 
 using namespace ulysses;
 
@@ -127,7 +127,7 @@ BrowserRun render_in_chromium(const QString& chromium, const QString& html_path,
 }  // namespace
 
 TEST(StepStats, TrueMedianWithoutWarmupStep) {
-  using prof::steady_state;
+  using ulysses::steady_state;
   // Odd count after dropping step 0: middle value.
   EXPECT_DOUBLE_EQ(steady_state({{0, 900, 1}, {1, 30, 3}, {2, 10, 9}, {3, 20, 5}}).median_step_ms, 20);
   // Even count: mean of the two middle values.

@@ -18,10 +18,10 @@
 
 #include "checkpoint_layout.hpp"
 #include "native_path.hpp"
-#include "ulysses/profiler/atomic_file.hpp"
+#include "ulysses/common/atomic_file.hpp"
 #include "run_config.hpp"
 #include "run_dir_reader.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 
 namespace ulysses::ui {
 
@@ -215,7 +215,7 @@ QString slug(const QString& name) {
 bool writeFileWhole(const QString& path, const QByteArray& bytes, QString* error) {
   // Written beside and renamed over `path` only when whole, under the exact name asked for.
   try {
-    prof::write_file_atomically(native_path(path), [&](std::ostream& o) { o.write(bytes.constData(), bytes.size()); });
+    ulysses::write_file_atomically(native_path(path), [&](std::ostream& o) { o.write(bytes.constData(), bytes.size()); });
   } catch (const std::exception& e) {
     if (error) *error = QStringLiteral("cannot write %1: %2").arg(display_path(path), QString::fromUtf8(e.what()));
     return false;

@@ -26,7 +26,7 @@
 
 #include "run_data.hpp"
 #include "studio_paths.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 
 namespace ulysses::ui {
 

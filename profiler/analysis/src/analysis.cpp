@@ -3,7 +3,7 @@
 // waiting analysis (collective instances across ranks: arrival skew, last arriver, waits).
 // Definitions are in analysis.hpp and profiler/README.md.
 #include "ulysses/profiler/analysis.hpp"
-#include "ulysses/profiler/step_stats.hpp"
+#include "ulysses/common/step_stats.hpp"
 #include "ulysses/profiler/strfmt.hpp"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // Run comparison: two analysed traces as one table (headline, per phase, per layer) with
 // B - A and B / A. Definitions in compare.hpp.
 #include "ulysses/profiler/compare.hpp"
-#include "ulysses/profiler/step_stats.hpp"
+#include "ulysses/common/step_stats.hpp"
 #include "ulysses/profiler/strfmt.hpp"
 
 #include <algorithm>

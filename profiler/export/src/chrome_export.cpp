@@ -2,7 +2,7 @@
 // multi-million-range traces export quickly.
 #include "ulysses/profiler/chrome_export.hpp"
 
-#include "ulysses/profiler/atomic_file.hpp"
+#include "ulysses/common/atomic_file.hpp"
 
 #include <algorithm>
 #include <cinttypes>

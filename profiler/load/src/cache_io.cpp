@@ -15,7 +15,7 @@
 #include <ctime>
 #include <filesystem>
 
-#include "ulysses/profiler/atomic_file.hpp"
+#include "ulysses/common/atomic_file.hpp"
 #include "ulysses/profiler/trace_cache_key.hpp"
 
 namespace ulysses::prof {

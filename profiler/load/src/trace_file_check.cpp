@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "ulysses/profiler/trace_loading.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 namespace fs = std::filesystem;

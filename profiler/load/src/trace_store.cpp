@@ -23,7 +23,7 @@
 
 #include "ulysses/profiler/trace_loading.hpp"
 #include "ulysses/profiler/nsys_ids.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 
 namespace fs = std::filesystem;
 

@@ -1,5 +1,5 @@
 // Failed writes named with their cause (see write_error.hpp).
-#include "ulysses/profiler/write_error.hpp"
+#include "ulysses/common/write_error.hpp"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace ulysses::prof {
+namespace ulysses {
 
 int64_t file_size_limit() {
   rlimit r{};
@@ -45,4 +45,4 @@ std::string file_size_limit_hint(const std::string& message) {
   return "";
 }
 
-}  // namespace ulysses::prof
+}  // namespace ulysses

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace ulysses::prof {
+namespace ulysses {
 
 // One step's figures as rank 0 measured them (METRIC line or trace step record).
 struct StepFigure {
@@ -49,4 +49,4 @@ inline SteadyState steady_state(const std::vector<StepFigure>& steps) {
   return r;
 }
 
-}  // namespace ulysses::prof
+}  // namespace ulysses

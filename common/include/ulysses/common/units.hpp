@@ -5,8 +5,8 @@
 
 #include <string>
 
-namespace ulysses::prof {
+namespace ulysses {
 
 std::string format_bytes(double bytes);
 
-}  // namespace ulysses::prof
+}  // namespace ulysses

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-namespace ulysses::prof {
+namespace ulysses {
 
 struct AtomicWrite {
   // Durable: fsync the file before the rename and the folder after it. Caches, which are
@@ -38,4 +38,4 @@ void sync_path(const std::string& path, bool dir);
 // (exit 153, no message, temporary files left). Each program that writes files calls it first.
 void ignore_file_size_signal();
 
-}  // namespace ulysses::prof
+}  // namespace ulysses

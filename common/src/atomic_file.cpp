@@ -1,5 +1,5 @@
 // The one atomic file writer (see atomic_file.hpp).
-#include "ulysses/profiler/atomic_file.hpp"
+#include "ulysses/common/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,9 +14,9 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "ulysses/profiler/write_error.hpp"
+#include "ulysses/common/write_error.hpp"
 
-namespace ulysses::prof {
+namespace ulysses {
 
 namespace {
 
@@ -110,4 +110,4 @@ void write_file_atomically(const std::string& path, std::string_view bytes, cons
 
 void ignore_file_size_signal() { std::signal(SIGXFSZ, SIG_IGN); }
 
-}  // namespace ulysses::prof
+}  // namespace ulysses

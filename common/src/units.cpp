@@ -1,10 +1,10 @@
 // Byte counts in binary units (see units.hpp).
-#include "ulysses/profiler/units.hpp"
+#include "ulysses/common/units.hpp"
 
 #include <cmath>
 #include <cstdio>
 
-namespace ulysses::prof {
+namespace ulysses {
 
 std::string format_bytes(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -23,4 +23,4 @@ std::string format_bytes(double bytes) {
   return buf;
 }
 
-}  // namespace ulysses::prof
+}  // namespace ulysses

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-namespace ulysses::prof {
+namespace ulysses {
 
 // This process's file-size limit in bytes (RLIMIT_FSIZE), or -1 when unlimited.
 int64_t file_size_limit();
@@ -21,4 +21,4 @@ std::string write_failed(const std::string& path, int err, const std::string& wr
 // " (this process has a file-size limit, ulimit -f, of N bytes: ...)" when one is set, else "".
 std::string file_size_limit_hint(const std::string& message);
 
-}  // namespace ulysses::prof
+}  // namespace ulysses
