@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The house's "one place" rules, checked over the product's code (common/, engine/, profiler/, ui/,
-# app/): the run folder's file names are spelled only in run_layout.hpp, Hugging Face file names only as their constants, and files are
+# app/): the run folder's file names are spelled only in run_layout.hpp, run.json is read and written
+# only by common/src/run_record.cpp, Hugging Face file names only as their constants, and files are
 # written whole only through the one atomic writer (common/src/atomic_file.cpp); the
 # memory planner's step is the Trainer's; no tracked file keeps merge-conflict markers; no
 # include climbs out of its folder with ../.
@@ -23,6 +24,15 @@ if hits=$(grep -rnE '"(model\.safetensors|model\.safetensors\.index\.json|config
             | grep -vE '^(engine/config/checkpoint_layout\.hpp|common/include/ulysses/common/run_layout\.hpp):' \
             | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//'); then
   echo "Hugging Face file names spelled outside their constants (ckpt::kWeightsFile, kWeightsIndexFile, kModelConfigFile):"
+  echo "$hits"
+  bad=1
+fi
+# One run.json reader and writer (common/src/run_record.cpp): a second one names run.json's keys
+# (RunRecordFile::has("key") asks the one reader what it read).
+if hits=$(grep -rnE '"(started_at|ended_at|steps_done|failed_rank|final_loss)"' common engine profiler ui app \
+            --include='*.cpp' --include='*.hpp' | grep -v '^common/src/run_record\.cpp:' \
+            | grep -vE '\.has\("[a-z_]+"\)'); then
+  echo "run.json read or written outside common/src/run_record.cpp (use ulysses::read_run_record_file / write_run_record_file):"
   echo "$hits"
   bad=1
 fi
@@ -58,7 +68,7 @@ if hits=$(git grep -nE '^#include "\.\./' -- '*.cpp' '*.hpp' '*.h' 2>/dev/null);
   bad=1
 fi
 if [ "$bad" -eq 0 ]; then
-  echo "house rules hold: one run layout, HF file names in their constants, one atomic writer," \
+  echo "house rules hold: one run layout, one run.json reader, HF file names in their constants, one atomic writer," \
        "one training step, no conflict markers, one include style"
 fi
 exit "$bad"

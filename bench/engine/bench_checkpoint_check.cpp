@@ -54,10 +54,12 @@ int main(int argc, char** argv) {
     std::vector<std::string> bodies;  // made before the clock starts: only the writes are timed
     for (const auto& [name, bytes] : files) bodies.push_back(safetensors(bytes, ckpt::file_identity(run, 4, name, l)));
     auto t = Clock::now();
-    for (size_t i = 0; i < files.size(); ++i) ulysses::write_file_atomically((dir / files[i].first).string(), bodies[i]);
+    for (size_t i = 0; i < files.size(); ++i)
+      ulysses::write_file_atomically((dir / files[i].first).string(), bodies[i]);
     for (int r = 0; r < 2; ++r)
       ulysses::write_file_atomically((dir / ckpt::rng_file_name(r)).string(), std::string(5056, 'r'));
-    ulysses::write_file_atomically((dir / "state.json").string(), nlohmann::json({{"run_id", run}, {"step", 4}}).dump());
+    ulysses::write_file_atomically((dir / "state.json").string(),
+                                   nlohmann::json({{"run_id", run}, {"step", 4}}).dump());
     const double write_s = since(t);
     t = Clock::now();
     const nlohmann::json m = ckpt::make_manifest(dir.string(), 4, run, l);

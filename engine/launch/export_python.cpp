@@ -637,7 +637,7 @@ void write_export(const std::vector<ExportFile>& files, const std::string& dir) 
   // whatever the umask. A file-size limit or a full disk is said as such (write_error.hpp).
   for (const auto& f : files)
     ulysses::write_file_atomically((fs::path(dir) / f.name).string(), f.text,
-                                ulysses::AtomicWrite{true, static_cast<mode_t>(f.executable ? 0755 : 0644)});
+                                   ulysses::AtomicWrite{true, static_cast<mode_t>(f.executable ? 0755 : 0644)});
 }
 
 }  // namespace ulysses::launch

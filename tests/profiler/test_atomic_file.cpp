@@ -17,7 +17,6 @@
 #include "ulysses/common/run_layout.hpp"
 
 namespace fs = std::filesystem;
-namespace prof = ulysses::prof;
 
 namespace {
 

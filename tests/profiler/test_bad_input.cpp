@@ -330,10 +330,10 @@ TEST_F(BadInput, OutputsNeverOverwriteTheTraceReadAndAreWrittenWhole) {
   const std::string out = tmp.path + "/old.json";
   write_file(out, "old contents");
   EXPECT_THROW(ulysses::write_file_atomically(out,
-                                           [](std::ostream& o) {
-                                             o << "half of the new";
-                                             throw std::runtime_error("the writer failed");
-                                           }),
+                                              [](std::ostream& o) {
+                                                o << "half of the new";
+                                                throw std::runtime_error("the writer failed");
+                                              }),
                std::runtime_error);
   EXPECT_EQ(bytes_of(out), "old contents");
   fs::create_directories(tmp.path + "/a_folder");

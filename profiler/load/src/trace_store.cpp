@@ -24,6 +24,7 @@
 #include "ulysses/profiler/trace_loading.hpp"
 #include "ulysses/profiler/nsys_ids.hpp"
 #include "ulysses/common/run_layout.hpp"
+#include "ulysses/common/run_record.hpp"
 
 namespace fs = std::filesystem;
 
@@ -1151,12 +1152,13 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
         nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
         return j.is_object() ? j : nlohmann::json();
       };
-      const nlohmann::json cfg = small_json(run_layout::kConfig), rec = small_json(run_layout::kRunRecord);
+      const nlohmann::json cfg = small_json(run_layout::kConfig);
+      const RunRecordFile rec = read_run_record_file(run_layout::run_record(path).string());
       const nlohmann::json* prof = cfg.contains("profile") && cfg["profile"].is_object() ? &cfg["profile"] : nullptr;
       if (prof && prof->contains("enabled") && (*prof)["enabled"] == false)
         why = "profiling was off: profile.enabled = false in its config.json";
-      else if (rec.contains("status") && rec["status"].is_string() && rec["status"] != "finished")
-        why = "the run's status is " + rec["status"].get<std::string>() + ": it ended before a rank wrote its trace?";
+      else if (rec.status_known && rec.record.status != RunStatus::Finished)
+        why = "the run's status is " + to_string(rec.record.status) + ": it ended before a rank wrote its trace?";
       throw TraceError("'" + path + "' holds no trace files (expected " +
                        (run_layout::trace_dir(path) / "rank*.sqlite").string() + "; " + why +
                        "), nor Nsight Systems exports (*.sqlite) nor PyTorch profiler traces (*.json)" +
@@ -1218,15 +1220,11 @@ TraceModel load_trace(const std::string& path, const LoadOptions& opts) {
     // The run folder's record of the run against its trace: a run.json of another world size
     // (another run's, or a trace copied in) was passed over unsaid.
     const fs::path record = run_layout::run_record(path);
-    if (fs::is_regular_file(record, ec) && fs::file_size(record, ec) < (std::uintmax_t{1} << 24)) {
-      std::ifstream f(record);
-      const auto j = nlohmann::json::parse(f, nullptr, false);
-      if (j.is_object() && j.contains("world_size") && j["world_size"].is_number_integer() &&
-          j["world_size"].get<int64_t>() > 0 && j["world_size"].get<int64_t>() != world)
-        b.m.notes.push_back(describe(record.string()) + " says world_size " +
-                            std::to_string(j["world_size"].get<int64_t>()) + ", but the trace files are of a run of " +
-                            std::to_string(world) + " ranks: run.json is another run's, or the trace was copied in");
-    }
+    const RunRecordFile rec = read_run_record_file(record.string());
+    if (rec.record.world_size > 0 && rec.record.world_size != world)
+      b.m.notes.push_back(describe(record.string()) + " says world_size " + std::to_string(rec.record.world_size) +
+                          ", but the trace files are of a run of " + std::to_string(world) +
+                          " ranks: run.json is another run's, or the trace was copied in");
   }
   finish(b, opts);
   if (opts.seal) b.m.ranges.seal(opts.legacy ? 1 : opts.threads);
