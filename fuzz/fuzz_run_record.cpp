@@ -1,6 +1,6 @@
-// Fuzzes the run.json reader (engine/launch/run_record.cpp): read_run_record may only raise
-// LaunchError; a record it accepts is written back (padded to the 4 KiB reserve) and must
-// read back with the same status, rank and step count.
+// Fuzzes the run.json reader (common/src/run_record.cpp, as the launcher reads it):
+// read_run_record may only raise LaunchError; a record it accepts is written back (padded to the 4 KiB reserve) and
+// must read back with the same status, rank and step count.
 #include <cstdint>
 #include <string>
 

@@ -1,4 +1,4 @@
-// Fuzzes the trace loader (profiler/src/trace_store.cpp) with mutated small SQLite files
+// Fuzzes the trace loader (profiler/load/src/trace_store.cpp) with mutated small SQLite files
 // (seed: fuzz/corpus/trace_loader/, a two-step trace of one rank). load_trace may only
 // raise TraceError; a model it returns must be consistent: every range's name and lane
 // index inside its tables, no string longer than the loader's cap.

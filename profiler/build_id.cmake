@@ -1,9 +1,9 @@
 # Writes OUT, a .cpp defining ulysses::prof::profiler_build_id(): a SHA-256 over the profiler's
-# sources (src/, include/, schema.sql: every room's, profiler/README.md), so a trace cache
+# sources (every room's: profiler/*/src, profiler/*/include, and schema.sql), so a trace cache
 # written by another build of the loader or the analysis is never read (summary_cache.hpp).
 # Run at build time:
 #   cmake -DSRC_DIR=<profiler dir> -DOUT=<file> -P build_id.cmake
-file(GLOB_RECURSE _files RELATIVE ${SRC_DIR} ${SRC_DIR}/src/* ${SRC_DIR}/include/*)
+file(GLOB_RECURSE _files RELATIVE ${SRC_DIR} ${SRC_DIR}/*.cpp ${SRC_DIR}/*.hpp ${SRC_DIR}/*.in)
 list(APPEND _files schema.sql)
 list(SORT _files)
 set(_all "")

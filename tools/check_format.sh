@@ -21,7 +21,7 @@ if [ -z "$CF" ]; then
        "${found:-no clang-format} (versions disagree on some layouts; Debian 12 has $WANT)" >&2
   exit 77
 fi
-mapfile -t files < <(cd "$ROOT" && find app engine profiler ui tests bench fuzz tools testdata \
+mapfile -t files < <(cd "$ROOT" && find app common engine profiler ui tests bench fuzz tools testdata \
   \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \) -not -path 'tests/data/*' -print | sort)
 cd "$ROOT"
 if [ "${1:-}" = "--fix" ]; then "$CF" -i "${files[@]}"; exit 0; fi

@@ -6,17 +6,18 @@
 (configures SOURCE_DIR once more in a temporary folder, so a build folder in use is left alone)
 
 Each ulysses_* library has a floor; a library may link only libraries on lower floors. In
-particular engine/launch links the profiler's common room, never the profiler; the engine
+particular engine/launch links the common floor (common/), never the profiler; the engine
 links the profiler's record room (and what it stands on), never the loader, the analysis or
 the exports; the common and base rooms link nothing of ours. ulysses_profiler is an interface
 library of every room, above them all.
 
-The profiler's rooms share one include tree, so a link alone does not stop a room from
-including a higher room's header (and using what is inline in it). The includes are checked
-too: each header of the profiler belongs to a room (HEADER_ROOMS), each source to the room
-whose source list names it (profiler/CMakeLists.txt), and a profiler, engine, launcher or cost
-model file may include the profiler headers of its own library and of those it links, directly
-or not. Exit 1 naming each include that does not. Exit 1 naming each edge that points up or sideways."""
+The rooms are read from the folders: each profiler/<room>/ with a CMakeLists.txt is a room,
+its library named there, its public headers under profiler/<room>/include/ (and common/include/
+for the floor's); no table of rooms is kept here. The compiler already refuses a header of a
+room whose include root a target does not see; this also checks the includes of each room, of
+the engine, the launcher and the cost model against what their library links, directly or
+not, and that no source or header of the profiler lies outside a room. Exit 1 naming each
+include that does not, each file in no room, and each edge that points up or sideways."""
 import os
 import re
 import subprocess
@@ -25,7 +26,7 @@ import tempfile
 
 FLOORS = {
     "ulysses_warnings": 0,
-    "ulysses_prof_common": 1,
+    "ulysses_common": 1,
     "ulysses_prof_base": 1,
     "ulysses_config": 1,
     "ulysses_prof_record": 2,
@@ -48,23 +49,8 @@ FLOORS = {
     "ulysses_ui": 8,
 }
 
-# The room of each profiler header (profiler/README.md, "Rooms"), by file name without .hpp:
-# the public ones (profiler/include, profiler/common/include) and those internal to profiler/src.
-HEADER_ROOMS = {
-    "ulysses_prof_common": ["atomic_file", "run_layout", "step_stats", "units", "write_error"],
-    "ulysses_prof_base": ["phase", "nsys_ids", "schema", "memory_categories", "document_shard", "parallel", "sqlite_db",
-                          "strfmt"],
-    "ulysses_prof_record": ["tracer", "trace_writer", "clock_sync", "gpu_activity", "cupti_setup"],
-    "ulysses_prof_model": ["trace_model", "range_store"],
-    "ulysses_prof_load": ["trace_store", "trace_path", "load_options", "rank_file_cache", "trace_cache_key", "trace_loading",
-                          "cache_io"],
-    "ulysses_prof_analysis": ["analysis", "compare"],
-    "ulysses_prof_cache": ["summary_cache", "trace_overview", "trace_open", "cache_location", "cache_key"],
-    "ulysses_prof_export": ["report", "html_report", "chrome_export"],
-}
-# Folders whose files all belong to one library, besides the profiler's source lists.
+# Folders whose files all belong to one library, besides the rooms (profiler/<room>/, common/).
 FOLDER_LIBRARIES = {
-    "profiler/common": "ulysses_prof_common",
     "engine/core": "ulysses_engine",
     "engine/launch": "ulysses_launch",
     "engine/cost": "ulysses_cost",
@@ -88,21 +74,25 @@ def edges(source):
     return sorted(out)
 
 
-def source_rooms(source):
-    """profiler/src file -> its room, from the source lists of profiler/CMakeLists.txt."""
-    text = open(os.path.join(source, "profiler", "CMakeLists.txt")).read()
-    rooms = {"src/schema_sql.cpp.in": "ulysses_prof_base"}  # configured into the base room's schema_sql.cpp
-    calls = re.findall(r"ulysses_prof_room\((\w+)\s([^)]*)\)", text)
-    calls += re.findall(r"target_sources\(ulysses_prof_(\w+)\s+PRIVATE\s([^)]*)\)", text)
-    for room, files in calls:
-        for f in re.findall(r"src/[\w/.]+", files):
-            rooms[f] = "ulysses_prof_" + room
-    return rooms
+def rooms(source):
+    """Room folder (relative to source) -> its library, read from the folders: every
+    profiler/<room>/ with a CMakeLists.txt, and the common floor (common/)."""
+    out = {}
+    candidates = [os.path.join("profiler", d) for d in sorted(os.listdir(os.path.join(source, "profiler")))]
+    candidates.append("common")
+    for folder in candidates:
+        cmake = os.path.join(source, folder, "CMakeLists.txt")
+        if not os.path.isfile(cmake):
+            continue
+        m = re.search(r"^\s*(?:ulysses_prof_room\((\w+)|add_library\((\w+))", open(cmake).read(), re.M)
+        if m:
+            out[folder] = "ulysses_prof_" + m.group(1) if m.group(1) else m.group(2)
+    return out
 
 
 def include_problems(source, es):
-    """Includes of profiler headers that reach above the including file's library."""
-    header_room = {h: room for room, hs in HEADER_ROOMS.items() for h in hs}
+    """Includes of room headers that reach above the including file's library, and profiler
+    files in no room."""
     links = {}
     for a, b in es:
         links.setdefault(a, set()).add(b)
@@ -116,37 +106,36 @@ def include_problems(source, es):
                     todo.append(b)
         return seen
 
-    src_room = source_rooms(source)
-    files = []  # (path relative to source, library)
-    for top, lib in FOLDER_LIBRARIES.items():
+    def walk(top):
         for d, _, names in os.walk(os.path.join(source, top)):
-            files += [(os.path.relpath(os.path.join(d, n), source), lib) for n in names if n.endswith((".cpp", ".hpp"))]
-    bad = []
-    for base in ("profiler/src", "profiler/include/ulysses/profiler"):
-        for d, _, names in os.walk(os.path.join(source, base)):
             for n in names:
-                rel = os.path.relpath(os.path.join(d, n), source)
-                stem = n.split(".")[0]
-                lib = header_room.get(stem) if n.endswith(".hpp") else src_room.get(os.path.relpath(rel, "profiler"))
-                if lib is None:
-                    where = "HEADER_ROOMS" if n.endswith(".hpp") else "a source list in profiler/CMakeLists.txt"
-                    bad.append(f"{rel}: in no room of the profiler (add it to {where})")
-                else:
-                    files.append((rel, lib))
+                if n.endswith((".cpp", ".hpp", ".cpp.in")):
+                    yield os.path.relpath(os.path.join(d, n), source)
+
+    bad = []
+    room_of = rooms(source)
+    header_room = {}  # "ulysses/profiler/x.hpp" -> library of the room whose include/ holds it
+    for folder, lib in room_of.items():
+        inc = os.path.join(folder, "include")
+        for rel in walk(inc):
+            name = os.path.relpath(rel, inc)
+            if name in header_room:
+                bad.append(f"{rel}: {name} is also a header of {header_room[name]}: one room per header")
+            header_room[name] = lib
+    files = []  # (path relative to source, library)
+    for folder, lib in list(room_of.items()) + list(FOLDER_LIBRARIES.items()):
+        files += [(rel, lib) for rel in walk(folder)]
+    in_rooms = {rel for rel, _ in files}
+    for rel in walk("profiler"):
+        if rel not in in_rooms:
+            bad.append(f"{rel}: in no room of the profiler (a room is a folder profiler/<room>/ with a CMakeLists.txt)")
     for rel, lib in files:
         allowed = reach(lib)
-        in_profiler_src = rel.startswith("profiler/src/")
         for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', open(os.path.join(source, rel)).read(), re.M):
-            if inc.startswith("ulysses/profiler/"):
-                stem = os.path.basename(inc)[: -len(".hpp")]
-            elif in_profiler_src and "/" not in inc and inc.endswith(".hpp"):
-                stem = inc[: -len(".hpp")]
-            else:
-                continue
-            room = header_room.get(stem)
-            if room is None:
-                bad.append(f"{rel}: includes {inc}, a header in no room (add it to HEADER_ROOMS in {sys.argv[0]})")
-            elif room not in allowed:
+            room = header_room.get(inc)
+            if inc.startswith(("ulysses/profiler/", "ulysses/common/")) and room is None:
+                bad.append(f"{rel}: includes {inc}, a header of no room")
+            elif room is not None and room not in allowed:
                 bad.append(f"{rel} ({lib}) includes {inc} ({room}): a room its library does not link")
     return bad
 

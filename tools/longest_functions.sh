@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The longest functions of the product's code (engine/, profiler/, ui/, app/), longest first,
+# The longest functions of the product's code (common/, engine/, profiler/, ui/, app/), longest first,
 # from universal-ctags' start and end lines (comments and blank lines inside count).
 #
 #   tools/longest_functions.sh [--top N] [--max LINES] [--allow K]
@@ -29,12 +29,12 @@ if [[ "$(ctags --version 2>/dev/null || true)" != *"Universal Ctags"* ]]; then
   echo "longest_functions: needs universal-ctags (apt-get install universal-ctags; ./ulysses setup installs it)" >&2
   exit 2
 fi
-list="$(ctags --c++-kinds=f --fields=+ne -R --languages=C++ -f - engine profiler ui app |
+list="$(ctags --c++-kinds=f --fields=+ne -R --languages=C++ -f - common engine profiler ui app |
   awk -F'\t' '{ ln = ""; en = "";
                 for (i = 4; i <= NF; i++) { if ($i ~ /^line:/) ln = substr($i, 6); if ($i ~ /^end:/) en = substr($i, 5) }
                 if (ln != "" && en != "") printf "%d\t%s:%s\t%s\n", en - ln + 1, $2, ln, $1 }' | sort -t$'\t' -k1,1nr -k2,2)"
 over="$(printf '%s\n' "$list" | awk -F'\t' -v m="$max" '$1 > m' | grep -c . || true)"
-echo "Longest functions in engine/, profiler/, ui/, app/ (lines, where, name):"
+echo "Longest functions in common/, engine/, profiler/, ui/, app/ (lines, where, name):"
 printf '%s\n' "$list" | awk -F'\t' -v n="$top" 'NR <= n { printf "  %5d  %-45s %s\n", $1, $2, $3 }'
 echo "$over function(s) longer than $max lines."
 if [ "$allow" -ge 0 ] && [ "$over" -gt "$allow" ]; then

@@ -31,7 +31,7 @@
 #include "dataset_prepare.hpp"
 #include "std_fds.hpp"
 #include "tokenizer.hpp"
-#include "ulysses/profiler/atomic_file.hpp"
+#include "ulysses/common/atomic_file.hpp"
 
 namespace {
 
@@ -190,7 +190,7 @@ int data_decode(const DataArgs& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ulysses::prof::ignore_file_size_signal();
+  ulysses::ignore_file_size_signal();
   ulysses::cli::reopen_closed_std_fds();
   CLI::App app{"ulysses data: tokenizers and tokenized datasets (docs/DATA.md)"};
   app.require_subcommand(1);

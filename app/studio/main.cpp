@@ -30,7 +30,7 @@
 #include "main_window.hpp"
 #include "native_path.hpp"
 #include "run_data.hpp"
-#include "ulysses/profiler/atomic_file.hpp"
+#include "ulysses/common/atomic_file.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 #include "monitor_page.hpp"
 #include "svg_export.hpp"
@@ -408,7 +408,7 @@ int studio_main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   // The trace caches and screenshots it writes fail under `ulimit -f` (skipped, or exit 1), no SIGXFSZ.
-  ulysses::prof::ignore_file_size_signal();
+  ulysses::ignore_file_size_signal();
   ulysses::cli::reopen_closed_std_fds();  // a closed stdout must not become a cache or output file
   // Every exception ends as a message and exit 1, never as an abort (134).
   try {

@@ -34,7 +34,7 @@
 #include "cli_number.hpp"
 #include "simulated_run.hpp"
 #include "ulysses/profiler/analysis.hpp"
-#include "ulysses/profiler/atomic_file.hpp"
+#include "ulysses/common/atomic_file.hpp"
 #include "ulysses/profiler/chrome_export.hpp"
 #include "ulysses/profiler/compare.hpp"
 #include "ulysses/profiler/html_report.hpp"
@@ -43,7 +43,7 @@
 #include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 
 // An error as one line on stderr: SQLite's "malformed database schema" quotes schema text with its
 // newlines (28 lines for one damaged file). Each run of control characters (newline, tab, ESC)
@@ -91,7 +91,7 @@ static int write_html_report(const std::string& run, const std::string& out, boo
   name = name.substr(name.find_last_of('/') == std::string::npos ? 0 : name.find_last_of('/') + 1);
   const std::string html = prof::summary_to_html(m, s, "Ulysses run report: " + name);
   try {  // whole or not at all: a full disk keeps the old report, not a truncated one
-    prof::write_file_atomically(out, [&](std::ostream& f) { f.write(html.data(), std::streamsize(html.size())); });
+    ulysses::write_file_atomically(out, [&](std::ostream& f) { f.write(html.data(), std::streamsize(html.size())); });
   } catch (const std::runtime_error& e) {
     print_error(e.what());
     return 1;
@@ -621,7 +621,7 @@ static int run_command(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  ulysses::prof::ignore_file_size_signal();  // ulimit -f: a cache skipped, an output refused (exit 1), no SIGXFSZ
+  ulysses::ignore_file_size_signal();  // ulimit -f: a cache skipped, an output refused (exit 1), no SIGXFSZ
   // A closed stdout must not become a cache or output file; summary and compare answer on
   // stdout, so with it closed (`>&-`) they have nowhere to go (they would fail on EBADF).
   if ((ulysses::cli::reopen_closed_std_fds() & 2) && argc > 1 &&

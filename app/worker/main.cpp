@@ -24,7 +24,7 @@
 #include "train_state.hpp"
 #include "worker_failure.hpp"
 #include "worker_steps.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 #include "ulysses/profiler/trace_model.hpp"
 
 namespace fs = std::filesystem;

@@ -23,8 +23,8 @@
 #include "run_config.hpp"
 #include "simulated_run.hpp"
 #include "trainer.hpp"
-#include "ulysses/profiler/atomic_file.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/atomic_file.hpp"
+#include "ulysses/common/run_layout.hpp"
 
 namespace ulysses {
 
@@ -129,7 +129,7 @@ int simulate_command(int argc, char** argv) {
       const sim::SimulatedRun run = prepare(cfg, hw, false, &record_s);
       std::string report;
       const sim::Hardware fitted = sim::calibrate(run, calibrate_run, &report);
-      prof::write_file_atomically(out, fitted.to_json().dump(2) + "\n");
+      ulysses::write_file_atomically(out, fitted.to_json().dump(2) + "\n");
       std::cout << "calibrated " << hw.name << " to " << calibrate_run << ":\n" << report << "wrote " << out << "\n";
       return 0;
     }

@@ -18,7 +18,7 @@
 #include "train_state.hpp"
 #include "worker_failure.hpp"
 #include "ulysses/profiler/clock_sync.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 #include "ulysses/profiler/trace_model.hpp"
 
 namespace ulysses::worker {

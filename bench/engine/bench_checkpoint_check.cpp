@@ -1,5 +1,5 @@
 // What a training checkpoint's identity costs (issue 54): writing a checkpoint's files whole and
-// synced (as train_state.cpp does, prof::write_file_atomically) beside the manifest's XXH64 of
+// synced (as train_state.cpp does, ulysses::write_file_atomically) beside the manifest's XXH64 of
 // every file (ckpt::make_manifest, the save's extra work) and the resume check
 // (ckpt::checkpoint_contents_problem: every header's identity and every file's XXH64), in one run.
 //   bench_checkpoint_check [MiB]     (default 512: model 1/3, optimizer 2/3, 2 RNG files)
@@ -18,7 +18,7 @@
 
 #include "checkpoint_layout.hpp"
 #include "common/bench_main.hpp"
-#include "ulysses/profiler/atomic_file.hpp"
+#include "ulysses/common/atomic_file.hpp"
 
 namespace fs = std::filesystem;
 using namespace ulysses;
@@ -54,15 +54,17 @@ int main(int argc, char** argv) {
     std::vector<std::string> bodies;  // made before the clock starts: only the writes are timed
     for (const auto& [name, bytes] : files) bodies.push_back(safetensors(bytes, ckpt::file_identity(run, 4, name, l)));
     auto t = Clock::now();
-    for (size_t i = 0; i < files.size(); ++i) prof::write_file_atomically((dir / files[i].first).string(), bodies[i]);
+    for (size_t i = 0; i < files.size(); ++i)
+      ulysses::write_file_atomically((dir / files[i].first).string(), bodies[i]);
     for (int r = 0; r < 2; ++r)
-      prof::write_file_atomically((dir / ckpt::rng_file_name(r)).string(), std::string(5056, 'r'));
-    prof::write_file_atomically((dir / "state.json").string(), nlohmann::json({{"run_id", run}, {"step", 4}}).dump());
+      ulysses::write_file_atomically((dir / ckpt::rng_file_name(r)).string(), std::string(5056, 'r'));
+    ulysses::write_file_atomically((dir / "state.json").string(),
+                                   nlohmann::json({{"run_id", run}, {"step", 4}}).dump());
     const double write_s = since(t);
     t = Clock::now();
     const nlohmann::json m = ckpt::make_manifest(dir.string(), 4, run, l);
     const double manifest_s = since(t);
-    prof::write_file_atomically((dir / ckpt::kCompleteFile).string(), m.dump());
+    ulysses::write_file_atomically((dir / ckpt::kCompleteFile).string(), m.dump());
     t = Clock::now();
     const std::string why = ckpt::checkpoint_contents_problem(dir.string());
     const double check_s = since(t);

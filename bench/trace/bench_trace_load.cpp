@@ -53,7 +53,7 @@
 #include "ulysses/profiler/tracer.hpp"
 
 #include "testdata/rank_files.hpp"
-#include "trace_loading.hpp"  // detail::link_kernels_to_launchers (private)
+#include "ulysses/profiler/trace_loading.hpp"  // detail::link_kernels_to_launchers (private)
 
 namespace prof = ulysses::prof;
 namespace fs = std::filesystem;

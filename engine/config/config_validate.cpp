@@ -499,14 +499,14 @@ std::vector<ConfigIssue> validate_with_files(const RunConfig& c, FileChecks dept
   for (auto& i : ckpt::resume_issues(c)) out.push_back(std::move(i));  // train.resume_from
   if (!c.train.init_from.empty()) {
     const fs::path dir(c.train.init_from);
-    const std::string cj = (dir / "config.json").string();
-    const std::string st = (dir / "model.safetensors").string();
+    const std::string cj = (dir / ckpt::kModelConfigFile).string();
+    const std::string st = (dir / ckpt::kWeightsFile).string();
     const std::string why = regular_file_problem(st);
     if (!regular_file_problem(cj).empty())  // (load_run_config refuses this first, with the same words)
       bad("train.init_from",
           cj + " not found (expected a Hugging Face checkpoint directory with config.json and model.safetensors)");
     else if (why == "no such file") {
-      const std::string idx = (dir / "model.safetensors.index.json").string();
+      const std::string idx = (dir / ckpt::kWeightsIndexFile).string();
       if (const std::string idx_why = regular_file_problem(idx); idx_why == "no such file")
         bad("train.init_from", st + " not found, nor a sharded checkpoint's " + idx);
       else if (!idx_why.empty())

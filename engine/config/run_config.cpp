@@ -284,7 +284,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 RunConfig run_config_from_json(const json& j) {
   RunConfig c = RunConfig::from_json(j);
   if (!c.train.init_from.empty()) {
-    const std::string cj = (fs::path(c.train.init_from) / "config.json").string();
+    const std::string cj = (fs::path(c.train.init_from) / ckpt::kModelConfigFile).string();
     std::error_code ec;
     if (fs::exists(c.train.init_from, ec) && !fs::is_directory(c.train.init_from, ec))
       throw ConfigError("train.init_from: " + c.train.init_from +

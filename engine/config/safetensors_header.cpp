@@ -11,6 +11,7 @@
 #include <set>
 #include <vector>
 
+#include "checkpoint_layout.hpp"
 #include "json_checked.hpp"
 #include "run_config.hpp"
 
@@ -145,8 +146,8 @@ SafetensorsHeader read_safetensors_header_file(const std::string& path) {
 std::map<std::string, CheckpointTensor> checkpoint_tensors(const std::string& dir) {
   namespace fs = std::filesystem;
   const fs::path d(dir);
-  const std::string single = (d / "model.safetensors").string();
-  const std::string index_path = (d / "model.safetensors.index.json").string();
+  const std::string single = (d / ckpt::kWeightsFile).string();
+  const std::string index_path = (d / ckpt::kWeightsIndexFile).string();
   std::map<std::string, CheckpointTensor> out;
   auto add_file = [&](const std::string& file, const std::map<std::string, std::string>* owner) {
     const SafetensorsHeader h = read_safetensors_header_file(file);
@@ -223,8 +224,8 @@ std::string checkpoint_mismatch(const std::map<std::string, CheckpointTensor>& t
     // A sharded checkpoint names its tensors in the index: one left out of weight_map is
     // missing even when a shard holds it.
     std::error_code ec;
-    const bool sharded = !std::filesystem::exists(std::filesystem::path(dir) / "model.safetensors", ec) &&
-                         std::filesystem::exists(std::filesystem::path(dir) / "model.safetensors.index.json", ec);
+    const bool sharded = !std::filesystem::exists(std::filesystem::path(dir) / ckpt::kWeightsFile, ec) &&
+                         std::filesystem::exists(std::filesystem::path(dir) / ckpt::kWeightsIndexFile, ec);
     return "checkpoint " + dir + " lacks tensors: " + missing +
            (sharded ? " (model.safetensors.index.json's weight_map does not list them)" : "");
   }

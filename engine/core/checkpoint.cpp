@@ -3,7 +3,7 @@
 
 #include "checkpoint_layout.hpp"
 #include "safetensors_header.hpp"
-#include "ulysses/profiler/atomic_file.hpp"
+#include "ulysses/common/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -62,7 +62,7 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   while (h.size() % 8 != 0) h.push_back(' ');  // align the data section as HF does
   // Whole or not at all (temp file, fsync, rename): never a half-written checkpoint under the
   // final name; a file-size limit or a full disk said as such.
-  prof::write_file_atomically(path, [&](std::ostream& out) {
+  ulysses::write_file_atomically(path, [&](std::ostream& out) {
     uint64_t n = h.size();
     unsigned char le[8];
     for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(n >> (8 * i));
@@ -118,7 +118,7 @@ std::map<std::string, at::Tensor> read_safetensors(const std::string& path) {
 namespace {
 
 // Writes `text` to path whole or not at all (atomic_file.hpp).
-void write_text_file(const std::string& path, const std::string& text) { prof::write_file_atomically(path, text); }
+void write_text_file(const std::string& path, const std::string& text) { ulysses::write_file_atomically(path, text); }
 
 const char* torch_dtype_name(torch::Dtype d) {
   return d == torch::kBFloat16 ? "bfloat16" : d == torch::kFloat16 ? "float16" : "float32";
@@ -204,8 +204,8 @@ void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dty
   std::vector<std::string> names;  // the new files, in the order they are moved in
   try {
     if (shards.size() <= 1) {
-      write_safetensors((stage / "model.safetensors").string(), ts, meta_for("model.safetensors"));
-      names.push_back("model.safetensors");
+      write_safetensors((stage / ckpt::kWeightsFile).string(), ts, meta_for(ckpt::kWeightsFile));
+      names.push_back(ckpt::kWeightsFile);
     } else {
       // HF layout: model-00001-of-0000N.safetensors + model.safetensors.index.json
       json index = {{"metadata", {{"total_size", total}}}, {"weight_map", json::object()}};
@@ -220,12 +220,12 @@ void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dty
         write_safetensors((stage / name).string(), part, meta_for(name));
         names.push_back(name);
       }
-      write_text_file((stage / "model.safetensors.index.json").string(), index.dump(2) + "\n");
-      names.push_back("model.safetensors.index.json");
+      write_text_file((stage / ckpt::kWeightsIndexFile).string(), index.dump(2) + "\n");
+      names.push_back(ckpt::kWeightsIndexFile);
     }
-    write_text_file((stage / "config.json").string(),
+    write_text_file((stage / ckpt::kModelConfigFile).string(),
                     model_to_hf_config(model.config(), torch_dtype_name(dtype)).dump(2) + "\n");
-    names.push_back("config.json");
+    names.push_back(ckpt::kModelConfigFile);
   } catch (...) {
     fs::remove_all(stage, ec);
     throw;
@@ -251,7 +251,7 @@ void save_checkpoint(LlamaModel& model, const std::string& dir, torch::Dtype dty
     fs::rename(stage / n, d / n, ec);
     if (ec) throw kept_in_stage("cannot move " + (stage / n).string() + " into " + dir + ": " + ec.message());
   }
-  prof::sync_path(dir, true);
+  ulysses::sync_path(dir, true);
   // The earlier index and shards the new files do not replace: the folder already loads the
   // new model (model.safetensors comes first; shards without their index are not read), yet a
   // file that cannot be removed is named, never left unsaid.

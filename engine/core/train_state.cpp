@@ -17,7 +17,7 @@
 #include "checkpoint_layout.hpp"
 #include "run_identity.hpp"
 #include "torch_compat.hpp"
-#include "ulysses/profiler/atomic_file.hpp"
+#include "ulysses/common/atomic_file.hpp"
 
 namespace ulysses {
 namespace fs = std::filesystem;
@@ -26,7 +26,7 @@ namespace {
 
 // Whole and synced (atomic_file.hpp); the staging folder's rename makes the checkpoint appear.
 void write_file(const std::string& path, const void* data, size_t n) {
-  prof::write_file_atomically(path, std::string_view(static_cast<const char*>(data), n));
+  ulysses::write_file_atomically(path, std::string_view(static_cast<const char*>(data), n));
 }
 void write_text(const std::string& path, const std::string& s) { write_file(path, s.data(), s.size()); }
 
@@ -131,12 +131,12 @@ void publish_checkpoint(const fs::path& root, const fs::path& tmp, const fs::pat
                         const std::string& run_id, const ckpt::Layout& layout, int64_t save_keep) {
   const json manifest = ckpt::make_manifest(tmp.string(), steps_done, run_id, layout);
   write_text((tmp / ckpt::kCompleteFile).string(), manifest.dump(2) + "\n");
-  prof::sync_path(tmp.string(), true);
+  ulysses::sync_path(tmp.string(), true);
   std::error_code ec;
   fs::remove_all(fin, ec);  // an older run's checkpoint of the same step
   fs::rename(tmp, fin, ec);
   if (ec) throw std::runtime_error("cannot rename " + tmp.string() + " to " + fin.string() + ": " + ec.message());
-  prof::sync_path(root.string(), true);
+  ulysses::sync_path(root.string(), true);
   // Keep the last save_keep complete checkpoints; drop temp folders of interrupted saves.
   auto all = ckpt::complete_checkpoints(root.string());
   for (size_t i = 0; i + static_cast<size_t>(save_keep) < all.size(); ++i) fs::remove_all(all[i].dir, ec);

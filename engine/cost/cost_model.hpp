@@ -77,7 +77,7 @@
 
 #include "device_decision.hpp"
 #include "run_config.hpp"
-#include "ulysses/profiler/units.hpp"
+#include "ulysses/common/units.hpp"
 
 namespace ulysses::cost {
 
@@ -145,8 +145,8 @@ struct CostEstimate {
 // make no sense (non-positive, heads not dividing), so callers validate first.
 CostEstimate estimate(const RunConfig& cfg, const CostOptions& opt = {});
 
-// "1.50 GiB", "512 MiB", "3.20 KiB", "12 B": the one byte formatter (profiler/common units.hpp)
-using prof::format_bytes;
+// "1.50 GiB", "512 MiB", "3.20 KiB", "12 B": the one byte formatter (common/, units.hpp)
+using ulysses::format_bytes;
 // "1.23 TFLOP", "45.6 GFLOP"
 std::string format_flops(double flops);
 // "850 ms", "2.5 s", "3 min 20 s", "1 h 05 min"

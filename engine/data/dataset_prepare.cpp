@@ -22,8 +22,8 @@
 #include "dataset_format.hpp"
 #include "text_utf8.hpp"
 #include "tokenizer.hpp"
-#include "ulysses/profiler/atomic_file.hpp"
-#include "ulysses/profiler/write_error.hpp"
+#include "ulysses/common/atomic_file.hpp"
+#include "ulysses/common/write_error.hpp"
 
 namespace ulysses::data {
 
@@ -258,7 +258,7 @@ class PartialDataset {
       ::close(*fd);
       *fd = -1;
     }
-    prof::write_file_atomically((fs::path(dir_) / kManifestFile).string(), manifest.dump(2) + "\n");
+    ulysses::write_file_atomically((fs::path(dir_) / kManifestFile).string(), manifest.dump(2) + "\n");
     prep_check_out(out_, force);
     std::string old;
     std::error_code ec;
@@ -274,7 +274,7 @@ class PartialDataset {
     }
     finished_ = true;
     if (!old.empty()) fs::remove_all(old, ec);
-    prof::sync_path(fs::absolute(out_).parent_path().string(), true);
+    ulysses::sync_path(fs::absolute(out_).parent_path().string(), true);
   }
 
  private:
@@ -290,7 +290,7 @@ class PartialDataset {
       const ssize_t w = ::write(fd, p, n);
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0)
-        throw std::runtime_error(prof::write_failed((fs::path(out_) / name).string(), w < 0 ? errno : ENOSPC));
+        throw std::runtime_error(ulysses::write_failed((fs::path(out_) / name).string(), w < 0 ? errno : ENOSPC));
       p += w;
       n -= static_cast<size_t>(w);
     }

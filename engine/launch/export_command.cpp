@@ -5,7 +5,7 @@
 
 #include "checkpoint_layout.hpp"
 #include "run_output.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 
 namespace ulysses::launch {
 namespace {

@@ -1,7 +1,7 @@
 // Export of a run config to Hugging Face accelerate + TrainingArguments or to DeepSpeed
 // (docs/CONTRACTS.md). Sources of every key name: see export_python.hpp.
 #include "export_python.hpp"
-#include "ulysses/profiler/atomic_file.hpp"
+#include "ulysses/common/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,6 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "checkpoint_layout.hpp"
 #include "run_launcher.hpp"
 
 namespace ulysses::launch {
@@ -603,7 +604,7 @@ std::string launch_text(const RunConfig& cfg, ExportTarget target, const std::st
 std::vector<ExportFile> build_export(const RunConfig& cfg, ExportTarget target, const std::string& config_label) {
   std::vector<ExportFile> files;
   auto add_json = [&](const std::string& name, const json& j) { files.push_back({name, j.dump(2) + "\n", false}); };
-  add_json("config.json", model_to_hf_config(cfg.model, torch_dtype_of(cfg)));
+  add_json(ckpt::kModelConfigFile, model_to_hf_config(cfg.model, torch_dtype_of(cfg)));
   if (target == ExportTarget::Accelerate) {
     add_json("training_args.json", training_arguments_json(cfg));
     add_json("parallelism_config.json", parallelism_config_json(cfg));
@@ -635,8 +636,8 @@ void write_export(const std::vector<ExportFile>& files, const std::string& dir) 
   // Each file whole or not at all (temp file, fsync, rename); a script keeps its execute bits
   // whatever the umask. A file-size limit or a full disk is said as such (write_error.hpp).
   for (const auto& f : files)
-    prof::write_file_atomically((fs::path(dir) / f.name).string(), f.text,
-                                prof::AtomicWrite{true, static_cast<mode_t>(f.executable ? 0755 : 0644)});
+    ulysses::write_file_atomically((fs::path(dir) / f.name).string(), f.text,
+                                   ulysses::AtomicWrite{true, static_cast<mode_t>(f.executable ? 0755 : 0644)});
 }
 
 }  // namespace ulysses::launch

@@ -11,7 +11,7 @@
 #include "json_checked.hpp"
 #include "metric_line.hpp"
 #include "run_record.hpp"
-#include "ulysses/profiler/step_stats.hpp"
+#include "ulysses/common/step_stats.hpp"
 
 namespace ulysses::launch {
 
@@ -133,68 +133,16 @@ std::optional<json> read_json_object_file(const std::string& path, int64_t max_b
   return j;
 }
 
-RunJson read_run_json(const std::string& path) {
-  RunJson r;
-  r.status = "unknown";
-  const auto j = read_json_object_file(path);
-  if (!j) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) == 0)  // there, but unreadable: say so rather than show a run with no record
-      r.problems.push_back("run.json cannot be read as a run record (not a JSON object, not a regular file, or over " +
-                           std::to_string(kMaxRunJsonBytes >> 20) + " MiB)");
-    return r;
-  }
-  r.present = true;
-  auto str = [&](const char* key) {
-    auto it = j->find(key);
-    return it != j->end() && it->is_string() ? it->get<std::string>() : std::string();
-  };
-  auto opt_num = [&](const char* key) -> std::optional<double> {
-    auto it = j->find(key);
-    if (it == j->end() || !it->is_number()) return std::nullopt;
-    return it->get<double>();
-  };
-  // Only the four statuses ulysses-run writes (run_record.hpp); anything else is no status a
-  // reader can act on (shown raw, its control characters and all would stand as the run's state).
-  if (!str("status").empty()) {
-    try {
-      r.status = to_string(run_status_from_string(str("status")));
-    } catch (const std::invalid_argument&) {
-      r.problems.push_back("run.json's status is not running, finished, failed or stopped; the run's state is unknown");
-    }
-  }
-  r.started_at = str("started_at");
-  r.ended_at = str("ended_at");
-  r.duration_s = opt_num("duration_s");
-  r.final_loss = opt_num("final_loss");
-  if (auto v = opt_num("steps_done")) r.steps_done = to_i64(*v);
-  if (auto v = opt_num("failed_rank")) r.failed_rank = to_i64(*v);
-  if (auto v = opt_num("pid")) r.pid = to_i64(*v);
-  if (auto v = opt_num("exit_code")) r.exit_code = static_cast<int>(std::clamp(*v, -1e6, 1e6));
-  r.message = str("message");
-  // Claims are bounded: a run.json may say 2e9 ranks, and a row per rank would exhaust memory.
-  const double world = num(*j, "world_size");
-  if (world >= 0 && world <= static_cast<double>(kMaxRunRanks)) {
-    r.world_size = static_cast<int64_t>(world);
-  } else {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "run.json claims %g ranks (at most %lld are shown); ignored", world,
-                  static_cast<long long>(kMaxRunRanks));
-    r.problems.emplace_back(buf);
-  }
-  return r;
-}
-
 MetricStats metric_stats(const std::vector<MetricPoint>& points) {
   MetricStats m;
   m.steps = static_cast<int64_t>(points.size());
   if (points.empty()) return m;
-  std::vector<prof::StepFigure> figures;
+  std::vector<ulysses::StepFigure> figures;
   for (const auto& p : points) {
     m.max_mem_bytes = std::max(m.max_mem_bytes, p.max_mem_bytes);
     figures.push_back({p.step, p.step_ms, p.tokens_per_s});
   }
-  const prof::SteadyState s = prof::steady_state(figures);
+  const ulysses::SteadyState s = ulysses::steady_state(figures);
   m.median_step_ms = s.median_step_ms;
   m.median_tokens_per_s = s.median_tokens_per_s;
   m.final_loss = points.back().loss;

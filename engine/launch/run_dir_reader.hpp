@@ -1,6 +1,6 @@
 // The one reader of a run directory's files (docs/CONTRACTS.md, "Run directory"):
-// RUN/metrics.jsonl and METRIC lines, RUN/run.json, RUN/config.json, and the figures the
-// front ends quote from them (steady-state medians: ulysses/profiler/step_stats.hpp).
+// RUN/metrics.jsonl and METRIC lines, RUN/config.json, and the figures the
+// front ends quote from them (steady-state medians: ulysses/common/step_stats.hpp).
 // Qt-free and torch-free: ulysses-run, ulysses-trace and the studio (ui/models/run_data)
 // all read through here. Only regular files of bounded size are read (a FIFO named
 // run.json would block a reader forever); claims beyond the limits are refused.
@@ -13,10 +13,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ulysses/common/run_record.hpp"
+
 namespace ulysses::launch {
 
-inline constexpr int64_t kMaxRunRanks = 1024;                   // as validate() allows
-inline constexpr int64_t kMaxRunJsonBytes = int64_t{16} << 20;  // run.json, config.json
+using ulysses::kMaxRunJsonBytes;  // run.json, config.json (ulysses/common/run_record.hpp)
+using ulysses::kMaxRunRanks;      // as validate() allows
 inline constexpr int64_t kMaxMetricsBytes = int64_t{256} << 20;
 inline constexpr int64_t kMaxMetricPoints = 10'000'000;
 
@@ -44,21 +46,8 @@ std::optional<MetricPoint> read_last_metric(const std::string& path);
 // regular file, too large, not JSON or not an object.
 std::optional<nlohmann::json> read_json_object_file(const std::string& path, int64_t max_bytes = kMaxRunJsonBytes);
 
-// What RUN/run.json says, read leniently (a reader shows what it can): fields that are
-// missing or of the wrong type stay unset; world_size outside [0, kMaxRunRanks], a status
-// ulysses-run does not write and a run.json that is there but unreadable are said in `problems`.
-struct RunJson {
-  bool present = false;  // run.json exists and is a JSON object
-  std::string status;    // running, finished, failed or stopped; "unknown" otherwise (then said in problems)
-  std::string started_at, ended_at;
-  std::optional<double> duration_s, final_loss;
-  std::optional<int64_t> steps_done, failed_rank, pid;
-  int64_t world_size = 0;  // 0 when absent or refused
-  int exit_code = 0;
-  std::string message;
-  std::vector<std::string> problems;
-};
-RunJson read_run_json(const std::string& path);
+// RUN/run.json is read by the common floor's one reader (ulysses/common/run_record.hpp:
+// read_run_record_file, lenient, each problem said).
 
 // Figures of a run from its METRIC objects. Medians are step_stats.hpp's steady_state
 // (the definition `ulysses-trace summary` uses for the same steps).

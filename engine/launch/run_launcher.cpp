@@ -30,7 +30,7 @@
 #include "store_probe.hpp"
 #include "watchdog.hpp"
 #include "worker_process.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 
 namespace ulysses::launch {
 

@@ -8,7 +8,7 @@
 
 #include "run_output.hpp"
 #include "stop_signals.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 
 namespace ulysses::launch {
 namespace {

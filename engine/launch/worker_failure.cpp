@@ -6,13 +6,13 @@
 
 #include "folder_claim.hpp"
 #include "run_identity.hpp"
-#include "ulysses/profiler/write_error.hpp"
+#include "ulysses/common/write_error.hpp"
 
 namespace ulysses::launch {
 
 std::string explain_worker_failure(const std::string& what, const FailureContext& c) {
   if (c.stopped) return "stopped by a signal while in a collective [" + what + "]";
-  if (const std::string hint = prof::file_size_limit_hint(what); !hint.empty()) {
+  if (const std::string hint = ulysses::file_size_limit_hint(what); !hint.empty()) {
     const bool sqlite =
         what.find("disk I/O error") != std::string::npos || what.find("disk is full") != std::string::npos;
     return what + (sqlite && !c.trace_path.empty() ? " writing " + c.trace_path : std::string()) + hint;

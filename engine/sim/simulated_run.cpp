@@ -10,9 +10,10 @@
 #include <thread>
 
 #include "run_record.hpp"
-#include "ulysses/profiler/atomic_file.hpp"
+#include "ulysses/common/atomic_file.hpp"
 #include "ulysses/profiler/nsys_ids.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
+#include "ulysses/common/run_record.hpp"
 #include "ulysses/profiler/trace_writer.hpp"
 
 namespace ulysses::sim {
@@ -121,13 +122,9 @@ void write_rank(const std::string& dir, int64_t r, const SimulatedRun& run, cons
 }  // namespace
 
 std::string simulated_banner(const std::string& run_dir) {
-  std::error_code ec;
-  const fs::path rec = run_layout::run_record(run_dir);
-  if (!fs::is_regular_file(rec, ec) || fs::file_size(rec, ec) > (1u << 20)) return {};
-  std::ifstream in(rec);
-  const json j = json::parse(in, nullptr, false);
-  if (!j.is_object() || !j.contains("simulated") || !j["simulated"].is_object()) return {};
-  const json& s = j["simulated"];
+  const RunRecordFile rec = read_run_record_file(run_layout::run_record(run_dir).string());
+  if (!rec.record.simulated.is_object()) return {};
+  const json& s = rec.record.simulated;
   std::string line = "SIMULATED on " + s.value("hardware", std::string("?"));
   const std::string from = s.value("calibrated_from", std::string());
   if (!from.empty()) line += " (calibrated to " + from + ")";
@@ -182,8 +179,8 @@ WriteStats write_simulated_run(const std::string& dir, const SimulatedRun& run, 
                     {"simulated", true}}
                    .dump() +
                "\n";
-  prof::write_file_atomically(run_layout::metrics(dir).string(), metrics);
-  prof::write_file_atomically(run_layout::config(dir).string(), run.cfg.to_json().dump(2) + "\n");
+  ulysses::write_file_atomically(run_layout::metrics(dir).string(), metrics);
+  ulysses::write_file_atomically(run_layout::config(dir).string(), run.cfg.to_json().dump(2) + "\n");
   launch::RunRecord rec;
   rec.status = launch::RunStatus::Finished;
   rec.started_at = rec.ended_at = launch::iso8601_utc(std::chrono::system_clock::now());
@@ -192,15 +189,14 @@ WriteStats write_simulated_run(const std::string& dir, const SimulatedRun& run, 
   rec.exit_code = 0;
   rec.steps_done = steps;
   rec.message = "simulated on " + run.hw.name + " (no training ran; figures from the step simulator)";
-  json j = rec.to_json();
-  j["simulated"] = {{"hardware", run.hw.name},
-                    {"description", run.hw.description},
-                    {"source", run.hw.source},
-                    {"calibrated_from", run.hw.calibrated_from},
-                    {"step_ms", step_s * 1e3},
-                    {"simulated_ranks", 1},
-                    {"note", "every rank runs the same program: one rank simulated, its timeline written for each"}};
-  prof::write_file_atomically(run_layout::run_record(dir).string(), j.dump(2) + "\n");
+  rec.simulated = {{"hardware", run.hw.name},
+                   {"description", run.hw.description},
+                   {"source", run.hw.source},
+                   {"calibrated_from", run.hw.calibrated_from},
+                   {"step_ms", step_s * 1e3},
+                   {"simulated_ranks", 1},
+                   {"note", "every rank runs the same program: one rank simulated, its timeline written for each"}};
+  write_run_record_file(run_layout::run_record(dir).string(), rec);
   const auto t2 = std::chrono::steady_clock::now();
   stats.write_s = std::chrono::duration<double>(t2 - t1).count();
   stats.rank_files = world;

@@ -1,4 +1,4 @@
-// The one atomic file writer (profiler/common, atomic_file.hpp): the mode asked for whatever the
+// The one atomic file writer (common/, atomic_file.hpp): the mode asked for whatever the
 // umask, a file-size limit said with the final file's name and the old contents kept, and no
 // temporary file left behind in any failure.
 #include <gtest/gtest.h>
@@ -13,11 +13,10 @@
 #include <sstream>
 #include <string>
 
-#include "ulysses/profiler/atomic_file.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/atomic_file.hpp"
+#include "ulysses/common/run_layout.hpp"
 
 namespace fs = std::filesystem;
-namespace prof = ulysses::prof;
 
 namespace {
 
@@ -52,8 +51,8 @@ TEST(AtomicFile, ModeIsTheOneAskedForWhateverTheUmask) {
   TmpDir d;
   const mode_t old = ::umask(077);
   const std::string script = (d.path / "run.sh").string(), text = (d.path / "a.txt").string();
-  prof::write_file_atomically(script, "#!/bin/sh\n", prof::AtomicWrite{true, 0755});
-  prof::write_file_atomically(text, "x");
+  ulysses::write_file_atomically(script, "#!/bin/sh\n", ulysses::AtomicWrite{true, 0755});
+  ulysses::write_file_atomically(text, "x");
   ::umask(old);
   struct stat st {};
   ASSERT_EQ(::stat(script.c_str(), &st), 0);
@@ -67,7 +66,7 @@ TEST(AtomicFile, ModeIsTheOneAskedForWhateverTheUmask) {
 TEST(AtomicFile, FileSizeLimitNamesTheFinalFileAndKeepsTheOldOne) {
   TmpDir d;
   const std::string path = (d.path / "model.safetensors").string();
-  prof::write_file_atomically(path, "old contents");
+  ulysses::write_file_atomically(path, "old contents");
   rlimit saved{};
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
   auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
@@ -76,7 +75,7 @@ TEST(AtomicFile, FileSizeLimitNamesTheFinalFileAndKeepsTheOldOne) {
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   std::string what;
   try {
-    prof::write_file_atomically(path, std::string(100000, 'x'));
+    ulysses::write_file_atomically(path, std::string(100000, 'x'));
   } catch (const std::runtime_error& e) {
     what = e.what();
   }
@@ -92,14 +91,14 @@ TEST(AtomicFile, FileSizeLimitNamesTheFinalFileAndKeepsTheOldOne) {
 TEST(AtomicFile, CacheWritesAreAtomicToo) {
   TmpDir d;
   const std::string path = (d.path / "c.bin").string();
-  prof::write_file_atomically(path, "one", prof::AtomicWrite{false, 0644});
-  EXPECT_THROW(prof::write_file_atomically(
+  ulysses::write_file_atomically(path, "one", ulysses::AtomicWrite{false, 0644});
+  EXPECT_THROW(ulysses::write_file_atomically(
                    path,
                    [](std::ostream& o) {
                      o << "half";
                      throw std::runtime_error("writer failed");
                    },
-                   prof::AtomicWrite{false, 0644}),
+                   ulysses::AtomicWrite{false, 0644}),
                std::runtime_error);
   EXPECT_EQ(slurp(path), "one");
   EXPECT_EQ(entries(d.path), 1);

@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "cache_io.hpp"
+#include "ulysses/profiler/cache_io.hpp"
 
 namespace prof = ulysses::prof;
 namespace cio = ulysses::prof::cache_io;

@@ -1,4 +1,4 @@
-// Lane builder of the trace loader (profiler/src/lane_builder.cpp), tested on hand-made
+// Lane builder of the trace loader (profiler/load/src/lane_builder.cpp), tested on hand-made
 // sources without any file: sub-lanes where ranges of one source overlap without nesting,
 // parents and depths against a brute-force search, lane order per rank, head-range copies.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <random>
 #include <tuple>
 
-#include "trace_loading.hpp"
+#include "ulysses/profiler/trace_loading.hpp"
 
 namespace prof = ulysses::prof;
 namespace detail = ulysses::prof::detail;

@@ -29,7 +29,7 @@
 #include "test_util.hpp"
 #include "ulysses/profiler/html_report.hpp"
 #include "ulysses/profiler/report.hpp"
-#include "cache_io.hpp"
+#include "ulysses/profiler/cache_io.hpp"
 #include "ulysses/profiler/summary_cache.hpp"
 #include "ulysses/profiler/trace_overview.hpp"
 #include "ulysses/profiler/trace_store.hpp"

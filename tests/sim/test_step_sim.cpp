@@ -17,7 +17,7 @@
 #include "simulated_run.hpp"
 #include "step_program.hpp"
 #include "step_sim.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 #include "ulysses/profiler/trace_writer.hpp"
 

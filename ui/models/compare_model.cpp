@@ -20,7 +20,7 @@
 #include "cost_model.hpp"
 #include "run_config.hpp"
 #include "ulysses/profiler/trace_store.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 
 namespace ulysses::ui {
 

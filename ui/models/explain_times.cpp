@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "ulysses/profiler/step_stats.hpp"
+#include "ulysses/common/step_stats.hpp"
 
 namespace ulysses::ui {
 
@@ -40,7 +40,7 @@ std::vector<StageTime> stage_times(const std::vector<prof::LayerRow>& layers) {
     auto& t = out[static_cast<size_t>(s)];
     t.measured = !per_layer.empty();
     t.layers = static_cast<int>(per_layer.size());
-    t.median_ns = prof::true_median(per_layer);
+    t.median_ns = ulysses::true_median(per_layer);
   }
   return out;
 }
@@ -57,7 +57,7 @@ StageTime ring_hop_time(const prof::TraceModel& m) {
   StageTime t;
   t.measured = !d.empty();
   t.layers = static_cast<int>(d.size());  // here: the exchanges the median is over
-  t.median_ns = prof::true_median(d);
+  t.median_ns = ulysses::true_median(d);
   return t;
 }
 

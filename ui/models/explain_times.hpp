@@ -5,7 +5,7 @@
 //
 //   stage time  = median over the forward layers of the run of (stage time of that layer,
 //                 summed over ranks and steps) / samples, i.e. the median over layers of
-//                 the per-rank per-step mean (prof::true_median: mean of the two middle
+//                 the per-rank per-step mean (ulysses::true_median: mean of the two middle
 //                 values for an even count). Layers where the phase took no time are left
 //                 out; a stage no layer traced is "not measured" (the sequence shard stage
 //                 has no range of its own and is never measured).

@@ -18,10 +18,11 @@
 
 #include "checkpoint_layout.hpp"
 #include "native_path.hpp"
-#include "ulysses/profiler/atomic_file.hpp"
+#include "ulysses/common/atomic_file.hpp"
 #include "run_config.hpp"
 #include "run_dir_reader.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
+#include "ulysses/common/run_record.hpp"
 
 namespace ulysses::ui {
 
@@ -92,22 +93,23 @@ RunSummary loadRunSummary(const QString& dir) {
   s.dir = fi.absoluteFilePath();
   s.name = fi.fileName();
   const QDir d(s.dir);
-  const auto run = launch::read_run_json(local(d.filePath(QString::fromLatin1(run_layout::kRunRecord))));
+  const RunRecordFile file = read_run_record_file(local(d.filePath(QString::fromLatin1(run_layout::kRunRecord))));
+  const RunRecord& run = file.record;
   s.config = readJsonObject(d.filePath(QString::fromLatin1(run_layout::kConfig)));
-  s.status = QString::fromStdString(run.status);
+  s.status = file.status_known ? QString::fromStdString(to_string(run.status)) : QStringLiteral("unknown");
   s.startedAt = QString::fromStdString(run.started_at);
   s.endedAt = QString::fromStdString(run.ended_at);
-  if (run.duration_s) s.durationS = *run.duration_s;
+  if (file.has("duration_s")) s.durationS = run.duration_s;
   if (run.final_loss) {
     s.hasFinalLoss = true;
     s.finalLoss = *run.final_loss;
   }
-  if (run.steps_done)
-    s.stepsDone = static_cast<int>(std::clamp<int64_t>(*run.steps_done, -1, std::numeric_limits<int>::max()));
+  if (file.has("steps_done"))
+    s.stepsDone = static_cast<int>(std::clamp<int64_t>(run.steps_done, -1, std::numeric_limits<int>::max()));
   s.worldSize = static_cast<int>(run.world_size);
-  for (const auto& p : run.problems) s.problems << QString::fromStdString(p);
-  s.exitCode = run.exit_code;
-  if (run.failed_rank) s.failedRank = static_cast<int>(std::clamp<int64_t>(*run.failed_rank, -1, launch::kMaxRunRanks));
+  for (const auto& p : file.problems) s.problems << QString::fromStdString(p);
+  s.exitCode = static_cast<int>(std::clamp(run.exit_code.value_or(0), -1000000, 1000000));
+  if (run.failed_rank) s.failedRank = static_cast<int>(std::clamp<int64_t>(*run.failed_rank, -1, kMaxRunRanks));
   s.message = QString::fromStdString(run.message);
   const auto train = s.config.value("train").toObject();
   if (train.value("steps").isDouble()) s.steps = train.value("steps").toInt();
@@ -118,13 +120,13 @@ RunSummary loadRunSummary(const QString& dir) {
   }
   // A "running" record whose launcher is gone: the run died without writing its end
   // (killed with SIGKILL, crashed, machine restarted). Shown as failed, not as running.
-  if (s.status == QLatin1String("running") && run.pid && !launcherAlive(*run.pid)) {
+  if (s.status == QLatin1String("running") && run.pid != 0 && !launcherAlive(run.pid)) {
     s.status = QStringLiteral("failed");
     s.stale = true;
     s.message = QStringLiteral(
                     "ulysses-run (pid %1) is no longer running and never recorded how the run ended "
                     "(killed, crashed or the machine restarted)")
-                    .arg(static_cast<qint64>(*run.pid));
+                    .arg(static_cast<qint64>(run.pid));
   }
   // A live run's record holds placeholders (ulysses-run writes run.json at the start with 0
   // steps done and 0 s, and no final loss): its progress so far is metrics.jsonl's. The list
@@ -215,7 +217,8 @@ QString slug(const QString& name) {
 bool writeFileWhole(const QString& path, const QByteArray& bytes, QString* error) {
   // Written beside and renamed over `path` only when whole, under the exact name asked for.
   try {
-    prof::write_file_atomically(native_path(path), [&](std::ostream& o) { o.write(bytes.constData(), bytes.size()); });
+    ulysses::write_file_atomically(native_path(path),
+                                   [&](std::ostream& o) { o.write(bytes.constData(), bytes.size()); });
   } catch (const std::exception& e) {
     if (error) *error = QStringLiteral("cannot write %1: %2").arg(display_path(path), QString::fromUtf8(e.what()));
     return false;

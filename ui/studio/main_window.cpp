@@ -50,7 +50,7 @@
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/trace_model.hpp"
 #include "ulysses/profiler/trace_store.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 
 namespace ulysses::ui {
 

@@ -31,7 +31,7 @@
 #include "native_path.hpp"
 #include "rank_status_model.hpp"
 #include "run_lineage.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 
 namespace ulysses::ui {
 

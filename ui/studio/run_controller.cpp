@@ -7,7 +7,7 @@
 #include <QTimer>
 
 #include "rank_status_model.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 
 namespace ulysses::ui {
 

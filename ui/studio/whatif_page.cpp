@@ -24,9 +24,11 @@
 #include <QVBoxLayout>
 #include <cmath>
 
+#include "native_path.hpp"
 #include "run_data.hpp"
 #include "studio_paths.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
+#include "ulysses/common/run_record.hpp"
 
 namespace ulysses::ui {
 
@@ -255,8 +257,8 @@ bool WhatIfPage::setMeasuredRun(const QString& dir, QString* error) {
     if (error) *error = QStringLiteral("%1 has no readable config.json: not a run folder").arg(dir);
     return false;
   }
-  if (const auto rec = read_json_file(d.filePath(QString::fromLatin1(run_layout::kRunRecord)));
-      rec && rec->contains("simulated")) {
+  const QString record = d.filePath(QString::fromLatin1(run_layout::kRunRecord));
+  if (read_run_record_file(native_path(record)).record.simulated.is_object()) {
     if (error) *error = QStringLiteral("%1 is itself simulated: choose a measured run").arg(dir);
     return false;
   }

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "ulysses/profiler/trace_model.hpp"
-#include "ulysses/profiler/units.hpp"
+#include "ulysses/common/units.hpp"
 
 namespace ulysses::ui {
 
@@ -49,8 +49,8 @@ inline constexpr uint32_t kNameFamilyPalette[] = {
     0xFFD81B60, 0xFF3949AB, 0xFF00897B, 0xFF7CB342, 0xFFF4511E, 0xFF8E24AA, 0xFF1E88E5, 0xFFC0CA33};
 // "1.25 ms", "830 ns", "2.5 s": 3 significant digits.
 std::string format_duration_ns(double ns);
-// Byte counts as "1.20 MiB": the one byte formatter (profiler/common units.hpp).
-using prof::format_bytes;
+// Byte counts as "1.20 MiB": the one byte formatter (common/, units.hpp).
+using ulysses::format_bytes;
 
 constexpr uint32_t kFoldedArgb = 0xFF707070;
 constexpr uint32_t kOverlapShadeArgb = 0x4000C853;  // translucent green

@@ -1,7 +1,7 @@
 // Timeline labels (see range_label.hpp).
 #include "range_label.hpp"
 
-#include "ulysses/profiler/units.hpp"
+#include "ulysses/common/units.hpp"
 
 namespace ulysses::ui {
 
@@ -22,7 +22,7 @@ std::string timeline_range_label(const prof::TraceModel& m, int64_t range) {
   std::string s = reduce ? "reduce-scatter " : r.chunk == 1 ? "prefetch " : "gather ";
   s += r.layer >= 0 ? "L" + std::to_string(r.layer) : std::string("embed/head");
   const int64_t bytes = m.extra(r).bytes_sent;
-  if (bytes > 0) s += " · " + prof::format_bytes(double(bytes));
+  if (bytes > 0) s += " · " + ulysses::format_bytes(double(bytes));
   return s;
 }
 

@@ -17,10 +17,10 @@
 
 #include "common/trace_test_files.hpp"
 #include "profiler/test_util.hpp"
-#include "cache_io.hpp"
-#include "trace_loading.hpp"
+#include "ulysses/profiler/cache_io.hpp"
+#include "ulysses/profiler/trace_loading.hpp"
 #include "ulysses/profiler/analysis.hpp"
-#include "ulysses/profiler/atomic_file.hpp"
+#include "ulysses/common/atomic_file.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 
 using namespace ut;
@@ -308,7 +308,7 @@ TEST_F(BadInput, OutputsNeverOverwriteTheTraceReadAndAreWrittenWhole) {
     ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
     EXPECT_EQ(bad_input_cli("export '" + run + "' '" + fifo + "'"), 2);
     EXPECT_EQ(bad_input_cli("report '" + run + "' --html '" + fifo + "'"), 2);
-    EXPECT_THROW(prof::write_file_atomically(fifo, [](std::ostream& o) { o << "x"; }), std::runtime_error);
+    EXPECT_THROW(ulysses::write_file_atomically(fifo, [](std::ostream& o) { o << "x"; }), std::runtime_error);
     struct stat st {};
     ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
     EXPECT_TRUE(S_ISFIFO(st.st_mode));
@@ -329,20 +329,20 @@ TEST_F(BadInput, OutputsNeverOverwriteTheTraceReadAndAreWrittenWhole) {
 
   const std::string out = tmp.path + "/old.json";
   write_file(out, "old contents");
-  EXPECT_THROW(prof::write_file_atomically(out,
-                                           [](std::ostream& o) {
-                                             o << "half of the new";
-                                             throw std::runtime_error("the writer failed");
-                                           }),
+  EXPECT_THROW(ulysses::write_file_atomically(out,
+                                              [](std::ostream& o) {
+                                                o << "half of the new";
+                                                throw std::runtime_error("the writer failed");
+                                              }),
                std::runtime_error);
   EXPECT_EQ(bytes_of(out), "old contents");
   fs::create_directories(tmp.path + "/a_folder");
-  EXPECT_THROW(prof::write_file_atomically(tmp.path + "/a_folder", [](std::ostream& o) { o << "x"; }),
+  EXPECT_THROW(ulysses::write_file_atomically(tmp.path + "/a_folder", [](std::ostream& o) { o << "x"; }),
                std::runtime_error);
   EXPECT_TRUE(fs::is_directory(tmp.path + "/a_folder"));
-  EXPECT_THROW(prof::write_file_atomically(tmp.path + "/no/such/dir/x.json", [](std::ostream& o) { o << "x"; }),
+  EXPECT_THROW(ulysses::write_file_atomically(tmp.path + "/no/such/dir/x.json", [](std::ostream& o) { o << "x"; }),
                std::runtime_error);
-  prof::write_file_atomically(out, [](std::ostream& o) { o << "new contents"; });
+  ulysses::write_file_atomically(out, [](std::ostream& o) { o << "new contents"; });
   EXPECT_EQ(bytes_of(out), "new contents");
   for (const auto& e : fs::directory_iterator(tmp.path))
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();

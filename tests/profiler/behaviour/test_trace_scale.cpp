@@ -21,7 +21,7 @@
 
 #include "common/model_compare.hpp"
 #include "profiler/test_util.hpp"
-#include "trace_loading.hpp"
+#include "ulysses/profiler/trace_loading.hpp"
 #include "ulysses/profiler/analysis.hpp"
 #include "ulysses/profiler/rank_file_cache.hpp"
 #include "ulysses/profiler/trace_overview.hpp"

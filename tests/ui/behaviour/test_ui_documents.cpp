@@ -35,7 +35,7 @@
 #include "tokenizer/tiny_tokenizer.hpp"
 #include "trace/documents_view.hpp"
 #include "trace/report_view.hpp"
-#include "ulysses/profiler/run_layout.hpp"
+#include "ulysses/common/run_layout.hpp"
 #include "ulysses/profiler/trace_store.hpp"
 #include "ulysses/profiler/tracer.hpp"
 

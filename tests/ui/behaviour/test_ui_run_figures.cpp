@@ -14,6 +14,7 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -22,7 +23,8 @@
 #include "run_data.hpp"
 #include "run_dir_reader.hpp"
 #include "ui/run_fixture.hpp"
-#include "ulysses/profiler/step_stats.hpp"
+#include "ulysses/common/run_record.hpp"
+#include "ulysses/common/step_stats.hpp"
 
 using namespace ulysses;
 
@@ -127,7 +129,7 @@ BrowserRun render_in_chromium(const QString& chromium, const QString& html_path,
 }  // namespace
 
 TEST(StepStats, TrueMedianWithoutWarmupStep) {
-  using prof::steady_state;
+  using ulysses::steady_state;
   // Odd count after dropping step 0: middle value.
   EXPECT_DOUBLE_EQ(steady_state({{0, 900, 1}, {1, 30, 3}, {2, 10, 9}, {3, 20, 5}}).median_step_ms, 20);
   // Even count: mean of the two middle values.
@@ -219,33 +221,73 @@ TEST(RunDirReader, LastMetricFromTheEndEqualsTheWholeFilesLast) {
   EXPECT_FALSE(launch::read_last_metric(tmp.filePath(QStringLiteral("none")).toStdString()).has_value());
 }
 
+// The one writer and reader of run.json (common/): a record reads back field for field, a
+// simulated run's section included; a run that trained writes no such section.
+TEST(RunDirReader, OneRunJsonWriterAndReaderRoundTrip) {
+  QTemporaryDir tmp;
+  const std::string path = tmp.filePath(QStringLiteral("run.json")).toStdString();
+  RunRecord r;
+  r.status = RunStatus::Stopped;
+  r.started_at = "2026-01-02T03:04:05.678Z";
+  r.duration_s = 12.5;
+  r.world_size = 8;
+  r.exit_code = 2;
+  r.final_loss = 3.25;
+  r.steps_done = 41;
+  r.message = "stopped";
+  r.pid = 4242;
+  write_run_record_file(path, r);
+  EXPECT_GE(std::filesystem::file_size(path), kRunJsonReserve);
+  const RunRecordFile plain = read_run_record_file(path);
+  ASSERT_TRUE(plain.present && plain.status_known && plain.problems.empty());
+  EXPECT_EQ(plain.record.to_json(), r.to_json());
+  EXPECT_FALSE(plain.has("simulated"));
+  EXPECT_TRUE(plain.record.simulated.is_null());
+  r.simulated = {{"hardware", "h200-x8"}, {"step_ms", 12.0}};
+  write_run_record_file(path, r);
+  const RunRecordFile sim = read_run_record_file(path);
+  EXPECT_EQ(sim.record.simulated, r.simulated);
+  EXPECT_EQ(sim.record.to_json(), r.to_json());
+}
+
 TEST(RunDirReader, LenientRunJsonAndBoundedClaims) {
   QTemporaryDir tmp;
   const std::string path = tmp.filePath(QStringLiteral("run.json")).toStdString();
-  EXPECT_FALSE(launch::read_run_json(path).present);
-  EXPECT_EQ(launch::read_run_json(path).status, "unknown");
+  EXPECT_FALSE(read_run_record_file(path).present);
+  EXPECT_FALSE(read_run_record_file(path).status_known);
+  EXPECT_TRUE(read_run_record_file(path).problems.empty());  // no run.json: nothing to say
   { std::ofstream(path) << R"({"status": "failed", "world_size": 2e9, "failed_rank": 1, "steps_done": "x"})"; }
-  const auto r = launch::read_run_json(path);
+  const auto r = read_run_record_file(path);
   EXPECT_TRUE(r.present);
-  EXPECT_EQ(r.status, "failed");
-  EXPECT_EQ(r.world_size, 0);
-  ASSERT_EQ(r.problems.size(), 1u);
-  EXPECT_NE(r.problems[0].find("claims 2e+09 ranks"), std::string::npos) << r.problems[0];
-  EXPECT_EQ(r.failed_rank.value_or(-1), 1);
-  EXPECT_FALSE(r.steps_done.has_value());
-  // A status ulysses-run never writes is "unknown", said in problems, not passed on raw.
+  EXPECT_EQ(r.record.status, RunStatus::Failed);
+  EXPECT_EQ(r.record.world_size, 0);
+  ASSERT_EQ(r.problems.size(), 2u);
+  EXPECT_NE(r.problems[0].find("steps_done is not a number"), std::string::npos) << r.problems[0];
+  EXPECT_NE(r.problems[1].find("claims 2e+09 ranks"), std::string::npos) << r.problems[1];
+  EXPECT_EQ(r.record.failed_rank.value_or(-1), 1);
+  EXPECT_FALSE(r.has("steps_done"));
+  EXPECT_TRUE(r.has("failed_rank"));
+  // A status ulysses-run never writes is unknown, said in problems, not passed on raw.
   { std::ofstream(path) << "{\"status\": \"\\u001b]0;pwned\\u0007done\", \"world_size\": 2}"; }
-  const auto odd = launch::read_run_json(path);
-  EXPECT_EQ(odd.status, "unknown");
+  const auto odd = read_run_record_file(path);
+  EXPECT_FALSE(odd.status_known);
+  EXPECT_EQ(odd.record.world_size, 2);
   ASSERT_EQ(odd.problems.size(), 1u);
   EXPECT_NE(odd.problems[0].find("not running, finished, failed or stopped"), std::string::npos) << odd.problems[0];
+  EXPECT_EQ(ui::loadRunSummary(tmp.path()).status, QStringLiteral("unknown"));
   // A run.json that is there but no JSON object: said, not taken for an absent one.
   { std::ofstream(path) << "{\"status\": \"finished\", "; }
-  const auto torn = launch::read_run_json(path);
+  const auto torn = read_run_record_file(path);
   EXPECT_FALSE(torn.present);
-  EXPECT_EQ(torn.status, "unknown");
+  EXPECT_FALSE(torn.status_known);
   ASSERT_EQ(torn.problems.size(), 1u);
   EXPECT_NE(torn.problems[0].find("cannot be read as a run record"), std::string::npos) << torn.problems[0];
+  // Nested deeper than any run record: refused before parsing.
+  {
+    std::ofstream(path) << "{\"status\": \"finished\", \"x\": " << std::string(100, '[') << std::string(100, ']')
+                        << "}";
+  }
+  EXPECT_FALSE(read_run_record_file(path).present);
   // METRIC text: with or without the prefix; step and loss must be numbers.
   EXPECT_TRUE(launch::parse_metric_text("METRIC {\"step\": 3, \"loss\": 2.5}").has_value());
   EXPECT_EQ(launch::parse_metric_text("  {\"step\": 3, \"loss\": 2.5, \"step_ms\": 7}\n")->step_ms, 7);
