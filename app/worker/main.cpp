@@ -159,7 +159,12 @@ int main(int argc, char** argv) {
     g_making_groups = false;
     heartbeat.set(Phase::Build);
     set_fault_delay(w);
-    open_tracer(w);
+    try {  // the trace file is named before it is opened: a failure to open it names it too
+      open_tracer(w);
+    } catch (...) {
+      g_trace_path = w.trace_path;
+      throw;
+    }
     g_trace_path = w.trace_path;
     w.comm->set_tracer(w.tracer.get());  // the loss all-reduce, barriers and the fault delay as ranges
     record_planned_memory(w);

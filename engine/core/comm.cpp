@@ -259,7 +259,11 @@ Comm::Work Comm::all_to_all_async(at::Tensor& out, at::Tensor& in) {
   check_device(in, "all_to_all");
   check_device(out, "all_to_all");
   if (!sp_) return without_group(out, in);  // sp 1; shapes only: out already has the received shape
-  return issued(begin_collective(sp_pg(), sp_seq_, true), backend_->all_to_all(*sp_, out, in));
+  // The prologue (fault delay, sequence number, issue time, device mark) before the issue: as one
+  // call's two arguments their order would be unspecified (GCC issued first, so a straggler's
+  // sleep fell after its send and was timed twice by the others).
+  Work w = begin_collective(sp_pg(), sp_seq_, true);
+  return issued(std::move(w), backend_->all_to_all(*sp_, out, in));
 }
 
 void Comm::all_reduce_sum(at::Tensor& t, prof::Tracer* tracer, const prof::RangeInfo* info) {
@@ -308,9 +312,9 @@ Comm::Work Comm::all_gather_async(at::Tensor& full, at::Tensor& shard) {
   check_device(shard, "all_gather_async");
   check_device(full, "all_gather_async");
   check_shard_pair(shard, full, env_.world_size, "all_gather_async");
-  if (!world_) return without_group(full, shard);  // one rank copies; shapes only: nothing moves
-  return issued(begin_collective(kWorldPg, world_seq_, true),
-                backend_->all_gather(*world_, full, shard, env_.world_size));
+  if (!world_) return without_group(full, shard);         // one rank copies; shapes only: nothing moves
+  Work w = begin_collective(kWorldPg, world_seq_, true);  // before the issue (all_to_all_async)
+  return issued(std::move(w), backend_->all_gather(*world_, full, shard, env_.world_size));
 }
 
 Comm::Work Comm::reduce_scatter_sum_async(at::Tensor& shard, at::Tensor& full) {
@@ -318,8 +322,8 @@ Comm::Work Comm::reduce_scatter_sum_async(at::Tensor& shard, at::Tensor& full) {
   check_device(full, "reduce_scatter_sum_async");
   check_shard_pair(shard, full, env_.world_size, "reduce_scatter_sum_async");
   if (!world_) return without_group(shard, full);
-  return issued(begin_collective(kWorldPg, world_seq_, true),
-                backend_->reduce_scatter_sum(*world_, shard, full, env_.world_size));
+  Work w = begin_collective(kWorldPg, world_seq_, true);  // before the issue (all_to_all_async)
+  return issued(std::move(w), backend_->reduce_scatter_sum(*world_, shard, full, env_.world_size));
 }
 
 void Comm::all_reduce_max(at::Tensor& t) {
