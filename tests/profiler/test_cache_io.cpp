@@ -1,4 +1,4 @@
-// The one codec of the timed tables (profiler/src/cache_io.hpp: put_timed_tables /
+// The one codec of the timed tables (profiler/load/include/ulysses/profiler/cache_io.hpp: put_timed_tables /
 // get_timed_tables), shared by the rank-file cache and the summary cache: a model with every
 // timed table filled with extreme values (INT64_MIN/MAX times, negative and 32-bit-limit ids,
 // NaN-free doubles of every sign) round-trips field by field, written here by hand; without
